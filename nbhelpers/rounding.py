@@ -1,0 +1,327 @@
+"""Rounding real numbers onto the grid of a floating-point format.
+
+:func:`round_to` is the workhorse of the course: it takes any real array and returns float64
+values that lie exactly on the grid of a format (``FORMATS["bf16"]``, a custom ``e3m4``, ...).
+
+How it works (all exact in float64, vectorised, processed in cache-sized chunks):
+
+1. the exponent of each |x| is read from the float64 bit pattern and clamped below at the
+   format's ``emin``: values below the normal range share the subnormal spacing;
+2. the spacing (quantum) of the grid there is ``q = 2**(e - man_bits)``; ``|x| / q`` is exact
+   because q is a power of two;
+3. that ratio is rounded to an integer (ties to even, toward zero, or stochastically), and
+   multiplied back by q;
+4. results above ``max`` take the format's overflow value (inf, NaN, or max) unless
+   ``saturate`` says otherwise.
+
+:func:`round_to_ref` is a slow, obviously-correct reference that searches the enumerated grid of
+a small format; the tests hold the fast path against it and against ml_dtypes casts.
+"""
+from __future__ import annotations
+
+import enum
+from numbers import Real
+
+import numpy as np
+
+from .formats import FloatFormat, Specials, finite_values, get_format
+
+__all__ = ["Rounding", "round_to", "round_to_ref"]
+
+_CHUNK = 1 << 15  # elements per chunk: a few float64 buffers of this size fit in L2
+
+
+class Rounding(enum.Enum):
+    """Rounding modes.
+
+    NEAREST_EVEN  to the nearest value; a tie goes to the one with an even last mantissa bit
+                  (IEEE 754's default, what casts do)
+    NEAREST_AWAY  to the nearest value; a tie goes away from zero (what the fp32 -> tf32
+                  conversion on NVIDIA GPUs does, cvt.rna)
+    TOWARD_ZERO   drop the bits that do not fit (truncation)
+    STOCHASTIC    up with probability equal to the distance from the lower neighbour in units
+                  of the spacing, so that the expected result equals x
+    """
+
+    NEAREST_EVEN = "nearest_even"
+    NEAREST_AWAY = "nearest_away"
+    TOWARD_ZERO = "toward_zero"
+    STOCHASTIC = "stochastic"
+
+
+def _as_rounding(rounding: Rounding | str) -> Rounding:
+    if isinstance(rounding, Rounding):
+        return rounding
+    if isinstance(rounding, str):
+        try:
+            return Rounding(rounding.strip().lower())
+        except ValueError:
+            pass
+    known = ", ".join(repr(r.value) for r in Rounding)
+    raise ValueError(f"unknown rounding {rounding!r}; expected one of: {known}")
+
+
+def _as_float64(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        arr = x
+    else:
+        if isinstance(x, (str, bytes)):
+            raise TypeError(f"round_to expects numbers, got the string {x!r}")
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError) as exc:
+            raise TypeError(f"round_to expects a number or an array of numbers: {exc}") from None
+    if arr.dtype == np.float64 or arr.dtype == np.float32 or arr.dtype == np.float16:
+        return arr
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.float64)
+    if arr.dtype.kind == "V" or arr.dtype.name in (
+        "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4",
+        "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu",
+    ) or arr.dtype.kind == "f":
+        try:
+            return arr.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    if arr.dtype.kind == "c":
+        raise TypeError("round_to expects real numbers, got a complex array")
+    raise TypeError(
+        f"round_to expects real numbers (int or float, scalar or array), got dtype {arr.dtype}"
+    )
+
+
+def round_to(
+    x,
+    fmt: FloatFormat | str,
+    rounding: Rounding | str = "nearest_even",
+    rng: np.random.Generator | None = None,
+    saturate: bool | None = None,
+) -> np.ndarray:
+    """Round ``x`` onto the grid of ``fmt``; returns float64 of the same shape.
+
+    Parameters
+    ----------
+    x: real scalar or array (float16/32/64, ints, or an ml_dtypes array).
+    fmt: a :class:`FloatFormat` or a name (``"bf16"``, ``"e4m3fn"``, ``"e3m4"``...).
+    rounding: ``"nearest_even"`` (default), ``"nearest_away"``, ``"toward_zero"`` or
+        ``"stochastic"`` (which needs ``rng``, a ``numpy.random.Generator``).
+    saturate: what happens to a value beyond the largest finite one.
+        None (default): what the format defines: IEEE formats go to inf; FN formats (e4m3fn)
+        to NaN; formats with neither (e2m1fn) saturate to max; e8m0fnu to NaN.
+        True: finite overflow and +-inf clamp to +-max (NaN stays NaN).
+        False: like None, except that formats without inf/NaN cannot do anything but saturate.
+        Toward-zero rounding never rounds a finite value up, so it lands on +-max (IEEE 754).
+
+    NaN stays NaN (also for formats without a NaN code, where there is no right answer: ml_dtypes
+    turns it into -0, this function keeps it visible). For e8m0fnu (positive powers of two only)
+    zero and negative inputs give NaN and values below 2**-127 round up to 2**-127, as ml_dtypes
+    does; with no mantissa bits a tie has no even neighbour and goes up in magnitude.
+    """
+    f = get_format(fmt)
+    mode = _as_rounding(rounding)
+    if mode is Rounding.STOCHASTIC:
+        if rng is None:
+            raise ValueError(
+                "stochastic rounding needs an explicit generator: pass rng=np.random.default_rng(seed)"
+            )
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
+        raise TypeError(f"saturate must be None, True or False, got {saturate!r}")
+    scalar = isinstance(x, Real) and not isinstance(x, np.ndarray)
+    arr = _as_float64(x)
+    out = np.empty(arr.shape, dtype=np.float64)
+    flat_in = arr.reshape(-1)
+    flat_out = out.reshape(-1)
+    n = flat_in.size
+    if f.specials is Specials.POWER_OF_TWO:
+        kernel = _round_power_of_two_chunk
+    else:
+        kernel = _round_chunk
+    ws = _Workspace(min(n, _CHUNK))
+    for start in range(0, n, _CHUNK):
+        stop = min(start + _CHUNK, n)
+        kernel(flat_in[start:stop], flat_out[start:stop], f, mode, rng, saturate, ws)
+    if scalar:
+        return out.reshape(())[()]  # numpy float64 scalar
+    return out
+
+
+class _Workspace:
+    """Reusable chunk buffers, so the hot loop allocates nothing."""
+
+    def __init__(self, n: int):
+        self.a = np.empty(n, np.float64)
+        self.q = np.empty(n, np.float64)
+        self.y = np.empty(n, np.float64)
+        self.i = np.empty(n, np.int64)
+        self.b = np.empty(n, np.bool_)
+
+    def take(self, n: int):
+        return self.a[:n], self.q[:n], self.y[:n], self.i[:n], self.b[:n]
+
+
+def _round_chunk(x, out, f: FloatFormat, mode: Rounding, rng, saturate, ws: _Workspace) -> None:
+    n = x.size
+    a, q, y, ie, flag = ws.take(n)
+    m = f.man_bits
+    np.abs(x, out=a)  # (casts float32 input to float64 here, exactly)
+    # biased float64 exponent of |x|; 0 for zeros and float64 subnormals, 2047 for inf/NaN
+    np.right_shift(a.view(np.int64), 52, out=ie)
+    # unbiased exponent clamped to [emin, emax + 1]: below emin the spacing is the subnormal
+    # one; the upper clamp only keeps the bit tricks in range (anything that high overflows)
+    np.clip(ie, f.emin + 1023, f.emax + 1 + 1023, out=ie)
+    # 1/q = 2**(m - e) and q = 2**(e - m), built directly as float64 bit patterns
+    np.subtract(2046 + m, ie, out=ie)  # biased exponent of 1/q: (m - (ie - 1023)) + 1023
+    np.left_shift(ie, 52, out=ie)
+    np.multiply(a, ie.view(np.float64), out=y)  # y = |x| / q, exact
+    np.right_shift(ie, 52, out=ie)
+    np.subtract(2046, ie, out=ie)  # biased exponent of q: (e - m) + 1023
+    np.left_shift(ie, 52, out=ie)
+    if mode is Rounding.NEAREST_EVEN:
+        np.rint(y, out=y)
+    elif mode is Rounding.TOWARD_ZERO:
+        np.trunc(y, out=y)
+    elif mode is Rounding.NEAREST_AWAY:
+        np.floor(y, out=a)
+        np.subtract(y, a, out=y)  # fractional part, exact
+        np.greater_equal(y, 0.5, out=flag)
+        np.add(a, flag, out=y)
+    else:  # stochastic: up with probability frac(y), compared exactly
+        u = rng.random(n)
+        np.floor(y, out=a)
+        np.subtract(y, a, out=y)  # frac, exact
+        np.less(u, y, out=flag)
+        np.add(a, flag, out=y)
+    np.multiply(y, ie.view(np.float64), out=a)  # magnitude on the grid (or beyond max)
+    # overflow: the magnitude rounded past max (or x was inf)
+    np.greater(a, f.max, out=flag)
+    if flag.any():
+        if mode is Rounding.TOWARD_ZERO:
+            # never rounds up: a finite x lands on max; inf becomes what the format makes of inf
+            inf_in = np.isinf(y)
+            np.putmask(a, flag, f.max)
+            if not saturate:
+                np.putmask(a, inf_in, _overflow_value(f, saturate))
+        else:
+            np.putmask(a, flag, _overflow_value(f, saturate))
+    np.copysign(a, x, out=out)
+
+
+def _overflow_value(f: FloatFormat, saturate) -> float:
+    if saturate:
+        return f.max
+    if f.specials is Specials.IEEE:
+        return np.inf
+    if f.specials in (Specials.FN, Specials.POWER_OF_TWO):
+        return np.nan
+    return f.max  # FINITE formats have nothing else
+
+
+def _round_power_of_two_chunk(x, out, f, mode, rng, saturate, ws) -> None:
+    """Unsigned powers of two 2**emin .. 2**emax (e8m0fnu)."""
+    xx = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bad = ~(xx > 0)  # zero, negative, NaN
+        a = np.where(bad, 1.0, xx)
+        frac, ex = np.frexp(a)  # a = frac * 2**ex, frac in [0.5, 1)
+        lo = np.ldexp(1.0, ex - 1)  # power of two at or below a
+        if mode is Rounding.TOWARD_ZERO:
+            r = lo
+        elif mode is Rounding.STOCHASTIC:
+            u = rng.random(xx.size)
+            r = np.where(u < (a - lo) / lo, 2 * lo, lo)  # hi - lo == lo
+        else:  # both nearest modes: the tie at 1.5 * 2**k goes up (no even neighbour)
+            r = np.where(frac >= 0.75, 2 * lo, lo)
+        r = np.where(np.isinf(xx), np.inf, r)
+        r = np.maximum(r, f.smallest_normal)  # no zero: tiny values land on 2**emin
+        over = r > f.max
+        if mode is Rounding.TOWARD_ZERO:
+            r = np.where(over & np.isfinite(xx), f.max, r)
+            over = r > f.max
+        r = np.where(over, f.max if saturate else np.nan, r)
+        r = np.where(bad, np.nan, r)
+    out[...] = r
+
+
+def round_to_ref(
+    x,
+    fmt: FloatFormat | str,
+    rounding: Rounding | str = "nearest_even",
+    u=None,
+    saturate: bool | None = None,
+) -> np.ndarray:
+    """Slow reference for :func:`round_to` by search over the enumerated grid (formats <= 16 bits).
+
+    Finds the two grid neighbours of each x with ``searchsorted`` and picks one by the rule.
+    ``u`` (uniform [0, 1) numbers, one per element) replaces the generator for stochastic
+    rounding so that the two implementations can be fed the same randomness. Special values follow
+    the same conventions as :func:`round_to` (documented there).
+    """
+    f = get_format(fmt)
+    mode = _as_rounding(rounding)
+    xs = np.asarray(x, dtype=np.float64)
+    grid = finite_values(f, nonnegative=True)  # ascending, includes 0 unless e8m0fnu
+    top = grid[-1]
+    # the next grid value after max, as if the exponent range went on (for ties at the top)
+    beyond = top + (top - grid[-2]) if f.specials is not Specials.POWER_OF_TWO else 2 * top
+    g = np.append(grid, beyond)
+    out = np.empty(xs.shape, np.float64)
+    flat_u = None if u is None else np.asarray(u, dtype=np.float64).reshape(-1)
+    for idx, v in enumerate(xs.reshape(-1)):
+        if np.isnan(v):
+            out.flat[idx] = np.nan
+            continue
+        if f.specials is Specials.POWER_OF_TWO and not v > 0:
+            out.flat[idx] = np.nan
+            continue
+        a = abs(v)
+        if np.isinf(a):
+            r = np.inf  # resolved by the overflow rule below
+        else:
+            k = np.searchsorted(g, a, side="right") - 1  # g[k] <= a < g[k+1]
+            if k < 0:  # below the smallest value of a format without zero
+                lo, hi = 0.0, g[0]
+            elif k >= len(g) - 1:
+                lo, hi = g[-1], 2 * g[-1]
+            else:
+                lo, hi = g[k], g[k + 1]
+            if a == lo:
+                r = lo
+            elif mode is Rounding.TOWARD_ZERO:
+                r = lo
+            elif mode is Rounding.STOCHASTIC:
+                if flat_u is None:
+                    raise ValueError("stochastic rounding in the reference needs u")
+                r = hi if flat_u[idx] < (a - lo) / (hi - lo) else lo
+            else:
+                d_lo, d_hi = a - lo, hi - a
+                if d_lo < d_hi:
+                    r = lo
+                elif d_hi < d_lo:
+                    r = hi
+                elif mode is Rounding.NEAREST_AWAY or f.specials is Specials.POWER_OF_TWO:
+                    r = hi
+                else:
+                    r = lo if _even_code(lo, f, g) else hi
+            if f.specials is Specials.POWER_OF_TWO and r == 0.0:
+                r = g[0]
+            if mode is Rounding.TOWARD_ZERO and r > top:
+                r = top
+        if r > top:
+            if saturate or f.specials is Specials.FINITE:
+                r = top
+            elif f.specials is Specials.IEEE:
+                r = np.inf
+            else:
+                r = np.nan
+        out.flat[idx] = np.copysign(r, v) if f.signed else r
+    return out
+
+
+def _even_code(value: float, f: FloatFormat, grid: np.ndarray) -> bool:
+    """Whether ``value`` (a grid point, or the one just past max) has an even last mantissa bit."""
+    # position in the nonnegative grid equals the code for IEEE-ordered formats; the point past
+    # max continues the sequence, so its parity follows the same count
+    k = int(np.searchsorted(grid, value))
+    return k % 2 == 0

@@ -1,0 +1,271 @@
+import ml_dtypes
+import numpy as np
+import pytest
+
+from nbhelpers.formats import FORMATS, FloatFormat, Specials, all_codes, decode, finite_values, get_format
+from nbhelpers.rounding import Rounding, round_to, round_to_ref
+from oracles import CUSTOM_ORACLES, ORACLE_FORMATS, cast_values, np_dtype
+
+MODES = ["nearest_even", "nearest_away", "toward_zero"]
+
+
+def random_float32(n, seed, lo=-150, hi=129):
+    """Random float32 values spread over every binade of fp32, both signs."""
+    rng = np.random.default_rng(seed)
+    mant = rng.uniform(1, 2, n) * rng.choice([-1.0, 1.0], n)
+    with np.errstate(over="ignore"):
+        return (mant * np.exp2(rng.integers(lo, hi, n))).astype(np.float32)
+
+
+def neighbourhood(f: FloatFormat) -> np.ndarray:
+    """Every finite value of a small format, the midpoints between neighbours (ties), and the
+    float32 values just above and below each midpoint; plus both signs, zeros, inf, NaN."""
+    v = finite_values(f, nonnegative=True)
+    mids = (v[:-1] + v[1:]) / 2
+    top = f.max + (f.max - v[-2]) / 2 if f.specials is not Specials.POWER_OF_TWO else 1.5 * f.max
+    pts = np.concatenate([v, mids, [top, 2 * f.max, f.max * 1.0001]]).astype(np.float32)
+    pts = np.concatenate([pts, np.nextafter(pts, np.float32(np.inf)), np.nextafter(pts, np.float32(0))])
+    pts = np.concatenate([pts, -pts, np.float32([np.inf, -np.inf, 0.0, -0.0])])
+    return pts
+
+
+def assert_same(ours, theirs, x=None):
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    same = (ours == theirs) & (np.signbit(ours) == np.signbit(theirs))
+    same |= np.isnan(ours) & np.isnan(theirs)
+    if not same.all():
+        i = np.flatnonzero(~same)[:5]
+        where = f" at x={np.asarray(x).ravel()[i]}" if x is not None else ""
+        raise AssertionError(f"{(~same).sum()} mismatches{where}: ours {ours.ravel()[i]} vs {theirs.ravel()[i]}")
+
+
+def no_nan_mismatch(f, x):
+    """ml_dtypes maps NaN to -0/+0 in formats without NaN; round_to keeps NaN (documented)."""
+    return x[~np.isnan(x)] if not f.has_nan else x
+
+
+def comparable(f, x):
+    x = no_nan_mismatch(f, x)
+    if f.specials is Specials.POWER_OF_TWO:  # ml_dtypes quirk on float32 subnormals, see test_formats
+        x = x[~(np.abs(x) < 2.0**-126)]
+    return x
+
+
+# ------------------------------------------------------------------ bit-exact vs ml_dtypes
+
+
+@pytest.mark.parametrize("name", [n for n in ORACLE_FORMATS if FORMATS[n].bits <= 8])
+def test_every_code_and_tie_matches_ml_dtypes(name):
+    f = FORMATS[name]
+    x = comparable(f, neighbourhood(f))
+    assert_same(round_to(x, f), cast_values(x, np_dtype(f)), x)
+
+
+@pytest.mark.parametrize("name", ORACLE_FORMATS)
+def test_millions_of_random_values_match_ml_dtypes(name):
+    f = FORMATS[name]
+    x = comparable(f, random_float32(2_000_000, seed=hash(name) % 1000))
+    assert_same(round_to(x, f), cast_values(x, np_dtype(f)), x)
+
+
+@pytest.mark.parametrize("name", ORACLE_FORMATS)
+def test_values_near_the_format_range_match(name):
+    """Random values concentrated where the format lives: subnormals, normals, overflow."""
+    f = FORMATS[name]
+    lo = int(np.log2(f.smallest_positive)) - 3
+    hi = min(int(np.log2(f.max)) + 3, 128)
+    x = comparable(f, random_float32(1_000_000, seed=7, lo=lo, hi=hi))
+    assert_same(round_to(x, f), cast_values(x, np_dtype(f)), x)
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16"])
+def test_ties_of_16_bit_formats(name):
+    f = FORMATS[name]
+    codes = all_codes(f)
+    v = decode(codes, f)
+    v = np.unique(v[np.isfinite(v) & (v >= 0)])
+    mids = ((v[:-1] + v[1:]) / 2).astype(np.float32)  # exact in float32 for both formats
+    x = np.concatenate([mids, -mids, np.nextafter(mids, np.float32(np.inf))])
+    assert_same(round_to(x, f), cast_values(x, np_dtype(f)), x)
+
+
+def test_fp32_from_float64_matches_numpy_cast():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(500_000) * np.exp2(rng.uniform(-160, 130, 500_000))
+    with np.errstate(over="ignore"):
+        assert_same(round_to(x, "fp32"), x.astype(np.float32).astype(np.float64), x)
+
+
+@pytest.mark.parametrize("name,mlname", CUSTOM_ORACLES.items())
+def test_custom_formats_match_ml_dtypes(name, mlname):
+    f = get_format(name)
+    dt = np.dtype(getattr(ml_dtypes, mlname))
+    x = np.concatenate([neighbourhood(f), random_float32(200_000, 5, -15, 12)])
+    assert_same(round_to(x, f), cast_values(x, dt), x)
+
+
+# ------------------------------------------------------------------ against the slow reference
+
+
+CUSTOM = [FloatFormat.custom(e, m, s) for e, m, s in [
+    (2, 1, "ieee"), (3, 2, "ieee"), (3, 4, "fn"), (4, 3, "finite"), (5, 2, "fn"), (1, 2, "finite"),
+    (1, 1, "finite"), (6, 5, "ieee"), (2, 6, "fn"),
+]]
+
+
+@pytest.mark.parametrize("f", CUSTOM + [FORMATS[n] for n in ("e4m3fn", "e5m2", "e2m1fn", "e3m2fn", "e8m0fnu")],
+                         ids=lambda f: f"{f.name}-{f.specials.value}")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("saturate", [None, True])
+def test_fast_path_matches_reference(f, mode, saturate):
+    x = neighbourhood(f)
+    x = np.concatenate([x, random_float32(3000, 11, int(np.log2(f.smallest_positive)) - 2,
+                                          int(np.log2(f.max)) + 3)])
+    assert_same(round_to(x, f, mode, saturate=saturate), round_to_ref(x, f, mode, saturate=saturate), x)
+
+
+def test_stochastic_fast_path_matches_reference_given_same_uniforms():
+    f = FORMATS["e4m3fn"]
+    x = neighbourhood(f)[: 2000]
+    x = x[np.isfinite(x)]
+    rng = np.random.default_rng(5)
+    ours = round_to(x, f, "stochastic", rng=rng)
+    u = np.random.default_rng(5).random(x.size)  # the same stream round_to drew
+    assert_same(ours, round_to_ref(x, f, "stochastic", u=u), x)
+
+
+# ------------------------------------------------------------------ rounding semantics
+
+
+def test_results_lie_on_the_grid():
+    rng = np.random.default_rng(0)
+    for name in ("e4m3fn", "e5m2", "e2m3fn", "e3m2fn", "e2m1fn"):
+        f = FORMATS[name]
+        grid = finite_values(f)
+        x = rng.uniform(-f.max, f.max, 10_000)
+        for mode in ("nearest_even", "toward_zero", "stochastic", "nearest_away"):
+            r = round_to(x, f, mode, rng=rng)
+            assert np.isin(r, grid).all(), (name, mode)
+
+
+def test_round_to_nearest_error_bound_and_toward_zero_direction():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(1, 2, 100_000) * np.exp2(rng.integers(-14, 15, 100_000))  # normal range of all three
+    for name in ("bf16", "fp16", "tf32"):
+        f = FORMATS[name]
+        r = round_to(x, f)
+        assert np.all(np.abs(r - x) <= f.unit_roundoff * np.abs(x))
+        t = round_to(x, f, "toward_zero")
+        assert np.all(np.abs(t) <= np.abs(x)) and np.all(np.abs(x - t) < f.eps * np.abs(x))
+
+
+def test_tf32_keeps_ten_mantissa_bits():
+    x = np.float32(1 + 2**-10 + 2**-12)
+    assert round_to(x, "tf32") == 1 + 2**-10
+    assert round_to(1 + 2**-11, "tf32") == 1.0  # tie to even
+    assert round_to(1 + 2**-11, "tf32", "nearest_away") == 1 + 2**-10
+
+
+def test_overflow_per_format():
+    assert round_to(1e6, "fp16") == np.inf
+    assert round_to(65519.0, "fp16") == 65504.0 and round_to(65520.0, "fp16") == np.inf
+    assert round_to(464.0, "e4m3fn") == 448.0 and np.isnan(round_to(465.0, "e4m3fn"))
+    assert np.isnan(round_to(np.inf, "e4m3fn"))
+    assert round_to(61440.0, "e5m2") == np.inf
+    assert round_to(7.0, "e2m1fn") == 6.0 and round_to(-np.inf, "e2m1fn") == -6.0
+    assert np.isnan(round_to(2.0**128, "e8m0fnu"))
+    # saturate clamps finite overflow and infinities, keeps NaN
+    assert round_to(465.0, "e4m3fn", saturate=True) == 448.0
+    assert round_to(-np.inf, "e5m2", saturate=True) == -57344.0
+    assert np.isnan(round_to(np.nan, "e4m3fn", saturate=True))
+    # toward zero never rounds up, so finite values land on max (IEEE 754)
+    assert round_to(1e6, "fp16", "toward_zero") == 65504.0
+    assert round_to(np.inf, "fp16", "toward_zero") == np.inf
+
+
+def test_nan_stays_nan_even_without_a_nan_code():
+    assert np.isnan(round_to(np.nan, "e2m1fn"))
+    # ml_dtypes 0.6 turns NaN into a zero in fp4; documented difference
+    assert np.float32(np.nan).astype(ml_dtypes.float4_e2m1fn).astype(np.float32) == 0
+
+
+def test_e8m0_semantics():
+    x = np.array([1.0, 1.4, 1.5, 3.0, 0.75, 2.0**-130, 0.0, -1.0])
+    r = round_to(x, "e8m0fnu")
+    assert r[:6].tolist() == [1.0, 1.0, 2.0, 4.0, 1.0, 2.0**-127]
+    assert np.isnan(r[6:]).all()
+    assert round_to(3.9, "e8m0fnu", "toward_zero") == 2.0
+
+
+def test_signed_zero_and_shapes():
+    r = round_to(np.array([[-1e-30, 1e-30], [0.0, -0.0]]), "bf16")
+    assert r.shape == (2, 2) and r.dtype == np.float64
+    assert np.signbit(round_to(-1e-30, "e4m3fn"))  # underflows to -0
+    s = round_to(3.14159, "bf16")
+    assert np.ndim(s) == 0 and s == 3.140625
+    assert round_to([1, 2, 3], "e2m1fn").tolist() == [1.0, 2.0, 3.0]
+    assert round_to(np.array([], np.float32), "bf16").shape == (0,)
+    assert round_to(np.float32(1.1), FORMATS["bf16"], Rounding.TOWARD_ZERO) == 1.09375
+
+
+def test_accepts_ml_dtypes_and_float16_inputs():
+    x = np.array([1.5, 3.0], dtype=ml_dtypes.bfloat16)
+    assert round_to(x, "e2m1fn").tolist() == [1.5, 3.0]
+    assert round_to(np.float16([0.1]), "bf16")[0] == np.float64(ml_dtypes.bfloat16(np.float16(0.1)))
+
+
+# ------------------------------------------------------------------ stochastic rounding
+
+
+def test_stochastic_rounding_is_unbiased():
+    rng = np.random.default_rng(42)
+    n = 200_000
+    for name, x0 in (("bf16", 1 + 2**-9), ("e4m3fn", 1.3), ("e2m1fn", 2.6), ("fp16", 3e-6), ("e8m0fnu", 3.0)):
+        f = FORMATS[name]
+        r = round_to(np.full(n, x0), f, "stochastic", rng=rng)
+        lo, hi = np.min(r), np.max(r)
+        assert set(np.unique(r)) <= {lo, hi}
+        # the mean of n Bernoulli picks between lo and hi: standard error (hi-lo)*sqrt(p(1-p)/n)
+        p = (x0 - lo) / (hi - lo)
+        se = (hi - lo) * np.sqrt(p * (1 - p) / n)
+        assert abs(r.mean() - x0) < 5 * se, (name, r.mean(), x0)
+
+
+def test_stochastic_rounding_reproducible_and_exact_on_grid():
+    x = np.linspace(-3, 3, 1001)
+    a = round_to(x, "e4m3fn", "stochastic", rng=np.random.default_rng(1))
+    b = round_to(x, "e4m3fn", "stochastic", rng=np.random.default_rng(1))
+    assert np.array_equal(a, b)
+    grid = finite_values("e4m3fn")
+    assert np.array_equal(round_to(grid, "e4m3fn", "stochastic", rng=np.random.default_rng(2)), grid)
+
+
+def test_large_arrays_are_chunked_consistently():
+    x = random_float32(100_003, 9, -10, 10)
+    whole = round_to(x, "e5m2")
+    parts = np.concatenate([round_to(x[:40_000], "e5m2"), round_to(x[40_000:], "e5m2")])
+    assert np.array_equal(whole, parts, equal_nan=True)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_bad_inputs_raise_clear_errors():
+    with pytest.raises(ValueError, match="explicit generator"):
+        round_to(1.0, "bf16", "stochastic")
+    with pytest.raises(TypeError, match="numpy.random.Generator"):
+        round_to(1.0, "bf16", "stochastic", rng=42)
+    with pytest.raises(ValueError, match="unknown rounding 'nearest'.*nearest_even"):
+        round_to(1.0, "bf16", "nearest")
+    with pytest.raises(TypeError, match="string"):
+        round_to("1.5", "bf16")
+    with pytest.raises(TypeError, match="real numbers"):
+        round_to(np.array([1 + 2j]), "bf16")
+    with pytest.raises(TypeError, match="real numbers"):
+        round_to(np.array(["a", "b"]), "bf16")
+    with pytest.raises(TypeError):
+        round_to([1.0, [2.0, 3.0]], "bf16")
+    with pytest.raises(KeyError, match="known names: fp32, tf32, bf16"):
+        round_to(1.0, "fp8")
+    with pytest.raises(TypeError, match="saturate"):
+        round_to(1.0, "bf16", saturate="yes")
