@@ -32,6 +32,8 @@ __all__ = [
     "all_codes",
     "finite_values",
     "ulp",
+    "oracle_dtype",
+    "limits_vs_oracles",
 ]
 
 # Widths this package can emulate exactly with float64 arithmetic. Every value of such a format
@@ -282,7 +284,7 @@ def _registry() -> Mapping[str, FloatFormat]:
         FloatFormat("e5m2", 5, 2, Specials.IEEE, ml_dtype="float8_e5m2", torch_dtype="float8_e5m2"),
         FloatFormat("e2m3fn", 2, 3, Specials.FINITE, ml_dtype="float6_e2m3fn"),
         FloatFormat("e3m2fn", 3, 2, Specials.FINITE, ml_dtype="float6_e3m2fn"),
-        FloatFormat("e2m1fn", 2, 1, Specials.FINITE, ml_dtype="float4_e2m1fn", torch_dtype="float4_e2m1fn_x2"),
+        FloatFormat("e2m1fn", 2, 1, Specials.FINITE, ml_dtype="float4_e2m1fn"),  # torch: packed pairs only
         FloatFormat("e8m0fnu", 8, 0, Specials.POWER_OF_TWO, signed=False, ml_dtype="float8_e8m0fnu",
                     torch_dtype="float8_e8m0fnu"),
     ]
@@ -443,7 +445,7 @@ def all_codes(fmt: FloatFormat | str) -> np.ndarray:
 def finite_values(fmt: FloatFormat | str, nonnegative: bool = False) -> np.ndarray:
     """Sorted distinct finite values of a format of at most 16 bits (float64)."""
     v = decode(all_codes(fmt), fmt)
-    v = np.unique(v[np.isfinite(v)])  # merges +0 and -0
+    v = np.unique(v[np.isfinite(v)]) + 0.0  # unique merges +0 and -0; + 0.0 makes it +0
     return v[v >= 0] if nonnegative else v
 
 
@@ -491,3 +493,59 @@ def describe(bits: int, fmt: FloatFormat | str) -> str:
     else:
         why = f"{sign}1 x 2^({e}-{f.bias}) x (1 + {m}/{2**f.man_bits}) = {val!r}"
     return f"{f.name} {layout} -> {why}"
+
+
+# ====================================================================== outside oracles
+
+
+def oracle_dtype(fmt: FloatFormat | str):
+    """The numpy/ml_dtypes dtype holding the same values as ``fmt``, or None (tf32, custom)."""
+    f = get_format(fmt)
+    if f.ml_dtype is None:
+        return None
+    if f.ml_dtype in ("float16", "float32"):
+        return np.dtype(getattr(np, f.ml_dtype))
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, f.ml_dtype))
+
+
+def limits_vs_oracles(fmt: FloatFormat | str) -> dict:
+    """Our derived limits next to ml_dtypes.finfo and torch.finfo (where each exists).
+
+    Returns {"format", "ours": {...}, "ml_dtypes": {...} or None, "torch": {...} or None,
+    "match": bool}: match is True when every oracle that exists agrees on max, smallest_normal,
+    smallest_subnormal (where defined) and eps (where defined).
+    """
+    f = get_format(fmt)
+    keys = ("max", "smallest_normal", "smallest_subnormal", "eps")
+    ours = {"max": f.max, "smallest_normal": f.smallest_normal,
+            "smallest_subnormal": f.smallest_subnormal, "eps": f.eps if f.man_bits else None}
+    found: dict = {"format": f.name, "ours": ours, "ml_dtypes": None, "torch": None}
+    dt = oracle_dtype(f)
+    if dt is not None:
+        import ml_dtypes
+
+        fi = ml_dtypes.finfo(dt) if dt.kind == "V" or dt.name not in ("float16", "float32") else np.finfo(dt)
+        found["ml_dtypes"] = {k: float(getattr(fi, k)) for k in keys}
+    if f.torch_dtype is not None:
+        try:
+            import torch
+
+            tdt = getattr(torch, f.torch_dtype, None)
+            ti = torch.finfo(tdt) if tdt is not None else None
+            if ti is not None:
+                found["torch"] = {"max": float(ti.max), "smallest_normal": float(ti.smallest_normal),
+                                  "smallest_subnormal": None, "eps": float(ti.eps)}
+        except Exception:  # torch missing, or a dtype its finfo does not describe
+            found["torch"] = None
+    match = True
+    for src in ("ml_dtypes", "torch"):
+        other = found[src]
+        if other is None:
+            continue
+        for k in keys:
+            if ours[k] is not None and other[k] is not None and ours[k] != other[k]:
+                match = False
+    found["match"] = match
+    return found

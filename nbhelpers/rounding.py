@@ -26,7 +26,7 @@ import numpy as np
 
 from .formats import FloatFormat, Specials, finite_values, get_format
 
-__all__ = ["Rounding", "round_to", "round_to_ref"]
+__all__ = ["Rounding", "round_to", "round_to_ref", "absorption_threshold"]
 
 _CHUNK = 1 << 15  # elements per chunk: a few float64 buffers of this size fit in L2
 
@@ -325,3 +325,17 @@ def _even_code(value: float, f: FloatFormat, grid: np.ndarray) -> bool:
     # max continues the sequence, so its parity follows the same count
     k = int(np.searchsorted(grid, value))
     return k % 2 == 0
+
+
+def absorption_threshold(fmt: FloatFormat | str, addend: float = 1.0) -> float:
+    """Smallest positive value x of ``fmt`` with round_to(x + addend) == x (nearest-even).
+
+    From there on, adding ``addend`` changes nothing: the sum of ones stalls there (chapter 02).
+    Found by trying every positive value of the format (formats of at most 16 bits), so it is a
+    search, not a formula; returns inf if no value of the format absorbs ``addend``.
+    """
+    f = get_format(fmt)
+    v = finite_values(f, nonnegative=True)
+    v = v[v > 0]
+    absorbed = round_to(v + addend, f) == v  # v + addend is exact in float64 for these formats
+    return float(v[np.argmax(absorbed)]) if absorbed.any() else float("inf")

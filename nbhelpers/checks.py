@@ -1,0 +1,680 @@
+"""Exercise checks: run a student's function against the reference in nbhelpers.
+
+An :class:`Exercise` names a reference function and a generator of :class:`Case` objects (fixed
+edge cases first, then random ones drawn from a seeded generator). :func:`run_check` calls the
+student's function and the reference on deep copies of every case's arguments and compares the
+results with the exercise's ``compare`` (bit-exact :func:`same_value` by default). It is a plain
+library call, data in and a :class:`CheckResult` out, so an instructor's grader can run the same
+checks from outside a notebook with a secret seed.
+
+:func:`check` is the thin layer a notebook's check cell uses: it runs the check, prints the
+report, keeps the latest result per exercise for :func:`summary`, and never raises.
+
+Exercises live in one module per chapter, ``nbhelpers.exercises.chNN``, which calls
+:func:`register` at import; :func:`get_exercise` imports that module on first use.
+
+A student's bug never escapes: any exception (``SystemExit`` included; only
+``KeyboardInterrupt`` goes through, so a stuck function can be interrupted) counts as a failed
+case. A bug on the course's side (the case generator or the reference raising) raises
+:class:`CheckerError` from :func:`run_check`; :func:`check` prints it instead.
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+import math
+import operator
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+__all__ = [
+    "Case",
+    "Exercise",
+    "CheckResult",
+    "CheckerError",
+    "UnknownExerciseError",
+    "same_value",
+    "register",
+    "get_exercise",
+    "exercises_of",
+    "cases_for",
+    "run_check",
+    "check",
+    "summary",
+    "reset_scoreboard",
+]
+
+MAX_MISMATCHES = 5  # failing cases listed in a result
+REPR_LIMIT = 200  # characters kept of any repr or exception message shown to a student
+_VALUE_LIMIT = 80  # characters kept of one argument or result in a mismatch line
+
+_ID_RE = re.compile(r"^ex(\d{2})\.([A-Za-z_][A-Za-z0-9_]*)$")
+_EXERCISES_PACKAGE = f"{__package__ or 'nbhelpers'}.exercises"
+
+_REGISTRY: dict[str, Exercise] = {}  # id -> Exercise, in registration order
+_SCOREBOARD: dict[str, CheckResult] = {}  # id -> latest result of check()
+
+
+class CheckerError(RuntimeError):
+    """The course's side of a check failed (case generator or reference), not the student's."""
+
+
+class UnknownExerciseError(KeyError):
+    """Raised by :func:`get_exercise` for an id that no chapter module registers."""
+
+    def __str__(self) -> str:  # KeyError would print the message with quotes around it
+        return str(self.args[0]) if self.args else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Short, safe text for reports
+# ---------------------------------------------------------------------------------------------
+
+def _truncate(s: str, limit: int = REPR_LIMIT) -> str:
+    s = re.sub(r"\s*\n\s*", " ", s)
+    return s if len(s) <= limit else s[: limit - 4] + " ..."
+
+
+def _short_repr(obj: Any, limit: int = REPR_LIMIT) -> str:
+    """repr(obj) on one line, at most ``limit`` characters; never raises."""
+    try:
+        with np.printoptions(threshold=8, edgeitems=3, linewidth=100_000):
+            s = repr(obj)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a student's object with a broken __repr__
+        s = f"<{type(obj).__name__} object>"
+    return _truncate(s, limit)
+
+
+def _describe_exception(e: BaseException) -> str:
+    """'ZeroDivisionError: division by zero', truncated; never raises."""
+    try:
+        msg = str(e)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        msg = ""
+    name = type(e).__name__
+    return _truncate(f"{name}: {msg}" if msg else name)
+
+
+def _describe(x: Any) -> str:
+    """What a value is, for a wrong-type reason: "str 'abc'", "None", "list of length 3"."""
+    if x is None:
+        return "None"
+    if isinstance(x, (list, tuple)):
+        return f"{type(x).__name__} of length {len(x)}"
+    if isinstance(x, np.ndarray):
+        return f"an array of shape {x.shape}"
+    return f"{type(x).__name__} {_short_repr(x, 60)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# same_value: bit-exact comparison of numbers, tuples and arrays
+# ---------------------------------------------------------------------------------------------
+
+def _is_numeric_dtype(dt: np.dtype) -> bool:
+    if dt.kind in "biufc":
+        return True
+    if dt.kind == "V" and dt.fields is None:  # ml_dtypes' bfloat16, float8_*, ... have kind 'V'
+        try:
+            np.zeros(1, dt).astype(np.float64)
+            return True
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
+def _is_number(x: Any) -> bool:
+    if isinstance(x, (bool, int, float, complex)):
+        return True
+    if isinstance(x, (np.generic, np.ndarray)):
+        return (not isinstance(x, np.ndarray) or x.ndim == 0) and _is_numeric_dtype(x.dtype)
+    return False
+
+
+def _as_scalar(x: Any) -> int | float | complex | None:
+    """A Python int, float or complex with the value of x, or None if x is not one number."""
+    if isinstance(x, (str, bytes, list, tuple, dict, set)) or x is None:
+        return None
+    if isinstance(x, np.ndarray):
+        if x.ndim != 0 or not _is_numeric_dtype(x.dtype):
+            return None
+        x = x[()]
+    if isinstance(x, (bool, np.bool_)):
+        return int(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x)
+    if isinstance(x, (complex, np.complexfloating)):
+        return complex(x)
+    if isinstance(x, np.generic):  # ml_dtypes scalars
+        return float(x) if _is_numeric_dtype(x.dtype) else None
+    try:  # int-like objects (a 0-d integer tensor, a custom integer type)
+        return operator.index(x)
+    except Exception:
+        pass
+    try:  # float-like objects (a 0-d tensor, Fraction, Decimal)
+        return float(x)
+    except Exception:
+        return None
+
+
+def _compare_floats(g: float, e: float, signed_zero: bool) -> str | None:
+    if math.isnan(e) or math.isnan(g):
+        if math.isnan(e) and math.isnan(g):
+            return None
+        return "expected NaN" if math.isnan(e) else "returned NaN"
+    if g != e:
+        return "wrong value"
+    if signed_zero and g == 0 and math.copysign(1.0, g) != math.copysign(1.0, e):
+        return "sign of zero differs"
+    return None
+
+
+def _compare_scalars(got: Any, expected: Any) -> str | None:
+    e = _as_scalar(expected)
+    g = _as_scalar(got)
+    if g is None:
+        return f"returned {_describe(got)}, expected a number"
+    if isinstance(e, complex) or isinstance(g, complex):
+        e, g = complex(e), complex(g)
+        for part, gp, ep in (("real part", g.real, e.real), ("imaginary part", g.imag, e.imag)):
+            reason = _compare_floats(gp, ep, signed_zero=True)
+            if reason:
+                return f"{part}: {reason}"
+        return None
+    if isinstance(e, int) and isinstance(g, int):
+        return None if g == e else "wrong value"
+    if isinstance(e, int) or isinstance(g, int):
+        # an int against a float: compare values exactly (Python's int/float comparison is
+        # exact); an int has no signed zero
+        if isinstance(g, float) and math.isnan(g):
+            return "returned NaN"
+        if isinstance(e, float) and math.isnan(e):
+            return "expected NaN"
+        return None if g == e else "wrong value"
+    return _compare_floats(g, e, signed_zero=True)
+
+
+def _numeric_array(x: Any) -> np.ndarray | None:
+    """x as a numeric ndarray (ml_dtypes arrays become float64), or None."""
+    try:
+        a = np.asarray(x)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # ragged lists, objects whose __array__ raises
+        return None
+    if a.dtype.kind in "biufc":
+        return a
+    if a.dtype.kind == "V" and _is_numeric_dtype(a.dtype):
+        return a.astype(np.float64)
+    if a.dtype.kind == "O" and all(_is_number(v) for v in a.flat):
+        # e.g. Python ints too large for int64; compare them as float64
+        try:
+            return a.astype(np.float64)
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return None
+
+
+def _int_equal(g: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Elementwise exact equality of two integer arrays of any signedness."""
+    g = g.astype(np.int64) if g.dtype.kind == "b" else g
+    e = e.astype(np.int64) if e.dtype.kind == "b" else e
+    if g.dtype.kind == e.dtype.kind:
+        return g == e  # same signedness: numpy compares exactly
+    # int64 against uint64 would go through float64; compare signs, then magnitudes as uint64
+    s, u = (g, e) if g.dtype.kind == "i" else (e, g)
+    nonneg = s >= 0
+    return nonneg & (s.astype(np.uint64) == u.astype(np.uint64))
+
+
+def _format_index(idx: tuple) -> str:
+    return "[" + ", ".join(str(int(i)) for i in idx) + "]"
+
+
+def _compare_arrays(got: Any, expected: np.ndarray) -> str | None:
+    e = _numeric_array(expected)
+    if e is None:  # not an array of numbers: plain equality
+        try:
+            ok = bool(np.array_equal(np.asarray(got), expected))
+        except Exception:
+            ok = False
+        return None if ok else "wrong value"
+    if got is None or isinstance(got, (str, bytes)) or _is_number(got):
+        return f"returned {_describe(got)}, expected an array of shape {expected.shape}"
+    g = _numeric_array(got)
+    if g is None:
+        return f"returned {_describe(got)}, expected an array of numbers of shape {expected.shape}"
+    if g.shape != e.shape:
+        return f"returned an array of shape {g.shape}, expected shape {e.shape}"
+    if g.size == 0:
+        return None
+    gk, ek = g.dtype.kind, e.dtype.kind
+    if gk in "biu" and ek in "biu":
+        equal = _int_equal(g, e)
+    elif gk == "c" or ek == "c":
+        gc, ec = g.astype(np.complex128), e.astype(np.complex128)
+        equal = np.ones(g.shape, bool)
+        for gp, ep in ((gc.real, ec.real), (gc.imag, ec.imag)):
+            equal &= (gp == ep) & (np.signbit(gp) == np.signbit(ep)) | (np.isnan(gp) & np.isnan(ep))
+    else:
+        gf, ef = g.astype(np.float64), e.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            equal = (gf == ef) | (np.isnan(gf) & np.isnan(ef))
+        if gk == "f" and ek == "f":  # +0.0 and -0.0 differ; an int 0 matches either
+            equal &= ~((gf == 0) & (np.signbit(gf) != np.signbit(ef)))
+    bad = ~equal
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    idx = tuple(np.argwhere(bad)[0])
+    gv, ev = g[idx].item(), e[idx].item()
+    what = "sign of zero differs: " if gv == 0 and ev == 0 else ""
+    return (
+        f"{n_bad} of {e.size} elements differ; first at index {_format_index(idx)}: "
+        f"{what}got {gv!r}, expected {ev!r}"
+    )
+
+
+def _compare(got: Any, expected: Any) -> str | None:
+    if isinstance(expected, (tuple, list)):
+        kind = "tuple" if isinstance(expected, tuple) else "list"
+        if not isinstance(got, (tuple, list)):
+            return f"returned {_describe(got)}, expected a {kind} of {len(expected)} values"
+        if len(got) != len(expected):
+            return f"returned a {type(got).__name__} of length {len(got)}, expected length {len(expected)}"
+        names = getattr(expected, "_fields", None)  # a NamedTuple such as formats.Fields
+        for i, (g, e) in enumerate(zip(got, expected)):
+            reason = _compare(g, e)
+            if reason is not None:
+                where = f"element {i} ({names[i]})" if names else f"element {i}"
+                return f"{where}: {reason}"
+        return None
+    if isinstance(expected, np.ndarray) and expected.ndim > 0:
+        return _compare_arrays(got, expected)
+    if _is_number(expected):
+        return _compare_scalars(got, expected)
+    if expected is None:
+        return None if got is None else f"returned {_describe(got)}, expected None"
+    # anything else (a string, an enum member, a format object): plain equality, same type
+    if not isinstance(got, type(expected)) and not isinstance(expected, type(got)):
+        return f"returned {_describe(got)}, expected {type(expected).__name__}"
+    return None if bool(got == expected) else "wrong value"
+
+
+def same_value(got: Any, expected: Any) -> str | None:
+    """None if ``got`` equals ``expected`` bit for bit, else a short reason; never raises.
+
+    Numbers compare by value (3 == 3.0, numpy and ml_dtypes scalars are fine), NaN equals NaN,
+    +0.0 and -0.0 differ. Arrays must have the same shape and the same values by the same
+    rules (the dtype may differ). Tuples and lists compare element by element. A value of the
+    wrong kind (a string, None, a list of the wrong length) gives a reason such as
+    "returned str 'abc', expected a number".
+    """
+    try:
+        return _compare(got, expected)
+    except Exception as e:  # a hostile __eq__, __float__ or __array__
+        return f"could not compare {_describe(got)} with the expected value ({_describe_exception(e)})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases and exercises
+# ---------------------------------------------------------------------------------------------
+
+class _FrozenKwargs(Mapping):
+    """A read-only mapping for :attr:`Case.kwargs`; hashable when its values are."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: Mapping[str, Any] | None = None) -> None:
+        self._d = dict(d or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._d[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._d.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._d)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of an exercise: ``f(*args, **kwargs)``.
+
+    ``label`` names an edge case ("tie at 1 + 2**-8"); random cases leave it empty.
+    """
+
+    args: tuple
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        args = tuple(self.args) if isinstance(self.args, list) else self.args
+        if not isinstance(args, tuple):
+            raise TypeError(f"Case.args must be a tuple, got {type(self.args).__name__}")
+        object.__setattr__(self, "args", args)
+        object.__setattr__(self, "kwargs", _FrozenKwargs(self.kwargs))
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An exercise: the student writes a function with the same signature as ``reference``.
+
+    id: "exNN.function_name", e.g. "ex01.decode_bits".
+    cases: rng -> list of :class:`Case`, fixed edge cases first, then random ones from rng.
+    compare: (got, expected) -> None if equal, else a short reason.
+    """
+
+    id: str
+    title: str
+    points: int
+    reference: Callable
+    cases: Callable[[np.random.Generator], list[Case]]
+    compare: Callable[[Any, Any], str | None] = same_value
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not _ID_RE.match(self.id):
+            raise ValueError(
+                f"exercise id {self.id!r} is not of the form 'exNN.function_name' (e.g. 'ex01.decode_bits')"
+            )
+        if isinstance(self.points, bool) or not isinstance(self.points, int) or self.points < 0:
+            raise ValueError(f"points must be a non-negative int, got {self.points!r}")
+        for name in ("reference", "cases", "compare"):
+            if not callable(getattr(self, name)):
+                raise TypeError(f"{self.id}: {name} must be callable")
+
+    @property
+    def chapter(self) -> int:
+        """The chapter number: 1 for "ex01.decode_bits"."""
+        return int(_ID_RE.match(self.id).group(1))
+
+    @property
+    def name(self) -> str:
+        """The function's name: "decode_bits" for "ex01.decode_bits"."""
+        return _ID_RE.match(self.id).group(2)
+
+
+def register(exercise: Exercise) -> Exercise:
+    """Add an exercise to the registry (chapter modules call this at import); returns it."""
+    if not isinstance(exercise, Exercise):
+        raise TypeError(f"register() takes an Exercise, got {type(exercise).__name__}")
+    if exercise.id in _REGISTRY:
+        raise ValueError(f"exercise {exercise.id!r} is already registered")
+    _REGISTRY[exercise.id] = exercise
+    return exercise
+
+
+def _chapter_module(chapter: int) -> str:
+    return f"{_EXERCISES_PACKAGE}.ch{chapter:02d}"
+
+
+def _load_chapter(chapter: int) -> bool:
+    """Import the chapter's module (which registers its exercises); False if there is none."""
+    name = _chapter_module(chapter)
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name == name:  # only the chapter module itself missing; a missing import inside it is a bug
+            return False
+        raise
+    return True
+
+
+def get_exercise(exercise_id: str) -> Exercise:
+    """The registered exercise with this id, importing its chapter module on first use."""
+    if isinstance(exercise_id, str) and exercise_id in _REGISTRY:
+        return _REGISTRY[exercise_id]
+    m = _ID_RE.match(exercise_id) if isinstance(exercise_id, str) else None
+    if m is None:
+        raise UnknownExerciseError(
+            f"unknown exercise {exercise_id!r}: ids look like 'ex01.decode_bits' (chapter, dot, function name)"
+        )
+    chapter = int(m.group(1))
+    has_module = _load_chapter(chapter)
+    if exercise_id in _REGISTRY:
+        return _REGISTRY[exercise_id]
+    known = ", ".join(ex.id for ex in _REGISTRY.values() if ex.chapter == chapter)
+    if not known and not has_module:
+        raise UnknownExerciseError(
+            f"unknown exercise {exercise_id!r}: chapter {chapter} has no exercises "
+            f"(no module {_chapter_module(chapter)})"
+        )
+    raise UnknownExerciseError(f"unknown exercise {exercise_id!r}; known: {known or 'none'}")
+
+
+def exercises_of(chapter: int) -> list[Exercise]:
+    """The exercises of a chapter, in registration order."""
+    _load_chapter(chapter)
+    return [ex for ex in _REGISTRY.values() if ex.chapter == chapter]
+
+
+def cases_for(exercise: Exercise | str, seed: int = 0) -> list[Case]:
+    """The cases :func:`run_check` uses for this seed (same seed, same cases)."""
+    ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
+    try:
+        cases = list(ex.cases(np.random.default_rng(seed)))
+    except Exception as e:
+        raise CheckerError(f"{ex.id}: the case generator raised {_describe_exception(e)}") from e
+    out = []
+    for c in cases:
+        if isinstance(c, tuple):
+            c = Case(c)
+        if not isinstance(c, Case):
+            raise CheckerError(f"{ex.id}: the case generator returned a {type(c).__name__}, not a Case")
+        out.append(c)
+    if not out:
+        raise CheckerError(f"{ex.id}: the case generator returned no cases")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a check
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class CheckResult:
+    """The outcome of checking one function against one exercise.
+
+    status: "PASS", "FAIL", "TODO" (raised NotImplementedError on the first case) or "ERROR"
+    (unknown exercise, or a bug on the course's side). Points are all or nothing.
+    """
+
+    exercise_id: str
+    title: str
+    points: int
+    max_points: int
+    n_cases: int
+    n_failed: int
+    mismatches: list[str] = field(default_factory=list)
+    error: str | None = None
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = "PASS" if self.passed else "FAIL"
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and self.n_failed == 0 and self.n_cases > 0
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict of the fields, plus ``passed``."""
+        d = asdict(self)
+        d["passed"] = self.passed
+        return d
+
+    def __str__(self) -> str:
+        head = f"{self.status:<5} {self.exercise_id}  {self.points}/{self.max_points} points"
+        if self.status == "PASS":
+            return f"{head}  ({self.n_cases} cases)"
+        if self.status == "TODO":
+            return f"{head}  (not implemented yet)"
+        if self.status == "ERROR" or (self.error and not self.mismatches):
+            return f"{head}  ({self.error})"
+        lines = [f"{head}  ({self.n_failed} of {self.n_cases} cases failed)"]
+        if self.error:
+            lines.append(f"  first exception: {self.error}")
+        if self.mismatches:
+            lines.append("  first mismatches:")
+            lines += [f"    {m}" for m in self.mismatches]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:  # short, so a check cell's Out[] does not repeat the report
+        return f"<CheckResult {self.status} {self.exercise_id} {self.points}/{self.max_points} points>"
+
+
+def _copy_args(ex: Exercise, case: Case) -> tuple[tuple, dict]:
+    try:
+        return copy.deepcopy(case.args), copy.deepcopy(dict(case.kwargs))
+    except Exception as e:
+        raise CheckerError(f"{ex.id}: cannot copy the arguments of a case ({_describe_exception(e)})") from e
+
+
+def _call_quietly(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """fn(*args, **kwargs) with numpy's floating-point warnings and all warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+
+
+def _call_text(ex: Exercise, case: Case) -> str:
+    parts = [_short_repr(a, _VALUE_LIMIT) for a in case.args]
+    parts += [f"{k}={_short_repr(v, _VALUE_LIMIT)}" for k, v in case.kwargs.items()]
+    return _truncate(f"{ex.name}({', '.join(parts)})", 2 * _VALUE_LIMIT)
+
+
+def _with_label(text: str, case: Case) -> str:
+    return f"{text}  [{case.label}]" if case.label else text
+
+
+def run_check(exercise: Exercise | str, fn: Callable, seed: int = 0) -> CheckResult:
+    """Run every case of the exercise through ``fn`` and the reference; never raises on a bug of fn.
+
+    Each call gets its own deep copy of the case's arguments, so fn cannot change what the
+    reference sees (a ``np.random.Generator`` argument is copied with its state, so both draw
+    the same numbers). Raises :class:`UnknownExerciseError` for an unknown id and
+    :class:`CheckerError` when the course's case generator or reference fails.
+    """
+    ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
+
+    def result(points: int, n_cases: int, n_failed: int, mismatches: list[str], error: str | None,
+               status: str = "") -> CheckResult:
+        return CheckResult(ex.id, ex.title, points, ex.points, n_cases, n_failed, mismatches, error, status)
+
+    if not callable(fn):
+        return result(0, 0, 0, [], f"expected a function, got {type(fn).__name__}")
+    cases = cases_for(ex, seed)
+    n_failed = 0
+    mismatches: list[str] = []
+    first_error: str | None = None
+    for i, case in enumerate(cases):
+        args, kwargs = _copy_args(ex, case)
+        try:
+            expected = _call_quietly(ex.reference, args, kwargs)
+        except Exception as e:
+            raise CheckerError(
+                f"{ex.id}: the reference raised {_describe_exception(e)} on {_call_text(ex, case)}"
+            ) from e
+        args, kwargs = _copy_args(ex, case)
+        try:
+            got = _call_quietly(fn, args, kwargs)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # SystemExit and custom BaseExceptions are a student's bug too
+            if i == 0 and isinstance(e, NotImplementedError):
+                return result(0, len(cases), len(cases), [], _describe_exception(e), "TODO")
+            n_failed += 1
+            first_error = first_error or _describe_exception(e)
+            if len(mismatches) < MAX_MISMATCHES:
+                mismatches.append(_with_label(f"{_call_text(ex, case)} raised {_describe_exception(e)}", case))
+            continue
+        try:
+            reason = ex.compare(got, expected)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:
+            reason = f"could not compare: {_describe_exception(e)}"
+        if reason is not None:
+            n_failed += 1
+            if len(mismatches) < MAX_MISMATCHES:
+                text = (f"{_call_text(ex, case)} returned {_short_repr(got, _VALUE_LIMIT)}, "
+                        f"expected {_short_repr(expected, _VALUE_LIMIT)} ({_truncate(str(reason))})")
+                mismatches.append(_with_label(text, case))
+    passed = n_failed == 0
+    return result(ex.points if passed else 0, len(cases), n_failed, mismatches, first_error)
+
+
+def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:
+    """Check ``fn`` against an exercise, print the report, record it for :func:`summary`.
+
+    Never raises (except on KeyboardInterrupt): an unknown id or a failure on the course's
+    side is printed and returned as a result with ``status == "ERROR"`` and 0 points.
+    """
+    ex_id = exercise_id.id if isinstance(exercise_id, Exercise) else str(exercise_id)
+    try:
+        ex = exercise_id if isinstance(exercise_id, Exercise) else get_exercise(exercise_id)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        msg = str(e) if isinstance(e, UnknownExerciseError) else f"cannot load exercise: {_describe_exception(e)}"
+        res = CheckResult(ex_id, "", 0, 0, 0, 0, [], msg, "ERROR")
+        print(str(res))
+        return res
+    try:
+        res = run_check(ex, fn, seed)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        detail = str(e) if isinstance(e, CheckerError) else _describe_exception(e)
+        res = CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [],
+                          f"the checker itself failed (not your fault; tell the instructor): {detail}", "ERROR")
+    _SCOREBOARD[ex.id] = res
+    print(str(res))
+    return res
+
+
+def summary(chapter: int) -> dict:
+    """Print one line per exercise of the chapter and the total; return the points.
+
+    Exercises not checked yet count as 0. Returns ``{"earned", "max", "exercises": {id: points}}``.
+    """
+    exercises = exercises_of(chapter)
+    rows = []
+    for ex in exercises:
+        res = _SCOREBOARD.get(ex.id)
+        status = res.status if res is not None else "not checked"
+        earned = res.points if res is not None else 0
+        rows.append((status, ex.id, ex.title, f"{earned}/{ex.points}", earned))
+    print(f"Chapter {chapter} exercises")
+    if not rows:
+        print("  (none registered)")
+    w = [max((len(r[k]) for r in rows), default=0) for k in range(4)]
+    for r in rows:
+        print(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:>{w[3]}}")
+    earned = sum(r[4] for r in rows)
+    total = sum(ex.points for ex in exercises)
+    print(f"TOTAL: {earned}/{total} points")
+    return {"earned": earned, "max": total, "exercises": {r[1]: r[4] for r in rows}}
+
+
+def reset_scoreboard() -> None:
+    """Forget every result recorded by :func:`check`."""
+    _SCOREBOARD.clear()

@@ -1,0 +1,110 @@
+"""Device selection in one place: the GPU when PyTorch sees one, else the CPU with Triton's interpreter.
+
+Every notebook's setup cell calls :func:`setup_device` before it imports anything that defines a
+Triton kernel: Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, so the
+variable must be set first.
+
+Environment variables:
+
+``NBHELPERS_DEVICE``       ``cpu`` forces the CPU (and the interpreter) even where a GPU exists;
+                           ``cuda`` (or ``gpu``) demands the GPU and fails if there is none.
+``NBHELPERS_REQUIRE_GPU``  set to 1 by the GPU CI: fail (not fall back) if no GPU is visible.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+__all__ = ["DeviceInfo", "setup_device", "NoGPUError"]
+
+_KERNEL_MODULE_PREFIXES = ("nbhelpers.kernels",)
+
+
+class NoGPUError(RuntimeError):
+    """A GPU was required (NBHELPERS_DEVICE=cuda or NBHELPERS_REQUIRE_GPU=1) but none is visible."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What :func:`setup_device` chose. ``device`` is "cuda" or "cpu"."""
+
+    device: str
+    name: str
+    triton_interpreter: bool
+    torch_version: str | None
+    triton_version: str | None
+    reason: str
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device == "cuda"
+
+    def __str__(self) -> str:
+        mode = "Triton interpreter (TRITON_INTERPRET=1)" if self.triton_interpreter else "compiled Triton kernels"
+        return (
+            f"device: {self.device} ({self.name}); {mode}; torch {self.torch_version or 'not installed'}, "
+            f"triton {self.triton_version or 'not installed'} -- {self.reason}"
+        )
+
+
+def _version(module_name: str) -> str | None:
+    try:
+        mod = __import__(module_name)
+    except Exception:  # not installed, or broken: report rather than fail the notebook
+        return None
+    return getattr(mod, "__version__", "unknown")
+
+
+def setup_device(force: str | None = None, verbose: bool = True) -> DeviceInfo:
+    """Pick the device for this session and prepare Triton accordingly; prints the choice.
+
+    ``force`` ("cpu" or "cuda") overrides the environment variable ``NBHELPERS_DEVICE``.
+    On the CPU path ``TRITON_INTERPRET=1`` is set; if a module that defines kernels was imported
+    before this call, a RuntimeError says to restart the kernel and run the setup cell first.
+    """
+    want = (force or os.environ.get("NBHELPERS_DEVICE", "auto")).strip().lower()
+    if want == "gpu":
+        want = "cuda"
+    if want not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device {want!r} not understood: use 'auto', 'cpu' or 'cuda' (NBHELPERS_DEVICE)")
+    require_gpu = os.environ.get("NBHELPERS_REQUIRE_GPU", "") not in ("", "0")
+
+    gpu_name = None
+    if want != "cpu":
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                gpu_name = torch.cuda.get_device_name(0)
+        except Exception:  # torch missing or broken: no GPU to offer
+            gpu_name = None
+
+    if (want == "cuda" or require_gpu) and gpu_name is None:
+        who = "NBHELPERS_DEVICE=cuda" if want == "cuda" else "NBHELPERS_REQUIRE_GPU=1"
+        raise NoGPUError(f"{who} asks for a GPU, but PyTorch sees none (torch.cuda.is_available() is False)")
+    if require_gpu and want == "cpu":
+        raise NoGPUError("NBHELPERS_REQUIRE_GPU=1 contradicts NBHELPERS_DEVICE=cpu")
+
+    if gpu_name is not None:
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            # a leftover from a CPU session in the same process would silently interpret kernels
+            os.environ.pop("TRITON_INTERPRET")
+        info = DeviceInfo("cuda", gpu_name, False, _version("torch"), _version("triton"),
+                          "PyTorch sees a GPU")
+    else:
+        stale = [m for m in sys.modules if m.startswith(_KERNEL_MODULE_PREFIXES)]
+        if stale and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError(
+                f"{stale[0]} was imported before setup_device(): its kernels were compiled for a GPU. "
+                "Restart the kernel and run the setup cell first."
+            )
+        os.environ["TRITON_INTERPRET"] = "1"
+        reason = "forced by NBHELPERS_DEVICE=cpu" if want == "cpu" else "no GPU visible to PyTorch"
+        import platform
+
+        info = DeviceInfo("cpu", platform.processor() or platform.machine(), True,
+                          _version("torch"), _version("triton"), reason)
+    if verbose:
+        print(info)
+    return info

@@ -1,0 +1,102 @@
+"""Chapter 01 exercises: the solutions score full marks, the untouched exercises zero, and
+deliberately wrong implementations fail their checks."""
+import math
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from nbhelpers.checks import cases_for, exercises_of, get_exercise, run_check
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = ROOT / "solutions" / "ex01_float_formats.ipynb"
+EXERCISE = ROOT / "exercises" / "ex01_float_formats.ipynb"
+
+
+def run_notebook(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def solution_functions() -> dict:
+    """The solution notebook's function definitions, executed in a fresh namespace."""
+    nb = nbformat.read(SOLUTION, as_version=4)
+    ns: dict = {"math": math}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.lstrip().startswith("def "):
+            exec(cell.source, ns)
+    return ns
+
+
+def test_solution_notebook_scores_full_marks():
+    out = run_notebook(SOLUTION)
+    total = sum(e.points for e in exercises_of(1))
+    assert f"TOTAL: {total}/{total} points" in out, out
+    assert "FAIL" not in out and "TODO" not in out
+
+
+def test_untouched_exercise_notebook_runs_and_scores_zero():
+    out = run_notebook(EXERCISE)
+    total = sum(e.points for e in exercises_of(1))
+    assert f"TOTAL: 0/{total} points" in out, out
+    assert out.count("TODO") >= len(exercises_of(1))
+
+
+@pytest.mark.parametrize("seed", [0, 12345])
+def test_solutions_pass_in_process_with_any_seed(seed):
+    ns = solution_functions()
+    for ex in exercises_of(1):
+        result = run_check(ex, ns[ex.name], seed=seed)
+        assert result.passed, str(result)
+
+
+def mutate(name: str, old: str, new: str):
+    nb = nbformat.read(SOLUTION, as_version=4)
+    src = next(c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)
+    assert old in src, f"mutation target {old!r} not found in {name}"
+    ns: dict = {"math": math}
+    exec(src.replace(old, new), ns)
+    return ns[name]
+
+
+WRONG = [
+    # forgets that subnormals have no implicit leading 1
+    ("decode_bits", "if E == 0:", "if False:"),
+    # NaN codes read as infinities
+    ("decode_bits", "sign * math.inf if M == 0 else math.nan", "sign * math.inf"),
+    # ties away from zero instead of to even
+    ("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
+    # no subnormal clamp: the spacing keeps shrinking below the normal range
+    ("round_nearest_even", "max(math.frexp(abs(x))[1] - 1, emin)", "math.frexp(abs(x))[1] - 1"),
+    # overflow saturates instead of going to inf
+    ("round_nearest_even", "r = math.inf", "r = largest"),
+    # loses the sign of zero
+    ("round_nearest_even", "return math.copysign(r, x)", "return math.copysign(r, x) + 0.0"),
+    # spacing of the binade below at powers of two
+    ("ulp_at", "math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+    # off by one binade
+    ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
+]
+
+
+@pytest.mark.parametrize("name,old,new", WRONG, ids=[f"{w[0]}-{i}" for i, w in enumerate(WRONG)])
+def test_wrong_implementations_fail(name, old, new):
+    result = run_check(f"ex01.{name}", mutate(name, old, new))
+    assert not result.passed and result.points == 0
+    assert result.mismatches, "a failing check lists the first mismatching inputs"
+    assert re.search(rf"{name}\(", result.mismatches[0])
+
+
+def test_hard_coded_public_cases_fail_with_another_seed():
+    ex = get_exercise("ex01.round_nearest_even")
+    ns = solution_functions()
+    answers = {repr(c.args): ns["round_nearest_even"](*c.args) for c in cases_for(ex, 0)}
+
+    def memorised(x, e, m):  # a "solution" that only knows the public cases
+        return answers.get(repr((x, e, m)), 0.0)
+
+    assert run_check(ex, memorised, seed=0).passed
+    assert not run_check(ex, memorised, seed=2024).passed
