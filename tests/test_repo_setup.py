@@ -1,0 +1,199 @@
+"""Keep the repository's set-up files consistent with each other.
+
+The pins for torch and triton live in the Makefile and are repeated in environment.yml and
+README.md; CI must run the same command the README gives; the GPU workflow must never run
+for pull requests (it runs on a self-hosted machine). PyYAML is not a dependency, so the
+YAML files are read as plain text, which is enough for the few facts checked here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def read(relpath: str) -> str:
+    return (ROOT / relpath).read_text(encoding="utf-8")
+
+
+def makefile_pin(name: str) -> str:
+    """Value of a `NAME := value` (or `=`, `?=`) line in the Makefile."""
+    match = re.search(rf"^{name}\s*[:?]?=\s*(\S+)\s*$", read("Makefile"), re.MULTILINE)
+    assert match, f"Makefile has no {name} variable"
+    return match.group(1)
+
+
+def environment_pin(package: str) -> str:
+    """Version in a `- package==version` line of environment.yml."""
+    pins = re.findall(rf"^\s*-\s*{package}==(\S+)\s*$", read("environment.yml"), re.MULTILINE)
+    assert len(pins) == 1, f"environment.yml should pin {package} exactly once, found {pins}"
+    return pins[0]
+
+
+def top_level_block(yaml_text: str, key: str) -> list[str]:
+    """The lines of a top-level YAML mapping entry `key:` (the line itself and the more
+    indented lines under it), with comments and blank lines dropped."""
+    lines = [line.split(" #")[0].rstrip() for line in yaml_text.splitlines()]
+    lines = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    heads = (f"{key}:", f'"{key}":', f"'{key}':")
+    for i, line in enumerate(lines):
+        if line.startswith(heads):
+            block = [line]
+            for following in lines[i + 1 :]:
+                if not following[0].isspace():
+                    break
+                block.append(following)
+            return block
+    raise AssertionError(f"no top-level '{key}:' key")
+
+
+def workflow_triggers(yaml_text: str) -> set[str]:
+    """Event names under a workflow's top-level `on:`, in any of YAML's three spellings:
+    `on: push`, `on: [push, workflow_dispatch]`, or a block of keys / list items."""
+    head, *body = top_level_block(yaml_text, "on")
+    inline = head.split(":", 1)[1].strip()
+    if inline:
+        return {name.strip() for name in inline.strip("[]").split(",") if name.strip()}
+    indent = min(len(line) - len(line.lstrip()) for line in body)
+    events = set()
+    for line in body:
+        if len(line) - len(line.lstrip()) == indent:
+            item = line.strip().removeprefix("- ")
+            events.add(item.split(":", 1)[0].strip().strip("'\""))
+    return events
+
+
+# --- pins -------------------------------------------------------------------------------
+
+
+def test_makefile_pins_match_environment_yml():
+    assert environment_pin("torch") == makefile_pin("TORCH_VERSION")
+    assert environment_pin("triton") == makefile_pin("TRITON_VERSION")
+
+
+def test_readme_mentions_the_pins():
+    readme = read("README.md")
+    assert f"torch=={makefile_pin('TORCH_VERSION')}" in readme
+    assert f"triton=={makefile_pin('TRITON_VERSION')}" in readme
+
+
+def test_pyproject_leaves_torch_and_triton_to_the_makefile():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads(read("pyproject.toml"))["project"]
+    requirements = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        requirements += extra
+    names = {re.split(r"[\s\[<>=!~;]", req, maxsplit=1)[0].lower() for req in requirements}
+    assert not names & {"torch", "triton"}
+
+
+def test_environment_yml_installs_this_repo_from_pyproject():
+    assert re.search(r"^\s*-\s*-e\s+\.\[lab,test\]\s*$", read("environment.yml"), re.MULTILINE)
+
+
+# --- the commands the README promises ----------------------------------------------------
+
+
+def test_readme_quick_start_gives_the_two_commands():
+    readme = read("README.md")
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "make lab" in quick_start
+    assert "make test" in quick_start
+
+
+def test_makefile_has_the_documented_targets():
+    makefile = read("Makefile")
+    for target in ("venv", "install", "lab", "test", "exercises", "bench", "clean"):
+        assert re.search(rf"^{target}:", makefile, re.MULTILINE), f"no '{target}' target"
+
+
+def test_ci_run_runs_make_test():
+    script = read(".ci/run")
+    commands = [line.strip() for line in script.splitlines()]
+    assert "set -euo pipefail" in commands
+    assert "make test" in commands
+
+
+def test_cpu_workflow_runs_make_test():
+    workflow = read(".github/workflows/cpu.yml")
+    assert re.search(r"^\s*run:\s*make test\s*$", workflow, re.MULTILINE)
+
+
+# --- the GPU workflow ---------------------------------------------------------------------
+
+
+def test_gpu_workflow_runs_only_on_push_and_by_hand():
+    assert workflow_triggers(read(".github/workflows/gpu.yml")) == {"push", "workflow_dispatch"}
+
+
+def test_gpu_workflow_targets_the_gpu_runner_and_requires_a_gpu():
+    workflow = read(".github/workflows/gpu.yml")
+    assert re.search(r"runs-on:\s*\[self-hosted, linux, x64, gpu\]", workflow)
+    assert re.search(r"NBHELPERS_REQUIRE_GPU:\s*[\"']?1[\"']?", workflow)
+    assert "make test DEVICE=gpu" in workflow
+    steps = re.split(r"^\s*- ", workflow.split("steps:", 1)[1], flags=re.MULTILINE)
+    first_step = steps[1]
+    assert "nvidia-smi" in first_step
+
+
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        ("on: push\njobs: {}\n", {"push"}),
+        ("on: [push, workflow_dispatch]\n", {"push", "workflow_dispatch"}),
+        ('"on":\n  push:\n    branches: [main]\n  pull_request:\njobs:\n', {"push", "pull_request"}),
+        ("name: x\non:\n  - push\n  # comment\n  - workflow_dispatch\njobs:\n", {"push", "workflow_dispatch"}),
+    ],
+)
+def test_workflow_triggers_reader(yaml_text, expected):
+    assert workflow_triggers(yaml_text) == expected
+
+
+# --- nbval configuration ------------------------------------------------------------------
+
+
+def test_nbval_ignores_stderr_and_masks_addresses_but_still_compares_bits(tmp_path):
+    """Run nbval the way `make test` does on a tiny notebook: a checked cell that also
+    writes to stderr and prints an object address and a duration passes; a checked cell
+    whose hex bit pattern changed fails."""
+    pytest.importorskip("nbval")
+    nbformat = pytest.importorskip("nbformat")
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    def notebook(source: str, stdout: str):
+        nb = new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        cell = new_code_cell("# NBVAL_CHECK_OUTPUT\n" + source, execution_count=1)
+        cell.outputs = [new_output("stream", name="stdout", text=stdout)]
+        nb.cells = [cell]
+        return nb
+
+    noisy = "import sys\nprint(object(), '0x3f80', '12.5 ms')\n_ = sys.stderr.write('a warning\\n')"
+    committed = "<object object at 0x7f00deadbeef> 0x3f80 0.7 ms\n"
+    nbformat.write(notebook(noisy, committed), tmp_path / "ok.ipynb")
+    nbformat.write(notebook("print('0x3f80')", "0x3f81\n"), tmp_path / "drift.ipynb")
+
+    makefile = read("Makefile")
+    nbval_args = re.search(r"^NBVAL_ARGS\s*:=\s*((?:.*\\\n)*.*)$", makefile, re.MULTILINE).group(1)
+    nbval_args = nbval_args.replace("\\\n", " ").split()
+    assert "--nbval-lax" in nbval_args and "--nbval-current-env" in nbval_args
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "conftest",
+         "-p", "no:cacheprovider", "-q", "-rA", *nbval_args, str(tmp_path)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=300,
+    )
+    outcomes = {}  # "ok.ipynb::Cell 0" -> "PASSED", from the -rA summary lines
+    for line in result.stdout.splitlines():
+        if line.startswith(("PASSED ", "FAILED ")):
+            outcome, test_id = line.split(" - ")[0].split(" ", 1)
+            outcomes[test_id.rsplit("/", 1)[-1]] = outcome
+    assert outcomes == {"ok.ipynb::Cell 0": "PASSED", "drift.ipynb::Cell 0": "FAILED"}, result.stdout
