@@ -139,9 +139,10 @@ def round_to(
     else:
         kernel = _round_chunk
     ws = _Workspace(min(n, _CHUNK))
-    for start in range(0, n, _CHUNK):
-        stop = min(start + _CHUNK, n)
-        kernel(flat_in[start:stop], flat_out[start:stop], f, mode, rng, saturate, ws)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf on inf input; handled below
+        for start in range(0, n, _CHUNK):
+            stop = min(start + _CHUNK, n)
+            kernel(flat_in[start:stop], flat_out[start:stop], f, mode, rng, saturate, ws)
     if scalar:
         return out.reshape(())[()]  # numpy float64 scalar
     return out
