@@ -1,0 +1,420 @@
+"""Tests of nbhelpers.accumulation: bit-exact against numpy / ml_dtypes loops and exact
+rational references, the FACTS.md numbers, Higham's error bounds, stochastic rounding, and the
+tensor-core model."""
+import math
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from nbhelpers.accumulation import (
+    Order,
+    emulated_dot,
+    emulated_matmul,
+    emulated_matmul_ref,
+    emulated_sum,
+    max_align_bits,
+    tensor_core_matmul,
+    tensor_core_matmul_ref,
+)
+from nbhelpers.formats import FORMATS
+from nbhelpers.rounding import round_to
+
+ORDERS = ["sequential", "pairwise", "blocked", "kahan"]
+
+
+def wide(shape, seed, spread=30):
+    """Random values of both signs spread over 2*spread binades, so that float64 sums of two of
+    them are often inexact (the round-to-odd path is exercised)."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))
+
+
+def loop_sum(x, dtype):
+    """The outside oracle: s = dtype(0); s = dtype(s + v) for v in x."""
+    s = dtype(0)
+    for v in x:
+        s = dtype(s + v)
+    return float(s)
+
+
+def exact_sum(x) -> Fraction:
+    return sum((Fraction(float(v)) for v in x), Fraction(0))
+
+
+def gamma(k, u):
+    return k * u / (1 - k * u)
+
+
+def assert_bits(ours, ref):
+    ours, ref = np.asarray(ours), np.asarray(ref)
+    same = (ours == ref) | (np.isnan(ours) & np.isnan(ref))
+    if not same.all():
+        i = np.flatnonzero(~same.ravel())[:5]
+        raise AssertionError(f"{(~same).sum()} mismatches: ours {ours.ravel()[i]} vs ref {ref.ravel()[i]}")
+
+
+# ------------------------------------------------------------------ sequential vs outside oracles
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fp32_sequential_equals_numpy_float32_loop(seed):
+    x = wide(3000, seed, spread=20).astype(np.float32)
+    assert emulated_sum(x, "fp32") == loop_sum(x, np.float32)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fp16_sequential_equals_numpy_float16_loop(seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(3000) * np.exp2(rng.integers(-6, 6, 3000))).astype(np.float16)
+    assert emulated_sum(x, "fp16") == loop_sum(x, np.float16)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bf16_sequential_equals_ml_dtypes_bfloat16_loop(seed):
+    x = wide(3000, seed, spread=12).astype(ml_dtypes.bfloat16)
+    assert emulated_sum(x, "bf16") == loop_sum(x, ml_dtypes.bfloat16)
+
+
+def test_ml_dtypes_bf16_addition_is_correctly_rounded():
+    """ml_dtypes adds two bfloat16 in float32 and rounds to bf16. Double rounding through float32
+    (24 >= 2*8 + 2 bits) is innocuous for addition; checked here on 200k pairs, half of them
+    constructed to fall on or next to a bf16 midpoint, against one rounding of the exact sum."""
+    rng = np.random.default_rng(0)
+    n = 100_000
+    a = round_to(wide(n, 1, spread=10), "bf16")
+    b = round_to(wide(n, 2, spread=10), "bf16")
+    # pairs whose sum is a bf16 midpoint: b = a-sized value plus half an ulp of a
+    a2 = round_to(rng.uniform(1, 2, n), "bf16")
+    b2 = np.ldexp(rng.integers(1, 8, n), -8).astype(np.float64)  # multiples of 2**-8
+    A, B = np.concatenate([a, a2]), np.concatenate([b, b2])
+    s = A + B  # exact in float64: exponents differ by at most ~40
+    assert np.array_equal((s - A) - B, np.zeros_like(s))
+    theirs = (A.astype(ml_dtypes.bfloat16) + B.astype(ml_dtypes.bfloat16)).astype(np.float64)
+    assert_bits(theirs, round_to(s, "bf16"))
+
+
+def test_batched_sum_equals_row_by_row_and_axis():
+    x = wide((5, 7, 40), 3).astype(np.float32)
+    full = emulated_sum(x, "bf16", axis=1, order="pairwise")
+    assert full.shape == (5, 40)
+    for i in range(5):
+        for j in range(40):
+            assert full[i, j] == emulated_sum(x[i, :, j], "bf16", order="pairwise")
+
+
+# ------------------------------------------------------------------ every order vs the exact reference
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("acc,rounding", [("fp32", "nearest_even"), ("bf16", "nearest_even"),
+                                          ("bf16", "toward_zero"), ("e4m3fn", "nearest_even"),
+                                          ("fp16", "nearest_away")])
+def test_matmul_equals_fraction_reference(order, acc, rounding):
+    """Every addition checked against an exact rational sum rounded once, on data whose float64
+    sums are often inexact (wide exponent spread), for each order."""
+    spread = 3 if acc == "e4m3fn" else (6 if acc == "fp16" else 25)
+    A, B = wide((3, 37), 10, spread), wide((37, 4), 11, spread)
+    in_fmt = "e4m3fn" if acc == "e4m3fn" else ("fp16" if acc == "fp16" else "bf16")
+    block = 5 if order == "blocked" else None
+    ours = emulated_matmul(A, B, in_fmt, acc, order, rounding, block)
+    ref = emulated_matmul_ref(A, B, in_fmt, acc, order, rounding, block)
+    assert_bits(ours, ref)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_matmul_dot_and_sum_of_products_agree(order):
+    A, B = wide((6, 50), 20), wide((50, 5), 21)
+    block = 8 if order == "blocked" else None
+    C = emulated_matmul(A, B, "bf16", "bf16", order, block=block)
+    Aq, Bq = round_to(A, "bf16"), round_to(B, "bf16")
+    prods = Aq[:, :, None] * Bq[None, :, :]  # (M, K, N)
+    assert_bits(C, emulated_sum(prods, "bf16", order, block=block, axis=1))
+    assert_bits(C[2, 3], emulated_dot(A[2], B[:, 3], "bf16", "bf16", order, block=block))
+
+
+def test_products_of_fp32_inputs_are_exact_in_float64():
+    """24 + 24 significant bits fit in float64's 53, so fp32 inputs need no special case."""
+    x = wide(2000, 5, spread=120).astype(np.float32).astype(np.float64)
+    y = wide(2000, 6, spread=120).astype(np.float32).astype(np.float64)
+    for a, b in zip(x[:300], y[:300]):
+        assert Fraction(a * b) == Fraction(a) * Fraction(b)
+    extremes = np.float64([FORMATS["fp32"].max, FORMATS["fp32"].smallest_subnormal, 1 + 2.0**-23])
+    for a in extremes:
+        for b in extremes:
+            assert Fraction(a * b) == Fraction(a) * Fraction(b)
+
+
+def test_double_rounding_cases_are_rounded_once():
+    """Hand-worked cases where rounding the float64 sum again would be wrong."""
+    # bf16: 2**-60 + (1 + 2**-4)**2 = 1 + 2**-3 + 2**-8 + 2**-60; float64 drops 2**-60 and lands on
+    # the midpoint 1 + 33 * 2**-8, which ties to even 1.125; the exact sum is above it: 1.1328125
+    x = [2.0**-60, (1 + 2.0**-4) ** 2]
+    assert emulated_sum(x, "bf16") == 1.1328125
+    assert emulated_dot([2.0**-30, 1 + 2.0**-4], [2.0**-30, 1 + 2.0**-4], "bf16", "bf16") == 1.1328125
+    # toward zero: 1 - 2**-60 truncates to the bf16 value below 1, not to 1
+    assert emulated_sum([1.0, -(2.0**-60)], "bf16", rounding="toward_zero") == 1 - 2.0**-8
+    assert emulated_sum([1.0, -(2.0**-60)], "fp32", rounding="toward_zero") == 1 - 2.0**-24
+
+
+def test_overflow_and_subnormals_follow_the_format():
+    assert emulated_sum([60000.0, 60000.0], "fp16") == np.inf
+    assert np.isnan(emulated_sum([400.0, 400.0], "e4m3fn"))
+    tiny = FORMATS["fp16"].smallest_subnormal
+    assert emulated_sum([tiny, tiny, tiny], "fp16") == 3 * tiny
+    assert emulated_sum([tiny, 0.4 * tiny], "fp16") == tiny
+
+
+# ------------------------------------------------------------------ FACTS.md numbers
+
+
+def test_sum_of_ones_stalls():
+    assert emulated_sum(np.ones(1000), "bf16") == 256
+    assert emulated_sum(np.ones(5000), "fp16") == 2048
+    # the same ones in other orders do not stall: every partial sum is a small integer
+    assert emulated_sum(np.ones(1024), "bf16", "pairwise") == 1024
+    assert emulated_sum(np.ones(1024), "bf16", "blocked", block=256) == 1024
+    assert emulated_sum(np.ones(1024), "bf16", "kahan") == 1024
+
+
+@pytest.mark.parametrize("fmt,n_last,value", [("bf16", 64, 5.0625), ("fp16", 512, 7.0859375)])
+def test_harmonic_series_stalls(fmt, n_last, value):
+    """FACTS: 'stalls at 5.0625 after 65 terms in bf16, 7.0859375 after 513 in fp16'. Computed:
+    the sum of the first n_last terms is the value, and term n_last + 1 is the first one absorbed
+    (and every later one)."""
+    n = n_last + 200
+    terms = 1 / np.arange(1, n + 1)
+    # row i holds the first i+1 terms and zeros after (adding zero changes nothing): all prefixes
+    X = np.where(np.arange(n)[None, :] <= np.arange(n)[:, None], terms[None, :], 0.0)
+    S = emulated_sum(X, fmt, in_fmt=fmt)  # S[i]: sum of i+1 terms
+    assert S[n_last - 1] == value
+    assert S[n_last - 2] != value  # term n_last still counted
+    assert np.all(S[n_last - 1:] == value)  # terms n_last+1, ... all absorbed
+
+
+def test_ml_dtypes_readme_uniform_example():
+    """ml_dtypes README: bf16 values of default_rng(0).uniform(size=10000) sum to 256 in bf16;
+    `vals.sum(dtype='float32').astype(bfloat16)` gives 4992. Our fp32 accumulator gives about
+    4994.17 (4992 once rounded to bf16), within the recursive-summation bound of the exact sum."""
+    x = np.random.default_rng(0).uniform(size=10000)
+    assert emulated_sum(x, "bf16", in_fmt="bf16") == 256
+    s32 = emulated_sum(x, "fp32", in_fmt="bf16")
+    assert round_to(s32, "bf16") == 4992
+    xb = round_to(x, "bf16")
+    exact = float(exact_sum(xb))
+    bound = gamma(len(x) - 1, FORMATS["fp32"].unit_roundoff) * np.abs(xb).sum()
+    assert abs(s32 - exact) <= bound
+    assert abs(s32 - 4994.17) < 0.01
+
+
+# ------------------------------------------------------------------ Higham's error bounds
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_fp32_error_bounds_sequential_pairwise_kahan(seed):
+    n = 4096
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) + 0.3).astype(np.float32).astype(np.float64)  # mixed signs
+    exact_f = exact_sum(x)
+    abs_sum = np.abs(x).sum()
+    u = FORMATS["fp32"].unit_roundoff
+    err = {o: abs(Fraction(float(emulated_sum(x, "fp32", o, block=64 if o == "blocked" else None))) - exact_f)
+           for o in ORDERS}
+    assert err["sequential"] <= gamma(n - 1, u) * abs_sum
+    assert err["pairwise"] <= gamma(math.ceil(math.log2(n)), u) * abs_sum
+    # blocked: block-1 additions inside a block, then n/block - 1 outer ones (Higham 4.2)
+    assert err["blocked"] <= gamma(64 - 1 + n // 64 - 1, u) * abs_sum
+    # Kahan: (2u + O(n u^2)) sum|x|; the O term is taken as 4 n u^2 (negligible here: 1e-9 of 2u)
+    assert err["kahan"] <= (2 * u + 4 * n * u * u) * abs_sum
+
+
+def test_error_bounds_in_bf16_show_why_order_matters():
+    """In bf16 (u = 2**-8) 4096 uniform terms: sequential stagnates far beyond its typical error;
+    pairwise and Kahan stay within their bounds."""
+    x = round_to(np.random.default_rng(3).uniform(size=4096), "bf16")
+    exact = float(exact_sum(x))
+    u = FORMATS["bf16"].unit_roundoff
+    seq = emulated_sum(x, "bf16")
+    pw = emulated_sum(x, "bf16", "pairwise")
+    assert abs(seq - exact) / exact > 0.5  # stagnation
+    assert abs(pw - exact) <= gamma(12, u) * x.sum()
+
+
+# ------------------------------------------------------------------ stochastic rounding
+
+
+def test_stochastic_rounding_is_unbiased_and_does_not_stagnate():
+    R, n = 400, 2000
+    x = round_to(np.random.default_rng(0).uniform(size=n), "bf16")
+    exact = float(exact_sum(x))
+    X = np.broadcast_to(x, (R, n))  # R independent runs of the same sum, in one vectorised loop
+    S = emulated_sum(X, "bf16", rounding="stochastic", rng=np.random.default_rng(1))
+    se = S.std(ddof=1) / math.sqrt(R)
+    assert abs(S.mean() - exact) < 4 * se
+    assert emulated_sum(x, "bf16") == 256  # round-to-nearest stalls; stochastic does not
+    assert S.min() > 0.5 * exact
+
+
+def test_stochastic_rounding_is_reproducible_with_the_same_generator():
+    x = wide((4, 300), 7, spread=5)
+    a = emulated_sum(x, "bf16", "kahan", "stochastic", rng=np.random.default_rng(5))
+    b = emulated_sum(x, "bf16", "kahan", "stochastic", rng=np.random.default_rng(5))
+    c = emulated_sum(x, "bf16", "kahan", "stochastic", rng=np.random.default_rng(6))
+    assert_bits(a, b)
+    assert not np.array_equal(a, c)
+    A, B = wide((5, 64), 1, 4), wide((64, 3), 2, 4)
+    m1 = emulated_matmul(A, B, acc="bf16", rounding="stochastic", rng=np.random.default_rng(9))
+    m2 = emulated_matmul(A, B, acc="bf16", rounding="stochastic", rng=np.random.default_rng(9))
+    assert_bits(m1, m2)
+    # every result lies on the bf16 grid, within one bf16 step of the nearest-even result
+    assert_bits(round_to(m1, "bf16"), m1)
+
+
+# ------------------------------------------------------------------ tensor-core model
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "toward_zero"])
+@pytest.mark.parametrize("group", [1, 4, 8, 16])
+def test_tensor_core_with_wide_alignment_is_exact_grouped_summation(group, rounding):
+    """With align_bits at its maximum and positive terms of narrow range, nothing is truncated:
+    the model is 'add the group and the accumulator exactly, round once into fp32'."""
+    rng = np.random.default_rng(group)
+    A = round_to(rng.uniform(0.5, 4, (4, 70)), "bf16")
+    B = round_to(rng.uniform(0.5, 4, (70, 3)), "bf16")
+    C = tensor_core_matmul(A, B, "bf16", group, max_align_bits(group), "fp32", rounding)
+    ref = np.zeros((4, 3))
+    for i in range(4):
+        for j in range(3):
+            c = 0.0
+            for k0 in range(0, 70, group):
+                total = math.fsum([c] + [A[i, k] * B[k, j] for k in range(k0, min(k0 + group, 70))])
+                c = float(round_to(total, "fp32", rounding))  # fsum is exact here (< 53 bits)
+            ref[i, j] = c
+    assert_bits(C, ref)
+    if group == 1 and rounding == "nearest_even":  # one product per group: plain fp32 accumulation
+        assert_bits(C, emulated_matmul(A, B, "bf16", "fp32"))
+
+
+@pytest.mark.parametrize("group,align_bits,acc,rounding,promote",
+                         [(4, 23, "fp32", "toward_zero", None), (8, 23, "fp32", "nearest_even", None),
+                          (16, 26, "fp32", "toward_zero", None), (8, 12, "e8m13", "toward_zero", 16),
+                          (4, 5, "bf16", "nearest_even", 8)])
+def test_tensor_core_matches_fraction_reference(group, align_bits, acc, rounding, promote):
+    A, B = wide((3, 45), 30, 8), wide((45, 4), 31, 8)
+    ours = tensor_core_matmul(A, B, "bf16", group, align_bits, acc, rounding, promote)
+    ref = tensor_core_matmul_ref(A, B, "bf16", group, align_bits, acc, rounding, promote)
+    assert_bits(ours, ref)
+
+
+def test_tensor_core_truncation_loses_small_products():
+    """Hand-worked. Group [1*1, 2**-12 * 2**-12, 2**-12 * 2**-12]: E = 0, align_bits = 23 keeps
+    multiples of 2**-23, so each 2**-24 truncates to 0 and the result is 1.0; adding the group
+    exactly gives 1 + 2**-23, an fp32 number. (Sequential fp32 also gives 1.0: each 2**-24 is a
+    tie, resolved to even.)"""
+    a = np.array([[1.0, 2.0**-12, 2.0**-12]])
+    b = np.array([[1.0], [2.0**-12], [2.0**-12]])
+    assert tensor_core_matmul(a, b, group=4, align_bits=23)[0, 0] == 1.0
+    assert tensor_core_matmul(a, b, group=4, align_bits=max_align_bits(4))[0, 0] == 1 + 2.0**-23
+    assert emulated_matmul(a, b)[0, 0] == 1.0
+    # the accumulator joins the alignment: after a first group summing to 2**10, each next group
+    # of two 2**-14 products is aligned to 2**10 (multiples of 2**-13) and vanishes, although
+    # 2**10 + 2**-13 is an fp32 number; exact grouped summation keeps all four groups
+    a = np.concatenate([[2.0**5, 2.0**5], np.full(8, 2.0**-7)])[None, :]
+    b = np.concatenate([[2.0**4, 2.0**4], np.full(8, 2.0**-7)])[:, None]
+    assert tensor_core_matmul(a, b, group=2, align_bits=23)[0, 0] == 2.0**10
+    assert tensor_core_matmul(a, b, group=2, align_bits=max_align_bits(2))[0, 0] == 2.0**10 + 2.0**-11
+    # with promotion after every group the small products form their own partial sums and count
+    assert tensor_core_matmul(a, b, group=2, align_bits=23, promote_every=2)[0, 0] == 2.0**10 + 2.0**-11
+
+
+def test_promotion_reduces_error_of_a_narrow_accumulator():
+    """A 14-bit accumulator (e8m13, truncating) over K = 4096: promoting to fp32 every 128
+    products (DeepSeek-V3's N_C) cuts the error; the error is measured, not asserted to be 2%."""
+    rng = np.random.default_rng(0)
+    A = rng.uniform(0, 1, (4, 4096))
+    B = rng.uniform(0, 1, (4096, 4))
+    exact = round_to(A, "bf16") @ round_to(B, "bf16")
+    plain = tensor_core_matmul(A, B, group=16, align_bits=13, acc="e8m13")
+    promoted = tensor_core_matmul(A, B, group=16, align_bits=13, acc="e8m13", promote_every=128)
+    err_plain = np.abs(plain - exact).max() / exact.max()
+    err_prom = np.abs(promoted - exact).max() / exact.max()
+    assert err_prom < err_plain / 4
+    assert err_plain > 1e-3
+
+
+# ------------------------------------------------------------------ errors that say what is accepted
+
+
+def test_errors():
+    x = np.ones(8)
+    with pytest.raises(ValueError, match="unknown order 'zigzag'.*'pairwise'"):
+        emulated_sum(x, order="zigzag")
+    with pytest.raises(ValueError, match="needs block"):
+        emulated_sum(x, order="blocked")
+    with pytest.raises(ValueError, match="only used with order='blocked'"):
+        emulated_sum(x, block=4)
+    with pytest.raises(ValueError, match="positive int"):
+        emulated_sum(x, order=Order.BLOCKED, block=0)
+    with pytest.raises(ValueError, match="explicit generator"):
+        emulated_sum(x, rounding="stochastic")
+    with pytest.raises(ValueError, match="unknown rounding"):
+        emulated_sum(x, rounding="up")
+    with pytest.raises(ValueError, match=r"A \(2, 3\) and B \(4, 5\)"):
+        emulated_matmul(np.ones((2, 3)), np.ones((4, 5)))
+    with pytest.raises(ValueError, match=r"\(3,\) and \(4,\)"):
+        emulated_dot(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="multiple of group=8"):
+        tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), promote_every=12)
+    with pytest.raises(ValueError, match="at most 48"):
+        tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), align_bits=60)
+    with pytest.raises(ValueError, match="scale format"):
+        emulated_sum(x, acc="e8m0fnu")
+    assert emulated_sum(np.ones((3, 0)), "bf16").shape == (3,)
+
+
+# ------------------------------------------------------------------ the fast rounding path
+
+
+@pytest.mark.parametrize("name", ["fp32", "bf16", "fp16", "e4m3fn", "e5m2", "e2m1fn", "e3m4"])
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "toward_zero"])
+def test_fast_rounding_equals_round_to(name, rounding):
+    """The bit-pattern rounding in accumulation._Adder against round_to, over every binade of the
+    format and beyond (subnormals, overflow, inf, NaN), and on the format's midpoints."""
+    from nbhelpers.accumulation import _Adder
+    from nbhelpers.formats import finite_values, get_format
+    from nbhelpers.rounding import Rounding
+
+    f = get_format(name)
+    rng = np.random.default_rng(0)
+    lo, hi = f.emin - f.man_bits - 3, f.emax + 3
+    x = rng.uniform(1, 2, 20000) * np.exp2(rng.integers(lo, hi, 20000)) * rng.choice([-1, 1], 20000)
+    if f.bits <= 16:
+        v = finite_values(f)
+        x = np.concatenate([x, v, (v[1:] + v[:-1]) / 2])
+    x = np.concatenate([x, [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    ours = _Adder(f, Rounding(rounding), None).round(x)
+    ref = round_to(x, f, rounding)
+    assert_bits(ours, ref)
+    assert np.array_equal(np.signbit(ours[~np.isnan(ours)]), np.signbit(ref[~np.isnan(ref)]))
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "toward_zero"])
+def test_matmul_in_the_subnormal_range_equals_fraction_reference(rounding):
+    """fp16 products around 2**-16 .. 2**-24: sums in fp16's subnormal range (the slow lanes)."""
+    A, B = wide((3, 30), 40, 3) * 2.0**-7, wide((30, 4), 41, 3) * 2.0**-7
+    for order in ORDERS:
+        block = 4 if order == "blocked" else None
+        assert_bits(emulated_matmul(A, B, "fp16", "fp16", order, rounding, block),
+                    emulated_matmul_ref(A, B, "fp16", "fp16", order, rounding, block))
+
+
+def test_batched_fp32_sum_of_bf16_values_equals_float32_loops():
+    """bf16 values summed in fp32 often give exact sums on an fp32 midpoint (25 bits): many
+    lanes are critical at once, the path that checks exactness over the whole batch."""
+    x = round_to(wide((64, 400), 8, spread=6), "bf16").astype(np.float32)
+    ours = emulated_sum(x, "fp32")
+    for i in range(64):
+        assert ours[i] == loop_sum(x[i], np.float32)
+    assert_bits(emulated_sum(x, "fp32", "kahan")[:4],
+                [emulated_sum(x[i], "fp32", "kahan") for i in range(4)])
