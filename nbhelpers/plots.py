@@ -1,6 +1,7 @@
 """Plot helpers. Each takes ``ax=None`` (a new figure when None), returns the Axes, never shows.
 
-One colour per format across the whole course: :data:`FORMAT_COLORS`.
+One colour per format across the whole course: :data:`FORMAT_COLORS`. Chapters add their
+plot functions at the end of this file, under a comment naming the chapter.
 """
 from __future__ import annotations
 
@@ -10,15 +11,6 @@ import numpy as np
 
 from .formats import FloatFormat, finite_values, get_format, ulp
 from .rounding import round_to
-
-__all__ = [
-    "FORMAT_COLORS",
-    "format_color",
-    "plot_bit_layouts",
-    "plot_relative_spacing",
-    "plot_value_line",
-    "plot_rounding_modes",
-]
 
 FORMAT_COLORS = {
     "fp32": "#1f77b4",
