@@ -18,9 +18,6 @@ from dataclasses import dataclass
 
 __all__ = ["DeviceInfo", "setup_device", "NoGPUError"]
 
-_KERNEL_MODULE_PREFIXES = ("nbhelpers.kernels",)
-
-
 class NoGPUError(RuntimeError):
     """A GPU was required (NBHELPERS_DEVICE=cuda or NBHELPERS_REQUIRE_GPU=1) but none is visible."""
 
@@ -93,11 +90,11 @@ def setup_device(force: str | None = None, verbose: bool = True) -> DeviceInfo:
         info = DeviceInfo("cuda", gpu_name, False, _version("torch"), _version("triton"),
                           "PyTorch sees a GPU")
     else:
-        stale = [m for m in sys.modules if m.startswith(_KERNEL_MODULE_PREFIXES)]
-        if stale and os.environ.get("TRITON_INTERPRET") != "1":
+        kernels = sys.modules.get("nbhelpers.kernels")
+        if kernels is not None and not getattr(kernels, "INTERPRETED", True):
             raise RuntimeError(
-                f"{stale[0]} was imported before setup_device(): its kernels were compiled for a GPU. "
-                "Restart the kernel and run the setup cell first."
+                "nbhelpers.kernels was imported before setup_device(), without TRITON_INTERPRET=1: "
+                "its kernels would need a GPU. Restart the kernel and run the setup cell first."
             )
         os.environ["TRITON_INTERPRET"] = "1"
         reason = "forced by NBHELPERS_DEVICE=cpu" if want == "cpu" else "no GPU visible to PyTorch"

@@ -87,3 +87,17 @@ def test_tables():
     t = text_table([("a", 1.5), ("bb", float("inf"))], ["name", "value"])
     lines = t.splitlines()
     assert len(lines) == 4 and len(set(len(line) for line in lines)) == 1
+
+
+def test_kernels_imported_for_gpu_before_setup_is_refused(clean_env):
+    import sys
+    import types
+
+    fake = types.ModuleType("nbhelpers.kernels")
+    fake.INTERPRETED = False  # as if imported without TRITON_INTERPRET on a CPU machine
+    clean_env.setitem(sys.modules, "nbhelpers.kernels", fake)
+    if HAS_GPU:
+        assert setup_device(verbose=False).is_gpu
+    else:
+        with pytest.raises(RuntimeError, match="Restart the kernel"):
+            setup_device(verbose=False)
