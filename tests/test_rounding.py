@@ -19,13 +19,13 @@ def random_float32(n, seed, lo=-150, hi=129):
 
 def neighbourhood(f: FloatFormat) -> np.ndarray:
     """Every finite value of a small format, the midpoints between neighbours (ties), and the
-    float32 values just above and below each midpoint; plus both signs, zeros, inf, NaN."""
+    float32 values just above and below each of those; plus both signs, zeros, inf, NaN."""
     v = finite_values(f, nonnegative=True)
     mids = (v[:-1] + v[1:]) / 2
     top = f.max + (f.max - v[-2]) / 2 if f.specials is not Specials.POWER_OF_TWO else 1.5 * f.max
     pts = np.concatenate([v, mids, [top, 2 * f.max, f.max * 1.0001]]).astype(np.float32)
     pts = np.concatenate([pts, np.nextafter(pts, np.float32(np.inf)), np.nextafter(pts, np.float32(0))])
-    pts = np.concatenate([pts, -pts, np.float32([np.inf, -np.inf, 0.0, -0.0])])
+    pts = np.concatenate([pts, -pts, np.float32([np.inf, -np.inf, 0.0, -0.0, np.nan, -np.nan])])
     return pts
 
 
