@@ -4,8 +4,10 @@ An :class:`Exercise` names a reference function and a generator of :class:`Case`
 edge cases first, then random ones drawn from a seeded generator). :func:`run_check` calls the
 student's function and the reference on deep copies of every case's arguments and compares the
 results with the exercise's ``compare`` (bit-exact :func:`same_value` by default). It is a plain
-library call, data in and a :class:`CheckResult` out, so an instructor's grader can run the same
-checks from outside a notebook with a secret seed.
+library call, data in and a :class:`CheckResult` out. The judging itself is :func:`score`
+(expected results and what the function gave in, a :class:`CheckResult` out), which an
+instructor's grader (:mod:`nbhelpers.grade`) calls on results it collected from a student's
+kernel, so a notebook and the grader award the same points for the same answers.
 
 :func:`check` is the thin layer a notebook's check cell uses: it runs the check, prints the
 report, keeps the latest result per exercise for :func:`summary`, and never raises.
@@ -43,6 +45,9 @@ __all__ = [
     "get_exercise",
     "exercises_of",
     "cases_for",
+    "expected_outputs",
+    "Raised",
+    "score",
     "run_check",
     "check",
     "summary",
@@ -100,7 +105,11 @@ def _describe_exception(e: BaseException) -> str:
         raise
     except BaseException:
         msg = ""
-    name = type(e).__name__
+    return _describe_parts(type(e).__name__, msg)
+
+
+def _describe_parts(name: str, msg: str) -> str:
+    """The text of :func:`_describe_exception` from an exception's class name and message."""
     return _truncate(f"{name}: {msg}" if msg else name)
 
 
@@ -565,6 +574,92 @@ def _with_label(text: str, case: Case) -> str:
     return f"{text}  [{case.label}]" if case.label else text
 
 
+@dataclass(frozen=True)
+class Raised:
+    """What a call raised instead of returning, as a report shows it.
+
+    description: "ZeroDivisionError: division by zero" (truncated like every message).
+    not_implemented: the exception was a NotImplementedError (an exercise still to do).
+    """
+
+    description: str
+    not_implemented: bool = False
+
+    @classmethod
+    def from_exception(cls, e: BaseException) -> Raised:
+        return cls(_describe_exception(e), isinstance(e, NotImplementedError))
+
+    @classmethod
+    def from_parts(cls, type_name: str, message: str, not_implemented: bool = False) -> Raised:
+        """The same as :meth:`from_exception` for an exception known only by name and message
+        (one raised in another process)."""
+        return cls(_describe_parts(str(type_name), str(message)), bool(not_implemented))
+
+
+def expected_outputs(exercise: Exercise | str, cases: list[Case]) -> list:
+    """The reference's result for every case, each computed on its own deep copy of the arguments.
+
+    Raises :class:`CheckerError` when the reference fails (a bug on the course's side).
+    """
+    ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
+    expected = []
+    for case in cases:
+        args, kwargs = _copy_args(ex, case)
+        try:
+            expected.append(_call_quietly(ex.reference, args, kwargs))
+        except Exception as e:
+            raise CheckerError(
+                f"{ex.id}: the reference raised {_describe_exception(e)} on {_call_text(ex, case)}"
+            ) from e
+    return expected
+
+
+def score(exercise: Exercise | str, cases: list[Case], expected: list, got: list) -> CheckResult:
+    """Compare what a function gave with the expected results and award the points.
+
+    ``got[i]`` is what the function returned for ``cases[i]``, or a :class:`Raised` when it
+    raised. ``got`` may be shorter than ``cases``: the cases without an entry were not run and
+    count as failed. A :class:`Raised` with ``not_implemented`` on the first case makes the
+    result "TODO". This is the one place where results are judged, for :func:`run_check` in a
+    notebook and for an instructor's grader that ran the function elsewhere.
+    """
+    ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
+    if len(expected) != len(cases) or len(got) > len(cases):
+        raise ValueError(f"{ex.id}: {len(cases)} cases, {len(expected)} expected results, {len(got)} results")
+
+    def result(n_failed: int, mismatches: list[str], error: str | None, status: str = "") -> CheckResult:
+        points = ex.points if n_failed == 0 and error is None and status == "" else 0
+        return CheckResult(ex.id, ex.title, points, ex.points, len(cases), n_failed, mismatches, error, status)
+
+    if got and isinstance(got[0], Raised) and got[0].not_implemented:
+        return result(len(cases), [], got[0].description, "TODO")
+    n_failed = len(cases) - len(got)  # not run
+    mismatches: list[str] = []
+    first_error: str | None = None
+    for case, exp, g in zip(cases, expected, got):
+        if isinstance(g, Raised):
+            n_failed += 1
+            first_error = first_error or g.description
+            if len(mismatches) < MAX_MISMATCHES:
+                mismatches.append(_with_label(f"{_call_text(ex, case)} raised {g.description}", case))
+            continue
+        try:
+            reason = ex.compare(g, exp)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:
+            reason = f"could not compare: {_describe_exception(e)}"
+        if reason is not None:
+            n_failed += 1
+            if len(mismatches) < MAX_MISMATCHES:
+                text = (f"{_call_text(ex, case)} returned {_short_repr(g, _VALUE_LIMIT)}, "
+                        f"expected {_short_repr(exp, _VALUE_LIMIT)} ({_truncate(str(reason))})")
+                mismatches.append(_with_label(text, case))
+    if first_error is None and n_failed and len(got) < len(cases):
+        first_error = f"{len(cases) - len(got)} of {len(cases)} cases were not run"
+    return result(n_failed, mismatches, first_error)
+
+
 def run_check(exercise: Exercise | str, fn: Callable, seed: int = 0) -> CheckResult:
     """Run every case of the exercise through ``fn`` and the reference; never raises on a bug of fn.
 
@@ -574,52 +669,22 @@ def run_check(exercise: Exercise | str, fn: Callable, seed: int = 0) -> CheckRes
     :class:`CheckerError` when the course's case generator or reference fails.
     """
     ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
-
-    def result(points: int, n_cases: int, n_failed: int, mismatches: list[str], error: str | None,
-               status: str = "") -> CheckResult:
-        return CheckResult(ex.id, ex.title, points, ex.points, n_cases, n_failed, mismatches, error, status)
-
     if not callable(fn):
-        return result(0, 0, 0, [], f"expected a function, got {type(fn).__name__}")
+        return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [], f"expected a function, got {type(fn).__name__}")
     cases = cases_for(ex, seed)
-    n_failed = 0
-    mismatches: list[str] = []
-    first_error: str | None = None
+    expected = expected_outputs(ex, cases)  # all before the first call of fn, which cannot touch them
+    got: list = []
     for i, case in enumerate(cases):
         args, kwargs = _copy_args(ex, case)
         try:
-            expected = _call_quietly(ex.reference, args, kwargs)
-        except Exception as e:
-            raise CheckerError(
-                f"{ex.id}: the reference raised {_describe_exception(e)} on {_call_text(ex, case)}"
-            ) from e
-        args, kwargs = _copy_args(ex, case)
-        try:
-            got = _call_quietly(fn, args, kwargs)
+            got.append(_call_quietly(fn, args, kwargs))
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # SystemExit and custom BaseExceptions are a student's bug too
+            got.append(Raised.from_exception(e))
             if i == 0 and isinstance(e, NotImplementedError):
-                return result(0, len(cases), len(cases), [], _describe_exception(e), "TODO")
-            n_failed += 1
-            first_error = first_error or _describe_exception(e)
-            if len(mismatches) < MAX_MISMATCHES:
-                mismatches.append(_with_label(f"{_call_text(ex, case)} raised {_describe_exception(e)}", case))
-            continue
-        try:
-            reason = ex.compare(got, expected)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:
-            reason = f"could not compare: {_describe_exception(e)}"
-        if reason is not None:
-            n_failed += 1
-            if len(mismatches) < MAX_MISMATCHES:
-                text = (f"{_call_text(ex, case)} returned {_short_repr(got, _VALUE_LIMIT)}, "
-                        f"expected {_short_repr(expected, _VALUE_LIMIT)} ({_truncate(str(reason))})")
-                mismatches.append(_with_label(text, case))
-    passed = n_failed == 0
-    return result(ex.points if passed else 0, len(cases), n_failed, mismatches, first_error)
+                break  # not written yet: one call is enough
+    return score(ex, cases, expected, got)
 
 
 def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:
