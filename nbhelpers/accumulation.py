@@ -640,3 +640,536 @@ def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp3
                     c = Fraction(0)
             C[i, j] = float(outer if promote_every else c)
     return C
+
+
+# ---- chapter 03: error studies of a GEMM, one tensor-core group, an accumulator probe
+
+from dataclasses import dataclass, field  # noqa: E402  (used by the chapter 03 additions only)
+
+__all__ += [
+    "relative_error",
+    "gemm_inputs",
+    "GemmSweep",
+    "gemm_sweep",
+    "align_group",
+    "tensor_core_group_sum",
+    "accumulator_probe",
+    "probe_verdict",
+]
+
+
+def relative_error(C, C_ref) -> float:
+    """Normwise relative error ``||C - C_ref||_F / ||C_ref||_F`` (Frobenius norms, in float64).
+
+    C, C_ref: arrays of the same shape (any real dtype, ml_dtypes included). Returns 0.0 when
+    both are all zeros and inf when C_ref is all zeros but C is not.
+    """
+    c, r = np.asarray(C), np.asarray(C_ref)
+    if c.shape != r.shape:
+        raise ValueError(f"relative_error needs two arrays of the same shape; got {c.shape} and {r.shape}")
+    c, r = _as_f64(c), _as_f64(r)
+    den = float(np.linalg.norm(r))
+    num = float(np.linalg.norm(c - r))
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / den
+
+
+_DISTS = ("normal", "uniform")
+
+
+def _positive_int(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return int(v)
+
+
+def gemm_inputs(M: int, K: int, N: int, seed: int = 0, dist: str = "normal") -> tuple[np.ndarray, np.ndarray]:
+    """Random float64 test matrices A (M, K) and B (K, N) for the error-vs-K studies.
+
+    Drawn from ``np.random.default_rng([seed, M, K, N])``: the same (seed, M, K, N) give the same
+    matrices on every machine and in every script (the GPU benchmark uses this too), whatever
+    other sizes are drawn. dist: ``"normal"`` (standard normal, products of both signs) or
+    ``"uniform"`` (uniform on [0, 1): every product is positive and the sums grow like K).
+    """
+    M, K, N = (_positive_int(n, v) for n, v in (("M", M), ("K", K), ("N", N)))
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if dist not in _DISTS:
+        raise ValueError(f"dist must be one of {_DISTS}, got {dist!r}")
+    rng = np.random.default_rng([int(seed), M, K, N])
+    if dist == "normal":
+        return rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    return rng.random((M, K)), rng.random((K, N))
+
+
+@dataclass(frozen=True)
+class GemmSweep:
+    """The outputs of several GEMM variants on the matrices of :func:`gemm_inputs`, for each K.
+
+    outputs: label -> one C (M, N) float64 per K. Made by :func:`gemm_sweep`; the errors against
+    either reference come from :meth:`errors` without recomputing any GEMM.
+    """
+
+    Ks: tuple
+    M: int
+    N: int
+    seed: int
+    dist: str
+    outputs: dict = field(repr=False)
+
+    def inputs(self, K: int) -> tuple[np.ndarray, np.ndarray]:
+        """The float64 data A (M, K), B (K, N) the variants were given for this K."""
+        return gemm_inputs(self.M, K, self.N, self.seed, self.dist)
+
+    def errors(self, reference: FloatFormat | str | None = None, labels=None) -> dict[str, np.ndarray]:
+        """label -> float64 array of :func:`relative_error`, one per K (for ``labels``, default all).
+
+        reference None: against the float64 product of the data (what one meant to compute, so
+        input rounding counts as error). A format name: against the product of the data rounded
+        to that format, so only the accumulation and any output rounding are measured. The
+        reference is float64 ``A @ B``, whose own error (about K * 2**-53) is far below anything
+        measured here.
+        """
+        fref = None if reference is None else _check_fmt(reference, "reference")
+        labels = list(self.outputs) if labels is None else list(labels)
+        for label in labels:
+            if label not in self.outputs:
+                raise KeyError(f"no variant {label!r}; have {list(self.outputs)}")
+        out = {label: np.empty(len(self.Ks)) for label in labels}
+        for i, K in enumerate(self.Ks):
+            A, B = self.inputs(K)
+            C_ref = A @ B if fref is None else round_to(A, fref) @ round_to(B, fref)
+            for label in labels:
+                out[label][i] = relative_error(self.outputs[label][i], C_ref)
+        return out
+
+    def with_rounded_output(self, label: str, out_fmt: FloatFormat | str, new_label: str) -> GemmSweep:
+        """A new sweep with one more variant: ``label``'s outputs rounded (nearest-even) to
+        ``out_fmt`` once at the end, under ``new_label``."""
+        if label not in self.outputs:
+            raise KeyError(f"no variant {label!r}; have {list(self.outputs)}")
+        if new_label in self.outputs:
+            raise ValueError(f"a variant called {new_label!r} exists already")
+        f = _check_fmt(out_fmt, "out_fmt")
+        outputs = dict(self.outputs)
+        outputs[new_label] = [round_to(C, f) for C in self.outputs[label]]
+        return GemmSweep(self.Ks, self.M, self.N, self.seed, self.dist, outputs)
+
+
+def gemm_sweep(
+    variants: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]],
+    Ks,
+    M: int = 16,
+    N: int = 16,
+    seed: int = 0,
+    dist: str = "normal",
+) -> GemmSweep:
+    """Run every GEMM variant on ``gemm_inputs(M, K, N, seed, dist)`` for each K.
+
+    variants: label -> function (A, B) -> C, called with the float64 data A (M, K), B (K, N); it
+    rounds the inputs itself (e.g. ``lambda A, B: emulated_matmul(A, B, "bf16", "fp32")``) and
+    returns C (M, N) as anything ``np.asarray`` takes. Returns a :class:`GemmSweep`.
+    """
+    if not isinstance(variants, dict) or not variants:
+        raise ValueError("variants must be a non-empty dict: label -> function (A, B) -> C")
+    for label, fn in variants.items():
+        if not callable(fn):
+            raise TypeError(f"variant {label!r} is not callable")
+    Ks = tuple(_positive_int("each K", k) for k in Ks)
+    if not Ks:
+        raise ValueError("Ks is empty: give at least one K")
+    M, N = _positive_int("M", M), _positive_int("N", N)
+    outputs: dict[str, list[np.ndarray]] = {label: [] for label in variants}
+    for K in Ks:
+        A, B = gemm_inputs(M, K, N, seed, dist)
+        for label, fn in variants.items():
+            C = np.asarray(fn(A.copy(), B.copy()), dtype=np.float64)
+            if C.shape != (M, N):
+                raise ValueError(f"variant {label!r} returned shape {C.shape} for K={K}, expected {(M, N)}")
+            outputs[label].append(C)
+    return GemmSweep(Ks, M, N, int(seed), dist, outputs)
+
+
+def align_group(values, align_bits: int = 23) -> tuple[int | None, np.ndarray]:
+    """The alignment step of one tensor-core group (see :func:`tensor_core_matmul`).
+
+    values: 1-D array of finite numbers (the incoming accumulator and the group's products).
+    Returns (E, kept): E = floor(log2(max |v|)), the exponent everything is aligned to (None if
+    all values are zero), and each value truncated toward zero to a multiple of
+    2**(E - align_bits), as float64 of the same length (exact).
+    """
+    v = _group_values(values)
+    if isinstance(align_bits, bool) or not isinstance(align_bits, (int, np.integer)) or align_bits < 1:
+        raise ValueError(f"align_bits must be a positive int, got {align_bits!r}")
+    hi = max_align_bits(max(v.size - 1, 1))
+    if align_bits > hi:
+        raise ValueError(f"align_bits={align_bits} is too large for {v.size} values: at most {hi}")
+    amax = float(np.abs(v).max()) if v.size else 0.0
+    if amax == 0.0:
+        return None, np.zeros(v.size)
+    E = math.frexp(amax)[1] - 1
+    inv_q = math.ldexp(1.0, int(align_bits) - E)
+    return E, np.trunc(v * inv_q) / inv_q
+
+
+def _group_values(values) -> np.ndarray:
+    v = np.asarray(values)
+    if v.ndim != 1:
+        raise ValueError(f"expected a 1-D array of values, got shape {v.shape}")
+    v = _as_f64(v)
+    if not np.isfinite(v).all():
+        raise ValueError("the tensor-core model covers finite values only (got inf or NaN)")
+    return v
+
+
+def tensor_core_group_sum(
+    c: float,
+    products,
+    align_bits: int = 23,
+    acc: FloatFormat | str = "fp32",
+    rounding: Rounding | str = "toward_zero",
+) -> float:
+    """One fused tensor-core step: the new accumulator after adding a group of products to c.
+
+    c: the incoming accumulator (a finite number); products: 1-D array of the group's (exact)
+    products. c and the products are aligned together (:func:`align_group`), the kept parts are
+    added exactly, and the sum is rounded once into ``acc`` (toward zero by default). This is
+    one iteration of :func:`tensor_core_matmul`'s loop, for a single output element.
+    """
+    p = np.asarray(products)
+    if p.ndim != 1:
+        raise ValueError(f"products must be a 1-D array (one group), got shape {p.shape}")
+    c_ = np.asarray(c)
+    if c_.ndim != 0:
+        raise ValueError(f"c must be one number (the accumulator of one output), got shape {c_.shape}")
+    terms = _group_values(np.concatenate([_as_f64(c_).reshape(1), _as_f64(p)]))
+    f = _check_fmt(acc, "acc")
+    mode = _as_rounding(rounding)
+    if mode is Rounding.STOCHASTIC:
+        raise ValueError("tensor_core_group_sum has no stochastic rounding; use nearest_even, "
+                         "nearest_away or toward_zero")
+    _, kept = align_group(terms, align_bits)
+    total = float(kept.sum())  # exact: multiples of one power of two, below 2**53 units (max_align_bits)
+    return float(round_to(total, f, mode))
+
+
+def accumulator_probe(K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: int = 4
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Matrices A (M, K), B (K, N) whose every output is 1 + 2**-8 + n_tiny * 2**-25 exactly.
+
+    Every row of A is ones on the first n_tiny + 2 positions (zeros after); every column of B
+    holds the products' second factors: 1 and 2**-8, and n_tiny times 2**-25, with the tiny
+    ones placed first (``tiny_first``) or after the two large ones. All values are bf16 values.
+
+    What it tells apart, read through a bf16 output: 1 + 2**-8 is exactly halfway between the
+    bf16 neighbours 1 and 1 + 2**-7, so the tiny terms decide the rounding. Exact (or wider than
+    fp32) accumulation keeps them: 1 + 2**-7. An fp32 accumulator that adds them after the 1
+    loses each (2**-25 is a quarter of fp32's spacing at 1), leaving the tie: 1.0 (ties to
+    even). Added first, they sum exactly to n_tiny * 2**-25 and survive: 1 + 2**-7 (for
+    n_tiny >= 3). A bf16 accumulator loses them either way: 1.0.
+    """
+    K, M, N, n_tiny = (_positive_int(n, v) for n, v in (("K", K), ("M", M), ("N", N), ("n_tiny", n_tiny)))
+    if K < n_tiny + 2:
+        raise ValueError(f"K={K} is too short for the probe: it needs K >= n_tiny + 2 = {n_tiny + 2}")
+    if not isinstance(tiny_first, (bool, np.bool_)):
+        raise TypeError(f"tiny_first must be True or False, got {tiny_first!r}")
+    b = np.zeros(K)
+    big, tiny = [1.0, 2.0**-8], [2.0**-25] * n_tiny
+    b[: n_tiny + 2] = tiny + big if tiny_first else big + tiny
+    a = np.zeros(K)
+    a[: n_tiny + 2] = 1.0
+    return np.tile(a, (M, 1)), np.tile(b[:, None], (1, N))
+
+
+def probe_verdict(tiny_first: float, tiny_last: float) -> str:
+    """What the two bf16 outputs of :func:`accumulator_probe` (tiny terms first, tiny terms
+    last) say about the accumulator that produced them; a sentence."""
+    hi, lo = 1.0 + 2.0**-7, 1.0
+    verdicts = {
+        (hi, hi): "kept in either order: wider than fp32 (or exact)",
+        (hi, lo): "kept only when first: an fp32 accumulator, in K order",
+        (lo, hi): "kept only when last: an fp32 accumulator, in another order",
+        (lo, lo): "lost in either order: narrower than fp32, or truncation",
+    }
+    key = (float(tiny_first), float(tiny_last))
+    if key not in verdicts:
+        return f"unexpected outputs {key}: the probe gives 1 or 1 + 2**-7 after a bf16 rounding"
+    return verdicts[key]
+
+
+# ---- chapter 02: partial sums, stagnation, the lost part of an addend, error statistics
+
+from dataclasses import dataclass  # noqa: E402
+from typing import ClassVar, Iterable  # noqa: E402
+
+__all__ += [
+    "running_sum",
+    "exact_sum",
+    "addend_loss",
+    "stall_length",
+    "SumMethod",
+    "SumErrors",
+    "sum_errors",
+    "errors_vs_length",
+]
+
+
+def _reduce_layout(x, axis: int, in_fmt=None) -> tuple[np.ndarray, tuple, int]:
+    """x as float64 columns (n, batch) for a reduction along ``axis``: (cols, batch shape, n)."""
+    arr = np.asarray(x)
+    if arr.ndim == 0:
+        raise ValueError("expected an array with at least one axis to sum along, got a scalar")
+    arr = round_to(arr, in_fmt) if in_fmt is not None else _as_f64(arr)
+    arr = np.moveaxis(arr, axis, -1)
+    batch, n = arr.shape[:-1], arr.shape[-1]
+    return np.ascontiguousarray(arr.reshape(math.prod(batch), n).T), batch, n
+
+
+def running_sum(
+    x,
+    acc: FloatFormat | str = "fp32",
+    rounding: Rounding | str = "nearest_even",
+    rng: np.random.Generator | None = None,
+    axis: int = -1,
+    in_fmt: FloatFormat | str | None = None,
+) -> np.ndarray:
+    """Every partial sum of the sequential sum of ``x`` along ``axis``, in the format ``acc``.
+
+    x: real array with n terms along ``axis``. Returns float64 of x's shape: entry k along
+    ``axis`` is s_k = fl(s_(k-1) + x_k) with s_(-1) = 0, the sum of the first k + 1 terms, equal
+    to ``emulated_sum(x[..., :k+1], acc, "sequential", rounding)``. in_fmt, rounding and rng as in
+    :func:`emulated_sum`; stochastic rounding draws in the same order, so for the same generator
+    state the last entry equals emulated_sum's result.
+    """
+    f = _check_fmt(acc, "acc")
+    mode = _as_rounding(rounding)
+    _check_rng(mode, rng)
+    cols, batch, n = _reduce_layout(x, axis, in_fmt)
+    add = _Adder(f, mode, rng)
+    out = np.empty_like(cols)
+    s = np.zeros(cols.shape[1])
+    for k in range(n):
+        s = add.add(s, cols[k])
+        out[k] = s
+    return np.moveaxis(out.T.reshape(*batch, n), -1, axis)
+
+
+def exact_sum(x, axis: int = -1) -> np.ndarray:
+    """The exact sum of ``x`` along ``axis``, rounded once to float64 (``math.fsum`` per lane).
+
+    ``math.fsum`` (Shewchuk's algorithm) keeps the running sum as a list of non-overlapping
+    float64 partials, so nothing is lost on the way, and rounds the total once to nearest
+    (CPython, Modules/mathmodule.c). x: real array; returns float64 with ``axis`` removed. This
+    is the reference every error in chapter 02 is measured against.
+    """
+    cols, batch, n = _reduce_layout(x, axis)
+    rows = cols.T  # (batch, n)
+    return np.array([math.fsum(r) for r in rows.tolist()], dtype=np.float64).reshape(batch)
+
+
+def addend_loss(s, a, acc: FloatFormat | str = "bf16", rounding: Rounding | str = "nearest_even") -> np.ndarray:
+    """How much of the addend ``a`` one rounded addition fl(s + a) in ``acc`` loses, relative to |a|.
+
+    Returns |fl(s + a) - (s + a)| / |a| (float64; s and a broadcast together): 0 when a is counted
+    exactly, 1 when fl(s + a) == s, a lost entirely. With round to nearest and s a value of
+    ``acc`` it never exceeds 1 (s itself is one of the candidates). The rounding error of the
+    sum is computed exactly (the float64 sum's own error from TwoSum), so the result is exact up
+    to the final float64 division.
+
+    s, a: real arrays (or numbers), taken as they are: round them to ``acc`` first to model an
+    accumulator adding a term of its own format. Every a must be nonzero and finite, every s
+    finite. rounding: a deterministic mode (``nearest_even``, ``nearest_away``, ``toward_zero``).
+    """
+    f = _check_fmt(acc, "acc")
+    mode = _as_rounding(rounding)
+    if mode is Rounding.STOCHASTIC:
+        raise ValueError("addend_loss measures one deterministic rounding; use nearest_even, "
+                         "nearest_away or toward_zero")
+    s_, a_ = np.broadcast_arrays(_as_f64(np.asarray(s)), _as_f64(np.asarray(a)))
+    shape = s_.shape
+    s_, a_ = s_.reshape(-1).copy(), a_.reshape(-1).copy()
+    if not (np.isfinite(s_).all() and np.isfinite(a_).all()):
+        raise ValueError("addend_loss needs finite s and a (got inf or NaN)")
+    if (a_ == 0).any():
+        raise ValueError("addend_loss divides by |a|: every addend a must be nonzero")
+    r = _Adder(f, mode, None).add(s_, a_)
+    t = s_ + a_
+    e = _two_sum_err(t, s_, a_)  # s + a == t + e exactly
+    with np.errstate(invalid="ignore", over="ignore"):
+        lost = np.abs((r - t) - e) / np.abs(a_)  # r - t is exact: r is t moved to a coarser grid
+    return lost.reshape(shape)
+
+
+def stall_length(value: float, acc: FloatFormat | str = "bf16", rounding: Rounding | str = "nearest_even") -> int:
+    """How many copies of ``value`` a sequential sum in ``acc`` counts before it stops growing.
+
+    The sum is s_0 = 0, s_k = fl(s_(k-1) + value), every addition rounded once into ``acc``.
+    Returns K, the smallest k with fl(s_k + value) == s_k: each of the first K terms changed the
+    sum, and term K + 1 and every later one are lost; s_K is where the sum stalls. For value 1
+    in bf16, K = 256 (s_K = 256); in fp16 2048; in fp32 2**24.
+
+    value: a positive finite number, taken as it is (round it to ``acc`` first to add a term of
+    that format). rounding: a deterministic mode (stochastic rounding does not stall).
+
+    Found by running the sum, a search rather than a formula; it skips ahead where that is safe:
+    while s_k + value stays inside one binade of ``acc`` the increment fl(s + value) - s is the
+    same at every step (after at most one step that settles the parity of a tie), so once two
+    consecutive steps inside a binade add the same amount, the steps up to the binade's end are
+    taken at once (counted exactly with Fractions). Raises ValueError if the sum overflows (inf
+    or NaN) before it stalls.
+    """
+    f = _check_fmt(acc, "acc")
+    mode = _as_rounding(rounding)
+    if mode is Rounding.STOCHASTIC:
+        raise ValueError("stochastic rounding does not stall; stall_length takes nearest_even, "
+                         "nearest_away or toward_zero")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"value must be a real number, got {type(value).__name__} {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"value must be positive and finite, got {value!r}")
+    add = _Adder(f, mode, None)
+    vv = np.array([v])
+    top_value = f.max
+
+    def step(s: float) -> float:
+        return float(add.add(np.array([s]), vv)[0])
+
+    s, k = 0.0, 0
+    prev_inc, prev_e = None, None
+    for _ in range(100_000):  # single steps; the skips keep this far below the limit
+        t = step(s)
+        if not math.isfinite(t):
+            raise ValueError(
+                f"the sum of {v!r} in {f.name} overflows to {t} after {k} terms, before it stalls"
+            )
+        if t == s:
+            return k
+        inc = t - s  # exact: both on the grid, t within a binade or two of s
+        e = max(math.frexp(t)[1] - 1, f.emin)  # binade of the new partial sum
+        s, k = t, k + 1
+        if inc == prev_inc and e == prev_e:
+            # the next steps add inc as long as s + value stays below the binade's end (and max)
+            top = min(math.ldexp(1.0, e + 1), top_value)
+            room = Fraction(top) - Fraction(s) - Fraction(v)
+            if room > 0:
+                j = math.ceil(room / Fraction(inc))
+                s, k = float(Fraction(s) + j * Fraction(inc)), k + j
+        prev_inc, prev_e = inc, e
+    raise RuntimeError(f"stall_length({v!r}, {f.name!r}) did not settle: a bug in the skip-ahead")
+
+
+@dataclass(frozen=True)
+class SumMethod:
+    """One way to add up terms: accumulator format, order, rounding and block size.
+
+    ``SumMethod("bf16")`` is a sequential round-to-nearest sum in bf16;
+    ``SumMethod("bf16", "blocked", block=64)``, ``SumMethod("bf16", "kahan")``,
+    ``SumMethod("bf16", rounding="stochastic")`` the others of chapter 02. Names are converted
+    to the format spec and the enums; ``label`` names the method in tables and plots.
+    """
+
+    acc: FloatFormat | str = "fp32"
+    order: Order | str = Order.SEQUENTIAL
+    rounding: Rounding | str = Rounding.NEAREST_EVEN
+    block: int | None = None
+
+    def __post_init__(self) -> None:
+        f = _check_fmt(self.acc, "acc")
+        order = _as_order(self.order)
+        block = _check_block(order, self.block)
+        object.__setattr__(self, "acc", f)
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "rounding", _as_rounding(self.rounding))
+        object.__setattr__(self, "block", block)
+
+    @property
+    def label(self) -> str:
+        """'bf16 sequential', 'bf16 blocked(64)', 'bf16 sequential, stochastic', ..."""
+        how = f"blocked({self.block})" if self.order is Order.BLOCKED else self.order.value
+        text = f"{self.acc.name} {how}"
+        return text if self.rounding is Rounding.NEAREST_EVEN else f"{text}, {self.rounding.value}"
+
+    def sum(self, x, rng: np.random.Generator | None = None, axis: int = -1) -> np.ndarray:
+        """:func:`emulated_sum` of x along ``axis`` with this method (rng for stochastic rounding)."""
+        return emulated_sum(x, self.acc, self.order, self.rounding, self.block, rng, axis)
+
+
+@dataclass(frozen=True)
+class SumErrors:
+    """The errors of one :class:`SumMethod` over many sums (one per row of the data).
+
+    relative: |s_hat - s| / |s| per row (s the exact sum; 0 where both are 0, inf where only s is).
+    normwise: |s_hat - s| / sum_i |x_i| per row: the quantity the a-priori bounds control.
+    """
+
+    method: SumMethod
+    relative: np.ndarray
+    normwise: np.ndarray
+
+    HEADERS: ClassVar[tuple[str, ...]] = ("method", "median rel. error", "worst rel. error",
+                                          "median err / sum|x|", "worst err / sum|x|")
+
+    def row(self) -> tuple:
+        """(label, median and worst relative error, median and worst normwise error)."""
+        r, w = self.relative, self.normwise
+        return (self.method.label, float(np.median(r)), float(r.max()), float(np.median(w)), float(w.max()))
+
+
+def _check_methods(methods) -> list[SumMethod]:
+    ms = list(methods) if not isinstance(methods, SumMethod) else [methods]
+    if not ms or not all(isinstance(m, SumMethod) for m in ms):
+        raise TypeError("methods must be a non-empty list of SumMethod objects, e.g. [SumMethod('bf16')]")
+    return ms
+
+
+def sum_errors(x, methods: Iterable[SumMethod], rng: np.random.Generator | None = None) -> list[SumErrors]:
+    """Sum every row of ``x`` (shape (T, n)) with each method and compare with the exact sums.
+
+    The exact sums and sum_i |x_i| come from :func:`exact_sum`. rng: a Generator, needed when a
+    method rounds stochastically (such methods draw from it one after the other). Returns one
+    :class:`SumErrors` per method, in order. The errors are float64 differences of two float64
+    numbers (relative accuracy 2**-53, far below anything measured).
+    """
+    ms = _check_methods(methods)
+    X = np.asarray(x)
+    if X.ndim != 2:
+        raise ValueError(f"x must have shape (T, n): T sums of n terms each; got shape {X.shape}")
+    X = _as_f64(X)
+    exact = exact_sum(X)
+    abs_sum = exact_sum(np.abs(X))
+    out = []
+    for m in ms:
+        err = np.abs(m.sum(X, rng if m.rounding is Rounding.STOCHASTIC else None) - exact)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(err == 0, 0.0, err / np.abs(exact))
+            nw = np.where(err == 0, 0.0, err / abs_sum)
+        out.append(SumErrors(m, rel, nw))
+    return out
+
+
+def errors_vs_length(x, lengths, methods: Iterable[SumMethod], rng: np.random.Generator | None = None
+                     ) -> dict[SumMethod, np.ndarray]:
+    """Median relative error of each method's sums of the first n terms of every row, for each n.
+
+    x: (T, N) terms; lengths: increasing ints, each at most N. Returns {method: float64 array of
+    len(lengths)}, the median over the T rows of |s_hat - s| / |s| (:func:`sum_errors` on
+    ``x[:, :n]``).
+    """
+    ms = _check_methods(methods)
+    X = np.asarray(x)
+    if X.ndim != 2:
+        raise ValueError(f"x must have shape (T, N); got shape {X.shape}")
+    ns = []
+    for n in lengths:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"every length must be a positive int, got {n!r}")
+        ns.append(int(n))
+    if any(n > X.shape[1] for n in ns):
+        raise ValueError(f"every length must be at most N = {X.shape[1]} (the terms available); got {ns}")
+    out = {m: np.empty(len(ns)) for m in ms}
+    for i, n in enumerate(ns):
+        for res in sum_errors(X[:, :n], ms, rng):
+            out[res.method][i] = float(np.median(res.relative))
+    return out

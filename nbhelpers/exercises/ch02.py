@@ -1,0 +1,172 @@
+"""Chapter 02 exercises: accumulation error. Registered with :mod:`nbhelpers.checks` at import.
+
+Every exercise adds numbers in a chosen accumulator format, every operation rounded once with
+:func:`nbhelpers.rounding.round_to` (the student may use it). The references are the course's
+own tested emulations (:func:`nbhelpers.accumulation.emulated_sum` in the right order,
+:func:`~nbhelpers.accumulation.emulated_dot`, :func:`~nbhelpers.accumulation.stall_length`),
+and the results are compared bit for bit.
+
+Why bit-exact is fair: the case generators only pass terms that are values of the accumulator
+format (or, for the dot product, inputs whose rounded products are short), spread over a few
+binades, with short sums. Every number a correct solution computes is then an integer multiple
+of one power of two q, below 2**53 q in magnitude, so each float64 addition or subtraction a
+student writes before calling ``round_to`` is exact, and ``round_to`` of it is the correctly
+rounded result the reference computes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..accumulation import emulated_dot, emulated_sum, stall_length
+from ..checks import Case, Exercise, register
+from ..rounding import round_to
+
+# accumulator formats the random cases draw from (IEEE-style: inf/NaN at the top, subnormals)
+_ACCS = ["bf16", "fp16", "e5m2", "e4m3", "e6m5", "e5m4", "e8m3", "fp32"]
+
+
+def _grid_terms(rng: np.random.Generator, n: int, acc: str, signs: str, spread: int = 4) -> np.ndarray:
+    """n values of ``acc``: random mantissa in [1, 2) times 2**k, k in [-spread, spread]."""
+    x = rng.uniform(1, 2, n) * np.exp2(rng.integers(-spread, spread + 1, n))
+    if signs == "mixed":
+        x *= rng.choice([-1.0, 1.0], n)
+    return round_to(x, acc)
+
+
+def _random_sum_cases(rng: np.random.Generator, count: int, max_n: int) -> list[Case]:
+    cases = []
+    for _ in range(count):
+        acc = _ACCS[rng.integers(len(_ACCS))]
+        n = int(rng.integers(1, max_n + 1))
+        signs = "mixed" if rng.random() < 0.5 else "positive"
+        cases.append(Case((_grid_terms(rng, n, acc, signs), acc)))
+    return cases
+
+
+def _edge_sum_cases() -> list[Case]:
+    ones = np.ones(600)
+    harmonic = round_to(1 / np.arange(1, 301), "bf16")
+    big_then_small = np.concatenate([[256.0], np.full(200, 2.0**-1)])
+    return [
+        Case((np.zeros(0), "bf16"), label="no terms: 0.0"),
+        Case((np.array([3.5]), "bf16"), label="one term"),
+        Case((np.array([1.0, 2.0**-9]), "bf16"), label="two terms, the second lost"),
+        Case((ones, "bf16"), label="600 ones in bf16 (sequential stalls at 256)"),
+        Case((ones[:300], "e5m2"), label="300 ones in e5m2"),
+        Case((harmonic, "bf16"), label="harmonic terms 1..1/300 in bf16"),
+        Case((round_to(1 / np.arange(1, 301), "fp16"), "fp16"), label="harmonic terms in fp16"),
+        Case((big_then_small, "bf16"), label="256 then 200 halves in bf16"),
+        Case((np.array([1.0, 2.0**-8, -1.0, 2.0**-8]), "bf16"), label="cancellation"),
+        Case((np.array([1.0, 2.0**-24, 2.0**-24, 2.0**-24]), "fp32"), label="fp32: tiny terms after 1"),
+        Case((np.arange(1.0, 38.0), "fp16"), label="1 + 2 + ... + 37 in fp16 (37 terms)"),
+    ]
+
+
+# ------------------------------------------------------------------ 1. Kahan summation
+
+
+def kahan_sum_ref(x, acc: str) -> float:
+    """Kahan-compensated sum of x with s and c in ``acc``, every operation rounded (Order.KAHAN)."""
+    return float(emulated_sum(np.asarray(x, dtype=np.float64), acc, "kahan"))
+
+
+def _kahan_cases(rng: np.random.Generator) -> list[Case]:
+    return _edge_sum_cases() + _random_sum_cases(rng, 40, 200)
+
+
+# ------------------------------------------------------------------ 2. pairwise summation
+
+
+def pairwise_sum_ref(x, acc: str) -> float:
+    """Pairwise sum in ``acc`` (Order.PAIRWISE: split at the largest power of two below n)."""
+    return float(emulated_sum(np.asarray(x, dtype=np.float64), acc, "pairwise"))
+
+
+def _pairwise_cases(rng: np.random.Generator) -> list[Case]:
+    cases = _edge_sum_cases()
+    for n in [2, 3, 5, 6, 7, 8, 9, 13, 31, 33, 100, 129]:  # every shape of the split near powers of two
+        acc = _ACCS[rng.integers(len(_ACCS))]
+        cases.append(Case((_grid_terms(rng, n, acc, "mixed"), acc), label=f"n = {n}"))
+    return cases + _random_sum_cases(rng, 60, 300)
+
+
+# ------------------------------------------------------------------ 3. a dot product
+
+
+def dot_product_ref(a, b, in_fmt: str, acc: str) -> float:
+    """Inputs rounded to ``in_fmt``, exact products, sequential sum in ``acc`` (emulated_dot)."""
+    return float(emulated_dot(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), in_fmt, acc))
+
+
+_IN_FMTS = ["bf16", "fp16", "e4m3fn", "e5m2"]
+_DOT_ACCS = ["fp32", "bf16", "fp16"]
+
+
+def _dot_inputs(rng: np.random.Generator, n: int, signs: str) -> np.ndarray:
+    # |x| in [2**-3, 2**3): products below 64, sums of up to 256 of them stay far below fp16's max
+    x = rng.uniform(1, 2, n) * np.exp2(rng.integers(-3, 3, n))
+    if signs == "mixed":
+        x *= rng.choice([-1.0, 1.0], n)
+    return x
+
+
+def _dot_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((np.ones(600), np.ones(600), "bf16", "bf16"), label="600 ones, bf16 accumulator (stalls at 256)"),
+        Case((np.ones(600), np.ones(600), "bf16", "fp32"), label="600 ones, fp32 accumulator"),
+        Case((np.full(50, 0.1), np.full(50, 3.0), "bf16", "fp32"), label="inputs that must be rounded first"),
+        Case((np.array([1.0, 300.0]), np.array([1.0, 1.0]), "e4m3fn", "fp32"), label="e4m3fn: 300 rounds to 288"),
+        Case((np.array([2.0]), np.array([-3.0]), "fp16", "fp16"), label="K = 1"),
+        Case((np.array([1.0, 2.0**-6, -1.0]), np.array([1.0, 1.0, 1.0]), "bf16", "e5m2"), label="e5m2 accumulator"),
+    ]
+    for _ in range(50):
+        n = int(rng.integers(1, 257))
+        signs = "mixed" if rng.random() < 0.5 else "positive"
+        in_fmt = _IN_FMTS[rng.integers(len(_IN_FMTS))]
+        acc = _DOT_ACCS[rng.integers(len(_DOT_ACCS))]
+        cases.append(Case((_dot_inputs(rng, n, signs), _dot_inputs(rng, n, signs), in_fmt, acc)))
+    return cases
+
+
+# ------------------------------------------------------------------ 4. where a sum of equal terms stalls
+
+
+def stall_length_ref(value: float, acc: str) -> int:
+    """K: how many copies of ``value`` a sequential round-to-nearest-even sum in acc counts."""
+    return stall_length(float(value), acc)
+
+
+# formats for this exercise: at most 8 significant bits, so a loop of single steps stays short
+_STALL_ACCS = ["bf16", "e5m2", "e4m3", "e5m4", "e6m5", "e8m3", "e3m4", "e5m6"]
+
+
+def _stall_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((1.0, "bf16"), label="ones in bf16: 256"),
+        Case((1.0, "e5m2"), label="ones in e5m2"),
+        Case((0.5, "bf16"), label="a power of two"),
+        Case((3.0, "bf16"), label="3 in bf16: rounding moves the sum on the way"),
+        Case((1.5, "e4m3"), label="1.5 in e4m3"),
+        Case((float(round_to(0.1, "bf16")), "bf16"), label="bf16(0.1)"),
+        Case((1.0, "fp16"), label="ones in fp16: 2048"),
+    ]
+    while len(cases) < 40:
+        acc = _STALL_ACCS[rng.integers(len(_STALL_ACCS))]
+        value = float(round_to(rng.uniform(1, 2) * 2.0 ** int(rng.integers(-4, 3)), acc))
+        try:
+            stall_length(value, acc)
+        except ValueError:  # this value overflows the format before it stalls: not a case
+            continue
+        cases.append(Case((value, acc)))
+    return cases
+
+
+EXERCISES = [
+    register(Exercise("ex02.kahan_sum", "Kahan summation in a low-precision accumulator", 5,
+                      kahan_sum_ref, _kahan_cases)),
+    register(Exercise("ex02.pairwise_sum", "Pairwise summation", 4, pairwise_sum_ref, _pairwise_cases)),
+    register(Exercise("ex02.dot_product", "A dot product with a chosen accumulator", 3,
+                      dot_product_ref, _dot_cases)),
+    register(Exercise("ex02.stall_length", "Where a sum of equal terms stalls", 3,
+                      stall_length_ref, _stall_cases)),
+]
