@@ -1,0 +1,78 @@
+"""GEMM numerics on a real GPU: relative error against K for torch's and the Triton kernel's GEMMs.
+
+    python benchmarks/gpu_gemm_numerics.py [--M 16] [--N 16] [--seed 0] [--kmin 128] [--kmax 16384]
+                                           [--out benchmarks/results/gemm_numerics_<gpu>.json]
+
+Needs an NVIDIA GPU (it refuses to run, exit code 2, without one). For each K (powers of two from
+--kmin to --kmax) it draws the same float64 matrices as chapter 03's notebook
+(``nbhelpers.accumulation.gemm_inputs(M, K, N, seed)``) and measures, against float64 references:
+
+* ``torch.matmul bf16``: torch's CUDA matmul of bf16 tensors (bf16 output);
+* ``Triton bf16``: ``nbhelpers.kernels.gemm.matmul`` with bf16 inputs (tensor cores, fp32 tile);
+* ``Triton fp32 tf32`` / ``Triton fp32 ieee``: the same kernel with fp32 inputs, ``tl.dot`` in
+  TF32 and in IEEE fp32 mode.
+
+For the Triton bf16 result it also records which fraction of the outputs is bit-identical to each
+emulation of the chapter (the tensor-core model with groups of 4, 8 and 16, and fp32 sequential
+accumulation). See ``nbhelpers.kernels.gemm.measure_gemm_errors`` for the fields.
+
+The results file ``benchmarks/results/gemm_numerics_<gpu-name>.json`` holds ``meta`` (GPU name from
+torch.cuda.get_device_name, UTC date, this script's path, torch/triton/numpy versions, M, N, seed)
+and ``series``; the chapter 03 notebook finds it and puts the points on its figure. Run time: well
+under a minute (Triton compiles the kernel once per input type and mode; the emulations run on
+the CPU).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = "benchmarks/gpu_gemm_numerics.py"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--M", type=int, default=16)
+    ap.add_argument("--N", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kmin", type=int, default=128)
+    ap.add_argument("--kmax", type=int, default=16384)
+    ap.add_argument("--out", help="results file (default: benchmarks/results/gemm_numerics_<gpu>.json)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        why = ("TRITON_INTERPRET=1 is set" if torch.cuda.is_available()
+               else "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)")
+        print(f"gpu_gemm_numerics.py measures real GPU arithmetic and needs an NVIDIA GPU: {why}.\n"
+              "Run it on a machine with a GPU; on a CPU the notebook shows the emulations instead.",
+              file=sys.stderr)
+        return 2
+
+    sys.path.insert(0, str(ROOT))
+    from nbhelpers.kernels.gemm import gpu_run, gpu_slug
+
+    Ks = [k for k in (2**e for e in range(4, 25)) if args.kmin <= k <= args.kmax]
+    if not Ks:
+        ap.error("no power of two between --kmin and --kmax")
+    print(f"{torch.cuda.get_device_name(0)}: M={args.M} N={args.N} seed={args.seed} K={Ks}")
+    run = gpu_run(Ks, M=args.M, N=args.N, seed=args.seed, script=SCRIPT)
+    for s in run["series"]:
+        print(f"  {s['method']:<20s}", " ".join(f"{e:.2e}" for e in s["rel_error"]))
+        for name, fr in s.get("model_agreement", {}).items():
+            print(f"    bit-identical to {name}:", " ".join(f"{f:.3f}" for f in fr))
+    gpu = run["meta"]["gpu"]
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"gemm_numerics_{gpu_slug(gpu)}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(run, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

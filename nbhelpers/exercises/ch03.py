@@ -1,0 +1,241 @@
+"""Chapter 03 exercises: the fp32-accumulated GEMM. Registered with :mod:`nbhelpers.checks` at import.
+
+The references are the course's tested helpers in :mod:`nbhelpers.accumulation`; edge cases come
+first, then random cases from the seed. Inputs are bf16 values held in float64 arrays, so every
+product is exact and every expected result is a definite set of bits: the comparisons are
+bit-exact, except that +0.0 and -0.0 count as equal (an accumulator that starts from its first
+product instead of from zero may produce either for an exactly cancelling sum, and nothing in
+the chapter depends on the sign of a zero). ``relative_error`` is the exception: norms may be
+computed in any order, so it is compared with a relative tolerance (see :func:`_close`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..accumulation import (
+    accumulator_probe,
+    emulated_dot,
+    emulated_matmul,
+    relative_error,
+    tensor_core_group_sum,
+)
+from ..checks import Case, Exercise, register, same_value
+from ..rounding import round_to
+
+
+def _bf16(x) -> np.ndarray:
+    return round_to(np.asarray(x, dtype=np.float64), "bf16")
+
+
+def _unsign_zeros(x):
+    """x with every -0.0 turned into +0.0 (arrays, tuples, numbers); x itself if it is none of these."""
+    if isinstance(x, tuple):
+        return tuple(_unsign_zeros(v) for v in x)
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        return x + 0.0
+    if isinstance(x, (float, np.floating)):
+        return float(x) + 0.0
+    return x
+
+
+def _same_up_to_zero_sign(got, expected) -> str | None:
+    """:func:`same_value`, except that +0.0 and -0.0 are equal."""
+    try:
+        got_ = got
+        if isinstance(got, (list, tuple)):
+            got_ = tuple(_unsign_zeros(np.asarray(v, dtype=np.float64)) if isinstance(v, np.ndarray)
+                         else _unsign_zeros(v) for v in got)
+        elif isinstance(got, np.ndarray):
+            got_ = _unsign_zeros(np.asarray(got, dtype=np.float64)) if got.dtype.kind in "fV" else got
+        else:
+            got_ = _unsign_zeros(got)
+    except Exception:  # a student's odd object: let same_value describe it
+        got_ = got
+    return same_value(got_, _unsign_zeros(expected))
+
+
+# ------------------------------------------------------------------ 1. the relative error
+
+_RTOL = 1e-12  # norms in another order or by another formula differ by a few ulps (about 1e-15)
+
+
+def _close(got, expected) -> str | None:
+    """A number within a relative 1e-12 of the expected one; 0.0 and inf exactly.
+
+    Frobenius norms computed by another formula (np.linalg.norm, sqrt of a sum of squares, in any
+    order) differ from the reference by a few float64 ulps, about 1e-15 relative; a wrong norm
+    (the largest element, a missing square root) or the wrong denominator differs by far more.
+    """
+    reason = same_value(got, expected)
+    if reason is None:
+        return None
+    try:
+        g = float(got)
+    except Exception:
+        return reason
+    e = float(expected)
+    if math.isfinite(e) and e != 0.0 and math.isfinite(g) and abs(g - e) <= _RTOL * abs(e):
+        return None
+    return reason if not (math.isfinite(e) and e != 0.0) else f"{reason} (tolerance: relative {_RTOL:g})"
+
+
+def relative_error_ref(C, C_ref) -> float:
+    """||C - C_ref||_F / ||C_ref||_F; 0.0 if both are zero, inf if only C_ref is."""
+    return relative_error(C, C_ref)
+
+
+def _relative_error_cases(rng: np.random.Generator) -> list[Case]:
+    z = np.zeros((3, 4))
+    one = np.ones((2, 2))
+    cases = [
+        Case((one, one), label="identical: 0.0"),
+        Case((z, z.copy()), label="both zero: 0.0"),
+        Case((one, np.zeros((2, 2))), label="C_ref zero, C not: inf"),
+        Case((np.array([[3.0, 0.0]]), np.array([[0.0, 4.0]])), label="3-4-5: ||(3, -4)|| / 4 = 1.25"),
+        Case((np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 4.0])), label="1-D arrays"),
+        Case((np.array([[2.0]]), np.array([[1.0]])), label="1 x 1"),
+        Case((np.array([[1.0, 100.0], [1.0, 1.0]]), np.array([[0.0, 100.0], [1.0, 1.0]])),
+             label="one small element wrong: the norm weighs large elements"),
+        Case((-one, one), label="sign flipped: 2.0"),
+    ]
+    for _ in range(40):
+        shape = tuple(int(s) for s in rng.integers(1, 9, size=int(rng.integers(1, 3))))
+        scale = 2.0 ** int(rng.integers(-20, 20))
+        C_ref = rng.standard_normal(shape) * scale
+        C = C_ref * (1 + rng.standard_normal(shape) * 10.0 ** float(rng.uniform(-8, 0)))
+        cases.append(Case((C, C_ref)))
+    return cases
+
+
+# ------------------------------------------------------------------ 2. output rounding: once vs every step
+
+
+def round_once_and_every_step_ref(a, b) -> tuple[float, float]:
+    """(fp32 sequential dot product rounded once to bf16, bf16-accumulated dot product)."""
+    once = float(round_to(emulated_dot(a, b, "bf16", "fp32"), "bf16"))
+    every = float(emulated_dot(a, b, "bf16", "bf16"))
+    return once, every
+
+
+def _random_bf16_vector(rng: np.random.Generator, K: int) -> np.ndarray:
+    x = rng.standard_normal(K) * 2.0 ** rng.integers(-3, 4, size=K)
+    x = _bf16(x)
+    x[x == 0] = 1.0  # no zero products: nothing hinges on the sign of a zero
+    return x
+
+
+def _dot_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for first in (True, False):
+        A, B = accumulator_probe(8, tiny_first=first)
+        cases.append(Case((A[0].copy(), B[:, 0].copy()),
+                          label=f"probe, tiny terms {'first' if first else 'last'}: 1 + 2**-8 is a bf16 tie"))
+    cases += [
+        Case((np.ones(1), np.array([3.0])), label="K = 1"),
+        Case((np.ones(600), np.full(600, 2.0**-9)), label="equal small terms: a bf16 sum stalls"),
+        Case((np.ones(300), np.ones(300)), label="sum of ones: bf16 stops at 256"),
+        Case((np.r_[1.0, np.full(64, 1.0)], np.r_[1.0, np.full(64, 2.0**-8)]),
+             label="1 then 64 terms of 2**-8: each is a bf16 tie"),
+        Case((np.array([1.0, 1.0, -1.0]), np.array([2.0**20, 1.0, 2.0**20])), label="cancellation"),
+        Case((np.array([1.5, -1.5, 1.0]), np.array([3.0, 3.0, 2.0**-30])),
+             label="exact cancellation, then a tiny term"),
+        Case((np.full(5, 1.0 + 2.0**-7), np.full(5, 1.0 + 2.0**-7)), label="products with 16 significant bits"),
+    ]
+    for _ in range(60):
+        K = int(rng.integers(1, 400))
+        a, b = _random_bf16_vector(rng, K), _random_bf16_vector(rng, K)
+        if rng.random() < 0.3:  # same signs: the sum grows, the bf16 accumulator lags
+            a, b = np.abs(a), np.abs(b)
+        cases.append(Case((a, b)))
+    return cases
+
+
+# ------------------------------------------------------------------ 3. blocked GEMM with fp32 accumulators
+
+
+def blocked_matmul_fp32_ref(A, B, block: int) -> np.ndarray:
+    """fp32 partial sums of ``block`` consecutive products, added into an fp32 outer accumulator."""
+    return emulated_matmul(A, B, "bf16", "fp32", order="blocked", block=int(block))
+
+
+def _random_bf16_matrix(rng: np.random.Generator, shape) -> np.ndarray:
+    x = rng.standard_normal(shape) * 2.0 ** rng.integers(-6, 7, size=shape)
+    return _bf16(x)
+
+
+def _blocked_cases(rng: np.random.Generator) -> list[Case]:
+    A1, B1 = accumulator_probe(6, tiny_first=False, M=2, N=3)
+    cases = [
+        Case((A1, B1, 2),
+             label="probe (tiny terms last) in blocks of 2: each pair of tiny terms is a tie at 1 + 2**-8"),
+        Case((A1, B1, 1), label="block = 1: sequential"),
+        Case((A1, B1, 8), label="block >= K: one block, sequential"),
+        Case((np.ones((1, 5)), np.ones((5, 1)), 2), label="K = 5 in blocks of 2: a short last block"),
+        Case((np.ones((1, 1)), np.full((1, 1), 3.0), 4), label="K = 1"),
+    ]
+    # 1 followed by many terms a quarter of fp32's spacing at 1: sequential loses them, blocks keep them
+    K = 129
+    a = np.ones((1, K))
+    b = np.r_[1.0, np.full(K - 1, 2.0**-25)].reshape(K, 1)
+    cases += [Case((a, b, 32), label="1 + 128 terms of 2**-25 in blocks of 32"),
+              Case((a, b, 1), label="1 + 128 terms of 2**-25 one at a time (all lost)")]
+    for _ in range(50):
+        M, N = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        K = int(rng.integers(1, 300))
+        block = int(rng.choice([1, 2, 3, 4, 7, 8, 16, 32, 64, 100]))
+        cases.append(Case((_random_bf16_matrix(rng, (M, K)), _random_bf16_matrix(rng, (K, N)), block)))
+    return cases
+
+
+# ------------------------------------------------------------------ 4. one tensor-core group
+
+
+def tensor_core_group_ref(c: float, products, align_bits: int = 23) -> float:
+    """Align c and the products to the largest exponent, truncate, add exactly, truncate to fp32."""
+    return tensor_core_group_sum(float(c), np.asarray(products, dtype=np.float64), int(align_bits))
+
+
+def _group_cases(rng: np.random.Generator) -> list[Case]:
+    s24 = 2.0**-24
+    cases = [
+        Case((1.0, np.full(8, 1.5 * s24)), label="8 products of 0.75 fp32 spacings: all truncated away"),
+        Case((1.0, np.full(8, -1.5 * s24)), label="negative small products truncate toward zero (to 0)"),
+        Case((1.0, np.array([-3.0 * s24, 2.0**-20])), label="a negative product loses its low bits toward zero"),
+        Case((2.0**-10, np.array([1.0, 3.0 * 2.0**-40])), label="a product is the largest: c is truncated too"),
+        Case((0.0, np.zeros(4)), label="all zero"),
+        Case((0.0, np.array([1.0, 2.0**-23, 2.0**-24])), label="c = 0: alignment to the largest product"),
+        Case((1.5, np.array([-1.5])), label="exact cancellation"),
+        Case((2.0 - 2.0**-23, np.array([2.0**-23, 2.0**-23])), label="the sum carries into the next binade"),
+        Case((2.0 - 2.0**-23, np.array([1.0 - 2.0**-24, 2.0**-23])),
+             label="carry: the final truncation to fp32 drops a bit"),
+        Case((1.0, np.array([0.75, 0.375, 0.1875]), 3), label="align_bits = 3: only 3 bits below the leading one"),
+        Case((-1.0, np.array([0.3, -0.7]), 5), label="align_bits = 5, mixed signs"),
+        Case((1.0, np.array([])), label="no products: c passes through"),
+        Case((-(2.0**100), np.array([2.0**76, 2.0**75])), label="large exponents"),
+    ]
+    for _ in range(80):
+        g = int(rng.integers(1, 17))
+        align_bits = int(rng.choice([3, 5, 8, 11, 16, 23, 23, 23, 30]))
+        a, b = _random_bf16_vector(rng, g), _random_bf16_vector(rng, g)
+        products = a * b * 2.0 ** rng.integers(-12, 3, size=g)  # exact: bf16 x bf16 x a power of two
+        c = float(round_to(rng.standard_normal() * 2.0 ** int(rng.integers(-4, 8)), "fp32"))
+        if rng.random() < 0.15:
+            c = 0.0
+        if rng.random() < 0.3:  # same signs, as in a sum that only grows
+            c, products = abs(c), np.abs(products)
+        cases.append(Case((c, products, align_bits)))
+    return cases
+
+
+EXERCISES = [
+    register(Exercise("ex03.relative_error", "The relative error of a GEMM", 2, relative_error_ref,
+                      _relative_error_cases, compare=_close)),
+    register(Exercise("ex03.round_once_and_every_step", "Round the output once or at every step", 3,
+                      round_once_and_every_step_ref, _dot_cases, compare=_same_up_to_zero_sign)),
+    register(Exercise("ex03.blocked_matmul_fp32", "A blocked GEMM with fp32 accumulators", 5,
+                      blocked_matmul_fp32_ref, _blocked_cases, compare=_same_up_to_zero_sign)),
+    register(Exercise("ex03.tensor_core_group", "One tensor-core group: align, truncate, add", 5,
+                      tensor_core_group_ref, _group_cases, compare=_same_up_to_zero_sign)),
+]
