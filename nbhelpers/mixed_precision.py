@@ -1,0 +1,834 @@
+"""Mixed-precision training on the CPU: weight-update regimes, loss scaling, bytes per parameter.
+
+One small, real training set-up shared by chapters 04 (master weights) and 05 (loss scaling):
+
+* :class:`TeacherStudentTask`: a regression task generated from a seed: inputs ``X`` (N, d) drawn
+  from a standard normal, targets from a random "teacher" MLP, and a student MLP of the same
+  shape (about 5,300 parameters by default) started from its own random weights.
+* :class:`Regime`: how the weights are stored and updated (:class:`UpdateRule`), in which
+  format the forward and backward passes run (``compute``), and how the loss is scaled
+  (:class:`StaticScale`, :class:`DynamicScale` or none). :data:`REGIMES` holds the ones the
+  chapters compare.
+* :func:`train`: one training loop for every regime: full-batch Adam with fp32 optimizer state,
+  returning a :class:`TrainResult` (loss per step, updates lost per step, skipped steps, the
+  loss scale, snapshots of weights, updates and gradients, and the bytes each kind of state
+  occupies).
+
+How the low-precision arithmetic is done. Tensors that training stores (weights, activations,
+activation gradients, weight gradients) are real torch tensors of the compute dtype
+(``torch.bfloat16``, ``torch.float16`` or ``torch.float32``). Every operation between them
+(matrix products, tanh, the loss) is computed in float64 and rounded once to the compute dtype,
+in forward and backward alike: the model of a GPU that reads low-precision inputs, accumulates at
+high precision (chapter 03) and writes a low-precision output. Computing in float64 makes the
+runs the same on every CPU (a float32 accumulation order varies between CPUs and thread
+counts; a float64 one does not change the rounded result in practice). The weight updates use
+real casts (round to nearest even), the course's ``round_to`` for stochastic rounding, and fp32
+arithmetic written as separate IEEE operations (no fused multiply-add), for the same reason.
+
+Loss scaling: :class:`DynamicLossScaler` follows ``torch.amp.GradScaler``'s rule (tested to give
+the same scale trajectory): the scale is a float32 number; a step with an inf/NaN gradient is
+skipped and multiplies the scale by ``backoff_factor``; ``growth_interval`` finite steps in a row
+multiply it by ``growth_factor`` (unless that would overflow float32).
+
+Everything random takes a seed; nothing global is touched.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import numpy as np
+import torch
+
+from .formats import FloatFormat, finite_values, get_format, ulp
+from .rounding import round_to
+
+__all__ = [
+    "MEMORY_RECIPES",
+    "REGIMES",
+    "AdamState",
+    "DynamicLossScaler",
+    "DynamicScale",
+    "MemoryRecipe",
+    "Regime",
+    "Snapshot",
+    "StaticLossScaler",
+    "StaticScale",
+    "TeacherStudentTask",
+    "TrainConfig",
+    "TrainResult",
+    "UpdateRule",
+    "adam_delta",
+    "bytes_per_parameter",
+    "gradscaler_trajectory",
+    "kahan_update",
+    "master_update",
+    "mlp_forward",
+    "nearest_update",
+    "range_fractions",
+    "scale_trajectory",
+    "sgd_master_step",
+    "stochastic_update",
+    "train",
+    "ulp_ladder",
+    "underflow_fraction",
+    "update_threshold",
+    "vanishing_ratio_band",
+]
+
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _compute_name(fmt: FloatFormat | str) -> str:
+    name = get_format(fmt).name
+    if name not in _TORCH_DTYPES:
+        raise ValueError(f"compute format {name!r} is not supported: use one of {sorted(_TORCH_DTYPES)}")
+    return name
+
+
+def _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval) -> None:
+    for name, v in (("init_scale", init_scale), ("growth_factor", growth_factor),
+                    ("backoff_factor", backoff_factor)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+    if growth_factor <= 1:
+        raise ValueError(f"growth_factor must be > 1 (GradScaler's rule), got {growth_factor}")
+    if backoff_factor >= 1:
+        raise ValueError(f"backoff_factor must be < 1 (GradScaler's rule), got {backoff_factor}")
+    if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or growth_interval < 1:
+        raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Regimes
+# ---------------------------------------------------------------------------------------------
+
+class UpdateRule(enum.Enum):
+    """How a weight update ``delta`` (an fp32 tensor from the optimizer) reaches the weights.
+
+    FP32        fp32 weights, ``w = fp32(w + delta)``; the compute format must be fp32
+    MASTER      fp32 master weights ``w = fp32(w + delta)``; forward and backward use a copy
+                rounded to the compute format (round to nearest even)
+    NEAREST     weights stored in the compute format, ``w = RN(w + delta)``: an update smaller
+                than half the spacing at w is lost
+    STOCHASTIC  weights in the compute format, ``w = SR(fp32(w + delta))``: rounded up with
+                probability equal to the distance from the lower neighbour (chapter 01)
+    KAHAN       weights and a compensation buffer ``c`` in the compute format: the part of each
+                update that rounding dropped is kept in ``c`` and added to the next update
+    """
+
+    FP32 = "fp32"
+    MASTER = "master"
+    NEAREST = "nearest"
+    STOCHASTIC = "stochastic"
+    KAHAN = "kahan"
+
+
+@dataclass(frozen=True)
+class StaticScale:
+    """A constant loss scale; a step whose gradients hold inf/NaN is skipped."""
+
+    scale: float
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.scale, (int, float)) and math.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"StaticScale.scale must be a positive finite number, got {self.scale!r}")
+
+
+@dataclass(frozen=True)
+class DynamicScale:
+    """Dynamic loss scaling, torch.amp.GradScaler's parameters and defaults."""
+
+    init_scale: float = 2.0**16
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+
+    def __post_init__(self) -> None:
+        _check_scaler_args(self.init_scale, self.growth_factor, self.backoff_factor, self.growth_interval)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """A training regime: compute format, weight-update rule, loss scaling.
+
+    name: label for tables and legends. compute: "fp32", "bf16" or "fp16" (the dtype of the
+    stored activations, gradients and working weights). update: an :class:`UpdateRule` (or its
+    value). loss_scale: None, a :class:`StaticScale` or a :class:`DynamicScale`.
+    """
+
+    name: str
+    compute: str
+    update: UpdateRule
+    loss_scale: StaticScale | DynamicScale | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compute", _compute_name(self.compute))
+        if not isinstance(self.update, UpdateRule):
+            try:
+                object.__setattr__(self, "update", UpdateRule(str(self.update)))
+            except ValueError:
+                known = ", ".join(repr(u.value) for u in UpdateRule)
+                raise ValueError(f"unknown update rule {self.update!r}; expected one of {known}") from None
+        if (self.update is UpdateRule.FP32) != (self.compute == "fp32"):
+            raise ValueError(
+                f"regime {self.name!r}: the 'fp32' update rule goes with compute='fp32' and only with it "
+                f"(got compute={self.compute!r}, update={self.update.value!r}); low-precision compute "
+                "needs 'master', 'nearest', 'stochastic' or 'kahan'"
+            )
+        if self.loss_scale is not None and not isinstance(self.loss_scale, (StaticScale, DynamicScale)):
+            raise TypeError(f"loss_scale must be None, StaticScale or DynamicScale, got {self.loss_scale!r}")
+
+    @property
+    def stores_low_precision_weights(self) -> bool:
+        """True when the weights themselves live in the compute format (no fp32 copy)."""
+        return self.update in (UpdateRule.NEAREST, UpdateRule.STOCHASTIC, UpdateRule.KAHAN)
+
+
+REGIMES: Mapping[str, Regime] = {
+    r.name: r
+    for r in [
+        Regime("fp32", "fp32", UpdateRule.FP32),
+        Regime("bf16, round to nearest", "bf16", UpdateRule.NEAREST),
+        Regime("bf16 + fp32 master", "bf16", UpdateRule.MASTER),
+        Regime("bf16, stochastic rounding", "bf16", UpdateRule.STOCHASTIC),
+        Regime("bf16, Kahan update", "bf16", UpdateRule.KAHAN),
+        Regime("fp16 + master, no scaling", "fp16", UpdateRule.MASTER),
+        Regime("fp16 + master, static scale", "fp16", UpdateRule.MASTER, StaticScale(2.0**16)),
+        Regime("fp16 + master, dynamic scale", "fp16", UpdateRule.MASTER, DynamicScale(growth_interval=20)),
+    ]
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The task and the model
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TeacherStudentTask:
+    """Regression on generated data: a random teacher MLP makes the targets, a student learns them.
+
+    sizes: layer widths, input first (the default 16-64-64-1 student has 5,313 parameters).
+    X is (n_samples, sizes[0]) standard normal; y = teacher(X), standardised to mean 0 and
+    variance 1 per output. Weights are uniform in +-scale/sqrt(fan_in) (teacher_scale for the
+    teacher, 1 for the student: PyTorch's default for nn.Linear); hidden layers use tanh.
+    Everything comes from ``numpy.random.default_rng(seed)``, so a task is the same everywhere.
+    """
+
+    n_samples: int = 256
+    sizes: tuple[int, ...] = (16, 64, 64, 1)
+    teacher_scale: float = 1.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_samples, bool) or not isinstance(self.n_samples, int) or self.n_samples < 1:
+            raise ValueError(f"n_samples must be a positive int, got {self.n_samples!r}")
+        sizes = tuple(self.sizes)
+        if len(sizes) < 2 or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
+            raise ValueError(f"sizes must be at least two positive ints (input width first), got {self.sizes!r}")
+        object.__setattr__(self, "sizes", sizes)
+
+    @property
+    def n_params(self) -> int:
+        return sum(a * b + b for a, b in pairwise(self.sizes))
+
+    def param_names(self) -> list[str]:
+        """'W1', 'b1', 'W2', ... in the order of the parameter list."""
+        return [f"{k}{i + 1}" for i in range(len(self.sizes) - 1) for k in ("W", "b")]
+
+    def data(self) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """(X float32 (N, d), y float64 (N, d_out), student's initial weights as float32 tensors)."""
+        rng = np.random.default_rng(self.seed)
+        X = rng.standard_normal((self.n_samples, self.sizes[0])).astype(np.float32)
+        teacher = _init_weights(self.sizes, rng, self.teacher_scale)
+        student = _init_weights(self.sizes, rng, 1.0)
+        h = X.astype(np.float64)
+        for i in range(len(self.sizes) - 1):
+            h = h @ teacher[2 * i].T + teacher[2 * i + 1]
+            if i < len(self.sizes) - 2:
+                h = np.tanh(h)
+        y = (h - h.mean(axis=0)) / h.std(axis=0)
+        return (torch.from_numpy(X), torch.from_numpy(y),
+                [torch.from_numpy(w.astype(np.float32)) for w in student])
+
+
+def _init_weights(sizes: Sequence[int], rng: np.random.Generator, scale: float) -> list[np.ndarray]:
+    out = []
+    for fan_in, fan_out in pairwise(sizes):
+        bound = scale / math.sqrt(fan_in)
+        out.append(rng.uniform(-bound, bound, size=(fan_out, fan_in)))
+        out.append(rng.uniform(-bound, bound, size=fan_out))
+    return out
+
+
+def mlp_forward(params: Sequence[torch.Tensor], X: torch.Tensor, keep: list | None = None) -> torch.Tensor:
+    """The student MLP on inputs X (N, d_in) -> (N, d_out), in the dtype of ``params``.
+
+    Each linear layer and each tanh is computed in float64 and rounded once to that dtype, in
+    forward and (through autograd's casts) backward. ``keep``: if a list, the pre-activation
+    of every layer is appended to it (with retain_grad, to read the activation gradients).
+    """
+    if len(params) < 2 or len(params) % 2 or len({p.dtype for p in params}) != 1:
+        raise ValueError("params must be [W1, b1, W2, b2, ...], all of one dtype")
+    dtype = params[0].dtype
+    h = X.to(dtype)
+    n_layers = len(params) // 2
+    for i in range(n_layers):
+        W, b = params[2 * i], params[2 * i + 1]
+        z = torch.nn.functional.linear(h.double(), W.double(), b.double()).to(dtype)
+        if keep is not None:
+            if z.requires_grad:
+                z.retain_grad()
+            keep.append(z)
+        h = torch.tanh(z.double()).to(dtype) if i < n_layers - 1 else z
+    return h
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizer and the update rules (fp32 arithmetic, one IEEE operation at a time)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class AdamState:
+    """Adam's fp32 moments ``m`` and ``v`` for one parameter tensor (same shape as it)."""
+
+    m: torch.Tensor
+    v: torch.Tensor
+
+
+def adam_delta(grad: torch.Tensor, state: AdamState, step: int, lr: float, beta1: float = 0.9,
+               beta2: float = 0.999, eps: float = 1e-8) -> torch.Tensor:
+    """Adam's update for one tensor (the same shape as grad, fp32); updates ``state`` in place.
+
+    grad: fp32 gradient. step: 1 for the first step. Returns ``delta`` to add to the weights:
+    ``-lr * m_hat / (sqrt(v_hat) + eps)`` (Kingma and Ba 2015), each operation rounded to fp32.
+    """
+    if grad.dtype != torch.float32 or state.m.dtype != torch.float32 or state.v.dtype != torch.float32:
+        raise TypeError("adam_delta works on float32 gradients and float32 moments")
+    if step < 1:
+        raise ValueError(f"step counts from 1, got {step}")
+    state.m = state.m * beta1 + grad * (1.0 - beta1)
+    state.v = state.v * beta2 + (grad * grad) * (1.0 - beta2)
+    m_hat = state.m / (1.0 - beta1**step)
+    v_hat = state.v / (1.0 - beta2**step)
+    return -(m_hat * lr) / (torch.sqrt(v_hat) + eps)
+
+
+def _check_update_args(w: torch.Tensor, delta: torch.Tensor) -> None:
+    if not isinstance(w, torch.Tensor) or not isinstance(delta, torch.Tensor):
+        raise TypeError("weights and updates must be torch tensors")
+    if delta.dtype != torch.float32:
+        raise TypeError(f"the update must be float32 (the optimizer's output), got {delta.dtype}")
+    if w.shape != delta.shape:
+        raise ValueError(f"weights {tuple(w.shape)} and update {tuple(delta.shape)} differ in shape")
+
+
+def nearest_update(w: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """``RN(fp32(w + delta))`` in w's dtype: a low-precision weight updated in place of a master."""
+    _check_update_args(w, delta)
+    return (w.float() + delta).to(w.dtype)
+
+
+def stochastic_update(w: torch.Tensor, delta: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    """``SR(fp32(w + delta))`` in w's dtype (bf16 or fp16), with the course's ``round_to``."""
+    _check_update_args(w, delta)
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(w.dtype)
+    if name is None:
+        raise TypeError(f"stochastic_update rounds to bf16 or fp16 weights, got {w.dtype}")
+    s = (w.float() + delta).numpy()
+    return torch.from_numpy(round_to(s, name, "stochastic", rng=rng).astype(np.float32)).to(w.dtype)
+
+
+def master_update(master: torch.Tensor, delta: torch.Tensor,
+                  dtype: torch.dtype = torch.bfloat16) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``fp32(master + delta)``, that rounded to nearest in ``dtype``): the master-weight step."""
+    _check_update_args(master, delta)
+    if master.dtype != torch.float32:
+        raise TypeError(f"master weights are float32, got {master.dtype}")
+    new = master + delta
+    return new, new.to(dtype)
+
+
+def kahan_update(w: torch.Tensor, c: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Kahan-compensated update of low-precision weights ``w`` with compensation ``c`` (same dtype).
+
+    In fp32: ``y = delta - c``; ``s = RN(w + y)`` in w's dtype; ``c = RN((s - w) - y)`` in w's
+    dtype. ``s - w`` is what the weight actually moved, so ``c`` holds the part of the update
+    that rounding dropped (with a minus sign), and the next step adds it back. Returns (s, c).
+    """
+    _check_update_args(w, delta)
+    if c.dtype != w.dtype or c.shape != w.shape:
+        raise ValueError("the compensation buffer must have the weights' dtype and shape")
+    w32 = w.float()
+    y = delta - c.float()
+    s = (w32 + y).to(w.dtype)
+    c_new = ((s.float() - w32) - y).to(w.dtype)
+    return s, c_new
+
+
+def sgd_master_step(master: np.ndarray, grad: np.ndarray, lr: float) -> tuple[np.ndarray, np.ndarray]:
+    """One SGD step on fp32 master weights: (new master, its bf16 copy), both float32 arrays.
+
+    ``new_master = fp32(master - fp32(fp32(lr) * grad))``; the copy is new_master rounded to
+    nearest even bf16 (the weights the next forward pass uses), returned as float32 values.
+    """
+    m = np.asarray(master)
+    g = np.asarray(grad)
+    if m.dtype != np.float32 or g.dtype != np.float32:
+        raise TypeError(f"master and grad must be float32 arrays, got {m.dtype} and {g.dtype}")
+    if m.shape != g.shape:
+        raise ValueError(f"master {m.shape} and grad {g.shape} differ in shape")
+    delta = -(torch.from_numpy(g.copy()) * float(np.float32(lr)))
+    new, w = master_update(torch.from_numpy(m.copy()), delta, torch.bfloat16)
+    return new.numpy(), w.float().numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss scalers
+# ---------------------------------------------------------------------------------------------
+
+def _f32(x: float) -> float:
+    """x rounded to float32 (to nearest even; beyond float32's range: inf), as a Python float."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
+
+
+class DynamicLossScaler:
+    """The dynamic loss-scaling rule of ``torch.amp.GradScaler``, on plain Python numbers.
+
+    ``scale`` is a float32 value (kept as a Python float). Call :meth:`update` once per step
+    with whether that step's gradients held an inf or NaN; it returns True when the optimizer
+    step should be taken. A non-finite step: skipped, ``scale *= backoff_factor``, the count of
+    good steps restarts. A finite step: taken; after ``growth_interval`` finite steps in a row
+    ``scale *= growth_factor`` (kept unchanged if the product overflows float32) and the count
+    restarts. Products are formed in float64 and rounded to float32, as GradScaler's kernel does.
+    """
+
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000) -> None:
+        _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval)
+        self.scale = _f32(init_scale)
+        self.growth_factor = float(growth_factor)
+        self.backoff_factor = float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self.growth_tracker = 0
+        self.skipped = 0
+
+    @classmethod
+    def from_spec(cls, spec: DynamicScale) -> DynamicLossScaler:
+        return cls(spec.init_scale, spec.growth_factor, spec.backoff_factor, spec.growth_interval)
+
+    def update(self, found_inf: bool) -> bool:
+        """Apply the rule for one step; True if the step is taken (its gradients were finite)."""
+        if found_inf:
+            self.scale = _f32(self.scale * self.backoff_factor)
+            self.growth_tracker = 0
+            self.skipped += 1
+            return False
+        self.growth_tracker += 1
+        if self.growth_tracker == self.growth_interval:
+            grown = _f32(self.scale * self.growth_factor)
+            if math.isfinite(grown):
+                self.scale = grown
+            self.growth_tracker = 0
+        return True
+
+
+class StaticLossScaler:
+    """A constant loss scale; a step with inf/NaN gradients is skipped (and counted)."""
+
+    def __init__(self, scale: float) -> None:
+        StaticScale(scale)  # validates
+        self.scale = _f32(scale)
+        self.skipped = 0
+
+    def update(self, found_inf: bool) -> bool:
+        if found_inf:
+            self.skipped += 1
+            return False
+        return True
+
+
+def scale_trajectory(found_inf: Sequence[bool], init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                     backoff_factor: float = 0.5, growth_interval: int = 2000) -> list[float]:
+    """The dynamic scaler's scale after each step of a sequence of found-inf flags (a list)."""
+    s = DynamicLossScaler(init_scale, growth_factor, backoff_factor, growth_interval)
+    out = []
+    for flag in found_inf:
+        s.update(bool(flag))
+        out.append(s.scale)
+    return out
+
+
+def gradscaler_trajectory(found_inf: Sequence[bool], init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                          backoff_factor: float = 0.5, growth_interval: int = 2000) -> tuple[list[float], list[bool]]:
+    """The outside oracle: ``torch.amp.GradScaler("cpu")`` driven by a sequence of found-inf flags.
+
+    A one-parameter model goes through GradScaler's public API each step (scale, backward, step,
+    update) with its gradient replaced by 0 (finite) or inf (non-finite). The optimizer is SGD
+    with weight decay, so a step that is taken moves the parameter even with a zero gradient.
+    Returns (the scale after each update, whether each optimizer step was taken).
+    """
+    _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_factor=growth_factor,
+                                  backoff_factor=backoff_factor, growth_interval=growth_interval)
+    p = torch.nn.Parameter(torch.ones(1))
+    opt = torch.optim.SGD([p], lr=1.0, weight_decay=0.5)
+    scales, taken = [], []
+    for flag in found_inf:
+        opt.zero_grad()
+        with torch.no_grad():
+            p.fill_(1.0)
+        scaler.scale(p.sum()).backward()
+        p.grad = torch.full((1,), math.inf if flag else 0.0)
+        scaler.step(opt)
+        scaler.update()
+        taken.append(bool(p.item() != 1.0))
+        scales.append(float(scaler.get_scale()))
+    return scales, taken
+
+
+# ---------------------------------------------------------------------------------------------
+# Where values fall in a format, and when an update survives
+# ---------------------------------------------------------------------------------------------
+
+def range_fractions(x, fmt: FloatFormat | str = "fp16") -> dict[str, float]:
+    """Where the nonzero values of x land when rounded (to nearest) into ``fmt``.
+
+    Returns fractions of the nonzero finite elements: ``flushed`` (round to zero),
+    ``subnormal`` (nonzero but below the smallest normal), ``normal``, ``overflow`` (beyond the
+    largest finite value), plus ``count`` (how many nonzero finite elements there were).
+    """
+    f = get_format(fmt)
+    a = np.abs(np.asarray(x, dtype=np.float64)).ravel()
+    a = a[np.isfinite(a) & (a != 0)]
+    n = a.size
+    if n == 0:
+        return {"flushed": 0.0, "subnormal": 0.0, "normal": 0.0, "overflow": 0.0, "count": 0}
+    r = np.abs(round_to(a, f))
+    flushed = int(np.count_nonzero(r == 0))
+    overflow = int(np.count_nonzero(~np.isfinite(r) | (r > f.max)))
+    subnormal = int(np.count_nonzero((r > 0) & (r < f.smallest_normal)))
+    return {"flushed": flushed / n, "subnormal": subnormal / n, "normal": (n - flushed - overflow - subnormal) / n,
+            "overflow": overflow / n, "count": n}
+
+
+def underflow_fraction(x, fmt: FloatFormat | str) -> float:
+    """Fraction of the nonzero elements of x that round (to nearest even) to zero in ``fmt``.
+
+    0.0 when x has no nonzero element. x: any real array (finite values).
+    """
+    a = np.asarray(x, dtype=np.float64).ravel()
+    nz = a != 0
+    n = int(np.count_nonzero(nz))
+    if n == 0:
+        return 0.0
+    return int(np.count_nonzero(round_to(a[nz], fmt) == 0)) / n
+
+
+def update_threshold(w, fmt: FloatFormat | str) -> np.ndarray:
+    """Half the spacing above |w| in ``fmt``: a smaller update of |w| (away from zero) is lost.
+
+    w is taken as a value of the format (round it first). An update of exactly this size is a
+    tie: it survives only if it lands on the neighbour with the even last bit.
+    """
+    return ulp(w, fmt) / 2
+
+
+def ulp_ladder(weights: Sequence[float], formats: Sequence[FloatFormat | str] = ("fp16", "bf16")
+               ) -> tuple[list[tuple], list[str]]:
+    """Rows and headers for a table: per weight, in each format, the spacing and the smallest update.
+
+    For each weight w (rounded into each format first): the spacing (ulp) at w, the threshold
+    :func:`update_threshold` below which an update is lost, and w divided by that threshold.
+    Returns (rows, headers) for :func:`nbhelpers.tables.text_table`.
+    """
+    fmts = [get_format(f) for f in formats]
+    headers = ["w"]
+    for f in fmts:
+        headers += [f"{f.name} ulp(w)", f"{f.name} lost below", f"{f.name} w/threshold"]
+    rows = []
+    for w in weights:
+        row: list = [float(w)]
+        for f in fmts:
+            wf = float(round_to(w, f))
+            thr = float(update_threshold(wf, f))
+            row += [float(ulp(wf, f)), thr, round(abs(wf) / thr, 1)]
+        rows.append(tuple(row))
+    return rows, headers
+
+
+def vanishing_ratio_band(fmt: FloatFormat | str) -> tuple[float, float]:
+    """(lowest, highest) ratio |w| / |u| beyond which an update u of a normal weight w is lost.
+
+    For every value w of the binade [1, 2) (every normal binade behaves the same) and both
+    directions, the update is lost once it is smaller than half the gap to the neighbour it
+    moves toward; the ratio is w over that half gap. The lowest ratio, 2**(m+1), is w = 1 moving
+    up; the highest, 2**(m+2), is w = 1 moving down (the gap below a power of two is half as
+    wide). Formats of at most 16 bits (the grid is enumerated).
+    """
+    v = finite_values(fmt, nonnegative=True)
+    i = np.nonzero((v >= 1.0) & (v < 2.0))[0]
+    up = v[i] / ((v[i + 1] - v[i]) / 2)
+    down = v[i] / ((v[i] - v[i - 1]) / 2)
+    r = np.concatenate([up, down])
+    return float(r.min()), float(r.max())
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Full-batch Adam. loss_multiplier multiplies the loss before backward (a power of two).
+
+    The loss is a mean over the batch; every gradient carries the factor 1/N. A mean over a
+    batch 2**k times larger puts another 2**-k on every gradient: ``loss_multiplier = 2**-k``
+    moves our small model's gradients to where a large-batch model's live (chapter 05). Adam's
+    eps is multiplied by the same factor, so in exact arithmetic the updates do not change.
+    record_steps: steps (1-based) at which a :class:`Snapshot` is kept.
+    """
+
+    steps: int = 500
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    loss_multiplier: float = 1.0
+    rng_seed: int = 1
+    record_steps: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            raise ValueError(f"steps must be a positive int, got {self.steps!r}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"lr must be positive, got {self.lr!r}")
+        mantissa = math.frexp(self.loss_multiplier)[0] if self.loss_multiplier > 0 else 0.0
+        if mantissa != 0.5:
+            raise ValueError(f"loss_multiplier must be a power of two (exact scaling), got {self.loss_multiplier!r}")
+        object.__setattr__(self, "record_steps", tuple(int(s) for s in self.record_steps))
+
+
+@dataclass
+class Snapshot:
+    """State at one step (before its update), as float64 numpy arrays.
+
+    weights: the stored weights (master for MASTER); updates: Adam's delta of that step
+    (zeros if the step was skipped); weight_grads, act_grads: the gradients the backward pass
+    stored in the compute format, divided by the loss scale (not by the loss multiplier), all
+    tensors flattened and concatenated.
+    """
+
+    step: int
+    weights: np.ndarray
+    updates: np.ndarray
+    weight_grads: np.ndarray
+    act_grads: np.ndarray
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns. Arrays have one entry per step.
+
+    losses: the mean squared error of each step's forward pass (without the loss multiplier).
+    unchanged: fraction of the nonzero updates that left the stored weight unchanged (lost for
+    good under round to nearest; kept in expectation or in the compensation buffer otherwise).
+    skipped: True where the loss scaler skipped the step. scales: loss scale used at each step.
+    grad_absmax: largest |gradient| the backward pass stored (activations and weights), divided
+    by the loss scale: the scale at which fp16 would overflow is fp16's max over this.
+    state_bytes: bytes held per kind of state at the end ("weights", "gradients", "master",
+    "adam m", "adam v", "compensation"); n_params: parameters of the model.
+    """
+
+    regime: Regime
+    losses: np.ndarray
+    unchanged: np.ndarray
+    skipped: np.ndarray
+    scales: np.ndarray
+    grad_absmax: np.ndarray
+    snapshots: dict[int, Snapshot]
+    state_bytes: dict[str, int]
+    n_params: int
+    final_weights: list[torch.Tensor] = field(repr=False, default_factory=list)
+
+    @property
+    def n_skipped(self) -> int:
+        return int(self.skipped.sum())
+
+    def final_loss(self, last: int = 10) -> float:
+        """Mean loss over the last ``last`` steps (smooths stochastic-rounding noise)."""
+        return float(np.mean(self.losses[-last:]))
+
+
+def _flat(tensors) -> np.ndarray:
+    return np.concatenate([t.detach().double().reshape(-1).numpy() for t in tensors])
+
+
+def train(regime: Regime | str, task: TeacherStudentTask | None = None,
+          config: TrainConfig | None = None) -> TrainResult:
+    """Train the task's student MLP under ``regime`` (a :class:`Regime` or a key of REGIMES).
+
+    Every regime starts from the same weights (rounded to its storage format) and sees the same
+    data; Adam's moments are fp32 in all of them, so the regimes differ only in how weights are
+    stored and updated, the compute format and the loss scaling.
+    """
+    if isinstance(regime, str):
+        if regime not in REGIMES:
+            raise KeyError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
+        regime = REGIMES[regime]
+    if not isinstance(regime, Regime):
+        raise TypeError(f"regime must be a Regime or a name from REGIMES, got {type(regime).__name__}")
+    task = task or TeacherStudentTask()
+    config = config or TrainConfig()
+    dtype = _TORCH_DTYPES[regime.compute]
+    X, y, init = task.data()
+    rng = np.random.default_rng(config.rng_seed)
+    rule = regime.update
+
+    if rule in (UpdateRule.FP32, UpdateRule.MASTER):
+        stored = [w.clone() for w in init]  # fp32
+    else:
+        stored = [w.to(dtype) for w in init]
+    comp = [torch.zeros_like(w) for w in stored] if rule is UpdateRule.KAHAN else []
+    states = [AdamState(torch.zeros(w.shape), torch.zeros(w.shape)) for w in init]
+    spec = regime.loss_scale
+    scaler = (DynamicLossScaler.from_spec(spec) if isinstance(spec, DynamicScale)
+              else StaticLossScaler(spec.scale) if isinstance(spec, StaticScale) else None)
+    eps = config.eps * config.loss_multiplier
+
+    T = config.steps
+    losses = np.empty(T)
+    unchanged = np.zeros(T)
+    grad_absmax = np.zeros(T)
+    skipped = np.zeros(T, dtype=bool)
+    scales = np.ones(T)
+    snaps: dict[int, Snapshot] = {}
+    adam_step = 0
+    grads_held: list[torch.Tensor] = []
+    for t in range(1, T + 1):
+        scale = scaler.scale if scaler is not None else 1.0
+        scales[t - 1] = scale
+        params = [w.detach().to(dtype).requires_grad_() for w in stored]
+        keep: list = []
+        out = mlp_forward(params, X, keep)
+        mse = torch.mean((out.double() - y) ** 2)
+        (mse * (config.loss_multiplier * scale)).backward()
+        losses[t - 1] = float(mse.detach())
+        grads_held = [p.grad for p in params]
+        inv_scale = _f32(1.0 / scale)
+        grads = [g.float() * inv_scale for g in grads_held]
+        act_grads = [z.grad.float() * inv_scale for z in keep]
+        found_inf = not all(bool(torch.isfinite(g).all()) for g in grads)
+        grad_absmax[t - 1] = max(float(g.abs().max()) for g in grads + act_grads)
+        take = scaler.update(found_inf) if scaler is not None else True
+        skipped[t - 1] = not take
+        deltas = [torch.zeros(w.shape) for w in stored]
+        if take:
+            adam_step += 1
+            deltas = [adam_delta(g, s, adam_step, config.lr, config.beta1, config.beta2, eps)
+                      for g, s in zip(grads, states)]
+        if t in config.record_steps:
+            snaps[t] = Snapshot(t, _flat(stored), _flat(deltas), _flat(grads), _flat(act_grads))
+        if not take:
+            continue
+        n_lost = n_moving = 0
+        for i, d in enumerate(deltas):
+            old = stored[i]
+            if rule is UpdateRule.FP32:
+                new = old + d
+            elif rule is UpdateRule.MASTER:
+                new, _ = master_update(old, d, dtype)
+            elif rule is UpdateRule.NEAREST:
+                new = nearest_update(old, d)
+            elif rule is UpdateRule.STOCHASTIC:
+                new = stochastic_update(old, d, rng)
+            else:
+                new, comp[i] = kahan_update(old, comp[i], d)
+            moving = d != 0
+            n_moving += int(moving.sum())
+            n_lost += int((moving & (new == old)).sum())
+            stored[i] = new
+        unchanged[t - 1] = n_lost / max(n_moving, 1)
+
+    nbytes = lambda ts: int(sum(x.numel() * x.element_size() for x in ts))
+    low = [w.to(dtype) for w in stored] if rule is UpdateRule.MASTER else stored
+    state_bytes = {"weights": nbytes(low), "gradients": nbytes(grads_held),
+                   "master": nbytes(stored) if rule is UpdateRule.MASTER else 0,
+                   "adam m": nbytes(s.m for s in states), "adam v": nbytes(s.v for s in states),
+                   "compensation": nbytes(comp)}
+    return TrainResult(regime, losses, unchanged, skipped, scales, grad_absmax, snaps, state_bytes, task.n_params,
+                       [w.clone() for w in stored])
+
+
+# ---------------------------------------------------------------------------------------------
+# Bytes per parameter
+# ---------------------------------------------------------------------------------------------
+
+def _storage_bytes(kind: str | None, block: int | None) -> float:
+    """Bytes per element of a state stored as ``kind``: a format name, "int8", or None (absent)."""
+    if kind is None:
+        return 0.0
+    if kind == "int8":
+        # 8-bit codes plus one fp32 scale per block of ``block`` values
+        return 1.0 + (4.0 / block if block else 0.0)
+    return get_format(kind).bits / 8
+
+
+@dataclass(frozen=True)
+class MemoryRecipe:
+    """What training keeps per parameter: the storage of each kind of state.
+
+    Each field is a format name ("fp32", "bf16", "e4m3fn"), "int8" (a quantized code with one
+    fp32 scale per ``block`` values) or None (not kept). Activations are not counted: they
+    depend on batch and sequence length, not on the parameter count.
+    """
+
+    name: str
+    weights: str | None = "bf16"
+    gradients: str | None = "bf16"
+    master: str | None = "fp32"
+    adam_m: str | None = "fp32"
+    adam_v: str | None = "fp32"
+    compensation: str | None = None
+    block: int | None = None
+
+    def __post_init__(self) -> None:
+        for kind in (self.weights, self.gradients, self.master, self.adam_m, self.adam_v, self.compensation):
+            if kind is not None and kind != "int8":
+                get_format(kind)  # raises for an unknown name
+        if self.block is not None and (not isinstance(self.block, int) or self.block < 1):
+            raise ValueError(f"block must be a positive int or None, got {self.block!r}")
+
+    def breakdown(self) -> dict[str, float]:
+        """Bytes per parameter of each kind of state."""
+        return {
+            "weights": _storage_bytes(self.weights, self.block),
+            "gradients": _storage_bytes(self.gradients, self.block),
+            "master": _storage_bytes(self.master, self.block),
+            "adam m": _storage_bytes(self.adam_m, self.block),
+            "adam v": _storage_bytes(self.adam_v, self.block),
+            "compensation": _storage_bytes(self.compensation, self.block),
+        }
+
+
+def bytes_per_parameter(recipe: MemoryRecipe) -> float:
+    """Total bytes per parameter of a recipe."""
+    return float(sum(recipe.breakdown().values()))
+
+
+MEMORY_RECIPES: Mapping[str, MemoryRecipe] = {
+    r.name: r
+    for r in [
+        MemoryRecipe("fp32 weights, fp32 Adam", "fp32", "fp32", None),
+        MemoryRecipe("bf16 + fp32 master, fp32 Adam"),
+        MemoryRecipe("bf16 + Kahan (bf16 buffer), fp32 Adam", master=None, compensation="bf16"),
+        MemoryRecipe("bf16, stochastic rounding, fp32 Adam", master=None),
+        MemoryRecipe("bf16, stochastic rounding, bf16 Adam", master=None, adam_m="bf16", adam_v="bf16"),
+        MemoryRecipe("fp8 weights + fp32 master, fp32 Adam", weights="e4m3fn"),
+        MemoryRecipe("bf16 + fp32 master, 8-bit Adam", adam_m="int8", adam_v="int8", block=2048),
+    ]
+}

@@ -1,0 +1,419 @@
+"""nbhelpers.mixed_precision: update rules and scalers against outside oracles (torch.amp.GradScaler,
+ml_dtypes and numpy casts, torch.optim.Adam), the training loop's invariants, the byte counts,
+and smoke tests of the chapter 04/05 plot helpers."""
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from nbhelpers import plots
+from nbhelpers.formats import FORMATS, ulp
+from nbhelpers.mixed_precision import (
+    MEMORY_RECIPES,
+    REGIMES,
+    AdamState,
+    DynamicLossScaler,
+    DynamicScale,
+    MemoryRecipe,
+    Regime,
+    StaticLossScaler,
+    StaticScale,
+    TeacherStudentTask,
+    TrainConfig,
+    UpdateRule,
+    adam_delta,
+    bytes_per_parameter,
+    gradscaler_trajectory,
+    kahan_update,
+    master_update,
+    mlp_forward,
+    nearest_update,
+    range_fractions,
+    scale_trajectory,
+    sgd_master_step,
+    stochastic_update,
+    train,
+    ulp_ladder,
+    underflow_fraction,
+    update_threshold,
+    vanishing_ratio_band,
+)
+
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The models are tiny: one thread is faster, and CI machines are shared. Restored after."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def bf16_values(rng, n, lo=-12, hi=4):
+    x = rng.choice([-1.0, 1.0], size=n) * np.exp2(rng.uniform(lo, hi, size=n))
+    return x.astype(np.float32).astype(BF16).astype(np.float32)
+
+
+# ------------------------------------------------------------------ loss scaler vs GradScaler
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dynamic_scaler_follows_gradscaler_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(6):
+        n = int(rng.integers(20, 120))
+        seq = [bool(v) for v in rng.random(n) < rng.uniform(0.02, 0.4)]
+        args = (float(rng.choice([2.0**16, 1000.0, 3.0, 0.1])), float(rng.choice([2.0, 1.5, 1.1, 3.0])),
+                float(rng.choice([0.5, 0.3, 0.25, 0.9])), int(rng.integers(1, 7)))
+        expected_scales, taken = gradscaler_trajectory(seq, *args)
+        s = DynamicLossScaler(*args)
+        got, got_taken = [], []
+        for flag in seq:
+            got_taken.append(s.update(flag))
+            got.append(s.scale)
+        assert got == expected_scales, (args, seq)
+        assert got_taken == taken == [not f for f in seq]
+        assert s.skipped == sum(seq)
+        assert scale_trajectory(seq, *args) == expected_scales
+
+
+def test_scaler_edges_match_gradscaler():
+    # growth that would overflow float32 is skipped; the scale stays at its value
+    assert gradscaler_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)[0] == scale_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)
+    assert scale_trajectory([False] * 3, 3.0e38, 2.0, 0.5, 1) == [float(np.float32(3.0e38))] * 3
+    # backoff all the way through the float32 subnormals to zero
+    seq = [True] * 6
+    assert gradscaler_trajectory(seq, 2.0**-146, 2.0, 0.5, 5)[0] == scale_trajectory(seq, 2.0**-146, 2.0, 0.5, 5)
+    assert scale_trajectory(seq, 2.0**-146, 2.0, 0.5, 5)[-1] == 0.0
+    # the scale is a float32 number from the start
+    assert scale_trajectory([False], 0.1, 2.0, 0.5, 2) == [float(np.float32(0.1))]
+
+
+def test_gradscaler_defaults_by_hand():
+    """PyTorch's defaults (FACTS.md): 2**16, x0.5 on inf/NaN, x2 after 2000 good steps."""
+    d = DynamicScale()
+    assert (d.init_scale, d.growth_factor, d.backoff_factor, d.growth_interval) == (2.0**16, 2.0, 0.5, 2000)
+    scales, taken = gradscaler_trajectory([True, False, False])
+    assert scales == [2.0**15] * 3 and taken == [False, True, True]
+    seq = [False] * 2000
+    assert scale_trajectory(seq)[-1] == 2.0**17 and scale_trajectory(seq)[-2] == 2.0**16
+
+
+def test_static_scaler_counts_skips():
+    s = StaticLossScaler(1024.0)
+    assert [s.update(f) for f in (False, True, False, True)] == [True, False, True, False]
+    assert s.skipped == 2 and s.scale == 1024.0
+
+
+@pytest.mark.parametrize("bad", [
+    {"init_scale": 0.0}, {"init_scale": math.inf}, {"growth_factor": 1.0}, {"backoff_factor": 1.5},
+    {"growth_interval": 0}, {"growth_interval": 2.5}, {"init_scale": "big"},
+])
+def test_scaler_rejects_bad_arguments(bad):
+    with pytest.raises(ValueError):
+        DynamicLossScaler(**bad)
+    with pytest.raises(ValueError):
+        DynamicScale(**bad)
+
+
+# ------------------------------------------------------------------ update rules vs casts
+
+def test_nearest_update_is_the_ml_dtypes_cast_of_the_fp32_sum():
+    rng = np.random.default_rng(0)
+    w = bf16_values(rng, 5000)
+    d = (np.abs(w) * np.exp2(rng.uniform(-12, -2, w.size)) * rng.choice([-1, 1], w.size)).astype(np.float32)
+    got = nearest_update(torch.from_numpy(w).to(torch.bfloat16), torch.from_numpy(d)).float().numpy()
+    want = (w + d).astype(BF16).astype(np.float32)
+    assert np.array_equal(got, want)
+    # the chapter's opening example: 1 + 3e-5 is 1 in bf16, 0.01 + 3e-5 too; fp16 keeps the second
+    one = torch.tensor([1.0, 0.01], dtype=torch.bfloat16)
+    assert torch.equal(nearest_update(one, torch.full((2,), 3e-5)), one)
+    half = torch.tensor([1.0, 0.01], dtype=torch.float16)
+    assert nearest_update(half, torch.full((2,), 3e-5)).tolist() == [1.0, (half[1:].float() + 3e-5).half().item()]
+    assert nearest_update(half, torch.full((2,), 3e-5))[1] != half[1]
+
+
+def test_stochastic_update_lands_on_a_neighbour_and_is_unbiased():
+    rng = np.random.default_rng(1)
+    w = torch.full((20000,), 1.0, dtype=torch.bfloat16)
+    d = torch.full((20000,), 2.0**-10)  # a quarter of bf16's spacing at 1 (2**-7)... times one half
+    out = stochastic_update(w, d, rng).float().numpy()
+    assert set(np.unique(out)) <= {1.0, 1.0 + 2.0**-7}
+    p_up = np.mean(out > 1)
+    assert abs(p_up - 2.0**-10 / 2.0**-7) < 4 * math.sqrt(0.125 * 0.875 / out.size)
+    again = stochastic_update(w, d, np.random.default_rng(1)).float().numpy()
+    assert np.array_equal(out, again)  # same seed, same draws
+    with pytest.raises(TypeError, match="bf16 or fp16"):
+        stochastic_update(w.float(), d, rng)
+
+
+def test_master_update_and_sgd_step_vs_numpy():
+    rng = np.random.default_rng(2)
+    master = (rng.standard_normal(3000) * 0.3).astype(np.float32)
+    grad = bf16_values(rng, 3000, -14, 0)
+    for lr in (1e-3, 0.1, 3e-4):
+        new, w = sgd_master_step(master, grad, lr)
+        want = master - np.float32(lr) * grad
+        assert new.dtype == np.float32 and np.array_equal(new, want)
+        assert np.array_equal(w, want.astype(BF16).astype(np.float32))
+    m_t, w_t = master_update(torch.from_numpy(master), torch.from_numpy(grad), torch.float16)
+    assert w_t.dtype == torch.float16 and torch.equal(w_t, m_t.half())
+    with pytest.raises(TypeError, match="float32"):
+        sgd_master_step(master.astype(np.float64), grad, 0.1)
+    with pytest.raises(ValueError, match="shape"):
+        sgd_master_step(master[:5], grad[:4], 0.1)
+
+
+def kahan_numpy(w, c, delta):
+    y = delta - c
+    s = (w + y).astype(BF16).astype(np.float32)
+    return s, ((s - w) - y).astype(BF16).astype(np.float32)
+
+
+def test_kahan_update_vs_numpy_and_it_keeps_what_rounding_drops():
+    rng = np.random.default_rng(3)
+    w = bf16_values(rng, 4000, -6, 2)
+    c = np.zeros_like(w)
+    for _ in range(20):
+        d = (np.abs(w) * np.exp2(rng.uniform(-14, -6, w.size))).astype(np.float32)
+        s_t, c_t = kahan_update(torch.from_numpy(w).to(torch.bfloat16), torch.from_numpy(c).to(torch.bfloat16),
+                                torch.from_numpy(d))
+        s_n, c_n = kahan_numpy(w, c, d)
+        assert np.array_equal(s_t.float().numpy(), s_n) and np.array_equal(c_t.float().numpy(), c_n)
+        w, c = s_n, c_n
+    # 4096 updates of 1e-4 to a weight of 1: round to nearest never moves, Kahan tracks the sum
+    w_rn = w_k = torch.ones(1, dtype=torch.bfloat16)
+    c_k = torch.zeros(1, dtype=torch.bfloat16)
+    for _ in range(4096):
+        d = torch.full((1,), 1e-4)
+        w_rn = nearest_update(w_rn, d)
+        w_k, c_k = kahan_update(w_k, c_k, d)
+    exact = 1 + 4096 * float(np.float32(1e-4))
+    assert w_rn.item() == 1.0  # lost all 0.41 of it
+    # the bf16 buffer rounds too, so a small drift remains: a few percent of what RN loses
+    assert abs(w_k.item() - exact) < 0.05 * (exact - 1)
+
+
+def test_update_rules_reject_bad_input():
+    w = torch.ones(3, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="float32"):
+        nearest_update(w, torch.ones(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="shape"):
+        nearest_update(w, torch.ones(4))
+    with pytest.raises(ValueError, match="compensation"):
+        kahan_update(w, torch.zeros(3), torch.ones(3))
+    with pytest.raises(TypeError, match="master"):
+        master_update(w, torch.ones(3))
+
+
+def test_adam_delta_matches_torch_optim_adam():
+    torch.manual_seed(0)  # test-only data; the library takes explicit seeds
+    p = torch.randn(500)
+    ref = torch.nn.Parameter(p.clone())
+    opt = torch.optim.Adam([ref], lr=1e-3, foreach=False)
+    state = AdamState(torch.zeros(500), torch.zeros(500))
+    ours = p.clone()
+    for step in range(1, 21):
+        g = torch.randn(500) * 0.01
+        ref.grad = g.clone()
+        opt.step()
+        ours = ours + adam_delta(g, state, step, 1e-3)
+    # same formula, different fused operations (lerp, addcdiv): agree to a few float32 ulps
+    assert torch.allclose(ours, ref.detach(), rtol=0, atol=20 * 2.0**-24 * float(p.abs().max()))
+    with pytest.raises(ValueError, match="from 1"):
+        adam_delta(g, state, 0, 1e-3)
+
+
+# ------------------------------------------------------------------ the model and the loop
+
+def test_task_is_deterministic_and_sized():
+    task = TeacherStudentTask()
+    assert task.n_params == 16 * 64 + 64 + 64 * 64 + 64 + 64 + 1 == 5313
+    X1, y1, w1 = task.data()
+    X2, y2, w2 = TeacherStudentTask().data()
+    assert torch.equal(X1, X2) and torch.equal(y1, y2) and all(torch.equal(a, b) for a, b in zip(w1, w2))
+    X3, _, _ = TeacherStudentTask(seed=1).data()
+    assert not torch.equal(X1, X3)
+    assert abs(float(y1.mean())) < 1e-12 and abs(float(y1.std(unbiased=False)) - 1) < 1e-12
+    assert task.param_names() == ["W1", "b1", "W2", "b2", "W3", "b3"]
+    with pytest.raises(ValueError, match="sizes"):
+        TeacherStudentTask(sizes=(16,))
+
+
+@pytest.mark.parametrize("dtype,oracle", [(torch.bfloat16, BF16), (torch.float16, np.float16)])
+def test_forward_rounds_each_layer_once(dtype, oracle):
+    X, _, ws = TeacherStudentTask(n_samples=64).data()
+    params = [w.to(dtype) for w in ws]
+    got = mlp_forward(params, X).float().numpy().astype(np.float64)
+    # numpy reference: float64 arithmetic, one cast to the format per layer output and per tanh
+    cast = lambda a: a.astype(np.float32).astype(oracle).astype(np.float64)
+    h = cast(X.numpy().astype(np.float64))
+    p64 = [p.float().numpy().astype(np.float64) for p in params]
+    for i in range(3):
+        z = cast(h @ p64[2 * i].T + p64[2 * i + 1])
+        h = cast(np.tanh(z)) if i < 2 else z
+    # float64 sums in another order can, very rarely, round the other way: then by one spacing
+    same = got == h
+    assert same.mean() > 0.99
+    assert np.all(np.abs(got - h)[~same] <= ulp(h[~same], "bf16" if dtype == torch.bfloat16 else "fp16"))
+
+
+def test_training_is_deterministic_and_learns():
+    cfg = TrainConfig(steps=60)
+    a, b = train("fp32", config=cfg), train("fp32", config=cfg)
+    assert np.array_equal(a.losses, b.losses)
+    assert a.losses[-1] < 0.2 * a.losses[0]
+    s1 = train("bf16, stochastic rounding", config=cfg)
+    s2 = train("bf16, stochastic rounding", config=TrainConfig(steps=60, rng_seed=7))
+    assert not np.array_equal(s1.losses, s2.losses)  # the rounding draws come from the seed
+
+
+def test_power_of_two_loss_multiplier_leaves_fp32_and_bf16_unchanged_but_not_fp16():
+    """Exact scaling: every gradient, moment and update scales by a power of two (or not at all)."""
+    base, small = TrainConfig(steps=40), TrainConfig(steps=40, loss_multiplier=2.0**-16)
+    for name in ("fp32", "bf16 + fp32 master", "bf16, round to nearest"):
+        assert np.array_equal(train(name, config=base).losses, train(name, config=small).losses), name
+    fp16 = [train("fp16 + master, no scaling", config=c).losses for c in (base, small)]
+    assert not np.array_equal(*fp16)
+
+
+def test_regimes_order_as_the_chapter_says():
+    """The claims of chapter 04 at the chapter's settings, checked here on the full run."""
+    res = {n: train(n) for n in ["fp32", "bf16, round to nearest", "bf16 + fp32 master",
+                                 "bf16, stochastic rounding", "bf16, Kahan update"]}
+    ref = res["fp32"].final_loss()
+    assert res["bf16, round to nearest"].final_loss() > 3 * ref
+    for n in ("bf16 + fp32 master", "bf16, stochastic rounding", "bf16, Kahan update"):
+        assert res[n].final_loss() < 1.2 * ref, n
+    assert res["bf16, round to nearest"].unchanged[250:].mean() > 0.5
+    # an fp32 master loses an update only below half an fp32 spacing: almost never here
+    assert res["bf16 + fp32 master"].unchanged.mean() < 1e-3
+
+
+def test_fp16_without_scaling_loses_gradients_and_scaling_restores_them():
+    cfg = TrainConfig(steps=150, loss_multiplier=2.0**-16, record_steps=(150,))
+    none = train("fp16 + master, no scaling", config=cfg)
+    static = train("fp16 + master, static scale", config=cfg)
+    ref = train("fp32", config=cfg)
+    assert static.final_loss() < 0.8 * none.final_loss()
+    assert abs(static.final_loss() - ref.final_loss()) < 0.05 * ref.final_loss()
+    g_none = none.snapshots[150].weight_grads
+    g_ref = ref.snapshots[150].weight_grads
+    assert np.mean(g_none == 0) > 0.5 > np.mean(g_ref == 0)
+    assert none.n_skipped == static.n_skipped == 0 and np.all(static.scales == 2.0**16)
+
+
+def test_skipped_steps_leave_weights_and_adam_alone():
+    cfg = TrainConfig(steps=30, loss_multiplier=1.0)
+    hot = Regime("fp16, scale too large", "fp16", UpdateRule.MASTER, StaticScale(2.0**40))
+    r = train(hot, config=cfg)
+    assert r.n_skipped == 30 and np.all(r.skipped)
+    assert np.all(r.losses == r.losses[0])  # nothing ever changed the weights
+    d = train(Regime("dyn", "fp16", UpdateRule.MASTER, DynamicScale(init_scale=2.0**40, growth_interval=5)),
+              config=cfg)
+    assert d.skipped[0] and not d.skipped[-1]
+    assert d.scales[d.n_skipped] == 2.0 ** (40 - d.n_skipped)  # one halving per skipped step at the start
+
+
+def test_state_bytes_are_the_recipe():
+    cfg = TrainConfig(steps=2)
+    n = TeacherStudentTask().n_params
+    per = {name: sum(train(name, config=cfg).state_bytes.values()) / n
+           for name in ("fp32", "bf16 + fp32 master", "bf16, round to nearest", "bf16, Kahan update")}
+    assert per == {"fp32": 16, "bf16 + fp32 master": 16, "bf16, round to nearest": 12, "bf16, Kahan update": 14}
+
+
+def test_regime_and_config_validation():
+    with pytest.raises(ValueError, match="fp32"):
+        Regime("x", "bf16", UpdateRule.FP32)
+    with pytest.raises(ValueError, match="fp32"):
+        Regime("x", "fp32", "master")
+    with pytest.raises(ValueError, match="update rule"):
+        Regime("x", "bf16", "sideways")
+    with pytest.raises(ValueError, match="not supported"):
+        Regime("x", "e4m3fn", "master")
+    with pytest.raises(ValueError, match="power of two"):
+        TrainConfig(loss_multiplier=0.001)
+    with pytest.raises(KeyError, match="known"):
+        train("bf17")
+    assert Regime("x", "bf16", "kahan").update is UpdateRule.KAHAN
+    assert all(isinstance(r, Regime) for r in REGIMES.values())
+
+
+# ------------------------------------------------------------------ ranges and thresholds
+
+def test_range_fractions_and_underflow_vs_numpy_float16():
+    rng = np.random.default_rng(4)
+    x = rng.choice([-1, 1], 20000) * np.exp2(rng.uniform(-30, 18, 20000))
+    x[:500] = 0.0
+    x[500:600] = 2.0**-25  # ties: to zero
+    with np.errstate(over="ignore"):
+        cast = x.astype(np.float16).astype(np.float64)  # numpy's float16 cast: the oracle
+    nz = x != 0
+    fr = range_fractions(x, "fp16")
+    with np.errstate(over="ignore"):
+        assert fr["flushed"] == np.mean(cast[nz] == 0) == underflow_fraction(x, "fp16")
+        assert fr["overflow"] == np.mean(np.isinf(cast[nz]))
+    assert fr["subnormal"] == np.mean((cast[nz] != 0) & (np.abs(cast[nz]) < 2.0**-14))
+    assert math.isclose(fr["flushed"] + fr["subnormal"] + fr["normal"] + fr["overflow"], 1.0)
+    assert fr["count"] == nz.sum()
+    assert underflow_fraction(x, "bf16") == 0.0  # bf16 reaches down to 2**-133
+    assert underflow_fraction(np.zeros(4), "fp16") == 0.0
+
+
+def test_update_threshold_and_the_ratio_band():
+    for name, m in (("bf16", 7), ("fp16", 10)):
+        assert vanishing_ratio_band(name) == (2.0 ** (m + 1), 2.0 ** (m + 2))
+    # brute force against numpy/ml_dtypes casts: just above the threshold survives, below is lost
+    rng = np.random.default_rng(5)
+    for name, dt in (("bf16", BF16), ("fp16", np.float16)):
+        w = np.abs(rng.standard_normal(2000)).astype(np.float32).astype(dt).astype(np.float64)
+        t = update_threshold(w, name)
+        assert np.all((w + 0.99 * t).astype(np.float32).astype(dt) == w.astype(dt))
+        assert np.all((w + 1.01 * t).astype(np.float32).astype(dt) != w.astype(dt))
+    rows, headers = ulp_ladder([1.0, 0.01])
+    assert headers[0] == "w" and len(rows[0]) == 7
+    assert rows[0][1] == FORMATS["fp16"].eps and rows[0][4] == FORMATS["bf16"].eps and rows[0][6] == 256
+
+
+def test_memory_recipes():
+    assert bytes_per_parameter(MEMORY_RECIPES["bf16 + fp32 master, fp32 Adam"]) == 16
+    assert bytes_per_parameter(MEMORY_RECIPES["fp32 weights, fp32 Adam"]) == 16
+    assert bytes_per_parameter(MEMORY_RECIPES["fp8 weights + fp32 master, fp32 Adam"]) == 15
+    assert bytes_per_parameter(MEMORY_RECIPES["bf16 + fp32 master, 8-bit Adam"]) == 10 + 2 * 4 / 2048
+    assert MemoryRecipe("x").breakdown() == {"weights": 2, "gradients": 2, "master": 4, "adam m": 4,
+                                             "adam v": 4, "compensation": 0}
+    with pytest.raises(ValueError):
+        MemoryRecipe("bad", weights="fp12")
+
+
+# ------------------------------------------------------------------ plots (smoke)
+
+def test_chapter_04_05_plots_return_axes():
+    cfg = TrainConfig(steps=20, record_steps=(10,), loss_multiplier=2.0**-12)
+    rs = [train("fp32", config=cfg), train("bf16, round to nearest", config=cfg),
+          train(Regime("dyn", "fp16", "master", DynamicScale(init_scale=2.0**40, growth_interval=3)), config=cfg)]
+    snap = rs[0].snapshots[10]
+    axes = [
+        plots.plot_training_curves(rs),
+        plots.plot_training_curves({r.regime.name: r for r in rs}, log=False),
+        plots.plot_unchanged_updates(rs[:2]),
+        plots.plot_update_survival(snap.weights, snap.updates, "bf16"),
+        plots.plot_gradient_histogram({"act": snap.act_grads, "w": snap.weight_grads}, "fp16", scale=2.0**12),
+        plots.plot_gradient_histogram(snap.weight_grads),
+        plots.plot_loss_scale(rs[2], ceiling=FORMATS["fp16"].max / rs[0].grad_absmax),
+    ]
+    for ax in axes:
+        assert isinstance(ax, matplotlib.axes.Axes) and ax.has_data()
+    _, ax = plt.subplots()
+    assert plots.plot_loss_scale(rs[2], ax=ax) is ax
+    with pytest.raises(ValueError, match="same size"):
+        plots.plot_update_survival(snap.weights, snap.updates[:5])
+    plt.close("all")
