@@ -2,25 +2,15 @@
 fail, memorised answers fail with another seed. (Whole-notebook scores: test_exercise_notebooks.py.)"""
 import math
 import re
-from pathlib import Path
 
-import nbformat
 import pytest
 
 from nbhelpers.checks import cases_for, exercises_of, get_exercise, run_check
+from solution_tools import SolutionNotebook
 
-ROOT = Path(__file__).resolve().parents[1]
-SOLUTION = ROOT / "solutions" / "ex01_float_formats.ipynb"
-
-
-def solution_functions() -> dict:
-    """The solution notebook's function definitions, executed in a fresh namespace."""
-    nb = nbformat.read(SOLUTION, as_version=4)
-    ns: dict = {"math": math}
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.lstrip().startswith("def "):
-            exec(cell.source, ns)
-    return ns
+SOLUTION = SolutionNotebook("ex01_float_formats.ipynb", lambda: {"math": math})
+solution_functions = SOLUTION.functions
+mutate = SOLUTION.mutated
 
 
 @pytest.mark.parametrize("seed", [0, 12345])
@@ -29,15 +19,6 @@ def test_solutions_pass_in_process_with_any_seed(seed):
     for ex in exercises_of(1):
         result = run_check(ex, ns[ex.name], seed=seed)
         assert result.passed, str(result)
-
-
-def mutate(name: str, old: str, new: str):
-    nb = nbformat.read(SOLUTION, as_version=4)
-    src = next(c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)
-    assert old in src, f"mutation target {old!r} not found in {name}"
-    ns: dict = {"math": math}
-    exec(src.replace(old, new), ns)
-    return ns[name]
 
 
 WRONG = [

@@ -2,31 +2,22 @@
 fail, memorised answers fail with another seed. (Whole-notebook scores: test_exercise_notebooks.py.)"""
 import math
 import re
-from pathlib import Path
 
 import ml_dtypes
-import nbformat
 import numpy as np
 import pytest
 
 from nbhelpers.checks import cases_for, exercises_of, get_exercise, run_check
-
-ROOT = Path(__file__).resolve().parents[1]
-SOLUTION = ROOT / "solutions" / "ex04_master_weights.ipynb"
+from solution_tools import SolutionNotebook
 
 
 def _namespace() -> dict:
     return {"math": math, "np": np, "ml_dtypes": ml_dtypes}
 
 
-def solution_functions() -> dict:
-    """The solution notebook's function definitions, executed in a fresh namespace."""
-    nb = nbformat.read(SOLUTION, as_version=4)
-    ns = _namespace()
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.lstrip().startswith("def "):
-            exec(cell.source, ns)
-    return ns
+SOLUTION = SolutionNotebook("ex04_master_weights.ipynb", _namespace)
+solution_functions = SOLUTION.functions
+mutate = SOLUTION.mutated
 
 
 @pytest.mark.parametrize("seed", [0, 4321])
@@ -37,15 +28,6 @@ def test_solutions_pass_in_process_with_any_seed(seed):
     for ex in exercises:
         result = run_check(ex, ns[ex.name], seed=seed)
         assert result.passed, str(result)
-
-
-def mutate(name: str, old: str, new: str):
-    nb = nbformat.read(SOLUTION, as_version=4)
-    src = next(c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)
-    assert old in src, f"mutation target {old!r} not found in {name}"
-    ns = _namespace()
-    exec(src.replace(old, new), ns)
-    return ns[name]
 
 
 WRONG = [

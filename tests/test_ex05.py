@@ -2,30 +2,22 @@
 fail, memorised answers fail with another seed. (Whole-notebook scores: test_exercise_notebooks.py.)"""
 import math
 import re
-from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
 from nbhelpers.checks import cases_for, exercises_of, get_exercise, run_check
+from solution_tools import SolutionNotebook
 from nbhelpers.mixed_precision import gradscaler_trajectory
-
-ROOT = Path(__file__).resolve().parents[1]
-SOLUTION = ROOT / "solutions" / "ex05_loss_scaling.ipynb"
 
 
 def _namespace() -> dict:
     return {"math": math, "np": np}
 
 
-def solution_functions() -> dict:
-    nb = nbformat.read(SOLUTION, as_version=4)
-    ns = _namespace()
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.lstrip().startswith("def "):
-            exec(cell.source, ns)
-    return ns
+SOLUTION = SolutionNotebook("ex05_loss_scaling.ipynb", _namespace)
+solution_functions = SOLUTION.functions
+mutate = SOLUTION.mutated
 
 
 @pytest.mark.parametrize("seed", [0, 2718])
@@ -49,15 +41,6 @@ def test_solution_scaler_equals_gradscaler_on_hidden_sequences():
             continue  # GradScaler's unscale (grad * 1/scale) needs a moderate scale
         expected, _ = gradscaler_trajectory(seq, init, growth, backoff, interval)
         assert ns["scale_trajectory"](seq, init, growth, backoff, interval) == expected
-
-
-def mutate(name: str, old: str, new: str):
-    nb = nbformat.read(SOLUTION, as_version=4)
-    src = next(c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)
-    assert old in src, f"mutation target {old!r} not found in {name}"
-    ns = _namespace()
-    exec(src.replace(old, new), ns)
-    return ns[name]
 
 
 WRONG = [
