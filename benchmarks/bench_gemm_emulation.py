@@ -21,23 +21,15 @@ import json
 import os
 import platform
 import sys
-import time
 from datetime import datetime, timezone
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from nbhelpers.benchmarks import best_time  # noqa: E402
 from nbhelpers.accumulation import emulated_matmul  # noqa: E402
 from nbhelpers.rounding import round_to  # noqa: E402
 
-
-def best_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def one_blas_thread():

@@ -15,26 +15,18 @@ import json
 import os
 import platform
 import sys
-import time
 from datetime import datetime, timezone
 
 import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from nbhelpers.benchmarks import best_time  # noqa: E402
 from nbhelpers.formats import FORMATS  # noqa: E402
 from nbhelpers.rounding import round_to  # noqa: E402
 
 FORMATS_TO_TIME = ["e4m3fn", "e5m2", "bf16"]
 
-
-def best_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main(argv=None) -> int:

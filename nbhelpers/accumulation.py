@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import enum
 import math
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable
+from typing import Callable, ClassVar, Iterable
 
 import numpy as np
 
+from ._enums import enum_member
 from .formats import FloatFormat, Specials, get_format
 from .rounding import Rounding, _as_rounding, round_to
 
@@ -80,15 +82,7 @@ class Order(enum.Enum):
 
 
 def _as_order(order: Order | str) -> Order:
-    if isinstance(order, Order):
-        return order
-    if isinstance(order, str):
-        try:
-            return Order(order.strip().lower())
-        except ValueError:
-            pass
-    known = ", ".join(repr(o.value) for o in Order)
-    raise ValueError(f"unknown order {order!r}; expected one of: {known} (or an Order member)")
+    return enum_member(Order, order, "order")
 
 
 def _check_block(order: Order, block) -> int | None:
@@ -644,7 +638,6 @@ def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp3
 
 # ---- chapter 03: error studies of a GEMM, one tensor-core group, an accumulator probe
 
-from dataclasses import dataclass, field  # noqa: E402  (used by the chapter 03 additions only)
 
 __all__ += [
     "relative_error",
@@ -900,8 +893,6 @@ def probe_verdict(tiny_first: float, tiny_last: float) -> str:
 
 # ---- chapter 02: partial sums, stagnation, the lost part of an addend, error statistics
 
-from dataclasses import dataclass  # noqa: E402
-from typing import ClassVar, Iterable  # noqa: E402
 
 __all__ += [
     "running_sum",

@@ -19,6 +19,8 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
+from ._enums import enum_member
+
 __all__ = [
     "Specials",
     "FloatFormat",
@@ -231,13 +233,7 @@ class FloatFormat:
 
 
 def _as_specials(specials: Specials | str) -> Specials:
-    if isinstance(specials, Specials):
-        return specials
-    try:
-        return Specials(str(specials).lower())
-    except ValueError:
-        known = ", ".join(s.value for s in Specials)
-        raise ValueError(f"unknown specials {specials!r}; expected one of: {known}") from None
+    return enum_member(Specials, specials, "specials")
 
 
 def _validate(exp_bits: int, man_bits: int, specials: Specials, signed: bool) -> None:

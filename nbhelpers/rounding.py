@@ -24,6 +24,7 @@ from numbers import Real
 
 import numpy as np
 
+from ._enums import enum_member
 from .formats import FloatFormat, Specials, finite_values, get_format
 
 __all__ = ["Rounding", "round_to", "round_to_ref", "absorption_threshold"]
@@ -50,15 +51,7 @@ class Rounding(enum.Enum):
 
 
 def _as_rounding(rounding: Rounding | str) -> Rounding:
-    if isinstance(rounding, Rounding):
-        return rounding
-    if isinstance(rounding, str):
-        try:
-            return Rounding(rounding.strip().lower())
-        except ValueError:
-            pass
-    known = ", ".join(repr(r.value) for r in Rounding)
-    raise ValueError(f"unknown rounding {rounding!r}; expected one of: {known}")
+    return enum_member(Rounding, rounding, "rounding")
 
 
 def _as_float64(x) -> np.ndarray:
