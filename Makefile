@@ -92,7 +92,7 @@ else
 	$(VPIP) install --no-deps torch==$(TORCH_VERSION) --extra-index-url $(TORCH_CPU_INDEX)
 	$(VPIP) install torch==$(TORCH_VERSION)
 	@# Triton publishes Linux wheels only; elsewhere (macOS) skip it with a warning:
-	@# the chapters that run Triton kernels (08-10) then cannot run their kernels.
+	@# the notebooks that launch Triton kernels (chapter 03's GEMM on) then cannot run them.
 	@if [ "$$(uname -s)" = Linux ]; then \
 	  echo "$(VPIP) install triton==$(TRITON_VERSION)"; \
 	  $(VPIP) install triton==$(TRITON_VERSION); \

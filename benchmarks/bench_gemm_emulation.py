@@ -20,15 +20,13 @@ import contextlib
 import json
 import os
 import platform
-import sys
 from datetime import datetime, timezone
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from nbhelpers.benchmarks import best_time  # noqa: E402
-from nbhelpers.accumulation import emulated_matmul  # noqa: E402
-from nbhelpers.rounding import round_to  # noqa: E402
+from nbhelpers.accumulation import emulated_matmul
+from nbhelpers.benchmarks import best_time
+from nbhelpers.rounding import round_to
 
 
 

@@ -20,10 +20,9 @@ from datetime import datetime, timezone
 import ml_dtypes
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from nbhelpers.benchmarks import best_time  # noqa: E402
-from nbhelpers.formats import FORMATS  # noqa: E402
-from nbhelpers.rounding import round_to  # noqa: E402
+from nbhelpers.benchmarks import best_time
+from nbhelpers.formats import FORMATS
+from nbhelpers.rounding import round_to
 
 FORMATS_TO_TIME = ["e4m3fn", "e5m2", "bf16"]
 

@@ -5,7 +5,7 @@
 
 Needs an NVIDIA GPU (it refuses to run, exit code 2, without one). For each K (powers of two from
 --kmin to --kmax) it draws the same float64 matrices as chapter 03's notebook
-(``nbhelpers.accumulation.gemm_inputs(M, K, N, seed)``) and measures, against float64 references:
+(``nbhelpers.experiments.gemm_inputs(M, K, N, seed)``) and measures, against float64 references:
 
 * ``torch.matmul bf16``: torch's CUDA matmul of bf16 tensors (bf16 output);
 * ``Triton bf16``: ``nbhelpers.kernels.gemm.matmul`` with bf16 inputs (tensor cores, fp32 tile);
@@ -14,7 +14,7 @@ Needs an NVIDIA GPU (it refuses to run, exit code 2, without one). For each K (p
 
 For the Triton bf16 result it also records which fraction of the outputs is bit-identical to each
 emulation of the chapter (the tensor-core model with groups of 4, 8 and 16, and fp32 sequential
-accumulation). See ``nbhelpers.kernels.gemm.measure_gemm_errors`` for the fields.
+accumulation). See ``nbhelpers.gpu_measurements.measure_gemm_errors`` for the fields.
 
 The results file ``benchmarks/results/gemm_numerics_<gpu-name>.json`` holds ``meta`` (GPU name from
 torch.cuda.get_device_name, UTC date, this script's path, torch/triton/numpy versions, M, N, seed)
@@ -54,8 +54,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
 
-    sys.path.insert(0, str(ROOT))
-    from nbhelpers.kernels.gemm import gpu_run, gpu_slug
+    from nbhelpers.gpu_measurements import gpu_run
+    from nbhelpers.results import gpu_slug
 
     Ks = [k for k in (2**e for e in range(4, 25)) if args.kmin <= k <= args.kmax]
     if not Ks:

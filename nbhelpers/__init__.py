@@ -1,16 +1,45 @@
 """Helpers for the course "Low-precision numerics for AI accelerators".
 
-One module per concept, named after what a chapter needs:
+The package is cut by role, one concept per module. Each layer imports only from the layers
+above it (tests/test_import_graph.py holds it to that), and a new chapter adds modules rather
+than sections to old ones.
 
-- :mod:`nbhelpers.formats`       bit layouts, limits, encode/decode (chapter 01)
-- :mod:`nbhelpers.rounding`      rounding onto a format's grid (chapter 01 on)
-- :mod:`nbhelpers.accumulation`  emulated sums, dot products and GEMMs (chapters 02-03)
-- :mod:`nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
-- :mod:`nbhelpers.plots`, :mod:`nbhelpers.tables`   figures and text tables
-- :mod:`nbhelpers.checks`        exercise checks; :mod:`nbhelpers.exercises` per-chapter specs
-- :mod:`nbhelpers.make_exercises`  generate exercises/ from solutions/; :mod:`nbhelpers.grade` grade submissions
-- :mod:`nbhelpers.mixed_precision`  training regimes and loss scaling (chapters 04-05)
-- :mod:`nbhelpers.kernels`  Triton kernels (import after setup_device); :mod:`nbhelpers.benchmarks` timing
+Specs: what a format, a recipe or a setting is; no numerics, no imports from other layers.
+  - :mod:`~nbhelpers.formats`       FloatFormat: bit layouts, derived limits, decode, the torch dtype
+  - :mod:`~nbhelpers.validation`    argument checks: enum strings, positive sizes, generators
+  - :mod:`~nbhelpers.memory`        bytes per parameter of a training recipe (chapter 04)
+  - chapter 06's scaling recipes (granularity, element and scale formats) go in ``recipes``
+
+Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle in the tests.
+  - :mod:`~nbhelpers.rounding`      round_to, encode, stochastic rounding, absorption thresholds
+  - :mod:`~nbhelpers.accumulation`  the rounding adder: sums, dots, GEMMs in a chosen accumulator (SumMethod)
+  - :mod:`~nbhelpers.tensor_cores`  fused groups, alignment, truncation, promotion to fp32 (chapters 03, 07)
+  - :mod:`~nbhelpers.training`      regimes, update rules, the teacher-student model and its training loop
+  - :mod:`~nbhelpers.loss_scaling`  static and dynamic loss scalers (GradScaler's rule)
+  - chapter 06's quantize / dequantize and scaled-GEMM references go in ``scaling``; chapter 07's
+    promotion model is ``tensor_cores.tensor_core_matmul(promote_every=...)``, extended there
+
+Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
+  - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
+  - :mod:`~nbhelpers.kernels`       ``kernels.gemm`` (chapter 03's tiled GEMM); chapter 09's scaled
+    fp8 GEMM kernel goes in ``kernels.scaled_gemm``, chapter 10's grouped GEMM in ``kernels.grouped_gemm``
+
+Measurements: what the chapters measure, built on the engines and kernels.
+  - :mod:`~nbhelpers.metrics`       relative errors, exact sums, range fractions
+  - :mod:`~nbhelpers.experiments`   seeded inputs and sweeps: GEMM error vs K, sum errors vs length
+  - :mod:`~nbhelpers.gpu_measurements`  GPU runs of the kernels, labelled for a results file
+  - :mod:`~nbhelpers.results`       finding and reading recorded results in ``benchmarks/results/``
+  - :mod:`~nbhelpers.benchmarks`    timing helpers for the scripts in ``benchmarks/``
+
+Presentation: figures and text, never numerics of their own.
+  - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format
+  - :mod:`~nbhelpers.tables`        plain-text tables
+
+Course tooling: exercises, checks and grading.
+  - :mod:`~nbhelpers.checks`        Exercise, Case, CheckResult/CheckStatus, comparators, check() for notebooks
+  - :mod:`~nbhelpers.exercises`     ``chNN``: one chapter's references, cases and EXERCISES list
+  - :mod:`~nbhelpers.make_exercises`  generate exercises/ from solutions/
+  - :mod:`~nbhelpers.grading`       the instructor's grader (``python -m nbhelpers.grade``)
 
 Import what you need from the module; importing the package does nothing else.
 """

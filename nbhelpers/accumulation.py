@@ -1,4 +1,4 @@
-"""Emulated low-precision accumulation: sums, dot products and GEMMs (chapters 02, 03, 07).
+"""The rounding adder: sums, dot products and GEMMs with every addition rounded into a format.
 
 Every function here computes in float64 but keeps each intermediate result on the grid of a
 chosen accumulator format, so a "bf16 sum" behaves exactly like a loop in bf16 arithmetic:
@@ -26,37 +26,44 @@ tree of depth ceil(log2 n)), ``blocked`` (sequential partial sums of ``block`` t
 format, each added into an outer accumulator) and ``kahan`` (compensated summation with the sum and
 the compensation both held in the accumulator format, every operation rounded).
 
-Shapes: :func:`emulated_sum` reduces one axis of any array; :func:`emulated_dot` the last axis of
-two broadcastable arrays; :func:`emulated_matmul` and :func:`tensor_core_matmul` take (M, K) and
-(K, N) and return (M, N) float64. All loop over the reduction index only; each step is vectorised
-over everything else.
+A :class:`SumMethod` bundles the accumulator format, the order, the rounding and the block size,
+validated once; every entry point here builds one first.
 
-:func:`emulated_matmul_ref` and :func:`tensor_core_matmul_ref` are slow references (one output at
-a time, with :func:`nbhelpers.rounding.round_to` and exact rational arithmetic) for the tests.
+Shapes: :func:`emulated_sum` and :func:`running_sum` reduce one axis of any array;
+:func:`emulated_dot` the last axis of two broadcastable arrays; :func:`emulated_matmul` takes
+(M, K) and (K, N) and returns (M, N) float64. All loop over the reduction index only; each step is
+vectorised over everything else. :func:`addend_loss` and :func:`stall_length` look at a single
+addition and at the point where a sum stops growing.
+
+:func:`emulated_matmul_ref` is the slow reference (one output at a time, with
+:func:`nbhelpers.rounding.round_to` and exact rational arithmetic) for the tests. The tensor-core
+model (fused groups, alignment, truncation, promotion) builds on the adder in
+:mod:`nbhelpers.tensor_cores`.
 """
 from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, ClassVar, Iterable
+from typing import Callable
 
 import numpy as np
 
-from ._enums import enum_member
 from .formats import FloatFormat, Specials, get_format
 from .rounding import Rounding, _as_rounding, round_to
+from .validation import enum_member, positive_int, real_float64, stochastic_rng
 
 __all__ = [
     "Order",
+    "SumMethod",
     "emulated_sum",
     "emulated_dot",
     "emulated_matmul",
     "emulated_matmul_ref",
-    "tensor_core_matmul",
-    "tensor_core_matmul_ref",
-    "max_align_bits",
+    "running_sum",
+    "addend_loss",
+    "stall_length",
 ]
 
 
@@ -89,9 +96,7 @@ def _check_block(order: Order, block) -> int | None:
     if order is Order.BLOCKED:
         if block is None:
             raise ValueError("order='blocked' needs block=k, the number of terms per partial sum")
-        if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
-            raise ValueError(f"block must be a positive int, got {block!r}")
-        return int(block)
+        return positive_int("block", block)
     if block is not None:
         raise ValueError(f"block={block!r} is only used with order='blocked' (order is {order.value!r})")
     return None
@@ -99,12 +104,7 @@ def _check_block(order: Order, block) -> int | None:
 
 def _check_rng(mode: Rounding, rng) -> None:
     if mode is Rounding.STOCHASTIC:
-        if rng is None:
-            raise ValueError(
-                "stochastic rounding needs an explicit generator: pass rng=np.random.default_rng(seed)"
-            )
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        stochastic_rng(rng)
 
 
 def _check_fmt(fmt, what: str) -> FloatFormat:
@@ -112,6 +112,7 @@ def _check_fmt(fmt, what: str) -> FloatFormat:
     if f.specials is Specials.POWER_OF_TWO:
         raise ValueError(f"{what}={f.name!r} is a scale format (no zero, no sign); it cannot accumulate")
     return f
+
 
 
 # ====================================================================== one rounded addition
@@ -252,14 +253,12 @@ def _accumulate(
     term: Callable[[int], np.ndarray],
     n: int,
     shape: tuple,
-    f: FloatFormat,
-    order: Order,
-    mode: Rounding,
-    block: int | None,
+    method: SumMethod,
     rng,
 ) -> np.ndarray:
-    """Sum term(0) + ... + term(n-1) (arrays of ``shape``) in format f, in the given order."""
-    add = _Adder(f, mode, rng)
+    """Sum term(0) + ... + term(n-1) (arrays of ``shape``) with ``method`` (format, order, rounding)."""
+    add = _Adder(method.acc, method.rounding, rng)
+    order, block = method.order, method.block
     zero = np.zeros(shape)
     if n == 0:
         return zero
@@ -324,26 +323,17 @@ def emulated_sum(
 
     The loop runs over the reduced axis only; each step rounds the whole batch at once.
     """
-    f = _check_fmt(acc, "acc")
-    order_ = _as_order(order)
-    mode = _as_rounding(rounding)
-    block_ = _check_block(order_, block)
-    _check_rng(mode, rng)
+    method = SumMethod(acc, order, rounding, block)
+    method.check_rng(rng)
     arr = np.asarray(x)
     if arr.ndim == 0:
         raise ValueError("emulated_sum needs an array with at least one axis to reduce")
-    arr = round_to(arr, in_fmt) if in_fmt is not None else _as_f64(arr)
+    arr = round_to(arr, in_fmt) if in_fmt is not None else real_float64(arr)
     arr = np.moveaxis(arr, axis, -1)
     batch, n = arr.shape[:-1], arr.shape[-1]
     cols = np.ascontiguousarray(arr.reshape(math.prod(batch), n).T)  # (n, batch): row k holds term k of every sum
-    out = _accumulate(lambda k: cols[k], n, (cols.shape[1],), f, order_, mode, block_, rng)
+    out = _accumulate(lambda k: cols[k], n, (cols.shape[1],), method, rng)
     return out.reshape(batch)
-
-
-def _as_f64(arr: np.ndarray) -> np.ndarray:
-    if arr.dtype.kind not in "fiub" and arr.dtype.kind != "V":
-        raise TypeError(f"expected real numbers, got dtype {arr.dtype}")
-    return arr.astype(np.float64)
 
 
 def emulated_dot(
@@ -399,16 +389,13 @@ def emulated_matmul(
     products in the given order; the loop runs over K, each step updating all M x N
     accumulators at once: C = fl(C + A[:, k, None] * B[None, k, :]).
     """
-    f = _check_fmt(acc, "acc")
-    order_ = _as_order(order)
-    mode = _as_rounding(rounding)
-    block_ = _check_block(order_, block)
-    _check_rng(mode, rng)
+    method = SumMethod(acc, order, rounding, block)
+    method.check_rng(rng)
     Aq, Bq = _check_matmul(A, B, in_fmt)
     At = np.ascontiguousarray(Aq.T)  # row k of At is column k of A
     M, K = Aq.shape
     N = Bq.shape[1]
-    C = _accumulate(lambda k: np.multiply.outer(At[k], Bq[k]), K, (M, N), f, order_, mode, block_, rng)
+    C = _accumulate(lambda k: np.multiply.outer(At[k], Bq[k]), K, (M, N), method, rng)
     return C if out_fmt is None else round_to(C, out_fmt)
 
 
@@ -416,9 +403,8 @@ def emulated_matmul_ref(A, B, in_fmt="bf16", acc="fp32", order="sequential", rou
                         block=None) -> np.ndarray:
     """Slow reference for :func:`emulated_matmul` (deterministic roundings): one output at a time,
     every addition done exactly with Fractions and rounded once with ``round_to``. (M, N) float64."""
-    f = get_format(acc)
-    order_ = _as_order(order)
-    mode = _as_rounding(rounding)
+    method = SumMethod(acc, order, rounding, block)
+    f, mode = method.acc, method.rounding
     if mode is Rounding.STOCHASTIC:
         raise ValueError("the reference has no stochastic rounding")
     Aq, Bq = _check_matmul(A, B, in_fmt)
@@ -435,7 +421,7 @@ def emulated_matmul_ref(A, B, in_fmt="bf16", acc="fp32", order="sequential", rou
     for i in range(M):
         for j in range(N):
             terms = [Fraction(float(Aq[i, k])) * Fraction(float(Bq[k, j])) for k in range(K)]
-            C[i, j] = float(_sum_ref(terms, add, order_, block))
+            C[i, j] = float(_sum_ref(terms, add, method.order, method.block))
     return C
 
 
@@ -497,413 +483,6 @@ def _sum_ref(terms: list, add, order: Order, block) -> Fraction:
     return add(balanced(terms[:big]), right)
 
 
-# ====================================================================== tensor-core model
-
-
-def max_align_bits(group: int) -> int:
-    """Largest ``align_bits`` for which the aligned group sum (g products and the accumulator,
-    each an integer multiple of 2**(E - align_bits) below 2**(align_bits + 1) in units of that)
-    is exact in float64: align_bits + 1 + ceil(log2(group + 1)) <= 53."""
-    return 52 - math.ceil(math.log2(group + 1))
-
-
-def tensor_core_matmul(
-    A,
-    B,
-    in_fmt: FloatFormat | str = "bf16",
-    group: int = 8,
-    align_bits: int = 23,
-    acc: FloatFormat | str = "fp32",
-    rounding: Rounding | str = "toward_zero",
-    promote_every: int | None = None,
-    out_fmt: FloatFormat | str | None = None,
-    rng: np.random.Generator | None = None,
-) -> np.ndarray:
-    """A model of how NVIDIA tensor cores accumulate: fused groups, alignment, truncation.
-
-    A: (M, K), B: (K, N) -> (M, N) float64.
-
-    The model (Fasi, Higham, Mikaitis & Pranesh 2021, "Numerical behavior of NVIDIA tensor
-    cores"; group sizes from Khattak & Mikaitis 2025: 4 on V100, 8 on A100, 16 on H100 for
-    fp16/bf16 inputs):
-
-    1. inputs are rounded to ``in_fmt``; products are exact;
-    2. the K products are taken ``group`` at a time (the last group may be shorter). For one
-       group, the ``group`` products *and the incoming accumulator c* are aligned to the largest
-       exponent E among them (E = floor(log2 |v|) of the largest magnitude) and each is truncated
-       toward zero to a multiple of 2**(E - align_bits): ``align_bits`` bits are kept below the
-       leading bit, with no guard, round or sticky bits, so a term smaller than 2**(E - align_bits)
-       vanishes entirely;
-    3. the truncated terms are added exactly (fixed point) and the result is rounded once into
-       ``acc`` with ``rounding``: toward zero by default (truncation, as in Fasi et al.'s model of
-       the final normalisation), a parameter so that nearest-even can be compared;
-    4. ``promote_every=N`` (a multiple of ``group``): after every N products the accumulator c is
-       added into a separate fp32 accumulator (nearest-even) and reset to zero, as DeepSeek-V3 does
-       for Hopper fp8 GEMMs (N_C = 128); the fp32 accumulator is the result.
-
-    ``align_bits`` defaults to 23 (an fp32-wide aligned significand, as in the paper's model);
-    it may be at most :func:`max_align_bits` (47 for group 16) so that step 3 is exact in float64.
-    With a large ``align_bits`` and terms whose bits all lie within it, nothing is truncated and the
-    model is exact grouped summation rounded once per group (tested).
-    """
-    f = _check_fmt(acc, "acc")
-    mode = _as_rounding(rounding)
-    _check_rng(mode, rng)
-    g, align_bits, promote_every = _check_tc(group, align_bits, promote_every)
-    Aq, Bq = _check_matmul(A, B, in_fmt)
-    M, K = Aq.shape
-    N = Bq.shape[1]
-    add = _Adder(f, mode, rng)
-    fp32 = _Adder(get_format("fp32"), Rounding.NEAREST_EVEN, None)
-    c = np.zeros((M, N))
-    outer = np.zeros((M, N)) if promote_every else None
-    done = 0
-    for k0 in range(0, K, g):
-        k1 = min(k0 + g, K)
-        terms = np.empty((k1 - k0 + 1, M, N))
-        terms[0] = c
-        np.multiply(Aq[:, k0:k1].T[:, :, None], Bq[k0:k1, None, :], out=terms[1:])
-        c = add.round(_aligned_sum(terms, align_bits))
-        done = k1
-        if promote_every and (done % promote_every == 0 or done == K):
-            outer = fp32.add(outer, c)
-            c = np.zeros((M, N))
-    out = outer if promote_every else c
-    return out if out_fmt is None else round_to(out, out_fmt)
-
-
-def _check_tc(group, align_bits, promote_every):
-    for name, v in (("group", group), ("align_bits", align_bits)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    hi = max_align_bits(group)
-    if align_bits > hi:
-        raise ValueError(
-            f"align_bits={align_bits} is too large for group={group}: at most {hi}, so that the "
-            "aligned group sum is exact in float64"
-        )
-    if promote_every is not None:
-        if isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer)) \
-                or promote_every < 1 or promote_every % group:
-            raise ValueError(
-                f"promote_every must be None or a positive multiple of group={group}, got {promote_every!r}"
-            )
-    return int(group), int(align_bits), promote_every
-
-
-def _aligned_sum(terms: np.ndarray, align_bits: int) -> np.ndarray:
-    """terms (G, ...) -> exact sum over axis 0 after truncating each to 2**(E - align_bits)."""
-    amax = np.abs(terms).max(axis=0)
-    _, ex = np.frexp(amax)  # amax = m * 2**ex, m in [0.5, 1): E = ex - 1 (zero gives ex = 0)
-    inv_q = np.ldexp(1.0, align_bits - (ex - 1))  # 1/q = 2**(align_bits - E), a power of two
-    kept = np.trunc(terms * inv_q)  # exact: scaling by a power of two, then truncation
-    return kept.sum(axis=0) / inv_q  # exact: integers below 2**53, then a power-of-two scaling
-
-
-def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp32",
-                           rounding="toward_zero", promote_every=None) -> np.ndarray:
-    """Slow reference for :func:`tensor_core_matmul` (deterministic roundings): one output at a
-    time, exact Fractions, the alignment written out with integer shifts. (M, N) float64."""
-    f = get_format(acc)
-    mode = _as_rounding(rounding)
-    g, align_bits, promote_every = _check_tc(group, align_bits, promote_every)
-    Aq, Bq = _check_matmul(A, B, in_fmt)
-    M, K = Aq.shape
-    N = Bq.shape[1]
-    C = np.zeros((M, N))
-    for i in range(M):
-        for j in range(N):
-            c = Fraction(0)
-            outer = Fraction(0)
-            for k0 in range(0, K, g):
-                vals = [c] + [Fraction(float(Aq[i, k])) * Fraction(float(Bq[k, j]))
-                              for k in range(k0, min(k0 + g, K))]
-                nz = [abs(v) for v in vals if v != 0]
-                if nz:
-                    top = max(nz)
-                    E = top.numerator.bit_length() - top.denominator.bit_length()
-                    if Fraction(2) ** E > top:  # bit_length difference can be one too high
-                        E -= 1
-                    q = Fraction(2) ** (E - align_bits)
-                    total = sum((math.trunc(v / q) * q for v in vals), Fraction(0))
-                else:
-                    total = Fraction(0)
-                c = Fraction(float(round_to(_fraction_to_float_odd(total), f, mode)))
-                if promote_every and ((min(k0 + g, K)) % promote_every == 0 or k0 + g >= K):
-                    outer = Fraction(float(round_to(_fraction_to_float_odd(outer + c), "fp32")))
-                    c = Fraction(0)
-            C[i, j] = float(outer if promote_every else c)
-    return C
-
-
-# ---- chapter 03: error studies of a GEMM, one tensor-core group, an accumulator probe
-
-
-__all__ += [
-    "relative_error",
-    "gemm_inputs",
-    "GemmSweep",
-    "gemm_sweep",
-    "align_group",
-    "tensor_core_group_sum",
-    "accumulator_probe",
-    "probe_verdict",
-]
-
-
-def relative_error(C, C_ref) -> float:
-    """Normwise relative error ``||C - C_ref||_F / ||C_ref||_F`` (Frobenius norms, in float64).
-
-    C, C_ref: arrays of the same shape (any real dtype, ml_dtypes included). Returns 0.0 when
-    both are all zeros and inf when C_ref is all zeros but C is not.
-    """
-    c, r = np.asarray(C), np.asarray(C_ref)
-    if c.shape != r.shape:
-        raise ValueError(f"relative_error needs two arrays of the same shape; got {c.shape} and {r.shape}")
-    c, r = _as_f64(c), _as_f64(r)
-    den = float(np.linalg.norm(r))
-    num = float(np.linalg.norm(c - r))
-    if den == 0.0:
-        return 0.0 if num == 0.0 else math.inf
-    return num / den
-
-
-_DISTS = ("normal", "uniform")
-
-
-def _positive_int(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return int(v)
-
-
-def gemm_inputs(M: int, K: int, N: int, seed: int = 0, dist: str = "normal") -> tuple[np.ndarray, np.ndarray]:
-    """Random float64 test matrices A (M, K) and B (K, N) for the error-vs-K studies.
-
-    Drawn from ``np.random.default_rng([seed, M, K, N])``: the same (seed, M, K, N) give the same
-    matrices on every machine and in every script (the GPU benchmark uses this too), whatever
-    other sizes are drawn. dist: ``"normal"`` (standard normal, products of both signs) or
-    ``"uniform"`` (uniform on [0, 1): every product is positive and the sums grow like K).
-    """
-    M, K, N = (_positive_int(n, v) for n, v in (("M", M), ("K", K), ("N", N)))
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    if dist not in _DISTS:
-        raise ValueError(f"dist must be one of {_DISTS}, got {dist!r}")
-    rng = np.random.default_rng([int(seed), M, K, N])
-    if dist == "normal":
-        return rng.standard_normal((M, K)), rng.standard_normal((K, N))
-    return rng.random((M, K)), rng.random((K, N))
-
-
-@dataclass(frozen=True)
-class GemmSweep:
-    """The outputs of several GEMM variants on the matrices of :func:`gemm_inputs`, for each K.
-
-    outputs: label -> one C (M, N) float64 per K. Made by :func:`gemm_sweep`; the errors against
-    either reference come from :meth:`errors` without recomputing any GEMM.
-    """
-
-    Ks: tuple
-    M: int
-    N: int
-    seed: int
-    dist: str
-    outputs: dict = field(repr=False)
-
-    def inputs(self, K: int) -> tuple[np.ndarray, np.ndarray]:
-        """The float64 data A (M, K), B (K, N) the variants were given for this K."""
-        return gemm_inputs(self.M, K, self.N, self.seed, self.dist)
-
-    def errors(self, reference: FloatFormat | str | None = None, labels=None) -> dict[str, np.ndarray]:
-        """label -> float64 array of :func:`relative_error`, one per K (for ``labels``, default all).
-
-        reference None: against the float64 product of the data (what one meant to compute, so
-        input rounding counts as error). A format name: against the product of the data rounded
-        to that format, so only the accumulation and any output rounding are measured. The
-        reference is float64 ``A @ B``, whose own error (about K * 2**-53) is far below anything
-        measured here.
-        """
-        fref = None if reference is None else _check_fmt(reference, "reference")
-        labels = list(self.outputs) if labels is None else list(labels)
-        for label in labels:
-            if label not in self.outputs:
-                raise KeyError(f"no variant {label!r}; have {list(self.outputs)}")
-        out = {label: np.empty(len(self.Ks)) for label in labels}
-        for i, K in enumerate(self.Ks):
-            A, B = self.inputs(K)
-            C_ref = A @ B if fref is None else round_to(A, fref) @ round_to(B, fref)
-            for label in labels:
-                out[label][i] = relative_error(self.outputs[label][i], C_ref)
-        return out
-
-    def with_rounded_output(self, label: str, out_fmt: FloatFormat | str, new_label: str) -> GemmSweep:
-        """A new sweep with one more variant: ``label``'s outputs rounded (nearest-even) to
-        ``out_fmt`` once at the end, under ``new_label``."""
-        if label not in self.outputs:
-            raise KeyError(f"no variant {label!r}; have {list(self.outputs)}")
-        if new_label in self.outputs:
-            raise ValueError(f"a variant called {new_label!r} exists already")
-        f = _check_fmt(out_fmt, "out_fmt")
-        outputs = dict(self.outputs)
-        outputs[new_label] = [round_to(C, f) for C in self.outputs[label]]
-        return GemmSweep(self.Ks, self.M, self.N, self.seed, self.dist, outputs)
-
-
-def gemm_sweep(
-    variants: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]],
-    Ks,
-    M: int = 16,
-    N: int = 16,
-    seed: int = 0,
-    dist: str = "normal",
-) -> GemmSweep:
-    """Run every GEMM variant on ``gemm_inputs(M, K, N, seed, dist)`` for each K.
-
-    variants: label -> function (A, B) -> C, called with the float64 data A (M, K), B (K, N); it
-    rounds the inputs itself (e.g. ``lambda A, B: emulated_matmul(A, B, "bf16", "fp32")``) and
-    returns C (M, N) as anything ``np.asarray`` takes. Returns a :class:`GemmSweep`.
-    """
-    if not isinstance(variants, dict) or not variants:
-        raise ValueError("variants must be a non-empty dict: label -> function (A, B) -> C")
-    for label, fn in variants.items():
-        if not callable(fn):
-            raise TypeError(f"variant {label!r} is not callable")
-    Ks = tuple(_positive_int("each K", k) for k in Ks)
-    if not Ks:
-        raise ValueError("Ks is empty: give at least one K")
-    M, N = _positive_int("M", M), _positive_int("N", N)
-    outputs: dict[str, list[np.ndarray]] = {label: [] for label in variants}
-    for K in Ks:
-        A, B = gemm_inputs(M, K, N, seed, dist)
-        for label, fn in variants.items():
-            C = np.asarray(fn(A.copy(), B.copy()), dtype=np.float64)
-            if C.shape != (M, N):
-                raise ValueError(f"variant {label!r} returned shape {C.shape} for K={K}, expected {(M, N)}")
-            outputs[label].append(C)
-    return GemmSweep(Ks, M, N, int(seed), dist, outputs)
-
-
-def align_group(values, align_bits: int = 23) -> tuple[int | None, np.ndarray]:
-    """The alignment step of one tensor-core group (see :func:`tensor_core_matmul`).
-
-    values: 1-D array of finite numbers (the incoming accumulator and the group's products).
-    Returns (E, kept): E = floor(log2(max |v|)), the exponent everything is aligned to (None if
-    all values are zero), and each value truncated toward zero to a multiple of
-    2**(E - align_bits), as float64 of the same length (exact).
-    """
-    v = _group_values(values)
-    if isinstance(align_bits, bool) or not isinstance(align_bits, (int, np.integer)) or align_bits < 1:
-        raise ValueError(f"align_bits must be a positive int, got {align_bits!r}")
-    hi = max_align_bits(max(v.size - 1, 1))
-    if align_bits > hi:
-        raise ValueError(f"align_bits={align_bits} is too large for {v.size} values: at most {hi}")
-    amax = float(np.abs(v).max()) if v.size else 0.0
-    if amax == 0.0:
-        return None, np.zeros(v.size)
-    E = math.frexp(amax)[1] - 1
-    inv_q = math.ldexp(1.0, int(align_bits) - E)
-    return E, np.trunc(v * inv_q) / inv_q
-
-
-def _group_values(values) -> np.ndarray:
-    v = np.asarray(values)
-    if v.ndim != 1:
-        raise ValueError(f"expected a 1-D array of values, got shape {v.shape}")
-    v = _as_f64(v)
-    if not np.isfinite(v).all():
-        raise ValueError("the tensor-core model covers finite values only (got inf or NaN)")
-    return v
-
-
-def tensor_core_group_sum(
-    c: float,
-    products,
-    align_bits: int = 23,
-    acc: FloatFormat | str = "fp32",
-    rounding: Rounding | str = "toward_zero",
-) -> float:
-    """One fused tensor-core step: the new accumulator after adding a group of products to c.
-
-    c: the incoming accumulator (a finite number); products: 1-D array of the group's (exact)
-    products. c and the products are aligned together (:func:`align_group`), the kept parts are
-    added exactly, and the sum is rounded once into ``acc`` (toward zero by default). This is
-    one iteration of :func:`tensor_core_matmul`'s loop, for a single output element.
-    """
-    p = np.asarray(products)
-    if p.ndim != 1:
-        raise ValueError(f"products must be a 1-D array (one group), got shape {p.shape}")
-    c_ = np.asarray(c)
-    if c_.ndim != 0:
-        raise ValueError(f"c must be one number (the accumulator of one output), got shape {c_.shape}")
-    terms = _group_values(np.concatenate([_as_f64(c_).reshape(1), _as_f64(p)]))
-    f = _check_fmt(acc, "acc")
-    mode = _as_rounding(rounding)
-    if mode is Rounding.STOCHASTIC:
-        raise ValueError("tensor_core_group_sum has no stochastic rounding; use nearest_even, "
-                         "nearest_away or toward_zero")
-    _, kept = align_group(terms, align_bits)
-    total = float(kept.sum())  # exact: multiples of one power of two, below 2**53 units (max_align_bits)
-    return float(round_to(total, f, mode))
-
-
-def accumulator_probe(K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: int = 4
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Matrices A (M, K), B (K, N) whose every output is 1 + 2**-8 + n_tiny * 2**-25 exactly.
-
-    Every row of A is ones on the first n_tiny + 2 positions (zeros after); every column of B
-    holds the products' second factors: 1 and 2**-8, and n_tiny times 2**-25, with the tiny
-    ones placed first (``tiny_first``) or after the two large ones. All values are bf16 values.
-
-    What it tells apart, read through a bf16 output: 1 + 2**-8 is exactly halfway between the
-    bf16 neighbours 1 and 1 + 2**-7, so the tiny terms decide the rounding. Exact (or wider than
-    fp32) accumulation keeps them: 1 + 2**-7. An fp32 accumulator that adds them after the 1
-    loses each (2**-25 is a quarter of fp32's spacing at 1), leaving the tie: 1.0 (ties to
-    even). Added first, they sum exactly to n_tiny * 2**-25 and survive: 1 + 2**-7 (for
-    n_tiny >= 3). A bf16 accumulator loses them either way: 1.0.
-    """
-    K, M, N, n_tiny = (_positive_int(n, v) for n, v in (("K", K), ("M", M), ("N", N), ("n_tiny", n_tiny)))
-    if K < n_tiny + 2:
-        raise ValueError(f"K={K} is too short for the probe: it needs K >= n_tiny + 2 = {n_tiny + 2}")
-    if not isinstance(tiny_first, (bool, np.bool_)):
-        raise TypeError(f"tiny_first must be True or False, got {tiny_first!r}")
-    b = np.zeros(K)
-    big, tiny = [1.0, 2.0**-8], [2.0**-25] * n_tiny
-    b[: n_tiny + 2] = tiny + big if tiny_first else big + tiny
-    a = np.zeros(K)
-    a[: n_tiny + 2] = 1.0
-    return np.tile(a, (M, 1)), np.tile(b[:, None], (1, N))
-
-
-def probe_verdict(tiny_first: float, tiny_last: float) -> str:
-    """What the two bf16 outputs of :func:`accumulator_probe` (tiny terms first, tiny terms
-    last) say about the accumulator that produced them; a sentence."""
-    hi, lo = 1.0 + 2.0**-7, 1.0
-    verdicts = {
-        (hi, hi): "kept in either order: wider than fp32 (or exact)",
-        (hi, lo): "kept only when first: an fp32 accumulator, in K order",
-        (lo, hi): "kept only when last: an fp32 accumulator, in another order",
-        (lo, lo): "lost in either order: narrower than fp32, or truncation",
-    }
-    key = (float(tiny_first), float(tiny_last))
-    if key not in verdicts:
-        return f"unexpected outputs {key}: the probe gives 1 or 1 + 2**-7 after a bf16 rounding"
-    return verdicts[key]
-
-
-# ---- chapter 02: partial sums, stagnation, the lost part of an addend, error statistics
-
-
-__all__ += [
-    "running_sum",
-    "exact_sum",
-    "addend_loss",
-    "stall_length",
-    "SumMethod",
-    "SumErrors",
-    "sum_errors",
-    "errors_vs_length",
-]
 
 
 def _reduce_layout(x, axis: int, in_fmt=None) -> tuple[np.ndarray, tuple, int]:
@@ -911,7 +490,7 @@ def _reduce_layout(x, axis: int, in_fmt=None) -> tuple[np.ndarray, tuple, int]:
     arr = np.asarray(x)
     if arr.ndim == 0:
         raise ValueError("expected an array with at least one axis to sum along, got a scalar")
-    arr = round_to(arr, in_fmt) if in_fmt is not None else _as_f64(arr)
+    arr = round_to(arr, in_fmt) if in_fmt is not None else real_float64(arr)
     arr = np.moveaxis(arr, axis, -1)
     batch, n = arr.shape[:-1], arr.shape[-1]
     return np.ascontiguousarray(arr.reshape(math.prod(batch), n).T), batch, n
@@ -933,30 +512,16 @@ def running_sum(
     :func:`emulated_sum`; stochastic rounding draws in the same order, so for the same generator
     state the last entry equals emulated_sum's result.
     """
-    f = _check_fmt(acc, "acc")
-    mode = _as_rounding(rounding)
-    _check_rng(mode, rng)
+    method = SumMethod(acc, Order.SEQUENTIAL, rounding)
+    method.check_rng(rng)
     cols, batch, n = _reduce_layout(x, axis, in_fmt)
-    add = _Adder(f, mode, rng)
+    add = _Adder(method.acc, method.rounding, rng)
     out = np.empty_like(cols)
     s = np.zeros(cols.shape[1])
     for k in range(n):
         s = add.add(s, cols[k])
         out[k] = s
     return np.moveaxis(out.T.reshape(*batch, n), -1, axis)
-
-
-def exact_sum(x, axis: int = -1) -> np.ndarray:
-    """The exact sum of ``x`` along ``axis``, rounded once to float64 (``math.fsum`` per lane).
-
-    ``math.fsum`` (Shewchuk's algorithm) keeps the running sum as a list of non-overlapping
-    float64 partials, so nothing is lost on the way, and rounds the total once to nearest
-    (CPython, Modules/mathmodule.c). x: real array; returns float64 with ``axis`` removed. This
-    is the reference every error in chapter 02 is measured against.
-    """
-    cols, batch, n = _reduce_layout(x, axis)
-    rows = cols.T  # (batch, n)
-    return np.array([math.fsum(r) for r in rows.tolist()], dtype=np.float64).reshape(batch)
 
 
 def addend_loss(s, a, acc: FloatFormat | str = "bf16", rounding: Rounding | str = "nearest_even") -> np.ndarray:
@@ -977,7 +542,7 @@ def addend_loss(s, a, acc: FloatFormat | str = "bf16", rounding: Rounding | str 
     if mode is Rounding.STOCHASTIC:
         raise ValueError("addend_loss measures one deterministic rounding; use nearest_even, "
                          "nearest_away or toward_zero")
-    s_, a_ = np.broadcast_arrays(_as_f64(np.asarray(s)), _as_f64(np.asarray(a)))
+    s_, a_ = np.broadcast_arrays(real_float64(np.asarray(s)), real_float64(np.asarray(a)))
     shape = s_.shape
     s_, a_ = s_.reshape(-1).copy(), a_.reshape(-1).copy()
     if not (np.isfinite(s_).all() and np.isfinite(a_).all()):
@@ -1051,9 +616,10 @@ def stall_length(value: float, acc: FloatFormat | str = "bf16", rounding: Roundi
     raise RuntimeError(f"stall_length({v!r}, {f.name!r}) did not settle: a bug in the skip-ahead")
 
 
+
 @dataclass(frozen=True)
 class SumMethod:
-    """One way to add up terms: accumulator format, order, rounding and block size.
+    """One way to add up terms: accumulator format, order, rounding and block size, validated.
 
     ``SumMethod("bf16")`` is a sequential round-to-nearest sum in bf16;
     ``SumMethod("bf16", "blocked", block=64)``, ``SumMethod("bf16", "kahan")``,
@@ -1082,85 +648,11 @@ class SumMethod:
         text = f"{self.acc.name} {how}"
         return text if self.rounding is Rounding.NEAREST_EVEN else f"{text}, {self.rounding.value}"
 
+    def check_rng(self, rng) -> None:
+        """Raise unless ``rng`` suits this method: a numpy Generator when it rounds stochastically."""
+        _check_rng(self.rounding, rng)
+
     def sum(self, x, rng: np.random.Generator | None = None, axis: int = -1) -> np.ndarray:
         """:func:`emulated_sum` of x along ``axis`` with this method (rng for stochastic rounding)."""
         return emulated_sum(x, self.acc, self.order, self.rounding, self.block, rng, axis)
 
-
-@dataclass(frozen=True)
-class SumErrors:
-    """The errors of one :class:`SumMethod` over many sums (one per row of the data).
-
-    relative: |s_hat - s| / |s| per row (s the exact sum; 0 where both are 0, inf where only s is).
-    normwise: |s_hat - s| / sum_i |x_i| per row: the quantity the a-priori bounds control.
-    """
-
-    method: SumMethod
-    relative: np.ndarray
-    normwise: np.ndarray
-
-    HEADERS: ClassVar[tuple[str, ...]] = ("method", "median rel. error", "worst rel. error",
-                                          "median err / sum|x|", "worst err / sum|x|")
-
-    def row(self) -> tuple:
-        """(label, median and worst relative error, median and worst normwise error)."""
-        r, w = self.relative, self.normwise
-        return (self.method.label, float(np.median(r)), float(r.max()), float(np.median(w)), float(w.max()))
-
-
-def _check_methods(methods) -> list[SumMethod]:
-    ms = list(methods) if not isinstance(methods, SumMethod) else [methods]
-    if not ms or not all(isinstance(m, SumMethod) for m in ms):
-        raise TypeError("methods must be a non-empty list of SumMethod objects, e.g. [SumMethod('bf16')]")
-    return ms
-
-
-def sum_errors(x, methods: Iterable[SumMethod], rng: np.random.Generator | None = None) -> list[SumErrors]:
-    """Sum every row of ``x`` (shape (T, n)) with each method and compare with the exact sums.
-
-    The exact sums and sum_i |x_i| come from :func:`exact_sum`. rng: a Generator, needed when a
-    method rounds stochastically (such methods draw from it one after the other). Returns one
-    :class:`SumErrors` per method, in order. The errors are float64 differences of two float64
-    numbers (relative accuracy 2**-53, far below anything measured).
-    """
-    ms = _check_methods(methods)
-    X = np.asarray(x)
-    if X.ndim != 2:
-        raise ValueError(f"x must have shape (T, n): T sums of n terms each; got shape {X.shape}")
-    X = _as_f64(X)
-    exact = exact_sum(X)
-    abs_sum = exact_sum(np.abs(X))
-    out = []
-    for m in ms:
-        err = np.abs(m.sum(X, rng if m.rounding is Rounding.STOCHASTIC else None) - exact)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.where(err == 0, 0.0, err / np.abs(exact))
-            nw = np.where(err == 0, 0.0, err / abs_sum)
-        out.append(SumErrors(m, rel, nw))
-    return out
-
-
-def errors_vs_length(x, lengths, methods: Iterable[SumMethod], rng: np.random.Generator | None = None
-                     ) -> dict[SumMethod, np.ndarray]:
-    """Median relative error of each method's sums of the first n terms of every row, for each n.
-
-    x: (T, N) terms; lengths: increasing ints, each at most N. Returns {method: float64 array of
-    len(lengths)}, the median over the T rows of |s_hat - s| / |s| (:func:`sum_errors` on
-    ``x[:, :n]``).
-    """
-    ms = _check_methods(methods)
-    X = np.asarray(x)
-    if X.ndim != 2:
-        raise ValueError(f"x must have shape (T, N); got shape {X.shape}")
-    ns = []
-    for n in lengths:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"every length must be a positive int, got {n!r}")
-        ns.append(int(n))
-    if any(n > X.shape[1] for n in ns):
-        raise ValueError(f"every length must be at most N = {X.shape[1]} (the terms available); got {ns}")
-    out = {m: np.empty(len(ns)) for m in ms}
-    for i, n in enumerate(ns):
-        for res in sum_errors(X[:, :n], ms, rng):
-            out[res.method][i] = float(np.median(res.relative))
-    return out

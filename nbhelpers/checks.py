@@ -12,8 +12,9 @@ kernel, so a notebook and the grader award the same points for the same answers.
 :func:`check` is the thin layer a notebook's check cell uses: it runs the check, prints the
 report, keeps the latest result per exercise for :func:`summary`, and never raises.
 
-Exercises live in one module per chapter, ``nbhelpers.exercises.chNN``, which calls
-:func:`register` at import; :func:`get_exercise` imports that module on first use.
+Exercises live in one module per chapter, ``nbhelpers.exercises.chNN``, as its ``EXERCISES``
+list; :func:`get_exercise` imports that module and reads the list (afresh on every call, so a
+re-imported or autoreloaded chapter module never raises).
 
 A student's bug never escapes: any exception (``SystemExit`` included; only
 ``KeyboardInterrupt`` goes through, so a stuck function can be interrupted) counts as a failed
@@ -23,6 +24,7 @@ case. A bug on the course's side (the case generator or the reference raising) r
 from __future__ import annotations
 
 import copy
+import enum
 import importlib
 import math
 import operator
@@ -41,7 +43,9 @@ __all__ = [
     "CheckerError",
     "UnknownExerciseError",
     "same_value",
-    "register",
+    "CheckStatus",
+    "same_value_up_to_zero_sign",
+    "close_to",
     "get_exercise",
     "exercises_of",
     "cases_for",
@@ -61,7 +65,6 @@ _VALUE_LIMIT = 80  # characters kept of one argument or result in a mismatch lin
 _ID_RE = re.compile(r"^ex(\d{2})\.([A-Za-z_][A-Za-z0-9_]*)$")
 _EXERCISES_PACKAGE = f"{__package__ or 'nbhelpers'}.exercises"
 
-_REGISTRY: dict[str, Exercise] = {}  # id -> Exercise, in registration order
 _SCOREBOARD: dict[str, CheckResult] = {}  # id -> latest result of check()
 
 
@@ -70,7 +73,7 @@ class CheckerError(RuntimeError):
 
 
 class UnknownExerciseError(KeyError):
-    """Raised by :func:`get_exercise` for an id that no chapter module registers."""
+    """Raised by :func:`get_exercise` for an id that no chapter module lists."""
 
     def __str__(self) -> str:  # KeyError would print the message with quotes around it
         return str(self.args[0]) if self.args else ""
@@ -335,6 +338,68 @@ def same_value(got: Any, expected: Any) -> str | None:
         return f"could not compare {_describe(got)} with the expected value ({_describe_exception(e)})"
 
 
+def _unsign_zeros(x):
+    """x with every -0.0 turned into +0.0 (arrays, tuples, numbers); x itself if it is none of these."""
+    if isinstance(x, tuple):
+        return tuple(_unsign_zeros(v) for v in x)
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        return x + 0.0
+    if isinstance(x, (float, np.floating)):
+        return float(x) + 0.0
+    return x
+
+
+def same_value_up_to_zero_sign(got: Any, expected: Any) -> str | None:
+    """:func:`same_value`, except that +0.0 and -0.0 are equal; never raises.
+
+    For exercises whose answer is a definite set of bits except for the sign of an exactly
+    cancelling sum (an accumulator that starts from its first term instead of from zero may
+    give either zero). ``got`` is never modified: zeros are unsigned in copies.
+    """
+    try:
+        got_ = got
+        if isinstance(got, (list, tuple)):
+            got_ = tuple(_unsign_zeros(np.asarray(v, dtype=np.float64)) if isinstance(v, np.ndarray)
+                         else _unsign_zeros(v) for v in got)
+        elif isinstance(got, np.ndarray):
+            got_ = _unsign_zeros(np.asarray(got, dtype=np.float64)) if got.dtype.kind in "fV" else got
+        else:
+            got_ = _unsign_zeros(got)
+    except Exception:  # a student's odd object: let same_value describe it
+        got_ = got
+    return same_value(got_, _unsign_zeros(expected))
+
+
+def close_to(rtol: float) -> Callable[[Any, Any], str | None]:
+    """A comparator for one number: equal by :func:`same_value`, or finite and within a relative
+    ``rtol`` of a finite, nonzero expected value (0, inf and NaN must match exactly).
+
+    For results that an honest implementation may compute in another order (a norm, a mean), so
+    that they differ from the reference in the last few float64 bits; choose ``rtol`` far below
+    the error of any plausible wrong answer.
+    """
+    if not (isinstance(rtol, float) and 0.0 < rtol < 1.0):
+        raise ValueError(f"rtol must be a float between 0 and 1, got {rtol!r}")
+
+    def close(got: Any, expected: Any) -> str | None:
+        reason = same_value(got, expected)
+        if reason is None:
+            return None
+        try:
+            g = float(got)
+        except Exception:
+            return reason
+        e = float(expected)
+        if not (math.isfinite(e) and e != 0.0):
+            return reason
+        if math.isfinite(g) and abs(g - e) <= rtol * abs(e):
+            return None
+        return f"{reason} (tolerance: relative {rtol:g})"
+
+    close.__name__ = f"close_to({rtol:g})"
+    return close
+
+
 # ---------------------------------------------------------------------------------------------
 # Cases and exercises
 # ---------------------------------------------------------------------------------------------
@@ -420,58 +485,56 @@ class Exercise:
         return _ID_RE.match(self.id).group(2)
 
 
-def register(exercise: Exercise) -> Exercise:
-    """Add an exercise to the registry (chapter modules call this at import); returns it."""
-    if not isinstance(exercise, Exercise):
-        raise TypeError(f"register() takes an Exercise, got {type(exercise).__name__}")
-    if exercise.id in _REGISTRY:
-        raise ValueError(f"exercise {exercise.id!r} is already registered")
-    _REGISTRY[exercise.id] = exercise
-    return exercise
-
-
 def _chapter_module(chapter: int) -> str:
     return f"{_EXERCISES_PACKAGE}.ch{chapter:02d}"
 
 
-def _load_chapter(chapter: int) -> bool:
-    """Import the chapter's module (which registers its exercises); False if there is none."""
+def _chapter_exercises(chapter: int) -> dict[str, Exercise] | None:
+    """id -> Exercise of a chapter, read from its module's ``EXERCISES`` list on every call (so a
+    re-imported or autoreloaded module is read afresh, and reading twice never raises); None if
+    the chapter has no module. A malformed list is a bug on the course's side: CheckerError."""
     name = _chapter_module(chapter)
     try:
-        importlib.import_module(name)
+        module = importlib.import_module(name)
     except ModuleNotFoundError as e:
         if e.name == name:  # only the chapter module itself missing; a missing import inside it is a bug
-            return False
+            return None
         raise
-    return True
+    listed = getattr(module, "EXERCISES", None)
+    if not isinstance(listed, (list, tuple)):
+        raise CheckerError(f"{name} must define EXERCISES, a list of Exercise objects")
+    out: dict[str, Exercise] = {}
+    for ex in listed:
+        if not isinstance(ex, Exercise) or ex.chapter != chapter:
+            raise CheckerError(f"{name}.EXERCISES holds {_short_repr(ex)}, not an Exercise of chapter {chapter}")
+        if ex.id in out:
+            raise CheckerError(f"{name}.EXERCISES lists {ex.id!r} twice")
+        out[ex.id] = ex
+    return out
 
 
 def get_exercise(exercise_id: str) -> Exercise:
-    """The registered exercise with this id, importing its chapter module on first use."""
-    if isinstance(exercise_id, str) and exercise_id in _REGISTRY:
-        return _REGISTRY[exercise_id]
+    """The exercise with this id, from its chapter module's ``EXERCISES`` list."""
     m = _ID_RE.match(exercise_id) if isinstance(exercise_id, str) else None
     if m is None:
         raise UnknownExerciseError(
             f"unknown exercise {exercise_id!r}: ids look like 'ex01.decode_bits' (chapter, dot, function name)"
         )
     chapter = int(m.group(1))
-    has_module = _load_chapter(chapter)
-    if exercise_id in _REGISTRY:
-        return _REGISTRY[exercise_id]
-    known = ", ".join(ex.id for ex in _REGISTRY.values() if ex.chapter == chapter)
-    if not known and not has_module:
+    exercises = _chapter_exercises(chapter)
+    if exercises is None:
         raise UnknownExerciseError(
             f"unknown exercise {exercise_id!r}: chapter {chapter} has no exercises "
             f"(no module {_chapter_module(chapter)})"
         )
-    raise UnknownExerciseError(f"unknown exercise {exercise_id!r}; known: {known or 'none'}")
+    if exercise_id in exercises:
+        return exercises[exercise_id]
+    raise UnknownExerciseError(f"unknown exercise {exercise_id!r}; known: {', '.join(exercises) or 'none'}")
 
 
 def exercises_of(chapter: int) -> list[Exercise]:
-    """The exercises of a chapter, in registration order."""
-    _load_chapter(chapter)
-    return [ex for ex in _REGISTRY.values() if ex.chapter == chapter]
+    """The exercises of a chapter, in the order of its module's ``EXERCISES`` list."""
+    return list((_chapter_exercises(chapter) or {}).values())
 
 
 def cases_for(exercise: Exercise | str, seed: int = 0) -> list[Case]:
@@ -497,12 +560,28 @@ def cases_for(exercise: Exercise | str, seed: int = 0) -> list[Case]:
 # Running a check
 # ---------------------------------------------------------------------------------------------
 
+class CheckStatus(str, enum.Enum):
+    """What a check concluded. A ``str`` subclass whose value is the word a report prints, so
+    results compare equal to "PASS" etc. and go into JSON and CSV files as that word."""
+
+    PASS = "PASS"  # every case gave the expected result
+    FAIL = "FAIL"  # some case gave another result, raised, or was not run
+    TODO = "TODO"  # the first case raised NotImplementedError: not written yet
+    ERROR = "ERROR"  # unknown exercise, or a bug on the course's side
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclass
 class CheckResult:
     """The outcome of checking one function against one exercise.
 
-    status: "PASS", "FAIL", "TODO" (raised NotImplementedError on the first case) or "ERROR"
-    (unknown exercise, or a bug on the course's side). Points are all or nothing.
+    status: a :class:`CheckStatus`; PASS, FAIL, TODO (raised NotImplementedError on the first
+    case) or ERROR (unknown exercise, or a bug on the course's side). Points are all or nothing.
     """
 
     exercise_id: str
@@ -513,11 +592,12 @@ class CheckResult:
     n_failed: int
     mismatches: list[str] = field(default_factory=list)
     error: str | None = None
-    status: str = ""
+    status: CheckStatus | str = ""
 
     def __post_init__(self) -> None:
         if not self.status:
-            self.status = "PASS" if self.passed else "FAIL"
+            self.status = CheckStatus.PASS if self.passed else CheckStatus.FAIL
+        self.status = CheckStatus(self.status)
 
     @property
     def passed(self) -> bool:
@@ -526,16 +606,17 @@ class CheckResult:
     def to_dict(self) -> dict:
         """A JSON-serialisable dict of the fields, plus ``passed``."""
         d = asdict(self)
+        d["status"] = self.status.value
         d["passed"] = self.passed
         return d
 
     def __str__(self) -> str:
         head = f"{self.status:<5} {self.exercise_id}  {self.points}/{self.max_points} points"
-        if self.status == "PASS":
+        if self.status is CheckStatus.PASS:
             return f"{head}  ({self.n_cases} cases)"
-        if self.status == "TODO":
+        if self.status is CheckStatus.TODO:
             return f"{head}  (not implemented yet)"
-        if self.status == "ERROR" or (self.error and not self.mismatches):
+        if self.status is CheckStatus.ERROR or (self.error and not self.mismatches):
             return f"{head}  ({self.error})"
         lines = [f"{head}  ({self.n_failed} of {self.n_cases} cases failed)"]
         if self.error:
@@ -627,12 +708,12 @@ def score(exercise: Exercise | str, cases: list[Case], expected: list, got: list
     if len(expected) != len(cases) or len(got) > len(cases):
         raise ValueError(f"{ex.id}: {len(cases)} cases, {len(expected)} expected results, {len(got)} results")
 
-    def result(n_failed: int, mismatches: list[str], error: str | None, status: str = "") -> CheckResult:
+    def result(n_failed: int, mismatches: list[str], error: str | None, status: CheckStatus | str = "") -> CheckResult:
         points = ex.points if n_failed == 0 and error is None and status == "" else 0
         return CheckResult(ex.id, ex.title, points, ex.points, len(cases), n_failed, mismatches, error, status)
 
     if got and isinstance(got[0], Raised) and got[0].not_implemented:
-        return result(len(cases), [], got[0].description, "TODO")
+        return result(len(cases), [], got[0].description, CheckStatus.TODO)
     n_failed = len(cases) - len(got)  # not run
     mismatches: list[str] = []
     first_error: str | None = None
@@ -700,7 +781,7 @@ def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:
         raise
     except BaseException as e:
         msg = str(e) if isinstance(e, UnknownExerciseError) else f"cannot load exercise: {_describe_exception(e)}"
-        res = CheckResult(ex_id, "", 0, 0, 0, 0, [], msg, "ERROR")
+        res = CheckResult(ex_id, "", 0, 0, 0, 0, [], msg, CheckStatus.ERROR)
         print(str(res))
         return res
     try:
@@ -710,7 +791,8 @@ def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:
     except BaseException as e:
         detail = str(e) if isinstance(e, CheckerError) else _describe_exception(e)
         res = CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [],
-                          f"the checker itself failed (not your fault; tell the instructor): {detail}", "ERROR")
+                          f"the checker itself failed (not your fault; tell the instructor): {detail}",
+                          CheckStatus.ERROR)
     _SCOREBOARD[ex.id] = res
     print(str(res))
     return res
@@ -730,7 +812,7 @@ def summary(chapter: int) -> dict:
         rows.append((status, ex.id, ex.title, f"{earned}/{ex.points}", earned))
     print(f"Chapter {chapter} exercises")
     if not rows:
-        print("  (none registered)")
+        print("  (no exercises)")
     w = [max((len(r[k]) for r in rows), default=0) for k in range(4)]
     for r in rows:
         print(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:>{w[3]}}")

@@ -1,4 +1,4 @@
-"""Floating-point format specifications: bit layouts, derived limits, encode and decode.
+"""Floating-point format specifications: bit layouts, derived limits, decode (encode rounds: it lives in rounding).
 
 A format is a frozen :class:`FloatFormat`: exponent bits, mantissa bits, whether it has a sign
 bit and how it spends its special codes (:class:`Specials`). Everything else (bias, max,
@@ -19,7 +19,7 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from ._enums import enum_member
+from .validation import enum_member
 
 __all__ = [
     "Specials",
@@ -28,7 +28,6 @@ __all__ = [
     "UnknownFormatError",
     "get_format",
     "decode",
-    "encode",
     "fields",
     "describe",
     "all_codes",
@@ -79,7 +78,7 @@ class FloatFormat:
     specials: how inf and NaN are encoded, see :class:`Specials`.
     signed: whether there is a sign bit (only e8m0fnu has none).
     ml_dtype: name of the ml_dtypes type with the same values, if there is one (the oracle).
-    torch_dtype: name of the torch dtype, if there is one.
+    torch_name: name of the torch dtype, if there is one; :attr:`torch_dtype` is the dtype itself.
     """
 
     name: str
@@ -88,10 +87,21 @@ class FloatFormat:
     specials: Specials = Specials.IEEE
     signed: bool = True
     ml_dtype: str | None = None
-    torch_dtype: str | None = None
+    torch_name: str | None = None
 
     def __post_init__(self) -> None:
         _validate(self.exp_bits, self.man_bits, self.specials, self.signed)
+
+    @property
+    def torch_dtype(self):
+        """The ``torch.dtype`` with this format's values (``torch.bfloat16``, ``torch.float8_e4m3fn``,
+        ...), or None when torch has none (or the installed torch lacks it). The course's one map
+        from formats to torch dtypes; torch is imported on first use, not with this module."""
+        if self.torch_name is None:
+            return None
+        import torch
+
+        return getattr(torch, self.torch_name, None)
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -272,17 +282,17 @@ def _validate(exp_bits: int, man_bits: int, specials: Specials, signed: bool) ->
 
 def _registry() -> Mapping[str, FloatFormat]:
     fmts = [
-        FloatFormat("fp32", 8, 23, Specials.IEEE, ml_dtype="float32", torch_dtype="float32"),
+        FloatFormat("fp32", 8, 23, Specials.IEEE, ml_dtype="float32", torch_name="float32"),
         FloatFormat("tf32", 8, 10, Specials.IEEE),
-        FloatFormat("bf16", 8, 7, Specials.IEEE, ml_dtype="bfloat16", torch_dtype="bfloat16"),
-        FloatFormat("fp16", 5, 10, Specials.IEEE, ml_dtype="float16", torch_dtype="float16"),
-        FloatFormat("e4m3fn", 4, 3, Specials.FN, ml_dtype="float8_e4m3fn", torch_dtype="float8_e4m3fn"),
-        FloatFormat("e5m2", 5, 2, Specials.IEEE, ml_dtype="float8_e5m2", torch_dtype="float8_e5m2"),
+        FloatFormat("bf16", 8, 7, Specials.IEEE, ml_dtype="bfloat16", torch_name="bfloat16"),
+        FloatFormat("fp16", 5, 10, Specials.IEEE, ml_dtype="float16", torch_name="float16"),
+        FloatFormat("e4m3fn", 4, 3, Specials.FN, ml_dtype="float8_e4m3fn", torch_name="float8_e4m3fn"),
+        FloatFormat("e5m2", 5, 2, Specials.IEEE, ml_dtype="float8_e5m2", torch_name="float8_e5m2"),
         FloatFormat("e2m3fn", 2, 3, Specials.FINITE, ml_dtype="float6_e2m3fn"),
         FloatFormat("e3m2fn", 3, 2, Specials.FINITE, ml_dtype="float6_e3m2fn"),
         FloatFormat("e2m1fn", 2, 1, Specials.FINITE, ml_dtype="float4_e2m1fn"),  # torch: packed pairs only
         FloatFormat("e8m0fnu", 8, 0, Specials.POWER_OF_TWO, signed=False, ml_dtype="float8_e8m0fnu",
-                    torch_dtype="float8_e8m0fnu"),
+                    torch_name="float8_e8m0fnu"),
     ]
     return MappingProxyType({f.name: f for f in fmts})
 
@@ -375,20 +385,6 @@ def decode(bits, fmt: FloatFormat | str) -> np.ndarray:
         val = np.where((expo == all_ones) & (mant == (1 << f.man_bits) - 1), np.nan, val)
     val = np.where(sign == 1, -val, val)
     return val.astype(np.float64)
-
-
-def encode(x, fmt: FloatFormat | str, rounding="nearest_even", rng=None, saturate=None) -> np.ndarray:
-    """Round ``x`` to ``fmt`` (see :func:`nbhelpers.rounding.round_to`) and return the codes.
-
-    NaN becomes the format's canonical quiet NaN code with the input's sign (as ml_dtypes does);
-    a format without NaN (e2m1fn, ...) raises ValueError on NaN input instead of inventing a code.
-    """
-    from .rounding import round_to
-
-    f = get_format(fmt)
-    x_arr = np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x
-    r = np.asarray(round_to(x_arr, f, rounding=rounding, rng=rng, saturate=saturate))
-    return _values_to_bits(r, f, np.signbit(np.asarray(x_arr, dtype=np.float64)))
 
 
 def _values_to_bits(r: np.ndarray, f: FloatFormat, neg_in: np.ndarray) -> np.ndarray:
@@ -524,11 +520,11 @@ def limits_vs_oracles(fmt: FloatFormat | str) -> dict:
 
         fi = ml_dtypes.finfo(dt) if dt.kind == "V" or dt.name not in ("float16", "float32") else np.finfo(dt)
         found["ml_dtypes"] = {k: float(getattr(fi, k)) for k in keys}
-    if f.torch_dtype is not None:
+    if f.torch_name is not None:
         try:
+            tdt = f.torch_dtype
             import torch
 
-            tdt = getattr(torch, f.torch_dtype, None)
             ti = torch.finfo(tdt) if tdt is not None else None
             if ti is not None:
                 found["torch"] = {"max": float(ti.max), "smallest_normal": float(ti.smallest_normal),

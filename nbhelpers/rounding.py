@@ -24,10 +24,11 @@ from numbers import Real
 
 import numpy as np
 
-from ._enums import enum_member
-from .formats import FloatFormat, Specials, finite_values, get_format
+from .validation import enum_member, stochastic_rng
+from .formats import FloatFormat, Specials, _values_to_bits, finite_values, get_format, ulp
 
-__all__ = ["Rounding", "round_to", "round_to_ref", "absorption_threshold"]
+__all__ = ["Rounding", "round_to", "round_to_ref", "encode", "absorption_threshold", "update_threshold",
+           "vanishing_ratio_band"]
 
 _CHUNK = 1 << 15  # elements per chunk: a few float64 buffers of this size fit in L2
 
@@ -113,12 +114,7 @@ def round_to(
     f = get_format(fmt)
     mode = _as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
-        if rng is None:
-            raise ValueError(
-                "stochastic rounding needs an explicit generator: pass rng=np.random.default_rng(seed)"
-            )
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        stochastic_rng(rng)
     if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
         raise TypeError(f"saturate must be None, True or False, got {saturate!r}")
     scalar = isinstance(x, Real) and not isinstance(x, np.ndarray)
@@ -321,6 +317,18 @@ def _even_code(value: float, f: FloatFormat, grid: np.ndarray) -> bool:
     return k % 2 == 0
 
 
+def encode(x, fmt: FloatFormat | str, rounding="nearest_even", rng=None, saturate=None) -> np.ndarray:
+    """Round ``x`` to ``fmt`` (see :func:`round_to`) and return the codes (``fmt.bits_dtype``).
+
+    NaN becomes the format's canonical quiet NaN code with the input's sign (as ml_dtypes does);
+    a format without NaN (e2m1fn, ...) raises ValueError on NaN input instead of inventing a code.
+    """
+    f = get_format(fmt)
+    x_arr = np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x
+    r = np.asarray(round_to(x_arr, f, rounding=rounding, rng=rng, saturate=saturate))
+    return _values_to_bits(r, f, np.signbit(np.asarray(x_arr, dtype=np.float64)))
+
+
 def absorption_threshold(fmt: FloatFormat | str, addend: float = 1.0) -> float:
     """Smallest positive value x of ``fmt`` with round_to(x + addend) == x (nearest-even).
 
@@ -333,3 +341,30 @@ def absorption_threshold(fmt: FloatFormat | str, addend: float = 1.0) -> float:
     v = v[v > 0]
     absorbed = round_to(v + addend, f) == v  # v + addend is exact in float64 for these formats
     return float(v[np.argmax(absorbed)]) if absorbed.any() else float("inf")
+
+
+def update_threshold(w, fmt: FloatFormat | str) -> np.ndarray:
+    """Half the spacing above |w| in ``fmt``: a smaller update of |w| (away from zero) is lost.
+
+    w is taken as a value of the format (round it first). An update of exactly this size is a
+    tie: it survives only if it lands on the neighbour with the even last bit. The weight-update
+    side of :func:`absorption_threshold`'s question (chapter 04).
+    """
+    return ulp(w, fmt) / 2
+
+
+def vanishing_ratio_band(fmt: FloatFormat | str) -> tuple[float, float]:
+    """(lowest, highest) ratio |w| / |u| beyond which an update u of a normal weight w is lost.
+
+    For every value w of the binade [1, 2) (every normal binade behaves the same) and both
+    directions, the update is lost once it is smaller than half the gap to the neighbour it
+    moves toward; the ratio is w over that half gap. The lowest ratio, 2**(m+1), is w = 1 moving
+    up; the highest, 2**(m+2), is w = 1 moving down (the gap below a power of two is half as
+    wide). Formats of at most 16 bits (the grid is enumerated).
+    """
+    v = finite_values(fmt, nonnegative=True)
+    i = np.nonzero((v >= 1.0) & (v < 2.0))[0]
+    up = v[i] / ((v[i + 1] - v[i]) / 2)
+    down = v[i] / ((v[i] - v[i - 1]) / 2)
+    r = np.concatenate([up, down])
+    return float(r.min()), float(r.max())

@@ -1,4 +1,4 @@
-"""Chapter 01 exercises: float bit layouts. Registered with :mod:`nbhelpers.checks` at import.
+"""Chapter 01 exercises: float bit layouts. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
 
 Every exercise works on custom IEEE-style formats given by (exp_bits, man_bits): inf and NaN at
 the all-ones exponent, subnormals at the all-zeros exponent, like fp16 and bf16. The references
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..checks import Case, Exercise, register
+from ..checks import Case, Exercise
 from ..formats import FloatFormat, all_codes, decode, finite_values, ulp
 from ..rounding import absorption_threshold, round_to
 
@@ -134,10 +134,10 @@ def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    register(Exercise("ex01.decode_bits", "Decode a bit pattern", 4, decode_bits_ref, _decode_cases)),
-    register(Exercise("ex01.round_nearest_even", "Round to nearest, ties to even", 6,
-                      round_nearest_even_ref, _round_cases)),
-    register(Exercise("ex01.ulp_at", "The spacing of the grid at x", 3, ulp_at_ref, _ulp_cases)),
-    register(Exercise("ex01.smallest_absorbing", "Where x + 1 == x", 2, smallest_absorbing_ref,
-                      _absorbing_cases)),
+    Exercise("ex01.decode_bits", "Decode a bit pattern", 4, decode_bits_ref, _decode_cases),
+    Exercise("ex01.round_nearest_even", "Round to nearest, ties to even", 6,
+             round_nearest_even_ref, _round_cases),
+    Exercise("ex01.ulp_at", "The spacing of the grid at x", 3, ulp_at_ref, _ulp_cases),
+    Exercise("ex01.smallest_absorbing", "Where x + 1 == x", 2, smallest_absorbing_ref,
+             _absorbing_cases),
 ]

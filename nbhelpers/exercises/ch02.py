@@ -1,4 +1,4 @@
-"""Chapter 02 exercises: accumulation error. Registered with :mod:`nbhelpers.checks` at import.
+"""Chapter 02 exercises: accumulation error. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
 
 Every exercise adds numbers in a chosen accumulator format, every operation rounded once with
 :func:`nbhelpers.rounding.round_to` (the student may use it). The references are the course's
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..accumulation import emulated_dot, emulated_sum, stall_length
-from ..checks import Case, Exercise, register
+from ..checks import Case, Exercise
 from ..rounding import round_to
 
 # accumulator formats the random cases draw from (IEEE-style: inf/NaN at the top, subnormals)
@@ -162,11 +162,11 @@ def _stall_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    register(Exercise("ex02.kahan_sum", "Kahan summation in a low-precision accumulator", 5,
-                      kahan_sum_ref, _kahan_cases)),
-    register(Exercise("ex02.pairwise_sum", "Pairwise summation", 4, pairwise_sum_ref, _pairwise_cases)),
-    register(Exercise("ex02.dot_product", "A dot product with a chosen accumulator", 3,
-                      dot_product_ref, _dot_cases)),
-    register(Exercise("ex02.stall_length", "Where a sum of equal terms stalls", 3,
-                      stall_length_ref, _stall_cases)),
+    Exercise("ex02.kahan_sum", "Kahan summation in a low-precision accumulator", 5,
+             kahan_sum_ref, _kahan_cases),
+    Exercise("ex02.pairwise_sum", "Pairwise summation", 4, pairwise_sum_ref, _pairwise_cases),
+    Exercise("ex02.dot_product", "A dot product with a chosen accumulator", 3,
+             dot_product_ref, _dot_cases),
+    Exercise("ex02.stall_length", "Where a sum of equal terms stalls", 3,
+             stall_length_ref, _stall_cases),
 ]

@@ -1,4 +1,4 @@
-"""Chapter 03 exercises: the fp32-accumulated GEMM. Registered with :mod:`nbhelpers.checks` at import.
+"""Chapter 03 exercises: the fp32-accumulated GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
 
 The references are the course's tested helpers in :mod:`nbhelpers.accumulation`; edge cases come
 first, then random cases from the seed. Inputs are bf16 values held in float64 arrays, so every
@@ -6,22 +6,17 @@ product is exact and every expected result is a definite set of bits: the compar
 bit-exact, except that +0.0 and -0.0 count as equal (an accumulator that starts from its first
 product instead of from zero may produce either for an exactly cancelling sum, and nothing in
 the chapter depends on the sign of a zero). ``relative_error`` is the exception: norms may be
-computed in any order, so it is compared with a relative tolerance (see :func:`_close`).
+computed in any order, so it is compared with a relative tolerance (:func:`nbhelpers.checks.close_to`).
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from ..accumulation import (
-    accumulator_probe,
-    emulated_dot,
-    emulated_matmul,
-    relative_error,
-    tensor_core_group_sum,
-)
-from ..checks import Case, Exercise, register, same_value
+from ..accumulation import emulated_dot, emulated_matmul
+from ..metrics import relative_error
+from ..tensor_cores import accumulator_probe, tensor_core_group_sum
+from ..checks import Case, Exercise, close_to, same_value_up_to_zero_sign
 from ..rounding import round_to
 
 
@@ -29,56 +24,12 @@ def _bf16(x) -> np.ndarray:
     return round_to(np.asarray(x, dtype=np.float64), "bf16")
 
 
-def _unsign_zeros(x):
-    """x with every -0.0 turned into +0.0 (arrays, tuples, numbers); x itself if it is none of these."""
-    if isinstance(x, tuple):
-        return tuple(_unsign_zeros(v) for v in x)
-    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-        return x + 0.0
-    if isinstance(x, (float, np.floating)):
-        return float(x) + 0.0
-    return x
-
-
-def _same_up_to_zero_sign(got, expected) -> str | None:
-    """:func:`same_value`, except that +0.0 and -0.0 are equal."""
-    try:
-        got_ = got
-        if isinstance(got, (list, tuple)):
-            got_ = tuple(_unsign_zeros(np.asarray(v, dtype=np.float64)) if isinstance(v, np.ndarray)
-                         else _unsign_zeros(v) for v in got)
-        elif isinstance(got, np.ndarray):
-            got_ = _unsign_zeros(np.asarray(got, dtype=np.float64)) if got.dtype.kind in "fV" else got
-        else:
-            got_ = _unsign_zeros(got)
-    except Exception:  # a student's odd object: let same_value describe it
-        got_ = got
-    return same_value(got_, _unsign_zeros(expected))
-
-
 # ------------------------------------------------------------------ 1. the relative error
 
-_RTOL = 1e-12  # norms in another order or by another formula differ by a few ulps (about 1e-15)
-
-
-def _close(got, expected) -> str | None:
-    """A number within a relative 1e-12 of the expected one; 0.0 and inf exactly.
-
-    Frobenius norms computed by another formula (np.linalg.norm, sqrt of a sum of squares, in any
-    order) differ from the reference by a few float64 ulps, about 1e-15 relative; a wrong norm
-    (the largest element, a missing square root) or the wrong denominator differs by far more.
-    """
-    reason = same_value(got, expected)
-    if reason is None:
-        return None
-    try:
-        g = float(got)
-    except Exception:
-        return reason
-    e = float(expected)
-    if math.isfinite(e) and e != 0.0 and math.isfinite(g) and abs(g - e) <= _RTOL * abs(e):
-        return None
-    return reason if not (math.isfinite(e) and e != 0.0) else f"{reason} (tolerance: relative {_RTOL:g})"
+# Frobenius norms computed by another formula (np.linalg.norm, sqrt of a sum of squares, in any
+# order) differ from the reference by a few float64 ulps, about 1e-15 relative; a wrong norm
+# (the largest element, a missing square root) or the wrong denominator differs by far more.
+_close = close_to(1e-12)
 
 
 def relative_error_ref(C, C_ref) -> float:
@@ -230,12 +181,12 @@ def _group_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    register(Exercise("ex03.relative_error", "The relative error of a GEMM", 2, relative_error_ref,
-                      _relative_error_cases, compare=_close)),
-    register(Exercise("ex03.round_once_and_every_step", "Round the output once or at every step", 3,
-                      round_once_and_every_step_ref, _dot_cases, compare=_same_up_to_zero_sign)),
-    register(Exercise("ex03.blocked_matmul_fp32", "A blocked GEMM with fp32 accumulators", 5,
-                      blocked_matmul_fp32_ref, _blocked_cases, compare=_same_up_to_zero_sign)),
-    register(Exercise("ex03.tensor_core_group", "One tensor-core group: align, truncate, add", 5,
-                      tensor_core_group_ref, _group_cases, compare=_same_up_to_zero_sign)),
+    Exercise("ex03.relative_error", "The relative error of a GEMM", 2, relative_error_ref,
+             _relative_error_cases, compare=_close),
+    Exercise("ex03.round_once_and_every_step", "Round the output once or at every step", 3,
+             round_once_and_every_step_ref, _dot_cases, compare=same_value_up_to_zero_sign),
+    Exercise("ex03.blocked_matmul_fp32", "A blocked GEMM with fp32 accumulators", 5,
+             blocked_matmul_fp32_ref, _blocked_cases, compare=same_value_up_to_zero_sign),
+    Exercise("ex03.tensor_core_group", "One tensor-core group: align, truncate, add", 5,
+             tensor_core_group_ref, _group_cases, compare=same_value_up_to_zero_sign),
 ]

@@ -1,8 +1,8 @@
-"""Chapter 04 exercises: master weights. Registered with :mod:`nbhelpers.checks` at import.
+"""Chapter 04 exercises: master weights. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
 
 Arrays are numpy float32; bf16 values travel as float32 arrays that hold bf16 values (every bf16
 value is a float32 value). The references are the training loop's own update functions in
-:mod:`nbhelpers.mixed_precision` (tested against numpy/ml_dtypes in tests/test_mixed_precision.py);
+:mod:`nbhelpers.training` (tested against numpy/ml_dtypes in tests/test_training.py);
 results must match bit for bit, because the specs fix every rounding.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..checks import Case, Exercise, register
-from ..mixed_precision import kahan_update, sgd_master_step
+from ..checks import Case, Exercise
 from ..rounding import round_to
+from ..training import kahan_update, sgd_master_step
 
 _LRS = [1e-3, 3e-4, 1e-2, 0.1, 1e-4, 0.5]
 
@@ -89,7 +89,7 @@ def _kahan_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    register(Exercise("ex04.master_weight_step", "The master-weight update step", 3, master_weight_step_ref,
-                      _master_cases)),
-    register(Exercise("ex04.kahan_step", "A Kahan-compensated bf16 update", 4, kahan_step_ref, _kahan_cases)),
+    Exercise("ex04.master_weight_step", "The master-weight update step", 3, master_weight_step_ref,
+             _master_cases),
+    Exercise("ex04.kahan_step", "A Kahan-compensated bf16 update", 4, kahan_step_ref, _kahan_cases),
 ]

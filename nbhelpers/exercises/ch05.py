@@ -1,17 +1,18 @@
-"""Chapter 05 exercises: loss scaling. Registered with :mod:`nbhelpers.checks` at import.
+"""Chapter 05 exercises: loss scaling. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
 
-The dynamic scaler's reference is :class:`nbhelpers.mixed_precision.DynamicLossScaler`, which
-tests/test_mixed_precision.py holds bit for bit against ``torch.amp.GradScaler("cpu")``; the
-underflow reference counts with the course's ``round_to``. Edge cases come first, then random
-ones (hidden sequences and arrays) from the seed.
+The dynamic scaler's reference is :class:`nbhelpers.loss_scaling.DynamicLossScaler`, which
+tests/test_loss_scaling.py holds bit for bit against ``torch.amp.GradScaler("cpu")``; the
+underflow reference (:func:`nbhelpers.metrics.underflow_fraction`) counts with the course's
+``round_to``. Edge cases come first, then random ones (hidden sequences and arrays) from the seed.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Case, Exercise, register
+from ..checks import Case, Exercise
 from ..formats import FloatFormat
-from ..mixed_precision import scale_trajectory, underflow_fraction
+from ..loss_scaling import scale_trajectory
+from ..metrics import underflow_fraction
 
 # ------------------------------------------------------------------ 1. the dynamic loss scaler
 
@@ -84,7 +85,7 @@ def _underflow_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    register(Exercise("ex05.scale_trajectory", "The dynamic loss scaler", 5, scale_trajectory_ref, _scale_cases)),
-    register(Exercise("ex05.underflow_fraction", "The fraction that underflows", 3, underflow_fraction_ref,
-                      _underflow_cases)),
+    Exercise("ex05.scale_trajectory", "The dynamic loss scaler", 5, scale_trajectory_ref, _scale_cases),
+    Exercise("ex05.underflow_fraction", "The fraction that underflows", 3, underflow_fraction_ref,
+             _underflow_cases),
 ]

@@ -10,29 +10,26 @@ read once) (M K + K N) * itemsize + 4 M N bytes.
 What ``tl.dot`` does to the numbers depends on where it runs:
 
 * on an NVIDIA GPU, bf16/fp16 inputs go to the tensor cores (exact products, fused groups,
-  alignment and truncation: :func:`nbhelpers.accumulation.tensor_core_matmul` models them);
+  alignment and truncation: :func:`nbhelpers.tensor_cores.tensor_core_matmul` models them);
   fp32 inputs are rounded to TF32 unless ``input_precision="ieee"`` (Triton's documentation);
 * in Triton's interpreter (no GPU: ``TRITON_INTERPRET=1``, see :mod:`nbhelpers.kernels`) it is a
   numpy float32 matmul of each tile pair, added to the fp32 tile; ``input_precision`` is ignored;
   bf16 operands would be multiplied as raw bit patterns, so :func:`matmul` refuses them there.
 
-Also here: :func:`run_matmul` (float64 data in, float64 C out, used by the notebook's sweeps),
-:func:`measure_gemm_errors` (the GPU measurements of ``benchmarks/gpu_gemm_numerics.py``) and
-:func:`recorded_gpu_runs` (the results files that script wrote).
+Also here: :func:`run_matmul` (float64 data in, float64 C out, used by the notebook's sweeps) and
+:func:`torch_matmul` (torch's own GEMM on the same data). The GPU measurements built on them are
+in :mod:`nbhelpers.gpu_measurements`; the results files they write are read by
+:mod:`nbhelpers.results`.
 """
 from __future__ import annotations
 
-import json
 import math
-import re
-from pathlib import Path
 
 import numpy as np
 import torch
 import triton
 import triton.language as tl
 
-from ..accumulation import emulated_matmul, gemm_inputs, relative_error, tensor_core_matmul
 from ..formats import get_format
 from ..rounding import round_to
 from . import INTERPRETED
@@ -45,17 +42,12 @@ __all__ = [
     "run_matmul",
     "torch_matmul",
     "INPUT_PRECISIONS",
-    "GPU_METHODS",
-    "measure_gemm_errors",
-    "gpu_run",
-    "gpu_slug",
-    "RESULTS_DIR",
-    "recorded_gpu_runs",
 ]
 
 INPUT_PRECISIONS = ("ieee", "tf32")
-_DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-_TORCH_DTYPES = {name: dt for dt, name in _DTYPES.items()}
+# the input formats the kernel takes, with their torch dtypes (FloatFormat.torch_dtype)
+_TORCH_DTYPES = {name: get_format(name).torch_dtype for name in ("fp32", "bf16", "fp16")}
+_DTYPES = {dt: name for name, dt in _TORCH_DTYPES.items()}
 
 
 @triton.jit
@@ -248,121 +240,3 @@ def torch_matmul(A, B, in_fmt: str = "bf16", device: str | None = None) -> np.nd
     a = torch.from_numpy(round_to(np.asarray(A, dtype=np.float64), fmt)).to(dev, _TORCH_DTYPES[fmt])
     b = torch.from_numpy(round_to(np.asarray(B, dtype=np.float64), fmt)).to(dev, _TORCH_DTYPES[fmt])
     return torch.matmul(a, b).double().cpu().numpy()
-
-
-# --------------------------------------------------------------------------- GPU measurements
-
-GPU_METHODS = {
-    # label: (input format, input_precision or None for torch.matmul, output format)
-    "torch.matmul bf16": ("bf16", None, "bf16"),
-    "Triton bf16": ("bf16", "ieee", "fp32"),
-    "Triton fp32 tf32": ("fp32", "tf32", "fp32"),
-    "Triton fp32 ieee": ("fp32", "ieee", "fp32"),
-}
-
-_MODELS = {
-    # what a Triton bf16 result is compared with, bit for bit (fraction of identical outputs)
-    "tensor-core model, group 4": lambda A, B: tensor_core_matmul(A, B, "bf16", group=4),
-    "tensor-core model, group 8": lambda A, B: tensor_core_matmul(A, B, "bf16", group=8),
-    "tensor-core model, group 16": lambda A, B: tensor_core_matmul(A, B, "bf16", group=16),
-    "fp32 sequential, nearest-even": lambda A, B: emulated_matmul(A, B, "bf16", "fp32"),
-}
-
-
-def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str | None = None,
-                        block: tuple[int, int, int] = (32, 32, 32), models: bool = True) -> list[dict]:
-    """Errors of torch's and the Triton kernel's GEMMs for each K, on :func:`gemm_inputs` data.
-
-    For every method of :data:`GPU_METHODS` a dict: ``method``, ``in_fmt``, ``input_precision``,
-    ``out_fmt``, ``K`` (list), ``rel_error`` (against float64 A @ B of the float64 data, as in
-    the notebook's first figure) and ``rel_error_acc`` (against the float64 product of the inputs
-    as the method received them, so input rounding does not count; for TF32 the fp32 inputs). For
-    "Triton bf16" with ``models``, also ``model_agreement``: for each emulation in chapter 03's
-    models, the fraction of outputs bit-identical to it, per K.
-
-    Meant for a GPU (``benchmarks/gpu_gemm_numerics.py``). In the interpreter it runs too, with
-    bf16 inputs as float32 holding bf16 values, and TF32 is not applied: the numbers then say
-    nothing about GPUs.
-    """
-    dev = device or _default_device()
-    series = []
-    for method, (fmt, prec, out_fmt) in GPU_METHODS.items():
-        entry = {"method": method, "in_fmt": fmt, "input_precision": prec, "out_fmt": out_fmt,
-                 "K": [], "rel_error": [], "rel_error_acc": []}
-        if method == "Triton bf16" and models:
-            entry["model_agreement"] = {name: [] for name in _MODELS}
-        series.append(entry)
-    for K in Ks:
-        A, B = gemm_inputs(M, int(K), N, seed)
-        C_data = A @ B
-        for entry in series:
-            fmt, prec = entry["in_fmt"], entry["input_precision"]
-            Aq, Bq = round_to(A, fmt), round_to(B, fmt)
-            if prec is None:  # torch's own matmul, output in the input dtype
-                C = torch_matmul(A, B, fmt, dev)
-            else:
-                C = run_matmul(A, B, fmt, prec, block, dev)
-            entry["K"].append(int(K))
-            entry["rel_error"].append(relative_error(C, C_data))
-            entry["rel_error_acc"].append(relative_error(C, Aq @ Bq))
-            for name, fractions in entry.get("model_agreement", {}).items():
-                fractions.append(float(np.mean(C == _MODELS[name](Aq, Bq))))
-    return series
-
-
-def gpu_run(Ks, M: int = 16, N: int = 16, seed: int = 0, script: str = "benchmarks/gpu_gemm_numerics.py",
-            block: tuple[int, int, int] = (32, 32, 32)) -> dict:
-    """:func:`measure_gemm_errors` on the GPU, wrapped as a results file holds it:
-    ``{"meta": {gpu, date, script, M, N, seed, block, versions}, "series": [...]}``."""
-    if INTERPRETED or not torch.cuda.is_available():
-        raise RuntimeError("gpu_run measures a real GPU: PyTorch sees none, or TRITON_INTERPRET=1 is set")
-    from datetime import datetime, timezone
-
-    series = measure_gemm_errors(Ks, M, N, seed, "cuda", block)
-    meta = {
-        "gpu": torch.cuda.get_device_name(0),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "script": script,
-        "M": M, "N": N, "seed": seed, "block": list(block),
-        "data": "nbhelpers.accumulation.gemm_inputs (standard normal)",
-        "torch": torch.__version__, "triton": triton.__version__, "numpy": np.__version__,
-        "cuda": torch.version.cuda,
-    }
-    return {"meta": meta, "series": series}
-
-
-def gpu_slug(name: str) -> str:
-    """A file-name-safe form of a GPU name: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
-    slug = re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")
-    if not slug:
-        raise ValueError(f"cannot make a file name from the GPU name {name!r}")
-    return slug
-
-
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-_META_KEYS = ("gpu", "date", "script", "M", "N", "seed")
-_SERIES_KEYS = ("method", "in_fmt", "K", "rel_error", "rel_error_acc")
-
-
-def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:
-    """The results files of ``benchmarks/gpu_gemm_numerics.py`` (``gemm_numerics_*.json``),
-    parsed, oldest first; [] when there are none. Each is ``{"meta": {...}, "series": [...]}``
-    with the GPU name, date and script in ``meta`` (see :func:`measure_gemm_errors` for the
-    series). A malformed file raises ValueError naming it."""
-    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
-    runs = []
-    for path in sorted(folder.glob("gemm_numerics_*.json")):
-        try:
-            run = json.loads(path.read_text())
-            missing = [k for k in _META_KEYS if k not in run["meta"]]
-            for s in run["series"]:
-                missing += [f"series.{k}" for k in _SERIES_KEYS if k not in s]
-                if not (len(s["K"]) == len(s["rel_error"]) == len(s["rel_error_acc"])):
-                    missing.append(f"equal lengths of K and errors in {s['method']!r}")
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a results file of gpu_gemm_numerics.py ({e!r})") from e
-        if missing:
-            raise ValueError(f"{path}: missing {', '.join(missing)}")
-        run["path"] = str(path)
-        runs.append(run)
-    return sorted(runs, key=lambda r: r["meta"]["date"])

@@ -1,14 +1,15 @@
-"""Mixed-precision training on the CPU: weight-update regimes, loss scaling, bytes per parameter.
+"""Mixed-precision training on the CPU: weight-update regimes, the task, the update rules, the loop.
 
 One small, real training set-up shared by chapters 04 (master weights) and 05 (loss scaling):
 
 * :class:`TeacherStudentTask`: a regression task generated from a seed: inputs ``X`` (N, d) drawn
   from a standard normal, targets from a random "teacher" MLP, and a student MLP of the same
   shape (about 5,300 parameters by default) started from its own random weights.
-* :class:`Regime`: how the weights are stored and updated (:class:`UpdateRule`), in which
-  format the forward and backward passes run (``compute``), and how the loss is scaled
-  (:class:`StaticScale`, :class:`DynamicScale` or none). :data:`REGIMES` holds the ones the
-  chapters compare.
+* :class:`Regime`: how the weights are stored and updated (:class:`UpdateRule`, applied through
+  the table :data:`UPDATE_STEPS`), in which format the forward and backward passes run
+  (``compute``), and how the loss is scaled (:class:`~nbhelpers.loss_scaling.StaticScale`,
+  :class:`~nbhelpers.loss_scaling.DynamicScale` or none; the scalers live in
+  :mod:`nbhelpers.loss_scaling`). :data:`REGIMES` holds the ones the chapters compare.
 * :func:`train`: one training loop for every regime: full-batch Adam with fp32 optimizer state,
   returning a :class:`TrainResult` (loss per step, updates lost per step, skipped steps, the
   loss scale, snapshots of weights, updates and gradients, and the bytes each kind of state
@@ -16,19 +17,15 @@ One small, real training set-up shared by chapters 04 (master weights) and 05 (l
 
 How the low-precision arithmetic is done. Tensors that training stores (weights, activations,
 activation gradients, weight gradients) are real torch tensors of the compute dtype
-(``torch.bfloat16``, ``torch.float16`` or ``torch.float32``). Every operation between them
-(matrix products, tanh, the loss) is computed in float64 and rounded once to the compute dtype,
-in forward and backward alike: the model of a GPU that reads low-precision inputs, accumulates at
+(``torch.bfloat16``, ``torch.float16`` or ``torch.float32``, the formats'
+:attr:`~nbhelpers.formats.FloatFormat.torch_dtype`). Every operation between them (matrix
+products, tanh, the loss) is computed in float64 and rounded once to the compute dtype, in
+forward and backward alike: the model of a GPU that reads low-precision inputs, accumulates at
 high precision (chapter 03) and writes a low-precision output. Computing in float64 makes the
 runs the same on every CPU (a float32 accumulation order varies between CPUs and thread
 counts; a float64 one does not change the rounded result in practice). The weight updates use
 real casts (round to nearest even), the course's ``round_to`` for stochastic rounding, and fp32
 arithmetic written as separate IEEE operations (no fused multiply-add), for the same reason.
-
-Loss scaling: :class:`DynamicLossScaler` follows ``torch.amp.GradScaler``'s rule (tested to give
-the same scale trajectory): the scale is a float32 number; a step with an inf/NaN gradient is
-skipped and multiplies the scale by ``backoff_factor``; ``growth_interval`` finite steps in a row
-multiply it by ``growth_factor`` (unless that would overflow float32).
 
 Everything random takes a seed; nothing global is touched.
 """
@@ -36,70 +33,57 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from types import MappingProxyType
 
 import numpy as np
 import torch
 
-from .formats import FloatFormat, finite_values, get_format, ulp
+from .formats import FORMATS, FloatFormat, get_format
+from .loss_scaling import DynamicLossScaler, DynamicScale, StaticLossScaler, StaticScale, _f32
 from .rounding import round_to
+from .validation import enum_member, positive_int
 
 __all__ = [
-    "MEMORY_RECIPES",
+    "COMPUTE_FORMATS",
     "REGIMES",
+    "UPDATE_STEPS",
     "AdamState",
-    "DynamicLossScaler",
-    "DynamicScale",
-    "MemoryRecipe",
     "Regime",
     "Snapshot",
-    "StaticLossScaler",
-    "StaticScale",
     "TeacherStudentTask",
     "TrainConfig",
     "TrainResult",
     "UpdateRule",
     "adam_delta",
-    "bytes_per_parameter",
-    "gradscaler_trajectory",
     "kahan_update",
     "master_update",
     "mlp_forward",
     "nearest_update",
-    "range_fractions",
-    "scale_trajectory",
     "sgd_master_step",
     "stochastic_update",
     "train",
-    "ulp_ladder",
-    "underflow_fraction",
-    "update_threshold",
-    "vanishing_ratio_band",
 ]
 
-_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: The formats training can compute in (their torch dtypes come from ``FloatFormat.torch_dtype``).
+COMPUTE_FORMATS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+
+#: The formats :func:`stochastic_update` rounds low-precision weights to.
+_STOCHASTIC_FORMATS: tuple[str, ...] = ("bf16", "fp16")
 
 
 def _compute_name(fmt: FloatFormat | str) -> str:
     name = get_format(fmt).name
-    if name not in _TORCH_DTYPES:
-        raise ValueError(f"compute format {name!r} is not supported: use one of {sorted(_TORCH_DTYPES)}")
+    if name not in COMPUTE_FORMATS:
+        raise ValueError(f"compute format {name!r} is not supported: use one of {sorted(COMPUTE_FORMATS)}")
     return name
 
 
-def _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval) -> None:
-    for name, v in (("init_scale", init_scale), ("growth_factor", growth_factor),
-                    ("backoff_factor", backoff_factor)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-    if growth_factor <= 1:
-        raise ValueError(f"growth_factor must be > 1 (GradScaler's rule), got {growth_factor}")
-    if backoff_factor >= 1:
-        raise ValueError(f"backoff_factor must be < 1 (GradScaler's rule), got {backoff_factor}")
-    if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or growth_interval < 1:
-        raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
+def _format_name(dtype: torch.dtype) -> str | None:
+    """The name of the format in FORMATS whose torch dtype is ``dtype`` (None if there is none)."""
+    return next((f.name for f in FORMATS.values() if f.torch_name is not None and f.torch_dtype is dtype), None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +102,8 @@ class UpdateRule(enum.Enum):
                 probability equal to the distance from the lower neighbour (chapter 01)
     KAHAN       weights and a compensation buffer ``c`` in the compute format: the part of each
                 update that rounding dropped is kept in ``c`` and added to the next update
+
+    Each rule's step is the function :data:`UPDATE_STEPS` maps it to.
     """
 
     FP32 = "fp32"
@@ -128,36 +114,13 @@ class UpdateRule(enum.Enum):
 
 
 @dataclass(frozen=True)
-class StaticScale:
-    """A constant loss scale; a step whose gradients hold inf/NaN is skipped."""
-
-    scale: float
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.scale, (int, float)) and math.isfinite(self.scale) and self.scale > 0):
-            raise ValueError(f"StaticScale.scale must be a positive finite number, got {self.scale!r}")
-
-
-@dataclass(frozen=True)
-class DynamicScale:
-    """Dynamic loss scaling, torch.amp.GradScaler's parameters and defaults."""
-
-    init_scale: float = 2.0**16
-    growth_factor: float = 2.0
-    backoff_factor: float = 0.5
-    growth_interval: int = 2000
-
-    def __post_init__(self) -> None:
-        _check_scaler_args(self.init_scale, self.growth_factor, self.backoff_factor, self.growth_interval)
-
-
-@dataclass(frozen=True)
 class Regime:
     """A training regime: compute format, weight-update rule, loss scaling.
 
     name: label for tables and legends. compute: "fp32", "bf16" or "fp16" (the dtype of the
     stored activations, gradients and working weights). update: an :class:`UpdateRule` (or its
-    value). loss_scale: None, a :class:`StaticScale` or a :class:`DynamicScale`.
+    value). loss_scale: None, a :class:`~nbhelpers.loss_scaling.StaticScale` or a
+    :class:`~nbhelpers.loss_scaling.DynamicScale`.
     """
 
     name: str
@@ -167,12 +130,7 @@ class Regime:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compute", _compute_name(self.compute))
-        if not isinstance(self.update, UpdateRule):
-            try:
-                object.__setattr__(self, "update", UpdateRule(str(self.update)))
-            except ValueError:
-                known = ", ".join(repr(u.value) for u in UpdateRule)
-                raise ValueError(f"unknown update rule {self.update!r}; expected one of {known}") from None
+        object.__setattr__(self, "update", enum_member(UpdateRule, self.update, "update rule"))
         if (self.update is UpdateRule.FP32) != (self.compute == "fp32"):
             raise ValueError(
                 f"regime {self.name!r}: the 'fp32' update rule goes with compute='fp32' and only with it "
@@ -224,8 +182,7 @@ class TeacherStudentTask:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.n_samples, bool) or not isinstance(self.n_samples, int) or self.n_samples < 1:
-            raise ValueError(f"n_samples must be a positive int, got {self.n_samples!r}")
+        object.__setattr__(self, "n_samples", positive_int("n_samples", self.n_samples))
         sizes = tuple(self.sizes)
         if len(sizes) < 2 or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
             raise ValueError(f"sizes must be at least two positive ints (input width first), got {self.sizes!r}")
@@ -335,8 +292,8 @@ def nearest_update(w: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
 def stochastic_update(w: torch.Tensor, delta: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
     """``SR(fp32(w + delta))`` in w's dtype (bf16 or fp16), with the course's ``round_to``."""
     _check_update_args(w, delta)
-    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(w.dtype)
-    if name is None:
+    name = _format_name(w.dtype)
+    if name not in _STOCHASTIC_FORMATS:
         raise TypeError(f"stochastic_update rounds to bf16 or fp16 weights, got {w.dtype}")
     s = (w.float() + delta).numpy()
     return torch.from_numpy(round_to(s, name, "stochastic", rng=rng).astype(np.float32)).to(w.dtype)
@@ -386,196 +343,22 @@ def sgd_master_step(master: np.ndarray, grad: np.ndarray, lr: float) -> tuple[np
     return new.numpy(), w.float().numpy()
 
 
-# ---------------------------------------------------------------------------------------------
-# Loss scalers
-# ---------------------------------------------------------------------------------------------
+# One update step of a rule: (w, c, delta, dtype, rng) -> (new w, new c). w: the stored weight
+# tensor (fp32 for FP32 and MASTER, the compute dtype otherwise); c: the compensation buffer
+# (KAHAN) or None; delta: the fp32 update; dtype: the compute dtype; rng: the generator that
+# stochastic rounding draws from.
+_UpdateStep = Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.dtype, np.random.Generator],
+                       tuple[torch.Tensor, torch.Tensor | None]]
 
-def _f32(x: float) -> float:
-    """x rounded to float32 (to nearest even; beyond float32's range: inf), as a Python float."""
-    with np.errstate(over="ignore"):
-        return float(np.float32(x))
-
-
-class DynamicLossScaler:
-    """The dynamic loss-scaling rule of ``torch.amp.GradScaler``, on plain Python numbers.
-
-    ``scale`` is a float32 value (kept as a Python float). Call :meth:`update` once per step
-    with whether that step's gradients held an inf or NaN; it returns True when the optimizer
-    step should be taken. A non-finite step: skipped, ``scale *= backoff_factor``, the count of
-    good steps restarts. A finite step: taken; after ``growth_interval`` finite steps in a row
-    ``scale *= growth_factor`` (kept unchanged if the product overflows float32) and the count
-    restarts. Products are formed in float64 and rounded to float32, as GradScaler's kernel does.
-    """
-
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000) -> None:
-        _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval)
-        self.scale = _f32(init_scale)
-        self.growth_factor = float(growth_factor)
-        self.backoff_factor = float(backoff_factor)
-        self.growth_interval = int(growth_interval)
-        self.growth_tracker = 0
-        self.skipped = 0
-
-    @classmethod
-    def from_spec(cls, spec: DynamicScale) -> DynamicLossScaler:
-        return cls(spec.init_scale, spec.growth_factor, spec.backoff_factor, spec.growth_interval)
-
-    def update(self, found_inf: bool) -> bool:
-        """Apply the rule for one step; True if the step is taken (its gradients were finite)."""
-        if found_inf:
-            self.scale = _f32(self.scale * self.backoff_factor)
-            self.growth_tracker = 0
-            self.skipped += 1
-            return False
-        self.growth_tracker += 1
-        if self.growth_tracker == self.growth_interval:
-            grown = _f32(self.scale * self.growth_factor)
-            if math.isfinite(grown):
-                self.scale = grown
-            self.growth_tracker = 0
-        return True
-
-
-class StaticLossScaler:
-    """A constant loss scale; a step with inf/NaN gradients is skipped (and counted)."""
-
-    def __init__(self, scale: float) -> None:
-        StaticScale(scale)  # validates
-        self.scale = _f32(scale)
-        self.skipped = 0
-
-    def update(self, found_inf: bool) -> bool:
-        if found_inf:
-            self.skipped += 1
-            return False
-        return True
-
-
-def scale_trajectory(found_inf: Sequence[bool], init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                     backoff_factor: float = 0.5, growth_interval: int = 2000) -> list[float]:
-    """The dynamic scaler's scale after each step of a sequence of found-inf flags (a list)."""
-    s = DynamicLossScaler(init_scale, growth_factor, backoff_factor, growth_interval)
-    out = []
-    for flag in found_inf:
-        s.update(bool(flag))
-        out.append(s.scale)
-    return out
-
-
-def gradscaler_trajectory(found_inf: Sequence[bool], init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                          backoff_factor: float = 0.5, growth_interval: int = 2000) -> tuple[list[float], list[bool]]:
-    """The outside oracle: ``torch.amp.GradScaler("cpu")`` driven by a sequence of found-inf flags.
-
-    A one-parameter model goes through GradScaler's public API each step (scale, backward, step,
-    update) with its gradient replaced by 0 (finite) or inf (non-finite). The optimizer is SGD
-    with weight decay, so a step that is taken moves the parameter even with a zero gradient.
-    Returns (the scale after each update, whether each optimizer step was taken).
-    """
-    _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval)
-    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_factor=growth_factor,
-                                  backoff_factor=backoff_factor, growth_interval=growth_interval)
-    p = torch.nn.Parameter(torch.ones(1))
-    opt = torch.optim.SGD([p], lr=1.0, weight_decay=0.5)
-    scales, taken = [], []
-    for flag in found_inf:
-        opt.zero_grad()
-        with torch.no_grad():
-            p.fill_(1.0)
-        scaler.scale(p.sum()).backward()
-        p.grad = torch.full((1,), math.inf if flag else 0.0)
-        scaler.step(opt)
-        scaler.update()
-        taken.append(bool(p.item() != 1.0))
-        scales.append(float(scaler.get_scale()))
-    return scales, taken
-
-
-# ---------------------------------------------------------------------------------------------
-# Where values fall in a format, and when an update survives
-# ---------------------------------------------------------------------------------------------
-
-def range_fractions(x, fmt: FloatFormat | str = "fp16") -> dict[str, float]:
-    """Where the nonzero values of x land when rounded (to nearest) into ``fmt``.
-
-    Returns fractions of the nonzero finite elements: ``flushed`` (round to zero),
-    ``subnormal`` (nonzero but below the smallest normal), ``normal``, ``overflow`` (beyond the
-    largest finite value), plus ``count`` (how many nonzero finite elements there were).
-    """
-    f = get_format(fmt)
-    a = np.abs(np.asarray(x, dtype=np.float64)).ravel()
-    a = a[np.isfinite(a) & (a != 0)]
-    n = a.size
-    if n == 0:
-        return {"flushed": 0.0, "subnormal": 0.0, "normal": 0.0, "overflow": 0.0, "count": 0}
-    r = np.abs(round_to(a, f))
-    flushed = int(np.count_nonzero(r == 0))
-    overflow = int(np.count_nonzero(~np.isfinite(r) | (r > f.max)))
-    subnormal = int(np.count_nonzero((r > 0) & (r < f.smallest_normal)))
-    return {"flushed": flushed / n, "subnormal": subnormal / n, "normal": (n - flushed - overflow - subnormal) / n,
-            "overflow": overflow / n, "count": n}
-
-
-def underflow_fraction(x, fmt: FloatFormat | str) -> float:
-    """Fraction of the nonzero elements of x that round (to nearest even) to zero in ``fmt``.
-
-    0.0 when x has no nonzero element. x: any real array (finite values).
-    """
-    a = np.asarray(x, dtype=np.float64).ravel()
-    nz = a != 0
-    n = int(np.count_nonzero(nz))
-    if n == 0:
-        return 0.0
-    return int(np.count_nonzero(round_to(a[nz], fmt) == 0)) / n
-
-
-def update_threshold(w, fmt: FloatFormat | str) -> np.ndarray:
-    """Half the spacing above |w| in ``fmt``: a smaller update of |w| (away from zero) is lost.
-
-    w is taken as a value of the format (round it first). An update of exactly this size is a
-    tie: it survives only if it lands on the neighbour with the even last bit.
-    """
-    return ulp(w, fmt) / 2
-
-
-def ulp_ladder(weights: Sequence[float], formats: Sequence[FloatFormat | str] = ("fp16", "bf16")
-               ) -> tuple[list[tuple], list[str]]:
-    """Rows and headers for a table: per weight, in each format, the spacing and the smallest update.
-
-    For each weight w (rounded into each format first): the spacing (ulp) at w, the threshold
-    :func:`update_threshold` below which an update is lost, and w divided by that threshold.
-    Returns (rows, headers) for :func:`nbhelpers.tables.text_table`.
-    """
-    fmts = [get_format(f) for f in formats]
-    headers = ["w"]
-    for f in fmts:
-        headers += [f"{f.name} ulp(w)", f"{f.name} lost below", f"{f.name} w/threshold"]
-    rows = []
-    for w in weights:
-        row: list = [float(w)]
-        for f in fmts:
-            wf = float(round_to(w, f))
-            thr = float(update_threshold(wf, f))
-            row += [float(ulp(wf, f)), thr, round(abs(wf) / thr, 1)]
-        rows.append(tuple(row))
-    return rows, headers
-
-
-def vanishing_ratio_band(fmt: FloatFormat | str) -> tuple[float, float]:
-    """(lowest, highest) ratio |w| / |u| beyond which an update u of a normal weight w is lost.
-
-    For every value w of the binade [1, 2) (every normal binade behaves the same) and both
-    directions, the update is lost once it is smaller than half the gap to the neighbour it
-    moves toward; the ratio is w over that half gap. The lowest ratio, 2**(m+1), is w = 1 moving
-    up; the highest, 2**(m+2), is w = 1 moving down (the gap below a power of two is half as
-    wide). Formats of at most 16 bits (the grid is enumerated).
-    """
-    v = finite_values(fmt, nonnegative=True)
-    i = np.nonzero((v >= 1.0) & (v < 2.0))[0]
-    up = v[i] / ((v[i + 1] - v[i]) / 2)
-    down = v[i] / ((v[i] - v[i - 1]) / 2)
-    r = np.concatenate([up, down])
-    return float(r.min()), float(r.max())
+#: Each :class:`UpdateRule`'s step ``(w, c, delta, dtype, rng) -> (new w, new c)``: the one place
+#: :func:`train` looks a rule up (``c`` is the KAHAN compensation buffer, None for the others).
+UPDATE_STEPS: Mapping[UpdateRule, _UpdateStep] = MappingProxyType({
+    UpdateRule.FP32: lambda w, c, d, dtype, rng: (w + d, c),
+    UpdateRule.MASTER: lambda w, c, d, dtype, rng: (master_update(w, d, dtype)[0], c),
+    UpdateRule.NEAREST: lambda w, c, d, dtype, rng: (nearest_update(w, d), c),
+    UpdateRule.STOCHASTIC: lambda w, c, d, dtype, rng: (stochastic_update(w, d, rng), c),
+    UpdateRule.KAHAN: lambda w, c, d, dtype, rng: kahan_update(w, c, d),
+})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -603,8 +386,7 @@ class TrainConfig:
     record_steps: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"steps must be a positive int, got {self.steps!r}")
+        object.__setattr__(self, "steps", positive_int("steps", self.steps))
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be positive, got {self.lr!r}")
         mantissa = math.frexp(self.loss_multiplier)[0] if self.loss_multiplier > 0 else 0.0
@@ -684,16 +466,17 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
         raise TypeError(f"regime must be a Regime or a name from REGIMES, got {type(regime).__name__}")
     task = task or TeacherStudentTask()
     config = config or TrainConfig()
-    dtype = _TORCH_DTYPES[regime.compute]
+    dtype = FORMATS[regime.compute].torch_dtype
     X, y, init = task.data()
     rng = np.random.default_rng(config.rng_seed)
     rule = regime.update
+    apply_update = UPDATE_STEPS[rule]
 
     if rule in (UpdateRule.FP32, UpdateRule.MASTER):
         stored = [w.clone() for w in init]  # fp32
     else:
         stored = [w.to(dtype) for w in init]
-    comp = [torch.zeros_like(w) for w in stored] if rule is UpdateRule.KAHAN else []
+    comp = [torch.zeros_like(w) for w in stored] if rule is UpdateRule.KAHAN else [None] * len(stored)
     states = [AdamState(torch.zeros(w.shape), torch.zeros(w.shape)) for w in init]
     spec = regime.loss_scale
     scaler = (DynamicLossScaler.from_spec(spec) if isinstance(spec, DynamicScale)
@@ -738,23 +521,14 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
         n_lost = n_moving = 0
         for i, d in enumerate(deltas):
             old = stored[i]
-            if rule is UpdateRule.FP32:
-                new = old + d
-            elif rule is UpdateRule.MASTER:
-                new, _ = master_update(old, d, dtype)
-            elif rule is UpdateRule.NEAREST:
-                new = nearest_update(old, d)
-            elif rule is UpdateRule.STOCHASTIC:
-                new = stochastic_update(old, d, rng)
-            else:
-                new, comp[i] = kahan_update(old, comp[i], d)
+            new, comp[i] = apply_update(old, comp[i], d, dtype, rng)
             moving = d != 0
             n_moving += int(moving.sum())
             n_lost += int((moving & (new == old)).sum())
             stored[i] = new
         unchanged[t - 1] = n_lost / max(n_moving, 1)
 
-    nbytes = lambda ts: int(sum(x.numel() * x.element_size() for x in ts))
+    nbytes = lambda ts: int(sum(x.numel() * x.element_size() for x in ts if x is not None))
     low = [w.to(dtype) for w in stored] if rule is UpdateRule.MASTER else stored
     state_bytes = {"weights": nbytes(low), "gradients": nbytes(grads_held),
                    "master": nbytes(stored) if rule is UpdateRule.MASTER else 0,
@@ -762,73 +536,3 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
                    "compensation": nbytes(comp)}
     return TrainResult(regime, losses, unchanged, skipped, scales, grad_absmax, snaps, state_bytes, task.n_params,
                        [w.clone() for w in stored])
-
-
-# ---------------------------------------------------------------------------------------------
-# Bytes per parameter
-# ---------------------------------------------------------------------------------------------
-
-def _storage_bytes(kind: str | None, block: int | None) -> float:
-    """Bytes per element of a state stored as ``kind``: a format name, "int8", or None (absent)."""
-    if kind is None:
-        return 0.0
-    if kind == "int8":
-        # 8-bit codes plus one fp32 scale per block of ``block`` values
-        return 1.0 + (4.0 / block if block else 0.0)
-    return get_format(kind).bits / 8
-
-
-@dataclass(frozen=True)
-class MemoryRecipe:
-    """What training keeps per parameter: the storage of each kind of state.
-
-    Each field is a format name ("fp32", "bf16", "e4m3fn"), "int8" (a quantized code with one
-    fp32 scale per ``block`` values) or None (not kept). Activations are not counted: they
-    depend on batch and sequence length, not on the parameter count.
-    """
-
-    name: str
-    weights: str | None = "bf16"
-    gradients: str | None = "bf16"
-    master: str | None = "fp32"
-    adam_m: str | None = "fp32"
-    adam_v: str | None = "fp32"
-    compensation: str | None = None
-    block: int | None = None
-
-    def __post_init__(self) -> None:
-        for kind in (self.weights, self.gradients, self.master, self.adam_m, self.adam_v, self.compensation):
-            if kind is not None and kind != "int8":
-                get_format(kind)  # raises for an unknown name
-        if self.block is not None and (not isinstance(self.block, int) or self.block < 1):
-            raise ValueError(f"block must be a positive int or None, got {self.block!r}")
-
-    def breakdown(self) -> dict[str, float]:
-        """Bytes per parameter of each kind of state."""
-        return {
-            "weights": _storage_bytes(self.weights, self.block),
-            "gradients": _storage_bytes(self.gradients, self.block),
-            "master": _storage_bytes(self.master, self.block),
-            "adam m": _storage_bytes(self.adam_m, self.block),
-            "adam v": _storage_bytes(self.adam_v, self.block),
-            "compensation": _storage_bytes(self.compensation, self.block),
-        }
-
-
-def bytes_per_parameter(recipe: MemoryRecipe) -> float:
-    """Total bytes per parameter of a recipe."""
-    return float(sum(recipe.breakdown().values()))
-
-
-MEMORY_RECIPES: Mapping[str, MemoryRecipe] = {
-    r.name: r
-    for r in [
-        MemoryRecipe("fp32 weights, fp32 Adam", "fp32", "fp32", None),
-        MemoryRecipe("bf16 + fp32 master, fp32 Adam"),
-        MemoryRecipe("bf16 + Kahan (bf16 buffer), fp32 Adam", master=None, compensation="bf16"),
-        MemoryRecipe("bf16, stochastic rounding, fp32 Adam", master=None),
-        MemoryRecipe("bf16, stochastic rounding, bf16 Adam", master=None, adam_m="bf16", adam_v="bf16"),
-        MemoryRecipe("fp8 weights + fp32 master, fp32 Adam", weights="e4m3fn"),
-        MemoryRecipe("bf16 + fp32 master, 8-bit Adam", adam_m="int8", adam_v="int8", block=2048),
-    ]
-}

@@ -1,0 +1,105 @@
+"""GPU measurements of GEMM numerics: what chapter 03's emulations are compared with.
+
+:func:`measure_gemm_errors` runs torch's GEMM and the Triton kernel of :mod:`nbhelpers.kernels.gemm`
+on :func:`nbhelpers.experiments.gemm_inputs` data for each K and measures their errors (and, for
+the kernel's bf16 path, how often its outputs are bit-identical to each tensor-core model).
+:func:`gpu_run` wraps that as a results file holds it, labelled with the GPU, the date, the
+script and the versions; ``benchmarks/gpu_gemm_numerics.py`` writes it to
+``benchmarks/results/`` and :func:`nbhelpers.results.recorded_gpu_runs` reads it back.
+
+Like :mod:`nbhelpers.kernels`, import this after :func:`nbhelpers.device.setup_device`.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+import torch
+import triton
+
+from .accumulation import emulated_matmul
+from .experiments import gemm_inputs
+from .kernels import INTERPRETED
+from .kernels.gemm import _default_device, run_matmul, torch_matmul
+from .metrics import relative_error
+from .rounding import round_to
+from .tensor_cores import tensor_core_matmul
+
+__all__ = ["GPU_METHODS", "measure_gemm_errors", "gpu_run"]
+
+
+GPU_METHODS = {
+    # label: (input format, input_precision or None for torch.matmul, output format)
+    "torch.matmul bf16": ("bf16", None, "bf16"),
+    "Triton bf16": ("bf16", "ieee", "fp32"),
+    "Triton fp32 tf32": ("fp32", "tf32", "fp32"),
+    "Triton fp32 ieee": ("fp32", "ieee", "fp32"),
+}
+
+_MODELS = {
+    # what a Triton bf16 result is compared with, bit for bit (fraction of identical outputs)
+    "tensor-core model, group 4": lambda A, B: tensor_core_matmul(A, B, "bf16", group=4),
+    "tensor-core model, group 8": lambda A, B: tensor_core_matmul(A, B, "bf16", group=8),
+    "tensor-core model, group 16": lambda A, B: tensor_core_matmul(A, B, "bf16", group=16),
+    "fp32 sequential, nearest-even": lambda A, B: emulated_matmul(A, B, "bf16", "fp32"),
+}
+
+
+def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str | None = None,
+                        block: tuple[int, int, int] = (32, 32, 32), models: bool = True) -> list[dict]:
+    """Errors of torch's and the Triton kernel's GEMMs for each K, on :func:`gemm_inputs` data.
+
+    For every method of :data:`GPU_METHODS` a dict: ``method``, ``in_fmt``, ``input_precision``,
+    ``out_fmt``, ``K`` (list), ``rel_error`` (against float64 A @ B of the float64 data, as in
+    the notebook's first figure) and ``rel_error_acc`` (against the float64 product of the inputs
+    as the method received them, so input rounding does not count; for TF32 the fp32 inputs). For
+    "Triton bf16" with ``models``, also ``model_agreement``: for each emulation in chapter 03's
+    models, the fraction of outputs bit-identical to it, per K.
+
+    Meant for a GPU (``benchmarks/gpu_gemm_numerics.py``). In the interpreter it runs too, with
+    bf16 inputs as float32 holding bf16 values, and TF32 is not applied: the numbers then say
+    nothing about GPUs.
+    """
+    dev = device or _default_device()
+    series = []
+    for method, (fmt, prec, out_fmt) in GPU_METHODS.items():
+        entry = {"method": method, "in_fmt": fmt, "input_precision": prec, "out_fmt": out_fmt,
+                 "K": [], "rel_error": [], "rel_error_acc": []}
+        if method == "Triton bf16" and models:
+            entry["model_agreement"] = {name: [] for name in _MODELS}
+        series.append(entry)
+    for K in Ks:
+        A, B = gemm_inputs(M, int(K), N, seed)
+        C_data = A @ B
+        for entry in series:
+            fmt, prec = entry["in_fmt"], entry["input_precision"]
+            Aq, Bq = round_to(A, fmt), round_to(B, fmt)
+            if prec is None:  # torch's own matmul, output in the input dtype
+                C = torch_matmul(A, B, fmt, dev)
+            else:
+                C = run_matmul(A, B, fmt, prec, block, dev)
+            entry["K"].append(int(K))
+            entry["rel_error"].append(relative_error(C, C_data))
+            entry["rel_error_acc"].append(relative_error(C, Aq @ Bq))
+            for name, fractions in entry.get("model_agreement", {}).items():
+                fractions.append(float(np.mean(C == _MODELS[name](Aq, Bq))))
+    return series
+
+
+def gpu_run(Ks, M: int = 16, N: int = 16, seed: int = 0, script: str = "benchmarks/gpu_gemm_numerics.py",
+            block: tuple[int, int, int] = (32, 32, 32)) -> dict:
+    """:func:`measure_gemm_errors` on the GPU, wrapped as a results file holds it:
+    ``{"meta": {gpu, date, script, M, N, seed, block, versions}, "series": [...]}``."""
+    if INTERPRETED or not torch.cuda.is_available():
+        raise RuntimeError("gpu_run measures a real GPU: PyTorch sees none, or TRITON_INTERPRET=1 is set")
+    series = measure_gemm_errors(Ks, M, N, seed, "cuda", block)
+    meta = {
+        "gpu": torch.cuda.get_device_name(0),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "script": script,
+        "M": M, "N": N, "seed": seed, "block": list(block),
+        "data": "nbhelpers.experiments.gemm_inputs (standard normal)",
+        "torch": torch.__version__, "triton": triton.__version__, "numpy": np.__version__,
+        "cuda": torch.version.cuda,
+    }
+    return {"meta": meta, "series": series}

@@ -1,0 +1,44 @@
+"""Plot helpers, one module per figure family (not per chapter).
+
+Each function takes ``ax=None`` (a new figure when None), returns the Axes and never shows it;
+colours come from :mod:`~nbhelpers.plots.style` (one colour per format across the course).
+
+- :mod:`~nbhelpers.plots.style`       colours per format, dash styles, axes handling
+- :mod:`~nbhelpers.plots.grids`       what a format holds: bit layouts, values, spacing, rounding modes
+- :mod:`~nbhelpers.plots.absorption`  what one rounded addition loses: addend loss, sum-to-term ratio, update survival
+- :mod:`~nbhelpers.plots.errors`      error against a size: GEMM error vs K (with GPU points), sum error vs n
+- :mod:`~nbhelpers.plots.steps`       a quantity per step: running sums, training loss, unchanged updates, loss scale
+- :mod:`~nbhelpers.plots.ranges`      magnitudes against a format's range: gradient histograms
+
+A new figure goes into the module of its family (an amax histogram of chapter 06 into
+``ranges``, a bandwidth-against-stride curve of chapter 08 into a new ``throughput`` family)
+and is re-exported here, so a notebook reads ``from nbhelpers import plots; plots.plot_...``.
+"""
+from __future__ import annotations
+
+from .absorption import plot_addend_loss, plot_sum_to_term_ratio, plot_update_survival
+from .errors import plot_error_vs_K, plot_errors_vs_length, plot_recorded_gpu_errors
+from .grids import plot_bit_layouts, plot_relative_spacing, plot_rounding_modes, plot_value_line
+from .ranges import plot_gradient_histogram
+from .steps import plot_loss_scale, plot_running_sums, plot_training_curves, plot_unchanged_updates
+from .style import FORMAT_COLORS, format_color
+
+__all__ = [
+    "FORMAT_COLORS",
+    "format_color",
+    "plot_bit_layouts",
+    "plot_value_line",
+    "plot_relative_spacing",
+    "plot_rounding_modes",
+    "plot_addend_loss",
+    "plot_sum_to_term_ratio",
+    "plot_update_survival",
+    "plot_error_vs_K",
+    "plot_recorded_gpu_errors",
+    "plot_errors_vs_length",
+    "plot_running_sums",
+    "plot_training_curves",
+    "plot_unchanged_updates",
+    "plot_loss_scale",
+    "plot_gradient_histogram",
+]

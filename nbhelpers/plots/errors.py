@@ -1,0 +1,115 @@
+"""Figures of error against a size: a GEMM's error against K (emulated, and recorded GPU points
+laid over it), a sum's error against its length n. Log-log axes, one line per method, coloured by
+the format that sets the error, with napkin-math guides in grey.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..formats import FloatFormat, get_format
+from .style import DASHES, axes_or_new, dashes_by_color, format_color, line_color
+
+__all__ = ["plot_error_vs_K", "plot_recorded_gpu_errors", "plot_errors_vs_length"]
+
+
+def plot_error_vs_K(Ks: Sequence[int], errors: dict, formats: dict, ax=None, guides: dict | None = None):
+    """Relative error against K on log-log axes, one line per entry of ``errors``.
+
+    Ks: the K values (x axis). errors: label -> one error per K. formats: label -> the format
+    whose course colour the line takes (say, its accumulator or input format), or a plain
+    matplotlib colour ("black") for a line that stands for an algorithm rather than a format;
+    lines sharing a colour get different dash styles. guides: label -> one value per K, drawn as
+    thin grey reference lines (napkin-math estimates such as sqrt(K) * u).
+    """
+    ax = axes_or_new(ax)
+    Ks = np.asarray(Ks, dtype=float)
+    for label in errors:
+        if label not in formats:
+            raise KeyError(f"no format given for the line {label!r}: add it to formats")
+    colors = [line_color(formats[label]) for label in errors]
+    for (label, errs), color, style in zip(errors.items(), colors, dashes_by_color(colors)):
+        ax.plot(Ks, np.asarray(errs, dtype=float), style, color=color, marker="o", ms=3.5, lw=1.5,
+                label=label)
+    for i, (label, vals) in enumerate((guides or {}).items()):
+        ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 1) % len(DASHES)], color="0.55",
+                lw=0.9, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("K (length of each dot product)")
+    ax.set_ylabel("relative error  ||C - C_ref||_F / ||C_ref||_F")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return ax
+
+
+_GPU_MARKERS = ("X", "o", "s", "D", "^", "v", "P", "*")
+
+
+
+def _gpu_series_color(series: dict) -> str:
+    if series.get("in_fmt") == "fp32" and series.get("input_precision") == "tf32":
+        return format_color("tf32")
+    return format_color(series.get("in_fmt", "fp32"))
+
+
+def plot_recorded_gpu_errors(runs: Sequence[dict], ax=None, metric: str = "rel_error",
+                             methods: Sequence[str] | None = None):
+    """GPU measurements as large markers (black edges), to lay over a CPU figure.
+
+    runs: results as returned by ``nbhelpers.results.recorded_gpu_runs`` (or one live run in
+    the same layout: ``{"meta": {"gpu", "date", "script"}, "series": [...]}``). metric: the key of
+    each series to plot (``"rel_error"`` or ``"rel_error_acc"``). methods: which series (all when
+    None). A note under the axes names each run's GPU, date and script.
+    """
+    ax = axes_or_new(ax)
+    notes = []
+    for r, run in enumerate(runs):
+        meta = run["meta"]
+        for i, s in enumerate(run["series"]):
+            if methods is not None and s["method"] not in methods:
+                continue
+            label = f"GPU: {s['method']}" + (f" ({meta['gpu']})" if len(runs) > 1 else "")
+            ax.plot(s["K"], s[metric], ls="none", marker=_GPU_MARKERS[i % len(_GPU_MARKERS)],
+                    ms=8 - 2 * (r % 2), mec="black", mew=0.8, color=_gpu_series_color(s), label=label)
+        notes.append(f"GPU points: {meta['gpu']}, {str(meta['date'])[:10]}, {meta['script']}")
+    if notes:
+        ax.annotate("\n".join(notes), xy=(0, 0), xycoords="axes fraction", xytext=(0, -40),
+                    textcoords="offset points", va="top", fontsize=8)
+        ax.legend(fontsize=8, loc="best")
+    return ax
+
+
+_ORDER_MARKERS = {"sequential": "o", "pairwise": "s", "blocked": "^", "kahan": "D"}
+
+
+
+def plot_errors_vs_length(lengths, errors: dict, ax=None, bounds: Sequence[FloatFormat | str] = ("bf16", "fp32")):
+    """Median relative error of summation methods against the number of terms n.
+
+    errors: {SumMethod: array of len(lengths)} (:func:`nbhelpers.experiments.errors_vs_length`).
+    Colour: the method's accumulator format; marker: its order; dashed: stochastic rounding.
+    Thin grey-coloured lines per format in ``bounds``: the a-priori bound (n - 1) u (dotted)
+    and the typical random-error size sqrt(n) u (dash-dot). Zero errors are not drawn.
+    """
+    ax = axes_or_new(ax, figsize=(8, 5))
+    n = np.asarray(lengths, dtype=np.float64)
+    for m, e in errors.items():
+        e = np.asarray(e, dtype=np.float64)
+        y = np.where(e > 0, e, np.nan)
+        ls = "--" if m.rounding.value == "stochastic" else "-"
+        ax.plot(n, y, ls=ls, marker=_ORDER_MARKERS.get(m.order.value, "o"), ms=4, lw=1.4,
+                color=format_color(m.acc), label=m.label)
+    for spec in bounds:
+        f = get_format(spec)
+        u = f.unit_roundoff
+        ax.plot(n, (n - 1) * u, color=format_color(f), ls=":", lw=1.0, alpha=0.7, label=f"(n-1)u, {f.name}")
+        ax.plot(n, np.sqrt(n) * u, color=format_color(f), ls="-.", lw=1.0, alpha=0.7, label=f"sqrt(n)u, {f.name}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=10)
+    ax.set_xlabel("n (terms)")
+    ax.set_ylabel("median relative error")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    return ax

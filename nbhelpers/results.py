@@ -1,0 +1,80 @@
+"""Recorded results files: where they live, how they are named, how they are read back.
+
+Scripts in ``benchmarks/`` that need a GPU write their measurements to
+``benchmarks/results/<name>_<gpu>.json``, each labelled with the GPU, the date, the script and
+the versions. On a machine without a GPU a notebook shows those recorded runs instead of live
+ones. This module finds the folder and reads the files; it imports no torch and no Triton, so
+it works on any machine and before :func:`nbhelpers.device.setup_device`.
+
+The folder is, in this order: the ``results_dir`` a caller passes; the environment variable
+``NBHELPERS_RESULTS_DIR``; ``benchmarks/results`` in the current folder or the nearest parent
+that has one (a notebook runs in ``notebooks/``, a script at the repository root); the
+repository this package was loaded from (an editable install). So an installed, non-editable
+copy of the package reads the results of the repository it is run in.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+__all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "recorded_gpu_runs"]
+
+ENV_VAR = "NBHELPERS_RESULTS_DIR"
+_RELATIVE = Path("benchmarks") / "results"
+
+
+def find_results_dir(results_dir: str | Path | None = None) -> Path | None:
+    """The folder of recorded results (see the module docstring for the search order), or None
+    when there is none to be found (nothing recorded can be shown then)."""
+    if results_dir is not None:
+        return Path(results_dir)
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / _RELATIVE).is_dir():
+            return folder / _RELATIVE
+    source_repo = Path(__file__).resolve().parents[1] / _RELATIVE
+    return source_repo if source_repo.is_dir() else None
+
+
+def gpu_slug(name: str) -> str:
+    """A file-name-safe form of a GPU name: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
+    slug = re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")
+    if not slug:
+        raise ValueError(f"cannot make a file name from the GPU name {name!r}")
+    return slug
+
+
+_META_KEYS = ("gpu", "date", "script", "M", "N", "seed")
+_SERIES_KEYS = ("method", "in_fmt", "K", "rel_error", "rel_error_acc")
+
+
+def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:
+    """The results files of ``benchmarks/gpu_gemm_numerics.py`` (``gemm_numerics_*.json``),
+    parsed, oldest first; [] when there are none. Each is ``{"meta": {...}, "series": [...]}``
+    with the GPU name, date and script in ``meta`` (see
+    :func:`nbhelpers.gpu_measurements.measure_gemm_errors` for the series) and the file's
+    ``path``. A malformed file raises ValueError naming it."""
+    folder = find_results_dir(results_dir)
+    if folder is None:
+        return []
+    runs = []
+    for path in sorted(folder.glob("gemm_numerics_*.json")):
+        try:
+            run = json.loads(path.read_text())
+            missing = [k for k in _META_KEYS if k not in run["meta"]]
+            for s in run["series"]:
+                missing += [f"series.{k}" for k in _SERIES_KEYS if k not in s]
+                if not (len(s["K"]) == len(s["rel_error"]) == len(s["rel_error_acc"])):
+                    missing.append(f"equal lengths of K and errors in {s['method']!r}")
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a results file of gpu_gemm_numerics.py ({e!r})") from e
+        if missing:
+            raise ValueError(f"{path}: missing {', '.join(missing)}")
+        run["path"] = str(path)
+        runs.append(run)
+    return sorted(runs, key=lambda r: r["meta"]["date"])

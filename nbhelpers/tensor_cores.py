@@ -1,0 +1,276 @@
+"""A model of how NVIDIA tensor cores accumulate: fused groups, alignment, truncation, promotion.
+
+Chapter 03 builds the model, chapter 07 uses its promotion into fp32 (DeepSeek-V3's N_C = 128).
+The model (Fasi, Higham, Mikaitis & Pranesh 2021, "Numerical behavior of NVIDIA tensor cores";
+group sizes from Khattak & Mikaitis 2025) is spelt out in :func:`tensor_core_matmul`; one fused
+step is :func:`tensor_core_group_sum`, its alignment :func:`align_group`.
+:func:`tensor_core_matmul_ref` is its slow reference (exact Fractions, integer shifts) for the
+tests. :func:`accumulator_probe` builds inputs that tell accumulators apart by their outputs and
+:func:`probe_verdict` reads them.
+
+Shapes: the matmuls take A (M, K) and B (K, N) and return (M, N) float64, looping over K in
+steps of ``group`` and vectorised over M x N. Roundings use the adder of
+:mod:`nbhelpers.accumulation`, correctly rounded from the exact sum.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from .accumulation import _Adder, _check_fmt, _check_matmul, _check_rng, _fraction_to_float_odd
+from .formats import FloatFormat, get_format
+from .rounding import Rounding, _as_rounding, round_to
+from .validation import positive_int, real_float64
+
+__all__ = [
+    "max_align_bits",
+    "tensor_core_matmul",
+    "tensor_core_matmul_ref",
+    "align_group",
+    "tensor_core_group_sum",
+    "accumulator_probe",
+    "probe_verdict",
+]
+
+
+def max_align_bits(group: int) -> int:
+    """Largest ``align_bits`` for which the aligned group sum (g products and the accumulator,
+    each an integer multiple of 2**(E - align_bits) below 2**(align_bits + 1) in units of that)
+    is exact in float64: align_bits + 1 + ceil(log2(group + 1)) <= 53."""
+    return 52 - math.ceil(math.log2(group + 1))
+
+
+def tensor_core_matmul(
+    A,
+    B,
+    in_fmt: FloatFormat | str = "bf16",
+    group: int = 8,
+    align_bits: int = 23,
+    acc: FloatFormat | str = "fp32",
+    rounding: Rounding | str = "toward_zero",
+    promote_every: int | None = None,
+    out_fmt: FloatFormat | str | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """A model of how NVIDIA tensor cores accumulate: fused groups, alignment, truncation.
+
+    A: (M, K), B: (K, N) -> (M, N) float64.
+
+    The model (Fasi, Higham, Mikaitis & Pranesh 2021, "Numerical behavior of NVIDIA tensor
+    cores"; group sizes from Khattak & Mikaitis 2025: 4 on V100, 8 on A100, 16 on H100 for
+    fp16/bf16 inputs):
+
+    1. inputs are rounded to ``in_fmt``; products are exact;
+    2. the K products are taken ``group`` at a time (the last group may be shorter). For one
+       group, the ``group`` products *and the incoming accumulator c* are aligned to the largest
+       exponent E among them (E = floor(log2 |v|) of the largest magnitude) and each is truncated
+       toward zero to a multiple of 2**(E - align_bits): ``align_bits`` bits are kept below the
+       leading bit, with no guard, round or sticky bits, so a term smaller than 2**(E - align_bits)
+       vanishes entirely;
+    3. the truncated terms are added exactly (fixed point) and the result is rounded once into
+       ``acc`` with ``rounding``: toward zero by default (truncation, as in Fasi et al.'s model of
+       the final normalisation), a parameter so that nearest-even can be compared;
+    4. ``promote_every=N`` (a multiple of ``group``): after every N products the accumulator c is
+       added into a separate fp32 accumulator (nearest-even) and reset to zero, as DeepSeek-V3 does
+       for Hopper fp8 GEMMs (N_C = 128); the fp32 accumulator is the result.
+
+    ``align_bits`` defaults to 23 (an fp32-wide aligned significand, as in the paper's model);
+    it may be at most :func:`max_align_bits` (47 for group 16) so that step 3 is exact in float64.
+    With a large ``align_bits`` and terms whose bits all lie within it, nothing is truncated and the
+    model is exact grouped summation rounded once per group (tested).
+    """
+    f = _check_fmt(acc, "acc")
+    mode = _as_rounding(rounding)
+    _check_rng(mode, rng)
+    g, align_bits, promote_every = _check_tc(group, align_bits, promote_every)
+    Aq, Bq = _check_matmul(A, B, in_fmt)
+    M, K = Aq.shape
+    N = Bq.shape[1]
+    add = _Adder(f, mode, rng)
+    fp32 = _Adder(get_format("fp32"), Rounding.NEAREST_EVEN, None)
+    c = np.zeros((M, N))
+    outer = np.zeros((M, N)) if promote_every else None
+    done = 0
+    for k0 in range(0, K, g):
+        k1 = min(k0 + g, K)
+        terms = np.empty((k1 - k0 + 1, M, N))
+        terms[0] = c
+        np.multiply(Aq[:, k0:k1].T[:, :, None], Bq[k0:k1, None, :], out=terms[1:])
+        c = add.round(_aligned_sum(terms, align_bits))
+        done = k1
+        if promote_every and (done % promote_every == 0 or done == K):
+            outer = fp32.add(outer, c)
+            c = np.zeros((M, N))
+    out = outer if promote_every else c
+    return out if out_fmt is None else round_to(out, out_fmt)
+
+
+def _check_tc(group, align_bits, promote_every):
+    positive_int("group", group)
+    positive_int("align_bits", align_bits)
+    hi = max_align_bits(group)
+    if align_bits > hi:
+        raise ValueError(
+            f"align_bits={align_bits} is too large for group={group}: at most {hi}, so that the "
+            "aligned group sum is exact in float64"
+        )
+    if promote_every is not None:
+        if isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer)) \
+                or promote_every < 1 or promote_every % group:
+            raise ValueError(
+                f"promote_every must be None or a positive multiple of group={group}, got {promote_every!r}"
+            )
+    return int(group), int(align_bits), promote_every
+
+
+def _aligned_sum(terms: np.ndarray, align_bits: int) -> np.ndarray:
+    """terms (G, ...) -> exact sum over axis 0 after truncating each to 2**(E - align_bits)."""
+    amax = np.abs(terms).max(axis=0)
+    _, ex = np.frexp(amax)  # amax = m * 2**ex, m in [0.5, 1): E = ex - 1 (zero gives ex = 0)
+    inv_q = np.ldexp(1.0, align_bits - (ex - 1))  # 1/q = 2**(align_bits - E), a power of two
+    kept = np.trunc(terms * inv_q)  # exact: scaling by a power of two, then truncation
+    return kept.sum(axis=0) / inv_q  # exact: integers below 2**53, then a power-of-two scaling
+
+
+def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp32",
+                           rounding="toward_zero", promote_every=None) -> np.ndarray:
+    """Slow reference for :func:`tensor_core_matmul` (deterministic roundings): one output at a
+    time, exact Fractions, the alignment written out with integer shifts. (M, N) float64."""
+    f = get_format(acc)
+    mode = _as_rounding(rounding)
+    g, align_bits, promote_every = _check_tc(group, align_bits, promote_every)
+    Aq, Bq = _check_matmul(A, B, in_fmt)
+    M, K = Aq.shape
+    N = Bq.shape[1]
+    C = np.zeros((M, N))
+    for i in range(M):
+        for j in range(N):
+            c = Fraction(0)
+            outer = Fraction(0)
+            for k0 in range(0, K, g):
+                vals = [c] + [Fraction(float(Aq[i, k])) * Fraction(float(Bq[k, j]))
+                              for k in range(k0, min(k0 + g, K))]
+                nz = [abs(v) for v in vals if v != 0]
+                if nz:
+                    top = max(nz)
+                    E = top.numerator.bit_length() - top.denominator.bit_length()
+                    if Fraction(2) ** E > top:  # bit_length difference can be one too high
+                        E -= 1
+                    q = Fraction(2) ** (E - align_bits)
+                    total = sum((math.trunc(v / q) * q for v in vals), Fraction(0))
+                else:
+                    total = Fraction(0)
+                c = Fraction(float(round_to(_fraction_to_float_odd(total), f, mode)))
+                if promote_every and ((min(k0 + g, K)) % promote_every == 0 or k0 + g >= K):
+                    outer = Fraction(float(round_to(_fraction_to_float_odd(outer + c), "fp32")))
+                    c = Fraction(0)
+            C[i, j] = float(outer if promote_every else c)
+    return C
+
+
+def align_group(values, align_bits: int = 23) -> tuple[int | None, np.ndarray]:
+    """The alignment step of one tensor-core group (see :func:`tensor_core_matmul`).
+
+    values: 1-D array of finite numbers (the incoming accumulator and the group's products).
+    Returns (E, kept): E = floor(log2(max |v|)), the exponent everything is aligned to (None if
+    all values are zero), and each value truncated toward zero to a multiple of
+    2**(E - align_bits), as float64 of the same length (exact).
+    """
+    v = _group_values(values)
+    positive_int("align_bits", align_bits)
+    hi = max_align_bits(max(v.size - 1, 1))
+    if align_bits > hi:
+        raise ValueError(f"align_bits={align_bits} is too large for {v.size} values: at most {hi}")
+    amax = float(np.abs(v).max()) if v.size else 0.0
+    if amax == 0.0:
+        return None, np.zeros(v.size)
+    E = math.frexp(amax)[1] - 1
+    inv_q = math.ldexp(1.0, int(align_bits) - E)
+    return E, np.trunc(v * inv_q) / inv_q
+
+
+def _group_values(values) -> np.ndarray:
+    v = np.asarray(values)
+    if v.ndim != 1:
+        raise ValueError(f"expected a 1-D array of values, got shape {v.shape}")
+    v = real_float64(v)
+    if not np.isfinite(v).all():
+        raise ValueError("the tensor-core model covers finite values only (got inf or NaN)")
+    return v
+
+
+def tensor_core_group_sum(
+    c: float,
+    products,
+    align_bits: int = 23,
+    acc: FloatFormat | str = "fp32",
+    rounding: Rounding | str = "toward_zero",
+) -> float:
+    """One fused tensor-core step: the new accumulator after adding a group of products to c.
+
+    c: the incoming accumulator (a finite number); products: 1-D array of the group's (exact)
+    products. c and the products are aligned together (:func:`align_group`), the kept parts are
+    added exactly, and the sum is rounded once into ``acc`` (toward zero by default). This is
+    one iteration of :func:`tensor_core_matmul`'s loop, for a single output element.
+    """
+    p = np.asarray(products)
+    if p.ndim != 1:
+        raise ValueError(f"products must be a 1-D array (one group), got shape {p.shape}")
+    c_ = np.asarray(c)
+    if c_.ndim != 0:
+        raise ValueError(f"c must be one number (the accumulator of one output), got shape {c_.shape}")
+    terms = _group_values(np.concatenate([real_float64(c_).reshape(1), real_float64(p)]))
+    f = _check_fmt(acc, "acc")
+    mode = _as_rounding(rounding)
+    if mode is Rounding.STOCHASTIC:
+        raise ValueError("tensor_core_group_sum has no stochastic rounding; use nearest_even, "
+                         "nearest_away or toward_zero")
+    _, kept = align_group(terms, align_bits)
+    total = float(kept.sum())  # exact: multiples of one power of two, below 2**53 units (max_align_bits)
+    return float(round_to(total, f, mode))
+
+
+def accumulator_probe(K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: int = 4
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Matrices A (M, K), B (K, N) whose every output is 1 + 2**-8 + n_tiny * 2**-25 exactly.
+
+    Every row of A is ones on the first n_tiny + 2 positions (zeros after); every column of B
+    holds the products' second factors: 1 and 2**-8, and n_tiny times 2**-25, with the tiny
+    ones placed first (``tiny_first``) or after the two large ones. All values are bf16 values.
+
+    What it tells apart, read through a bf16 output: 1 + 2**-8 is exactly halfway between the
+    bf16 neighbours 1 and 1 + 2**-7, so the tiny terms decide the rounding. Exact (or wider than
+    fp32) accumulation keeps them: 1 + 2**-7. An fp32 accumulator that adds them after the 1
+    loses each (2**-25 is a quarter of fp32's spacing at 1), leaving the tie: 1.0 (ties to
+    even). Added first, they sum exactly to n_tiny * 2**-25 and survive: 1 + 2**-7 (for
+    n_tiny >= 3). A bf16 accumulator loses them either way: 1.0.
+    """
+    K, M, N, n_tiny = (positive_int(n, v) for n, v in (("K", K), ("M", M), ("N", N), ("n_tiny", n_tiny)))
+    if K < n_tiny + 2:
+        raise ValueError(f"K={K} is too short for the probe: it needs K >= n_tiny + 2 = {n_tiny + 2}")
+    if not isinstance(tiny_first, (bool, np.bool_)):
+        raise TypeError(f"tiny_first must be True or False, got {tiny_first!r}")
+    b = np.zeros(K)
+    big, tiny = [1.0, 2.0**-8], [2.0**-25] * n_tiny
+    b[: n_tiny + 2] = tiny + big if tiny_first else big + tiny
+    a = np.zeros(K)
+    a[: n_tiny + 2] = 1.0
+    return np.tile(a, (M, 1)), np.tile(b[:, None], (1, N))
+
+
+def probe_verdict(tiny_first: float, tiny_last: float) -> str:
+    """What the two bf16 outputs of :func:`accumulator_probe` (tiny terms first, tiny terms
+    last) say about the accumulator that produced them; a sentence."""
+    hi, lo = 1.0 + 2.0**-7, 1.0
+    verdicts = {
+        (hi, hi): "kept in either order: wider than fp32 (or exact)",
+        (hi, lo): "kept only when first: an fp32 accumulator, in K order",
+        (lo, hi): "kept only when last: an fp32 accumulator, in another order",
+        (lo, lo): "lost in either order: narrower than fp32, or truncation",
+    }
+    key = (float(tiny_first), float(tiny_last))
+    if key not in verdicts:
+        return f"unexpected outputs {key}: the probe gives 1 or 1 + 2**-7 after a bf16 rounding"
+    return verdicts[key]
