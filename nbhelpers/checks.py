@@ -564,10 +564,16 @@ class CheckStatus(str, enum.Enum):
     """What a check concluded. A ``str`` subclass whose value is the word a report prints, so
     results compare equal to "PASS" etc. and go into JSON and CSV files as that word."""
 
+    # what a check cell (and the grader) concludes
     PASS = "PASS"  # every case gave the expected result
     FAIL = "FAIL"  # some case gave another result, raised, or was not run
     TODO = "TODO"  # the first case raised NotImplementedError: not written yet
     ERROR = "ERROR"  # unknown exercise, or a bug on the course's side
+    # what only the grader (nbhelpers.grading) concludes, running a submission in its own kernel
+    TIMEOUT = "TIMEOUT"  # the function's calls ran past the grader's time limit
+    DIED = "DIED"  # the kernel died while the function was checked
+    MISSING = "MISSING"  # the notebook does not define the function
+    NOT_RUN = "NOT RUN"  # not checked at all (the submission ran out of time, ...)
 
     def __str__(self) -> str:
         return self.value
@@ -580,8 +586,9 @@ class CheckStatus(str, enum.Enum):
 class CheckResult:
     """The outcome of checking one function against one exercise.
 
-    status: a :class:`CheckStatus`; PASS, FAIL, TODO (raised NotImplementedError on the first
-    case) or ERROR (unknown exercise, or a bug on the course's side). Points are all or nothing.
+    status: a :class:`CheckStatus`; a check cell gives PASS, FAIL, TODO (raised
+    NotImplementedError on the first case) or ERROR (unknown exercise, or a bug on the course's
+    side); the grader also TIMEOUT, DIED, MISSING or NOT RUN. Points are all or nothing.
     """
 
     exercise_id: str

@@ -1,0 +1,66 @@
+"""The instructor's grader: grade a folder of students' exercise notebooks with one command.
+
+::
+
+    python -m nbhelpers.grade PATH... --csv grades.csv --json grades.json [--seed N] [--jobs N]
+
+(installed as the console script ``nbhelpers-grade``; :mod:`nbhelpers.grade` is the entry
+point). Every ``PATH`` is a notebook or a folder searched for ``*.ipynb``. For each submission
+the grader
+
+1. reads the file once, read-only (it is never modified), and takes its code cells;
+2. runs them in a fresh Jupyter kernel, in an empty temporary folder, driven by a worker process
+   of its own, with a time limit per cell and a total one (the worker and its kernel are killed
+   when the total runs out). Check cells (cells that only call ``check(...)`` or
+   ``summary(...)``) are skipped: they are for the student's eyes;
+3. adds one last cell that calls each of the chapter's functions on the case *inputs* (sent as
+   data, never the expected results) and writes what they return to a file in a plain data
+   encoding (JSON with tagged NaN, infinities, -0.0, arrays as dtype, shape and bytes);
+   nothing from the kernel is ever unpickled or executed;
+4. judges those results in this process with :func:`nbhelpers.checks.score`, the very code a
+   notebook's ``check`` cell uses, against expected results computed here from the course's
+   references. The cases come from ``cases_for(exercise, seed)``: seed 0 is what students see,
+   any other seed (``--seed``) gives hidden cases. The seed never leaves this process.
+
+Results are written as each submission finishes: one CSV row (appended and synced) and the JSON
+file (rewritten atomically), so an interrupted run keeps everything it finished and a rerun
+skips submissions already graded (same file, same content) unless ``--regrade``.
+
+A new chapter needs nothing here: the chapter is read from the notebook (``check("exNN.…")``
+calls, or an ``exNN`` file name) and its exercises come from ``nbhelpers.exercises.chNN``.
+
+The modules, one role each (an arrow: what a module imports from the package):
+
+- :mod:`~nbhelpers.grading.options`      the options, the submission statuses, the size and time limits
+- :mod:`~nbhelpers.grading.in_kernel`    the value codec and the code run inside the student's kernel (sent there as source)
+- :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells  (-> options)
+- :mod:`~nbhelpers.grading.jobs`         a submission's job folder; starting, timing out and stopping its worker  (-> options)
+- :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel  (-> in_kernel, jobs, options)
+- :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and record
+  (-> in_kernel, jobs, options, submissions)
+- :mod:`~nbhelpers.grading.outputs`      the CSV and JSON files: atomic writes, resuming, setting damaged files aside  (-> options, submissions)
+- :mod:`~nbhelpers.grading.run`          :func:`grade`, the run loop, the progress bar and the summary  (-> judging, jobs, options, outputs, submissions)
+- :mod:`~nbhelpers.grading.cli`          the command line: its options, concealing the seed, :func:`main`  (-> options, run)
+
+docs/grading.md is the instructor's guide: options, outputs, statuses, the trust model and its
+known limits.
+"""
+from __future__ import annotations
+
+from .cli import main
+from .options import STATUSES, GradeOptions, Status
+from .run import RunSummary, grade
+from .submissions import Submission, detect_chapter, is_check_cell, read_submission
+
+__all__ = [
+    "STATUSES",
+    "Status",
+    "GradeOptions",
+    "RunSummary",
+    "Submission",
+    "detect_chapter",
+    "is_check_cell",
+    "read_submission",
+    "grade",
+    "main",
+]

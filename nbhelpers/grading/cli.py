@@ -1,0 +1,176 @@
+"""The command line, ``python -m nbhelpers.grade`` (and the console script ``nbhelpers-grade``):
+its options, keeping the secret seed out of sight, and :func:`main`.
+
+The seed must not be readable by a student's code, which runs as the same user: a ``--seed`` on
+the command line is handed over to a fresh copy of the process through a pipe
+(:func:`_conceal_seed`), and on Linux the process makes itself non-dumpable
+(:func:`_not_dumpable`) before it grades anything.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Any, Callable
+
+from .options import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT, GradeOptions, Status
+from .run import grade, print_summary
+
+__all__ = ["main"]
+
+
+# ---- keeping the seed out of sight ----------------------------------------------------------
+
+def _seed_from_argv(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The --seed value and the arguments without it."""
+    rest, value, i = [], None, 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest += argv[i:]
+            break
+        if a == "--seed" and i + 1 < len(argv):
+            value, i = argv[i + 1], i + 2
+            continue
+        if a.startswith("--seed="):
+            value, i = a[len("--seed="):], i + 1
+            continue
+        rest.append(a)
+        i += 1
+    return value, rest
+
+
+def _conceal_seed(argv: list[str]) -> None:
+    """If the secret seed is on our command line, start again without it (exec, same process id),
+    handing the seed over through a pipe: a student's code can read every process's command line
+    (/proc/*/cmdline, ps) but not this pipe. Returns only when there is nothing to do or exec is
+    impossible."""
+    if os.name != "posix" or "--seed-fd" in argv:
+        return
+    value, rest = _seed_from_argv(argv)
+    if value is None:
+        return
+    try:
+        r, w = os.pipe()
+        os.write(w, value.encode()[:4096])
+        os.close(w)
+        os.set_inheritable(r, True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "nbhelpers.grade", *rest, "--seed-fd", str(r)])
+    except OSError as e:  # pragma: no cover - exec failed: carry on, the seed stays visible
+        print(f"nbhelpers.grade: could not hide the seed from the process list ({e})", file=sys.stderr)
+
+
+def _not_dumpable() -> None:
+    """Linux: make this process's memory, environment and open files unreadable to other processes
+    of the same user (prctl PR_SET_DUMPABLE 0), so a student's kernel cannot read the seed there.
+    Children start dumpable again after exec, so workers and kernels are unaffected."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except Exception:  # pragma: no cover
+        pass
+
+
+def _read_seed(args: argparse.Namespace) -> int:
+    """The seed: from the pipe _conceal_seed made (--seed-fd), or from --seed (default 0)."""
+    if args.seed_fd is None:
+        return args.seed or 0
+    with os.fdopen(args.seed_fd, "rb") as f:
+        return _parse_seed(f.read(4096).decode())
+
+
+# ---- the options ------------------------------------------------------------------------------
+
+def _argument(convert: Callable[[str], Any], valid: Callable[[Any], bool], bad: str,
+              invalid: str | None = None) -> Callable[[str], Any]:
+    """An argparse ``type``: ``convert(text)``, rejected with the message ``bad`` when it raises
+    ValueError and with ``invalid`` (default ``bad``) when ``valid`` says no. ``{text!r}`` in a
+    message stands for the text given."""
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(bad.format(text=text)) from None
+        if not valid(value):
+            raise argparse.ArgumentTypeError((invalid or bad).format(text=text))
+        return value
+    return parse
+
+
+def _chapter_number(text: str) -> int:
+    m = re.fullmatch(r"(?:ex|ch)?(\d{1,2})", text.strip(), re.IGNORECASE)
+    if not m:
+        raise ValueError(text)
+    return int(m.group(1))
+
+
+_parse_seed = _argument(lambda text: int(text.strip(), 0), lambda n: n >= 0,
+                        "the seed must be a non-negative integer, got {text!r}",
+                        "the seed must be a non-negative integer")
+_chapter_arg = _argument(_chapter_number, lambda n: True, "a chapter is a number such as 1 or 01, got {text!r}")
+
+
+def _positive(kind: type) -> Callable[[str], Any]:
+    return _argument(kind, lambda v: v > 0, "expected a positive number, got {text!r}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m nbhelpers.grade",
+        description="Grade students' exercise notebooks: run each in a fresh kernel, check its "
+                    "functions from outside, write a CSV (one row per submission) and a JSON file "
+                    "(every check's details). See docs/grading.md.",
+        allow_abbrev=False,
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="notebooks, or folders searched for *.ipynb")
+    p.add_argument("--csv", required=True, metavar="FILE", help="grades, one row per submission")
+    p.add_argument("--json", required=True, metavar="FILE", help="details of every check")
+    p.add_argument("--seed", type=_parse_seed, default=None, metavar="N",
+                   help="secret seed for hidden random cases (default 0: the cases students see)")
+    p.add_argument("--seed-fd", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--chapter", type=_chapter_arg, default=None, metavar="NN",
+                   help="grade only this chapter; other notebooks get 'wrong chapter'")
+    p.add_argument("--jobs", type=_positive(int), default=1, metavar="N", help="submissions graded at once (default 1)")
+    p.add_argument("--cell-timeout", type=_positive(float), default=DEFAULT_CELL_TIMEOUT, metavar="S",
+                   help=f"seconds for each cell, and for all calls of one function (default {DEFAULT_CELL_TIMEOUT:g})")
+    p.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
+                   help=f"seconds for a whole submission, kernel start included (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--regrade", action="store_true", help="grade everything again, even submissions already graded")
+    p.add_argument("--kernel", default="python3", metavar="NAME", help="Jupyter kernel (default python3)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line. Exit status 0 when every submission got a row, 1 when some got
+    "grader error" (rerun to retry them), 2 for a usage error, 130 when interrupted."""
+    if argv is None:
+        argv = sys.argv[1:]
+        _conceal_seed(argv)  # returns only when the seed is not on the command line
+    args = _parser().parse_args(argv)
+    try:
+        seed = _read_seed(args)
+    except (OSError, argparse.ArgumentTypeError, UnicodeDecodeError) as e:
+        print(f"nbhelpers.grade: cannot read the seed: {e}", file=sys.stderr)
+        return 2
+    opts = GradeOptions(seed=seed, chapter=args.chapter, jobs=args.jobs, cell_timeout=args.cell_timeout,
+                        timeout=args.timeout, regrade=args.regrade, kernel_name=args.kernel,
+                        progress=not args.no_progress)
+    if opts.secret:
+        _not_dumpable()
+    try:
+        summary = grade(args.paths, args.csv, args.json, opts)
+    except FileNotFoundError as e:
+        print(f"nbhelpers.grade: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nbhelpers.grade: interrupted; finished submissions are saved, rerun to continue", file=sys.stderr)
+        return 130
+    print_summary(summary, opts, args.csv, args.json)
+    return 1 if summary.statuses.get(Status.GRADER_ERROR) else 0

@@ -1,0 +1,700 @@
+"""The code that runs inside the student's kernel, and the value codec both sides share.
+
+This module is sent whole, as source text, into the student's kernel (see
+:func:`nbhelpers.grading.worker.grading_cell`) and executed there in a fresh namespace, where
+:func:`kernel_main` calls the notebook's functions on the case inputs. The grader imports the
+same module to encode those inputs (:func:`encode`) and to decode what the kernel returned
+(:func:`decode`). Hence its rules: it imports only the standard library and numpy (and
+ml_dtypes, a dependency of numpy's low-precision dtypes, when it is there), nothing from
+nbhelpers, no relative imports; and it never calls anything it is handed except the student's
+own function and the methods a value's conversion needs (``__float__``, ``__index__``,
+``__array__``).
+
+The wire format: plain data both ways, no pickles, no code. An encoded value is JSON: null,
+true/false, ints below 2**63, finite floats (not -0.0), strings and lists stand for themselves;
+everything else is a one-key object::
+
+    {"$float": "nan" | "inf" | "-inf" | "-0.0"}   {"$int": "0x..."}   {"$complex": [re, im]}
+    {"$tuple": [...]}   {"$dict": [[k, v], ...]}   {"$set": [...]}   {"$frozenset": [...]}
+    {"$bytes": base64}   {"$np": [dtype, base64]}   {"$nd": [dtype, shape, base64]}
+    {"$nd_str": [dtype, shape, [...]]}   {"$nd_obj": [shape, [...]]}
+    {"$rng": [bit generator name, state]}   {"$enum": [module, class, member]}
+    {"$dc": [module, class, {field: value}]}   {"$opaque": [type name, repr]}
+
+dtype is numpy's dtype.str ("<f8", "|b1") or an ml_dtypes name ("bfloat16"). "$opaque" stands
+for a value that cannot be sent as data (a student's own class); the grader decodes it to a
+stand-in object that equals nothing.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import dataclasses
+import enum
+import importlib
+import json
+import math
+import operator
+import os
+import re
+import signal
+import threading
+import time
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+try:
+    import ml_dtypes
+except Exception:  # pragma: no cover - ml_dtypes is a dependency
+    ml_dtypes = None
+
+LIMITS = {
+    "max_depth": 40,  # nesting of tuples, lists, dicts
+    "max_items": 2_000_000,  # numbers, strings, ... in one value
+    "max_array_bytes": 64 * 2**20,  # one array's raw bytes
+    "max_str": 100_000,  # characters of one string
+    "max_repr": 200,  # characters of the repr sent for a value that cannot be sent as data
+    "max_message": 2_000,  # characters of an exception's message
+}
+
+
+# =============================================================================================
+# Encoding: a value as JSON-ready data
+# =============================================================================================
+
+class _Encoding:
+    """The state of one :func:`encode` call: strict or not, and how many values it may still send."""
+
+    __slots__ = ("strict", "budget")
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.budget = LIMITS["max_items"]
+
+
+def encode(value: Any, strict: bool = False) -> Any:
+    """``value`` as JSON-ready data (see the module's table); never raises unless ``strict``.
+
+    With ``strict`` (the grader encoding case inputs) a value that would become "$opaque"
+    raises ValueError instead.
+    """
+    st = _Encoding(strict)
+    if strict:
+        return _enc(value, st, 0)
+    try:
+        return _enc(value, st, 0)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - a student's __float__, __array__, ... failed
+        return _opaque(value, st, "could not be converted")
+
+
+def _enc(v: Any, st: _Encoding, depth: int) -> Any:
+    st.budget -= 1
+    if st.budget < 0:
+        return _opaque(v, st, "too many values")
+    if depth > LIMITS["max_depth"]:
+        return _opaque(v, st, "nested too deeply")
+    t = type(v)
+    for exact, encoder in _BY_EXACT_TYPE:  # identity only: a type is never asked to compare itself
+        if t is exact:
+            return encoder(v, st, depth)
+    for kinds, encoder in _BY_KIND:
+        if isinstance(v, kinds):
+            return encoder(v, st, depth)
+    return _enc_other(v, st, depth)
+
+
+def _short_repr(v: Any) -> str:
+    try:
+        s = repr(v)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        s = "<unprintable>"
+    if not isinstance(s, str):
+        s = "<unprintable>"
+    s = " ".join(s.split())
+    n = LIMITS["max_repr"]
+    return s if len(s) <= n else s[: n - 4] + " ..."
+
+
+def _type_name(v: Any) -> str:
+    try:
+        name = type(v).__name__
+    except BaseException:  # noqa: BLE001 - a hostile metaclass
+        name = "object"
+    return name if isinstance(name, str) else "object"
+
+
+def _opaque(v: Any, st: _Encoding, why: str = "") -> dict:
+    if st.strict:
+        raise ValueError(f"cannot send a {_type_name(v)} as data{': ' + why if why else ''}")
+    text = _short_repr(v) if not why else f"<{_type_name(v)}: {why}>"
+    return {"$opaque": [_type_name(v)[:60], text]}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _dtype_spec(dt: Any) -> str | None:
+    """How a dtype is sent: numpy's dtype.str, an ml_dtypes name, or None (it cannot be)."""
+    if str(getattr(dt.type, "__module__", "")).startswith("ml_dtypes"):  # kind "V" or "f"
+        name = dt.name
+        if ml_dtypes is not None and isinstance(getattr(ml_dtypes, name, None), type) \
+                and np.dtype(getattr(ml_dtypes, name)) == dt:
+            return name
+        return None
+    if dt.kind in "biufc" and dt.fields is None and dt.subdtype is None:
+        return dt.str
+    return None
+
+
+def _float_code(x: float) -> Any:
+    if math.isfinite(x) and not (x == 0 and math.copysign(1.0, x) < 0):
+        return x
+    return {"$float": "nan" if math.isnan(x) else repr(x)}
+
+
+def _int_code(n: int) -> Any:
+    return n if -(2**63) < n < 2**63 else {"$int": hex(n)}
+
+
+# ---- by exact type: the built-in types ------------------------------------------------------
+
+def _enc_as_is(v: Any, st: _Encoding, depth: int) -> Any:
+    return v
+
+
+def _enc_int(v: int, st: _Encoding, depth: int) -> Any:
+    return _int_code(v)
+
+
+def _enc_float(v: float, st: _Encoding, depth: int) -> Any:
+    return _float_code(v)
+
+
+def _enc_str(v: str, st: _Encoding, depth: int) -> Any:
+    return v if len(v) <= LIMITS["max_str"] else _opaque(v, st, f"a string of length {len(v)}")
+
+
+def _enc_complex(v: complex, st: _Encoding, depth: int) -> Any:
+    return {"$complex": [_float_code(v.real), _float_code(v.imag)]}
+
+
+# ---- by kind (isinstance): numpy values, subclasses, containers -------------------------------
+
+def _enc_array(a: Any, st: _Encoding, depth: int) -> Any:
+    shape = [int(n) for n in a.shape]
+    spec = _dtype_spec(a.dtype)
+    if spec is not None:
+        if a.nbytes > LIMITS["max_array_bytes"]:
+            return _opaque(a, st, f"an array of shape {tuple(shape)}, too large to send")
+        return {"$nd": [spec, shape, _b64(np.ascontiguousarray(a).tobytes())]}
+    if a.dtype.kind in "US" and a.nbytes <= LIMITS["max_array_bytes"]:
+        return {"$nd_str": [a.dtype.str, shape, [_enc(x, st, depth + 1) for x in a.ravel().tolist()]]}
+    if a.dtype.kind == "O" and a.size <= st.budget:
+        return {"$nd_obj": [shape, [_enc(x, st, depth + 1) for x in a.ravel().tolist()]]}
+    return _opaque(a, st, f"an array of dtype {a.dtype} and shape {tuple(shape)}")
+
+
+def _enc_np_scalar(v: Any, st: _Encoding, depth: int) -> Any:
+    spec = _dtype_spec(v.dtype)
+    if spec is not None:
+        return {"$np": [spec, _b64(np.asarray(v).tobytes())]}
+    if isinstance(v, (np.str_, np.bytes_)):
+        return _enc(v.item(), st, depth)
+    return _opaque(v, st)
+
+
+def _enc_bool_like(v: Any, st: _Encoding, depth: int) -> Any:
+    return bool(v)  # bool cannot be subclassed: only an object whose __class__ claims bool
+
+
+def _enc_int_like(v: Any, st: _Encoding, depth: int) -> Any:
+    return _int_code(int(v))
+
+
+def _enc_float_like(v: Any, st: _Encoding, depth: int) -> Any:
+    return _float_code(float(v))
+
+
+def _enc_complex_like(v: Any, st: _Encoding, depth: int) -> Any:
+    return _enc(complex(v), st, depth)
+
+
+def _enc_str_like(v: Any, st: _Encoding, depth: int) -> Any:
+    return _enc(str(v), st, depth)
+
+
+def _enc_bytes(v: Any, st: _Encoding, depth: int) -> Any:
+    if len(v) > LIMITS["max_array_bytes"]:
+        return _opaque(v, st, f"{len(v)} bytes")
+    return {"$bytes": _b64(bytes(v))}
+
+
+def _enc_tuple(v: tuple, st: _Encoding, depth: int) -> Any:  # a NamedTuple goes as a plain tuple
+    return {"$tuple": [_enc(x, st, depth + 1) for x in v]}
+
+
+def _enc_list(v: list, st: _Encoding, depth: int) -> Any:
+    if len(v) > st.budget:
+        return _opaque(v, st, f"a list of length {len(v)}")
+    return [_enc(x, st, depth + 1) for x in v]
+
+
+def _enc_dict(v: dict, st: _Encoding, depth: int) -> Any:
+    if len(v) > st.budget:
+        return _opaque(v, st, f"a dict of length {len(v)}")
+    return {"$dict": [[_enc(k, st, depth + 1), _enc(x, st, depth + 1)] for k, x in v.items()]}
+
+
+def _enc_set(v: Any, st: _Encoding, depth: int) -> Any:
+    if len(v) > st.budget:
+        return _opaque(v, st, f"a set of length {len(v)}")
+    tag = "$frozenset" if isinstance(v, frozenset) else "$set"
+    return {tag: [_enc(x, st, depth + 1) for x in v]}
+
+
+def _enc_rng(v: Any, st: _Encoding, depth: int) -> Any:
+    bg = v.bit_generator
+    return {"$rng": [type(bg).__name__, _enc(bg.state, st, depth + 1)]}
+
+
+# ---- anything else: nbhelpers' enums and dataclasses, then what a student made ----------------
+
+def _enc_other(v: Any, st: _Encoding, depth: int) -> Any:
+    t = type(v)
+    module = getattr(t, "__module__", "") or ""
+    if isinstance(module, str) and (module == "nbhelpers" or module.startswith("nbhelpers.")):
+        if isinstance(v, enum.Enum):
+            return {"$enum": [module, t.__qualname__, v.name]}
+        if dataclasses.is_dataclass(v):
+            fields = {f.name: _enc(getattr(v, f.name), st, depth + 1) for f in dataclasses.fields(v) if f.init}
+            return {"$dc": [module, t.__qualname__, fields]}
+    if st.strict:
+        return _opaque(v, st)
+    return _enc_student_value(v, st, depth)
+
+
+def _enc_student_value(v: Any, st: _Encoding, depth: int) -> Any:
+    """Something the student made: converted the way checks.same_value would look at it."""
+    if any(hasattr(v, a) for a in ("__array__", "__array_interface__", "__array_struct__")):
+        a = np.asarray(v)
+        if isinstance(a, np.ndarray) and a.dtype.kind != "O":
+            return _enc_array(a, st, depth)
+        return _opaque(v, st)
+    try:
+        return _int_code(operator.index(v))
+    except (TypeError, ValueError):
+        pass
+    try:
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return _opaque(v, st)
+    return _float_code(x) if type(x) is float else _opaque(v, st)
+
+
+_BY_EXACT_TYPE = (
+    (type(None), _enc_as_is),
+    (bool, _enc_as_is),
+    (int, _enc_int),
+    (float, _enc_float),
+    (str, _enc_str),
+    (complex, _enc_complex),
+)
+
+_BY_KIND = (  # in this order: numpy's scalars are also floats, ints, ...
+    (np.ndarray, _enc_array),
+    (np.generic, _enc_np_scalar),
+    (bool, _enc_bool_like),
+    (int, _enc_int_like),
+    (float, _enc_float_like),
+    (complex, _enc_complex_like),
+    (str, _enc_str_like),
+    ((bytes, bytearray), _enc_bytes),
+    (tuple, _enc_tuple),
+    (list, _enc_list),
+    (dict, _enc_dict),
+    ((set, frozenset), _enc_set),
+    (np.random.Generator, _enc_rng),
+)
+
+
+# =============================================================================================
+# Decoding: the value encode() encoded
+# =============================================================================================
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ML_DTYPE_NAME_RE = re.compile(r"^[a-z0-9_]+$")
+_HEX_INT_RE = re.compile(r"^-?0x[0-9a-f]+$")
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
+MakeOpaque = Callable[[str, str], Any]
+
+
+def decode(data: Any, make_opaque: MakeOpaque) -> Any:
+    """The value :func:`encode` encoded; ``make_opaque(type_name, text)`` makes "$opaque" values.
+
+    Raises ValueError (or another Exception) on data that is not a valid encoding.
+    """
+    return _dec(data, 0, make_opaque)
+
+
+def _dec(d: Any, depth: int, make_opaque: MakeOpaque) -> Any:
+    if depth > LIMITS["max_depth"] + 2:
+        raise ValueError("nested too deeply")
+    if d is None or type(d) in (bool, int, float, str):
+        return d
+    if type(d) is list:
+        return [_dec(x, depth + 1, make_opaque) for x in d]
+    if type(d) is not dict or len(d) != 1:
+        raise ValueError("not an encoded value")
+    (tag, v), = d.items()
+    decoder = _DECODERS.get(tag)
+    if decoder is None:
+        raise ValueError(f"unknown tag {str(tag)[:20]!r}")
+    return decoder(v, depth, make_opaque)
+
+
+def _list(v: Any, what: str) -> list:
+    if type(v) is not list:
+        raise ValueError(f"bad {what}")
+    return v
+
+
+def _items(v: Any, depth: int, make_opaque: MakeOpaque, what: str) -> list:
+    return [_dec(x, depth + 1, make_opaque) for x in _list(v, what)]
+
+
+def _dtype_of(spec: Any) -> Any:
+    if not isinstance(spec, str) or len(spec) > 40:
+        raise ValueError("bad dtype")
+    if ml_dtypes is not None and _ML_DTYPE_NAME_RE.match(spec) and isinstance(getattr(ml_dtypes, spec, None), type):
+        return np.dtype(getattr(ml_dtypes, spec))
+    dt = np.dtype(spec)
+    if dt.kind not in "biufcUS" or dt.fields is not None or dt.subdtype is not None:
+        raise ValueError(f"dtype {spec!r} not allowed")
+    return dt
+
+
+def _shape_of(s: Any) -> tuple:
+    if not isinstance(s, list) or len(s) > 32 or not all(type(n) is int and 0 <= n < 2**40 for n in s):
+        raise ValueError("bad shape")
+    return tuple(s)
+
+
+def _raw(text: Any) -> bytes:
+    if not isinstance(text, str) or len(text) > 2 * LIMITS["max_array_bytes"]:
+        raise ValueError("bad data")
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError) as e:
+        raise ValueError("bad base64") from e
+
+
+def _nbhelpers_class(module: Any, qualname: Any) -> type:
+    if not (isinstance(module, str) and isinstance(qualname, str) and _NAME_RE.match(module)
+            and _NAME_RE.match(qualname) and (module == "nbhelpers" or module.startswith("nbhelpers."))):
+        raise ValueError("bad class name")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not isinstance(obj, type):
+        raise ValueError("not a class")
+    return obj
+
+
+def _dec_float(v: Any, depth: int, make_opaque: MakeOpaque) -> float:
+    if v not in ("nan", "inf", "-inf", "-0.0"):
+        raise ValueError("bad float")
+    return float(v)
+
+
+def _dec_int(v: Any, depth: int, make_opaque: MakeOpaque) -> int:
+    if not isinstance(v, str) or len(v) > 100_000 or not _HEX_INT_RE.match(v):
+        raise ValueError("bad int")
+    return int(v, 16)
+
+
+def _dec_complex(v: Any, depth: int, make_opaque: MakeOpaque) -> complex:
+    re_, im_ = (_dec(x, depth + 1, make_opaque) for x in v)
+    if type(re_) not in (int, float) or type(im_) not in (int, float):
+        raise ValueError("bad complex")
+    return complex(re_, im_)
+
+
+def _dec_tuple(v: Any, depth: int, make_opaque: MakeOpaque) -> tuple:
+    return tuple(_items(v, depth, make_opaque, "tuple"))
+
+
+def _dec_dict(v: Any, depth: int, make_opaque: MakeOpaque) -> dict:
+    out = {}
+    for pair in _list(v, "dict"):
+        if type(pair) is not list or len(pair) != 2:
+            raise ValueError("bad dict item")
+        out[_dec(pair[0], depth + 1, make_opaque)] = _dec(pair[1], depth + 1, make_opaque)
+    return out
+
+
+def _dec_set(v: Any, depth: int, make_opaque: MakeOpaque) -> set:
+    return set(_items(v, depth, make_opaque, "set"))
+
+
+def _dec_frozenset(v: Any, depth: int, make_opaque: MakeOpaque) -> frozenset:
+    return frozenset(_items(v, depth, make_opaque, "set"))
+
+
+def _dec_bytes(v: Any, depth: int, make_opaque: MakeOpaque) -> bytes:
+    return _raw(v)
+
+
+def _dec_np_scalar(v: Any, depth: int, make_opaque: MakeOpaque) -> Any:
+    spec, data = v
+    dt = _dtype_of(spec)
+    buf = _raw(data)
+    if len(buf) != dt.itemsize or dt.kind in "US":
+        raise ValueError("bad scalar")
+    return np.frombuffer(buf, dtype=dt)[0]
+
+
+def _dec_array(v: Any, depth: int, make_opaque: MakeOpaque) -> np.ndarray:
+    spec, shape, data = v
+    dt, shape, buf = _dtype_of(spec), _shape_of(shape), _raw(data)
+    if dt.kind in "US":
+        raise ValueError("bad array")
+    if math.prod(shape) * dt.itemsize != len(buf):
+        raise ValueError("array size does not match its shape")
+    return np.frombuffer(buf, dtype=dt).reshape(shape).copy()
+
+
+def _dec_str_array(v: Any, depth: int, make_opaque: MakeOpaque) -> np.ndarray:
+    spec, shape, items = v
+    dt, shape = _dtype_of(spec), _shape_of(shape)
+    if dt.kind not in "US" or type(items) is not list:
+        raise ValueError("bad string array")
+    items = [_dec(x, depth + 1, make_opaque) for x in items]
+    return np.array(items, dtype=dt).reshape(shape)
+
+
+def _dec_object_array(v: Any, depth: int, make_opaque: MakeOpaque) -> np.ndarray:
+    shape, items = v
+    shape = _shape_of(shape)
+    items = _list(items, "object array")
+    a = np.empty(len(items), dtype=object)
+    for i, x in enumerate(items):
+        a[i] = _dec(x, depth + 1, make_opaque)
+    return a.reshape(shape)
+
+
+def _dec_rng(v: Any, depth: int, make_opaque: MakeOpaque) -> np.random.Generator:
+    name, state = v
+    if name not in _BIT_GENERATORS:
+        raise ValueError("unknown bit generator")
+    bg = getattr(np.random, name)()
+    bg.state = _dec(state, depth + 1, make_opaque)
+    return np.random.Generator(bg)
+
+
+def _dec_enum(v: Any, depth: int, make_opaque: MakeOpaque) -> enum.Enum:
+    module, qualname, member = v
+    cls = _nbhelpers_class(module, qualname)
+    if not issubclass(cls, enum.Enum) or not isinstance(member, str):
+        raise ValueError("not an enum")
+    return cls[member]
+
+
+def _dec_dataclass(v: Any, depth: int, make_opaque: MakeOpaque) -> Any:
+    module, qualname, fields = v
+    cls = _nbhelpers_class(module, qualname)
+    if not dataclasses.is_dataclass(cls) or type(fields) is not dict:
+        raise ValueError("not a dataclass")
+    return cls(**{str(k): _dec(x, depth + 1, make_opaque) for k, x in fields.items()})
+
+
+def _dec_opaque(v: Any, depth: int, make_opaque: MakeOpaque) -> Any:
+    name, text = v
+    if not isinstance(name, str) or not isinstance(text, str):
+        raise ValueError("bad opaque value")
+    return make_opaque(name, text)
+
+
+_DECODERS = {
+    "$float": _dec_float,
+    "$int": _dec_int,
+    "$complex": _dec_complex,
+    "$tuple": _dec_tuple,
+    "$dict": _dec_dict,
+    "$set": _dec_set,
+    "$frozenset": _dec_frozenset,
+    "$bytes": _dec_bytes,
+    "$np": _dec_np_scalar,
+    "$nd": _dec_array,
+    "$nd_str": _dec_str_array,
+    "$nd_obj": _dec_object_array,
+    "$rng": _dec_rng,
+    "$enum": _dec_enum,
+    "$dc": _dec_dataclass,
+    "$opaque": _dec_opaque,
+}
+
+
+# =============================================================================================
+# The runner: the grading cell's work, in the student's kernel
+# =============================================================================================
+
+class _TimeLimit(BaseException):
+    """Raised by SIGALRM inside the student's function when its exercise's time is up."""
+
+
+class _Null:
+    """Where the student's function prints to while it is checked."""
+
+    def write(self, s: str) -> int:
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+class _Alarm:
+    """SIGALRM as the time limit of the student's function (where signals can be used: the main
+    thread of a POSIX kernel). Someone else's timer (pytest-timeout, say) is put back by
+    :meth:`restore`."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+        if self.usable:
+            self.t_start, self.old_timer = time.monotonic(), signal.getitimer(signal.ITIMER_REAL)
+            self.old_handler = signal.signal(signal.SIGALRM, self._on_alarm)
+
+    def _on_alarm(self, signum: int, frame: Any) -> None:
+        if self.armed:
+            raise _TimeLimit()
+
+    def arm(self, seconds: float) -> None:
+        self.armed = True
+        if self.usable:
+            signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001), 0.25)  # repeats if swallowed
+
+    def disarm(self) -> None:
+        self.armed = False
+        if self.usable:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def restore(self) -> None:
+        self.disarm()
+        if self.usable:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL if self.old_handler is None else self.old_handler)
+            if self.old_timer[0] > 0:
+                left = self.old_timer[0] - (time.monotonic() - self.t_start)
+                signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), self.old_timer[1])
+
+
+def kernel_main(ns: dict, job: dict) -> None:
+    """Call each exercise's function from the notebook's namespace ``ns`` on every case input.
+
+    Writes one JSON line per exercise to ``job["outputs"]``: ``{"start": id}`` before it and
+    ``{"id": id, "results": [...]}`` after it (or ``"missing"`` / ``"not_callable"``), where a
+    result is ``{"v": value}``, ``{"r": {"type", "message", "ni"}}`` for an exception (``ni``:
+    a NotImplementedError) or ``{"t": seconds}`` when the function's time ran out. Each
+    exercise's calls together get ``job["budget"]`` seconds (SIGALRM), so one stuck function
+    does not cost the others. ``job["only"]``: the exercise ids to run (None: all).
+    """
+    with open(job["inputs"], encoding="utf-8") as f:
+        spec = json.load(f)
+    budget = float(job["budget"])
+    only = job.get("only")
+    alarm = _Alarm()
+    out = open(job["outputs"], "a", encoding="utf-8")
+    try:
+        for ex in spec["exercises"]:
+            if only is not None and ex["id"] not in only:
+                continue
+            _emit(out, {"start": ex["id"]})
+            _emit(out, _run_exercise(ns, ex, budget, alarm))
+    finally:
+        alarm.restore()
+        out.close()
+
+
+def _emit(out: Any, record: dict) -> None:
+    out.write(json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n")
+    out.flush()
+    os.fsync(out.fileno())
+
+
+def _run_exercise(ns: dict, ex: dict, budget: float, alarm: _Alarm) -> dict:
+    """The record of one exercise: its function's results on every case."""
+    name = ex["name"]
+    if name not in ns:
+        return {"id": ex["id"], "missing": True}
+    fn = ns[name]
+    if not callable(fn):
+        return {"id": ex["id"], "not_callable": type(fn).__name__[:100]}
+    return {"id": ex["id"], "results": _call_cases(fn, ex["cases"], budget, alarm)}
+
+
+def _call_cases(fn: Callable, cases: list, budget: float, alarm: _Alarm) -> list:
+    results: list = []
+    deadline = time.monotonic() + budget
+    for i, case in enumerate(cases):
+        args = [decode(a, _no_opaque) for a in case["a"]]
+        kwargs = {k: decode(v, _no_opaque) for k, v in case["k"].items()}
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            results.append({"t": budget})
+            break
+        try:
+            alarm.arm(remaining)
+            try:
+                r = _call(fn, args, kwargs)
+            finally:
+                alarm.disarm()
+        except _TimeLimit:
+            results.append({"t": budget})
+            break
+        results.append(r)
+        if i == 0 and "r" in r and r["r"]["ni"]:
+            break  # not written yet: one call is enough (as in checks.run_check)
+    return results
+
+
+def _no_opaque(name: str, text: str) -> Any:
+    raise ValueError("opaque input")
+
+
+def _call(fn: Callable, args: list, kwargs: dict) -> dict:
+    """``{"v": encoded value}`` or ``{"r": the exception}``, with output and warnings silenced."""
+    null = _Null()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with np.errstate(all="ignore"), contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+                value = fn(*args, **kwargs)
+    except (_TimeLimit, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # noqa: BLE001 - SystemExit too: a student's bug
+        return {"r": _describe(e)}
+    return {"v": encode(value)}
+
+
+def _describe(e: BaseException) -> dict:
+    try:
+        name = type(e).__name__
+        name = name if isinstance(name, str) else "Exception"
+    except BaseException:
+        name = "Exception"
+    try:
+        msg = str(e)
+        msg = msg if isinstance(msg, str) else ""
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        msg = ""
+    return {"type": name[:100], "message": msg[: LIMITS["max_message"]], "ni": isinstance(e, NotImplementedError)}

@@ -1,0 +1,369 @@
+"""Judging, on the trusted side: each chapter's plan (cases, expected results, encoded inputs),
+one submission's run through a worker, reading what its kernel wrote, scoring it with
+:func:`nbhelpers.checks.score` (the very code a notebook's check cell uses), and the
+submission's status and record.
+
+The seed and the expected results never leave this process: the kernel gets the case inputs
+only, and what it sends back is decoded as plain data (:func:`decode_result`), never unpickled
+or executed.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..checks import (CheckResult, CheckStatus, Exercise, Raised, _describe_exception, _truncate, cases_for, exercises_of,
+                      expected_outputs, score)
+from .in_kernel import LIMITS, decode, encode
+from .jobs import Job, Running
+from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
+from .submissions import Submission, detect_chapter, is_check_cell
+
+__all__ = [
+    "ExercisePlan", "ChapterPlan", "plan_chapter", "Opaque", "stand_in", "decode_result", "read_outputs",
+    "judge", "event_text", "status_of", "grade_one",
+]
+
+# The grader's own statuses of one exercise, besides a check cell's PASS, FAIL, TODO and ERROR.
+TIMEOUT, DIED, MISSING, NOT_RUN = CheckStatus.TIMEOUT, CheckStatus.DIED, CheckStatus.MISSING, CheckStatus.NOT_RUN
+
+
+# =============================================================================================
+# Plans: what each exercise of a chapter is checked on, and what it should give
+# =============================================================================================
+
+@dataclass
+class ExercisePlan:
+    exercise: Exercise
+    cases: list = field(default_factory=list)
+    expected: list = field(default_factory=list)
+    error: str | None = None  # the course's side failed for this exercise
+
+
+@dataclass
+class ChapterPlan:
+    chapter: int
+    exercises: list[ExercisePlan]
+    inputs_json: str = ""  # the case inputs of every exercise without an error, as sent to the kernel
+
+    @property
+    def max_points(self) -> int:
+        return sum(p.exercise.points for p in self.exercises)
+
+
+def plan_chapter(chapter: int, seed: int) -> ChapterPlan | None:
+    """Cases, expected results and encoded inputs for every exercise of a chapter (None if it
+    has none). Runs in the trusted process only: the seed and the expected results stay here."""
+    try:
+        exercises = exercises_of(chapter)
+    except Exception:  # a chapter module that fails to import: its exercises cannot be graded
+        return None
+    if not exercises:
+        return None
+    plans, payload = [], []
+    for ex in exercises:
+        p, encoded = _plan_exercise(ex, seed)
+        plans.append(p)
+        if encoded is not None:
+            payload.append({"id": ex.id, "name": ex.name, "cases": encoded})
+    inputs_json = json.dumps({"exercises": payload}, allow_nan=False, separators=(",", ":"))
+    return ChapterPlan(chapter, plans, inputs_json)
+
+
+def _plan_exercise(ex: Exercise, seed: int) -> tuple[ExercisePlan, list | None]:
+    """An exercise's plan, and its encoded case inputs (None when the course's side failed)."""
+    p = ExercisePlan(ex)
+    try:
+        p.cases = cases_for(ex, seed)
+        p.expected = expected_outputs(ex, p.cases)
+        encoded = [{"a": [encode(a, strict=True) for a in c.args],
+                    "k": {str(k): encode(v, strict=True) for k, v in c.kwargs.items()}} for c in p.cases]
+    except Exception as e:  # noqa: BLE001 - a bug on the course's side, reported per exercise
+        p.error = f"the grader cannot check this exercise (not the student's fault): {_describe_exception(e)}"
+        return p, None
+    return p, encoded
+
+
+def _plan_for(plans: dict[int, ChapterPlan | None], chapter: int | None) -> ChapterPlan | None:
+    return plans.get(chapter) if chapter is not None else None
+
+
+# =============================================================================================
+# Reading what the kernel wrote
+# =============================================================================================
+
+class Opaque:
+    """Stands for a value a kernel returned that could not be sent as data; equals nothing."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def __repr__(self) -> str:
+        return self._text
+
+
+_STAND_INS: dict[str, type] = {}
+_STAND_INS_LOCK = threading.Lock()
+
+
+def stand_in(type_name: str, text: str) -> Opaque:
+    """An :class:`Opaque` whose class has the student's type name (so reports read "returned
+    MyThing <...>"), with the kernel's repr as its repr."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", str(type_name))[:60] or "object"
+    if not name[0].isalpha() and name[0] != "_":
+        name = "_" + name
+    with _STAND_INS_LOCK:
+        cls = _STAND_INS.get(name)
+        if cls is None:
+            cls = type(name, (Opaque,), {"__slots__": ()}) if len(_STAND_INS) < 1000 else Opaque
+            _STAND_INS[name] = cls
+    return cls(_truncate(str(text), LIMITS["max_repr"]))
+
+
+def decode_result(data: Any) -> Any:
+    """A kernel's encoded return value, or a stand-in when the data is not a valid encoding."""
+    try:
+        return decode(data, stand_in)
+    except Exception:  # RecursionError too: data nested too deeply for the decoder
+        return stand_in("unreadable", "<a value the grader could not read>")
+
+
+def read_outputs(path: Path, plan: ChapterPlan) -> dict[str, dict]:
+    """Each exercise's results as the kernel wrote them: the first complete line per exercise.
+    Robust to anything in the file (it was written by the student's kernel)."""
+    ids = {p.exercise.id for p in plan.exercises}
+    found: dict[str, dict] = {}
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return found
+    with f:
+        while True:
+            line = f.readline(MAX_OUTPUT_LINE_BYTES + 1)
+            if not line:
+                break
+            if len(line) > MAX_OUTPUT_LINE_BYTES:
+                while line and not line.endswith(b"\n"):  # skip the rest of the huge line
+                    line = f.readline(MAX_OUTPUT_LINE_BYTES)
+                continue
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(rec, dict) and rec.get("id") in ids and rec["id"] not in found:
+                found[rec["id"]] = rec
+    return found
+
+
+# =============================================================================================
+# Judging one exercise
+# =============================================================================================
+
+def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[str, str]) -> CheckResult:
+    """The CheckResult of one exercise from its kernel record (None: the kernel never wrote one;
+    ``missing_reason`` is then its (status, error))."""
+    ex = p.exercise
+    if p.error is not None:
+        return _unscored(p, "ERROR", p.error, n_failed=0)
+    if rec is None:
+        return _unscored(p, *missing_reason)
+    if rec.get("missing") is True:
+        return _unscored(p, MISSING, f"the notebook does not define {ex.name}")
+    if "not_callable" in rec:
+        # the same words as checks.run_check
+        return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [],
+                           f"expected a function, got {str(rec['not_callable'])[:100]}")
+    results = rec.get("results")
+    if not isinstance(results, list):
+        return _unscored(p, "ERROR", "the grader could not read this function's results")
+    got, timed_out = _returned(results[: len(p.cases)])
+    result = score(ex, p.cases, p.expected, got)
+    if timed_out:
+        result.status, result.points = TIMEOUT, 0
+    return result
+
+
+def _unscored(p: ExercisePlan, status: str, error: str, n_failed: int | None = None) -> CheckResult:
+    """No points: every case failed (or ``n_failed``), for the reason ``error``. ``status`` is
+    ERROR or one of the grader's own (TIMEOUT, DIED, MISSING, NOT RUN)."""
+    n = len(p.cases)
+    return CheckResult(p.exercise.id, p.exercise.title, 0, p.exercise.points, n,
+                       n if n_failed is None else n_failed, [], error, CheckStatus(status))
+
+
+def _returned(results: list) -> tuple[list, bool]:
+    """What the function returned (or raised) on each case, and whether its time ran out."""
+    got: list = []
+    for r in results:
+        if isinstance(r, dict) and "v" in r and len(r) == 1:
+            got.append(decode_result(r["v"]))
+        elif isinstance(r, dict) and isinstance(r.get("r"), dict):
+            e = r["r"]
+            got.append(Raised.from_parts(str(e.get("type", "Exception"))[:100], str(e.get("message", ""))[:4000],
+                                         e.get("ni") is True))
+        elif isinstance(r, dict) and "t" in r:
+            got.append(_timeout_raised(r["t"]))
+            return got, True
+        else:
+            got.append(stand_in("unreadable", "<a result the grader could not read>"))
+    return got, False
+
+
+def _timeout_raised(seconds: Any) -> Raised:
+    s = float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0
+    return Raised.from_parts("TimeoutError", f"no result within {s:g} s, the grader's time limit for this function")
+
+
+# =============================================================================================
+# One submission: its run, its status, its record
+# =============================================================================================
+
+def event_text(e: dict) -> str:
+    """A worker's event in words, for the detail column."""
+    where = f"cell {e.get('cell')} ({e.get('line', '')})" if e.get("cell") else ""
+    kind = e.get("event")
+    if kind == "cell_error":
+        what = f"{e.get('ename', '')}: {e.get('evalue', '')}" if e.get("evalue") else str(e.get("ename", ""))
+        return f"{where} raised {_truncate(what, 160)}"
+    if kind == "cell_timeout":
+        return f"{where} ran past the {e.get('seconds', 0):g} s limit and was interrupted"
+    if kind == "kernel_died":
+        if e.get("exercise"):
+            return f"the kernel died while checking {e['exercise']}"
+        if e.get("grading"):
+            return "the kernel died while the functions were checked"
+        return f"the kernel died in {where}; the notebook was rerun without that cell"
+    if kind == "grading_error":
+        return f"the functions could not be checked: {_truncate(str(e.get('ename', '')) + ': ' + str(e.get('evalue', '')), 160)}"
+    return ""
+
+
+def status_of(events: list[dict], total_timeout: bool, worker_failed: bool, results: dict) -> Status:
+    """The worst thing that happened to a submission that ran."""
+    kinds = {e.get("event") for e in events}
+    if total_timeout:
+        return Status.TIMEOUT
+    if worker_failed:
+        return Status.GRADER_ERROR
+    if "kernel_died" in kinds:
+        return Status.KERNEL_DIED
+    if "cell_timeout" in kinds or any(r.status == TIMEOUT for r in results.values()):
+        return Status.TIMEOUT
+    if kinds & {"cell_error", "grading_error"}:
+        return Status.CELL_ERROR
+    if any(r.status == "ERROR" for r in results.values()):
+        return Status.GRADER_ERROR
+    return Status.GRADED
+
+
+def _record(sub: Submission, chapter: int | None, status: Status, details: list[str], results: dict,
+            plan: ChapterPlan | None, opts: GradeOptions, t0: float) -> dict:
+    """A submission's entry in the JSON file (its CSV row is made from it)."""
+    return {
+        "file": sub.file,
+        "sha256": sub.sha256,
+        "chapter": chapter,
+        "status": status,
+        "detail": "; ".join(d for d in details if d),
+        "events": [d for d in details if d],
+        "total": sum(r.points for r in results.values()),
+        "max": plan.max_points if plan is not None else None,
+        "checks": {k: r.to_dict() for k, r in results.items()},
+        "seed": opts.seed_kind,
+        "chapter_option": opts.chapter,
+        "seconds": round(time.monotonic() - t0, 2),
+        "graded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def _not_checked(plan: ChapterPlan | None, why: str) -> dict:
+    """Every exercise of the plan with no points, NOT RUN for the reason ``why``."""
+    if plan is None:
+        return {}
+    return {p.exercise.id: _unscored(p, NOT_RUN, why) for p in plan.exercises}
+
+
+def grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: GradeOptions, running: Running) -> dict:
+    """Grade one submission; never raises (an unexpected failure is a "grader error" record)."""
+    t0 = time.monotonic()
+    try:
+        return _grade_one(sub, plans, opts, running, t0)
+    except Exception as e:  # noqa: BLE001 - one submission's failure must not stop the run
+        plan = _plan_for(plans, opts.chapter)
+        return _record(sub, opts.chapter, Status.GRADER_ERROR, [f"the grader failed: {_describe_exception(e)}"],
+                       _not_checked(plan, "not checked"), plan, opts, t0)
+
+
+def _grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: GradeOptions, running: Running,
+               t0: float) -> dict:
+    chapter, note = detect_chapter(sub.file, sub.cells, opts.chapter)
+    skip = _why_not_run(sub, chapter, note, opts)
+    if skip is not None:
+        ch, status, why, zero_for = skip
+        plan = _plan_for(plans, zero_for)
+        return _record(sub, ch, status, [why], _not_checked(plan, f"not checked: {status}"), plan, opts, t0)
+    plan = plans.get(chapter)
+    if plan is None:
+        return _record(sub, chapter, Status.UNKNOWN_CHAPTER, [f"chapter {chapter:02d} has no exercises to grade"],
+                       {}, None, opts, t0)
+    cells = [[i, src, is_check_cell(src)] for i, src in sub.cells]
+    exercise_ids = [p.exercise.id for p in plan.exercises if p.error is None]
+    with Job(cells, plan.inputs_json, exercise_ids, opts) as job:
+        total_timeout = job.run(running, opts.timeout)
+        events = job.events()
+        outputs = read_outputs(job.outputs, plan)
+        worker_failed = not total_timeout and not any(e.get("event") == "done" for e in events)
+        if worker_failed and running.stopping:
+            raise KeyboardInterrupt
+        log_tail = job.log_tail() if worker_failed else []
+    results = _judge_all(plan, outputs, events, _missing_reason(total_timeout, worker_failed, opts))
+    details = [note] + [event_text(e) for e in events]
+    if total_timeout:
+        details.append(f"stopped after {opts.timeout:g} s, the total time limit")
+    if worker_failed:
+        details.append("the grader's worker failed" + (": " + " | ".join(log_tail) if log_tail else ""))
+    details += [f"{r.exercise_id}: {r.status.lower()}" for r in results.values()
+                if r.status in (TIMEOUT, MISSING, DIED, "ERROR")]
+    status = status_of(events, total_timeout, worker_failed, results)
+    return _record(sub, chapter, status, details, results, plan, opts, t0)
+
+
+def _why_not_run(sub: Submission, chapter: int | None, note: str, opts: GradeOptions
+                 ) -> tuple[int | None, Status, str, int | None] | None:
+    """For a submission that is not run: (its chapter, its status, the detail, the chapter whose
+    exercises it gets 0 for). None when it is to be run."""
+    if sub.problem is not None:
+        ch = opts.chapter if opts.chapter is not None else chapter
+        return ch, sub.problem, sub.detail, ch
+    if chapter is None:
+        return None, Status.UNKNOWN_CHAPTER, note or "no check(\"exNN.…\") call and no exNN in the file name", opts.chapter
+    if opts.chapter is not None and chapter != opts.chapter:
+        why = f"this is a chapter {chapter:02d} notebook, not chapter {opts.chapter:02d}" + (f" ({note})" if note else "")
+        return chapter, Status.WRONG_CHAPTER, why, opts.chapter
+    return None
+
+
+def _missing_reason(total_timeout: bool, worker_failed: bool, opts: GradeOptions) -> tuple[str, str]:
+    """(status, error) of an exercise the kernel wrote no results for."""
+    if total_timeout:
+        return NOT_RUN, f"not checked: the notebook ran out of time ({opts.timeout:g} s in all)"
+    if worker_failed:
+        return NOT_RUN, "not checked: the grader failed"
+    return NOT_RUN, "not checked: the grading cell did not finish"
+
+
+def _judge_all(plan: ChapterPlan, outputs: dict[str, dict], events: list[dict],
+               missing: tuple[str, str]) -> dict[str, CheckResult]:
+    died = {e.get("exercise") for e in events if e.get("event") == "kernel_died" and e.get("exercise")}
+    results = {}
+    for p in plan.exercises:
+        reason = (DIED, "the kernel died while this function was checked") if p.exercise.id in died else missing
+        results[p.exercise.id] = judge(p, outputs.get(p.exercise.id), reason)
+    return results

@@ -1,0 +1,78 @@
+"""What a grading run is told (:class:`GradeOptions`), what a submission can end up as
+(:class:`Status`), and the grader's size and time limits."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = [
+    "Status",
+    "STATUSES",
+    "GradeOptions",
+    "DEFAULT_CELL_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "MAX_NOTEBOOK_BYTES",
+    "MAX_OUTPUT_LINE_BYTES",
+    "MAX_KERNEL_STARTS",
+    "DETAIL_LIMIT",
+]
+
+
+class Status(str, Enum):
+    """A submission's status, as the CSV's ``status`` column shows it (the value).
+
+    The first four are given without running anything; otherwise a submission's status says the
+    worst thing that happened while it ran (see :func:`nbhelpers.grading.judging.status_of`),
+    and its points are whatever its functions earned regardless. A member is a ``str`` equal to
+    its value, so it compares, hashes and is written to JSON as that string.
+    """
+
+    INVALID_NOTEBOOK = "invalid notebook"  # not JSON, not a notebook, unreadable, too large
+    EMPTY = "empty"  # no code at all
+    UNKNOWN_CHAPTER = "unknown chapter"  # no exNN file name, no check("exNN.…") call, or a chapter without exercises
+    WRONG_CHAPTER = "wrong chapter"  # a chapter other than --chapter
+    GRADER_ERROR = "grader error"  # the grader itself failed (kernel would not start, ...); a rerun retries it
+    TIMEOUT = "timeout"  # the total time limit ran out, a cell was interrupted, or a function ran out of time
+    KERNEL_DIED = "kernel died"  # the kernel crashed (os._exit, segfault, out of memory)
+    CELL_ERROR = "cell error"  # a cell of the notebook raised an exception
+    GRADED = "graded"  # everything ran
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The statuses as plain strings, in the order above (the run's summary lists them in reverse).
+STATUSES = tuple(s.value for s in Status)
+
+DEFAULT_CELL_TIMEOUT = 60.0  # seconds for each cell, and for all the calls of one function
+DEFAULT_TIMEOUT = 300.0  # seconds for a whole submission, kernel start included
+
+MAX_NOTEBOOK_BYTES = 50 * 2**20  # a submission larger than this is not read
+MAX_OUTPUT_LINE_BYTES = 256 * 2**20  # one exercise's results, as written by the kernel
+MAX_KERNEL_STARTS = 5  # a kernel that dies is restarted without the cell (or function) that killed it
+DETAIL_LIMIT = 400  # characters of the CSV's detail column
+# The limits of the value codec (sizes, depth, lengths of reprs and messages) are
+# nbhelpers.grading.in_kernel.LIMITS: that module is sent into the kernel, so they live there.
+
+
+@dataclass
+class GradeOptions:
+    """The options of a run (the command line's, less the paths and output files)."""
+
+    seed: int = 0  # 0: the cases students see; anything else: hidden cases
+    chapter: int | None = None  # grade only this chapter; other notebooks get "wrong chapter"
+    jobs: int = 1  # submissions graded at once
+    cell_timeout: float = DEFAULT_CELL_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT
+    regrade: bool = False  # grade submissions already graded again
+    kernel_name: str = "python3"
+    progress: bool = True  # a progress bar on stderr
+
+    @property
+    def secret(self) -> bool:
+        return self.seed != 0
+
+    @property
+    def seed_kind(self) -> str:
+        """What the output files record about the seed: "secret" or "public", never the seed."""
+        return "secret" if self.secret else "public"

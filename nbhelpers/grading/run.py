@@ -1,0 +1,147 @@
+"""A grading run: :func:`grade` (the library function behind the command), its loop over the
+submissions (``--jobs`` at a time), the progress bar and the summary printed at the end."""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .judging import ChapterPlan, grade_one, plan_chapter
+from .jobs import Running
+from .options import STATUSES, GradeOptions
+from .outputs import Outputs
+from .submissions import Submission, detect_chapter, find_notebooks, read_submission
+
+__all__ = ["RunSummary", "grade", "print_summary"]
+
+
+@dataclass
+class RunSummary:
+    """What a run did: submissions graded and skipped (already graded), its time, each status's
+    count, and the records of the submissions it graded."""
+
+    graded: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    statuses: Counter = field(default_factory=Counter)
+    records: list[dict] = field(default_factory=list)
+
+    @property
+    def seconds_per_submission(self) -> float:
+        return self.seconds / self.graded if self.graded else 0.0
+
+    def add(self, rec: dict) -> None:
+        self.graded += 1
+        self.statuses[rec["status"]] += 1
+        self.records.append(rec)
+
+
+def grade(paths: Iterable[str | Path], csv_path: str | Path, json_path: str | Path,
+          opts: GradeOptions | None = None) -> RunSummary:
+    """Grade every notebook under ``paths``; write/extend ``csv_path`` and ``json_path``.
+
+    Returns what was done. Raises FileNotFoundError for a path that does not exist; everything
+    that can go wrong with a submission becomes its status instead. (The command line also makes
+    its process non-dumpable when the seed is secret; a program calling this with a secret seed
+    should keep its own memory out of the students' reach.)
+    """
+    opts = opts or GradeOptions()
+    paths = list(paths)
+    found = find_notebooks(paths)
+    if not found:
+        raise FileNotFoundError(f"no notebooks (*.ipynb) in {', '.join(map(str, paths))}")
+    subs = [read_submission(path, name) for name, path in found]
+    outputs = Outputs(Path(csv_path), Path(json_path), opts)
+    todo = [s for s in subs if not outputs.is_done(s)]
+    plans = _plans(todo, opts)
+    outputs.start([p.exercise.id for ch in sorted(plans) if plans[ch] for p in plans[ch].exercises])
+    summary = RunSummary(skipped=len(subs) - len(todo))
+    t0 = time.monotonic()
+    _grade_all(todo, plans, opts, outputs, summary)
+    outputs.finish()
+    summary.seconds = time.monotonic() - t0
+    return summary
+
+
+def _plans(todo: list[Submission], opts: GradeOptions) -> dict[int, ChapterPlan | None]:
+    """The plan of every chapter the submissions to grade belong to (and of --chapter)."""
+    chapters = {opts.chapter} if opts.chapter is not None else set()
+    for s in todo:
+        ch, _ = detect_chapter(s.file, s.cells, opts.chapter)
+        if ch is not None and (opts.chapter is None or ch == opts.chapter):
+            chapters.add(ch)
+    return {ch: plan_chapter(ch, opts.seed) for ch in sorted(chapters)}
+
+
+def _grade_all(todo: list[Submission], plans: dict[int, ChapterPlan | None], opts: GradeOptions,
+               outputs: Outputs, summary: RunSummary) -> None:
+    """Grade ``opts.jobs`` submissions at a time, recording each as it finishes. On Ctrl-C (or any
+    other exception) every worker still running is stopped."""
+    running = Running()
+    bar = _progress(len(todo), opts.progress)
+    pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))
+    try:
+        futures = [pool.submit(grade_one, s, plans, opts, running) for s in todo]
+        for fut in as_completed(futures):
+            rec = fut.result()
+            outputs.add(rec)
+            summary.add(rec)
+            bar.set_postfix_str(f"{Path(rec['file']).name}: {rec['status']}", refresh=False)
+            bar.update(1)
+    except BaseException:
+        running.stop_all()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        bar.close()
+    pool.shutdown(wait=True)
+
+
+class _BareProgress:
+    """A line per submission on stderr, should tqdm be missing."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.n, self.total, self.enabled = 0, total, enabled
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        if self.enabled:
+            print(f"grading: {self.n}/{self.total}", file=sys.stderr)
+
+    def set_postfix_str(self, s: str, refresh: bool = True) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is a dependency; a bare line per submission otherwise
+        return _BareProgress(total, enabled)
+    return tqdm(total=total, file=sys.stderr, unit="notebook", desc="grading", disable=not enabled,
+                dynamic_ncols=True, mininterval=0.5)
+
+
+def print_summary(s: RunSummary, opts: GradeOptions, csv_path: str, json_path: str) -> None:
+    """What the run did, in a few lines on stdout."""
+    parts = [f"graded {s.graded} submission{'s' if s.graded != 1 else ''} in {s.seconds:.1f} s"]
+    if s.graded:
+        parts.append(f"{s.seconds_per_submission:.1f} s per submission with {opts.jobs} at a time")
+    if s.skipped:
+        parts.append(f"{s.skipped} already graded, skipped (--regrade grades them again)")
+    print("; ".join(parts))
+    if s.statuses:
+        print("  " + "   ".join(f"{k}: {s.statuses[k]}" for k in STATUSES[::-1] if s.statuses[k]))
+    totals = [r["total"] for r in s.records if r.get("max")]
+    if totals:
+        maxes = {r["max"] for r in s.records if r.get("max")}
+        of = f" of {maxes.pop()}" if len(maxes) == 1 else ""
+        print(f"  points: mean {sum(totals) / len(totals):.1f}{of}, lowest {min(totals)}, highest {max(totals)}")
+    print(f"  seed: {'secret (hidden cases)' if opts.secret else 'public (the cases students see)'}")
+    print(f"  wrote {csv_path} and {json_path}")

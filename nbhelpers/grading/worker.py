@@ -1,0 +1,214 @@
+"""The worker: a process of its own that runs one submission's notebook in a Jupyter kernel.
+
+The grader starts it (:class:`nbhelpers.grading.jobs.Job`) as
+``python -c "from nbhelpers.grading.worker import worker_main; ..." JOB_FILE`` and kills it,
+with its kernel's process group, when the submission's total time runs out. The worker runs the
+notebook's code cells (check cells skipped) with a time limit per cell, then the grading cell
+(:func:`grading_cell`), which runs :mod:`nbhelpers.grading.in_kernel` in the kernel. A kernel
+that dies is started again without the cell, or the function, that killed it. The worker reports
+through files, never through stdout: events as JSON lines (:meth:`_Worker.event`), and the
+kernel's own outputs file.
+
+Only the worker process imports this module (it imports nbclient and nbformat).
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+# nbformat imports jsonschema, which imports the optional rfc3987_syntax when it is installed;
+# that builds a parser and costs about a second per submission. Nothing here validates IRIs.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+import nbformat  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import DeadKernelError  # noqa: E402
+
+from .in_kernel import kernel_main  # noqa: E402
+from .jobs import json_lines, kill_group  # noqa: E402
+from .options import MAX_KERNEL_STARTS  # noqa: E402
+
+__all__ = ["worker_main", "grading_cell", "kernel_source"]
+
+_current_kernel_pid: list[int] = []  # the kernel to kill when the grader stops this worker
+
+
+def kernel_source() -> str:
+    """The source of :mod:`nbhelpers.grading.in_kernel`, which the kernel runs in a fresh namespace."""
+    return inspect.getsource(sys.modules[kernel_main.__module__])
+
+
+def grading_cell(job: dict) -> str:
+    """The cell appended to a submission: runs ``in_kernel.kernel_main`` on the notebook's namespace.
+
+    Only builtins reached through the ``builtins`` module are used, so a notebook that reuses
+    names such as ``exec`` or ``compile`` does not break it.
+    """
+    return (
+        "def __nbhelpers_grade_cell():\n"
+        "    import builtins as b\n"
+        "    ns = {'__name__': 'nbhelpers_grade_runner'}\n"
+        f"    b.exec(b.compile({kernel_source()!r}, '<nbhelpers.grading.in_kernel>', 'exec'), ns)\n"
+        f"    ns['kernel_main'](b.globals(), {job!r})\n"
+        "__nbhelpers_grade_cell()\n"
+    )
+
+
+def worker_main(job_path: str) -> int:
+    """Run the notebook described by the job file (see :class:`nbhelpers.grading.jobs.Job`).
+
+    Appends events (JSON lines) to ``job["events"]``: ``cell_error``, ``cell_timeout`` (a cell
+    interrupted at the time limit), ``kernel_died`` (after which the kernel is restarted
+    without the cell or function that killed it), ``grading_error``, and ``done`` at the end.
+    """
+    with open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    signal.signal(signal.SIGTERM, _on_term)
+    _Worker(job).run()
+    return 0
+
+
+def _on_term(signum: int, frame: Any) -> None:
+    for pid in _current_kernel_pid:
+        kill_group(pid)
+    os._exit(143)
+
+
+class _Client(NotebookClient):
+    def output(self, outs, msg, display_id, cell_index):  # keep errors only: bounded memory
+        if msg.get("msg_type") == "error":
+            content = msg.get("content", {})
+            outs.append(nbformat.v4.new_output(
+                "error", ename=str(content.get("ename", ""))[:200],
+                evalue=str(content.get("evalue", ""))[:2000], traceback=[]))
+        return None
+
+
+def _first_line(src: str) -> str:
+    line = next((ln.strip() for ln in src.splitlines() if ln.strip()), "")
+    return line if len(line) <= 40 else line[:37] + "..."
+
+
+def _errors(cell: Any) -> list:
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def _progress_in_outputs(path: str) -> tuple[set[str], list[str]]:
+    """The exercises the kernel finished, and those it started, as its outputs file says."""
+    finished, started = set(), []
+    for rec in json_lines(path):
+        if isinstance(rec, dict) and isinstance(rec.get("start"), str):
+            started.append(rec["start"])
+        elif isinstance(rec, dict) and isinstance(rec.get("id"), str):
+            finished.add(rec["id"])
+    return finished, started
+
+
+class _Worker:
+    """One submission's notebook, run in one kernel after another until one gets to the end."""
+
+    def __init__(self, job: dict) -> None:
+        self.job = job
+        self.events = open(job["events"], "a", encoding="utf-8")
+        self.cell_timeout = float(job["cell_timeout"])
+        self.cells = [(i, src) for i, src, check_only in job["cells"] if src.strip() and not check_only]
+        self.remaining = list(job["exercise_ids"])  # the exercises still to check
+        self.dead_cells: set[int] = set()  # cells that killed a kernel: not run again
+        self.reported: set[tuple] = set()  # (kind, cell) already reported by an earlier kernel
+
+    def event(self, **kw: Any) -> None:
+        self.events.write(json.dumps(kw) + "\n")
+        self.events.flush()
+
+    def run(self) -> None:
+        for start in range(1, MAX_KERNEL_STARTS + 1):
+            if not self._in_a_kernel():
+                break
+        self.event(event="done", kernel_starts=start)
+        self.events.close()
+
+    def _in_a_kernel(self) -> bool:
+        """Run the notebook, then the grading cell, in a fresh kernel; True when the kernel died
+        and the notebook is to run again in another."""
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(src) for _, src in self.cells]
+        client = _Client(nb, timeout=int(math.ceil(self.cell_timeout)), kernel_name=self.job["kernel_name"],
+                         allow_errors=True, interrupt_on_timeout=True, shutdown_kernel="immediate",
+                         resources={"metadata": {"path": self.job["cwd"]}}, startup_timeout=120)
+        try:
+            with client.setup_kernel():
+                self._note_kernel(client)
+                died_at = self._run_cells(client, nb)
+                if died_at is None:
+                    return self._run_grading_cell(client, nb)
+                self.dead_cells.add(died_at)
+                self.event(event="kernel_died", cell=died_at + 1, line=_first_line(dict(self.cells)[died_at]))
+                return True
+        finally:
+            for pid in _current_kernel_pid:
+                kill_group(pid)  # the kernel's own process group: whatever it started goes too
+            _current_kernel_pid.clear()
+
+    def _note_kernel(self, client: _Client) -> None:
+        """Remember the kernel's process id, here (for SIGTERM) and in the job's kernels file."""
+        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+        if pid:
+            _current_kernel_pid[:] = [pid]
+            with open(self.job["kernels"], "a") as f:
+                f.write(f"{pid}\n")
+
+    def _run_cells(self, client: _Client, nb: Any) -> int | None:
+        """Run the notebook's cells; the index of the cell that killed the kernel, if one did."""
+        for pos, (index, src) in enumerate(self.cells):
+            if index in self.dead_cells:
+                continue
+            t0 = time.monotonic()
+            try:
+                cell = client.execute_cell(nb.cells[pos], pos)
+            except DeadKernelError:
+                return index
+            self._report_cell(index, src, time.monotonic() - t0, _errors(cell))
+        return None
+
+    def _report_cell(self, index: int, src: str, elapsed: float, errors: list) -> None:
+        if elapsed >= self.cell_timeout and ("timeout", index) not in self.reported:
+            self.reported.add(("timeout", index))
+            self.event(event="cell_timeout", cell=index + 1, line=_first_line(src), seconds=self.cell_timeout)
+        elif errors and ("error", index) not in self.reported:
+            self.reported.add(("error", index))
+            self.event(event="cell_error", cell=index + 1, line=_first_line(src),
+                       ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
+
+    def _run_grading_cell(self, client: _Client, nb: Any) -> bool:
+        """Check the remaining exercises in this kernel; True when one killed it and others remain."""
+        budget = float(self.job["budget"])
+        cell_job = {"inputs": self.job["inputs"], "outputs": self.job["outputs"], "budget": budget,
+                    "only": self.remaining}
+        gcell = nbformat.v4.new_code_cell(grading_cell(cell_job))
+        nb.cells.append(gcell)
+        client.timeout = int(math.ceil(budget * max(len(self.remaining), 1) + 30))
+        try:
+            cell = client.execute_cell(gcell, len(nb.cells) - 1)
+        except DeadKernelError:
+            return self._kernel_died_in_grading()
+        errors = _errors(cell)
+        if errors:
+            self.event(event="grading_error", ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
+        return False
+
+    def _kernel_died_in_grading(self) -> bool:
+        """Blame the exercise the kernel was checking when it died; True when others remain."""
+        finished, started = _progress_in_outputs(self.job["outputs"])
+        running = [s for s in started if s not in finished and s in self.remaining]
+        if not running:
+            self.event(event="kernel_died", grading=True)
+            return False
+        self.event(event="kernel_died", exercise=running[-1])
+        self.remaining = [e for e in self.remaining if e not in finished and e != running[-1]]
+        return bool(self.remaining)

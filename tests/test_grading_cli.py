@@ -1,0 +1,92 @@
+"""The command line (nbhelpers.grading.cli, run as python -m nbhelpers.grade): its options and
+usage errors, and keeping the secret seed out of sight (the command line, prctl)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from grading_tools import ROOT, env
+from nbhelpers.grading.cli import _seed_from_argv, main
+
+
+def test_seed_is_taken_off_the_command_line():
+    assert _seed_from_argv(["a", "--seed", "42", "--csv", "x"]) == ("42", ["a", "--csv", "x"])
+    assert _seed_from_argv(["--seed=7", "b"]) == ("7", ["b"])
+    assert _seed_from_argv(["b"]) == (None, ["b"])
+
+
+def test_grader_is_not_dumpable():
+    """With a secret seed the grader makes itself non-dumpable (Linux): other processes of the
+    same (non-root) user cannot read its memory, environment or open files in /proc."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("prctl is Linux only")
+    code = ("import ctypes; from nbhelpers.grading.cli import _not_dumpable; libc = ctypes.CDLL(None); "
+            "print(libc.prctl(3, 0, 0, 0, 0)); _not_dumpable(); print(libc.prctl(3, 0, 0, 0, 0))")
+    out = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "0"]
+
+
+def test_usage_errors(tmp_path):
+    assert main([str(tmp_path / "nope"), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json")]) == 2
+    (tmp_path / "folder").mkdir()
+    assert main([str(tmp_path / "folder"), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json")]) == 2
+    with pytest.raises(SystemExit):
+        main([str(tmp_path), "--csv", "g.csv", "--json", "g.json", "--seed", "-1"])
+    with pytest.raises(SystemExit):
+        main([str(tmp_path), "--csv", "g.csv", "--json", "g.json", "--se", "5"])  # no abbreviations
+
+
+def test_help_lists_the_options():
+    out = subprocess.run([sys.executable, "-m", "nbhelpers.grade", "--help"], env=env(), cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    for option in ("--csv FILE", "--json FILE", "--seed N", "--chapter NN", "--jobs N", "--cell-timeout S",
+                   "--timeout S", "--regrade", "--kernel NAME", "--no-progress", "PATH [PATH ...]"):
+        assert option in out, option
+    assert "(default 60)" in out and "(default 300)" in out and "--seed-fd" not in out
+    assert out.startswith("usage: python -m nbhelpers.grade ")
+
+
+def test_console_script_is_the_clis_main():
+    import nbhelpers.grade
+
+    assert nbhelpers.grade.main is main  # pyproject.toml: nbhelpers-grade = "nbhelpers.grade:main"
+    assert "nbhelpers.grade:main" in (ROOT / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "abc"], "argument --seed: the seed must be a non-negative integer, got 'abc'"),
+    (["--seed", "-1"], "argument --seed: the seed must be a non-negative integer\n"),
+    (["--jobs", "0"], "argument --jobs: expected a positive number, got '0'"),
+    (["--jobs", "1.5"], "argument --jobs: expected a positive number, got '1.5'"),
+    (["--cell-timeout", "nan"], "argument --cell-timeout: expected a positive number, got 'nan'"),
+    (["--timeout", "-3"], "argument --timeout: expected a positive number, got '-3'"),
+    (["--chapter", "ex123"], "argument --chapter: a chapter is a number such as 1 or 01, got 'ex123'"),
+])
+def test_bad_option_values(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as e:
+        main([str(tmp_path), "--csv", "g.csv", "--json", "g.json", *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_only_the_command_line_makes_the_process_not_dumpable(tmp_path):
+    """grade() is a library function and leaves its process as it is; main() with a secret seed
+    makes the process non-dumpable before it grades (Linux)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("prctl is Linux only")
+    (tmp_path / "ex01_x.ipynb").write_text("{oops")  # graded without a kernel
+    code = (
+        "import ctypes, sys; from nbhelpers.grading import GradeOptions, grade, main\n"
+        "libc = ctypes.CDLL(None)\n"
+        "grade([sys.argv[1]], 'a.csv', 'a.json', GradeOptions(seed=5, progress=False))\n"
+        "print('dumpable:', libc.prctl(3, 0, 0, 0, 0))\n"
+        "main([sys.argv[1], '--csv', 'b.csv', '--json', 'b.json', '--no-progress'])\n"
+        "print('dumpable:', libc.prctl(3, 0, 0, 0, 0))\n"
+        "main([sys.argv[1], '--csv', 'c.csv', '--json', 'c.json', '--no-progress', '--seed', '5'])\n"
+        "print('dumpable:', libc.prctl(3, 0, 0, 0, 0))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env(), cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+    assert [line for line in out.splitlines() if line.startswith("dumpable:")] == [
+        "dumpable: 1", "dumpable: 1", "dumpable: 0"]

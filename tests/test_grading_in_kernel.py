@@ -1,0 +1,132 @@
+"""The code that runs inside the student's kernel (nbhelpers.grading.in_kernel), run here, and
+the grading cell that ships it into the kernel (nbhelpers.grading.worker.grading_cell)."""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from grading_tools import env, solution
+from nbhelpers.grading import in_kernel
+from nbhelpers.grading.in_kernel import kernel_main
+from nbhelpers.grading.judging import judge, plan_chapter, read_outputs
+from nbhelpers.grading.worker import grading_cell, kernel_source
+
+
+def test_expected_results_never_reach_the_kernel():
+    plan = plan_chapter(1, seed=99)
+    sent = json.loads(plan.inputs_json)
+    assert set(sent) == {"exercises"}
+    for ex in sent["exercises"]:
+        assert set(ex) == {"id", "name", "cases"} and all(set(c) == {"a", "k"} for c in ex["cases"])
+    job = {"inputs": "/x/inputs.json", "outputs": "/x/out.jsonl", "budget": 5.0, "only": None}
+    compile(grading_cell(job), "<cell>", "exec")
+
+
+def test_kernel_runner_in_process(tmp_path):
+    """The code that runs in the kernel, run here: per-function time limit, exceptions, missing and
+    non-callable functions, huge and hostile return values; then judged like the grader does."""
+    plan = plan_chapter(1, seed=3)
+    (tmp_path / "in.json").write_text(plan.inputs_json)
+    sol = {}
+    for c in solution().cells:
+        if c.cell_type == "code" and c.source.lstrip().startswith("def "):
+            exec(c.source, {"math": math}, sol)
+
+    def loop(x, e, m):
+        while True:
+            pass
+
+    calls = []
+
+    def todo(bits, e, m):
+        calls.append(1)
+        raise NotImplementedError("about 9 lines")
+
+    ns = {"decode_bits": todo, "round_nearest_even": loop, "ulp_at": 42}
+    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 0.5, "only": None}
+    t0 = time.monotonic()
+    kernel_main(ns, job)
+    assert time.monotonic() - t0 < 5 and len(calls) == 1
+    out = read_outputs(tmp_path / "out.jsonl", plan)
+    res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
+    assert res["ex01.decode_bits"].status == "TODO"
+    assert res["ex01.round_nearest_even"].status == "TIMEOUT" and "TimeoutError" in res["ex01.round_nearest_even"].error
+    assert res["ex01.ulp_at"].error == "expected a function, got int"
+    assert res["ex01.smallest_absorbing"].status == "MISSING"
+    assert all(r.points == 0 for r in res.values())
+
+    (tmp_path / "out.jsonl").unlink()
+    ns = {k: sol[k] for k in ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing")}
+    ns["ulp_at"] = lambda x, e, m: np.zeros(9 * 2**20)  # 72 MB: too large to send
+    kernel_main(ns, job)
+    out = read_outputs(tmp_path / "out.jsonl", plan)
+    res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
+    assert [r.points for r in res.values()] == [4, 6, 0, 2]
+    assert "too large" in res["ex01.ulp_at"].mismatches[0]
+
+
+def test_in_kernel_imports_only_the_standard_library_and_numpy():
+    """The module is sent whole into the kernel: no nbhelpers, no relative imports, and only
+    top-level helpers (nothing nested inside a function)."""
+    tree = ast.parse(kernel_source())
+    allowed = set(sys.stdlib_module_names) | {"numpy", "ml_dtypes"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            assert all(a.name.split(".")[0] in allowed for a in node.names), ast.dump(node)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and node.module.split(".")[0] in allowed, ast.dump(node)
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            nested = [n for n in ast.walk(node) if n is not node and isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+            assert not nested, node.name
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    too_long = [f"{f.name}: {f.end_lineno - f.lineno + 1} lines" for f in functions if f.end_lineno - f.lineno >= 60]
+    assert not too_long
+
+
+def test_in_kernel_runs_without_nbhelpers(tmp_path):
+    """Executed from its source in a fresh namespace, with nbhelpers unimportable, as in a kernel
+    where the student broke it: the codec and the runner still work."""
+    (tmp_path / "in.json").write_text(json.dumps({"exercises": [
+        {"id": "ex01.f", "name": "f", "cases": [{"a": [in_kernel.encode(2.5), in_kernel.encode(np.arange(3))], "k": {}}]},
+        {"id": "ex01.g", "name": "g", "cases": [{"a": [], "k": {}}]}]}))
+    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 5.0, "only": None}
+    code = (
+        "import sys, json\n"
+        "sys.modules['nbhelpers'] = None\n"
+        f"source = {kernel_source()!r}\n"
+        "ns = {'__name__': 'nbhelpers_grade_runner'}\n"
+        "exec(compile(source, '<in_kernel>', 'exec'), ns)\n"
+        "def f(x, a):\n"
+        "    return (x * a, {'-0': -0.0})\n"
+        f"ns['kernel_main'](globals(), {job!r})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=env(), check=True, cwd=tmp_path, timeout=60)
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert lines[0] == {"start": "ex01.f"} and lines[2] == {"start": "ex01.g"}
+    assert lines[3] == {"id": "ex01.g", "missing": True}
+    (r,) = lines[1]["results"]
+    value = in_kernel.decode(r["v"], lambda name, text: None)
+    assert np.array_equal(value[0], [0.0, 2.5, 5.0]) and math.copysign(1, value[1]["-0"]) < 0
+
+
+def test_grading_cell_runs_in_the_notebooks_namespace(tmp_path):
+    """The grading cell, run as a kernel runs it: the notebook's own names (even exec and compile)
+    do not get in its way, and it leaves nothing behind but its own function's name."""
+    plan = plan_chapter(1, seed=0)
+    (tmp_path / "in.json").write_text(plan.inputs_json)
+    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 5.0,
+           "only": ["ex01.ulp_at"]}
+    ns = {"exec": None, "compile": None, "ulp_at": lambda x, e, m: 0.0}
+    exec(compile(grading_cell(job), "<cell>", "exec"), ns)
+    assert set(ns) == {"exec", "compile", "ulp_at", "__builtins__", "__nbhelpers_grade_cell"}
+    out = read_outputs(tmp_path / "out.jsonl", plan)
+    assert set(out) == {"ex01.ulp_at"}
+    p = next(p for p in plan.exercises if p.exercise.id == "ex01.ulp_at")
+    r = judge(p, out["ex01.ulp_at"], ("NOT RUN", "x"))
+    assert r.status == "FAIL" and r.points == 0 and r.n_failed == r.n_cases

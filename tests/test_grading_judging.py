@@ -1,0 +1,114 @@
+"""Judging on the trusted side (nbhelpers.grading.judging): every chapter's plan, what a hostile
+kernel wrote judged safely, the same scoring as a check cell, and a submission's status."""
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import re
+
+import numpy as np
+import pytest
+
+import nbhelpers.exercises
+from nbhelpers import checks
+from nbhelpers.checks import Raised, cases_for, same_value
+from nbhelpers.grading.in_kernel import decode, encode
+from nbhelpers.grading.judging import event_text, judge, plan_chapter, read_outputs, stand_in, status_of
+from nbhelpers.grading.options import Status
+
+
+@pytest.mark.parametrize("module", sorted(
+    m.name for m in pkgutil.iter_modules(nbhelpers.exercises.__path__) if re.fullmatch(r"ch\d\d", m.name)))
+def test_every_chapters_inputs_can_be_sent_to_a_kernel(module):
+    """A new chapter needs no change to the grader, as long as its case inputs are data
+    (numbers, strings, tuples, arrays, generators, nbhelpers enums and dataclasses)."""
+    chapter = int(module[2:])
+    importlib.import_module(f"nbhelpers.exercises.{module}")
+    plan = plan_chapter(chapter, seed=12345)
+    assert plan is not None and plan.exercises
+    for p in plan.exercises:
+        assert p.error is None, p.error
+    sent = json.loads(plan.inputs_json)["exercises"]
+    for p, s in zip(plan.exercises, sent):
+        assert s["id"] == p.exercise.id and len(s["cases"]) == len(p.cases)
+        for case, enc in zip(p.cases, s["cases"]):
+            args = [decode(a, stand_in) for a in enc["a"]]
+            assert len(args) == len(case.args)
+            for got, want in zip(args, case.args):
+                assert type(got) is type(want) or isinstance(want, tuple)
+                if isinstance(want, np.random.Generator):
+                    continue
+                assert same_value(got, want) is None
+
+
+def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
+    plan = plan_chapter(1, seed=0)
+    p = plan.exercises[3]  # smallest_absorbing, 15 cases
+    good = [{"v": v} for v in (encode(e) for e in p.expected)]
+    lines = [
+        b"not json at all\n",
+        b'{"id": "ex01.smallest_absorbing", "results": [' + b"[" * 5000 + b"\n",  # truncated, deep
+        json.dumps([1, 2]).encode() + b"\n",
+        json.dumps({"id": "ex99.other", "results": good}).encode() + b"\n",
+        json.dumps({"id": "ex01.ulp_at", "results": "lots"}).encode() + b"\n",
+        json.dumps({"id": "ex01.round_nearest_even", "results": [{"x": 1}, 5, {"v": {"$nd": 1}}] * 400}).encode() + b"\n",
+        json.dumps({"id": "ex01.smallest_absorbing", "results": good + good}).encode() + b"\n",
+        json.dumps({"id": "ex01.smallest_absorbing", "results": []}).encode() + b"\n",  # a second line does not count
+        b"\xff\xfe garbage",
+    ]
+    (tmp_path / "out.jsonl").write_bytes(b"".join(lines))
+    out = read_outputs(tmp_path / "out.jsonl", plan)
+    res = {q.exercise.id: judge(q, out.get(q.exercise.id), ("NOT RUN", "not checked")) for q in plan.exercises}
+    assert res["ex01.smallest_absorbing"].passed  # extra results are ignored
+    assert res["ex01.ulp_at"].status == "ERROR" and res["ex01.ulp_at"].points == 0
+    assert res["ex01.round_nearest_even"].points == 0 and res["ex01.round_nearest_even"].n_failed == len(plan.exercises[1].cases)
+    assert res["ex01.decode_bits"].status == "NOT RUN"
+    assert read_outputs(tmp_path / "nothing.jsonl", plan) == {}
+
+
+def test_score_is_what_run_check_uses():
+    ex = checks.get_exercise("ex01.ulp_at")
+    cases = cases_for(ex, 5)
+    expected = checks.expected_outputs(ex, cases)
+    got = [Raised("ValueError: no")] + list(expected[1:])
+    r = checks.score(ex, cases, expected, got)
+    assert r.points == 0 and r.n_failed == 1 and r.error == "ValueError: no"
+    assert checks.score(ex, cases, expected, expected).passed
+    assert checks.score(ex, cases, expected, [Raised("NotImplementedError", True)]).status == "TODO"
+    short = checks.score(ex, cases, expected, expected[:3])
+    assert short.n_failed == len(cases) - 3 and "were not run" in short.error
+    with pytest.raises(ValueError):
+        checks.score(ex, cases, expected, expected + expected)
+
+
+def _result(status: str) -> checks.CheckResult:
+    r = checks.CheckResult("ex01.f", "f", 0, 1, 1, 1, [], "x")
+    r.status = status
+    return r
+
+
+def test_status_is_the_worst_thing_that_happened():
+    ok, timeout, error = {"a": _result("PASS")}, {"a": _result("TIMEOUT")}, {"a": _result("ERROR")}
+    died, cell_error = [{"event": "kernel_died"}], [{"event": "cell_error"}]
+    assert status_of([], False, False, ok) is Status.GRADED
+    assert status_of(cell_error, False, False, ok) == "cell error"
+    assert status_of([{"event": "grading_error"}], False, False, ok) == "cell error"
+    assert status_of(cell_error, False, False, timeout) == "timeout"
+    assert status_of([{"event": "cell_timeout"}] + cell_error, False, False, ok) == "timeout"
+    assert status_of(died + cell_error, False, False, timeout) == "kernel died"
+    assert status_of(died, False, True, ok) == "grader error"
+    assert status_of(died, True, True, ok) == "timeout"  # the total time ran out
+    assert status_of([], False, False, error) == "grader error"  # the course's side failed
+    assert status_of(cell_error, False, False, error) == "cell error"
+
+
+def test_event_text():
+    assert event_text({"event": "cell_error", "cell": 3, "line": "import maths", "ename": "ModuleNotFoundError",
+                       "evalue": "No module named 'maths'"}) == \
+        "cell 3 (import maths) raised ModuleNotFoundError: No module named 'maths'"
+    assert event_text({"event": "cell_timeout", "cell": 2, "line": "while True:", "seconds": 5.0}) == \
+        "cell 2 (while True:) ran past the 5 s limit and was interrupted"
+    assert event_text({"event": "kernel_died", "exercise": "ex01.f"}) == "the kernel died while checking ex01.f"
+    assert event_text({"event": "kernel_died", "grading": True}) == "the kernel died while the functions were checked"
+    assert event_text({"event": "done", "kernel_starts": 1}) == ""

@@ -1,0 +1,126 @@
+"""The output files (nbhelpers.grading.outputs): cells that cannot be formulas, resuming an
+interrupted run, regrading, and output files that cannot be read."""
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+from grading_tools import EXERCISE, FAST, FULL, POINTS, read_csv, read_json, set_body, solution, write
+from nbhelpers.grading.cli import main
+from nbhelpers.grading.options import GradeOptions, Status
+from nbhelpers.grading.outputs import Outputs, _csv_safe
+from nbhelpers.grading.submissions import Submission
+
+
+def test_csv_cells_cannot_be_formulas():
+    assert _csv_safe("=HYPERLINK(\"x\")") == "'=HYPERLINK(\"x\")"
+    assert _csv_safe("-1+2") == "'-1+2" and _csv_safe("fine") == "fine" and _csv_safe(3) == "3"
+
+
+# ---- resuming ------------------------------------------------------------------------------------
+
+def test_rerun_skips_interrupted_run_continues_regrade_redoes(tmp_path, capsys):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    write(solution(), subs / "ex01_a.ipynb")
+    (subs / "ex01_b.ipynb").write_bytes(EXERCISE.read_bytes())
+    (subs / "ex01_c.ipynb").write_text("{oops")
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    args = [str(subs), "--csv", str(csv_path), "--json", str(json_path), "--jobs", "2", *FAST]
+
+    assert main(args) == 0
+    first = read_json(json_path)
+    assert set(read_csv(csv_path)) == {"ex01_a.ipynb", "ex01_b.ipynb", "ex01_c.ipynb"}
+    capsys.readouterr()
+
+    assert main(args) == 0  # nothing new: nothing graded
+    assert "graded 0 submissions" in capsys.readouterr().out
+    assert {k: r["graded_at"] for k, r in read_json(json_path).items()} == {k: r["graded_at"] for k, r in first.items()}
+
+    # an interrupted run: the CSV holds one row (and a torn line), the JSON one record
+    lines = csv_path.read_text().splitlines(keepends=True)
+    header, row_a = lines[0], next(ln for ln in lines if "ex01_a.ipynb" in ln)
+    csv_path.write_text(header + row_a + "subs/ex01_b.ipynb,3f2a")
+    data = json.loads(json_path.read_text())
+    data["submissions"] = [r for r in data["submissions"] if r["file"].endswith("ex01_a.ipynb")]
+    json_path.write_text(json.dumps(data))
+    time.sleep(1.1)  # graded_at has one-second resolution
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "graded 2 submissions" in out and "1 already graded" in out
+    again = read_json(json_path)
+    assert set(again) == set(first) and set(read_csv(csv_path)) == set(first)
+    assert again["ex01_a.ipynb"]["graded_at"] == first["ex01_a.ipynb"]["graded_at"]
+    assert read_csv(csv_path)["ex01_a.ipynb"]["total"] == str(FULL)
+
+    # a changed submission is graded again, the others are not
+    nb = solution()
+    set_body(nb, "ulp_at", "return 0.0")
+    write(nb, subs / "ex01_a.ipynb")
+    assert main(args) == 0
+    assert "graded 1 submission " in capsys.readouterr().out
+    assert read_csv(csv_path)["ex01_a.ipynb"]["total"] == str(FULL - POINTS["ex01.ulp_at"])
+
+    assert main(args + ["--regrade"]) == 0
+    assert "graded 3 submissions" in capsys.readouterr().out
+    assert len(read_csv(csv_path)) == 3 and len(read_json(json_path)) == 3
+
+    assert main(args + ["--seed", "77"]) == 0  # graded with the public seed: a secret one redoes all
+    assert "graded 3 submissions" in capsys.readouterr().out
+    assert json.loads(json_path.read_text())["grader"]["seed"] == "secret"
+
+
+def test_unreadable_output_files_are_kept_aside(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ex01_c.ipynb").write_text("{oops")
+    (tmp_path / "g.csv").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "g.json").write_text("{not json")
+    assert main([str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"), *FAST]) == 0
+    assert len(list(tmp_path.glob("g.csv.unreadable-*"))) == 1 and len(list(tmp_path.glob("g.json.unreadable-*"))) == 1
+    assert read_csv(tmp_path / "g.csv")["ex01_c.ipynb"]["status"] == "invalid notebook"
+
+
+def _rec(file: str, status: str = "graded", **checks_points) -> dict:
+    return {"file": file, "sha256": "ab" * 32, "chapter": 1, "status": status, "detail": "", "events": [],
+            "total": sum(checks_points.values()), "max": 15, "seed": "public", "chapter_option": None,
+            "checks": {k.replace("_", ".", 1): {"points": v} for k, v in checks_points.items()}}
+
+
+def test_outputs_keep_earlier_columns_and_rows(tmp_path):
+    """A run that grades chapter 01 keeps the rows and exercise columns of an earlier chapter 02
+    run, and any column it does not know; one row per file, sorted, statuses as words."""
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    csv_path.write_text("file,sha256,chapter,ex02.sum_it,notes,total,max,status,detail\n"
+                        "b.ipynb,cd,02,5,keep me,5,5,graded,\n")
+    json_path.write_text(json.dumps({"grader": {}, "submissions": [_rec("b.ipynb", ex02_sum_it=5)]}))
+    out = Outputs(csv_path, json_path, GradeOptions())
+    out.start(["ex01.f"])
+    assert out.columns == ["file", "sha256", "chapter", "ex01.f", "ex02.sum_it", "notes", "total", "max", "status",
+                           "detail"]
+    out.add(_rec("a.ipynb", Status.CELL_ERROR, ex01_f=3))
+    out.add(_rec("a.ipynb", Status.GRADED, ex01_f=4))  # graded again: a second row until finish()
+    assert [r["file"] for r in csv.DictReader(csv_path.read_text().splitlines())] == ["b.ipynb", "a.ipynb", "a.ipynb"]
+    out.finish()
+    rows = list(csv.DictReader(csv_path.read_text().splitlines()))
+    assert [(r["file"], r["ex01.f"], r["ex02.sum_it"], r["notes"], r["status"]) for r in rows] == [
+        ("a.ipynb", "4", "", "", "graded"), ("b.ipynb", "", "5", "keep me", "graded")]
+    data = json.loads(json_path.read_text())
+    assert data["grader"]["seed"] == "public" and [r["status"] for r in data["submissions"]] == ["graded", "graded"]
+
+
+def test_is_done_needs_the_same_content_seed_kind_and_chapter(tmp_path):
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    out = Outputs(csv_path, json_path, GradeOptions())
+    out.start([])
+    out.add(_rec("a.ipynb"))
+    out.add(_rec("e.ipynb", Status.GRADER_ERROR))
+    sub = Submission("a.ipynb", Path("a.ipynb"), sha256="ab" * 32)
+    assert Outputs(csv_path, json_path, GradeOptions()).is_done(sub)
+    assert not Outputs(csv_path, json_path, GradeOptions()).is_done(Submission("e.ipynb", Path("e"), sha256="ab" * 32))
+    assert not Outputs(csv_path, json_path, GradeOptions(regrade=True)).is_done(sub)
+    assert not Outputs(csv_path, json_path, GradeOptions(seed=5)).is_done(sub)
+    assert not Outputs(csv_path, json_path, GradeOptions(chapter=1)).is_done(sub)
+    assert not Outputs(csv_path, json_path, GradeOptions()).is_done(Submission("a.ipynb", Path("a"), sha256="cd"))

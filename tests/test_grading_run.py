@@ -1,0 +1,458 @@
+"""Whole runs of the grader (nbhelpers.grading.run, through the command line): every kind of bad
+submission with a secret seed and the trust boundary, every chapter's solutions and exercises,
+parity with the students' check cells, and a class-sized run."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from nbclient import NotebookClient
+
+from grading_tools import (EXERCISE, FAST, FULL, POINTS, ROOT, TOTAL_TIMEOUT, code_index, env, hard_coded_notebook,
+                           insert_code, mutate, read_csv, read_json, set_body, solution, tree_state, write)
+from nbhelpers.checks import exercises_of, run_check
+from nbhelpers.grading.cli import main
+
+
+# ---- a run with every bad submission, through the command line, with a secret seed ---------------
+
+SEED_HUNTER = r'''
+import os, sys, time
+_t0, _dump, _mem = time.time(), [], {}
+def _add(where, data):
+    if isinstance(data, bytes):
+        data = data.replace(b"\0", b" ").decode("utf-8", "replace")
+    _dump.append(f"== {where}\n{data}")
+_add("environ", repr(dict(os.environ)))
+_add("argv", repr(sys.argv))
+_paths = {os.getcwd()}
+for _p in [p for p in os.listdir("/proc") if p.isdigit()]:
+    for _what in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{_p}/{_what}", "rb") as f:
+                _data = f.read()
+        except OSError:
+            continue
+        _add(f"/proc/{_p}/{_what}", _data)
+        if _what == "cmdline":
+            try:
+                _cwd = os.readlink(f"/proc/{_p}/cwd")
+            except OSError:
+                _cwd = "/"
+            for _a in _data.split(b"\0"):
+                _a = _a.decode("utf-8", "replace")
+                if _a.startswith("--") and "=" in _a:
+                    _a = _a.split("=", 1)[1]
+                _q = os.path.normpath(os.path.join(_cwd, _a)) if _a else ""
+                if _q and os.path.exists(_q):
+                    _q = _q if os.path.isdir(_q) else os.path.dirname(_q)
+                    if _q.count("/") >= 2 and not _q.startswith(("/proc", "/sys", "/dev", "/usr")):
+                        _paths.add(_q)
+    try:
+        _fds = os.listdir(f"/proc/{_p}/fd")
+    except OSError:
+        _fds = []
+    for _fd in _fds:
+        try:
+            _t = os.readlink(f"/proc/{_p}/fd/{_fd}")
+            if os.path.isfile(_t) and os.path.getsize(_t) < 2**20:
+                with open(_t, "rb") as f:
+                    _add(f"fd {_p}/{_fd} {_t}", f.read())
+        except OSError:
+            pass
+# the memory of every ancestor (the grader among them)
+_pid = os.getpid()
+while _pid > 1:
+    try:
+        with open(f"/proc/{_pid}/stat") as f:
+            _ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{_ppid}/cmdline", "rb") as f:
+            _cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except (OSError, ValueError, IndexError):
+        break
+    try:
+        with open(f"/proc/{_ppid}/maps") as f:
+            _maps = f.read()
+        with open(f"/proc/{_ppid}/mem", "rb") as f:
+            _lo = int(_maps.split("-", 1)[0], 16)
+            f.seek(_lo)
+            f.read(16)
+        _mem[_cmd] = True
+    except (OSError, ValueError, OverflowError):
+        _mem[_cmd] = False
+    _pid = _ppid
+# files next to every path named on a command line
+_n = 0
+for _root in sorted(_paths):
+    for _dir, _subdirs, _files in os.walk(_root):
+        _subdirs[:] = [d for d in _subdirs if not d.startswith(".")]
+        if time.time() - _t0 > 3 or _n > 3000:
+            break
+        for _name in _files:
+            _q = os.path.join(_dir, _name)
+            try:
+                if os.path.getsize(_q) < 2**20:
+                    with open(_q, "rb") as f:
+                        _add(_q, f.read())
+                    _n += 1
+            except OSError:
+                pass
+with open(DUMP, "w") as f:
+    f.write(json.dumps({"memory_readable": _mem, "files": _n}) + "\n" + "\n".join(_dump))
+'''
+
+
+FAKE_CHECK = '''
+import nbhelpers.checks as _c
+def check(exercise_id, fn, seed=0):
+    print(f"PASS  {exercise_id}  6/6 points  (300 cases)")
+def summary(chapter):
+    print("TOTAL: 15/15 points")
+    return {"earned": 15, "max": 15}
+_c.check, _c.summary = check, summary
+_c.same_value = lambda got, expected: None
+_c.run_check = lambda *a, **k: None
+_c.score = lambda *a, **k: None
+print("PASS  ex01.decode_bits  4/4 points")
+print("TOTAL: 15/15 points")
+'''
+
+
+def bad_submissions(folder: Path, dump: Path) -> dict[str, dict]:
+    """Write every kind of bad submission; return what each should get:
+    {file name: {"status": ..., "points": {exercise id: points}}} (points omitted: all zero)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    full = dict(POINTS)
+    zero = {k: 0 for k in POINTS}
+    expect: dict[str, dict] = {}
+
+    write(solution(), folder / "ex01_correct.ipynb")
+    expect["ex01_correct.ipynb"] = {"status": "graded", "points": full}
+    (folder / "ex01_untouched.ipynb").write_bytes(EXERCISE.read_bytes())
+    expect["ex01_untouched.ipynb"] = {"status": "graded", "points": zero, "check_status": "TODO"}
+
+    (folder / "ex01_invalid_json.ipynb").write_text('{"cells": [{"cell_type": "code", "source": "x = 1"')
+    expect["ex01_invalid_json.ipynb"] = {"status": "invalid notebook", "points": zero}
+    (folder / "ex01_not_a_notebook.ipynb").write_text("[1, 2, 3]")
+    expect["ex01_not_a_notebook.ipynb"] = {"status": "invalid notebook", "points": zero}
+    (folder / "ex01_binary.ipynb").write_bytes(bytes(range(256)) * 4)
+    expect["ex01_binary.ipynb"] = {"status": "invalid notebook", "points": zero}
+    (folder / "ex01_empty.ipynb").write_text(
+        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    expect["ex01_empty.ipynb"] = {"status": "empty", "points": zero}
+
+    other = solution()
+    for c in other.cells:
+        c.source = c.source.replace('check("ex01.', 'check("ex02.').replace("summary(1)", "summary(2)")
+    write(other, folder / "ex02_other_chapter.ipynb")
+    expect["ex02_other_chapter.ipynb"] = {"status": "wrong chapter", "points": zero}
+    write(other, folder / "ex01_calls_say_ex02.ipynb")
+    expect["ex01_calls_say_ex02.ipynb"] = {"status": "wrong chapter", "points": zero}
+    nameless = solution()
+    nameless.cells = [c for c in nameless.cells if "check(" not in c.source and "summary(" not in c.source]
+    write(nameless, folder / "my_homework.ipynb")
+    expect["my_homework.ipynb"] = {"status": "unknown chapter", "points": zero}
+
+    nb = solution()
+    set_body(nb, "round_nearest_even", "while True:\n    pass")
+    write(nb, folder / "ex01_loop_in_function.ipynb")
+    expect["ex01_loop_in_function.ipynb"] = {"status": "timeout", "points": {**full, "ex01.round_nearest_even": 0},
+                                             "check_status": {"ex01.round_nearest_even": "TIMEOUT"}}
+    nb = solution()
+    insert_code(nb, "def decode_bits(", "while True:\n    pass")
+    write(nb, folder / "ex01_loop_top_level.ipynb")
+    expect["ex01_loop_top_level.ipynb"] = {"status": "timeout", "points": full}
+    nb = solution()
+    insert_code(nb, "import math", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    write(nb, folder / "ex01_loop_ignores_interrupts.ipynb")
+    expect["ex01_loop_ignores_interrupts.ipynb"] = {"status": "timeout", "points": zero}
+
+    nb = solution()
+    insert_code(nb, "def ulp_at(", "import os\nos._exit(1)")
+    write(nb, folder / "ex01_os_exit.ipynb")
+    expect["ex01_os_exit.ipynb"] = {"status": "kernel died", "points": full}
+    nb = solution()
+    insert_code(nb, "import math", "import ctypes\nctypes.string_at(0)")
+    write(nb, folder / "ex01_segfault.ipynb")
+    expect["ex01_segfault.ipynb"] = {"status": "kernel died", "points": full}
+    nb = solution()
+    mutate(nb, "ulp_at", "    bias = 2", "    import os; os._exit(3)\n    bias = 2")
+    write(nb, folder / "ex01_dies_in_function.ipynb")
+    expect["ex01_dies_in_function.ipynb"] = {"status": "kernel died", "points": {**full, "ex01.ulp_at": 0},
+                                             "check_status": {"ex01.ulp_at": "DIED"}}
+
+    nb = solution()
+    nb.cells[code_index(nb, "import math")].source = "import maths\n\nfrom nbhelpers.checks import check, summary"
+    write(nb, folder / "ex01_exception_first_cell.ipynb")
+    expect["ex01_exception_first_cell.ipynb"] = {"status": "cell error", "points": zero}
+
+    nb = solution()
+    mutate(nb, "decode_bits", "def decode_bits(", "def _decode_bits(")
+    insert_code(nb, "def _decode_bits(", "import numpy as np\n"
+                "def decode_bits(*a):\n    v = _decode_bits(*a)\n    return np.array([v, v])  # wrong shape")
+    mutate(nb, "round_nearest_even", "return math.copysign(r, x)", "return np.float16(math.copysign(r, x))  # wrong dtype")
+    set_body(nb, "ulp_at", "return math.nan")
+    mutate(nb, "smallest_absorbing", "return x if x <= largest else math.inf", "return str(x)  # wrong type")
+    write(nb, folder / "ex01_wrong_types.ipynb")
+    expect["ex01_wrong_types.ipynb"] = {"status": "graded", "points": zero, "check_status": "FAIL",
+                                        "reasons": {"ex01.decode_bits": "expected a number",
+                                                    "ex01.ulp_at": "returned NaN",
+                                                    "ex01.smallest_absorbing": "returned str"}}
+
+    nb = nbformat.read(EXERCISE, as_version=4)
+    for ex in exercises_of(1):
+        set_body(nb, ex.name, "return 0.0")
+    insert_code(nb, "import math", FAKE_CHECK)
+    write(nb, folder / "ex01_fake_check.ipynb")
+    expect["ex01_fake_check.ipynb"] = {"status": "graded", "points": zero, "check_status": "FAIL"}
+
+    write(hard_coded_notebook(), folder / "ex01_hard_coded.ipynb")
+    expect["ex01_hard_coded.ipynb"] = {"status": "graded", "points": zero}
+    nb = hard_coded_notebook()
+    insert_code(nb, "import math", f"import json\nDUMP = {str(dump)!r}\n" + SEED_HUNTER)
+    write(nb, folder / "ex01_seed_hunter.ipynb")
+    expect["ex01_seed_hunter.ipynb"] = {"status": "graded", "points": zero}
+    return expect
+
+
+@pytest.fixture(scope="module")
+def bad_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("bad")
+    subs = base / "submissions"
+    dump = base / "hunter_dump.txt"
+    expect = bad_submissions(subs, dump)
+    before = tree_state(subs)
+    seed = secrets.randbelow(9 * 10**11) + 10**11  # twelve digits found in no file
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [*unprivileged(), sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(base / "grades.csv"),
+         "--json", str(base / "grades.json"), "--seed", str(seed), "--chapter", "1", "--jobs", "2", *FAST],
+        cwd=base, env=env(), capture_output=True, text=True, timeout=600)
+    return {"base": base, "subs": subs, "expect": expect, "before": before, "seed": seed, "proc": proc,
+            "dump": dump, "seconds": time.monotonic() - t0, "privileged": os.geteuid() == 0 and not unprivileged()}
+
+
+def unprivileged() -> list[str]:
+    """A command prefix that drops root's capabilities (CAP_SYS_PTRACE reads any process's memory),
+    so that the run is as unprivileged as a grader should be; [] when not root or not possible."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return []
+    prefix = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"]
+    ok = subprocess.run([*prefix, "true"], capture_output=True).returncode == 0
+    return prefix if ok else []
+
+
+def test_bad_run_grades_everything_and_exits_0(bad_run):
+    proc = bad_run["proc"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = read_csv(bad_run["base"] / "grades.csv")
+    assert set(rows) == set(bad_run["expect"])
+    assert f"graded {len(bad_run['expect'])} submissions" in proc.stdout and "seed: secret" in proc.stdout
+    assert "grading" in proc.stderr  # the progress bar
+
+
+def test_bad_run_statuses_and_points(bad_run):
+    rows = read_csv(bad_run["base"] / "grades.csv")
+    details = read_json(bad_run["base"] / "grades.json")
+    problems = []
+    for name, want in bad_run["expect"].items():
+        row, rec = rows[name], details[name]
+        got_points = {ex: int(row[ex]) for ex in POINTS}
+        if row["status"] != want["status"] or got_points != want["points"]:
+            problems.append(f"{name}: {row['status']} {got_points} ({row['detail']}), want {want['status']} {want['points']}")
+        assert int(row["total"]) == sum(got_points.values()) and row["max"] == str(FULL)
+        assert rec["total"] == int(row["total"]) and rec["status"] == row["status"]
+        cs = want.get("check_status")
+        if isinstance(cs, str):
+            assert {c["status"] for c in rec["checks"].values()} == {cs}, (name, rec["checks"])
+        elif cs:
+            for ex_id, st in cs.items():
+                assert rec["checks"][ex_id]["status"] == st, (name, rec["checks"][ex_id])
+        for ex_id, reason in want.get("reasons", {}).items():
+            assert reason in rec["checks"][ex_id]["mismatches"][0], (name, rec["checks"][ex_id])
+    assert not problems, "\n".join(problems)
+
+
+def test_bad_run_details_say_what_happened(bad_run):
+    d = read_json(bad_run["base"] / "grades.json")
+    assert "ran past the 5 s limit and was interrupted" in d["ex01_loop_top_level.ipynb"]["detail"]
+    assert f"stopped after {TOTAL_TIMEOUT} s" in d["ex01_loop_ignores_interrupts.ipynb"]["detail"]
+    assert "kernel died in cell" in d["ex01_os_exit.ipynb"]["detail"] and "(import os)" in d["ex01_os_exit.ipynb"]["detail"]
+    assert "kernel died in cell" in d["ex01_segfault.ipynb"]["detail"]
+    assert "the kernel died while checking ex01.ulp_at" in d["ex01_dies_in_function.ipynb"]["detail"]
+    assert "ModuleNotFoundError: No module named 'maths'" in d["ex01_exception_first_cell.ipynb"]["detail"]
+    assert "chapter 02 notebook, not chapter 01" in d["ex02_other_chapter.ipynb"]["detail"]
+    assert "invalid JSON" in d["ex01_invalid_json.ipynb"]["detail"]
+    r = d["ex01_loop_in_function.ipynb"]["checks"]["ex01.round_nearest_even"]
+    assert r["points"] == 0 and "TimeoutError: no result within 5 s" in r["error"]
+    # per check: passed, first mismatches, error message
+    for rec in d.values():
+        for c in rec["checks"].values():
+            assert {"passed", "mismatches", "error", "points", "max_points", "status"} <= set(c)
+    hidden = d["ex01_hard_coded.ipynb"]["checks"]["ex01.round_nearest_even"]
+    assert hidden["n_failed"] > 0 and hidden["mismatches"]  # the hidden random cases
+
+
+def test_bad_run_left_submissions_untouched(bad_run):
+    assert tree_state(bad_run["subs"]) == bad_run["before"]
+
+
+def test_bad_run_fakes_earn_nothing(bad_run):
+    d = read_json(bad_run["base"] / "grades.json")
+    assert d["ex01_fake_check.ipynb"]["total"] == 0
+    assert d["ex01_hard_coded.ipynb"]["total"] == 0  # public answers, hidden cases
+
+
+def test_secret_seed_cannot_be_found(bad_run):
+    seed = str(bad_run["seed"])
+    text = bad_run["dump"].read_text(errors="replace")
+    head, _, body = text.partition("\n")
+    info = json.loads(head)
+    assert "nbhelpers.grade" in body and info["files"] > 0  # it did look at the grader
+    assert seed not in body, "the seed leaked to the student's kernel"
+    graders = {cmd: ok for cmd, ok in info["memory_readable"].items() if "--seed-fd" in cmd}
+    assert graders, info["memory_readable"]  # the seed came through a pipe, not the command line
+    if not bad_run["privileged"]:  # root with its capabilities reads any process's memory
+        assert not any(graders.values()), "the kernel could read the grader's memory"
+    yama = Path("/proc/sys/kernel/yama/ptrace_scope")
+    if not (yama.exists() and yama.read_text().strip() != "0"):  # else ancestors are off limits anyway
+        workers = {cmd: ok for cmd, ok in info["memory_readable"].items() if "nbhelpers.grading.worker" in cmd}
+        assert workers and all(workers.values())  # the probe works: the worker (no seed) is readable
+    assert seed not in (bad_run["base"] / "grades.json").read_text()
+    assert seed not in (bad_run["base"] / "grades.csv").read_text()
+    assert json.loads((bad_run["base"] / "grades.json").read_text())["grader"]["seed"] == "secret"
+
+
+# ---- every chapter ------------------------------------------------------------------------------
+
+def test_every_chapters_solutions_and_exercises_through_the_grader(tmp_path):
+    """Every chapter, present and future: with a secret seed the grader gives each solution
+    notebook full marks and each untouched exercise notebook zero."""
+    solutions = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))
+    exercises = [ROOT / "exercises" / s.name for s in solutions]
+    assert main([*map(str, solutions + exercises), "--csv", str(tmp_path / "g.csv"),
+                       "--json", str(tmp_path / "g.json"), "--seed", "271828182845", "--jobs", "2"]) == 0
+    with open(tmp_path / "g.csv", newline="") as f:
+        rows = {Path(r["file"]).parent.name + "/" + Path(r["file"]).name: r for r in csv.DictReader(f)}
+    assert len(rows) == 2 * len(solutions)
+    for s in solutions:
+        sol, ex = rows[f"solutions/{s.name}"], rows[f"exercises/{s.name}"]
+        assert sol["status"] == "graded" and int(sol["total"]) == int(sol["max"]) > 0, sol
+        assert ex["status"] == "graded" and int(ex["total"]) == 0 and ex["max"] == sol["max"], ex
+
+
+# ---- the students' check cells award the same points as the grader with the public seed ----------
+
+def partial_notebook() -> nbformat.NotebookNode:
+    nb = solution()  # decode_bits and ulp_at right; round_nearest_even and smallest_absorbing wrong
+    mutate(nb, "round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)")
+    mutate(nb, "smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits")
+    return nb
+
+
+def test_check_cells_and_grader_agree(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    write(partial_notebook(), subs / "ex01_partial.ipynb")
+    write(hard_coded_notebook(), subs / "ex01_hard_coded.ipynb")
+
+    nb = partial_notebook()  # what the student sees: run the notebook, check cells included
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    seen = {m[1]: int(m[2]) for m in re.finditer(r"^(?:PASS|FAIL|TODO|ERROR)\s+(ex\d\d\.\w+)\s+(\d+)/\d+ points", text, re.M)}
+    total_seen = int(re.search(r"TOTAL: (\d+)/%d points" % FULL, text)[1])
+
+    assert main([str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"),
+                       "--jobs", "2", *FAST]) == 0
+    rows = read_csv(tmp_path / "g.csv")
+    row = rows["ex01_partial.ipynb"]
+    assert seen == {ex: int(row[ex]) for ex in POINTS} == {**POINTS, "ex01.round_nearest_even": 0, "ex01.smallest_absorbing": 0}
+    assert total_seen == int(row["total"]) == 7 and row["status"] == "graded"
+    d = read_json(tmp_path / "g.json")["ex01_partial.ipynb"]
+    in_process = run_check("ex01.round_nearest_even", _mutated("round_nearest_even", "round(abs(x) / q)",
+                                                               "math.floor(abs(x) / q + 0.5)"))
+    assert d["checks"]["ex01.round_nearest_even"]["mismatches"] == in_process.mismatches  # same words too
+    assert d["checks"]["ex01.round_nearest_even"]["n_failed"] == in_process.n_failed
+    # with the public seed the copied answers pass: only the secret seed catches them
+    assert int(rows["ex01_hard_coded.ipynb"]["total"]) == FULL
+
+
+def _mutated(name, old, new):
+    src = solution().cells[code_index(solution(), f"def {name}(")].source.replace(old, new)
+    ns = {"math": math}
+    exec(src, ns)
+    return ns[name]
+
+
+# ---- a class of 30 -------------------------------------------------------------------------------
+
+MUTATIONS = {
+    "decode_bits": ("if E == 0:", "if False:"),
+    "round_nearest_even": ("r = math.inf", "r = largest"),
+    "ulp_at": ("math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+    "smallest_absorbing": ("2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
+}
+
+
+def faulty_class(folder: Path, n: int, seed: int) -> dict[str, tuple[dict, str]]:
+    """n submissions, each with up to two random faults; returns the points and status each earns."""
+    rng = np.random.default_rng(seed)
+    names = [ex.name for ex in exercises_of(1)]
+    expect = {}
+    for k in range(n):
+        nb = solution()
+        points, status = dict(POINTS), "graded"
+        for _ in range(int(rng.integers(0, 3))):
+            fault = str(rng.choice(["mutation", "stub", "wrong type", "missing", "cell error", "none"]))
+            name = str(rng.choice(names))
+            ex_id = f"ex01.{name}"
+            if fault == "cell error":
+                insert_code(nb, "import math", f"raise ValueError('student {k} left a broken cell')")
+                status = "cell error"
+                continue
+            if fault == "none" or points[ex_id] == 0:
+                continue
+            if fault == "mutation":
+                mutate(nb, name, *MUTATIONS[name])
+            elif fault == "stub":
+                set_body(nb, name, "raise NotImplementedError('later')")
+            elif fault == "wrong type":
+                set_body(nb, name, "return 'forty-two'")
+            elif fault == "missing":
+                del nb.cells[code_index(nb, f"def {name}(")]
+            points[ex_id] = 0
+        write(nb, folder / f"student{k:02d}_ex01_float_formats.ipynb")
+        expect[f"student{k:02d}_ex01_float_formats.ipynb"] = (points, status)
+    return expect
+
+
+def test_a_class_of_30(tmp_path, capsys):
+    subs = tmp_path / "class"
+    subs.mkdir()
+    expect = faulty_class(subs, 30, seed=2024)
+    t0 = time.monotonic()
+    assert main([str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"),
+                       "--seed", "31337", "--jobs", "2", *FAST]) == 0
+    seconds = time.monotonic() - t0
+    rows = read_csv(tmp_path / "g.csv")
+    assert set(rows) == set(expect)
+    wrong = [f"{name}: {r['status']} {r['total']} ({r['detail']})" for name, r in rows.items()
+             if ({ex: int(r[ex]) for ex in POINTS}, r["status"]) != expect[name]]
+    assert not wrong, "\n".join(wrong)
+    per = [r["seconds"] for r in read_json(tmp_path / "g.json").values()]
+    report = (f"\n[test_grading_run] 30 submissions, --jobs 2: {seconds:.1f} s wall, {seconds / 30:.2f} s per submission; "
+              f"each submission took {min(per):.1f}-{max(per):.1f} s (mean {sum(per) / len(per):.1f} s)")
+    with capsys.disabled():
+        print(report)

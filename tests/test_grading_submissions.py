@@ -1,0 +1,74 @@
+"""Reading submissions (nbhelpers.grading.submissions): finding notebooks, reading one
+read-only, its code cells, its chapter, and its check cells."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbhelpers.grading.options import Status
+from nbhelpers.grading.submissions import detect_chapter, find_notebooks, is_check_cell, read_submission
+
+
+def test_detect_chapter():
+    cells = [(0, "import math"), (3, 'check("ex02.decode", f);')]
+    assert detect_chapter("ex02_accumulation.ipynb", cells) == (2, "")
+    assert detect_chapter("alice.ipynb", cells) == (2, "")
+    assert detect_chapter("ex01_x.ipynb", cells)[0] == 2  # the notebook's own calls decide
+    assert "file name says chapter 01" in detect_chapter("ex01_x.ipynb", cells)[1]
+    assert detect_chapter("ex01 (3).ipynb", [(0, "x = 1")]) == (1, "")
+    assert detect_chapter("bob-EX07-final.ipynb", []) == (7, "")
+    assert detect_chapter("alex01.ipynb", []) == (None, "")
+    assert detect_chapter("notes.ipynb", [(0, "summary(3);")]) == (3, "")
+    both = [(0, 'check("ex01.a", a)'), (1, 'check("ex02.b", b)')]
+    assert detect_chapter("n.ipynb", both)[0] is None
+    assert detect_chapter("n.ipynb", both, expected=2)[0] == 2
+    assert detect_chapter("ex01_n.ipynb", both)[0] == 1
+
+
+def test_is_check_cell():
+    assert is_check_cell('check("ex01.decode_bits", decode_bits);')
+    assert is_check_cell('r = check("ex01.a", a)\nchecks.check("ex01.b", b)\nsummary(1);')
+    assert not is_check_cell('def f(x):\n    return x\ncheck("ex01.f", f)')  # defines f: must run
+    assert not is_check_cell("%timeit check()")
+    assert not is_check_cell("")
+    assert not is_check_cell("print(check)")
+
+
+def test_read_submission(tmp_path):
+    p = tmp_path / "a.ipynb"
+    p.write_text(json.dumps({"nbformat": 3, "worksheets": [{"cells": [{"cell_type": "code", "input": "x = 1"}]}]}))
+    s = read_submission(p)
+    assert s.problem is None and s.cells == [(0, "x = 1")] and len(s.sha256) == 64
+    p.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["a = 1\n", "b = 2"]}]}))  # no metadata
+    assert read_submission(p).cells == [(0, "a = 1\nb = 2")]
+    p.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "# hi"}, {"cell_type": "code", "source": "  \n"}]}))
+    assert read_submission(p).problem == "empty"
+    for text in ("", "{", "null", '{"cells": 3}', '{"cells": [1]}', '{"cells": [{"cell_type": "code", "source": 5}]}'):
+        p.write_text(text)
+        s = read_submission(p)
+        assert s.problem == "invalid notebook" and s.detail, text
+    assert read_submission(tmp_path / "missing.ipynb").problem == "invalid notebook"
+
+
+def test_read_submission_statuses_are_the_csv_words(tmp_path):
+    p = tmp_path / "a.ipynb"
+    p.write_text("{")
+    s = read_submission(p, "shown/a.ipynb")
+    assert s.problem is Status.INVALID_NOTEBOOK and s.problem == "invalid notebook" and s.file == "shown/a.ipynb"
+    assert f"{s.problem}" == str(s.problem) == "invalid notebook"
+
+
+def test_find_notebooks(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / ".ipynb_checkpoints").mkdir()
+    for name in ("a/x.ipynb", "a/.ipynb_checkpoints/x-checkpoint.ipynb", "b.ipynb", "a/notes.txt"):
+        (tmp_path / name).write_text("{}")
+    found = find_notebooks([tmp_path / "a", tmp_path / "b.ipynb", tmp_path / "a" / "x.ipynb"])  # x twice
+    assert [name for name, _ in found] == [str(tmp_path / "a" / "x.ipynb"), str(tmp_path / "b.ipynb")]
+    assert all(path.is_absolute() for _, path in found)
+    assert find_notebooks([tmp_path / "a" / ".ipynb_checkpoints"]) == [  # hidden below the folder given only
+        (str(tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb"),
+         (tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").resolve())]
+    with pytest.raises(FileNotFoundError):
+        find_notebooks([tmp_path / "missing"])
