@@ -29,6 +29,12 @@ the compensation both held in the accumulator format, every operation rounded).
 A :class:`SumMethod` bundles the accumulator format, the order, the rounding and the block size,
 validated once; every entry point here builds one first.
 
+Shared with the modules built on the adder (:mod:`nbhelpers.tensor_cores`, :mod:`nbhelpers.metrics`,
+:mod:`nbhelpers.experiments`), and not part of the course's API (so not in ``__all__``):
+:class:`RoundingAdder` (one correctly rounded addition or rounding, vectorised),
+:func:`accumulator_format`, :func:`check_rounding_rng`, :func:`rounded_operands`,
+:func:`fraction_to_float_odd` and :func:`reduction_columns`.
+
 Shapes: :func:`emulated_sum` and :func:`running_sum` reduce one axis of any array;
 :func:`emulated_dot` the last axis of two broadcastable arrays; :func:`emulated_matmul` takes
 (M, K) and (K, N) and returns (M, N) float64. All loop over the reduction index only; each step is
@@ -102,17 +108,19 @@ def _check_block(order: Order, block) -> int | None:
     return None
 
 
-def _check_rng(mode: Rounding, rng) -> None:
+def check_rounding_rng(mode: Rounding, rng) -> None:
+    """Raise unless ``rng`` suits ``mode``: stochastic rounding needs a numpy Generator."""
     if mode is Rounding.STOCHASTIC:
         stochastic_rng(rng)
 
 
-def _check_fmt(fmt, what: str) -> FloatFormat:
+def accumulator_format(fmt, what: str) -> FloatFormat:
+    """The format ``fmt`` (a name or a FloatFormat) if it can hold a running sum; the argument is
+    called ``what`` in the error (e8m0fnu, a scale format with no zero and no sign, cannot)."""
     f = get_format(fmt)
     if f.specials is Specials.POWER_OF_TWO:
         raise ValueError(f"{what}={f.name!r} is a scale format (no zero, no sign); it cannot accumulate")
     return f
-
 
 
 # ====================================================================== one rounded addition
@@ -120,7 +128,7 @@ def _check_fmt(fmt, what: str) -> FloatFormat:
 _ABS = np.int64(0x7FFF_FFFF_FFFF_FFFF)
 
 
-class _Adder:
+class RoundingAdder:
     """fl(s + x) in a format, correctly rounded from the exact sum (see the module docstring).
 
     Fast path: round the float64 sum t = fl64(s + x) in the integer domain of its bit pattern
@@ -257,7 +265,7 @@ def _accumulate(
     rng,
 ) -> np.ndarray:
     """Sum term(0) + ... + term(n-1) (arrays of ``shape``) with ``method`` (format, order, rounding)."""
-    add = _Adder(method.acc, method.rounding, rng)
+    add = RoundingAdder(method.acc, method.rounding, rng)
     order, block = method.order, method.block
     zero = np.zeros(shape)
     if n == 0:
@@ -356,18 +364,19 @@ def emulated_dot(
         raise ValueError(
             f"emulated_dot needs two arrays with the same last dimension K; got shapes {a_.shape} and {b_.shape}"
         )
-    fi = _check_fmt(in_fmt, "in_fmt")
+    fi = accumulator_format(in_fmt, "in_fmt")
     prods = round_to(a_, fi) * round_to(b_, fi)  # exact in float64
     return emulated_sum(prods, acc, order, rounding, block, rng)
 
 
-def _check_matmul(A, B, in_fmt) -> tuple[np.ndarray, np.ndarray]:
+def rounded_operands(A, B, in_fmt) -> tuple[np.ndarray, np.ndarray]:
+    """A (M, K) and B (K, N) checked for shape and rounded to ``in_fmt``, as float64."""
     A_, B_ = np.asarray(A), np.asarray(B)
     if A_.ndim != 2 or B_.ndim != 2 or A_.shape[1] != B_.shape[0]:
         raise ValueError(
             f"matmul needs A of shape (M, K) and B of shape (K, N); got A {A_.shape} and B {B_.shape}"
         )
-    fi = _check_fmt(in_fmt, "in_fmt")
+    fi = accumulator_format(in_fmt, "in_fmt")
     return round_to(A_, fi), round_to(B_, fi)
 
 
@@ -391,7 +400,7 @@ def emulated_matmul(
     """
     method = SumMethod(acc, order, rounding, block)
     method.check_rng(rng)
-    Aq, Bq = _check_matmul(A, B, in_fmt)
+    Aq, Bq = rounded_operands(A, B, in_fmt)
     At = np.ascontiguousarray(Aq.T)  # row k of At is column k of A
     M, K = Aq.shape
     N = Bq.shape[1]
@@ -407,12 +416,12 @@ def emulated_matmul_ref(A, B, in_fmt="bf16", acc="fp32", order="sequential", rou
     f, mode = method.acc, method.rounding
     if mode is Rounding.STOCHASTIC:
         raise ValueError("the reference has no stochastic rounding")
-    Aq, Bq = _check_matmul(A, B, in_fmt)
+    Aq, Bq = rounded_operands(A, B, in_fmt)
     M, K = Aq.shape
     N = Bq.shape[1]
 
     def fl(v: Fraction) -> Fraction:
-        return Fraction(float(round_to(_fraction_to_float_odd(v), f, mode)))
+        return Fraction(float(round_to(fraction_to_float_odd(v), f, mode)))
 
     def add(s: Fraction, t: Fraction) -> Fraction:
         return fl(s + t)
@@ -425,7 +434,7 @@ def emulated_matmul_ref(A, B, in_fmt="bf16", acc="fp32", order="sequential", rou
     return C
 
 
-def _fraction_to_float_odd(v: Fraction) -> float:
+def fraction_to_float_odd(v: Fraction) -> float:
     """The exact rational v rounded to odd in float64 (exact when v is a float64)."""
     x = float(v)  # nearest-even
     if Fraction(x) == v or not math.isfinite(x):
@@ -485,7 +494,7 @@ def _sum_ref(terms: list, add, order: Order, block) -> Fraction:
 
 
 
-def _reduce_layout(x, axis: int, in_fmt=None) -> tuple[np.ndarray, tuple, int]:
+def reduction_columns(x, axis: int, in_fmt=None) -> tuple[np.ndarray, tuple, int]:
     """x as float64 columns (n, batch) for a reduction along ``axis``: (cols, batch shape, n)."""
     arr = np.asarray(x)
     if arr.ndim == 0:
@@ -514,8 +523,8 @@ def running_sum(
     """
     method = SumMethod(acc, Order.SEQUENTIAL, rounding)
     method.check_rng(rng)
-    cols, batch, n = _reduce_layout(x, axis, in_fmt)
-    add = _Adder(method.acc, method.rounding, rng)
+    cols, batch, n = reduction_columns(x, axis, in_fmt)
+    add = RoundingAdder(method.acc, method.rounding, rng)
     out = np.empty_like(cols)
     s = np.zeros(cols.shape[1])
     for k in range(n):
@@ -537,7 +546,7 @@ def addend_loss(s, a, acc: FloatFormat | str = "bf16", rounding: Rounding | str 
     accumulator adding a term of its own format. Every a must be nonzero and finite, every s
     finite. rounding: a deterministic mode (``nearest_even``, ``nearest_away``, ``toward_zero``).
     """
-    f = _check_fmt(acc, "acc")
+    f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
         raise ValueError("addend_loss measures one deterministic rounding; use nearest_even, "
@@ -549,7 +558,7 @@ def addend_loss(s, a, acc: FloatFormat | str = "bf16", rounding: Rounding | str 
         raise ValueError("addend_loss needs finite s and a (got inf or NaN)")
     if (a_ == 0).any():
         raise ValueError("addend_loss divides by |a|: every addend a must be nonzero")
-    r = _Adder(f, mode, None).add(s_, a_)
+    r = RoundingAdder(f, mode, None).add(s_, a_)
     t = s_ + a_
     e = _two_sum_err(t, s_, a_)  # s + a == t + e exactly
     with np.errstate(invalid="ignore", over="ignore"):
@@ -575,7 +584,7 @@ def stall_length(value: float, acc: FloatFormat | str = "bf16", rounding: Roundi
     taken at once (counted exactly with Fractions). Raises ValueError if the sum overflows (inf
     or NaN) before it stalls.
     """
-    f = _check_fmt(acc, "acc")
+    f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
         raise ValueError("stochastic rounding does not stall; stall_length takes nearest_even, "
@@ -585,7 +594,7 @@ def stall_length(value: float, acc: FloatFormat | str = "bf16", rounding: Roundi
     v = float(value)
     if not (math.isfinite(v) and v > 0):
         raise ValueError(f"value must be positive and finite, got {value!r}")
-    add = _Adder(f, mode, None)
+    add = RoundingAdder(f, mode, None)
     vv = np.array([v])
     top_value = f.max
 
@@ -633,7 +642,7 @@ class SumMethod:
     block: int | None = None
 
     def __post_init__(self) -> None:
-        f = _check_fmt(self.acc, "acc")
+        f = accumulator_format(self.acc, "acc")
         order = _as_order(self.order)
         block = _check_block(order, self.block)
         object.__setattr__(self, "acc", f)
@@ -650,7 +659,7 @@ class SumMethod:
 
     def check_rng(self, rng) -> None:
         """Raise unless ``rng`` suits this method: a numpy Generator when it rounds stochastically."""
-        _check_rng(self.rounding, rng)
+        check_rounding_rng(self.rounding, rng)
 
     def sum(self, x, rng: np.random.Generator | None = None, axis: int = -1) -> np.ndarray:
         """:func:`emulated_sum` of x along ``axis`` with this method (rng for stochastic rounding)."""

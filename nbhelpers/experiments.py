@@ -11,7 +11,7 @@ from typing import Callable, ClassVar, Iterable, Sequence
 
 import numpy as np
 
-from .accumulation import SumMethod, _check_fmt
+from .accumulation import SumMethod, accumulator_format
 from .formats import FloatFormat, get_format, ulp
 from .metrics import exact_sum, relative_error
 from .rounding import Rounding, round_to, update_threshold
@@ -77,7 +77,7 @@ class GemmSweep:
         reference is float64 ``A @ B``, whose own error (about K * 2**-53) is far below anything
         measured here.
         """
-        fref = None if reference is None else _check_fmt(reference, "reference")
+        fref = None if reference is None else accumulator_format(reference, "reference")
         labels = list(self.outputs) if labels is None else list(labels)
         for label in labels:
             if label not in self.outputs:
@@ -97,7 +97,7 @@ class GemmSweep:
             raise KeyError(f"no variant {label!r}; have {list(self.outputs)}")
         if new_label in self.outputs:
             raise ValueError(f"a variant called {new_label!r} exists already")
-        f = _check_fmt(out_fmt, "out_fmt")
+        f = accumulator_format(out_fmt, "out_fmt")
         outputs = dict(self.outputs)
         outputs[new_label] = [round_to(C, f) for C in self.outputs[label]]
         return GemmSweep(self.Ks, self.M, self.N, self.seed, self.dist, outputs)

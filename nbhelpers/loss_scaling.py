@@ -34,6 +34,7 @@ __all__ = [
     "StaticLossScaler",
     "StaticScale",
     "gradscaler_trajectory",
+    "round_f32",
     "scale_trajectory",
 ]
 
@@ -50,7 +51,7 @@ def _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interva
     positive_int("growth_interval", growth_interval)
 
 
-def _f32(x: float) -> float:
+def round_f32(x: float) -> float:
     """x rounded to float32 (to nearest even; beyond float32's range: inf), as a Python float."""
     with np.errstate(over="ignore"):
         return float(np.float32(x))
@@ -101,7 +102,7 @@ class DynamicLossScaler:
     def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
                  growth_interval: int = 2000) -> None:
         _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval)
-        self.scale = _f32(init_scale)
+        self.scale = round_f32(init_scale)
         self.growth_factor = float(growth_factor)
         self.backoff_factor = float(backoff_factor)
         self.growth_interval = int(growth_interval)
@@ -115,13 +116,13 @@ class DynamicLossScaler:
     def update(self, found_inf: bool) -> bool:
         """Apply the rule for one step; True if the step is taken (its gradients were finite)."""
         if found_inf:
-            self.scale = _f32(self.scale * self.backoff_factor)
+            self.scale = round_f32(self.scale * self.backoff_factor)
             self.growth_tracker = 0
             self.skipped += 1
             return False
         self.growth_tracker += 1
         if self.growth_tracker == self.growth_interval:
-            grown = _f32(self.scale * self.growth_factor)
+            grown = round_f32(self.scale * self.growth_factor)
             if math.isfinite(grown):
                 self.scale = grown
             self.growth_tracker = 0
@@ -133,7 +134,7 @@ class StaticLossScaler:
 
     def __init__(self, scale: float) -> None:
         StaticScale(scale)  # validates
-        self.scale = _f32(scale)
+        self.scale = round_f32(scale)
         self.skipped = 0
 
     def update(self, found_inf: bool) -> bool:

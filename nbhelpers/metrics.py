@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .accumulation import _reduce_layout
+from .accumulation import reduction_columns
 from .formats import FloatFormat, get_format
 from .rounding import round_to
 from .validation import real_float64
@@ -45,7 +45,7 @@ def exact_sum(x, axis: int = -1) -> np.ndarray:
     (CPython, Modules/mathmodule.c). x: real array; returns float64 with ``axis`` removed. This
     is the reference every error in chapter 02 is measured against.
     """
-    cols, batch, n = _reduce_layout(x, axis)
+    cols, batch, n = reduction_columns(x, axis)
     rows = cols.T  # (batch, n)
     return np.array([math.fsum(r) for r in rows.tolist()], dtype=np.float64).reshape(batch)
 

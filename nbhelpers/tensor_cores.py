@@ -19,7 +19,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .accumulation import _Adder, _check_fmt, _check_matmul, _check_rng, _fraction_to_float_odd
+from .accumulation import (RoundingAdder, accumulator_format, check_rounding_rng, fraction_to_float_odd,
+                           rounded_operands)
 from .formats import FloatFormat, get_format
 from .rounding import Rounding, _as_rounding, round_to
 from .validation import positive_int, real_float64
@@ -81,15 +82,15 @@ def tensor_core_matmul(
     With a large ``align_bits`` and terms whose bits all lie within it, nothing is truncated and the
     model is exact grouped summation rounded once per group (tested).
     """
-    f = _check_fmt(acc, "acc")
+    f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
-    _check_rng(mode, rng)
+    check_rounding_rng(mode, rng)
     g, align_bits, promote_every = _check_tc(group, align_bits, promote_every)
-    Aq, Bq = _check_matmul(A, B, in_fmt)
+    Aq, Bq = rounded_operands(A, B, in_fmt)
     M, K = Aq.shape
     N = Bq.shape[1]
-    add = _Adder(f, mode, rng)
-    fp32 = _Adder(get_format("fp32"), Rounding.NEAREST_EVEN, None)
+    add = RoundingAdder(f, mode, rng)
+    fp32 = RoundingAdder(get_format("fp32"), Rounding.NEAREST_EVEN, None)
     c = np.zeros((M, N))
     outer = np.zeros((M, N)) if promote_every else None
     done = 0
@@ -141,7 +142,7 @@ def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp3
     f = get_format(acc)
     mode = _as_rounding(rounding)
     g, align_bits, promote_every = _check_tc(group, align_bits, promote_every)
-    Aq, Bq = _check_matmul(A, B, in_fmt)
+    Aq, Bq = rounded_operands(A, B, in_fmt)
     M, K = Aq.shape
     N = Bq.shape[1]
     C = np.zeros((M, N))
@@ -162,9 +163,9 @@ def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp3
                     total = sum((math.trunc(v / q) * q for v in vals), Fraction(0))
                 else:
                     total = Fraction(0)
-                c = Fraction(float(round_to(_fraction_to_float_odd(total), f, mode)))
+                c = Fraction(float(round_to(fraction_to_float_odd(total), f, mode)))
                 if promote_every and ((min(k0 + g, K)) % promote_every == 0 or k0 + g >= K):
-                    outer = Fraction(float(round_to(_fraction_to_float_odd(outer + c), "fp32")))
+                    outer = Fraction(float(round_to(fraction_to_float_odd(outer + c), "fp32")))
                     c = Fraction(0)
             C[i, j] = float(outer if promote_every else c)
     return C
@@ -222,7 +223,7 @@ def tensor_core_group_sum(
     if c_.ndim != 0:
         raise ValueError(f"c must be one number (the accumulator of one output), got shape {c_.shape}")
     terms = _group_values(np.concatenate([real_float64(c_).reshape(1), real_float64(p)]))
-    f = _check_fmt(acc, "acc")
+    f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
         raise ValueError("tensor_core_group_sum has no stochastic rounding; use nearest_even, "

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from .formats import FORMATS, FloatFormat, get_format
-from .loss_scaling import DynamicLossScaler, DynamicScale, StaticLossScaler, StaticScale, _f32
+from .loss_scaling import DynamicLossScaler, DynamicScale, StaticLossScaler, StaticScale, round_f32
 from .rounding import round_to
 from .validation import enum_member, positive_int
 
@@ -502,7 +502,7 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
         (mse * (config.loss_multiplier * scale)).backward()
         losses[t - 1] = float(mse.detach())
         grads_held = [p.grad for p in params]
-        inv_scale = _f32(1.0 / scale)
+        inv_scale = round_f32(1.0 / scale)
         grads = [g.float() * inv_scale for g in grads_held]
         act_grads = [z.grad.float() * inv_scale for z in keep]
         found_inf = not all(bool(torch.isfinite(g).all()) for g in grads)

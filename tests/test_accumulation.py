@@ -1,6 +1,7 @@
-"""Tests of nbhelpers.accumulation: bit-exact against numpy / ml_dtypes loops and exact
-rational references, the FACTS.md numbers, Higham's error bounds, stochastic rounding, and the
-tensor-core model."""
+"""Tests of nbhelpers.accumulation, the rounding adder: bit-exact against numpy / ml_dtypes loops
+and exact rational references, the FACTS.md numbers, Higham's error bounds, stochastic rounding;
+running sums, the lost part of an addend, where sums stall, and SumMethod. (The tensor-core model
+built on the adder: test_tensor_cores.py.)"""
 import math
 from fractions import Fraction
 
@@ -8,51 +9,22 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from helpers import assert_bits, fraction_sum, gamma, loop_sum, wide
 from nbhelpers.accumulation import (
     Order,
+    SumMethod,
+    addend_loss,
     emulated_dot,
     emulated_matmul,
     emulated_matmul_ref,
     emulated_sum,
-    max_align_bits,
-    tensor_core_matmul,
-    tensor_core_matmul_ref,
+    running_sum,
+    stall_length,
 )
 from nbhelpers.formats import FORMATS
-from nbhelpers.rounding import round_to
+from nbhelpers.rounding import Rounding, round_to
 
 ORDERS = ["sequential", "pairwise", "blocked", "kahan"]
-
-
-def wide(shape, seed, spread=30):
-    """Random values of both signs spread over 2*spread binades, so that float64 sums of two of
-    them are often inexact (the round-to-odd path is exercised)."""
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))
-
-
-def loop_sum(x, dtype):
-    """The outside oracle: s = dtype(0); s = dtype(s + v) for v in x."""
-    s = dtype(0)
-    for v in x:
-        s = dtype(s + v)
-    return float(s)
-
-
-def exact_sum(x) -> Fraction:
-    return sum((Fraction(float(v)) for v in x), Fraction(0))
-
-
-def gamma(k, u):
-    return k * u / (1 - k * u)
-
-
-def assert_bits(ours, ref):
-    ours, ref = np.asarray(ours), np.asarray(ref)
-    same = (ours == ref) | (np.isnan(ours) & np.isnan(ref))
-    if not same.all():
-        i = np.flatnonzero(~same.ravel())[:5]
-        raise AssertionError(f"{(~same).sum()} mismatches: ours {ours.ravel()[i]} vs ref {ref.ravel()[i]}")
 
 
 # ------------------------------------------------------------------ sequential vs outside oracles
@@ -202,7 +174,7 @@ def test_ml_dtypes_readme_uniform_example():
     s32 = emulated_sum(x, "fp32", in_fmt="bf16")
     assert round_to(s32, "bf16") == 4992
     xb = round_to(x, "bf16")
-    exact = float(exact_sum(xb))
+    exact = float(fraction_sum(xb))
     bound = gamma(len(x) - 1, FORMATS["fp32"].unit_roundoff) * np.abs(xb).sum()
     assert abs(s32 - exact) <= bound
     assert abs(s32 - 4994.17) < 0.01
@@ -216,7 +188,7 @@ def test_fp32_error_bounds_sequential_pairwise_kahan(seed):
     n = 4096
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal(n) + 0.3).astype(np.float32).astype(np.float64)  # mixed signs
-    exact_f = exact_sum(x)
+    exact_f = fraction_sum(x)
     abs_sum = np.abs(x).sum()
     u = FORMATS["fp32"].unit_roundoff
     err = {o: abs(Fraction(float(emulated_sum(x, "fp32", o, block=64 if o == "blocked" else None))) - exact_f)
@@ -233,7 +205,7 @@ def test_error_bounds_in_bf16_show_why_order_matters():
     """In bf16 (u = 2**-8) 4096 uniform terms: sequential stagnates far beyond its typical error;
     pairwise and Kahan stay within their bounds."""
     x = round_to(np.random.default_rng(3).uniform(size=4096), "bf16")
-    exact = float(exact_sum(x))
+    exact = float(fraction_sum(x))
     u = FORMATS["bf16"].unit_roundoff
     seq = emulated_sum(x, "bf16")
     pw = emulated_sum(x, "bf16", "pairwise")
@@ -247,7 +219,7 @@ def test_error_bounds_in_bf16_show_why_order_matters():
 def test_stochastic_rounding_is_unbiased_and_does_not_stagnate():
     R, n = 400, 2000
     x = round_to(np.random.default_rng(0).uniform(size=n), "bf16")
-    exact = float(exact_sum(x))
+    exact = float(fraction_sum(x))
     X = np.broadcast_to(x, (R, n))  # R independent runs of the same sum, in one vectorised loop
     S = emulated_sum(X, "bf16", rounding="stochastic", rng=np.random.default_rng(1))
     se = S.std(ddof=1) / math.sqrt(R)
@@ -271,78 +243,6 @@ def test_stochastic_rounding_is_reproducible_with_the_same_generator():
     assert_bits(round_to(m1, "bf16"), m1)
 
 
-# ------------------------------------------------------------------ tensor-core model
-
-
-@pytest.mark.parametrize("rounding", ["nearest_even", "toward_zero"])
-@pytest.mark.parametrize("group", [1, 4, 8, 16])
-def test_tensor_core_with_wide_alignment_is_exact_grouped_summation(group, rounding):
-    """With align_bits at its maximum and positive terms of narrow range, nothing is truncated:
-    the model is 'add the group and the accumulator exactly, round once into fp32'."""
-    rng = np.random.default_rng(group)
-    A = round_to(rng.uniform(0.5, 4, (4, 70)), "bf16")
-    B = round_to(rng.uniform(0.5, 4, (70, 3)), "bf16")
-    C = tensor_core_matmul(A, B, "bf16", group, max_align_bits(group), "fp32", rounding)
-    ref = np.zeros((4, 3))
-    for i in range(4):
-        for j in range(3):
-            c = 0.0
-            for k0 in range(0, 70, group):
-                total = math.fsum([c] + [A[i, k] * B[k, j] for k in range(k0, min(k0 + group, 70))])
-                c = float(round_to(total, "fp32", rounding))  # fsum is exact here (< 53 bits)
-            ref[i, j] = c
-    assert_bits(C, ref)
-    if group == 1 and rounding == "nearest_even":  # one product per group: plain fp32 accumulation
-        assert_bits(C, emulated_matmul(A, B, "bf16", "fp32"))
-
-
-@pytest.mark.parametrize("group,align_bits,acc,rounding,promote",
-                         [(4, 23, "fp32", "toward_zero", None), (8, 23, "fp32", "nearest_even", None),
-                          (16, 26, "fp32", "toward_zero", None), (8, 12, "e8m13", "toward_zero", 16),
-                          (4, 5, "bf16", "nearest_even", 8)])
-def test_tensor_core_matches_fraction_reference(group, align_bits, acc, rounding, promote):
-    A, B = wide((3, 45), 30, 8), wide((45, 4), 31, 8)
-    ours = tensor_core_matmul(A, B, "bf16", group, align_bits, acc, rounding, promote)
-    ref = tensor_core_matmul_ref(A, B, "bf16", group, align_bits, acc, rounding, promote)
-    assert_bits(ours, ref)
-
-
-def test_tensor_core_truncation_loses_small_products():
-    """Hand-worked. Group [1*1, 2**-12 * 2**-12, 2**-12 * 2**-12]: E = 0, align_bits = 23 keeps
-    multiples of 2**-23, so each 2**-24 truncates to 0 and the result is 1.0; adding the group
-    exactly gives 1 + 2**-23, an fp32 number. (Sequential fp32 also gives 1.0: each 2**-24 is a
-    tie, resolved to even.)"""
-    a = np.array([[1.0, 2.0**-12, 2.0**-12]])
-    b = np.array([[1.0], [2.0**-12], [2.0**-12]])
-    assert tensor_core_matmul(a, b, group=4, align_bits=23)[0, 0] == 1.0
-    assert tensor_core_matmul(a, b, group=4, align_bits=max_align_bits(4))[0, 0] == 1 + 2.0**-23
-    assert emulated_matmul(a, b)[0, 0] == 1.0
-    # the accumulator joins the alignment: after a first group summing to 2**10, each next group
-    # of two 2**-14 products is aligned to 2**10 (multiples of 2**-13) and vanishes, although
-    # 2**10 + 2**-13 is an fp32 number; exact grouped summation keeps all four groups
-    a = np.concatenate([[2.0**5, 2.0**5], np.full(8, 2.0**-7)])[None, :]
-    b = np.concatenate([[2.0**4, 2.0**4], np.full(8, 2.0**-7)])[:, None]
-    assert tensor_core_matmul(a, b, group=2, align_bits=23)[0, 0] == 2.0**10
-    assert tensor_core_matmul(a, b, group=2, align_bits=max_align_bits(2))[0, 0] == 2.0**10 + 2.0**-11
-    # with promotion after every group the small products form their own partial sums and count
-    assert tensor_core_matmul(a, b, group=2, align_bits=23, promote_every=2)[0, 0] == 2.0**10 + 2.0**-11
-
-
-def test_promotion_reduces_error_of_a_narrow_accumulator():
-    """A 14-bit accumulator (e8m13, truncating) over K = 4096: promoting to fp32 every 128
-    products (DeepSeek-V3's N_C) cuts the error; the error is measured, not asserted to be 2%."""
-    rng = np.random.default_rng(0)
-    A = rng.uniform(0, 1, (4, 4096))
-    B = rng.uniform(0, 1, (4096, 4))
-    exact = round_to(A, "bf16") @ round_to(B, "bf16")
-    plain = tensor_core_matmul(A, B, group=16, align_bits=13, acc="e8m13")
-    promoted = tensor_core_matmul(A, B, group=16, align_bits=13, acc="e8m13", promote_every=128)
-    err_plain = np.abs(plain - exact).max() / exact.max()
-    err_prom = np.abs(promoted - exact).max() / exact.max()
-    assert err_prom < err_plain / 4
-    assert err_plain > 1e-3
-
-
 # ------------------------------------------------------------------ errors that say what is accepted
 
 
@@ -364,10 +264,6 @@ def test_errors():
         emulated_matmul(np.ones((2, 3)), np.ones((4, 5)))
     with pytest.raises(ValueError, match=r"\(3,\) and \(4,\)"):
         emulated_dot(np.ones(3), np.ones(4))
-    with pytest.raises(ValueError, match="multiple of group=8"):
-        tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), promote_every=12)
-    with pytest.raises(ValueError, match="at most 48"):
-        tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), align_bits=60)
     with pytest.raises(ValueError, match="scale format"):
         emulated_sum(x, acc="e8m0fnu")
     assert emulated_sum(np.ones((3, 0)), "bf16").shape == (3,)
@@ -379,9 +275,9 @@ def test_errors():
 @pytest.mark.parametrize("name", ["fp32", "bf16", "fp16", "e4m3fn", "e5m2", "e2m1fn", "e3m4"])
 @pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "toward_zero"])
 def test_fast_rounding_equals_round_to(name, rounding):
-    """The bit-pattern rounding in accumulation._Adder against round_to, over every binade of the
+    """The bit-pattern rounding in accumulation.RoundingAdder against round_to, over every binade of the
     format and beyond (subnormals, overflow, inf, NaN), and on the format's midpoints."""
-    from nbhelpers.accumulation import _Adder
+    from nbhelpers.accumulation import RoundingAdder
     from nbhelpers.formats import finite_values, get_format
     from nbhelpers.rounding import Rounding
 
@@ -393,7 +289,7 @@ def test_fast_rounding_equals_round_to(name, rounding):
         v = finite_values(f)
         x = np.concatenate([x, v, (v[1:] + v[:-1]) / 2])
     x = np.concatenate([x, [0.0, -0.0, np.inf, -np.inf, np.nan]])
-    ours = _Adder(f, Rounding(rounding), None).round(x)
+    ours = RoundingAdder(f, Rounding(rounding), None).round(x)
     ref = round_to(x, f, rounding)
     assert_bits(ours, ref)
     assert np.array_equal(np.signbit(ours[~np.isnan(ours)]), np.signbit(ref[~np.isnan(ref)]))
@@ -418,3 +314,176 @@ def test_batched_fp32_sum_of_bf16_values_equals_float32_loops():
         assert ours[i] == loop_sum(x[i], np.float32)
     assert_bits(emulated_sum(x, "fp32", "kahan")[:4],
                 [emulated_sum(x[i], "fp32", "kahan") for i in range(4)])
+
+
+# ------------------------------------------------------------------ running_sum
+
+
+@pytest.mark.parametrize("acc,rounding", [("bf16", "nearest_even"), ("fp16", "toward_zero"),
+                                          ("fp32", "nearest_even"), ("e4m3fn", "nearest_away")])
+def test_running_sum_prefixes_equal_emulated_sum(acc, rounding):
+    x = wide(60, 1, spread=3 if acc == "e4m3fn" else 10)
+    S = running_sum(x, acc, rounding)
+    assert S.shape == x.shape
+    for k in [0, 1, 7, 30, 59]:
+        assert S[k] == emulated_sum(x[: k + 1], acc, rounding=rounding)
+
+
+def test_running_sum_equals_ml_dtypes_bfloat16_loop():
+    x = wide(500, 2, spread=8).astype(ml_dtypes.bfloat16)
+    s, ref = ml_dtypes.bfloat16(0), []
+    for v in x:
+        s = ml_dtypes.bfloat16(s + v)
+        ref.append(float(s))
+    assert_bits(running_sum(x, "bf16"), np.array(ref))
+
+
+def test_running_sum_axis_and_stochastic_matches_emulated_sum():
+    x = wide((5, 40, 3), 3, spread=6)
+    S = running_sum(x, "bf16", axis=1)
+    assert S.shape == x.shape
+    assert_bits(S[:, -1, :], emulated_sum(x, "bf16", axis=1))
+    a = running_sum(x[0, :, 0], "bf16", "stochastic", rng=np.random.default_rng(4))
+    b = emulated_sum(x[0, :, 0], "bf16", rounding="stochastic", rng=np.random.default_rng(4))
+    assert a[-1] == b
+
+
+def test_running_sum_ones_stall_and_in_fmt():
+    S = running_sum(np.ones(300), "bf16")
+    assert S[255] == 256 and np.all(S[255:] == 256) and np.array_equal(S[:255], np.arange(1, 256))
+    assert np.array_equal(running_sum([0.1, 0.1], "fp32", in_fmt="bf16"),
+                          np.cumsum(round_to([0.1, 0.1], "bf16")))
+    with pytest.raises(ValueError, match="stochastic rounding needs an explicit generator"):
+        running_sum([1.0], "bf16", "stochastic")
+    with pytest.raises(ValueError, match="scalar"):
+        running_sum(1.0, "bf16")
+
+
+# ------------------------------------------------------------------ addend_loss
+
+
+def test_addend_loss_against_fractions():
+    """|fl(s + a) - (s + a)| / |a| computed with Fractions, fl from emulated_sum (tested correct);
+    fp32 pairs with ratios up to 2**40, whose float64 sums are often inexact."""
+    rng = np.random.default_rng(6)
+    n = 400
+    s = round_to(rng.uniform(1, 2, n) * np.exp2(rng.integers(-10, 10, n)) * rng.choice([-1, 1], n), "fp32")
+    a = round_to(s / np.exp2(rng.uniform(0, 40, n)) * rng.choice([-1, 1], n), "fp32")
+    got = addend_loss(s, a, "fp32")
+    fl = emulated_sum(np.stack([s, a], axis=1), "fp32")
+    for g, si, ai, fi in zip(got, s, a, fl):
+        ref = abs(Fraction(fi) - Fraction(si) - Fraction(ai)) / abs(Fraction(ai))
+        assert abs(Fraction(g) - ref) <= ref * Fraction(2) ** -52  # one float64 division
+        assert g <= 1.0  # s is a candidate, so round to nearest never loses more than a
+
+
+def test_addend_loss_edges_and_errors():
+    assert addend_loss(256.0, 1.0, "bf16") == 1.0  # tie to the even 256: lost
+    assert addend_loss(510.0, 1.0, "bf16") == 1.0  # tie to 512: counted twice, also an error of |a|
+    assert addend_loss(256.0, 2.0, "bf16") == 0.0
+    assert addend_loss(1.0, 2.0**-9, "bf16") == 1.0
+    np.testing.assert_array_equal(addend_loss([1.0, 1.0], [2.0**-9, 2.0**-7], "bf16"), [1.0, 0.0])
+    with pytest.raises(ValueError, match="nonzero"):
+        addend_loss(1.0, 0.0)
+    with pytest.raises(ValueError, match="finite"):
+        addend_loss(np.inf, 1.0)
+    with pytest.raises(ValueError, match="deterministic"):
+        addend_loss(1.0, 1.0, "bf16", "stochastic")
+
+
+# ------------------------------------------------------------------ stall_length
+
+
+def assert_stalls_after(K, value, acc, rounding="nearest_even"):
+    """The definition, checked with running_sum: each of the first K terms changes the sum, the
+    (K+1)-th does not."""
+    S = np.concatenate([[0.0], running_sum(np.full(K + 1, value), acc, rounding)])
+    assert np.all(S[1: K + 1] != S[:K]), "a term before K was already lost"
+    assert S[K + 1] == S[K], "term K + 1 still changed the sum"
+
+
+def test_stall_length_facts():
+    assert stall_length(1.0, "bf16") == 256
+    assert stall_length(1.0, "fp16") == 2048
+    assert stall_length(1.0, "fp32") == 2**24
+    # fp32: the sum of 2**24 ones is exact (integers), and 2**24 + 1 rounds back to 2**24
+    assert round_to(2.0**24 + 1, "fp32") == 2.0**24 and round_to(2.0**24 - 1, "fp32") == 2.0**24 - 1
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "toward_zero"])
+def test_stall_length_against_the_definition(rounding):
+    rng = np.random.default_rng({"nearest_even": 0, "nearest_away": 1, "toward_zero": 2}[rounding])
+    checked = 0
+    for acc in ["bf16", "fp16", "e5m2", "e4m3", "e6m5", "e3m4", "e4m3fn", "e5m7"]:
+        for _ in range(4):
+            v = float(rng.uniform(1, 2) * 2.0 ** int(rng.integers(-6, 3)))
+            if rng.random() < 0.5:  # a value of the format: ties happen on the way
+                v = float(round_to(v, acc))
+            try:
+                K = stall_length(v, acc, rounding)
+            except ValueError:
+                continue
+            assert_stalls_after(K, v, acc, rounding)
+            checked += 1
+    assert checked >= 20
+
+
+def test_stall_length_ties_on_the_way():
+    # 3 in bf16: from 256 on the spacing is 2 and s + 3 is a tie every step; from 512, lost
+    for v in [3.0, 1.5, 0.75, 5.0, 7.0]:
+        assert_stalls_after(stall_length(v, "bf16"), v, "bf16")
+    assert_stalls_after(stall_length(float(round_to(0.1, "fp16")), "fp16"), float(round_to(0.1, "fp16")), "fp16")
+
+
+def test_stall_length_below_the_smallest_subnormal_is_zero():
+    tiny = FORMATS["bf16"].smallest_subnormal
+    assert stall_length(tiny / 4, "bf16") == 0
+    assert stall_length(tiny, "bf16") > 0
+
+
+def test_stall_length_errors():
+    with pytest.raises(ValueError, match="overflows"):
+        stall_length(1000.0, "fp16")  # would stall near 2**21 > 65504
+    with pytest.raises(ValueError, match="overflows"):
+        stall_length(100.0, "e4m3fn")  # NaN on overflow
+    with pytest.raises(ValueError, match="positive and finite"):
+        stall_length(-1.0, "bf16")
+    with pytest.raises(ValueError, match="positive and finite"):
+        stall_length(math.inf, "bf16")
+    with pytest.raises(TypeError, match="real number"):
+        stall_length("1", "bf16")
+    with pytest.raises(ValueError, match="does not stall"):
+        stall_length(1.0, "bf16", "stochastic")
+
+
+# ------------------------------------------------------------------ SumMethod
+
+
+def test_sum_method_spec():
+    m = SumMethod("bf16", "blocked", block=64)
+    assert m.acc is FORMATS["bf16"] and m.order is Order.BLOCKED and m.rounding is Rounding.NEAREST_EVEN
+    assert m.label == "bf16 blocked(64)"
+    assert SumMethod("bf16", rounding="stochastic").label == "bf16 sequential, stochastic"
+    assert SumMethod("fp32").label == "fp32 sequential"
+    assert SumMethod("bf16", "kahan") == SumMethod(FORMATS["bf16"], Order.KAHAN)
+    x = wide(100, 7, spread=5)
+    assert m.sum(x) == emulated_sum(x, "bf16", "blocked", block=64)
+    with pytest.raises(ValueError, match="needs block"):
+        SumMethod("bf16", "blocked")
+    with pytest.raises(ValueError, match="unknown order"):
+        SumMethod("bf16", "random")
+
+
+def test_sum_method_check_rng_and_sum_with_a_generator():
+    """check_rng: what every entry point asks of rng, from the method alone (before any data)."""
+    stochastic = SumMethod("bf16", "kahan", "stochastic")
+    stochastic.check_rng(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="stochastic rounding needs an explicit generator"):
+        stochastic.check_rng(None)
+    with pytest.raises(TypeError, match="numpy.random.Generator"):
+        stochastic.check_rng(42)
+    SumMethod("bf16").check_rng(None)  # deterministic: no generator needed, none looked at
+    x = wide((3, 50), 11, spread=5)
+    assert_bits(stochastic.sum(x, np.random.default_rng(2)),
+                emulated_sum(x, "bf16", "kahan", "stochastic", rng=np.random.default_rng(2)))
+    assert_bits(SumMethod("fp16", "pairwise").sum(x.T, axis=0), emulated_sum(x, "fp16", "pairwise"))

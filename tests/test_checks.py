@@ -1,21 +1,47 @@
+"""Tests of nbhelpers.checks: the comparators (same_value, same_value_up_to_zero_sign, close_to),
+Case and Exercise, how a chapter module's EXERCISES list is read, run_check / check / summary,
+and CheckStatus. The exercises checked here belong to fake chapter modules (ch99, ch97, ...)
+installed for one test; the real chapters' exercises are tested in test_exercises*.py."""
+import csv
 import importlib
+import io
 import json
 import math
 import sys
+import types
 
 import numpy as np
 import pytest
 
 import nbhelpers.exercises
 from nbhelpers import checks
-from nbhelpers.checks import Case, CheckResult, Exercise, check, run_check, same_value
+from nbhelpers.checks import (
+    Case,
+    CheckResult,
+    CheckStatus,
+    Exercise,
+    check,
+    close_to,
+    run_check,
+    same_value,
+    same_value_up_to_zero_sign,
+)
 
 
 @pytest.fixture(autouse=True)
-def fresh_registry(monkeypatch):
-    """Each test gets an empty registry and scoreboard (chapter modules are not touched)."""
-    monkeypatch.setattr(checks, "_REGISTRY", {})
+def fresh_scoreboard(monkeypatch):
+    """Each test gets an empty scoreboard (chapter modules are not touched)."""
     monkeypatch.setattr(checks, "_SCOREBOARD", {})
+
+
+def install_chapter(monkeypatch, chapter: int, exercises) -> types.ModuleType:
+    """A fake chapter module ``nbhelpers.exercises.chNN`` with this EXERCISES list, in
+    sys.modules for one test (where get_exercise's import finds it)."""
+    module = types.ModuleType(f"nbhelpers.exercises.ch{chapter:02d}")
+    if exercises is not None:
+        module.EXERCISES = exercises
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module
 
 
 # ---- a fake chapter 99 -----------------------------------------------------------------------
@@ -49,9 +75,10 @@ def make_scale(**kw):
 
 
 @pytest.fixture
-def ch99():
-    scale = checks.register(make_scale())
-    inv = checks.register(Exercise("ex99.inv", "Reciprocal", 3, inv_ref, inv_cases))
+def ch99(monkeypatch):
+    scale = make_scale()
+    inv = Exercise("ex99.inv", "Reciprocal", 3, inv_ref, inv_cases)
+    install_chapter(monkeypatch, 99, [scale, inv])
     return scale, inv
 
 
@@ -151,17 +178,65 @@ def test_case_and_exercise_fields():
         Exercise("decode_bits", "t", 1, scale_ref, scale_cases)
 
 
-def test_register_duplicate_raises(ch99):
-    with pytest.raises(ValueError, match="ex99.scale"):
-        checks.register(make_scale())
+def test_exercises_come_in_the_order_of_the_list(ch99):
+    scale, inv = ch99
+    assert checks.exercises_of(99) == [scale, inv]
     assert [e.id for e in checks.exercises_of(99)] == ["ex99.scale", "ex99.inv"]
+    assert checks.get_exercise("ex99.inv") is inv
+    assert checks.exercises_of(95) == []  # no module: no exercises
+
+
+def test_duplicate_id_in_exercises_is_a_checker_error_naming_it(monkeypatch, capsys):
+    install_chapter(monkeypatch, 99, [make_scale(), Exercise("ex99.inv", "Reciprocal", 3, inv_ref, inv_cases),
+                                      make_scale()])
+    with pytest.raises(checks.CheckerError, match=r"nbhelpers\.exercises\.ch99\.EXERCISES lists 'ex99\.scale' twice"):
+        checks.get_exercise("ex99.inv")  # any id of the chapter: the list itself is wrong
+    with pytest.raises(checks.CheckerError, match="'ex99.scale' twice"):
+        checks.exercises_of(99)
+    r = check("ex99.scale", scale_ref)  # check() never raises: the course's bug, reported
+    assert r.status is CheckStatus.ERROR and "'ex99.scale' twice" in r.error
+    assert "'ex99.scale' twice" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("listed,match", [
+    (None, "must define EXERCISES, a list of Exercise objects"),
+    ("ex99.scale", "must define EXERCISES, a list of Exercise objects"),
+    ([scale_ref], "holds .*scale_ref.*not an Exercise of chapter 99"),
+    ([Exercise("ex98.scale", "Scale", 1, scale_ref, scale_cases)], "holds .*not an Exercise of chapter 99"),
+], ids=["no list", "a string", "a function", "another chapter's exercise"])
+def test_malformed_exercises_list_is_a_checker_error(monkeypatch, listed, match):
+    install_chapter(monkeypatch, 99, listed)
+    with pytest.raises(checks.CheckerError, match=match):
+        checks.get_exercise("ex99.scale")
+
+
+def test_the_list_is_read_afresh_on_every_call(ch99, monkeypatch):
+    module = sys.modules["nbhelpers.exercises.ch99"]
+    new_scale = make_scale()
+    monkeypatch.setattr(module, "EXERCISES", [new_scale])  # as an autoreload would leave it
+    assert checks.get_exercise("ex99.scale") is new_scale
+    with pytest.raises(KeyError, match="known: ex99.scale$"):
+        checks.get_exercise("ex99.inv")
+
+
+@pytest.mark.parametrize("chapter,exercise_id", [(1, "ex01.decode_bits"), (2, "ex02.kahan_sum")])
+def test_reloading_a_real_chapter_module_then_get_exercise_works(chapter, exercise_id):
+    module = importlib.import_module(f"nbhelpers.exercises.ch{chapter:02d}")
+    before = checks.get_exercise(exercise_id)
+    importlib.reload(module)  # what a notebook's autoreload or a second import does
+    importlib.reload(module)
+    after = checks.get_exercise(exercise_id)
+    assert after in module.EXERCISES and after is not before  # the reloaded module's exercise
+    assert after.id == before.id and after.points == before.points
+    assert [e.id for e in checks.exercises_of(chapter)] == [e.id for e in module.EXERCISES]
+    assert run_check(exercise_id, after.reference).passed
 
 
 def test_get_exercise_imports_chapter_module_lazily(tmp_path, monkeypatch):
     (tmp_path / "ch97.py").write_text(
-        "from nbhelpers.checks import Case, Exercise, register\n"
+        "from nbhelpers.checks import Case, Exercise\n"
         "def double(x):\n    return 2 * x\n"
-        "register(Exercise('ex97.double', 'Double', 2, double, lambda rng: [Case((1,)), Case((2.5,))]))\n"
+        "EXERCISES = [Exercise('ex97.double', 'Double', 2, double, lambda rng: [Case((1,)), Case((2.5,))])]\n"
     )
     monkeypatch.setattr(nbhelpers.exercises, "__path__", [*nbhelpers.exercises.__path__, str(tmp_path)])
     importlib.invalidate_caches()
@@ -344,8 +419,9 @@ def test_seed_changes_random_cases_not_edge_cases(ch99):
     assert not run_check("ex99.scale", cheat, seed=1).passed
 
 
-def test_checker_bugs_raise_checker_error(ch99):
-    ex = checks.register(Exercise("ex99.broken", "Broken", 1, lambda x: 1 / 0, lambda rng: [Case((1,))]))
+def test_checker_bugs_raise_checker_error(ch99, monkeypatch):
+    ex = Exercise("ex99.broken", "Broken", 1, lambda x: 1 / 0, lambda rng: [Case((1,))])
+    install_chapter(monkeypatch, 99, [*ch99, ex])
     with pytest.raises(checks.CheckerError, match="reference raised ZeroDivisionError"):
         run_check(ex, lambda x: x)
     r = check("ex99.broken", lambda x: x)
@@ -395,3 +471,88 @@ def test_summary(ch99, capsys):
 def test_nan_handling_in_run_check(ch99):
     assert run_check("ex99.scale", lambda x, factor=2.0: np.multiply(x, factor)).passed
     assert math.isnan(scale_ref(np.array([np.nan]))[0])
+
+
+# ---- CheckStatus -------------------------------------------------------------------------------
+
+def test_check_status_is_the_word_it_prints():
+    # a check cell concludes one of the first four; the grader has words of its own after them
+    assert [s.value for s in CheckStatus][:4] == ["PASS", "FAIL", "TODO", "ERROR"]
+    for s in CheckStatus:
+        assert isinstance(s, str) and s == s.value and CheckStatus(s.value) is s
+        assert str(s) == s.value and f"{s}" == s.value and format(s) == s.value
+        assert f"{s:<5}|" == f"{s.value:<5}|" and f"{s:>6}" == f"{s.value:>6}"
+        assert json.dumps(s) == f'"{s.value}"' and json.loads(json.dumps({"status": s}))["status"] == s.value
+        buf = io.StringIO()
+        csv.writer(buf).writerow([s, 1])
+        assert buf.getvalue().strip() == f"{s.value},1"
+    assert CheckStatus.PASS != "FAIL" and CheckStatus.TODO != "todo"
+    with pytest.raises(ValueError):
+        CheckStatus("MAYBE")
+
+
+def test_check_result_status_is_a_check_status(ch99):
+    r = run_check("ex99.inv", lambda x: 1 / x)
+    assert r.status is CheckStatus.PASS and r.status == "PASS"
+    assert str(r) == "PASS  ex99.inv  3/3 points  (21 cases)"  # the report reads as before
+    d = r.to_dict()
+    assert type(d["status"]) is str and d["status"] == "PASS"
+    assert json.loads(json.dumps(d))["status"] == "PASS"
+    r = run_check("ex99.inv", lambda x: 2 / x)
+    assert r.status is CheckStatus.FAIL and str(r).startswith("FAIL  ex99.inv  0/3 points  (21 of 21 cases failed)")
+    # a status given as the word is turned into the member; derived from points when left out
+    assert CheckResult("ex99.inv", "t", 0, 3, 1, 0, [], "x", "ERROR").status is CheckStatus.ERROR
+    assert CheckResult("ex99.inv", "t", 3, 3, 1, 0).status is CheckStatus.PASS
+    assert CheckResult("ex99.inv", "t", 0, 3, 1, 1).status is CheckStatus.FAIL
+    with pytest.raises(ValueError):
+        CheckResult("ex99.inv", "t", 0, 3, 1, 1, status="MAYBE")
+    todo = CheckResult("ex99.inv", "Reciprocal", 0, 3, 21, 21, [], "NotImplementedError: later", "TODO")
+    assert str(todo) == "TODO  ex99.inv  0/3 points  (not implemented yet)"
+    assert repr(todo) == "<CheckResult TODO ex99.inv 0/3 points>"
+
+
+# ---- same_value_up_to_zero_sign, close_to ------------------------------------------------------
+
+def test_same_value_up_to_zero_sign_ignores_only_the_sign_of_zeros():
+    cmp = same_value_up_to_zero_sign
+    assert same_value(-0.0, 0.0) is not None and cmp(-0.0, 0.0) is None and cmp(0.0, -0.0) is None
+    assert cmp(np.float32(-0.0), 0.0) is None
+    got = np.array([1.5, -0.0, 0.0, np.nan, -np.inf])
+    assert cmp(got, np.array([1.5, 0.0, -0.0, np.nan, -np.inf])) is None
+    assert np.signbit(got[1]) and not np.signbit(got[2])  # the student's array is not modified
+    assert cmp((np.array([-0.0, 2.0]), -0.0), (np.array([0.0, 2.0]), 0.0)) is None  # tuples of results
+    assert cmp([np.array([-0.0]), 0.0], (np.array([0.0]), -0.0)) is None  # a list for a tuple
+    # everything else is still compared bit for bit
+    assert cmp(1.0, 1.0 + 2**-52) == "wrong value"
+    assert cmp(np.inf, -np.inf) is not None and cmp(np.nan, 0.0) == "returned NaN"
+    assert cmp(0.0, np.nan) == "expected NaN"
+    r = cmp(np.array([-0.0, 1.0 + 2**-7]), np.array([0.0, 1.0]))  # a plausible wrong answer: one bf16 ulp
+    assert r.startswith("1 of 2 elements differ; first at index [1]") and "sign of zero" not in r
+    assert "expected a tuple" in cmp(-0.0, (0.0, 1.0))
+    assert cmp("abc", 0.0) == "returned str 'abc', expected a number"
+
+
+def test_close_to_accepts_reordered_results_and_rejects_wrong_ones():
+    close = close_to(1e-12)
+    assert close.__name__ == "close_to(1e-12)"
+    rng = np.random.default_rng(0)
+    C = rng.standard_normal((6, 5))
+    ref = float(np.linalg.norm(C))
+    other_order = math.sqrt(math.fsum((C**2).ravel()[::-1]))  # the same norm computed another way
+    assert close(other_order, ref) is None and close(ref * (1 + 4e-16), ref) is None
+    assert close(ref, ref) is None and close(np.float64(ref), ref) is None
+    # plausible wrong answers: the largest element instead of the norm, a missing square root,
+    # an error far below a percent but far above reordering
+    for wrong in [float(np.abs(C).max()), ref**2, ref * (1 + 1e-9)]:
+        r = close(wrong, ref)
+        assert r.startswith("wrong value") and r.endswith("(tolerance: relative 1e-12)")
+    # 0, inf and NaN must match exactly
+    assert close(1e-300, 0.0) == "wrong value" and close(0.0, 0.0) is None
+    assert close(1e308, np.inf) is not None and close(np.inf, np.inf) is None
+    assert close(np.nan, np.nan) is None and close(1.0, np.nan) == "expected NaN"
+    assert close(np.inf, 1.0) is not None and close(np.nan, 1.0).startswith("returned NaN")
+    assert close("abc", 1.0) == "returned str 'abc', expected a number"  # no tolerance for a non-number
+    assert "expected a number" in close(np.array([1.0, 2.0]), 1.0)
+    for bad in [0.0, 1.0, -1e-12, 1, "1e-12", None]:
+        with pytest.raises(ValueError, match="rtol must be a float between 0 and 1"):
+            close_to(bad)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from grading_tools import ROOT, env
+from helpers import ROOT, env
 from nbhelpers.grading.cli import _seed_from_argv, main
 
 

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from grading_tools import env, solution
+from helpers import env, solution
 from nbhelpers.grading import in_kernel
 from nbhelpers.grading.in_kernel import kernel_main
 from nbhelpers.grading.judging import judge, plan_chapter, read_outputs

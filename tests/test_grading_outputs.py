@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from grading_tools import EXERCISE, FAST, FULL, POINTS, read_csv, read_json, set_body, solution, write
+from helpers import EX01_EXERCISE, FAST, FULL, POINTS, read_csv, read_json, set_body, solution, write
 from nbhelpers.grading.cli import main
 from nbhelpers.grading.options import GradeOptions, Status
 from nbhelpers.grading.outputs import Outputs, _csv_safe
@@ -25,7 +25,7 @@ def test_rerun_skips_interrupted_run_continues_regrade_redoes(tmp_path, capsys):
     subs = tmp_path / "subs"
     subs.mkdir()
     write(solution(), subs / "ex01_a.ipynb")
-    (subs / "ex01_b.ipynb").write_bytes(EXERCISE.read_bytes())
+    (subs / "ex01_b.ipynb").write_bytes(EX01_EXERCISE.read_bytes())
     (subs / "ex01_c.ipynb").write_text("{oops")
     csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
     args = [str(subs), "--csv", str(csv_path), "--json", str(json_path), "--jobs", "2", *FAST]

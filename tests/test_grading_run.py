@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from nbclient import NotebookClient
 
-from grading_tools import (EXERCISE, FAST, FULL, POINTS, ROOT, TOTAL_TIMEOUT, code_index, env, hard_coded_notebook,
+from helpers import (EX01_EXERCISE, FAST, FULL, POINTS, ROOT, TOTAL_TIMEOUT, code_index, env, hard_coded_notebook,
                            insert_code, mutate, read_csv, read_json, set_body, solution, tree_state, write)
 from nbhelpers.checks import exercises_of, run_check
 from nbhelpers.grading.cli import main
@@ -140,7 +140,7 @@ def bad_submissions(folder: Path, dump: Path) -> dict[str, dict]:
 
     write(solution(), folder / "ex01_correct.ipynb")
     expect["ex01_correct.ipynb"] = {"status": "graded", "points": full}
-    (folder / "ex01_untouched.ipynb").write_bytes(EXERCISE.read_bytes())
+    (folder / "ex01_untouched.ipynb").write_bytes(EX01_EXERCISE.read_bytes())
     expect["ex01_untouched.ipynb"] = {"status": "graded", "points": zero, "check_status": "TODO"}
 
     (folder / "ex01_invalid_json.ipynb").write_text('{"cells": [{"cell_type": "code", "source": "x = 1"')
@@ -211,7 +211,7 @@ def bad_submissions(folder: Path, dump: Path) -> dict[str, dict]:
                                                     "ex01.ulp_at": "returned NaN",
                                                     "ex01.smallest_absorbing": "returned str"}}
 
-    nb = nbformat.read(EXERCISE, as_version=4)
+    nb = nbformat.read(EX01_EXERCISE, as_version=4)
     for ex in exercises_of(1):
         set_body(nb, ex.name, "return 0.0")
     insert_code(nb, "import math", FAKE_CHECK)

@@ -1,63 +1,36 @@
-"""Tests of chapter 03's code: the Triton GEMM (nbhelpers.kernels.gemm) against float64 and the
-emulations, its launcher's errors, the GPU-results plumbing, the chapter's additions to
-nbhelpers.accumulation, and the chapter's plot helpers.
+"""Tests of nbhelpers.kernels.gemm, chapter 03's Triton GEMM: the kernel against float64 and the
+emulations, its launchers (run_matmul, torch_matmul), their errors, and the error bound.
+(What is measured with it: test_gpu_measurements.py; the results files: test_results.py.)
 
 Triton reads TRITON_INTERPRET when @triton.jit decorates the kernel, i.e. when the kernel module is
 imported, so ``setup_device()`` runs first: without a GPU it sets TRITON_INTERPRET=1 and the kernel
 runs in the interpreter on the CPU (nothing here is skipped on a CPU); with a GPU the kernel is
 compiled. The interpreter is slow, so the shapes are small.
 """
-import json
 import os
-import subprocess
-import sys
-from fractions import Fraction
-from pathlib import Path
 
 from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
 
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from nbhelpers import kernels, plots  # noqa: E402
-from nbhelpers.accumulation import (  # noqa: E402
-    GemmSweep,
-    accumulator_probe,
-    align_group,
-    emulated_dot,
-    emulated_matmul,
-    gemm_inputs,
-    gemm_sweep,
-    probe_verdict,
-    relative_error,
-    tensor_core_group_sum,
-    tensor_core_matmul,
-    tensor_core_matmul_ref,
-)
+from nbhelpers import kernels  # noqa: E402
+from nbhelpers.accumulation import emulated_matmul  # noqa: E402
+from nbhelpers.experiments import gemm_inputs  # noqa: E402
 from nbhelpers.kernels.gemm import (  # noqa: E402
-    GPU_METHODS,
     error_bound,
-    gpu_run,
-    gpu_slug,
     matmul,
     matmul_kernel,
     matmul_ref,
-    measure_gemm_errors,
-    recorded_gpu_runs,
     run_matmul,
     torch_matmul,
 )
+from nbhelpers.metrics import relative_error  # noqa: E402
 from nbhelpers.rounding import round_to  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 DEV = INFO.device
 INTERPRETED = kernels.INTERPRETED
 BF16_TC = not INTERPRETED  # bf16 on a GPU goes through the tensor cores: the truncating bound
@@ -230,7 +203,7 @@ def test_error_bound_grows_with_tf32_and_tensor_cores():
     assert ratio.numel() == 1 and abs(ratio.item() / (64 * 2.0**-24) - 1) < 1e-5
 
 
-# ------------------------------------------------------------------ torch's matmul, GPU plumbing
+# ------------------------------------------------------------------ torch's matmul on the same data
 
 
 def test_torch_matmul_returns_values_of_the_input_format():
@@ -238,264 +211,3 @@ def test_torch_matmul_returns_values_of_the_input_format():
     C = torch_matmul(A, B, "bf16")
     assert C.dtype == np.float64 and np.array_equal(round_to(C, "bf16"), C)
     assert relative_error(C, A @ B) < 2.0**-6
-
-
-def test_measure_gemm_errors_layout_and_sense():
-    series = measure_gemm_errors([32, 64], M=16, N=16, seed=0, device=DEV)
-    assert [s["method"] for s in series] == list(GPU_METHODS)
-    by = {s["method"]: s for s in series}
-    for s in series:
-        assert s["K"] == [32, 64] and len(s["rel_error"]) == len(s["rel_error_acc"]) == 2
-        json.dumps(s)  # a results file must be able to hold it
-    # bf16 inputs lose more than fp32 ones; a bf16 output more than an fp32 one
-    assert min(by["Triton bf16"]["rel_error"]) > 10 * max(by["Triton fp32 ieee"]["rel_error"])
-    assert min(by["torch.matmul bf16"]["rel_error_acc"]) > 10 * max(by["Triton bf16"]["rel_error_acc"])
-    fractions = by["Triton bf16"]["model_agreement"]
-    assert set(fractions) >= {"tensor-core model, group 8", "fp32 sequential, nearest-even"}
-    assert all(0 <= f <= 1 for fr in fractions.values() for f in fr)
-
-
-def test_gpu_run_needs_a_gpu():
-    if INTERPRETED:
-        with pytest.raises(RuntimeError, match="real GPU"):
-            gpu_run([128])
-    else:
-        run = gpu_run([128])
-        assert {"gpu", "date", "script", "M", "N", "seed"} <= set(run["meta"])
-
-
-def test_gpu_slug():
-    assert gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
-    assert gpu_slug("  NVIDIA A100-SXM4-40GB ") == "nvidia-a100-sxm4-40gb"
-    with pytest.raises(ValueError, match="file name"):
-        gpu_slug("!!!")
-
-
-def fake_run(date: str, gpu: str = "Test GPU") -> dict:
-    series = measure_gemm_errors([32], M=16, N=16, device=DEV, models=False)
-    meta = {"gpu": gpu, "date": date, "script": "benchmarks/gpu_gemm_numerics.py", "M": 16, "N": 16, "seed": 0}
-    return {"meta": meta, "series": series}
-
-
-def test_recorded_gpu_runs_reads_sorts_and_rejects(tmp_path):
-    assert recorded_gpu_runs(tmp_path) == []
-    (tmp_path / "gemm_numerics_b.json").write_text(json.dumps(fake_run("2026-02-01T00:00:00+00:00")))
-    (tmp_path / "gemm_numerics_a.json").write_text(json.dumps(fake_run("2026-03-01T00:00:00+00:00")))
-    (tmp_path / "other.json").write_text("{}")  # not a gemm_numerics file: ignored
-    runs = recorded_gpu_runs(tmp_path)
-    assert [r["meta"]["date"][:7] for r in runs] == ["2026-02", "2026-03"]
-    assert runs[0]["path"].endswith("gemm_numerics_b.json")
-    broken = fake_run("2026-04-01")
-    del broken["meta"]["gpu"]
-    (tmp_path / "gemm_numerics_c.json").write_text(json.dumps(broken))
-    with pytest.raises(ValueError, match=r"gemm_numerics_c\.json: missing gpu"):
-        recorded_gpu_runs(tmp_path)
-    (tmp_path / "gemm_numerics_c.json").write_text("not json")
-    with pytest.raises(ValueError, match="not a results file"):
-        recorded_gpu_runs(tmp_path)
-
-
-def test_committed_results_files_parse():
-    for run in recorded_gpu_runs():  # [] until a GPU run is recorded
-        assert run["meta"]["script"] == "benchmarks/gpu_gemm_numerics.py"
-        assert {s["method"] for s in run["series"]} == set(GPU_METHODS)
-
-
-def run_script(env_extra):
-    env = {**os.environ, **env_extra}
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_gemm_numerics.py")],
-                          capture_output=True, text=True, env=env, timeout=120)
-
-
-def test_benchmark_refuses_the_interpreter():
-    r = run_script({"TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 2 and "needs an NVIDIA GPU" in r.stderr
-
-
-@pytest.mark.skipif(INFO.is_gpu, reason="checks the no-GPU refusal")
-def test_benchmark_refuses_without_a_gpu():
-    r = run_script({"TRITON_INTERPRET": "", "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 2 and "no CUDA GPU" in r.stderr
-
-
-# ------------------------------------------------------------------ accumulation: chapter 03 additions
-
-
-def test_relative_error_definition_and_edges():
-    rng = np.random.default_rng(0)
-    C_ref = rng.standard_normal((5, 7))
-    C = C_ref + 1e-3 * rng.standard_normal((5, 7))
-    expected = np.sqrt(np.sum((C - C_ref) ** 2)) / np.sqrt(np.sum(C_ref**2))
-    assert relative_error(C, C_ref) == pytest.approx(expected, rel=1e-14)
-    assert relative_error(C_ref, C_ref) == 0.0
-    assert relative_error(np.zeros(3), np.zeros(3)) == 0.0
-    assert relative_error(np.ones(3), np.zeros(3)) == np.inf
-    bf = C.astype(ml_dtypes.bfloat16)
-    assert relative_error(bf, C_ref) == pytest.approx(relative_error(bf.astype(np.float64), C_ref), rel=0)
-    with pytest.raises(ValueError, match="same shape"):
-        relative_error(np.ones(3), np.ones(4))
-
-
-def test_gemm_inputs_are_reproducible_and_independent_of_other_draws():
-    A1, B1 = gemm_inputs(4, 128, 3, seed=7)
-    gemm_inputs(4, 256, 3, seed=7)
-    A2, B2 = gemm_inputs(4, 128, 3, seed=7)
-    assert np.array_equal(A1, A2) and np.array_equal(B1, B2)
-    assert A1.shape == (4, 128) and B1.shape == (128, 3)
-    assert not np.array_equal(A1, gemm_inputs(4, 128, 3, seed=8)[0])
-    U, V = gemm_inputs(4, 128, 3, dist="uniform")
-    assert U.min() >= 0 and U.max() < 1 and V.min() >= 0
-    for bad in [dict(M=0), dict(K=1.5), dict(seed=-1), dict(dist="cauchy"), dict(N=True)]:
-        kw = dict(M=2, K=2, N=2) | bad
-        with pytest.raises(ValueError):
-            gemm_inputs(**kw)
-
-
-def test_gemm_sweep_errors_against_both_references():
-    Ks = [16, 64]
-    sweep = gemm_sweep({
-        "bf16/fp32": lambda A, B: emulated_matmul(A, B, "bf16", "fp32"),
-        "bf16/bf16": lambda A, B: emulated_matmul(A, B, "bf16", "bf16"),
-    }, Ks, M=4, N=3, seed=1)
-    assert isinstance(sweep, GemmSweep) and sweep.Ks == (16, 64)
-    sweep = sweep.with_rounded_output("bf16/fp32", "bf16", "bf16 out")
-    A, B = sweep.inputs(64)
-    C = emulated_matmul(A, B, "bf16", "fp32")
-    assert np.array_equal(sweep.outputs["bf16 out"][1], round_to(C, "bf16"))
-    data_err = sweep.errors()
-    acc_err = sweep.errors("bf16", labels=["bf16/fp32"])
-    assert list(acc_err) == ["bf16/fp32"]
-    assert data_err["bf16/fp32"][1] == relative_error(C, A @ B)
-    assert acc_err["bf16/fp32"][1] == relative_error(C, round_to(A, "bf16") @ round_to(B, "bf16"))
-    # against the rounded inputs only the fp32 accumulation is left: far below input rounding
-    assert np.all(acc_err["bf16/fp32"] < 1e-3 * data_err["bf16/fp32"])
-    assert np.all(data_err["bf16/bf16"] > data_err["bf16/fp32"])
-
-
-def test_gemm_sweep_bad_input():
-    with pytest.raises(ValueError, match="non-empty dict"):
-        gemm_sweep({}, [8])
-    with pytest.raises(TypeError, match="not callable"):
-        gemm_sweep({"x": 3}, [8])
-    with pytest.raises(ValueError, match="shape"):
-        gemm_sweep({"x": lambda A, B: A}, [8], M=2, N=3)
-    with pytest.raises(ValueError, match="Ks is empty"):
-        gemm_sweep({"x": lambda A, B: A @ B}, [])
-    sweep = gemm_sweep({"x": lambda A, B: A @ B}, [8], M=2, N=2)
-    with pytest.raises(KeyError, match="no variant"):
-        sweep.errors(labels=["y"])
-    with pytest.raises(ValueError, match="exists already"):
-        sweep.with_rounded_output("x", "bf16", "x")
-
-
-def fp32_values(rng, n, spread=8):
-    return round_to(rng.standard_normal(n) * np.exp2(rng.integers(-spread, spread, n)), "fp32")
-
-
-@pytest.mark.parametrize("align_bits", [3, 8, 23, 30])
-@pytest.mark.parametrize("rounding", ["toward_zero", "nearest_even"])
-def test_one_group_equals_the_fraction_reference(align_bits, rounding):
-    # a group with an incoming accumulator c is a one-group tensor_core_matmul of [c, products]
-    # against ones (its own accumulator starts at 0, which does not move the alignment)
-    rng = np.random.default_rng(align_bits)
-    for g in [1, 3, 8, 16]:
-        for _ in range(10):
-            vals = fp32_values(rng, g + 1)
-            if rng.random() < 0.5:
-                vals = np.abs(vals)
-            ours = tensor_core_group_sum(vals[0], vals[1:], align_bits, rounding=rounding)
-            ref = tensor_core_matmul_ref(vals[None, :], np.ones((g + 1, 1)), "fp32", group=g + 1,
-                                         align_bits=align_bits, rounding=rounding)[0, 0]
-            assert ours == ref, (vals, ours, ref)
-
-
-def test_groups_chained_equal_tensor_core_matmul():
-    rng = np.random.default_rng(1)
-    a, b = round_to(rng.standard_normal(37), "bf16"), round_to(rng.standard_normal(37), "bf16")
-    c = 0.0
-    for k0 in range(0, 37, 8):
-        c = tensor_core_group_sum(c, a[k0:k0 + 8] * b[k0:k0 + 8])
-    assert c == tensor_core_matmul(a[None, :], b[:, None], "bf16", group=8)[0, 0]
-
-
-def test_align_group_by_hand():
-    E, kept = align_group([1.0, 1.5 * 2.0**-24, -3 * 2.0**-24, 2.0**-23], align_bits=23)
-    assert E == 0 and kept.tolist() == [1.0, 0.0, -(2.0**-23), 2.0**-23]
-    E, kept = align_group([0.0, 0.0])
-    assert E is None and kept.tolist() == [0.0, 0.0]
-    E, kept = align_group([-6.0, 0.75], align_bits=2)  # E = 2, multiples of 2**0
-    assert E == 2 and kept.tolist() == [-6.0, 0.0]
-    with pytest.raises(ValueError, match="finite"):
-        align_group([1.0, np.inf])
-    with pytest.raises(ValueError, match="too large"):
-        align_group([1.0, 2.0], align_bits=52)
-    with pytest.raises(ValueError, match="1-D"):
-        tensor_core_group_sum(1.0, np.ones((2, 2)))
-    with pytest.raises(ValueError, match="stochastic"):
-        tensor_core_group_sum(1.0, [1.0], rounding="stochastic")
-
-
-def test_accumulator_probe_and_verdicts():
-    hi = 1 + 2.0**-7
-    for first in (True, False):
-        A, B = accumulator_probe(64, first, M=3, N=2)
-        assert A.shape == (3, 64) and B.shape == (64, 2)
-        assert np.array_equal(round_to(A, "bf16"), A) and np.array_equal(round_to(B, "bf16"), B)
-        exact = sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(A[0], B[:, 0]))
-        assert exact == 1 + Fraction(1, 2**8) + 4 * Fraction(1, 2**25)
-    results = {}
-    for name, f in {
-        "exact": lambda A, B: round_to(A @ B, "bf16"),
-        "fp32": lambda A, B: emulated_matmul(A, B, "bf16", "fp32", out_fmt="bf16"),
-        "bf16": lambda A, B: emulated_matmul(A, B, "bf16", "bf16"),
-    }.items():
-        results[name] = tuple(float(f(*accumulator_probe(16, t))[0, 0]) for t in (True, False))
-    assert results == {"exact": (hi, hi), "fp32": (hi, 1.0), "bf16": (1.0, 1.0)}
-    assert probe_verdict(*results["fp32"]).startswith("kept only when first")
-    assert probe_verdict(*results["exact"]).startswith("kept in either order")
-    assert probe_verdict(*results["bf16"]).startswith("lost in either order")
-    assert probe_verdict(hi, 2.0).startswith("unexpected")
-    # two tiny terms make exactly half a spacing: a tie, lost even when they come first
-    A, B = accumulator_probe(8, True, n_tiny=2)
-    assert float(emulated_dot(A[0], B[:, 0], "bf16", "fp32")) == 1 + 2.0**-8
-    with pytest.raises(ValueError, match="too short"):
-        accumulator_probe(5, True)
-    with pytest.raises(TypeError, match="tiny_first"):
-        accumulator_probe(8, "yes")
-
-
-# ------------------------------------------------------------------ plot helpers (chapter 03)
-
-
-def test_plot_error_vs_K_draws_one_line_per_entry_with_format_colours():
-    Ks = [128, 256, 512]
-    errs = {"fp32 acc": [1e-7, 2e-7, 3e-7], "bf16 acc": [1e-2, 2e-2, 3e-2], "bf16 out": [3e-3] * 3,
-            "model": [2e-7, 3e-7, 4e-7]}
-    fmts = {"fp32 acc": "fp32", "bf16 acc": "bf16", "bf16 out": "bf16", "model": "black"}
-    ax = plots.plot_error_vs_K(Ks, errs, fmts, guides={"sqrt(K) u": np.sqrt(Ks) * 2.0**-8})
-    lines = {ln.get_label(): ln for ln in ax.lines}
-    assert set(lines) == set(errs) | {"sqrt(K) u"}
-    assert lines["fp32 acc"].get_color() == plots.format_color("fp32")
-    assert lines["bf16 acc"].get_color() == lines["bf16 out"].get_color() == plots.format_color("bf16")
-    assert lines["bf16 acc"].get_linestyle() != lines["bf16 out"].get_linestyle()
-    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    plt.close(ax.figure)
-    fig, ax = plt.subplots()
-    assert plots.plot_error_vs_K(Ks, {"x": [1, 2, 3]}, {"x": "fp16"}, ax=ax) is ax
-    with pytest.raises(KeyError, match="no format"):
-        plots.plot_error_vs_K(Ks, {"x": [1, 2, 3]}, {}, ax=ax)
-    with pytest.raises(ValueError, match="neither a format"):
-        plots.plot_error_vs_K(Ks, {"x": [1, 2, 3]}, {"x": "not-a-colour"}, ax=ax)
-    plt.close(fig)
-
-
-def test_plot_recorded_gpu_errors_labels_gpu_date_and_script():
-    fig, ax = plt.subplots()
-    assert plots.plot_recorded_gpu_errors([], ax=ax) is ax and not ax.lines
-    run = fake_run("2026-05-06T07:08:09+00:00", gpu="NVIDIA Test GPU")
-    plots.plot_recorded_gpu_errors([run], ax=ax, methods=["Triton bf16", "Triton fp32 tf32"])
-    assert [ln.get_label() for ln in ax.lines] == ["GPU: Triton bf16", "GPU: Triton fp32 tf32"]
-    assert ax.lines[1].get_color() == plots.format_color("tf32")
-    note = " ".join(t.get_text() for t in ax.texts)
-    assert "NVIDIA Test GPU" in note and "2026-05-06" in note and "benchmarks/gpu_gemm_numerics.py" in note
-    plt.close(fig)

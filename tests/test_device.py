@@ -1,16 +1,12 @@
+"""Tests of nbhelpers.device: the CPU/GPU choice, the Triton-interpreter switch, and the refusals
+(a GPU demanded but absent, kernels imported before setup)."""
 import os
+import sys
+import types
 
-import matplotlib
+import pytest
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from nbhelpers import plots  # noqa: E402
-from nbhelpers.device import NoGPUError, setup_device  # noqa: E402
-from nbhelpers.formats import FORMATS  # noqa: E402
-from nbhelpers.tables import fmt_num, text_table  # noqa: E402
+from nbhelpers.device import NoGPUError, setup_device
 
 try:
     import torch
@@ -61,38 +57,7 @@ def test_cuda_demanded_without_gpu(clean_env):
         setup_device("cuda")
 
 
-def test_plot_helpers_return_axes_and_draw():
-    for fn, args in [
-        (plots.plot_bit_layouts, (FORMATS.values(),)),
-        (plots.plot_relative_spacing, (["bf16", "e4m3fn"],)),
-        (plots.plot_value_line, (["e2m1fn"],)),
-    ]:
-        ax = fn(*args)
-        assert ax.figure is not None
-        plt.close(ax.figure)
-    fig, ax = plt.subplots()
-    assert plots.plot_rounding_modes("e2m1fn", 0, 6, rng=np.random.default_rng(0), ax=ax, draws=5) is ax
-    assert len(ax.lines) >= 5
-    plt.close(fig)
-
-
-def test_every_format_has_its_own_colour():
-    colours = [plots.format_color(n) for n in FORMATS]
-    assert len(set(colours)) == len(colours)
-
-
-def test_tables():
-    assert fmt_num(2.0**-20).startswith("2^-20")
-    assert fmt_num(None) == "-" and fmt_num(True) == "yes" and fmt_num(3) == "3"
-    t = text_table([("a", 1.5), ("bb", float("inf"))], ["name", "value"])
-    lines = t.splitlines()
-    assert len(lines) == 4 and len(set(len(line) for line in lines)) == 1
-
-
 def test_kernels_imported_for_gpu_before_setup_is_refused(clean_env):
-    import sys
-    import types
-
     fake = types.ModuleType("nbhelpers.kernels")
     fake.INTERPRETED = False  # as if imported without TRITON_INTERPRET on a CPU machine
     clean_env.setitem(sys.modules, "nbhelpers.kernels", fake)

@@ -1,6 +1,6 @@
-"""nbhelpers.mixed_precision: update rules and scalers against outside oracles (torch.amp.GradScaler,
-ml_dtypes and numpy casts, torch.optim.Adam), the training loop's invariants, the byte counts,
-and smoke tests of the chapter 04/05 plot helpers."""
+"""nbhelpers.training: the update rules against outside oracles (ml_dtypes and numpy casts,
+torch.optim.Adam), the update-rule table, the model, the training loop's invariants and the
+chapter's claims, and smoke tests of the chapter 04/05 plot helpers on training results."""
 import math
 
 import matplotlib
@@ -14,35 +14,24 @@ import torch
 
 from nbhelpers import plots
 from nbhelpers.formats import FORMATS, ulp
-from nbhelpers.mixed_precision import (
-    MEMORY_RECIPES,
+from nbhelpers.loss_scaling import DynamicScale, StaticScale
+from nbhelpers.training import (
+    COMPUTE_FORMATS,
     REGIMES,
+    UPDATE_STEPS,
     AdamState,
-    DynamicLossScaler,
-    DynamicScale,
-    MemoryRecipe,
     Regime,
-    StaticLossScaler,
-    StaticScale,
     TeacherStudentTask,
     TrainConfig,
     UpdateRule,
     adam_delta,
-    bytes_per_parameter,
-    gradscaler_trajectory,
     kahan_update,
     master_update,
     mlp_forward,
     nearest_update,
-    range_fractions,
-    scale_trajectory,
     sgd_master_step,
     stochastic_update,
     train,
-    ulp_ladder,
-    underflow_fraction,
-    update_threshold,
-    vanishing_ratio_band,
 )
 
 BF16 = ml_dtypes.bfloat16
@@ -61,66 +50,6 @@ def bf16_values(rng, n, lo=-12, hi=4):
     x = rng.choice([-1.0, 1.0], size=n) * np.exp2(rng.uniform(lo, hi, size=n))
     return x.astype(np.float32).astype(BF16).astype(np.float32)
 
-
-# ------------------------------------------------------------------ loss scaler vs GradScaler
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_dynamic_scaler_follows_gradscaler_bit_for_bit(seed):
-    rng = np.random.default_rng(seed)
-    for _ in range(6):
-        n = int(rng.integers(20, 120))
-        seq = [bool(v) for v in rng.random(n) < rng.uniform(0.02, 0.4)]
-        args = (float(rng.choice([2.0**16, 1000.0, 3.0, 0.1])), float(rng.choice([2.0, 1.5, 1.1, 3.0])),
-                float(rng.choice([0.5, 0.3, 0.25, 0.9])), int(rng.integers(1, 7)))
-        expected_scales, taken = gradscaler_trajectory(seq, *args)
-        s = DynamicLossScaler(*args)
-        got, got_taken = [], []
-        for flag in seq:
-            got_taken.append(s.update(flag))
-            got.append(s.scale)
-        assert got == expected_scales, (args, seq)
-        assert got_taken == taken == [not f for f in seq]
-        assert s.skipped == sum(seq)
-        assert scale_trajectory(seq, *args) == expected_scales
-
-
-def test_scaler_edges_match_gradscaler():
-    # growth that would overflow float32 is skipped; the scale stays at its value
-    assert gradscaler_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)[0] == scale_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)
-    assert scale_trajectory([False] * 3, 3.0e38, 2.0, 0.5, 1) == [float(np.float32(3.0e38))] * 3
-    # backoff all the way through the float32 subnormals to zero
-    seq = [True] * 6
-    assert gradscaler_trajectory(seq, 2.0**-146, 2.0, 0.5, 5)[0] == scale_trajectory(seq, 2.0**-146, 2.0, 0.5, 5)
-    assert scale_trajectory(seq, 2.0**-146, 2.0, 0.5, 5)[-1] == 0.0
-    # the scale is a float32 number from the start
-    assert scale_trajectory([False], 0.1, 2.0, 0.5, 2) == [float(np.float32(0.1))]
-
-
-def test_gradscaler_defaults_by_hand():
-    """PyTorch's defaults (FACTS.md): 2**16, x0.5 on inf/NaN, x2 after 2000 good steps."""
-    d = DynamicScale()
-    assert (d.init_scale, d.growth_factor, d.backoff_factor, d.growth_interval) == (2.0**16, 2.0, 0.5, 2000)
-    scales, taken = gradscaler_trajectory([True, False, False])
-    assert scales == [2.0**15] * 3 and taken == [False, True, True]
-    seq = [False] * 2000
-    assert scale_trajectory(seq)[-1] == 2.0**17 and scale_trajectory(seq)[-2] == 2.0**16
-
-
-def test_static_scaler_counts_skips():
-    s = StaticLossScaler(1024.0)
-    assert [s.update(f) for f in (False, True, False, True)] == [True, False, True, False]
-    assert s.skipped == 2 and s.scale == 1024.0
-
-
-@pytest.mark.parametrize("bad", [
-    {"init_scale": 0.0}, {"init_scale": math.inf}, {"growth_factor": 1.0}, {"backoff_factor": 1.5},
-    {"growth_interval": 0}, {"growth_interval": 2.5}, {"init_scale": "big"},
-])
-def test_scaler_rejects_bad_arguments(bad):
-    with pytest.raises(ValueError):
-        DynamicLossScaler(**bad)
-    with pytest.raises(ValueError):
-        DynamicScale(**bad)
 
 
 # ------------------------------------------------------------------ update rules vs casts
@@ -229,6 +158,26 @@ def test_adam_delta_matches_torch_optim_adam():
     assert torch.allclose(ours, ref.detach(), rtol=0, atol=20 * 2.0**-24 * float(p.abs().max()))
     with pytest.raises(ValueError, match="from 1"):
         adam_delta(g, state, 0, 1e-3)
+
+
+
+def test_update_table_covers_every_rule_and_dtypes_come_from_the_formats():
+    assert set(UPDATE_STEPS) == set(UpdateRule)
+    assert all(callable(step) for step in UPDATE_STEPS.values())
+    # every regime the loop can build finds its rule's step
+    assert {r.update for r in REGIMES.values()} == set(UpdateRule)
+    # the compute formats and their torch dtypes: FloatFormat.torch_dtype is the one map
+    assert sorted(COMPUTE_FORMATS) == ["bf16", "fp16", "fp32"]
+    assert [FORMATS[n].torch_dtype for n in COMPUTE_FORMATS] == [torch.float32, torch.bfloat16, torch.float16]
+    with pytest.raises(ValueError, match=r"compute format 'e4m3fn' is not supported: use one of \['bf16', 'fp16', 'fp32'\]"):
+        Regime("x", "e4m3fn", "master")
+    # stochastic rounding accepts bf16 and fp16 weights only (the same set as before the reverse lookup)
+    rng = np.random.default_rng(0)
+    d = torch.zeros(2)
+    assert stochastic_update(torch.ones(2, dtype=torch.float16), d, rng).dtype == torch.float16
+    for dtype in (torch.float32, torch.float8_e4m3fn, torch.float64):
+        with pytest.raises(TypeError, match="bf16 or fp16"):
+            stochastic_update(torch.ones(2).to(dtype), d, rng)
 
 
 # ------------------------------------------------------------------ the model and the loop
@@ -346,52 +295,6 @@ def test_regime_and_config_validation():
     assert Regime("x", "bf16", "kahan").update is UpdateRule.KAHAN
     assert all(isinstance(r, Regime) for r in REGIMES.values())
 
-
-# ------------------------------------------------------------------ ranges and thresholds
-
-def test_range_fractions_and_underflow_vs_numpy_float16():
-    rng = np.random.default_rng(4)
-    x = rng.choice([-1, 1], 20000) * np.exp2(rng.uniform(-30, 18, 20000))
-    x[:500] = 0.0
-    x[500:600] = 2.0**-25  # ties: to zero
-    with np.errstate(over="ignore"):
-        cast = x.astype(np.float16).astype(np.float64)  # numpy's float16 cast: the oracle
-    nz = x != 0
-    fr = range_fractions(x, "fp16")
-    with np.errstate(over="ignore"):
-        assert fr["flushed"] == np.mean(cast[nz] == 0) == underflow_fraction(x, "fp16")
-        assert fr["overflow"] == np.mean(np.isinf(cast[nz]))
-    assert fr["subnormal"] == np.mean((cast[nz] != 0) & (np.abs(cast[nz]) < 2.0**-14))
-    assert math.isclose(fr["flushed"] + fr["subnormal"] + fr["normal"] + fr["overflow"], 1.0)
-    assert fr["count"] == nz.sum()
-    assert underflow_fraction(x, "bf16") == 0.0  # bf16 reaches down to 2**-133
-    assert underflow_fraction(np.zeros(4), "fp16") == 0.0
-
-
-def test_update_threshold_and_the_ratio_band():
-    for name, m in (("bf16", 7), ("fp16", 10)):
-        assert vanishing_ratio_band(name) == (2.0 ** (m + 1), 2.0 ** (m + 2))
-    # brute force against numpy/ml_dtypes casts: just above the threshold survives, below is lost
-    rng = np.random.default_rng(5)
-    for name, dt in (("bf16", BF16), ("fp16", np.float16)):
-        w = np.abs(rng.standard_normal(2000)).astype(np.float32).astype(dt).astype(np.float64)
-        t = update_threshold(w, name)
-        assert np.all((w + 0.99 * t).astype(np.float32).astype(dt) == w.astype(dt))
-        assert np.all((w + 1.01 * t).astype(np.float32).astype(dt) != w.astype(dt))
-    rows, headers = ulp_ladder([1.0, 0.01])
-    assert headers[0] == "w" and len(rows[0]) == 7
-    assert rows[0][1] == FORMATS["fp16"].eps and rows[0][4] == FORMATS["bf16"].eps and rows[0][6] == 256
-
-
-def test_memory_recipes():
-    assert bytes_per_parameter(MEMORY_RECIPES["bf16 + fp32 master, fp32 Adam"]) == 16
-    assert bytes_per_parameter(MEMORY_RECIPES["fp32 weights, fp32 Adam"]) == 16
-    assert bytes_per_parameter(MEMORY_RECIPES["fp8 weights + fp32 master, fp32 Adam"]) == 15
-    assert bytes_per_parameter(MEMORY_RECIPES["bf16 + fp32 master, 8-bit Adam"]) == 10 + 2 * 4 / 2048
-    assert MemoryRecipe("x").breakdown() == {"weights": 2, "gradients": 2, "master": 4, "adam m": 4,
-                                             "adam v": 4, "compensation": 0}
-    with pytest.raises(ValueError):
-        MemoryRecipe("bad", weights="fp12")
 
 
 # ------------------------------------------------------------------ plots (smoke)

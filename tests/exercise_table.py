@@ -1,0 +1,198 @@
+"""The exercise chapters as data: one entry per chapter, read by tests/test_exercises.py.
+
+Each entry names the solution notebook, what its function cells need in their namespace, the
+exercises and points the chapter must list, a second seed for hidden cases, an exercise whose
+public answers a cheat could memorise, and the deliberately wrong implementations: mutations of
+the solution's source (old -> new) that the plausible mistakes make, each of which the check
+must fail. A new chapter adds an entry here; a chapter with a solution notebook and no entry
+fails ``test_every_chapter_has_an_entry``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+
+from nbhelpers.rounding import round_to
+
+
+@dataclass(frozen=True)
+class ChapterSpec:
+    chapter: int
+    solution: str  # file name in solutions/
+    namespace: Callable[[], dict]  # a fresh dict of the names the solution cells use
+    names: tuple[str, ...]  # the exercises' function names, in order
+    points: int  # total points of the chapter
+    hidden_seed: int  # a seed other than 0
+    memorise: str  # an exercise whose public answers a cheat memorises
+    memorised_fallback: Callable[..., Any]  # what the cheat returns on inputs it has not seen
+    wrong: tuple[tuple[str, str, str], ...]  # (function, old source, new source)
+
+
+CHAPTERS = [
+    ChapterSpec(
+        1, "ex01_float_formats.ipynb", lambda: {"math": math},
+        ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing"), 15, 12345,
+        "round_nearest_even", lambda *args: 0.0,
+        tuple([
+    # forgets that subnormals have no implicit leading 1
+    ("decode_bits", "if E == 0:", "if False:"),
+    # NaN codes read as infinities
+    ("decode_bits", "sign * math.inf if M == 0 else math.nan", "sign * math.inf"),
+    # ties away from zero instead of to even
+    ("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
+    # no subnormal clamp: the spacing keeps shrinking below the normal range
+    ("round_nearest_even", "max(math.frexp(abs(x))[1] - 1, emin)", "math.frexp(abs(x))[1] - 1"),
+    # overflow saturates instead of going to inf
+    ("round_nearest_even", "r = math.inf", "r = largest"),
+    # loses the sign of zero
+    ("round_nearest_even", "return math.copysign(r, x)", "return math.copysign(r, x) + 0.0"),
+    # spacing of the binade below at powers of two
+    ("ulp_at", "math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+    # off by one binade
+    ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
+]
+),
+    ),
+    ChapterSpec(
+        2, "ex02_accumulation.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
+        ("kahan_sum", "pairwise_sum", "dot_product", "stall_length"), 15, 12345,
+        "kahan_sum", lambda *args: 0.0,
+        tuple([
+    # plain sequential sum: the compensation is never used
+    ("kahan_sum", "y = float(round_to(xk - c, acc))", "y = xk"),
+    # y kept unrounded (float64): the compensation is applied at higher precision
+    ("kahan_sum", "y = float(round_to(xk - c, acc))", "y = xk - c"),
+    # the inner difference t - s not rounded before subtracting y
+    ("kahan_sum", "float(round_to(t - s, acc)) - y", "(t - s) - y"),
+    # compensation added with the wrong sign
+    ("kahan_sum", "round_to(xk - c, acc)", "round_to(xk + c, acc)"),
+    # returns the float64 value s - c (not a value of acc) instead of s
+    ("kahan_sum", "    return s\n", "    return s - c\n"),
+    # splits in the middle instead of at the largest power of two below n
+    ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = n // 2"),
+    # adds the halves in float64 and never rounds
+    ("pairwise_sum", "float(round_to(pairwise_sum(x[:h], acc) + pairwise_sum(x[h:], acc), acc))",
+     "pairwise_sum(x[:h], acc) + pairwise_sum(x[h:], acc)"),
+    # the power of two on the right: x[:n-h] + x[n-h:]
+    ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = n - (1 << ((n - 1).bit_length() - 1))"),
+    # inputs not rounded to in_fmt
+    ("dot_product", "round_to(np.asarray(a, dtype=float), in_fmt) * round_to(np.asarray(b, dtype=float), in_fmt)",
+     "np.asarray(a, dtype=float) * np.asarray(b, dtype=float)"),
+    # accumulates in float64 and rounds once at the end
+    ("dot_product", "s = float(round_to(s + pk, acc))", "s = s + pk"),
+    # products rounded to the accumulator format before adding
+    ("dot_product", "round_to(s + pk, acc)", "round_to(s + float(round_to(pk, acc)), acc)"),
+    # off by one: counts the first lost term too
+    ("stall_length", "return k\n", "return k + 1\n"),
+    # returns where the sum stalls instead of how many terms it took
+    ("stall_length", "return k\n", "return int(s)\n"),
+    # rounds toward zero instead of to nearest even
+    ("stall_length", "t = float(round_to(s + value, acc))", "t = float(round_to(s + value, acc, 'toward_zero'))"),
+]
+),
+    ),
+    ChapterSpec(
+        3, "ex03_gemm.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
+        ("relative_error", "round_once_and_every_step", "blocked_matmul_fp32", "tensor_core_group"), 15, 4242,
+        "tensor_core_group", lambda *args: 0.0,
+        tuple([
+    # the largest element instead of the Frobenius norm
+    ("relative_error", "num = math.sqrt(float(np.sum((C - C_ref) ** 2)))", "num = float(np.max(np.abs(C - C_ref)))"),
+    # divides by the norm of C instead of C_ref
+    ("relative_error", "den = math.sqrt(float(np.sum(C_ref**2)))", "den = math.sqrt(float(np.sum(C**2)))"),
+    # no square roots
+    ("relative_error", "return num / den", "return (num / den) ** 2"),
+    # a zero reference gives 0 whatever C is
+    ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return 0.0"),
+    # "once": a float64 accumulator instead of fp32 (the probe with the tiny terms last tells)
+    ("round_once_and_every_step", "s32 = np.float32(s32 + np.float32(p))", "s32 = np.float64(s32) + p"),
+    # "every step": an fp32 accumulator instead of bf16
+    ("round_once_and_every_step", 's16 = float(round_to(s16 + p, "bf16"))', "s16 = float(np.float32(s16 + p))"),
+    # "every step" truncates instead of rounding to nearest
+    ("round_once_and_every_step", 'round_to(s16 + p, "bf16")', 'round_to(s16 + p, "bf16", "toward_zero")'),
+    # float64 everywhere
+    ("blocked_matmul_fp32", "np.float32", "np.float64"),
+    # no blocks: sequential
+    ("blocked_matmul_fp32", "for start in range(0, K, block):", "for start in range(0, K, K):"),
+    # the partial sum is not reset: each block adds the previous ones again
+    ("blocked_matmul_fp32", "        partial = np.zeros((M, N), dtype=np.float32)\n", ""),
+    # blocks overlap by one product
+    ("blocked_matmul_fp32", "min(start + block, K)", "min(start + block + 1, K)"),
+    # floor instead of truncation toward zero (negative terms)
+    ("tensor_core_group", "math.trunc(v / q)", "math.floor(v / q)"),
+    # rounds the aligned terms to nearest instead of truncating
+    ("tensor_core_group", "math.trunc(v / q)", "round(v / q)"),
+    # rounds the sum to nearest in fp32 instead of truncating
+    ("tensor_core_group", '"toward_zero"', '"nearest_even"'),
+    # aligns to the products only, leaving the accumulator out
+    ("tensor_core_group", "largest = max(abs(v) for v in values)",
+     "largest = max([abs(v) for v in values[1:]] or [abs(values[0])])"),
+    # one bit fewer kept
+    ("tensor_core_group", "E = math.frexp(largest)[1] - 1", "E = math.frexp(largest)[1]"),
+]
+),
+    ),
+    ChapterSpec(
+        4, "ex04_master_weights.ipynb", lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
+        ("master_weight_step", "kahan_step"), 7, 4321,
+        "kahan_step", lambda w, c, delta: (w, c),
+        tuple([
+    # the product in float64 (lr not rounded to float32, product not rounded)
+    ("master_weight_step", "np.float32(lr) * grad", "lr * grad.astype(np.float64)"),
+    # the product rounded, but lr used at float64 precision
+    ("master_weight_step", "np.float32(lr) * grad", "(lr * grad.astype(np.float64)).astype(np.float32)"),
+    # bf16 copy by truncation (upper 16 bits) instead of round to nearest
+    ("master_weight_step", "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
+     "(new_master.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)"),
+    # the copy made from the old master (one step behind)
+    ("master_weight_step", "weights = new_master.astype", "weights = master.astype"),
+    # the master itself kept in bf16: no master at all
+    ("master_weight_step", "return new_master, weights", "return weights, weights"),
+    # the compensation added with the wrong sign
+    ("kahan_step", "y = delta - c", "y = delta + c"),
+    # no compensation carried: c forgotten
+    ("kahan_step", "return s, c_new", "return s, np.zeros_like(c_new)"),
+    # the compensation kept in float32 instead of bf16
+    ("kahan_step", "c_new = ((s - w) - y).astype(ml_dtypes.bfloat16).astype(np.float32)", "c_new = (s - w) - y"),
+    # the loss computed the other way round
+    ("kahan_step", "((s - w) - y)", "(y - (s - w))"),
+    # plain round-to-nearest update, compensation ignored
+    ("kahan_step", "y = delta - c", "y = delta"),
+]
+),
+    ),
+    ChapterSpec(
+        5, "ex05_loss_scaling.ipynb", lambda: {"math": math, "np": np},
+        ("scale_trajectory", "underflow_fraction"), 8, 2718,
+        "scale_trajectory", lambda *args: [65536.0] * len(args[0]),
+        tuple([
+    # the scale kept in float64: products not rounded to float32
+    ("scale_trajectory", "scale = float(np.float32(scale * backoff_factor))", "scale = scale * backoff_factor"),
+    ("scale_trajectory", "grown = float(np.float32(scale * growth_factor))", "grown = scale * growth_factor"),
+    # init_scale not rounded to float32
+    ("scale_trajectory", "scale = float(np.float32(init_scale))", "scale = float(init_scale)"),
+    # no overflow guard: the scale becomes inf
+    ("scale_trajectory", "if math.isfinite(grown):", "if True:"),
+    # an inf step does not reset the count of good steps
+    ("scale_trajectory", "                good = 0\n            else:", "                pass\n            else:"),
+    # off by one: grows one step late
+    ("scale_trajectory", "if good == growth_interval:", "if good > growth_interval:"),
+    # the count is not reset after growing (grows at every step after the first interval)
+    ("scale_trajectory", "                        scale = grown\n                    good = 0",
+     "                        scale = grown"),
+    # the tie at half the smallest subnormal counted as surviving
+    ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal / 2"),
+    # zeros counted in the denominator
+    ("underflow_fraction", "return flushed / n", "return flushed / x.size"),
+    # everything below the smallest normal counted as lost (subnormals forgotten)
+    ("underflow_fraction", "smallest_subnormal = 2.0 ** (1 - bias - man_bits)", "smallest_subnormal = 2.0 ** (2 - bias)"),
+    # threshold at the smallest subnormal instead of half of it
+    ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal"),
+]
+),
+    ),
+]

@@ -1,0 +1,275 @@
+"""The one shared helper module of the tests (imported as ``helpers``: pytest puts tests/ on the path).
+
+- outside oracles: the ml_dtypes / numpy dtype holding each format's values, casts through them;
+- :func:`assert_bits`, the bit-exact comparison every "bit for bit" claim of the tests goes
+  through: equal values, equal signs (so +0.0 and -0.0 differ), NaN exactly where the reference
+  has NaN (any NaN: payload and sign of a NaN are not compared);
+- shared data and references: :func:`wide` (values spread over many binades), :func:`loop_sum`
+  (a sum in a numpy / ml_dtypes type), :func:`fraction_sum` (the exact sum), :func:`gamma`;
+- :func:`results_file_run` (a run as a results file of benchmarks/gpu_gemm_numerics.py holds it)
+  and :func:`measured_gpu_run` (the same around a real, tiny :func:`measure_gemm_errors`);
+- :class:`SolutionNotebook`, which the exercise tests (test_exercises*.py) use to run and
+  mutate the functions of a solution notebook;
+- for the grader's tests (test_grading_*.py): submissions built from
+  solutions/ex01_float_formats.ipynb (``EX01_SOLUTION``), short time limits (``FAST``: 5 s a
+  cell, 25 s a submission, so that infinite loops cost little), and readers of the grader's
+  CSV and JSON files.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable
+
+import ml_dtypes
+import nbformat
+import numpy as np
+
+from nbhelpers.checks import cases_for, exercises_of
+from nbhelpers.formats import FORMATS, FloatFormat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ====================================================================== outside oracles
+
+
+def np_dtype(f: FloatFormat):
+    """numpy dtype with the same values as ``f`` (ml_dtypes or numpy), or None."""
+    if f.ml_dtype is None:
+        return None
+    if hasattr(np, f.ml_dtype) and f.ml_dtype in ("float16", "float32"):
+        return np.dtype(getattr(np, f.ml_dtype))
+    return np.dtype(getattr(ml_dtypes, f.ml_dtype))
+
+
+ORACLE_FORMATS = [name for name, f in FORMATS.items() if f.ml_dtype is not None]
+SMALL_FORMATS = [name for name, f in FORMATS.items() if f.bits <= 8]
+
+# custom IEEE-style formats that ml_dtypes also implements: a second oracle for the generic path
+CUSTOM_ORACLES = {"e4m3": "float8_e4m3", "e3m4": "float8_e3m4"}
+
+
+def cast_values(x32: np.ndarray, dtype) -> np.ndarray:
+    """Round float32 values by casting through ``dtype``; returned as float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x32.astype(dtype).astype(np.float64)
+
+
+# ====================================================================== bit-exact comparison
+
+
+def bit_mismatches(ours, ref) -> np.ndarray:
+    """Boolean mask (ref's shape) of the positions where ``ours`` and ``ref`` are not the same
+    float: a different value, a different sign (+0.0 vs -0.0 included), or NaN on one side
+    only. Two NaNs are the same whatever their payloads and signs. Values of any real dtype
+    (ml_dtypes included) are compared as float64, which holds each of them exactly."""
+    o, r = np.asarray(ours), np.asarray(ref)
+    if o.shape != r.shape:
+        raise AssertionError(f"shapes differ: ours {o.shape} vs ref {r.shape}")
+    o, r = o.astype(np.float64), r.astype(np.float64)
+    nan_o, nan_r = np.isnan(o), np.isnan(r)
+    with np.errstate(invalid="ignore"):
+        same_number = (o == r) & (np.signbit(o) == np.signbit(r))
+    return ~np.where(nan_o | nan_r, nan_o & nan_r, same_number)
+
+
+def assert_bits(ours, ref, x=None) -> None:
+    """Assert that ``ours`` and ``ref`` hold the same floats, bit for bit up to NaN payloads:
+    same shape, same value and sign at every position (+0.0 is not -0.0), NaN exactly where
+    ``ref`` has NaN. ``x``: the inputs, named in the message at the first mismatches."""
+    bad = bit_mismatches(ours, ref)
+    if bad.any():
+        i = np.flatnonzero(bad.ravel())[:5]
+        o = np.asarray(ours, dtype=np.float64).ravel()[i]
+        r = np.asarray(ref, dtype=np.float64).ravel()[i]
+        where = f" at x={np.asarray(x).ravel()[i]}" if x is not None else ""
+        raise AssertionError(f"{bad.sum()} of {bad.size} differ{where} (flat index {i}): ours {o} vs ref {r}")
+
+
+# ====================================================================== data and exact references
+
+
+def wide(shape, seed, spread=30) -> np.ndarray:
+    """Random values of both signs spread over 2*spread binades, so that float64 sums of two of
+    them are often inexact (the round-to-odd path of the adder is exercised)."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))
+
+
+def loop_sum(x, dtype) -> float:
+    """The outside oracle of a sequential sum: s = dtype(0); s = dtype(s + v) for v in x."""
+    s = dtype(0)
+    for v in x:
+        s = dtype(s + v)
+    return float(s)
+
+
+def fraction_sum(x) -> Fraction:
+    """The exact sum of the float values of ``x``, as a Fraction."""
+    return sum((Fraction(float(v)) for v in x), Fraction(0))
+
+
+def gamma(k, u):
+    """Higham's gamma_k = k u / (1 - k u)."""
+    return k * u / (1 - k * u)
+
+
+# ====================================================================== results files
+
+
+def results_file_run(date: str, series: list[dict], gpu: str = "Test GPU") -> dict:
+    """A run as a results file of benchmarks/gpu_gemm_numerics.py holds it: meta and series."""
+    meta = {"gpu": gpu, "date": date, "script": "benchmarks/gpu_gemm_numerics.py", "M": 16, "N": 16, "seed": 0}
+    return {"meta": meta, "series": series}
+
+
+def gpu_measurements():
+    """The module :mod:`nbhelpers.gpu_measurements`, imported after ``setup_device()`` as a
+    notebook's setup cell does (so that the kernels run in Triton's interpreter on a CPU)."""
+    from nbhelpers.device import setup_device
+
+    setup_device(verbose=False)
+    import nbhelpers.gpu_measurements
+
+    return nbhelpers.gpu_measurements
+
+
+def measured_gpu_run(date: str, gpu: str = "Test GPU") -> dict:
+    """:func:`results_file_run` around a real, tiny (K = 32, 16 x 16) ``measure_gemm_errors`` run
+    on this machine's device (the GPU, or the interpreter on a CPU)."""
+    series = gpu_measurements().measure_gemm_errors([32], M=16, N=16, models=False)  # the kernels' device
+    return results_file_run(date, series, gpu)
+
+
+# ====================================================================== solution notebooks
+
+
+class SolutionNotebook:
+    """The code cells of ``solutions/<filename>`` that define functions.
+
+    A test takes the function definitions from a solution notebook, runs them in a fresh
+    namespace, and mutates their source to make deliberately wrong implementations.
+    """
+
+    def __init__(self, filename: str, namespace: Callable[[], dict]):
+        self.path = ROOT / "solutions" / filename
+        self.namespace = namespace  # a fresh dict of the names the solutions use (math, np, ...)
+
+    def _cells(self) -> list[str]:
+        nb = nbformat.read(self.path, as_version=4)
+        return [c.source for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("def ")]
+
+    def functions(self) -> dict:
+        """Every function the solution defines, executed in a fresh namespace."""
+        ns = self.namespace()
+        for src in self._cells():
+            exec(src, ns)
+        return ns
+
+    def mutated(self, name: str, old: str, new: str) -> Callable:
+        """The solution's ``name`` with ``old`` replaced by ``new`` in its source."""
+        src = next(s for s in self._cells() if f"def {name}(" in s)
+        assert old in src, f"mutation target {old!r} not found in {name}"
+        ns = self.namespace()
+        exec(src.replace(old, new), ns)
+        return ns[name]
+
+
+# ====================================================================== the grader's tests
+
+EX01_SOLUTION = ROOT / "solutions" / "ex01_float_formats.ipynb"
+EX01_EXERCISE = ROOT / "exercises" / "ex01_float_formats.ipynb"
+CELL_TIMEOUT, TOTAL_TIMEOUT = 5, 25
+FAST = ["--cell-timeout", str(CELL_TIMEOUT), "--timeout", str(TOTAL_TIMEOUT)]
+POINTS = {ex.id: ex.points for ex in exercises_of(1)}
+FULL = sum(POINTS.values())
+
+
+# ---- building submissions ----------------------------------------------------------------------
+
+def solution() -> nbformat.NotebookNode:
+    return nbformat.read(EX01_SOLUTION, as_version=4)
+
+
+def code_index(nb, needle: str) -> int:
+    return next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and needle in c.source)
+
+
+def set_body(nb, name: str, body: str) -> None:
+    """Replace the body of the function ``name`` (its cell keeps only the def line)."""
+    i = code_index(nb, f"def {name}(")
+    head = nb.cells[i].source.splitlines()[0]
+    nb.cells[i].source = head + "\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
+
+
+def mutate(nb, name: str, old: str, new: str) -> None:
+    i = code_index(nb, f"def {name}(")
+    assert old in nb.cells[i].source, (name, old)
+    nb.cells[i].source = nb.cells[i].source.replace(old, new)
+
+
+def insert_code(nb, after_needle: str, source: str) -> None:
+    nb.cells.insert(code_index(nb, after_needle) + 1, nbformat.v4.new_code_cell(source))
+
+
+def write(nb, path: Path) -> Path:
+    nbformat.write(nb, str(path))
+    return path
+
+
+def literal(v) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"float({repr(v)!r})"
+    return repr(v)
+
+
+def hard_coded_source(seed: int = 0) -> str:
+    """Functions that only know the answers of the cases of ``seed`` (what a student who copied
+    the public check's answers would hand in)."""
+    lines = []
+    for ex in exercises_of(1):
+        table = {repr(c.args): ex.reference(*c.args, **c.kwargs) for c in cases_for(ex, seed)}
+        lines.append(f"_T_{ex.name} = {{" + ", ".join(f"{k!r}: {literal(v)}" for k, v in table.items()) + "}")
+        lines.append(f"def {ex.name}(*args):\n    return _T_{ex.name}.get(repr(args), 0.0)")
+    return "\n".join(lines)
+
+
+def hard_coded_notebook() -> nbformat.NotebookNode:
+    nb = solution()
+    for ex in exercises_of(1):  # drop the real functions
+        del nb.cells[code_index(nb, f"def {ex.name}(")]
+    insert_code(nb, "import math", hard_coded_source())
+    return nb
+
+
+# ---- looking at the results ---------------------------------------------------------------------
+
+def tree_state(folder: Path) -> dict:
+    return {str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns, p.stat().st_mode)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def read_csv(path: Path) -> dict[str, dict]:
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    files = [r["file"] for r in rows]
+    assert len(files) == len(set(files)), "one row per submission"
+    return {Path(r["file"]).name: r for r in rows}
+
+
+def read_json(path: Path) -> dict[str, dict]:
+    return {Path(r["file"]).name: r for r in json.loads(path.read_text())["submissions"]}
+
+
+def env() -> dict:
+    """Our environment, with this repository's nbhelpers first on the path (for subprocesses)."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    return e

@@ -1,0 +1,108 @@
+"""Every chapter's exercises, from the table in exercise_table.py: the chapter lists what the
+table says; the solutions pass with the public seed and a hidden one; every deliberately wrong
+implementation fails and its report points at the function; a cheat that memorised the public
+answers fails with a hidden seed; the solution notebook scores full marks and the untouched
+exercise notebook runs to its end and scores zero. Chapter-specific tests live in
+test_exercises_chNN.py."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from exercise_table import CHAPTERS, ChapterSpec
+from helpers import SolutionNotebook
+from nbhelpers.checks import cases_for, exercises_of, get_exercise, run_check
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))
+BY_NAME = {spec.solution: spec for spec in CHAPTERS}
+
+
+def chapter_id(spec: ChapterSpec) -> str:
+    return f"ex{spec.chapter:02d}"
+
+
+def solution(spec: ChapterSpec) -> SolutionNotebook:
+    return SolutionNotebook(spec.solution, spec.namespace)
+
+
+def test_every_chapter_has_an_entry():
+    assert sorted(p.name for p in SOLUTIONS) == sorted(BY_NAME), \
+        "every solutions/exNN_*.ipynb needs a ChapterSpec in tests/exercise_table.py (and only those)"
+
+
+@pytest.mark.parametrize("spec", CHAPTERS, ids=chapter_id)
+def test_chapter_lists_its_exercises_and_points(spec):
+    exercises = exercises_of(spec.chapter)
+    assert [e.name for e in exercises] == list(spec.names)
+    assert sum(e.points for e in exercises) == spec.points
+
+
+@pytest.mark.parametrize("seed_kind", ["public", "hidden"])
+@pytest.mark.parametrize("spec", CHAPTERS, ids=chapter_id)
+def test_solutions_pass_in_process_with_any_seed(spec, seed_kind):
+    seed = 0 if seed_kind == "public" else spec.hidden_seed
+    ns = solution(spec).functions()
+    for ex in exercises_of(spec.chapter):
+        result = run_check(ex, ns[ex.name], seed=seed)
+        assert result.passed, str(result)
+
+
+WRONG = [(spec, name, old, new) for spec in CHAPTERS for name, old, new in spec.wrong]
+
+
+@pytest.mark.parametrize("spec,name,old,new", WRONG,
+                         ids=[f"{chapter_id(w[0])}-{w[1]}-{i}" for i, w in enumerate(WRONG)])
+def test_wrong_implementations_fail(spec, name, old, new):
+    result = run_check(f"{chapter_id(spec)}.{name}", solution(spec).mutated(name, old, new))
+    assert not result.passed and result.points == 0
+    assert result.mismatches, "a failing check lists the first mismatching inputs"
+    assert re.search(rf"{name}\(", result.mismatches[0])
+
+
+@pytest.mark.parametrize("spec", CHAPTERS, ids=chapter_id)
+def test_hard_coded_public_cases_fail_with_another_seed(spec):
+    ex = get_exercise(f"{chapter_id(spec)}.{spec.memorise}")
+    reference = solution(spec).functions()[spec.memorise]
+    answers = {repr((c.args, dict(c.kwargs))): reference(*c.args, **c.kwargs) for c in cases_for(ex, 0)}
+
+    def memorised(*args, **kwargs):  # a "solution" that only knows the public cases
+        return answers.get(repr((args, kwargs)), spec.memorised_fallback(*args, **kwargs))
+
+    assert run_check(ex, memorised, seed=0).passed
+    assert not run_check(ex, memorised, seed=spec.hidden_seed).passed
+
+
+# ---- whole notebooks, as a student runs them
+
+def run_notebook(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def chapter_of(path: Path) -> int:
+    return int(re.match(r"ex(\d\d)_", path.name).group(1))
+
+
+@pytest.mark.parametrize("notebook", SOLUTIONS, ids=lambda p: p.name)
+def test_solution_notebook_scores_full_marks(notebook):
+    total = sum(e.points for e in exercises_of(chapter_of(notebook)))
+    assert total > 0, f"no exercises listed for {notebook.name}"
+    out = run_notebook(notebook)
+    assert f"TOTAL: {total}/{total} points" in out, out
+    assert "FAIL" not in out and "TODO" not in out
+
+
+@pytest.mark.parametrize("notebook", SOLUTIONS, ids=lambda p: p.name)
+def test_untouched_exercise_notebook_runs_and_scores_zero(notebook):
+    exercise = ROOT / "exercises" / notebook.name
+    assert exercise.exists(), f"{exercise} missing: run `make exercises`"
+    total = sum(e.points for e in exercises_of(chapter_of(notebook)))
+    out = run_notebook(exercise)
+    assert f"TOTAL: 0/{total} points" in out, out

@@ -1,0 +1,126 @@
+"""Tests of nbhelpers.experiments: seeded GEMM inputs, sweeps of GEMM variants over K and their
+errors against either reference, and error statistics of summation methods (per sum, and
+against the length of the sum), each against a direct computation."""
+import math
+
+import numpy as np
+import pytest
+from helpers import wide
+
+from nbhelpers.accumulation import SumMethod, emulated_matmul, emulated_sum
+from nbhelpers.experiments import (
+    GemmSweep,
+    SumErrors,
+    errors_vs_length,
+    gemm_inputs,
+    gemm_sweep,
+    sum_errors,
+    ulp_ladder,
+)
+from nbhelpers.formats import FORMATS
+from nbhelpers.metrics import relative_error
+from nbhelpers.rounding import round_to
+
+# ------------------------------------------------------------------ GEMM inputs and sweeps
+
+
+def test_gemm_inputs_are_reproducible_and_independent_of_other_draws():
+    A1, B1 = gemm_inputs(4, 128, 3, seed=7)
+    gemm_inputs(4, 256, 3, seed=7)
+    A2, B2 = gemm_inputs(4, 128, 3, seed=7)
+    assert np.array_equal(A1, A2) and np.array_equal(B1, B2)
+    assert A1.shape == (4, 128) and B1.shape == (128, 3)
+    assert not np.array_equal(A1, gemm_inputs(4, 128, 3, seed=8)[0])
+    U, V = gemm_inputs(4, 128, 3, dist="uniform")
+    assert U.min() >= 0 and U.max() < 1 and V.min() >= 0
+    for bad in [dict(M=0), dict(K=1.5), dict(seed=-1), dict(dist="cauchy"), dict(N=True)]:
+        kw = dict(M=2, K=2, N=2) | bad
+        with pytest.raises(ValueError):
+            gemm_inputs(**kw)
+
+
+def test_gemm_sweep_errors_against_both_references():
+    Ks = [16, 64]
+    sweep = gemm_sweep({
+        "bf16/fp32": lambda A, B: emulated_matmul(A, B, "bf16", "fp32"),
+        "bf16/bf16": lambda A, B: emulated_matmul(A, B, "bf16", "bf16"),
+    }, Ks, M=4, N=3, seed=1)
+    assert isinstance(sweep, GemmSweep) and sweep.Ks == (16, 64)
+    sweep = sweep.with_rounded_output("bf16/fp32", "bf16", "bf16 out")
+    A, B = sweep.inputs(64)
+    C = emulated_matmul(A, B, "bf16", "fp32")
+    assert np.array_equal(sweep.outputs["bf16 out"][1], round_to(C, "bf16"))
+    data_err = sweep.errors()
+    acc_err = sweep.errors("bf16", labels=["bf16/fp32"])
+    assert list(acc_err) == ["bf16/fp32"]
+    assert data_err["bf16/fp32"][1] == relative_error(C, A @ B)
+    assert acc_err["bf16/fp32"][1] == relative_error(C, round_to(A, "bf16") @ round_to(B, "bf16"))
+    # against the rounded inputs only the fp32 accumulation is left: far below input rounding
+    assert np.all(acc_err["bf16/fp32"] < 1e-3 * data_err["bf16/fp32"])
+    assert np.all(data_err["bf16/bf16"] > data_err["bf16/fp32"])
+
+
+def test_gemm_sweep_bad_input():
+    with pytest.raises(ValueError, match="non-empty dict"):
+        gemm_sweep({}, [8])
+    with pytest.raises(TypeError, match="not callable"):
+        gemm_sweep({"x": 3}, [8])
+    with pytest.raises(ValueError, match="shape"):
+        gemm_sweep({"x": lambda A, B: A}, [8], M=2, N=3)
+    with pytest.raises(ValueError, match="Ks is empty"):
+        gemm_sweep({"x": lambda A, B: A @ B}, [])
+    sweep = gemm_sweep({"x": lambda A, B: A @ B}, [8], M=2, N=2)
+    with pytest.raises(KeyError, match="no variant"):
+        sweep.errors(labels=["y"])
+    with pytest.raises(ValueError, match="exists already"):
+        sweep.with_rounded_output("x", "bf16", "x")
+
+
+# ------------------------------------------------------------------ summation methods: sum_errors, errors_vs_length
+
+
+def test_sum_errors_against_direct_computation():
+    X = np.abs(wide((8, 300), 8, spread=4))
+    X[0] = np.ones(300)
+    methods = [SumMethod("bf16"), SumMethod("bf16", "kahan"), SumMethod("bf16", rounding="stochastic")]
+    res = sum_errors(X, methods, rng=np.random.default_rng(1))
+    assert [r.method for r in res] == methods
+    exact = np.array([math.fsum(r) for r in X])
+    seq = emulated_sum(X, "bf16")
+    np.testing.assert_array_equal(res[0].relative, np.abs(seq - exact) / exact)
+    np.testing.assert_array_equal(res[0].normwise, res[0].relative)  # positive data: sum|x| == |sum|
+    assert res[0].relative[0] == (300 - 256) / 300
+    assert res[1].relative[0] == 0.0  # Kahan counts all 300 ones
+    row = res[0].row()
+    assert row[0] == "bf16 sequential" and row[2] == res[0].relative.max() and len(row) == len(SumErrors.HEADERS)
+    with pytest.raises(ValueError, match="shape"):
+        sum_errors(np.ones(5), methods)
+    with pytest.raises(TypeError, match="SumMethod"):
+        sum_errors(X, ["bf16"])
+    with pytest.raises(ValueError, match="stochastic rounding needs an explicit generator"):
+        sum_errors(X, methods)
+
+
+def test_sum_errors_zero_exact_sum():
+    X = np.array([[1.0, -1.0, 0.0, 0.0], [1.0, 2.0**-9, -1.0, 0.0], [1.0, 2.0**-9, -1.0, -2.0**-9]])
+    res = sum_errors(X, [SumMethod("bf16")])[0]
+    assert res.relative[0] == 0.0  # both zero
+    assert res.relative[1] == 1.0  # bf16 loses 2**-9 and gives 0
+    assert res.relative[2] == np.inf  # exact 0, bf16 -2**-9
+
+
+def test_errors_vs_length_are_medians_of_prefix_sums():
+    X = np.abs(wide((6, 64), 9, spread=3))
+    methods = [SumMethod("bf16"), SumMethod("fp16", "pairwise")]
+    out = errors_vs_length(X, [4, 16, 64], methods)
+    for i, n in enumerate([4, 16, 64]):
+        for res in sum_errors(X[:, :n], methods):
+            assert out[res.method][i] == np.median(res.relative)
+    with pytest.raises(ValueError, match="at most N"):
+        errors_vs_length(X, [128], methods)
+
+
+def test_ulp_ladder_rows_and_headers():
+    rows, headers = ulp_ladder([1.0, 0.01])
+    assert headers[0] == "w" and len(rows[0]) == 7
+    assert rows[0][1] == FORMATS["fp16"].eps and rows[0][4] == FORMATS["bf16"].eps and rows[0][6] == 256

@@ -1,0 +1,76 @@
+"""Tests of nbhelpers.gpu_measurements: the GEMM error measurements of torch's GEMM and the Triton
+kernel (layout and sense), that a measured run makes a valid results file, and that gpu_run and
+the benchmark script that records it refuse to run without a real GPU.
+
+Like the kernel tests, ``setup_device()`` runs before the import: on a CPU the kernel runs in
+Triton's interpreter (the numbers then say nothing about GPUs, but the plumbing is the same).
+"""
+import json
+import os
+import subprocess
+import sys
+
+from nbhelpers.device import setup_device
+
+INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
+
+import pytest  # noqa: E402
+
+from helpers import ROOT, measured_gpu_run  # noqa: E402
+from nbhelpers.gpu_measurements import GPU_METHODS, gpu_run, measure_gemm_errors  # noqa: E402
+from nbhelpers.kernels import INTERPRETED  # noqa: E402
+from nbhelpers.results import recorded_gpu_runs  # noqa: E402
+
+DEV = INFO.device
+
+
+def test_measure_gemm_errors_layout_and_sense():
+    series = measure_gemm_errors([32, 64], M=16, N=16, seed=0, device=DEV)
+    assert [s["method"] for s in series] == list(GPU_METHODS)
+    by = {s["method"]: s for s in series}
+    for s in series:
+        assert s["K"] == [32, 64] and len(s["rel_error"]) == len(s["rel_error_acc"]) == 2
+        json.dumps(s)  # a results file must be able to hold it
+    # bf16 inputs lose more than fp32 ones; a bf16 output more than an fp32 one
+    assert min(by["Triton bf16"]["rel_error"]) > 10 * max(by["Triton fp32 ieee"]["rel_error"])
+    assert min(by["torch.matmul bf16"]["rel_error_acc"]) > 10 * max(by["Triton bf16"]["rel_error_acc"])
+    fractions = by["Triton bf16"]["model_agreement"]
+    assert set(fractions) >= {"tensor-core model, group 8", "fp32 sequential, nearest-even"}
+    assert all(0 <= f <= 1 for fr in fractions.values() for f in fr)
+
+
+def test_a_measured_run_is_a_valid_results_file(tmp_path):
+    """What measure_gemm_errors returns, with the meta a results file needs, is what
+    recorded_gpu_runs accepts and gives back unchanged: the two ends of a results file agree."""
+    run = measured_gpu_run("2026-02-01T00:00:00+00:00")
+    (tmp_path / "gemm_numerics_test-gpu.json").write_text(json.dumps(run))
+    (back,) = recorded_gpu_runs(tmp_path)
+    assert back["path"].endswith("gemm_numerics_test-gpu.json")
+    assert {k: v for k, v in back.items() if k != "path"} == run
+    assert [s["method"] for s in back["series"]] == list(GPU_METHODS)
+
+
+def test_gpu_run_needs_a_gpu():
+    if INTERPRETED:
+        with pytest.raises(RuntimeError, match="real GPU"):
+            gpu_run([128])
+    else:
+        run = gpu_run([128])
+        assert {"gpu", "date", "script", "M", "N", "seed"} <= set(run["meta"])
+
+
+def run_script(env_extra):
+    env = {**os.environ, **env_extra}
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_gemm_numerics.py")],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_benchmark_refuses_the_interpreter():
+    r = run_script({"TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "needs an NVIDIA GPU" in r.stderr
+
+
+@pytest.mark.skipif(INFO.is_gpu, reason="checks the no-GPU refusal")
+def test_benchmark_refuses_without_a_gpu():
+    r = run_script({"TRITON_INTERPRET": "", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "no CUDA GPU" in r.stderr

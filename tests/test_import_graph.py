@@ -1,0 +1,317 @@
+"""The import structure of nbhelpers: no import cycles, and each layer imports only what it may.
+
+Every module of the package is read with ``ast`` (nothing is imported): module-level imports and
+imports inside functions, relative imports resolved against the module's package. From these the
+graph of nbhelpers-internal imports is built; a cycle fails the test with the cycle printed, and
+so does an import that crosses the layers below the wrong way. Dynamic imports
+(``importlib.import_module(name)``, as checks.py does for the chapter modules) are not seen.
+
+The layer of every module is data, just below: a new module (a new chapter) adds one line, and a
+module that is missing from the table fails the test until it is given a layer.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "nbhelpers"
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
+
+# module (or subpackage, with all its submodules) directly under nbhelpers -> its layer.
+# Entries whose module does not exist (yet) are skipped.
+LAYER_OF = {
+    # specs: what a format, a recipe or a setting is
+    "formats": "spec",
+    "validation": "spec",
+    "memory": "spec",  # chapter 04: bytes per parameter of a recipe
+    # engines: the arithmetic
+    "rounding": "engine",
+    "accumulation": "engine",
+    "tensor_cores": "engine",  # chapters 03, 07
+    "training": "engine",  # chapter 04
+    "loss_scaling": "engine",  # chapter 05
+    # kernels: device selection, Triton kernels and their launchers
+    "device": "kernels",
+    "kernels": "kernels",
+    # measurements, built on the engines and kernels
+    "metrics": "measurement",
+    "experiments": "measurement",
+    "gpu_measurements": "measurement",
+    "results": "measurement",
+    "benchmarks": "measurement",
+    # presentation
+    "plots": "presentation",
+    "tables": "presentation",
+    # course tooling
+    "checks": "tooling",
+    "exercises": "tooling",
+    "make_exercises": "tooling",
+    "grading": "tooling",
+    "grade": "tooling",
+}
+
+# layer -> the layers whose modules it must not import
+MAY_NOT_IMPORT = {
+    "spec": {"engine", "kernels", "measurement", "presentation", "tooling"},  # specs import only specs
+    "engine": {"kernels", "measurement", "presentation", "tooling"},
+    "kernels": {"presentation", "tooling"},
+}
+
+
+# ====================================================================== reading the package
+
+
+def module_files(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the package (``__init__`` named as its
+    package)."""
+    root = package_dir.name
+    out = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        parts = [root, *path.relative_to(package_dir).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _resolve(name: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ``from ... import`` names (relative levels resolved)."""
+    if node.level == 0:
+        return node.module or ""
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    if node.level - 1 > len(base) - 1:
+        raise ValueError(f"{name}: relative import beyond the top-level package (line {node.lineno})")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph(package_dir: Path) -> dict[str, dict[str, list[int]]]:
+    """module -> {imported nbhelpers module -> line numbers}, from every import statement
+    anywhere in the module (module level, in functions, in classes, under ``if``)."""
+    root = package_dir.name
+    files = module_files(package_dir)
+    graph: dict[str, dict[str, list[int]]] = {}
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        edges: dict[str, list[int]] = {}
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, is_package, node)
+                # ``from pkg import sub`` imports the submodule pkg.sub when there is one
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            for t in targets:
+                if (t == root or t.startswith(root + ".")) and t != name:
+                    edges.setdefault(t, []).append(node.lineno)
+        graph[name] = edges
+    return graph
+
+
+# ====================================================================== cycles and layers
+
+
+def find_cycles(graph: dict[str, dict]) -> list[list[str]]:
+    """One cycle (a list of modules, the first repeated at the end) per strongly connected
+    component with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, {}))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, {})))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        components.append(sorted(comp))
+    return [_cycle_in(graph, set(comp)) for comp in components]
+
+
+def _cycle_in(graph, comp: set[str]) -> list[str]:
+    """A concrete cycle through the smallest module of a strongly connected component (BFS)."""
+    start = min(comp)
+    parent = {start: None}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(graph.get(v, {})):
+            if w == start:
+                path = [v]
+                while parent[path[-1]] is not None:
+                    path.append(parent[path[-1]])
+                return [*reversed(path), start]
+            if w in comp and w not in parent:
+                parent[w] = v
+                queue.append(w)
+    raise AssertionError(f"no cycle found in the component {sorted(comp)}")
+
+
+def format_cycle(graph, cycle: list[str]) -> str:
+    steps = [f"{a} (line {graph[a][b][0]})" for a, b in zip(cycle, cycle[1:])]
+    return " -> ".join(steps + [cycle[-1]])
+
+
+def layer_key(module: str) -> str:
+    """The key of LAYER_OF a module falls under: the name directly below the package."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def layer_violations(graph, layer_of=LAYER_OF, may_not=MAY_NOT_IMPORT) -> list[str]:
+    """Each import that a rule forbids, as 'a (layer) imports b (layer), line n'."""
+    out = []
+    for a, edges in sorted(graph.items()):
+        la = layer_of.get(layer_key(a))
+        for b, lines in sorted(edges.items()):
+            lb = layer_of.get(layer_key(b))
+            if layer_key(a) == "":
+                out.append(f"{a} (the package itself) imports {b}, line {lines[0]}: importing the package does nothing")
+            elif lb in may_not.get(la, set()):
+                out.append(f"{a} ({la}) imports {b} ({lb}), line {lines[0]}")
+    return out
+
+
+# ====================================================================== the package
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return import_graph(PACKAGE_DIR)
+
+
+def test_the_package_is_read(graph):
+    assert {"nbhelpers", "nbhelpers.formats", "nbhelpers.accumulation", "nbhelpers.plots"} <= set(graph)
+    # relative imports resolved, submodules of subpackages found
+    assert "nbhelpers.formats" in graph["nbhelpers.accumulation"]
+    assert "nbhelpers.accumulation" in graph["nbhelpers.tensor_cores"]
+    assert any(k.startswith("nbhelpers.plots.") for k in graph["nbhelpers.plots"])
+
+
+def test_every_module_has_a_layer(graph):
+    missing = sorted({layer_key(m) for m in graph if layer_key(m) and layer_key(m) not in LAYER_OF})
+    assert not missing, (f"modules without a layer: {missing}; add a line for each to LAYER_OF "
+                         f"in {Path(__file__).name}")
+
+
+def test_every_internal_import_names_a_module_of_the_package(graph):
+    unknown = [f"{a} imports {b}, line {lines[0]}" for a, edges in sorted(graph.items())
+               for b, lines in sorted(edges.items()) if b not in graph]
+    assert not unknown, "imports of modules that do not exist:\n  " + "\n  ".join(unknown)
+
+
+def test_no_import_cycles(graph):
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles in nbhelpers:\n  " + "\n  ".join(format_cycle(graph, c) for c in cycles)
+
+
+def test_layers(graph):
+    bad = layer_violations(graph)
+    assert not bad, "imports that cross the layers the wrong way:\n  " + "\n  ".join(bad)
+
+
+# ====================================================================== the checker on a made-up package
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_reader_resolves_relative_function_level_and_absolute_imports(tmp_path):
+    pkg = write_package(tmp_path / "nbhelpers", {
+        "__init__.py": "",
+        "formats.py": "import numpy\n",
+        "rounding.py": "from .formats import x\n\ndef f():\n    from . import accumulation\n",
+        "accumulation.py": "import nbhelpers.formats as fm\nfrom nbhelpers.kernels import gemm\n",
+        "kernels/__init__.py": "INTERPRETED = True\n",
+        "kernels/gemm.py": "from . import INTERPRETED\nfrom ..rounding import r\nfrom .. import formats\n",
+        "plots/__init__.py": "from .errors import p\n",
+        "plots/errors.py": "from ..accumulation import a\nfrom .style import s\n",
+        "plots/style.py": "class C:\n    def m(self):\n        from ..tables import t\n",
+    })
+    g = import_graph(pkg)
+    assert g["nbhelpers.formats"] == {}
+    assert g["nbhelpers.rounding"] == {"nbhelpers.formats": [1], "nbhelpers.accumulation": [4]}
+    assert g["nbhelpers.accumulation"] == {"nbhelpers.formats": [1], "nbhelpers.kernels.gemm": [2]}
+    assert g["nbhelpers.kernels.gemm"] == {"nbhelpers.kernels": [1], "nbhelpers.rounding": [2],
+                                           "nbhelpers.formats": [3]}
+    assert g["nbhelpers.plots"] == {"nbhelpers.plots.errors": [1]}
+    assert g["nbhelpers.plots.errors"] == {"nbhelpers.accumulation": [1], "nbhelpers.plots.style": [2]}
+    assert g["nbhelpers.plots.style"] == {"nbhelpers.tables": [3]}  # inside a method; no such module
+    assert "nbhelpers.tables" not in g  # ... which the test of the real package reports
+
+
+def test_a_cycle_is_found_and_printed(tmp_path):
+    pkg = write_package(tmp_path / "nbhelpers", {
+        "__init__.py": "",
+        "formats.py": "",
+        "rounding.py": "from .formats import x\nfrom .accumulation import y\n",
+        "accumulation.py": "\n\ndef f():\n    from .tensor_cores import z\n",
+        "tensor_cores.py": "from . import rounding\n",
+        "metrics.py": "from .rounding import r\n",
+    })
+    g = import_graph(pkg)
+    cycles = find_cycles(g)
+    assert cycles == [["nbhelpers.accumulation", "nbhelpers.tensor_cores", "nbhelpers.rounding",
+                       "nbhelpers.accumulation"]]
+    assert format_cycle(g, cycles[0]) == ("nbhelpers.accumulation (line 4) -> nbhelpers.tensor_cores (line 1) "
+                                          "-> nbhelpers.rounding (line 2) -> nbhelpers.accumulation")
+    assert find_cycles({"a": {"b": [1]}, "b": {}, "c": {"c": [1]}}) == []
+
+
+def test_layer_violations_are_named(tmp_path):
+    pkg = write_package(tmp_path / "nbhelpers", {
+        "__init__.py": "from .formats import F\n",
+        "formats.py": "from .validation import v\n\ndef f():\n    from .rounding import round_to\n",
+        "validation.py": "",
+        "rounding.py": "from .formats import F\nfrom .metrics import m\n",
+        "metrics.py": "from .rounding import round_to\n",
+        "kernels/__init__.py": "",
+        "kernels/gemm.py": "from ..rounding import r\nfrom ..metrics import m\nfrom ..plots.style import c\n",
+        "plots/__init__.py": "",
+        "plots/style.py": "from ..kernels.gemm import k\n",
+    })
+    assert layer_violations(import_graph(pkg)) == [
+        "nbhelpers (the package itself) imports nbhelpers.formats, line 1: importing the package does nothing",
+        "nbhelpers.formats (spec) imports nbhelpers.rounding (engine), line 4",
+        "nbhelpers.kernels.gemm (kernels) imports nbhelpers.plots.style (presentation), line 3",
+        "nbhelpers.rounding (engine) imports nbhelpers.metrics (measurement), line 2",
+    ]

@@ -1,0 +1,61 @@
+"""Tests of nbhelpers.metrics: the normwise relative error and the exact sum every error is
+measured against (Python Fractions as the outside reference)."""
+import math
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+from helpers import wide
+
+from nbhelpers.metrics import (
+    exact_sum,
+    range_fractions,
+    relative_error,
+    underflow_fraction,
+)
+
+
+def test_relative_error_definition_and_edges():
+    rng = np.random.default_rng(0)
+    C_ref = rng.standard_normal((5, 7))
+    C = C_ref + 1e-3 * rng.standard_normal((5, 7))
+    expected = np.sqrt(np.sum((C - C_ref) ** 2)) / np.sqrt(np.sum(C_ref**2))
+    assert relative_error(C, C_ref) == pytest.approx(expected, rel=1e-14)
+    assert relative_error(C_ref, C_ref) == 0.0
+    assert relative_error(np.zeros(3), np.zeros(3)) == 0.0
+    assert relative_error(np.ones(3), np.zeros(3)) == np.inf
+    bf = C.astype(ml_dtypes.bfloat16)
+    assert relative_error(bf, C_ref) == pytest.approx(relative_error(bf.astype(np.float64), C_ref), rel=0)
+    with pytest.raises(ValueError, match="same shape"):
+        relative_error(np.ones(3), np.ones(4))
+
+
+def test_exact_sum_is_the_exact_sum_rounded_once():
+    X = wide((6, 400), 5, spread=60)
+    X[0, :3] = [1e300, 1.0, -1e300]  # a case where every naive order loses the 1.0
+    for row, s in zip(X, exact_sum(X)):
+        assert s == float(sum((Fraction(v) for v in row.tolist()), Fraction(0)))
+    assert exact_sum(np.zeros(0)) == 0.0
+    assert exact_sum(X.T, axis=0).shape == (6,)
+    assert np.array_equal(exact_sum(X.T, axis=0), exact_sum(X))
+    assert exact_sum(np.ones(3, dtype=ml_dtypes.bfloat16)) == 3.0
+
+
+def test_range_fractions_and_underflow_vs_numpy_float16():
+    rng = np.random.default_rng(4)
+    x = rng.choice([-1, 1], 20000) * np.exp2(rng.uniform(-30, 18, 20000))
+    x[:500] = 0.0
+    x[500:600] = 2.0**-25  # ties: to zero
+    with np.errstate(over="ignore"):
+        cast = x.astype(np.float16).astype(np.float64)  # numpy's float16 cast: the oracle
+    nz = x != 0
+    fr = range_fractions(x, "fp16")
+    with np.errstate(over="ignore"):
+        assert fr["flushed"] == np.mean(cast[nz] == 0) == underflow_fraction(x, "fp16")
+        assert fr["overflow"] == np.mean(np.isinf(cast[nz]))
+    assert fr["subnormal"] == np.mean((cast[nz] != 0) & (np.abs(cast[nz]) < 2.0**-14))
+    assert math.isclose(fr["flushed"] + fr["subnormal"] + fr["normal"] + fr["overflow"], 1.0)
+    assert fr["count"] == nz.sum()
+    assert underflow_fraction(x, "bf16") == 0.0  # bf16 reaches down to 2**-133
+    assert underflow_fraction(np.zeros(4), "fp16") == 0.0

@@ -1,0 +1,211 @@
+"""Tests of nbhelpers.results: where the recorded results live (find_results_dir's search order,
+also from a copy of the package outside the repository), GPU names as file names, and reading
+the results files back (sorted, malformed files named).
+
+nbhelpers.results imports no torch and no Triton; the files here are built by hand (a measured
+run read back through recorded_gpu_runs: test_gpu_measurements.py).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, gpu_measurements, results_file_run
+from nbhelpers import results
+from nbhelpers.results import ENV_VAR, find_results_dir, gpu_slug, recorded_gpu_runs
+
+REL = Path("benchmarks") / "results"
+
+
+def series(method="Triton bf16", Ks=(32,)) -> list[dict]:
+    """One series as measure_gemm_errors writes it (the keys a results file must have)."""
+    n = len(Ks)
+    return [{"method": method, "in_fmt": "bf16", "input_precision": "ieee", "out_fmt": "fp32",
+             "K": list(Ks), "rel_error": [1e-3] * n, "rel_error_acc": [1e-6] * n}]
+
+
+def fake_run(date: str, gpu: str = "Test GPU") -> dict:
+    return results_file_run(date, series(), gpu)
+
+
+# ------------------------------------------------------------------ gpu_slug
+
+
+def test_gpu_slug():
+    assert gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert gpu_slug("  NVIDIA A100-SXM4-40GB ") == "nvidia-a100-sxm4-40gb"
+    with pytest.raises(ValueError, match="file name"):
+        gpu_slug("!!!")
+
+
+# ------------------------------------------------------------------ reading results files
+
+
+def test_recorded_gpu_runs_reads_sorts_and_rejects(tmp_path):
+    assert recorded_gpu_runs(tmp_path) == []
+    (tmp_path / "gemm_numerics_b.json").write_text(json.dumps(fake_run("2026-02-01T00:00:00+00:00")))
+    (tmp_path / "gemm_numerics_a.json").write_text(json.dumps(fake_run("2026-03-01T00:00:00+00:00")))
+    (tmp_path / "other.json").write_text("{}")  # not a gemm_numerics file: ignored
+    runs = recorded_gpu_runs(tmp_path)
+    assert [r["meta"]["date"][:7] for r in runs] == ["2026-02", "2026-03"]
+    assert runs[0]["path"].endswith("gemm_numerics_b.json")
+    broken = fake_run("2026-04-01")
+    del broken["meta"]["gpu"]
+    (tmp_path / "gemm_numerics_c.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"gemm_numerics_c\.json: missing gpu"):
+        recorded_gpu_runs(tmp_path)
+    (tmp_path / "gemm_numerics_c.json").write_text("not json")
+    with pytest.raises(ValueError, match="not a results file"):
+        recorded_gpu_runs(tmp_path)
+
+
+def test_recorded_gpu_runs_names_missing_series_keys_and_unequal_lengths(tmp_path):
+    run = fake_run("2026-02-01")
+    del run["series"][0]["rel_error_acc"]
+    (tmp_path / "gemm_numerics_x.json").write_text(json.dumps(run))
+    with pytest.raises(ValueError, match=r"gemm_numerics_x\.json: not a results file"):
+        recorded_gpu_runs(tmp_path)  # the length check needs the key: reported as not a results file
+    run = fake_run("2026-02-01")
+    run["series"][0]["rel_error"].append(0.5)
+    (tmp_path / "gemm_numerics_x.json").write_text(json.dumps(run))
+    with pytest.raises(ValueError, match="equal lengths of K and errors in 'Triton bf16'"):
+        recorded_gpu_runs(tmp_path)
+    run = fake_run("2026-02-01")
+    del run["series"][0]["in_fmt"]
+    (tmp_path / "gemm_numerics_x.json").write_text(json.dumps(run))
+    with pytest.raises(ValueError, match="missing series.in_fmt"):
+        recorded_gpu_runs(tmp_path)
+
+
+def test_committed_results_files_parse():
+    runs = recorded_gpu_runs(ROOT / REL)
+    if runs:  # [] until a GPU run is recorded
+        methods = set(gpu_measurements().GPU_METHODS)
+    for run in runs:
+        assert run["meta"]["script"] == "benchmarks/gpu_gemm_numerics.py"
+        assert {s["method"] for s in run["series"]} == methods
+
+
+def test_importing_results_imports_no_torch_or_triton():
+    code = "import sys, nbhelpers.results; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ find_results_dir: the search order
+
+
+@pytest.fixture
+def no_env(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    return monkeypatch
+
+
+def make_repo(root: Path) -> Path:
+    """A folder that looks like a course repository: it has benchmarks/results/."""
+    (root / REL).mkdir(parents=True)
+    return root / REL
+
+
+def test_explicit_argument_comes_first(tmp_path, no_env):
+    make_repo(tmp_path / "repo")
+    no_env.setenv(ENV_VAR, str(tmp_path / "from_env"))
+    no_env.chdir(tmp_path / "repo")
+    assert find_results_dir(tmp_path / "given") == tmp_path / "given"
+    assert find_results_dir(str(tmp_path / "given")) == tmp_path / "given"  # a str is taken too
+    assert find_results_dir(tmp_path / "does_not_exist_yet") == tmp_path / "does_not_exist_yet"
+
+
+def test_env_var_comes_before_the_current_folder(tmp_path, no_env):
+    make_repo(tmp_path / "repo")
+    no_env.chdir(tmp_path / "repo")
+    no_env.setenv(ENV_VAR, str(tmp_path / "from_env"))
+    assert find_results_dir() == tmp_path / "from_env"
+    no_env.setenv(ENV_VAR, "")  # set but empty: as if unset
+    assert find_results_dir() == (tmp_path / "repo" / REL).resolve()
+
+
+def test_current_folder_or_nearest_parent(tmp_path, no_env):
+    outer = make_repo(tmp_path / "outer")
+    inner = make_repo(tmp_path / "outer" / "inner")
+    (tmp_path / "outer" / "inner" / "notebooks" / "deep").mkdir(parents=True)
+    no_env.chdir(tmp_path / "outer" / "inner" / "notebooks" / "deep")  # a notebook's folder
+    assert find_results_dir() == inner.resolve()  # the nearest parent that has one
+    no_env.chdir(tmp_path / "outer" / "inner")  # a script at the repository root
+    assert find_results_dir() == inner.resolve()
+    no_env.chdir(tmp_path / "outer")
+    assert find_results_dir() == outer.resolve()
+    (tmp_path / "outer" / "inner" / REL).rmdir()
+    no_env.chdir(tmp_path / "outer" / "inner" / "notebooks")
+    assert find_results_dir() == outer.resolve()  # an empty benchmarks/ does not count
+
+
+def test_source_repository_is_the_last_resort(tmp_path, no_env):
+    no_env.chdir(tmp_path)  # no benchmarks/results here or above
+    if any((p / REL).is_dir() for p in (tmp_path.resolve(), *tmp_path.resolve().parents)):
+        pytest.skip("the temporary folder lies inside a folder with benchmarks/results")
+    source = Path(results.__file__).resolve().parents[1] / REL
+    assert find_results_dir() == (source if source.is_dir() else None)
+    assert recorded_gpu_runs() == recorded_gpu_runs(source if source.is_dir() else tmp_path)
+
+
+def _copy_of_the_package(tmp_path: Path) -> Path:
+    """nbhelpers copied into site/ under tmp_path, outside any repository, as a non-editable
+    install would put it; returns the site folder for PYTHONPATH."""
+    site = tmp_path / "site"
+    shutil.copytree(Path(results.__file__).resolve().parent, site / "nbhelpers",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
+_PROBE = """
+import json, sys
+import nbhelpers.results as r
+found = r.find_results_dir()
+runs = r.recorded_gpu_runs()
+print(json.dumps({"module": r.__file__, "found": None if found is None else str(found.resolve()),
+                  "gpus": [run["meta"]["gpu"] for run in runs]}))
+"""
+
+
+def _probe(site: Path, cwd: Path, env_dir: Path | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_VAR, "PYTHONPATH")}
+    env["PYTHONPATH"] = str(site)
+    if env_dir is not None:
+        env[ENV_VAR] = str(env_dir)
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=cwd,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_copy_of_the_package_outside_the_repository_reads_where_it_is_run(tmp_path):
+    """Installed non-editable, the package's own path says nothing about any repository: the
+    current folder and the environment variable must be enough, and with neither there is no
+    folder (not the repository the copy came from)."""
+    site = _copy_of_the_package(tmp_path)
+    project = make_repo(tmp_path / "project")
+    (project / "gemm_numerics_p.json").write_text(json.dumps(fake_run("2026-01-01", gpu="Project GPU")))
+    (tmp_path / "project" / "notebooks").mkdir()
+    elsewhere = make_repo(tmp_path / "elsewhere")
+    (elsewhere / "gemm_numerics_e.json").write_text(json.dumps(fake_run("2026-01-01", gpu="Env GPU")))
+    (tmp_path / "empty").mkdir()
+
+    got = _probe(site, tmp_path / "project" / "notebooks", None)
+    assert Path(got["module"]).resolve().is_relative_to(site.resolve())  # the copy, not the repository
+    assert got["found"] == str(project.resolve()) and got["gpus"] == ["Project GPU"]
+
+    got = _probe(site, tmp_path / "project", elsewhere)
+    assert got["found"] == str(elsewhere.resolve()) and got["gpus"] == ["Env GPU"]
+
+    got = _probe(site, tmp_path / "empty", elsewhere)
+    assert got["found"] == str(elsewhere.resolve())
+
+    if not any((p / REL).is_dir() for p in (tmp_path.resolve(), *tmp_path.resolve().parents)):
+        got = _probe(site, tmp_path / "empty", None)
+        assert got["found"] is None and got["gpus"] == []

@@ -1,0 +1,179 @@
+"""Tests of nbhelpers.tensor_cores, the model of how tensor cores accumulate (fused groups,
+alignment, truncation, promotion): against exact grouped summation, its Fraction reference,
+hand-worked cases, and the accumulator probe."""
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from helpers import assert_bits, bit_mismatches, wide
+from nbhelpers.accumulation import emulated_dot, emulated_matmul
+from nbhelpers.rounding import round_to
+from nbhelpers.tensor_cores import (
+    accumulator_probe,
+    align_group,
+    max_align_bits,
+    probe_verdict,
+    tensor_core_group_sum,
+    tensor_core_matmul,
+    tensor_core_matmul_ref,
+)
+
+
+# ------------------------------------------------------------------ the matmul model
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "toward_zero"])
+@pytest.mark.parametrize("group", [1, 4, 8, 16])
+def test_tensor_core_with_wide_alignment_is_exact_grouped_summation(group, rounding):
+    """With align_bits at its maximum and positive terms of narrow range, nothing is truncated:
+    the model is 'add the group and the accumulator exactly, round once into fp32'."""
+    rng = np.random.default_rng(group)
+    A = round_to(rng.uniform(0.5, 4, (4, 70)), "bf16")
+    B = round_to(rng.uniform(0.5, 4, (70, 3)), "bf16")
+    C = tensor_core_matmul(A, B, "bf16", group, max_align_bits(group), "fp32", rounding)
+    ref = np.zeros((4, 3))
+    for i in range(4):
+        for j in range(3):
+            c = 0.0
+            for k0 in range(0, 70, group):
+                total = math.fsum([c] + [A[i, k] * B[k, j] for k in range(k0, min(k0 + group, 70))])
+                c = float(round_to(total, "fp32", rounding))  # fsum is exact here (< 53 bits)
+            ref[i, j] = c
+    assert_bits(C, ref)
+    if group == 1 and rounding == "nearest_even":  # one product per group: plain fp32 accumulation
+        assert_bits(C, emulated_matmul(A, B, "bf16", "fp32"))
+
+
+@pytest.mark.parametrize("group,align_bits,acc,rounding,promote",
+                         [(4, 23, "fp32", "toward_zero", None), (8, 23, "fp32", "nearest_even", None),
+                          (16, 26, "fp32", "toward_zero", None), (8, 12, "e8m13", "toward_zero", 16),
+                          (4, 5, "bf16", "nearest_even", 8)])
+def test_tensor_core_matches_fraction_reference(group, align_bits, acc, rounding, promote):
+    A, B = wide((3, 45), 30, 8), wide((45, 4), 31, 8)
+    ours = tensor_core_matmul(A, B, "bf16", group, align_bits, acc, rounding, promote)
+    ref = tensor_core_matmul_ref(A, B, "bf16", group, align_bits, acc, rounding, promote)
+    assert_bits(ours, ref)
+
+
+def test_tensor_core_truncation_loses_small_products():
+    """Hand-worked. Group [1*1, 2**-12 * 2**-12, 2**-12 * 2**-12]: E = 0, align_bits = 23 keeps
+    multiples of 2**-23, so each 2**-24 truncates to 0 and the result is 1.0; adding the group
+    exactly gives 1 + 2**-23, an fp32 number. (Sequential fp32 also gives 1.0: each 2**-24 is a
+    tie, resolved to even.)"""
+    a = np.array([[1.0, 2.0**-12, 2.0**-12]])
+    b = np.array([[1.0], [2.0**-12], [2.0**-12]])
+    assert tensor_core_matmul(a, b, group=4, align_bits=23)[0, 0] == 1.0
+    assert tensor_core_matmul(a, b, group=4, align_bits=max_align_bits(4))[0, 0] == 1 + 2.0**-23
+    assert emulated_matmul(a, b)[0, 0] == 1.0
+    # the accumulator joins the alignment: after a first group summing to 2**10, each next group
+    # of two 2**-14 products is aligned to 2**10 (multiples of 2**-13) and vanishes, although
+    # 2**10 + 2**-13 is an fp32 number; exact grouped summation keeps all four groups
+    a = np.concatenate([[2.0**5, 2.0**5], np.full(8, 2.0**-7)])[None, :]
+    b = np.concatenate([[2.0**4, 2.0**4], np.full(8, 2.0**-7)])[:, None]
+    assert tensor_core_matmul(a, b, group=2, align_bits=23)[0, 0] == 2.0**10
+    assert tensor_core_matmul(a, b, group=2, align_bits=max_align_bits(2))[0, 0] == 2.0**10 + 2.0**-11
+    # with promotion after every group the small products form their own partial sums and count
+    assert tensor_core_matmul(a, b, group=2, align_bits=23, promote_every=2)[0, 0] == 2.0**10 + 2.0**-11
+
+
+def test_promotion_reduces_error_of_a_narrow_accumulator():
+    """A 14-bit accumulator (e8m13, truncating) over K = 4096: promoting to fp32 every 128
+    products (DeepSeek-V3's N_C) cuts the error; the error is measured, not asserted to be 2%."""
+    rng = np.random.default_rng(0)
+    A = rng.uniform(0, 1, (4, 4096))
+    B = rng.uniform(0, 1, (4096, 4))
+    exact = round_to(A, "bf16") @ round_to(B, "bf16")
+    plain = tensor_core_matmul(A, B, group=16, align_bits=13, acc="e8m13")
+    promoted = tensor_core_matmul(A, B, group=16, align_bits=13, acc="e8m13", promote_every=128)
+    err_plain = np.abs(plain - exact).max() / exact.max()
+    err_prom = np.abs(promoted - exact).max() / exact.max()
+    assert err_prom < err_plain / 4
+    assert err_plain > 1e-3
+
+
+# ------------------------------------------------------------------ one fused group, the probe
+
+
+def fp32_values(rng, n, spread=8):
+    return round_to(rng.standard_normal(n) * np.exp2(rng.integers(-spread, spread, n)), "fp32")
+
+
+@pytest.mark.parametrize("align_bits", [3, 8, 23, 30])
+@pytest.mark.parametrize("rounding", ["toward_zero", "nearest_even"])
+def test_one_group_equals_the_fraction_reference(align_bits, rounding):
+    # a group with an incoming accumulator c is a one-group tensor_core_matmul of [c, products]
+    # against ones (its own accumulator starts at 0, which does not move the alignment)
+    rng = np.random.default_rng(align_bits)
+    for g in [1, 3, 8, 16]:
+        for _ in range(10):
+            vals = fp32_values(rng, g + 1)
+            if rng.random() < 0.5:
+                vals = np.abs(vals)
+            ours = tensor_core_group_sum(vals[0], vals[1:], align_bits, rounding=rounding)
+            ref = tensor_core_matmul_ref(vals[None, :], np.ones((g + 1, 1)), "fp32", group=g + 1,
+                                         align_bits=align_bits, rounding=rounding)[0, 0]
+            assert not bit_mismatches(ours, ref), (vals, ours, ref)
+
+
+def test_groups_chained_equal_tensor_core_matmul():
+    rng = np.random.default_rng(1)
+    a, b = round_to(rng.standard_normal(37), "bf16"), round_to(rng.standard_normal(37), "bf16")
+    c = 0.0
+    for k0 in range(0, 37, 8):
+        c = tensor_core_group_sum(c, a[k0:k0 + 8] * b[k0:k0 + 8])
+    assert_bits(c, tensor_core_matmul(a[None, :], b[:, None], "bf16", group=8)[0, 0])
+
+
+def test_align_group_by_hand():
+    E, kept = align_group([1.0, 1.5 * 2.0**-24, -3 * 2.0**-24, 2.0**-23], align_bits=23)
+    assert E == 0 and kept.tolist() == [1.0, 0.0, -(2.0**-23), 2.0**-23]
+    E, kept = align_group([0.0, 0.0])
+    assert E is None and kept.tolist() == [0.0, 0.0]
+    E, kept = align_group([-6.0, 0.75], align_bits=2)  # E = 2, multiples of 2**0
+    assert E == 2 and kept.tolist() == [-6.0, 0.0]
+    with pytest.raises(ValueError, match="finite"):
+        align_group([1.0, np.inf])
+    with pytest.raises(ValueError, match="too large"):
+        align_group([1.0, 2.0], align_bits=52)
+    with pytest.raises(ValueError, match="1-D"):
+        tensor_core_group_sum(1.0, np.ones((2, 2)))
+    with pytest.raises(ValueError, match="stochastic"):
+        tensor_core_group_sum(1.0, [1.0], rounding="stochastic")
+
+
+def test_accumulator_probe_and_verdicts():
+    hi = 1 + 2.0**-7
+    for first in (True, False):
+        A, B = accumulator_probe(64, first, M=3, N=2)
+        assert A.shape == (3, 64) and B.shape == (64, 2)
+        assert np.array_equal(round_to(A, "bf16"), A) and np.array_equal(round_to(B, "bf16"), B)
+        exact = sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(A[0], B[:, 0]))
+        assert exact == 1 + Fraction(1, 2**8) + 4 * Fraction(1, 2**25)
+    results = {}
+    for name, f in {
+        "exact": lambda A, B: round_to(A @ B, "bf16"),
+        "fp32": lambda A, B: emulated_matmul(A, B, "bf16", "fp32", out_fmt="bf16"),
+        "bf16": lambda A, B: emulated_matmul(A, B, "bf16", "bf16"),
+    }.items():
+        results[name] = tuple(float(f(*accumulator_probe(16, t))[0, 0]) for t in (True, False))
+    assert results == {"exact": (hi, hi), "fp32": (hi, 1.0), "bf16": (1.0, 1.0)}
+    assert probe_verdict(*results["fp32"]).startswith("kept only when first")
+    assert probe_verdict(*results["exact"]).startswith("kept in either order")
+    assert probe_verdict(*results["bf16"]).startswith("lost in either order")
+    assert probe_verdict(hi, 2.0).startswith("unexpected")
+    # two tiny terms make exactly half a spacing: a tie, lost even when they come first
+    A, B = accumulator_probe(8, True, n_tiny=2)
+    assert float(emulated_dot(A[0], B[:, 0], "bf16", "fp32")) == 1 + 2.0**-8
+    with pytest.raises(ValueError, match="too short"):
+        accumulator_probe(5, True)
+    with pytest.raises(TypeError, match="tiny_first"):
+        accumulator_probe(8, "yes")
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="multiple of group=8"):
+        tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), promote_every=12)
+    with pytest.raises(ValueError, match="at most 48"):
+        tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), align_bits=60)

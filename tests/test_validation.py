@@ -1,0 +1,101 @@
+"""Tests of nbhelpers.validation, the argument checks every module shares: what each accepts,
+what it refuses, and that the message names the argument and what is accepted."""
+import enum
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from nbhelpers.validation import (
+    enum_member,
+    nonnegative_int,
+    positive_int,
+    positive_number,
+    real_float64,
+    stochastic_rng,
+)
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    DARK_BLUE = "dark_blue"
+
+
+class Other(enum.Enum):
+    RED = "red"
+
+
+def test_enum_member_accepts_members_and_their_strings():
+    assert enum_member(Colour, Colour.RED, "colour") is Colour.RED
+    assert enum_member(Colour, "red", "colour") is Colour.RED
+    assert enum_member(Colour, "  Dark_Blue ", "colour") is Colour.DARK_BLUE  # case and spaces ignored
+
+
+@pytest.mark.parametrize("bad", ["green", "RED!", "", 3, None, Other.RED, ["red"]])
+def test_enum_member_refusals_name_the_argument_and_list_the_choices(bad):
+    with pytest.raises(ValueError) as err:
+        enum_member(Colour, bad, "colour")
+    msg = str(err.value)
+    assert msg.startswith(f"unknown colour {bad!r}")
+    assert "'red', 'dark_blue'" in msg and "Colour member" in msg
+
+
+@pytest.mark.parametrize("fn,ok,refused", [
+    (positive_int, [1, 7, np.int64(3), np.uint8(200)], [0, -1, 1.0, 2.5, True, np.bool_(True), "3", None]),
+    (nonnegative_int, [0, 1, np.int32(0), np.int64(9)], [-1, 0.0, False, np.bool_(False), "0", None]),
+])
+def test_integer_checks(fn, ok, refused):
+    for v in ok:
+        got = fn("n", v)
+        assert got == v and type(got) is int
+    for v in refused:
+        with pytest.raises(ValueError, match=r"^n must be a "):
+            fn("n", v)
+
+
+def test_integer_messages_say_what_is_accepted():
+    with pytest.raises(ValueError, match=r"block must be a positive int, got 0"):
+        positive_int("block", 0)
+    with pytest.raises(ValueError, match=r"seed must be a non-negative int, got -2"):
+        nonnegative_int("seed", -2)
+
+
+def test_positive_number():
+    for v in [1, 0.5, 2.0**-1074, np.float32(3.5), np.int64(2), 1e308]:
+        got = positive_number("scale", v)
+        assert got == float(v) and type(got) is float
+    for v in [0, 0.0, -1.0, np.inf, np.nan, -np.inf, True, "1", None, 1j, [1.0]]:
+        with pytest.raises(ValueError, match=r"scale must be a positive finite number"):
+            positive_number("scale", v)
+
+
+def test_stochastic_rng():
+    rng = np.random.default_rng(0)
+    assert stochastic_rng(rng) is rng
+    with pytest.raises(ValueError, match="stochastic rounding needs an explicit generator"):
+        stochastic_rng(None)
+    for bad in [42, np.random.RandomState(0), "rng"]:
+        with pytest.raises(TypeError, match="rng must be a numpy.random.Generator, got"):
+            stochastic_rng(bad)
+
+
+def test_real_float64_accepts_real_dtypes_exactly():
+    for x, want in [
+        ([1, 2], [1.0, 2.0]),
+        (np.array([True, False]), [1.0, 0.0]),
+        (np.array([3], np.uint64), [3.0]),
+        (np.array([1.5, -0.0], np.float32), [1.5, -0.0]),
+        (np.array([1.5, -0.0], ml_dtypes.bfloat16), [1.5, -0.0]),
+        (np.array([448.0], ml_dtypes.float8_e4m3fn), [448.0]),
+        (2.5, 2.5),
+    ]:
+        got = real_float64(x)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(np.asarray(want, dtype=np.float64)))
+
+
+@pytest.mark.parametrize("bad", [np.array([1 + 2j]), np.array(["a"]), np.array([object()]), "1.5"])
+def test_real_float64_refuses_other_dtypes(bad):
+    with pytest.raises(TypeError, match="expected real numbers, got dtype"):
+        real_float64(bad)
