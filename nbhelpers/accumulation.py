@@ -333,13 +333,9 @@ def emulated_sum(
     """
     method = SumMethod(acc, order, rounding, block)
     method.check_rng(rng)
-    arr = np.asarray(x)
-    if arr.ndim == 0:
+    if np.ndim(x) == 0:
         raise ValueError("emulated_sum needs an array with at least one axis to reduce")
-    arr = round_to(arr, in_fmt) if in_fmt is not None else real_float64(arr)
-    arr = np.moveaxis(arr, axis, -1)
-    batch, n = arr.shape[:-1], arr.shape[-1]
-    cols = np.ascontiguousarray(arr.reshape(math.prod(batch), n).T)  # (n, batch): row k holds term k of every sum
+    cols, batch, n = reduction_columns(x, axis, in_fmt)  # (n, batch): row k holds term k of every sum
     out = _accumulate(lambda k: cols[k], n, (cols.shape[1],), method, rng)
     return out.reshape(batch)
 
