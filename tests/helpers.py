@@ -30,6 +30,8 @@ from typing import Callable
 import ml_dtypes
 import nbformat
 import numpy as np
+import pytest
+import torch
 
 from nbhelpers.checks import cases_for, exercises_of
 from nbhelpers.formats import FORMATS, FloatFormat
@@ -180,6 +182,18 @@ class SolutionNotebook:
         ns = self.namespace()
         exec(src.replace(old, new), ns)
         return ns[name]
+
+
+# ====================================================================== torch
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Import into a test module to run its torch code on one thread (the models are tiny: one
+    thread is faster, and CI machines are shared); the thread count is restored after."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 # ====================================================================== the grader's tests

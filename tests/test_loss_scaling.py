@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from nbhelpers.loss_scaling import (
     DynamicLossScaler,
@@ -14,15 +13,7 @@ from nbhelpers.loss_scaling import (
     gradscaler_trajectory,
     scale_trajectory,
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The models are tiny: one thread is faster, and CI machines are shared. Restored after."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+from helpers import one_torch_thread  # noqa: F401  (autouse: the tests run torch on one thread)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

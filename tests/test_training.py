@@ -33,17 +33,9 @@ from nbhelpers.training import (
     stochastic_update,
     train,
 )
+from helpers import one_torch_thread  # noqa: F401  (autouse: the tests run torch on one thread)
 
 BF16 = ml_dtypes.bfloat16
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The models are tiny: one thread is faster, and CI machines are shared. Restored after."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def bf16_values(rng, n, lo=-12, hi=4):
