@@ -1,17 +1,18 @@
 """The exercise chapters as data: one entry per chapter, read by tests/test_exercises.py.
 
 Each entry names the solution notebook, what its function cells need in their namespace, the
-exercises and points the chapter must list, a second seed for hidden cases, an exercise whose
-public answers a cheat could memorise, and the deliberately wrong implementations: mutations of
-the solution's source (old -> new) that the plausible mistakes make, each of which the check
-must fail. A new chapter adds an entry here; a chapter with a solution notebook and no entry
+exercises and points the chapter must list, a second seed for hidden cases, and the deliberately
+wrong implementations: mutations of the solution's source (old -> new) that the plausible
+mistakes make, each of which the check must fail, and must fail on its random cases alone (a
+cheat that memorised the public cases' answers and falls back to the mistake elsewhere must
+fail with another seed: tests/test_exercises.py). A new chapter adds an entry here; a chapter with a solution notebook and no entry
 fails ``test_every_chapter_has_an_entry``.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import ml_dtypes
 import numpy as np
@@ -27,8 +28,6 @@ class ChapterSpec:
     names: tuple[str, ...]  # the exercises' function names, in order
     points: int  # total points of the chapter
     hidden_seed: int  # a seed other than 0
-    memorise: str  # an exercise whose public answers a cheat memorises
-    memorised_fallback: Callable[..., Any]  # what the cheat returns on inputs it has not seen
     wrong: tuple[tuple[str, str, str], ...]  # (function, old source, new source)
 
 
@@ -36,12 +35,13 @@ CHAPTERS = [
     ChapterSpec(
         1, "ex01_float_formats.ipynb", lambda: {"math": math},
         ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing"), 15, 12345,
-        "round_nearest_even", lambda *args: 0.0,
         tuple([
     # forgets that subnormals have no implicit leading 1
     ("decode_bits", "if E == 0:", "if False:"),
     # NaN codes read as infinities
     ("decode_bits", "sign * math.inf if M == 0 else math.nan", "sign * math.inf"),
+    # subnormals with the exponent -bias instead of 1 - bias (that of the smallest normal)
+    ("decode_bits", "math.ldexp(M, 1 - bias - man_bits)", "math.ldexp(M, -bias - man_bits)"),
     # ties away from zero instead of to even
     ("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
     # no subnormal clamp: the spacing keeps shrinking below the normal range
@@ -50,17 +50,24 @@ CHAPTERS = [
     ("round_nearest_even", "r = math.inf", "r = largest"),
     # loses the sign of zero
     ("round_nearest_even", "return math.copysign(r, x)", "return math.copysign(r, x) + 0.0"),
+    # overflow decided before rounding: values just above the largest that round down to it
+    ("round_nearest_even", "if r > largest:", "if abs(x) > largest:"),
     # spacing of the binade below at powers of two
     ("ulp_at", "math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+    # no subnormal clamp: the spacing keeps shrinking below the smallest normal
+    ("ulp_at", "2.0 ** (max(k, emin) - man_bits)", "2.0 ** (k - man_bits)"),
     # off by one binade
     ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
+    # the tie x + 1 thought to go up: the spacing must reach 4
+    ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** (man_bits + 2)"),
+    # forgets the formats too small to have such a value
+    ("smallest_absorbing", "return x if x <= largest else math.inf", "return x"),
 ]
 ),
     ),
     ChapterSpec(
         2, "ex02_accumulation.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
         ("kahan_sum", "pairwise_sum", "dot_product", "stall_length"), 15, 12345,
-        "kahan_sum", lambda *args: 0.0,
         tuple([
     # plain sequential sum: the compensation is never used
     ("kahan_sum", "y = float(round_to(xk - c, acc))", "y = xk"),
@@ -79,6 +86,8 @@ CHAPTERS = [
      "pairwise_sum(x[:h], acc) + pairwise_sum(x[h:], acc)"),
     # the power of two on the right: x[:n-h] + x[n-h:]
     ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = n - (1 << ((n - 1).bit_length() - 1))"),
+    # the largest power of two up to n instead of strictly below it (no split when n is one)
+    ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = 1 << (n.bit_length() - 1)"),
     # inputs not rounded to in_fmt
     ("dot_product", "round_to(np.asarray(a, dtype=float), in_fmt) * round_to(np.asarray(b, dtype=float), in_fmt)",
      "np.asarray(a, dtype=float) * np.asarray(b, dtype=float)"),
@@ -86,19 +95,22 @@ CHAPTERS = [
     ("dot_product", "s = float(round_to(s + pk, acc))", "s = s + pk"),
     # products rounded to the accumulator format before adding
     ("dot_product", "round_to(s + pk, acc)", "round_to(s + float(round_to(pk, acc)), acc)"),
+    # inputs rounded to the accumulator format instead of in_fmt
+    ("dot_product", "in_fmt)", "acc)"),
     # off by one: counts the first lost term too
     ("stall_length", "return k\n", "return k + 1\n"),
     # returns where the sum stalls instead of how many terms it took
     ("stall_length", "return k\n", "return int(s)\n"),
     # rounds toward zero instead of to nearest even
     ("stall_length", "t = float(round_to(s + value, acc))", "t = float(round_to(s + value, acc, 'toward_zero'))"),
+    # ties away from zero instead of to even
+    ("stall_length", "t = float(round_to(s + value, acc))", "t = float(round_to(s + value, acc, 'nearest_away'))"),
 ]
 ),
     ),
     ChapterSpec(
         3, "ex03_gemm.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
         ("relative_error", "round_once_and_every_step", "blocked_matmul_fp32", "tensor_core_group"), 15, 4242,
-        "tensor_core_group", lambda *args: 0.0,
         tuple([
     # the largest element instead of the Frobenius norm
     ("relative_error", "num = math.sqrt(float(np.sum((C - C_ref) ** 2)))", "num = float(np.max(np.abs(C - C_ref)))"),
@@ -108,6 +120,8 @@ CHAPTERS = [
     ("relative_error", "return num / den", "return (num / den) ** 2"),
     # a zero reference gives 0 whatever C is
     ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return 0.0"),
+    # a zero reference gives inf even when C is zero too
+    ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return math.inf"),
     # "once": a float64 accumulator instead of fp32 (the probe with the tiny terms last tells)
     ("round_once_and_every_step", "s32 = np.float32(s32 + np.float32(p))", "s32 = np.float64(s32) + p"),
     # "every step": an fp32 accumulator instead of bf16
@@ -122,6 +136,8 @@ CHAPTERS = [
     ("blocked_matmul_fp32", "        partial = np.zeros((M, N), dtype=np.float32)\n", ""),
     # blocks overlap by one product
     ("blocked_matmul_fp32", "min(start + block, K)", "min(start + block + 1, K)"),
+    # whole blocks only: the short last block is dropped
+    ("blocked_matmul_fp32", "for start in range(0, K, block):", "for start in range(0, K - K % block, block):"),
     # floor instead of truncation toward zero (negative terms)
     ("tensor_core_group", "math.trunc(v / q)", "math.floor(v / q)"),
     # rounds the aligned terms to nearest instead of truncating
@@ -133,13 +149,15 @@ CHAPTERS = [
      "largest = max([abs(v) for v in values[1:]] or [abs(values[0])])"),
     # one bit fewer kept
     ("tensor_core_group", "E = math.frexp(largest)[1] - 1", "E = math.frexp(largest)[1]"),
+    # c added as it is: only the products aligned and truncated
+    ("tensor_core_group", "total = sum(math.trunc(v / q) * q for v in values)",
+     "total = values[0] + sum(math.trunc(v / q) * q for v in values[1:])"),
 ]
 ),
     ),
     ChapterSpec(
         4, "ex04_master_weights.ipynb", lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
         ("master_weight_step", "kahan_step"), 7, 4321,
-        "kahan_step", lambda w, c, delta: (w, c),
         tuple([
     # the product in float64 (lr not rounded to float32, product not rounded)
     ("master_weight_step", "np.float32(lr) * grad", "lr * grad.astype(np.float64)"),
@@ -152,6 +170,9 @@ CHAPTERS = [
     ("master_weight_step", "weights = new_master.astype", "weights = master.astype"),
     # the master itself kept in bf16: no master at all
     ("master_weight_step", "return new_master, weights", "return weights, weights"),
+    # bf16 copy rounded half away from zero (add half an ulp, truncate) instead of to even
+    ("master_weight_step", "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
+     "((new_master.view(np.uint32) + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)"),
     # the compensation added with the wrong sign
     ("kahan_step", "y = delta - c", "y = delta + c"),
     # no compensation carried: c forgotten
@@ -162,13 +183,15 @@ CHAPTERS = [
     ("kahan_step", "((s - w) - y)", "(y - (s - w))"),
     # plain round-to-nearest update, compensation ignored
     ("kahan_step", "y = delta - c", "y = delta"),
+    # new weights rounded half away from zero instead of to even
+    ("kahan_step", "s = (w + y).astype(ml_dtypes.bfloat16).astype(np.float32)",
+     "s = (((w + y).view(np.uint32) + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)"),
 ]
 ),
     ),
     ChapterSpec(
         5, "ex05_loss_scaling.ipynb", lambda: {"math": math, "np": np},
         ("scale_trajectory", "underflow_fraction"), 8, 2718,
-        "scale_trajectory", lambda *args: [65536.0] * len(args[0]),
         tuple([
     # the scale kept in float64: products not rounded to float32
     ("scale_trajectory", "scale = float(np.float32(scale * backoff_factor))", "scale = scale * backoff_factor"),
@@ -192,6 +215,8 @@ CHAPTERS = [
     ("underflow_fraction", "smallest_subnormal = 2.0 ** (1 - bias - man_bits)", "smallest_subnormal = 2.0 ** (2 - bias)"),
     # threshold at the smallest subnormal instead of half of it
     ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal"),
+    # no absolute value: every negative element counted as lost
+    ("underflow_fraction", "np.abs(x) <=", "x <="),
 ]
 ),
     ),

@@ -1,13 +1,16 @@
 """Every chapter's exercises, from the table in exercise_table.py: the chapter lists what the
 table says; the solutions pass with the public seed and a hidden one; every deliberately wrong
 implementation fails and its report points at the function; a cheat that memorised the public
-answers fails with a hidden seed; the solution notebook scores full marks and the untouched
+answers and falls back to a plausible mistake elsewhere fails with hidden seeds (so the random
+cases alone reach every hard region); the solution notebook scores full marks and the untouched
 exercise notebook runs to its end and scores zero. Chapter-specific tests live in
 test_exercises_chNN.py."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import numpy as np
 
 import nbformat
 import pytest
@@ -64,17 +67,40 @@ def test_wrong_implementations_fail(spec, name, old, new):
     assert re.search(rf"{name}\(", result.mismatches[0])
 
 
-@pytest.mark.parametrize("spec", CHAPTERS, ids=chapter_id)
-def test_hard_coded_public_cases_fail_with_another_seed(spec):
-    ex = get_exercise(f"{chapter_id(spec)}.{spec.memorise}")
-    reference = solution(spec).functions()[spec.memorise]
-    answers = {repr((c.args, dict(c.kwargs))): reference(*c.args, **c.kwargs) for c in cases_for(ex, 0)}
+def case_key(value) -> tuple:
+    """An exact, hashable key for a case's arguments: arrays by dtype, shape and bytes (an
+    array's repr rounds and elides), floats by repr (which tells -0.0 from 0.0)."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(case_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, case_key(v)) for k, v in value.items())))
+    return (type(value).__name__, repr(value))
 
-    def memorised(*args, **kwargs):  # a "solution" that only knows the public cases
-        return answers.get(repr((args, kwargs)), spec.memorised_fallback(*args, **kwargs))
+
+CHEAT_SEEDS = (12345, 8142093377, 2**40 + 7)
+
+
+@pytest.mark.parametrize("spec,name,old,new", WRONG,
+                         ids=[f"{chapter_id(w[0])}-{w[1]}-{i}" for i, w in enumerate(WRONG)])
+def test_memorised_public_cases_with_a_wrong_rule_fail_with_other_seeds(spec, name, old, new):
+    """A cheat that answers the public (seed-0) cases from a table of the right answers and
+    falls back to a plausible mistake everywhere else passes the public check, and must fail
+    with every hidden seed: each mistake is caught by the random cases alone, not only by the
+    fixed edge cases that every seed shares. (A cheat with a constant fallback is a weaker one.)"""
+    ex = get_exercise(f"{chapter_id(spec)}.{name}")
+    reference = solution(spec).functions()[name]
+    answers = {case_key((c.args, dict(c.kwargs))): reference(*c.args, **c.kwargs) for c in cases_for(ex, 0)}
+    wrong = solution(spec).mutated(name, old, new)
+
+    def memorised(*args, **kwargs):
+        key = case_key((args, kwargs))
+        return answers[key] if key in answers else wrong(*args, **kwargs)
 
     assert run_check(ex, memorised, seed=0).passed
-    assert not run_check(ex, memorised, seed=spec.hidden_seed).passed
+    for seed in CHEAT_SEEDS:
+        assert not run_check(ex, memorised, seed=seed).passed, f"passes with seed {seed}"
 
 
 # ---- whole notebooks, as a student runs them

@@ -22,6 +22,22 @@ def _spec(exp_bits: int, man_bits: int) -> FloatFormat:
     return FloatFormat.custom(int(exp_bits), int(man_bits))
 
 
+def _random_shape(rng: np.random.Generator) -> tuple[int, int, FloatFormat]:
+    e, m = _SHAPES[rng.integers(len(_SHAPES))]
+    return e, m, _spec(e, m)
+
+
+def _code(rng: np.random.Generator, e: int, m: int, E: int | None = None) -> int:
+    """A code of (e, m) with a random sign and mantissa; exponent field E (random if None)."""
+    E = int(rng.integers(0, 2**e)) if E is None else E
+    M = int(rng.integers(0, 2**m)) if rng.random() < 0.8 else 0  # M = 0 often: zeros, infs, powers of two
+    return (int(rng.integers(0, 2)) << (e + m)) | (E << m) | M
+
+
+def _sign(rng: np.random.Generator) -> float:
+    return float(rng.choice([-1.0, 1.0]))
+
+
 # ------------------------------------------------------------------ 1. decode a code
 
 
@@ -40,9 +56,13 @@ def _decode_cases(rng: np.random.Generator) -> list[Case]:
         (0x3C01, 5, 10): "fp16 1 + eps", (0x7F800001, 8, 23): "fp32 signalling NaN", (0x00000001, 8, 23): "fp32 2**-149",
     }
     cases += [Case(args, label=label) for args, label in named.items()]
+    # the random codes over-sample the two special exponent fields (uniform codes of fp32 or
+    # bf16 almost never have them): a wrong subnormal or NaN rule must fail here too
     for _ in range(150):
-        e, m = _SHAPES[rng.integers(len(_SHAPES))]
-        cases.append(Case((int(rng.integers(0, 2 ** (1 + e + m))), e, m)))
+        e, m, _ = _random_shape(rng)
+        r = rng.random()
+        E = 0 if r < 0.3 else 2**e - 1 if r < 0.45 else None  # zero/subnormal, inf/NaN, any
+        cases.append(Case((_code(rng, e, m, E), e, m)))
     return cases
 
 
@@ -79,11 +99,30 @@ def _round_cases(rng: np.random.Generator) -> list[Case]:
         Case((-math.inf, 4, 3), label="-inf"), Case((math.nan, 5, 2), label="NaN"), Case((0.0, 4, 3)),
         Case((-0.0, 4, 3), label="-0.0 keeps its sign"), Case((0.1, 8, 23), label="fp32 0.1"),
     ]
+    # random cases from every hard region, not only random magnitudes (which are never ties):
+    # ties between random neighbours (subnormal ones too), the overflow threshold, underflow to
+    # a signed zero, specials
     for _ in range(200):
-        e, m = _SHAPES[rng.integers(len(_SHAPES))]
-        f = _spec(e, m)
-        k = rng.uniform(np.log2(f.smallest_positive) - 2, np.log2(f.max) + 1)
-        cases.append(Case((float(rng.choice([-1, 1]) * 2.0**k), e, m)))
+        e, m, f = _random_shape(rng)
+        r = rng.random()
+        if r < 0.35:  # a tie between two neighbours; half of them subnormal
+            top = 2**m - 1 if rng.random() < 0.3 else (2**e - 1) * 2**m - 2  # last code below max
+            c = int(rng.integers(0, top + 1))
+            E, M = max(c >> m, 1), c & (2**m - 1)  # the value is (2**m [if normal] + M) * q
+            q = 2.0 ** (E - f.bias - m)
+            x = ((c >> m > 0) * 2**m + M + 0.5) * q  # halfway to the next value (code c + 1)
+        elif r < 0.5:  # around the overflow threshold max + half a spacing
+            t = f.max + 2.0 ** (f.emax - m - 1)
+            x = float(rng.choice([t, np.nextafter(t, 0), np.nextafter(t, np.inf),
+                                  rng.uniform(f.max, t), rng.uniform(t, 2 * t)]))
+        elif r < 0.65:  # below the smallest subnormal: to zero (with the sign), or up to it
+            s = f.smallest_subnormal
+            x = float(rng.choice([s / 2, np.nextafter(s / 2, 1), rng.uniform(0, s / 2), rng.uniform(s / 2, s)]))
+        elif r < 0.7:
+            x = float(rng.choice([0.0, math.inf, math.nan]))
+        else:
+            x = 2.0 ** rng.uniform(np.log2(f.smallest_positive) - 2, np.log2(f.max) + 1)
+        cases.append(Case((_sign(rng) * x, e, m)))
     return cases
 
 
@@ -107,12 +146,20 @@ def _ulp_cases(rng: np.random.Generator) -> list[Case]:
             Case((1.0, e, m), label="1.0: eps"), Case((-1.0, e, m), label="-1.0"),
             Case((f.max, e, m), label="max"), Case((2.0, e, m), label="a power of two: the gap above"),
         ]
+    # random values of the format, over-sampling powers of two (where the binade changes), the
+    # subnormals and zeros (where the spacing stops shrinking), and the largest value
     for _ in range(150):
-        e, m = _SHAPES[rng.integers(len(_SHAPES))]
-        f = _spec(e, m)
-        k = rng.uniform(np.log2(f.smallest_positive), np.log2(f.max))
-        x = float(round_to(rng.choice([-1, 1]) * 2.0**k, f))  # a value of the format
-        cases.append(Case((x, e, m)))
+        e, m, f = _random_shape(rng)
+        r = rng.random()
+        if r < 0.25:
+            x = 2.0 ** int(rng.integers(f.emin - m, f.emax + 1))
+        elif r < 0.45:
+            x = float(decode(_code(rng, e, m, 0), f))  # a subnormal or a signed zero
+        elif r < 0.5:
+            x = f.max
+        else:
+            x = float(round_to(2.0 ** rng.uniform(np.log2(f.smallest_positive), np.log2(f.max)), f))
+        cases.append(Case((_sign(rng) * x, e, m)))
     return cases
 
 
@@ -128,8 +175,13 @@ def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
     cases = [Case((8, 7), label="bf16"), Case((5, 10), label="fp16"), Case((4, 3), label="e4m3"),
              Case((2, 3), label="e2m3: no such x (returns inf)"), Case((2, 1), label="e2m1")]
     pairs = [(e, m) for e in range(2, 9) for m in range(1, 8) if 1 + e + m <= 16]
-    for i in rng.choice(len(pairs), size=10, replace=False):
-        cases.append(Case(pairs[int(i)]))
+    # most random formats near where 2**(m + 1) passes the largest value (the answer turns to
+    # inf there), the others from the rest
+    near = [(e, m) for e, m in pairs if m + 1 >= _spec(e, m).emax - 1]
+    far = [p for p in pairs if p not in near]
+    for group, size in ((near, 6), (far, 4)):
+        for i in rng.choice(len(group), size=size, replace=False):
+            cases.append(Case(group[int(i)]))
     return cases
 
 

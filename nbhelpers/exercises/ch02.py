@@ -19,6 +19,7 @@ import numpy as np
 
 from ..accumulation import emulated_dot, emulated_sum, stall_length
 from ..checks import Case, Exercise
+from ..formats import get_format
 from ..rounding import round_to
 
 # accumulator formats the random cases draw from (IEEE-style: inf/NaN at the top, subnormals)
@@ -33,13 +34,44 @@ def _grid_terms(rng: np.random.Generator, n: int, acc: str, signs: str, spread: 
     return round_to(x, acc)
 
 
-def _random_sum_cases(rng: np.random.Generator, count: int, max_n: int) -> list[Case]:
+def _stall_terms(rng: np.random.Generator, n: int, acc: str) -> np.ndarray:
+    """A big term, then n - 1 small ones near half its spacing (many exactly half: ties), so
+    that a plain running sum loses them and only an exact compensation keeps them."""
+    m = get_format(acc).man_bits
+    k = int(rng.integers(-2, 4))
+    small = rng.uniform(1, 2, n - 1) * np.exp2(k - m - 2 + rng.integers(0, 3, n - 1))
+    small[rng.random(n - 1) < 0.4] = 2.0 ** (k - m - 1)  # exactly half a spacing of the big term
+    if rng.random() < 0.3:
+        small *= rng.choice([-1.0, 1.0], n - 1)
+    return round_to(np.r_[rng.uniform(1, 2) * 2.0**k, small], acc)
+
+
+def _cancelling_terms(rng: np.random.Generator, n: int, acc: str) -> np.ndarray:
+    """Terms and their negatives in a random order, plus a few others: the running sum keeps
+    falling back near zero, where the next term is far larger than it (t - s is inexact)."""
+    base = _grid_terms(rng, n // 2, acc, "mixed")
+    x = np.r_[base, -base, _grid_terms(rng, n - 2 * (n // 2), acc, "mixed")]
+    return x[rng.permutation(n)]
+
+
+def _random_sum_cases(rng: np.random.Generator, count: int, max_n: int, near_powers: bool = False) -> list[Case]:
+    """Random sums: a third of them plain grid terms, a third a stall after a big term, a third
+    cancelling; with ``near_powers``, a third of the lengths are a power of two, one less or one more."""
     cases = []
     for _ in range(count):
         acc = _ACCS[rng.integers(len(_ACCS))]
         n = int(rng.integers(1, max_n + 1))
-        signs = "mixed" if rng.random() < 0.5 else "positive"
-        cases.append(Case((_grid_terms(rng, n, acc, signs), acc)))
+        if near_powers and rng.random() < 0.35:
+            n = min(max_n, 2 ** int(rng.integers(1, 9)) + int(rng.integers(-1, 2)))
+        kind = rng.random()
+        if kind < 0.35 or n < 2:
+            signs = "mixed" if rng.random() < 0.5 else "positive"
+            x = _grid_terms(rng, n, acc, signs)
+        elif kind < 0.7:
+            x = _stall_terms(rng, n, acc)
+        else:
+            x = _cancelling_terms(rng, n, acc)
+        cases.append(Case((x, acc)))
     return cases
 
 
@@ -87,7 +119,7 @@ def _pairwise_cases(rng: np.random.Generator) -> list[Case]:
     for n in [2, 3, 5, 6, 7, 8, 9, 13, 31, 33, 100, 129]:  # every shape of the split near powers of two
         acc = _ACCS[rng.integers(len(_ACCS))]
         cases.append(Case((_grid_terms(rng, n, acc, "mixed"), acc), label=f"n = {n}"))
-    return cases + _random_sum_cases(rng, 60, 300)
+    return cases + _random_sum_cases(rng, 60, 300, near_powers=True)
 
 
 # ------------------------------------------------------------------ 3. a dot product
@@ -124,7 +156,14 @@ def _dot_cases(rng: np.random.Generator) -> list[Case]:
         signs = "mixed" if rng.random() < 0.5 else "positive"
         in_fmt = _IN_FMTS[rng.integers(len(_IN_FMTS))]
         acc = _DOT_ACCS[rng.integers(len(_DOT_ACCS))]
-        cases.append(Case((_dot_inputs(rng, n, signs), _dot_inputs(rng, n, signs), in_fmt, acc)))
+        a, b = _dot_inputs(rng, n, signs), _dot_inputs(rng, n, signs)
+        if n >= 2 and rng.random() < 0.35:
+            # a large first product, then products near half the accumulator's spacing there:
+            # a low-precision accumulator stalls or rounds at every step, a float64 one does not
+            a[0], b[0] = rng.uniform(4, 8, 2)
+            a[1:], b[1:] = (rng.uniform(1, 2, (2, n - 1)) * 2.0**-3 * rng.choice([-1.0, 1.0], (2, n - 1))
+                            if signs == "mixed" else rng.uniform(1, 2, (2, n - 1)) * 2.0**-3)
+        cases.append(Case((a, b, in_fmt, acc)))
     return cases
 
 
@@ -152,7 +191,11 @@ def _stall_cases(rng: np.random.Generator) -> list[Case]:
     ]
     while len(cases) < 40:
         acc = _STALL_ACCS[rng.integers(len(_STALL_ACCS))]
-        value = float(round_to(rng.uniform(1, 2) * 2.0 ** int(rng.integers(-4, 3)), acc))
+        # a random mantissa is never a power of two (where the stall is a tie) and rarely short
+        # (where the running sum meets ties on the way): over-sample both
+        r = rng.random()
+        mantissa = 1.0 if r < 0.25 else float(rng.choice([1.5, 1.25, 1.75, 1.125])) if r < 0.5 else rng.uniform(1, 2)
+        value = float(round_to(mantissa * 2.0 ** int(rng.integers(-4, 3)), acc))
         try:
             stall_length(value, acc)
         except ValueError:  # this value overflows the format before it stalls: not a case

@@ -10,6 +10,7 @@ computed in any order, so it is compared with a relative tolerance (:func:`nbhel
 """
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from ..accumulation import emulated_dot, emulated_matmul
 from ..metrics import relative_error
 from ..tensor_cores import accumulator_probe, tensor_core_group_sum
 from ..checks import Case, Exercise, close_to, same_value_up_to_zero_sign
+from ..formats import ulp
 from ..rounding import round_to
 
 
@@ -52,10 +54,18 @@ def _relative_error_cases(rng: np.random.Generator) -> list[Case]:
         Case((-one, one), label="sign flipped: 2.0"),
     ]
     for _ in range(40):
-        shape = tuple(int(s) for s in rng.integers(1, 9, size=int(rng.integers(1, 3))))
+        shape = tuple(int(s) for s in rng.integers(1, 9, size=int(rng.integers(1, 4))))
         scale = 2.0 ** int(rng.integers(-20, 20))
         C_ref = rng.standard_normal(shape) * scale
         C = C_ref * (1 + rng.standard_normal(shape) * 10.0 ** float(rng.uniform(-8, 0)))
+        r = rng.random()
+        if r < 0.25:  # a zero reference: 0.0 if C is zero too, inf if not
+            C_ref = np.zeros(shape)
+            C = np.zeros(shape) if rng.random() < 0.5 else C * (rng.random(shape) < 0.3)
+        elif r < 0.35:  # C equal to C_ref
+            C = C_ref.copy()
+        elif r < 0.5:  # the error sits where C_ref is zero
+            C_ref = C_ref * (rng.random(shape) < 0.5)
         cases.append(Case((C, C_ref)))
     return cases
 
@@ -95,12 +105,42 @@ def _dot_cases(rng: np.random.Generator) -> list[Case]:
         Case((np.full(5, 1.0 + 2.0**-7), np.full(5, 1.0 + 2.0**-7)), label="products with 16 significant bits"),
     ]
     for _ in range(60):
+        if rng.random() < 0.25:
+            cases.append(Case(_tie_then_tiny(rng)))
+            continue
         K = int(rng.integers(1, 400))
         a, b = _random_bf16_vector(rng, K), _random_bf16_vector(rng, K)
         if rng.random() < 0.3:  # same signs: the sum grows, the bf16 accumulator lags
             a, b = np.abs(a), np.abs(b)
         cases.append(Case((a, b)))
     return cases
+
+
+def _tie_then_tiny(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A random probe: random products whose fp32 sum is exact, a few more that bring it to a
+    tie between two bf16 neighbours, then tiny products below half an fp32 spacing. fp32 drops
+    the tiny ones and the final rounding to bf16 sees the tie; a wider sum tips it (random
+    products alone almost never end on a bf16 tie, so only cases like these tell)."""
+    K = int(rng.integers(0, 300))
+    m = 2.0 ** int(rng.integers(-6, 7))  # every product a multiple of m * 2**-10, the sum far below 2**24 of those
+    a = _bf16(rng.uniform(1, 16, K) * rng.choice([-1.0, 1.0], K))
+    b = m * 2.0 ** rng.integers(0, 4, K)
+    total = float(np.sum(a * b))  # exact
+    r = float(_bf16(total)) if total != 0 else m
+    spacing = float(ulp(r, "bf16"))
+    tie = r + math.copysign(spacing / 2, r)  # halfway to the next bf16 value away from zero
+    pieces, rest = [], tie - total  # split the step to the tie into bf16 values (8 bits each)
+    while rest != 0:
+        pieces.append(float(round_to(rest, "bf16", "toward_zero")))
+        rest -= pieces[-1]
+    e = int(np.floor(np.log2(abs(tie))))
+    tiny = _bf16(rng.uniform(1, 2, int(rng.integers(1, 4))) * 2.0 ** (e - 26 - rng.integers(0, 4)))
+    # mostly toward the odd neighbour, so that a sum that kept them ends elsewhere than the tie's even one
+    away = float(_bf16(tie)) == r  # r is the even neighbour: the odd one is away from zero
+    tiny *= math.copysign(1.0, r) * (1.0 if away else -1.0) if rng.random() < 0.8 else rng.choice([-1.0, 1.0], tiny.size)
+    a = np.r_[a, np.ones(len(pieces)), np.ones(tiny.size)]
+    b = np.r_[b, pieces, tiny]
+    return a, b
 
 
 # ------------------------------------------------------------------ 3. blocked GEMM with fp32 accumulators
@@ -136,6 +176,9 @@ def _blocked_cases(rng: np.random.Generator) -> list[Case]:
         M, N = int(rng.integers(1, 6)), int(rng.integers(1, 6))
         K = int(rng.integers(1, 300))
         block = int(rng.choice([1, 2, 3, 4, 7, 8, 16, 32, 64, 100]))
+        r = rng.random()  # over-sample the shapes of the split: whole blocks, one block, one product over
+        if r < 0.45:
+            K = int(rng.integers(1, block + 1)) if r < 0.15 else block * int(rng.integers(1, 4)) + (r >= 0.3)
         cases.append(Case((_random_bf16_matrix(rng, (M, K)), _random_bf16_matrix(rng, (K, N)), block)))
     return cases
 
@@ -169,11 +212,18 @@ def _group_cases(rng: np.random.Generator) -> list[Case]:
     for _ in range(80):
         g = int(rng.integers(1, 17))
         align_bits = int(rng.choice([3, 5, 8, 11, 16, 23, 23, 23, 30]))
+        if rng.random() < 0.2:  # more bits kept than fp32 holds: the final truncation to fp32 decides
+            align_bits = int(rng.integers(24, 31))
         a, b = _random_bf16_vector(rng, g), _random_bf16_vector(rng, g)
         products = a * b * 2.0 ** rng.integers(-12, 3, size=g)  # exact: bf16 x bf16 x a power of two
         c = float(round_to(rng.standard_normal() * 2.0 ** int(rng.integers(-4, 8)), "fp32"))
-        if rng.random() < 0.15:
+        r = rng.random()
+        if r < 0.15:
             c = 0.0
+        elif r < 0.3:  # c far larger than every product: the products lose most of their bits
+            c = float(round_to(rng.standard_normal() * 2.0 ** int(rng.integers(10, 30)), "fp32"))
+        if rng.random() < 0.15:
+            products[rng.random(g) < 0.5] = 0.0
         if rng.random() < 0.3:  # same signs, as in a sum that only grows
             c, products = abs(c), np.abs(products)
         cases.append(Case((c, products, align_bits)))

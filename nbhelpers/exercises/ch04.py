@@ -30,6 +30,15 @@ def _log_uniform(rng: np.random.Generator, lo: float, hi: float, n: int) -> np.n
     return rng.choice([-1.0, 1.0], size=n) * np.exp2(rng.uniform(lo, hi, size=n))
 
 
+def _bf16_ties(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """float32 midpoints between each bf16 value of w (finite, nonzero) and its neighbour one
+    step up or down in magnitude: exact ties, which random data almost never gives."""
+    bits = w.astype(np.float32).view(np.uint32).astype(np.int64)
+    step = np.where((rng.random(w.size) < 0.5) & ((bits & 0x7FFFFFFF) > 0x10000), -0x10000, 0x10000)
+    neighbour = (bits + step).astype(np.uint32).view(np.float32)
+    return ((w.astype(np.float64) + neighbour) / 2).astype(np.float32)  # exact: 9 bits
+
+
 # ------------------------------------------------------------------ 1. the master-weight step
 
 
@@ -55,6 +64,19 @@ def _master_cases(rng: np.random.Generator) -> list[Case]:
         master = _f32(_log_uniform(rng, -10, 3, n))
         grad = _bf16(_log_uniform(rng, -14, 2, n))
         lr = float(rng.choice(_LRS)) if rng.random() < 0.6 else float(np.exp(rng.uniform(np.log(1e-5), np.log(1e-1))))
+        if rng.random() < 0.4:
+            # some new masters exactly on a bf16 tie (to even, not away), some products that
+            # underflow float32, some signed zeros
+            tie = _bf16_ties(_bf16(master), rng)
+            step = np.float32(lr) * grad
+            moved = tie + step  # a master that the step brings back to the tie, where that is exact
+            exact = (moved - step) == tie
+            pick = rng.random(n)
+            master = np.where(pick < 0.4, np.where(exact, moved, tie), master)
+            grad = np.where((pick < 0.4) & ~exact, 0, grad)
+            grad = np.where((pick >= 0.4) & (pick < 0.55), _bf16(_log_uniform(rng, -140, -125, n)), grad)
+            master = _f32(np.where(pick >= 0.9, rng.choice([0.0, -0.0]), master))
+            grad = _f32(np.where(pick >= 0.95, 0, grad))
         cases.append(Case((master, grad, lr)))
     return cases
 
@@ -84,6 +106,13 @@ def _kahan_cases(rng: np.random.Generator) -> list[Case]:
         w = _bf16(_log_uniform(rng, -8, 2, n))
         delta = _f32(np.abs(w) * _log_uniform(rng, -13, -3, n))
         c = _bf16(np.abs(w) * _log_uniform(rng, -12, -9, n) * (rng.random(n) < 0.8))
+        if rng.random() < 0.4:  # some elements with w + y exactly on a bf16 tie (to even, not away)
+            y = _bf16_ties(w, rng) - w  # exact: half a spacing
+            d = y + c  # float32
+            exact = (d - c) == y
+            tie = rng.random(n) < 0.4
+            delta = _f32(np.where(tie, np.where(exact, d, y), delta))
+            c = _f32(np.where(tie & ~exact, 0, c))
         cases.append(Case((w, c, delta)))
     return cases
 

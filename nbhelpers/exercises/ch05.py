@@ -43,6 +43,11 @@ def _scale_cases(rng: np.random.Generator) -> list[Case]:
         p = float(rng.uniform(0, 0.5))
         seq = [bool(v) for v in rng.random(n) < p]
         init = float(rng.choice(inits)) if rng.random() < 0.7 else float(np.exp2(rng.uniform(-20, 40)))
+        r = rng.random()
+        if r < 0.25:  # near float32's max with few infs: growth overflows and is skipped, then backoffs
+            init, seq = float(np.exp2(rng.uniform(118, 127.9))), [bool(v) for v in rng.random(n) < 0.1]
+        elif r < 0.35:  # near the bottom with many infs: backoffs into the subnormals and to 0
+            init, seq = float(np.exp2(rng.uniform(-149, -120))), [bool(v) for v in rng.random(n) < 0.7]
         cases.append(Case((seq, init, float(rng.choice(growths)), float(rng.choice(backoffs)),
                            int(rng.integers(1, 9)))))
     return cases
@@ -78,8 +83,10 @@ def _underflow_cases(rng: np.random.Generator) -> list[Case]:
         k = np.log2(f.smallest_subnormal)
         x = rng.choice([-1.0, 1.0], size=n) * np.exp2(rng.uniform(k - 6, k + 8, size=n))
         x[rng.random(n) < 0.1] = 0.0
-        if rng.random() < 0.3:  # some exact ties
-            x[rng.random(n) < 0.2] = f.smallest_subnormal / 2
+        if rng.random() < 0.6:  # some exact ties at half the smallest subnormal, and their neighbours
+            tie = f.smallest_subnormal / 2
+            near = rng.choice([tie, tie, np.nextafter(tie, 0), np.nextafter(tie, 1)], size=n)
+            x = np.where(rng.random(n) < 0.2, rng.choice([-1.0, 1.0], size=n) * near, x)
         cases.append(Case((x, e, m)))
     return cases
 
