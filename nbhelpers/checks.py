@@ -84,7 +84,14 @@ class UnknownExerciseError(KeyError):
 # ---------------------------------------------------------------------------------------------
 
 def _truncate(s: str, limit: int = REPR_LIMIT) -> str:
-    s = re.sub(r"\s*\n\s*", " ", s)
+    """``s`` on one line (each line break, with the white space around it, becomes one space), at
+    most ``limit`` characters. Linear in ``len(s)``: it may be a student's text."""
+    if "\n" in s:
+        lines = s.split("\n")
+        kept = [lines[0].rstrip()] + [ln.strip() for ln in lines[1:-1]] + [lines[-1].lstrip()]
+        s = kept[0] + "".join(" " + ln for ln in kept[1:] if ln) if len(kept) > 1 else kept[0]
+        if lines[-1].strip() == "" and len(lines) > 1:
+            s = s + " "
     return s if len(s) <= limit else s[: limit - 4] + " ..."
 
 

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import ROOT, env
+
 from nbhelpers.grading.cli import _seed_from_argv, main
 
 
@@ -42,7 +42,9 @@ def test_help_lists_the_options():
     out = subprocess.run([sys.executable, "-m", "nbhelpers.grade", "--help"], env=env(), cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     for option in ("--csv FILE", "--json FILE", "--seed N", "--chapter NN", "--jobs N", "--cell-timeout S",
-                   "--timeout S", "--regrade", "--kernel NAME", "--no-progress", "PATH [PATH ...]"):
+                   "--timeout S", "--regrade", "--kernel NAME", "--no-progress", "PATH [PATH ...]",
+                   "--seed-file FILE", "--no-sandbox", "--max-memory MB", "--max-processes N",
+                   "--max-file-size MB", "--max-disk MB"):
         assert option in out, option
     assert "(default 60)" in out and "(default 300)" in out and "--seed-fd" not in out
     assert out.startswith("usage: python -m nbhelpers.grade ")
@@ -63,6 +65,8 @@ def test_console_script_is_the_clis_main():
     (["--cell-timeout", "nan"], "argument --cell-timeout: expected a positive number, got 'nan'"),
     (["--timeout", "-3"], "argument --timeout: expected a positive number, got '-3'"),
     (["--chapter", "ex123"], "argument --chapter: a chapter is a number such as 1 or 01, got 'ex123'"),
+    (["--max-memory", "-5"], "argument --max-memory: expected a whole number, 0 or more, got '-5'"),
+    (["--max-disk", "lots"], "argument --max-disk: expected a whole number, 0 or more, got 'lots'"),
 ])
 def test_bad_option_values(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as e:
@@ -90,3 +94,27 @@ def test_only_the_command_line_makes_the_process_not_dumpable(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     assert [line for line in out.splitlines() if line.startswith("dumpable:")] == [
         "dumpable: 1", "dumpable: 1", "dumpable: 0"]
+
+
+def test_the_seed_from_a_file_or_stdin(tmp_path):
+    """--seed-file reads the seed from a file (or - for stdin): it is then on no command line.
+    Giving it twice, or a file without a seed, is a usage error that says so."""
+    (tmp_path / "ex01_x.ipynb").write_text("{oops")  # graded without a kernel
+    (tmp_path / "seed").write_text("8142093377\n")
+    (tmp_path / "bad").write_text("my seed")
+    base = [sys.executable, "-m", "nbhelpers.grade", str(tmp_path / "ex01_x.ipynb"), "--csv", "g.csv",
+            "--json", "g.json", "--no-progress"]
+
+    def run(*args, stdin=""):
+        return subprocess.run([*base, *args], env=env(), cwd=tmp_path, capture_output=True, text=True, input=stdin)
+
+    done = run("--seed-file", str(tmp_path / "seed"))
+    assert done.returncode == 0 and "seed: secret" in done.stdout
+    done = run("--seed-file", "-", stdin="77\n")
+    assert done.returncode == 0 and "seed: secret" in done.stdout
+    done = run("--seed-file", str(tmp_path / "seed"), "--seed", "5")
+    assert done.returncode == 2 and "--seed or --seed-file, not both" in done.stderr
+    done = run("--seed-file", str(tmp_path / "bad"))
+    assert done.returncode == 2 and "the seed must be a non-negative integer" in done.stderr
+    done = run("--seed-file", str(tmp_path / "missing"))
+    assert done.returncode == 2 and "cannot read the seed" in done.stderr

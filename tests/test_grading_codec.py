@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from nbhelpers.checks import same_value
-from nbhelpers.grading.in_kernel import _BY_EXACT_TYPE, _BY_KIND, _DECODERS, decode, encode
+from nbhelpers.grading.in_kernel import _BY_EXACT_TYPE, _BY_KIND, _DECODERS, decode, encode, import_class
 from nbhelpers.grading.judging import Opaque, decode_result, stand_in
 
 
 def roundtrip(v, strict=True):
-    return decode(json.loads(json.dumps(encode(v, strict=strict), allow_nan=False)), stand_in)
+    return decode(json.loads(json.dumps(encode(v, strict=strict), allow_nan=False)), stand_in, import_class)
 
 
 @pytest.mark.parametrize("value", [

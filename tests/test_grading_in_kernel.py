@@ -15,7 +15,10 @@ from helpers import env, solution
 from nbhelpers.grading import in_kernel
 from nbhelpers.grading.in_kernel import kernel_main
 from nbhelpers.grading.judging import judge, plan_chapter, read_outputs
+from nbhelpers.grading.options import MAX_OUTPUT_LINE_BYTES
 from nbhelpers.grading.worker import grading_cell, kernel_source
+
+NONCE = "0123456789abcdef" * 2
 
 
 def test_expected_results_never_reach_the_kernel():
@@ -49,11 +52,13 @@ def test_kernel_runner_in_process(tmp_path):
         raise NotImplementedError("about 9 lines")
 
     ns = {"decode_bits": todo, "round_nearest_even": loop, "ulp_at": 42}
-    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 0.5, "only": None}
+    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 0.5, "only": None,
+           "max_line": MAX_OUTPUT_LINE_BYTES}
+    events = [{"event": "grading_cell", "outputs": job["outputs"], "nonce": NONCE}]
     t0 = time.monotonic()
-    kernel_main(ns, job)
+    kernel_main(ns, {**job, "nonce": NONCE})
     assert time.monotonic() - t0 < 5 and len(calls) == 1
-    out = read_outputs(tmp_path / "out.jsonl", plan)
+    out = read_outputs(events, plan).records
     res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
     assert res["ex01.decode_bits"].status == "TODO"
     assert res["ex01.round_nearest_even"].status == "TIMEOUT" and "TimeoutError" in res["ex01.round_nearest_even"].error
@@ -64,11 +69,13 @@ def test_kernel_runner_in_process(tmp_path):
     (tmp_path / "out.jsonl").unlink()
     ns = {k: sol[k] for k in ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing")}
     ns["ulp_at"] = lambda x, e, m: np.zeros(9 * 2**20)  # 72 MB: too large to send
-    kernel_main(ns, job)
-    out = read_outputs(tmp_path / "out.jsonl", plan)
+    ns["decode_bits"] = lambda b, e, m: np.zeros(2**18)  # 2 MB each: too large together
+    kernel_main(ns, {**job, "nonce": NONCE})
+    out = read_outputs(events, plan).records
     res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
-    assert [r.points for r in res.values()] == [4, 6, 0, 2]
+    assert [r.points for r in res.values()] == [0, 6, 0, 2]
     assert "too large" in res["ex01.ulp_at"].mismatches[0]
+    assert "too large to send back" in res["ex01.decode_bits"].error
 
 
 def test_in_kernel_imports_only_the_standard_library_and_numpy():
@@ -95,7 +102,8 @@ def test_in_kernel_runs_without_nbhelpers(tmp_path):
     (tmp_path / "in.json").write_text(json.dumps({"exercises": [
         {"id": "ex01.f", "name": "f", "cases": [{"a": [in_kernel.encode(2.5), in_kernel.encode(np.arange(3))], "k": {}}]},
         {"id": "ex01.g", "name": "g", "cases": [{"a": [], "k": {}}]}]}))
-    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 5.0, "only": None}
+    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 5.0, "only": None,
+           "nonce": NONCE, "max_line": 2**20}
     code = (
         "import sys, json\n"
         "sys.modules['nbhelpers'] = None\n"
@@ -108,10 +116,10 @@ def test_in_kernel_runs_without_nbhelpers(tmp_path):
     )
     subprocess.run([sys.executable, "-c", code], env=env(), check=True, cwd=tmp_path, timeout=60)
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert lines[0] == {"start": "ex01.f"} and lines[2] == {"start": "ex01.g"}
-    assert lines[3] == {"id": "ex01.g", "missing": True}
+    assert lines[0] == {"start": "ex01.f", "n": NONCE} and lines[2] == {"start": "ex01.g", "n": NONCE}
+    assert lines[3] == {"id": "ex01.g", "missing": True, "n": NONCE}
     (r,) = lines[1]["results"]
-    value = in_kernel.decode(r["v"], lambda name, text: None)
+    value = in_kernel.decode(r["v"], lambda name, text: None, in_kernel.import_class)
     assert np.array_equal(value[0], [0.0, 2.5, 5.0]) and math.copysign(1, value[1]["-0"]) < 0
 
 
@@ -121,11 +129,11 @@ def test_grading_cell_runs_in_the_notebooks_namespace(tmp_path):
     plan = plan_chapter(1, seed=0)
     (tmp_path / "in.json").write_text(plan.inputs_json)
     job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 5.0,
-           "only": ["ex01.ulp_at"]}
+           "only": ["ex01.ulp_at"], "nonce": NONCE, "max_line": 2**20}
     ns = {"exec": None, "compile": None, "ulp_at": lambda x, e, m: 0.0}
     exec(compile(grading_cell(job), "<cell>", "exec"), ns)
     assert set(ns) == {"exec", "compile", "ulp_at", "__builtins__", "__nbhelpers_grade_cell"}
-    out = read_outputs(tmp_path / "out.jsonl", plan)
+    out = read_outputs([{"event": "grading_cell", "outputs": job["outputs"], "nonce": NONCE}], plan).records
     assert set(out) == {"ex01.ulp_at"}
     p = next(p for p in plan.exercises if p.exercise.id == "ex01.ulp_at")
     r = judge(p, out["ex01.ulp_at"], ("NOT RUN", "x"))

@@ -13,7 +13,7 @@ import pytest
 import nbhelpers.exercises
 from nbhelpers import checks
 from nbhelpers.checks import Raised, cases_for, same_value
-from nbhelpers.grading.in_kernel import decode, encode
+from nbhelpers.grading.in_kernel import decode, encode, import_class
 from nbhelpers.grading.judging import event_text, judge, plan_chapter, read_outputs, stand_in, status_of
 from nbhelpers.grading.options import Status
 
@@ -33,7 +33,7 @@ def test_every_chapters_inputs_can_be_sent_to_a_kernel(module):
     for p, s in zip(plan.exercises, sent):
         assert s["id"] == p.exercise.id and len(s["cases"]) == len(p.cases)
         for case, enc in zip(p.cases, s["cases"]):
-            args = [decode(a, stand_in) for a in enc["a"]]
+            args = [decode(a, stand_in, import_class) for a in enc["a"]]
             assert len(args) == len(case.args)
             for got, want in zip(args, case.args):
                 assert type(got) is type(want) or isinstance(want, tuple)
@@ -46,25 +46,30 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
     plan = plan_chapter(1, seed=0)
     p = plan.exercises[3]  # smallest_absorbing, 15 cases
     good = [{"v": v} for v in (encode(e) for e in p.expected)]
+    nonce = "5" * 32
     lines = [
         b"not json at all\n",
         b'{"id": "ex01.smallest_absorbing", "results": [' + b"[" * 5000 + b"\n",  # truncated, deep
         json.dumps([1, 2]).encode() + b"\n",
-        json.dumps({"id": "ex99.other", "results": good}).encode() + b"\n",
-        json.dumps({"id": "ex01.ulp_at", "results": "lots"}).encode() + b"\n",
-        json.dumps({"id": "ex01.round_nearest_even", "results": [{"x": 1}, 5, {"v": {"$nd": 1}}] * 400}).encode() + b"\n",
-        json.dumps({"id": "ex01.smallest_absorbing", "results": good + good}).encode() + b"\n",
-        json.dumps({"id": "ex01.smallest_absorbing", "results": []}).encode() + b"\n",  # a second line does not count
+        json.dumps({"id": "ex01.decode_bits", "results": []}).encode() + b"\n",  # no nonce: not the grading cell's
+        json.dumps({"id": "ex99.other", "results": good, "n": nonce}).encode() + b"\n",
+        json.dumps({"id": "ex01.ulp_at", "results": "lots", "n": nonce}).encode() + b"\n",
+        json.dumps({"id": "ex01.round_nearest_even", "results": [{"x": 1}, 5, {"v": {"$nd": 1}}] * 400,
+                    "n": nonce}).encode() + b"\n",
+        json.dumps({"id": "ex01.smallest_absorbing", "results": good + good, "n": nonce}).encode() + b"\n",
+        json.dumps({"id": "ex01.smallest_absorbing", "results": [], "n": nonce}).encode() + b"\n",  # a second line does not count
         b"\xff\xfe garbage",
     ]
     (tmp_path / "out.jsonl").write_bytes(b"".join(lines))
-    out = read_outputs(tmp_path / "out.jsonl", plan)
-    res = {q.exercise.id: judge(q, out.get(q.exercise.id), ("NOT RUN", "not checked")) for q in plan.exercises}
+    out = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}], plan)
+    assert out.foreign_lines == 5
+    res = {q.exercise.id: judge(q, out.records.get(q.exercise.id), ("NOT RUN", "not checked")) for q in plan.exercises}
     assert res["ex01.smallest_absorbing"].passed  # extra results are ignored
     assert res["ex01.ulp_at"].status == "ERROR" and res["ex01.ulp_at"].points == 0
     assert res["ex01.round_nearest_even"].points == 0 and res["ex01.round_nearest_even"].n_failed == len(plan.exercises[1].cases)
     assert res["ex01.decode_bits"].status == "NOT RUN"
-    assert read_outputs(tmp_path / "nothing.jsonl", plan) == {}
+    missing = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "nothing.jsonl"), "nonce": nonce}], plan)
+    assert missing.records == {} and missing.foreign_lines == 0
 
 
 def test_score_is_what_run_check_uses():
@@ -109,6 +114,8 @@ def test_event_text():
         "cell 3 (import maths) raised ModuleNotFoundError: No module named 'maths'"
     assert event_text({"event": "cell_timeout", "cell": 2, "line": "while True:", "seconds": 5.0}) == \
         "cell 2 (while True:) ran past the 5 s limit and was interrupted"
-    assert event_text({"event": "kernel_died", "exercise": "ex01.f"}) == "the kernel died while checking ex01.f"
+    assert event_text({"event": "kernel_died", "exercise": "ex01.f", "retry": True}) == \
+        "the kernel died while checking ex01.f; retried in a new kernel"
+    assert event_text({"event": "kernel_died", "exercise": "ex01.f"}) == "the kernel died again while checking ex01.f"
     assert event_text({"event": "kernel_died", "grading": True}) == "the kernel died while the functions were checked"
     assert event_text({"event": "done", "kernel_starts": 1}) == ""

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from helpers import EX01_EXERCISE, FAST, FULL, POINTS, read_csv, read_json, set_body, solution, write
+
 from nbhelpers.grading.cli import main
 from nbhelpers.grading.options import GradeOptions, Status
 from nbhelpers.grading.outputs import Outputs, _csv_safe
@@ -124,3 +125,48 @@ def test_is_done_needs_the_same_content_seed_kind_and_chapter(tmp_path):
     assert not Outputs(csv_path, json_path, GradeOptions(seed=5)).is_done(sub)
     assert not Outputs(csv_path, json_path, GradeOptions(chapter=1)).is_done(sub)
     assert not Outputs(csv_path, json_path, GradeOptions()).is_done(Submission("a.ipynb", Path("a"), sha256="cd"))
+
+
+def test_damaged_output_files_are_set_aside_and_started_afresh(tmp_path, capsys):
+    """NaN in the JSON file, a total that is not the sum of its points, a CSV row edited by hand:
+    the file is renamed (never deleted), the grader says so, and the run goes on."""
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    out = Outputs(csv_path, json_path, GradeOptions())
+    out.start(["ex01.f"])
+    out.add(_rec("a.ipynb", ex01_f=3))
+    out.finish()
+    good_json, good_csv = json_path.read_text(), csv_path.read_text()
+
+    for damage in (lambda t: t.replace('"total": 3', '"total": NaN'),
+                   lambda t: t.replace('"total": 3', '"total": 4'),
+                   lambda t: t.replace('"status": "graded"', '"status": "excellent"')):
+        json_path.write_text(damage(good_json))
+        csv_path.write_text(good_csv)
+        assert Outputs(csv_path, json_path, GradeOptions()).records == {}
+        err = capsys.readouterr().err
+        assert "is damaged" in err and "kept as" in err and "starting it afresh" in err
+        aside = sorted(tmp_path.glob("g.json.unreadable-*"))
+        assert aside and damage(good_json) in [p.read_text() for p in aside]
+
+    json_path.write_text(good_json)
+    csv_path.write_text(good_csv.replace(",3,3,15,graded,", ",6,6,15,graded,"))  # points raised by hand
+    out = Outputs(csv_path, json_path, GradeOptions())
+    assert set(out.records) == {"a.ipynb"} and "edited by hand" in capsys.readouterr().err
+    out.start(["ex01.f"])
+    assert csv_path.read_text() == good_csv  # made again from the JSON file
+    assert any(",6,6,15," in p.read_text() for p in tmp_path.glob("g.csv.unreadable-*"))
+
+
+def test_names_that_look_like_formulas_are_not_regraded(tmp_path):
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    out = Outputs(csv_path, json_path, GradeOptions())
+    out.start(["ex01.f"])
+    for name in ("=a.ipynb", "+b.ipynb", "-c.ipynb", "@d.ipynb"):
+        out.add(_rec(name, ex01_f=3))
+    out.finish()
+    assert "'=a.ipynb" in csv_path.read_text()  # written so that a spreadsheet does not run it
+    again = Outputs(csv_path, json_path, GradeOptions())
+    for name in ("=a.ipynb", "+b.ipynb", "-c.ipynb", "@d.ipynb"):
+        assert again.is_done(Submission(name, Path(name), sha256="ab" * 32))
+    again.start(["ex01.f"])
+    assert len(list(csv.DictReader(csv_path.read_text().splitlines()))) == 4

@@ -21,7 +21,7 @@ import pytest
 from nbclient import NotebookClient
 
 from helpers import (EX01_EXERCISE, FAST, FULL, POINTS, ROOT, TOTAL_TIMEOUT, code_index, env, hard_coded_notebook,
-                           insert_code, mutate, read_csv, read_json, set_body, solution, tree_state, write)
+                     insert_code, mutate, read_csv, read_json, set_body, solution, tree_state, write)
 from nbhelpers.checks import exercises_of, run_check
 from nbhelpers.grading.cli import main
 
@@ -109,8 +109,19 @@ for _root in sorted(_paths):
                     _n += 1
             except OSError:
                 pass
-with open(DUMP, "w") as f:
-    f.write(json.dumps({"memory_readable": _mem, "files": _n}) + "\n" + "\n".join(_dump))
+try:
+    with open(DUMP, "w") as f:
+        f.write(json.dumps({"memory_readable": _mem, "files": _n}) + "\n" + "\n".join(_dump))
+except OSError:  # in the sandbox: nowhere to write it; say what could be seen, in an exception
+    _cmds = {}
+    for _p in [p for p in os.listdir("/proc") if p.isdigit()]:
+        try:
+            with open(f"/proc/{_p}/cmdline", "rb") as f:
+                _argv = f.read().decode("utf-8", "replace").split("\0")
+            _cmds[_p] = " ".join(os.path.basename(a) for a in _argv if a and not a.startswith("-"))[:36]
+        except OSError:
+            pass
+    raise RuntimeError("HUNTED " + json.dumps(_cmds))
 '''
 
 
@@ -130,7 +141,7 @@ print("TOTAL: 15/15 points")
 '''
 
 
-def bad_submissions(folder: Path, dump: Path) -> dict[str, dict]:
+def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     """Write every kind of bad submission; return what each should get:
     {file name: {"status": ..., "points": {exercise id: points}}} (points omitted: all zero)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -223,25 +234,31 @@ def bad_submissions(folder: Path, dump: Path) -> dict[str, dict]:
     nb = hard_coded_notebook()
     insert_code(nb, "import math", f"import json\nDUMP = {str(dump)!r}\n" + SEED_HUNTER)
     write(nb, folder / "ex01_seed_hunter.ipynb")
-    expect["ex01_seed_hunter.ipynb"] = {"status": "graded", "points": zero}
+    expect["ex01_seed_hunter.ipynb"] = {"status": "cell error" if sandbox else "graded", "points": zero}
     return expect
 
 
-@pytest.fixture(scope="module")
-def bad_run(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sandbox", "no-sandbox"])
+def bad_run(request, tmp_path_factory):
+    """Every bad submission graded in one run, in the sandbox (the default) and without it (where
+    the grader runs as unprivileged as it can here)."""
+    sandbox = request.param == "sandbox"
     base = tmp_path_factory.mktemp("bad")
     subs = base / "submissions"
     dump = base / "hunter_dump.txt"
-    expect = bad_submissions(subs, dump)
+    expect = bad_submissions(subs, dump, sandbox)
     before = tree_state(subs)
     seed = secrets.randbelow(9 * 10**11) + 10**11  # twelve digits found in no file
+    prefix = [] if sandbox else unprivileged()
     t0 = time.monotonic()
     proc = subprocess.run(
-        [*unprivileged(), sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(base / "grades.csv"),
-         "--json", str(base / "grades.json"), "--seed", str(seed), "--chapter", "1", "--jobs", "2", *FAST],
+        [*prefix, sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(base / "grades.csv"),
+         "--json", str(base / "grades.json"), "--seed", str(seed), "--chapter", "1", "--jobs", "2", *FAST,
+         *([] if sandbox else ["--no-sandbox"])],
         cwd=base, env=env(), capture_output=True, text=True, timeout=600)
     return {"base": base, "subs": subs, "expect": expect, "before": before, "seed": seed, "proc": proc,
-            "dump": dump, "seconds": time.monotonic() - t0, "privileged": os.geteuid() == 0 and not unprivileged()}
+            "dump": dump, "seconds": time.monotonic() - t0, "sandbox": sandbox,
+            "privileged": os.geteuid() == 0 and not prefix}
 
 
 def unprivileged() -> list[str]:
@@ -317,6 +334,17 @@ def test_bad_run_fakes_earn_nothing(bad_run):
 
 def test_secret_seed_cannot_be_found(bad_run):
     seed = str(bad_run["seed"])
+    assert seed not in (bad_run["base"] / "grades.json").read_text()
+    assert seed not in (bad_run["base"] / "grades.csv").read_text()
+    assert json.loads((bad_run["base"] / "grades.json").read_text())["grader"]["seed"] == "secret"
+    if bad_run["sandbox"]:
+        # the hunter could write its findings nowhere; it raised them. It saw its own sandbox only:
+        # the sandbox's init (bwrap) and its kernel, nothing of the grader, the worker or the shell
+        detail = read_json(bad_run["base"] / "grades.json")["ex01_seed_hunter.ipynb"]["detail"]
+        assert "HUNTED" in detail and not bad_run["dump"].exists()
+        assert "nbhelpers.grade" not in detail and "grading.worker" not in detail and seed not in detail
+        assert "ipykernel" in detail
+        return
     text = bad_run["dump"].read_text(errors="replace")
     head, _, body = text.partition("\n")
     info = json.loads(head)
@@ -330,9 +358,6 @@ def test_secret_seed_cannot_be_found(bad_run):
     if not (yama.exists() and yama.read_text().strip() != "0"):  # else ancestors are off limits anyway
         workers = {cmd: ok for cmd, ok in info["memory_readable"].items() if "nbhelpers.grading.worker" in cmd}
         assert workers and all(workers.values())  # the probe works: the worker (no seed) is readable
-    assert seed not in (bad_run["base"] / "grades.json").read_text()
-    assert seed not in (bad_run["base"] / "grades.csv").read_text()
-    assert json.loads((bad_run["base"] / "grades.json").read_text())["grader"]["seed"] == "secret"
 
 
 # ---- every chapter ------------------------------------------------------------------------------

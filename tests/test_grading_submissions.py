@@ -3,6 +3,7 @@ read-only, its code cells, its chapter, and its check cells."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -65,10 +66,47 @@ def test_find_notebooks(tmp_path):
     for name in ("a/x.ipynb", "a/.ipynb_checkpoints/x-checkpoint.ipynb", "b.ipynb", "a/notes.txt"):
         (tmp_path / name).write_text("{}")
     found = find_notebooks([tmp_path / "a", tmp_path / "b.ipynb", tmp_path / "a" / "x.ipynb"])  # x twice
-    assert [name for name, _ in found] == [str(tmp_path / "a" / "x.ipynb"), str(tmp_path / "b.ipynb")]
-    assert all(path.is_absolute() for _, path in found)
+    assert [f.name for f in found] == [str(tmp_path / "a" / "x.ipynb"), str(tmp_path / "b.ipynb")]
+    assert all(f.path.is_absolute() and f.refused is None for f in found)
     assert find_notebooks([tmp_path / "a" / ".ipynb_checkpoints"]) == [  # hidden below the folder given only
         (str(tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb"),
-         (tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").resolve())]
+         (tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").resolve(), None)]
     with pytest.raises(FileNotFoundError):
         find_notebooks([tmp_path / "missing"])
+
+
+def test_links_are_graded_as_the_file_they_point_to_and_links_outside_are_refused(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "deep").mkdir(parents=True)
+    (subs / "bob_ex01.ipynb").write_text("{}")
+    (subs / "deep" / "carol_ex01.ipynb").write_text("{}")
+    (tmp_path / "secret.ipynb").write_text("{}")
+    os.symlink(subs / "bob_ex01.ipynb", subs / "aaa_ex01.ipynb")  # named to sort before bob
+    os.symlink(tmp_path / "secret.ipynb", subs / "outside.ipynb")
+    os.symlink(tmp_path / "nothing.ipynb", subs / "dangling.ipynb")
+    os.symlink(tmp_path, subs / "folder_link")  # not followed
+    os.mkfifo(subs / "pipe.ipynb")
+    found = {f.name: f for f in find_notebooks([subs])}
+    assert set(found) == {str(subs / n) for n in ("bob_ex01.ipynb", "deep/carol_ex01.ipynb", "outside.ipynb",
+                                                   "dangling.ipynb", "pipe.ipynb")}
+    assert found[str(subs / "bob_ex01.ipynb")].refused is None
+    assert "outside the folders" in found[str(subs / "outside.ipynb")].refused
+    assert "to nothing" in found[str(subs / "dangling.ipynb")].refused
+    assert "not a regular file" in found[str(subs / "pipe.ipynb")].refused
+    assert read_submission(subs / "pipe.ipynb").problem == "invalid notebook"  # never blocks
+
+
+def test_names_and_sources_are_made_safe(tmp_path):
+    raw = os.fsencode(tmp_path) + b"/ex01_\xff\x1b[2J.ipynb"
+    with open(raw, "w") as f:
+        f.write(json.dumps({"cells": [{"cell_type": "code", "source": "s = '\ud800'"}]}))
+    (f,) = find_notebooks([tmp_path])
+    assert f.name.endswith("ex01_\\udcff\\x1b[2J.ipynb") and f.name.isprintable()
+    sub = read_submission(f.path, f.name)
+    assert sub.cells == [(0, "s = '\\ud800'")]  # the same string, written as an escape
+    sub.cells[0][1].encode("utf-8")
+
+
+def test_is_check_cell_does_not_parse_huge_cells():
+    assert not is_check_cell("x = " + "-" * 300_000 + "1")  # not parsed: no RecursionError, no gigabytes
+    assert not is_check_cell("(" * 150 + ")" * 150)

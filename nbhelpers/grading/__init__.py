@@ -8,15 +8,19 @@
 point). Every ``PATH`` is a notebook or a folder searched for ``*.ipynb``. For each submission
 the grader
 
-1. reads the file once, read-only (it is never modified), and takes its code cells;
-2. runs them in a fresh Jupyter kernel, in an empty temporary folder, driven by a worker process
-   of its own, with a time limit per cell and a total one (the worker and its kernel are killed
-   when the total runs out). Check cells (cells that only call ``check(...)`` or
-   ``summary(...)``) are skipped: they are for the student's eyes;
+1. reads the file once, read-only (it is never modified), and takes its code cells; its name and
+   every other text from it are made safe where they enter (:mod:`.untrusted`);
+2. runs them in a fresh Jupyter kernel in a sandbox of its own (bubblewrap: its own PID, network
+   and user namespaces, a read-only view of the course without its exercise modules, a private
+   /tmp, resource limits; :mod:`.sandbox`), driven by a worker process (reused from one
+   submission to the next), with a time limit per cell and a total one (the worker and the
+   kernel's sandbox are killed when the total runs out). Check cells (cells that only call
+   ``check(...)`` or ``summary(...)``) are skipped: they are for the student's eyes;
 3. adds one last cell that calls each of the chapter's functions on the case *inputs* (sent as
    data, never the expected results) and writes what they return to a file in a plain data
-   encoding (JSON with tagged NaN, infinities, -0.0, arrays as dtype, shape and bytes);
-   nothing from the kernel is ever unpickled or executed;
+   encoding (JSON with tagged NaN, infinities, -0.0, arrays as dtype, shape and bytes), every
+   line with a nonce made for that cell (lines without it are ignored as tampering); nothing
+   from the kernel is ever unpickled, executed or imported;
 4. judges those results in this process with :func:`nbhelpers.checks.score`, the very code a
    notebook's ``check`` cell uses, against expected results computed here from the course's
    references. The cases come from ``cases_for(exercise, seed)``: seed 0 is what students see,
@@ -31,19 +35,24 @@ calls, or an ``exNN`` file name) and its exercises come from ``nbhelpers.exercis
 
 The modules, one role each (an arrow: what a module imports from the package):
 
-- :mod:`~nbhelpers.grading.options`      the options, the submission statuses, the size and time limits
+- :mod:`~nbhelpers.grading.untrusted`    making a submission's text safe where it enters the grader
+- :mod:`~nbhelpers.grading.sandbox`      the command that starts a kernel in its sandbox, under resource limits
+- :mod:`~nbhelpers.grading.options`      the options, the submission statuses, the size and time limits  (-> sandbox)
 - :mod:`~nbhelpers.grading.in_kernel`    the value codec and the code run inside the student's kernel (sent there as source)
-- :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells  (-> options)
-- :mod:`~nbhelpers.grading.jobs`         a submission's job folder; starting, timing out and stopping its worker  (-> options)
-- :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel  (-> in_kernel, jobs, options)
+- :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells  (-> options, untrusted)
+- :mod:`~nbhelpers.grading.jobs`         a submission's job folder; the worker processes, timing out and stopping them  (-> options, untrusted)
+- :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel  (-> in_kernel, jobs, options, sandbox)
 - :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and record
-  (-> in_kernel, jobs, options, submissions)
-- :mod:`~nbhelpers.grading.outputs`      the CSV and JSON files: atomic writes, resuming, setting damaged files aside  (-> options, submissions)
-- :mod:`~nbhelpers.grading.run`          :func:`grade`, the run loop, the progress bar and the summary  (-> judging, jobs, options, outputs, submissions)
-- :mod:`~nbhelpers.grading.cli`          the command line: its options, concealing the seed, :func:`main`  (-> options, run)
+  (-> in_kernel, jobs, options, submissions, untrusted)
+- :mod:`~nbhelpers.grading.outputs`      the CSV and JSON files: atomic writes, resuming, setting damaged files aside
+  (-> options, submissions, untrusted)
+- :mod:`~nbhelpers.grading.run`          :func:`grade`, the run loop, the progress bar and the summary
+  (-> judging, jobs, options, outputs, sandbox, submissions)
+- :mod:`~nbhelpers.grading.cli`          the command line: its options, the seed (concealed, or from a file), :func:`main`
+  (-> options, run, sandbox)
 
-docs/grading.md is the instructor's guide: options, outputs, statuses, the trust model and its
-known limits.
+docs/grading.md is the instructor's guide: options, outputs, statuses, the trust model (what the
+sandbox stops and what it does not) and its known limits.
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ the command line is handed over to a fresh copy of the process through a pipe
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -16,6 +17,7 @@ from typing import Any, Callable
 
 from .options import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT, GradeOptions, Status
 from .run import grade, print_summary
+from .sandbox import Limits, SandboxUnavailable
 
 __all__ = ["main"]
 
@@ -78,7 +80,15 @@ def _not_dumpable() -> None:
 
 
 def _read_seed(args: argparse.Namespace) -> int:
-    """The seed: from the pipe _conceal_seed made (--seed-fd), or from --seed (default 0)."""
+    """The seed: from --seed-file (a file, or - for stdin), from the pipe _conceal_seed made
+    (--seed-fd), or from --seed (default 0)."""
+    if args.seed_file is not None:
+        if args.seed is not None or args.seed_fd is not None:
+            raise argparse.ArgumentTypeError("give the seed once: --seed or --seed-file, not both")
+        if args.seed_file == "-":
+            return _parse_seed(sys.stdin.read(4096))
+        with open(args.seed_file, "rb") as f:
+            return _parse_seed(f.read(4096).decode())
     if args.seed_fd is None:
         return args.seed or 0
     with os.fdopen(args.seed_fd, "rb") as f:
@@ -116,6 +126,9 @@ _parse_seed = _argument(lambda text: int(text.strip(), 0), lambda n: n >= 0,
 _chapter_arg = _argument(_chapter_number, lambda n: True, "a chapter is a number such as 1 or 01, got {text!r}")
 
 
+_limit = _argument(int, lambda n: n >= 0, "expected a whole number, 0 or more, got {text!r}")
+
+
 def _positive(kind: type) -> Callable[[str], Any]:
     return _argument(kind, lambda v: v > 0, "expected a positive number, got {text!r}")
 
@@ -133,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", required=True, metavar="FILE", help="details of every check")
     p.add_argument("--seed", type=_parse_seed, default=None, metavar="N",
                    help="secret seed for hidden random cases (default 0: the cases students see)")
+    p.add_argument("--seed-file", default=None, metavar="FILE",
+                   help="read the secret seed from FILE (- for stdin), so that it is on no command line")
     p.add_argument("--seed-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--chapter", type=_chapter_arg, default=None, metavar="NN",
                    help="grade only this chapter; other notebooks get 'wrong chapter'")
@@ -144,6 +159,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--regrade", action="store_true", help="grade everything again, even submissions already graded")
     p.add_argument("--kernel", default="python3", metavar="NAME", help="Jupyter kernel (default python3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    box = p.add_argument_group("the sandbox and the limits of each submission's kernel (0: no limit)")
+    box.add_argument("--no-sandbox", action="store_true",
+                     help="run kernels without the sandbox (bubblewrap): results are then only as trustworthy "
+                          "as the students")
+    d = Limits()
+    box.add_argument("--max-memory", type=_limit, default=d.memory_mb, metavar="MB",
+                     help=f"address space of each process (default {d.memory_mb})")
+    box.add_argument("--max-processes", type=_limit, default=d.processes, metavar="N",
+                     help=f"processes and threads a kernel may start (default {d.processes}; not enforced for root)")
+    box.add_argument("--max-file-size", type=_limit, default=d.file_size_mb, metavar="MB",
+                     help=f"the largest file a kernel may write (default {d.file_size_mb})")
+    box.add_argument("--max-disk", type=_limit, default=d.disk_mb, metavar="MB",
+                     help=f"the sandbox's private /tmp, its only writable folder (default {d.disk_mb})")
     return p
 
 
@@ -159,13 +187,23 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, argparse.ArgumentTypeError, UnicodeDecodeError) as e:
         print(f"nbhelpers.grade: cannot read the seed: {e}", file=sys.stderr)
         return 2
+    limits = Limits(memory_mb=args.max_memory, processes=args.max_processes, file_size_mb=args.max_file_size,
+                    disk_mb=args.max_disk, cpu_seconds=2 * math.ceil(args.timeout))
     opts = GradeOptions(seed=seed, chapter=args.chapter, jobs=args.jobs, cell_timeout=args.cell_timeout,
                         timeout=args.timeout, regrade=args.regrade, kernel_name=args.kernel,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, sandbox=not args.no_sandbox, limits=limits)
     if opts.secret:
         _not_dumpable()
+    if not opts.sandbox:
+        print("nbhelpers.grade: warning: grading without a sandbox (--no-sandbox): each submission's code runs as "
+              "you, with your files and processes in reach; the results are only as trustworthy as the students",
+              file=sys.stderr)
     try:
         summary = grade(args.paths, args.csv, args.json, opts)
+    except SandboxUnavailable as e:
+        print(f"nbhelpers.grade: cannot grade in a sandbox: {e}. Install it, or pass --no-sandbox to grade "
+              "without one (see docs/grading.md)", file=sys.stderr)
+        return 2
     except FileNotFoundError as e:
         print(f"nbhelpers.grade: {e}", file=sys.stderr)
         return 2

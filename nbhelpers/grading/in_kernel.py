@@ -66,13 +66,15 @@ LIMITS = {
 # =============================================================================================
 
 class _Encoding:
-    """The state of one :func:`encode` call: strict or not, and how many values it may still send."""
+    """The state of one :func:`encode` call: strict or not, how many values it may still send,
+    and about how many bytes of JSON it has made so far."""
 
-    __slots__ = ("strict", "budget")
+    __slots__ = ("strict", "budget", "size")
 
     def __init__(self, strict: bool) -> None:
         self.strict = strict
         self.budget = LIMITS["max_items"]
+        self.size = 0
 
 
 def encode(value: Any, strict: bool = False) -> Any:
@@ -81,19 +83,25 @@ def encode(value: Any, strict: bool = False) -> Any:
     With ``strict`` (the grader encoding case inputs) a value that would become "$opaque"
     raises ValueError instead.
     """
+    return encode_sized(value, strict)[0]
+
+
+def encode_sized(value: Any, strict: bool = False) -> tuple[Any, int]:
+    """:func:`encode`, and about how many bytes the value's JSON takes (without making it)."""
     st = _Encoding(strict)
     if strict:
-        return _enc(value, st, 0)
+        return _enc(value, st, 0), st.size
     try:
-        return _enc(value, st, 0)
+        return _enc(value, st, 0), st.size
     except KeyboardInterrupt:
         raise
     except BaseException:  # noqa: BLE001 - a student's __float__, __array__, ... failed
-        return _opaque(value, st, "could not be converted")
+        return _opaque(value, st, "could not be converted"), st.size + LIMITS["max_repr"]
 
 
 def _enc(v: Any, st: _Encoding, depth: int) -> Any:
     st.budget -= 1
+    st.size += 8
     if st.budget < 0:
         return _opaque(v, st, "too many values")
     if depth > LIMITS["max_depth"]:
@@ -179,6 +187,7 @@ def _enc_float(v: float, st: _Encoding, depth: int) -> Any:
 
 
 def _enc_str(v: str, st: _Encoding, depth: int) -> Any:
+    st.size += len(v)
     return v if len(v) <= LIMITS["max_str"] else _opaque(v, st, f"a string of length {len(v)}")
 
 
@@ -194,6 +203,7 @@ def _enc_array(a: Any, st: _Encoding, depth: int) -> Any:
     if spec is not None:
         if a.nbytes > LIMITS["max_array_bytes"]:
             return _opaque(a, st, f"an array of shape {tuple(shape)}, too large to send")
+        st.size += a.nbytes * 4 // 3
         return {"$nd": [spec, shape, _b64(np.ascontiguousarray(a).tobytes())]}
     if a.dtype.kind in "US" and a.nbytes <= LIMITS["max_array_bytes"]:
         return {"$nd_str": [a.dtype.str, shape, [_enc(x, st, depth + 1) for x in a.ravel().tolist()]]}
@@ -234,6 +244,7 @@ def _enc_str_like(v: Any, st: _Encoding, depth: int) -> Any:
 def _enc_bytes(v: Any, st: _Encoding, depth: int) -> Any:
     if len(v) > LIMITS["max_array_bytes"]:
         return _opaque(v, st, f"{len(v)} bytes")
+    st.size += len(v) * 4 // 3
     return {"$bytes": _b64(bytes(v))}
 
 
@@ -332,33 +343,47 @@ _BY_KIND = (  # in this order: numpy's scalars are also floats, ints, ...
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ML_DTYPE_NAME_RE = re.compile(r"^[a-z0-9_]+$")
 _HEX_INT_RE = re.compile(r"^-?0x[0-9a-f]+$")
+_DTYPE_STR_RE = re.compile(r"^[<>|=][biufcUS][0-9]{1,4}$")
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 
 MakeOpaque = Callable[[str, str], Any]
+FindClass = Callable[[str, str], type]
 
 
-def decode(data: Any, make_opaque: MakeOpaque) -> Any:
-    """The value :func:`encode` encoded; ``make_opaque(type_name, text)`` makes "$opaque" values.
+class _Decoding:
+    """What one :func:`decode` call is given: how to make a stand-in and how to find a class."""
+
+    __slots__ = ("make_opaque", "find_class")
+
+    def __init__(self, make_opaque: MakeOpaque, find_class: FindClass) -> None:
+        self.make_opaque, self.find_class = make_opaque, find_class
+
+
+def decode(data: Any, make_opaque: MakeOpaque, find_class: FindClass) -> Any:
+    """The value :func:`encode` encoded; ``make_opaque(type_name, text)`` makes "$opaque" values
+    and ``find_class(module, qualname)`` gives the class of an "$enum" or "$dc" value (or raises
+    ValueError). The grader passes a lookup in a fixed table (it never imports what a kernel
+    names); the kernel passes :func:`import_class`.
 
     Raises ValueError (or another Exception) on data that is not a valid encoding.
     """
-    return _dec(data, 0, make_opaque)
+    return _dec(data, 0, _Decoding(make_opaque, find_class))
 
 
-def _dec(d: Any, depth: int, make_opaque: MakeOpaque) -> Any:
+def _dec(d: Any, depth: int, st: _Decoding) -> Any:
     if depth > LIMITS["max_depth"] + 2:
         raise ValueError("nested too deeply")
     if d is None or type(d) in (bool, int, float, str):
         return d
     if type(d) is list:
-        return [_dec(x, depth + 1, make_opaque) for x in d]
+        return [_dec(x, depth + 1, st) for x in d]
     if type(d) is not dict or len(d) != 1:
         raise ValueError("not an encoded value")
     (tag, v), = d.items()
     decoder = _DECODERS.get(tag)
     if decoder is None:
         raise ValueError(f"unknown tag {str(tag)[:20]!r}")
-    return decoder(v, depth, make_opaque)
+    return decoder(v, depth, st)
 
 
 def _list(v: Any, what: str) -> list:
@@ -367,8 +392,8 @@ def _list(v: Any, what: str) -> list:
     return v
 
 
-def _items(v: Any, depth: int, make_opaque: MakeOpaque, what: str) -> list:
-    return [_dec(x, depth + 1, make_opaque) for x in _list(v, what)]
+def _items(v: Any, depth: int, st: _Decoding, what: str) -> list:
+    return [_dec(x, depth + 1, st) for x in _list(v, what)]
 
 
 def _dtype_of(spec: Any) -> Any:
@@ -376,6 +401,8 @@ def _dtype_of(spec: Any) -> Any:
         raise ValueError("bad dtype")
     if ml_dtypes is not None and _ML_DTYPE_NAME_RE.match(spec) and isinstance(getattr(ml_dtypes, spec, None), type):
         return np.dtype(getattr(ml_dtypes, spec))
+    if not _DTYPE_STR_RE.match(spec):  # only the plain forms dtype.str gives: "<f8", "|b1", "<U5"
+        raise ValueError("bad dtype")
     dt = np.dtype(spec)
     if dt.kind not in "biufcUS" or dt.fields is not None or dt.subdtype is not None:
         raise ValueError(f"dtype {spec!r} not allowed")
@@ -397,7 +424,9 @@ def _raw(text: Any) -> bytes:
         raise ValueError("bad base64") from e
 
 
-def _nbhelpers_class(module: Any, qualname: Any) -> type:
+def import_class(module: Any, qualname: Any) -> type:
+    """The class ``qualname`` of the nbhelpers module ``module``, imported: the kernel's way to
+    find the class of a case input. (Never the grader's: it looks classes up in a fixed table.)"""
     if not (isinstance(module, str) and isinstance(qualname, str) and _NAME_RE.match(module)
             and _NAME_RE.match(qualname) and (module == "nbhelpers" or module.startswith("nbhelpers."))):
         raise ValueError("bad class name")
@@ -409,51 +438,60 @@ def _nbhelpers_class(module: Any, qualname: Any) -> type:
     return obj
 
 
-def _dec_float(v: Any, depth: int, make_opaque: MakeOpaque) -> float:
+def _class(module: Any, qualname: Any, st: _Decoding) -> type:
+    if not (isinstance(module, str) and isinstance(qualname, str)):
+        raise ValueError("bad class name")
+    cls = st.find_class(module, qualname)
+    if not isinstance(cls, type):
+        raise ValueError("not a class")
+    return cls
+
+
+def _dec_float(v: Any, depth: int, st: _Decoding) -> float:
     if v not in ("nan", "inf", "-inf", "-0.0"):
         raise ValueError("bad float")
     return float(v)
 
 
-def _dec_int(v: Any, depth: int, make_opaque: MakeOpaque) -> int:
+def _dec_int(v: Any, depth: int, st: _Decoding) -> int:
     if not isinstance(v, str) or len(v) > 100_000 or not _HEX_INT_RE.match(v):
         raise ValueError("bad int")
     return int(v, 16)
 
 
-def _dec_complex(v: Any, depth: int, make_opaque: MakeOpaque) -> complex:
-    re_, im_ = (_dec(x, depth + 1, make_opaque) for x in v)
+def _dec_complex(v: Any, depth: int, st: _Decoding) -> complex:
+    re_, im_ = (_dec(x, depth + 1, st) for x in v)
     if type(re_) not in (int, float) or type(im_) not in (int, float):
         raise ValueError("bad complex")
     return complex(re_, im_)
 
 
-def _dec_tuple(v: Any, depth: int, make_opaque: MakeOpaque) -> tuple:
-    return tuple(_items(v, depth, make_opaque, "tuple"))
+def _dec_tuple(v: Any, depth: int, st: _Decoding) -> tuple:
+    return tuple(_items(v, depth, st, "tuple"))
 
 
-def _dec_dict(v: Any, depth: int, make_opaque: MakeOpaque) -> dict:
+def _dec_dict(v: Any, depth: int, st: _Decoding) -> dict:
     out = {}
     for pair in _list(v, "dict"):
         if type(pair) is not list or len(pair) != 2:
             raise ValueError("bad dict item")
-        out[_dec(pair[0], depth + 1, make_opaque)] = _dec(pair[1], depth + 1, make_opaque)
+        out[_dec(pair[0], depth + 1, st)] = _dec(pair[1], depth + 1, st)
     return out
 
 
-def _dec_set(v: Any, depth: int, make_opaque: MakeOpaque) -> set:
-    return set(_items(v, depth, make_opaque, "set"))
+def _dec_set(v: Any, depth: int, st: _Decoding) -> set:
+    return set(_items(v, depth, st, "set"))
 
 
-def _dec_frozenset(v: Any, depth: int, make_opaque: MakeOpaque) -> frozenset:
-    return frozenset(_items(v, depth, make_opaque, "set"))
+def _dec_frozenset(v: Any, depth: int, st: _Decoding) -> frozenset:
+    return frozenset(_items(v, depth, st, "set"))
 
 
-def _dec_bytes(v: Any, depth: int, make_opaque: MakeOpaque) -> bytes:
+def _dec_bytes(v: Any, depth: int, st: _Decoding) -> bytes:
     return _raw(v)
 
 
-def _dec_np_scalar(v: Any, depth: int, make_opaque: MakeOpaque) -> Any:
+def _dec_np_scalar(v: Any, depth: int, st: _Decoding) -> Any:
     spec, data = v
     dt = _dtype_of(spec)
     buf = _raw(data)
@@ -462,7 +500,7 @@ def _dec_np_scalar(v: Any, depth: int, make_opaque: MakeOpaque) -> Any:
     return np.frombuffer(buf, dtype=dt)[0]
 
 
-def _dec_array(v: Any, depth: int, make_opaque: MakeOpaque) -> np.ndarray:
+def _dec_array(v: Any, depth: int, st: _Decoding) -> np.ndarray:
     spec, shape, data = v
     dt, shape, buf = _dtype_of(spec), _shape_of(shape), _raw(data)
     if dt.kind in "US":
@@ -472,55 +510,55 @@ def _dec_array(v: Any, depth: int, make_opaque: MakeOpaque) -> np.ndarray:
     return np.frombuffer(buf, dtype=dt).reshape(shape).copy()
 
 
-def _dec_str_array(v: Any, depth: int, make_opaque: MakeOpaque) -> np.ndarray:
+def _dec_str_array(v: Any, depth: int, st: _Decoding) -> np.ndarray:
     spec, shape, items = v
     dt, shape = _dtype_of(spec), _shape_of(shape)
     if dt.kind not in "US" or type(items) is not list:
         raise ValueError("bad string array")
-    items = [_dec(x, depth + 1, make_opaque) for x in items]
+    items = [_dec(x, depth + 1, st) for x in items]
     return np.array(items, dtype=dt).reshape(shape)
 
 
-def _dec_object_array(v: Any, depth: int, make_opaque: MakeOpaque) -> np.ndarray:
+def _dec_object_array(v: Any, depth: int, st: _Decoding) -> np.ndarray:
     shape, items = v
     shape = _shape_of(shape)
     items = _list(items, "object array")
     a = np.empty(len(items), dtype=object)
     for i, x in enumerate(items):
-        a[i] = _dec(x, depth + 1, make_opaque)
+        a[i] = _dec(x, depth + 1, st)
     return a.reshape(shape)
 
 
-def _dec_rng(v: Any, depth: int, make_opaque: MakeOpaque) -> np.random.Generator:
+def _dec_rng(v: Any, depth: int, st: _Decoding) -> np.random.Generator:
     name, state = v
     if name not in _BIT_GENERATORS:
         raise ValueError("unknown bit generator")
     bg = getattr(np.random, name)()
-    bg.state = _dec(state, depth + 1, make_opaque)
+    bg.state = _dec(state, depth + 1, st)
     return np.random.Generator(bg)
 
 
-def _dec_enum(v: Any, depth: int, make_opaque: MakeOpaque) -> enum.Enum:
+def _dec_enum(v: Any, depth: int, st: _Decoding) -> enum.Enum:
     module, qualname, member = v
-    cls = _nbhelpers_class(module, qualname)
+    cls = _class(module, qualname, st)
     if not issubclass(cls, enum.Enum) or not isinstance(member, str):
         raise ValueError("not an enum")
     return cls[member]
 
 
-def _dec_dataclass(v: Any, depth: int, make_opaque: MakeOpaque) -> Any:
+def _dec_dataclass(v: Any, depth: int, st: _Decoding) -> Any:
     module, qualname, fields = v
-    cls = _nbhelpers_class(module, qualname)
+    cls = _class(module, qualname, st)
     if not dataclasses.is_dataclass(cls) or type(fields) is not dict:
         raise ValueError("not a dataclass")
-    return cls(**{str(k): _dec(x, depth + 1, make_opaque) for k, x in fields.items()})
+    return cls(**{str(k): _dec(x, depth + 1, st) for k, x in fields.items()})
 
 
-def _dec_opaque(v: Any, depth: int, make_opaque: MakeOpaque) -> Any:
+def _dec_opaque(v: Any, depth: int, st: _Decoding) -> Any:
     name, text = v
     if not isinstance(name, str) or not isinstance(text, str):
         raise ValueError("bad opaque value")
-    return make_opaque(name, text)
+    return st.make_opaque(name, text)
 
 
 _DECODERS = {
@@ -600,36 +638,44 @@ def kernel_main(ns: dict, job: dict) -> None:
     """Call each exercise's function from the notebook's namespace ``ns`` on every case input.
 
     Writes one JSON line per exercise to ``job["outputs"]``: ``{"start": id}`` before it and
-    ``{"id": id, "results": [...]}`` after it (or ``"missing"`` / ``"not_callable"``), where a
-    result is ``{"v": value}``, ``{"r": {"type", "message", "ni"}}`` for an exception (``ni``:
-    a NotImplementedError) or ``{"t": seconds}`` when the function's time ran out. Each
+    ``{"id": id, "results": [...]}`` after it (or ``"missing"`` / ``"not_callable"``, or
+    ``"too_large"`` when the line would pass ``job["max_line"]`` bytes), where a result is
+    ``{"v": value}``, ``{"r": {"type", "message", "ni"}}`` for an exception (``ni``: a
+    NotImplementedError) or ``{"t": seconds}`` when the function's time ran out. Every line
+    carries ``job["nonce"]`` as ``"n"``: a secret of this grading cell, which the grader requires,
+    so lines written into the file before the cell ran are told apart and ignored. Each
     exercise's calls together get ``job["budget"]`` seconds (SIGALRM), so one stuck function
     does not cost the others. ``job["only"]``: the exercise ids to run (None: all).
     """
+    nonce = job.pop("nonce")
     with open(job["inputs"], encoding="utf-8") as f:
         spec = json.load(f)
     budget = float(job["budget"])
     only = job.get("only")
+    max_line = int(job["max_line"])
     alarm = _Alarm()
     out = open(job["outputs"], "a", encoding="utf-8")
     try:
         for ex in spec["exercises"]:
             if only is not None and ex["id"] not in only:
                 continue
-            _emit(out, {"start": ex["id"]})
-            _emit(out, _run_exercise(ns, ex, budget, alarm))
+            _emit(out, {"start": ex["id"]}, nonce, max_line)
+            _emit(out, _run_exercise(ns, ex, budget, alarm, max_line - 4096), nonce, max_line)
     finally:
         alarm.restore()
         out.close()
 
 
-def _emit(out: Any, record: dict) -> None:
-    out.write(json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n")
+def _emit(out: Any, record: dict, nonce: str, max_line: int) -> None:
+    line = json.dumps({**record, "n": nonce}, allow_nan=False, separators=(",", ":"))
+    if len(line) >= max_line:
+        line = json.dumps({"id": record.get("id"), "too_large": len(line), "n": nonce}, separators=(",", ":"))
+    out.write(line + "\n")
     out.flush()
     os.fsync(out.fileno())
 
 
-def _run_exercise(ns: dict, ex: dict, budget: float, alarm: _Alarm) -> dict:
+def _run_exercise(ns: dict, ex: dict, budget: float, alarm: _Alarm, max_bytes: int) -> dict:
     """The record of one exercise: its function's results on every case."""
     name = ex["name"]
     if name not in ns:
@@ -637,15 +683,21 @@ def _run_exercise(ns: dict, ex: dict, budget: float, alarm: _Alarm) -> dict:
     fn = ns[name]
     if not callable(fn):
         return {"id": ex["id"], "not_callable": type(fn).__name__[:100]}
-    return {"id": ex["id"], "results": _call_cases(fn, ex["cases"], budget, alarm)}
+    results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes)
+    if size > max_bytes:  # not sent at all (the grader would not read it): said so instead
+        return {"id": ex["id"], "too_large": size}
+    return {"id": ex["id"], "results": results}
 
 
-def _call_cases(fn: Callable, cases: list, budget: float, alarm: _Alarm) -> list:
+def _call_cases(fn: Callable, cases: list, budget: float, alarm: _Alarm, max_bytes: int) -> tuple[list, int]:
+    """The results of the calls on every case, and about how many bytes of JSON they take (the
+    calls stop once that passes ``max_bytes``)."""
     results: list = []
+    size = 0
     deadline = time.monotonic() + budget
     for i, case in enumerate(cases):
-        args = [decode(a, _no_opaque) for a in case["a"]]
-        kwargs = {k: decode(v, _no_opaque) for k, v in case["k"].items()}
+        args = [decode(a, _no_opaque, import_class) for a in case["a"]]
+        kwargs = {k: decode(v, _no_opaque, import_class) for k, v in case["k"].items()}
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             results.append({"t": budget})
@@ -653,24 +705,28 @@ def _call_cases(fn: Callable, cases: list, budget: float, alarm: _Alarm) -> list
         try:
             alarm.arm(remaining)
             try:
-                r = _call(fn, args, kwargs)
+                r, n = _call(fn, args, kwargs)
             finally:
                 alarm.disarm()
         except _TimeLimit:
             results.append({"t": budget})
             break
         results.append(r)
+        size += n
+        if size > max_bytes:
+            break
         if i == 0 and "r" in r and r["r"]["ni"]:
             break  # not written yet: one call is enough (as in checks.run_check)
-    return results
+    return results, size
 
 
 def _no_opaque(name: str, text: str) -> Any:
     raise ValueError("opaque input")
 
 
-def _call(fn: Callable, args: list, kwargs: dict) -> dict:
-    """``{"v": encoded value}`` or ``{"r": the exception}``, with output and warnings silenced."""
+def _call(fn: Callable, args: list, kwargs: dict) -> tuple[dict, int]:
+    """``{"v": encoded value}`` or ``{"r": the exception}``, with output and warnings silenced,
+    and about how many bytes of JSON that takes."""
     null = _Null()
     try:
         with warnings.catch_warnings():
@@ -680,8 +736,9 @@ def _call(fn: Callable, args: list, kwargs: dict) -> dict:
     except (_TimeLimit, KeyboardInterrupt):
         raise
     except BaseException as e:  # noqa: BLE001 - SystemExit too: a student's bug
-        return {"r": _describe(e)}
-    return {"v": encode(value)}
+        return {"r": _describe(e)}, LIMITS["max_message"] + 200
+    data, size = encode_sized(value)
+    return {"v": data}, size
 
 
 def _describe(e: BaseException) -> dict:

@@ -7,23 +7,29 @@ Nothing here imports the worker module: the worker is started as
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .options import GradeOptions
+from .options import MAX_EVENTS, MAX_OUTPUT_LINE_BYTES, GradeOptions
+from .untrusted import safe_data, safe_text
 
-__all__ = ["WORKER_COMMAND", "Job", "Running", "kill_group", "json_lines", "read_events"]
+__all__ = ["WORKER_COMMAND", "Job", "Running", "WorkerProcess", "kill_group", "raw_lines", "json_lines", "read_events"]
 
-WORKER_COMMAND = ("import sys; from nbhelpers.grading.worker import worker_main; "
-                  "sys.exit(worker_main(sys.argv[1]))")
+WORKER_COMMAND = ("import sys; from nbhelpers.grading.worker import worker_loop; "
+                  "sys.exit(worker_loop(int(sys.argv[1]), int(sys.argv[2])))")
+JOBS_PER_WORKER = 40  # a worker is replaced after this many jobs (bounds any slow leak)
 
 
 def kill_group(pid: int) -> None:
@@ -36,24 +42,56 @@ def kill_group(pid: int) -> None:
         pass
 
 
-def json_lines(path: str | Path) -> Iterator[Any]:
-    """The JSON value of every line of a file that holds one, skipping the others; nothing
-    (or what was read so far) when the file cannot be read."""
+def raw_lines(path: str | Path, max_line: int = MAX_OUTPUT_LINE_BYTES,
+              max_total: int = 4 * MAX_OUTPUT_LINE_BYTES) -> Iterator[bytes | None]:
+    """The lines of a file a kernel may have written, read with care: only a regular file (never
+    through a link), lines longer than ``max_line`` given as None (and skipped over, not kept),
+    and no more than ``max_total`` bytes in all. Nothing when the file cannot be read."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    value = json.loads(line)
-                except ValueError:
-                    continue
-                yield value
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        total = 0
+        while total < max_total:
+            line = f.readline(max_line + 1)
+            if not line:
+                return
+            total += len(line)
+            if len(line) <= max_line:
+                yield line
+                continue
+            while line and not line.endswith(b"\n") and total < max_total:  # skip the rest of it
+                line = f.readline(max_line)
+                total += len(line)
+            yield None
+
+
+def json_lines(path: str | Path, max_line: int = MAX_OUTPUT_LINE_BYTES) -> Iterator[Any]:
+    """The JSON value of every line of a file that holds one (strings made safe), skipping the
+    others; read as :func:`raw_lines` reads."""
+    for line in raw_lines(path, max_line):
+        if line is None:
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        yield safe_data(value)
 
 
 def read_events(path: Path) -> list[dict]:
-    """The events a worker wrote (see :func:`nbhelpers.grading.worker.worker_main`)."""
-    return [e for e in json_lines(path) if isinstance(e, dict) and isinstance(e.get("event"), str)]
+    """The events a worker wrote (see :func:`nbhelpers.grading.worker.worker_main`), strings made
+    safe, at most :data:`MAX_EVENTS`."""
+    events = []
+    for e in json_lines(path, max_line=64 * 2**10):
+        if isinstance(e, dict) and isinstance(e.get("event"), str):
+            events.append(e)
+            if len(events) >= MAX_EVENTS:
+                break
+    return events
 
 
 def worker_env() -> dict:
@@ -65,28 +103,131 @@ def worker_env() -> dict:
     return env
 
 
+class WorkerProcess:
+    """A worker process that runs one job after another: it reads a job file's path from one
+    pipe and answers on another when it is done (its stdout and stderr go to a log file, where
+    the kernels' own output goes too). Reusing it saves a Python start and the imports of
+    nbclient per submission."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        cmd_r, cmd_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        try:
+            with open(log, "ab") as out:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", WORKER_COMMAND, str(cmd_r), str(rep_w)], pass_fds=(cmd_r, rep_w),
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=str(log.parent),
+                    env=worker_env(), start_new_session=True)
+        finally:
+            os.close(cmd_r)
+            os.close(rep_w)
+        self.cmd, self.replies, self.jobs = cmd_w, rep_r, 0
+        self.jobdir: Path | None = None
+
+    def run(self, jobdir: Path, timeout: float) -> str:
+        """Run the job in ``jobdir``: "done", "failed" (the worker raised, or died), or "timeout"
+        (it did not answer within ``timeout`` seconds; stop it then)."""
+        self.jobdir, self.jobs = jobdir, self.jobs + 1
+        try:
+            os.write(self.cmd, (str(jobdir / "job.json") + "\n").encode())
+        except OSError:
+            return "failed"
+        deadline, answer = time.monotonic() + timeout, b""
+        while not answer.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            ready, _, _ = select.select([self.replies], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.replies, 64)
+            if not chunk:
+                return "failed"  # the worker died
+            answer += chunk
+        return "done" if answer.strip() == b"done" else "failed"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 3) -> list[str]:
+        """The last lines of what the worker (and its kernels) printed."""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return []
+        return [safe_text(ln) for ln in text.strip().splitlines()[-lines:]]
+
+    def stop(self) -> None:
+        """Stop the worker and the kernels of its current job."""
+        stop_worker(self.proc, self.jobdir)
+        self.close_pipes()
+
+    def close_pipes(self) -> None:
+        for fd in (self.cmd, self.replies):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class Running:
-    """The worker processes alive right now, so that Ctrl-C can stop them all."""
+    """The worker processes of a run: idle ones to reuse, busy ones to stop on Ctrl-C."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.procs: dict[int, tuple[subprocess.Popen, Path]] = {}
+        self.dir = Path(tempfile.mkdtemp(prefix="nbgrade-workers-"))
+        self.idle: list[WorkerProcess] = []
+        self.busy: set[WorkerProcess] = set()
+        self.started = 0
         self.stopping = False
 
-    def add(self, proc: subprocess.Popen, jobdir: Path) -> None:
+    def acquire(self) -> WorkerProcess:
         with self.lock:
-            self.procs[proc.pid] = (proc, jobdir)
+            if self.stopping:
+                raise KeyboardInterrupt
+            while self.idle:
+                w = self.idle.pop()
+                if w.alive():
+                    self.busy.add(w)
+                    return w
+                w.close_pipes()
+            self.started += 1
+            log = self.dir / f"worker{self.started}.log"
+        w = WorkerProcess(log)
+        with self.lock:
+            self.busy.add(w)
+        return w
 
-    def remove(self, proc: subprocess.Popen) -> None:
+    def release(self, w: WorkerProcess, reusable: bool) -> None:
         with self.lock:
-            self.procs.pop(proc.pid, None)
+            self.busy.discard(w)
+            if reusable and w.alive() and w.jobs < JOBS_PER_WORKER and not self.stopping:
+                self.idle.append(w)
+                return
+        w.stop()
 
     def stop_all(self) -> None:
         with self.lock:
             self.stopping = True
-            procs = list(self.procs.values())
-        for proc, jobdir in procs:
-            stop_worker(proc, jobdir)
+            workers = list(self.busy) + self.idle
+            self.idle = []
+        for w in workers:
+            w.stop()
+
+    def close(self) -> None:
+        """Stop the idle workers (the end of the run) and delete their logs."""
+        with self.lock:
+            workers, self.idle = self.idle, []
+        for w in workers:
+            w.close_pipes()  # end of its input: it exits
+            try:
+                w.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                w.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _is_our_kernel(pid: int, worker_pid: int) -> bool:
@@ -106,7 +247,7 @@ def _is_our_kernel(pid: int, worker_pid: int) -> bool:
         return False
 
 
-def stop_worker(proc: subprocess.Popen, jobdir: Path) -> None:
+def stop_worker(proc: subprocess.Popen, jobdir: Path | None) -> None:
     """Stop a worker and its kernels: SIGTERM (the worker kills its kernel), then SIGKILL."""
     if proc.poll() is None:
         try:
@@ -116,7 +257,8 @@ def stop_worker(proc: subprocess.Popen, jobdir: Path) -> None:
             pass
     kernels = []
     try:
-        kernels = [int(x) for x in (jobdir / "kernels.txt").read_text().split() if x.isdigit()]
+        if jobdir is not None:
+            kernels = [int(x) for x in (jobdir / "kernels.txt").read_text().split() if x.isdigit()]
     except OSError:
         pass
     for pid in kernels:
@@ -133,8 +275,10 @@ def stop_worker(proc: subprocess.Popen, jobdir: Path) -> None:
 class Job:
     """One submission's run in a worker, in a temporary folder deleted on :meth:`close`:
     ``job.json`` (what the worker is to do), ``inputs.json`` (the case inputs), what the worker
-    and the kernel write (``events.jsonl``, ``outputs.jsonl``, ``kernels.txt``, ``worker.log``)
-    and ``kernel/``, the kernel's working folder, empty.
+    writes (``events.jsonl``, ``kernels.txt``), ``kernel/`` (the working folder of
+    a kernel run without the sandbox, empty) and one channel folder per kernel, made by the
+    worker (``k1-…``: the kernel's sockets, a copy of the inputs, its grading cell's results).
+    Only the channel folders are visible in a kernel's sandbox.
 
     cells: ``[index, source, is a check cell]`` of the notebook's code cells;
     exercise_ids: the exercises the kernel is to check.
@@ -142,6 +286,7 @@ class Job:
 
     def __init__(self, cells: list, inputs_json: str, exercise_ids: list[str], opts: GradeOptions) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="nbgrade-"))
+        self.failure_log: list[str] = []
         try:
             self._write(cells, inputs_json, exercise_ids, opts)
         except BaseException:
@@ -155,52 +300,40 @@ class Job:
         inputs.write_text(inputs_json, encoding="utf-8")
         job = {
             "cells": cells,
+            "dir": str(self.dir),
             "cwd": str(self.kernel_dir),
             "inputs": str(inputs),
-            "outputs": str(self.outputs),
             "events": str(self.dir / "events.jsonl"),
             "kernels": str(self.dir / "kernels.txt"),
             "cell_timeout": opts.cell_timeout,
             "budget": opts.cell_timeout,
             "kernel_name": opts.kernel_name,
             "exercise_ids": exercise_ids,
+            "sandbox": opts.sandbox,
+            "limits": dataclasses.asdict(opts.limits),
+            "max_line": MAX_OUTPUT_LINE_BYTES,
         }
         (self.dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
 
-    @property
-    def outputs(self) -> Path:
-        """The kernel's results, one JSON line per exercise (see in_kernel.kernel_main)."""
-        return self.dir / "outputs.jsonl"
-
     def run(self, running: Running, timeout: float) -> bool:
-        """Run the worker to its end, or until ``timeout`` seconds have passed; then make sure it
-        and its kernels are gone. True when the time ran out."""
-        with open(self.dir / "worker.log", "wb") as log:
-            if running.stopping:
-                raise KeyboardInterrupt
-            proc = subprocess.Popen(
-                [sys.executable, "-c", WORKER_COMMAND, str(self.dir / "job.json")],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(self.kernel_dir),
-                env=worker_env(), start_new_session=True)
-            running.add(proc, self.dir)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                return True
-            finally:
-                stop_worker(proc, self.dir)
-                running.remove(proc)
-        return False
+        """Run the job in a worker to its end, or until ``timeout`` seconds have passed (the worker
+        and its kernels are then stopped). True when the time ran out."""
+        worker = running.acquire()
+        try:
+            answer = worker.run(self.dir, timeout)
+        except BaseException:
+            running.release(worker, reusable=False)
+            raise
+        self.failure_log = worker.log_tail() if answer == "failed" else []
+        running.release(worker, reusable=answer == "done")
+        return answer == "timeout"
 
     def events(self) -> list[dict]:
         return read_events(self.dir / "events.jsonl")
 
-    def log_tail(self, lines: int = 3) -> list[str]:
-        """The last lines of what the worker printed (it prints only when it fails)."""
-        try:
-            return (self.dir / "worker.log").read_text(errors="replace").strip().splitlines()[-lines:]
-        except OSError:
-            return []
+    def log_tail(self) -> list[str]:
+        """The last lines the worker printed, when it failed on this job."""
+        return self.failure_log
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

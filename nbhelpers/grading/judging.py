@@ -9,20 +9,22 @@ or executed.
 """
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import re
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ..checks import (CheckResult, CheckStatus, Exercise, Raised, _describe_exception, _truncate, cases_for, exercises_of,
-                      expected_outputs, score)
+from ..checks import (CheckResult, CheckStatus, Exercise, Raised, _describe_exception, _truncate, cases_for,
+                      exercises_of, expected_outputs, score)
 from .in_kernel import LIMITS, decode, encode
-from .jobs import Job, Running
+from .jobs import Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
 from .submissions import Submission, detect_chapter, is_check_cell
+from .untrusted import safe_data
 
 __all__ = [
     "ExercisePlan", "ChapterPlan", "plan_chapter", "Opaque", "stand_in", "decode_result", "read_outputs",
@@ -50,6 +52,9 @@ class ChapterPlan:
     chapter: int
     exercises: list[ExercisePlan]
     inputs_json: str = ""  # the case inputs of every exercise without an error, as sent to the kernel
+    # The course's enums and dataclasses a result may be, by (module, qualname): the classes of
+    # the expected results. The only classes decoding a kernel's results can give.
+    classes: dict[tuple[str, str], type] = field(default_factory=dict)
 
     @property
     def max_points(self) -> int:
@@ -72,7 +77,31 @@ def plan_chapter(chapter: int, seed: int) -> ChapterPlan | None:
         if encoded is not None:
             payload.append({"id": ex.id, "name": ex.name, "cases": encoded})
     inputs_json = json.dumps({"exercises": payload}, allow_nan=False, separators=(",", ":"))
-    return ChapterPlan(chapter, plans, inputs_json)
+    classes = {}
+    for p in plans:
+        for value in p.expected:
+            classes.update(_course_classes(value))
+    return ChapterPlan(chapter, plans, inputs_json, classes)
+
+
+def _course_classes(value: Any, depth: int = 0) -> dict[tuple[str, str], type]:
+    """The nbhelpers enums and dataclasses in an expected result, by (module, qualname)."""
+    out: dict[tuple[str, str], type] = {}
+    t = type(value)
+    if isinstance(value, (enum.Enum,)) or dataclasses.is_dataclass(value):
+        if str(t.__module__).startswith("nbhelpers"):
+            out[(t.__module__, t.__qualname__)] = t
+        if dataclasses.is_dataclass(value) and depth < 10:
+            for f in dataclasses.fields(value):
+                out.update(_course_classes(getattr(value, f.name), depth + 1))
+    elif isinstance(value, (list, tuple, set, frozenset)) and depth < 10:
+        for x in list(value)[:1000]:
+            out.update(_course_classes(x, depth + 1))
+    elif isinstance(value, dict) and depth < 10:
+        for k, x in list(value.items())[:1000]:
+            out.update(_course_classes(k, depth + 1))
+            out.update(_course_classes(x, depth + 1))
+    return out
 
 
 def _plan_exercise(ex: Exercise, seed: int) -> tuple[ExercisePlan, list | None]:
@@ -127,48 +156,72 @@ def stand_in(type_name: str, text: str) -> Opaque:
     return cls(_truncate(str(text), LIMITS["max_repr"]))
 
 
-def decode_result(data: Any) -> Any:
-    """A kernel's encoded return value, or a stand-in when the data is not a valid encoding."""
+def decode_result(data: Any, classes: dict[tuple[str, str], type] | None = None) -> Any:
+    """A kernel's encoded return value, or a stand-in when the data is not a valid encoding.
+    Enums and dataclasses are looked up in ``classes`` (the plan's); nothing is imported."""
+    table = classes or {}
+
+    def find_class(module: str, qualname: str) -> type:
+        cls = table.get((module, qualname))
+        if cls is None:
+            raise ValueError("not a class this exercise returns")
+        return cls
+
     try:
-        return decode(data, stand_in)
+        return decode(data, stand_in, find_class)
     except Exception:  # RecursionError too: data nested too deeply for the decoder
         return stand_in("unreadable", "<a value the grader could not read>")
 
 
-def read_outputs(path: Path, plan: ChapterPlan) -> dict[str, dict]:
-    """Each exercise's results as the kernel wrote them: the first complete line per exercise.
-    Robust to anything in the file (it was written by the student's kernel)."""
+@dataclass
+class KernelOutputs:
+    """What the grading cells wrote: each exercise's record (the first complete one), and how
+    many lines of the results files did not carry their grading cell's nonce (written by
+    something else than the grading cell: ignored, and reported)."""
+
+    records: dict[str, dict] = field(default_factory=dict)
+    foreign_lines: int = 0
+
+
+def read_outputs(events: list[dict], plan: ChapterPlan) -> KernelOutputs:
+    """The results the grading cells wrote, from the files the worker's events name, keeping only
+    the lines that carry that cell's nonce. Robust to anything in the files (the student's
+    kernel could write there): read as :func:`~nbhelpers.grading.jobs.raw_lines` reads, strings
+    made safe."""
     ids = {p.exercise.id for p in plan.exercises}
-    found: dict[str, dict] = {}
+    out = KernelOutputs()
+    cells = [(e.get("outputs"), e.get("nonce")) for e in events if e.get("event") == "grading_cell"]
+    for path, nonce in dict.fromkeys(cells):
+        if not (isinstance(path, str) and isinstance(nonce, str) and len(nonce) >= 32):
+            continue
+        for line in raw_lines(path):
+            rec = _parse_line(line)
+            if not isinstance(rec, dict) or rec.get("n") != nonce:
+                out.foreign_lines += line is not None and bool(line.strip())
+                continue
+            if rec.get("id") in ids and rec["id"] not in out.records:
+                out.records[rec["id"]] = safe_data(rec)
+    return out
+
+
+def _parse_line(line: bytes | None) -> Any:
+    if line is None:
+        return None
     try:
-        f = open(path, "rb")
-    except OSError:
-        return found
-    with f:
-        while True:
-            line = f.readline(MAX_OUTPUT_LINE_BYTES + 1)
-            if not line:
-                break
-            if len(line) > MAX_OUTPUT_LINE_BYTES:
-                while line and not line.endswith(b"\n"):  # skip the rest of the huge line
-                    line = f.readline(MAX_OUTPUT_LINE_BYTES)
-                continue
-            try:
-                rec = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(rec, dict) and rec.get("id") in ids and rec["id"] not in found:
-                found[rec["id"]] = rec
-    return found
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
 
 
 # =============================================================================================
 # Judging one exercise
 # =============================================================================================
 
-def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[str, str]) -> CheckResult:
+def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[str, str],
+          classes: dict[tuple[str, str], type] | None = None) -> CheckResult:
     """The CheckResult of one exercise from its kernel record (None: the kernel never wrote one;
-    ``missing_reason`` is then its (status, error))."""
+    ``missing_reason`` is then its (status, error)). ``classes``: the plan's (see
+    :func:`decode_result`)."""
     ex = p.exercise
     if p.error is not None:
         return _unscored(p, "ERROR", p.error, n_failed=0)
@@ -180,10 +233,15 @@ def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[str, str]) ->
         # the same words as checks.run_check
         return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [],
                            f"expected a function, got {str(rec['not_callable'])[:100]}")
+    if "too_large" in rec:
+        size = rec["too_large"] if isinstance(rec["too_large"], int) else 0
+        return CheckResult(ex.id, ex.title, 0, ex.points, len(p.cases), len(p.cases), [],
+                           f"the results were too large to send back ({size / 2**20:.0f} MB; the limit is "
+                           f"{MAX_OUTPUT_LINE_BYTES / 2**20:.0f} MB)")
     results = rec.get("results")
     if not isinstance(results, list):
         return _unscored(p, "ERROR", "the grader could not read this function's results")
-    got, timed_out = _returned(results[: len(p.cases)])
+    got, timed_out = _returned(results[: len(p.cases)], classes)
     result = score(ex, p.cases, p.expected, got)
     if timed_out:
         result.status, result.points = TIMEOUT, 0
@@ -198,12 +256,12 @@ def _unscored(p: ExercisePlan, status: str, error: str, n_failed: int | None = N
                        n if n_failed is None else n_failed, [], error, CheckStatus(status))
 
 
-def _returned(results: list) -> tuple[list, bool]:
+def _returned(results: list, classes: dict[tuple[str, str], type] | None) -> tuple[list, bool]:
     """What the function returned (or raised) on each case, and whether its time ran out."""
     got: list = []
     for r in results:
         if isinstance(r, dict) and "v" in r and len(r) == 1:
-            got.append(decode_result(r["v"]))
+            got.append(decode_result(r["v"], classes))
         elif isinstance(r, dict) and isinstance(r.get("r"), dict):
             e = r["r"]
             got.append(Raised.from_parts(str(e.get("type", "Exception"))[:100], str(e.get("message", ""))[:4000],
@@ -236,10 +294,14 @@ def event_text(e: dict) -> str:
         return f"{where} ran past the {e.get('seconds', 0):g} s limit and was interrupted"
     if kind == "kernel_died":
         if e.get("exercise"):
-            return f"the kernel died while checking {e['exercise']}"
+            if e.get("retry"):
+                return f"the kernel died while checking {e['exercise']}; retried in a new kernel"
+            return f"the kernel died again while checking {e['exercise']}"
         if e.get("grading"):
             return "the kernel died while the functions were checked"
-        return f"the kernel died in {where}; the notebook was rerun without that cell"
+        if e.get("retry"):
+            return f"the kernel died in {where}; retried in a new kernel"
+        return f"the kernel died again in {where}; the notebook was rerun without that cell"
     if kind == "grading_error":
         return f"the functions could not be checked: {_truncate(str(e.get('ename', '')) + ': ' + str(e.get('evalue', '')), 160)}"
     return ""
@@ -252,8 +314,8 @@ def status_of(events: list[dict], total_timeout: bool, worker_failed: bool, resu
         return Status.TIMEOUT
     if worker_failed:
         return Status.GRADER_ERROR
-    if "kernel_died" in kinds:
-        return Status.KERNEL_DIED
+    if any(e.get("event") == "kernel_died" and not e.get("retry") for e in events):
+        return Status.KERNEL_DIED  # a kernel that died once and not on its retry is not the student's doing
     if "cell_timeout" in kinds or any(r.status == TIMEOUT for r in results.values()):
         return Status.TIMEOUT
     if kinds & {"cell_error", "grading_error"}:
@@ -318,13 +380,16 @@ def _grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: Grad
     with Job(cells, plan.inputs_json, exercise_ids, opts) as job:
         total_timeout = job.run(running, opts.timeout)
         events = job.events()
-        outputs = read_outputs(job.outputs, plan)
+        outputs = read_outputs(events, plan)
         worker_failed = not total_timeout and not any(e.get("event") == "done" for e in events)
         if worker_failed and running.stopping:
             raise KeyboardInterrupt
         log_tail = job.log_tail() if worker_failed else []
-    results = _judge_all(plan, outputs, events, _missing_reason(total_timeout, worker_failed, opts))
+    results = _judge_all(plan, outputs.records, events, _missing_reason(total_timeout, worker_failed, opts))
     details = [note] + [event_text(e) for e in events]
+    if outputs.foreign_lines:
+        details.append(f"tampering: {outputs.foreign_lines} line{'s' if outputs.foreign_lines != 1 else ''} in the "
+                       "results files did not come from the grading cell (ignored)")
     if total_timeout:
         details.append(f"stopped after {opts.timeout:g} s, the total time limit")
     if worker_failed:
@@ -361,9 +426,10 @@ def _missing_reason(total_timeout: bool, worker_failed: bool, opts: GradeOptions
 
 def _judge_all(plan: ChapterPlan, outputs: dict[str, dict], events: list[dict],
                missing: tuple[str, str]) -> dict[str, CheckResult]:
-    died = {e.get("exercise") for e in events if e.get("event") == "kernel_died" and e.get("exercise")}
+    died = {e.get("exercise") for e in events
+            if e.get("event") == "kernel_died" and e.get("exercise") and not e.get("retry")}
     results = {}
     for p in plan.exercises:
-        reason = (DIED, "the kernel died while this function was checked") if p.exercise.id in died else missing
-        results[p.exercise.id] = judge(p, outputs.get(p.exercise.id), reason)
+        reason = (DIED, "the kernel died while this function was checked, twice") if p.exercise.id in died else missing
+        results[p.exercise.id] = judge(p, outputs.get(p.exercise.id), reason, plan.classes)
     return results

@@ -2,8 +2,10 @@
 (:class:`Status`), and the grader's size and time limits."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+
+from .sandbox import Limits
 
 __all__ = [
     "Status",
@@ -15,18 +17,21 @@ __all__ = [
     "MAX_OUTPUT_LINE_BYTES",
     "MAX_KERNEL_STARTS",
     "DETAIL_LIMIT",
+    "MAX_EVENTS",
+    "Limits",
 ]
 
 
 class Status(str, Enum):
     """A submission's status, as the CSV's ``status`` column shows it (the value).
 
-    The first four are given without running anything; otherwise a submission's status says the
+    The first five are given without running anything; otherwise a submission's status says the
     worst thing that happened while it ran (see :func:`nbhelpers.grading.judging.status_of`),
     and its points are whatever its functions earned regardless. A member is a ``str`` equal to
     its value, so it compares, hashes and is written to JSON as that string.
     """
 
+    REFUSED = "refused"  # a link to a file outside the folders graded (or to nothing): never read
     INVALID_NOTEBOOK = "invalid notebook"  # not JSON, not a notebook, unreadable, too large
     EMPTY = "empty"  # no code at all
     UNKNOWN_CHAPTER = "unknown chapter"  # no exNN file name, no check("exNN.…") call, or a chapter without exercises
@@ -48,8 +53,9 @@ DEFAULT_CELL_TIMEOUT = 60.0  # seconds for each cell, and for all the calls of o
 DEFAULT_TIMEOUT = 300.0  # seconds for a whole submission, kernel start included
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20  # a submission larger than this is not read
-MAX_OUTPUT_LINE_BYTES = 256 * 2**20  # one exercise's results, as written by the kernel
-MAX_KERNEL_STARTS = 5  # a kernel that dies is restarted without the cell (or function) that killed it
+MAX_OUTPUT_LINE_BYTES = 16 * 2**20  # one exercise's results, as written by the kernel (parsing costs ~25x)
+MAX_EVENTS = 1000  # events of one worker read back
+MAX_KERNEL_STARTS = 6  # a kernel that dies is retried once, then restarted without what killed it
 DETAIL_LIMIT = 400  # characters of the CSV's detail column
 # The limits of the value codec (sizes, depth, lengths of reprs and messages) are
 # nbhelpers.grading.in_kernel.LIMITS: that module is sent into the kernel, so they live there.
@@ -67,6 +73,8 @@ class GradeOptions:
     regrade: bool = False  # grade submissions already graded again
     kernel_name: str = "python3"
     progress: bool = True  # a progress bar on stderr
+    sandbox: bool = True  # each kernel in a sandbox of its own (bubblewrap); False only by choice
+    limits: Limits = field(default_factory=Limits)  # the kernel's resource limits
 
     @property
     def secret(self) -> bool:

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -14,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from ..checks import _ID_RE, _truncate
-from .options import DETAIL_LIMIT, GradeOptions, Status
+from .options import DETAIL_LIMIT, STATUSES, GradeOptions, Status
 from .submissions import Submission
+from .untrusted import safe_name, safe_text
 
 __all__ = ["CSV_HEAD", "CSV_TAIL", "Outputs"]
 
 CSV_HEAD = ["file", "sha256", "chapter"]  # then one column per exercise, then:
 CSV_TAIL = ["total", "max", "status", "detail"]
+_SHA_RE = re.compile(r"^(?:[0-9a-f]{64})?$")
 
 
 def _csv_safe(v: Any) -> str:
@@ -52,7 +55,7 @@ def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=path.name + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
             f.write(text)
             _fsync_write(f)
         os.replace(tmp, path)
@@ -65,71 +68,162 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _set_aside(path: Path, why: str) -> None:
-    """Keep an output file we cannot read under another name instead of overwriting it."""
+    """Keep a damaged output file under another name (never deleted), saying so on stderr."""
     aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+    k = 1
+    while aside.exists():
+        k += 1
+        aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}-{k}")
     os.replace(path, aside)
-    print(f"nbhelpers.grade: {path} could not be read ({why}); kept as {aside}", file=sys.stderr)
+    print(f"nbhelpers.grade: {safe_name(path)} is damaged ({safe_text(_truncate(why, 200))}); kept as "
+          f"{safe_name(aside)}, starting it afresh", file=sys.stderr)
 
 
-def _load_csv(path: Path) -> tuple[list[str], dict[str, dict]]:
-    """Columns and rows (by file, the last row of a file wins) of an existing grades CSV."""
-    if not path.exists():
-        return [], {}
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            columns = list(reader.fieldnames or [])
-            rows = {}
-            for row in reader:
-                if None in row or None in row.values() or not row.get("file"):  # a torn line
-                    continue
-                rows[row["file"]] = row
-        if columns and columns[:2] != CSV_HEAD[:2]:
-            raise ValueError("not a grades file")
-        return columns, rows
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
-        _set_aside(path, str(e))
-        return [], {}
+# ---- the JSON file: the record of every submission, and the truth the CSV is made from ---------
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_record(r: Any) -> str | None:
+    """Why a record of the JSON file is not one this grader wrote (None: it is)."""
+    if not isinstance(r, dict):
+        return "a submission that is not an object"
+    if not isinstance(r.get("file"), str) or not r["file"] or safe_name(r["file"]) != r["file"]:
+        return "a submission without a proper file name"
+    if not (isinstance(r.get("sha256"), str) and _SHA_RE.match(r["sha256"])):
+        return f"{r['file']}: no sha256"
+    if r.get("status") not in STATUSES:
+        return f"{r['file']}: unknown status {r.get('status')!r}"
+    if r.get("seed") not in ("secret", "public"):
+        return f"{r['file']}: unknown seed kind"
+    for key in ("chapter", "chapter_option", "max"):
+        if r.get(key) is not None and not _is_int(r[key]):
+            return f"{r['file']}: {key} is not a number"
+    if not isinstance(r.get("detail", ""), str) or not isinstance(r.get("checks", {}), dict):
+        return f"{r['file']}: malformed detail or checks"
+    points = [c.get("points") if isinstance(c, dict) else None for c in r.get("checks", {}).values()]
+    if not all(_is_int(p) and p >= 0 for p in points) or not all(isinstance(k, str) and _ID_RE.match(k)
+                                                                  for k in r.get("checks", {})):
+        return f"{r['file']}: malformed checks"
+    if not _is_int(r.get("total")) or r["total"] != sum(points) or (r.get("max") is not None and r["total"] > r["max"]):
+        return f"{r['file']}: its total is not the sum of its points"
+    return None
 
 
 def _load_json(path: Path) -> dict[str, dict]:
-    """The records (by file) of an existing JSON file."""
+    """The records (by file) of an existing JSON file; a damaged file is set aside."""
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        subs = data["submissions"]
-        return {r["file"]: r for r in subs if isinstance(r, dict) and isinstance(r.get("file"), str)}
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        if not isinstance(data, dict) or not isinstance(data.get("submissions"), list):
+            raise ValueError("not a grades file: no list of submissions")
+        records: dict[str, dict] = {}
+        for r in data["submissions"]:
+            why = _check_record(r)
+            if why is None and r["file"] in records:
+                why = f"{r['file']} twice"
+            if why is not None:
+                raise ValueError(why)
+            records[r["file"]] = r
+        return records
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         _set_aside(path, str(e) or type(e).__name__)
         return {}
 
 
+# ---- the CSV file: made from the records; extra columns an instructor added are kept ----------
+
+def _load_csv(path: Path) -> tuple[list[str], dict[str, dict]]:
+    """Columns and rows (by the file column as written; the last row of a file wins) of an
+    existing grades CSV. Raises ValueError (or OSError, csv.Error) when it cannot be read."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        columns = list(reader.fieldnames or [])
+        if columns[:2] != CSV_HEAD[:2] or not set(CSV_TAIL) <= set(columns) or len(set(columns)) != len(columns):
+            raise ValueError("not a grades file: its columns are not the grader's")
+        rows = {}
+        for row in reader:
+            if None in row or None in row.values() or not row.get("file"):  # a torn line
+                continue
+            rows[row["file"]] = row
+    return columns, rows
+
+
+def _csv_disagrees(columns: list[str], rows: dict[str, dict], records: dict[str, dict]) -> str | None:
+    """Why the CSV's rows are not what the records give (None: they are). A row of an older
+    version of a file (another sha256) is not a disagreement: the run that graded the new one
+    stopped before it rewrote the CSV."""
+    by_cell = {_csv_safe(f): r for f, r in records.items()}
+    for written, row in rows.items():
+        rec = by_cell.get(written)
+        if rec is None:
+            return f"{written}: a row with no record in the JSON file"
+        if row.get("sha256") != rec["sha256"]:
+            continue
+        known = [c for c in columns if c in CSV_HEAD + CSV_TAIL or _ID_RE.match(c)]
+        made = dict(zip(known, _csv_row(rec, known)))
+        changed = [c for c in known if row.get(c, "") != made[c]]
+        if changed:
+            return f"{written}: {', '.join(changed[:3])} differ from the JSON file (edited by hand?)"
+    return None
+
+
 class Outputs:
-    """The CSV and JSON files of a run: loaded at the start, updated as each submission finishes."""
+    """The CSV and JSON files of a run: loaded at the start, updated as each submission finishes.
+
+    The JSON file holds the records and is the truth: whether a submission is already graded is
+    read there, and the CSV is rewritten from it at the start and the end of every run. Columns
+    of the CSV that the grader does not make (an instructor's notes) are kept with their rows.
+    A file that cannot be read, holds anything this grader would not have written (NaN, a total
+    that is not the sum of its points, ...), or a CSV whose rows disagree with the JSON file, is
+    set aside under another name and started afresh, with a message on stderr.
+    """
 
     def __init__(self, csv_path: Path, json_path: Path, opts: GradeOptions) -> None:
         self.csv_path, self.json_path, self.opts = csv_path, json_path, opts
-        self.old_columns, self.csv_rows = _load_csv(csv_path)
         self.records = _load_json(json_path)
+        self.old_columns: list[str] = []
+        self.extra: dict[str, dict] = {}  # file -> the values of columns the grader does not make
+        if csv_path.exists():
+            self._load_csv()
         self.columns: list[str] = []
+
+    def _load_csv(self) -> None:
+        try:
+            columns, rows = _load_csv(self.csv_path)
+            why = _csv_disagrees(columns, rows, self.records)
+        except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
+            columns, rows, why = [], {}, str(e) or type(e).__name__
+        if why is not None:
+            _set_aside(self.csv_path, why)
+            return
+        self.old_columns = columns
+        files = {_csv_safe(f): f for f in self.records}
+        extra = [c for c in columns if c not in CSV_HEAD + CSV_TAIL and not _ID_RE.match(c)]
+        self.extra = {files[w]: {c: row.get(c, "") for c in extra} for w, row in rows.items() if w in files}
 
     def is_done(self, sub: Submission) -> bool:
         """Already graded with the same content and the same seed kind and chapter option."""
-        row, rec = self.csv_rows.get(sub.file), self.records.get(sub.file)
-        return (not self.opts.regrade and row is not None and rec is not None
-                and row.get("sha256") == sub.sha256 == rec.get("sha256")
+        rec = self.records.get(sub.file)
+        return (not self.opts.regrade and rec is not None and rec.get("sha256") == sub.sha256
                 and rec.get("status") != Status.GRADER_ERROR
                 and rec.get("seed") == self.opts.seed_kind
                 and rec.get("chapter_option") == self.opts.chapter)
 
     def start(self, exercise_ids: list[str]) -> None:
-        """Rewrite the CSV with every row it has and the columns this run needs: ``exercise_ids``,
-        then the exercises of earlier runs, then any other column the file had."""
-        ex_ids = list(exercise_ids)
-        old = [c for c in self.old_columns if c not in CSV_HEAD + CSV_TAIL]
-        ex_ids += [c for c in dict.fromkeys(old) if c not in ex_ids and _ID_RE.match(c)]
-        extra = [c for c in old if c not in ex_ids]
+        """Rewrite both files with every record, and the CSV with the columns this run needs:
+        ``exercise_ids``, then the exercises of earlier runs, then the instructor's own columns."""
+        ex_ids = list(dict.fromkeys(exercise_ids))
+        earlier = [c for c in self.old_columns if _ID_RE.match(c)]
+        earlier += [k for r in self.records.values() for k in r.get("checks", {})]
+        ex_ids += [c for c in dict.fromkeys(earlier) if c not in ex_ids]
+        extra = [c for c in self.old_columns if c not in CSV_HEAD + CSV_TAIL and not _ID_RE.match(c)]
         self.columns = CSV_HEAD + ex_ids + extra + CSV_TAIL
         self._write_csv()
         self._write_json()
@@ -139,23 +233,27 @@ class Outputs:
         synced). A file graded again gets a second row until :meth:`finish` drops the old one."""
         self.records[rec["file"]] = rec
         self._write_json()
-        row = _csv_row(rec, self.columns)
-        self.csv_rows[rec["file"]] = dict(zip(self.columns, row))
-        with open(self.csv_path, "a", encoding="utf-8", newline="") as f:
-            csv.writer(f).writerow(row)
+        with open(self.csv_path, "a", encoding="utf-8", errors="backslashreplace", newline="") as f:
+            csv.writer(f).writerow(self._row(rec["file"]))
             _fsync_write(f)
 
     def finish(self) -> None:
         """Rewrite the CSV with one row per file, sorted by file."""
         self._write_csv()
 
+    def _row(self, file: str) -> list[str]:
+        row = _csv_row(self.records[file], self.columns)
+        for i, c in enumerate(self.columns):
+            if c in self.extra.get(file, {}):
+                row[i] = self.extra[file][c]
+        return row
+
     def _write_csv(self) -> None:
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(self.columns)
-        for f in sorted(self.csv_rows):
-            r = self.csv_rows[f]
-            w.writerow([r.get(c, "") or "" for c in self.columns])
+        for f in sorted(self.records):
+            w.writerow(self._row(f))
         _atomic_write(self.csv_path, buf.getvalue())
 
     def _write_json(self) -> None:
@@ -165,6 +263,7 @@ class Outputs:
                 "chapter": self.opts.chapter,
                 "cell_timeout": self.opts.cell_timeout,
                 "timeout": self.opts.timeout,
+                "sandbox": self.opts.sandbox,
                 "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             },
             "submissions": sorted(self.records.values(), key=lambda r: r["file"]),

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .judging import ChapterPlan, grade_one, plan_chapter
 from .jobs import Running
-from .options import STATUSES, GradeOptions
+from .judging import ChapterPlan, grade_one, plan_chapter
+from .options import STATUSES, GradeOptions, Status
 from .outputs import Outputs
+from .sandbox import SandboxUnavailable, sandbox_problem
 from .submissions import Submission, detect_chapter, find_notebooks, read_submission
 
 __all__ = ["RunSummary", "grade", "print_summary"]
@@ -44,17 +45,24 @@ def grade(paths: Iterable[str | Path], csv_path: str | Path, json_path: str | Pa
           opts: GradeOptions | None = None) -> RunSummary:
     """Grade every notebook under ``paths``; write/extend ``csv_path`` and ``json_path``.
 
-    Returns what was done. Raises FileNotFoundError for a path that does not exist; everything
-    that can go wrong with a submission becomes its status instead. (The command line also makes
+    Returns what was done. Raises FileNotFoundError for a path that does not exist, and
+    :class:`~nbhelpers.grading.sandbox.SandboxUnavailable` when ``opts.sandbox`` (the default)
+    and bubblewrap cannot be used here; everything that can go wrong with a submission becomes
+    its status instead. (The command line also makes
     its process non-dumpable when the seed is secret; a program calling this with a secret seed
     should keep its own memory out of the students' reach.)
     """
     opts = opts or GradeOptions()
+    if opts.sandbox:
+        problem = sandbox_problem()
+        if problem is not None:
+            raise SandboxUnavailable(problem)
     paths = list(paths)
     found = find_notebooks(paths)
     if not found:
         raise FileNotFoundError(f"no notebooks (*.ipynb) in {', '.join(map(str, paths))}")
-    subs = [read_submission(path, name) for name, path in found]
+    subs = [read_submission(f.path, f.name) if f.refused is None
+            else Submission(f.name, f.path).reject(Status.REFUSED, f"{f.refused}: not read") for f in found]
     outputs = Outputs(Path(csv_path), Path(json_path), opts)
     todo = [s for s in subs if not outputs.is_done(s)]
     plans = _plans(todo, opts)
@@ -98,6 +106,7 @@ def _grade_all(todo: list[Submission], plans: dict[int, ChapterPlan | None], opt
         raise
     finally:
         bar.close()
+        running.close()
     pool.shutdown(wait=True)
 
 

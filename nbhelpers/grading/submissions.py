@@ -5,16 +5,19 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from ..checks import _truncate
 from .options import MAX_NOTEBOOK_BYTES, Status
+from .untrusted import safe_name, safe_source
 
-__all__ = ["Submission", "find_notebooks", "read_submission", "detect_chapter", "is_check_cell"]
+__all__ = ["Found", "Submission", "find_notebooks", "read_submission", "detect_chapter", "is_check_cell"]
 
 _FILE_CHAPTER_RE = re.compile(r"(?<![A-Za-z0-9])ex(\d{2})(?!\d)", re.IGNORECASE)
 _CHECK_CALL_RE = re.compile(r"\bcheck\(\s*(?:exercise_id\s*=\s*)?[\"']ex(\d{2})\.")
@@ -22,24 +25,76 @@ _SUMMARY_CALL_RE = re.compile(r"\bsummary\(\s*(?:chapter\s*=\s*)?(\d{1,3})\s*\)"
 # ast.parse is not thread-safe in CPython 3.11 (its AST state is shared by threads: "SystemError:
 # AST constructor recursion depth mismatch", cpython gh-106905), and --jobs grades in threads.
 _PARSE_LOCK = threading.Lock()
+# A check cell is a few calls; a longer cell is not parsed at all (and so runs, as any other).
+MAX_CHECK_CELL_CHARS = 4000
 
 
-def find_notebooks(paths: Iterable[str | Path]) -> list[tuple[str, Path]]:
-    """(shown name, path) of every notebook: files as given, folders searched for *.ipynb
-    (skipping hidden folders such as .ipynb_checkpoints). Missing paths raise FileNotFoundError."""
-    found: dict[Path, str] = {}
+class Found(NamedTuple):
+    """A notebook found under the paths given: the name it is shown and recorded under, where it
+    is (resolved: no links), and why it is refused (None: it is to be read and graded)."""
+
+    name: str
+    path: Path
+    refused: str | None = None
+
+
+def find_notebooks(paths: Iterable[str | Path]) -> list[Found]:
+    """Every notebook under ``paths``, once, sorted by name. Missing paths raise FileNotFoundError.
+
+    Files given by name are taken as they are. Folders are searched for ``*.ipynb`` without
+    entering hidden folders (``.ipynb_checkpoints``) or following links to folders. A submission
+    is identified by its resolved path: a link found in a folder is shown under the name of the
+    file it points to (so a link named like a classmate's notebook cannot take their row), and a
+    link to a file outside the folders given, or to nothing, is refused and never read. Names
+    are made safe to show (:func:`~nbhelpers.grading.untrusted.safe_name`).
+    """
+    paths = [Path(p) for p in paths]
     for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            for q in sorted(p.rglob("*.ipynb")):
-                if any(part.startswith(".") for part in q.relative_to(p).parts) or not q.is_file():
-                    continue
-                found.setdefault(q.resolve(), str(q))
-        elif p.exists():
-            found.setdefault(p.resolve(), str(p))
-        else:
-            raise FileNotFoundError(f"no such file or folder: {p}")
-    return sorted(((name, path) for path, name in found.items()), key=lambda t: t[0])
+        if not p.exists() and not p.is_symlink():
+            raise FileNotFoundError(f"no such file or folder: {safe_name(p)}")
+    roots = [(p, p.resolve()) for p in paths if p.is_dir()]
+    found: dict[Path, Found] = {}
+    for p in paths:
+        if not p.is_dir():
+            real = p.resolve()
+            found.setdefault(real, Found(str(p), real) if real.is_file()
+                             else Found(str(p), real, "not a regular file"))
+            continue
+        for q in _notebooks_in(p):
+            real = q.resolve()
+            if not q.is_symlink():
+                found.setdefault(real, Found(str(q), real, None if q.is_file() else "not a regular file"))
+                continue
+            inside = next(((given, root) for given, root in roots if real.is_relative_to(root)), None)
+            if inside is None or not real.is_file():
+                found.setdefault(Path(q.absolute()), Found(str(q), real, "a link to a file outside the folders "
+                                 "being graded" if real.exists() else "a link to nothing"))
+                continue
+            given, root = inside
+            found.setdefault(real, Found(str(given / real.relative_to(root)), real))
+    return _unique_names(found.values())
+
+
+def _notebooks_in(folder: Path) -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        out += [Path(dirpath) / f for f in sorted(filenames) if f.endswith(".ipynb") and not f.startswith(".")]
+    return out
+
+
+def _unique_names(found: Iterable[Found]) -> list[Found]:
+    """Names made safe to show, and made unique should two escape to the same text."""
+    out, seen = [], set()
+    for f in sorted(found, key=lambda f: f.name):
+        name = base = safe_name(f.name)
+        k = 1
+        while name in seen:
+            k += 1
+            name = f"{base} #{k}"
+        seen.add(name)
+        out.append(f._replace(name=name))
+    return out
 
 
 @dataclass
@@ -48,8 +103,8 @@ class Submission:
 
     file: the path as shown in the outputs; path: where it is; sha256: of its bytes.
     cells: ``(index in the notebook, source)`` of every code cell, when the file is a notebook.
-    problem: why the file is not a gradable notebook (``Status.INVALID_NOTEBOOK`` or
-    ``Status.EMPTY``), else None; detail: the words for it.
+    problem: why the file is not a gradable notebook (``Status.REFUSED``,
+    ``Status.INVALID_NOTEBOOK`` or ``Status.EMPTY``), else None; detail: the words for it.
     """
 
     file: str
@@ -65,11 +120,13 @@ class Submission:
 
 
 def read_submission(path: Path, file: str | None = None) -> Submission:
-    """Read a submission read-only and decide whether it is a notebook with code in it."""
-    sub = Submission(file=file or str(path), path=path)
+    """Read a submission read-only and decide whether it is a notebook with code in it.
+
+    Only a regular file is read, without following a link (a file swapped for a link after it
+    was found is not read), and a pipe or a device never blocks the run."""
+    sub = Submission(file=safe_name(file or str(path)), path=path)
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_NOTEBOOK_BYTES + 1)
+        data = _read_regular_file(path, MAX_NOTEBOOK_BYTES + 1)
     except OSError as e:
         return sub.reject(Status.INVALID_NOTEBOOK, f"cannot read the file: {e.strerror or e}")
     sub.sha256 = hashlib.sha256(data).hexdigest()
@@ -88,6 +145,15 @@ def read_submission(path: Path, file: str | None = None) -> Submission:
     if not any(src.strip() for _, src in sub.cells):
         return sub.reject(Status.EMPTY, "the notebook has no code")
     return sub
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        return f.read(limit)
 
 
 def _cells_of(nb: Any) -> list[tuple[int, str]]:
@@ -112,7 +178,7 @@ def _cells_of(nb: Any) -> list[tuple[int, str]]:
             src = "".join(src)
         if not isinstance(src, str):
             raise ValueError(f"not a notebook: code cell {i + 1} has no text")
-        cells.append((i, src))
+        cells.append((i, safe_source(src)))
     return cells
 
 
@@ -144,11 +210,14 @@ def detect_chapter(file_name: str, cells: Iterable[tuple[int, str]], expected: i
 
 def is_check_cell(source: str) -> bool:
     """True for a cell whose every statement is a call of ``check(...)`` or ``summary(...)``
-    (possibly assigned, possibly ``checks.check``); such cells are skipped when grading."""
+    (possibly assigned, possibly ``checks.check``); such cells are skipped when grading. A cell
+    longer than :data:`MAX_CHECK_CELL_CHARS` is not one (it is not even parsed)."""
+    if len(source) > MAX_CHECK_CELL_CHARS:  # not parsed: a deep expression costs gigabytes
+        return False
     try:
         with _PARSE_LOCK:
             tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return bool(tree.body) and all(_is_check_call(stmt) for stmt in tree.body)
 

@@ -1,13 +1,15 @@
-"""The worker: a process of its own that runs one submission's notebook in a Jupyter kernel.
+"""The worker: a process of its own that runs submissions' notebooks in Jupyter kernels, one
+submission after another.
 
-The grader starts it (:class:`nbhelpers.grading.jobs.Job`) as
-``python -c "from nbhelpers.grading.worker import worker_main; ..." JOB_FILE`` and kills it,
-with its kernel's process group, when the submission's total time runs out. The worker runs the
-notebook's code cells (check cells skipped) with a time limit per cell, then the grading cell
-(:func:`grading_cell`), which runs :mod:`nbhelpers.grading.in_kernel` in the kernel. A kernel
-that dies is started again without the cell, or the function, that killed it. The worker reports
-through files, never through stdout: events as JSON lines (:meth:`_Worker.event`), and the
-kernel's own outputs file.
+The grader starts it (:class:`nbhelpers.grading.jobs.WorkerProcess`) as
+``python -c "from nbhelpers.grading.worker import worker_loop; ..." CMD_FD REPLY_FD``, hands it
+one job file at a time, and kills it, with its kernel, when a submission's total time runs out.
+For each job the worker runs the notebook's code cells (check cells skipped) in a fresh kernel,
+started in its sandbox (:mod:`nbhelpers.grading.sandbox`), with a time limit per cell, then the
+grading cell (:func:`grading_cell`), which runs :mod:`nbhelpers.grading.in_kernel` in the kernel.
+A kernel that dies is retried once, then started again without the cell, or the function, that
+killed it. The worker reports through files, never through stdout: events as JSON lines
+(:meth:`_Worker.event`), and the grading cells' results files.
 
 Only the worker process imports this module (it imports nbclient and nbformat).
 """
@@ -17,9 +19,12 @@ import inspect
 import json
 import math
 import os
+import secrets
 import signal
 import sys
 import time
+import traceback
+from pathlib import Path
 from typing import Any
 
 # nbformat imports jsonschema, which imports the optional rfc3987_syntax when it is installed;
@@ -27,16 +32,19 @@ from typing import Any
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 import nbformat  # noqa: E402
+from jupyter_client import AsyncKernelManager  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import DeadKernelError  # noqa: E402
 
 from .in_kernel import kernel_main  # noqa: E402
 from .jobs import json_lines, kill_group  # noqa: E402
 from .options import MAX_KERNEL_STARTS  # noqa: E402
+from .sandbox import Limits, kernel_command  # noqa: E402
 
-__all__ = ["worker_main", "grading_cell", "kernel_source"]
+__all__ = ["worker_loop", "worker_main", "grading_cell", "kernel_source"]
 
 _current_kernel_pid: list[int] = []  # the kernel to kill when the grader stops this worker
+_on_exit: list = []  # what to do before this worker is stopped (record the nonces it used)
 
 
 def kernel_source() -> str:
@@ -60,6 +68,27 @@ def grading_cell(job: dict) -> str:
     )
 
 
+def worker_loop(commands_fd: int, replies_fd: int) -> int:
+    """A worker's life: read a job file's path per line from ``commands_fd``, run it
+    (:func:`worker_main`), answer "done" or "failed" on ``replies_fd``; exit at the end of input."""
+    signal.signal(signal.SIGTERM, _on_term)
+    with os.fdopen(commands_fd, "r") as commands, os.fdopen(replies_fd, "w") as replies:
+        for line in commands:
+            try:
+                worker_main(line.strip())
+                answer = "done"
+            except Exception:  # noqa: BLE001 - reported in the log; the grader records "grader error"
+                traceback.print_exc()
+                answer = "failed"
+            finally:
+                _current_kernel_pid.clear()
+                _on_exit.clear()
+            sys.stdout.flush()
+            replies.write(answer + "\n")
+            replies.flush()
+    return 0
+
+
 def worker_main(job_path: str) -> int:
     """Run the notebook described by the job file (see :class:`nbhelpers.grading.jobs.Job`).
 
@@ -69,7 +98,6 @@ def worker_main(job_path: str) -> int:
     """
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
-    signal.signal(signal.SIGTERM, _on_term)
     _Worker(job).run()
     return 0
 
@@ -77,6 +105,11 @@ def worker_main(job_path: str) -> int:
 def _on_term(signum: int, frame: Any) -> None:
     for pid in _current_kernel_pid:
         kill_group(pid)
+    for fn in _on_exit:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - stopping regardless
+            pass
     os._exit(143)
 
 
@@ -99,19 +132,34 @@ def _errors(cell: Any) -> list:
     return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
-def _progress_in_outputs(path: str) -> tuple[set[str], list[str]]:
-    """The exercises the kernel finished, and those it started, as its outputs file says."""
+def _progress_in_outputs(path: str, nonce: str) -> tuple[set[str], list[str]]:
+    """The exercises the kernel finished, and those it started, as its grading cell wrote."""
     finished, started = set(), []
     for rec in json_lines(path):
-        if isinstance(rec, dict) and isinstance(rec.get("start"), str):
+        if not (isinstance(rec, dict) and rec.get("n") == nonce):
+            continue
+        if isinstance(rec.get("start"), str):
             started.append(rec["start"])
-        elif isinstance(rec, dict) and isinstance(rec.get("id"), str):
+        elif isinstance(rec.get("id"), str):
             finished.add(rec["id"])
     return finished, started
 
 
+def _write_new(path: Path, data: bytes) -> None:
+    """Write a file that must not exist yet, never through a link a kernel left there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 class _Worker:
-    """One submission's notebook, run in one kernel after another until one gets to the end."""
+    """One submission's notebook, run in one kernel after another until one gets to the end.
+
+    Each kernel gets a channel folder of its own, made here with an unguessable name: its
+    connection file and sockets, the case inputs, and the results its grading cell writes. A
+    kernel that dies is retried once as it was; if it dies again at the same place, the cell
+    (or the function) that killed it is left out.
+    """
 
     def __init__(self, job: dict) -> None:
         self.job = job
@@ -119,8 +167,10 @@ class _Worker:
         self.cell_timeout = float(job["cell_timeout"])
         self.cells = [(i, src) for i, src, check_only in job["cells"] if src.strip() and not check_only]
         self.remaining = list(job["exercise_ids"])  # the exercises still to check
-        self.dead_cells: set[int] = set()  # cells that killed a kernel: not run again
+        self.dead_cells: set[int] = set()  # cells that killed a kernel twice: not run again
+        self.deaths: dict[Any, int] = {}  # cell index or exercise id -> kernels it killed
         self.reported: set[tuple] = set()  # (kind, cell) already reported by an earlier kernel
+        self.limits = Limits(**job["limits"])
 
     def event(self, **kw: Any) -> None:
         self.events.write(json.dumps(kw) + "\n")
@@ -128,27 +178,48 @@ class _Worker:
 
     def run(self) -> None:
         for start in range(1, MAX_KERNEL_STARTS + 1):
-            if not self._in_a_kernel():
+            if not self._in_a_kernel(start):
                 break
         self.event(event="done", kernel_starts=start)
         self.events.close()
 
-    def _in_a_kernel(self) -> bool:
+    def _kernel_manager(self, channel: Path) -> AsyncKernelManager:
+        """A kernel manager whose kernel starts under the limits (in the sandbox, unless the job
+        says no) and talks through Unix sockets in ``channel`` (no network is needed)."""
+        km = AsyncKernelManager(kernel_name=self.job["kernel_name"])
+        spec = km.kernel_spec
+        argv = list(spec.argv)
+        if argv and argv[0] in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+            argv[0] = sys.executable
+        spec.argv = kernel_command(argv, channel, self.limits, bool(self.job["sandbox"]))
+        spec.interrupt_mode = "message"  # a signal cannot reach into the sandbox; a message can
+        km.transport = "ipc"
+        km.ip = str(channel / "k")
+        km.connection_file = str(channel / "connection.json")
+        return km
+
+    def _in_a_kernel(self, start: int) -> bool:
         """Run the notebook, then the grading cell, in a fresh kernel; True when the kernel died
         and the notebook is to run again in another."""
+        channel = Path(self.job["dir"]) / f"k{start}-{secrets.token_hex(8)}"
+        channel.mkdir(mode=0o700)
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(src) for _, src in self.cells]
-        client = _Client(nb, timeout=int(math.ceil(self.cell_timeout)), kernel_name=self.job["kernel_name"],
+        cwd = str(channel) if self.job["sandbox"] else self.job["cwd"]
+        client = _Client(nb, km=self._kernel_manager(channel), timeout=int(math.ceil(self.cell_timeout)),
                          allow_errors=True, interrupt_on_timeout=True, shutdown_kernel="immediate",
-                         resources={"metadata": {"path": self.job["cwd"]}}, startup_timeout=120)
+                         resources={"metadata": {"path": cwd}}, startup_timeout=120)
         try:
             with client.setup_kernel():
                 self._note_kernel(client)
                 died_at = self._run_cells(client, nb)
                 if died_at is None:
-                    return self._run_grading_cell(client, nb)
-                self.dead_cells.add(died_at)
-                self.event(event="kernel_died", cell=died_at + 1, line=_first_line(dict(self.cells)[died_at]))
+                    return self._run_grading_cell(client, nb, channel)
+                deaths = self.deaths[died_at] = self.deaths.get(died_at, 0) + 1
+                if deaths > 1:
+                    self.dead_cells.add(died_at)
+                self.event(event="kernel_died", cell=died_at + 1, line=_first_line(dict(self.cells)[died_at]),
+                           retry=deaths == 1)
                 return True
         finally:
             for pid in _current_kernel_pid:
@@ -185,30 +256,50 @@ class _Worker:
             self.event(event="cell_error", cell=index + 1, line=_first_line(src),
                        ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
 
-    def _run_grading_cell(self, client: _Client, nb: Any) -> bool:
-        """Check the remaining exercises in this kernel; True when one killed it and others remain."""
+    def _run_grading_cell(self, client: _Client, nb: Any, channel: Path) -> bool:
+        """Check the remaining exercises in this kernel; True when one killed it and others remain.
+
+        The cell's results carry a nonce made now, which exists nowhere before the cell runs; it
+        is recorded (with the results file) in the events once the cell is over, or when this
+        worker is stopped."""
         budget = float(self.job["budget"])
-        cell_job = {"inputs": self.job["inputs"], "outputs": self.job["outputs"], "budget": budget,
-                    "only": self.remaining}
+        inputs, outputs = channel / "inputs.json", channel / "outputs.jsonl"
+        for p in (inputs, outputs):
+            if p.is_symlink() or p.exists():
+                p.unlink()  # whatever the notebook's cells put there
+        with open(self.job["inputs"], "rb") as f:
+            _write_new(inputs, f.read())
+        _write_new(outputs, b"")
+        nonce = secrets.token_hex(16)
+        cell_job = {"inputs": str(inputs), "outputs": str(outputs), "budget": budget, "only": self.remaining,
+                    "nonce": nonce, "max_line": int(self.job["max_line"])}
+        record = {"event": "grading_cell", "outputs": str(outputs), "nonce": nonce}
+        _on_exit.append(lambda: self.event(**record))
         gcell = nbformat.v4.new_code_cell(grading_cell(cell_job))
         nb.cells.append(gcell)
         client.timeout = int(math.ceil(budget * max(len(self.remaining), 1) + 30))
         try:
             cell = client.execute_cell(gcell, len(nb.cells) - 1)
         except DeadKernelError:
-            return self._kernel_died_in_grading()
+            return self._kernel_died_in_grading(record)
+        finally:
+            _on_exit.clear()
+            self.event(**record)
         errors = _errors(cell)
         if errors:
             self.event(event="grading_error", ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
         return False
 
-    def _kernel_died_in_grading(self) -> bool:
-        """Blame the exercise the kernel was checking when it died; True when others remain."""
-        finished, started = _progress_in_outputs(self.job["outputs"])
+    def _kernel_died_in_grading(self, record: dict) -> bool:
+        """Blame the exercise the kernel was checking when it died (after one retry); True when
+        exercises remain to be checked in another kernel."""
+        finished, started = _progress_in_outputs(record["outputs"], record["nonce"])
         running = [s for s in started if s not in finished and s in self.remaining]
         if not running:
             self.event(event="kernel_died", grading=True)
             return False
-        self.event(event="kernel_died", exercise=running[-1])
-        self.remaining = [e for e in self.remaining if e not in finished and e != running[-1]]
+        culprit = running[-1]
+        deaths = self.deaths[culprit] = self.deaths.get(culprit, 0) + 1
+        self.event(event="kernel_died", exercise=culprit, retry=deaths == 1)
+        self.remaining = [e for e in self.remaining if e not in finished and (deaths == 1 or e != culprit)]
         return bool(self.remaining)

@@ -1,0 +1,205 @@
+"""Where a submission's kernel runs: the command line that starts it in a sandbox of its own
+(bubblewrap, ``bwrap``), under resource limits.
+
+The sandbox (on by default, Linux only) gives the kernel
+
+- its own PID, network, IPC, UTS, cgroup and user namespaces: it sees no other process (not the
+  grader, not a classmate's kernel, not the instructor's shell), has no network, and everything
+  it starts dies with it (``--die-with-parent``; the namespace ends when its first process ends);
+- no capabilities, a new session (no terminal to inject keystrokes into), and no further user
+  namespaces;
+- a read-only view of the system (``/usr`` and the libraries), of a few files of ``/etc``, of the
+  Python installation and virtual environment, and of the course's package *without* its
+  exercise modules (``nbhelpers/exercises`` is an empty folder there, so the reference answers
+  cannot be imported);
+- one private writable place, ``/tmp`` (a tmpfs of ``disk_mb``; also HOME and the working
+  folder), plus the job's channel folder (the kernel's sockets and the results file);
+- nothing else: no home folder, no submissions, no output files, no grader files.
+
+The limits (``prlimit``, with or without the sandbox) cap each process's address space, the size
+of any file it writes, its CPU time, and the processes the grading user may run meanwhile.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Limits", "SandboxUnavailable", "sandbox_problem", "kernel_command", "course_package_dir"]
+
+INSTALL_HINT = "Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap"
+
+# Files of /etc a Python kernel may read: the dynamic linker's cache, time zone, user and group
+# names, name service, fonts, certificates, the alternatives links of Debian's /usr/bin.
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+        "nsswitch.conf", "hosts", "fonts", "ssl", "ca-certificates", "alternatives", "matplotlibrc")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox was asked for and cannot be used here (the message says why and what to do)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of a submission's kernel (0: no limit)."""
+
+    memory_mb: int = 4096  # address space of each process
+    processes: int = 256  # processes and threads the grading user may start while the kernel runs
+    file_size_mb: int = 64  # the largest file a process may write
+    disk_mb: int = 256  # the sandbox's private /tmp
+    cpu_seconds: int = 0  # CPU time of each process
+
+
+def course_package_dir() -> Path:
+    """The folder of the ``nbhelpers`` package that this grader is part of."""
+    return Path(__file__).resolve().parents[1]
+
+
+# The namespaces and restrictions of every sandbox (and of the probe that tries them once).
+_ISOLATION = ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+              "--disable-userns")
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(bwrap: str) -> str | None:
+    """Why bubblewrap cannot make our sandbox on this machine (None: it can)."""
+    cmd = [bwrap, *_ISOLATION, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"]
+    try:
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    if done.returncode != 0:
+        return done.stderr.decode(errors="replace").strip()[:300] or f"exit status {done.returncode}"
+    return None
+
+
+def sandbox_problem() -> str | None:
+    """Why the sandbox cannot be used here, in words for the instructor (None: it can)."""
+    if not sys.platform.startswith("linux"):
+        return f"the sandbox needs Linux (bubblewrap); this is {sys.platform}"
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return f"bubblewrap (bwrap) is not installed ({INSTALL_HINT})"
+    why = _probe(bwrap)
+    if why is not None:
+        return (f"bubblewrap cannot create a sandbox here: {why} (unprivileged user namespaces may be "
+                "disabled: see docs/grading.md)")
+    return None
+
+
+def _prefix_of(executable: str) -> Path | None:
+    """The installation an interpreter belongs to (``/x/bin/python`` -> ``/x``)."""
+    p = Path(executable)
+    if not p.is_absolute():
+        found = shutil.which(executable)
+        if found is None:
+            return None
+        p = Path(found)
+    return p.resolve().parent.parent
+
+
+def _read_only_system() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for name in _ETC:
+        p = f"/etc/{name}"
+        if os.path.exists(p):
+            args += ["--ro-bind", p, p]
+    return args
+
+
+def _python_mounts(argv0: str) -> list[str]:
+    """The Python installations the kernel needs: ours (prefix, base prefix) and the kernel's."""
+    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.exec_prefix).resolve()}
+    for exe in (sys.executable, argv0):
+        p = _prefix_of(exe)
+        if p is not None:
+            prefixes.add(p)
+    top = [p for p in sorted(prefixes) if str(p) != "/" and not any(q != p and p.is_relative_to(q) for q in prefixes)]
+    args = []
+    for p in top:
+        if p != Path("/usr") and not p.is_relative_to("/usr"):
+            args += ["--ro-bind", str(p), str(p)]
+    return args
+
+
+def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
+    pkg = course_package_dir()
+    args = [*_ISOLATION, *_read_only_system(), "--proc", "/proc", "--dev", "/dev"]
+    if limits.disk_mb:
+        args += ["--size", str(limits.disk_mb * 2**20)]
+    args += ["--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
+    args += _python_mounts(argv0)
+    args += ["--ro-bind", str(pkg), str(pkg), "--tmpfs", str(pkg / "exercises"),
+             "--bind", str(channel), str(channel), "--chdir", "/tmp/work"]
+    env = {
+        "HOME": "/tmp/home", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": str(pkg.parent), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
+    }
+    args.append("--clearenv")
+    for k, v in env.items():
+        args += ["--setenv", k, v]
+    return args
+
+
+def _user_processes() -> int:
+    """How many processes and threads the current user runs (Linux's count for RLIMIT_NPROC)."""
+    uid, n = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    n += len(os.listdir(f"/proc/{entry.name}/task"))
+            except OSError:
+                pass
+    return n
+
+
+# Sets the limits given as "NAME=soft:hard" arguments, then becomes the command after "--"
+# (where util-linux's prlimit is missing, as on macOS).
+_SET_LIMITS = ("import os, resource, sys\n"
+               "i = sys.argv.index('--')\n"
+               "for a in sys.argv[1:i]:\n"
+               "    name, value = a.split('=')\n"
+               "    soft, hard = (int(v) for v in value.split(':'))\n"
+               "    resource.setrlimit(getattr(resource, 'RLIMIT_' + name), (soft, hard))\n"
+               "os.execvp(sys.argv[i + 1], sys.argv[i + 1:])\n")
+
+
+def _limit_args(limits: Limits) -> list[str]:
+    """A command prefix that runs what follows it under ``limits``."""
+    values = {"CORE": (0, 0)}
+    if limits.memory_mb:
+        values["AS"] = (limits.memory_mb * 2**20,) * 2
+    if limits.file_size_mb:
+        values["FSIZE"] = (limits.file_size_mb * 2**20,) * 2
+    if limits.cpu_seconds:
+        values["CPU"] = (int(limits.cpu_seconds), int(limits.cpu_seconds) + 5)
+    if limits.processes and os.getuid() != 0:  # Linux does not apply this limit to root
+        values["NPROC"] = (_user_processes() + limits.processes,) * 2
+    prlimit = shutil.which("prlimit")
+    if prlimit is not None:
+        return [prlimit, *(f"--{k.lower()}={soft}:{hard}" for k, (soft, hard) in values.items()), "--"]
+    return [sys.executable, "-I", "-S", "-c", _SET_LIMITS, *(f"{k}={soft}:{hard}" for k, (soft, hard) in values.items()),
+            "--"]
+
+
+def kernel_command(argv: list[str], channel: Path, limits: Limits, sandbox: bool) -> list[str]:
+    """The command line that starts a kernel whose own command is ``argv`` (a kernel spec's, with
+    ``{connection_file}`` in it): under the limits, and in the sandbox when ``sandbox``. The
+    kernel can write in ``channel`` (its sockets, its results)."""
+    if not sandbox:
+        return _limit_args(limits) + list(argv)
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed ({INSTALL_HINT})")
+    return _limit_args(limits) + [bwrap, *_sandbox_args(argv[0], channel, limits), "--", *argv]

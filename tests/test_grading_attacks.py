@@ -1,0 +1,420 @@
+"""The grader attacked: one submission for each class of attack (issue 9), graded in one run
+together with honest submissions, in the sandbox and without it.
+
+Each class is shown with a payload of our own; what every run must show: it finishes (exit 0),
+the honest submissions get exactly their points, each attacker gets 0 or a status that names
+the fault, the output files are intact and readable (and a rerun grades nothing again), and
+nothing an attacker started is left running. Classes that only the sandbox can stop (reading
+or writing outside the submission, processes that outlive it, killing others) run in the
+sandbox only: without it they would really reach this machine.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import (EX01_EXERCISE, FAST, FULL, POINTS, code_index, env, insert_code, literal, mutate, set_body,
+                     solution, tree_state, write)
+from nbhelpers.checks import cases_for, exercises_of
+from nbhelpers.grading.sandbox import course_package_dir, sandbox_problem
+
+NAMES = [ex.name for ex in exercises_of(1)]
+TAG = "nbgradeattack" + secrets.token_hex(4)  # in every planted name and process: findable afterwards
+
+# The plausible wrong rules a cheat falls back on, one per function (as in tests/exercise_table.py).
+WRONG_RULES = {
+    "decode_bits": ("if E == 0:", "if False:"),
+    "round_nearest_even": ("round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
+    "ulp_at": ("math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+    "smallest_absorbing": ("2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
+}
+
+
+def zeros(nb) -> None:
+    """Every function answers 0.0 (an attacker's honest-looking functions earn nothing)."""
+    for name in NAMES:
+        set_body(nb, name, "return 0.0")
+
+
+# ---- the payloads --------------------------------------------------------------------------------
+
+IMPORT_REFERENCES = '''
+import importlib
+_m = importlib.import_module("nbhelpers." + "exer" + "cises" + ".ch01")
+for _n in ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing"):
+    globals()[_n] = getattr(_m, _n + "_re" + "f")
+'''
+
+FORGE_CHANNEL = '''
+import glob, json, os, sys, threading, time
+def _channels():  # its own channel folder, from the connection file on the kernel's command line
+    return {os.path.dirname(os.path.abspath(a)) for a in sys.argv if a.endswith(".json")}
+def _forged(nonce):
+    ids = ["ex01.decode_bits", "ex01.round_nearest_even", "ex01.ulp_at", "ex01.smallest_absorbing"]
+    rec = [{"id": i, "results": [{"v": 0.0}] * 400} for i in ids]
+    return "".join(json.dumps({**r, **({"n": nonce} if nonce else {})}) + "\\n" for r in rec for nonce in ("", "0" * 32))
+for _d in _channels():
+    for _f in ("outputs.jsonl", "inputs.json"):
+        try:
+            if os.path.exists(os.path.join(_d, _f)):
+                os.unlink(os.path.join(_d, _f))
+            os.symlink("/dev/zero", os.path.join(_d, _f))  # the grader must not read through it
+        except OSError:
+            pass
+def _keep_forging():
+    t0 = time.time()
+    while time.time() - t0 < 60:
+        for _d in _channels():
+            try:
+                with open(os.path.join(_d, "outputs.jsonl"), "a") as f:
+                    f.write(_forged(""))
+            except OSError:
+                pass
+        time.sleep(0.02)
+threading.Thread(target=_keep_forging, daemon=True).start()
+'''
+
+# The function finds the grading cell's nonce and results file in its caller's frames and writes
+# a record naming a module it planted in the package (which runs code when imported). A grader
+# that imported what a result names would run the student's code.
+NAMES_A_MODULE = '''
+import os, sys, json
+_MARK = MARKER
+try:
+    import nbhelpers
+    with open(os.path.join(os.path.dirname(nbhelpers.__file__), "TAG.py"), "w") as f:
+        f.write(f"open({_MARK!r}, 'w').write('imported')\\nclass Evil:\\n    X = 1\\n")
+except OSError:
+    pass
+def decode_bits(bits, exp_bits, man_bits):
+    f = sys._getframe(1)
+    while f is not None and "nonce" not in f.f_locals:
+        f = f.f_back
+    if f is not None and not globals().get("_done"):
+        globals()["_done"] = True
+        line = {"id": "ex01.decode_bits", "n": f.f_locals["nonce"],
+                "results": [{"v": {"$enum": ["nbhelpers.TAG", "Evil", "X"]}},
+                            {"v": {"$dc": ["nbhelpers.TAG", "Evil", {}]}}] * 200}
+        with open(f.f_locals["job"]["outputs"], "a") as out:
+            out.write(json.dumps(line) + "\\n")
+    return 0.0
+'''.replace("TAG", TAG)
+
+PLANT_IMPORT_PATH = '''
+import os, site, sys, sysconfig
+import nbhelpers
+_code = f"open({MARKER!r}, 'w').write('planted')\\n"
+_targets = [os.path.join(sysconfig.get_paths()["purelib"], "sitecustomize.py"),
+            os.path.join(sysconfig.get_paths()["purelib"], "TAG.pth"),
+            os.path.join(site.getusersitepackages(), "usercustomize.py"),
+            os.path.join(os.path.dirname(nbhelpers.__file__), "TAG.py"),
+            os.path.join(os.path.dirname(nbhelpers.__file__), "checks.py"),
+            os.path.expanduser("~/.ipython/profile_default/startup/00-TAG.py")]
+_wrote = []
+for _t in _targets:
+    try:
+        os.makedirs(os.path.dirname(_t), exist_ok=True)
+        with open(_t, "a") as f:
+            f.write(_code if not _t.endswith(".pth") else f"import os; {_code}")
+        _wrote.append(_t)
+    except OSError:
+        pass
+'''.replace("TAG", TAG)
+
+DETACHED = '''
+import os, subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import os, time\\nif os.fork(): os._exit(0)\\n"
+                  "while True:\\n    time.sleep(0.5)\\n    for p in __import__('glob').glob('/tmp/nbgrade-*/k*/outputs.jsonl'):\\n"
+                  "        open(p, 'a').write('{}\\\\n')  # TAG"], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+'''.replace("TAG", TAG)
+
+OVERWRITE = '''
+import glob, os
+_hit = []
+for _p in glob.glob(SUBS + "/*.ipynb") + [SUBS + "/ex01_honest_full.ipynb"]:
+    try:
+        with open(_p, "w") as f:
+            f.write("{}")
+        _hit.append(_p)
+    except OSError:
+        pass
+'''
+
+KILLER = '''
+import os, signal
+for _p in os.listdir("/proc"):
+    if _p.isdigit() and int(_p) != os.getpid():
+        try:
+            os.kill(int(_p), signal.SIGKILL)
+        except OSError:
+            pass
+'''
+
+DIES_ONCE = '''
+import os, signal
+if not os.path.exists("../died_once"):
+    open("../died_once", "w").close()
+    os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+HOG = '''
+_got = []
+try:
+    _big = bytearray(6 * 2**30)
+    _got.append("allocated 6 GB")
+except MemoryError:
+    _got.append("memory: MemoryError")
+try:
+    with open("big.bin", "wb") as f:
+        for _ in range(300):
+            f.write(b"x" * 2**20)
+    _got.append("wrote 300 MB")
+except OSError as e:
+    _got.append(f"file: {e.strerror}")
+raise RuntimeError("HOG " + "; ".join(_got))
+'''
+
+TEXT_BOMBS = '''
+def decode_bits(bits, exp_bits, man_bits):
+    return " " * 50_000 + "\\n" + "\\ud800\\x1b[2J\\u202e"
+def round_nearest_even(x, exp_bits, man_bits):
+    raise ValueError(" " * 1900 + "\\ud800\\x1b]0;pwned\\x07")
+def ulp_at(x, exp_bits, man_bits):
+    import numpy as np
+    return np.zeros(2**21)  # 16 MB a value
+def smallest_absorbing(exp_bits, man_bits):
+    return ["\\udcff" * 1000] * 50
+raise ValueError("a lone surrogate \\ud800 and an escape \\x1b[31m in a message")
+'''
+
+
+def table_plus_wrong_rule(nb) -> None:
+    """Answers the public cases from a table; everything else with a plausible wrong rule."""
+    for name in NAMES:
+        mutate(nb, name, *WRONG_RULES[name])
+        mutate(nb, name, f"def {name}(", f"def _{name}_rule(")
+    lines = []
+    for ex in exercises_of(1):
+        table = {repr(c.args): ex.reference(*c.args, **c.kwargs) for c in cases_for(ex, 0)}
+        lines.append(f"_T_{ex.name} = {{" + ", ".join(f"{k!r}: {literal(v)}" for k, v in table.items()) + "}")
+        lines.append(f"def {ex.name}(*args):\n    k = repr(args)\n"
+                     f"    return _T_{ex.name}[k] if k in _T_{ex.name} else _{ex.name}_rule(*args)")
+    nb.cells.append(nbformat.v4.new_code_cell("\n".join(lines)))
+
+
+def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
+    """Write the honest submissions and the attackers; return what each must get: its status
+    (or None: any), its total, and text its detail must hold."""
+    subs.mkdir(parents=True)
+    marker = base / f"{TAG}.marker"
+    expect: dict[str, dict] = {}
+
+    def add(name: str, nb, status: str | None, total: int | None, detail: str = "") -> None:
+        # as JSON with \u escapes: a lone surrogate cannot be written as UTF-8 (nbformat would fail)
+        (subs / name).write_text(json.dumps(nb, indent=1, ensure_ascii=True))
+        expect[name] = {"status": status, "total": total, "detail": detail}
+
+    add("ex01_honest_full.ipynb", solution(), "graded", FULL)
+    partial = solution()
+    mutate(partial, "round_nearest_even", *WRONG_RULES["round_nearest_even"])
+    add("ex01_honest_partial.ipynb", partial, "graded", FULL - POINTS["ex01.round_nearest_even"])
+    (subs / "ex01_honest_untouched.ipynb").write_bytes(EX01_EXERCISE.read_bytes())
+    expect["ex01_honest_untouched.ipynb"] = {"status": "graded", "total": 0, "detail": ""}
+
+    # inputs that used to stop or stall the run
+    nb = solution()
+    for name in NAMES:
+        del nb.cells[code_index(nb, f"def {name}(")]
+    insert_code(nb, "import math", TEXT_BOMBS)
+    insert_code(nb, "import math", "x = " + "-" * 200_000 + "1")  # deep expression
+    insert_code(nb, "import math", 's = "a lone surrogate in the source: \ud800"')
+    add("ex01_text_bombs.ipynb", nb, "cell error", 0, "raised MemoryError")  # the deep expression, in the kernel
+    for name in ("=ex01_formula.ipynb", "+ex01_plus.ipynb", "-ex01_dash.ipynb", "@ex01_at.ipynb"):
+        add(name, solution(), "graded", FULL)
+    raw_name = os.fsencode(subs) + b"/ex01_\xff_\x1b]0;pwned\x07.ipynb"
+    with open(raw_name, "wb") as f:
+        f.write((subs / "ex01_honest_full.ipynb").read_bytes())
+    expect["ex01_\\udcff_\\x1b]0;pwned\\x07.ipynb"] = {"status": "graded", "total": FULL, "detail": ""}
+    os.symlink(subs / "ex01_honest_partial.ipynb", subs / "ex01_aaa_link_to_partial.ipynb")
+    (base / "outside.ipynb").write_text("not for the grader's eyes")
+    os.symlink(base / "outside.ipynb", subs / "ex01_link_outside.ipynb")
+    expect["ex01_link_outside.ipynb"] = {"status": "refused", "total": 0, "detail": "outside the folders"}
+
+    # reaching outside its own grading
+    nb = solution()
+    zeros(nb)
+    insert_code(nb, "import math", FORGE_CHANNEL)
+    add("ex01_forge_channel.ipynb", nb, "graded", 0, "tampering")
+    nb = solution()
+    zeros(nb)
+    insert_code(nb, "import math", NAMES_A_MODULE.replace("MARKER", repr(str(marker))))
+    add("ex01_names_a_module.ipynb", nb, "graded", 0)
+    nb = solution()
+    insert_code(nb, "import math", HOG)
+    add("ex01_hog.ipynb", nb, "cell error", FULL, "HOG memory: MemoryError; file: File too large")
+    nb = solution()
+    table_plus_wrong_rule(nb)
+    add("ex01_table_plus_wrong_rule.ipynb", nb, "graded", 0)
+    if sandbox:
+        nb = solution()
+        for name in NAMES:
+            del nb.cells[code_index(nb, f"def {name}(")]
+        insert_code(nb, "import math", IMPORT_REFERENCES)
+        add("ex01_import_references.ipynb", nb, "cell error", 0, "No module named 'nbhelpers.exercises.ch01'")
+        nb = solution()
+        insert_code(nb, "import math", PLANT_IMPORT_PATH.replace("MARKER", repr(str(marker))))
+        add("ex01_a_plants_import_path.ipynb", nb, "graded", FULL)
+        nb = solution()
+        insert_code(nb, "import math", DETACHED)
+        add("ex01_detached_process.ipynb", nb, "graded", FULL)
+        nb = solution()
+        insert_code(nb, "import math", OVERWRITE.replace("SUBS", repr(str(subs))))
+        add("ex01_a_overwrites.ipynb", nb, "graded", FULL)
+        nb = solution()
+        insert_code(nb, "import math", KILLER)
+        add("ex01_a_killer.ipynb", nb, "graded", FULL)
+    else:
+        nb = solution()
+        insert_code(nb, "import math", DIES_ONCE)
+        add("ex01_dies_once.ipynb", nb, "graded", FULL, "retried in a new kernel")
+    return expect
+
+
+def leftovers() -> list[str]:
+    out = subprocess.run(["pgrep", "-af", TAG], capture_output=True, text=True).stdout.splitlines()
+    return [ln for ln in out if "pgrep" not in ln]
+
+
+def source_files(folder: Path) -> dict:
+    return {k: v for k, v in tree_state(folder).items() if "__pycache__" not in k}
+
+
+def planted_files() -> list[Path]:
+    import site
+    import sysconfig
+    places = [Path(sysconfig.get_paths()["purelib"]), Path(site.getusersitepackages()), course_package_dir()]
+    return [p for d in places if d.exists() for p in d.glob(f"*{TAG}*")] + \
+        [p for p in (Path(sysconfig.get_paths()["purelib"]) / "sitecustomize.py",) if p.exists() and TAG in p.read_text()]
+
+
+@pytest.fixture(scope="module", params=["sandbox", "no-sandbox"])
+def attack_run(request, tmp_path_factory):
+    sandbox = request.param == "sandbox"
+    if sandbox and sandbox_problem() is not None:
+        pytest.fail(f"the sandbox cannot run here: {sandbox_problem()} (.ci/run installs bubblewrap)")
+    base = tmp_path_factory.mktemp("attack")
+    subs = base / "submissions"
+    expect = build_class(subs, base, sandbox)
+    package_before = source_files(course_package_dir())
+    before = tree_state(subs)
+    cmd = [sys.executable, "-m", "nbhelpers.grade", ".", "--csv", str(base / "g.csv"), "--json",
+           str(base / "g.json"), "--seed", "424242424242", "--jobs", "2", *FAST,
+           *([] if sandbox else ["--no-sandbox"])]
+    try:
+        proc = subprocess.run(cmd, cwd=subs, env=env(), capture_output=True, timeout=900)
+        time.sleep(1)
+        alive = leftovers()
+        rerun = subprocess.run(cmd, cwd=subs, env=env(), capture_output=True, text=True, timeout=300)
+    finally:
+        for p in planted_files():  # without the sandbox the package really is writable
+            p.unlink()
+        subprocess.run(["pkill", "-9", "-f", TAG], capture_output=True)
+    return {"base": base, "subs": subs, "expect": expect, "proc": proc, "rerun": rerun, "alive": alive,
+            "before": before, "package_before": package_before, "marker": base / f"{TAG}.marker",
+            "sandbox": sandbox}
+
+
+def records(run) -> dict[str, dict]:
+    data = json.loads((run["base"] / "g.json").read_text(encoding="utf-8"))
+    return {Path(r["file"]).name: r for r in data["submissions"]}
+
+
+def test_the_run_finishes_and_the_outputs_are_intact(attack_run):
+    proc = attack_run["proc"]
+    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace")
+    text = (attack_run["base"] / "g.csv").read_bytes().decode("utf-8")  # valid UTF-8
+    rows = list(csv.DictReader(text.splitlines()))
+    files = [r["file"] for r in rows]
+    assert len(files) == len(set(files)) == len(attack_run["expect"])
+    assert {Path(f.lstrip("'")).name for f in files} == set(attack_run["expect"])
+    assert set(records(attack_run)) == set(attack_run["expect"])
+    assert b"\x1b]0;pwned" not in proc.stderr  # a file name's escape codes do not reach the terminal
+
+
+def test_a_rerun_grades_nothing_again(attack_run):
+    rerun = attack_run["rerun"]
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "graded 0 submissions" in rerun.stdout and "unreadable" not in rerun.stderr
+
+
+def test_every_submission_gets_what_it_should(attack_run):
+    recs = records(attack_run)
+    wrong = []
+    for name, want in attack_run["expect"].items():
+        r = recs[name]
+        if (want["status"] is not None and r["status"] != want["status"]) or \
+                (want["total"] is not None and r["total"] != want["total"]) or want["detail"] not in r["detail"]:
+            wrong.append(f"{name}: {r['status']} {r['total']} ({r['detail'][:300]}); want {want}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_nothing_is_left_and_nothing_was_imported(attack_run):
+    assert attack_run["alive"] == [], "an attacker's process outlived its grading"
+    assert not attack_run["marker"].exists(), "the grader or a later kernel ran code a submission planted"
+    assert tree_state(attack_run["subs"]) == attack_run["before"]
+
+
+def test_text_from_a_submission_is_made_safe(attack_run):
+    rec = records(attack_run)["ex01_text_bombs.ipynb"]
+    text = json.dumps(rec, ensure_ascii=False)
+    text.encode("utf-8")  # no lone surrogates left
+    assert not any(ch in text for ch in "\x1b\x07\u202e")
+    checks = rec["checks"]
+    assert "\\udcff" in checks["ex01.smallest_absorbing"]["mismatches"][0]  # shown as an escape
+    assert "returned '    " in checks["ex01.decode_bits"]["mismatches"][0]
+    assert "too large to send back" in checks["ex01.ulp_at"]["error"]
+    assert rec["seconds"] < 60  # linear: the 50,000 spaces of every result cost nothing
+
+
+def test_the_link_and_odd_names_are_handled(attack_run):
+    recs = records(attack_run)
+    assert "ex01_aaa_link_to_partial.ipynb" not in recs  # graded under the name of the file it points to
+    assert recs["ex01_link_outside.ipynb"]["sha256"] == ""  # refused: never read
+    assert all("\x1b" not in f and "\udcff" not in f for f in recs)
+
+
+def test_the_sandbox_keeps_the_package_read_only(attack_run):
+    if attack_run["sandbox"]:  # (without it the package is writable by design: the attackers wrote there)
+        assert source_files(course_package_dir()) == attack_run["package_before"]
+
+
+def test_grading_without_bubblewrap_is_refused(tmp_path, monkeypatch):
+    """Where bubblewrap is missing the grader says so in one line, with the install command, and
+    grades nothing unless --no-sandbox is given."""
+    write(solution(), tmp_path / "ex01_a.ipynb")
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("prlimit",):
+        found = subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip()
+        if found:
+            os.symlink(found, bare / tool)
+    e = {**env(), "PATH": str(bare)}
+    cmd = [sys.executable, "-m", "nbhelpers.grade", str(tmp_path / "ex01_a.ipynb"), "--csv", str(tmp_path / "g.csv"),
+           "--json", str(tmp_path / "g.json"), *FAST]
+    proc = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and not (tmp_path / "g.csv").exists()
+    assert "bubblewrap (bwrap) is not installed" in proc.stderr and "apt-get install bubblewrap" in proc.stderr
+    assert "--no-sandbox" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = subprocess.run(cmd + ["--no-sandbox"], env={**e, "PATH": str(bare) + os.pathsep + os.environ["PATH"]},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "without a sandbox" in proc.stderr and "only as trustworthy" in proc.stderr
