@@ -39,10 +39,17 @@ WRONG_RULES = {
 }
 
 
-def zeros(nb) -> None:
-    """Every function answers 0.0 (an attacker's honest-looking functions earn nothing)."""
+def with_cell(source: str, functions: str = "solution"):
+    """The solution notebook with a cell of ``source`` after its imports; its functions as they
+    are ("solution"), all answering 0.0 ("zeros"), or removed ("none")."""
+    nb = solution()
     for name in NAMES:
-        set_body(nb, name, "return 0.0")
+        if functions == "zeros":
+            set_body(nb, name, "return 0.0")
+        elif functions == "none":
+            del nb.cells[code_index(nb, f"def {name}(")]
+    insert_code(nb, "import math", source)
+    return nb
 
 
 # ---- the payloads --------------------------------------------------------------------------------
@@ -232,10 +239,7 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     expect["ex01_honest_untouched.ipynb"] = {"status": "graded", "total": 0, "detail": ""}
 
     # inputs that used to stop or stall the run
-    nb = solution()
-    for name in NAMES:
-        del nb.cells[code_index(nb, f"def {name}(")]
-    insert_code(nb, "import math", TEXT_BOMBS)
+    nb = with_cell(TEXT_BOMBS, "none")
     insert_code(nb, "import math", "x = " + "-" * 200_000 + "1")  # deep expression
     insert_code(nb, "import math", 's = "a lone surrogate in the source: \ud800"')
     add("ex01_text_bombs.ipynb", nb, "cell error", 0, "raised MemoryError")  # the deep expression, in the kernel
@@ -251,42 +255,23 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     expect["ex01_link_outside.ipynb"] = {"status": "refused", "total": 0, "detail": "outside the folders"}
 
     # reaching outside its own grading
-    nb = solution()
-    zeros(nb)
-    insert_code(nb, "import math", FORGE_CHANNEL)
-    add("ex01_forge_channel.ipynb", nb, "graded", 0, "tampering")
-    nb = solution()
-    zeros(nb)
-    insert_code(nb, "import math", NAMES_A_MODULE.replace("MARKER", repr(str(marker))))
-    add("ex01_names_a_module.ipynb", nb, "graded", 0)
-    nb = solution()
-    insert_code(nb, "import math", HOG)
-    add("ex01_hog.ipynb", nb, "cell error", FULL, "HOG memory: MemoryError; file: File too large")
+    add("ex01_forge_channel.ipynb", with_cell(FORGE_CHANNEL, "zeros"), "graded", 0, "tampering")
+    add("ex01_names_a_module.ipynb", with_cell(NAMES_A_MODULE.replace("MARKER", repr(str(marker))), "zeros"),
+        "graded", 0)
+    add("ex01_hog.ipynb", with_cell(HOG), "cell error", FULL, "HOG memory: MemoryError; file: File too large")
     nb = solution()
     table_plus_wrong_rule(nb)
     add("ex01_table_plus_wrong_rule.ipynb", nb, "graded", 0)
     if sandbox:
-        nb = solution()
-        for name in NAMES:
-            del nb.cells[code_index(nb, f"def {name}(")]
-        insert_code(nb, "import math", IMPORT_REFERENCES)
-        add("ex01_import_references.ipynb", nb, "cell error", 0, "No module named 'nbhelpers.exercises.ch01'")
-        nb = solution()
-        insert_code(nb, "import math", PLANT_IMPORT_PATH.replace("MARKER", repr(str(marker))))
-        add("ex01_a_plants_import_path.ipynb", nb, "graded", FULL)
-        nb = solution()
-        insert_code(nb, "import math", DETACHED)
-        add("ex01_detached_process.ipynb", nb, "graded", FULL)
-        nb = solution()
-        insert_code(nb, "import math", OVERWRITE.replace("SUBS", repr(str(subs))))
-        add("ex01_a_overwrites.ipynb", nb, "graded", FULL)
-        nb = solution()
-        insert_code(nb, "import math", KILLER)
-        add("ex01_a_killer.ipynb", nb, "graded", FULL)
+        add("ex01_import_references.ipynb", with_cell(IMPORT_REFERENCES, "none"), "cell error", 0,
+            "No module named 'nbhelpers.exercises.ch01'")
+        add("ex01_a_plants_import_path.ipynb", with_cell(PLANT_IMPORT_PATH.replace("MARKER", repr(str(marker)))),
+            "graded", FULL)
+        add("ex01_detached_process.ipynb", with_cell(DETACHED), "graded", FULL)
+        add("ex01_a_overwrites.ipynb", with_cell(OVERWRITE.replace("SUBS", repr(str(subs)))), "graded", FULL)
+        add("ex01_a_killer.ipynb", with_cell(KILLER), "graded", FULL)
     else:
-        nb = solution()
-        insert_code(nb, "import math", DIES_ONCE)
-        add("ex01_dies_once.ipynb", nb, "graded", FULL, "retried in a new kernel")
+        add("ex01_dies_once.ipynb", with_cell(DIES_ONCE), "graded", FULL, "retried in a new kernel")
     return expect
 
 
