@@ -2,7 +2,8 @@
 
 Chapter 03 builds the model, chapter 07 uses its promotion into fp32 (DeepSeek-V3's N_C = 128).
 The model (Fasi, Higham, Mikaitis & Pranesh 2021, "Numerical behavior of NVIDIA tensor cores";
-group sizes from Khattak & Mikaitis 2025) is spelt out in :func:`tensor_core_matmul`; one fused
+per-GPU settings from Khattak & Mikaitis 2025) is spelt out in :func:`tensor_core_matmul`; the
+per-GPU settings are the table :data:`TENSOR_CORES` of :class:`TensorCoreSpec`; one fused
 step is :func:`tensor_core_group_sum`, its alignment :func:`align_group`.
 :func:`tensor_core_matmul_ref` is its slow reference (exact Fractions, integer shifts) for the
 tests. :func:`accumulator_probe` builds inputs that tell accumulators apart by their outputs and
@@ -15,6 +16,7 @@ steps of ``group`` and vectorised over M x N. Roundings use the adder of
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -26,6 +28,8 @@ from .rounding import Rounding, _as_rounding, round_to
 from .validation import positive_int, real_float64
 
 __all__ = [
+    "TensorCoreSpec",
+    "TENSOR_CORES",
     "max_align_bits",
     "tensor_core_matmul",
     "tensor_core_matmul_ref",
@@ -43,6 +47,110 @@ def max_align_bits(group: int) -> int:
     return 52 - math.ceil(math.log2(group + 1))
 
 
+_KM_REPO = "north-numerical-computing/MATLAB-tensor-core"
+_FASI_REPO = "north-numerical-computing/tensor-cores-numerical-behavior"
+
+
+@dataclass(frozen=True)
+class TensorCoreSpec:
+    """The measured settings of one GPU's tensor cores, for :func:`tensor_core_matmul`.
+
+    ``align_bits``: bits kept below the leading bit after alignment (23 + the "extra alignment
+    bits" of Khattak & Mikaitis' models); ``groups``: (input format, products per fused group);
+    ``rounding``: (accumulator format, final rounding of each group's sum). ``None`` / empty where
+    no source establishes the value: such a spec cannot run (:attr:`established` is False).
+    ``source`` names where each number comes from; ``note`` says what the model leaves out.
+    """
+
+    gpu: str
+    align_bits: int | None
+    groups: tuple[tuple[str, int], ...]
+    rounding: tuple[tuple[str, str], ...]
+    source: str
+    note: str = ""
+
+    @property
+    def established(self) -> bool:
+        return self.align_bits is not None and bool(self.groups) and bool(self.rounding)
+
+    @property
+    def in_formats(self) -> tuple[str, ...]:
+        return tuple(f for f, _ in self.groups)
+
+    def group(self, in_fmt: str) -> int:
+        """Products per fused group for inputs in ``in_fmt`` (``"fp16"``, ``"bf16"``, ``"tf32"``)."""
+        self._check()
+        table = dict(self.groups)
+        if in_fmt not in table:
+            raise ValueError(f"{self.gpu}: no tensor-core setting for {in_fmt!r} inputs "
+                             f"(known: {', '.join(table)})")
+        return table[in_fmt]
+
+    def final_rounding(self, acc: str) -> str:
+        """How each group's sum is rounded into an ``acc`` (``"fp32"`` or ``"fp16"``) accumulator."""
+        self._check()
+        table = dict(self.rounding)
+        if acc not in table:
+            raise ValueError(f"{self.gpu}: no setting for an {acc!r} accumulator (known: {', '.join(table)})")
+        return table[acc]
+
+    def matmul(self, A, B, in_fmt: str, acc: str = "fp32", C=None, out_fmt=None) -> np.ndarray:
+        """:func:`tensor_core_matmul` with this GPU's group size, alignment and final rounding.
+        A: (M, K), B: (K, N), C: (M, N) or None -> (M, N) float64."""
+        return tensor_core_matmul(A, B, in_fmt, group=self.group(in_fmt), align_bits=self.align_bits,
+                                  acc=acc, rounding=self.final_rounding(acc), out_fmt=out_fmt, C=C)
+
+    def _check(self) -> None:
+        if not self.established:
+            raise ValueError(f"{self.gpu}: tensor-core settings not established ({self.note})")
+
+
+# The per-GPU settings. Each number is read from a file of a published repository (paths below,
+# as stored at the commits named); tests/test_tensor_core_probes.py runs the model with these
+# settings on the probe inputs of Fasi et al.'s suite and checks the outputs that suite expects.
+TENSOR_CORES: dict[str, TensorCoreSpec] = {
+    "V100": TensorCoreSpec(
+        gpu="V100",
+        align_bits=23,
+        groups=(("fp16", 4),),  # Volta tensor cores take fp16 only: no bf16, no tf32
+        rounding=(("fp32", "toward_zero"), ("fp16", "nearest_even")),
+        source=(f"{_KM_REPO} models/V100TC.m (commit 109e412d): fma = 4, neab = 0, frmode = 'rz', "
+                "'rne' for an fp16 output; probe outputs: "
+                f"{_FASI_REPO} tc_test_numerics-V100.cu (commit 1a5c7447)"),
+    ),
+    "T4": TensorCoreSpec(
+        gpu="T4",
+        align_bits=None,
+        groups=(),
+        rounding=(),
+        source=(f"{_FASI_REPO} (Fasi et al. 2021) tested a T4, but its suite builds the T4 test from "
+                "the file it shares with the A100 (tc_test_numerics-T4-A100-binary16.cu); "
+                f"{_KM_REPO} has no T4 model"),
+        note="not established: no source read here gives the T4's alignment bits or group size on its own",
+    ),
+    "A100": TensorCoreSpec(
+        gpu="A100",
+        align_bits=24,
+        groups=(("fp16", 8), ("bf16", 8), ("tf32", 4)),
+        rounding=(("fp32", "toward_zero"), ("fp16", "nearest_even")),
+        source=(f"{_KM_REPO} models/A100TC.m (commit 109e412d): fma = 8 (4 for tf32), neab = 1, "
+                "frmode = 'rz', 'rne' for fp16 in and out; probe outputs: "
+                f"{_FASI_REPO} tc_test_numerics-T4-A100-binary16.cu (commit 5a0b0018)"),
+    ),
+    "H100": TensorCoreSpec(
+        gpu="H100",
+        align_bits=25,
+        groups=(("fp16", 16), ("bf16", 16), ("tf32", 8)),
+        rounding=(("fp32", "toward_zero"), ("fp16", "nearest_even")),
+        source=(f"{_KM_REPO} models/H100TC.m (commit 07113e74): fma = 16 (8 for tf32), neab = 2, "
+                "frmode = 'rz', 'rne' for fp16 in and out"),
+        note=("fp8 inputs left out: the H100 model there joins two 16-product vectors (fma = 32) and "
+              "keeps 10 bits fewer (neab = -10), which this model does not express; Fasi et al.'s "
+              "suite gives no H100 outputs, so the H100 row is not checked against probes here"),
+    ),
+}
+
+
 def tensor_core_matmul(
     A,
     B,
@@ -54,33 +162,41 @@ def tensor_core_matmul(
     promote_every: int | None = None,
     out_fmt: FloatFormat | str | None = None,
     rng: np.random.Generator | None = None,
+    C=None,
 ) -> np.ndarray:
     """A model of how NVIDIA tensor cores accumulate: fused groups, alignment, truncation.
 
-    A: (M, K), B: (K, N) -> (M, N) float64.
+    A: (M, K), B: (K, N) -> (M, N) float64. ``C`` (M, N), optional: the accumulator's starting
+    value (zeros by default), as in the hardware's D = C + A B.
 
     The model (Fasi, Higham, Mikaitis & Pranesh 2021, "Numerical behavior of NVIDIA tensor
-    cores"; group sizes from Khattak & Mikaitis 2025: 4 on V100, 8 on A100, 16 on H100 for
-    fp16/bf16 inputs):
+    cores"; Khattak & Mikaitis 2025, bit-accurate models):
 
     1. inputs are rounded to ``in_fmt``; products are exact;
     2. the K products are taken ``group`` at a time (the last group may be shorter). For one
        group, the ``group`` products *and the incoming accumulator c* are aligned to the largest
        exponent E among them (E = floor(log2 |v|) of the largest magnitude) and each is truncated
-       toward zero to a multiple of 2**(E - align_bits): ``align_bits`` bits are kept below the
-       leading bit, with no guard, round or sticky bits, so a term smaller than 2**(E - align_bits)
-       vanishes entirely;
-    3. the truncated terms are added exactly (fixed point) and the result is rounded once into
-       ``acc`` with ``rounding``: toward zero by default (truncation, as in Fasi et al.'s model of
-       the final normalisation), a parameter so that nearest-even can be compared;
+       toward zero to a multiple of 2**(E - align_bits): exactly ``align_bits`` bits are kept
+       below the leading bit position 2**E, and every bit below them is dropped, so a term smaller
+       than 2**(E - align_bits) vanishes entirely. An IEEE adder would keep three more bits past
+       the result's last bit and round with them: a *guard* bit (the first bit dropped), a *round*
+       bit (the next) and a *sticky* bit (the OR of all the rest). The model keeps no such bits: it
+       truncates. With ``align_bits = 23`` the kept width is fp32's (the V100); each extra
+       alignment bit (A100: 24, H100: 25) is one more bit kept, still truncated below it;
+    3. the truncated terms are added exactly (fixed point, so no carry is lost) and the result is
+       rounded once into ``acc`` with ``rounding``: toward zero by default (truncation, what the
+       GPUs measured do for an fp32 output);
     4. ``promote_every=N`` (a multiple of ``group``): after every N products the accumulator c is
        added into a separate fp32 accumulator (nearest-even) and reset to zero, as DeepSeek-V3 does
        for Hopper fp8 GEMMs (N_C = 128); the fp32 accumulator is the result.
 
-    ``align_bits`` defaults to 23 (an fp32-wide aligned significand, as in the paper's model);
-    it may be at most :func:`max_align_bits` (47 for group 16) so that step 3 is exact in float64.
-    With a large ``align_bits`` and terms whose bits all lie within it, nothing is truncated and the
-    model is exact grouped summation rounded once per group (tested).
+    The defaults (``group=8``, ``align_bits=23``) are not any one GPU's settings: they are the
+    course's running example. :data:`TENSOR_CORES` holds the measured per-GPU settings (group
+    size per input format, alignment bits, final rounding, each with its source) and
+    :meth:`TensorCoreSpec.matmul` runs this model with them. ``align_bits`` may be at most
+    :func:`max_align_bits` (47 for group 16) so that step 3 is exact in float64. With a large
+    ``align_bits`` and terms whose bits all lie within it, nothing is truncated and the model is
+    exact grouped summation rounded once per group (tested).
     """
     f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
@@ -91,7 +207,7 @@ def tensor_core_matmul(
     N = Bq.shape[1]
     add = RoundingAdder(f, mode, rng)
     fp32 = RoundingAdder(get_format("fp32"), Rounding.NEAREST_EVEN, None)
-    c = np.zeros((M, N))
+    c = _initial_accumulator(C, M, N)
     outer = np.zeros((M, N)) if promote_every else None
     done = 0
     for k0 in range(0, K, g):
@@ -106,6 +222,17 @@ def tensor_core_matmul(
             c = np.zeros((M, N))
     out = outer if promote_every else c
     return out if out_fmt is None else round_to(out, out_fmt)
+
+
+def _initial_accumulator(C, M: int, N: int) -> np.ndarray:
+    if C is None:
+        return np.zeros((M, N))
+    c = real_float64(np.asarray(C))
+    if c.shape != (M, N):
+        raise ValueError(f"C must have shape (M, N) = {(M, N)}, got {c.shape}")
+    if not np.isfinite(c).all():
+        raise ValueError("the tensor-core model covers finite values only (C has inf or NaN)")
+    return c.copy()
 
 
 def _check_tc(group, align_bits, promote_every):
@@ -136,7 +263,7 @@ def _aligned_sum(terms: np.ndarray, align_bits: int) -> np.ndarray:
 
 
 def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp32",
-                           rounding="toward_zero", promote_every=None) -> np.ndarray:
+                           rounding="toward_zero", promote_every=None, C=None) -> np.ndarray:
     """Slow reference for :func:`tensor_core_matmul` (deterministic roundings): one output at a
     time, exact Fractions, the alignment written out with integer shifts. (M, N) float64."""
     f = get_format(acc)
@@ -145,10 +272,11 @@ def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp3
     Aq, Bq = rounded_operands(A, B, in_fmt)
     M, K = Aq.shape
     N = Bq.shape[1]
+    C0 = _initial_accumulator(C, M, N)
     C = np.zeros((M, N))
     for i in range(M):
         for j in range(N):
-            c = Fraction(0)
+            c = Fraction(float(C0[i, j]))
             outer = Fraction(0)
             for k0 in range(0, K, g):
                 vals = [c] + [Fraction(float(Aq[i, k])) * Fraction(float(Bq[k, j]))

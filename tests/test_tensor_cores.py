@@ -177,3 +177,17 @@ def test_errors():
         tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), promote_every=12)
     with pytest.raises(ValueError, match="at most 48"):
         tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), align_bits=60)
+
+
+@pytest.mark.parametrize("align_bits", [23, 24, 25])
+def test_starting_accumulator_C_matches_reference(align_bits):
+    """C (M, N) starts the accumulator, as in the hardware's D = C + A B; fast vs Fraction ref."""
+    rng = np.random.default_rng(align_bits)
+    A = round_to(rng.normal(size=(3, 13)), "fp16")
+    B = round_to(rng.normal(size=(13, 2)), "fp16")
+    C = round_to(rng.normal(size=(3, 2)), "fp32")
+    got = tensor_core_matmul(A, B, "fp16", 4, align_bits, C=C)
+    assert_bits(got, tensor_core_matmul_ref(A, B, "fp16", 4, align_bits, C=C), "fp32")
+    assert not np.array_equal(got, tensor_core_matmul(A, B, "fp16", 4, align_bits))
+    with pytest.raises(ValueError, match="shape"):
+        tensor_core_matmul(A, B, "fp16", 4, align_bits, C=np.zeros((2, 2)))
