@@ -49,6 +49,17 @@ def test_bf16_sequential_equals_ml_dtypes_bfloat16_loop(seed):
     assert emulated_sum(x, "bf16") == loop_sum(x, ml_dtypes.bfloat16)
 
 
+def test_numpy_float32_sum_over_a_strided_axis_is_the_sequential_sum():
+    """Chapter 02, section 6: numpy reduces a C-ordered (n, m) float32 array over axis 0 row by row
+    (its docstring: pairwise summation only along the fast axis), i.e. one sequential float32 sum
+    per column, which the fp32 emulation must reproduce bit for bit. Along the contiguous axis
+    numpy's pairwise blocks give other bits on at least one of these sums (the check has teeth)."""
+    X = np.random.default_rng(5).uniform(size=(4096, 16)).astype(np.float32)
+    seq = emulated_sum(X, "fp32", axis=0)
+    assert_bits(X.sum(axis=0).astype(np.float64), seq)
+    assert not np.array_equal(X.T.copy().sum(axis=1).astype(np.float64), seq)
+
+
 def test_ml_dtypes_bf16_addition_is_correctly_rounded():
     """ml_dtypes adds two bfloat16 in float32 and rounds to bf16. Double rounding through float32
     (24 >= 2*8 + 2 bits) is innocuous for addition; checked here on 200k pairs, half of them

@@ -124,3 +124,37 @@ def test_ulp_ladder_rows_and_headers():
     rows, headers = ulp_ladder([1.0, 0.01])
     assert headers[0] == "w" and len(rows[0]) == 7
     assert rows[0][1] == FORMATS["fp16"].eps and rows[0][4] == FORMATS["bf16"].eps and rows[0][6] == 256
+
+
+def test_errors_vs_length_figure_gives_every_method_its_own_style():
+    """Chapter 02's figure of errors_vs_length (style="method"): each method a distinct
+    (colour, marker) pair, the first of each format in the course colour, legend outside the axes;
+    zero medians are not drawn, so a line starts at its first nonzero median."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nbhelpers import plots
+    from nbhelpers.plots.style import format_color
+
+    X = round_to(np.random.default_rng(3).uniform(size=(8, 256)), "bf16")
+    methods = [SumMethod("bf16"), SumMethod("bf16", "pairwise"), SumMethod("bf16", "blocked", block=8),
+               SumMethod("bf16", "kahan"), SumMethod("bf16", rounding="stochastic"), SumMethod("fp32")]
+    lengths = [4, 16, 64, 256]
+    errs = errors_vs_length(X, lengths, methods, rng=np.random.default_rng(0))
+    ax = plots.plot_errors_vs_length(lengths, errs, style="method")
+    lines = {ln.get_label(): ln for ln in ax.lines}
+    styles = [(lines[m.label].get_color(), lines[m.label].get_marker()) for m in methods]
+    assert len(set(styles)) == len(methods)
+    assert len({c for c, _ in styles}) == len(methods) and len({mk for _, mk in styles}) == len(methods)
+    assert styles[0][0] == format_color("bf16") and styles[-1][0] == format_color("fp32")
+    assert lines["bf16 sequential, stochastic"].get_linestyle() == "--"
+    y = lines["fp32 sequential"].get_ydata()
+    zero = errs[methods[-1]] == 0
+    assert np.all(np.isnan(y[zero])) and np.all(y[~zero] == errs[methods[-1]][~zero])
+    legend = ax.get_legend()
+    assert legend is not None and legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1
+    with pytest.raises(ValueError, match="style"):
+        plots.plot_errors_vs_length(lengths, errs, style="colour")
+    plt.close("all")

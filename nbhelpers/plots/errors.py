@@ -83,33 +83,72 @@ def plot_recorded_gpu_errors(runs: Sequence[dict], ax=None, metric: str = "rel_e
 
 _ORDER_MARKERS = {"sequential": "o", "pairwise": "s", "blocked": "^", "kahan": "D"}
 
+# style="method": a marker per method in order, and colours for the second, third, ... method of
+# one accumulator format (the first keeps the course colour of its format)
+_METHOD_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_METHOD_EXTRA_COLORS = ("#000000", "#6a3d9a", "#1b9e77", "#a6761d", "#e7298a", "#66a61e")
+_BOUND_GREYS = ("0.35", "0.65", "0.5", "0.8")
 
 
-def plot_errors_vs_length(lengths, errors: dict, ax=None, bounds: Sequence[FloatFormat | str] = ("bf16", "fp32")):
+def _method_styles(methods) -> list[tuple[str, str]]:
+    """(colour, marker) per method, all distinct: first method of a format in the format's colour."""
+    seen_fmt: set[str] = set()
+    extra = 0
+    out = []
+    for i, m in enumerate(methods):
+        name = m.acc.name
+        if name not in seen_fmt:
+            seen_fmt.add(name)
+            color = format_color(m.acc)
+        else:
+            color = _METHOD_EXTRA_COLORS[extra % len(_METHOD_EXTRA_COLORS)]
+            extra += 1
+        out.append((color, _METHOD_MARKERS[i % len(_METHOD_MARKERS)]))
+    return out
+
+
+def plot_errors_vs_length(lengths, errors: dict, ax=None, bounds: Sequence[FloatFormat | str] = ("bf16", "fp32"),
+                          style: str = "format"):
     """Median relative error of summation methods against the number of terms n.
 
     errors: {SumMethod: array of len(lengths)} (:func:`nbhelpers.experiments.errors_vs_length`).
-    Colour: the method's accumulator format; marker: its order; dashed: stochastic rounding.
-    Thin grey-coloured lines per format in ``bounds``: the a-priori bound (n - 1) u (dotted)
-    and the typical random-error size sqrt(n) u (dash-dot). Zero errors are not drawn.
+    style="format" (default): colour = the method's accumulator format, marker = its order,
+    dashed = stochastic rounding; thin lines in each format's colour for ``bounds``: the a-priori
+    bound (n - 1) u (dotted) and the typical random-error size sqrt(n) u (dash-dot); legend in
+    the upper left. style="method": every method its own colour and marker (the first method of
+    each format keeps the format's colour; dashed = stochastic rounding), the bound lines in
+    shades of grey, and the legend outside the axes, to the right. Zero errors are not drawn
+    (a log axis cannot show them), so a line starts at the first n with a nonzero median.
     """
-    ax = axes_or_new(ax, figsize=(8, 5))
+    if style not in ("format", "method"):
+        raise ValueError(f"style must be 'format' or 'method', got {style!r}")
+    ax = axes_or_new(ax, figsize=(8, 5) if style == "format" else (10, 5))
     n = np.asarray(lengths, dtype=np.float64)
-    for m, e in errors.items():
+    methods = list(errors)
+    styles = _method_styles(methods) if style == "method" else None
+    for i, (m, e) in enumerate(errors.items()):
         e = np.asarray(e, dtype=np.float64)
         y = np.where(e > 0, e, np.nan)
         ls = "--" if m.rounding.value == "stochastic" else "-"
-        ax.plot(n, y, ls=ls, marker=_ORDER_MARKERS.get(m.order.value, "o"), ms=4, lw=1.4,
-                color=format_color(m.acc), label=m.label)
-    for spec in bounds:
+        if styles is None:
+            color, marker = format_color(m.acc), _ORDER_MARKERS.get(m.order.value, "o")
+        else:
+            color, marker = styles[i]
+        ax.plot(n, y, ls=ls, marker=marker, ms=4 if styles is None else 5, lw=1.4, color=color, label=m.label)
+    for j, spec in enumerate(bounds):
         f = get_format(spec)
         u = f.unit_roundoff
-        ax.plot(n, (n - 1) * u, color=format_color(f), ls=":", lw=1.0, alpha=0.7, label=f"(n-1)u, {f.name}")
-        ax.plot(n, np.sqrt(n) * u, color=format_color(f), ls="-.", lw=1.0, alpha=0.7, label=f"sqrt(n)u, {f.name}")
+        color = format_color(f) if styles is None else _BOUND_GREYS[j % len(_BOUND_GREYS)]
+        alpha = 0.7 if styles is None else 1.0
+        ax.plot(n, (n - 1) * u, color=color, ls=":", lw=1.0, alpha=alpha, label=f"(n-1)u, {f.name}")
+        ax.plot(n, np.sqrt(n) * u, color=color, ls="-.", lw=1.0, alpha=alpha, label=f"sqrt(n)u, {f.name}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=10)
     ax.set_xlabel("n (terms)")
     ax.set_ylabel("median relative error")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    if styles is None:
+        ax.legend(fontsize=7, ncol=2, loc="upper left")
+    else:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
