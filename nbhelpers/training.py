@@ -34,7 +34,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from types import MappingProxyType
 
@@ -58,13 +58,16 @@ __all__ = [
     "TrainResult",
     "UpdateRule",
     "adam_delta",
+    "adam_second_moment",
     "kahan_update",
     "master_update",
     "mlp_forward",
     "nearest_update",
+    "relative_final_loss",
     "sgd_master_step",
     "stochastic_update",
     "train",
+    "train_seeds",
 ]
 
 #: The formats training can compute in (their torch dtypes come from ``FloatFormat.torch_dtype``).
@@ -274,6 +277,30 @@ def adam_delta(grad: torch.Tensor, state: AdamState, step: int, lr: float, beta1
     return -(m_hat * lr) / (torch.sqrt(v_hat) + eps)
 
 
+def adam_second_moment(g2, beta2: float = 0.999, fmt: FloatFormat | str = "fp32", rounding: str = "nearest_even",
+                       rng: np.random.Generator | None = None) -> np.ndarray:
+    """Adam's second moment ``v`` stored in ``fmt``, over a sequence of squared gradients.
+
+    g2: (T,) or (T, n) squared gradients, one row per step. From ``v = 0``, each step computes
+    ``beta2 * v + (1 - beta2) * g2[t]`` exactly (float64) and rounds it once to ``fmt`` with
+    ``rounding`` (the course's :func:`~nbhelpers.rounding.round_to`; "stochastic" needs ``rng``).
+    Returns the stored ``v`` after every step, float64 of g2's shape.
+    """
+    g2 = np.asarray(g2, dtype=np.float64)
+    if g2.ndim not in (1, 2) or g2.shape[0] < 1:
+        raise ValueError(f"g2 must have shape (T,) or (T, n) with T >= 1, got {g2.shape}")
+    if np.any(g2 < 0) or not np.all(np.isfinite(g2)):
+        raise ValueError("g2 holds squared gradients: finite and non-negative")
+    if not 0.0 < beta2 < 1.0:
+        raise ValueError(f"beta2 must lie in (0, 1), got {beta2!r}")
+    out = np.empty_like(g2)
+    v = np.zeros(g2.shape[1:])
+    for t in range(g2.shape[0]):
+        v = round_to(beta2 * v + (1.0 - beta2) * g2[t], fmt, rounding, rng=rng)
+        out[t] = v
+    return out
+
+
 def _check_update_args(w: torch.Tensor, delta: torch.Tensor) -> None:
     if not isinstance(w, torch.Tensor) or not isinstance(delta, torch.Tensor):
         raise TypeError("weights and updates must be torch tensors")
@@ -369,11 +396,15 @@ UPDATE_STEPS: Mapping[UpdateRule, _UpdateStep] = MappingProxyType({
 class TrainConfig:
     """Full-batch Adam. loss_multiplier multiplies the loss before backward (a power of two).
 
-    The loss is a mean over the batch; every gradient carries the factor 1/N. A mean over a
-    batch 2**k times larger puts another 2**-k on every gradient: ``loss_multiplier = 2**-k``
-    moves our small model's gradients to where a large-batch model's live (chapter 05). Adam's
-    eps is multiplied by the same factor, so in exact arithmetic the updates do not change.
+    ``loss_multiplier = 2**-k`` shifts every gradient of our small model down by 2**-k, to where
+    the small gradients of real fp16 training live (above all the per-token activation gradients
+    of a mean loss, which carry 1/N for the N tokens on one device; weight gradients, averages,
+    do not shrink with N): chapter 05's experiment knob. Adam's eps is multiplied by the same
+    factor by default, so in exact arithmetic the updates do not change.
     record_steps: steps (1-based) at which a :class:`Snapshot` is kept.
+    scale_eps: whether eps follows loss_multiplier (the default, an experiment's device that
+    keeps fp32 runs bit-identical under the shift). Real Adam does not do this: with
+    ``scale_eps=False`` eps stays ``eps`` whatever the gradients' size. (Left out of the repr.)
     """
 
     steps: int = 500
@@ -384,6 +415,7 @@ class TrainConfig:
     loss_multiplier: float = 1.0
     rng_seed: int = 1
     record_steps: tuple[int, ...] = ()
+    scale_eps: bool = field(default=True, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", positive_int("steps", self.steps))
@@ -393,6 +425,8 @@ class TrainConfig:
         if mantissa != 0.5:
             raise ValueError(f"loss_multiplier must be a power of two (exact scaling), got {self.loss_multiplier!r}")
         object.__setattr__(self, "record_steps", tuple(int(s) for s in self.record_steps))
+        if not isinstance(self.scale_eps, bool):
+            raise ValueError(f"scale_eps must be True or False, got {self.scale_eps!r}")
 
 
 @dataclass
@@ -423,7 +457,7 @@ class TrainResult:
     grad_absmax: largest |gradient| the backward pass stored (activations and weights), divided
     by the loss scale: the scale at which fp16 would overflow is fp16's max over this.
     state_bytes: bytes held per kind of state at the end ("weights", "gradients", "master",
-    "adam m", "adam v", "compensation"); n_params: parameters of the model.
+    "adam m", "adam v", "compensation"); n_params: parameters of the model. task: the task trained.
     """
 
     regime: Regime
@@ -436,6 +470,7 @@ class TrainResult:
     state_bytes: dict[str, int]
     n_params: int
     final_weights: list[torch.Tensor] = field(repr=False, default_factory=list)
+    task: TeacherStudentTask | None = field(repr=False, default=None)
 
     @property
     def n_skipped(self) -> int:
@@ -481,7 +516,8 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
     spec = regime.loss_scale
     scaler = (DynamicLossScaler.from_spec(spec) if isinstance(spec, DynamicScale)
               else StaticLossScaler(spec.scale) if isinstance(spec, StaticScale) else None)
-    eps = config.eps * config.loss_multiplier
+    # Not what real Adam does: eps follows the loss multiplier unless config.scale_eps is False.
+    eps = config.eps * config.loss_multiplier if config.scale_eps else config.eps
 
     T = config.steps
     losses = np.empty(T)
@@ -535,4 +571,37 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
                    "adam m": nbytes(s.m for s in states), "adam v": nbytes(s.v for s in states),
                    "compensation": nbytes(comp)}
     return TrainResult(regime, losses, unchanged, skipped, scales, grad_absmax, snaps, state_bytes, task.n_params,
-                       [w.clone() for w in stored])
+                       [w.clone() for w in stored], task)
+
+
+def train_seeds(regime: Regime | str, seeds: Sequence[int], task: TeacherStudentTask | None = None,
+                config: TrainConfig | None = None) -> list[TrainResult]:
+    """One :func:`train` run of ``regime`` per seed, to see how much a result owes to the draw.
+
+    Seed ``s`` replaces the task's seed (inputs, teacher, the student's initial weights) by ``s``
+    and the stochastic-rounding generator's seed by ``config.rng_seed + s``; everything else of
+    ``task`` and ``config`` is kept. Seed 0 is therefore the run ``train(regime, task, config)``
+    of a task with seed 0. Returns the results in the order of ``seeds``.
+    """
+    task = task or TeacherStudentTask()
+    config = config or TrainConfig()
+    seeds = [int(s) for s in seeds]
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct non-negative ints, got {seeds!r}")
+    return [train(regime, replace(task, seed=s), replace(config, rng_seed=config.rng_seed + s)) for s in seeds]
+
+
+def relative_final_loss(runs: Sequence[TrainResult], reference: Sequence[TrainResult], last: int = 10) -> np.ndarray:
+    """Each run's final loss over the final loss of the reference run of the same seed.
+
+    runs, reference: results of :func:`train_seeds` with the same seeds (paired by position, and
+    checked to be on the same task). Returns a float64 array, one ratio per seed (1: as good as
+    the reference on that draw). Pairing by seed removes the part of the spread that comes from
+    the task itself (some draws are harder for every regime).
+    """
+    if len(runs) != len(reference) or not runs:
+        raise ValueError(f"need one reference run per run, got {len(runs)} runs and {len(reference)} references")
+    for r, ref in zip(runs, reference):
+        if r.task is None or r.task != ref.task or r.losses.size != ref.losses.size:
+            raise ValueError("runs and references must be paired seed by seed (same task, same number of steps)")
+    return np.array([r.final_loss(last) / ref.final_loss(last) for r, ref in zip(runs, reference)])

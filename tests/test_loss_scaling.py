@@ -82,3 +82,64 @@ def test_static_scale_rejects_bad_scales(bad):
         StaticScale(bad)
     with pytest.raises(ValueError, match="StaticScale.scale"):
         StaticLossScaler(bad)
+
+
+def test_adam_eps_follows_the_loss_multiplier_only_when_asked():
+    """Step 1's update is Adam's delta of the recorded gradient from zero moments, with eps times the
+    loss multiplier under scale_eps (the default) and real Adam's eps with scale_eps=False."""
+    import torch
+
+    from nbhelpers.training import AdamState, TrainConfig, adam_delta, train
+
+    K = 2.0**-12
+    for scale_eps, eps_used in ((True, 1e-8 * K), (False, 1e-8)):
+        cfg = TrainConfig(steps=1, loss_multiplier=K, record_steps=(1,), scale_eps=scale_eps)
+        snap = train("fp32", config=cfg).snapshots[1]
+        g = torch.tensor(snap.weight_grads, dtype=torch.float32)
+        expected = adam_delta(g, AdamState(torch.zeros_like(g), torch.zeros_like(g)), 1, cfg.lr, eps=eps_used)
+        np.testing.assert_array_equal(snap.updates, expected.double().numpy())
+    # the shifted gradients (median about 2**-19 here) are not small against a fixed eps of 1e-8:
+    # the two settings give different updates
+    a, b = (train("fp32", config=TrainConfig(steps=1, loss_multiplier=K, record_steps=(1,), scale_eps=s))
+            .snapshots[1].updates for s in (True, False))
+    assert not np.array_equal(a, b)
+    assert "scale_eps" not in repr(TrainConfig())  # chapter 04 prints a TrainConfig
+    with pytest.raises(ValueError, match="scale_eps"):
+        TrainConfig(scale_eps="no")
+
+
+def test_chapter_05_figures_before_after_scaling_and_ratio_panel():
+    """The two-panel histogram names the share that underflows with and without the scale; the ratio
+    panel draws each run's loss over the reference (the reference itself is the line y = 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nbhelpers import plots
+    from nbhelpers.metrics import underflow_fraction
+    from nbhelpers.training import TrainConfig, train
+
+    rng = np.random.default_rng(0)
+    g = {"a": 2.0 ** rng.uniform(-40, -20, 500), "w": 2.0 ** rng.uniform(-30, -10, 300)}
+    left, right = plots.plot_gradient_histograms_scaled(g, "fp16", scale=2.0**16)
+    allv = np.concatenate(list(g.values()))
+    assert left.get_title().startswith(f"no loss scale: {underflow_fraction(allv, 'fp16'):.1%} underflow")
+    assert right.get_title().startswith(f"loss scale 2^16: {underflow_fraction(allv * 2.0**16, 'fp16'):.1%} underflow")
+    assert underflow_fraction(allv, "fp16") > 0.5 > underflow_fraction(allv * 2.0**16, "fp16")
+    assert left.get_xlim() == right.get_xlim() and left.get_legend() is None and right.get_legend() is not None
+
+    cfg = TrainConfig(steps=15, loss_multiplier=2.0**-12)
+    runs = {"fp32": train("fp32", config=cfg), "fp16": train("fp16 + master, no scaling", config=cfg)}
+    top, bottom = plots.plot_training_curves_vs_ref(runs, "fp32")
+    ratios = [line.get_ydata() for line in bottom.get_lines()]
+    np.testing.assert_array_equal(ratios[0], np.ones(15))
+    np.testing.assert_array_equal(ratios[1], runs["fp16"].losses / runs["fp32"].losses)
+    legend = top.get_legend()
+    assert [t.get_text().split(" (")[0] for t in legend.get_texts()] == ["fp32", "fp16"]
+    assert legend.get_bbox_to_anchor().x0 > top.get_window_extent().x1 - 1  # to the right of the data
+    _, bottom = plots.plot_training_curves_vs_ref(runs, "fp32", ratio_ylim=(2.0, 3.0))
+    assert bottom.get_ylim() == (2.0, 3.0) and len(bottom.texts) == 2  # both runs end off scale: named
+    with pytest.raises(KeyError, match="bf16"):
+        plots.plot_training_curves_vs_ref(runs, "bf16")
+    plt.close("all")

@@ -15,6 +15,7 @@ import torch
 from nbhelpers import plots
 from nbhelpers.formats import FORMATS, ulp
 from nbhelpers.loss_scaling import DynamicScale, StaticScale
+from nbhelpers.rounding import round_to
 from nbhelpers.training import (
     COMPUTE_FORMATS,
     REGIMES,
@@ -25,13 +26,16 @@ from nbhelpers.training import (
     TrainConfig,
     UpdateRule,
     adam_delta,
+    adam_second_moment,
     kahan_update,
     master_update,
     mlp_forward,
     nearest_update,
+    relative_final_loss,
     sgd_master_step,
     stochastic_update,
     train,
+    train_seeds,
 )
 from helpers import one_torch_thread  # noqa: F401  (autouse: the tests run torch on one thread)
 
@@ -120,6 +124,33 @@ def test_kahan_update_vs_numpy_and_it_keeps_what_rounding_drops():
     assert w_rn.item() == 1.0  # lost all 0.41 of it
     # the bf16 buffer rounds too, so a small drift remains: a few percent of what RN loses
     assert abs(w_k.item() - exact) < 0.05 * (exact - 1)
+
+
+def test_bf16_second_moment_cannot_decay_with_beta2_0999():
+    # every positive finite bf16 v: 0.999 * v rounds back to v (ml_dtypes cast of the fp32 product as
+    # the oracle, and the course's rounding of the exact product); 0.99 * v moves every normal one
+    codes = np.arange(1, 0x7F80, dtype=np.uint16)
+    vals = codes.view(BF16).astype(np.float32)
+    assert np.array_equal((vals * np.float32(0.999)).astype(BF16).astype(np.float32), vals)
+    assert np.array_equal(round_to(0.999 * vals.astype(np.float64), "bf16"), vals)
+    normal = vals >= 2.0**-126
+    assert not np.any(round_to(0.99 * vals[normal].astype(np.float64), "bf16") == vals[normal])
+    # the trace: fp32 follows the closed form c (1 - beta2^t); bf16 round to nearest never decreases
+    # and gets stuck; stochastic rounding follows fp32 on average
+    T1, T2, n = 1000, 3000, 64
+    g2 = np.concatenate([np.full(T1, 1.0), np.full(T2, 1e-4)])[:, None] * np.ones((1, n))
+    fp32 = adam_second_moment(g2, 0.999, "fp32")
+    t = np.arange(1, T1 + 1)
+    assert np.allclose(fp32[:T1, 0], 1 - 0.999**t, rtol=1e-4)
+    rn = adam_second_moment(g2, 0.999, "bf16")
+    assert np.all(np.diff(rn, axis=0) >= 0) and rn[-1, 0] == rn[T1 - 1, 0] == 0.25
+    sr = adam_second_moment(g2, 0.999, "bf16", "stochastic", rng=np.random.default_rng(0))
+    assert np.all(np.abs(sr[[T1 - 1, -1]].mean(axis=1) / fp32[[T1 - 1, -1], 0] - 1) < 0.02)
+    assert fp32[-1, 0] < 0.1 * fp32[T1 - 1, 0]
+    with pytest.raises(ValueError, match="non-negative"):
+        adam_second_moment(-g2)
+    with pytest.raises(ValueError, match="beta2"):
+        adam_second_moment(g2, 1.0)
 
 
 def test_update_rules_reject_bad_input():
@@ -216,6 +247,28 @@ def test_training_is_deterministic_and_learns():
     assert not np.array_equal(s1.losses, s2.losses)  # the rounding draws come from the seed
 
 
+def test_train_seeds_are_train_runs_on_replaced_seeds_and_ratios_pair_them():
+    cfg = TrainConfig(steps=30, rng_seed=3)
+    task = TeacherStudentTask(n_samples=64)
+    sr = train_seeds("bf16, stochastic rounding", [0, 2], task, cfg)
+    ref = train_seeds("fp32", [0, 2], task, cfg)
+    # seed s: the task with seed s and rounding draws from rng_seed + s, nothing else changed
+    again = train("bf16, stochastic rounding", TeacherStudentTask(n_samples=64, seed=2), TrainConfig(steps=30, rng_seed=5))
+    assert np.array_equal(sr[1].losses, again.losses)
+    assert sr[0].task == task and sr[1].task.seed == 2
+    assert not np.array_equal(sr[0].losses, sr[1].losses)
+    ratios = relative_final_loss(sr, ref, last=5)
+    want = [np.mean(a.losses[-5:]) / np.mean(b.losses[-5:]) for a, b in zip(sr, ref)]
+    assert ratios.shape == (2,) and np.array_equal(ratios, want)
+    assert np.array_equal(relative_final_loss(ref, ref), [1.0, 1.0])
+    with pytest.raises(ValueError, match="paired"):
+        relative_final_loss(sr, ref[::-1])  # seeds crossed
+    with pytest.raises(ValueError, match="one reference"):
+        relative_final_loss(sr, ref[:1])
+    with pytest.raises(ValueError, match="distinct"):
+        train_seeds("fp32", [1, 1], task, cfg)
+
+
 def test_power_of_two_loss_multiplier_leaves_fp32_and_bf16_unchanged_but_not_fp16():
     """Exact scaling: every gradient, moment and update scales by a power of two (or not at all)."""
     base, small = TrainConfig(steps=40), TrainConfig(steps=40, loss_multiplier=2.0**-16)
@@ -305,8 +358,20 @@ def test_chapter_04_05_plots_return_axes():
         plots.plot_gradient_histogram(snap.weight_grads),
         plots.plot_loss_scale(rs[2], ceiling=FORMATS["fp16"].max / rs[0].grad_absmax),
     ]
+    by_seed = {"fp32": [rs[0], rs[0]], "bf16, round to nearest": [rs[1], rs[1]]}
+    axes += [plots.plot_seed_spread(by_seed), plots.plot_seed_spread(by_seed, relative_to="fp32", log=False)]
     for ax in axes:
         assert isinstance(ax, matplotlib.axes.Axes) and ax.has_data()
+    # the relative panel divides step by step by the reference: fp32 / fp32 would be 1 everywhere
+    rel = axes[-1]
+    line = [l for l in rel.get_lines() if l.get_label() == "bf16, round to nearest"][0]
+    assert np.allclose(line.get_ydata(), rs[1].losses / rs[0].losses)
+    # the staircase can be drawn apart from the lost points' colour
+    ax = plots.plot_update_survival(snap.weights, snap.updates, "bf16", threshold_color="black")
+    stair = [l for l in ax.get_lines() if l.get_label().startswith("half the")][0]
+    assert matplotlib.colors.same_color(stair.get_color(), "black")
+    with pytest.raises(KeyError, match="relative_to"):
+        plots.plot_seed_spread(by_seed, relative_to="fp64")
     _, ax = plt.subplots()
     assert plots.plot_loss_scale(rs[2], ax=ax) is ax
     with pytest.raises(ValueError, match="same size"):

@@ -19,8 +19,9 @@ from __future__ import annotations
 from .absorption import plot_addend_loss, plot_sum_to_term_ratio, plot_update_survival
 from .errors import plot_error_vs_K, plot_errors_vs_length, plot_recorded_gpu_errors
 from .grids import plot_bit_layouts, plot_relative_spacing, plot_rounding_modes, plot_value_line
-from .ranges import plot_gradient_histogram
-from .steps import plot_loss_scale, plot_running_sums, plot_training_curves, plot_unchanged_updates
+from .ranges import plot_gradient_histogram, plot_gradient_histograms_scaled
+from .steps import (plot_loss_scale, plot_running_sums, plot_seed_spread, plot_training_curves,
+                    plot_training_curves_vs_ref, plot_unchanged_updates)
 from .style import FORMAT_COLORS, format_color
 
 __all__ = [
@@ -38,7 +39,10 @@ __all__ = [
     "plot_errors_vs_length",
     "plot_running_sums",
     "plot_training_curves",
+    "plot_seed_spread",
     "plot_unchanged_updates",
     "plot_loss_scale",
     "plot_gradient_histogram",
+    "plot_gradient_histograms_scaled",
+    "plot_training_curves_vs_ref",
 ]

@@ -81,13 +81,16 @@ def plot_sum_to_term_ratio(series: dict, formats: Sequence[FloatFormat | str], a
     return ax
 
 
-def plot_update_survival(weights, updates, fmt: FloatFormat | str = "bf16", ax=None, max_points: int = 3000):
+def plot_update_survival(weights, updates, fmt: FloatFormat | str = "bf16", ax=None, max_points: int = 3000,
+                         threshold_color=None):
     """|update| against |weight| (log-log), with the line below which ``fmt`` loses the update.
 
     weights, updates: arrays of the same size (one training step's weights and Adam's updates).
     The staircase is half the spacing of ``fmt`` above |w| (an update below it rounds away);
     grey guides mark |w| / 2**(m+1) and |w| / 2**(m+2). Points whose update would be lost are
     drawn in the format's colour. At most ``max_points`` evenly strided points are drawn.
+    threshold_color: colour of the staircase (default: the format's colour; "black" sets it apart
+    from the lost points, which share that colour).
     """
     f = get_format(fmt)
     ax = axes_or_new(ax, figsize=(7, 5))
@@ -106,7 +109,7 @@ def plot_update_survival(weights, updates, fmt: FloatFormat | str = "bf16", ax=N
                label=f"update lost in {f.name} ({np.mean(lost):.0%})")
     lo, hi = np.log2(w.min()), np.log2(w.max())
     grid = np.exp2(np.linspace(np.floor(lo), np.ceil(hi), 2000))
-    ax.step(grid, ulp(grid, f) / 2, where="post", color=format_color(f), lw=1.2,
+    ax.step(grid, ulp(grid, f) / 2, where="post", color=threshold_color or format_color(f), lw=1.2,
             label=f"half the {f.name} spacing at |w|")
     for k, dash in ((f.man_bits + 1, "--"), (f.man_bits + 2, ":")):
         ax.plot(grid, grid / 2.0**k, dash, color="0.35", lw=0.9, label=f"|w| / 2^{k}")

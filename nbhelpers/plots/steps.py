@@ -12,7 +12,8 @@ from ..accumulation import running_sum
 from ..formats import FloatFormat, get_format
 from .style import axes_or_new, dashes_by_color, format_color
 
-__all__ = ["plot_running_sums", "plot_training_curves", "plot_unchanged_updates", "plot_loss_scale"]
+__all__ = ["plot_running_sums", "plot_training_curves", "plot_seed_spread", "plot_unchanged_updates",
+           "plot_loss_scale", "plot_training_curves_vs_ref"]
 
 
 def plot_running_sums(x, formats: Sequence[FloatFormat | str], ax=None, logx: bool = True):
@@ -75,6 +76,106 @@ def plot_training_curves(results, ax=None, log: bool = True, mark_skipped: bool 
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, title="regime (final loss)", title_fontsize=8)
     return ax
+
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def plot_seed_spread(runs, ax=None, relative_to: str | None = None, log: bool = True, n_markers: int = 8):
+    """Loss per step of several regimes, each trained on several seeds: median line, min-max band.
+
+    runs: {label: [TrainResult, one per seed]} (``nbhelpers.training.train_seeds``). relative_to:
+    a label of ``runs``; when given, each run's loss is divided step by step by that regime's loss
+    on the same seed (the reference itself is drawn as a black line at 1). Each regime gets its
+    own line style: the course colour of its compute format, a dash per regime sharing it, and
+    its own marker. The legend sits outside the axes, to the right.
+    """
+    ax = axes_or_new(ax, figsize=(9, 4.5))
+    items = list(runs.items())
+    if relative_to is not None and relative_to not in runs:
+        raise KeyError(f"relative_to={relative_to!r} is not one of the runs: {', '.join(runs)}")
+    ref = np.stack([r.losses for r in runs[relative_to]]) if relative_to is not None else None
+    colors = [format_color(rs[0].regime.compute) for _, rs in items]
+    # styles are fixed over all of ``runs`` (reference included), so a regime keeps its style
+    # whether or not it is the reference of this panel
+    for i, ((label, rs), color, dash) in enumerate(zip(items, colors, dashes_by_color(colors))):
+        if label == relative_to:
+            continue
+        L = np.stack([r.losses for r in rs])
+        if ref is not None:
+            if L.shape != ref.shape:
+                raise ValueError(f"{label!r} and {relative_to!r} must have the same seeds and steps")
+            L = L / ref
+        steps = np.arange(1, L.shape[1] + 1)
+        every = max(1, L.shape[1] // n_markers)
+        ax.fill_between(steps, L.min(axis=0), L.max(axis=0), color=color, alpha=0.12, lw=0)
+        ax.plot(steps, np.median(L, axis=0), dash, color=color, lw=1.4, marker=_MARKERS[i % len(_MARKERS)],
+                ms=5, markevery=(i * every // len(items), every), mfc="white",
+                label=f"{label}")
+    if ref is not None:
+        ax.axhline(1.0, color="black", lw=1.0, label=f"{relative_to} (reference)")
+        ax.set_ylabel(f"loss / {relative_to} loss, same seed")
+    else:
+        ax.set_ylabel("training loss (MSE)")
+    if log:
+        ax.set_yscale("log")
+    n = len(items[0][1]) if items else 0
+    ax.set_xlabel("step")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              title=f"median of {n} seeds,\nband: min to max", title_fontsize=8)
+    return ax
+
+
+def plot_training_curves_vs_ref(results, ref: str, axes=None, mark_skipped: bool = True,
+                                ratio_ylim: tuple[float, float] | None = None):
+    """Two stacked panels: the loss per step (log scale) and the loss divided by the loss of the run
+    labelled ``ref``, step by step, so that runs that overlap on the first panel come apart.
+
+    results: a {label: TrainResult} mapping that holds ``ref``. One style per run: the colour of
+    its compute format, runs sharing a colour get successive dash styles; steps skipped by a
+    loss scaler are marked with crosses. The legend sits to the right of the panels, off the
+    data. axes: two Axes (top, bottom), or None for a new figure. ratio_ylim: optional (low, high)
+    of the ratio panel (linear), to see the runs near 1; a run that ends outside it is named at the
+    panel's edge with its final loss over the reference's (``TrainResult.final_loss``). Without
+    it the ratio axis is logarithmic. Returns the two Axes.
+    """
+    if ref not in results:
+        raise KeyError(f"reference run {ref!r} is not among the results: {', '.join(results)}")
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    top, bottom = axes
+    plot_training_curves(results, ax=top, mark_skipped=mark_skipped)
+    top.get_legend().remove()
+    top.set_xlabel("")
+    ref_losses = results[ref].losses
+    items = _result_list(results)
+    for (label, r), (color, dash) in zip(items, _styles_by_color(items)):
+        steps = np.arange(1, r.losses.size + 1)
+        ratio = r.losses / ref_losses
+        bottom.plot(steps, ratio, dash, color=color, lw=1.5)
+        if mark_skipped and r.skipped.any():
+            bottom.plot(steps[r.skipped], ratio[r.skipped], "x", color=color, ms=6, mew=1.5)
+    if ratio_ylim is None:
+        bottom.set_yscale("log")
+    else:
+        bottom.set_ylim(*ratio_ylim)
+        for (label, r), (color, _) in zip(items, _styles_by_color(items)):
+            last = r.losses[-1] / ref_losses[-1]
+            if not ratio_ylim[0] <= last <= ratio_ylim[1]:
+                y = ratio_ylim[1] if last > ratio_ylim[1] else ratio_ylim[0]
+                final = r.final_loss() / results[ref].final_loss()
+                bottom.annotate(f"{label}: off scale (final loss {final:.2f}x)", xy=(r.losses.size, y),
+                                xytext=(-6, -12 if y == ratio_ylim[1] else 4), textcoords="offset points",
+                                ha="right", fontsize=8, color=color)
+    bottom.set_xlabel("step")
+    bottom.set_ylabel(f"loss / loss of {ref}")
+    bottom.grid(True, which="both", alpha=0.3)
+    top.legend(*top.get_legend_handles_labels(), fontsize=8, title="run (final loss)", title_fontsize=8,
+               loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return top, bottom
 
 
 def plot_unchanged_updates(results, ax=None):
