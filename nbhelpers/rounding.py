@@ -14,6 +14,9 @@ How it works (all exact in float64, vectorised, processed in cache-sized chunks)
 4. results above ``max`` take the format's overflow value (inf, NaN, or max) unless
    ``saturate`` says otherwise.
 
+bf16 with nearest-even (the rounding of every emulated sum and GEMM) takes a shortcut for
+float32 and float64 input; both round once, like the steps above (see the bf16 fast paths below).
+
 :func:`round_to_ref` is a slow, obviously-correct reference that searches the enumerated grid of
 a small format; the tests hold the fast path against it and against ml_dtypes casts.
 """
@@ -122,19 +125,95 @@ def round_to(
     out = np.empty(arr.shape, dtype=np.float64)
     flat_in = arr.reshape(-1)
     flat_out = out.reshape(-1)
-    n = flat_in.size
+    fast = _fast_kernel(f, mode, saturate, flat_in.dtype)
+    if fast is not None:
+        _run_chunks(fast, flat_in, flat_out, f, mode, rng, saturate)
+    else:
+        _round_generic(flat_in, flat_out, f, mode, rng, saturate)
+    if scalar:
+        return out.reshape(())[()]  # numpy float64 scalar
+    return out
+
+
+def _round_generic(flat_in, flat_out, f: FloatFormat, mode: Rounding, rng, saturate) -> None:
+    """The general path, any format and mode: 1-D ``flat_in`` rounded into float64 ``flat_out``."""
     if f.specials is Specials.POWER_OF_TWO:
         kernel = _round_power_of_two_chunk
     else:
         kernel = _round_chunk
+    _run_chunks(kernel, flat_in, flat_out, f, mode, rng, saturate)
+
+
+def _run_chunks(kernel, flat_in, flat_out, f, mode, rng, saturate) -> None:
+    n = flat_in.size
     ws = _Workspace(min(n, _CHUNK))
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf on inf input; handled below
         for start in range(0, n, _CHUNK):
             stop = min(start + _CHUNK, n)
             kernel(flat_in[start:stop], flat_out[start:stop], f, mode, rng, saturate, ws)
-    if scalar:
-        return out.reshape(())[()]  # numpy float64 scalar
-    return out
+
+
+# ------------------------------------------------------------------ fast paths for bf16
+#
+# Every emulated sum and GEMM of the course rounds to bf16 at each step, so bf16 with
+# nearest-even (and the format's own overflow to inf) gets two shortcuts. Both round ONCE:
+# - float32 input: ml_dtypes' float32 -> bfloat16 cast (a single rounding, ties to even);
+# - float64 input: ties-to-even on the float64 bit pattern. ml_dtypes is not used here: its
+#   float64 -> bfloat16 cast goes through float32 and rounds twice (1 + 2**-8 + 2**-40 becomes
+#   1.0 instead of 1 + 2**-7; ml_dtypes' open pull request #401 on GitHub describes it).
+# Values the bit trick does not cover (bf16 subnormals, overflow, inf, NaN) go through the
+# general kernel; tests hold both shortcuts bit-exactly against round_to_ref and _round_generic.
+
+_F64_DROP = 52 - 7  # float64 mantissa bits below bf16's 7
+_F64_KEEP = np.uint64(((1 << 64) - 1) ^ ((1 << _F64_DROP) - 1))  # sign, exponent, top 7 mantissa bits
+_F64_HALF = np.uint64((1 << (_F64_DROP - 1)) - 1)  # half a bf16 quantum, minus one: + last kept bit = ties to even
+_BF16_MIN_NORMAL = 2.0**-126
+_BF16_OVERFLOW = 2.0**128 - 2.0**119  # max + half a quantum: from here on the result is inf
+
+
+def _is_bf16(f: FloatFormat) -> bool:
+    return f.exp_bits == 8 and f.man_bits == 7 and f.specials is Specials.IEEE and f.signed
+
+
+def _fast_kernel(f: FloatFormat, mode: Rounding, saturate, dtype):
+    """The bf16 shortcut for this call, or None (then the general kernel runs). saturate=False
+    means the same as None for bf16 (it has an infinity); saturate=True is left to the kernel."""
+    if mode is not Rounding.NEAREST_EVEN or saturate or not _is_bf16(f):
+        return None
+    if dtype == np.float32:
+        return _round_bf16_from_f32_chunk
+    if dtype == np.float64:
+        return _round_bf16_from_f64_chunk
+    return None
+
+
+def _round_bf16_from_f32_chunk(x, out, f, mode, rng, saturate, ws: _Workspace) -> None:
+    np.copyto(ws.bf16[: x.size], x, casting="unsafe")  # one rounding, ties to even (tested)
+    np.copyto(out, ws.bf16[: x.size])  # bf16 -> float64 is exact
+
+
+def _round_bf16_from_f64_chunk(x, out, f, mode, rng, saturate, ws: _Workspace) -> None:
+    n = x.size
+    a, _, _, _, flag = ws.take(n)
+    u = x.view(np.uint64)
+    r = out.view(np.uint64)
+    t = ws.u[:n]
+    np.right_shift(u, _F64_DROP, out=t)
+    np.bitwise_and(t, np.uint64(1), out=t)  # the last kept bit: a tie rounds up only when it is 1
+    np.add(t, _F64_HALF, out=t)
+    np.add(t, u, out=t)  # a carry out of the mantissa moves to the next binade, as it should
+    np.bitwise_and(t, _F64_KEEP, out=r)
+    # right for zeros and for |x| in [2**-126, overflow threshold); the rest is rare: redo it
+    np.abs(x, out=a)
+    if not (a.max() < _BF16_OVERFLOW and a.min() >= _BF16_MIN_NORMAL):  # NaN fails both
+        np.less(a, _BF16_MIN_NORMAL, out=flag)
+        np.logical_and(flag, a != 0, out=flag)
+        np.logical_or(flag, ~(a < _BF16_OVERFLOW), out=flag)
+        idx = np.flatnonzero(flag)
+        if idx.size:
+            fixed = np.empty(idx.size, np.float64)
+            _round_chunk(x[idx], fixed, f, mode, rng, saturate, _Workspace(idx.size))
+            out[idx] = fixed
 
 
 class _Workspace:
@@ -146,6 +225,16 @@ class _Workspace:
         self.y = np.empty(n, np.float64)
         self.i = np.empty(n, np.int64)
         self.b = np.empty(n, np.bool_)
+        self.u = self.i.view(np.uint64)
+        self._bf16 = None
+
+    @property
+    def bf16(self) -> np.ndarray:
+        if self._bf16 is None:
+            import ml_dtypes
+
+            self._bf16 = np.empty(self.a.size, ml_dtypes.bfloat16)
+        return self._bf16
 
     def take(self, n: int):
         return self.a[:n], self.q[:n], self.y[:n], self.i[:n], self.b[:n]

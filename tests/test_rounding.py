@@ -16,6 +16,7 @@ from nbhelpers.formats import (
 )
 from nbhelpers.rounding import (
     Rounding,
+    _round_generic,
     round_to,
     round_to_ref,
     update_threshold,
@@ -288,3 +289,128 @@ def test_update_threshold_and_the_ratio_band():
         t = update_threshold(w, name)
         assert np.all((w + 0.99 * t).astype(np.float32).astype(dt) == w.astype(dt))
         assert np.all((w + 1.01 * t).astype(np.float32).astype(dt) != w.astype(dt))
+
+
+# ------------------------------------------------------------------ the bf16 fast paths
+# round_to takes shortcuts for bf16 with nearest-even (ml_dtypes' cast for float32 input, a
+# bit-level ties-to-even for float64 input). They are held here against the general kernel on
+# every neighbourhood of every bf16 value, and against the slow reference on a large subset.
+
+
+def _generic(x, f):
+    out = np.empty(np.shape(x), np.float64)
+    _round_generic(np.asarray(x).reshape(-1), out.reshape(-1), f, Rounding.NEAREST_EVEN, None, None)
+    return out
+
+
+def bf16_neighbourhood(dtype) -> np.ndarray:
+    """Every finite bf16 value, each tie between neighbours, and the values of ``dtype`` just
+    around both (one ulp of ``dtype`` away, and 2**-40 relative away: where a second rounding
+    would go wrong); the overflow threshold (max + half a quantum) and its neighbours; powers of
+    two up to dtype's range, dtype's own subnormals; inf, NaN, both zeros; both signs."""
+    f = FORMATS["bf16"]
+    v = finite_values(f, nonnegative=True)
+    mids = (v[:-1] + v[1:]) / 2
+    top = f.max + (f.max - v[-2]) / 2
+    info = np.finfo(dtype)
+    with np.errstate(over="ignore"):
+        pts = np.concatenate([v, mids, [top, 2 * f.max, f.max * 1.0001]]).astype(dtype)
+        extra = [info.max, info.smallest_normal, info.smallest_subnormal, 2 * info.smallest_subnormal,
+                 *np.exp2(np.arange(-160, 200, dtype=np.float64))]
+        extra = np.array(extra, np.float64).astype(dtype)
+    pts = np.concatenate([pts, extra])
+    with np.errstate(over="ignore"):  # the value past float32's max is inf, on purpose
+        around = [np.nextafter(pts, dtype(np.inf)), np.nextafter(pts, dtype(0))]
+        if dtype == np.float64:
+            around += [pts * (1 + 2.0**-40), pts * (1 - 2.0**-40)]
+    pts = np.concatenate([pts, *around])
+    specials = np.array([np.inf, -np.inf, 0.0, -0.0, np.nan, -np.nan], dtype)
+    return np.concatenate([pts, -pts, specials])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bf16_fast_paths_are_taken(dtype):
+    from nbhelpers.rounding import _fast_kernel
+
+    f = FORMATS["bf16"]
+    assert _fast_kernel(f, Rounding.NEAREST_EVEN, None, np.dtype(dtype)) is not None
+    assert _fast_kernel(f, Rounding.NEAREST_EVEN, False, np.dtype(dtype)) is not None
+    assert _fast_kernel(f, Rounding.NEAREST_EVEN, True, np.dtype(dtype)) is None
+    assert _fast_kernel(f, Rounding.TOWARD_ZERO, None, np.dtype(dtype)) is None
+    assert _fast_kernel(FORMATS["fp16"], Rounding.NEAREST_EVEN, None, np.dtype(dtype)) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bf16_fast_path_matches_general_kernel_on_every_neighbourhood(dtype):
+    f = FORMATS["bf16"]
+    x = bf16_neighbourhood(dtype)
+    assert x.dtype == dtype and x.size > 300_000
+    assert_bits(round_to(x, f), _generic(x, f), x)
+    assert_bits(round_to(x, f, saturate=False), _generic(x, f), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bf16_fast_path_matches_reference(dtype):
+    """Against round_to_ref (slow): all subnormals and the smallest normals, the binades around
+    1, the top binade (overflow threshold), plus a random tenth of everything else."""
+    f = FORMATS["bf16"]
+    x = bf16_neighbourhood(dtype)
+    a = np.abs(x.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        region = (a < 2.0**-124) | ((a >= 0.25) & (a < 4)) | (a >= 2.0**126) | ~np.isfinite(a)
+    rng = np.random.default_rng(17)
+    pick = region | (rng.random(x.size) < 0.02)
+    x = x[pick]
+    assert_bits(round_to(x, f), round_to_ref(x, f), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bf16_fast_path_random_values_and_chunks(dtype):
+    """Millions of values over every binade of the input type; and chunks with no special value
+    at all (the fast path's branch that fixes nothing) next to chunks full of them."""
+    f = FORMATS["bf16"]
+    rng = np.random.default_rng(23)
+    n = 1_000_000
+    lo, hi = (-150, 129) if dtype == np.float32 else (-1075, 1024)
+    with np.errstate(over="ignore"):
+        x = (rng.uniform(1, 2, n) * rng.choice([-1.0, 1.0], n) * np.exp2(rng.integers(lo, hi, n))).astype(dtype)
+        if dtype == np.float64:  # float64 values with bits far below bf16's 8 (ties +- tiny)
+            x[::3] = (x[::3].astype(np.float32).astype(np.float64) * (1 + rng.choice([-1, 1], x[::3].size) * 2.0**-45))
+    assert_bits(round_to(x, f), _generic(x, f), x)
+    normal = (rng.standard_normal(200_000) * 3).astype(dtype)
+    assert_bits(round_to(normal, f), _generic(normal, f), normal)
+    assert_bits(round_to(normal[:5000], f), round_to_ref(normal[:5000], f), normal[:5000])
+
+
+def test_bf16_float64_input_rounds_once():
+    x = 1 + 2.0**-8 + 2.0**-40  # just above the tie between 1 and 1 + 2**-7
+    assert round_to(x, "bf16") == 1 + 2.0**-7
+    assert round_to_ref(x, "bf16") == 1 + 2.0**-7
+    # ml_dtypes goes through float32 (x becomes the tie 1 + 2**-8) and rounds again, to 1.0
+    assert float(np.float64(x).astype(ml_dtypes.bfloat16)) == 1.0
+    assert round_to(np.float32(x), "bf16") == 1.0  # the float32 input already is the tie
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bf16_fast_path_one_special_value_among_normals(dtype):
+    """Each edge case alone in an array of ordinary values, so that nothing else in the array
+    sends it down the general kernel: the overflow tie and its neighbours, max, the subnormal
+    tie below 2**-126, the smallest subnormal's half, inf, NaN, both zeros."""
+    f = FORMATS["bf16"]
+    q_sub = f.smallest_subnormal
+    edges = np.array([f.max + 2.0**119, f.max, 2.0**127 * 1.998, 2.0**-126 - q_sub / 2, 2.0**-126 - q_sub / 4,
+                      2.0**-126, q_sub / 2, q_sub * 0.75, q_sub * 1.5, np.inf, np.nan, 0.0], np.float64)
+    with np.errstate(over="ignore"):
+        edges = edges.astype(dtype)
+        cases = np.concatenate([edges, np.nextafter(edges, dtype(np.inf)), np.nextafter(edges, dtype(0))])
+    for e in np.concatenate([cases, -cases]):
+        x = np.array([1.5, 3.0, e, -7.25], dtype)
+        assert_bits(round_to(x, f), round_to_ref(x, f), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bf16_fast_path_strided_and_shaped_input(dtype):
+    f = FORMATS["bf16"]
+    x = bf16_neighbourhood(dtype)[: 3 * 40_000].reshape(3, 40_000)
+    for view in (x[:, ::3], x.T, x[::-1, 1:]):
+        assert_bits(round_to(view, f), _generic(np.ascontiguousarray(view), f).reshape(view.shape), view)
