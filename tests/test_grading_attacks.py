@@ -28,6 +28,9 @@ from nbhelpers.checks import cases_for, exercises_of
 from nbhelpers.grading.sandbox import course_package_dir, sandbox_problem
 
 NAMES = [ex.name for ex in exercises_of(1)]
+# No payload here loops forever: limits well above what any submission needs, so that a busy
+# machine cannot turn the heaviest payloads (the text bombs) into timeouts.
+LIMITS = ["--cell-timeout", "30", "--timeout", "120"]
 TAG = "nbgradeattack" + secrets.token_hex(4)  # in every planted name and process: findable afterwards
 
 # The plausible wrong rules a cheat falls back on, one per function (as in tests/exercise_table.py).
@@ -303,7 +306,7 @@ def attack_run(request, tmp_path_factory):
     package_before = source_files(course_package_dir())
     before = tree_state(subs)
     cmd = [sys.executable, "-m", "nbhelpers.grade", ".", "--csv", str(base / "g.csv"), "--json",
-           str(base / "g.json"), "--seed", "424242424242", "--jobs", "2", *FAST,
+           str(base / "g.json"), "--seed", "424242424242", "--jobs", "2", *LIMITS,
            *([] if sandbox else ["--no-sandbox"])]
     try:
         proc = subprocess.run(cmd, cwd=subs, env=env(), capture_output=True, timeout=900)
