@@ -82,6 +82,26 @@ def test_plot_error_vs_K_draws_one_line_per_entry_with_format_colours():
     plt.close(fig)
 
 
+def test_plot_error_vs_K_fixed_dashes_and_legend_outside():
+    Ks = [128, 256, 512]
+    errs = {"bf16 acc": [1e-2] * 3, "bf16 out": [3e-3] * 3, "bf16 other": [2e-3] * 3, "fp32": [1e-7] * 3}
+    fmts = {"bf16 acc": "bf16", "bf16 out": "bf16", "bf16 other": "bf16", "fp32": "fp32"}
+    ax = plots.plot_error_vs_K(Ks, errs, fmts, dashes={"bf16 out": "-"}, legend_outside=True)
+    styles = {ln.get_label(): ln.get_linestyle() for ln in ax.lines}
+    assert styles["bf16 out"] == "-"  # the fixed style, although it comes second in its colour
+    assert len({styles["bf16 acc"], styles["bf16 out"], styles["bf16 other"]}) == 3  # still distinct
+    assert styles["fp32"] == "-"  # other colours keep the automatic styles
+    legend = ax.get_legend()
+    assert legend is not None and legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1  # right of the axes
+    plt.close(ax.figure)
+    # without dashes the automatic styles are unchanged
+    ax = plots.plot_error_vs_K(Ks, errs, fmts)
+    assert [ln.get_linestyle() for ln in ax.lines] == ["-", "--", ":", "-"]
+    with pytest.raises(KeyError, match="not plotted"):
+        plots.plot_error_vs_K(Ks, errs, fmts, dashes={"nope": ":"})
+    plt.close("all")
+
+
 def test_plot_recorded_gpu_errors_labels_gpu_date_and_script():
     fig, ax = plt.subplots()
     assert plots.plot_recorded_gpu_errors([], ax=ax) is ax and not ax.lines
@@ -91,4 +111,8 @@ def test_plot_recorded_gpu_errors_labels_gpu_date_and_script():
     assert ax.lines[1].get_color() == plots.format_color("tf32")
     note = " ".join(t.get_text() for t in ax.texts)
     assert "NVIDIA Test GPU" in note and "2026-05-06" in note and "benchmarks/gpu_gemm_numerics.py" in note
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plots.plot_recorded_gpu_errors([run], ax=ax, legend_outside=True)
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1  # right of the axes
     plt.close(fig)

@@ -14,14 +14,18 @@ from .style import DASHES, axes_or_new, dashes_by_color, format_color, line_colo
 __all__ = ["plot_error_vs_K", "plot_recorded_gpu_errors", "plot_errors_vs_length"]
 
 
-def plot_error_vs_K(Ks: Sequence[int], errors: dict, formats: dict, ax=None, guides: dict | None = None):
+def plot_error_vs_K(Ks: Sequence[int], errors: dict, formats: dict, ax=None, guides: dict | None = None,
+                    dashes: dict | None = None, legend_outside: bool = False):
     """Relative error against K on log-log axes, one line per entry of ``errors``.
 
     Ks: the K values (x axis). errors: label -> one error per K. formats: label -> the format
     whose course colour the line takes (say, its accumulator or input format), or a plain
     matplotlib colour ("black") for a line that stands for an algorithm rather than a format;
     lines sharing a colour get different dash styles. guides: label -> one value per K, drawn as
-    thin grey reference lines (napkin-math estimates such as sqrt(K) * u).
+    thin grey reference lines (napkin-math estimates such as sqrt(K) * u). dashes: label -> a
+    matplotlib line style for that line, to keep one method's style the same across figures; the
+    other lines of its colour get the remaining styles. legend_outside: put the legend to the right
+    of the axes, off the data (default: matplotlib's "best" spot inside).
     """
     ax = axes_or_new(ax)
     Ks = np.asarray(Ks, dtype=float)
@@ -29,7 +33,8 @@ def plot_error_vs_K(Ks: Sequence[int], errors: dict, formats: dict, ax=None, gui
         if label not in formats:
             raise KeyError(f"no format given for the line {label!r}: add it to formats")
     colors = [line_color(formats[label]) for label in errors]
-    for (label, errs), color, style in zip(errors.items(), colors, dashes_by_color(colors)):
+    styles = _dashes_with_fixed(list(errors), colors, dashes or {})
+    for (label, errs), color, style in zip(errors.items(), colors, styles):
         ax.plot(Ks, np.asarray(errs, dtype=float), style, color=color, marker="o", ms=3.5, lw=1.5,
                 label=label)
     for i, (label, vals) in enumerate((guides or {}).items()):
@@ -40,8 +45,36 @@ def plot_error_vs_K(Ks: Sequence[int], errors: dict, formats: dict, ax=None, gui
     ax.set_xlabel("K (length of each dot product)")
     ax.set_ylabel("relative error  ||C - C_ref||_F / ||C_ref||_F")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    if legend_outside:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    else:
+        ax.legend(fontsize=8, loc="best")
     return ax
+
+
+def _dashes_with_fixed(labels: list, colors: list, fixed: dict) -> list[str]:
+    """A dash style per line: ``fixed[label]`` where given, else the next style of
+    :data:`DASHES` that no other line of the same colour has taken."""
+    unknown = set(fixed) - set(labels)
+    if unknown:
+        raise KeyError(f"dashes names lines that are not plotted: {sorted(unknown)}")
+    if not fixed:
+        return dashes_by_color(colors)
+    taken: dict[str, set] = {}
+    for label, color in zip(labels, colors):
+        if label in fixed:
+            taken.setdefault(color, set()).add(fixed[label])
+    free = {c: [d for d in DASHES if d not in t] or list(DASHES) for c, t in taken.items()}
+    used: dict[str, int] = {}
+    out = []
+    for label, color in zip(labels, colors):
+        if label in fixed:
+            out.append(fixed[label])
+            continue
+        pool = free.get(color, list(DASHES))
+        out.append(pool[used.get(color, 0) % len(pool)])
+        used[color] = used.get(color, 0) + 1
+    return out
 
 
 _GPU_MARKERS = ("X", "o", "s", "D", "^", "v", "P", "*")
@@ -55,13 +88,14 @@ def _gpu_series_color(series: dict) -> str:
 
 
 def plot_recorded_gpu_errors(runs: Sequence[dict], ax=None, metric: str = "rel_error",
-                             methods: Sequence[str] | None = None):
+                             methods: Sequence[str] | None = None, legend_outside: bool = False):
     """GPU measurements as large markers (black edges), to lay over a CPU figure.
 
     runs: results as returned by ``nbhelpers.results.recorded_gpu_runs`` (or one live run in
     the same layout: ``{"meta": {"gpu", "date", "script"}, "series": [...]}``). metric: the key of
     each series to plot (``"rel_error"`` or ``"rel_error_acc"``). methods: which series (all when
-    None). A note under the axes names each run's GPU, date and script.
+    None). A note under the axes names each run's GPU, date and script. legend_outside: redraw
+    the legend to the right of the axes (as :func:`plot_error_vs_K` does with the same flag).
     """
     ax = axes_or_new(ax)
     notes = []
@@ -77,7 +111,10 @@ def plot_recorded_gpu_errors(runs: Sequence[dict], ax=None, metric: str = "rel_e
     if notes:
         ax.annotate("\n".join(notes), xy=(0, 0), xycoords="axes fraction", xytext=(0, -40),
                     textcoords="offset points", va="top", fontsize=8)
-        ax.legend(fontsize=8, loc="best")
+        if legend_outside:
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        else:
+            ax.legend(fontsize=8, loc="best")
     return ax
 
 
