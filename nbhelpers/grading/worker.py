@@ -259,14 +259,15 @@ class _Worker:
     def _run_grading_cell(self, client: _Client, nb: Any, channel: Path) -> bool:
         """Check the remaining exercises in this kernel; True when one killed it and others remain.
 
-        The cell's results carry a nonce made now, which exists nowhere before the cell runs; it
-        is recorded (with the results file) in the events once the cell is over, or when this
-        worker is stopped."""
+        The cell's inputs and results files are made in a new folder of the channel; its results
+        carry a nonce made now, which exists nowhere before the cell runs; it is recorded (with
+        the results file) in the events once the cell is over, or when this worker is stopped."""
         budget = float(self.job["budget"])
-        inputs, outputs = channel / "inputs.json", channel / "outputs.jsonl"
-        for p in (inputs, outputs):
-            if p.is_symlink() or p.exists():
-                p.unlink()  # whatever the notebook's cells put there
+        # a fresh folder with an unguessable name: nothing the notebook's cells did in the
+        # channel (links, files, a thread re-creating them) can be in the way
+        cell_dir = channel / f"g-{secrets.token_hex(8)}"
+        cell_dir.mkdir(mode=0o700)
+        inputs, outputs = cell_dir / "inputs.json", cell_dir / "outputs.jsonl"
         with open(self.job["inputs"], "rb") as f:
             _write_new(inputs, f.read())
         _write_new(outputs, b"")
