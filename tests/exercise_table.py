@@ -33,8 +33,8 @@ class ChapterSpec:
 
 CHAPTERS = [
     ChapterSpec(
-        1, "ex01_float_formats.ipynb", lambda: {"math": math},
-        ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing"), 15, 12345,
+        1, "ex01_float_formats.ipynb", lambda: {"math": math, "np": np},
+        ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing", "round_stochastic"), 19, 12345,
         tuple([
     # forgets that subnormals have no implicit leading 1
     ("decode_bits", "if E == 0:", "if False:"),
@@ -62,12 +62,22 @@ CHAPTERS = [
     ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** (man_bits + 2)"),
     # forgets the formats too small to have such a value
     ("smallest_absorbing", "return x if x <= largest else math.inf", "return x"),
+    # deterministic: round to nearest even
+    ("round_stochastic", "r = (lower + (u < frac)) * q", "r = np.rint(y) * q"),
+    # the probability the wrong way round: up with probability 1 - frac
+    ("round_stochastic", "(u < frac)", "(u < 1 - frac)"),
+    # one random number for every element
+    ("round_stochastic", "u = rng.random(x.shape)", "u = rng.random()"),
+    # always toward zero (truncation)
+    ("round_stochastic", "(lower + (u < frac))", "lower"),
+    # no subnormal clamp: the spacing keeps shrinking below the smallest normal
+    ("round_stochastic", "np.maximum(np.frexp(a)[1] - 1, emin)", "np.frexp(a)[1] - 1"),
 ]
 ),
     ),
     ChapterSpec(
         2, "ex02_accumulation.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
-        ("kahan_sum", "pairwise_sum", "dot_product", "stall_length"), 15, 12345,
+        ("kahan_sum", "pairwise_sum", "dot_product", "stall_length", "order_matters"), 19, 12345,
         tuple([
     # plain sequential sum: the compensation is never used
     ("kahan_sum", "y = float(round_to(xk - c, acc))", "y = xk"),
@@ -105,6 +115,18 @@ CHAPTERS = [
     ("stall_length", "t = float(round_to(s + value, acc))", "t = float(round_to(s + value, acc, 'toward_zero'))"),
     # ties away from zero instead of to even
     ("stall_length", "t = float(round_to(s + value, acc))", "t = float(round_to(s + value, acc, 'nearest_away'))"),
+    # terms that are float64 values but not values of acc: the format rounds them
+    ("order_matters", "q = 2.0 ** -p\n", "q = 1 / (2**p + 1)\n"),
+    # the orders swapped: exact in reverse, lossy as returned
+    ("order_matters", "return np.array(terms)", "return np.array(terms[::-1])"),
+    # one term too few: 2**p terms of the unit counted with the total instead of before it
+    ("order_matters", "terms = [q] * 2**p", "terms = [q] * (2**p - 1)"),
+    # all terms equal: the sum stalls in both orders
+    ("order_matters", "return np.array(terms)", "return np.full(n, q)"),
+    # no growing levels: past 2**p equal terms the forward sum stalls too
+    ("order_matters", "terms += [2.0**level * q]", "terms += [q]"),
+    # a negative term
+    ("order_matters", "terms = [q] * 2**p", "terms = [-q] + [q] * (2**p - 1)"),
 ]
 ),
     ),

@@ -249,6 +249,9 @@ def hard_coded_source(seed: int = 0) -> str:
     the public check's answers would hand in)."""
     lines = []
     for ex in exercises_of(1):
+        if ex.name == "round_stochastic":  # the check shows two neighbours, not a value to copy
+            lines.append(f"def {ex.name}(x, *args):\n    return x")
+            continue
         table = {repr(c.args): ex.reference(*c.args, **c.kwargs) for c in cases_for(ex, seed)}
         lines.append(f"_T_{ex.name} = {{" + ", ".join(f"{k!r}: {literal(v)}" for k, v in table.items()) + "}")
         lines.append(f"def {ex.name}(*args):\n    return _T_{ex.name}.get(repr(args), 0.0)")

@@ -69,9 +69,12 @@ def test_wrong_implementations_fail(spec, name, old, new):
 
 def case_key(value) -> tuple:
     """An exact, hashable key for a case's arguments: arrays by dtype, shape and bytes (an
-    array's repr rounds and elides), floats by repr (which tells -0.0 from 0.0)."""
+    array's repr rounds and elides), generators by their state, floats by repr (which tells -0.0
+    from 0.0)."""
     if isinstance(value, np.ndarray):
         return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, np.random.Generator):  # by its state: its repr names its address
+        return ("Generator", repr(value.bit_generator.state))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(case_key(v) for v in value))
     if isinstance(value, dict):

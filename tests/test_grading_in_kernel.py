@@ -73,7 +73,7 @@ def test_kernel_runner_in_process(tmp_path):
     kernel_main(ns, {**job, "nonce": NONCE})
     out = read_outputs(events, plan).records
     res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
-    assert [r.points for r in res.values()] == [0, 6, 0, 2]
+    assert [r.points for r in res.values()] == [0, 6, 0, 2, 0]  # round_stochastic: not defined
     assert "too large" in res["ex01.ulp_at"].mismatches[0]
     assert "too large to send back" in res["ex01.decode_bits"].error
 

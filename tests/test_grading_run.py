@@ -216,11 +216,13 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     mutate(nb, "round_nearest_even", "return math.copysign(r, x)", "return np.float16(math.copysign(r, x))  # wrong dtype")
     set_body(nb, "ulp_at", "return math.nan")
     mutate(nb, "smallest_absorbing", "return x if x <= largest else math.inf", "return str(x)  # wrong type")
+    mutate(nb, "round_stochastic", "return np.copysign(r, x)", "return [str(v) for v in np.copysign(r, x)]")
     write(nb, folder / "ex01_wrong_types.ipynb")
     expect["ex01_wrong_types.ipynb"] = {"status": "graded", "points": zero, "check_status": "FAIL",
                                         "reasons": {"ex01.decode_bits": "expected a number",
                                                     "ex01.ulp_at": "returned NaN",
-                                                    "ex01.smallest_absorbing": "returned str"}}
+                                                    "ex01.smallest_absorbing": "returned str",
+                                                    "ex01.round_stochastic": "expected an array of floats"}}
 
     nb = nbformat.read(EX01_EXERCISE, as_version=4)
     for ex in exercises_of(1):
@@ -404,14 +406,16 @@ def test_check_cells_and_grader_agree(tmp_path):
     rows = read_csv(tmp_path / "g.csv")
     row = rows["ex01_partial.ipynb"]
     assert seen == {ex: int(row[ex]) for ex in POINTS} == {**POINTS, "ex01.round_nearest_even": 0, "ex01.smallest_absorbing": 0}
-    assert total_seen == int(row["total"]) == 7 and row["status"] == "graded"
+    assert total_seen == int(row["total"]) == FULL - POINTS["ex01.round_nearest_even"] - POINTS["ex01.smallest_absorbing"]
+    assert row["status"] == "graded"
     d = read_json(tmp_path / "g.json")["ex01_partial.ipynb"]
     in_process = run_check("ex01.round_nearest_even", _mutated("round_nearest_even", "round(abs(x) / q)",
                                                                "math.floor(abs(x) / q + 0.5)"))
     assert d["checks"]["ex01.round_nearest_even"]["mismatches"] == in_process.mismatches  # same words too
     assert d["checks"]["ex01.round_nearest_even"]["n_failed"] == in_process.n_failed
-    # with the public seed the copied answers pass: only the secret seed catches them
-    assert int(rows["ex01_hard_coded.ipynb"]["total"]) == FULL
+    # with the public seed the copied answers pass: only the secret seed catches them (stochastic
+    # rounding has no answer to copy, so that one fails with any seed)
+    assert int(rows["ex01_hard_coded.ipynb"]["total"]) == FULL - POINTS["ex01.round_stochastic"]
 
 
 def _mutated(name, old, new):
@@ -428,6 +432,7 @@ MUTATIONS = {
     "round_nearest_even": ("r = math.inf", "r = largest"),
     "ulp_at": ("math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
     "smallest_absorbing": ("2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
+    "round_stochastic": ("(u < frac)", "(u < 1 - frac)"),
 }
 
 

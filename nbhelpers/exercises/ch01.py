@@ -185,6 +185,154 @@ def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 5. stochastic rounding
+
+SR_N = 10_000  # elements per case: one value of x repeated, each element rounded on its own
+SR_Z = 6.0  # standard deviations allowed for the count of elements rounded away from zero
+# Two-sided normal tail beyond SR_Z: the chance that a right answer fails one case, about 2e-9.
+# A check has 45 cases (fewer can go either way), so a right answer fails a whole check with
+# probability below 1e-7 (tests/test_exercises_ch01.py bounds it with the exact binomial tails).
+SR_FALSE_FAILURE_PER_CASE = math.erfc(SR_Z / math.sqrt(2))
+
+
+class StochasticTarget:
+    """What a stochastic rounding of ``x`` may return: per element the neighbours ``lower`` and
+    ``upper`` (the same value where x is in the format) and the probability ``p`` of ``upper``
+    (the distance from ``lower`` in units of the gap). Not a value to match: see
+    :func:`stochastic_compare`."""
+
+    def __init__(self, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, p: np.ndarray) -> None:
+        self.x, self.lower, self.upper, self.p = x, lower, upper, p
+
+    def __repr__(self) -> str:
+        if self.x.size and np.all(self.x == self.x.flat[0]):
+            i = 0  # one value repeated: say what each element may be
+            return (f"each element {float(self.lower.flat[i])!r} or {float(self.upper.flat[i])!r}, "
+                    f"the one farther from zero with probability {self.p.flat[i]:.6g}")
+        return f"each element its lower or upper neighbour ({self.x.size} elements)"
+
+
+def round_stochastic_ref(x, exp_bits: int, man_bits: int, rng: np.random.Generator) -> StochasticTarget:
+    """The two neighbours of every element of ``x`` in (exp_bits, man_bits) and the probability
+    of the upper one (away from zero), for :func:`stochastic_compare`. Does not draw from rng."""
+    f = _spec(exp_bits, man_bits)
+    x = np.asarray(x, dtype=np.float64)
+    lower = np.asarray(round_to(x, f, "toward_zero"), dtype=np.float64)  # toward zero: the smaller magnitude
+    on_grid = lower == x
+    upper = np.where(on_grid, x, lower + np.copysign(ulp(lower, f), x))  # one spacing further out
+    gap = np.abs(upper - lower)
+    p = np.where(on_grid, 0.0, np.abs(x - lower) / np.where(on_grid, 1.0, gap))  # exact: a short dyadic
+    return StochasticTarget(x, lower, upper, p)
+
+
+def stochastic_compare(got, expected: StochasticTarget) -> str | None:
+    """None if ``got`` could come from stochastic rounding, else a short reason.
+
+    Every element must be one of its two neighbours (by value: the sign of a zero is not
+    checked), an element already in the format must come back as it is, and the number of
+    elements rounded away from zero must be within ``SR_Z`` standard deviations of its expectation:
+    |k - sum p| <= SR_Z * sqrt(sum p (1 - p)). For one x repeated n times this is
+    |mean - x| <= SR_Z * sqrt(p (1 - p) / n) * gap. A right answer fails one case by bad luck
+    with probability about 2e-9 (``SR_FALSE_FAILURE_PER_CASE``, the two-sided normal tail beyond
+    6), a check of 45 cases with probability below 1e-7 (tests/test_exercises_ch01.py bounds it
+    with the exact binomial tails).
+    """
+    t = expected
+    try:
+        g = np.asarray(got)
+        if g.dtype.kind not in "fiu" and g.dtype.kind != "V":
+            return f"returned {type(got).__name__} of dtype {g.dtype}, expected an array of floats"
+        g = g.astype(np.float64)
+    except Exception:
+        return f"returned {type(got).__name__}, expected an array of floats"
+    if g.shape != t.x.shape:
+        return f"returned shape {g.shape}, expected {t.x.shape}"
+    up = g == t.upper
+    bad = ~(up | (g == t.lower))
+    if bad.any():
+        i = int(np.flatnonzero(bad.reshape(-1))[0])
+        what = ("x is already in the format" if t.lower.flat[i] == t.upper.flat[i]
+                else f"neighbours {float(t.lower.flat[i])!r} and {float(t.upper.flat[i])!r}")
+        return (f"{int(bad.sum())} of {g.size} elements are not a neighbour of x; first at index {i}: "
+                f"got {float(g.flat[i])!r} for x = {float(t.x.flat[i])!r} ({what})")
+    moving = t.lower != t.upper
+    k = int((up & moving).sum())
+    mean_k = float(t.p.sum())
+    sd = math.sqrt(float((t.p * (1 - t.p)).sum()))
+    if abs(k - mean_k) > SR_Z * sd:
+        return (f"{k} of {g.size} elements rounded away from zero, expected {mean_k:.0f} +- {SR_Z * sd:.0f} "
+                f"({SR_Z:g} standard deviations): the rounding is biased")
+    return None
+
+
+def _between(f: FloatFormat, code: int, frac: float) -> float:
+    """The value frac of the way from the magnitude with code ``code`` to the next one."""
+    lo = float(decode(code, f))
+    return lo + frac * (float(decode(code + 1, f)) - lo)
+
+
+def _sr_case(x: float, e: int, m: int, rng: np.random.Generator, label: str = "") -> Case:
+    return Case((np.full(SR_N, float(x)), e, m, rng), label=label)
+
+
+def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
+    # the edge cases draw from generators of their own, the same for every seed; the random
+    # cases from generators seeded by rng
+    fixed = iter(range(1000, 2000))
+
+    def own() -> np.random.Generator:
+        return np.random.default_rng(next(fixed))
+
+    fp16, e4m3 = _spec(5, 10), _spec(4, 3)
+    cases = [
+        _sr_case(1 + 2.0**-8, 8, 7, own(), "bf16: 1 + 2**-8, exactly halfway"),
+        _sr_case(1 + 2.0**-7 / 8, 8, 7, own(), "bf16: 1/8 of the way from 1 to 1 + 2**-7"),
+        _sr_case(1 + 7 * 2.0**-7 / 8, 8, 7, own(), "bf16: 7/8 of the way"),
+        _sr_case(-(3 + 3 * 2.0**-6 / 8), 8, 7, own(), "bf16: negative, 3/8 of the way"),
+        _sr_case(math.pi, 8, 7, own(), "bf16: pi"),
+        _sr_case(fp16.smallest_subnormal / 2, 5, 10, own(), "fp16: half the smallest subnormal"),
+        _sr_case(-fp16.smallest_subnormal / 8, 5, 10, own(), "fp16: -1/8 of the smallest subnormal"),
+        _sr_case(5.25 * fp16.smallest_subnormal, 5, 10, own(), "fp16: subnormal, 1/4 of the way"),
+        _sr_case(fp16.smallest_normal - fp16.smallest_subnormal / 8, 5, 10, own(),
+                 "fp16: 7/8 of the way from the largest subnormal to the smallest normal"),
+        _sr_case(_between(e4m3, 7, 3 / 8), 4, 3, own(), "e4m3: between the largest subnormal and the smallest normal"),
+        _sr_case(4 + 0.5 / 8, 4, 3, own(), "e4m3: just above a power of two"),
+        _sr_case(-(4 + 0.5 / 8), 4, 3, own(), "e4m3: negative, just above a power of two"),
+        _sr_case(1.0, 4, 3, own(), "e4m3: 1.0 is in the format"),
+        _sr_case(-0.1875, 4, 3, own(), "e4m3: -0.1875 is in the format"),
+        _sr_case(0.0, 4, 3, own(), "zero is in the format"),
+        _sr_case(e4m3.max, 4, 3, own(), "e4m3: the largest value"),
+        _sr_case(_between(e4m3, 15 * 8 - 2, 7 / 8), 4, 3, own(), "e4m3: 7/8 of the way to the largest value"),
+        _sr_case(2.5, 2, 1, own(), "e2m1 (IEEE-style, largest 3): 2.5, halfway between 2 and 3"),
+        _sr_case(-0.25, 2, 1, own(), "e2m1: -0.25, halfway to the only subnormal"),
+        _sr_case(65504 - 32 * 3 / 4, 5, 10, own(), "fp16: near the largest value"),
+        _sr_case(0.1, 8, 23, own(), "fp32: 0.1"),
+    ]
+    # random cases from the same hard regions: ties, eighths, subnormals, values just above a
+    # power of two, values already in the format; random signs and formats
+    fracs = [0.5, 0.125, 0.875, 0.25, 0.75, 0.375, 0.625]
+    for _ in range(24):
+        e, m, f = _random_shape(rng)
+        top = (2**e - 1) * 2**m - 2  # the last magnitude code below the largest
+        r = rng.random()
+        if r < 0.3:  # between two subnormals, or between zero and the smallest subnormal
+            code = int(rng.integers(0, 2**m))
+        elif r < 0.55:  # just above a power of two: the first value of a binade
+            code = int(rng.integers(1, 2**e - 1)) << m
+        else:
+            code = int(rng.integers(0, top + 1))
+        r = rng.random()
+        if r < 0.1:
+            frac = 0.0  # already in the format
+        elif r < 0.7:
+            frac = fracs[int(rng.integers(len(fracs)))]
+        else:
+            frac = int(rng.integers(4, 61)) / 64
+        x = _sign(rng) * _between(f, code, frac)
+        cases.append(_sr_case(x, e, m, np.random.default_rng(int(rng.integers(2**63)))))
+    return cases
+
+
 EXERCISES = [
     Exercise("ex01.decode_bits", "Decode a bit pattern", 4, decode_bits_ref, _decode_cases),
     Exercise("ex01.round_nearest_even", "Round to nearest, ties to even", 6,
@@ -192,4 +340,15 @@ EXERCISES = [
     Exercise("ex01.ulp_at", "The spacing of the grid at x", 3, ulp_at_ref, _ulp_cases),
     Exercise("ex01.smallest_absorbing", "Where x + 1 == x", 2, smallest_absorbing_ref,
              _absorbing_cases),
+    Exercise("ex01.round_stochastic", "Stochastic rounding", 4, round_stochastic_ref,
+             _stochastic_cases, compare=stochastic_compare),
 ]
+
+
+def stochastic_false_failure(seed: int = 0) -> tuple[int, float]:
+    """For the cases of ``ex01.round_stochastic`` with this seed: how many have an element that
+    can go either way (the others cannot fail a right answer), and the chance, from the normal
+    tail, that a right answer fails at least one of them."""
+    cases = _stochastic_cases(np.random.default_rng(seed))
+    n = sum(1 for c in cases if np.any(round_stochastic_ref(*c.args).p > 0))
+    return n, 1 - (1 - SR_FALSE_FAILURE_PER_CASE) ** n

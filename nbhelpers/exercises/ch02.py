@@ -4,7 +4,10 @@ Every exercise adds numbers in a chosen accumulator format, every operation roun
 :func:`nbhelpers.rounding.round_to` (the student may use it). The references are the course's
 own tested emulations (:func:`nbhelpers.accumulation.emulated_sum` in the right order,
 :func:`~nbhelpers.accumulation.emulated_dot`, :func:`~nbhelpers.accumulation.stall_length`),
-and the results are compared bit for bit.
+and the results are compared bit for bit. The last exercise is a construction
+(:func:`order_matters_ref`): the student returns terms with a property, and the check judges
+the property itself with those emulations and :func:`nbhelpers.metrics.exact_sum`, since many
+answers are right.
 
 Why bit-exact is fair: the case generators only pass terms that are values of the accumulator
 format (or, for the dot product, inputs whose rounded products are short), spread over a few
@@ -20,6 +23,7 @@ import numpy as np
 from ..accumulation import emulated_dot, emulated_sum, stall_length
 from ..checks import Case, Exercise
 from ..formats import get_format
+from ..metrics import exact_sum
 from ..rounding import round_to
 
 # accumulator formats the random cases draw from (IEEE-style: inf/NaN at the top, subnormals)
@@ -204,6 +208,127 @@ def _stall_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 5. a sum where the order matters
+
+
+def _significant_bits(acc: str) -> int:
+    return get_format(acc).man_bits + 1
+
+
+def fewest_order_matters_terms(acc: str) -> int:
+    """The smallest n for which :func:`order_matters_ref`'s property can hold: ``2**p + 1`` for
+    p significant bits (257 in bf16, 2049 in fp16).
+
+    Why no fewer: the reversed sum R is at most half the exact sum T, and its partial sums only
+    grow (positive terms, monotone rounding), so each is at most T/2. A rounded addition whose
+    result lies in [2**e, 2**(e+1)), 2**e <= T/2, loses at most half a spacing there,
+    2**(e-p) <= T * 2**-(p+1) (a subnormal result is exact). The first addition, 0 + x_0, is
+    exact, so losing T/2 takes at least 2**p more: n - 1 >= 2**p.
+    """
+    return 2 ** _significant_bits(acc) + 1
+
+
+def order_matters_example(n: int, acc: str) -> np.ndarray:
+    """n positive values of ``acc`` whose sequential sum in acc is exact in this order and at
+    most half the exact sum in reverse (n >= :func:`fewest_order_matters_terms`).
+
+    With p significant bits and a unit q: 2**p terms q, then levels of 2**(p-1) terms 2q, 4q, ...
+    (each term one spacing of the running sum, so every partial sum is exact) up to the sum
+    B = 2**(p+L) q, then k terms, multiples of B's spacing 2**(L+1) q, that add up to B. Reversed,
+    those k terms add up to B exactly, and every later term is at most half a spacing of B (ties
+    go to B's even mantissa): the reversed sum stays B, half the exact 2B.
+    """
+    p = _significant_bits(acc)
+    if n < 2**p + 1:
+        raise ValueError(f"no {n} values of {acc} have the property: it takes at least {2**p + 1}")
+    levels, k = divmod(n - 2**p - 1, 2 ** (p - 1))
+    k += 1  # 1 <= k <= 2**(p-1) terms at the end
+    q = 2.0 ** -p
+    terms = [q] * 2**p
+    for level in range(1, levels + 1):
+        terms += [2.0**level * q] * 2 ** (p - 1)
+    g = 2.0 ** (levels + 1) * q  # the spacing at B = 2**(p+levels) q
+    terms += [g] * (k - 1) + [(2 ** (p - 1) - (k - 1)) * g]
+    return np.array(terms)
+
+
+class OrderMattersTarget:
+    """What :func:`order_matters_ref` expects: n values of ``acc`` with the property, and one
+    example that has it. The check reads n and acc from it and judges the property; the example
+    is not compared with anything (many answers are right): it shows that the case is solvable."""
+
+    __slots__ = ("n", "acc", "example")
+
+    def __init__(self, n: int, acc: str, example: np.ndarray) -> None:
+        self.n, self.acc, self.example = n, acc, example
+
+    def __repr__(self) -> str:
+        return f"{self.n} positive values of {self.acc}: sum exact in this order, <= half in reverse"
+
+
+def _order_matters_reason(got, n: int, acc: str) -> str | None:
+    """None if ``got`` has the property of :func:`order_matters_ref` for (n, acc), else why not."""
+    if got is None or isinstance(got, (str, bytes, dict)) or np.ndim(got) != 1:
+        return f"expected a 1-D array of {n} numbers"
+    try:
+        if np.iscomplexobj(got):  # float64 would silently drop the imaginary parts
+            return f"expected a 1-D array of {n} real numbers"
+        x = np.asarray(got, dtype=np.float64)
+    except Exception:  # noqa: BLE001 - a student's odd object
+        return f"expected a 1-D array of {n} numbers"
+    if x.shape != (n,):
+        return f"returned {x.size} terms, expected {n}"
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        return f"term {bad[0]} is {float(x[bad[0]])!r}, not a finite number"
+    bad = np.flatnonzero(x <= 0)
+    if bad.size:
+        return f"term {bad[0]} is {float(x[bad[0]])!r}, not positive"
+    rounded = round_to(x, acc)
+    bad = np.flatnonzero(rounded != x)
+    if bad.size:
+        return (f"term {bad[0]} = {float(x[bad[0]])!r} is not a value of {acc} "
+                f"(it rounds to {float(rounded[bad[0]])!r})")
+    forward, backward = emulated_sum(np.stack([x, x[::-1]]), acc, "sequential")
+    exact = float(exact_sum(x))
+    if exact_sum(np.r_[x, -forward]) != 0:
+        return f"the sum in this order in {acc} is {float(forward)!r}, not the exact {exact!r}"
+    if exact_sum(np.r_[x, -2.0 * backward]) < 0:
+        return (f"the sum in reverse order in {acc} is {float(backward)!r}, "
+                f"more than half of the exact {exact!r}")
+    return None
+
+
+def order_matters_ref(n: int, acc: str) -> OrderMattersTarget:
+    """The property the student's terms must have, with the course's example (which
+    tests/test_exercises_ch02.py verifies has it); the check judges the property alone."""
+    return OrderMattersTarget(n, acc, order_matters_example(n, acc))
+
+
+def _order_matters_compare(got, expected: OrderMattersTarget) -> str | None:
+    try:
+        return _order_matters_reason(got, expected.n, expected.acc)
+    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+        return f"could not judge the terms ({type(e).__name__})"
+
+
+def _order_matters_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((257, "bf16"), label="the fewest terms possible in bf16"),
+        Case((2049, "fp16"), label="the fewest terms possible in fp16"),
+        Case((258, "bf16"), label="one more than the fewest"),
+        Case((384, "bf16")),
+        Case((385, "bf16")),
+        Case((1000, "bf16")),
+        Case((3073, "fp16")),
+    ]
+    for _ in range(8):  # n up to 896 in bf16 (up to four levels in the example), 3198 in fp16 (one)
+        acc = "fp16" if rng.random() < 0.3 else "bf16"
+        fewest = fewest_order_matters_terms(acc)
+        cases.append(Case((int(rng.integers(fewest, fewest + (640 if acc == "bf16" else 1150))), acc)))
+    return cases
+
+
 EXERCISES = [
     Exercise("ex02.kahan_sum", "Kahan summation in a low-precision accumulator", 5,
              kahan_sum_ref, _kahan_cases),
@@ -212,4 +337,6 @@ EXERCISES = [
              dot_product_ref, _dot_cases),
     Exercise("ex02.stall_length", "Where a sum of equal terms stalls", 3,
              stall_length_ref, _stall_cases),
+    Exercise("ex02.order_matters", "A sum that is exact in one order and loses half in the other", 4,
+             order_matters_ref, _order_matters_cases, compare=_order_matters_compare),
 ]
