@@ -131,8 +131,11 @@ CHAPTERS = [
 ),
     ),
     ChapterSpec(
-        3, "ex03_gemm.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
-        ("relative_error", "round_once_and_every_step", "blocked_matmul_fp32", "tensor_core_group"), 15, 4242,
+        3, "ex03_gemm.ipynb",
+        lambda: {"math": math, "np": np, "round_to": round_to,
+                 "TENSOR_CORES": __import__("nbhelpers.tensor_cores", fromlist=["TENSOR_CORES"]).TENSOR_CORES},
+        ("relative_error", "round_once_and_every_step", "blocked_matmul_fp32", "tensor_core_group",
+         "fool_the_tensor_core"), 20, 4242,
         tuple([
     # the largest element instead of the Frobenius norm
     ("relative_error", "num = math.sqrt(float(np.sum((C - C_ref) ** 2)))", "num = float(np.max(np.abs(C - C_ref)))"),
@@ -174,12 +177,32 @@ CHAPTERS = [
     # c added as it is: only the products aligned and truncated
     ("tensor_core_group", "total = sum(math.trunc(v / q) * q for v in values)",
      "total = values[0] + sum(math.trunc(v / q) * q for v in values[1:])"),
+    # built for the V100's alignment and handed in for every GPU: the A100 and H100 keep exact's top bits
+    ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 23 + 1"),
+    # one bit short: the last bit kept is 2**e, so exact keeps its leading bit (at least half of it)
+    ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + spec.align_bits"),
+    # "fp32 would lose it, so the tensor core does": below half of fp32's spacing at P, which the
+    # V100 and A100 cut away but the H100's 25 bits keep
+    ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 25"),
+    # the V100's group of 4 for every GPU: the wrong length elsewhere
+    ("fool_the_tensor_core", 'np.zeros(spec.group("fp16")), np.zeros(spec.group("fp16"))',
+     "np.zeros(4), np.zeros(4)"),
+    # the large product not cancelled: the exact dot product is P + exact
+    ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = [P, 0.0, exact]"),
+    # all zeros: the model returns 0, but the exact dot product is 0 too, not exact
+    ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = 0.0"),
+    # "as large as fp16 goes", misremembered as 2**16: not an fp16 value (it rounds to inf)
+    ("fool_the_tensor_core", "P = 2.0 ** (e + spec.align_bits + 1)", "P = 2.0**16"),
+    # fp16 inputs whose products overflow fp16's range: 256 * 256 = 65536 > 65504
+    ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = [256.0, -256.0, exact]; b[:2] = 256.0"),
+    # exact split into factors that are not fp16 values: exact * 3 times 1/3
+    ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3], b[2] = [P, -P, exact * 3], 1 / 3"),
 ]
 ),
     ),
     ChapterSpec(
         4, "ex04_master_weights.ipynb", lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
-        ("master_weight_step", "kahan_step"), 7, 4321,
+        ("master_weight_step", "lost_update_threshold"), 8, 4321,
         tuple([
     # the product in float64 (lr not rounded to float32, product not rounded)
     ("master_weight_step", "np.float32(lr) * grad", "lr * grad.astype(np.float64)"),
@@ -195,25 +218,36 @@ CHAPTERS = [
     # bf16 copy rounded half away from zero (add half an ulp, truncate) instead of to even
     ("master_weight_step", "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
      "((new_master.view(np.uint32) + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)"),
-    # the compensation added with the wrong sign
-    ("kahan_step", "y = delta - c", "y = delta + c"),
-    # no compensation carried: c forgotten
-    ("kahan_step", "return s, c_new", "return s, np.zeros_like(c_new)"),
-    # the compensation kept in float32 instead of bf16
-    ("kahan_step", "c_new = ((s - w) - y).astype(ml_dtypes.bfloat16).astype(np.float32)", "c_new = (s - w) - y"),
-    # the loss computed the other way round
-    ("kahan_step", "((s - w) - y)", "(y - (s - w))"),
-    # plain round-to-nearest update, compensation ignored
-    ("kahan_step", "y = delta - c", "y = delta"),
-    # new weights rounded half away from zero instead of to even
-    ("kahan_step", "s = (w + y).astype(ml_dtypes.bfloat16).astype(np.float32)",
-     "s = (((w + y).view(np.uint32) + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)"),
+    # the neighbour above w in value, whatever the sign of g
+    ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "np.signbit(w)"),
+    # the direction of +g instead of -g (w + lr*g)
+    ("lost_update_threshold", "np.signbit(w) == np.signbit(g)", "np.signbit(w) != np.signbit(g)"),
+    # the direction from the sign of g alone, as if every weight were positive
+    ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "~np.signbit(g)"),
+    # always the spacing above |w|: the finer binade below a power of two forgotten
+    ("lost_update_threshold", "gap / 2, gap)", "gap, gap)"),
+    # the gap halved at a power of two in both directions
+    ("lost_update_threshold", "toward_zero & power_of_two & (e > -126)", "power_of_two & (e > -126)"),
+    # the gap halved below the smallest normal too (the subnormals below it are not finer)
+    ("lost_update_threshold", "power_of_two & (e > -126)", "power_of_two"),
+    # no subnormal range: the binade of a subnormal taken from its own exponent
+    ("lost_update_threshold", "np.maximum(e - 1, -126)", "e - 1"),
+    # w == 0 not special: frexp's exponent of 0 used as a binade
+    ("lost_update_threshold", "e = np.where(a > 0, np.maximum(e - 1, -126), -126)", "e = np.maximum(e - 1, -126)"),
+    # the full gap instead of half: the update is lost until it reaches the neighbour
+    ("lost_update_threshold", "(gap / 2) / np.abs(g)", "gap / np.abs(g)"),
+    # float32's spacing (24 significant bits) instead of bf16's
+    ("lost_update_threshold", "np.exp2(e - 7.0)", "np.exp2(e - 23.0)"),
+    # a tiny epsilon against division by zero: finite where g == 0
+    ("lost_update_threshold", "/ np.abs(g)", "/ (np.abs(g) + 1e-30)"),
+    # the result returned in float32
+    ("lost_update_threshold", "return (gap / 2) / np.abs(g)", "return ((gap / 2) / np.abs(g)).astype(np.float32)"),
 ]
 ),
     ),
     ChapterSpec(
         5, "ex05_loss_scaling.ipynb", lambda: {"math": math, "np": np},
-        ("scale_trajectory", "underflow_fraction"), 8, 2718,
+        ("scale_trajectory", "underflow_fraction", "settled_scale"), 12, 2718,
         tuple([
     # the scale kept in float64: products not rounded to float32
     ("scale_trajectory", "scale = float(np.float32(scale * backoff_factor))", "scale = scale * backoff_factor"),
@@ -239,6 +273,28 @@ CHAPTERS = [
     ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal"),
     # no absolute value: every negative element counted as lost
     ("underflow_fraction", "np.abs(x) <=", "x <="),
+    # overflow taken to start above fp16's largest value 65504, not at the rounding midpoint 65520
+    ("settled_scale", "return scaled >= limit", "return scaled > 65504.0"),
+    # the tie at 65520 thought to round down to 65504 (it goes to the even neighbour, 2**16: inf)
+    ("settled_scale", "return scaled >= limit", "return scaled > limit"),
+    # S one factor of 2 too high: the peak of the cycle, the scale of the overflowing step
+    ("settled_scale", "return s, skipped", "return 2 * s, skipped"),
+    # S one factor of 2 too low: one back-off too many
+    ("settled_scale", "return s, skipped", "return s / 2, skipped"),
+    # one skip per growth_interval steps: the overflowing step not counted in the cycle
+    ("settled_scale", "1 / (growth_interval + 1)", "1 / growth_interval"),
+    # the cycle thought to last one step longer (growth counted on the step after the last good one)
+    ("settled_scale", "1 / (growth_interval + 1)", "1 / (growth_interval + 2)"),
+    # init_scale's mantissa ignored: S taken as a power of two
+    ("settled_scale", "s = float(np.float32(init_scale))", "s = 2.0 ** math.floor(math.log2(init_scale))"),
+    # init_scale not rounded to float32
+    ("settled_scale", "s = float(np.float32(init_scale))", "s = float(init_scale)"),
+    # no float32 cap: the scale grows past float32's largest value
+    ("settled_scale", " and s * 2 <= top:", ":"),
+    # the cap reached but a growth attempt still counted as a skipped step
+    ("settled_scale", "capped = s * 2 > top", "capped = False"),
+    # no back-off: a start above S is kept
+    ("settled_scale", "while overflows(max_abs_grad * s):", "while False:"),
 ]
 ),
     ),

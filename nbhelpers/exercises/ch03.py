@@ -7,16 +7,20 @@ bit-exact, except that +0.0 and -0.0 count as equal (an accumulator that starts 
 product instead of from zero may produce either for an exactly cancelling sum, and nothing in
 the chapter depends on the sign of a zero). ``relative_error`` is the exception: norms may be
 computed in any order, so it is compared with a relative tolerance (:func:`nbhelpers.checks.close_to`).
+``fool_the_tensor_core`` is a construction (:func:`fool_the_tensor_core_ref`): the student returns
+inputs with a property, and the check judges the property itself with the GPU's tensor-core model
+(:data:`nbhelpers.tensor_cores.TENSOR_CORES`) and exact sums, since many answers are right.
 """
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from ..accumulation import emulated_dot, emulated_matmul
 from ..metrics import relative_error
-from ..tensor_cores import accumulator_probe, tensor_core_group_sum
+from ..tensor_cores import TENSOR_CORES, accumulator_probe, tensor_core_group_sum
 from ..checks import Case, Exercise, close_to, same_value_up_to_zero_sign
 from ..formats import ulp
 from ..rounding import round_to
@@ -230,6 +234,132 @@ def _group_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 5. fool the tensor core
+
+_FOOL_GPUS = ("V100", "A100", "H100")  # the established rows of TENSOR_CORES
+_FP16_MAX = 65504.0
+
+
+def fool_top_exponent(gpu: str) -> int:
+    """The largest e for which the cases of :func:`fool_the_tensor_core_ref` draw |exact| in
+    [2**e, 2**(e+1)): ``14 - align_bits`` (V100: -9, A100: -10, H100: -11).
+
+    Why an answer exists there: a term of exponent E (|P| in [2**E, 2**(E+1))) that is the
+    largest in the group cuts every other term to a multiple of 2**(E - align_bits), so a term
+    below that vanishes. With E = e + align_bits + 1 the cut is 2**(e+1) > |exact|, and
+    2**E <= 2**15, the largest power of two in fp16, as long as e <= 14 - align_bits."""
+    return 14 - TENSOR_CORES[gpu].align_bits
+
+
+def fool_the_tensor_core_example(gpu: str, exact: float) -> tuple[np.ndarray, np.ndarray]:
+    """One answer: the products P, -P and exact (then zeros), with P a power of two large enough
+    that the model's alignment to P cuts ``exact`` to nothing; the model returns 0."""
+    spec = TENSOR_CORES[gpu]
+    e = math.frexp(abs(exact))[1] - 1
+    P = 2.0 ** (e + spec.align_bits + 1)
+    a, b = np.zeros(spec.group("fp16")), np.zeros(spec.group("fp16"))
+    a[:3], b[:3] = [P, -P, exact], 1.0
+    return a, b
+
+
+class FoolTheTensorCoreTarget:
+    """What :func:`fool_the_tensor_core_ref` expects: for ``gpu``, two arrays of ``length`` fp16
+    values whose exact dot product is ``exact`` and on which that GPU's tensor-core model is off
+    by at least |exact|/2; ``example`` is one such pair. The check judges the property; the
+    example is not compared with anything (many answers are right): it shows that the case is
+    solvable (tests/test_exercises_ch03.py)."""
+
+    __slots__ = ("gpu", "exact", "length", "example")
+
+    def __init__(self, gpu: str, exact: float, length: int, example) -> None:
+        self.gpu, self.exact, self.length, self.example = gpu, exact, length, example
+
+    def __repr__(self) -> str:
+        return (f"a, b: {self.length} fp16 values each, every |a[i]*b[i]| <= 65504, sum(a*b) == "
+                f"{self.exact!r} exactly, and the {self.gpu} model off by >= |{self.exact!r}|/2")
+
+
+def _fp16_vector(v, name: str, n: int) -> np.ndarray | str:
+    """v as a new float64 array of n fp16 values, or the reason why it is not one."""
+    want = f"{name}: expected a 1-D array of {n} fp16 values"
+    if v is None or isinstance(v, (str, bytes, dict)) or np.ndim(v) != 1:
+        return want
+    if np.iscomplexobj(v):  # float64 would silently drop the imaginary parts
+        return want + " (got complex numbers)"
+    try:
+        x = np.array(v, dtype=np.float64)  # a copy: the student's array is never touched
+    except Exception:  # noqa: BLE001 - a student's odd object
+        return want
+    if x.shape != (n,):
+        return f"{name} has {x.size} values, expected {n}"
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        return f"{name}[{bad[0]}] is {float(x[bad[0]])!r}, not a finite number"
+    rounded = round_to(x, "fp16")
+    bad = np.flatnonzero(rounded != x)
+    if bad.size:
+        return (f"{name}[{bad[0]}] = {float(x[bad[0]])!r} is not an fp16 value "
+                f"(it rounds to {float(rounded[bad[0]])!r})")
+    return x
+
+
+def _fool_reason(got, gpu: str, exact: float) -> str | None:
+    """None if ``got`` has the property of :func:`fool_the_tensor_core_ref` for (gpu, exact)."""
+    spec = TENSOR_CORES[gpu]
+    n = spec.group("fp16")
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"expected a pair (a, b) of arrays, got {type(got).__name__}"
+    vectors = [_fp16_vector(v, name, n) for v, name in zip(got, "ab")]
+    for v in vectors:
+        if isinstance(v, str):
+            return v
+    a, b = vectors
+    products = a * b  # exact: 11 x 11 significant bits, far inside float64's range
+    bad = np.flatnonzero(np.abs(products) > _FP16_MAX)
+    if bad.size:
+        return f"a[{bad[0]}]*b[{bad[0]}] = {float(products[bad[0]])!r} is beyond fp16's largest value 65504"
+    if math.fsum([*products.tolist(), -exact]) != 0:  # fsum is correctly rounded: 0 only if exact
+        return f"the exact dot product is {math.fsum(products.tolist())!r}, not {exact!r}"
+    got_tc = float(spec.matmul(a[None, :], b[:, None], "fp16", "fp32")[0, 0])
+    if 2 * abs(Fraction(got_tc) - Fraction(exact)) < abs(Fraction(exact)):
+        return (f"the {gpu} model returns {got_tc!r}: off by {abs(got_tc - exact)!r}, "
+                f"less than half of |{exact!r}|")
+    return None
+
+
+def fool_the_tensor_core_ref(gpu: str, exact: float) -> FoolTheTensorCoreTarget:
+    """The property the student's pair must have, with the course's example (which
+    tests/test_exercises_ch03.py verifies has it); the check judges the property alone."""
+    spec = TENSOR_CORES[gpu]
+    return FoolTheTensorCoreTarget(gpu, float(exact), spec.group("fp16"), fool_the_tensor_core_example(gpu, exact))
+
+
+def _fool_compare(got, expected: FoolTheTensorCoreTarget) -> str | None:
+    try:
+        return _fool_reason(got, expected.gpu, expected.exact)
+    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+        return f"could not judge the pair ({type(e).__name__})"
+
+
+def _fool_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for gpu in _FOOL_GPUS:
+        top = fool_top_exponent(gpu)
+        cases += [
+            Case((gpu, 2.0**top), label=f"{gpu}: 2**{top}, the top of the cases' range"),
+            Case((gpu, -(2.0 ** (top + 1) - 2.0 ** (top - 10))),
+                 label=f"{gpu}: the largest fp16 value below 2**{top + 1}, negative"),
+            Case((gpu, 2.0**-24), label=f"{gpu}: 2**-24, fp16's smallest subnormal"),
+        ]
+    for i in range(15):  # every GPU in turn; half of them in the top binade, where fp16's range is tight
+        gpu = _FOOL_GPUS[i % 3]
+        top = fool_top_exponent(gpu)
+        e = top if rng.random() < 0.5 else int(rng.integers(max(-24, top - 12), top))
+        exact = float(round_to(rng.uniform(1, 2) * 2.0**e, "fp16", "toward_zero"))  # in [2**e, 2**(e+1))
+        cases.append(Case((gpu, exact * float(rng.choice([-1.0, 1.0])))))
+    return cases
+
+
 EXERCISES = [
     Exercise("ex03.relative_error", "The relative error of a GEMM", 2, relative_error_ref,
              _relative_error_cases, compare=_close),
@@ -239,4 +369,6 @@ EXERCISES = [
              blocked_matmul_fp32_ref, _blocked_cases, compare=same_value_up_to_zero_sign),
     Exercise("ex03.tensor_core_group", "One tensor-core group: align, truncate, add", 5,
              tensor_core_group_ref, _group_cases, compare=same_value_up_to_zero_sign),
+    Exercise("ex03.fool_the_tensor_core", "Fool the tensor core: inputs its alignment gets wrong", 5,
+             fool_the_tensor_core_ref, _fool_cases, compare=_fool_compare),
 ]

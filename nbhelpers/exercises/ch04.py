@@ -1,18 +1,20 @@
 """Chapter 04 exercises: master weights. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
 
 Arrays are numpy float32; bf16 values travel as float32 arrays that hold bf16 values (every bf16
-value is a float32 value). The references are the training loop's own update functions in
-:mod:`nbhelpers.training` (tested against numpy/ml_dtypes in tests/test_training.py);
-results must match bit for bit, because the specs fix every rounding.
+value is a float32 value). The master-weight step's reference is the training loop's own update
+function in :mod:`nbhelpers.training` (tested against numpy/ml_dtypes in tests/test_training.py);
+its results must match bit for bit, because the spec fixes every rounding. The lost-update
+threshold is a float64 number that a student may compute in another order: it is compared within
+a few float64 ulps (:data:`THRESHOLD_RTOL`), and its reference is checked by measurement (applying
+the update with round_to) in tests/test_exercises_ch04.py.
 """
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ..checks import Case, Exercise
 from ..rounding import round_to
-from ..training import kahan_update, sgd_master_step
+from ..training import sgd_master_step
 
 _LRS = [1e-3, 3e-4, 1e-2, 0.1, 1e-4, 0.5]
 
@@ -81,44 +83,94 @@ def _master_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-# ------------------------------------------------------------------ 2. a Kahan-compensated bf16 update
+# ------------------------------------------------------------------ 2. the learning rate below which an update is lost
+
+BF16_SMALLEST_SUBNORMAL = 2.0**-133
+THRESHOLD_RTOL = 4 * 2.0**-52  # a few float64 ulps: the reference divides once, a student may round twice
 
 
-def kahan_step_ref(w: np.ndarray, c: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(new weights, new compensation), both bf16 values as float32 arrays."""
-    wt = torch.from_numpy(np.array(w, dtype=np.float32)).to(torch.bfloat16)
-    ct = torch.from_numpy(np.array(c, dtype=np.float32)).to(torch.bfloat16)
-    s, c_new = kahan_update(wt, ct, torch.from_numpy(np.array(delta, dtype=np.float32)))
-    return s.float().numpy(), c_new.float().numpy()
+def lost_update_threshold_ref(w: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """float64 array t, the shape of w: 0 < lr < t loses the update round_bf16(w - lr * g) == w.
+
+    w holds bf16 values (finite, not the largest magnitude), g float32 gradients. Found by
+    stepping w's bf16 code one step toward -g (code + 1 away from zero, code - 1 toward it), so
+    it needs no rule for powers of two, subnormals or zero; t is half that gap (a power of two)
+    over |g|, one correctly rounded division; inf where g == 0.
+    """
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    g = np.ascontiguousarray(g, dtype=np.float32)
+    code = (w.view(np.uint32) >> 16).astype(np.int64)
+    mag = code & 0x7FFF
+    toward_zero = (mag != 0) & (np.signbit(w) == np.signbit(g))  # w - lr*g shrinks |w|
+    step = np.where(toward_zero, mag - 1, mag + 1)
+    neighbour = (step.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    gap = np.abs(neighbour - np.abs(w.astype(np.float64)))  # exact: both on the bf16 grid
+    with np.errstate(divide="ignore"):
+        return np.where(g == 0, np.inf, (gap / 2) / np.abs(g.astype(np.float64)))
 
 
-def _kahan_cases(rng: np.random.Generator) -> list[Case]:
+def threshold_compare(got, expected: np.ndarray) -> str | None:
+    """None if ``got`` has expected's shape, inf exactly where expected is inf, and finite values
+    within a relative ``THRESHOLD_RTOL`` of expected; else a short reason. Never raises."""
+    try:
+        a = np.asarray(got)
+        if a.dtype.kind not in "fiu" and a.dtype.kind != "V":
+            return f"returned {type(got).__name__} of dtype {a.dtype}, expected an array of floats"
+        a = a.astype(np.float64)
+    except Exception:
+        return f"returned {type(got).__name__}, expected an array of floats"
+    if a.shape != expected.shape:
+        return f"returned shape {a.shape}, expected {expected.shape}"
+    inf = np.isinf(expected)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = np.where(inf, a == expected, np.abs(a - expected) <= THRESHOLD_RTOL * np.abs(expected))
+    if ok.all():
+        return None
+    i = int(np.flatnonzero(~ok.reshape(-1))[0])
+    return (f"{int((~ok).sum())} of {a.size} elements differ; first at flat index {i}: got {float(a.flat[i])!r}, "
+            f"expected {float(expected.flat[i])!r} (tolerance: relative {THRESHOLD_RTOL:.3g}, inf exactly)")
+
+
+def _pow2_weights(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Signed powers of two in bf16's range, half of them around the normal/subnormal boundary."""
+    near = rng.integers(-133, -123, size=n)  # 2**-133 .. 2**-124: subnormal, smallest normal, just above
+    anywhere = rng.integers(-133, 127, size=n)
+    e = np.where(rng.random(n) < 0.5, near, anywhere)
+    return rng.choice([-1.0, 1.0], size=n) * np.exp2(e.astype(np.float64))
+
+
+def _threshold_cases(rng: np.random.Generator) -> list[Case]:
+    s = BF16_SMALLEST_SUBNORMAL
     cases = [
-        Case((_bf16([1.0]), _bf16([0.0]), _f32([1e-3])), label="too small to move w: kept in c"),
-        Case((_bf16([1.0]), _bf16([-0.003]), _f32([1e-3])), label="c adds earlier losses back: w moves"),
-        Case((_bf16([1.0, -2.0]), _bf16([-0.001, 0.002]), _f32([0.0, 0.0])), label="zero update, pending c"),
-        Case((_bf16([0.5, 0.5]), _bf16([0.0, 0.0]), _f32([-1e-3, -3e-3])), label="negative updates"),
-        Case((_bf16([0.0, 1e-3]), _bf16([0.0, 0.0]), _f32([1e-5, 0.25])), label="zero weight; large update"),
-        Case((_bf16([1.0]), _bf16([0.0]), _f32([2.0**-8])), label="update of exactly half a spacing (tie)"),
+        Case((_bf16([1.0, 1.0]), _f32([-1e-3, 1e-3])), label="w = 1 moving up, and down: the gap below 1 is half"),
+        Case((_bf16([-1.0, -1.0]), _f32([1e-3, -1e-3])), label="w = -1 moving away from zero, and toward it"),
+        Case((_bf16([1.5, 1.5, -0.3]), _f32([2e-3, -2e-3, 5e-4])), label="not a power of two: both gaps equal"),
+        Case((_bf16([0.0, -0.0, 0.0]), _f32([1e-3, 1e-3, -3.0])), label="w = 0: the neighbour is the smallest subnormal"),
+        Case((_bf16([s, 5 * s, -s]), _f32([1e-3, -1e-3, -2.0])), label="subnormal weights, one step to zero"),
+        Case((_bf16([2.0**-126, 2.0**-125, -(2.0**-126)]), _f32([1.0, 1.0, -1.0])),
+             label="smallest normal toward zero: no halving; 2**-125: halved"),
+        Case((_bf16([1.0, -2.0, 0.0]), _f32([0.0, -0.0, 0.0])), label="zero gradient: never moves (inf)"),
+        Case((_bf16([2.0**127, 3e38, 1e-3]), _f32([-1.0, 1e-45, 1e10])), label="large weights, tiny and huge gradients"),
+        Case((_bf16(np.linspace(-2, 2, 6).reshape(2, 3)), _f32(np.full((2, 3), 1e-2))), label="a 2-d tensor"),
     ]
     for _ in range(60):
         n = int(rng.integers(1, 65))
-        w = _bf16(_log_uniform(rng, -8, 2, n))
-        delta = _f32(np.abs(w) * _log_uniform(rng, -13, -3, n))
-        c = _bf16(np.abs(w) * _log_uniform(rng, -12, -9, n) * (rng.random(n) < 0.8))
-        if rng.random() < 0.4:  # some elements with w + y exactly on a bf16 tie (to even, not away)
-            y = _bf16_ties(w, rng) - w  # exact: half a spacing
-            d = y + c  # float32
-            exact = (d - c) == y
-            tie = rng.random(n) < 0.4
-            delta = _f32(np.where(tie, np.where(exact, d, y), delta))
-            c = _f32(np.where(tie & ~exact, 0, c))
-        cases.append(Case((w, c, delta)))
+        pick = rng.random(n)
+        w = _log_uniform(rng, -20, 4, n)
+        w = np.where(pick < 0.08, _log_uniform(rng, -60, 126.5, n), w)
+        w = np.where((pick >= 0.08) & (pick < 0.3), _pow2_weights(rng, n), w)
+        w = np.where((pick >= 0.3) & (pick < 0.4), rng.integers(-127, 128, size=n) * s, w)  # subnormals, zero
+        w = np.where((pick >= 0.4) & (pick < 0.43), rng.choice([0.0, -0.0], size=n), w)
+        g = _log_uniform(rng, -30, 5, n)
+        g = np.where(rng.random(n) < 0.05, _log_uniform(rng, -149, -126, n), g)  # float32 subnormal gradients
+        g = np.where(rng.random(n) < 0.06, rng.choice([0.0, -0.0], size=n), g)
+        cases.append(Case((_bf16(w), _f32(g))))
     return cases
 
 
 EXERCISES = [
     Exercise("ex04.master_weight_step", "The master-weight update step", 3, master_weight_step_ref,
              _master_cases),
-    Exercise("ex04.kahan_step", "A Kahan-compensated bf16 update", 4, kahan_step_ref, _kahan_cases),
+    Exercise("ex04.lost_update_threshold", "The learning rate below which a bf16 update is lost", 5,
+             lost_update_threshold_ref, _threshold_cases, compare=threshold_compare),
 ]

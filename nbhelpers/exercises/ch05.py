@@ -3,14 +3,19 @@
 The dynamic scaler's reference is :class:`nbhelpers.loss_scaling.DynamicLossScaler`, which
 tests/test_loss_scaling.py holds bit for bit against ``torch.amp.GradScaler("cpu")``; the
 underflow reference (:func:`nbhelpers.metrics.underflow_fraction`) counts with the course's
-``round_to``. Edge cases come first, then random ones (hidden sequences and arrays) from the seed.
+``round_to``. The settled scale's reference is a closed form from the fp16 and float32 formats;
+tests/test_exercises_ch05.py measures it by running the scaler. Edge cases come first, then random
+ones (hidden sequences and arrays) from the seed.
 """
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import numpy as np
 
 from ..checks import Case, Exercise
-from ..formats import FloatFormat
+from ..formats import FORMATS, FloatFormat
 from ..loss_scaling import scale_trajectory
 from ..metrics import underflow_fraction
 
@@ -91,8 +96,109 @@ def _underflow_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 3. the scale a dynamic scaler settles at
+#
+# A predict-then-measure problem: the scaler of exercise 1, with factors 2 and 0.5, fed a gradient of
+# the same largest magnitude g every step, overflowing in fp16. The reference is the closed form from
+# the two formats; tests/test_exercises_ch05.py measures the same numbers by running the chapter's
+# DynamicLossScaler with found_inf from a real rounding to fp16.
+
+_FP16 = FORMATS["fp16"]
+# the smallest magnitude that rounds to inf in fp16: the largest finite value plus half its ulp (the
+# midpoint between it and 2**16, where the rounded value would land if the exponent went on); the tie
+# itself goes to 2**16 (its mantissa is even), so a product >= this overflows
+FP16_OVERFLOW = _FP16.max + math.ldexp(_FP16.eps, math.frexp(_FP16.max)[1] - 1) / 2
+
+
+def settled_scale_ref(max_abs_grad: float, init_scale: float, growth_interval: int) -> tuple[float, float]:
+    """(S, skipped): the scale a GradScaler-rule scaler (x2 / x0.5) keeps once settled, and the fraction
+    of steps it skips then, for a gradient whose largest magnitude is max_abs_grad at every step."""
+    g = Fraction(max_abs_grad)
+    s0 = float(np.float32(init_scale))
+    _, e = math.frexp(s0)  # s0 = m * 2**e, 0.5 <= m < 1; the scale stays s0 * 2**k
+    # the largest k with g * s0 * 2**k < FP16_OVERFLOW, exactly
+    k = math.floor(math.log2(FP16_OVERFLOW / (float(g) * s0)))
+    while g * Fraction(s0) * Fraction(2) ** k >= FP16_OVERFLOW:
+        k -= 1
+    while g * Fraction(s0) * Fraction(2) ** (k + 1) < FP16_OVERFLOW:
+        k += 1
+    k_cap = 128 - e  # s0 * 2**k is finite in float32 up to this k (m * 2**128 > float32's max)
+    if k >= k_cap:  # growth past float32's range is refused: no growth attempt, no overflow
+        return math.ldexp(s0, k_cap), 0.0
+    # once at S: growth_interval taken steps, growth to 2 S, one overflowing (skipped) step, back to S
+    return math.ldexp(s0, k), 1 / (growth_interval + 1)
+
+
+def _grad_for(product: float, scale: float) -> float:
+    """A max_abs_grad with at most 29 significant bits whose product with ``scale`` (a float32 value) is
+    ``product`` or just below (the exact product with scale is then a float64: 29 + 24 bits)."""
+    q = product / scale
+    mq, eq = math.frexp(q)
+    return math.ldexp(math.floor(mq * 2**29), eq - 29)
+
+
+def _trim(x: float) -> float:
+    """x cut to 29 significant bits (toward zero)."""
+    m, e = math.frexp(x)
+    return math.ldexp(math.floor(m * 2**29), e - 29)
+
+
+# odd parts of 65520 = 2**4 * 3**2 * 5 * 7 * 13: with such a mantissa in the scale the tie can be hit
+_TIE_ODD = [3, 5, 7, 9, 13, 15, 21, 35, 45, 63, 91, 105, 315, 455, 819, 4095]
+
+
+def _settled_cases(rng: np.random.Generator) -> list[Case]:
+    T = FP16_OVERFLOW
+    below = np.nextafter(T, 0)
+    cases = [
+        Case((1.0, 65536.0, 2000), label="GradScaler's defaults, a gradient of 1 (the answer is from a back-off)"),
+        Case((T / 2.0**17, 1.0, 4), label="scaled gradient exactly 65520 at 2**17: the tie rounds to inf"),
+        Case((below / 2.0**17, 1.0, 4), label="scaled gradient just below 65520 at 2**17: rounds to 65504"),
+        Case((65510.0 / 2.0**16, 65536.0, 3), label="scaled gradient 65510 at 2**16: above 65504, still finite"),
+        Case((65504.0 / 2.0**10, 1024.0, 2), label="scaled gradient exactly 65504: finite"),
+        Case((3.0e5, 1.0, 5), label="even a scale of 1 overflows: the answer is below 1"),
+        Case((2.0**-130, 1.0, 3), label="a tiny gradient: growth stops at float32's largest power-of-two multiple"),
+        Case((2.0**-130, 3.0, 3), label="the float32 cap with a scale of the form 3 * 2**k"),
+        Case((_trim(1e-3), 1000.0, 1), label="growth_interval 1, a scale of the form 1000 * 2**k"),
+        Case((_trim(0.3), 0.1, 7), label="init_scale 0.1 (rounded to float32 first)"),
+        Case((65520.0 / (45 * 2.0**8), 45.0 * 2**20, 2), label="a tie with a scale of the form 45 * 2**k, from above"),
+    ]
+    for i in range(90):
+        kind = i % 9
+        # the starting scale: a power of two, a short odd multiple (which can hit the tie exactly), or any
+        # float64 (rounded to float32 by the scaler)
+        r = rng.random()
+        if r < 0.3 or kind == 0 and r < 0.5:
+            init = math.ldexp(1.0, int(rng.integers(-30, 60)))
+        elif r < 0.6 or kind == 0:
+            init = math.ldexp(float(rng.choice(_TIE_ODD)), int(rng.integers(-30, 50)))
+        else:
+            init = float(np.exp2(rng.uniform(-30, 60)))
+        if kind == 4:  # the float32 cap: start high, or the climb takes too many steps to simulate
+            init = math.ldexp(init, 96 - math.frexp(init)[1] + int(rng.integers(0, 30)))
+        s0 = float(np.float32(init))
+        interval = int(rng.choice([1, 2, 3, 5, 8, 16, 100, 2000]))
+        # the scale at which the scaled gradient lands in a hard place: grown to, backed off to, or the start
+        scale = math.ldexp(s0, int(rng.integers(-12, 13)))
+        if kind == 0:  # exactly on the tie 65520 (rounds to inf): S is half of this scale
+            g = T / scale
+        elif kind == 1:  # just below the tie: rounds to 65504, finite
+            g = _grad_for(float(below), scale)
+        elif kind in (2, 3):  # between 65504 and 65520: finite, although above fp16's largest
+            g = _grad_for(float(rng.uniform(65504.5, 65519.5)), scale)
+        elif kind == 4:  # a tiny gradient: S would pass float32's largest value
+            g = _trim(float(np.exp2(rng.uniform(-140, -112))))
+        elif kind == 5:  # a large gradient: S below 1
+            g = _trim(float(np.exp2(rng.uniform(17, 90))))
+        else:  # anywhere in a binade below the overflow
+            g = _grad_for(float(np.exp2(rng.uniform(15, 16))), scale)
+        cases.append(Case((g, init, interval)))
+    return cases
+
+
 EXERCISES = [
     Exercise("ex05.scale_trajectory", "The dynamic loss scaler", 5, scale_trajectory_ref, _scale_cases),
     Exercise("ex05.underflow_fraction", "The fraction that underflows", 3, underflow_fraction_ref,
              _underflow_cases),
+    Exercise("ex05.settled_scale", "Predict where the scaler settles", 4, settled_scale_ref, _settled_cases),
 ]
