@@ -8,7 +8,8 @@ fp16). For float32 and float64 inputs (10 million normal random numbers spread o
 binades; the float64 ones use all 53 bits) and each format, the two are timed interleaved
 (A, B, A, B, ...) ``--runs`` times each and the medians compared. Printed: both medians, our
 throughput in million values per second and the ratio peer_time / round_to_time (> 1 means
-round_to is faster).
+round_to is faster). float32 input is timed twice: with round_to's default float64 result, and
+with ``dtype=np.float32`` (the same values in the peer's own result type).
 
 Before timing, the results are compared value by value. For float32 input they must be
 bit-identical (both round once), or nothing is timed. For float64 input the peers may differ:
@@ -91,24 +92,29 @@ def main(argv=None) -> int:
     load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     print(f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, "
           f"{cpu_model()}, {os.cpu_count()} CPUs, load average {load}")
-    print(f"{'input':8s} {'format':7s} {'peer':>8s} {'round_to ms':>12s} {'peer ms':>9s} "
+    print(f"{'input':8s} {'result':8s} {'format':7s} {'peer':>8s} {'round_to ms':>12s} {'peer ms':>9s} "
           f"{'round_to Mval/s':>16s} {'ratio':>7s}  differing values")
     rows = []
-    for in_name, x in inputs.items():
+    # round_to returns float64 by default; with float32 input, dtype=np.float32 returns the same
+    # values as float32, the like-for-like result of the peer's round trip
+    runs = [(i, r) for i in inputs for r in (("float64", "float32") if i == "float32" else ("float64",))]
+    for in_name, out_name in runs:
+        x = inputs[in_name]
+        out_dtype = np.dtype(out_name)
         for name in FORMATS_TO_TIME:
             f = FORMATS[name]
             peer, dt = peer_dtype(name)
             with np.errstate(over="ignore", invalid="ignore"):
-                ours = round_to(x, f)
+                ours = round_to(x, f, dtype=out_dtype)
                 theirs = x.astype(dt).astype(x.dtype)
             n_diff = differing(ours, theirs)
             if n_diff and x.dtype == np.float32:
-                print(f"{in_name} {name}: results differ in {n_diff} places; not timing", file=sys.stderr)
+                print(f"{in_name} -> {out_name} {name}: results differ in {n_diff} places; not timing", file=sys.stderr)
                 return 1
             del ours, theirs
 
             def ours_fn():
-                round_to(x, f)
+                round_to(x, f, dtype=out_dtype)
 
             def peer_fn():
                 with np.errstate(over="ignore", invalid="ignore"):
@@ -116,11 +122,11 @@ def main(argv=None) -> int:
 
             t_ours, t_peer = interleaved_medians(ours_fn, peer_fn, args.runs)
             ratio = t_peer / t_ours
-            rows.append({"input": in_name, "format": name, "peer": f"{peer} x.astype({dt.name}).astype({in_name})",
+            rows.append({"input": in_name, "result": out_name, "format": name, "peer": f"{peer} x.astype({dt.name}).astype({in_name})",
                          "round_to_s": t_ours, "peer_s": t_peer, "ratio": ratio,
                          "values_differing_from_peer": n_diff})
             note = f"{n_diff} (peer rounds twice)" if n_diff else "0"
-            print(f"{in_name:8s} {name:7s} {peer:>9s} {t_ours * 1e3:11.1f} {t_peer * 1e3:9.1f} "
+            print(f"{in_name:8s} {out_name:8s} {name:7s} {peer:>9s} {t_ours * 1e3:11.1f} {t_peer * 1e3:9.1f} "
                   f"{args.n / t_ours / 1e6:16.1f} {ratio:7.2f}x  {note}")
     if args.json:
         meta = {"script": "benchmarks/bench_rounding.py",

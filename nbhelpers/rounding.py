@@ -93,8 +93,9 @@ def round_to(
     rounding: Rounding | str = "nearest_even",
     rng: np.random.Generator | None = None,
     saturate: bool | None = None,
+    dtype=None,
 ) -> np.ndarray:
-    """Round ``x`` onto the grid of ``fmt``; returns float64 of the same shape.
+    """Round ``x`` onto the grid of ``fmt``; returns float64 (or ``dtype``) of the same shape.
 
     Parameters
     ----------
@@ -108,6 +109,10 @@ def round_to(
         True: finite overflow and +-inf clamp to +-max (NaN stays NaN).
         False: like None, except that formats without inf/NaN cannot do anything but saturate.
         Toward-zero rounding never rounds a finite value up, so it lands on +-max (IEEE 754).
+    dtype: the result's dtype: None or float64 (default), or float32: the same values (every
+        format here is at most fp32 wide, so its values are float32 values), half the bytes.
+        float32 input to bf16 with nearest-even and a float32 result is then one library cast
+        there and back (ml_dtypes rounds float32 to bf16 once, ties to even: tested).
 
     NaN stays NaN (also for formats without a NaN code, where there is no right answer: ml_dtypes
     turns it into -0, this function keeps it visible). For e8m0fnu (positive powers of two only)
@@ -120,19 +125,46 @@ def round_to(
         stochastic_rng(rng)
     if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
         raise TypeError(f"saturate must be None, True or False, got {saturate!r}")
+    out_dtype = _result_dtype(dtype)
     scalar = isinstance(x, Real) and not isinstance(x, np.ndarray)
     arr = _as_float64(x)
-    out = np.empty(arr.shape, dtype=np.float64)
-    flat_in = arr.reshape(-1)
-    flat_out = out.reshape(-1)
-    fast = _fast_kernel(f, mode, saturate, flat_in.dtype)
-    if fast is not None:
-        _run_chunks(fast, flat_in, flat_out, f, mode, rng, saturate)
+    fast = _fast_kernel(f, mode, saturate, arr.dtype)
+    if out_dtype == np.float32 and fast is _round_bf16_from_f32_chunk:
+        out = _bf16_from_f32_whole(arr)
     else:
-        _round_generic(flat_in, flat_out, f, mode, rng, saturate)
+        out = np.empty(arr.shape, dtype=np.float64)
+        flat_in = arr.reshape(-1)
+        flat_out = out.reshape(-1)
+        if fast is not None:
+            _run_chunks(fast, flat_in, flat_out, f, mode, rng, saturate)
+        else:
+            _round_generic(flat_in, flat_out, f, mode, rng, saturate)
+        if out_dtype == np.float32:
+            out = out.astype(np.float32)  # exact: every value of the format is a float32 value
     if scalar:
-        return out.reshape(())[()]  # numpy float64 scalar
+        return out.reshape(())[()]  # numpy scalar
     return out
+
+
+def _result_dtype(dtype) -> np.dtype:
+    if dtype is None:
+        return np.dtype(np.float64)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt == np.float64:
+        return dt
+    if dt == np.float32:  # exact: formats are at most fp32 wide (get_format caps both widths)
+        return dt
+    raise ValueError(f"dtype must be None, float64 or float32, got {dtype!r}")
+
+
+def _bf16_from_f32_whole(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 (nearest-even, once) -> float32, in two library casts."""
+    import ml_dtypes
+
+    return x.astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
 def _round_generic(flat_in, flat_out, f: FloatFormat, mode: Rounding, rng, saturate) -> None:

@@ -414,3 +414,28 @@ def test_bf16_fast_path_strided_and_shaped_input(dtype):
     x = bf16_neighbourhood(dtype)[: 3 * 40_000].reshape(3, 40_000)
     for view in (x[:, ::3], x.T, x[::-1, 1:]):
         assert_bits(round_to(view, f), _generic(np.ascontiguousarray(view), f).reshape(view.shape), view)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("in_dtype", [np.float32, np.float64])
+def test_float32_result_holds_the_same_values(name, in_dtype):
+    """dtype=np.float32 returns the float64 result's values bit for bit (signs of zero, NaN
+    included), for every format and mode; for bf16 from float32 it is the library's cast."""
+    x = bf16_neighbourhood(in_dtype)
+    x = np.concatenate([x, (np.random.default_rng(1).standard_normal(50_000) * 1e3).astype(in_dtype)])
+    for mode, saturate in (("nearest_even", None), ("toward_zero", None), ("nearest_away", True)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = round_to(x, name, mode, saturate=saturate)
+            got = round_to(x, name, mode, saturate=saturate, dtype=np.float32)
+        assert got.dtype == np.float32 and got.shape == x.shape
+        assert_bits(got.astype(np.float64), want, x)
+    got = round_to(x.reshape(2, -1) if x.size % 2 == 0 else x, name, dtype="float32")
+    assert got.dtype == np.float32 and got.shape == (x.reshape(2, -1) if x.size % 2 == 0 else x).shape
+    assert round_to(1.3, name, dtype=np.float32).dtype == np.float32  # a scalar stays a scalar
+    assert np.ndim(round_to(1.3, name, dtype=np.float32)) == 0
+
+
+def test_result_dtype_errors():
+    for bad in (np.float16, np.int32, "fp32", object):
+        with pytest.raises(ValueError, match="dtype must be None, float64 or float32"):
+            round_to(np.ones(3), "bf16", dtype=bad)
