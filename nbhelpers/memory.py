@@ -7,45 +7,17 @@ moments, a Kahan compensation buffer), and :func:`bytes_per_parameter` adds them
 counterpart is :attr:`nbhelpers.training.TrainResult.state_bytes`.
 
 Bytes are not the whole story: Adam's moments decay by ``beta`` every step, and in a narrow format
-with round to nearest that decay can round away. :meth:`MemoryRecipe.caveats` says so for a
-recipe, from :func:`decay_rounded_away`, computed over every value of the format.
+with round to nearest that decay can round away. A recipe records how its states are rounded
+(``state_rounding``); :func:`nbhelpers.training.recipe_caveats` computes what that costs.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
+from .formats import get_format
 
-from .formats import finite_values, get_format
-from .rounding import round_to
-
-__all__ = ["ADAM_BETAS", "MEMORY_RECIPES", "MemoryRecipe", "bytes_per_parameter", "decay_rounded_away"]
-
-ADAM_BETAS = {"adam m": 0.9, "adam v": 0.999}  # the usual beta1 and beta2: the decay of each moment
-
-
-def decay_rounded_away(fmt: str, beta: float) -> float:
-    """The fraction of the positive normal values ``v`` of ``fmt`` for which ``beta * v`` (exact)
-    rounds back to ``v`` to nearest: the share of states whose decay is lost at every step.
-
-    bf16 with beta = 0.999 gives 1.0 (every value: 1 - beta is below half the relative gap, at
-    least 2**-9); fp32 gives 0.0 for beta <= 0.999 (half its relative gap is at most 2**-24)."""
-    if not 0 < beta < 1:
-        raise ValueError(f"beta must lie strictly between 0 and 1, got {beta!r}")
-    f = get_format(fmt)
-    if f.bits > 16:  # too many values to list: decide from the relative half gap below a normal v,
-        # which lies in [2**-(man_bits+2), 2**-(man_bits+1)] (the smaller one at a power of two)
-        if 1 - beta < 2.0 ** -(f.man_bits + 2):
-            return 1.0
-        if 1 - beta > 2.0 ** -(f.man_bits + 1):
-            return 0.0
-        raise ValueError(f"1 - beta = {1 - beta!r} lies within {fmt}'s relative half gaps; only formats of "
-                         f"16 bits or fewer are counted value by value")
-    v = finite_values(fmt, nonnegative=True)
-    v = v[v >= f.smallest_normal]
-    return float(np.mean(round_to(beta * v, fmt) == v))
-
+__all__ = ["MEMORY_RECIPES", "MemoryRecipe", "bytes_per_parameter"]
 
 def _storage_bytes(kind: str | None, block: int | None) -> float:
     """Bytes per element of a state stored as ``kind``: a format name, "int8", or None (absent)."""
@@ -96,20 +68,6 @@ class MemoryRecipe:
             "adam v": _storage_bytes(self.adam_v, self.block),
             "compensation": _storage_bytes(self.compensation, self.block),
         }
-
-
-    def caveats(self) -> list[str]:
-        """What the byte count assumes and does not hold: each moment stored in a float format
-        with round to nearest whose decay (:data:`ADAM_BETAS`) rounds away for some values."""
-        out = []
-        for state, kind in (("adam m", self.adam_m), ("adam v", self.adam_v)):
-            if kind is None or kind == "int8" or self.state_rounding != "nearest":
-                continue
-            lost = decay_rounded_away(kind, ADAM_BETAS[state])
-            if lost > 0:
-                out.append(f"{state} in {kind}: {ADAM_BETAS[state]} * v rounds back to v for {lost:.0%} of "
-                           f"its normal values, so it never decays (round to nearest)")
-        return out
 
 
 def bytes_per_parameter(recipe: MemoryRecipe) -> float:

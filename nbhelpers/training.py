@@ -41,12 +41,14 @@ from types import MappingProxyType
 import numpy as np
 import torch
 
-from .formats import FORMATS, FloatFormat, get_format
+from .formats import FORMATS, FloatFormat, finite_values, get_format
+from .memory import MemoryRecipe
 from .loss_scaling import DynamicLossScaler, DynamicScale, StaticLossScaler, StaticScale, round_f32
 from .rounding import round_to
 from .validation import enum_member, positive_int
 
 __all__ = [
+    "ADAM_BETAS",
     "COMPUTE_FORMATS",
     "REGIMES",
     "UPDATE_STEPS",
@@ -59,10 +61,12 @@ __all__ = [
     "UpdateRule",
     "adam_delta",
     "adam_second_moment",
+    "decay_rounded_away",
     "kahan_update",
     "master_update",
     "mlp_forward",
     "nearest_update",
+    "recipe_caveats",
     "relative_final_loss",
     "sgd_master_step",
     "stochastic_update",
@@ -605,3 +609,48 @@ def relative_final_loss(runs: Sequence[TrainResult], reference: Sequence[TrainRe
         if r.task is None or r.task != ref.task or r.losses.size != ref.losses.size:
             raise ValueError("runs and references must be paired seed by seed (same task, same number of steps)")
     return np.array([r.final_loss(last) / ref.final_loss(last) for r, ref in zip(runs, reference)])
+
+
+# ------------------------------------------------------------------ what a memory recipe's states assume
+
+ADAM_BETAS = {"adam m": 0.9, "adam v": 0.999}  # the usual beta1 and beta2: the decay of each moment
+
+
+def decay_rounded_away(fmt: FloatFormat | str, beta: float) -> float:
+    """The fraction of the positive normal values ``v`` of ``fmt`` for which ``beta * v`` rounds
+    back to ``v`` to nearest (ties to even): the share of states whose decay is lost at every step.
+
+    bf16 with beta = 0.999 gives 1.0 (every value: 1 - beta is below half the relative gap below
+    v, at least 2**-9); fp32 gives 0.0 for beta <= 0.999 (that half gap is at most 2**-24).
+    Formats of 16 bits or fewer are counted value by value (``beta * v`` in float64, which is
+    exact enough: a product of 8 and 53 significant bits rounded to 53 cannot cross a midpoint of
+    the format, which has at most 12 significant bits); wider ones are decided from the bounds of
+    the relative half gap, and a beta between them is an error."""
+    if not 0 < beta < 1:
+        raise ValueError(f"beta must lie strictly between 0 and 1, got {beta!r}")
+    f = get_format(fmt)
+    if f.bits > 16:  # the relative half gap below a normal v lies in [2**-(man_bits+2), 2**-(man_bits+1)]
+        if 1 - beta < 2.0 ** -(f.man_bits + 2):
+            return 1.0
+        if 1 - beta > 2.0 ** -(f.man_bits + 1):
+            return 0.0
+        raise ValueError(f"1 - beta = {1 - beta!r} lies within {f.name}'s relative half gaps; only formats of "
+                         f"16 bits or fewer are counted value by value")
+    v = finite_values(f, nonnegative=True)
+    v = v[v >= f.smallest_normal]
+    return float(np.mean(round_to(beta * v, f) == v))
+
+
+def recipe_caveats(recipe: MemoryRecipe) -> list[str]:
+    """What a memory recipe's byte count assumes and does not get: each Adam moment stored in a
+    float format with round to nearest whose decay (:data:`ADAM_BETAS`) rounds away for some of
+    its values (:func:`decay_rounded_away`). Empty when nothing is lost."""
+    out = []
+    for state, kind in (("adam m", recipe.adam_m), ("adam v", recipe.adam_v)):
+        if kind is None or kind == "int8" or recipe.state_rounding != "nearest":
+            continue
+        lost = decay_rounded_away(kind, ADAM_BETAS[state])
+        if lost > 0:
+            out.append(f"{state} in {kind}: {ADAM_BETAS[state]} * v rounds back to v for {lost:.0%} of "
+                       f"its normal values, so it never decays (round to nearest)")
+    return out

@@ -19,7 +19,7 @@ def test_decay_rounded_away_by_brute_force_and_bounds():
     import ml_dtypes
     import numpy as np
 
-    from nbhelpers.memory import decay_rounded_away
+    from nbhelpers.training import decay_rounded_away
     # bf16 by an independent count: every positive normal bf16 through ml_dtypes' own rounding
     v = np.arange(0x0080, 0x7F80, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
     for beta, want in ((0.9, 0.0), (0.99, 0.0), (0.999, 1.0), (1 - 3 * 2.0**-10, None)):
@@ -40,10 +40,12 @@ def test_decay_rounded_away_by_brute_force_and_bounds():
 
 
 def test_caveats_name_the_moment_that_stops_decaying():
+    from nbhelpers.training import recipe_caveats
     r = MemoryRecipe("bf16 Adam, round to nearest", master=None, adam_m="bf16", adam_v="bf16")
-    (caveat,) = r.caveats()  # m (beta 0.9) decays; v (0.999) does not
+    (caveat,) = recipe_caveats(r)  # m (beta 0.9) decays; v (0.999) does not
     assert caveat.startswith("adam v in bf16: 0.999 * v rounds back to v for 100%")
-    assert MemoryRecipe("sr", master=None, adam_m="bf16", adam_v="bf16", state_rounding="stochastic").caveats() == []
-    assert all(r.caveats() == [] for r in MEMORY_RECIPES.values())  # the table's rows hold what they say
+    sr = MemoryRecipe("sr", master=None, adam_m="bf16", adam_v="bf16", state_rounding="stochastic")
+    assert recipe_caveats(sr) == []
+    assert all(recipe_caveats(r) == [] for r in MEMORY_RECIPES.values())  # the table's rows hold what they say
     with pytest.raises(ValueError, match="state_rounding"):
         MemoryRecipe("bad", state_rounding="up")
