@@ -1,0 +1,236 @@
+"""Quantizing by a recipe: ``x ~ q * scale``, one scale per block of a 2-D tensor (M, K).
+
+:func:`quantize` returns ``(q, scales)``: q has the shape of x and holds the element values (int8
+and int4 as integers in an int8 array; float elements as float64 values on the format's grid);
+``scales`` has shape ``(ceil(M / br), ceil(K / bc))`` (1 along an axis whose block is None) and
+holds each block's effective scale as float64. :func:`dequantize` multiplies them back.
+
+How amax becomes a scale (``recipe.scale``):
+
+- ``"fp32"``: ``scale = fp32(amax / max_element)``; max_element is 127 (int8), 7 (int4) or the
+  float format's max (448 for e4m3fn).
+- ``"e8m0"`` (OCP MX v1.0): ``scale = 2**(floor(log2(amax)) - emax_elem)``, emax_elem the exponent
+  of the element format's largest normal (e4m3fn 8, e5m2 15, e2m1fn 2). The floor means a block's
+  amax / scale lies in [2**emax_elem, 2**(emax_elem+1)), which can exceed the element's max: such
+  values are clamped (an MXFP4 block whose amax is 7 stores 6). Exponents below -127 are raised
+  to -127 (the smallest e8m0 value); above 127 is an error.
+- ``"e4m3_over_fp32"`` (NVFP4): one fp32 tensor scale ``s_t = fp32(amax_tensor / (448 * 6))``,
+  a block scale ``s_b = e4m3(amax_block / 6 / s_t)``, and ``q = fp4(x / (s_b * s_t))``. The
+  scale returned for the block is the product ``s_b * s_t`` (exact in float64);
+  :func:`nvfp4_scales` gives the two factors.
+
+Choices, each tested:
+
+- Shapes that do not divide the block are padded with zeros internally (zeros do not change an
+  amax); q comes back with x's shape, scales with the ceil shape above.
+- A scale is never below its format's smallest positive value (fp32 2**-149, e8m0 2**-127,
+  e4m3 2**-9): an all-zero block gets that smallest scale and q = 0, never 0/0.
+- A non-finite amax (inf or NaN in a block) is a ValueError naming the tensor and the block.
+- Values are clamped to +-max_element before the cast: e4m3fn has no inf, so an overflowing
+  value would become NaN, and a rounded-down scale can push amax / scale just past the max.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from .formats import get_format
+from .recipes import Recipe, get_recipe
+from .rounding import round_to
+from .validation import real_float64
+
+__all__ = ["quantize", "dequantize", "block_amax", "nvfp4_scales", "e8m0_exponents", "DelayedScaler",
+           "bytes_per_element", "storage_bits"]
+
+_SMALLEST_SCALE = {"fp32": 2.0**-149, "e8m0": 2.0**-127, "e4m3_over_fp32": 2.0**-9}
+
+
+# ====================================================================== blocks
+
+
+def _as_matrix(x, name: str) -> np.ndarray:
+    arr = real_float64(x)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (M, K), got shape {arr.shape}")
+    return arr
+
+
+def _block_dims(shape: tuple[int, int], recipe: Recipe) -> tuple[int, int]:
+    """The block (br, bc) in elements, None replaced by the whole extent (at least 1)."""
+    M, K = shape
+    br, bc = recipe.block
+    return (max(M, 1) if br is None else br, max(K, 1) if bc is None else bc)
+
+
+def _grid(shape: tuple[int, int], recipe: Recipe) -> tuple[int, int]:
+    br, bc = _block_dims(shape, recipe)
+    return (-(-shape[0] // br), -(-shape[1] // bc))
+
+
+def _blocked(x: np.ndarray, recipe: Recipe) -> np.ndarray:
+    """x zero-padded to whole blocks and viewed as (gm, br, gk, bc)."""
+    br, bc = _block_dims(x.shape, recipe)
+    gm, gk = _grid(x.shape, recipe)
+    xp = np.zeros((gm * br, gk * bc))
+    xp[: x.shape[0], : x.shape[1]] = x
+    return xp.reshape(gm, br, gk, bc)
+
+
+def _expand(scales: np.ndarray, shape: tuple[int, int], recipe: Recipe) -> np.ndarray:
+    """Each block's scale repeated over its elements, cropped to ``shape``."""
+    br, bc = _block_dims(shape, recipe)
+    return np.repeat(np.repeat(scales, br, axis=0), bc, axis=1)[: shape[0], : shape[1]]
+
+
+def block_amax(x, recipe: Recipe | str, name: str = "x") -> np.ndarray:
+    """max |x| of each block, shape (ceil(M/br), ceil(K/bc)); a ValueError naming ``name`` and the
+    first block (row, col) whose amax is not finite."""
+    recipe = get_recipe(recipe)
+    x = _as_matrix(x, name)
+    amax = np.abs(_blocked(x, recipe)).max(axis=(1, 3)) if x.size else np.zeros(_grid(x.shape, recipe))
+    bad = np.argwhere(~np.isfinite(amax))
+    if bad.size:
+        i, j = (int(v) for v in bad[0])
+        raise ValueError(f"{name}: block ({i}, {j}) has a non-finite amax ({amax[i, j]}); "
+                         f"{len(bad)} of {amax.size} blocks hold inf or NaN")
+    return amax
+
+
+# ====================================================================== scales
+
+
+def _fp32(v) -> np.ndarray:
+    return np.asarray(v, dtype=np.float64).astype(np.float32).astype(np.float64)
+
+
+def e8m0_exponents(amax, element: str) -> np.ndarray:
+    """The MX (OCP v1.0) scale exponent of each amax: floor(log2(amax)) - emax_elem, raised to
+    -127 (the smallest e8m0 exponent) where smaller or where amax is 0. int64 array."""
+    amax = np.asarray(amax, dtype=np.float64)
+    emax_elem = get_format(element).emax
+    _, e = np.frexp(amax)  # amax = m * 2**e with m in [0.5, 1): floor(log2(amax)) = e - 1, exactly
+    exp = np.where(amax > 0, e.astype(np.int64) - 1 - emax_elem, -127)
+    exp = np.maximum(exp, -127)
+    if np.any(exp > 127):
+        raise ValueError(f"an MX scale exponent {int(exp.max())} exceeds e8m0's largest (127): amax too large")
+    return exp
+
+
+def nvfp4_scales(amax_blocks: np.ndarray, element: str = "e2m1fn") -> tuple[np.ndarray, float]:
+    """NVFP4's two scale factors from the block amaxes: (block scales on the e4m3fn grid,
+    the fp32 tensor scale s_t = fp32(amax_tensor / (448 * max_element)))."""
+    e4m3 = get_format("e4m3fn")
+    emax = get_format(element).max
+    amax_t = float(amax_blocks.max()) if amax_blocks.size else 0.0
+    s_t = max(float(_fp32(amax_t / (e4m3.max * emax))), _SMALLEST_SCALE["fp32"])
+    s_b = round_to(amax_blocks / emax / s_t, e4m3, saturate=True)
+    return np.maximum(s_b, _SMALLEST_SCALE["e4m3_over_fp32"]), s_t
+
+
+def _scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
+    if recipe.scale == "fp32":
+        return np.maximum(_fp32(amax / recipe.element_max), _SMALLEST_SCALE["fp32"])
+    if recipe.scale == "e8m0":
+        return np.ldexp(1.0, e8m0_exponents(amax, recipe.element))
+    s_b, s_t = nvfp4_scales(amax, recipe.element)
+    return s_b * s_t  # exact: 4 significant bits times 24
+
+
+# ====================================================================== quantize / dequantize
+
+
+def _cast(x: np.ndarray, scale_full: np.ndarray, recipe: Recipe) -> np.ndarray:
+    """q = cast(clamp(x / scale, +-max_element)). The clamp comes first because e4m3fn has no inf:
+    a value past its max would become NaN in the cast, not the max."""
+    m = recipe.element_max
+    v = np.clip(x / scale_full, -m, m)
+    if recipe.is_int:
+        return np.rint(v).astype(np.int8)  # ties to even, like round_to
+    return round_to(v, recipe.element)
+
+
+def _quantize_with(x: np.ndarray, scales: np.ndarray, recipe: Recipe) -> tuple[np.ndarray, np.ndarray]:
+    return _cast(x, _expand(scales, x.shape, recipe), recipe), scales
+
+
+def quantize(x, recipe: Recipe | str, name: str = "x") -> tuple[np.ndarray, np.ndarray]:
+    """Quantize a 2-D ``x`` (M, K) by ``recipe``: returns (q (M, K), scales (ceil(M/br), ceil(K/bc)))
+    with ``x ~ q * scale``. q: int8 array for int8/int4 elements, float64 on the element grid
+    otherwise. Current amax only (a delayed recipe needs :class:`DelayedScaler`)."""
+    recipe = get_recipe(recipe)
+    if recipe.amax == "delayed":
+        raise ValueError(f"recipe {recipe} scales from an amax history: use DelayedScaler(recipe).quantize(x)")
+    x = _as_matrix(x, name)
+    return _quantize_with(x, _scales_from_amax(block_amax(x, recipe, name), recipe), recipe)
+
+
+def dequantize(q, scales, recipe: Recipe | str) -> np.ndarray:
+    """x_dq = q * scale of each element's block, float64 of q's shape (M, K)."""
+    recipe = get_recipe(recipe)
+    q = _as_matrix(q, "q")
+    scales = np.asarray(scales, dtype=np.float64)
+    want = _grid(q.shape, recipe)
+    if scales.shape != want:
+        raise ValueError(f"scales has shape {scales.shape}, but q of shape {q.shape} with block "
+                         f"{recipe.block} needs {want} (ceil(M/br), ceil(K/bc))")
+    return q * _expand(scales, q.shape, recipe)
+
+
+# ====================================================================== delayed scaling
+
+
+class DelayedScaler:
+    """Per-tensor delayed scaling (Transformer Engine's idea), for a recipe with amax="delayed".
+
+    The scale used at step t is ``fp32(max(amax[t-H], ..., amax[t-1]) / max_element)``: the largest
+    amax of the previous H steps, not this one (at t = 0, with no history yet, this step's amax).
+    After quantizing, step t's amax joins the history and the oldest leaves. A value whose
+    magnitude jumps above max(history) is clamped to +-max_element on that step.
+    """
+
+    def __init__(self, recipe: Recipe | str):
+        recipe = get_recipe(recipe)
+        if recipe.amax != "delayed":
+            raise ValueError(f"DelayedScaler needs a recipe with amax='delayed', got {recipe}")
+        self.recipe = recipe
+        self.history: deque[float] = deque(maxlen=recipe.history)
+
+    def next_scale(self) -> float | None:
+        """The scale the next step will use, or None before the first step."""
+        if not self.history:
+            return None
+        return float(max(float(_fp32(max(self.history) / self.recipe.element_max)), _SMALLEST_SCALE["fp32"]))
+
+    def quantize(self, x, name: str = "x") -> tuple[np.ndarray, np.ndarray]:
+        """One step: quantize ``x`` with the history's scale, then record its amax. (q, scales (1, 1))."""
+        x = _as_matrix(x, name)
+        amax = block_amax(x, self.recipe, name)
+        s = self.next_scale()
+        scales = _scales_from_amax(amax, self.recipe) if s is None else np.full((1, 1), s)
+        self.history.append(float(amax[0, 0]))
+        return _quantize_with(x, scales, self.recipe)
+
+
+# ====================================================================== storage
+
+
+def storage_bits(recipe: Recipe | str, shape: tuple[int, int]) -> dict[str, int]:
+    """Bits to store an (M, K) tensor: {"elements", "block_scales", "tensor_scale", "total"}.
+    Blocks that overhang the edge are counted whole (their scale is stored)."""
+    recipe = get_recipe(recipe)
+    M, K = (int(v) for v in shape)
+    if M < 1 or K < 1:
+        raise ValueError(f"shape must be (M, K) with M, K >= 1, got {shape!r}")
+    gm, gk = _grid((M, K), recipe)
+    out = {"elements": M * K * recipe.element_bits, "block_scales": gm * gk * recipe.scale_bits,
+           "tensor_scale": recipe.tensor_scale_bits}
+    out["total"] = sum(out.values())
+    return out
+
+
+def bytes_per_element(recipe: Recipe | str, shape: tuple[int, int]) -> float:
+    """Bytes per element of an (M, K) tensor stored by ``recipe``, scales included:
+    (element bits * M * K + scale bits * blocks + tensor scale bits) / 8 / (M * K)."""
+    M, K = shape
+    return storage_bits(recipe, shape)["total"] / 8 / (int(M) * int(K))
