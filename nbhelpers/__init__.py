@@ -8,7 +8,7 @@ Specs: what a format, a recipe or a setting is; no numerics, no imports from oth
   - :mod:`~nbhelpers.formats`       FloatFormat: bit layouts, derived limits, decode, the torch dtype
   - :mod:`~nbhelpers.validation`    argument checks: enum strings, positive sizes, generators
   - :mod:`~nbhelpers.memory`        bytes per parameter of a training recipe (chapter 04)
-  - chapter 06's scaling recipes (granularity, element and scale formats) go in ``recipes``
+  - :mod:`~nbhelpers.recipes`       Recipe: block granularity, element and scale formats, current/delayed amax (chapters 06, 07)
 
 Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle in the tests.
   - :mod:`~nbhelpers.rounding`      round_to, encode, stochastic rounding, absorption thresholds
@@ -16,8 +16,9 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
   - :mod:`~nbhelpers.tensor_cores`  fused groups, alignment, truncation, promotion to fp32 (chapters 03, 07)
   - :mod:`~nbhelpers.training`      regimes, update rules, the teacher-student model and its training loop
   - :mod:`~nbhelpers.loss_scaling`  static and dynamic loss scalers (GradScaler's rule)
-  - chapter 06's quantize / dequantize and scaled-GEMM references go in ``scaling``; chapter 07's
-    promotion model is ``tensor_cores.tensor_core_matmul(promote_every=...)``, extended there
+  - :mod:`~nbhelpers.scaling`       quantize / dequantize by a Recipe, delayed scaling, bytes per parameter (chapters 06, 07);
+    chapter 07's promotion model is ``tensor_cores.tensor_core_matmul(promote_every=...)``, extended there
+  - :mod:`~nbhelpers.scaled_gemm`   reference scaled GEMMs: int8/fp8 epilogue, per-K-block scales, the fp8 accumulator with promotion
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch

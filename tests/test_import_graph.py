@@ -26,12 +26,15 @@ LAYER_OF = {
     "formats": "spec",
     "validation": "spec",
     "memory": "spec",  # chapter 04: bytes per parameter of a recipe
+    "recipes": "spec",  # chapters 06, 07: quantization recipes
     # engines: the arithmetic
     "rounding": "engine",
     "accumulation": "engine",
     "tensor_cores": "engine",  # chapters 03, 07
     "training": "engine",  # chapter 04
     "loss_scaling": "engine",  # chapter 05
+    "scaling": "engine",  # chapters 06, 07: quantize / dequantize, delayed scaling, storage
+    "scaled_gemm": "engine",  # chapters 06, 07: reference scaled GEMMs, the fp8 accumulator
     # kernels: device selection, Triton kernels and their launchers
     "device": "kernels",
     "kernels": "kernels",
