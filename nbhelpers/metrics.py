@@ -17,7 +17,7 @@ from .formats import FloatFormat, get_format
 from .rounding import round_to
 from .validation import real_float64
 
-__all__ = ["relative_error", "exact_sum", "range_fractions", "underflow_fraction"]
+__all__ = ["relative_error", "sqnr_db", "exact_sum", "range_fractions", "underflow_fraction"]
 
 
 def relative_error(C, C_ref) -> float:
@@ -35,6 +35,22 @@ def relative_error(C, C_ref) -> float:
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / den
+
+
+def sqnr_db(x_hat, x) -> float:
+    """Signal-to-quantization-noise ratio of ``x_hat`` against ``x``, in decibels:
+    ``10 log10(sum x**2 / sum (x - x_hat)**2)`` = ``-20 log10(relative_error(x_hat, x))``.
+
+    inf when x_hat equals x (no noise); -inf when x is all zeros but x_hat is not; a ValueError
+    when both are all zeros (no signal, no noise: undefined). Each bit of a uniform quantizer is
+    worth about 6.02 dB.
+    """
+    e = relative_error(x_hat, x)
+    if e == 0.0:
+        if not np.any(real_float64(np.asarray(x))):
+            raise ValueError("sqnr_db is undefined when x and x_hat are both all zeros")
+        return math.inf
+    return -20.0 * math.log10(e)
 
 
 def exact_sum(x, axis: int = -1) -> np.ndarray:

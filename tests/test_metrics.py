@@ -59,3 +59,18 @@ def test_range_fractions_and_underflow_vs_numpy_float16():
     assert fr["count"] == nz.sum()
     assert underflow_fraction(x, "bf16") == 0.0  # bf16 reaches down to 2**-133
     assert underflow_fraction(np.zeros(4), "fp16") == 0.0
+
+
+def test_sqnr_db_definition_and_edges():
+    import math
+
+    from nbhelpers.metrics import sqnr_db
+    x = np.array([3.0, -4.0])  # signal power 25
+    assert sqnr_db(x + [0.0, 0.05], x) == pytest.approx(10 * math.log10(25 / 0.0025), rel=1e-14)  # 40 dB
+    assert sqnr_db(x, x) == math.inf
+    assert sqnr_db([1.0, 0.0], [0.0, 0.0]) == -math.inf
+    with pytest.raises(ValueError, match="both all zeros"):
+        sqnr_db([0.0], [0.0])
+    # step 1/127 on a uniform signal in [-1, 1]: noise step**2/12, signal 1/3, so SQNR = 4 * 127**2
+    u = np.random.default_rng(0).uniform(-1, 1, 200_000)
+    assert sqnr_db(np.round(u * 127) / 127, u) == pytest.approx(10 * math.log10(4 * 127**2), abs=0.1)
