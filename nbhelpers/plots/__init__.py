@@ -9,6 +9,8 @@ colours come from :mod:`~nbhelpers.plots.style` (one colour per format across th
 - :mod:`~nbhelpers.plots.errors`      error against a size: GEMM error vs K (with GPU points), sum error vs n
 - :mod:`~nbhelpers.plots.steps`       a quantity per step: running sums, training loss, unchanged updates, loss scale
 - :mod:`~nbhelpers.plots.ranges`      magnitudes against a format's range: gradient histograms
+- :mod:`~nbhelpers.plots.scaling`     quantization error by the granularity of the scales (chapter 06)
+- :mod:`~nbhelpers.plots.blocks`      fp8 accumulation with promotion against K; block formats' SQNR per byte (chapter 07)
 
 A new figure goes into the module of its family (an amax histogram of chapter 06 into
 ``ranges``, a bandwidth-against-stride curve of chapter 08 into a new ``throughput`` family)
@@ -17,9 +19,11 @@ and is re-exported here, so a notebook reads ``from nbhelpers import plots; plot
 from __future__ import annotations
 
 from .absorption import plot_addend_loss, plot_sum_to_term_ratio, plot_update_survival
+from .blocks import plot_promotion_vs_K, plot_sqnr_vs_bytes
 from .errors import plot_error_vs_K, plot_errors_vs_length, plot_recorded_gpu_errors
 from .grids import plot_bit_layouts, plot_relative_spacing, plot_rounding_modes, plot_value_line
 from .ranges import plot_gradient_histogram, plot_gradient_histograms_scaled
+from .scaling import plot_sqnr_by_granularity
 from .steps import (plot_loss_scale, plot_running_sums, plot_seed_spread, plot_training_curves,
                     plot_training_curves_vs_ref, plot_unchanged_updates)
 from .style import FORMAT_COLORS, format_color
@@ -45,4 +49,7 @@ __all__ = [
     "plot_gradient_histogram",
     "plot_gradient_histograms_scaled",
     "plot_training_curves_vs_ref",
+    "plot_sqnr_by_granularity",
+    "plot_promotion_vs_K",
+    "plot_sqnr_vs_bytes",
 ]
