@@ -298,4 +298,109 @@ CHAPTERS = [
 ]
 ),
     ),
+    ChapterSpec(
+        6, "ex06_scaled_gemm.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
+        ("quantize_blocks", "epilogue", "coarsest_granularity"), 11, 6066,
+        tuple([
+    # the scale left in float64: amax / qmax not rounded to fp32
+    ("quantize_blocks", "max(float(np.float32(amax / qmax)), 2.0**-149)", "max(amax / qmax, 2.0**-149)"),
+    # no limit to [-qmax, qmax] before rounding: int8 wraps around, e4m3fn gives NaN
+    ("quantize_blocks", "np.clip(x[rows, cols] / scale, -qmax, qmax)", "x[rows, cols] / scale"),
+    # zero blocks special-cased (scale 1) instead of a floor on the scale: tiny blocks divide by 0
+    ("quantize_blocks", "max(float(np.float32(amax / qmax)), 2.0**-149)",
+     "float(np.float32(amax / qmax)) if amax > 0 else 1.0"),
+    # int8 ties rounded away from zero instead of to even
+    ("quantize_blocks", "np.rint(v)", "np.trunc(v + np.copysign(0.5, v))"),
+    # whole blocks only: the grid rounds down and the edge blocks are lost
+    ("quantize_blocks", "gm, gk = -(-M // br), -(-K // bc)", "gm, gk = max(M // br, 1), max(K // bc, 1)"),
+    # the reciprocal returned: inv_scale instead of the scale of x ~ q * scale
+    ("quantize_blocks", "scales[i, j] = scale", "scales[i, j] = 1 / scale"),
+    # amax without the absolute value: a block's largest value, not its largest magnitude
+    ("quantize_blocks", "np.max(np.abs(x[rows, cols]))", "np.max(x[rows, cols])"),
+    # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448)
+    ("quantize_blocks", "else 448.0", "else 240.0"),
+    # block sizes swapped between the axes
+    ("quantize_blocks", "rows, cols = slice(i * br, (i + 1) * br), slice(j * bc, (j + 1) * bc)",
+     "rows, cols = slice(i * bc, (i + 1) * bc), slice(j * br, (j + 1) * br)"),
+    # the int32 accumulator not converted to float32 first: numpy computes int32 * float32 in float64
+    ("epilogue", "acc32 = np.asarray(acc).astype(np.float32)", "acc32 = np.asarray(acc)"),
+    # everything in float64, rounded to float32 once at the end
+    ("epilogue", "((acc32 * sA) * sB).astype(np.float64)",
+     "(acc32.astype(np.float64) * sA * sB).astype(np.float32).astype(np.float64)"),
+    # the two scales multiplied together first
+    ("epilogue", "(acc32 * sA) * sB", "acc32 * (sA * sB)"),
+    # the scale of B applied first
+    ("epilogue", "(acc32 * sA) * sB", "(acc32 * sB) * sA"),
+    # divided by the scales (the inv_scale convention)
+    ("epilogue", "(acc32 * sA) * sB", "(acc32 / sA) / sB"),
+    # A's scale applied twice (once more after a dequantized operand)
+    ("epilogue", "(acc32 * sA) * sB", "(acc32 * sA * sA) * sB"),
+    # the scales on the wrong axes: A's along the columns, B's along the rows
+    ("epilogue", "(acc32 * sA) * sB", "(acc32 * sA.T) * sB.T"),
+    # the finest granularity that reaches the threshold instead of the coarsest
+    ("coarsest_granularity", "in granularities:", "in granularities[::-1]:"),
+    # a rounding error up to a whole step: mean square step**2 / 3
+    ("coarsest_granularity", "step**2 / 12", "step**2 / 3"),
+    # decibels of a power ratio taken as 20 log10
+    ("coarsest_granularity", "10 * math.log10(signal / noise)", "20 * math.log10(signal / noise)"),
+    # rows and columns swapped: per-row read as per-column, 1x128 as 128x1
+    ("coarsest_granularity", "(block_rows, block_cols) in granularities", "(block_cols, block_rows) in granularities"),
+    # the tensor's amax for every block: the granularity changes nothing
+    ("coarsest_granularity", "step = np.max(np.abs(b)) / 127", "step = np.max(np.abs(x)) / 127"),
+    # noise counted once per block instead of once per element
+    ("coarsest_granularity", "noise += float(np.sum(np.where(np.abs(b) < step / 2, b**2, step**2 / 12)))",
+     "noise += step**2 / 12"),
+]
+),
+    ),
+    ChapterSpec(
+        7, "ex07_fp8_blocks.ipynb", lambda: {"math": math, "np": np},
+        ("mx_shared_exponent", "blockwise_scaled_gemm"), 8, 7077,
+        tuple([
+    # round(log2 amax) instead of its floor
+    ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "round(math.log2(amax)) - emax_elem"),
+    # ceil(log2 amax): the rule that rounds the scale up so that nothing clips, not MX v1.0's
+    ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "math.ceil(math.log2(amax)) - emax_elem"),
+    # floor of math.log2, which rounds up to k one float64 step below 2**k
+    ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "math.floor(math.log2(amax)) - emax_elem"),
+    # no clamp at e8m0's smallest exponent
+    ("mx_shared_exponent", "return max(math.frexp(amax)[1] - 1 - emax_elem, -127)",
+     "return math.frexp(amax)[1] - 1 - emax_elem"),
+    # e4m3 (IEEE-style, max 240, emax 7) taken for e4m3fn (max 448, emax 8)
+    ("mx_shared_exponent", '"e4m3fn": 448.0', '"e4m3fn": 240.0'),
+    # emax_elem as log2 of the largest value rounded to nearest (448 -> 9, 6 -> 3)
+    ("mx_shared_exponent", "emax_elem = math.frexp(largest)[1] - 1", "emax_elem = round(math.log2(largest))"),
+    # the largest value instead of the largest magnitude
+    ("mx_shared_exponent", "np.max(np.abs(np.asarray(block, dtype=np.float64)))",
+     "np.max(np.asarray(block, dtype=np.float64))"),
+    # a block of zeros given exponent 0 (scale 1)
+    ("mx_shared_exponent", "return -127\n", "return 0\n"),
+    # scales that vary along K applied once at the end (each row's and column's first block scale)
+    ("blockwise_scaled_gemm",
+     "acc = acc + (partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]\n    return acc.astype(np.float64)",
+     "acc = acc + partial\n    return ((acc * sA32[:, :1]) * sB_cols[:1, :]).astype(np.float64)"),
+    # a float64 accumulator: the promotion target is not rounded to fp32
+    ("blockwise_scaled_gemm", "acc = np.zeros((M, N), dtype=np.float32)", "acc = np.zeros((M, N), dtype=np.float64)"),
+    # the partial product not rounded to fp32 before it is scaled
+    ("blockwise_scaled_gemm", "partial = (qA[:, k0:k1] @ qB[k0:k1]).astype(np.float32)",
+     "partial = qA[:, k0:k1] @ qB[k0:k1]"),
+    # the two scales multiplied together first
+    ("blockwise_scaled_gemm", "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
+     "partial * (sA32[:, b:b + 1] * sB_cols[b:b + 1, :])"),
+    # the scale of B applied first
+    ("blockwise_scaled_gemm", "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
+     "(partial * sB_cols[b:b + 1, :]) * sA32[:, b:b + 1]"),
+    # B's column blocks taken block_k wide instead of block_n
+    ("blockwise_scaled_gemm", "np.repeat(np.asarray(sB), block_n, axis=1)",
+     "np.repeat(np.asarray(sB), block_k, axis=1)"),
+    # whole K-blocks only: the short last K-block is dropped
+    ("blockwise_scaled_gemm", "range(0, K, block_k)", "range(0, K - K % block_k, block_k)"),
+    # K-blocks that overlap by one product
+    ("blockwise_scaled_gemm", "k1 = min(k0 + block_k, K)", "k1 = min(k0 + block_k + 1, K)"),
+    # A's scale applied twice
+    ("blockwise_scaled_gemm", "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
+     "(partial * sA32[:, b:b + 1] * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]"),
+]
+),
+    ),
 ]
