@@ -4,6 +4,7 @@
 #   make test       set up .venv (if needed) and run every test: unit tests + nbval
 #   make exercises  regenerate exercises/ from solutions/
 #   make bench      run the benchmark scripts in benchmarks/
+#   make gpu-report on an NVIDIA GPU: kernel tests compiled, every benchmarks/gpu_*.py, nbval; one summary
 #   make clean      delete .venv and caches
 #
 # Variables you may override on the command line:
@@ -129,6 +130,16 @@ bench: install
 	@if [ -z "$(BENCHMARKS)" ]; then echo "no benchmarks/bench_*.py scripts yet"; fi
 	@set -e; for script in $(BENCHMARKS); do \
 	  echo ">>> $$script"; $(VPY) $$script; done
+
+## gpu-report: the one prepared GPU run (benchmarks/gpu_report.py; README, "Benchmarks").
+# It installs nothing, so it runs with the torch and Triton the machine already has: .venv's
+# Python when there is a .venv, else python3 (override: GPU_PYTHON=...). Without a GPU it
+# prints its plan and stops with exit code 2. Extra arguments: GPU_REPORT_ARGS="--steps kernels".
+GPU_PYTHON      ?= $(if $(wildcard $(VPY)),$(VPY),python3)
+GPU_REPORT_ARGS ?=
+.PHONY: gpu-report
+gpu-report:
+	$(GPU_PYTHON) benchmarks/gpu_report.py --python $(GPU_PYTHON) $(GPU_REPORT_ARGS)
 
 ## clean: delete the virtual environment and caches (not results files)
 clean:

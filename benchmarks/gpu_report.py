@@ -1,0 +1,511 @@
+"""The one prepared GPU run: kernel tests compiled, every GPU benchmark, nbval with the GPU; one summary.
+
+    make gpu-report                                   # uses .venv's Python if there is one, else python3
+    python benchmarks/gpu_report.py [--python PY] [--steps kernels,benchmarks,nbval]
+                                    [--budget 345] [--nbval-paths notebooks solutions exercises]
+                                    [--out DIR] [--dry-run]
+
+Runs with whatever PyTorch and Triton the interpreter ``--python`` (default: the one running this
+script) already has; it installs nothing and needs no virtual environment: the repository root is
+put on ``PYTHONPATH`` so that ``nbhelpers`` imports from this checkout. Every step runs with
+``NBHELPERS_DEVICE=cuda`` and ``NBHELPERS_REQUIRE_GPU=1`` and without ``TRITON_INTERPRET``, so a
+kernel that silently fell back to the interpreter, or a notebook that fell back to the CPU, fails.
+
+The steps, in this order by default:
+
+1. ``kernels``: pytest over ``tests/test_kernels_*.py`` (the Triton kernels, compiled);
+2. ``benchmarks``: each ``benchmarks/gpu_*.py`` script (found by name, this one excepted), one after
+   the other, each writing its own results file ``benchmarks/results/<name>_<gpu>.json``;
+3. ``nbval``: pytest with nbval over every notebook in ``notebooks/``, ``solutions/`` and
+   ``exercises/``, run as ``make test`` runs them. When nbval or the Jupyter kernel (ipykernel,
+   jupyter_client, nbformat) is not importable, the step says what is missing and the command
+   that adds it, and the report goes on.
+
+The benchmarks come before nbval because their results files are what a GPU run is for, and
+nbval is the longest and least predictable step: when the time budget runs out it is the one
+that is cut. ``--steps kernels,nbval,benchmarks`` gives another order.
+
+Each step has a time limit, and all of them together at most ``--budget`` seconds (default 345,
+under 6 minutes); a step that runs past its limit is stopped and marked ``timeout``, and a step
+with no time left is marked ``skipped``. After each step the summary
+``benchmarks/results/gpu_report_<gpu>.json`` is written again (so a run that is cut short still
+leaves one): GPU name, driver, CUDA, compute capability, Python/torch/Triton/numpy versions, the
+UTC date, the command, and per step its command, status, exit code, duration, the results files
+it wrote and the end of its output. Everything each step printed goes to
+``benchmarks/results/gpu_report_<gpu>.log``. When the environment variable ``OUT`` is set (or
+``--out DIR`` is given), the summary, the log and every results file written are also copied
+there, flat, by file name.
+
+Without a GPU (PyTorch sees none through ``--python``) it prints the plan (the steps, the test
+files, the scripts, the notebook folders) and stops with exit code 2 before running anything.
+``--dry-run`` prints the plan and the environment and stops there on any machine (exit code 0).
+Exit code otherwise: 0 when every step that ran passed (a step skipped because nbval is missing
+does not count as a failure, but it is printed and recorded), 1 when any step failed or timed out.
+
+Standard library only at the top level: this file runs under any Python 3.10+; torch is imported
+only in a probe run with ``--python``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = "benchmarks/gpu_report.py"
+RESULTS_REL = Path("benchmarks") / "results"
+STEP_NAMES = ("kernels", "benchmarks", "nbval")
+NBVAL_FOLDERS = ("notebooks", "solutions", "exercises")
+# what `make test` gives nbval (Makefile, NBVAL_ARGS)
+NBVAL_ARGS = ["--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600",
+              "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
+NBVAL_MODULES = ("nbval", "ipykernel", "jupyter_client", "nbformat", "nbclient")
+DEFAULT_BUDGET_S = 345.0
+STEP_LIMIT_S = {"kernels": 150.0, "benchmark": 120.0, "nbval": 600.0}
+TAIL_LINES = 30
+OUT_MAX_FILES = 8  # what some GPU machines' collectors bring back from $OUT
+
+# Run under --python: versions (without importing where metadata suffices), which modules are
+# importable, and what PyTorch sees. Prints one JSON object.
+PROBE = r"""
+import importlib.metadata as md, importlib.util as iu, json, platform, sys
+out = {"python": platform.python_version(), "executable": sys.executable, "versions": {}, "modules": {}}
+for dist in ("torch", "triton", "pytorch-triton", "numpy", "ml_dtypes", "pytest", "nbval", "ipykernel"):
+    try:
+        out["versions"][dist] = md.version(dist)
+    except Exception:
+        pass
+for mod in ("torch", "triton", "numpy", "ml_dtypes", "matplotlib", "pytest", "pytest_timeout",
+            "nbval", "ipykernel", "jupyter_client", "nbformat", "nbclient"):
+    out["modules"][mod] = iu.find_spec(mod) is not None
+out["cuda_available"] = False
+try:
+    import torch
+    out["versions"]["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    out["cuda_available"] = bool(torch.cuda.is_available())
+    if out["cuda_available"]:
+        out["gpu"] = torch.cuda.get_device_name(0)
+        out["gpu_count"] = torch.cuda.device_count()
+        out["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
+        out["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
+except Exception as e:
+    out["torch_error"] = repr(e)
+if "triton" not in out["versions"]:
+    try:
+        import triton
+        out["versions"]["triton"] = triton.__version__
+    except Exception:
+        pass
+print(json.dumps(out))
+"""
+
+
+# ====================================================================== the plan
+
+
+@dataclass
+class Step:
+    """One thing the report runs: ``kind`` is "kernels", "benchmark" or "nbval"."""
+
+    name: str
+    kind: str
+    argv: list[str]
+    limit_s: float
+
+
+@dataclass
+class StepResult:
+    """What one step did. ``status``: passed, failed, timeout, skipped or missing."""
+
+    name: str
+    kind: str
+    command: str
+    status: str
+    exit_code: int | None = None
+    started: str | None = None
+    duration_s: float = 0.0
+    results_files: list[str] = field(default_factory=list)
+    note: str = ""
+    output_tail: list[str] = field(default_factory=list)
+
+
+def discover_benchmarks(root: Path = ROOT) -> list[Path]:
+    """Every ``benchmarks/gpu_*.py`` script but this one, sorted by name."""
+    return [p for p in sorted((root / "benchmarks").glob("gpu_*.py")) if p.name != Path(SCRIPT).name]
+
+
+def kernel_test_files(root: Path = ROOT) -> list[Path]:
+    return sorted((root / "tests").glob("test_kernels_*.py"))
+
+
+def nbval_paths(root: Path = ROOT, folders=NBVAL_FOLDERS) -> list[str]:
+    """The notebook folders (or files) that exist, relative to the root."""
+    return [f for f in folders if (root / f).exists()]
+
+
+def plan_steps(python: str, steps=STEP_NAMES, root: Path = ROOT, folders=NBVAL_FOLDERS) -> list[Step]:
+    """The steps to run, in the order of ``steps``; argv relative to the repository root."""
+    plan = []
+    for name in steps:
+        if name == "kernels":
+            tests = [str(p.relative_to(root)) for p in kernel_test_files(root)]
+            plan.append(Step("kernels", "kernels",
+                             [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+                             STEP_LIMIT_S["kernels"]))
+        elif name == "benchmarks":
+            for script in discover_benchmarks(root):
+                rel = str(script.relative_to(root))
+                plan.append(Step(script.stem, "benchmark", [python, rel], STEP_LIMIT_S["benchmark"]))
+        elif name == "nbval":
+            plan.append(Step("nbval", "nbval",
+                             [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NBVAL_ARGS,
+                              *nbval_paths(root, folders)],
+                             STEP_LIMIT_S["nbval"]))
+        else:
+            raise ValueError(f"unknown step {name!r}: choose from {', '.join(STEP_NAMES)}")
+    return plan
+
+
+def step_env(root: Path = ROOT, base: dict | None = None) -> dict:
+    """The environment every step runs in: GPU demanded, no interpreter, this checkout importable."""
+    env = dict(os.environ if base is None else base)
+    env.pop("TRITON_INTERPRET", None)
+    env["NBHELPERS_DEVICE"] = "cuda"
+    env["NBHELPERS_REQUIRE_GPU"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def format_plan(plan: list[Step], python: str) -> str:
+    lines = [f"gpu-report plan ({len(plan)} steps, run with {python}, from {ROOT}):"]
+    for i, step in enumerate(plan, 1):
+        lines.append(f"  {i}. [{step.kind}] {step.name} (limit {step.limit_s:.0f} s): {shlex.join(step.argv)}")
+    lines.append("  environment: NBHELPERS_DEVICE=cuda NBHELPERS_REQUIRE_GPU=1, TRITON_INTERPRET unset, "
+                 "PYTHONPATH starts with the repository root")
+    return "\n".join(lines)
+
+
+# ====================================================================== the environment
+
+
+def probe(python: str, env: dict | None = None, timeout: float = 120.0) -> dict:
+    """What ``python`` has: versions, importable modules, the GPU PyTorch sees; plus the driver.
+    Raises RuntimeError when the interpreter cannot be run."""
+    try:
+        r = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, env=env,
+                           timeout=timeout, cwd=ROOT)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"cannot run {python!r}: {e}") from e
+    if r.returncode != 0:
+        raise RuntimeError(f"{python!r} failed to report its packages:\n{r.stderr.strip()}")
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    info["driver"] = nvidia_driver()
+    return info
+
+
+def nvidia_driver() -> str | None:
+    """The driver version nvidia-smi reports, or None without nvidia-smi."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = r.stdout.strip().splitlines()
+    return lines[0].strip() if r.returncode == 0 and lines else None
+
+
+def missing_for_nbval(modules: dict) -> list[str]:
+    return [m for m in NBVAL_MODULES if not modules.get(m, False)]
+
+
+def nbval_missing_message(python: str, missing: list[str]) -> str:
+    """What to say when the nbval step cannot run: what is missing and the commands that add it."""
+    pkgs = " ".join("'nbval>=0.11'" if m == "nbval" else m.replace("_", "-") for m in missing)
+    return (f"nbval step skipped: {python} cannot import {', '.join(missing)} (nbval runs each notebook "
+            f"in a Jupyter kernel of this Python).\n"
+            f"  To add them:  {python} -m pip install {pkgs}\n"
+            f"  Offline GPU machine: on a machine with PyPI run `pip download --only-binary=:all: "
+            f"-d wheels/ {pkgs}` for that machine's Python and platform, copy wheels/ over, then "
+            f"`{python} -m pip install --no-index --find-links wheels/ {pkgs}`; then run "
+            f"`{shlex.join([python, SCRIPT, '--steps', 'nbval'])}`.")
+
+
+def no_gpu_message(info: dict, python: str) -> str:
+    torch_v = info.get("versions", {}).get("torch")
+    why = (f"PyTorch {torch_v} under {python} sees no CUDA GPU (torch.cuda.is_available() is False)"
+           if torch_v else f"{python} has no PyTorch ({info.get('torch_error', 'torch not importable')})")
+    return (f"gpu_report.py needs an NVIDIA GPU: {why}.\n"
+            "Nothing was run: the plan above is what a machine with a GPU runs. Run `make gpu-report` there "
+            f"(or `python3 {SCRIPT} --python python3`), with the PyTorch and Triton that machine has; "
+            "another interpreter: `make gpu-report GPU_PYTHON=/path/to/python`.")
+
+
+# ====================================================================== running a step
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """File name -> (mtime_ns, size) of the files in a folder (to see what a step wrote)."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.iterdir() if p.is_file()}
+
+
+def written_since(folder: Path, before: dict, ignore=()) -> list[str]:
+    after = snapshot(folder)
+    return sorted(str(folder / n) for n, sig in after.items() if before.get(n) != sig and n not in ignore)
+
+
+def run_step(step: Step, env: dict, limit_s: float, log=None, results_dir: Path | None = None,
+             ignore=(), echo=True, cwd: Path = ROOT) -> StepResult:
+    """Run one step, its output echoed and logged, stopped (its whole process group) after
+    ``limit_s`` seconds. Results files are those new or changed in ``results_dir``."""
+    results_dir = results_dir if results_dir is not None else ROOT / RESULTS_REL
+    res = StepResult(step.name, step.kind, shlex.join(step.argv), "failed",
+                     started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    before = snapshot(results_dir)
+    lines: list[str] = []
+
+    def emit(text: str) -> None:
+        if echo:
+            print(text, end="", flush=True)
+        if log is not None:
+            log.write(text)
+            log.flush()
+
+    emit(f"\n>>> [{step.kind}] {step.name}: {res.command}\n")
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(step.argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace",
+                                start_new_session=True)
+    except OSError as e:
+        res.note = f"could not start: {e}"
+        emit(res.note + "\n")
+        return res
+
+    def pump():
+        for line in proc.stdout:
+            lines.append(line)
+            emit(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        res.exit_code = proc.wait(timeout=max(limit_s, 0.1))
+        res.status = "passed" if res.exit_code == 0 else "failed"
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the step's own process group (start_new_session)
+        except ProcessLookupError:
+            pass
+        res.exit_code = proc.wait()
+        res.status = "timeout"
+        res.note = f"stopped after {limit_s:.0f} s"
+    reader.join(timeout=10)
+    proc.stdout.close()
+    res.duration_s = round(time.monotonic() - t0, 1)
+    res.output_tail = [ln.rstrip("\n") for ln in lines[-TAIL_LINES:]]
+    res.results_files = [str(Path(p).relative_to(ROOT)) if Path(p).is_relative_to(ROOT) else p
+                         for p in written_since(results_dir, before, ignore)]
+    emit(f"<<< {step.name}: {res.status} (exit code {res.exit_code}, {res.duration_s:.1f} s)\n")
+    return res
+
+
+# ====================================================================== the summary
+
+
+def gpu_slug(name: str) -> str:
+    """The same slug as nbhelpers.results.gpu_slug (kept here so this file needs only the stdlib)."""
+    import re
+
+    slug = re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")
+    if not slug:
+        raise ValueError(f"cannot make a file name from the GPU name {name!r}")
+    return slug
+
+
+def overall_status(results: list[StepResult]) -> str:
+    if any(r.status in ("failed", "timeout") for r in results):
+        return "failed"
+    if any(r.status in ("skipped", "missing") for r in results):
+        return "incomplete"
+    return "passed"
+
+
+def build_summary(info: dict, results: list[StepResult], command: str, date: str,
+                  finished: bool = True) -> dict:
+    """The summary's fields, from the probe's ``info`` and the steps' results (see the module
+    docstring)."""
+    versions = info.get("versions", {})
+    files = [f for r in results for f in r.results_files]
+    return {
+        "report": SCRIPT,
+        "gpu": info.get("gpu"),
+        "gpu_count": info.get("gpu_count"),
+        "capability": info.get("capability"),
+        "sm_count": info.get("sm_count"),
+        "driver": info.get("driver"),
+        "cuda": info.get("cuda"),
+        "python": info.get("python"),
+        "python_executable": info.get("executable"),
+        "torch": versions.get("torch"),
+        "triton": versions.get("triton") or versions.get("pytorch-triton"),
+        "numpy": versions.get("numpy"),
+        "versions": versions,
+        "date": date,
+        "command": command,
+        "finished": finished,
+        "status": overall_status(results) if finished else "running",
+        "total_duration_s": round(sum(r.duration_s for r in results), 1),
+        "steps": [asdict(r) for r in results],
+        "results_files": files,
+    }
+
+
+def summary_paths(gpu: str, results_dir: Path) -> tuple[Path, Path]:
+    slug = gpu_slug(gpu)
+    return results_dir / f"gpu_report_{slug}.json", results_dir / f"gpu_report_{slug}.log"
+
+
+def write_summary(summary: dict, path: Path, out_dir: Path | None = None,
+                  extra_files=(), root: Path = ROOT) -> list[Path]:
+    """Write the summary; with ``out_dir``, copy it, ``extra_files`` and every results file it
+    names there, flat. Returns the copies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    copies = []
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for f in [path, *extra_files, *summary["results_files"]]:
+            src = Path(f) if Path(f).is_absolute() else root / f
+            if src.is_file():
+                dst = out_dir / src.name
+                if src.resolve() != dst.resolve():
+                    shutil.copyfile(src, dst)
+                copies.append(dst)
+    return copies
+
+
+# ====================================================================== main
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--python", default=sys.executable,
+                    help="the Python whose torch/Triton/pytest the steps use (default: this one)")
+    ap.add_argument("--steps", default=",".join(STEP_NAMES),
+                    help=f"comma-separated steps in the order to run them (default: {','.join(STEP_NAMES)})")
+    ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
+                    help=f"seconds for all steps together (default {DEFAULT_BUDGET_S:.0f})")
+    ap.add_argument("--nbval-paths", nargs="+", default=list(NBVAL_FOLDERS),
+                    help="notebook folders or files for the nbval step (default: %(default)s)")
+    ap.add_argument("--out", help="also copy the summary, log and results files here (default: $OUT)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and the environment, run nothing")
+    args = ap.parse_args(argv)
+    command = shlex.join(["python", SCRIPT, *(sys.argv[1:] if argv is None else argv)])
+    if os.sep in args.python:  # a path: make it absolute (not resolved: a venv's python is a link)
+        args.python = os.path.abspath(args.python)
+
+    steps = [s.strip() for s in args.steps.split(",") if s.strip()]
+    try:
+        plan = plan_steps(args.python, steps, folders=args.nbval_paths)
+    except ValueError as e:
+        ap.error(str(e))
+    print(format_plan(plan, args.python))
+    if "benchmarks" in steps:
+        found = [p.name for p in discover_benchmarks()]
+        print(f"  GPU benchmarks found (benchmarks/gpu_*.py): {', '.join(found) if found else 'none'}")
+
+    env = step_env()
+    try:
+        info = probe(args.python, env)
+    except RuntimeError as e:
+        print(f"gpu_report.py cannot use --python: {e}", file=sys.stderr)
+        return 2
+    v = info["versions"]
+    print(f"environment: Python {info['python']} ({info['executable']}), torch {v.get('torch', 'missing')}, "
+          f"triton {v.get('triton') or v.get('pytorch-triton') or 'missing'}, CUDA {info.get('cuda')}, "
+          f"driver {info.get('driver')}, GPU {info.get('gpu', 'none')}")
+    missing_nbval = missing_for_nbval(info["modules"])
+    if "nbval" in steps and missing_nbval:
+        print("  note: " + nbval_missing_message(args.python, missing_nbval).replace("\n", "\n  "))
+    if not info["modules"].get("pytest") and any(s.kind in ("kernels", "nbval") for s in plan):
+        print(f"  note: {args.python} has no pytest: the kernels and nbval steps will be skipped "
+              f"(add it: {args.python} -m pip install pytest pytest-timeout)")
+    if args.dry_run:
+        print("dry run: nothing was run.")
+        return 0
+    if not info.get("cuda_available"):
+        print(no_gpu_message(info, args.python), file=sys.stderr)
+        return 2
+
+    out_env = args.out or os.environ.get("OUT")
+    return run_report(plan, info, env, command, args.budget, args.python,
+                      out_dir=Path(out_env) if out_env else None)
+
+
+def run_report(plan: list[Step], info: dict, env: dict, command: str, budget: float, python: str,
+               results_dir: Path | None = None, out_dir: Path | None = None, cwd: Path = ROOT) -> int:
+    """Run the plan's steps in order within ``budget`` seconds, writing the summary and the log
+    to ``results_dir`` (default benchmarks/results/) after each, copies to ``out_dir``.
+    Returns the exit code: 1 when a step failed or timed out, else 0."""
+    results_dir = results_dir if results_dir is not None else ROOT / RESULTS_REL
+    summary_path, log_path = summary_paths(info["gpu"], results_dir)
+    missing_nbval = missing_for_nbval(info["modules"])
+    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    deadline = time.monotonic() + budget
+    results: list[StepResult] = []
+    results_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write(f"{command}\n{date}\n{json.dumps(info)}\n")
+        for step in plan:
+            left = deadline - time.monotonic()
+            note = ""
+            if step.kind in ("kernels", "nbval") and not info["modules"].get("pytest"):
+                status, note = "missing", f"{python} has no pytest"
+            elif step.kind == "nbval" and missing_nbval:
+                status, note = "missing", nbval_missing_message(python, missing_nbval)
+            elif left < 5:
+                status, note = "skipped", f"time budget of {budget:.0f} s used up"
+            if note:
+                r = StepResult(step.name, step.kind, shlex.join(step.argv), status, note=note)
+                print(f"\n>>> [{step.kind}] {step.name}: {status}: {note}", flush=True)
+                log.write(f"\n>>> [{step.kind}] {step.name}: {status}: {note}\n")
+            else:
+                r = run_step(step, env, min(step.limit_s, left), log, results_dir,
+                             ignore=(summary_path.name, log_path.name), cwd=cwd)
+            results.append(r)
+            # after every step, so that a run cut short still leaves a summary (and its copies)
+            write_summary(build_summary(info, results, command, date, finished=False), summary_path,
+                          out_dir, extra_files=[log_path])
+    summary = build_summary(info, results, command, date)
+    copies = write_summary(summary, summary_path, out_dir, extra_files=[log_path])
+
+    print(f"\ngpu-report on {info['gpu']}: {summary['status']} in {summary['total_duration_s']:.0f} s")
+    for r in results:
+        print(f"  {r.name:<28s} {r.status:<8s} exit {r.exit_code!s:<5s} {r.duration_s:6.1f} s"
+              + (f"  {', '.join(r.results_files)}" if r.results_files else "")
+              + (f"  ({r.note.splitlines()[0]})" if r.note else ""))
+    print(f"wrote {summary_path} and {log_path}")
+    if out_dir is not None:
+        print(f"copied {len(copies)} files to {out_dir}")
+        if len(copies) > OUT_MAX_FILES:
+            print(f"  warning: more than {OUT_MAX_FILES} files; a collector that takes {OUT_MAX_FILES} "
+                  "may leave some behind (they are all in benchmarks/results/)")
+    return 1 if summary["status"] == "failed" else 0
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,296 @@
+"""Tests of benchmarks/gpu_report.py, the one prepared GPU run, and of its `make gpu-report` target.
+
+Nothing here needs a GPU: the script's no-GPU stop is run for real (with CUDA hidden, so it stops
+on a GPU runner too), and the orchestration (steps run one after the other under a time budget,
+results files noticed, the summary and its copies) is run with small fake steps and a fake probe.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_report.py"
+
+_spec = importlib.util.spec_from_file_location("gpu_report", SCRIPT)
+gr = importlib.util.module_from_spec(_spec)
+sys.modules["gpu_report"] = gr  # dataclasses look their module up by name
+_spec.loader.exec_module(gr)
+
+NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+
+
+def run_script(*args, env_extra=NO_GPU):
+    env = {**os.environ, **env_extra}
+    env.pop("OUT", None)
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+
+
+def fake_info(**over):
+    info = {
+        "python": "3.12.3", "executable": "/usr/bin/python3", "cuda_available": True,
+        "gpu": "NVIDIA Test GPU 80GB", "gpu_count": 1, "capability": "9.0", "sm_count": 132,
+        "cuda": "13.0", "driver": "580.1", "versions": {"torch": "2.11.0+cu130", "triton": "3.6.0",
+                                                       "numpy": "2.1.0"},
+        "modules": {m: True for m in ("torch", "triton", "numpy", "pytest", *gr.NBVAL_MODULES)},
+    }
+    info.update(over)
+    return info
+
+
+# ------------------------------------------------------------------ the stop without a GPU
+
+
+def test_without_a_gpu_it_lists_the_plan_and_stops_with_exit_code_2():
+    r = run_script()
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "needs an NVIDIA GPU" in r.stderr and "Nothing was run" in r.stderr
+    for step in ("[kernels]", "[benchmark]", "[nbval]"):
+        assert step in r.stdout
+    scripts = sorted((ROOT / "benchmarks").glob("gpu_*.py"))
+    assert len(scripts) >= 2  # gpu_gemm_numerics.py and this report
+    for script in scripts:
+        listed = f"benchmarks/{script.name}" in r.stdout
+        assert listed == (script.name != "gpu_report.py"), script.name  # every benchmark, not itself
+    for test_file in ROOT.glob("tests/test_kernels_*.py"):
+        assert f"tests/{test_file.name}" in r.stdout
+    assert "NBHELPERS_REQUIRE_GPU=1" in r.stdout
+
+
+def test_without_a_gpu_it_writes_nothing(tmp_path):
+    before = sorted((ROOT / "benchmarks" / "results").iterdir())
+    r = run_script("--out", str(tmp_path / "out"))
+    assert r.returncode == 2
+    assert sorted((ROOT / "benchmarks" / "results").iterdir()) == before
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing():
+    r = run_script("--dry-run", "--steps", "benchmarks,kernels")
+    assert r.returncode == 0, r.stderr
+    assert "dry run: nothing was run." in r.stdout
+    assert r.stdout.index("[benchmark]") < r.stdout.index("[kernels]")  # --steps sets the order
+    assert "[nbval]" not in r.stdout
+
+
+def test_an_unknown_step_is_refused():
+    r = run_script("--dry-run", "--steps", "kernels,lint")
+    assert r.returncode == 2 and "unknown step 'lint'" in r.stderr
+
+
+def test_a_python_that_cannot_run_is_reported():
+    r = run_script("--python", "/nonexistent/python3")
+    assert r.returncode == 2 and "cannot use --python" in r.stderr
+
+
+# ------------------------------------------------------------------ the plan
+
+
+def fake_repo(tmp_path):
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "tests").mkdir()
+    for name in ("gpu_b_copy.py", "gpu_a_gemm.py", "gpu_report.py", "bench_cpu.py"):
+        (tmp_path / "benchmarks" / name).write_text("")
+    (tmp_path / "tests" / "test_kernels_x.py").write_text("")
+    (tmp_path / "tests" / "test_other.py").write_text("")
+    (tmp_path / "notebooks").mkdir()
+    return tmp_path
+
+
+def test_plan_finds_the_benchmarks_and_kernel_tests(tmp_path):
+    root = fake_repo(tmp_path)
+    assert [p.name for p in gr.discover_benchmarks(root)] == ["gpu_a_gemm.py", "gpu_b_copy.py"]
+    plan = gr.plan_steps("py", root=root)
+    assert [(s.kind, s.name) for s in plan] == [
+        ("kernels", "kernels"), ("benchmark", "gpu_a_gemm"), ("benchmark", "gpu_b_copy"), ("nbval", "nbval")]
+    assert plan[0].argv[-1] == "tests/test_kernels_x.py" and "tests/test_other.py" not in plan[0].argv
+    assert plan[1].argv == ["py", "benchmarks/gpu_a_gemm.py"]
+    nbval = plan[-1].argv
+    assert nbval[-1] == "notebooks"  # solutions/ and exercises/ do not exist in the fake repo
+    assert "--nbval-current-env" in nbval and "--nbval-lax" in nbval
+
+
+def test_nbval_arguments_are_those_of_make_test():
+    makefile = (ROOT / "Makefile").read_text()
+    args = re.search(r"^NBVAL_ARGS\s*:=\s*((?:.*\\\n)*.*)$", makefile, re.MULTILINE).group(1)
+    assert args.replace("\\\n", " ").split() == gr.NBVAL_ARGS
+
+
+def test_step_environment_demands_the_gpu_and_drops_the_interpreter():
+    env = gr.step_env(Path("/repo"), {"TRITON_INTERPRET": "1", "PYTHONPATH": "/site", "NBHELPERS_DEVICE": "cpu"})
+    assert "TRITON_INTERPRET" not in env
+    assert env["NBHELPERS_DEVICE"] == "cuda" and env["NBHELPERS_REQUIRE_GPU"] == "1"
+    assert env["PYTHONPATH"] == os.pathsep.join(["/repo", "/site"])
+
+
+def test_nbval_missing_message_names_what_is_missing_and_the_command():
+    info = fake_info()
+    info["modules"].update(nbval=False, ipykernel=False)
+    missing = gr.missing_for_nbval(info["modules"])
+    assert missing == ["nbval", "ipykernel"]
+    msg = gr.nbval_missing_message("python3", missing)
+    assert "cannot import nbval, ipykernel" in msg
+    assert "python3 -m pip install 'nbval>=0.11' ipykernel" in msg
+    assert gr.missing_for_nbval(fake_info()["modules"]) == []
+
+
+def test_probe_reports_this_python():
+    info = gr.probe(sys.executable, {**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert info["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert info["modules"]["pytest"] is True and info["cuda_available"] is False
+    assert info["versions"]["pytest"] == pytest.__version__
+
+
+# ------------------------------------------------------------------ running steps
+
+
+def test_run_step_records_status_exit_code_output_and_results_files(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "old.json").write_text("{}")
+    code = f"import pathlib; pathlib.Path({str(results / 'x_gpu.json')!r}).write_text('{{}}'); print('measured')"
+    step = gr.Step("gpu_x", "benchmark", [sys.executable, "-c", code], 60)
+    r = gr.run_step(step, dict(os.environ), 60, results_dir=results, echo=False)
+    assert (r.status, r.exit_code) == ("passed", 0)
+    assert r.output_tail == ["measured"]
+    assert r.results_files == [str(results / "x_gpu.json")]  # not the file that was there before
+
+    r = gr.run_step(gr.Step("bad", "benchmark", [sys.executable, "-c", "raise SystemExit(3)"], 60),
+                    dict(os.environ), 60, results_dir=results, echo=False)
+    assert (r.status, r.exit_code, r.results_files) == ("failed", 3, [])
+
+
+def test_run_step_stops_a_step_at_its_limit(tmp_path):
+    step = gr.Step("slow", "benchmark", [sys.executable, "-c", "import time; print('start', flush=True); time.sleep(60)"], 60)
+    r = gr.run_step(step, dict(os.environ), 1.0, results_dir=tmp_path, echo=False)
+    assert r.status == "timeout" and r.duration_s < 30 and r.output_tail == ["start"]
+
+
+# ------------------------------------------------------------------ the summary
+
+
+SUMMARY_FIELDS = {"gpu", "driver", "cuda", "capability", "python", "torch", "triton", "versions", "date",
+                  "command", "status", "steps", "results_files", "total_duration_s"}
+STEP_FIELDS = {"name", "kind", "command", "status", "exit_code", "duration_s", "results_files", "output_tail"}
+
+
+def test_build_summary_has_the_documented_fields():
+    steps = [
+        gr.StepResult("kernels", "kernels", "py -m pytest", "passed", 0, duration_s=40.0),
+        gr.StepResult("gpu_x", "benchmark", "py benchmarks/gpu_x.py", "passed", 0, duration_s=20.5,
+                      results_files=["benchmarks/results/x_nvidia-test-gpu-80gb.json"]),
+        gr.StepResult("nbval", "nbval", "py -m pytest --nbval-lax", "missing", note="no nbval"),
+    ]
+    s = gr.build_summary(fake_info(), steps, "python benchmarks/gpu_report.py", "2026-12-01T06:00:00+00:00")
+    assert SUMMARY_FIELDS <= set(s)
+    assert (s["gpu"], s["driver"], s["torch"], s["triton"], s["python"]) == (
+        "NVIDIA Test GPU 80GB", "580.1", "2.11.0+cu130", "3.6.0", "3.12.3")
+    assert s["date"] == "2026-12-01T06:00:00+00:00" and s["command"] == "python benchmarks/gpu_report.py"
+    assert s["results_files"] == ["benchmarks/results/x_nvidia-test-gpu-80gb.json"]
+    assert s["total_duration_s"] == 60.5
+    assert all(STEP_FIELDS <= set(step) for step in s["steps"])
+    assert s["status"] == "incomplete"  # nbval missing: said, not hidden as "passed"
+    steps[1].status = "timeout"
+    assert gr.build_summary(fake_info(), steps, "c", "d")["status"] == "failed"
+    assert gr.build_summary(fake_info(), steps[:1], "c", "d")["status"] == "passed"
+    assert gr.build_summary(fake_info(), steps[:1], "c", "d", finished=False)["status"] == "running"
+
+
+def test_summary_file_name_uses_the_results_slug():
+    sys.path.insert(0, str(ROOT))
+    from nbhelpers.results import gpu_slug
+
+    for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-16GB"):
+        assert gr.gpu_slug(name) == gpu_slug(name)
+    path, log = gr.summary_paths("NVIDIA H200", Path("r"))
+    assert (path, log) == (Path("r/gpu_report_nvidia-h200.json"), Path("r/gpu_report_nvidia-h200.log"))
+
+
+def test_write_summary_copies_it_and_the_results_files_to_out(tmp_path):
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    res = tmp_path / "benchmarks" / "results" / "x_gpu.json"
+    res.write_text("{}")
+    log = tmp_path / "benchmarks" / "results" / "gpu_report_gpu.log"
+    log.write_text("log")
+    summary = {"results_files": ["benchmarks/results/x_gpu.json"], "gpu": "g"}
+    path = tmp_path / "benchmarks" / "results" / "gpu_report_gpu.json"
+    copies = gr.write_summary(summary, path, tmp_path / "out", extra_files=[log], root=tmp_path)
+    assert json.loads(path.read_text()) == summary
+    assert sorted(p.name for p in copies) == ["gpu_report_gpu.json", "gpu_report_gpu.log", "x_gpu.json"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in copies)
+    assert gr.write_summary(summary, path) == []  # no out folder, no copies
+
+
+def test_run_report_runs_the_steps_in_order_within_the_budget(tmp_path, capsys):
+    """The whole loop with a fake GPU: two passing steps, one failing, nbval missing, one left
+    without time; the summary (written after every step) and its copies in the out folder."""
+    results, out = tmp_path / "results", tmp_path / "out"
+    results.mkdir()
+    py = sys.executable
+    write = f"import pathlib; pathlib.Path({str(results / 'a_gpu.json')!r}).write_text('1')"
+    plan = [
+        gr.Step("kernels", "kernels", [py, "-c", "print('3 passed')"], 60),
+        gr.Step("gpu_a", "benchmark", [py, "-c", write], 60),
+        gr.Step("gpu_b", "benchmark", [py, "-c", "import time; time.sleep(4); raise SystemExit(1)"], 60),
+        gr.Step("gpu_c", "benchmark", [py, "-c", "print('never')"], 60),
+        gr.Step("nbval", "nbval", [py, "-m", "pytest"], 60),
+    ]
+    info = fake_info()
+    info["modules"]["nbval"] = False
+    rc = gr.run_report(plan, info, dict(os.environ), "python benchmarks/gpu_report.py", budget=8.0,
+                       python=py, results_dir=results, out_dir=out, cwd=tmp_path)
+    assert rc == 1  # gpu_b failed
+    s = json.loads((results / "gpu_report_nvidia-test-gpu-80gb.json").read_text())
+    assert [(st["name"], st["status"]) for st in s["steps"]] == [
+        ("kernels", "passed"), ("gpu_a", "passed"), ("gpu_b", "failed"), ("gpu_c", "skipped"),
+        ("nbval", "missing")]
+    assert s["steps"][2]["exit_code"] == 1 and s["steps"][0]["output_tail"] == ["3 passed"]
+    assert s["results_files"] == [str(results / "a_gpu.json")] and s["finished"] is True
+    assert "cannot import nbval" in s["steps"][4]["note"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "a_gpu.json", "gpu_report_nvidia-test-gpu-80gb.json", "gpu_report_nvidia-test-gpu-80gb.log"]
+    log = (results / "gpu_report_nvidia-test-gpu-80gb.log").read_text()
+    assert "3 passed" in log and "time budget of 8 s used up" in log
+    printed = capsys.readouterr().out
+    assert "gpu-report on NVIDIA Test GPU 80GB: failed" in printed
+
+
+# ------------------------------------------------------------------ Makefile and README
+
+
+def test_makefile_has_a_gpu_report_target_that_runs_the_script_without_installing():
+    makefile = (ROOT / "Makefile").read_text()
+    target = re.search(r"^gpu-report:(.*)\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert target, "no 'gpu-report' target"
+    prerequisites, recipe = target.group(1).split(), target.group(2)
+    assert "install" not in prerequisites  # it must not reinstall torch on the GPU machine
+    assert "benchmarks/gpu_report.py" in recipe and "--python $(GPU_PYTHON)" in recipe
+    assert re.search(r"^#\s+make gpu-report\s", makefile, re.MULTILINE)  # the help line at the top
+    assert re.search(r"^\.PHONY:.*\bgpu-report\b", makefile, re.MULTILINE)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_gpu_report_stops_without_a_gpu():
+    env = {**os.environ, **NO_GPU}
+    env.pop("OUT", None)
+    r = subprocess.run(["make", "--no-print-directory", "gpu-report"], capture_output=True, text=True,
+                       cwd=ROOT, env=env, timeout=300)
+    assert r.returncode != 0
+    assert "needs an NVIDIA GPU" in r.stderr and "[kernels]" in r.stdout
+
+
+def test_readme_documents_the_gpu_report():
+    readme = (ROOT / "README.md").read_text()
+    benchmarks = readme.split("\n## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    assert "make gpu-report" in benchmarks
+    assert "python3 benchmarks/gpu_report.py --python" in benchmarks
+    assert "benchmarks/results/gpu_report_" in benchmarks
