@@ -31,6 +31,7 @@ Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.gpu_measurements`  GPU runs of the kernels, labelled for a results file
   - :mod:`~nbhelpers.results`       finding and reading recorded results in ``benchmarks/results/``
   - :mod:`~nbhelpers.benchmarks`    timing helpers for the scripts in ``benchmarks/``
+  - :mod:`~nbhelpers.memory_access`  32-byte sectors, 64-byte cache lines, strided reads on the CPU (chapter 08)
 
 Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format

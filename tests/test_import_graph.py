@@ -44,6 +44,7 @@ LAYER_OF = {
     "gpu_measurements": "measurement",
     "results": "measurement",
     "benchmarks": "measurement",
+    "memory_access": "measurement",  # chapter 08: the sector model, strided reads on the CPU
     # presentation
     "plots": "presentation",
     "tables": "presentation",

@@ -1,0 +1,232 @@
+"""Copy bandwidth on a real GPU: chapter 08's Triton copy kernels against torch's own copy.
+
+    python benchmarks/gpu_copy_bandwidth.py [--n 268435456] [--n-strided 16777216]
+                                            [--strides 2 4 8 16 32] [--transpose 8192 8192]
+                                            [--out benchmarks/results/copy_bandwidth_<gpu>.json]
+
+Needs an NVIDIA GPU (without one it exits with code 2 and a one-line message). On float32 data it
+times, with ``triton.testing.do_bench`` (median of repeated runs; CUDA events, after warm-up):
+
+* ``torch copy``: ``out.copy_(x)`` of --n elements, the reference every other row is divided by;
+* ``copy``: :func:`nbhelpers.kernels.copy.copy_kernel` on the same data, for several BLOCK sizes
+  (the issue's goal: the best at least 0.85x torch's copy on an H100/H200);
+* ``strided s``: ``strided_read_kernel`` (out[i] = x[i * s], --n-strided outputs) for each stride,
+  beside torch's ``out.copy_(x[::s])``;
+* ``transpose``: ``transpose_kernel`` of an (M, N) matrix for two tile sizes, beside torch's
+  ``out.copy_(x.t())``.
+
+Bandwidth counts useful bytes only: each element read once and written once, 2 * 4 bytes per
+output element. The sector model (:mod:`nbhelpers.memory_access`) predicts what the reads move:
+for stride s a warp's 32 loads touch ``sectors_touched(stride=s)`` 32-byte sectors, so a read of
+n useful bytes moves n / efficiency, and the write n more. Predicted bandwidth of useful bytes:
+``B * 2 / (1 + 1 / efficiency)`` with B the measured torch copy (the achievable bandwidth in this
+run) and, for an H200, B the 4.8 TB/s peak of ``shared/FACTS.md`` (NVIDIA's H200 specification).
+The tiled transpose reads whole tile rows (efficiency 1 by the model); a naive transpose that reads
+one element per row is the ``strided`` case with s >= 8 (1/8).
+
+Every kernel's output is checked against torch's once, before it is timed. The results file
+``benchmarks/results/copy_bandwidth_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA,
+torch and Triton versions, UTC date, script, command, sizes) and ``rows``. Run time: under a
+minute on an H200 (about 4 GiB of GPU memory).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = "benchmarks/gpu_copy_bandwidth.py"
+if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
+    sys.path.insert(0, str(ROOT))
+
+COPY_BLOCKS = (1024, 2048, 4096, 8192)
+TRANSPOSE_BLOCKS = ((32, 32), (64, 64))
+# peak HBM bandwidth, bytes/s, by a GPU-name fragment; source: shared/FACTS.md ("GPU memory")
+PEAKS = {"h200": (4.8e12, "FACTS.md: H200 about 4.8 TB/s HBM3e peak (NVIDIA H200 specification)")}
+
+
+def no_gpu_reason() -> str | None:
+    """Why this script cannot run here, or None when it can."""
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "TRITON_INTERPRET=1 is set (the kernels would run in the interpreter)"
+    return None
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version from nvidia-smi, else the CUDA driver API version torch reports."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    import torch
+
+    get = getattr(torch._C, "_cuda_getDriverVersion", None)
+    if get is not None:
+        v = get()
+        return f"CUDA driver API {v // 1000}.{(v % 1000) // 10} (nvidia-smi unavailable)"
+    return None
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2**28, help="elements of the contiguous copy (float32)")
+    ap.add_argument("--n-strided", type=int, default=2**24, help="output elements of each strided read")
+    ap.add_argument("--strides", type=int, nargs="+", default=[2, 4, 8, 16, 32])
+    ap.add_argument("--transpose", type=int, nargs=2, default=[8192, 8192], metavar=("M", "N"))
+    ap.add_argument("--out", help="results file (default: benchmarks/results/copy_bandwidth_<gpu>.json)")
+    args = ap.parse_args(argv)
+    if args.n < 1 or args.n_strided < 1 or min(args.transpose) < 1 or min(args.strides) < 1:
+        ap.error("sizes and strides must be positive")
+
+    why = no_gpu_reason()
+    if why is not None:
+        print(f"gpu_copy_bandwidth.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
+        return 2
+
+    import numpy as np
+    import torch
+    import triton
+    from triton.testing import do_bench
+
+    from nbhelpers.device import setup_device
+
+    setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
+    from nbhelpers.kernels.copy import copy_kernel, strided_read_kernel, transpose_kernel
+    from nbhelpers.memory_access import sectors_touched
+    from nbhelpers.results import gpu_slug
+
+    dev = "cuda"
+    gpu = torch.cuda.get_device_name(0)
+    peak, peak_source = next(((p, s) for k, (p, s) in PEAKS.items() if k in gpu.lower()), (None, None))
+    elem = 4
+    n, n_s = args.n, args.n_strided
+    M, N = args.transpose
+    # one buffer for every read: the longest strided read needs n_s * max stride elements
+    src = torch.rand(max(n, n_s * max(args.strides), M * N), device=dev)
+    out = torch.empty(max(n, n_s, M * N), device=dev)
+
+    def bench(fn) -> float:
+        """median milliseconds of fn() (do_bench: CUDA events, L2 flushed between runs)."""
+        return float(do_bench(fn, warmup=25, rep=200, return_mode="median"))
+
+    rows = []
+
+    def record(name, kernel, pattern, stride, block, outputs, ms, efficiency):
+        useful = 2 * outputs * elem
+        bw = useful / (ms * 1e-3)
+        rows.append({"name": name, "kernel": kernel, "pattern": pattern, "stride": stride,
+                     "block": block, "outputs": outputs, "useful_bytes": useful, "ms": ms,
+                     "bandwidth": bw, "sector_efficiency": efficiency})
+        return bw
+
+    # ---- contiguous: torch's copy is the reference
+    x, y = src[:n], out[:n]
+    torch_bw = record("torch copy", "torch", "contiguous", 1, None, n, bench(lambda: y.copy_(x)), 1.0)
+    eff1 = sectors_touched(elem_bytes=elem, stride=1).efficiency
+    for B in COPY_BLOCKS:
+        grid = (triton.cdiv(n, B),)
+        y.zero_()
+        copy_kernel[grid](x, y, n, BLOCK=B)
+        assert torch.equal(y, x), f"copy kernel, BLOCK={B}: wrong output"
+        record(f"copy BLOCK={B}", "triton", "contiguous", 1, [B], n,
+               bench(lambda: copy_kernel[grid](x, y, n, BLOCK=B)), eff1)
+
+    # ---- strided reads
+    B = 1024
+    for s in args.strides:
+        xs, ys = src[: n_s * s], out[:n_s]
+        eff = sectors_touched(elem_bytes=elem, stride=s).efficiency
+        grid = (triton.cdiv(n_s, B),)
+        ys.zero_()
+        strided_read_kernel[grid](xs, ys, n_s, s, BLOCK=B)
+        assert torch.equal(ys, xs[::s]), f"strided read, stride {s}: wrong output"
+        record(f"strided {s}", "triton", "strided", s, [B], n_s,
+               bench(lambda: strided_read_kernel[grid](xs, ys, n_s, s, BLOCK=B)), eff)
+        record(f"torch strided {s}", "torch", "strided", s, None, n_s,
+               bench(lambda: ys.copy_(xs[::s])), eff)
+
+    # ---- transposed copy of an (M, N) matrix
+    xt, yt = src[: M * N].view(M, N), out[: M * N].view(N, M)
+    for bm, bn in TRANSPOSE_BLOCKS:
+        grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
+
+        def run_t():
+            transpose_kernel[grid](xt, yt, M, N, xt.stride(0), xt.stride(1), yt.stride(0), yt.stride(1),
+                                   BLOCK_M=bm, BLOCK_N=bn)
+
+        yt.zero_()
+        run_t()
+        assert torch.equal(yt, xt.t()), f"transpose, block {bm}x{bn}: wrong output"
+        # reads: each tile row is bn contiguous elements; the model for one warp reading them
+        eff = sectors_touched(elem_bytes=elem, stride=1, threads=min(32, bn)).efficiency
+        record(f"transpose {bm}x{bn}", "triton", "transposed", None, [bm, bn], M * N, bench(run_t), eff)
+    record("torch transpose", "torch", "transposed", None, None, M * N,
+           bench(lambda: yt.copy_(xt.t())), None)
+
+    # ---- ratios and predictions
+    for r in rows:
+        r["ratio_to_torch_copy"] = r["bandwidth"] / torch_bw
+        e = r["sector_efficiency"]
+        r["predicted_bandwidth"] = None if e is None else torch_bw * 2 / (1 + 1 / e)
+        r["predicted_at_peak"] = None if e is None or peak is None else peak * 2 / (1 + 1 / e)
+        r["ratio_to_prediction"] = None if e is None else r["bandwidth"] / r["predicted_bandwidth"]
+    best = max((r for r in rows if r["kernel"] == "triton" and r["pattern"] == "contiguous"),
+               key=lambda r: r["bandwidth"])
+
+    print(f"{gpu}: float32, contiguous n={n}, strided outputs={n_s}, transpose {M}x{N}")
+    print(f"{'':22s} {'GB/s':>8s} {'x torch copy':>12s} {'predicted GB/s':>15s} {'x predicted':>11s}")
+    for r in rows:
+        pred = "" if r["predicted_bandwidth"] is None else f"{r['predicted_bandwidth'] / 1e9:15.0f}"
+        rp = "" if r["ratio_to_prediction"] is None else f"{r['ratio_to_prediction']:11.2f}"
+        print(f"  {r['name']:20s} {r['bandwidth'] / 1e9:8.0f} {r['ratio_to_torch_copy']:12.3f} {pred:>15s} {rp:>11s}")
+    goal = best["ratio_to_torch_copy"] >= 0.85
+    print(f"best Triton copy ({best['name']}): {best['ratio_to_torch_copy']:.3f}x torch's copy "
+          f"(goal 0.85x: {'met' if goal else 'NOT met'})")
+    if peak is not None:
+        print(f"torch copy: {torch_bw / peak:.2f} of the {peak / 1e12:.1f} TB/s peak ({peak_source})")
+
+    meta = {
+        "gpu": gpu,
+        "driver": driver_version(),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "script": SCRIPT,
+        "command": " ".join(["python", SCRIPT, *map(shlex.quote, argv)]),
+        "dtype": "float32",
+        "n": n, "n_strided": n_s, "strides": args.strides, "transpose": [M, N],
+        "timing": "triton.testing.do_bench(warmup=25, rep=200, return_mode='median'), ms",
+        "bandwidth": "useful bytes (each output element read once and written once) per second",
+        "peak": peak, "peak_source": peak_source,
+    }
+    result = {"meta": meta, "best_copy": best["name"], "best_copy_ratio": best["ratio_to_torch_copy"],
+              "goal_ratio": 0.85, "rows": rows}
+    path = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"copy_bandwidth_{gpu_slug(gpu)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
