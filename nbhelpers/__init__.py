@@ -22,8 +22,9 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
-  - :mod:`~nbhelpers.kernels`       ``kernels.gemm`` (chapter 03's tiled GEMM); chapter 09's scaled
-    fp8 GEMM kernel goes in ``kernels.scaled_gemm``, chapter 10's grouped GEMM in ``kernels.grouped_gemm``
+  - :mod:`~nbhelpers.kernels`       ``kernels.gemm`` (the tiled GEMM, chapters 03 and 09), ``kernels.scaled_gemm``
+    (fp8 GEMMs with epilogue and block scales), ``kernels.copy`` (chapter 08's copies); chapter 10's
+    grouped GEMM goes in ``kernels.grouped_gemm``
 
 Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.metrics`       relative errors, exact sums, range fractions

@@ -20,12 +20,19 @@ import torch  # noqa: E402
 from nbhelpers import kernels  # noqa: E402
 from nbhelpers.accumulation import emulated_matmul  # noqa: E402
 from nbhelpers.experiments import gemm_inputs  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
 from nbhelpers.kernels.gemm import (  # noqa: E402
+    GPU_CONFIGS,
+    INTERPRETER_CONFIG,
     error_bound,
     matmul,
     matmul_kernel,
     matmul_ref,
+    program_tiles,
     run_matmul,
+    tile_of,
     torch_matmul,
 )
 from nbhelpers.metrics import relative_error  # noqa: E402
@@ -139,16 +146,29 @@ def test_interpreter_accumulates_fp32_partial_sums_per_block():
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="the interpreter's bf16 gap; compiled kernels handle bf16")
-def test_interpreter_bf16_gap_is_real_and_guarded():
+def test_interpreter_bf16_gap_is_real_and_handled():
     a, b = data(16, 16, 16, seed=2, dtype=torch.bfloat16)
-    with pytest.raises(TypeError, match="raw uint16"):
-        matmul(a, b)
-    # what the guard prevents: the raw kernel computes on bit patterns, silently
+    # the gap: the raw kernel on bf16 tensors computes on bit patterns, silently
     c = torch.empty((16, 16))
     matmul_kernel[(1, 1)](a, b, c, 16, 16, 16, *a.stride(), *b.stride(), *c.stride(),
                           BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, INPUT_PRECISION="ieee")
     assert not within_bound(c, a, b)
-    assert within_bound(matmul(a.float(), b.float()), a, b)  # the upcast the guard asks for
+    # the launcher upcasts exactly: the same result as the float32 tensors holding the bf16 values
+    assert within_bound(matmul(a, b), a, b)
+    assert torch.equal(matmul(a, b), matmul(a.float(), b.float()))
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="the interpreter's bf16 cast; a GPU rounds to nearest")
+def test_interpreter_bf16_output_cast_gap_is_real_and_handled():
+    # 1 + 3 * 2**-9 lies 3/4 of the way from bf16 1 to bf16 1 + 2**-7: nearest gives 1 + 2**-7
+    a = torch.full((16, 16), 0.0)
+    a[:, 0] = 1 + 3 * 2.0**-9
+    b = torch.eye(16)
+    c = torch.empty((16, 16), dtype=torch.bfloat16)
+    matmul_kernel[(1,)](a, b, c, 16, 16, 16, *a.stride(), *b.stride(), *c.stride(),
+                        BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, INPUT_PRECISION="ieee")
+    assert c[0, 0].item() == 1.0  # the interpreter's cast truncates
+    assert matmul(a, b, out_dtype=torch.bfloat16)[0, 0].item() == 1 + 2.0**-7  # the launcher rounds
 
 
 # ------------------------------------------------------------------ bad input
@@ -211,3 +231,127 @@ def test_torch_matmul_returns_values_of_the_input_format():
     C = torch_matmul(A, B, "bf16")
     assert C.dtype == np.float64 and np.array_equal(round_to(C, "bf16"), C)
     assert relative_error(C, A @ B) < 2.0**-6
+
+
+# ------------------------------------------------------------------ chapter 09: the grown kernel
+
+
+ODD_SHAPES = [(1, 1, 1), (7, 33, 1), (33, 7, 100), (100, 1, 33), (1, 257, 7), (257, 33, 7),
+              (33, 100, 257), (7, 257, 100), (100, 100, 33)]  # M, N, K
+
+
+@pytest.mark.parametrize("M,N,K", ODD_SHAPES)
+def test_fixed_config_over_odd_shapes_within_the_fp32_bound(M, N, K):
+    a, b = data(M, K, N, seed=3 * M + N + K)
+    C = matmul(a, b, block=None)
+    assert C.shape == (M, N) and C.dtype == torch.float32
+    assert within_bound(C, a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("M,N,K", [(7, 33, 100), (100, 7, 257), (1, 100, 33)])
+def test_half_inputs_equal_the_float64_reference_within_the_fp32_bound(dtype, M, N, K):
+    a, b = data(M, K, N, seed=M * N + K, dtype=dtype)
+    C = matmul(a, b, block=None)
+    assert C.dtype == torch.float32
+    # interpreter: exact upcast, so the fp32 bound; GPU: tensor cores, the truncating bound
+    assert within_bound(C, a, b, tensor_core=not INTERPRETED)
+
+
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+def test_epilogue_cast_to_the_output_dtype(out_dtype):
+    a, b = data(33, 100, 7, seed=4, dtype=torch.bfloat16)
+    C = matmul(a, b, block=None, out_dtype=out_dtype)
+    assert C.dtype == out_dtype and C.shape == (33, 7)
+    assert within_bound(C, a, b, tensor_core=not INTERPRETED, out_dtype=out_dtype)
+    if INTERPRETED:  # one rounding of the fp32 tile, nearest-even (torch's cast is the oracle)
+        assert torch.equal(C, matmul(a, b, block=None).to(out_dtype))
+
+
+def test_group_m_changes_the_order_not_the_numbers():
+    a, b = data(100, 33, 257, seed=6)  # 4 x 9 tiles of 32 x 32
+    ref = matmul(a, b, block=(32, 32, 32), group_m=1)
+    for g in (2, 3, 8):
+        assert torch.equal(matmul(a, b, block=(32, 32, 32), group_m=g), ref)
+
+
+@pytest.mark.parametrize("M,N,bm,bn,g", [(100, 257, 32, 32, 4), (64, 64, 16, 16, 3), (33, 7, 16, 16, 1),
+                                         (1, 100, 16, 16, 8)])
+def test_program_tiles_is_a_permutation_in_grouped_order(M, N, bm, bn, g):
+    tiles = program_tiles(M, N, bm, bn, g)
+    npm, npn = -(-M // bm), -(-N // bn)
+    assert sorted(tiles) == [(i, j) for i in range(npm) for j in range(npn)]
+    if g == 1:
+        assert tiles == [(i, j) for i in range(npm) for j in range(npn)]  # row-major
+    # inside a full group the programs walk down GROUP_M rows, then move one column right
+    if npm >= g > 1:
+        assert tiles[:g + 1] == [(i, 0) for i in range(g)] + [(0, 1)]
+
+
+@triton.jit
+def _tile_probe_kernel(out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m, pid_n = tile_of(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    tl.store(out_ptr + 2 * pid, pid_m)
+    tl.store(out_ptr + 2 * pid + 1, pid_n)
+
+
+def test_the_kernels_tile_order_is_program_tiles():
+    M, N, bm, bn, g = 100, 257, 32, 32, 3
+    n = len(program_tiles(M, N, bm, bn, g))
+    out = torch.full((2 * n,), -1, dtype=torch.int32, device=DEV)
+    _tile_probe_kernel[(n,)](out, M, N, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=g)
+    assert [tuple(p) for p in out.view(n, 2).tolist()] == [tuple(t) for t in program_tiles(M, N, bm, bn, g)]
+
+
+def test_grouped_order_reads_fewer_panels_per_wave():
+    # 4096^2 output in 128 x 128 tiles (32 x 32 tiles), a wave of 128 programs: row-major reads
+    # 4 row-panels of A and all 32 column-panels of B; GROUP_M = 8 reads 8 and 16
+    def panels(order, wave):
+        return [len({m for m, _ in order[i:i + wave]}) + len({n for _, n in order[i:i + wave]})
+                for i in range(0, len(order), wave)]
+    flat = panels(program_tiles(4096, 4096, 128, 128, 1), 128)
+    grouped = panels(program_tiles(4096, 4096, 128, 128, 8), 128)
+    assert flat[0] == 4 + 32 and grouped[0] == 8 + 16
+    assert sum(grouped) < sum(flat)
+
+
+def test_configs_and_bad_group_m():
+    assert INTERPRETER_CONFIG["BLOCK_K"] >= 16 and len(GPU_CONFIGS) >= 4
+    a, b = data(8, 8, 8)
+    for g in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="group_m"):
+            matmul(a, b, group_m=g)
+    with pytest.raises(TypeError, match="out_dtype"):
+        matmul(a, b, out_dtype=torch.float64)
+    with pytest.raises(TypeError, match="out_dtype"):
+        error_bound(a, b, out_dtype=torch.int8)
+
+
+@pytest.mark.skipif(INTERPRETED, reason="needs compiled kernels (a GPU): autotuning times launches")
+@pytest.mark.parametrize("M,N,K", [(1, 1, 1), (257, 100, 33), (512, 512, 512), (1000, 257, 4096)])
+def test_autotuned_bf16_against_torch_matmul(M, N, K):
+    a, b = data(M, K, N, seed=8, dtype=torch.bfloat16)
+    C = matmul(a, b, block=None, out_dtype=torch.bfloat16)
+    assert within_bound(C, a, b, tensor_core=True, out_dtype=torch.bfloat16)
+    # torch.matmul (cuBLAS) obeys the same bound; both are compared to float64, not to each other
+    assert within_bound(torch.matmul(a, b), a, b, tensor_core=True, out_dtype=torch.bfloat16)
+
+
+# ------------------------------------------------------------------ the GPU benchmark's refusal
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="checks the behaviour without a GPU")
+def test_tflops_benchmark_without_a_gpu_exits_2_with_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "gemm_tflops.json"
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_gemm_tflops.py"), "--quick", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=root)
+    assert r.returncode == 2
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    assert len(lines) == 1 and "needs an NVIDIA GPU" in lines[0], lines
+    assert not out.exists()  # nothing written

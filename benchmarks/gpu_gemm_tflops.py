@@ -1,0 +1,202 @@
+"""GEMM speed on an NVIDIA GPU: TFLOP/s of the course's Triton GEMMs against torch's, as ratios.
+
+    python benchmarks/gpu_gemm_tflops.py [--shapes 4096x4096x4096 8192x8192x8192 ...] [--quick]
+                                         [--out benchmarks/results/gemm_tflops_<gpu>.json]
+
+Needs an NVIDIA GPU: without one (or with TRITON_INTERPRET=1) it prints one line and exits with
+code 2. Three comparisons, each a ratio of two timings taken in the same run with
+``triton.testing.do_bench`` (median of repeated launches after warm-up, CUDA events), FLOPs
+counted as 2 M N K:
+
+* ``bf16``: :func:`nbhelpers.kernels.gemm.matmul` (autotuned, bf16 in, fp32 accumulator, bf16
+  out) against ``torch.matmul`` on the same bf16 tensors, at 4096^3 and a sweep of shapes.
+  Goal: at least 0.8x.
+* ``fp8_rowwise``: :func:`nbhelpers.kernels.scaled_gemm.scaled_matmul` (e4m3fn, per-row scales
+  of A, per-column scales of B, bf16 out, promotion to fp32 every BLOCK_K) against
+  ``torch._scaled_mm`` with the same operands and scales (``use_fast_accum=False``, its default).
+  Goal: at least 0.8x. Also recorded: both with fast accumulation (no promotion).
+* ``block_scaled``: :func:`nbhelpers.kernels.scaled_gemm.block_scaled_matmul` (1 x 128 and
+  128 x 128 scales, one fp32 promotion per K-block) against the row-scaled kernel with fast
+  accumulation (no promotion, scales in the epilogue): the ratio is the cost of promotion.
+
+Before timing, each output is compared with torch's (relative Frobenius difference), so a
+broken kernel is not timed as a fast one. The results file
+``benchmarks/results/gemm_tflops_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA,
+compute capability, torch and Triton versions, UTC date, this script, the command) and ``rows``
+(one per comparison and shape: milliseconds and TFLOP/s of both, the ratio, the goal).
+
+Run time: not yet measured on a GPU (written without one). Autotuning compiles each
+configuration once (9 bf16 + 7 + 7 fp8 configurations) and times it once per shape, so the
+first shape costs the most; ``--quick`` times 4096^3 only.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = "benchmarks/gpu_gemm_tflops.py"
+SWEEP = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024",
+         "8192x1024x8192", "16384x4096x1024", "4096x14336x4096", "1000x1000x1000"]  # M x N x K
+GOAL = {"bf16": 0.8, "fp8_rowwise": 0.8, "fp8_rowwise_fast_accum": 0.8, "block_scaled": None}
+
+
+def no_gpu_reason() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "TRITON_INTERPRET=1 is set (the kernels would run in the interpreter)"
+    return None
+
+
+def _driver() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return None
+
+
+def _shape(s: str) -> tuple[int, int, int]:
+    try:
+        M, N, K = (int(v) for v in s.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must be MxNxK, got {s!r}") from None
+    if min(M, N, K) < 1:
+        raise argparse.ArgumentTypeError(f"sizes must be positive, got {s!r}")
+    return M, N, K
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", type=_shape, nargs="+", default=[_shape(s) for s in SWEEP],
+                    help="M x N x K shapes (default: 4096^3 and a sweep)")
+    ap.add_argument("--quick", action="store_true", help="4096^3 only")
+    ap.add_argument("--out", help="results file (default: benchmarks/results/gemm_tflops_<gpu>.json)")
+    args = ap.parse_args(argv)
+
+    why = no_gpu_reason()
+    if why is not None:
+        print(f"gpu_gemm_tflops.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
+        return 2
+
+    sys.path.insert(0, str(ROOT))
+    import torch
+    import triton
+    from triton.testing import do_bench
+
+    from nbhelpers.device import setup_device
+
+    setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
+    from nbhelpers.kernels.gemm import matmul
+    from nbhelpers.kernels.scaled_gemm import SCALE_BLOCK, block_scaled_matmul, scaled_matmul
+    from nbhelpers.results import gpu_slug
+
+    shapes = [(4096, 4096, 4096)] if args.quick else args.shapes
+    gpu = torch.cuda.get_device_name(0)
+    meta = {
+        "gpu": gpu,
+        "driver": _driver(),
+        "cuda": torch.version.cuda,
+        "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "script": SCRIPT,
+        "command": shlex.join([sys.executable, SCRIPT, *argv]),
+        "timer": "triton.testing.do_bench (median ms)",
+        "flops": "2 M N K",
+    }
+    print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+
+    def time_pair(kind, M, N, K, ours, theirs, names, check_tol, diff=None):
+        """Time ours and theirs; first check ours against theirs (or take the diff given)."""
+        if diff is None:
+            c_ours, c_theirs = ours().float(), theirs().float()
+            diff = ((c_ours - c_theirs).norm() / c_theirs.norm().clamp_min(1e-30)).item()
+            del c_ours, c_theirs
+        row = {"kind": kind, "M": M, "N": N, "K": K, "ours": names[0], "theirs": names[1],
+               "rel_diff": diff, "goal": GOAL[kind]}
+        if not diff <= check_tol:
+            row["error"] = f"outputs differ by {diff:.3g} (relative), more than {check_tol}: not timed"
+            print(f"  {kind:<24s} {M}x{N}x{K}: {row['error']}")
+            rows.append(row)
+            return
+        ms_o, ms_t = do_bench(ours), do_bench(theirs)
+        tf = lambda ms: 2 * M * N * K / (ms * 1e-3) / 1e12  # noqa: E731
+        row.update(ms_ours=ms_o, ms_theirs=ms_t, tflops_ours=tf(ms_o), tflops_theirs=tf(ms_t),
+                   ratio=ms_t / ms_o)
+        print(f"  {kind:<24s} {M}x{N}x{K}: {row['tflops_ours']:7.1f} vs {row['tflops_theirs']:7.1f} "
+              f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e})")
+        rows.append(row)
+
+    for M, N, K in shapes:
+        a = torch.randn((M, K), device="cuda", generator=gen).to(torch.bfloat16)
+        b = torch.randn((K, N), device="cuda", generator=gen).to(torch.bfloat16)
+        time_pair("bf16", M, N, K, lambda: matmul(a, b, block=None, out_dtype=torch.bfloat16),
+                  lambda: torch.matmul(a, b), ("triton matmul", "torch.matmul"), 1e-2)
+
+        # fp8: A row-major, B column-major (K-major, what fp8 tensor cores and torch._scaled_mm want)
+        qa = (a.float() / 4).clamp(-448, 448).to(torch.float8_e4m3fn)
+        qb = (b.float().t().contiguous() / 4).clamp(-448, 448).to(torch.float8_e4m3fn).t()
+        sa = torch.rand((M, 1), device="cuda", generator=gen) + 0.5
+        sb = torch.rand((1, N), device="cuda", generator=gen) + 0.5
+        for fast, kind in ((False, "fp8_rowwise"), (True, "fp8_rowwise_fast_accum")):
+            time_pair(kind, M, N, K,
+                      lambda fast=fast: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None,
+                                                      fast_accum=fast),
+                      lambda fast=fast: torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb,
+                                                         out_dtype=torch.bfloat16, use_fast_accum=fast),
+                      ("triton scaled_matmul", "torch._scaled_mm"), 2e-2)
+
+        nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
+        sa_blk = torch.rand((M, nk), device="cuda", generator=gen) + 0.5
+        sb_blk = torch.rand((nk, nn), device="cuda", generator=gen) + 0.5
+        # the comparison for the output check: the same scales, summed per K-block with torch
+        sb_cols = sb_blk.repeat_interleave(SCALE_BLOCK, dim=1)[:, :N]
+
+        def blocks_by_torch():
+            c = torch.zeros((M, N), device="cuda")
+            for kb in range(nk):
+                k0, k1 = kb * SCALE_BLOCK, min(K, (kb + 1) * SCALE_BLOCK)
+                c += (qa[:, k0:k1].float() * sa_blk[:, kb:kb + 1]) @ (qb[k0:k1].float() * sb_cols[kb:kb + 1])
+            return c
+
+        # the timed pair computes different things (other scales), so the block-scaled output is
+        # checked against torch's per-K-block sum instead; rel_diff records that check
+        c_blk, c_chk = block_scaled_matmul(qa, qb, sa_blk, sb_blk, block=None), blocks_by_torch()
+        diff = ((c_blk - c_chk).norm() / c_chk.norm().clamp_min(1e-30)).item()
+        del c_blk, c_chk
+        time_pair("block_scaled", M, N, K,
+                  lambda: block_scaled_matmul(qa, qb, sa_blk, sb_blk, out_dtype=torch.bfloat16, block=None),
+                  lambda: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None, fast_accum=True),
+                  ("triton block_scaled_matmul", "triton scaled_matmul, fast_accum (no promotion)"),
+                  1e-2, diff=diff)
+        del a, b, qa, qb
+        torch.cuda.empty_cache()
+
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"gemm_tflops_{gpu_slug(gpu)}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,303 @@
+"""Scaled fp8 GEMMs in Triton (chapter 09): the kernels of chapters 06 and 07's references.
+
+One scale convention: ``x ~ q * scale``. Both kernels reuse :mod:`nbhelpers.kernels.gemm`'s tile
+loop and grouped program order (:func:`~nbhelpers.kernels.gemm.tile_of`); what is new is where
+the scales go.
+
+* :func:`scaled_matmul` (:func:`scaled_matmul_kernel`): C ~ diag(sA) (qA qB) diag(sB) with sA
+  per row of A (M, 1) or per tensor (1, 1), sB per column of B (1, N) or per tensor. The scales
+  are constant along K, so the K loop sums the raw fp8 products into an fp32 accumulator tile and
+  the scales are applied once, in the epilogue, in the reference's order fl32(fl32(acc * sA) * sB),
+  then cast to the output type. Reference: :func:`nbhelpers.scaled_gemm.scaled_mm`.
+* :func:`block_scaled_matmul` (:func:`block_scaled_matmul_kernel`): sA per 1 x 128 tile of A
+  (M, ceil(K / 128)), sB per 128 x 128 block of B (ceil(K / 128), ceil(N / 128)) or per 128 x 1
+  column slice (ceil(K / 128), N). The scales vary along K, so they cannot wait for the epilogue:
+  BLOCK_K is 128, one K-block is one loop step, and each step's partial product (a fresh
+  ``tl.dot``) is scaled, fl32(fl32(p * sA) * sB), and added into the fp32 accumulator (chapter 07's
+  promotion, in a kernel). Reference: :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm`.
+
+Operands are ``torch.float8_e4m3fn`` (or both ``float8_e5m2``), scales float32, output float32 or
+bfloat16.
+
+On a GPU the fp8 tiles go to ``tl.dot`` as fp8 (tensor cores). On Hopper, Triton lets an fp8
+``tl.dot`` accumulate in the tensor core's narrow accumulator for up to ``max_num_imprecise_acc``
+products before adding into fp32 (Triton's default there is unlimited); :func:`scaled_matmul`
+sets it to BLOCK_K (one promotion per K step, like ``torch._scaled_mm``'s default
+``use_fast_accum=False``) unless ``fast_accum=True``. The block-scaled kernel promotes every
+K-block by construction.
+
+In Triton's interpreter (no GPU) fp8 values are held as raw uint8 codes, as bf16 values are held
+as uint16 codes. Measured with Triton 3.7.1 (tests/test_kernels_scaled_gemm.py): its ``tl.dot``
+decodes fp8 codes to fp16 before the numpy matmul, so unlike bf16 the raw fp8 kernel is right
+there; other arithmetic on fp8 codes, and other interpreter versions, need not be. The launchers
+therefore do not depend on it: they upcast the fp8 operands to float32 before the launch. The
+upcast is exact (every e4m3fn / e5m2 value is an fp32 value) and so is every product of two of
+them (4 x 4 significant bits), so the kernel sums the same exact products in fp32. A bfloat16
+output is stored as fp32 and rounded by torch (nearest-even), because the interpreter's own
+fp32 -> bf16 cast truncates.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import INTERPRETED
+from .gemm import tile_of
+
+__all__ = [
+    "scaled_matmul_kernel",
+    "scaled_matmul",
+    "block_scaled_matmul_kernel",
+    "block_scaled_matmul",
+    "SCALE_BLOCK",
+    "FP8_GPU_CONFIGS",
+    "FP8_INTERPRETER_CONFIG",
+]
+
+#: the K-block (and the N-block of B's scales) of the block-scaled recipe: DeepSeek-V3's 128
+SCALE_BLOCK = 128
+
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_OUT = (torch.float32, torch.bfloat16)
+
+
+@triton.jit
+def scaled_matmul_kernel(
+    a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr,
+    M, N, K,
+    stride_am, stride_ak,
+    stride_bk, stride_bn,
+    stride_cm, stride_cn,
+    stride_sa, stride_sb,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, PRECISE_ACC: tl.constexpr,
+):
+    """One tile of C = diag(sA) (qA qB) diag(sB): fp32 accumulation of the fp8 products over K,
+    the row scales of A and the column scales of B applied once in the epilogue. stride_sa /
+    stride_sb: 0 for a per-tensor scale."""
+    pid_m, pid_n = tile_of(tl.program_id(axis=0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < K - k0)
+        b_mask = (offs_k[:, None] < K - k0) & (offs_n[None, :] < N)
+        a = tl.load(a_ptrs, mask=a_mask, other=0.0)
+        b = tl.load(b_ptrs, mask=b_mask, other=0.0)
+        if PRECISE_ACC:  # Hopper: add the tensor core's partial into fp32 after every BLOCK_K products
+            acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
+        else:
+            acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    # the epilogue: the scales are constant along K, so they multiply the finished sum, once
+    sa = tl.load(sa_ptr + offs_m * stride_sa, mask=offs_m < M, other=0.0)
+    sb = tl.load(sb_ptr + offs_n * stride_sb, mask=offs_n < N, other=0.0)
+    c = (acc * sa[:, None]) * sb[None, :]
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptrs, c.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+@triton.jit
+def block_scaled_matmul_kernel(
+    a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr,
+    M, N, K,
+    stride_am, stride_ak,
+    stride_bk, stride_bn,
+    stride_cm, stride_cn,
+    stride_sam, stride_sak,
+    stride_sbk, stride_sbn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SCALE_BLOCK_N: tl.constexpr,
+):
+    """One tile of C = sum over K-blocks b of diag(sA[:, b]) (qA_b qB_b) diag(sB[b, :]).
+    BLOCK_K is the scales' K-block, so step b of the loop is K-block b: its partial product is a
+    fresh fp32 ``tl.dot``, scaled by its row and column scales and added into the fp32
+    accumulator (promotion). Column n of C uses B's scale column n // SCALE_BLOCK_N."""
+    pid_m, pid_n = tile_of(tl.program_id(axis=0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    sa_ptrs = sa_ptr + offs_m * stride_sam
+    sb_ptrs = sb_ptr + (offs_n // SCALE_BLOCK_N) * stride_sbn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - kb * BLOCK_K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        partial = tl.dot(a, b)  # this K-block alone, fp32
+        sa = tl.load(sa_ptrs + kb * stride_sak, mask=offs_m < M, other=0.0)
+        sb = tl.load(sb_ptrs + kb * stride_sbk, mask=offs_n < N, other=0.0)
+        acc += (partial * sa[:, None]) * sb[None, :]
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+# On a GPU: BLOCK_K = 128 (one 128-byte row of an fp8 tile; the block-scaled kernel needs exactly
+# the scales' K-block), large tiles with 3-4 pipeline stages for big shapes, smaller for skinny ones.
+FP8_GPU_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 8},
+                  num_stages=st, num_warps=w)
+    for bm, bn, st, w in [
+        (128, 256, 3, 8),
+        (256, 128, 3, 8),
+        (128, 128, 4, 8),
+        (128, 128, 3, 4),
+        (64, 128, 4, 4),
+        (128, 64, 4, 4),
+        (64, 64, 4, 4),
+    ]
+]
+#: the one configuration of the interpreter: BLOCK_K must be the scales' 128; small M, N tiles
+FP8_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 4}
+
+_scaled_tuned = None if INTERPRETED else triton.autotune(
+    configs=FP8_GPU_CONFIGS, key=["M", "N", "K"])(scaled_matmul_kernel)
+_block_scaled_tuned = None if INTERPRETED else triton.autotune(
+    configs=FP8_GPU_CONFIGS, key=["M", "N", "K"])(block_scaled_matmul_kernel)
+
+
+def _check_operands(qa, qb, out_dtype):
+    for name, t in (("qa", qa), ("qb", qb)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in _FP8:
+            raise TypeError(f"{name} has dtype {t.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 "
+                            "(quantize first)")
+    if qa.dtype != qb.dtype:
+        raise TypeError(f"qa and qb must have the same fp8 dtype, got {qa.dtype} and {qb.dtype}")
+    if qa.shape[1] != qb.shape[0]:
+        raise ValueError(f"inner dimensions differ: qa is {tuple(qa.shape)}, qb is {tuple(qb.shape)} "
+                         "(need qa (M, K), qb (K, N))")
+    if qa.device != qb.device:
+        raise ValueError(f"qa and qb are on different devices: {qa.device} and {qb.device}")
+    if not INTERPRETED and qa.device.type != "cuda":
+        raise ValueError(f"compiled Triton kernels need CUDA tensors, got tensors on {qa.device}. Without a "
+                         "GPU, call nbhelpers.device.setup_device() before importing nbhelpers.kernels.")
+    if out_dtype not in _OUT:
+        raise TypeError(f"out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype!r}")
+
+
+def _check_scale(s, shapes: list[tuple[int, int]], what: str, meaning: str, device) -> torch.Tensor:
+    if not isinstance(s, torch.Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor, got {type(s).__name__}")
+    if s.dtype != torch.float32:
+        raise TypeError(f"{what} must be float32, got {s.dtype}")
+    if tuple(s.shape) not in shapes:
+        raise ValueError(f"{what} must have shape {' or '.join(map(str, dict.fromkeys(shapes)))} ({meaning}), "
+                         f"got {tuple(s.shape)}")
+    if s.device != device:
+        raise ValueError(f"{what} is on {s.device}, the operands on {device}")
+    return s
+
+
+def _prepare(qa, qb, out_dtype):
+    """The operands the kernel gets (fp32 upcast in the interpreter, exact) and the output tensor
+    (fp32 storage for a bf16 output in the interpreter, rounded by torch afterwards)."""
+    M, K = qa.shape
+    N = qb.shape[1]
+    if INTERPRETED:
+        qa, qb = qa.float(), qb.float()
+    store = torch.float32 if INTERPRETED else out_dtype
+    return qa, qb, torch.empty((M, N), dtype=store, device=qa.device)
+
+
+def _block(block):
+    if block is None:
+        return None
+    if (not isinstance(block, (tuple, list)) or len(block) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 256 or v & (v - 1)
+                   for v in block)):
+        raise ValueError(f"block must be (BLOCK_M, BLOCK_N), powers of two from 16 to 256, or None; got {block!r}")
+    return tuple(block)
+
+
+def _group_m(group_m):
+    if isinstance(group_m, bool) or not isinstance(group_m, int) or group_m < 1:
+        raise ValueError(f"group_m must be a positive int, got {group_m!r}")
+    return group_m
+
+
+def _launch(kernel, tuned, args, M, N, block, group_m, **constexprs):
+    if block is None and not INTERPRETED:
+        tuned[lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)](*args, **constexprs)
+        return
+    cfg = dict(FP8_INTERPRETER_CONFIG) if block is None else {
+        "BLOCK_M": block[0], "BLOCK_N": block[1], "BLOCK_K": SCALE_BLOCK, "GROUP_M": group_m}
+    kernel[(triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)](*args, **cfg, **constexprs)
+
+
+def scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
+                  out_dtype: torch.dtype = torch.float32, block: tuple[int, int] | None = None,
+                  group_m: int = 8, fast_accum: bool = False) -> torch.Tensor:
+    """C ~ diag(sa) (qa @ qb) diag(sb) by :func:`scaled_matmul_kernel`: (M, N) of ``out_dtype``.
+
+    qa (M, K), qb (K, N): fp8 tensors (both e4m3fn or both e5m2), any strides. sa: float32
+    (M, 1) per row of A or (1, 1); sb: float32 (1, N) per column of B or (1, 1). out_dtype:
+    float32 or bfloat16. block: (BLOCK_M, BLOCK_N) with BLOCK_K = 128, or None: autotuned over
+    :data:`FP8_GPU_CONFIGS` on a GPU, :data:`FP8_INTERPRETER_CONFIG` in the interpreter.
+    fast_accum: on Hopper, let the tensor core accumulate the whole K loop in its narrow
+    accumulator (faster, less accurate; chapter 07); the default promotes to fp32 every BLOCK_K.
+    The reference is :func:`nbhelpers.scaled_gemm.scaled_mm`.
+    """
+    _check_operands(qa, qb, out_dtype)
+    M, K = qa.shape
+    N = qb.shape[1]
+    sa = _check_scale(sa, [(M, 1), (1, 1)], "sa", "per row of A or per tensor", qa.device)
+    sb = _check_scale(sb, [(1, N), (1, 1)], "sb", "per column of B or per tensor", qa.device)
+    block, group_m = _block(block), _group_m(group_m)
+    a, b, c = _prepare(qa, qb, out_dtype)
+    if M and N:
+        sa_e, sb_e = sa.expand(M, 1), sb.expand(1, N)  # stride 0 along a per-tensor scale
+        args = (a, b, c, sa_e, sb_e, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                c.stride(0), c.stride(1), sa_e.stride(0), sb_e.stride(1))
+        _launch(scaled_matmul_kernel, _scaled_tuned, args, M, N, block, group_m,
+                PRECISE_ACC=not fast_accum)
+    return c.to(out_dtype)
+
+
+def block_scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
+                        out_dtype: torch.dtype = torch.float32, block: tuple[int, int] | None = None,
+                        group_m: int = 8) -> torch.Tensor:
+    """C ~ sum over K-blocks b of diag(sa[:, b]) (qa_b @ qb_b) diag(sb[b, :]) by
+    :func:`block_scaled_matmul_kernel`: (M, N) of ``out_dtype``.
+
+    qa (M, K), qb (K, N): fp8 tensors as in :func:`scaled_matmul`; the K-blocks are 128 long (the
+    last may be shorter). sa: float32 (M, ceil(K / 128)), one scale per 1 x 128 tile of A. sb:
+    float32 (ceil(K / 128), ceil(N / 128)), one per 128 x 128 block of B, or (ceil(K / 128), N).
+    out_dtype, block, group_m: as in :func:`scaled_matmul`. The reference is
+    :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` with block_k = block_n = 128.
+    """
+    _check_operands(qa, qb, out_dtype)
+    M, K = qa.shape
+    N = qb.shape[1]
+    nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
+    sa = _check_scale(sa, [(M, nk)], "sa", f"one scale per row and per K-block of {SCALE_BLOCK}", qa.device)
+    sb = _check_scale(sb, [(nk, nn), (nk, N)], "sb",
+                      f"one scale per {SCALE_BLOCK} x {SCALE_BLOCK} block of B, or per K-block and column",
+                      qa.device)
+    block, group_m = _block(block), _group_m(group_m)
+    a, b, c = _prepare(qa, qb, out_dtype)
+    if M and N:
+        scale_block_n = SCALE_BLOCK if tuple(sb.shape) == (nk, nn) and nn != N else 1
+        args = (a, b, c, sa, sb, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                c.stride(0), c.stride(1), sa.stride(0), sa.stride(1), sb.stride(0), sb.stride(1))
+        _launch(block_scaled_matmul_kernel, _block_scaled_tuned, args, M, N, block, group_m,
+                SCALE_BLOCK_N=scale_block_n)
+    return c.to(out_dtype)
