@@ -19,7 +19,8 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "recorded_gpu_runs"]
+__all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "recorded_gpu_runs", "recorded_copy_bandwidth",
+           "recorded_gemm_tflops"]
 
 ENV_VAR = "NBHELPERS_RESULTS_DIR"
 _RELATIVE = Path("benchmarks") / "results"
@@ -73,6 +74,72 @@ def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:
                     missing.append(f"equal lengths of K and errors in {s['method']!r}")
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: not a results file of gpu_gemm_numerics.py ({e!r})") from e
+        if missing:
+            raise ValueError(f"{path}: missing {', '.join(missing)}")
+        run["path"] = str(path)
+        runs.append(run)
+    return sorted(runs, key=lambda r: r["meta"]["date"])
+
+
+_COPY_META_KEYS = ("gpu", "date", "script", "command")
+_COPY_ROW_KEYS = ("name", "kernel", "pattern", "stride", "bandwidth", "sector_efficiency",
+                  "predicted_bandwidth", "predicted_at_peak")
+
+
+def recorded_copy_bandwidth(results_dir: str | Path | None = None) -> list[dict]:
+    """The results files of ``benchmarks/gpu_copy_bandwidth.py`` (``copy_bandwidth_*.json``),
+    parsed, oldest first; [] when there are none. Each is ``{"meta": {...}, "rows": [...], ...}``
+    with the GPU name, date, script and command in ``meta``, one row per kernel timed (bandwidth
+    in useful bytes per second, the sector model's efficiency and predictions; see the script's
+    docstring) and the file's ``path``. A malformed file raises ValueError naming it."""
+    folder = find_results_dir(results_dir)
+    if folder is None:
+        return []
+    runs = []
+    for path in sorted(folder.glob("copy_bandwidth_*.json")):
+        try:
+            run = json.loads(path.read_text())
+            missing = [k for k in _COPY_META_KEYS if k not in run["meta"]]
+            if not run["rows"]:
+                missing.append("rows (none)")
+            for i, r in enumerate(run["rows"]):
+                missing += [f"rows[{i}].{k}" for k in _COPY_ROW_KEYS if k not in r]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a results file of gpu_copy_bandwidth.py ({e!r})") from e
+        if missing:
+            raise ValueError(f"{path}: missing {', '.join(missing)}")
+        run["path"] = str(path)
+        runs.append(run)
+    return sorted(runs, key=lambda r: r["meta"]["date"])
+
+
+_TFLOPS_META_KEYS = ("gpu", "date", "script", "command", "torch", "triton")
+_TFLOPS_ROW_KEYS = ("kind", "M", "N", "K", "ours", "theirs", "rel_diff")
+_TFLOPS_TIMED_KEYS = ("ms_ours", "ms_theirs", "tflops_ours", "tflops_theirs", "ratio")
+
+
+def recorded_gemm_tflops(results_dir: str | Path | None = None) -> list[dict]:
+    """The results files of ``benchmarks/gpu_gemm_tflops.py`` (``gemm_tflops_*.json``), parsed,
+    oldest first; [] when there are none. Each is ``{"meta": {...}, "rows": [...]}`` with the GPU
+    name, date, script, command and torch / Triton versions in ``meta``, one row per comparison
+    and shape (``kind``, M, N, K, both sides' names and the relative difference of their outputs;
+    then either both timings, TFLOP/s and the ratio, or an ``error`` saying why it was not timed)
+    and the file's ``path``. A malformed file raises ValueError naming it."""
+    folder = find_results_dir(results_dir)
+    if folder is None:
+        return []
+    runs = []
+    for path in sorted(folder.glob("gemm_tflops_*.json")):
+        try:
+            run = json.loads(path.read_text())
+            missing = [k for k in _TFLOPS_META_KEYS if k not in run["meta"]]
+            if not run["rows"]:
+                missing.append("rows (none)")
+            for i, r in enumerate(run["rows"]):
+                keys = _TFLOPS_ROW_KEYS + (() if "error" in r else _TFLOPS_TIMED_KEYS)
+                missing += [f"rows[{i}].{k}" for k in keys if k not in r]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a results file of gpu_gemm_tflops.py ({e!r})") from e
         if missing:
             raise ValueError(f"{path}: missing {', '.join(missing)}")
         run["path"] = str(path)

@@ -209,3 +209,115 @@ def test_a_copy_of_the_package_outside_the_repository_reads_where_it_is_run(tmp_
     if not any((p / REL).is_dir() for p in (tmp_path.resolve(), *tmp_path.resolve().parents)):
         got = _probe(site, tmp_path / "empty", None)
         assert got["found"] is None and got["gpus"] == []
+
+
+# ------------------------------------------------------------------ copy bandwidth files
+
+
+def copy_run(date: str, gpu: str = "Test GPU") -> dict:
+    """A results file of benchmarks/gpu_copy_bandwidth.py, by hand: meta and two rows."""
+    meta = {"gpu": gpu, "date": date, "script": "benchmarks/gpu_copy_bandwidth.py",
+            "command": "python benchmarks/gpu_copy_bandwidth.py", "peak": None}
+    rows = [{"name": "torch copy", "kernel": "torch", "pattern": "contiguous", "stride": 1, "block": None,
+             "bandwidth": 4.0e12, "sector_efficiency": 1.0, "predicted_bandwidth": 4.0e12,
+             "predicted_at_peak": None},
+            {"name": "strided 8", "kernel": "triton", "pattern": "strided", "stride": 8, "block": [1024],
+             "bandwidth": 8.0e11, "sector_efficiency": 0.125, "predicted_bandwidth": 8.9e11,
+             "predicted_at_peak": None}]
+    return {"meta": meta, "best_copy": "torch copy", "rows": rows}
+
+
+def test_recorded_copy_bandwidth_reads_sorts_and_rejects(tmp_path):
+    from nbhelpers.results import recorded_copy_bandwidth
+
+    assert recorded_copy_bandwidth(tmp_path) == []
+    (tmp_path / "copy_bandwidth_b.json").write_text(json.dumps(copy_run("2026-05-01T00:00:00+00:00", "B")))
+    (tmp_path / "copy_bandwidth_a.json").write_text(json.dumps(copy_run("2026-06-01T00:00:00+00:00", "A")))
+    (tmp_path / "gemm_numerics_x.json").write_text("{}")  # another benchmark's file: not read here
+    runs = recorded_copy_bandwidth(tmp_path)
+    assert [r["meta"]["gpu"] for r in runs] == ["B", "A"]  # by date, not by file name
+    assert runs[0]["path"].endswith("copy_bandwidth_b.json")
+    assert runs[1]["rows"][1]["sector_efficiency"] == 0.125
+    broken = copy_run("2026-07-01")
+    del broken["meta"]["command"]
+    del broken["rows"][1]["bandwidth"]
+    (tmp_path / "copy_bandwidth_c.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"copy_bandwidth_c\.json: missing command, rows\[1\]\.bandwidth"):
+        recorded_copy_bandwidth(tmp_path)
+    (tmp_path / "copy_bandwidth_c.json").write_text(json.dumps({**copy_run("2026-07-01"), "rows": []}))
+    with pytest.raises(ValueError, match="rows"):
+        recorded_copy_bandwidth(tmp_path)
+    (tmp_path / "copy_bandwidth_c.json").write_text("not json")
+    with pytest.raises(ValueError, match="not a results file of gpu_copy_bandwidth.py"):
+        recorded_copy_bandwidth(tmp_path)
+
+
+def test_recorded_copy_bandwidth_asks_only_for_keys_the_benchmark_writes():
+    # the reader must not demand a key the script never writes: every required key is a string
+    # literal of benchmarks/gpu_copy_bandwidth.py
+    source = (ROOT / "benchmarks" / "gpu_copy_bandwidth.py").read_text()
+    for key in results._COPY_META_KEYS + results._COPY_ROW_KEYS:
+        assert f'"{key}"' in source, key
+
+
+def test_committed_copy_bandwidth_files_parse():
+    for run in results.recorded_copy_bandwidth(ROOT / "benchmarks" / "results"):
+        assert run["meta"]["gpu"] and run["rows"]
+
+
+# ------------------------------------------------------------------ gemm_tflops files (chapter 09)
+
+
+def tflops_run(date: str, gpu: str = "Test GPU") -> dict:
+    """A run as benchmarks/gpu_gemm_tflops.py writes it: one timed row, one row it refused to time."""
+    meta = {"gpu": gpu, "driver": "1.0", "cuda": "12.8", "capability": "9.0", "torch": "2.13.0",
+            "triton": "3.7.1", "date": date, "script": "benchmarks/gpu_gemm_tflops.py",
+            "command": "python3 benchmarks/gpu_gemm_tflops.py", "timer": "do_bench", "flops": "2 M N K"}
+    timed = {"kind": "bf16", "M": 4096, "N": 4096, "K": 4096, "ours": "triton matmul", "theirs": "torch.matmul",
+             "rel_diff": 1e-3, "goal": 0.8, "ms_ours": 0.2, "ms_theirs": 0.18, "tflops_ours": 687.2,
+             "tflops_theirs": 763.6, "ratio": 0.9}
+    refused = {"kind": "fp8_rowwise", "M": 4096, "N": 4096, "K": 4096, "ours": "triton scaled_matmul",
+               "theirs": "torch._scaled_mm", "rel_diff": 0.5, "goal": 0.8, "error": "outputs differ: not timed"}
+    return {"meta": meta, "rows": [timed, refused]}
+
+
+def test_recorded_gemm_tflops_reads_sorts_and_rejects(tmp_path):
+    from nbhelpers.results import recorded_gemm_tflops
+
+    assert recorded_gemm_tflops(tmp_path) == []
+    (tmp_path / "gemm_tflops_b.json").write_text(json.dumps(tflops_run("2026-05-01T00:00:00+00:00", "B")))
+    (tmp_path / "gemm_tflops_a.json").write_text(json.dumps(tflops_run("2026-06-01T00:00:00+00:00", "A")))
+    (tmp_path / "gemm_numerics_x.json").write_text("{}")  # another benchmark's file: not read here
+    runs = recorded_gemm_tflops(tmp_path)
+    assert [r["meta"]["gpu"] for r in runs] == ["B", "A"]  # by date, not by file name
+    assert runs[0]["path"].endswith("gemm_tflops_b.json")
+    assert runs[1]["rows"][0]["ratio"] == 0.9 and "error" in runs[1]["rows"][1]
+    broken = tflops_run("2026-07-01")
+    del broken["meta"]["triton"]
+    del broken["rows"][0]["tflops_ours"]  # a timed row needs its timings
+    (tmp_path / "gemm_tflops_c.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"gemm_tflops_c\.json: missing triton, rows\[0\]\.tflops_ours$"):
+        recorded_gemm_tflops(tmp_path)
+    broken = tflops_run("2026-07-01")
+    del broken["rows"][1]["K"]  # an untimed row still names its shape
+    (tmp_path / "gemm_tflops_c.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"missing rows\[1\]\.K$"):
+        recorded_gemm_tflops(tmp_path)
+    (tmp_path / "gemm_tflops_c.json").write_text(json.dumps({**tflops_run("2026-07-01"), "rows": []}))
+    with pytest.raises(ValueError, match="rows"):
+        recorded_gemm_tflops(tmp_path)
+    (tmp_path / "gemm_tflops_c.json").write_text("not json")
+    with pytest.raises(ValueError, match="not a results file of gpu_gemm_tflops.py"):
+        recorded_gemm_tflops(tmp_path)
+
+
+def test_recorded_gemm_tflops_asks_only_for_keys_the_benchmark_writes():
+    # every key the reader demands is a key the script writes (a string literal or keyword there)
+    source = (ROOT / "benchmarks" / "gpu_gemm_tflops.py").read_text()
+    for key in results._TFLOPS_META_KEYS + results._TFLOPS_ROW_KEYS + results._TFLOPS_TIMED_KEYS:
+        assert f'"{key}"' in source or f"{key}=" in source, key
+
+
+def test_committed_gemm_tflops_files_parse():
+    for run in results.recorded_gemm_tflops(ROOT / "benchmarks" / "results"):
+        assert run["meta"]["gpu"] and run["rows"]

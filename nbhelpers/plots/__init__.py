@@ -11,6 +11,8 @@ colours come from :mod:`~nbhelpers.plots.style` (one colour per format across th
 - :mod:`~nbhelpers.plots.ranges`      magnitudes against a format's range: gradient histograms
 - :mod:`~nbhelpers.plots.scaling`     quantization error by the granularity of the scales (chapter 06)
 - :mod:`~nbhelpers.plots.blocks`      fp8 accumulation with promotion against K; block formats' SQNR per byte (chapter 07)
+- :mod:`~nbhelpers.plots.throughput`  how fast memory moves: efficiency and bandwidth against stride (chapter 08)
+- :mod:`~nbhelpers.plots.roofline`    what bounds a kernel: the roofline; resident warps against registers (chapter 09)
 
 A new figure goes into the module of its family (an amax histogram of chapter 06 into
 ``ranges``, a bandwidth-against-stride curve of chapter 08 into a new ``throughput`` family)
@@ -23,10 +25,12 @@ from .blocks import plot_promotion_vs_K, plot_sqnr_vs_bytes
 from .errors import plot_error_vs_K, plot_errors_vs_length, plot_recorded_gpu_errors
 from .grids import plot_bit_layouts, plot_relative_spacing, plot_rounding_modes, plot_value_line
 from .ranges import plot_gradient_histogram, plot_gradient_histograms_scaled
+from .roofline import plot_occupancy, plot_roofline
 from .scaling import plot_sqnr_by_granularity
 from .steps import (plot_loss_scale, plot_running_sums, plot_seed_spread, plot_training_curves,
                     plot_training_curves_vs_ref, plot_unchanged_updates)
 from .style import FORMAT_COLORS, format_color
+from .throughput import plot_copy_bandwidth, plot_efficiency_vs_stride
 
 __all__ = [
     "FORMAT_COLORS",
@@ -52,4 +56,8 @@ __all__ = [
     "plot_sqnr_by_granularity",
     "plot_promotion_vs_K",
     "plot_sqnr_vs_bytes",
+    "plot_efficiency_vs_stride",
+    "plot_copy_bandwidth",
+    "plot_roofline",
+    "plot_occupancy",
 ]

@@ -1,0 +1,121 @@
+"""Figures of what bounds a kernel's speed (chapter 09): the roofline (attainable FLOP/s against
+arithmetic intensity, under a memory roof and compute roofs) and occupancy (resident warps per SM
+against registers per thread).
+
+Both take what they draw as plain numbers: the notebook computes intensities, attainable or
+measured TFLOP/s and warp counts; the helpers draw the roofs from the peaks they are given and
+compute nothing else.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .style import DASHES, axes_or_new, line_color
+
+__all__ = ["plot_roofline", "plot_occupancy"]
+
+_MARKERS = ("o", "s", "D", "^", "v", "P", "*", "X", "h")
+_ROOF_COLORS = ("0.25", "0.45", "0.6", "0.7")
+
+
+def _legend(ax, outside: bool, **kw):
+    if outside:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+    else:
+        ax.legend(fontsize=8, loc="best", **kw)
+
+
+def plot_roofline(points: dict, peaks: dict, bandwidth: float, ax=None, colors: dict | None = None,
+                  labels: dict | None = None, legend_outside: bool = True):
+    """Attainable TFLOP/s against arithmetic intensity (FLOPs per byte of DRAM traffic), log-log.
+
+    points: label -> (intensities, TFLOP/s), two equal-length sequences (one marker per point, one
+    marker shape and colour per label, joined by a thin line). peaks: label -> peak TFLOP/s, each
+    drawn as a flat compute roof in its own dash style, from its ridge point (peak / bandwidth) on,
+    with the ridge marked by a thin vertical line. bandwidth: the memory roof, in bytes per second
+    (TFLOP/s = bandwidth * intensity / 1e12, drawn once, solid). colors: label -> a format name
+    (its course colour) or a matplotlib colour; black when not given. The first series' markers are
+    filled, the others' hollow, so that points at the same place stay visible. labels: label -> one
+    short text per point (e.g. "M=16"), written beside the points of that series. The memory roof
+    stops at the highest compute roof. The legend sits right of the axes (``legend_outside``), off
+    the data.
+    """
+    ax = axes_or_new(ax)
+    if not peaks:
+        raise ValueError("peaks is empty: give at least one compute roof (label -> TFLOP/s)")
+    if not (np.isfinite(bandwidth) and bandwidth > 0):
+        raise ValueError(f"bandwidth must be a positive number of bytes per second, got {bandwidth!r}")
+    xs_all = []
+    series = {}
+    for label, (xs, ys) in points.items():
+        xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+        if xs.shape != ys.shape or xs.ndim != 1:
+            raise ValueError(f"{label!r}: {xs.size} intensities for {ys.size} TFLOP/s values")
+        if (xs <= 0).any() or (ys <= 0).any():
+            raise ValueError(f"{label!r}: intensities and TFLOP/s must be positive (log axes)")
+        series[label] = (xs, ys)
+        xs_all.extend(xs)
+    ridges = {label: float(p) * 1e12 / bandwidth for label, p in peaks.items()}
+    lo = min(xs_all + list(ridges.values())) / 2
+    hi = max(xs_all + list(ridges.values())) * 2
+    x = np.geomspace(lo, hi, 200)
+    x_mem = np.r_[x[x < max(ridges.values())], max(ridges.values())]  # up to the highest compute roof
+    ax.plot(x_mem, bandwidth * x_mem / 1e12, "-", color="0.15", lw=1.2,
+            label=f"memory roof: {bandwidth / 1e12:g} TB/s x intensity")
+    for i, (label, peak) in enumerate(peaks.items()):
+        color = _ROOF_COLORS[i % len(_ROOF_COLORS)]
+        xr = x[x >= ridges[label]]
+        ax.plot(np.r_[ridges[label], xr], np.full(xr.size + 1, float(peak)), DASHES[(i + 1) % len(DASHES)],
+                color=color, lw=1.5, label=f"{label}: {float(peak):g} TFLOP/s (ridge at {ridges[label]:.0f} FLOP/B)")
+        ax.axvline(ridges[label], color=color, lw=0.6, ls=":")
+    for i, (label, (xs, ys)) in enumerate(series.items()):
+        color = line_color((colors or {}).get(label, "black"))
+        ax.plot(xs, ys, "-", color=color, lw=0.8, marker=_MARKERS[i % len(_MARKERS)], ms=7 + 2 * (i > 0),
+                mfc=color if i == 0 else "none", mew=1.5, label=label)
+        texts = (labels or {}).get(label)
+        if texts is not None:
+            if len(texts) != xs.size:
+                raise ValueError(f"labels[{label!r}] has {len(texts)} texts for {xs.size} points")
+            for xv, yv, t in zip(xs, ys, texts):
+                ax.annotate(str(t), (xv, yv), xytext=(4, -12), textcoords="offset points", fontsize=7, color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte of DRAM traffic)")
+    ax.set_ylabel("TFLOP/s")
+    ax.grid(True, which="major", alpha=0.3)
+    _legend(ax, legend_outside)
+    return ax
+
+
+def plot_occupancy(registers: Sequence[int], warps: dict, ax=None, max_warps: int | None = None,
+                   legend_outside: bool = True):
+    """Resident warps per SM against registers per thread, one step line per series.
+
+    registers: the registers per thread (x axis). warps: label -> resident warps per SM, one per
+    register count (e.g. "any warp count" and "programs of 8 warps"), each in its own colour, dash
+    and marker-free step style. max_warps: the hardware's cap, a thin horizontal line when given.
+    """
+    ax = axes_or_new(ax)
+    regs = np.asarray(registers, dtype=float)
+    if regs.ndim != 1 or regs.size == 0:
+        raise ValueError("registers must be a non-empty 1-D sequence")
+    if not warps:
+        raise ValueError("warps is empty: give at least one series")
+    cmap_colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b")
+    for i, (label, w) in enumerate(warps.items()):
+        w = np.asarray(w, dtype=float)
+        if w.shape != regs.shape:
+            raise ValueError(f"warps[{label!r}] has {w.size} values for {regs.size} register counts")
+        ax.step(regs, w, where="post", ls=DASHES[i % len(DASHES)], color=cmap_colors[i % len(cmap_colors)],
+                lw=1.8, label=label)
+    if max_warps is not None:
+        ax.axhline(max_warps, color="0.6", lw=0.8, ls=":", label=f"at most {max_warps} warps per SM")
+    ax.set_xlabel("registers per thread")
+    ax.set_ylabel("resident warps per SM")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    _legend(ax, legend_outside)
+    return ax

@@ -1,0 +1,95 @@
+"""Tests of nbhelpers.plots.roofline (chapter 09's figures): the roofline draws the memory roof
+and each compute roof where the formula puts them, one distinct style per series and per roof,
+the legend off the data; the occupancy figure draws one step line per series; bad input is
+refused."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from nbhelpers import plots  # noqa: E402
+
+
+def _legend_right_of_axes(ax) -> bool:
+    ax.figure.canvas.draw()
+    return ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
+
+
+def _by_label(ax) -> dict:
+    return {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")}
+
+
+def test_plot_roofline_roofs_sit_where_the_formula_puts_them():
+    bw = 4.0e12  # bytes/s
+    pts = {"bf16": ([1.0, 10.0, 1000.0], [0.004, 0.04, 400.0]), "fp8": ([2.0, 20.0], [0.008, 0.08])}
+    ax = plots.plot_roofline(pts, {"bf16 dense": 400.0, "fp8 dense": 800.0}, bw, colors={"bf16": "bf16", "fp8": "e4m3fn"})
+    lines = _by_label(ax)
+    mem = next(ln for label, ln in lines.items() if label.startswith("memory roof"))
+    x, y = mem.get_xdata(), mem.get_ydata()
+    np.testing.assert_allclose(y, bw * x / 1e12)  # TFLOP/s = bandwidth * intensity
+    roof = next(ln for label, ln in lines.items() if label.startswith("bf16 dense"))
+    assert roof.get_xdata()[0] == pytest.approx(100.0)  # ridge: 400e12 / 4e12 FLOP/B
+    assert set(roof.get_ydata()) == {400.0}
+    assert "ridge at 100 FLOP/B" in roof.get_label()
+    roof8 = next(ln for label, ln in lines.items() if label.startswith("fp8 dense"))
+    assert roof8.get_xdata()[0] == pytest.approx(200.0) and roof8.get_linestyle() != roof.get_linestyle()
+    assert lines["bf16"].get_color() == plots.format_color("bf16")
+    assert lines["fp8"].get_color() == plots.format_color("e4m3fn")
+    assert lines["bf16"].get_marker() != lines["fp8"].get_marker()
+    np.testing.assert_array_equal(lines["fp8"].get_ydata(), [0.008, 0.08])
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    lo, hi = ax.get_xlim()
+    assert lo <= 1.0 and hi >= 1000.0  # every point and ridge inside the axes
+    assert _legend_right_of_axes(ax)
+    plt.close(ax.figure)
+
+
+def test_plot_roofline_takes_an_axes_and_refuses_bad_input():
+    fig, ax = plt.subplots()
+    assert plots.plot_roofline({"a": ([1.0], [1.0])}, {"peak": 10.0}, 1e12, ax=ax, legend_outside=False) is ax
+    with pytest.raises(ValueError, match="peaks is empty"):
+        plots.plot_roofline({"a": ([1.0], [1.0])}, {}, 1e12, ax=ax)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="bandwidth"):
+            plots.plot_roofline({"a": ([1.0], [1.0])}, {"p": 1.0}, bad, ax=ax)
+    with pytest.raises(ValueError, match="2 intensities for 1"):
+        plots.plot_roofline({"a": ([1.0, 2.0], [1.0])}, {"p": 1.0}, 1e12, ax=ax)
+    with pytest.raises(ValueError, match="positive"):
+        plots.plot_roofline({"a": ([0.0], [1.0])}, {"p": 1.0}, 1e12, ax=ax)
+    plt.close(fig)
+
+
+def test_plot_occupancy_one_step_line_per_series():
+    regs = [32, 64, 128, 255]
+    warps = {"any": [64, 32, 16, 8], "programs of 8 warps": [64, 32, 16, 8]}
+    ax = plots.plot_occupancy(regs, warps, max_warps=64)
+    lines = _by_label(ax)
+    assert set(lines) == {"any", "programs of 8 warps", "at most 64 warps per SM"}
+    a, b = lines["any"], lines["programs of 8 warps"]
+    assert (a.get_color(), a.get_linestyle()) != (b.get_color(), b.get_linestyle())
+    assert a.get_drawstyle() == "steps-post"
+    np.testing.assert_array_equal(b.get_ydata(), [64, 32, 16, 8])
+    assert _legend_right_of_axes(ax)
+    plt.close(ax.figure)
+    fig, ax = plt.subplots()
+    assert plots.plot_occupancy([1, 2], {"a": [2, 1]}, ax=ax) is ax
+    with pytest.raises(ValueError, match="3 values for 2"):
+        plots.plot_occupancy([1, 2], {"a": [1, 2, 3]}, ax=ax)
+    with pytest.raises(ValueError, match="empty"):
+        plots.plot_occupancy([1, 2], {}, ax=ax)
+    plt.close(fig)
+
+
+def test_plot_roofline_memory_roof_stops_at_the_top_roof_and_labels_points():
+    ax = plots.plot_roofline({"a": ([1.0, 1000.0], [1.0, 100.0]), "b": ([2.0], [2.0])}, {"p": 100.0, "q": 200.0}, 1e12,
+                             labels={"a": ["M=1", "M=99"]})
+    mem = next(ln for ln in ax.lines if ln.get_label().startswith("memory roof"))
+    assert mem.get_xdata().max() == pytest.approx(200.0) and mem.get_ydata().max() == pytest.approx(200.0)
+    assert [t.get_text() for t in ax.texts] == ["M=1", "M=99"]
+    lines = _by_label(ax)
+    assert lines["a"].get_markerfacecolor() != "none" and lines["b"].get_markerfacecolor() == "none"
+    with pytest.raises(ValueError, match="1 texts for 2 points"):
+        plots.plot_roofline({"a": ([1.0, 2.0], [1.0, 2.0])}, {"p": 1.0}, 1e12, labels={"a": ["x"]})
+    plt.close("all")
