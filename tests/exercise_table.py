@@ -403,4 +403,74 @@ CHAPTERS = [
 ]
 ),
     ),
+    ChapterSpec(
+        8, "ex08_gpu_memory.ipynb", lambda: {"np": np, "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+                 "torch": __import__("torch"), "triton": __import__("triton"),
+                 "tl": __import__("triton.language", fromlist=["dot"])},
+        ("sector_count", "masked_copy"), 7, 8088,
+        tuple([
+    # one sector per thread: straddling elements counted once
+    ("sector_count", "range(first // 32, last // 32 + 1)", "range(first // 32, first // 32 + 1)"),
+    # the element's end one byte too far (first + elem_bytes): an aligned element seems to straddle
+    ("sector_count", "last = first + elem_bytes - 1", "last = first + elem_bytes"),
+    # the base ignored: every request taken as sector-aligned
+    ("sector_count", "first = base + t * stride * elem_bytes", "first = t * stride * elem_bytes"),
+    # sectors counted per thread and summed (no sharing between threads)
+    ("sector_count", "return len(sectors)", "return sum(((base + t * stride * elem_bytes + elem_bytes - 1) // 32) - ((base + t * stride * elem_bytes) // 32) + 1 for t in range(32))"),
+    # the stride taken in bytes, not elements
+    ("sector_count", "first = base + t * stride * elem_bytes", "first = base + t * max(stride, elem_bytes)"),
+    # the whole span from the first byte to the last counted, gaps between threads included
+    ("sector_count", "return len(sectors)", "return (base + 31 * stride * elem_bytes + elem_bytes - 1) // 32 - base // 32 + 1"),
+    # no mask at all
+    ("masked_copy", "x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x, mask=mask)", "x = tl.load(x_ptr + offs)\n    tl.store(out_ptr + offs, x)"),
+    # the store unmasked (the load masked)
+    ("masked_copy", "tl.store(out_ptr + offs, x, mask=mask)", "tl.store(out_ptr + offs, x)"),
+    # off by one: the element at index n copied too
+    ("masked_copy", "mask = offs < n", "mask = offs <= n"),
+    # every program copies the first block (offsets without the program's start)
+    ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = tl.arange(0, BLOCK)"),
+    # programs one element apart instead of one block apart
+    ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = pid + tl.arange(0, BLOCK)"),
+    # the mask against the block size instead of the length
+    ("masked_copy", "mask = offs < n", "mask = offs < BLOCK"),
+]
+),
+    ),
+    ChapterSpec(
+        9, "ex09_gemm_kernels.ipynb", lambda: {"np": np, "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+                 "torch": __import__("torch"), "triton": __import__("triton"),
+                 "tl": __import__("triton.language", fromlist=["dot"])},
+        ("tile_matmul", "scaled_epilogue"), 9, 9099,
+        tuple([
+    # no mask along K: the ragged end reads the padding
+    ("tile_matmul", "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)", "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)"),
+    # the K mask not moved with the loop (offs_k < K): later steps read past K
+    ("tile_matmul", "(offs_k[None, :] < K - k0)", "(offs_k[None, :] < K)"),
+    # whole K tiles only: the ragged tail dropped
+    ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - K % BLOCK_K, BLOCK_K)"),
+    # one K tile too few
+    ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - BLOCK_K, BLOCK_K)"),
+    # the pointers not advanced: the first K tile every time
+    ("tile_matmul", "a_ptrs += BLOCK_K * stride_ak\n        b_ptrs += BLOCK_K * stride_bk", "pass"),
+    # B advanced along N instead of K
+    ("tile_matmul", "b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * stride_bn"),
+    # the accumulator overwritten, not accumulated
+    ("tile_matmul", "acc += tl.dot(a, b)", "acc = tl.dot(a, b)"),
+    # A's strides swapped (A read transposed)
+    ("tile_matmul", "offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak", "offs_m[:, None] * stride_ak + offs_k[None, :] * stride_am"),
+    # the scales on the wrong axes
+    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sa[None, :]) * sb[:, None]"),
+    # the two scales multiplied together first
+    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * (sa[:, None] * sb[None, :])"),
+    # the scale of B applied first
+    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sb[None, :]) * sa[:, None]"),
+    # the stride ignored: a per-tensor scale read as if there were one per row / column
+    ("scaled_epilogue", "sa = tl.load(sa_ptr + offs_m * stride_sa,", "sa = tl.load(sa_ptr + offs_m,"),
+    # divided by the scales (inv_scale taken for scale)
+    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc / sa[:, None]) / sb[None, :]"),
+    # only the row scales applied
+    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * sa[:, None]"),
+]
+),
+    ),
 ]

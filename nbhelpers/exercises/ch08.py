@@ -1,0 +1,133 @@
+"""Chapter 08 exercises: the GPU programming model and memory coalescing. Listed in ``EXERCISES``
+for :mod:`nbhelpers.checks`.
+
+- ``sector_count``: the 32-byte sectors one warp's 32 loads touch; its reference is
+  :func:`nbhelpers.memory_access.sectors_touched` (the pattern form), compared exactly.
+- ``masked_copy``: a Triton copy kernel for any length, run through the launcher the notebook
+  gives (Triton's interpreter on a CPU). The launcher places the output between two guard regions
+  of ``block`` elements filled with :data:`GUARD_OUT`, and the input between guards of
+  :data:`GUARD_IN`, so a store past the end (a missing or wrong mask) shows up in the returned
+  buffer. The reference is torch's own copy (:func:`nbhelpers.kernels.copy.copy_ref`) between the
+  same guards; compared bit for bit.
+
+Edge cases come first, then random ones from the seed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import Case, Exercise
+from ..memory_access import sectors_touched
+
+GUARD_IN = 77  # the input's guard value (a kernel that reads past the end reads these)
+GUARD_OUT = 99  # the output's guard value (must survive the kernel)
+
+# ------------------------------------------------------------------ 1. sectors of one warp's request
+
+
+def sector_count_ref(elem_bytes: int, stride: int, base: int) -> int:
+    """Distinct 32-byte sectors touched when thread t (0..31) reads elem_bytes bytes at byte
+    base + t * stride * elem_bytes."""
+    return sectors_touched(elem_bytes=elem_bytes, stride=stride, base=base).sectors
+
+
+def _sector_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((4, 1, 0), label="fp32, contiguous, aligned"),
+        Case((4, 1, 4), label="fp32, contiguous, base 4 bytes past a sector boundary"),
+        Case((4, 2, 0), label="fp32, stride 2"),
+        Case((4, 8, 0), label="fp32, stride 8: one sector per thread"),
+        Case((4, 33, 0), label="fp32, stride 33"),
+        Case((2, 1, 30), label="fp16 at base 30: the first element is the last of its sector"),
+        Case((4, 1, 30), label="fp32 at base 30: every element straddles two sectors"),
+        Case((8, 4, 28), label="8-byte elements, stride 4, each straddling"),
+        Case((16, 1, 8), label="16-byte elements, contiguous, misaligned"),
+        Case((1, 1, 31), label="bytes from 31 to 62"),
+        Case((1, 3, 0), label="bytes, stride 3"),
+        Case((32, 1, 0), label="32-byte elements, aligned"),
+        Case((48, 1, 16), label="48-byte elements"),
+        Case((4, 7, 2**40 + 12), label="a large address"),
+    ]
+    sizes = [1, 2, 4, 8, 16, 3, 6, 12, 24, 40]
+    for i in range(70):
+        eb = int(rng.choice(sizes, p=[0.12, 0.16, 0.22, 0.16, 0.1, 0.05, 0.05, 0.05, 0.05, 0.04]))
+        r = rng.random()
+        stride = int(rng.integers(1, 5)) if r < 0.4 else int(rng.integers(1, 40)) if r < 0.85 \
+            else int(rng.integers(40, 5000))
+        r = rng.random()
+        if r < 0.25:  # aligned to a sector
+            base = 32 * int(rng.integers(0, 1000))
+        elif r < 0.5:  # aligned to the element, not to the sector
+            base = eb * int(rng.integers(0, 1000))
+        elif r < 0.75:  # just before a sector boundary: the first element straddles
+            base = 32 * int(rng.integers(1, 1000)) - int(rng.integers(1, max(2, min(eb, 32))))
+        else:
+            base = int(rng.integers(0, 2**20))
+        cases.append(Case((eb, stride, max(base, 0))))
+    return cases
+
+
+# ------------------------------------------------------------------ 2. a masked copy kernel
+
+
+def masked_copy_ref(x: np.ndarray, block: int) -> np.ndarray:
+    """torch's copy of x (n,) between two guards of block elements of GUARD_OUT: (n + 2 block,)."""
+    import torch
+
+    from ..kernels.copy import copy_ref
+
+    x = np.ascontiguousarray(x)
+    inner = copy_ref(torch.from_numpy(x)).numpy()
+    guard = np.full(block, GUARD_OUT, dtype=x.dtype)
+    return np.concatenate([guard, inner, guard])
+
+
+_DTYPES = (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.float64, np.int64)
+_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 61, 67, 71, 73, 79, 83, 89, 97,
+           101, 127, 131, 149, 163, 191, 211, 251, 257)
+
+
+def _values(rng: np.random.Generator, n: int, dtype) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        x = (rng.standard_normal(n) * 100).astype(dt)
+        if n >= 3:  # a NaN, an infinity and a negative zero are copied like any other bits
+            x[rng.integers(n)] = np.nan
+            x[rng.integers(n)] = -np.inf
+            x[rng.integers(n)] = -0.0
+        return x
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dt)
+
+
+def _copy_cases(rng: np.random.Generator) -> list[Case]:
+    fixed = np.random.default_rng(808)  # the labelled cases are the same for every seed
+    cases = [
+        Case((np.zeros(0, np.float32), 16), label="n = 0: nothing to copy, no program"),
+        Case((_values(fixed, 1, np.float32), 16), label="n = 1"),
+        Case((_values(fixed, 16, np.float32), 16), label="n = BLOCK"),
+        Case((_values(fixed, 15, np.float32), 16), label="n = BLOCK - 1"),
+        Case((_values(fixed, 17, np.float32), 16), label="n = BLOCK + 1"),
+        Case((_values(fixed, 97, np.int32), 32), label="n = 97 (prime), BLOCK 32"),
+        Case((_values(fixed, 64, np.float16), 32), label="n = 2 BLOCK, fp16"),
+        Case((_values(fixed, 65, np.int8), 64), label="n = BLOCK + 1, int8"),
+        Case((_values(fixed, 31, np.float64), 16), label="n = 2 BLOCK - 1, float64"),
+    ]
+    for _ in range(40):
+        block = int(rng.choice([16, 32, 64]))
+        r = rng.random()
+        if r < 0.35:
+            n = int(rng.choice(_PRIMES))
+        elif r < 0.7:
+            n = block * int(rng.integers(1, 5)) + int(rng.choice([-1, 1]))
+        else:
+            n = int(rng.integers(1, 260))
+        dtype = _DTYPES[int(rng.integers(len(_DTYPES)))]
+        cases.append(Case((_values(rng, n, dtype), block)))
+    return cases
+
+
+EXERCISES = [
+    Exercise("ex08.sector_count", "Sectors of one warp's request", 3, sector_count_ref, _sector_cases),
+    Exercise("ex08.masked_copy", "A copy kernel for any length", 4, masked_copy_ref, _copy_cases),
+]
