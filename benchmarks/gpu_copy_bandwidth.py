@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shlex
-import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,41 +44,12 @@ SCRIPT = "benchmarks/gpu_copy_bandwidth.py"
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
+from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version  # noqa: E402 (imports no torch)
+
 COPY_BLOCKS = (1024, 2048, 4096, 8192)
 TRANSPOSE_BLOCKS = ((32, 32), (64, 64))
 # peak HBM bandwidth, bytes/s, by a GPU-name fragment; source: shared/FACTS.md ("GPU memory")
 PEAKS = {"h200": (4.8e12, "FACTS.md: H200 about 4.8 TB/s HBM3e peak (NVIDIA H200 specification)")}
-
-
-def no_gpu_reason() -> str | None:
-    """Why this script cannot run here, or None when it can."""
-    try:
-        import torch
-    except ImportError:
-        return "PyTorch is not installed"
-    if not torch.cuda.is_available():
-        return "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return "TRITON_INTERPRET=1 is set (the kernels would run in the interpreter)"
-    return None
-
-
-def driver_version() -> str | None:
-    """The NVIDIA driver version from nvidia-smi, else the CUDA driver API version torch reports."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError):
-        pass
-    import torch
-
-    get = getattr(torch._C, "_cuda_getDriverVersion", None)
-    if get is not None:
-        v = get()
-        return f"CUDA driver API {v // 1000}.{(v % 1000) // 10} (nvidia-smi unavailable)"
-    return None
 
 
 def main(argv=None) -> int:
@@ -95,7 +64,7 @@ def main(argv=None) -> int:
     if args.n < 1 or args.n_strided < 1 or min(args.transpose) < 1 or min(args.strides) < 1:
         ap.error("sizes and strides must be positive")
 
-    why = no_gpu_reason()
+    why = gpu_unavailable_reason()
     if why is not None:
         print(f"gpu_copy_bandwidth.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
         return 2
@@ -204,7 +173,7 @@ def main(argv=None) -> int:
 
     meta = {
         "gpu": gpu,
-        "driver": driver_version(),
+        "driver": nvidia_driver_version(),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "triton": triton.__version__,

@@ -34,40 +34,19 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
+    sys.path.insert(0, str(ROOT))
+
+from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version  # noqa: E402 (imports no torch)
 SCRIPT = "benchmarks/gpu_gemm_tflops.py"
 SWEEP = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024",
          "8192x1024x8192", "16384x4096x1024", "4096x14336x4096", "1000x1000x1000"]  # M x N x K
 GOAL = {"bf16": 0.8, "fp8_rowwise": 0.8, "fp8_rowwise_fast_accum": 0.8, "block_scaled": None}
-
-
-def no_gpu_reason() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "PyTorch is not installed"
-    if not torch.cuda.is_available():
-        return "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return "TRITON_INTERPRET=1 is set (the kernels would run in the interpreter)"
-    return None
-
-
-def _driver() -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return None
 
 
 def _shape(s: str) -> tuple[int, int, int]:
@@ -89,7 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="results file (default: benchmarks/results/gemm_tflops_<gpu>.json)")
     args = ap.parse_args(argv)
 
-    why = no_gpu_reason()
+    why = gpu_unavailable_reason()
     if why is not None:
         print(f"gpu_gemm_tflops.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
         return 2
@@ -110,7 +89,7 @@ def main(argv=None) -> int:
     gpu = torch.cuda.get_device_name(0)
     meta = {
         "gpu": gpu,
-        "driver": _driver(),
+        "driver": nvidia_driver_version(),
         "cuda": torch.version.cuda,
         "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
         "torch": torch.__version__,

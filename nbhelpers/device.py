@@ -16,7 +16,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-__all__ = ["DeviceInfo", "setup_device", "NoGPUError"]
+__all__ = ["DeviceInfo", "setup_device", "NoGPUError", "gpu_unavailable_reason", "nvidia_driver_version"]
 
 class NoGPUError(RuntimeError):
     """A GPU was required (NBHELPERS_DEVICE=cuda or NBHELPERS_REQUIRE_GPU=1) but none is visible."""
@@ -105,3 +105,40 @@ def setup_device(force: str | None = None, verbose: bool = True) -> DeviceInfo:
     if verbose:
         print(info)
     return info
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why a GPU benchmark script cannot run here (no PyTorch, no CUDA GPU, or the interpreter
+    forced), or None when it can. The scripts in benchmarks/ print it and exit with code 2."""
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "TRITON_INTERPRET=1 is set (the kernels would run in the interpreter)"
+    return None
+
+
+def nvidia_driver_version() -> str | None:
+    """The NVIDIA driver version from nvidia-smi, else the CUDA driver API version torch reports
+    (said so), else None: what a results file records as its driver."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import torch
+    except ImportError:
+        return None
+    get = getattr(torch._C, "_cuda_getDriverVersion", None)
+    if get is not None and torch.cuda.is_available():
+        v = get()
+        return f"CUDA driver API {v // 1000}.{(v % 1000) // 10} (nvidia-smi unavailable)"
+    return None

@@ -66,3 +66,19 @@ def test_kernels_imported_for_gpu_before_setup_is_refused(clean_env):
     else:
         with pytest.raises(RuntimeError, match="Restart the kernel"):
             setup_device(verbose=False)
+
+
+def test_gpu_unavailable_reason_and_driver_on_this_machine(monkeypatch):
+    import torch
+
+    from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version
+    if torch.cuda.is_available():
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        assert "TRITON_INTERPRET=1" in gpu_unavailable_reason()
+        monkeypatch.delenv("TRITON_INTERPRET")
+        assert gpu_unavailable_reason() is None
+        assert nvidia_driver_version()  # a GPU machine has a driver to report
+    else:
+        assert gpu_unavailable_reason() == "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
+        monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi, no CUDA: nothing to report
+        assert nvidia_driver_version() is None
