@@ -46,6 +46,7 @@ __all__ = [
     "CheckStatus",
     "same_value_up_to_zero_sign",
     "close_to",
+    "float_array",
     "get_exercise",
     "exercises_of",
     "cases_for",
@@ -328,6 +329,18 @@ def _compare(got: Any, expected: Any) -> str | None:
     if not isinstance(got, type(expected)) and not isinstance(expected, type(got)):
         return f"returned {_describe(got)}, expected {type(expected).__name__}"
     return None if bool(got == expected) else "wrong value"
+
+
+def float_array(got: Any) -> np.ndarray | str:
+    """A student's returned value as a new float64 array, or the reason it is not an array of
+    numbers (a string, an object array, something numpy cannot read); never raises."""
+    try:
+        a = np.asarray(got)
+        if a.dtype.kind not in "fiu" and a.dtype.kind != "V":
+            return f"returned {type(got).__name__} of dtype {a.dtype}, expected an array of floats"
+        return a.astype(np.float64)
+    except Exception:  # noqa: BLE001 - a student's odd object
+        return f"returned {type(got).__name__}, expected an array of floats"
 
 
 def same_value(got: Any, expected: Any) -> str | None:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..checks import Case, Exercise
+from ..checks import Case, Exercise, float_array
 from ..formats import FloatFormat, all_codes, decode, finite_values, ulp
 from ..rounding import absorption_threshold, round_to
 
@@ -238,13 +238,9 @@ def stochastic_compare(got, expected: StochasticTarget) -> str | None:
     with the exact binomial tails).
     """
     t = expected
-    try:
-        g = np.asarray(got)
-        if g.dtype.kind not in "fiu" and g.dtype.kind != "V":
-            return f"returned {type(got).__name__} of dtype {g.dtype}, expected an array of floats"
-        g = g.astype(np.float64)
-    except Exception:
-        return f"returned {type(got).__name__}, expected an array of floats"
+    g = float_array(got)
+    if isinstance(g, str):
+        return g
     if g.shape != t.x.shape:
         return f"returned shape {g.shape}, expected {t.x.shape}"
     up = g == t.upper

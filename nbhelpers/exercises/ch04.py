@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Case, Exercise
+from ..checks import Case, Exercise, float_array
 from ..rounding import round_to
 from ..training import sgd_master_step
 
@@ -112,13 +112,9 @@ def lost_update_threshold_ref(w: np.ndarray, g: np.ndarray) -> np.ndarray:
 def threshold_compare(got, expected: np.ndarray) -> str | None:
     """None if ``got`` has expected's shape, inf exactly where expected is inf, and finite values
     within a relative ``THRESHOLD_RTOL`` of expected; else a short reason. Never raises."""
-    try:
-        a = np.asarray(got)
-        if a.dtype.kind not in "fiu" and a.dtype.kind != "V":
-            return f"returned {type(got).__name__} of dtype {a.dtype}, expected an array of floats"
-        a = a.astype(np.float64)
-    except Exception:
-        return f"returned {type(got).__name__}, expected an array of floats"
+    a = float_array(got)
+    if isinstance(a, str):
+        return a
     if a.shape != expected.shape:
         return f"returned shape {a.shape}, expected {expected.shape}"
     inf = np.isinf(expected)

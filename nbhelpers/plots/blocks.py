@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .errors import finish_error_vs_K
 from .style import DASHES, axes_or_new, format_color, line_color
 
 __all__ = ["plot_promotion_vs_K", "plot_sqnr_vs_bytes", "promotion_label"]
@@ -78,16 +79,7 @@ def plot_promotion_vs_K(Ks: Sequence[int], errors: dict, ax=None, guides: dict |
     for i, (label, vals) in enumerate((guides or {}).items()):
         ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 2) % len(DASHES)], color="0.55", lw=1.0,
                 label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("K (length of each dot product)")
-    ax.set_ylabel("relative error  ||C - C_ref||_F / ||C_ref||_F")
-    ax.grid(True, which="major", alpha=0.3)
-    if legend_outside:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    else:
-        ax.legend(fontsize=8, loc="best")
-    return ax
+    return finish_error_vs_K(ax, legend_outside)
 
 
 def plot_sqnr_vs_bytes(points: dict, ax=None, formats: dict | None = None, legend_outside: bool = True,

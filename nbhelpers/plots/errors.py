@@ -40,6 +40,12 @@ def plot_error_vs_K(Ks: Sequence[int], errors: dict, formats: dict, ax=None, gui
     for i, (label, vals) in enumerate((guides or {}).items()):
         ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 1) % len(DASHES)], color="0.55",
                 lw=0.9, label=label)
+    return finish_error_vs_K(ax, legend_outside)
+
+
+def finish_error_vs_K(ax, legend_outside: bool):
+    """The axes of an error-against-K figure: log2 K, log error, labels, grid, legend (outside the
+    data when ``legend_outside``). Shared by the GEMM-error figures of chapters 03 and 07."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("K (length of each dot product)")
