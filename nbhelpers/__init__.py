@@ -19,6 +19,7 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
   - :mod:`~nbhelpers.scaling`       quantize / dequantize by a Recipe, delayed scaling, bytes per parameter (chapters 06, 07);
     chapter 07's promotion model is ``tensor_cores.tensor_core_matmul(promote_every=...)``, extended there
   - :mod:`~nbhelpers.scaled_gemm`   reference scaled GEMMs: int8/fp8 epilogue, per-K-block scales, the fp8 accumulator with promotion
+  - :mod:`~nbhelpers.moe`           a routed MoE layer: routing, permutation, offsets, tile schedule, loop / padded / grouped expert GEMMs (chapter 10)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch

@@ -35,6 +35,7 @@ LAYER_OF = {
     "loss_scaling": "engine",  # chapter 05
     "scaling": "engine",  # chapters 06, 07: quantize / dequantize, delayed scaling, storage
     "scaled_gemm": "engine",  # chapters 06, 07: reference scaled GEMMs, the fp8 accumulator
+    "moe": "engine",  # chapter 10: routing, permutation, offsets, tile schedule, torch expert GEMMs
     # kernels: device selection, Triton kernels and their launchers
     "device": "kernels",
     "kernels": "kernels",
