@@ -371,8 +371,10 @@ def padded_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets, capacity_facto
     C = capacity(x_perm.shape[0], E, capacity_factor)
     counts = np.diff(off)
     kept_counts = np.minimum(counts, C)
-    rows = np.concatenate([np.arange(off[e], off[e] + kept_counts[e]) for e in range(E)]).astype(np.int64)
-    slots = np.concatenate([e * C + np.arange(kept_counts[e]) for e in range(E)]).astype(np.int64)
+    expert_of_row = np.repeat(np.arange(E), counts)
+    position = np.arange(off[-1]) - off[expert_of_row]  # the row's place inside its expert
+    rows = np.nonzero(position < C)[0].astype(np.int64)
+    slots = expert_of_row[rows] * C + position[rows]
     dev = x_perm.device
     rows_t, slots_t = torch.as_tensor(rows, device=dev), torch.as_tensor(slots, device=dev)
     buf = torch.zeros((E * C, K), dtype=x_perm.dtype, device=dev)
