@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 __all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "recorded_gpu_runs", "recorded_copy_bandwidth",
-           "recorded_gemm_tflops"]
+           "recorded_gemm_tflops", "recorded_grouped_gemm"]
 
 ENV_VAR = "NBHELPERS_RESULTS_DIR"
 _RELATIVE = Path("benchmarks") / "results"
@@ -140,6 +140,42 @@ def recorded_gemm_tflops(results_dir: str | Path | None = None) -> list[dict]:
                 missing += [f"rows[{i}].{k}" for k in keys if k not in r]
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: not a results file of gpu_gemm_tflops.py ({e!r})") from e
+        if missing:
+            raise ValueError(f"{path}: missing {', '.join(missing)}")
+        run["path"] = str(path)
+        runs.append(run)
+    return sorted(runs, key=lambda r: r["meta"]["date"])
+
+
+_GROUPED_META_KEYS = ("gpu", "date", "script", "command", "torch", "triton")
+_GROUPED_ROW_KEYS = ("size", "K", "N", "E", "T", "top_k", "rows", "uneven", "rel_diff", "goals")
+_GROUPED_TIMED_KEYS = ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm")
+
+
+def recorded_grouped_gemm(results_dir: str | Path | None = None) -> list[dict]:
+    """The results files of ``benchmarks/gpu_grouped_gemm.py`` (``grouped_gemm_*.json``), parsed,
+    oldest first; [] when there are none. Each is ``{"meta": {...}, "rows": [...]}`` with the GPU
+    name, date, script, command and torch / Triton versions in ``meta``, one row per case (the
+    size, K, N, E experts, T tokens, top_k, the routed rows, whether the load is uneven, each
+    implementation's relative difference from grouped_mm and the goals; then either ``ms`` and
+    ``tflops`` per implementation and the speedups ``ours_vs_loop``, ``ours_vs_padded``,
+    ``ours_vs_grouped_mm``, or an ``error`` saying why it was not timed) and the file's ``path``.
+    A malformed file raises ValueError naming it."""
+    folder = find_results_dir(results_dir)
+    if folder is None:
+        return []
+    runs = []
+    for path in sorted(folder.glob("grouped_gemm_*.json")):
+        try:
+            run = json.loads(path.read_text())
+            missing = [k for k in _GROUPED_META_KEYS if k not in run["meta"]]
+            if not run["rows"]:
+                missing.append("rows (none)")
+            for i, r in enumerate(run["rows"]):
+                keys = _GROUPED_ROW_KEYS + (() if "error" in r else _GROUPED_TIMED_KEYS)
+                missing += [f"rows[{i}].{k}" for k in keys if k not in r]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a results file of gpu_grouped_gemm.py ({e!r})") from e
         if missing:
             raise ValueError(f"{path}: missing {', '.join(missing)}")
         run["path"] = str(path)

@@ -321,3 +321,57 @@ def test_recorded_gemm_tflops_asks_only_for_keys_the_benchmark_writes():
 def test_committed_gemm_tflops_files_parse():
     for run in results.recorded_gemm_tflops(ROOT / "benchmarks" / "results"):
         assert run["meta"]["gpu"] and run["rows"]
+
+
+def grouped_run(date: str, gpu: str = "Test GPU") -> dict:
+    """A run as benchmarks/gpu_grouped_gemm.py writes it: one timed row, one row it refused to time."""
+    meta = {"gpu": gpu, "driver": "1.0", "cuda": "12.8", "capability": "9.0", "torch": "2.13.0",
+            "triton": "3.7.1", "date": date, "script": "benchmarks/gpu_grouped_gemm.py",
+            "command": "python3 benchmarks/gpu_grouped_gemm.py"}
+    case = {"size": "deepseek", "K": 7168, "N": 2048, "E": 256, "T": 4096, "top_k": 8, "rows": 32768,
+            "uneven": True, "rel_diff": {"ours": 1e-3}, "goals": {"ours_vs_loop": 2.0}}
+    timed = {**case, "ms": {"ours": 1.0, "loop": 3.0}, "tflops": {"ours": 962.0}, "ours_vs_loop": 3.0,
+             "ours_vs_padded": 1.2, "ours_vs_grouped_mm": 0.9}
+    refused = {**case, "E": 64, "error": "outputs differ: not timed"}
+    return {"meta": meta, "rows": [timed, refused]}
+
+
+def test_recorded_grouped_gemm_reads_sorts_and_rejects(tmp_path):
+    from nbhelpers.results import recorded_grouped_gemm
+
+    assert recorded_grouped_gemm(tmp_path) == []
+    (tmp_path / "grouped_gemm_b.json").write_text(json.dumps(grouped_run("2026-05-01T00:00:00+00:00", "B")))
+    (tmp_path / "grouped_gemm_a.json").write_text(json.dumps(grouped_run("2026-06-01T00:00:00+00:00", "A")))
+    (tmp_path / "gemm_tflops_x.json").write_text("{}")  # another benchmark's file: not read here
+    runs = recorded_grouped_gemm(tmp_path)
+    assert [r["meta"]["gpu"] for r in runs] == ["B", "A"]  # by date, not by file name
+    assert runs[0]["path"].endswith("grouped_gemm_b.json")
+    assert runs[1]["rows"][0]["ours_vs_loop"] == 3.0 and "error" in runs[1]["rows"][1]
+    broken = grouped_run("2026-07-01")
+    del broken["meta"]["command"]
+    del broken["rows"][0]["ours_vs_grouped_mm"]  # a timed row needs its speedups
+    (tmp_path / "grouped_gemm_c.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"grouped_gemm_c\.json: missing command, rows\[0\]\.ours_vs_grouped_mm$"):
+        recorded_grouped_gemm(tmp_path)
+    broken = grouped_run("2026-07-01")
+    del broken["rows"][1]["T"]  # an untimed row still names its case
+    (tmp_path / "grouped_gemm_c.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"missing rows\[1\]\.T$"):
+        recorded_grouped_gemm(tmp_path)
+    (tmp_path / "grouped_gemm_c.json").write_text(json.dumps({**grouped_run("2026-07-01"), "rows": []}))
+    with pytest.raises(ValueError, match="rows"):
+        recorded_grouped_gemm(tmp_path)
+    (tmp_path / "grouped_gemm_c.json").write_text("not json")
+    with pytest.raises(ValueError, match="not a results file of gpu_grouped_gemm.py"):
+        recorded_grouped_gemm(tmp_path)
+
+
+def test_recorded_grouped_gemm_asks_only_for_keys_the_benchmark_writes():
+    source = (ROOT / "benchmarks" / "gpu_grouped_gemm.py").read_text()
+    for key in results._GROUPED_META_KEYS + results._GROUPED_ROW_KEYS + results._GROUPED_TIMED_KEYS:
+        assert f'"{key}"' in source or f"{key}=" in source, key
+
+
+def test_committed_grouped_gemm_files_parse():
+    for run in results.recorded_grouped_gemm(ROOT / "benchmarks" / "results"):
+        assert run["meta"]["gpu"] and run["rows"]

@@ -1,6 +1,7 @@
 """Triton kernels of the course, one module per kernel family: :mod:`~nbhelpers.kernels.gemm` (the
 tiled GEMM, chapters 03 and 09), :mod:`~nbhelpers.kernels.scaled_gemm` (fp8 GEMMs with epilogue and
-block scales, chapter 09), :mod:`~nbhelpers.kernels.copy` (copies, strided reads, transposes, chapter 08).
+block scales, chapter 09), :mod:`~nbhelpers.kernels.copy` (copies, strided reads, transposes, chapter 08),
+:mod:`~nbhelpers.kernels.grouped_gemm` (one launch for every expert of a mixture-of-experts layer, chapter 10).
 
 Run :func:`nbhelpers.device.setup_device` **before** importing anything from this package.
 Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, that is when a

@@ -1,0 +1,274 @@
+"""Grouped GEMM for mixture-of-experts on an NVIDIA GPU: four ways to compute every expert's matmul, timed.
+
+    python benchmarks/gpu_grouped_gemm.py [--quick] [--sizes deepseek small] [--experts 8 64 256]
+                                          [--tokens 1024 4096 16384 32768] [--time-limit 110]
+                                          [--out benchmarks/results/grouped_gemm_<gpu>.json]
+
+Needs an NVIDIA GPU: without one (or with TRITON_INTERPRET=1) it prints one line and exits with
+code 2. For each case (a size (K, N), E experts, T tokens routed top-8 with the skewed routing of
+:func:`nbhelpers.moe.route`, seed 0), bf16 operands x_perm (T*8, K) and w (E, K, N), four
+implementations of y_perm = the expert GEMMs, each timed with ``triton.testing.do_bench``
+(median ms, CUDA events) as a caller would call it (offsets as a numpy array):
+
+* ``loop``: :func:`nbhelpers.moe.loop_matmul`, one ``torch.matmul`` per non-empty expert;
+* ``padded``: :func:`nbhelpers.moe.padded_matmul` at capacity factor 1.25 (one ``torch.bmm`` over
+  E x capacity rows; rows past an expert's capacity are dropped, so it is checked on kept rows only);
+* ``grouped_mm``: :func:`nbhelpers.moe.torch_grouped_mm` (``torch.nn.functional.grouped_mm``);
+* ``ours``: :func:`nbhelpers.kernels.grouped_gemm.grouped_matmul`, ``block=None`` (tuned on the
+  first call of each shape; that call is outside the timing), bf16 out.
+
+Before timing, every output is compared with grouped_mm's (relative Frobenius difference, at most
+:data:`CHECK_TOL`), so a broken implementation is not timed as a fast one. Useful FLOPs are
+2 * T * k * K * N (the padded batch computes E * capacity rows, more or fewer). The ratios are
+speedups of ours: ``ours_vs_loop`` = ms_loop / ms_ours (goal >= 2 at E = 256),
+``ours_vs_padded`` = ms_padded / ms_ours (goal > 1 when the load is uneven: busiest expert more
+than :data:`UNEVEN` x the mean), ``ours_vs_grouped_mm`` = ms_grouped_mm / ms_ours (goal >= 0.8).
+
+The results file ``benchmarks/results/grouped_gemm_<gpu-slug>.json`` holds ``meta`` (GPU name,
+driver, CUDA, compute capability, torch and Triton versions, UTC date, this script, the command)
+and ``rows``, one per case (see :func:`build_row`). Cases that would start after ``--time-limit``
+seconds are recorded as skipped (gpu_report.py stops a benchmark after 120 s).
+
+Run time: NOT yet measured on a GPU (written without one). Estimate for the full run on an H200:
+24 cases; the largest (K = 7168, N = 2048, T = 32k: 7.7 TFLOP per GEMM, about 11 ms at 700 TFLOP/s)
+dominate; the tuner compiles 6 configurations per (K, N) and times them once per case.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
+    sys.path.insert(0, str(ROOT))
+
+from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version  # noqa: E402 (imports no torch)
+
+SCRIPT = "benchmarks/gpu_grouped_gemm.py"
+#: name -> (K, N): DeepSeek-V3's hidden size and expert width, and a smaller layer
+SIZES = {"deepseek": (7168, 2048), "small": (2048, 1024)}
+EXPERTS = (256, 64, 8)
+TOKENS = (1024, 4096, 16384, 32768)
+TOP_K = 8
+SKEW = 1.0
+CAPACITY_FACTOR = 1.25
+QUICK = {"sizes": ("deepseek",), "experts": (256, 8), "tokens": (4096,)}
+IMPLS = ("loop", "padded", "grouped_mm", "ours")
+GOALS = {"ours_vs_loop": 2.0, "ours_vs_padded": 1.0, "ours_vs_grouped_mm": 0.8}
+UNEVEN = 1.1  # busiest expert / mean load above which the load counts as uneven
+CHECK_TOL = 2e-2  # bf16 outputs (2**-9 relative rounding each) of fp32-accumulated sums
+DEFAULT_TIME_LIMIT_S = 110.0
+META_KEYS = ("gpu", "driver", "cuda", "capability", "torch", "triton", "date", "script", "command")
+ROW_KEYS = ("size", "K", "N", "E", "T", "top_k", "rows", "max_load", "mean_load", "empty_experts", "uneven",
+            "capacity_factor", "padding_fraction", "dropped_rows", "rel_diff", "goals")
+TIMED_KEYS = ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=list(SIZES),
+                    help="deepseek: K=7168, N=2048; small: K=2048, N=1024")
+    ap.add_argument("--experts", type=_positive, nargs="+", default=list(EXPERTS), help="numbers of experts E")
+    ap.add_argument("--tokens", type=_positive, nargs="+", default=list(TOKENS), help="numbers of tokens T")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"only {QUICK['sizes']}, E in {QUICK['experts']}, T in {QUICK['tokens']}")
+    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                    help="start no case after this many seconds (the rest are recorded as skipped)")
+    ap.add_argument("--out", help="results file (default: benchmarks/results/grouped_gemm_<gpu>.json)")
+    args = ap.parse_args(argv)
+    for e in args.experts:
+        if e < TOP_K:
+            ap.error(f"--experts: each token picks top-{TOP_K} distinct experts, so E must be at least {TOP_K}, "
+                     f"got {e}")
+    return args
+
+
+def _positive(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
+    return v
+
+
+def plan_cases(args: argparse.Namespace) -> list[tuple[str, int, int]]:
+    """(size, E, T) in the order they run: the DeepSeek-like size first, most experts first."""
+    sizes, experts, tokens = ((QUICK["sizes"], QUICK["experts"], QUICK["tokens"]) if args.quick
+                              else (args.sizes, args.experts, args.tokens))
+    return [(s, E, T) for s in sizes for E in experts for T in tokens]
+
+
+def routing_offsets(T: int, E: int, top_k: int = TOP_K, skew: float = SKEW, seed: int = 0):
+    """The case's routing (:func:`nbhelpers.moe.route`, skewed, seeded) as per-expert offsets (E + 1,)."""
+    from nbhelpers.moe import expert_offsets, route
+
+    return expert_offsets(route(T, E, top_k, skew=skew, seed=seed).expert_ids, E)
+
+
+def load_stats(offsets, capacity_factor: float = CAPACITY_FACTOR) -> dict:
+    """What the routing does to the padded batch: loads, empty experts, padding and dropped rows."""
+    import numpy as np
+
+    from nbhelpers.moe import capacity
+
+    counts = np.diff(np.asarray(offsets))
+    rows, E = int(counts.sum()), counts.size
+    C = capacity(rows, E, capacity_factor)
+    kept = int(np.minimum(counts, C).sum())
+    mean = rows / E
+    return {"rows": rows, "max_load": int(counts.max()), "mean_load": mean,
+            "empty_experts": int((counts == 0).sum()),
+            "uneven": bool(rows and counts.max() > UNEVEN * mean),
+            "capacity_factor": capacity_factor, "capacity": C,
+            "padding_fraction": 1.0 - kept / (E * C) if E * C else 0.0, "dropped_rows": rows - kept}
+
+
+def build_row(size: str, K: int, N: int, E: int, T: int, stats: dict, rel_diff: dict,
+              ms: dict | None = None, error: str | None = None) -> dict:
+    """One results row: the case, the load statistics, each implementation's relative difference
+    from grouped_mm; then either ``ms`` and ``tflops`` per implementation and the three speedups of
+    ours (``ours_vs_X`` = ms_X / ms_ours), or ``error`` saying why it was not timed. ``goals``: the
+    goal of each speedup for this case, None where the issue sets none (loop below E = 256,
+    padded on an even load)."""
+    goals = {"ours_vs_loop": GOALS["ours_vs_loop"] if E >= 256 else None,
+             "ours_vs_padded": GOALS["ours_vs_padded"] if stats["uneven"] else None,
+             "ours_vs_grouped_mm": GOALS["ours_vs_grouped_mm"]}
+    row = {"size": size, "K": K, "N": N, "E": E, "T": T, "top_k": TOP_K, **stats,
+           "rel_diff": dict(rel_diff), "goals": goals}
+    if error is not None:
+        row["error"] = error
+        return row
+    missing = [name for name in IMPLS if name not in (ms or {})]
+    if missing:
+        raise ValueError(f"ms must have a time for each of {IMPLS}; missing {missing}")
+    flops = 2.0 * stats["rows"] * K * N
+    row["ms"] = {name: ms[name] for name in IMPLS}
+    row["tflops"] = {name: flops / (ms[name] * 1e-3) / 1e12 for name in IMPLS}
+    for other in ("loop", "padded", "grouped_mm"):
+        row[f"ours_vs_{other}"] = ms[other] / ms["ours"]
+    return row
+
+
+def goals_met(row: dict) -> dict:
+    """Speedup name -> True / False for each goal that applies to a timed row."""
+    return {k: row[k] >= g for k, g in row["goals"].items() if g is not None and k in row}
+
+
+def rel_diff(a, b) -> float:
+    a, b = a.float(), b.float()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def measure_case(K: int, N: int, E: int, offsets, device, gen, time_fn, block=None):
+    """Build one case's bf16 operands on ``device`` (x_perm (rows, K) standard normal, w (E, K, N)
+    scaled by K**-0.5 so outputs are O(1)), run the four implementations once, compare each with
+    grouped_mm (the padded batch on its kept rows only), and time them with ``time_fn`` (a
+    ``do_bench``) when every difference is at most CHECK_TOL. Returns (rel_diff per implementation,
+    ms per implementation or None when not timed). ``block``: our kernel's block (None: tuned)."""
+    import torch
+
+    from nbhelpers.kernels.grouped_gemm import grouped_matmul
+    from nbhelpers.moe import loop_matmul, padded_matmul, torch_grouped_mm
+
+    rows = int(offsets[-1])
+    x = torch.randn((rows, K), device=device, generator=gen).to(torch.bfloat16)
+    w = (torch.randn((E, K, N), device=device, generator=gen) * K**-0.5).to(torch.bfloat16)
+    impls = {
+        "loop": lambda: loop_matmul(x, w, offsets),
+        "padded": lambda: padded_matmul(x, w, offsets, CAPACITY_FACTOR).out,
+        "grouped_mm": lambda: torch_grouped_mm(x, w, offsets),
+        "ours": lambda: grouped_matmul(x, w, offsets, block=block, out_dtype=torch.bfloat16),
+    }
+    ref = impls["grouped_mm"]()
+    kept = torch.as_tensor(padded_matmul(x, w, offsets, CAPACITY_FACTOR).kept, device=device)
+    diffs = {}
+    for name, fn in impls.items():
+        out = fn()
+        diffs[name] = rel_diff(out[kept], ref[kept]) if name == "padded" else rel_diff(out, ref)
+    if not all(d <= CHECK_TOL for d in diffs.values()):
+        return diffs, None
+    return diffs, {name: float(time_fn(fn)) for name, fn in impls.items()}
+
+
+def _bench(fn):
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=10, rep=50)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+
+    why = gpu_unavailable_reason()
+    if why is not None:
+        print(f"gpu_grouped_gemm.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
+        return 2
+
+    import torch
+    import triton
+
+    from nbhelpers.device import setup_device
+
+    setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
+    from nbhelpers.results import gpu_slug
+
+    t_start = time.monotonic()
+    gpu = torch.cuda.get_device_name(0)
+    meta = {
+        "gpu": gpu,
+        "driver": nvidia_driver_version(),
+        "cuda": torch.version.cuda,
+        "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "script": SCRIPT,
+        "command": shlex.join([sys.executable, SCRIPT, *argv]),
+        "timer": "triton.testing.do_bench (median ms)",
+        "flops": "2 T top_k K N (useful rows only)",
+        "routing": f"nbhelpers.moe.route(T, E, {TOP_K}, skew={SKEW}, seed=0)",
+    }
+    print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for size, E, T in plan_cases(args):
+        K, N = SIZES[size]
+        offsets = routing_offsets(T, E)
+        stats = load_stats(offsets)
+        label = f"{size} K={K} N={N} E={E} T={T}"
+        if time.monotonic() - t_start > args.time_limit:
+            rows.append(build_row(size, K, N, E, T, stats, {},
+                                  error=f"skipped: past the time limit of {args.time_limit:.0f} s"))
+            print(f"  {label}: skipped (time limit)")
+            continue
+        diffs, ms = measure_case(K, N, E, offsets, "cuda", gen, _bench)
+        if ms is None:
+            err = (f"outputs differ from grouped_mm by more than {CHECK_TOL} (relative): "
+                   f"{ {n: d for n, d in diffs.items() if not d <= CHECK_TOL} }; not timed")
+            rows.append(build_row(size, K, N, E, T, stats, diffs, error=err))
+            print(f"  {label}: {err}")
+        else:
+            row = build_row(size, K, N, E, T, stats, diffs, ms=ms)
+            rows.append(row)
+            print(f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s); "
+                  f"x{row['ours_vs_loop']:.2f} vs loop, x{row['ours_vs_padded']:.2f} vs padded, "
+                  f"x{row['ours_vs_grouped_mm']:.2f} vs grouped_mm")
+        torch.cuda.empty_cache()
+
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"grouped_gemm_{gpu_slug(gpu)}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {out} ({time.monotonic() - t_start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,205 @@
+"""Tests of benchmarks/gpu_grouped_gemm.py that need no GPU: its refusal without one, the arguments,
+the cases it plans, the routing and load statistics of a case, the rows it writes and that
+nbhelpers.results reads them back; and that gpu_report.py runs it.
+
+The script is imported as a module (it imports no torch at the top level). Its per-case work,
+measure_case, also runs here on tiny sizes: on the CPU (our kernel in Triton's interpreter) with a
+stand-in timer, so the comparison against grouped_mm and the refusal to time a wrong output are
+tested without a GPU.
+"""
+from nbhelpers.device import setup_device
+
+INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
+
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from nbhelpers.moe import check_offsets  # noqa: E402
+from nbhelpers.results import recorded_grouped_gemm  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PATH = ROOT / "benchmarks" / "gpu_grouped_gemm.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("gpu_grouped_gemm", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load()
+
+
+def gpu_here() -> bool:
+    from nbhelpers.device import gpu_unavailable_reason
+
+    return gpu_unavailable_reason() is None
+
+
+# ------------------------------------------------------------------ without a GPU
+
+
+@pytest.mark.skipif(gpu_here(), reason="on a GPU the script runs (gpu_report.py runs it)")
+def test_without_a_gpu_it_prints_one_line_exits_2_and_writes_nothing(tmp_path):
+    out = tmp_path / "grouped.json"
+    r = subprocess.run([sys.executable, str(PATH), "--quick", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 2
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu_grouped_gemm.py needs an NVIDIA GPU: "), lines
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ arguments and cases
+
+
+def test_default_cases_cover_the_issue_sizes():
+    cases = bench.plan_cases(bench.parse_args([]))
+    assert len(cases) == 2 * 3 * 4
+    assert {(bench.SIZES[s], E, T) for s, E, T in cases} >= {((7168, 2048), 256, 32768), ((2048, 1024), 8, 1024)}
+    assert cases[0] == ("deepseek", 256, 1024)  # the DeepSeek-like size first, most experts first
+    assert bench.SIZES["deepseek"] == (7168, 2048) and bench.TOP_K == 8
+
+
+def test_quick_and_explicit_cases():
+    assert bench.plan_cases(bench.parse_args(["--quick"])) == [("deepseek", 256, 4096), ("deepseek", 8, 4096)]
+    args = bench.parse_args(["--sizes", "small", "--experts", "16", "--tokens", "100", "200", "--time-limit", "5"])
+    assert bench.plan_cases(args) == [("small", 16, 100), ("small", 16, 200)] and args.time_limit == 5.0
+
+
+@pytest.mark.parametrize("argv", [["--sizes", "huge"], ["--experts", "0"], ["--tokens", "x"], ["--experts", "4"]])
+def test_bad_arguments_exit_with_a_message(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.parse_args(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "error:" in err
+    if argv == ["--experts", "4"]:
+        assert "at least 8" in err
+
+
+# ------------------------------------------------------------------ routing and load statistics
+
+
+@pytest.mark.parametrize("T,E", [(1024, 256), (4096, 8), (100, 64)])
+def test_routing_offsets_are_valid_seeded_and_skewed(T, E):
+    off = bench.routing_offsets(T, E)
+    assert np.array_equal(check_offsets(off, T * bench.TOP_K, E), off)
+    assert np.array_equal(bench.routing_offsets(T, E), off)  # seeded: the same case every run
+    counts = np.diff(off)
+    if E == bench.TOP_K:  # top-8 of 8 experts: every token visits every expert, the load is even
+        assert (counts == T).all() and not bench.load_stats(off)["uneven"]
+    else:
+        assert counts.max() > 1.1 * counts.mean()  # skewed: the padded batch has something to lose
+        assert bench.load_stats(off)["uneven"]
+
+
+def test_skewed_routing_leaves_some_of_256_experts_almost_idle():
+    counts = np.diff(bench.routing_offsets(1024, 256))
+    assert counts.min() <= counts.mean() / 4 and counts.max() >= 2 * counts.mean()
+
+
+def test_load_stats_by_hand():
+    # 4 experts, 40 rows, loads 20, 0, 15, 5: capacity ceil(1.25 * 40 / 4) = 13
+    s = bench.load_stats(np.array([0, 20, 20, 35, 40]))
+    assert s["rows"] == 40 and s["max_load"] == 20 and s["mean_load"] == 10.0 and s["empty_experts"] == 1
+    assert s["capacity"] == 13 and s["uneven"] is True
+    kept = 13 + 0 + 13 + 5
+    assert s["dropped_rows"] == 40 - kept and s["padding_fraction"] == pytest.approx(1 - kept / 52)
+    even = bench.load_stats(np.array([0, 10, 20, 30, 40]))
+    assert even["uneven"] is False and even["dropped_rows"] == 0
+    assert even["padding_fraction"] == pytest.approx(1 - 40 / 52)
+
+
+# ------------------------------------------------------------------ one case, tiny, on this machine
+
+
+def test_measure_case_checks_every_output_against_grouped_mm_then_times():
+    import torch
+
+    timed = []
+    gen = torch.Generator(device=INFO.device).manual_seed(0)
+    offsets = bench.routing_offsets(6, 16)  # 48 rows over 16 experts, some empty
+    diffs, ms = bench.measure_case(40, 24, 16, offsets, INFO.device, gen, lambda fn: timed.append(fn) or 1.5)
+    assert set(diffs) == set(bench.IMPLS) and diffs["grouped_mm"] == 0.0
+    assert all(0 <= d <= bench.CHECK_TOL for d in diffs.values()), diffs
+    assert ms == {name: 1.5 for name in bench.IMPLS} and len(timed) == 4
+
+
+def test_measure_case_does_not_time_a_wrong_output(monkeypatch):
+    import torch
+
+    import nbhelpers.kernels.grouped_gemm as gg
+
+    monkeypatch.setattr(gg, "grouped_matmul", lambda x, w, offsets, **kw: torch.zeros(
+        (x.shape[0], w.shape[2]), dtype=torch.bfloat16, device=x.device))
+    gen = torch.Generator(device=INFO.device).manual_seed(0)
+    diffs, ms = bench.measure_case(16, 16, 8, bench.routing_offsets(3, 8), INFO.device, gen,
+                                   lambda fn: pytest.fail("a wrong output was timed"))
+    assert ms is None and diffs["ours"] == pytest.approx(1.0) and diffs["loop"] <= bench.CHECK_TOL
+
+
+# ------------------------------------------------------------------ the rows and the results file
+
+
+STATS = bench.load_stats(np.array([0, 20, 20, 35, 40]))
+DIFFS = {"loop": 1e-3, "padded": 2e-3, "grouped_mm": 0.0, "ours": 1e-3}
+
+
+def test_a_timed_row_has_speedups_of_ours_and_its_goals():
+    ms = {"loop": 6.0, "padded": 3.0, "grouped_mm": 2.0, "ours": 2.5}
+    row = bench.build_row("small", 2048, 1024, 256, 5, STATS, DIFFS, ms=ms)
+    assert row["ours_vs_loop"] == 6.0 / 2.5 and row["ours_vs_padded"] == 3.0 / 2.5
+    assert row["ours_vs_grouped_mm"] == 2.0 / 2.5
+    assert row["tflops"]["ours"] == pytest.approx(2 * 40 * 2048 * 1024 / 2.5e-3 / 1e12)
+    assert row["goals"] == {"ours_vs_loop": 2.0, "ours_vs_padded": 1.0, "ours_vs_grouped_mm": 0.8}
+    assert bench.goals_met(row) == {"ours_vs_loop": True, "ours_vs_padded": True, "ours_vs_grouped_mm": True}
+    assert all(k in row for k in bench.ROW_KEYS + bench.TIMED_KEYS)
+    # below E = 256 the loop has no goal; on an even load the padded batch has none
+    even = bench.load_stats(np.array([0, 10, 20, 30, 40]))
+    small = bench.build_row("small", 2048, 1024, 64, 5, even, DIFFS, ms={**ms, "ours": 4.0})
+    assert small["goals"]["ours_vs_loop"] is None and small["goals"]["ours_vs_padded"] is None
+    assert bench.goals_met(small) == {"ours_vs_grouped_mm": False}
+
+
+def test_an_untimed_row_says_why_and_a_timed_one_needs_every_time():
+    row = bench.build_row("small", 2048, 1024, 8, 5, STATS, DIFFS, error="outputs differ")
+    assert row["error"] == "outputs differ" and "ms" not in row and bench.goals_met(row) == {}
+    with pytest.raises(ValueError, match="missing \\['padded'\\]"):
+        bench.build_row("small", 2048, 1024, 8, 5, STATS, DIFFS, ms={"loop": 1, "grouped_mm": 1, "ours": 1})
+
+
+def test_rows_as_the_script_writes_them_read_back(tmp_path):
+    meta = {k: "x" for k in bench.META_KEYS}
+    meta["date"] = "2026-12-01T00:00:00+00:00"
+    rows = [bench.build_row("deepseek", 7168, 2048, 256, 5, STATS, DIFFS,
+                            ms={"loop": 6.0, "padded": 3.0, "grouped_mm": 2.0, "ours": 2.5}),
+            bench.build_row("deepseek", 7168, 2048, 8, 5, STATS, {}, error="skipped: past the time limit")]
+    (tmp_path / "grouped_gemm_test-gpu.json").write_text(json.dumps({"meta": meta, "rows": rows}))
+    (run,) = recorded_grouped_gemm(tmp_path)
+    assert run["rows"][0]["ours_vs_loop"] == 2.4 and run["rows"][1]["error"].startswith("skipped")
+
+
+# ------------------------------------------------------------------ gpu_report runs it
+
+
+def test_gpu_report_discovers_and_plans_the_script():
+    spec = importlib.util.spec_from_file_location("gpu_report_for_grouped", ROOT / "benchmarks" / "gpu_report.py")
+    gr = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_report_for_grouped"] = gr  # dataclasses look their module up by name
+    try:
+        spec.loader.exec_module(gr)
+        assert PATH in gr.discover_benchmarks(ROOT)
+        plan = gr.plan_steps("py", ("benchmarks",))
+        (step,) = [s for s in plan if s.name == "gpu_grouped_gemm"]
+        assert step.argv == ["py", "benchmarks/gpu_grouped_gemm.py"] and step.kind == "benchmark"
+        assert bench.DEFAULT_TIME_LIMIT_S < step.limit_s  # the script stops starting cases before the report kills it
+    finally:
+        del sys.modules["gpu_report_for_grouped"]
