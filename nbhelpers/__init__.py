@@ -34,6 +34,7 @@ Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.results`       finding and reading recorded results in ``benchmarks/results/``
   - :mod:`~nbhelpers.benchmarks`    timing helpers for the scripts in ``benchmarks/``
   - :mod:`~nbhelpers.memory_access`  32-byte sectors, 64-byte cache lines, strided reads on the CPU (chapter 08)
+  - :mod:`~nbhelpers.moe_timing`  the per-call overhead and the expert GEMMs (loop, batch, grouped) timed on the CPU (chapter 10)
 
 Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format

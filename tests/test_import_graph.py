@@ -46,6 +46,7 @@ LAYER_OF = {
     "results": "measurement",
     "benchmarks": "measurement",
     "memory_access": "measurement",  # chapter 08: the sector model, strided reads on the CPU
+    "moe_timing": "measurement",  # chapter 10: per-call overhead, expert GEMMs timed on the CPU
     # presentation
     "plots": "presentation",
     "tables": "presentation",

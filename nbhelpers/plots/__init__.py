@@ -13,6 +13,7 @@ colours come from :mod:`~nbhelpers.plots.style` (one colour per format across th
 - :mod:`~nbhelpers.plots.blocks`      fp8 accumulation with promotion against K; block formats' SQNR per byte (chapter 07)
 - :mod:`~nbhelpers.plots.throughput`  how fast memory moves: efficiency and bandwidth against stride (chapter 08)
 - :mod:`~nbhelpers.plots.roofline`    what bounds a kernel: the roofline; resident warps against registers (chapter 09)
+- :mod:`~nbhelpers.plots.moe`         expert GEMMs: routing and the permuted buffer, time against E, capacity factor (chapter 10)
 
 A new figure goes into the module of its family (an amax histogram of chapter 06 into
 ``ranges``, a bandwidth-against-stride curve of chapter 08 into a new ``throughput`` family)
@@ -25,6 +26,7 @@ from .blocks import plot_promotion_vs_K, plot_sqnr_vs_bytes
 from .errors import plot_error_vs_K, plot_errors_vs_length, plot_recorded_gpu_errors
 from .grids import plot_bit_layouts, plot_relative_spacing, plot_rounding_modes, plot_value_line
 from .ranges import plot_gradient_histogram, plot_gradient_histograms_scaled
+from .moe import plot_capacity_tradeoff, plot_expert_gemm_times, plot_routing
 from .roofline import plot_occupancy, plot_roofline
 from .scaling import plot_sqnr_by_granularity
 from .steps import (plot_loss_scale, plot_running_sums, plot_seed_spread, plot_training_curves,
@@ -60,4 +62,5 @@ __all__ = [
     "plot_copy_bandwidth",
     "plot_roofline",
     "plot_occupancy",
+    "plot_routing", "plot_expert_gemm_times", "plot_capacity_tradeoff",
 ]
