@@ -473,4 +473,59 @@ CHAPTERS = [
 ]
 ),
     ),
+    ChapterSpec(
+        10, "ex10_grouped_gemm.ipynb", lambda: {"np": np, "math": math, "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+                 "torch": __import__("torch"), "triton": __import__("triton"),
+                 "tl": __import__("triton.language", fromlist=["dot"])},
+        ("offsets_and_schedule", "tile_lookup", "padding_waste"), 11, 1010,
+        tuple([
+    # no leading 0: E offsets, the ends only
+    ("offsets_and_schedule", "offsets = np.concatenate([[0], np.cumsum(counts)])", "offsets = np.cumsum(counts)"),
+    # off by one: the starts only, the last end missing
+    ("offsets_and_schedule", "offsets = np.concatenate([[0], np.cumsum(counts)])", "offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])"),
+    # counts from each token's first expert only (top-k ignored)
+    ("offsets_and_schedule", "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)", "np.bincount(np.asarray(expert_ids)[:, 0], minlength=num_experts)"),
+    # trailing empty experts forgotten (bincount stops at the largest expert used)
+    ("offsets_and_schedule", "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)", "np.bincount(np.asarray(expert_ids).ravel())"),
+    # an empty expert still gets one tile
+    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)", "range(offsets[e], max(offsets[e + 1], offsets[e] + 1), block_m)"),
+    # whole tiles only: an expert's partial last tile (and a one-token expert) dropped
+    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)", "range(offsets[e], offsets[e + 1] - block_m + 1, block_m)"),
+    # the tile's row counted from its expert's first row, not in the buffer
+    ("offsets_and_schedule", "tile_row_start.append(r)", "tile_row_start.append(r - offsets[e])"),
+    # tiles laid on a global grid of block_m rows: a tile straddles two experts
+    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)", "range(offsets[e] - offsets[e] % block_m, offsets[e + 1], block_m)"),
+    # the tile test closed at the end: a program also claims the next expert's first tile
+    ("tile_lookup", "(pid < first_tile + tiles)", "(pid <= first_tile + tiles)"),
+    # floor instead of ceiling: partial tiles lost
+    ("tile_lookup", "tiles = tl.cdiv(end - start, BLOCK_M)", "tiles = (end - start) // BLOCK_M"),
+    # one tile too many per expert (an empty expert gets one)
+    ("tile_lookup", "tiles = tl.cdiv(end - start, BLOCK_M)", "tiles = (end - start) // BLOCK_M + 1"),
+    # the row counted from the expert's start only: every tile of an expert starts at its first row
+    ("tile_lookup", "start + (pid - first_tile) * BLOCK_M", "start + 0 * (pid - first_tile) * BLOCK_M"),
+    # the program number used as the tile number inside the expert
+    ("tile_lookup", "start + (pid - first_tile) * BLOCK_M", "start + pid * BLOCK_M"),
+    # the end of the tile instead of the end of the expert: a tile past the expert's end
+    ("tile_lookup", "row_end = tl.where(mine, end, row_end)", "row_end = tl.where(mine, start + (pid - first_tile + 1) * BLOCK_M, row_end)"),
+    # idle programs claim expert 0
+    ("tile_lookup", "expert = -1", "expert = 0"),
+    # the tile count not carried to the next expert
+    ("tile_lookup", "first_tile += tiles", "first_tile = tiles"),
+    # floor instead of ceiling for the capacity
+    ("padding_waste", "C = math.ceil(capacity_factor * rows / num_experts)", "C = math.floor(capacity_factor * rows / num_experts)"),
+    # capacity from tokens, not from (token, slot) rows
+    ("padding_waste", "rows = ids.size", "rows = ids.shape[0]"),
+    # capacity pooled over experts: drops only what exceeds E * C in total
+    ("padding_waste", "kept = int(np.minimum(counts, C).sum())", "kept = min(rows, num_experts * C)"),
+    # padding measured against the kept rows, not the computed ones
+    ("padding_waste", "1 - kept / (num_experts * C)", "(num_experts * C - kept) / kept"),
+    # empty experts not computed (no padding counted for them)
+    ("padding_waste", "1 - kept / (num_experts * C)", "1 - kept / (np.count_nonzero(counts) * C)"),
+    # dropped fraction per token instead of per row
+    ("padding_waste", "(rows - kept) / rows", "(rows - kept) / ids.shape[0]"),
+    # padding = rows that are not routed, ignoring the drops (E * C - rows)
+    ("padding_waste", "1 - kept / (num_experts * C)", "max(0, num_experts * C - rows) / (num_experts * C)"),
+]
+),
+    ),
 ]
