@@ -3,6 +3,7 @@
 #   make lab        set up .venv (if needed) and open JupyterLab at the repo root
 #   make test       set up .venv (if needed) and run every test: unit tests + nbval
 #   make exercises  regenerate exercises/ from solutions/
+#   make site       build the course website into build/site/html (nothing is executed)
 #   make bench      run the benchmark scripts in benchmarks/
 #   make gpu-report on an NVIDIA GPU: kernel tests compiled, every benchmarks/gpu_*.py, nbval; one summary
 #   make clean      delete .venv and caches
@@ -61,7 +62,7 @@ NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
 
 BENCHMARKS := $(sort $(wildcard benchmarks/bench_*.py))
 
-.PHONY: venv install lab test exercises bench clean
+.PHONY: venv install lab test exercises site bench clean
 
 ## venv: create .venv with $(PYTHON) unless it exists
 venv: $(VPY)
@@ -124,6 +125,12 @@ test: install
 ## exercises: regenerate exercises/ from solutions/
 exercises: install
 	$(VPY) -m nbhelpers.make_exercises
+
+## site: the course website from the committed notebooks, into $(SITE_DIR)/html (README, "The website")
+SITE_DIR ?= build/site
+
+site: install
+	$(VPY) site/build.py --out $(SITE_DIR)
 
 ## bench: run each benchmarks/bench_*.py script in turn
 bench: install

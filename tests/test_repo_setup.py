@@ -110,7 +110,7 @@ def test_readme_quick_start_gives_the_two_commands():
 
 def test_makefile_has_the_documented_targets():
     makefile = read("Makefile")
-    for target in ("venv", "install", "lab", "test", "exercises", "bench", "clean"):
+    for target in ("venv", "install", "lab", "test", "exercises", "site", "bench", "clean"):
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), f"no '{target}' target"
 
 
@@ -124,6 +124,30 @@ def test_ci_run_runs_make_test():
 def test_cpu_workflow_runs_make_test():
     workflow = read(".github/workflows/cpu.yml")
     assert re.search(r"^\s*run:\s*make test\s*$", workflow, re.MULTILINE)
+
+
+# --- the website and its Pages workflow ----------------------------------------------------
+
+
+def test_pages_workflow_builds_with_make_site_and_deploys_it():
+    workflow = read(".github/workflows/pages.yml")
+    assert workflow_triggers(workflow) == {"push", "workflow_dispatch"}
+    assert re.search(r"^\s*branches:\s*\[main\]\s*$", workflow, re.MULTILINE)
+    assert re.search(r"^\s*run:\s*make site\b", workflow, re.MULTILINE)
+    for action in ("actions/configure-pages@", "actions/upload-pages-artifact@", "actions/deploy-pages@"):
+        assert re.search(rf"^\s*(- )?uses:\s*{re.escape(action)}v\d+\s*$", workflow, re.MULTILINE), action
+    # What it uploads is what `make site` writes: $(SITE_DIR)/html.
+    assert re.search(rf"^\s*path:\s*{re.escape(makefile_pin('SITE_DIR'))}/html\s*$", workflow, re.MULTILINE)
+    permissions = top_level_block(workflow, "permissions")
+    assert any(re.fullmatch(r"\s+pages:\s*write", line) for line in permissions)
+    assert any(re.fullmatch(r"\s+id-token:\s*write", line) for line in permissions)
+
+
+def test_readme_tells_how_to_build_and_view_the_site():
+    readme = read("README.md")
+    section = readme.split("## The website", 1)[1].split("\n## ", 1)[0]
+    assert "make site" in section
+    assert "http.server" in section and f"{makefile_pin('SITE_DIR')}/html" in section
 
 
 # --- the GPU workflow ---------------------------------------------------------------------

@@ -1,0 +1,403 @@
+"""The course website (`make site`, site/build.py): built once per session from the committed
+notebooks, then read as files (every chapter has a page with its title, its figures, rendered
+math and its download links; the home page has the chapter table) and in a real browser
+(Chromium, driven by Playwright, loading the pages from a local server with no network).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import html
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+INSTALL_CHROMIUM = "sudo apt-get install -y chromium"
+
+
+# --- reading notebooks and pages ----------------------------------------------------------
+
+
+def load(notebook: Path) -> dict:
+    return json.loads(notebook.read_text(encoding="utf-8"))
+
+
+def markdown(notebook: Path) -> str:
+    return "\n\n".join("".join(cell["source"]) for cell in load(notebook)["cells"]
+                       if cell["cell_type"] == "markdown")
+
+
+def title(notebook: Path) -> str:
+    """The text of the notebook's first markdown heading."""
+    for line in markdown(notebook).splitlines():
+        if re.match(r"#{1,6}\s", line):
+            return line.lstrip("#").strip()
+    raise AssertionError(f"{notebook.name} has no markdown heading")
+
+
+def png_outputs(notebook: Path) -> list[bytes]:
+    return [base64.b64decode("".join(output["data"]["image/png"]))
+            for cell in load(notebook)["cells"] if cell["cell_type"] == "code"
+            for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+
+
+def display_math(notebook: Path) -> list[str]:
+    """The `$$ ... $$` blocks of the notebook's markdown."""
+    return re.findall(r"\$\$(.+?)\$\$", markdown(notebook), re.DOTALL)
+
+
+class Page(HTMLParser):
+    """What the tests read from one HTML page: headings, images, links, math elements,
+    scripts, tables, and the text that is neither code nor math."""
+
+    SKIP = {"script", "style", "pre", "code"}
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.raw = text
+        self.h1: list[str] = []
+        self.images: list[str] = []
+        self.links: list[str] = []
+        self.scripts: list[str] = []
+        self.math: list[str] = []
+        self.tables: list[str] = []
+        self.table_links: list[list[str]] = []  # the links inside each table
+        self.plain: list[str] = []
+        self._stack: list[tuple[str, bool, bool]] = []  # (tag, opens math, skips text)
+        self._h1: list[str] | None = None
+        self._math: list[str] | None = None
+        self._table: list[str] | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img":
+            self.images.append(attrs.get("src", ""))
+        elif tag == "a" and attrs.get("href"):
+            self.links.append(attrs["href"])
+            if self._table is not None:
+                self.table_links[-1].append(attrs["href"])
+        elif tag == "script" and attrs.get("src"):
+            self.scripts.append(attrs["src"])
+        if tag in ("img", "br", "hr", "meta", "link", "input"):
+            return  # void elements have no end tag
+        classes = (attrs.get("class") or "").split()
+        opens_math = "math" in classes and self._math is None
+        if opens_math:
+            self._math = []
+        if tag == "h1" and self._h1 is None:
+            self._h1 = []
+        if tag == "table":
+            self._table = []
+            self.table_links.append([])
+        self._stack.append((tag, opens_math, tag in self.SKIP))
+
+    def handle_endtag(self, tag):
+        while self._stack:
+            open_tag, opened_math, _ = self._stack.pop()
+            if opened_math:
+                self.math.append("".join(self._math))
+                self._math = None
+            if open_tag == "h1" and self._h1 is not None:
+                self.h1.append(" ".join("".join(self._h1).split()).rstrip("#").strip())
+                self._h1 = None
+            if open_tag == "table" and self._table is not None:
+                self.tables.append(" ".join("".join(self._table).split()))
+                self._table = None
+            if open_tag == tag:
+                break
+
+    def handle_data(self, data):
+        for sink in (self._h1, self._math, self._table):
+            if sink is not None:
+                sink.append(data)
+        if self._math is None and not any(skips for _, _, skips in self._stack):
+            self.plain.append(data)
+
+
+def page_of(site: Path, notebook: Path) -> Path:
+    return site / "notebooks" / f"{notebook.stem}.html"
+
+
+def built(site: Path, source: Path) -> Path:
+    """The copy of a notebook the site was built from (site/build.py stages them next to the
+    html folder). The tests compare pages with these copies, so that a notebook edited while
+    the tests run is not reported as a broken site."""
+    return site.parent / "src" / source.parent.name / source.name
+
+
+def local_target(site: Path, page: Path, url: str) -> Path | None:
+    """The file in the build a relative URL on `page` points at (None for other sites)."""
+    parts = urlsplit(url)
+    if parts.scheme or parts.netloc or not parts.path:
+        return None
+    return (page.parent / unquote(parts.path)).resolve()
+
+
+# --- the build, once per session ----------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    """Build the site the way `make site` does, into a temporary folder; the html folder."""
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run([sys.executable, str(ROOT / "site" / "build.py"), "--out", str(out), "-q"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"site build failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    return out / "html"
+
+
+@pytest.fixture(scope="session")
+def pages(site) -> dict[str, Page]:
+    return {notebook.stem: Page(page_of(site, notebook).read_text(encoding="utf-8"))
+            for notebook in NOTEBOOKS if page_of(site, notebook).is_file()}
+
+
+# --- the pages, read as files -------------------------------------------------------------
+
+
+def test_there_are_chapters_to_build():
+    """The tests below are parametrized over the notebooks: with none they would check nothing."""
+    assert NOTEBOOKS, f"no notebooks in {ROOT / 'notebooks'}"
+
+
+def test_the_site_is_built_from_every_notebook(site):
+    for folder in ("notebooks", "exercises", "solutions"):
+        staged = sorted(p.name for p in (site.parent / "src" / folder).glob("*.ipynb"))
+        assert staged == sorted(p.name for p in (ROOT / folder).glob("*.ipynb")), folder
+
+
+def test_every_notebook_has_a_page(site):
+    missing = [n.name for n in NOTEBOOKS if not page_of(site, n).is_file()]
+    assert not missing, f"no page for {missing}"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_page_holds_the_notebook_title(site, pages, notebook):
+    assert pages[notebook.stem].h1[:1] == [title(built(site, notebook))]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_every_figure_is_an_image_in_the_site(site, pages, notebook):
+    """Each PNG output of the notebook is on its page, byte for byte, as an image file in
+    the build (or a data URI)."""
+    page = page_of(site, notebook)
+    shown = []
+    for src in pages[notebook.stem].images:
+        if src.startswith("data:image/png;base64,"):
+            shown.append(base64.b64decode(src.split(",", 1)[1]))
+            continue
+        target = local_target(site, page, src)
+        if target is not None and target.suffix == ".png":
+            assert target.is_file(), f"{notebook.stem}: image {src} is not in the build"
+            shown.append(target.read_bytes())
+    assert all(data.startswith(PNG_MAGIC) for data in shown)
+    digest = lambda blobs: sorted(hashlib.sha256(b).hexdigest() for b in blobs)  # noqa: E731
+    assert digest(shown) == digest(png_outputs(built(site, notebook)))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_math_is_left_to_the_renderer_and_no_raw_latex_shows(site, pages, notebook):
+    page = pages[notebook.stem]
+    for formula in display_math(built(site, notebook)):
+        body = " ".join(formula.split())
+        assert any(body in " ".join(m.split()) for m in page.math), f"not in a math element: {body}"
+    plain = " ".join(page.plain)
+    assert not re.search(r"\$\$|\$[^$\s][^$]*\$", plain), "dollar-delimited TeX left in the text"
+    assert not re.search(r"\\(frac|times|sum|left|right|text|qquad|gamma|le)\b", plain), \
+        "a TeX command outside the math elements"
+    if page.math:  # the renderer is loaded from the site itself, never from a CDN
+        mathjax = [src for src in page.scripts if "mathjax" in src.lower()]
+        assert mathjax, "a page with math loads no MathJax"
+        for src in mathjax:
+            target = local_target(site, page_of(site, notebook), src)
+            assert target is not None and target.is_file(), f"MathJax not bundled: {src}"
+
+
+def test_the_math_renderer_is_the_offline_one(site, pages):
+    """At least one page has math (chapters 01-03 do), so the test above checks something."""
+    assert sum(len(display_math(built(site, n))) for n in NOTEBOOKS) >= 1
+    assert any(p.math for p in pages.values())
+    assert (site / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_chapter_page_links_its_notebook_exercises_and_solutions(site, pages, notebook):
+    page = page_of(site, notebook)
+    number = notebook.name.split("_", 1)[0]
+    expected = {"notebooks": notebook}
+    for kind in ("exercises", "solutions"):
+        found = sorted((ROOT / kind).glob(f"ex{number}_*.ipynb"))
+        if found:
+            expected[kind] = found[0]
+    for kind, source in expected.items():
+        hrefs = [h for h in pages[notebook.stem].links if h.endswith(f"{kind}/{source.name}")]
+        assert hrefs, f"{notebook.stem}: no link to {kind}/{source.name}"
+        target = local_target(site, page, hrefs[0])
+        assert target is not None and target.is_file(), f"{hrefs[0]} is not in the build"
+        assert target.read_bytes() == built(site, source).read_bytes()
+    if "solutions" in expected:
+        assert "Solutions (spoilers)" in page.read_text(encoding="utf-8")
+
+
+def test_every_local_link_and_image_resolves(site, pages):
+    index = site / "index.html"
+    all_pages = {index: Page(index.read_text(encoding="utf-8"))}
+    all_pages.update({page_of(site, n): pages[n.stem] for n in NOTEBOOKS})
+    broken = []
+    for path, page in all_pages.items():
+        for url in page.links + page.images + page.scripts:
+            target = local_target(site, path, url)
+            if target is not None and not target.exists():
+                broken.append(f"{path.relative_to(site)} -> {url}")
+    assert not broken, broken
+
+
+def test_home_page_has_the_chapter_table_and_the_setup_commands(site):
+    home = Page((site / "index.html").read_text(encoding="utf-8"))
+    # The two set-up commands, as code blocks (the highlighter wraps words in spans).
+    blocks = [html.unescape(re.sub(r"<[^>]+>", "", b)).strip()
+              for b in re.findall(r"<pre>(.*?)</pre>", home.raw, re.DOTALL)]
+    assert "make lab" in blocks and "make test" in blocks, blocks
+    tables = [i for i, t in enumerate(home.tables) if "exercises" in t and "solutions" in t]
+    assert len(tables) == 1, home.tables
+    links = home.table_links[tables[0]]  # not the sidebar's: those list every page anyway
+    for notebook in NOTEBOOKS:
+        href = f"notebooks/{notebook.stem}.html"
+        assert href in links, f"the chapter table has no link to {href}"
+
+
+def test_search_index_covers_every_chapter(site):
+    assert (site / "search.html").is_file()
+    index = (site / "searchindex.js").read_text(encoding="utf-8")
+    for notebook in NOTEBOOKS:
+        assert f'"notebooks/{notebook.stem}"' in index
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_pages_show_the_committed_outputs(site, pages, notebook):
+    """Nothing is executed: the first printed output of the notebook is on its page as committed."""
+    streams = ["".join(o["text"]) for c in load(built(site, notebook))["cells"] if c["cell_type"] == "code"
+               for o in c.get("outputs", []) if o.get("output_type") == "stream"]
+    if not streams:
+        pytest.skip("no printed output in this notebook")
+    first_line = next(line for line in streams[0].splitlines() if line.strip())
+    text = html.unescape(re.sub(r"<[^>]+>", "", pages[notebook.stem].raw))
+    assert " ".join(first_line.split()) in " ".join(text.split())
+
+
+# --- in a real browser --------------------------------------------------------------------
+
+
+def find_chromium() -> str | None:
+    """The Chromium (or Chrome) binary: $CHROMIUM if set, else the usual install places."""
+    if "CHROMIUM" in os.environ:
+        path = os.environ["CHROMIUM"]
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    # Debian's /usr/bin/chromium is a shell wrapper; Playwright wants the browser itself.
+    for path in ("/usr/lib/chromium/chromium",):
+        if os.access(path, os.X_OK):
+            return path
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    handler = functools.partial(QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}/"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture(scope="session")
+def browser_page(server):
+    """A Chromium page that may only reach the local server: every other request is
+    blocked and recorded in `page.outside`."""
+    chromium = find_chromium()
+    if chromium is None and "CHROMIUM" in os.environ:
+        pytest.skip(f"$CHROMIUM={os.environ['CHROMIUM']!r} is not an executable; unset it, or "
+                    f"install Chromium with: {INSTALL_CHROMIUM}")
+    if chromium is None:
+        pytest.skip(f"Chromium is not installed; install it with: {INSTALL_CHROMIUM}")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is not installed: pip install -e '.[test]'")
+    args = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses root
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=args)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.outside = []
+
+        def route(request_route):
+            url = request_route.request.url
+            if url.startswith(server) or url.startswith("data:"):
+                request_route.continue_()
+            else:
+                page.outside.append(url)
+                request_route.abort()
+
+        page.route("**/*", route)
+        yield page
+        browser.close()
+
+
+def test_browser_shows_the_home_page_with_the_chapter_table(server, browser_page):
+    page = browser_page
+    page.goto(urljoin(server, "index.html"), wait_until="networkidle")
+    table = page.locator("table", has_text="exercises")
+    assert table.count() == 1 and table.is_visible()
+    first = NOTEBOOKS[0].stem
+    assert table.locator(f'a[href="notebooks/{first}.html"]').count() == 1
+    assert page.outside == []
+
+
+def test_browser_renders_a_chapter_figures_and_math_offline(site, server, browser_page):
+    page = browser_page
+    notebook = next(built(site, n) for n in NOTEBOOKS
+                    if display_math(built(site, n)) and png_outputs(built(site, n)))
+    page.goto(urljoin(server, f"notebooks/{notebook.stem}.html"), wait_until="networkidle")
+    assert page.locator("h1").first.inner_text().rstrip("#").strip() == title(notebook)
+    # MathJax 3 replaces each formula with an <mjx-container>; wait for all of them.
+    formulas = len(display_math(notebook))
+    page.wait_for_function(f"document.querySelectorAll('mjx-container').length >= {formulas}",
+                           timeout=20_000)
+    figures = page.evaluate("""() => [...document.querySelectorAll('article img')]
+        .filter(i => i.src.endsWith('.png')).map(i => [i.complete, i.naturalWidth])""")
+    assert len(figures) == len(png_outputs(notebook))
+    assert all(complete and width > 0 for complete, width in figures), figures
+    assert page.outside == []
+
+
+def test_browser_search_finds_a_chapter(server, browser_page):
+    page = browser_page
+    page.goto(urljoin(server, "search.html?q=subnormal"), wait_until="networkidle")
+    results = page.locator("ul.search li")
+    results.first.wait_for(timeout=20_000)
+    assert results.count() >= 1
+    assert page.outside == []
