@@ -32,9 +32,7 @@ first shape costs the most; ``--quick`` times 4096^3 only.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import shlex
 import sys
 from pathlib import Path
 
@@ -42,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
-from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version  # noqa: E402 (imports no torch)
+from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
 SCRIPT = "benchmarks/gpu_gemm_tflops.py"
 SWEEP = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024",
          "8192x1024x8192", "16384x4096x1024", "4096x14336x4096", "1000x1000x1000"]  # M x N x K
@@ -86,20 +84,12 @@ def main(argv=None) -> int:
     from nbhelpers.results import gpu_slug
 
     shapes = [(4096, 4096, 4096)] if args.quick else args.shapes
-    gpu = torch.cuda.get_device_name(0)
     meta = {
-        "gpu": gpu,
-        "driver": nvidia_driver_version(),
-        "cuda": torch.version.cuda,
-        "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "script": SCRIPT,
-        "command": shlex.join([sys.executable, SCRIPT, *argv]),
+        **gpu_run_meta(SCRIPT, argv),
         "timer": "triton.testing.do_bench (median ms)",
         "flops": "2 M N K",
     }
+    gpu = meta["gpu"]
     print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}")
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []

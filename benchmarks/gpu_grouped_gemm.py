@@ -36,9 +36,7 @@ dominate; the tuner compiles 6 configurations per (K, N) and times them once per
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -47,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
-from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version  # noqa: E402 (imports no torch)
+from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_grouped_gemm.py"
 #: name -> (K, N): DeepSeek-V3's hidden size and expert width, and a smaller layer
@@ -221,21 +219,13 @@ def main(argv=None) -> int:
     from nbhelpers.results import gpu_slug
 
     t_start = time.monotonic()
-    gpu = torch.cuda.get_device_name(0)
     meta = {
-        "gpu": gpu,
-        "driver": nvidia_driver_version(),
-        "cuda": torch.version.cuda,
-        "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "script": SCRIPT,
-        "command": shlex.join([sys.executable, SCRIPT, *argv]),
+        **gpu_run_meta(SCRIPT, argv),
         "timer": "triton.testing.do_bench (median ms)",
         "flops": "2 T top_k K N (useful rows only)",
         "routing": f"nbhelpers.moe.route(T, E, {TOP_K}, skew={SKEW}, seed=0)",
     }
+    gpu = meta["gpu"]
     print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}")
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []

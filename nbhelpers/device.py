@@ -16,7 +16,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-__all__ = ["DeviceInfo", "setup_device", "NoGPUError", "gpu_unavailable_reason", "nvidia_driver_version"]
+__all__ = ["DeviceInfo", "setup_device", "NoGPUError", "gpu_unavailable_reason", "nvidia_driver_version",
+           "gpu_run_meta"]
 
 class NoGPUError(RuntimeError):
     """A GPU was required (NBHELPERS_DEVICE=cuda or NBHELPERS_REQUIRE_GPU=1) but none is visible."""
@@ -142,3 +143,27 @@ def nvidia_driver_version() -> str | None:
         v = get()
         return f"CUDA driver API {v // 1000}.{(v % 1000) // 10} (nvidia-smi unavailable)"
     return None
+
+
+def gpu_run_meta(script: str, argv: list[str]) -> dict:
+    """What every GPU results file records about its run: the GPU name, driver, CUDA version and
+    compute capability of device 0, the torch and Triton versions, the UTC date, the script and
+    the command line (this interpreter, the script, ``argv``). Imports torch and triton; call it
+    only after :func:`gpu_unavailable_reason` returned None."""
+    import datetime
+    import shlex
+
+    import torch
+    import triton
+
+    return {
+        "gpu": torch.cuda.get_device_name(0),
+        "driver": nvidia_driver_version(),
+        "cuda": torch.version.cuda,
+        "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "script": script,
+        "command": shlex.join([sys.executable, script, *argv]),
+    }

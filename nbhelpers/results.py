@@ -81,6 +81,33 @@ def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:
     return sorted(runs, key=lambda r: r["meta"]["date"])
 
 
+def _read_runs(results_dir, pattern: str, script: str, meta_keys: tuple, row_keys: tuple,
+               timed_keys: tuple = ()) -> list[dict]:
+    """The results files ``pattern`` of ``benchmarks/<script>``, parsed and checked, oldest
+    first: every ``meta_keys`` in ``meta``, at least one row, every ``row_keys`` in each row and,
+    in rows without an ``error``, every ``timed_keys``. The file's ``path`` is added to each run."""
+    folder = find_results_dir(results_dir)
+    if folder is None:
+        return []
+    runs = []
+    for path in sorted(folder.glob(pattern)):
+        try:
+            run = json.loads(path.read_text())
+            missing = [k for k in meta_keys if k not in run["meta"]]
+            if not run["rows"]:
+                missing.append("rows (none)")
+            for i, r in enumerate(run["rows"]):
+                keys = row_keys + (() if "error" in r else timed_keys)
+                missing += [f"rows[{i}].{k}" for k in keys if k not in r]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a results file of {script} ({e!r})") from e
+        if missing:
+            raise ValueError(f"{path}: missing {', '.join(missing)}")
+        run["path"] = str(path)
+        runs.append(run)
+    return sorted(runs, key=lambda r: r["meta"]["date"])
+
+
 _COPY_META_KEYS = ("gpu", "date", "script", "command")
 _COPY_ROW_KEYS = ("name", "kernel", "pattern", "stride", "bandwidth", "sector_efficiency",
                   "predicted_bandwidth", "predicted_at_peak")
@@ -92,25 +119,7 @@ def recorded_copy_bandwidth(results_dir: str | Path | None = None) -> list[dict]
     with the GPU name, date, script and command in ``meta``, one row per kernel timed (bandwidth
     in useful bytes per second, the sector model's efficiency and predictions; see the script's
     docstring) and the file's ``path``. A malformed file raises ValueError naming it."""
-    folder = find_results_dir(results_dir)
-    if folder is None:
-        return []
-    runs = []
-    for path in sorted(folder.glob("copy_bandwidth_*.json")):
-        try:
-            run = json.loads(path.read_text())
-            missing = [k for k in _COPY_META_KEYS if k not in run["meta"]]
-            if not run["rows"]:
-                missing.append("rows (none)")
-            for i, r in enumerate(run["rows"]):
-                missing += [f"rows[{i}].{k}" for k in _COPY_ROW_KEYS if k not in r]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a results file of gpu_copy_bandwidth.py ({e!r})") from e
-        if missing:
-            raise ValueError(f"{path}: missing {', '.join(missing)}")
-        run["path"] = str(path)
-        runs.append(run)
-    return sorted(runs, key=lambda r: r["meta"]["date"])
+    return _read_runs(results_dir, "copy_bandwidth_*.json", "gpu_copy_bandwidth.py", _COPY_META_KEYS, _COPY_ROW_KEYS)
 
 
 _TFLOPS_META_KEYS = ("gpu", "date", "script", "command", "torch", "triton")
@@ -125,26 +134,7 @@ def recorded_gemm_tflops(results_dir: str | Path | None = None) -> list[dict]:
     and shape (``kind``, M, N, K, both sides' names and the relative difference of their outputs;
     then either both timings, TFLOP/s and the ratio, or an ``error`` saying why it was not timed)
     and the file's ``path``. A malformed file raises ValueError naming it."""
-    folder = find_results_dir(results_dir)
-    if folder is None:
-        return []
-    runs = []
-    for path in sorted(folder.glob("gemm_tflops_*.json")):
-        try:
-            run = json.loads(path.read_text())
-            missing = [k for k in _TFLOPS_META_KEYS if k not in run["meta"]]
-            if not run["rows"]:
-                missing.append("rows (none)")
-            for i, r in enumerate(run["rows"]):
-                keys = _TFLOPS_ROW_KEYS + (() if "error" in r else _TFLOPS_TIMED_KEYS)
-                missing += [f"rows[{i}].{k}" for k in keys if k not in r]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a results file of gpu_gemm_tflops.py ({e!r})") from e
-        if missing:
-            raise ValueError(f"{path}: missing {', '.join(missing)}")
-        run["path"] = str(path)
-        runs.append(run)
-    return sorted(runs, key=lambda r: r["meta"]["date"])
+    return _read_runs(results_dir, "gemm_tflops_*.json", "gpu_gemm_tflops.py", _TFLOPS_META_KEYS, _TFLOPS_ROW_KEYS, _TFLOPS_TIMED_KEYS)
 
 
 _GROUPED_META_KEYS = ("gpu", "date", "script", "command", "torch", "triton")
@@ -161,23 +151,4 @@ def recorded_grouped_gemm(results_dir: str | Path | None = None) -> list[dict]:
     ``tflops`` per implementation and the speedups ``ours_vs_loop``, ``ours_vs_padded``,
     ``ours_vs_grouped_mm``, or an ``error`` saying why it was not timed) and the file's ``path``.
     A malformed file raises ValueError naming it."""
-    folder = find_results_dir(results_dir)
-    if folder is None:
-        return []
-    runs = []
-    for path in sorted(folder.glob("grouped_gemm_*.json")):
-        try:
-            run = json.loads(path.read_text())
-            missing = [k for k in _GROUPED_META_KEYS if k not in run["meta"]]
-            if not run["rows"]:
-                missing.append("rows (none)")
-            for i, r in enumerate(run["rows"]):
-                keys = _GROUPED_ROW_KEYS + (() if "error" in r else _GROUPED_TIMED_KEYS)
-                missing += [f"rows[{i}].{k}" for k in keys if k not in r]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a results file of gpu_grouped_gemm.py ({e!r})") from e
-        if missing:
-            raise ValueError(f"{path}: missing {', '.join(missing)}")
-        run["path"] = str(path)
-        runs.append(run)
-    return sorted(runs, key=lambda r: r["meta"]["date"])
+    return _read_runs(results_dir, "grouped_gemm_*.json", "gpu_grouped_gemm.py", _GROUPED_META_KEYS, _GROUPED_ROW_KEYS, _GROUPED_TIMED_KEYS)

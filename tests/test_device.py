@@ -82,3 +82,19 @@ def test_gpu_unavailable_reason_and_driver_on_this_machine(monkeypatch):
         assert gpu_unavailable_reason() == "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
         monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi, no CUDA: nothing to report
         assert nvidia_driver_version() is None
+
+
+def test_gpu_run_meta_records_the_run(monkeypatch):
+    import torch
+
+    from nbhelpers import device
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: (9, 0))
+    monkeypatch.setattr(device, "nvidia_driver_version", lambda: "570.1")
+    meta = device.gpu_run_meta("benchmarks/x.py", ["--quick", "a b"])
+    assert meta["gpu"] == "NVIDIA H200" and meta["capability"] == "9.0" and meta["driver"] == "570.1"
+    assert meta["script"] == "benchmarks/x.py" and meta["command"].endswith("benchmarks/x.py --quick 'a b'")
+    assert meta["torch"] == torch.__version__ and meta["date"].endswith("+00:00")
+    import benchmarks.gpu_grouped_gemm as bench  # noqa: F401 - the keys its readers expect
+    assert set(bench.META_KEYS) <= set(meta)

@@ -312,8 +312,11 @@ def test_recorded_gemm_tflops_reads_sorts_and_rejects(tmp_path):
 
 
 def test_recorded_gemm_tflops_asks_only_for_keys_the_benchmark_writes():
-    # every key the reader demands is a key the script writes (a string literal or keyword there)
+    # every key the reader demands is a key the script writes (a string literal or keyword there,
+    # or in nbhelpers.device.gpu_run_meta, which writes the meta every GPU results file shares)
     source = (ROOT / "benchmarks" / "gpu_gemm_tflops.py").read_text()
+    assert "gpu_run_meta(SCRIPT, argv)" in source
+    source += (ROOT / "nbhelpers" / "device.py").read_text()
     for key in results._TFLOPS_META_KEYS + results._TFLOPS_ROW_KEYS + results._TFLOPS_TIMED_KEYS:
         assert f'"{key}"' in source or f"{key}=" in source, key
 
