@@ -2,6 +2,7 @@
 #
 #   make lab        set up .venv (if needed) and open JupyterLab at the repo root
 #   make test       set up .venv (if needed) and run every test: unit tests + nbval
+#   make lock       regenerate the lock files requirements/cpu.txt and requirements/gpu.txt
 #   make exercises  regenerate exercises/ from solutions/
 #   make site       build the course website into build/site/html (nothing is executed)
 #   make bench      run the benchmark scripts in benchmarks/
@@ -9,8 +10,11 @@
 #   make clean      delete .venv and caches
 #
 # Variables you may override on the command line:
-#   PYTHON=python3.11   interpreter used to create .venv (must be >= 3.10)
+#   PYTHON=python3.11   interpreter used to create .venv (must be >= 3.11)
 #   DEVICE=cpu|gpu      which PyTorch build to install (default: auto-detect)
+#   DEPS=locked|newest|lowest   which versions to install (default: locked; see below)
+#   SYSTEM_PACKAGES=auto|no     `make test` as root installs bubblewrap and Chromium with
+#                       apt-get when they are missing (auto); no: never, only say so
 #   TORCH_CPU_INDEX=... where the CPU-only PyTorch wheels come from
 #   LAB_ARGS="--no-browser --port 8899"   extra arguments for `jupyter lab`
 #   PYTEST_ARGS="-x -k formats"           extra arguments for pytest
@@ -24,13 +28,36 @@
 TORCH_VERSION  := 2.13.0
 TRITON_VERSION := 3.7.1
 
+# Versions of everything else. pyproject.toml keeps the ranges the package works with; the
+# lock keeps one exact set of every package `make install` puts in .venv, the set the tests
+# and the committed outputs are checked with: requirements/cpu.txt (DEVICE=cpu) and
+# requirements/gpu.txt (DEVICE=gpu), for CPython $(LOCK_PYTHON) on Linux x86-64. `make lock`
+# regenerates both with uv (README, "Versions").
+#   DEPS=locked  .venv: the versions in the lock (on another Python or platform, where the
+#                lock does not apply, it says so and installs the newest the ranges allow)
+#   DEPS=newest  .venv-newest: the newest releases the ranges in pyproject.toml allow
+#   DEPS=lowest  .venv-lowest: each direct dependency at the lowest version its range allows
+# The last two are how a release that changes a behaviour is found before a reader finds it
+# (.github/workflows/ranges.yml runs both every week).
+DEPS          ?= locked
+UV_VERSION    := 0.13.8
+LOCK_PYTHON   := 3.11
+LOCK_PLATFORM := x86_64-manylinux_2_28
+SYSTEM_PACKAGES ?= auto
+
 PYTHON          ?= python3
 DEVICE          ?= auto
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 LAB_ARGS        ?=
 PYTEST_ARGS     ?=
 
-VENV    := .venv
+ifeq ($(DEPS),locked)
+  VENV := .venv
+else ifneq ($(filter newest lowest,$(DEPS)),)
+  VENV := .venv-$(DEPS)
+else
+  $(error DEPS must be locked, newest or lowest (got '$(DEPS)'))
+endif
 VPY     := $(VENV)/bin/python
 VPIP    := $(VPY) -m pip
 
@@ -47,6 +74,10 @@ endif
 # One stamp per device kind: `make install` does nothing while the stamp is newer
 # than pyproject.toml and this Makefile; asking for the other device reinstalls torch.
 STAMP := $(VENV)/.installed-$(TORCH_DEVICE)
+LOCK  := requirements/$(TORCH_DEVICE).txt
+# What every pip command of `make install` is constrained by: a copy of the lock (DEPS=locked),
+# nothing (DEPS=newest), or the lowest versions the ranges allow, resolved by uv (DEPS=lowest).
+CONSTRAINTS := $(VENV)/constraints.txt
 
 # What `make test` runs: the unit tests in tests/ and, through nbval, every
 # notebook in notebooks/, solutions/ and exercises/ (folders that exist).
@@ -62,7 +93,7 @@ NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
 
 BENCHMARKS := $(sort $(wildcard benchmarks/bench_*.py))
 
-.PHONY: venv install lab test exercises site bench clean
+.PHONY: venv install lab test exercises site bench clean lock system-packages
 
 ## venv: create .venv with $(PYTHON) unless it exists
 venv: $(VPY)
@@ -70,8 +101,8 @@ venv: $(VPY)
 $(VPY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
 	  echo "error: '$(PYTHON)' not found; run e.g.: make PYTHON=python3.11 $(MAKECMDGOALS)"; exit 1; }
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
-	  echo "error: this course needs Python >= 3.10, but '$(PYTHON)' is $$($(PYTHON) --version 2>&1)."; \
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+	  echo "error: this course needs Python >= 3.11, but '$(PYTHON)' is $$($(PYTHON) --version 2>&1)."; \
 	  echo "       Install a newer Python and run e.g.: make PYTHON=python3.11 $(MAKECMDGOALS)"; \
 	  exit 1; }
 	$(PYTHON) -m venv $(VENV)
@@ -79,37 +110,87 @@ $(VPY):
 ## install: everything the notebooks and tests need, into .venv (idempotent)
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile | $(VPY)
-	@echo ">>> installing into $(VENV) for DEVICE=$(TORCH_DEVICE)"
-	$(VPIP) install --upgrade pip
+# The lock applies to the Python it was made for; on another one, say so and use the ranges.
+LOCK_FITS := import platform, sys; sys.exit(not (sys.platform == "linux" and platform.machine() == "x86_64" \
+  and "%d.%d" % sys.version_info[:2] == "$(LOCK_PYTHON)"))
+
+$(CONSTRAINTS): $(LOCK) pyproject.toml Makefile | $(VPY)
+ifeq ($(DEPS),locked)
+	@if $(VPY) -c '$(LOCK_FITS)'; then \
+	  cp $(LOCK) $@ && echo ">>> the versions in $(LOCK)"; \
+	else \
+	  echo "WARNING: $(LOCK) is for CPython $(LOCK_PYTHON) on Linux x86-64, and this is" \
+	       "$$($(VPY) -c 'import platform; print(platform.python_version(), platform.system(), platform.machine())'):" \
+	       "installing the newest versions pyproject.toml allows instead"; \
+	  : > $@; \
+	fi
+else ifeq ($(DEPS),newest)
+	@echo ">>> the newest versions pyproject.toml allows" && : > $@
+else
+	@echo ">>> the lowest versions pyproject.toml allows for each direct dependency (uv, --resolution lowest-direct)"
+	$(VPIP) install uv==$(UV_VERSION)
+	UV_PYTHON_DOWNLOADS=never $(VENV)/bin/uv pip compile pyproject.toml --extra lab --extra test \
+	  --resolution lowest-direct --python $(VPY) --no-header --no-annotate -o $@
+endif
+
+# DEPS=newest upgrades what an older .venv-newest already has.
+UPGRADE := $(if $(filter newest,$(DEPS)),--upgrade --upgrade-strategy eager)
+
+$(STAMP): pyproject.toml Makefile $(CONSTRAINTS) | $(VPY)
+	@echo ">>> installing into $(VENV) for DEVICE=$(TORCH_DEVICE), DEPS=$(DEPS)"
+	$(VPIP) install --upgrade pip -c $(CONSTRAINTS)
 ifeq ($(TORCH_DEVICE),gpu)
 	@# A CPU wheel (2.13.0+cpu) also satisfies torch==2.13.0; remove it so pip
 	@# fetches the CUDA build from PyPI, which brings triton==$(TRITON_VERSION) itself.
 	@if $(VPY) -c 'import sys, torch; sys.exit("+cpu" not in torch.__version__)' 2>/dev/null; then \
 	  $(VPIP) uninstall -y torch; fi
-	$(VPIP) install torch==$(TORCH_VERSION)
+	$(VPIP) install torch==$(TORCH_VERSION) -c $(CONSTRAINTS)
 else
 	@# Only torch itself comes from the CPU index (one look-up there); its
 	@# dependencies come from PyPI in the second command.
-	$(VPIP) install --no-deps torch==$(TORCH_VERSION) --extra-index-url $(TORCH_CPU_INDEX)
-	$(VPIP) install torch==$(TORCH_VERSION)
+	$(VPIP) install --no-deps torch==$(TORCH_VERSION) --extra-index-url $(TORCH_CPU_INDEX) -c $(CONSTRAINTS)
+	$(VPIP) install torch==$(TORCH_VERSION) -c $(CONSTRAINTS)
 	@# Triton publishes Linux wheels only; elsewhere (macOS) skip it with a warning:
 	@# the notebooks that launch Triton kernels (chapter 03's GEMM on) then cannot run them.
 	@if [ "$$(uname -s)" = Linux ]; then \
-	  echo "$(VPIP) install triton==$(TRITON_VERSION)"; \
-	  $(VPIP) install triton==$(TRITON_VERSION); \
+	  echo "$(VPIP) install triton==$(TRITON_VERSION) -c $(CONSTRAINTS)"; \
+	  $(VPIP) install triton==$(TRITON_VERSION) -c $(CONSTRAINTS); \
 	else \
 	  echo "WARNING: no Triton wheels for $$(uname -s); Triton kernels will not run here."; \
 	fi
 endif
-	$(VPIP) install -e '.[lab,test]'
+	$(VPIP) install $(UPGRADE) -e '.[lab,test]' -c $(CONSTRAINTS)
 	@# Register the venv's Python as the `python3` kernel inside the venv only
 	@# (--sys-prefix), so Jupyter started from .venv runs notebooks with it.
 	$(VPY) -m ipykernel install --sys-prefix --name python3 \
 	  --display-name 'Python 3 (lowprec-course)'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
-	@echo ">>> $(VENV) ready (DEVICE=$(TORCH_DEVICE))"
+	@echo ">>> $(VENV) ready (DEVICE=$(TORCH_DEVICE), DEPS=$(DEPS))"
+
+## lock: regenerate requirements/cpu.txt and requirements/gpu.txt (README, "Versions")
+# uv resolves for a platform other than the one it runs on, so both locks, the CPU one and the
+# CUDA one, are made on any machine. It keeps the versions already in a lock file unless told
+# otherwise: `make lock LOCK_ARGS=--upgrade` (everything) or
+# `make lock LOCK_ARGS="--upgrade-package ml-dtypes"` (one package).
+# torch's CPU build comes from $(TORCH_CPU_INDEX); where that index cannot be reached and a
+# folder of wheels holds the build (pip's PIP_FIND_LINKS), from that folder.
+LOCK_ARGS ?=
+TORCH_CPU_FIND_LINKS ?= $(PIP_FIND_LINKS)
+ifneq ($(strip $(TORCH_CPU_FIND_LINKS)),)
+  TORCH_CPU_SOURCE := --find-links $(TORCH_CPU_FIND_LINKS)
+else
+  TORCH_CPU_SOURCE := --extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match
+endif
+UV_COMPILE = UV_PYTHON_DOWNLOADS=never $(VENV)/bin/uv pip compile pyproject.toml - --extra lab --extra test \
+  --python-version $(LOCK_PYTHON) --python-platform $(LOCK_PLATFORM) --custom-compile-command 'make lock' $(LOCK_ARGS)
+
+lock: | $(VPY)
+	$(VPIP) install uv==$(UV_VERSION)
+	printf 'pip\ntorch==$(TORCH_VERSION)\ntriton==$(TRITON_VERSION)\n' | \
+	  $(UV_COMPILE) $(TORCH_CPU_SOURCE) -o requirements/cpu.txt
+	printf 'pip\ntorch==$(TORCH_VERSION)\ntriton==$(TRITON_VERSION)\n' | \
+	  $(UV_COMPILE) -o requirements/gpu.txt
 
 ## lab: open JupyterLab at the repo root (notebooks/, exercises/, solutions/)
 # Jupyter refuses to run as root unless told to (containers, CI machines).
@@ -118,8 +199,14 @@ LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 lab: install
 	$(VENV)/bin/jupyter lab $(LAB_ROOT) $(LAB_ARGS)
 
+## system-packages: bubblewrap (the grader's sandbox) and Chromium (the website's browser test)
+# As root with apt-get it installs what is missing; otherwise it prints one line per missing
+# package with the command that installs it, and the tests that need it are skipped.
+system-packages:
+	@SYSTEM_PACKAGES=$(SYSTEM_PACKAGES) sh scripts/system-packages.sh
+
 ## test: unit tests + every notebook through nbval
-test: install
+test: install system-packages
 	$(VPY) -m pytest $(NBVAL_ARGS) $(PYTEST_ARGS) $(TEST_PATHS)
 
 ## exercises: regenerate exercises/ from solutions/
@@ -150,6 +237,6 @@ gpu-report:
 
 ## clean: delete the virtual environment and caches (not results files)
 clean:
-	rm -rf $(VENV) .pytest_cache build dist *.egg-info
+	rm -rf .venv .venv-newest .venv-lowest .pytest_cache build dist *.egg-info
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
 	find . -name .ipynb_checkpoints -type d -prune -not -path './.git/*' -exec rm -rf {} +
