@@ -74,6 +74,7 @@ def test_bad_option_values(tmp_path, capsys, args, message):
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.sandbox
 def test_only_the_command_line_makes_the_process_not_dumpable(tmp_path):
     """grade() is a library function and leaves its process as it is; main() with a secret seed
     makes the process non-dumpable before it grades (Linux)."""
@@ -96,6 +97,7 @@ def test_only_the_command_line_makes_the_process_not_dumpable(tmp_path):
         "dumpable: 1", "dumpable: 1", "dumpable: 0"]
 
 
+@pytest.mark.sandbox
 def test_the_seed_from_a_file_or_stdin(tmp_path):
     """--seed-file reads the seed from a file (or - for stdin): it is then on no command line.
     Giving it twice, or a file without a seed, is a usage error that says so."""

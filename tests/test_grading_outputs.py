@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from helpers import EX01_EXERCISE, FAST, FULL, POINTS, read_csv, read_json, set_body, solution, write
 
 from nbhelpers.grading.cli import main
@@ -22,6 +23,7 @@ def test_csv_cells_cannot_be_formulas():
 
 # ---- resuming ------------------------------------------------------------------------------------
 
+@pytest.mark.sandbox
 def test_rerun_skips_interrupted_run_continues_regrade_redoes(tmp_path, capsys):
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -73,6 +75,7 @@ def test_rerun_skips_interrupted_run_continues_regrade_redoes(tmp_path, capsys):
     assert json.loads(json_path.read_text())["grader"]["seed"] == "secret"
 
 
+@pytest.mark.sandbox
 def test_unreadable_output_files_are_kept_aside(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()

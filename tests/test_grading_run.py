@@ -240,7 +240,7 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     return expect
 
 
-@pytest.fixture(scope="module", params=["sandbox", "no-sandbox"])
+@pytest.fixture(scope="module", params=[pytest.param("sandbox", marks=pytest.mark.sandbox), "no-sandbox"])
 def bad_run(request, tmp_path_factory):
     """Every bad submission graded in one run, in the sandbox (the default) and without it (where
     the grader runs as unprivileged as it can here)."""
@@ -364,6 +364,7 @@ def test_secret_seed_cannot_be_found(bad_run):
 
 # ---- every chapter ------------------------------------------------------------------------------
 
+@pytest.mark.sandbox
 def test_every_chapters_solutions_and_exercises_through_the_grader(tmp_path):
     """Every chapter, present and future: with a secret seed the grader gives each solution
     notebook full marks and each untouched exercise notebook zero."""
@@ -389,6 +390,7 @@ def partial_notebook() -> nbformat.NotebookNode:
     return nb
 
 
+@pytest.mark.sandbox
 def test_check_cells_and_grader_agree(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -468,6 +470,7 @@ def faulty_class(folder: Path, n: int, seed: int) -> dict[str, tuple[dict, str]]
     return expect
 
 
+@pytest.mark.sandbox
 def test_a_class_of_30(tmp_path, capsys):
     subs = tmp_path / "class"
     subs.mkdir()

@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
+from conftest import system_package_missing  # the repository root's conftest.py
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -342,10 +343,10 @@ def browser_page(server):
     blocked and recorded in `page.outside`."""
     chromium = find_chromium()
     if chromium is None and "CHROMIUM" in os.environ:
-        pytest.skip(f"$CHROMIUM={os.environ['CHROMIUM']!r} is not an executable; unset it, or "
-                    f"install Chromium with: {INSTALL_CHROMIUM}")
+        system_package_missing(f"$CHROMIUM={os.environ['CHROMIUM']!r} is not an executable; unset it, or "
+                               f"install Chromium with: {INSTALL_CHROMIUM}")
     if chromium is None:
-        pytest.skip(f"Chromium is not installed; install it with: {INSTALL_CHROMIUM}")
+        system_package_missing(f"Chromium is not installed; install it with: {INSTALL_CHROMIUM}")
     sync_api = pytest.importorskip("playwright.sync_api",
                                    reason="playwright is not installed: pip install -e '.[test]'")
     args = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses root
