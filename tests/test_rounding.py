@@ -3,7 +3,8 @@ import zlib
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import CUSTOM_ORACLES, ORACLE_FORMATS, assert_bits, cast_values, np_dtype
+from helpers import (CUSTOM_ORACLES, ML_DTYPES_ROUNDS_ONCE, ML_DTYPES_VERSION, ORACLE_FORMATS, assert_bits,
+                     cast_values, np_dtype)
 
 from nbhelpers.formats import (
     FORMATS,
@@ -386,9 +387,21 @@ def test_bf16_float64_input_rounds_once():
     x = 1 + 2.0**-8 + 2.0**-40  # just above the tie between 1 and 1 + 2**-7
     assert round_to(x, "bf16") == 1 + 2.0**-7
     assert round_to_ref(x, "bf16") == 1 + 2.0**-7
-    # ml_dtypes goes through float32 (x becomes the tie 1 + 2**-8) and rounds again, to 1.0
-    assert float(np.float64(x).astype(ml_dtypes.bfloat16)) == 1.0
     assert round_to(np.float32(x), "bf16") == 1.0  # the float32 input already is the tie
+
+
+@pytest.mark.parametrize("x, fmt, once, twice", [
+    (1 + 2.0**-8 + 2.0**-40, "bf16", 1 + 2.0**-7, 1.0),
+    (-431.99999999999994, "e4m3fn", -416.0, -448.0),  # float32 makes it -432, the tie 416 | 448
+])
+def test_ml_dtypes_float64_casts_by_version(x, fmt, once, twice):
+    """What ml_dtypes does to float64 input that float32 turns into a tie, for the installed
+    version: round twice (through float32) up to 0.6, once from 0.7.0. round_to rounds once
+    whatever the version, and rounding its float32 cast reproduces the old behaviour."""
+    assert float(round_to(x, fmt)) == float(round_to_ref(x, fmt)) == once
+    assert float(round_to(np.float32(x), fmt)) == twice
+    theirs = float(np.float64(x).astype(np_dtype(FORMATS[fmt])))
+    assert theirs == (once if ML_DTYPES_ROUNDS_ONCE else twice), f"ml_dtypes {ML_DTYPES_VERSION}"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
