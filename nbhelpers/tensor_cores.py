@@ -6,18 +6,23 @@ per-GPU settings from Khattak & Mikaitis 2025) is spelt out in :func:`tensor_cor
 per-GPU settings are the table :data:`TENSOR_CORES` of :class:`TensorCoreSpec`; one fused
 step is :func:`tensor_core_group_sum`, its alignment :func:`align_group`.
 :func:`tensor_core_matmul_ref` is its slow reference (exact Fractions, integer shifts) for the
-tests. :func:`accumulator_probe` builds inputs that tell accumulators apart by their outputs and
-:func:`probe_verdict` reads them.
+tests. :func:`accumulator_probe`, :func:`width_probe` and :func:`rounding_probe` build inputs
+that tell accumulators apart through a bf16 output, :func:`probe_verdict` reads their outputs and
+:func:`probe_accumulator` runs all of them on one matmul. :func:`simd_matmul` (with its reference
+:func:`simd_matmul_ref`) is an order a CPU kernel may add in instead of K order, the products
+spread over SIMD lanes and the lanes joined in a halving tree: the probes' outputs for a CPU are
+read against it.
 
 Shapes: the matmuls take A (M, K) and B (K, N) and return (M, N) float64, looping over K in
-steps of ``group`` and vectorised over M x N. Roundings use the adder of
-:mod:`nbhelpers.accumulation`, correctly rounded from the exact sum.
+steps of ``group`` (:func:`simd_matmul`: of ``lanes``) and vectorised over M x N. Roundings use
+the adder of :mod:`nbhelpers.accumulation`, correctly rounded from the exact sum.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Callable
 
 import numpy as np
 
@@ -35,8 +40,14 @@ __all__ = [
     "tensor_core_matmul_ref",
     "align_group",
     "tensor_core_group_sum",
+    "simd_matmul",
+    "simd_matmul_ref",
     "accumulator_probe",
+    "width_probe",
+    "rounding_probe",
     "probe_verdict",
+    "ProbeResult",
+    "probe_accumulator",
 ]
 
 
@@ -361,6 +372,87 @@ def tensor_core_group_sum(
     return float(round_to(total, f, mode))
 
 
+# ------------------------------------------------------------------ SIMD lanes (a CPU kernel's order)
+
+
+def simd_matmul(
+    A,
+    B,
+    lanes: int = 16,
+    in_fmt: FloatFormat | str = "bf16",
+    acc: FloatFormat | str = "fp32",
+    rounding: Rounding | str = "nearest_even",
+    out_fmt: FloatFormat | str | None = None,
+) -> np.ndarray:
+    """A model of a CPU kernel that spreads each dot product over SIMD lanes.
+
+    A: (M, K), B: (K, N) -> (M, N) float64. Inputs are rounded to ``in_fmt``, products are exact;
+    product k goes into lane ``k % lanes``, each lane a sequential sum with every addition rounded
+    into ``acc``; then the lanes are joined by a halving tree, as a horizontal reduction does:
+    lane i += lane i + lanes/2 for every i < lanes/2, then the same on the first half, down to
+    one lane (so ``lanes`` is a power of two). ``lanes=1`` is sequential accumulation
+    (:func:`nbhelpers.accumulation.emulated_matmul`). Same format, other order: products that
+    sequential accumulation adds together first can land in different lanes here, and meet only
+    in the tree. Deterministic roundings only (no ``"stochastic"``).
+    """
+    L, f, mode = _check_simd(lanes, acc, rounding)
+    Aq, Bq = rounded_operands(A, B, in_fmt)
+    M, K = Aq.shape
+    N = Bq.shape[1]
+    add = RoundingAdder(f, mode, None)
+    s = np.zeros((L, M, N))
+    for k0 in range(0, K, L):  # one step adds the next product into every lane at once
+        k1 = min(k0 + L, K)
+        p = np.zeros((L, M, N))  # lanes past K add a zero product: exact, nothing moves
+        np.multiply(Aq[:, k0:k1].T[:, :, None], Bq[k0:k1, None, :], out=p[: k1 - k0])
+        s = add.add(s, p)
+    while s.shape[0] > 1:
+        h = s.shape[0] // 2
+        s = add.add(s[:h], s[h:])
+    out = s[0]
+    return out if out_fmt is None else round_to(out, out_fmt)
+
+
+def simd_matmul_ref(A, B, lanes=16, in_fmt="bf16", acc="fp32", rounding="nearest_even") -> np.ndarray:
+    """Slow reference for :func:`simd_matmul`: one output at a time, each lane a list of exact
+    Fractions added one by one, then the halving tree, every addition rounded once with
+    ``round_to``. (M, N) float64."""
+    L, f, mode = _check_simd(lanes, acc, rounding)
+    Aq, Bq = rounded_operands(A, B, in_fmt)
+    M, K = Aq.shape
+    N = Bq.shape[1]
+
+    def fl(v: Fraction) -> Fraction:
+        return Fraction(float(round_to(fraction_to_float_odd(v), f, mode)))
+
+    C = np.zeros((M, N))
+    for i in range(M):
+        for j in range(N):
+            lane = [Fraction(0)] * L
+            for k in range(K):
+                lane[k % L] = fl(lane[k % L] + Fraction(float(Aq[i, k])) * Fraction(float(Bq[k, j])))
+            while len(lane) > 1:
+                h = len(lane) // 2
+                lane = [fl(lane[t] + lane[t + h]) for t in range(h)]
+            C[i, j] = float(lane[0])
+    return C
+
+
+def _check_simd(lanes, acc, rounding) -> tuple[int, FloatFormat, Rounding]:
+    L = positive_int("lanes", lanes)
+    if L & (L - 1):
+        raise ValueError(f"lanes must be a power of two (the halving tree joins lane i and i + lanes/2), got {L}")
+    mode = _as_rounding(rounding)
+    if mode is Rounding.STOCHASTIC:
+        raise ValueError("simd_matmul has no stochastic rounding; use nearest_even, nearest_away or toward_zero")
+    return L, accumulator_format(acc, "acc"), mode
+
+
+# ------------------------------------------------------------------ probes through a bf16 output
+
+_HI, _LO = 1.0 + 2.0**-7, 1.0  # the bf16 neighbours of the tie 1 + 2**-8 that every probe sums to
+
+
 def accumulator_probe(K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: int = 4
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Matrices A (M, K), B (K, N) whose every output is 1 + 2**-8 + n_tiny * 2**-25 exactly.
@@ -374,7 +466,10 @@ def accumulator_probe(K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: 
     fp32) accumulation keeps them: 1 + 2**-7. An fp32 accumulator that adds them after the 1
     loses each (2**-25 is a quarter of fp32's spacing at 1), leaving the tie: 1.0 (ties to
     even). Added first, they sum exactly to n_tiny * 2**-25 and survive: 1 + 2**-7 (for
-    n_tiny >= 3). A bf16 accumulator loses them either way: 1.0.
+    n_tiny >= 3). A bf16 accumulator loses them either way: 1.0. So does an fp32 accumulator
+    in an order that puts the tiny terms into different partial sums (SIMD lanes,
+    :func:`simd_matmul`), each lost when joined to the one holding the 1: the order decides
+    this probe, which is why :func:`width_probe` and :func:`rounding_probe` exist.
     """
     K, M, N, n_tiny = (positive_int(n, v) for n, v in (("K", K), ("M", M), ("N", N), ("n_tiny", n_tiny)))
     if K < n_tiny + 2:
@@ -384,22 +479,156 @@ def accumulator_probe(K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: 
     b = np.zeros(K)
     big, tiny = [1.0, 2.0**-8], [2.0**-25] * n_tiny
     b[: n_tiny + 2] = tiny + big if tiny_first else big + tiny
-    a = np.zeros(K)
-    a[: n_tiny + 2] = 1.0
+    return _probe_matrices(b, n_tiny + 2, M, N)
+
+
+def width_probe(K: int, M: int = 1, N: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Matrices A (M, K), B (K, N) whose every output is 1 + 2**-8 + 2**-23 exactly: three
+    products, 1, 2**-8 and 2**-23 (zeros after; all values bf16 values).
+
+    Whether the accumulator holds fp32's 24 bits at 1, whatever its order and its rounding:
+    every partial sum of the three, in any order or grouping (1 + 2**-8, 1 + 2**-23,
+    2**-8 + 2**-23 and all three), is an fp32 number, so an accumulator that holds 24 bits at 1
+    gets the exact sum, truncating or not (nothing is cut from an exact sum), and the bf16
+    output rounds it up from the tie: 1 + 2**-7. One narrower than fp32 (bf16, or even one bit
+    short) cannot hold 2**-23 beside the 1 and is left with the tie, which goes to even: 1.0.
+    """
+    return _three_product_probe(K, M, N, 2.0**-23)
+
+
+def rounding_probe(K: int, M: int = 1, N: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Matrices A (M, K), B (K, N) whose every output is 1 + 2**-8 + 3 * 2**-25 exactly: three
+    products, 1, 2**-8 and 3 * 2**-25 (zeros after; all values bf16 values).
+
+    Whether the accumulator rounds to nearest at fp32's width or wider, whatever its order:
+    3 * 2**-25 is three quarters of fp32's spacing 2**-23 at 1. Rounded to nearest, every order
+    ends at 1 + 2**-8 + 2**-23 (1 + 3 * 2**-25 rounds up to 1 + 2**-23; 2**-8 + 3 * 2**-25 is
+    exact and rounds up when the 1 joins it; 1 + 2**-8 is exact and rounds up when the small
+    one joins it), and so does an exact or wider sum rounded once: the bf16 output gives
+    1 + 2**-7. Truncation toward zero at fp32's width cuts the 3 * 2**-25, and so does a
+    tensor-core alignment to the 1 with 23 or 24 bits kept (or a final truncation into fp32
+    after more): the tie is left, 1.0. So is it for any accumulator narrower than fp32.
+    """
+    return _three_product_probe(K, M, N, 3 * 2.0**-25)
+
+
+def _three_product_probe(K, M, N, small: float) -> tuple[np.ndarray, np.ndarray]:
+    K, M, N = (positive_int(n, v) for n, v in (("K", K), ("M", M), ("N", N)))
+    if K < 3:
+        raise ValueError(f"K={K} is too short for the probe: it needs K >= 3 (three products)")
+    b = np.zeros(K)
+    b[:3] = [1.0, 2.0**-8, small]
+    return _probe_matrices(b, 3, M, N)
+
+
+def _probe_matrices(b: np.ndarray, n: int, M: int, N: int) -> tuple[np.ndarray, np.ndarray]:
+    a = np.zeros(b.size)
+    a[:n] = 1.0
     return np.tile(a, (M, 1)), np.tile(b[:, None], (1, N))
 
 
-def probe_verdict(tiny_first: float, tiny_last: float) -> str:
-    """What the two bf16 outputs of :func:`accumulator_probe` (tiny terms first, tiny terms
-    last) say about the accumulator that produced them; a sentence."""
-    hi, lo = 1.0 + 2.0**-7, 1.0
-    verdicts = {
-        (hi, hi): "kept in either order: wider than fp32 (or exact)",
-        (hi, lo): "kept only when first: an fp32 accumulator, in K order",
-        (lo, hi): "kept only when last: an fp32 accumulator, in another order",
-        (lo, lo): "lost in either order: narrower than fp32, or truncation",
-    }
-    key = (float(tiny_first), float(tiny_last))
-    if key not in verdicts:
-        return f"unexpected outputs {key}: the probe gives 1 or 1 + 2**-7 after a bf16 rounding"
-    return verdicts[key]
+# what the tiny terms of accumulator_probe say, (tiny first kept, tiny last kept) -> sentence:
+# alone, and once width_probe and rounding_probe have shown an accumulator at least fp32 wide
+_ORDER_ALONE = {
+    (True, True): ("kept in either order: more than fp32's 24 bits carried along (wider than fp32, "
+                   "exact, or compensated summation), or an order that adds the tiny terms together first"),
+    (True, False): ("kept only when first: at least fp32's 24 bits at 1, in an order that adds the tiny "
+                    "terms together before the 1 when they come first (K order, or a tree or blocks over "
+                    "neighbouring products), and each one to the 1 when they come last"),
+    (False, True): "kept only when last: at least fp32's 24 bits at 1, in an order that adds the later products first",
+    (False, False): ("lost in either order: narrower than fp32, a truncating step, or fp32 accumulation in "
+                     "another order (SIMD lanes or a tree) that adds each tiny term to a partial sum holding 1"),
+}
+_ORDER_WIDE = {
+    (True, True): ("the tiny terms kept in either order: more than 24 bits carried along (a wider or exact "
+                   "sum, or compensated summation), or an order that adds the tiny terms together first"),
+    (True, False): ("the tiny terms kept only when first: they add up before they meet the 1 (K order, or a "
+                    "tree or blocks over neighbouring products), and are lost one by one after it"),
+    (False, True): "the tiny terms kept only when last: an order that adds the later products first",
+    (False, False): ("the tiny terms lost in either order: another order (SIMD lanes or a tree), where they "
+                     "land in different partial sums and each is lost when joined to the one holding 1"),
+}
+_TRUNCATED_LOST = ("the tiny terms lost in either order: each cut when aligned to the 1 (as in a tensor core), "
+                   "or an order that adds each one to a partial sum holding 1")
+_TRUNCATED_KEPT = ("the tiny terms kept in either order: more than 24 bits kept before a final truncation "
+                   "into fp32 (as the H100 model's 25), or an order that adds the tiny terms together first")
+
+
+def probe_verdict(tiny_first: float, tiny_last: float, width: float | None = None,
+                  rounding: float | None = None) -> str:
+    """What the bf16 outputs of the probes say about the accumulator that produced them; a sentence.
+
+    ``tiny_first``, ``tiny_last``: the outputs of :func:`accumulator_probe` with the tiny terms
+    first and last; ``width``, ``rounding``: those of :func:`width_probe` and
+    :func:`rounding_probe` (both or neither). Each is 1.0 or 1 + 2**-7; anything else is
+    reported as unexpected. Read against accumulators of any width and any order that round each
+    addition to nearest or toward zero (tensor-core alignment included), with an output rounded
+    to bf16 by nearest-even; the verdict names every such explanation the outputs leave open.
+    The order probe alone cannot tell fp32 in another order from a narrower or truncating
+    accumulator (all lose the tiny terms in either order); the other two can.
+    """
+    if (width is None) != (rounding is None):
+        raise ValueError("give both width and rounding (the outputs of width_probe and rounding_probe), or neither")
+    outs = {"tiny first": tiny_first, "tiny last": tiny_last}
+    if width is not None:
+        outs |= {"width": width, "rounding": rounding}
+    outs = {k: float(v) for k, v in outs.items()}
+    odd = {k: v for k, v in outs.items() if v not in (_HI, _LO)}
+    if odd:
+        return f"unexpected outputs {odd}: each probe gives 1 or 1 + 2**-7 after a bf16 rounding"
+    key = (outs["tiny first"] == _HI, outs["tiny last"] == _HI)
+    if width is None:
+        return _ORDER_ALONE[key]
+    wide, nearest = outs["width"] == _HI, outs["rounding"] == _HI
+    if not wide:
+        if nearest or any(key):
+            return (f"inconsistent outputs {outs}: 2**-23 lost beside the 1, yet smaller terms kept; "
+                    "no accumulator that rounds to nearest or toward zero does that")
+        return ("narrower than fp32: fewer than 24 bits at 1 lose the 2**-23 that fp32 holds exactly "
+                "(a bf16 accumulator, say), or the conversion to bf16 does not round to nearest")
+    if nearest:
+        return f"fp32 or wider, rounding to nearest; {_ORDER_WIDE[key]}"
+    order = {(True, True): _TRUNCATED_KEPT, (False, False): _TRUNCATED_LOST}.get(key, _ORDER_WIDE[key])
+    return ("fp32 or wider, but a step truncates: bits below fp32's spacing at 1 are cut, not rounded "
+            f"(toward-zero rounding, or a tensor-core-style alignment); {order}")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The bf16 outputs of the four probes for one matmul (see :func:`probe_accumulator`).
+
+    ``tiny_first``, ``tiny_last``: :func:`accumulator_probe` with the tiny terms first and last;
+    ``width``: :func:`width_probe`; ``rounding``: :func:`rounding_probe`; each C[0, 0].
+    ``uniform``: whether every output of each probe's (M, N) matrix equals its C[0, 0] (the
+    inputs make all of them equal; a kernel may still treat some tiles differently).
+    """
+
+    tiny_first: float
+    tiny_last: float
+    width: float
+    rounding: float
+    uniform: bool = True
+
+    @property
+    def verdict(self) -> str:
+        v = probe_verdict(self.tiny_first, self.tiny_last, self.width, self.rounding)
+        return v if self.uniform else f"outputs differ across C; C[0, 0] says: {v}"
+
+
+def probe_accumulator(matmul: Callable[[np.ndarray, np.ndarray], np.ndarray], K: int, M: int = 1,
+                      N: int = 1) -> ProbeResult:
+    """Run the four probes through ``matmul`` (A (M, K), B (K, N) -> C (M, N), numbers or an
+    array) and read each C through a bf16 rounding (nearest-even: a no-op on bf16 outputs).
+    K >= 6 (the order probe's six products); returns a :class:`ProbeResult`."""
+    K, M, N = (positive_int(n, v) for n, v in (("K", K), ("M", M), ("N", N)))
+    inputs = {"tiny_first": accumulator_probe(K, True, M, N), "tiny_last": accumulator_probe(K, False, M, N),
+              "width": width_probe(K, M, N), "rounding": rounding_probe(K, M, N)}
+    out, uniform = {}, True
+    for name, (A, B) in inputs.items():
+        C = np.asarray(matmul(A, B), dtype=np.float64)
+        if C.shape != (M, N):
+            raise ValueError(f"matmul returned shape {C.shape} for A {A.shape} @ B {B.shape}; expected {(M, N)}")
+        C = round_to(C, "bf16")
+        out[name] = float(C[0, 0])
+        uniform &= bool(np.all(C == C[0, 0]))
+    return ProbeResult(**out, uniform=uniform)

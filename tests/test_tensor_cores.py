@@ -1,6 +1,7 @@
 """Tests of nbhelpers.tensor_cores, the model of how tensor cores accumulate (fused groups,
 alignment, truncation, promotion): against exact grouped summation, its Fraction reference,
-hand-worked cases, and the accumulator probe."""
+hand-worked cases; the SIMD-lane order (simd_matmul) against its reference; the probes, each
+verdict reached by an emulated accumulator that behaves that way."""
 import math
 from fractions import Fraction
 
@@ -8,16 +9,22 @@ import numpy as np
 import pytest
 
 from helpers import assert_bits, bit_mismatches, wide
-from nbhelpers.accumulation import emulated_dot, emulated_matmul
+from nbhelpers.accumulation import emulated_dot, emulated_matmul, emulated_sum
 from nbhelpers.rounding import round_to
 from nbhelpers.tensor_cores import (
+    TENSOR_CORES,
     accumulator_probe,
     align_group,
     max_align_bits,
+    probe_accumulator,
     probe_verdict,
+    rounding_probe,
+    simd_matmul,
+    simd_matmul_ref,
     tensor_core_group_sum,
     tensor_core_matmul,
     tensor_core_matmul_ref,
+    width_probe,
 )
 
 
@@ -143,26 +150,178 @@ def test_align_group_by_hand():
         tensor_core_group_sum(1.0, [1.0], rounding="stochastic")
 
 
-def test_accumulator_probe_and_verdicts():
-    hi = 1 + 2.0**-7
-    for first in (True, False):
-        A, B = accumulator_probe(64, first, M=3, N=2)
+# ------------------------------------------------------------------ SIMD lanes
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "toward_zero"])
+@pytest.mark.parametrize("lanes", [1, 2, 16, 64])
+def test_simd_matmul_matches_fraction_reference(lanes, rounding):
+    A, B = wide((3, 45), 40, 8), wide((45, 4), 41, 8)  # lanes = 64 > K: some lanes stay empty
+    for acc in ["fp32", "e8m13"]:
+        assert_bits(simd_matmul(A, B, lanes, "bf16", acc, rounding),
+                    simd_matmul_ref(A, B, lanes, "bf16", acc, rounding))
+
+
+def test_simd_matmul_one_lane_is_sequential_and_rounds_the_output():
+    A, B = wide((4, 70), 42, 8), wide((70, 3), 43, 8)
+    assert_bits(simd_matmul(A, B, lanes=1), emulated_matmul(A, B, "bf16", "fp32"))
+    assert_bits(simd_matmul(A, B, out_fmt="bf16"), round_to(simd_matmul(A, B), "bf16"))
+
+
+def test_simd_matmul_halving_tree_by_hand():
+    """Products 2**-24, 1, 2**-24, 0 in 4 lanes, one each: the tree adds lane 0 to lane 2 and
+    lane 1 to lane 3 first, 2**-24 + 2**-24 = 2**-23 exactly, then 1 + 2**-23, an fp32 number.
+    Sequentially, 2**-24 + 1 is a tie that goes to even (1), and so is the next 1 + 2**-24:
+    1.0. The pairwise tree joins neighbours, (2**-24 + 1) + (2**-24 + 0): 1.0 as well."""
+    a, b = np.ones((1, 4)), np.array([[2.0**-24], [1.0], [2.0**-24], [0.0]])
+    assert simd_matmul(a, b, lanes=4)[0, 0] == 1 + 2.0**-23
+    assert emulated_matmul(a, b)[0, 0] == 1.0
+    assert emulated_matmul(a, b, order="pairwise")[0, 0] == 1.0
+    # 8 products in 4 lanes: lane k % 4 gets products k and k + 4, in that order
+    a = np.ones((1, 8))
+    b = np.array([[1.0], [2.0**-24], [0.0], [2.0**-24], [2.0**-24], [0.0], [0.0], [0.0]])
+    # lane 0: 1 + 2**-24 -> 1 (tie to even); lane 1: 2**-24; lane 3: 2**-24; tree: (1 + 0) + (2**-24 + 2**-24)
+    assert simd_matmul(a, b, lanes=4)[0, 0] == 1 + 2.0**-23
+    with pytest.raises(ValueError, match="power of two"):
+        simd_matmul(a, b, lanes=3)
+    with pytest.raises(ValueError, match="lanes"):
+        simd_matmul(a, b, lanes=0)
+    with pytest.raises(ValueError, match="stochastic"):
+        simd_matmul(a, b, rounding="stochastic")
+
+
+# ------------------------------------------------------------------ the probes and their verdicts
+
+HI, LO = 1 + 2.0**-7, 1.0
+NEAREST, TRUNCATES = "fp32 or wider, rounding to nearest; ", "fp32 or wider, but a step truncates"
+
+
+def test_probes_are_bf16_inputs_with_the_sums_they_promise():
+    third = Fraction(1, 2**8)
+    for (A, B), exact in [(accumulator_probe(64, True, M=3, N=2), 1 + third + 4 * Fraction(1, 2**25)),
+                          (accumulator_probe(64, False, M=3, N=2), 1 + third + 4 * Fraction(1, 2**25)),
+                          (width_probe(64, M=3, N=2), 1 + third + Fraction(1, 2**23)),
+                          (rounding_probe(64, M=3, N=2), 1 + third + 3 * Fraction(1, 2**25))]:
         assert A.shape == (3, 64) and B.shape == (64, 2)
         assert np.array_equal(round_to(A, "bf16"), A) and np.array_equal(round_to(B, "bf16"), B)
-        exact = sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(A[0], B[:, 0]))
-        assert exact == 1 + Fraction(1, 2**8) + 4 * Fraction(1, 2**25)
-    results = {}
-    for name, f in {
-        "exact": lambda A, B: round_to(A @ B, "bf16"),
-        "fp32": lambda A, B: emulated_matmul(A, B, "bf16", "fp32", out_fmt="bf16"),
-        "bf16": lambda A, B: emulated_matmul(A, B, "bf16", "bf16"),
-    }.items():
-        results[name] = tuple(float(f(*accumulator_probe(16, t))[0, 0]) for t in (True, False))
-    assert results == {"exact": (hi, hi), "fp32": (hi, 1.0), "bf16": (1.0, 1.0)}
-    assert probe_verdict(*results["fp32"]).startswith("kept only when first")
-    assert probe_verdict(*results["exact"]).startswith("kept in either order")
-    assert probe_verdict(*results["bf16"]).startswith("lost in either order")
-    assert probe_verdict(hi, 2.0).startswith("unexpected")
+        for i in range(3):
+            for j in range(2):
+                assert sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(A[i], B[:, j])) == exact
+
+
+def test_width_and_rounding_probes_do_not_depend_on_the_order():
+    """The claims the two probes rest on, over every order of their three products: each
+    partial sum of width_probe's is an fp32 number (so any order and any rounding gives the
+    exact sum); rounding_probe's ends at 1 + 2**-8 + 2**-23 in fp32 rounded to nearest, in every
+    order and every tree, and at 1 + 2**-8 truncated."""
+    from itertools import combinations, permutations
+    w = width_probe(3)[1][:, 0]
+    for n in (1, 2, 3):
+        for part in combinations(w, n):
+            total = math.fsum(part)
+            assert round_to(total, "fp32") == total, part
+    r = rounding_probe(3)[1][:, 0]
+    for perm in permutations(r):
+        x = np.array(perm)
+        for order in ["sequential", "pairwise"]:
+            assert float(emulated_sum(x, "fp32", order)) == 1 + 2.0**-8 + 2.0**-23
+            assert float(emulated_sum(x, "fp32", order, "toward_zero")) == 1 + 2.0**-8
+            assert float(round_to(emulated_sum(x, "e8m22", order), "bf16")) == 1.0  # one bit short: the tie
+
+
+def _reversed(A, B):
+    return emulated_matmul(A[:, ::-1], B[::-1, :], "bf16", "fp32")  # K order backwards
+
+
+PROBED = {  # name: (matmul, (tiny first, tiny last, width, rounding), what the verdict must say)
+    "exact": (lambda A, B: A @ B, (HI, HI, HI, HI),
+              NEAREST + "the tiny terms kept in either order"),
+    "fp32 kahan": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="kahan"), (HI, HI, HI, HI),
+                   NEAREST + "the tiny terms kept in either order"),
+    "fp32 sequential": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32"), (HI, LO, HI, HI),
+                        NEAREST + "the tiny terms kept only when first"),
+    "fp32 pairwise": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="pairwise"), (HI, LO, HI, HI),
+                      NEAREST + "the tiny terms kept only when first"),
+    "fp32 blocked(2)": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="blocked", block=2),
+                        (HI, LO, HI, HI), NEAREST + "the tiny terms kept only when first"),
+    "fp32 reversed": (_reversed, (LO, HI, HI, HI),
+                      NEAREST + "the tiny terms kept only when last"),
+    "fp32, 16 lanes": (lambda A, B: simd_matmul(A, B, 16), (LO, LO, HI, HI),
+                       NEAREST + "the tiny terms lost in either order: another order (SIMD lanes"),
+    "fp32, 2 lanes": (lambda A, B: simd_matmul(A, B, 2), (LO, LO, HI, HI),
+                      NEAREST + "the tiny terms lost in either order: another order (SIMD lanes"),
+    "bf16 acc": (lambda A, B: emulated_matmul(A, B, "bf16", "bf16"), (LO, LO, LO, LO), "narrower than fp32"),
+    "e8m22 acc": (lambda A, B: emulated_matmul(A, B, "bf16", "e8m22"), (LO, LO, LO, LO), "narrower than fp32"),
+    "fp32 acc, truncated to bf16": (lambda A, B: round_to(emulated_matmul(A, B), "bf16", "toward_zero"),
+                                    (LO, LO, LO, LO), "narrower than fp32"),
+    "fp32 toward zero": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", rounding="toward_zero"),
+                         (HI, LO, HI, LO), TRUNCATES),
+    "fp32 toward zero, 16 lanes": (lambda A, B: simd_matmul(A, B, 16, rounding="toward_zero"), (LO, LO, HI, LO),
+                                   TRUNCATES),
+    "tensor-core model, group 8": (lambda A, B: tensor_core_matmul(A, B, "bf16", group=8), (LO, LO, HI, LO),
+                                   TRUNCATES),
+    "A100 model": (lambda A, B: TENSOR_CORES["A100"].matmul(A, B, "bf16"), (LO, LO, HI, LO),
+                   TRUNCATES),
+    "H100 model": (lambda A, B: TENSOR_CORES["H100"].matmul(A, B, "bf16"), (HI, HI, HI, LO),
+                   TRUNCATES),
+}
+
+
+@pytest.mark.parametrize("name", PROBED)
+def test_each_verdict_is_reached_by_an_accumulator_that_behaves_so(name):
+    matmul, outputs, verdict = PROBED[name]
+    r = probe_accumulator(matmul, 64, M=3, N=2)
+    assert (r.tiny_first, r.tiny_last, r.width, r.rounding) == outputs and r.uniform
+    assert r.verdict.startswith(verdict), r.verdict
+    assert r.verdict == probe_verdict(*outputs)
+    if outputs[2:] == (HI, LO):  # truncation: the order clause says how the tiny terms went
+        assert {(LO, LO): "lost in either order", (HI, HI): "kept in either order",
+                (HI, LO): "kept only when first"}[outputs[:2]] in r.verdict
+
+
+def test_the_order_probe_alone_claims_no_more_than_it_shows():
+    """fp32 in 16 lanes and a bf16 accumulator both lose the tiny terms in either order: the
+    two-output verdict names both, and only the width and rounding probes tell them apart."""
+    lanes, bf16 = (probe_accumulator(PROBED[n][0], 64) for n in ("fp32, 16 lanes", "bf16 acc"))
+    assert (lanes.tiny_first, lanes.tiny_last) == (bf16.tiny_first, bf16.tiny_last) == (LO, LO)
+    alone = probe_verdict(LO, LO)
+    assert alone.startswith("lost in either order") and "narrower than fp32" in alone and "SIMD lanes" in alone
+    assert lanes.verdict != bf16.verdict
+    assert "narrower" not in lanes.verdict and "narrower" in bf16.verdict
+    seq = probe_verdict(HI, LO)
+    assert seq.startswith("kept only when first") and "a tree" in seq  # not "K order" alone
+    assert probe_verdict(LO, HI).startswith("kept only when last")
+    assert probe_verdict(HI, HI).startswith("kept in either order")
+
+
+def test_probe_verdict_flags_odd_outputs():
+    assert probe_verdict(HI, 2.0).startswith("unexpected")
+    assert probe_verdict(HI, LO, HI, 1.5).startswith("unexpected")
+    # the exact 2**-23 lost while smaller terms survive: no accumulator considered does that
+    assert probe_verdict(HI, LO, LO, LO).startswith("inconsistent")
+    assert probe_verdict(LO, LO, LO, HI).startswith("inconsistent")
+    with pytest.raises(ValueError, match="both"):
+        probe_verdict(HI, LO, HI)
+
+
+def test_probe_accumulator_notices_uneven_outputs_and_bad_input():
+    def uneven(A, B):
+        C = emulated_matmul(A, B)
+        C[-1, -1] = 1.0  # one output on its own path
+        return C
+    r = probe_accumulator(uneven, 64, M=2, N=2)
+    assert not r.uniform and r.verdict.startswith("outputs differ")
+    with pytest.raises(ValueError, match="shape"):
+        probe_accumulator(lambda A, B: (A @ B)[:1], 64, M=2, N=2)
+    with pytest.raises(ValueError, match="too short"):
+        probe_accumulator(lambda A, B: A @ B, 5)
+    with pytest.raises(ValueError, match="too short"):
+        width_probe(2)
+    with pytest.raises(ValueError, match="M must be"):
+        rounding_probe(8, M=0)
+
+
+def test_accumulator_probe_edge_cases():
     # two tiny terms make exactly half a spacing: a tie, lost even when they come first
     A, B = accumulator_probe(8, True, n_tiny=2)
     assert float(emulated_dot(A[0], B[:, 0], "bf16", "fp32")) == 1 + 2.0**-8
