@@ -33,6 +33,10 @@ class DeviceInfo:
     torch_version: str | None
     triton_version: str | None
     reason: str
+    # the other libraries whose behaviour the chapters show (casts, sums): printed so that every
+    # notebook's first output says which versions produced the rest
+    numpy_version: str | None = None
+    ml_dtypes_version: str | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -42,7 +46,8 @@ class DeviceInfo:
         mode = "Triton interpreter (TRITON_INTERPRET=1)" if self.triton_interpreter else "compiled Triton kernels"
         return (
             f"device: {self.device} ({self.name}); {mode}; torch {self.torch_version or 'not installed'}, "
-            f"triton {self.triton_version or 'not installed'} -- {self.reason}"
+            f"triton {self.triton_version or 'not installed'}, numpy {self.numpy_version or 'not installed'}, "
+            f"ml_dtypes {self.ml_dtypes_version or 'not installed'} -- {self.reason}"
         )
 
 
@@ -89,7 +94,7 @@ def setup_device(force: str | None = None, verbose: bool = True) -> DeviceInfo:
             # a leftover from a CPU session in the same process would silently interpret kernels
             os.environ.pop("TRITON_INTERPRET")
         info = DeviceInfo("cuda", gpu_name, False, _version("torch"), _version("triton"),
-                          "PyTorch sees a GPU")
+                          "PyTorch sees a GPU", _version("numpy"), _version("ml_dtypes"))
     else:
         kernels = sys.modules.get("nbhelpers.kernels")
         if kernels is not None and not getattr(kernels, "INTERPRETED", True):
@@ -102,7 +107,7 @@ def setup_device(force: str | None = None, verbose: bool = True) -> DeviceInfo:
         import platform
 
         info = DeviceInfo("cpu", platform.processor() or platform.machine(), True,
-                          _version("torch"), _version("triton"), reason)
+                          _version("torch"), _version("triton"), reason, _version("numpy"), _version("ml_dtypes"))
     if verbose:
         print(info)
     return info

@@ -28,7 +28,15 @@ def test_forced_cpu_sets_the_interpreter(clean_env, capsys):
     info = setup_device()
     assert info.device == "cpu" and info.triton_interpreter
     assert os.environ["TRITON_INTERPRET"] == "1"
-    assert "device: cpu" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "device: cpu" in out
+    # the versions of the libraries whose behaviour the chapters show are on the same line
+    import ml_dtypes
+    import numpy
+    import torch
+    for name, module in (("torch", torch), ("numpy", numpy), ("ml_dtypes", ml_dtypes)):
+        assert f"{name} {module.__version__}" in out
+    assert info.ml_dtypes_version == ml_dtypes.__version__ and info.numpy_version == numpy.__version__
 
 
 def test_auto_picks_what_torch_sees(clean_env):
