@@ -11,8 +11,9 @@
 - :class:`SolutionNotebook`, which the exercise tests (test_exercises*.py) use to run and
   mutate the functions of a solution notebook;
 - for the grader's tests (test_grading_*.py): submissions built from
-  solutions/ex01_float_formats.ipynb (``EX01_SOLUTION``), short time limits (``FAST``: 5 s a
-  cell, 25 s a submission, so that infinite loops cost little), and readers of the grader's
+  solutions/ex01_float_formats.ipynb (``EX01_SOLUTION``), short time limits (``FAST``: a cell
+  limit calibrated at the start of the run, at least 5 s, and five times that for a submission,
+  so that infinite loops cost little and honest cells never hit them), and readers of the grader's
   CSV and JSON files.
 """
 from __future__ import annotations
@@ -208,7 +209,29 @@ def one_torch_thread():
 
 EX01_SOLUTION = ROOT / "solutions" / "ex01_float_formats.ipynb"
 EX01_EXERCISE = ROOT / "exercises" / "ex01_float_formats.ipynb"
-CELL_TIMEOUT, TOTAL_TIMEOUT = 5, 25
+
+
+def calibrated_cell_timeout(factor: float = 6.0, floor: int = 5) -> int:
+    """A cell time limit for the grader's tests, from this machine's speed at the start of the run.
+
+    The limits are short so that a submission that loops forever costs little; but an honest cell
+    must never hit them, and on a machine shared with another job every cell takes longer. So
+    the limit is measured, not fixed: the wall time a fresh Python takes to import what a chapter
+    01 submission imports (numpy, nbformat, the checks and the chapter's references), times
+    ``factor``, at least ``floor`` seconds. Idle, that import takes about 1 s here, and the
+    slowest honest cell of a test submission about as long; under load both grow together."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import numpy, nbformat, nbhelpers.checks, nbhelpers.exercises.ch01"],
+                   check=True, capture_output=True, timeout=600)
+    return max(floor, math.ceil(factor * (time.monotonic() - t0)))
+
+
+CELL_TIMEOUT = calibrated_cell_timeout()
+TOTAL_TIMEOUT = 5 * CELL_TIMEOUT
 FAST = ["--cell-timeout", str(CELL_TIMEOUT), "--timeout", str(TOTAL_TIMEOUT)]
 POINTS = {ex.id: ex.points for ex in exercises_of(1)}
 FULL = sum(POINTS.values())
