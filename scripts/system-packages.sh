@@ -31,7 +31,7 @@ todo=$(missing)
 if [ "${SYSTEM_PACKAGES:-auto}" != no ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "make: installing$todo with apt-get (SYSTEM_PACKAGES=no skips this)"
     # shellcheck disable=SC2086  # $todo is a list of package names
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $todo >/dev/null; }; then
+    if ! { apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq $todo >/dev/null; }; then
         echo "make: apt-get could not install$todo"
     fi
     todo=$(missing)

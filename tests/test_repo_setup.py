@@ -221,3 +221,38 @@ def test_nbval_ignores_stderr_and_masks_addresses_but_still_compares_bits(tmp_pa
             outcome, test_id = line.split(" - ")[0].split(" ", 1)
             outcomes[test_id.rsplit("/", 1)[-1]] = outcome
     assert outcomes == {"ok.ipynb::Cell 0": "PASSED", "drift.ipynb::Cell 0": "FAILED"}, result.stdout
+
+
+# --- the system packages `make test` needs ------------------------------------------------------
+
+
+def run_system_packages(path: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(["/bin/sh", str(ROOT / "scripts" / "system-packages.sh")], cwd=ROOT,
+                          env={"PATH": path, **env}, capture_output=True, text=True, timeout=60)
+
+
+def test_system_packages_names_each_missing_one_with_its_install_command(tmp_path):
+    """Without bubblewrap and Chromium on the PATH, and told not to install them, the script prints
+    one line for each (what will be skipped, and the command that installs it) and exits 0."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    done = run_system_packages(str(empty), SYSTEM_PACKAGES="no")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "make: bubblewrap is not installed: the grader's sandbox tests will be skipped; install it " \
+           "with: sudo apt-get install -y bubblewrap" in lines
+    chromium_elsewhere = Path("/usr/lib/chromium/chromium").exists()  # found without the PATH
+    assert any(line.startswith("make: chromium is not installed") for line in lines) != chromium_elsewhere
+    assert len(lines) == (1 if chromium_elsewhere else 2), lines
+    # with a bwrap and a chromium on the PATH there is nothing to say
+    for name in ("bwrap", "chromium"):
+        (empty / name).write_text("#!/bin/sh\n")
+        (empty / name).chmod(0o755)
+    done = run_system_packages(str(empty), SYSTEM_PACKAGES="no")
+    assert done.returncode == 0 and done.stdout == "", done.stdout
+
+
+def test_make_test_runs_the_system_packages_step():
+    makefile = read("Makefile")
+    assert re.search(r"^test: install system-packages$", makefile, re.MULTILINE)
+    assert "sh scripts/system-packages.sh" in makefile
