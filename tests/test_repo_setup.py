@@ -256,3 +256,13 @@ def test_make_test_runs_the_system_packages_step():
     makefile = read("Makefile")
     assert re.search(r"^test: install system-packages$", makefile, re.MULTILINE)
     assert "sh scripts/system-packages.sh" in makefile
+
+
+def test_ranges_workflow_tests_both_ends_weekly_and_by_hand():
+    workflow = read(".github/workflows/ranges.yml")
+    assert workflow_triggers(workflow) == {"schedule", "workflow_dispatch"}
+    assert re.search(r"^\s*deps:\s*\[newest, lowest\]\s*$", workflow, re.MULTILINE)
+    assert re.search(r"^\s*run:\s*make test DEPS=\$\{\{ matrix.deps \}\}\s*$", workflow, re.MULTILINE)
+    makefile = read("Makefile")
+    for deps in ("newest", "lowest"):
+        assert f"DEPS={deps}" in makefile
