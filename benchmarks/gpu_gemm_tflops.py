@@ -5,7 +5,8 @@
 
 Needs an NVIDIA GPU: without one (or with TRITON_INTERPRET=1) it prints one line and exits with
 code 2. Three comparisons, each a ratio of two timings taken in the same run with
-``triton.testing.do_bench`` (median of repeated launches after warm-up, CUDA events), FLOPs
+``triton.testing.do_bench(..., return_mode="median")`` (median of repeated launches after
+warm-up, CUDA events; without return_mode Triton 3.7.1 returns the mean), FLOPs
 counted as 2 M N K:
 
 * ``bf16``: :func:`nbhelpers.kernels.gemm.matmul` (autotuned, bf16 in, fp32 accumulator, bf16
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
             print(f"  {kind:<24s} {M}x{N}x{K}: {row['error']}")
             rows.append(row)
             return
-        ms_o, ms_t = do_bench(ours), do_bench(theirs)
+        ms_o, ms_t = do_bench(ours, return_mode="median"), do_bench(theirs, return_mode="median")
         tf = lambda ms: 2 * M * N * K / (ms * 1e-3) / 1e12  # noqa: E731
         row.update(ms_ours=ms_o, ms_theirs=ms_t, tflops_ours=tf(ms_o), tflops_theirs=tf(ms_t),
                    ratio=ms_t / ms_o)

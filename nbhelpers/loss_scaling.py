@@ -4,15 +4,16 @@ Chapter 05 (loss scaling) uses it, through :func:`nbhelpers.training.train` and 
 
 * :class:`StaticScale` and :class:`DynamicScale`: the loss-scaling settings of a
   :class:`nbhelpers.training.Regime` (a constant scale, or ``torch.amp.GradScaler``'s
-  parameters with its defaults).
-* :class:`DynamicLossScaler` follows ``torch.amp.GradScaler``'s rule (tested to give the same
-  scale trajectory): the scale is a float32 number; a step with an inf/NaN gradient is skipped
+  parameters with its defaults, those of torch 2.13).
+* :class:`DynamicLossScaler` follows ``torch.amp.GradScaler``'s rule (tested against torch 2.13.0
+  to give the same scale trajectory): the scale is a float32 number; a step with an inf/NaN gradient is skipped
   and multiplies the scale by ``backoff_factor``; ``growth_interval`` finite steps in a row
   multiply it by ``growth_factor`` (unless that would overflow float32).
   :class:`StaticLossScaler` keeps its scale and only skips.
 * :func:`scale_trajectory` runs the dynamic scaler over a sequence of found-inf flags;
-  :func:`gradscaler_trajectory` drives the real ``torch.amp.GradScaler("cpu")`` with the same
-  flags: the outside oracle the tests and the chapter compare against.
+  :func:`gradscaler_trajectory` drives the real ``torch.amp.GradScaler("cpu")`` (which runs on
+  the CPU in torch 2.13) with the same flags: the outside oracle the tests and the chapter
+  compare against.
 
 The scalers work on plain Python numbers (float32 values kept as Python floats); nothing global
 is touched.
@@ -73,7 +74,7 @@ class StaticScale:
 
 @dataclass(frozen=True)
 class DynamicScale:
-    """Dynamic loss scaling, torch.amp.GradScaler's parameters and defaults."""
+    """Dynamic loss scaling, torch.amp.GradScaler's parameters and defaults (torch 2.13's)."""
 
     init_scale: float = 2.0**16
     growth_factor: float = 2.0
@@ -96,7 +97,8 @@ class DynamicLossScaler:
     step should be taken. A non-finite step: skipped, ``scale *= backoff_factor``, the count of
     good steps restarts. A finite step: taken; after ``growth_interval`` finite steps in a row
     ``scale *= growth_factor`` (kept unchanged if the product overflows float32) and the count
-    restarts. Products are formed in float64 and rounded to float32, as GradScaler's kernel does.
+    restarts. Products are formed in float64 and rounded to float32, as GradScaler's kernel does
+    in torch 2.13.0 (the tests compare the trajectories bit for bit).
     """
 
     def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,

@@ -331,7 +331,9 @@ def grouped_matmul_ref(x_perm: torch.Tensor, w: torch.Tensor, offsets) -> torch.
 
 def loop_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets) -> torch.Tensor:
     """One ``torch.matmul`` per non-empty expert (E launches on a GPU): the simple way, and what
-    a grouped GEMM replaces. Output dtype = input dtype (torch accumulates bf16 in fp32)."""
+    a grouped GEMM replaces. Output dtype = input dtype. How torch's CPU bf16 matmul accumulates
+    depends on the kernel it picks (build, CPU, shapes); chapter 03, section 5 probes it: with
+    torch 2.13.0 nearly every output there is bit-identical to fp32 accumulation rounded once."""
     off, E, K, N = check_expert_gemm_args(x_perm, w, offsets)
     out = torch.empty((x_perm.shape[0], N), dtype=x_perm.dtype, device=x_perm.device)
     for e in range(E):

@@ -115,9 +115,12 @@ def round_to(
         there and back (ml_dtypes rounds float32 to bf16 once, ties to even: tested).
 
     NaN stays NaN (also for formats without a NaN code, where there is no right answer: ml_dtypes
-    turns it into -0, this function keeps it visible). For e8m0fnu (positive powers of two only)
-    zero and negative inputs give NaN and values below 2**-127 round up to 2**-127, as ml_dtypes
-    does; with no mantissa bits a tie has no even neighbour and goes up in magnitude.
+    0.5 to 0.7 turns NaN into -0 and -NaN into +0, this function keeps it visible). For e8m0fnu
+    (positive powers of two only) zero and negative inputs give NaN and values below 2**-127 round
+    up to 2**-127, as ml_dtypes 0.7.0 does (up to 0.6 it rounds float32 subnormals in
+    (2**-127, 2**-126) up to 2**-126, and float64 input goes through float32 first); with no
+    mantissa bits a tie has no even neighbour and goes up in magnitude (as in ml_dtypes 0.5.1 to
+    0.7; 0.5.0 takes the even exponent code).
     """
     f = get_format(fmt)
     mode = _as_rounding(rounding)
@@ -190,9 +193,9 @@ def _run_chunks(kernel, flat_in, flat_out, f, mode, rng, saturate) -> None:
 # Every emulated sum and GEMM of the course rounds to bf16 at each step, so bf16 with
 # nearest-even (and the format's own overflow to inf) gets two shortcuts. Both round ONCE:
 # - float32 input: ml_dtypes' float32 -> bfloat16 cast (a single rounding, ties to even);
-# - float64 input: ties-to-even on the float64 bit pattern. ml_dtypes is not used here: its
-#   float64 -> bfloat16 cast goes through float32 and rounds twice (1 + 2**-8 + 2**-40 becomes
-#   1.0 instead of 1 + 2**-7; ml_dtypes' open pull request #401 on GitHub describes it).
+# - float64 input: ties-to-even on the float64 bit pattern. ml_dtypes is not used here: up to
+#   0.6 its float64 -> bfloat16 cast goes through float32 and rounds twice (1 + 2**-8 + 2**-40
+#   becomes 1.0 instead of 1 + 2**-7); 0.7.0 rounds once. The result must not hang on the version.
 # Values the bit trick does not cover (bf16 subnormals, overflow, inf, NaN) go through the
 # general kernel; tests hold both shortcuts bit-exactly against round_to_ref and _round_generic.
 
@@ -441,8 +444,9 @@ def _even_code(value: float, f: FloatFormat, grid: np.ndarray) -> bool:
 def encode(x, fmt: FloatFormat | str, rounding="nearest_even", rng=None, saturate=None) -> np.ndarray:
     """Round ``x`` to ``fmt`` (see :func:`round_to`) and return the codes (``fmt.bits_dtype``).
 
-    NaN becomes the format's canonical quiet NaN code with the input's sign (as ml_dtypes does);
-    a format without NaN (e2m1fn, ...) raises ValueError on NaN input instead of inventing a code.
+    NaN becomes the format's canonical quiet NaN code with the input's sign (as ml_dtypes 0.5 to
+    0.7 does); a format without NaN (e2m1fn, ...) raises ValueError on NaN input instead of
+    inventing a code.
     """
     f = get_format(fmt)
     x_arr = np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x

@@ -27,7 +27,9 @@ Choices, each tested:
   e4m3 2**-9): an all-zero block gets that smallest scale and q = 0, never 0/0.
 - A non-finite amax (inf or NaN in a block) is a ValueError naming the tensor and the block.
 - Values are clamped to +-max_element before the cast: e4m3fn has no inf, so an overflowing
-  value would become NaN, and a rounded-down scale can push amax / scale just past the max.
+  value would become NaN in the cast used here (``round_to``, as in ml_dtypes 0.5 to 0.7; torch
+  2.13's eager cast saturates to 448 instead), and a rounded-down scale can push amax / scale
+  just past the max.
 """
 from __future__ import annotations
 
@@ -142,7 +144,8 @@ def _scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
 
 def _cast(x: np.ndarray, scale_full: np.ndarray, recipe: Recipe) -> np.ndarray:
     """q = cast(clamp(x / scale, +-max_element)). The clamp comes first because e4m3fn has no inf:
-    a value past its max would become NaN in the cast, not the max."""
+    a value past its max would become NaN in ``round_to``'s cast (and ml_dtypes 0.5 to 0.7's),
+    not the max; torch 2.13's eager cast would saturate. The clamp makes both agree."""
     m = recipe.element_max
     v = np.clip(x / scale_full, -m, m)
     if recipe.is_int:

@@ -131,8 +131,8 @@ def test_tf32_bound_on_fp32_inputs():
 
 @pytest.mark.skipif(not INTERPRETED, reason="what the interpreter's tl.dot does; a GPU adds differently")
 def test_interpreter_accumulates_fp32_partial_sums_per_block():
-    # K = 48 in blocks of 16: block 0 holds the product 1, block 1 sixteen products 2**-25 (their
-    # sum 2**-21 is exact in any order), block 2 one product 2**-26.
+    # measured with Triton 3.7.1. K = 48 in blocks of 16: block 0 holds the product 1, block 1
+    # sixteen products 2**-25 (their sum 2**-21 is exact in any order), block 2 one product 2**-26.
     # blocked fp32: 1 + 2**-21, then + 2**-26 is lost (below half a spacing) -> 1 + 2**-21
     # sequential fp32 would lose every tiny product -> 1; float64 would keep all -> 1 + 2**-21 + 2**-26
     b = np.zeros(48)
@@ -140,19 +140,23 @@ def test_interpreter_accumulates_fp32_partial_sums_per_block():
     a = torch.ones((16, 48))
     bb = torch.from_numpy(np.tile(b[:, None], (1, 16))).float()
     C = matmul(a, bb, block=(16, 16, 16)).double().numpy()
-    assert np.all(C == 1 + 2.0**-21)
+    assert np.all(C == 1 + 2.0**-21), (f"Triton {triton.__version__}: the interpreter no longer adds fp32 partial "
+                                       "sums per BLOCK_K block (3.7.1 does)")
     assert np.array_equal(C, emulated_matmul(a.double().numpy(), bb.double().numpy(), "fp32", "fp32",
                                              order="blocked", block=16))
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="the interpreter's bf16 gap; compiled kernels handle bf16")
 def test_interpreter_bf16_gap_is_real_and_handled():
+    """Measured with Triton 3.7.1: the interpreter holds bf16 as raw uint16 bits, so the raw
+    kernel on bf16 tensors computes on bit patterns, silently; the launcher's exact upcast fixes it."""
     a, b = data(16, 16, 16, seed=2, dtype=torch.bfloat16)
     # the gap: the raw kernel on bf16 tensors computes on bit patterns, silently
     c = torch.empty((16, 16))
     matmul_kernel[(1, 1)](a, b, c, 16, 16, 16, *a.stride(), *b.stride(), *c.stride(),
                           BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, INPUT_PRECISION="ieee")
-    assert not within_bound(c, a, b)
+    assert not within_bound(c, a, b), (f"Triton {triton.__version__}: the interpreter's tl.dot on bf16 is now "
+                                       "right (with 3.7.1 it computed on bit patterns); update the docstrings")
     # the launcher upcasts exactly: the same result as the float32 tensors holding the bf16 values
     assert within_bound(matmul(a, b), a, b)
     assert torch.equal(matmul(a, b), matmul(a.float(), b.float()))
@@ -160,6 +164,8 @@ def test_interpreter_bf16_gap_is_real_and_handled():
 
 @pytest.mark.skipif(not INTERPRETED, reason="the interpreter's bf16 cast; a GPU rounds to nearest")
 def test_interpreter_bf16_output_cast_gap_is_real_and_handled():
+    """Measured with Triton 3.7.1: the interpreter's fp32 -> bf16 cast truncates; the launcher
+    stores fp32 and rounds with torch (nearest-even)."""
     # 1 + 3 * 2**-9 lies 3/4 of the way from bf16 1 to bf16 1 + 2**-7: nearest gives 1 + 2**-7
     a = torch.full((16, 16), 0.0)
     a[:, 0] = 1 + 3 * 2.0**-9
@@ -167,7 +173,8 @@ def test_interpreter_bf16_output_cast_gap_is_real_and_handled():
     c = torch.empty((16, 16), dtype=torch.bfloat16)
     matmul_kernel[(1,)](a, b, c, 16, 16, 16, *a.stride(), *b.stride(), *c.stride(),
                         BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, INPUT_PRECISION="ieee")
-    assert c[0, 0].item() == 1.0  # the interpreter's cast truncates
+    assert c[0, 0].item() == 1.0, (f"Triton {triton.__version__}: the interpreter's fp32 -> bf16 cast gave "
+                                   f"{c[0, 0].item()}, not 1.0 (3.7.1 truncates)")
     assert matmul(a, b, out_dtype=torch.bfloat16)[0, 0].item() == 1 + 2.0**-7  # the launcher rounds
 
 

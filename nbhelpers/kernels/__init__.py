@@ -17,8 +17,8 @@ refuses to continue on a CPU if the kernels were imported in compiled mode (rest
 setup cell first). Tests set ``os.environ["TRITON_INTERPRET"] = "1"`` (or call
 ``setup_device()``) at the top of the module, before the import.
 
-What the interpreter does differently from a GPU (Triton 3.x), which the kernels' launchers
-guard against or document:
+What the interpreter does differently from a GPU, measured with Triton 3.7.1 (the version the
+course pins), which the kernels' launchers guard against or document:
 
 * bfloat16 (and fp8) values are held as raw unsigned integers, so ``tl.dot`` and arithmetic on
   bf16 operands compute on bit patterns (wrong results, no error). The launchers upcast bf16 and

@@ -20,9 +20,9 @@ Each launcher checks its inputs and has a reference (``*_ref``: torch's own inde
 for :func:`transpose`.
 
 The kernels only load and store, never compute, so they copy bit patterns: in Triton's
-interpreter (see :mod:`nbhelpers.kernels`), which holds bfloat16 as raw 16-bit integers, a copy
-of bf16 is still exact, and so is one of a NaN's payload or of -0.0. Offsets are computed in
-int64, so tensors beyond 2**31 elements are addressed correctly.
+interpreter (see :mod:`nbhelpers.kernels`), which holds bfloat16 as raw 16-bit integers (Triton
+3.7.1), a copy of bf16 is still exact, and so is one of a NaN's payload or of -0.0. Offsets are
+computed in int64, so tensors beyond 2**31 elements are addressed correctly.
 """
 from __future__ import annotations
 

@@ -34,14 +34,15 @@ What ``tl.dot`` does to the numbers depends on where it runs:
 * in Triton's interpreter (no GPU: ``TRITON_INTERPRET=1``, see :mod:`nbhelpers.kernels`) it is a
   numpy float32 matmul of each tile pair, added to the fp32 tile; ``input_precision`` is ignored.
 
-Two interpreter gaps, handled by :func:`matmul` rather than hidden (tests/test_kernels_gemm.py
-shows each gap is real on the raw kernel): (1) bfloat16 is held as raw uint16 bits, so ``tl.dot``
-on bf16 operands multiplies bit patterns (wrong, silently); the launcher therefore upcasts bf16 and
-fp16 inputs to float32 before the launch. The upcast is exact (every bf16 and fp16 value is an
-fp32 value) and so are the products of two such values (8 + 8 or 11 + 11 significant bits fit in
-fp32's 24), so the kernel sums the same exact products a GPU does, in fp32. (2) The interpreter's
-cast of fp32 to bfloat16 truncates instead of rounding to nearest; for a bf16 output the launcher
-stores the fp32 tile and rounds it to bf16 with torch (nearest-even, what the GPU's cast does).
+Two interpreter gaps, measured with Triton 3.7.1 and handled by :func:`matmul` rather than hidden
+(tests/test_kernels_gemm.py shows each gap is real on the raw kernel): (1) bfloat16 is held as raw
+uint16 bits, so ``tl.dot`` on bf16 operands multiplies bit patterns (wrong, silently); the launcher
+therefore upcasts bf16 and fp16 inputs to float32 before the launch. The upcast is exact (every
+bf16 and fp16 value is an fp32 value) and so are the products of two such values (8 + 8 or
+11 + 11 significant bits fit in fp32's 24), so the kernel sums the same exact products a GPU does,
+in fp32. (2) The interpreter's cast of fp32 to bfloat16 truncates instead of rounding to nearest;
+for a bf16 output the launcher stores the fp32 tile and rounds it to bf16 with torch
+(nearest-even, what the GPU's cast does).
 
 Also here: :func:`run_matmul` (float64 data in, float64 C out, used by the notebook's sweeps) and
 :func:`torch_matmul` (torch's own GEMM on the same data). The GPU measurements built on them are

@@ -27,15 +27,17 @@ row_start, row_end (one host-to-device copy per call). Pointer offsets are compu
 
 The row mask at row_end is what keeps one expert's tile from writing the next expert's rows with
 the wrong weights. Without it, on a GPU, the result depends on which program stores last (a race);
-in Triton's interpreter, which runs the programs one after another in grid order, the next expert's
-own tile happens to overwrite the damage, so tests/test_kernels_grouped_gemm.py runs the tiles in
-reverse order too (the correct kernel gives the same bits in any tile order).
+in Triton's interpreter, which runs the programs one after another in grid order (measured with
+Triton 3.7.1), the next expert's own tile happens to overwrite the damage, so
+tests/test_kernels_grouped_gemm.py runs the tiles in reverse order too (the correct kernel gives
+the same bits in any tile order).
 
 Tile sizes: ``block=(BLOCK_M, BLOCK_N, BLOCK_K)`` or ``block=None``. On a GPU ``block=None`` times
 every configuration in :data:`GPU_CONFIGS` once per (E, N, K, dtypes, power-of-two bucket of T*k)
-with ``triton.testing.do_bench`` and keeps the fastest. It is not ``triton.autotune``: the schedule
-depends on BLOCK_M, so each candidate needs its own schedule and grid, built on the host. In the
-interpreter (autotuning needs a GPU) ``block=None`` is :data:`INTERPRETER_CONFIG`.
+with ``triton.testing.do_bench`` (``return_mode="median"``; Triton 3.7.1's default is the mean)
+and keeps the fastest. It is not ``triton.autotune``: the schedule depends on BLOCK_M, so each candidate needs
+its own schedule and grid, built on the host. In the interpreter (autotuning needs a GPU)
+``block=None`` is :data:`INTERPRETER_CONFIG`.
 
 The interpreter's gaps are handled as :mod:`nbhelpers.kernels.gemm` handles them (see
 :mod:`nbhelpers.kernels`): bf16 and fp16 inputs are upcast to float32 before an interpreted launch
@@ -255,7 +257,8 @@ def _tuned_launch(x, w, c, offsets: np.ndarray, schedule, input_precision: str) 
         times = []
         for cfg in candidates:
             try:
-                times.append((do_bench(lambda cfg=cfg: run(cfg), warmup=5, rep=20), cfg))  # short: a tuner
+                times.append((do_bench(lambda cfg=cfg: run(cfg), warmup=5, rep=20, return_mode="median"),
+                              cfg))  # short: a tuner
             except triton.runtime.errors.OutOfResources:  # too much shared memory on this GPU
                 continue
         if not times:
