@@ -4,7 +4,7 @@
 outputs of cells marked ``# NBVAL_CHECK_OUTPUT`` are compared with the committed ones.
 nbval compares a cell's stderr stream like any other output, so a warning printed by a
 library (a deprecation notice, a Triton-interpreter message, a tqdm bar) would fail an
-otherwise correct cell. nbval has no command-line switch for this; its documented way
+otherwise correct cell. nbval (0.11) has no command-line switch for this; its documented way
 (see "Skipping certain output types" in nbval's docs) is to add the key to the
 collector's ``skip_compare``. Errors still fail a cell: they are not stderr streams.
 """
