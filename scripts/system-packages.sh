@@ -18,6 +18,22 @@ chromium_found() {
     return 1
 }
 
+# apt-get, waiting (up to 5 minutes) while another apt-get holds its lock: a second `make test`
+# started at the same time, say. Its own lock timeout covers dpkg, not the package lists.
+apt_get() {
+    tries=0
+    while :; do
+        out=$(DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 "$@" 2>&1) && return 0
+        case $out in
+            *"Could not get lock"* | *"Unable to lock"*) ;;
+            *) echo "$out"; return 1 ;;
+        esac
+        tries=$((tries + 1))
+        [ "$tries" -ge 30 ] && { echo "$out"; return 1; }
+        sleep "${APT_RETRY_SECONDS:-10}"
+    done
+}
+
 missing() {
     list=""
     bwrap_found || list="$list bubblewrap"
@@ -31,7 +47,7 @@ todo=$(missing)
 if [ "${SYSTEM_PACKAGES:-auto}" != no ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "make: installing$todo with apt-get (SYSTEM_PACKAGES=no skips this)"
     # shellcheck disable=SC2086  # $todo is a list of package names
-    if ! { apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq $todo >/dev/null; }; then
+    if ! { apt_get update -qq && apt_get install -y -qq $todo; }; then
         echo "make: apt-get could not install$todo"
     fi
     todo=$(missing)

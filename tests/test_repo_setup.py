@@ -9,6 +9,7 @@ YAML files are read as plain text, which is enough for the few facts checked her
 from __future__ import annotations
 
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -266,3 +267,35 @@ def test_ranges_workflow_tests_both_ends_weekly_and_by_hand():
     makefile = read("Makefile")
     for deps in ("newest", "lowest"):
         assert f"DEPS={deps}" in makefile
+
+
+def test_system_packages_waits_for_another_apt_get(tmp_path):
+    """As root, the script installs with apt-get, and when another apt-get holds the lock (a second
+    `make test` started at the same moment) it waits and tries again instead of giving up. An
+    apt-get stand-in that is locked twice, then "succeeds" (installing nothing, so the script
+    still names the packages afterwards)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    stub = bin_dir / "apt-get"
+    stub.write_text(f"""#!/bin/sh
+echo "$*" >> {calls}
+n=$(wc -l < {calls})
+if [ "$n" -le 2 ]; then echo "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 1 (apt-get)"; exit 100; fi
+exit 0
+""")
+    stub.chmod(0o755)
+    for tool in ("id", "wc", "sleep", "cat"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    done = run_system_packages(str(bin_dir), APT_RETRY_SECONDS="0")
+    assert done.returncode == 0, done.stderr
+    if os.geteuid() != 0:  # not root: nothing is installed, only named
+        assert not calls.exists() and "sudo apt-get install -y bubblewrap" in done.stdout
+        return
+    lines = calls.read_text().splitlines()
+    assert lines[:3] == ["-o DPkg::Lock::Timeout=300 update -qq"] * 3, lines
+    assert lines[3].startswith("-o DPkg::Lock::Timeout=300 install -y -qq") and "bubblewrap" in lines[3], lines
+    assert "make: installing" in done.stdout and "could not install" not in done.stdout
+    assert "make: bubblewrap is not installed" in done.stdout  # the stand-in installed nothing
