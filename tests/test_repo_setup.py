@@ -299,3 +299,27 @@ exit 0
     assert lines[3].startswith("-o DPkg::Lock::Timeout=300 install -y -qq") and "bubblewrap" in lines[3], lines
     assert "make: installing" in done.stdout and "could not install" not in done.stdout
     assert "make: bubblewrap is not installed" in done.stdout  # the stand-in installed nothing
+
+
+def test_a_sandbox_test_is_skipped_with_the_reason_or_fails_when_required(tmp_path):
+    """A test marked `sandbox`, on a machine whose PATH has no bwrap: skipped, with the reason in
+    pytest's summary; with NBHELPERS_REQUIRE_SYSTEM_PACKAGES=1 (CI), an error instead."""
+    (tmp_path / "test_marked.py").write_text(
+        "import pytest\n\n@pytest.mark.sandbox\ndef test_grades_in_the_sandbox():\n    assert True\n")
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    base_env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(bare)}
+
+    def run(**extra):
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "conftest",
+             "-p", "no:cacheprovider", "-q", "-rs", str(tmp_path / "test_marked.py")],
+            cwd=ROOT, env={**base_env, **extra}, capture_output=True, text=True, timeout=300)
+
+    skipped = run()
+    assert skipped.returncode == 0, skipped.stdout + skipped.stderr
+    assert "1 skipped" in skipped.stdout
+    assert "needs the grader's sandbox, which cannot run here: bubblewrap (bwrap) is not installed" in skipped.stdout
+    required = run(NBHELPERS_REQUIRE_SYSTEM_PACKAGES="1")
+    assert required.returncode == 1 and "1 error" in required.stdout, required.stdout
+    assert "NBHELPERS_REQUIRE_SYSTEM_PACKAGES=1: required here" in required.stdout
