@@ -27,7 +27,9 @@ than :data:`UNEVEN` x the mean), ``ours_vs_grouped_mm`` = ms_grouped_mm / ms_our
 The results file ``benchmarks/results/grouped_gemm_<gpu-slug>.json`` holds ``meta`` (GPU name,
 driver, CUDA, compute capability, torch and Triton versions, UTC date, this script, the command)
 and ``rows``, one per case (see :func:`build_row`). Cases that would start after ``--time-limit``
-seconds are recorded as skipped (gpu_report.py stops a benchmark after 120 s).
+seconds are recorded as skipped (gpu_report.py stops a benchmark after 120 s). The file is
+rewritten after every case (``meta.complete`` is false until the last), so a run that fails or
+is stopped halfway keeps the cases it finished.
 
 Run time: NOT yet measured on a GPU (written without one). Estimate for the full run on an H200:
 24 cases; the largest (K = 7168, N = 2048, T = 32k: 7.7 TFLOP per GEMM, about 11 ms at 700 TFLOP/s)
@@ -36,7 +38,6 @@ dominate; the tuner compiles 6 configurations per (K, N) and times them once per
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -45,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
+from nbhelpers.benchmarks import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_grouped_gemm.py"
@@ -228,36 +230,50 @@ def main(argv=None) -> int:
     gpu = meta["gpu"]
     print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}")
     gen = torch.Generator(device="cuda").manual_seed(0)
-    rows = []
-    for size, E, T in plan_cases(args):
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"grouped_gemm_{gpu_slug(gpu)}.json"
+    results = ResultsFile(out, meta)  # rewritten after every case: a run stopped halfway keeps its rows
+    run_cases(plan_cases(args), results, "cuda", gen, _bench, args.time_limit,
+              after_case=torch.cuda.empty_cache)
+    results.finish()
+    print(f"wrote {out} ({time.monotonic() - t_start:.0f} s)")
+    return 0
+
+
+def run_cases(cases, results: ResultsFile, device, gen, time_fn, time_limit: float,
+              clock=time.monotonic, after_case=None) -> list[dict]:
+    """Measure each (size, E, T) case in turn into ``results``, one row per case, written as soon
+    as the case is done (:func:`nbhelpers.benchmarks.sweep`); a case that would start after
+    ``time_limit`` seconds gets a row saying it was skipped. An error in a case stops the run and
+    propagates, with the rows before it kept. ``time_fn(fn)`` times one call (``_bench`` on a GPU;
+    the tests pass a stand-in, on the CPU)."""
+    t_start = clock()
+
+    def one(case):
+        size, E, T = case
         K, N = SIZES[size]
         offsets = routing_offsets(T, E)
         stats = load_stats(offsets)
         label = f"{size} K={K} N={N} E={E} T={T}"
-        if time.monotonic() - t_start > args.time_limit:
-            rows.append(build_row(size, K, N, E, T, stats, {},
-                                  error=f"skipped: past the time limit of {args.time_limit:.0f} s"))
+        if clock() - t_start > time_limit:
             print(f"  {label}: skipped (time limit)")
-            continue
-        diffs, ms = measure_case(K, N, E, offsets, "cuda", gen, _bench)
+            yield build_row(size, K, N, E, T, stats, {}, error=f"skipped: past the time limit of {time_limit:.0f} s")
+            return
+        diffs, ms = measure_case(K, N, E, offsets, device, gen, time_fn)
         if ms is None:
             err = (f"outputs differ from grouped_mm by more than {CHECK_TOL} (relative): "
                    f"{ {n: d for n, d in diffs.items() if not d <= CHECK_TOL} }; not timed")
-            rows.append(build_row(size, K, N, E, T, stats, diffs, error=err))
             print(f"  {label}: {err}")
+            yield build_row(size, K, N, E, T, stats, diffs, error=err)
         else:
             row = build_row(size, K, N, E, T, stats, diffs, ms=ms)
-            rows.append(row)
             print(f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s); "
                   f"x{row['ours_vs_loop']:.2f} vs loop, x{row['ours_vs_padded']:.2f} vs padded, "
                   f"x{row['ours_vs_grouped_mm']:.2f} vs grouped_mm")
-        torch.cuda.empty_cache()
+            yield row
+        if after_case is not None:
+            after_case()
 
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"grouped_gemm_{gpu_slug(gpu)}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    print(f"wrote {out} ({time.monotonic() - t_start:.0f} s)")
-    return 0
+    return sweep(cases, one, results)
 
 
 if __name__ == "__main__":

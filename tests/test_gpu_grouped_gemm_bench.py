@@ -203,3 +203,56 @@ def test_gpu_report_discovers_and_plans_the_script():
         assert bench.DEFAULT_TIME_LIMIT_S < step.limit_s  # the script stops starting cases before the report kills it
     finally:
         del sys.modules["gpu_report_for_grouped"]
+
+
+# ------------------------------------------------------------------ a run that fails halfway
+
+
+def test_a_run_that_fails_on_the_third_case_keeps_the_first_two(tmp_path, monkeypatch):
+    """The script's own loop (run_cases), on tiny cases on this machine, with a stand-in timer that
+    raises on the third case, as a CUDA error or a killed step would: the results file, written
+    after every case, holds the first two rows, says it is incomplete, and still reads back."""
+    import torch
+
+    from nbhelpers.benchmarks import ResultsFile
+
+    monkeypatch.setitem(bench.SIZES, "tiny", (40, 24))
+    cases = [("tiny", 16, T) for T in (5, 6, 7, 8)]
+    calls = []
+
+    def timer(fn):
+        calls.append(fn)
+        if len(calls) > 2 * len(bench.IMPLS):  # the first call of the third case
+            raise RuntimeError("CUDA error: unspecified launch failure")
+        return 1.0
+
+    out = tmp_path / "grouped_gemm_test-gpu.json"
+    results = ResultsFile(out, {k: "x" for k in bench.META_KEYS} | {"date": "2026-12-01T00:00:00+00:00"})
+    gen = torch.Generator(device=INFO.device).manual_seed(0)
+    with pytest.raises(RuntimeError, match="unspecified launch failure"):
+        bench.run_cases(cases, results, INFO.device, gen, timer, time_limit=1e9)
+    data = json.loads(out.read_text())
+    assert [r["T"] for r in data["rows"]] == [5, 6] and data["meta"]["complete"] is False
+    assert all("ms" in r for r in data["rows"])
+    (run,) = recorded_grouped_gemm(tmp_path)
+    assert len(run["rows"]) == 2
+
+
+def test_cases_past_the_time_limit_are_rows_that_say_so(tmp_path, monkeypatch):
+    import torch
+
+    from nbhelpers.benchmarks import ResultsFile
+
+    monkeypatch.setitem(bench.SIZES, "tiny", (40, 24))
+    now = [0.0]
+
+    def timer(fn):
+        now[0] += 1.0  # four timings: 4 s of the fake clock per case
+        return 1.0
+
+    results = ResultsFile(tmp_path / "g.json", {})
+    gen = torch.Generator(device=INFO.device).manual_seed(0)
+    rows = bench.run_cases([("tiny", 8, 4), ("tiny", 8, 5), ("tiny", 8, 6)], results, INFO.device, gen, timer,
+                           time_limit=5, clock=lambda: now[0])
+    assert ["error" in r for r in rows] == [False, False, True]
+    assert rows[2]["error"] == "skipped: past the time limit of 5 s" and rows[2]["T"] == 6
