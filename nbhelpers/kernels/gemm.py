@@ -172,7 +172,10 @@ GPU_CONFIGS = [
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}
 
 # the autotuned kernel exists only where it can run (autotuning times launches on a GPU)
-_matmul_tuned = None if INTERPRETED else triton.autotune(configs=GPU_CONFIGS, key=["M", "N", "K"])(matmul_kernel)
+# INPUT_PRECISION is in the key: fp32 inputs in TF32 and in IEEE mode are different kernels, each
+# tuned on its own
+_matmul_tuned = None if INTERPRETED else triton.autotune(configs=GPU_CONFIGS,
+                                                         key=["M", "N", "K", "INPUT_PRECISION"])(matmul_kernel)
 _OUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 

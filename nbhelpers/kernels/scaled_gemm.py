@@ -165,10 +165,13 @@ FP8_GPU_CONFIGS = [
 #: the one configuration of the interpreter: BLOCK_K must be the scales' 128; small M, N tiles
 FP8_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 4}
 
+# Every constexpr the launcher passes is in the key (tests/test_kernels_autotune_keys.py): with
+# PRECISE_ACC, promotion and fast accumulation are different kernels, each tuned on its own
+# (without it, the second would reuse the first's configuration); the same for SCALE_BLOCK_N.
 _scaled_tuned = None if INTERPRETED else triton.autotune(
-    configs=FP8_GPU_CONFIGS, key=["M", "N", "K"])(scaled_matmul_kernel)
+    configs=FP8_GPU_CONFIGS, key=["M", "N", "K", "PRECISE_ACC"])(scaled_matmul_kernel)
 _block_scaled_tuned = None if INTERPRETED else triton.autotune(
-    configs=FP8_GPU_CONFIGS, key=["M", "N", "K"])(block_scaled_matmul_kernel)
+    configs=FP8_GPU_CONFIGS, key=["M", "N", "K", "SCALE_BLOCK_N"])(block_scaled_matmul_kernel)
 
 
 def _check_operands(qa, qb, out_dtype):
