@@ -24,7 +24,11 @@ Before timing, each output is compared with torch's (relative Frobenius differen
 broken kernel is not timed as a fast one. The results file
 ``benchmarks/results/gemm_tflops_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA,
 compute capability, torch and Triton versions, UTC date, this script, the command) and ``rows``
-(one per comparison and shape: milliseconds and TFLOP/s of both, the ratio, the goal).
+(one per comparison and shape: milliseconds and TFLOP/s of both, the ratio, the goal; or an
+``error`` saying why it was not timed). The file is rewritten after every row (``meta.complete``
+is false until the end), so a run that fails or is stopped halfway keeps what it measured.
+``torch._scaled_mm`` on CUDA takes only K and N divisible by 16: at other shapes (the sweep's
+1000^3) the two fp8 comparisons are rows saying so, and the other two are timed.
 
 Run time: not yet measured on a GPU (written without one). Autotuning compiles each
 configuration once (9 bf16 + 7 + 7 fp8 configurations) and times it once per shape, so the
@@ -33,7 +37,6 @@ first shape costs the most; ``--quick`` times 4096^3 only.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -41,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
+from nbhelpers.benchmarks import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
 SCRIPT = "benchmarks/gpu_gemm_tflops.py"
 SWEEP = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024",
@@ -72,7 +76,6 @@ def main(argv=None) -> int:
         print(f"gpu_gemm_tflops.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
         return 2
 
-    sys.path.insert(0, str(ROOT))
     import torch
     import triton
     from triton.testing import do_bench
@@ -80,8 +83,6 @@ def main(argv=None) -> int:
     from nbhelpers.device import setup_device
 
     setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
-    from nbhelpers.kernels.gemm import matmul
-    from nbhelpers.kernels.scaled_gemm import SCALE_BLOCK, block_scaled_matmul, scaled_matmul
     from nbhelpers.results import gpu_slug
 
     shapes = [(4096, 4096, 4096)] if args.quick else args.shapes
@@ -93,79 +94,118 @@ def main(argv=None) -> int:
     gpu = meta["gpu"]
     print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}")
     gen = torch.Generator(device="cuda").manual_seed(0)
-    rows = []
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"gemm_tflops_{gpu_slug(gpu)}.json"
+    results = ResultsFile(out, meta)  # rewritten after every row: a run stopped halfway keeps its rows
 
-    def time_pair(kind, M, N, K, ours, theirs, names, check_tol, diff=None):
-        """Time ours and theirs; first check ours against theirs (or take the diff given)."""
+    run_shapes(shapes, results, "cuda", gen, lambda fn: do_bench(fn, return_mode="median"),
+               after_shape=torch.cuda.empty_cache)
+    results.finish()
+    print(f"wrote {out}")
+    return 0
+
+
+def run_shapes(shapes, results: ResultsFile, device: str, gen, time_fn, after_shape=None) -> list[dict]:
+    """Measure each (M, N, K) into ``results``, each row written as soon as it is done
+    (:func:`nbhelpers.benchmarks.sweep`); an error stops the run and propagates, with the rows
+    before it kept. ``time_fn`` as in :func:`measure_shape`."""
+
+    def measure(shape):
+        yield from measure_shape(*shape, device, gen, time_fn)
+        if after_shape is not None:
+            after_shape()
+
+    return sweep(shapes, measure, results)
+
+
+def scaled_mm_rejects(M: int, N: int, K: int, device: str) -> str | None:
+    """Why ``torch._scaled_mm`` will not take an (M, K) x (K, N) product on ``device``, or None.
+    On CUDA (cuBLASLt) both dimensions of the second operand must be multiples of 16 (torch's
+    check: mat1's trailing dimension and mat2's two, i.e. K and N); the CPU build takes any shape."""
+    if device == "cuda" and (K % 16 or N % 16):
+        return (f"not timed: torch._scaled_mm on CUDA needs K and N divisible by 16 (here K={K}, N={N}); "
+                "torch has nothing to compare with at this shape")
+    return None
+
+
+def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
+    """The rows of one shape, one per comparison (bf16, fp8_rowwise, fp8_rowwise_fast_accum,
+    block_scaled), yielded as each is done. ``time_fn(fn)`` gives milliseconds of one call of
+    ``fn`` (``do_bench`` with ``return_mode="median"`` on a GPU; a stand-in in the tests, which run
+    this on a CPU with Triton's interpreter). A comparison whose outputs differ by more than its
+    tolerance, or whose peer does not take the shape, is a row with an ``error``, not timed."""
+    import torch
+    import triton
+
+    from nbhelpers.kernels.gemm import matmul
+    from nbhelpers.kernels.scaled_gemm import SCALE_BLOCK, block_scaled_matmul, scaled_matmul
+
+    def pair(kind, ours, theirs, names, check_tol, diff=None, reject=None):
+        """Check ours against theirs (or take the diff given), then time both."""
+        row = {"kind": kind, "M": M, "N": N, "K": K, "ours": names[0], "theirs": names[1],
+               "rel_diff": None, "goal": GOAL[kind]}
+        if reject is not None:
+            row["error"] = reject
+            print(f"  {kind:<24s} {M}x{N}x{K}: {reject}")
+            return row
         if diff is None:
             c_ours, c_theirs = ours().float(), theirs().float()
             diff = ((c_ours - c_theirs).norm() / c_theirs.norm().clamp_min(1e-30)).item()
             del c_ours, c_theirs
-        row = {"kind": kind, "M": M, "N": N, "K": K, "ours": names[0], "theirs": names[1],
-               "rel_diff": diff, "goal": GOAL[kind]}
+        row["rel_diff"] = diff
         if not diff <= check_tol:
             row["error"] = f"outputs differ by {diff:.3g} (relative), more than {check_tol}: not timed"
             print(f"  {kind:<24s} {M}x{N}x{K}: {row['error']}")
-            rows.append(row)
-            return
-        ms_o, ms_t = do_bench(ours, return_mode="median"), do_bench(theirs, return_mode="median")
+            return row
+        ms_o, ms_t = float(time_fn(ours)), float(time_fn(theirs))
         tf = lambda ms: 2 * M * N * K / (ms * 1e-3) / 1e12  # noqa: E731
         row.update(ms_ours=ms_o, ms_theirs=ms_t, tflops_ours=tf(ms_o), tflops_theirs=tf(ms_t),
                    ratio=ms_t / ms_o)
         print(f"  {kind:<24s} {M}x{N}x{K}: {row['tflops_ours']:7.1f} vs {row['tflops_theirs']:7.1f} "
               f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e})")
-        rows.append(row)
+        return row
 
-    for M, N, K in shapes:
-        a = torch.randn((M, K), device="cuda", generator=gen).to(torch.bfloat16)
-        b = torch.randn((K, N), device="cuda", generator=gen).to(torch.bfloat16)
-        time_pair("bf16", M, N, K, lambda: matmul(a, b, block=None, out_dtype=torch.bfloat16),
-                  lambda: torch.matmul(a, b), ("triton matmul", "torch.matmul"), 1e-2)
+    a = torch.randn((M, K), device=device, generator=gen).to(torch.bfloat16)
+    b = torch.randn((K, N), device=device, generator=gen).to(torch.bfloat16)
+    yield pair("bf16", lambda: matmul(a, b, block=None, out_dtype=torch.bfloat16),
+               lambda: torch.matmul(a, b), ("triton matmul", "torch.matmul"), 1e-2)
 
-        # fp8: A row-major, B column-major (K-major, what fp8 tensor cores and torch._scaled_mm want)
-        qa = (a.float() / 4).clamp(-448, 448).to(torch.float8_e4m3fn)
-        qb = (b.float().t().contiguous() / 4).clamp(-448, 448).to(torch.float8_e4m3fn).t()
-        sa = torch.rand((M, 1), device="cuda", generator=gen) + 0.5
-        sb = torch.rand((1, N), device="cuda", generator=gen) + 0.5
-        for fast, kind in ((False, "fp8_rowwise"), (True, "fp8_rowwise_fast_accum")):
-            time_pair(kind, M, N, K,
-                      lambda fast=fast: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None,
-                                                      fast_accum=fast),
-                      lambda fast=fast: torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb,
-                                                         out_dtype=torch.bfloat16, use_fast_accum=fast),
-                      ("triton scaled_matmul", "torch._scaled_mm"), 2e-2)
+    # fp8: A row-major, B column-major (K-major, what fp8 tensor cores and torch._scaled_mm want)
+    qa = (a.float() / 4).clamp(-448, 448).to(torch.float8_e4m3fn)
+    qb = (b.float().t().contiguous() / 4).clamp(-448, 448).to(torch.float8_e4m3fn).t()
+    sa = torch.rand((M, 1), device=device, generator=gen) + 0.5
+    sb = torch.rand((1, N), device=device, generator=gen) + 0.5
+    for fast, kind in ((False, "fp8_rowwise"), (True, "fp8_rowwise_fast_accum")):
+        yield pair(kind,
+                   lambda fast=fast: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None,
+                                                   fast_accum=fast),
+                   lambda fast=fast: torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb,
+                                                      out_dtype=torch.bfloat16, use_fast_accum=fast),
+                   ("triton scaled_matmul", "torch._scaled_mm"), 2e-2,
+                   reject=scaled_mm_rejects(M, N, K, device))
 
-        nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
-        sa_blk = torch.rand((M, nk), device="cuda", generator=gen) + 0.5
-        sb_blk = torch.rand((nk, nn), device="cuda", generator=gen) + 0.5
-        # the comparison for the output check: the same scales, summed per K-block with torch
-        sb_cols = sb_blk.repeat_interleave(SCALE_BLOCK, dim=1)[:, :N]
+    nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
+    sa_blk = torch.rand((M, nk), device=device, generator=gen) + 0.5
+    sb_blk = torch.rand((nk, nn), device=device, generator=gen) + 0.5
+    # the comparison for the output check: the same scales, summed per K-block with torch
+    sb_cols = sb_blk.repeat_interleave(SCALE_BLOCK, dim=1)[:, :N]
 
-        def blocks_by_torch():
-            c = torch.zeros((M, N), device="cuda")
-            for kb in range(nk):
-                k0, k1 = kb * SCALE_BLOCK, min(K, (kb + 1) * SCALE_BLOCK)
-                c += (qa[:, k0:k1].float() * sa_blk[:, kb:kb + 1]) @ (qb[k0:k1].float() * sb_cols[kb:kb + 1])
-            return c
+    def blocks_by_torch():
+        c = torch.zeros((M, N), device=device)
+        for kb in range(nk):
+            k0, k1 = kb * SCALE_BLOCK, min(K, (kb + 1) * SCALE_BLOCK)
+            c += (qa[:, k0:k1].float() * sa_blk[:, kb:kb + 1]) @ (qb[k0:k1].float() * sb_cols[kb:kb + 1])
+        return c
 
-        # the timed pair computes different things (other scales), so the block-scaled output is
-        # checked against torch's per-K-block sum instead; rel_diff records that check
-        c_blk, c_chk = block_scaled_matmul(qa, qb, sa_blk, sb_blk, block=None), blocks_by_torch()
-        diff = ((c_blk - c_chk).norm() / c_chk.norm().clamp_min(1e-30)).item()
-        del c_blk, c_chk
-        time_pair("block_scaled", M, N, K,
-                  lambda: block_scaled_matmul(qa, qb, sa_blk, sb_blk, out_dtype=torch.bfloat16, block=None),
-                  lambda: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None, fast_accum=True),
-                  ("triton block_scaled_matmul", "triton scaled_matmul, fast_accum (no promotion)"),
-                  1e-2, diff=diff)
-        del a, b, qa, qb
-        torch.cuda.empty_cache()
-
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"gemm_tflops_{gpu_slug(gpu)}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    print(f"wrote {out}")
-    return 0
+    # the timed pair computes different things (other scales), so the block-scaled output is
+    # checked against torch's per-K-block sum instead; rel_diff records that check
+    c_blk, c_chk = block_scaled_matmul(qa, qb, sa_blk, sb_blk, block=None), blocks_by_torch()
+    diff = ((c_blk - c_chk).norm() / c_chk.norm().clamp_min(1e-30)).item()
+    del c_blk, c_chk
+    yield pair("block_scaled",
+               lambda: block_scaled_matmul(qa, qb, sa_blk, sb_blk, out_dtype=torch.bfloat16, block=None),
+               lambda: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None, fast_accum=True),
+               ("triton block_scaled_matmul", "triton scaled_matmul, fast_accum (no promotion)"),
+               1e-2, diff=diff)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,95 @@
+"""Tests of benchmarks/gpu_gemm_tflops.py that need no GPU: the loop over shapes (run_shapes) and
+one shape's four comparisons (measure_shape) run here, on tiny shapes, with the kernels in Triton's
+interpreter and a stand-in timer; a failure mid-sweep keeps the rows before it; shapes that
+torch._scaled_mm on CUDA refuses are rows that say so, not a crash. (The refusal to run without a
+GPU is tested in test_kernels_gemm.py.)"""
+from nbhelpers.device import setup_device
+
+INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
+
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from nbhelpers.benchmarks import ResultsFile  # noqa: E402
+from nbhelpers.results import recorded_gemm_tflops  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PATH = ROOT / "benchmarks" / "gpu_gemm_tflops.py"
+KINDS = ["bf16", "fp8_rowwise", "fp8_rowwise_fast_accum", "block_scaled"]
+META = {"gpu": "Test GPU", "date": "2026-12-01T00:00:00+00:00", "script": "benchmarks/gpu_gemm_tflops.py",
+        "command": "python benchmarks/gpu_gemm_tflops.py", "torch": torch.__version__, "triton": "3.7.1"}
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("gpu_gemm_tflops", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load()
+
+
+def gen():
+    return torch.Generator(device=INFO.device).manual_seed(0)
+
+
+@pytest.mark.skipif(INFO.is_gpu, reason="the CPU stand-in run; on a GPU the script itself runs")
+def test_one_shape_gives_four_checked_and_timed_rows():
+    timed = []
+    rows = list(bench.measure_shape(32, 48, 64, INFO.device, gen(), lambda fn: timed.append(fn) or 2.0))
+    assert [r["kind"] for r in rows] == KINDS and len(timed) == 8
+    for r in rows:
+        assert "error" not in r, r
+        assert r["ms_ours"] == r["ms_theirs"] == 2.0 and r["ratio"] == 1.0
+        assert r["tflops_ours"] == pytest.approx(2 * 32 * 48 * 64 / 2e-3 / 1e12)
+        assert 0 <= r["rel_diff"] <= 2e-2, r
+
+
+def test_scaled_mm_on_cuda_needs_k_and_n_divisible_by_16():
+    assert bench.scaled_mm_rejects(1000, 1024, 1024, "cuda") is None  # M is free
+    why = bench.scaled_mm_rejects(1000, 1000, 1000, "cuda")
+    assert "K and N divisible by 16" in why and "K=1000, N=1000" in why
+    assert bench.scaled_mm_rejects(1024, 1024, 1000, "cuda") is not None
+    assert bench.scaled_mm_rejects(1000, 1000, 1000, "cpu") is None
+
+
+@pytest.mark.skipif(INFO.is_gpu, reason="the CPU stand-in run; on a GPU the script itself runs")
+def test_a_shape_torch_refuses_is_two_rows_that_say_so_and_the_rest_is_timed(monkeypatch):
+    """1000^3 was the sweep's last shape: torch._scaled_mm on CUDA raises there, and the whole
+    results file was lost. Now the two fp8 comparisons are rows with the reason; bf16 and
+    block_scaled are still measured. (CUDA's rule applied to the CPU run.)"""
+    rule = bench.scaled_mm_rejects
+    monkeypatch.setattr(bench, "scaled_mm_rejects", lambda M, N, K, device: rule(M, N, K, "cuda"))
+    rows = list(bench.measure_shape(24, 40, 40, INFO.device, gen(), lambda fn: 1.0))
+    assert [r["kind"] for r in rows] == KINDS
+    assert ["error" in r for r in rows] == [False, True, True, False]
+    assert "needs K and N divisible by 16" in rows[1]["error"] and rows[1]["rel_diff"] is None
+
+
+@pytest.mark.skipif(INFO.is_gpu, reason="the CPU stand-in run; on a GPU the script itself runs")
+def test_a_run_that_fails_on_the_third_shape_keeps_the_first_two(tmp_path):
+    """The script's loop with a timer that raises on the third shape (as a CUDA error or a
+    killed step would): the results file, written after every row, holds the rows of the first
+    two shapes, says it is incomplete, and reads back as a results file."""
+    calls = []
+
+    def timer(fn):
+        calls.append(fn)
+        if len(calls) > 2 * 8:  # eight timings per shape: the first of the third shape
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return 1.0
+
+    out = tmp_path / "gemm_tflops_test-gpu.json"
+    shapes = [(16, 16, 32), (32, 16, 32), (48, 16, 32)]
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        bench.run_shapes(shapes, ResultsFile(out, META), INFO.device, gen(), timer)
+    data = json.loads(out.read_text())
+    assert [(r["M"], r["kind"]) for r in data["rows"]] == [(M, k) for M in (16, 32) for k in KINDS]
+    assert data["meta"]["complete"] is False
+    (run,) = recorded_gemm_tflops(tmp_path)
+    assert len(run["rows"]) == 8
