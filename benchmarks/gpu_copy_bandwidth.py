@@ -32,7 +32,6 @@ minute on an H200 (about 4 GiB of GPU memory).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shlex
 import sys
@@ -44,6 +43,7 @@ SCRIPT = "benchmarks/gpu_copy_bandwidth.py"
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
+from nbhelpers.benchmarks import ResultsFile  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version  # noqa: E402 (imports no torch)
 
 COPY_BLOCKS = (1024, 2048, 4096, 8192)
@@ -95,14 +95,41 @@ def main(argv=None) -> int:
         """median milliseconds of fn() (do_bench: CUDA events, L2 flushed between runs)."""
         return float(do_bench(fn, warmup=25, rep=200, return_mode="median"))
 
-    rows = []
+    meta = {
+        "gpu": gpu,
+        "driver": nvidia_driver_version(),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "script": SCRIPT,
+        "command": " ".join(["python", SCRIPT, *map(shlex.quote, argv)]),
+        "dtype": "float32",
+        "n": n, "n_strided": n_s, "strides": args.strides, "transpose": [M, N],
+        "timing": "triton.testing.do_bench(warmup=25, rep=200, return_mode='median'), ms",
+        "bandwidth": "useful bytes (each output element read once and written once) per second",
+        "peak": peak, "peak_source": peak_source,
+    }
+    path = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"copy_bandwidth_{gpu_slug(gpu)}.json"
+    # rewritten after every measurement (meta.complete is false until the end): a run that fails
+    # or is stopped halfway keeps what it measured, each row complete with its ratio and prediction
+    results = ResultsFile(path, meta)
+    rows = results.rows
+    ref = {}  # torch's contiguous copy, the first measurement: what the others are compared with
 
     def record(name, kernel, pattern, stride, block, outputs, ms, efficiency):
         useful = 2 * outputs * elem
         bw = useful / (ms * 1e-3)
-        rows.append({"name": name, "kernel": kernel, "pattern": pattern, "stride": stride,
+        torch_bw = ref.setdefault("bandwidth", bw)
+        e = efficiency
+        results.add({"name": name, "kernel": kernel, "pattern": pattern, "stride": stride,
                      "block": block, "outputs": outputs, "useful_bytes": useful, "ms": ms,
-                     "bandwidth": bw, "sector_efficiency": efficiency})
+                     "bandwidth": bw, "sector_efficiency": e, "ratio_to_torch_copy": bw / torch_bw,
+                     "predicted_bandwidth": None if e is None else torch_bw * 2 / (1 + 1 / e),
+                     "predicted_at_peak": None if e is None or peak is None else peak * 2 / (1 + 1 / e),
+                     "ratio_to_prediction": None if e is None else bw / (torch_bw * 2 / (1 + 1 / e))})
         return bw
 
     # ---- contiguous: torch's copy is the reference
@@ -149,13 +176,6 @@ def main(argv=None) -> int:
     record("torch transpose", "torch", "transposed", None, None, M * N,
            bench(lambda: yt.copy_(xt.t())), None)
 
-    # ---- ratios and predictions
-    for r in rows:
-        r["ratio_to_torch_copy"] = r["bandwidth"] / torch_bw
-        e = r["sector_efficiency"]
-        r["predicted_bandwidth"] = None if e is None else torch_bw * 2 / (1 + 1 / e)
-        r["predicted_at_peak"] = None if e is None or peak is None else peak * 2 / (1 + 1 / e)
-        r["ratio_to_prediction"] = None if e is None else r["bandwidth"] / r["predicted_bandwidth"]
     best = max((r for r in rows if r["kernel"] == "triton" and r["pattern"] == "contiguous"),
                key=lambda r: r["bandwidth"])
 
@@ -171,28 +191,7 @@ def main(argv=None) -> int:
     if peak is not None:
         print(f"torch copy: {torch_bw / peak:.2f} of the {peak / 1e12:.1f} TB/s peak ({peak_source})")
 
-    meta = {
-        "gpu": gpu,
-        "driver": nvidia_driver_version(),
-        "cuda": torch.version.cuda,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "script": SCRIPT,
-        "command": " ".join(["python", SCRIPT, *map(shlex.quote, argv)]),
-        "dtype": "float32",
-        "n": n, "n_strided": n_s, "strides": args.strides, "transpose": [M, N],
-        "timing": "triton.testing.do_bench(warmup=25, rep=200, return_mode='median'), ms",
-        "bandwidth": "useful bytes (each output element read once and written once) per second",
-        "peak": peak, "peak_source": peak_source,
-    }
-    result = {"meta": meta, "best_copy": best["name"], "best_copy_ratio": best["ratio_to_torch_copy"],
-              "goal_ratio": 0.85, "rows": rows}
-    path = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"copy_bandwidth_{gpu_slug(gpu)}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    results.finish(rows, best_copy=best["name"], best_copy_ratio=best["ratio_to_torch_copy"], goal_ratio=0.85)
     print(f"wrote {path}")
     return 0
 
