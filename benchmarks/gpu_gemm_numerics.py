@@ -25,7 +25,6 @@ the CPU).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -54,22 +53,26 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
 
+    from nbhelpers.benchmarks import write_results
     from nbhelpers.gpu_measurements import gpu_run
     from nbhelpers.results import gpu_slug
 
     Ks = [k for k in (2**e for e in range(4, 25)) if args.kmin <= k <= args.kmax]
     if not Ks:
         ap.error("no power of two between --kmin and --kmax")
-    print(f"{torch.cuda.get_device_name(0)}: M={args.M} N={args.N} seed={args.seed} K={Ks}")
-    run = gpu_run(Ks, M=args.M, N=args.N, seed=args.seed, script=SCRIPT)
+    gpu = torch.cuda.get_device_name(0)
+    print(f"{gpu}: M={args.M} N={args.N} seed={args.seed} K={Ks}")
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"gemm_numerics_{gpu_slug(gpu)}.json"
+
+    def keep(run):  # after every K: the run so far, so that a run stopped halfway keeps the Ks done
+        write_results(out, {**run, "meta": {**run["meta"], "complete": False}})
+
+    run = gpu_run(Ks, M=args.M, N=args.N, seed=args.seed, script=SCRIPT, after_K=keep)
     for s in run["series"]:
         print(f"  {s['method']:<20s}", " ".join(f"{e:.2e}" for e in s["rel_error"]))
         for name, fr in s.get("model_agreement", {}).items():
             print(f"    bit-identical to {name}:", " ".join(f"{f:.3f}" for f in fr))
-    gpu = run["meta"]["gpu"]
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"gemm_numerics_{gpu_slug(gpu)}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(run, indent=2) + "\n")
+    write_results(out, {**run, "meta": {**run["meta"], "complete": True}})
     print(f"wrote {out}")
     return 0
 

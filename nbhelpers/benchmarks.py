@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-__all__ = ["best_time", "ResultsFile", "sweep"]
+__all__ = ["best_time", "write_results", "ResultsFile", "sweep"]
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -28,6 +28,17 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def write_results(path: str | os.PathLike, data: dict) -> Path:
+    """Write ``data`` as JSON to ``path`` through a temporary file beside it, renamed over it, so
+    that a reader, or a run killed mid-write, never sees half a file. Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 class ResultsFile:
@@ -70,10 +81,7 @@ class ResultsFile:
         return self.path
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".partial")
-        tmp.write_text(json.dumps({"meta": self.meta, **self.extra, "rows": self.rows}, indent=2) + "\n")
-        os.replace(tmp, self.path)
+        write_results(self.path, {"meta": self.meta, **self.extra, "rows": self.rows})
 
 
 def sweep(cases: Iterable, measure: Callable[[object], Iterable[dict]], results: ResultsFile, *,

@@ -12,6 +12,7 @@ Like :mod:`nbhelpers.kernels`, import this after :func:`nbhelpers.device.setup_d
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Callable
 
 import numpy as np
 import torch
@@ -46,7 +47,8 @@ _MODELS = {
 
 
 def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str | None = None,
-                        block: tuple[int, int, int] = (32, 32, 32), models: bool = True) -> list[dict]:
+                        block: tuple[int, int, int] = (32, 32, 32), models: bool = True,
+                        after_K: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Errors of torch's and the Triton kernel's GEMMs for each K, on :func:`gemm_inputs` data.
 
     For every method of :data:`GPU_METHODS` a dict: ``method``, ``in_fmt``, ``input_precision``,
@@ -58,7 +60,8 @@ def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str
 
     Meant for a GPU (``benchmarks/gpu_gemm_numerics.py``). In the interpreter it runs too, with
     bf16 inputs as float32 holding bf16 values, and TF32 is not applied: the numbers then say
-    nothing about GPUs.
+    nothing about GPUs. ``after_K(series)``, if given, is called after each K with the series so
+    far (the script writes its results file there, so a run stopped halfway keeps the Ks done).
     """
     dev = device or _default_device()
     series = []
@@ -83,16 +86,19 @@ def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str
             entry["rel_error_acc"].append(relative_error(C, Aq @ Bq))
             for name, fractions in entry.get("model_agreement", {}).items():
                 fractions.append(float(np.mean(C == _MODELS[name](Aq, Bq))))
+        if after_K is not None:
+            after_K(series)
     return series
 
 
 def gpu_run(Ks, M: int = 16, N: int = 16, seed: int = 0, script: str = "benchmarks/gpu_gemm_numerics.py",
-            block: tuple[int, int, int] = (32, 32, 32)) -> dict:
+            block: tuple[int, int, int] = (32, 32, 32),
+            after_K: Callable[[dict], None] | None = None) -> dict:
     """:func:`measure_gemm_errors` on the GPU, wrapped as a results file holds it:
-    ``{"meta": {gpu, date, script, M, N, seed, block, versions}, "series": [...]}``."""
+    ``{"meta": {gpu, date, script, M, N, seed, block, versions}, "series": [...]}``.
+    ``after_K(run)``, if given, gets the run so far after each K."""
     if INTERPRETED or not torch.cuda.is_available():
         raise RuntimeError("gpu_run measures a real GPU: PyTorch sees none, or TRITON_INTERPRET=1 is set")
-    series = measure_gemm_errors(Ks, M, N, seed, "cuda", block)
     meta = {
         "gpu": torch.cuda.get_device_name(0),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -102,4 +108,6 @@ def gpu_run(Ks, M: int = 16, N: int = 16, seed: int = 0, script: str = "benchmar
         "torch": torch.__version__, "triton": triton.__version__, "numpy": np.__version__,
         "cuda": torch.version.cuda,
     }
+    keep = None if after_K is None else (lambda series: after_K({"meta": meta, "series": series}))
+    series = measure_gemm_errors(Ks, M, N, seed, "cuda", block, after_K=keep)
     return {"meta": meta, "series": series}

@@ -74,3 +74,27 @@ def test_benchmark_refuses_the_interpreter():
 def test_benchmark_refuses_without_a_gpu():
     r = run_script({"TRITON_INTERPRET": "", "PYTHONPATH": str(ROOT)})
     assert r.returncode == 2 and "no CUDA GPU" in r.stderr
+
+
+def test_after_each_K_the_series_so_far_is_handed_on():
+    """gpu_gemm_numerics.py writes its results file from this callback, so that a run stopped at
+    the third K keeps the first two: the callback sees the series grow one K at a time, and an
+    error in the third K leaves what it was last handed with two."""
+    seen = []
+
+    def after_K(series):
+        seen.append(json.loads(json.dumps(series)))  # a copy, as the file would hold it
+
+    real = measure_gemm_errors([16, 32], M=4, N=4, seed=0, device=DEV, models=False, after_K=after_K)
+    assert [len(s[0]["K"]) for s in seen] == [1, 2] and seen[-1] == json.loads(json.dumps(real))
+
+    calls = []
+
+    def failing(series):
+        calls.append(len(series[0]["K"]))
+        if len(calls) == 2:
+            raise RuntimeError("CUDA error: unspecified launch failure")
+
+    with pytest.raises(RuntimeError, match="launch failure"):
+        measure_gemm_errors([16, 32, 64], M=4, N=4, seed=0, device=DEV, models=False, after_K=failing)
+    assert calls == [1, 2]
