@@ -455,7 +455,7 @@ CHAPTERS = [
     # B advanced along N instead of K
     ("tile_matmul", "b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * stride_bn"),
     # the accumulator overwritten, not accumulated
-    ("tile_matmul", "acc += tl.dot(a, b)", "acc = tl.dot(a, b)"),
+    ("tile_matmul", "acc += tl.dot(a, b, input_precision=\"ieee\")", "acc = tl.dot(a, b, input_precision=\"ieee\")"),
     # A's strides swapped (A read transposed)
     ("tile_matmul", "offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak", "offs_m[:, None] * stride_ak + offs_k[None, :] * stride_am"),
     # the scales on the wrong axes

@@ -26,6 +26,25 @@ def test_within_bound_rejects_without_raising(got):
 def test_within_bound_accepts_inside_the_bound():
     a = np.random.default_rng(1).standard_normal((9, 33)).astype(np.float32)
     b = np.random.default_rng(2).standard_normal((33, 4)).astype(np.float32)
-    ref, bound = ch09.tile_matmul_ref(a, b)
-    assert ch09._within_bound(a @ b, (ref, bound)) is None
-    assert ch09._within_bound(a[:, :32] @ b[:32], (ref, bound)) is not None  # a K column missing
+    expected = ch09.tile_matmul_ref(a, b)
+    assert ch09._within_bound(a @ b, expected) is None
+    missing = ch09._within_bound(a[:, :32] @ b[:32], expected)  # a K column missing
+    assert missing is not None and "TF32" not in missing
+
+
+def test_tf32_inputs_fail_the_check_and_the_message_says_why():
+    """What tl.dot(a, b) without input_precision="ieee" computes on an NVIDIA GPU: the operands
+    rounded to TF32 (nearest, 10 mantissa bits), exact products, fp32 accumulation. Emulated here
+    (the interpreter computes in IEEE float32 either way): far outside the float32 bound, and the
+    message names the cause; the IEEE answer passes."""
+    from nbhelpers.accumulation import emulated_matmul
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((16, 48)).astype(np.float32)
+    b = rng.standard_normal((48, 16)).astype(np.float32)
+    expected = ch09.tile_matmul_ref(a, b)
+    tf32 = emulated_matmul(a.astype(np.float64), b.astype(np.float64), "tf32", "fp32")
+    msg = ch09._within_bound(tf32, expected)
+    assert msg is not None and 'input_precision="ieee"' in msg, msg
+    ieee = emulated_matmul(a.astype(np.float64), b.astype(np.float64), "fp32", "fp32")
+    assert ch09._within_bound(ieee, expected) is None
