@@ -14,7 +14,13 @@ the scales go.
   column slice (ceil(K / 128), N). The scales vary along K, so they cannot wait for the epilogue:
   BLOCK_K is 128, one K-block is one loop step, and each step's partial product (a fresh
   ``tl.dot``) is scaled, fl32(fl32(p * sA) * sB), and added into the fp32 accumulator (chapter 07's
-  promotion, in a kernel). Reference: :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm`.
+  promotion, in a kernel). Reference: :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm`. That is
+  the interpreter's order. Compiled for a GPU, the last multiply and the add are contracted into
+  one fused multiply-add: the sm_90 PTX that Triton 3.7.1 generates for the update holds one
+  ``mul.rn.f32`` and one ``fma.rn.f32`` per element (compiled here with ``triton.compile`` for
+  ``GPUTarget("cuda", 90, 32)``), so a GPU computes fl32(acc + fl32(p * sA) * sB), one rounding
+  fewer per K-block than the reference. The tests' tolerance counts both roundings, so both
+  orders pass it; bit for bit, the GPU and the reference may differ in the last place.
 
 Operands are ``torch.float8_e4m3fn`` (or both ``float8_e5m2``), scales float32, output float32 or
 bfloat16.
@@ -138,6 +144,8 @@ def block_scaled_matmul_kernel(
         partial = tl.dot(a, b)  # this K-block alone, fp32
         sa = tl.load(sa_ptrs + kb * stride_sak, mask=offs_m < M, other=0.0)
         sb = tl.load(sb_ptrs + kb * stride_sbk, mask=offs_n < N, other=0.0)
+        # the reference's fl32(fl32(partial * sa) * sb) then + acc; compiled, the second multiply
+        # and the add become one FMA (see the module docstring)
         acc += (partial * sa[:, None]) * sb[None, :]
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
