@@ -317,3 +317,45 @@ def test_bad_inputs_get_clear_errors():
         block_scaled_matmul(a, b, sa, sb.T)
     with pytest.raises(ValueError, match="2-D"):
         scaled_matmul(a[0], b, sa, sb)
+
+
+# ------------------------------------------------------------------ fp8 on a GPU that cannot compile it
+
+
+def test_fp8_e4m3_on_an_a100_is_a_sentence_not_a_compiler_traceback():
+    """Triton compiles e4m3 dots for compute capability 8.9 and later: the launchers refuse an
+    e4m3 operand on an older GPU with a sentence that says what to do (checked here by the reason
+    itself; the launchers call it before compiling)."""
+    why = kernels.fp8_unsupported_reason("float8_e4m3fn", (8, 0), "NVIDIA A100-SXM4-80GB")
+    assert "compute capability 8.9 or newer" in why and "NVIDIA A100-SXM4-80GB is 8.0" in why
+    assert "bf16" in why and "NBHELPERS_DEVICE=cpu" in why
+    for ok in [("float8_e4m3fn", (8, 9)), ("float8_e4m3fn", (9, 0)), ("float8_e4m3fn", (10, 0)),
+               ("float8_e5m2", (8, 0))]:
+        assert kernels.fp8_unsupported_reason(*ok) is None, ok
+
+
+def test_the_launchers_ask_before_compiling(monkeypatch):
+    """Where kernels are compiled, scaled_matmul, block_scaled_matmul and the fp8 grouped GEMM call
+    require_fp8_support with their operands' dtype and device, before anything is compiled."""
+    import nbhelpers.kernels.grouped_gemm as gg
+    import nbhelpers.kernels.scaled_gemm as sg
+
+    seen = []
+
+    def refuse(dtype, device):
+        seen.append(dtype)
+        raise RuntimeError("refused")
+
+    monkeypatch.setattr(sg, "require_fp8_support", refuse)
+    monkeypatch.setattr(gg, "require_fp8_support", refuse)
+    qa = torch.zeros((4, 8), dtype=E4M3)
+    qb = torch.zeros((8, 4), dtype=E4M3)
+    s1, s2 = torch.ones((4, 1)), torch.ones((1, 4))
+    with pytest.raises(RuntimeError, match="refused"):
+        sg.scaled_matmul(qa, qb, s1, s2)
+    with pytest.raises(RuntimeError, match="refused"):
+        sg.block_scaled_matmul(qa, qb, torch.ones((4, 1)), torch.ones((1, 1)))
+    with pytest.raises(RuntimeError, match="refused"):
+        gg.scaled_grouped_matmul(torch.zeros((4, 8), dtype=E4M3), torch.zeros((2, 8, 4), dtype=E4M3),
+                                 torch.ones((4, 1)), torch.ones((2, 4)), np.array([0, 2, 4]))
+    assert seen == [E4M3] * 3

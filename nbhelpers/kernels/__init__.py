@@ -36,6 +36,34 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["INTERPRETED"]
+__all__ = ["INTERPRETED", "fp8_unsupported_reason", "require_fp8_support"]
 
 INTERPRETED: bool = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def fp8_unsupported_reason(dtype_name: str, capability: tuple[int, int], gpu: str = "this GPU") -> str | None:
+    """Why a compiled fp8 kernel with operands of ``dtype_name`` ("float8_e4m3fn" or
+    "float8_e5m2") cannot run on a GPU of compute ``capability`` (major, minor), in a sentence for
+    the launcher's error; None when it can. Triton compiles e4m3 dots (``float8e4nv``) for compute
+    capability 8.9 and later only (Ada, Hopper, Blackwell); for an A100 (8.0) the compiler stops
+    with "type fp8e4nv not supported in this architecture" (checked with Triton 3.7.1, compiling
+    the scaled GEMM kernel for sm_80 without a GPU). e5m2 (``fp8e5``) compiles there."""
+    if dtype_name == "float8_e4m3fn" and tuple(capability) < (8, 9):
+        major, minor = capability
+        return (f"fp8 e4m3 kernels need compute capability 8.9 or newer (Ada, Hopper), and {gpu} is "
+                f"{major}.{minor}: Triton cannot compile an e4m3 tl.dot for it. Use bf16 operands on this GPU, "
+                "or run the fp8 kernels on a CPU in Triton's interpreter (NBHELPERS_DEVICE=cpu).")
+    return None
+
+
+def require_fp8_support(dtype, device) -> None:
+    """Raise RuntimeError with :func:`fp8_unsupported_reason`'s sentence when compiled kernels with
+    fp8 operands of ``dtype`` (a torch dtype) cannot run on ``device``; nothing in the interpreter."""
+    if INTERPRETED:
+        return
+    import torch
+
+    why = fp8_unsupported_reason(str(dtype).removeprefix("torch."), torch.cuda.get_device_capability(device),
+                                 torch.cuda.get_device_name(device))
+    if why is not None:
+        raise RuntimeError(why)

@@ -59,7 +59,7 @@ import triton
 import triton.language as tl
 
 from ..moe import TileSchedule, check_expert_gemm_args, tile_schedule
-from . import INTERPRETED
+from . import INTERPRETED, require_fp8_support
 from .gemm import INPUT_PRECISIONS, _check_block
 
 __all__ = [
@@ -356,6 +356,7 @@ def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, 
                          "call nbhelpers.device.setup_device() before importing nbhelpers.kernels.")
     if out_dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype!r}")
+    require_fp8_support(qx.dtype, qx.device)  # an A100 cannot compile e4m3: a sentence, not a traceback
     rows = qx.shape[0]
     for name, s_, shapes, meaning in (("sx", sx, [(rows, 1)], "one scale per row of x_perm"),
                                       ("sw", sw, [(E, N), (E, 1, N)], "one scale per expert and column")):

@@ -48,7 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRETED
+from . import INTERPRETED, require_fp8_support
 from .gemm import tile_of
 
 __all__ = [
@@ -203,6 +203,7 @@ def _check_operands(qa, qb, out_dtype):
                          "GPU, call nbhelpers.device.setup_device() before importing nbhelpers.kernels.")
     if out_dtype not in _OUT:
         raise TypeError(f"out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype!r}")
+    require_fp8_support(qa.dtype, qa.device)  # an A100 cannot compile e4m3: a sentence, not a traceback
 
 
 def _check_scale(s, shapes: list[tuple[int, int]], what: str, meaning: str, device) -> torch.Tensor:
