@@ -193,6 +193,20 @@ class SolutionNotebook:
         return ns[name]
 
 
+# ====================================================================== benchmark scripts
+
+
+def load_benchmark(name: str):
+    """benchmarks/<name>.py imported as a module (the GPU scripts import no torch at the top level,
+    so their CPU-side parts can be tested here); import it after setup_device()."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 # ====================================================================== torch
 
 @pytest.fixture(autouse=True, scope="module")

@@ -7,11 +7,11 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
 
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from helpers import load_benchmark  # noqa: E402
 import torch  # noqa: E402
 
 from nbhelpers.benchmarks import ResultsFile  # noqa: E402
@@ -24,14 +24,7 @@ META = {"gpu": "Test GPU", "date": "2026-12-01T00:00:00+00:00", "script": "bench
         "command": "python benchmarks/gpu_gemm_tflops.py", "torch": torch.__version__, "triton": "3.7.1"}
 
 
-def load():
-    spec = importlib.util.spec_from_file_location("gpu_gemm_tflops", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load()
+bench = load_benchmark("gpu_gemm_tflops")
 
 
 def gen():

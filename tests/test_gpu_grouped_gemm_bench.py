@@ -19,6 +19,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from helpers import load_benchmark  # noqa: E402
 
 from nbhelpers.moe import check_offsets  # noqa: E402
 from nbhelpers.results import recorded_grouped_gemm  # noqa: E402
@@ -27,14 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_grouped_gemm.py"
 
 
-def load():
-    spec = importlib.util.spec_from_file_location("gpu_grouped_gemm", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load()
+bench = load_benchmark("gpu_grouped_gemm")
 
 
 def gpu_here() -> bool:
