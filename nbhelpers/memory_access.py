@@ -1,7 +1,7 @@
 """How many bytes an access pattern makes the memory move (chapter 08).
 
 Memory is not read byte by byte. A warp's 32 threads issue one request, which the GPU serves in
-32-byte *sectors* (FACTS.md, "GPU memory"); a CPU moves whole 64-byte *cache lines*. Either way,
+32-byte *sectors* (CUDA C++ Best Practices Guide, coalesced access); a CPU moves whole 64-byte *cache lines*. Either way,
 a read moves every byte of every sector (or line) it touches, useful or not, so its efficiency is
 
     efficiency = useful bytes / (sectors touched * sector bytes).
@@ -39,8 +39,8 @@ __all__ = [
 ]
 
 WARP_SIZE = 32  # threads of an NVIDIA warp
-SECTOR_BYTES = 32  # the unit a GPU's memory request is served in (FACTS.md)
-CACHE_LINE_BYTES = 64  # the unit a (x86 or Arm) CPU's caches move (FACTS.md)
+SECTOR_BYTES = 32  # the unit a GPU's memory request is served in
+CACHE_LINE_BYTES = 64  # the unit a (x86 or Arm) CPU's caches move
 
 
 @dataclass(frozen=True)

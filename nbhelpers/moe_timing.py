@@ -1,7 +1,7 @@
 """The launch-overhead law of chapter 10, measured on the CPU that runs the notebook.
 
 On a GPU, every ``torch.matmul`` costs a few microseconds of host time before any arithmetic
-starts (FACTS.md, "Kernels, launches, registers"), so a loop over E experts pays E of those
+starts, so a loop over E experts pays E of those
 however little work each expert has. A CPU has the same law one level down: every call into
 torch pays for Python, the dispatcher, shape checks and the allocation of its output, a fixed
 cost per call that does not depend on the FLOPs.
