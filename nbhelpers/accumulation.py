@@ -23,8 +23,9 @@ chosen accumulator format, so a "bf16 sum" behaves exactly like a loop in bf16 a
 
 Orders (:class:`Order`): ``sequential`` (s = fl(s + x_k), k = 0, 1, ...), ``pairwise`` (a binary
 tree of depth ceil(log2 n)), ``blocked`` (sequential partial sums of ``block`` terms in the same
-format, each added into an outer accumulator) and ``kahan`` (compensated summation with the sum and
-the compensation both held in the accumulator format, every operation rounded).
+format, each added into an outer accumulator), ``kahan`` (compensated summation with the sum and
+the compensation both held in the accumulator format, every operation rounded) and ``lanes`` (the
+order of a SIMD kernel: ``block`` lanes, each sequential, joined by a halving tree).
 
 A :class:`SumMethod` bundles the accumulator format, the order, the rounding and the block size,
 validated once; every entry point here builds one first.
@@ -86,12 +87,19 @@ class Order(enum.Enum):
                 of the same format
     KAHAN       compensated summation: y = fl(x - c); t = fl(s + y); c = fl(fl(t - s) - y); s = t,
                 with s and c both in the accumulator format
+    LANES       the order of a CPU kernel that spreads a sum over ``block`` SIMD lanes (a power of
+                two): term k goes into lane k % block, each lane a sequential sum, then the lanes
+                are joined by a halving tree, as a horizontal reduction does (lane i += lane
+                i + block/2 for every i < block/2, then the same on the first half, down to one).
+                ``block=1`` is SEQUENTIAL. Terms that SEQUENTIAL adds together first can land in
+                different lanes and meet only in the tree.
     """
 
     SEQUENTIAL = "sequential"
     PAIRWISE = "pairwise"
     BLOCKED = "blocked"
     KAHAN = "kahan"
+    LANES = "lanes"
 
 
 def _as_order(order: Order | str) -> Order:
@@ -103,9 +111,25 @@ def _check_block(order: Order, block) -> int | None:
         if block is None:
             raise ValueError("order='blocked' needs block=k, the number of terms per partial sum")
         return positive_int("block", block)
+    if order is Order.LANES:
+        if block is None:
+            raise ValueError("order='lanes' needs block=L, the number of SIMD lanes (a power of two)")
+        lanes = positive_int("block", block)
+        if lanes & (lanes - 1):
+            raise ValueError(f"order='lanes' needs a power of two for block (the halving tree joins lane i "
+                             f"and i + block/2), got {lanes}")
+        return lanes
     if block is not None:
-        raise ValueError(f"block={block!r} is only used with order='blocked' (order is {order.value!r})")
+        raise ValueError(f"block={block!r} is only used with order='blocked' or 'lanes' (order is {order.value!r})")
     return None
+
+
+def _join_lanes(lanes: list, add: Callable) -> object:
+    """The halving tree of Order.LANES: lane i += lane i + L/2, down to one lane."""
+    while len(lanes) > 1:
+        h = len(lanes) // 2
+        lanes = [add(lanes[i], lanes[i + h]) for i in range(h)]
+    return lanes[0]
 
 
 def check_rounding_rng(mode: Rounding, rng) -> None:
@@ -291,6 +315,11 @@ def _accumulate(
             c = add.add(add.add(t, -s), -y)
             s = t
         return s
+    if order is Order.LANES:
+        lanes = [zero] * block
+        for k in range(n):
+            lanes[k % block] = add.add(lanes[k % block], term(k))
+        return _join_lanes(lanes, add.add)
     # pairwise: a stack of (size, partial sum); leaves are the unrounded terms
     stack: list[tuple[int, np.ndarray]] = []
     for k in range(n):
@@ -324,8 +353,8 @@ def emulated_sum(
     x: real array, reduced along ``axis`` (the result has that axis removed; float64).
     in_fmt: if given, x is first rounded to it (nearest-even); otherwise the values are taken as
         they are and the first addition that touches each one rounds it (s = fl(0 + x_0), ...).
-    order: ``"sequential"``, ``"pairwise"``, ``"blocked"`` (with ``block=k``) or ``"kahan"``;
-        see :class:`Order`.
+    order: ``"sequential"``, ``"pairwise"``, ``"blocked"`` (with ``block=k``), ``"kahan"`` or
+        ``"lanes"`` (with ``block=L``, a power of two); see :class:`Order`.
     rounding: ``"nearest_even"``, ``"nearest_away"``, ``"toward_zero"`` or ``"stochastic"``
         (with ``rng``, a numpy Generator; the same generator state gives the same result).
 
@@ -465,6 +494,11 @@ def _sum_ref(terms: list, add, order: Order, block) -> Fraction:
             c = add(add(tt, -s), -y)
             s = tt
         return s
+    if order is Order.LANES:
+        lanes = [zero] * block
+        for k, t in enumerate(terms):
+            lanes[k % block] = add(lanes[k % block], t)
+        return _join_lanes(lanes, add)
     # pairwise, written recursively: split off the largest power of two that is < n... the
     # binary-counter tree: the first 2**floor(log2 n) terms form a balanced tree, the rest recurse
     n = len(terms)
@@ -649,7 +683,7 @@ class SumMethod:
     @property
     def label(self) -> str:
         """'bf16 sequential', 'bf16 blocked(64)', 'bf16 sequential, stochastic', ..."""
-        how = f"blocked({self.block})" if self.order is Order.BLOCKED else self.order.value
+        how = f"{self.order.value}({self.block})" if self.block is not None else self.order.value
         text = f"{self.acc.name} {how}"
         return text if self.rounding is Rounding.NEAREST_EVEN else f"{text}, {self.rounding.value}"
 

@@ -8,13 +8,13 @@ step is :func:`tensor_core_group_sum`, its alignment :func:`align_group`.
 :func:`tensor_core_matmul_ref` is its slow reference (exact Fractions, integer shifts) for the
 tests. :func:`accumulator_probe`, :func:`width_probe` and :func:`rounding_probe` build inputs
 that tell accumulators apart through a bf16 output, :func:`probe_verdict` reads their outputs and
-:func:`probe_accumulator` runs all of them on one matmul. :func:`simd_matmul` (with its reference
-:func:`simd_matmul_ref`) is an order a CPU kernel may add in instead of K order, the products
-spread over SIMD lanes and the lanes joined in a halving tree: the probes' outputs for a CPU are
-read against it.
+:func:`probe_accumulator` runs all of them on one matmul. The probes' outputs for a CPU are read
+against, among others, :mod:`nbhelpers.accumulation`'s ``order="lanes"``: the order a CPU kernel
+may add in instead of K order, the products spread over SIMD lanes and the lanes joined in a
+halving tree.
 
 Shapes: the matmuls take A (M, K) and B (K, N) and return (M, N) float64, looping over K in
-steps of ``group`` (:func:`simd_matmul`: of ``lanes``) and vectorised over M x N. Roundings use
+steps of ``group`` and vectorised over M x N. Roundings use
 the adder of :mod:`nbhelpers.accumulation`, correctly rounded from the exact sum.
 """
 from __future__ import annotations
@@ -40,8 +40,6 @@ __all__ = [
     "tensor_core_matmul_ref",
     "align_group",
     "tensor_core_group_sum",
-    "simd_matmul",
-    "simd_matmul_ref",
     "accumulator_probe",
     "width_probe",
     "rounding_probe",
@@ -372,82 +370,6 @@ def tensor_core_group_sum(
     return float(round_to(total, f, mode))
 
 
-# ------------------------------------------------------------------ SIMD lanes (a CPU kernel's order)
-
-
-def simd_matmul(
-    A,
-    B,
-    lanes: int = 16,
-    in_fmt: FloatFormat | str = "bf16",
-    acc: FloatFormat | str = "fp32",
-    rounding: Rounding | str = "nearest_even",
-    out_fmt: FloatFormat | str | None = None,
-) -> np.ndarray:
-    """A model of a CPU kernel that spreads each dot product over SIMD lanes.
-
-    A: (M, K), B: (K, N) -> (M, N) float64. Inputs are rounded to ``in_fmt``, products are exact;
-    product k goes into lane ``k % lanes``, each lane a sequential sum with every addition rounded
-    into ``acc``; then the lanes are joined by a halving tree, as a horizontal reduction does:
-    lane i += lane i + lanes/2 for every i < lanes/2, then the same on the first half, down to
-    one lane (so ``lanes`` is a power of two). ``lanes=1`` is sequential accumulation
-    (:func:`nbhelpers.accumulation.emulated_matmul`). Same format, other order: products that
-    sequential accumulation adds together first can land in different lanes here, and meet only
-    in the tree. Deterministic roundings only (no ``"stochastic"``).
-    """
-    L, f, mode = _check_simd(lanes, acc, rounding)
-    Aq, Bq = rounded_operands(A, B, in_fmt)
-    M, K = Aq.shape
-    N = Bq.shape[1]
-    add = RoundingAdder(f, mode, None)
-    s = np.zeros((L, M, N))
-    for k0 in range(0, K, L):  # one step adds the next product into every lane at once
-        k1 = min(k0 + L, K)
-        p = np.zeros((L, M, N))  # lanes past K add a zero product: exact, nothing moves
-        np.multiply(Aq[:, k0:k1].T[:, :, None], Bq[k0:k1, None, :], out=p[: k1 - k0])
-        s = add.add(s, p)
-    while s.shape[0] > 1:
-        h = s.shape[0] // 2
-        s = add.add(s[:h], s[h:])
-    out = s[0]
-    return out if out_fmt is None else round_to(out, out_fmt)
-
-
-def simd_matmul_ref(A, B, lanes=16, in_fmt="bf16", acc="fp32", rounding="nearest_even") -> np.ndarray:
-    """Slow reference for :func:`simd_matmul`: one output at a time, each lane a list of exact
-    Fractions added one by one, then the halving tree, every addition rounded once with
-    ``round_to``. (M, N) float64."""
-    L, f, mode = _check_simd(lanes, acc, rounding)
-    Aq, Bq = rounded_operands(A, B, in_fmt)
-    M, K = Aq.shape
-    N = Bq.shape[1]
-
-    def fl(v: Fraction) -> Fraction:
-        return Fraction(float(round_to(fraction_to_float_odd(v), f, mode)))
-
-    C = np.zeros((M, N))
-    for i in range(M):
-        for j in range(N):
-            lane = [Fraction(0)] * L
-            for k in range(K):
-                lane[k % L] = fl(lane[k % L] + Fraction(float(Aq[i, k])) * Fraction(float(Bq[k, j])))
-            while len(lane) > 1:
-                h = len(lane) // 2
-                lane = [fl(lane[t] + lane[t + h]) for t in range(h)]
-            C[i, j] = float(lane[0])
-    return C
-
-
-def _check_simd(lanes, acc, rounding) -> tuple[int, FloatFormat, Rounding]:
-    L = positive_int("lanes", lanes)
-    if L & (L - 1):
-        raise ValueError(f"lanes must be a power of two (the halving tree joins lane i and i + lanes/2), got {L}")
-    mode = _as_rounding(rounding)
-    if mode is Rounding.STOCHASTIC:
-        raise ValueError("simd_matmul has no stochastic rounding; use nearest_even, nearest_away or toward_zero")
-    return L, accumulator_format(acc, "acc"), mode
-
-
 # ------------------------------------------------------------------ probes through a bf16 output
 
 _HI, _LO = 1.0 + 2.0**-7, 1.0  # the bf16 neighbours of the tie 1 + 2**-8 that every probe sums to
@@ -468,7 +390,7 @@ def accumulator_probe(K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: 
     even). Added first, they sum exactly to n_tiny * 2**-25 and survive: 1 + 2**-7 (for
     n_tiny >= 3). A bf16 accumulator loses them either way: 1.0. So does an fp32 accumulator
     in an order that puts the tiny terms into different partial sums (SIMD lanes,
-    :func:`simd_matmul`), each lost when joined to the one holding the 1: the order decides
+    ``emulated_matmul(..., order="lanes")``), each lost when joined to the one holding the 1: the order decides
     this probe, which is why :func:`width_probe` and :func:`rounding_probe` exist.
     """
     K, M, N, n_tiny = (positive_int(n, v) for n, v in (("K", K), ("M", M), ("N", N), ("n_tiny", n_tiny)))

@@ -24,7 +24,12 @@ from nbhelpers.accumulation import (
 from nbhelpers.formats import FORMATS
 from nbhelpers.rounding import Rounding, round_to
 
-ORDERS = ["sequential", "pairwise", "blocked", "kahan"]
+ORDERS = ["sequential", "pairwise", "blocked", "kahan", "lanes"]
+
+
+def block_for(order: str, blocked: int, lanes: int = 8) -> int | None:
+    """The block argument an order takes: terms per partial sum (blocked), lanes (lanes), or None."""
+    return {"blocked": blocked, "lanes": lanes}.get(order)
 
 
 # ------------------------------------------------------------------ sequential vs outside oracles
@@ -106,7 +111,7 @@ def test_matmul_equals_fraction_reference(order, acc, rounding):
     spread = 3 if acc == "e4m3fn" else (6 if acc == "fp16" else 25)
     A, B = wide((3, 37), 10, spread), wide((37, 4), 11, spread)
     in_fmt = "e4m3fn" if acc == "e4m3fn" else ("fp16" if acc == "fp16" else "bf16")
-    block = 5 if order == "blocked" else None
+    block = block_for(order, 5)
     ours = emulated_matmul(A, B, in_fmt, acc, order, rounding, block)
     ref = emulated_matmul_ref(A, B, in_fmt, acc, order, rounding, block)
     assert_bits(ours, ref)
@@ -115,7 +120,7 @@ def test_matmul_equals_fraction_reference(order, acc, rounding):
 @pytest.mark.parametrize("order", ORDERS)
 def test_matmul_dot_and_sum_of_products_agree(order):
     A, B = wide((6, 50), 20), wide((50, 5), 21)
-    block = 8 if order == "blocked" else None
+    block = block_for(order, 8)
     C = emulated_matmul(A, B, "bf16", "bf16", order, block=block)
     Aq, Bq = round_to(A, "bf16"), round_to(B, "bf16")
     prods = Aq[:, :, None] * Bq[None, :, :]  # (M, K, N)
@@ -208,7 +213,7 @@ def test_fp32_error_bounds_sequential_pairwise_kahan(seed):
     exact_f = fraction_sum(x)
     abs_sum = np.abs(x).sum()
     u = FORMATS["fp32"].unit_roundoff
-    err = {o: abs(Fraction(float(emulated_sum(x, "fp32", o, block=64 if o == "blocked" else None))) - exact_f)
+    err = {o: abs(Fraction(float(emulated_sum(x, "fp32", o, block=block_for(o, 64, lanes=16)))) - exact_f)
            for o in ORDERS}
     assert err["sequential"] <= gamma(n - 1, u) * abs_sum
     assert err["pairwise"] <= gamma(math.ceil(math.log2(n)), u) * abs_sum
@@ -216,6 +221,8 @@ def test_fp32_error_bounds_sequential_pairwise_kahan(seed):
     assert err["blocked"] <= gamma(64 - 1 + n // 64 - 1, u) * abs_sum
     # Kahan: (2u + O(n u^2)) sum|x|; the O term is taken as 4 n u^2 (negligible here: 1e-9 of 2u)
     assert err["kahan"] <= (2 * u + 4 * n * u * u) * abs_sum
+    # 16 lanes: n/16 - 1 additions in each lane, then 4 levels of the tree
+    assert err["lanes"] <= gamma(n // 16 - 1 + 4, u) * abs_sum
 
 
 def test_error_bounds_in_bf16_show_why_order_matters():
@@ -317,7 +324,7 @@ def test_matmul_in_the_subnormal_range_equals_fraction_reference(rounding):
     """fp16 products around 2**-16 .. 2**-24: sums in fp16's subnormal range (the slow lanes)."""
     A, B = wide((3, 30), 40, 3) * 2.0**-7, wide((30, 4), 41, 3) * 2.0**-7
     for order in ORDERS:
-        block = 4 if order == "blocked" else None
+        block = block_for(order, 4, lanes=4)
         assert_bits(emulated_matmul(A, B, "fp16", "fp16", order, rounding, block),
                     emulated_matmul_ref(A, B, "fp16", "fp16", order, rounding, block))
 
@@ -504,3 +511,39 @@ def test_sum_method_check_rng_and_sum_with_a_generator():
     assert_bits(stochastic.sum(x, np.random.default_rng(2)),
                 emulated_sum(x, "bf16", "kahan", "stochastic", rng=np.random.default_rng(2)))
     assert_bits(SumMethod("fp16", "pairwise").sum(x.T, axis=0), emulated_sum(x, "fp16", "pairwise"))
+
+
+# ------------------------------------------------------------------ the order of a SIMD kernel
+
+
+def test_lanes_halving_tree_by_hand():
+    """Products 2**-24, 1, 2**-24, 0 in 4 lanes, one each: the tree adds lane 0 to lane 2 and
+    lane 1 to lane 3 first, 2**-24 + 2**-24 = 2**-23 exactly, then 1 + 2**-23, an fp32 number.
+    Sequentially, 2**-24 + 1 is a tie that goes to even (1), and so is the next 1 + 2**-24:
+    1.0. The pairwise tree joins neighbours, (2**-24 + 1) + (2**-24 + 0): 1.0 as well."""
+    a, b = np.ones((1, 4)), np.array([[2.0**-24], [1.0], [2.0**-24], [0.0]])
+    assert emulated_matmul(a, b, order="lanes", block=4)[0, 0] == 1 + 2.0**-23
+    assert emulated_matmul(a, b)[0, 0] == 1.0
+    assert emulated_matmul(a, b, order="pairwise")[0, 0] == 1.0
+    # 8 products in 4 lanes: lane k % 4 gets products k and k + 4, in that order
+    a = np.ones((1, 8))
+    b = np.array([[1.0], [2.0**-24], [0.0], [2.0**-24], [2.0**-24], [0.0], [0.0], [0.0]])
+    # lane 0: 1 + 2**-24 -> 1 (tie to even); lane 1: 2**-24; lane 3: 2**-24; tree: (1 + 0) + (2**-24 + 2**-24)
+    assert emulated_matmul(a, b, order="lanes", block=4)[0, 0] == 1 + 2.0**-23
+    assert emulated_matmul_ref(a, b, order="lanes", block=4)[0, 0] == 1 + 2.0**-23
+
+
+def test_lanes_one_lane_is_sequential_and_more_lanes_than_terms_is_fine():
+    A, B = wide((4, 70), 42, 8), wide((70, 3), 43, 8)
+    assert_bits(emulated_matmul(A, B, order="lanes", block=1), emulated_matmul(A, B))
+    assert_bits(emulated_matmul(A, B, order="lanes", block=128), emulated_matmul_ref(A, B, order="lanes", block=128))
+
+
+def test_lanes_needs_a_power_of_two():
+    a, b = np.ones((1, 8)), np.ones((8, 1))
+    with pytest.raises(ValueError, match="power of two"):
+        emulated_matmul(a, b, order="lanes", block=3)
+    with pytest.raises(ValueError, match="needs block=L"):
+        emulated_sum(np.ones(8), order="lanes")
+    with pytest.raises(ValueError, match="block"):
+        emulated_matmul(a, b, order="lanes", block=0)

@@ -1,7 +1,7 @@
 """Tests of nbhelpers.tensor_cores, the model of how tensor cores accumulate (fused groups,
 alignment, truncation, promotion): against exact grouped summation, its Fraction reference,
-hand-worked cases; the SIMD-lane order (simd_matmul) against its reference; the probes, each
-verdict reached by an emulated accumulator that behaves that way."""
+hand-worked cases; the probes, each verdict reached by an emulated accumulator that behaves that
+way."""
 import math
 from fractions import Fraction
 
@@ -19,8 +19,6 @@ from nbhelpers.tensor_cores import (
     probe_accumulator,
     probe_verdict,
     rounding_probe,
-    simd_matmul,
-    simd_matmul_ref,
     tensor_core_group_sum,
     tensor_core_matmul,
     tensor_core_matmul_ref,
@@ -150,46 +148,6 @@ def test_align_group_by_hand():
         tensor_core_group_sum(1.0, [1.0], rounding="stochastic")
 
 
-# ------------------------------------------------------------------ SIMD lanes
-
-
-@pytest.mark.parametrize("rounding", ["nearest_even", "toward_zero"])
-@pytest.mark.parametrize("lanes", [1, 2, 16, 64])
-def test_simd_matmul_matches_fraction_reference(lanes, rounding):
-    A, B = wide((3, 45), 40, 8), wide((45, 4), 41, 8)  # lanes = 64 > K: some lanes stay empty
-    for acc in ["fp32", "e8m13"]:
-        assert_bits(simd_matmul(A, B, lanes, "bf16", acc, rounding),
-                    simd_matmul_ref(A, B, lanes, "bf16", acc, rounding))
-
-
-def test_simd_matmul_one_lane_is_sequential_and_rounds_the_output():
-    A, B = wide((4, 70), 42, 8), wide((70, 3), 43, 8)
-    assert_bits(simd_matmul(A, B, lanes=1), emulated_matmul(A, B, "bf16", "fp32"))
-    assert_bits(simd_matmul(A, B, out_fmt="bf16"), round_to(simd_matmul(A, B), "bf16"))
-
-
-def test_simd_matmul_halving_tree_by_hand():
-    """Products 2**-24, 1, 2**-24, 0 in 4 lanes, one each: the tree adds lane 0 to lane 2 and
-    lane 1 to lane 3 first, 2**-24 + 2**-24 = 2**-23 exactly, then 1 + 2**-23, an fp32 number.
-    Sequentially, 2**-24 + 1 is a tie that goes to even (1), and so is the next 1 + 2**-24:
-    1.0. The pairwise tree joins neighbours, (2**-24 + 1) + (2**-24 + 0): 1.0 as well."""
-    a, b = np.ones((1, 4)), np.array([[2.0**-24], [1.0], [2.0**-24], [0.0]])
-    assert simd_matmul(a, b, lanes=4)[0, 0] == 1 + 2.0**-23
-    assert emulated_matmul(a, b)[0, 0] == 1.0
-    assert emulated_matmul(a, b, order="pairwise")[0, 0] == 1.0
-    # 8 products in 4 lanes: lane k % 4 gets products k and k + 4, in that order
-    a = np.ones((1, 8))
-    b = np.array([[1.0], [2.0**-24], [0.0], [2.0**-24], [2.0**-24], [0.0], [0.0], [0.0]])
-    # lane 0: 1 + 2**-24 -> 1 (tie to even); lane 1: 2**-24; lane 3: 2**-24; tree: (1 + 0) + (2**-24 + 2**-24)
-    assert simd_matmul(a, b, lanes=4)[0, 0] == 1 + 2.0**-23
-    with pytest.raises(ValueError, match="power of two"):
-        simd_matmul(a, b, lanes=3)
-    with pytest.raises(ValueError, match="lanes"):
-        simd_matmul(a, b, lanes=0)
-    with pytest.raises(ValueError, match="stochastic"):
-        simd_matmul(a, b, rounding="stochastic")
-
-
 # ------------------------------------------------------------------ the probes and their verdicts
 
 HI, LO = 1 + 2.0**-7, 1.0
@@ -246,9 +204,9 @@ PROBED = {  # name: (matmul, (tiny first, tiny last, width, rounding), what the 
                         (HI, LO, HI, HI), NEAREST + "the tiny terms kept only when first"),
     "fp32 reversed": (_reversed, (LO, HI, HI, HI),
                       NEAREST + "the tiny terms kept only when last"),
-    "fp32, 16 lanes": (lambda A, B: simd_matmul(A, B, 16), (LO, LO, HI, HI),
+    "fp32, 16 lanes": (lambda A, B: emulated_matmul(A, B, order="lanes", block=16), (LO, LO, HI, HI),
                        NEAREST + "the tiny terms lost in either order: another order (SIMD lanes"),
-    "fp32, 2 lanes": (lambda A, B: simd_matmul(A, B, 2), (LO, LO, HI, HI),
+    "fp32, 2 lanes": (lambda A, B: emulated_matmul(A, B, order="lanes", block=2), (LO, LO, HI, HI),
                       NEAREST + "the tiny terms lost in either order: another order (SIMD lanes"),
     "bf16 acc": (lambda A, B: emulated_matmul(A, B, "bf16", "bf16"), (LO, LO, LO, LO), "narrower than fp32"),
     "e8m22 acc": (lambda A, B: emulated_matmul(A, B, "bf16", "e8m22"), (LO, LO, LO, LO), "narrower than fp32"),
@@ -256,7 +214,8 @@ PROBED = {  # name: (matmul, (tiny first, tiny last, width, rounding), what the 
                                     (LO, LO, LO, LO), "narrower than fp32"),
     "fp32 toward zero": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", rounding="toward_zero"),
                          (HI, LO, HI, LO), TRUNCATES),
-    "fp32 toward zero, 16 lanes": (lambda A, B: simd_matmul(A, B, 16, rounding="toward_zero"), (LO, LO, HI, LO),
+    "fp32 toward zero, 16 lanes": (lambda A, B: emulated_matmul(A, B, order="lanes", block=16,
+                                                                    rounding="toward_zero"), (LO, LO, HI, LO),
                                    TRUNCATES),
     "tensor-core model, group 8": (lambda A, B: tensor_core_matmul(A, B, "bf16", group=8), (LO, LO, HI, LO),
                                    TRUNCATES),
