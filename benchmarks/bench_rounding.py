@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 import ml_dtypes
 import numpy as np
 
+from nbhelpers.device import cpu_model
 from nbhelpers.formats import FORMATS
 from nbhelpers.rounding import round_to
 
@@ -43,18 +44,6 @@ def peer_dtype(name: str) -> tuple[str, np.dtype]:
     if ml in ("float16", "float32"):
         return "numpy", np.dtype(getattr(np, ml))
     return "ml_dtypes", np.dtype(getattr(ml_dtypes, ml))
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux), else whatever platform knows."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def interleaved_medians(fn_a, fn_b, runs: int) -> tuple[float, float]:

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 
 __all__ = ["DeviceInfo", "setup_device", "NoGPUError", "gpu_unavailable_reason", "nvidia_driver_version",
-           "gpu_run_meta"]
+           "gpu_run_meta", "cpu_model", "cpu_has"]
 
 class NoGPUError(RuntimeError):
     """A GPU was required (NBHELPERS_DEVICE=cuda or NBHELPERS_REQUIRE_GPU=1) but none is visible."""
@@ -172,3 +172,35 @@ def gpu_run_meta(script: str, argv: list[str]) -> dict:
         "script": script,
         "command": shlex.join([sys.executable, script, *argv]),
     }
+
+
+# ------------------------------------------------------------------ the CPU
+
+
+def _cpuinfo(path: str = "/proc/cpuinfo") -> dict[str, str] | None:
+    """The first processor's fields of Linux's /proc/cpuinfo, or None where there is none."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    first = text.split("\n\n", 1)[0]
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else whatever :mod:`platform` knows."""
+    import platform
+
+    info = _cpuinfo()
+    return (info or {}).get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_has(flag: str) -> bool | None:
+    """Whether the CPU lists the feature ``flag`` (``"avx512_bf16"``, ``"amx_bf16"``, ...) in
+    /proc/cpuinfo; None where the features cannot be read (not Linux, or not an x86 CPU)."""
+    info = _cpuinfo()
+    if info is None or "flags" not in info:
+        return None
+    return flag in info["flags"].split()
+

@@ -106,3 +106,18 @@ def test_gpu_run_meta_records_the_run(monkeypatch):
     assert meta["torch"] == torch.__version__ and meta["date"].endswith("+00:00")
     import benchmarks.gpu_grouped_gemm as bench  # noqa: F401 - the keys its readers expect
     assert set(bench.META_KEYS) <= set(meta)
+
+
+def test_cpu_model_and_features_from_proc_cpuinfo(tmp_path, monkeypatch):
+    import nbhelpers.device as device
+
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("processor\t: 0\nmodel name\t: Test CPU 9000\nflags\t\t: fpu avx2 avx512_bf16\n\n"
+                    "processor\t: 1\nmodel name\t: Other\nflags\t\t: fpu\n")
+    real = device._cpuinfo
+    monkeypatch.setattr(device, "_cpuinfo", lambda path=None: real(str(fake)))
+    assert device.cpu_model() == "Test CPU 9000"  # the first processor's
+    assert device.cpu_has("avx512_bf16") is True and device.cpu_has("amx_bf16") is False
+    assert device.cpu_has("avx") is False  # whole names, not prefixes
+    monkeypatch.setattr(device, "_cpuinfo", lambda path=None: real(str(tmp_path / "absent")))
+    assert device.cpu_has("avx2") is None and isinstance(device.cpu_model(), str) and device.cpu_model()
