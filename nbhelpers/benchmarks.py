@@ -84,29 +84,15 @@ class ResultsFile:
         write_results(self.path, {"meta": self.meta, **self.extra, "rows": self.rows})
 
 
-def sweep(cases: Iterable, measure: Callable[[object], Iterable[dict]], results: ResultsFile, *,
-          skip_reason: Callable[[object], str | None] | None = None, time_limit: float | None = None,
-          describe: Callable[[object], dict] | None = None,
-          clock: Callable[[], float] = time.monotonic) -> list[dict]:
+def sweep(cases: Iterable, measure: Callable[[object], Iterable[dict]], results: ResultsFile) -> list[dict]:
     """Measure each case in turn, adding each row to ``results`` as soon as ``measure`` yields it.
 
-    ``measure(case)`` returns (or yields) the rows of one case. A case is not measured, and is
-    recorded as ``{**describe(case), "skipped": reason}`` instead, when ``skip_reason(case)``
-    gives a reason (a backend that does not take the case) or when it would start more than
-    ``time_limit`` seconds after the sweep began. An exception from ``measure`` ends the sweep and
-    propagates: the rows added before it stay in the file. Returns the rows.
+    ``measure(case)`` returns (or yields) the rows of one case; a case it cannot or should not
+    measure (a shape a backend rejects, a time budget spent) is a row that says why. An exception
+    from ``measure`` ends the sweep and propagates: the rows added before it stay in the file.
+    Returns the rows.
     """
-    if time_limit is not None and not time_limit >= 0:
-        raise ValueError(f"time_limit must be None or a number of seconds >= 0, got {time_limit!r}")
-    describe = describe or (lambda case: {"case": str(case)})
-    t0 = clock()
     for case in cases:
-        why = skip_reason(case) if skip_reason is not None else None
-        if why is None and time_limit is not None and clock() - t0 > time_limit:
-            why = f"past the time limit of {time_limit:g} s"
-        if why is not None:
-            results.add({**describe(case), "skipped": why})
-            continue
         for row in measure(case):
             results.add(row)
     return results.rows

@@ -61,23 +61,3 @@ def test_a_sweep_that_fails_on_the_third_case_keeps_the_first_two(tmp_path):
         sweep([1, 2, 3, 4], measure, res)
     data = read(tmp_path / "r.json")
     assert [r["shape"] for r in data["rows"]] == [1, 2] and data["meta"]["complete"] is False
-
-
-def test_sweep_records_rejected_cases_and_those_past_the_time_limit(tmp_path):
-    now = [0.0]
-
-    def measure(n):
-        now[0] += 10.0  # each case takes 10 s of the fake clock
-        yield {"n": n, "ms": 1.0}
-        yield {"n": n, "ms": 2.0}  # rows of one case go in one by one
-
-    res = ResultsFile(tmp_path / "r.json", {})
-    rows = sweep([16, 1000, 32, 48, 64], measure, res, clock=lambda: now[0], time_limit=15,
-                 skip_reason=lambda n: None if n % 16 == 0 else f"{n} is not a multiple of 16",
-                 describe=lambda n: {"n": n})
-    assert rows == [{"n": 16, "ms": 1.0}, {"n": 16, "ms": 2.0}, {"n": 1000, "skipped": "1000 is not a multiple of 16"},
-                    {"n": 32, "ms": 1.0}, {"n": 32, "ms": 2.0},
-                    {"n": 48, "skipped": "past the time limit of 15 s"}, {"n": 64, "skipped": "past the time limit of 15 s"}]
-    assert read(tmp_path / "r.json")["rows"] == rows
-    with pytest.raises(ValueError, match="time_limit"):
-        sweep([], measure, res, time_limit=-1)
