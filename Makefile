@@ -6,6 +6,7 @@
 #   make exercises  regenerate exercises/ from solutions/
 #   make site       build the course website into build/site/html (nothing is executed)
 #   make bench      run the benchmark scripts in benchmarks/
+#   make gpu-compile  compile every kernel for sm_90 and sm_80 without a GPU: registers, spills, shared memory
 #   make gpu-report on an NVIDIA GPU: kernel tests compiled, every benchmarks/gpu_*.py, nbval; one summary
 #   make clean      delete .venv and caches
 #
@@ -224,6 +225,16 @@ bench: install
 	@if [ -z "$(BENCHMARKS)" ]; then echo "no benchmarks/bench_*.py scripts yet"; fi
 	@set -e; for script in $(BENCHMARKS); do \
 	  echo ">>> $$script"; $(VPY) $$script; done
+
+## gpu-compile: every kernel of the course compiled for sm_90 / sm_80 with Triton's own ptxas, no GPU
+# needed (nbhelpers/compile_check.py; README, "Compiling for a GPU without one"). Writes
+# benchmarks/results/compile_check.json, which chapter 09 reads; fails on a compile error, on
+# shared memory over a block's limit, or on a spill in a default config.
+# GPU_COMPILE_ARGS="--kernels matmul --cold" narrows it or measures cold compile times.
+GPU_COMPILE_ARGS ?=
+.PHONY: gpu-compile
+gpu-compile: install
+	$(VPY) -m nbhelpers.compile_check $(GPU_COMPILE_ARGS)
 
 ## gpu-report: the one prepared GPU run (benchmarks/gpu_report.py; README, "Benchmarks").
 # It installs nothing, so it runs with the torch and Triton the machine already has: .venv's

@@ -45,6 +45,7 @@ LAYER_OF = {
     "gpu_measurements": "measurement",
     "results": "measurement",
     "benchmarks": "measurement",
+    "compile_check": "measurement",  # chapter 09: the kernels compiled for sm_90 / sm_80 without a GPU
     "memory_access": "measurement",  # chapter 08: the sector model, strided reads on the CPU
     "moe_timing": "measurement",  # chapter 10: per-call overhead, expert GEMMs timed on the CPU
     # presentation

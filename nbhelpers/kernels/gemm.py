@@ -22,8 +22,11 @@ loads hit in L2 instead of going to DRAM. The arithmetic does not change: each t
 program's fp32 sum in the same order, so the result is bit-identical whatever GROUP_M is.
 
 Tile sizes: :func:`matmul` takes ``block=(BLOCK_M, BLOCK_N, BLOCK_K)``, or ``block=None`` for
-the tuned path: on a GPU ``triton.autotune`` times the small set :data:`GPU_CONFIGS` once per
-(M, N, K, dtypes) and keeps the fastest; in the interpreter (autotuning needs a GPU) the one fixed
+the tuned path: on a GPU ``triton.autotune`` times a small set of configs once per (M, N, K,
+dtypes, input precision) and keeps the fastest: the set of :data:`GPU_CONFIG_SETS` for the
+operands (bf16/fp16, fp32 as TF32, fp32 by FMA) and the shape's alignment, each set chosen so
+that every config fits in shared memory and compiles without spilling for sm_90 (the comment
+above the sets says why they differ); in the interpreter (autotuning needs a GPU) the one fixed
 :data:`INTERPRETER_CONFIG`.
 
 What ``tl.dot`` does to the numbers depends on where it runs:
@@ -73,7 +76,10 @@ __all__ = [
     "torch_matmul",
     "INPUT_PRECISIONS",
     "GPU_CONFIGS",
+    "GPU_CONFIG_SETS",
     "INTERPRETER_CONFIG",
+    "operand_kind",
+    "is_aligned",
 ]
 
 INPUT_PRECISIONS = ("ieee", "tf32")
@@ -151,31 +157,82 @@ def program_tiles(M: int, N: int, block_m: int, block_n: int, group_m: int) -> l
     return out
 
 
-# On a GPU, triton.autotune times these once per (M, N, K, dtypes) and keeps the fastest: large
-# tiles with deep software pipelines (num_stages) for big GEMMs on Hopper-class GPUs, smaller
-# ones for skinny shapes. BLOCK_K is 64 for 2-byte inputs (a 128-byte row of each tile).
-GPU_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
-    for bm, bn, bk, st, w in [
-        (128, 256, 64, 3, 8),
-        (256, 128, 64, 3, 8),
-        (128, 128, 64, 4, 4),
-        (128, 128, 64, 3, 8),
-        (64, 256, 64, 4, 4),
-        (128, 64, 64, 4, 4),
-        (64, 128, 64, 4, 4),
-        (64, 64, 64, 4, 4),
-        (64, 32, 32, 5, 2),
-    ]
-]
+def _configs(rows) -> list:
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
+            for bm, bn, bk, st, w in rows]
+
+
+# On a GPU, triton.autotune times a set of configs once per (M, N, K, input precision) and keeps the
+# fastest. Which set depends on what the tl.dot becomes and on the shape's alignment, because the
+# compiler's resources do (benchmarks/results/compile_check.json, `make gpu-compile`, records
+# every config's registers, spills and shared memory for sm_90):
+#
+# * bf16/fp16 operands go to the tensor cores (wgmma on sm_90): large tiles with deep software
+#   pipelines; BLOCK_K 64 is a 128-byte row of each tile;
+# * fp32 operands with input_precision="tf32" go to the tensor cores too, but each element is 4
+#   bytes: the 2-byte list's pipelines would need up to 327,680 B of shared memory (a block may
+#   use 232,448 on an H100/H200), so BLOCK_K is 32 where the tile is large;
+# * fp32 with "ieee" has no tensor-core instruction: the dot is a loop of FMAs and the whole
+#   accumulator tile and both operand tiles pass through registers; the 2-byte list spills there
+#   (up to 940 B per thread at 255 registers), so the tiles are smaller or use 8 warps;
+# * a shape with a dimension or a stride that is not a multiple of 16 elements ("unaligned", e.g.
+#   1000 x 1000 x 1000) gets no 16-byte vector loads: with 2-byte operands no asynchronous copies
+#   at all, every element loaded and masked on its own, and most large tiles spill. Those shapes
+#   are tuned over the configs of each list that compile without spilling there.
+#
+#: the 2-byte (bf16/fp16) operands' configs for aligned shapes (also the notebook's table)
+GPU_CONFIGS = _configs([
+    (128, 256, 64, 3, 8),
+    (256, 128, 64, 3, 8),
+    (128, 128, 64, 4, 4),
+    (128, 128, 64, 3, 8),
+    (64, 256, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 64, 4, 4),
+    (64, 32, 32, 5, 2),
+])
+#: (operands, aligned) -> the configs tuned over; operands "16-bit" (bf16/fp16), "tf32", "ieee" (fp32 by FMA)
+GPU_CONFIG_SETS = {
+    ("16-bit", True): GPU_CONFIGS,
+    ("16-bit", False): _configs([(128, 128, 64, 3, 8), (128, 128, 32, 4, 8), (128, 64, 32, 4, 4),
+                                 (64, 128, 32, 4, 4), (64, 64, 32, 4, 4), (64, 32, 32, 5, 2)]),
+    ("tf32", True): _configs([(128, 256, 32, 3, 8), (256, 128, 32, 3, 8), (128, 128, 32, 4, 4),
+                              (128, 128, 64, 3, 8), (64, 256, 32, 4, 4), (128, 64, 64, 4, 4),
+                              (64, 128, 64, 4, 4), (64, 64, 64, 4, 4), (64, 32, 32, 5, 2)]),
+    ("tf32", False): _configs([(128, 256, 32, 3, 8), (128, 128, 64, 3, 8), (128, 128, 32, 4, 8),
+                               (128, 128, 32, 4, 4), (64, 256, 32, 4, 4)]),
+    ("ieee", True): _configs([(128, 128, 32, 3, 8), (128, 64, 32, 4, 8), (64, 128, 32, 4, 8),
+                              (128, 64, 32, 3, 4), (64, 128, 32, 3, 4), (64, 64, 64, 4, 4),
+                              (64, 64, 32, 4, 4), (32, 64, 32, 4, 2), (64, 32, 32, 5, 2)]),
+    ("ieee", False): _configs([(128, 128, 32, 3, 8), (128, 128, 16, 3, 8), (128, 64, 32, 4, 8),
+                               (64, 128, 32, 4, 8), (128, 64, 32, 3, 4), (64, 64, 32, 4, 4),
+                               (32, 64, 32, 4, 2)]),
+}
 #: the one configuration ``block=None`` uses in the interpreter: small tiles keep it fast on a CPU
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}
 
-# the autotuned kernel exists only where it can run (autotuning times launches on a GPU)
-# INPUT_PRECISION is in the key: fp32 inputs in TF32 and in IEEE mode are different kernels, each
-# tuned on its own
-_matmul_tuned = None if INTERPRETED else triton.autotune(configs=GPU_CONFIGS,
-                                                         key=["M", "N", "K", "INPUT_PRECISION"])(matmul_kernel)
+
+def operand_kind(dtype: torch.dtype, input_precision: str) -> str:
+    """Which config list a launch tunes over: "16-bit" (bf16, fp16), "tf32" or "ieee" (fp32)."""
+    if dtype != torch.float32:
+        return "16-bit"
+    return "tf32" if input_precision == "tf32" else "ieee"
+
+
+def is_aligned(tensors, ints) -> bool:
+    """True when a launch is specialised as aligned: every data pointer 16-byte aligned and every
+    integer argument 1 (Triton makes it a constant) or a multiple of 16 (Triton marks it so, and
+    the loads along it can be 16-byte vectors)."""
+    return all(t.data_ptr() % 16 == 0 for t in tensors) and all(i == 1 or i % 16 == 0 for i in ints)
+
+
+# the autotuned kernels exist only where they can run (autotuning times launches on a GPU), one per
+# config set. INPUT_PRECISION is in the key: fp32 inputs in TF32 and in IEEE mode are different
+# kernels, each tuned on its own
+_matmul_tuned = {} if INTERPRETED else {
+    kind: triton.autotune(configs=configs, key=["M", "N", "K", "INPUT_PRECISION"])(matmul_kernel)
+    for kind, configs in GPU_CONFIG_SETS.items()}
 _OUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -199,8 +256,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
     a, b: 2-D tensors of the same dtype (float32, bfloat16 or float16) on the same device (CUDA
     for compiled kernels; any device in the interpreter). Any strides. input_precision: ``"ieee"``
     or ``"tf32"`` (only matters for float32 inputs on a GPU). block: (BLOCK_M, BLOCK_N, BLOCK_K),
-    powers of two from 16 to 256, or None: autotuned over :data:`GPU_CONFIGS` on a GPU (group_m is
-    then the configs' 8), :data:`INTERPRETER_CONFIG` in the interpreter. out_dtype: float32
+    powers of two from 16 to 256, or None: autotuned on a GPU over the set of
+    :data:`GPU_CONFIG_SETS` for these operands and this shape's alignment (group_m is then the
+    configs' 8), :data:`INTERPRETER_CONFIG` in the interpreter. out_dtype: float32
     (default), bfloat16 or float16: the fp32 accumulator tile is cast once in the epilogue.
     group_m: tile rows per group of the program order (:func:`tile_of`); any value gives the same
     numbers.
@@ -250,7 +308,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     if block is None and not INTERPRETED:
         grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
-        _matmul_tuned[grid](*args, INPUT_PRECISION=input_precision)
+        tuned = _matmul_tuned[(operand_kind(a.dtype, input_precision), is_aligned((a, b, c), args[3:]))]
+        tuned[grid](*args, INPUT_PRECISION=input_precision)
     else:
         cfg = dict(INTERPRETER_CONFIG) if block is None else dict(
             zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block), GROUP_M=group_m)

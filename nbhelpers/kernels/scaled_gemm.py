@@ -58,6 +58,8 @@ __all__ = [
     "block_scaled_matmul",
     "SCALE_BLOCK",
     "FP8_GPU_CONFIGS",
+    "FP8_FAST_GPU_CONFIGS",
+    "BLOCK_SCALED_GPU_CONFIGS",
     "FP8_INTERPRETER_CONFIG",
 ]
 
@@ -155,31 +157,54 @@ def block_scaled_matmul_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
+def _fp8_configs(rows) -> list:
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 8},
+                          num_stages=st, num_warps=w) for bm, bn, st, w in rows]
+
+
 # On a GPU: BLOCK_K = 128 (one 128-byte row of an fp8 tile; the block-scaled kernel needs exactly
-# the scales' K-block), large tiles with 3-4 pipeline stages for big shapes, smaller for skinny ones.
-FP8_GPU_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 8},
-                  num_stages=st, num_warps=w)
-    for bm, bn, st, w in [
-        (128, 256, 3, 8),
-        (256, 128, 3, 8),
-        (128, 128, 4, 8),
-        (128, 128, 3, 4),
-        (64, 128, 4, 4),
-        (128, 64, 4, 4),
-        (64, 64, 4, 4),
-    ]
-]
+# the scales' K-block), large tiles with 3-4 pipeline stages for big shapes, smaller for skinny
+# ones. Each list holds the configs that compile for sm_90 within 232,448 B of shared memory and
+# without spilling, on aligned shapes (benchmarks/results/compile_check.json, `make gpu-compile`).
+# Promotion (PRECISE_ACC) keeps a second fp32 accumulator tile live beside the tensor core's, so
+# 128 x 256 over 8 warps spills there (240 B per thread) but not with fast accumulation; the
+# block-scaled kernel also holds each K-block's partial product and its scales, and spills at
+# 128 x 256 and 256 x 128 over 8 warps and 128 x 128 over 4.
+#
+# Shapes whose K or N is not a multiple of 16 get no 16-byte loads of the fp8 operands at all (no
+# asynchronous copies; every byte loaded and masked on its own) and spill in every config here;
+# torch._scaled_mm refuses such shapes on CUDA, these kernels accept them at that cost.
+#: configs of the row/column-scaled fp8 GEMM with promotion (the default)
+FP8_GPU_CONFIGS = _fp8_configs([
+    (256, 128, 3, 8),
+    (128, 128, 4, 8),
+    (128, 128, 3, 8),
+    (64, 128, 4, 4),
+    (128, 64, 4, 4),
+    (64, 64, 4, 4),
+])
+#: with fast accumulation (no promotion), 128 x 256 over 8 warps fits too
+FP8_FAST_GPU_CONFIGS = _fp8_configs([(128, 256, 3, 8)]) + FP8_GPU_CONFIGS
+#: the block-scaled fp8 GEMM
+BLOCK_SCALED_GPU_CONFIGS = _fp8_configs([
+    (128, 128, 4, 8),
+    (128, 128, 3, 8),
+    (64, 128, 4, 4),
+    (128, 64, 4, 4),
+    (64, 64, 4, 4),
+])
 #: the one configuration of the interpreter: BLOCK_K must be the scales' 128; small M, N tiles
 FP8_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 4}
 
 # Every constexpr the launcher passes is in the key (tests/test_kernels_autotune_keys.py): with
 # PRECISE_ACC, promotion and fast accumulation are different kernels, each tuned on its own
 # (without it, the second would reuse the first's configuration); the same for SCALE_BLOCK_N.
-_scaled_tuned = None if INTERPRETED else triton.autotune(
-    configs=FP8_GPU_CONFIGS, key=["M", "N", "K", "PRECISE_ACC"])(scaled_matmul_kernel)
+# Promotion and fast accumulation also tune over different lists (one autotuner each).
+_scaled_tuned = {} if INTERPRETED else {
+    precise: triton.autotune(configs=configs, key=["M", "N", "K", "PRECISE_ACC"])(scaled_matmul_kernel)
+    for precise, configs in ((True, FP8_GPU_CONFIGS), (False, FP8_FAST_GPU_CONFIGS))}
 _block_scaled_tuned = None if INTERPRETED else triton.autotune(
-    configs=FP8_GPU_CONFIGS, key=["M", "N", "K", "SCALE_BLOCK_N"])(block_scaled_matmul_kernel)
+    configs=BLOCK_SCALED_GPU_CONFIGS, key=["M", "N", "K", "SCALE_BLOCK_N"])(block_scaled_matmul_kernel)
 
 
 def _check_operands(qa, qb, out_dtype):
@@ -263,7 +288,8 @@ def scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb: torc
     qa (M, K), qb (K, N): fp8 tensors (both e4m3fn or both e5m2), any strides. sa: float32
     (M, 1) per row of A or (1, 1); sb: float32 (1, N) per column of B or (1, 1). out_dtype:
     float32 or bfloat16. block: (BLOCK_M, BLOCK_N) with BLOCK_K = 128, or None: autotuned over
-    :data:`FP8_GPU_CONFIGS` on a GPU, :data:`FP8_INTERPRETER_CONFIG` in the interpreter.
+    :data:`FP8_GPU_CONFIGS` (with ``fast_accum``: :data:`FP8_FAST_GPU_CONFIGS`) on a GPU,
+    :data:`FP8_INTERPRETER_CONFIG` in the interpreter.
     fast_accum: on Hopper, let the tensor core accumulate the whole K loop in its narrow
     accumulator (faster, less accurate; chapter 07); the default promotes to fp32 every BLOCK_K.
     The reference is :func:`nbhelpers.scaled_gemm.scaled_mm`.
@@ -279,7 +305,7 @@ def scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb: torc
         sa_e, sb_e = sa.expand(M, 1), sb.expand(1, N)  # stride 0 along a per-tensor scale
         args = (a, b, c, sa_e, sb_e, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                 c.stride(0), c.stride(1), sa_e.stride(0), sb_e.stride(1))
-        _launch(scaled_matmul_kernel, _scaled_tuned, args, M, N, block, group_m,
+        _launch(scaled_matmul_kernel, _scaled_tuned.get(not fast_accum), args, M, N, block, group_m,
                 PRECISE_ACC=not fast_accum)
     return c.to(out_dtype)
 
@@ -293,7 +319,8 @@ def block_scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb
     qa (M, K), qb (K, N): fp8 tensors as in :func:`scaled_matmul`; the K-blocks are 128 long (the
     last may be shorter). sa: float32 (M, ceil(K / 128)), one scale per 1 x 128 tile of A. sb:
     float32 (ceil(K / 128), ceil(N / 128)), one per 128 x 128 block of B, or (ceil(K / 128), N).
-    out_dtype, block, group_m: as in :func:`scaled_matmul`. The reference is
+    out_dtype, block, group_m: as in :func:`scaled_matmul` (block None tunes over
+    :data:`BLOCK_SCALED_GPU_CONFIGS` on a GPU). The reference is
     :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` with block_k = block_n = 128.
     """
     _check_operands(qa, qb, out_dtype)

@@ -1,0 +1,161 @@
+"""The compile check (nbhelpers.compile_check): the course's kernels compiled for sm_90 and sm_80
+without a GPU, and the rules a result must keep (no compile error, shared memory within the
+target's limit, no spill in a default config).
+
+Here: the parsers and the rules on canned input (each rule shown to fail), a representative
+subset of real compiles (the largest default config of each config set, the solutions' kernels,
+the A100's missing e4m3, and two configs the course dropped, which the check must catch), and the
+committed results file against the cases of today's code. ``make gpu-compile`` compiles every case.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nbhelpers.compile_check import (DEFAULT_RESULTS, SHARED_LIMIT, Case, _gemm_args, check, course_cases,
+                                     findings, instruction_summary, parse_ptxas)
+
+PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'matmul_kernel' for 'sm_90a'
+ptxas info    : Function properties for matmul_kernel
+    24 bytes stack frame, 912 bytes spill stores, 784 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 24 bytes cumulative stack size
+"""
+
+
+def test_parse_ptxas_reads_registers_spills_and_stack():
+    assert parse_ptxas(PTXAS_LOG) == {"registers": 255, "spill_stores": 912, "spill_loads": 784, "stack": 24}
+    assert parse_ptxas("ptxas info    : Used 40 registers")["spill_stores"] == 0
+
+
+def test_instruction_summary_names_the_matrix_instruction():
+    wg = "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {...};\ncp.async.cg.shared.global [a], [b], 16;"
+    assert instruction_summary(wg) == {"mma": "wgmma m64n256k16 f32.bf16.bf16", "cp_async": 1, "tma": 0}
+    mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {...};"
+    assert instruction_summary(mma)["mma"] == "mma.sync m16n8k8 f32.tf32.tf32.f32"
+    assert instruction_summary("fma.rn.f32 %f1, %f2, %f3, %f4;")["mma"] == "none"
+
+
+def _row(**kw):
+    base = {"kernel": "k", "label": "l", "config": "c", "target": "sm_90", "default": True, "status": "ok",
+            "registers": 100, "spill_stores": 0, "spill_loads": 0, "shared": 1000, "shared_limit": SHARED_LIMIT[90]}
+    return {**base, **kw}
+
+
+@pytest.mark.parametrize("row, fragment", [
+    (_row(status="error", error="CompilationError: boom"), "does not compile"),
+    (_row(shared=SHARED_LIMIT[90] + 1), "shared memory"),
+    (_row(spill_stores=4, spill_loads=4), "spills"),
+    (_row(status="ok", expect_error="fp8e4nv not supported"), "expected to stop"),
+    (_row(status="error", error="other", expect_error="fp8e4nv not supported"), "expected"),
+])
+def test_each_rule_can_fail(row, fragment):
+    out = findings([row])
+    assert len(out) == 1 and fragment in out[0]
+
+
+def test_rules_pass_what_they_should():
+    assert findings([_row(), _row(default=False, spill_stores=900),
+                     _row(status="error", error="fp8e4nv not supported", expect_error="fp8e4nv not supported")]) == []
+
+
+def test_every_config_set_is_in_the_cases():
+    from nbhelpers.kernels import gemm, scaled_gemm
+
+    cases = course_cases(sources=("package",))
+    have = {(c.kernel.rpartition(":")[2], c.num_warps, c.num_stages,
+             tuple(sorted((k, v) for k, v in c.constexprs.items() if k.startswith(("BLOCK", "GROUP")))))
+            for c in cases}
+    sets = [("matmul_kernel", cfgs) for cfgs in gemm.GPU_CONFIG_SETS.values()]
+    sets += [("scaled_matmul_kernel", scaled_gemm.FP8_GPU_CONFIGS), ("scaled_matmul_kernel", scaled_gemm.FP8_FAST_GPU_CONFIGS),
+             ("block_scaled_matmul_kernel", scaled_gemm.BLOCK_SCALED_GPU_CONFIGS)]
+    for name, cfgs in sets:
+        for cfg in cfgs:
+            assert (name, cfg.num_warps, cfg.num_stages, tuple(sorted(cfg.kwargs.items()))) in have, (name, cfg)
+
+
+# ------------------------------------------------------------------ real compiles (a subset)
+
+def _largest_defaults() -> list[Case]:
+    """Per kernel and label, the default config with the most accumulator elements per thread:
+    the one nearest to spilling."""
+    best: dict = {}
+    for c in course_cases(sources=("package",)):
+        if not c.default or c.target != "sm_90" or "BLOCK_N" not in c.constexprs:
+            continue
+        load = c.constexprs["BLOCK_M"] * c.constexprs["BLOCK_N"] / c.num_warps
+        key = (c.kernel, c.label)
+        if key not in best or load > best[key][0]:
+            best[key] = (load, c)
+    return [c for _, c in best.values()]
+
+
+SUBSET = (_largest_defaults()
+          + [c for c in course_cases(sources=("package",)) if c.target == "sm_80"]
+          + course_cases(sources=("solution", "test")))
+# two configs the 2-byte list once also used for fp32 "ieee" operands: too much shared memory
+# for one block, and a spill; the check must report both
+DROPPED = [
+    Case("nbhelpers.kernels.gemm:matmul_kernel", "fp32 ieee, dropped", _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+         {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"}, 4, 4),
+    Case("nbhelpers.kernels.gemm:matmul_kernel", "fp32 ieee, dropped", _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+         {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"}, 8, 3),
+]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    rows = check(SUBSET + DROPPED, jobs=2)
+    return rows[:len(SUBSET)], rows[len(SUBSET):]
+
+
+def test_the_subset_compiles_within_the_rules(compiled):
+    rows, _ = compiled
+    assert len(rows) >= 15
+    assert findings(rows) == []
+    assert all(r["status"] == "ok" for r in rows if not r.get("expect_error"))
+
+
+def test_what_the_compiler_chose(compiled):
+    rows, _ = compiled
+    by = {(r["kernel"], r["label"], r["target"]): r for r in rows}
+    mma = {k: r.get("mma") for k, r in by.items()}
+    # bf16 and TF32 operands on the tensor cores (wgmma on sm_90); fp32 "ieee" operands by FMA
+    assert mma[("matmul_kernel", "bf16 ieee -> bf16, 4096^3", "sm_90")].startswith("wgmma")
+    assert mma[("matmul_kernel", "fp32 tf32 -> fp32, 4096^3", "sm_90")].endswith("tf32.tf32")
+    assert mma[("matmul_kernel", "fp32 ieee -> fp32, 4096^3", "sm_90")] == "none"
+    assert mma[("matmul_kernel", "bf16 ieee -> fp32, matmul() default", "sm_80")].startswith("mma.sync")
+    # the exercise's tile_matmul asks for "ieee": no TF32 rounding of its fp32 inputs on any GPU
+    assert mma[("tile_matmul_kernel", "fp32", "sm_90")] == "none"
+    # an aligned 2-byte GEMM is fed by asynchronous copies; an unaligned one gets none
+    assert by[("matmul_kernel", "bf16 ieee -> bf16, 4096^3", "sm_90")]["cp_async"] > 0
+    assert by[("matmul_kernel", "bf16 ieee -> bf16, 1000^3", "sm_90")]["cp_async"] == 0
+    # the A100 has no e4m3 dot, and has an e5m2 one
+    assert "fp8e4nv not supported" in by[("scaled_matmul_kernel", "e4m3 -> fp32 on sm_80", "sm_80")]["error"]
+    assert by[("scaled_matmul_kernel", "e5m2 -> fp32 on sm_80", "sm_80")]["status"] == "ok"
+
+
+def test_the_check_catches_the_dropped_configs(compiled):
+    _, dropped = compiled
+    too_big, spills = dropped
+    assert too_big["shared"] > SHARED_LIMIT[90]
+    assert spills["spill_stores"] > 0 and spills["registers"] == 255
+    out = findings(dropped)
+    assert any("shared memory" in f for f in out) and any("spills" in f for f in out)
+
+
+# ------------------------------------------------------------------ the committed table
+
+def test_the_committed_table_is_todays():
+    """benchmarks/results/compile_check.json (chapter 09 reads it) holds one complete row for every
+    case of today's code and no finding: changing a config means running `make gpu-compile`."""
+    path = Path(DEFAULT_RESULTS)
+    data = json.loads(path.read_text())
+    assert data["meta"]["complete"] is True and data["findings"] == []
+    key = lambda r: (r["kernel"], r["label"], r["config"], r["target"])  # noqa: E731
+    recorded = {key(r) for r in data["rows"]}
+    expected = {(c.kernel.rpartition(":")[2], c.label, c.config, c.target) for c in course_cases()}
+    assert expected - recorded == set(), "cases missing from the table: run make gpu-compile"
+    assert recorded - expected == set(), "the table has cases the code no longer has: run make gpu-compile"
