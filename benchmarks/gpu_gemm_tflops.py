@@ -1,7 +1,7 @@
 """GEMM speed on an NVIDIA GPU: TFLOP/s of the course's Triton GEMMs against torch's, as ratios.
 
     python benchmarks/gpu_gemm_tflops.py [--shapes 4096x4096x4096 8192x8192x8192 ...] [--quick]
-                                         [--out benchmarks/results/gemm_tflops_<gpu>.json]
+                                         [--time-limit 100] [--out benchmarks/results/gemm_tflops_<gpu>.json]
 
 Needs an NVIDIA GPU: without one (or with TRITON_INTERPRET=1) it prints one line and exits with
 code 2. Three comparisons, each a ratio of two timings taken in the same run with
@@ -31,13 +31,17 @@ is false until the end), so a run that fails or is stopped halfway keeps what it
 1000^3) the two fp8 comparisons are rows saying so, and the other two are timed.
 
 Run time: not yet measured on a GPU (written without one). Autotuning compiles each
-configuration once (9 bf16 + 7 + 7 fp8 configurations) and times it once per shape, so the
-first shape costs the most; ``--quick`` times 4096^3 only.
+configuration once per config set (nbhelpers.kernels.gemm.GPU_CONFIG_SETS and the fp8 lists of
+nbhelpers.kernels.scaled_gemm; `make gpu-compile` measures those compiles on a CPU, and
+benchmarks/gpu_report.py compiles them in parallel before this script runs) and times each once
+per shape, so the first shape costs the most. No shape starts after ``--time-limit`` seconds
+(default 100): the shapes left are rows saying they were skipped. ``--quick`` times 4096^3 only.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +54,12 @@ SCRIPT = "benchmarks/gpu_gemm_tflops.py"
 SWEEP = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024",
          "8192x1024x8192", "16384x4096x1024", "4096x14336x4096", "1000x1000x1000"]  # M x N x K
 GOAL = {"bf16": 0.8, "fp8_rowwise": 0.8, "fp8_rowwise_fast_accum": 0.8, "block_scaled": None}
+DEFAULT_TIME_LIMIT_S = 100.0
+#: the two sides of each comparison
+NAMES = {"bf16": ("triton matmul", "torch.matmul"),
+         "fp8_rowwise": ("triton scaled_matmul", "torch._scaled_mm"),
+         "fp8_rowwise_fast_accum": ("triton scaled_matmul", "torch._scaled_mm"),
+         "block_scaled": ("triton block_scaled_matmul", "triton scaled_matmul, fast_accum (no promotion)")}
 
 
 def _shape(s: str) -> tuple[int, int, int]:
@@ -68,8 +78,12 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=_shape, nargs="+", default=[_shape(s) for s in SWEEP],
                     help="M x N x K shapes (default: 4096^3 and a sweep)")
     ap.add_argument("--quick", action="store_true", help="4096^3 only")
+    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                    help="start no shape after this many seconds (the rest are recorded as skipped; default %(default)s)")
     ap.add_argument("--out", help="results file (default: benchmarks/results/gemm_tflops_<gpu>.json)")
     args = ap.parse_args(argv)
+    if not args.time_limit > 0:
+        ap.error(f"--time-limit must be positive, got {args.time_limit}")
 
     why = gpu_unavailable_reason()
     if why is not None:
@@ -98,18 +112,30 @@ def main(argv=None) -> int:
     results = ResultsFile(out, meta)  # rewritten after every row: a run stopped halfway keeps its rows
 
     run_shapes(shapes, results, "cuda", gen, lambda fn: do_bench(fn, return_mode="median"),
-               after_shape=torch.cuda.empty_cache)
+               after_shape=torch.cuda.empty_cache, time_limit=args.time_limit)
     results.finish()
     print(f"wrote {out}")
     return 0
 
 
-def run_shapes(shapes, results: ResultsFile, device: str, gen, time_fn, after_shape=None) -> list[dict]:
+def run_shapes(shapes, results: ResultsFile, device: str, gen, time_fn, after_shape=None,
+               time_limit: float | None = None, clock=time.monotonic) -> list[dict]:
     """Measure each (M, N, K) into ``results``, each row written as soon as it is done
     (:func:`nbhelpers.benchmarks.sweep`); an error stops the run and propagates, with the rows
-    before it kept. ``time_fn`` as in :func:`measure_shape`."""
+    before it kept. A shape that would start more than ``time_limit`` seconds (by ``clock``) after
+    the first is not measured: one row per comparison says it was skipped. ``time_fn`` as in
+    :func:`measure_shape`."""
+    t_start = clock()
 
     def measure(shape):
+        if time_limit is not None and clock() - t_start > time_limit:
+            M, N, K = shape
+            why = f"skipped: past the time limit of {time_limit:.0f} s"
+            print(f"  {M}x{N}x{K}: {why}")
+            for kind in GOAL:
+                yield {"kind": kind, "M": M, "N": N, "K": K, "ours": NAMES[kind][0], "theirs": NAMES[kind][1],
+                       "rel_diff": None, "goal": GOAL[kind], "error": why}
+            return
         yield from measure_shape(*shape, device, gen, time_fn)
         if after_shape is not None:
             after_shape()
@@ -139,9 +165,9 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
     from nbhelpers.kernels.gemm import matmul
     from nbhelpers.kernels.scaled_gemm import SCALE_BLOCK, block_scaled_matmul, scaled_matmul
 
-    def pair(kind, ours, theirs, names, check_tol, diff=None, reject=None):
+    def pair(kind, ours, theirs, check_tol, diff=None, reject=None):
         """Check ours against theirs (or take the diff given), then time both."""
-        row = {"kind": kind, "M": M, "N": N, "K": K, "ours": names[0], "theirs": names[1],
+        row = {"kind": kind, "M": M, "N": N, "K": K, "ours": NAMES[kind][0], "theirs": NAMES[kind][1],
                "rel_diff": None, "goal": GOAL[kind]}
         if reject is not None:
             row["error"] = reject
@@ -167,7 +193,7 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
     a = torch.randn((M, K), device=device, generator=gen).to(torch.bfloat16)
     b = torch.randn((K, N), device=device, generator=gen).to(torch.bfloat16)
     yield pair("bf16", lambda: matmul(a, b, block=None, out_dtype=torch.bfloat16),
-               lambda: torch.matmul(a, b), ("triton matmul", "torch.matmul"), 1e-2)
+               lambda: torch.matmul(a, b), 1e-2)
 
     # fp8: A row-major, B column-major (K-major, what fp8 tensor cores and torch._scaled_mm want)
     qa = (a.float() / 4).clamp(-448, 448).to(torch.float8_e4m3fn)
@@ -180,7 +206,7 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
                                                    fast_accum=fast),
                    lambda fast=fast: torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb,
                                                       out_dtype=torch.bfloat16, use_fast_accum=fast),
-                   ("triton scaled_matmul", "torch._scaled_mm"), 2e-2,
+                   2e-2,
                    reject=scaled_mm_rejects(M, N, K, device))
 
     nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
@@ -204,7 +230,6 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
     yield pair("block_scaled",
                lambda: block_scaled_matmul(qa, qb, sa_blk, sb_blk, out_dtype=torch.bfloat16, block=None),
                lambda: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None, fast_accum=True),
-               ("triton block_scaled_matmul", "triton scaled_matmul, fast_accum (no promotion)"),
                1e-2, diff=diff)
 
 

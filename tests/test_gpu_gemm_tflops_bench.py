@@ -86,3 +86,21 @@ def test_a_run_that_fails_on_the_third_shape_keeps_the_first_two(tmp_path):
     assert data["meta"]["complete"] is False
     (run,) = recorded_gemm_tflops(tmp_path)
     assert len(run["rows"]) == 8
+
+
+@pytest.mark.skipif(INFO.is_gpu, reason="the CPU stand-in run; on a GPU the script itself runs")
+def test_shapes_past_the_time_limit_are_rows_that_say_so(tmp_path):
+    """A clock that passes the limit after the first shape: that shape is timed, the others are
+    one row per comparison saying they were skipped, and nothing after the limit is timed."""
+    ticks = iter([0.0, 1.0, 50.0, 51.0])  # start, shape 1, shape 2, shape 3
+    timed = []
+    out = tmp_path / "gemm_tflops_test-gpu.json"
+    rows = bench.run_shapes([(16, 16, 32), (32, 16, 32), (48, 16, 32)], ResultsFile(out, META), INFO.device,
+                            gen(), lambda fn: timed.append(fn) or 1.0, time_limit=10.0, clock=lambda: next(ticks))
+    assert [(r["M"], r["kind"]) for r in rows] == [(M, k) for M in (16, 32, 48) for k in KINDS]
+    assert all("error" not in r for r in rows[:4])
+    assert all(r["error"] == "skipped: past the time limit of 10 s" for r in rows[4:])
+    assert len(timed) == 8
+    assert len(json.loads(out.read_text())["rows"]) == 12
+    (run,) = recorded_gemm_tflops(tmp_path)  # skipped rows read back as rows that were not timed
+    assert len(run["rows"]) == 12
