@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
 import dataclasses
 import datetime as _dt
 import importlib
@@ -42,6 +43,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -274,9 +276,14 @@ def _load_from_source(path: str, name: str):
     keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) or _is_jit(n)
             or (isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant))]
     text = "\n\n".join(ast.unparse(n) for n in keep) + "\n"
-    folder = Path(tempfile.gettempdir()) / "nbhelpers-compile-check"
-    folder.mkdir(exist_ok=True)
     mod_name = "cc_" + re.sub(r"\W", "_", path.rsplit(".", 1)[0])
+    if mod_name in sys.modules:  # already loaded by this process
+        return getattr(sys.modules[mod_name], name)
+    # one file per process: workers compiling side by side must not rewrite each other's
+    folder = Path(tempfile.gettempdir()) / f"nbhelpers-compile-check-{os.getpid()}"
+    if not folder.exists():
+        folder.mkdir()
+        atexit.register(shutil.rmtree, folder, True)
     file = folder / f"{mod_name}.py"
     file.write_text(text)
     spec = importlib.util.spec_from_file_location(mod_name, file)
