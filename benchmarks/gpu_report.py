@@ -1,7 +1,8 @@
-"""The one prepared GPU run: kernel tests compiled, every GPU benchmark, nbval with the GPU; one summary.
+"""The one prepared GPU run: kernels compiled in parallel, every GPU benchmark, the kernel tests, nbval; one summary.
 
     make gpu-report                                   # uses .venv's Python if there is one, else python3
-    python benchmarks/gpu_report.py [--python PY] [--steps kernels,benchmarks,nbval]
+    make gpu-report GPU_REPORT_ARGS=--dry-run         # the plan with each step's expected time
+    python benchmarks/gpu_report.py [--python PY] [--steps compile,benchmarks,kernels,nbval]
                                     [--budget 345] [--nbval-paths notebooks solutions exercises]
                                     [--out DIR] [--dry-run]
 
@@ -11,19 +12,33 @@ put on ``PYTHONPATH`` so that ``nbhelpers`` imports from this checkout. Every st
 ``NBHELPERS_DEVICE=cuda`` and ``NBHELPERS_REQUIRE_GPU=1`` and without ``TRITON_INTERPRET``, so a
 kernel that silently fell back to the interpreter, or a notebook that fell back to the CPU, fails.
 
-The steps, in this order by default:
+The run is sized for a short GPU session: from a cold Triton cache it should write every results
+file within 6 minutes on an H200 host with 16 cores. The steps, in this order by default:
 
-1. ``kernels``: pytest over ``tests/test_kernels_*.py`` (the Triton kernels, compiled);
+1. ``compile``: ``python -m nbhelpers.compile_check --warm`` compiles every kernel config of the
+   course for this GPU's compute capability, one process per core. It fills Triton's cache
+   (the same kernels under the same keys a launch looks up), so the autotuners of the next steps
+   find their configs compiled instead of compiling them one after another, and it writes
+   ``benchmarks/results/compile_check_<gpu>.json`` (registers, spills, shared memory, as
+   ``make gpu-compile`` records them on a CPU, now with this machine's Triton);
 2. ``benchmarks``: each ``benchmarks/gpu_*.py`` script (found by name, this one excepted), one after
-   the other, each writing its own results file ``benchmarks/results/<name>_<gpu>.json``;
-3. ``nbval``: pytest with nbval over every notebook in ``notebooks/``, ``solutions/`` and
-   ``exercises/``, run as ``make test`` runs them. When nbval or the Jupyter kernel (ipykernel,
-   jupyter_client, nbformat) is not importable, the step says what is missing and the command
-   that adds it, and the report goes on.
+   the other, each with its own limit (and ``--time-limit`` where the script takes one: no case
+   starts after it), each writing its results file ``benchmarks/results/<name>_<gpu>.json`` after
+   every row;
+3. ``kernels``: pytest over ``tests/test_kernels_*.py`` (the Triton kernels, compiled), over one
+   pytest-xdist worker per core when pytest-xdist is installed;
+4. ``nbval``: pytest with nbval over every notebook in ``notebooks/``, ``solutions/`` and
+   ``exercises/``, run as ``make test`` runs them.
 
-The benchmarks come before nbval because their results files are what a GPU run is for, and
-nbval is the longest and least predictable step: when the time budget runs out it is the one
-that is cut. ``--steps kernels,nbval,benchmarks`` gives another order.
+Before a step runs, the modules it needs are checked: pytest, and every plugin the pytest
+configuration in pyproject.toml names an option of (pytest-timeout's ``timeout``: without the
+plugin pytest stops at start-up), and for nbval the Jupyter kernel stack. A step that lacks one is
+``missing``, with the ``pip install`` that adds it, and the report goes on. The benchmarks come
+before the tests and nbval because their results files are what a GPU run is for; nbval is the
+longest and least predictable step, so it is the one the budget cuts. ``--steps`` gives another
+order or a subset. ``--dry-run`` prints each step's expected time and what it rests on: the
+compile step's from the cold compile times `make gpu-compile --cold` measured on a CPU, the
+benchmarks' from their time limits, the rest estimates until a GPU run has timed them.
 
 Each step has a time limit, and all of them together at most ``--budget`` seconds (default 345,
 under 6 minutes); a step that runs past its limit is stopped and marked ``timeout``, and a step
@@ -37,7 +52,8 @@ it wrote and the end of its output. Everything each step printed goes to
 there, flat, by file name.
 
 Without a GPU (PyTorch sees none through ``--python``) it prints the plan (the steps, the test
-files, the scripts, the notebook folders) and stops with exit code 2 before running anything.
+files, the scripts, the notebook folders) as the H200 host would run it and stops with exit code 2
+before running anything.
 ``--dry-run`` prints the plan and the environment and stops there on any machine (exit code 0).
 Exit code otherwise: 0 when every step that ran passed (a step skipped because nbval is missing
 does not count as a failure, but it is printed and recorded), 1 when any step failed or timed out.
@@ -51,6 +67,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -64,14 +81,47 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "benchmarks/gpu_report.py"
 RESULTS_REL = Path("benchmarks") / "results"
-STEP_NAMES = ("kernels", "benchmarks", "nbval")
+STEP_NAMES = ("compile", "benchmarks", "kernels", "nbval")
 NBVAL_FOLDERS = ("notebooks", "solutions", "exercises")
 # what `make test` gives nbval (Makefile, NBVAL_ARGS)
 NBVAL_ARGS = ["--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600",
               "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
 NBVAL_MODULES = ("nbval", "ipykernel", "jupyter_client", "nbformat", "nbclient")
 DEFAULT_BUDGET_S = 345.0
-STEP_LIMIT_S = {"kernels": 150.0, "benchmark": 120.0, "nbval": 600.0}
+#: the GPU machine this run is sized for: an H200 host with 16 cores (the plan's defaults when
+#: no GPU is visible, as in --dry-run on a CPU)
+DEFAULT_JOBS = 16
+DEFAULT_CAPABILITY = "9.0"
+#: before the first step: the probe (Python imports torch, CUDA starts) and writing the summary
+PROBE_S = 10.0
+STEP_LIMIT_S = {"compile": 45.0, "kernels": 75.0, "benchmark": 60.0, "nbval": 600.0}
+#: per benchmark: the step's limit, the --time-limit passed to the script (no case starts after
+#: it; None: the script takes none), and the expected seconds with what they rest on
+BENCHMARK_PLAN = {
+    "gpu_copy_bandwidth": {"limit": 40.0, "time_limit": None, "expected": 20.0,
+                           "basis": "estimate (not yet timed on a GPU): about 20 timings of 0.25 s (do_bench warmup 25 ms, rep 200 ms), "
+                                    "4 small kernels to compile, 2 GB of buffers"},
+    "gpu_gemm_numerics": {"limit": 40.0, "time_limit": None, "expected": 20.0,
+                          "basis": "estimate (not yet timed on a GPU): 16 x 16 outputs at 11 values of K: launches of microseconds; "
+                                   "start-up and a few small compiles"},
+    "gpu_gemm_tflops": {"limit": 95.0, "time_limit": 65.0, "expected": 90.0,
+                        "basis": "bounded: --time-limit 65 s (no shape starts later) + the shape in flight "
+                                 "(4 comparisons, about 15 s at 8192^3) + 10 s start-up"},
+    "gpu_grouped_gemm": {"limit": 80.0, "time_limit": 50.0, "expected": 75.0,
+                         "basis": "bounded: --time-limit 50 s + the case in flight (about 15 s at T = 32,768) "
+                                  "+ 10 s start-up"},
+}
+#: pytest ini options of pyproject.toml that need a plugin: without it pytest stops at start-up
+#: (an unknown option is a warning, and the config makes warnings errors)
+INI_PLUGINS = {"timeout": "pytest_timeout", "timeout_method": "pytest_timeout", "xdist": "xdist"}
+#: what the plan assumes when no GPU is visible (--dry-run on a CPU): the course's first GPU machine
+REFERENCE_MACHINE = {
+    "description": "an H200 host with 16 cores, Python 3.12, torch 2.11, Triton 3.6, pytest with "
+                   "pytest-timeout and pytest-xdist, no Jupyter or nbval",
+    "cpu_count": DEFAULT_JOBS, "capability": DEFAULT_CAPABILITY, "gpu": None,
+    "modules": {"torch": True, "triton": True, "numpy": True, "pytest": True, "pytest_timeout": True,
+                "xdist": True, **{m: False for m in NBVAL_MODULES}},
+}
 TAIL_LINES = 30
 OUT_MAX_FILES = 8  # what some GPU machines' collectors bring back from $OUT
 
@@ -79,13 +129,15 @@ OUT_MAX_FILES = 8  # what some GPU machines' collectors bring back from $OUT
 # importable, and what PyTorch sees. Prints one JSON object.
 PROBE = r"""
 import importlib.metadata as md, importlib.util as iu, json, platform, sys
-out = {"python": platform.python_version(), "executable": sys.executable, "versions": {}, "modules": {}}
+import os
+out = {"python": platform.python_version(), "executable": sys.executable, "versions": {}, "modules": {},
+       "cpu_count": os.cpu_count()}
 for dist in ("torch", "triton", "pytorch-triton", "numpy", "ml_dtypes", "pytest", "nbval", "ipykernel"):
     try:
         out["versions"][dist] = md.version(dist)
     except Exception:
         pass
-for mod in ("torch", "triton", "numpy", "ml_dtypes", "matplotlib", "pytest", "pytest_timeout",
+for mod in ("torch", "triton", "numpy", "ml_dtypes", "matplotlib", "pytest", "pytest_timeout", "xdist",
             "nbval", "ipykernel", "jupyter_client", "nbformat", "nbclient"):
     out["modules"][mod] = iu.find_spec(mod) is not None
 out["cuda_available"] = False
@@ -116,12 +168,17 @@ print(json.dumps(out))
 
 @dataclass
 class Step:
-    """One thing the report runs: ``kind`` is "kernels", "benchmark" or "nbval"."""
+    """One thing the report runs: ``kind`` is "compile", "benchmark", "kernels" or "nbval".
+    ``expected_s``: how long it should take on the GPU machine, with ``basis`` saying what that
+    rests on; ``needs``: the modules it cannot start without (checked before it runs)."""
 
     name: str
     kind: str
     argv: list[str]
     limit_s: float
+    expected_s: float | None = None
+    basis: str = ""
+    needs: tuple = ()
 
 
 @dataclass
@@ -154,24 +211,86 @@ def nbval_paths(root: Path = ROOT, folders=NBVAL_FOLDERS) -> list[str]:
     return [f for f in folders if (root / f).exists()]
 
 
-def plan_steps(python: str, steps=STEP_NAMES, root: Path = ROOT, folders=NBVAL_FOLDERS) -> list[Step]:
-    """The steps to run, in the order of ``steps``; argv relative to the repository root."""
+def pytest_plugins_needed(root: Path = ROOT) -> list[str]:
+    """The plugin modules the pytest configuration in pyproject.toml needs (ini options that only
+    a plugin knows), read without tomllib (this file runs under Python 3.10 too)."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    m = re.search(r"^\[tool\.pytest\.ini_options\]\s*$(.*?)(?=^\[|\Z)", text, re.MULTILINE | re.DOTALL)
+    keys = re.findall(r"^([A-Za-z_][\w-]*)\s*=", m.group(1), re.MULTILINE) if m else []
+    return sorted({INI_PLUGINS[k] for k in keys if k in INI_PLUGINS})
+
+
+def expected_compile_s(jobs: int, root: Path = ROOT) -> tuple[float | None, str]:
+    """Seconds the compile step should take with ``jobs`` processes, from the cold compile times
+    `make gpu-compile --cold` recorded on a CPU (benchmarks/results/compile_check.json), with
+    what the estimate rests on."""
+    path = root / RESULTS_REL / "compile_check.json"
+    try:
+        data = json.loads(path.read_text())
+        rows = [r for r in data["rows"] if r.get("target") == "sm_90"]
+        total = sum(float(r["compile_s"]) for r in rows)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, f"no compile times recorded ({path.relative_to(root)} missing or unreadable)"
+    start = 10.0  # each worker imports torch and Triton
+    meta = data.get("meta", {})
+    return (round(total / max(jobs, 1) + start, 1),
+            f"{len(rows)} sm_90 compiles of {total:.0f} s in all (cold cache, measured with Triton "
+            f"{meta.get('triton')} on {meta.get('machine')}, {meta.get('date', '')[:10]}) / {jobs} processes "
+            f"+ {start:.0f} s start-up")
+
+
+def plan_steps(python: str, steps=STEP_NAMES, root: Path = ROOT, folders=NBVAL_FOLDERS, jobs: int = DEFAULT_JOBS,
+               capability: str = DEFAULT_CAPABILITY, gpu: str | None = None, modules: dict | None = None) -> list[Step]:
+    """The steps to run, in the order of ``steps``; argv relative to the repository root.
+    ``jobs``: the host's cores (parallel compiles, pytest-xdist workers); ``capability`` and
+    ``gpu``: the GPU's (what the compile step compiles for, and its results file's name);
+    ``modules``: which modules the interpreter has (``-n`` for xdist only when it is there)."""
+    modules = modules if modules is not None else {}
+    plugins = tuple(pytest_plugins_needed(root))
     plan = []
     for name in steps:
-        if name == "kernels":
+        if name == "compile":
+            target = "sm_" + str(capability).replace(".", "")
+            out = str(RESULTS_REL / f"compile_check_{gpu_slug(gpu) if gpu else '<gpu>'}.json")
+            expected, basis = expected_compile_s(jobs, root)
+            plan.append(Step("compile", "compile",
+                             [python, "-m", "nbhelpers.compile_check", "--target", target, "--jobs", str(jobs),
+                              "--warm", *(["--gpu", gpu] if gpu else []), "--out", out],
+                             STEP_LIMIT_S["compile"], expected, basis, ("triton",)))
+        elif name == "kernels":
             tests = [str(p.relative_to(root)) for p in kernel_test_files(root)]
+            xdist = bool(modules.get("xdist"))
             plan.append(Step("kernels", "kernels",
-                             [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-                             STEP_LIMIT_S["kernels"]))
+                             [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              *(["-n", str(jobs)] if xdist else []), *tests],
+                             STEP_LIMIT_S["kernels"], 60.0 if xdist else STEP_LIMIT_S["kernels"],
+                             (f"estimate (not yet timed on a GPU): {len(tests)} test files over {jobs} pytest-xdist workers; "
+                              "most kernels already in Triton's cache from the compile step" if xdist else
+                              "no pytest-xdist: one process compiles every kernel in turn, up to the limit"),
+                             ("pytest", *plugins)))
         elif name == "benchmarks":
             for script in discover_benchmarks(root):
                 rel = str(script.relative_to(root))
-                plan.append(Step(script.stem, "benchmark", [python, rel], STEP_LIMIT_S["benchmark"]))
+                bp = BENCHMARK_PLAN.get(script.stem)
+                if bp is None:
+                    plan.append(Step(script.stem, "benchmark", [python, rel], STEP_LIMIT_S["benchmark"],
+                                     STEP_LIMIT_S["benchmark"], "no estimate: up to its limit", ("torch",)))
+                    continue
+                extra = [] if bp["time_limit"] is None else ["--time-limit", f"{bp['time_limit']:g}"]
+                plan.append(Step(script.stem, "benchmark", [python, rel, *extra], bp["limit"], bp["expected"],
+                                 bp["basis"], ("torch",)))
         elif name == "nbval":
+            have = all(modules.get(m) for m in NBVAL_MODULES) if modules else True
             plan.append(Step("nbval", "nbval",
                              [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NBVAL_ARGS,
                               *nbval_paths(root, folders)],
-                             STEP_LIMIT_S["nbval"]))
+                             STEP_LIMIT_S["nbval"], None if have else 0.0,
+                             "whatever the budget leaves (it is cut first)" if have else
+                             "skipped at once: nbval or the Jupyter kernel is not installed",
+                             ("pytest", *plugins, *NBVAL_MODULES)))
         else:
             raise ValueError(f"unknown step {name!r}: choose from {', '.join(STEP_NAMES)}")
     return plan
@@ -188,13 +307,39 @@ def step_env(root: Path = ROOT, base: dict | None = None) -> dict:
     return env
 
 
-def format_plan(plan: list[Step], python: str) -> str:
-    lines = [f"gpu-report plan ({len(plan)} steps, run with {python}, from {ROOT}):"]
+def format_plan(plan: list[Step], python: str, budget: float = DEFAULT_BUDGET_S) -> str:
+    lines = [f"gpu-report plan ({len(plan)} steps, run with {python}, from {ROOT}):",
+             f"  0. probe: versions, modules, the GPU (expected {PROBE_S:.0f} s: Python imports torch, CUDA starts)"]
+    total = PROBE_S
     for i, step in enumerate(plan, 1):
-        lines.append(f"  {i}. [{step.kind}] {step.name} (limit {step.limit_s:.0f} s): {shlex.join(step.argv)}")
+        exp = "?" if step.expected_s is None else f"{step.expected_s:.0f} s"
+        total += step.expected_s or 0.0
+        lines.append(f"  {i}. [{step.kind}] {step.name} (expected {exp}, limit {step.limit_s:.0f} s): "
+                     f"{shlex.join(step.argv)}")
+        if step.basis:
+            lines.append(f"       expected: {step.basis}")
+    unknown = [s.name for s in plan if s.expected_s is None]
+    lines.append(f"  expected in all: {total:.0f} s = {total / 60:.1f} min{' + ' + ', '.join(unknown) if unknown else ''} "
+                 f"(budget for the steps {budget:.0f} s: a step past its limit is stopped, one with no time "
+                 "left is skipped, nbval last)")
     lines.append("  environment: NBHELPERS_DEVICE=cuda NBHELPERS_REQUIRE_GPU=1, TRITON_INTERPRET unset, "
                  "PYTHONPATH starts with the repository root")
     return "\n".join(lines)
+
+
+def missing_modules(step: Step, modules: dict) -> list[str]:
+    """The modules a step needs that the interpreter lacks."""
+    return [m for m in step.needs if not modules.get(m, False)]
+
+
+def missing_message(step: Step, python: str, missing: list[str]) -> str:
+    if step.kind == "nbval":
+        return nbval_missing_message(python, [m for m in missing if m in NBVAL_MODULES] or missing)
+    pkgs = " ".join({"pytest_timeout": "pytest-timeout", "xdist": "pytest-xdist"}.get(m, m) for m in missing)
+    why = (" (pyproject.toml's pytest options need it: without it pytest stops at start-up)"
+           if any(m in INI_PLUGINS.values() for m in missing) else "")
+    return (f"{step.name} step skipped: {python} cannot import {', '.join(missing)}{why}.\n"
+            f"  To add it:  {python} -m pip install {pkgs}")
 
 
 # ====================================================================== the environment
@@ -420,35 +565,40 @@ def main(argv=None) -> int:
         args.python = os.path.abspath(args.python)
 
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
-    try:
-        plan = plan_steps(args.python, steps, folders=args.nbval_paths)
-    except ValueError as e:
-        ap.error(str(e))
-    print(format_plan(plan, args.python))
-    if "benchmarks" in steps:
-        found = [p.name for p in discover_benchmarks()]
-        print(f"  GPU benchmarks found (benchmarks/gpu_*.py): {', '.join(found) if found else 'none'}")
+    unknown = [s for s in steps if s not in STEP_NAMES]
+    if unknown:
+        ap.error(f"unknown step {unknown[0]!r}: choose from {', '.join(STEP_NAMES)}")
 
     env = step_env()
     try:
         info = probe(args.python, env)
     except RuntimeError as e:
+        print(format_plan(plan_steps(args.python, steps, folders=args.nbval_paths), args.python, args.budget))
         print(f"gpu_report.py cannot use --python: {e}", file=sys.stderr)
         return 2
+    gpu_here = bool(info.get("cuda_available"))
+    machine = info if gpu_here else REFERENCE_MACHINE
+    plan = plan_steps(args.python, steps, folders=args.nbval_paths, jobs=int(machine.get("cpu_count") or 1),
+                      capability=machine.get("capability") or DEFAULT_CAPABILITY, gpu=machine.get("gpu"),
+                      modules=machine["modules"])
+    if not gpu_here:
+        print(f"No GPU visible here: the plan and its expected times are for {REFERENCE_MACHINE['description']}.")
+    print(format_plan(plan, args.python, args.budget))
+    if "benchmarks" in steps:
+        found = [p.name for p in discover_benchmarks()]
+        print(f"  GPU benchmarks found (benchmarks/gpu_*.py): {', '.join(found) if found else 'none'}")
     v = info["versions"]
     print(f"environment: Python {info['python']} ({info['executable']}), torch {v.get('torch', 'missing')}, "
           f"triton {v.get('triton') or v.get('pytorch-triton') or 'missing'}, CUDA {info.get('cuda')}, "
-          f"driver {info.get('driver')}, GPU {info.get('gpu', 'none')}")
-    missing_nbval = missing_for_nbval(info["modules"])
-    if "nbval" in steps and missing_nbval:
-        print("  note: " + nbval_missing_message(args.python, missing_nbval).replace("\n", "\n  "))
-    if not info["modules"].get("pytest") and any(s.kind in ("kernels", "nbval") for s in plan):
-        print(f"  note: {args.python} has no pytest: the kernels and nbval steps will be skipped "
-              f"(add it: {args.python} -m pip install pytest pytest-timeout)")
+          f"driver {info.get('driver')}, GPU {info.get('gpu', 'none')}, {info.get('cpu_count')} cores")
+    for step in plan:
+        missing = missing_modules(step, info["modules"])
+        if missing:
+            print("  note: " + missing_message(step, args.python, missing).replace("\n", "\n  "))
     if args.dry_run:
         print("dry run: nothing was run.")
         return 0
-    if not info.get("cuda_available"):
+    if not gpu_here:
         print(no_gpu_message(info, args.python), file=sys.stderr)
         return 2
 
@@ -464,7 +614,6 @@ def run_report(plan: list[Step], info: dict, env: dict, command: str, budget: fl
     Returns the exit code: 1 when a step failed or timed out, else 0."""
     results_dir = results_dir if results_dir is not None else ROOT / RESULTS_REL
     summary_path, log_path = summary_paths(info["gpu"], results_dir)
-    missing_nbval = missing_for_nbval(info["modules"])
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     deadline = time.monotonic() + budget
     results: list[StepResult] = []
@@ -474,10 +623,9 @@ def run_report(plan: list[Step], info: dict, env: dict, command: str, budget: fl
         for step in plan:
             left = deadline - time.monotonic()
             note = ""
-            if step.kind in ("kernels", "nbval") and not info["modules"].get("pytest"):
-                status, note = "missing", f"{python} has no pytest"
-            elif step.kind == "nbval" and missing_nbval:
-                status, note = "missing", nbval_missing_message(python, missing_nbval)
+            missing = missing_modules(step, info["modules"])
+            if missing:  # checked before pytest is called: a missing plugin is a sentence, not INTERNALERROR
+                status, note = "missing", missing_message(step, python, missing)
             elif left < 5:
                 status, note = "skipped", f"time budget of {budget:.0f} s used up"
             if note:

@@ -59,6 +59,8 @@ __all__ = [
     "check",
     "findings",
     "parse_ptxas",
+    "capability_of",
+    "cases_for",
     "instruction_summary",
     "main",
 ]
@@ -69,9 +71,9 @@ DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "compile_check.json"
 #: target name -> compute capability
 TARGETS = {"sm_90": 90, "sm_80": 80}
 #: the most shared memory one block may use, in bytes, by compute capability (the CUDA C++
-#: Programming Guide, table "Technical Specifications per Compute Capability": 227 KB on 9.0,
-#: 163 KB on 8.0). Triton's launch fails with OutOfResources above it.
-SHARED_LIMIT = {90: 227 * 1024, 80: 163 * 1024}
+#: Programming Guide, table "Technical Specifications per Compute Capability": 227 KB on 9.0 and
+#: 10.0, 163 KB on 8.0, 99 KB on 8.6, 8.9 and 12.0). Triton's launch fails with OutOfResources above it.
+SHARED_LIMIT = {90: 227 * 1024, 100: 227 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 120: 99 * 1024}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,12 +169,14 @@ def _scaled_cases() -> list[Case]:
                                           f"{shape}^3", _fp8_args("fp8e4nv", "bf16", shape, shape, shape, (1, 1)),
                                   {**cfg.kwargs, "PRECISE_ACC": precise}, cfg.num_warps, cfg.num_stages,
                                   default=aligned))
-        # block scales: sA (M, K/128) and sB (K/128, N/128), both row-major
-        for cfg in BLOCK_SCALED_GPU_CONFIGS:
-            cases.append(Case(blocked, f"e4m3 128x128 block scales -> bf16, {shape}^3",
-                              _fp8_args("fp8e4nv", "bf16", shape, shape, shape, (nk, 1, nk, 1)),
-                              {**cfg.kwargs, "SCALE_BLOCK_N": SCALE_BLOCK}, cfg.num_warps, cfg.num_stages,
-                              default=aligned))
+        # block scales: sA (M, K/128) and sB (K/128, N/128), both row-major; bf16 out (timed) and
+        # fp32 out (the benchmark's output check)
+        for out in ("bf16", "fp32") if aligned else ("bf16",):
+            for cfg in BLOCK_SCALED_GPU_CONFIGS:
+                cases.append(Case(blocked, f"e4m3 128x128 block scales -> {out}, {shape}^3",
+                                  _fp8_args("fp8e4nv", out, shape, shape, shape, (nk, 1, nk, 1)),
+                                  {**cfg.kwargs, "SCALE_BLOCK_N": SCALE_BLOCK}, cfg.num_warps, cfg.num_stages,
+                                  default=aligned))
     # the A100: e5m2 dots compile for sm_80, e4m3 dots do not (the launchers say so in a sentence)
     cfg = FP8_GPU_CONFIGS[-1]
     for fp8, expect in (("fp8e5", None), ("fp8e4nv", "fp8e4nv not supported")):
@@ -348,6 +352,24 @@ def _ptxas_info(ptx: str, capability: int) -> dict:
     return parse_ptxas(r.stderr + r.stdout)
 
 
+def capability_of(target: str) -> int:
+    """ "sm_90" -> 90; a clear error for anything else."""
+    m = re.fullmatch(r"sm_(\d{2,3})", str(target))
+    if not m or int(m.group(1)) not in SHARED_LIMIT:
+        raise ValueError(f"target must be one of {', '.join(f'sm_{c}' for c in sorted(SHARED_LIMIT))}, got {target!r}")
+    return int(m.group(1))
+
+
+def cases_for(target: str, cases: list[Case]) -> list[Case]:
+    """The cases to compile for ``target``: its own where the course lists some (sm_90, sm_80),
+    else the sm_90 cases compiled for it (what a GPU of that capability would compile)."""
+    capability_of(target)
+    own = [c for c in cases if c.target == target]
+    if own or target in TARGETS.keys():
+        return own
+    return [dataclasses.replace(c, target=target) for c in cases if c.target == "sm_90" and not c.expect_error]
+
+
 def compile_case(case: Case) -> dict:
     """Compile one case for its target; a row of the results table. Never raises for a kernel
     that does not compile: the row says so (status "error", the error's last line)."""
@@ -356,7 +378,7 @@ def compile_case(case: Case) -> dict:
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
 
-    cap = TARGETS[case.target]
+    cap = capability_of(case.target)
     row = {"kernel": case.kernel.rpartition(":")[2], "where": case.kernel.rpartition(":")[0],
            "source": case.source, "label": case.label, "config": case.config, "target": case.target,
            "default": case.default}
@@ -370,7 +392,12 @@ def compile_case(case: Case) -> dict:
         backend = make_backend(target)
         binder = create_function_from_signature(fn.signature, fn.params, backend)
         args = [_tensor(a) if isinstance(a, str) else a for a in case.args]
-        kwargs = {**case.constexprs, "num_warps": case.num_warps, "num_stages": case.num_stages}
+        # the options a launch passes (JITFunction.run adds debug and instrumentation_mode), so that
+        # the compiled kernel lands in Triton's cache under the key a launch on a GPU looks up
+        from triton import knobs
+
+        kwargs = {**case.constexprs, "num_warps": case.num_warps, "num_stages": case.num_stages,
+                  "debug": bool(knobs.runtime.debug), "instrumentation_mode": knobs.compilation.instrumentation_mode}
         bound, spec, opts = binder(*args, **kwargs)
         options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, spec, opts)
         compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
@@ -535,13 +562,16 @@ def main(argv=None) -> int:
                                              "and check registers, spills and shared memory.")
     ap.add_argument("--kernels", help="only kernels whose name contains this string")
     ap.add_argument("--sources", default="package,solution,test", help="package,solution,test (default: all)")
-    ap.add_argument("--target", choices=sorted(TARGETS), help="only this target")
+    ap.add_argument("--target", help="only this target (sm_90, sm_80; another sm_NN compiles the sm_90 cases for it)")
     ap.add_argument("--defaults-only", action="store_true", help="only the configs the course uses by default")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compiles at a time (default: all cores)")
     ap.add_argument("--cold", action="store_true",
                     help="compile into an empty Triton cache (to measure compile times)")
     ap.add_argument("--out", default=str(DEFAULT_RESULTS), help="results file (default: %(default)s)")
     ap.add_argument("--list", action="store_true", help="list the cases and stop")
+    ap.add_argument("--warm", action="store_true",
+                    help="exit 0 whatever the findings (on a GPU machine: fill Triton's cache before the benchmarks)")
+    ap.add_argument("--gpu", help="the GPU this run prepares, recorded in the results file's meta")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -549,7 +579,10 @@ def main(argv=None) -> int:
         return 0
     cases = course_cases(args.kernels, tuple(s.strip() for s in args.sources.split(",")))
     if args.target:
-        cases = [c for c in cases if c.target == args.target]
+        try:
+            cases = cases_for(args.target, cases)
+        except ValueError as e:
+            ap.error(str(e))
     if args.defaults_only:
         cases = [c for c in cases if c.default]
     if args.list:
@@ -562,7 +595,10 @@ def main(argv=None) -> int:
     from .benchmarks import ResultsFile
 
     command = "python -m nbhelpers.compile_check " + " ".join(sys.argv[1:] if argv is None else argv)
-    results = ResultsFile(args.out, _meta(args.jobs, args.cold, command.strip()))
+    meta = _meta(args.jobs, args.cold, command.strip())
+    if args.gpu:
+        meta["gpu"] = args.gpu
+    results = ResultsFile(args.out, meta)
     t0 = time.perf_counter()
 
     def on_row(r):
@@ -577,7 +613,7 @@ def main(argv=None) -> int:
     print(f"{len(rows)} cases in {time.perf_counter() - t0:.0f} s with {args.jobs} jobs; wrote {args.out}")
     for b in bad:
         print("FINDING:", b)
-    return 1 if bad else 0
+    return 1 if bad and not args.warm else 0
 
 
 if __name__ == "__main__":

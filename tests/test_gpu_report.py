@@ -41,7 +41,7 @@ def fake_info(**over):
         "gpu": "NVIDIA Test GPU 80GB", "gpu_count": 1, "capability": "9.0", "sm_count": 132,
         "cuda": "13.0", "driver": "580.1", "versions": {"torch": "2.11.0+cu130", "triton": "3.6.0",
                                                        "numpy": "2.1.0"},
-        "modules": {m: True for m in ("torch", "triton", "numpy", "pytest", *gr.NBVAL_MODULES)},
+        "modules": {m: True for m in ("torch", "triton", "numpy", "pytest", "pytest_timeout", *gr.NBVAL_MODULES)},
     }
     info.update(over)
     return info
@@ -54,7 +54,7 @@ def test_without_a_gpu_it_lists_the_plan_and_stops_with_exit_code_2():
     r = run_script()
     assert r.returncode == 2, r.stdout + r.stderr
     assert "needs an NVIDIA GPU" in r.stderr and "Nothing was run" in r.stderr
-    for step in ("[kernels]", "[benchmark]", "[nbval]"):
+    for step in ("[compile]", "[kernels]", "[benchmark]", "[nbval]"):
         assert step in r.stdout
     scripts = sorted((ROOT / "benchmarks").glob("gpu_*.py"))
     assert len(scripts) >= 2  # gpu_gemm_numerics.py and this report
@@ -111,12 +111,85 @@ def test_plan_finds_the_benchmarks_and_kernel_tests(tmp_path):
     assert [p.name for p in gr.discover_benchmarks(root)] == ["gpu_a_gemm.py", "gpu_b_copy.py"]
     plan = gr.plan_steps("py", root=root)
     assert [(s.kind, s.name) for s in plan] == [
-        ("kernels", "kernels"), ("benchmark", "gpu_a_gemm"), ("benchmark", "gpu_b_copy"), ("nbval", "nbval")]
-    assert plan[0].argv[-1] == "tests/test_kernels_x.py" and "tests/test_other.py" not in plan[0].argv
+        ("compile", "compile"), ("benchmark", "gpu_a_gemm"), ("benchmark", "gpu_b_copy"), ("kernels", "kernels"),
+        ("nbval", "nbval")]
+    kernels = plan[3].argv
+    assert kernels[-1] == "tests/test_kernels_x.py" and "tests/test_other.py" not in kernels
+    assert "-n" not in kernels  # no pytest-xdist known to be there
     assert plan[1].argv == ["py", "benchmarks/gpu_a_gemm.py"]
     nbval = plan[-1].argv
     assert nbval[-1] == "notebooks"  # solutions/ and exercises/ do not exist in the fake repo
     assert "--nbval-current-env" in nbval and "--nbval-lax" in nbval
+    assert plan[0].argv[:3] == ["py", "-m", "nbhelpers.compile_check"] and "--warm" in plan[0].argv
+
+
+def test_plan_uses_the_hosts_cores_and_the_gpus_capability(tmp_path):
+    plan = gr.plan_steps("py", root=fake_repo(tmp_path), jobs=12, capability="8.0", gpu="NVIDIA A100-SXM4-80GB",
+                         modules={"xdist": True})
+    compile_argv, kernels_argv = plan[0].argv, plan[3].argv
+    assert compile_argv[compile_argv.index("--target") + 1] == "sm_80"
+    assert compile_argv[compile_argv.index("--jobs") + 1] == "12"
+    assert compile_argv[-1] == "benchmarks/results/compile_check_nvidia-a100-sxm4-80gb.json"
+    assert kernels_argv[kernels_argv.index("-n") + 1] == "12"
+
+
+def test_the_benchmarks_get_their_time_limits():
+    plan = {s.name: s for s in gr.plan_steps("py", steps=("benchmarks",))}
+    for name, bp in gr.BENCHMARK_PLAN.items():
+        step = plan[name]  # every planned script exists
+        assert step.limit_s == bp["limit"] and step.expected_s <= step.limit_s
+        if bp["time_limit"] is not None:
+            assert step.argv[-2:] == ["--time-limit", f"{bp['time_limit']:g}"]
+            assert bp["time_limit"] < bp["limit"]  # the script stops starting cases before it is killed
+
+
+def test_dry_run_expects_every_results_file_within_six_minutes_on_the_h200():
+    """The plan for the reference machine (no GPU here): the expected times, probe included, add
+    up to less than 6 minutes, the compile step's from the recorded compile times."""
+    r = run_script("--dry-run")
+    assert r.returncode == 0, r.stderr
+    total = float(re.search(r"expected in all: (\d+) s", r.stdout).group(1))
+    assert total < 360, r.stdout
+    assert "H200 host with 16 cores" in r.stdout
+    assert re.search(r"\[compile\] compile \(expected \d+ s", r.stdout)
+    assert "cold cache, measured with Triton" in r.stdout
+    assert "-n 16" in r.stdout  # pytest-xdist on the reference machine
+    plan = gr.plan_steps("py", jobs=16, modules=gr.REFERENCE_MACHINE["modules"])
+    assert round(gr.PROBE_S + sum(s.expected_s for s in plan)) == total
+    assert all(s.expected_s is not None for s in plan)
+
+
+def test_expected_compile_time_comes_from_the_recorded_compile_times(tmp_path):
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    rows = [{"target": "sm_90", "compile_s": 4.0}] * 8 + [{"target": "sm_80", "compile_s": 100.0}]
+    (tmp_path / "benchmarks" / "results" / "compile_check.json").write_text(
+        json.dumps({"meta": {"triton": "3.7.1", "machine": "test", "date": "2026-12-01"}, "rows": rows}))
+    s, basis = gr.expected_compile_s(16, tmp_path)
+    assert s == 32 / 16 + 10 and "8 sm_90 compiles of 32 s" in basis
+    assert gr.expected_compile_s(16, tmp_path / "nowhere")[0] is None
+
+
+def test_the_pytest_plugins_the_config_needs():
+    assert gr.pytest_plugins_needed(ROOT) == ["pytest_timeout"]  # pyproject.toml sets `timeout`
+
+
+def test_a_missing_plugin_is_a_missing_step_not_a_pytest_crash(tmp_path):
+    """Without pytest-timeout the kernels step is not started (pytest would stop at start-up on
+    the unknown `timeout` option): it is recorded as missing, with the pip install that adds it."""
+    results = tmp_path / "results"
+    results.mkdir()
+    py = sys.executable
+    plan = [gr.Step("kernels", "kernels", [py, "-c", "raise SystemExit(3)"], 60,
+                    needs=("pytest", "pytest_timeout"))]
+    info = fake_info()
+    info["modules"]["pytest_timeout"] = False
+    rc = gr.run_report(plan, info, dict(os.environ), "cmd", budget=30.0, python=py, results_dir=results,
+                       cwd=tmp_path)
+    s = json.loads((results / "gpu_report_nvidia-test-gpu-80gb.json").read_text())
+    (step,) = s["steps"]
+    assert step["status"] == "missing" and step["exit_code"] is None
+    assert "pytest_timeout" in step["note"] and "pip install pytest-timeout" in step["note"]
+    assert rc == 0 and s["status"] == "incomplete"
 
 
 def test_nbval_arguments_are_those_of_make_test():
@@ -242,7 +315,7 @@ def test_run_report_runs_the_steps_in_order_within_the_budget(tmp_path, capsys):
         gr.Step("gpu_a", "benchmark", [py, "-c", write], 60),
         gr.Step("gpu_b", "benchmark", [py, "-c", "import time; time.sleep(4); raise SystemExit(1)"], 60),
         gr.Step("gpu_c", "benchmark", [py, "-c", "print('never')"], 60),
-        gr.Step("nbval", "nbval", [py, "-m", "pytest"], 60),
+        gr.Step("nbval", "nbval", [py, "-m", "pytest"], 60, needs=("pytest", *gr.NBVAL_MODULES)),
     ]
     info = fake_info()
     info["modules"]["nbval"] = False
