@@ -8,14 +8,23 @@ Needs an NVIDIA GPU: without one (or with TRITON_INTERPRET=1) it prints one line
 code 2. For each case (a size (K, N), E experts, T tokens routed top-8 with the skewed routing of
 :func:`nbhelpers.moe.route`, seed 0), bf16 operands x_perm (T*8, K) and w (E, K, N), four
 implementations of y_perm = the expert GEMMs, each timed with ``triton.testing.do_bench``
-(median ms, CUDA events) as a caller would call it (offsets as a numpy array):
+(median ms, CUDA events) as a caller would call it:
 
-* ``loop``: :func:`nbhelpers.moe.loop_matmul`, one ``torch.matmul`` per non-empty expert;
+* ``loop``: :func:`nbhelpers.moe.loop_matmul`, one ``torch.matmul`` per non-empty expert (offsets
+  as a numpy array: the loop needs them on the host to slice);
 * ``padded``: :func:`nbhelpers.moe.padded_matmul` at capacity factor 1.25 (one ``torch.bmm`` over
-  E x capacity rows; rows past an expert's capacity are dropped, so it is checked on kept rows only);
-* ``grouped_mm``: :func:`nbhelpers.moe.torch_grouped_mm` (``torch.nn.functional.grouped_mm``);
+  E x capacity rows; rows past an expert's capacity are dropped, so it is checked on kept rows only;
+  numpy offsets: it builds its gather indices on the host);
+* ``grouped_mm``: ``torch.nn.functional.grouped_mm`` with its ``offs`` (the E cumulative row ends,
+  int32) already on the GPU, as :func:`nbhelpers.moe.torch_grouped_mm` computes them (that
+  function itself copies numpy offsets to the GPU on every call);
 * ``ours``: :func:`nbhelpers.kernels.grouped_gemm.grouped_matmul`, ``block=None`` (tuned on the
-  first call of each shape; that call is outside the timing), bf16 out.
+  first call of each shape; that call is outside the timing), bf16 out, with the offsets already
+  on the GPU (an int64 tensor): the call reads no value back and copies nothing from the host, so
+  the timed region holds the kernel launch and the seven small torch operations of its tile
+  offsets, nothing that waits.
+
+The routing's offsets are built on the host and copied to the GPU once per case, before timing.
 
 Before timing, every output is compared with grouped_mm's (relative Frobenius difference, at most
 :data:`CHECK_TOL`), so a broken implementation is not timed as a fast one. Useful FLOPs are
@@ -168,10 +177,13 @@ def rel_diff(a, b) -> float:
 
 def measure_case(K: int, N: int, E: int, offsets, device, gen, time_fn, block=None):
     """Build one case's bf16 operands on ``device`` (x_perm (rows, K) standard normal, w (E, K, N)
-    scaled by K**-0.5 so outputs are O(1)), run the four implementations once, compare each with
-    grouped_mm (the padded batch on its kept rows only), and time them with ``time_fn`` (a
-    ``do_bench``) when every difference is at most CHECK_TOL. Returns (rel_diff per implementation,
-    ms per implementation or None when not timed). ``block``: our kernel's block (None: tuned)."""
+    scaled by K**-0.5 so outputs are O(1)) and the offsets on the device (once, here), run the four
+    implementations once, compare each with grouped_mm (the padded batch on its kept rows only,
+    grouped_mm itself with :func:`nbhelpers.moe.torch_grouped_mm`, which checks the offsets), and
+    time them with ``time_fn`` (a ``do_bench``) when every difference is at most CHECK_TOL. Returns
+    (rel_diff per implementation, ms per implementation or None when not timed). ``block``: our
+    kernel's block (None: tuned)."""
+    import numpy as np
     import torch
 
     from nbhelpers.kernels.grouped_gemm import grouped_matmul
@@ -180,13 +192,15 @@ def measure_case(K: int, N: int, E: int, offsets, device, gen, time_fn, block=No
     rows = int(offsets[-1])
     x = torch.randn((rows, K), device=device, generator=gen).to(torch.bfloat16)
     w = (torch.randn((E, K, N), device=device, generator=gen) * K**-0.5).to(torch.bfloat16)
+    off_dev = torch.as_tensor(np.asarray(offsets, dtype=np.int64), device=device)  # the one host copy
+    ends_dev = off_dev[1:].to(torch.int32)
     impls = {
         "loop": lambda: loop_matmul(x, w, offsets),
         "padded": lambda: padded_matmul(x, w, offsets, CAPACITY_FACTOR).out,
-        "grouped_mm": lambda: torch_grouped_mm(x, w, offsets),
-        "ours": lambda: grouped_matmul(x, w, offsets, block=block, out_dtype=torch.bfloat16),
+        "grouped_mm": lambda: torch.nn.functional.grouped_mm(x, w, offs=ends_dev),
+        "ours": lambda: grouped_matmul(x, w, off_dev, block=block, out_dtype=torch.bfloat16),
     }
-    ref = impls["grouped_mm"]()
+    ref = torch_grouped_mm(x, w, offsets)
     kept = torch.as_tensor(padded_matmul(x, w, offsets, CAPACITY_FACTOR).kept, device=device)
     diffs = {}
     for name, fn in impls.items():

@@ -187,6 +187,33 @@ def _scaled_cases() -> list[Case]:
     return cases
 
 
+def _grouped_cases() -> list[Case]:
+    """The grouped GEMM of chapter 10 at DeepSeek-V3's up projection (T*k = 32,768 rows, 256
+    experts, K = 7168, N = 2048): bf16 with every tuned config, fp8 with its default block and
+    K-major expert weights (E, N, K) seen as (E, K, N)."""
+    from .kernels.grouped_gemm import DEFAULT_GROUP_M, FP8_DEFAULT_BLOCK, GPU_CONFIGS
+
+    R, E, N, K = 32768, 256, 2048, 7168
+    where = "nbhelpers.kernels.grouped_gemm:"
+
+    def args(dt, out, w_strides, fp8=False):
+        a = (f"*{dt}", f"*{dt}", f"*{out}", "*i64", "*i32") + (("*fp32", "*fp32") if fp8 else ())
+        return a + (R, E, N, K, K, 1) + w_strides + (N, 1) + ((N, 1) if fp8 else ())
+
+    cases = []
+    for target in ("sm_90", "sm_80"):
+        for cfg in GPU_CONFIGS:
+            cases.append(Case(where + "grouped_matmul_kernel", "bf16 -> bf16, DeepSeek-V3 up projection",
+                              args("bf16", "bf16", (K * N, N, 1)),
+                              {**cfg.kwargs, "BLOCK_E": E, "GROUP_M": DEFAULT_GROUP_M, "INPUT_PRECISION": "ieee"},
+                              cfg.num_warps, cfg.num_stages, target=target))
+    bm, bn, bk = FP8_DEFAULT_BLOCK
+    cases.append(Case(where + "scaled_grouped_matmul_kernel", "e4m3 K-major weights -> bf16, DeepSeek-V3 up projection",
+                      args("fp8e4nv", "bf16", (N * K, 1, K), fp8=True),
+                      {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "BLOCK_E": E, "GROUP_M": DEFAULT_GROUP_M}))
+    return cases
+
+
 def _copy_cases() -> list[Case]:
     cases = []
     n = 1 << 26
@@ -227,10 +254,7 @@ def course_cases(kernels: str | None = None, sources=("package", "solution", "te
     """Every case of the course, or those whose kernel name contains ``kernels``."""
     cases = []
     if "package" in sources:
-        cases += _gemm_cases() + _scaled_cases() + _copy_cases()
-        from .kernels import grouped_gemm
-
-        cases += getattr(grouped_gemm, "compile_cases", lambda: [])()
+        cases += _gemm_cases() + _scaled_cases() + _grouped_cases() + _copy_cases()
     if "solution" in sources:
         cases += _solution_cases()
     if "test" in sources:

@@ -23,7 +23,9 @@ A grouped kernel launches once for all experts. Its programs are not numbered by
 column tile) of one big matrix but by the tiles of each expert: :func:`tile_schedule` lists, for
 every BLOCK_M-row tile of every non-empty expert, the expert, the tile's first row and the
 expert's end row (the kernel masks rows from there on, so a tile never reads the next expert's
-rows). An expert with n rows has ceil(n / BLOCK_M) tiles; an empty expert has none.
+rows). An expert with n rows has ceil(n / BLOCK_M) tiles; an empty expert has none. This is the
+host's picture of the schedule: the Triton kernel works out the same tiles on the GPU from the
+offsets (:mod:`nbhelpers.kernels.grouped_gemm`), so that a call never waits for the host.
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ __all__ = [
     "grouped_matmul_ref",
     "loop_matmul",
     "torch_grouped_mm",
+    "check_expert_gemm_operands",
     "check_expert_gemm_args",
     "moe_layer",
     "LayerCost",
@@ -294,10 +297,10 @@ def capacity(num_rows: int, num_experts: int, capacity_factor: float) -> int:
     return math.ceil(cf * rows / E)
 
 
-def check_expert_gemm_args(x_perm, w, offsets) -> tuple[np.ndarray, int, int, int]:
-    """Checks shared by every expert GEMM: x_perm a 2-D tensor (rows, K), w a 3-D tensor
-    (E, K, N) of the same dtype and device, offsets valid for rows and E. Returns (offsets, E, K,
-    N)."""
+def check_expert_gemm_operands(x_perm, w) -> tuple[int, int, int]:
+    """The operand checks of every expert GEMM, without the offsets: x_perm a 2-D tensor (rows, K),
+    w a 3-D tensor (E, K, N) of the same dtype and device. Returns (E, K, N). Reads no tensor's
+    values (a launcher that must not wait for the GPU can call it)."""
     for name, t, nd, shape in (("x_perm", x_perm, 2, "(rows, K)"), ("w", w, 3, "(E, K, N)")):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor {shape}, got {type(t).__name__}")
@@ -313,6 +316,14 @@ def check_expert_gemm_args(x_perm, w, offsets) -> tuple[np.ndarray, int, int, in
         raise TypeError(f"x_perm and w must have the same dtype, got {x_perm.dtype} and {w.dtype}")
     if x_perm.device != w.device:
         raise ValueError(f"x_perm and w are on different devices: {x_perm.device} and {w.device}")
+    return E, K, N
+
+
+def check_expert_gemm_args(x_perm, w, offsets) -> tuple[np.ndarray, int, int, int]:
+    """Checks shared by every expert GEMM: :func:`check_expert_gemm_operands`, and offsets valid
+    for rows and E (:func:`check_offsets`, which reads their values on the host). Returns
+    (offsets, E, K, N)."""
+    E, K, N = check_expert_gemm_operands(x_perm, w)
     off = check_offsets(offsets, x_perm.shape[0], num_experts=E)
     return off, E, K, N
 

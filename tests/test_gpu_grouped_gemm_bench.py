@@ -140,6 +140,40 @@ def test_measure_case_does_not_time_a_wrong_output(monkeypatch):
     assert ms is None and diffs["ours"] == pytest.approx(1.0) and diffs["loop"] <= bench.CHECK_TOL
 
 
+def test_ours_and_grouped_mm_are_timed_with_offsets_already_on_the_device(monkeypatch):
+    # the timed calls copy nothing from the host: our launcher gets a device tensor (it then reads
+    # no value back: tests/test_kernels_grouped_gemm.py), grouped_mm its int32 ends on the device
+    import torch
+    import torch.nn.functional as F
+
+    import nbhelpers.kernels.grouped_gemm as gg
+
+    seen = {}
+    real_ours, real_mm = gg.grouped_matmul, F.grouped_mm
+
+    def ours(x, w, offsets, **kw):
+        seen["ours"] = offsets
+        return real_ours(x, w, offsets, **kw)
+
+    def mm(x, w, offs=None, **kw):
+        seen["grouped_mm"] = offs
+        return real_mm(x, w, offs=offs, **kw)
+
+    monkeypatch.setattr(gg, "grouped_matmul", ours)
+    monkeypatch.setattr(F, "grouped_mm", mm)
+    gen = torch.Generator(device=INFO.device).manual_seed(0)
+    offsets = bench.routing_offsets(4, 8)
+    timed = []
+    diffs, ms = bench.measure_case(16, 16, 8, offsets, INFO.device, gen, lambda fn: timed.append(fn) or 1.0)
+    assert ms is not None and diffs["ours"] <= bench.CHECK_TOL
+    seen.clear()
+    for fn in timed:
+        fn()
+    for name, off in seen.items():
+        assert isinstance(off, torch.Tensor) and off.device == torch.device(INFO.device), name
+    assert seen["ours"].tolist() == offsets.tolist() and seen["grouped_mm"].tolist() == offsets[1:].tolist()
+
+
 # ------------------------------------------------------------------ the rows and the results file
 
 
@@ -193,8 +227,9 @@ def test_gpu_report_discovers_and_plans_the_script():
         assert PATH in gr.discover_benchmarks(ROOT)
         plan = gr.plan_steps("py", ("benchmarks",))
         (step,) = [s for s in plan if s.name == "gpu_grouped_gemm"]
-        assert step.argv == ["py", "benchmarks/gpu_grouped_gemm.py"] and step.kind == "benchmark"
-        assert bench.DEFAULT_TIME_LIMIT_S < step.limit_s  # the script stops starting cases before the report kills it
+        assert step.argv[:2] == ["py", "benchmarks/gpu_grouped_gemm.py"] and step.kind == "benchmark"
+        args = bench.parse_args(step.argv[2:])  # whatever else the report passes, the script takes
+        assert args.time_limit < step.limit_s  # the script stops starting cases before the report kills it
     finally:
         del sys.modules["gpu_report_for_grouped"]
 

@@ -6,38 +6,71 @@ expert; ``offsets`` (E + 1,), expert e owns rows ``offsets[e]:offsets[e+1]`` of 
 expert has ``offsets[e] == offsets[e+1]``). The result C (T*k, N) has row r = x_perm[r] @ w[e]
 for the expert e that owns row r.
 
-How the programs find their work. The host cuts each expert's rows into M-tiles of BLOCK_M rows
-(:func:`nbhelpers.moe.tile_schedule`): tile t belongs to expert ``expert[t]``, starts at row
-``row_start[t]`` and must not touch rows at or past ``row_end[t]`` (= offsets[expert + 1], the
-end of its expert: the next expert's rows start there). An expert with n rows has ceil(n / BLOCK_M)
-tiles, an empty expert none, so no program is launched for nothing and no tile mixes two experts.
-The launch grid is 2-D, ``(num_tiles, cdiv(N, BLOCK_N))``: program (t, j) computes rows
-row_start[t] .. row_start[t] + BLOCK_M (masked at row_end[t]) times columns j*BLOCK_N .. of
-w[expert[t]], with an fp32 accumulator over K in BLOCK_K steps (masked at the ragged ends of N and
-K, the missing entries read as zero) and one cast to the output type in the epilogue, exactly like
-:func:`nbhelpers.kernels.gemm.matmul_kernel`. The tile axis is grid axis 0 (the one programs are
-numbered along first), so the programs running together are consecutive M-tiles at the same column
-block: the tiles of one expert share that expert's K x BLOCK_N panel of w, which is the operand a
-grouped GEMM streams most (E K N elements against T k K for x). A 2-D grid keeps the lookup a
-single load per program; axis 1 is limited to 65,535 blocks, far above any expert width here.
+How the programs find their work, without the host. Each expert's rows are cut into M-tiles of
+BLOCK_M rows: expert e has ``ceil(count_e / BLOCK_M)`` tiles, an empty expert none, so no tile
+mixes two experts (the tiles of :func:`nbhelpers.moe.tile_schedule`). The launcher computes the
+running total of the tile counts, ``tile_offsets`` (E + 1,) with ``tile_offsets[e]`` the first
+tile of expert e (:func:`tile_offsets`: seven small torch operations on the offsets' device, eight
+for int32 offsets). The
+grid is 1-D and sized by an upper bound that needs no value from the device: with R = T*k rows,
+at most ``min(R, (R + E (BLOCK_M - 1)) // BLOCK_M)`` tiles (:func:`max_tiles`; at most
+``cdiv(R, BLOCK_M) + E``), times ``cdiv(N, BLOCK_N)`` column blocks. Expert e owns the programs
+``tile_offsets[e] * cdiv(N, BLOCK_N)`` up to ``tile_offsets[e + 1] * cdiv(N, BLOCK_N)``; a program
+past the last tile runs no K step and stores nothing (a loop of zero trips rather than an early
+``return``: with Triton 3.7.1 the early return cost 24 to 35 registers on sm_90 and made the
+128 x 256 and the 128 x 128 (4 warps) tiles spill on sm_80). Each program finds its expert by a
+search over the E tile ends (:func:`expert_tile_of`: one vector load of ``tile_offsets[1:]``, and
+the expert is the number of ends at or before its tile), then its rows and its column block. So
+a call reads no device value on the host: no ``.item()``, no copy back, nothing the launch has to
+wait for, and the launch does the same work for any routing of R rows, which is what lets a CUDA
+graph capture it once and replay it with other offsets.
 
-The schedule travels to the device as ONE int32 tensor of shape (3, num_tiles): rows expert,
-row_start, row_end (one host-to-device copy per call). Pointer offsets are computed in int64:
+Program order inside an expert (GROUP_M, as :func:`nbhelpers.kernels.gemm.tile_of` orders a plain
+GEMM): an expert's programs run down a group of GROUP_M M-tiles, column block by column block,
+then move to the next group. Programs that run at the same time (a wave: one or two per SM)
+then share both the expert's x panels (BLOCK_M x K) and its w panels (K x BLOCK_N): with GROUP_M
+at least the expert's tile count, a wave reads each of its x panels once for all the columns it
+covers. In a 2-D grid (M-tile, column block) with the tile index fastest, consecutive programs
+sweep every expert's tiles at one column block, so each x panel is read again for every column
+block: cdiv(N, BLOCK_N) times. :func:`program_tiles` lists the order in Python;
+:mod:`nbhelpers.l2_model` counts what each order costs in DRAM traffic: for DeepSeek-V3's up
+projection (K = 7168, N = 2048, 256 experts, top-8) with 128 x 128 or 128 x 256 tiles, the default
+GROUP_M = 8 models within 2 % of the ideal bytes up to 4,096 tokens and 12-22 % above it at 16,384,
+the 2-D grid order 1.4-1.9 times the ideal at 4,096 and 2.4-4.0 times at 16,384 (chapter 10 has
+the table and the model's assumptions). The arithmetic of a tile
+does not depend on the order: the result is bit-identical for any GROUP_M and any order in which
+the programs run.
+
+Each program computes rows row_start .. row_start + BLOCK_M (masked at its expert's end row; the
+next expert's rows start there) times columns pid_n * BLOCK_N .. of w[expert], with an fp32
+accumulator over K in BLOCK_K steps (masked at the ragged ends of N and K, the missing entries read
+as zero) and one cast to the output type in the epilogue, exactly like
+:func:`nbhelpers.kernels.gemm.matmul_kernel`. Pointer offsets are computed in int64:
 ``expert * E``-strides exceed 2**31 elements at DeepSeek-V3 sizes (256 x 7168 x 2048 = 3.8e9).
 
-The row mask at row_end is what keeps one expert's tile from writing the next expert's rows with
-the wrong weights. Without it, on a GPU, the result depends on which program stores last (a race);
-in Triton's interpreter, which runs the programs one after another in grid order (measured with
-Triton 3.7.1), the next expert's own tile happens to overwrite the damage, so
-tests/test_kernels_grouped_gemm.py runs the tiles in reverse order too (the correct kernel gives
-the same bits in any tile order).
+The row mask at the expert's end is what keeps one expert's tile from writing the next expert's
+rows with the wrong weights. Without it, on a GPU, the result depends on which program stores last
+(a race); in Triton's interpreter, which runs the programs one after another in grid order
+(measured with Triton 3.7.1), the next expert's own tile happens to overwrite the damage, so
+tests/test_kernels_grouped_gemm.py also runs the programs in reverse and shuffled orders.
+
+Offsets. Host offsets (a list, a numpy array, or a tensor on another device than x_perm, e.g. the
+CPU) are validated as :func:`nbhelpers.moe.check_offsets` says and copied to the device: one
+host-to-device copy per call. Offsets that are already a tensor on x_perm's device (int32 or int64,
+shape (E + 1,)) are checked for shape and dtype only: reading their values would make the host
+wait for the device, so that they start at 0, do not decrease and end at T*k is the caller's
+promise. The kernel stays inside x_perm, w and C for ANY values: :func:`tile_offsets` clamps the
+offsets to [0, T*k] and takes their running maximum before counting tiles (so the tile offsets
+start at 0, never decrease and stay below the grid's bound), each program clamps its expert to
+[0, E) and its rows to [offsets[e], offsets[e+1]] within [0, T*k], and both loads and stores are
+masked to those rows. Offsets that break the promise give wrong rows (some not written), never an
+out-of-bounds access (tests/test_kernels_grouped_gemm.py checks it with guard zones).
 
 Tile sizes: ``block=(BLOCK_M, BLOCK_N, BLOCK_K)`` or ``block=None``. On a GPU ``block=None`` times
-every configuration in :data:`GPU_CONFIGS` once per (E, N, K, dtypes, power-of-two bucket of T*k)
-with ``triton.testing.do_bench`` (``return_mode="median"``; Triton 3.7.1's default is the mean)
-and keeps the fastest. It is not ``triton.autotune``: the schedule depends on BLOCK_M, so each candidate needs
-its own schedule and grid, built on the host. In the interpreter (autotuning needs a GPU)
-``block=None`` is :data:`INTERPRETER_CONFIG`.
+every configuration in :data:`GPU_CONFIGS` once per (E, N, K, dtypes, power-of-two bucket of T*k,
+GROUP_M) with ``triton.testing.do_bench`` (``return_mode="median"``; Triton 3.7.1's default is the
+mean) and keeps the fastest; the tile offsets depend on BLOCK_M, so each candidate computes its
+own. In the interpreter (autotuning needs a GPU) ``block=None`` is :data:`INTERPRETER_CONFIG`.
 
 The interpreter's gaps are handled as :mod:`nbhelpers.kernels.gemm` handles them (see
 :mod:`nbhelpers.kernels`): bf16 and fp16 inputs are upcast to float32 before an interpreted launch
@@ -46,10 +79,21 @@ The interpreter's gaps are handled as :mod:`nbhelpers.kernels.gemm` handles them
 
 Also here: :func:`scaled_grouped_matmul` (:func:`scaled_grouped_matmul_kernel`), the same kernel on
 fp8 operands with chapter 06's scales, one per row of x_perm and one per (expert, column) of w,
-applied once in the epilogue (they are constant along K).
+applied once in the epilogue (they are constant along K). Its expert weights must be K-major: an
+(E, K, N) tensor whose K axis has stride 1, i.e. the transposed view ``qw_nk.transpose(1, 2)`` of
+a contiguous (E, N, K) tensor (:func:`k_major` converts once, when the weights are quantized).
+Hopper's fp8 tensor-core instruction (wgmma) takes both operands K-major from shared memory; with
+w stored (E, K, N) N-major the compiler transposes the w tile on its way in, through registers,
+and that operand gets no asynchronous copies. Compiled for sm_90 with Triton 3.7.1 (the default
+64 x 64 x 128 tile, 4 warps, 3 stages, K = 7168, N = 2048) and counted in the PTX: with w N-major,
+12 ``cp.async.cg`` copies in 3 commit groups (x's only: w is loaded into registers and written to
+shared memory by 70 ``st.shared``), 32 KB of shared memory; with w K-major, 24 copies in 6 commit
+groups (x and w pipelined alike), 6 ``st.shared``, 48 KB; 104 registers, no spills. The bf16
+kernel takes w in any layout (16-bit wgmma reads either major).
 
-GPU status: the compiled path (CUDA tensors, the tuner, bf16 on tensor cores) was written without a
-GPU and has NOT yet been run on one; the tests marked GPU-only check it when a GPU is there.
+GPU status: the compiled path (CUDA tensors, the tuner, bf16 and fp8 on tensor cores, the CUDA
+graph) was written without a GPU and has NOT yet been run on one; it compiles for sm_90 (and the
+bf16 kernel for sm_80) with Triton 3.7.1, and the tests marked GPU-only check it when a GPU is there.
 """
 from __future__ import annotations
 
@@ -58,54 +102,95 @@ import torch
 import triton
 import triton.language as tl
 
-from ..moe import TileSchedule, check_expert_gemm_args, tile_schedule
+from ..moe import check_expert_gemm_operands, check_offsets
+from ..validation import positive_int
 from . import INTERPRETED, require_fp8_support
 from .gemm import INPUT_PRECISIONS, _check_block
 
 __all__ = [
+    "expert_tile_of",
     "grouped_matmul_kernel",
     "grouped_matmul",
     "scaled_grouped_matmul_kernel",
     "scaled_grouped_matmul",
-    "schedule_tensor",
+    "tile_offsets",
+    "max_tiles",
+    "program_tiles",
+    "k_major",
     "GPU_CONFIGS",
     "INTERPRETER_CONFIG",
+    "FP8_DEFAULT_BLOCK",
+    "DEFAULT_GROUP_M",
 ]
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _OUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_OFFSET_DTYPES = (torch.int32, torch.int64)
+#: GROUP_M of :func:`grouped_matmul` and :func:`scaled_grouped_matmul` unless told otherwise (as chapter 09's GEMM)
+DEFAULT_GROUP_M = 8
+
+
+@triton.jit
+def expert_tile_of(pid, off_ptr, tile_off_ptr, num_rows, num_experts, N,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr):
+    """Program number -> (expert, row_start, row_end, pid_n): the expert, the first row of its M-tile,
+    the end of its expert's rows (clamped to [0, num_rows]) and its column block. Meaningful for
+    pid < tile_off[E] * cdiv(N, BLOCK_N); BLOCK_E >= E, a power of two. tile_off must start at 0 and
+    never decrease (the launcher's :func:`tile_offsets` does both): then row_start >= 0."""
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    tile = pid // num_pid_n  # expert e owns tiles tile_off[e] .. tile_off[e + 1] - 1
+    # the search: the expert of this tile is the number of experts whose tiles end at or before it
+    e = tl.arange(0, BLOCK_E)
+    ends = tl.load(tile_off_ptr + 1 + e, mask=e < num_experts, other=0)
+    expert = tl.sum(((ends <= tile) & (e < num_experts)).to(tl.int32), axis=0)
+    expert = tl.minimum(expert, num_experts - 1)
+    first_tile = tl.load(tile_off_ptr + expert)
+    num_pid_m = tl.load(tile_off_ptr + expert + 1) - first_tile
+    # inside the expert: down GROUP_M tiles, column block by column block (gemm.tile_of's order)
+    local = pid - first_tile * num_pid_n
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (local // num_pid_in_group) * GROUP_M
+    group_size_m = tl.maximum(tl.minimum(num_pid_m - first_pid_m, GROUP_M), 1)  # >= 1 for idle programs too
+    pid_m = first_pid_m + (local % num_pid_in_group) % group_size_m
+    pid_n = (local % num_pid_in_group) // group_size_m
+    # the expert's rows, clamped so that no offsets value can point outside x_perm or C
+    row_lo = tl.minimum(tl.maximum(tl.load(off_ptr + expert).to(tl.int64), 0), num_rows)
+    row_end = tl.minimum(tl.maximum(tl.load(off_ptr + expert + 1).to(tl.int64), row_lo), num_rows)
+    row_start = row_lo + pid_m.to(tl.int64) * BLOCK_M
+    return expert.to(tl.int64), row_start, row_end, pid_n
 
 
 @triton.jit
 def grouped_matmul_kernel(
-    x_ptr, w_ptr, c_ptr, sched_ptr,
-    num_tiles, N, K,
+    x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr,
+    num_rows, num_experts, N, K,
     stride_xm, stride_xk,
     stride_we, stride_wk, stride_wn,
     stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr,
+    BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr,
 ):
-    """Program (t, j): rows row_start[t] .. + BLOCK_M (masked at row_end[t]) of C = x_perm @ w[expert[t]],
-    columns j * BLOCK_N .. (masked at N), accumulated in fp32 over K and cast once in the epilogue.
-    sched_ptr: int32 (3, num_tiles), rows expert, row_start, row_end (contiguous).
-    Grid: (num_tiles, cdiv(N, BLOCK_N))."""
-    t = tl.program_id(axis=0)
-    pid_n = tl.program_id(axis=1)
-    # the lookup: this tile's expert and its rows, from the host-built schedule
-    expert = tl.load(sched_ptr + t).to(tl.int64)
-    row_start = tl.load(sched_ptr + num_tiles + t).to(tl.int64)
-    row_end = tl.load(sched_ptr + 2 * num_tiles + t).to(tl.int64)
+    """One BLOCK_M x BLOCK_N tile of one expert's product x_perm[rows of e] @ w[e], accumulated in
+    fp32 over K and cast once in the epilogue. off_ptr: the (E + 1,) row offsets; tile_off_ptr: the
+    (E + 1,) int32 tile offsets (:func:`tile_offsets`). Grid: (max_tiles * cdiv(N, BLOCK_N),), the
+    programs past the last tile do nothing."""
+    pid = tl.program_id(axis=0)
+    # the grid is an upper bound on the tiles: a program past the last one runs no K step, stores nothing
+    live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
+    k_end = tl.where(live, K, 0)
+    # the lookup: this program's expert, rows and column block, from the offsets alone
+    expert, row_start, row_end, pid_n = expert_tile_of(
+        pid, off_ptr, tile_off_ptr, num_rows, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, GROUP_M)
 
     offs_m = row_start + tl.arange(0, BLOCK_M).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    row_ok = offs_m < row_end  # never past this expert's last row: the next expert's rows start there
+    row_ok = (offs_m < row_end) & live  # this expert's rows only: the next expert's start at row_end
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :] * stride_xk
     w_ptrs = w_ptr + expert * stride_we + offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    for k0 in range(0, k_end, BLOCK_K):
         x = tl.load(x_ptrs, mask=row_ok[:, None] & (offs_k[None, :] < K - k0), other=0.0)
         w = tl.load(w_ptrs, mask=(offs_k[:, None] < K - k0) & (offs_n[None, :] < N), other=0.0)
         acc += tl.dot(x, w, input_precision=INPUT_PRECISION)
@@ -117,38 +202,39 @@ def grouped_matmul_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & (offs_n[None, :] < N))
 
 
-
 @triton.jit
 def scaled_grouped_matmul_kernel(
-    x_ptr, w_ptr, c_ptr, sched_ptr, sx_ptr, sw_ptr,
-    num_tiles, N, K,
+    x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr, sx_ptr, sw_ptr,
+    num_rows, num_experts, N, K,
     stride_xm, stride_xk,
     stride_we, stride_wk, stride_wn,
     stride_cm, stride_cn,
     stride_swe, stride_swn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     """:func:`grouped_matmul_kernel` for fp8 operands with chapter 06's scales: x_perm ~ diag(sx) qx
     (one scale per row) and w[e] ~ qw[e] diag(sw[e]) (one scale per expert and column). Both are
     constant along K, so the K loop sums the raw fp8 products in fp32 and the epilogue applies them
-    once, fl32(fl32(acc * sx) * sw), in the order of nbhelpers.scaled_gemm's reference. On a GPU the
-    fp8 tl.dot is promoted to fp32 every BLOCK_K products (max_num_imprecise_acc)."""
-    t = tl.program_id(axis=0)
-    pid_n = tl.program_id(axis=1)
-    expert = tl.load(sched_ptr + t).to(tl.int64)
-    row_start = tl.load(sched_ptr + num_tiles + t).to(tl.int64)
-    row_end = tl.load(sched_ptr + 2 * num_tiles + t).to(tl.int64)
+    once, fl32(fl32(acc * sx) * sw), in the order of nbhelpers.scaled_gemm's reference. w is K-major
+    (stride_wk == 1): each (BLOCK_K, BLOCK_N) tile is read K-contiguous, as the fp8 dot wants it. On
+    a GPU the fp8 tl.dot is promoted to fp32 every BLOCK_K products (max_num_imprecise_acc)."""
+    pid = tl.program_id(axis=0)
+    live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
+    k_end = tl.where(live, K, 0)
+    expert, row_start, row_end, pid_n = expert_tile_of(
+        pid, off_ptr, tile_off_ptr, num_rows, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, GROUP_M)
 
     offs_m = row_start + tl.arange(0, BLOCK_M).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    row_ok = offs_m < row_end
+    row_ok = (offs_m < row_end) & live
     col_ok = offs_n < N
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :] * stride_xk
     w_ptrs = w_ptr + expert * stride_we + offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    for k0 in range(0, k_end, BLOCK_K):
         x = tl.load(x_ptrs, mask=row_ok[:, None] & (offs_k[None, :] < K - k0), other=0.0)
         w = tl.load(w_ptrs, mask=(offs_k[:, None] < K - k0) & col_ok[None, :], other=0.0)
         acc = tl.dot(x, w, acc, max_num_imprecise_acc=BLOCK_K)
@@ -160,6 +246,7 @@ def scaled_grouped_matmul_kernel(
     c = (acc * sx[:, None]) * sw[None, :]
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, c.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). BLOCK_M 64 wastes less of the last tile of
 # an expert with few rows (many experts, few tokens each); 128 reuses each w panel more when the
@@ -179,83 +266,129 @@ GPU_CONFIGS = [
 #: program, so fewer, larger tiles are faster: at T*k = 512, E = 8, K = 256, N = 128 one call took
 #: about 0.3 s with 64^3 tiles against 1.8-3 s with 32^3 and 11-13 s with 16^3 (2-core CPU, Triton 3.7.1)
 INTERPRETER_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}
+#: the fp8 kernel's block when ``block=None`` (on a GPU and in the interpreter; not tuned)
+FP8_DEFAULT_BLOCK = (64, 64, 128)
 
-# block=None on a GPU: {(E, N, K, dtype, out_dtype, precision, rows bucket, fixed BLOCK_M): config}
+# block=None on a GPU: {(E, N, K, dtype, out_dtype, precision, rows bucket, GROUP_M): config}
 _TUNED: dict[tuple, triton.Config] = {}
+# the kernels' 1-D grid and int32 program arithmetic: programs and rows stay below this
+_INT32_LIMIT = 2**31 - 1
 
 
-def schedule_tensor(schedule: TileSchedule, device) -> torch.Tensor:
-    """The schedule as the kernel reads it: int32 (3, num_tiles) on ``device``, rows expert,
-    row_start, row_end. One host-to-device copy."""
-    packed = np.stack([np.asarray(schedule.expert), np.asarray(schedule.row_start),
-                       np.asarray(schedule.row_end)]).astype(np.int32, copy=False)
-    return torch.from_numpy(np.ascontiguousarray(packed)).to(device)
+# ------------------------------------------------------------------ the schedule, on the device
 
 
-def _check_schedule(schedule, offsets: np.ndarray, block_m: int, num_experts: int) -> TileSchedule:
-    """Cheap checks that a caller's schedule can be launched safely: its block_m, its shape and
-    that every tile stays inside the rows of its own expert (so nothing is read or written out of
-    bounds). Whether it covers every row is the caller's promise (tile_schedule keeps it)."""
-    if not isinstance(schedule, TileSchedule):
-        raise TypeError(f"schedule must be a nbhelpers.moe.TileSchedule (from tile_schedule(offsets, block_m)) "
-                        f"or None, got {type(schedule).__name__}")
-    if schedule.block_m != block_m:
-        raise ValueError(f"schedule.block_m is {schedule.block_m} but the kernel's BLOCK_M is {block_m}: build "
-                         f"the schedule with tile_schedule(offsets, {block_m}) or pass block with BLOCK_M = "
-                         f"{schedule.block_m}")
-    e, r0, r1 = (np.asarray(a) for a in (schedule.expert, schedule.row_start, schedule.row_end))
-    if not (e.ndim == r0.ndim == r1.ndim == 1 and len(e) == len(r0) == len(r1)):
-        raise ValueError("schedule.expert, row_start and row_end must be 1-D arrays of one length (one entry per "
-                         f"tile), got shapes {e.shape}, {r0.shape}, {r1.shape}")
-    if len(e) and (e.min() < 0 or e.max() >= num_experts):
-        raise ValueError(f"schedule.expert must lie in [0, {num_experts}) (w has {num_experts} experts), "
-                         f"got values from {e.min()} to {e.max()}")
-    if len(e) and not (np.all(r0 >= offsets[e]) and np.all(r0 < r1) and np.all(r1 == offsets[e + 1])):
-        raise ValueError("schedule does not match offsets: each tile must start inside its expert's rows "
-                         "(offsets[expert] <= row_start < row_end) and end at row_end == offsets[expert + 1]; "
-                         "build it with nbhelpers.moe.tile_schedule(offsets, block_m)")
-    return schedule
+def max_tiles(num_rows: int, num_experts: int, block_m: int) -> int:
+    """The most M-tiles ``num_rows`` rows can need over ``num_experts`` experts: sum of
+    ceil(n_e / block_m) is at most (rows + E (block_m - 1)) // block_m (each expert wastes at most
+    block_m - 1 rows of its last tile) and at most rows (a tile holds at least one row). The grid is
+    sized by it, so the launch does not depend on the routing."""
+    R, E, bm = (int(v) for v in (num_rows, num_experts, block_m))
+    return min(R, (R + E * (bm - 1)) // bm)
 
 
-def _launch(x, w, c, sched, cfg: dict, input_precision: str, **launch_opts) -> None:
-    num_tiles = sched.shape[1]
+def tile_offsets(offsets: torch.Tensor, num_rows: int, block_m: int) -> torch.Tensor:
+    """(E + 1,) int32 on ``offsets``' device: 0, then the running total of the experts' tile counts
+    ceil(count_e / block_m), so expert e owns tiles ``tile_offsets[e]:tile_offsets[e + 1]``. Torch
+    operations on the device, none of which reads a value back to the host (a CUDA graph can
+    capture them). The offsets are first clamped to [0, num_rows] and made non-decreasing (a running
+    maximum): for valid offsets that changes nothing, and for any others the result still starts at
+    0, never decreases and stays within :func:`max_tiles`, which is what the kernel's lookup needs
+    to stay inside its operands."""
+    off = torch.cummax(offsets.to(torch.int64).clamp(0, num_rows), dim=0).values
+    tiles = torch.div(off[1:] - off[:-1] + (block_m - 1), block_m, rounding_mode="floor")
+    out = torch.zeros(off.shape[0], dtype=torch.int32, device=off.device)
+    torch.cumsum(tiles, 0, dtype=torch.int32, out=out[1:])
+    return out
+
+
+def program_tiles(offsets, N: int, block_m: int, block_n: int, group_m: int = DEFAULT_GROUP_M) -> np.ndarray:
+    """The work of each program of :func:`grouped_matmul_kernel` in launch order, in Python (the
+    mirror of :func:`expert_tile_of`, for counting what a wave of programs reads): an int64 array
+    (programs, 4) of (expert, row_start, row_end, pid_n), one row per program that has a tile (the
+    idle programs past the last tile are left out). ``offsets``: valid host offsets (E + 1,)."""
+    arr = np.asarray(offsets)
+    off = check_offsets(arr, int(arr[-1]) if arr.ndim == 1 and arr.size else 0)
+    bm, bn, g = (positive_int(n, v) for n, v in (("block_m", block_m), ("block_n", block_n), ("group_m", group_m)))
+    num_pid_n = -(-positive_int("N", N) // bn)
+    out = []
+    for e in range(off.size - 1):
+        num_pid_m = -(-int(off[e + 1] - off[e]) // bm)
+        in_group = g * num_pid_n
+        for local in range(num_pid_m * num_pid_n):
+            first = (local // in_group) * g
+            size = min(num_pid_m - first, g)
+            pid_m, pid_n = first + (local % in_group) % size, (local % in_group) // size
+            out.append((e, int(off[e]) + pid_m * bm, int(off[e + 1]), pid_n))
+    return np.array(out, dtype=np.int64).reshape(-1, 4)
+
+
+def _check_group_m(group_m) -> int:
+    if isinstance(group_m, bool) or not isinstance(group_m, (int, np.integer)) or group_m < 1:
+        raise ValueError(f"group_m must be a positive int (M-tiles per group of the program order), got {group_m!r}")
+    return int(group_m)
+
+
+def _device_offsets(offsets, num_rows: int, num_experts: int, device) -> torch.Tensor:
+    """The offsets as the kernel reads them: a tensor on ``device``. A tensor already there is
+    checked for dtype and shape only (no value is read: the caller promises them); anything else
+    is validated on the host (:func:`nbhelpers.moe.check_offsets`) and copied once."""
+    if num_experts < 1:
+        raise ValueError("w has no experts (shape (0, K, N)): a grouped GEMM needs at least one")
+    if isinstance(offsets, torch.Tensor) and offsets.device == torch.device(device):
+        if offsets.dtype not in _OFFSET_DTYPES:
+            raise TypeError(f"offsets on the device must be torch.int32 or torch.int64, got {offsets.dtype}")
+        if tuple(offsets.shape) != (num_experts + 1,):
+            raise ValueError(f"offsets must have shape (E + 1,) = ({num_experts + 1},) for w's {num_experts} "
+                             f"experts, got {tuple(offsets.shape)}")
+        return offsets.contiguous()
+    off = check_offsets(offsets, num_rows, num_experts=num_experts)
+    return torch.as_tensor(off, device=device)
+
+
+def _check_sizes(rows: int, E: int, N: int, block_m: int, block_n: int) -> int:
+    """The grid of a launch: max_tiles * cdiv(N, BLOCK_N) programs, checked against int32."""
+    programs = max_tiles(rows, E, block_m) * triton.cdiv(N, block_n)
+    if rows + block_m > _INT32_LIMIT or programs > _INT32_LIMIT:
+        raise ValueError(f"{rows} rows and N = {N} need {programs} programs of {block_m} x {block_n}: the kernel's "
+                         f"int32 program and row numbers hold at most {_INT32_LIMIT}; split the batch")
+    return programs
+
+
+def _launch(x, w, c, off, cfg: dict, input_precision: str, group_m: int, kernel=None, **launch_opts) -> None:
+    """One launch of :func:`grouped_matmul_kernel` (or of ``kernel``, a kernel with its signature:
+    the tests launch their deliberately wrong kernels exactly this way), the tile offsets computed
+    here, on the device."""
     E, K, N = w.shape
-    grid = (num_tiles, triton.cdiv(N, cfg["BLOCK_N"]))
-    grouped_matmul_kernel[grid](
-        x, w, c, sched, num_tiles, N, K,
+    rows = x.shape[0]
+    bm, bn = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    grid = (_check_sizes(rows, E, N, bm, bn),)
+    if grid[0] == 0:
+        return
+    (grouped_matmul_kernel if kernel is None else kernel)[grid](
+        x, w, c, off, tile_offsets(off, rows, bm), rows, E, N, K,
         x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2), c.stride(0), c.stride(1),
-        BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
-        INPUT_PRECISION=input_precision, **launch_opts)
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cfg["BLOCK_K"], BLOCK_E=triton.next_power_of_2(E),
+        GROUP_M=group_m, INPUT_PRECISION=input_precision, **launch_opts)
 
 
-def _tuned_launch(x, w, c, offsets: np.ndarray, schedule, input_precision: str) -> None:
-    """block=None on a GPU: time each GPU config once per key (do_bench), keep the fastest. A given
-    schedule fixes BLOCK_M, so only the configs with that BLOCK_M are candidates. NOT yet run on a GPU."""
+def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
+    """block=None on a GPU: time each GPU config once per key (do_bench), keep the fastest. Each
+    candidate computes its own tile offsets on the device. NOT yet run on a GPU."""
     from triton.testing import do_bench
 
     E, K, N = w.shape
     rows = x.shape[0]
-    fixed_m = None if schedule is None else schedule.block_m
-    key = (E, N, K, x.dtype, c.dtype, input_precision, 1 << max(rows - 1, 0).bit_length(), fixed_m)
-    candidates = [cfg for cfg in GPU_CONFIGS if fixed_m is None or cfg.kwargs["BLOCK_M"] == fixed_m]
-    if not candidates:
-        raise ValueError(f"no GPU config has BLOCK_M = {fixed_m} (the schedule's block_m); GPU_CONFIGS use "
-                         f"{sorted({c.kwargs['BLOCK_M'] for c in GPU_CONFIGS})}, or pass block explicitly")
-    scheds = {}
-
-    def sched_for(bm):
-        if bm not in scheds:
-            scheds[bm] = schedule_tensor(schedule if schedule is not None else tile_schedule(offsets, bm), x.device)
-        return scheds[bm]
+    key = (E, N, K, x.dtype, c.dtype, input_precision, 1 << max(rows - 1, 0).bit_length(), group_m)
 
     def run(cfg):
-        _launch(x, w, c, sched_for(cfg.kwargs["BLOCK_M"]), cfg.kwargs, input_precision,
-                num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        _launch(x, w, c, off, cfg.kwargs, input_precision, group_m, num_warps=cfg.num_warps,
+                num_stages=cfg.num_stages)
 
     best = _TUNED.get(key)
     if best is None:
         times = []
-        for cfg in candidates:
+        for cfg in GPU_CONFIGS:
             try:
                 times.append((do_bench(lambda cfg=cfg: run(cfg), warmup=5, rep=20, return_mode="median"),
                               cfg))  # short: a tuner
@@ -267,27 +400,43 @@ def _tuned_launch(x, w, c, offsets: np.ndarray, schedule, input_precision: str) 
     run(best)
 
 
+def _no_schedule(schedule) -> None:
+    if schedule is not None:
+        raise TypeError("schedule= is no longer accepted: the kernel computes every program's tile on the device "
+                        "from the offsets (no host-built schedule, no copy per call). Drop the argument; "
+                        "nbhelpers.moe.tile_schedule still lists the same tiles on the host.")
+
+
+# ------------------------------------------------------------------ the launchers
+
+
 def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
                    block: tuple[int, int, int] | None = None, out_dtype: torch.dtype = torch.float32,
-                   schedule: TileSchedule | None = None, input_precision: str = "ieee") -> torch.Tensor:
+                   schedule: None = None, input_precision: str = "ieee",
+                   group_m: int = DEFAULT_GROUP_M) -> torch.Tensor:
     """C = the grouped product, by :func:`grouped_matmul_kernel` in one launch: (T*k, N) of ``out_dtype``.
 
     x_perm: (T*k, K), rows grouped by expert (expert 0 first). w: (E, K, N), expert e computes
     ``x_e @ w[e]``; same dtype as x_perm (float32, bfloat16 or float16) and same device (CUDA for
     compiled kernels; any device in the interpreter); any strides. offsets: (E + 1,) cumulative row
-    counts (numpy, list or torch tensor of integers; validated by :func:`nbhelpers.moe.check_offsets`:
-    starts at 0, non-decreasing, ends at T*k). block: (BLOCK_M, BLOCK_N, BLOCK_K), powers of two from
-    16 to 256, or None (tuned on a GPU, :data:`INTERPRETER_CONFIG` in the interpreter; see the module
-    docstring). out_dtype: float32 (default), bfloat16 or float16: the fp32 accumulator tile is cast
-    once in the epilogue. schedule: a :class:`nbhelpers.moe.TileSchedule` built from these offsets
-    with block_m == BLOCK_M (saves rebuilding it on every call), or None to build it here.
-    input_precision: ``"ieee"`` or ``"tf32"`` (only matters for float32 inputs on a GPU).
+    counts. On the host (a list, a numpy array, a tensor on another device) they are validated by
+    :func:`nbhelpers.moe.check_offsets` (start at 0, non-decreasing, end at T*k) and copied to the
+    device; as an int32 or int64 tensor on x_perm's device they are used as they are, with no host
+    synchronisation: only their shape and dtype are checked, their values are the caller's promise
+    (the kernel never leaves its operands whatever they are; see the module docstring). block:
+    (BLOCK_M, BLOCK_N, BLOCK_K), powers of two from 16 to 256, or None (tuned on a GPU,
+    :data:`INTERPRETER_CONFIG` in the interpreter). out_dtype: float32 (default), bfloat16 or
+    float16: the fp32 accumulator tile is cast once in the epilogue. input_precision: ``"ieee"`` or
+    ``"tf32"`` (only matters for float32 inputs on a GPU). group_m: M-tiles per group of the
+    program order inside an expert (the result does not depend on it). schedule: no longer
+    accepted (the kernel builds its schedule on the device); anything but None is a TypeError.
 
     Rows of C are returned in x_perm's order (un-permuting is :mod:`nbhelpers.moe`'s job). T*k = 0
     gives an empty (0, N) tensor. The float64 reference is :func:`nbhelpers.moe.grouped_matmul_ref`.
     """
-    # shapes, K, dtype match, device match and the offsets: the checks every expert GEMM shares
-    offsets, E, K, N = check_expert_gemm_args(x_perm, w, offsets)
+    _no_schedule(schedule)
+    # shapes, K, dtype match, device match: the checks every expert GEMM shares (no values read)
+    E, K, N = check_expert_gemm_operands(x_perm, w)
     if x_perm.dtype not in _DTYPES:
         raise TypeError(f"x_perm and w have dtype {x_perm.dtype}; accepted: torch.float32, torch.bfloat16, "
                         "torch.float16")
@@ -300,15 +449,14 @@ def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if out_dtype not in _OUT_DTYPES:
         raise TypeError(f"out_dtype must be one of {_OUT_DTYPES}, got {out_dtype!r}")
+    group_m = _check_group_m(group_m)
     rows = x_perm.shape[0]
+    off = _device_offsets(offsets, rows, E, x_perm.device)
     if block is not None:
         block = _check_block(block)
     cfg = None
     if block is not None or INTERPRETED:
         cfg = dict(INTERPRETER_CONFIG) if block is None else dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block))
-    if schedule is not None:
-        bm = cfg["BLOCK_M"] if cfg is not None else schedule.block_m
-        _check_schedule(schedule, offsets, bm, E)
 
     x = x_perm
     if INTERPRETED and x.dtype != torch.float32:
@@ -321,33 +469,45 @@ def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
     if K == 0:
         return c.zero_().to(out_dtype)
     if cfg is None:
-        _tuned_launch(x, w, c, offsets, schedule, input_precision)
+        _tuned_launch(x, w, c, off, input_precision, group_m)
     else:
-        sched = schedule_tensor(schedule if schedule is not None else tile_schedule(offsets, cfg["BLOCK_M"]),
-                                x.device)
-        if sched.shape[1]:
-            _launch(x, w, c, sched, cfg, input_precision)
+        _launch(x, w, c, off, cfg, input_precision, group_m)
     return c.to(out_dtype)
 
 
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
+def k_major(w: torch.Tensor) -> torch.Tensor:
+    """The same (E, K, N) weights with the K axis contiguous (stride 1): the transposed view of a
+    contiguous (E, N, K) copy, as :func:`scaled_grouped_matmul` wants them. One copy, to be made
+    once when the weights are stored or quantized, not per call; ``w`` itself if it already is."""
+    if not isinstance(w, torch.Tensor) or w.ndim != 3:
+        raise ValueError(f"w must be a 3-D torch.Tensor (E, K, N), got {getattr(w, 'shape', type(w).__name__)}")
+    if w.shape[1] <= 1 or w.stride(1) == 1:
+        return w
+    return w.transpose(1, 2).contiguous().transpose(1, 2)
+
+
 def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, sw: torch.Tensor, offsets,
                           block: tuple[int, int, int] | None = None, out_dtype: torch.dtype = torch.float32,
-                          schedule: TileSchedule | None = None) -> torch.Tensor:
+                          schedule: None = None, group_m: int = DEFAULT_GROUP_M) -> torch.Tensor:
     """C ~ the grouped product of the dequantized operands, by :func:`scaled_grouped_matmul_kernel`:
     row r of expert e is ``sx[r] * (qx[r] @ qw[e]) * sw[e]``, (T*k, N) of ``out_dtype``.
 
     qx: (T*k, K) and qw: (E, K, N), both torch.float8_e4m3fn (or both float8_e5m2), grouped as in
-    :func:`grouped_matmul`. sx: float32 (T*k, 1), one scale per row of x_perm (x ~ qx * sx). sw:
-    float32 (E, N) or (E, 1, N), one scale per expert and output column (w[e] ~ qw[e] * sw[e]).
-    offsets, block, schedule: as in :func:`grouped_matmul`; block None is one fixed
-    (64, 64, 128) on a GPU (NOT tuned, and NOT yet run on a GPU) and in the interpreter.
+    :func:`grouped_matmul`. qw must be K-major (``qw.stride(1) == 1``): the transposed view
+    ``qw_nk.transpose(1, 2)`` of a contiguous (E, N, K) tensor, the layout Hopper's fp8 tensor cores
+    read both operands in (see the module docstring); :func:`k_major` makes one from any layout.
+    sx: float32 (T*k, 1), one scale per row of x_perm (x ~ qx * sx). sw: float32 (E, N) or
+    (E, 1, N), one scale per expert and output column (w[e] ~ qw[e] * sw[e]). offsets, group_m,
+    schedule: as in :func:`grouped_matmul`; block: as there, None is one fixed
+    :data:`FP8_DEFAULT_BLOCK` on a GPU (NOT tuned, and NOT yet run on a GPU) and in the interpreter.
     out_dtype: float32 or bfloat16. In the interpreter the fp8 operands are upcast to float32
     (exact, as :mod:`nbhelpers.kernels.scaled_gemm` does) and a bf16 output is rounded by torch.
     """
-    offsets, E, K, N = check_expert_gemm_args(qx, qw, offsets)
+    _no_schedule(schedule)
+    E, K, N = check_expert_gemm_operands(qx, qw)
     if qx.dtype not in _FP8:
         raise TypeError(f"qx and qw have dtype {qx.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 "
                         "(quantize first)")
@@ -357,7 +517,14 @@ def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, 
     if out_dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype!r}")
     require_fp8_support(qx.dtype, qx.device)  # an A100 cannot compile e4m3: a sentence, not a traceback
+    if K > 1 and qw.stride(1) != 1:
+        raise ValueError(
+            f"qw must be K-major (E, K, N) with stride 1 along K, got strides {tuple(qw.stride())}: store the fp8 "
+            "weights as a contiguous (E, N, K) tensor qw_nk and pass qw_nk.transpose(1, 2), or convert once with "
+            "nbhelpers.kernels.grouped_gemm.k_major(qw) (a copy: do it when the weights are quantized, not per call)")
+    group_m = _check_group_m(group_m)
     rows = qx.shape[0]
+    off = _device_offsets(offsets, rows, E, qx.device)
     for name, s_, shapes, meaning in (("sx", sx, [(rows, 1)], "one scale per row of x_perm"),
                                       ("sw", sw, [(E, N), (E, 1, N)], "one scale per expert and column")):
         if not isinstance(s_, torch.Tensor):
@@ -371,20 +538,18 @@ def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, 
             raise ValueError(f"{name} is on {s_.device}, the operands on {qx.device}")
     sw = sw.reshape(E, N)
     sx = sx.reshape(rows).contiguous()
-    cfg = (dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), _check_block(block))) if block is not None
-           else {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128})
-    if schedule is not None:
-        _check_schedule(schedule, offsets, cfg["BLOCK_M"], E)
+    bm, bn, bk = _check_block(block) if block is not None else FP8_DEFAULT_BLOCK
     x, w = (qx.float(), qw.float()) if INTERPRETED else (qx, qw)
     c = torch.empty((rows, N), dtype=torch.float32 if INTERPRETED else out_dtype, device=qx.device)
     if rows == 0 or N == 0:
         return c.to(out_dtype)
     if K == 0:
         return c.zero_().to(out_dtype)
-    sched = schedule_tensor(schedule if schedule is not None else tile_schedule(offsets, cfg["BLOCK_M"]), qx.device)
-    grid = (sched.shape[1], triton.cdiv(N, cfg["BLOCK_N"]))
-    scaled_grouped_matmul_kernel[grid](
-        x, w, c, sched, sx, sw, sched.shape[1], N, K,
-        x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2), c.stride(0), c.stride(1),
-        sw.stride(0), sw.stride(1), **cfg)
+    grid = (_check_sizes(rows, E, N, bm, bn),)
+    if grid[0]:
+        scaled_grouped_matmul_kernel[grid](
+            x, w, c, off, tile_offsets(off, rows, bm), sx, sw, rows, E, N, K,
+            x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2), c.stride(0), c.stride(1),
+            sw.stride(0), sw.stride(1),
+            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BLOCK_E=triton.next_power_of_2(E), GROUP_M=group_m)
     return c.to(out_dtype)
