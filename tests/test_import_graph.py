@@ -36,6 +36,7 @@ LAYER_OF = {
     "scaling": "engine",  # chapters 06, 07: quantize / dequantize, delayed scaling, storage
     "scaled_gemm": "engine",  # chapters 06, 07: reference scaled GEMMs, the fp8 accumulator
     "moe": "engine",  # chapter 10: routing, permutation, offsets, tile schedule, torch expert GEMMs
+    "occupancy": "engine",  # chapter 09: resident blocks and warps per SM from registers and shared memory
     # kernels: device selection, Triton kernels and their launchers
     "device": "kernels",
     "kernels": "kernels",
@@ -48,6 +49,7 @@ LAYER_OF = {
     "compile_check": "measurement",  # chapter 09: the kernels compiled for sm_90 / sm_80 without a GPU
     "memory_access": "measurement",  # chapter 08: the sector model, strided reads on the CPU
     "moe_timing": "measurement",  # chapter 10: per-call overhead, expert GEMMs timed on the CPU
+    "l2_model": "measurement",  # chapter 10: DRAM traffic of a program order through an LRU model of L2
     # presentation
     "plots": "presentation",
     "tables": "presentation",
