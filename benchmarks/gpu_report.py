@@ -99,14 +99,15 @@ STEP_LIMIT_S = {"compile": 45.0, "kernels": 75.0, "benchmark": 60.0, "nbval": 60
 #: it; None: the script takes none), and the expected seconds with what they rest on
 BENCHMARK_PLAN = {
     "gpu_copy_bandwidth": {"limit": 40.0, "time_limit": None, "expected": 20.0,
-                           "basis": "estimate (not yet timed on a GPU): about 20 timings of 0.25 s (do_bench warmup 25 ms, rep 200 ms), "
-                                    "4 small kernels to compile, 2 GB of buffers"},
+                           "basis": "estimate (not yet timed on a GPU): about 20 timings of 0.25 s "
+                                    "(do_bench warmup 25 ms, rep 200 ms), 4 small kernels to compile, 2 GB of buffers"},
     "gpu_gemm_numerics": {"limit": 40.0, "time_limit": None, "expected": 20.0,
-                          "basis": "estimate (not yet timed on a GPU): 16 x 16 outputs at 11 values of K: launches of microseconds; "
-                                   "start-up and a few small compiles"},
+                          "basis": "estimate (not yet timed on a GPU): 16 x 16 outputs at 11 values of K: "
+                                   "launches of microseconds; start-up and a few small compiles"},
     "gpu_gemm_tflops": {"limit": 95.0, "time_limit": 65.0, "expected": 90.0,
                         "basis": "bounded: --time-limit 65 s (no shape starts later) + the shape in flight "
-                                 "(4 comparisons, about 15 s at 8192^3) + 10 s start-up"},
+                                 "(4 comparisons, about 15 s at 8192^3) + 10 s start-up; the tuners time each "
+                                 "config for 50 ms (nbhelpers.kernels.tuning_bench)"},
     "gpu_grouped_gemm": {"limit": 80.0, "time_limit": 50.0, "expected": 75.0,
                          "basis": "bounded: --time-limit 50 s + the case in flight (about 15 s at T = 32,768) "
                                   "+ 10 s start-up"},

@@ -1,7 +1,8 @@
 """Triton kernels of the course, one module per kernel family: :mod:`~nbhelpers.kernels.gemm` (the
 tiled GEMM, chapters 03 and 09), :mod:`~nbhelpers.kernels.scaled_gemm` (fp8 GEMMs with epilogue and
 block scales, chapter 09), :mod:`~nbhelpers.kernels.copy` (copies, strided reads, transposes, chapter 08),
-:mod:`~nbhelpers.kernels.grouped_gemm` (one launch for every expert of a mixture-of-experts layer, chapter 10).
+:mod:`~nbhelpers.kernels.grouped_gemm` (one launch for every expert of a mixture-of-experts layer, chapter 10),
+:mod:`~nbhelpers.kernels.pressure` (a kernel with a constexpr number of live values: register pressure, chapter 09).
 
 Run :func:`nbhelpers.device.setup_device` **before** importing anything from this package.
 Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, that is when a
@@ -36,9 +37,20 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["INTERPRETED", "fp8_unsupported_reason", "require_fp8_support"]
+__all__ = ["INTERPRETED", "fp8_unsupported_reason", "require_fp8_support", "tuning_bench"]
 
 INTERPRETED: bool = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def tuning_bench(kernel_call, quantiles=None):
+    """The timer of the course's ``triton.autotune`` tuners (their ``do_bench=``): Triton's
+    ``do_bench`` with 10 ms of warm-up and 40 ms of timed launches instead of its defaults' 25 and
+    100 (Triton 3.6 and 3.7). At a millisecond per launch that is still 40 launches per config,
+    enough to tell configs apart, and a config set is tuned in well under half the time: on a
+    short GPU session the tuning is most of a benchmark's first shape."""
+    from triton.testing import do_bench
+
+    return do_bench(kernel_call, warmup=10, rep=40, quantiles=quantiles)
 
 
 def fp8_unsupported_reason(dtype_name: str, capability: tuple[int, int], gpu: str = "this GPU") -> str | None:

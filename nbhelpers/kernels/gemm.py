@@ -63,7 +63,7 @@ import triton.language as tl
 
 from ..formats import get_format
 from ..rounding import round_to
-from . import INTERPRETED
+from . import INTERPRETED, tuning_bench
 
 __all__ = [
     "matmul_kernel",
@@ -230,7 +230,7 @@ def is_aligned(tensors, ints) -> bool:
 # config set. INPUT_PRECISION is in the key: fp32 inputs in TF32 and in IEEE mode are different
 # kernels, each tuned on its own
 _matmul_tuned = {} if INTERPRETED else {
-    kind: triton.autotune(configs=configs, key=["M", "N", "K", "INPUT_PRECISION"])(matmul_kernel)
+    kind: triton.autotune(configs=configs, key=["M", "N", "K", "INPUT_PRECISION"], do_bench=tuning_bench)(matmul_kernel)
     for kind, configs in GPU_CONFIG_SETS.items()}
 _OUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 

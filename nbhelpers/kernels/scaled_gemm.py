@@ -48,7 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRETED, require_fp8_support
+from . import INTERPRETED, tuning_bench, require_fp8_support
 from .gemm import tile_of
 
 __all__ = [
@@ -201,10 +201,12 @@ FP8_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": SCALE_BLOCK, 
 # (without it, the second would reuse the first's configuration); the same for SCALE_BLOCK_N.
 # Promotion and fast accumulation also tune over different lists (one autotuner each).
 _scaled_tuned = {} if INTERPRETED else {
-    precise: triton.autotune(configs=configs, key=["M", "N", "K", "PRECISE_ACC"])(scaled_matmul_kernel)
+    precise: triton.autotune(configs=configs, key=["M", "N", "K", "PRECISE_ACC"],
+                             do_bench=tuning_bench)(scaled_matmul_kernel)
     for precise, configs in ((True, FP8_GPU_CONFIGS), (False, FP8_FAST_GPU_CONFIGS))}
 _block_scaled_tuned = None if INTERPRETED else triton.autotune(
-    configs=BLOCK_SCALED_GPU_CONFIGS, key=["M", "N", "K", "SCALE_BLOCK_N"])(block_scaled_matmul_kernel)
+    configs=BLOCK_SCALED_GPU_CONFIGS, key=["M", "N", "K", "SCALE_BLOCK_N"],
+    do_bench=tuning_bench)(block_scaled_matmul_kernel)
 
 
 def _check_operands(qa, qb, out_dtype):
