@@ -60,6 +60,7 @@ __all__ = [
     "findings",
     "parse_ptxas",
     "capability_of",
+    "launch_spec",
     "cases_for",
     "instruction_summary",
     "main",
@@ -394,13 +395,30 @@ def cases_for(target: str, cases: list[Case]) -> list[Case]:
     return [dataclasses.replace(c, target=target) for c in cases if c.target == "sm_90" and not c.expect_error]
 
 
+def launch_spec(fn, case: Case, target) -> tuple:
+    """What a launch of ``fn`` with the case's arguments and config hands Triton's compiler on a
+    GPU of ``target``: (options, signature, constexprs, attrs), built by Triton's own binder as
+    ``JITFunction.run`` builds them, with the options it adds (``debug``, ``instrumentation_mode``),
+    so that the compiled kernel lands in Triton's cache under the key a launch on a GPU looks up."""
+    from triton import knobs
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = make_backend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    args = [_tensor(a) if isinstance(a, str) else a for a in case.args]
+    kwargs = {**case.constexprs, "num_warps": case.num_warps, "num_stages": case.num_stages,
+              "debug": bool(knobs.runtime.debug), "instrumentation_mode": knobs.compilation.instrumentation_mode}
+    bound, spec, opts = binder(*args, **kwargs)
+    return fn._pack_args(backend, kwargs, bound, spec, opts)
+
+
 def compile_case(case: Case) -> dict:
     """Compile one case for its target; a row of the results table. Never raises for a kernel
     that does not compile: the row says so (status "error", the error's last line)."""
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
+    from triton.compiler import ASTSource
 
     cap = capability_of(case.target)
     row = {"kernel": case.kernel.rpartition(":")[2], "where": case.kernel.rpartition(":")[0],
@@ -413,17 +431,7 @@ def compile_case(case: Case) -> dict:
             raise RuntimeError(f"{case.kernel} is a {type(fn).__name__}, not a compiled-mode triton.jit function "
                                "(imported with TRITON_INTERPRET=1?)")
         target = GPUTarget("cuda", cap, 32)
-        backend = make_backend(target)
-        binder = create_function_from_signature(fn.signature, fn.params, backend)
-        args = [_tensor(a) if isinstance(a, str) else a for a in case.args]
-        # the options a launch passes (JITFunction.run adds debug and instrumentation_mode), so that
-        # the compiled kernel lands in Triton's cache under the key a launch on a GPU looks up
-        from triton import knobs
-
-        kwargs = {**case.constexprs, "num_warps": case.num_warps, "num_stages": case.num_stages,
-                  "debug": bool(knobs.runtime.debug), "instrumentation_mode": knobs.compilation.instrumentation_mode}
-        bound, spec, opts = binder(*args, **kwargs)
-        options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, spec, opts)
+        options, signature, constexprs, attrs = launch_spec(fn, case, target)
         compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
                                   options=options.__dict__)
         ptx = compiled.asm["ptx"]

@@ -159,3 +159,52 @@ def test_the_committed_table_is_todays():
     expected = {(c.kernel.rpartition(":")[2], c.label, c.config, c.target) for c in course_cases()}
     assert expected - recorded == set(), "cases missing from the table: run make gpu-compile"
     assert recorded - expected == set(), "the table has cases the code no longer has: run make gpu-compile"
+
+
+CACHE_KEY_PROBE = r"""
+import json, os
+os.environ.pop("TRITON_INTERPRET", None)
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from nbhelpers.compile_check import course_cases, launch_spec, _tensor, _kernel
+from nbhelpers.kernels.gemm import GPU_CONFIG_SETS
+target = GPUTarget("cuda", 90, 32)
+out = []
+for c in [c for c in course_cases(kernels="matmul_kernel", sources=("package",)) if c.target == "sm_90"][:4]:
+    fn = _kernel(c.kernel)
+    # what a tuned launch passes: the autotuner runs fn.run(*args, **dict(meta, **config.all_kwargs())),
+    # and JITFunction.run adds debug and instrumentation_mode before it binds
+    cfg = next(g for s in GPU_CONFIG_SETS.values() for g in s
+               if {**g.kwargs, "INPUT_PRECISION": c.constexprs["INPUT_PRECISION"]} == c.constexprs
+               and (g.num_warps, g.num_stages) == (c.num_warps, c.num_stages))
+    kw = dict({"INPUT_PRECISION": c.constexprs["INPUT_PRECISION"]}, **cfg.all_kwargs())
+    kw["debug"] = kw.get("debug", fn.debug) or knobs.runtime.debug
+    kw["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+    backend = make_backend(target)
+    bound, spec, opts = create_function_from_signature(fn.signature, fn.params, backend)(
+        *[_tensor(a) if isinstance(a, str) else a for a in c.args], **kw)
+    run = fn._pack_args(backend, kw, bound, spec, opts)
+    ours = launch_spec(fn, c, target)
+    out.append([run[0].__dict__ == ours[0].__dict__, run[1:3] == ours[1:3], str(run[3]) == str(ours[3])])
+print(json.dumps(out))
+"""
+
+
+def test_the_check_compiles_what_a_tuned_launch_compiles():
+    """The options, signature, constants and attributes the compile check hands Triton are those a
+    tuned launch on a GPU hands it, so gpu_report's compile step fills the cache the autotuners
+    read (compared here, without a GPU, for the first GEMM configs; a fresh process: the kernels
+    must be imported without the interpreter)."""
+    import subprocess
+    import sys
+
+    from nbhelpers.compile_check import ROOT
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", CACHE_KEY_PROBE], capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(rows) == 4 and all(all(r) for r in rows), rows
