@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 __all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "recorded_gpu_runs", "recorded_copy_bandwidth",
-           "recorded_gemm_tflops", "recorded_grouped_gemm"]
+           "recorded_gemm_tflops", "recorded_grouped_gemm", "recorded_compile_check"]
 
 ENV_VAR = "NBHELPERS_RESULTS_DIR"
 _RELATIVE = Path("benchmarks") / "results"
@@ -152,3 +152,42 @@ def recorded_grouped_gemm(results_dir: str | Path | None = None) -> list[dict]:
     ``ours_vs_grouped_mm``, or an ``error`` saying why it was not timed) and the file's ``path``.
     A malformed file raises ValueError naming it."""
     return _read_runs(results_dir, "grouped_gemm_*.json", "gpu_grouped_gemm.py", _GROUPED_META_KEYS, _GROUPED_ROW_KEYS, _GROUPED_TIMED_KEYS)
+
+
+_COMPILE_META_KEYS = ("triton", "ptxas", "date", "command", "machine")
+_COMPILE_ROW_KEYS = ("kernel", "label", "config", "target", "status")
+_COMPILE_OK_KEYS = ("registers", "spill_stores", "spill_loads", "shared", "mma", "cp_async")
+_WARPS = re.compile(r"\bw(\d+)\b")
+
+
+def recorded_compile_check(results_dir: str | Path | None = None, name: str = "compile_check.json") -> dict | None:
+    """The results file of ``python -m nbhelpers.compile_check`` (``compile_check.json``: every
+    kernel of the course compiled for sm_90 / sm_80 without a GPU), parsed; None when there is
+    none. It is ``{"meta": {...}, "rows": [...], "findings": [...]}`` with the Triton and ptxas
+    versions, date, command and machine in ``meta``, and one row per case: kernel, label, config,
+    target and status, and for a case that compiled its registers, spill stores and loads, shared
+    memory in bytes, matrix instruction and asynchronous copies. Each row gets ``num_warps``, read
+    from its config (``"128x128x64 w4 s4"``) where the row does not hold it; the file's ``path``
+    is added. A malformed file raises ValueError naming it."""
+    folder = find_results_dir(results_dir)
+    path = None if folder is None else folder / name
+    if path is None or not path.is_file():
+        return None
+    try:
+        run = json.loads(path.read_text())
+        missing = [k for k in _COMPILE_META_KEYS if k not in run["meta"]]
+        for i, r in enumerate(run["rows"]):
+            keys = _COMPILE_ROW_KEYS + (_COMPILE_OK_KEYS if r.get("status") == "ok" else ())
+            missing += [f"rows[{i}].{k}" for k in keys if k not in r]
+            if "num_warps" not in r and "config" in r:
+                m = _WARPS.search(str(r["config"]))
+                if m is None:
+                    missing.append(f"rows[{i}].num_warps (none in its config {r['config']!r})")
+                else:
+                    r["num_warps"] = int(m.group(1))
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path}: not a results file of nbhelpers.compile_check ({e!r})") from e
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}")
+    run["path"] = str(path)
+    return run

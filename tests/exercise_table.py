@@ -440,7 +440,7 @@ CHAPTERS = [
         9, "ex09_gemm_kernels.ipynb", lambda: {"np": np, "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
                  "torch": __import__("torch"), "triton": __import__("triton"),
                  "tl": __import__("triton.language", fromlist=["dot"])},
-        ("tile_matmul", "scaled_epilogue"), 9, 9099,
+        ("tile_matmul", "scaled_epilogue", "resident_warps"), 12, 9099,
         tuple([
     # no mask along K: the ragged end reads the padding
     ("tile_matmul", "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)", "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)"),
@@ -470,6 +470,29 @@ CHAPTERS = [
     ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc / sa[:, None]) / sb[None, :]"),
     # only the row scales applied
     ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * sa[:, None]"),
+    # registers per thread not rounded up to the allocation unit (8 per thread)
+    ("resident_warps", "regs = -(-registers // 8) * 8", "regs = registers"),
+    # the register file as one pool of 65,536, not 4 sub-partitions of 16,384
+    ("resident_warps", "(16384 // per_warp) * 4 // num_warps", "65536 // per_warp // num_warps"),
+    # shared memory ignored
+    ("resident_warps", "\"shared memory\": 228 * 1024 // smem,", "\"shared memory\": 10**9,"),
+    # the driver's 1 KB reserve per block ignored
+    ("resident_warps", "-(-(shared + 1024) // 128) * 128", "-(-shared // 128) * 128 or 1"),
+    # shared memory not rounded up to 128-byte units
+    ("resident_warps", "-(-(shared + 1024) // 128) * 128", "shared + 1024"),
+    # the SM's shared memory taken as the 227 KB a block may have, not the 228 KB it has
+    ("resident_warps", "228 * 1024 // smem", "227 * 1024 // smem"),
+    # no cap of 32 blocks
+    ("resident_warps", "\"blocks\": 32,", "\"blocks\": 10**9,"),
+    # blocks returned instead of warps
+    ("resident_warps", "return blocks[limit] * num_warps, limit", "return blocks[limit], limit"),
+    # the napkin answer: 65536 / (32 r) warps, capped at 64
+    ("resident_warps", "return blocks[limit] * num_warps, limit", "return min(64, 65536 // (32 * registers)), limit"),
+    # the napkin answer in whole blocks
+    ("resident_warps", "return blocks[limit] * num_warps, limit",
+     "return min(64, 65536 // (32 * registers)) // num_warps * num_warps, limit"),
+    # registers always named as the limit
+    ("resident_warps", "return blocks[limit] * num_warps, limit", "return blocks[limit] * num_warps, \"registers\""),
 ]
 ),
     ),

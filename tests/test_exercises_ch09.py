@@ -48,3 +48,68 @@ def test_tf32_inputs_fail_the_check_and_the_message_says_why():
     assert msg is not None and 'input_precision="ieee"' in msg, msg
     ieee = emulated_matmul(a.astype(np.float64), b.astype(np.float64), "fp32", "fp32")
     assert ch09._within_bound(ieee, expected) is None
+
+
+# ---- exercise 3: occupancy from the ptxas line
+
+@pytest.mark.parametrize("got", [None, "x", 64, (64,), (64, "registers", 1), ("64", "registers"), (64.0, "registers"),
+                                 (True, "registers"), (64, None), (64, 3), (64, object()), [64, ["registers"]],
+                                 (np.int64(64), b"registers"), object()])
+def test_same_occupancy_rejects_without_raising(got):
+    expected = ch09.resident_warps_ref(32, 4, 0)
+    reason = ch09._same_occupancy(got, expected)
+    assert isinstance(reason, str) and reason
+
+
+def test_same_occupancy_accepts_any_binding_limit_and_numpy_ints():
+    expected = ch09.resident_warps_ref(32, 4, 0)  # registers and warps both allow 16 blocks
+    assert set(expected[1]) == {"registers", "warps"}
+    for limit in ("registers", "warps", " Warps "):
+        assert ch09._same_occupancy((64, limit), expected) is None
+    assert ch09._same_occupancy((np.int64(64), "registers"), expected) is None
+    assert ch09._same_occupancy((64, "blocks"), expected) is not None
+    assert ch09._same_occupancy([64, "warps"], expected) is None
+
+
+def test_reference_agrees_with_the_slow_placement_on_every_case():
+    from nbhelpers.checks import cases_for
+    from nbhelpers.occupancy import occupancy_ref
+
+    for seed in (0, 1, 9099):
+        for case in cases_for("ex09.resident_warps", seed):
+            warps, limits, _ = ch09.resident_warps_ref(*case.args)
+            blocks, ref_limits = occupancy_ref(*case.args)
+            assert warps == blocks * case.args[1] and set(limits) == {str(x) for x in ref_limits}, case
+
+
+@pytest.mark.parametrize("args,wrong,says", [
+    ((131, 8, 0), 15, "napkin"),  # 65536 / (32 * 131)
+    ((80, 1, 0), 25, "sub-partitions"),
+    ((64, 4, 64 * 1024), 32, "shared memory limits"),
+    ((64, 4, 76 * 1024), 12, "reserves 1 KB"),
+    ((40, 4, 45_600), 20, "128 bytes"),
+    ((16, 1, 0), 64, "at most 32 blocks"),
+])
+def test_a_shortcut_answer_is_named(args, wrong, says):
+    expected = ch09.resident_warps_ref(*args)
+    reason = ch09._same_occupancy((wrong, "registers"), expected)
+    assert reason is not None and says in reason, reason
+
+
+def test_the_public_cases_defeat_every_shortcut_often():
+    """Each shortcut gives a wrong warp count on at least three of the public cases (not just one
+    edge case)."""
+    from nbhelpers.checks import cases_for
+
+    cases = cases_for("ex09.resident_warps", 0)
+    hits = {}
+    for case in cases:
+        warps, _, hints = ch09.resident_warps_ref(*case.args)
+        for text in {t for v in hints.values() for t in v.split("; or ")}:
+            hits[text] = hits.get(text, 0) + 1
+    assert len(hits) == 7 and min(hits.values()) >= 3, hits
+
+
+def test_expected_shows_the_answer_only():
+    assert repr(ch09.resident_warps_ref(32, 4, 0)) == "(64, 'registers' or 'warps')"
+    assert repr(ch09.resident_warps_ref(131, 8, 0)) == "(8, 'registers')"

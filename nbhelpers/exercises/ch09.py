@@ -16,6 +16,14 @@ another row's values (or memory outside the tensor).
   :func:`nbhelpers.exercises.ch06.epilogue_ref`, the fp32 epilogue of
   :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit against it in
   tests/test_exercises_ch06.py); compared bit for bit.
+- ``resident_warps``: predict the occupancy of a kernel on an H100/H200 from its ptxas line
+  (registers per thread, shared memory per block) and its ``num_warps``: the resident warps per SM
+  and the limit that binds. Reference: :func:`nbhelpers.occupancy.occupancy` (tested against a
+  slow block-by-block placement and NVIDIA's worked example in tests/test_occupancy.py); the
+  warps compared exactly, the limit accepted if it is any of those that bind. The cases are
+  chosen so that each shortcut gives a wrong count on many of them: the napkin ``65536 / (32 r)``,
+  registers not rounded up to 8 per thread, the register file not split into 4 sub-partitions,
+  shared memory ignored, its 1 KB reserve or 128-byte unit ignored, the 32-block cap ignored.
 
 Edge cases come first, then random ones from the seed.
 """
@@ -23,7 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Case, Exercise, _describe
+from ..checks import Case, Exercise, _describe, _short_repr
+from ..occupancy import H100, occupancy
 from .ch06 import epilogue_ref
 
 BLOCK = 16  # every tile dimension of the launchers (the interpreter's tl.dot wants at least 16)
@@ -131,9 +140,134 @@ def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 3. occupancy from the ptxas line
+
+LIMIT_NAMES = ("registers", "shared memory", "warps", "blocks")
+KB = 1024
+
+
+def _shortcuts(registers: int, num_warps: int, shared: int) -> dict[int, str]:
+    """Warp counts that plausible shortcuts give, each with what they forgot (for the message)."""
+    spec = H100
+    w = num_warps
+
+    def warps(regs_alloc, split=True, smem=None, blocks_cap=spec.max_blocks_per_sm):
+        per_warp = 32 * regs_alloc
+        by_regs = (16384 // per_warp) * 4 // w if split else 65536 // per_warp // w
+        by = [by_regs, 64 // w, blocks_cap]
+        if smem is not None:
+            by.append(spec.shared_per_sm // smem if smem else blocks_cap)
+        return min(by) * w
+
+    r8 = -(-registers // 8) * 8
+    full = -(-(shared + 1024) // 128) * 128
+    shortcuts = [
+        (warps(registers, smem=full), "registers per thread are allocated in multiples of 8"),
+        (warps(r8, split=False, smem=full),
+         "the register file is 4 sub-partitions of 16,384 and a warp's registers sit in one"),
+        (warps(r8), "shared memory limits the blocks too"),
+        (warps(r8, smem=shared), "the driver reserves 1 KB of shared memory per block"),
+        (warps(r8, smem=shared + 1024), "shared memory is allocated in units of 128 bytes"),
+        (warps(r8, smem=full, blocks_cap=10**9), "an SM holds at most 32 blocks"),
+        (min(64, 65536 // (32 * registers)),
+         "the napkin 65536 / (32 r), capped at 64: no rounding, no whole blocks, no shared memory"),
+    ]
+    out: dict[int, str] = {}
+    for count, text in shortcuts:
+        out[count] = f"{out[count]}; or {text}" if count in out else text
+    return out
+
+
+class ExpectedOccupancy(tuple):
+    """(warps, limits, hints): the answer, every limit that binds, and the warp counts of
+    shortcuts with what each forgot (to word the message); shown as the answer alone."""
+
+    def __repr__(self) -> str:
+        warps, limits, _ = self
+        return f"({warps}, {' or '.join(repr(x) for x in limits)})"
+
+
+def resident_warps_ref(registers: int, num_warps: int, shared: int) -> ExpectedOccupancy:
+    """(resident warps per SM, the limits that bind, shortcut answers) on an H100/H200. Only the
+    first two are the answer; the third words the message of a wrong count."""
+    occ = occupancy(registers, num_warps, shared, H100)
+    hints = {k: v for k, v in _shortcuts(registers, num_warps, shared).items() if k != occ.warps}
+    return ExpectedOccupancy((occ.warps, tuple(str(lim) for lim in occ.limits), hints))
+
+
+def _same_occupancy(got, expected) -> str | None:
+    warps, limits, hints = expected
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"returned {_describe(got)}, expected a tuple (warps, limit)"
+    g_warps, g_limit = got
+    if isinstance(g_warps, bool) or not isinstance(g_warps, (int, np.integer)):
+        return f"warps: returned {_describe(g_warps)}, expected an int"
+    if int(g_warps) != warps:
+        hint = hints.get(int(g_warps))
+        return f"warps: returned {int(g_warps)}, expected {warps}" + (f" (did you forget: {hint}?)" if hint else "")
+    if not isinstance(g_limit, str):
+        return f"limit: returned {_describe(g_limit)}, expected one of {', '.join(map(repr, LIMIT_NAMES))}"
+    if g_limit.strip().lower() not in limits:
+        which = " or ".join(repr(x) for x in limits)
+        return f"limit: returned {_short_repr(g_limit, 40)}, expected {which}"
+    return None
+
+
+def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((32, 4, 0), label="32 registers, 4 warps, no shared memory: registers and warps both bind"),
+        Case((131, 8, 0), label="131 registers: allocated as 136"),
+        Case((128, 8, 0), label="128 registers, 8 warps"),
+        Case((80, 1, 0), label="80 registers, 1 warp: the sub-partitions"),
+        Case((16, 1, 0), label="16 registers, 1 warp: the block cap"),
+        Case((64, 4, 64 * KB), label="64 KB of shared memory per block"),
+        Case((64, 4, 113 * KB), label="113 KB: two blocks with their reserves fill the 228 KB exactly"),
+        Case((64, 4, 76 * KB), label="76 KB: three fit 228 KB, but not with the reserve"),
+        Case((40, 4, 45_600), label="45,600 B: 5 blocks fit unrounded, 4 in 128-byte units"),
+        Case((226, 4, 128 * KB), label="a GEMM config: 226 registers, 128 KB of pipelining buffers"),
+        Case((255, 16, 0), label="16 warps of 255 registers: more than a block may have"),
+        Case((64, 4, 227 * KB + 1), label="1 byte over the 227 KB a block may use"),
+    ]
+    spec = H100
+    for _ in range(10):  # register-bound, just past a multiple of 8 that would keep one more block
+        w = int(rng.choice([1, 2, 4, 8]))
+        while True:
+            b = int(rng.integers(1, 64 // w + 1))
+            r_max = 16384 // -(-(b * w) // 4) // 32  # unrounded, b blocks fit up to r_max
+            if r_max % 8 and 8 < r_max <= 255:
+                break
+        r = int(rng.integers(r_max // 8 * 8 + 1, r_max + 1))  # rounded up past r_max: fewer blocks
+        cases.append(Case((r, w, int(rng.choice([0, int(rng.integers(1, 4 * KB))])))))
+    for _ in range(4):  # registers well inside a step, any block size
+        cases.append(Case((int(rng.integers(33, 256)), int(rng.choice([1, 2, 4, 8])), 0)))
+    for _ in range(8):  # shared-memory bound, with sizes where the reserve decides one block
+        b = int(rng.integers(2, 12))
+        room = spec.shared_per_sm // b  # b blocks of at most `room` bytes, reserve included
+        shared = room - int(rng.integers(1, 1024))  # fits b times without the reserve, b - 1 with it
+        cases.append(Case((int(rng.integers(16, 72)), int(rng.choice([1, 2, 4])), shared)))
+    for _ in range(4):  # b blocks fill all 228 KB of the SM: more than the 227 KB one block may have
+        b = int(rng.integers(2, 9))
+        alloc = spec.shared_per_sm // b // 128 * 128
+        cases.append(Case((int(rng.integers(16, 64)), int(rng.choice([1, 2, 4])),
+                           alloc - 1024 - int(rng.integers(0, 128)))))
+    for _ in range(4):  # shared-memory bound where the 128-byte unit decides one block
+        b = int(rng.choice([5, 7, 9, 11, 13]))
+        top = spec.shared_per_sm // b  # not a multiple of 128 for these b
+        shared = top - 1024 - int(rng.integers(0, top % 128))
+        cases.append(Case((int(rng.integers(16, 64)), int(rng.choice([1, 2, 4])), shared)))
+    for _ in range(4):  # tiny blocks: the 32-block cap
+        cases.append(Case((int(rng.integers(8, 33)), 1, int(rng.choice([0, int(rng.integers(1, 6 * KB))])))))
+    for _ in range(6):  # anything a Triton kernel may have
+        cases.append(Case((int(rng.integers(1, 256)), int(rng.choice([1, 2, 4, 8, 16])),
+                           int(rng.choice([0, int(rng.integers(0, 232 * KB))])))))
+    return cases
+
+
 EXERCISES = [
     Exercise("ex09.tile_matmul", "The K loop of a tiled GEMM", 5, tile_matmul_ref, _matmul_cases,
              compare=_within_bound),
     Exercise("ex09.scaled_epilogue", "The scaled epilogue in a kernel", 4, scaled_epilogue_ref,
              _epilogue_cases),
+    Exercise("ex09.resident_warps", "Predict the occupancy from the ptxas line", 3, resident_warps_ref,
+             _occupancy_cases, compare=_same_occupancy),
 ]

@@ -12,7 +12,7 @@ colours come from :mod:`~nbhelpers.plots.style` (one colour per format across th
 - :mod:`~nbhelpers.plots.scaling`     quantization error by the granularity of the scales (chapter 06)
 - :mod:`~nbhelpers.plots.blocks`      fp8 accumulation with promotion against K; block formats' SQNR per byte (chapter 07)
 - :mod:`~nbhelpers.plots.throughput`  how fast memory moves: efficiency and bandwidth against stride (chapter 08)
-- :mod:`~nbhelpers.plots.roofline`    what bounds a kernel: the roofline; resident warps against registers (chapter 09)
+- :mod:`~nbhelpers.plots.roofline`    what bounds a kernel: the roofline; resident warps against registers; register pressure (chapter 09)
 - :mod:`~nbhelpers.plots.moe`         expert GEMMs: routing and the permuted buffer, time against E, capacity factor (chapter 10)
 
 A new figure goes into the module of its family (an amax histogram of chapter 06 into
@@ -27,7 +27,7 @@ from .errors import plot_error_vs_K, plot_errors_vs_length, plot_recorded_gpu_er
 from .grids import plot_bit_layouts, plot_relative_spacing, plot_rounding_modes, plot_value_line
 from .ranges import plot_gradient_histogram, plot_gradient_histograms_scaled
 from .moe import plot_capacity_tradeoff, plot_expert_gemm_times, plot_routing
-from .roofline import plot_occupancy, plot_roofline
+from .roofline import plot_occupancy, plot_register_pressure, plot_roofline
 from .scaling import plot_sqnr_by_granularity
 from .steps import (plot_loss_scale, plot_running_sums, plot_seed_spread, plot_training_curves,
                     plot_training_curves_vs_ref, plot_unchanged_updates)
@@ -62,5 +62,6 @@ __all__ = [
     "plot_copy_bandwidth",
     "plot_roofline",
     "plot_occupancy",
+    "plot_register_pressure",
     "plot_routing", "plot_expert_gemm_times", "plot_capacity_tradeoff",
 ]

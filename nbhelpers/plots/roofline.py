@@ -1,6 +1,7 @@
 """Figures of what bounds a kernel's speed (chapter 09): the roofline (attainable FLOP/s against
-arithmetic intensity, under a memory roof and compute roofs) and occupancy (resident warps per SM
-against registers per thread).
+arithmetic intensity, under a memory roof and compute roofs), occupancy (resident warps per SM
+against registers per thread) and register pressure (registers, spills and resident warps against
+the live values a kernel keeps).
 
 Both take what they draw as plain numbers: the notebook computes intensities, attainable or
 measured TFLOP/s and warp counts; the helpers draw the roofs from the peaks they are given and
@@ -14,7 +15,7 @@ import numpy as np
 
 from .style import DASHES, axes_or_new, line_color
 
-__all__ = ["plot_roofline", "plot_occupancy"]
+__all__ = ["plot_roofline", "plot_occupancy", "plot_register_pressure"]
 
 _MARKERS = ("o", "s", "D", "^", "v", "P", "*", "X", "h")
 _ROOF_COLORS = ("0.25", "0.45", "0.6", "0.7")
@@ -119,3 +120,52 @@ def plot_occupancy(registers: Sequence[int], warps: dict, ax=None, max_warps: in
     ax.grid(True, alpha=0.3)
     _legend(ax, legend_outside)
     return ax
+
+
+def plot_register_pressure(extra: Sequence[int], registers: Sequence[int], spill_stores: Sequence[int],
+                           spill_loads: Sequence[int], warps: Sequence[int], axes=None,
+                           max_registers: int | None = 255, max_warps: int | None = 64, xlabel: str | None = None):
+    """What the compiler made of a kernel with more and more live values, in three panels over one
+    x axis (``extra``, e.g. the live values added): registers per thread (markers on a line, with
+    the per-thread cap ``max_registers`` as a thin line), spill stores and loads in bytes per thread
+    (two styles) and the resident warps per SM the registers and shared memory leave (a step line,
+    with ``max_warps``). axes: three Axes, or None for a new figure. Returns the three Axes; each
+    panel's legend sits right of it, off the data."""
+    x = np.asarray(extra, dtype=float)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError("extra must be a non-empty 1-D sequence")
+    ys = {}
+    for name, v in (("registers", registers), ("spill_stores", spill_stores), ("spill_loads", spill_loads),
+                    ("warps", warps)):
+        v = np.asarray(v, dtype=float)
+        if v.shape != x.shape:
+            raise ValueError(f"{name} has {v.size} values for {x.size} points")
+        ys[name] = v
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2, 3]})
+    if len(axes) != 3:
+        raise ValueError(f"axes must be three Axes, got {len(axes)}")
+    ax_r, ax_s, ax_w = axes
+    ax_r.plot(x, ys["registers"], "-", color="#1f77b4", lw=1.0, marker="o", ms=5, label="registers per thread (ptxas)")
+    if max_registers is not None:
+        ax_r.axhline(max_registers, color="0.5", lw=0.8, ls=":", label=f"at most {max_registers} per thread")
+    ax_r.set_ylabel("registers / thread")
+    ax_r.set_ylim(bottom=0)
+    ax_s.plot(x, ys["spill_stores"], "-", color="#d62728", lw=1.4, marker="s", ms=4, label="spill stores")
+    ax_s.plot(x, ys["spill_loads"], "--", color="#9467bd", lw=1.4, marker="^", ms=4, mfc="none",
+              label="spill loads")
+    ax_s.set_ylabel("spill bytes (ptxas)")
+    ax_s.set_ylim(bottom=0)
+    ax_w.step(x, ys["warps"], where="mid", color="#2ca02c", lw=1.8, label="resident warps per SM")
+    ax_w.plot(x, ys["warps"], "o", color="#2ca02c", ms=3)
+    if max_warps is not None:
+        ax_w.axhline(max_warps, color="0.5", lw=0.8, ls=":", label=f"at most {max_warps} warps per SM")
+    ax_w.set_ylabel("warps / SM")
+    ax_w.set_ylim(bottom=0)
+    ax_w.set_xlabel(xlabel or "extra live values")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+        _legend(ax, True)
+    return axes
