@@ -108,6 +108,9 @@ BENCHMARK_PLAN = {
                         "basis": "bounded: --time-limit 65 s (no shape starts later) + the shape in flight "
                                  "(4 comparisons, about 15 s at 8192^3) + 10 s start-up; the tuners time each "
                                  "config for 50 ms (nbhelpers.kernels.tuning_bench)"},
+    "gpu_register_pressure": {"limit": 40.0, "time_limit": 25.0, "expected": 35.0,
+                              "basis": "bounded: --time-limit 25 s + the k in flight (under a second: 4 GiB "
+                                       "read per launch) + 10 s start-up; its 34 kernels come from the compile step"},
     "gpu_grouped_gemm": {"limit": 80.0, "time_limit": 50.0, "expected": 75.0,
                          "basis": "bounded: --time-limit 50 s + the case in flight (about 15 s at T = 32,768) "
                                   "+ 10 s start-up"},

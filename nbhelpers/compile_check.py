@@ -215,6 +215,15 @@ def _grouped_cases() -> list[Case]:
     return cases
 
 
+def _pressure_cases() -> list[Case]:
+    """Chapter 09's register-pressure kernel at every k benchmarks/gpu_register_pressure.py times:
+    not defaults (past k = 58 it spills on purpose)."""
+    from .kernels import pressure
+
+    return [Case(pressure.KERNEL, f"EXTRA={k}", pressure.launch_args(), {"BLOCK": pressure.BLOCK, "EXTRA": k},
+                 num_warps=pressure.NUM_WARPS, default=False) for k in range(0, 67, 2)]
+
+
 def _copy_cases() -> list[Case]:
     cases = []
     n = 1 << 26
@@ -255,7 +264,7 @@ def course_cases(kernels: str | None = None, sources=("package", "solution", "te
     """Every case of the course, or those whose kernel name contains ``kernels``."""
     cases = []
     if "package" in sources:
-        cases += _gemm_cases() + _scaled_cases() + _grouped_cases() + _copy_cases()
+        cases += _gemm_cases() + _scaled_cases() + _grouped_cases() + _copy_cases() + _pressure_cases()
     if "solution" in sources:
         cases += _solution_cases()
     if "test" in sources:
@@ -423,7 +432,7 @@ def compile_case(case: Case) -> dict:
     cap = capability_of(case.target)
     row = {"kernel": case.kernel.rpartition(":")[2], "where": case.kernel.rpartition(":")[0],
            "source": case.source, "label": case.label, "config": case.config, "target": case.target,
-           "default": case.default}
+           "num_warps": case.num_warps, "num_stages": case.num_stages, "default": case.default}
     t0 = time.perf_counter()
     try:
         fn = _kernel(case.kernel)

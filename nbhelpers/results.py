@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 __all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "recorded_gpu_runs", "recorded_copy_bandwidth",
-           "recorded_gemm_tflops", "recorded_grouped_gemm", "recorded_compile_check"]
+           "recorded_gemm_tflops", "recorded_grouped_gemm", "recorded_compile_check", "recorded_register_pressure"]
 
 ENV_VAR = "NBHELPERS_RESULTS_DIR"
 _RELATIVE = Path("benchmarks") / "results"
@@ -152,6 +152,24 @@ def recorded_grouped_gemm(results_dir: str | Path | None = None) -> list[dict]:
     ``ours_vs_grouped_mm``, or an ``error`` saying why it was not timed) and the file's ``path``.
     A malformed file raises ValueError naming it."""
     return _read_runs(results_dir, "grouped_gemm_*.json", "gpu_grouped_gemm.py", _GROUPED_META_KEYS, _GROUPED_ROW_KEYS, _GROUPED_TIMED_KEYS)
+
+
+_PRESSURE_META_KEYS = ("gpu", "date", "script", "command", "torch", "triton", "rows", "cols")
+_PRESSURE_ROW_KEYS = ("k",)
+_PRESSURE_TIMED_KEYS = ("rel_diff", "registers", "spills", "shared", "warps_per_sm", "ms", "gb_per_s", "slowdown")
+
+
+def recorded_register_pressure(results_dir: str | Path | None = None) -> list[dict]:
+    """The results files of ``benchmarks/gpu_register_pressure.py`` (``register_pressure_*.json``),
+    parsed, oldest first; [] when there are none. Each is ``{"meta": {...}, "rows": [...]}`` with
+    the GPU name, date, script, command, torch / Triton versions and the shape of x in ``meta``,
+    one row per k (the extra live vectors of chapter 09's ema_kernel): either the compiled
+    kernel's registers, spills and shared memory, the occupancy they imply (``warps_per_sm``), the
+    median ``ms``, ``gb_per_s``, the ``slowdown`` against k = 0 and the
+    ``predicted_slowdown_bound`` (resident warps at k = 0 over those at k), or an ``error``
+    saying why it was not timed; and the file's ``path``. A malformed file raises ValueError."""
+    return _read_runs(results_dir, "register_pressure_*.json", "gpu_register_pressure.py", _PRESSURE_META_KEYS,
+                      _PRESSURE_ROW_KEYS, _PRESSURE_TIMED_KEYS)
 
 
 _COMPILE_META_KEYS = ("triton", "ptxas", "date", "command", "machine")

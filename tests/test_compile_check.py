@@ -9,13 +9,17 @@ committed results file against the cases of today's code. ``make gpu-compile`` c
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from nbhelpers.device import setup_device
 
-import pytest
+setup_device(verbose=False)  # before the case lists import the kernel modules: the interpreter on a CPU
 
-from nbhelpers.compile_check import (DEFAULT_RESULTS, SHARED_LIMIT, Case, _gemm_args, check, course_cases,
-                                     findings, instruction_summary, parse_ptxas)
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from nbhelpers.compile_check import (DEFAULT_RESULTS, SHARED_LIMIT, Case, _gemm_args, check,  # noqa: E402
+                                     course_cases, findings, instruction_summary, parse_ptxas)
 
 PTXAS_LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'matmul_kernel' for 'sm_90a'
