@@ -242,9 +242,12 @@ gpu-compile: install
 # prints its plan and stops with exit code 2. Extra arguments: GPU_REPORT_ARGS="--steps kernels".
 GPU_PYTHON      ?= $(if $(wildcard $(VPY)),$(VPY),python3)
 GPU_REPORT_ARGS ?=
+# `make --dry-run gpu-report` (or -n) prints the report's own plan with each step's expected time:
+# the recipe runs under -n too (the leading +) and passes --dry-run, so nothing is measured.
+GPU_REPORT_DRY := $(if $(findstring n,$(firstword -$(MAKEFLAGS))),--dry-run)
 .PHONY: gpu-report
 gpu-report:
-	$(GPU_PYTHON) benchmarks/gpu_report.py --python $(GPU_PYTHON) $(GPU_REPORT_ARGS)
+	+$(GPU_PYTHON) benchmarks/gpu_report.py --python $(GPU_PYTHON) $(GPU_REPORT_DRY) $(GPU_REPORT_ARGS)
 
 ## clean: delete the virtual environment and caches (not results files)
 clean:

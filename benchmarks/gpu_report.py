@@ -1,7 +1,7 @@
 """The one prepared GPU run: kernels compiled in parallel, every GPU benchmark, the kernel tests, nbval; one summary.
 
     make gpu-report                                   # uses .venv's Python if there is one, else python3
-    make gpu-report GPU_REPORT_ARGS=--dry-run         # the plan with each step's expected time
+    make --dry-run gpu-report                         # the plan with each step's expected time, nothing run
     python benchmarks/gpu_report.py [--python PY] [--steps compile,benchmarks,kernels,nbval]
                                     [--budget 345] [--nbval-paths notebooks solutions exercises]
                                     [--out DIR] [--dry-run]

@@ -361,6 +361,18 @@ def test_make_gpu_report_stops_without_a_gpu():
     assert "needs an NVIDIA GPU" in r.stderr and "[kernels]" in r.stdout
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_dry_run_prints_the_reports_plan_with_its_expected_times():
+    """`make --dry-run gpu-report` runs the report's own --dry-run (the recipe is marked to run under
+    -n): the plan and its expected times, on any machine, with nothing measured."""
+    env = {**os.environ, **NO_GPU}
+    env.pop("OUT", None)
+    r = subprocess.run(["make", "--no-print-directory", "--dry-run", "gpu-report"], capture_output=True, text=True,
+                       cwd=ROOT, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "expected in all:" in r.stdout and "dry run: nothing was run." in r.stdout
+
+
 def test_readme_documents_the_gpu_report():
     readme = (ROOT / "README.md").read_text()
     benchmarks = readme.split("\n## Benchmarks", 1)[1].split("\n## ", 1)[0]
