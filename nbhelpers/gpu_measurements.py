@@ -21,7 +21,8 @@ import triton
 from .accumulation import emulated_matmul
 from .experiments import gemm_inputs
 from .kernels import INTERPRETED
-from .kernels.gemm import _default_device, run_matmul, torch_matmul
+from .gemm_runs import run_matmul, torch_matmul
+from .kernels import default_device
 from .metrics import relative_error
 from .rounding import round_to
 from .tensor_cores import tensor_core_matmul
@@ -63,7 +64,7 @@ def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str
     nothing about GPUs. ``after_K(series)``, if given, is called after each K with the series so
     far (the script writes its results file there, so a run stopped halfway keeps the Ks done).
     """
-    dev = device or _default_device()
+    dev = device or default_device()
     series = []
     for method, (fmt, prec, out_fmt) in GPU_METHODS.items():
         entry = {"method": method, "in_fmt": fmt, "input_precision": prec, "out_fmt": out_fmt,

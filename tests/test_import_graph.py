@@ -35,6 +35,7 @@ LAYER_OF = {
     "loss_scaling": "engine",  # chapter 05
     "scaling": "engine",  # chapters 06, 07: quantize / dequantize, delayed scaling, storage
     "scaled_gemm": "engine",  # chapters 06, 07: reference scaled GEMMs, the fp8 accumulator
+    "gemm_bounds": "engine",  # chapters 03, 09, 10: error bounds of fp32-accumulated GEMMs
     "moe": "engine",  # chapter 10: routing, permutation, offsets, tile schedule, torch expert GEMMs
     "occupancy": "engine",  # chapter 09: resident blocks and warps per SM from registers and shared memory
     # kernels: device selection, Triton kernels and their launchers
@@ -46,6 +47,7 @@ LAYER_OF = {
     "gpu_measurements": "measurement",
     "results": "measurement",
     "benchmarks": "measurement",
+    "gemm_runs": "measurement",  # chapter 03: the GEMM kernel and torch's on float64 data
     "compile_check": "measurement",  # chapter 09: the kernels compiled for sm_90 / sm_80 without a GPU
     "memory_access": "measurement",  # chapter 08: the sector model, strided reads on the CPU
     "moe_timing": "measurement",  # chapter 10: per-call overhead, expert GEMMs timed on the CPU

@@ -23,17 +23,16 @@ from nbhelpers.experiments import gemm_inputs  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from nbhelpers.gemm_bounds import error_bound  # noqa: E402
+from nbhelpers.gemm_runs import run_matmul, torch_matmul  # noqa: E402
 from nbhelpers.kernels.gemm import (  # noqa: E402
     GPU_CONFIGS,
     INTERPRETER_CONFIG,
-    error_bound,
     matmul,
     matmul_kernel,
     matmul_ref,
     program_tiles,
-    run_matmul,
     tile_of,
-    torch_matmul,
 )
 from nbhelpers.metrics import relative_error  # noqa: E402
 from nbhelpers.rounding import round_to  # noqa: E402

@@ -1,6 +1,6 @@
 """Tests of nbhelpers.kernels.grouped_gemm, chapter 10's grouped GEMM kernel: one launch for every
 expert, against a float64 reference computed here expert by expert, within the fp32-accumulation
-bound of kernels.gemm.error_bound (bit-exact where the sums are exact); the same bits for any
+bound of gemm_bounds.error_bound (bit-exact where the sums are exact); the same bits for any
 program order (GROUP_M, and the programs run reversed or shuffled); the on-device schedule (tile
 offsets, the grid bound, the program order and its Python mirror); no host synchronisation per
 call; safety for any device offsets; deliberately wrong kernels that the same comparisons must
@@ -26,7 +26,7 @@ import triton.language as tl  # noqa: E402
 
 import nbhelpers.kernels.grouped_gemm as gg  # noqa: E402
 from nbhelpers import kernels, moe  # noqa: E402
-from nbhelpers.kernels.gemm import error_bound  # noqa: E402
+from nbhelpers.gemm_bounds import error_bound  # noqa: E402
 from nbhelpers.kernels.grouped_gemm import (  # noqa: E402
     GPU_CONFIGS,
     INTERPRETER_CONFIG,
@@ -66,7 +66,7 @@ def on_device(offsets, dtype=torch.int64):
 
 
 def bound(x, w, offsets, out_dtype=torch.float32):
-    """Elementwise bound on |C - ref|: kernels.gemm.error_bound of each expert's own product
+    """Elementwise bound on |C - ref|: gemm_bounds.error_bound of each expert's own product
     ((gamma_K(2**-24) + gamma_K(2**-53)) * |x_e| @ |w_e|, plus one rounding to out_dtype),
     stacked in x_perm's row order. tensor_core on a GPU for 2-byte inputs (truncating adders)."""
     tc = TC and x.dtype != torch.float32
@@ -807,7 +807,7 @@ def fp8_case(counts, K, N, seed=0, fp8=torch.float8_e4m3fn):
 
 def scaled_ref_and_bound(qx, qw, sx, sw, offsets, out_dtype=torch.float32):
     """float64 reference of the dequantized operands, (qx * sx)_e @ (qw[e] * sw[e]), and the bound:
-    the fp32 sum of exact fp8 products (gamma_K(2**-24) of |qx| @ |qw|, as kernels.gemm.error_bound),
+    the fp32 sum of exact fp8 products (gamma_K(2**-24) of |qx| @ |qw|, as gemm_bounds.error_bound),
     then two fp32 roundings in the epilogue (* sx, * sw: 2 * 2**-24 more), the float64 reference's
     own error, and one rounding to out_dtype; all scaled by |sx| |sw|."""
     ref = grouped_matmul_ref(qx.double() * sx.double(), qw.double() * sw.double()[:, None, :], offsets)

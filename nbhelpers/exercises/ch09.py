@@ -7,7 +7,7 @@ another row's values (or memory outside the tensor).
 
 - ``tile_matmul``: the K loop of a tiled fp32-accumulated GEMM on float32 operands. Reference:
   :func:`nbhelpers.kernels.gemm.matmul_ref` (float64); accepted when every element is within
-  :func:`nbhelpers.kernels.gemm.error_bound` of it (any order of fp32 additions stays inside).
+  :func:`nbhelpers.gemm_bounds.error_bound` of it (any order of fp32 additions stays inside).
   That bound is IEEE float32's: on an NVIDIA GPU ``tl.dot`` rounds float32 operands to TF32
   unless ``input_precision="ieee"``, and TF32 inputs fall far outside it (the spec asks for IEEE;
   a failing answer within the TF32 bound gets a message that says so).
@@ -47,7 +47,8 @@ def tile_matmul_ref(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
     message: an answer inside it but outside the second looks like TF32 inputs."""
     import torch
 
-    from ..kernels.gemm import error_bound, matmul_ref
+    from ..gemm_bounds import error_bound
+    from ..kernels.gemm import matmul_ref
 
     ta, tb = torch.from_numpy(np.asarray(a, np.float32)), torch.from_numpy(np.asarray(b, np.float32))
     return (matmul_ref(ta, tb).numpy(), error_bound(ta, tb).numpy(),

@@ -37,9 +37,14 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["INTERPRETED", "fp8_unsupported_reason", "require_fp8_support", "tuning_bench"]
+__all__ = ["INTERPRETED", "default_device", "fp8_unsupported_reason", "require_fp8_support", "tuning_bench"]
 
 INTERPRETED: bool = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def default_device() -> str:
+    """Where the kernels' tensors live by default: "cpu" in the interpreter, "cuda" compiled."""
+    return "cpu" if INTERPRETED else "cuda"
 
 
 def tuning_bench(kernel_call, quantiles=None):

@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRETED
+from .launch_checks import require_kernel_device
 
 __all__ = [
     "copy_kernel",
@@ -103,12 +103,7 @@ def _check_tensor(x, ndim: int, name: str = "x") -> None:
         raise TypeError(f"{name} has dtype {x.dtype}; accepted: {accepted}")
     if x.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
-    if not INTERPRETED and x.device.type != "cuda":
-        raise ValueError(
-            f"compiled Triton kernels need CUDA tensors, got a tensor on {x.device}. Without a GPU, "
-            "call nbhelpers.device.setup_device() before importing nbhelpers.kernels (it sets "
-            "TRITON_INTERPRET=1)."
-        )
+    require_kernel_device(x.device, "a tensor")
 
 
 def _check_contiguous(x: torch.Tensor, name: str = "x") -> None:

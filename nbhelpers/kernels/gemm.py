@@ -47,23 +47,19 @@ in fp32. (2) The interpreter's cast of fp32 to bfloat16 truncates instead of rou
 for a bf16 output the launcher stores the fp32 tile and rounds it to bf16 with torch
 (nearest-even, what the GPU's cast does).
 
-Also here: :func:`run_matmul` (float64 data in, float64 C out, used by the notebook's sweeps) and
-:func:`torch_matmul` (torch's own GEMM on the same data). The GPU measurements built on them are
-in :mod:`nbhelpers.gpu_measurements`; the results files they write are read by
-:mod:`nbhelpers.results`.
+The error bound the kernel is checked against is :func:`nbhelpers.gemm_bounds.error_bound`; the
+kernel on float64 data rounded to a format (chapter 03's sweeps) is :func:`nbhelpers.gemm_runs.run_matmul`.
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import torch
 import triton
 import triton.language as tl
 
 from ..formats import get_format
-from ..rounding import round_to
+from ..gemm_bounds import INPUT_PRECISIONS
 from . import INTERPRETED, tuning_bench
+from .launch_checks import check_block, require_kernel_device
 
 __all__ = [
     "matmul_kernel",
@@ -71,9 +67,6 @@ __all__ = [
     "program_tiles",
     "matmul",
     "matmul_ref",
-    "error_bound",
-    "run_matmul",
-    "torch_matmul",
     "INPUT_PRECISIONS",
     "GPU_CONFIGS",
     "GPU_CONFIG_SETS",
@@ -82,7 +75,6 @@ __all__ = [
     "is_aligned",
 ]
 
-INPUT_PRECISIONS = ("ieee", "tf32")
 # the input formats the kernel takes, with their torch dtypes (FloatFormat.torch_dtype)
 _TORCH_DTYPES = {name: get_format(name).torch_dtype for name in ("fp32", "bf16", "fp16")}
 _DTYPES = {dt: name for name, dt in _TORCH_DTYPES.items()}
@@ -235,18 +227,6 @@ _matmul_tuned = {} if INTERPRETED else {
 _OUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _check_block(block) -> tuple[int, int, int]:
-    if not isinstance(block, (tuple, list)) or len(block) != 3:
-        raise ValueError(f"block must be a tuple (BLOCK_M, BLOCK_N, BLOCK_K), got {block!r}")
-    for name, v in zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 256 or v & (v - 1):
-            raise ValueError(
-                f"{name}={v!r}: block sizes must be powers of two from 16 to 256 "
-                "(tl.dot needs at least 16 along each dimension)"
-            )
-    return tuple(block)
-
-
 def matmul(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
            block: tuple[int, int, int] | None = (32, 32, 32), out_dtype: torch.dtype = torch.float32,
            group_m: int = 8) -> torch.Tensor:
@@ -281,12 +261,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
         raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
     if a.device != b.device:
         raise ValueError(f"a and b are on different devices: {a.device} and {b.device}")
-    if not INTERPRETED and a.device.type != "cuda":
-        raise ValueError(
-            f"compiled Triton kernels need CUDA tensors, got tensors on {a.device}. Without a GPU, "
-            "call nbhelpers.device.setup_device() before importing nbhelpers.kernels (it sets "
-            "TRITON_INTERPRET=1)."
-        )
+    require_kernel_device(a.device)
     if input_precision not in INPUT_PRECISIONS:
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if out_dtype not in _OUT_DTYPES:
@@ -294,7 +269,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
     if isinstance(group_m, bool) or not isinstance(group_m, int) or group_m < 1:
         raise ValueError(f"group_m must be a positive int, got {group_m!r}")
     if block is not None:
-        block = _check_block(block)
+        block = check_block(block)
     M, K = a.shape
     N = b.shape[1]
     if INTERPRETED and a.dtype != torch.float32:
@@ -324,91 +299,3 @@ def matmul_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     rounding, at most gamma_K * 2**-53 * (|a| @ |b|), far below any fp32 accumulation error.
     """
     return a.double() @ b.double()
-
-
-def _gamma(n: int, u: float) -> float:
-    if n * u >= 1:
-        return math.inf
-    return n * u / (1 - n * u)
-
-
-def error_bound(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
-                tensor_core: bool = False, out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """An elementwise bound on |C - a @ b| for an fp32-accumulated C, (M, N) float64.
-
-    ``(gamma_K(2**-24) + gamma_K(2**-53)) * (|a| @ |b|)``: any order of K fp32 additions, each
-    rounded to nearest, stays within gamma_K u of the sum of |products| (Higham, *Accuracy and
-    Stability of Numerical Algorithms*, ch. 3), plus the float64 reference's own error. With
-    fp32 inputs rounded to TF32 (``input_precision="tf32"``) each product may also be off by
-    (2 u_tf32 + u_tf32**2) of itself, u_tf32 = 2**-11. ``tensor_core=True`` is for bf16/fp16
-    inputs on tensor cores, which truncate: in the model of Fasi et al. (2021) one step (the
-    accumulator c and a group of g products, aligned, truncated, summed, truncated to fp32) loses
-    less than (g + 2) * 2**-23 * (|c| + sum of the group's |products|), so over K/g groups
-    (g >= 4) the loss stays within about K * (1 + 2/g) * 2**-23 <= 3K * 2**-24 of the sum of all
-    |products|: the bound is taken as gamma_{3K}(2**-24).
-
-    ``out_dtype`` bfloat16 / float16 (the epilogue's cast of the fp32 tile, nearest-even) adds one
-    rounding of at most u_out = 2**-8 / 2**-11 of the fp32 value, whose size is at most
-    (1 + g) * (|a| @ |b|): the bound becomes (g + u_out * (1 + g)) * (|a| @ |b|).
-    """
-    if input_precision not in INPUT_PRECISIONS:
-        raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
-    K = a.shape[1]
-    u32 = 2.0**-24
-    g = _gamma(3 * K if tensor_core else K, u32) + _gamma(K, 2.0**-53)
-    if input_precision == "tf32" and a.dtype == torch.float32:
-        u_tf = 2.0**-11
-        g += 2 * u_tf + u_tf**2
-    u_out = {torch.float32: 0.0, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}.get(out_dtype)
-    if u_out is None:
-        raise TypeError(f"out_dtype must be one of {_OUT_DTYPES}, got {out_dtype!r}")
-    g += u_out * (1 + g)
-    return g * (a.double().abs() @ b.double().abs())
-
-
-def _as_kernel_input(x: np.ndarray, fmt: str, device) -> torch.Tensor:
-    """float64 data -> the tensor the kernel gets: rounded to ``fmt``; bf16 in the interpreter as
-    float32 holding the bf16 values (exact)."""
-    xq = round_to(x, fmt)
-    dtype = _TORCH_DTYPES[fmt]
-    if INTERPRETED and dtype == torch.bfloat16:
-        dtype = torch.float32
-    return torch.from_numpy(xq).to(device=device, dtype=dtype)
-
-
-def _default_device() -> str:
-    return "cpu" if INTERPRETED else "cuda"
-
-
-def run_matmul(A, B, in_fmt: str = "bf16", input_precision: str = "ieee",
-               block: tuple[int, int, int] = (32, 32, 32), device: str | None = None) -> np.ndarray:
-    """The kernel on float64 data: A (M, K), B (K, N) rounded to ``in_fmt`` ("fp32", "bf16" or
-    "fp16"), then :func:`matmul`; returns C (M, N) as float64 numpy.
-
-    In the interpreter, bf16 data travels as float32 tensors holding the bf16 values (the
-    interpreter cannot compute on bf16; see :func:`matmul`), so the result is the same sum of the
-    same exact products, accumulated by numpy in fp32.
-    """
-    fmt = get_format(in_fmt).name
-    if fmt not in _TORCH_DTYPES:
-        raise ValueError(f"in_fmt must be one of {tuple(_TORCH_DTYPES)}, got {in_fmt!r}")
-    dev = device or _default_device()
-    a = _as_kernel_input(np.asarray(A, dtype=np.float64), fmt, dev)
-    b = _as_kernel_input(np.asarray(B, dtype=np.float64), fmt, dev)
-    return matmul(a, b, input_precision, block).double().cpu().numpy()
-
-
-def torch_matmul(A, B, in_fmt: str = "bf16", device: str | None = None) -> np.ndarray:
-    """torch.matmul on float64 data rounded to ``in_fmt`` ("fp32", "bf16" or "fp16"), in that
-    dtype (so the output is rounded to it too); returns C (M, N) as float64 numpy.
-
-    The data are rounded with :func:`nbhelpers.rounding.round_to` before they become torch
-    tensors: torch converts float64 to bf16 through float32, which can round twice.
-    """
-    fmt = get_format(in_fmt).name
-    if fmt not in _TORCH_DTYPES:
-        raise ValueError(f"in_fmt must be one of {tuple(_TORCH_DTYPES)}, got {in_fmt!r}")
-    dev = device or ("cpu" if INTERPRETED or not torch.cuda.is_available() else "cuda")
-    a = torch.from_numpy(round_to(np.asarray(A, dtype=np.float64), fmt)).to(dev, _TORCH_DTYPES[fmt])
-    b = torch.from_numpy(round_to(np.asarray(B, dtype=np.float64), fmt)).to(dev, _TORCH_DTYPES[fmt])
-    return torch.matmul(a, b).double().cpu().numpy()

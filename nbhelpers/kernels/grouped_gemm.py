@@ -105,7 +105,8 @@ import triton.language as tl
 from ..moe import check_expert_gemm_operands, check_offsets
 from ..validation import positive_int
 from . import INTERPRETED, require_fp8_support
-from .gemm import INPUT_PRECISIONS, _check_block
+from .gemm import INPUT_PRECISIONS
+from .launch_checks import FP8_DTYPES, check_block, check_scale, require_kernel_device
 
 __all__ = [
     "expert_tile_of",
@@ -440,11 +441,7 @@ def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
     if x_perm.dtype not in _DTYPES:
         raise TypeError(f"x_perm and w have dtype {x_perm.dtype}; accepted: torch.float32, torch.bfloat16, "
                         "torch.float16")
-    if not INTERPRETED and x_perm.device.type != "cuda":
-        raise ValueError(
-            f"compiled Triton kernels need CUDA tensors, got tensors on {x_perm.device}. Without a GPU, "
-            "call nbhelpers.device.setup_device() before importing nbhelpers.kernels (it sets TRITON_INTERPRET=1)."
-        )
+    require_kernel_device(x_perm.device)
     if input_precision not in INPUT_PRECISIONS:
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if out_dtype not in _OUT_DTYPES:
@@ -453,7 +450,7 @@ def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
     rows = x_perm.shape[0]
     off = _device_offsets(offsets, rows, E, x_perm.device)
     if block is not None:
-        block = _check_block(block)
+        block = check_block(block)
     cfg = None
     if block is not None or INTERPRETED:
         cfg = dict(INTERPRETER_CONFIG) if block is None else dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block))
@@ -475,7 +472,6 @@ def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
     return c.to(out_dtype)
 
 
-_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def k_major(w: torch.Tensor) -> torch.Tensor:
@@ -508,12 +504,10 @@ def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, 
     """
     _no_schedule(schedule)
     E, K, N = check_expert_gemm_operands(qx, qw)
-    if qx.dtype not in _FP8:
+    if qx.dtype not in FP8_DTYPES:
         raise TypeError(f"qx and qw have dtype {qx.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 "
                         "(quantize first)")
-    if not INTERPRETED and qx.device.type != "cuda":
-        raise ValueError(f"compiled Triton kernels need CUDA tensors, got tensors on {qx.device}. Without a GPU, "
-                         "call nbhelpers.device.setup_device() before importing nbhelpers.kernels.")
+    require_kernel_device(qx.device)
     if out_dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype!r}")
     require_fp8_support(qx.dtype, qx.device)  # an A100 cannot compile e4m3: a sentence, not a traceback
@@ -525,20 +519,11 @@ def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, 
     group_m = _check_group_m(group_m)
     rows = qx.shape[0]
     off = _device_offsets(offsets, rows, E, qx.device)
-    for name, s_, shapes, meaning in (("sx", sx, [(rows, 1)], "one scale per row of x_perm"),
-                                      ("sw", sw, [(E, N), (E, 1, N)], "one scale per expert and column")):
-        if not isinstance(s_, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(s_).__name__}")
-        if s_.dtype != torch.float32:
-            raise TypeError(f"{name} must be float32, got {s_.dtype}")
-        if tuple(s_.shape) not in shapes:
-            raise ValueError(f"{name} must have shape {' or '.join(map(str, shapes))} ({meaning}), "
-                             f"got {tuple(s_.shape)}")
-        if s_.device != qx.device:
-            raise ValueError(f"{name} is on {s_.device}, the operands on {qx.device}")
+    check_scale(sx, [(rows, 1)], "sx", "one scale per row of x_perm", qx.device)
+    check_scale(sw, [(E, N), (E, 1, N)], "sw", "one scale per expert and column", qx.device)
     sw = sw.reshape(E, N)
     sx = sx.reshape(rows).contiguous()
-    bm, bn, bk = _check_block(block) if block is not None else FP8_DEFAULT_BLOCK
+    bm, bn, bk = check_block(block) if block is not None else FP8_DEFAULT_BLOCK
     x, w = (qx.float(), qw.float()) if INTERPRETED else (qx, qw)
     c = torch.empty((rows, N), dtype=torch.float32 if INTERPRETED else out_dtype, device=qx.device)
     if rows == 0 or N == 0:

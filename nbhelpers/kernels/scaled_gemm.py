@@ -48,7 +48,8 @@ import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRETED, tuning_bench, require_fp8_support
+from . import INTERPRETED, require_fp8_support, tuning_bench
+from .launch_checks import FP8_DTYPES, check_scale, require_kernel_device
 from .gemm import tile_of
 
 __all__ = [
@@ -66,7 +67,6 @@ __all__ = [
 #: the K-block (and the N-block of B's scales) of the block-scaled recipe: DeepSeek-V3's 128
 SCALE_BLOCK = 128
 
-_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _OUT = (torch.float32, torch.bfloat16)
 
 
@@ -215,7 +215,7 @@ def _check_operands(qa, qb, out_dtype):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
-        if t.dtype not in _FP8:
+        if t.dtype not in FP8_DTYPES:
             raise TypeError(f"{name} has dtype {t.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 "
                             "(quantize first)")
     if qa.dtype != qb.dtype:
@@ -225,25 +225,10 @@ def _check_operands(qa, qb, out_dtype):
                          "(need qa (M, K), qb (K, N))")
     if qa.device != qb.device:
         raise ValueError(f"qa and qb are on different devices: {qa.device} and {qb.device}")
-    if not INTERPRETED and qa.device.type != "cuda":
-        raise ValueError(f"compiled Triton kernels need CUDA tensors, got tensors on {qa.device}. Without a "
-                         "GPU, call nbhelpers.device.setup_device() before importing nbhelpers.kernels.")
+    require_kernel_device(qa.device)
     if out_dtype not in _OUT:
         raise TypeError(f"out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype!r}")
     require_fp8_support(qa.dtype, qa.device)  # an A100 cannot compile e4m3: a sentence, not a traceback
-
-
-def _check_scale(s, shapes: list[tuple[int, int]], what: str, meaning: str, device) -> torch.Tensor:
-    if not isinstance(s, torch.Tensor):
-        raise TypeError(f"{what} must be a torch.Tensor, got {type(s).__name__}")
-    if s.dtype != torch.float32:
-        raise TypeError(f"{what} must be float32, got {s.dtype}")
-    if tuple(s.shape) not in shapes:
-        raise ValueError(f"{what} must have shape {' or '.join(map(str, dict.fromkeys(shapes)))} ({meaning}), "
-                         f"got {tuple(s.shape)}")
-    if s.device != device:
-        raise ValueError(f"{what} is on {s.device}, the operands on {device}")
-    return s
 
 
 def _prepare(qa, qb, out_dtype):
@@ -299,8 +284,8 @@ def scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb: torc
     _check_operands(qa, qb, out_dtype)
     M, K = qa.shape
     N = qb.shape[1]
-    sa = _check_scale(sa, [(M, 1), (1, 1)], "sa", "per row of A or per tensor", qa.device)
-    sb = _check_scale(sb, [(1, N), (1, 1)], "sb", "per column of B or per tensor", qa.device)
+    sa = check_scale(sa, [(M, 1), (1, 1)], "sa", "per row of A or per tensor", qa.device)
+    sb = check_scale(sb, [(1, N), (1, 1)], "sb", "per column of B or per tensor", qa.device)
     block, group_m = _block(block), _group_m(group_m)
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
@@ -329,8 +314,8 @@ def block_scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb
     M, K = qa.shape
     N = qb.shape[1]
     nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
-    sa = _check_scale(sa, [(M, nk)], "sa", f"one scale per row and per K-block of {SCALE_BLOCK}", qa.device)
-    sb = _check_scale(sb, [(nk, nn), (nk, N)], "sb",
+    sa = check_scale(sa, [(M, nk)], "sa", f"one scale per row and per K-block of {SCALE_BLOCK}", qa.device)
+    sb = check_scale(sb, [(nk, nn), (nk, N)], "sb",
                       f"one scale per {SCALE_BLOCK} x {SCALE_BLOCK} block of B, or per K-block and column",
                       qa.device)
     block, group_m = _block(block), _group_m(group_m)
