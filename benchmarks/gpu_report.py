@@ -76,6 +76,7 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,9 +186,25 @@ class Step:
     needs: tuple = ()
 
 
+class Status(str, Enum):
+    """What a step did, and the run as a whole (the summary's ``status``): the one vocabulary of
+    this script. A str: the summary's JSON holds the plain word, and a reader may compare with it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"  # stopped at its time limit
+    SKIPPED = "skipped"  # no time left in the budget
+    MISSING = "missing"  # a module it needs is not installed
+    INCOMPLETE = "incomplete"  # the run: nothing failed, but a step was skipped or missing
+    RUNNING = "running"  # the run: the summary written after a step, before the last
+
+    __str__ = str.__str__  # the word itself in f-strings and prints, on every Python 3.10+
+    __format__ = str.__format__
+
+
 @dataclass
 class StepResult:
-    """What one step did. ``status``: passed, failed, timeout, skipped or missing."""
+    """What one step did. ``status``: a :class:`Status` (passed, failed, timeout, skipped, missing)."""
 
     name: str
     kind: str
@@ -421,7 +438,7 @@ def run_step(step: Step, env: dict, limit_s: float, log=None, results_dir: Path 
     """Run one step, its output echoed and logged, stopped (its whole process group) after
     ``limit_s`` seconds. Results files are those new or changed in ``results_dir``."""
     results_dir = results_dir if results_dir is not None else ROOT / RESULTS_REL
-    res = StepResult(step.name, step.kind, shlex.join(step.argv), "failed",
+    res = StepResult(step.name, step.kind, shlex.join(step.argv), Status.FAILED,
                      started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     before = snapshot(results_dir)
     lines: list[str] = []
@@ -453,14 +470,14 @@ def run_step(step: Step, env: dict, limit_s: float, log=None, results_dir: Path 
     reader.start()
     try:
         res.exit_code = proc.wait(timeout=max(limit_s, 0.1))
-        res.status = "passed" if res.exit_code == 0 else "failed"
+        res.status = Status.PASSED if res.exit_code == 0 else Status.FAILED
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # the step's own process group (start_new_session)
         except ProcessLookupError:
             pass
         res.exit_code = proc.wait()
-        res.status = "timeout"
+        res.status = Status.TIMEOUT
         res.note = f"stopped after {limit_s:.0f} s"
     reader.join(timeout=10)
     proc.stdout.close()
@@ -485,12 +502,12 @@ def gpu_slug(name: str) -> str:
     return slug
 
 
-def overall_status(results: list[StepResult]) -> str:
-    if any(r.status in ("failed", "timeout") for r in results):
-        return "failed"
-    if any(r.status in ("skipped", "missing") for r in results):
-        return "incomplete"
-    return "passed"
+def overall_status(results: list[StepResult]) -> Status:
+    if any(r.status in (Status.FAILED, Status.TIMEOUT) for r in results):
+        return Status.FAILED
+    if any(r.status in (Status.SKIPPED, Status.MISSING) for r in results):
+        return Status.INCOMPLETE
+    return Status.PASSED
 
 
 def build_summary(info: dict, results: list[StepResult], command: str, date: str,
@@ -516,7 +533,7 @@ def build_summary(info: dict, results: list[StepResult], command: str, date: str
         "date": date,
         "command": command,
         "finished": finished,
-        "status": overall_status(results) if finished else "running",
+        "status": overall_status(results) if finished else Status.RUNNING,
         "total_duration_s": round(sum(r.duration_s for r in results), 1),
         "steps": [asdict(r) for r in results],
         "results_files": files,
@@ -629,9 +646,9 @@ def run_report(plan: list[Step], info: dict, env: dict, command: str, budget: fl
             note = ""
             missing = missing_modules(step, info["modules"])
             if missing:  # checked before pytest is called: a missing plugin is a sentence, not INTERNALERROR
-                status, note = "missing", missing_message(step, python, missing)
+                status, note = Status.MISSING, missing_message(step, python, missing)
             elif left < 5:
-                status, note = "skipped", f"time budget of {budget:.0f} s used up"
+                status, note = Status.SKIPPED, f"time budget of {budget:.0f} s used up"
             if note:
                 r = StepResult(step.name, step.kind, shlex.join(step.argv), status, note=note)
                 print(f"\n>>> [{step.kind}] {step.name}: {status}: {note}", flush=True)
@@ -657,7 +674,7 @@ def run_report(plan: list[Step], info: dict, env: dict, command: str, budget: fl
         if len(copies) > OUT_MAX_FILES:
             print(f"  warning: more than {OUT_MAX_FILES} files; a collector that takes {OUT_MAX_FILES} "
                   "may leave some behind (they are all in benchmarks/results/)")
-    return 1 if summary["status"] == "failed" else 0
+    return 1 if summary["status"] == Status.FAILED else 0
 
 if __name__ == "__main__":
     raise SystemExit(main())
