@@ -4,7 +4,7 @@
 
 Times, in one run, emulated_matmul(A, B, in_fmt="bf16", acc="bf16") (sequential, nearest-even:
 a loop over K, each step rounding an M x N accumulator) and float64 np.matmul of the same
-bf16-rounded inputs; prints the best-of-repeats times and their ratio. Napkin math: the emulation
+bf16-rounded inputs; prints the medians of interleaved runs and their ratio. Napkin math: the emulation
 does K steps of about 15 passes over M*N float64 values (outer product, add, bit-pattern rounding,
 range and midpoint checks): 4096 * 15 * 65536 * 8 bytes = 32 GB of cache traffic, so about 1 s
 on one core; np.matmul does 2*M*N*K = 0.5 GFLOP in BLAS, tens of milliseconds. The course's goal:
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from nbhelpers.accumulation import emulated_matmul
-from nbhelpers.benchmarks import best_time
+from nbhelpers.benchmarks import interleaved_medians
 from nbhelpers.rounding import round_to
 
 
@@ -57,13 +57,14 @@ def main(argv=None) -> int:
         C = emulated_matmul(A, B, "bf16", "bf16")  # warm-up, and a sanity check of the result
         C_ref = A @ B
         rel = np.abs(C - C_ref).max() / np.abs(C_ref).max()
-        t_emu = best_time(lambda: emulated_matmul(A, B, "bf16", "bf16"), args.repeats)
-        t_np = best_time(lambda: A @ B, max(args.repeats, 5))
+        # interleaved: emulation, numpy, emulation, numpy, ... (the warm-up ran just above)
+        t_emu, t_np = interleaved_medians({"emulated": lambda: emulated_matmul(A, B, "bf16", "bf16"),
+                                           "numpy": lambda: A @ B}, args.repeats, warmup_rounds=0).values()
     ratio = t_emu / t_np
     print(f"emulated GEMM, bf16 inputs, bf16 accumulator (sequential, nearest-even), M={M} N={N} K={K}")
     print(f"numpy {np.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; {threading}")
-    print(f"emulated_matmul  best of {args.repeats}: {t_emu:8.3f} s")
-    print(f"np.matmul float64 best of {max(args.repeats, 5)}: {t_np * 1e3:8.2f} ms")
+    print(f"emulated_matmul   median of {args.repeats} interleaved runs: {t_emu:8.3f} s")
+    print(f"np.matmul float64 median of {args.repeats} interleaved runs: {t_np * 1e3:8.2f} ms")
     print(f"ratio emulated / np.matmul: {ratio:,.0f}x")
     print(f"max |C_emulated - C_float64| / max |C_float64| = {rel:.3g} (the bf16 accumulator's error)")
     goal = M == 256 and N == 256 and K == 4096

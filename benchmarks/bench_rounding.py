@@ -25,12 +25,12 @@ import json
 import os
 import platform
 import sys
-import time
 from datetime import datetime, timezone
 
 import ml_dtypes
 import numpy as np
 
+from nbhelpers.benchmarks import interleaved_medians
 from nbhelpers.device import cpu_model
 from nbhelpers.formats import FORMATS
 from nbhelpers.rounding import round_to
@@ -44,18 +44,6 @@ def peer_dtype(name: str) -> tuple[str, np.dtype]:
     if ml in ("float16", "float32"):
         return "numpy", np.dtype(getattr(np, ml))
     return "ml_dtypes", np.dtype(getattr(ml_dtypes, ml))
-
-
-def interleaved_medians(fn_a, fn_b, runs: int) -> tuple[float, float]:
-    """Median wall-clock seconds of fn_a and of fn_b, timed alternately (A, B, A, B, ...), so
-    that a slow spell of the machine hits both."""
-    ta, tb = [], []
-    for _ in range(runs):
-        for fn, ts in ((fn_a, ta), (fn_b, tb)):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return float(np.median(ta)), float(np.median(tb))
 
 
 def differing(ours: np.ndarray, theirs: np.ndarray) -> int:
@@ -117,7 +105,7 @@ def main(argv=None) -> int:
                 with np.errstate(over="ignore", invalid="ignore"):
                     x.astype(dt).astype(x.dtype)
 
-            t_ours, t_peer = interleaved_medians(ours_fn, peer_fn, args.runs)
+            t_ours, t_peer = interleaved_medians({"ours": ours_fn, "peer": peer_fn}, args.runs, warmup_rounds=0).values()
             ratio = t_peer / t_ours
             rows.append({"input": in_name, "result": out_name, "format": name, "peer": f"{peer} x.astype({dt.name}).astype({in_name})",
                          "round_to_s": t_ours, "peer_s": t_peer, "ratio": ratio,

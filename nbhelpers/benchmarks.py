@@ -1,7 +1,8 @@
 """Helpers for the scripts in benchmarks/: CPU wall-clock timing, and results files that keep
 what a run measured.
 
-:func:`best_time` times a CPU function (GPU timings need CUDA events: ``triton.testing.do_bench``).
+:func:`interleaved_medians` times CPU functions against each other, the one timer of the course's
+CPU measurements (GPU timings need CUDA events: ``triton.testing.do_bench``).
 :class:`ResultsFile` is a results file written as it grows, and :func:`sweep` runs a benchmark's
 cases one after another into one, so that a run that crashes, runs out of time or is killed
 halfway keeps every row it finished: on a short GPU session a benchmark that writes only at the
@@ -11,23 +12,41 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-__all__ = ["best_time", "write_results", "ResultsFile", "sweep"]
+__all__ = ["interleaved_medians", "write_results", "ResultsFile", "sweep"]
 
 
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    """Smallest wall-clock time of ``repeats`` calls of ``fn()``, in seconds."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def interleaved_medians(fns: dict, rounds: int, warmup_rounds: int = 1, calls: int = 1) -> dict:
+    """Median wall-clock seconds per call of each function of ``fns`` (key -> function of no
+    arguments), timed in interleaved rounds: every function once per round, in the dict's order,
+    so that a slow spell of a small, shared machine hits all of them alike instead of one. The
+    first ``warmup_rounds`` rounds are not kept (allocators, page faults, code paths warming up);
+    each timing covers ``calls`` calls in a row and is divided by ``calls`` (for calls too short
+    to time alone). Returns key -> median over ``rounds`` rounds.
+
+    Why not :func:`timeit.repeat`: it times one statement at a time, all its repeats in a row, so
+    a slow spell of the machine lands on one of the things compared; and why not
+    ``torch.utils.benchmark.Timer``: the course times numpy code too, and a median of interleaved
+    rounds is what the notebooks print and explain."""
+    for name, v in (("rounds", rounds), ("warmup_rounds", warmup_rounds), ("calls", calls)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "warmup_rounds" else 1):
+            raise ValueError(f"{name} must be an int >= {0 if name == 'warmup_rounds' else 1}, got {v!r}")
+    if not fns:
+        raise ValueError("fns must hold at least one function to time")
+    times: dict = {k: [] for k in fns}
+    for r in range(warmup_rounds + rounds):
+        for key, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            dt = time.perf_counter() - t0
+            if r >= warmup_rounds:
+                times[key].append(dt / calls)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def write_results(path: str | os.PathLike, data: dict) -> Path:

@@ -21,10 +21,11 @@ Nothing here needs a GPU or imports Triton.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from .benchmarks import interleaved_medians
 
 __all__ = [
     "WARP_SIZE",
@@ -213,15 +214,9 @@ def measure_strided_read(strides=(1, 2, 4, 8, 16, 32), n: int = 2**25, repeats: 
             return np.sum(x[::s])
         np.copyto(outs[s], x[::s])
 
-    times = {s: [] for s in strides}
-    for r in range(repeats + 1):
-        for s in strides:
-            t0 = time.perf_counter()
-            read(s)
-            dt = time.perf_counter() - t0
-            if r:  # round 0 warms up (page faults of the output arrays, code paths)
-                times[s].append(dt)
-    seconds = np.array([np.median(times[s]) for s in strides])
+    # round 0 warms up (page faults of the output arrays, code paths)
+    med = interleaved_medians({s: (lambda s=s: read(s)) for s in strides}, repeats, warmup_rounds=1)
+    seconds = np.array([med[s] for s in strides])
     useful = np.array([math.ceil(n / s) * 4 for s in strides], dtype=np.int64)
     bandwidth = useful / seconds
     return StridedReads(

@@ -28,13 +28,13 @@ Nothing here needs a GPU.
 """
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .benchmarks import interleaved_medians
 from .moe import loop_matmul, padded_matmul, route, torch_grouped_mm
 from .validation import positive_int, positive_number
 
@@ -105,16 +105,9 @@ def call_overhead(M: int = 1, K: int = 16, N: int = 16, calls: int = 200, repeat
     gen = torch.Generator().manual_seed(seed)
     a = torch.randn((M, K), generator=gen).to(dtype)
     b = torch.randn((K, N), generator=gen).to(dtype)
-    times = []
-    with _torch_threads(threads):
-        for r in range(repeats + 1):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                torch.matmul(a, b)
-            dt = time.perf_counter() - t0
-            if r:  # batch 0 warms up
-                times.append(dt / calls)
-    return CallOverhead(float(np.median(times)), 2 * M * K * N, (M, K, N), calls, repeats, threads)
+    with _torch_threads(threads):  # batch 0 warms up
+        (seconds,) = interleaved_medians({"matmul": lambda: torch.matmul(a, b)}, repeats, 1, calls).values()
+    return CallOverhead(float(seconds), 2 * M * K * N, (M, K, N), calls, repeats, threads)
 
 
 @dataclass(frozen=True)
@@ -241,17 +234,10 @@ def time_expert_gemms(E_values, rows: int, K: int, N: int, dtype: torch.dtype = 
             return padded_matmul(x, w, off, cf)
         return torch_grouped_mm(x, w, off)
 
-    times = {m: {E: [] for E in Es} for m in methods}
-    with _torch_threads(threads):
-        for r in range(repeats + 1):
-            for E in Es:
-                for m in methods:
-                    t0 = time.perf_counter()
-                    call(m, E)
-                    dt = time.perf_counter() - t0
-                    if r:  # round 0 warms up (allocator, code paths)
-                        times[m][E].append(dt)
-    seconds = {m: np.array([np.median(times[m][E]) for E in Es]) for m in methods}
+    fns = {(m, E): (lambda m=m, E=E: call(m, E)) for E in Es for m in methods}  # every E, every method, per round
+    with _torch_threads(threads):  # round 0 warms up (allocator, code paths)
+        med = interleaved_medians(fns, repeats, warmup_rounds=1)
+    seconds = {m: np.array([med[m, E] for E in Es]) for m in methods}
     return ExpertGemmTimes(np.array(Es, dtype=np.int64), seconds, counts, rows, K, N, dtype, repeats, cf, threads)
 
 

@@ -1,20 +1,45 @@
-"""nbhelpers.benchmarks: the results file that is rewritten after every row, and the sweep that
-fills it, so that a benchmark which fails halfway keeps what it measured."""
+"""nbhelpers.benchmarks: the interleaved CPU timer, the results file that is rewritten after every
+row, and the sweep that fills it, so that a benchmark which fails halfway keeps what it measured."""
 import json
 
 import pytest
 
-from nbhelpers.benchmarks import ResultsFile, best_time, sweep
+from nbhelpers import benchmarks
+from nbhelpers.benchmarks import ResultsFile, interleaved_medians, sweep
 
 
 def read(path):
     return json.loads(path.read_text())
 
 
-def test_best_time():
-    assert best_time(lambda: None, 3) >= 0
-    with pytest.raises(ValueError, match="repeats"):
-        best_time(lambda: None, 0)
+def test_interleaved_medians_times_in_rounds_and_drops_the_warm_up(monkeypatch):
+    """Every function once per round in the dict's order (a, b, a, b, ...), the warm-up rounds not
+    kept, each timing over `calls` calls divided by `calls`, the median per function."""
+    order = []
+    clock = iter(range(1000))  # perf_counter: 0, 1, 2, ...: each timing spans one tick
+    monkeypatch.setattr(benchmarks.time, "perf_counter", lambda: next(clock))
+    med = interleaved_medians({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, rounds=3,
+                              warmup_rounds=1, calls=2)
+    assert order == ["a", "a", "b", "b"] * 4
+    assert med == {"a": 0.5, "b": 0.5}  # one tick over two calls
+
+
+def test_interleaved_medians_takes_the_median_not_the_best(monkeypatch):
+    spans = iter([0, 5, 5, 6, 6, 9])  # three timings: 5, 1, 3 ticks
+    monkeypatch.setattr(benchmarks.time, "perf_counter", lambda: next(spans))
+    assert interleaved_medians({"f": lambda: None}, rounds=3, warmup_rounds=0) == {"f": 3}
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(rounds=0), "rounds must be an int >= 1"),
+    (dict(rounds=2, warmup_rounds=-1), "warmup_rounds must be an int >= 0"),
+    (dict(rounds=2, calls=0), "calls must be an int >= 1"),
+])
+def test_interleaved_medians_refuses_bad_counts(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        interleaved_medians({"f": lambda: None}, **kwargs)
+    with pytest.raises(ValueError, match="at least one function"):
+        interleaved_medians({}, rounds=1)
 
 
 def test_results_file_is_written_after_every_row_and_completed_by_finish(tmp_path):
