@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
     from nbhelpers.kernels.copy import copy_kernel, strided_read_kernel, transpose_kernel
     from nbhelpers.memory_access import sectors_touched
-    from nbhelpers.results import gpu_slug
+    from nbhelpers.results import COPY_BANDWIDTH
 
     dev = "cuda"
     gpu = torch.cuda.get_device_name(0)
@@ -112,10 +112,10 @@ def main(argv=None) -> int:
         "bandwidth": "useful bytes (each output element read once and written once) per second",
         "peak": peak, "peak_source": peak_source,
     }
-    path = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"copy_bandwidth_{gpu_slug(gpu)}.json"
+    path = Path(args.out) if args.out else COPY_BANDWIDTH.path(gpu, ROOT / "benchmarks" / "results")
     # rewritten after every measurement (meta.complete is false until the end): a run that fails
     # or is stopped halfway keeps what it measured, each row complete with its ratio and prediction
-    results = ResultsFile(path, meta)
+    results = ResultsFile(path, meta, COPY_BANDWIDTH)
     rows = results.rows
     ref = {}  # torch's contiguous copy, the first measurement: what the others are compared with
 

@@ -55,16 +55,19 @@ def main(argv=None) -> int:
 
     from nbhelpers.benchmarks import write_results
     from nbhelpers.gpu_measurements import gpu_run
-    from nbhelpers.results import gpu_slug
+    from nbhelpers.results import GEMM_NUMERICS
 
     Ks = [k for k in (2**e for e in range(4, 25)) if args.kmin <= k <= args.kmax]
     if not Ks:
         ap.error("no power of two between --kmin and --kmax")
     gpu = torch.cuda.get_device_name(0)
     print(f"{gpu}: M={args.M} N={args.N} seed={args.seed} K={Ks}")
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"gemm_numerics_{gpu_slug(gpu)}.json"
+    out = Path(args.out) if args.out else GEMM_NUMERICS.path(gpu, ROOT / "benchmarks" / "results")
 
     def keep(run):  # after every K: the run so far, so that a run stopped halfway keeps the Ks done
+        missing = GEMM_NUMERICS.missing_in_run(run)  # the reader's schema: refuse what it would refuse
+        if missing:
+            raise ValueError(f"the run lacks {', '.join(missing)}: not written")
         write_results(out, {**run, "meta": {**run["meta"], "complete": False}})
 
     run = gpu_run(Ks, M=args.M, N=args.N, seed=args.seed, script=SCRIPT, after_K=keep)
@@ -72,6 +75,7 @@ def main(argv=None) -> int:
         print(f"  {s['method']:<20s}", " ".join(f"{e:.2e}" for e in s["rel_error"]))
         for name, fr in s.get("model_agreement", {}).items():
             print(f"    bit-identical to {name}:", " ".join(f"{f:.3f}" for f in fr))
+    keep(run)
     write_results(out, {**run, "meta": {**run["meta"], "complete": True}})
     print(f"wrote {out}")
     return 0

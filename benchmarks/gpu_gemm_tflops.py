@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     from nbhelpers.device import setup_device
 
     setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
-    from nbhelpers.results import gpu_slug
+    from nbhelpers.results import GEMM_TFLOPS
 
     shapes = [(4096, 4096, 4096)] if args.quick else args.shapes
     meta = {
@@ -108,8 +108,8 @@ def main(argv=None) -> int:
     gpu = meta["gpu"]
     print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}")
     gen = torch.Generator(device="cuda").manual_seed(0)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"gemm_tflops_{gpu_slug(gpu)}.json"
-    results = ResultsFile(out, meta)  # rewritten after every row: a run stopped halfway keeps its rows
+    out = Path(args.out) if args.out else GEMM_TFLOPS.path(gpu, ROOT / "benchmarks" / "results")
+    results = ResultsFile(out, meta, GEMM_TFLOPS)  # rewritten after every row: a run stopped halfway keeps its rows
 
     run_shapes(shapes, results, "cuda", gen, lambda fn: do_bench(fn, return_mode="median"),
                after_shape=torch.cuda.empty_cache, time_limit=args.time_limit)

@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     from nbhelpers.device import setup_device
 
     setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
-    from nbhelpers.results import gpu_slug
+    from nbhelpers.results import GROUPED_GEMM
 
     t_start = time.monotonic()
     meta = {
@@ -244,8 +244,8 @@ def main(argv=None) -> int:
     gpu = meta["gpu"]
     print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}")
     gen = torch.Generator(device="cuda").manual_seed(0)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"grouped_gemm_{gpu_slug(gpu)}.json"
-    results = ResultsFile(out, meta)  # rewritten after every case: a run stopped halfway keeps its rows
+    out = Path(args.out) if args.out else GROUPED_GEMM.path(gpu, ROOT / "benchmarks" / "results")
+    results = ResultsFile(out, meta, GROUPED_GEMM)  # rewritten after every case: a run stopped halfway keeps its rows
     run_cases(plan_cases(args), results, "cuda", gen, _bench, args.time_limit,
               after_case=torch.cuda.empty_cache)
     results.finish()

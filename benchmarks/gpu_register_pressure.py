@@ -73,13 +73,13 @@ def main(argv=None) -> int:
     from nbhelpers.device import setup_device
 
     setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
-    from nbhelpers.results import gpu_slug
+    from nbhelpers.results import REGISTER_PRESSURE
 
     meta = {**gpu_run_meta(SCRIPT, argv), "rows": args.rows, "cols": args.cols,
             "timer": "triton.testing.do_bench (median ms)", "occupancy": "nbhelpers.occupancy, compute capability 9.0"}
     gpu = meta["gpu"]
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"register_pressure_{gpu_slug(gpu)}.json"
-    results = ResultsFile(out, meta)
+    out = Path(args.out) if args.out else REGISTER_PRESSURE.path(gpu, ROOT / "benchmarks" / "results")
+    results = ResultsFile(out, meta, REGISTER_PRESSURE)
     x = torch.randn((args.rows, args.cols), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
     print(f"{gpu}: ema_kernel on x {args.rows} x {args.cols} float32")
     run_cases(sorted(set(args.extras)), x, results, lambda fn: do_bench(fn, warmup=10, rep=50, return_mode="median"),

@@ -62,6 +62,8 @@ def write_results(path: str | os.PathLike, data: dict) -> Path:
 
 class ResultsFile:
     """A benchmark's results file, ``{"meta": meta, ..., "rows": rows}``, rewritten after every row.
+    With ``kind`` (a :class:`nbhelpers.results.ResultsKind`), ``meta`` and every row are checked
+    against the schema the file's reader uses.
 
     Nothing is written until the first :meth:`add`; from then on each row is on disk as soon as it
     is added. Each write goes to a temporary file beside the results file and is renamed over it,
@@ -70,9 +72,14 @@ class ResultsFile:
     fields (a summary); a file whose run stopped early says so by its ``complete: false``.
     """
 
-    def __init__(self, path: str | os.PathLike, meta: dict):
+    def __init__(self, path: str | os.PathLike, meta: dict, kind=None):
         if not isinstance(meta, dict):
             raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
+        # with the schema its reader uses (nbhelpers.results.ResultsKind), a file the reader would
+        # refuse is refused here, before it is written
+        self.kind = kind
+        if kind is not None and kind.missing_in_meta(meta):
+            raise ValueError(f"meta of a {kind.stem} results file lacks {', '.join(kind.missing_in_meta(meta))}")
         self.path = Path(path)
         self.meta = {**meta, "complete": False}
         self.rows: list[dict] = []
@@ -82,6 +89,9 @@ class ResultsFile:
         """Append one row and write the file; returns the row."""
         if not isinstance(row, dict):
             raise TypeError(f"a row must be a dict, got {type(row).__name__}")
+        if self.kind is not None and self.kind.missing_in_row(row):
+            raise ValueError(f"a row of a {self.kind.stem} results file lacks {', '.join(self.kind.missing_in_row(row))} "
+                             f"(a row that was not measured says why in 'error'): {sorted(row)}")
         self.rows.append(row)
         self._write()
         return row
@@ -93,7 +103,12 @@ class ResultsFile:
         if bad:
             raise ValueError(f"finish() takes the rows as rows= and cannot replace meta; got {sorted(bad)}")
         if rows is not None:
-            self.rows = list(rows)
+            rows = list(rows)
+            for row in rows:
+                if self.kind is not None and self.kind.missing_in_row(row):
+                    raise ValueError(f"a row of a {self.kind.stem} results file lacks "
+                                     f"{', '.join(self.kind.missing_in_row(row))}: {sorted(row)}")
+            self.rows = rows
         self.extra.update(extra)
         self.meta["complete"] = True
         self._write()

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "recorded_gpu_runs", "recorded_copy_bandwidth",
+__all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "ResultsKind", "KINDS", "GEMM_NUMERICS", "COPY_BANDWIDTH",
+           "GEMM_TFLOPS", "GROUPED_GEMM", "REGISTER_PRESSURE", "recorded_gpu_runs", "recorded_copy_bandwidth",
            "recorded_gemm_tflops", "recorded_grouped_gemm", "recorded_compile_check", "recorded_register_pressure"]
 
 ENV_VAR = "NBHELPERS_RESULTS_DIR"
@@ -50,8 +52,93 @@ def gpu_slug(name: str) -> str:
     return slug
 
 
-_META_KEYS = ("gpu", "date", "script", "M", "N", "seed")
-_SERIES_KEYS = ("method", "in_fmt", "K", "rel_error", "rel_error_acc")
+@dataclass(frozen=True)
+class ResultsKind:
+    """One kind of results file, the schema its writer and its reader share: files named
+    ``<stem>_<gpu-slug>.json`` written by ``script``, holding ``meta`` (with every ``meta_keys``)
+    and a list ``rows_field`` of rows, each with every ``row_keys`` and, unless it has an
+    ``error`` saying why it was not measured, every ``timed_keys``. The scripts build their paths
+    with :meth:`path` and write through :class:`nbhelpers.benchmarks.ResultsFile` with the kind,
+    which refuses a row this module could not read back; the ``recorded_*`` readers below read
+    with :meth:`read`."""
+
+    stem: str
+    script: str
+    meta_keys: tuple
+    row_keys: tuple
+    timed_keys: tuple = ()
+    rows_field: str = "rows"
+    allow_empty: bool = False
+
+    def path(self, gpu: str, folder: str | Path) -> Path:
+        """``folder / <stem>_<gpu-slug>.json``."""
+        return Path(folder) / f"{self.stem}_{gpu_slug(gpu)}.json"
+
+    def missing_in_meta(self, meta: dict) -> list[str]:
+        return [k for k in self.meta_keys if k not in meta]
+
+    def missing_in_row(self, row: dict) -> list[str]:
+        keys = self.row_keys + (() if "error" in row else self.timed_keys)
+        return [k for k in keys if k not in row]
+
+    def missing_in_run(self, run: dict) -> list[str]:
+        """What a whole file's content lacks, in words ([] when nothing); KeyError or TypeError
+        when it is not shaped like a results file at all."""
+        missing = self.missing_in_meta(run["meta"])
+        rows = run[self.rows_field]
+        if not rows and not self.allow_empty:
+            missing.append(f"{self.rows_field} (none)")
+        for i, r in enumerate(rows):
+            missing += [f"{self.rows_field}[{i}].{k}" for k in self.missing_in_row(r)]
+            missing += self._extra_check(r, i)
+        return missing
+
+    def read(self, results_dir: str | Path | None = None) -> list[dict]:
+        """Every file of this kind in the results folder, parsed and checked, oldest first; []
+        when there are none. The file's ``path`` is added to each. A malformed file raises
+        ValueError naming it and what it lacks."""
+        folder = find_results_dir(results_dir)
+        if folder is None:
+            return []
+        runs = []
+        for path in sorted(Path(folder).glob(f"{self.stem}_*.json")):
+            try:
+                run = json.loads(path.read_text())
+                missing = self.missing_in_run(run)
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}: not a results file of {Path(self.script).name} ({e!r})") from e
+            if missing:
+                raise ValueError(f"{path}: missing {', '.join(missing)}")
+            run["path"] = str(path)
+            runs.append(run)
+        return sorted(runs, key=lambda r: r["meta"]["date"])
+
+    def _extra_check(self, row: dict, i: int) -> list[str]:
+        if self.stem == "gemm_numerics" and not (len(row["K"]) == len(row["rel_error"]) == len(row["rel_error_acc"])):
+            return [f"equal lengths of K and errors in {row['method']!r}"]
+        return []
+
+
+GEMM_NUMERICS = ResultsKind("gemm_numerics", "benchmarks/gpu_gemm_numerics.py", ("gpu", "date", "script", "M", "N", "seed"),
+                            ("method", "in_fmt", "K", "rel_error", "rel_error_acc"), rows_field="series",
+                            allow_empty=True)
+COPY_BANDWIDTH = ResultsKind("copy_bandwidth", "benchmarks/gpu_copy_bandwidth.py", ("gpu", "date", "script", "command"),
+                             ("name", "kernel", "pattern", "stride", "bandwidth", "sector_efficiency",
+                              "predicted_bandwidth", "predicted_at_peak"))
+GEMM_TFLOPS = ResultsKind("gemm_tflops", "benchmarks/gpu_gemm_tflops.py",
+                          ("gpu", "date", "script", "command", "torch", "triton"),
+                          ("kind", "M", "N", "K", "ours", "theirs", "rel_diff"),
+                          ("ms_ours", "ms_theirs", "tflops_ours", "tflops_theirs", "ratio"))
+GROUPED_GEMM = ResultsKind("grouped_gemm", "benchmarks/gpu_grouped_gemm.py",
+                           ("gpu", "date", "script", "command", "torch", "triton"),
+                           ("size", "K", "N", "E", "T", "top_k", "rows", "uneven", "rel_diff", "goals"),
+                           ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm"))
+REGISTER_PRESSURE = ResultsKind("register_pressure", "benchmarks/gpu_register_pressure.py",
+                                ("gpu", "date", "script", "command", "torch", "triton", "rows", "cols"), ("k",),
+                                ("rel_diff", "registers", "spills", "shared", "warps_per_sm", "ms", "gb_per_s",
+                                 "slowdown"))
+#: every kind of GPU results file, by stem
+KINDS = {k.stem: k for k in (GEMM_NUMERICS, COPY_BANDWIDTH, GEMM_TFLOPS, GROUPED_GEMM, REGISTER_PRESSURE)}
 
 
 def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:
@@ -60,57 +147,7 @@ def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:
     with the GPU name, date and script in ``meta`` (see
     :func:`nbhelpers.gpu_measurements.measure_gemm_errors` for the series) and the file's
     ``path``. A malformed file raises ValueError naming it."""
-    folder = find_results_dir(results_dir)
-    if folder is None:
-        return []
-    runs = []
-    for path in sorted(folder.glob("gemm_numerics_*.json")):
-        try:
-            run = json.loads(path.read_text())
-            missing = [k for k in _META_KEYS if k not in run["meta"]]
-            for s in run["series"]:
-                missing += [f"series.{k}" for k in _SERIES_KEYS if k not in s]
-                if not (len(s["K"]) == len(s["rel_error"]) == len(s["rel_error_acc"])):
-                    missing.append(f"equal lengths of K and errors in {s['method']!r}")
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a results file of gpu_gemm_numerics.py ({e!r})") from e
-        if missing:
-            raise ValueError(f"{path}: missing {', '.join(missing)}")
-        run["path"] = str(path)
-        runs.append(run)
-    return sorted(runs, key=lambda r: r["meta"]["date"])
-
-
-def _read_runs(results_dir, pattern: str, script: str, meta_keys: tuple, row_keys: tuple,
-               timed_keys: tuple = ()) -> list[dict]:
-    """The results files ``pattern`` of ``benchmarks/<script>``, parsed and checked, oldest
-    first: every ``meta_keys`` in ``meta``, at least one row, every ``row_keys`` in each row and,
-    in rows without an ``error``, every ``timed_keys``. The file's ``path`` is added to each run."""
-    folder = find_results_dir(results_dir)
-    if folder is None:
-        return []
-    runs = []
-    for path in sorted(folder.glob(pattern)):
-        try:
-            run = json.loads(path.read_text())
-            missing = [k for k in meta_keys if k not in run["meta"]]
-            if not run["rows"]:
-                missing.append("rows (none)")
-            for i, r in enumerate(run["rows"]):
-                keys = row_keys + (() if "error" in r else timed_keys)
-                missing += [f"rows[{i}].{k}" for k in keys if k not in r]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a results file of {script} ({e!r})") from e
-        if missing:
-            raise ValueError(f"{path}: missing {', '.join(missing)}")
-        run["path"] = str(path)
-        runs.append(run)
-    return sorted(runs, key=lambda r: r["meta"]["date"])
-
-
-_COPY_META_KEYS = ("gpu", "date", "script", "command")
-_COPY_ROW_KEYS = ("name", "kernel", "pattern", "stride", "bandwidth", "sector_efficiency",
-                  "predicted_bandwidth", "predicted_at_peak")
+    return GEMM_NUMERICS.read(results_dir)
 
 
 def recorded_copy_bandwidth(results_dir: str | Path | None = None) -> list[dict]:
@@ -119,12 +156,7 @@ def recorded_copy_bandwidth(results_dir: str | Path | None = None) -> list[dict]
     with the GPU name, date, script and command in ``meta``, one row per kernel timed (bandwidth
     in useful bytes per second, the sector model's efficiency and predictions; see the script's
     docstring) and the file's ``path``. A malformed file raises ValueError naming it."""
-    return _read_runs(results_dir, "copy_bandwidth_*.json", "gpu_copy_bandwidth.py", _COPY_META_KEYS, _COPY_ROW_KEYS)
-
-
-_TFLOPS_META_KEYS = ("gpu", "date", "script", "command", "torch", "triton")
-_TFLOPS_ROW_KEYS = ("kind", "M", "N", "K", "ours", "theirs", "rel_diff")
-_TFLOPS_TIMED_KEYS = ("ms_ours", "ms_theirs", "tflops_ours", "tflops_theirs", "ratio")
+    return COPY_BANDWIDTH.read(results_dir)
 
 
 def recorded_gemm_tflops(results_dir: str | Path | None = None) -> list[dict]:
@@ -134,12 +166,7 @@ def recorded_gemm_tflops(results_dir: str | Path | None = None) -> list[dict]:
     and shape (``kind``, M, N, K, both sides' names and the relative difference of their outputs;
     then either both timings, TFLOP/s and the ratio, or an ``error`` saying why it was not timed)
     and the file's ``path``. A malformed file raises ValueError naming it."""
-    return _read_runs(results_dir, "gemm_tflops_*.json", "gpu_gemm_tflops.py", _TFLOPS_META_KEYS, _TFLOPS_ROW_KEYS, _TFLOPS_TIMED_KEYS)
-
-
-_GROUPED_META_KEYS = ("gpu", "date", "script", "command", "torch", "triton")
-_GROUPED_ROW_KEYS = ("size", "K", "N", "E", "T", "top_k", "rows", "uneven", "rel_diff", "goals")
-_GROUPED_TIMED_KEYS = ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm")
+    return GEMM_TFLOPS.read(results_dir)
 
 
 def recorded_grouped_gemm(results_dir: str | Path | None = None) -> list[dict]:
@@ -151,12 +178,7 @@ def recorded_grouped_gemm(results_dir: str | Path | None = None) -> list[dict]:
     ``tflops`` per implementation and the speedups ``ours_vs_loop``, ``ours_vs_padded``,
     ``ours_vs_grouped_mm``, or an ``error`` saying why it was not timed) and the file's ``path``.
     A malformed file raises ValueError naming it."""
-    return _read_runs(results_dir, "grouped_gemm_*.json", "gpu_grouped_gemm.py", _GROUPED_META_KEYS, _GROUPED_ROW_KEYS, _GROUPED_TIMED_KEYS)
-
-
-_PRESSURE_META_KEYS = ("gpu", "date", "script", "command", "torch", "triton", "rows", "cols")
-_PRESSURE_ROW_KEYS = ("k",)
-_PRESSURE_TIMED_KEYS = ("rel_diff", "registers", "spills", "shared", "warps_per_sm", "ms", "gb_per_s", "slowdown")
+    return GROUPED_GEMM.read(results_dir)
 
 
 def recorded_register_pressure(results_dir: str | Path | None = None) -> list[dict]:
@@ -168,8 +190,7 @@ def recorded_register_pressure(results_dir: str | Path | None = None) -> list[di
     median ``ms``, ``gb_per_s``, the ``slowdown`` against k = 0 and the
     ``predicted_slowdown_bound`` (resident warps at k = 0 over those at k), or an ``error``
     saying why it was not timed; and the file's ``path``. A malformed file raises ValueError."""
-    return _read_runs(results_dir, "register_pressure_*.json", "gpu_register_pressure.py", _PRESSURE_META_KEYS,
-                      _PRESSURE_ROW_KEYS, _PRESSURE_TIMED_KEYS)
+    return REGISTER_PRESSURE.read(results_dir)
 
 
 _COMPILE_META_KEYS = ("triton", "ptxas", "date", "command", "machine")

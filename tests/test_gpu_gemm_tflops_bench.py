@@ -15,7 +15,7 @@ from helpers import load_benchmark  # noqa: E402
 import torch  # noqa: E402
 
 from nbhelpers.benchmarks import ResultsFile  # noqa: E402
-from nbhelpers.results import recorded_gemm_tflops  # noqa: E402
+from nbhelpers.results import GEMM_TFLOPS, recorded_gemm_tflops  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_gemm_tflops.py"
@@ -80,7 +80,7 @@ def test_a_run_that_fails_on_the_third_shape_keeps_the_first_two(tmp_path):
     out = tmp_path / "gemm_tflops_test-gpu.json"
     shapes = [(16, 16, 32), (32, 16, 32), (48, 16, 32)]
     with pytest.raises(RuntimeError, match="illegal memory access"):
-        bench.run_shapes(shapes, ResultsFile(out, META), INFO.device, gen(), timer)
+        bench.run_shapes(shapes, ResultsFile(out, META, GEMM_TFLOPS), INFO.device, gen(), timer)
     data = json.loads(out.read_text())
     assert [(r["M"], r["kind"]) for r in data["rows"]] == [(M, k) for M in (16, 32) for k in KINDS]
     assert data["meta"]["complete"] is False
@@ -95,7 +95,7 @@ def test_shapes_past_the_time_limit_are_rows_that_say_so(tmp_path):
     ticks = iter([0.0, 1.0, 50.0, 51.0])  # start, shape 1, shape 2, shape 3
     timed = []
     out = tmp_path / "gemm_tflops_test-gpu.json"
-    rows = bench.run_shapes([(16, 16, 32), (32, 16, 32), (48, 16, 32)], ResultsFile(out, META), INFO.device,
+    rows = bench.run_shapes([(16, 16, 32), (32, 16, 32), (48, 16, 32)], ResultsFile(out, META, GEMM_TFLOPS), INFO.device,
                             gen(), lambda fn: timed.append(fn) or 1.0, time_limit=10.0, clock=lambda: next(ticks))
     assert [(r["M"], r["kind"]) for r in rows] == [(M, k) for M in (16, 32, 48) for k in KINDS]
     assert all("error" not in r for r in rows[:4])

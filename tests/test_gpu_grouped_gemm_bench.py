@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 from helpers import load_benchmark  # noqa: E402
 
 from nbhelpers.moe import check_offsets  # noqa: E402
-from nbhelpers.results import recorded_grouped_gemm  # noqa: E402
+from nbhelpers.results import GROUPED_GEMM, recorded_grouped_gemm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_grouped_gemm.py"
@@ -256,7 +256,7 @@ def test_a_run_that_fails_on_the_third_case_keeps_the_first_two(tmp_path, monkey
         return 1.0
 
     out = tmp_path / "grouped_gemm_test-gpu.json"
-    results = ResultsFile(out, {k: "x" for k in bench.META_KEYS} | {"date": "2026-12-01T00:00:00+00:00"})
+    results = ResultsFile(out, {k: "x" for k in bench.META_KEYS} | {"date": "2026-12-01T00:00:00+00:00"}, GROUPED_GEMM)
     gen = torch.Generator(device=INFO.device).manual_seed(0)
     with pytest.raises(RuntimeError, match="unspecified launch failure"):
         bench.run_cases(cases, results, INFO.device, gen, timer, time_limit=1e9)

@@ -15,7 +15,7 @@ import torch  # noqa: E402
 from helpers import load_benchmark  # noqa: E402
 
 from nbhelpers.benchmarks import ResultsFile  # noqa: E402
-from nbhelpers.results import recorded_register_pressure  # noqa: E402
+from nbhelpers.results import REGISTER_PRESSURE, recorded_register_pressure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_register_pressure.py"
@@ -69,7 +69,7 @@ def test_slowdowns_against_k0_and_the_bound_occupancy_predicts(tmp_path):
     regs = iter([32, 39, 128])
     times = iter([1.0, 1.2, 2.5])
     out = tmp_path / "register_pressure_test-gpu.json"
-    rows = bench.run_cases([0, 4, 20], x_small(), ResultsFile(out, META), lambda fn: next(times),
+    rows = bench.run_cases([0, 4, 20], x_small(), ResultsFile(out, META, REGISTER_PRESSURE), lambda fn: next(times),
                            info_fn=lambda kernel: {"registers": next(regs), "spills": 0, "shared": 0})
     assert [r["k"] for r in rows] == [0, 4, 20]
     assert [r["slowdown"] for r in rows] == pytest.approx([1.0, 1.2, 2.5])
@@ -90,7 +90,7 @@ def test_a_run_that_fails_on_the_third_k_keeps_the_first_two(tmp_path):
 
     out = tmp_path / "register_pressure_test-gpu.json"
     with pytest.raises(RuntimeError, match="illegal memory access"):
-        bench.run_cases([0, 2, 4, 6], x_small(), ResultsFile(out, META), timer,
+        bench.run_cases([0, 2, 4, 6], x_small(), ResultsFile(out, META, REGISTER_PRESSURE), timer,
                         info_fn=lambda kernel: {"registers": 32, "spills": 0, "shared": 0})
     data = json.loads(out.read_text())
     assert [r["k"] for r in data["rows"]] == [0, 2] and data["meta"]["complete"] is False
@@ -101,7 +101,7 @@ def test_a_run_that_fails_on_the_third_k_keeps_the_first_two(tmp_path):
 @CPU_ONLY
 def test_ks_past_the_time_limit_are_rows_that_say_so(tmp_path):
     ticks = iter([0.0, 1.0, 30.0, 31.0])
-    rows = bench.run_cases([0, 2, 4], x_small(), ResultsFile(tmp_path / "r.json", META), lambda fn: 1.0,
+    rows = bench.run_cases([0, 2, 4], x_small(), ResultsFile(tmp_path / "r.json", META, REGISTER_PRESSURE), lambda fn: 1.0,
                            time_limit=10.0, clock=lambda: next(ticks),
                            info_fn=lambda kernel: {"registers": 32, "spills": 0, "shared": 0})
     assert "ms" in rows[0]

@@ -77,7 +77,7 @@ def test_recorded_gpu_runs_names_missing_series_keys_and_unequal_lengths(tmp_pat
     run = fake_run("2026-02-01")
     del run["series"][0]["in_fmt"]
     (tmp_path / "gemm_numerics_x.json").write_text(json.dumps(run))
-    with pytest.raises(ValueError, match="missing series.in_fmt"):
+    with pytest.raises(ValueError, match=r"missing series\[0\]\.in_fmt"):
         recorded_gpu_runs(tmp_path)
 
 
@@ -256,7 +256,7 @@ def test_recorded_copy_bandwidth_asks_only_for_keys_the_benchmark_writes():
     # the reader must not demand a key the script never writes: every required key is a string
     # literal of benchmarks/gpu_copy_bandwidth.py
     source = (ROOT / "benchmarks" / "gpu_copy_bandwidth.py").read_text()
-    for key in results._COPY_META_KEYS + results._COPY_ROW_KEYS:
+    for key in results.COPY_BANDWIDTH.meta_keys + results.COPY_BANDWIDTH.row_keys:
         assert f'"{key}"' in source, key
 
 
@@ -317,7 +317,7 @@ def test_recorded_gemm_tflops_asks_only_for_keys_the_benchmark_writes():
     source = (ROOT / "benchmarks" / "gpu_gemm_tflops.py").read_text()
     assert "gpu_run_meta(SCRIPT, argv)" in source
     source += (ROOT / "nbhelpers" / "device.py").read_text()
-    for key in results._TFLOPS_META_KEYS + results._TFLOPS_ROW_KEYS + results._TFLOPS_TIMED_KEYS:
+    for key in results.GEMM_TFLOPS.meta_keys + results.GEMM_TFLOPS.row_keys + results.GEMM_TFLOPS.timed_keys:
         assert f'"{key}"' in source or f"{key}=" in source, key
 
 
@@ -374,12 +374,45 @@ def test_recorded_grouped_gemm_asks_only_for_keys_the_benchmark_writes():
     source = (ROOT / "benchmarks" / "gpu_grouped_gemm.py").read_text()
     assert "gpu_run_meta(SCRIPT, argv)" in source
     meta_source = (ROOT / "nbhelpers" / "device.py").read_text()
-    for key in results._GROUPED_META_KEYS:
+    for key in results.GROUPED_GEMM.meta_keys:
         assert f'"{key}"' in meta_source, key
-    for key in results._GROUPED_ROW_KEYS + results._GROUPED_TIMED_KEYS:
+    for key in results.GROUPED_GEMM.row_keys + results.GROUPED_GEMM.timed_keys:
         assert f'"{key}"' in source or f"{key}=" in source, key
 
 
 def test_committed_grouped_gemm_files_parse():
     for run in results.recorded_grouped_gemm(ROOT / "benchmarks" / "results"):
         assert run["meta"]["gpu"] and run["rows"]
+
+
+# ------------------------------------------------------------------ one schema for writer and reader
+
+
+def test_a_kind_names_its_files_and_reads_what_its_writer_wrote(tmp_path):
+    from nbhelpers.benchmarks import ResultsFile
+
+    kind = results.REGISTER_PRESSURE
+    path = kind.path("NVIDIA H200", tmp_path)
+    assert path == tmp_path / "register_pressure_nvidia-h200.json"
+    meta = {k: "x" for k in kind.meta_keys} | {"date": "2026-12-01T00:00:00+00:00"}
+    rf = ResultsFile(path, meta, kind)
+    rf.add({"k": 0, **{key: 1.0 for key in kind.timed_keys}})
+    rf.add({"k": 2, "error": "skipped: past the time limit of 25 s"})  # not measured: says why
+    rf.finish()
+    (run,) = results.recorded_register_pressure(tmp_path)
+    assert [r["k"] for r in run["rows"]] == [0, 2]
+
+
+def test_the_writer_refuses_what_the_reader_would_refuse(tmp_path):
+    from nbhelpers.benchmarks import ResultsFile
+
+    kind = results.GEMM_TFLOPS
+    with pytest.raises(ValueError, match="meta of a gemm_tflops results file lacks .*triton"):
+        ResultsFile(tmp_path / "t.json", {"gpu": "g", "date": "d", "script": "s", "command": "c", "torch": "t"}, kind)
+    rf = ResultsFile(tmp_path / "t.json", {k: "x" for k in kind.meta_keys}, kind)
+    row = {k: 1 for k in kind.row_keys}  # timed keys missing, and no error saying why
+    with pytest.raises(ValueError, match="lacks ms_ours"):
+        rf.add(row)
+    assert not (tmp_path / "t.json").exists()  # nothing written
+    with pytest.raises(ValueError, match="lacks"):
+        rf.finish(rows=[row])
