@@ -41,8 +41,13 @@ Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.tables`        plain-text tables
 
 Course tooling: exercises, checks and grading.
-  - :mod:`~nbhelpers.checks`        Exercise, Case, CheckResult/CheckStatus, comparators, check() for notebooks
-  - :mod:`~nbhelpers.exercises`     ``chNN``: one chapter's references, cases and EXERCISES list
+  - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never raising)
+  - :mod:`~nbhelpers.comparators`   same_value, same_value_up_to_zero_sign, close_to: a result against the reference's
+  - :mod:`~nbhelpers.exercise_types`  Exercise, Case, CheckerError: what an exercise is
+  - :mod:`~nbhelpers.exercises`     the registry (get_exercise, exercises_of) and ``chNN``: one chapter's references,
+    cases and EXERCISES list
+  - :mod:`~nbhelpers.checks`        CheckResult/CheckStatus, score, run_check, and check()/summary() for notebooks
+    (it re-exports the types, the comparators and the registry: a notebook's one import)
   - :mod:`~nbhelpers.make_exercises`  generate exercises/ from solutions/
   - :mod:`~nbhelpers.grading`       the instructor's grader (``python -m nbhelpers.grade``)
 

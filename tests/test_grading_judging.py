@@ -14,8 +14,9 @@ import nbhelpers.exercises
 from nbhelpers import checks
 from nbhelpers.checks import Raised, cases_for, same_value
 from nbhelpers.grading.in_kernel import decode, encode, import_class
+from nbhelpers.grading.jobs import Event, WorkerAnswer
 from nbhelpers.grading.judging import event_text, judge, plan_chapter, read_outputs, stand_in, status_of
-from nbhelpers.grading.options import Status
+from nbhelpers.grading.options import SeedKind, Status
 
 
 @pytest.mark.parametrize("module", sorted(
@@ -119,3 +120,15 @@ def test_event_text():
     assert event_text({"event": "kernel_died", "exercise": "ex01.f"}) == "the kernel died again while checking ex01.f"
     assert event_text({"event": "kernel_died", "grading": True}) == "the kernel died while the functions were checked"
     assert event_text({"event": "done", "kernel_starts": 1}) == ""
+
+
+def test_the_vocabularies_are_the_words_in_the_files():
+    """Each vocabulary is one enum, shared by the writer and the reader; its values are the words
+    the events file, the worker's pipe and the JSON file carry (plain strings read back)."""
+    assert [e.value for e in Event] == ["cell_error", "cell_timeout", "kernel_died", "grading_error",
+                                        "grading_cell", "done"]
+    assert [a.value for a in WorkerAnswer] == ["done", "failed", "timeout"]
+    assert [k.value for k in SeedKind] == ["secret", "public"]
+    assert (json.dumps({"event": Event.KERNEL_DIED, "seed": SeedKind.PUBLIC})
+            == '{"event": "kernel_died", "seed": "public"}')
+    assert {"cell_error", "done"} & {Event.CELL_ERROR, WorkerAnswer.DONE} == {"cell_error", "done"}

@@ -24,6 +24,7 @@ from helpers import (CELL_TIMEOUT, EX01_EXERCISE, FAST, FULL, POINTS, ROOT, TOTA
                      hard_coded_notebook, insert_code, mutate, read_csv, read_json, set_body, solution, tree_state, write)
 from nbhelpers.checks import exercises_of, run_check
 from nbhelpers.grading.cli import main
+from nbhelpers.grading.sandbox import Limits, kernel_command
 
 
 # ---- a run with every bad submission, through the command line, with a secret seed ---------------
@@ -361,6 +362,27 @@ def test_secret_seed_cannot_be_found(bad_run):
     if not (yama.exists() and yama.read_text().strip() != "0"):  # else ancestors are off limits anyway
         workers = {cmd: ok for cmd, ok in info["memory_readable"].items() if "nbhelpers.grading.worker" in cmd}
         assert workers and all(workers.values())  # the probe works: the worker (no seed) is readable
+
+
+# ---- the sandbox's view of the course ------------------------------------------------------------
+
+@pytest.mark.sandbox
+def test_the_sandbox_shows_the_registry_but_no_chapter_module(tmp_path):
+    """In the sandbox, nbhelpers.checks imports (with the registry, nbhelpers.exercises, that it
+    imports) and finds no exercise; the chapter modules, the reference answers, do not import."""
+    code = ("import importlib, nbhelpers.checks as c\n"
+            "print(c.check('ex01.decode_bits', abs).status)\n"
+            "try:\n    importlib.import_module('nbhelpers.exercises.ch01')\n"
+            "except ModuleNotFoundError as e:\n    print(e)\n")
+    cmd = kernel_command([sys.executable, "-c", code], tmp_path, Limits(), sandbox=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "ERROR ex01.decode_bits  0/0 points  (unknown exercise 'ex01.decode_bits': chapter 1 has no "
+        "exercises (no module nbhelpers.exercises.ch01))",
+        "ERROR",
+        "No module named 'nbhelpers.exercises.ch01'",
+    ]
 
 
 # ---- every chapter ------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from nbhelpers.checks import _short_repr, _truncate
 from nbhelpers.grading.untrusted import safe_data, safe_name, safe_source, safe_text
+from nbhelpers.report_text import short_repr, truncate
 
 
 def test_safe_text_escapes_what_could_act_and_keeps_the_rest():
@@ -31,7 +31,7 @@ def test_report_text_is_linear_in_a_students_string():
     """A run of spaces used to make the grader's one-line text quadratic (75 s for one result)."""
     t0 = time.monotonic()
     for s in (" " * 2_000_000, " " * 1_000_000 + "\n" + " " * 1_000_000, "\n" * 1_000_000):
-        _truncate(s)
-        _short_repr(s)
+        truncate(s)
+        short_repr(s)
     assert time.monotonic() - t0 < 5  # quadratic would take hours
-    assert _truncate("a  \n\n  b \n") == "a b " and _truncate("x" * 300, 10) == "xxxxxx ..."
+    assert truncate("a  \n\n  b \n") == "a b " and truncate("x" * 300, 10) == "xxxxxx ..."

@@ -4,7 +4,13 @@ Every module of the package is read with ``ast`` (nothing is imported): module-l
 imports inside functions, relative imports resolved against the module's package. From these the
 graph of nbhelpers-internal imports is built; a cycle fails the test with the cycle printed, and
 so does an import that crosses the layers below the wrong way. Dynamic imports
-(``importlib.import_module(name)``, as checks.py does for the chapter modules) are not seen.
+(``importlib.import_module(name)``) are not seen; the one of the course tooling is the exercise
+registry's (``nbhelpers.exercises`` loading its own chapter modules, ``nbhelpers.exercises.chNN``,
+by name), an arrow from a package down to its own submodules. Whoever needs the registry imports
+``nbhelpers.exercises``, statically.
+
+The same reading finds every use of another module's private name (``from .x import _name``,
+``x._name``): a module's underscore names are its own.
 
 The layer of every module is data, just below: a new module (a new chapter) adds one line, and a
 module that is missing from the table fails the test until it is given a layer.
@@ -56,8 +62,11 @@ LAYER_OF = {
     "plots": "presentation",
     "tables": "presentation",
     # course tooling
+    "report_text": "tooling",  # short, safe text of a student's values and exceptions
+    "comparators": "tooling",  # same_value, close_to, ...: a student's result against the reference's
+    "exercise_types": "tooling",  # Case, Exercise, CheckerError
     "checks": "tooling",
-    "exercises": "tooling",
+    "exercises": "tooling",  # the chapter modules, and the registry that finds them (its __init__)
     "make_exercises": "tooling",
     "grading": "tooling",
     "grade": "tooling",
@@ -329,3 +338,104 @@ def test_layer_violations_are_named(tmp_path):
         "nbhelpers.kernels.gemm (kernels) imports nbhelpers.plots.style (presentation), line 3",
         "nbhelpers.rounding (engine) imports nbhelpers.metrics (measurement), line 2",
     ]
+
+
+# ====================================================================== private names stay private
+
+# Uses of another module's private name that predate this test, in modules others own (the
+# engines' rounding helpers): each to be made public by its module, then removed from here.
+# The test fails when a use not listed appears, and when a listed one is gone.
+KNOWN_PRIVATE_USES = {
+    "nbhelpers.accumulation uses nbhelpers.rounding._as_rounding",
+    "nbhelpers.tensor_cores uses nbhelpers.rounding._as_rounding",
+    "nbhelpers.rounding uses nbhelpers.formats._values_to_bits",
+}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_name_uses(package_dir: Path) -> dict[str, list[int]]:
+    """'a uses b._name' -> line numbers, for every use in module a of a private name of another
+    module b of the package: ``from b import _name`` (b relative or absolute) and ``b._name``
+    where ``b`` is bound to the module by an import (``import nbhelpers.b as m``,
+    ``from nbhelpers import b``, ``import nbhelpers.b`` then ``nbhelpers.b._name``). A module's
+    own private names are its own to use; a private submodule (``plots/_hidden.py``) is a
+    module, not a private name."""
+    root = package_dir.name
+    files = module_files(package_dir)
+    found: dict[str, list[int]] = {}
+
+    def use(a: str, b: str, name: str, line: int) -> None:
+        if b != a:
+            found.setdefault(f"{a} uses {b}.{name}", []).append(line)
+
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(), filename=str(path))
+        aliases: dict[str, str] = {}  # a name bound to a module of the package -> that module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == root or a.name.startswith(root + "."):
+                        if a.asname:
+                            aliases[a.asname] = a.name
+                        else:
+                            aliases[a.name.split(".")[0]] = a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, is_package, node)
+                if not (base == root or base.startswith(root + ".")):
+                    continue
+                for a in node.names:
+                    if f"{base}.{a.name}" in files:
+                        aliases[a.asname or a.name] = f"{base}.{a.name}"
+                    elif _is_private(a.name):
+                        use(name, base, a.name, node.lineno)
+
+        def module_of(expr: ast.expr) -> str | None:
+            """The module of the package an expression names (a bound name, or a dotted chain)."""
+            if isinstance(expr, ast.Name):
+                return aliases.get(expr.id)
+            if isinstance(expr, ast.Attribute):
+                outer = module_of(expr.value)
+                if outer is not None and f"{outer}.{expr.attr}" in files:
+                    return f"{outer}.{expr.attr}"
+            return None
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _is_private(node.attr):
+                owner = module_of(node.value)
+                if owner is not None and f"{owner}.{node.attr}" not in files:
+                    use(name, owner, node.attr, node.lineno)
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    found = private_name_uses(PACKAGE_DIR)
+    new = sorted(set(found) - KNOWN_PRIVATE_USES)
+    gone = sorted(KNOWN_PRIVATE_USES - set(found))
+    assert not new, ("private names used outside their module (make the name public in its module, "
+                     "or keep it to that module):\n  " + "\n  ".join(f"{u}, line {found[u][0]}" for u in new))
+    assert not gone, "no longer used; remove from KNOWN_PRIVATE_USES:\n  " + "\n  ".join(gone)
+
+
+def test_private_name_uses_are_found(tmp_path):
+    pkg = write_package(tmp_path / "nbhelpers", {
+        "__init__.py": "",
+        "formats.py": "_TABLE = {}\n\ndef _bits():\n    return _TABLE\n",  # its own: fine
+        "rounding.py": "from .formats import _bits, F\nfrom . import formats\nx = formats._TABLE\n",
+        "metrics.py": "import nbhelpers.formats as fm\nimport nbhelpers.plots.style\n\ndef f():\n"
+                      "    return fm._TABLE, nbhelpers.plots.style._c, fm.__name__, fm.F\n",
+        # a private submodule is a module, not a private name: fine
+        "plots/__init__.py": "from ._hidden import h\nfrom . import _hidden\nfrom .style import _c as c\n",
+        "plots/_hidden.py": "h = 1\n",
+        "plots/style.py": "import numpy as np\n_c = np._NoValue\n",
+    })
+    assert private_name_uses(pkg) == {
+        "nbhelpers.rounding uses nbhelpers.formats._bits": [1],
+        "nbhelpers.rounding uses nbhelpers.formats._TABLE": [3],
+        "nbhelpers.metrics uses nbhelpers.formats._TABLE": [5],
+        "nbhelpers.metrics uses nbhelpers.plots.style._c": [5],
+        "nbhelpers.plots uses nbhelpers.plots.style._c": [3],
+    }

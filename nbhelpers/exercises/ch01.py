@@ -1,4 +1,4 @@
-"""Chapter 01 exercises: float bit layouts. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
+"""Chapter 01 exercises: float bit layouts. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
 
 Every exercise works on custom IEEE-style formats given by (exp_bits, man_bits): inf and NaN at
 the all-ones exponent, subnormals at the all-zeros exponent, like fp16 and bf16. The references
@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from ..checks import Case, Exercise, float_array
+from ..comparators import float_array
+from ..exercise_types import Case, Exercise
 from ..formats import FloatFormat, all_codes, decode, finite_values, ulp
 from ..rounding import absorption_threshold, round_to
 

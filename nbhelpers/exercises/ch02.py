@@ -1,4 +1,4 @@
-"""Chapter 02 exercises: accumulation error. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
+"""Chapter 02 exercises: accumulation error. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
 
 Every exercise adds numbers in a chosen accumulator format, every operation rounded once with
 :func:`nbhelpers.rounding.round_to` (the student may use it). The references are the course's
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..accumulation import emulated_dot, emulated_sum, stall_length
-from ..checks import Case, Exercise
+from ..exercise_types import Case, Exercise
 from ..formats import get_format
 from ..metrics import exact_sum
 from ..rounding import round_to

@@ -1,4 +1,4 @@
-"""Chapter 03 exercises: the fp32-accumulated GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
+"""Chapter 03 exercises: the fp32-accumulated GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
 
 The references are the course's tested helpers in :mod:`nbhelpers.accumulation`; edge cases come
 first, then random cases from the seed. Inputs are bf16 values held in float64 arrays, so every
@@ -6,7 +6,7 @@ product is exact and every expected result is a definite set of bits: the compar
 bit-exact, except that +0.0 and -0.0 count as equal (an accumulator that starts from its first
 product instead of from zero may produce either for an exactly cancelling sum, and nothing in
 the chapter depends on the sign of a zero). ``relative_error`` is the exception: norms may be
-computed in any order, so it is compared with a relative tolerance (:func:`nbhelpers.checks.close_to`).
+computed in any order, so it is compared with a relative tolerance (:func:`nbhelpers.comparators.close_to`).
 ``fool_the_tensor_core`` is a construction (:func:`fool_the_tensor_core_ref`): the student returns
 inputs with a property, and the check judges the property itself with the GPU's tensor-core model
 (:data:`nbhelpers.tensor_cores.TENSOR_CORES`) and exact sums, since many answers are right.
@@ -21,7 +21,8 @@ import numpy as np
 from ..accumulation import emulated_dot, emulated_matmul
 from ..metrics import relative_error
 from ..tensor_cores import TENSOR_CORES, accumulator_probe, tensor_core_group_sum
-from ..checks import Case, Exercise, close_to, same_value_up_to_zero_sign
+from ..comparators import close_to, same_value_up_to_zero_sign
+from ..exercise_types import Case, Exercise
 from ..formats import ulp
 from ..rounding import round_to
 

@@ -1,4 +1,4 @@
-"""Chapter 04 exercises: master weights. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
+"""Chapter 04 exercises: master weights. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
 
 Arrays are numpy float32; bf16 values travel as float32 arrays that hold bf16 values (every bf16
 value is a float32 value). The master-weight step's reference is the training loop's own update
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Case, Exercise, float_array
+from ..comparators import float_array
+from ..exercise_types import Case, Exercise
 from ..rounding import round_to
 from ..training import sgd_master_step
 

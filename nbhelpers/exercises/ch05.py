@@ -1,4 +1,4 @@
-"""Chapter 05 exercises: loss scaling. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
+"""Chapter 05 exercises: loss scaling. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
 
 The dynamic scaler's reference is :class:`nbhelpers.loss_scaling.DynamicLossScaler`, which
 tests/test_loss_scaling.py holds bit for bit against ``torch.amp.GradScaler("cpu")``; the
@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..checks import Case, Exercise
+from ..exercise_types import Case, Exercise
 from ..formats import FORMATS, FloatFormat
 from ..loss_scaling import scale_trajectory
 from ..metrics import underflow_fraction

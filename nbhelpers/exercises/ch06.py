@@ -1,4 +1,4 @@
-"""Chapter 06 exercises: scaled int8 / fp8 GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
+"""Chapter 06 exercises: scaled int8 / fp8 GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
 
 - ``quantize_blocks``: its reference is :func:`nbhelpers.scaling.quantize` with the matching
   :class:`~nbhelpers.recipes.Recipe` (fp32 scales, current amax); compared bit for bit (q and
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Case, Exercise
+from ..exercise_types import Case, Exercise
 from ..metrics import sqnr_db
 from ..recipes import Recipe
 from ..scaling import dequantize, quantize

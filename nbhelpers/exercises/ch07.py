@@ -1,5 +1,5 @@
 """Chapter 07 exercises: fp8 accumulation and block formats. Listed in ``EXERCISES`` for
-:mod:`nbhelpers.checks`.
+:mod:`nbhelpers.exercises`.
 
 - ``mx_shared_exponent``: the OCP MX v1.0 scale exponent of one block; its reference is
   :func:`nbhelpers.scaling.e8m0_exponents` of the block's amax (tested in tests/test_scaling.py),
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Case, Exercise
+from ..exercise_types import Case, Exercise
 from ..formats import get_format
 from ..rounding import round_to
 from ..scaled_gemm import blockwise_scaled_mm

@@ -1,5 +1,5 @@
 """Chapter 08 exercises: the GPU programming model and memory coalescing. Listed in ``EXERCISES``
-for :mod:`nbhelpers.checks`.
+for :mod:`nbhelpers.exercises`.
 
 - ``sector_count``: the 32-byte sectors one warp's 32 loads touch; its reference is
   :func:`nbhelpers.memory_access.sectors_touched` (the pattern form), compared exactly.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Case, Exercise
+from ..exercise_types import Case, Exercise
 from ..memory_access import sectors_touched
 
 GUARD_IN = 77  # the input's guard value (a kernel that reads past the end reads these)

@@ -1,4 +1,4 @@
-"""Chapter 09 exercises: GEMM kernels in Triton. Listed in ``EXERCISES`` for :mod:`nbhelpers.checks`.
+"""Chapter 09 exercises: GEMM kernels in Triton. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
 
 Both are Triton kernels the student completes, run through the launcher the notebook gives
 (Triton's interpreter on a CPU); the launchers read their operands from buffers padded with NaN,
@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import Case, Exercise, _describe, _short_repr
+from ..exercise_types import Case, Exercise
 from ..occupancy import H100, occupancy
+from ..report_text import describe, short_repr
 from .ch06 import epilogue_ref
 
 BLOCK = 16  # every tile dimension of the launchers (the interpreter's tl.dot wants at least 16)
@@ -64,7 +65,7 @@ def _within_bound(got, expected) -> str | None:
     try:
         g = np.asarray(got, dtype=np.float64)
     except Exception:
-        return f"returned {_describe(got)}, expected an array of shape {ref.shape}"
+        return f"returned {describe(got)}, expected an array of shape {ref.shape}"
     if g.shape != ref.shape:
         return f"returned an array of shape {g.shape}, expected shape {ref.shape}"
     bad = ~(np.abs(g - ref) <= bound)  # NaN fails too
@@ -199,18 +200,18 @@ def resident_warps_ref(registers: int, num_warps: int, shared: int) -> ExpectedO
 def _same_occupancy(got, expected) -> str | None:
     warps, limits, hints = expected
     if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return f"returned {_describe(got)}, expected a tuple (warps, limit)"
+        return f"returned {describe(got)}, expected a tuple (warps, limit)"
     g_warps, g_limit = got
     if isinstance(g_warps, bool) or not isinstance(g_warps, (int, np.integer)):
-        return f"warps: returned {_describe(g_warps)}, expected an int"
+        return f"warps: returned {describe(g_warps)}, expected an int"
     if int(g_warps) != warps:
         hint = hints.get(int(g_warps))
         return f"warps: returned {int(g_warps)}, expected {warps}" + (f" (did you forget: {hint}?)" if hint else "")
     if not isinstance(g_limit, str):
-        return f"limit: returned {_describe(g_limit)}, expected one of {', '.join(map(repr, LIMIT_NAMES))}"
+        return f"limit: returned {describe(g_limit)}, expected one of {', '.join(map(repr, LIMIT_NAMES))}"
     if g_limit.strip().lower() not in limits:
         which = " or ".join(repr(x) for x in limits)
-        return f"limit: returned {_short_repr(g_limit, 40)}, expected {which}"
+        return f"limit: returned {short_repr(g_limit, 40)}, expected {which}"
     return None
 
 

@@ -1,5 +1,5 @@
 """Chapter 10 exercises: grouped GEMM for mixture-of-experts. Listed in ``EXERCISES`` for
-:mod:`nbhelpers.checks`.
+:mod:`nbhelpers.exercises`.
 
 - ``offsets_and_schedule``: from the router's choices to the per-expert offsets and the tile
   schedule of a grouped kernel. Reference: :func:`nbhelpers.moe.expert_offsets` and
@@ -23,7 +23,8 @@ import math
 
 import numpy as np
 
-from ..checks import Case, Exercise, _compare, close_to
+from ..comparators import close_to, compare
+from ..exercise_types import Case, Exercise
 from ..moe import capacity, expert_counts, expert_offsets, route, tile_schedule
 
 UNWRITTEN = -7  # what the tile_lookup launcher's output holds before the kernel runs
@@ -148,8 +149,8 @@ def padding_waste_ref(expert_ids: np.ndarray, num_experts: int, capacity_factor:
 
 def _same_waste(got, expected) -> str | None:
     if not isinstance(got, (tuple, list)) or len(got) != 3:
-        return _compare(got, expected)
-    reason = _compare(got[0], expected[0])
+        return compare(got, expected)
+    reason = compare(got[0], expected[0])
     if reason is not None:
         return f"capacity: {reason}"
     for i, name in ((1, "padding fraction"), (2, "dropped fraction")):

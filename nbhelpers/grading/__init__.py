@@ -37,10 +37,12 @@ The modules, one role each (an arrow: what a module imports from the package):
 
 - :mod:`~nbhelpers.grading.untrusted`    making a submission's text safe where it enters the grader
 - :mod:`~nbhelpers.grading.sandbox`      the command that starts a kernel in its sandbox, under resource limits
-- :mod:`~nbhelpers.grading.options`      the options, the submission statuses, the size and time limits  (-> sandbox)
+- :mod:`~nbhelpers.grading.options`      the options, the submission statuses, the seed kinds, the size and time limits
+  (-> sandbox)
 - :mod:`~nbhelpers.grading.in_kernel`    the value codec and the code run inside the student's kernel (sent there as source)
 - :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells  (-> options, untrusted)
-- :mod:`~nbhelpers.grading.jobs`         a submission's job folder; the worker processes, timing out and stopping them  (-> options, untrusted)
+- :mod:`~nbhelpers.grading.jobs`         a submission's job folder; the worker processes, timing out and stopping them;
+  the worker's answers and its events' kinds  (-> options, untrusted)
 - :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel  (-> in_kernel, jobs, options, sandbox)
 - :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and record
   (-> in_kernel, jobs, options, submissions, untrusted)

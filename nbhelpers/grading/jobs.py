@@ -1,6 +1,7 @@
 """The grader's side of a worker process: one submission's job folder, starting the worker
 (:mod:`nbhelpers.grading.worker`), its total time limit, stopping it and its kernels, and reading
-the events it wrote.
+the events it wrote; the two vocabularies the worker shares with the grader, its answers
+(:class:`WorkerAnswer`) and the kinds of its events (:class:`Event`).
 
 Nothing here imports the worker module: the worker is started as
 ``python -c "from nbhelpers.grading.worker import worker_main ..."`` (:data:`WORKER_COMMAND`).
@@ -19,17 +20,42 @@ import sys
 import tempfile
 import threading
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterator
 
 from .options import MAX_EVENTS, MAX_OUTPUT_LINE_BYTES, GradeOptions
 from .untrusted import safe_data, safe_text
 
-__all__ = ["WORKER_COMMAND", "Job", "Running", "WorkerProcess", "kill_group", "raw_lines", "json_lines", "read_events"]
+__all__ = ["WORKER_COMMAND", "WorkerAnswer", "Event", "Job", "Running", "WorkerProcess", "kill_group", "raw_lines",
+           "json_lines", "read_events"]
 
 WORKER_COMMAND = ("import sys; from nbhelpers.grading.worker import worker_loop; "
                   "sys.exit(worker_loop(int(sys.argv[1]), int(sys.argv[2])))")
 JOBS_PER_WORKER = 40  # a worker is replaced after this many jobs (bounds any slow leak)
+
+
+class WorkerAnswer(StrEnum):
+    """How a job ended, as :meth:`WorkerProcess.run` tells it. The worker writes DONE or FAILED,
+    the value and a newline, on its replies pipe (:func:`nbhelpers.grading.worker.worker_loop`);
+    TIMEOUT is the grader's own, when no answer came in time."""
+
+    DONE = "done"  # the worker ran the job to its end
+    FAILED = "failed"  # the worker raised, or died
+    TIMEOUT = "timeout"  # no answer within the time limit: the worker is to be stopped
+
+
+class Event(StrEnum):
+    """The kind of a worker's event: its ``"event"`` field, as the worker writes it to the job's
+    events file (:mod:`nbhelpers.grading.worker`) and judging reads back (:func:`read_events`,
+    :mod:`nbhelpers.grading.judging`)."""
+
+    CELL_ERROR = "cell_error"  # a cell raised (ename, evalue)
+    CELL_TIMEOUT = "cell_timeout"  # a cell ran past the time limit and was interrupted (seconds)
+    KERNEL_DIED = "kernel_died"  # in a cell, or while an exercise (or the grading cell) was checked
+    GRADING_ERROR = "grading_error"  # the grading cell itself raised
+    GRADING_CELL = "grading_cell"  # a grading cell's results file and nonce
+    DONE = "done"  # the worker got to the end of the job
 
 
 def kill_group(pid: int) -> None:
@@ -125,27 +151,27 @@ class WorkerProcess:
         self.cmd, self.replies, self.jobs = cmd_w, rep_r, 0
         self.jobdir: Path | None = None
 
-    def run(self, jobdir: Path, timeout: float) -> str:
-        """Run the job in ``jobdir``: "done", "failed" (the worker raised, or died), or "timeout"
-        (it did not answer within ``timeout`` seconds; stop it then)."""
+    def run(self, jobdir: Path, timeout: float) -> WorkerAnswer:
+        """Run the job in ``jobdir``: DONE, FAILED (the worker raised, or died), or TIMEOUT (it
+        did not answer within ``timeout`` seconds; stop it then)."""
         self.jobdir, self.jobs = jobdir, self.jobs + 1
         try:
             os.write(self.cmd, (str(jobdir / "job.json") + "\n").encode())
         except OSError:
-            return "failed"
+            return WorkerAnswer.FAILED
         deadline, answer = time.monotonic() + timeout, b""
         while not answer.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0:
-                return "timeout"
+                return WorkerAnswer.TIMEOUT
             ready, _, _ = select.select([self.replies], [], [], left)
             if not ready:
                 continue
             chunk = os.read(self.replies, 64)
             if not chunk:
-                return "failed"  # the worker died
+                return WorkerAnswer.FAILED  # the worker died
             answer += chunk
-        return "done" if answer.strip() == b"done" else "failed"
+        return WorkerAnswer.DONE if answer.strip() == WorkerAnswer.DONE.encode() else WorkerAnswer.FAILED
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -324,9 +350,9 @@ class Job:
         except BaseException:
             running.release(worker, reusable=False)
             raise
-        self.failure_log = worker.log_tail() if answer == "failed" else []
-        running.release(worker, reusable=answer == "done")
-        return answer == "timeout"
+        self.failure_log = worker.log_tail() if answer is WorkerAnswer.FAILED else []
+        running.release(worker, reusable=answer is WorkerAnswer.DONE)
+        return answer is WorkerAnswer.TIMEOUT
 
     def events(self) -> list[dict]:
         return read_events(self.dir / "events.jsonl")

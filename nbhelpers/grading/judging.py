@@ -18,10 +18,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks import (CheckResult, CheckStatus, Exercise, Raised, _describe_exception, _truncate, cases_for,
-                      exercises_of, expected_outputs, score)
+from ..checks import CheckResult, CheckStatus, Raised, cases_for, expected_outputs, score
+from ..exercise_types import Exercise
+from ..exercises import exercises_of
+from ..report_text import describe_exception, truncate
 from .in_kernel import LIMITS, decode, encode
-from .jobs import Job, Running, raw_lines
+from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
 from .submissions import Submission, detect_chapter, is_check_cell
 from .untrusted import safe_data
@@ -30,10 +32,6 @@ __all__ = [
     "ExercisePlan", "ChapterPlan", "plan_chapter", "Opaque", "stand_in", "decode_result", "read_outputs",
     "judge", "event_text", "status_of", "grade_one",
 ]
-
-# The grader's own statuses of one exercise, besides a check cell's PASS, FAIL, TODO and ERROR.
-TIMEOUT, DIED, MISSING, NOT_RUN = CheckStatus.TIMEOUT, CheckStatus.DIED, CheckStatus.MISSING, CheckStatus.NOT_RUN
-
 
 # =============================================================================================
 # Plans: what each exercise of a chapter is checked on, and what it should give
@@ -113,7 +111,7 @@ def _plan_exercise(ex: Exercise, seed: int) -> tuple[ExercisePlan, list | None]:
         encoded = [{"a": [encode(a, strict=True) for a in c.args],
                     "k": {str(k): encode(v, strict=True) for k, v in c.kwargs.items()}} for c in p.cases]
     except Exception as e:  # noqa: BLE001 - a bug on the course's side, reported per exercise
-        p.error = f"the grader cannot check this exercise (not the student's fault): {_describe_exception(e)}"
+        p.error = f"the grader cannot check this exercise (not the student's fault): {describe_exception(e)}"
         return p, None
     return p, encoded
 
@@ -153,7 +151,7 @@ def stand_in(type_name: str, text: str) -> Opaque:
         if cls is None:
             cls = type(name, (Opaque,), {"__slots__": ()}) if len(_STAND_INS) < 1000 else Opaque
             _STAND_INS[name] = cls
-    return cls(_truncate(str(text), LIMITS["max_repr"]))
+    return cls(truncate(str(text), LIMITS["max_repr"]))
 
 
 def decode_result(data: Any, classes: dict[tuple[str, str], type] | None = None) -> Any:
@@ -190,7 +188,7 @@ def read_outputs(events: list[dict], plan: ChapterPlan) -> KernelOutputs:
     made safe."""
     ids = {p.exercise.id for p in plan.exercises}
     out = KernelOutputs()
-    cells = [(e.get("outputs"), e.get("nonce")) for e in events if e.get("event") == "grading_cell"]
+    cells = [(e.get("outputs"), e.get("nonce")) for e in events if e.get("event") == Event.GRADING_CELL]
     for path, nonce in dict.fromkeys(cells):
         if not (isinstance(path, str) and isinstance(nonce, str) and len(nonce) >= 32):
             continue
@@ -217,18 +215,18 @@ def _parse_line(line: bytes | None) -> Any:
 # Judging one exercise
 # =============================================================================================
 
-def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[str, str],
+def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[CheckStatus, str],
           classes: dict[tuple[str, str], type] | None = None) -> CheckResult:
     """The CheckResult of one exercise from its kernel record (None: the kernel never wrote one;
     ``missing_reason`` is then its (status, error)). ``classes``: the plan's (see
     :func:`decode_result`)."""
     ex = p.exercise
     if p.error is not None:
-        return _unscored(p, "ERROR", p.error, n_failed=0)
+        return _unscored(p, CheckStatus.ERROR, p.error, n_failed=0)
     if rec is None:
         return _unscored(p, *missing_reason)
     if rec.get("missing") is True:
-        return _unscored(p, MISSING, f"the notebook does not define {ex.name}")
+        return _unscored(p, CheckStatus.MISSING, f"the notebook does not define {ex.name}")
     if "not_callable" in rec:
         # the same words as checks.run_check
         return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [],
@@ -240,20 +238,20 @@ def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[str, str],
                            f"{MAX_OUTPUT_LINE_BYTES / 2**20:.0f} MB)")
     results = rec.get("results")
     if not isinstance(results, list):
-        return _unscored(p, "ERROR", "the grader could not read this function's results")
+        return _unscored(p, CheckStatus.ERROR, "the grader could not read this function's results")
     got, timed_out = _returned(results[: len(p.cases)], classes)
     result = score(ex, p.cases, p.expected, got)
     if timed_out:
-        result.status, result.points = TIMEOUT, 0
+        result.status, result.points = CheckStatus.TIMEOUT, 0
     return result
 
 
-def _unscored(p: ExercisePlan, status: str, error: str, n_failed: int | None = None) -> CheckResult:
+def _unscored(p: ExercisePlan, status: CheckStatus, error: str, n_failed: int | None = None) -> CheckResult:
     """No points: every case failed (or ``n_failed``), for the reason ``error``. ``status`` is
-    ERROR or one of the grader's own (TIMEOUT, DIED, MISSING, NOT RUN)."""
+    ERROR or one of the grader's own (TIMEOUT, DIED, MISSING, NOT RUN): a :class:`CheckStatus`."""
     n = len(p.cases)
     return CheckResult(p.exercise.id, p.exercise.title, 0, p.exercise.points, n,
-                       n if n_failed is None else n_failed, [], error, CheckStatus(status))
+                       n if n_failed is None else n_failed, [], error, status)
 
 
 def _returned(results: list, classes: dict[tuple[str, str], type] | None) -> tuple[list, bool]:
@@ -287,12 +285,12 @@ def event_text(e: dict) -> str:
     """A worker's event in words, for the detail column."""
     where = f"cell {e.get('cell')} ({e.get('line', '')})" if e.get("cell") else ""
     kind = e.get("event")
-    if kind == "cell_error":
+    if kind == Event.CELL_ERROR:
         what = f"{e.get('ename', '')}: {e.get('evalue', '')}" if e.get("evalue") else str(e.get("ename", ""))
-        return f"{where} raised {_truncate(what, 160)}"
-    if kind == "cell_timeout":
+        return f"{where} raised {truncate(what, 160)}"
+    if kind == Event.CELL_TIMEOUT:
         return f"{where} ran past the {e.get('seconds', 0):g} s limit and was interrupted"
-    if kind == "kernel_died":
+    if kind == Event.KERNEL_DIED:
         if e.get("exercise"):
             if e.get("retry"):
                 return f"the kernel died while checking {e['exercise']}; retried in a new kernel"
@@ -302,8 +300,9 @@ def event_text(e: dict) -> str:
         if e.get("retry"):
             return f"the kernel died in {where}; retried in a new kernel"
         return f"the kernel died again in {where}; the notebook was rerun without that cell"
-    if kind == "grading_error":
-        return f"the functions could not be checked: {_truncate(str(e.get('ename', '')) + ': ' + str(e.get('evalue', '')), 160)}"
+    if kind == Event.GRADING_ERROR:
+        what = str(e.get("ename", "")) + ": " + str(e.get("evalue", ""))
+        return f"the functions could not be checked: {truncate(what, 160)}"
     return ""
 
 
@@ -314,13 +313,13 @@ def status_of(events: list[dict], total_timeout: bool, worker_failed: bool, resu
         return Status.TIMEOUT
     if worker_failed:
         return Status.GRADER_ERROR
-    if any(e.get("event") == "kernel_died" and not e.get("retry") for e in events):
+    if any(e.get("event") == Event.KERNEL_DIED and not e.get("retry") for e in events):
         return Status.KERNEL_DIED  # a kernel that died once and not on its retry is not the student's doing
-    if "cell_timeout" in kinds or any(r.status == TIMEOUT for r in results.values()):
+    if Event.CELL_TIMEOUT in kinds or any(r.status == CheckStatus.TIMEOUT for r in results.values()):
         return Status.TIMEOUT
-    if kinds & {"cell_error", "grading_error"}:
+    if kinds & {Event.CELL_ERROR, Event.GRADING_ERROR}:
         return Status.CELL_ERROR
-    if any(r.status == "ERROR" for r in results.values()):
+    if any(r.status == CheckStatus.ERROR for r in results.values()):
         return Status.GRADER_ERROR
     return Status.GRADED
 
@@ -349,7 +348,7 @@ def _not_checked(plan: ChapterPlan | None, why: str) -> dict:
     """Every exercise of the plan with no points, NOT RUN for the reason ``why``."""
     if plan is None:
         return {}
-    return {p.exercise.id: _unscored(p, NOT_RUN, why) for p in plan.exercises}
+    return {p.exercise.id: _unscored(p, CheckStatus.NOT_RUN, why) for p in plan.exercises}
 
 
 def grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: GradeOptions, running: Running) -> dict:
@@ -359,7 +358,7 @@ def grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: Grade
         return _grade_one(sub, plans, opts, running, t0)
     except Exception as e:  # noqa: BLE001 - one submission's failure must not stop the run
         plan = _plan_for(plans, opts.chapter)
-        return _record(sub, opts.chapter, Status.GRADER_ERROR, [f"the grader failed: {_describe_exception(e)}"],
+        return _record(sub, opts.chapter, Status.GRADER_ERROR, [f"the grader failed: {describe_exception(e)}"],
                        _not_checked(plan, "not checked"), plan, opts, t0)
 
 
@@ -381,7 +380,7 @@ def _grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: Grad
         total_timeout = job.run(running, opts.timeout)
         events = job.events()
         outputs = read_outputs(events, plan)
-        worker_failed = not total_timeout and not any(e.get("event") == "done" for e in events)
+        worker_failed = not total_timeout and not any(e.get("event") == Event.DONE for e in events)
         if worker_failed and running.stopping:
             raise KeyboardInterrupt
         log_tail = job.log_tail() if worker_failed else []
@@ -395,7 +394,7 @@ def _grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: Grad
     if worker_failed:
         details.append("the grader's worker failed" + (": " + " | ".join(log_tail) if log_tail else ""))
     details += [f"{r.exercise_id}: {r.status.lower()}" for r in results.values()
-                if r.status in (TIMEOUT, MISSING, DIED, "ERROR")]
+                if r.status in (CheckStatus.TIMEOUT, CheckStatus.MISSING, CheckStatus.DIED, CheckStatus.ERROR)]
     status = status_of(events, total_timeout, worker_failed, results)
     return _record(sub, chapter, status, details, results, plan, opts, t0)
 
@@ -415,21 +414,22 @@ def _why_not_run(sub: Submission, chapter: int | None, note: str, opts: GradeOpt
     return None
 
 
-def _missing_reason(total_timeout: bool, worker_failed: bool, opts: GradeOptions) -> tuple[str, str]:
+def _missing_reason(total_timeout: bool, worker_failed: bool, opts: GradeOptions) -> tuple[CheckStatus, str]:
     """(status, error) of an exercise the kernel wrote no results for."""
     if total_timeout:
-        return NOT_RUN, f"not checked: the notebook ran out of time ({opts.timeout:g} s in all)"
+        return CheckStatus.NOT_RUN, f"not checked: the notebook ran out of time ({opts.timeout:g} s in all)"
     if worker_failed:
-        return NOT_RUN, "not checked: the grader failed"
-    return NOT_RUN, "not checked: the grading cell did not finish"
+        return CheckStatus.NOT_RUN, "not checked: the grader failed"
+    return CheckStatus.NOT_RUN, "not checked: the grading cell did not finish"
 
 
 def _judge_all(plan: ChapterPlan, outputs: dict[str, dict], events: list[dict],
-               missing: tuple[str, str]) -> dict[str, CheckResult]:
+               missing: tuple[CheckStatus, str]) -> dict[str, CheckResult]:
     died = {e.get("exercise") for e in events
-            if e.get("event") == "kernel_died" and e.get("exercise") and not e.get("retry")}
+            if e.get("event") == Event.KERNEL_DIED and e.get("exercise") and not e.get("retry")}
     results = {}
     for p in plan.exercises:
-        reason = (DIED, "the kernel died while this function was checked, twice") if p.exercise.id in died else missing
+        reason = ((CheckStatus.DIED, "the kernel died while this function was checked, twice")
+                  if p.exercise.id in died else missing)
         results[p.exercise.id] = judge(p, outputs.get(p.exercise.id), reason, plan.classes)
     return results

@@ -1,15 +1,17 @@
 """What a grading run is told (:class:`GradeOptions`), what a submission can end up as
-(:class:`Status`), and the grader's size and time limits."""
+(:class:`Status`), what the output files say of the seed (:class:`SeedKind`), and the grader's
+size and time limits."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 
 from .sandbox import Limits
 
 __all__ = [
     "Status",
     "STATUSES",
+    "SeedKind",
     "GradeOptions",
     "DEFAULT_CELL_TIMEOUT",
     "DEFAULT_TIMEOUT",
@@ -49,6 +51,13 @@ class Status(str, Enum):
 # The statuses as plain strings, in the order above (the run's summary lists them in reverse).
 STATUSES = tuple(s.value for s in Status)
 
+
+class SeedKind(StrEnum):
+    """What the output files record about the seed (the value), never the seed itself."""
+
+    SECRET = "secret"  # any seed but 0: hidden cases
+    PUBLIC = "public"  # seed 0: the cases students see
+
 DEFAULT_CELL_TIMEOUT = 60.0  # seconds for each cell, and for all the calls of one function
 DEFAULT_TIMEOUT = 300.0  # seconds for a whole submission, kernel start included
 
@@ -81,6 +90,6 @@ class GradeOptions:
         return self.seed != 0
 
     @property
-    def seed_kind(self) -> str:
-        """What the output files record about the seed: "secret" or "public", never the seed."""
-        return "secret" if self.secret else "public"
+    def seed_kind(self) -> SeedKind:
+        """What the output files record about the seed: SECRET or PUBLIC, never the seed."""
+        return SeedKind.SECRET if self.secret else SeedKind.PUBLIC

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..checks import _ID_RE, _truncate
-from .options import DETAIL_LIMIT, STATUSES, GradeOptions, Status
+from ..exercise_types import EXERCISE_ID_RE
+from ..report_text import truncate
+from .options import DETAIL_LIMIT, STATUSES, GradeOptions, SeedKind, Status
 from .submissions import Submission
 from .untrusted import safe_name, safe_text
 
@@ -37,7 +38,7 @@ def _csv_row(rec: dict, columns: list[str]) -> list[str]:
     row = {"file": rec["file"], "sha256": rec["sha256"],
            "chapter": f"{chapter:02d}" if isinstance(chapter, int) else "",
            "total": rec.get("total", 0), "max": "" if rec.get("max") is None else rec["max"],
-           "status": rec["status"], "detail": _truncate(rec.get("detail", ""), DETAIL_LIMIT)}
+           "status": rec["status"], "detail": truncate(rec.get("detail", ""), DETAIL_LIMIT)}
     for ex_id, c in (rec.get("checks") or {}).items():
         row[ex_id] = c.get("points", 0) if isinstance(c, dict) else ""
     return [_csv_safe(row.get(col, "")) for col in columns]
@@ -75,7 +76,7 @@ def _set_aside(path: Path, why: str) -> None:
         k += 1
         aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}-{k}")
     os.replace(path, aside)
-    print(f"nbhelpers.grade: {safe_name(path)} is damaged ({safe_text(_truncate(why, 200))}); kept as "
+    print(f"nbhelpers.grade: {safe_name(path)} is damaged ({safe_text(truncate(why, 200))}); kept as "
           f"{safe_name(aside)}, starting it afresh", file=sys.stderr)
 
 
@@ -99,7 +100,7 @@ def _check_record(r: Any) -> str | None:
         return f"{r['file']}: no sha256"
     if r.get("status") not in STATUSES:
         return f"{r['file']}: unknown status {r.get('status')!r}"
-    if r.get("seed") not in ("secret", "public"):
+    if r.get("seed") not in tuple(SeedKind):
         return f"{r['file']}: unknown seed kind"
     for key in ("chapter", "chapter_option", "max"):
         if r.get(key) is not None and not _is_int(r[key]):
@@ -107,7 +108,7 @@ def _check_record(r: Any) -> str | None:
     if not isinstance(r.get("detail", ""), str) or not isinstance(r.get("checks", {}), dict):
         return f"{r['file']}: malformed detail or checks"
     points = [c.get("points") if isinstance(c, dict) else None for c in r.get("checks", {}).values()]
-    if not all(_is_int(p) and p >= 0 for p in points) or not all(isinstance(k, str) and _ID_RE.match(k)
+    if not all(_is_int(p) and p >= 0 for p in points) or not all(isinstance(k, str) and EXERCISE_ID_RE.match(k)
                                                                   for k in r.get("checks", {})):
         return f"{r['file']}: malformed checks"
     if not _is_int(r.get("total")) or r["total"] != sum(points) or (r.get("max") is not None and r["total"] > r["max"]):
@@ -166,7 +167,7 @@ def _csv_disagrees(columns: list[str], rows: dict[str, dict], records: dict[str,
             return f"{written}: a row with no record in the JSON file"
         if row.get("sha256") != rec["sha256"]:
             continue
-        known = [c for c in columns if c in CSV_HEAD + CSV_TAIL or _ID_RE.match(c)]
+        known = [c for c in columns if c in CSV_HEAD + CSV_TAIL or EXERCISE_ID_RE.match(c)]
         made = dict(zip(known, _csv_row(rec, known)))
         changed = [c for c in known if row.get(c, "") != made[c]]
         if changed:
@@ -205,7 +206,7 @@ class Outputs:
             return
         self.old_columns = columns
         files = {_csv_safe(f): f for f in self.records}
-        extra = [c for c in columns if c not in CSV_HEAD + CSV_TAIL and not _ID_RE.match(c)]
+        extra = [c for c in columns if c not in CSV_HEAD + CSV_TAIL and not EXERCISE_ID_RE.match(c)]
         self.extra = {files[w]: {c: row.get(c, "") for c in extra} for w, row in rows.items() if w in files}
 
     def is_done(self, sub: Submission) -> bool:
@@ -220,10 +221,10 @@ class Outputs:
         """Rewrite both files with every record, and the CSV with the columns this run needs:
         ``exercise_ids``, then the exercises of earlier runs, then the instructor's own columns."""
         ex_ids = list(dict.fromkeys(exercise_ids))
-        earlier = [c for c in self.old_columns if _ID_RE.match(c)]
+        earlier = [c for c in self.old_columns if EXERCISE_ID_RE.match(c)]
         earlier += [k for r in self.records.values() for k in r.get("checks", {})]
         ex_ids += [c for c in dict.fromkeys(earlier) if c not in ex_ids]
-        extra = [c for c in self.old_columns if c not in CSV_HEAD + CSV_TAIL and not _ID_RE.match(c)]
+        extra = [c for c in self.old_columns if c not in CSV_HEAD + CSV_TAIL and not EXERCISE_ID_RE.match(c)]
         self.columns = CSV_HEAD + ex_ids + extra + CSV_TAIL
         self._write_csv()
         self._write_json()

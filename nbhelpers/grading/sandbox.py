@@ -10,8 +10,9 @@ The sandbox (on by default, Linux only) gives the kernel
   namespaces;
 - a read-only view of the system (``/usr`` and the libraries), of a few files of ``/etc``, of the
   Python installation and virtual environment, and of the course's package *without* its
-  exercise modules (``nbhelpers/exercises`` is an empty folder there, so the reference answers
-  cannot be imported);
+  exercise modules (``nbhelpers/exercises`` holds only its ``__init__.py`` there, the registry,
+  which then finds no chapter: the reference answers cannot be imported, and
+  ``nbhelpers.checks``, which imports the registry, still can);
 - one private writable place, ``/tmp`` (a tmpfs of ``disk_mb``; also HOME and the working
   folder), plus the job's channel folder (the kernel's sockets and the results file);
 - nothing else: no home folder, no submissions, no output files, no grader files.
@@ -138,7 +139,9 @@ def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
         args += ["--size", str(limits.disk_mb * 2**20)]
     args += ["--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
     args += _python_mounts(argv0)
+    registry = pkg / "exercises" / "__init__.py"  # no references in it; nbhelpers.checks imports it
     args += ["--ro-bind", str(pkg), str(pkg), "--tmpfs", str(pkg / "exercises"),
+             "--ro-bind", str(registry), str(registry),
              "--bind", str(channel), str(channel), "--chdir", "/tmp/work"]
     env = {
         "HOME": "/tmp/home", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",

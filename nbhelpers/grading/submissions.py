@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-from ..checks import _truncate
+from ..report_text import truncate
 from .options import MAX_NOTEBOOK_BYTES, Status
 from .untrusted import safe_name, safe_source
 
@@ -137,7 +137,7 @@ def read_submission(path: Path, file: str | None = None) -> Submission:
     except UnicodeDecodeError:
         return sub.reject(Status.INVALID_NOTEBOOK, "not a notebook: the file is not UTF-8 text")
     except (ValueError, RecursionError) as e:
-        return sub.reject(Status.INVALID_NOTEBOOK, f"not a notebook: invalid JSON ({_truncate(str(e), 120)})")
+        return sub.reject(Status.INVALID_NOTEBOOK, f"not a notebook: invalid JSON ({truncate(str(e), 120)})")
     try:
         sub.cells = _cells_of(nb)
     except ValueError as e:

@@ -37,7 +37,7 @@ from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import DeadKernelError  # noqa: E402
 
 from .in_kernel import kernel_main  # noqa: E402
-from .jobs import json_lines, kill_group  # noqa: E402
+from .jobs import Event, WorkerAnswer, json_lines, kill_group  # noqa: E402
 from .options import MAX_KERNEL_STARTS  # noqa: E402
 from .sandbox import Limits, kernel_command  # noqa: E402
 
@@ -70,21 +70,22 @@ def grading_cell(job: dict) -> str:
 
 def worker_loop(commands_fd: int, replies_fd: int) -> int:
     """A worker's life: read a job file's path per line from ``commands_fd``, run it
-    (:func:`worker_main`), answer "done" or "failed" on ``replies_fd``; exit at the end of input."""
+    (:func:`worker_main`), answer DONE or FAILED (:class:`~nbhelpers.grading.jobs.WorkerAnswer`)
+    on ``replies_fd``; exit at the end of input."""
     signal.signal(signal.SIGTERM, _on_term)
     with os.fdopen(commands_fd, "r") as commands, os.fdopen(replies_fd, "w") as replies:
         for line in commands:
             try:
                 worker_main(line.strip())
-                answer = "done"
+                answer = WorkerAnswer.DONE
             except Exception:  # noqa: BLE001 - reported in the log; the grader records "grader error"
                 traceback.print_exc()
-                answer = "failed"
+                answer = WorkerAnswer.FAILED
             finally:
                 _current_kernel_pid.clear()
                 _on_exit.clear()
             sys.stdout.flush()
-            replies.write(answer + "\n")
+            replies.write(answer.value + "\n")
             replies.flush()
     return 0
 
@@ -92,9 +93,10 @@ def worker_loop(commands_fd: int, replies_fd: int) -> int:
 def worker_main(job_path: str) -> int:
     """Run the notebook described by the job file (see :class:`nbhelpers.grading.jobs.Job`).
 
-    Appends events (JSON lines) to ``job["events"]``: ``cell_error``, ``cell_timeout`` (a cell
-    interrupted at the time limit), ``kernel_died`` (after which the kernel is restarted
-    without the cell or function that killed it), ``grading_error``, and ``done`` at the end.
+    Appends events (JSON lines, kinds :class:`~nbhelpers.grading.jobs.Event`) to
+    ``job["events"]``: ``cell_error``, ``cell_timeout`` (a cell interrupted at the time limit),
+    ``kernel_died`` (after which the kernel is restarted without the cell or function that
+    killed it), ``grading_error``, ``grading_cell``, and ``done`` at the end.
     """
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
@@ -169,18 +171,18 @@ class _Worker:
         self.remaining = list(job["exercise_ids"])  # the exercises still to check
         self.dead_cells: set[int] = set()  # cells that killed a kernel twice: not run again
         self.deaths: dict[Any, int] = {}  # cell index or exercise id -> kernels it killed
-        self.reported: set[tuple] = set()  # (kind, cell) already reported by an earlier kernel
+        self.reported: set[tuple[Event, int]] = set()  # (kind, cell) already reported by an earlier kernel
         self.limits = Limits(**job["limits"])
 
-    def event(self, **kw: Any) -> None:
-        self.events.write(json.dumps(kw) + "\n")
+    def event(self, event: Event, **kw: Any) -> None:
+        self.events.write(json.dumps({"event": event.value, **kw}) + "\n")
         self.events.flush()
 
     def run(self) -> None:
         for start in range(1, MAX_KERNEL_STARTS + 1):
             if not self._in_a_kernel(start):
                 break
-        self.event(event="done", kernel_starts=start)
+        self.event(Event.DONE, kernel_starts=start)
         self.events.close()
 
     def _kernel_manager(self, channel: Path) -> AsyncKernelManager:
@@ -218,7 +220,7 @@ class _Worker:
                 deaths = self.deaths[died_at] = self.deaths.get(died_at, 0) + 1
                 if deaths > 1:
                     self.dead_cells.add(died_at)
-                self.event(event="kernel_died", cell=died_at + 1, line=_first_line(dict(self.cells)[died_at]),
+                self.event(Event.KERNEL_DIED, cell=died_at + 1, line=_first_line(dict(self.cells)[died_at]),
                            retry=deaths == 1)
                 return True
         finally:
@@ -248,12 +250,12 @@ class _Worker:
         return None
 
     def _report_cell(self, index: int, src: str, elapsed: float, errors: list) -> None:
-        if elapsed >= self.cell_timeout and ("timeout", index) not in self.reported:
-            self.reported.add(("timeout", index))
-            self.event(event="cell_timeout", cell=index + 1, line=_first_line(src), seconds=self.cell_timeout)
-        elif errors and ("error", index) not in self.reported:
-            self.reported.add(("error", index))
-            self.event(event="cell_error", cell=index + 1, line=_first_line(src),
+        if elapsed >= self.cell_timeout and (Event.CELL_TIMEOUT, index) not in self.reported:
+            self.reported.add((Event.CELL_TIMEOUT, index))
+            self.event(Event.CELL_TIMEOUT, cell=index + 1, line=_first_line(src), seconds=self.cell_timeout)
+        elif errors and (Event.CELL_ERROR, index) not in self.reported:
+            self.reported.add((Event.CELL_ERROR, index))
+            self.event(Event.CELL_ERROR, cell=index + 1, line=_first_line(src),
                        ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
 
     def _run_grading_cell(self, client: _Client, nb: Any, channel: Path) -> bool:
@@ -274,8 +276,8 @@ class _Worker:
         nonce = secrets.token_hex(16)
         cell_job = {"inputs": str(inputs), "outputs": str(outputs), "budget": budget, "only": self.remaining,
                     "nonce": nonce, "max_line": int(self.job["max_line"])}
-        record = {"event": "grading_cell", "outputs": str(outputs), "nonce": nonce}
-        _on_exit.append(lambda: self.event(**record))
+        record = {"outputs": str(outputs), "nonce": nonce}  # of the GRADING_CELL event
+        _on_exit.append(lambda: self.event(Event.GRADING_CELL, **record))
         gcell = nbformat.v4.new_code_cell(grading_cell(cell_job))
         nb.cells.append(gcell)
         client.timeout = int(math.ceil(budget * max(len(self.remaining), 1) + 30))
@@ -285,10 +287,10 @@ class _Worker:
             return self._kernel_died_in_grading(record)
         finally:
             _on_exit.clear()
-            self.event(**record)
+            self.event(Event.GRADING_CELL, **record)
         errors = _errors(cell)
         if errors:
-            self.event(event="grading_error", ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
+            self.event(Event.GRADING_ERROR, ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
         return False
 
     def _kernel_died_in_grading(self, record: dict) -> bool:
@@ -297,10 +299,10 @@ class _Worker:
         finished, started = _progress_in_outputs(record["outputs"], record["nonce"])
         running = [s for s in started if s not in finished and s in self.remaining]
         if not running:
-            self.event(event="kernel_died", grading=True)
+            self.event(Event.KERNEL_DIED, grading=True)
             return False
         culprit = running[-1]
         deaths = self.deaths[culprit] = self.deaths.get(culprit, 0) + 1
-        self.event(event="kernel_died", exercise=culprit, retry=deaths == 1)
+        self.event(Event.KERNEL_DIED, exercise=culprit, retry=deaths == 1)
         self.remaining = [e for e in self.remaining if e not in finished and (deaths == 1 or e != culprit)]
         return bool(self.remaining)

@@ -1,0 +1,108 @@
+"""What an exercise is: :class:`Exercise` (an id, a title, points, a reference function, a case
+generator and a comparator) and :class:`Case` (one call of it), with :class:`CheckerError`, the
+error for a bug on the course's side.
+
+Types only: the chapter modules (``nbhelpers.exercises.chNN``) build their ``EXERCISES`` lists
+from these, the registry (:mod:`nbhelpers.exercises`) reads those lists, and
+:mod:`nbhelpers.checks` runs them.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from .comparators import same_value
+
+__all__ = ["EXERCISE_ID_RE", "Case", "Exercise", "CheckerError"]
+
+# "exNN.function_name": group 1 the chapter (two digits), group 2 the function's name
+EXERCISE_ID_RE = re.compile(r"^ex(\d{2})\.([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+class CheckerError(RuntimeError):
+    """The course's side of a check failed (case generator or reference), not the student's."""
+
+
+class _FrozenKwargs(Mapping):
+    """A read-only mapping for :attr:`Case.kwargs`; hashable when its values are."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: Mapping[str, Any] | None = None) -> None:
+        self._d = dict(d or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._d[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._d.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._d)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of an exercise: ``f(*args, **kwargs)``.
+
+    ``label`` names an edge case ("tie at 1 + 2**-8"); random cases leave it empty.
+    """
+
+    args: tuple
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        args = tuple(self.args) if isinstance(self.args, list) else self.args
+        if not isinstance(args, tuple):
+            raise TypeError(f"Case.args must be a tuple, got {type(self.args).__name__}")
+        object.__setattr__(self, "args", args)
+        object.__setattr__(self, "kwargs", _FrozenKwargs(self.kwargs))
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An exercise: the student writes a function with the same signature as ``reference``.
+
+    id: "exNN.function_name", e.g. "ex01.decode_bits".
+    cases: rng -> list of :class:`Case`, fixed edge cases first, then random ones from rng.
+    compare: (got, expected) -> None if equal, else a short reason.
+    """
+
+    id: str
+    title: str
+    points: int
+    reference: Callable
+    cases: Callable[[np.random.Generator], list[Case]]
+    compare: Callable[[Any, Any], str | None] = same_value
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not EXERCISE_ID_RE.match(self.id):
+            raise ValueError(
+                f"exercise id {self.id!r} is not of the form 'exNN.function_name' (e.g. 'ex01.decode_bits')"
+            )
+        if isinstance(self.points, bool) or not isinstance(self.points, int) or self.points < 0:
+            raise ValueError(f"points must be a non-negative int, got {self.points!r}")
+        for name in ("reference", "cases", "compare"):
+            if not callable(getattr(self, name)):
+                raise TypeError(f"{self.id}: {name} must be callable")
+
+    @property
+    def chapter(self) -> int:
+        """The chapter number: 1 for "ex01.decode_bits"."""
+        return int(EXERCISE_ID_RE.match(self.id).group(1))
+
+    @property
+    def name(self) -> str:
+        """The function's name: "decode_bits" for "ex01.decode_bits"."""
+        return EXERCISE_ID_RE.match(self.id).group(2)
