@@ -105,9 +105,11 @@ def main(argv=None) -> int:
                 with np.errstate(over="ignore", invalid="ignore"):
                     x.astype(dt).astype(x.dtype)
 
-            t_ours, t_peer = interleaved_medians({"ours": ours_fn, "peer": peer_fn}, args.runs, warmup_rounds=0).values()
+            medians = interleaved_medians({"ours": ours_fn, "peer": peer_fn}, args.runs, warmup_rounds=0)
+            t_ours, t_peer = medians["ours"], medians["peer"]
             ratio = t_peer / t_ours
-            rows.append({"input": in_name, "result": out_name, "format": name, "peer": f"{peer} x.astype({dt.name}).astype({in_name})",
+            rows.append({"input": in_name, "result": out_name, "format": name,
+                         "peer": f"{peer} x.astype({dt.name}).astype({in_name})",
                          "round_to_s": t_ours, "peer_s": t_peer, "ratio": ratio,
                          "values_differing_from_peer": n_diff,
                          "peer_equals_round_to_of_float32_cast": rounds_twice})
@@ -117,7 +119,8 @@ def main(argv=None) -> int:
                   f"{args.n / t_ours / 1e6:16.1f} {ratio:7.2f}x  {note}")
     if args.json:
         meta = {"script": "benchmarks/bench_rounding.py",
-                "command": " ".join(["python", "benchmarks/bench_rounding.py", *(argv if argv is not None else sys.argv[1:])]),
+                "command": " ".join(["python", "benchmarks/bench_rounding.py",
+                                     *(argv if argv is not None else sys.argv[1:])]),
                 "n": args.n, "runs": args.runs, "statistic": "median of interleaved runs",
                 "ratio": "peer_s / round_to_s (> 1: round_to faster)",
                 "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

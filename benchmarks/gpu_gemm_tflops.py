@@ -79,7 +79,8 @@ def main(argv=None) -> int:
                     help="M x N x K shapes (default: 4096^3 and a sweep)")
     ap.add_argument("--quick", action="store_true", help="4096^3 only")
     ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
-                    help="start no shape after this many seconds (the rest are recorded as skipped; default %(default)s)")
+                    help="start no shape after this many seconds (the rest are recorded as skipped; "
+                         "default %(default)s)")
     ap.add_argument("--out", help="results file (default: benchmarks/results/gemm_tflops_<gpu>.json)")
     args = ap.parse_args(argv)
     if not args.time_limit > 0:

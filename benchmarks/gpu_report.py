@@ -288,7 +288,8 @@ def plan_steps(python: str, steps=STEP_NAMES, root: Path = ROOT, folders=NBVAL_F
                              [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                               *(["-n", str(jobs)] if xdist else []), *tests],
                              STEP_LIMIT_S["kernels"], 60.0 if xdist else STEP_LIMIT_S["kernels"],
-                             (f"estimate (not yet timed on a GPU): {len(tests)} test files over {jobs} pytest-xdist workers; "
+                             (f"estimate (not yet timed on a GPU): {len(tests)} test files over {jobs} "
+                              "pytest-xdist workers; "
                               "most kernels already in Triton's cache from the compile step" if xdist else
                               "no pytest-xdist: one process compiles every kernel in turn, up to the limit"),
                              ("pytest", *plugins)))
@@ -340,7 +341,8 @@ def format_plan(plan: list[Step], python: str, budget: float = DEFAULT_BUDGET_S)
         if step.basis:
             lines.append(f"       expected: {step.basis}")
     unknown = [s.name for s in plan if s.expected_s is None]
-    lines.append(f"  expected in all: {total:.0f} s = {total / 60:.1f} min{' + ' + ', '.join(unknown) if unknown else ''} "
+    also = " + " + ", ".join(unknown) if unknown else ""
+    lines.append(f"  expected in all: {total:.0f} s = {total / 60:.1f} min{also} "
                  f"(budget for the steps {budget:.0f} s: a step past its limit is stopped, one with no time "
                  "left is skipped, nbval last)")
     lines.append("  environment: NBHELPERS_DEVICE=cuda NBHELPERS_REQUIRE_GPU=1, TRITON_INTERPRET unset, "

@@ -90,7 +90,8 @@ class ResultsFile:
         if not isinstance(row, dict):
             raise TypeError(f"a row must be a dict, got {type(row).__name__}")
         if self.kind is not None and self.kind.missing_in_row(row):
-            raise ValueError(f"a row of a {self.kind.stem} results file lacks {', '.join(self.kind.missing_in_row(row))} "
+            raise ValueError(f"a row of a {self.kind.stem} results file lacks "
+                             f"{', '.join(self.kind.missing_in_row(row))} "
                              f"(a row that was not measured says why in 'error'): {sorted(row)}")
         self.rows.append(row)
         self._write()

@@ -1,8 +1,9 @@
 """How many bytes an access pattern makes the memory move (chapter 08).
 
 Memory is not read byte by byte. A warp's 32 threads issue one request, which the GPU serves in
-32-byte *sectors* (CUDA C++ Best Practices Guide, coalesced access); a CPU moves whole 64-byte *cache lines*. Either way,
-a read moves every byte of every sector (or line) it touches, useful or not, so its efficiency is
+32-byte *sectors* (CUDA C++ Best Practices Guide, coalesced access); a CPU moves whole 64-byte
+*cache lines*. Either way, a read moves every byte of every sector (or line) it touches, useful
+or not, so its efficiency is
 
     efficiency = useful bytes / (sectors touched * sector bytes).
 

@@ -70,7 +70,8 @@ class SMSpec:
                 raise ValueError(f"SMSpec.{k} must be a positive int, got {v!r}")
         if isinstance(self.reserved_shared_per_block, bool) or not isinstance(self.reserved_shared_per_block, int) \
                 or self.reserved_shared_per_block < 0:
-            raise ValueError(f"SMSpec.reserved_shared_per_block must be an int >= 0, got {self.reserved_shared_per_block!r}")
+            raise ValueError("SMSpec.reserved_shared_per_block must be an int >= 0, "
+                             f"got {self.reserved_shared_per_block!r}")
         if self.register_alloc_unit % self.warp_size:
             raise ValueError("register_alloc_unit must be a multiple of warp_size")
 

@@ -119,7 +119,8 @@ class ResultsKind:
         return []
 
 
-GEMM_NUMERICS = ResultsKind("gemm_numerics", "benchmarks/gpu_gemm_numerics.py", ("gpu", "date", "script", "M", "N", "seed"),
+GEMM_NUMERICS = ResultsKind("gemm_numerics", "benchmarks/gpu_gemm_numerics.py",
+                            ("gpu", "date", "script", "M", "N", "seed"),
                             ("method", "in_fmt", "K", "rel_error", "rel_error_acc"), rows_field="series",
                             allow_empty=True)
 COPY_BANDWIDTH = ResultsKind("copy_bandwidth", "benchmarks/gpu_copy_bandwidth.py", ("gpu", "date", "script", "command"),

@@ -104,7 +104,8 @@ def _check_operand(q, fmt: str, what: str) -> np.ndarray:
     if fmt == "int8":
         if (q != np.round(q)).any() or (q < -128).any() or (q > 127).any():
             raise ValueError(f"{what} must hold int8 values (integers in [-128, 127]); "
-                             f"got values in [{q.min()}, {q.max()}]{'' if (q == np.round(q)).all() else ', not all integers'}")
+                             f"got values in [{q.min()}, {q.max()}]"
+                             f"{'' if (q == np.round(q)).all() else ', not all integers'}")
     else:
         off = round_to(q, fmt) != q
         if off.any():

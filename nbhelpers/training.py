@@ -574,7 +574,9 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
             stored[i] = new
         unchanged[t - 1] = n_lost / max(n_moving, 1)
 
-    nbytes = lambda ts: int(sum(x.numel() * x.element_size() for x in ts if x is not None))
+    def nbytes(ts):
+        return int(sum(x.numel() * x.element_size() for x in ts if x is not None))
+
     low = [w.to(dtype) for w in stored] if rule is UpdateRule.MASTER else stored
     state_bytes = {"weights": nbytes(low), "gradients": nbytes(grads_held),
                    "master": nbytes(stored) if rule is UpdateRule.MASTER else 0,

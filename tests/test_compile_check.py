@@ -73,7 +73,8 @@ def test_every_config_set_is_in_the_cases():
              tuple(sorted((k, v) for k, v in c.constexprs.items() if k.startswith(("BLOCK", "GROUP")))))
             for c in cases}
     sets = [("matmul_kernel", cfgs) for cfgs in gemm.GPU_CONFIG_SETS.values()]
-    sets += [("scaled_matmul_kernel", scaled_gemm.FP8_GPU_CONFIGS), ("scaled_matmul_kernel", scaled_gemm.FP8_FAST_GPU_CONFIGS),
+    sets += [("scaled_matmul_kernel", scaled_gemm.FP8_GPU_CONFIGS),
+             ("scaled_matmul_kernel", scaled_gemm.FP8_FAST_GPU_CONFIGS),
              ("block_scaled_matmul_kernel", scaled_gemm.BLOCK_SCALED_GPU_CONFIGS)]
     for name, cfgs in sets:
         for cfg in cfgs:
@@ -102,9 +103,11 @@ SUBSET = (_largest_defaults()
 # two configs the 2-byte list once also used for fp32 "ieee" operands: too much shared memory
 # for one block, and a spill; the check must report both
 DROPPED = [
-    Case("nbhelpers.kernels.gemm:matmul_kernel", "fp32 ieee, dropped", _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+    Case("nbhelpers.kernels.gemm:matmul_kernel", "fp32 ieee, dropped",
+         _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
          {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"}, 4, 4),
-    Case("nbhelpers.kernels.gemm:matmul_kernel", "fp32 ieee, dropped", _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+    Case("nbhelpers.kernels.gemm:matmul_kernel", "fp32 ieee, dropped",
+         _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
          {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"}, 8, 3),
 ]
 

@@ -95,7 +95,8 @@ def test_shapes_past_the_time_limit_are_rows_that_say_so(tmp_path):
     ticks = iter([0.0, 1.0, 50.0, 51.0])  # start, shape 1, shape 2, shape 3
     timed = []
     out = tmp_path / "gemm_tflops_test-gpu.json"
-    rows = bench.run_shapes([(16, 16, 32), (32, 16, 32), (48, 16, 32)], ResultsFile(out, META, GEMM_TFLOPS), INFO.device,
+    rows = bench.run_shapes([(16, 16, 32), (32, 16, 32), (48, 16, 32)], ResultsFile(out, META, GEMM_TFLOPS),
+                            INFO.device,
                             gen(), lambda fn: timed.append(fn) or 1.0, time_limit=10.0, clock=lambda: next(ticks))
     assert [(r["M"], r["kind"]) for r in rows] == [(M, k) for M in (16, 32, 48) for k in KINDS]
     assert all("error" not in r for r in rows[:4])

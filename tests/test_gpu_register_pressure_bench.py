@@ -101,7 +101,8 @@ def test_a_run_that_fails_on_the_third_k_keeps_the_first_two(tmp_path):
 @CPU_ONLY
 def test_ks_past_the_time_limit_are_rows_that_say_so(tmp_path):
     ticks = iter([0.0, 1.0, 30.0, 31.0])
-    rows = bench.run_cases([0, 2, 4], x_small(), ResultsFile(tmp_path / "r.json", META, REGISTER_PRESSURE), lambda fn: 1.0,
+    rows = bench.run_cases([0, 2, 4], x_small(), ResultsFile(tmp_path / "r.json", META, REGISTER_PRESSURE),
+                           lambda fn: 1.0,
                            time_limit=10.0, clock=lambda: next(ticks),
                            info_fn=lambda kernel: {"registers": 32, "spills": 0, "shared": 0})
     assert "ms" in rows[0]

@@ -243,7 +243,8 @@ def test_run_step_records_status_exit_code_output_and_results_files(tmp_path):
 
 
 def test_run_step_stops_a_step_at_its_limit(tmp_path):
-    step = gr.Step("slow", "benchmark", [sys.executable, "-c", "import time; print('start', flush=True); time.sleep(60)"], 60)
+    step = gr.Step("slow", "benchmark",
+                   [sys.executable, "-c", "import time; print('start', flush=True); time.sleep(60)"], 60)
     r = gr.run_step(step, dict(os.environ), 1.0, results_dir=tmp_path, echo=False)
     assert r.status == "timeout" and r.duration_s < 30 and r.output_tail == ["start"]
 

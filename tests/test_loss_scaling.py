@@ -38,7 +38,8 @@ def test_dynamic_scaler_follows_gradscaler_bit_for_bit(seed):
 
 def test_scaler_edges_match_gradscaler():
     # growth that would overflow float32 is skipped; the scale stays at its value
-    assert gradscaler_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)[0] == scale_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)
+    assert (gradscaler_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)[0]
+            == scale_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1))
     assert scale_trajectory([False] * 3, 3.0e38, 2.0, 0.5, 1) == [float(np.float32(3.0e38))] * 3
     # backoff all the way through the float32 subnormals to zero
     seq = [True] * 6

@@ -161,7 +161,8 @@ def test_bad_markdown_markers(source):
 def test_generate_then_check(tmp_path, capsys):
     sols, exs = tmp_path / "solutions", tmp_path / "exercises"
     write_nb(sols / "ex01_formats.ipynb", cleared(solution_notebook()))
-    write_nb(sols / "ex02_sums.ipynb", new_notebook(cells=[new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")]))
+    write_nb(sols / "ex02_sums.ipynb",
+             new_notebook(cells=[new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")]))
     (sols / "notes.ipynb").write_text((sols / "ex02_sums.ipynb").read_text())  # not exNN_*: ignored
     args = ["--solutions", str(sols), "--exercises", str(exs)]
 
@@ -218,8 +219,11 @@ def test_module_entry_point(tmp_path):
     sols = tmp_path / "solutions"
     write_nb(sols / "ex01_a.ipynb", new_notebook(cells=[new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")]))
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "nbhelpers.make_exercises", *a],
-                                    cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "nbhelpers.make_exercises", *a],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+
     assert run("--check").returncode == 1
     assert run().returncode == 0  # defaults: solutions/ and exercises/ in the current folder
     assert run("--check").returncode == 0

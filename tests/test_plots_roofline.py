@@ -24,7 +24,8 @@ def _by_label(ax) -> dict:
 def test_plot_roofline_roofs_sit_where_the_formula_puts_them():
     bw = 4.0e12  # bytes/s
     pts = {"bf16": ([1.0, 10.0, 1000.0], [0.004, 0.04, 400.0]), "fp8": ([2.0, 20.0], [0.008, 0.08])}
-    ax = plots.plot_roofline(pts, {"bf16 dense": 400.0, "fp8 dense": 800.0}, bw, colors={"bf16": "bf16", "fp8": "e4m3fn"})
+    ax = plots.plot_roofline(pts, {"bf16 dense": 400.0, "fp8 dense": 800.0}, bw,
+                             colors={"bf16": "bf16", "fp8": "e4m3fn"})
     lines = _by_label(ax)
     mem = next(ln for label, ln in lines.items() if label.startswith("memory roof"))
     x, y = mem.get_xdata(), mem.get_ydata()

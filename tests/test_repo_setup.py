@@ -281,7 +281,9 @@ def test_system_packages_waits_for_another_apt_get(tmp_path):
     stub.write_text(f"""#!/bin/sh
 echo "$*" >> {calls}
 n=$(wc -l < {calls})
-if [ "$n" -le 2 ]; then echo "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 1 (apt-get)"; exit 100; fi
+if [ "$n" -le 2 ]; then
+  echo "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 1 (apt-get)"; exit 100
+fi
 exit 0
 """)
     stub.chmod(0o755)

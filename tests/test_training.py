@@ -192,7 +192,8 @@ def test_update_table_covers_every_rule_and_dtypes_come_from_the_formats():
     # the compute formats and their torch dtypes: FloatFormat.torch_dtype is the one map
     assert sorted(COMPUTE_FORMATS) == ["bf16", "fp16", "fp32"]
     assert [FORMATS[n].torch_dtype for n in COMPUTE_FORMATS] == [torch.float32, torch.bfloat16, torch.float16]
-    with pytest.raises(ValueError, match=r"compute format 'e4m3fn' is not supported: use one of \['bf16', 'fp16', 'fp32'\]"):
+    with pytest.raises(ValueError,
+                       match=r"compute format 'e4m3fn' is not supported: use one of \['bf16', 'fp16', 'fp32'\]"):
         Regime("x", "e4m3fn", "master")
     # stochastic rounding accepts bf16 and fp16 weights only (the same set as before the reverse lookup)
     rng = np.random.default_rng(0)
@@ -225,7 +226,10 @@ def test_forward_rounds_each_layer_once(dtype, oracle):
     params = [w.to(dtype) for w in ws]
     got = mlp_forward(params, X).float().numpy().astype(np.float64)
     # numpy reference: float64 arithmetic, one cast to the format per layer output and per tanh
-    cast = lambda a: a.astype(np.float32).astype(oracle).astype(np.float64)
+
+    def cast(a):
+        return a.astype(np.float32).astype(oracle).astype(np.float64)
+
     h = cast(X.numpy().astype(np.float64))
     p64 = [p.float().numpy().astype(np.float64) for p in params]
     for i in range(3):
@@ -253,7 +257,8 @@ def test_train_seeds_are_train_runs_on_replaced_seeds_and_ratios_pair_them():
     sr = train_seeds("bf16, stochastic rounding", [0, 2], task, cfg)
     ref = train_seeds("fp32", [0, 2], task, cfg)
     # seed s: the task with seed s and rounding draws from rng_seed + s, nothing else changed
-    again = train("bf16, stochastic rounding", TeacherStudentTask(n_samples=64, seed=2), TrainConfig(steps=30, rng_seed=5))
+    again = train("bf16, stochastic rounding", TeacherStudentTask(n_samples=64, seed=2),
+                  TrainConfig(steps=30, rng_seed=5))
     assert np.array_equal(sr[1].losses, again.losses)
     assert sr[0].task == task and sr[1].task.seed == 2
     assert not np.array_equal(sr[0].losses, sr[1].losses)
@@ -364,11 +369,11 @@ def test_chapter_04_05_plots_return_axes():
         assert isinstance(ax, matplotlib.axes.Axes) and ax.has_data()
     # the relative panel divides step by step by the reference: fp32 / fp32 would be 1 everywhere
     rel = axes[-1]
-    line = [l for l in rel.get_lines() if l.get_label() == "bf16, round to nearest"][0]
+    line = [ln for ln in rel.get_lines() if ln.get_label() == "bf16, round to nearest"][0]
     assert np.allclose(line.get_ydata(), rs[1].losses / rs[0].losses)
     # the staircase can be drawn apart from the lost points' colour
     ax = plots.plot_update_survival(snap.weights, snap.updates, "bf16", threshold_color="black")
-    stair = [l for l in ax.get_lines() if l.get_label().startswith("half the")][0]
+    stair = [ln for ln in ax.get_lines() if ln.get_label().startswith("half the")][0]
     assert matplotlib.colors.same_color(stair.get_color(), "black")
     with pytest.raises(KeyError, match="relative_to"):
         plots.plot_seed_spread(by_seed, relative_to="fp64")

@@ -10,10 +10,13 @@ colours come from :mod:`~nbhelpers.plots.style` (one colour per format across th
 - :mod:`~nbhelpers.plots.steps`       a quantity per step: running sums, training loss, unchanged updates, loss scale
 - :mod:`~nbhelpers.plots.ranges`      magnitudes against a format's range: gradient histograms
 - :mod:`~nbhelpers.plots.scaling`     quantization error by the granularity of the scales (chapter 06)
-- :mod:`~nbhelpers.plots.blocks`      fp8 accumulation with promotion against K; block formats' SQNR per byte (chapter 07)
+- :mod:`~nbhelpers.plots.blocks`      fp8 accumulation with promotion against K; block formats' SQNR
+                                      per byte (chapter 07)
 - :mod:`~nbhelpers.plots.throughput`  how fast memory moves: efficiency and bandwidth against stride (chapter 08)
-- :mod:`~nbhelpers.plots.roofline`    what bounds a kernel: the roofline; resident warps against registers; register pressure (chapter 09)
-- :mod:`~nbhelpers.plots.moe`         expert GEMMs: routing and the permuted buffer, time against E, capacity factor (chapter 10)
+- :mod:`~nbhelpers.plots.roofline`    what bounds a kernel: the roofline; resident warps against
+                                      registers; register pressure (chapter 09)
+- :mod:`~nbhelpers.plots.moe`         expert GEMMs: routing and the permuted buffer, time against E,
+                                      capacity factor (chapter 10)
 
 A new figure goes into the module of its family (an amax histogram of chapter 06 into
 ``ranges``, a bandwidth-against-stride curve of chapter 08 into a new ``throughput`` family)
