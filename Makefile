@@ -1,7 +1,7 @@
 # Makefile for the low-precision numerics course.
 #
 #   make lab        set up .venv (if needed) and open JupyterLab at the repo root
-#   make test       set up .venv (if needed) and run every test: unit tests + nbval
+#   make test       set up .venv (if needed) and run every test: ruff, import-linter, unit tests + nbval
 #   make lock       regenerate the lock files requirements/cpu.txt and requirements/gpu.txt
 #   make exercises  regenerate exercises/ from solutions/
 #   make site       build the course website into build/site/html (nothing is executed)
@@ -206,8 +206,12 @@ lab: install
 system-packages:
 	@SYSTEM_PACKAGES=$(SYSTEM_PACKAGES) sh scripts/system-packages.sh
 
-## test: unit tests + every notebook through nbval
+## test: the linters, then unit tests + every notebook through nbval
+# ruff (pyproject.toml, [tool.ruff]) over the code and the notebooks; lint-imports checks the
+# package's layers (pyproject.toml, [tool.importlinter]).
 test: install system-packages
+	$(VPY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(VPY) -m pytest $(NBVAL_ARGS) $(PYTEST_ARGS) $(TEST_PATHS)
 
 ## exercises: regenerate exercises/ from solutions/

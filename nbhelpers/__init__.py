@@ -8,18 +8,23 @@ Specs: what a format, a recipe or a setting is; no numerics, no imports from oth
   - :mod:`~nbhelpers.formats`       FloatFormat: bit layouts, derived limits, decode, the torch dtype
   - :mod:`~nbhelpers.validation`    argument checks: enum strings, positive sizes, generators
   - :mod:`~nbhelpers.memory`        bytes per parameter of a training recipe (chapter 04)
-  - :mod:`~nbhelpers.recipes`       Recipe: block granularity, element and scale formats, current/delayed amax (chapters 06, 07)
+  - :mod:`~nbhelpers.recipes`       Recipe: block granularity, element and scale formats, current/delayed amax
+    (chapters 06, 07)
 
 Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle in the tests.
   - :mod:`~nbhelpers.rounding`      round_to, encode, stochastic rounding, absorption thresholds
-  - :mod:`~nbhelpers.accumulation`  the rounding adder: sums, dots, GEMMs in a chosen accumulator (SumMethod)
+  - :mod:`~nbhelpers.accumulation`  the rounding adder: sums, dots, GEMMs in a chosen accumulator
+    (SumMethod)
   - :mod:`~nbhelpers.tensor_cores`  fused groups, alignment, truncation, promotion to fp32 (chapters 03, 07)
   - :mod:`~nbhelpers.training`      regimes, update rules, the teacher-student model and its training loop
   - :mod:`~nbhelpers.loss_scaling`  static and dynamic loss scalers (GradScaler's rule)
-  - :mod:`~nbhelpers.scaling`       quantize / dequantize by a Recipe, delayed scaling, bytes per parameter (chapters 06, 07);
-    chapter 07's promotion model is ``tensor_cores.tensor_core_matmul(promote_every=...)``, extended there
-  - :mod:`~nbhelpers.scaled_gemm`   reference scaled GEMMs: int8/fp8 epilogue, per-K-block scales, the fp8 accumulator with promotion
-  - :mod:`~nbhelpers.moe`           a routed MoE layer: routing, permutation, offsets, tile schedule, loop / padded / grouped expert GEMMs (chapter 10)
+  - :mod:`~nbhelpers.scaling`       quantize / dequantize by a Recipe, delayed scaling, bytes per parameter
+    (chapters 06, 07); chapter 07's promotion model is ``tensor_cores.tensor_core_matmul(promote_every=...)``,
+    extended there
+  - :mod:`~nbhelpers.scaled_gemm`   reference scaled GEMMs: int8/fp8 epilogue, per-K-block scales, the fp8 accumulator
+    with promotion
+  - :mod:`~nbhelpers.moe`           a routed MoE layer: routing, permutation, offsets, tile schedule, loop / padded /
+    grouped expert GEMMs (chapter 10)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
@@ -34,14 +39,16 @@ Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.results`       finding and reading recorded results in ``benchmarks/results/``
   - :mod:`~nbhelpers.benchmarks`    timing helpers for the scripts in ``benchmarks/``
   - :mod:`~nbhelpers.memory_access`  32-byte sectors, 64-byte cache lines, strided reads on the CPU (chapter 08)
-  - :mod:`~nbhelpers.moe_timing`  the per-call overhead and the expert GEMMs (loop, batch, grouped) timed on the CPU (chapter 10)
+  - :mod:`~nbhelpers.moe_timing`  the per-call overhead and the expert GEMMs (loop, batch, grouped) timed on the CPU
+    (chapter 10)
 
 Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format
   - :mod:`~nbhelpers.tables`        plain-text tables
 
 Course tooling: exercises, checks and grading.
-  - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never raising)
+  - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never
+    raising)
   - :mod:`~nbhelpers.comparators`   same_value, same_value_up_to_zero_sign, close_to: a result against the reference's
   - :mod:`~nbhelpers.exercise_types`  Exercise, Case, CheckerError: what an exercise is
   - :mod:`~nbhelpers.exercises`     the registry (get_exercise, exercises_of) and ``chNN``: one chapter's references,

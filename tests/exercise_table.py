@@ -5,8 +5,8 @@ exercises and points the chapter must list, a second seed for hidden cases, and 
 wrong implementations: mutations of the solution's source (old -> new) that the plausible
 mistakes make, each of which the check must fail, and must fail on its random cases alone (a
 cheat that memorised the public cases' answers and falls back to the mistake elsewhere must
-fail with another seed: tests/test_exercises.py). A new chapter adds an entry here; a chapter with a solution notebook and no entry
-fails ``test_every_chapter_has_an_entry``.
+fail with another seed: tests/test_exercises.py). A new chapter adds an entry here; a chapter
+with a solution notebook and no entry fails ``test_every_chapter_has_an_entry``.
 """
 from __future__ import annotations
 
@@ -268,7 +268,8 @@ CHAPTERS = [
     # zeros counted in the denominator
     ("underflow_fraction", "return flushed / n", "return flushed / x.size"),
     # everything below the smallest normal counted as lost (subnormals forgotten)
-    ("underflow_fraction", "smallest_subnormal = 2.0 ** (1 - bias - man_bits)", "smallest_subnormal = 2.0 ** (2 - bias)"),
+    ("underflow_fraction", "smallest_subnormal = 2.0 ** (1 - bias - man_bits)",
+     "smallest_subnormal = 2.0 ** (2 - bias)"),
     # threshold at the smallest subnormal instead of half of it
     ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal"),
     # no absolute value: every negative element counted as lost
@@ -404,7 +405,8 @@ CHAPTERS = [
 ),
     ),
     ChapterSpec(
-        8, "ex08_gpu_memory.ipynb", lambda: {"np": np, "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+        8, "ex08_gpu_memory.ipynb", lambda: {"np": np,
+                 "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
                  "torch": __import__("torch"), "triton": __import__("triton"),
                  "tl": __import__("triton.language", fromlist=["dot"])},
         ("sector_count", "masked_copy"), 7, 8088,
@@ -416,13 +418,17 @@ CHAPTERS = [
     # the base ignored: every request taken as sector-aligned
     ("sector_count", "first = base + t * stride * elem_bytes", "first = t * stride * elem_bytes"),
     # sectors counted per thread and summed (no sharing between threads)
-    ("sector_count", "return len(sectors)", "return sum(((base + t * stride * elem_bytes + elem_bytes - 1) // 32) - ((base + t * stride * elem_bytes) // 32) + 1 for t in range(32))"),
+    ("sector_count", "return len(sectors)",
+     "return sum(((base + t * stride * elem_bytes + elem_bytes - 1) // 32) - ((base + t * stride * elem_bytes) // 32)"
+     " + 1 for t in range(32))"),
     # the stride taken in bytes, not elements
     ("sector_count", "first = base + t * stride * elem_bytes", "first = base + t * max(stride, elem_bytes)"),
     # the whole span from the first byte to the last counted, gaps between threads included
-    ("sector_count", "return len(sectors)", "return (base + 31 * stride * elem_bytes + elem_bytes - 1) // 32 - base // 32 + 1"),
+    ("sector_count", "return len(sectors)",
+     "return (base + 31 * stride * elem_bytes + elem_bytes - 1) // 32 - base // 32 + 1"),
     # no mask at all
-    ("masked_copy", "x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x, mask=mask)", "x = tl.load(x_ptr + offs)\n    tl.store(out_ptr + offs, x)"),
+    ("masked_copy", "x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x, mask=mask)",
+     "x = tl.load(x_ptr + offs)\n    tl.store(out_ptr + offs, x)"),
     # the store unmasked (the load masked)
     ("masked_copy", "tl.store(out_ptr + offs, x, mask=mask)", "tl.store(out_ptr + offs, x)"),
     # off by one: the element at index n copied too
@@ -437,13 +443,15 @@ CHAPTERS = [
 ),
     ),
     ChapterSpec(
-        9, "ex09_gemm_kernels.ipynb", lambda: {"np": np, "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+        9, "ex09_gemm_kernels.ipynb", lambda: {"np": np,
+                 "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
                  "torch": __import__("torch"), "triton": __import__("triton"),
                  "tl": __import__("triton.language", fromlist=["dot"])},
         ("tile_matmul", "scaled_epilogue", "resident_warps"), 12, 9099,
         tuple([
     # no mask along K: the ragged end reads the padding
-    ("tile_matmul", "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)", "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)"),
+    ("tile_matmul", "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
+     "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)"),
     # the K mask not moved with the loop (offs_k < K): later steps read past K
     ("tile_matmul", "(offs_k[None, :] < K - k0)", "(offs_k[None, :] < K)"),
     # whole K tiles only: the ragged tail dropped
@@ -457,7 +465,8 @@ CHAPTERS = [
     # the accumulator overwritten, not accumulated
     ("tile_matmul", "acc += tl.dot(a, b, input_precision=\"ieee\")", "acc = tl.dot(a, b, input_precision=\"ieee\")"),
     # A's strides swapped (A read transposed)
-    ("tile_matmul", "offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak", "offs_m[:, None] * stride_ak + offs_k[None, :] * stride_am"),
+    ("tile_matmul", "offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak",
+     "offs_m[:, None] * stride_ak + offs_k[None, :] * stride_am"),
     # the scales on the wrong axes
     ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sa[None, :]) * sb[:, None]"),
     # the two scales multiplied together first
@@ -497,7 +506,8 @@ CHAPTERS = [
 ),
     ),
     ChapterSpec(
-        10, "ex10_grouped_gemm.ipynb", lambda: {"np": np, "math": math, "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+        10, "ex10_grouped_gemm.ipynb", lambda: {"np": np, "math": math,
+                 "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
                  "torch": __import__("torch"), "triton": __import__("triton"),
                  "tl": __import__("triton.language", fromlist=["dot"])},
         ("offsets_and_schedule", "tile_lookup", "padding_waste"), 11, 1010,
@@ -505,19 +515,25 @@ CHAPTERS = [
     # no leading 0: E offsets, the ends only
     ("offsets_and_schedule", "offsets = np.concatenate([[0], np.cumsum(counts)])", "offsets = np.cumsum(counts)"),
     # off by one: the starts only, the last end missing
-    ("offsets_and_schedule", "offsets = np.concatenate([[0], np.cumsum(counts)])", "offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])"),
+    ("offsets_and_schedule", "offsets = np.concatenate([[0], np.cumsum(counts)])",
+     "offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])"),
     # counts from each token's first expert only (top-k ignored)
-    ("offsets_and_schedule", "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)", "np.bincount(np.asarray(expert_ids)[:, 0], minlength=num_experts)"),
+    ("offsets_and_schedule", "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)",
+     "np.bincount(np.asarray(expert_ids)[:, 0], minlength=num_experts)"),
     # trailing empty experts forgotten (bincount stops at the largest expert used)
-    ("offsets_and_schedule", "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)", "np.bincount(np.asarray(expert_ids).ravel())"),
+    ("offsets_and_schedule", "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)",
+     "np.bincount(np.asarray(expert_ids).ravel())"),
     # an empty expert still gets one tile
-    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)", "range(offsets[e], max(offsets[e + 1], offsets[e] + 1), block_m)"),
+    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)",
+     "range(offsets[e], max(offsets[e + 1], offsets[e] + 1), block_m)"),
     # whole tiles only: an expert's partial last tile (and a one-token expert) dropped
-    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)", "range(offsets[e], offsets[e + 1] - block_m + 1, block_m)"),
+    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)",
+     "range(offsets[e], offsets[e + 1] - block_m + 1, block_m)"),
     # the tile's row counted from its expert's first row, not in the buffer
     ("offsets_and_schedule", "tile_row_start.append(r)", "tile_row_start.append(r - offsets[e])"),
     # tiles laid on a global grid of block_m rows: a tile straddles two experts
-    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)", "range(offsets[e] - offsets[e] % block_m, offsets[e + 1], block_m)"),
+    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)",
+     "range(offsets[e] - offsets[e] % block_m, offsets[e + 1], block_m)"),
     # the tile test closed at the end: a program also claims the next expert's first tile
     ("tile_lookup", "(pid < first_tile + tiles)", "(pid <= first_tile + tiles)"),
     # floor instead of ceiling: partial tiles lost
@@ -529,13 +545,15 @@ CHAPTERS = [
     # the program number used as the tile number inside the expert
     ("tile_lookup", "start + (pid - first_tile) * BLOCK_M", "start + pid * BLOCK_M"),
     # the end of the tile instead of the end of the expert: a tile past the expert's end
-    ("tile_lookup", "row_end = tl.where(mine, end, row_end)", "row_end = tl.where(mine, start + (pid - first_tile + 1) * BLOCK_M, row_end)"),
+    ("tile_lookup", "row_end = tl.where(mine, end, row_end)",
+     "row_end = tl.where(mine, start + (pid - first_tile + 1) * BLOCK_M, row_end)"),
     # idle programs claim expert 0
     ("tile_lookup", "expert = -1", "expert = 0"),
     # the tile count not carried to the next expert
     ("tile_lookup", "first_tile += tiles", "first_tile = tiles"),
     # floor instead of ceiling for the capacity
-    ("padding_waste", "C = math.ceil(capacity_factor * rows / num_experts)", "C = math.floor(capacity_factor * rows / num_experts)"),
+    ("padding_waste", "C = math.ceil(capacity_factor * rows / num_experts)",
+     "C = math.floor(capacity_factor * rows / num_experts)"),
     # capacity from tokens, not from (token, slot) rows
     ("padding_waste", "rows = ids.size", "rows = ids.shape[0]"),
     # capacity pooled over experts: drops only what exceeds E * C in total

@@ -72,7 +72,8 @@ def _channels():  # its own channel folder, from the connection file on the kern
 def _forged(nonce):
     ids = ["ex01.decode_bits", "ex01.round_nearest_even", "ex01.ulp_at", "ex01.smallest_absorbing"]
     rec = [{"id": i, "results": [{"v": 0.0}] * 400} for i in ids]
-    return "".join(json.dumps({**r, **({"n": nonce} if nonce else {})}) + "\\n" for r in rec for nonce in ("", "0" * 32))
+    return "".join(json.dumps({**r, **({"n": nonce} if nonce else {})}) + "\\n"
+                   for r in rec for nonce in ("", "0" * 32))
 for _d in _channels():
     for _f in ("outputs.jsonl", "inputs.json"):
         try:
@@ -145,7 +146,8 @@ for _t in _targets:
 DETACHED = '''
 import os, subprocess, sys
 subprocess.Popen([sys.executable, "-c", "import os, time\\nif os.fork(): os._exit(0)\\n"
-                  "while True:\\n    time.sleep(0.5)\\n    for p in __import__('glob').glob('/tmp/nbgrade-*/k*/outputs.jsonl'):\\n"
+                  "while True:\\n    time.sleep(0.5)\\n"
+                  "    for p in __import__('glob').glob('/tmp/nbgrade-*/k*/outputs.jsonl'):\\n"
                   "        open(p, 'a').write('{}\\\\n')  # TAG"], start_new_session=True,
                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 '''.replace("TAG", TAG)
@@ -297,7 +299,8 @@ def planted_files() -> list[Path]:
     import sysconfig
     places = [Path(sysconfig.get_paths()["purelib"]), Path(site.getusersitepackages()), course_package_dir()]
     return [p for d in places if d.exists() for p in d.glob(f"*{TAG}*")] + \
-        [p for p in (Path(sysconfig.get_paths()["purelib"]) / "sitecustomize.py",) if p.exists() and TAG in p.read_text()]
+        [p for p in (Path(sysconfig.get_paths()["purelib"]) / "sitecustomize.py",)
+         if p.exists() and TAG in p.read_text()]
 
 
 @pytest.fixture(scope="module", params=[pytest.param("sandbox", marks=pytest.mark.sandbox), "no-sandbox"])

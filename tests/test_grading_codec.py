@@ -36,7 +36,8 @@ def test_codec_round_trips_exactly(value):
         assert back.dtype == value.dtype and back.shape == value.shape
     if isinstance(value, np.generic):
         assert back.dtype == value.dtype
-    if isinstance(value, (dict, set, frozenset, bytes, str)) or (isinstance(value, np.ndarray) and value.dtype.kind in "OU"):
+    if (isinstance(value, (dict, set, frozenset, bytes, str))
+            or (isinstance(value, np.ndarray) and value.dtype.kind in "OU")):
         assert back == value if not isinstance(value, np.ndarray) else list(back) == list(value)
     else:
         assert same_value(back, value) is None, (back, value)

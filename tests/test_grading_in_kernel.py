@@ -100,7 +100,8 @@ def test_in_kernel_runs_without_nbhelpers(tmp_path):
     """Executed from its source in a fresh namespace, with nbhelpers unimportable, as in a kernel
     where the student broke it: the codec and the runner still work."""
     (tmp_path / "in.json").write_text(json.dumps({"exercises": [
-        {"id": "ex01.f", "name": "f", "cases": [{"a": [in_kernel.encode(2.5), in_kernel.encode(np.arange(3))], "k": {}}]},
+        {"id": "ex01.f", "name": "f",
+         "cases": [{"a": [in_kernel.encode(2.5), in_kernel.encode(np.arange(3))], "k": {}}]},
         {"id": "ex01.g", "name": "g", "cases": [{"a": [], "k": {}}]}]}))
     job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 5.0, "only": None,
            "nonce": NONCE, "max_line": 2**20}

@@ -58,18 +58,22 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
         json.dumps({"id": "ex01.round_nearest_even", "results": [{"x": 1}, 5, {"v": {"$nd": 1}}] * 400,
                     "n": nonce}).encode() + b"\n",
         json.dumps({"id": "ex01.smallest_absorbing", "results": good + good, "n": nonce}).encode() + b"\n",
-        json.dumps({"id": "ex01.smallest_absorbing", "results": [], "n": nonce}).encode() + b"\n",  # a second line does not count
+        # a second line does not count
+        json.dumps({"id": "ex01.smallest_absorbing", "results": [], "n": nonce}).encode() + b"\n",
         b"\xff\xfe garbage",
     ]
     (tmp_path / "out.jsonl").write_bytes(b"".join(lines))
     out = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}], plan)
     assert out.foreign_lines == 5
-    res = {q.exercise.id: judge(q, out.records.get(q.exercise.id), ("NOT RUN", "not checked")) for q in plan.exercises}
+    res = {q.exercise.id: judge(q, out.records.get(q.exercise.id), ("NOT RUN", "not checked"))
+           for q in plan.exercises}
     assert res["ex01.smallest_absorbing"].passed  # extra results are ignored
     assert res["ex01.ulp_at"].status == "ERROR" and res["ex01.ulp_at"].points == 0
-    assert res["ex01.round_nearest_even"].points == 0 and res["ex01.round_nearest_even"].n_failed == len(plan.exercises[1].cases)
+    assert (res["ex01.round_nearest_even"].points == 0
+            and res["ex01.round_nearest_even"].n_failed == len(plan.exercises[1].cases))
     assert res["ex01.decode_bits"].status == "NOT RUN"
-    missing = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "nothing.jsonl"), "nonce": nonce}], plan)
+    missing = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "nothing.jsonl"), "nonce": nonce}],
+                           plan)
     assert missing.records == {} and missing.foreign_lines == 0
 
 

@@ -21,7 +21,8 @@ import pytest
 from nbclient import NotebookClient
 
 from helpers import (CELL_TIMEOUT, EX01_EXERCISE, FAST, FULL, POINTS, ROOT, TOTAL_TIMEOUT, code_index, env,
-                     hard_coded_notebook, insert_code, mutate, read_csv, read_json, set_body, solution, tree_state, write)
+                     hard_coded_notebook, insert_code, mutate, read_csv, read_json, set_body, solution, tree_state,
+                     write)
 from nbhelpers.checks import exercises_of, run_check
 from nbhelpers.grading.cli import main
 from nbhelpers.grading.sandbox import Limits, kernel_command
@@ -215,7 +216,8 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     mutate(nb, "decode_bits", "def decode_bits(", "def _decode_bits(")
     insert_code(nb, "def _decode_bits(", "import numpy as np\n"
                 "def decode_bits(*a):\n    v = _decode_bits(*a)\n    return np.array([v, v])  # wrong shape")
-    mutate(nb, "round_nearest_even", "return math.copysign(r, x)", "return np.float16(math.copysign(r, x))  # wrong dtype")
+    mutate(nb, "round_nearest_even", "return math.copysign(r, x)",
+           "return np.float16(math.copysign(r, x))  # wrong dtype")
     set_body(nb, "ulp_at", "return math.nan")
     mutate(nb, "smallest_absorbing", "return x if x <= largest else math.inf", "return str(x)  # wrong type")
     mutate(nb, "round_stochastic", "return np.copysign(r, x)", "return [str(v) for v in np.copysign(r, x)]")
@@ -292,7 +294,8 @@ def test_bad_run_statuses_and_points(bad_run):
         row, rec = rows[name], details[name]
         got_points = {ex: int(row[ex]) for ex in POINTS}
         if row["status"] != want["status"] or got_points != want["points"]:
-            problems.append(f"{name}: {row['status']} {got_points} ({row['detail']}), want {want['status']} {want['points']}")
+            problems.append(f"{name}: {row['status']} {got_points} ({row['detail']}), "
+                            f"want {want['status']} {want['points']}")
         assert int(row["total"]) == sum(got_points.values()) and row["max"] == str(FULL)
         assert rec["total"] == int(row["total"]) and rec["status"] == row["status"]
         cs = want.get("check_status")
@@ -310,7 +313,8 @@ def test_bad_run_details_say_what_happened(bad_run):
     d = read_json(bad_run["base"] / "grades.json")
     assert f"ran past the {CELL_TIMEOUT} s limit and was interrupted" in d["ex01_loop_top_level.ipynb"]["detail"]
     assert f"stopped after {TOTAL_TIMEOUT} s" in d["ex01_loop_ignores_interrupts.ipynb"]["detail"]
-    assert "kernel died in cell" in d["ex01_os_exit.ipynb"]["detail"] and "(import os)" in d["ex01_os_exit.ipynb"]["detail"]
+    assert ("kernel died in cell" in d["ex01_os_exit.ipynb"]["detail"]
+            and "(import os)" in d["ex01_os_exit.ipynb"]["detail"])
     assert "kernel died in cell" in d["ex01_segfault.ipynb"]["detail"]
     assert "the kernel died while checking ex01.ulp_at" in d["ex01_dies_in_function.ipynb"]["detail"]
     assert "ModuleNotFoundError: No module named 'maths'" in d["ex01_exception_first_cell.ipynb"]["detail"]
@@ -423,15 +427,18 @@ def test_check_cells_and_grader_agree(tmp_path):
     nb = partial_notebook()  # what the student sees: run the notebook, check cells included
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    seen = {m[1]: int(m[2]) for m in re.finditer(r"^(?:PASS|FAIL|TODO|ERROR)\s+(ex\d\d\.\w+)\s+(\d+)/\d+ points", text, re.M)}
+    seen = {m[1]: int(m[2])
+            for m in re.finditer(r"^(?:PASS|FAIL|TODO|ERROR)\s+(ex\d\d\.\w+)\s+(\d+)/\d+ points", text, re.M)}
     total_seen = int(re.search(r"TOTAL: (\d+)/%d points" % FULL, text)[1])
 
     assert main([str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"),
                        "--jobs", "2", *FAST]) == 0
     rows = read_csv(tmp_path / "g.csv")
     row = rows["ex01_partial.ipynb"]
-    assert seen == {ex: int(row[ex]) for ex in POINTS} == {**POINTS, "ex01.round_nearest_even": 0, "ex01.smallest_absorbing": 0}
-    assert total_seen == int(row["total"]) == FULL - POINTS["ex01.round_nearest_even"] - POINTS["ex01.smallest_absorbing"]
+    assert (seen == {ex: int(row[ex]) for ex in POINTS}
+            == {**POINTS, "ex01.round_nearest_even": 0, "ex01.smallest_absorbing": 0})
+    assert (total_seen == int(row["total"])
+            == FULL - POINTS["ex01.round_nearest_even"] - POINTS["ex01.smallest_absorbing"])
     assert row["status"] == "graded"
     d = read_json(tmp_path / "g.json")["ex01_partial.ipynb"]
     in_process = run_check("ex01.round_nearest_even", _mutated("round_nearest_even", "round(abs(x) / q)",
@@ -508,7 +515,8 @@ def test_a_class_of_30(tmp_path, capsys):
              if ({ex: int(r[ex]) for ex in POINTS}, r["status"]) != expect[name]]
     assert not wrong, "\n".join(wrong)
     per = [r["seconds"] for r in read_json(tmp_path / "g.json").values()]
-    report = (f"\n[test_grading_run] 30 submissions, --jobs 2: {seconds:.1f} s wall, {seconds / 30:.2f} s per submission; "
+    report = (f"\n[test_grading_run] 30 submissions, --jobs 2: {seconds:.1f} s wall, "
+              f"{seconds / 30:.2f} s per submission; "
               f"each submission took {min(per):.1f}-{max(per):.1f} s (mean {sum(per) / len(per):.1f} s)")
     with capsys.disabled():
         print(report)

@@ -43,7 +43,8 @@ def test_read_submission(tmp_path):
     assert s.problem is None and s.cells == [(0, "x = 1")] and len(s.sha256) == 64
     p.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["a = 1\n", "b = 2"]}]}))  # no metadata
     assert read_submission(p).cells == [(0, "a = 1\nb = 2")]
-    p.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "# hi"}, {"cell_type": "code", "source": "  \n"}]}))
+    p.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "# hi"},
+                                       {"cell_type": "code", "source": "  \n"}]}))
     assert read_submission(p).problem == "empty"
     for text in ("", "{", "null", '{"cells": 3}', '{"cells": [1]}', '{"cells": [{"cell_type": "code", "source": 5}]}'):
         p.write_text(text)

@@ -1,9 +1,15 @@
-"""The import structure of nbhelpers: no import cycles, and each layer imports only what it may.
+"""The import structure of nbhelpers beyond what import-linter checks: no import cycles, the
+package itself imports nothing, no module uses another module's private names.
+
+The layers (tooling > presentation > measurement > kernels > engines > specs, every module in
+one) are import-linter's contract in pyproject.toml, run by ``make test`` (``lint-imports``); a new
+module adds its name to its layer there. Inside a layer modules may import each other, and
+import-linter does not look for cycles there: this file does.
 
 Every module of the package is read with ``ast`` (nothing is imported): module-level imports and
 imports inside functions, relative imports resolved against the module's package. From these the
-graph of nbhelpers-internal imports is built; a cycle fails the test with the cycle printed, and
-so does an import that crosses the layers below the wrong way. Dynamic imports
+graph of nbhelpers-internal imports is built; a cycle fails the test with the cycle printed.
+Dynamic imports
 (``importlib.import_module(name)``) are not seen; the one of the course tooling is the exercise
 registry's (``nbhelpers.exercises`` loading its own chapter modules, ``nbhelpers.exercises.chNN``,
 by name), an arrow from a package down to its own submodules. Whoever needs the registry imports
@@ -11,9 +17,6 @@ by name), an arrow from a package down to its own submodules. Whoever needs the 
 
 The same reading finds every use of another module's private name (``from .x import _name``,
 ``x._name``): a module's underscore names are its own.
-
-The layer of every module is data, just below: a new module (a new chapter) adds one line, and a
-module that is missing from the table fails the test until it is given a layer.
 """
 from __future__ import annotations
 
@@ -24,62 +27,6 @@ import pytest
 
 PACKAGE = "nbhelpers"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
-
-# module (or subpackage, with all its submodules) directly under nbhelpers -> its layer.
-# Entries whose module does not exist (yet) are skipped.
-LAYER_OF = {
-    # specs: what a format, a recipe or a setting is
-    "formats": "spec",
-    "validation": "spec",
-    "memory": "spec",  # chapter 04: bytes per parameter of a recipe
-    "recipes": "spec",  # chapters 06, 07: quantization recipes
-    # engines: the arithmetic
-    "rounding": "engine",
-    "accumulation": "engine",
-    "tensor_cores": "engine",  # chapters 03, 07
-    "training": "engine",  # chapter 04
-    "loss_scaling": "engine",  # chapter 05
-    "scaling": "engine",  # chapters 06, 07: quantize / dequantize, delayed scaling, storage
-    "scaled_gemm": "engine",  # chapters 06, 07: reference scaled GEMMs, the fp8 accumulator
-    "gemm_bounds": "engine",  # chapters 03, 09, 10: error bounds of fp32-accumulated GEMMs
-    "moe": "engine",  # chapter 10: routing, permutation, offsets, tile schedule, torch expert GEMMs
-    "occupancy": "engine",  # chapter 09: resident blocks and warps per SM from registers and shared memory
-    # kernels: device selection, Triton kernels and their launchers
-    "device": "kernels",
-    "kernels": "kernels",
-    # measurements, built on the engines and kernels
-    "metrics": "measurement",
-    "experiments": "measurement",
-    "gpu_measurements": "measurement",
-    "results": "measurement",
-    "benchmarks": "measurement",
-    "gemm_runs": "measurement",  # chapter 03: the GEMM kernel and torch's on float64 data
-    "compile_check": "measurement",  # chapter 09: the kernels compiled for sm_90 / sm_80 without a GPU
-    "memory_access": "measurement",  # chapter 08: the sector model, strided reads on the CPU
-    "moe_timing": "measurement",  # chapter 10: per-call overhead, expert GEMMs timed on the CPU
-    "l2_model": "measurement",  # chapter 10: DRAM traffic of a program order through an LRU model of L2
-    # presentation
-    "plots": "presentation",
-    "tables": "presentation",
-    # course tooling
-    "report_text": "tooling",  # short, safe text of a student's values and exceptions
-    "comparators": "tooling",  # same_value, close_to, ...: a student's result against the reference's
-    "exercise_types": "tooling",  # Case, Exercise, CheckerError
-    "checks": "tooling",
-    "exercises": "tooling",  # the chapter modules, and the registry that finds them (its __init__)
-    "make_exercises": "tooling",
-    "grading": "tooling",
-    "grade": "tooling",
-}
-
-# layer -> the layers whose modules it must not import
-MAY_NOT_IMPORT = {
-    "spec": {"engine", "kernels", "measurement", "presentation", "tooling"},  # specs import only specs
-    "engine": {"kernels", "measurement", "presentation", "tooling"},
-    "kernels": {"measurement", "presentation", "tooling"},
-    "measurement": {"presentation", "tooling"},
-    "presentation": {"tooling"},
-}
 
 
 # ====================================================================== reading the package
@@ -208,26 +155,6 @@ def format_cycle(graph, cycle: list[str]) -> str:
     return " -> ".join(steps + [cycle[-1]])
 
 
-def layer_key(module: str) -> str:
-    """The key of LAYER_OF a module falls under: the name directly below the package."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""
-
-
-def layer_violations(graph, layer_of=LAYER_OF, may_not=MAY_NOT_IMPORT) -> list[str]:
-    """Each import that a rule forbids, as 'a (layer) imports b (layer), line n'."""
-    out = []
-    for a, edges in sorted(graph.items()):
-        la = layer_of.get(layer_key(a))
-        for b, lines in sorted(edges.items()):
-            lb = layer_of.get(layer_key(b))
-            if layer_key(a) == "":
-                out.append(f"{a} (the package itself) imports {b}, line {lines[0]}: importing the package does nothing")
-            elif lb in may_not.get(la, set()):
-                out.append(f"{a} ({la}) imports {b} ({lb}), line {lines[0]}")
-    return out
-
-
 # ====================================================================== the package
 
 
@@ -244,12 +171,6 @@ def test_the_package_is_read(graph):
     assert any(k.startswith("nbhelpers.plots.") for k in graph["nbhelpers.plots"])
 
 
-def test_every_module_has_a_layer(graph):
-    missing = sorted({layer_key(m) for m in graph if layer_key(m) and layer_key(m) not in LAYER_OF})
-    assert not missing, (f"modules without a layer: {missing}; add a line for each to LAYER_OF "
-                         f"in {Path(__file__).name}")
-
-
 def test_every_internal_import_names_a_module_of_the_package(graph):
     unknown = [f"{a} imports {b}, line {lines[0]}" for a, edges in sorted(graph.items())
                for b, lines in sorted(edges.items()) if b not in graph]
@@ -261,9 +182,22 @@ def test_no_import_cycles(graph):
     assert not cycles, "import cycles in nbhelpers:\n  " + "\n  ".join(format_cycle(graph, c) for c in cycles)
 
 
-def test_layers(graph):
-    bad = layer_violations(graph)
-    assert not bad, "imports that cross the layers the wrong way:\n  " + "\n  ".join(bad)
+def test_the_package_itself_imports_nothing(graph):
+    """Importing ``nbhelpers`` loads no module of it: a notebook imports what it uses, after the
+    setup cell (the kernels must not be imported before setup_device())."""
+    assert graph[PACKAGE] == {}, f"nbhelpers/__init__.py imports {sorted(graph[PACKAGE])}"
+
+
+def test_make_test_runs_import_linter_on_the_layers():
+    """The layer rules live in pyproject.toml for import-linter, and `make test` runs it."""
+    import re
+    import tomllib
+
+    root = PACKAGE_DIR.parent
+    contract = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    assert contract["type"] == "layers" and contract["exhaustive"] is True and len(contract["layers"]) == 6
+    recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", (root / "Makefile").read_text(), re.MULTILINE).group(1)
+    assert "lint-imports" in recipe and "ruff check" in recipe
 
 
 # ====================================================================== the checker on a made-up package
@@ -317,27 +251,6 @@ def test_a_cycle_is_found_and_printed(tmp_path):
     assert format_cycle(g, cycles[0]) == ("nbhelpers.accumulation (line 4) -> nbhelpers.tensor_cores (line 1) "
                                           "-> nbhelpers.rounding (line 2) -> nbhelpers.accumulation")
     assert find_cycles({"a": {"b": [1]}, "b": {}, "c": {"c": [1]}}) == []
-
-
-def test_layer_violations_are_named(tmp_path):
-    pkg = write_package(tmp_path / "nbhelpers", {
-        "__init__.py": "from .formats import F\n",
-        "formats.py": "from .validation import v\n\ndef f():\n    from .rounding import round_to\n",
-        "validation.py": "",
-        "rounding.py": "from .formats import F\nfrom .metrics import m\n",
-        "metrics.py": "from .rounding import round_to\n",
-        "kernels/__init__.py": "",
-        "kernels/gemm.py": "from ..rounding import r\nfrom ..metrics import m\nfrom ..plots.style import c\n",
-        "plots/__init__.py": "",
-        "plots/style.py": "from ..kernels.gemm import k\n",
-    })
-    assert layer_violations(import_graph(pkg)) == [
-        "nbhelpers (the package itself) imports nbhelpers.formats, line 1: importing the package does nothing",
-        "nbhelpers.formats (spec) imports nbhelpers.rounding (engine), line 4",
-        "nbhelpers.kernels.gemm (kernels) imports nbhelpers.metrics (measurement), line 2",
-        "nbhelpers.kernels.gemm (kernels) imports nbhelpers.plots.style (presentation), line 3",
-        "nbhelpers.rounding (engine) imports nbhelpers.metrics (measurement), line 2",
-    ]
 
 
 # ====================================================================== private names stay private

@@ -53,8 +53,9 @@ def _decode_cases(rng: np.random.Generator) -> list[Case]:
         (0x0000, 8, 7): "bf16 +0", (0x8000, 8, 7): "bf16 -0", (0x7F80, 8, 7): "bf16 +inf",
         (0xFF80, 8, 7): "bf16 -inf", (0x7FC0, 8, 7): "bf16 NaN", (0x0001, 8, 7): "bf16 smallest subnormal",
         (0x0080, 8, 7): "bf16 smallest normal", (0x7F7F, 8, 7): "bf16 max", (0x4049, 8, 7): "bf16 pi",
-        (0x7BFF, 5, 10): "fp16 max", (0x0400, 5, 10): "fp16 smallest normal", (0x03FF, 5, 10): "fp16 largest subnormal",
-        (0x3C01, 5, 10): "fp16 1 + eps", (0x7F800001, 8, 23): "fp32 signalling NaN", (0x00000001, 8, 23): "fp32 2**-149",
+        (0x7BFF, 5, 10): "fp16 max", (0x0400, 5, 10): "fp16 smallest normal",
+        (0x03FF, 5, 10): "fp16 largest subnormal", (0x3C01, 5, 10): "fp16 1 + eps",
+        (0x7F800001, 8, 23): "fp32 signalling NaN", (0x00000001, 8, 23): "fp32 2**-149",
     }
     cases += [Case(args, label=label) for args, label in named.items()]
     # the random codes over-sample the two special exponent fields (uniform codes of fp32 or

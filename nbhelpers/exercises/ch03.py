@@ -142,7 +142,8 @@ def _tie_then_tiny(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     tiny = _bf16(rng.uniform(1, 2, int(rng.integers(1, 4))) * 2.0 ** (e - 26 - rng.integers(0, 4)))
     # mostly toward the odd neighbour, so that a sum that kept them ends elsewhere than the tie's even one
     away = float(_bf16(tie)) == r  # r is the even neighbour: the odd one is away from zero
-    tiny *= math.copysign(1.0, r) * (1.0 if away else -1.0) if rng.random() < 0.8 else rng.choice([-1.0, 1.0], tiny.size)
+    tiny *= (math.copysign(1.0, r) * (1.0 if away else -1.0) if rng.random() < 0.8
+             else rng.choice([-1.0, 1.0], tiny.size))
     a = np.r_[a, np.ones(len(pieces)), np.ones(tiny.size)]
     b = np.r_[b, pieces, tiny]
     return a, b

@@ -142,12 +142,14 @@ def _threshold_cases(rng: np.random.Generator) -> list[Case]:
         Case((_bf16([1.0, 1.0]), _f32([-1e-3, 1e-3])), label="w = 1 moving up, and down: the gap below 1 is half"),
         Case((_bf16([-1.0, -1.0]), _f32([1e-3, -1e-3])), label="w = -1 moving away from zero, and toward it"),
         Case((_bf16([1.5, 1.5, -0.3]), _f32([2e-3, -2e-3, 5e-4])), label="not a power of two: both gaps equal"),
-        Case((_bf16([0.0, -0.0, 0.0]), _f32([1e-3, 1e-3, -3.0])), label="w = 0: the neighbour is the smallest subnormal"),
+        Case((_bf16([0.0, -0.0, 0.0]), _f32([1e-3, 1e-3, -3.0])),
+             label="w = 0: the neighbour is the smallest subnormal"),
         Case((_bf16([s, 5 * s, -s]), _f32([1e-3, -1e-3, -2.0])), label="subnormal weights, one step to zero"),
         Case((_bf16([2.0**-126, 2.0**-125, -(2.0**-126)]), _f32([1.0, 1.0, -1.0])),
              label="smallest normal toward zero: no halving; 2**-125: halved"),
         Case((_bf16([1.0, -2.0, 0.0]), _f32([0.0, -0.0, 0.0])), label="zero gradient: never moves (inf)"),
-        Case((_bf16([2.0**127, 3e38, 1e-3]), _f32([-1.0, 1e-45, 1e10])), label="large weights, tiny and huge gradients"),
+        Case((_bf16([2.0**127, 3e38, 1e-3]), _f32([-1.0, 1e-45, 1e10])),
+             label="large weights, tiny and huge gradients"),
         Case((_bf16(np.linspace(-2, 2, 6).reshape(2, 3)), _f32(np.full((2, 3), 1e-2))), label="a 2-d tensor"),
     ]
     for _ in range(60):

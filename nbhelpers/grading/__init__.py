@@ -39,19 +39,22 @@ The modules, one role each (an arrow: what a module imports from the package):
 - :mod:`~nbhelpers.grading.sandbox`      the command that starts a kernel in its sandbox, under resource limits
 - :mod:`~nbhelpers.grading.options`      the options, the submission statuses, the seed kinds, the size and time limits
   (-> sandbox)
-- :mod:`~nbhelpers.grading.in_kernel`    the value codec and the code run inside the student's kernel (sent there as source)
-- :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells  (-> options, untrusted)
+- :mod:`~nbhelpers.grading.in_kernel`    the value codec and the code run inside the student's kernel (sent there as
+  source)
+- :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells
+  (-> options, untrusted)
 - :mod:`~nbhelpers.grading.jobs`         a submission's job folder; the worker processes, timing out and stopping them;
   the worker's answers and its events' kinds  (-> options, untrusted)
-- :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel  (-> in_kernel, jobs, options, sandbox)
-- :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and record
-  (-> in_kernel, jobs, options, submissions, untrusted)
+- :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel
+  (-> in_kernel, jobs, options, sandbox)
+- :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and
+  record (-> in_kernel, jobs, options, submissions, untrusted)
 - :mod:`~nbhelpers.grading.outputs`      the CSV and JSON files: atomic writes, resuming, setting damaged files aside
   (-> options, submissions, untrusted)
 - :mod:`~nbhelpers.grading.run`          :func:`grade`, the run loop, the progress bar and the summary
   (-> judging, jobs, options, outputs, sandbox, submissions)
-- :mod:`~nbhelpers.grading.cli`          the command line: its options, the seed (concealed, or from a file), :func:`main`
-  (-> options, run, sandbox)
+- :mod:`~nbhelpers.grading.cli`          the command line: its options, the seed (concealed, or from a file),
+  :func:`main` (-> options, run, sandbox)
 
 docs/grading.md is the instructor's guide: options, outputs, statuses, the trust model (what the
 sandbox stops and what it does not) and its known limits.

@@ -407,9 +407,11 @@ def _why_not_run(sub: Submission, chapter: int | None, note: str, opts: GradeOpt
         ch = opts.chapter if opts.chapter is not None else chapter
         return ch, sub.problem, sub.detail, ch
     if chapter is None:
-        return None, Status.UNKNOWN_CHAPTER, note or "no check(\"exNN.…\") call and no exNN in the file name", opts.chapter
+        return (None, Status.UNKNOWN_CHAPTER, note or "no check(\"exNN.…\") call and no exNN in the file name",
+                opts.chapter)
     if opts.chapter is not None and chapter != opts.chapter:
-        why = f"this is a chapter {chapter:02d} notebook, not chapter {opts.chapter:02d}" + (f" ({note})" if note else "")
+        why = (f"this is a chapter {chapter:02d} notebook, not chapter {opts.chapter:02d}"
+               + (f" ({note})" if note else ""))
         return chapter, Status.WRONG_CHAPTER, why, opts.chapter
     return None
 

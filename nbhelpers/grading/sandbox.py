@@ -144,8 +144,9 @@ def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
              "--ro-bind", str(registry), str(registry),
              "--bind", str(channel), str(channel), "--chdir", "/tmp/work"]
     env = {
-        "HOME": "/tmp/home", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "PYTHONPATH": str(pkg.parent), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "HOME": "/tmp/home", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(pkg.parent),
+        "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
     }
     args.append("--clearenv")
@@ -192,8 +193,8 @@ def _limit_args(limits: Limits) -> list[str]:
     prlimit = shutil.which("prlimit")
     if prlimit is not None:
         return [prlimit, *(f"--{k.lower()}={soft}:{hard}" for k, (soft, hard) in values.items()), "--"]
-    return [sys.executable, "-I", "-S", "-c", _SET_LIMITS, *(f"{k}={soft}:{hard}" for k, (soft, hard) in values.items()),
-            "--"]
+    return [sys.executable, "-I", "-S", "-c", _SET_LIMITS,
+            *(f"{k}={soft}:{hard}" for k, (soft, hard) in values.items()), "--"]
 
 
 def kernel_command(argv: list[str], channel: Path, limits: Limits, sandbox: bool) -> list[str]:
