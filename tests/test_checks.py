@@ -2,20 +2,26 @@
 Case and Exercise, how a chapter module's EXERCISES list is read, run_check / check / summary,
 and CheckStatus. The exercises checked here belong to fake chapter modules (ch99, ch97, ...)
 installed for one test; the real chapters' exercises are tested in test_exercises*.py."""
-import csv
-import importlib
-import io
-import json
-import math
-import sys
-import types
+from nbhelpers.device import setup_device
 
-import numpy as np
-import pytest
+# first: the registry's lookups here load real chapter modules, and chapters 08-10 import the
+# kernels, which must be imported in the interpreter's mode on a CPU (whatever runs after this file)
+setup_device(verbose=False)
 
-import nbhelpers.exercises
-from nbhelpers import checks
-from nbhelpers.checks import (
+import csv  # noqa: E402
+import importlib  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import nbhelpers.exercises  # noqa: E402
+from nbhelpers import checks  # noqa: E402
+from nbhelpers.checks import (  # noqa: E402
     Case,
     CheckResult,
     CheckStatus,
