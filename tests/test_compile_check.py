@@ -215,3 +215,15 @@ def test_the_check_compiles_what_a_tuned_launch_compiles():
     assert r.returncode == 0, r.stderr[-2000:]
     rows = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(rows) == 4 and all(all(r) for r in rows), rows
+
+
+def test_a_gpu_the_check_has_no_limits_for(capsys):
+    """On the GPU run the compile step asks for the GPU's own capability: one the check has no
+    shared-memory limit for (sm_75, a T4) is nothing to prepare with --warm, an error without."""
+    from nbhelpers.compile_check import main
+
+    assert main(["--target", "sm_75", "--warm", "--list"]) == 0
+    assert "nothing to compile for sm_75" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["--target", "sm_75", "--list"])
+    assert e.value.code == 2
