@@ -44,7 +44,7 @@ Each step has a time limit, and all of them together at most ``--budget`` second
 under 6 minutes); a step that runs past its limit is stopped and marked ``timeout``, and a step
 with no time left is marked ``skipped``. After each step the summary
 ``benchmarks/results/gpu_report_<gpu>.json`` is written again (so a run that is cut short still
-leaves one): GPU name, driver, CUDA, compute capability, Python/torch/Triton/numpy versions, the
+leaves one): GPU name, driver, CUDA, compute capability, SM count and L2 size, Python/torch/Triton/numpy versions, the
 UTC date, the command, and per step its command, status, exit code, duration, the results files
 it wrote and the end of its output. Everything each step printed goes to
 ``benchmarks/results/gpu_report_<gpu>.log``. When the environment variable ``OUT`` is set (or
@@ -156,6 +156,7 @@ try:
         out["gpu_count"] = torch.cuda.device_count()
         out["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
         out["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
+        out["l2_cache_bytes"] = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", None)
 except Exception as e:
     out["torch_error"] = repr(e)
 if "triton" not in out["versions"]:
@@ -524,6 +525,7 @@ def build_summary(info: dict, results: list[StepResult], command: str, date: str
         "gpu_count": info.get("gpu_count"),
         "capability": info.get("capability"),
         "sm_count": info.get("sm_count"),
+        "l2_cache_bytes": info.get("l2_cache_bytes"),
         "driver": info.get("driver"),
         "cuda": info.get("cuda"),
         "python": info.get("python"),

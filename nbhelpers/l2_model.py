@@ -75,9 +75,12 @@ MB = 2**20  # NVIDIA's "MB" of cache sizes, and PyTorch's L2_cache_size, count b
 #: H100 SXM5: 50 MB of L2, 132 SMs
 H100_SXM = L2Spec("H100 SXM", 50 * MB, 132, "NVIDIA H100 Tensor Core GPU Architecture whitepaper: "
                                            "50 MB L2 cache, 132 SMs (H100 SXM5)")
-#: H200: 60 MB of L2 as PyTorch reports it, 132 SMs
-H200 = L2Spec("H200", 60 * MB, 132, "torch.cuda.get_device_properties(0) as reported on an H200: "
-                                    "L2_cache_size 60 MB, multi_processor_count 132")
+#: H200: 60 MB of L2 and 132 SMs, the L2_cache_size and multi_processor_count PyTorch is reported
+#: to give on an H200; an assumption until a recorded run of benchmarks/gpu_report.py (whose
+#: summary holds both) confirms it
+H200 = L2Spec("H200", 60 * MB, 132, "assumed: torch.cuda.get_device_properties(0) as reported for an H200 "
+                                    "(L2_cache_size 60 MB, multi_processor_count 132), not yet recorded by a "
+                                    "run of this course")
 
 
 class LRUCache:
