@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from nbhelpers.accumulation import emulated_matmul
-from nbhelpers.benchmarks import interleaved_medians
+from nbhelpers.timing import interleaved_medians
 from nbhelpers.rounding import round_to
 
 

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 import ml_dtypes
 import numpy as np
 
-from nbhelpers.benchmarks import interleaved_medians
+from nbhelpers.timing import interleaved_medians
 from nbhelpers.device import cpu_model
 from nbhelpers.formats import FORMATS
 from nbhelpers.rounding import round_to

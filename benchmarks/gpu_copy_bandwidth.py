@@ -43,7 +43,7 @@ SCRIPT = "benchmarks/gpu_copy_bandwidth.py"
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
-from nbhelpers.benchmarks import ResultsFile  # noqa: E402 (imports no torch)
+from nbhelpers.results import ResultsFile  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version  # noqa: E402 (imports no torch)
 
 COPY_BLOCKS = (1024, 2048, 4096, 8192)

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
 
-    from nbhelpers.benchmarks import write_results
+    from nbhelpers.results import write_results
     from nbhelpers.gpu_measurements import gpu_run
     from nbhelpers.results import GEMM_NUMERICS
 

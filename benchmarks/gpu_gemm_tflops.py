@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
-from nbhelpers.benchmarks import ResultsFile, sweep  # noqa: E402 (imports no torch)
+from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
 SCRIPT = "benchmarks/gpu_gemm_tflops.py"
 SWEEP = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024",
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
 def run_shapes(shapes, results: ResultsFile, device: str, gen, time_fn, after_shape=None,
                time_limit: float | None = None, clock=time.monotonic) -> list[dict]:
     """Measure each (M, N, K) into ``results``, each row written as soon as it is done
-    (:func:`nbhelpers.benchmarks.sweep`); an error stops the run and propagates, with the rows
+    (:func:`nbhelpers.results.sweep`); an error stops the run and propagates, with the rows
     before it kept. A shape that would start more than ``time_limit`` seconds (by ``clock``) after
     the first is not measured: one row per comparison says it was skipped. ``time_fn`` as in
     :func:`measure_shape`."""

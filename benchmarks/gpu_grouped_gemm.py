@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
-from nbhelpers.benchmarks import ResultsFile, sweep  # noqa: E402 (imports no torch)
+from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_grouped_gemm.py"
@@ -256,7 +256,7 @@ def main(argv=None) -> int:
 def run_cases(cases, results: ResultsFile, device, gen, time_fn, time_limit: float,
               clock=time.monotonic, after_case=None) -> list[dict]:
     """Measure each (size, E, T) case in turn into ``results``, one row per case, written as soon
-    as the case is done (:func:`nbhelpers.benchmarks.sweep`); a case that would start after
+    as the case is done (:func:`nbhelpers.results.sweep`); a case that would start after
     ``time_limit`` seconds gets a row saying it was skipped. An error in a case stops the run and
     propagates, with the rows before it kept. ``time_fn(fn)`` times one call (``_bench`` on a GPU;
     the tests pass a stand-in, on the CPU)."""

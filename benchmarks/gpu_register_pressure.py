@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
-from nbhelpers.benchmarks import ResultsFile, sweep  # noqa: E402 (imports no torch)
+from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_register_pressure.py"
@@ -136,7 +136,7 @@ def measure_case(k: int, x, time_fn, info_fn=compiled_info) -> dict:
 
 def run_cases(extras, x, results: ResultsFile, time_fn, time_limit: float | None = None, clock=time.monotonic,
               info_fn=compiled_info) -> list[dict]:
-    """Measure each k into ``results`` (:func:`nbhelpers.benchmarks.sweep`), each row written as
+    """Measure each k into ``results`` (:func:`nbhelpers.results.sweep`), each row written as
     soon as it is done, with the slowdown against the first k's row and the bound occupancy
     predicts; a k that would start after ``time_limit`` seconds is a row saying it was skipped. An
     error stops the run and propagates, with the rows before it kept."""

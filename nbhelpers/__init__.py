@@ -7,7 +7,7 @@ than sections to old ones.
 Specs: what a format, a recipe or a setting is; no numerics, no imports from other layers.
   - :mod:`~nbhelpers.formats`       FloatFormat: bit layouts, derived limits, decode, the torch dtype
   - :mod:`~nbhelpers.validation`    argument checks: enum strings, positive sizes, generators
-  - :mod:`~nbhelpers.memory`        bytes per parameter of a training recipe (chapter 04)
+  - :mod:`~nbhelpers.training_memory`  bytes per parameter of a training recipe (chapter 04)
   - :mod:`~nbhelpers.recipes`       Recipe: block granularity, element and scale formats, current/delayed amax
     (chapters 06, 07)
 
@@ -36,8 +36,8 @@ Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.metrics`       relative errors, exact sums, range fractions
   - :mod:`~nbhelpers.experiments`   seeded inputs and sweeps: GEMM error vs K, sum errors vs length
   - :mod:`~nbhelpers.gpu_measurements`  GPU runs of the kernels, labelled for a results file
-  - :mod:`~nbhelpers.results`       finding and reading recorded results in ``benchmarks/results/``
-  - :mod:`~nbhelpers.benchmarks`    timing helpers for the scripts in ``benchmarks/``
+  - :mod:`~nbhelpers.results`       results files in ``benchmarks/results/``: their schema, writing and reading
+  - :mod:`~nbhelpers.timing`        the interleaved-median CPU timer of the benchmarks and chapters 08 and 10
   - :mod:`~nbhelpers.memory_access`  32-byte sectors, 64-byte cache lines, strided reads on the CPU (chapter 08)
   - :mod:`~nbhelpers.moe_timing`  the per-call overhead and the expert GEMMs (loop, batch, grouped) timed on the CPU
     (chapter 10)
@@ -51,8 +51,8 @@ Course tooling: exercises, checks and grading.
     raising)
   - :mod:`~nbhelpers.comparators`   same_value, same_value_up_to_zero_sign, close_to: a result against the reference's
   - :mod:`~nbhelpers.exercise_types`  Exercise, Case, CheckerError: what an exercise is
-  - :mod:`~nbhelpers.exercises`     the registry (get_exercise, exercises_of) and ``chNN``: one chapter's references,
-    cases and EXERCISES list
+  - :mod:`~nbhelpers.answer_keys`  the registry (get_exercise, exercises_of) and ``chNN``: one chapter's references,
+    cases and EXERCISES list (the answer key of ``exercises/exNN_*.ipynb``)
   - :mod:`~nbhelpers.checks`        CheckResult/CheckStatus, score, run_check, and check()/summary() for notebooks
     (it re-exports the types, the comparators and the registry: a notebook's one import)
   - :mod:`~nbhelpers.make_exercises`  generate exercises/ from solutions/

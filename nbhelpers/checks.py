@@ -15,7 +15,7 @@ report, keeps the latest result per exercise for :func:`summary`, and never rais
 
 This module is also the one import a notebook or an exercise needs: it re-exports the types
 (:mod:`nbhelpers.exercise_types`), the comparators (:mod:`nbhelpers.comparators`) and the
-registry (:func:`~nbhelpers.exercises.get_exercise`, :func:`~nbhelpers.exercises.exercises_of`,
+registry (:func:`~nbhelpers.answer_keys.get_exercise`, :func:`~nbhelpers.answer_keys.exercises_of`,
 which read a chapter module's ``EXERCISES`` list afresh on every call).
 
 A student's bug never escapes: any exception (``SystemExit`` included; only
@@ -35,7 +35,7 @@ import numpy as np
 
 from .comparators import close_to, float_array, same_value, same_value_up_to_zero_sign
 from .exercise_types import Case, CheckerError, Exercise
-from .exercises import UnknownExerciseError, exercises_of, get_exercise
+from .answer_keys import UnknownExerciseError, exercises_of, get_exercise
 from .report_text import REPR_LIMIT, describe_exception, describe_parts, short_repr, truncate
 
 __all__ = [

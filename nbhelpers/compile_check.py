@@ -636,7 +636,7 @@ def main(argv=None) -> int:
         return 0
     if args.cold:
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")
-    from .benchmarks import ResultsFile
+    from .results import ResultsFile
 
     command = "python -m nbhelpers.compile_check " + " ".join(sys.argv[1:] if argv is None else argv)
     meta = _meta(args.jobs, args.cold, command.strip())

@@ -2,8 +2,8 @@
 generator and a comparator) and :class:`Case` (one call of it), with :class:`CheckerError`, the
 error for a bug on the course's side.
 
-Types only: the chapter modules (``nbhelpers.exercises.chNN``) build their ``EXERCISES`` lists
-from these, the registry (:mod:`nbhelpers.exercises`) reads those lists, and
+Types only: the chapter modules (``nbhelpers.answer_keys.chNN``) build their ``EXERCISES`` lists
+from these, the registry (:mod:`nbhelpers.answer_keys`) reads those lists, and
 :mod:`nbhelpers.checks` runs them.
 """
 from __future__ import annotations

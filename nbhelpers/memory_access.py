@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .benchmarks import interleaved_medians
+from .timing import interleaved_medians
 
 __all__ = [
     "WARP_SIZE",

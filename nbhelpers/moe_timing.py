@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .benchmarks import interleaved_medians
+from .timing import interleaved_medians
 from .moe import loop_matmul, padded_matmul, route, torch_grouped_mm
 from .validation import positive_int, positive_number
 

@@ -1,10 +1,12 @@
-"""Recorded results files: where they live, how they are named, how they are read back.
+"""Recorded results files: where they live, how they are named, how they are written and read back.
 
 Scripts in ``benchmarks/`` that need a GPU write their measurements to
 ``benchmarks/results/<name>_<gpu>.json``, each labelled with the GPU, the date, the script and
 the versions. On a machine without a GPU a notebook shows those recorded runs instead of live
-ones. This module finds the folder and reads the files; it imports no torch and no Triton, so
-it works on any machine and before :func:`nbhelpers.device.setup_device`.
+ones. This module holds the schema of each kind of file (:class:`ResultsKind`), shared by the
+scripts that write them (through :class:`ResultsFile` and :func:`sweep`, which keep every row a
+run finished) and the ``recorded_*`` readers the notebooks call. It imports no torch and no
+Triton, so it works on any machine and before :func:`nbhelpers.device.setup_device`.
 
 The folder is, in this order: the ``results_dir`` a caller passes; the environment variable
 ``NBHELPERS_RESULTS_DIR``; ``benchmarks/results`` in the current folder or the nearest parent
@@ -19,10 +21,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable
 
 __all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "ResultsKind", "KINDS", "GEMM_NUMERICS", "COPY_BANDWIDTH",
            "GEMM_TFLOPS", "GROUPED_GEMM", "REGISTER_PRESSURE", "recorded_gpu_runs", "recorded_copy_bandwidth",
-           "recorded_gemm_tflops", "recorded_grouped_gemm", "recorded_compile_check", "recorded_register_pressure"]
+           "recorded_gemm_tflops", "recorded_grouped_gemm", "recorded_compile_check", "recorded_register_pressure",
+           "write_results", "ResultsFile", "sweep"]
 
 ENV_VAR = "NBHELPERS_RESULTS_DIR"
 _RELATIVE = Path("benchmarks") / "results"
@@ -58,7 +62,7 @@ class ResultsKind:
     ``<stem>_<gpu-slug>.json`` written by ``script``, holding ``meta`` (with every ``meta_keys``)
     and a list ``rows_field`` of rows, each with every ``row_keys`` and, unless it has an
     ``error`` saying why it was not measured, every ``timed_keys``. The scripts build their paths
-    with :meth:`path` and write through :class:`nbhelpers.benchmarks.ResultsFile` with the kind,
+    with :meth:`path` and write through :class:`ResultsFile` with the kind,
     which refuses a row this module could not read back; the ``recorded_*`` readers below read
     with :meth:`read`."""
 
@@ -140,6 +144,91 @@ REGISTER_PRESSURE = ResultsKind("register_pressure", "benchmarks/gpu_register_pr
                                  "slowdown"))
 #: every kind of GPU results file, by stem
 KINDS = {k.stem: k for k in (GEMM_NUMERICS, COPY_BANDWIDTH, GEMM_TFLOPS, GROUPED_GEMM, REGISTER_PRESSURE)}
+
+
+def write_results(path: str | os.PathLike, data: dict) -> Path:
+    """Write ``data`` as JSON to ``path`` through a temporary file beside it, renamed over it, so
+    that a reader, or a run killed mid-write, never sees half a file. Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+class ResultsFile:
+    """A benchmark's results file, ``{"meta": meta, ..., "rows": rows}``, rewritten after every row.
+    With ``kind`` (a :class:`ResultsKind`), ``meta`` and every row are checked
+    against the schema the file's reader uses.
+
+    Nothing is written until the first :meth:`add`; from then on each row is on disk as soon as it
+    is added. Each write goes to a temporary file beside the results file and is renamed over it,
+    so a reader (or a run killed mid-write) never sees half a file. ``meta["complete"]`` is False
+    until :meth:`finish`, which may replace the rows (with derived fields added) and add top-level
+    fields (a summary); a file whose run stopped early says so by its ``complete: false``.
+    """
+
+    def __init__(self, path: str | os.PathLike, meta: dict, kind=None):
+        if not isinstance(meta, dict):
+            raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
+        # with the schema its reader uses (a ResultsKind), a file the reader would
+        # refuse is refused here, before it is written
+        self.kind = kind
+        if kind is not None and kind.missing_in_meta(meta):
+            raise ValueError(f"meta of a {kind.stem} results file lacks {', '.join(kind.missing_in_meta(meta))}")
+        self.path = Path(path)
+        self.meta = {**meta, "complete": False}
+        self.rows: list[dict] = []
+        self.extra: dict = {}
+
+    def add(self, row: dict) -> dict:
+        """Append one row and write the file; returns the row."""
+        if not isinstance(row, dict):
+            raise TypeError(f"a row must be a dict, got {type(row).__name__}")
+        if self.kind is not None and self.kind.missing_in_row(row):
+            raise ValueError(f"a row of a {self.kind.stem} results file lacks "
+                             f"{', '.join(self.kind.missing_in_row(row))} "
+                             f"(a row that was not measured says why in 'error'): {sorted(row)}")
+        self.rows.append(row)
+        self._write()
+        return row
+
+    def finish(self, rows: Iterable[dict] | None = None, **extra) -> Path:
+        """Mark the run complete and write the file (also with no rows); ``rows`` replaces the
+        rows added, ``extra`` adds top-level fields (not "meta" or "rows"). Returns the path."""
+        bad = {"meta", "rows"} & set(extra)
+        if bad:
+            raise ValueError(f"finish() takes the rows as rows= and cannot replace meta; got {sorted(bad)}")
+        if rows is not None:
+            rows = list(rows)
+            for row in rows:
+                if self.kind is not None and self.kind.missing_in_row(row):
+                    raise ValueError(f"a row of a {self.kind.stem} results file lacks "
+                                     f"{', '.join(self.kind.missing_in_row(row))}: {sorted(row)}")
+            self.rows = rows
+        self.extra.update(extra)
+        self.meta["complete"] = True
+        self._write()
+        return self.path
+
+    def _write(self) -> None:
+        write_results(self.path, {"meta": self.meta, **self.extra, "rows": self.rows})
+
+
+def sweep(cases: Iterable, measure: Callable[[object], Iterable[dict]], results: ResultsFile) -> list[dict]:
+    """Measure each case in turn, adding each row to ``results`` as soon as ``measure`` yields it.
+
+    ``measure(case)`` returns (or yields) the rows of one case; a case it cannot or should not
+    measure (a shape a backend rejects, a time budget spent) is a row that says why. An exception
+    from ``measure`` ends the sweep and propagates: the rows added before it stay in the file.
+    Returns the rows.
+    """
+    for case in cases:
+        for row in measure(case):
+            results.add(row)
+    return results.rows
+
 
 
 def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:

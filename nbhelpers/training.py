@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from .formats import FORMATS, FloatFormat, finite_values, get_format
-from .memory import MemoryRecipe
+from .training_memory import MemoryRecipe
 from .loss_scaling import DynamicLossScaler, DynamicScale, StaticLossScaler, StaticScale, round_f32
 from .rounding import round_to
 from .validation import enum_member, positive_int

@@ -239,7 +239,7 @@ def calibrated_cell_timeout(factor: float = 6.0, floor: int = 5) -> int:
     import time
 
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import numpy, nbformat, nbhelpers.checks, nbhelpers.exercises.ch01"],
+    subprocess.run([sys.executable, "-c", "import numpy, nbformat, nbhelpers.checks, nbhelpers.answer_keys.ch01"],
                    check=True, capture_output=True, timeout=600)
     return max(floor, math.ceil(factor * (time.monotonic() - t0)))
 

@@ -19,7 +19,7 @@ import types  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import nbhelpers.exercises  # noqa: E402
+import nbhelpers.answer_keys  # noqa: E402
 from nbhelpers import checks  # noqa: E402
 from nbhelpers.checks import (  # noqa: E402
     Case,
@@ -41,9 +41,9 @@ def fresh_scoreboard(monkeypatch):
 
 
 def install_chapter(monkeypatch, chapter: int, exercises) -> types.ModuleType:
-    """A fake chapter module ``nbhelpers.exercises.chNN`` with this EXERCISES list, in
+    """A fake chapter module ``nbhelpers.answer_keys.chNN`` with this EXERCISES list, in
     sys.modules for one test (where get_exercise's import finds it)."""
-    module = types.ModuleType(f"nbhelpers.exercises.ch{chapter:02d}")
+    module = types.ModuleType(f"nbhelpers.answer_keys.ch{chapter:02d}")
     if exercises is not None:
         module.EXERCISES = exercises
     monkeypatch.setitem(sys.modules, module.__name__, module)
@@ -195,7 +195,7 @@ def test_exercises_come_in_the_order_of_the_list(ch99):
 def test_duplicate_id_in_exercises_is_a_checker_error_naming_it(monkeypatch, capsys):
     install_chapter(monkeypatch, 99, [make_scale(), Exercise("ex99.inv", "Reciprocal", 3, inv_ref, inv_cases),
                                       make_scale()])
-    with pytest.raises(checks.CheckerError, match=r"nbhelpers\.exercises\.ch99\.EXERCISES lists 'ex99\.scale' twice"):
+    with pytest.raises(checks.CheckerError, match=r"nbhelpers\.answer_keys\.ch99\.EXERCISES lists 'ex99\.scale' twice"):
         checks.get_exercise("ex99.inv")  # any id of the chapter: the list itself is wrong
     with pytest.raises(checks.CheckerError, match="'ex99.scale' twice"):
         checks.exercises_of(99)
@@ -217,7 +217,7 @@ def test_malformed_exercises_list_is_a_checker_error(monkeypatch, listed, match)
 
 
 def test_the_list_is_read_afresh_on_every_call(ch99, monkeypatch):
-    module = sys.modules["nbhelpers.exercises.ch99"]
+    module = sys.modules["nbhelpers.answer_keys.ch99"]
     new_scale = make_scale()
     monkeypatch.setattr(module, "EXERCISES", [new_scale])  # as an autoreload would leave it
     assert checks.get_exercise("ex99.scale") is new_scale
@@ -227,7 +227,7 @@ def test_the_list_is_read_afresh_on_every_call(ch99, monkeypatch):
 
 @pytest.mark.parametrize("chapter,exercise_id", [(1, "ex01.decode_bits"), (2, "ex02.kahan_sum")])
 def test_reloading_a_real_chapter_module_then_get_exercise_works(chapter, exercise_id):
-    module = importlib.import_module(f"nbhelpers.exercises.ch{chapter:02d}")
+    module = importlib.import_module(f"nbhelpers.answer_keys.ch{chapter:02d}")
     before = checks.get_exercise(exercise_id)
     importlib.reload(module)  # what a notebook's autoreload or a second import does
     importlib.reload(module)
@@ -244,16 +244,16 @@ def test_get_exercise_imports_chapter_module_lazily(tmp_path, monkeypatch):
         "def double(x):\n    return 2 * x\n"
         "EXERCISES = [Exercise('ex97.double', 'Double', 2, double, lambda rng: [Case((1,)), Case((2.5,))])]\n"
     )
-    monkeypatch.setattr(nbhelpers.exercises, "__path__", [*nbhelpers.exercises.__path__, str(tmp_path)])
+    monkeypatch.setattr(nbhelpers.answer_keys, "__path__", [*nbhelpers.answer_keys.__path__, str(tmp_path)])
     importlib.invalidate_caches()
     try:
         ex = checks.get_exercise("ex97.double")
-        assert ex.title == "Double" and "nbhelpers.exercises.ch97" in sys.modules
+        assert ex.title == "Double" and "nbhelpers.answer_keys.ch97" in sys.modules
         assert run_check("ex97.double", lambda x: x + x).passed
         with pytest.raises(KeyError, match="known: ex97.double"):
             checks.get_exercise("ex97.triple")
     finally:
-        sys.modules.pop("nbhelpers.exercises.ch97", None)
+        sys.modules.pop("nbhelpers.answer_keys.ch97", None)
     with pytest.raises(KeyError, match="chapter 96 has no exercises"):
         checks.get_exercise("ex96.anything")
     with pytest.raises(KeyError, match="ids look like"):

@@ -9,7 +9,7 @@ import pytest
 from exercise_table import CHAPTERS
 from helpers import SolutionNotebook
 from nbhelpers.checks import cases_for, run_check
-from nbhelpers.exercises.ch01 import (SR_N, SR_Z, round_stochastic_ref, stochastic_compare,
+from nbhelpers.answer_keys.ch01 import (SR_N, SR_Z, round_stochastic_ref, stochastic_compare,
                                       stochastic_false_failure)
 from nbhelpers.formats import FloatFormat, finite_values
 

@@ -28,7 +28,7 @@ def test_cases_keep_every_float64_step_exact():
 def test_order_matters_cases_are_all_solvable():
     """Every case any seed asks for has n at or above the proven minimum 2**p + 1 and the
     course's own example passes the check's judgement: no student is asked the impossible."""
-    from nbhelpers.exercises.ch02 import _order_matters_compare, fewest_order_matters_terms, order_matters_ref
+    from nbhelpers.answer_keys.ch02 import _order_matters_compare, fewest_order_matters_terms, order_matters_ref
 
     seen = set()
     for seed in (0, 1, 2, 12345, 2**40 + 7):
@@ -43,7 +43,7 @@ def test_order_matters_cases_are_all_solvable():
 
 def test_order_matters_example_for_every_n_across_a_level():
     """The example's shape changes at n = 2**p + 1 + j 2**(p-1): every n through two changes works."""
-    from nbhelpers.exercises.ch02 import _order_matters_reason, order_matters_example
+    from nbhelpers.answer_keys.ch02 import _order_matters_reason, order_matters_example
 
     for n in range(257, 257 + 2 * 128 + 3):
         assert _order_matters_reason(order_matters_example(n, "bf16"), n, "bf16") is None, n
@@ -56,7 +56,7 @@ def test_order_matters_fewest_is_tight():
     at most 2**-p of its rounded result (half a spacing), checked on every pair of positive bf16
     values over 12 binades and every pair of positive e5m2 values; the bound is reached (a tie at
     a power of two), so 2**p lossy additions are needed to lose half of a sum."""
-    from nbhelpers.exercises.ch02 import fewest_order_matters_terms, order_matters_example
+    from nbhelpers.answer_keys.ch02 import fewest_order_matters_terms, order_matters_example
     from nbhelpers.rounding import round_to
 
     assert fewest_order_matters_terms("bf16") == 257 and fewest_order_matters_terms("fp16") == 2049
@@ -79,7 +79,7 @@ def test_order_matters_fewest_is_tight():
 
 
 def test_order_matters_reasons_name_the_broken_property():
-    from nbhelpers.exercises.ch02 import OrderMattersTarget, _order_matters_compare, order_matters_example
+    from nbhelpers.answer_keys.ch02 import OrderMattersTarget, _order_matters_compare, order_matters_example
 
     good = order_matters_example(300, "bf16")
     target = OrderMattersTarget(300, "bf16", good)

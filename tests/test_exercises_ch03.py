@@ -61,7 +61,7 @@ def test_fool_the_tensor_core_examples_have_the_property():
     """The course's example answers every case of several seeds (every case is solvable), and
     the model really is off: it returns 0 where the exact dot product is ``exact``."""
     from nbhelpers.checks import cases_for
-    from nbhelpers.exercises.ch03 import _fool_compare, fool_the_tensor_core_ref
+    from nbhelpers.answer_keys.ch03 import _fool_compare, fool_the_tensor_core_ref
     from nbhelpers.tensor_cores import TENSOR_CORES
 
     for seed in (0, SPEC.hidden_seed, 1, 2, 3):
@@ -80,7 +80,7 @@ def test_an_answer_built_for_the_v100_fools_only_the_v100():
     the A100 (24 bits) and H100 (25 bits) keep exact's leading bit, so the model is off by less
     than half, in every case the check draws for them."""
     from nbhelpers.checks import cases_for
-    from nbhelpers.exercises.ch03 import _fool_compare, fool_the_tensor_core_example, fool_the_tensor_core_ref
+    from nbhelpers.answer_keys.ch03 import _fool_compare, fool_the_tensor_core_example, fool_the_tensor_core_ref
     from nbhelpers.tensor_cores import TENSOR_CORES
 
     for seed in (0, SPEC.hidden_seed):
@@ -97,7 +97,7 @@ def test_an_answer_built_for_the_v100_fools_only_the_v100():
 
 
 def test_fool_the_tensor_core_compare_names_the_broken_condition_and_never_crashes():
-    from nbhelpers.exercises.ch03 import _fool_compare, fool_the_tensor_core_ref
+    from nbhelpers.answer_keys.ch03 import _fool_compare, fool_the_tensor_core_ref
 
     target = fool_the_tensor_core_ref("A100", 2.0**-10)
     a, b = target.example
@@ -140,7 +140,7 @@ def test_fool_the_tensor_core_compare_names_the_broken_condition_and_never_crash
 
 
 def test_fool_the_tensor_core_target_states_the_property():
-    from nbhelpers.exercises.ch03 import fool_the_tensor_core_ref
+    from nbhelpers.answer_keys.ch03 import fool_the_tensor_core_ref
 
     assert repr(fool_the_tensor_core_ref("H100", -(2.0**-11))) == (
         "a, b: 16 fp16 values each, every |a[i]*b[i]| <= 65504, sum(a*b) == -0.00048828125 exactly, "

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from nbhelpers.checks import cases_for, get_exercise
-from nbhelpers.exercises.ch04 import THRESHOLD_RTOL, threshold_compare
+from nbhelpers.answer_keys.ch04 import THRESHOLD_RTOL, threshold_compare
 from nbhelpers.rounding import round_to
 
 

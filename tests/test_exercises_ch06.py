@@ -13,7 +13,7 @@ import torch
 from exercise_table import CHAPTERS
 from helpers import SolutionNotebook
 from nbhelpers.checks import cases_for, get_exercise
-from nbhelpers.exercises.ch06 import MARGIN_DB, by_scale_count, epilogue_ref, int8_sqnr_db
+from nbhelpers.answer_keys.ch06 import MARGIN_DB, by_scale_count, epilogue_ref, int8_sqnr_db
 from nbhelpers.rounding import round_to
 from nbhelpers.scaled_gemm import int8_matmul, scaled_mm
 

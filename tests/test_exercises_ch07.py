@@ -16,7 +16,7 @@ from exercise_table import CHAPTERS
 from helpers import ROOT, SolutionNotebook
 from nbhelpers.checks import cases_for, get_exercise
 from nbhelpers.formats import get_format
-from nbhelpers.exercises.ch07 import MX_ELEMENTS
+from nbhelpers.answer_keys.ch07 import MX_ELEMENTS
 
 SPEC = next(spec for spec in CHAPTERS if spec.chapter == 7)
 SEEDS = (0, SPEC.hidden_seed, 12345)

@@ -1,7 +1,7 @@
 """Chapter 08 exercises: the references and cases behave as the statements say."""
 import numpy as np
 
-from nbhelpers.exercises import ch08
+from nbhelpers.answer_keys import ch08
 
 
 def test_sector_counts_of_the_statement():

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from nbhelpers.exercises import ch09
+from nbhelpers.answer_keys import ch09
 from nbhelpers.rounding import round_to
 from nbhelpers.scaled_gemm import scaled_mm
 

@@ -7,7 +7,7 @@ import torch
 
 from nbhelpers import moe
 from nbhelpers.checks import cases_for
-from nbhelpers.exercises import ch10
+from nbhelpers.answer_keys import ch10
 
 SEEDS = (0, 1, 1010)
 

@@ -243,7 +243,7 @@ def test_a_run_that_fails_on_the_third_case_keeps_the_first_two(tmp_path, monkey
     after every case, holds the first two rows, says it is incomplete, and still reads back."""
     import torch
 
-    from nbhelpers.benchmarks import ResultsFile
+    from nbhelpers.results import ResultsFile
 
     monkeypatch.setitem(bench.SIZES, "tiny", (40, 24))
     cases = [("tiny", 16, T) for T in (5, 6, 7, 8)]
@@ -270,7 +270,7 @@ def test_a_run_that_fails_on_the_third_case_keeps_the_first_two(tmp_path, monkey
 def test_cases_past_the_time_limit_are_rows_that_say_so(tmp_path, monkeypatch):
     import torch
 
-    from nbhelpers.benchmarks import ResultsFile
+    from nbhelpers.results import ResultsFile
 
     monkeypatch.setitem(bench.SIZES, "tiny", (40, 24))
     now = [0.0]

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from helpers import load_benchmark  # noqa: E402
 
-from nbhelpers.benchmarks import ResultsFile  # noqa: E402
+from nbhelpers.results import ResultsFile  # noqa: E402
 from nbhelpers.results import REGISTER_PRESSURE, recorded_register_pressure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -60,7 +60,7 @@ def with_cell(source: str, functions: str = "solution"):
 
 IMPORT_REFERENCES = '''
 import importlib
-_m = importlib.import_module("nbhelpers." + "exer" + "cises" + ".ch01")
+_m = importlib.import_module("nbhelpers." + "answer" + "_keys" + ".ch01")
 for _n in ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing"):
     globals()[_n] = getattr(_m, _n + "_re" + "f")
 '''
@@ -274,7 +274,7 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     add("ex01_table_plus_wrong_rule.ipynb", nb, "graded", 0)
     if sandbox:
         add("ex01_import_references.ipynb", with_cell(IMPORT_REFERENCES, "none"), "cell error", 0,
-            "No module named 'nbhelpers.exercises.ch01'")
+            "No module named 'nbhelpers.answer_keys.ch01'")
         add("ex01_a_plants_import_path.ipynb", with_cell(PLANT_IMPORT_PATH.replace("MARKER", repr(str(marker)))),
             "graded", FULL)
         add("ex01_detached_process.ipynb", with_cell(DETACHED), "graded", FULL)

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-import nbhelpers.exercises
+import nbhelpers.answer_keys
 from nbhelpers import checks
 from nbhelpers.checks import Raised, cases_for, same_value
 from nbhelpers.grading.in_kernel import decode, encode, import_class
@@ -20,12 +20,12 @@ from nbhelpers.grading.options import SeedKind, Status
 
 
 @pytest.mark.parametrize("module", sorted(
-    m.name for m in pkgutil.iter_modules(nbhelpers.exercises.__path__) if re.fullmatch(r"ch\d\d", m.name)))
+    m.name for m in pkgutil.iter_modules(nbhelpers.answer_keys.__path__) if re.fullmatch(r"ch\d\d", m.name)))
 def test_every_chapters_inputs_can_be_sent_to_a_kernel(module):
     """A new chapter needs no change to the grader, as long as its case inputs are data
     (numbers, strings, tuples, arrays, generators, nbhelpers enums and dataclasses)."""
     chapter = int(module[2:])
-    importlib.import_module(f"nbhelpers.exercises.{module}")
+    importlib.import_module(f"nbhelpers.answer_keys.{module}")
     plan = plan_chapter(chapter, seed=12345)
     assert plan is not None and plan.exercises
     for p in plan.exercises:

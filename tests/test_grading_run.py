@@ -372,20 +372,20 @@ def test_secret_seed_cannot_be_found(bad_run):
 
 @pytest.mark.sandbox
 def test_the_sandbox_shows_the_registry_but_no_chapter_module(tmp_path):
-    """In the sandbox, nbhelpers.checks imports (with the registry, nbhelpers.exercises, that it
+    """In the sandbox, nbhelpers.checks imports (with the registry, nbhelpers.answer_keys, that it
     imports) and finds no exercise; the chapter modules, the reference answers, do not import."""
     code = ("import importlib, nbhelpers.checks as c\n"
             "print(c.check('ex01.decode_bits', abs).status)\n"
-            "try:\n    importlib.import_module('nbhelpers.exercises.ch01')\n"
+            "try:\n    importlib.import_module('nbhelpers.answer_keys.ch01')\n"
             "except ModuleNotFoundError as e:\n    print(e)\n")
     cmd = kernel_command([sys.executable, "-c", code], tmp_path, Limits(), sandbox=True)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "ERROR ex01.decode_bits  0/0 points  (unknown exercise 'ex01.decode_bits': chapter 1 has no "
-        "exercises (no module nbhelpers.exercises.ch01))",
+        "exercises (no module nbhelpers.answer_keys.ch01))",
         "ERROR",
-        "No module named 'nbhelpers.exercises.ch01'",
+        "No module named 'nbhelpers.answer_keys.ch01'",
     ]
 
 

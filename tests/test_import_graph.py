@@ -11,9 +11,9 @@ imports inside functions, relative imports resolved against the module's package
 graph of nbhelpers-internal imports is built; a cycle fails the test with the cycle printed.
 Dynamic imports
 (``importlib.import_module(name)``) are not seen; the one of the course tooling is the exercise
-registry's (``nbhelpers.exercises`` loading its own chapter modules, ``nbhelpers.exercises.chNN``,
+registry's (``nbhelpers.answer_keys`` loading its own chapter modules, ``nbhelpers.answer_keys.chNN``,
 by name), an arrow from a package down to its own submodules. Whoever needs the registry imports
-``nbhelpers.exercises``, statically.
+``nbhelpers.answer_keys``, statically.
 
 The same reading finds every use of another module's private name (``from .x import _name``,
 ``x._name``): a module's underscore names are its own.

@@ -389,7 +389,7 @@ def test_committed_grouped_gemm_files_parse():
 
 
 def test_a_kind_names_its_files_and_reads_what_its_writer_wrote(tmp_path):
-    from nbhelpers.benchmarks import ResultsFile
+    from nbhelpers.results import ResultsFile
 
     kind = results.REGISTER_PRESSURE
     path = kind.path("NVIDIA H200", tmp_path)
@@ -404,7 +404,7 @@ def test_a_kind_names_its_files_and_reads_what_its_writer_wrote(tmp_path):
 
 
 def test_the_writer_refuses_what_the_reader_would_refuse(tmp_path):
-    from nbhelpers.benchmarks import ResultsFile
+    from nbhelpers.results import ResultsFile
 
     kind = results.GEMM_TFLOPS
     with pytest.raises(ValueError, match="meta of a gemm_tflops results file lacks .*triton"):

@@ -31,7 +31,7 @@ file (rewritten atomically), so an interrupted run keeps everything it finished 
 skips submissions already graded (same file, same content) unless ``--regrade``.
 
 A new chapter needs nothing here: the chapter is read from the notebook (``check("exNN.…")``
-calls, or an ``exNN`` file name) and its exercises come from ``nbhelpers.exercises.chNN``.
+calls, or an ``exNN`` file name) and its exercises come from ``nbhelpers.answer_keys.chNN``.
 
 The modules, one role each (an arrow: what a module imports from the package):
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..checks import CheckResult, CheckStatus, Raised, cases_for, expected_outputs, score
 from ..exercise_types import Exercise
-from ..exercises import exercises_of
+from ..answer_keys import exercises_of
 from ..report_text import describe_exception, truncate
 from .in_kernel import LIMITS, decode, encode
 from .jobs import Event, Job, Running, raw_lines

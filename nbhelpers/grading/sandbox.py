@@ -10,7 +10,7 @@ The sandbox (on by default, Linux only) gives the kernel
   namespaces;
 - a read-only view of the system (``/usr`` and the libraries), of a few files of ``/etc``, of the
   Python installation and virtual environment, and of the course's package *without* its
-  exercise modules (``nbhelpers/exercises`` holds only its ``__init__.py`` there, the registry,
+  exercise modules (``nbhelpers/answer_keys`` holds only its ``__init__.py`` there, the registry,
   which then finds no chapter: the reference answers cannot be imported, and
   ``nbhelpers.checks``, which imports the registry, still can);
 - one private writable place, ``/tmp`` (a tmpfs of ``disk_mb``; also HOME and the working
@@ -139,8 +139,8 @@ def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
         args += ["--size", str(limits.disk_mb * 2**20)]
     args += ["--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
     args += _python_mounts(argv0)
-    registry = pkg / "exercises" / "__init__.py"  # no references in it; nbhelpers.checks imports it
-    args += ["--ro-bind", str(pkg), str(pkg), "--tmpfs", str(pkg / "exercises"),
+    registry = pkg / "answer_keys" / "__init__.py"  # no references in it; nbhelpers.checks imports it
+    args += ["--ro-bind", str(pkg), str(pkg), "--tmpfs", str(pkg / "answer_keys"),
              "--ro-bind", str(registry), str(registry),
              "--bind", str(channel), str(channel), "--chdir", "/tmp/work"]
     env = {

@@ -1,4 +1,4 @@
-"""Chapter 03 exercises: the fp32-accumulated GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
+"""Chapter 03 exercises: the fp32-accumulated GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 The references are the course's tested helpers in :mod:`nbhelpers.accumulation`; edge cases come
 first, then random cases from the seed. Inputs are bf16 values held in float64 arrays, so every

@@ -1,13 +1,14 @@
-"""Exercise definitions, one module per chapter, and the registry that finds them.
+"""The answer keys of the exercises, one module per chapter, and the registry that finds them.
 
-``chNN.py`` holds the exercises of chapter NN (``ch01.py`` for the ``ex01.*`` exercises of
+The student's notebooks are in the repository's ``exercises/`` folder; what a check compares them
+with is here. ``chNN.py`` holds the exercises of chapter NN (``ch01.py`` for the ``ex01.*`` exercises of
 ``solutions/ex01_*.ipynb``): its references (functions built on the tested engines of
 nbhelpers), its case generators, and an ``EXERCISES`` list of
 :class:`~nbhelpers.exercise_types.Exercise` objects in the order the notebook presents them.
 A new chapter adds a module; nothing here changes.
 
 Nothing imports the chapter modules up front: :func:`get_exercise` imports
-``nbhelpers.exercises.chNN`` when an ``exNN.*`` id is asked for and reads its ``EXERCISES``
+``nbhelpers.answer_keys.chNN`` when an ``exNN.*`` id is asked for and reads its ``EXERCISES``
 list, afresh on every call (so a re-imported or autoreloaded chapter module never raises).
 The chapter modules import the types of :mod:`nbhelpers.exercise_types`, never this registry.
 In the grader's sandbox only this file is visible here: the chapter modules (the reference
@@ -31,7 +32,7 @@ class UnknownExerciseError(KeyError):
 
 
 def chapter_module(chapter: int) -> str:
-    """The name of a chapter's module: "nbhelpers.exercises.ch01" for chapter 1."""
+    """The name of a chapter's module: "nbhelpers.answer_keys.ch01" for chapter 1."""
     return f"{__name__}.ch{chapter:02d}"
 
 

@@ -1,4 +1,4 @@
-"""Chapter 09 exercises: GEMM kernels in Triton. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
+"""Chapter 09 exercises: GEMM kernels in Triton. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 Both are Triton kernels the student completes, run through the launcher the notebook gives
 (Triton's interpreter on a CPU); the launchers read their operands from buffers padded with NaN,
@@ -13,7 +13,7 @@ another row's values (or memory outside the tensor).
   a failing answer within the TF32 bound gets a message that says so).
 - ``scaled_epilogue``: the epilogue of the scaled fp8 GEMM as a kernel: fp32 accumulator tile,
   per-row (or per-tensor) scales of A, per-column (or per-tensor) scales of B. Reference:
-  :func:`nbhelpers.exercises.ch06.epilogue_ref`, the fp32 epilogue of
+  :func:`nbhelpers.answer_keys.ch06.epilogue_ref`, the fp32 epilogue of
   :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit against it in
   tests/test_exercises_ch06.py); compared bit for bit.
 - ``resident_warps``: predict the occupancy of a kernel on an H100/H200 from its ptxas line

@@ -1,4 +1,4 @@
-"""Chapter 05 exercises: loss scaling. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
+"""Chapter 05 exercises: loss scaling. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 The dynamic scaler's reference is :class:`nbhelpers.loss_scaling.DynamicLossScaler`, which
 tests/test_loss_scaling.py holds bit for bit against ``torch.amp.GradScaler("cpu")``; the

@@ -1,5 +1,5 @@
 """Chapter 08 exercises: the GPU programming model and memory coalescing. Listed in ``EXERCISES``
-for :mod:`nbhelpers.exercises`.
+for :mod:`nbhelpers.answer_keys`.
 
 - ``sector_count``: the 32-byte sectors one warp's 32 loads touch; its reference is
   :func:`nbhelpers.memory_access.sectors_touched` (the pattern form), compared exactly.

@@ -1,4 +1,4 @@
-"""Chapter 04 exercises: master weights. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
+"""Chapter 04 exercises: master weights. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 Arrays are numpy float32; bf16 values travel as float32 arrays that hold bf16 values (every bf16
 value is a float32 value). The master-weight step's reference is the training loop's own update

@@ -1,5 +1,5 @@
 """Chapter 10 exercises: grouped GEMM for mixture-of-experts. Listed in ``EXERCISES`` for
-:mod:`nbhelpers.exercises`.
+:mod:`nbhelpers.answer_keys`.
 
 - ``offsets_and_schedule``: from the router's choices to the per-expert offsets and the tile
   schedule of a grouped kernel. Reference: :func:`nbhelpers.moe.expert_offsets` and

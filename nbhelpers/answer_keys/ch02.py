@@ -1,4 +1,4 @@
-"""Chapter 02 exercises: accumulation error. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
+"""Chapter 02 exercises: accumulation error. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 Every exercise adds numbers in a chosen accumulator format, every operation rounded once with
 :func:`nbhelpers.rounding.round_to` (the student may use it). The references are the course's

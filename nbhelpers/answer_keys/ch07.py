@@ -1,5 +1,5 @@
 """Chapter 07 exercises: fp8 accumulation and block formats. Listed in ``EXERCISES`` for
-:mod:`nbhelpers.exercises`.
+:mod:`nbhelpers.answer_keys`.
 
 - ``mx_shared_exponent``: the OCP MX v1.0 scale exponent of one block; its reference is
   :func:`nbhelpers.scaling.e8m0_exponents` of the block's amax (tested in tests/test_scaling.py),

@@ -1,7 +1,7 @@
-"""nbhelpers.memory: bytes per parameter of the training recipes, by hand."""
+"""nbhelpers.training_memory: bytes per parameter of the training recipes, by hand."""
 import pytest
 
-from nbhelpers.memory import MEMORY_RECIPES, MemoryRecipe, bytes_per_parameter
+from nbhelpers.training_memory import MEMORY_RECIPES, MemoryRecipe, bytes_per_parameter
 
 
 def test_memory_recipes():

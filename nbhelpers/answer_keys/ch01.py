@@ -1,4 +1,4 @@
-"""Chapter 01 exercises: float bit layouts. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
+"""Chapter 01 exercises: float bit layouts. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 Every exercise works on custom IEEE-style formats given by (exp_bits, man_bits): inf and NaN at
 the all-ones exponent, subnormals at the all-zeros exponent, like fp16 and bf16. The references

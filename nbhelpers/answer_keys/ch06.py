@@ -1,4 +1,4 @@
-"""Chapter 06 exercises: scaled int8 / fp8 GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.exercises`.
+"""Chapter 06 exercises: scaled int8 / fp8 GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 - ``quantize_blocks``: its reference is :func:`nbhelpers.scaling.quantize` with the matching
   :class:`~nbhelpers.recipes.Recipe` (fp32 scales, current amax); compared bit for bit (q and

@@ -1,11 +1,12 @@
-"""nbhelpers.benchmarks: the interleaved CPU timer, the results file that is rewritten after every
+"""nbhelpers.timing: the interleaved CPU timer; nbhelpers.results: the results file that is rewritten after every
 row, and the sweep that fills it, so that a benchmark which fails halfway keeps what it measured."""
 import json
 
 import pytest
 
-from nbhelpers import benchmarks
-from nbhelpers.benchmarks import ResultsFile, interleaved_medians, sweep
+from nbhelpers import timing
+from nbhelpers.results import ResultsFile, sweep
+from nbhelpers.timing import interleaved_medians
 
 
 def read(path):
@@ -17,7 +18,7 @@ def test_interleaved_medians_times_in_rounds_and_drops_the_warm_up(monkeypatch):
     kept, each timing over `calls` calls divided by `calls`, the median per function."""
     order = []
     clock = iter(range(1000))  # perf_counter: 0, 1, 2, ...: each timing spans one tick
-    monkeypatch.setattr(benchmarks.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
     med = interleaved_medians({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, rounds=3,
                               warmup_rounds=1, calls=2)
     assert order == ["a", "a", "b", "b"] * 4
@@ -26,7 +27,7 @@ def test_interleaved_medians_times_in_rounds_and_drops_the_warm_up(monkeypatch):
 
 def test_interleaved_medians_takes_the_median_not_the_best(monkeypatch):
     spans = iter([0, 5, 5, 6, 6, 9])  # three timings: 5, 1, 3 ticks
-    monkeypatch.setattr(benchmarks.time, "perf_counter", lambda: next(spans))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(spans))
     assert interleaved_medians({"f": lambda: None}, rounds=3, warmup_rounds=0) == {"f": 3}
 
 
