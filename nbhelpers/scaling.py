@@ -88,8 +88,10 @@ def _expand(scales: np.ndarray, shape: tuple[int, int], recipe: Recipe) -> np.nd
 def block_amax(x, recipe: Recipe | str, name: str = "x") -> np.ndarray:
     """max |x| of each block, shape (ceil(M/br), ceil(K/bc)); a ValueError naming ``name`` and the
     first block (row, col) whose amax is not finite."""
-    recipe = get_recipe(recipe)
-    x = _as_matrix(x, name)
+    return _block_amax(_as_matrix(x, name), get_recipe(recipe), name)
+
+
+def _block_amax(x: np.ndarray, recipe: Recipe, name: str) -> np.ndarray:
     amax = np.abs(_blocked(x, recipe)).max(axis=(1, 3)) if x.size else np.zeros(_grid(x.shape, recipe))
     bad = np.argwhere(~np.isfinite(amax))
     if bad.size:
@@ -165,7 +167,7 @@ def quantize(x, recipe: Recipe | str, name: str = "x") -> tuple[np.ndarray, np.n
     if recipe.amax == "delayed":
         raise ValueError(f"recipe {recipe} scales from an amax history: use DelayedScaler(recipe).quantize(x)")
     x = _as_matrix(x, name)
-    return _quantize_with(x, _scales_from_amax(block_amax(x, recipe, name), recipe), recipe)
+    return _quantize_with(x, _scales_from_amax(_block_amax(x, recipe, name), recipe), recipe)
 
 
 def dequantize(q, scales, recipe: Recipe | str) -> np.ndarray:
@@ -208,7 +210,7 @@ class DelayedScaler:
     def quantize(self, x, name: str = "x") -> tuple[np.ndarray, np.ndarray]:
         """One step: quantize ``x`` with the history's scale, then record its amax. (q, scales (1, 1))."""
         x = _as_matrix(x, name)
-        amax = block_amax(x, self.recipe, name)
+        amax = _block_amax(x, self.recipe, name)
         s = self.next_scale()
         scales = _scales_from_amax(amax, self.recipe) if s is None else np.full((1, 1), s)
         self.history.append(float(amax[0, 0]))
