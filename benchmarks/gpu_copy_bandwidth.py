@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.results import ResultsFile  # noqa: E402 (imports no torch)
-from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version  # noqa: E402 (imports no torch)
+from nbhelpers.device import start_gpu_script, nvidia_driver_version  # noqa: E402 (imports no torch)
 
 COPY_BLOCKS = (1024, 2048, 4096, 8192)
 TRANSPOSE_BLOCKS = ((32, 32), (64, 64))
@@ -64,9 +64,7 @@ def main(argv=None) -> int:
     if args.n < 1 or args.n_strided < 1 or min(args.transpose) < 1 or min(args.strides) < 1:
         ap.error("sizes and strides must be positive")
 
-    why = gpu_unavailable_reason()
-    if why is not None:
-        print(f"gpu_copy_bandwidth.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
+    if not start_gpu_script("gpu_copy_bandwidth.py"):
         return 2
 
     import numpy as np
@@ -74,9 +72,6 @@ def main(argv=None) -> int:
     import triton
     from triton.testing import do_bench
 
-    from nbhelpers.device import setup_device
-
-    setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
     from nbhelpers.kernels.copy import copy_kernel, strided_read_kernel, transpose_kernel
     from nbhelpers.memory_access import sectors_touched
     from nbhelpers.results import COPY_BANDWIDTH

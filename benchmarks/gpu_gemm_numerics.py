@@ -25,8 +25,6 @@ the CPU).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,19 +41,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="results file (default: benchmarks/results/gemm_numerics_<gpu>.json)")
     args = ap.parse_args(argv)
 
-    import torch
+    from nbhelpers.device import start_gpu_script
 
-    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
-        why = ("TRITON_INTERPRET=1 is set" if torch.cuda.is_available()
-               else "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)")
-        print(f"gpu_gemm_numerics.py measures real GPU arithmetic and needs an NVIDIA GPU: {why}.\n"
-              "Run it on a machine with a GPU; on a CPU the notebook shows the emulations instead.",
-              file=sys.stderr)
+    if not start_gpu_script("gpu_gemm_numerics.py", "It measures real GPU arithmetic; on a CPU the notebook "
+                            "shows the emulations instead."):
         return 2
 
-    from nbhelpers.results import write_results
+    import torch
+
     from nbhelpers.gpu_measurements import gpu_run
-    from nbhelpers.results import GEMM_NUMERICS
+    from nbhelpers.results import GEMM_NUMERICS, write_results
 
     Ks = [k for k in (2**e for e in range(4, 25)) if args.kmin <= k <= args.kmax]
     if not Ks:

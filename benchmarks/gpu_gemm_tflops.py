@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
-from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
+from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
 SCRIPT = "benchmarks/gpu_gemm_tflops.py"
 SWEEP = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024",
          "8192x1024x8192", "16384x4096x1024", "4096x14336x4096", "1000x1000x1000"]  # M x N x K
@@ -86,18 +86,13 @@ def main(argv=None) -> int:
     if not args.time_limit > 0:
         ap.error(f"--time-limit must be positive, got {args.time_limit}")
 
-    why = gpu_unavailable_reason()
-    if why is not None:
-        print(f"gpu_gemm_tflops.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
+    if not start_gpu_script("gpu_gemm_tflops.py"):
         return 2
 
     import torch
     import triton
     from triton.testing import do_bench
 
-    from nbhelpers.device import setup_device
-
-    setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
     from nbhelpers.results import GEMM_TFLOPS
 
     shapes = [(4096, 4096, 4096)] if args.quick else args.shapes

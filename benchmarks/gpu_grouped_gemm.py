@@ -56,7 +56,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
-from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
+from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_grouped_gemm.py"
 #: name -> (K, N): DeepSeek-V3's hidden size and expert width, and a smaller layer
@@ -221,17 +221,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
 
-    why = gpu_unavailable_reason()
-    if why is not None:
-        print(f"gpu_grouped_gemm.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
+    if not start_gpu_script("gpu_grouped_gemm.py"):
         return 2
 
     import torch
     import triton
 
-    from nbhelpers.device import setup_device
-
-    setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
     from nbhelpers.results import GROUPED_GEMM
 
     t_start = time.monotonic()

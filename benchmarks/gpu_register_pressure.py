@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
-from nbhelpers.device import gpu_run_meta, gpu_unavailable_reason  # noqa: E402 (imports no torch)
+from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_register_pressure.py"
 EXTRAS = tuple(range(0, 67, 2))
@@ -62,17 +62,12 @@ def main(argv=None) -> int:
     if 0 not in args.extras:
         ap.error("--extras must include 0: the slowdowns are measured against k = 0")
 
-    why = gpu_unavailable_reason()
-    if why is not None:
-        print(f"gpu_register_pressure.py needs an NVIDIA GPU: {why}.", file=sys.stderr)
+    if not start_gpu_script("gpu_register_pressure.py"):
         return 2
 
     import torch
     from triton.testing import do_bench
 
-    from nbhelpers.device import setup_device
-
-    setup_device(force="cuda", verbose=False)  # before the kernels are imported: compiled mode
     from nbhelpers.results import REGISTER_PRESSURE
 
     meta = {**gpu_run_meta(SCRIPT, argv), "rows": args.rows, "cols": args.cols,

@@ -16,8 +16,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-__all__ = ["DeviceInfo", "setup_device", "NoGPUError", "gpu_unavailable_reason", "nvidia_driver_version",
-           "gpu_run_meta", "cpu_model", "cpu_has"]
+__all__ = ["DeviceInfo", "setup_device", "NoGPUError", "gpu_unavailable_reason", "start_gpu_script",
+           "nvidia_driver_version", "gpu_run_meta", "cpu_model", "cpu_has"]
 
 class NoGPUError(RuntimeError):
     """A GPU was required (NBHELPERS_DEVICE=cuda or NBHELPERS_REQUIRE_GPU=1) but none is visible."""
@@ -126,6 +126,19 @@ def gpu_unavailable_reason() -> str | None:
         return "TRITON_INTERPRET=1 is set (the kernels would run in the interpreter)"
     return None
 
+
+
+def start_gpu_script(script: str, hint: str = "") -> bool:
+    """The start of every GPU script in benchmarks/: True once :func:`setup_device` has switched
+    to compiled mode (so the kernels the script imports next are compiled, never interpreted);
+    False after printing to stderr why ``script`` cannot run on this machine
+    (:func:`gpu_unavailable_reason`) and ``hint``, when given. The script then exits with code 2."""
+    why = gpu_unavailable_reason()
+    if why is not None:
+        print(f"{script} needs an NVIDIA GPU: {why}." + (f"\n{hint}" if hint else ""), file=sys.stderr)
+        return False
+    setup_device(force="cuda", verbose=False)
+    return True
 
 def nvidia_driver_version() -> str | None:
     """The NVIDIA driver version from nvidia-smi, else the CUDA driver API version torch reports

@@ -92,6 +92,20 @@ def test_gpu_unavailable_reason_and_driver_on_this_machine(monkeypatch):
         assert nvidia_driver_version() is None
 
 
+
+def test_start_gpu_script_says_why_or_switches_to_compiled_mode(monkeypatch, capsys):
+    from nbhelpers import device
+
+    calls = []
+    monkeypatch.setattr(device, "setup_device", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(device, "gpu_unavailable_reason", lambda: "PyTorch is not installed")
+    assert device.start_gpu_script("gpu_x.py", "Try a GPU machine.") is False
+    assert capsys.readouterr().err == "gpu_x.py needs an NVIDIA GPU: PyTorch is not installed.\nTry a GPU machine.\n"
+    assert calls == []  # nothing switched on a machine that cannot run it
+    monkeypatch.setattr(device, "gpu_unavailable_reason", lambda: None)
+    assert device.start_gpu_script("gpu_x.py") is True
+    assert calls == [{"force": "cuda", "verbose": False}] and capsys.readouterr().err == ""
+
 def test_gpu_run_meta_records_the_run(monkeypatch):
     import torch
 
