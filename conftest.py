@@ -32,6 +32,7 @@ def pytest_collectstart(collector):
 # becomes a failure, so a CI machine that lost bubblewrap cannot pass by skipping.
 # tests/test_site.py treats Chromium the same way.
 
+
 def system_package_missing(why: str) -> None:
     """Skip the running test because a system package is missing, or fail it under
     NBHELPERS_REQUIRE_SYSTEM_PACKAGES=1."""

@@ -13,6 +13,7 @@ the emulation under 2 s on one core for M=N=256, K=4096.
 The emulation is single-threaded numpy. BLAS threads are limited to one with threadpoolctl when
 it is installed; otherwise np.matmul may use every core (the output says which).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,6 @@ import numpy as np
 from nbhelpers.accumulation import emulated_matmul
 from nbhelpers.timing import interleaved_medians
 from nbhelpers.rounding import round_to
-
 
 
 def one_blas_thread():
@@ -58,8 +58,11 @@ def main(argv=None) -> int:
         C_ref = A @ B
         rel = np.abs(C - C_ref).max() / np.abs(C_ref).max()
         # interleaved: emulation, numpy, emulation, numpy, ... (the warm-up ran just above)
-        t_emu, t_np = interleaved_medians({"emulated": lambda: emulated_matmul(A, B, "bf16", "bf16"),
-                                           "numpy": lambda: A @ B}, args.repeats, warmup_rounds=0).values()
+        t_emu, t_np = interleaved_medians(
+            {"emulated": lambda: emulated_matmul(A, B, "bf16", "bf16"), "numpy": lambda: A @ B},
+            args.repeats,
+            warmup_rounds=0,
+        ).values()
     ratio = t_emu / t_np
     print(f"emulated GEMM, bf16 inputs, bf16 accumulator (sequential, nearest-even), M={M} N={N} K={K}")
     print(f"numpy {np.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; {threading}")
@@ -71,13 +74,27 @@ def main(argv=None) -> int:
     if goal:
         print(f"goal (under 2 s at 256 x 256 x 4096): {'met' if t_emu < 2.0 else 'NOT met'}")
     if args.json:
-        meta = {"script": "benchmarks/bench_gemm_emulation.py", "M": M, "N": N, "K": K,
-                "repeats": args.repeats, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "machine": platform.machine(), "cpus": os.cpu_count(), "numpy": np.__version__,
-                "blas_threads": threading}
+        meta = {
+            "script": "benchmarks/bench_gemm_emulation.py",
+            "M": M,
+            "N": N,
+            "K": K,
+            "repeats": args.repeats,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "numpy": np.__version__,
+            "blas_threads": threading,
+        }
         with open(args.json, "w") as fh:
-            json.dump({"meta": meta, "results": {"emulated_s": t_emu, "np_matmul_s": t_np,
-                                                 "ratio": ratio, "max_rel_error": rel}}, fh, indent=2)
+            json.dump(
+                {
+                    "meta": meta,
+                    "results": {"emulated_s": t_emu, "np_matmul_s": t_np, "ratio": ratio, "max_rel_error": rel},
+                },
+                fh,
+                indent=2,
+            )
     return 0
 
 

@@ -9,6 +9,7 @@ target is missed (or a submission got a status other than "graded").
 
 Run: ``python benchmarks/bench_grading.py [--jobs 2] [--no-sandbox] [--n 30]`` (or ``make bench``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,9 +63,21 @@ def main() -> int:
         (tmp / "class").mkdir()
         make_class(tmp / "class", args.n)
         (tmp / "seed").write_text("8142093377\n")
-        cmd = [sys.executable, "-m", "nbhelpers.grade", str(tmp / "class"), "--csv", str(tmp / "g.csv"),
-               "--json", str(tmp / "g.json"), "--seed-file", str(tmp / "seed"), "--jobs", str(args.jobs),
-               "--no-progress"] + (["--no-sandbox"] if args.no_sandbox else [])
+        cmd = [
+            sys.executable,
+            "-m",
+            "nbhelpers.grade",
+            str(tmp / "class"),
+            "--csv",
+            str(tmp / "g.csv"),
+            "--json",
+            str(tmp / "g.json"),
+            "--seed-file",
+            str(tmp / "seed"),
+            "--jobs",
+            str(args.jobs),
+            "--no-progress",
+        ] + (["--no-sandbox"] if args.no_sandbox else [])
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         t0 = time.monotonic()
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -76,12 +89,18 @@ def main() -> int:
     per = sorted(r["seconds"] for r in records)
     statuses = {r["status"] for r in records}
     per_sub = wall / len(records)
-    print(f"grading {len(records)} submissions, --jobs {args.jobs}, "
-          f"{'no sandbox' if args.no_sandbox else 'sandbox'}, {os.cpu_count()} CPUs: {wall:.1f} s wall")
-    print(f"  {per_sub:.2f} s per submission; target {TARGET_S} s: ratio {per_sub / TARGET_S:.2f} "
-          f"({'met' if per_sub <= TARGET_S else 'MISSED'})")
-    print(f"  each submission took {per[0]:.1f} to {per[-1]:.1f} s (median {per[len(per) // 2]:.1f} s); "
-          f"statuses: {', '.join(sorted(statuses))}")
+    print(
+        f"grading {len(records)} submissions, --jobs {args.jobs}, "
+        f"{'no sandbox' if args.no_sandbox else 'sandbox'}, {os.cpu_count()} CPUs: {wall:.1f} s wall"
+    )
+    print(
+        f"  {per_sub:.2f} s per submission; target {TARGET_S} s: ratio {per_sub / TARGET_S:.2f} "
+        f"({'met' if per_sub <= TARGET_S else 'MISSED'})"
+    )
+    print(
+        f"  each submission took {per[0]:.1f} to {per[-1]:.1f} s (median {per[len(per) // 2]:.1f} s); "
+        f"statuses: {', '.join(sorted(statuses))}"
+    )
     return 0 if per_sub <= TARGET_S and statuses == {"graded"} else 1
 
 

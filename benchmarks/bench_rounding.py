@@ -18,6 +18,7 @@ The script counts the values that differ and, where some do, checks whether the 
 are round_to of the float32 cast (a double rounding) and prints which (round_to rounds once;
 tests/test_rounding.py holds it against a reference, and ml_dtypes' casts version by version).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,13 +67,16 @@ def main(argv=None) -> int:
         "float32": (rng.standard_normal(args.n) * spread).astype(np.float32),
         "float64": rng.standard_normal(args.n) * spread,
     }
-    print(f"round_to vs the library cast there and back, {args.n:,} values, "
-          f"median of {args.runs} interleaved runs")
+    print(f"round_to vs the library cast there and back, {args.n:,} values, median of {args.runs} interleaved runs")
     load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
-    print(f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, "
-          f"{cpu_model()}, {os.cpu_count()} CPUs, load average {load}")
-    print(f"{'input':8s} {'result':8s} {'format':7s} {'peer':>8s} {'round_to ms':>12s} {'peer ms':>9s} "
-          f"{'round_to Mval/s':>16s} {'ratio':>7s}  differing values")
+    print(
+        f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, "
+        f"{cpu_model()}, {os.cpu_count()} CPUs, load average {load}"
+    )
+    print(
+        f"{'input':8s} {'result':8s} {'format':7s} {'peer':>8s} {'round_to ms':>12s} {'peer ms':>9s} "
+        f"{'round_to Mval/s':>16s} {'ratio':>7s}  differing values"
+    )
     rows = []
     # round_to returns float64 by default; with float32 input, dtype=np.float32 returns the same
     # values as float32, the like-for-like result of the peer's round trip
@@ -108,25 +112,49 @@ def main(argv=None) -> int:
             medians = interleaved_medians({"ours": ours_fn, "peer": peer_fn}, args.runs, warmup_rounds=0)
             t_ours, t_peer = medians["ours"], medians["peer"]
             ratio = t_peer / t_ours
-            rows.append({"input": in_name, "result": out_name, "format": name,
-                         "peer": f"{peer} x.astype({dt.name}).astype({in_name})",
-                         "round_to_s": t_ours, "peer_s": t_peer, "ratio": ratio,
-                         "values_differing_from_peer": n_diff,
-                         "peer_equals_round_to_of_float32_cast": rounds_twice})
-            note = ("0" if not n_diff else f"{n_diff} (peer rounds twice, through float32)" if rounds_twice
-                    else f"{n_diff} (peer is not round_to of the float32 cast either)")
-            print(f"{in_name:8s} {out_name:8s} {name:7s} {peer:>9s} {t_ours * 1e3:11.1f} {t_peer * 1e3:9.1f} "
-                  f"{args.n / t_ours / 1e6:16.1f} {ratio:7.2f}x  {note}")
+            rows.append(
+                {
+                    "input": in_name,
+                    "result": out_name,
+                    "format": name,
+                    "peer": f"{peer} x.astype({dt.name}).astype({in_name})",
+                    "round_to_s": t_ours,
+                    "peer_s": t_peer,
+                    "ratio": ratio,
+                    "values_differing_from_peer": n_diff,
+                    "peer_equals_round_to_of_float32_cast": rounds_twice,
+                }
+            )
+            note = (
+                "0"
+                if not n_diff
+                else f"{n_diff} (peer rounds twice, through float32)"
+                if rounds_twice
+                else f"{n_diff} (peer is not round_to of the float32 cast either)"
+            )
+            print(
+                f"{in_name:8s} {out_name:8s} {name:7s} {peer:>9s} {t_ours * 1e3:11.1f} {t_peer * 1e3:9.1f} "
+                f"{args.n / t_ours / 1e6:16.1f} {ratio:7.2f}x  {note}"
+            )
     if args.json:
-        meta = {"script": "benchmarks/bench_rounding.py",
-                "command": " ".join(["python", "benchmarks/bench_rounding.py",
-                                     *(argv if argv is not None else sys.argv[1:])]),
-                "n": args.n, "runs": args.runs, "statistic": "median of interleaved runs",
-                "ratio": "peer_s / round_to_s (> 1: round_to faster)",
-                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "machine": platform.machine(), "cpu": cpu_model(), "cpus": os.cpu_count(),
-                "load_average_1min_at_start": load,
-                "python": platform.python_version(), "numpy": np.__version__, "ml_dtypes": ml_dtypes.__version__}
+        meta = {
+            "script": "benchmarks/bench_rounding.py",
+            "command": " ".join(
+                ["python", "benchmarks/bench_rounding.py", *(argv if argv is not None else sys.argv[1:])]
+            ),
+            "n": args.n,
+            "runs": args.runs,
+            "statistic": "median of interleaved runs",
+            "ratio": "peer_s / round_to_s (> 1: round_to faster)",
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": platform.machine(),
+            "cpu": cpu_model(),
+            "cpus": os.cpu_count(),
+            "load_average_1min_at_start": load,
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "ml_dtypes": ml_dtypes.__version__,
+        }
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "results": rows}, fh, indent=2)
             fh.write("\n")

@@ -29,6 +29,7 @@ Every kernel's output is checked against torch's once, before it is timed. The r
 torch and Triton versions, UTC date, script, command, sizes) and ``rows``. Run time: under a
 minute on an H200 (about 4 GiB of GPU memory).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -102,10 +103,14 @@ def main(argv=None) -> int:
         "script": SCRIPT,
         "command": " ".join(["python", SCRIPT, *map(shlex.quote, argv)]),
         "dtype": "float32",
-        "n": n, "n_strided": n_s, "strides": args.strides, "transpose": [M, N],
+        "n": n,
+        "n_strided": n_s,
+        "strides": args.strides,
+        "transpose": [M, N],
         "timing": "triton.testing.do_bench(warmup=25, rep=200, return_mode='median'), ms",
         "bandwidth": "useful bytes (each output element read once and written once) per second",
-        "peak": peak, "peak_source": peak_source,
+        "peak": peak,
+        "peak_source": peak_source,
     }
     path = Path(args.out) if args.out else COPY_BANDWIDTH.path(gpu, ROOT / "benchmarks" / "results")
     # rewritten after every measurement (meta.complete is false until the end): a run that fails
@@ -119,12 +124,24 @@ def main(argv=None) -> int:
         bw = useful / (ms * 1e-3)
         torch_bw = ref.setdefault("bandwidth", bw)
         e = efficiency
-        results.add({"name": name, "kernel": kernel, "pattern": pattern, "stride": stride,
-                     "block": block, "outputs": outputs, "useful_bytes": useful, "ms": ms,
-                     "bandwidth": bw, "sector_efficiency": e, "ratio_to_torch_copy": bw / torch_bw,
-                     "predicted_bandwidth": None if e is None else torch_bw * 2 / (1 + 1 / e),
-                     "predicted_at_peak": None if e is None or peak is None else peak * 2 / (1 + 1 / e),
-                     "ratio_to_prediction": None if e is None else bw / (torch_bw * 2 / (1 + 1 / e))})
+        results.add(
+            {
+                "name": name,
+                "kernel": kernel,
+                "pattern": pattern,
+                "stride": stride,
+                "block": block,
+                "outputs": outputs,
+                "useful_bytes": useful,
+                "ms": ms,
+                "bandwidth": bw,
+                "sector_efficiency": e,
+                "ratio_to_torch_copy": bw / torch_bw,
+                "predicted_bandwidth": None if e is None else torch_bw * 2 / (1 + 1 / e),
+                "predicted_at_peak": None if e is None or peak is None else peak * 2 / (1 + 1 / e),
+                "ratio_to_prediction": None if e is None else bw / (torch_bw * 2 / (1 + 1 / e)),
+            }
+        )
         return bw
 
     # ---- contiguous: torch's copy is the reference
@@ -136,8 +153,16 @@ def main(argv=None) -> int:
         y.zero_()
         copy_kernel[grid](x, y, n, BLOCK=B)
         assert torch.equal(y, x), f"copy kernel, BLOCK={B}: wrong output"
-        record(f"copy BLOCK={B}", "triton", "contiguous", 1, [B], n,
-               bench(lambda: copy_kernel[grid](x, y, n, BLOCK=B)), eff1)
+        record(
+            f"copy BLOCK={B}",
+            "triton",
+            "contiguous",
+            1,
+            [B],
+            n,
+            bench(lambda: copy_kernel[grid](x, y, n, BLOCK=B)),
+            eff1,
+        )
 
     # ---- strided reads
     B = 1024
@@ -148,10 +173,17 @@ def main(argv=None) -> int:
         ys.zero_()
         strided_read_kernel[grid](xs, ys, n_s, s, BLOCK=B)
         assert torch.equal(ys, xs[::s]), f"strided read, stride {s}: wrong output"
-        record(f"strided {s}", "triton", "strided", s, [B], n_s,
-               bench(lambda: strided_read_kernel[grid](xs, ys, n_s, s, BLOCK=B)), eff)
-        record(f"torch strided {s}", "torch", "strided", s, None, n_s,
-               bench(lambda: ys.copy_(xs[::s])), eff)
+        record(
+            f"strided {s}",
+            "triton",
+            "strided",
+            s,
+            [B],
+            n_s,
+            bench(lambda: strided_read_kernel[grid](xs, ys, n_s, s, BLOCK=B)),
+            eff,
+        )
+        record(f"torch strided {s}", "torch", "strided", s, None, n_s, bench(lambda: ys.copy_(xs[::s])), eff)
 
     # ---- transposed copy of an (M, N) matrix
     xt, yt = src[: M * N].view(M, N), out[: M * N].view(N, M)
@@ -159,8 +191,9 @@ def main(argv=None) -> int:
         grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
 
         def run_t():
-            transpose_kernel[grid](xt, yt, M, N, xt.stride(0), xt.stride(1), yt.stride(0), yt.stride(1),
-                                   BLOCK_M=bm, BLOCK_N=bn)
+            transpose_kernel[grid](
+                xt, yt, M, N, xt.stride(0), xt.stride(1), yt.stride(0), yt.stride(1), BLOCK_M=bm, BLOCK_N=bn
+            )
 
         yt.zero_()
         run_t()
@@ -168,11 +201,11 @@ def main(argv=None) -> int:
         # reads: each tile row is bn contiguous elements; the model for one warp reading them
         eff = sectors_touched(elem_bytes=elem, stride=1, threads=min(32, bn)).efficiency
         record(f"transpose {bm}x{bn}", "triton", "transposed", None, [bm, bn], M * N, bench(run_t), eff)
-    record("torch transpose", "torch", "transposed", None, None, M * N,
-           bench(lambda: yt.copy_(xt.t())), None)
+    record("torch transpose", "torch", "transposed", None, None, M * N, bench(lambda: yt.copy_(xt.t())), None)
 
-    best = max((r for r in rows if r["kernel"] == "triton" and r["pattern"] == "contiguous"),
-               key=lambda r: r["bandwidth"])
+    best = max(
+        (r for r in rows if r["kernel"] == "triton" and r["pattern"] == "contiguous"), key=lambda r: r["bandwidth"]
+    )
 
     print(f"{gpu}: float32, contiguous n={n}, strided outputs={n_s}, transpose {M}x{N}")
     print(f"{'':22s} {'GB/s':>8s} {'x torch copy':>12s} {'predicted GB/s':>15s} {'x predicted':>11s}")
@@ -181,8 +214,10 @@ def main(argv=None) -> int:
         rp = "" if r["ratio_to_prediction"] is None else f"{r['ratio_to_prediction']:11.2f}"
         print(f"  {r['name']:20s} {r['bandwidth'] / 1e9:8.0f} {r['ratio_to_torch_copy']:12.3f} {pred:>15s} {rp:>11s}")
     goal = best["ratio_to_torch_copy"] >= 0.85
-    print(f"best Triton copy ({best['name']}): {best['ratio_to_torch_copy']:.3f}x torch's copy "
-          f"(goal 0.85x: {'met' if goal else 'NOT met'})")
+    print(
+        f"best Triton copy ({best['name']}): {best['ratio_to_torch_copy']:.3f}x torch's copy "
+        f"(goal 0.85x: {'met' if goal else 'NOT met'})"
+    )
     if peak is not None:
         print(f"torch copy: {torch_bw / peak:.2f} of the {peak / 1e12:.1f} TB/s peak ({peak_source})")
 

@@ -22,6 +22,7 @@ and ``series``; the chapter 03 notebook finds it and puts the points on its figu
 under a minute (Triton compiles the kernel once per input type and mode; the emulations run on
 the CPU).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ def main(argv=None) -> int:
 
     from nbhelpers.device import start_gpu_script
 
-    if not start_gpu_script("gpu_gemm_numerics.py", "It measures real GPU arithmetic; on a CPU the notebook "
-                            "shows the emulations instead."):
+    if not start_gpu_script(
+        "gpu_gemm_numerics.py", "It measures real GPU arithmetic; on a CPU the notebook shows the emulations instead."
+    ):
         return 2
 
     import torch

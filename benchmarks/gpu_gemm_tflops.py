@@ -37,6 +37,7 @@ benchmarks/gpu_report.py compiles them in parallel before this script runs) and 
 per shape, so the first shape costs the most. No shape starts after ``--time-limit`` seconds
 (default 100): the shapes left are rows saying they were skipped. ``--quick`` times 4096^3 only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,16 +51,27 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
 
 from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
+
 SCRIPT = "benchmarks/gpu_gemm_tflops.py"
-SWEEP = ["4096x4096x4096", "8192x8192x8192", "2048x2048x2048", "1024x1024x1024",
-         "8192x1024x8192", "16384x4096x1024", "4096x14336x4096", "1000x1000x1000"]  # M x N x K
+SWEEP = [
+    "4096x4096x4096",
+    "8192x8192x8192",
+    "2048x2048x2048",
+    "1024x1024x1024",
+    "8192x1024x8192",
+    "16384x4096x1024",
+    "4096x14336x4096",
+    "1000x1000x1000",
+]  # M x N x K
 GOAL = {"bf16": 0.8, "fp8_rowwise": 0.8, "fp8_rowwise_fast_accum": 0.8, "block_scaled": None}
 DEFAULT_TIME_LIMIT_S = 100.0
 #: the two sides of each comparison
-NAMES = {"bf16": ("triton matmul", "torch.matmul"),
-         "fp8_rowwise": ("triton scaled_matmul", "torch._scaled_mm"),
-         "fp8_rowwise_fast_accum": ("triton scaled_matmul", "torch._scaled_mm"),
-         "block_scaled": ("triton block_scaled_matmul", "triton scaled_matmul, fast_accum (no promotion)")}
+NAMES = {
+    "bf16": ("triton matmul", "torch.matmul"),
+    "fp8_rowwise": ("triton scaled_matmul", "torch._scaled_mm"),
+    "fp8_rowwise_fast_accum": ("triton scaled_matmul", "torch._scaled_mm"),
+    "block_scaled": ("triton block_scaled_matmul", "triton scaled_matmul, fast_accum (no promotion)"),
+}
 
 
 def _shape(s: str) -> tuple[int, int, int]:
@@ -75,12 +87,20 @@ def _shape(s: str) -> tuple[int, int, int]:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", type=_shape, nargs="+", default=[_shape(s) for s in SWEEP],
-                    help="M x N x K shapes (default: 4096^3 and a sweep)")
+    ap.add_argument(
+        "--shapes",
+        type=_shape,
+        nargs="+",
+        default=[_shape(s) for s in SWEEP],
+        help="M x N x K shapes (default: 4096^3 and a sweep)",
+    )
     ap.add_argument("--quick", action="store_true", help="4096^3 only")
-    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
-                    help="start no shape after this many seconds (the rest are recorded as skipped; "
-                         "default %(default)s)")
+    ap.add_argument(
+        "--time-limit",
+        type=float,
+        default=DEFAULT_TIME_LIMIT_S,
+        help="start no shape after this many seconds (the rest are recorded as skipped; default %(default)s)",
+    )
     ap.add_argument("--out", help="results file (default: benchmarks/results/gemm_tflops_<gpu>.json)")
     args = ap.parse_args(argv)
     if not args.time_limit > 0:
@@ -107,15 +127,30 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else GEMM_TFLOPS.path(gpu, ROOT / "benchmarks" / "results")
     results = ResultsFile(out, meta, GEMM_TFLOPS)  # rewritten after every row: a run stopped halfway keeps its rows
 
-    run_shapes(shapes, results, "cuda", gen, lambda fn: do_bench(fn, return_mode="median"),
-               after_shape=torch.cuda.empty_cache, time_limit=args.time_limit)
+    run_shapes(
+        shapes,
+        results,
+        "cuda",
+        gen,
+        lambda fn: do_bench(fn, return_mode="median"),
+        after_shape=torch.cuda.empty_cache,
+        time_limit=args.time_limit,
+    )
     results.finish()
     print(f"wrote {out}")
     return 0
 
 
-def run_shapes(shapes, results: ResultsFile, device: str, gen, time_fn, after_shape=None,
-               time_limit: float | None = None, clock=time.monotonic) -> list[dict]:
+def run_shapes(
+    shapes,
+    results: ResultsFile,
+    device: str,
+    gen,
+    time_fn,
+    after_shape=None,
+    time_limit: float | None = None,
+    clock=time.monotonic,
+) -> list[dict]:
     """Measure each (M, N, K) into ``results``, each row written as soon as it is done
     (:func:`nbhelpers.results.sweep`); an error stops the run and propagates, with the rows
     before it kept. A shape that would start more than ``time_limit`` seconds (by ``clock``) after
@@ -129,8 +164,17 @@ def run_shapes(shapes, results: ResultsFile, device: str, gen, time_fn, after_sh
             why = f"skipped: past the time limit of {time_limit:.0f} s"
             print(f"  {M}x{N}x{K}: {why}")
             for kind in GOAL:
-                yield {"kind": kind, "M": M, "N": N, "K": K, "ours": NAMES[kind][0], "theirs": NAMES[kind][1],
-                       "rel_diff": None, "goal": GOAL[kind], "error": why}
+                yield {
+                    "kind": kind,
+                    "M": M,
+                    "N": N,
+                    "K": K,
+                    "ours": NAMES[kind][0],
+                    "theirs": NAMES[kind][1],
+                    "rel_diff": None,
+                    "goal": GOAL[kind],
+                    "error": why,
+                }
             return
         yield from measure_shape(*shape, device, gen, time_fn)
         if after_shape is not None:
@@ -144,8 +188,10 @@ def scaled_mm_rejects(M: int, N: int, K: int, device: str) -> str | None:
     On CUDA (cuBLASLt) both dimensions of the second operand must be multiples of 16 (torch's
     check: mat1's trailing dimension and mat2's two, i.e. K and N); the CPU build takes any shape."""
     if device == "cuda" and (K % 16 or N % 16):
-        return (f"not timed: torch._scaled_mm on CUDA needs K and N divisible by 16 (here K={K}, N={N}); "
-                "torch has nothing to compare with at this shape")
+        return (
+            f"not timed: torch._scaled_mm on CUDA needs K and N divisible by 16 (here K={K}, N={N}); "
+            "torch has nothing to compare with at this shape"
+        )
     return None
 
 
@@ -163,8 +209,16 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
 
     def pair(kind, ours, theirs, check_tol, diff=None, reject=None):
         """Check ours against theirs (or take the diff given), then time both."""
-        row = {"kind": kind, "M": M, "N": N, "K": K, "ours": NAMES[kind][0], "theirs": NAMES[kind][1],
-               "rel_diff": None, "goal": GOAL[kind]}
+        row = {
+            "kind": kind,
+            "M": M,
+            "N": N,
+            "K": K,
+            "ours": NAMES[kind][0],
+            "theirs": NAMES[kind][1],
+            "rel_diff": None,
+            "goal": GOAL[kind],
+        }
         if reject is not None:
             row["error"] = reject
             print(f"  {kind:<24s} {M}x{N}x{K}: {reject}")
@@ -180,16 +234,16 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
             return row
         ms_o, ms_t = float(time_fn(ours)), float(time_fn(theirs))
         tf = lambda ms: 2 * M * N * K / (ms * 1e-3) / 1e12  # noqa: E731
-        row.update(ms_ours=ms_o, ms_theirs=ms_t, tflops_ours=tf(ms_o), tflops_theirs=tf(ms_t),
-                   ratio=ms_t / ms_o)
-        print(f"  {kind:<24s} {M}x{N}x{K}: {row['tflops_ours']:7.1f} vs {row['tflops_theirs']:7.1f} "
-              f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e})")
+        row.update(ms_ours=ms_o, ms_theirs=ms_t, tflops_ours=tf(ms_o), tflops_theirs=tf(ms_t), ratio=ms_t / ms_o)
+        print(
+            f"  {kind:<24s} {M}x{N}x{K}: {row['tflops_ours']:7.1f} vs {row['tflops_theirs']:7.1f} "
+            f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e})"
+        )
         return row
 
     a = torch.randn((M, K), device=device, generator=gen).to(torch.bfloat16)
     b = torch.randn((K, N), device=device, generator=gen).to(torch.bfloat16)
-    yield pair("bf16", lambda: matmul(a, b, block=None, out_dtype=torch.bfloat16),
-               lambda: torch.matmul(a, b), 1e-2)
+    yield pair("bf16", lambda: matmul(a, b, block=None, out_dtype=torch.bfloat16), lambda: torch.matmul(a, b), 1e-2)
 
     # fp8: A row-major, B column-major (K-major, what fp8 tensor cores and torch._scaled_mm want)
     qa = (a.float() / 4).clamp(-448, 448).to(torch.float8_e4m3fn)
@@ -197,13 +251,15 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
     sa = torch.rand((M, 1), device=device, generator=gen) + 0.5
     sb = torch.rand((1, N), device=device, generator=gen) + 0.5
     for fast, kind in ((False, "fp8_rowwise"), (True, "fp8_rowwise_fast_accum")):
-        yield pair(kind,
-                   lambda fast=fast: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None,
-                                                   fast_accum=fast),
-                   lambda fast=fast: torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb,
-                                                      out_dtype=torch.bfloat16, use_fast_accum=fast),
-                   2e-2,
-                   reject=scaled_mm_rejects(M, N, K, device))
+        yield pair(
+            kind,
+            lambda fast=fast: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None, fast_accum=fast),
+            lambda fast=fast: torch._scaled_mm(
+                qa, qb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast
+            ),
+            2e-2,
+            reject=scaled_mm_rejects(M, N, K, device),
+        )
 
     nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
     sa_blk = torch.rand((M, nk), device=device, generator=gen) + 0.5
@@ -215,7 +271,7 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
         c = torch.zeros((M, N), device=device)
         for kb in range(nk):
             k0, k1 = kb * SCALE_BLOCK, min(K, (kb + 1) * SCALE_BLOCK)
-            c += (qa[:, k0:k1].float() * sa_blk[:, kb:kb + 1]) @ (qb[k0:k1].float() * sb_cols[kb:kb + 1])
+            c += (qa[:, k0:k1].float() * sa_blk[:, kb : kb + 1]) @ (qb[k0:k1].float() * sb_cols[kb : kb + 1])
         return c
 
     # the timed pair computes different things (other scales), so the block-scaled output is
@@ -223,10 +279,13 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
     c_blk, c_chk = block_scaled_matmul(qa, qb, sa_blk, sb_blk, block=None), blocks_by_torch()
     diff = ((c_blk - c_chk).norm() / c_chk.norm().clamp_min(1e-30)).item()
     del c_blk, c_chk
-    yield pair("block_scaled",
-               lambda: block_scaled_matmul(qa, qb, sa_blk, sb_blk, out_dtype=torch.bfloat16, block=None),
-               lambda: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None, fast_accum=True),
-               1e-2, diff=diff)
+    yield pair(
+        "block_scaled",
+        lambda: block_scaled_matmul(qa, qb, sa_blk, sb_blk, out_dtype=torch.bfloat16, block=None),
+        lambda: scaled_matmul(qa, qb, sa, sb, out_dtype=torch.bfloat16, block=None, fast_accum=True),
+        1e-2,
+        diff=diff,
+    )
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ Run time: NOT yet measured on a GPU (written without one). Estimate for the full
 24 cases; the largest (K = 7168, N = 2048, T = 32k: 7.7 TFLOP per GEMM, about 11 ms at 700 TFLOP/s)
 dominate; the tuner compiles 6 configurations per (K, N) and times them once per case.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,27 +74,54 @@ UNEVEN = 1.1  # busiest expert / mean load above which the load counts as uneven
 CHECK_TOL = 2e-2  # bf16 outputs (2**-9 relative rounding each) of fp32-accumulated sums
 DEFAULT_TIME_LIMIT_S = 110.0
 META_KEYS = ("gpu", "driver", "cuda", "capability", "torch", "triton", "date", "script", "command")
-ROW_KEYS = ("size", "K", "N", "E", "T", "top_k", "rows", "max_load", "mean_load", "empty_experts", "uneven",
-            "capacity_factor", "padding_fraction", "dropped_rows", "rel_diff", "goals")
+ROW_KEYS = (
+    "size",
+    "K",
+    "N",
+    "E",
+    "T",
+    "top_k",
+    "rows",
+    "max_load",
+    "mean_load",
+    "empty_experts",
+    "uneven",
+    "capacity_factor",
+    "padding_fraction",
+    "dropped_rows",
+    "rel_diff",
+    "goals",
+)
 TIMED_KEYS = ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=list(SIZES),
-                    help="deepseek: K=7168, N=2048; small: K=2048, N=1024")
+    ap.add_argument(
+        "--sizes",
+        nargs="+",
+        choices=sorted(SIZES),
+        default=list(SIZES),
+        help="deepseek: K=7168, N=2048; small: K=2048, N=1024",
+    )
     ap.add_argument("--experts", type=_positive, nargs="+", default=list(EXPERTS), help="numbers of experts E")
     ap.add_argument("--tokens", type=_positive, nargs="+", default=list(TOKENS), help="numbers of tokens T")
-    ap.add_argument("--quick", action="store_true",
-                    help=f"only {QUICK['sizes']}, E in {QUICK['experts']}, T in {QUICK['tokens']}")
-    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
-                    help="start no case after this many seconds (the rest are recorded as skipped)")
+    ap.add_argument(
+        "--quick", action="store_true", help=f"only {QUICK['sizes']}, E in {QUICK['experts']}, T in {QUICK['tokens']}"
+    )
+    ap.add_argument(
+        "--time-limit",
+        type=float,
+        default=DEFAULT_TIME_LIMIT_S,
+        help="start no case after this many seconds (the rest are recorded as skipped)",
+    )
     ap.add_argument("--out", help="results file (default: benchmarks/results/grouped_gemm_<gpu>.json)")
     args = ap.parse_args(argv)
     for e in args.experts:
         if e < TOP_K:
-            ap.error(f"--experts: each token picks top-{TOP_K} distinct experts, so E must be at least {TOP_K}, "
-                     f"got {e}")
+            ap.error(
+                f"--experts: each token picks top-{TOP_K} distinct experts, so E must be at least {TOP_K}, got {e}"
+            )
     return args
 
 
@@ -109,8 +137,9 @@ def _positive(s: str) -> int:
 
 def plan_cases(args: argparse.Namespace) -> list[tuple[str, int, int]]:
     """(size, E, T) in the order they run: the DeepSeek-like size first, most experts first."""
-    sizes, experts, tokens = ((QUICK["sizes"], QUICK["experts"], QUICK["tokens"]) if args.quick
-                              else (args.sizes, args.experts, args.tokens))
+    sizes, experts, tokens = (
+        (QUICK["sizes"], QUICK["experts"], QUICK["tokens"]) if args.quick else (args.sizes, args.experts, args.tokens)
+    )
     return [(s, E, T) for s in sizes for E in experts for T in tokens]
 
 
@@ -132,25 +161,51 @@ def load_stats(offsets, capacity_factor: float = CAPACITY_FACTOR) -> dict:
     C = capacity(rows, E, capacity_factor)
     kept = int(np.minimum(counts, C).sum())
     mean = rows / E
-    return {"rows": rows, "max_load": int(counts.max()), "mean_load": mean,
-            "empty_experts": int((counts == 0).sum()),
-            "uneven": bool(rows and counts.max() > UNEVEN * mean),
-            "capacity_factor": capacity_factor, "capacity": C,
-            "padding_fraction": 1.0 - kept / (E * C) if E * C else 0.0, "dropped_rows": rows - kept}
+    return {
+        "rows": rows,
+        "max_load": int(counts.max()),
+        "mean_load": mean,
+        "empty_experts": int((counts == 0).sum()),
+        "uneven": bool(rows and counts.max() > UNEVEN * mean),
+        "capacity_factor": capacity_factor,
+        "capacity": C,
+        "padding_fraction": 1.0 - kept / (E * C) if E * C else 0.0,
+        "dropped_rows": rows - kept,
+    }
 
 
-def build_row(size: str, K: int, N: int, E: int, T: int, stats: dict, rel_diff: dict,
-              ms: dict | None = None, error: str | None = None) -> dict:
+def build_row(
+    size: str,
+    K: int,
+    N: int,
+    E: int,
+    T: int,
+    stats: dict,
+    rel_diff: dict,
+    ms: dict | None = None,
+    error: str | None = None,
+) -> dict:
     """One results row: the case, the load statistics, each implementation's relative difference
     from grouped_mm; then either ``ms`` and ``tflops`` per implementation and the three speedups of
     ours (``ours_vs_X`` = ms_X / ms_ours), or ``error`` saying why it was not timed. ``goals``: the
     goal of each speedup for this case, None where the issue sets none (loop below E = 256,
     padded on an even load)."""
-    goals = {"ours_vs_loop": GOALS["ours_vs_loop"] if E >= 256 else None,
-             "ours_vs_padded": GOALS["ours_vs_padded"] if stats["uneven"] else None,
-             "ours_vs_grouped_mm": GOALS["ours_vs_grouped_mm"]}
-    row = {"size": size, "K": K, "N": N, "E": E, "T": T, "top_k": TOP_K, **stats,
-           "rel_diff": dict(rel_diff), "goals": goals}
+    goals = {
+        "ours_vs_loop": GOALS["ours_vs_loop"] if E >= 256 else None,
+        "ours_vs_padded": GOALS["ours_vs_padded"] if stats["uneven"] else None,
+        "ours_vs_grouped_mm": GOALS["ours_vs_grouped_mm"],
+    }
+    row = {
+        "size": size,
+        "K": K,
+        "N": N,
+        "E": E,
+        "T": T,
+        "top_k": TOP_K,
+        **stats,
+        "rel_diff": dict(rel_diff),
+        "goals": goals,
+    }
     if error is not None:
         row["error"] = error
         return row
@@ -241,15 +296,15 @@ def main(argv=None) -> int:
     gen = torch.Generator(device="cuda").manual_seed(0)
     out = Path(args.out) if args.out else GROUPED_GEMM.path(gpu, ROOT / "benchmarks" / "results")
     results = ResultsFile(out, meta, GROUPED_GEMM)  # rewritten after every case: a run stopped halfway keeps its rows
-    run_cases(plan_cases(args), results, "cuda", gen, _bench, args.time_limit,
-              after_case=torch.cuda.empty_cache)
+    run_cases(plan_cases(args), results, "cuda", gen, _bench, args.time_limit, after_case=torch.cuda.empty_cache)
     results.finish()
     print(f"wrote {out} ({time.monotonic() - t_start:.0f} s)")
     return 0
 
 
-def run_cases(cases, results: ResultsFile, device, gen, time_fn, time_limit: float,
-              clock=time.monotonic, after_case=None) -> list[dict]:
+def run_cases(
+    cases, results: ResultsFile, device, gen, time_fn, time_limit: float, clock=time.monotonic, after_case=None
+) -> list[dict]:
     """Measure each (size, E, T) case in turn into ``results``, one row per case, written as soon
     as the case is done (:func:`nbhelpers.results.sweep`); a case that would start after
     ``time_limit`` seconds gets a row saying it was skipped. An error in a case stops the run and
@@ -269,15 +324,19 @@ def run_cases(cases, results: ResultsFile, device, gen, time_fn, time_limit: flo
             return
         diffs, ms = measure_case(K, N, E, offsets, device, gen, time_fn)
         if ms is None:
-            err = (f"outputs differ from grouped_mm by more than {CHECK_TOL} (relative): "
-                   f"{ {n: d for n, d in diffs.items() if not d <= CHECK_TOL} }; not timed")
+            err = (
+                f"outputs differ from grouped_mm by more than {CHECK_TOL} (relative): "
+                f"{ {n: d for n, d in diffs.items() if not d <= CHECK_TOL} }; not timed"
+            )
             print(f"  {label}: {err}")
             yield build_row(size, K, N, E, T, stats, diffs, error=err)
         else:
             row = build_row(size, K, N, E, T, stats, diffs, ms=ms)
-            print(f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s); "
-                  f"x{row['ours_vs_loop']:.2f} vs loop, x{row['ours_vs_padded']:.2f} vs padded, "
-                  f"x{row['ours_vs_grouped_mm']:.2f} vs grouped_mm")
+            print(
+                f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s); "
+                f"x{row['ours_vs_loop']:.2f} vs loop, x{row['ours_vs_padded']:.2f} vs padded, "
+                f"x{row['ours_vs_grouped_mm']:.2f} vs grouped_mm"
+            )
             yield row
         if after_case is not None:
             after_case()

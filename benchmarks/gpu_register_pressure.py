@@ -26,6 +26,7 @@ and ``rows`` (one per k), rewritten after every row (``meta.complete`` is false 
 a run that fails or is stopped halfway keeps what it measured. No ``k`` starts after
 ``--time-limit`` seconds (default 25): the rest are rows saying they were skipped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,12 @@ def main(argv=None) -> int:
     ap.add_argument("--extras", type=int, nargs="+", default=list(EXTRAS), help="values of k (default 0, 2, ..., 66)")
     ap.add_argument("--rows", type=int, default=ROWS)
     ap.add_argument("--cols", type=int, default=COLS)
-    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
-                    help="start no k after this many seconds (the rest are recorded as skipped; default %(default)s)")
+    ap.add_argument(
+        "--time-limit",
+        type=float,
+        default=DEFAULT_TIME_LIMIT_S,
+        help="start no k after this many seconds (the rest are recorded as skipped; default %(default)s)",
+    )
     ap.add_argument("--out", help="results file (default: benchmarks/results/register_pressure_<gpu>.json)")
     args = ap.parse_args(argv)
     if min(args.extras) < 0 or args.rows < 1 or args.cols < 1 or not args.time_limit > 0:
@@ -70,15 +75,25 @@ def main(argv=None) -> int:
 
     from nbhelpers.results import REGISTER_PRESSURE
 
-    meta = {**gpu_run_meta(SCRIPT, argv), "rows": args.rows, "cols": args.cols,
-            "timer": "triton.testing.do_bench (median ms)", "occupancy": "nbhelpers.occupancy, compute capability 9.0"}
+    meta = {
+        **gpu_run_meta(SCRIPT, argv),
+        "rows": args.rows,
+        "cols": args.cols,
+        "timer": "triton.testing.do_bench (median ms)",
+        "occupancy": "nbhelpers.occupancy, compute capability 9.0",
+    }
     gpu = meta["gpu"]
     out = Path(args.out) if args.out else REGISTER_PRESSURE.path(gpu, ROOT / "benchmarks" / "results")
     results = ResultsFile(out, meta, REGISTER_PRESSURE)
     x = torch.randn((args.rows, args.cols), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
     print(f"{gpu}: ema_kernel on x {args.rows} x {args.cols} float32")
-    run_cases(sorted(set(args.extras)), x, results, lambda fn: do_bench(fn, warmup=10, rep=50, return_mode="median"),
-              time_limit=args.time_limit)
+    run_cases(
+        sorted(set(args.extras)),
+        x,
+        results,
+        lambda fn: do_bench(fn, warmup=10, rep=50, return_mode="median"),
+        time_limit=args.time_limit,
+    )
     results.finish()
     print(f"wrote {out}")
     return 0
@@ -95,8 +110,8 @@ def launch(x, k: int):
     n_rows, n_cols = x.shape
     out = torch.empty((k + 1, n_cols), dtype=torch.float32, device=x.device)
     kernel = pressure.ema_kernel[(triton.cdiv(n_cols, pressure.BLOCK),)](
-        x, out, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK=pressure.BLOCK, EXTRA=k,
-        num_warps=pressure.NUM_WARPS)
+        x, out, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK=pressure.BLOCK, EXTRA=k, num_warps=pressure.NUM_WARPS
+    )
     return out, kernel
 
 
@@ -129,8 +144,15 @@ def measure_case(k: int, x, time_fn, info_fn=compiled_info) -> dict:
     return row
 
 
-def run_cases(extras, x, results: ResultsFile, time_fn, time_limit: float | None = None, clock=time.monotonic,
-              info_fn=compiled_info) -> list[dict]:
+def run_cases(
+    extras,
+    x,
+    results: ResultsFile,
+    time_fn,
+    time_limit: float | None = None,
+    clock=time.monotonic,
+    info_fn=compiled_info,
+) -> list[dict]:
     """Measure each k into ``results`` (:func:`nbhelpers.results.sweep`), each row written as
     soon as it is done, with the slowdown against the first k's row and the bound occupancy
     predicts; a k that would start after ``time_limit`` seconds is a row saying it was skipped. An
@@ -149,8 +171,10 @@ def run_cases(extras, x, results: ResultsFile, time_fn, time_limit: float | None
             row["slowdown"] = row["ms"] / base["ms"]
             if row.get("warps_per_sm") and base.get("warps_per_sm"):
                 row["predicted_slowdown_bound"] = base["warps_per_sm"] / row["warps_per_sm"]
-            print(f"  k = {k:2d}: {row['registers']} registers, {row['spills']} B spilled, "
-                  f"{row.get('warps_per_sm')} warps/SM: {row['ms']:.3f} ms ({row['slowdown']:.2f}x k=0)")
+            print(
+                f"  k = {k:2d}: {row['registers']} registers, {row['spills']} B spilled, "
+                f"{row.get('warps_per_sm')} warps/SM: {row['ms']:.3f} ms ({row['slowdown']:.2f}x k=0)"
+            )
         else:
             print(f"  k = {k:2d}: {row['error']}")
         yield row

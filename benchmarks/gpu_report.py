@@ -61,6 +61,7 @@ does not count as a failure, but it is printed and recorded), 1 when any step fa
 Standard library only at the top level: this file runs under any Python 3.10+; torch is imported
 only in a probe run with ``--python``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,8 +86,13 @@ RESULTS_REL = Path("benchmarks") / "results"
 STEP_NAMES = ("compile", "benchmarks", "kernels", "nbval")
 NBVAL_FOLDERS = ("notebooks", "solutions", "exercises")
 # what `make test` gives nbval (Makefile, NBVAL_ARGS)
-NBVAL_ARGS = ["--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600",
-              "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
+NBVAL_ARGS = [
+    "--nbval-lax",
+    "--nbval-current-env",
+    "--nbval-cell-timeout=600",
+    "--nbval-sanitize-with",
+    "tests/nbval_sanitize.cfg",
+]
 NBVAL_MODULES = ("nbval", "ipykernel", "jupyter_client", "nbformat", "nbclient")
 DEFAULT_BUDGET_S = 345.0
 #: the GPU machine this run is sized for: an H200 host with 16 cores (the plan's defaults when
@@ -99,22 +105,41 @@ STEP_LIMIT_S = {"compile": 45.0, "kernels": 75.0, "benchmark": 60.0, "nbval": 60
 #: per benchmark: the step's limit, the --time-limit passed to the script (no case starts after
 #: it; None: the script takes none), and the expected seconds with what they rest on
 BENCHMARK_PLAN = {
-    "gpu_copy_bandwidth": {"limit": 40.0, "time_limit": None, "expected": 20.0,
-                           "basis": "estimate (not yet timed on a GPU): about 20 timings of 0.25 s "
-                                    "(do_bench warmup 25 ms, rep 200 ms), 4 small kernels to compile, 2 GB of buffers"},
-    "gpu_gemm_numerics": {"limit": 40.0, "time_limit": None, "expected": 20.0,
-                          "basis": "estimate (not yet timed on a GPU): 16 x 16 outputs at 11 values of K: "
-                                   "launches of microseconds; start-up and a few small compiles"},
-    "gpu_gemm_tflops": {"limit": 95.0, "time_limit": 65.0, "expected": 90.0,
-                        "basis": "bounded: --time-limit 65 s (no shape starts later) + the shape in flight "
-                                 "(4 comparisons, about 15 s at 8192^3) + 10 s start-up; the tuners time each "
-                                 "config for 50 ms (nbhelpers.kernels.tuning_bench)"},
-    "gpu_register_pressure": {"limit": 40.0, "time_limit": 25.0, "expected": 35.0,
-                              "basis": "bounded: --time-limit 25 s + the k in flight (under a second: 4 GiB "
-                                       "read per launch) + 10 s start-up; its 34 kernels come from the compile step"},
-    "gpu_grouped_gemm": {"limit": 80.0, "time_limit": 50.0, "expected": 75.0,
-                         "basis": "bounded: --time-limit 50 s + the case in flight (about 15 s at T = 32,768) "
-                                  "+ 10 s start-up"},
+    "gpu_copy_bandwidth": {
+        "limit": 40.0,
+        "time_limit": None,
+        "expected": 20.0,
+        "basis": "estimate (not yet timed on a GPU): about 20 timings of 0.25 s "
+        "(do_bench warmup 25 ms, rep 200 ms), 4 small kernels to compile, 2 GB of buffers",
+    },
+    "gpu_gemm_numerics": {
+        "limit": 40.0,
+        "time_limit": None,
+        "expected": 20.0,
+        "basis": "estimate (not yet timed on a GPU): 16 x 16 outputs at 11 values of K: "
+        "launches of microseconds; start-up and a few small compiles",
+    },
+    "gpu_gemm_tflops": {
+        "limit": 95.0,
+        "time_limit": 65.0,
+        "expected": 90.0,
+        "basis": "bounded: --time-limit 65 s (no shape starts later) + the shape in flight "
+        "(4 comparisons, about 15 s at 8192^3) + 10 s start-up; the tuners time each "
+        "config for 50 ms (nbhelpers.kernels.tuning_bench)",
+    },
+    "gpu_register_pressure": {
+        "limit": 40.0,
+        "time_limit": 25.0,
+        "expected": 35.0,
+        "basis": "bounded: --time-limit 25 s + the k in flight (under a second: 4 GiB "
+        "read per launch) + 10 s start-up; its 34 kernels come from the compile step",
+    },
+    "gpu_grouped_gemm": {
+        "limit": 80.0,
+        "time_limit": 50.0,
+        "expected": 75.0,
+        "basis": "bounded: --time-limit 50 s + the case in flight (about 15 s at T = 32,768) + 10 s start-up",
+    },
 }
 #: pytest ini options of pyproject.toml that need a plugin: without it pytest stops at start-up
 #: (an unknown option is a warning, and the config makes warnings errors)
@@ -122,10 +147,19 @@ INI_PLUGINS = {"timeout": "pytest_timeout", "timeout_method": "pytest_timeout", 
 #: what the plan assumes when no GPU is visible (--dry-run on a CPU): the course's first GPU machine
 REFERENCE_MACHINE = {
     "description": "an H200 host with 16 cores, Python 3.12, torch 2.11, Triton 3.6, pytest with "
-                   "pytest-timeout and pytest-xdist, no Jupyter or nbval",
-    "cpu_count": DEFAULT_JOBS, "capability": DEFAULT_CAPABILITY, "gpu": None,
-    "modules": {"torch": True, "triton": True, "numpy": True, "pytest": True, "pytest_timeout": True,
-                "xdist": True, **{m: False for m in NBVAL_MODULES}},
+    "pytest-timeout and pytest-xdist, no Jupyter or nbval",
+    "cpu_count": DEFAULT_JOBS,
+    "capability": DEFAULT_CAPABILITY,
+    "gpu": None,
+    "modules": {
+        "torch": True,
+        "triton": True,
+        "numpy": True,
+        "pytest": True,
+        "pytest_timeout": True,
+        "xdist": True,
+        **{m: False for m in NBVAL_MODULES},
+    },
 }
 TAIL_LINES = 30
 OUT_MAX_FILES = 8  # what some GPU machines' collectors bring back from $OUT
@@ -258,14 +292,24 @@ def expected_compile_s(jobs: int, root: Path = ROOT) -> tuple[float | None, str]
         return None, f"no compile times recorded ({path.relative_to(root)} missing or unreadable)"
     start = 10.0  # each worker imports torch and Triton
     meta = data.get("meta", {})
-    return (round(total / max(jobs, 1) + start, 1),
-            f"{len(rows)} sm_90 compiles of {total:.0f} s in all (cold cache, measured with Triton "
-            f"{meta.get('triton')} on {meta.get('machine')}, {meta.get('date', '')[:10]}) / {jobs} processes "
-            f"+ {start:.0f} s start-up")
+    return (
+        round(total / max(jobs, 1) + start, 1),
+        f"{len(rows)} sm_90 compiles of {total:.0f} s in all (cold cache, measured with Triton "
+        f"{meta.get('triton')} on {meta.get('machine')}, {meta.get('date', '')[:10]}) / {jobs} processes "
+        f"+ {start:.0f} s start-up",
+    )
 
 
-def plan_steps(python: str, steps=STEP_NAMES, root: Path = ROOT, folders=NBVAL_FOLDERS, jobs: int = DEFAULT_JOBS,
-               capability: str = DEFAULT_CAPABILITY, gpu: str | None = None, modules: dict | None = None) -> list[Step]:
+def plan_steps(
+    python: str,
+    steps=STEP_NAMES,
+    root: Path = ROOT,
+    folders=NBVAL_FOLDERS,
+    jobs: int = DEFAULT_JOBS,
+    capability: str = DEFAULT_CAPABILITY,
+    gpu: str | None = None,
+    modules: dict | None = None,
+) -> list[Step]:
     """The steps to run, in the order of ``steps``; argv relative to the repository root.
     ``jobs``: the host's cores (parallel compiles, pytest-xdist workers); ``capability`` and
     ``gpu``: the GPU's (what the compile step compiles for, and its results file's name);
@@ -278,42 +322,102 @@ def plan_steps(python: str, steps=STEP_NAMES, root: Path = ROOT, folders=NBVAL_F
             target = "sm_" + str(capability).replace(".", "")
             out = str(RESULTS_REL / f"compile_check_{gpu_slug(gpu) if gpu else '<gpu>'}.json")
             expected, basis = expected_compile_s(jobs, root)
-            plan.append(Step("compile", "compile",
-                             [python, "-m", "nbhelpers.compile_check", "--target", target, "--jobs", str(jobs),
-                              "--warm", *(["--gpu", gpu] if gpu else []), "--out", out],
-                             STEP_LIMIT_S["compile"], expected, basis, ("triton",)))
+            plan.append(
+                Step(
+                    "compile",
+                    "compile",
+                    [
+                        python,
+                        "-m",
+                        "nbhelpers.compile_check",
+                        "--target",
+                        target,
+                        "--jobs",
+                        str(jobs),
+                        "--warm",
+                        *(["--gpu", gpu] if gpu else []),
+                        "--out",
+                        out,
+                    ],
+                    STEP_LIMIT_S["compile"],
+                    expected,
+                    basis,
+                    ("triton",),
+                )
+            )
         elif name == "kernels":
             tests = [str(p.relative_to(root)) for p in kernel_test_files(root)]
             xdist = bool(modules.get("xdist"))
-            plan.append(Step("kernels", "kernels",
-                             [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              *(["-n", str(jobs)] if xdist else []), *tests],
-                             STEP_LIMIT_S["kernels"], 60.0 if xdist else STEP_LIMIT_S["kernels"],
-                             (f"estimate (not yet timed on a GPU): {len(tests)} test files over {jobs} "
-                              "pytest-xdist workers; "
-                              "most kernels already in Triton's cache from the compile step" if xdist else
-                              "no pytest-xdist: one process compiles every kernel in turn, up to the limit"),
-                             ("pytest", *plugins)))
+            plan.append(
+                Step(
+                    "kernels",
+                    "kernels",
+                    [
+                        python,
+                        "-m",
+                        "pytest",
+                        "-q",
+                        "-p",
+                        "no:cacheprovider",
+                        *(["-n", str(jobs)] if xdist else []),
+                        *tests,
+                    ],
+                    STEP_LIMIT_S["kernels"],
+                    60.0 if xdist else STEP_LIMIT_S["kernels"],
+                    (
+                        f"estimate (not yet timed on a GPU): {len(tests)} test files over {jobs} "
+                        "pytest-xdist workers; "
+                        "most kernels already in Triton's cache from the compile step"
+                        if xdist
+                        else "no pytest-xdist: one process compiles every kernel in turn, up to the limit"
+                    ),
+                    ("pytest", *plugins),
+                )
+            )
         elif name == "benchmarks":
             for script in discover_benchmarks(root):
                 rel = str(script.relative_to(root))
                 bp = BENCHMARK_PLAN.get(script.stem)
                 if bp is None:
-                    plan.append(Step(script.stem, "benchmark", [python, rel], STEP_LIMIT_S["benchmark"],
-                                     STEP_LIMIT_S["benchmark"], "no estimate: up to its limit", ("torch",)))
+                    plan.append(
+                        Step(
+                            script.stem,
+                            "benchmark",
+                            [python, rel],
+                            STEP_LIMIT_S["benchmark"],
+                            STEP_LIMIT_S["benchmark"],
+                            "no estimate: up to its limit",
+                            ("torch",),
+                        )
+                    )
                     continue
                 extra = [] if bp["time_limit"] is None else ["--time-limit", f"{bp['time_limit']:g}"]
-                plan.append(Step(script.stem, "benchmark", [python, rel, *extra], bp["limit"], bp["expected"],
-                                 bp["basis"], ("torch",)))
+                plan.append(
+                    Step(
+                        script.stem,
+                        "benchmark",
+                        [python, rel, *extra],
+                        bp["limit"],
+                        bp["expected"],
+                        bp["basis"],
+                        ("torch",),
+                    )
+                )
         elif name == "nbval":
             have = all(modules.get(m) for m in NBVAL_MODULES) if modules else True
-            plan.append(Step("nbval", "nbval",
-                             [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NBVAL_ARGS,
-                              *nbval_paths(root, folders)],
-                             STEP_LIMIT_S["nbval"], None if have else 0.0,
-                             "whatever the budget leaves (it is cut first)" if have else
-                             "skipped at once: nbval or the Jupyter kernel is not installed",
-                             ("pytest", *plugins, *NBVAL_MODULES)))
+            plan.append(
+                Step(
+                    "nbval",
+                    "nbval",
+                    [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NBVAL_ARGS, *nbval_paths(root, folders)],
+                    STEP_LIMIT_S["nbval"],
+                    None if have else 0.0,
+                    "whatever the budget leaves (it is cut first)"
+                    if have
+                    else "skipped at once: nbval or the Jupyter kernel is not installed",
+                    ("pytest", *plugins, *NBVAL_MODULES),
+                )
+            )
         else:
             raise ValueError(f"unknown step {name!r}: choose from {', '.join(STEP_NAMES)}")
     return plan
@@ -331,23 +435,30 @@ def step_env(root: Path = ROOT, base: dict | None = None) -> dict:
 
 
 def format_plan(plan: list[Step], python: str, budget: float = DEFAULT_BUDGET_S) -> str:
-    lines = [f"gpu-report plan ({len(plan)} steps, run with {python}, from {ROOT}):",
-             f"  0. probe: versions, modules, the GPU (expected {PROBE_S:.0f} s: Python imports torch, CUDA starts)"]
+    lines = [
+        f"gpu-report plan ({len(plan)} steps, run with {python}, from {ROOT}):",
+        f"  0. probe: versions, modules, the GPU (expected {PROBE_S:.0f} s: Python imports torch, CUDA starts)",
+    ]
     total = PROBE_S
     for i, step in enumerate(plan, 1):
         exp = "?" if step.expected_s is None else f"{step.expected_s:.0f} s"
         total += step.expected_s or 0.0
-        lines.append(f"  {i}. [{step.kind}] {step.name} (expected {exp}, limit {step.limit_s:.0f} s): "
-                     f"{shlex.join(step.argv)}")
+        lines.append(
+            f"  {i}. [{step.kind}] {step.name} (expected {exp}, limit {step.limit_s:.0f} s): {shlex.join(step.argv)}"
+        )
         if step.basis:
             lines.append(f"       expected: {step.basis}")
     unknown = [s.name for s in plan if s.expected_s is None]
     also = " + " + ", ".join(unknown) if unknown else ""
-    lines.append(f"  expected in all: {total:.0f} s = {total / 60:.1f} min{also} "
-                 f"(budget for the steps {budget:.0f} s: a step past its limit is stopped, one with no time "
-                 "left is skipped, nbval last)")
-    lines.append("  environment: NBHELPERS_DEVICE=cuda NBHELPERS_REQUIRE_GPU=1, TRITON_INTERPRET unset, "
-                 "PYTHONPATH starts with the repository root")
+    lines.append(
+        f"  expected in all: {total:.0f} s = {total / 60:.1f} min{also} "
+        f"(budget for the steps {budget:.0f} s: a step past its limit is stopped, one with no time "
+        "left is skipped, nbval last)"
+    )
+    lines.append(
+        "  environment: NBHELPERS_DEVICE=cuda NBHELPERS_REQUIRE_GPU=1, TRITON_INTERPRET unset, "
+        "PYTHONPATH starts with the repository root"
+    )
     return "\n".join(lines)
 
 
@@ -360,10 +471,15 @@ def missing_message(step: Step, python: str, missing: list[str]) -> str:
     if step.kind == "nbval":
         return nbval_missing_message(python, [m for m in missing if m in NBVAL_MODULES] or missing)
     pkgs = " ".join({"pytest_timeout": "pytest-timeout", "xdist": "pytest-xdist"}.get(m, m) for m in missing)
-    why = (" (pyproject.toml's pytest options need it: without it pytest stops at start-up)"
-           if any(m in INI_PLUGINS.values() for m in missing) else "")
-    return (f"{step.name} step skipped: {python} cannot import {', '.join(missing)}{why}.\n"
-            f"  To add it:  {python} -m pip install {pkgs}")
+    why = (
+        " (pyproject.toml's pytest options need it: without it pytest stops at start-up)"
+        if any(m in INI_PLUGINS.values() for m in missing)
+        else ""
+    )
+    return (
+        f"{step.name} step skipped: {python} cannot import {', '.join(missing)}{why}.\n"
+        f"  To add it:  {python} -m pip install {pkgs}"
+    )
 
 
 # ====================================================================== the environment
@@ -373,8 +489,7 @@ def probe(python: str, env: dict | None = None, timeout: float = 120.0) -> dict:
     """What ``python`` has: versions, importable modules, the GPU PyTorch sees; plus the driver.
     Raises RuntimeError when the interpreter cannot be run."""
     try:
-        r = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, env=env,
-                           timeout=timeout, cwd=ROOT)
+        r = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RuntimeError(f"cannot run {python!r}: {e}") from e
     if r.returncode != 0:
@@ -387,8 +502,12 @@ def probe(python: str, env: dict | None = None, timeout: float = 120.0) -> dict:
 def nvidia_driver() -> str | None:
     """The driver version nvidia-smi reports, or None without nvidia-smi."""
     try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = r.stdout.strip().splitlines()
@@ -402,23 +521,30 @@ def missing_for_nbval(modules: dict) -> list[str]:
 def nbval_missing_message(python: str, missing: list[str]) -> str:
     """What to say when the nbval step cannot run: what is missing and the commands that add it."""
     pkgs = " ".join("'nbval>=0.11'" if m == "nbval" else m.replace("_", "-") for m in missing)
-    return (f"nbval step skipped: {python} cannot import {', '.join(missing)} (nbval runs each notebook "
-            f"in a Jupyter kernel of this Python).\n"
-            f"  To add them:  {python} -m pip install {pkgs}\n"
-            f"  Offline GPU machine: on a machine with PyPI run `pip download --only-binary=:all: "
-            f"-d wheels/ {pkgs}` for that machine's Python and platform, copy wheels/ over, then "
-            f"`{python} -m pip install --no-index --find-links wheels/ {pkgs}`; then run "
-            f"`{shlex.join([python, SCRIPT, '--steps', 'nbval'])}`.")
+    return (
+        f"nbval step skipped: {python} cannot import {', '.join(missing)} (nbval runs each notebook "
+        f"in a Jupyter kernel of this Python).\n"
+        f"  To add them:  {python} -m pip install {pkgs}\n"
+        f"  Offline GPU machine: on a machine with PyPI run `pip download --only-binary=:all: "
+        f"-d wheels/ {pkgs}` for that machine's Python and platform, copy wheels/ over, then "
+        f"`{python} -m pip install --no-index --find-links wheels/ {pkgs}`; then run "
+        f"`{shlex.join([python, SCRIPT, '--steps', 'nbval'])}`."
+    )
 
 
 def no_gpu_message(info: dict, python: str) -> str:
     torch_v = info.get("versions", {}).get("torch")
-    why = (f"PyTorch {torch_v} under {python} sees no CUDA GPU (torch.cuda.is_available() is False)"
-           if torch_v else f"{python} has no PyTorch ({info.get('torch_error', 'torch not importable')})")
-    return (f"gpu_report.py needs an NVIDIA GPU: {why}.\n"
-            "Nothing was run: the plan above is what a machine with a GPU runs. Run `make gpu-report` there "
-            f"(or `python3 {SCRIPT} --python python3`), with the PyTorch and Triton that machine has; "
-            "another interpreter: `make gpu-report GPU_PYTHON=/path/to/python`.")
+    why = (
+        f"PyTorch {torch_v} under {python} sees no CUDA GPU (torch.cuda.is_available() is False)"
+        if torch_v
+        else f"{python} has no PyTorch ({info.get('torch_error', 'torch not importable')})"
+    )
+    return (
+        f"gpu_report.py needs an NVIDIA GPU: {why}.\n"
+        "Nothing was run: the plan above is what a machine with a GPU runs. Run `make gpu-report` there "
+        f"(or `python3 {SCRIPT} --python python3`), with the PyTorch and Triton that machine has; "
+        "another interpreter: `make gpu-report GPU_PYTHON=/path/to/python`."
+    )
 
 
 # ====================================================================== running a step
@@ -436,13 +562,26 @@ def written_since(folder: Path, before: dict, ignore=()) -> list[str]:
     return sorted(str(folder / n) for n, sig in after.items() if before.get(n) != sig and n not in ignore)
 
 
-def run_step(step: Step, env: dict, limit_s: float, log=None, results_dir: Path | None = None,
-             ignore=(), echo=True, cwd: Path = ROOT) -> StepResult:
+def run_step(
+    step: Step,
+    env: dict,
+    limit_s: float,
+    log=None,
+    results_dir: Path | None = None,
+    ignore=(),
+    echo=True,
+    cwd: Path = ROOT,
+) -> StepResult:
     """Run one step, its output echoed and logged, stopped (its whole process group) after
     ``limit_s`` seconds. Results files are those new or changed in ``results_dir``."""
     results_dir = results_dir if results_dir is not None else ROOT / RESULTS_REL
-    res = StepResult(step.name, step.kind, shlex.join(step.argv), Status.FAILED,
-                     started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    res = StepResult(
+        step.name,
+        step.kind,
+        shlex.join(step.argv),
+        Status.FAILED,
+        started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
     before = snapshot(results_dir)
     lines: list[str] = []
 
@@ -456,9 +595,16 @@ def run_step(step: Step, env: dict, limit_s: float, log=None, results_dir: Path 
     emit(f"\n>>> [{step.kind}] {step.name}: {res.command}\n")
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(step.argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            step.argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
     except OSError as e:
         res.note = f"could not start: {e}"
         emit(res.note + "\n")
@@ -486,8 +632,10 @@ def run_step(step: Step, env: dict, limit_s: float, log=None, results_dir: Path 
     proc.stdout.close()
     res.duration_s = round(time.monotonic() - t0, 1)
     res.output_tail = [ln.rstrip("\n") for ln in lines[-TAIL_LINES:]]
-    res.results_files = [str(Path(p).relative_to(ROOT)) if Path(p).is_relative_to(ROOT) else p
-                         for p in written_since(results_dir, before, ignore)]
+    res.results_files = [
+        str(Path(p).relative_to(ROOT)) if Path(p).is_relative_to(ROOT) else p
+        for p in written_since(results_dir, before, ignore)
+    ]
     emit(f"<<< {step.name}: {res.status} (exit code {res.exit_code}, {res.duration_s:.1f} s)\n")
     return res
 
@@ -513,8 +661,7 @@ def overall_status(results: list[StepResult]) -> Status:
     return Status.PASSED
 
 
-def build_summary(info: dict, results: list[StepResult], command: str, date: str,
-                  finished: bool = True) -> dict:
+def build_summary(info: dict, results: list[StepResult], command: str, date: str, finished: bool = True) -> dict:
     """The summary's fields, from the probe's ``info`` and the steps' results (see the module
     docstring)."""
     versions = info.get("versions", {})
@@ -549,8 +696,9 @@ def summary_paths(gpu: str, results_dir: Path) -> tuple[Path, Path]:
     return results_dir / f"gpu_report_{slug}.json", results_dir / f"gpu_report_{slug}.log"
 
 
-def write_summary(summary: dict, path: Path, out_dir: Path | None = None,
-                  extra_files=(), root: Path = ROOT) -> list[Path]:
+def write_summary(
+    summary: dict, path: Path, out_dir: Path | None = None, extra_files=(), root: Path = ROOT
+) -> list[Path]:
     """Write the summary; with ``out_dir``, copy it, ``extra_files`` and every results file it
     names there, flat. Returns the copies."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -572,16 +720,31 @@ def write_summary(summary: dict, path: Path, out_dir: Path | None = None,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--python", default=sys.executable,
-                    help="the Python whose torch/Triton/pytest the steps use (default: this one)")
-    ap.add_argument("--steps", default=",".join(STEP_NAMES),
-                    help=f"comma-separated steps in the order to run them (default: {','.join(STEP_NAMES)})")
-    ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
-                    help=f"seconds for all steps together (default {DEFAULT_BUDGET_S:.0f})")
-    ap.add_argument("--nbval-paths", nargs="+", default=list(NBVAL_FOLDERS),
-                    help="notebook folders or files for the nbval step (default: %(default)s)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the Python whose torch/Triton/pytest the steps use (default: this one)",
+    )
+    ap.add_argument(
+        "--steps",
+        default=",".join(STEP_NAMES),
+        help=f"comma-separated steps in the order to run them (default: {','.join(STEP_NAMES)})",
+    )
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help=f"seconds for all steps together (default {DEFAULT_BUDGET_S:.0f})",
+    )
+    ap.add_argument(
+        "--nbval-paths",
+        nargs="+",
+        default=list(NBVAL_FOLDERS),
+        help="notebook folders or files for the nbval step (default: %(default)s)",
+    )
     ap.add_argument("--out", help="also copy the summary, log and results files here (default: $OUT)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the environment, run nothing")
     args = ap.parse_args(argv)
@@ -603,9 +766,15 @@ def main(argv=None) -> int:
         return 2
     gpu_here = bool(info.get("cuda_available"))
     machine = info if gpu_here else REFERENCE_MACHINE
-    plan = plan_steps(args.python, steps, folders=args.nbval_paths, jobs=int(machine.get("cpu_count") or 1),
-                      capability=machine.get("capability") or DEFAULT_CAPABILITY, gpu=machine.get("gpu"),
-                      modules=machine["modules"])
+    plan = plan_steps(
+        args.python,
+        steps,
+        folders=args.nbval_paths,
+        jobs=int(machine.get("cpu_count") or 1),
+        capability=machine.get("capability") or DEFAULT_CAPABILITY,
+        gpu=machine.get("gpu"),
+        modules=machine["modules"],
+    )
     if not gpu_here:
         print(f"No GPU visible here: the plan and its expected times are for {REFERENCE_MACHINE['description']}.")
     print(format_plan(plan, args.python, args.budget))
@@ -613,9 +782,11 @@ def main(argv=None) -> int:
         found = [p.name for p in discover_benchmarks()]
         print(f"  GPU benchmarks found (benchmarks/gpu_*.py): {', '.join(found) if found else 'none'}")
     v = info["versions"]
-    print(f"environment: Python {info['python']} ({info['executable']}), torch {v.get('torch', 'missing')}, "
-          f"triton {v.get('triton') or v.get('pytorch-triton') or 'missing'}, CUDA {info.get('cuda')}, "
-          f"driver {info.get('driver')}, GPU {info.get('gpu', 'none')}, {info.get('cpu_count')} cores")
+    print(
+        f"environment: Python {info['python']} ({info['executable']}), torch {v.get('torch', 'missing')}, "
+        f"triton {v.get('triton') or v.get('pytorch-triton') or 'missing'}, CUDA {info.get('cuda')}, "
+        f"driver {info.get('driver')}, GPU {info.get('gpu', 'none')}, {info.get('cpu_count')} cores"
+    )
     for step in plan:
         missing = missing_modules(step, info["modules"])
         if missing:
@@ -628,12 +799,20 @@ def main(argv=None) -> int:
         return 2
 
     out_env = args.out or os.environ.get("OUT")
-    return run_report(plan, info, env, command, args.budget, args.python,
-                      out_dir=Path(out_env) if out_env else None)
+    return run_report(plan, info, env, command, args.budget, args.python, out_dir=Path(out_env) if out_env else None)
 
 
-def run_report(plan: list[Step], info: dict, env: dict, command: str, budget: float, python: str,
-               results_dir: Path | None = None, out_dir: Path | None = None, cwd: Path = ROOT) -> int:
+def run_report(
+    plan: list[Step],
+    info: dict,
+    env: dict,
+    command: str,
+    budget: float,
+    python: str,
+    results_dir: Path | None = None,
+    out_dir: Path | None = None,
+    cwd: Path = ROOT,
+) -> int:
     """Run the plan's steps in order within ``budget`` seconds, writing the summary and the log
     to ``results_dir`` (default benchmarks/results/) after each, copies to ``out_dir``.
     Returns the exit code: 1 when a step failed or timed out, else 0."""
@@ -658,27 +837,43 @@ def run_report(plan: list[Step], info: dict, env: dict, command: str, budget: fl
                 print(f"\n>>> [{step.kind}] {step.name}: {status}: {note}", flush=True)
                 log.write(f"\n>>> [{step.kind}] {step.name}: {status}: {note}\n")
             else:
-                r = run_step(step, env, min(step.limit_s, left), log, results_dir,
-                             ignore=(summary_path.name, log_path.name), cwd=cwd)
+                r = run_step(
+                    step,
+                    env,
+                    min(step.limit_s, left),
+                    log,
+                    results_dir,
+                    ignore=(summary_path.name, log_path.name),
+                    cwd=cwd,
+                )
             results.append(r)
             # after every step, so that a run cut short still leaves a summary (and its copies)
-            write_summary(build_summary(info, results, command, date, finished=False), summary_path,
-                          out_dir, extra_files=[log_path])
+            write_summary(
+                build_summary(info, results, command, date, finished=False),
+                summary_path,
+                out_dir,
+                extra_files=[log_path],
+            )
     summary = build_summary(info, results, command, date)
     copies = write_summary(summary, summary_path, out_dir, extra_files=[log_path])
 
     print(f"\ngpu-report on {info['gpu']}: {summary['status']} in {summary['total_duration_s']:.0f} s")
     for r in results:
-        print(f"  {r.name:<28s} {r.status:<8s} exit {r.exit_code!s:<5s} {r.duration_s:6.1f} s"
-              + (f"  {', '.join(r.results_files)}" if r.results_files else "")
-              + (f"  ({r.note.splitlines()[0]})" if r.note else ""))
+        print(
+            f"  {r.name:<28s} {r.status:<8s} exit {r.exit_code!s:<5s} {r.duration_s:6.1f} s"
+            + (f"  {', '.join(r.results_files)}" if r.results_files else "")
+            + (f"  ({r.note.splitlines()[0]})" if r.note else "")
+        )
     print(f"wrote {summary_path} and {log_path}")
     if out_dir is not None:
         print(f"copied {len(copies)} files to {out_dir}")
         if len(copies) > OUT_MAX_FILES:
-            print(f"  warning: more than {OUT_MAX_FILES} files; a collector that takes {OUT_MAX_FILES} "
-                  "may leave some behind (they are all in benchmarks/results/)")
+            print(
+                f"  warning: more than {OUT_MAX_FILES} files; a collector that takes {OUT_MAX_FILES} "
+                "may leave some behind (they are all in benchmarks/results/)"
+            )
     return 1 if summary["status"] == Status.FAILED else 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -60,4 +60,5 @@ Course tooling: exercises, checks and grading.
 
 Import what you need from the module; importing the package does nothing else.
 """
+
 __version__ = "0.1.0"

@@ -47,6 +47,7 @@ addition and at the point where a sum stops growing.
 model (fused groups, alignment, truncation, promotion) builds on the adder in
 :mod:`nbhelpers.tensor_cores`.
 """
+
 from __future__ import annotations
 
 import enum
@@ -116,8 +117,10 @@ def _check_block(order: Order, block) -> int | None:
             raise ValueError("order='lanes' needs block=L, the number of SIMD lanes (a power of two)")
         lanes = positive_int("block", block)
         if lanes & (lanes - 1):
-            raise ValueError(f"order='lanes' needs a power of two for block (the halving tree joins lane i "
-                             f"and i + block/2), got {lanes}")
+            raise ValueError(
+                f"order='lanes' needs a power of two for block (the halving tree joins lane i "
+                f"and i + block/2), got {lanes}"
+            )
         return lanes
     if block is not None:
         raise ValueError(f"block={block!r} is only used with order='blocked' or 'lanes' (order is {order.value!r})")
@@ -181,8 +184,12 @@ class RoundingAdder:
 
     def _buffers(self, shape):
         if shape not in self._bufs:
-            self._bufs[shape] = (np.empty(shape, np.int64), np.empty(shape, np.int64),
-                                 np.empty(shape, np.bool_), np.empty(shape, np.bool_))
+            self._bufs[shape] = (
+                np.empty(shape, np.int64),
+                np.empty(shape, np.int64),
+                np.empty(shape, np.bool_),
+                np.empty(shape, np.bool_),
+            )
         return self._bufs[shape]
 
     def add(self, s: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -398,9 +405,7 @@ def rounded_operands(A, B, in_fmt) -> tuple[np.ndarray, np.ndarray]:
     """A (M, K) and B (K, N) checked for shape and rounded to ``in_fmt``, as float64."""
     A_, B_ = np.asarray(A), np.asarray(B)
     if A_.ndim != 2 or B_.ndim != 2 or A_.shape[1] != B_.shape[0]:
-        raise ValueError(
-            f"matmul needs A of shape (M, K) and B of shape (K, N); got A {A_.shape} and B {B_.shape}"
-        )
+        raise ValueError(f"matmul needs A of shape (M, K) and B of shape (K, N); got A {A_.shape} and B {B_.shape}")
     fi = accumulator_format(in_fmt, "in_fmt")
     return round_to(A_, fi), round_to(B_, fi)
 
@@ -433,8 +438,9 @@ def emulated_matmul(
     return C if out_fmt is None else round_to(C, out_fmt)
 
 
-def emulated_matmul_ref(A, B, in_fmt="bf16", acc="fp32", order="sequential", rounding="nearest_even",
-                        block=None) -> np.ndarray:
+def emulated_matmul_ref(
+    A, B, in_fmt="bf16", acc="fp32", order="sequential", rounding="nearest_even", block=None
+) -> np.ndarray:
     """Slow reference for :func:`emulated_matmul` (deterministic roundings): one output at a time,
     every addition done exactly with Fractions and rounded once with ``round_to``. (M, N) float64."""
     method = SumMethod(acc, order, rounding, block)
@@ -482,7 +488,7 @@ def _sum_ref(terms: list, add, order: Order, block) -> Fraction:
         outer = zero
         for i in range(0, len(terms), block):
             p = zero
-            for t in terms[i:i + block]:
+            for t in terms[i : i + block]:
                 p = add(p, t)
             outer = add(outer, p)
         return outer
@@ -520,8 +526,6 @@ def _sum_ref(terms: list, add, order: Order, block) -> Fraction:
     else:
         right = _sum_ref(rest, add, order, block)
     return add(balanced(terms[:big]), right)
-
-
 
 
 def reduction_columns(x, axis: int, in_fmt=None) -> tuple[np.ndarray, tuple, int]:
@@ -579,8 +583,9 @@ def addend_loss(s, a, acc: FloatFormat | str = "bf16", rounding: Rounding | str 
     f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
-        raise ValueError("addend_loss measures one deterministic rounding; use nearest_even, "
-                         "nearest_away or toward_zero")
+        raise ValueError(
+            "addend_loss measures one deterministic rounding; use nearest_even, nearest_away or toward_zero"
+        )
     s_, a_ = np.broadcast_arrays(real_float64(np.asarray(s)), real_float64(np.asarray(a)))
     shape = s_.shape
     s_, a_ = s_.reshape(-1).copy(), a_.reshape(-1).copy()
@@ -617,8 +622,9 @@ def stall_length(value: float, acc: FloatFormat | str = "bf16", rounding: Roundi
     f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
-        raise ValueError("stochastic rounding does not stall; stall_length takes nearest_even, "
-                         "nearest_away or toward_zero")
+        raise ValueError(
+            "stochastic rounding does not stall; stall_length takes nearest_even, nearest_away or toward_zero"
+        )
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"value must be a real number, got {type(value).__name__} {value!r}")
     v = float(value)
@@ -636,9 +642,7 @@ def stall_length(value: float, acc: FloatFormat | str = "bf16", rounding: Roundi
     for _ in range(100_000):  # single steps; the skips keep this far below the limit
         t = step(s)
         if not math.isfinite(t):
-            raise ValueError(
-                f"the sum of {v!r} in {f.name} overflows to {t} after {k} terms, before it stalls"
-            )
+            raise ValueError(f"the sum of {v!r} in {f.name} overflows to {t} after {k} terms, before it stalls")
         if t == s:
             return k
         inc = t - s  # exact: both on the grid, t within a binade or two of s
@@ -653,7 +657,6 @@ def stall_length(value: float, acc: FloatFormat | str = "bf16", rounding: Roundi
                 s, k = float(Fraction(s) + j * Fraction(inc)), k + j
         prev_inc, prev_e = inc, e
     raise RuntimeError(f"stall_length({v!r}, {f.name!r}) did not settle: a bug in the skip-ahead")
-
 
 
 @dataclass(frozen=True)
@@ -694,4 +697,3 @@ class SumMethod:
     def sum(self, x, rng: np.random.Generator | None = None, axis: int = -1) -> np.ndarray:
         """:func:`emulated_sum` of x along ``axis`` with this method (rng for stochastic rounding)."""
         return emulated_sum(x, self.acc, self.order, self.rounding, self.block, rng, axis)
-

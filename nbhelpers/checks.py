@@ -23,6 +23,7 @@ A student's bug never escapes: any exception (``SystemExit`` included; only
 case. A bug on the course's side (the case generator or the reference raising) raises
 :class:`CheckerError` from :func:`run_check`; :func:`check` prints it instead.
 """
+
 from __future__ import annotations
 
 import copy
@@ -72,6 +73,7 @@ _SCOREBOARD: dict[str, CheckResult] = {}  # id -> latest result of check()
 # ---------------------------------------------------------------------------------------------
 # What a check concludes
 # ---------------------------------------------------------------------------------------------
+
 
 class CheckStatus(str, enum.Enum):
     """What a check concluded. A ``str`` subclass whose value is the word a report prints, so
@@ -153,6 +155,7 @@ class CheckResult:
 # ---------------------------------------------------------------------------------------------
 # Running a check
 # ---------------------------------------------------------------------------------------------
+
 
 def cases_for(exercise: Exercise | str, seed: int = 0) -> list[Case]:
     """The cases :func:`run_check` uses for this seed (same seed, same cases)."""
@@ -251,8 +254,9 @@ def score(exercise: Exercise | str, cases: list[Case], expected: list, got: list
     if len(expected) != len(cases) or len(got) > len(cases):
         raise ValueError(f"{ex.id}: {len(cases)} cases, {len(expected)} expected results, {len(got)} results")
 
-    def result(n_failed: int, mismatches: list[str], error: str | None,
-               status: CheckStatus | None = None) -> CheckResult:  # None: PASS or FAIL, from the cases
+    def result(
+        n_failed: int, mismatches: list[str], error: str | None, status: CheckStatus | None = None
+    ) -> CheckResult:  # None: PASS or FAIL, from the cases
         points = ex.points if n_failed == 0 and error is None and status is None else 0
         return CheckResult(ex.id, ex.title, points, ex.points, len(cases), n_failed, mismatches, error, status)
 
@@ -277,8 +281,10 @@ def score(exercise: Exercise | str, cases: list[Case], expected: list, got: list
         if reason is not None:
             n_failed += 1
             if len(mismatches) < MAX_MISMATCHES:
-                text = (f"{_call_text(ex, case)} returned {short_repr(g, _VALUE_LIMIT)}, "
-                        f"expected {short_repr(exp, _VALUE_LIMIT)} ({truncate(str(reason))})")
+                text = (
+                    f"{_call_text(ex, case)} returned {short_repr(g, _VALUE_LIMIT)}, "
+                    f"expected {short_repr(exp, _VALUE_LIMIT)} ({truncate(str(reason))})"
+                )
                 mismatches.append(_with_label(text, case))
     if first_error is None and n_failed and len(got) < len(cases):
         first_error = f"{len(cases) - len(got)} of {len(cases)} cases were not run"
@@ -334,9 +340,17 @@ def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:
         raise
     except BaseException as e:
         detail = str(e) if isinstance(e, CheckerError) else describe_exception(e)
-        res = CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [],
-                          f"the checker itself failed (not your fault; tell the instructor): {detail}",
-                          CheckStatus.ERROR)
+        res = CheckResult(
+            ex.id,
+            ex.title,
+            0,
+            ex.points,
+            0,
+            0,
+            [],
+            f"the checker itself failed (not your fault; tell the instructor): {detail}",
+            CheckStatus.ERROR,
+        )
     _SCOREBOARD[ex.id] = res
     print(str(res))
     return res

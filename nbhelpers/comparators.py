@@ -7,6 +7,7 @@ got 1.0, expected 1.5"). :func:`same_value` is the default of every
 :func:`same_value_up_to_zero_sign` and :func:`close_to` relax it for the exercises that need it.
 None of them raises on a student's value (:func:`compare`, the comparison itself, may).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,6 +24,7 @@ __all__ = ["same_value", "same_value_up_to_zero_sign", "close_to", "float_array"
 # ---------------------------------------------------------------------------------------------
 # same_value: bit-exact comparison of numbers, tuples and arrays
 # ---------------------------------------------------------------------------------------------
+
 
 def _is_numeric_dtype(dt: np.dtype) -> bool:
     if dt.kind in "biufc":
@@ -185,8 +187,7 @@ def _compare_arrays(got: Any, expected: np.ndarray) -> str | None:
     gv, ev = g[idx].item(), e[idx].item()
     what = "sign of zero differs: " if gv == 0 and ev == 0 else ""
     return (
-        f"{n_bad} of {e.size} elements differ; first at index {_format_index(idx)}: "
-        f"{what}got {gv!r}, expected {ev!r}"
+        f"{n_bad} of {e.size} elements differ; first at index {_format_index(idx)}: {what}got {gv!r}, expected {ev!r}"
     )
 
 
@@ -267,8 +268,10 @@ def same_value_up_to_zero_sign(got: Any, expected: Any) -> str | None:
     try:
         got_ = got
         if isinstance(got, (list, tuple)):
-            got_ = tuple(_unsign_zeros(np.asarray(v, dtype=np.float64)) if isinstance(v, np.ndarray)
-                         else _unsign_zeros(v) for v in got)
+            got_ = tuple(
+                _unsign_zeros(np.asarray(v, dtype=np.float64)) if isinstance(v, np.ndarray) else _unsign_zeros(v)
+                for v in got
+            )
         elif isinstance(got, np.ndarray):
             got_ = _unsign_zeros(np.asarray(got, dtype=np.float64)) if got.dtype.kind in "fV" else got
         else:

@@ -30,6 +30,7 @@ writes a results file that chapter 09 reads. A subset runs in ``make test``
 
 Needs Triton with its NVIDIA backend (the Linux wheels); no GPU, no CUDA driver.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -113,8 +114,17 @@ class Case:
 
 # ====================================================================== the course's cases
 
-_PTR_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8e4nv": "float8_e4m3fn",
-               "fp8e5": "float8_e5m2", "i32": "int32", "i64": "int64", "u8": "uint8", "i8": "int8"}
+_PTR_DTYPES = {
+    "fp32": "float32",
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "fp8e4nv": "float8_e4m3fn",
+    "fp8e5": "float8_e5m2",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "i8": "int8",
+}
 
 
 def _gemm_args(a: str, b: str, c: str, M: int, N: int, K: int, b_col_major: bool = False) -> tuple:
@@ -136,16 +146,28 @@ def _gemm_cases() -> list[Case]:
         dtype, prec, out = dtypes[kind]
         shape = 4096 if aligned else 1000
         for cfg in configs:
-            cases.append(Case(kernel, f"{dtype} {prec} -> {out}, {shape}^3",
-                              _gemm_args(dtype, dtype, out, shape, shape, shape),
-                              {**cfg.kwargs, "INPUT_PRECISION": prec}, cfg.num_warps, cfg.num_stages))
+            cases.append(
+                Case(
+                    kernel,
+                    f"{dtype} {prec} -> {out}, {shape}^3",
+                    _gemm_args(dtype, dtype, out, shape, shape, shape),
+                    {**cfg.kwargs, "INPUT_PRECISION": prec},
+                    cfg.num_warps,
+                    cfg.num_stages,
+                )
+            )
     # the launcher's default block (32, 32, 32), group_m 8, and Triton's default warps and stages
     for dtype in ("fp32", "bf16"):
         for target in ("sm_90", "sm_80"):
-            cases.append(Case(kernel, f"{dtype} ieee -> fp32, matmul() default",
-                              _gemm_args(dtype, dtype, "fp32", 256, 256, 256),
-                              {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "INPUT_PRECISION": "ieee", "GROUP_M": 8},
-                              target=target))
+            cases.append(
+                Case(
+                    kernel,
+                    f"{dtype} ieee -> fp32, matmul() default",
+                    _gemm_args(dtype, dtype, "fp32", 256, 256, 256),
+                    {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "INPUT_PRECISION": "ieee", "GROUP_M": 8},
+                    target=target,
+                )
+            )
     return cases
 
 
@@ -155,8 +177,7 @@ def _fp8_args(fp8: str, out: str, M: int, N: int, K: int, scales: tuple) -> tupl
 
 
 def _scaled_cases() -> list[Case]:
-    from .kernels.scaled_gemm import (BLOCK_SCALED_GPU_CONFIGS, FP8_FAST_GPU_CONFIGS, FP8_GPU_CONFIGS,
-                                      SCALE_BLOCK)
+    from .kernels.scaled_gemm import BLOCK_SCALED_GPU_CONFIGS, FP8_FAST_GPU_CONFIGS, FP8_GPU_CONFIGS, SCALE_BLOCK
 
     cases = []
     scaled = "nbhelpers.kernels.scaled_gemm:scaled_matmul_kernel"
@@ -166,25 +187,47 @@ def _scaled_cases() -> list[Case]:
         nk = -(-shape // SCALE_BLOCK)
         for precise, configs in ((True, FP8_GPU_CONFIGS), (False, FP8_FAST_GPU_CONFIGS)):
             for cfg in configs:
-                cases.append(Case(scaled, f"e4m3 row/col scales -> bf16, {'promoted' if precise else 'fast'}, "
-                                          f"{shape}^3", _fp8_args("fp8e4nv", "bf16", shape, shape, shape, (1, 1)),
-                                  {**cfg.kwargs, "PRECISE_ACC": precise}, cfg.num_warps, cfg.num_stages,
-                                  default=aligned))
+                cases.append(
+                    Case(
+                        scaled,
+                        f"e4m3 row/col scales -> bf16, {'promoted' if precise else 'fast'}, {shape}^3",
+                        _fp8_args("fp8e4nv", "bf16", shape, shape, shape, (1, 1)),
+                        {**cfg.kwargs, "PRECISE_ACC": precise},
+                        cfg.num_warps,
+                        cfg.num_stages,
+                        default=aligned,
+                    )
+                )
         # block scales: sA (M, K/128) and sB (K/128, N/128), both row-major; bf16 out (timed) and
         # fp32 out (the benchmark's output check)
         for out in ("bf16", "fp32") if aligned else ("bf16",):
             for cfg in BLOCK_SCALED_GPU_CONFIGS:
-                cases.append(Case(blocked, f"e4m3 128x128 block scales -> {out}, {shape}^3",
-                                  _fp8_args("fp8e4nv", out, shape, shape, shape, (nk, 1, nk, 1)),
-                                  {**cfg.kwargs, "SCALE_BLOCK_N": SCALE_BLOCK}, cfg.num_warps, cfg.num_stages,
-                                  default=aligned))
+                cases.append(
+                    Case(
+                        blocked,
+                        f"e4m3 128x128 block scales -> {out}, {shape}^3",
+                        _fp8_args("fp8e4nv", out, shape, shape, shape, (nk, 1, nk, 1)),
+                        {**cfg.kwargs, "SCALE_BLOCK_N": SCALE_BLOCK},
+                        cfg.num_warps,
+                        cfg.num_stages,
+                        default=aligned,
+                    )
+                )
     # the A100: e5m2 dots compile for sm_80, e4m3 dots do not (the launchers say so in a sentence)
     cfg = FP8_GPU_CONFIGS[-1]
     for fp8, expect in (("fp8e5", None), ("fp8e4nv", "fp8e4nv not supported")):
-        cases.append(Case(scaled, f"{'e5m2' if fp8 == 'fp8e5' else 'e4m3'} -> fp32 on sm_80",
-                          _fp8_args(fp8, "fp32", 4096, 4096, 4096, (1, 1)),
-                          {**cfg.kwargs, "PRECISE_ACC": True}, cfg.num_warps, cfg.num_stages, target="sm_80",
-                          expect_error=expect))
+        cases.append(
+            Case(
+                scaled,
+                f"{'e5m2' if fp8 == 'fp8e5' else 'e4m3'} -> fp32 on sm_80",
+                _fp8_args(fp8, "fp32", 4096, 4096, 4096, (1, 1)),
+                {**cfg.kwargs, "PRECISE_ACC": True},
+                cfg.num_warps,
+                cfg.num_stages,
+                target="sm_80",
+                expect_error=expect,
+            )
+        )
     return cases
 
 
@@ -204,14 +247,26 @@ def _grouped_cases() -> list[Case]:
     cases = []
     for target in ("sm_90", "sm_80"):
         for cfg in GPU_CONFIGS:
-            cases.append(Case(where + "grouped_matmul_kernel", "bf16 -> bf16, DeepSeek-V3 up projection",
-                              args("bf16", "bf16", (K * N, N, 1)),
-                              {**cfg.kwargs, "BLOCK_E": E, "GROUP_M": DEFAULT_GROUP_M, "INPUT_PRECISION": "ieee"},
-                              cfg.num_warps, cfg.num_stages, target=target))
+            cases.append(
+                Case(
+                    where + "grouped_matmul_kernel",
+                    "bf16 -> bf16, DeepSeek-V3 up projection",
+                    args("bf16", "bf16", (K * N, N, 1)),
+                    {**cfg.kwargs, "BLOCK_E": E, "GROUP_M": DEFAULT_GROUP_M, "INPUT_PRECISION": "ieee"},
+                    cfg.num_warps,
+                    cfg.num_stages,
+                    target=target,
+                )
+            )
     bm, bn, bk = FP8_DEFAULT_BLOCK
-    cases.append(Case(where + "scaled_grouped_matmul_kernel", "e4m3 K-major weights -> bf16, DeepSeek-V3 up projection",
-                      args("fp8e4nv", "bf16", (N * K, 1, K), fp8=True),
-                      {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "BLOCK_E": E, "GROUP_M": DEFAULT_GROUP_M}))
+    cases.append(
+        Case(
+            where + "scaled_grouped_matmul_kernel",
+            "e4m3 K-major weights -> bf16, DeepSeek-V3 up projection",
+            args("fp8e4nv", "bf16", (N * K, 1, K), fp8=True),
+            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "BLOCK_E": E, "GROUP_M": DEFAULT_GROUP_M},
+        )
+    )
     return cases
 
 
@@ -220,8 +275,17 @@ def _pressure_cases() -> list[Case]:
     not defaults (past k = 58 it spills on purpose)."""
     from .kernels import pressure
 
-    return [Case(pressure.KERNEL, f"EXTRA={k}", pressure.launch_args(), {"BLOCK": pressure.BLOCK, "EXTRA": k},
-                 num_warps=pressure.NUM_WARPS, default=False) for k in range(0, 67, 2)]
+    return [
+        Case(
+            pressure.KERNEL,
+            f"EXTRA={k}",
+            pressure.launch_args(),
+            {"BLOCK": pressure.BLOCK, "EXTRA": k},
+            num_warps=pressure.NUM_WARPS,
+            default=False,
+        )
+        for k in range(0, 67, 2)
+    ]
 
 
 def _copy_cases() -> list[Case]:
@@ -229,35 +293,69 @@ def _copy_cases() -> list[Case]:
     n = 1 << 26
     for block in (1024, 2048, 4096, 8192):  # benchmarks/gpu_copy_bandwidth.py's COPY_BLOCKS
         cases.append(Case("nbhelpers.kernels.copy:copy_kernel", "fp32", ("*fp32", "*fp32", n), {"BLOCK": block}))
-    cases.append(Case("nbhelpers.kernels.copy:strided_read_kernel", "fp32, stride 8", ("*fp32", "*fp32", n // 8, 8),
-                      {"BLOCK": 1024}))
+    cases.append(
+        Case(
+            "nbhelpers.kernels.copy:strided_read_kernel",
+            "fp32, stride 8",
+            ("*fp32", "*fp32", n // 8, 8),
+            {"BLOCK": 1024},
+        )
+    )
     for bm, bn in ((32, 32), (64, 64)):  # the launcher's default and the benchmark's other tile
-        cases.append(Case("nbhelpers.kernels.copy:transpose_kernel", "fp32",
-                          ("*fp32", "*fp32", 8192, 8192, 8192, 1, 8192, 1), {"BLOCK_M": bm, "BLOCK_N": bn}))
+        cases.append(
+            Case(
+                "nbhelpers.kernels.copy:transpose_kernel",
+                "fp32",
+                ("*fp32", "*fp32", 8192, 8192, 8192, 1, 8192, 1),
+                {"BLOCK_M": bm, "BLOCK_N": bn},
+            )
+        )
     return cases
 
 
 def _solution_cases() -> list[Case]:
     """The solutions' kernels, launched as the solution notebooks launch them (Triton's default
     warps and stages)."""
-    ex08, ex09, ex10 = ("solutions/ex08_gpu_memory.ipynb", "solutions/ex09_gemm_kernels.ipynb",
-                        "solutions/ex10_grouped_gemm.ipynb")
+    ex08, ex09, ex10 = (
+        "solutions/ex08_gpu_memory.ipynb",
+        "solutions/ex09_gemm_kernels.ipynb",
+        "solutions/ex10_grouped_gemm.ipynb",
+    )
     cases = [
         Case(f"{ex08}:masked_copy_kernel", "fp32", ("*fp32", "*fp32", 1000), {"BLOCK": 256}, source="solution"),
-        Case(f"{ex09}:tile_matmul_kernel", "fp32", ("*fp32", "*fp32", "*fp32", 100, 90, 70, 88, 1, 176, 1, 90, 1),
-             {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}, source="solution"),
-        Case(f"{ex09}:scaled_epilogue_kernel", "fp32", ("*fp32", "*fp32", "*fp32", "*fp32", 100, 90, 106, 1, 1, 1),
-             {"BLOCK_M": 16, "BLOCK_N": 16}, source="solution"),
+        Case(
+            f"{ex09}:tile_matmul_kernel",
+            "fp32",
+            ("*fp32", "*fp32", "*fp32", 100, 90, 70, 88, 1, 176, 1, 90, 1),
+            {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16},
+            source="solution",
+        ),
+        Case(
+            f"{ex09}:scaled_epilogue_kernel",
+            "fp32",
+            ("*fp32", "*fp32", "*fp32", "*fp32", 100, 90, 106, 1, 1, 1),
+            {"BLOCK_M": 16, "BLOCK_N": 16},
+            source="solution",
+        ),
         Case(f"{ex10}:tile_lookup_kernel", "int32", ("*i32", "*i32", 8, 40), {"BLOCK_M": 64}, source="solution"),
     ]
     return [c for c in cases if _kernel_exists(c.kernel)]
 
 
 def _test_cases() -> list[Case]:
-    return [c for c in [
-        Case("tests/test_kernels_gemm.py:_tile_probe_kernel", "int32", ("*i32", 100, 257),
-             {"BLOCK_M": 32, "BLOCK_N": 32, "GROUP_M": 3}, source="test"),
-    ] if _kernel_exists(c.kernel)]
+    return [
+        c
+        for c in [
+            Case(
+                "tests/test_kernels_gemm.py:_tile_probe_kernel",
+                "int32",
+                ("*i32", 100, 257),
+                {"BLOCK_M": 32, "BLOCK_N": 32, "GROUP_M": 3},
+                source="test",
+            ),
+        ]
+        if _kernel_exists(c.kernel)
+    ]
 
 
 def course_cases(kernels: str | None = None, sources=("package", "solution", "test")) -> list[Case]:
@@ -275,6 +373,7 @@ def course_cases(kernels: str | None = None, sources=("package", "solution", "te
 
 
 # ====================================================================== compiling one case
+
 
 def _kernel_exists(ref: str) -> bool:
     path, _, name = ref.rpartition(":")
@@ -294,7 +393,8 @@ def _source_of(path: str) -> str:
 
 def _is_jit(node: ast.AST) -> bool:
     return isinstance(node, ast.FunctionDef) and any(
-        ast.unparse(d).split("(")[0] in ("triton.jit", "jit") for d in node.decorator_list)
+        ast.unparse(d).split("(")[0] in ("triton.jit", "jit") for d in node.decorator_list
+    )
 
 
 def _load_from_source(path: str, name: str):
@@ -311,8 +411,13 @@ def _load_from_source(path: str, name: str):
                 tree.body += ast.parse(chunk).body
             except SyntaxError:
                 continue
-    keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) or _is_jit(n)
-            or (isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant))]
+    keep = [
+        n
+        for n in tree.body
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        or _is_jit(n)
+        or (isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant))
+    ]
     text = "\n\n".join(ast.unparse(n) for n in keep) + "\n"
     mod_name = "cc_" + re.sub(r"\W", "_", path.rsplit(".", 1)[0])
     if mod_name in sys.modules:  # already loaded by this process
@@ -346,14 +451,17 @@ def _tensor(spec: str):
 
 def parse_ptxas(log: str) -> dict:
     """Registers, spill stores/loads and stack bytes from ``ptxas -v`` output."""
+
     def grab(pattern, default=0):
         m = re.search(pattern, log)
         return int(m.group(1)) if m else default
 
-    return {"registers": grab(r"Used (\d+) registers", None),
-            "spill_stores": grab(r"(\d+) bytes spill stores"),
-            "spill_loads": grab(r"(\d+) bytes spill loads"),
-            "stack": grab(r"(\d+) bytes stack frame")}
+    return {
+        "registers": grab(r"Used (\d+) registers", None),
+        "spill_stores": grab(r"(\d+) bytes spill stores"),
+        "spill_loads": grab(r"(\d+) bytes spill loads"),
+        "stack": grab(r"(\d+) bytes stack frame"),
+    }
 
 
 def instruction_summary(ptx: str) -> dict:
@@ -367,9 +475,11 @@ def instruction_summary(ptx: str) -> dict:
         instr = f"mma.sync {mma.group(1)} {mma.group(2)}"
     else:
         instr = "none"
-    return {"mma": instr,
-            "cp_async": len(re.findall(r"\bcp\.async\.(?:ca|cg)\.shared", ptx)),
-            "tma": len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx))}
+    return {
+        "mma": instr,
+        "cp_async": len(re.findall(r"\bcp\.async\.(?:ca|cg)\.shared", ptx)),
+        "tma": len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx)),
+    }
 
 
 def _ptxas_info(ptx: str, capability: int) -> dict:
@@ -378,9 +488,20 @@ def _ptxas_info(ptx: str, capability: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "k.ptx"
         src.write_text(ptx)
-        r = subprocess.run([get_ptxas(capability).path, "-lineinfo", "-v", "--regAllocOptLevel=2",
-                            f"--gpu-name={sm_arch_from_capability(capability)}", str(src), "-o", str(src) + ".o"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                get_ptxas(capability).path,
+                "-lineinfo",
+                "-v",
+                "--regAllocOptLevel=2",
+                f"--gpu-name={sm_arch_from_capability(capability)}",
+                str(src),
+                "-o",
+                str(src) + ".o",
+            ],
+            capture_output=True,
+            text=True,
+        )
     if r.returncode != 0:
         raise RuntimeError(f"ptxas failed: {r.stderr.strip()[-500:]}")
     return parse_ptxas(r.stderr + r.stdout)
@@ -416,8 +537,13 @@ def launch_spec(fn, case: Case, target) -> tuple:
     backend = make_backend(target)
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     args = [_tensor(a) if isinstance(a, str) else a for a in case.args]
-    kwargs = {**case.constexprs, "num_warps": case.num_warps, "num_stages": case.num_stages,
-              "debug": bool(knobs.runtime.debug), "instrumentation_mode": knobs.compilation.instrumentation_mode}
+    kwargs = {
+        **case.constexprs,
+        "num_warps": case.num_warps,
+        "num_stages": case.num_stages,
+        "debug": bool(knobs.runtime.debug),
+        "instrumentation_mode": knobs.compilation.instrumentation_mode,
+    }
     bound, spec, opts = binder(*args, **kwargs)
     return fn._pack_args(backend, kwargs, bound, spec, opts)
 
@@ -430,19 +556,28 @@ def compile_case(case: Case) -> dict:
     from triton.compiler import ASTSource
 
     cap = capability_of(case.target)
-    row = {"kernel": case.kernel.rpartition(":")[2], "where": case.kernel.rpartition(":")[0],
-           "source": case.source, "label": case.label, "config": case.config, "target": case.target,
-           "num_warps": case.num_warps, "num_stages": case.num_stages, "default": case.default}
+    row = {
+        "kernel": case.kernel.rpartition(":")[2],
+        "where": case.kernel.rpartition(":")[0],
+        "source": case.source,
+        "label": case.label,
+        "config": case.config,
+        "target": case.target,
+        "num_warps": case.num_warps,
+        "num_stages": case.num_stages,
+        "default": case.default,
+    }
     t0 = time.perf_counter()
     try:
         fn = _kernel(case.kernel)
         if not isinstance(fn, triton.runtime.JITFunction):
-            raise RuntimeError(f"{case.kernel} is a {type(fn).__name__}, not a compiled-mode triton.jit function "
-                               "(imported with TRITON_INTERPRET=1?)")
+            raise RuntimeError(
+                f"{case.kernel} is a {type(fn).__name__}, not a compiled-mode triton.jit function "
+                "(imported with TRITON_INTERPRET=1?)"
+            )
         target = GPUTarget("cuda", cap, 32)
         options, signature, constexprs, attrs = launch_spec(fn, case, target)
-        compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
-                                  options=options.__dict__)
+        compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
         ptx = compiled.asm["ptx"]
         row.update(_ptxas_info(ptx, cap))
         row.update(instruction_summary(ptx))
@@ -509,8 +644,15 @@ def check(cases: list[Case], jobs: int = 1, on_row=None) -> list[dict]:
     errors: list[str] = []
 
     def work():
-        proc = subprocess.Popen([sys.executable, "-m", "nbhelpers.compile_check", "--worker"], cwd=ROOT, env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nbhelpers.compile_check", "--worker"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             while True:
                 try:
@@ -521,13 +663,20 @@ def check(cases: list[Case], jobs: int = 1, on_row=None) -> list[dict]:
                 proc.stdin.flush()
                 for line in proc.stdout:
                     if line.startswith(_ROW):
-                        row = json.loads(line[len(_ROW):])
+                        row = json.loads(line[len(_ROW) :])
                         break
                 else:  # the worker died (a compiler crash): this case's row says so
-                    row = {"kernel": c.kernel.rpartition(":")[2], "where": c.kernel.rpartition(":")[0],
-                           "source": c.source, "label": c.label, "config": c.config, "target": c.target,
-                           "default": c.default, "status": "error",
-                           "error": f"the compiling process exited with code {proc.wait()}"}
+                    row = {
+                        "kernel": c.kernel.rpartition(":")[2],
+                        "where": c.kernel.rpartition(":")[0],
+                        "source": c.source,
+                        "label": c.label,
+                        "config": c.config,
+                        "target": c.target,
+                        "default": c.default,
+                        "status": "error",
+                        "error": f"the compiling process exited with code {proc.wait()}",
+                    }
                     with lock:
                         errors.append(row["error"])
                     rows[i] = row
@@ -572,11 +721,14 @@ def findings(rows: list[dict]) -> list[str]:
             out.append(f"{where}: does not compile: {r.get('error')}")
             continue
         if r["shared"] > r["shared_limit"]:
-            out.append(f"{where}: needs {r['shared']:,} B of shared memory, over the {r['shared_limit']:,} B a "
-                       "block may use")
+            out.append(
+                f"{where}: needs {r['shared']:,} B of shared memory, over the {r['shared_limit']:,} B a block may use"
+            )
         if r["default"] and (r["spill_stores"] or r["spill_loads"]):
-            out.append(f"{where}: spills ({r['spill_stores']} B stores, {r['spill_loads']} B loads, "
-                       f"{r['registers']} registers)")
+            out.append(
+                f"{where}: spills ({r['spill_stores']} B stores, {r['spill_loads']} B loads, "
+                f"{r['registers']} registers)"
+            )
     return out
 
 
@@ -590,28 +742,39 @@ def _meta(jobs: int, cold: bool, command: str) -> dict:
         ptxas = None
     from .device import cpu_model
 
-    return {"script": "python -m nbhelpers.compile_check", "command": command,
-            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "triton": triton.__version__, "ptxas": ptxas, "python": platform.python_version(),
-            "machine": f"{cpu_model() or platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-            "jobs": jobs, "cold_cache": cold, "shared_limit": {f"sm_{k}": v for k, v in SHARED_LIMIT.items()}}
+    return {
+        "script": "python -m nbhelpers.compile_check",
+        "command": command,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "triton": triton.__version__,
+        "ptxas": ptxas,
+        "python": platform.python_version(),
+        "machine": f"{cpu_model() or platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "jobs": jobs,
+        "cold_cache": cold,
+        "shared_limit": {f"sm_{k}": v for k, v in SHARED_LIMIT.items()},
+    }
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nbhelpers.compile_check",
-                                 description="Compile every kernel of the course for sm_90 / sm_80 without a GPU "
-                                             "and check registers, spills and shared memory.")
+    ap = argparse.ArgumentParser(
+        prog="python -m nbhelpers.compile_check",
+        description="Compile every kernel of the course for sm_90 / sm_80 without a GPU "
+        "and check registers, spills and shared memory.",
+    )
     ap.add_argument("--kernels", help="only kernels whose name contains this string")
     ap.add_argument("--sources", default="package,solution,test", help="package,solution,test (default: all)")
     ap.add_argument("--target", help="only this target (sm_90, sm_80; another sm_NN compiles the sm_90 cases for it)")
     ap.add_argument("--defaults-only", action="store_true", help="only the configs the course uses by default")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compiles at a time (default: all cores)")
-    ap.add_argument("--cold", action="store_true",
-                    help="compile into an empty Triton cache (to measure compile times)")
+    ap.add_argument("--cold", action="store_true", help="compile into an empty Triton cache (to measure compile times)")
     ap.add_argument("--out", default=str(DEFAULT_RESULTS), help="results file (default: %(default)s)")
     ap.add_argument("--list", action="store_true", help="list the cases and stop")
-    ap.add_argument("--warm", action="store_true",
-                    help="exit 0 whatever the findings (on a GPU machine: fill Triton's cache before the benchmarks)")
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="exit 0 whatever the findings (on a GPU machine: fill Triton's cache before the benchmarks)",
+    )
     ap.add_argument("--gpu", help="the GPU this run prepares, recorded in the results file's meta")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -647,8 +810,11 @@ def main(argv=None) -> int:
 
     def on_row(r):
         results.add(r)
-        state = r["status"] if r["status"] != "ok" else (
-            f"{r['registers']:3d} regs, spill {r['spill_stores']:4d} B, smem {r['shared']:7,d} B, {r['mma']}")
+        state = (
+            r["status"]
+            if r["status"] != "ok"
+            else (f"{r['registers']:3d} regs, spill {r['spill_stores']:4d} B, smem {r['shared']:7,d} B, {r['mma']}")
+        )
         print(f"{r['compile_s']:6.1f} s  {r['target']}  {r['kernel']:<28s} {r['config']:<34s} {state}", flush=True)
 
     rows = check(cases, args.jobs, on_row)

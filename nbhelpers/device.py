@@ -10,14 +10,25 @@ Environment variables:
                            ``cuda`` (or ``gpu``) demands the GPU and fails if there is none.
 ``NBHELPERS_REQUIRE_GPU``  set to 1 by the GPU CI: fail (not fall back) if no GPU is visible.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 from dataclasses import dataclass
 
-__all__ = ["DeviceInfo", "setup_device", "NoGPUError", "gpu_unavailable_reason", "start_gpu_script",
-           "nvidia_driver_version", "gpu_run_meta", "cpu_model", "cpu_has"]
+__all__ = [
+    "DeviceInfo",
+    "setup_device",
+    "NoGPUError",
+    "gpu_unavailable_reason",
+    "start_gpu_script",
+    "nvidia_driver_version",
+    "gpu_run_meta",
+    "cpu_model",
+    "cpu_has",
+]
+
 
 class NoGPUError(RuntimeError):
     """A GPU was required (NBHELPERS_DEVICE=cuda or NBHELPERS_REQUIRE_GPU=1) but none is visible."""
@@ -93,8 +104,16 @@ def setup_device(force: str | None = None, verbose: bool = True) -> DeviceInfo:
         if os.environ.get("TRITON_INTERPRET") == "1":
             # a leftover from a CPU session in the same process would silently interpret kernels
             os.environ.pop("TRITON_INTERPRET")
-        info = DeviceInfo("cuda", gpu_name, False, _version("torch"), _version("triton"),
-                          "PyTorch sees a GPU", _version("numpy"), _version("ml_dtypes"))
+        info = DeviceInfo(
+            "cuda",
+            gpu_name,
+            False,
+            _version("torch"),
+            _version("triton"),
+            "PyTorch sees a GPU",
+            _version("numpy"),
+            _version("ml_dtypes"),
+        )
     else:
         kernels = sys.modules.get("nbhelpers.kernels")
         if kernels is not None and not getattr(kernels, "INTERPRETED", True):
@@ -106,8 +125,16 @@ def setup_device(force: str | None = None, verbose: bool = True) -> DeviceInfo:
         reason = "forced by NBHELPERS_DEVICE=cpu" if want == "cpu" else "no GPU visible to PyTorch"
         import platform
 
-        info = DeviceInfo("cpu", platform.processor() or platform.machine(), True,
-                          _version("torch"), _version("triton"), reason, _version("numpy"), _version("ml_dtypes"))
+        info = DeviceInfo(
+            "cpu",
+            platform.processor() or platform.machine(),
+            True,
+            _version("torch"),
+            _version("triton"),
+            reason,
+            _version("numpy"),
+            _version("ml_dtypes"),
+        )
     if verbose:
         print(info)
     return info
@@ -127,7 +154,6 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
-
 def start_gpu_script(script: str, hint: str = "") -> bool:
     """The start of every GPU script in benchmarks/: True once :func:`setup_device` has switched
     to compiled mode (so the kernels the script imports next are compiled, never interpreted);
@@ -140,14 +166,19 @@ def start_gpu_script(script: str, hint: str = "") -> bool:
     setup_device(force="cuda", verbose=False)
     return True
 
+
 def nvidia_driver_version() -> str | None:
     """The NVIDIA driver version from nvidia-smi, else the CUDA driver API version torch reports
     (said so), else None: what a results file records as its driver."""
     import subprocess
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if out.returncode == 0 and out.stdout.strip():
             return out.stdout.strip().splitlines()[0]
     except (OSError, subprocess.SubprocessError):
@@ -216,4 +247,3 @@ def cpu_has(flag: str) -> bool | None:
     if info is None or "flags" not in info:
         return None
     return flag in info["flags"].split()
-

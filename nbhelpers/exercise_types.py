@@ -6,6 +6,7 @@ Types only: the chapter modules (``nbhelpers.answer_keys.chNN``) build their ``E
 from these, the registry (:mod:`nbhelpers.answer_keys`) reads those lists, and
 :mod:`nbhelpers.checks` runs them.
 """
+
 from __future__ import annotations
 
 import re

@@ -4,6 +4,7 @@ Seeded GEMM inputs (:func:`gemm_inputs`, shared with the GPU measurements) and s
 variants over K (:func:`gemm_sweep`); error statistics of summation methods over many sums
 (:func:`sum_errors`) and against the length of the sum (:func:`errors_vs_length`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -149,8 +150,13 @@ class SumErrors:
     relative: np.ndarray
     normwise: np.ndarray
 
-    HEADERS: ClassVar[tuple[str, ...]] = ("method", "median rel. error", "worst rel. error",
-                                          "median err / sum|x|", "worst err / sum|x|")
+    HEADERS: ClassVar[tuple[str, ...]] = (
+        "method",
+        "median rel. error",
+        "worst rel. error",
+        "median err / sum|x|",
+        "worst err / sum|x|",
+    )
 
     def row(self) -> tuple:
         """(label, median and worst relative error, median and worst normwise error)."""
@@ -190,8 +196,9 @@ def sum_errors(x, methods: Iterable[SumMethod], rng: np.random.Generator | None 
     return out
 
 
-def errors_vs_length(x, lengths, methods: Iterable[SumMethod], rng: np.random.Generator | None = None
-                     ) -> dict[SumMethod, np.ndarray]:
+def errors_vs_length(
+    x, lengths, methods: Iterable[SumMethod], rng: np.random.Generator | None = None
+) -> dict[SumMethod, np.ndarray]:
     """Median relative error of each method's sums of the first n terms of every row, for each n.
 
     x: (T, N) terms; lengths: increasing ints, each at most N. Returns {method: float64 array of
@@ -214,8 +221,9 @@ def errors_vs_length(x, lengths, methods: Iterable[SumMethod], rng: np.random.Ge
     return out
 
 
-def ulp_ladder(weights: Sequence[float], formats: Sequence[FloatFormat | str] = ("fp16", "bf16")
-               ) -> tuple[list[tuple], list[str]]:
+def ulp_ladder(
+    weights: Sequence[float], formats: Sequence[FloatFormat | str] = ("fp16", "bf16")
+) -> tuple[list[tuple], list[str]]:
     """Rows and headers for a table: per weight, in each format, the spacing and the smallest update.
 
     For each weight w (rounded into each format first): the spacing (ulp) at w, the threshold

@@ -8,6 +8,7 @@ such as ``FloatFormat.custom(3, 4)`` gets the same treatment as the named ones i
 
 Values are float64 numpy arrays; raw codes (``bits``) are unsigned integer arrays.
 """
+
 from __future__ import annotations
 
 import enum
@@ -254,13 +255,11 @@ def _validate(exp_bits: int, man_bits: int, specials: Specials, signed: bool) ->
         raise TypeError(f"specials must be a Specials member, got {specials!r}")
     if not 1 <= exp_bits <= MAX_EXP_BITS:
         raise ValueError(
-            f"exp_bits={exp_bits} is not supported: exponent widths from 1 to {MAX_EXP_BITS} "
-            "(fp32's) are accepted"
+            f"exp_bits={exp_bits} is not supported: exponent widths from 1 to {MAX_EXP_BITS} (fp32's) are accepted"
         )
     if not 0 <= man_bits <= MAX_MAN_BITS:
         raise ValueError(
-            f"man_bits={man_bits} is not supported: mantissa widths from 0 to {MAX_MAN_BITS} "
-            "(fp32's) are accepted"
+            f"man_bits={man_bits} is not supported: mantissa widths from 0 to {MAX_MAN_BITS} (fp32's) are accepted"
         )
     if specials is Specials.POWER_OF_TWO:
         if man_bits != 0 or signed:
@@ -291,8 +290,9 @@ def _registry() -> Mapping[str, FloatFormat]:
         FloatFormat("e2m3fn", 2, 3, Specials.FINITE, ml_dtype="float6_e2m3fn"),
         FloatFormat("e3m2fn", 3, 2, Specials.FINITE, ml_dtype="float6_e3m2fn"),
         FloatFormat("e2m1fn", 2, 1, Specials.FINITE, ml_dtype="float4_e2m1fn"),  # torch: packed pairs only
-        FloatFormat("e8m0fnu", 8, 0, Specials.POWER_OF_TWO, signed=False, ml_dtype="float8_e8m0fnu",
-                    torch_name="float8_e8m0fnu"),
+        FloatFormat(
+            "e8m0fnu", 8, 0, Specials.POWER_OF_TWO, signed=False, ml_dtype="float8_e8m0fnu", torch_name="float8_e8m0fnu"
+        ),
     ]
     return MappingProxyType({f.name: f for f in fmts})
 
@@ -312,9 +312,7 @@ def get_format(fmt: FloatFormat | str) -> FloatFormat:
     if isinstance(fmt, FloatFormat):
         return fmt
     if not isinstance(fmt, str):
-        raise TypeError(
-            f"a format is a FloatFormat or a name such as 'bf16', got {type(fmt).__name__} {fmt!r}"
-        )
+        raise TypeError(f"a format is a FloatFormat or a name such as 'bf16', got {type(fmt).__name__} {fmt!r}")
     key = fmt.strip().lower()
     if key in FORMATS:
         return FORMATS[key]
@@ -334,15 +332,11 @@ def get_format(fmt: FloatFormat | str) -> FloatFormat:
 def _as_bits(bits, f: FloatFormat) -> np.ndarray:
     arr = np.asarray(bits)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
-        raise TypeError(
-            f"bits must be integer codes (an int or an integer array), got dtype {arr.dtype}"
-        )
+        raise TypeError(f"bits must be integer codes (an int or an integer array), got dtype {arr.dtype}")
     a = arr.astype(np.int64)
     if a.size and (a.min() < 0 or a.max() >= 2**f.bits):
         bad = a[(a < 0) | (a >= 2**f.bits)].ravel()[0]
-        raise ValueError(
-            f"code {int(bad)} does not fit in {f.name}: codes are 0 .. {2**f.bits - 1} ({f.bits} bits)"
-        )
+        raise ValueError(f"code {int(bad)} does not fit in {f.name}: codes are 0 .. {2**f.bits - 1} ({f.bits} bits)")
     return a
 
 
@@ -511,8 +505,12 @@ def limits_vs_oracles(fmt: FloatFormat | str) -> dict:
     """
     f = get_format(fmt)
     keys = ("max", "smallest_normal", "smallest_subnormal", "eps")
-    ours = {"max": f.max, "smallest_normal": f.smallest_normal,
-            "smallest_subnormal": f.smallest_subnormal, "eps": f.eps if f.man_bits else None}
+    ours = {
+        "max": f.max,
+        "smallest_normal": f.smallest_normal,
+        "smallest_subnormal": f.smallest_subnormal,
+        "eps": f.eps if f.man_bits else None,
+    }
     found: dict = {"format": f.name, "ours": ours, "ml_dtypes": None, "torch": None}
     dt = oracle_dtype(f)
     if dt is not None:
@@ -527,8 +525,12 @@ def limits_vs_oracles(fmt: FloatFormat | str) -> dict:
 
             ti = torch.finfo(tdt) if tdt is not None else None
             if ti is not None:
-                found["torch"] = {"max": float(ti.max), "smallest_normal": float(ti.smallest_normal),
-                                  "smallest_subnormal": None, "eps": float(ti.eps)}
+                found["torch"] = {
+                    "max": float(ti.max),
+                    "smallest_normal": float(ti.smallest_normal),
+                    "smallest_subnormal": None,
+                    "eps": float(ti.eps),
+                }
         except Exception:  # torch missing, or a dtype its finfo does not describe
             found["torch"] = None
     match = True

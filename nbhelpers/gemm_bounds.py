@@ -1,6 +1,7 @@
 """Error bounds of fp32-accumulated GEMMs (chapters 03, 09, 10): what any order of fp32 additions,
 TF32 inputs, tensor-core truncation or a narrow output can do to ``C = a @ b``, elementwise.
 Every Triton GEMM of the course (:mod:`nbhelpers.kernels`) is checked against it."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,13 @@ def _gamma(n: int, u: float) -> float:
     return n * u / (1 - n * u)
 
 
-def error_bound(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
-                tensor_core: bool = False, out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def error_bound(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    input_precision: str = "ieee",
+    tensor_core: bool = False,
+    out_dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
     """An elementwise bound on |C - a @ b| for an fp32-accumulated C, (M, N) float64.
 
     ``(gamma_K(2**-24) + gamma_K(2**-53)) * (|a| @ |b|)``: any order of K fp32 additions, each

@@ -2,6 +2,7 @@
 the GPU measurements of :mod:`nbhelpers.gpu_measurements`): numpy in, float64 numpy out, on the
 device the kernels run on (:func:`nbhelpers.kernels.default_device`). It imports the kernels:
 import it after :func:`nbhelpers.device.setup_device`, as :mod:`nbhelpers.kernels` says."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,14 @@ def _as_kernel_input(x: np.ndarray, fmt: str, device) -> torch.Tensor:
     return torch.from_numpy(xq).to(device=device, dtype=dtype)
 
 
-def run_matmul(A, B, in_fmt: str = "bf16", input_precision: str = "ieee",
-               block: tuple[int, int, int] = (32, 32, 32), device: str | None = None) -> np.ndarray:
+def run_matmul(
+    A,
+    B,
+    in_fmt: str = "bf16",
+    input_precision: str = "ieee",
+    block: tuple[int, int, int] = (32, 32, 32),
+    device: str | None = None,
+) -> np.ndarray:
     """The kernel on float64 data: A (M, K), B (K, N) rounded to ``in_fmt`` ("fp32", "bf16" or
     "fp16"), then :func:`nbhelpers.kernels.gemm.matmul`; returns C (M, N) as float64 numpy.
 

@@ -9,6 +9,7 @@ script and the versions; ``benchmarks/gpu_gemm_numerics.py`` writes it to
 
 Like :mod:`nbhelpers.kernels`, import this after :func:`nbhelpers.device.setup_device`.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -47,9 +48,16 @@ _MODELS = {
 }
 
 
-def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str | None = None,
-                        block: tuple[int, int, int] = (32, 32, 32), models: bool = True,
-                        after_K: Callable[[list[dict]], None] | None = None) -> list[dict]:
+def measure_gemm_errors(
+    Ks,
+    M: int = 16,
+    N: int = 16,
+    seed: int = 0,
+    device: str | None = None,
+    block: tuple[int, int, int] = (32, 32, 32),
+    models: bool = True,
+    after_K: Callable[[list[dict]], None] | None = None,
+) -> list[dict]:
     """Errors of torch's and the Triton kernel's GEMMs for each K, on :func:`gemm_inputs` data.
 
     For every method of :data:`GPU_METHODS` a dict: ``method``, ``in_fmt``, ``input_precision``,
@@ -67,8 +75,15 @@ def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str
     dev = device or default_device()
     series = []
     for method, (fmt, prec, out_fmt) in GPU_METHODS.items():
-        entry = {"method": method, "in_fmt": fmt, "input_precision": prec, "out_fmt": out_fmt,
-                 "K": [], "rel_error": [], "rel_error_acc": []}
+        entry = {
+            "method": method,
+            "in_fmt": fmt,
+            "input_precision": prec,
+            "out_fmt": out_fmt,
+            "K": [],
+            "rel_error": [],
+            "rel_error_acc": [],
+        }
         if method == "Triton bf16" and models:
             entry["model_agreement"] = {name: [] for name in _MODELS}
         series.append(entry)
@@ -92,9 +107,15 @@ def measure_gemm_errors(Ks, M: int = 16, N: int = 16, seed: int = 0, device: str
     return series
 
 
-def gpu_run(Ks, M: int = 16, N: int = 16, seed: int = 0, script: str = "benchmarks/gpu_gemm_numerics.py",
-            block: tuple[int, int, int] = (32, 32, 32),
-            after_K: Callable[[dict], None] | None = None) -> dict:
+def gpu_run(
+    Ks,
+    M: int = 16,
+    N: int = 16,
+    seed: int = 0,
+    script: str = "benchmarks/gpu_gemm_numerics.py",
+    block: tuple[int, int, int] = (32, 32, 32),
+    after_K: Callable[[dict], None] | None = None,
+) -> dict:
     """:func:`measure_gemm_errors` on the GPU, wrapped as a results file holds it:
     ``{"meta": {gpu, date, script, M, N, seed, block, versions}, "series": [...]}``.
     ``after_K(run)``, if given, gets the run so far after each K."""
@@ -104,9 +125,14 @@ def gpu_run(Ks, M: int = 16, N: int = 16, seed: int = 0, script: str = "benchmar
         "gpu": torch.cuda.get_device_name(0),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "script": script,
-        "M": M, "N": N, "seed": seed, "block": list(block),
+        "M": M,
+        "N": N,
+        "seed": seed,
+        "block": list(block),
         "data": "nbhelpers.experiments.gemm_inputs (standard normal)",
-        "torch": torch.__version__, "triton": triton.__version__, "numpy": np.__version__,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": np.__version__,
         "cuda": torch.version.cuda,
     }
     keep = None if after_K is None else (lambda series: after_K({"meta": meta, "series": series}))

@@ -8,6 +8,7 @@ it works and which module does what. docs/grading.md is the instructor's guide.
 
 The library API is re-exported here as before: :func:`grade`, :class:`GradeOptions`, ...
 """
+
 from __future__ import annotations
 
 import sys

@@ -30,6 +30,7 @@ wave, and the cache size matters only when a wave's panels nearly fit.
 of :func:`nbhelpers.kernels.grouped_gemm.program_tiles`, or :func:`column_sweep_order`, the order
 of a 2-D launch grid with the tile index fastest) and :func:`grouped_gemm_traffic` does both.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -73,14 +74,20 @@ class L2Spec:
 MB = 2**20  # NVIDIA's "MB" of cache sizes, and PyTorch's L2_cache_size, count binary megabytes
 
 #: H100 SXM5: 50 MB of L2, 132 SMs
-H100_SXM = L2Spec("H100 SXM", 50 * MB, 132, "NVIDIA H100 Tensor Core GPU Architecture whitepaper: "
-                                           "50 MB L2 cache, 132 SMs (H100 SXM5)")
+H100_SXM = L2Spec(
+    "H100 SXM", 50 * MB, 132, "NVIDIA H100 Tensor Core GPU Architecture whitepaper: 50 MB L2 cache, 132 SMs (H100 SXM5)"
+)
 #: H200: 60 MB of L2 and 132 SMs, the L2_cache_size and multi_processor_count PyTorch is reported
 #: to give on an H200; an assumption until a recorded run of benchmarks/gpu_report.py (whose
 #: summary holds both) confirms it
-H200 = L2Spec("H200", 60 * MB, 132, "assumed: torch.cuda.get_device_properties(0) as reported for an H200 "
-                                    "(L2_cache_size 60 MB, multi_processor_count 132), not yet recorded by a "
-                                    "run of this course")
+H200 = L2Spec(
+    "H200",
+    60 * MB,
+    132,
+    "assumed: torch.cuda.get_device_properties(0) as reported for an H200 "
+    "(L2_cache_size 60 MB, multi_processor_count 132), not yet recorded by a "
+    "run of this course",
+)
 
 
 class LRUCache:
@@ -90,8 +97,7 @@ class LRUCache:
     (an item larger than the cache is evicted at once: it streams through)."""
 
     def __init__(self, capacity_bytes: int):
-        if isinstance(capacity_bytes, bool) or not isinstance(capacity_bytes, (int, np.integer)) \
-                or capacity_bytes < 0:
+        if isinstance(capacity_bytes, bool) or not isinstance(capacity_bytes, (int, np.integer)) or capacity_bytes < 0:
             raise ValueError(f"capacity_bytes must be an int >= 0, got {capacity_bytes!r}")
         self.capacity = int(capacity_bytes)
         self._items: OrderedDict[Hashable, int] = OrderedDict()
@@ -142,7 +148,7 @@ def _waves(programs, wave: int):
     """Per wave, its distinct panels in program order as (tag, panel_id, nbytes)."""
     for start in range(0, len(programs), wave):
         panels: dict[tuple, int] = {}
-        for prog in programs[start:start + wave]:
+        for prog in programs[start : start + wave]:
             for tag, pid, nbytes in prog:
                 panels.setdefault((tag, pid), int(nbytes))
         yield [(tag, pid, nb) for (tag, pid), nb in panels.items()]
@@ -163,8 +169,9 @@ def _ideal(programs) -> dict:
     return ideal
 
 
-def wave_traffic_ref(programs: Sequence[Sequence[tuple[str, Hashable, int]]], wave: int, l2_bytes: int,
-                     k_chunks: int = 8) -> Traffic:
+def wave_traffic_ref(
+    programs: Sequence[Sequence[tuple[str, Hashable, int]]], wave: int, l2_bytes: int, k_chunks: int = 8
+) -> Traffic:
     """:func:`wave_traffic` written plainly, on :class:`LRUCache` (slow; the tests compare the two)."""
     wave, k_chunks = positive_int("wave", wave), positive_int("k_chunks", k_chunks)
     cache = LRUCache(l2_bytes)
@@ -179,8 +186,9 @@ def wave_traffic_ref(programs: Sequence[Sequence[tuple[str, Hashable, int]]], wa
     return Traffic(dram, ideal)
 
 
-def wave_traffic(programs: Sequence[Sequence[tuple[str, Hashable, int]]], wave: int, l2_bytes: int,
-                 k_chunks: int = 8) -> Traffic:
+def wave_traffic(
+    programs: Sequence[Sequence[tuple[str, Hashable, int]]], wave: int, l2_bytes: int, k_chunks: int = 8
+) -> Traffic:
     """Run ``programs`` through the model (module docstring): ``programs[p]`` lists the panels
     program p reads, each ``(tag, panel_id, nbytes)``; programs run in waves of ``wave``, each wave
     in ``k_chunks`` lockstep steps through an :class:`LRUCache` of ``l2_bytes``. A panel's piece c
@@ -231,8 +239,9 @@ def column_sweep_order(offsets, N: int, block_m: int, block_n: int) -> np.ndarra
     return np.concatenate([np.tile(tiles, (n_col, 1)), cols[:, None]], axis=1)
 
 
-def grouped_gemm_panels(order: np.ndarray, K: int, N: int, block_m: int, block_n: int,
-                        itemsize: int = 2) -> list[tuple[tuple[str, int, int], tuple[str, tuple, int]]]:
+def grouped_gemm_panels(
+    order: np.ndarray, K: int, N: int, block_m: int, block_n: int, itemsize: int = 2
+) -> list[tuple[tuple[str, int, int], tuple[str, tuple, int]]]:
     """The panels each program of a grouped GEMM reads, in ``order`` ((programs, 4) of (expert,
     row_start, row_end, pid_n)): its x panel ("x", row_start), the rows of its tile that are its
     expert's (the masked ones are not read) times K; its w panel ("w", (expert, pid_n)), K times
@@ -242,12 +251,23 @@ def grouped_gemm_panels(order: np.ndarray, K: int, N: int, block_m: int, block_n
     order = np.asarray(order, dtype=np.int64).reshape(-1, 4)
     rows = np.minimum(order[:, 2], order[:, 1] + bm) - order[:, 1]
     cols = np.minimum(N - order[:, 3] * bn, bn)
-    return [(("x", int(r0), int(nr) * K * b), ("w", (int(e), int(j)), K * int(nc) * b))
-            for (e, r0, _, j), nr, nc in zip(order.tolist(), rows.tolist(), cols.tolist())]
+    return [
+        (("x", int(r0), int(nr) * K * b), ("w", (int(e), int(j)), K * int(nc) * b))
+        for (e, r0, _, j), nr, nc in zip(order.tolist(), rows.tolist(), cols.tolist())
+    ]
 
 
-def grouped_gemm_traffic(order: np.ndarray, K: int, N: int, block_m: int, block_n: int, gpu: L2Spec,
-                         programs_per_sm: int = 1, itemsize: int = 2, k_chunks: int = 8) -> Traffic:
+def grouped_gemm_traffic(
+    order: np.ndarray,
+    K: int,
+    N: int,
+    block_m: int,
+    block_n: int,
+    gpu: L2Spec,
+    programs_per_sm: int = 1,
+    itemsize: int = 2,
+    k_chunks: int = 8,
+) -> Traffic:
     """DRAM traffic of a grouped GEMM whose programs run in ``order`` on ``gpu``:
     :func:`grouped_gemm_panels` through :func:`wave_traffic` with waves of ``gpu.sms *
     programs_per_sm`` programs and ``gpu.l2_bytes`` of L2."""

@@ -18,6 +18,7 @@ Chapter 05 (loss scaling) uses it, through :func:`nbhelpers.training.train` and 
 The scalers work on plain Python numbers (float32 values kept as Python floats); nothing global
 is touched.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,7 @@ __all__ = [
 
 def _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval) -> None:
     """GradScaler's constraints on its parameters; a ValueError naming the first one broken."""
-    for name, v in (("init_scale", init_scale), ("growth_factor", growth_factor),
-                    ("backoff_factor", backoff_factor)):
+    for name, v in (("init_scale", init_scale), ("growth_factor", growth_factor), ("backoff_factor", backoff_factor)):
         positive_number(name, v)
     if growth_factor <= 1:
         raise ValueError(f"growth_factor must be > 1 (GradScaler's rule), got {growth_factor}")
@@ -61,6 +61,7 @@ def round_f32(x: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # The settings a regime carries
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class StaticScale:
@@ -89,6 +90,7 @@ class DynamicScale:
 # The scalers
 # ---------------------------------------------------------------------------------------------
 
+
 class DynamicLossScaler:
     """The dynamic loss-scaling rule of ``torch.amp.GradScaler``, on plain Python numbers.
 
@@ -101,8 +103,13 @@ class DynamicLossScaler:
     in torch 2.13.0 (the tests compare the trajectories bit for bit).
     """
 
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000) -> None:
+    def __init__(
+        self,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+    ) -> None:
         _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval)
         self.scale = round_f32(init_scale)
         self.growth_factor = float(growth_factor)
@@ -146,8 +153,13 @@ class StaticLossScaler:
         return True
 
 
-def scale_trajectory(found_inf: Sequence[bool], init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                     backoff_factor: float = 0.5, growth_interval: int = 2000) -> list[float]:
+def scale_trajectory(
+    found_inf: Sequence[bool],
+    init_scale: float = 2.0**16,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+    growth_interval: int = 2000,
+) -> list[float]:
     """The dynamic scaler's scale after each step of a sequence of found-inf flags (a list)."""
     s = DynamicLossScaler(init_scale, growth_factor, backoff_factor, growth_interval)
     out = []
@@ -157,8 +169,13 @@ def scale_trajectory(found_inf: Sequence[bool], init_scale: float = 2.0**16, gro
     return out
 
 
-def gradscaler_trajectory(found_inf: Sequence[bool], init_scale: float = 2.0**16, growth_factor: float = 2.0,
-                          backoff_factor: float = 0.5, growth_interval: int = 2000) -> tuple[list[float], list[bool]]:
+def gradscaler_trajectory(
+    found_inf: Sequence[bool],
+    init_scale: float = 2.0**16,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+    growth_interval: int = 2000,
+) -> tuple[list[float], list[bool]]:
     """The outside oracle: ``torch.amp.GradScaler("cpu")`` driven by a sequence of found-inf flags.
 
     A one-parameter model goes through GradScaler's public API each step (scale, backward, step,
@@ -167,8 +184,13 @@ def gradscaler_trajectory(found_inf: Sequence[bool], init_scale: float = 2.0**16
     Returns (the scale after each update, whether each optimizer step was taken).
     """
     _check_scaler_args(init_scale, growth_factor, backoff_factor, growth_interval)
-    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_factor=growth_factor,
-                                  backoff_factor=backoff_factor, growth_interval=growth_interval)
+    scaler = torch.amp.GradScaler(
+        "cpu",
+        init_scale=init_scale,
+        growth_factor=growth_factor,
+        backoff_factor=backoff_factor,
+        growth_interval=growth_interval,
+    )
     p = torch.nn.Parameter(torch.ones(1))
     opt = torch.optim.SGD([p], lr=1.0, weight_decay=0.5)
     scales, taken = [], []

@@ -22,6 +22,7 @@ byte for byte::
 
 ``--check`` also fails when a solution notebook was committed with outputs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,7 +83,7 @@ def _strip_code(source: str, where: str) -> str:
         elif has_end:
             if begin is None:
                 raise SolutionMarkerError(f"{where}: {CODE_END} at line {lineno} without a {CODE_BEGIN} before it")
-            newline = line[len(line.rstrip("\r\n")):]  # keep the END line's line ending (none at the end)
+            newline = line[len(line.rstrip("\r\n")) :]  # keep the END line's line ending (none at the end)
             words = _lines_word(n_code)
             out.append(f"{indent}# YOUR CODE HERE ({words})\n")
             out.append(f'{indent}raise NotImplementedError("{words}"){newline}')
@@ -108,7 +109,7 @@ def _strip_markdown(source: str, where: str) -> str:
         if m.group(1) == "BEGIN":
             if open_at is not None:
                 raise SolutionMarkerError(f"{where}: nested <!-- BEGIN SOLUTION --> at line {lineno}")
-            out.append(source[pos: m.start()])
+            out.append(source[pos : m.start()])
             open_at = lineno
         else:
             if open_at is None:
@@ -176,8 +177,7 @@ def solution_notebooks(solutions: Path | str) -> list[Path]:
 def has_outputs(path: Path | str) -> bool:
     """Whether a notebook has any code cell with outputs or an execution count."""
     nb = _read(Path(path))
-    return any(c.cell_type == "code" and (c.get("outputs") or c.get("execution_count") is not None)
-               for c in nb.cells)
+    return any(c.cell_type == "code" and (c.get("outputs") or c.get("execution_count") is not None) for c in nb.cells)
 
 
 def _generate(solutions: Path, errors: list[str]) -> dict[str, str]:
@@ -202,8 +202,10 @@ def check_folders(solutions: Path | str, exercises: Path | str) -> list[str]:
     for sol in solution_notebooks(solutions):
         try:
             if has_outputs(sol):
-                problems.append(f"{sol}: has outputs or execution counts; solutions are committed "
-                                f"without them (clear them: jupyter nbconvert --clear-output --inplace {sol})")
+                problems.append(
+                    f"{sol}: has outputs or execution counts; solutions are committed "
+                    f"without them (clear them: jupyter nbconvert --clear-output --inplace {sol})"
+                )
         except (nbformat.ValidationError, ValueError, OSError):
             pass  # reported by _generate below
     texts = _generate(solutions, problems)
@@ -250,8 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default: solutions)")
     parser.add_argument("--exercises", default="exercises", help="folder of exercise notebooks (default: exercises)")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if exercises/ differs from what would be generated")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if exercises/ differs from what would be generated"
+    )
     args = parser.parse_args(argv)
     solutions, exercises = Path(args.solutions), Path(args.exercises)
 

@@ -19,6 +19,7 @@ or not, so its efficiency is
 
 Nothing here needs a GPU or imports Triton.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,8 +74,15 @@ def _positive_int(name: str, v, minimum: int = 1) -> int:
     return int(v)
 
 
-def sectors_touched(addresses=None, *, elem_bytes: int = 4, stride: int = 1, base: int = 0,
-                    threads: int = WARP_SIZE, sector_bytes: int = SECTOR_BYTES) -> SectorCount:
+def sectors_touched(
+    addresses=None,
+    *,
+    elem_bytes: int = 4,
+    stride: int = 1,
+    base: int = 0,
+    threads: int = WARP_SIZE,
+    sector_bytes: int = SECTOR_BYTES,
+) -> SectorCount:
     """The sectors one request touches, and the efficiency of the bytes it moves.
 
     Either ``addresses``, the byte address each thread reads (any length, non-negative ints), or
@@ -119,8 +127,9 @@ def _count_union(first: np.ndarray, last: np.ndarray) -> int:
     return int(np.sum(np.maximum(0, last - np.maximum(first, prev + 1) + 1)))
 
 
-def sector_table(strides=(1, 2, 4, 8, 16, 32), elem_bytes: int = 4, row_elems: int | None = 1024,
-                 sector_bytes: int = SECTOR_BYTES) -> list[dict]:
+def sector_table(
+    strides=(1, 2, 4, 8, 16, 32), elem_bytes: int = 4, row_elems: int | None = 1024, sector_bytes: int = SECTOR_BYTES
+) -> list[dict]:
     """The prediction of the sector model for one warp (32 threads), aligned base: one row per
     stride, ``{"pattern", "stride", "sectors", "useful_bytes", "moved_bytes", "efficiency"}``,
     plus a last row "transposed" (each thread reads one element of its own row of a row-major
@@ -131,8 +140,16 @@ def sector_table(strides=(1, 2, 4, 8, 16, 32), elem_bytes: int = 4, row_elems: i
         cases.append((f"transposed (rows of {row_elems})", row_elems))
     for name, s in cases:
         c = sectors_touched(elem_bytes=elem_bytes, stride=s, sector_bytes=sector_bytes)
-        rows.append({"pattern": name, "stride": s, "sectors": c.sectors, "useful_bytes": c.useful_bytes,
-                     "moved_bytes": c.moved_bytes, "efficiency": c.efficiency})
+        rows.append(
+            {
+                "pattern": name,
+                "stride": s,
+                "sectors": c.sectors,
+                "useful_bytes": c.useful_bytes,
+                "moved_bytes": c.moved_bytes,
+                "efficiency": c.efficiency,
+            }
+        )
     return rows
 
 
@@ -187,8 +204,9 @@ def _predicted(e: float, op: str) -> float:
     return e if op == "sum" else 2 / (1 + 1 / e)
 
 
-def measure_strided_read(strides=(1, 2, 4, 8, 16, 32), n: int = 2**25, repeats: int = 7,
-                         op: str = "sum", seed: int = 0) -> StridedReads:
+def measure_strided_read(
+    strides=(1, 2, 4, 8, 16, 32), n: int = 2**25, repeats: int = 7, op: str = "sum", seed: int = 0
+) -> StridedReads:
     """Time a read of ``x[::s]`` for each stride s, x a float32 array of ``n`` elements (the
     default, 128 MiB, is far larger than a CPU's caches, so every read comes from main memory).
 
@@ -221,8 +239,13 @@ def measure_strided_read(strides=(1, 2, 4, 8, 16, 32), n: int = 2**25, repeats: 
     useful = np.array([math.ceil(n / s) * 4 for s in strides], dtype=np.int64)
     bandwidth = useful / seconds
     return StridedReads(
-        strides=np.array(strides), seconds=seconds, useful_bytes=useful, bandwidth=bandwidth,
+        strides=np.array(strides),
+        seconds=seconds,
+        useful_bytes=useful,
+        bandwidth=bandwidth,
         measured_efficiency=bandwidth / bandwidth[0],
         predicted_efficiency=np.array([_predicted(cache_line_efficiency(s), op) for s in strides]),
-        array_bytes=int(x.nbytes), repeats=repeats, op=op,
+        array_bytes=int(x.nbytes),
+        repeats=repeats,
+        op=op,
     )

@@ -6,6 +6,7 @@ compare results with exact references; :func:`range_fractions` and :func:`underf
 say which part of a tensor a format would flush to zero, keep as subnormals, or overflow (they
 round a copy to the format to find out).
 """
+
 from __future__ import annotations
 
 import math
@@ -70,6 +71,7 @@ def exact_sum(x, axis: int = -1) -> np.ndarray:
 # Where values fall in a format (chapter 05: gradients against fp16's range)
 # ---------------------------------------------------------------------------------------------
 
+
 def range_fractions(x, fmt: FloatFormat | str = "fp16") -> dict[str, float]:
     """Where the nonzero values of x land when rounded (to nearest) into ``fmt``.
 
@@ -87,8 +89,13 @@ def range_fractions(x, fmt: FloatFormat | str = "fp16") -> dict[str, float]:
     flushed = int(np.count_nonzero(r == 0))
     overflow = int(np.count_nonzero(~np.isfinite(r) | (r > f.max)))
     subnormal = int(np.count_nonzero((r > 0) & (r < f.smallest_normal)))
-    return {"flushed": flushed / n, "subnormal": subnormal / n, "normal": (n - flushed - overflow - subnormal) / n,
-            "overflow": overflow / n, "count": n}
+    return {
+        "flushed": flushed / n,
+        "subnormal": subnormal / n,
+        "normal": (n - flushed - overflow - subnormal) / n,
+        "overflow": overflow / n,
+        "count": n,
+    }
 
 
 def underflow_fraction(x, fmt: FloatFormat | str) -> float:

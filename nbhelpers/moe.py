@@ -27,6 +27,7 @@ rows). An expert with n rows has ceil(n / BLOCK_M) tiles; an empty expert has no
 host's picture of the schedule: the Triton kernel works out the same tiles on the GPU from the
 offsets (:mod:`nbhelpers.kernels.grouped_gemm`), so that a call never waits for the host.
 """
+
 from __future__ import annotations
 
 import math
@@ -144,8 +145,12 @@ def route(num_tokens: int, num_experts: int, top_k: int, skew: float = 1.0, seed
     k = positive_int("top_k", top_k)
     if k > E:
         raise ValueError(f"top_k={k} is larger than num_experts={E}: a token picks k distinct experts")
-    if isinstance(skew, bool) or not isinstance(skew, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(skew) or skew < 0:
+    if (
+        isinstance(skew, bool)
+        or not isinstance(skew, (int, float, np.integer, np.floating))
+        or not math.isfinite(skew)
+        or skew < 0
+    ):
         raise ValueError(f"skew must be a finite number >= 0, got {skew!r}")
     rng = np.random.default_rng(seed)
     popularity = float(skew) * rng.standard_normal(E)
@@ -272,8 +277,7 @@ def tile_schedule(offsets, block_m: int) -> TileSchedule:
     row_start = off[expert] + within * bm
     if off[-1] > np.iinfo(np.int32).max:
         raise ValueError(f"{off[-1]} rows do not fit the schedule's int32 row numbers")
-    return TileSchedule(expert.astype(np.int32), row_start.astype(np.int32),
-                        off[expert + 1].astype(np.int32), bm)
+    return TileSchedule(expert.astype(np.int32), row_start.astype(np.int32), off[expert + 1].astype(np.int32), bm)
 
 
 def tile_utilisation(counts, block_m: int) -> float:
@@ -419,9 +423,12 @@ def torch_grouped_mm(x_perm: torch.Tensor, w: torch.Tensor, offsets) -> torch.Te
     return torch.nn.functional.grouped_mm(x_perm, w, offs=offs)
 
 
-def moe_layer(x: torch.Tensor, routing: Routing, w: torch.Tensor,
-              expert_gemm: Callable[[torch.Tensor, torch.Tensor, np.ndarray], torch.Tensor] = torch_grouped_mm
-              ) -> torch.Tensor:
+def moe_layer(
+    x: torch.Tensor,
+    routing: Routing,
+    w: torch.Tensor,
+    expert_gemm: Callable[[torch.Tensor, torch.Tensor, np.ndarray], torch.Tensor] = torch_grouped_mm,
+) -> torch.Tensor:
     """One expert GEMM of a routed layer, end to end: permute, ``expert_gemm(x_perm, w, offsets)``
     (any of the functions above, or the Triton kernel's launcher), un-permute with the router's
     weights. (T, K) in, (T, N) out in float32 (float64 for float64 inputs)."""
@@ -450,8 +457,9 @@ class LayerCost(NamedTuple):
         return self.flops / self.bytes
 
 
-def layer_cost(num_tokens: int, top_k: int, num_experts: int, K: int, N: int,
-               itemsize: int = 2, active_experts: int | None = None) -> LayerCost:
+def layer_cost(
+    num_tokens: int, top_k: int, num_experts: int, K: int, N: int, itemsize: int = 2, active_experts: int | None = None
+) -> LayerCost:
     """2 T k K N FLOPs; the weights of every active expert read once (``active_experts`` defaults
     to all E), x_perm read once and y_perm written once, at ``itemsize`` bytes per element."""
     T = nonnegative_int("num_tokens", num_tokens)

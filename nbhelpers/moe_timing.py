@@ -26,6 +26,7 @@ parallel region, which measures the neighbour, not the call) and is set back aft
 
 Nothing here needs a GPU.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -94,8 +95,16 @@ class CallOverhead:
         return self.flops / self.seconds
 
 
-def call_overhead(M: int = 1, K: int = 16, N: int = 16, calls: int = 200, repeats: int = 9,
-                  dtype: torch.dtype = torch.float32, threads: int | None = 1, seed: int = 0) -> CallOverhead:
+def call_overhead(
+    M: int = 1,
+    K: int = 16,
+    N: int = 16,
+    calls: int = 200,
+    repeats: int = 9,
+    dtype: torch.dtype = torch.float32,
+    threads: int | None = 1,
+    seed: int = 0,
+) -> CallOverhead:
     """Time ``torch.matmul(a, b)`` for a (M, K) by a (K, N), so small that the time is the fixed
     cost of a call. Each of ``repeats`` batches times ``calls`` calls in a row (after one warm-up
     batch); the median batch time over ``calls`` is the time per call."""
@@ -156,9 +165,16 @@ class ExpertGemmTimes:
             c = self.counts[int(E)]
             for m, s in self.seconds.items():
                 loop = self.seconds.get("loop")
-                out.append({"E": int(E), "method": m, "seconds": float(s[i]), "rows_per_expert_max": int(c.max()),
-                            "empty_experts": int((c == 0).sum()),
-                            "ratio_to_loop": None if loop is None else float(loop[i] / s[i])})
+                out.append(
+                    {
+                        "E": int(E),
+                        "method": m,
+                        "seconds": float(s[i]),
+                        "rows_per_expert_max": int(c.max()),
+                        "empty_experts": int((c == 0).sum()),
+                        "ratio_to_loop": None if loop is None else float(loop[i] / s[i]),
+                    }
+                )
         return out
 
 
@@ -171,9 +187,19 @@ def _counts(rows: int, E: int, skew: float | None, seed: int) -> np.ndarray:
     return np.bincount(r.expert_ids.ravel(), minlength=E).astype(np.int64)
 
 
-def time_expert_gemms(E_values, rows: int, K: int, N: int, dtype: torch.dtype = torch.float32,
-                      repeats: int = 7, methods=("loop", "bmm", "grouped_mm"), skew: float | None = None,
-                      capacity_factor: float = 1.25, threads: int | None = 1, seed: int = 0) -> ExpertGemmTimes:
+def time_expert_gemms(
+    E_values,
+    rows: int,
+    K: int,
+    N: int,
+    dtype: torch.dtype = torch.float32,
+    repeats: int = 7,
+    methods=("loop", "bmm", "grouped_mm"),
+    skew: float | None = None,
+    capacity_factor: float = 1.25,
+    threads: int | None = 1,
+    seed: int = 0,
+) -> ExpertGemmTimes:
     """Time the expert GEMMs of ``rows`` rows of width K against E weight matrices (E, K, N), for
     each E of ``E_values``: the same FLOPs at every E, cut into E groups.
 

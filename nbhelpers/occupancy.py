@@ -29,13 +29,25 @@ the reserve, the launch checks) are those of the CUDA Occupancy Calculator as NV
 carveout is assumed to be the largest one (the driver's choice for a kernel that asks for more
 than the default; a kernel can ask for less with a carveout preference).
 """
+
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
 
-__all__ = ["SMSpec", "Limit", "Occupancy", "SM_SPECS", "H100", "A100", "occupancy", "occupancy_ref",
-           "allocated_registers", "allocated_shared", "sm_spec"]
+__all__ = [
+    "SMSpec",
+    "Limit",
+    "Occupancy",
+    "SM_SPECS",
+    "H100",
+    "A100",
+    "occupancy",
+    "occupancy_ref",
+    "allocated_registers",
+    "allocated_shared",
+    "sm_spec",
+]
 
 KB = 1024
 
@@ -62,16 +74,31 @@ class SMSpec:
     warp_size: int = 32
 
     def __post_init__(self):
-        for k in ("shared_per_sm", "max_shared_per_block", "shared_alloc_unit", "registers_per_sm",
-                  "max_registers_per_block", "max_registers_per_thread", "register_alloc_unit", "sub_partitions",
-                  "max_warps_per_sm", "max_blocks_per_sm", "max_threads_per_block", "warp_size"):
+        for k in (
+            "shared_per_sm",
+            "max_shared_per_block",
+            "shared_alloc_unit",
+            "registers_per_sm",
+            "max_registers_per_block",
+            "max_registers_per_thread",
+            "register_alloc_unit",
+            "sub_partitions",
+            "max_warps_per_sm",
+            "max_blocks_per_sm",
+            "max_threads_per_block",
+            "warp_size",
+        ):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"SMSpec.{k} must be a positive int, got {v!r}")
-        if isinstance(self.reserved_shared_per_block, bool) or not isinstance(self.reserved_shared_per_block, int) \
-                or self.reserved_shared_per_block < 0:
-            raise ValueError("SMSpec.reserved_shared_per_block must be an int >= 0, "
-                             f"got {self.reserved_shared_per_block!r}")
+        if (
+            isinstance(self.reserved_shared_per_block, bool)
+            or not isinstance(self.reserved_shared_per_block, int)
+            or self.reserved_shared_per_block < 0
+        ):
+            raise ValueError(
+                f"SMSpec.reserved_shared_per_block must be an int >= 0, got {self.reserved_shared_per_block!r}"
+            )
         if self.register_alloc_unit % self.warp_size:
             raise ValueError("register_alloc_unit must be a multiple of warp_size")
 
@@ -177,8 +204,9 @@ def allocated_shared(shared_per_block: int, sm: SMSpec | str = "sm_90") -> int:
     return -(-(shared + spec.reserved_shared_per_block) // unit) * unit
 
 
-def occupancy(registers_per_thread: int, num_warps: int, shared_per_block: int = 0,
-              sm: SMSpec | str = "sm_90") -> Occupancy:
+def occupancy(
+    registers_per_thread: int, num_warps: int, shared_per_block: int = 0, sm: SMSpec | str = "sm_90"
+) -> Occupancy:
     """Resident blocks and warps per SM of a kernel with ``registers_per_thread`` (ptxas's count,
     1 ... 255), ``num_warps`` warps per block (Triton's ``num_warps``) and ``shared_per_block``
     bytes of shared memory (Triton's ``metadata.shared``; 0 for none) on the SM ``sm`` (an
@@ -200,16 +228,20 @@ def occupancy(registers_per_thread: int, num_warps: int, shared_per_block: int =
         by_shared = 0
     else:  # nothing allocated (no reserve, no shared memory): shared memory sets no limit
         by_shared = spec.shared_per_sm // shared_alloc if shared_alloc else spec.max_blocks_per_sm
-    blocks_by = {Limit.REGISTERS: by_regs, Limit.SHARED_MEMORY: by_shared,
-                 Limit.WARPS: spec.max_warps_per_sm // warps, Limit.BLOCKS: spec.max_blocks_per_sm}
+    blocks_by = {
+        Limit.REGISTERS: by_regs,
+        Limit.SHARED_MEMORY: by_shared,
+        Limit.WARPS: spec.max_warps_per_sm // warps,
+        Limit.BLOCKS: spec.max_blocks_per_sm,
+    }
     blocks = min(blocks_by.values())
     limits = tuple(k for k, v in blocks_by.items() if v == blocks)
-    return Occupancy(blocks, blocks * warps, spec.max_warps_per_sm, warps, blocks_by, limits, regs_alloc,
-                     shared_alloc)
+    return Occupancy(blocks, blocks * warps, spec.max_warps_per_sm, warps, blocks_by, limits, regs_alloc, shared_alloc)
 
 
-def occupancy_ref(registers_per_thread: int, num_warps: int, shared_per_block: int = 0,
-                  sm: SMSpec | str = "sm_90") -> tuple[int, frozenset]:
+def occupancy_ref(
+    registers_per_thread: int, num_warps: int, shared_per_block: int = 0, sm: SMSpec | str = "sm_90"
+) -> tuple[int, frozenset]:
     """(resident blocks, the limits that bind) by placing blocks on an empty SM one at a time:
     each warp into the sub-partition with the most free registers, each block's shared memory
     (plus the reserve, in whole units) from the SM's, until a block does not fit. A limit binds

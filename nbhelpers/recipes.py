@@ -18,6 +18,7 @@ One convention everywhere: ``x ~ q * scale`` (q the element values, scale the bl
 - ``amax`` is ``"current"`` (the scale comes from this tensor's amax) or ``"delayed"`` (from the
   largest amax of the previous ``history`` steps; per-tensor fp32 scales only).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -28,8 +29,19 @@ from .formats import Specials, UnknownFormatError, get_format
 from .validation import positive_int
 
 __all__ = [
-    "Recipe", "RECIPES", "get_recipe", "INT_ELEMENTS", "SCALE_KINDS", "AMAX_KINDS",
-    "PER_TENSOR", "PER_ROW", "PER_COLUMN", "TILE_1X128", "BLOCK_128X128", "MX_BLOCK", "NVFP4_BLOCK",
+    "Recipe",
+    "RECIPES",
+    "get_recipe",
+    "INT_ELEMENTS",
+    "SCALE_KINDS",
+    "AMAX_KINDS",
+    "PER_TENSOR",
+    "PER_ROW",
+    "PER_COLUMN",
+    "TILE_1X128",
+    "BLOCK_128X128",
+    "MX_BLOCK",
+    "NVFP4_BLOCK",
     "group_along_k",
 ]
 
@@ -130,8 +142,10 @@ class Recipe:
 
 
 def _check_block(block) -> tuple[int | None, int | None]:
-    msg = ("block must be a pair (rows, cols) of positive ints or None (None = the whole extent of "
-           "that axis), e.g. (None, None) per tensor, (1, None) per row, (1, 32) MX")
+    msg = (
+        "block must be a pair (rows, cols) of positive ints or None (None = the whole extent of "
+        "that axis), e.g. (None, None) per tensor, (1, None) per row, (1, 32) MX"
+    )
     if not isinstance(block, (tuple, list)) or len(block) != 2:
         raise ValueError(f"{msg}; got {block!r}")
     out = []

@@ -6,6 +6,7 @@ exceptions with these. Every function here is linear in the size of its input (t
 a student's text) and never raises on a student's object (a broken ``__repr__`` or ``__str__``);
 ``KeyboardInterrupt`` goes through, so a stuck call can still be interrupted.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -14,6 +14,7 @@ that has one (a notebook runs in ``notebooks/``, a script at the repository root
 repository this package was loaded from (an editable install). So an installed, non-editable
 copy of the package reads the results of the repository it is run in.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-__all__ = ["ENV_VAR", "find_results_dir", "gpu_slug", "ResultsKind", "KINDS", "GEMM_NUMERICS", "COPY_BANDWIDTH",
-           "GEMM_TFLOPS", "GROUPED_GEMM", "REGISTER_PRESSURE", "recorded_gpu_runs", "recorded_copy_bandwidth",
-           "recorded_gemm_tflops", "recorded_grouped_gemm", "recorded_compile_check", "recorded_register_pressure",
-           "write_results", "ResultsFile", "sweep"]
+__all__ = [
+    "ENV_VAR",
+    "find_results_dir",
+    "gpu_slug",
+    "ResultsKind",
+    "KINDS",
+    "GEMM_NUMERICS",
+    "COPY_BANDWIDTH",
+    "GEMM_TFLOPS",
+    "GROUPED_GEMM",
+    "REGISTER_PRESSURE",
+    "recorded_gpu_runs",
+    "recorded_copy_bandwidth",
+    "recorded_gemm_tflops",
+    "recorded_grouped_gemm",
+    "recorded_compile_check",
+    "recorded_register_pressure",
+    "write_results",
+    "ResultsFile",
+    "sweep",
+]
 
 ENV_VAR = "NBHELPERS_RESULTS_DIR"
 _RELATIVE = Path("benchmarks") / "results"
@@ -123,25 +141,50 @@ class ResultsKind:
         return []
 
 
-GEMM_NUMERICS = ResultsKind("gemm_numerics", "benchmarks/gpu_gemm_numerics.py",
-                            ("gpu", "date", "script", "M", "N", "seed"),
-                            ("method", "in_fmt", "K", "rel_error", "rel_error_acc"), rows_field="series",
-                            allow_empty=True)
-COPY_BANDWIDTH = ResultsKind("copy_bandwidth", "benchmarks/gpu_copy_bandwidth.py", ("gpu", "date", "script", "command"),
-                             ("name", "kernel", "pattern", "stride", "bandwidth", "sector_efficiency",
-                              "predicted_bandwidth", "predicted_at_peak"))
-GEMM_TFLOPS = ResultsKind("gemm_tflops", "benchmarks/gpu_gemm_tflops.py",
-                          ("gpu", "date", "script", "command", "torch", "triton"),
-                          ("kind", "M", "N", "K", "ours", "theirs", "rel_diff"),
-                          ("ms_ours", "ms_theirs", "tflops_ours", "tflops_theirs", "ratio"))
-GROUPED_GEMM = ResultsKind("grouped_gemm", "benchmarks/gpu_grouped_gemm.py",
-                           ("gpu", "date", "script", "command", "torch", "triton"),
-                           ("size", "K", "N", "E", "T", "top_k", "rows", "uneven", "rel_diff", "goals"),
-                           ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm"))
-REGISTER_PRESSURE = ResultsKind("register_pressure", "benchmarks/gpu_register_pressure.py",
-                                ("gpu", "date", "script", "command", "torch", "triton", "rows", "cols"), ("k",),
-                                ("rel_diff", "registers", "spills", "shared", "warps_per_sm", "ms", "gb_per_s",
-                                 "slowdown"))
+GEMM_NUMERICS = ResultsKind(
+    "gemm_numerics",
+    "benchmarks/gpu_gemm_numerics.py",
+    ("gpu", "date", "script", "M", "N", "seed"),
+    ("method", "in_fmt", "K", "rel_error", "rel_error_acc"),
+    rows_field="series",
+    allow_empty=True,
+)
+COPY_BANDWIDTH = ResultsKind(
+    "copy_bandwidth",
+    "benchmarks/gpu_copy_bandwidth.py",
+    ("gpu", "date", "script", "command"),
+    (
+        "name",
+        "kernel",
+        "pattern",
+        "stride",
+        "bandwidth",
+        "sector_efficiency",
+        "predicted_bandwidth",
+        "predicted_at_peak",
+    ),
+)
+GEMM_TFLOPS = ResultsKind(
+    "gemm_tflops",
+    "benchmarks/gpu_gemm_tflops.py",
+    ("gpu", "date", "script", "command", "torch", "triton"),
+    ("kind", "M", "N", "K", "ours", "theirs", "rel_diff"),
+    ("ms_ours", "ms_theirs", "tflops_ours", "tflops_theirs", "ratio"),
+)
+GROUPED_GEMM = ResultsKind(
+    "grouped_gemm",
+    "benchmarks/gpu_grouped_gemm.py",
+    ("gpu", "date", "script", "command", "torch", "triton"),
+    ("size", "K", "N", "E", "T", "top_k", "rows", "uneven", "rel_diff", "goals"),
+    ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm"),
+)
+REGISTER_PRESSURE = ResultsKind(
+    "register_pressure",
+    "benchmarks/gpu_register_pressure.py",
+    ("gpu", "date", "script", "command", "torch", "triton", "rows", "cols"),
+    ("k",),
+    ("rel_diff", "registers", "spills", "shared", "warps_per_sm", "ms", "gb_per_s", "slowdown"),
+)
 #: every kind of GPU results file, by stem
 KINDS = {k.stem: k for k in (GEMM_NUMERICS, COPY_BANDWIDTH, GEMM_TFLOPS, GROUPED_GEMM, REGISTER_PRESSURE)}
 
@@ -187,9 +230,11 @@ class ResultsFile:
         if not isinstance(row, dict):
             raise TypeError(f"a row must be a dict, got {type(row).__name__}")
         if self.kind is not None and self.kind.missing_in_row(row):
-            raise ValueError(f"a row of a {self.kind.stem} results file lacks "
-                             f"{', '.join(self.kind.missing_in_row(row))} "
-                             f"(a row that was not measured says why in 'error'): {sorted(row)}")
+            raise ValueError(
+                f"a row of a {self.kind.stem} results file lacks "
+                f"{', '.join(self.kind.missing_in_row(row))} "
+                f"(a row that was not measured says why in 'error'): {sorted(row)}"
+            )
         self.rows.append(row)
         self._write()
         return row
@@ -204,8 +249,10 @@ class ResultsFile:
             rows = list(rows)
             for row in rows:
                 if self.kind is not None and self.kind.missing_in_row(row):
-                    raise ValueError(f"a row of a {self.kind.stem} results file lacks "
-                                     f"{', '.join(self.kind.missing_in_row(row))}: {sorted(row)}")
+                    raise ValueError(
+                        f"a row of a {self.kind.stem} results file lacks "
+                        f"{', '.join(self.kind.missing_in_row(row))}: {sorted(row)}"
+                    )
             self.rows = rows
         self.extra.update(extra)
         self.meta["complete"] = True
@@ -228,7 +275,6 @@ def sweep(cases: Iterable, measure: Callable[[object], Iterable[dict]], results:
         for row in measure(case):
             results.add(row)
     return results.rows
-
 
 
 def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:

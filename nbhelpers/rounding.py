@@ -20,6 +20,7 @@ float32 and float64 input; both round once, like the steps above (see the bf16 f
 :func:`round_to_ref` is a slow, obviously-correct reference that searches the enumerated grid of
 a small format; the tests hold the fast path against it and against ml_dtypes casts.
 """
+
 from __future__ import annotations
 
 import enum
@@ -30,8 +31,15 @@ import numpy as np
 from .validation import enum_member, stochastic_rng
 from .formats import FloatFormat, Specials, _values_to_bits, finite_values, get_format, ulp
 
-__all__ = ["Rounding", "round_to", "round_to_ref", "encode", "absorption_threshold", "update_threshold",
-           "vanishing_ratio_band"]
+__all__ = [
+    "Rounding",
+    "round_to",
+    "round_to_ref",
+    "encode",
+    "absorption_threshold",
+    "update_threshold",
+    "vanishing_ratio_band",
+]
 
 _CHUNK = 1 << 15  # elements per chunk: a few float64 buffers of this size fit in L2
 
@@ -72,19 +80,29 @@ def _as_float64(x) -> np.ndarray:
         return arr
     if arr.dtype.kind in "iub":
         return arr.astype(np.float64)
-    if arr.dtype.kind == "V" or arr.dtype.name in (
-        "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4",
-        "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu",
-    ) or arr.dtype.kind == "f":
+    if (
+        arr.dtype.kind == "V"
+        or arr.dtype.name
+        in (
+            "bfloat16",
+            "float8_e4m3fn",
+            "float8_e5m2",
+            "float8_e4m3",
+            "float8_e3m4",
+            "float6_e2m3fn",
+            "float6_e3m2fn",
+            "float4_e2m1fn",
+            "float8_e8m0fnu",
+        )
+        or arr.dtype.kind == "f"
+    ):
         try:
             return arr.astype(np.float64)
         except (TypeError, ValueError):
             pass
     if arr.dtype.kind == "c":
         raise TypeError("round_to expects real numbers, got a complex array")
-    raise TypeError(
-        f"round_to expects real numbers (int or float, scalar or array), got dtype {arr.dtype}"
-    )
+    raise TypeError(f"round_to expects real numbers (int or float, scalar or array), got dtype {arr.dtype}")
 
 
 def round_to(

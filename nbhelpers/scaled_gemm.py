@@ -41,6 +41,7 @@ sA, qB.float() * sB)``), so the order of its epilogue cannot be checked here. Ou
 agrees with it bit-exactly when no step rounds (power-of-two scales, sums exact in fp32) and
 otherwise within the bound derived in the tests.
 """
+
 from __future__ import annotations
 
 import math
@@ -103,9 +104,11 @@ def _check_operand(q, fmt: str, what: str) -> np.ndarray:
         raise ValueError(f"{what} holds inf or NaN: quantized operands must be finite")
     if fmt == "int8":
         if (q != np.round(q)).any() or (q < -128).any() or (q > 127).any():
-            raise ValueError(f"{what} must hold int8 values (integers in [-128, 127]); "
-                             f"got values in [{q.min()}, {q.max()}]"
-                             f"{'' if (q == np.round(q)).all() else ', not all integers'}")
+            raise ValueError(
+                f"{what} must hold int8 values (integers in [-128, 127]); "
+                f"got values in [{q.min()}, {q.max()}]"
+                f"{'' if (q == np.round(q)).all() else ', not all integers'}"
+            )
     else:
         off = round_to(q, fmt) != q
         if off.any():
@@ -173,15 +176,17 @@ def int8_matmul(qA, qB) -> np.ndarray:
         K = A.shape[1]
         raise OverflowError(
             f"int32 accumulator overflow: output ({i}, {j}) is {int(acc[i, j])}, beyond 2**31 - 1; "
-            f"with K = {K} the worst case is 128**2 * K = {128**2 * K}")
+            f"with K = {K} the worst case is 128**2 * K = {128**2 * K}"
+        )
     return acc.astype(np.int32)
 
 
 # ====================================================================== scales constant along K
 
 
-def scaled_mm(qA, qB, sA, sB, out_fmt: FloatFormat | str = "fp32",
-              in_fmt: FloatFormat | str | tuple = "e4m3fn") -> np.ndarray:
+def scaled_mm(
+    qA, qB, sA, sB, out_fmt: FloatFormat | str = "fp32", in_fmt: FloatFormat | str | tuple = "e4m3fn"
+) -> np.ndarray:
     """C ~ diag(sA) (qA qB) diag(sB) with the scales applied in the epilogue; (M, N) float64.
 
     qA (M, K), qB (K, N): int8 integers (``in_fmt="int8"``) or fp8 values on the grid of
@@ -215,16 +220,27 @@ def _block_scales(sA, sB, M: int, N: int, K: int, block_k: int, block_n: int):
     nk = math.ceil(K / block_k)
     nn = math.ceil(N / block_n)
     sa = _check_scale(sA, [(M, nk)], "sA", f"one scale per row and per K-block of {block_k}")
-    sb = _check_scale(sB, list(dict.fromkeys([(nk, nn), (nk, N)])), "sB",
-                      f"one scale per K-block of {block_k} and per block of {block_n} columns, or per column")
+    sb = _check_scale(
+        sB,
+        list(dict.fromkeys([(nk, nn), (nk, N)])),
+        "sB",
+        f"one scale per K-block of {block_k} and per block of {block_n} columns, or per column",
+    )
     if sb.shape != (nk, N):
         sb = np.repeat(sb, block_n, axis=1)[:, :N]
     return sa, sb
 
 
-def blockwise_scaled_mm(qA, qB, sA, sB, block_k: int = 128, block_n: int = 128,
-                        out_fmt: FloatFormat | str = "fp32",
-                        in_fmt: FloatFormat | str | tuple = "e4m3fn") -> np.ndarray:
+def blockwise_scaled_mm(
+    qA,
+    qB,
+    sA,
+    sB,
+    block_k: int = 128,
+    block_n: int = 128,
+    out_fmt: FloatFormat | str = "fp32",
+    in_fmt: FloatFormat | str | tuple = "e4m3fn",
+) -> np.ndarray:
     """C ~ sum over K-blocks b of diag(sA[:, b]) (qA_b qB_b) diag(sB[b, :]); (M, N) float64.
 
     qA (M, K), qB (K, N) as in :func:`scaled_mm` (the last K-block may be shorter).
@@ -248,7 +264,7 @@ def blockwise_scaled_mm(qA, qB, sA, sB, block_k: int = 128, block_n: int = 128,
             partial = int8_matmul(A[:, k0:k1], B[k0:k1]).astype(_f32)
         else:
             partial = _exact_sum_to_fp32(A[:, k0:k1], B[k0:k1])
-        acc = acc + (partial * sa[:, b:b + 1]) * sb[b:b + 1, :]
+        acc = acc + (partial * sa[:, b : b + 1]) * sb[b : b + 1, :]
     return _finish(acc, out)
 
 
@@ -267,11 +283,19 @@ def accumulator_align_bits(accumulator_bits: int) -> int:
     return bits - 1
 
 
-def fp8_tensor_core_mm(qA, qB, sA, sB, accumulator_bits: int = DEEPSEEK_V3_ACCUMULATOR_BITS,
-                       promote_every: int | None = DEEPSEEK_V3_PROMOTE_EVERY, group: int = 32,
-                       block_k: int | None = None, block_n: int = 128,
-                       out_fmt: FloatFormat | str = "fp32",
-                       in_fmt: FloatFormat | str | tuple = "e4m3fn") -> np.ndarray:
+def fp8_tensor_core_mm(
+    qA,
+    qB,
+    sA,
+    sB,
+    accumulator_bits: int = DEEPSEEK_V3_ACCUMULATOR_BITS,
+    promote_every: int | None = DEEPSEEK_V3_PROMOTE_EVERY,
+    group: int = 32,
+    block_k: int | None = None,
+    block_n: int = 128,
+    out_fmt: FloatFormat | str = "fp32",
+    in_fmt: FloatFormat | str | tuple = "e4m3fn",
+) -> np.ndarray:
     """An fp8 GEMM through the tensor-core model with a narrow accumulator; (M, N) float64.
 
     qA (M, K), qB (K, N): fp8 values. The products go through
@@ -295,13 +319,19 @@ def fp8_tensor_core_mm(qA, qB, sA, sB, accumulator_bits: int = DEEPSEEK_V3_ACCUM
     align_bits = accumulator_align_bits(accumulator_bits)
     group = positive_int("group", group)
     if align_bits > max_align_bits(group):
-        raise ValueError(f"accumulator_bits={accumulator_bits} is too large for group={group}: "
-                         f"at most {max_align_bits(group) + 1}")
+        raise ValueError(
+            f"accumulator_bits={accumulator_bits} is too large for group={group}: at most {max_align_bits(group) + 1}"
+        )
     if promote_every is not None:
-        if isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer)) \
-                or promote_every < 1 or promote_every % group:
-            raise ValueError(f"promote_every must be None or a positive multiple of group={group}, "
-                             f"got {promote_every!r}")
+        if (
+            isinstance(promote_every, bool)
+            or not isinstance(promote_every, (int, np.integer))
+            or promote_every < 1
+            or promote_every % group
+        ):
+            raise ValueError(
+                f"promote_every must be None or a positive multiple of group={group}, got {promote_every!r}"
+            )
     fa, fb = _operand_formats(in_fmt)
     if "int8" in (fa, fb):
         raise ValueError("fp8_tensor_core_mm takes fp8 operands ('e4m3fn' or 'e5m2'); for int8 use scaled_mm")
@@ -311,8 +341,16 @@ def fp8_tensor_core_mm(qA, qB, sA, sB, accumulator_bits: int = DEEPSEEK_V3_ACCUM
     out = _out_fmt(out_fmt)
 
     def tc(a, b):
-        return tensor_core_matmul(a, b, in_fmt="fp32", group=group, align_bits=align_bits, acc="fp32",
-                                  rounding="toward_zero", promote_every=promote_every).astype(_f32)
+        return tensor_core_matmul(
+            a,
+            b,
+            in_fmt="fp32",
+            group=group,
+            align_bits=align_bits,
+            acc="fp32",
+            rounding="toward_zero",
+            promote_every=promote_every,
+        ).astype(_f32)
 
     if block_k is None:
         sa = _check_scale(sA, [(1, 1), (M, 1)], "sA", "per tensor or per row of A")
@@ -321,10 +359,12 @@ def fp8_tensor_core_mm(qA, qB, sA, sB, accumulator_bits: int = DEEPSEEK_V3_ACCUM
     block_k = positive_int("block_k", block_k)
     block_n = positive_int("block_n", block_n)
     if promote_every is None or block_k % promote_every:
-        raise ValueError(f"scales per K-block of {block_k} are applied at promotion: promote_every must "
-                         f"divide block_k, got promote_every={promote_every!r}")
+        raise ValueError(
+            f"scales per K-block of {block_k} are applied at promotion: promote_every must "
+            f"divide block_k, got promote_every={promote_every!r}"
+        )
     sa, sb = _block_scales(sA, sB, M, N, K, block_k, block_n)
     acc = np.zeros((M, N), dtype=_f32)
     for b, (k0, k1) in enumerate(_k_blocks(K, block_k)):
-        acc = acc + (tc(A[:, k0:k1], B[k0:k1]) * sa[:, b:b + 1]) * sb[b:b + 1, :]
+        acc = acc + (tc(A[:, k0:k1], B[k0:k1]) * sa[:, b : b + 1]) * sb[b : b + 1, :]
     return _finish(acc, out)

@@ -31,6 +31,7 @@ Choices, each tested:
   2.13's eager cast saturates to 448 instead), and a rounded-down scale can push amax / scale
   just past the max.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -42,8 +43,16 @@ from .recipes import Recipe, get_recipe
 from .rounding import round_to
 from .validation import real_float64
 
-__all__ = ["quantize", "dequantize", "block_amax", "nvfp4_scales", "e8m0_exponents", "DelayedScaler",
-           "bytes_per_element", "storage_bits"]
+__all__ = [
+    "quantize",
+    "dequantize",
+    "block_amax",
+    "nvfp4_scales",
+    "e8m0_exponents",
+    "DelayedScaler",
+    "bytes_per_element",
+    "storage_bits",
+]
 
 _SMALLEST_SCALE = {"fp32": 2.0**-149, "e8m0": 2.0**-127, "e4m3_over_fp32": 2.0**-9}
 
@@ -96,8 +105,10 @@ def _block_amax(x: np.ndarray, recipe: Recipe, name: str) -> np.ndarray:
     bad = np.argwhere(~np.isfinite(amax))
     if bad.size:
         i, j = (int(v) for v in bad[0])
-        raise ValueError(f"{name}: block ({i}, {j}) has a non-finite amax ({amax[i, j]}); "
-                         f"{len(bad)} of {amax.size} blocks hold inf or NaN")
+        raise ValueError(
+            f"{name}: block ({i}, {j}) has a non-finite amax ({amax[i, j]}); "
+            f"{len(bad)} of {amax.size} blocks hold inf or NaN"
+        )
     return amax
 
 
@@ -177,8 +188,10 @@ def dequantize(q, scales, recipe: Recipe | str) -> np.ndarray:
     scales = np.asarray(scales, dtype=np.float64)
     want = _grid(q.shape, recipe)
     if scales.shape != want:
-        raise ValueError(f"scales has shape {scales.shape}, but q of shape {q.shape} with block "
-                         f"{recipe.block} needs {want} (ceil(M/br), ceil(K/bc))")
+        raise ValueError(
+            f"scales has shape {scales.shape}, but q of shape {q.shape} with block "
+            f"{recipe.block} needs {want} (ceil(M/br), ceil(K/bc))"
+        )
     return q * _expand(scales, q.shape, recipe)
 
 
@@ -228,8 +241,11 @@ def storage_bits(recipe: Recipe | str, shape: tuple[int, int]) -> dict[str, int]
     if M < 1 or K < 1:
         raise ValueError(f"shape must be (M, K) with M, K >= 1, got {shape!r}")
     gm, gk = _grid((M, K), recipe)
-    out = {"elements": M * K * recipe.element_bits, "block_scales": gm * gk * recipe.scale_bits,
-           "tensor_scale": recipe.tensor_scale_bits}
+    out = {
+        "elements": M * K * recipe.element_bits,
+        "block_scales": gm * gk * recipe.scale_bits,
+        "tensor_scale": recipe.tensor_scale_bits,
+    }
     out["total"] = sum(out.values())
     return out
 

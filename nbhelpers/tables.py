@@ -1,4 +1,5 @@
 """Plain-text tables for notebook output: deterministic, readable on GitHub and in a terminal."""
+
 from __future__ import annotations
 
 import math

@@ -17,6 +17,7 @@ Shapes: the matmuls take A (M, K) and B (K, N) and return (M, N) float64, loopin
 steps of ``group`` and vectorised over M x N. Roundings use
 the adder of :mod:`nbhelpers.accumulation`, correctly rounded from the exact sum.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from .accumulation import (RoundingAdder, accumulator_format, check_rounding_rng, fraction_to_float_odd,
-                           rounded_operands)
+from .accumulation import RoundingAdder, accumulator_format, check_rounding_rng, fraction_to_float_odd, rounded_operands
 from .formats import FloatFormat, get_format
 from .rounding import Rounding, _as_rounding, round_to
 from .validation import positive_int, real_float64
@@ -91,8 +91,7 @@ class TensorCoreSpec:
         self._check()
         table = dict(self.groups)
         if in_fmt not in table:
-            raise ValueError(f"{self.gpu}: no tensor-core setting for {in_fmt!r} inputs "
-                             f"(known: {', '.join(table)})")
+            raise ValueError(f"{self.gpu}: no tensor-core setting for {in_fmt!r} inputs (known: {', '.join(table)})")
         return table[in_fmt]
 
     def final_rounding(self, acc: str) -> str:
@@ -106,8 +105,17 @@ class TensorCoreSpec:
     def matmul(self, A, B, in_fmt: str, acc: str = "fp32", C=None, out_fmt=None) -> np.ndarray:
         """:func:`tensor_core_matmul` with this GPU's group size, alignment and final rounding.
         A: (M, K), B: (K, N), C: (M, N) or None -> (M, N) float64."""
-        return tensor_core_matmul(A, B, in_fmt, group=self.group(in_fmt), align_bits=self.align_bits,
-                                  acc=acc, rounding=self.final_rounding(acc), out_fmt=out_fmt, C=C)
+        return tensor_core_matmul(
+            A,
+            B,
+            in_fmt,
+            group=self.group(in_fmt),
+            align_bits=self.align_bits,
+            acc=acc,
+            rounding=self.final_rounding(acc),
+            out_fmt=out_fmt,
+            C=C,
+        )
 
     def _check(self) -> None:
         if not self.established:
@@ -123,18 +131,22 @@ TENSOR_CORES: dict[str, TensorCoreSpec] = {
         align_bits=23,
         groups=(("fp16", 4),),  # Volta tensor cores take fp16 only: no bf16, no tf32
         rounding=(("fp32", "toward_zero"), ("fp16", "nearest_even")),
-        source=(f"{_KM_REPO} models/V100TC.m (commit 109e412d): fma = 4, neab = 0, frmode = 'rz', "
-                "'rne' for an fp16 output; probe outputs: "
-                f"{_FASI_REPO} tc_test_numerics-V100.cu (commit 1a5c7447)"),
+        source=(
+            f"{_KM_REPO} models/V100TC.m (commit 109e412d): fma = 4, neab = 0, frmode = 'rz', "
+            "'rne' for an fp16 output; probe outputs: "
+            f"{_FASI_REPO} tc_test_numerics-V100.cu (commit 1a5c7447)"
+        ),
     ),
     "T4": TensorCoreSpec(
         gpu="T4",
         align_bits=None,
         groups=(),
         rounding=(),
-        source=(f"{_FASI_REPO} (Fasi et al. 2021) tested a T4, but its suite builds the T4 test from "
-                "the file it shares with the A100 (tc_test_numerics-T4-A100-binary16.cu); "
-                f"{_KM_REPO} has no T4 model"),
+        source=(
+            f"{_FASI_REPO} (Fasi et al. 2021) tested a T4, but its suite builds the T4 test from "
+            "the file it shares with the A100 (tc_test_numerics-T4-A100-binary16.cu); "
+            f"{_KM_REPO} has no T4 model"
+        ),
         note="not established: no source read here gives the T4's alignment bits or group size on its own",
     ),
     "A100": TensorCoreSpec(
@@ -142,20 +154,26 @@ TENSOR_CORES: dict[str, TensorCoreSpec] = {
         align_bits=24,
         groups=(("fp16", 8), ("bf16", 8), ("tf32", 4)),
         rounding=(("fp32", "toward_zero"), ("fp16", "nearest_even")),
-        source=(f"{_KM_REPO} models/A100TC.m (commit 109e412d): fma = 8 (4 for tf32), neab = 1, "
-                "frmode = 'rz', 'rne' for fp16 in and out; probe outputs: "
-                f"{_FASI_REPO} tc_test_numerics-T4-A100-binary16.cu (commit 5a0b0018)"),
+        source=(
+            f"{_KM_REPO} models/A100TC.m (commit 109e412d): fma = 8 (4 for tf32), neab = 1, "
+            "frmode = 'rz', 'rne' for fp16 in and out; probe outputs: "
+            f"{_FASI_REPO} tc_test_numerics-T4-A100-binary16.cu (commit 5a0b0018)"
+        ),
     ),
     "H100": TensorCoreSpec(
         gpu="H100",
         align_bits=25,
         groups=(("fp16", 16), ("bf16", 16), ("tf32", 8)),
         rounding=(("fp32", "toward_zero"), ("fp16", "nearest_even")),
-        source=(f"{_KM_REPO} models/H100TC.m (commit 07113e74): fma = 16 (8 for tf32), neab = 2, "
-                "frmode = 'rz', 'rne' for fp16 in and out"),
-        note=("fp8 inputs left out: the H100 model there joins two 16-product vectors (fma = 32) and "
-              "keeps 10 bits fewer (neab = -10), which this model does not express; Fasi et al.'s "
-              "suite gives no H100 outputs, so the H100 row is not checked against probes here"),
+        source=(
+            f"{_KM_REPO} models/H100TC.m (commit 07113e74): fma = 16 (8 for tf32), neab = 2, "
+            "frmode = 'rz', 'rne' for fp16 in and out"
+        ),
+        note=(
+            "fp8 inputs left out: the H100 model there joins two 16-product vectors (fma = 32) and "
+            "keeps 10 bits fewer (neab = -10), which this model does not express; Fasi et al.'s "
+            "suite gives no H100 outputs, so the H100 row is not checked against probes here"
+        ),
     ),
 }
 
@@ -254,8 +272,12 @@ def _check_tc(group, align_bits, promote_every):
             "aligned group sum is exact in float64"
         )
     if promote_every is not None:
-        if isinstance(promote_every, bool) or not isinstance(promote_every, (int, np.integer)) \
-                or promote_every < 1 or promote_every % group:
+        if (
+            isinstance(promote_every, bool)
+            or not isinstance(promote_every, (int, np.integer))
+            or promote_every < 1
+            or promote_every % group
+        ):
             raise ValueError(
                 f"promote_every must be None or a positive multiple of group={group}, got {promote_every!r}"
             )
@@ -271,8 +293,9 @@ def _aligned_sum(terms: np.ndarray, align_bits: int) -> np.ndarray:
     return kept.sum(axis=0) / inv_q  # exact: integers below 2**53, then a power-of-two scaling
 
 
-def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp32",
-                           rounding="toward_zero", promote_every=None, C=None) -> np.ndarray:
+def tensor_core_matmul_ref(
+    A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp32", rounding="toward_zero", promote_every=None, C=None
+) -> np.ndarray:
     """Slow reference for :func:`tensor_core_matmul` (deterministic roundings): one output at a
     time, exact Fractions, the alignment written out with integer shifts. (M, N) float64."""
     f = get_format(acc)
@@ -288,8 +311,7 @@ def tensor_core_matmul_ref(A, B, in_fmt="bf16", group=8, align_bits=23, acc="fp3
             c = Fraction(float(C0[i, j]))
             outer = Fraction(0)
             for k0 in range(0, K, g):
-                vals = [c] + [Fraction(float(Aq[i, k])) * Fraction(float(Bq[k, j]))
-                              for k in range(k0, min(k0 + g, K))]
+                vals = [c] + [Fraction(float(Aq[i, k])) * Fraction(float(Bq[k, j])) for k in range(k0, min(k0 + g, K))]
                 nz = [abs(v) for v in vals if v != 0]
                 if nz:
                     top = max(nz)
@@ -363,8 +385,9 @@ def tensor_core_group_sum(
     f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
-        raise ValueError("tensor_core_group_sum has no stochastic rounding; use nearest_even, "
-                         "nearest_away or toward_zero")
+        raise ValueError(
+            "tensor_core_group_sum has no stochastic rounding; use nearest_even, nearest_away or toward_zero"
+        )
     _, kept = align_group(terms, align_bits)
     total = float(kept.sum())  # exact: multiples of one power of two, below 2**53 units (max_align_bits)
     return float(round_to(total, f, mode))
@@ -375,8 +398,9 @@ def tensor_core_group_sum(
 _HI, _LO = 1.0 + 2.0**-7, 1.0  # the bf16 neighbours of the tie 1 + 2**-8 that every probe sums to
 
 
-def accumulator_probe(K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: int = 4
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def accumulator_probe(
+    K: int, tiny_first: bool, M: int = 1, N: int = 1, n_tiny: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
     """Matrices A (M, K), B (K, N) whose every output is 1 + 2**-8 + n_tiny * 2**-25 exactly.
 
     Every row of A is ones on the first n_tiny + 2 positions (zeros after); every column of B
@@ -452,32 +476,49 @@ def _probe_matrices(b: np.ndarray, n: int, M: int, N: int) -> tuple[np.ndarray, 
 # what the tiny terms of accumulator_probe say, (tiny first kept, tiny last kept) -> sentence:
 # alone, and once width_probe and rounding_probe have shown an accumulator at least fp32 wide
 _ORDER_ALONE = {
-    (True, True): ("kept in either order: more than fp32's 24 bits carried along (wider than fp32, "
-                   "exact, or compensated summation), or an order that adds the tiny terms together first"),
-    (True, False): ("kept only when first: at least fp32's 24 bits at 1, in an order that adds the tiny "
-                    "terms together before the 1 when they come first (K order, or a tree or blocks over "
-                    "neighbouring products), and each one to the 1 when they come last"),
+    (True, True): (
+        "kept in either order: more than fp32's 24 bits carried along (wider than fp32, "
+        "exact, or compensated summation), or an order that adds the tiny terms together first"
+    ),
+    (True, False): (
+        "kept only when first: at least fp32's 24 bits at 1, in an order that adds the tiny "
+        "terms together before the 1 when they come first (K order, or a tree or blocks over "
+        "neighbouring products), and each one to the 1 when they come last"
+    ),
     (False, True): "kept only when last: at least fp32's 24 bits at 1, in an order that adds the later products first",
-    (False, False): ("lost in either order: narrower than fp32, a truncating step, or fp32 accumulation in "
-                     "another order (SIMD lanes or a tree) that adds each tiny term to a partial sum holding 1"),
+    (False, False): (
+        "lost in either order: narrower than fp32, a truncating step, or fp32 accumulation in "
+        "another order (SIMD lanes or a tree) that adds each tiny term to a partial sum holding 1"
+    ),
 }
 _ORDER_WIDE = {
-    (True, True): ("the tiny terms kept in either order: more than 24 bits carried along (a wider or exact "
-                   "sum, or compensated summation), or an order that adds the tiny terms together first"),
-    (True, False): ("the tiny terms kept only when first: they add up before they meet the 1 (K order, or a "
-                    "tree or blocks over neighbouring products), and are lost one by one after it"),
+    (True, True): (
+        "the tiny terms kept in either order: more than 24 bits carried along (a wider or exact "
+        "sum, or compensated summation), or an order that adds the tiny terms together first"
+    ),
+    (True, False): (
+        "the tiny terms kept only when first: they add up before they meet the 1 (K order, or a "
+        "tree or blocks over neighbouring products), and are lost one by one after it"
+    ),
     (False, True): "the tiny terms kept only when last: an order that adds the later products first",
-    (False, False): ("the tiny terms lost in either order: another order (SIMD lanes or a tree), where they "
-                     "land in different partial sums and each is lost when joined to the one holding 1"),
+    (False, False): (
+        "the tiny terms lost in either order: another order (SIMD lanes or a tree), where they "
+        "land in different partial sums and each is lost when joined to the one holding 1"
+    ),
 }
-_TRUNCATED_LOST = ("the tiny terms lost in either order: each cut when aligned to the 1 (as in a tensor core), "
-                   "or an order that adds each one to a partial sum holding 1")
-_TRUNCATED_KEPT = ("the tiny terms kept in either order: more than 24 bits kept before a final truncation "
-                   "into fp32 (as the H100 model's 25), or an order that adds the tiny terms together first")
+_TRUNCATED_LOST = (
+    "the tiny terms lost in either order: each cut when aligned to the 1 (as in a tensor core), "
+    "or an order that adds each one to a partial sum holding 1"
+)
+_TRUNCATED_KEPT = (
+    "the tiny terms kept in either order: more than 24 bits kept before a final truncation "
+    "into fp32 (as the H100 model's 25), or an order that adds the tiny terms together first"
+)
 
 
-def probe_verdict(tiny_first: float, tiny_last: float, width: float | None = None,
-                  rounding: float | None = None) -> str:
+def probe_verdict(
+    tiny_first: float, tiny_last: float, width: float | None = None, rounding: float | None = None
+) -> str:
     """What the bf16 outputs of the probes say about the accumulator that produced them; a sentence.
 
     ``tiny_first``, ``tiny_last``: the outputs of :func:`accumulator_probe` with the tiny terms
@@ -504,15 +545,21 @@ def probe_verdict(tiny_first: float, tiny_last: float, width: float | None = Non
     wide, nearest = outs["width"] == _HI, outs["rounding"] == _HI
     if not wide:
         if nearest or any(key):
-            return (f"inconsistent outputs {outs}: 2**-23 lost beside the 1, yet smaller terms kept; "
-                    "no accumulator that rounds to nearest or toward zero does that")
-        return ("narrower than fp32: fewer than 24 bits at 1 lose the 2**-23 that fp32 holds exactly "
-                "(a bf16 accumulator, say), or the conversion to bf16 does not round to nearest")
+            return (
+                f"inconsistent outputs {outs}: 2**-23 lost beside the 1, yet smaller terms kept; "
+                "no accumulator that rounds to nearest or toward zero does that"
+            )
+        return (
+            "narrower than fp32: fewer than 24 bits at 1 lose the 2**-23 that fp32 holds exactly "
+            "(a bf16 accumulator, say), or the conversion to bf16 does not round to nearest"
+        )
     if nearest:
         return f"fp32 or wider, rounding to nearest; {_ORDER_WIDE[key]}"
     order = {(True, True): _TRUNCATED_KEPT, (False, False): _TRUNCATED_LOST}.get(key, _ORDER_WIDE[key])
-    return ("fp32 or wider, but a step truncates: bits below fp32's spacing at 1 are cut, not rounded "
-            f"(toward-zero rounding, or a tensor-core-style alignment); {order}")
+    return (
+        "fp32 or wider, but a step truncates: bits below fp32's spacing at 1 are cut, not rounded "
+        f"(toward-zero rounding, or a tensor-core-style alignment); {order}"
+    )
 
 
 @dataclass(frozen=True)
@@ -537,14 +584,19 @@ class ProbeResult:
         return v if self.uniform else f"outputs differ across C; C[0, 0] says: {v}"
 
 
-def probe_accumulator(matmul: Callable[[np.ndarray, np.ndarray], np.ndarray], K: int, M: int = 1,
-                      N: int = 1) -> ProbeResult:
+def probe_accumulator(
+    matmul: Callable[[np.ndarray, np.ndarray], np.ndarray], K: int, M: int = 1, N: int = 1
+) -> ProbeResult:
     """Run the four probes through ``matmul`` (A (M, K), B (K, N) -> C (M, N), numbers or an
     array) and read each C through a bf16 rounding (nearest-even: a no-op on bf16 outputs).
     K >= 6 (the order probe's six products); returns a :class:`ProbeResult`."""
     K, M, N = (positive_int(n, v) for n, v in (("K", K), ("M", M), ("N", N)))
-    inputs = {"tiny_first": accumulator_probe(K, True, M, N), "tiny_last": accumulator_probe(K, False, M, N),
-              "width": width_probe(K, M, N), "rounding": rounding_probe(K, M, N)}
+    inputs = {
+        "tiny_first": accumulator_probe(K, True, M, N),
+        "tiny_last": accumulator_probe(K, False, M, N),
+        "width": width_probe(K, M, N),
+        "rounding": rounding_probe(K, M, N),
+    }
     out, uniform = {}, True
     for name, (A, B) in inputs.items():
         C = np.asarray(matmul(A, B), dtype=np.float64)

@@ -2,6 +2,7 @@
 measurements (the benchmark scripts in ``benchmarks/`` and the timing cells of chapters 08 and
 10). GPU timings need CUDA events: ``triton.testing.do_bench``.
 """
+
 from __future__ import annotations
 
 import statistics

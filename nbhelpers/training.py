@@ -33,6 +33,7 @@ IEEE operations (no fused multiply-add), for the same reason.
 
 Everything random takes a seed; nothing global is touched.
 """
+
 from __future__ import annotations
 
 import enum
@@ -100,6 +101,7 @@ def _format_name(dtype: torch.dtype) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # Regimes
 # ---------------------------------------------------------------------------------------------
+
 
 class UpdateRule(enum.Enum):
     """How a weight update ``delta`` (an fp32 tensor from the optimizer) reaches the weights.
@@ -176,6 +178,7 @@ REGIMES: Mapping[str, Regime] = {
 # The task and the model
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TeacherStudentTask:
     """Regression on generated data: a random teacher MLP makes the targets, a student learns them.
@@ -219,8 +222,7 @@ class TeacherStudentTask:
             if i < len(self.sizes) - 2:
                 h = np.tanh(h)
         y = (h - h.mean(axis=0)) / h.std(axis=0)
-        return (torch.from_numpy(X), torch.from_numpy(y),
-                [torch.from_numpy(w.astype(np.float32)) for w in student])
+        return (torch.from_numpy(X), torch.from_numpy(y), [torch.from_numpy(w.astype(np.float32)) for w in student])
 
 
 def _init_weights(sizes: Sequence[int], rng: np.random.Generator, scale: float) -> list[np.ndarray]:
@@ -261,6 +263,7 @@ def mlp_forward(params: Sequence[torch.Tensor], X: torch.Tensor, keep: list | No
 # Optimizer and the update rules (fp32 arithmetic, one IEEE operation at a time)
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass
 class AdamState:
     """Adam's fp32 moments ``m`` and ``v`` for one parameter tensor (same shape as it)."""
@@ -269,8 +272,15 @@ class AdamState:
     v: torch.Tensor
 
 
-def adam_delta(grad: torch.Tensor, state: AdamState, step: int, lr: float, beta1: float = 0.9,
-               beta2: float = 0.999, eps: float = 1e-8) -> torch.Tensor:
+def adam_delta(
+    grad: torch.Tensor,
+    state: AdamState,
+    step: int,
+    lr: float,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+) -> torch.Tensor:
     """Adam's update for one tensor (the same shape as grad, fp32); updates ``state`` in place.
 
     grad: fp32 gradient. step: 1 for the first step. Returns ``delta`` to add to the weights:
@@ -287,8 +297,13 @@ def adam_delta(grad: torch.Tensor, state: AdamState, step: int, lr: float, beta1
     return -(m_hat * lr) / (torch.sqrt(v_hat) + eps)
 
 
-def adam_second_moment(g2, beta2: float = 0.999, fmt: FloatFormat | str = "fp32", rounding: str = "nearest_even",
-                       rng: np.random.Generator | None = None) -> np.ndarray:
+def adam_second_moment(
+    g2,
+    beta2: float = 0.999,
+    fmt: FloatFormat | str = "fp32",
+    rounding: str = "nearest_even",
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
     """Adam's second moment ``v`` stored in ``fmt``, over a sequence of squared gradients.
 
     g2: (T,) or (T, n) squared gradients, one row per step. From ``v = 0``, each step computes
@@ -336,8 +351,9 @@ def stochastic_update(w: torch.Tensor, delta: torch.Tensor, rng: np.random.Gener
     return torch.from_numpy(round_to(s, name, "stochastic", rng=rng).astype(np.float32)).to(w.dtype)
 
 
-def master_update(master: torch.Tensor, delta: torch.Tensor,
-                  dtype: torch.dtype = torch.bfloat16) -> tuple[torch.Tensor, torch.Tensor]:
+def master_update(
+    master: torch.Tensor, delta: torch.Tensor, dtype: torch.dtype = torch.bfloat16
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(``fp32(master + delta)``, that rounded to nearest in ``dtype``): the master-weight step."""
     _check_update_args(master, delta)
     if master.dtype != torch.float32:
@@ -384,23 +400,28 @@ def sgd_master_step(master: np.ndarray, grad: np.ndarray, lr: float) -> tuple[np
 # tensor (fp32 for FP32 and MASTER, the compute dtype otherwise); c: the compensation buffer
 # (KAHAN) or None; delta: the fp32 update; dtype: the compute dtype; rng: the generator that
 # stochastic rounding draws from.
-_UpdateStep = Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.dtype, np.random.Generator],
-                       tuple[torch.Tensor, torch.Tensor | None]]
+_UpdateStep = Callable[
+    [torch.Tensor, torch.Tensor | None, torch.Tensor, torch.dtype, np.random.Generator],
+    tuple[torch.Tensor, torch.Tensor | None],
+]
 
 #: Each :class:`UpdateRule`'s step ``(w, c, delta, dtype, rng) -> (new w, new c)``: the one place
 #: :func:`train` looks a rule up (``c`` is the KAHAN compensation buffer, None for the others).
-UPDATE_STEPS: Mapping[UpdateRule, _UpdateStep] = MappingProxyType({
-    UpdateRule.FP32: lambda w, c, d, dtype, rng: (w + d, c),
-    UpdateRule.MASTER: lambda w, c, d, dtype, rng: (master_update(w, d, dtype)[0], c),
-    UpdateRule.NEAREST: lambda w, c, d, dtype, rng: (nearest_update(w, d), c),
-    UpdateRule.STOCHASTIC: lambda w, c, d, dtype, rng: (stochastic_update(w, d, rng), c),
-    UpdateRule.KAHAN: lambda w, c, d, dtype, rng: kahan_update(w, c, d),
-})
+UPDATE_STEPS: Mapping[UpdateRule, _UpdateStep] = MappingProxyType(
+    {
+        UpdateRule.FP32: lambda w, c, d, dtype, rng: (w + d, c),
+        UpdateRule.MASTER: lambda w, c, d, dtype, rng: (master_update(w, d, dtype)[0], c),
+        UpdateRule.NEAREST: lambda w, c, d, dtype, rng: (nearest_update(w, d), c),
+        UpdateRule.STOCHASTIC: lambda w, c, d, dtype, rng: (stochastic_update(w, d, rng), c),
+        UpdateRule.KAHAN: lambda w, c, d, dtype, rng: kahan_update(w, c, d),
+    }
+)
 
 
 # ---------------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -495,8 +516,9 @@ def _flat(tensors) -> np.ndarray:
     return np.concatenate([t.detach().double().reshape(-1).numpy() for t in tensors])
 
 
-def train(regime: Regime | str, task: TeacherStudentTask | None = None,
-          config: TrainConfig | None = None) -> TrainResult:
+def train(
+    regime: Regime | str, task: TeacherStudentTask | None = None, config: TrainConfig | None = None
+) -> TrainResult:
     """Train the task's student MLP under ``regime`` (a :class:`Regime` or a key of REGIMES).
 
     Every regime starts from the same weights (rounded to its storage format) and sees the same
@@ -524,8 +546,13 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
     comp = [torch.zeros_like(w) for w in stored] if rule is UpdateRule.KAHAN else [None] * len(stored)
     states = [AdamState(torch.zeros(w.shape), torch.zeros(w.shape)) for w in init]
     spec = regime.loss_scale
-    scaler = (DynamicLossScaler.from_spec(spec) if isinstance(spec, DynamicScale)
-              else StaticLossScaler(spec.scale) if isinstance(spec, StaticScale) else None)
+    scaler = (
+        DynamicLossScaler.from_spec(spec)
+        if isinstance(spec, DynamicScale)
+        else StaticLossScaler(spec.scale)
+        if isinstance(spec, StaticScale)
+        else None
+    )
     # Not what real Adam does: eps follows the loss multiplier unless config.scale_eps is False.
     eps = config.eps * config.loss_multiplier if config.scale_eps else config.eps
 
@@ -558,8 +585,9 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
         deltas = [torch.zeros(w.shape) for w in stored]
         if take:
             adam_step += 1
-            deltas = [adam_delta(g, s, adam_step, config.lr, config.beta1, config.beta2, eps)
-                      for g, s in zip(grads, states)]
+            deltas = [
+                adam_delta(g, s, adam_step, config.lr, config.beta1, config.beta2, eps) for g, s in zip(grads, states)
+            ]
         if t in config.record_steps:
             snaps[t] = Snapshot(t, _flat(stored), _flat(deltas), _flat(grads), _flat(act_grads))
         if not take:
@@ -578,16 +606,35 @@ def train(regime: Regime | str, task: TeacherStudentTask | None = None,
         return int(sum(x.numel() * x.element_size() for x in ts if x is not None))
 
     low = [w.to(dtype) for w in stored] if rule is UpdateRule.MASTER else stored
-    state_bytes = {"weights": nbytes(low), "gradients": nbytes(grads_held),
-                   "master": nbytes(stored) if rule is UpdateRule.MASTER else 0,
-                   "adam m": nbytes(s.m for s in states), "adam v": nbytes(s.v for s in states),
-                   "compensation": nbytes(comp)}
-    return TrainResult(regime, losses, unchanged, skipped, scales, grad_absmax, snaps, state_bytes, task.n_params,
-                       [w.clone() for w in stored], task)
+    state_bytes = {
+        "weights": nbytes(low),
+        "gradients": nbytes(grads_held),
+        "master": nbytes(stored) if rule is UpdateRule.MASTER else 0,
+        "adam m": nbytes(s.m for s in states),
+        "adam v": nbytes(s.v for s in states),
+        "compensation": nbytes(comp),
+    }
+    return TrainResult(
+        regime,
+        losses,
+        unchanged,
+        skipped,
+        scales,
+        grad_absmax,
+        snaps,
+        state_bytes,
+        task.n_params,
+        [w.clone() for w in stored],
+        task,
+    )
 
 
-def train_seeds(regime: Regime | str, seeds: Sequence[int], task: TeacherStudentTask | None = None,
-                config: TrainConfig | None = None) -> list[TrainResult]:
+def train_seeds(
+    regime: Regime | str,
+    seeds: Sequence[int],
+    task: TeacherStudentTask | None = None,
+    config: TrainConfig | None = None,
+) -> list[TrainResult]:
     """One :func:`train` run of ``regime`` per seed, to see how much a result owes to the draw.
 
     Seed ``s`` replaces the task's seed (inputs, teacher, the student's initial weights) by ``s``
@@ -642,8 +689,10 @@ def decay_rounded_away(fmt: FloatFormat | str, beta: float) -> float:
             return 1.0
         if 1 - beta > 2.0 ** -(f.man_bits + 1):
             return 0.0
-        raise ValueError(f"1 - beta = {1 - beta!r} lies within {f.name}'s relative half gaps; only formats of "
-                         f"16 bits or fewer are counted value by value")
+        raise ValueError(
+            f"1 - beta = {1 - beta!r} lies within {f.name}'s relative half gaps; only formats of "
+            f"16 bits or fewer are counted value by value"
+        )
     v = finite_values(f, nonnegative=True)
     v = v[v >= f.smallest_normal]
     return float(np.mean(round_to(beta * v, f) == v))
@@ -659,6 +708,8 @@ def recipe_caveats(recipe: MemoryRecipe) -> list[str]:
             continue
         lost = decay_rounded_away(kind, ADAM_BETAS[state])
         if lost > 0:
-            out.append(f"{state} in {kind}: {ADAM_BETAS[state]} * v rounds back to v for {lost:.0%} of "
-                       f"its normal values, so it never decays (round to nearest)")
+            out.append(
+                f"{state} in {kind}: {ADAM_BETAS[state]} * v rounds back to v for {lost:.0%} of "
+                f"its normal values, so it never decays (round to nearest)"
+            )
     return out

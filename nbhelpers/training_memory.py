@@ -10,6 +10,7 @@ Bytes are not the whole story: Adam's moments decay by ``beta`` every step, and 
 with round to nearest that decay can round away. A recipe records how its states are rounded
 (``state_rounding``); :func:`nbhelpers.training.recipe_caveats` computes what that costs.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from .formats import get_format
 
 __all__ = ["MEMORY_RECIPES", "MemoryRecipe", "bytes_per_parameter"]
+
 
 def _storage_bytes(kind: str | None, block: int | None) -> float:
     """Bytes per element of a state stored as ``kind``: a format name, "int8", or None (absent)."""
@@ -82,8 +84,13 @@ MEMORY_RECIPES: Mapping[str, MemoryRecipe] = {
         MemoryRecipe("bf16 + fp32 master, fp32 Adam"),
         MemoryRecipe("bf16 + Kahan (bf16 buffer), fp32 Adam", master=None, compensation="bf16"),
         MemoryRecipe("bf16, stochastic rounding, fp32 Adam", master=None),
-        MemoryRecipe("bf16, stochastic rounding, bf16 Adam", master=None, adam_m="bf16", adam_v="bf16",
-                     state_rounding="stochastic"),
+        MemoryRecipe(
+            "bf16, stochastic rounding, bf16 Adam",
+            master=None,
+            adam_m="bf16",
+            adam_v="bf16",
+            state_rounding="stochastic",
+        ),
         MemoryRecipe("fp8 weights + fp32 master, fp32 Adam", weights="e4m3fn"),
         MemoryRecipe("bf16 + fp32 master, 8-bit Adam", adam_m="int8", adam_v="int8", block=2048),
     ]

@@ -1,6 +1,7 @@
 """Argument checks shared by the whole package: strings into enum members, positive sizes,
 random generators. Each raises a ValueError or TypeError that names the argument, says what was
 wrong and what is accepted. A leaf module: it imports nothing from nbhelpers."""
+
 from __future__ import annotations
 
 import enum

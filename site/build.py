@@ -41,14 +41,28 @@ def build(out: Path, jobs: str = "1", quiet: bool = False) -> Path:
     try:
         from sphinx.cmd.build import build_main
     except ImportError:
-        raise SystemExit("error: Sphinx is not installed; run `make site`, or "
-                         "`.venv/bin/pip install -e '.[site]'` first") from None
+        raise SystemExit(
+            "error: Sphinx is not installed; run `make site`, or `.venv/bin/pip install -e '.[site]'` first"
+        ) from None
     src, html = out / "src", out / "html"
     stage(src)
     # -W --keep-going: any warning (a broken link in README's table, a notebook Sphinx cannot
     # read) fails the build after reporting all of them. -E: always read every notebook.
-    args = ["-b", "html", "-E", "-W", "--keep-going", "-j", jobs, "-c", str(SITE),
-            "-d", str(out / "doctrees"), str(src), str(html)]
+    args = [
+        "-b",
+        "html",
+        "-E",
+        "-W",
+        "--keep-going",
+        "-j",
+        jobs,
+        "-c",
+        str(SITE),
+        "-d",
+        str(out / "doctrees"),
+        str(src),
+        str(html),
+    ]
     if quiet:
         args.insert(0, "-q")
     status = build_main(args)
@@ -59,8 +73,12 @@ def build(out: Path, jobs: str = "1", quiet: bool = False) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site",
-                        help="output folder (default: build/site); the pages go to OUT/html")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "build" / "site",
+        help="output folder (default: build/site); the pages go to OUT/html",
+    )
     parser.add_argument("--jobs", default="1", help="Sphinx's -j (default: 1)")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     args = parser.parse_args(argv)

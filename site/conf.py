@@ -83,18 +83,26 @@ def files_box(srcdir: Path, docname: str) -> str:
         href = f"../{path.parent.name}/{path.name}"
         return f'<a class="reference download" href="{html.escape(href)}" download>{html.escape(text)}</a>'
 
-    items = [f"<li>{link(files['notebook'], 'Download this notebook')} "
-             f"(<code>{files['notebook'].name}</code>, with its outputs)</li>"]
+    items = [
+        f"<li>{link(files['notebook'], 'Download this notebook')} "
+        f"(<code>{files['notebook'].name}</code>, with its outputs)</li>"
+    ]
     if "exercises" in files:
-        items.append(f"<li>{link(files['exercises'], 'Exercises')}: "
-                     f"<code>{files['exercises'].name}</code>, to fill in and check</li>")
+        items.append(
+            f"<li>{link(files['exercises'], 'Exercises')}: "
+            f"<code>{files['exercises'].name}</code>, to fill in and check</li>"
+        )
     if "solutions" in files:
-        items.append(f'<li><details class="chapter-solutions"><summary>Solutions (spoilers)</summary>'
-                     f"{link(files['solutions'], 'Worked solutions')}: "
-                     f"<code>{files['solutions'].name}</code></details></li>")
-    return ('<div class="admonition note chapter-files">'
-            '<p class="admonition-title">Files for this chapter</p>'
-            f'<ul class="simple">{"".join(items)}</ul></div>')
+        items.append(
+            f'<li><details class="chapter-solutions"><summary>Solutions (spoilers)</summary>'
+            f"{link(files['solutions'], 'Worked solutions')}: "
+            f"<code>{files['solutions'].name}</code></details></li>"
+        )
+    return (
+        '<div class="admonition note chapter-files">'
+        '<p class="admonition-title">Files for this chapter</p>'
+        f'<ul class="simple">{"".join(items)}</ul></div>'
+    )
 
 
 def add_files_box(app, doctree) -> None:

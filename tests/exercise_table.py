@@ -8,6 +8,7 @@ cheat that memorised the public cases' answers and falls back to the mistake els
 fail with another seed: tests/test_exercises.py). A new chapter adds an entry here; a chapter
 with a solution notebook and no entry fails ``test_every_chapter_has_an_entry``.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,540 +34,788 @@ class ChapterSpec:
 
 CHAPTERS = [
     ChapterSpec(
-        1, "ex01_float_formats.ipynb", lambda: {"math": math, "np": np},
-        ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing", "round_stochastic"), 19, 12345,
-        tuple([
-    # forgets that subnormals have no implicit leading 1
-    ("decode_bits", "if E == 0:", "if False:"),
-    # NaN codes read as infinities
-    ("decode_bits", "sign * math.inf if M == 0 else math.nan", "sign * math.inf"),
-    # subnormals with the exponent -bias instead of 1 - bias (that of the smallest normal)
-    ("decode_bits", "math.ldexp(M, 1 - bias - man_bits)", "math.ldexp(M, -bias - man_bits)"),
-    # ties away from zero instead of to even
-    ("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
-    # no subnormal clamp: the spacing keeps shrinking below the normal range
-    ("round_nearest_even", "max(math.frexp(abs(x))[1] - 1, emin)", "math.frexp(abs(x))[1] - 1"),
-    # overflow saturates instead of going to inf
-    ("round_nearest_even", "r = math.inf", "r = largest"),
-    # loses the sign of zero
-    ("round_nearest_even", "return math.copysign(r, x)", "return math.copysign(r, x) + 0.0"),
-    # overflow decided before rounding: values just above the largest that round down to it
-    ("round_nearest_even", "if r > largest:", "if abs(x) > largest:"),
-    # spacing of the binade below at powers of two
-    ("ulp_at", "math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
-    # no subnormal clamp: the spacing keeps shrinking below the smallest normal
-    ("ulp_at", "2.0 ** (max(k, emin) - man_bits)", "2.0 ** (k - man_bits)"),
-    # off by one binade
-    ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
-    # the tie x + 1 thought to go up: the spacing must reach 4
-    ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** (man_bits + 2)"),
-    # forgets the formats too small to have such a value
-    ("smallest_absorbing", "return x if x <= largest else math.inf", "return x"),
-    # deterministic: round to nearest even
-    ("round_stochastic", "r = (lower + (u < frac)) * q", "r = np.rint(y) * q"),
-    # the probability the wrong way round: up with probability 1 - frac
-    ("round_stochastic", "(u < frac)", "(u < 1 - frac)"),
-    # one random number for every element
-    ("round_stochastic", "u = rng.random(x.shape)", "u = rng.random()"),
-    # always toward zero (truncation)
-    ("round_stochastic", "(lower + (u < frac))", "lower"),
-    # no subnormal clamp: the spacing keeps shrinking below the smallest normal
-    ("round_stochastic", "np.maximum(np.frexp(a)[1] - 1, emin)", "np.frexp(a)[1] - 1"),
-]
-),
+        1,
+        "ex01_float_formats.ipynb",
+        lambda: {"math": math, "np": np},
+        ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing", "round_stochastic"),
+        19,
+        12345,
+        tuple(
+            [
+                # forgets that subnormals have no implicit leading 1
+                ("decode_bits", "if E == 0:", "if False:"),
+                # NaN codes read as infinities
+                ("decode_bits", "sign * math.inf if M == 0 else math.nan", "sign * math.inf"),
+                # subnormals with the exponent -bias instead of 1 - bias (that of the smallest normal)
+                ("decode_bits", "math.ldexp(M, 1 - bias - man_bits)", "math.ldexp(M, -bias - man_bits)"),
+                # ties away from zero instead of to even
+                ("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
+                # no subnormal clamp: the spacing keeps shrinking below the normal range
+                ("round_nearest_even", "max(math.frexp(abs(x))[1] - 1, emin)", "math.frexp(abs(x))[1] - 1"),
+                # overflow saturates instead of going to inf
+                ("round_nearest_even", "r = math.inf", "r = largest"),
+                # loses the sign of zero
+                ("round_nearest_even", "return math.copysign(r, x)", "return math.copysign(r, x) + 0.0"),
+                # overflow decided before rounding: values just above the largest that round down to it
+                ("round_nearest_even", "if r > largest:", "if abs(x) > largest:"),
+                # spacing of the binade below at powers of two
+                ("ulp_at", "math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+                # no subnormal clamp: the spacing keeps shrinking below the smallest normal
+                ("ulp_at", "2.0 ** (max(k, emin) - man_bits)", "2.0 ** (k - man_bits)"),
+                # off by one binade
+                ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
+                # the tie x + 1 thought to go up: the spacing must reach 4
+                ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** (man_bits + 2)"),
+                # forgets the formats too small to have such a value
+                ("smallest_absorbing", "return x if x <= largest else math.inf", "return x"),
+                # deterministic: round to nearest even
+                ("round_stochastic", "r = (lower + (u < frac)) * q", "r = np.rint(y) * q"),
+                # the probability the wrong way round: up with probability 1 - frac
+                ("round_stochastic", "(u < frac)", "(u < 1 - frac)"),
+                # one random number for every element
+                ("round_stochastic", "u = rng.random(x.shape)", "u = rng.random()"),
+                # always toward zero (truncation)
+                ("round_stochastic", "(lower + (u < frac))", "lower"),
+                # no subnormal clamp: the spacing keeps shrinking below the smallest normal
+                ("round_stochastic", "np.maximum(np.frexp(a)[1] - 1, emin)", "np.frexp(a)[1] - 1"),
+            ]
+        ),
     ),
     ChapterSpec(
-        2, "ex02_accumulation.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
-        ("kahan_sum", "pairwise_sum", "dot_product", "stall_length", "order_matters"), 19, 12345,
-        tuple([
-    # plain sequential sum: the compensation is never used
-    ("kahan_sum", "y = float(round_to(xk - c, acc))", "y = xk"),
-    # y kept unrounded (float64): the compensation is applied at higher precision
-    ("kahan_sum", "y = float(round_to(xk - c, acc))", "y = xk - c"),
-    # the inner difference t - s not rounded before subtracting y
-    ("kahan_sum", "float(round_to(t - s, acc)) - y", "(t - s) - y"),
-    # compensation added with the wrong sign
-    ("kahan_sum", "round_to(xk - c, acc)", "round_to(xk + c, acc)"),
-    # returns the float64 value s - c (not a value of acc) instead of s
-    ("kahan_sum", "    return s\n", "    return s - c\n"),
-    # splits in the middle instead of at the largest power of two below n
-    ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = n // 2"),
-    # adds the halves in float64 and never rounds
-    ("pairwise_sum", "float(round_to(pairwise_sum(x[:h], acc) + pairwise_sum(x[h:], acc), acc))",
-     "pairwise_sum(x[:h], acc) + pairwise_sum(x[h:], acc)"),
-    # the power of two on the right: x[:n-h] + x[n-h:]
-    ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = n - (1 << ((n - 1).bit_length() - 1))"),
-    # the largest power of two up to n instead of strictly below it (no split when n is one)
-    ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = 1 << (n.bit_length() - 1)"),
-    # inputs not rounded to in_fmt
-    ("dot_product", "round_to(np.asarray(a, dtype=float), in_fmt) * round_to(np.asarray(b, dtype=float), in_fmt)",
-     "np.asarray(a, dtype=float) * np.asarray(b, dtype=float)"),
-    # accumulates in float64 and rounds once at the end
-    ("dot_product", "s = float(round_to(s + pk, acc))", "s = s + pk"),
-    # products rounded to the accumulator format before adding
-    ("dot_product", "round_to(s + pk, acc)", "round_to(s + float(round_to(pk, acc)), acc)"),
-    # inputs rounded to the accumulator format instead of in_fmt
-    ("dot_product", "in_fmt)", "acc)"),
-    # off by one: counts the first lost term too
-    ("stall_length", "return k\n", "return k + 1\n"),
-    # returns where the sum stalls instead of how many terms it took
-    ("stall_length", "return k\n", "return int(s)\n"),
-    # rounds toward zero instead of to nearest even
-    ("stall_length", "t = float(round_to(s + value, acc))", "t = float(round_to(s + value, acc, 'toward_zero'))"),
-    # ties away from zero instead of to even
-    ("stall_length", "t = float(round_to(s + value, acc))", "t = float(round_to(s + value, acc, 'nearest_away'))"),
-    # terms that are float64 values but not values of acc: the format rounds them
-    ("order_matters", "q = 2.0 ** -p\n", "q = 1 / (2**p + 1)\n"),
-    # the orders swapped: exact in reverse, lossy as returned
-    ("order_matters", "return np.array(terms)", "return np.array(terms[::-1])"),
-    # one term too few: 2**p terms of the unit counted with the total instead of before it
-    ("order_matters", "terms = [q] * 2**p", "terms = [q] * (2**p - 1)"),
-    # all terms equal: the sum stalls in both orders
-    ("order_matters", "return np.array(terms)", "return np.full(n, q)"),
-    # no growing levels: past 2**p equal terms the forward sum stalls too
-    ("order_matters", "terms += [2.0**level * q]", "terms += [q]"),
-    # a negative term
-    ("order_matters", "terms = [q] * 2**p", "terms = [-q] + [q] * (2**p - 1)"),
-]
-),
+        2,
+        "ex02_accumulation.ipynb",
+        lambda: {"math": math, "np": np, "round_to": round_to},
+        ("kahan_sum", "pairwise_sum", "dot_product", "stall_length", "order_matters"),
+        19,
+        12345,
+        tuple(
+            [
+                # plain sequential sum: the compensation is never used
+                ("kahan_sum", "y = float(round_to(xk - c, acc))", "y = xk"),
+                # y kept unrounded (float64): the compensation is applied at higher precision
+                ("kahan_sum", "y = float(round_to(xk - c, acc))", "y = xk - c"),
+                # the inner difference t - s not rounded before subtracting y
+                ("kahan_sum", "float(round_to(t - s, acc)) - y", "(t - s) - y"),
+                # compensation added with the wrong sign
+                ("kahan_sum", "round_to(xk - c, acc)", "round_to(xk + c, acc)"),
+                # returns the float64 value s - c (not a value of acc) instead of s
+                ("kahan_sum", "    return s\n", "    return s - c\n"),
+                # splits in the middle instead of at the largest power of two below n
+                ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = n // 2"),
+                # adds the halves in float64 and never rounds
+                (
+                    "pairwise_sum",
+                    "float(round_to(pairwise_sum(x[:h], acc) + pairwise_sum(x[h:], acc), acc))",
+                    "pairwise_sum(x[:h], acc) + pairwise_sum(x[h:], acc)",
+                ),
+                # the power of two on the right: x[:n-h] + x[n-h:]
+                ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = n - (1 << ((n - 1).bit_length() - 1))"),
+                # the largest power of two up to n instead of strictly below it (no split when n is one)
+                ("pairwise_sum", "h = 1 << ((n - 1).bit_length() - 1)", "h = 1 << (n.bit_length() - 1)"),
+                # inputs not rounded to in_fmt
+                (
+                    "dot_product",
+                    "round_to(np.asarray(a, dtype=float), in_fmt) * round_to(np.asarray(b, dtype=float), in_fmt)",
+                    "np.asarray(a, dtype=float) * np.asarray(b, dtype=float)",
+                ),
+                # accumulates in float64 and rounds once at the end
+                ("dot_product", "s = float(round_to(s + pk, acc))", "s = s + pk"),
+                # products rounded to the accumulator format before adding
+                ("dot_product", "round_to(s + pk, acc)", "round_to(s + float(round_to(pk, acc)), acc)"),
+                # inputs rounded to the accumulator format instead of in_fmt
+                ("dot_product", "in_fmt)", "acc)"),
+                # off by one: counts the first lost term too
+                ("stall_length", "return k\n", "return k + 1\n"),
+                # returns where the sum stalls instead of how many terms it took
+                ("stall_length", "return k\n", "return int(s)\n"),
+                # rounds toward zero instead of to nearest even
+                (
+                    "stall_length",
+                    "t = float(round_to(s + value, acc))",
+                    "t = float(round_to(s + value, acc, 'toward_zero'))",
+                ),
+                # ties away from zero instead of to even
+                (
+                    "stall_length",
+                    "t = float(round_to(s + value, acc))",
+                    "t = float(round_to(s + value, acc, 'nearest_away'))",
+                ),
+                # terms that are float64 values but not values of acc: the format rounds them
+                ("order_matters", "q = 2.0 ** -p\n", "q = 1 / (2**p + 1)\n"),
+                # the orders swapped: exact in reverse, lossy as returned
+                ("order_matters", "return np.array(terms)", "return np.array(terms[::-1])"),
+                # one term too few: 2**p terms of the unit counted with the total instead of before it
+                ("order_matters", "terms = [q] * 2**p", "terms = [q] * (2**p - 1)"),
+                # all terms equal: the sum stalls in both orders
+                ("order_matters", "return np.array(terms)", "return np.full(n, q)"),
+                # no growing levels: past 2**p equal terms the forward sum stalls too
+                ("order_matters", "terms += [2.0**level * q]", "terms += [q]"),
+                # a negative term
+                ("order_matters", "terms = [q] * 2**p", "terms = [-q] + [q] * (2**p - 1)"),
+            ]
+        ),
     ),
     ChapterSpec(
-        3, "ex03_gemm.ipynb",
-        lambda: {"math": math, "np": np, "round_to": round_to,
-                 "TENSOR_CORES": __import__("nbhelpers.tensor_cores", fromlist=["TENSOR_CORES"]).TENSOR_CORES},
-        ("relative_error", "round_once_and_every_step", "blocked_matmul_fp32", "tensor_core_group",
-         "fool_the_tensor_core"), 20, 4242,
-        tuple([
-    # the largest element instead of the Frobenius norm
-    ("relative_error", "num = math.sqrt(float(np.sum((C - C_ref) ** 2)))", "num = float(np.max(np.abs(C - C_ref)))"),
-    # divides by the norm of C instead of C_ref
-    ("relative_error", "den = math.sqrt(float(np.sum(C_ref**2)))", "den = math.sqrt(float(np.sum(C**2)))"),
-    # no square roots
-    ("relative_error", "return num / den", "return (num / den) ** 2"),
-    # a zero reference gives 0 whatever C is
-    ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return 0.0"),
-    # a zero reference gives inf even when C is zero too
-    ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return math.inf"),
-    # "once": a float64 accumulator instead of fp32 (the probe with the tiny terms last tells)
-    ("round_once_and_every_step", "s32 = np.float32(s32 + np.float32(p))", "s32 = np.float64(s32) + p"),
-    # "every step": an fp32 accumulator instead of bf16
-    ("round_once_and_every_step", 's16 = float(round_to(s16 + p, "bf16"))', "s16 = float(np.float32(s16 + p))"),
-    # "every step" truncates instead of rounding to nearest
-    ("round_once_and_every_step", 'round_to(s16 + p, "bf16")', 'round_to(s16 + p, "bf16", "toward_zero")'),
-    # float64 everywhere
-    ("blocked_matmul_fp32", "np.float32", "np.float64"),
-    # no blocks: sequential
-    ("blocked_matmul_fp32", "for start in range(0, K, block):", "for start in range(0, K, K):"),
-    # the partial sum is not reset: each block adds the previous ones again
-    ("blocked_matmul_fp32", "        partial = np.zeros((M, N), dtype=np.float32)\n", ""),
-    # blocks overlap by one product
-    ("blocked_matmul_fp32", "min(start + block, K)", "min(start + block + 1, K)"),
-    # whole blocks only: the short last block is dropped
-    ("blocked_matmul_fp32", "for start in range(0, K, block):", "for start in range(0, K - K % block, block):"),
-    # floor instead of truncation toward zero (negative terms)
-    ("tensor_core_group", "math.trunc(v / q)", "math.floor(v / q)"),
-    # rounds the aligned terms to nearest instead of truncating
-    ("tensor_core_group", "math.trunc(v / q)", "round(v / q)"),
-    # rounds the sum to nearest in fp32 instead of truncating
-    ("tensor_core_group", '"toward_zero"', '"nearest_even"'),
-    # aligns to the products only, leaving the accumulator out
-    ("tensor_core_group", "largest = max(abs(v) for v in values)",
-     "largest = max([abs(v) for v in values[1:]] or [abs(values[0])])"),
-    # one bit fewer kept
-    ("tensor_core_group", "E = math.frexp(largest)[1] - 1", "E = math.frexp(largest)[1]"),
-    # c added as it is: only the products aligned and truncated
-    ("tensor_core_group", "total = sum(math.trunc(v / q) * q for v in values)",
-     "total = values[0] + sum(math.trunc(v / q) * q for v in values[1:])"),
-    # built for the V100's alignment and handed in for every GPU: the A100 and H100 keep exact's top bits
-    ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 23 + 1"),
-    # one bit short: the last bit kept is 2**e, so exact keeps its leading bit (at least half of it)
-    ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + spec.align_bits"),
-    # "fp32 would lose it, so the tensor core does": below half of fp32's spacing at P, which the
-    # V100 and A100 cut away but the H100's 25 bits keep
-    ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 25"),
-    # the V100's group of 4 for every GPU: the wrong length elsewhere
-    ("fool_the_tensor_core", 'np.zeros(spec.group("fp16")), np.zeros(spec.group("fp16"))',
-     "np.zeros(4), np.zeros(4)"),
-    # the large product not cancelled: the exact dot product is P + exact
-    ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = [P, 0.0, exact]"),
-    # all zeros: the model returns 0, but the exact dot product is 0 too, not exact
-    ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = 0.0"),
-    # "as large as fp16 goes", misremembered as 2**16: not an fp16 value (it rounds to inf)
-    ("fool_the_tensor_core", "P = 2.0 ** (e + spec.align_bits + 1)", "P = 2.0**16"),
-    # fp16 inputs whose products overflow fp16's range: 256 * 256 = 65536 > 65504
-    ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = [256.0, -256.0, exact]; b[:2] = 256.0"),
-    # exact split into factors that are not fp16 values: exact * 3 times 1/3
-    ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3], b[2] = [P, -P, exact * 3], 1 / 3"),
-]
-),
+        3,
+        "ex03_gemm.ipynb",
+        lambda: {
+            "math": math,
+            "np": np,
+            "round_to": round_to,
+            "TENSOR_CORES": __import__("nbhelpers.tensor_cores", fromlist=["TENSOR_CORES"]).TENSOR_CORES,
+        },
+        (
+            "relative_error",
+            "round_once_and_every_step",
+            "blocked_matmul_fp32",
+            "tensor_core_group",
+            "fool_the_tensor_core",
+        ),
+        20,
+        4242,
+        tuple(
+            [
+                # the largest element instead of the Frobenius norm
+                (
+                    "relative_error",
+                    "num = math.sqrt(float(np.sum((C - C_ref) ** 2)))",
+                    "num = float(np.max(np.abs(C - C_ref)))",
+                ),
+                # divides by the norm of C instead of C_ref
+                ("relative_error", "den = math.sqrt(float(np.sum(C_ref**2)))", "den = math.sqrt(float(np.sum(C**2)))"),
+                # no square roots
+                ("relative_error", "return num / den", "return (num / den) ** 2"),
+                # a zero reference gives 0 whatever C is
+                ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return 0.0"),
+                # a zero reference gives inf even when C is zero too
+                ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return math.inf"),
+                # "once": a float64 accumulator instead of fp32 (the probe with the tiny terms last tells)
+                ("round_once_and_every_step", "s32 = np.float32(s32 + np.float32(p))", "s32 = np.float64(s32) + p"),
+                # "every step": an fp32 accumulator instead of bf16
+                (
+                    "round_once_and_every_step",
+                    's16 = float(round_to(s16 + p, "bf16"))',
+                    "s16 = float(np.float32(s16 + p))",
+                ),
+                # "every step" truncates instead of rounding to nearest
+                ("round_once_and_every_step", 'round_to(s16 + p, "bf16")', 'round_to(s16 + p, "bf16", "toward_zero")'),
+                # float64 everywhere
+                ("blocked_matmul_fp32", "np.float32", "np.float64"),
+                # no blocks: sequential
+                ("blocked_matmul_fp32", "for start in range(0, K, block):", "for start in range(0, K, K):"),
+                # the partial sum is not reset: each block adds the previous ones again
+                ("blocked_matmul_fp32", "        partial = np.zeros((M, N), dtype=np.float32)\n", ""),
+                # blocks overlap by one product
+                ("blocked_matmul_fp32", "min(start + block, K)", "min(start + block + 1, K)"),
+                # whole blocks only: the short last block is dropped
+                (
+                    "blocked_matmul_fp32",
+                    "for start in range(0, K, block):",
+                    "for start in range(0, K - K % block, block):",
+                ),
+                # floor instead of truncation toward zero (negative terms)
+                ("tensor_core_group", "math.trunc(v / q)", "math.floor(v / q)"),
+                # rounds the aligned terms to nearest instead of truncating
+                ("tensor_core_group", "math.trunc(v / q)", "round(v / q)"),
+                # rounds the sum to nearest in fp32 instead of truncating
+                ("tensor_core_group", '"toward_zero"', '"nearest_even"'),
+                # aligns to the products only, leaving the accumulator out
+                (
+                    "tensor_core_group",
+                    "largest = max(abs(v) for v in values)",
+                    "largest = max([abs(v) for v in values[1:]] or [abs(values[0])])",
+                ),
+                # one bit fewer kept
+                ("tensor_core_group", "E = math.frexp(largest)[1] - 1", "E = math.frexp(largest)[1]"),
+                # c added as it is: only the products aligned and truncated
+                (
+                    "tensor_core_group",
+                    "total = sum(math.trunc(v / q) * q for v in values)",
+                    "total = values[0] + sum(math.trunc(v / q) * q for v in values[1:])",
+                ),
+                # built for the V100's alignment and handed in for every GPU: the A100 and H100 keep exact's top bits
+                ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 23 + 1"),
+                # one bit short: the last bit kept is 2**e, so exact keeps its leading bit (at least half of it)
+                ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + spec.align_bits"),
+                # "fp32 would lose it, so the tensor core does": below half of fp32's spacing at P, which the
+                # V100 and A100 cut away but the H100's 25 bits keep
+                ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 25"),
+                # the V100's group of 4 for every GPU: the wrong length elsewhere
+                (
+                    "fool_the_tensor_core",
+                    'np.zeros(spec.group("fp16")), np.zeros(spec.group("fp16"))',
+                    "np.zeros(4), np.zeros(4)",
+                ),
+                # the large product not cancelled: the exact dot product is P + exact
+                ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = [P, 0.0, exact]"),
+                # all zeros: the model returns 0, but the exact dot product is 0 too, not exact
+                ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = 0.0"),
+                # "as large as fp16 goes", misremembered as 2**16: not an fp16 value (it rounds to inf)
+                ("fool_the_tensor_core", "P = 2.0 ** (e + spec.align_bits + 1)", "P = 2.0**16"),
+                # fp16 inputs whose products overflow fp16's range: 256 * 256 = 65536 > 65504
+                ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = [256.0, -256.0, exact]; b[:2] = 256.0"),
+                # exact split into factors that are not fp16 values: exact * 3 times 1/3
+                ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3], b[2] = [P, -P, exact * 3], 1 / 3"),
+            ]
+        ),
     ),
     ChapterSpec(
-        4, "ex04_master_weights.ipynb", lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
-        ("master_weight_step", "lost_update_threshold"), 8, 4321,
-        tuple([
-    # the product in float64 (lr not rounded to float32, product not rounded)
-    ("master_weight_step", "np.float32(lr) * grad", "lr * grad.astype(np.float64)"),
-    # the product rounded, but lr used at float64 precision
-    ("master_weight_step", "np.float32(lr) * grad", "(lr * grad.astype(np.float64)).astype(np.float32)"),
-    # bf16 copy by truncation (upper 16 bits) instead of round to nearest
-    ("master_weight_step", "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
-     "(new_master.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)"),
-    # the copy made from the old master (one step behind)
-    ("master_weight_step", "weights = new_master.astype", "weights = master.astype"),
-    # the master itself kept in bf16: no master at all
-    ("master_weight_step", "return new_master, weights", "return weights, weights"),
-    # bf16 copy rounded half away from zero (add half an ulp, truncate) instead of to even
-    ("master_weight_step", "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
-     "((new_master.view(np.uint32) + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)"),
-    # the neighbour above w in value, whatever the sign of g
-    ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "np.signbit(w)"),
-    # the direction of +g instead of -g (w + lr*g)
-    ("lost_update_threshold", "np.signbit(w) == np.signbit(g)", "np.signbit(w) != np.signbit(g)"),
-    # the direction from the sign of g alone, as if every weight were positive
-    ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "~np.signbit(g)"),
-    # always the spacing above |w|: the finer binade below a power of two forgotten
-    ("lost_update_threshold", "gap / 2, gap)", "gap, gap)"),
-    # the gap halved at a power of two in both directions
-    ("lost_update_threshold", "toward_zero & power_of_two & (e > -126)", "power_of_two & (e > -126)"),
-    # the gap halved below the smallest normal too (the subnormals below it are not finer)
-    ("lost_update_threshold", "power_of_two & (e > -126)", "power_of_two"),
-    # no subnormal range: the binade of a subnormal taken from its own exponent
-    ("lost_update_threshold", "np.maximum(e - 1, -126)", "e - 1"),
-    # w == 0 not special: frexp's exponent of 0 used as a binade
-    ("lost_update_threshold", "e = np.where(a > 0, np.maximum(e - 1, -126), -126)", "e = np.maximum(e - 1, -126)"),
-    # the full gap instead of half: the update is lost until it reaches the neighbour
-    ("lost_update_threshold", "(gap / 2) / np.abs(g)", "gap / np.abs(g)"),
-    # float32's spacing (24 significant bits) instead of bf16's
-    ("lost_update_threshold", "np.exp2(e - 7.0)", "np.exp2(e - 23.0)"),
-    # a tiny epsilon against division by zero: finite where g == 0
-    ("lost_update_threshold", "/ np.abs(g)", "/ (np.abs(g) + 1e-30)"),
-    # the result returned in float32
-    ("lost_update_threshold", "return (gap / 2) / np.abs(g)", "return ((gap / 2) / np.abs(g)).astype(np.float32)"),
-]
-),
+        4,
+        "ex04_master_weights.ipynb",
+        lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
+        ("master_weight_step", "lost_update_threshold"),
+        8,
+        4321,
+        tuple(
+            [
+                # the product in float64 (lr not rounded to float32, product not rounded)
+                ("master_weight_step", "np.float32(lr) * grad", "lr * grad.astype(np.float64)"),
+                # the product rounded, but lr used at float64 precision
+                ("master_weight_step", "np.float32(lr) * grad", "(lr * grad.astype(np.float64)).astype(np.float32)"),
+                # bf16 copy by truncation (upper 16 bits) instead of round to nearest
+                (
+                    "master_weight_step",
+                    "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
+                    "(new_master.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)",
+                ),
+                # the copy made from the old master (one step behind)
+                ("master_weight_step", "weights = new_master.astype", "weights = master.astype"),
+                # the master itself kept in bf16: no master at all
+                ("master_weight_step", "return new_master, weights", "return weights, weights"),
+                # bf16 copy rounded half away from zero (add half an ulp, truncate) instead of to even
+                (
+                    "master_weight_step",
+                    "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
+                    "((new_master.view(np.uint32) + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)",
+                ),
+                # the neighbour above w in value, whatever the sign of g
+                ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "np.signbit(w)"),
+                # the direction of +g instead of -g (w + lr*g)
+                ("lost_update_threshold", "np.signbit(w) == np.signbit(g)", "np.signbit(w) != np.signbit(g)"),
+                # the direction from the sign of g alone, as if every weight were positive
+                ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "~np.signbit(g)"),
+                # always the spacing above |w|: the finer binade below a power of two forgotten
+                ("lost_update_threshold", "gap / 2, gap)", "gap, gap)"),
+                # the gap halved at a power of two in both directions
+                ("lost_update_threshold", "toward_zero & power_of_two & (e > -126)", "power_of_two & (e > -126)"),
+                # the gap halved below the smallest normal too (the subnormals below it are not finer)
+                ("lost_update_threshold", "power_of_two & (e > -126)", "power_of_two"),
+                # no subnormal range: the binade of a subnormal taken from its own exponent
+                ("lost_update_threshold", "np.maximum(e - 1, -126)", "e - 1"),
+                # w == 0 not special: frexp's exponent of 0 used as a binade
+                (
+                    "lost_update_threshold",
+                    "e = np.where(a > 0, np.maximum(e - 1, -126), -126)",
+                    "e = np.maximum(e - 1, -126)",
+                ),
+                # the full gap instead of half: the update is lost until it reaches the neighbour
+                ("lost_update_threshold", "(gap / 2) / np.abs(g)", "gap / np.abs(g)"),
+                # float32's spacing (24 significant bits) instead of bf16's
+                ("lost_update_threshold", "np.exp2(e - 7.0)", "np.exp2(e - 23.0)"),
+                # a tiny epsilon against division by zero: finite where g == 0
+                ("lost_update_threshold", "/ np.abs(g)", "/ (np.abs(g) + 1e-30)"),
+                # the result returned in float32
+                (
+                    "lost_update_threshold",
+                    "return (gap / 2) / np.abs(g)",
+                    "return ((gap / 2) / np.abs(g)).astype(np.float32)",
+                ),
+            ]
+        ),
     ),
     ChapterSpec(
-        5, "ex05_loss_scaling.ipynb", lambda: {"math": math, "np": np},
-        ("scale_trajectory", "underflow_fraction", "settled_scale"), 12, 2718,
-        tuple([
-    # the scale kept in float64: products not rounded to float32
-    ("scale_trajectory", "scale = float(np.float32(scale * backoff_factor))", "scale = scale * backoff_factor"),
-    ("scale_trajectory", "grown = float(np.float32(scale * growth_factor))", "grown = scale * growth_factor"),
-    # init_scale not rounded to float32
-    ("scale_trajectory", "scale = float(np.float32(init_scale))", "scale = float(init_scale)"),
-    # no overflow guard: the scale becomes inf
-    ("scale_trajectory", "if math.isfinite(grown):", "if True:"),
-    # an inf step does not reset the count of good steps
-    ("scale_trajectory", "                good = 0\n            else:", "                pass\n            else:"),
-    # off by one: grows one step late
-    ("scale_trajectory", "if good == growth_interval:", "if good > growth_interval:"),
-    # the count is not reset after growing (grows at every step after the first interval)
-    ("scale_trajectory", "                        scale = grown\n                    good = 0",
-     "                        scale = grown"),
-    # the tie at half the smallest subnormal counted as surviving
-    ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal / 2"),
-    # zeros counted in the denominator
-    ("underflow_fraction", "return flushed / n", "return flushed / x.size"),
-    # everything below the smallest normal counted as lost (subnormals forgotten)
-    ("underflow_fraction", "smallest_subnormal = 2.0 ** (1 - bias - man_bits)",
-     "smallest_subnormal = 2.0 ** (2 - bias)"),
-    # threshold at the smallest subnormal instead of half of it
-    ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal"),
-    # no absolute value: every negative element counted as lost
-    ("underflow_fraction", "np.abs(x) <=", "x <="),
-    # overflow taken to start above fp16's largest value 65504, not at the rounding midpoint 65520
-    ("settled_scale", "return scaled >= limit", "return scaled > 65504.0"),
-    # the tie at 65520 thought to round down to 65504 (it goes to the even neighbour, 2**16: inf)
-    ("settled_scale", "return scaled >= limit", "return scaled > limit"),
-    # S one factor of 2 too high: the peak of the cycle, the scale of the overflowing step
-    ("settled_scale", "return s, skipped", "return 2 * s, skipped"),
-    # S one factor of 2 too low: one back-off too many
-    ("settled_scale", "return s, skipped", "return s / 2, skipped"),
-    # one skip per growth_interval steps: the overflowing step not counted in the cycle
-    ("settled_scale", "1 / (growth_interval + 1)", "1 / growth_interval"),
-    # the cycle thought to last one step longer (growth counted on the step after the last good one)
-    ("settled_scale", "1 / (growth_interval + 1)", "1 / (growth_interval + 2)"),
-    # init_scale's mantissa ignored: S taken as a power of two
-    ("settled_scale", "s = float(np.float32(init_scale))", "s = 2.0 ** math.floor(math.log2(init_scale))"),
-    # init_scale not rounded to float32
-    ("settled_scale", "s = float(np.float32(init_scale))", "s = float(init_scale)"),
-    # no float32 cap: the scale grows past float32's largest value
-    ("settled_scale", " and s * 2 <= top:", ":"),
-    # the cap reached but a growth attempt still counted as a skipped step
-    ("settled_scale", "capped = s * 2 > top", "capped = False"),
-    # no back-off: a start above S is kept
-    ("settled_scale", "while overflows(max_abs_grad * s):", "while False:"),
-]
-),
+        5,
+        "ex05_loss_scaling.ipynb",
+        lambda: {"math": math, "np": np},
+        ("scale_trajectory", "underflow_fraction", "settled_scale"),
+        12,
+        2718,
+        tuple(
+            [
+                # the scale kept in float64: products not rounded to float32
+                (
+                    "scale_trajectory",
+                    "scale = float(np.float32(scale * backoff_factor))",
+                    "scale = scale * backoff_factor",
+                ),
+                (
+                    "scale_trajectory",
+                    "grown = float(np.float32(scale * growth_factor))",
+                    "grown = scale * growth_factor",
+                ),
+                # init_scale not rounded to float32
+                ("scale_trajectory", "scale = float(np.float32(init_scale))", "scale = float(init_scale)"),
+                # no overflow guard: the scale becomes inf
+                ("scale_trajectory", "if math.isfinite(grown):", "if True:"),
+                # an inf step does not reset the count of good steps
+                (
+                    "scale_trajectory",
+                    "                good = 0\n            else:",
+                    "                pass\n            else:",
+                ),
+                # off by one: grows one step late
+                ("scale_trajectory", "if good == growth_interval:", "if good > growth_interval:"),
+                # the count is not reset after growing (grows at every step after the first interval)
+                (
+                    "scale_trajectory",
+                    "                        scale = grown\n                    good = 0",
+                    "                        scale = grown",
+                ),
+                # the tie at half the smallest subnormal counted as surviving
+                ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal / 2"),
+                # zeros counted in the denominator
+                ("underflow_fraction", "return flushed / n", "return flushed / x.size"),
+                # everything below the smallest normal counted as lost (subnormals forgotten)
+                (
+                    "underflow_fraction",
+                    "smallest_subnormal = 2.0 ** (1 - bias - man_bits)",
+                    "smallest_subnormal = 2.0 ** (2 - bias)",
+                ),
+                # threshold at the smallest subnormal instead of half of it
+                ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal"),
+                # no absolute value: every negative element counted as lost
+                ("underflow_fraction", "np.abs(x) <=", "x <="),
+                # overflow taken to start above fp16's largest value 65504, not at the rounding midpoint 65520
+                ("settled_scale", "return scaled >= limit", "return scaled > 65504.0"),
+                # the tie at 65520 thought to round down to 65504 (it goes to the even neighbour, 2**16: inf)
+                ("settled_scale", "return scaled >= limit", "return scaled > limit"),
+                # S one factor of 2 too high: the peak of the cycle, the scale of the overflowing step
+                ("settled_scale", "return s, skipped", "return 2 * s, skipped"),
+                # S one factor of 2 too low: one back-off too many
+                ("settled_scale", "return s, skipped", "return s / 2, skipped"),
+                # one skip per growth_interval steps: the overflowing step not counted in the cycle
+                ("settled_scale", "1 / (growth_interval + 1)", "1 / growth_interval"),
+                # the cycle thought to last one step longer (growth counted on the step after the last good one)
+                ("settled_scale", "1 / (growth_interval + 1)", "1 / (growth_interval + 2)"),
+                # init_scale's mantissa ignored: S taken as a power of two
+                ("settled_scale", "s = float(np.float32(init_scale))", "s = 2.0 ** math.floor(math.log2(init_scale))"),
+                # init_scale not rounded to float32
+                ("settled_scale", "s = float(np.float32(init_scale))", "s = float(init_scale)"),
+                # no float32 cap: the scale grows past float32's largest value
+                ("settled_scale", " and s * 2 <= top:", ":"),
+                # the cap reached but a growth attempt still counted as a skipped step
+                ("settled_scale", "capped = s * 2 > top", "capped = False"),
+                # no back-off: a start above S is kept
+                ("settled_scale", "while overflows(max_abs_grad * s):", "while False:"),
+            ]
+        ),
     ),
     ChapterSpec(
-        6, "ex06_scaled_gemm.ipynb", lambda: {"math": math, "np": np, "round_to": round_to},
-        ("quantize_blocks", "epilogue", "coarsest_granularity"), 11, 6066,
-        tuple([
-    # the scale left in float64: amax / qmax not rounded to fp32
-    ("quantize_blocks", "max(float(np.float32(amax / qmax)), 2.0**-149)", "max(amax / qmax, 2.0**-149)"),
-    # no limit to [-qmax, qmax] before rounding: int8 wraps around, e4m3fn gives NaN
-    ("quantize_blocks", "np.clip(x[rows, cols] / scale, -qmax, qmax)", "x[rows, cols] / scale"),
-    # zero blocks special-cased (scale 1) instead of a floor on the scale: tiny blocks divide by 0
-    ("quantize_blocks", "max(float(np.float32(amax / qmax)), 2.0**-149)",
-     "float(np.float32(amax / qmax)) if amax > 0 else 1.0"),
-    # int8 ties rounded away from zero instead of to even
-    ("quantize_blocks", "np.rint(v)", "np.trunc(v + np.copysign(0.5, v))"),
-    # whole blocks only: the grid rounds down and the edge blocks are lost
-    ("quantize_blocks", "gm, gk = -(-M // br), -(-K // bc)", "gm, gk = max(M // br, 1), max(K // bc, 1)"),
-    # the reciprocal returned: inv_scale instead of the scale of x ~ q * scale
-    ("quantize_blocks", "scales[i, j] = scale", "scales[i, j] = 1 / scale"),
-    # amax without the absolute value: a block's largest value, not its largest magnitude
-    ("quantize_blocks", "np.max(np.abs(x[rows, cols]))", "np.max(x[rows, cols])"),
-    # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448)
-    ("quantize_blocks", "else 448.0", "else 240.0"),
-    # block sizes swapped between the axes
-    ("quantize_blocks", "rows, cols = slice(i * br, (i + 1) * br), slice(j * bc, (j + 1) * bc)",
-     "rows, cols = slice(i * bc, (i + 1) * bc), slice(j * br, (j + 1) * br)"),
-    # the int32 accumulator not converted to float32 first: numpy computes int32 * float32 in float64
-    ("epilogue", "acc32 = np.asarray(acc).astype(np.float32)", "acc32 = np.asarray(acc)"),
-    # everything in float64, rounded to float32 once at the end
-    ("epilogue", "((acc32 * sA) * sB).astype(np.float64)",
-     "(acc32.astype(np.float64) * sA * sB).astype(np.float32).astype(np.float64)"),
-    # the two scales multiplied together first
-    ("epilogue", "(acc32 * sA) * sB", "acc32 * (sA * sB)"),
-    # the scale of B applied first
-    ("epilogue", "(acc32 * sA) * sB", "(acc32 * sB) * sA"),
-    # divided by the scales (the inv_scale convention)
-    ("epilogue", "(acc32 * sA) * sB", "(acc32 / sA) / sB"),
-    # A's scale applied twice (once more after a dequantized operand)
-    ("epilogue", "(acc32 * sA) * sB", "(acc32 * sA * sA) * sB"),
-    # the scales on the wrong axes: A's along the columns, B's along the rows
-    ("epilogue", "(acc32 * sA) * sB", "(acc32 * sA.T) * sB.T"),
-    # the finest granularity that reaches the threshold instead of the coarsest
-    ("coarsest_granularity", "in granularities:", "in granularities[::-1]:"),
-    # a rounding error up to a whole step: mean square step**2 / 3
-    ("coarsest_granularity", "step**2 / 12", "step**2 / 3"),
-    # decibels of a power ratio taken as 20 log10
-    ("coarsest_granularity", "10 * math.log10(signal / noise)", "20 * math.log10(signal / noise)"),
-    # rows and columns swapped: per-row read as per-column, 1x128 as 128x1
-    ("coarsest_granularity", "(block_rows, block_cols) in granularities", "(block_cols, block_rows) in granularities"),
-    # the tensor's amax for every block: the granularity changes nothing
-    ("coarsest_granularity", "step = np.max(np.abs(b)) / 127", "step = np.max(np.abs(x)) / 127"),
-    # noise counted once per block instead of once per element
-    ("coarsest_granularity", "noise += float(np.sum(np.where(np.abs(b) < step / 2, b**2, step**2 / 12)))",
-     "noise += step**2 / 12"),
-]
-),
+        6,
+        "ex06_scaled_gemm.ipynb",
+        lambda: {"math": math, "np": np, "round_to": round_to},
+        ("quantize_blocks", "epilogue", "coarsest_granularity"),
+        11,
+        6066,
+        tuple(
+            [
+                # the scale left in float64: amax / qmax not rounded to fp32
+                ("quantize_blocks", "max(float(np.float32(amax / qmax)), 2.0**-149)", "max(amax / qmax, 2.0**-149)"),
+                # no limit to [-qmax, qmax] before rounding: int8 wraps around, e4m3fn gives NaN
+                ("quantize_blocks", "np.clip(x[rows, cols] / scale, -qmax, qmax)", "x[rows, cols] / scale"),
+                # zero blocks special-cased (scale 1) instead of a floor on the scale: tiny blocks divide by 0
+                (
+                    "quantize_blocks",
+                    "max(float(np.float32(amax / qmax)), 2.0**-149)",
+                    "float(np.float32(amax / qmax)) if amax > 0 else 1.0",
+                ),
+                # int8 ties rounded away from zero instead of to even
+                ("quantize_blocks", "np.rint(v)", "np.trunc(v + np.copysign(0.5, v))"),
+                # whole blocks only: the grid rounds down and the edge blocks are lost
+                ("quantize_blocks", "gm, gk = -(-M // br), -(-K // bc)", "gm, gk = max(M // br, 1), max(K // bc, 1)"),
+                # the reciprocal returned: inv_scale instead of the scale of x ~ q * scale
+                ("quantize_blocks", "scales[i, j] = scale", "scales[i, j] = 1 / scale"),
+                # amax without the absolute value: a block's largest value, not its largest magnitude
+                ("quantize_blocks", "np.max(np.abs(x[rows, cols]))", "np.max(x[rows, cols])"),
+                # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448)
+                ("quantize_blocks", "else 448.0", "else 240.0"),
+                # block sizes swapped between the axes
+                (
+                    "quantize_blocks",
+                    "rows, cols = slice(i * br, (i + 1) * br), slice(j * bc, (j + 1) * bc)",
+                    "rows, cols = slice(i * bc, (i + 1) * bc), slice(j * br, (j + 1) * br)",
+                ),
+                # the int32 accumulator not converted to float32 first: numpy computes int32 * float32 in float64
+                ("epilogue", "acc32 = np.asarray(acc).astype(np.float32)", "acc32 = np.asarray(acc)"),
+                # everything in float64, rounded to float32 once at the end
+                (
+                    "epilogue",
+                    "((acc32 * sA) * sB).astype(np.float64)",
+                    "(acc32.astype(np.float64) * sA * sB).astype(np.float32).astype(np.float64)",
+                ),
+                # the two scales multiplied together first
+                ("epilogue", "(acc32 * sA) * sB", "acc32 * (sA * sB)"),
+                # the scale of B applied first
+                ("epilogue", "(acc32 * sA) * sB", "(acc32 * sB) * sA"),
+                # divided by the scales (the inv_scale convention)
+                ("epilogue", "(acc32 * sA) * sB", "(acc32 / sA) / sB"),
+                # A's scale applied twice (once more after a dequantized operand)
+                ("epilogue", "(acc32 * sA) * sB", "(acc32 * sA * sA) * sB"),
+                # the scales on the wrong axes: A's along the columns, B's along the rows
+                ("epilogue", "(acc32 * sA) * sB", "(acc32 * sA.T) * sB.T"),
+                # the finest granularity that reaches the threshold instead of the coarsest
+                ("coarsest_granularity", "in granularities:", "in granularities[::-1]:"),
+                # a rounding error up to a whole step: mean square step**2 / 3
+                ("coarsest_granularity", "step**2 / 12", "step**2 / 3"),
+                # decibels of a power ratio taken as 20 log10
+                ("coarsest_granularity", "10 * math.log10(signal / noise)", "20 * math.log10(signal / noise)"),
+                # rows and columns swapped: per-row read as per-column, 1x128 as 128x1
+                (
+                    "coarsest_granularity",
+                    "(block_rows, block_cols) in granularities",
+                    "(block_cols, block_rows) in granularities",
+                ),
+                # the tensor's amax for every block: the granularity changes nothing
+                ("coarsest_granularity", "step = np.max(np.abs(b)) / 127", "step = np.max(np.abs(x)) / 127"),
+                # noise counted once per block instead of once per element
+                (
+                    "coarsest_granularity",
+                    "noise += float(np.sum(np.where(np.abs(b) < step / 2, b**2, step**2 / 12)))",
+                    "noise += step**2 / 12",
+                ),
+            ]
+        ),
     ),
     ChapterSpec(
-        7, "ex07_fp8_blocks.ipynb", lambda: {"math": math, "np": np},
-        ("mx_shared_exponent", "blockwise_scaled_gemm"), 8, 7077,
-        tuple([
-    # round(log2 amax) instead of its floor
-    ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "round(math.log2(amax)) - emax_elem"),
-    # ceil(log2 amax): the rule that rounds the scale up so that nothing clips, not MX v1.0's
-    ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "math.ceil(math.log2(amax)) - emax_elem"),
-    # floor of math.log2, which rounds up to k one float64 step below 2**k
-    ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "math.floor(math.log2(amax)) - emax_elem"),
-    # no clamp at e8m0's smallest exponent
-    ("mx_shared_exponent", "return max(math.frexp(amax)[1] - 1 - emax_elem, -127)",
-     "return math.frexp(amax)[1] - 1 - emax_elem"),
-    # e4m3 (IEEE-style, max 240, emax 7) taken for e4m3fn (max 448, emax 8)
-    ("mx_shared_exponent", '"e4m3fn": 448.0', '"e4m3fn": 240.0'),
-    # emax_elem as log2 of the largest value rounded to nearest (448 -> 9, 6 -> 3)
-    ("mx_shared_exponent", "emax_elem = math.frexp(largest)[1] - 1", "emax_elem = round(math.log2(largest))"),
-    # the largest value instead of the largest magnitude
-    ("mx_shared_exponent", "np.max(np.abs(np.asarray(block, dtype=np.float64)))",
-     "np.max(np.asarray(block, dtype=np.float64))"),
-    # a block of zeros given exponent 0 (scale 1)
-    ("mx_shared_exponent", "return -127\n", "return 0\n"),
-    # scales that vary along K applied once at the end (each row's and column's first block scale)
-    ("blockwise_scaled_gemm",
-     "acc = acc + (partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]\n    return acc.astype(np.float64)",
-     "acc = acc + partial\n    return ((acc * sA32[:, :1]) * sB_cols[:1, :]).astype(np.float64)"),
-    # a float64 accumulator: the promotion target is not rounded to fp32
-    ("blockwise_scaled_gemm", "acc = np.zeros((M, N), dtype=np.float32)", "acc = np.zeros((M, N), dtype=np.float64)"),
-    # the partial product not rounded to fp32 before it is scaled
-    ("blockwise_scaled_gemm", "partial = (qA[:, k0:k1] @ qB[k0:k1]).astype(np.float32)",
-     "partial = qA[:, k0:k1] @ qB[k0:k1]"),
-    # the two scales multiplied together first
-    ("blockwise_scaled_gemm", "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
-     "partial * (sA32[:, b:b + 1] * sB_cols[b:b + 1, :])"),
-    # the scale of B applied first
-    ("blockwise_scaled_gemm", "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
-     "(partial * sB_cols[b:b + 1, :]) * sA32[:, b:b + 1]"),
-    # B's column blocks taken block_k wide instead of block_n
-    ("blockwise_scaled_gemm", "np.repeat(np.asarray(sB), block_n, axis=1)",
-     "np.repeat(np.asarray(sB), block_k, axis=1)"),
-    # whole K-blocks only: the short last K-block is dropped
-    ("blockwise_scaled_gemm", "range(0, K, block_k)", "range(0, K - K % block_k, block_k)"),
-    # K-blocks that overlap by one product
-    ("blockwise_scaled_gemm", "k1 = min(k0 + block_k, K)", "k1 = min(k0 + block_k + 1, K)"),
-    # A's scale applied twice
-    ("blockwise_scaled_gemm", "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
-     "(partial * sA32[:, b:b + 1] * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]"),
-]
-),
+        7,
+        "ex07_fp8_blocks.ipynb",
+        lambda: {"math": math, "np": np},
+        ("mx_shared_exponent", "blockwise_scaled_gemm"),
+        8,
+        7077,
+        tuple(
+            [
+                # round(log2 amax) instead of its floor
+                ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "round(math.log2(amax)) - emax_elem"),
+                # ceil(log2 amax): the rule that rounds the scale up so that nothing clips, not MX v1.0's
+                ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "math.ceil(math.log2(amax)) - emax_elem"),
+                # floor of math.log2, which rounds up to k one float64 step below 2**k
+                (
+                    "mx_shared_exponent",
+                    "math.frexp(amax)[1] - 1 - emax_elem",
+                    "math.floor(math.log2(amax)) - emax_elem",
+                ),
+                # no clamp at e8m0's smallest exponent
+                (
+                    "mx_shared_exponent",
+                    "return max(math.frexp(amax)[1] - 1 - emax_elem, -127)",
+                    "return math.frexp(amax)[1] - 1 - emax_elem",
+                ),
+                # e4m3 (IEEE-style, max 240, emax 7) taken for e4m3fn (max 448, emax 8)
+                ("mx_shared_exponent", '"e4m3fn": 448.0', '"e4m3fn": 240.0'),
+                # emax_elem as log2 of the largest value rounded to nearest (448 -> 9, 6 -> 3)
+                (
+                    "mx_shared_exponent",
+                    "emax_elem = math.frexp(largest)[1] - 1",
+                    "emax_elem = round(math.log2(largest))",
+                ),
+                # the largest value instead of the largest magnitude
+                (
+                    "mx_shared_exponent",
+                    "np.max(np.abs(np.asarray(block, dtype=np.float64)))",
+                    "np.max(np.asarray(block, dtype=np.float64))",
+                ),
+                # a block of zeros given exponent 0 (scale 1)
+                ("mx_shared_exponent", "return -127\n", "return 0\n"),
+                # scales that vary along K applied once at the end (each row's and column's first block scale)
+                (
+                    "blockwise_scaled_gemm",
+                    "acc = acc + (partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]\n    return acc.astype(np.float64)",
+                    "acc = acc + partial\n    return ((acc * sA32[:, :1]) * sB_cols[:1, :]).astype(np.float64)",
+                ),
+                # a float64 accumulator: the promotion target is not rounded to fp32
+                (
+                    "blockwise_scaled_gemm",
+                    "acc = np.zeros((M, N), dtype=np.float32)",
+                    "acc = np.zeros((M, N), dtype=np.float64)",
+                ),
+                # the partial product not rounded to fp32 before it is scaled
+                (
+                    "blockwise_scaled_gemm",
+                    "partial = (qA[:, k0:k1] @ qB[k0:k1]).astype(np.float32)",
+                    "partial = qA[:, k0:k1] @ qB[k0:k1]",
+                ),
+                # the two scales multiplied together first
+                (
+                    "blockwise_scaled_gemm",
+                    "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
+                    "partial * (sA32[:, b:b + 1] * sB_cols[b:b + 1, :])",
+                ),
+                # the scale of B applied first
+                (
+                    "blockwise_scaled_gemm",
+                    "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
+                    "(partial * sB_cols[b:b + 1, :]) * sA32[:, b:b + 1]",
+                ),
+                # B's column blocks taken block_k wide instead of block_n
+                (
+                    "blockwise_scaled_gemm",
+                    "np.repeat(np.asarray(sB), block_n, axis=1)",
+                    "np.repeat(np.asarray(sB), block_k, axis=1)",
+                ),
+                # whole K-blocks only: the short last K-block is dropped
+                ("blockwise_scaled_gemm", "range(0, K, block_k)", "range(0, K - K % block_k, block_k)"),
+                # K-blocks that overlap by one product
+                ("blockwise_scaled_gemm", "k1 = min(k0 + block_k, K)", "k1 = min(k0 + block_k + 1, K)"),
+                # A's scale applied twice
+                (
+                    "blockwise_scaled_gemm",
+                    "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
+                    "(partial * sA32[:, b:b + 1] * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
+                ),
+            ]
+        ),
     ),
     ChapterSpec(
-        8, "ex08_gpu_memory.ipynb", lambda: {"np": np,
-                 "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
-                 "torch": __import__("torch"), "triton": __import__("triton"),
-                 "tl": __import__("triton.language", fromlist=["dot"])},
-        ("sector_count", "masked_copy"), 7, 8088,
-        tuple([
-    # one sector per thread: straddling elements counted once
-    ("sector_count", "range(first // 32, last // 32 + 1)", "range(first // 32, first // 32 + 1)"),
-    # the element's end one byte too far (first + elem_bytes): an aligned element seems to straddle
-    ("sector_count", "last = first + elem_bytes - 1", "last = first + elem_bytes"),
-    # the base ignored: every request taken as sector-aligned
-    ("sector_count", "first = base + t * stride * elem_bytes", "first = t * stride * elem_bytes"),
-    # sectors counted per thread and summed (no sharing between threads)
-    ("sector_count", "return len(sectors)",
-     "return sum(((base + t * stride * elem_bytes + elem_bytes - 1) // 32) - ((base + t * stride * elem_bytes) // 32)"
-     " + 1 for t in range(32))"),
-    # the stride taken in bytes, not elements
-    ("sector_count", "first = base + t * stride * elem_bytes", "first = base + t * max(stride, elem_bytes)"),
-    # the whole span from the first byte to the last counted, gaps between threads included
-    ("sector_count", "return len(sectors)",
-     "return (base + 31 * stride * elem_bytes + elem_bytes - 1) // 32 - base // 32 + 1"),
-    # no mask at all
-    ("masked_copy", "x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x, mask=mask)",
-     "x = tl.load(x_ptr + offs)\n    tl.store(out_ptr + offs, x)"),
-    # the store unmasked (the load masked)
-    ("masked_copy", "tl.store(out_ptr + offs, x, mask=mask)", "tl.store(out_ptr + offs, x)"),
-    # off by one: the element at index n copied too
-    ("masked_copy", "mask = offs < n", "mask = offs <= n"),
-    # every program copies the first block (offsets without the program's start)
-    ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = tl.arange(0, BLOCK)"),
-    # programs one element apart instead of one block apart
-    ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = pid + tl.arange(0, BLOCK)"),
-    # the mask against the block size instead of the length
-    ("masked_copy", "mask = offs < n", "mask = offs < BLOCK"),
-]
-),
+        8,
+        "ex08_gpu_memory.ipynb",
+        lambda: {
+            "np": np,
+            "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+            "torch": __import__("torch"),
+            "triton": __import__("triton"),
+            "tl": __import__("triton.language", fromlist=["dot"]),
+        },
+        ("sector_count", "masked_copy"),
+        7,
+        8088,
+        tuple(
+            [
+                # one sector per thread: straddling elements counted once
+                ("sector_count", "range(first // 32, last // 32 + 1)", "range(first // 32, first // 32 + 1)"),
+                # the element's end one byte too far (first + elem_bytes): an aligned element seems to straddle
+                ("sector_count", "last = first + elem_bytes - 1", "last = first + elem_bytes"),
+                # the base ignored: every request taken as sector-aligned
+                ("sector_count", "first = base + t * stride * elem_bytes", "first = t * stride * elem_bytes"),
+                # sectors counted per thread and summed (no sharing between threads)
+                (
+                    "sector_count",
+                    "return len(sectors)",
+                    "return sum(((base + t * stride * elem_bytes + elem_bytes - 1) // 32)"
+                    " - ((base + t * stride * elem_bytes) // 32) + 1 for t in range(32))",
+                ),
+                # the stride taken in bytes, not elements
+                (
+                    "sector_count",
+                    "first = base + t * stride * elem_bytes",
+                    "first = base + t * max(stride, elem_bytes)",
+                ),
+                # the whole span from the first byte to the last counted, gaps between threads included
+                (
+                    "sector_count",
+                    "return len(sectors)",
+                    "return (base + 31 * stride * elem_bytes + elem_bytes - 1) // 32 - base // 32 + 1",
+                ),
+                # no mask at all
+                (
+                    "masked_copy",
+                    "x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x, mask=mask)",
+                    "x = tl.load(x_ptr + offs)\n    tl.store(out_ptr + offs, x)",
+                ),
+                # the store unmasked (the load masked)
+                ("masked_copy", "tl.store(out_ptr + offs, x, mask=mask)", "tl.store(out_ptr + offs, x)"),
+                # off by one: the element at index n copied too
+                ("masked_copy", "mask = offs < n", "mask = offs <= n"),
+                # every program copies the first block (offsets without the program's start)
+                ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = tl.arange(0, BLOCK)"),
+                # programs one element apart instead of one block apart
+                ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = pid + tl.arange(0, BLOCK)"),
+                # the mask against the block size instead of the length
+                ("masked_copy", "mask = offs < n", "mask = offs < BLOCK"),
+            ]
+        ),
     ),
     ChapterSpec(
-        9, "ex09_gemm_kernels.ipynb", lambda: {"np": np,
-                 "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
-                 "torch": __import__("torch"), "triton": __import__("triton"),
-                 "tl": __import__("triton.language", fromlist=["dot"])},
-        ("tile_matmul", "scaled_epilogue", "resident_warps"), 12, 9099,
-        tuple([
-    # no mask along K: the ragged end reads the padding
-    ("tile_matmul", "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
-     "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)"),
-    # the K mask not moved with the loop (offs_k < K): later steps read past K
-    ("tile_matmul", "(offs_k[None, :] < K - k0)", "(offs_k[None, :] < K)"),
-    # whole K tiles only: the ragged tail dropped
-    ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - K % BLOCK_K, BLOCK_K)"),
-    # one K tile too few
-    ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - BLOCK_K, BLOCK_K)"),
-    # the pointers not advanced: the first K tile every time
-    ("tile_matmul", "a_ptrs += BLOCK_K * stride_ak\n        b_ptrs += BLOCK_K * stride_bk", "pass"),
-    # B advanced along N instead of K
-    ("tile_matmul", "b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * stride_bn"),
-    # the accumulator overwritten, not accumulated
-    ("tile_matmul", "acc += tl.dot(a, b, input_precision=\"ieee\")", "acc = tl.dot(a, b, input_precision=\"ieee\")"),
-    # A's strides swapped (A read transposed)
-    ("tile_matmul", "offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak",
-     "offs_m[:, None] * stride_ak + offs_k[None, :] * stride_am"),
-    # the scales on the wrong axes
-    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sa[None, :]) * sb[:, None]"),
-    # the two scales multiplied together first
-    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * (sa[:, None] * sb[None, :])"),
-    # the scale of B applied first
-    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sb[None, :]) * sa[:, None]"),
-    # the stride ignored: a per-tensor scale read as if there were one per row / column
-    ("scaled_epilogue", "sa = tl.load(sa_ptr + offs_m * stride_sa,", "sa = tl.load(sa_ptr + offs_m,"),
-    # divided by the scales (inv_scale taken for scale)
-    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc / sa[:, None]) / sb[None, :]"),
-    # only the row scales applied
-    ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * sa[:, None]"),
-    # registers per thread not rounded up to the allocation unit (8 per thread)
-    ("resident_warps", "regs = -(-registers // 8) * 8", "regs = registers"),
-    # the register file as one pool of 65,536, not 4 sub-partitions of 16,384
-    ("resident_warps", "(16384 // per_warp) * 4 // num_warps", "65536 // per_warp // num_warps"),
-    # shared memory ignored
-    ("resident_warps", "\"shared memory\": 228 * 1024 // smem,", "\"shared memory\": 10**9,"),
-    # the driver's 1 KB reserve per block ignored
-    ("resident_warps", "-(-(shared + 1024) // 128) * 128", "-(-shared // 128) * 128 or 1"),
-    # shared memory not rounded up to 128-byte units
-    ("resident_warps", "-(-(shared + 1024) // 128) * 128", "shared + 1024"),
-    # the SM's shared memory taken as the 227 KB a block may have, not the 228 KB it has
-    ("resident_warps", "228 * 1024 // smem", "227 * 1024 // smem"),
-    # no cap of 32 blocks
-    ("resident_warps", "\"blocks\": 32,", "\"blocks\": 10**9,"),
-    # blocks returned instead of warps
-    ("resident_warps", "return blocks[limit] * num_warps, limit", "return blocks[limit], limit"),
-    # the napkin answer: 65536 / (32 r) warps, capped at 64
-    ("resident_warps", "return blocks[limit] * num_warps, limit", "return min(64, 65536 // (32 * registers)), limit"),
-    # the napkin answer in whole blocks
-    ("resident_warps", "return blocks[limit] * num_warps, limit",
-     "return min(64, 65536 // (32 * registers)) // num_warps * num_warps, limit"),
-    # registers always named as the limit
-    ("resident_warps", "return blocks[limit] * num_warps, limit", "return blocks[limit] * num_warps, \"registers\""),
-]
-),
+        9,
+        "ex09_gemm_kernels.ipynb",
+        lambda: {
+            "np": np,
+            "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+            "torch": __import__("torch"),
+            "triton": __import__("triton"),
+            "tl": __import__("triton.language", fromlist=["dot"]),
+        },
+        ("tile_matmul", "scaled_epilogue", "resident_warps"),
+        12,
+        9099,
+        tuple(
+            [
+                # no mask along K: the ragged end reads the padding
+                (
+                    "tile_matmul",
+                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
+                    "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)",
+                ),
+                # the K mask not moved with the loop (offs_k < K): later steps read past K
+                ("tile_matmul", "(offs_k[None, :] < K - k0)", "(offs_k[None, :] < K)"),
+                # whole K tiles only: the ragged tail dropped
+                ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - K % BLOCK_K, BLOCK_K)"),
+                # one K tile too few
+                ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - BLOCK_K, BLOCK_K)"),
+                # the pointers not advanced: the first K tile every time
+                ("tile_matmul", "a_ptrs += BLOCK_K * stride_ak\n        b_ptrs += BLOCK_K * stride_bk", "pass"),
+                # B advanced along N instead of K
+                ("tile_matmul", "b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * stride_bn"),
+                # the accumulator overwritten, not accumulated
+                (
+                    "tile_matmul",
+                    'acc += tl.dot(a, b, input_precision="ieee")',
+                    'acc = tl.dot(a, b, input_precision="ieee")',
+                ),
+                # A's strides swapped (A read transposed)
+                (
+                    "tile_matmul",
+                    "offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak",
+                    "offs_m[:, None] * stride_ak + offs_k[None, :] * stride_am",
+                ),
+                # the scales on the wrong axes
+                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sa[None, :]) * sb[:, None]"),
+                # the two scales multiplied together first
+                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * (sa[:, None] * sb[None, :])"),
+                # the scale of B applied first
+                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sb[None, :]) * sa[:, None]"),
+                # the stride ignored: a per-tensor scale read as if there were one per row / column
+                ("scaled_epilogue", "sa = tl.load(sa_ptr + offs_m * stride_sa,", "sa = tl.load(sa_ptr + offs_m,"),
+                # divided by the scales (inv_scale taken for scale)
+                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc / sa[:, None]) / sb[None, :]"),
+                # only the row scales applied
+                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * sa[:, None]"),
+                # registers per thread not rounded up to the allocation unit (8 per thread)
+                ("resident_warps", "regs = -(-registers // 8) * 8", "regs = registers"),
+                # the register file as one pool of 65,536, not 4 sub-partitions of 16,384
+                ("resident_warps", "(16384 // per_warp) * 4 // num_warps", "65536 // per_warp // num_warps"),
+                # shared memory ignored
+                ("resident_warps", '"shared memory": 228 * 1024 // smem,', '"shared memory": 10**9,'),
+                # the driver's 1 KB reserve per block ignored
+                ("resident_warps", "-(-(shared + 1024) // 128) * 128", "-(-shared // 128) * 128 or 1"),
+                # shared memory not rounded up to 128-byte units
+                ("resident_warps", "-(-(shared + 1024) // 128) * 128", "shared + 1024"),
+                # the SM's shared memory taken as the 227 KB a block may have, not the 228 KB it has
+                ("resident_warps", "228 * 1024 // smem", "227 * 1024 // smem"),
+                # no cap of 32 blocks
+                ("resident_warps", '"blocks": 32,', '"blocks": 10**9,'),
+                # blocks returned instead of warps
+                ("resident_warps", "return blocks[limit] * num_warps, limit", "return blocks[limit], limit"),
+                # the napkin answer: 65536 / (32 r) warps, capped at 64
+                (
+                    "resident_warps",
+                    "return blocks[limit] * num_warps, limit",
+                    "return min(64, 65536 // (32 * registers)), limit",
+                ),
+                # the napkin answer in whole blocks
+                (
+                    "resident_warps",
+                    "return blocks[limit] * num_warps, limit",
+                    "return min(64, 65536 // (32 * registers)) // num_warps * num_warps, limit",
+                ),
+                # registers always named as the limit
+                (
+                    "resident_warps",
+                    "return blocks[limit] * num_warps, limit",
+                    'return blocks[limit] * num_warps, "registers"',
+                ),
+            ]
+        ),
     ),
     ChapterSpec(
-        10, "ex10_grouped_gemm.ipynb", lambda: {"np": np, "math": math,
-                 "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
-                 "torch": __import__("torch"), "triton": __import__("triton"),
-                 "tl": __import__("triton.language", fromlist=["dot"])},
-        ("offsets_and_schedule", "tile_lookup", "padding_waste"), 11, 1010,
-        tuple([
-    # no leading 0: E offsets, the ends only
-    ("offsets_and_schedule", "offsets = np.concatenate([[0], np.cumsum(counts)])", "offsets = np.cumsum(counts)"),
-    # off by one: the starts only, the last end missing
-    ("offsets_and_schedule", "offsets = np.concatenate([[0], np.cumsum(counts)])",
-     "offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])"),
-    # counts from each token's first expert only (top-k ignored)
-    ("offsets_and_schedule", "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)",
-     "np.bincount(np.asarray(expert_ids)[:, 0], minlength=num_experts)"),
-    # trailing empty experts forgotten (bincount stops at the largest expert used)
-    ("offsets_and_schedule", "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)",
-     "np.bincount(np.asarray(expert_ids).ravel())"),
-    # an empty expert still gets one tile
-    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)",
-     "range(offsets[e], max(offsets[e + 1], offsets[e] + 1), block_m)"),
-    # whole tiles only: an expert's partial last tile (and a one-token expert) dropped
-    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)",
-     "range(offsets[e], offsets[e + 1] - block_m + 1, block_m)"),
-    # the tile's row counted from its expert's first row, not in the buffer
-    ("offsets_and_schedule", "tile_row_start.append(r)", "tile_row_start.append(r - offsets[e])"),
-    # tiles laid on a global grid of block_m rows: a tile straddles two experts
-    ("offsets_and_schedule", "range(offsets[e], offsets[e + 1], block_m)",
-     "range(offsets[e] - offsets[e] % block_m, offsets[e + 1], block_m)"),
-    # the tile test closed at the end: a program also claims the next expert's first tile
-    ("tile_lookup", "(pid < first_tile + tiles)", "(pid <= first_tile + tiles)"),
-    # floor instead of ceiling: partial tiles lost
-    ("tile_lookup", "tiles = tl.cdiv(end - start, BLOCK_M)", "tiles = (end - start) // BLOCK_M"),
-    # one tile too many per expert (an empty expert gets one)
-    ("tile_lookup", "tiles = tl.cdiv(end - start, BLOCK_M)", "tiles = (end - start) // BLOCK_M + 1"),
-    # the row counted from the expert's start only: every tile of an expert starts at its first row
-    ("tile_lookup", "start + (pid - first_tile) * BLOCK_M", "start + 0 * (pid - first_tile) * BLOCK_M"),
-    # the program number used as the tile number inside the expert
-    ("tile_lookup", "start + (pid - first_tile) * BLOCK_M", "start + pid * BLOCK_M"),
-    # the end of the tile instead of the end of the expert: a tile past the expert's end
-    ("tile_lookup", "row_end = tl.where(mine, end, row_end)",
-     "row_end = tl.where(mine, start + (pid - first_tile + 1) * BLOCK_M, row_end)"),
-    # idle programs claim expert 0
-    ("tile_lookup", "expert = -1", "expert = 0"),
-    # the tile count not carried to the next expert
-    ("tile_lookup", "first_tile += tiles", "first_tile = tiles"),
-    # floor instead of ceiling for the capacity
-    ("padding_waste", "C = math.ceil(capacity_factor * rows / num_experts)",
-     "C = math.floor(capacity_factor * rows / num_experts)"),
-    # capacity from tokens, not from (token, slot) rows
-    ("padding_waste", "rows = ids.size", "rows = ids.shape[0]"),
-    # capacity pooled over experts: drops only what exceeds E * C in total
-    ("padding_waste", "kept = int(np.minimum(counts, C).sum())", "kept = min(rows, num_experts * C)"),
-    # padding measured against the kept rows, not the computed ones
-    ("padding_waste", "1 - kept / (num_experts * C)", "(num_experts * C - kept) / kept"),
-    # empty experts not computed (no padding counted for them)
-    ("padding_waste", "1 - kept / (num_experts * C)", "1 - kept / (np.count_nonzero(counts) * C)"),
-    # dropped fraction per token instead of per row
-    ("padding_waste", "(rows - kept) / rows", "(rows - kept) / ids.shape[0]"),
-    # padding = rows that are not routed, ignoring the drops (E * C - rows)
-    ("padding_waste", "1 - kept / (num_experts * C)", "max(0, num_experts * C - rows) / (num_experts * C)"),
-]
-),
+        10,
+        "ex10_grouped_gemm.ipynb",
+        lambda: {
+            "np": np,
+            "math": math,
+            "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+            "torch": __import__("torch"),
+            "triton": __import__("triton"),
+            "tl": __import__("triton.language", fromlist=["dot"]),
+        },
+        ("offsets_and_schedule", "tile_lookup", "padding_waste"),
+        11,
+        1010,
+        tuple(
+            [
+                # no leading 0: E offsets, the ends only
+                (
+                    "offsets_and_schedule",
+                    "offsets = np.concatenate([[0], np.cumsum(counts)])",
+                    "offsets = np.cumsum(counts)",
+                ),
+                # off by one: the starts only, the last end missing
+                (
+                    "offsets_and_schedule",
+                    "offsets = np.concatenate([[0], np.cumsum(counts)])",
+                    "offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])",
+                ),
+                # counts from each token's first expert only (top-k ignored)
+                (
+                    "offsets_and_schedule",
+                    "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)",
+                    "np.bincount(np.asarray(expert_ids)[:, 0], minlength=num_experts)",
+                ),
+                # trailing empty experts forgotten (bincount stops at the largest expert used)
+                (
+                    "offsets_and_schedule",
+                    "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)",
+                    "np.bincount(np.asarray(expert_ids).ravel())",
+                ),
+                # an empty expert still gets one tile
+                (
+                    "offsets_and_schedule",
+                    "range(offsets[e], offsets[e + 1], block_m)",
+                    "range(offsets[e], max(offsets[e + 1], offsets[e] + 1), block_m)",
+                ),
+                # whole tiles only: an expert's partial last tile (and a one-token expert) dropped
+                (
+                    "offsets_and_schedule",
+                    "range(offsets[e], offsets[e + 1], block_m)",
+                    "range(offsets[e], offsets[e + 1] - block_m + 1, block_m)",
+                ),
+                # the tile's row counted from its expert's first row, not in the buffer
+                ("offsets_and_schedule", "tile_row_start.append(r)", "tile_row_start.append(r - offsets[e])"),
+                # tiles laid on a global grid of block_m rows: a tile straddles two experts
+                (
+                    "offsets_and_schedule",
+                    "range(offsets[e], offsets[e + 1], block_m)",
+                    "range(offsets[e] - offsets[e] % block_m, offsets[e + 1], block_m)",
+                ),
+                # the tile test closed at the end: a program also claims the next expert's first tile
+                ("tile_lookup", "(pid < first_tile + tiles)", "(pid <= first_tile + tiles)"),
+                # floor instead of ceiling: partial tiles lost
+                ("tile_lookup", "tiles = tl.cdiv(end - start, BLOCK_M)", "tiles = (end - start) // BLOCK_M"),
+                # one tile too many per expert (an empty expert gets one)
+                ("tile_lookup", "tiles = tl.cdiv(end - start, BLOCK_M)", "tiles = (end - start) // BLOCK_M + 1"),
+                # the row counted from the expert's start only: every tile of an expert starts at its first row
+                ("tile_lookup", "start + (pid - first_tile) * BLOCK_M", "start + 0 * (pid - first_tile) * BLOCK_M"),
+                # the program number used as the tile number inside the expert
+                ("tile_lookup", "start + (pid - first_tile) * BLOCK_M", "start + pid * BLOCK_M"),
+                # the end of the tile instead of the end of the expert: a tile past the expert's end
+                (
+                    "tile_lookup",
+                    "row_end = tl.where(mine, end, row_end)",
+                    "row_end = tl.where(mine, start + (pid - first_tile + 1) * BLOCK_M, row_end)",
+                ),
+                # idle programs claim expert 0
+                ("tile_lookup", "expert = -1", "expert = 0"),
+                # the tile count not carried to the next expert
+                ("tile_lookup", "first_tile += tiles", "first_tile = tiles"),
+                # floor instead of ceiling for the capacity
+                (
+                    "padding_waste",
+                    "C = math.ceil(capacity_factor * rows / num_experts)",
+                    "C = math.floor(capacity_factor * rows / num_experts)",
+                ),
+                # capacity from tokens, not from (token, slot) rows
+                ("padding_waste", "rows = ids.size", "rows = ids.shape[0]"),
+                # capacity pooled over experts: drops only what exceeds E * C in total
+                ("padding_waste", "kept = int(np.minimum(counts, C).sum())", "kept = min(rows, num_experts * C)"),
+                # padding measured against the kept rows, not the computed ones
+                ("padding_waste", "1 - kept / (num_experts * C)", "(num_experts * C - kept) / kept"),
+                # empty experts not computed (no padding counted for them)
+                ("padding_waste", "1 - kept / (num_experts * C)", "1 - kept / (np.count_nonzero(counts) * C)"),
+                # dropped fraction per token instead of per row
+                ("padding_waste", "(rows - kept) / rows", "(rows - kept) / ids.shape[0]"),
+                # padding = rows that are not routed, ignoring the drops (E * C - rows)
+                ("padding_waste", "1 - kept / (num_experts * C)", "max(0, num_experts * C - rows) / (num_experts * C)"),
+            ]
+        ),
     ),
 ]

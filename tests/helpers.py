@@ -16,6 +16,7 @@
   so that infinite loops cost little and honest cells never hit them), and readers of the grader's
   CSV and JSON files.
 """
+
 from __future__ import annotations
 
 import csv
@@ -209,6 +210,7 @@ def load_benchmark(name: str):
 
 # ====================================================================== torch
 
+
 @pytest.fixture(autouse=True, scope="module")
 def one_torch_thread():
     """Import into a test module to run its torch code on one thread (the models are tiny: one
@@ -239,8 +241,12 @@ def calibrated_cell_timeout(factor: float = 6.0, floor: int = 5) -> int:
     import time
 
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import numpy, nbformat, nbhelpers.checks, nbhelpers.answer_keys.ch01"],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-c", "import numpy, nbformat, nbhelpers.checks, nbhelpers.answer_keys.ch01"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     return max(floor, math.ceil(factor * (time.monotonic() - t0)))
 
 
@@ -252,6 +258,7 @@ FULL = sum(POINTS.values())
 
 
 # ---- building submissions ----------------------------------------------------------------------
+
 
 def solution() -> nbformat.NotebookNode:
     return nbformat.read(EX01_SOLUTION, as_version=4)
@@ -313,9 +320,13 @@ def hard_coded_notebook() -> nbformat.NotebookNode:
 
 # ---- looking at the results ---------------------------------------------------------------------
 
+
 def tree_state(folder: Path) -> dict:
-    return {str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns, p.stat().st_mode)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns, p.stat().st_mode)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def read_csv(path: Path) -> dict[str, dict]:

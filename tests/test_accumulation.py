@@ -2,6 +2,7 @@
 and exact rational references, the FACTS.md numbers, Higham's error bounds, stochastic rounding;
 running sums, the lost part of an addend, where sums stall, and SumMethod. (The tensor-core model
 built on the adder: test_tensor_cores.py.)"""
+
 import math
 from fractions import Fraction
 
@@ -65,10 +66,12 @@ def test_numpy_float32_sum_over_a_strided_axis_is_the_sequential_sum():
     try:
         assert_bits(X.sum(axis=0).astype(np.float64), seq)
     except AssertionError as e:
-        raise AssertionError(f"numpy {np.__version__}: the strided float32 sum is no longer sequential "
-                             f"(it was with numpy 2.4.6): {e}") from None
+        raise AssertionError(
+            f"numpy {np.__version__}: the strided float32 sum is no longer sequential (it was with numpy 2.4.6): {e}"
+        ) from None
     assert not np.array_equal(X.T.copy().sum(axis=1).astype(np.float64), seq), (
-        f"numpy {np.__version__}: the contiguous sum now equals the sequential one (not with numpy 2.4.6)")
+        f"numpy {np.__version__}: the contiguous sum now equals the sequential one (not with numpy 2.4.6)"
+    )
 
 
 def test_ml_dtypes_bf16_addition_is_correctly_rounded():
@@ -102,9 +105,16 @@ def test_batched_sum_equals_row_by_row_and_axis():
 
 
 @pytest.mark.parametrize("order", ORDERS)
-@pytest.mark.parametrize("acc,rounding", [("fp32", "nearest_even"), ("bf16", "nearest_even"),
-                                          ("bf16", "toward_zero"), ("e4m3fn", "nearest_even"),
-                                          ("fp16", "nearest_away")])
+@pytest.mark.parametrize(
+    "acc,rounding",
+    [
+        ("fp32", "nearest_even"),
+        ("bf16", "nearest_even"),
+        ("bf16", "toward_zero"),
+        ("e4m3fn", "nearest_even"),
+        ("fp16", "nearest_away"),
+    ],
+)
 def test_matmul_equals_fraction_reference(order, acc, rounding):
     """Every addition checked against an exact rational sum rounded once, on data whose float64
     sums are often inexact (wide exponent spread), for each order."""
@@ -184,7 +194,7 @@ def test_harmonic_series_stalls(fmt, n_last, value):
     S = emulated_sum(X, fmt, in_fmt=fmt)  # S[i]: sum of i+1 terms
     assert S[n_last - 1] == value
     assert S[n_last - 2] != value  # term n_last still counted
-    assert np.all(S[n_last - 1:] == value)  # terms n_last+1, ... all absorbed
+    assert np.all(S[n_last - 1 :] == value)  # terms n_last+1, ... all absorbed
 
 
 def test_ml_dtypes_readme_uniform_example():
@@ -213,8 +223,9 @@ def test_fp32_error_bounds_sequential_pairwise_kahan(seed):
     exact_f = fraction_sum(x)
     abs_sum = np.abs(x).sum()
     u = FORMATS["fp32"].unit_roundoff
-    err = {o: abs(Fraction(float(emulated_sum(x, "fp32", o, block=block_for(o, 64, lanes=16)))) - exact_f)
-           for o in ORDERS}
+    err = {
+        o: abs(Fraction(float(emulated_sum(x, "fp32", o, block=block_for(o, 64, lanes=16)))) - exact_f) for o in ORDERS
+    }
     assert err["sequential"] <= gamma(n - 1, u) * abs_sum
     assert err["pairwise"] <= gamma(math.ceil(math.log2(n)), u) * abs_sum
     # blocked: block-1 additions inside a block, then n/block - 1 outer ones (Higham 4.2)
@@ -325,8 +336,10 @@ def test_matmul_in_the_subnormal_range_equals_fraction_reference(rounding):
     A, B = wide((3, 30), 40, 3) * 2.0**-7, wide((30, 4), 41, 3) * 2.0**-7
     for order in ORDERS:
         block = block_for(order, 4, lanes=4)
-        assert_bits(emulated_matmul(A, B, "fp16", "fp16", order, rounding, block),
-                    emulated_matmul_ref(A, B, "fp16", "fp16", order, rounding, block))
+        assert_bits(
+            emulated_matmul(A, B, "fp16", "fp16", order, rounding, block),
+            emulated_matmul_ref(A, B, "fp16", "fp16", order, rounding, block),
+        )
 
 
 def test_batched_fp32_sum_of_bf16_values_equals_float32_loops():
@@ -336,15 +349,16 @@ def test_batched_fp32_sum_of_bf16_values_equals_float32_loops():
     ours = emulated_sum(x, "fp32")
     for i in range(64):
         assert ours[i] == loop_sum(x[i], np.float32)
-    assert_bits(emulated_sum(x, "fp32", "kahan")[:4],
-                [emulated_sum(x[i], "fp32", "kahan") for i in range(4)])
+    assert_bits(emulated_sum(x, "fp32", "kahan")[:4], [emulated_sum(x[i], "fp32", "kahan") for i in range(4)])
 
 
 # ------------------------------------------------------------------ running_sum
 
 
-@pytest.mark.parametrize("acc,rounding", [("bf16", "nearest_even"), ("fp16", "toward_zero"),
-                                          ("fp32", "nearest_even"), ("e4m3fn", "nearest_away")])
+@pytest.mark.parametrize(
+    "acc,rounding",
+    [("bf16", "nearest_even"), ("fp16", "toward_zero"), ("fp32", "nearest_even"), ("e4m3fn", "nearest_away")],
+)
 def test_running_sum_prefixes_equal_emulated_sum(acc, rounding):
     x = wide(60, 1, spread=3 if acc == "e4m3fn" else 10)
     S = running_sum(x, acc, rounding)
@@ -375,8 +389,7 @@ def test_running_sum_axis_and_stochastic_matches_emulated_sum():
 def test_running_sum_ones_stall_and_in_fmt():
     S = running_sum(np.ones(300), "bf16")
     assert S[255] == 256 and np.all(S[255:] == 256) and np.array_equal(S[:255], np.arange(1, 256))
-    assert np.array_equal(running_sum([0.1, 0.1], "fp32", in_fmt="bf16"),
-                          np.cumsum(round_to([0.1, 0.1], "bf16")))
+    assert np.array_equal(running_sum([0.1, 0.1], "fp32", in_fmt="bf16"), np.cumsum(round_to([0.1, 0.1], "bf16")))
     with pytest.raises(ValueError, match="stochastic rounding needs an explicit generator"):
         running_sum([1.0], "bf16", "stochastic")
     with pytest.raises(ValueError, match="scalar"):
@@ -422,7 +435,7 @@ def assert_stalls_after(K, value, acc, rounding="nearest_even"):
     """The definition, checked with running_sum: each of the first K terms changes the sum, the
     (K+1)-th does not."""
     S = np.concatenate([[0.0], running_sum(np.full(K + 1, value), acc, rounding)])
-    assert np.all(S[1: K + 1] != S[:K]), "a term before K was already lost"
+    assert np.all(S[1 : K + 1] != S[:K]), "a term before K was already lost"
     assert S[K + 1] == S[K], "term K + 1 still changed the sum"
 
 
@@ -508,8 +521,10 @@ def test_sum_method_check_rng_and_sum_with_a_generator():
         stochastic.check_rng(42)
     SumMethod("bf16").check_rng(None)  # deterministic: no generator needed, none looked at
     x = wide((3, 50), 11, spread=5)
-    assert_bits(stochastic.sum(x, np.random.default_rng(2)),
-                emulated_sum(x, "bf16", "kahan", "stochastic", rng=np.random.default_rng(2)))
+    assert_bits(
+        stochastic.sum(x, np.random.default_rng(2)),
+        emulated_sum(x, "bf16", "kahan", "stochastic", rng=np.random.default_rng(2)),
+    )
     assert_bits(SumMethod("fp16", "pairwise").sum(x.T, axis=0), emulated_sum(x, "fp16", "pairwise"))
 
 

@@ -2,6 +2,7 @@
 Case and Exercise, how a chapter module's EXERCISES list is read, run_check / check / summary,
 and CheckStatus. The exercises checked here belong to fake chapter modules (ch99, ch97, ...)
 installed for one test; the real chapters' exercises are tested in test_exercises*.py."""
+
 from nbhelpers.device import setup_device
 
 # first: the registry's lookups here load real chapter modules, and chapters 08-10 import the
@@ -52,6 +53,7 @@ def install_chapter(monkeypatch, chapter: int, exercises) -> types.ModuleType:
 
 # ---- a fake chapter 99 -----------------------------------------------------------------------
 
+
 def scale_ref(x, factor=2.0):
     """x * factor, elementwise (x: float array)."""
     return np.asarray(x, dtype=np.float64) * factor
@@ -89,6 +91,7 @@ def ch99(monkeypatch):
 
 
 # ---- same_value --------------------------------------------------------------------------------
+
 
 def test_same_value_numbers():
     assert same_value(float("nan"), float("nan")) is None
@@ -161,6 +164,7 @@ def test_same_value_ml_dtypes_and_tuples():
     assert same_value(x, np.array([1.5, -0.0])) is None
     assert same_value(ml_dtypes.bfloat16(1.5), 1.5) is None
     from nbhelpers.formats import fields
+
     expected = fields(np.array([0x3FC0], np.uint16), "bf16")
     got = (np.array([0]), np.array([127]), np.array([0x40]))
     assert same_value(got, expected) is None
@@ -169,6 +173,7 @@ def test_same_value_ml_dtypes_and_tuples():
 
 
 # ---- Case and Exercise -------------------------------------------------------------------------
+
 
 def test_case_and_exercise_fields():
     c = Case([1, 2], {"k": 3}, "lbl")
@@ -193,8 +198,9 @@ def test_exercises_come_in_the_order_of_the_list(ch99):
 
 
 def test_duplicate_id_in_exercises_is_a_checker_error_naming_it(monkeypatch, capsys):
-    install_chapter(monkeypatch, 99, [make_scale(), Exercise("ex99.inv", "Reciprocal", 3, inv_ref, inv_cases),
-                                      make_scale()])
+    install_chapter(
+        monkeypatch, 99, [make_scale(), Exercise("ex99.inv", "Reciprocal", 3, inv_ref, inv_cases), make_scale()]
+    )
     with pytest.raises(checks.CheckerError, match=r"nbhelpers\.answer_keys\.ch99\.EXERCISES lists 'ex99\.scale' twice"):
         checks.get_exercise("ex99.inv")  # any id of the chapter: the list itself is wrong
     with pytest.raises(checks.CheckerError, match="'ex99.scale' twice"):
@@ -204,12 +210,16 @@ def test_duplicate_id_in_exercises_is_a_checker_error_naming_it(monkeypatch, cap
     assert "'ex99.scale' twice" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("listed,match", [
-    (None, "must define EXERCISES, a list of Exercise objects"),
-    ("ex99.scale", "must define EXERCISES, a list of Exercise objects"),
-    ([scale_ref], "holds .*scale_ref.*not an Exercise of chapter 99"),
-    ([Exercise("ex98.scale", "Scale", 1, scale_ref, scale_cases)], "holds .*not an Exercise of chapter 99"),
-], ids=["no list", "a string", "a function", "another chapter's exercise"])
+@pytest.mark.parametrize(
+    "listed,match",
+    [
+        (None, "must define EXERCISES, a list of Exercise objects"),
+        ("ex99.scale", "must define EXERCISES, a list of Exercise objects"),
+        ([scale_ref], "holds .*scale_ref.*not an Exercise of chapter 99"),
+        ([Exercise("ex98.scale", "Scale", 1, scale_ref, scale_cases)], "holds .*not an Exercise of chapter 99"),
+    ],
+    ids=["no list", "a string", "a function", "another chapter's exercise"],
+)
 def test_malformed_exercises_list_is_a_checker_error(monkeypatch, listed, match):
     install_chapter(monkeypatch, 99, listed)
     with pytest.raises(checks.CheckerError, match=match):
@@ -262,6 +272,7 @@ def test_get_exercise_imports_chapter_module_lazily(tmp_path, monkeypatch):
 
 # ---- run_check ---------------------------------------------------------------------------------
 
+
 def test_correct_function_scores_full_points(ch99):
     def scale(x, factor=2.0):
         return np.array([v * factor for v in x])
@@ -307,8 +318,16 @@ class Custom(BaseException):
     pass
 
 
-@pytest.mark.parametrize("exc", [ZeroDivisionError("division by zero"), SystemExit(3), Custom("boom"),
-                                 GeneratorExit(), NotImplementedError("later")])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ZeroDivisionError("division by zero"),
+        SystemExit(3),
+        Custom("boom"),
+        GeneratorExit(),
+        NotImplementedError("later"),
+    ],
+)
 def test_exceptions_do_not_escape(ch99, exc):
     def inv(x):
         if x != 1.0:  # the first case passes, so NotImplementedError here is a plain failure
@@ -340,14 +359,17 @@ def test_huge_messages_are_truncated(ch99):
     assert all(len(m) < 3 * checks.REPR_LIMIT for m in r.mismatches)
 
 
-@pytest.mark.parametrize("bad", [
-    lambda x, factor=2.0: "abc",
-    lambda x, factor=2.0: None,
-    lambda x, factor=2.0: np.zeros((2, 2)),
-    lambda x, factor=2.0: np.nan,
-    lambda x, factor=2.0: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21],
-    lambda x, factor=2.0: object(),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda x, factor=2.0: "abc",
+        lambda x, factor=2.0: None,
+        lambda x, factor=2.0: np.zeros((2, 2)),
+        lambda x, factor=2.0: np.nan,
+        lambda x, factor=2.0: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21],
+        lambda x, factor=2.0: object(),
+    ],
+)
 def test_wrong_return_types_fail_with_a_reason(ch99, bad):
     r = run_check("ex99.scale", bad)
     assert r.status == "FAIL" and r.n_failed == r.n_cases and r.error is None
@@ -409,9 +431,7 @@ def test_seed_changes_random_cases_not_edge_cases(ch99):
     assert [c.label for c in edge] == ["signed zeros", "specials", "negative factor"]
     for x, y in zip(a[:3], b[:3]):
         assert np.array_equal(x.args[0], y.args[0], equal_nan=True)
-    rand_a, rand_b, rand_a2 = (
-        [c.args[0] for c in cs if not c.label] for cs in (a, b, a2)
-    )
+    rand_a, rand_b, rand_a2 = ([c.args[0] for c in cs if not c.label] for cs in (a, b, a2))
     assert all(np.array_equal(x, y) for x, y in zip(rand_a, rand_a2))  # deterministic
     assert not all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(rand_a, rand_b))
 
@@ -435,6 +455,7 @@ def test_checker_bugs_raise_checker_error(ch99, monkeypatch):
 
 
 # ---- check, summary ------------------------------------------------------------------------
+
 
 def test_check_prints_and_records(ch99, capsys):
     r = check("ex99.inv", lambda x: 1 / x)
@@ -481,6 +502,7 @@ def test_nan_handling_in_run_check(ch99):
 
 # ---- CheckStatus -------------------------------------------------------------------------------
 
+
 def test_check_status_is_the_word_it_prints():
     # a check cell concludes one of the first four; the grader has words of its own after them
     assert [s.value for s in CheckStatus][:4] == ["PASS", "FAIL", "TODO", "ERROR"]
@@ -518,6 +540,7 @@ def test_check_result_status_is_a_check_status(ch99):
 
 
 # ---- same_value_up_to_zero_sign, close_to ------------------------------------------------------
+
 
 def test_same_value_up_to_zero_sign_ignores_only_the_sign_of_zeros():
     cmp = same_value_up_to_zero_sign

@@ -7,6 +7,7 @@ subset of real compiles (the largest default config of each config set, the solu
 the A100's missing e4m3, and two configs the course dropped, which the check must catch), and the
 committed results file against the cases of today's code. ``make gpu-compile`` compiles every case.
 """
+
 from __future__ import annotations
 
 from nbhelpers.device import setup_device
@@ -18,8 +19,17 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from nbhelpers.compile_check import (DEFAULT_RESULTS, SHARED_LIMIT, Case, _gemm_args, check,  # noqa: E402
-                                     course_cases, findings, instruction_summary, parse_ptxas)
+from nbhelpers.compile_check import (
+    DEFAULT_RESULTS,
+    SHARED_LIMIT,
+    Case,
+    _gemm_args,
+    check,  # noqa: E402
+    course_cases,
+    findings,
+    instruction_summary,
+    parse_ptxas,
+)
 
 PTXAS_LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'matmul_kernel' for 'sm_90a'
@@ -43,45 +53,76 @@ def test_instruction_summary_names_the_matrix_instruction():
 
 
 def _row(**kw):
-    base = {"kernel": "k", "label": "l", "config": "c", "target": "sm_90", "default": True, "status": "ok",
-            "registers": 100, "spill_stores": 0, "spill_loads": 0, "shared": 1000, "shared_limit": SHARED_LIMIT[90]}
+    base = {
+        "kernel": "k",
+        "label": "l",
+        "config": "c",
+        "target": "sm_90",
+        "default": True,
+        "status": "ok",
+        "registers": 100,
+        "spill_stores": 0,
+        "spill_loads": 0,
+        "shared": 1000,
+        "shared_limit": SHARED_LIMIT[90],
+    }
     return {**base, **kw}
 
 
-@pytest.mark.parametrize("row, fragment", [
-    (_row(status="error", error="CompilationError: boom"), "does not compile"),
-    (_row(shared=SHARED_LIMIT[90] + 1), "shared memory"),
-    (_row(spill_stores=4, spill_loads=4), "spills"),
-    (_row(status="ok", expect_error="fp8e4nv not supported"), "expected to stop"),
-    (_row(status="error", error="other", expect_error="fp8e4nv not supported"), "expected"),
-])
+@pytest.mark.parametrize(
+    "row, fragment",
+    [
+        (_row(status="error", error="CompilationError: boom"), "does not compile"),
+        (_row(shared=SHARED_LIMIT[90] + 1), "shared memory"),
+        (_row(spill_stores=4, spill_loads=4), "spills"),
+        (_row(status="ok", expect_error="fp8e4nv not supported"), "expected to stop"),
+        (_row(status="error", error="other", expect_error="fp8e4nv not supported"), "expected"),
+    ],
+)
 def test_each_rule_can_fail(row, fragment):
     out = findings([row])
     assert len(out) == 1 and fragment in out[0]
 
 
 def test_rules_pass_what_they_should():
-    assert findings([_row(), _row(default=False, spill_stores=900),
-                     _row(status="error", error="fp8e4nv not supported", expect_error="fp8e4nv not supported")]) == []
+    assert (
+        findings(
+            [
+                _row(),
+                _row(default=False, spill_stores=900),
+                _row(status="error", error="fp8e4nv not supported", expect_error="fp8e4nv not supported"),
+            ]
+        )
+        == []
+    )
 
 
 def test_every_config_set_is_in_the_cases():
     from nbhelpers.kernels import gemm, scaled_gemm
 
     cases = course_cases(sources=("package",))
-    have = {(c.kernel.rpartition(":")[2], c.num_warps, c.num_stages,
-             tuple(sorted((k, v) for k, v in c.constexprs.items() if k.startswith(("BLOCK", "GROUP")))))
-            for c in cases}
+    have = {
+        (
+            c.kernel.rpartition(":")[2],
+            c.num_warps,
+            c.num_stages,
+            tuple(sorted((k, v) for k, v in c.constexprs.items() if k.startswith(("BLOCK", "GROUP")))),
+        )
+        for c in cases
+    }
     sets = [("matmul_kernel", cfgs) for cfgs in gemm.GPU_CONFIG_SETS.values()]
-    sets += [("scaled_matmul_kernel", scaled_gemm.FP8_GPU_CONFIGS),
-             ("scaled_matmul_kernel", scaled_gemm.FP8_FAST_GPU_CONFIGS),
-             ("block_scaled_matmul_kernel", scaled_gemm.BLOCK_SCALED_GPU_CONFIGS)]
+    sets += [
+        ("scaled_matmul_kernel", scaled_gemm.FP8_GPU_CONFIGS),
+        ("scaled_matmul_kernel", scaled_gemm.FP8_FAST_GPU_CONFIGS),
+        ("block_scaled_matmul_kernel", scaled_gemm.BLOCK_SCALED_GPU_CONFIGS),
+    ]
     for name, cfgs in sets:
         for cfg in cfgs:
             assert (name, cfg.num_warps, cfg.num_stages, tuple(sorted(cfg.kwargs.items()))) in have, (name, cfg)
 
 
 # ------------------------------------------------------------------ real compiles (a subset)
+
 
 def _largest_defaults() -> list[Case]:
     """Per kernel and label, the default config with the most accumulator elements per thread:
@@ -97,25 +138,37 @@ def _largest_defaults() -> list[Case]:
     return [c for _, c in best.values()]
 
 
-SUBSET = (_largest_defaults()
-          + [c for c in course_cases(sources=("package",)) if c.target == "sm_80"]
-          + course_cases(sources=("solution", "test")))
+SUBSET = (
+    _largest_defaults()
+    + [c for c in course_cases(sources=("package",)) if c.target == "sm_80"]
+    + course_cases(sources=("solution", "test"))
+)
 # two configs the 2-byte list once also used for fp32 "ieee" operands: too much shared memory
 # for one block, and a spill; the check must report both
 DROPPED = [
-    Case("nbhelpers.kernels.gemm:matmul_kernel", "fp32 ieee, dropped",
-         _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
-         {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"}, 4, 4),
-    Case("nbhelpers.kernels.gemm:matmul_kernel", "fp32 ieee, dropped",
-         _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
-         {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"}, 8, 3),
+    Case(
+        "nbhelpers.kernels.gemm:matmul_kernel",
+        "fp32 ieee, dropped",
+        _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+        {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"},
+        4,
+        4,
+    ),
+    Case(
+        "nbhelpers.kernels.gemm:matmul_kernel",
+        "fp32 ieee, dropped",
+        _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+        {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"},
+        8,
+        3,
+    ),
 ]
 
 
 @pytest.fixture(scope="module")
 def compiled():
     rows = check(SUBSET + DROPPED, jobs=2)
-    return rows[:len(SUBSET)], rows[len(SUBSET):]
+    return rows[: len(SUBSET)], rows[len(SUBSET) :]
 
 
 def test_the_subset_compiles_within_the_rules(compiled):
@@ -154,6 +207,7 @@ def test_the_check_catches_the_dropped_configs(compiled):
 
 
 # ------------------------------------------------------------------ the committed table
+
 
 def test_the_committed_table_is_todays():
     """benchmarks/results/compile_check.json (chapter 09 reads it) holds one complete row for every
@@ -210,8 +264,9 @@ def test_the_check_compiles_what_a_tuned_launch_compiles():
     from nbhelpers.compile_check import ROOT
 
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", CACHE_KEY_PROBE], capture_output=True, text=True, cwd=ROOT, env=env,
-                       timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", CACHE_KEY_PROBE], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     rows = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(rows) == 4 and all(all(r) for r in rows), rows

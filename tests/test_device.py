@@ -1,5 +1,6 @@
 """Tests of nbhelpers.device: the CPU/GPU choice, the Triton-interpreter switch, and the refusals
 (a GPU demanded but absent, kernels imported before setup)."""
+
 import os
 import sys
 import types
@@ -34,6 +35,7 @@ def test_forced_cpu_sets_the_interpreter(clean_env, capsys):
     import ml_dtypes
     import numpy
     import torch
+
     for name, module in (("torch", torch), ("numpy", numpy), ("ml_dtypes", ml_dtypes)):
         assert f"{name} {module.__version__}" in out
     assert info.ml_dtypes_version == ml_dtypes.__version__ and info.numpy_version == numpy.__version__
@@ -80,6 +82,7 @@ def test_gpu_unavailable_reason_and_driver_on_this_machine(monkeypatch):
     import torch
 
     from nbhelpers.device import gpu_unavailable_reason, nvidia_driver_version
+
     if torch.cuda.is_available():
         monkeypatch.setenv("TRITON_INTERPRET", "1")
         assert "TRITON_INTERPRET=1" in gpu_unavailable_reason()
@@ -90,7 +93,6 @@ def test_gpu_unavailable_reason_and_driver_on_this_machine(monkeypatch):
         assert gpu_unavailable_reason() == "PyTorch sees no CUDA GPU (torch.cuda.is_available() is False)"
         monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi, no CUDA: nothing to report
         assert nvidia_driver_version() is None
-
 
 
 def test_start_gpu_script_says_why_or_switches_to_compiled_mode(monkeypatch, capsys):
@@ -106,6 +108,7 @@ def test_start_gpu_script_says_why_or_switches_to_compiled_mode(monkeypatch, cap
     assert device.start_gpu_script("gpu_x.py") is True
     assert calls == [{"force": "cuda", "verbose": False}] and capsys.readouterr().err == ""
 
+
 def test_gpu_run_meta_records_the_run(monkeypatch):
     import torch
 
@@ -119,6 +122,7 @@ def test_gpu_run_meta_records_the_run(monkeypatch):
     assert meta["script"] == "benchmarks/x.py" and meta["command"].endswith("benchmarks/x.py --quick 'a b'")
     assert meta["torch"] == torch.__version__ and meta["date"].endswith("+00:00")
     import benchmarks.gpu_grouped_gemm as bench  # noqa: F401 - the keys its readers expect
+
     assert set(bench.META_KEYS) <= set(meta)
 
 
@@ -126,8 +130,10 @@ def test_cpu_model_and_features_from_proc_cpuinfo(tmp_path, monkeypatch):
     import nbhelpers.device as device
 
     fake = tmp_path / "cpuinfo"
-    fake.write_text("processor\t: 0\nmodel name\t: Test CPU 9000\nflags\t\t: fpu avx2 avx512_bf16\n\n"
-                    "processor\t: 1\nmodel name\t: Other\nflags\t\t: fpu\n")
+    fake.write_text(
+        "processor\t: 0\nmodel name\t: Test CPU 9000\nflags\t\t: fpu avx2 avx512_bf16\n\n"
+        "processor\t: 1\nmodel name\t: Other\nflags\t\t: fpu\n"
+    )
     real = device._cpuinfo
     monkeypatch.setattr(device, "_cpuinfo", lambda path=None: real(str(fake)))
     assert device.cpu_model() == "Test CPU 9000"  # the first processor's

@@ -5,6 +5,7 @@ answers and falls back to a plausible mistake elsewhere fails with hidden seeds 
 cases alone reach every hard region); the solution notebook scores full marks and the untouched
 exercise notebook runs to its end and scores zero. Chapter-specific tests live in
 test_exercises_chNN.py."""
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,9 @@ def solution(spec: ChapterSpec) -> SolutionNotebook:
 
 
 def test_every_chapter_has_an_entry():
-    assert sorted(p.name for p in SOLUTIONS) == sorted(BY_NAME), \
+    assert sorted(p.name for p in SOLUTIONS) == sorted(BY_NAME), (
         "every solutions/exNN_*.ipynb needs a ChapterSpec in tests/exercise_table.py (and only those)"
+    )
 
 
 @pytest.mark.parametrize("spec", CHAPTERS, ids=chapter_id)
@@ -58,8 +60,9 @@ def test_solutions_pass_in_process_with_any_seed(spec, seed_kind):
 WRONG = [(spec, name, old, new) for spec in CHAPTERS for name, old, new in spec.wrong]
 
 
-@pytest.mark.parametrize("spec,name,old,new", WRONG,
-                         ids=[f"{chapter_id(w[0])}-{w[1]}-{i}" for i, w in enumerate(WRONG)])
+@pytest.mark.parametrize(
+    "spec,name,old,new", WRONG, ids=[f"{chapter_id(w[0])}-{w[1]}-{i}" for i, w in enumerate(WRONG)]
+)
 def test_wrong_implementations_fail(spec, name, old, new):
     result = run_check(f"{chapter_id(spec)}.{name}", solution(spec).mutated(name, old, new))
     assert not result.passed and result.points == 0
@@ -85,8 +88,9 @@ def case_key(value) -> tuple:
 CHEAT_SEEDS = (12345, 8142093377, 2**40 + 7)
 
 
-@pytest.mark.parametrize("spec,name,old,new", WRONG,
-                         ids=[f"{chapter_id(w[0])}-{w[1]}-{i}" for i, w in enumerate(WRONG)])
+@pytest.mark.parametrize(
+    "spec,name,old,new", WRONG, ids=[f"{chapter_id(w[0])}-{w[1]}-{i}" for i, w in enumerate(WRONG)]
+)
 def test_memorised_public_cases_with_a_wrong_rule_fail_with_other_seeds(spec, name, old, new):
     """A cheat that answers the public (seed-0) cases from a table of the right answers and
     falls back to a plausible mistake everywhere else passes the public check, and must fail
@@ -108,10 +112,10 @@ def test_memorised_public_cases_with_a_wrong_rule_fail_with_other_seeds(spec, na
 
 # ---- whole notebooks, as a student runs them
 
+
 def run_notebook(path: Path) -> str:
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
 
 

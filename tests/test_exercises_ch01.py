@@ -1,6 +1,7 @@
 """Chapter 01's stochastic rounding exercise beyond the table (test_exercises.py): the check's
 false-failure rate with exact binomial tails, its neighbours against an enumeration of each
 format, what its compare accepts and rejects, and the regions its random cases reach."""
+
 from fractions import Fraction
 
 import numpy as np
@@ -9,8 +10,7 @@ import pytest
 from exercise_table import CHAPTERS
 from helpers import SolutionNotebook
 from nbhelpers.checks import cases_for, run_check
-from nbhelpers.answer_keys.ch01 import (SR_N, SR_Z, round_stochastic_ref, stochastic_compare,
-                                      stochastic_false_failure)
+from nbhelpers.answer_keys.ch01 import SR_N, SR_Z, round_stochastic_ref, stochastic_compare, stochastic_false_failure
 from nbhelpers.formats import FloatFormat, finite_values
 
 SPEC = next(s for s in CHAPTERS if s.chapter == 1)
@@ -51,8 +51,11 @@ def test_a_right_answer_fails_a_check_rarely_by_exact_binomial_tails(seed):
 
 def test_binomial_outside_against_a_small_direct_sum():
     n, p = 12, 0.25
-    direct = sum(float(Fraction(1) * __import__("math").comb(n, k) * Fraction(1, 4) ** k * Fraction(3, 4) ** (n - k))
-                 for k in range(n + 1) if k < 2 or k > 5)
+    direct = sum(
+        float(Fraction(1) * __import__("math").comb(n, k) * Fraction(1, 4) ** k * Fraction(3, 4) ** (n - k))
+        for k in range(n + 1)
+        if k < 2 or k > 5
+    )
     assert binomial_outside(n, p, 2, 5) == pytest.approx(direct, rel=1e-12)
 
 

@@ -1,4 +1,5 @@
 """Chapter 02's exercises beyond the table (test_exercises.py): the promise behind their bit-exact checks."""
+
 import numpy as np
 
 from nbhelpers.checks import cases_for
@@ -108,7 +109,8 @@ def test_order_matters_reasons_name_the_broken_property():
     assert "not the exact 300.0" in reason(ones)
     small = OrderMattersTarget(3, "bf16", good[:3])
     assert _order_matters_compare(np.array([1.0, 2.0, 4.0]), small) == (
-        "the sum in reverse order in bf16 is 7.0, more than half of the exact 7.0")
+        "the sum in reverse order in bf16 is 7.0, more than half of the exact 7.0"
+    )
 
     class Hostile:
         def __array__(self, *a, **k):

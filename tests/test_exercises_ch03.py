@@ -1,5 +1,6 @@
 """Chapter 03's exercises beyond the table (test_exercises.py): what the comparisons forgive
 (the sign of an exact zero, a norm summed in another order) and what they do not."""
+
 import math
 
 import numpy as np
@@ -113,8 +114,21 @@ def test_fool_the_tensor_core_compare_names_the_broken_condition_and_never_crash
         assert isinstance(r, str) and r, got
         return r
 
-    for odd in (None, 3.0, "ab", (a,), (a, b, b), (None, b), (a, "x" * 8), ({}, b), target,
-                (a.reshape(2, 4), b), (a + 0j, b), (np.array(["1"] * 8), b), object()):
+    for odd in (
+        None,
+        3.0,
+        "ab",
+        (a,),
+        (a, b, b),
+        (None, b),
+        (a, "x" * 8),
+        ({}, b),
+        target,
+        (a.reshape(2, 4), b),
+        (a + 0j, b),
+        (np.array(["1"] * 8), b),
+        object(),
+    ):
         reason(odd)
     assert "has 7 values, expected 8" in reason((a[:7], b[:7]))
     assert "not a finite number" in reason((np.r_[np.nan, a[1:]], b))
@@ -144,4 +158,5 @@ def test_fool_the_tensor_core_target_states_the_property():
 
     assert repr(fool_the_tensor_core_ref("H100", -(2.0**-11))) == (
         "a, b: 16 fp16 values each, every |a[i]*b[i]| <= 65504, sum(a*b) == -0.00048828125 exactly, "
-        "and the H100 model off by >= |-0.00048828125|/2")
+        "and the H100 model off by >= |-0.00048828125|/2"
+    )

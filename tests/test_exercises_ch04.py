@@ -1,6 +1,7 @@
 """Chapter 04's exercises beyond the table (test_exercises.py): the labelled edge cases hold what
 their labels say, the lost-update threshold's reference is confirmed by measurement (applying the
 update), and its compare accepts float64 rounding differences and rejects odd values."""
+
 import numpy as np
 import pytest
 

@@ -1,6 +1,7 @@
 """Chapter 05's exercises beyond the table (test_exercises.py): the student's scaler meets
 torch.amp.GradScaler itself; the settled scale predicted from the formats is measured by running
 the chapter's scaler."""
+
 import math
 from fractions import Fraction
 
@@ -34,6 +35,7 @@ def test_solution_scaler_equals_gradscaler_on_hidden_sequences():
 
 # ---- ex05.settled_scale: the closed form (predicted from the formats) against a measurement
 
+
 def measure_settled(max_abs_grad: float, init_scale: float, growth_interval: int) -> tuple[float, float, int]:
     """Run the chapter's DynamicLossScaler (GradScaler's rule, x2 / x0.5) on a gradient of largest
     magnitude max_abs_grad at every step, found_inf from really rounding max_abs_grad * scale to fp16
@@ -47,8 +49,10 @@ def measure_settled(max_abs_grad: float, init_scale: float, growth_interval: int
     def period_of_tail() -> int | None:
         """The smallest p <= growth_interval + 1 with which the last ``window`` steps repeat, or None."""
         tail = history[-window:]
-        return next((p for p in range(1, growth_interval + 2)
-                     if all(tail[i] == tail[i + p] for i in range(len(tail) - p))), None)
+        return next(
+            (p for p in range(1, growth_interval + 2) if all(tail[i] == tail[i + p] for i in range(len(tail) - p))),
+            None,
+        )
 
     period, exact = None, set()
     with np.errstate(over="ignore"):
@@ -106,7 +110,8 @@ def test_settled_scale_edge_cases_say_what_they_claim():
     g, init, n = by_label["scaled gradient 65510 at 2**16: above 65504, still finite"]
     assert 65504.0 < g * 2.0**16 < 65520.0 and float(np.float16(g * 2.0**16)) == 65504.0
     S, skipped = get_exercise("ex05.settled_scale").reference(
-        *by_label["a tiny gradient: growth stops at float32's largest power-of-two multiple"])
+        *by_label["a tiny gradient: growth stops at float32's largest power-of-two multiple"]
+    )
     with np.errstate(over="ignore"):
         assert S == 2.0**127 and skipped == 0.0 and not math.isfinite(float(np.float32(2 * S)))
     S, _ = get_exercise("ex05.settled_scale").reference(*by_label["even a scale of 1 overflows: the answer is below 1"])

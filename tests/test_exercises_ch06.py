@@ -3,6 +3,7 @@ bit against the engine's scaled_mm on real int8 and fp8 GEMMs, and the solution'
 torch._scaled_mm where no step rounds; the cases of quantize_blocks reach the regions they claim (the
 clamp, zero blocks, exact ties, edge blocks) with every seed; the granularity cases keep their margin,
 measured with the solution's own quantizer, and their answers vary."""
+
 import math
 from collections import Counter
 
@@ -30,6 +31,7 @@ def f32_scales(rng, shape):
 
 
 # ---- ex06.epilogue
+
 
 @pytest.mark.parametrize("seed", range(6))
 def test_epilogue_reference_is_scaled_mm_on_real_gemms(seed):
@@ -84,6 +86,7 @@ def test_epilogue_cases_reach_int32_values_beyond_2_24():
 
 # ---- ex06.quantize_blocks
 
+
 def regions(case) -> set:
     """Which hard regions a case reaches, measured on the reference's answer."""
     x, br, bc, element = case.args
@@ -129,6 +132,7 @@ def test_quantize_solution_error_is_at_most_half_a_step():
 
 
 # ---- ex06.coarsest_granularity
+
 
 def solution_sqnr(quantize_blocks, x, block) -> float:
     br, bc = block

@@ -3,6 +3,7 @@ OCP MX v1.0 definition in exact arithmetic and the solution against torchao's MX
 largest element values the statement lists against the formats; the block-scaled GEMM against a
 float64 GEMM of the dequantized operands within a bound derived from the fp32 roundings; the labelled
 cases say what they claim."""
+
 import math
 import re
 from fractions import Fraction
@@ -27,6 +28,7 @@ def solution_functions() -> dict:
 
 
 # ---- ex07.mx_shared_exponent
+
 
 def ocp_exponent(block, element) -> int:
     """OCP MX v1.0, from its definition in exact arithmetic: the largest k with 2**k <= amax (the
@@ -104,16 +106,23 @@ def test_mx_labelled_cases_say_what_they_claim():
 def test_mx_cases_reach_the_hard_regions():
     for seed in SEEDS:
         cases = [c for c in cases_for("ex07.mx_shared_exponent", seed) if not c.label]
-        below_pow2 = sum(math.log2(np.abs(c.args[0]).max()) != math.frexp(np.abs(c.args[0]).max())[1] - 1
-                         for c in cases if np.abs(c.args[0]).max() > 0 and
-                         math.floor(math.log2(np.abs(c.args[0]).max())) != math.frexp(np.abs(c.args[0]).max())[1] - 1)
-        clamped = sum(math.frexp(np.abs(c.args[0]).max())[1] - 1 - get_format(c.args[1]).emax < -127
-                      for c in cases if np.abs(c.args[0]).max() > 0)
+        below_pow2 = sum(
+            math.log2(np.abs(c.args[0]).max()) != math.frexp(np.abs(c.args[0]).max())[1] - 1
+            for c in cases
+            if np.abs(c.args[0]).max() > 0
+            and math.floor(math.log2(np.abs(c.args[0]).max())) != math.frexp(np.abs(c.args[0]).max())[1] - 1
+        )
+        clamped = sum(
+            math.frexp(np.abs(c.args[0]).max())[1] - 1 - get_format(c.args[1]).emax < -127
+            for c in cases
+            if np.abs(c.args[0]).max() > 0
+        )
         zeros = sum(not np.abs(c.args[0]).max() for c in cases)
         assert below_pow2 >= 2 and clamped >= 5 and zeros >= 3, (seed, below_pow2, clamped, zeros)
 
 
 # ---- ex07.blockwise_scaled_gemm
+
 
 def dequantized_f64(qA, qB, sA, sB, bk, bn):
     M, K = qA.shape

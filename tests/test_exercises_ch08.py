@@ -1,4 +1,5 @@
 """Chapter 08 exercises: the references and cases behave as the statements say."""
+
 import numpy as np
 
 from nbhelpers.answer_keys import ch08

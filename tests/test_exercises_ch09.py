@@ -1,4 +1,5 @@
 """Chapter 09 exercises: the references agree with the course's engines; the compare never crashes."""
+
 import numpy as np
 import pytest
 
@@ -52,9 +53,26 @@ def test_tf32_inputs_fail_the_check_and_the_message_says_why():
 
 # ---- exercise 3: occupancy from the ptxas line
 
-@pytest.mark.parametrize("got", [None, "x", 64, (64,), (64, "registers", 1), ("64", "registers"), (64.0, "registers"),
-                                 (True, "registers"), (64, None), (64, 3), (64, object()), [64, ["registers"]],
-                                 (np.int64(64), b"registers"), object()])
+
+@pytest.mark.parametrize(
+    "got",
+    [
+        None,
+        "x",
+        64,
+        (64,),
+        (64, "registers", 1),
+        ("64", "registers"),
+        (64.0, "registers"),
+        (True, "registers"),
+        (64, None),
+        (64, 3),
+        (64, object()),
+        [64, ["registers"]],
+        (np.int64(64), b"registers"),
+        object(),
+    ],
+)
 def test_same_occupancy_rejects_without_raising(got):
     expected = ch09.resident_warps_ref(32, 4, 0)
     reason = ch09._same_occupancy(got, expected)
@@ -82,14 +100,17 @@ def test_reference_agrees_with_the_slow_placement_on_every_case():
             assert warps == blocks * case.args[1] and set(limits) == {str(x) for x in ref_limits}, case
 
 
-@pytest.mark.parametrize("args,wrong,says", [
-    ((131, 8, 0), 15, "napkin"),  # 65536 / (32 * 131)
-    ((80, 1, 0), 25, "sub-partitions"),
-    ((64, 4, 64 * 1024), 32, "shared memory limits"),
-    ((64, 4, 76 * 1024), 12, "reserves 1 KB"),
-    ((40, 4, 45_600), 20, "128 bytes"),
-    ((16, 1, 0), 64, "at most 32 blocks"),
-])
+@pytest.mark.parametrize(
+    "args,wrong,says",
+    [
+        ((131, 8, 0), 15, "napkin"),  # 65536 / (32 * 131)
+        ((80, 1, 0), 25, "sub-partitions"),
+        ((64, 4, 64 * 1024), 32, "shared memory limits"),
+        ((64, 4, 76 * 1024), 12, "reserves 1 KB"),
+        ((40, 4, 45_600), 20, "128 bytes"),
+        ((16, 1, 0), 64, "at most 32 blocks"),
+    ],
+)
 def test_a_shortcut_answer_is_named(args, wrong, says):
     expected = ch09.resident_warps_ref(*args)
     reason = ch09._same_occupancy((wrong, "registers"), expected)

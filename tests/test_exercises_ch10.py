@@ -1,6 +1,7 @@
 """Chapter 10 exercises: the references agree with nbhelpers.moe's padded batch and schedule, the
 cases are valid routings whose answers do not depend on evaluation order, and the compares never
 crash on a student's odd return value."""
+
 import numpy as np
 import pytest
 import torch

@@ -1,6 +1,7 @@
 """Tests of nbhelpers.experiments: seeded GEMM inputs, sweeps of GEMM variants over K and their
 errors against either reference, and error statistics of summation methods (per sum, and
 against the length of the sum), each against a direct computation."""
+
 import math
 
 import numpy as np
@@ -41,10 +42,16 @@ def test_gemm_inputs_are_reproducible_and_independent_of_other_draws():
 
 def test_gemm_sweep_errors_against_both_references():
     Ks = [16, 64]
-    sweep = gemm_sweep({
-        "bf16/fp32": lambda A, B: emulated_matmul(A, B, "bf16", "fp32"),
-        "bf16/bf16": lambda A, B: emulated_matmul(A, B, "bf16", "bf16"),
-    }, Ks, M=4, N=3, seed=1)
+    sweep = gemm_sweep(
+        {
+            "bf16/fp32": lambda A, B: emulated_matmul(A, B, "bf16", "fp32"),
+            "bf16/bf16": lambda A, B: emulated_matmul(A, B, "bf16", "bf16"),
+        },
+        Ks,
+        M=4,
+        N=3,
+        seed=1,
+    )
     assert isinstance(sweep, GemmSweep) and sweep.Ks == (16, 64)
     sweep = sweep.with_rounded_output("bf16/fp32", "bf16", "bf16 out")
     A, B = sweep.inputs(64)
@@ -102,7 +109,7 @@ def test_sum_errors_against_direct_computation():
 
 
 def test_sum_errors_zero_exact_sum():
-    X = np.array([[1.0, -1.0, 0.0, 0.0], [1.0, 2.0**-9, -1.0, 0.0], [1.0, 2.0**-9, -1.0, -2.0**-9]])
+    X = np.array([[1.0, -1.0, 0.0, 0.0], [1.0, 2.0**-9, -1.0, 0.0], [1.0, 2.0**-9, -1.0, -(2.0**-9)]])
     res = sum_errors(X, [SumMethod("bf16")])[0]
     assert res.relative[0] == 0.0  # both zero
     assert res.relative[1] == 1.0  # bf16 loses 2**-9 and gives 0
@@ -139,8 +146,14 @@ def test_errors_vs_length_figure_gives_every_method_its_own_style():
     from nbhelpers.plots.style import format_color
 
     X = round_to(np.random.default_rng(3).uniform(size=(8, 256)), "bf16")
-    methods = [SumMethod("bf16"), SumMethod("bf16", "pairwise"), SumMethod("bf16", "blocked", block=8),
-               SumMethod("bf16", "kahan"), SumMethod("bf16", rounding="stochastic"), SumMethod("fp32")]
+    methods = [
+        SumMethod("bf16"),
+        SumMethod("bf16", "pairwise"),
+        SumMethod("bf16", "blocked", block=8),
+        SumMethod("bf16", "kahan"),
+        SumMethod("bf16", rounding="stochastic"),
+        SumMethod("fp32"),
+    ]
     lengths = [4, 16, 64, 256]
     errs = errors_vs_length(X, lengths, methods, rng=np.random.default_rng(0))
     ax = plots.plot_errors_vs_length(lengths, errs, style="method")

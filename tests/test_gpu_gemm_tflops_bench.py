@@ -3,6 +3,7 @@ one shape's four comparisons (measure_shape) run here, on tiny shapes, with the 
 interpreter and a stand-in timer; a failure mid-sweep keeps the rows before it; shapes that
 torch._scaled_mm on CUDA refuses are rows that say so, not a crash. (The refusal to run without a
 GPU is tested in test_kernels_gemm.py.)"""
+
 from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
@@ -20,8 +21,14 @@ from nbhelpers.results import GEMM_TFLOPS, recorded_gemm_tflops  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_gemm_tflops.py"
 KINDS = ["bf16", "fp8_rowwise", "fp8_rowwise_fast_accum", "block_scaled"]
-META = {"gpu": "Test GPU", "date": "2026-12-01T00:00:00+00:00", "script": "benchmarks/gpu_gemm_tflops.py",
-        "command": "python benchmarks/gpu_gemm_tflops.py", "torch": torch.__version__, "triton": "3.7.1"}
+META = {
+    "gpu": "Test GPU",
+    "date": "2026-12-01T00:00:00+00:00",
+    "script": "benchmarks/gpu_gemm_tflops.py",
+    "command": "python benchmarks/gpu_gemm_tflops.py",
+    "torch": torch.__version__,
+    "triton": "3.7.1",
+}
 
 
 bench = load_benchmark("gpu_gemm_tflops")
@@ -95,9 +102,15 @@ def test_shapes_past_the_time_limit_are_rows_that_say_so(tmp_path):
     ticks = iter([0.0, 1.0, 50.0, 51.0])  # start, shape 1, shape 2, shape 3
     timed = []
     out = tmp_path / "gemm_tflops_test-gpu.json"
-    rows = bench.run_shapes([(16, 16, 32), (32, 16, 32), (48, 16, 32)], ResultsFile(out, META, GEMM_TFLOPS),
-                            INFO.device,
-                            gen(), lambda fn: timed.append(fn) or 1.0, time_limit=10.0, clock=lambda: next(ticks))
+    rows = bench.run_shapes(
+        [(16, 16, 32), (32, 16, 32), (48, 16, 32)],
+        ResultsFile(out, META, GEMM_TFLOPS),
+        INFO.device,
+        gen(),
+        lambda fn: timed.append(fn) or 1.0,
+        time_limit=10.0,
+        clock=lambda: next(ticks),
+    )
     assert [(r["M"], r["kind"]) for r in rows] == [(M, k) for M in (16, 32, 48) for k in KINDS]
     assert all("error" not in r for r in rows[:4])
     assert all(r["error"] == "skipped: past the time limit of 10 s" for r in rows[4:])

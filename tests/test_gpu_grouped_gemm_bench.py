@@ -7,6 +7,7 @@ measure_case, also runs here on tiny sizes: on the CPU (our kernel in Triton's i
 stand-in timer, so the comparison against grouped_mm and the refusal to time a wrong output are
 tested without a GPU.
 """
+
 from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
@@ -43,8 +44,9 @@ def gpu_here() -> bool:
 @pytest.mark.skipif(gpu_here(), reason="on a GPU the script runs (gpu_report.py runs it)")
 def test_without_a_gpu_it_prints_one_line_exits_2_and_writes_nothing(tmp_path):
     out = tmp_path / "grouped.json"
-    r = subprocess.run([sys.executable, str(PATH), "--quick", "--out", str(out)],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, str(PATH), "--quick", "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert r.returncode == 2
     lines = (r.stdout + r.stderr).strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpu_grouped_gemm.py needs an NVIDIA GPU: "), lines
@@ -132,11 +134,15 @@ def test_measure_case_does_not_time_a_wrong_output(monkeypatch):
 
     import nbhelpers.kernels.grouped_gemm as gg
 
-    monkeypatch.setattr(gg, "grouped_matmul", lambda x, w, offsets, **kw: torch.zeros(
-        (x.shape[0], w.shape[2]), dtype=torch.bfloat16, device=x.device))
+    monkeypatch.setattr(
+        gg,
+        "grouped_matmul",
+        lambda x, w, offsets, **kw: torch.zeros((x.shape[0], w.shape[2]), dtype=torch.bfloat16, device=x.device),
+    )
     gen = torch.Generator(device=INFO.device).manual_seed(0)
-    diffs, ms = bench.measure_case(16, 16, 8, bench.routing_offsets(3, 8), INFO.device, gen,
-                                   lambda fn: pytest.fail("a wrong output was timed"))
+    diffs, ms = bench.measure_case(
+        16, 16, 8, bench.routing_offsets(3, 8), INFO.device, gen, lambda fn: pytest.fail("a wrong output was timed")
+    )
     assert ms is None and diffs["ours"] == pytest.approx(1.0) and diffs["loop"] <= bench.CHECK_TOL
 
 
@@ -207,9 +213,19 @@ def test_an_untimed_row_says_why_and_a_timed_one_needs_every_time():
 def test_rows_as_the_script_writes_them_read_back(tmp_path):
     meta = {k: "x" for k in bench.META_KEYS}
     meta["date"] = "2026-12-01T00:00:00+00:00"
-    rows = [bench.build_row("deepseek", 7168, 2048, 256, 5, STATS, DIFFS,
-                            ms={"loop": 6.0, "padded": 3.0, "grouped_mm": 2.0, "ours": 2.5}),
-            bench.build_row("deepseek", 7168, 2048, 8, 5, STATS, {}, error="skipped: past the time limit")]
+    rows = [
+        bench.build_row(
+            "deepseek",
+            7168,
+            2048,
+            256,
+            5,
+            STATS,
+            DIFFS,
+            ms={"loop": 6.0, "padded": 3.0, "grouped_mm": 2.0, "ours": 2.5},
+        ),
+        bench.build_row("deepseek", 7168, 2048, 8, 5, STATS, {}, error="skipped: past the time limit"),
+    ]
     (tmp_path / "grouped_gemm_test-gpu.json").write_text(json.dumps({"meta": meta, "rows": rows}))
     (run,) = recorded_grouped_gemm(tmp_path)
     assert run["rows"][0]["ours_vs_loop"] == 2.4 and run["rows"][1]["error"].startswith("skipped")
@@ -281,7 +297,14 @@ def test_cases_past_the_time_limit_are_rows_that_say_so(tmp_path, monkeypatch):
 
     results = ResultsFile(tmp_path / "g.json", {})
     gen = torch.Generator(device=INFO.device).manual_seed(0)
-    rows = bench.run_cases([("tiny", 8, 4), ("tiny", 8, 5), ("tiny", 8, 6)], results, INFO.device, gen, timer,
-                           time_limit=5, clock=lambda: now[0])
+    rows = bench.run_cases(
+        [("tiny", 8, 4), ("tiny", 8, 5), ("tiny", 8, 6)],
+        results,
+        INFO.device,
+        gen,
+        timer,
+        time_limit=5,
+        clock=lambda: now[0],
+    )
     assert ["error" in r for r in rows] == [False, False, True]
     assert rows[2]["error"] == "skipped: past the time limit of 5 s" and rows[2]["T"] == 6

@@ -5,6 +5,7 @@ the benchmark script that records it refuse to run without a real GPU.
 Like the kernel tests, ``setup_device()`` runs before the import: on a CPU the kernel runs in
 Triton's interpreter (the numbers then say nothing about GPUs, but the plumbing is the same).
 """
+
 import json
 import os
 import subprocess
@@ -61,8 +62,13 @@ def test_gpu_run_needs_a_gpu():
 
 def run_script(env_extra):
     env = {**os.environ, **env_extra}
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_gemm_numerics.py")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_gemm_numerics.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_benchmark_refuses_the_interpreter():

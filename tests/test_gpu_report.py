@@ -4,6 +4,7 @@ Nothing here needs a GPU: the script's no-GPU stop is run for real (with CUDA hi
 on a GPU runner too), and the orchestration (steps run one after the other under a time budget,
 results files noticed, the summary and its copies) is run with small fake steps and a fake probe.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,16 +32,23 @@ NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
 def run_script(*args, env_extra=NO_GPU):
     env = {**os.environ, **env_extra}
     env.pop("OUT", None)
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
 
 
 def fake_info(**over):
     info = {
-        "python": "3.12.3", "executable": "/usr/bin/python3", "cuda_available": True,
-        "gpu": "NVIDIA Test GPU 80GB", "gpu_count": 1, "capability": "9.0", "sm_count": 132,
-        "cuda": "13.0", "driver": "580.1", "versions": {"torch": "2.11.0+cu130", "triton": "3.6.0",
-                                                       "numpy": "2.1.0"},
+        "python": "3.12.3",
+        "executable": "/usr/bin/python3",
+        "cuda_available": True,
+        "gpu": "NVIDIA Test GPU 80GB",
+        "gpu_count": 1,
+        "capability": "9.0",
+        "sm_count": 132,
+        "cuda": "13.0",
+        "driver": "580.1",
+        "versions": {"torch": "2.11.0+cu130", "triton": "3.6.0", "numpy": "2.1.0"},
         "modules": {m: True for m in ("torch", "triton", "numpy", "pytest", "pytest_timeout", *gr.NBVAL_MODULES)},
     }
     info.update(over)
@@ -111,8 +119,12 @@ def test_plan_finds_the_benchmarks_and_kernel_tests(tmp_path):
     assert [p.name for p in gr.discover_benchmarks(root)] == ["gpu_a_gemm.py", "gpu_b_copy.py"]
     plan = gr.plan_steps("py", root=root)
     assert [(s.kind, s.name) for s in plan] == [
-        ("compile", "compile"), ("benchmark", "gpu_a_gemm"), ("benchmark", "gpu_b_copy"), ("kernels", "kernels"),
-        ("nbval", "nbval")]
+        ("compile", "compile"),
+        ("benchmark", "gpu_a_gemm"),
+        ("benchmark", "gpu_b_copy"),
+        ("kernels", "kernels"),
+        ("nbval", "nbval"),
+    ]
     kernels = plan[3].argv
     assert kernels[-1] == "tests/test_kernels_x.py" and "tests/test_other.py" not in kernels
     assert "-n" not in kernels  # no pytest-xdist known to be there
@@ -124,8 +136,9 @@ def test_plan_finds_the_benchmarks_and_kernel_tests(tmp_path):
 
 
 def test_plan_uses_the_hosts_cores_and_the_gpus_capability(tmp_path):
-    plan = gr.plan_steps("py", root=fake_repo(tmp_path), jobs=12, capability="8.0", gpu="NVIDIA A100-SXM4-80GB",
-                         modules={"xdist": True})
+    plan = gr.plan_steps(
+        "py", root=fake_repo(tmp_path), jobs=12, capability="8.0", gpu="NVIDIA A100-SXM4-80GB", modules={"xdist": True}
+    )
     compile_argv, kernels_argv = plan[0].argv, plan[3].argv
     assert compile_argv[compile_argv.index("--target") + 1] == "sm_80"
     assert compile_argv[compile_argv.index("--jobs") + 1] == "12"
@@ -163,7 +176,8 @@ def test_expected_compile_time_comes_from_the_recorded_compile_times(tmp_path):
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     rows = [{"target": "sm_90", "compile_s": 4.0}] * 8 + [{"target": "sm_80", "compile_s": 100.0}]
     (tmp_path / "benchmarks" / "results" / "compile_check.json").write_text(
-        json.dumps({"meta": {"triton": "3.7.1", "machine": "test", "date": "2026-12-01"}, "rows": rows}))
+        json.dumps({"meta": {"triton": "3.7.1", "machine": "test", "date": "2026-12-01"}, "rows": rows})
+    )
     s, basis = gr.expected_compile_s(16, tmp_path)
     assert s == 32 / 16 + 10 and "8 sm_90 compiles of 32 s" in basis
     assert gr.expected_compile_s(16, tmp_path / "nowhere")[0] is None
@@ -179,12 +193,10 @@ def test_a_missing_plugin_is_a_missing_step_not_a_pytest_crash(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     py = sys.executable
-    plan = [gr.Step("kernels", "kernels", [py, "-c", "raise SystemExit(3)"], 60,
-                    needs=("pytest", "pytest_timeout"))]
+    plan = [gr.Step("kernels", "kernels", [py, "-c", "raise SystemExit(3)"], 60, needs=("pytest", "pytest_timeout"))]
     info = fake_info()
     info["modules"]["pytest_timeout"] = False
-    rc = gr.run_report(plan, info, dict(os.environ), "cmd", budget=30.0, python=py, results_dir=results,
-                       cwd=tmp_path)
+    rc = gr.run_report(plan, info, dict(os.environ), "cmd", budget=30.0, python=py, results_dir=results, cwd=tmp_path)
     s = json.loads((results / "gpu_report_nvidia-test-gpu-80gb.json").read_text())
     (step,) = s["steps"]
     assert step["status"] == "missing" and step["exit_code"] is None
@@ -237,14 +249,20 @@ def test_run_step_records_status_exit_code_output_and_results_files(tmp_path):
     assert r.output_tail == ["measured"]
     assert r.results_files == [str(results / "x_gpu.json")]  # not the file that was there before
 
-    r = gr.run_step(gr.Step("bad", "benchmark", [sys.executable, "-c", "raise SystemExit(3)"], 60),
-                    dict(os.environ), 60, results_dir=results, echo=False)
+    r = gr.run_step(
+        gr.Step("bad", "benchmark", [sys.executable, "-c", "raise SystemExit(3)"], 60),
+        dict(os.environ),
+        60,
+        results_dir=results,
+        echo=False,
+    )
     assert (r.status, r.exit_code, r.results_files) == ("failed", 3, [])
 
 
 def test_run_step_stops_a_step_at_its_limit(tmp_path):
-    step = gr.Step("slow", "benchmark",
-                   [sys.executable, "-c", "import time; print('start', flush=True); time.sleep(60)"], 60)
+    step = gr.Step(
+        "slow", "benchmark", [sys.executable, "-c", "import time; print('start', flush=True); time.sleep(60)"], 60
+    )
     r = gr.run_step(step, dict(os.environ), 1.0, results_dir=tmp_path, echo=False)
     assert r.status == "timeout" and r.duration_s < 30 and r.output_tail == ["start"]
 
@@ -252,22 +270,48 @@ def test_run_step_stops_a_step_at_its_limit(tmp_path):
 # ------------------------------------------------------------------ the summary
 
 
-SUMMARY_FIELDS = {"gpu", "driver", "cuda", "capability", "python", "torch", "triton", "versions", "date",
-                  "command", "status", "steps", "results_files", "total_duration_s"}
+SUMMARY_FIELDS = {
+    "gpu",
+    "driver",
+    "cuda",
+    "capability",
+    "python",
+    "torch",
+    "triton",
+    "versions",
+    "date",
+    "command",
+    "status",
+    "steps",
+    "results_files",
+    "total_duration_s",
+}
 STEP_FIELDS = {"name", "kind", "command", "status", "exit_code", "duration_s", "results_files", "output_tail"}
 
 
 def test_build_summary_has_the_documented_fields():
     steps = [
         gr.StepResult("kernels", "kernels", "py -m pytest", "passed", 0, duration_s=40.0),
-        gr.StepResult("gpu_x", "benchmark", "py benchmarks/gpu_x.py", "passed", 0, duration_s=20.5,
-                      results_files=["benchmarks/results/x_nvidia-test-gpu-80gb.json"]),
+        gr.StepResult(
+            "gpu_x",
+            "benchmark",
+            "py benchmarks/gpu_x.py",
+            "passed",
+            0,
+            duration_s=20.5,
+            results_files=["benchmarks/results/x_nvidia-test-gpu-80gb.json"],
+        ),
         gr.StepResult("nbval", "nbval", "py -m pytest --nbval-lax", "missing", note="no nbval"),
     ]
     s = gr.build_summary(fake_info(), steps, "python benchmarks/gpu_report.py", "2026-12-01T06:00:00+00:00")
     assert SUMMARY_FIELDS <= set(s)
     assert (s["gpu"], s["driver"], s["torch"], s["triton"], s["python"]) == (
-        "NVIDIA Test GPU 80GB", "580.1", "2.11.0+cu130", "3.6.0", "3.12.3")
+        "NVIDIA Test GPU 80GB",
+        "580.1",
+        "2.11.0+cu130",
+        "3.6.0",
+        "3.12.3",
+    )
     assert s["date"] == "2026-12-01T06:00:00+00:00" and s["command"] == "python benchmarks/gpu_report.py"
     assert s["results_files"] == ["benchmarks/results/x_nvidia-test-gpu-80gb.json"]
     assert s["total_duration_s"] == 60.5
@@ -320,18 +364,34 @@ def test_run_report_runs_the_steps_in_order_within_the_budget(tmp_path, capsys):
     ]
     info = fake_info()
     info["modules"]["nbval"] = False
-    rc = gr.run_report(plan, info, dict(os.environ), "python benchmarks/gpu_report.py", budget=8.0,
-                       python=py, results_dir=results, out_dir=out, cwd=tmp_path)
+    rc = gr.run_report(
+        plan,
+        info,
+        dict(os.environ),
+        "python benchmarks/gpu_report.py",
+        budget=8.0,
+        python=py,
+        results_dir=results,
+        out_dir=out,
+        cwd=tmp_path,
+    )
     assert rc == 1  # gpu_b failed
     s = json.loads((results / "gpu_report_nvidia-test-gpu-80gb.json").read_text())
     assert [(st["name"], st["status"]) for st in s["steps"]] == [
-        ("kernels", "passed"), ("gpu_a", "passed"), ("gpu_b", "failed"), ("gpu_c", "skipped"),
-        ("nbval", "missing")]
+        ("kernels", "passed"),
+        ("gpu_a", "passed"),
+        ("gpu_b", "failed"),
+        ("gpu_c", "skipped"),
+        ("nbval", "missing"),
+    ]
     assert s["steps"][2]["exit_code"] == 1 and s["steps"][0]["output_tail"] == ["3 passed"]
     assert s["results_files"] == [str(results / "a_gpu.json")] and s["finished"] is True
     assert "cannot import nbval" in s["steps"][4]["note"]
     assert sorted(p.name for p in out.iterdir()) == [
-        "a_gpu.json", "gpu_report_nvidia-test-gpu-80gb.json", "gpu_report_nvidia-test-gpu-80gb.log"]
+        "a_gpu.json",
+        "gpu_report_nvidia-test-gpu-80gb.json",
+        "gpu_report_nvidia-test-gpu-80gb.log",
+    ]
     log = (results / "gpu_report_nvidia-test-gpu-80gb.log").read_text()
     assert "3 passed" in log and "time budget of 8 s used up" in log
     printed = capsys.readouterr().out
@@ -356,8 +416,9 @@ def test_makefile_has_a_gpu_report_target_that_runs_the_script_without_installin
 def test_make_gpu_report_stops_without_a_gpu():
     env = {**os.environ, **NO_GPU}
     env.pop("OUT", None)
-    r = subprocess.run(["make", "--no-print-directory", "gpu-report"], capture_output=True, text=True,
-                       cwd=ROOT, env=env, timeout=300)
+    r = subprocess.run(
+        ["make", "--no-print-directory", "gpu-report"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
     assert r.returncode != 0
     assert "needs an NVIDIA GPU" in r.stderr and "[kernels]" in r.stdout
 
@@ -368,8 +429,14 @@ def test_make_dry_run_prints_the_reports_plan_with_its_expected_times():
     -n): the plan and its expected times, on any machine, with nothing measured."""
     env = {**os.environ, **NO_GPU}
     env.pop("OUT", None)
-    r = subprocess.run(["make", "--no-print-directory", "--dry-run", "gpu-report"], capture_output=True, text=True,
-                       cwd=ROOT, env=env, timeout=300)
+    r = subprocess.run(
+        ["make", "--no-print-directory", "--dry-run", "gpu-report"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "expected in all:" in r.stdout and "dry run: nothing was run." in r.stdout
 

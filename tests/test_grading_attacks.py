@@ -8,6 +8,7 @@ nothing an attacker started is left running. Classes that only the sandbox can s
 or writing outside the submission, processes that outlive it, killing others) run in the
 sandbox only: without it they would really reach this machine.
 """
+
 from __future__ import annotations
 
 import csv
@@ -22,8 +23,21 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import (EX01_EXERCISE, FAST, FULL, POINTS, code_index, env, insert_code, literal, mutate, set_body,
-                     solution, tree_state, write)
+from helpers import (
+    EX01_EXERCISE,
+    FAST,
+    FULL,
+    POINTS,
+    code_index,
+    env,
+    insert_code,
+    literal,
+    mutate,
+    set_body,
+    solution,
+    tree_state,
+    write,
+)
 from nbhelpers.checks import cases_for, exercises_of
 from nbhelpers.grading.sandbox import course_package_dir
 
@@ -58,14 +72,14 @@ def with_cell(source: str, functions: str = "solution"):
 
 # ---- the payloads --------------------------------------------------------------------------------
 
-IMPORT_REFERENCES = '''
+IMPORT_REFERENCES = """
 import importlib
 _m = importlib.import_module("nbhelpers." + "answer" + "_keys" + ".ch01")
 for _n in ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing"):
     globals()[_n] = getattr(_m, _n + "_re" + "f")
-'''
+"""
 
-FORGE_CHANNEL = '''
+FORGE_CHANNEL = """
 import glob, json, os, sys, threading, time
 def _channels():  # its own channel folder, from the connection file on the kernel's command line
     return {os.path.dirname(os.path.abspath(a)) for a in sys.argv if a.endswith(".json")}
@@ -94,12 +108,12 @@ def _keep_forging():
                     pass
         time.sleep(0.02)
 threading.Thread(target=_keep_forging, daemon=True).start()
-'''
+"""
 
 # The function finds the grading cell's nonce and results file in its caller's frames and writes
 # a record naming a module it planted in the package (which runs code when imported). A grader
 # that imported what a result names would run the student's code.
-NAMES_A_MODULE = '''
+NAMES_A_MODULE = """
 import os, sys, json
 _MARK = MARKER
 try:
@@ -120,9 +134,9 @@ def decode_bits(bits, exp_bits, man_bits):
         with open(f.f_locals["job"]["outputs"], "a") as out:
             out.write(json.dumps(line) + "\\n")
     return 0.0
-'''.replace("TAG", TAG)
+""".replace("TAG", TAG)
 
-PLANT_IMPORT_PATH = '''
+PLANT_IMPORT_PATH = """
 import os, site, sys, sysconfig
 import nbhelpers
 _code = f"open({MARKER!r}, 'w').write('planted')\\n"
@@ -141,18 +155,18 @@ for _t in _targets:
         _wrote.append(_t)
     except OSError:
         pass
-'''.replace("TAG", TAG)
+""".replace("TAG", TAG)
 
-DETACHED = '''
+DETACHED = """
 import os, subprocess, sys
 subprocess.Popen([sys.executable, "-c", "import os, time\\nif os.fork(): os._exit(0)\\n"
                   "while True:\\n    time.sleep(0.5)\\n"
                   "    for p in __import__('glob').glob('/tmp/nbgrade-*/k*/outputs.jsonl'):\\n"
                   "        open(p, 'a').write('{}\\\\n')  # TAG"], start_new_session=True,
                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-'''.replace("TAG", TAG)
+""".replace("TAG", TAG)
 
-OVERWRITE = '''
+OVERWRITE = """
 import glob, os
 _hit = []
 for _p in glob.glob(SUBS + "/*.ipynb") + [SUBS + "/ex01_honest_full.ipynb"]:
@@ -162,9 +176,9 @@ for _p in glob.glob(SUBS + "/*.ipynb") + [SUBS + "/ex01_honest_full.ipynb"]:
         _hit.append(_p)
     except OSError:
         pass
-'''
+"""
 
-KILLER = '''
+KILLER = """
 import os, signal
 for _p in os.listdir("/proc"):
     if _p.isdigit() and int(_p) != os.getpid():
@@ -172,16 +186,16 @@ for _p in os.listdir("/proc"):
             os.kill(int(_p), signal.SIGKILL)
         except OSError:
             pass
-'''
+"""
 
-DIES_ONCE = '''
+DIES_ONCE = """
 import os, signal
 if not os.path.exists("../died_once"):
     open("../died_once", "w").close()
     os.kill(os.getpid(), signal.SIGKILL)
-'''
+"""
 
-HOG = '''
+HOG = """
 _got = []
 try:
     _big = bytearray(6 * 2**30)
@@ -196,9 +210,9 @@ try:
 except OSError as e:
     _got.append(f"file: {e.strerror}")
 raise RuntimeError("HOG " + "; ".join(_got))
-'''
+"""
 
-TEXT_BOMBS = '''
+TEXT_BOMBS = """
 def decode_bits(bits, exp_bits, man_bits):
     return " " * 50_000 + "\\n" + "\\ud800\\x1b[2J\\u202e"
 def round_nearest_even(x, exp_bits, man_bits):
@@ -209,7 +223,7 @@ def ulp_at(x, exp_bits, man_bits):
 def smallest_absorbing(exp_bits, man_bits):
     return ["\\udcff" * 1000] * 50
 raise ValueError("a lone surrogate \\ud800 and an escape \\x1b[31m in a message")
-'''
+"""
 
 
 def table_plus_wrong_rule(nb) -> None:
@@ -224,8 +238,10 @@ def table_plus_wrong_rule(nb) -> None:
             continue
         table = {repr(c.args): ex.reference(*c.args, **c.kwargs) for c in cases_for(ex, 0)}
         lines.append(f"_T_{ex.name} = {{" + ", ".join(f"{k!r}: {literal(v)}" for k, v in table.items()) + "}")
-        lines.append(f"def {ex.name}(*args):\n    k = repr(args)\n"
-                     f"    return _T_{ex.name}[k] if k in _T_{ex.name} else _{ex.name}_rule(*args)")
+        lines.append(
+            f"def {ex.name}(*args):\n    k = repr(args)\n"
+            f"    return _T_{ex.name}[k] if k in _T_{ex.name} else _{ex.name}_rule(*args)"
+        )
     nb.cells.append(nbformat.v4.new_code_cell("\n".join(lines)))
 
 
@@ -266,17 +282,30 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
 
     # reaching outside its own grading
     add("ex01_forge_channel.ipynb", with_cell(FORGE_CHANNEL, "zeros"), "graded", 0, "tampering")
-    add("ex01_names_a_module.ipynb", with_cell(NAMES_A_MODULE.replace("MARKER", repr(str(marker))), "zeros"),
-        "graded", 0)
+    add(
+        "ex01_names_a_module.ipynb",
+        with_cell(NAMES_A_MODULE.replace("MARKER", repr(str(marker))), "zeros"),
+        "graded",
+        0,
+    )
     add("ex01_hog.ipynb", with_cell(HOG), "cell error", FULL, "HOG memory: MemoryError; file: File too large")
     nb = solution()
     table_plus_wrong_rule(nb)
     add("ex01_table_plus_wrong_rule.ipynb", nb, "graded", 0)
     if sandbox:
-        add("ex01_import_references.ipynb", with_cell(IMPORT_REFERENCES, "none"), "cell error", 0,
-            "No module named 'nbhelpers.answer_keys.ch01'")
-        add("ex01_a_plants_import_path.ipynb", with_cell(PLANT_IMPORT_PATH.replace("MARKER", repr(str(marker)))),
-            "graded", FULL)
+        add(
+            "ex01_import_references.ipynb",
+            with_cell(IMPORT_REFERENCES, "none"),
+            "cell error",
+            0,
+            "No module named 'nbhelpers.answer_keys.ch01'",
+        )
+        add(
+            "ex01_a_plants_import_path.ipynb",
+            with_cell(PLANT_IMPORT_PATH.replace("MARKER", repr(str(marker)))),
+            "graded",
+            FULL,
+        )
         add("ex01_detached_process.ipynb", with_cell(DETACHED), "graded", FULL)
         add("ex01_a_overwrites.ipynb", with_cell(OVERWRITE.replace("SUBS", repr(str(subs)))), "graded", FULL)
         add("ex01_a_killer.ipynb", with_cell(KILLER), "graded", FULL)
@@ -297,10 +326,11 @@ def source_files(folder: Path) -> dict:
 def planted_files() -> list[Path]:
     import site
     import sysconfig
+
     places = [Path(sysconfig.get_paths()["purelib"]), Path(site.getusersitepackages()), course_package_dir()]
-    return [p for d in places if d.exists() for p in d.glob(f"*{TAG}*")] + \
-        [p for p in (Path(sysconfig.get_paths()["purelib"]) / "sitecustomize.py",)
-         if p.exists() and TAG in p.read_text()]
+    return [p for d in places if d.exists() for p in d.glob(f"*{TAG}*")] + [
+        p for p in (Path(sysconfig.get_paths()["purelib"]) / "sitecustomize.py",) if p.exists() and TAG in p.read_text()
+    ]
 
 
 @pytest.fixture(scope="module", params=[pytest.param("sandbox", marks=pytest.mark.sandbox), "no-sandbox"])
@@ -311,9 +341,22 @@ def attack_run(request, tmp_path_factory):
     expect = build_class(subs, base, sandbox)
     package_before = source_files(course_package_dir())
     before = tree_state(subs)
-    cmd = [sys.executable, "-m", "nbhelpers.grade", ".", "--csv", str(base / "g.csv"), "--json",
-           str(base / "g.json"), "--seed", "424242424242", "--jobs", "2", *LIMITS,
-           *([] if sandbox else ["--no-sandbox"])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbhelpers.grade",
+        ".",
+        "--csv",
+        str(base / "g.csv"),
+        "--json",
+        str(base / "g.json"),
+        "--seed",
+        "424242424242",
+        "--jobs",
+        "2",
+        *LIMITS,
+        *([] if sandbox else ["--no-sandbox"]),
+    ]
     try:
         proc = subprocess.run(cmd, cwd=subs, env=env(), capture_output=True, timeout=900)
         time.sleep(1)
@@ -323,9 +366,18 @@ def attack_run(request, tmp_path_factory):
         for p in planted_files():  # without the sandbox the package really is writable
             p.unlink()
         subprocess.run(["pkill", "-9", "-f", TAG], capture_output=True)
-    return {"base": base, "subs": subs, "expect": expect, "proc": proc, "rerun": rerun, "alive": alive,
-            "before": before, "package_before": package_before, "marker": base / f"{TAG}.marker",
-            "sandbox": sandbox}
+    return {
+        "base": base,
+        "subs": subs,
+        "expect": expect,
+        "proc": proc,
+        "rerun": rerun,
+        "alive": alive,
+        "before": before,
+        "package_before": package_before,
+        "marker": base / f"{TAG}.marker",
+        "sandbox": sandbox,
+    }
 
 
 def records(run) -> dict[str, dict]:
@@ -356,8 +408,11 @@ def test_every_submission_gets_what_it_should(attack_run):
     wrong = []
     for name, want in attack_run["expect"].items():
         r = recs[name]
-        if (want["status"] is not None and r["status"] != want["status"]) or \
-                (want["total"] is not None and r["total"] != want["total"]) or want["detail"] not in r["detail"]:
+        if (
+            (want["status"] is not None and r["status"] != want["status"])
+            or (want["total"] is not None and r["total"] != want["total"])
+            or want["detail"] not in r["detail"]
+        ):
             wrong.append(f"{name}: {r['status']} {r['total']} ({r['detail'][:300]}); want {want}")
     assert not wrong, "\n".join(wrong)
 
@@ -404,12 +459,26 @@ def test_grading_without_bubblewrap_is_refused(tmp_path, monkeypatch):
         if found:
             os.symlink(found, bare / tool)
     e = {**env(), "PATH": str(bare)}
-    cmd = [sys.executable, "-m", "nbhelpers.grade", str(tmp_path / "ex01_a.ipynb"), "--csv", str(tmp_path / "g.csv"),
-           "--json", str(tmp_path / "g.json"), *FAST]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbhelpers.grade",
+        str(tmp_path / "ex01_a.ipynb"),
+        "--csv",
+        str(tmp_path / "g.csv"),
+        "--json",
+        str(tmp_path / "g.json"),
+        *FAST,
+    ]
     proc = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and not (tmp_path / "g.csv").exists()
     assert "bubblewrap (bwrap) is not installed" in proc.stderr and "apt-get install bubblewrap" in proc.stderr
     assert "--no-sandbox" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    proc = subprocess.run(cmd + ["--no-sandbox"], env={**e, "PATH": str(bare) + os.pathsep + os.environ["PATH"]},
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        cmd + ["--no-sandbox"],
+        env={**e, "PATH": str(bare) + os.pathsep + os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and "without a sandbox" in proc.stderr and "only as trustworthy" in proc.stderr

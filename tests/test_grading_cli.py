@@ -1,5 +1,6 @@
 """The command line (nbhelpers.grading.cli, run as python -m nbhelpers.grade): its options and
 usage errors, and keeping the secret seed out of sight (the command line, prctl)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -22,8 +23,10 @@ def test_grader_is_not_dumpable():
     same (non-root) user cannot read its memory, environment or open files in /proc."""
     if not sys.platform.startswith("linux"):
         pytest.skip("prctl is Linux only")
-    code = ("import ctypes; from nbhelpers.grading.cli import _not_dumpable; libc = ctypes.CDLL(None); "
-            "print(libc.prctl(3, 0, 0, 0, 0)); _not_dumpable(); print(libc.prctl(3, 0, 0, 0, 0))")
+    code = (
+        "import ctypes; from nbhelpers.grading.cli import _not_dumpable; libc = ctypes.CDLL(None); "
+        "print(libc.prctl(3, 0, 0, 0, 0)); _not_dumpable(); print(libc.prctl(3, 0, 0, 0, 0))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, check=True).stdout
     assert out.split() == ["1", "0"]
 
@@ -39,12 +42,33 @@ def test_usage_errors(tmp_path):
 
 
 def test_help_lists_the_options():
-    out = subprocess.run([sys.executable, "-m", "nbhelpers.grade", "--help"], env=env(), cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    for option in ("--csv FILE", "--json FILE", "--seed N", "--chapter NN", "--jobs N", "--cell-timeout S",
-                   "--timeout S", "--regrade", "--kernel NAME", "--no-progress", "PATH [PATH ...]",
-                   "--seed-file FILE", "--no-sandbox", "--max-memory MB", "--max-processes N",
-                   "--max-file-size MB", "--max-disk MB"):
+    out = subprocess.run(
+        [sys.executable, "-m", "nbhelpers.grade", "--help"],
+        env=env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for option in (
+        "--csv FILE",
+        "--json FILE",
+        "--seed N",
+        "--chapter NN",
+        "--jobs N",
+        "--cell-timeout S",
+        "--timeout S",
+        "--regrade",
+        "--kernel NAME",
+        "--no-progress",
+        "PATH [PATH ...]",
+        "--seed-file FILE",
+        "--no-sandbox",
+        "--max-memory MB",
+        "--max-processes N",
+        "--max-file-size MB",
+        "--max-disk MB",
+    ):
         assert option in out, option
     assert "(default 60)" in out and "(default 300)" in out and "--seed-fd" not in out
     assert out.startswith("usage: python -m nbhelpers.grade ")
@@ -57,17 +81,20 @@ def test_console_script_is_the_clis_main():
     assert "nbhelpers.grade:main" in (ROOT / "pyproject.toml").read_text()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--seed", "abc"], "argument --seed: the seed must be a non-negative integer, got 'abc'"),
-    (["--seed", "-1"], "argument --seed: the seed must be a non-negative integer\n"),
-    (["--jobs", "0"], "argument --jobs: expected a positive number, got '0'"),
-    (["--jobs", "1.5"], "argument --jobs: expected a positive number, got '1.5'"),
-    (["--cell-timeout", "nan"], "argument --cell-timeout: expected a positive number, got 'nan'"),
-    (["--timeout", "-3"], "argument --timeout: expected a positive number, got '-3'"),
-    (["--chapter", "ex123"], "argument --chapter: a chapter is a number such as 1 or 01, got 'ex123'"),
-    (["--max-memory", "-5"], "argument --max-memory: expected a whole number, 0 or more, got '-5'"),
-    (["--max-disk", "lots"], "argument --max-disk: expected a whole number, 0 or more, got 'lots'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seed", "abc"], "argument --seed: the seed must be a non-negative integer, got 'abc'"),
+        (["--seed", "-1"], "argument --seed: the seed must be a non-negative integer\n"),
+        (["--jobs", "0"], "argument --jobs: expected a positive number, got '0'"),
+        (["--jobs", "1.5"], "argument --jobs: expected a positive number, got '1.5'"),
+        (["--cell-timeout", "nan"], "argument --cell-timeout: expected a positive number, got 'nan'"),
+        (["--timeout", "-3"], "argument --timeout: expected a positive number, got '-3'"),
+        (["--chapter", "ex123"], "argument --chapter: a chapter is a number such as 1 or 01, got 'ex123'"),
+        (["--max-memory", "-5"], "argument --max-memory: expected a whole number, 0 or more, got '-5'"),
+        (["--max-disk", "lots"], "argument --max-disk: expected a whole number, 0 or more, got 'lots'"),
+    ],
+)
 def test_bad_option_values(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as e:
         main([str(tmp_path), "--csv", "g.csv", "--json", "g.json", *args])
@@ -91,10 +118,14 @@ def test_only_the_command_line_makes_the_process_not_dumpable(tmp_path):
         "main([sys.argv[1], '--csv', 'c.csv', '--json', 'c.json', '--no-progress', '--seed', '5'])\n"
         "print('dumpable:', libc.prctl(3, 0, 0, 0, 0))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env(), cwd=tmp_path,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], env=env(), cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
     assert [line for line in out.splitlines() if line.startswith("dumpable:")] == [
-        "dumpable: 1", "dumpable: 1", "dumpable: 0"]
+        "dumpable: 1",
+        "dumpable: 1",
+        "dumpable: 0",
+    ]
 
 
 @pytest.mark.sandbox
@@ -104,8 +135,17 @@ def test_the_seed_from_a_file_or_stdin(tmp_path):
     (tmp_path / "ex01_x.ipynb").write_text("{oops")  # graded without a kernel
     (tmp_path / "seed").write_text("8142093377\n")
     (tmp_path / "bad").write_text("my seed")
-    base = [sys.executable, "-m", "nbhelpers.grade", str(tmp_path / "ex01_x.ipynb"), "--csv", "g.csv",
-            "--json", "g.json", "--no-progress"]
+    base = [
+        sys.executable,
+        "-m",
+        "nbhelpers.grade",
+        str(tmp_path / "ex01_x.ipynb"),
+        "--csv",
+        "g.csv",
+        "--json",
+        "g.json",
+        "--no-progress",
+    ]
 
     def run(*args, stdin=""):
         return subprocess.run([*base, *args], env=env(), cwd=tmp_path, capture_output=True, text=True, input=stdin)

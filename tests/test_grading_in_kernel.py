@@ -1,5 +1,6 @@
 """The code that runs inside the student's kernel (nbhelpers.grading.in_kernel), run here, and
 the grading cell that ships it into the kernel (nbhelpers.grading.worker.grading_cell)."""
+
 from __future__ import annotations
 
 import ast
@@ -52,8 +53,13 @@ def test_kernel_runner_in_process(tmp_path):
         raise NotImplementedError("about 9 lines")
 
     ns = {"decode_bits": todo, "round_nearest_even": loop, "ulp_at": 42}
-    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 0.5, "only": None,
-           "max_line": MAX_OUTPUT_LINE_BYTES}
+    job = {
+        "inputs": str(tmp_path / "in.json"),
+        "outputs": str(tmp_path / "out.jsonl"),
+        "budget": 0.5,
+        "only": None,
+        "max_line": MAX_OUTPUT_LINE_BYTES,
+    }
     events = [{"event": "grading_cell", "outputs": job["outputs"], "nonce": NONCE}]
     t0 = time.monotonic()
     kernel_main(ns, {**job, "nonce": NONCE})
@@ -99,12 +105,28 @@ def test_in_kernel_imports_only_the_standard_library_and_numpy():
 def test_in_kernel_runs_without_nbhelpers(tmp_path):
     """Executed from its source in a fresh namespace, with nbhelpers unimportable, as in a kernel
     where the student broke it: the codec and the runner still work."""
-    (tmp_path / "in.json").write_text(json.dumps({"exercises": [
-        {"id": "ex01.f", "name": "f",
-         "cases": [{"a": [in_kernel.encode(2.5), in_kernel.encode(np.arange(3))], "k": {}}]},
-        {"id": "ex01.g", "name": "g", "cases": [{"a": [], "k": {}}]}]}))
-    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 5.0, "only": None,
-           "nonce": NONCE, "max_line": 2**20}
+    (tmp_path / "in.json").write_text(
+        json.dumps(
+            {
+                "exercises": [
+                    {
+                        "id": "ex01.f",
+                        "name": "f",
+                        "cases": [{"a": [in_kernel.encode(2.5), in_kernel.encode(np.arange(3))], "k": {}}],
+                    },
+                    {"id": "ex01.g", "name": "g", "cases": [{"a": [], "k": {}}]},
+                ]
+            }
+        )
+    )
+    job = {
+        "inputs": str(tmp_path / "in.json"),
+        "outputs": str(tmp_path / "out.jsonl"),
+        "budget": 5.0,
+        "only": None,
+        "nonce": NONCE,
+        "max_line": 2**20,
+    }
     code = (
         "import sys, json\n"
         "sys.modules['nbhelpers'] = None\n"
@@ -129,8 +151,14 @@ def test_grading_cell_runs_in_the_notebooks_namespace(tmp_path):
     do not get in its way, and it leaves nothing behind but its own function's name."""
     plan = plan_chapter(1, seed=0)
     (tmp_path / "in.json").write_text(plan.inputs_json)
-    job = {"inputs": str(tmp_path / "in.json"), "outputs": str(tmp_path / "out.jsonl"), "budget": 5.0,
-           "only": ["ex01.ulp_at"], "nonce": NONCE, "max_line": 2**20}
+    job = {
+        "inputs": str(tmp_path / "in.json"),
+        "outputs": str(tmp_path / "out.jsonl"),
+        "budget": 5.0,
+        "only": ["ex01.ulp_at"],
+        "nonce": NONCE,
+        "max_line": 2**20,
+    }
     ns = {"exec": None, "compile": None, "ulp_at": lambda x, e, m: 0.0}
     exec(compile(grading_cell(job), "<cell>", "exec"), ns)
     assert set(ns) == {"exec", "compile", "ulp_at", "__builtins__", "__nbhelpers_grade_cell"}

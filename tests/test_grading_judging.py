@@ -1,5 +1,6 @@
 """Judging on the trusted side (nbhelpers.grading.judging): every chapter's plan, what a hostile
 kernel wrote judged safely, the same scoring as a check cell, and a submission's status."""
+
 from __future__ import annotations
 
 import importlib
@@ -19,8 +20,10 @@ from nbhelpers.grading.judging import event_text, judge, plan_chapter, read_outp
 from nbhelpers.grading.options import SeedKind, Status
 
 
-@pytest.mark.parametrize("module", sorted(
-    m.name for m in pkgutil.iter_modules(nbhelpers.answer_keys.__path__) if re.fullmatch(r"ch\d\d", m.name)))
+@pytest.mark.parametrize(
+    "module",
+    sorted(m.name for m in pkgutil.iter_modules(nbhelpers.answer_keys.__path__) if re.fullmatch(r"ch\d\d", m.name)),
+)
 def test_every_chapters_inputs_can_be_sent_to_a_kernel(module):
     """A new chapter needs no change to the grader, as long as its case inputs are data
     (numbers, strings, tuples, arrays, generators, nbhelpers enums and dataclasses)."""
@@ -55,8 +58,10 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
         json.dumps({"id": "ex01.decode_bits", "results": []}).encode() + b"\n",  # no nonce: not the grading cell's
         json.dumps({"id": "ex99.other", "results": good, "n": nonce}).encode() + b"\n",
         json.dumps({"id": "ex01.ulp_at", "results": "lots", "n": nonce}).encode() + b"\n",
-        json.dumps({"id": "ex01.round_nearest_even", "results": [{"x": 1}, 5, {"v": {"$nd": 1}}] * 400,
-                    "n": nonce}).encode() + b"\n",
+        json.dumps(
+            {"id": "ex01.round_nearest_even", "results": [{"x": 1}, 5, {"v": {"$nd": 1}}] * 400, "n": nonce}
+        ).encode()
+        + b"\n",
         json.dumps({"id": "ex01.smallest_absorbing", "results": good + good, "n": nonce}).encode() + b"\n",
         # a second line does not count
         json.dumps({"id": "ex01.smallest_absorbing", "results": [], "n": nonce}).encode() + b"\n",
@@ -65,15 +70,16 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
     (tmp_path / "out.jsonl").write_bytes(b"".join(lines))
     out = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}], plan)
     assert out.foreign_lines == 5
-    res = {q.exercise.id: judge(q, out.records.get(q.exercise.id), ("NOT RUN", "not checked"))
-           for q in plan.exercises}
+    res = {q.exercise.id: judge(q, out.records.get(q.exercise.id), ("NOT RUN", "not checked")) for q in plan.exercises}
     assert res["ex01.smallest_absorbing"].passed  # extra results are ignored
     assert res["ex01.ulp_at"].status == "ERROR" and res["ex01.ulp_at"].points == 0
-    assert (res["ex01.round_nearest_even"].points == 0
-            and res["ex01.round_nearest_even"].n_failed == len(plan.exercises[1].cases))
+    assert res["ex01.round_nearest_even"].points == 0 and res["ex01.round_nearest_even"].n_failed == len(
+        plan.exercises[1].cases
+    )
     assert res["ex01.decode_bits"].status == "NOT RUN"
-    missing = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "nothing.jsonl"), "nonce": nonce}],
-                           plan)
+    missing = read_outputs(
+        [{"event": "grading_cell", "outputs": str(tmp_path / "nothing.jsonl"), "nonce": nonce}], plan
+    )
     assert missing.records == {} and missing.foreign_lines == 0
 
 
@@ -114,13 +120,26 @@ def test_status_is_the_worst_thing_that_happened():
 
 
 def test_event_text():
-    assert event_text({"event": "cell_error", "cell": 3, "line": "import maths", "ename": "ModuleNotFoundError",
-                       "evalue": "No module named 'maths'"}) == \
-        "cell 3 (import maths) raised ModuleNotFoundError: No module named 'maths'"
-    assert event_text({"event": "cell_timeout", "cell": 2, "line": "while True:", "seconds": 5.0}) == \
-        "cell 2 (while True:) ran past the 5 s limit and was interrupted"
-    assert event_text({"event": "kernel_died", "exercise": "ex01.f", "retry": True}) == \
-        "the kernel died while checking ex01.f; retried in a new kernel"
+    assert (
+        event_text(
+            {
+                "event": "cell_error",
+                "cell": 3,
+                "line": "import maths",
+                "ename": "ModuleNotFoundError",
+                "evalue": "No module named 'maths'",
+            }
+        )
+        == "cell 3 (import maths) raised ModuleNotFoundError: No module named 'maths'"
+    )
+    assert (
+        event_text({"event": "cell_timeout", "cell": 2, "line": "while True:", "seconds": 5.0})
+        == "cell 2 (while True:) ran past the 5 s limit and was interrupted"
+    )
+    assert (
+        event_text({"event": "kernel_died", "exercise": "ex01.f", "retry": True})
+        == "the kernel died while checking ex01.f; retried in a new kernel"
+    )
     assert event_text({"event": "kernel_died", "exercise": "ex01.f"}) == "the kernel died again while checking ex01.f"
     assert event_text({"event": "kernel_died", "grading": True}) == "the kernel died while the functions were checked"
     assert event_text({"event": "done", "kernel_starts": 1}) == ""
@@ -129,10 +148,18 @@ def test_event_text():
 def test_the_vocabularies_are_the_words_in_the_files():
     """Each vocabulary is one enum, shared by the writer and the reader; its values are the words
     the events file, the worker's pipe and the JSON file carry (plain strings read back)."""
-    assert [e.value for e in Event] == ["cell_error", "cell_timeout", "kernel_died", "grading_error",
-                                        "grading_cell", "done"]
+    assert [e.value for e in Event] == [
+        "cell_error",
+        "cell_timeout",
+        "kernel_died",
+        "grading_error",
+        "grading_cell",
+        "done",
+    ]
     assert [a.value for a in WorkerAnswer] == ["done", "failed", "timeout"]
     assert [k.value for k in SeedKind] == ["secret", "public"]
-    assert (json.dumps({"event": Event.KERNEL_DIED, "seed": SeedKind.PUBLIC})
-            == '{"event": "kernel_died", "seed": "public"}')
+    assert (
+        json.dumps({"event": Event.KERNEL_DIED, "seed": SeedKind.PUBLIC})
+        == '{"event": "kernel_died", "seed": "public"}'
+    )
     assert {"cell_error", "done"} & {Event.CELL_ERROR, WorkerAnswer.DONE} == {"cell_error", "done"}

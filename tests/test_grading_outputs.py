@@ -1,5 +1,6 @@
 """The output files (nbhelpers.grading.outputs): cells that cannot be formulas, resuming an
 interrupted run, regrading, and output files that cannot be read."""
+
 from __future__ import annotations
 
 import csv
@@ -17,11 +18,12 @@ from nbhelpers.grading.submissions import Submission
 
 
 def test_csv_cells_cannot_be_formulas():
-    assert _csv_safe("=HYPERLINK(\"x\")") == "'=HYPERLINK(\"x\")"
+    assert _csv_safe('=HYPERLINK("x")') == '\'=HYPERLINK("x")'
     assert _csv_safe("-1+2") == "'-1+2" and _csv_safe("fine") == "fine" and _csv_safe(3) == "3"
 
 
 # ---- resuming ------------------------------------------------------------------------------------
+
 
 @pytest.mark.sandbox
 def test_rerun_skips_interrupted_run_continues_regrade_redoes(tmp_path, capsys):
@@ -88,29 +90,52 @@ def test_unreadable_output_files_are_kept_aside(tmp_path):
 
 
 def _rec(file: str, status: str = "graded", **checks_points) -> dict:
-    return {"file": file, "sha256": "ab" * 32, "chapter": 1, "status": status, "detail": "", "events": [],
-            "total": sum(checks_points.values()), "max": 15, "seed": "public", "chapter_option": None,
-            "checks": {k.replace("_", ".", 1): {"points": v} for k, v in checks_points.items()}}
+    return {
+        "file": file,
+        "sha256": "ab" * 32,
+        "chapter": 1,
+        "status": status,
+        "detail": "",
+        "events": [],
+        "total": sum(checks_points.values()),
+        "max": 15,
+        "seed": "public",
+        "chapter_option": None,
+        "checks": {k.replace("_", ".", 1): {"points": v} for k, v in checks_points.items()},
+    }
 
 
 def test_outputs_keep_earlier_columns_and_rows(tmp_path):
     """A run that grades chapter 01 keeps the rows and exercise columns of an earlier chapter 02
     run, and any column it does not know; one row per file, sorted, statuses as words."""
     csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
-    csv_path.write_text("file,sha256,chapter,ex02.sum_it,notes,total,max,status,detail\n"
-                        "b.ipynb,cd,02,5,keep me,5,5,graded,\n")
+    csv_path.write_text(
+        "file,sha256,chapter,ex02.sum_it,notes,total,max,status,detail\nb.ipynb,cd,02,5,keep me,5,5,graded,\n"
+    )
     json_path.write_text(json.dumps({"grader": {}, "submissions": [_rec("b.ipynb", ex02_sum_it=5)]}))
     out = Outputs(csv_path, json_path, GradeOptions())
     out.start(["ex01.f"])
-    assert out.columns == ["file", "sha256", "chapter", "ex01.f", "ex02.sum_it", "notes", "total", "max", "status",
-                           "detail"]
+    assert out.columns == [
+        "file",
+        "sha256",
+        "chapter",
+        "ex01.f",
+        "ex02.sum_it",
+        "notes",
+        "total",
+        "max",
+        "status",
+        "detail",
+    ]
     out.add(_rec("a.ipynb", Status.CELL_ERROR, ex01_f=3))
     out.add(_rec("a.ipynb", Status.GRADED, ex01_f=4))  # graded again: a second row until finish()
     assert [r["file"] for r in csv.DictReader(csv_path.read_text().splitlines())] == ["b.ipynb", "a.ipynb", "a.ipynb"]
     out.finish()
     rows = list(csv.DictReader(csv_path.read_text().splitlines()))
     assert [(r["file"], r["ex01.f"], r["ex02.sum_it"], r["notes"], r["status"]) for r in rows] == [
-        ("a.ipynb", "4", "", "", "graded"), ("b.ipynb", "", "5", "keep me", "graded")]
+        ("a.ipynb", "4", "", "", "graded"),
+        ("b.ipynb", "", "5", "keep me", "graded"),
+    ]
     data = json.loads(json_path.read_text())
     assert data["grader"]["seed"] == "public" and [r["status"] for r in data["submissions"]] == ["graded", "graded"]
 
@@ -140,9 +165,11 @@ def test_damaged_output_files_are_set_aside_and_started_afresh(tmp_path, capsys)
     out.finish()
     good_json, good_csv = json_path.read_text(), csv_path.read_text()
 
-    for damage in (lambda t: t.replace('"total": 3', '"total": NaN'),
-                   lambda t: t.replace('"total": 3', '"total": 4'),
-                   lambda t: t.replace('"status": "graded"', '"status": "excellent"')):
+    for damage in (
+        lambda t: t.replace('"total": 3', '"total": NaN'),
+        lambda t: t.replace('"total": 3', '"total": 4'),
+        lambda t: t.replace('"status": "graded"', '"status": "excellent"'),
+    ):
         json_path.write_text(damage(good_json))
         csv_path.write_text(good_csv)
         assert Outputs(csv_path, json_path, GradeOptions()).records == {}

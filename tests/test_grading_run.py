@@ -1,6 +1,7 @@
 """Whole runs of the grader (nbhelpers.grading.run, through the command line): every kind of bad
 submission with a secret seed and the trust boundary, every chapter's solutions and exercises,
 parity with the students' check cells, and a class-sized run."""
+
 from __future__ import annotations
 
 import csv
@@ -20,9 +21,26 @@ import numpy as np
 import pytest
 from nbclient import NotebookClient
 
-from helpers import (CELL_TIMEOUT, EX01_EXERCISE, FAST, FULL, POINTS, ROOT, TOTAL_TIMEOUT, code_index, env,
-                     hard_coded_notebook, insert_code, mutate, read_csv, read_json, set_body, solution, tree_state,
-                     write)
+from helpers import (
+    CELL_TIMEOUT,
+    EX01_EXERCISE,
+    FAST,
+    FULL,
+    POINTS,
+    ROOT,
+    TOTAL_TIMEOUT,
+    code_index,
+    env,
+    hard_coded_notebook,
+    insert_code,
+    mutate,
+    read_csv,
+    read_json,
+    set_body,
+    solution,
+    tree_state,
+    write,
+)
 from nbhelpers.checks import exercises_of, run_check
 from nbhelpers.grading.cli import main
 from nbhelpers.grading.sandbox import Limits, kernel_command
@@ -30,7 +48,7 @@ from nbhelpers.grading.sandbox import Limits, kernel_command
 
 # ---- a run with every bad submission, through the command line, with a secret seed ---------------
 
-SEED_HUNTER = r'''
+SEED_HUNTER = r"""
 import os, sys, time
 _t0, _dump, _mem = time.time(), [], {}
 def _add(where, data):
@@ -125,10 +143,10 @@ except OSError:  # in the sandbox: nowhere to write it; say what could be seen, 
         except OSError:
             pass
     raise RuntimeError("HUNTED " + json.dumps(_cmds))
-'''
+"""
 
 
-FAKE_CHECK = '''
+FAKE_CHECK = """
 import nbhelpers.checks as _c
 def check(exercise_id, fn, seed=0):
     print(f"PASS  {exercise_id}  6/6 points  (300 cases)")
@@ -141,7 +159,7 @@ _c.run_check = lambda *a, **k: None
 _c.score = lambda *a, **k: None
 print("PASS  ex01.decode_bits  4/4 points")
 print("TOTAL: 15/15 points")
-'''
+"""
 
 
 def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
@@ -164,7 +182,8 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     (folder / "ex01_binary.ipynb").write_bytes(bytes(range(256)) * 4)
     expect["ex01_binary.ipynb"] = {"status": "invalid notebook", "points": zero}
     (folder / "ex01_empty.ipynb").write_text(
-        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
     expect["ex01_empty.ipynb"] = {"status": "empty", "points": zero}
 
     other = solution()
@@ -182,8 +201,11 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     nb = solution()
     set_body(nb, "round_nearest_even", "while True:\n    pass")
     write(nb, folder / "ex01_loop_in_function.ipynb")
-    expect["ex01_loop_in_function.ipynb"] = {"status": "timeout", "points": {**full, "ex01.round_nearest_even": 0},
-                                             "check_status": {"ex01.round_nearest_even": "TIMEOUT"}}
+    expect["ex01_loop_in_function.ipynb"] = {
+        "status": "timeout",
+        "points": {**full, "ex01.round_nearest_even": 0},
+        "check_status": {"ex01.round_nearest_even": "TIMEOUT"},
+    }
     nb = solution()
     insert_code(nb, "def decode_bits(", "while True:\n    pass")
     write(nb, folder / "ex01_loop_top_level.ipynb")
@@ -204,8 +226,11 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     nb = solution()
     mutate(nb, "ulp_at", "    bias = 2", "    import os; os._exit(3)\n    bias = 2")
     write(nb, folder / "ex01_dies_in_function.ipynb")
-    expect["ex01_dies_in_function.ipynb"] = {"status": "kernel died", "points": {**full, "ex01.ulp_at": 0},
-                                             "check_status": {"ex01.ulp_at": "DIED"}}
+    expect["ex01_dies_in_function.ipynb"] = {
+        "status": "kernel died",
+        "points": {**full, "ex01.ulp_at": 0},
+        "check_status": {"ex01.ulp_at": "DIED"},
+    }
 
     nb = solution()
     nb.cells[code_index(nb, "import math")].source = "import maths\n\nfrom nbhelpers.checks import check, summary"
@@ -214,19 +239,30 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
 
     nb = solution()
     mutate(nb, "decode_bits", "def decode_bits(", "def _decode_bits(")
-    insert_code(nb, "def _decode_bits(", "import numpy as np\n"
-                "def decode_bits(*a):\n    v = _decode_bits(*a)\n    return np.array([v, v])  # wrong shape")
-    mutate(nb, "round_nearest_even", "return math.copysign(r, x)",
-           "return np.float16(math.copysign(r, x))  # wrong dtype")
+    insert_code(
+        nb,
+        "def _decode_bits(",
+        "import numpy as np\n"
+        "def decode_bits(*a):\n    v = _decode_bits(*a)\n    return np.array([v, v])  # wrong shape",
+    )
+    mutate(
+        nb, "round_nearest_even", "return math.copysign(r, x)", "return np.float16(math.copysign(r, x))  # wrong dtype"
+    )
     set_body(nb, "ulp_at", "return math.nan")
     mutate(nb, "smallest_absorbing", "return x if x <= largest else math.inf", "return str(x)  # wrong type")
     mutate(nb, "round_stochastic", "return np.copysign(r, x)", "return [str(v) for v in np.copysign(r, x)]")
     write(nb, folder / "ex01_wrong_types.ipynb")
-    expect["ex01_wrong_types.ipynb"] = {"status": "graded", "points": zero, "check_status": "FAIL",
-                                        "reasons": {"ex01.decode_bits": "expected a number",
-                                                    "ex01.ulp_at": "returned NaN",
-                                                    "ex01.smallest_absorbing": "returned str",
-                                                    "ex01.round_stochastic": "expected an array of floats"}}
+    expect["ex01_wrong_types.ipynb"] = {
+        "status": "graded",
+        "points": zero,
+        "check_status": "FAIL",
+        "reasons": {
+            "ex01.decode_bits": "expected a number",
+            "ex01.ulp_at": "returned NaN",
+            "ex01.smallest_absorbing": "returned str",
+            "ex01.round_stochastic": "expected an array of floats",
+        },
+    }
 
     nb = nbformat.read(EX01_EXERCISE, as_version=4)
     for ex in exercises_of(1):
@@ -258,13 +294,43 @@ def bad_run(request, tmp_path_factory):
     prefix = [] if sandbox else unprivileged()
     t0 = time.monotonic()
     proc = subprocess.run(
-        [*prefix, sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(base / "grades.csv"),
-         "--json", str(base / "grades.json"), "--seed", str(seed), "--chapter", "1", "--jobs", "2", *FAST,
-         *([] if sandbox else ["--no-sandbox"])],
-        cwd=base, env=env(), capture_output=True, text=True, timeout=600)
-    return {"base": base, "subs": subs, "expect": expect, "before": before, "seed": seed, "proc": proc,
-            "dump": dump, "seconds": time.monotonic() - t0, "sandbox": sandbox,
-            "privileged": os.geteuid() == 0 and not prefix}
+        [
+            *prefix,
+            sys.executable,
+            "-m",
+            "nbhelpers.grade",
+            str(subs),
+            "--csv",
+            str(base / "grades.csv"),
+            "--json",
+            str(base / "grades.json"),
+            "--seed",
+            str(seed),
+            "--chapter",
+            "1",
+            "--jobs",
+            "2",
+            *FAST,
+            *([] if sandbox else ["--no-sandbox"]),
+        ],
+        cwd=base,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return {
+        "base": base,
+        "subs": subs,
+        "expect": expect,
+        "before": before,
+        "seed": seed,
+        "proc": proc,
+        "dump": dump,
+        "seconds": time.monotonic() - t0,
+        "sandbox": sandbox,
+        "privileged": os.geteuid() == 0 and not prefix,
+    }
 
 
 def unprivileged() -> list[str]:
@@ -294,8 +360,9 @@ def test_bad_run_statuses_and_points(bad_run):
         row, rec = rows[name], details[name]
         got_points = {ex: int(row[ex]) for ex in POINTS}
         if row["status"] != want["status"] or got_points != want["points"]:
-            problems.append(f"{name}: {row['status']} {got_points} ({row['detail']}), "
-                            f"want {want['status']} {want['points']}")
+            problems.append(
+                f"{name}: {row['status']} {got_points} ({row['detail']}), want {want['status']} {want['points']}"
+            )
         assert int(row["total"]) == sum(got_points.values()) and row["max"] == str(FULL)
         assert rec["total"] == int(row["total"]) and rec["status"] == row["status"]
         cs = want.get("check_status")
@@ -313,8 +380,10 @@ def test_bad_run_details_say_what_happened(bad_run):
     d = read_json(bad_run["base"] / "grades.json")
     assert f"ran past the {CELL_TIMEOUT} s limit and was interrupted" in d["ex01_loop_top_level.ipynb"]["detail"]
     assert f"stopped after {TOTAL_TIMEOUT} s" in d["ex01_loop_ignores_interrupts.ipynb"]["detail"]
-    assert ("kernel died in cell" in d["ex01_os_exit.ipynb"]["detail"]
-            and "(import os)" in d["ex01_os_exit.ipynb"]["detail"])
+    assert (
+        "kernel died in cell" in d["ex01_os_exit.ipynb"]["detail"]
+        and "(import os)" in d["ex01_os_exit.ipynb"]["detail"]
+    )
     assert "kernel died in cell" in d["ex01_segfault.ipynb"]["detail"]
     assert "the kernel died while checking ex01.ulp_at" in d["ex01_dies_in_function.ipynb"]["detail"]
     assert "ModuleNotFoundError: No module named 'maths'" in d["ex01_exception_first_cell.ipynb"]["detail"]
@@ -370,14 +439,17 @@ def test_secret_seed_cannot_be_found(bad_run):
 
 # ---- the sandbox's view of the course ------------------------------------------------------------
 
+
 @pytest.mark.sandbox
 def test_the_sandbox_shows_the_registry_but_no_chapter_module(tmp_path):
     """In the sandbox, nbhelpers.checks imports (with the registry, nbhelpers.answer_keys, that it
     imports) and finds no exercise; the chapter modules, the reference answers, do not import."""
-    code = ("import importlib, nbhelpers.checks as c\n"
-            "print(c.check('ex01.decode_bits', abs).status)\n"
-            "try:\n    importlib.import_module('nbhelpers.answer_keys.ch01')\n"
-            "except ModuleNotFoundError as e:\n    print(e)\n")
+    code = (
+        "import importlib, nbhelpers.checks as c\n"
+        "print(c.check('ex01.decode_bits', abs).status)\n"
+        "try:\n    importlib.import_module('nbhelpers.answer_keys.ch01')\n"
+        "except ModuleNotFoundError as e:\n    print(e)\n"
+    )
     cmd = kernel_command([sys.executable, "-c", code], tmp_path, Limits(), sandbox=True)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -391,14 +463,29 @@ def test_the_sandbox_shows_the_registry_but_no_chapter_module(tmp_path):
 
 # ---- every chapter ------------------------------------------------------------------------------
 
+
 @pytest.mark.sandbox
 def test_every_chapters_solutions_and_exercises_through_the_grader(tmp_path):
     """Every chapter, present and future: with a secret seed the grader gives each solution
     notebook full marks and each untouched exercise notebook zero."""
     solutions = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))
     exercises = [ROOT / "exercises" / s.name for s in solutions]
-    assert main([*map(str, solutions + exercises), "--csv", str(tmp_path / "g.csv"),
-                       "--json", str(tmp_path / "g.json"), "--seed", "271828182845", "--jobs", "2"]) == 0
+    assert (
+        main(
+            [
+                *map(str, solutions + exercises),
+                "--csv",
+                str(tmp_path / "g.csv"),
+                "--json",
+                str(tmp_path / "g.json"),
+                "--seed",
+                "271828182845",
+                "--jobs",
+                "2",
+            ]
+        )
+        == 0
+    )
     with open(tmp_path / "g.csv", newline="") as f:
         rows = {Path(r["file"]).parent.name + "/" + Path(r["file"]).name: r for r in csv.DictReader(f)}
     assert len(rows) == 2 * len(solutions)
@@ -409,6 +496,7 @@ def test_every_chapters_solutions_and_exercises_through_the_grader(tmp_path):
 
 
 # ---- the students' check cells award the same points as the grader with the public seed ----------
+
 
 def partial_notebook() -> nbformat.NotebookNode:
     nb = solution()  # decode_bits and ulp_at right; round_nearest_even and smallest_absorbing wrong
@@ -427,22 +515,31 @@ def test_check_cells_and_grader_agree(tmp_path):
     nb = partial_notebook()  # what the student sees: run the notebook, check cells included
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    seen = {m[1]: int(m[2])
-            for m in re.finditer(r"^(?:PASS|FAIL|TODO|ERROR)\s+(ex\d\d\.\w+)\s+(\d+)/\d+ points", text, re.M)}
+    seen = {
+        m[1]: int(m[2])
+        for m in re.finditer(r"^(?:PASS|FAIL|TODO|ERROR)\s+(ex\d\d\.\w+)\s+(\d+)/\d+ points", text, re.M)
+    }
     total_seen = int(re.search(r"TOTAL: (\d+)/%d points" % FULL, text)[1])
 
-    assert main([str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"),
-                       "--jobs", "2", *FAST]) == 0
+    assert (
+        main([str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"), "--jobs", "2", *FAST])
+        == 0
+    )
     rows = read_csv(tmp_path / "g.csv")
     row = rows["ex01_partial.ipynb"]
-    assert (seen == {ex: int(row[ex]) for ex in POINTS}
-            == {**POINTS, "ex01.round_nearest_even": 0, "ex01.smallest_absorbing": 0})
-    assert (total_seen == int(row["total"])
-            == FULL - POINTS["ex01.round_nearest_even"] - POINTS["ex01.smallest_absorbing"])
+    assert (
+        seen
+        == {ex: int(row[ex]) for ex in POINTS}
+        == {**POINTS, "ex01.round_nearest_even": 0, "ex01.smallest_absorbing": 0}
+    )
+    assert (
+        total_seen == int(row["total"]) == FULL - POINTS["ex01.round_nearest_even"] - POINTS["ex01.smallest_absorbing"]
+    )
     assert row["status"] == "graded"
     d = read_json(tmp_path / "g.json")["ex01_partial.ipynb"]
-    in_process = run_check("ex01.round_nearest_even", _mutated("round_nearest_even", "round(abs(x) / q)",
-                                                               "math.floor(abs(x) / q + 0.5)"))
+    in_process = run_check(
+        "ex01.round_nearest_even", _mutated("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)")
+    )
     assert d["checks"]["ex01.round_nearest_even"]["mismatches"] == in_process.mismatches  # same words too
     assert d["checks"]["ex01.round_nearest_even"]["n_failed"] == in_process.n_failed
     # with the public seed the copied answers pass: only the secret seed catches them (stochastic
@@ -506,17 +603,37 @@ def test_a_class_of_30(tmp_path, capsys):
     subs.mkdir()
     expect = faulty_class(subs, 30, seed=2024)
     t0 = time.monotonic()
-    assert main([str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"),
-                       "--seed", "31337", "--jobs", "2", *FAST]) == 0
+    assert (
+        main(
+            [
+                str(subs),
+                "--csv",
+                str(tmp_path / "g.csv"),
+                "--json",
+                str(tmp_path / "g.json"),
+                "--seed",
+                "31337",
+                "--jobs",
+                "2",
+                *FAST,
+            ]
+        )
+        == 0
+    )
     seconds = time.monotonic() - t0
     rows = read_csv(tmp_path / "g.csv")
     assert set(rows) == set(expect)
-    wrong = [f"{name}: {r['status']} {r['total']} ({r['detail']})" for name, r in rows.items()
-             if ({ex: int(r[ex]) for ex in POINTS}, r["status"]) != expect[name]]
+    wrong = [
+        f"{name}: {r['status']} {r['total']} ({r['detail']})"
+        for name, r in rows.items()
+        if ({ex: int(r[ex]) for ex in POINTS}, r["status"]) != expect[name]
+    ]
     assert not wrong, "\n".join(wrong)
     per = [r["seconds"] for r in read_json(tmp_path / "g.json").values()]
-    report = (f"\n[test_grading_run] 30 submissions, --jobs 2: {seconds:.1f} s wall, "
-              f"{seconds / 30:.2f} s per submission; "
-              f"each submission took {min(per):.1f}-{max(per):.1f} s (mean {sum(per) / len(per):.1f} s)")
+    report = (
+        f"\n[test_grading_run] 30 submissions, --jobs 2: {seconds:.1f} s wall, "
+        f"{seconds / 30:.2f} s per submission; "
+        f"each submission took {min(per):.1f}-{max(per):.1f} s (mean {sum(per) / len(per):.1f} s)"
+    )
     with capsys.disabled():
         print(report)

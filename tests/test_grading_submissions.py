@@ -1,5 +1,6 @@
 """Reading submissions (nbhelpers.grading.submissions): finding notebooks, reading one
 read-only, its code cells, its chapter, and its check cells."""
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,9 @@ def test_read_submission(tmp_path):
     assert s.problem is None and s.cells == [(0, "x = 1")] and len(s.sha256) == 64
     p.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["a = 1\n", "b = 2"]}]}))  # no metadata
     assert read_submission(p).cells == [(0, "a = 1\nb = 2")]
-    p.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "# hi"},
-                                       {"cell_type": "code", "source": "  \n"}]}))
+    p.write_text(
+        json.dumps({"cells": [{"cell_type": "markdown", "source": "# hi"}, {"cell_type": "code", "source": "  \n"}]})
+    )
     assert read_submission(p).problem == "empty"
     for text in ("", "{", "null", '{"cells": 3}', '{"cells": [1]}', '{"cells": [{"cell_type": "code", "source": 5}]}'):
         p.write_text(text)
@@ -70,8 +72,12 @@ def test_find_notebooks(tmp_path):
     assert [f.name for f in found] == [str(tmp_path / "a" / "x.ipynb"), str(tmp_path / "b.ipynb")]
     assert all(f.path.is_absolute() and f.refused is None for f in found)
     assert find_notebooks([tmp_path / "a" / ".ipynb_checkpoints"]) == [  # hidden below the folder given only
-        (str(tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb"),
-         (tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").resolve(), None)]
+        (
+            str(tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb"),
+            (tmp_path / "a" / ".ipynb_checkpoints" / "x-checkpoint.ipynb").resolve(),
+            None,
+        )
+    ]
     with pytest.raises(FileNotFoundError):
         find_notebooks([tmp_path / "missing"])
 
@@ -88,8 +94,10 @@ def test_links_are_graded_as_the_file_they_point_to_and_links_outside_are_refuse
     os.symlink(tmp_path, subs / "folder_link")  # not followed
     os.mkfifo(subs / "pipe.ipynb")
     found = {f.name: f for f in find_notebooks([subs])}
-    assert set(found) == {str(subs / n) for n in ("bob_ex01.ipynb", "deep/carol_ex01.ipynb", "outside.ipynb",
-                                                   "dangling.ipynb", "pipe.ipynb")}
+    assert set(found) == {
+        str(subs / n)
+        for n in ("bob_ex01.ipynb", "deep/carol_ex01.ipynb", "outside.ipynb", "dangling.ipynb", "pipe.ipynb")
+    }
     assert found[str(subs / "bob_ex01.ipynb")].refused is None
     assert "outside the folders" in found[str(subs / "outside.ipynb")].refused
     assert "to nothing" in found[str(subs / "dangling.ipynb")].refused

@@ -1,5 +1,6 @@
 """Text from a submission made safe where it enters the grader (nbhelpers.grading.untrusted), and
 the grader's own text handling linear in the size of what it is given."""
+
 from __future__ import annotations
 
 import time

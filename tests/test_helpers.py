@@ -1,5 +1,6 @@
 """Tests of the tests' own helpers (tests/helpers.py): a comparison that backs a "bit for bit"
 claim must itself fail on every difference of bits that matters, +0.0 against -0.0 included."""
+
 import ml_dtypes
 import numpy as np
 import pytest

@@ -18,6 +18,7 @@ by name), an arrow from a package down to its own submodules. Whoever needs the 
 The same reading finds every use of another module's private name (``from .x import _name``,
 ``x._name``): a module's underscore names are its own.
 """
+
 from __future__ import annotations
 
 import ast
@@ -172,8 +173,12 @@ def test_the_package_is_read(graph):
 
 
 def test_every_internal_import_names_a_module_of_the_package(graph):
-    unknown = [f"{a} imports {b}, line {lines[0]}" for a, edges in sorted(graph.items())
-               for b, lines in sorted(edges.items()) if b not in graph]
+    unknown = [
+        f"{a} imports {b}, line {lines[0]}"
+        for a, edges in sorted(graph.items())
+        for b, lines in sorted(edges.items())
+        if b not in graph
+    ]
     assert not unknown, "imports of modules that do not exist:\n  " + "\n  ".join(unknown)
 
 
@@ -212,23 +217,29 @@ def write_package(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_reader_resolves_relative_function_level_and_absolute_imports(tmp_path):
-    pkg = write_package(tmp_path / "nbhelpers", {
-        "__init__.py": "",
-        "formats.py": "import numpy\n",
-        "rounding.py": "from .formats import x\n\ndef f():\n    from . import accumulation\n",
-        "accumulation.py": "import nbhelpers.formats as fm\nfrom nbhelpers.kernels import gemm\n",
-        "kernels/__init__.py": "INTERPRETED = True\n",
-        "kernels/gemm.py": "from . import INTERPRETED\nfrom ..rounding import r\nfrom .. import formats\n",
-        "plots/__init__.py": "from .errors import p\n",
-        "plots/errors.py": "from ..accumulation import a\nfrom .style import s\n",
-        "plots/style.py": "class C:\n    def m(self):\n        from ..tables import t\n",
-    })
+    pkg = write_package(
+        tmp_path / "nbhelpers",
+        {
+            "__init__.py": "",
+            "formats.py": "import numpy\n",
+            "rounding.py": "from .formats import x\n\ndef f():\n    from . import accumulation\n",
+            "accumulation.py": "import nbhelpers.formats as fm\nfrom nbhelpers.kernels import gemm\n",
+            "kernels/__init__.py": "INTERPRETED = True\n",
+            "kernels/gemm.py": "from . import INTERPRETED\nfrom ..rounding import r\nfrom .. import formats\n",
+            "plots/__init__.py": "from .errors import p\n",
+            "plots/errors.py": "from ..accumulation import a\nfrom .style import s\n",
+            "plots/style.py": "class C:\n    def m(self):\n        from ..tables import t\n",
+        },
+    )
     g = import_graph(pkg)
     assert g["nbhelpers.formats"] == {}
     assert g["nbhelpers.rounding"] == {"nbhelpers.formats": [1], "nbhelpers.accumulation": [4]}
     assert g["nbhelpers.accumulation"] == {"nbhelpers.formats": [1], "nbhelpers.kernels.gemm": [2]}
-    assert g["nbhelpers.kernels.gemm"] == {"nbhelpers.kernels": [1], "nbhelpers.rounding": [2],
-                                           "nbhelpers.formats": [3]}
+    assert g["nbhelpers.kernels.gemm"] == {
+        "nbhelpers.kernels": [1],
+        "nbhelpers.rounding": [2],
+        "nbhelpers.formats": [3],
+    }
     assert g["nbhelpers.plots"] == {"nbhelpers.plots.errors": [1]}
     assert g["nbhelpers.plots.errors"] == {"nbhelpers.accumulation": [1], "nbhelpers.plots.style": [2]}
     assert g["nbhelpers.plots.style"] == {"nbhelpers.tables": [3]}  # inside a method; no such module
@@ -236,20 +247,26 @@ def test_reader_resolves_relative_function_level_and_absolute_imports(tmp_path):
 
 
 def test_a_cycle_is_found_and_printed(tmp_path):
-    pkg = write_package(tmp_path / "nbhelpers", {
-        "__init__.py": "",
-        "formats.py": "",
-        "rounding.py": "from .formats import x\nfrom .accumulation import y\n",
-        "accumulation.py": "\n\ndef f():\n    from .tensor_cores import z\n",
-        "tensor_cores.py": "from . import rounding\n",
-        "metrics.py": "from .rounding import r\n",
-    })
+    pkg = write_package(
+        tmp_path / "nbhelpers",
+        {
+            "__init__.py": "",
+            "formats.py": "",
+            "rounding.py": "from .formats import x\nfrom .accumulation import y\n",
+            "accumulation.py": "\n\ndef f():\n    from .tensor_cores import z\n",
+            "tensor_cores.py": "from . import rounding\n",
+            "metrics.py": "from .rounding import r\n",
+        },
+    )
     g = import_graph(pkg)
     cycles = find_cycles(g)
-    assert cycles == [["nbhelpers.accumulation", "nbhelpers.tensor_cores", "nbhelpers.rounding",
-                       "nbhelpers.accumulation"]]
-    assert format_cycle(g, cycles[0]) == ("nbhelpers.accumulation (line 4) -> nbhelpers.tensor_cores (line 1) "
-                                          "-> nbhelpers.rounding (line 2) -> nbhelpers.accumulation")
+    assert cycles == [
+        ["nbhelpers.accumulation", "nbhelpers.tensor_cores", "nbhelpers.rounding", "nbhelpers.accumulation"]
+    ]
+    assert format_cycle(g, cycles[0]) == (
+        "nbhelpers.accumulation (line 4) -> nbhelpers.tensor_cores (line 1) "
+        "-> nbhelpers.rounding (line 2) -> nbhelpers.accumulation"
+    )
     assert find_cycles({"a": {"b": [1]}, "b": {}, "c": {"c": [1]}}) == []
 
 
@@ -328,23 +345,28 @@ def test_no_module_uses_another_modules_private_names():
     found = private_name_uses(PACKAGE_DIR)
     new = sorted(set(found) - KNOWN_PRIVATE_USES)
     gone = sorted(KNOWN_PRIVATE_USES - set(found))
-    assert not new, ("private names used outside their module (make the name public in its module, "
-                     "or keep it to that module):\n  " + "\n  ".join(f"{u}, line {found[u][0]}" for u in new))
+    assert not new, (
+        "private names used outside their module (make the name public in its module, "
+        "or keep it to that module):\n  " + "\n  ".join(f"{u}, line {found[u][0]}" for u in new)
+    )
     assert not gone, "no longer used; remove from KNOWN_PRIVATE_USES:\n  " + "\n  ".join(gone)
 
 
 def test_private_name_uses_are_found(tmp_path):
-    pkg = write_package(tmp_path / "nbhelpers", {
-        "__init__.py": "",
-        "formats.py": "_TABLE = {}\n\ndef _bits():\n    return _TABLE\n",  # its own: fine
-        "rounding.py": "from .formats import _bits, F\nfrom . import formats\nx = formats._TABLE\n",
-        "metrics.py": "import nbhelpers.formats as fm\nimport nbhelpers.plots.style\n\ndef f():\n"
-                      "    return fm._TABLE, nbhelpers.plots.style._c, fm.__name__, fm.F\n",
-        # a private submodule is a module, not a private name: fine
-        "plots/__init__.py": "from ._hidden import h\nfrom . import _hidden\nfrom .style import _c as c\n",
-        "plots/_hidden.py": "h = 1\n",
-        "plots/style.py": "import numpy as np\n_c = np._NoValue\n",
-    })
+    pkg = write_package(
+        tmp_path / "nbhelpers",
+        {
+            "__init__.py": "",
+            "formats.py": "_TABLE = {}\n\ndef _bits():\n    return _TABLE\n",  # its own: fine
+            "rounding.py": "from .formats import _bits, F\nfrom . import formats\nx = formats._TABLE\n",
+            "metrics.py": "import nbhelpers.formats as fm\nimport nbhelpers.plots.style\n\ndef f():\n"
+            "    return fm._TABLE, nbhelpers.plots.style._c, fm.__name__, fm.F\n",
+            # a private submodule is a module, not a private name: fine
+            "plots/__init__.py": "from ._hidden import h\nfrom . import _hidden\nfrom .style import _c as c\n",
+            "plots/_hidden.py": "h = 1\n",
+            "plots/style.py": "import numpy as np\n_c = np._NoValue\n",
+        },
+    )
     assert private_name_uses(pkg) == {
         "nbhelpers.rounding uses nbhelpers.formats._bits": [1],
         "nbhelpers.rounding uses nbhelpers.formats._TABLE": [3],

@@ -5,6 +5,7 @@ second (fp8 fast accumulation after promotion, TF32 after IEEE) runs with the fi
 
 The keys are read from the source (the tuned wrappers exist only where kernels compile, on a
 GPU); the kernels' own signatures come from the functions themselves."""
+
 import ast
 import inspect
 from pathlib import Path
@@ -31,8 +32,7 @@ def autotune_keys(source: str) -> dict[str, list[str]]:
 
 def constexpr_args(kernel) -> list[str]:
     fn = getattr(kernel, "fn", kernel)
-    return [name for name, p in inspect.signature(fn).parameters.items()
-            if "constexpr" in str(p.annotation)]
+    return [name for name, p in inspect.signature(fn).parameters.items() if "constexpr" in str(p.annotation)]
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -52,9 +52,11 @@ def test_every_launch_time_constexpr_is_in_the_autotune_key(module):
 
 def test_the_check_finds_a_missing_argument():
     """The check can fail: a kernel whose key leaves out a launch-time constexpr is reported."""
-    src = ("import triton\nimport triton.language as tl\n"
-           "def k(x, M, FLAG: tl.constexpr, BLOCK: tl.constexpr):\n    pass\n"
-           "t = triton.autotune(configs=[], key=['M'])(k)\n")
+    src = (
+        "import triton\nimport triton.language as tl\n"
+        "def k(x, M, FLAG: tl.constexpr, BLOCK: tl.constexpr):\n    pass\n"
+        "t = triton.autotune(configs=[], key=['M'])(k)\n"
+    )
     keys = autotune_keys(src)
     assert keys == {"k": ["M"]}
     ns = {}

@@ -6,6 +6,7 @@ As in test_kernels_gemm.py, ``setup_device()`` runs before the kernel module is 
 a GPU it sets TRITON_INTERPRET=1 and the kernels run in Triton's interpreter on the CPU (nothing
 here is skipped on a CPU); with a GPU the same tests run the compiled kernels on CUDA tensors.
 """
+
 import os
 
 from nbhelpers.device import setup_device
@@ -35,8 +36,17 @@ INTERPRETED = kernels.INTERPRETED
 
 # the integer type of the same width, to compare bit patterns (NaN payloads, -0.0 included)
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-TEST_DTYPES = [torch.float32, torch.int32, torch.float16, torch.bfloat16, torch.float64,
-               torch.int8, torch.uint8, torch.int16, torch.int64]
+TEST_DTYPES = [
+    torch.float32,
+    torch.int32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int64,
+]
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -62,7 +72,7 @@ def data(shape, dtype, seed=0) -> torch.Tensor:
         x = x[torch.randperm(n, generator=g)]
     else:
         info = torch.iinfo(dtype)
-        x = torch.randint(max(info.min, -2**62), min(info.max, 2**62), (n,), generator=g, dtype=torch.int64)
+        x = torch.randint(max(info.min, -(2**62)), min(info.max, 2**62), (n,), generator=g, dtype=torch.int64)
         x = x.to(dtype)
     return x.reshape(shape).to(DEV)
 
@@ -147,8 +157,21 @@ def test_strided_read_mask_stays_inside_x_and_out():
 
 # ------------------------------------------------------------------ transposed copy
 
-SHAPES = [(0, 5), (5, 0), (1, 1), (1, 37), (37, 1), (16, 16), (17, 31), (31, 17), (64, 48),
-          (97, 3), (3, 97), (100, 129), (33, 65)]
+SHAPES = [
+    (0, 5),
+    (5, 0),
+    (1, 1),
+    (1, 37),
+    (37, 1),
+    (16, 16),
+    (17, 31),
+    (31, 17),
+    (64, 48),
+    (97, 3),
+    (3, 97),
+    (100, 129),
+    (33, 65),
+]
 
 
 @pytest.mark.parametrize("dtype", TEST_DTYPES)
@@ -178,7 +201,8 @@ def test_transpose_mask_writes_nothing_outside_the_output():
     buf = torch.full((N + 16, M + pad), -7.0, device=DEV)
     out = buf[:N, :M]
     transpose_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](
-        x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1), BLOCK_M=16, BLOCK_N=16)
+        x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1), BLOCK_M=16, BLOCK_N=16
+    )
     assert same_bits(out.contiguous(), x.t().contiguous())
     assert torch.all(buf[:N, M:] == -7.0) and torch.all(buf[N:] == -7.0)
 
@@ -228,8 +252,11 @@ def test_interpreter_takes_cpu_tensors():
 
 @pytest.mark.skipif(INTERPRETED, reason="needs compiled kernels (a GPU)")
 def test_compiled_kernels_refuse_cpu_tensors():
-    for call in (lambda: copy(torch.ones(16)), lambda: strided_read(torch.ones(16), 2),
-                 lambda: transpose(torch.ones((4, 4)))):
+    for call in (
+        lambda: copy(torch.ones(16)),
+        lambda: strided_read(torch.ones(16), 2),
+        lambda: transpose(torch.ones((4, 4))),
+    ):
         with pytest.raises(ValueError, match="CUDA tensors"):
             call()
 
@@ -263,8 +290,20 @@ def test_benchmark_runs_on_a_gpu_and_writes_a_labelled_file(tmp_path):
     import json
 
     out = tmp_path / "copy.json"
-    argv = ["--n", "100003", "--n-strided", "5003", "--strides", "2", "8", "--transpose", "100", "70",
-            "--out", str(out)]
+    argv = [
+        "--n",
+        "100003",
+        "--n-strided",
+        "5003",
+        "--strides",
+        "2",
+        "8",
+        "--transpose",
+        "100",
+        "70",
+        "--out",
+        str(out),
+    ]
     assert load_benchmark().main(argv) == 0
     run = json.loads(out.read_text())
     meta = run["meta"]

@@ -7,6 +7,7 @@ imported, so ``setup_device()`` runs first: without a GPU it sets TRITON_INTERPR
 runs in the interpreter on the CPU (nothing here is skipped on a CPU); with a GPU the kernel is
 compiled. The interpreter is slow, so the shapes are small.
 """
+
 import os
 
 from nbhelpers.device import setup_device
@@ -139,10 +140,12 @@ def test_interpreter_accumulates_fp32_partial_sums_per_block():
     a = torch.ones((16, 48))
     bb = torch.from_numpy(np.tile(b[:, None], (1, 16))).float()
     C = matmul(a, bb, block=(16, 16, 16)).double().numpy()
-    assert np.all(C == 1 + 2.0**-21), (f"Triton {triton.__version__}: the interpreter no longer adds fp32 partial "
-                                       "sums per BLOCK_K block (3.7.1 does)")
-    assert np.array_equal(C, emulated_matmul(a.double().numpy(), bb.double().numpy(), "fp32", "fp32",
-                                             order="blocked", block=16))
+    assert np.all(C == 1 + 2.0**-21), (
+        f"Triton {triton.__version__}: the interpreter no longer adds fp32 partial sums per BLOCK_K block (3.7.1 does)"
+    )
+    assert np.array_equal(
+        C, emulated_matmul(a.double().numpy(), bb.double().numpy(), "fp32", "fp32", order="blocked", block=16)
+    )
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="the interpreter's bf16 gap; compiled kernels handle bf16")
@@ -152,10 +155,25 @@ def test_interpreter_bf16_gap_is_real_and_handled():
     a, b = data(16, 16, 16, seed=2, dtype=torch.bfloat16)
     # the gap: the raw kernel on bf16 tensors computes on bit patterns, silently
     c = torch.empty((16, 16))
-    matmul_kernel[(1, 1)](a, b, c, 16, 16, 16, *a.stride(), *b.stride(), *c.stride(),
-                          BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, INPUT_PRECISION="ieee")
-    assert not within_bound(c, a, b), (f"Triton {triton.__version__}: the interpreter's tl.dot on bf16 is now "
-                                       "right (with 3.7.1 it computed on bit patterns); update the docstrings")
+    matmul_kernel[(1, 1)](
+        a,
+        b,
+        c,
+        16,
+        16,
+        16,
+        *a.stride(),
+        *b.stride(),
+        *c.stride(),
+        BLOCK_M=16,
+        BLOCK_N=16,
+        BLOCK_K=16,
+        INPUT_PRECISION="ieee",
+    )
+    assert not within_bound(c, a, b), (
+        f"Triton {triton.__version__}: the interpreter's tl.dot on bf16 is now "
+        "right (with 3.7.1 it computed on bit patterns); update the docstrings"
+    )
     # the launcher upcasts exactly: the same result as the float32 tensors holding the bf16 values
     assert within_bound(matmul(a, b), a, b)
     assert torch.equal(matmul(a, b), matmul(a.float(), b.float()))
@@ -170,10 +188,25 @@ def test_interpreter_bf16_output_cast_gap_is_real_and_handled():
     a[:, 0] = 1 + 3 * 2.0**-9
     b = torch.eye(16)
     c = torch.empty((16, 16), dtype=torch.bfloat16)
-    matmul_kernel[(1,)](a, b, c, 16, 16, 16, *a.stride(), *b.stride(), *c.stride(),
-                        BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, INPUT_PRECISION="ieee")
-    assert c[0, 0].item() == 1.0, (f"Triton {triton.__version__}: the interpreter's fp32 -> bf16 cast gave "
-                                   f"{c[0, 0].item()}, not 1.0 (3.7.1 truncates)")
+    matmul_kernel[(1,)](
+        a,
+        b,
+        c,
+        16,
+        16,
+        16,
+        *a.stride(),
+        *b.stride(),
+        *c.stride(),
+        BLOCK_M=16,
+        BLOCK_N=16,
+        BLOCK_K=16,
+        INPUT_PRECISION="ieee",
+    )
+    assert c[0, 0].item() == 1.0, (
+        f"Triton {triton.__version__}: the interpreter's fp32 -> bf16 cast gave "
+        f"{c[0, 0].item()}, not 1.0 (3.7.1 truncates)"
+    )
     assert matmul(a, b, out_dtype=torch.bfloat16)[0, 0].item() == 1 + 2.0**-7  # the launcher rounds
 
 
@@ -242,8 +275,17 @@ def test_torch_matmul_returns_values_of_the_input_format():
 # ------------------------------------------------------------------ chapter 09: the grown kernel
 
 
-ODD_SHAPES = [(1, 1, 1), (7, 33, 1), (33, 7, 100), (100, 1, 33), (1, 257, 7), (257, 33, 7),
-              (33, 100, 257), (7, 257, 100), (100, 100, 33)]  # M, N, K
+ODD_SHAPES = [
+    (1, 1, 1),
+    (7, 33, 1),
+    (33, 7, 100),
+    (100, 1, 33),
+    (1, 257, 7),
+    (257, 33, 7),
+    (33, 100, 257),
+    (7, 257, 100),
+    (100, 100, 33),
+]  # M, N, K
 
 
 @pytest.mark.parametrize("M,N,K", ODD_SHAPES)
@@ -281,8 +323,9 @@ def test_group_m_changes_the_order_not_the_numbers():
         assert torch.equal(matmul(a, b, block=(32, 32, 32), group_m=g), ref)
 
 
-@pytest.mark.parametrize("M,N,bm,bn,g", [(100, 257, 32, 32, 4), (64, 64, 16, 16, 3), (33, 7, 16, 16, 1),
-                                         (1, 100, 16, 16, 8)])
+@pytest.mark.parametrize(
+    "M,N,bm,bn,g", [(100, 257, 32, 32, 4), (64, 64, 16, 16, 3), (33, 7, 16, 16, 1), (1, 100, 16, 16, 8)]
+)
 def test_program_tiles_is_a_permutation_in_grouped_order(M, N, bm, bn, g):
     tiles = program_tiles(M, N, bm, bn, g)
     npm, npn = -(-M // bm), -(-N // bn)
@@ -291,7 +334,7 @@ def test_program_tiles_is_a_permutation_in_grouped_order(M, N, bm, bn, g):
         assert tiles == [(i, j) for i in range(npm) for j in range(npn)]  # row-major
     # inside a full group the programs walk down GROUP_M rows, then move one column right
     if npm >= g > 1:
-        assert tiles[:g + 1] == [(i, 0) for i in range(g)] + [(0, 1)]
+        assert tiles[: g + 1] == [(i, 0) for i in range(g)] + [(0, 1)]
 
 
 @triton.jit
@@ -314,8 +357,11 @@ def test_grouped_order_reads_fewer_panels_per_wave():
     # 4096^2 output in 128 x 128 tiles (32 x 32 tiles), a wave of 128 programs: row-major reads
     # 4 row-panels of A and all 32 column-panels of B; GROUP_M = 8 reads 8 and 16
     def panels(order, wave):
-        return [len({m for m, _ in order[i:i + wave]}) + len({n for _, n in order[i:i + wave]})
-                for i in range(0, len(order), wave)]
+        return [
+            len({m for m, _ in order[i : i + wave]}) + len({n for _, n in order[i : i + wave]})
+            for i in range(0, len(order), wave)
+        ]
+
     flat = panels(program_tiles(4096, 4096, 128, 128, 1), 128)
     grouped = panels(program_tiles(4096, 4096, 128, 128, 8), 128)
     assert flat[0] == 4 + 32 and grouped[0] == 8 + 16
@@ -355,8 +401,13 @@ def test_tflops_benchmark_without_a_gpu_exits_2_with_one_line(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "gemm_tflops.json"
-    r = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_gemm_tflops.py"), "--quick", "--out", str(out)],
-                       capture_output=True, text=True, timeout=120, cwd=root)
+    r = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "gpu_gemm_tflops.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
     assert r.returncode == 2
     lines = (r.stdout + r.stderr).strip().splitlines()
     assert len(lines) == 1 and "needs an NVIDIA GPU" in lines[0], lines

@@ -11,6 +11,7 @@ As in the other kernel tests, ``setup_device()`` runs first: without a GPU it se
 TRITON_INTERPRET=1 before the kernel module is imported, and the kernels run in Triton's
 interpreter on the CPU. The interpreter is slow, so the shapes are small (K, N below 100).
 """
+
 import os
 import sys
 
@@ -85,7 +86,7 @@ def within_bound(C, x, w, offsets, out_dtype=torch.float32):
 
 def reference_by_hand(x, w, offsets):
     """float64, one expert at a time, written out here (a second reference, not moe's)."""
-    parts = [x[int(offsets[e]):int(offsets[e + 1])].double() @ w[e].double() for e in range(w.shape[0])]
+    parts = [x[int(offsets[e]) : int(offsets[e + 1])].double() @ w[e].double() for e in range(w.shape[0])]
     return torch.cat(parts) if parts else torch.zeros((0, w.shape[2]), dtype=torch.float64)
 
 
@@ -107,6 +108,7 @@ def program_order(monkeypatch):
         def set_grid_idx(x, y, z):
             n = builder.grid_dim[0]
             original(int(perm(n)[x]), y, z)
+
         monkeypatch.setattr(builder, "set_grid_idx", set_grid_idx)
 
     return use
@@ -207,8 +209,10 @@ def test_bf16_inputs_give_the_same_bits_as_fp32_tensors_holding_them():
     # launcher upcasts, on a GPU the compiled fp32 path would use different hardware, so only here
     x, w, offsets = case([5, 18, 0, 2], K=48, N=16, seed=4, dtype=torch.bfloat16)
     if INTERPRETED:
-        assert torch.equal(grouped_matmul(x, w, offsets, block=(BM, 16, 16)),
-                           grouped_matmul(x.float(), w.float(), offsets, block=(BM, 16, 16)))
+        assert torch.equal(
+            grouped_matmul(x, w, offsets, block=(BM, 16, 16)),
+            grouped_matmul(x.float(), w.float(), offsets, block=(BM, 16, 16)),
+        )
 
 
 def test_offsets_as_list_array_and_tensors():
@@ -247,8 +251,9 @@ def test_strided_inputs_equal_contiguous_ones():
     xt = x.t().contiguous().t()
     wt = w.transpose(1, 2).contiguous().transpose(1, 2)  # (E, K, N) view of an (E, N, K) weight
     assert xt.stride() != x.stride() and wt.stride() != w.stride()
-    assert torch.equal(grouped_matmul(xt, wt, offsets, block=(BM, 16, 16)),
-                       grouped_matmul(x, w, offsets, block=(BM, 16, 16)))
+    assert torch.equal(
+        grouped_matmul(xt, wt, offsets, block=(BM, 16, 16)), grouped_matmul(x, w, offsets, block=(BM, 16, 16))
+    )
 
 
 def test_no_rows_no_columns_no_k():
@@ -289,7 +294,7 @@ def test_tile_offsets_count_the_tiles_of_tile_schedule(seed):
 
 def test_tile_offsets_of_bad_offsets_still_start_at_zero_and_never_decrease():
     # what the kernel's lookup relies on to stay inside its operands, whatever the offsets hold
-    for bad in ([5, -3, 100, 2, 40], [40, 0, 0, 0, 0], [-2**40, 2**40, -7, 3, 1], [0, 30, 10, 20, 40]):
+    for bad in ([5, -3, 100, 2, 40], [40, 0, 0, 0, 0], [-(2**40), 2**40, -7, 3, 1], [0, 30, 10, 20, 40]):
         t = tile_offsets(on_device(bad), 40, BM).cpu().numpy()
         assert t[0] == 0 and (np.diff(t) >= 0).all() and t[-1] <= max_tiles(40, 4, BM), (bad, t)
 
@@ -321,8 +326,10 @@ def test_the_grid_does_not_depend_on_the_routing(monkeypatch):
     assert grids == [(max_tiles(40, 4, BM) * 3,)] * 3
 
 
-@pytest.mark.parametrize("counts,bm,bn,g", [([5, 0, 70, 33, 1], 16, 16, 2), ([0, 3, 0], 16, 32, 8),
-                                            ([100], 16, 16, 3), ([17, 16, 15, 0, 64], 16, 16, 1)])
+@pytest.mark.parametrize(
+    "counts,bm,bn,g",
+    [([5, 0, 70, 33, 1], 16, 16, 2), ([0, 3, 0], 16, 32, 8), ([100], 16, 16, 3), ([17, 16, 15, 0, 64], 16, 16, 1)],
+)
 def test_program_tiles_covers_every_tile_once_in_grouped_order(counts, bm, bn, g):
     N = 40
     off = np.concatenate([[0], np.cumsum(counts)])
@@ -330,7 +337,8 @@ def test_program_tiles_covers_every_tile_once_in_grouped_order(counts, bm, bn, g
     s = tile_schedule(off, bm)
     n_col = -(-N // bn)
     assert sorted(map(tuple, progs.tolist())) == sorted(
-        (int(e), int(r0), int(r1), j) for e, r0, r1 in zip(s.expert, s.row_start, s.row_end) for j in range(n_col))
+        (int(e), int(r0), int(r1), j) for e, r0, r1 in zip(s.expert, s.row_start, s.row_end) for j in range(n_col)
+    )
     assert (np.diff(progs[:, 0]) >= 0).all()  # expert by expert
     for e in np.unique(progs[:, 0]):
         mine = progs[progs[:, 0] == e]
@@ -339,26 +347,36 @@ def test_program_tiles_covers_every_tile_once_in_grouped_order(counts, bm, bn, g
             assert mine[:n_col, 1].tolist() == [int(off[e])] * n_col
             assert mine[:n_col, 3].tolist() == list(range(n_col))
         elif tiles >= g:  # a full group: down g tiles, then one column block right
-            assert mine[:g + 1, 3].tolist() == [0] * g + [1]
+            assert mine[: g + 1, 3].tolist() == [0] * g + [1]
             assert mine[:g, 1].tolist() == [int(off[e]) + i * bm for i in range(g)]
 
 
 @triton.jit
-def _order_probe_kernel(off_ptr, tile_off_ptr, out_ptr, num_rows, num_experts, N,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr):
+def _order_probe_kernel(
+    off_ptr,
+    tile_off_ptr,
+    out_ptr,
+    num_rows,
+    num_experts,
+    N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     # the kernel's own lookup, its answers stored: (expert, row_start, row_end, pid_n), -1 when idle
     pid = tl.program_id(0)
     live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
-    expert, row_start, row_end, pid_n = expert_tile_of(pid, off_ptr, tile_off_ptr, num_rows, num_experts, N,
-                                                       BLOCK_M, BLOCK_N, BLOCK_E, GROUP_M)
+    expert, row_start, row_end, pid_n = expert_tile_of(
+        pid, off_ptr, tile_off_ptr, num_rows, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, GROUP_M
+    )
     tl.store(out_ptr + 4 * pid, tl.where(live, expert, -1))
     tl.store(out_ptr + 4 * pid + 1, tl.where(live, row_start, -1))
     tl.store(out_ptr + 4 * pid + 2, tl.where(live, row_end, -1))
     tl.store(out_ptr + 4 * pid + 3, tl.where(live, pid_n.to(tl.int64), -1))
 
 
-@pytest.mark.parametrize("counts,g", [([5, 0, 70, 33, 1], 2), ([0, 0, 40], 8), ([1], 1),
-                                      ([3, 0, 0, 0, 0, 0, 0, 9], 3)])
+@pytest.mark.parametrize("counts,g", [([5, 0, 70, 33, 1], 2), ([0, 0, 40], 8), ([1], 1), ([3, 0, 0, 0, 0, 0, 0, 9], 3)])
 def test_the_kernels_program_order_is_program_tiles(counts, g):
     N, bm, bn = 40, 16, 16
     off = np.concatenate([[0], np.cumsum(counts)])
@@ -366,12 +384,22 @@ def test_the_kernels_program_order_is_program_tiles(counts, g):
     P = max_tiles(rows, E, bm) * -(-N // bn)
     out = torch.full((4 * P,), -7, dtype=torch.int64, device=DEV)
     off_d = on_device(off)
-    _order_probe_kernel[(P,)](off_d, tile_offsets(off_d, rows, bm), out, rows, E, N, BLOCK_M=bm, BLOCK_N=bn,
-                              BLOCK_E=triton.next_power_of_2(E), GROUP_M=g)
+    _order_probe_kernel[(P,)](
+        off_d,
+        tile_offsets(off_d, rows, bm),
+        out,
+        rows,
+        E,
+        N,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_E=triton.next_power_of_2(E),
+        GROUP_M=g,
+    )
     got = out.view(P, 4).cpu().numpy()
     progs = program_tiles(off, N, bm, bn, g)
     assert np.array_equal(got[: len(progs)], progs)
-    assert (got[len(progs):] == -1).all()  # the programs past the last tile are idle
+    assert (got[len(progs) :] == -1).all()  # the programs past the last tile are idle
 
 
 # ------------------------------------------------------------------ no host synchronisation per call
@@ -382,9 +410,10 @@ class HostRead(AssertionError):
 
 
 # every way Python code can turn a tensor into host values, or make a host tensor for the device
-HOST_READS = [(torch.Tensor, name) for name in ("item", "tolist", "cpu", "numpy", "__array__", "__int__", "__index__",
-                                                "__float__", "__bool__")] + \
-             [(torch, name) for name in ("from_numpy", "as_tensor", "tensor")]
+HOST_READS = [
+    (torch.Tensor, name)
+    for name in ("item", "tolist", "cpu", "numpy", "__array__", "__int__", "__index__", "__float__", "__bool__")
+] + [(torch, name) for name in ("from_numpy", "as_tensor", "tensor")]
 
 
 @pytest.fixture
@@ -393,6 +422,7 @@ def no_host_reads(monkeypatch):
     interpreter, which copies every argument to numpy to run a kernel, may still make them). This
     sees what the launcher does in Python; a synchronising torch operation would not be seen here,
     which is what test_no_sync_and_cuda_graph_capture checks on a GPU."""
+
     def guard(owner, name):
         original = getattr(owner, name)
 
@@ -401,11 +431,13 @@ def no_host_reads(monkeypatch):
             if caller.startswith("nbhelpers"):
                 raise HostRead(f"{caller} called {getattr(owner, '__name__', owner)}.{name}")
             return original(*args, **kwargs)
+
         return wrapper
 
     def arm():
         for owner, name in HOST_READS:
             monkeypatch.setattr(owner, name, guard(owner, name))
+
     return arm
 
 
@@ -449,15 +481,15 @@ def guarded(rows, E, K, N, seed=13):
     g = torch.Generator().manual_seed(seed)
     bx = torch.full((rows + 2 * GUARD, K), float("nan"))
     bw = torch.full((E + 2, K, N), float("nan"))
-    bx[GUARD:GUARD + rows] = torch.randint(-4, 5, (rows, K), generator=g).float()
-    bw[1:1 + E] = torch.randint(-4, 5, (E, K, N), generator=g).float()
+    bx[GUARD : GUARD + rows] = torch.randint(-4, 5, (rows, K), generator=g).float()
+    bw[1 : 1 + E] = torch.randint(-4, 5, (E, K, N), generator=g).float()
     bc = torch.full((rows + 2 * GUARD, N), SENTINEL)
     bx, bw, bc = bx.to(DEV), bw.to(DEV), bc.to(DEV)
-    return bx, bw, bc, bx[GUARD:GUARD + rows], bw[1:1 + E], bc[GUARD:GUARD + rows]
+    return bx, bw, bc, bx[GUARD : GUARD + rows], bw[1 : 1 + E], bc[GUARD : GUARD + rows]
 
 
 def stayed_inside(bc, c, rows) -> bool:
-    guards = torch.cat([bc[:GUARD], bc[GUARD + rows:]])
+    guards = torch.cat([bc[:GUARD], bc[GUARD + rows :]])
     return bool((guards == SENTINEL).all()) and not bool(c.isnan().any())
 
 
@@ -468,7 +500,7 @@ BAD_OFFSETS = {  # rows = 30, E = 4
     "not starting at 0": [4, 4, 10, 20, 30],
     "not ending at rows": [0, 10, 20, 25, 27],
 }
-EXTREME_OFFSETS = [[-2**40, 2**40, -1, 2**35, 30], [30, 0, 0, 0, 0], [0, 0, 0, 0, 0], [2**31 - 1] * 5]
+EXTREME_OFFSETS = [[-(2**40), 2**40, -1, 2**35, 30], [30, 0, 0, 0, 0], [0, 0, 0, 0, 0], [2**31 - 1] * 5]
 
 
 @pytest.mark.parametrize("name", list(BAD_OFFSETS))
@@ -494,27 +526,65 @@ def test_bad_device_offsets_never_leave_the_operands(name):
 
 
 @triton.jit
-def _tile_body(x_ptr, w_ptr, c_ptr, expert, row_start, row_lo, row_end, pid_n, live, N, K,
-               stride_xm, stride_xk, stride_we, stride_wk, stride_wn, stride_cm, stride_cn,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _tile_body(
+    x_ptr,
+    w_ptr,
+    c_ptr,
+    expert,
+    row_start,
+    row_lo,
+    row_end,
+    pid_n,
+    live,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     offs_m = row_start + tl.arange(0, BLOCK_M).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     row_ok = (offs_m >= row_lo) & (offs_m < row_end) & live
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, tl.where(live, K, 0), BLOCK_K):
-        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + (k0 + offs_k[None, :]) * stride_xk,
-                    mask=row_ok[:, None] & (k0 + offs_k[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + expert * stride_we + (k0 + offs_k[:, None]) * stride_wk + offs_n[None, :] * stride_wn,
-                    mask=(k0 + offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        x = tl.load(
+            x_ptr + offs_m[:, None] * stride_xm + (k0 + offs_k[None, :]) * stride_xk,
+            mask=row_ok[:, None] & (k0 + offs_k[None, :] < K),
+            other=0.0,
+        )
+        w = tl.load(
+            w_ptr + expert * stride_we + (k0 + offs_k[:, None]) * stride_wk + offs_n[None, :] * stride_wn,
+            mask=(k0 + offs_k[:, None] < K) & (offs_n[None, :] < N),
+            other=0.0,
+        )
         acc += tl.dot(x, w, input_precision="ieee")
-    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc,
-             mask=row_ok[:, None] & (offs_n[None, :] < N))
+    tl.store(
+        c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+        acc,
+        mask=row_ok[:, None] & (offs_n[None, :] < N),
+    )
 
 
 @triton.jit
-def _lookup(pid, off_ptr, tile_off_ptr, num_experts, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-            BLOCK_E: tl.constexpr, STRICT: tl.constexpr):
+def _lookup(
+    pid,
+    off_ptr,
+    tile_off_ptr,
+    num_experts,
+    N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    STRICT: tl.constexpr,
+):
     """expert_tile_of with GROUP_M = 1 and no clamps; STRICT: the search counts ends < tile (a BUG)."""
     num_pid_n = tl.cdiv(N, BLOCK_N)
     tile = pid // num_pid_n
@@ -528,90 +598,307 @@ def _lookup(pid, off_ptr, tile_off_ptr, num_experts, N, BLOCK_M: tl.constexpr, B
     first_tile = tl.load(tile_off_ptr + expert)
     pid_m = tile - first_tile
     row_lo = tl.load(off_ptr + expert).to(tl.int64)
-    return expert.to(tl.int64), tile, row_lo, row_lo + pid_m * BLOCK_M, tl.load(off_ptr + expert + 1).to(tl.int64), \
-        pid % num_pid_n
+    return (
+        expert.to(tl.int64),
+        tile,
+        row_lo,
+        row_lo + pid_m * BLOCK_M,
+        tl.load(off_ptr + expert + 1).to(tl.int64),
+        pid % num_pid_n,
+    )
 
 
 @triton.jit
-def _no_row_end_mask_kernel(x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr, num_rows, num_experts, N, K,
-                            stride_xm, stride_xk, stride_we, stride_wk, stride_wn, stride_cm, stride_cn,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _no_row_end_mask_kernel(
+    x_ptr,
+    w_ptr,
+    c_ptr,
+    off_ptr,
+    tile_off_ptr,
+    num_rows,
+    num_experts,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
     # BUG: masks rows at the end of x_perm instead of the end of the tile's expert, so the last
     # tile of an expert also computes (and stores) the next expert's first rows with its weights
     pid = tl.program_id(0)
     live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
-    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(pid, off_ptr, tile_off_ptr, num_experts, N,
-                                                              BLOCK_M, BLOCK_N, BLOCK_E, False)
-    _tile_body(x_ptr, w_ptr, c_ptr, expert, row_start, row_lo * 0, num_rows, pid_n, live, N, K, stride_xm, stride_xk,
-               stride_we, stride_wk, stride_wn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K)
+    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(
+        pid, off_ptr, tile_off_ptr, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, False
+    )
+    _tile_body(
+        x_ptr,
+        w_ptr,
+        c_ptr,
+        expert,
+        row_start,
+        row_lo * 0,
+        num_rows,
+        pid_n,
+        live,
+        N,
+        K,
+        stride_xm,
+        stride_xk,
+        stride_we,
+        stride_wk,
+        stride_wn,
+        stride_cm,
+        stride_cn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+    )
 
 
 @triton.jit
-def _tile_index_as_expert_kernel(x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr, num_rows, num_experts, N, K,
-                                 stride_xm, stride_xk, stride_we, stride_wk, stride_wn, stride_cm, stride_cn,
-                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                 BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _tile_index_as_expert_kernel(
+    x_ptr,
+    w_ptr,
+    c_ptr,
+    off_ptr,
+    tile_off_ptr,
+    num_rows,
+    num_experts,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
     # BUG: takes the weights of expert (tile index mod E), as if every expert had one tile, instead
     # of the expert the search found
     pid = tl.program_id(0)
     live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
-    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(pid, off_ptr, tile_off_ptr, num_experts, N,
-                                                              BLOCK_M, BLOCK_N, BLOCK_E, False)
-    _tile_body(x_ptr, w_ptr, c_ptr, (tile % num_experts).to(tl.int64), row_start, row_lo, row_end, pid_n, live, N, K,
-               stride_xm, stride_xk, stride_we, stride_wk, stride_wn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K)
+    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(
+        pid, off_ptr, tile_off_ptr, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, False
+    )
+    _tile_body(
+        x_ptr,
+        w_ptr,
+        c_ptr,
+        (tile % num_experts).to(tl.int64),
+        row_start,
+        row_lo,
+        row_end,
+        pid_n,
+        live,
+        N,
+        K,
+        stride_xm,
+        stride_xk,
+        stride_we,
+        stride_wk,
+        stride_wn,
+        stride_cm,
+        stride_cn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+    )
 
 
 @triton.jit
-def _plain_gemm_rows_kernel(x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr, num_rows, num_experts, N, K,
-                            stride_xm, stride_xk, stride_we, stride_wk, stride_wn, stride_cm, stride_cn,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _plain_gemm_rows_kernel(
+    x_ptr,
+    w_ptr,
+    c_ptr,
+    off_ptr,
+    tile_off_ptr,
+    num_rows,
+    num_experts,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
     # BUG: the rows of plain GEMM (tile * BLOCK_M) instead of the expert's first row plus its tiles,
     # as if every expert's row count were a multiple of BLOCK_M
     pid = tl.program_id(0)
     live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
-    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(pid, off_ptr, tile_off_ptr, num_experts, N,
-                                                              BLOCK_M, BLOCK_N, BLOCK_E, False)
-    _tile_body(x_ptr, w_ptr, c_ptr, expert, tile.to(tl.int64) * BLOCK_M, row_lo * 0, row_end, pid_n, live, N, K,
-               stride_xm, stride_xk, stride_we, stride_wk, stride_wn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K)
+    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(
+        pid, off_ptr, tile_off_ptr, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, False
+    )
+    _tile_body(
+        x_ptr,
+        w_ptr,
+        c_ptr,
+        expert,
+        tile.to(tl.int64) * BLOCK_M,
+        row_lo * 0,
+        row_end,
+        pid_n,
+        live,
+        N,
+        K,
+        stride_xm,
+        stride_xk,
+        stride_we,
+        stride_wk,
+        stride_wn,
+        stride_cm,
+        stride_cn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+    )
 
 
 @triton.jit
-def _search_off_by_one_kernel(x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr, num_rows, num_experts, N, K,
-                              stride_xm, stride_xk, stride_we, stride_wk, stride_wn, stride_cm, stride_cn,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                              BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _search_off_by_one_kernel(
+    x_ptr,
+    w_ptr,
+    c_ptr,
+    off_ptr,
+    tile_off_ptr,
+    num_rows,
+    num_experts,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
     # BUG: the search counts the experts whose tiles end strictly before the tile, so the first tile
     # of each expert after the first is given to the expert before it
     pid = tl.program_id(0)
     live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
-    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(pid, off_ptr, tile_off_ptr, num_experts, N,
-                                                              BLOCK_M, BLOCK_N, BLOCK_E, True)
-    _tile_body(x_ptr, w_ptr, c_ptr, expert, row_start, row_lo * 0, row_end, pid_n, live, N, K, stride_xm, stride_xk,
-               stride_we, stride_wk, stride_wn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K)
+    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(
+        pid, off_ptr, tile_off_ptr, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, True
+    )
+    _tile_body(
+        x_ptr,
+        w_ptr,
+        c_ptr,
+        expert,
+        row_start,
+        row_lo * 0,
+        row_end,
+        pid_n,
+        live,
+        N,
+        K,
+        stride_xm,
+        stride_xk,
+        stride_we,
+        stride_wk,
+        stride_wn,
+        stride_cm,
+        stride_cn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+    )
 
 
 @triton.jit
-def _unclamped_rows_kernel(x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr, num_rows, num_experts, N, K,
-                           stride_xm, stride_xk, stride_we, stride_wk, stride_wn, stride_cm, stride_cn,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _unclamped_rows_kernel(
+    x_ptr,
+    w_ptr,
+    c_ptr,
+    off_ptr,
+    tile_off_ptr,
+    num_rows,
+    num_experts,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
     # BUG: trusts the offsets' values: rows from offsets[e] to offsets[e + 1], not clamped to x_perm
     pid = tl.program_id(0)
     live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
-    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(pid, off_ptr, tile_off_ptr, num_experts, N,
-                                                              BLOCK_M, BLOCK_N, BLOCK_E, False)
-    _tile_body(x_ptr, w_ptr, c_ptr, expert, row_start, row_lo, row_end, pid_n, live, N, K, stride_xm, stride_xk,
-               stride_we, stride_wk, stride_wn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K)
+    expert, tile, row_lo, row_start, row_end, pid_n = _lookup(
+        pid, off_ptr, tile_off_ptr, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, False
+    )
+    _tile_body(
+        x_ptr,
+        w_ptr,
+        c_ptr,
+        expert,
+        row_start,
+        row_lo,
+        row_end,
+        pid_n,
+        live,
+        N,
+        K,
+        stride_xm,
+        stride_xk,
+        stride_we,
+        stride_wk,
+        stride_wn,
+        stride_cm,
+        stride_cn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+    )
 
 
 def run_variant(kernel, x, w, offsets, block=(BM, 16, 16), group_m=1):
     """Launch a kernel exactly as grouped_matmul launches the right one (fp32, one launch). The
     output starts as NaN, so a row no program writes cannot pass for a right one."""
     c = torch.full((x.shape[0], w.shape[2]), float("nan"), device=x.device)
-    gg._launch(x, w, c, on_device(offsets), dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block)), "ieee", group_m,
-               kernel=kernel)
+    gg._launch(
+        x, w, c, on_device(offsets), dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block)), "ieee", group_m, kernel=kernel
+    )
     return c
 
 
@@ -644,7 +931,8 @@ def test_interpreter_runs_tiles_in_order_so_forward_order_hides_the_missing_mask
     next expert's own tile overwrites the rows the buggy tile spilled into."""
     x, w, offsets = case(WRONG_COUNTS, K=24, N=20, seed=9)
     assert within_bound(run_variant(_no_row_end_mask_kernel, x, w, offsets), x, w, offsets), (
-        f"Triton {triton.__version__}: the interpreter no longer runs the tiles in grid order (3.7.1 does)")
+        f"Triton {triton.__version__}: the interpreter no longer runs the tiles in grid order (3.7.1 does)"
+    )
 
 
 def test_unclamped_rows_leave_the_operands_on_bad_offsets():
@@ -652,8 +940,16 @@ def test_unclamped_rows_leave_the_operands_on_bad_offsets():
     # rows and writes into C's guard zone (offsets chosen to land inside the guard zones)
     rows, E, K, N = 30, 4, 24, 20
     bx, bw, bc, x, w, c = guarded(rows, E, K, N)
-    gg._launch(x, w, c, on_device([-4, 10, 20, 25, 30 + 4]), {"BLOCK_M": BM, "BLOCK_N": 16, "BLOCK_K": 16},
-               "ieee", 1, kernel=_unclamped_rows_kernel)
+    gg._launch(
+        x,
+        w,
+        c,
+        on_device([-4, 10, 20, 25, 30 + 4]),
+        {"BLOCK_M": BM, "BLOCK_N": 16, "BLOCK_K": 16},
+        "ieee",
+        1,
+        kernel=_unclamped_rows_kernel,
+    )
     assert not stayed_inside(bc, c, rows)
 
 
@@ -801,7 +1097,7 @@ def fp8_case(counts, K, N, seed=0, fp8=torch.float8_e4m3fn):
     qx = (x * 8).clamp(-448, 448).to(fp8)  # clamped before the cast: torch's fp8 overflow has varied
     qw = k_major((w * 8).clamp(-448, 448).to(fp8))
     sx = (torch.rand((x.shape[0], 1), generator=g) + 0.5).to(DEV)
-    sw = (torch.rand((w.shape[0], N), generator=g) * 2 ** -3).to(DEV)
+    sw = (torch.rand((w.shape[0], N), generator=g) * 2**-3).to(DEV)
     return qx, qw, sx, sw, offsets
 
 
@@ -812,8 +1108,8 @@ def scaled_ref_and_bound(qx, qw, sx, sw, offsets, out_dtype=torch.float32):
     own error, and one rounding to out_dtype; all scaled by |sx| |sw|."""
     ref = grouped_matmul_ref(qx.double() * sx.double(), qw.double() * sw.double()[:, None, :], offsets)
     acc_bound = bound(qx.float(), qw.float(), offsets)  # (gamma_K(u32) + gamma_K(u64)) |qx| @ |qw|
-    u_out = {torch.float32: 0.0, torch.bfloat16: 2.0 ** -8}[out_dtype]
-    g = 3 * 2.0 ** -24 + u_out * (1 + 2.0 ** -20)
+    u_out = {torch.float32: 0.0, torch.bfloat16: 2.0**-8}[out_dtype]
+    g = 3 * 2.0**-24 + u_out * (1 + 2.0**-20)
     row_expert = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
     scale = sx.double() * sw.double()[torch.as_tensor(row_expert, device=DEV)]
     absprod = grouped_matmul_ref(qx.double().abs(), qw.double().abs(), offsets)
@@ -831,13 +1127,15 @@ def test_scaled_fp8_within_the_bound_of_the_dequantized_reference(fp8, out_dtype
     if INTERPRETED:
         assert bool(((C.double() - ref).abs() <= bnd).all())
     else:  # fp8 tensor cores keep a narrow accumulator inside each BLOCK_K group: a loose check only
-        assert ((C.double() - ref).norm() / ref.norm()).item() < 2.0 ** -6
+        assert ((C.double() - ref).norm() / ref.norm()).item() < 2.0**-6
     # (E, 1, N) scales are the same scales; device offsets and another GROUP_M the same bits;
     # default block; a wrong scale (the other expert's) fails
-    assert torch.equal(scaled_grouped_matmul(qx, qw, sx, sw[:, None, :], offsets, block=(16, 16, 32),
-                                             out_dtype=out_dtype), C)
-    assert torch.equal(scaled_grouped_matmul(qx, qw, sx, sw, on_device(offsets), block=(16, 16, 32),
-                                             out_dtype=out_dtype, group_m=1), C)
+    assert torch.equal(
+        scaled_grouped_matmul(qx, qw, sx, sw[:, None, :], offsets, block=(16, 16, 32), out_dtype=out_dtype), C
+    )
+    assert torch.equal(
+        scaled_grouped_matmul(qx, qw, sx, sw, on_device(offsets), block=(16, 16, 32), out_dtype=out_dtype, group_m=1), C
+    )
     if INTERPRETED:
         assert bool(((scaled_grouped_matmul(qx, qw, sx, sw, offsets).double() - ref).abs() <= bnd).all())
         wrong = scaled_grouped_matmul(qx, qw, sx, sw.roll(1, dims=0), offsets, block=(16, 16, 32))
@@ -873,6 +1171,9 @@ def test_scaled_fp8_bad_inputs():
         scaled_grouped_matmul(qx, qw, sx, sw, [0, 3, 3, 9])
     n_major = qw.contiguous()  # (E, K, N) with N contiguous: the layout the fp8 kernel refuses
     assert n_major.stride(1) != 1
-    with pytest.raises(ValueError, match=r"qw must be K-major \(E, K, N\) with stride 1 along K, got strides "
-                                         r"\(256, 16, 1\).*qw_nk.transpose\(1, 2\).*k_major\(qw\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"qw must be K-major \(E, K, N\) with stride 1 along K, got strides "
+        r"\(256, 16, 1\).*qw_nk.transpose\(1, 2\).*k_major\(qw\)",
+    ):
         scaled_grouped_matmul(qx, n_major, sx, sw, offsets)

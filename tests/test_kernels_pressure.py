@@ -7,6 +7,7 @@ spills.
 
 ``setup_device()`` runs before the kernel module is imported (the interpreter on a CPU).
 """
+
 from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)
@@ -61,12 +62,17 @@ def test_decays_and_launch_args():
     assert BLOCK % (32 * NUM_WARPS) == 0  # a whole number of registers per thread per average
 
 
-@pytest.mark.parametrize("x,extra,match", [
-    ("x", 1, "2-D floating-point"), (torch.zeros(3), 1, "2-D floating-point"),
-    (torch.zeros((2, 2), dtype=torch.int32), 1, "2-D floating-point"),
-    (torch.zeros((2, 2)), -1, "extra must be an int >= 0"), (torch.zeros((2, 2)), 1.0, "extra must be an int"),
-    (torch.zeros((2, 2)), True, "extra must be an int"),
-])
+@pytest.mark.parametrize(
+    "x,extra,match",
+    [
+        ("x", 1, "2-D floating-point"),
+        (torch.zeros(3), 1, "2-D floating-point"),
+        (torch.zeros((2, 2), dtype=torch.int32), 1, "2-D floating-point"),
+        (torch.zeros((2, 2)), -1, "extra must be an int >= 0"),
+        (torch.zeros((2, 2)), 1.0, "extra must be an int"),
+        (torch.zeros((2, 2)), True, "extra must be an int"),
+    ],
+)
 def test_bad_input(x, extra, match):
     with pytest.raises(ValueError, match=match):
         ema(x, extra)
@@ -83,8 +89,12 @@ def test_compiled_for_sm_90_registers_grow_then_spill():
     from nbhelpers.compile_check import Case, check
 
     extras = [0, 16, 64]
-    rows = check([Case(KERNEL, f"EXTRA={k}", launch_args(), {"BLOCK": BLOCK, "EXTRA": k}, num_warps=NUM_WARPS,
-                       default=False) for k in extras])
+    rows = check(
+        [
+            Case(KERNEL, f"EXTRA={k}", launch_args(), {"BLOCK": BLOCK, "EXTRA": k}, num_warps=NUM_WARPS, default=False)
+            for k in extras
+        ]
+    )
     assert [r["status"] for r in rows] == ["ok"] * 3, rows
     r0, r16, r64 = rows
     per_value = BLOCK // (32 * NUM_WARPS)

@@ -24,6 +24,7 @@ the sums and the scalings. With T = sum over K of |sA| |qA| |qB| |sB| (elementwi
 Wrong-axis scales (a row scale used as a column scale, a block-scale grid transposed) must fail
 this comparison: tested below, so the check can fail.
 """
+
 import math
 
 from nbhelpers.device import setup_device
@@ -97,7 +98,7 @@ def block_magnitude(qA, qB, sA, sB):
     T = np.zeros((M, N))
     for b in range(math.ceil(K / SCALE_BLOCK)):
         k0, k1 = b * SCALE_BLOCK, min((b + 1) * SCALE_BLOCK, K)
-        T += np.abs(sA[:, b:b + 1]) * (np.abs(qA[:, k0:k1]) @ np.abs(qB[k0:k1])) * np.abs(sb_full[b:b + 1])
+        T += np.abs(sA[:, b : b + 1]) * (np.abs(qA[:, k0:k1]) @ np.abs(qB[k0:k1])) * np.abs(sb_full[b : b + 1])
     return T
 
 
@@ -115,8 +116,16 @@ def agrees(C, C_ref, tol, out="fp32"):
     return bool(np.all(np.abs(C - C_ref) <= tol))
 
 
-ODD_SHAPES = [(1, 1, 1), (7, 33, 1), (33, 7, 100), (100, 1, 33), (1, 257, 7), (33, 257, 100),
-              (100, 33, 257), (7, 100, 300)]  # M, K, N
+ODD_SHAPES = [
+    (1, 1, 1),
+    (7, 33, 1),
+    (33, 7, 100),
+    (100, 1, 33),
+    (1, 257, 7),
+    (33, 257, 100),
+    (100, 33, 257),
+    (7, 100, 300),
+]  # M, K, N
 
 
 # ------------------------------------------------------------------ row/column-scaled fp8 GEMM
@@ -242,9 +251,13 @@ def test_block_scaled_against_torch_scaled_mm_per_k_block(M, K, N):
     C_torch = torch.zeros((M, N), device=DEV)
     for b in range(K // 128):
         k0, k1 = 128 * b, 128 * (b + 1)
-        C_torch += torch._scaled_mm(t(qA[:, k0:k1], E4M3), t(qB[k0:k1].T, E4M3).t(),
-                                    scale_a=t(sA[:, b:b + 1]), scale_b=t(sb_full[b:b + 1]),
-                                    out_dtype=out_dtype).float()
+        C_torch += torch._scaled_mm(
+            t(qA[:, k0:k1], E4M3),
+            t(qB[k0:k1].T, E4M3).t(),
+            scale_a=t(sA[:, b : b + 1]),
+            scale_b=t(sb_full[b : b + 1]),
+            out_dtype=out_dtype,
+        ).float()
     C = block_scaled_matmul(t(qA, E4M3), t(qB, E4M3), t(sA), t(sB))
     C_ref = blockwise_scaled_mm(qA, qB, sA, sB)
     tol = block_tol(qA, qB, sA, sB)
@@ -264,12 +277,32 @@ def test_interpreter_fp8_codes_and_the_exact_upcast():
     qA, qB, sA, sB = rowwise_inputs(16, 128, 16, seed=9)
     a, b, sa, sb = t(qA, E4M3), t(qB, E4M3), t(sA), t(sB)
     raw = torch.empty((16, 16))
-    scaled_matmul_kernel[(1,)](a, b, raw, sa, sb, 16, 16, 128, *a.stride(), *b.stride(), *raw.stride(), 1, 1,
-                               BLOCK_M=16, BLOCK_N=16, BLOCK_K=128, GROUP_M=1, PRECISE_ACC=True)
+    scaled_matmul_kernel[(1,)](
+        a,
+        b,
+        raw,
+        sa,
+        sb,
+        16,
+        16,
+        128,
+        *a.stride(),
+        *b.stride(),
+        *raw.stride(),
+        1,
+        1,
+        BLOCK_M=16,
+        BLOCK_N=16,
+        BLOCK_K=128,
+        GROUP_M=1,
+        PRECISE_ACC=True,
+    )
     C_ref = scaled_mm(qA, qB, sA, sB)
     tol = rowwise_tol(qA, qB, sA, sB)
-    assert agrees(raw, C_ref, tol), (f"Triton {triton.__version__}: the interpreter's tl.dot no longer decodes "
-                                     "fp8 codes (3.7.1 does); update nbhelpers/kernels/scaled_gemm.py's docstring")
+    assert agrees(raw, C_ref, tol), (
+        f"Triton {triton.__version__}: the interpreter's tl.dot no longer decodes "
+        "fp8 codes (3.7.1 does); update nbhelpers/kernels/scaled_gemm.py's docstring"
+    )
     C = scaled_matmul(a, b, sa, sb, block=(16, 16), group_m=1)
     assert agrees(C, C_ref, tol) and torch.equal(C, raw)
 
@@ -329,8 +362,12 @@ def test_fp8_e4m3_on_an_a100_is_a_sentence_not_a_compiler_traceback():
     why = kernels.fp8_unsupported_reason("float8_e4m3fn", (8, 0), "NVIDIA A100-SXM4-80GB")
     assert "compute capability 8.9 or newer" in why and "NVIDIA A100-SXM4-80GB is 8.0" in why
     assert "bf16" in why and "NBHELPERS_DEVICE=cpu" in why
-    for ok in [("float8_e4m3fn", (8, 9)), ("float8_e4m3fn", (9, 0)), ("float8_e4m3fn", (10, 0)),
-               ("float8_e5m2", (8, 0))]:
+    for ok in [
+        ("float8_e4m3fn", (8, 9)),
+        ("float8_e4m3fn", (9, 0)),
+        ("float8_e4m3fn", (10, 0)),
+        ("float8_e5m2", (8, 0)),
+    ]:
         assert kernels.fp8_unsupported_reason(*ok) is None, ok
 
 
@@ -356,6 +393,11 @@ def test_the_launchers_ask_before_compiling(monkeypatch):
     with pytest.raises(RuntimeError, match="refused"):
         sg.block_scaled_matmul(qa, qb, torch.ones((4, 1)), torch.ones((1, 1)))
     with pytest.raises(RuntimeError, match="refused"):
-        gg.scaled_grouped_matmul(torch.zeros((4, 8), dtype=E4M3), torch.zeros((2, 8, 4), dtype=E4M3),
-                                 torch.ones((4, 1)), torch.ones((2, 4)), np.array([0, 2, 4]))
+        gg.scaled_grouped_matmul(
+            torch.zeros((4, 8), dtype=E4M3),
+            torch.zeros((2, 8, 4), dtype=E4M3),
+            torch.ones((4, 1)),
+            torch.ones((2, 4)),
+            np.array([0, 2, 4]),
+        )
     assert seen == [E4M3] * 3

@@ -4,6 +4,7 @@ to count by hand (sharing inside a wave, none across waves when the cache is too
 cyclic worst case, pieces that add up); the fast version against the plain one; the orders of a
 grouped GEMM; and the DeepSeek-V3-sized layer of the notebook against its napkin formula.
 """
+
 from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # program_tiles lives with the kernel: interpreter mode on a CPU
@@ -94,9 +95,10 @@ def test_pieces_add_up_to_the_panel():
 @pytest.mark.parametrize("seed", range(6))
 def test_fast_equals_plain(seed):
     rng = np.random.default_rng(seed)
-    progs = [prog(*((str(rng.choice(["x", "w"])), int(rng.integers(0, 12)), 0)
-                    for _ in range(int(rng.integers(1, 4)))))
-             for _ in range(int(rng.integers(1, 60)))]
+    progs = [
+        prog(*((str(rng.choice(["x", "w"])), int(rng.integers(0, 12)), 0) for _ in range(int(rng.integers(1, 4)))))
+        for _ in range(int(rng.integers(1, 60)))
+    ]
     sizes = {}  # a panel has one size wherever it appears
     progs = [[(t, p, sizes.setdefault((t, p), int(rng.integers(1, 50)))) for t, p, _ in pr] for pr in progs]
     for wave in (1, 3, 7):

@@ -6,6 +6,7 @@ at a version its range allows; torch and triton are at the Makefile's pins (the 
 torch's CPU build, the GPU lock with PyPI's CUDA build); every install the Makefile runs is
 constrained by the lock. `make lock` regenerates the files (README, "Versions").
 """
+
 from __future__ import annotations
 
 import re
@@ -116,6 +117,7 @@ def test_lock_pins_pip_and_the_locked_python_is_in_range():
         assert "pip" in read_lock(path)
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     from packaging.specifiers import SpecifierSet
+
     assert SpecifierSet(requires).contains(makefile_var("LOCK_PYTHON") + ".0")
 
 

@@ -1,5 +1,6 @@
 """nbhelpers.loss_scaling: the dynamic scaler against the outside oracle torch.amp.GradScaler("cpu"),
 bit for bit, its edges and defaults, the static scaler, and the argument checks."""
+
 import math
 
 import numpy as np
@@ -22,8 +23,12 @@ def test_dynamic_scaler_follows_gradscaler_bit_for_bit(seed):
     for _ in range(6):
         n = int(rng.integers(20, 120))
         seq = [bool(v) for v in rng.random(n) < rng.uniform(0.02, 0.4)]
-        args = (float(rng.choice([2.0**16, 1000.0, 3.0, 0.1])), float(rng.choice([2.0, 1.5, 1.1, 3.0])),
-                float(rng.choice([0.5, 0.3, 0.25, 0.9])), int(rng.integers(1, 7)))
+        args = (
+            float(rng.choice([2.0**16, 1000.0, 3.0, 0.1])),
+            float(rng.choice([2.0, 1.5, 1.1, 3.0])),
+            float(rng.choice([0.5, 0.3, 0.25, 0.9])),
+            int(rng.integers(1, 7)),
+        )
         expected_scales, taken = gradscaler_trajectory(seq, *args)
         s = DynamicLossScaler(*args)
         got, got_taken = [], []
@@ -38,8 +43,9 @@ def test_dynamic_scaler_follows_gradscaler_bit_for_bit(seed):
 
 def test_scaler_edges_match_gradscaler():
     # growth that would overflow float32 is skipped; the scale stays at its value
-    assert (gradscaler_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)[0]
-            == scale_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1))
+    assert gradscaler_trajectory([False] * 4, 3.0e38, 2.0, 0.5, 1)[0] == scale_trajectory(
+        [False] * 4, 3.0e38, 2.0, 0.5, 1
+    )
     assert scale_trajectory([False] * 3, 3.0e38, 2.0, 0.5, 1) == [float(np.float32(3.0e38))] * 3
     # backoff all the way through the float32 subnormals to zero
     seq = [True] * 6
@@ -65,16 +71,23 @@ def test_static_scaler_counts_skips():
     assert s.skipped == 2 and s.scale == 1024.0
 
 
-@pytest.mark.parametrize("bad", [
-    {"init_scale": 0.0}, {"init_scale": math.inf}, {"growth_factor": 1.0}, {"backoff_factor": 1.5},
-    {"growth_interval": 0}, {"growth_interval": 2.5}, {"init_scale": "big"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"init_scale": 0.0},
+        {"init_scale": math.inf},
+        {"growth_factor": 1.0},
+        {"backoff_factor": 1.5},
+        {"growth_interval": 0},
+        {"growth_interval": 2.5},
+        {"init_scale": "big"},
+    ],
+)
 def test_scaler_rejects_bad_arguments(bad):
     with pytest.raises(ValueError):
         DynamicLossScaler(**bad)
     with pytest.raises(ValueError):
         DynamicScale(**bad)
-
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan, "big", True])
@@ -101,8 +114,12 @@ def test_adam_eps_follows_the_loss_multiplier_only_when_asked():
         np.testing.assert_array_equal(snap.updates, expected.double().numpy())
     # the shifted gradients (median about 2**-19 here) are not small against a fixed eps of 1e-8:
     # the two settings give different updates
-    a, b = (train("fp32", config=TrainConfig(steps=1, loss_multiplier=K, record_steps=(1,), scale_eps=s))
-            .snapshots[1].updates for s in (True, False))
+    a, b = (
+        train("fp32", config=TrainConfig(steps=1, loss_multiplier=K, record_steps=(1,), scale_eps=s))
+        .snapshots[1]
+        .updates
+        for s in (True, False)
+    )
     assert not np.array_equal(a, b)
     assert "scale_eps" not in repr(TrainConfig())  # chapter 04 prints a TrainConfig
     with pytest.raises(ValueError, match="scale_eps"):

@@ -63,13 +63,15 @@ Inline: <!-- BEGIN SOLUTION -->42<!-- END SOLUTION -->."""
 def solution_notebook() -> nbformat.NotebookNode:
     code = new_code_cell(FUNC, execution_count=3, outputs=[new_output("stream", name="stdout", text="hi\n")])
     only = new_code_cell("check('ex01.decode', decode)  # the reference run", metadata={"tags": ["solution-only"]})
-    return new_notebook(cells=[
-        new_markdown_cell("# Exercises"),
-        code,
-        new_code_cell(TWO_REGIONS),
-        new_markdown_cell(MARKDOWN),
-        only,
-    ])
+    return new_notebook(
+        cells=[
+            new_markdown_cell("# Exercises"),
+            code,
+            new_code_cell(TWO_REGIONS),
+            new_markdown_cell(MARKDOWN),
+            only,
+        ]
+    )
 
 
 def write_nb(path: Path, nb) -> Path:
@@ -87,7 +89,9 @@ def cleared(nb):
 
 def test_code_region_becomes_indented_stub():
     ex = strip_solutions(solution_notebook(), "ex01_x.ipynb")
-    assert ex.cells[1].source == '''\
+    assert (
+        ex.cells[1].source
+        == '''\
 import numpy as np
 
 def decode(bits):
@@ -98,12 +102,15 @@ def decode(bits):
     # YOUR CODE HERE (about 2 lines)
     raise NotImplementedError("about 2 lines")
 '''
+    )
     compile(ex.cells[1].source, "cell", "exec")
 
 
 def test_two_regions_in_one_cell():
     ex = strip_solutions(solution_notebook())
-    assert ex.cells[2].source == """\
+    assert (
+        ex.cells[2].source
+        == """\
 def f(x):
     # YOUR CODE HERE (about 1 line)
     raise NotImplementedError("about 1 line")
@@ -113,29 +120,36 @@ def g(x):
         # YOUR CODE HERE (about 3 lines)
         raise NotImplementedError("about 3 lines")
     return 0"""
+    )
     compile(ex.cells[2].source, "cell", "exec")
 
 
 def test_markdown_regions_and_solution_only_cells_and_outputs():
     sol = solution_notebook()
     ex = strip_solutions(sol)
-    assert ex.cells[3].source == """\
+    assert (
+        ex.cells[3].source
+        == """\
 **Question.** Why is the max of e4m3fn 448?
 
 *Your answer here.*
 
 Inline: *Your answer here.*."""
+    )
     assert len(ex.cells) == 4 and not any("solution-only" in c.metadata.get("tags", []) for c in ex.cells)
     assert all(c.outputs == [] and c.execution_count is None for c in ex.cells if c.cell_type == "code")
     assert [c.id for c in ex.cells] == [c.id for c in sol.cells[:4]]  # ids kept: stable output
     assert sol.cells[1].outputs and "BEGIN SOLUTION" in sol.cells[1].source  # input untouched
 
 
-@pytest.mark.parametrize("source, message", [
-    ("x = 1\n### END SOLUTION\n", "END SOLUTION at line 2 without"),
-    ("def f():\n    ### BEGIN SOLUTION\n    return 1\n", "BEGIN SOLUTION at line 2 has no"),
-    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n### END SOLUTION\n", "nested"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("x = 1\n### END SOLUTION\n", "END SOLUTION at line 2 without"),
+        ("def f():\n    ### BEGIN SOLUTION\n    return 1\n", "BEGIN SOLUTION at line 2 has no"),
+        ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n### END SOLUTION\n", "nested"),
+    ],
+)
 def test_bad_code_markers_name_notebook_and_cell(tmp_path, source, message):
     nb = new_notebook(cells=[new_markdown_cell("intro"), new_code_cell(source)])
     with pytest.raises(SolutionMarkerError, match=message) as info:
@@ -147,11 +161,14 @@ def test_bad_code_markers_name_notebook_and_cell(tmp_path, source, message):
     assert not (tmp_path / "exercises" / "ex07_bad.ipynb").exists()
 
 
-@pytest.mark.parametrize("source", [
-    "<!-- END SOLUTION -->",
-    "a <!-- BEGIN SOLUTION --> b",
-    "<!-- BEGIN SOLUTION --><!-- BEGIN SOLUTION --><!-- END SOLUTION --><!-- END SOLUTION -->",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "<!-- END SOLUTION -->",
+        "a <!-- BEGIN SOLUTION --> b",
+        "<!-- BEGIN SOLUTION --><!-- BEGIN SOLUTION --><!-- END SOLUTION --><!-- END SOLUTION -->",
+    ],
+)
 def test_bad_markdown_markers(source):
     nb = new_notebook(cells=[new_markdown_cell(source)])
     with pytest.raises(SolutionMarkerError, match="ex02_md.ipynb: cell 0"):
@@ -161,8 +178,9 @@ def test_bad_markdown_markers(source):
 def test_generate_then_check(tmp_path, capsys):
     sols, exs = tmp_path / "solutions", tmp_path / "exercises"
     write_nb(sols / "ex01_formats.ipynb", cleared(solution_notebook()))
-    write_nb(sols / "ex02_sums.ipynb",
-             new_notebook(cells=[new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")]))
+    write_nb(
+        sols / "ex02_sums.ipynb", new_notebook(cells=[new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")])
+    )
     (sols / "notes.ipynb").write_text((sols / "ex02_sums.ipynb").read_text())  # not exNN_*: ignored
     args = ["--solutions", str(sols), "--exercises", str(exs)]
 
@@ -221,8 +239,13 @@ def test_module_entry_point(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
     def run(*a):
-        return subprocess.run([sys.executable, "-m", "nbhelpers.make_exercises", *a],
-                              cwd=tmp_path, env=env, capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "nbhelpers.make_exercises", *a],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
 
     assert run("--check").returncode == 1
     assert run().returncode == 0  # defaults: solutions/ and exercises/ in the current folder

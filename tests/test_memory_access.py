@@ -2,6 +2,7 @@
 bases, element sizes 1/2/4/8, a brute-force count over every byte), the 64-byte cache-line model
 of a long strided read, and the shape of the CPU measurement (no timing assertions: a unit test
 cannot know this machine's bandwidth)."""
+
 import numpy as np
 import pytest
 
@@ -43,8 +44,15 @@ def test_fp32_warp_by_hand(stride, sectors):
 
 def test_sector_table_is_the_chapters_prediction():
     rows = sector_table()
-    assert [r["pattern"] for r in rows] == ["contiguous", "stride 2", "stride 4", "stride 8", "stride 16",
-                                            "stride 32", "transposed (rows of 1024)"]
+    assert [r["pattern"] for r in rows] == [
+        "contiguous",
+        "stride 2",
+        "stride 4",
+        "stride 8",
+        "stride 16",
+        "stride 32",
+        "transposed (rows of 1024)",
+    ]
     assert [r["efficiency"] for r in rows] == [1.0, 0.5, 0.25, 0.125, 0.125, 0.125, 0.125]
     assert [r["sectors"] for r in rows] == [4, 8, 16, 32, 32, 32, 32]
     assert all(r["useful_bytes"] == 128 and r["moved_bytes"] == 32 * r["sectors"] for r in rows)
@@ -111,8 +119,9 @@ def test_brute_force_by_set_counting():
         if trial % 3 == 0:  # a pattern
             stride, base, threads = int(rng.integers(1, 40)), int(rng.integers(0, 100)), int(rng.integers(0, 40))
             addresses = [base + t * stride * elem_bytes for t in range(threads)]
-            got = sectors_touched(elem_bytes=elem_bytes, stride=stride, base=base, threads=threads,
-                                  sector_bytes=sector_bytes)
+            got = sectors_touched(
+                elem_bytes=elem_bytes, stride=stride, base=base, threads=threads, sector_bytes=sector_bytes
+            )
         else:  # scattered, clustered or duplicated addresses
             span = int(rng.choice([16, 200, 5000]))
             addresses = rng.integers(0, span, size=int(rng.integers(0, 40))).tolist()
@@ -141,8 +150,15 @@ def test_bad_arguments():
 
 
 def test_cache_line_efficiency_for_fp32():
-    assert [cache_line_efficiency(s) for s in (1, 2, 4, 8, 16, 32, 1000)] == [1, 1 / 2, 1 / 4, 1 / 8, 1 / 16,
-                                                                              1 / 16, 1 / 16]
+    assert [cache_line_efficiency(s) for s in (1, 2, 4, 8, 16, 32, 1000)] == [
+        1,
+        1 / 2,
+        1 / 4,
+        1 / 8,
+        1 / 16,
+        1 / 16,
+        1 / 16,
+    ]
     assert cache_line_efficiency(3) == 1 / 3
     assert cache_line_efficiency(4, elem_bytes=8) == 1 / 4 and cache_line_efficiency(8, elem_bytes=8) == 1 / 8
     assert cache_line_efficiency(2, elem_bytes=1) == 1 / 2 and cache_line_efficiency(100, elem_bytes=1) == 1 / 64

@@ -1,5 +1,6 @@
 """Tests of nbhelpers.metrics: the normwise relative error and the exact sum every error is
 measured against (Python Fractions as the outside reference)."""
+
 import math
 from fractions import Fraction
 
@@ -65,6 +66,7 @@ def test_sqnr_db_definition_and_edges():
     import math
 
     from nbhelpers.metrics import sqnr_db
+
     x = np.array([3.0, -4.0])  # signal power 25
     assert sqnr_db(x + [0.0, 0.05], x) == pytest.approx(10 * math.log10(25 / 0.0025), rel=1e-14)  # 40 dB
     assert sqnr_db(x, x) == math.inf

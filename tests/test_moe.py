@@ -1,5 +1,6 @@
 """nbhelpers.moe: routing, permutation, offsets, the tile schedule, and the torch expert GEMMs
 against a float64 reference and against brute-force Python versions written here."""
+
 from __future__ import annotations
 
 import math
@@ -43,6 +44,7 @@ def brute_schedule(offsets, bm):
 
 
 # ---------------------------------------------------------------- routing
+
 
 def test_route_shapes_distinct_weights_and_seed():
     r = moe.route(300, 16, 4, skew=1.0, seed=3)
@@ -91,6 +93,7 @@ def test_route_and_from_ids_reject_bad_input():
 
 # ---------------------------------------------------------------- offsets and permutation
 
+
 @pytest.mark.parametrize("seed", range(5))
 def test_offsets_match_brute_force(seed):
     rng = np.random.default_rng(seed)
@@ -101,13 +104,16 @@ def test_offsets_match_brute_force(seed):
     assert moe.check_offsets(off, ids.size, E).tolist() == off.tolist()
 
 
-@pytest.mark.parametrize("offsets, rows, message", [
-    ([1, 3, 5], 5, "start at 0"),
-    ([0, 4, 3, 5], 5, r"non-decreasing: offsets\[1\] = 4 > offsets\[2\] = 3"),
-    ([0, 2, 4], 5, "end at the number of rows, 5, got 4"),
-    ([0], 0, "E \\+ 1 >= 2"),
-    ([[0, 1]], 1, "1-D"),
-])
+@pytest.mark.parametrize(
+    "offsets, rows, message",
+    [
+        ([1, 3, 5], 5, "start at 0"),
+        ([0, 4, 3, 5], 5, r"non-decreasing: offsets\[1\] = 4 > offsets\[2\] = 3"),
+        ([0, 2, 4], 5, "end at the number of rows, 5, got 4"),
+        ([0], 0, "E \\+ 1 >= 2"),
+        ([[0, 1]], 1, "1-D"),
+    ],
+)
 def test_check_offsets_errors(offsets, rows, message):
     with pytest.raises(ValueError, match=message):
         moe.check_offsets(offsets, rows)
@@ -147,8 +153,12 @@ def test_moe_layer_matches_per_token_reference():
         for j in range(2):
             ref[t] += float(r.weights[t, j]) * (x[t].double() @ w[r.expert_ids[t, j]].double())
     for gemm in (moe.loop_matmul, moe.torch_grouped_mm, moe.grouped_matmul_ref):
-        y = moe.moe_layer(x.double() if gemm is moe.grouped_matmul_ref else x,
-                          r, w.double() if gemm is moe.grouped_matmul_ref else w, gemm)
+        y = moe.moe_layer(
+            x.double() if gemm is moe.grouped_matmul_ref else x,
+            r,
+            w.double() if gemm is moe.grouped_matmul_ref else w,
+            gemm,
+        )
         assert (y.double() - ref).abs().max() < 1e-4
 
 
@@ -161,6 +171,7 @@ def test_unpermute_rejects_wrong_sizes():
 
 
 # ---------------------------------------------------------------- the tile schedule
+
 
 @pytest.mark.parametrize("seed", range(8))
 def test_tile_schedule_matches_brute_force(seed):
@@ -177,7 +188,7 @@ def test_tile_schedule_matches_brute_force(seed):
     # every row is in exactly one tile, and no tile reaches past its expert
     covered = np.zeros(off[-1], dtype=int)
     for e, a, b in got:
-        covered[a:min(a + bm, b)] += 1
+        covered[a : min(a + bm, b)] += 1
         assert off[e] <= a < b == off[e + 1]
     assert (covered == 1).all()
 
@@ -200,6 +211,7 @@ def test_tile_utilisation():
 
 
 # ---------------------------------------------------------------- the expert GEMMs
+
 
 def _problem(counts, K=24, N=20, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)

@@ -4,12 +4,19 @@ napkin formula, and one property of the launch-overhead law that holds on any ma
 experts in a Python loop of matmuls take longer than one batched call over the same rows, and
 longer than torch's grouped GEMM. Timings are medians of interleaved rounds; the margins below are
 several times smaller than the ratios measured on a busy 2-core machine (about 70x and 8x)."""
+
 import numpy as np
 import pytest
 import torch
 
-from nbhelpers.moe_timing import (METHODS, CallOverhead, ExpertGemmTimes, call_overhead, napkin_loop_time,
-                                  time_expert_gemms)
+from nbhelpers.moe_timing import (
+    METHODS,
+    CallOverhead,
+    ExpertGemmTimes,
+    call_overhead,
+    napkin_loop_time,
+    time_expert_gemms,
+)
 
 
 def test_call_overhead_fields():
@@ -24,13 +31,16 @@ def test_call_overhead_fields():
     assert torch.get_num_threads() == before  # set back after the measurement
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"M": 0}, "M must be a positive int"),
-    ({"K": 1.5}, "K must be a positive int"),
-    ({"calls": 0}, "calls"),
-    ({"repeats": -1}, "repeats"),
-    ({"threads": 0}, "threads"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"M": 0}, "M must be a positive int"),
+        ({"K": 1.5}, "K must be a positive int"),
+        ({"calls": 0}, "calls"),
+        ({"repeats": -1}, "repeats"),
+        ({"threads": 0}, "threads"),
+    ],
+)
 def test_call_overhead_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         call_overhead(**kwargs)
@@ -74,21 +84,24 @@ def test_time_expert_gemms_uneven_splits():
     assert r.table()[0]["empty_experts"] == int((c == 0).sum())
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"E_values": []}, "must not be empty"),
-    ({"E_values": [2, 2]}, "distinct"),
-    ({"E_values": [0]}, "E must be a positive int"),
-    ({"rows": 0}, "rows"),
-    ({"methods": ("loop", "cublas")}, "unknown method"),
-    ({"methods": ()}, "at least one"),
-    ({"methods": ("loop", "loop")}, "distinct"),
-    ({"methods": ("bmm",), "E_values": [3]}, "equal groups"),
-    ({"methods": ("bmm",), "skew": 1.0}, "equal groups"),
-    ({"methods": ("grouped_mm",), "K": 6}, "16-byte"),
-    ({"capacity_factor": 0}, "capacity_factor"),
-    ({"skew": -1.0}, "skew"),
-    ({"repeats": 0}, "repeats"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"E_values": []}, "must not be empty"),
+        ({"E_values": [2, 2]}, "distinct"),
+        ({"E_values": [0]}, "E must be a positive int"),
+        ({"rows": 0}, "rows"),
+        ({"methods": ("loop", "cublas")}, "unknown method"),
+        ({"methods": ()}, "at least one"),
+        ({"methods": ("loop", "loop")}, "distinct"),
+        ({"methods": ("bmm",), "E_values": [3]}, "equal groups"),
+        ({"methods": ("bmm",), "skew": 1.0}, "equal groups"),
+        ({"methods": ("grouped_mm",), "K": 6}, "16-byte"),
+        ({"capacity_factor": 0}, "capacity_factor"),
+        ({"skew": -1.0}, "skew"),
+        ({"repeats": 0}, "repeats"),
+    ],
+)
 def test_time_expert_gemms_bad_arguments(kwargs, match):
     args = {"E_values": [1, 2], "rows": 8, "K": 8, "N": 8, "repeats": 1}
     args.update(kwargs)

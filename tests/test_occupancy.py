@@ -10,14 +10,25 @@ and shared memory.
   grid of every register count, several block sizes and shared-memory sizes, on both SMs;
 - bad input raises with a message that names the argument.
 """
+
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 
-from nbhelpers.occupancy import (A100, H100, SM_SPECS, Limit, SMSpec, allocated_registers, allocated_shared,
-                                 occupancy, occupancy_ref, sm_spec)
+from nbhelpers.occupancy import (
+    A100,
+    H100,
+    SM_SPECS,
+    Limit,
+    SMSpec,
+    allocated_registers,
+    allocated_shared,
+    occupancy,
+    occupancy_ref,
+    sm_spec,
+)
 
 KB = 1024
 
@@ -42,8 +53,9 @@ def test_registers_round_up_to_eight_per_thread(regs, alloc):
     assert allocated_registers(regs) == alloc
 
 
-@pytest.mark.parametrize("shared,alloc", [(0, 1024), (1, 1152), (128, 1152), (129, 1280),
-                                          (64 * KB, 65 * KB), (227 * KB, 228 * KB)])
+@pytest.mark.parametrize(
+    "shared,alloc", [(0, 1024), (1, 1152), (128, 1152), (129, 1280), (64 * KB, 65 * KB), (227 * KB, 228 * KB)]
+)
 def test_shared_memory_adds_the_reserve_and_rounds_to_128_bytes(shared, alloc):
     assert allocated_shared(shared) == alloc
 
@@ -101,8 +113,14 @@ def test_hand_computed_cases(args, expected):
 def test_best_practices_guide_example():
     """CUDA C++ Best Practices Guide: 37 registers per thread, 128-thread blocks: 12 blocks, 75%;
     320-thread blocks: 4 blocks, 63%. Its device (7.0) allocates registers as 8.0 and 9.0 do."""
-    v100_like = dataclasses.replace(H100, name="cc 7.0 registers", compute_capability="7.0",
-                                    shared_per_sm=96 * KB, max_shared_per_block=96 * KB, reserved_shared_per_block=0)
+    v100_like = dataclasses.replace(
+        H100,
+        name="cc 7.0 registers",
+        compute_capability="7.0",
+        shared_per_sm=96 * KB,
+        max_shared_per_block=96 * KB,
+        reserved_shared_per_block=0,
+    )
     for sm in (v100_like, H100, A100):
         a, b = occupancy(37, 4, sm=sm), occupancy(37, 10, sm=sm)
         assert (a.blocks, a.warps, a.fraction) == (12, 48, 0.75)
@@ -112,14 +130,27 @@ def test_best_practices_guide_example():
 @pytest.mark.parametrize("sm", ["sm_90", "sm_80"])
 def test_formula_matches_the_slow_reference(sm):
     spec = sm_spec(sm)
-    shared_sizes = [0, 1, 4 * KB, 16 * KB - 1024, 31 * KB, 48 * KB, 75 * KB, 100 * KB, spec.max_shared_per_block,
-                    spec.max_shared_per_block + 1]
+    shared_sizes = [
+        0,
+        1,
+        4 * KB,
+        16 * KB - 1024,
+        31 * KB,
+        48 * KB,
+        75 * KB,
+        100 * KB,
+        spec.max_shared_per_block,
+        spec.max_shared_per_block + 1,
+    ]
     for warps in (1, 2, 3, 4, 6, 8, 10, 16, 32):
         for regs in range(1, 256):
             for shared in shared_sizes[:: 1 if regs % 17 == 0 else 5]:
                 occ = occupancy(regs, warps, shared, sm)
-                assert (occ.blocks, frozenset(occ.limits)) == occupancy_ref(regs, warps, shared, sm), \
-                    (regs, warps, shared)
+                assert (occ.blocks, frozenset(occ.limits)) == occupancy_ref(regs, warps, shared, sm), (
+                    regs,
+                    warps,
+                    shared,
+                )
 
 
 def test_naive_division_is_wrong_where_the_rules_bite():
@@ -131,17 +162,20 @@ def test_naive_division_is_wrong_where_the_rules_bite():
     assert occupancy(128, 8).warps == naive(128)  # where r is a multiple of 8 and blocks divide, it agrees
 
 
-@pytest.mark.parametrize("kwargs,exc,match", [
-    ({"registers_per_thread": 0}, ValueError, "registers_per_thread must be from 1 to 255"),
-    ({"registers_per_thread": 256}, ValueError, "registers_per_thread must be from 1 to 255"),
-    ({"registers_per_thread": 64.0}, TypeError, "registers_per_thread must be an int"),
-    ({"registers_per_thread": True}, TypeError, "registers_per_thread must be an int"),
-    ({"registers_per_thread": "64"}, TypeError, "registers_per_thread must be an int"),
-    ({"num_warps": 0}, ValueError, "num_warps must be from 1 to 32"),
-    ({"num_warps": 33}, ValueError, "num_warps must be from 1 to 32"),
-    ({"shared_per_block": -1}, ValueError, "shared_per_block must be at least 0"),
-    ({"sm": "sm_70"}, ValueError, "unknown SM 'sm_70'"),
-])
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        ({"registers_per_thread": 0}, ValueError, "registers_per_thread must be from 1 to 255"),
+        ({"registers_per_thread": 256}, ValueError, "registers_per_thread must be from 1 to 255"),
+        ({"registers_per_thread": 64.0}, TypeError, "registers_per_thread must be an int"),
+        ({"registers_per_thread": True}, TypeError, "registers_per_thread must be an int"),
+        ({"registers_per_thread": "64"}, TypeError, "registers_per_thread must be an int"),
+        ({"num_warps": 0}, ValueError, "num_warps must be from 1 to 32"),
+        ({"num_warps": 33}, ValueError, "num_warps must be from 1 to 32"),
+        ({"shared_per_block": -1}, ValueError, "shared_per_block must be at least 0"),
+        ({"sm": "sm_70"}, ValueError, "unknown SM 'sm_70'"),
+    ],
+)
 def test_bad_input_raises_with_a_clear_message(kwargs, exc, match):
     args = {"registers_per_thread": 64, "num_warps": 4, "shared_per_block": 0, "sm": "sm_90", **kwargs}
     with pytest.raises(exc, match=match):

@@ -1,5 +1,6 @@
 """Smoke and content tests of nbhelpers.plots, one section per figure family: each helper returns
 its Axes, draws the lines it should, in the course's colour per format."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -49,8 +50,9 @@ def test_chapter02_plots_return_axes():
     ax = plots.plot_sum_to_term_ratio({"positive": P, "signed": wide((4, 128), 2, spread=2)}, ["bf16"])
     assert len(ax.lines) == 3
     fig, ax0 = plt.subplots()
-    errs = errors_vs_length(P, [8, 32, 128], [SumMethod("bf16"), SumMethod("bf16", rounding="stochastic")],
-                            rng=np.random.default_rng(0))
+    errs = errors_vs_length(
+        P, [8, 32, 128], [SumMethod("bf16"), SumMethod("bf16", rounding="stochastic")], rng=np.random.default_rng(0)
+    )
     assert plots.plot_errors_vs_length([8, 32, 128], errs, ax=ax0) is ax0
     with pytest.raises(ValueError, match="1-D"):
         plots.plot_running_sums(np.ones((2, 2)), ["bf16"])
@@ -62,8 +64,12 @@ def test_chapter02_plots_return_axes():
 
 def test_plot_error_vs_K_draws_one_line_per_entry_with_format_colours():
     Ks = [128, 256, 512]
-    errs = {"fp32 acc": [1e-7, 2e-7, 3e-7], "bf16 acc": [1e-2, 2e-2, 3e-2], "bf16 out": [3e-3] * 3,
-            "model": [2e-7, 3e-7, 4e-7]}
+    errs = {
+        "fp32 acc": [1e-7, 2e-7, 3e-7],
+        "bf16 acc": [1e-2, 2e-2, 3e-2],
+        "bf16 out": [3e-3] * 3,
+        "model": [2e-7, 3e-7, 4e-7],
+    }
     fmts = {"fp32 acc": "fp32", "bf16 acc": "bf16", "bf16 out": "bf16", "model": "black"}
     ax = plots.plot_error_vs_K(Ks, errs, fmts, guides={"sqrt(K) u": np.sqrt(Ks) * 2.0**-8})
     lines = {ln.get_label(): ln for ln in ax.lines}

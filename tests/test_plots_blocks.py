@@ -1,5 +1,6 @@
 """Smoke and content tests of nbhelpers.plots.blocks (chapter 07's figures): each helper returns its
 Axes, draws one line or marker set per entry with a distinct style, and refuses malformed input."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -47,9 +48,11 @@ def test_plot_promotion_vs_K_takes_an_axes_and_refuses_bad_input():
 
 
 def test_plot_sqnr_vs_bytes_one_marker_per_format_one_fill_per_series():
-    pts = {"MXFP8": (1.03, {"plain": 30.6, "outliers": 29.0}),
-           "MXFP4": (0.53, {"plain": 18.8, "outliers": 16.2}),
-           "NVFP4": (0.5625, {"plain": 20.4, "outliers": 20.6})}
+    pts = {
+        "MXFP8": (1.03, {"plain": 30.6, "outliers": 29.0}),
+        "MXFP4": (0.53, {"plain": 18.8, "outliers": 16.2}),
+        "NVFP4": (0.5625, {"plain": 20.4, "outliers": 20.6}),
+    }
     fmts = {"MXFP8": "e4m3fn", "MXFP4": "e2m1fn", "NVFP4": "e2m1fn"}
     ax = plots.plot_sqnr_vs_bytes(pts, formats=fmts)
     marks = {ln.get_label(): ln for ln in ax.lines if ln.get_marker() not in ("None", None, "")}

@@ -3,6 +3,7 @@ nbhelpers.moe permutes them (row colours, offset lines, one bracket per tile, ha
 the empty expert named); the timing figure draws one distinct style per method with the values
 given and the napkin lines apart; the capacity figure draws both fractions in percent; legends sit
 off the data; bad input is refused."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -38,8 +39,7 @@ def test_plot_routing_draws_the_permuted_buffer():
     # right: 12 buffer rows coloured by their expert in moe.permutation's order
     perm = moe.permutation(np.array(IDS))
     expected = [EXPERT_COLORS[IDS[p // 2][p % 2]] for p in perm]
-    rows = sorted((p for p in ax_b.patches if isinstance(p, Rectangle) and p.get_width() == 3),
-                  key=lambda p: p.get_y())
+    rows = sorted((p for p in ax_b.patches if isinstance(p, Rectangle) and p.get_width() == 3), key=lambda p: p.get_y())
     assert [int(p.get_y()) for p in rows] == list(range(12))
     assert [to_hex(p.get_facecolor()) for p in rows] == expected
     # offsets 0, 4, 9, 9, 12: one horizontal line each, and the empty expert is named
@@ -71,8 +71,12 @@ def test_plot_routing_refuses_bad_input():
 
 def test_plot_expert_gemm_times_one_style_per_method():
     E = [1, 4, 16, 64]
-    seconds = {"loop": [1e-3, 1.2e-3, 2e-3, 5e-3], "bmm": [1e-3, 0.9e-3, 0.9e-3, 1e-3],
-               "padded": [2e-3, 2e-3, 2.1e-3, 2.4e-3], "grouped_mm": [1e-3, 1e-3, 1.1e-3, 1.6e-3]}
+    seconds = {
+        "loop": [1e-3, 1.2e-3, 2e-3, 5e-3],
+        "bmm": [1e-3, 0.9e-3, 0.9e-3, 1e-3],
+        "padded": [2e-3, 2e-3, 2.1e-3, 2.4e-3],
+        "grouped_mm": [1e-3, 1e-3, 1.1e-3, 1.6e-3],
+    }
     napkin = {"napkin: one call + (E - 1) x overhead": [1e-3, 1.01e-3, 1.05e-3, 1.2e-3]}
     ax = plots.plot_expert_gemm_times(E, seconds, napkin)
     lines = [ln for ln in ax.lines if not ln.get_label().startswith("_")]

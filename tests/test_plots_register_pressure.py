@@ -1,6 +1,7 @@
 """plots.plot_register_pressure: three panels over one x axis (registers with the 255 cap, spill
 stores and loads in two styles, resident warps with the 64 cap), legends right of the axes; bad
 input raises."""
+
 import matplotlib
 
 matplotlib.use("Agg")

@@ -2,6 +2,7 @@
 and each compute roof where the formula puts them, one distinct style per series and per roof,
 the legend off the data; the occupancy figure draws one step line per series; bad input is
 refused."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -24,8 +25,9 @@ def _by_label(ax) -> dict:
 def test_plot_roofline_roofs_sit_where_the_formula_puts_them():
     bw = 4.0e12  # bytes/s
     pts = {"bf16": ([1.0, 10.0, 1000.0], [0.004, 0.04, 400.0]), "fp8": ([2.0, 20.0], [0.008, 0.08])}
-    ax = plots.plot_roofline(pts, {"bf16 dense": 400.0, "fp8 dense": 800.0}, bw,
-                             colors={"bf16": "bf16", "fp8": "e4m3fn"})
+    ax = plots.plot_roofline(
+        pts, {"bf16 dense": 400.0, "fp8 dense": 800.0}, bw, colors={"bf16": "bf16", "fp8": "e4m3fn"}
+    )
     lines = _by_label(ax)
     mem = next(ln for label, ln in lines.items() if label.startswith("memory roof"))
     x, y = mem.get_xdata(), mem.get_ydata()
@@ -84,8 +86,12 @@ def test_plot_occupancy_one_step_line_per_series():
 
 
 def test_plot_roofline_memory_roof_stops_at_the_top_roof_and_labels_points():
-    ax = plots.plot_roofline({"a": ([1.0, 1000.0], [1.0, 100.0]), "b": ([2.0], [2.0])}, {"p": 100.0, "q": 200.0}, 1e12,
-                             labels={"a": ["M=1", "M=99"]})
+    ax = plots.plot_roofline(
+        {"a": ([1.0, 1000.0], [1.0, 100.0]), "b": ([2.0], [2.0])},
+        {"p": 100.0, "q": 200.0},
+        1e12,
+        labels={"a": ["M=1", "M=99"]},
+    )
     mem = next(ln for ln in ax.lines if ln.get_label().startswith("memory roof"))
     assert mem.get_xdata().max() == pytest.approx(200.0) and mem.get_ydata().max() == pytest.approx(200.0)
     assert [t.get_text() for t in ax.texts] == ["M=1", "M=99"]

@@ -1,5 +1,6 @@
 """Smoke and content tests of nbhelpers.plots.scaling (chapter 06): the SQNR-by-granularity figure
 draws one line per element format per panel, in distinct styles, with its legend off the data."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -11,8 +12,10 @@ from nbhelpers import plots  # noqa: E402
 from nbhelpers.plots.scaling import element_style  # noqa: E402
 
 GRANS = ["per-tensor", "per-row", "1x128"]
-SQNR = {"no outliers": {"int8": [39.0, 42.0, 44.0], "e4m3fn": [31.5, 31.6, 31.8], "e5m2": [25.6, 25.6, 25.8]},
-        "outliers": {"int8": [21.0, 27.0, 34.0], "e4m3fn": [31.6, 33.8, 35.6], "e5m2": [25.7, 27.7, 29.6]}}
+SQNR = {
+    "no outliers": {"int8": [39.0, 42.0, 44.0], "e4m3fn": [31.5, 31.6, 31.8], "e5m2": [25.6, 25.6, 25.8]},
+    "outliers": {"int8": [21.0, 27.0, 34.0], "e4m3fn": [31.6, 33.8, 35.6], "e5m2": [25.7, 27.7, 29.6]},
+}
 
 
 def test_plot_sqnr_by_granularity_draws_each_format_in_its_own_style():

@@ -1,6 +1,7 @@
 """Tests of nbhelpers.plots.throughput (chapter 08's figures): each helper returns its Axes, draws
 one distinctly styled line per series with the values it was given, keeps the legend off the data,
 and refuses malformed input; copy_bandwidth_points picks the right row per access pattern."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -19,8 +20,13 @@ def _legend_right_of_axes(ax) -> bool:
 
 
 def _style(line):
-    return (str(line.get_color()), line.get_linestyle(), line.get_marker(), line.get_fillstyle(),
-            str(line.get_markerfacecolor()))
+    return (
+        str(line.get_color()),
+        line.get_linestyle(),
+        line.get_marker(),
+        line.get_fillstyle(),
+        str(line.get_markerfacecolor()),
+    )
 
 
 def test_plot_efficiency_vs_stride_one_distinct_style_per_series():
@@ -28,8 +34,9 @@ def test_plot_efficiency_vs_stride_one_distinct_style_per_series():
     gpu = [sectors_touched(stride=s).efficiency for s in strides]
     cpu = [cache_line_efficiency(s) for s in strides]
     measured = [1.0, 0.55, 0.3, 0.16, 0.09, 0.07]
-    ax = plots.plot_efficiency_vs_stride(strides, {"measured": measured},
-                                         {"64-byte lines": cpu, "32-byte sectors": gpu})
+    ax = plots.plot_efficiency_vs_stride(
+        strides, {"measured": measured}, {"64-byte lines": cpu, "32-byte sectors": gpu}
+    )
     lines = {ln.get_label(): ln for ln in ax.lines}
     assert set(lines) == {"measured", "64-byte lines", "32-byte sectors"}
     assert len({_style(ln) for ln in lines.values()}) == 3
@@ -60,19 +67,30 @@ def test_plot_efficiency_vs_stride_takes_an_axes_and_refuses_bad_input():
 
 def _rows():
     """Rows as benchmarks/gpu_copy_bandwidth.py writes them (the keys the helper reads)."""
+
     def row(name, kernel, pattern, stride, bw, pred=None, peak=None):
-        return {"name": name, "kernel": kernel, "pattern": pattern, "stride": stride, "bandwidth": bw,
-                "predicted_bandwidth": pred, "predicted_at_peak": peak}
-    return [row("torch copy", "torch", "contiguous", 1, 4.0e12, 4.0e12, 4.8e12),
-            row("copy BLOCK=1024", "triton", "contiguous", 1, 3.5e12, 4.0e12, 4.8e12),
-            row("copy BLOCK=4096", "triton", "contiguous", 1, 3.8e12, 4.0e12, 4.8e12),
-            row("strided 8", "triton", "strided", 8, 0.7e12, 0.89e12, 1.07e12),
-            row("torch strided 8", "torch", "strided", 8, 0.6e12, 0.89e12, 1.07e12),
-            row("strided 2", "triton", "strided", 2, 2.5e12, 2.67e12, 3.2e12),
-            row("torch strided 2", "torch", "strided", 2, 2.4e12, 2.67e12, 3.2e12),
-            row("transpose 32x32", "triton", "transposed", None, 2.9e12, 4.0e12, 4.8e12),
-            row("transpose 64x64", "triton", "transposed", None, 3.1e12, 4.0e12, 4.8e12),
-            row("torch transpose", "torch", "transposed", None, 2.0e12)]
+        return {
+            "name": name,
+            "kernel": kernel,
+            "pattern": pattern,
+            "stride": stride,
+            "bandwidth": bw,
+            "predicted_bandwidth": pred,
+            "predicted_at_peak": peak,
+        }
+
+    return [
+        row("torch copy", "torch", "contiguous", 1, 4.0e12, 4.0e12, 4.8e12),
+        row("copy BLOCK=1024", "triton", "contiguous", 1, 3.5e12, 4.0e12, 4.8e12),
+        row("copy BLOCK=4096", "triton", "contiguous", 1, 3.8e12, 4.0e12, 4.8e12),
+        row("strided 8", "triton", "strided", 8, 0.7e12, 0.89e12, 1.07e12),
+        row("torch strided 8", "torch", "strided", 8, 0.6e12, 0.89e12, 1.07e12),
+        row("strided 2", "triton", "strided", 2, 2.5e12, 2.67e12, 3.2e12),
+        row("torch strided 2", "torch", "strided", 2, 2.4e12, 2.67e12, 3.2e12),
+        row("transpose 32x32", "triton", "transposed", None, 2.9e12, 4.0e12, 4.8e12),
+        row("transpose 64x64", "triton", "transposed", None, 3.1e12, 4.0e12, 4.8e12),
+        row("torch transpose", "torch", "transposed", None, 2.0e12),
+    ]
 
 
 def test_copy_bandwidth_points_best_triton_row_per_pattern_in_order():
@@ -95,8 +113,13 @@ def test_copy_bandwidth_points_best_triton_row_per_pattern_in_order():
 def test_plot_copy_bandwidth_draws_each_series_in_its_own_style():
     ax = plots.plot_copy_bandwidth(_rows(), peak=4.8e12, peak_label="H200 peak")
     lines = {ln.get_label(): ln for ln in ax.lines}
-    assert set(lines) == {"Triton kernel (measured)", "torch (measured)", "sector model x measured torch copy",
-                          "sector model x peak", "H200 peak (4.8 TB/s)"}
+    assert set(lines) == {
+        "Triton kernel (measured)",
+        "torch (measured)",
+        "sector model x measured torch copy",
+        "sector model x peak",
+        "H200 peak (4.8 TB/s)",
+    }
     assert len({_style(ln) for ln in lines.values()}) == 5
     np.testing.assert_allclose(lines["Triton kernel (measured)"].get_ydata(), [3800, 2500, 700, 3100])
     np.testing.assert_allclose(lines["H200 peak (4.8 TB/s)"].get_ydata(), [4800, 4800])
@@ -106,6 +129,9 @@ def test_plot_copy_bandwidth_draws_each_series_in_its_own_style():
     # without the peak (a GPU not in the table): no peak line, no prediction at the peak
     rows = [{**r, "predicted_at_peak": None} for r in _rows()]
     ax = plots.plot_copy_bandwidth(rows)
-    assert {ln.get_label() for ln in ax.lines} == {"Triton kernel (measured)", "torch (measured)",
-                                                   "sector model x measured torch copy"}
+    assert {ln.get_label() for ln in ax.lines} == {
+        "Triton kernel (measured)",
+        "torch (measured)",
+        "sector model x measured torch copy",
+    }
     plt.close(ax.figure)

@@ -211,10 +211,26 @@ def test_nbval_ignores_stderr_and_masks_addresses_but_still_compares_bits(tmp_pa
     assert "--nbval-lax" in nbval_args and "--nbval-current-env" in nbval_args
 
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "conftest",
-         "-p", "no:cacheprovider", "-q", "-rA", *nbval_args, str(tmp_path)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "-p",
+            "conftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rA",
+            *nbval_args,
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     outcomes = {}  # "ok.ipynb::Cell 0" -> "PASSED", from the -rA summary lines
     for line in result.stdout.splitlines():
@@ -228,8 +244,14 @@ def test_nbval_ignores_stderr_and_masks_addresses_but_still_compares_bits(tmp_pa
 
 
 def run_system_packages(path: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(["/bin/sh", str(ROOT / "scripts" / "system-packages.sh")], cwd=ROOT,
-                          env={"PATH": path, **env}, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["/bin/sh", str(ROOT / "scripts" / "system-packages.sh")],
+        cwd=ROOT,
+        env={"PATH": path, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_system_packages_names_each_missing_one_with_its_install_command(tmp_path):
@@ -240,8 +262,10 @@ def test_system_packages_names_each_missing_one_with_its_install_command(tmp_pat
     done = run_system_packages(str(empty), SYSTEM_PACKAGES="no")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "make: bubblewrap is not installed: the grader's sandbox tests will be skipped; install it " \
-           "with: sudo apt-get install -y bubblewrap" in lines
+    assert (
+        "make: bubblewrap is not installed: the grader's sandbox tests will be skipped; install it "
+        "with: sudo apt-get install -y bubblewrap" in lines
+    )
     chromium_elsewhere = Path("/usr/lib/chromium/chromium").exists()  # found without the PATH
     assert any(line.startswith("make: chromium is not installed") for line in lines) != chromium_elsewhere
     assert len(lines) == (1 if chromium_elsewhere else 2), lines
@@ -307,7 +331,8 @@ def test_a_sandbox_test_is_skipped_with_the_reason_or_fails_when_required(tmp_pa
     """A test marked `sandbox`, on a machine whose PATH has no bwrap: skipped, with the reason in
     pytest's summary; with NBHELPERS_REQUIRE_SYSTEM_PACKAGES=1 (CI), an error instead."""
     (tmp_path / "test_marked.py").write_text(
-        "import pytest\n\n@pytest.mark.sandbox\ndef test_grades_in_the_sandbox():\n    assert True\n")
+        "import pytest\n\n@pytest.mark.sandbox\ndef test_grades_in_the_sandbox():\n    assert True\n"
+    )
     bare = tmp_path / "bin"
     bare.mkdir()
     inherited = {k: v for k, v in os.environ.items() if k != "NBHELPERS_REQUIRE_SYSTEM_PACKAGES"}  # CI sets it
@@ -315,9 +340,26 @@ def test_a_sandbox_test_is_skipped_with_the_reason_or_fails_when_required(tmp_pa
 
     def run(**extra):
         return subprocess.run(
-            [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "conftest",
-             "-p", "no:cacheprovider", "-q", "-rs", str(tmp_path / "test_marked.py")],
-            cwd=ROOT, env={**base_env, **extra}, capture_output=True, text=True, timeout=300)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-c",
+                str(ROOT / "pyproject.toml"),
+                "-p",
+                "conftest",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                "-rs",
+                str(tmp_path / "test_marked.py"),
+            ],
+            cwd=ROOT,
+            env={**base_env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     skipped = run()
     assert skipped.returncode == 0, skipped.stdout + skipped.stderr

@@ -5,6 +5,7 @@ the results files back (sorted, malformed files named).
 nbhelpers.results imports no torch and no Triton; the files here are built by hand (a measured
 run read back through recorded_gpu_runs: test_gpu_measurements.py).
 """
+
 import json
 import os
 import shutil
@@ -24,8 +25,17 @@ REL = Path("benchmarks") / "results"
 def series(method="Triton bf16", Ks=(32,)) -> list[dict]:
     """One series as measure_gemm_errors writes it (the keys a results file must have)."""
     n = len(Ks)
-    return [{"method": method, "in_fmt": "bf16", "input_precision": "ieee", "out_fmt": "fp32",
-             "K": list(Ks), "rel_error": [1e-3] * n, "rel_error_acc": [1e-6] * n}]
+    return [
+        {
+            "method": method,
+            "in_fmt": "bf16",
+            "input_precision": "ieee",
+            "out_fmt": "fp32",
+            "K": list(Ks),
+            "rel_error": [1e-3] * n,
+            "rel_error_acc": [1e-6] * n,
+        }
+    ]
 
 
 def fake_run(date: str, gpu: str = "Test GPU") -> dict:
@@ -158,8 +168,9 @@ def _copy_of_the_package(tmp_path: Path) -> Path:
     """nbhelpers copied into site/ under tmp_path, outside any repository, as a non-editable
     install would put it; returns the site folder for PYTHONPATH."""
     site = tmp_path / "site"
-    shutil.copytree(Path(results.__file__).resolve().parent, site / "nbhelpers",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(results.__file__).resolve().parent, site / "nbhelpers", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return site
 
 
@@ -178,8 +189,7 @@ def _probe(site: Path, cwd: Path, env_dir: Path | None) -> dict:
     env["PYTHONPATH"] = str(site)
     if env_dir is not None:
         env[ENV_VAR] = str(env_dir)
-    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=cwd,
-                         env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -216,14 +226,37 @@ def test_a_copy_of_the_package_outside_the_repository_reads_where_it_is_run(tmp_
 
 def copy_run(date: str, gpu: str = "Test GPU") -> dict:
     """A results file of benchmarks/gpu_copy_bandwidth.py, by hand: meta and two rows."""
-    meta = {"gpu": gpu, "date": date, "script": "benchmarks/gpu_copy_bandwidth.py",
-            "command": "python benchmarks/gpu_copy_bandwidth.py", "peak": None}
-    rows = [{"name": "torch copy", "kernel": "torch", "pattern": "contiguous", "stride": 1, "block": None,
-             "bandwidth": 4.0e12, "sector_efficiency": 1.0, "predicted_bandwidth": 4.0e12,
-             "predicted_at_peak": None},
-            {"name": "strided 8", "kernel": "triton", "pattern": "strided", "stride": 8, "block": [1024],
-             "bandwidth": 8.0e11, "sector_efficiency": 0.125, "predicted_bandwidth": 8.9e11,
-             "predicted_at_peak": None}]
+    meta = {
+        "gpu": gpu,
+        "date": date,
+        "script": "benchmarks/gpu_copy_bandwidth.py",
+        "command": "python benchmarks/gpu_copy_bandwidth.py",
+        "peak": None,
+    }
+    rows = [
+        {
+            "name": "torch copy",
+            "kernel": "torch",
+            "pattern": "contiguous",
+            "stride": 1,
+            "block": None,
+            "bandwidth": 4.0e12,
+            "sector_efficiency": 1.0,
+            "predicted_bandwidth": 4.0e12,
+            "predicted_at_peak": None,
+        },
+        {
+            "name": "strided 8",
+            "kernel": "triton",
+            "pattern": "strided",
+            "stride": 8,
+            "block": [1024],
+            "bandwidth": 8.0e11,
+            "sector_efficiency": 0.125,
+            "predicted_bandwidth": 8.9e11,
+            "predicted_at_peak": None,
+        },
+    ]
     return {"meta": meta, "best_copy": "torch copy", "rows": rows}
 
 
@@ -270,14 +303,45 @@ def test_committed_copy_bandwidth_files_parse():
 
 def tflops_run(date: str, gpu: str = "Test GPU") -> dict:
     """A run as benchmarks/gpu_gemm_tflops.py writes it: one timed row, one row it refused to time."""
-    meta = {"gpu": gpu, "driver": "1.0", "cuda": "12.8", "capability": "9.0", "torch": "2.13.0",
-            "triton": "3.7.1", "date": date, "script": "benchmarks/gpu_gemm_tflops.py",
-            "command": "python3 benchmarks/gpu_gemm_tflops.py", "timer": "do_bench", "flops": "2 M N K"}
-    timed = {"kind": "bf16", "M": 4096, "N": 4096, "K": 4096, "ours": "triton matmul", "theirs": "torch.matmul",
-             "rel_diff": 1e-3, "goal": 0.8, "ms_ours": 0.2, "ms_theirs": 0.18, "tflops_ours": 687.2,
-             "tflops_theirs": 763.6, "ratio": 0.9}
-    refused = {"kind": "fp8_rowwise", "M": 4096, "N": 4096, "K": 4096, "ours": "triton scaled_matmul",
-               "theirs": "torch._scaled_mm", "rel_diff": 0.5, "goal": 0.8, "error": "outputs differ: not timed"}
+    meta = {
+        "gpu": gpu,
+        "driver": "1.0",
+        "cuda": "12.8",
+        "capability": "9.0",
+        "torch": "2.13.0",
+        "triton": "3.7.1",
+        "date": date,
+        "script": "benchmarks/gpu_gemm_tflops.py",
+        "command": "python3 benchmarks/gpu_gemm_tflops.py",
+        "timer": "do_bench",
+        "flops": "2 M N K",
+    }
+    timed = {
+        "kind": "bf16",
+        "M": 4096,
+        "N": 4096,
+        "K": 4096,
+        "ours": "triton matmul",
+        "theirs": "torch.matmul",
+        "rel_diff": 1e-3,
+        "goal": 0.8,
+        "ms_ours": 0.2,
+        "ms_theirs": 0.18,
+        "tflops_ours": 687.2,
+        "tflops_theirs": 763.6,
+        "ratio": 0.9,
+    }
+    refused = {
+        "kind": "fp8_rowwise",
+        "M": 4096,
+        "N": 4096,
+        "K": 4096,
+        "ours": "triton scaled_matmul",
+        "theirs": "torch._scaled_mm",
+        "rel_diff": 0.5,
+        "goal": 0.8,
+        "error": "outputs differ: not timed",
+    }
     return {"meta": meta, "rows": [timed, refused]}
 
 
@@ -328,13 +392,37 @@ def test_committed_gemm_tflops_files_parse():
 
 def grouped_run(date: str, gpu: str = "Test GPU") -> dict:
     """A run as benchmarks/gpu_grouped_gemm.py writes it: one timed row, one row it refused to time."""
-    meta = {"gpu": gpu, "driver": "1.0", "cuda": "12.8", "capability": "9.0", "torch": "2.13.0",
-            "triton": "3.7.1", "date": date, "script": "benchmarks/gpu_grouped_gemm.py",
-            "command": "python3 benchmarks/gpu_grouped_gemm.py"}
-    case = {"size": "deepseek", "K": 7168, "N": 2048, "E": 256, "T": 4096, "top_k": 8, "rows": 32768,
-            "uneven": True, "rel_diff": {"ours": 1e-3}, "goals": {"ours_vs_loop": 2.0}}
-    timed = {**case, "ms": {"ours": 1.0, "loop": 3.0}, "tflops": {"ours": 962.0}, "ours_vs_loop": 3.0,
-             "ours_vs_padded": 1.2, "ours_vs_grouped_mm": 0.9}
+    meta = {
+        "gpu": gpu,
+        "driver": "1.0",
+        "cuda": "12.8",
+        "capability": "9.0",
+        "torch": "2.13.0",
+        "triton": "3.7.1",
+        "date": date,
+        "script": "benchmarks/gpu_grouped_gemm.py",
+        "command": "python3 benchmarks/gpu_grouped_gemm.py",
+    }
+    case = {
+        "size": "deepseek",
+        "K": 7168,
+        "N": 2048,
+        "E": 256,
+        "T": 4096,
+        "top_k": 8,
+        "rows": 32768,
+        "uneven": True,
+        "rel_diff": {"ours": 1e-3},
+        "goals": {"ours_vs_loop": 2.0},
+    }
+    timed = {
+        **case,
+        "ms": {"ours": 1.0, "loop": 3.0},
+        "tflops": {"ours": 962.0},
+        "ours_vs_loop": 3.0,
+        "ours_vs_padded": 1.2,
+        "ours_vs_grouped_mm": 0.9,
+    }
     refused = {**case, "E": 64, "error": "outputs differ: not timed"}
     return {"meta": meta, "rows": [timed, refused]}
 

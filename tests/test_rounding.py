@@ -3,8 +3,15 @@ import zlib
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import (CUSTOM_ORACLES, ML_DTYPES_ROUNDS_ONCE, ML_DTYPES_VERSION, ORACLE_FORMATS, assert_bits,
-                     cast_values, np_dtype)
+from helpers import (
+    CUSTOM_ORACLES,
+    ML_DTYPES_ROUNDS_ONCE,
+    ML_DTYPES_VERSION,
+    ORACLE_FORMATS,
+    assert_bits,
+    cast_values,
+    np_dtype,
+)
 from packaging.version import Version
 
 from nbhelpers.formats import (
@@ -130,26 +137,38 @@ def test_custom_formats_match_ml_dtypes(name, mlname):
 # ------------------------------------------------------------------ against the slow reference
 
 
-CUSTOM = [FloatFormat.custom(e, m, s) for e, m, s in [
-    (2, 1, "ieee"), (3, 2, "ieee"), (3, 4, "fn"), (4, 3, "finite"), (5, 2, "fn"), (1, 2, "finite"),
-    (1, 1, "finite"), (6, 5, "ieee"), (2, 6, "fn"),
-]]
+CUSTOM = [
+    FloatFormat.custom(e, m, s)
+    for e, m, s in [
+        (2, 1, "ieee"),
+        (3, 2, "ieee"),
+        (3, 4, "fn"),
+        (4, 3, "finite"),
+        (5, 2, "fn"),
+        (1, 2, "finite"),
+        (1, 1, "finite"),
+        (6, 5, "ieee"),
+        (2, 6, "fn"),
+    ]
+]
 
 
-@pytest.mark.parametrize("f", CUSTOM + [FORMATS[n] for n in ("e4m3fn", "e5m2", "e2m1fn", "e3m2fn", "e8m0fnu")],
-                         ids=lambda f: f"{f.name}-{f.specials.value}")
+@pytest.mark.parametrize(
+    "f",
+    CUSTOM + [FORMATS[n] for n in ("e4m3fn", "e5m2", "e2m1fn", "e3m2fn", "e8m0fnu")],
+    ids=lambda f: f"{f.name}-{f.specials.value}",
+)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("saturate", [None, True])
 def test_fast_path_matches_reference(f, mode, saturate):
     x = neighbourhood(f)
-    x = np.concatenate([x, random_float32(3000, 11, int(np.log2(f.smallest_positive)) - 2,
-                                          int(np.log2(f.max)) + 3)])
+    x = np.concatenate([x, random_float32(3000, 11, int(np.log2(f.smallest_positive)) - 2, int(np.log2(f.max)) + 3)])
     assert_bits(round_to(x, f, mode, saturate=saturate), round_to_ref(x, f, mode, saturate=saturate), x)
 
 
 def test_stochastic_fast_path_matches_reference_given_same_uniforms():
     f = FORMATS["e4m3fn"]
-    x = neighbourhood(f)[: 2000]
+    x = neighbourhood(f)[:2000]
     x = x[np.isfinite(x)]
     rng = np.random.default_rng(5)
     ours = round_to(x, f, "stochastic", rng=rng)
@@ -346,8 +365,13 @@ def bf16_neighbourhood(dtype) -> np.ndarray:
     info = np.finfo(dtype)
     with np.errstate(over="ignore"):
         pts = np.concatenate([v, mids, [top, 2 * f.max, f.max * 1.0001]]).astype(dtype)
-        extra = [info.max, info.smallest_normal, info.smallest_subnormal, 2 * info.smallest_subnormal,
-                 *np.exp2(np.arange(-160, 200, dtype=np.float64))]
+        extra = [
+            info.max,
+            info.smallest_normal,
+            info.smallest_subnormal,
+            2 * info.smallest_subnormal,
+            *np.exp2(np.arange(-160, 200, dtype=np.float64)),
+        ]
         extra = np.array(extra, np.float64).astype(dtype)
     pts = np.concatenate([pts, extra])
     with np.errstate(over="ignore"):  # the value past float32's max is inf, on purpose
@@ -406,7 +430,7 @@ def test_bf16_fast_path_random_values_and_chunks(dtype):
     with np.errstate(over="ignore"):
         x = (rng.uniform(1, 2, n) * rng.choice([-1.0, 1.0], n) * np.exp2(rng.integers(lo, hi, n))).astype(dtype)
         if dtype == np.float64:  # float64 values with bits far below bf16's 8 (ties +- tiny)
-            x[::3] = (x[::3].astype(np.float32).astype(np.float64) * (1 + rng.choice([-1, 1], x[::3].size) * 2.0**-45))
+            x[::3] = x[::3].astype(np.float32).astype(np.float64) * (1 + rng.choice([-1, 1], x[::3].size) * 2.0**-45)
     assert_bits(round_to(x, f), _generic(x, f), x)
     normal = (rng.standard_normal(200_000) * 3).astype(dtype)
     assert_bits(round_to(normal, f), _generic(normal, f), normal)
@@ -420,10 +444,13 @@ def test_bf16_float64_input_rounds_once():
     assert round_to(np.float32(x), "bf16") == 1.0  # the float32 input already is the tie
 
 
-@pytest.mark.parametrize("x, fmt, once, twice", [
-    (1 + 2.0**-8 + 2.0**-40, "bf16", 1 + 2.0**-7, 1.0),
-    (-431.99999999999994, "e4m3fn", -416.0, -448.0),  # float32 makes it -432, the tie 416 | 448
-])
+@pytest.mark.parametrize(
+    "x, fmt, once, twice",
+    [
+        (1 + 2.0**-8 + 2.0**-40, "bf16", 1 + 2.0**-7, 1.0),
+        (-431.99999999999994, "e4m3fn", -416.0, -448.0),  # float32 makes it -432, the tie 416 | 448
+    ],
+)
 def test_ml_dtypes_float64_casts_by_version(x, fmt, once, twice):
     """What ml_dtypes does to float64 input that float32 turns into a tie, for the installed
     version: round twice (through float32) up to 0.6, once from 0.7.0. round_to rounds once
@@ -441,8 +468,23 @@ def test_bf16_fast_path_one_special_value_among_normals(dtype):
     tie below 2**-126, the smallest subnormal's half, inf, NaN, both zeros."""
     f = FORMATS["bf16"]
     q_sub = f.smallest_subnormal
-    edges = np.array([f.max + 2.0**119, f.max, 2.0**127 * 1.998, 2.0**-126 - q_sub / 2, 2.0**-126 - q_sub / 4,
-                      2.0**-126, q_sub / 2, q_sub * 0.75, q_sub * 1.5, np.inf, np.nan, 0.0], np.float64)
+    edges = np.array(
+        [
+            f.max + 2.0**119,
+            f.max,
+            2.0**127 * 1.998,
+            2.0**-126 - q_sub / 2,
+            2.0**-126 - q_sub / 4,
+            2.0**-126,
+            q_sub / 2,
+            q_sub * 0.75,
+            q_sub * 1.5,
+            np.inf,
+            np.nan,
+            0.0,
+        ],
+        np.float64,
+    )
     with np.errstate(over="ignore"):
         edges = edges.astype(dtype)
         cases = np.concatenate([edges, np.nextafter(edges, dtype(np.inf)), np.nextafter(edges, dtype(0))])

@@ -7,6 +7,7 @@ and ``torch._scaled_mm`` (bit-exact where no step rounds, else a derived bound).
 u32 = 2**-24 is fp32's unit roundoff; gamma(n) = n u / (1 - n u) (Higham, ch. 3) bounds n
 successive relative roundings.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -17,9 +18,16 @@ import torch
 
 from nbhelpers.accumulation import fraction_to_float_odd
 from nbhelpers.rounding import round_to
-from nbhelpers.scaled_gemm import (DEEPSEEK_V3_ACCUMULATOR_BITS, DEEPSEEK_V3_PROMOTE_EVERY, INT32_MAX,
-                                   accumulator_align_bits, blockwise_scaled_mm, fp8_tensor_core_mm,
-                                   int8_matmul, scaled_mm)
+from nbhelpers.scaled_gemm import (
+    DEEPSEEK_V3_ACCUMULATOR_BITS,
+    DEEPSEEK_V3_PROMOTE_EVERY,
+    INT32_MAX,
+    accumulator_align_bits,
+    blockwise_scaled_mm,
+    fp8_tensor_core_mm,
+    int8_matmul,
+    scaled_mm,
+)
 
 U32 = 2.0**-24
 U_BF16 = 2.0**-8
@@ -96,8 +104,10 @@ def torch_scaled(qA, qB, sA, sB, out="fp32", fa="e4m3fn", fb="e4m3fn"):
     the layout its CUDA path requires; per-tensor scales as 0-d fp32 tensors."""
     A = torch_fp8(qA, fa)
     B = torch_fp8(qB.T.copy(), fb).t()
-    ts = [torch.tensor(float(s[0, 0]), dtype=torch.float32) if s.shape == (1, 1)
-          else torch.tensor(s, dtype=torch.float32) for s in (sA, sB)]
+    ts = [
+        torch.tensor(float(s[0, 0]), dtype=torch.float32) if s.shape == (1, 1) else torch.tensor(s, dtype=torch.float32)
+        for s in (sA, sB)
+    ]
     dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[out]
     return torch._scaled_mm(A, B, ts[0], ts[1], out_dtype=dt).double().numpy()
 
@@ -234,10 +244,20 @@ def test_torch_scaled_mm_on_cpu_scales_the_operands_not_the_accumulator():
     qB = rng.integers(-16, 17, (K, N)).astype(float)
     sA, sB = fp32([[0.3]]), fp32([[0.7]])
     theirs = torch_scaled(qA, qB, sA, sB)
-    operand_scaled = torch.matmul(torch.tensor(qA, dtype=torch.float32) * float(sA[0, 0]),
-                                  torch.tensor(qB, dtype=torch.float32) * float(sB[0, 0])).double().numpy()
-    np.testing.assert_array_equal(theirs, operand_scaled, err_msg=f"torch {torch.__version__}: torch._scaled_mm "
-                                  "on the CPU no longer scales the operands (torch 2.13.0 does)")
+    operand_scaled = (
+        torch.matmul(
+            torch.tensor(qA, dtype=torch.float32) * float(sA[0, 0]),
+            torch.tensor(qB, dtype=torch.float32) * float(sB[0, 0]),
+        )
+        .double()
+        .numpy()
+    )
+    np.testing.assert_array_equal(
+        theirs,
+        operand_scaled,
+        err_msg=f"torch {torch.__version__}: torch._scaled_mm "
+        "on the CPU no longer scales the operands (torch 2.13.0 does)",
+    )
     differ = (scaled_mm(qA, qB, sA, sB) != theirs).mean()
     assert differ > 0.5, f"torch {torch.__version__}: only {differ:.0%} differ from the epilogue (torch 2.13.0: most)"
 
@@ -289,8 +309,7 @@ def test_blockwise_bit_exact_against_slow_reference():
     M, K, N, bk = 3, 70, 5, 16  # K not a multiple of block_k: the last block is shorter
     qA, qB, sA, nk = _block_data(rng, M, K, N, bk)
     sB = rand_scales(rng, (nk, N))
-    np.testing.assert_array_equal(blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk),
-                                  blockwise_ref(qA, qB, sA, sB, bk))
+    np.testing.assert_array_equal(blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk), blockwise_ref(qA, qB, sA, sB, bk))
 
 
 @pytest.mark.parametrize("out", ["fp32", "bf16"])
@@ -305,7 +324,7 @@ def test_blockwise_against_dequantized_float64(out):
     # each block's term has 3 roundings (partial to fp32, * sA, * sB), the nk-term fp32
     # accumulation nk - 1 more: within gamma(nk + 2) * sum_b |T_b|, T_b the exact block terms
     col = np.arange(K) // bk
-    T = np.stack([(qA[:, col == b] * sA[:, b:b + 1]) @ (qB[col == b] * sB_cols[b]) for b in range(nk)])
+    T = np.stack([(qA[:, col == b] * sA[:, b : b + 1]) @ (qB[col == b] * sB_cols[b]) for b in range(nk)])
     bound = gamma(nk + 2) * np.abs(T).sum(axis=0)
     if out == "bf16":
         bound = bound + U_BF16 * (np.abs(ref) + bound)
@@ -322,7 +341,7 @@ def test_k_varying_scale_in_the_epilogue_is_wrong():
     ref = _dequant_blockwise(qA, qB, sA, sB, bk)
     right = blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk)
     col = np.arange(K) // bk
-    T = np.stack([(qA[:, col == b] * sA[:, b:b + 1]) @ qB[col == b] for b in range(nk)])
+    T = np.stack([(qA[:, col == b] * sA[:, b : b + 1]) @ qB[col == b] for b in range(nk)])
     tol = gamma(nk + 2) * np.abs(T).sum(axis=0)
     assert (np.abs(right - ref) <= tol).all()
     ones = fp32(np.ones((1, N)))
@@ -337,8 +356,9 @@ def test_blockwise_with_one_block_equals_scaled_mm():
     rng = np.random.default_rng(44)
     qA, qB = fp8(rng, (6, 100)), fp8(rng, (100, 7))
     sA, sB = rand_scales(rng, (6, 1)), rand_scales(rng, (1, 7))
-    np.testing.assert_array_equal(blockwise_scaled_mm(qA, qB, sA, sB, block_k=128, block_n=1),
-                                  scaled_mm(qA, qB, sA, sB))
+    np.testing.assert_array_equal(
+        blockwise_scaled_mm(qA, qB, sA, sB, block_k=128, block_n=1), scaled_mm(qA, qB, sA, sB)
+    )
 
 
 def test_blockwise_int8():
@@ -346,8 +366,10 @@ def test_blockwise_int8():
     M, K, N, bk = 4, 300, 6, 128
     qA, qB = rng.integers(-128, 128, (M, K)), rng.integers(-128, 128, (K, N))
     sA, sB = rand_scales(rng, (M, 3)), rand_scales(rng, (3, N))
-    np.testing.assert_array_equal(blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk, in_fmt="int8"),
-                                  blockwise_ref(qA.astype(float), qB.astype(float), sA, sB, bk))
+    np.testing.assert_array_equal(
+        blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk, in_fmt="int8"),
+        blockwise_ref(qA.astype(float), qB.astype(float), sA, sB, bk),
+    )
 
 
 # ====================================================================== fp8 tensor-core accumulator
@@ -362,8 +384,12 @@ def test_fourteen_bits_is_align_bits_13():
     kept = fp8_tensor_core_mm(np.array([[1.0, 2.0**-6]]), np.array([[1.0], [2.0**-7]]), one, one)
     lost = fp8_tensor_core_mm(np.array([[1.0, 2.0**-7]]), np.array([[1.0], [2.0**-7]]), one, one)
     assert kept[0, 0] == 1 + 2.0**-13 and lost[0, 0] == 1.0
-    assert fp8_tensor_core_mm(np.array([[1.0, 2.0**-7]]), np.array([[1.0], [2.0**-7]]), one, one,
-                              accumulator_bits=15)[0, 0] == 1 + 2.0**-14
+    assert (
+        fp8_tensor_core_mm(np.array([[1.0, 2.0**-7]]), np.array([[1.0], [2.0**-7]]), one, one, accumulator_bits=15)[
+            0, 0
+        ]
+        == 1 + 2.0**-14
+    )
 
 
 def _positive_leaning(seed=7, M=4, K=16384, N=4):
@@ -415,15 +441,18 @@ def test_fp8_tensor_core_scales():
     ref = blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk)
     sB_cols = np.repeat(sB, 128, axis=1)[:, :N]
     col = np.arange(K) // bk
-    mass = np.stack([(np.abs(qA[:, col == b]) * sA[:, b:b + 1]) @ (np.abs(qB[col == b]) * sB_cols[b])
-                     for b in range(nk)]).sum(axis=0)
+    mass = np.stack(
+        [(np.abs(qA[:, col == b]) * sA[:, b : b + 1]) @ (np.abs(qB[col == b]) * sB_cols[b]) for b in range(nk)]
+    ).sum(axis=0)
     assert (np.abs(C - ref) <= (bk // 32 + nk + 4) * 2.0**-23 * mass).all()
     # constant scales in the epilogue: the same fp32 scaling as scaled_mm of the unscaled result
     sA1, sB1 = rand_scales(rng, (M, 1)), rand_scales(rng, (1, N))
     one = np.ones((1, 1))
     raw = fp8_tensor_core_mm(qA, qB, one, one)
-    np.testing.assert_array_equal(fp8_tensor_core_mm(qA, qB, sA1, sB1),
-                                  fp32((raw.astype(np.float32) * sA1.astype(np.float32)) * sB1.astype(np.float32)))
+    np.testing.assert_array_equal(
+        fp8_tensor_core_mm(qA, qB, sA1, sB1),
+        fp32((raw.astype(np.float32) * sA1.astype(np.float32)) * sB1.astype(np.float32)),
+    )
 
 
 def test_fp8_tensor_core_bad_arguments():
@@ -513,8 +542,9 @@ def test_fp8_data_off_grid(fmt, value):
     with pytest.raises(ValueError, match=f"qB is not on the {fmt} grid"):
         blockwise_scaled_mm(np.ones((2, 4)), qB, np.ones((2, 1)), np.ones((1, 2)), block_k=4, in_fmt=fmt)
     with pytest.raises(ValueError, match=f"qB is not on the {fmt} grid"):
-        fp8_tensor_core_mm(np.ones((2, 4)), qB, np.ones((1, 1)), np.ones((1, 1)), in_fmt=fmt, group=4,
-                           promote_every=None)
+        fp8_tensor_core_mm(
+            np.ones((2, 4)), qB, np.ones((1, 1)), np.ones((1, 1)), in_fmt=fmt, group=4, promote_every=None
+        )
 
 
 def test_bad_formats():

@@ -2,6 +2,7 @@
 scaling, storage): against hand arithmetic, ml_dtypes casts, the OCP MX v1.0 rule written out here
 independently, and torchao's MX quantization (torchao is in the test extra, not a dependency of
 the package)."""
+
 from __future__ import annotations
 
 import math
@@ -11,11 +12,30 @@ import numpy as np
 import pytest
 
 from nbhelpers.formats import ulp
-from nbhelpers.recipes import (BLOCK_128X128, MX_BLOCK, NVFP4_BLOCK, PER_COLUMN, PER_ROW, PER_TENSOR, RECIPES,
-                               TILE_1X128, Recipe, get_recipe, group_along_k)
+from nbhelpers.recipes import (
+    BLOCK_128X128,
+    MX_BLOCK,
+    NVFP4_BLOCK,
+    PER_COLUMN,
+    PER_ROW,
+    PER_TENSOR,
+    RECIPES,
+    TILE_1X128,
+    Recipe,
+    get_recipe,
+    group_along_k,
+)
 from nbhelpers.rounding import round_to
-from nbhelpers.scaling import (DelayedScaler, block_amax, bytes_per_element, dequantize, e8m0_exponents,
-                               nvfp4_scales, quantize, storage_bits)
+from nbhelpers.scaling import (
+    DelayedScaler,
+    block_amax,
+    bytes_per_element,
+    dequantize,
+    e8m0_exponents,
+    nvfp4_scales,
+    quantize,
+    storage_bits,
+)
 
 CURRENT = [n for n, r in RECIPES.items() if r.amax == "current"]
 ML = {"e4m3fn": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2, "e2m1fn": ml_dtypes.float4_e2m1fn}
@@ -48,31 +68,36 @@ def test_named_recipes_and_granularities():
     assert Recipe(" E4M3FN ").element == "e4m3fn"  # normalised to the format's name
 
 
-@pytest.mark.parametrize("element, bits, emax_val", [("int8", 8, 127), ("int4", 4, 7), ("e4m3fn", 8, 448),
-                                                    ("e5m2", 8, 57344), ("e2m1fn", 4, 6)])
+@pytest.mark.parametrize(
+    "element, bits, emax_val",
+    [("int8", 8, 127), ("int4", 4, 7), ("e4m3fn", 8, 448), ("e5m2", 8, 57344), ("e2m1fn", 4, 6)],
+)
 def test_derived_element_properties(element, bits, emax_val):
     r = Recipe(element)
     assert (r.element_bits, r.element_max) == (bits, emax_val)
     assert r.is_int == element.startswith("int")
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(block=(0, 32)), r"block must be a pair .* \(a block size must be positive\)"),
-    (dict(block=(1, -4)), r"a block size must be positive"),
-    (dict(block=32), r"block must be a pair \(rows, cols\) of positive ints or None"),
-    (dict(block=(1, 2.5)), r"block must be a pair"),
-    (dict(element="int3"), r"unknown element format 'int3'; expected 'int8', 'int4' or a signed float"),
-    (dict(element="e8m0fnu"), r"element format 'e8m0fnu' has no sign or no zero"),
-    (dict(element=8), r"unknown element format 8"),
-    (dict(element="int8", scale="e8m0"), r"scale 'e8m0' needs a float element format .* takes an 'fp32' scale"),
-    (dict(element="int4", scale="e4m3_over_fp32"), r"scale 'e4m3_over_fp32' needs a float element format"),
-    (dict(scale="fp16"), r"unknown scale 'fp16'; expected one of: 'fp32', 'e8m0', 'e4m3_over_fp32'"),
-    (dict(amax="later"), r"unknown amax 'later'; expected one of: 'current', 'delayed'"),
-    (dict(amax="delayed"), r"history \(the amax history length H"),
-    (dict(amax="delayed", history=0), r"history .* must be a positive int"),
-    (dict(history=4), r"history=4 is only for amax='delayed'"),
-    (dict(element="e4m3fn", block=(1, 32), amax="delayed", history=4), r"delayed scaling is per tensor"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(block=(0, 32)), r"block must be a pair .* \(a block size must be positive\)"),
+        (dict(block=(1, -4)), r"a block size must be positive"),
+        (dict(block=32), r"block must be a pair \(rows, cols\) of positive ints or None"),
+        (dict(block=(1, 2.5)), r"block must be a pair"),
+        (dict(element="int3"), r"unknown element format 'int3'; expected 'int8', 'int4' or a signed float"),
+        (dict(element="e8m0fnu"), r"element format 'e8m0fnu' has no sign or no zero"),
+        (dict(element=8), r"unknown element format 8"),
+        (dict(element="int8", scale="e8m0"), r"scale 'e8m0' needs a float element format .* takes an 'fp32' scale"),
+        (dict(element="int4", scale="e4m3_over_fp32"), r"scale 'e4m3_over_fp32' needs a float element format"),
+        (dict(scale="fp16"), r"unknown scale 'fp16'; expected one of: 'fp32', 'e8m0', 'e4m3_over_fp32'"),
+        (dict(amax="later"), r"unknown amax 'later'; expected one of: 'current', 'delayed'"),
+        (dict(amax="delayed"), r"history \(the amax history length H"),
+        (dict(amax="delayed", history=0), r"history .* must be a positive int"),
+        (dict(history=4), r"history=4 is only for amax='delayed'"),
+        (dict(element="e4m3fn", block=(1, 32), amax="delayed", history=4), r"delayed scaling is per tensor"),
+    ],
+)
 def test_bad_recipes_name_what_is_accepted(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Recipe(**kwargs)
@@ -88,10 +113,19 @@ def test_unknown_recipe_name():
 # ====================================================================== shapes, padding
 
 
-@pytest.mark.parametrize("name, want", [("int8 per-tensor", (1, 1)), ("int8 per-row", (5, 1)),
-                                        ("int8 per-column", (1, 300)), ("fp8 e4m3 1x128", (5, 3)),
-                                        ("fp8 e4m3 128x128", (1, 3)), ("MXFP4", (5, 10)), ("NVFP4", (5, 19)),
-                                        ("int4 g128", (5, 3))])
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("int8 per-tensor", (1, 1)),
+        ("int8 per-row", (5, 1)),
+        ("int8 per-column", (1, 300)),
+        ("fp8 e4m3 1x128", (5, 3)),
+        ("fp8 e4m3 128x128", (1, 3)),
+        ("MXFP4", (5, 10)),
+        ("NVFP4", (5, 19)),
+        ("int4 g128", (5, 3)),
+    ],
+)
 def test_scales_shape_is_the_ceil_grid(name, want):
     x = data((5, 300))
     q, scales = quantize(x, name)
@@ -140,8 +174,9 @@ def test_round_trip_within_half_an_ulp_of_the_element_format_times_the_scale(nam
     x = data((40, 256), seed=2)
     q, s = quantize(x, r)
     x_dq = dequantize(q, s, r)
-    s_full = np.repeat(np.repeat(s, 40 if r.block[0] is None else r.block[0], 0),
-                       256 if r.block[1] is None else r.block[1], 1)[:40, :256]
+    s_full = np.repeat(
+        np.repeat(s, 40 if r.block[0] is None else r.block[0], 0), 256 if r.block[1] is None else r.block[1], 1
+    )[:40, :256]
     v = x / s_full
     inside = np.abs(v) <= r.element_max
     half_step = 0.5 if r.is_int else 0.5 * ulp(v, r.element)
@@ -153,8 +188,9 @@ def test_round_trip_within_half_an_ulp_of_the_element_format_times_the_scale(nam
     np.testing.assert_array_equal(np.abs(q[~inside]), r.element_max)
 
 
-@pytest.mark.parametrize("name", ["fp8 e4m3 per-tensor", "fp8 e4m3 1x128", "fp8 e5m2 per-tensor", "MXFP8",
-                                  "MXFP8 e5m2", "MXFP4", "NVFP4"])
+@pytest.mark.parametrize(
+    "name", ["fp8 e4m3 per-tensor", "fp8 e4m3 1x128", "fp8 e5m2 per-tensor", "MXFP8", "MXFP8 e5m2", "MXFP4", "NVFP4"]
+)
 def test_element_casts_are_bit_exact_against_ml_dtypes(name):
     r = RECIPES[name]
     x = data((32, 256), seed=3)
@@ -204,7 +240,7 @@ def test_mx_scales_follow_the_ocp_definition(name):
     x = data((16, 256), seed=4)
     x[3, 32:64] = 0.0  # an all-zero block
     x[4, :32] *= 2.0**-140  # a block whose exponent would fall below -127
-    x[5, :32] = 2.0**np.arange(32) / 2**20  # exact powers of two: floor(log2) on the boundary
+    x[5, :32] = 2.0 ** np.arange(32) / 2**20  # exact powers of two: floor(log2) on the boundary
     amax = block_amax(x, r)
     _, s = quantize(x, r)
     want = np.array([[ocp_mx_scale(float(a), r.element) for a in row] for row in amax])
@@ -233,8 +269,10 @@ def test_nvfp4_two_level_scales():
 # ====================================================================== zero and non-finite blocks
 
 
-@pytest.mark.parametrize("name, smallest", [("int8 per-row", 2.0**-149), ("fp8 e4m3 1x128", 2.0**-149),
-                                            ("MXFP4", 2.0**-127), ("NVFP4", None)])
+@pytest.mark.parametrize(
+    "name, smallest",
+    [("int8 per-row", 2.0**-149), ("fp8 e4m3 1x128", 2.0**-149), ("MXFP4", 2.0**-127), ("NVFP4", None)],
+)
 def test_all_zero_blocks_get_the_smallest_scale_and_q_zero(name, smallest):
     x = data((4, 256), seed=6)
     x[1] = 0.0
@@ -265,8 +303,11 @@ def test_bad_arrays():
     with pytest.raises(ValueError, match=r"x must be a 2-D array \(M, K\), got shape \(8,\)"):
         quantize(np.ones(8), "MXFP4")
     q, s = quantize(data((4, 64)), "MXFP4")
-    with pytest.raises(ValueError, match=r"scales has shape \(2, 4\), but q of shape \(4, 64\) with block "
-                                         r"\(1, 32\) needs \(4, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"scales has shape \(2, 4\), but q of shape \(4, 64\) with block "
+        r"\(1, 32\) needs \(4, 2\)",
+    ):
         dequantize(q, s.T, "MXFP4")
     with pytest.raises(ValueError, match=r"scales from an amax history: use DelayedScaler\(recipe\)\.quantize\(x\)"):
         quantize(data((4, 64)), "fp8 e4m3 delayed H=16")
@@ -356,8 +397,9 @@ def test_mx_quantization_is_bit_exact_against_torchao(name):
     elem = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1fn": torch.float4_e2m1fn_x2}[r.element]
     codes, data_lp = mx.to_mx(torch.from_numpy(x.astype(np.float32)), elem, 32)
     q, s = quantize(x, r)
-    np.testing.assert_array_equal(codes.view(torch.uint8).numpy().astype(np.int64),
-                                  e8m0_exponents(block_amax(x, r), r.element) + 127)
+    np.testing.assert_array_equal(
+        codes.view(torch.uint8).numpy().astype(np.int64), e8m0_exponents(block_amax(x, r), r.element) + 127
+    )
     np.testing.assert_array_equal(np.log2(s), codes.view(torch.uint8).numpy().astype(np.float64) - 127)
     if r.element == "e2m1fn":
         q_ao = kernels.f4_unpacked_to_f32(kernels.unpack_uint4(data_lp.view(torch.uint8))).numpy()

@@ -39,8 +39,7 @@ def load(notebook: Path) -> dict:
 
 
 def markdown(notebook: Path) -> str:
-    return "\n\n".join("".join(cell["source"]) for cell in load(notebook)["cells"]
-                       if cell["cell_type"] == "markdown")
+    return "\n\n".join("".join(cell["source"]) for cell in load(notebook)["cells"] if cell["cell_type"] == "markdown")
 
 
 def title(notebook: Path) -> str:
@@ -52,9 +51,13 @@ def title(notebook: Path) -> str:
 
 
 def png_outputs(notebook: Path) -> list[bytes]:
-    return [base64.b64decode("".join(output["data"]["image/png"]))
-            for cell in load(notebook)["cells"] if cell["cell_type"] == "code"
-            for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+    return [
+        base64.b64decode("".join(output["data"]["image/png"]))
+        for cell in load(notebook)["cells"]
+        if cell["cell_type"] == "code"
+        for output in cell.get("outputs", [])
+        if "image/png" in output.get("data", {})
+    ]
 
 
 def display_math(notebook: Path) -> list[str]:
@@ -157,16 +160,24 @@ def local_target(site: Path, page: Path, url: str) -> Path | None:
 def site(tmp_path_factory) -> Path:
     """Build the site the way `make site` does, into a temporary folder; the html folder."""
     out = tmp_path_factory.mktemp("site")
-    result = subprocess.run([sys.executable, str(ROOT / "site" / "build.py"), "--out", str(out), "-q"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "site" / "build.py"), "--out", str(out), "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, f"site build failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     return out / "html"
 
 
 @pytest.fixture(scope="session")
 def pages(site) -> dict[str, Page]:
-    return {notebook.stem: Page(page_of(site, notebook).read_text(encoding="utf-8"))
-            for notebook in NOTEBOOKS if page_of(site, notebook).is_file()}
+    return {
+        notebook.stem: Page(page_of(site, notebook).read_text(encoding="utf-8"))
+        for notebook in NOTEBOOKS
+        if page_of(site, notebook).is_file()
+    }
 
 
 # --- the pages, read as files -------------------------------------------------------------
@@ -220,8 +231,9 @@ def test_math_is_left_to_the_renderer_and_no_raw_latex_shows(site, pages, notebo
         assert any(body in " ".join(m.split()) for m in page.math), f"not in a math element: {body}"
     plain = " ".join(page.plain)
     assert not re.search(r"\$\$|\$[^$\s][^$]*\$", plain), "dollar-delimited TeX left in the text"
-    assert not re.search(r"\\(frac|times|sum|left|right|text|qquad|gamma|le)\b", plain), \
+    assert not re.search(r"\\(frac|times|sum|left|right|text|qquad|gamma|le)\b", plain), (
         "a TeX command outside the math elements"
+    )
     if page.math:  # the renderer is loaded from the site itself, never from a CDN
         mathjax = [src for src in page.scripts if "mathjax" in src.lower()]
         assert mathjax, "a page with math loads no MathJax"
@@ -272,8 +284,9 @@ def test_every_local_link_and_image_resolves(site, pages):
 def test_home_page_has_the_chapter_table_and_the_setup_commands(site):
     home = Page((site / "index.html").read_text(encoding="utf-8"))
     # The two set-up commands, as code blocks (the highlighter wraps words in spans).
-    blocks = [html.unescape(re.sub(r"<[^>]+>", "", b)).strip()
-              for b in re.findall(r"<pre>(.*?)</pre>", home.raw, re.DOTALL)]
+    blocks = [
+        html.unescape(re.sub(r"<[^>]+>", "", b)).strip() for b in re.findall(r"<pre>(.*?)</pre>", home.raw, re.DOTALL)
+    ]
     assert "make lab" in blocks and "make test" in blocks, blocks
     tables = [i for i, t in enumerate(home.tables) if "exercises" in t and "solutions" in t]
     assert len(tables) == 1, home.tables
@@ -293,8 +306,13 @@ def test_search_index_covers_every_chapter(site):
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
 def test_pages_show_the_committed_outputs(site, pages, notebook):
     """Nothing is executed: the first printed output of the notebook is on its page as committed."""
-    streams = ["".join(o["text"]) for c in load(built(site, notebook))["cells"] if c["cell_type"] == "code"
-               for o in c.get("outputs", []) if o.get("output_type") == "stream"]
+    streams = [
+        "".join(o["text"])
+        for c in load(built(site, notebook))["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    ]
     if not streams:
         pytest.skip("no printed output in this notebook")
     first_line = next(line for line in streams[0].splitlines() if line.strip())
@@ -343,12 +361,15 @@ def browser_page(server):
     blocked and recorded in `page.outside`."""
     chromium = find_chromium()
     if chromium is None and "CHROMIUM" in os.environ:
-        system_package_missing(f"$CHROMIUM={os.environ['CHROMIUM']!r} is not an executable; unset it, or "
-                               f"install Chromium with: {INSTALL_CHROMIUM}")
+        system_package_missing(
+            f"$CHROMIUM={os.environ['CHROMIUM']!r} is not an executable; unset it, or "
+            f"install Chromium with: {INSTALL_CHROMIUM}"
+        )
     if chromium is None:
         system_package_missing(f"Chromium is not installed; install it with: {INSTALL_CHROMIUM}")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="playwright is not installed: pip install -e '.[test]'")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'"
+    )
     args = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses root
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=args)
@@ -380,14 +401,12 @@ def test_browser_shows_the_home_page_with_the_chapter_table(server, browser_page
 
 def test_browser_renders_a_chapter_figures_and_math_offline(site, server, browser_page):
     page = browser_page
-    notebook = next(built(site, n) for n in NOTEBOOKS
-                    if display_math(built(site, n)) and png_outputs(built(site, n)))
+    notebook = next(built(site, n) for n in NOTEBOOKS if display_math(built(site, n)) and png_outputs(built(site, n)))
     page.goto(urljoin(server, f"notebooks/{notebook.stem}.html"), wait_until="networkidle")
     assert page.locator("h1").first.inner_text().rstrip("#").strip() == title(notebook)
     # MathJax 3 replaces each formula with an <mjx-container>; wait for all of them.
     formulas = len(display_math(notebook))
-    page.wait_for_function(f"document.querySelectorAll('mjx-container').length >= {formulas}",
-                           timeout=20_000)
+    page.wait_for_function(f"document.querySelectorAll('mjx-container').length >= {formulas}", timeout=20_000)
     figures = page.evaluate("""() => [...document.querySelectorAll('article img')]
         .filter(i => i.src.endsWith('.png')).map(i => [i.complete, i.naturalWidth])""")
     assert len(figures) == len(png_outputs(notebook))

@@ -1,4 +1,5 @@
 """Tests of nbhelpers.tables: number formatting and plain-text tables."""
+
 from nbhelpers.tables import fmt_num, text_table
 
 

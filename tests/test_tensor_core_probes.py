@@ -16,6 +16,7 @@ Here that is A (1, 16) @ B (16, 1) + C (1, 1). Where the suite checks a value, t
 it bit for bit; where it checks a property (non-zero, a smaller result), so does this file.
 The suite's sections are kept: A subnormals, B accuracy of the products, C rounding,
 D features of the accumulator."""
+
 import numpy as np
 import pytest
 
@@ -43,23 +44,38 @@ COMMON = {
     "A3 fp32 subnormal accumulator kept": [([], [], x(1.0, -149), "fp32", x(1.0, -149))],
     # (the suite's first half of A4 reads the fp32 array by mistake; its second half is kept)
     "A4 fp16 subnormal output, fp16 accumulator": [([x(1.0, -14)], [1.0], -x(1.0, -15), "fp16", NONZERO)],
-    "A5 fp16 subnormal output, fp32 accumulator": [([x(1.0, -14)], [0.5], 0.0, "fp32", NONZERO),
-                                                   ([x(1.0, -14)], [1.0], -x(1.0, -15), "fp32", NONZERO)],
-    "B1 products are exact": [([BELOW_ONE_16], [BELOW_ONE_16], 0.0, "fp32", 1 - x(1.0, -10) + x(1.0, -22)),
-                              ([BELOW_ONE_16] * 4, [BELOW_ONE_16] * 4, 0.0, "fp32",
-                               4 * (1 - x(1.0, -10) + x(1.0, -22)))],
-    "B2 products are exact (fp16 accumulator)": [([BELOW_ONE_16] * 2, [BELOW_ONE_16, x(1.0, -11)], 0.0, "fp16",
-                                                  1 - x(1.0, -10) + x(1.0, -11))],
+    "A5 fp16 subnormal output, fp32 accumulator": [
+        ([x(1.0, -14)], [0.5], 0.0, "fp32", NONZERO),
+        ([x(1.0, -14)], [1.0], -x(1.0, -15), "fp32", NONZERO),
+    ],
+    "B1 products are exact": [
+        ([BELOW_ONE_16], [BELOW_ONE_16], 0.0, "fp32", 1 - x(1.0, -10) + x(1.0, -22)),
+        ([BELOW_ONE_16] * 4, [BELOW_ONE_16] * 4, 0.0, "fp32", 4 * (1 - x(1.0, -10) + x(1.0, -22))),
+    ],
+    "B2 products are exact (fp16 accumulator)": [
+        ([BELOW_ONE_16] * 2, [BELOW_ONE_16, x(1.0, -11)], 0.0, "fp16", 1 - x(1.0, -10) + x(1.0, -11))
+    ],
     "C1 round down for positive values": [([1.0] * 4, [2.0, x(1.0, -23) + x(1.0, -24)], 0.0, "fp32", 2.0)],
     "C2 round up for negative values": [([1.0] * 4, [-2.0, -x(1.0, -23) - x(1.0, -24)], 0.0, "fp32", -2.0)],
     "C3 fp16 accumulator rounds to nearest": [([x(1.0, -24)] * 2, [0.5, 0.25], 0.0, "fp16", x(1.0, -24))],
     "D2 normalisation in addition": [([1.0] * 4, [x(1.0, -24)] * 4, BELOW_ONE_32, "fp32", 1 + x(1.0, -23))],
     "D4 extra bits for carry out": (
-        [([1.0] * 4, [1.0] * j + [x(1.0, -23)] + [1.0] * (3 - j), 1 + x(1.0, -22) + x(1.0, -23), "fp32",
-          4 + x(1.0, -21)) for j in range(4)]
-        + [([1.0] * 4, [1.0, 1.5, 1.75, 1.875], 1.875, "fp32", 8.0),
-           ([1.0] * 4, [1.0] * 4, 1 + x(1.0, -22) + x(1.0, -23), "fp32", 5.0),
-           ([1.0] * 4, [-1.0] * 4, -1 - x(1.0, -22) - x(1.0, -23), "fp32", -5.0)]),
+        [
+            (
+                [1.0] * 4,
+                [1.0] * j + [x(1.0, -23)] + [1.0] * (3 - j),
+                1 + x(1.0, -22) + x(1.0, -23),
+                "fp32",
+                4 + x(1.0, -21),
+            )
+            for j in range(4)
+        ]
+        + [
+            ([1.0] * 4, [1.0, 1.5, 1.75, 1.875], 1.875, "fp32", 8.0),
+            ([1.0] * 4, [1.0] * 4, 1 + x(1.0, -22) + x(1.0, -23), "fp32", 5.0),
+            ([1.0] * 4, [-1.0] * 4, -1 - x(1.0, -22) - x(1.0, -23), "fp32", -5.0),
+        ]
+    ),
 }
 
 
@@ -71,8 +87,10 @@ def _b3_b4(small_a):
         a, b = [small_a] * 4, [tiny] * 4
         a[j], b[j] = 1.0, 1.0
         b4.append((a, b, tiny, "fp32", 1.0))
-    return {"B3 products accumulated in fp32": [([small_a] * 4, [tiny] * 4, 1.0, "fp32", 1.0)],
-            "B4 the sum starts from the largest element": b4}
+    return {
+        "B3 products accumulated in fp32": [([small_a] * 4, [tiny] * 4, 1.0, "fp32", 1.0)],
+        "B4 the sum starts from the largest element": b4,
+    }
 
 
 # Probes whose inputs or expected outputs differ between the files.
@@ -121,10 +139,12 @@ def test_v100_alignment_misses_the_a100_probes_and_vice_versa():
     """The table matters: with the V100's 23 bits the A100 file's D1, D3 and D5 fail (nothing
     else); with the A100's 24 bits the V100 file's D1, D3, D5 and also B3, B4 fail (their tiny
     products, 2**-24 against a 1, survive one more bit: why the A100 file halves them)."""
-    v100_on_a100 = TensorCoreSpec("V100 bits, A100 groups", 23, TENSOR_CORES["A100"].groups,
-                                  TENSOR_CORES["A100"].rounding, source="test")
-    a100_on_v100 = TensorCoreSpec("A100 bits, V100 groups", 24, TENSOR_CORES["V100"].groups,
-                                  TENSOR_CORES["V100"].rounding, source="test")
+    v100_on_a100 = TensorCoreSpec(
+        "V100 bits, A100 groups", 23, TENSOR_CORES["A100"].groups, TENSOR_CORES["A100"].rounding, source="test"
+    )
+    a100_on_v100 = TensorCoreSpec(
+        "A100 bits, V100 groups", 24, TENSOR_CORES["V100"].groups, TENSOR_CORES["V100"].rounding, source="test"
+    )
     expected = {"A100": {"D1", "D3", "D5"}, "V100": {"B3", "B4", "D1", "D3", "D5"}}
     for spec, gpu in ((v100_on_a100, "A100"), (a100_on_v100, "V100")):
         failed = {f.split(":")[0][:2] for f in _failures(spec, SUITE[gpu], MONOTONICITY[gpu])}

@@ -2,6 +2,7 @@
 alignment, truncation, promotion): against exact grouped summation, its Fraction reference,
 hand-worked cases; the probes, each verdict reached by an emulated accumulator that behaves that
 way."""
+
 import math
 from fractions import Fraction
 
@@ -51,10 +52,16 @@ def test_tensor_core_with_wide_alignment_is_exact_grouped_summation(group, round
         assert_bits(C, emulated_matmul(A, B, "bf16", "fp32"))
 
 
-@pytest.mark.parametrize("group,align_bits,acc,rounding,promote",
-                         [(4, 23, "fp32", "toward_zero", None), (8, 23, "fp32", "nearest_even", None),
-                          (16, 26, "fp32", "toward_zero", None), (8, 12, "e8m13", "toward_zero", 16),
-                          (4, 5, "bf16", "nearest_even", 8)])
+@pytest.mark.parametrize(
+    "group,align_bits,acc,rounding,promote",
+    [
+        (4, 23, "fp32", "toward_zero", None),
+        (8, 23, "fp32", "nearest_even", None),
+        (16, 26, "fp32", "toward_zero", None),
+        (8, 12, "e8m13", "toward_zero", 16),
+        (4, 5, "bf16", "nearest_even", 8),
+    ],
+)
 def test_tensor_core_matches_fraction_reference(group, align_bits, acc, rounding, promote):
     A, B = wide((3, 45), 30, 8), wide((45, 4), 31, 8)
     ours = tensor_core_matmul(A, B, "bf16", group, align_bits, acc, rounding, promote)
@@ -117,8 +124,9 @@ def test_one_group_equals_the_fraction_reference(align_bits, rounding):
             if rng.random() < 0.5:
                 vals = np.abs(vals)
             ours = tensor_core_group_sum(vals[0], vals[1:], align_bits, rounding=rounding)
-            ref = tensor_core_matmul_ref(vals[None, :], np.ones((g + 1, 1)), "fp32", group=g + 1,
-                                         align_bits=align_bits, rounding=rounding)[0, 0]
+            ref = tensor_core_matmul_ref(
+                vals[None, :], np.ones((g + 1, 1)), "fp32", group=g + 1, align_bits=align_bits, rounding=rounding
+            )[0, 0]
             assert not bit_mismatches(ours, ref), (vals, ours, ref)
 
 
@@ -127,7 +135,7 @@ def test_groups_chained_equal_tensor_core_matmul():
     a, b = round_to(rng.standard_normal(37), "bf16"), round_to(rng.standard_normal(37), "bf16")
     c = 0.0
     for k0 in range(0, 37, 8):
-        c = tensor_core_group_sum(c, a[k0:k0 + 8] * b[k0:k0 + 8])
+        c = tensor_core_group_sum(c, a[k0 : k0 + 8] * b[k0 : k0 + 8])
     assert_bits(c, tensor_core_matmul(a[None, :], b[:, None], "bf16", group=8)[0, 0])
 
 
@@ -156,10 +164,12 @@ NEAREST, TRUNCATES = "fp32 or wider, rounding to nearest; ", "fp32 or wider, but
 
 def test_probes_are_bf16_inputs_with_the_sums_they_promise():
     third = Fraction(1, 2**8)
-    for (A, B), exact in [(accumulator_probe(64, True, M=3, N=2), 1 + third + 4 * Fraction(1, 2**25)),
-                          (accumulator_probe(64, False, M=3, N=2), 1 + third + 4 * Fraction(1, 2**25)),
-                          (width_probe(64, M=3, N=2), 1 + third + Fraction(1, 2**23)),
-                          (rounding_probe(64, M=3, N=2), 1 + third + 3 * Fraction(1, 2**25))]:
+    for (A, B), exact in [
+        (accumulator_probe(64, True, M=3, N=2), 1 + third + 4 * Fraction(1, 2**25)),
+        (accumulator_probe(64, False, M=3, N=2), 1 + third + 4 * Fraction(1, 2**25)),
+        (width_probe(64, M=3, N=2), 1 + third + Fraction(1, 2**23)),
+        (rounding_probe(64, M=3, N=2), 1 + third + 3 * Fraction(1, 2**25)),
+    ]:
         assert A.shape == (3, 64) and B.shape == (64, 2)
         assert np.array_equal(round_to(A, "bf16"), A) and np.array_equal(round_to(B, "bf16"), B)
         for i in range(3):
@@ -173,6 +183,7 @@ def test_width_and_rounding_probes_do_not_depend_on_the_order():
     exact sum); rounding_probe's ends at 1 + 2**-8 + 2**-23 in fp32 rounded to nearest, in every
     order and every tree, and at 1 + 2**-8 truncated."""
     from itertools import combinations, permutations
+
     w = width_probe(3)[1][:, 0]
     for n in (1, 2, 3):
         for part in combinations(w, n):
@@ -192,37 +203,58 @@ def _reversed(A, B):
 
 
 PROBED = {  # name: (matmul, (tiny first, tiny last, width, rounding), what the verdict must say)
-    "exact": (lambda A, B: A @ B, (HI, HI, HI, HI),
-              NEAREST + "the tiny terms kept in either order"),
-    "fp32 kahan": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="kahan"), (HI, HI, HI, HI),
-                   NEAREST + "the tiny terms kept in either order"),
-    "fp32 sequential": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32"), (HI, LO, HI, HI),
-                        NEAREST + "the tiny terms kept only when first"),
-    "fp32 pairwise": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="pairwise"), (HI, LO, HI, HI),
-                      NEAREST + "the tiny terms kept only when first"),
-    "fp32 blocked(2)": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="blocked", block=2),
-                        (HI, LO, HI, HI), NEAREST + "the tiny terms kept only when first"),
-    "fp32 reversed": (_reversed, (LO, HI, HI, HI),
-                      NEAREST + "the tiny terms kept only when last"),
-    "fp32, 16 lanes": (lambda A, B: emulated_matmul(A, B, order="lanes", block=16), (LO, LO, HI, HI),
-                       NEAREST + "the tiny terms lost in either order: another order (SIMD lanes"),
-    "fp32, 2 lanes": (lambda A, B: emulated_matmul(A, B, order="lanes", block=2), (LO, LO, HI, HI),
-                      NEAREST + "the tiny terms lost in either order: another order (SIMD lanes"),
+    "exact": (lambda A, B: A @ B, (HI, HI, HI, HI), NEAREST + "the tiny terms kept in either order"),
+    "fp32 kahan": (
+        lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="kahan"),
+        (HI, HI, HI, HI),
+        NEAREST + "the tiny terms kept in either order",
+    ),
+    "fp32 sequential": (
+        lambda A, B: emulated_matmul(A, B, "bf16", "fp32"),
+        (HI, LO, HI, HI),
+        NEAREST + "the tiny terms kept only when first",
+    ),
+    "fp32 pairwise": (
+        lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="pairwise"),
+        (HI, LO, HI, HI),
+        NEAREST + "the tiny terms kept only when first",
+    ),
+    "fp32 blocked(2)": (
+        lambda A, B: emulated_matmul(A, B, "bf16", "fp32", order="blocked", block=2),
+        (HI, LO, HI, HI),
+        NEAREST + "the tiny terms kept only when first",
+    ),
+    "fp32 reversed": (_reversed, (LO, HI, HI, HI), NEAREST + "the tiny terms kept only when last"),
+    "fp32, 16 lanes": (
+        lambda A, B: emulated_matmul(A, B, order="lanes", block=16),
+        (LO, LO, HI, HI),
+        NEAREST + "the tiny terms lost in either order: another order (SIMD lanes",
+    ),
+    "fp32, 2 lanes": (
+        lambda A, B: emulated_matmul(A, B, order="lanes", block=2),
+        (LO, LO, HI, HI),
+        NEAREST + "the tiny terms lost in either order: another order (SIMD lanes",
+    ),
     "bf16 acc": (lambda A, B: emulated_matmul(A, B, "bf16", "bf16"), (LO, LO, LO, LO), "narrower than fp32"),
     "e8m22 acc": (lambda A, B: emulated_matmul(A, B, "bf16", "e8m22"), (LO, LO, LO, LO), "narrower than fp32"),
-    "fp32 acc, truncated to bf16": (lambda A, B: round_to(emulated_matmul(A, B), "bf16", "toward_zero"),
-                                    (LO, LO, LO, LO), "narrower than fp32"),
-    "fp32 toward zero": (lambda A, B: emulated_matmul(A, B, "bf16", "fp32", rounding="toward_zero"),
-                         (HI, LO, HI, LO), TRUNCATES),
-    "fp32 toward zero, 16 lanes": (lambda A, B: emulated_matmul(A, B, order="lanes", block=16,
-                                                                    rounding="toward_zero"), (LO, LO, HI, LO),
-                                   TRUNCATES),
-    "tensor-core model, group 8": (lambda A, B: tensor_core_matmul(A, B, "bf16", group=8), (LO, LO, HI, LO),
-                                   TRUNCATES),
-    "A100 model": (lambda A, B: TENSOR_CORES["A100"].matmul(A, B, "bf16"), (LO, LO, HI, LO),
-                   TRUNCATES),
-    "H100 model": (lambda A, B: TENSOR_CORES["H100"].matmul(A, B, "bf16"), (HI, HI, HI, LO),
-                   TRUNCATES),
+    "fp32 acc, truncated to bf16": (
+        lambda A, B: round_to(emulated_matmul(A, B), "bf16", "toward_zero"),
+        (LO, LO, LO, LO),
+        "narrower than fp32",
+    ),
+    "fp32 toward zero": (
+        lambda A, B: emulated_matmul(A, B, "bf16", "fp32", rounding="toward_zero"),
+        (HI, LO, HI, LO),
+        TRUNCATES,
+    ),
+    "fp32 toward zero, 16 lanes": (
+        lambda A, B: emulated_matmul(A, B, order="lanes", block=16, rounding="toward_zero"),
+        (LO, LO, HI, LO),
+        TRUNCATES,
+    ),
+    "tensor-core model, group 8": (lambda A, B: tensor_core_matmul(A, B, "bf16", group=8), (LO, LO, HI, LO), TRUNCATES),
+    "A100 model": (lambda A, B: TENSOR_CORES["A100"].matmul(A, B, "bf16"), (LO, LO, HI, LO), TRUNCATES),
+    "H100 model": (lambda A, B: TENSOR_CORES["H100"].matmul(A, B, "bf16"), (HI, HI, HI, LO), TRUNCATES),
 }
 
 
@@ -234,8 +266,9 @@ def test_each_verdict_is_reached_by_an_accumulator_that_behaves_so(name):
     assert r.verdict.startswith(verdict), r.verdict
     assert r.verdict == probe_verdict(*outputs)
     if outputs[2:] == (HI, LO):  # truncation: the order clause says how the tiny terms went
-        assert {(LO, LO): "lost in either order", (HI, HI): "kept in either order",
-                (HI, LO): "kept only when first"}[outputs[:2]] in r.verdict
+        assert {(LO, LO): "lost in either order", (HI, HI): "kept in either order", (HI, LO): "kept only when first"}[
+            outputs[:2]
+        ] in r.verdict
 
 
 def test_the_order_probe_alone_claims_no_more_than_it_shows():
@@ -268,6 +301,7 @@ def test_probe_accumulator_notices_uneven_outputs_and_bad_input():
         C = emulated_matmul(A, B)
         C[-1, -1] = 1.0  # one output on its own path
         return C
+
     r = probe_accumulator(uneven, 64, M=2, N=2)
     assert not r.uniform and r.verdict.startswith("outputs differ")
     with pytest.raises(ValueError, match="shape"):

@@ -1,5 +1,6 @@
 """nbhelpers.timing: the interleaved CPU timer; nbhelpers.results: the results file that is rewritten after every
 row, and the sweep that fills it, so that a benchmark which fails halfway keeps what it measured."""
+
 import json
 
 import pytest
@@ -19,8 +20,9 @@ def test_interleaved_medians_times_in_rounds_and_drops_the_warm_up(monkeypatch):
     order = []
     clock = iter(range(1000))  # perf_counter: 0, 1, 2, ...: each timing spans one tick
     monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
-    med = interleaved_medians({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, rounds=3,
-                              warmup_rounds=1, calls=2)
+    med = interleaved_medians(
+        {"a": lambda: order.append("a"), "b": lambda: order.append("b")}, rounds=3, warmup_rounds=1, calls=2
+    )
     assert order == ["a", "a", "b", "b"] * 4
     assert med == {"a": 0.5, "b": 0.5}  # one tick over two calls
 
@@ -31,11 +33,14 @@ def test_interleaved_medians_takes_the_median_not_the_best(monkeypatch):
     assert interleaved_medians({"f": lambda: None}, rounds=3, warmup_rounds=0) == {"f": 3}
 
 
-@pytest.mark.parametrize("kwargs, fragment", [
-    (dict(rounds=0), "rounds must be an int >= 1"),
-    (dict(rounds=2, warmup_rounds=-1), "warmup_rounds must be an int >= 0"),
-    (dict(rounds=2, calls=0), "calls must be an int >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(rounds=0), "rounds must be an int >= 1"),
+        (dict(rounds=2, warmup_rounds=-1), "warmup_rounds must be an int >= 0"),
+        (dict(rounds=2, calls=0), "calls must be an int >= 1"),
+    ],
+)
 def test_interleaved_medians_refuses_bad_counts(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
         interleaved_medians({"f": lambda: None}, **kwargs)

@@ -1,6 +1,7 @@
 """nbhelpers.training: the update rules against outside oracles (ml_dtypes and numpy casts,
 torch.optim.Adam), the update-rule table, the model, the training loop's invariants and the
 chapter's claims, and smoke tests of the chapter 04/05 plot helpers on training results."""
+
 import math
 
 import matplotlib
@@ -47,8 +48,8 @@ def bf16_values(rng, n, lo=-12, hi=4):
     return x.astype(np.float32).astype(BF16).astype(np.float32)
 
 
-
 # ------------------------------------------------------------------ update rules vs casts
+
 
 def test_nearest_update_is_the_ml_dtypes_cast_of_the_fp32_sum():
     rng = np.random.default_rng(0)
@@ -108,8 +109,9 @@ def test_kahan_update_vs_numpy_and_it_keeps_what_rounding_drops():
     c = np.zeros_like(w)
     for _ in range(20):
         d = (np.abs(w) * np.exp2(rng.uniform(-14, -6, w.size))).astype(np.float32)
-        s_t, c_t = kahan_update(torch.from_numpy(w).to(torch.bfloat16), torch.from_numpy(c).to(torch.bfloat16),
-                                torch.from_numpy(d))
+        s_t, c_t = kahan_update(
+            torch.from_numpy(w).to(torch.bfloat16), torch.from_numpy(c).to(torch.bfloat16), torch.from_numpy(d)
+        )
         s_n, c_n = kahan_numpy(w, c, d)
         assert np.array_equal(s_t.float().numpy(), s_n) and np.array_equal(c_t.float().numpy(), c_n)
         w, c = s_n, c_n
@@ -183,7 +185,6 @@ def test_adam_delta_matches_torch_optim_adam():
         adam_delta(g, state, 0, 1e-3)
 
 
-
 def test_update_table_covers_every_rule_and_dtypes_come_from_the_formats():
     assert set(UPDATE_STEPS) == set(UpdateRule)
     assert all(callable(step) for step in UPDATE_STEPS.values())
@@ -192,8 +193,9 @@ def test_update_table_covers_every_rule_and_dtypes_come_from_the_formats():
     # the compute formats and their torch dtypes: FloatFormat.torch_dtype is the one map
     assert sorted(COMPUTE_FORMATS) == ["bf16", "fp16", "fp32"]
     assert [FORMATS[n].torch_dtype for n in COMPUTE_FORMATS] == [torch.float32, torch.bfloat16, torch.float16]
-    with pytest.raises(ValueError,
-                       match=r"compute format 'e4m3fn' is not supported: use one of \['bf16', 'fp16', 'fp32'\]"):
+    with pytest.raises(
+        ValueError, match=r"compute format 'e4m3fn' is not supported: use one of \['bf16', 'fp16', 'fp32'\]"
+    ):
         Regime("x", "e4m3fn", "master")
     # stochastic rounding accepts bf16 and fp16 weights only (the same set as before the reverse lookup)
     rng = np.random.default_rng(0)
@@ -205,6 +207,7 @@ def test_update_table_covers_every_rule_and_dtypes_come_from_the_formats():
 
 
 # ------------------------------------------------------------------ the model and the loop
+
 
 def test_task_is_deterministic_and_sized():
     task = TeacherStudentTask()
@@ -257,8 +260,9 @@ def test_train_seeds_are_train_runs_on_replaced_seeds_and_ratios_pair_them():
     sr = train_seeds("bf16, stochastic rounding", [0, 2], task, cfg)
     ref = train_seeds("fp32", [0, 2], task, cfg)
     # seed s: the task with seed s and rounding draws from rng_seed + s, nothing else changed
-    again = train("bf16, stochastic rounding", TeacherStudentTask(n_samples=64, seed=2),
-                  TrainConfig(steps=30, rng_seed=5))
+    again = train(
+        "bf16, stochastic rounding", TeacherStudentTask(n_samples=64, seed=2), TrainConfig(steps=30, rng_seed=5)
+    )
     assert np.array_equal(sr[1].losses, again.losses)
     assert sr[0].task == task and sr[1].task.seed == 2
     assert not np.array_equal(sr[0].losses, sr[1].losses)
@@ -285,8 +289,16 @@ def test_power_of_two_loss_multiplier_leaves_fp32_and_bf16_unchanged_but_not_fp1
 
 def test_regimes_order_as_the_chapter_says():
     """The claims of chapter 04 at the chapter's settings, checked here on the full run."""
-    res = {n: train(n) for n in ["fp32", "bf16, round to nearest", "bf16 + fp32 master",
-                                 "bf16, stochastic rounding", "bf16, Kahan update"]}
+    res = {
+        n: train(n)
+        for n in [
+            "fp32",
+            "bf16, round to nearest",
+            "bf16 + fp32 master",
+            "bf16, stochastic rounding",
+            "bf16, Kahan update",
+        ]
+    }
     ref = res["fp32"].final_loss()
     assert res["bf16, round to nearest"].final_loss() > 3 * ref
     for n in ("bf16 + fp32 master", "bf16, stochastic rounding", "bf16, Kahan update"):
@@ -315,8 +327,7 @@ def test_skipped_steps_leave_weights_and_adam_alone():
     r = train(hot, config=cfg)
     assert r.n_skipped == 30 and np.all(r.skipped)
     assert np.all(r.losses == r.losses[0])  # nothing ever changed the weights
-    d = train(Regime("dyn", "fp16", UpdateRule.MASTER, DynamicScale(init_scale=2.0**40, growth_interval=5)),
-              config=cfg)
+    d = train(Regime("dyn", "fp16", UpdateRule.MASTER, DynamicScale(init_scale=2.0**40, growth_interval=5)), config=cfg)
     assert d.skipped[0] and not d.skipped[-1]
     assert d.scales[d.n_skipped] == 2.0 ** (40 - d.n_skipped)  # one halving per skipped step at the start
 
@@ -324,8 +335,10 @@ def test_skipped_steps_leave_weights_and_adam_alone():
 def test_state_bytes_are_the_recipe():
     cfg = TrainConfig(steps=2)
     n = TeacherStudentTask().n_params
-    per = {name: sum(train(name, config=cfg).state_bytes.values()) / n
-           for name in ("fp32", "bf16 + fp32 master", "bf16, round to nearest", "bf16, Kahan update")}
+    per = {
+        name: sum(train(name, config=cfg).state_bytes.values()) / n
+        for name in ("fp32", "bf16 + fp32 master", "bf16, round to nearest", "bf16, Kahan update")
+    }
     assert per == {"fp32": 16, "bf16 + fp32 master": 16, "bf16, round to nearest": 12, "bf16, Kahan update": 14}
 
 
@@ -346,13 +359,16 @@ def test_regime_and_config_validation():
     assert all(isinstance(r, Regime) for r in REGIMES.values())
 
 
-
 # ------------------------------------------------------------------ plots (smoke)
+
 
 def test_chapter_04_05_plots_return_axes():
     cfg = TrainConfig(steps=20, record_steps=(10,), loss_multiplier=2.0**-12)
-    rs = [train("fp32", config=cfg), train("bf16, round to nearest", config=cfg),
-          train(Regime("dyn", "fp16", "master", DynamicScale(init_scale=2.0**40, growth_interval=3)), config=cfg)]
+    rs = [
+        train("fp32", config=cfg),
+        train("bf16, round to nearest", config=cfg),
+        train(Regime("dyn", "fp16", "master", DynamicScale(init_scale=2.0**40, growth_interval=3)), config=cfg),
+    ]
     snap = rs[0].snapshots[10]
     axes = [
         plots.plot_training_curves(rs),

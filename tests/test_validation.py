@@ -1,5 +1,6 @@
 """Tests of nbhelpers.validation, the argument checks every module shares: what each accepts,
 what it refuses, and that the message names the argument and what is accepted."""
+
 import enum
 
 import ml_dtypes
@@ -40,10 +41,13 @@ def test_enum_member_refusals_name_the_argument_and_list_the_choices(bad):
     assert "'red', 'dark_blue'" in msg and "Colour member" in msg
 
 
-@pytest.mark.parametrize("fn,ok,refused", [
-    (positive_int, [1, 7, np.int64(3), np.uint8(200)], [0, -1, 1.0, 2.5, True, np.bool_(True), "3", None]),
-    (nonnegative_int, [0, 1, np.int32(0), np.int64(9)], [-1, 0.0, False, np.bool_(False), "0", None]),
-])
+@pytest.mark.parametrize(
+    "fn,ok,refused",
+    [
+        (positive_int, [1, 7, np.int64(3), np.uint8(200)], [0, -1, 1.0, 2.5, True, np.bool_(True), "3", None]),
+        (nonnegative_int, [0, 1, np.int32(0), np.int64(9)], [-1, 0.0, False, np.bool_(False), "0", None]),
+    ],
+)
 def test_integer_checks(fn, ok, refused):
     for v in ok:
         got = fn("n", v)

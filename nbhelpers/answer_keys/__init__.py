@@ -14,6 +14,7 @@ The chapter modules import the types of :mod:`nbhelpers.exercise_types`, never t
 In the grader's sandbox only this file is visible here: the chapter modules (the reference
 answers) are not, and every id is unknown there.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -4,6 +4,7 @@ Every exercise works on custom IEEE-style formats given by (exp_bits, man_bits):
 the all-ones exponent, subnormals at the all-zeros exponent, like fp16 and bf16. The references
 are the course's own tested helpers; edge cases come first, then random cases from the seed.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,12 +51,21 @@ def decode_bits_ref(bits: int, exp_bits: int, man_bits: int) -> float:
 def _decode_cases(rng: np.random.Generator) -> list[Case]:
     cases = [Case((int(b), 3, 2), label="every code of e3m2") for b in all_codes(_spec(3, 2))]
     named = {
-        (0x0000, 8, 7): "bf16 +0", (0x8000, 8, 7): "bf16 -0", (0x7F80, 8, 7): "bf16 +inf",
-        (0xFF80, 8, 7): "bf16 -inf", (0x7FC0, 8, 7): "bf16 NaN", (0x0001, 8, 7): "bf16 smallest subnormal",
-        (0x0080, 8, 7): "bf16 smallest normal", (0x7F7F, 8, 7): "bf16 max", (0x4049, 8, 7): "bf16 pi",
-        (0x7BFF, 5, 10): "fp16 max", (0x0400, 5, 10): "fp16 smallest normal",
-        (0x03FF, 5, 10): "fp16 largest subnormal", (0x3C01, 5, 10): "fp16 1 + eps",
-        (0x7F800001, 8, 23): "fp32 signalling NaN", (0x00000001, 8, 23): "fp32 2**-149",
+        (0x0000, 8, 7): "bf16 +0",
+        (0x8000, 8, 7): "bf16 -0",
+        (0x7F80, 8, 7): "bf16 +inf",
+        (0xFF80, 8, 7): "bf16 -inf",
+        (0x7FC0, 8, 7): "bf16 NaN",
+        (0x0001, 8, 7): "bf16 smallest subnormal",
+        (0x0080, 8, 7): "bf16 smallest normal",
+        (0x7F7F, 8, 7): "bf16 max",
+        (0x4049, 8, 7): "bf16 pi",
+        (0x7BFF, 5, 10): "fp16 max",
+        (0x0400, 5, 10): "fp16 smallest normal",
+        (0x03FF, 5, 10): "fp16 largest subnormal",
+        (0x3C01, 5, 10): "fp16 1 + eps",
+        (0x7F800001, 8, 23): "fp32 signalling NaN",
+        (0x00000001, 8, 23): "fp32 2**-149",
     }
     cases += [Case(args, label=label) for args, label in named.items()]
     # the random codes over-sample the two special exponent fields (uniform codes of fp32 or
@@ -96,10 +106,15 @@ def _round_cases(rng: np.random.Generator) -> list[Case]:
     cases += [
         Case((1 + 2.0**-8, 8, 7), label="bf16: 1 + 2**-8 is a tie, goes to 1"),
         Case((1 + 3 * 2.0**-8, 8, 7), label="bf16: tie, goes up to the even neighbour"),
-        Case((math.pi, 8, 7), label="bf16 pi"), Case((65519.0, 5, 10), label="fp16 65519 -> 65504"),
-        Case((65520.0, 5, 10), label="fp16 65520 -> inf"), Case((math.inf, 5, 10), label="inf"),
-        Case((-math.inf, 4, 3), label="-inf"), Case((math.nan, 5, 2), label="NaN"), Case((0.0, 4, 3)),
-        Case((-0.0, 4, 3), label="-0.0 keeps its sign"), Case((0.1, 8, 23), label="fp32 0.1"),
+        Case((math.pi, 8, 7), label="bf16 pi"),
+        Case((65519.0, 5, 10), label="fp16 65519 -> 65504"),
+        Case((65520.0, 5, 10), label="fp16 65520 -> inf"),
+        Case((math.inf, 5, 10), label="inf"),
+        Case((-math.inf, 4, 3), label="-inf"),
+        Case((math.nan, 5, 2), label="NaN"),
+        Case((0.0, 4, 3)),
+        Case((-0.0, 4, 3), label="-0.0 keeps its sign"),
+        Case((0.1, 8, 23), label="fp32 0.1"),
     ]
     # random cases from every hard region, not only random magnitudes (which are never ties):
     # ties between random neighbours (subnormal ones too), the overflow threshold, underflow to
@@ -115,8 +130,11 @@ def _round_cases(rng: np.random.Generator) -> list[Case]:
             x = ((c >> m > 0) * 2**m + M + 0.5) * q  # halfway to the next value (code c + 1)
         elif r < 0.5:  # around the overflow threshold max + half a spacing
             t = f.max + 2.0 ** (f.emax - m - 1)
-            x = float(rng.choice([t, np.nextafter(t, 0), np.nextafter(t, np.inf),
-                                  rng.uniform(f.max, t), rng.uniform(t, 2 * t)]))
+            x = float(
+                rng.choice(
+                    [t, np.nextafter(t, 0), np.nextafter(t, np.inf), rng.uniform(f.max, t), rng.uniform(t, 2 * t)]
+                )
+            )
         elif r < 0.65:  # below the smallest subnormal: to zero (with the sign), or up to it
             s = f.smallest_subnormal
             x = float(rng.choice([s / 2, np.nextafter(s / 2, 1), rng.uniform(0, s / 2), rng.uniform(s / 2, s)]))
@@ -145,8 +163,10 @@ def _ulp_cases(rng: np.random.Generator) -> list[Case]:
             Case((f.smallest_subnormal, e, m), label="smallest subnormal"),
             Case((f.smallest_normal, e, m), label="smallest normal"),
             Case((f.smallest_normal - f.smallest_subnormal, e, m), label="largest subnormal"),
-            Case((1.0, e, m), label="1.0: eps"), Case((-1.0, e, m), label="-1.0"),
-            Case((f.max, e, m), label="max"), Case((2.0, e, m), label="a power of two: the gap above"),
+            Case((1.0, e, m), label="1.0: eps"),
+            Case((-1.0, e, m), label="-1.0"),
+            Case((f.max, e, m), label="max"),
+            Case((2.0, e, m), label="a power of two: the gap above"),
         ]
     # random values of the format, over-sampling powers of two (where the binade changes), the
     # subnormals and zeros (where the spacing stops shrinking), and the largest value
@@ -174,8 +194,13 @@ def smallest_absorbing_ref(exp_bits: int, man_bits: int) -> float:
 
 
 def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
-    cases = [Case((8, 7), label="bf16"), Case((5, 10), label="fp16"), Case((4, 3), label="e4m3"),
-             Case((2, 3), label="e2m3: no such x (returns inf)"), Case((2, 1), label="e2m1")]
+    cases = [
+        Case((8, 7), label="bf16"),
+        Case((5, 10), label="fp16"),
+        Case((4, 3), label="e4m3"),
+        Case((2, 3), label="e2m3: no such x (returns inf)"),
+        Case((2, 1), label="e2m1"),
+    ]
     pairs = [(e, m) for e in range(2, 9) for m in range(1, 8) if 1 + e + m <= 16]
     # most random formats near where 2**(m + 1) passes the largest value (the answer turns to
     # inf there), the others from the rest
@@ -209,8 +234,10 @@ class StochasticTarget:
     def __repr__(self) -> str:
         if self.x.size and np.all(self.x == self.x.flat[0]):
             i = 0  # one value repeated: say what each element may be
-            return (f"each element {float(self.lower.flat[i])!r} or {float(self.upper.flat[i])!r}, "
-                    f"the one farther from zero with probability {self.p.flat[i]:.6g}")
+            return (
+                f"each element {float(self.lower.flat[i])!r} or {float(self.upper.flat[i])!r}, "
+                f"the one farther from zero with probability {self.p.flat[i]:.6g}"
+            )
         return f"each element its lower or upper neighbour ({self.x.size} elements)"
 
 
@@ -249,17 +276,24 @@ def stochastic_compare(got, expected: StochasticTarget) -> str | None:
     bad = ~(up | (g == t.lower))
     if bad.any():
         i = int(np.flatnonzero(bad.reshape(-1))[0])
-        what = ("x is already in the format" if t.lower.flat[i] == t.upper.flat[i]
-                else f"neighbours {float(t.lower.flat[i])!r} and {float(t.upper.flat[i])!r}")
-        return (f"{int(bad.sum())} of {g.size} elements are not a neighbour of x; first at index {i}: "
-                f"got {float(g.flat[i])!r} for x = {float(t.x.flat[i])!r} ({what})")
+        what = (
+            "x is already in the format"
+            if t.lower.flat[i] == t.upper.flat[i]
+            else f"neighbours {float(t.lower.flat[i])!r} and {float(t.upper.flat[i])!r}"
+        )
+        return (
+            f"{int(bad.sum())} of {g.size} elements are not a neighbour of x; first at index {i}: "
+            f"got {float(g.flat[i])!r} for x = {float(t.x.flat[i])!r} ({what})"
+        )
     moving = t.lower != t.upper
     k = int((up & moving).sum())
     mean_k = float(t.p.sum())
     sd = math.sqrt(float((t.p * (1 - t.p)).sum()))
     if abs(k - mean_k) > SR_Z * sd:
-        return (f"{k} of {g.size} elements rounded away from zero, expected {mean_k:.0f} +- {SR_Z * sd:.0f} "
-                f"({SR_Z:g} standard deviations): the rounding is biased")
+        return (
+            f"{k} of {g.size} elements rounded away from zero, expected {mean_k:.0f} +- {SR_Z * sd:.0f} "
+            f"({SR_Z:g} standard deviations): the rounding is biased"
+        )
     return None
 
 
@@ -291,8 +325,13 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
         _sr_case(fp16.smallest_subnormal / 2, 5, 10, own(), "fp16: half the smallest subnormal"),
         _sr_case(-fp16.smallest_subnormal / 8, 5, 10, own(), "fp16: -1/8 of the smallest subnormal"),
         _sr_case(5.25 * fp16.smallest_subnormal, 5, 10, own(), "fp16: subnormal, 1/4 of the way"),
-        _sr_case(fp16.smallest_normal - fp16.smallest_subnormal / 8, 5, 10, own(),
-                 "fp16: 7/8 of the way from the largest subnormal to the smallest normal"),
+        _sr_case(
+            fp16.smallest_normal - fp16.smallest_subnormal / 8,
+            5,
+            10,
+            own(),
+            "fp16: 7/8 of the way from the largest subnormal to the smallest normal",
+        ),
         _sr_case(_between(e4m3, 7, 3 / 8), 4, 3, own(), "e4m3: between the largest subnormal and the smallest normal"),
         _sr_case(4 + 0.5 / 8, 4, 3, own(), "e4m3: just above a power of two"),
         _sr_case(-(4 + 0.5 / 8), 4, 3, own(), "e4m3: negative, just above a power of two"),
@@ -333,13 +372,17 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
 
 EXERCISES = [
     Exercise("ex01.decode_bits", "Decode a bit pattern", 4, decode_bits_ref, _decode_cases),
-    Exercise("ex01.round_nearest_even", "Round to nearest, ties to even", 6,
-             round_nearest_even_ref, _round_cases),
+    Exercise("ex01.round_nearest_even", "Round to nearest, ties to even", 6, round_nearest_even_ref, _round_cases),
     Exercise("ex01.ulp_at", "The spacing of the grid at x", 3, ulp_at_ref, _ulp_cases),
-    Exercise("ex01.smallest_absorbing", "Where x + 1 == x", 2, smallest_absorbing_ref,
-             _absorbing_cases),
-    Exercise("ex01.round_stochastic", "Stochastic rounding", 4, round_stochastic_ref,
-             _stochastic_cases, compare=stochastic_compare),
+    Exercise("ex01.smallest_absorbing", "Where x + 1 == x", 2, smallest_absorbing_ref, _absorbing_cases),
+    Exercise(
+        "ex01.round_stochastic",
+        "Stochastic rounding",
+        4,
+        round_stochastic_ref,
+        _stochastic_cases,
+        compare=stochastic_compare,
+    ),
 ]
 
 

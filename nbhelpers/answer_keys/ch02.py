@@ -16,6 +16,7 @@ of one power of two q, below 2**53 q in magnitude, so each float64 addition or s
 student writes before calling ``round_to`` is exact, and ``round_to`` of it is the correctly
 rounded result the reference computes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -165,8 +166,11 @@ def _dot_cases(rng: np.random.Generator) -> list[Case]:
             # a large first product, then products near half the accumulator's spacing there:
             # a low-precision accumulator stalls or rounds at every step, a float64 one does not
             a[0], b[0] = rng.uniform(4, 8, 2)
-            a[1:], b[1:] = (rng.uniform(1, 2, (2, n - 1)) * 2.0**-3 * rng.choice([-1.0, 1.0], (2, n - 1))
-                            if signs == "mixed" else rng.uniform(1, 2, (2, n - 1)) * 2.0**-3)
+            a[1:], b[1:] = (
+                rng.uniform(1, 2, (2, n - 1)) * 2.0**-3 * rng.choice([-1.0, 1.0], (2, n - 1))
+                if signs == "mixed"
+                else rng.uniform(1, 2, (2, n - 1)) * 2.0**-3
+            )
         cases.append(Case((a, b, in_fmt, acc)))
     return cases
 
@@ -243,7 +247,7 @@ def order_matters_example(n: int, acc: str) -> np.ndarray:
         raise ValueError(f"no {n} values of {acc} have the property: it takes at least {2**p + 1}")
     levels, k = divmod(n - 2**p - 1, 2 ** (p - 1))
     k += 1  # 1 <= k <= 2**(p-1) terms at the end
-    q = 2.0 ** -p
+    q = 2.0**-p
     terms = [q] * 2**p
     for level in range(1, levels + 1):
         terms += [2.0**level * q] * 2 ** (p - 1)
@@ -287,15 +291,13 @@ def _order_matters_reason(got, n: int, acc: str) -> str | None:
     rounded = round_to(x, acc)
     bad = np.flatnonzero(rounded != x)
     if bad.size:
-        return (f"term {bad[0]} = {float(x[bad[0]])!r} is not a value of {acc} "
-                f"(it rounds to {float(rounded[bad[0]])!r})")
+        return f"term {bad[0]} = {float(x[bad[0]])!r} is not a value of {acc} (it rounds to {float(rounded[bad[0]])!r})"
     forward, backward = emulated_sum(np.stack([x, x[::-1]]), acc, "sequential")
     exact = float(exact_sum(x))
     if exact_sum(np.r_[x, -forward]) != 0:
         return f"the sum in this order in {acc} is {float(forward)!r}, not the exact {exact!r}"
     if exact_sum(np.r_[x, -2.0 * backward]) < 0:
-        return (f"the sum in reverse order in {acc} is {float(backward)!r}, "
-                f"more than half of the exact {exact!r}")
+        return f"the sum in reverse order in {acc} is {float(backward)!r}, more than half of the exact {exact!r}"
     return None
 
 
@@ -330,13 +332,16 @@ def _order_matters_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    Exercise("ex02.kahan_sum", "Kahan summation in a low-precision accumulator", 5,
-             kahan_sum_ref, _kahan_cases),
+    Exercise("ex02.kahan_sum", "Kahan summation in a low-precision accumulator", 5, kahan_sum_ref, _kahan_cases),
     Exercise("ex02.pairwise_sum", "Pairwise summation", 4, pairwise_sum_ref, _pairwise_cases),
-    Exercise("ex02.dot_product", "A dot product with a chosen accumulator", 3,
-             dot_product_ref, _dot_cases),
-    Exercise("ex02.stall_length", "Where a sum of equal terms stalls", 3,
-             stall_length_ref, _stall_cases),
-    Exercise("ex02.order_matters", "A sum that is exact in one order and loses half in the other", 4,
-             order_matters_ref, _order_matters_cases, compare=_order_matters_compare),
+    Exercise("ex02.dot_product", "A dot product with a chosen accumulator", 3, dot_product_ref, _dot_cases),
+    Exercise("ex02.stall_length", "Where a sum of equal terms stalls", 3, stall_length_ref, _stall_cases),
+    Exercise(
+        "ex02.order_matters",
+        "A sum that is exact in one order and loses half in the other",
+        4,
+        order_matters_ref,
+        _order_matters_cases,
+        compare=_order_matters_compare,
+    ),
 ]

@@ -11,6 +11,7 @@ computed in any order, so it is compared with a relative tolerance (:func:`nbhel
 inputs with a property, and the check judges the property itself with the GPU's tensor-core model
 (:data:`nbhelpers.tensor_cores.TENSOR_CORES`) and exact sums, since many answers are right.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,8 +55,10 @@ def _relative_error_cases(rng: np.random.Generator) -> list[Case]:
         Case((np.array([[3.0, 0.0]]), np.array([[0.0, 4.0]])), label="3-4-5: ||(3, -4)|| / 4 = 1.25"),
         Case((np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 4.0])), label="1-D arrays"),
         Case((np.array([[2.0]]), np.array([[1.0]])), label="1 x 1"),
-        Case((np.array([[1.0, 100.0], [1.0, 1.0]]), np.array([[0.0, 100.0], [1.0, 1.0]])),
-             label="one small element wrong: the norm weighs large elements"),
+        Case(
+            (np.array([[1.0, 100.0], [1.0, 1.0]]), np.array([[0.0, 100.0], [1.0, 1.0]])),
+            label="one small element wrong: the norm weighs large elements",
+        ),
         Case((-one, one), label="sign flipped: 2.0"),
     ]
     for _ in range(40):
@@ -96,17 +99,24 @@ def _dot_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
     for first in (True, False):
         A, B = accumulator_probe(8, tiny_first=first)
-        cases.append(Case((A[0].copy(), B[:, 0].copy()),
-                          label=f"probe, tiny terms {'first' if first else 'last'}: 1 + 2**-8 is a bf16 tie"))
+        cases.append(
+            Case(
+                (A[0].copy(), B[:, 0].copy()),
+                label=f"probe, tiny terms {'first' if first else 'last'}: 1 + 2**-8 is a bf16 tie",
+            )
+        )
     cases += [
         Case((np.ones(1), np.array([3.0])), label="K = 1"),
         Case((np.ones(600), np.full(600, 2.0**-9)), label="equal small terms: a bf16 sum stalls"),
         Case((np.ones(300), np.ones(300)), label="sum of ones: bf16 stops at 256"),
-        Case((np.r_[1.0, np.full(64, 1.0)], np.r_[1.0, np.full(64, 2.0**-8)]),
-             label="1 then 64 terms of 2**-8: each is a bf16 tie"),
+        Case(
+            (np.r_[1.0, np.full(64, 1.0)], np.r_[1.0, np.full(64, 2.0**-8)]),
+            label="1 then 64 terms of 2**-8: each is a bf16 tie",
+        ),
         Case((np.array([1.0, 1.0, -1.0]), np.array([2.0**20, 1.0, 2.0**20])), label="cancellation"),
-        Case((np.array([1.5, -1.5, 1.0]), np.array([3.0, 3.0, 2.0**-30])),
-             label="exact cancellation, then a tiny term"),
+        Case(
+            (np.array([1.5, -1.5, 1.0]), np.array([3.0, 3.0, 2.0**-30])), label="exact cancellation, then a tiny term"
+        ),
         Case((np.full(5, 1.0 + 2.0**-7), np.full(5, 1.0 + 2.0**-7)), label="products with 16 significant bits"),
     ]
     for _ in range(60):
@@ -142,8 +152,9 @@ def _tie_then_tiny(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     tiny = _bf16(rng.uniform(1, 2, int(rng.integers(1, 4))) * 2.0 ** (e - 26 - rng.integers(0, 4)))
     # mostly toward the odd neighbour, so that a sum that kept them ends elsewhere than the tie's even one
     away = float(_bf16(tie)) == r  # r is the even neighbour: the odd one is away from zero
-    tiny *= (math.copysign(1.0, r) * (1.0 if away else -1.0) if rng.random() < 0.8
-             else rng.choice([-1.0, 1.0], tiny.size))
+    tiny *= (
+        math.copysign(1.0, r) * (1.0 if away else -1.0) if rng.random() < 0.8 else rng.choice([-1.0, 1.0], tiny.size)
+    )
     a = np.r_[a, np.ones(len(pieces)), np.ones(tiny.size)]
     b = np.r_[b, pieces, tiny]
     return a, b
@@ -165,8 +176,9 @@ def _random_bf16_matrix(rng: np.random.Generator, shape) -> np.ndarray:
 def _blocked_cases(rng: np.random.Generator) -> list[Case]:
     A1, B1 = accumulator_probe(6, tiny_first=False, M=2, N=3)
     cases = [
-        Case((A1, B1, 2),
-             label="probe (tiny terms last) in blocks of 2: each pair of tiny terms is a tie at 1 + 2**-8"),
+        Case(
+            (A1, B1, 2), label="probe (tiny terms last) in blocks of 2: each pair of tiny terms is a tie at 1 + 2**-8"
+        ),
         Case((A1, B1, 1), label="block = 1: sequential"),
         Case((A1, B1, 8), label="block >= K: one block, sequential"),
         Case((np.ones((1, 5)), np.ones((5, 1)), 2), label="K = 5 in blocks of 2: a short last block"),
@@ -176,8 +188,10 @@ def _blocked_cases(rng: np.random.Generator) -> list[Case]:
     K = 129
     a = np.ones((1, K))
     b = np.r_[1.0, np.full(K - 1, 2.0**-25)].reshape(K, 1)
-    cases += [Case((a, b, 32), label="1 + 128 terms of 2**-25 in blocks of 32"),
-              Case((a, b, 1), label="1 + 128 terms of 2**-25 one at a time (all lost)")]
+    cases += [
+        Case((a, b, 32), label="1 + 128 terms of 2**-25 in blocks of 32"),
+        Case((a, b, 1), label="1 + 128 terms of 2**-25 one at a time (all lost)"),
+    ]
     for _ in range(50):
         M, N = int(rng.integers(1, 6)), int(rng.integers(1, 6))
         K = int(rng.integers(1, 300))
@@ -208,8 +222,10 @@ def _group_cases(rng: np.random.Generator) -> list[Case]:
         Case((0.0, np.array([1.0, 2.0**-23, 2.0**-24])), label="c = 0: alignment to the largest product"),
         Case((1.5, np.array([-1.5])), label="exact cancellation"),
         Case((2.0 - 2.0**-23, np.array([2.0**-23, 2.0**-23])), label="the sum carries into the next binade"),
-        Case((2.0 - 2.0**-23, np.array([1.0 - 2.0**-24, 2.0**-23])),
-             label="carry: the final truncation to fp32 drops a bit"),
+        Case(
+            (2.0 - 2.0**-23, np.array([1.0 - 2.0**-24, 2.0**-23])),
+            label="carry: the final truncation to fp32 drops a bit",
+        ),
         Case((1.0, np.array([0.75, 0.375, 0.1875]), 3), label="align_bits = 3: only 3 bits below the leading one"),
         Case((-1.0, np.array([0.3, -0.7]), 5), label="align_bits = 5, mixed signs"),
         Case((1.0, np.array([])), label="no products: c passes through"),
@@ -277,8 +293,10 @@ class FoolTheTensorCoreTarget:
         self.gpu, self.exact, self.length, self.example = gpu, exact, length, example
 
     def __repr__(self) -> str:
-        return (f"a, b: {self.length} fp16 values each, every |a[i]*b[i]| <= 65504, sum(a*b) == "
-                f"{self.exact!r} exactly, and the {self.gpu} model off by >= |{self.exact!r}|/2")
+        return (
+            f"a, b: {self.length} fp16 values each, every |a[i]*b[i]| <= 65504, sum(a*b) == "
+            f"{self.exact!r} exactly, and the {self.gpu} model off by >= |{self.exact!r}|/2"
+        )
 
 
 def _fp16_vector(v, name: str, n: int) -> np.ndarray | str:
@@ -300,8 +318,7 @@ def _fp16_vector(v, name: str, n: int) -> np.ndarray | str:
     rounded = round_to(x, "fp16")
     bad = np.flatnonzero(rounded != x)
     if bad.size:
-        return (f"{name}[{bad[0]}] = {float(x[bad[0]])!r} is not an fp16 value "
-                f"(it rounds to {float(rounded[bad[0]])!r})")
+        return f"{name}[{bad[0]}] = {float(x[bad[0]])!r} is not an fp16 value (it rounds to {float(rounded[bad[0]])!r})"
     return x
 
 
@@ -324,8 +341,7 @@ def _fool_reason(got, gpu: str, exact: float) -> str | None:
         return f"the exact dot product is {math.fsum(products.tolist())!r}, not {exact!r}"
     got_tc = float(spec.matmul(a[None, :], b[:, None], "fp16", "fp32")[0, 0])
     if 2 * abs(Fraction(got_tc) - Fraction(exact)) < abs(Fraction(exact)):
-        return (f"the {gpu} model returns {got_tc!r}: off by {abs(got_tc - exact)!r}, "
-                f"less than half of |{exact!r}|")
+        return f"the {gpu} model returns {got_tc!r}: off by {abs(got_tc - exact)!r}, less than half of |{exact!r}|"
     return None
 
 
@@ -349,8 +365,10 @@ def _fool_cases(rng: np.random.Generator) -> list[Case]:
         top = fool_top_exponent(gpu)
         cases += [
             Case((gpu, 2.0**top), label=f"{gpu}: 2**{top}, the top of the cases' range"),
-            Case((gpu, -(2.0 ** (top + 1) - 2.0 ** (top - 10))),
-                 label=f"{gpu}: the largest fp16 value below 2**{top + 1}, negative"),
+            Case(
+                (gpu, -(2.0 ** (top + 1) - 2.0 ** (top - 10))),
+                label=f"{gpu}: the largest fp16 value below 2**{top + 1}, negative",
+            ),
             Case((gpu, 2.0**-24), label=f"{gpu}: 2**-24, fp16's smallest subnormal"),
         ]
     for i in range(15):  # every GPU in turn; half of them in the top binade, where fp16's range is tight
@@ -363,14 +381,44 @@ def _fool_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    Exercise("ex03.relative_error", "The relative error of a GEMM", 2, relative_error_ref,
-             _relative_error_cases, compare=_close),
-    Exercise("ex03.round_once_and_every_step", "Round the output once or at every step", 3,
-             round_once_and_every_step_ref, _dot_cases, compare=same_value_up_to_zero_sign),
-    Exercise("ex03.blocked_matmul_fp32", "A blocked GEMM with fp32 accumulators", 5,
-             blocked_matmul_fp32_ref, _blocked_cases, compare=same_value_up_to_zero_sign),
-    Exercise("ex03.tensor_core_group", "One tensor-core group: align, truncate, add", 5,
-             tensor_core_group_ref, _group_cases, compare=same_value_up_to_zero_sign),
-    Exercise("ex03.fool_the_tensor_core", "Fool the tensor core: inputs its alignment gets wrong", 5,
-             fool_the_tensor_core_ref, _fool_cases, compare=_fool_compare),
+    Exercise(
+        "ex03.relative_error",
+        "The relative error of a GEMM",
+        2,
+        relative_error_ref,
+        _relative_error_cases,
+        compare=_close,
+    ),
+    Exercise(
+        "ex03.round_once_and_every_step",
+        "Round the output once or at every step",
+        3,
+        round_once_and_every_step_ref,
+        _dot_cases,
+        compare=same_value_up_to_zero_sign,
+    ),
+    Exercise(
+        "ex03.blocked_matmul_fp32",
+        "A blocked GEMM with fp32 accumulators",
+        5,
+        blocked_matmul_fp32_ref,
+        _blocked_cases,
+        compare=same_value_up_to_zero_sign,
+    ),
+    Exercise(
+        "ex03.tensor_core_group",
+        "One tensor-core group: align, truncate, add",
+        5,
+        tensor_core_group_ref,
+        _group_cases,
+        compare=same_value_up_to_zero_sign,
+    ),
+    Exercise(
+        "ex03.fool_the_tensor_core",
+        "Fool the tensor core: inputs its alignment gets wrong",
+        5,
+        fool_the_tensor_core_ref,
+        _fool_cases,
+        compare=_fool_compare,
+    ),
 ]

@@ -8,6 +8,7 @@ threshold is a float64 number that a student may compute in another order: it is
 a few float64 ulps (:data:`THRESHOLD_RTOL`), and its reference is checked by measurement (applying
 the update with round_to) in tests/test_exercises_ch04.py.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -124,8 +125,10 @@ def threshold_compare(got, expected: np.ndarray) -> str | None:
     if ok.all():
         return None
     i = int(np.flatnonzero(~ok.reshape(-1))[0])
-    return (f"{int((~ok).sum())} of {a.size} elements differ; first at flat index {i}: got {float(a.flat[i])!r}, "
-            f"expected {float(expected.flat[i])!r} (tolerance: relative {THRESHOLD_RTOL:.3g}, inf exactly)")
+    return (
+        f"{int((~ok).sum())} of {a.size} elements differ; first at flat index {i}: got {float(a.flat[i])!r}, "
+        f"expected {float(expected.flat[i])!r} (tolerance: relative {THRESHOLD_RTOL:.3g}, inf exactly)"
+    )
 
 
 def _pow2_weights(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -142,14 +145,18 @@ def _threshold_cases(rng: np.random.Generator) -> list[Case]:
         Case((_bf16([1.0, 1.0]), _f32([-1e-3, 1e-3])), label="w = 1 moving up, and down: the gap below 1 is half"),
         Case((_bf16([-1.0, -1.0]), _f32([1e-3, -1e-3])), label="w = -1 moving away from zero, and toward it"),
         Case((_bf16([1.5, 1.5, -0.3]), _f32([2e-3, -2e-3, 5e-4])), label="not a power of two: both gaps equal"),
-        Case((_bf16([0.0, -0.0, 0.0]), _f32([1e-3, 1e-3, -3.0])),
-             label="w = 0: the neighbour is the smallest subnormal"),
+        Case(
+            (_bf16([0.0, -0.0, 0.0]), _f32([1e-3, 1e-3, -3.0])), label="w = 0: the neighbour is the smallest subnormal"
+        ),
         Case((_bf16([s, 5 * s, -s]), _f32([1e-3, -1e-3, -2.0])), label="subnormal weights, one step to zero"),
-        Case((_bf16([2.0**-126, 2.0**-125, -(2.0**-126)]), _f32([1.0, 1.0, -1.0])),
-             label="smallest normal toward zero: no halving; 2**-125: halved"),
+        Case(
+            (_bf16([2.0**-126, 2.0**-125, -(2.0**-126)]), _f32([1.0, 1.0, -1.0])),
+            label="smallest normal toward zero: no halving; 2**-125: halved",
+        ),
         Case((_bf16([1.0, -2.0, 0.0]), _f32([0.0, -0.0, 0.0])), label="zero gradient: never moves (inf)"),
-        Case((_bf16([2.0**127, 3e38, 1e-3]), _f32([-1.0, 1e-45, 1e10])),
-             label="large weights, tiny and huge gradients"),
+        Case(
+            (_bf16([2.0**127, 3e38, 1e-3]), _f32([-1.0, 1e-45, 1e10])), label="large weights, tiny and huge gradients"
+        ),
         Case((_bf16(np.linspace(-2, 2, 6).reshape(2, 3)), _f32(np.full((2, 3), 1e-2))), label="a 2-d tensor"),
     ]
     for _ in range(60):
@@ -168,8 +175,13 @@ def _threshold_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    Exercise("ex04.master_weight_step", "The master-weight update step", 3, master_weight_step_ref,
-             _master_cases),
-    Exercise("ex04.lost_update_threshold", "The learning rate below which a bf16 update is lost", 5,
-             lost_update_threshold_ref, _threshold_cases, compare=threshold_compare),
+    Exercise("ex04.master_weight_step", "The master-weight update step", 3, master_weight_step_ref, _master_cases),
+    Exercise(
+        "ex04.lost_update_threshold",
+        "The learning rate below which a bf16 update is lost",
+        5,
+        lost_update_threshold_ref,
+        _threshold_cases,
+        compare=threshold_compare,
+    ),
 ]

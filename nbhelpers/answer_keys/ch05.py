@@ -7,6 +7,7 @@ underflow reference (:func:`nbhelpers.metrics.underflow_fraction`) counts with t
 tests/test_exercises_ch05.py measures it by running the scaler. Edge cases come first, then random
 ones (hidden sequences and arrays) from the seed.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,9 @@ from ..metrics import underflow_fraction
 # ------------------------------------------------------------------ 1. the dynamic loss scaler
 
 
-def scale_trajectory_ref(found_inf: list, init_scale: float, growth_factor: float, backoff_factor: float,
-                         growth_interval: int) -> list[float]:
+def scale_trajectory_ref(
+    found_inf: list, init_scale: float, growth_factor: float, backoff_factor: float, growth_interval: int
+) -> list[float]:
     """GradScaler's scale after each step of the sequence (a list of floats)."""
     return scale_trajectory(found_inf, init_scale, growth_factor, backoff_factor, growth_interval)
 
@@ -53,8 +55,9 @@ def _scale_cases(rng: np.random.Generator) -> list[Case]:
             init, seq = float(np.exp2(rng.uniform(118, 127.9))), [bool(v) for v in rng.random(n) < 0.1]
         elif r < 0.35:  # near the bottom with many infs: backoffs into the subnormals and to 0
             init, seq = float(np.exp2(rng.uniform(-149, -120))), [bool(v) for v in rng.random(n) < 0.7]
-        cases.append(Case((seq, init, float(rng.choice(growths)), float(rng.choice(backoffs)),
-                           int(rng.integers(1, 9)))))
+        cases.append(
+            Case((seq, init, float(rng.choice(growths)), float(rng.choice(backoffs)), int(rng.integers(1, 9))))
+        )
     return cases
 
 
@@ -198,7 +201,6 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
 
 EXERCISES = [
     Exercise("ex05.scale_trajectory", "The dynamic loss scaler", 5, scale_trajectory_ref, _scale_cases),
-    Exercise("ex05.underflow_fraction", "The fraction that underflows", 3, underflow_fraction_ref,
-             _underflow_cases),
+    Exercise("ex05.underflow_fraction", "The fraction that underflows", 3, underflow_fraction_ref, _underflow_cases),
     Exercise("ex05.settled_scale", "Predict where the scaler settles", 4, settled_scale_ref, _settled_cases),
 ]

@@ -15,6 +15,7 @@
 
 Edge cases come first, then random ones from the seed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,7 +52,7 @@ def _fill_blocks(x: np.ndarray, br: int, bc: int, rng: np.random.Generator, elem
     qmax = 127.0 if element == "int8" else 448.0
     for i in range(0, M, br):
         for j in range(0, K, bc):
-            blk = x[i:i + br, j:j + bc]
+            blk = x[i : i + br, j : j + bc]
             r = rng.random()
             if r < 0.12:
                 blk[...] = 0.0
@@ -66,21 +67,39 @@ def _fill_blocks(x: np.ndarray, br: int, bc: int, rng: np.random.Generator, elem
 def _quantize_cases(rng: np.random.Generator) -> list[Case]:
     tiny = 1.4 * 127 * _F32_TINY
     cases = [
-        Case((np.array([[1.0, -2.0, 0.5], [127.0, 0.25, -127.0]]), None, None, "int8"),
-             label="per tensor: amax 127, scale 1"),
+        Case(
+            (np.array([[1.0, -2.0, 0.5], [127.0, 0.25, -127.0]]), None, None, "int8"),
+            label="per tensor: amax 127, scale 1",
+        ),
         Case((np.array([[0.0, 0.0], [3.0, -1.5]]), 1, None, "int8"), label="per row: an all-zero row"),
         Case((np.array([[2.5, 0.5, -1.5, 127.0 * 1.0]]), 1, None, "int8"), label="int8 ties go to even"),
         Case((np.arange(1.0, 21.0).reshape(4, 5), 3, 2, "int8"), label="blocks 3 x 2 on a 4 x 5 tensor: edge blocks"),
-        Case((np.array([[tiny, -tiny / 3, 0.0, 1e-45]]), None, None, "int8"),
-             label="a scale in fp32's subnormals: x / scale past 127 (clamped)"),
-        Case((np.array([[1.4 * 448 * _F32_TINY, 1e-44], [0.0, 0.0]]), None, 1, "e4m3fn"),
-             label="e4m3fn per column: a subnormal scale, clamped to 448, and a zero column"),
+        Case(
+            (np.array([[tiny, -tiny / 3, 0.0, 1e-45]]), None, None, "int8"),
+            label="a scale in fp32's subnormals: x / scale past 127 (clamped)",
+        ),
+        Case(
+            (np.array([[1.4 * 448 * _F32_TINY, 1e-44], [0.0, 0.0]]), None, 1, "e4m3fn"),
+            label="e4m3fn per column: a subnormal scale, clamped to 448, and a zero column",
+        ),
         Case((np.array([[448.0, 1.0, -0.1], [1e3, 3.0, 2.0**-20]]), 1, None, "e4m3fn"), label="e4m3fn per row"),
         Case((np.linspace(-3.0, 3.0, 40).reshape(5, 8), 2, 3, "e4m3fn"), label="e4m3fn, 2 x 3 blocks with edges"),
         Case((np.array([[0.1, 0.2, 0.3]]), None, 2, "int8"), label="amax / 127 not an fp32 value"),
     ]
-    blocks = [(None, None), (1, None), (None, 1), (1, 4), (2, 3), (3, 3), (4, 2), (1, 5), (5, 1), (2, None),
-              (None, 3), (4, 4)]
+    blocks = [
+        (None, None),
+        (1, None),
+        (None, 1),
+        (1, 4),
+        (2, 3),
+        (3, 3),
+        (4, 2),
+        (1, 5),
+        (5, 1),
+        (2, None),
+        (None, 3),
+        (4, 4),
+    ]
     for i in range(90):
         element = "int8" if i % 2 == 0 else "e4m3fn"
         M, K = int(rng.integers(1, 10)), int(rng.integers(1, 14))
@@ -114,25 +133,45 @@ def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
     f32 = np.float32
     big = np.array([[2**24 + 1, -(2**24 + 3), 2**31 - 1], [-(2**31 - 1), 16_777_217 * 3, 5]], dtype=np.int32)
     cases = [
-        Case((np.array([[1, 2], [3, 4]], dtype=np.int32), np.array([[2.0]], f32), np.array([[0.5]], f32)),
-             label="per-tensor scales"),
-        Case((big, np.array([[1.0], [1.0]], f32), np.array([[1.0, 1.0, 1.0]], f32)),
-             label="int32 values beyond 2**24: the fp32 conversion rounds"),
-        Case((big, np.array([[0.1], [3.0]], f32), np.array([[0.7, 1.0, 0.01]], f32)),
-             label="int32 beyond 2**24, rows and columns scaled"),
-        Case((np.array([[1.0, -3.0, 0.0]], f32), np.array([[0.1]], f32), np.array([[0.3, 0.3, 7.0]], f32)),
-             label="fp32 accumulator, scales that are not powers of two"),
-        Case((np.arange(12, dtype=np.int32).reshape(3, 4) - 6, np.array([[1.0], [2.0], [4.0]], f32),
-              np.array([[1.0]], f32)), label="per-row scales of A only"),
-        Case((np.arange(9, dtype=np.float32).reshape(3, 3) * f32(1.1), np.array([[3.0], [0.2], [1.5]], f32),
-              np.array([[0.25, 3.3, 1.7]], f32)), label="a square accumulator (rows and columns could be swapped)"),
+        Case(
+            (np.array([[1, 2], [3, 4]], dtype=np.int32), np.array([[2.0]], f32), np.array([[0.5]], f32)),
+            label="per-tensor scales",
+        ),
+        Case(
+            (big, np.array([[1.0], [1.0]], f32), np.array([[1.0, 1.0, 1.0]], f32)),
+            label="int32 values beyond 2**24: the fp32 conversion rounds",
+        ),
+        Case(
+            (big, np.array([[0.1], [3.0]], f32), np.array([[0.7, 1.0, 0.01]], f32)),
+            label="int32 beyond 2**24, rows and columns scaled",
+        ),
+        Case(
+            (np.array([[1.0, -3.0, 0.0]], f32), np.array([[0.1]], f32), np.array([[0.3, 0.3, 7.0]], f32)),
+            label="fp32 accumulator, scales that are not powers of two",
+        ),
+        Case(
+            (
+                np.arange(12, dtype=np.int32).reshape(3, 4) - 6,
+                np.array([[1.0], [2.0], [4.0]], f32),
+                np.array([[1.0]], f32),
+            ),
+            label="per-row scales of A only",
+        ),
+        Case(
+            (
+                np.arange(9, dtype=np.float32).reshape(3, 3) * f32(1.1),
+                np.array([[3.0], [0.2], [1.5]], f32),
+                np.array([[0.25, 3.3, 1.7]], f32),
+            ),
+            label="a square accumulator (rows and columns could be swapped)",
+        ),
     ]
     for i in range(80):
         M, N = int(rng.integers(1, 7)), int(rng.integers(1, 7))
         if rng.random() < 0.25:
             N = M  # square: a transposed scale broadcasts and must fail on its values
         if i % 2 == 0:  # an int8 GEMM's accumulator: magnitudes up to int32's range, often past 2**24
-            acc = (rng.choice([-1, 1], size=(M, N)) * np.floor(np.exp2(rng.uniform(0, 31, size=(M, N))) - 1))
+            acc = rng.choice([-1, 1], size=(M, N)) * np.floor(np.exp2(rng.uniform(0, 31, size=(M, N))) - 1)
             acc = acc.astype(np.int32)
         else:  # an fp8 GEMM's fp32 accumulator
             acc = (rng.standard_normal((M, N)) * np.exp2(rng.uniform(-10, 20, size=(M, N)))).astype(np.float32)
@@ -220,8 +259,10 @@ def _granularity_cases(rng: np.random.Generator) -> list[Case]:
         Case((out1, by_scale_count(out1, full), 36.0), label="two channels 20x larger, 36 dB"),
         Case((out2, by_scale_count(out2, full), 35.0), label="three channels 60x larger, 35 dB"),
         Case((out2, by_scale_count(out2, full), 50.0), label="no int8 granularity here reaches 50 dB: None"),
-        Case((out1, [("per-tensor", (None, None)), ("per-row", (1, None))], 35.0),
-             label="neither in a short list reaches 35 dB: None"),
+        Case(
+            (out1, [("per-tensor", (None, None)), ("per-row", (1, None))], 35.0),
+            label="neither in a short list reaches 35 dB: None",
+        ),
     ]
     for c in cases:
         assert _clear_of_threshold(c.args[0], c.args[1], c.args[2]), c.label
@@ -245,6 +286,11 @@ def _granularity_cases(rng: np.random.Generator) -> list[Case]:
 EXERCISES = [
     Exercise("ex06.quantize_blocks", "Per-block quantization", 4, quantize_blocks_ref, _quantize_cases),
     Exercise("ex06.epilogue", "The epilogue", 3, epilogue_ref, _epilogue_cases),
-    Exercise("ex06.coarsest_granularity", "Predict the granularity that reaches an SQNR", 4,
-             coarsest_granularity_ref, _granularity_cases),
+    Exercise(
+        "ex06.coarsest_granularity",
+        "Predict the granularity that reaches an SQNR",
+        4,
+        coarsest_granularity_ref,
+        _granularity_cases,
+    ),
 ]

@@ -11,6 +11,7 @@
 
 Edge cases come first, then random ones from the seed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,8 +39,13 @@ def _near_powers_of_two(rng: np.random.Generator, n: int, lo: int, hi: int) -> n
     k = rng.integers(lo, hi, size=n).astype(float)
     p = np.exp2(k)
     kind = rng.integers(0, 4, size=n)
-    v = np.where(kind == 0, p, np.where(kind == 1, np.nextafter(p, 0), np.where(kind == 2, np.nextafter(p, np.inf),
-                                                                                 p * rng.uniform(1, 2, size=n))))
+    v = np.where(
+        kind == 0,
+        p,
+        np.where(
+            kind == 1, np.nextafter(p, 0), np.where(kind == 2, np.nextafter(p, np.inf), p * rng.uniform(1, 2, size=n))
+        ),
+    )
     return rng.choice([-1.0, 1.0], size=n) * v
 
 
@@ -84,8 +90,9 @@ def _mx_cases(rng: np.random.Generator) -> list[Case]:
 # ------------------------------------------------------------------ 2. the block-scaled GEMM
 
 
-def blockwise_scaled_gemm_ref(qA: np.ndarray, qB: np.ndarray, sA: np.ndarray, sB: np.ndarray,
-                              block_k: int, block_n: int) -> np.ndarray:
+def blockwise_scaled_gemm_ref(
+    qA: np.ndarray, qB: np.ndarray, sA: np.ndarray, sB: np.ndarray, block_k: int, block_n: int
+) -> np.ndarray:
     """(M, N) float64: each K-block's exact partial product rounded to fp32, scaled
     fl32(fl32(p * sA) * sB), added into an fp32 accumulator in K order (the engine's)."""
     return blockwise_scaled_mm(qA, qB, sA, sB, block_k=block_k, block_n=block_n, in_fmt="e4m3fn")
@@ -114,16 +121,26 @@ def _gemm_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(707)  # the labelled cases are the same for every seed
     ones_a, ones_b = np.ones((2, 8)), np.ones((8, 3))
     cases = [
-        Case((ones_a, ones_b, np.array([[1.0, 2.0], [0.5, 4.0]]), np.array([[1.0], [0.25]]), 4, 3),
-             label="two K-blocks whose scales differ: not one scale at the end"),
+        Case(
+            (ones_a, ones_b, np.array([[1.0, 2.0], [0.5, 4.0]]), np.array([[1.0], [0.25]]), 4, 3),
+            label="two K-blocks whose scales differ: not one scale at the end",
+        ),
         Case(_gemm_case(fixed, 3, 256, 4, 128, 128).args, label="DeepSeek-V3's shapes: 1x128 and 128x128 blocks"),
         Case(_gemm_case(fixed, 2, 100, 5, 32, 2).args, label="K = 100 with blocks of 32: a short last K-block"),
         Case(_gemm_case(fixed, 4, 20, 7, 64, 3).args, label="one K-block shorter than block_k; N = 7 in blocks of 3"),
         Case(_gemm_case(fixed, 3, 96, 4, 32, 1).args, label="one scale per column of B (block_n = 1)"),
         Case(_gemm_case(fixed, 1, 64, 1, 16, 8, spread=12.0).args, label="K-block scales drawn from 24 binades"),
-        Case((np.array([[448.0, 448.0, -448.0, -448.0]]), np.array([[448.0], [448.0], [448.0], [448.0]]),
-              np.array([[1.0, 1.0]]), np.array([[1.0], [1.0]]), 2, 1),
-             label="two K-blocks that cancel exactly: +0.0"),
+        Case(
+            (
+                np.array([[448.0, 448.0, -448.0, -448.0]]),
+                np.array([[448.0], [448.0], [448.0], [448.0]]),
+                np.array([[1.0, 1.0]]),
+                np.array([[1.0], [1.0]]),
+                2,
+                1,
+            ),
+            label="two K-blocks that cancel exactly: +0.0",
+        ),
     ]
     for i in range(50):
         M, N = int(rng.integers(1, 6)), int(rng.integers(1, 9))
@@ -137,6 +154,7 @@ def _gemm_cases(rng: np.random.Generator) -> list[Case]:
 
 EXERCISES = [
     Exercise("ex07.mx_shared_exponent", "The MX shared exponent", 3, mx_shared_exponent_ref, _mx_cases),
-    Exercise("ex07.blockwise_scaled_gemm", "A block-scaled GEMM with promotion", 5, blockwise_scaled_gemm_ref,
-             _gemm_cases),
+    Exercise(
+        "ex07.blockwise_scaled_gemm", "A block-scaled GEMM with promotion", 5, blockwise_scaled_gemm_ref, _gemm_cases
+    ),
 ]

@@ -12,6 +12,7 @@ for :mod:`nbhelpers.answer_keys`.
 
 Edge cases come first, then random ones from the seed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,8 +53,13 @@ def _sector_cases(rng: np.random.Generator) -> list[Case]:
     for i in range(70):
         eb = int(rng.choice(sizes, p=[0.12, 0.16, 0.22, 0.16, 0.1, 0.05, 0.05, 0.05, 0.05, 0.04]))
         r = rng.random()
-        stride = int(rng.integers(1, 5)) if r < 0.4 else int(rng.integers(1, 40)) if r < 0.85 \
+        stride = (
+            int(rng.integers(1, 5))
+            if r < 0.4
+            else int(rng.integers(1, 40))
+            if r < 0.85
             else int(rng.integers(40, 5000))
+        )
         r = rng.random()
         if r < 0.25:  # aligned to a sector
             base = 32 * int(rng.integers(0, 1000))
@@ -83,8 +89,41 @@ def masked_copy_ref(x: np.ndarray, block: int) -> np.ndarray:
 
 
 _DTYPES = (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.float64, np.int64)
-_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 61, 67, 71, 73, 79, 83, 89, 97,
-           101, 127, 131, 149, 163, 191, 211, 251, 257)
+_PRIMES = (
+    2,
+    3,
+    5,
+    7,
+    11,
+    13,
+    17,
+    19,
+    23,
+    29,
+    31,
+    37,
+    41,
+    43,
+    47,
+    53,
+    61,
+    67,
+    71,
+    73,
+    79,
+    83,
+    89,
+    97,
+    101,
+    127,
+    131,
+    149,
+    163,
+    191,
+    211,
+    251,
+    257,
+)
 
 
 def _values(rng: np.random.Generator, n: int, dtype) -> np.ndarray:

@@ -27,6 +27,7 @@ another row's values (or memory outside the tensor).
 
 Edge cases come first, then random ones from the seed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,12 +53,17 @@ def tile_matmul_ref(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
     from ..kernels.gemm import matmul_ref
 
     ta, tb = torch.from_numpy(np.asarray(a, np.float32)), torch.from_numpy(np.asarray(b, np.float32))
-    return (matmul_ref(ta, tb).numpy(), error_bound(ta, tb).numpy(),
-            error_bound(ta, tb, input_precision="tf32").numpy())
+    return (
+        matmul_ref(ta, tb).numpy(),
+        error_bound(ta, tb).numpy(),
+        error_bound(ta, tb, input_precision="tf32").numpy(),
+    )
 
 
-TF32_HINT = ("; every error is within what TF32 inputs give: on an NVIDIA GPU tl.dot rounds float32 "
-             "operands to TF32 unless it is called with input_precision=\"ieee\"")
+TF32_HINT = (
+    "; every error is within what TF32 inputs give: on an NVIDIA GPU tl.dot rounds float32 "
+    'operands to TF32 unless it is called with input_precision="ieee"'
+)
 
 
 def _within_bound(got, expected) -> str | None:
@@ -73,8 +79,10 @@ def _within_bound(got, expected) -> str | None:
         return None
     i, j = np.argwhere(bad)[0]
     hint = TF32_HINT if tf32 and bool(np.all(np.abs(g - ref) <= tf32[0])) else ""
-    return (f"{int(bad.sum())} of {bad.size} elements off; C[{i}, {j}] = {g[i, j]!r}, "
-            f"exact {ref[i, j]!r}, allowed error {bound[i, j]:.3g}{hint}")
+    return (
+        f"{int(bad.sum())} of {bad.size} elements off; C[{i}, {j}] = {g[i, j]!r}, "
+        f"exact {ref[i, j]!r}, allowed error {bound[i, j]:.3g}{hint}"
+    )
 
 
 def _operands(rng: np.random.Generator, M: int, K: int, N: int):
@@ -85,12 +93,14 @@ def _operands(rng: np.random.Generator, M: int, K: int, N: int):
 
 def _matmul_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(909)
-    shapes = [((1, 1, 1), "1 x 1 x 1: one partial tile"),
-              ((16, 16, 16), "one full tile, one K step"),
-              ((16, 48, 16), "K = 3 BLOCK_K: three full K steps"),
-              ((5, 17, 7), "K = BLOCK_K + 1: a one-column K tail"),
-              ((33, 15, 18), "K = BLOCK_K - 1, M = 2 BLOCK_M + 1"),
-              ((3, 41, 29), "K = 41: two full K steps and a tail")]
+    shapes = [
+        ((1, 1, 1), "1 x 1 x 1: one partial tile"),
+        ((16, 16, 16), "one full tile, one K step"),
+        ((16, 48, 16), "K = 3 BLOCK_K: three full K steps"),
+        ((5, 17, 7), "K = BLOCK_K + 1: a one-column K tail"),
+        ((33, 15, 18), "K = BLOCK_K - 1, M = 2 BLOCK_M + 1"),
+        ((3, 41, 29), "K = 41: two full K steps and a tail"),
+    ]
     cases = [Case(_operands(fixed, *s), label=lab) for s, lab in shapes]
     for _ in range(24):
         M, N = int(rng.integers(1, 50)), int(rng.integers(1, 50))
@@ -122,23 +132,36 @@ def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(919)
     f32 = np.float32
     cases = [
-        Case((np.array([[1.0, -2.0], [3.0, 0.0]], f32), np.array([[2.0]], f32), np.array([[0.5]], f32)),
-             label="per-tensor scales: one value each"),
-        Case((np.array([[1.0, 1.0, 1.0]], f32), np.array([[3.0]], f32), np.array([[1.0, 2.0, 4.0]], f32)),
-             label="1 x 3: per-tensor sA, per-column sB"),
-        Case((_acc(fixed, 5, 3), _scales(fixed, 5, True, True), _scales(fixed, 3, True, False)),
-             label="5 x 3, per row and per column"),
-        Case((_acc(fixed, 20, 20), _scales(fixed, 20, True, True), _scales(fixed, 20, True, False)),
-             label="20 x 20 (square: a scale on the wrong axis still broadcasts)"),
-        Case((_acc(fixed, 17, 33), _scales(fixed, 17, True, True), _scales(fixed, 1, False, False)),
-             label="17 x 33, per-row sA, per-tensor sB"),
+        Case(
+            (np.array([[1.0, -2.0], [3.0, 0.0]], f32), np.array([[2.0]], f32), np.array([[0.5]], f32)),
+            label="per-tensor scales: one value each",
+        ),
+        Case(
+            (np.array([[1.0, 1.0, 1.0]], f32), np.array([[3.0]], f32), np.array([[1.0, 2.0, 4.0]], f32)),
+            label="1 x 3: per-tensor sA, per-column sB",
+        ),
+        Case(
+            (_acc(fixed, 5, 3), _scales(fixed, 5, True, True), _scales(fixed, 3, True, False)),
+            label="5 x 3, per row and per column",
+        ),
+        Case(
+            (_acc(fixed, 20, 20), _scales(fixed, 20, True, True), _scales(fixed, 20, True, False)),
+            label="20 x 20 (square: a scale on the wrong axis still broadcasts)",
+        ),
+        Case(
+            (_acc(fixed, 17, 33), _scales(fixed, 17, True, True), _scales(fixed, 1, False, False)),
+            label="17 x 33, per-row sA, per-tensor sB",
+        ),
     ]
     for _ in range(24):
         M, N = int(rng.integers(1, 40)), int(rng.integers(1, 40))
         if rng.random() < 0.3:
             N = M
-        cases.append(Case((_acc(rng, M, N), _scales(rng, M, rng.random() < 0.8, True),
-                           _scales(rng, N, rng.random() < 0.8, False))))
+        cases.append(
+            Case(
+                (_acc(rng, M, N), _scales(rng, M, rng.random() < 0.8, True), _scales(rng, N, rng.random() < 0.8, False))
+            )
+        )
     return cases
 
 
@@ -165,14 +188,18 @@ def _shortcuts(registers: int, num_warps: int, shared: int) -> dict[int, str]:
     full = -(-(shared + 1024) // 128) * 128
     shortcuts = [
         (warps(registers, smem=full), "registers per thread are allocated in multiples of 8"),
-        (warps(r8, split=False, smem=full),
-         "the register file is 4 sub-partitions of 16,384 and a warp's registers sit in one"),
+        (
+            warps(r8, split=False, smem=full),
+            "the register file is 4 sub-partitions of 16,384 and a warp's registers sit in one",
+        ),
         (warps(r8), "shared memory limits the blocks too"),
         (warps(r8, smem=shared), "the driver reserves 1 KB of shared memory per block"),
         (warps(r8, smem=shared + 1024), "shared memory is allocated in units of 128 bytes"),
         (warps(r8, smem=full, blocks_cap=10**9), "an SM holds at most 32 blocks"),
-        (min(64, 65536 // (32 * registers)),
-         "the napkin 65536 / (32 r), capped at 64: no rounding, no whole blocks, no shared memory"),
+        (
+            min(64, 65536 // (32 * registers)),
+            "the napkin 65536 / (32 r), capped at 64: no rounding, no whole blocks, no shared memory",
+        ),
     ]
     out: dict[int, str] = {}
     for count, text in shortcuts:
@@ -250,8 +277,9 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
     for _ in range(4):  # b blocks fill all 228 KB of the SM: more than the 227 KB one block may have
         b = int(rng.integers(2, 9))
         alloc = spec.shared_per_sm // b // 128 * 128
-        cases.append(Case((int(rng.integers(16, 64)), int(rng.choice([1, 2, 4])),
-                           alloc - 1024 - int(rng.integers(0, 128)))))
+        cases.append(
+            Case((int(rng.integers(16, 64)), int(rng.choice([1, 2, 4])), alloc - 1024 - int(rng.integers(0, 128))))
+        )
     for _ in range(4):  # shared-memory bound where the 128-byte unit decides one block
         b = int(rng.choice([5, 7, 9, 11, 13]))
         top = spec.shared_per_sm // b  # not a multiple of 128 for these b
@@ -260,16 +288,29 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
     for _ in range(4):  # tiny blocks: the 32-block cap
         cases.append(Case((int(rng.integers(8, 33)), 1, int(rng.choice([0, int(rng.integers(1, 6 * KB))])))))
     for _ in range(6):  # anything a Triton kernel may have
-        cases.append(Case((int(rng.integers(1, 256)), int(rng.choice([1, 2, 4, 8, 16])),
-                           int(rng.choice([0, int(rng.integers(0, 232 * KB))])))))
+        cases.append(
+            Case(
+                (
+                    int(rng.integers(1, 256)),
+                    int(rng.choice([1, 2, 4, 8, 16])),
+                    int(rng.choice([0, int(rng.integers(0, 232 * KB))])),
+                )
+            )
+        )
     return cases
 
 
 EXERCISES = [
-    Exercise("ex09.tile_matmul", "The K loop of a tiled GEMM", 5, tile_matmul_ref, _matmul_cases,
-             compare=_within_bound),
-    Exercise("ex09.scaled_epilogue", "The scaled epilogue in a kernel", 4, scaled_epilogue_ref,
-             _epilogue_cases),
-    Exercise("ex09.resident_warps", "Predict the occupancy from the ptxas line", 3, resident_warps_ref,
-             _occupancy_cases, compare=_same_occupancy),
+    Exercise(
+        "ex09.tile_matmul", "The K loop of a tiled GEMM", 5, tile_matmul_ref, _matmul_cases, compare=_within_bound
+    ),
+    Exercise("ex09.scaled_epilogue", "The scaled epilogue in a kernel", 4, scaled_epilogue_ref, _epilogue_cases),
+    Exercise(
+        "ex09.resident_warps",
+        "Predict the occupancy from the ptxas line",
+        3,
+        resident_warps_ref,
+        _occupancy_cases,
+        compare=_same_occupancy,
+    ),
 ]

@@ -17,6 +17,7 @@
 
 Edge cases come first, then random ones from the seed.
 """
+
 from __future__ import annotations
 
 import math
@@ -170,8 +171,10 @@ def _waste_cases(rng: np.random.Generator) -> list[Case]:
         Case((_from_counts([4, 4, 4, 4]), 4, 1.0), label="even load at factor 1: no padding, nothing dropped"),
         Case((_from_counts([0, 5, 1, 0, 10]), 5, 1.25), label="16 rows, 5 experts, factor 1.25: capacity exactly 4"),
         Case((_ids([[0, 1], [0, 2], [0, 3], [1, 0]]), 4, 1.0), label="top-2: 4 tokens are 8 rows, capacity 2"),
-        Case((_ids([[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 2, 1]]), 6, 1.0),
-             label="top-3, 4 tokens, all on experts 0-2 of 6"),
+        Case(
+            (_ids([[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 2, 1]]), 6, 1.0),
+            label="top-3, 4 tokens, all on experts 0-2 of 6",
+        ),
         Case((_from_counts([3, 2, 2]), 3, 1.0), label="7 rows over 3 experts: capacity rounds up to 3"),
         Case((_from_counts([9, 0, 0, 0]), 4, 0.5), label="factor 0.5: capacity 2 of 9"),
         Case((_from_counts([1, 0, 0, 0, 0, 0, 0, 0]), 8, 2.0), label="one row, 8 experts"),
@@ -188,15 +191,24 @@ def _waste_cases(rng: np.random.Generator) -> list[Case]:
 def capacity_orders(rows: int, num_experts: int, capacity_factor: float) -> set[int]:
     """The capacity by the three natural evaluation orders (used by the tests to show that the
     cases do not depend on the order a student writes)."""
-    return {math.ceil(capacity_factor * rows / num_experts), math.ceil(rows * capacity_factor / num_experts),
-            math.ceil(capacity_factor * (rows / num_experts))}
+    return {
+        math.ceil(capacity_factor * rows / num_experts),
+        math.ceil(rows * capacity_factor / num_experts),
+        math.ceil(capacity_factor * (rows / num_experts)),
+    }
 
 
 EXERCISES = [
-    Exercise("ex10.offsets_and_schedule", "Offsets and the tile schedule", 4, offsets_and_schedule_ref,
-             _routing_cases),
-    Exercise("ex10.tile_lookup", "The program-to-tile lookup in the kernel", 4, tile_lookup_ref,
-             _lookup_cases, compare=_same_lookup),
-    Exercise("ex10.padding_waste", "Predict the padding waste", 3, padding_waste_ref, _waste_cases,
-             compare=_same_waste),
+    Exercise("ex10.offsets_and_schedule", "Offsets and the tile schedule", 4, offsets_and_schedule_ref, _routing_cases),
+    Exercise(
+        "ex10.tile_lookup",
+        "The program-to-tile lookup in the kernel",
+        4,
+        tile_lookup_ref,
+        _lookup_cases,
+        compare=_same_lookup,
+    ),
+    Exercise(
+        "ex10.padding_waste", "Predict the padding waste", 3, padding_waste_ref, _waste_cases, compare=_same_waste
+    ),
 ]

@@ -59,6 +59,7 @@ The modules, one role each (an arrow: what a module imports from the package):
 docs/grading.md is the instructor's guide: options, outputs, statuses, the trust model (what the
 sandbox stops and what it does not) and its known limits.
 """
+
 from __future__ import annotations
 
 from .cli import main

@@ -6,6 +6,7 @@ the command line is handed over to a fresh copy of the process through a pipe
 (:func:`_conceal_seed`), and on Linux the process makes itself non-dumpable
 (:func:`_not_dumpable`) before it grades anything.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ __all__ = ["main"]
 
 # ---- keeping the seed out of sight ----------------------------------------------------------
 
+
 def _seed_from_argv(argv: list[str]) -> tuple[str | None, list[str]]:
     """The --seed value and the arguments without it."""
     rest, value, i = [], None, 0
@@ -36,7 +38,7 @@ def _seed_from_argv(argv: list[str]) -> tuple[str | None, list[str]]:
             value, i = argv[i + 1], i + 2
             continue
         if a.startswith("--seed="):
-            value, i = a[len("--seed="):], i + 1
+            value, i = a[len("--seed=") :], i + 1
             continue
         rest.append(a)
         i += 1
@@ -97,11 +99,14 @@ def _read_seed(args: argparse.Namespace) -> int:
 
 # ---- the options ------------------------------------------------------------------------------
 
-def _argument(convert: Callable[[str], Any], valid: Callable[[Any], bool], bad: str,
-              invalid: str | None = None) -> Callable[[str], Any]:
+
+def _argument(
+    convert: Callable[[str], Any], valid: Callable[[Any], bool], bad: str, invalid: str | None = None
+) -> Callable[[str], Any]:
     """An argparse ``type``: ``convert(text)``, rejected with the message ``bad`` when it raises
     ValueError and with ``invalid`` (default ``bad``) when ``valid`` says no. ``{text!r}`` in a
     message stands for the text given."""
+
     def parse(text: str) -> Any:
         try:
             value = convert(text)
@@ -110,6 +115,7 @@ def _argument(convert: Callable[[str], Any], valid: Callable[[Any], bool], bad: 
         if not valid(value):
             raise argparse.ArgumentTypeError((invalid or bad).format(text=text))
         return value
+
     return parse
 
 
@@ -120,9 +126,12 @@ def _chapter_number(text: str) -> int:
     return int(m.group(1))
 
 
-_parse_seed = _argument(lambda text: int(text.strip(), 0), lambda n: n >= 0,
-                        "the seed must be a non-negative integer, got {text!r}",
-                        "the seed must be a non-negative integer")
+_parse_seed = _argument(
+    lambda text: int(text.strip(), 0),
+    lambda n: n >= 0,
+    "the seed must be a non-negative integer, got {text!r}",
+    "the seed must be a non-negative integer",
+)
 _chapter_arg = _argument(_chapter_number, lambda n: True, "a chapter is a number such as 1 or 01, got {text!r}")
 
 
@@ -137,41 +146,87 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m nbhelpers.grade",
         description="Grade students' exercise notebooks: run each in a fresh kernel, check its "
-                    "functions from outside, write a CSV (one row per submission) and a JSON file "
-                    "(every check's details). See docs/grading.md.",
+        "functions from outside, write a CSV (one row per submission) and a JSON file "
+        "(every check's details). See docs/grading.md.",
         allow_abbrev=False,
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="notebooks, or folders searched for *.ipynb")
     p.add_argument("--csv", required=True, metavar="FILE", help="grades, one row per submission")
     p.add_argument("--json", required=True, metavar="FILE", help="details of every check")
-    p.add_argument("--seed", type=_parse_seed, default=None, metavar="N",
-                   help="secret seed for hidden random cases (default 0: the cases students see)")
-    p.add_argument("--seed-file", default=None, metavar="FILE",
-                   help="read the secret seed from FILE (- for stdin), so that it is on no command line")
+    p.add_argument(
+        "--seed",
+        type=_parse_seed,
+        default=None,
+        metavar="N",
+        help="secret seed for hidden random cases (default 0: the cases students see)",
+    )
+    p.add_argument(
+        "--seed-file",
+        default=None,
+        metavar="FILE",
+        help="read the secret seed from FILE (- for stdin), so that it is on no command line",
+    )
     p.add_argument("--seed-fd", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--chapter", type=_chapter_arg, default=None, metavar="NN",
-                   help="grade only this chapter; other notebooks get 'wrong chapter'")
+    p.add_argument(
+        "--chapter",
+        type=_chapter_arg,
+        default=None,
+        metavar="NN",
+        help="grade only this chapter; other notebooks get 'wrong chapter'",
+    )
     p.add_argument("--jobs", type=_positive(int), default=1, metavar="N", help="submissions graded at once (default 1)")
-    p.add_argument("--cell-timeout", type=_positive(float), default=DEFAULT_CELL_TIMEOUT, metavar="S",
-                   help=f"seconds for each cell, and for all calls of one function (default {DEFAULT_CELL_TIMEOUT:g})")
-    p.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT, metavar="S",
-                   help=f"seconds for a whole submission, kernel start included (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument(
+        "--cell-timeout",
+        type=_positive(float),
+        default=DEFAULT_CELL_TIMEOUT,
+        metavar="S",
+        help=f"seconds for each cell, and for all calls of one function (default {DEFAULT_CELL_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds for a whole submission, kernel start included (default {DEFAULT_TIMEOUT:g})",
+    )
     p.add_argument("--regrade", action="store_true", help="grade everything again, even submissions already graded")
     p.add_argument("--kernel", default="python3", metavar="NAME", help="Jupyter kernel (default python3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     box = p.add_argument_group("the sandbox and the limits of each submission's kernel (0: no limit)")
-    box.add_argument("--no-sandbox", action="store_true",
-                     help="run kernels without the sandbox (bubblewrap): results are then only as trustworthy "
-                          "as the students")
+    box.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run kernels without the sandbox (bubblewrap): results are then only as trustworthy as the students",
+    )
     d = Limits()
-    box.add_argument("--max-memory", type=_limit, default=d.memory_mb, metavar="MB",
-                     help=f"address space of each process (default {d.memory_mb})")
-    box.add_argument("--max-processes", type=_limit, default=d.processes, metavar="N",
-                     help=f"processes and threads a kernel may start (default {d.processes}; not enforced for root)")
-    box.add_argument("--max-file-size", type=_limit, default=d.file_size_mb, metavar="MB",
-                     help=f"the largest file a kernel may write (default {d.file_size_mb})")
-    box.add_argument("--max-disk", type=_limit, default=d.disk_mb, metavar="MB",
-                     help=f"the sandbox's private /tmp, its only writable folder (default {d.disk_mb})")
+    box.add_argument(
+        "--max-memory",
+        type=_limit,
+        default=d.memory_mb,
+        metavar="MB",
+        help=f"address space of each process (default {d.memory_mb})",
+    )
+    box.add_argument(
+        "--max-processes",
+        type=_limit,
+        default=d.processes,
+        metavar="N",
+        help=f"processes and threads a kernel may start (default {d.processes}; not enforced for root)",
+    )
+    box.add_argument(
+        "--max-file-size",
+        type=_limit,
+        default=d.file_size_mb,
+        metavar="MB",
+        help=f"the largest file a kernel may write (default {d.file_size_mb})",
+    )
+    box.add_argument(
+        "--max-disk",
+        type=_limit,
+        default=d.disk_mb,
+        metavar="MB",
+        help=f"the sandbox's private /tmp, its only writable folder (default {d.disk_mb})",
+    )
     return p
 
 
@@ -187,22 +242,41 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, argparse.ArgumentTypeError, UnicodeDecodeError) as e:
         print(f"nbhelpers.grade: cannot read the seed: {e}", file=sys.stderr)
         return 2
-    limits = Limits(memory_mb=args.max_memory, processes=args.max_processes, file_size_mb=args.max_file_size,
-                    disk_mb=args.max_disk, cpu_seconds=2 * math.ceil(args.timeout))
-    opts = GradeOptions(seed=seed, chapter=args.chapter, jobs=args.jobs, cell_timeout=args.cell_timeout,
-                        timeout=args.timeout, regrade=args.regrade, kernel_name=args.kernel,
-                        progress=not args.no_progress, sandbox=not args.no_sandbox, limits=limits)
+    limits = Limits(
+        memory_mb=args.max_memory,
+        processes=args.max_processes,
+        file_size_mb=args.max_file_size,
+        disk_mb=args.max_disk,
+        cpu_seconds=2 * math.ceil(args.timeout),
+    )
+    opts = GradeOptions(
+        seed=seed,
+        chapter=args.chapter,
+        jobs=args.jobs,
+        cell_timeout=args.cell_timeout,
+        timeout=args.timeout,
+        regrade=args.regrade,
+        kernel_name=args.kernel,
+        progress=not args.no_progress,
+        sandbox=not args.no_sandbox,
+        limits=limits,
+    )
     if opts.secret:
         _not_dumpable()
     if not opts.sandbox:
-        print("nbhelpers.grade: warning: grading without a sandbox (--no-sandbox): each submission's code runs as "
-              "you, with your files and processes in reach; the results are only as trustworthy as the students",
-              file=sys.stderr)
+        print(
+            "nbhelpers.grade: warning: grading without a sandbox (--no-sandbox): each submission's code runs as "
+            "you, with your files and processes in reach; the results are only as trustworthy as the students",
+            file=sys.stderr,
+        )
     try:
         summary = grade(args.paths, args.csv, args.json, opts)
     except SandboxUnavailable as e:
-        print(f"nbhelpers.grade: cannot grade in a sandbox: {e}. Install it, or pass --no-sandbox to grade "
-              "without one (see docs/grading.md)", file=sys.stderr)
+        print(
+            f"nbhelpers.grade: cannot grade in a sandbox: {e}. Install it, or pass --no-sandbox to grade "
+            "without one (see docs/grading.md)",
+            file=sys.stderr,
+        )
         return 2
     except FileNotFoundError as e:
         print(f"nbhelpers.grade: {e}", file=sys.stderr)

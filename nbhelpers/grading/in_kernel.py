@@ -25,6 +25,7 @@ dtype is numpy's dtype.str ("<f8", "|b1") or an ml_dtypes name ("bfloat16"). "$o
 for a value that cannot be sent as data (a student's own class); the grader decodes it to a
 stand-in object that equals nothing.
 """
+
 from __future__ import annotations
 
 import base64
@@ -64,6 +65,7 @@ LIMITS = {
 # =============================================================================================
 # Encoding: a value as JSON-ready data
 # =============================================================================================
+
 
 class _Encoding:
     """The state of one :func:`encode` call: strict or not, how many values it may still send,
@@ -153,8 +155,11 @@ def _dtype_spec(dt: Any) -> str | None:
     """How a dtype is sent: numpy's dtype.str, an ml_dtypes name, or None (it cannot be)."""
     if str(getattr(dt.type, "__module__", "")).startswith("ml_dtypes"):  # kind "V" or "f"
         name = dt.name
-        if ml_dtypes is not None and isinstance(getattr(ml_dtypes, name, None), type) \
-                and np.dtype(getattr(ml_dtypes, name)) == dt:
+        if (
+            ml_dtypes is not None
+            and isinstance(getattr(ml_dtypes, name, None), type)
+            and np.dtype(getattr(ml_dtypes, name)) == dt
+        ):
             return name
         return None
     if dt.kind in "biufc" and dt.fields is None and dt.subdtype is None:
@@ -173,6 +178,7 @@ def _int_code(n: int) -> Any:
 
 
 # ---- by exact type: the built-in types ------------------------------------------------------
+
 
 def _enc_as_is(v: Any, st: _Encoding, depth: int) -> Any:
     return v
@@ -196,6 +202,7 @@ def _enc_complex(v: complex, st: _Encoding, depth: int) -> Any:
 
 
 # ---- by kind (isinstance): numpy values, subclasses, containers -------------------------------
+
 
 def _enc_array(a: Any, st: _Encoding, depth: int) -> Any:
     shape = [int(n) for n in a.shape]
@@ -277,6 +284,7 @@ def _enc_rng(v: Any, st: _Encoding, depth: int) -> Any:
 
 
 # ---- anything else: nbhelpers' enums and dataclasses, then what a student made ----------------
+
 
 def _enc_other(v: Any, st: _Encoding, depth: int) -> Any:
     t = type(v)
@@ -379,7 +387,7 @@ def _dec(d: Any, depth: int, st: _Decoding) -> Any:
         return [_dec(x, depth + 1, st) for x in d]
     if type(d) is not dict or len(d) != 1:
         raise ValueError("not an encoded value")
-    (tag, v), = d.items()
+    ((tag, v),) = d.items()
     decoder = _DECODERS.get(tag)
     if decoder is None:
         raise ValueError(f"unknown tag {str(tag)[:20]!r}")
@@ -427,8 +435,13 @@ def _raw(text: Any) -> bytes:
 def import_class(module: Any, qualname: Any) -> type:
     """The class ``qualname`` of the nbhelpers module ``module``, imported: the kernel's way to
     find the class of a case input. (Never the grader's: it looks classes up in a fixed table.)"""
-    if not (isinstance(module, str) and isinstance(qualname, str) and _NAME_RE.match(module)
-            and _NAME_RE.match(qualname) and (module == "nbhelpers" or module.startswith("nbhelpers."))):
+    if not (
+        isinstance(module, str)
+        and isinstance(qualname, str)
+        and _NAME_RE.match(module)
+        and _NAME_RE.match(qualname)
+        and (module == "nbhelpers" or module.startswith("nbhelpers."))
+    ):
         raise ValueError("bad class name")
     obj: Any = importlib.import_module(module)
     for part in qualname.split("."):
@@ -584,6 +597,7 @@ _DECODERS = {
 # =============================================================================================
 # The runner: the grading cell's work, in the student's kernel
 # =============================================================================================
+
 
 class _TimeLimit(BaseException):
     """Raised by SIGALRM inside the student's function when its exercise's time is up."""

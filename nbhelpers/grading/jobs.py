@@ -6,6 +6,7 @@ the events it wrote; the two vocabularies the worker shares with the grader, its
 Nothing here imports the worker module: the worker is started as
 ``python -c "from nbhelpers.grading.worker import worker_main ..."`` (:data:`WORKER_COMMAND`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,11 +28,23 @@ from typing import Any, Iterator
 from .options import MAX_EVENTS, MAX_OUTPUT_LINE_BYTES, GradeOptions
 from .untrusted import safe_data, safe_text
 
-__all__ = ["WORKER_COMMAND", "WorkerAnswer", "Event", "Job", "Running", "WorkerProcess", "kill_group", "raw_lines",
-           "json_lines", "read_events"]
+__all__ = [
+    "WORKER_COMMAND",
+    "WorkerAnswer",
+    "Event",
+    "Job",
+    "Running",
+    "WorkerProcess",
+    "kill_group",
+    "raw_lines",
+    "json_lines",
+    "read_events",
+]
 
-WORKER_COMMAND = ("import sys; from nbhelpers.grading.worker import worker_loop; "
-                  "sys.exit(worker_loop(int(sys.argv[1]), int(sys.argv[2])))")
+WORKER_COMMAND = (
+    "import sys; from nbhelpers.grading.worker import worker_loop; "
+    "sys.exit(worker_loop(int(sys.argv[1]), int(sys.argv[2])))"
+)
 JOBS_PER_WORKER = 40  # a worker is replaced after this many jobs (bounds any slow leak)
 
 
@@ -68,8 +81,9 @@ def kill_group(pid: int) -> None:
         pass
 
 
-def raw_lines(path: str | Path, max_line: int = MAX_OUTPUT_LINE_BYTES,
-              max_total: int = 4 * MAX_OUTPUT_LINE_BYTES) -> Iterator[bytes | None]:
+def raw_lines(
+    path: str | Path, max_line: int = MAX_OUTPUT_LINE_BYTES, max_total: int = 4 * MAX_OUTPUT_LINE_BYTES
+) -> Iterator[bytes | None]:
     """The lines of a file a kernel may have written, read with care: only a regular file (never
     through a link), lines longer than ``max_line`` given as None (and skipped over, not kept),
     and no more than ``max_total`` bytes in all. Nothing when the file cannot be read."""
@@ -142,9 +156,15 @@ class WorkerProcess:
         try:
             with open(log, "ab") as out:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-c", WORKER_COMMAND, str(cmd_r), str(rep_w)], pass_fds=(cmd_r, rep_w),
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=str(log.parent),
-                    env=worker_env(), start_new_session=True)
+                    [sys.executable, "-c", WORKER_COMMAND, str(cmd_r), str(rep_w)],
+                    pass_fds=(cmd_r, rep_w),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=str(log.parent),
+                    env=worker_env(),
+                    start_new_session=True,
+                )
         finally:
             os.close(cmd_r)
             os.close(rep_w)

@@ -7,6 +7,7 @@ The seed and the expected results never leave this process: the kernel gets the 
 only, and what it sends back is decoded as plain data (:func:`decode_result`), never unpickled
 or executed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,13 +30,23 @@ from .submissions import Submission, detect_chapter, is_check_cell
 from .untrusted import safe_data
 
 __all__ = [
-    "ExercisePlan", "ChapterPlan", "plan_chapter", "Opaque", "stand_in", "decode_result", "read_outputs",
-    "judge", "event_text", "status_of", "grade_one",
+    "ExercisePlan",
+    "ChapterPlan",
+    "plan_chapter",
+    "Opaque",
+    "stand_in",
+    "decode_result",
+    "read_outputs",
+    "judge",
+    "event_text",
+    "status_of",
+    "grade_one",
 ]
 
 # =============================================================================================
 # Plans: what each exercise of a chapter is checked on, and what it should give
 # =============================================================================================
+
 
 @dataclass
 class ExercisePlan:
@@ -108,8 +119,13 @@ def _plan_exercise(ex: Exercise, seed: int) -> tuple[ExercisePlan, list | None]:
     try:
         p.cases = cases_for(ex, seed)
         p.expected = expected_outputs(ex, p.cases)
-        encoded = [{"a": [encode(a, strict=True) for a in c.args],
-                    "k": {str(k): encode(v, strict=True) for k, v in c.kwargs.items()}} for c in p.cases]
+        encoded = [
+            {
+                "a": [encode(a, strict=True) for a in c.args],
+                "k": {str(k): encode(v, strict=True) for k, v in c.kwargs.items()},
+            }
+            for c in p.cases
+        ]
     except Exception as e:  # noqa: BLE001 - a bug on the course's side, reported per exercise
         p.error = f"the grader cannot check this exercise (not the student's fault): {describe_exception(e)}"
         return p, None
@@ -123,6 +139,7 @@ def _plan_for(plans: dict[int, ChapterPlan | None], chapter: int | None) -> Chap
 # =============================================================================================
 # Reading what the kernel wrote
 # =============================================================================================
+
 
 class Opaque:
     """Stands for a value a kernel returned that could not be sent as data; equals nothing."""
@@ -215,8 +232,13 @@ def _parse_line(line: bytes | None) -> Any:
 # Judging one exercise
 # =============================================================================================
 
-def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[CheckStatus, str],
-          classes: dict[tuple[str, str], type] | None = None) -> CheckResult:
+
+def judge(
+    p: ExercisePlan,
+    rec: dict | None,
+    missing_reason: tuple[CheckStatus, str],
+    classes: dict[tuple[str, str], type] | None = None,
+) -> CheckResult:
     """The CheckResult of one exercise from its kernel record (None: the kernel never wrote one;
     ``missing_reason`` is then its (status, error)). ``classes``: the plan's (see
     :func:`decode_result`)."""
@@ -229,13 +251,22 @@ def judge(p: ExercisePlan, rec: dict | None, missing_reason: tuple[CheckStatus, 
         return _unscored(p, CheckStatus.MISSING, f"the notebook does not define {ex.name}")
     if "not_callable" in rec:
         # the same words as checks.run_check
-        return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [],
-                           f"expected a function, got {str(rec['not_callable'])[:100]}")
+        return CheckResult(
+            ex.id, ex.title, 0, ex.points, 0, 0, [], f"expected a function, got {str(rec['not_callable'])[:100]}"
+        )
     if "too_large" in rec:
         size = rec["too_large"] if isinstance(rec["too_large"], int) else 0
-        return CheckResult(ex.id, ex.title, 0, ex.points, len(p.cases), len(p.cases), [],
-                           f"the results were too large to send back ({size / 2**20:.0f} MB; the limit is "
-                           f"{MAX_OUTPUT_LINE_BYTES / 2**20:.0f} MB)")
+        return CheckResult(
+            ex.id,
+            ex.title,
+            0,
+            ex.points,
+            len(p.cases),
+            len(p.cases),
+            [],
+            f"the results were too large to send back ({size / 2**20:.0f} MB; the limit is "
+            f"{MAX_OUTPUT_LINE_BYTES / 2**20:.0f} MB)",
+        )
     results = rec.get("results")
     if not isinstance(results, list):
         return _unscored(p, CheckStatus.ERROR, "the grader could not read this function's results")
@@ -250,8 +281,9 @@ def _unscored(p: ExercisePlan, status: CheckStatus, error: str, n_failed: int | 
     """No points: every case failed (or ``n_failed``), for the reason ``error``. ``status`` is
     ERROR or one of the grader's own (TIMEOUT, DIED, MISSING, NOT RUN): a :class:`CheckStatus`."""
     n = len(p.cases)
-    return CheckResult(p.exercise.id, p.exercise.title, 0, p.exercise.points, n,
-                       n if n_failed is None else n_failed, [], error, status)
+    return CheckResult(
+        p.exercise.id, p.exercise.title, 0, p.exercise.points, n, n if n_failed is None else n_failed, [], error, status
+    )
 
 
 def _returned(results: list, classes: dict[tuple[str, str], type] | None) -> tuple[list, bool]:
@@ -262,8 +294,11 @@ def _returned(results: list, classes: dict[tuple[str, str], type] | None) -> tup
             got.append(decode_result(r["v"], classes))
         elif isinstance(r, dict) and isinstance(r.get("r"), dict):
             e = r["r"]
-            got.append(Raised.from_parts(str(e.get("type", "Exception"))[:100], str(e.get("message", ""))[:4000],
-                                         e.get("ni") is True))
+            got.append(
+                Raised.from_parts(
+                    str(e.get("type", "Exception"))[:100], str(e.get("message", ""))[:4000], e.get("ni") is True
+                )
+            )
         elif isinstance(r, dict) and "t" in r:
             got.append(_timeout_raised(r["t"]))
             return got, True
@@ -280,6 +315,7 @@ def _timeout_raised(seconds: Any) -> Raised:
 # =============================================================================================
 # One submission: its run, its status, its record
 # =============================================================================================
+
 
 def event_text(e: dict) -> str:
     """A worker's event in words, for the detail column."""
@@ -324,8 +360,16 @@ def status_of(events: list[dict], total_timeout: bool, worker_failed: bool, resu
     return Status.GRADED
 
 
-def _record(sub: Submission, chapter: int | None, status: Status, details: list[str], results: dict,
-            plan: ChapterPlan | None, opts: GradeOptions, t0: float) -> dict:
+def _record(
+    sub: Submission,
+    chapter: int | None,
+    status: Status,
+    details: list[str],
+    results: dict,
+    plan: ChapterPlan | None,
+    opts: GradeOptions,
+    t0: float,
+) -> dict:
     """A submission's entry in the JSON file (its CSV row is made from it)."""
     return {
         "file": sub.file,
@@ -358,12 +402,21 @@ def grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: Grade
         return _grade_one(sub, plans, opts, running, t0)
     except Exception as e:  # noqa: BLE001 - one submission's failure must not stop the run
         plan = _plan_for(plans, opts.chapter)
-        return _record(sub, opts.chapter, Status.GRADER_ERROR, [f"the grader failed: {describe_exception(e)}"],
-                       _not_checked(plan, "not checked"), plan, opts, t0)
+        return _record(
+            sub,
+            opts.chapter,
+            Status.GRADER_ERROR,
+            [f"the grader failed: {describe_exception(e)}"],
+            _not_checked(plan, "not checked"),
+            plan,
+            opts,
+            t0,
+        )
 
 
-def _grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: GradeOptions, running: Running,
-               t0: float) -> dict:
+def _grade_one(
+    sub: Submission, plans: dict[int, ChapterPlan | None], opts: GradeOptions, running: Running, t0: float
+) -> dict:
     chapter, note = detect_chapter(sub.file, sub.cells, opts.chapter)
     skip = _why_not_run(sub, chapter, note, opts)
     if skip is not None:
@@ -372,8 +425,16 @@ def _grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: Grad
         return _record(sub, ch, status, [why], _not_checked(plan, f"not checked: {status}"), plan, opts, t0)
     plan = plans.get(chapter)
     if plan is None:
-        return _record(sub, chapter, Status.UNKNOWN_CHAPTER, [f"chapter {chapter:02d} has no exercises to grade"],
-                       {}, None, opts, t0)
+        return _record(
+            sub,
+            chapter,
+            Status.UNKNOWN_CHAPTER,
+            [f"chapter {chapter:02d} has no exercises to grade"],
+            {},
+            None,
+            opts,
+            t0,
+        )
     cells = [[i, src, is_check_cell(src)] for i, src in sub.cells]
     exercise_ids = [p.exercise.id for p in plan.exercises if p.error is None]
     with Job(cells, plan.inputs_json, exercise_ids, opts) as job:
@@ -387,31 +448,42 @@ def _grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: Grad
     results = _judge_all(plan, outputs.records, events, _missing_reason(total_timeout, worker_failed, opts))
     details = [note] + [event_text(e) for e in events]
     if outputs.foreign_lines:
-        details.append(f"tampering: {outputs.foreign_lines} line{'s' if outputs.foreign_lines != 1 else ''} in the "
-                       "results files did not come from the grading cell (ignored)")
+        details.append(
+            f"tampering: {outputs.foreign_lines} line{'s' if outputs.foreign_lines != 1 else ''} in the "
+            "results files did not come from the grading cell (ignored)"
+        )
     if total_timeout:
         details.append(f"stopped after {opts.timeout:g} s, the total time limit")
     if worker_failed:
         details.append("the grader's worker failed" + (": " + " | ".join(log_tail) if log_tail else ""))
-    details += [f"{r.exercise_id}: {r.status.lower()}" for r in results.values()
-                if r.status in (CheckStatus.TIMEOUT, CheckStatus.MISSING, CheckStatus.DIED, CheckStatus.ERROR)]
+    details += [
+        f"{r.exercise_id}: {r.status.lower()}"
+        for r in results.values()
+        if r.status in (CheckStatus.TIMEOUT, CheckStatus.MISSING, CheckStatus.DIED, CheckStatus.ERROR)
+    ]
     status = status_of(events, total_timeout, worker_failed, results)
     return _record(sub, chapter, status, details, results, plan, opts, t0)
 
 
-def _why_not_run(sub: Submission, chapter: int | None, note: str, opts: GradeOptions
-                 ) -> tuple[int | None, Status, str, int | None] | None:
+def _why_not_run(
+    sub: Submission, chapter: int | None, note: str, opts: GradeOptions
+) -> tuple[int | None, Status, str, int | None] | None:
     """For a submission that is not run: (its chapter, its status, the detail, the chapter whose
     exercises it gets 0 for). None when it is to be run."""
     if sub.problem is not None:
         ch = opts.chapter if opts.chapter is not None else chapter
         return ch, sub.problem, sub.detail, ch
     if chapter is None:
-        return (None, Status.UNKNOWN_CHAPTER, note or "no check(\"exNN.…\") call and no exNN in the file name",
-                opts.chapter)
+        return (
+            None,
+            Status.UNKNOWN_CHAPTER,
+            note or 'no check("exNN.…") call and no exNN in the file name',
+            opts.chapter,
+        )
     if opts.chapter is not None and chapter != opts.chapter:
-        why = (f"this is a chapter {chapter:02d} notebook, not chapter {opts.chapter:02d}"
-               + (f" ({note})" if note else ""))
+        why = f"this is a chapter {chapter:02d} notebook, not chapter {opts.chapter:02d}" + (
+            f" ({note})" if note else ""
+        )
         return chapter, Status.WRONG_CHAPTER, why, opts.chapter
     return None
 
@@ -425,13 +497,20 @@ def _missing_reason(total_timeout: bool, worker_failed: bool, opts: GradeOptions
     return CheckStatus.NOT_RUN, "not checked: the grading cell did not finish"
 
 
-def _judge_all(plan: ChapterPlan, outputs: dict[str, dict], events: list[dict],
-               missing: tuple[CheckStatus, str]) -> dict[str, CheckResult]:
-    died = {e.get("exercise") for e in events
-            if e.get("event") == Event.KERNEL_DIED and e.get("exercise") and not e.get("retry")}
+def _judge_all(
+    plan: ChapterPlan, outputs: dict[str, dict], events: list[dict], missing: tuple[CheckStatus, str]
+) -> dict[str, CheckResult]:
+    died = {
+        e.get("exercise")
+        for e in events
+        if e.get("event") == Event.KERNEL_DIED and e.get("exercise") and not e.get("retry")
+    }
     results = {}
     for p in plan.exercises:
-        reason = ((CheckStatus.DIED, "the kernel died while this function was checked, twice")
-                  if p.exercise.id in died else missing)
+        reason = (
+            (CheckStatus.DIED, "the kernel died while this function was checked, twice")
+            if p.exercise.id in died
+            else missing
+        )
         results[p.exercise.id] = judge(p, outputs.get(p.exercise.id), reason, plan.classes)
     return results

@@ -1,6 +1,7 @@
 """What a grading run is told (:class:`GradeOptions`), what a submission can end up as
 (:class:`Status`), what the output files say of the seed (:class:`SeedKind`), and the grader's
 size and time limits."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class SeedKind(StrEnum):
 
     SECRET = "secret"  # any seed but 0: hidden cases
     PUBLIC = "public"  # seed 0: the cases students see
+
 
 DEFAULT_CELL_TIMEOUT = 60.0  # seconds for each cell, and for all the calls of one function
 DEFAULT_TIMEOUT = 300.0  # seconds for a whole submission, kernel start included

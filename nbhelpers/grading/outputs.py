@@ -1,6 +1,7 @@
 """The output files: the CSV (one row per submission, appended and synced as each finishes) and
 the JSON file (every check's details, rewritten atomically), loading them to resume a run, and
 setting aside a file that cannot be read instead of overwriting it."""
+
 from __future__ import annotations
 
 import csv
@@ -35,10 +36,15 @@ def _csv_safe(v: Any) -> str:
 
 def _csv_row(rec: dict, columns: list[str]) -> list[str]:
     chapter = rec.get("chapter")
-    row = {"file": rec["file"], "sha256": rec["sha256"],
-           "chapter": f"{chapter:02d}" if isinstance(chapter, int) else "",
-           "total": rec.get("total", 0), "max": "" if rec.get("max") is None else rec["max"],
-           "status": rec["status"], "detail": truncate(rec.get("detail", ""), DETAIL_LIMIT)}
+    row = {
+        "file": rec["file"],
+        "sha256": rec["sha256"],
+        "chapter": f"{chapter:02d}" if isinstance(chapter, int) else "",
+        "total": rec.get("total", 0),
+        "max": "" if rec.get("max") is None else rec["max"],
+        "status": rec["status"],
+        "detail": truncate(rec.get("detail", ""), DETAIL_LIMIT),
+    }
     for ex_id, c in (rec.get("checks") or {}).items():
         row[ex_id] = c.get("points", 0) if isinstance(c, dict) else ""
     return [_csv_safe(row.get(col, "")) for col in columns]
@@ -76,11 +82,15 @@ def _set_aside(path: Path, why: str) -> None:
         k += 1
         aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}-{k}")
     os.replace(path, aside)
-    print(f"nbhelpers.grade: {safe_name(path)} is damaged ({safe_text(truncate(why, 200))}); kept as "
-          f"{safe_name(aside)}, starting it afresh", file=sys.stderr)
+    print(
+        f"nbhelpers.grade: {safe_name(path)} is damaged ({safe_text(truncate(why, 200))}); kept as "
+        f"{safe_name(aside)}, starting it afresh",
+        file=sys.stderr,
+    )
 
 
 # ---- the JSON file: the record of every submission, and the truth the CSV is made from ---------
+
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
@@ -108,8 +118,9 @@ def _check_record(r: Any) -> str | None:
     if not isinstance(r.get("detail", ""), str) or not isinstance(r.get("checks", {}), dict):
         return f"{r['file']}: malformed detail or checks"
     points = [c.get("points") if isinstance(c, dict) else None for c in r.get("checks", {}).values()]
-    if not all(_is_int(p) and p >= 0 for p in points) or not all(isinstance(k, str) and EXERCISE_ID_RE.match(k)
-                                                                  for k in r.get("checks", {})):
+    if not all(_is_int(p) and p >= 0 for p in points) or not all(
+        isinstance(k, str) and EXERCISE_ID_RE.match(k) for k in r.get("checks", {})
+    ):
         return f"{r['file']}: malformed checks"
     if not _is_int(r.get("total")) or r["total"] != sum(points) or (r.get("max") is not None and r["total"] > r["max"]):
         return f"{r['file']}: its total is not the sum of its points"
@@ -139,6 +150,7 @@ def _load_json(path: Path) -> dict[str, dict]:
 
 
 # ---- the CSV file: made from the records; extra columns an instructor added are kept ----------
+
 
 def _load_csv(path: Path) -> tuple[list[str], dict[str, dict]]:
     """Columns and rows (by the file column as written; the last row of a file wins) of an
@@ -212,10 +224,14 @@ class Outputs:
     def is_done(self, sub: Submission) -> bool:
         """Already graded with the same content and the same seed kind and chapter option."""
         rec = self.records.get(sub.file)
-        return (not self.opts.regrade and rec is not None and rec.get("sha256") == sub.sha256
-                and rec.get("status") != Status.GRADER_ERROR
-                and rec.get("seed") == self.opts.seed_kind
-                and rec.get("chapter_option") == self.opts.chapter)
+        return (
+            not self.opts.regrade
+            and rec is not None
+            and rec.get("sha256") == sub.sha256
+            and rec.get("status") != Status.GRADER_ERROR
+            and rec.get("seed") == self.opts.seed_kind
+            and rec.get("chapter_option") == self.opts.chapter
+        )
 
     def start(self, exercise_ids: list[str]) -> None:
         """Rewrite both files with every record, and the CSV with the columns this run needs:

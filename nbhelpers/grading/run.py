@@ -1,5 +1,6 @@
 """A grading run: :func:`grade` (the library function behind the command), its loop over the
 submissions (``--jobs`` at a time), the progress bar and the summary printed at the end."""
+
 from __future__ import annotations
 
 import sys
@@ -41,8 +42,9 @@ class RunSummary:
         self.records.append(rec)
 
 
-def grade(paths: Iterable[str | Path], csv_path: str | Path, json_path: str | Path,
-          opts: GradeOptions | None = None) -> RunSummary:
+def grade(
+    paths: Iterable[str | Path], csv_path: str | Path, json_path: str | Path, opts: GradeOptions | None = None
+) -> RunSummary:
     """Grade every notebook under ``paths``; write/extend ``csv_path`` and ``json_path``.
 
     Returns what was done. Raises FileNotFoundError for a path that does not exist, and
@@ -61,8 +63,12 @@ def grade(paths: Iterable[str | Path], csv_path: str | Path, json_path: str | Pa
     found = find_notebooks(paths)
     if not found:
         raise FileNotFoundError(f"no notebooks (*.ipynb) in {', '.join(map(str, paths))}")
-    subs = [read_submission(f.path, f.name) if f.refused is None
-            else Submission(f.name, f.path).reject(Status.REFUSED, f"{f.refused}: not read") for f in found]
+    subs = [
+        read_submission(f.path, f.name)
+        if f.refused is None
+        else Submission(f.name, f.path).reject(Status.REFUSED, f"{f.refused}: not read")
+        for f in found
+    ]
     outputs = Outputs(Path(csv_path), Path(json_path), opts)
     todo = [s for s in subs if not outputs.is_done(s)]
     plans = _plans(todo, opts)
@@ -85,8 +91,13 @@ def _plans(todo: list[Submission], opts: GradeOptions) -> dict[int, ChapterPlan 
     return {ch: plan_chapter(ch, opts.seed) for ch in sorted(chapters)}
 
 
-def _grade_all(todo: list[Submission], plans: dict[int, ChapterPlan | None], opts: GradeOptions,
-               outputs: Outputs, summary: RunSummary) -> None:
+def _grade_all(
+    todo: list[Submission],
+    plans: dict[int, ChapterPlan | None],
+    opts: GradeOptions,
+    outputs: Outputs,
+    summary: RunSummary,
+) -> None:
     """Grade ``opts.jobs`` submissions at a time, recording each as it finishes. On Ctrl-C (or any
     other exception) every worker still running is stopped."""
     running = Running()
@@ -133,8 +144,15 @@ def _progress(total: int, enabled: bool) -> Any:
         from tqdm import tqdm
     except ImportError:  # tqdm is a dependency; a bare line per submission otherwise
         return _BareProgress(total, enabled)
-    return tqdm(total=total, file=sys.stderr, unit="notebook", desc="grading", disable=not enabled,
-                dynamic_ncols=True, mininterval=0.5)
+    return tqdm(
+        total=total,
+        file=sys.stderr,
+        unit="notebook",
+        desc="grading",
+        disable=not enabled,
+        dynamic_ncols=True,
+        mininterval=0.5,
+    )
 
 
 def print_summary(s: RunSummary, opts: GradeOptions, csv_path: str, json_path: str) -> None:

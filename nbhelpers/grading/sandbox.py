@@ -20,6 +20,7 @@ The sandbox (on by default, Linux only) gives the kernel
 The limits (``prlimit``, with or without the sandbox) cap each process's address space, the size
 of any file it writes, its CPU time, and the processes the grading user may run meanwhile.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,8 +37,22 @@ INSTALL_HINT = "Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf
 
 # Files of /etc a Python kernel may read: the dynamic linker's cache, time zone, user and group
 # names, name service, fonts, certificates, the alternatives links of Debian's /usr/bin.
-_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
-        "nsswitch.conf", "hosts", "fonts", "ssl", "ca-certificates", "alternatives", "matplotlibrc")
+_ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "fonts",
+    "ssl",
+    "ca-certificates",
+    "alternatives",
+    "matplotlibrc",
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -61,8 +76,15 @@ def course_package_dir() -> Path:
 
 
 # The namespaces and restrictions of every sandbox (and of the probe that tries them once).
-_ISOLATION = ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-              "--disable-userns")
+_ISOLATION = (
+    "--unshare-all",
+    "--unshare-user",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+    "--disable-userns",
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,8 +109,10 @@ def sandbox_problem() -> str | None:
         return f"bubblewrap (bwrap) is not installed ({INSTALL_HINT})"
     why = _probe(bwrap)
     if why is not None:
-        return (f"bubblewrap cannot create a sandbox here: {why} (unprivileged user namespaces may be "
-                "disabled: see docs/grading.md)")
+        return (
+            f"bubblewrap cannot create a sandbox here: {why} (unprivileged user namespaces may be "
+            "disabled: see docs/grading.md)"
+        )
     return None
 
 
@@ -140,14 +164,31 @@ def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
     args += ["--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
     args += _python_mounts(argv0)
     registry = pkg / "answer_keys" / "__init__.py"  # no references in it; nbhelpers.checks imports it
-    args += ["--ro-bind", str(pkg), str(pkg), "--tmpfs", str(pkg / "answer_keys"),
-             "--ro-bind", str(registry), str(registry),
-             "--bind", str(channel), str(channel), "--chdir", "/tmp/work"]
+    args += [
+        "--ro-bind",
+        str(pkg),
+        str(pkg),
+        "--tmpfs",
+        str(pkg / "answer_keys"),
+        "--ro-bind",
+        str(registry),
+        str(registry),
+        "--bind",
+        str(channel),
+        str(channel),
+        "--chdir",
+        "/tmp/work",
+    ]
     env = {
-        "HOME": "/tmp/home", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(pkg.parent),
-        "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
-        "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
+        "HOME": "/tmp/home",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": str(pkg.parent),
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": "/tmp/home/.matplotlib",
     }
     args.append("--clearenv")
     for k, v in env.items():
@@ -170,13 +211,15 @@ def _user_processes() -> int:
 
 # Sets the limits given as "NAME=soft:hard" arguments, then becomes the command after "--"
 # (where util-linux's prlimit is missing, as on macOS).
-_SET_LIMITS = ("import os, resource, sys\n"
-               "i = sys.argv.index('--')\n"
-               "for a in sys.argv[1:i]:\n"
-               "    name, value = a.split('=')\n"
-               "    soft, hard = (int(v) for v in value.split(':'))\n"
-               "    resource.setrlimit(getattr(resource, 'RLIMIT_' + name), (soft, hard))\n"
-               "os.execvp(sys.argv[i + 1], sys.argv[i + 1:])\n")
+_SET_LIMITS = (
+    "import os, resource, sys\n"
+    "i = sys.argv.index('--')\n"
+    "for a in sys.argv[1:i]:\n"
+    "    name, value = a.split('=')\n"
+    "    soft, hard = (int(v) for v in value.split(':'))\n"
+    "    resource.setrlimit(getattr(resource, 'RLIMIT_' + name), (soft, hard))\n"
+    "os.execvp(sys.argv[i + 1], sys.argv[i + 1:])\n"
+)
 
 
 def _limit_args(limits: Limits) -> list[str]:
@@ -193,8 +236,15 @@ def _limit_args(limits: Limits) -> list[str]:
     prlimit = shutil.which("prlimit")
     if prlimit is not None:
         return [prlimit, *(f"--{k.lower()}={soft}:{hard}" for k, (soft, hard) in values.items()), "--"]
-    return [sys.executable, "-I", "-S", "-c", _SET_LIMITS,
-            *(f"{k}={soft}:{hard}" for k, (soft, hard) in values.items()), "--"]
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        _SET_LIMITS,
+        *(f"{k}={soft}:{hard}" for k, (soft, hard) in values.items()),
+        "--",
+    ]
 
 
 def kernel_command(argv: list[str], channel: Path, limits: Limits, sandbox: bool) -> list[str]:

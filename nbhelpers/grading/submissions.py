@@ -1,5 +1,6 @@
 """Submissions: finding the notebooks, reading each once (read-only), its code cells, the chapter
 it belongs to, and which of its cells are check cells (skipped when grading)."""
+
 from __future__ import annotations
 
 import ast
@@ -57,8 +58,7 @@ def find_notebooks(paths: Iterable[str | Path]) -> list[Found]:
     for p in paths:
         if not p.is_dir():
             real = p.resolve()
-            found.setdefault(real, Found(str(p), real) if real.is_file()
-                             else Found(str(p), real, "not a regular file"))
+            found.setdefault(real, Found(str(p), real) if real.is_file() else Found(str(p), real, "not a regular file"))
             continue
         for q in _notebooks_in(p):
             real = q.resolve()
@@ -67,8 +67,14 @@ def find_notebooks(paths: Iterable[str | Path]) -> list[Found]:
                 continue
             inside = next(((given, root) for given, root in roots if real.is_relative_to(root)), None)
             if inside is None or not real.is_file():
-                found.setdefault(Path(q.absolute()), Found(str(q), real, "a link to a file outside the folders "
-                                 "being graded" if real.exists() else "a link to nothing"))
+                found.setdefault(
+                    Path(q.absolute()),
+                    Found(
+                        str(q),
+                        real,
+                        "a link to a file outside the folders being graded" if real.exists() else "a link to nothing",
+                    ),
+                )
                 continue
             given, root = inside
             found.setdefault(real, Found(str(given / real.relative_to(root)), real))
@@ -182,8 +188,9 @@ def _cells_of(nb: Any) -> list[tuple[int, str]]:
     return cells
 
 
-def detect_chapter(file_name: str, cells: Iterable[tuple[int, str]], expected: int | None = None
-                   ) -> tuple[int | None, str]:
+def detect_chapter(
+    file_name: str, cells: Iterable[tuple[int, str]], expected: int | None = None
+) -> tuple[int | None, str]:
     """The chapter a notebook belongs to, and a note when the signs disagree.
 
     The notebook's own ``check("exNN.…")`` and ``summary(NN)`` calls decide; the file name
@@ -196,8 +203,11 @@ def detect_chapter(file_name: str, cells: Iterable[tuple[int, str]], expected: i
     from_calls = {int(c) for c in _CHECK_CALL_RE.findall(text)} | {int(c) for c in _SUMMARY_CALL_RE.findall(text)}
     if len(from_calls) == 1:
         (ch,) = from_calls
-        note = (f"its file name says chapter {from_name:02d}, its check cells chapter {ch:02d}"
-                if from_name is not None and from_name != ch else "")
+        note = (
+            f"its file name says chapter {from_name:02d}, its check cells chapter {ch:02d}"
+            if from_name is not None and from_name != ch
+            else ""
+        )
         return ch, note
     if len(from_calls) > 1:
         listed = ", ".join(f"{c:02d}" for c in sorted(from_calls))

@@ -7,6 +7,7 @@ terminal or a spreadsheet would act on (escape sequences, carriage returns, bidi
 overrides). Each such character is written out as a visible escape (``\\x1b``, ``\\udcff``), so
 nothing is lost from sight and nothing acts. Everything here is linear in the size of its input.
 """
+
 from __future__ import annotations
 
 import re

@@ -13,6 +13,7 @@ killed it. The worker reports through files, never through stdout: events as JSO
 
 Only the worker process imports this module (it imports nbclient and nbformat).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -119,9 +120,14 @@ class _Client(NotebookClient):
     def output(self, outs, msg, display_id, cell_index):  # keep errors only: bounded memory
         if msg.get("msg_type") == "error":
             content = msg.get("content", {})
-            outs.append(nbformat.v4.new_output(
-                "error", ename=str(content.get("ename", ""))[:200],
-                evalue=str(content.get("evalue", ""))[:2000], traceback=[]))
+            outs.append(
+                nbformat.v4.new_output(
+                    "error",
+                    ename=str(content.get("ename", ""))[:200],
+                    evalue=str(content.get("evalue", ""))[:2000],
+                    traceback=[],
+                )
+            )
         return None
 
 
@@ -208,9 +214,16 @@ class _Worker:
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(src) for _, src in self.cells]
         cwd = str(channel) if self.job["sandbox"] else self.job["cwd"]
-        client = _Client(nb, km=self._kernel_manager(channel), timeout=int(math.ceil(self.cell_timeout)),
-                         allow_errors=True, interrupt_on_timeout=True, shutdown_kernel="immediate",
-                         resources={"metadata": {"path": cwd}}, startup_timeout=120)
+        client = _Client(
+            nb,
+            km=self._kernel_manager(channel),
+            timeout=int(math.ceil(self.cell_timeout)),
+            allow_errors=True,
+            interrupt_on_timeout=True,
+            shutdown_kernel="immediate",
+            resources={"metadata": {"path": cwd}},
+            startup_timeout=120,
+        )
         try:
             with client.setup_kernel():
                 self._note_kernel(client)
@@ -220,8 +233,9 @@ class _Worker:
                 deaths = self.deaths[died_at] = self.deaths.get(died_at, 0) + 1
                 if deaths > 1:
                     self.dead_cells.add(died_at)
-                self.event(Event.KERNEL_DIED, cell=died_at + 1, line=_first_line(dict(self.cells)[died_at]),
-                           retry=deaths == 1)
+                self.event(
+                    Event.KERNEL_DIED, cell=died_at + 1, line=_first_line(dict(self.cells)[died_at]), retry=deaths == 1
+                )
                 return True
         finally:
             for pid in _current_kernel_pid:
@@ -255,8 +269,13 @@ class _Worker:
             self.event(Event.CELL_TIMEOUT, cell=index + 1, line=_first_line(src), seconds=self.cell_timeout)
         elif errors and (Event.CELL_ERROR, index) not in self.reported:
             self.reported.add((Event.CELL_ERROR, index))
-            self.event(Event.CELL_ERROR, cell=index + 1, line=_first_line(src),
-                       ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
+            self.event(
+                Event.CELL_ERROR,
+                cell=index + 1,
+                line=_first_line(src),
+                ename=errors[0].get("ename", ""),
+                evalue=errors[0].get("evalue", ""),
+            )
 
     def _run_grading_cell(self, client: _Client, nb: Any, channel: Path) -> bool:
         """Check the remaining exercises in this kernel; True when one killed it and others remain.
@@ -274,8 +293,14 @@ class _Worker:
             _write_new(inputs, f.read())
         _write_new(outputs, b"")
         nonce = secrets.token_hex(16)
-        cell_job = {"inputs": str(inputs), "outputs": str(outputs), "budget": budget, "only": self.remaining,
-                    "nonce": nonce, "max_line": int(self.job["max_line"])}
+        cell_job = {
+            "inputs": str(inputs),
+            "outputs": str(outputs),
+            "budget": budget,
+            "only": self.remaining,
+            "nonce": nonce,
+            "max_line": int(self.job["max_line"]),
+        }
         record = {"outputs": str(outputs), "nonce": nonce}  # of the GRADING_CELL event
         _on_exit.append(lambda: self.event(Event.GRADING_CELL, **record))
         gcell = nbformat.v4.new_code_cell(grading_cell(cell_job))

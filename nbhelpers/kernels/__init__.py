@@ -33,6 +33,7 @@ course pins), which the kernels' launchers guard against or document:
   ``input_precision`` has no effect.
 * Autotuning and ``triton.testing.do_bench`` need a GPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,9 +68,11 @@ def fp8_unsupported_reason(dtype_name: str, capability: tuple[int, int], gpu: st
     the scaled GEMM kernel for sm_80 without a GPU). e5m2 (``fp8e5``) compiles there."""
     if dtype_name == "float8_e4m3fn" and tuple(capability) < (8, 9):
         major, minor = capability
-        return (f"fp8 e4m3 kernels need compute capability 8.9 or newer (Ada, Hopper), and {gpu} is "
-                f"{major}.{minor}: Triton cannot compile an e4m3 tl.dot for it. Use bf16 operands on this GPU, "
-                "or run the fp8 kernels on a CPU in Triton's interpreter (NBHELPERS_DEVICE=cpu).")
+        return (
+            f"fp8 e4m3 kernels need compute capability 8.9 or newer (Ada, Hopper), and {gpu} is "
+            f"{major}.{minor}: Triton cannot compile an e4m3 tl.dot for it. Use bf16 operands on this GPU, "
+            "or run the fp8 kernels on a CPU in Triton's interpreter (NBHELPERS_DEVICE=cpu)."
+        )
     return None
 
 
@@ -80,7 +83,8 @@ def require_fp8_support(dtype, device) -> None:
         return
     import torch
 
-    why = fp8_unsupported_reason(str(dtype).removeprefix("torch."), torch.cuda.get_device_capability(device),
-                                 torch.cuda.get_device_name(device))
+    why = fp8_unsupported_reason(
+        str(dtype).removeprefix("torch."), torch.cuda.get_device_capability(device), torch.cuda.get_device_name(device)
+    )
     if why is not None:
         raise RuntimeError(why)

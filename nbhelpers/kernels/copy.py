@@ -24,6 +24,7 @@ interpreter (see :mod:`nbhelpers.kernels`), which holds bfloat16 as raw 16-bit i
 3.7.1), a copy of bf16 is still exact, and so is one of a NaN's payload or of -0.0. Offsets are
 computed in int64, so tensors beyond 2**31 elements are addressed correctly.
 """
+
 from __future__ import annotations
 
 import torch
@@ -47,8 +48,15 @@ __all__ = [
 
 # what the launchers accept: floating and integer types of 1, 2, 4 and 8 bytes (a copy moves bits)
 DTYPES = (
-    torch.float32, torch.float16, torch.bfloat16, torch.float64,
-    torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
 )
 
 
@@ -74,11 +82,16 @@ def strided_read_kernel(x_ptr, out_ptr, n_out, stride, BLOCK: tl.constexpr):
 
 @triton.jit
 def transpose_kernel(
-    x_ptr, out_ptr,
-    M, N,
-    stride_xm, stride_xn,
-    stride_om, stride_on,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    x_ptr,
+    out_ptr,
+    M,
+    N,
+    stride_xm,
+    stride_xn,
+    stride_om,
+    stride_on,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """out[j, i] = x[i, j] for one BLOCK_M x BLOCK_N tile of x (M, N); out is (N, M)."""
     pid_m = tl.program_id(axis=0).to(tl.int64)
@@ -88,8 +101,7 @@ def transpose_kernel(
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tile = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_n[None, :] * stride_xn, mask=mask)
     # the transposed tile, so that the store walks along out's rows (its contiguous dimension)
-    tl.store(out_ptr + offs_n[:, None] * stride_om + offs_m[None, :] * stride_on, tl.trans(tile),
-             mask=tl.trans(mask))
+    tl.store(out_ptr + offs_n[:, None] * stride_om + offs_m[None, :] * stride_on, tl.trans(tile), mask=tl.trans(mask))
 
 
 # ------------------------------------------------------------------ checks
@@ -178,8 +190,9 @@ def transpose(x: torch.Tensor, block: tuple[int, int] = (32, 32)) -> torch.Tenso
     if M == 0 or N == 0:
         return out
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
-    transpose_kernel[grid](x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
-                           BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    transpose_kernel[grid](
+        x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N
+    )
     return out
 
 

@@ -50,6 +50,7 @@ for a bf16 output the launcher stores the fp32 tile and rounds it to bf16 with t
 The error bound the kernel is checked against is :func:`nbhelpers.gemm_bounds.error_bound`; the
 kernel on float64 data rounded to a format (chapter 03's sweeps) is :func:`nbhelpers.gemm_runs.run_matmul`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -98,12 +99,21 @@ def tile_of(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl
 
 @triton.jit
 def matmul_kernel(
-    a_ptr, b_ptr, c_ptr,
-    M, N, K,
-    stride_am, stride_ak,
-    stride_bk, stride_bn,
-    stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
     GROUP_M: tl.constexpr = 1,
 ):
@@ -150,8 +160,10 @@ def program_tiles(M: int, N: int, block_m: int, block_n: int, group_m: int) -> l
 
 
 def _configs(rows) -> list:
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
-            for bm, bn, bk, st, w in rows]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
+        for bm, bn, bk, st, w in rows
+    ]
 
 
 # On a GPU, triton.autotune times a set of configs once per (M, N, K, input precision) and keeps the
@@ -174,31 +186,62 @@ def _configs(rows) -> list:
 #   (the two differ by a few registers, and 3.6.0 spills at 128 x 128 with fp32 operands).
 #
 #: the 2-byte (bf16/fp16) operands' configs for aligned shapes (also the notebook's table)
-GPU_CONFIGS = _configs([
-    (128, 256, 64, 3, 8),
-    (256, 128, 64, 3, 8),
-    (128, 128, 64, 4, 4),
-    (128, 128, 64, 3, 8),
-    (64, 256, 64, 4, 4),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 64, 64, 4, 4),
-    (64, 32, 32, 5, 2),
-])
+GPU_CONFIGS = _configs(
+    [
+        (128, 256, 64, 3, 8),
+        (256, 128, 64, 3, 8),
+        (128, 128, 64, 4, 4),
+        (128, 128, 64, 3, 8),
+        (64, 256, 64, 4, 4),
+        (128, 64, 64, 4, 4),
+        (64, 128, 64, 4, 4),
+        (64, 64, 64, 4, 4),
+        (64, 32, 32, 5, 2),
+    ]
+)
 #: (operands, aligned) -> the configs tuned over; operands "16-bit" (bf16/fp16), "tf32", "ieee" (fp32 by FMA)
 GPU_CONFIG_SETS = {
     ("16-bit", True): GPU_CONFIGS,
-    ("16-bit", False): _configs([(128, 128, 64, 3, 8), (128, 128, 32, 4, 8), (128, 64, 32, 4, 4),
-                                 (64, 128, 32, 4, 4), (64, 64, 32, 4, 4), (64, 32, 32, 5, 2)]),
-    ("tf32", True): _configs([(128, 256, 32, 3, 8), (256, 128, 32, 3, 8), (128, 128, 32, 4, 4),
-                              (128, 128, 64, 3, 8), (64, 256, 32, 4, 4), (128, 64, 64, 4, 4),
-                              (64, 128, 64, 4, 4), (64, 64, 64, 4, 4), (64, 32, 32, 5, 2)]),
+    ("16-bit", False): _configs(
+        [
+            (128, 128, 64, 3, 8),
+            (128, 128, 32, 4, 8),
+            (128, 64, 32, 4, 4),
+            (64, 128, 32, 4, 4),
+            (64, 64, 32, 4, 4),
+            (64, 32, 32, 5, 2),
+        ]
+    ),
+    ("tf32", True): _configs(
+        [
+            (128, 256, 32, 3, 8),
+            (256, 128, 32, 3, 8),
+            (128, 128, 32, 4, 4),
+            (128, 128, 64, 3, 8),
+            (64, 256, 32, 4, 4),
+            (128, 64, 64, 4, 4),
+            (64, 128, 64, 4, 4),
+            (64, 64, 64, 4, 4),
+            (64, 32, 32, 5, 2),
+        ]
+    ),
     ("tf32", False): _configs([(128, 128, 64, 3, 8), (128, 128, 32, 4, 8), (64, 256, 32, 4, 4)]),
-    ("ieee", True): _configs([(128, 128, 32, 3, 8), (128, 64, 32, 4, 8), (64, 128, 32, 4, 8),
-                              (128, 64, 32, 3, 4), (64, 128, 32, 3, 4), (64, 64, 64, 4, 4),
-                              (64, 64, 32, 4, 4), (32, 64, 32, 4, 2), (64, 32, 32, 5, 2)]),
-    ("ieee", False): _configs([(128, 64, 32, 4, 8), (64, 128, 32, 4, 8), (128, 64, 32, 3, 4),
-                               (64, 64, 32, 4, 4), (32, 64, 32, 4, 2)]),
+    ("ieee", True): _configs(
+        [
+            (128, 128, 32, 3, 8),
+            (128, 64, 32, 4, 8),
+            (64, 128, 32, 4, 8),
+            (128, 64, 32, 3, 4),
+            (64, 128, 32, 3, 4),
+            (64, 64, 64, 4, 4),
+            (64, 64, 32, 4, 4),
+            (32, 64, 32, 4, 2),
+            (64, 32, 32, 5, 2),
+        ]
+    ),
+    ("ieee", False): _configs(
+        [(128, 64, 32, 4, 8), (64, 128, 32, 4, 8), (128, 64, 32, 3, 4), (64, 64, 32, 4, 4), (32, 64, 32, 4, 2)]
+    ),
 }
 #: the one configuration ``block=None`` uses in the interpreter: small tiles keep it fast on a CPU
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}
@@ -221,15 +264,27 @@ def is_aligned(tensors, ints) -> bool:
 # the autotuned kernels exist only where they can run (autotuning times launches on a GPU), one per
 # config set. INPUT_PRECISION is in the key: fp32 inputs in TF32 and in IEEE mode are different
 # kernels, each tuned on its own
-_matmul_tuned = {} if INTERPRETED else {
-    kind: triton.autotune(configs=configs, key=["M", "N", "K", "INPUT_PRECISION"], do_bench=tuning_bench)(matmul_kernel)
-    for kind, configs in GPU_CONFIG_SETS.items()}
+_matmul_tuned = (
+    {}
+    if INTERPRETED
+    else {
+        kind: triton.autotune(configs=configs, key=["M", "N", "K", "INPUT_PRECISION"], do_bench=tuning_bench)(
+            matmul_kernel
+        )
+        for kind, configs in GPU_CONFIG_SETS.items()
+    }
+)
 _OUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
-           block: tuple[int, int, int] | None = (32, 32, 32), out_dtype: torch.dtype = torch.float32,
-           group_m: int = 8) -> torch.Tensor:
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    input_precision: str = "ieee",
+    block: tuple[int, int, int] | None = (32, 32, 32),
+    out_dtype: torch.dtype = torch.float32,
+    group_m: int = 8,
+) -> torch.Tensor:
     """C = a @ b by :func:`matmul_kernel`: a (M, K), b (K, N) -> C (M, N) of ``out_dtype``.
 
     a, b: 2-D tensors of the same dtype (float32, bfloat16 or float16) on the same device (CUDA
@@ -285,8 +340,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, input_precision: str = "ieee",
         tuned = _matmul_tuned[(operand_kind(a.dtype, input_precision), is_aligned((a, b, c), args[3:]))]
         tuned[grid](*args, INPUT_PRECISION=input_precision)
     else:
-        cfg = dict(INTERPRETER_CONFIG) if block is None else dict(
-            zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block), GROUP_M=group_m)
+        cfg = (
+            dict(INTERPRETER_CONFIG)
+            if block is None
+            else dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block), GROUP_M=group_m)
+        )
         grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
         matmul_kernel[grid](*args, INPUT_PRECISION=input_precision, **cfg)
     return c.to(out_dtype)

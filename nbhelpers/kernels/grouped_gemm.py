@@ -95,6 +95,7 @@ GPU status: the compiled path (CUDA tensors, the tuner, bf16 and fp8 on tensor c
 graph) was written without a GPU and has NOT yet been run on one; it compiles for sm_90 (and the
 bf16 kernel for sm_80) with Triton 3.7.1, and the tests marked GPU-only check it when a GPU is there.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -132,8 +133,18 @@ DEFAULT_GROUP_M = 8
 
 
 @triton.jit
-def expert_tile_of(pid, off_ptr, tile_off_ptr, num_rows, num_experts, N,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr):
+def expert_tile_of(
+    pid,
+    off_ptr,
+    tile_off_ptr,
+    num_rows,
+    num_experts,
+    N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     """Program number -> (expert, row_start, row_end, pid_n): the expert, the first row of its M-tile,
     the end of its expert's rows (clamped to [0, num_rows]) and its column block. Meaningful for
     pid < tile_off[E] * cdiv(N, BLOCK_N); BLOCK_E >= E, a power of two. tile_off must start at 0 and
@@ -163,13 +174,28 @@ def expert_tile_of(pid, off_ptr, tile_off_ptr, num_rows, num_experts, N,
 
 @triton.jit
 def grouped_matmul_kernel(
-    x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr,
-    num_rows, num_experts, N, K,
-    stride_xm, stride_xk,
-    stride_we, stride_wk, stride_wn,
-    stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    c_ptr,
+    off_ptr,
+    tile_off_ptr,
+    num_rows,
+    num_experts,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
 ):
     """One BLOCK_M x BLOCK_N tile of one expert's product x_perm[rows of e] @ w[e], accumulated in
     fp32 over K and cast once in the epilogue. off_ptr: the (E + 1,) row offsets; tile_off_ptr: the
@@ -181,7 +207,8 @@ def grouped_matmul_kernel(
     k_end = tl.where(live, K, 0)
     # the lookup: this program's expert, rows and column block, from the offsets alone
     expert, row_start, row_end, pid_n = expert_tile_of(
-        pid, off_ptr, tile_off_ptr, num_rows, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, GROUP_M)
+        pid, off_ptr, tile_off_ptr, num_rows, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, GROUP_M
+    )
 
     offs_m = row_start + tl.arange(0, BLOCK_M).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -205,14 +232,31 @@ def grouped_matmul_kernel(
 
 @triton.jit
 def scaled_grouped_matmul_kernel(
-    x_ptr, w_ptr, c_ptr, off_ptr, tile_off_ptr, sx_ptr, sw_ptr,
-    num_rows, num_experts, N, K,
-    stride_xm, stride_xk,
-    stride_we, stride_wk, stride_wn,
-    stride_cm, stride_cn,
-    stride_swe, stride_swn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_E: tl.constexpr, GROUP_M: tl.constexpr,
+    x_ptr,
+    w_ptr,
+    c_ptr,
+    off_ptr,
+    tile_off_ptr,
+    sx_ptr,
+    sw_ptr,
+    num_rows,
+    num_experts,
+    N,
+    K,
+    stride_xm,
+    stride_xk,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_cm,
+    stride_cn,
+    stride_swe,
+    stride_swn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    GROUP_M: tl.constexpr,
 ):
     """:func:`grouped_matmul_kernel` for fp8 operands with chapter 06's scales: x_perm ~ diag(sx) qx
     (one scale per row) and w[e] ~ qw[e] diag(sw[e]) (one scale per expert and column). Both are
@@ -224,7 +268,8 @@ def scaled_grouped_matmul_kernel(
     live = pid < tl.load(tile_off_ptr + num_experts) * tl.cdiv(N, BLOCK_N)
     k_end = tl.where(live, K, 0)
     expert, row_start, row_end, pid_n = expert_tile_of(
-        pid, off_ptr, tile_off_ptr, num_rows, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, GROUP_M)
+        pid, off_ptr, tile_off_ptr, num_rows, num_experts, N, BLOCK_M, BLOCK_N, BLOCK_E, GROUP_M
+    )
 
     offs_m = row_start + tl.arange(0, BLOCK_M).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -340,8 +385,10 @@ def _device_offsets(offsets, num_rows: int, num_experts: int, device) -> torch.T
         if offsets.dtype not in _OFFSET_DTYPES:
             raise TypeError(f"offsets on the device must be torch.int32 or torch.int64, got {offsets.dtype}")
         if tuple(offsets.shape) != (num_experts + 1,):
-            raise ValueError(f"offsets must have shape (E + 1,) = ({num_experts + 1},) for w's {num_experts} "
-                             f"experts, got {tuple(offsets.shape)}")
+            raise ValueError(
+                f"offsets must have shape (E + 1,) = ({num_experts + 1},) for w's {num_experts} "
+                f"experts, got {tuple(offsets.shape)}"
+            )
         return offsets.contiguous()
     off = check_offsets(offsets, num_rows, num_experts=num_experts)
     return torch.as_tensor(off, device=device)
@@ -351,8 +398,10 @@ def _check_sizes(rows: int, E: int, N: int, block_m: int, block_n: int) -> int:
     """The grid of a launch: max_tiles * cdiv(N, BLOCK_N) programs, checked against int32."""
     programs = max_tiles(rows, E, block_m) * triton.cdiv(N, block_n)
     if rows + block_m > _INT32_LIMIT or programs > _INT32_LIMIT:
-        raise ValueError(f"{rows} rows and N = {N} need {programs} programs of {block_m} x {block_n}: the kernel's "
-                         f"int32 program and row numbers hold at most {_INT32_LIMIT}; split the batch")
+        raise ValueError(
+            f"{rows} rows and N = {N} need {programs} programs of {block_m} x {block_n}: the kernel's "
+            f"int32 program and row numbers hold at most {_INT32_LIMIT}; split the batch"
+        )
     return programs
 
 
@@ -367,10 +416,30 @@ def _launch(x, w, c, off, cfg: dict, input_precision: str, group_m: int, kernel=
     if grid[0] == 0:
         return
     (grouped_matmul_kernel if kernel is None else kernel)[grid](
-        x, w, c, off, tile_offsets(off, rows, bm), rows, E, N, K,
-        x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2), c.stride(0), c.stride(1),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=cfg["BLOCK_K"], BLOCK_E=triton.next_power_of_2(E),
-        GROUP_M=group_m, INPUT_PRECISION=input_precision, **launch_opts)
+        x,
+        w,
+        c,
+        off,
+        tile_offsets(off, rows, bm),
+        rows,
+        E,
+        N,
+        K,
+        x.stride(0),
+        x.stride(1),
+        w.stride(0),
+        w.stride(1),
+        w.stride(2),
+        c.stride(0),
+        c.stride(1),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=cfg["BLOCK_K"],
+        BLOCK_E=triton.next_power_of_2(E),
+        GROUP_M=group_m,
+        INPUT_PRECISION=input_precision,
+        **launch_opts,
+    )
 
 
 def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
@@ -383,16 +452,16 @@ def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
     key = (E, N, K, x.dtype, c.dtype, input_precision, 1 << max(rows - 1, 0).bit_length(), group_m)
 
     def run(cfg):
-        _launch(x, w, c, off, cfg.kwargs, input_precision, group_m, num_warps=cfg.num_warps,
-                num_stages=cfg.num_stages)
+        _launch(x, w, c, off, cfg.kwargs, input_precision, group_m, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     best = _TUNED.get(key)
     if best is None:
         times = []
         for cfg in GPU_CONFIGS:
             try:
-                times.append((do_bench(lambda cfg=cfg: run(cfg), warmup=5, rep=20, return_mode="median"),
-                              cfg))  # short: a tuner
+                times.append(
+                    (do_bench(lambda cfg=cfg: run(cfg), warmup=5, rep=20, return_mode="median"), cfg)
+                )  # short: a tuner
             except triton.runtime.errors.OutOfResources:  # too much shared memory on this GPU
                 continue
         if not times:
@@ -403,18 +472,26 @@ def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
 
 def _no_schedule(schedule) -> None:
     if schedule is not None:
-        raise TypeError("schedule= is no longer accepted: the kernel computes every program's tile on the device "
-                        "from the offsets (no host-built schedule, no copy per call). Drop the argument; "
-                        "nbhelpers.moe.tile_schedule still lists the same tiles on the host.")
+        raise TypeError(
+            "schedule= is no longer accepted: the kernel computes every program's tile on the device "
+            "from the offsets (no host-built schedule, no copy per call). Drop the argument; "
+            "nbhelpers.moe.tile_schedule still lists the same tiles on the host."
+        )
 
 
 # ------------------------------------------------------------------ the launchers
 
 
-def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
-                   block: tuple[int, int, int] | None = None, out_dtype: torch.dtype = torch.float32,
-                   schedule: None = None, input_precision: str = "ieee",
-                   group_m: int = DEFAULT_GROUP_M) -> torch.Tensor:
+def grouped_matmul(
+    x_perm: torch.Tensor,
+    w: torch.Tensor,
+    offsets,
+    block: tuple[int, int, int] | None = None,
+    out_dtype: torch.dtype = torch.float32,
+    schedule: None = None,
+    input_precision: str = "ieee",
+    group_m: int = DEFAULT_GROUP_M,
+) -> torch.Tensor:
     """C = the grouped product, by :func:`grouped_matmul_kernel` in one launch: (T*k, N) of ``out_dtype``.
 
     x_perm: (T*k, K), rows grouped by expert (expert 0 first). w: (E, K, N), expert e computes
@@ -439,8 +516,9 @@ def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
     # shapes, K, dtype match, device match: the checks every expert GEMM shares (no values read)
     E, K, N = check_expert_gemm_operands(x_perm, w)
     if x_perm.dtype not in _DTYPES:
-        raise TypeError(f"x_perm and w have dtype {x_perm.dtype}; accepted: torch.float32, torch.bfloat16, "
-                        "torch.float16")
+        raise TypeError(
+            f"x_perm and w have dtype {x_perm.dtype}; accepted: torch.float32, torch.bfloat16, torch.float16"
+        )
     require_kernel_device(x_perm.device)
     if input_precision not in INPUT_PRECISIONS:
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
@@ -472,8 +550,6 @@ def grouped_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets,
     return c.to(out_dtype)
 
 
-
-
 def k_major(w: torch.Tensor) -> torch.Tensor:
     """The same (E, K, N) weights with the K axis contiguous (stride 1): the transposed view of a
     contiguous (E, N, K) copy, as :func:`scaled_grouped_matmul` wants them. One copy, to be made
@@ -485,9 +561,17 @@ def k_major(w: torch.Tensor) -> torch.Tensor:
     return w.transpose(1, 2).contiguous().transpose(1, 2)
 
 
-def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, sw: torch.Tensor, offsets,
-                          block: tuple[int, int, int] | None = None, out_dtype: torch.dtype = torch.float32,
-                          schedule: None = None, group_m: int = DEFAULT_GROUP_M) -> torch.Tensor:
+def scaled_grouped_matmul(
+    qx: torch.Tensor,
+    qw: torch.Tensor,
+    sx: torch.Tensor,
+    sw: torch.Tensor,
+    offsets,
+    block: tuple[int, int, int] | None = None,
+    out_dtype: torch.dtype = torch.float32,
+    schedule: None = None,
+    group_m: int = DEFAULT_GROUP_M,
+) -> torch.Tensor:
     """C ~ the grouped product of the dequantized operands, by :func:`scaled_grouped_matmul_kernel`:
     row r of expert e is ``sx[r] * (qx[r] @ qw[e]) * sw[e]``, (T*k, N) of ``out_dtype``.
 
@@ -505,8 +589,9 @@ def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, 
     _no_schedule(schedule)
     E, K, N = check_expert_gemm_operands(qx, qw)
     if qx.dtype not in FP8_DTYPES:
-        raise TypeError(f"qx and qw have dtype {qx.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 "
-                        "(quantize first)")
+        raise TypeError(
+            f"qx and qw have dtype {qx.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 (quantize first)"
+        )
     require_kernel_device(qx.device)
     if out_dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype!r}")
@@ -515,7 +600,8 @@ def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, 
         raise ValueError(
             f"qw must be K-major (E, K, N) with stride 1 along K, got strides {tuple(qw.stride())}: store the fp8 "
             "weights as a contiguous (E, N, K) tensor qw_nk and pass qw_nk.transpose(1, 2), or convert once with "
-            "nbhelpers.kernels.grouped_gemm.k_major(qw) (a copy: do it when the weights are quantized, not per call)")
+            "nbhelpers.kernels.grouped_gemm.k_major(qw) (a copy: do it when the weights are quantized, not per call)"
+        )
     group_m = _check_group_m(group_m)
     rows = qx.shape[0]
     off = _device_offsets(offsets, rows, E, qx.device)
@@ -533,8 +619,30 @@ def scaled_grouped_matmul(qx: torch.Tensor, qw: torch.Tensor, sx: torch.Tensor, 
     grid = (_check_sizes(rows, E, N, bm, bn),)
     if grid[0]:
         scaled_grouped_matmul_kernel[grid](
-            x, w, c, off, tile_offsets(off, rows, bm), sx, sw, rows, E, N, K,
-            x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2), c.stride(0), c.stride(1),
-            sw.stride(0), sw.stride(1),
-            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BLOCK_E=triton.next_power_of_2(E), GROUP_M=group_m)
+            x,
+            w,
+            c,
+            off,
+            tile_offsets(off, rows, bm),
+            sx,
+            sw,
+            rows,
+            E,
+            N,
+            K,
+            x.stride(0),
+            x.stride(1),
+            w.stride(0),
+            w.stride(1),
+            w.stride(2),
+            c.stride(0),
+            c.stride(1),
+            sw.stride(0),
+            sw.stride(1),
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            BLOCK_E=triton.next_power_of_2(E),
+            GROUP_M=group_m,
+        )
     return c.to(out_dtype)

@@ -1,6 +1,7 @@
 """The argument checks the kernels' launchers share, each failing with a sentence that says what
 was wrong and what is accepted: the device a compiled kernel needs, the tile sizes, the fp8
 operand types and the float32 scales of the scaled GEMMs."""
+
 from __future__ import annotations
 
 import torch
@@ -44,8 +45,9 @@ def check_scale(s, shapes: list[tuple], name: str, meaning: str, device) -> torc
     if s.dtype != torch.float32:
         raise TypeError(f"{name} must be float32, got {s.dtype}")
     if tuple(s.shape) not in shapes:
-        raise ValueError(f"{name} must have shape {' or '.join(map(str, dict.fromkeys(shapes)))} ({meaning}), "
-                         f"got {tuple(s.shape)}")
+        raise ValueError(
+            f"{name} must have shape {' or '.join(map(str, dict.fromkeys(shapes)))} ({meaning}), got {tuple(s.shape)}"
+        )
     if s.device != device:
         raise ValueError(f"{name} is on {s.device}, the operands on {device}")
     return s

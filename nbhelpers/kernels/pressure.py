@@ -16,6 +16,7 @@ column sums, row ``j + 1`` average ``j``); :func:`ema_ref` the float64 reference
 streams: bytes read ``n_rows n_cols itemsize``, ``(EXTRA + 1) n_cols 4`` written, ``3 EXTRA + 1``
 flops per element read.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,8 +31,7 @@ KERNEL = "nbhelpers.kernels.pressure:ema_kernel"  # as nbhelpers.compile_check.C
 
 
 @triton.jit
-def ema_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_xr, stride_or,
-               BLOCK: tl.constexpr, EXTRA: tl.constexpr):
+def ema_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_xr, stride_or, BLOCK: tl.constexpr, EXTRA: tl.constexpr):
     """Column sums and EXTRA moving averages of x's BLOCK columns of this program (see the module)."""
     offs = tl.program_id(axis=0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_cols
@@ -60,8 +60,7 @@ def decays(extra: int) -> list[float]:
 
 def _check(x: torch.Tensor, extra: int) -> None:
     if not isinstance(x, torch.Tensor) or x.ndim != 2 or not x.is_floating_point():
-        raise ValueError(f"x must be a 2-D floating-point tensor, got {type(x).__name__} "
-                         f"{getattr(x, 'shape', '')}")
+        raise ValueError(f"x must be a 2-D floating-point tensor, got {type(x).__name__} {getattr(x, 'shape', '')}")
     if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
         raise ValueError(f"extra must be an int >= 0, got {extra!r}")
 
@@ -77,8 +76,9 @@ def ema(x: torch.Tensor, extra: int, block: int = BLOCK, num_warps: int = NUM_WA
     x = x.contiguous()
     n_rows, n_cols = x.shape
     out = torch.empty((extra + 1, n_cols), dtype=torch.float32, device=x.device)
-    ema_kernel[(triton.cdiv(n_cols, block),)](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
-                                              BLOCK=block, EXTRA=extra, num_warps=num_warps)
+    ema_kernel[(triton.cdiv(n_cols, block),)](
+        x, out, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK=block, EXTRA=extra, num_warps=num_warps
+    )
     return out
 
 

@@ -42,6 +42,7 @@ them (4 x 4 significant bits), so the kernel sums the same exact products in fp3
 output is stored as fp32 and rounded by torch (nearest-even), because the interpreter's own
 fp32 -> bf16 cast truncates.
 """
+
 from __future__ import annotations
 
 import torch
@@ -72,14 +73,27 @@ _OUT = (torch.float32, torch.bfloat16)
 
 @triton.jit
 def scaled_matmul_kernel(
-    a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr,
-    M, N, K,
-    stride_am, stride_ak,
-    stride_bk, stride_bn,
-    stride_cm, stride_cn,
-    stride_sa, stride_sb,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, PRECISE_ACC: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    sa_ptr,
+    sb_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    stride_sa,
+    stride_sb,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    PRECISE_ACC: tl.constexpr,
 ):
     """One tile of C = diag(sA) (qA qB) diag(sB): fp32 accumulation of the fp8 products over K,
     the row scales of A and the column scales of B applied once in the epilogue. stride_sa /
@@ -115,15 +129,29 @@ def scaled_matmul_kernel(
 
 @triton.jit
 def block_scaled_matmul_kernel(
-    a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr,
-    M, N, K,
-    stride_am, stride_ak,
-    stride_bk, stride_bn,
-    stride_cm, stride_cn,
-    stride_sam, stride_sak,
-    stride_sbk, stride_sbn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, SCALE_BLOCK_N: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    sa_ptr,
+    sb_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    stride_sam,
+    stride_sak,
+    stride_sbk,
+    stride_sbn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SCALE_BLOCK_N: tl.constexpr,
 ):
     """One tile of C = sum over K-blocks b of diag(sA[:, b]) (qA_b qB_b) diag(sB[b, :]).
     BLOCK_K is the scales' K-block, so step b of the loop is K-block b: its partial product is a
@@ -158,8 +186,10 @@ def block_scaled_matmul_kernel(
 
 
 def _fp8_configs(rows) -> list:
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 8},
-                          num_stages=st, num_warps=w) for bm, bn, st, w in rows]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 8}, num_stages=st, num_warps=w)
+        for bm, bn, st, w in rows
+    ]
 
 
 # On a GPU: BLOCK_K = 128 (one 128-byte row of an fp8 tile; the block-scaled kernel needs exactly
@@ -175,24 +205,28 @@ def _fp8_configs(rows) -> list:
 # asynchronous copies; every byte loaded and masked on its own) and spill in every config here;
 # torch._scaled_mm refuses such shapes on CUDA, these kernels accept them at that cost.
 #: configs of the row/column-scaled fp8 GEMM with promotion (the default)
-FP8_GPU_CONFIGS = _fp8_configs([
-    (256, 128, 3, 8),
-    (128, 128, 4, 8),
-    (128, 128, 3, 8),
-    (64, 128, 4, 4),
-    (128, 64, 4, 4),
-    (64, 64, 4, 4),
-])
+FP8_GPU_CONFIGS = _fp8_configs(
+    [
+        (256, 128, 3, 8),
+        (128, 128, 4, 8),
+        (128, 128, 3, 8),
+        (64, 128, 4, 4),
+        (128, 64, 4, 4),
+        (64, 64, 4, 4),
+    ]
+)
 #: with fast accumulation (no promotion), 128 x 256 over 8 warps fits too
 FP8_FAST_GPU_CONFIGS = _fp8_configs([(128, 256, 3, 8)]) + FP8_GPU_CONFIGS
 #: the block-scaled fp8 GEMM
-BLOCK_SCALED_GPU_CONFIGS = _fp8_configs([
-    (128, 128, 4, 8),
-    (128, 128, 3, 8),
-    (64, 128, 4, 4),
-    (128, 64, 4, 4),
-    (64, 64, 4, 4),
-])
+BLOCK_SCALED_GPU_CONFIGS = _fp8_configs(
+    [
+        (128, 128, 4, 8),
+        (128, 128, 3, 8),
+        (64, 128, 4, 4),
+        (128, 64, 4, 4),
+        (64, 64, 4, 4),
+    ]
+)
 #: the one configuration of the interpreter: BLOCK_K must be the scales' 128; small M, N tiles
 FP8_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 4}
 
@@ -200,13 +234,23 @@ FP8_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": SCALE_BLOCK, 
 # PRECISE_ACC, promotion and fast accumulation are different kernels, each tuned on its own
 # (without it, the second would reuse the first's configuration); the same for SCALE_BLOCK_N.
 # Promotion and fast accumulation also tune over different lists (one autotuner each).
-_scaled_tuned = {} if INTERPRETED else {
-    precise: triton.autotune(configs=configs, key=["M", "N", "K", "PRECISE_ACC"],
-                             do_bench=tuning_bench)(scaled_matmul_kernel)
-    for precise, configs in ((True, FP8_GPU_CONFIGS), (False, FP8_FAST_GPU_CONFIGS))}
-_block_scaled_tuned = None if INTERPRETED else triton.autotune(
-    configs=BLOCK_SCALED_GPU_CONFIGS, key=["M", "N", "K", "SCALE_BLOCK_N"],
-    do_bench=tuning_bench)(block_scaled_matmul_kernel)
+_scaled_tuned = (
+    {}
+    if INTERPRETED
+    else {
+        precise: triton.autotune(configs=configs, key=["M", "N", "K", "PRECISE_ACC"], do_bench=tuning_bench)(
+            scaled_matmul_kernel
+        )
+        for precise, configs in ((True, FP8_GPU_CONFIGS), (False, FP8_FAST_GPU_CONFIGS))
+    }
+)
+_block_scaled_tuned = (
+    None
+    if INTERPRETED
+    else triton.autotune(configs=BLOCK_SCALED_GPU_CONFIGS, key=["M", "N", "K", "SCALE_BLOCK_N"], do_bench=tuning_bench)(
+        block_scaled_matmul_kernel
+    )
+)
 
 
 def _check_operands(qa, qb, out_dtype):
@@ -216,13 +260,15 @@ def _check_operands(qa, qb, out_dtype):
         if t.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
         if t.dtype not in FP8_DTYPES:
-            raise TypeError(f"{name} has dtype {t.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 "
-                            "(quantize first)")
+            raise TypeError(
+                f"{name} has dtype {t.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 (quantize first)"
+            )
     if qa.dtype != qb.dtype:
         raise TypeError(f"qa and qb must have the same fp8 dtype, got {qa.dtype} and {qb.dtype}")
     if qa.shape[1] != qb.shape[0]:
-        raise ValueError(f"inner dimensions differ: qa is {tuple(qa.shape)}, qb is {tuple(qb.shape)} "
-                         "(need qa (M, K), qb (K, N))")
+        raise ValueError(
+            f"inner dimensions differ: qa is {tuple(qa.shape)}, qb is {tuple(qb.shape)} (need qa (M, K), qb (K, N))"
+        )
     if qa.device != qb.device:
         raise ValueError(f"qa and qb are on different devices: {qa.device} and {qb.device}")
     require_kernel_device(qa.device)
@@ -245,9 +291,11 @@ def _prepare(qa, qb, out_dtype):
 def _block(block):
     if block is None:
         return None
-    if (not isinstance(block, (tuple, list)) or len(block) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 256 or v & (v - 1)
-                   for v in block)):
+    if (
+        not isinstance(block, (tuple, list))
+        or len(block) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 256 or v & (v - 1) for v in block)
+    ):
         raise ValueError(f"block must be (BLOCK_M, BLOCK_N), powers of two from 16 to 256, or None; got {block!r}")
     return tuple(block)
 
@@ -262,14 +310,24 @@ def _launch(kernel, tuned, args, M, N, block, group_m, **constexprs):
     if block is None and not INTERPRETED:
         tuned[lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)](*args, **constexprs)
         return
-    cfg = dict(FP8_INTERPRETER_CONFIG) if block is None else {
-        "BLOCK_M": block[0], "BLOCK_N": block[1], "BLOCK_K": SCALE_BLOCK, "GROUP_M": group_m}
+    cfg = (
+        dict(FP8_INTERPRETER_CONFIG)
+        if block is None
+        else {"BLOCK_M": block[0], "BLOCK_N": block[1], "BLOCK_K": SCALE_BLOCK, "GROUP_M": group_m}
+    )
     kernel[(triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)](*args, **cfg, **constexprs)
 
 
-def scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
-                  out_dtype: torch.dtype = torch.float32, block: tuple[int, int] | None = None,
-                  group_m: int = 8, fast_accum: bool = False) -> torch.Tensor:
+def scaled_matmul(
+    qa: torch.Tensor,
+    qb: torch.Tensor,
+    sa: torch.Tensor,
+    sb: torch.Tensor,
+    out_dtype: torch.dtype = torch.float32,
+    block: tuple[int, int] | None = None,
+    group_m: int = 8,
+    fast_accum: bool = False,
+) -> torch.Tensor:
     """C ~ diag(sa) (qa @ qb) diag(sb) by :func:`scaled_matmul_kernel`: (M, N) of ``out_dtype``.
 
     qa (M, K), qb (K, N): fp8 tensors (both e4m3fn or both e5m2), any strides. sa: float32
@@ -290,16 +348,46 @@ def scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb: torc
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
         sa_e, sb_e = sa.expand(M, 1), sb.expand(1, N)  # stride 0 along a per-tensor scale
-        args = (a, b, c, sa_e, sb_e, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                c.stride(0), c.stride(1), sa_e.stride(0), sb_e.stride(1))
-        _launch(scaled_matmul_kernel, _scaled_tuned.get(not fast_accum), args, M, N, block, group_m,
-                PRECISE_ACC=not fast_accum)
+        args = (
+            a,
+            b,
+            c,
+            sa_e,
+            sb_e,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            c.stride(0),
+            c.stride(1),
+            sa_e.stride(0),
+            sb_e.stride(1),
+        )
+        _launch(
+            scaled_matmul_kernel,
+            _scaled_tuned.get(not fast_accum),
+            args,
+            M,
+            N,
+            block,
+            group_m,
+            PRECISE_ACC=not fast_accum,
+        )
     return c.to(out_dtype)
 
 
-def block_scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
-                        out_dtype: torch.dtype = torch.float32, block: tuple[int, int] | None = None,
-                        group_m: int = 8) -> torch.Tensor:
+def block_scaled_matmul(
+    qa: torch.Tensor,
+    qb: torch.Tensor,
+    sa: torch.Tensor,
+    sb: torch.Tensor,
+    out_dtype: torch.dtype = torch.float32,
+    block: tuple[int, int] | None = None,
+    group_m: int = 8,
+) -> torch.Tensor:
     """C ~ sum over K-blocks b of diag(sa[:, b]) (qa_b @ qb_b) diag(sb[b, :]) by
     :func:`block_scaled_matmul_kernel`: (M, N) of ``out_dtype``.
 
@@ -315,15 +403,38 @@ def block_scaled_matmul(qa: torch.Tensor, qb: torch.Tensor, sa: torch.Tensor, sb
     N = qb.shape[1]
     nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
     sa = check_scale(sa, [(M, nk)], "sa", f"one scale per row and per K-block of {SCALE_BLOCK}", qa.device)
-    sb = check_scale(sb, [(nk, nn), (nk, N)], "sb",
-                      f"one scale per {SCALE_BLOCK} x {SCALE_BLOCK} block of B, or per K-block and column",
-                      qa.device)
+    sb = check_scale(
+        sb,
+        [(nk, nn), (nk, N)],
+        "sb",
+        f"one scale per {SCALE_BLOCK} x {SCALE_BLOCK} block of B, or per K-block and column",
+        qa.device,
+    )
     block, group_m = _block(block), _group_m(group_m)
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
         scale_block_n = SCALE_BLOCK if tuple(sb.shape) == (nk, nn) and nn != N else 1
-        args = (a, b, c, sa, sb, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                c.stride(0), c.stride(1), sa.stride(0), sa.stride(1), sb.stride(0), sb.stride(1))
-        _launch(block_scaled_matmul_kernel, _block_scaled_tuned, args, M, N, block, group_m,
-                SCALE_BLOCK_N=scale_block_n)
+        args = (
+            a,
+            b,
+            c,
+            sa,
+            sb,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            c.stride(0),
+            c.stride(1),
+            sa.stride(0),
+            sa.stride(1),
+            sb.stride(0),
+            sb.stride(1),
+        )
+        _launch(
+            block_scaled_matmul_kernel, _block_scaled_tuned, args, M, N, block, group_m, SCALE_BLOCK_N=scale_block_n
+        )
     return c.to(out_dtype)

@@ -22,6 +22,7 @@ A new figure goes into the module of its family (an amax histogram of chapter 06
 ``ranges``, a bandwidth-against-stride curve of chapter 08 into a new ``throughput`` family)
 and is re-exported here, so a notebook reads ``from nbhelpers import plots; plots.plot_...``.
 """
+
 from __future__ import annotations
 
 from .absorption import plot_addend_loss, plot_sum_to_term_ratio, plot_update_survival
@@ -32,8 +33,14 @@ from .ranges import plot_gradient_histogram, plot_gradient_histograms_scaled
 from .moe import plot_capacity_tradeoff, plot_expert_gemm_times, plot_routing
 from .roofline import plot_occupancy, plot_register_pressure, plot_roofline
 from .scaling import plot_sqnr_by_granularity
-from .steps import (plot_loss_scale, plot_running_sums, plot_seed_spread, plot_training_curves,
-                    plot_training_curves_vs_ref, plot_unchanged_updates)
+from .steps import (
+    plot_loss_scale,
+    plot_running_sums,
+    plot_seed_spread,
+    plot_training_curves,
+    plot_training_curves_vs_ref,
+    plot_unchanged_updates,
+)
 from .style import FORMAT_COLORS, format_color
 from .throughput import plot_copy_bandwidth, plot_efficiency_vs_stride
 
@@ -66,5 +73,7 @@ __all__ = [
     "plot_roofline",
     "plot_occupancy",
     "plot_register_pressure",
-    "plot_routing", "plot_expert_gemm_times", "plot_capacity_tradeoff",
+    "plot_routing",
+    "plot_expert_gemm_times",
+    "plot_capacity_tradeoff",
 ]

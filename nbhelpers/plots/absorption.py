@@ -2,6 +2,7 @@
 running sum's growth against a typical term, and which weight updates a format keeps. Each draws
 the threshold 2**p (or half a spacing) of the formats it compares.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -16,8 +17,9 @@ from .style import axes_or_new, format_color
 __all__ = ["plot_addend_loss", "plot_sum_to_term_ratio", "plot_update_survival"]
 
 
-def plot_addend_loss(formats: Sequence[FloatFormat | str], rng: np.random.Generator, ax=None,
-                     n: int = 3000, max_log2_ratio: float = 30.0):
+def plot_addend_loss(
+    formats: Sequence[FloatFormat | str], rng: np.random.Generator, ax=None, n: int = 3000, max_log2_ratio: float = 30.0
+):
     """The part of an addend that one rounded addition loses, against the ratio |s| / |a|.
 
     For each format: n random pairs (s, a) of values of that format, s of either sign in
@@ -70,8 +72,13 @@ def plot_sum_to_term_ratio(series: dict, formats: Sequence[FloatFormat | str], a
         ax.plot(k, ratio, color="black", ls=styles[i % len(styles)], lw=1.5, label=label)
     for spec in formats:
         f = get_format(spec)
-        ax.axhline(2.0 ** (f.man_bits + 1), color=format_color(f), ls=":", lw=1.5,
-                   label=f"2^p, {f.name} (p = {f.man_bits + 1})")
+        ax.axhline(
+            2.0 ** (f.man_bits + 1),
+            color=format_color(f),
+            ls=":",
+            lw=1.5,
+            label=f"2^p, {f.name} (p = {f.man_bits + 1})",
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("k (terms added)")
@@ -81,8 +88,9 @@ def plot_sum_to_term_ratio(series: dict, formats: Sequence[FloatFormat | str], a
     return ax
 
 
-def plot_update_survival(weights, updates, fmt: FloatFormat | str = "bf16", ax=None, max_points: int = 3000,
-                         threshold_color=None):
+def plot_update_survival(
+    weights, updates, fmt: FloatFormat | str = "bf16", ax=None, max_points: int = 3000, threshold_color=None
+):
     """|update| against |weight| (log-log), with the line below which ``fmt`` loses the update.
 
     weights, updates: arrays of the same size (one training step's weights and Adam's updates).
@@ -103,14 +111,30 @@ def plot_update_survival(weights, updates, fmt: FloatFormat | str = "bf16", ax=N
     w_f = np.abs(round_to(w, f))
     lost = u < ulp(w_f, f) / 2
     stride = max(1, w.size // max_points)
-    ax.scatter(w[::stride][~lost[::stride]], u[::stride][~lost[::stride]], s=4, color="0.55",
-               label=f"update survives in {f.name} ({np.mean(~lost):.0%})")
-    ax.scatter(w[::stride][lost[::stride]], u[::stride][lost[::stride]], s=4, color=format_color(f),
-               label=f"update lost in {f.name} ({np.mean(lost):.0%})")
+    ax.scatter(
+        w[::stride][~lost[::stride]],
+        u[::stride][~lost[::stride]],
+        s=4,
+        color="0.55",
+        label=f"update survives in {f.name} ({np.mean(~lost):.0%})",
+    )
+    ax.scatter(
+        w[::stride][lost[::stride]],
+        u[::stride][lost[::stride]],
+        s=4,
+        color=format_color(f),
+        label=f"update lost in {f.name} ({np.mean(lost):.0%})",
+    )
     lo, hi = np.log2(w.min()), np.log2(w.max())
     grid = np.exp2(np.linspace(np.floor(lo), np.ceil(hi), 2000))
-    ax.step(grid, ulp(grid, f) / 2, where="post", color=threshold_color or format_color(f), lw=1.2,
-            label=f"half the {f.name} spacing at |w|")
+    ax.step(
+        grid,
+        ulp(grid, f) / 2,
+        where="post",
+        color=threshold_color or format_color(f),
+        lw=1.2,
+        label=f"half the {f.name} spacing at |w|",
+    )
     for k, dash in ((f.man_bits + 1, "--"), (f.man_bits + 2, ":")):
         ax.plot(grid, grid / 2.0**k, dash, color="0.35", lw=0.9, label=f"|w| / 2^{k}")
     ax.set_xscale("log", base=2)

@@ -5,6 +5,7 @@ bytes each block format stores per parameter.
 Both take what they draw as plain numbers (the notebook computes them with the engines); they
 compute nothing of their own.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -55,8 +56,14 @@ def _promotion_styles(settings: list) -> dict:
     return out
 
 
-def plot_promotion_vs_K(Ks: Sequence[int], errors: dict, ax=None, guides: dict | None = None,
-                        accumulator_bits: int = 14, legend_outside: bool = True):
+def plot_promotion_vs_K(
+    Ks: Sequence[int],
+    errors: dict,
+    ax=None,
+    guides: dict | None = None,
+    accumulator_bits: int = 14,
+    legend_outside: bool = True,
+):
     """Relative error against K on log-log axes, one line per accumulator setting.
 
     Ks: the K values (x axis). errors: setting -> one error per K, a setting being "fp32" (full
@@ -77,13 +84,13 @@ def plot_promotion_vs_K(Ks: Sequence[int], errors: dict, ax=None, guides: dict |
         color, ls, marker = styles[s]
         ax.plot(Ks, vals, ls, color=color, marker=marker, ms=5, lw=1.5, label=labels[s])
     for i, (label, vals) in enumerate((guides or {}).items()):
-        ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 2) % len(DASHES)], color="0.55", lw=1.0,
-                label=label)
+        ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 2) % len(DASHES)], color="0.55", lw=1.0, label=label)
     return finish_error_vs_K(ax, legend_outside)
 
 
-def plot_sqnr_vs_bytes(points: dict, ax=None, formats: dict | None = None, legend_outside: bool = True,
-                       dodge: float = 1.06):
+def plot_sqnr_vs_bytes(
+    points: dict, ax=None, formats: dict | None = None, legend_outside: bool = True, dodge: float = 1.06
+):
     """SQNR (dB) against bytes per parameter, one marker shape per format, one fill per series.
 
     points: format label -> (bytes per parameter, {series name: SQNR in dB}); every format has
@@ -118,12 +125,36 @@ def plot_sqnr_vs_bytes(points: dict, ax=None, formats: dict | None = None, legen
         x = float(nbytes) * dodge ** (group.index(label) - (len(group) - 1) / 2)
         ax.plot([x] * len(ys), ys, "-", color="0.75", lw=1.0, zorder=1)
         for s, y, fill in zip(series, ys, fills):
-            ax.plot([x], [y], ls="none", marker=marker, ms=9, color=color, mec=color, mew=1.5,
-                    fillstyle=fill, markerfacecoloralt="white", zorder=3, label=f"{label}: {s}")
+            ax.plot(
+                [x],
+                [y],
+                ls="none",
+                marker=marker,
+                ms=9,
+                color=color,
+                mec=color,
+                mew=1.5,
+                fillstyle=fill,
+                markerfacecoloralt="white",
+                zorder=3,
+                label=f"{label}: {s}",
+            )
         handles.append(Line2D([], [], ls="none", marker=marker, ms=8, color=color, label=label))
     for s, fill in zip(series, fills):
-        handles.append(Line2D([], [], ls="none", marker="o", ms=8, color="0.3", mec="0.3", fillstyle=fill,
-                              markerfacecoloralt="white", label=s))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="none",
+                marker="o",
+                ms=8,
+                color="0.3",
+                mec="0.3",
+                fillstyle=fill,
+                markerfacecoloralt="white",
+                label=s,
+            )
+        )
     ax.set_xscale("log", base=2)
     xs = [float(v[0]) for v in points.values()]
     ticks = [t for t in (0.25, 0.375, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0) if min(xs) / 1.3 <= t <= max(xs) * 1.3]

@@ -2,6 +2,7 @@
 laid over it), a sum's error against its length n. Log-log axes, one line per method, coloured by
 the format that sets the error, with napkin-math guides in grey.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -14,8 +15,15 @@ from .style import DASHES, axes_or_new, dashes_by_color, format_color, line_colo
 __all__ = ["plot_error_vs_K", "plot_recorded_gpu_errors", "plot_errors_vs_length"]
 
 
-def plot_error_vs_K(Ks: Sequence[int], errors: dict, formats: dict, ax=None, guides: dict | None = None,
-                    dashes: dict | None = None, legend_outside: bool = False):
+def plot_error_vs_K(
+    Ks: Sequence[int],
+    errors: dict,
+    formats: dict,
+    ax=None,
+    guides: dict | None = None,
+    dashes: dict | None = None,
+    legend_outside: bool = False,
+):
     """Relative error against K on log-log axes, one line per entry of ``errors``.
 
     Ks: the K values (x axis). errors: label -> one error per K. formats: label -> the format
@@ -35,11 +43,9 @@ def plot_error_vs_K(Ks: Sequence[int], errors: dict, formats: dict, ax=None, gui
     colors = [line_color(formats[label]) for label in errors]
     styles = _dashes_with_fixed(list(errors), colors, dashes or {})
     for (label, errs), color, style in zip(errors.items(), colors, styles):
-        ax.plot(Ks, np.asarray(errs, dtype=float), style, color=color, marker="o", ms=3.5, lw=1.5,
-                label=label)
+        ax.plot(Ks, np.asarray(errs, dtype=float), style, color=color, marker="o", ms=3.5, lw=1.5, label=label)
     for i, (label, vals) in enumerate((guides or {}).items()):
-        ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 1) % len(DASHES)], color="0.55",
-                lw=0.9, label=label)
+        ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 1) % len(DASHES)], color="0.55", lw=0.9, label=label)
     return finish_error_vs_K(ax, legend_outside)
 
 
@@ -86,15 +92,19 @@ def _dashes_with_fixed(labels: list, colors: list, fixed: dict) -> list[str]:
 _GPU_MARKERS = ("X", "o", "s", "D", "^", "v", "P", "*")
 
 
-
 def _gpu_series_color(series: dict) -> str:
     if series.get("in_fmt") == "fp32" and series.get("input_precision") == "tf32":
         return format_color("tf32")
     return format_color(series.get("in_fmt", "fp32"))
 
 
-def plot_recorded_gpu_errors(runs: Sequence[dict], ax=None, metric: str = "rel_error",
-                             methods: Sequence[str] | None = None, legend_outside: bool = False):
+def plot_recorded_gpu_errors(
+    runs: Sequence[dict],
+    ax=None,
+    metric: str = "rel_error",
+    methods: Sequence[str] | None = None,
+    legend_outside: bool = False,
+):
     """GPU measurements as large markers (black edges), to lay over a CPU figure.
 
     runs: results as returned by ``nbhelpers.results.recorded_gpu_runs`` (or one live run in
@@ -111,12 +121,28 @@ def plot_recorded_gpu_errors(runs: Sequence[dict], ax=None, metric: str = "rel_e
             if methods is not None and s["method"] not in methods:
                 continue
             label = f"GPU: {s['method']}" + (f" ({meta['gpu']})" if len(runs) > 1 else "")
-            ax.plot(s["K"], s[metric], ls="none", marker=_GPU_MARKERS[i % len(_GPU_MARKERS)],
-                    ms=8 - 2 * (r % 2), mec="black", mew=0.8, color=_gpu_series_color(s), label=label)
+            ax.plot(
+                s["K"],
+                s[metric],
+                ls="none",
+                marker=_GPU_MARKERS[i % len(_GPU_MARKERS)],
+                ms=8 - 2 * (r % 2),
+                mec="black",
+                mew=0.8,
+                color=_gpu_series_color(s),
+                label=label,
+            )
         notes.append(f"GPU points: {meta['gpu']}, {str(meta['date'])[:10]}, {meta['script']}")
     if notes:
-        ax.annotate("\n".join(notes), xy=(0, 0), xycoords="axes fraction", xytext=(0, -40),
-                    textcoords="offset points", va="top", fontsize=8)
+        ax.annotate(
+            "\n".join(notes),
+            xy=(0, 0),
+            xycoords="axes fraction",
+            xytext=(0, -40),
+            textcoords="offset points",
+            va="top",
+            fontsize=8,
+        )
         if legend_outside:
             ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         else:
@@ -150,8 +176,9 @@ def _method_styles(methods) -> list[tuple[str, str]]:
     return out
 
 
-def plot_errors_vs_length(lengths, errors: dict, ax=None, bounds: Sequence[FloatFormat | str] = ("bf16", "fp32"),
-                          style: str = "format"):
+def plot_errors_vs_length(
+    lengths, errors: dict, ax=None, bounds: Sequence[FloatFormat | str] = ("bf16", "fp32"), style: str = "format"
+):
     """Median relative error of summation methods against the number of terms n.
 
     errors: {SumMethod: array of len(lengths)} (:func:`nbhelpers.experiments.errors_vs_length`).

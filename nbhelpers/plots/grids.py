@@ -2,6 +2,7 @@
 
 Chapter 01's family: each figure draws one or more formats' grids, coloured by format.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Sequence
@@ -17,7 +18,6 @@ __all__ = ["plot_bit_layouts", "plot_value_line", "plot_relative_spacing", "plot
 _FIELD_COLORS = {"sign": "#c7c7c7", "exponent": "#6baed6", "mantissa": "#fdae6b"}
 
 
-
 def plot_bit_layouts(formats: Iterable[FloatFormat | str], ax=None):
     """One row per format: its sign, exponent and mantissa fields as boxes, one per bit."""
     fmts = [get_format(f) for f in formats]
@@ -30,10 +30,15 @@ def plot_bit_layouts(formats: Iterable[FloatFormat | str], ax=None):
                 ax.add_patch(_rect(pos, y, _FIELD_COLORS[field]))
                 pos += 1
             if width:
-                ax.text(pos - width / 2, y + 0.4, f"{field[0]}{width}" if field != "sign" else "s",
-                        ha="center", va="center", fontsize=8)
-        ax.text(-0.6, y + 0.4, f.name, ha="right", va="center", fontsize=10, color=format_color(f),
-                fontweight="bold")
+                ax.text(
+                    pos - width / 2,
+                    y + 0.4,
+                    f"{field[0]}{width}" if field != "sign" else "s",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                )
+        ax.text(-0.6, y + 0.4, f.name, ha="right", va="center", fontsize=10, color=format_color(f), fontweight="bold")
         ax.text(pos + 0.6, y + 0.4, f"{f.bits} bits", ha="left", va="center", fontsize=9)
     ax.set_xlim(-6, 37)
     ax.set_ylim(-0.3, len(fmts) + 0.1)
@@ -57,8 +62,7 @@ def plot_value_line(formats: Sequence[FloatFormat | str], ax=None):
         v = finite_values(f, nonnegative=True)
         y = len(fmts) - 1 - row
         ax.plot(v, np.full_like(v, y), "|", ms=14, color=format_color(f))
-        ax.text(-0.02 * v.max(), y, f"{f.name} ({v.size} values >= 0)", ha="right", va="center",
-                fontsize=9)
+        ax.text(-0.02 * v.max(), y, f"{f.name} ({v.size} values >= 0)", ha="right", va="center", fontsize=9)
     ax.set_yticks([])
     ax.set_xlabel("value")
     ax.set_ylim(-0.7, len(fmts) - 0.3)
@@ -67,8 +71,13 @@ def plot_value_line(formats: Sequence[FloatFormat | str], ax=None):
     return ax
 
 
-def plot_relative_spacing(formats: Sequence[FloatFormat | str], ax=None, lo: float = 2.0**-30,
-                          hi: float = 2.0**20, points_per_binade: int = 64):
+def plot_relative_spacing(
+    formats: Sequence[FloatFormat | str],
+    ax=None,
+    lo: float = 2.0**-30,
+    hi: float = 2.0**20,
+    points_per_binade: int = 64,
+):
     """Spacing of each format's grid divided by |x|, over |x| from ``lo`` to ``hi`` (log-log).
 
     In the normal range the curve saw-tooths between eps/2 and eps; below the smallest normal
@@ -90,8 +99,9 @@ def plot_relative_spacing(formats: Sequence[FloatFormat | str], ax=None, lo: flo
     return ax
 
 
-def plot_rounding_modes(fmt: FloatFormat | str, lo: float, hi: float, rng: np.random.Generator,
-                        ax=None, n: int = 801, draws: int = 200):
+def plot_rounding_modes(
+    fmt: FloatFormat | str, lo: float, hi: float, rng: np.random.Generator, ax=None, n: int = 801, draws: int = 200
+):
     """round(x) against x on [lo, hi] for each rounding mode, with the grid of ``fmt``.
 
     Stochastic rounding is shown as the mean of ``draws`` independent roundings (it tracks x)

@@ -8,6 +8,7 @@ permutation, offsets and tile schedule (the same functions the kernels use), so 
 the data path, not a drawing of it. The other two take what they draw as plain numbers (the
 notebook measures or computes them: :mod:`nbhelpers.moe_timing`, :func:`nbhelpers.moe.capacity`).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -74,8 +75,9 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
     if axes is None:
         import matplotlib.pyplot as plt
 
-        fig, axes = plt.subplots(1, 2, figsize=(11, 0.42 * max(T * k, 6) + 1.2),
-                                 gridspec_kw={"width_ratios": [max(E, 2), 7]})
+        fig, axes = plt.subplots(
+            1, 2, figsize=(11, 0.42 * max(T * k, 6) + 1.2), gridspec_kw={"width_ratios": [max(E, 2), 7]}
+        )
     axes = list(np.atleast_1d(axes))
     if len(axes) != 2:
         raise ValueError(f"plot_routing draws two panels: give two Axes, got {len(axes)}")
@@ -89,8 +91,9 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
         for s in range(k):
             e = int(routing.expert_ids[t, s])
             ax_r.add_patch(Rectangle((e, t), 1, 1, facecolor=_expert_color(e), edgecolor="white", lw=2))
-            ax_r.text(e + 0.5, t + 0.5, f"slot {s}\nw={routing.weights[t, s]:.2f}", ha="center", va="center",
-                      fontsize=7)
+            ax_r.text(
+                e + 0.5, t + 0.5, f"slot {s}\nw={routing.weights[t, s]:.2f}", ha="center", va="center", fontsize=7
+            )
     ax_r.set_xlim(0, E)
     ax_r.set_ylim(T, 0)
     ax_r.set_xticks(np.arange(E) + 0.5)
@@ -119,16 +122,18 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
         if e == same[0]:
             empty = [f"e{j}" for j in same[:-1]]  # offsets[j] == offsets[j + 1]: expert j has no rows
             note = f"\n({', '.join(empty)}: no rows)" if empty else ""
-            ax_b.text(-0.15, y, ", ".join(f"[{j}]" for j in same) + f" = {y}" + note, ha="right", va="center",
-                      fontsize=7)
+            ax_b.text(
+                -0.15, y, ", ".join(f"[{j}]" for j in same) + f" = {y}" + note, ha="right", va="center", fontsize=7
+            )
     for i in range(sched.num_tiles):
         start, end, e = int(sched.row_start[i]), int(sched.row_end[i]), int(sched.expert[i])
         x0 = 3.6 + 0.35 * (i % 2)  # alternate columns so that adjacent tiles stay apart
         ax_b.add_patch(Rectangle((x0, start), 0.3, block_m, facecolor="none", edgecolor=_expert_color(e), lw=2))
         live = min(block_m, end - start)
         if live < block_m:
-            ax_b.add_patch(Rectangle((x0, start + live), 0.3, block_m - live, facecolor="none",
-                                     edgecolor="0.5", hatch="///", lw=0))
+            ax_b.add_patch(
+                Rectangle((x0, start + live), 0.3, block_m - live, facecolor="none", edgecolor="0.5", hatch="///", lw=0)
+            )
         ax_b.text(x0 + 0.32, start + 0.35, f"tile {i}", fontsize=6.5, ha="left", va="center")
     ax_b.set_xlim(-1.6, 5.2)
     ax_b.set_ylim(max(rows, int(sched.row_start.max(initial=0)) + block_m) + 0.2, -0.6)
@@ -141,8 +146,14 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
     return axes
 
 
-def plot_expert_gemm_times(E_values: Sequence[int], seconds: dict, napkin: dict | None = None, ax=None,
-                           title: str | None = None, legend_outside: bool = True):
+def plot_expert_gemm_times(
+    E_values: Sequence[int],
+    seconds: dict,
+    napkin: dict | None = None,
+    ax=None,
+    title: str | None = None,
+    legend_outside: bool = True,
+):
     """Time of one call of the expert GEMMs against the number of experts E (same total work at
     every E), log-log, in milliseconds.
 
@@ -178,8 +189,7 @@ def plot_expert_gemm_times(E_values: Sequence[int], seconds: dict, napkin: dict 
             raise ValueError(f"napkin {label!r} has {y.size} values for {x.size} values of E")
         if np.any(~np.isfinite(y)) or np.any(y <= 0):
             raise ValueError(f"napkin {label!r}: times must be positive and finite")
-        ax.plot(x, y * 1e3, ls=(0, (1, 1 + 2 * j)), color=("0.35", "0.55", "0.7")[j], lw=1.6, label=label,
-                zorder=2)
+        ax.plot(x, y * 1e3, ls=(0, (1, 1 + 2 * j)), color=("0.35", "0.55", "0.7")[j], lw=1.6, label=label, zorder=2)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(x)
@@ -198,9 +208,14 @@ def plot_expert_gemm_times(E_values: Sequence[int], seconds: dict, napkin: dict 
     return ax
 
 
-def plot_capacity_tradeoff(capacity_factors: Sequence[float], padding_fraction: Sequence[float],
-                           dropped_fraction: Sequence[float], ax=None, title: str | None = None,
-                           legend_outside: bool = True):
+def plot_capacity_tradeoff(
+    capacity_factors: Sequence[float],
+    padding_fraction: Sequence[float],
+    dropped_fraction: Sequence[float],
+    ax=None,
+    title: str | None = None,
+    legend_outside: bool = True,
+):
     """What a padded batch costs at each capacity factor: the fraction of its computed rows that
     are zero padding (wasted FLOPs) and the fraction of the routed rows it drops, both in percent
     against the capacity factor. Two series, each with its own colour, line style and marker; a
@@ -210,8 +225,10 @@ def plot_capacity_tradeoff(capacity_factors: Sequence[float], padding_fraction: 
     x = np.asarray(capacity_factors, dtype=float)
     if x.ndim != 1 or x.size == 0 or np.any(~np.isfinite(x)) or np.any(x <= 0):
         raise ValueError(f"capacity_factors must be a non-empty list of positive numbers, got {capacity_factors!r}")
-    series = {"padding: share of computed rows that are zeros": (padding_fraction, "#9467bd", "-", "o"),
-              "dropped: share of routed rows not computed": (dropped_fraction, "#d62728", "--", "s")}
+    series = {
+        "padding: share of computed rows that are zeros": (padding_fraction, "#9467bd", "-", "o"),
+        "dropped: share of routed rows not computed": (dropped_fraction, "#d62728", "--", "s"),
+    }
     for label, (vals, color, ls, marker) in series.items():
         y = np.asarray(vals, dtype=float)
         if y.shape != x.shape:

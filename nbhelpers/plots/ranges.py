@@ -1,6 +1,7 @@
 """Figures of magnitudes against a format's range: where a tensor's values fall relative to the
 smallest subnormal, the smallest normal and the largest value (what underflows, what overflows).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,9 @@ from .style import axes_or_new, format_color
 __all__ = ["plot_gradient_histogram", "plot_gradient_histograms_scaled"]
 
 
-def plot_gradient_histogram(grads, fmt: FloatFormat | str = "fp16", scale: float = 1.0, ax=None,
-                            bins: int = 90, lo: float | None = None):
+def plot_gradient_histogram(
+    grads, fmt: FloatFormat | str = "fp16", scale: float = 1.0, ax=None, bins: int = 90, lo: float | None = None
+):
     """Histogram of log2|g * scale| for one or more gradient arrays, with the limits of ``fmt``.
 
     grads: an array, or a {label: array} mapping (each drawn as its own histogram). Zeros are
@@ -42,19 +44,32 @@ def plot_gradient_histogram(grads, fmt: FloatFormat | str = "fp16", scale: float
     ax.axvspan(edges[0], sub - 1, color=c, alpha=0.22, lw=0, label=f"underflows to 0 in {f.name}")
     ax.axvspan(sub - 1, np.log2(f.smallest_normal), color=c, alpha=0.10, lw=0, label=f"{f.name} subnormal")
     ax.axvspan(np.log2(f.max), edges[-1], color="black", alpha=0.12, lw=0, label=f"overflows {f.name}")
-    for x, text in ((sub, "smallest subnormal"), (np.log2(f.smallest_normal), "smallest normal"),
-                    (np.log2(f.max), "max")):
+    for x, text in (
+        (sub, "smallest subnormal"),
+        (np.log2(f.smallest_normal), "smallest normal"),
+        (np.log2(f.max), "max"),
+    ):
         ax.axvline(x, color=c, lw=1.0)
-        ax.text(x, 1.0, f" {text}", rotation=90, va="top", ha="right", fontsize=7, color=c,
-                transform=ax.get_xaxis_transform())
+        ax.text(
+            x,
+            1.0,
+            f" {text}",
+            rotation=90,
+            va="top",
+            ha="right",
+            fontsize=7,
+            color=c,
+            transform=ax.get_xaxis_transform(),
+        )
     ax.set_xlabel("log2 |gradient" + (" x loss scale|" if scale != 1 else "|"))
     ax.set_ylabel("count")
     ax.legend(fontsize=8, loc="center right")
     return ax
 
 
-def plot_gradient_histograms_scaled(grads, fmt: FloatFormat | str = "fp16", scale: float = 1.0, axes=None,
-                                    bins: int = 90):
+def plot_gradient_histograms_scaled(
+    grads, fmt: FloatFormat | str = "fp16", scale: float = 1.0, axes=None, bins: int = 90
+):
     """Two panels side by side on the same axes: the gradients as they are (left) and times the loss
     scale ``scale`` (right), each against the limits of ``fmt`` (see :func:`plot_gradient_histogram`).
 

@@ -7,6 +7,7 @@ Both take what they draw as plain numbers: the notebook computes intensities, at
 measured TFLOP/s and warp counts; the helpers draw the roofs from the peaks they are given and
 compute nothing else.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -28,8 +29,15 @@ def _legend(ax, outside: bool, **kw):
         ax.legend(fontsize=8, loc="best", **kw)
 
 
-def plot_roofline(points: dict, peaks: dict, bandwidth: float, ax=None, colors: dict | None = None,
-                  labels: dict | None = None, legend_outside: bool = True):
+def plot_roofline(
+    points: dict,
+    peaks: dict,
+    bandwidth: float,
+    ax=None,
+    colors: dict | None = None,
+    labels: dict | None = None,
+    legend_outside: bool = True,
+):
     """Attainable TFLOP/s against arithmetic intensity (FLOPs per byte of DRAM traffic), log-log.
 
     points: label -> (intensities, TFLOP/s), two equal-length sequences (one marker per point, one
@@ -63,18 +71,40 @@ def plot_roofline(points: dict, peaks: dict, bandwidth: float, ax=None, colors: 
     hi = max(xs_all + list(ridges.values())) * 2
     x = np.geomspace(lo, hi, 200)
     x_mem = np.r_[x[x < max(ridges.values())], max(ridges.values())]  # up to the highest compute roof
-    ax.plot(x_mem, bandwidth * x_mem / 1e12, "-", color="0.15", lw=1.2,
-            label=f"memory roof: {bandwidth / 1e12:g} TB/s x intensity")
+    ax.plot(
+        x_mem,
+        bandwidth * x_mem / 1e12,
+        "-",
+        color="0.15",
+        lw=1.2,
+        label=f"memory roof: {bandwidth / 1e12:g} TB/s x intensity",
+    )
     for i, (label, peak) in enumerate(peaks.items()):
         color = _ROOF_COLORS[i % len(_ROOF_COLORS)]
         xr = x[x >= ridges[label]]
-        ax.plot(np.r_[ridges[label], xr], np.full(xr.size + 1, float(peak)), DASHES[(i + 1) % len(DASHES)],
-                color=color, lw=1.5, label=f"{label}: {float(peak):g} TFLOP/s (ridge at {ridges[label]:.0f} FLOP/B)")
+        ax.plot(
+            np.r_[ridges[label], xr],
+            np.full(xr.size + 1, float(peak)),
+            DASHES[(i + 1) % len(DASHES)],
+            color=color,
+            lw=1.5,
+            label=f"{label}: {float(peak):g} TFLOP/s (ridge at {ridges[label]:.0f} FLOP/B)",
+        )
         ax.axvline(ridges[label], color=color, lw=0.6, ls=":")
     for i, (label, (xs, ys)) in enumerate(series.items()):
         color = line_color((colors or {}).get(label, "black"))
-        ax.plot(xs, ys, "-", color=color, lw=0.8, marker=_MARKERS[i % len(_MARKERS)], ms=7 + 2 * (i > 0),
-                mfc=color if i == 0 else "none", mew=1.5, label=label)
+        ax.plot(
+            xs,
+            ys,
+            "-",
+            color=color,
+            lw=0.8,
+            marker=_MARKERS[i % len(_MARKERS)],
+            ms=7 + 2 * (i > 0),
+            mfc=color if i == 0 else "none",
+            mew=1.5,
+            label=label,
+        )
         texts = (labels or {}).get(label)
         if texts is not None:
             if len(texts) != xs.size:
@@ -91,8 +121,9 @@ def plot_roofline(points: dict, peaks: dict, bandwidth: float, ax=None, colors: 
     return ax
 
 
-def plot_occupancy(registers: Sequence[int], warps: dict, ax=None, max_warps: int | None = None,
-                   legend_outside: bool = True):
+def plot_occupancy(
+    registers: Sequence[int], warps: dict, ax=None, max_warps: int | None = None, legend_outside: bool = True
+):
     """Resident warps per SM against registers per thread, one step line per series.
 
     registers: the registers per thread (x axis). warps: label -> resident warps per SM, one per
@@ -110,8 +141,15 @@ def plot_occupancy(registers: Sequence[int], warps: dict, ax=None, max_warps: in
         w = np.asarray(w, dtype=float)
         if w.shape != regs.shape:
             raise ValueError(f"warps[{label!r}] has {w.size} values for {regs.size} register counts")
-        ax.step(regs, w, where="post", ls=DASHES[i % len(DASHES)], color=cmap_colors[i % len(cmap_colors)],
-                lw=1.8, label=label)
+        ax.step(
+            regs,
+            w,
+            where="post",
+            ls=DASHES[i % len(DASHES)],
+            color=cmap_colors[i % len(cmap_colors)],
+            lw=1.8,
+            label=label,
+        )
     if max_warps is not None:
         ax.axhline(max_warps, color="0.6", lw=0.8, ls=":", label=f"at most {max_warps} warps per SM")
     ax.set_xlabel("registers per thread")
@@ -122,9 +160,17 @@ def plot_occupancy(registers: Sequence[int], warps: dict, ax=None, max_warps: in
     return ax
 
 
-def plot_register_pressure(extra: Sequence[int], registers: Sequence[int], spill_stores: Sequence[int],
-                           spill_loads: Sequence[int], warps: Sequence[int], axes=None,
-                           max_registers: int | None = 255, max_warps: int | None = 64, xlabel: str | None = None):
+def plot_register_pressure(
+    extra: Sequence[int],
+    registers: Sequence[int],
+    spill_stores: Sequence[int],
+    spill_loads: Sequence[int],
+    warps: Sequence[int],
+    axes=None,
+    max_registers: int | None = 255,
+    max_warps: int | None = 64,
+    xlabel: str | None = None,
+):
     """What the compiler made of a kernel with more and more live values, in three panels over one
     x axis (``extra``, e.g. the live values added): registers per thread (markers on a line, with
     the per-thread cap ``max_registers`` as a thin line), spill stores and loads in bytes per thread
@@ -135,8 +181,12 @@ def plot_register_pressure(extra: Sequence[int], registers: Sequence[int], spill
     if x.ndim != 1 or x.size == 0:
         raise ValueError("extra must be a non-empty 1-D sequence")
     ys = {}
-    for name, v in (("registers", registers), ("spill_stores", spill_stores), ("spill_loads", spill_loads),
-                    ("warps", warps)):
+    for name, v in (
+        ("registers", registers),
+        ("spill_stores", spill_stores),
+        ("spill_loads", spill_loads),
+        ("warps", warps),
+    ):
         v = np.asarray(v, dtype=float)
         if v.shape != x.shape:
             raise ValueError(f"{name} has {v.size} values for {x.size} points")
@@ -154,8 +204,7 @@ def plot_register_pressure(extra: Sequence[int], registers: Sequence[int], spill
     ax_r.set_ylabel("registers / thread")
     ax_r.set_ylim(bottom=0)
     ax_s.plot(x, ys["spill_stores"], "-", color="#d62728", lw=1.4, marker="s", ms=4, label="spill stores")
-    ax_s.plot(x, ys["spill_loads"], "--", color="#9467bd", lw=1.4, marker="^", ms=4, mfc="none",
-              label="spill loads")
+    ax_s.plot(x, ys["spill_loads"], "--", color="#9467bd", lw=1.4, marker="^", ms=4, mfc="none", label="spill loads")
     ax_s.set_ylabel("spill bytes (ptxas)")
     ax_s.set_ylim(bottom=0)
     ax_w.step(x, ys["warps"], where="mid", color="#2ca02c", lw=1.8, label="resident warps per SM")

@@ -1,6 +1,7 @@
 """Figures of quantization error against how a tensor is scaled (chapter 06): SQNR by the
 granularity of the scales, one line style per element format, one panel per input tensor.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -22,8 +23,12 @@ def element_style(element: str, index: int = 0) -> dict:
     return {"color": color, "marker": ELEMENT_MARKERS.get(element, "x"), "linestyle": DASHES[index % len(DASHES)]}
 
 
-def plot_sqnr_by_granularity(sqnr: Mapping[str, Mapping[str, Sequence[float]]], granularities: Sequence[str],
-                             axes=None, ylabel: str = "SQNR (dB)"):
+def plot_sqnr_by_granularity(
+    sqnr: Mapping[str, Mapping[str, Sequence[float]]],
+    granularities: Sequence[str],
+    axes=None,
+    ylabel: str = "SQNR (dB)",
+):
     """SQNR against the granularity of the scales, one panel per tensor, one line per element format.
 
     sqnr: {panel title: {element format: one SQNR per granularity}}, e.g.
@@ -38,8 +43,9 @@ def plot_sqnr_by_granularity(sqnr: Mapping[str, Mapping[str, Sequence[float]]], 
     for title, series in sqnr.items():
         for element, values in series.items():
             if len(values) != len(granularities):
-                raise ValueError(f"panel {title!r}, {element!r}: {len(values)} values for "
-                                 f"{len(granularities)} granularities")
+                raise ValueError(
+                    f"panel {title!r}, {element!r}: {len(values)} values for {len(granularities)} granularities"
+                )
     if axes is None:
         import matplotlib.pyplot as plt
 
@@ -58,6 +64,5 @@ def plot_sqnr_by_granularity(sqnr: Mapping[str, Mapping[str, Sequence[float]]], 
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].set_ylabel(ylabel)
-    axes[-1].legend(title="element format", fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                    borderaxespad=0.0)
+    axes[-1].legend(title="element format", fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return axes

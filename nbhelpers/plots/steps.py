@@ -2,6 +2,7 @@
 training run's loss, the updates that changed nothing, the loss scale. One line per run or
 format, coloured by the format that computes it; runs sharing a format get different dashes.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -12,8 +13,14 @@ from ..accumulation import running_sum
 from ..formats import FloatFormat, get_format
 from .style import axes_or_new, dashes_by_color, format_color
 
-__all__ = ["plot_running_sums", "plot_training_curves", "plot_seed_spread", "plot_unchanged_updates",
-           "plot_loss_scale", "plot_training_curves_vs_ref"]
+__all__ = [
+    "plot_running_sums",
+    "plot_training_curves",
+    "plot_seed_spread",
+    "plot_unchanged_updates",
+    "plot_loss_scale",
+    "plot_training_curves_vs_ref",
+]
 
 
 def plot_running_sums(x, formats: Sequence[FloatFormat | str], ax=None, logx: bool = True):
@@ -109,9 +116,18 @@ def plot_seed_spread(runs, ax=None, relative_to: str | None = None, log: bool = 
         steps = np.arange(1, L.shape[1] + 1)
         every = max(1, L.shape[1] // n_markers)
         ax.fill_between(steps, L.min(axis=0), L.max(axis=0), color=color, alpha=0.12, lw=0)
-        ax.plot(steps, np.median(L, axis=0), dash, color=color, lw=1.4, marker=_MARKERS[i % len(_MARKERS)],
-                ms=5, markevery=(i * every // len(items), every), mfc="white",
-                label=f"{label}")
+        ax.plot(
+            steps,
+            np.median(L, axis=0),
+            dash,
+            color=color,
+            lw=1.4,
+            marker=_MARKERS[i % len(_MARKERS)],
+            ms=5,
+            markevery=(i * every // len(items), every),
+            mfc="white",
+            label=f"{label}",
+        )
     if ref is not None:
         ax.axhline(1.0, color="black", lw=1.0, label=f"{relative_to} (reference)")
         ax.set_ylabel(f"loss / {relative_to} loss, same seed")
@@ -122,13 +138,20 @@ def plot_seed_spread(runs, ax=None, relative_to: str | None = None, log: bool = 
     n = len(items[0][1]) if items else 0
     ax.set_xlabel("step")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
-              title=f"median of {n} seeds,\nband: min to max", title_fontsize=8)
+    ax.legend(
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+        title=f"median of {n} seeds,\nband: min to max",
+        title_fontsize=8,
+    )
     return ax
 
 
-def plot_training_curves_vs_ref(results, ref: str, axes=None, mark_skipped: bool = True,
-                                ratio_ylim: tuple[float, float] | None = None):
+def plot_training_curves_vs_ref(
+    results, ref: str, axes=None, mark_skipped: bool = True, ratio_ylim: tuple[float, float] | None = None
+):
     """Two stacked panels: the loss per step (log scale) and the loss divided by the loss of the run
     labelled ``ref``, step by step, so that runs that overlap on the first panel come apart.
 
@@ -167,14 +190,27 @@ def plot_training_curves_vs_ref(results, ref: str, axes=None, mark_skipped: bool
             if not ratio_ylim[0] <= last <= ratio_ylim[1]:
                 y = ratio_ylim[1] if last > ratio_ylim[1] else ratio_ylim[0]
                 final = r.final_loss() / results[ref].final_loss()
-                bottom.annotate(f"{label}: off scale (final loss {final:.2f}x)", xy=(r.losses.size, y),
-                                xytext=(-6, -12 if y == ratio_ylim[1] else 4), textcoords="offset points",
-                                ha="right", fontsize=8, color=color)
+                bottom.annotate(
+                    f"{label}: off scale (final loss {final:.2f}x)",
+                    xy=(r.losses.size, y),
+                    xytext=(-6, -12 if y == ratio_ylim[1] else 4),
+                    textcoords="offset points",
+                    ha="right",
+                    fontsize=8,
+                    color=color,
+                )
     bottom.set_xlabel("step")
     bottom.set_ylabel(f"loss / loss of {ref}")
     bottom.grid(True, which="both", alpha=0.3)
-    top.legend(*top.get_legend_handles_labels(), fontsize=8, title="run (final loss)", title_fontsize=8,
-               loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    top.legend(
+        *top.get_legend_handles_labels(),
+        fontsize=8,
+        title="run (final loss)",
+        title_fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+    )
     return top, bottom
 
 
@@ -201,14 +237,31 @@ def plot_loss_scale(result, ax=None, ceiling=None, fmt: FloatFormat | str = "fp1
     f = get_format(fmt)
     ax = axes_or_new(ax, figsize=(9, 3.5))
     steps = np.arange(1, result.scales.size + 1)
-    ax.step(steps, np.log2(result.scales), where="post", color=format_color(f), lw=1.5,
-            label=f"loss scale ({result.n_skipped} steps skipped)")
+    ax.step(
+        steps,
+        np.log2(result.scales),
+        where="post",
+        color=format_color(f),
+        lw=1.5,
+        label=f"loss scale ({result.n_skipped} steps skipped)",
+    )
     if result.skipped.any():
-        ax.plot(steps[result.skipped], np.log2(result.scales[result.skipped]), "x", color="black", ms=7,
-                label="skipped step (inf/NaN gradient)")
+        ax.plot(
+            steps[result.skipped],
+            np.log2(result.scales[result.skipped]),
+            "x",
+            color="black",
+            ms=7,
+            label="skipped step (inf/NaN gradient)",
+        )
     if ceiling is not None:
-        ax.plot(steps, np.log2(np.asarray(ceiling, dtype=np.float64)), color="0.5", lw=1.0,
-                label=f"{f.name} overflow above this")
+        ax.plot(
+            steps,
+            np.log2(np.asarray(ceiling, dtype=np.float64)),
+            color="0.5",
+            lw=1.0,
+            label=f"{f.name} overflow above this",
+        )
     ax.set_xlabel("step")
     ax.set_ylabel("log2 loss scale")
     ax.grid(True, alpha=0.3)

@@ -3,6 +3,7 @@
 Every plot function of :mod:`nbhelpers.plots` takes its colours from here, so bf16 is the same
 red in chapter 01's bit layouts and in chapter 05's loss-scale curve.
 """
+
 from __future__ import annotations
 
 
@@ -52,7 +53,6 @@ def line_color(spec) -> str:
         if is_color_like(spec):
             return spec
         raise ValueError(f"{spec!r} is neither a format name nor a matplotlib colour") from None
-
 
 
 def dashes_by_color(colors) -> list[str]:

@@ -7,6 +7,7 @@ Both take what they draw as plain numbers (the notebook computes or reads them: 
 compute nothing of their own beyond picking, per access pattern, the fastest of several tile
 sizes.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -37,8 +38,9 @@ def _legend(ax, outside: bool) -> None:
         ax.legend(fontsize=8, loc="best")
 
 
-def plot_efficiency_vs_stride(strides: Sequence[int], measured: dict, predicted: dict | None = None,
-                              ax=None, legend_outside: bool = True):
+def plot_efficiency_vs_stride(
+    strides: Sequence[int], measured: dict, predicted: dict | None = None, ax=None, legend_outside: bool = True
+):
     """Efficiency (useful bytes / bytes moved, or a bandwidth relative to the contiguous one)
     against the stride, both axes log base 2.
 
@@ -67,20 +69,39 @@ def plot_efficiency_vs_stride(strides: Sequence[int], measured: dict, predicted:
             raise ValueError(f"{label!r}: efficiencies must be positive and finite")
         lows.append(y.min())
         if is_measured:
-            ax.plot(x, y, "-", color=_MEASURED_COLORS[i], marker=_MARKERS[k % len(_MARKERS)], ms=6, lw=1.8,
-                    label=label, zorder=3)
+            ax.plot(
+                x,
+                y,
+                "-",
+                color=_MEASURED_COLORS[i],
+                marker=_MARKERS[k % len(_MARKERS)],
+                ms=6,
+                lw=1.8,
+                label=label,
+                zorder=3,
+            )
         else:
-            ax.plot(x, y, DASHES[1 + i % (len(DASHES) - 1)], color=_PREDICTED_COLORS[i],
-                    marker=_MARKERS[k % len(_MARKERS)], ms=6, mfc="none", lw=1.4, label=label, zorder=2)
+            ax.plot(
+                x,
+                y,
+                DASHES[1 + i % (len(DASHES) - 1)],
+                color=_PREDICTED_COLORS[i],
+                marker=_MARKERS[k % len(_MARKERS)],
+                ms=6,
+                mfc="none",
+                lw=1.4,
+                label=label,
+                zorder=2,
+            )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{int(s)}" if float(s).is_integer() else f"{s:g}" for s in x])
     top, bottom = 0, int(np.floor(np.log2(min(lows))))
-    ticks = [2.0 ** e for e in range(bottom, top + 1)]
+    ticks = [2.0**e for e in range(bottom, top + 1)]
     ax.set_yticks(ticks)
     ax.set_yticklabels([_fraction(t) for t in ticks])
-    ax.set_ylim(2.0 ** (bottom - 0.3), 2.0 ** 0.4)
+    ax.set_ylim(2.0 ** (bottom - 0.3), 2.0**0.4)
     ax.minorticks_off()
     ax.set_xlabel("stride (elements between two reads)")
     ax.set_ylabel("efficiency (useful / moved bytes)")
@@ -122,8 +143,9 @@ def copy_bandwidth_points(rows: Sequence[dict]) -> dict:
         tri = [r for r in mine if r["kernel"] == "triton"]
         tor = [r for r in mine if r["kernel"] == "torch"]
         best = max(tri, key=lambda r: r["bandwidth"]) if tri else None
-        out["patterns"].append("contiguous" if pattern == "contiguous" else
-                               (f"stride {stride}" if pattern == "strided" else "transposed"))
+        out["patterns"].append(
+            "contiguous" if pattern == "contiguous" else (f"stride {stride}" if pattern == "strided" else "transposed")
+        )
         out["triton"].append(best["bandwidth"] if best else None)
         out["torch"].append(max(r["bandwidth"] for r in tor) if tor else None)
         out["predicted"].append(best.get("predicted_bandwidth") if best else None)
@@ -131,8 +153,9 @@ def copy_bandwidth_points(rows: Sequence[dict]) -> dict:
     return out
 
 
-def plot_copy_bandwidth(rows: Sequence[dict], peak: float | None = None, peak_label: str = "peak",
-                        ax=None, legend_outside: bool = True):
+def plot_copy_bandwidth(
+    rows: Sequence[dict], peak: float | None = None, peak_label: str = "peak", ax=None, legend_outside: bool = True
+):
     """Bandwidth of useful bytes (GB/s, log axis) per access pattern: the Triton kernel (the
     fastest tile size per pattern), torch's own copy, the sector model's prediction from the
     measured torch copy and from the peak, and the peak as a horizontal line.
