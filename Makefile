@@ -1,7 +1,7 @@
 # Makefile for the low-precision numerics course.
 #
 #   make lab        set up .venv (if needed) and open JupyterLab at the repo root
-#   make test       set up .venv (if needed) and run every test: ruff, import-linter, unit tests + nbval
+#   make test       set up .venv (if needed) and run every test: ruff (lint, format), import-linter, unit tests + nbval
 #   make lock       regenerate the lock files requirements/cpu.txt and requirements/gpu.txt
 #   make exercises  regenerate exercises/ from solutions/
 #   make site       build the course website into build/site/html (nothing is executed)
@@ -207,10 +207,12 @@ system-packages:
 	@SYSTEM_PACKAGES=$(SYSTEM_PACKAGES) sh scripts/system-packages.sh
 
 ## test: the linters, then unit tests + every notebook through nbval
-# ruff (pyproject.toml, [tool.ruff]) over the code and the notebooks; lint-imports checks the
-# package's layers (pyproject.toml, [tool.importlinter]).
+# ruff (pyproject.toml, [tool.ruff]) lints the code and the notebooks and checks they are formatted
+# (`ruff format .` formats them: code at 120 columns, notebooks at 88, their ruff.toml); lint-imports
+# checks the package's layers (pyproject.toml, [tool.importlinter]).
 test: install system-packages
 	$(VPY) -m ruff check .
+	$(VPY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VPY) -m pytest $(NBVAL_ARGS) $(PYTEST_ARGS) $(TEST_PATHS)
 

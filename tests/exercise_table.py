@@ -115,7 +115,8 @@ CHAPTERS = [
                 # inputs not rounded to in_fmt
                 (
                     "dot_product",
-                    "round_to(np.asarray(a, dtype=float), in_fmt) * round_to(np.asarray(b, dtype=float), in_fmt)",
+                    "round_to(np.asarray(a, dtype=float), in_fmt) * round_to(\n"
+                    "        np.asarray(b, dtype=float), in_fmt\n    )",
                     "np.asarray(a, dtype=float) * np.asarray(b, dtype=float)",
                 ),
                 # accumulates in float64 and rounds once at the end
@@ -141,7 +142,7 @@ CHAPTERS = [
                     "t = float(round_to(s + value, acc, 'nearest_away'))",
                 ),
                 # terms that are float64 values but not values of acc: the format rounds them
-                ("order_matters", "q = 2.0 ** -p\n", "q = 1 / (2**p + 1)\n"),
+                ("order_matters", "q = 2.0**-p\n", "q = 1 / (2**p + 1)\n"),
                 # the orders swapped: exact in reverse, lossy as returned
                 ("order_matters", "return np.array(terms)", "return np.array(terms[::-1])"),
                 # one term too few: 2**p terms of the unit counted with the total instead of before it
@@ -470,7 +471,8 @@ CHAPTERS = [
                 # noise counted once per block instead of once per element
                 (
                     "coarsest_granularity",
-                    "noise += float(np.sum(np.where(np.abs(b) < step / 2, b**2, step**2 / 12)))",
+                    "noise += float(\n                    np.sum(np.where(np.abs(b) < step / 2, b**2, step**2 / 12))\n"
+                    "                )",
                     "noise += step**2 / 12",
                 ),
             ]
@@ -520,7 +522,8 @@ CHAPTERS = [
                 # scales that vary along K applied once at the end (each row's and column's first block scale)
                 (
                     "blockwise_scaled_gemm",
-                    "acc = acc + (partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]\n    return acc.astype(np.float64)",
+                    "acc = acc + (partial * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]\n"
+                    "    return acc.astype(np.float64)",
                     "acc = acc + partial\n    return ((acc * sA32[:, :1]) * sB_cols[:1, :]).astype(np.float64)",
                 ),
                 # a float64 accumulator: the promotion target is not rounded to fp32
@@ -538,14 +541,14 @@ CHAPTERS = [
                 # the two scales multiplied together first
                 (
                     "blockwise_scaled_gemm",
-                    "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
-                    "partial * (sA32[:, b:b + 1] * sB_cols[b:b + 1, :])",
+                    "(partial * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]",
+                    "partial * (sA32[:, b : b + 1] * sB_cols[b : b + 1, :])",
                 ),
                 # the scale of B applied first
                 (
                     "blockwise_scaled_gemm",
-                    "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
-                    "(partial * sB_cols[b:b + 1, :]) * sA32[:, b:b + 1]",
+                    "(partial * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]",
+                    "(partial * sB_cols[b : b + 1, :]) * sA32[:, b : b + 1]",
                 ),
                 # B's column blocks taken block_k wide instead of block_n
                 (
@@ -560,8 +563,8 @@ CHAPTERS = [
                 # A's scale applied twice
                 (
                     "blockwise_scaled_gemm",
-                    "(partial * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
-                    "(partial * sA32[:, b:b + 1] * sA32[:, b:b + 1]) * sB_cols[b:b + 1, :]",
+                    "(partial * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]",
+                    "(partial * sA32[:, b : b + 1] * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]",
                 ),
             ]
         ),

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
 import json
@@ -269,10 +270,15 @@ def code_index(nb, needle: str) -> int:
 
 
 def set_body(nb, name: str, body: str) -> None:
-    """Replace the body of the function ``name`` (its cell keeps only the def line)."""
+    """Replace the body of the function ``name`` (its cell keeps only the def, whose signature may
+    run over several lines)."""
     i = code_index(nb, f"def {name}(")
-    head = nb.cells[i].source.splitlines()[0]
-    nb.cells[i].source = head + "\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
+    lines = nb.cells[i].source.splitlines()
+    fn = next(n for n in ast.parse(nb.cells[i].source).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    head = lines[fn.lineno - 1 : fn.body[0].lineno - 1]
+    while head[-1].strip().startswith("#") or not head[-1].strip():  # the solution's markers, blank lines
+        head.pop()
+    nb.cells[i].source = "\n".join(head) + "\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
 
 
 def mutate(nb, name: str, old: str, new: str) -> None:

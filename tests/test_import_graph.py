@@ -202,7 +202,7 @@ def test_make_test_runs_import_linter_on_the_layers():
     contract = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
     assert contract["type"] == "layers" and contract["exhaustive"] is True and len(contract["layers"]) == 6
     recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", (root / "Makefile").read_text(), re.MULTILINE).group(1)
-    assert "lint-imports" in recipe and "ruff check" in recipe
+    assert "lint-imports" in recipe and "ruff check" in recipe and "ruff format --check" in recipe
 
 
 # ====================================================================== the checker on a made-up package
