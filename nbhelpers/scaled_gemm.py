@@ -50,7 +50,7 @@ import numpy as np
 
 from .formats import FloatFormat
 from .rounding import round_to
-from .tensor_cores import max_align_bits, tensor_core_matmul
+from .tensor_cores import check_tensor_core_settings, max_align_bits, tensor_core_matmul
 from .validation import positive_int, real_float64
 
 __all__ = [
@@ -322,16 +322,7 @@ def fp8_tensor_core_mm(
         raise ValueError(
             f"accumulator_bits={accumulator_bits} is too large for group={group}: at most {max_align_bits(group) + 1}"
         )
-    if promote_every is not None:
-        if (
-            isinstance(promote_every, bool)
-            or not isinstance(promote_every, (int, np.integer))
-            or promote_every < 1
-            or promote_every % group
-        ):
-            raise ValueError(
-                f"promote_every must be None or a positive multiple of group={group}, got {promote_every!r}"
-            )
+    check_tensor_core_settings(group, align_bits, promote_every)
     fa, fb = _operand_formats(in_fmt)
     if "int8" in (fa, fb):
         raise ValueError("fp8_tensor_core_mm takes fp8 operands ('e4m3fn' or 'e5m2'); for int8 use scaled_mm")

@@ -36,6 +36,7 @@ __all__ = [
     "TensorCoreSpec",
     "TENSOR_CORES",
     "max_align_bits",
+    "check_tensor_core_settings",
     "tensor_core_matmul",
     "tensor_core_matmul_ref",
     "align_group",
@@ -228,7 +229,7 @@ def tensor_core_matmul(
     f = accumulator_format(acc, "acc")
     mode = _as_rounding(rounding)
     check_rounding_rng(mode, rng)
-    g, align_bits, promote_every = _check_tc(group, align_bits, promote_every)
+    g, align_bits, promote_every = check_tensor_core_settings(group, align_bits, promote_every)
     Aq, Bq = rounded_operands(A, B, in_fmt)
     M, K = Aq.shape
     N = Bq.shape[1]
@@ -262,7 +263,9 @@ def _initial_accumulator(C, M: int, N: int) -> np.ndarray:
     return c.copy()
 
 
-def _check_tc(group, align_bits, promote_every):
+def check_tensor_core_settings(group, align_bits, promote_every) -> tuple[int, int, int | None]:
+    """(group, align_bits, promote_every) of :func:`tensor_core_matmul`, checked: a ValueError
+    saying which is wrong and what is accepted."""
     positive_int("group", group)
     positive_int("align_bits", align_bits)
     hi = max_align_bits(group)
@@ -300,7 +303,7 @@ def tensor_core_matmul_ref(
     time, exact Fractions, the alignment written out with integer shifts. (M, N) float64."""
     f = get_format(acc)
     mode = _as_rounding(rounding)
-    g, align_bits, promote_every = _check_tc(group, align_bits, promote_every)
+    g, align_bits, promote_every = check_tensor_core_settings(group, align_bits, promote_every)
     Aq, Bq = rounded_operands(A, B, in_fmt)
     M, K = Aq.shape
     N = Bq.shape[1]
