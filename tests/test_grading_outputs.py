@@ -22,6 +22,27 @@ def test_csv_cells_cannot_be_formulas():
     assert _csv_safe("-1+2") == "'-1+2" and _csv_safe("fine") == "fine" and _csv_safe(3) == "3"
 
 
+def test_csv_cells_of_different_names_differ():
+    """The escaping is one-to-one: a name that starts with the escape character is escaped too."""
+    names = ["=a", "'=a", "''=a", "a", "'a", "+1", "'+1", "", "'"]
+    assert len({_csv_safe(n) for n in names}) == len(names)
+    assert _csv_safe("'=a") == "''=a" and _csv_safe("'") == "''"
+
+
+def test_names_escaped_alike_before_get_rows_of_their_own(tmp_path):
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    out = Outputs(csv_path, json_path, GradeOptions())
+    out.start(["ex01.f"])
+    out.add(_rec("=a.ipynb", ex01_f=3))
+    out.add(_rec("'=a.ipynb", ex01_f=1))
+    out.finish()
+    rows = {r["file"]: r for r in csv.DictReader(csv_path.read_text().splitlines())}
+    assert {f: r["ex01.f"] for f, r in rows.items()} == {"'=a.ipynb": "3", "''=a.ipynb": "1"}
+    again = Outputs(csv_path, json_path, GradeOptions())
+    again.start(["ex01.f"])  # the CSV agrees with the JSON file: nothing set aside
+    assert not list(tmp_path.glob("g.csv.*")) and csv_path.read_text().count(".ipynb") == 2
+
+
 # ---- resuming ------------------------------------------------------------------------------------
 
 

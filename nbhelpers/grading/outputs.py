@@ -29,9 +29,11 @@ _SHA_RE = re.compile(r"^(?:[0-9a-f]{64})?$")
 
 
 def _csv_safe(v: Any) -> str:
-    """A cell a spreadsheet will not run as a formula (student text can land in detail)."""
+    """A cell a spreadsheet will not run as a formula (student text can land in detail): a text
+    that starts like one gets a ``'`` in front. So does one that starts with ``'`` itself, so that
+    two names never make the same cell ("=a" is "'=a", "'=a" is "''=a")."""
     s = "" if v is None else str(v)
-    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r", "'") else s
 
 
 def _csv_row(rec: dict, columns: list[str]) -> list[str]:
