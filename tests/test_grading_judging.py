@@ -83,6 +83,22 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
     assert missing.records == {} and missing.foreign_lines == 0
 
 
+@pytest.mark.parametrize("t", [10**4000, float("inf"), float("nan"), -5, "soon", None, 3.5])
+def test_a_forged_time_out_is_a_time_out_whatever_its_number(tmp_path, t):
+    """A result line is the kernel's: its time-out seconds (an int too large for a float, inf, NaN)
+    never raise in the grader; the exercise is scored as timed out, with a number from 0 to 1e6."""
+    plan = plan_chapter(1, seed=0)
+    p = plan.exercises[3]
+    nonce = "7" * 32
+    line = json.dumps({"id": p.exercise.id, "results": [{"t": t}], "n": nonce}).encode() + b"\n"
+    (tmp_path / "out.jsonl").write_bytes(line)
+    out = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}], plan)
+    res = judge(p, out.records.get(p.exercise.id), ("NOT RUN", "not checked"))
+    assert res.points == 0 and res.status == "TIMEOUT", res
+    seconds = float(re.search(r"no result within (\S+) s", res.error).group(1))
+    assert 0 <= seconds <= 1e6 and (seconds == 3.5 if t == 3.5 else True)
+
+
 def test_score_is_what_run_check_uses():
     ex = checks.get_exercise("ex01.ulp_at")
     cases = cases_for(ex, 5)

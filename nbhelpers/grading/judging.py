@@ -307,8 +307,21 @@ def _returned(results: list, classes: dict[tuple[str, str], type] | None) -> tup
     return got, False
 
 
+#: the most seconds a time-out reported by the kernel is taken to say (its number is the kernel's)
+_MAX_REPORTED_SECONDS = 1e6
+
+
 def _timeout_raised(seconds: Any) -> Raised:
-    s = float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0
+    """The time-out a result line reports, as the exception the function is scored as raising. The
+    number comes from the kernel: anything but a number from 0 to 1e6 is clamped (an int too large
+    for a float, inf, NaN, a negative number, not a number at all), never trusted."""
+    s = 0.0
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        try:
+            s = float(seconds)
+        except OverflowError:  # an int beyond any float
+            s = _MAX_REPORTED_SECONDS
+    s = min(max(s, 0.0), _MAX_REPORTED_SECONDS) if s == s else 0.0  # NaN: 0
     return Raised.from_parts("TimeoutError", f"no result within {s:g} s, the grader's time limit for this function")
 
 
