@@ -505,6 +505,24 @@ def partial_notebook() -> nbformat.NotebookNode:
     return nb
 
 
+def test_a_hard_link_to_a_classmates_notebook_is_flagged_and_honest_rows_unchanged(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    write(solution(), subs / "ex01_alice.ipynb")
+    os.link(subs / "ex01_alice.ipynb", subs / "ex01_bob.ipynb")  # the same file under another name
+    write(partial_notebook(), subs / "ex01_carol.ipynb")
+    args = [str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"), "--no-sandbox", *FAST]
+    assert main(args) == 0
+    rows = read_csv(tmp_path / "g.csv")
+    # each names the other as the CSV's file column shows it
+    assert rows["ex01_alice.ipynb"]["detail"] == f"same content (sha256) as {rows['ex01_bob.ipynb']['file']}"
+    assert rows["ex01_bob.ipynb"]["detail"] == f"same content (sha256) as {rows['ex01_alice.ipynb']['file']}"
+    assert "same content" not in rows["ex01_carol.ipynb"]["detail"]
+    assert int(rows["ex01_alice.ipynb"]["total"]) == int(rows["ex01_bob.ipynb"]["total"]) == FULL
+    assert main(args) == 0  # a rerun: nothing regraded, the files still agree (nothing set aside)
+    assert read_csv(tmp_path / "g.csv") == rows and not list(tmp_path.glob("g.*.unreadable-*"))
+
+
 @pytest.mark.sandbox
 def test_check_cells_and_grader_agree(tmp_path):
     subs = tmp_path / "subs"

@@ -75,7 +75,7 @@ def grade(
     outputs.start([p.exercise.id for ch in sorted(plans) if plans[ch] for p in plans[ch].exercises])
     summary = RunSummary(skipped=len(subs) - len(todo))
     t0 = time.monotonic()
-    _grade_all(todo, plans, opts, outputs, summary)
+    _grade_all(todo, plans, opts, outputs, summary, _same_content(subs))
     outputs.finish()
     summary.seconds = time.monotonic() - t0
     return summary
@@ -91,22 +91,45 @@ def _plans(todo: list[Submission], opts: GradeOptions) -> dict[int, ChapterPlan 
     return {ch: plan_chapter(ch, opts.seed) for ch in sorted(chapters)}
 
 
+def _same_content(subs: list[Submission]) -> dict[str, list[str]]:
+    """file -> the other files of this run with the same bytes (sha256: a copy or a hard link of a
+    classmate's notebook), for each file that has any."""
+    by_hash: dict[str, list[str]] = {}
+    for s in subs:
+        if s.sha256:
+            by_hash.setdefault(s.sha256, []).append(s.file)
+    return {f: sorted(g for g in files if g != f) for files in by_hash.values() if len(files) > 1 for f in files}
+
+
+def _flag_same_content(rec: dict, twins: dict[str, list[str]]) -> dict:
+    """The record with a note in its detail (and events) naming the files with the same bytes."""
+    others = twins.get(rec["file"])
+    if others:
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        note = f"same content (sha256) as {', '.join(others[:3])}{more}"
+        rec["events"] = [*rec.get("events", []), note]
+        rec["detail"] = "; ".join(d for d in (rec.get("detail", ""), note) if d)
+    return rec
+
+
 def _grade_all(
     todo: list[Submission],
     plans: dict[int, ChapterPlan | None],
     opts: GradeOptions,
     outputs: Outputs,
     summary: RunSummary,
+    twins: dict[str, list[str]],
 ) -> None:
-    """Grade ``opts.jobs`` submissions at a time, recording each as it finishes. On Ctrl-C (or any
-    other exception) every worker still running is stopped."""
+    """Grade ``opts.jobs`` submissions at a time, recording each as it finishes (flagged when
+    another file of the run has the same bytes, ``twins``). On Ctrl-C (or any other exception)
+    every worker still running is stopped."""
     running = Running()
     bar = _progress(len(todo), opts.progress)
     pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))
     try:
         futures = [pool.submit(grade_one, s, plans, opts, running) for s in todo]
         for fut in as_completed(futures):
-            rec = fut.result()
+            rec = _flag_same_content(fut.result(), twins)
             outputs.add(rec)
             summary.add(rec)
             bar.set_postfix_str(f"{Path(rec['file']).name}: {rec['status']}", refresh=False)
