@@ -8,7 +8,9 @@ scales directly (quantizing is the ``scaling`` engine's job, not this module's).
   once to the accumulator in the epilogue: C = diag(sA) (qA qB) diag(sB).
 * :func:`blockwise_scaled_mm`: scales that vary along K (1 x block_k tiles of A, block_k x
   block_n blocks of B, DeepSeek-V3's recipe); each K-block's partial product is scaled, then
-  added into an fp32 accumulator.
+  added into an fp32 accumulator. The blocks and the element formats are the operands'
+  recipes (:class:`~nbhelpers.recipes.Recipe`), the ones :func:`nbhelpers.scaling.quantize`
+  quantized them by: they are said once, not again as numbers.
 * :func:`fp8_tensor_core_mm`: the same products through the tensor-core model of
   :mod:`nbhelpers.tensor_cores` with a narrow (about 14-bit) accumulator, promoted into fp32
   every ``promote_every`` products.
@@ -49,6 +51,7 @@ import math
 import numpy as np
 
 from .formats import FloatFormat
+from .recipes import PER_COLUMN, PER_ROW, RECIPES, Recipe, get_recipe
 from .rounding import round_to
 from .tensor_cores import check_tensor_core_settings, max_align_bits, tensor_core_matmul
 from .validation import positive_int, real_float64
@@ -59,6 +62,8 @@ __all__ = [
     "scaled_mm",
     "blockwise_scaled_mm",
     "fp8_tensor_core_mm",
+    "BLOCKWISE_RECIPES",
+    "ROWWISE_RECIPES",
     "accumulator_align_bits",
     "DEEPSEEK_V3_ACCUMULATOR_BITS",
     "DEEPSEEK_V3_PROMOTE_EVERY",
@@ -72,6 +77,15 @@ INT32_MAX = 2**31 - 1
 # fp8_tensor_core_mm (truncating alignment, group size, toward-zero rounding) is this course's model.
 DEEPSEEK_V3_ACCUMULATOR_BITS = 14
 DEEPSEEK_V3_PROMOTE_EVERY = 128
+
+#: the recipes of A and B in DeepSeek-V3's fp8 GEMM: A in 1 x 128 tiles, B in 128 x 128 blocks,
+#: e4m3 elements, fp32 scales (the default of :func:`blockwise_scaled_mm`)
+BLOCKWISE_RECIPES = (RECIPES["fp8 e4m3 1x128"], RECIPES["fp8 e4m3 128x128"])
+#: a scale per row of A and per column of B, e4m3 elements (the default of :func:`fp8_tensor_core_mm`)
+ROWWISE_RECIPES = (
+    Recipe("e4m3fn", PER_ROW, name="fp8 e4m3 per-row"),
+    Recipe("e4m3fn", PER_COLUMN, name="fp8 e4m3 per-column"),
+)
 
 _FP8 = ("e4m3fn", "e5m2")
 _OUT = ("fp32", "bf16")
@@ -215,6 +229,32 @@ def _k_blocks(K: int, block_k: int) -> list[tuple[int, int]]:
     return [(k0, min(k0 + block_k, K)) for k0 in range(0, K, block_k)]
 
 
+def _recipe_pair(recipes) -> tuple[Recipe, Recipe]:
+    if not isinstance(recipes, (tuple, list)) or len(recipes) != 2:
+        raise ValueError(f"recipes must be a pair (recipe of A, recipe of B), got {recipes!r}")
+    return get_recipe(recipes[0]), get_recipe(recipes[1])
+
+
+def _constant_along_k(rA: Recipe, rB: Recipe) -> bool:
+    """Whether the scales of A and B are constant along K (per tensor, per row of A, per column of B)."""
+    return rA.block[1] is None and rB.block[0] is None
+
+
+def _k_blocks_of(rA: Recipe, rB: Recipe) -> tuple[int, int]:
+    """(block_k, block_n) of a GEMM whose scales vary along K: A quantized in 1 x block_k tiles,
+    B (K, N) in block_k x block_n blocks (block_n 1: a scale per K-block and column)."""
+    rows_a, bk = rA.block
+    bk_b, bn = rB.block
+    if rows_a != 1 or bk is None:
+        raise ValueError(f"the recipe of A must have 1 x block_k tiles, block (1, block_k); got {rA.block} ({rA})")
+    if bk_b != bk or bn is None:
+        raise ValueError(
+            f"the recipe of B must have block_k x block_n blocks with A's block_k, block ({bk}, block_n); "
+            f"got {rB.block} ({rB})"
+        )
+    return bk, bn
+
+
 def _block_scales(sA, sB, M: int, N: int, K: int, block_k: int, block_n: int):
     """sA (M, nk) and sB as (nk, N) (expanded from (nk, ceil(N / block_n)) if given so)."""
     nk = math.ceil(K / block_k)
@@ -232,32 +272,32 @@ def _block_scales(sA, sB, M: int, N: int, K: int, block_k: int, block_n: int):
 
 
 def blockwise_scaled_mm(
-    qA,
-    qB,
-    sA,
-    sB,
-    block_k: int = 128,
-    block_n: int = 128,
-    out_fmt: FloatFormat | str = "fp32",
-    in_fmt: FloatFormat | str | tuple = "e4m3fn",
+    qA, qB, sA, sB, recipes: tuple = BLOCKWISE_RECIPES, out_fmt: FloatFormat | str = "fp32"
 ) -> np.ndarray:
     """C ~ sum over K-blocks b of diag(sA[:, b]) (qA_b qB_b) diag(sB[b, :]); (M, N) float64.
 
-    qA (M, K), qB (K, N) as in :func:`scaled_mm` (the last K-block may be shorter).
-    sA (M, ceil(K / block_k)): one scale per 1 x block_k tile of A; sB (ceil(K / block_k),
-    ceil(N / block_n)) per block_k x block_n block of B, or (ceil(K / block_k), N). For each
-    K-block: the exact partial product rounded once to fp32 (int8: exact, then to fp32), scaled in
-    fp32 as fl32(fl32(p * sA) * sB), and added into an fp32 accumulator (nearest-even), K-blocks
-    in order. Then rounded to ``out_fmt``.
+    ``recipes``: the recipes (or their names in :data:`~nbhelpers.recipes.RECIPES`) that A and B
+    were quantized by, A's with 1 x block_k tiles, B's with block_k x block_n blocks (default
+    :data:`BLOCKWISE_RECIPES`, 1 x 128 and 128 x 128 in e4m3). qA (M, K) and qB (K, N) hold values
+    of the recipes' elements (int8, e4m3fn or e5m2, as ``in_fmt`` of :func:`scaled_mm`); the last
+    K-block may be shorter. sA (M, ceil(K / block_k)): one scale per tile of A; sB
+    (ceil(K / block_k), ceil(N / block_n)) per block of B, or (ceil(K / block_k), N). For each
+    K-block: the exact partial product rounded once to fp32 (int8: exact, then to fp32), scaled
+    in fp32 as fl32(fl32(p * sA) * sB), and added into an fp32 accumulator (nearest-even),
+    K-blocks in order. Then rounded to ``out_fmt``.
     """
-    block_k = positive_int("block_k", block_k)
-    block_n = positive_int("block_n", block_n)
-    A, B, _ = _check_pair(qA, qB, in_fmt)
+    rA, rB = _recipe_pair(recipes)
+    block_k, block_n = _k_blocks_of(rA, rB)
+    if not {rA.element, rB.element} <= {"int8", *_FP8}:
+        raise ValueError(
+            f"blockwise_scaled_mm multiplies int8, e4m3fn or e5m2 elements; the recipes hold {rA.element!r} "
+            f"and {rB.element!r}"
+        )
+    A, B, fa = _check_pair(qA, qB, (rA.element, rB.element))
     M, K = A.shape
     N = B.shape[1]
     out = _out_fmt(out_fmt)
     sa, sb = _block_scales(sA, sB, M, N, K, block_k, block_n)
-    fa = _operand_formats(in_fmt)[0]
     acc = np.zeros((M, N), dtype=_f32)
     for b, (k0, k1) in enumerate(_k_blocks(K, block_k)):
         if fa == "int8":  # exact in int32 (OverflowError past it), then to fp32
@@ -291,10 +331,8 @@ def fp8_tensor_core_mm(
     accumulator_bits: int = DEEPSEEK_V3_ACCUMULATOR_BITS,
     promote_every: int | None = DEEPSEEK_V3_PROMOTE_EVERY,
     group: int = 32,
-    block_k: int | None = None,
-    block_n: int = 128,
+    recipes: tuple = ROWWISE_RECIPES,
     out_fmt: FloatFormat | str = "fp32",
-    in_fmt: FloatFormat | str | tuple = "e4m3fn",
 ) -> np.ndarray:
     """An fp8 GEMM through the tensor-core model with a narrow accumulator; (M, N) float64.
 
@@ -306,11 +344,13 @@ def fp8_tensor_core_mm(
     ``promote_every`` products (a multiple of ``group``; None: never) the partial sum is added into
     an fp32 accumulator (nearest-even) and restarted from zero.
 
-    Scales: constant along K (``block_k=None``; sA (1, 1) or (M, 1), sB (1, 1) or (1, N)) are
-    applied in the epilogue as in :func:`scaled_mm`. Per K-block (``block_k`` given; shapes as in
-    :func:`blockwise_scaled_mm`) they are applied at promotion: ``promote_every`` must divide
-    ``block_k``; each K-block's promoted fp32 partial is scaled fl32(fl32(p * sA) * sB) and added
-    into the fp32 result.
+    Scales, as the operands' ``recipes`` say (a pair, as in :func:`blockwise_scaled_mm`; their
+    elements, fp8 formats, are those of qA and qB): constant along K (the default
+    :data:`ROWWISE_RECIPES`, or per tensor; sA (1, 1) or (M, 1), sB (1, 1) or (1, N)) they are
+    applied in the epilogue as in :func:`scaled_mm`. Per K-block (1 x block_k tiles of A,
+    block_k x block_n blocks of B; shapes as in :func:`blockwise_scaled_mm`) they are applied at
+    promotion: ``promote_every`` must divide block_k; each K-block's promoted fp32 partial is
+    scaled fl32(fl32(p * sA) * sB) and added into the fp32 result.
 
     Measured facts: about 14 retained bits on H800 and N_C = 128 (DeepSeek-V3 technical report,
     2024). The course's model: truncating alignment of each fused group, the group size,
@@ -323,9 +363,14 @@ def fp8_tensor_core_mm(
             f"accumulator_bits={accumulator_bits} is too large for group={group}: at most {max_align_bits(group) + 1}"
         )
     check_tensor_core_settings(group, align_bits, promote_every)
-    fa, fb = _operand_formats(in_fmt)
-    if "int8" in (fa, fb):
-        raise ValueError("fp8_tensor_core_mm takes fp8 operands ('e4m3fn' or 'e5m2'); for int8 use scaled_mm")
+    rA, rB = _recipe_pair(recipes)
+    in_fmt = (rA.element, rB.element)
+    if not set(in_fmt) <= set(_FP8):
+        raise ValueError(
+            f"fp8_tensor_core_mm takes fp8 operands ('e4m3fn' or 'e5m2'), got recipes of {rA.element!r} and "
+            f"{rB.element!r}; for int8 use scaled_mm"
+        )
+    block_k, block_n = (None, None) if _constant_along_k(rA, rB) else _k_blocks_of(rA, rB)
     A, B, _ = _check_pair(qA, qB, in_fmt)
     M, K = A.shape
     N = B.shape[1]
@@ -347,8 +392,6 @@ def fp8_tensor_core_mm(
         sa = _check_scale(sA, [(1, 1), (M, 1)], "sA", "per tensor or per row of A")
         sb = _check_scale(sB, [(1, 1), (1, N)], "sB", "per tensor or per column of B")
         return _finish((tc(A, B) * sa) * sb, out)
-    block_k = positive_int("block_k", block_k)
-    block_n = positive_int("block_n", block_n)
     if promote_every is None or block_k % promote_every:
         raise ValueError(
             f"scales per K-block of {block_k} are applied at promotion: promote_every must "

@@ -17,8 +17,10 @@ import pytest
 import torch
 
 from nbhelpers.accumulation import fraction_to_float_odd
+from nbhelpers.recipes import PER_COLUMN, PER_ROW, PER_TENSOR, Recipe
 from nbhelpers.rounding import round_to
 from nbhelpers.scaled_gemm import (
+    BLOCKWISE_RECIPES,
     DEEPSEEK_V3_ACCUMULATOR_BITS,
     DEEPSEEK_V3_PROMOTE_EVERY,
     INT32_MAX,
@@ -31,6 +33,11 @@ from nbhelpers.scaled_gemm import (
 
 U32 = 2.0**-24
 U_BF16 = 2.0**-8
+
+
+def kblocks(block_k: int, block_n: int = 128, fmt: str = "e4m3fn") -> tuple[Recipe, Recipe]:
+    """The recipes of A in 1 x block_k tiles and B in block_k x block_n blocks, elements ``fmt``."""
+    return Recipe(fmt, (1, block_k)), Recipe(fmt, (block_k, block_n))
 
 
 def gamma(n: int, u: float = U32) -> float:
@@ -309,7 +316,9 @@ def test_blockwise_bit_exact_against_slow_reference():
     M, K, N, bk = 3, 70, 5, 16  # K not a multiple of block_k: the last block is shorter
     qA, qB, sA, nk = _block_data(rng, M, K, N, bk)
     sB = rand_scales(rng, (nk, N))
-    np.testing.assert_array_equal(blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk), blockwise_ref(qA, qB, sA, sB, bk))
+    np.testing.assert_array_equal(
+        blockwise_scaled_mm(qA, qB, sA, sB, recipes=kblocks(bk)), blockwise_ref(qA, qB, sA, sB, bk)
+    )
 
 
 @pytest.mark.parametrize("out", ["fp32", "bf16"])
@@ -318,7 +327,7 @@ def test_blockwise_against_dequantized_float64(out):
     M, K, N, bk, bn = 16, 1000, 200, 128, 128  # N not a multiple of block_n either
     qA, qB, sA, nk = _block_data(rng, M, K, N, bk)
     sB = rand_scales(rng, (nk, -(-N // bn)))
-    C = blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk, block_n=bn, out_fmt=out)
+    C = blockwise_scaled_mm(qA, qB, sA, sB, recipes=kblocks(bk, bn), out_fmt=out)
     sB_cols = np.repeat(sB, bn, axis=1)[:, :N]
     ref = _dequant_blockwise(qA, qB, sA, sB_cols, bk)
     # each block's term has 3 roundings (partial to fp32, * sA, * sB), the nk-term fp32
@@ -330,7 +339,7 @@ def test_blockwise_against_dequantized_float64(out):
         bound = bound + U_BF16 * (np.abs(ref) + bound)
     assert (np.abs(C - ref) <= bound).all()
     # per-column sB gives the same result as the expanded per-block sB
-    np.testing.assert_array_equal(C, blockwise_scaled_mm(qA, qB, sA, sB_cols, block_k=bk, out_fmt=out))
+    np.testing.assert_array_equal(C, blockwise_scaled_mm(qA, qB, sA, sB_cols, recipes=kblocks(bk), out_fmt=out))
 
 
 def test_k_varying_scale_in_the_epilogue_is_wrong():
@@ -339,7 +348,7 @@ def test_k_varying_scale_in_the_epilogue_is_wrong():
     qA, qB, sA, nk = _block_data(rng, M, K, N, bk)
     sB = fp32(np.ones((nk, N)))
     ref = _dequant_blockwise(qA, qB, sA, sB, bk)
-    right = blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk)
+    right = blockwise_scaled_mm(qA, qB, sA, sB, recipes=kblocks(bk))
     col = np.arange(K) // bk
     T = np.stack([(qA[:, col == b] * sA[:, b : b + 1]) @ qB[col == b] for b in range(nk)])
     tol = gamma(nk + 2) * np.abs(T).sum(axis=0)
@@ -357,7 +366,7 @@ def test_blockwise_with_one_block_equals_scaled_mm():
     qA, qB = fp8(rng, (6, 100)), fp8(rng, (100, 7))
     sA, sB = rand_scales(rng, (6, 1)), rand_scales(rng, (1, 7))
     np.testing.assert_array_equal(
-        blockwise_scaled_mm(qA, qB, sA, sB, block_k=128, block_n=1), scaled_mm(qA, qB, sA, sB)
+        blockwise_scaled_mm(qA, qB, sA, sB, recipes=kblocks(128, 1)), scaled_mm(qA, qB, sA, sB)
     )
 
 
@@ -367,7 +376,7 @@ def test_blockwise_int8():
     qA, qB = rng.integers(-128, 128, (M, K)), rng.integers(-128, 128, (K, N))
     sA, sB = rand_scales(rng, (M, 3)), rand_scales(rng, (3, N))
     np.testing.assert_array_equal(
-        blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk, in_fmt="int8"),
+        blockwise_scaled_mm(qA, qB, sA, sB, recipes=kblocks(bk, fmt="int8")),
         blockwise_ref(qA.astype(float), qB.astype(float), sA, sB, bk),
     )
 
@@ -437,8 +446,8 @@ def test_fp8_tensor_core_scales():
     sB = rand_scales(rng, (nk, 1))
     # huge accumulator and promotion every group: every group's sum is exact, the rest are fp32
     # roundings; per-K-block scales applied at promotion agree with blockwise_scaled_mm closely
-    C = fp8_tensor_core_mm(qA, qB, sA, sB, accumulator_bits=47, promote_every=128, block_k=bk, block_n=128)
-    ref = blockwise_scaled_mm(qA, qB, sA, sB, block_k=bk)
+    C = fp8_tensor_core_mm(qA, qB, sA, sB, accumulator_bits=47, promote_every=128, recipes=kblocks(bk))
+    ref = blockwise_scaled_mm(qA, qB, sA, sB, recipes=kblocks(bk))
     sB_cols = np.repeat(sB, 128, axis=1)[:, :N]
     col = np.arange(K) // bk
     mass = np.stack(
@@ -467,11 +476,11 @@ def test_fp8_tensor_core_bad_arguments():
     with pytest.raises(ValueError, match="positive multiple of group=32"):
         fp8_tensor_core_mm(qA, qB, one, one, promote_every=48)
     with pytest.raises(ValueError, match="promote_every must divide block_k"):
-        fp8_tensor_core_mm(qA, qB, np.ones((2, 1)), np.ones((1, 1)), block_k=64, promote_every=None)
+        fp8_tensor_core_mm(qA, qB, np.ones((2, 1)), np.ones((1, 1)), recipes=kblocks(64), promote_every=None)
     with pytest.raises(ValueError, match="promote_every must divide block_k"):
-        fp8_tensor_core_mm(qA, qB, np.ones((2, 1)), np.ones((1, 1)), block_k=64, promote_every=128)
+        fp8_tensor_core_mm(qA, qB, np.ones((2, 1)), np.ones((1, 1)), recipes=kblocks(64), promote_every=128)
     with pytest.raises(ValueError, match="fp8 operands"):
-        fp8_tensor_core_mm(qA, qB, one, one, in_fmt="int8")
+        fp8_tensor_core_mm(qA, qB, one, one, recipes=(Recipe("int8", PER_ROW), Recipe("int8", PER_COLUMN)))
     with pytest.raises(ValueError, match="group must be a positive int"):
         fp8_tensor_core_mm(qA, qB, one, one, group=0)
 
@@ -486,11 +495,11 @@ def test_scale_shape_errors_name_the_expected_shape():
     with pytest.raises(ValueError, match=r"sB must have shape \(1, 1\) or \(1, 3\)"):
         scaled_mm(qA, qB, np.ones((1, 1)), np.ones((3, 1)))
     with pytest.raises(ValueError, match=r"sA must have shape \(4, 2\)"):
-        blockwise_scaled_mm(qA, qB, np.ones((4, 1)), np.ones((2, 3)), block_k=4)
+        blockwise_scaled_mm(qA, qB, np.ones((4, 1)), np.ones((2, 3)), recipes=kblocks(4))
     with pytest.raises(ValueError, match=r"sB must have shape \(2, 1\) or \(2, 3\)"):
-        blockwise_scaled_mm(qA, qB, np.ones((4, 2)), np.ones((1, 3)), block_k=4)
+        blockwise_scaled_mm(qA, qB, np.ones((4, 2)), np.ones((1, 3)), recipes=kblocks(4))
     with pytest.raises(ValueError, match=r"sA must have shape \(4, 2\)"):
-        fp8_tensor_core_mm(qA, qB, np.ones((4, 1)), np.ones((2, 3)), block_k=4, promote_every=4, group=4)
+        fp8_tensor_core_mm(qA, qB, np.ones((4, 1)), np.ones((2, 3)), recipes=kblocks(4), promote_every=4, group=4)
 
 
 def test_data_shape_errors():
@@ -506,7 +515,7 @@ def test_non_finite_scales(bad):
     with pytest.raises(ValueError, match="sA holds inf or NaN"):
         scaled_mm(qA, qB, np.array([[bad]]), np.ones((1, 1)))
     with pytest.raises(ValueError, match="sB holds inf or NaN"):
-        blockwise_scaled_mm(qA, qB, np.ones((2, 1)), np.array([[1.0, bad]]), block_k=4, block_n=1)
+        blockwise_scaled_mm(qA, qB, np.ones((2, 1)), np.array([[1.0, bad]]), recipes=kblocks(4, 1))
 
 
 def test_scales_must_be_fp32_values():
@@ -514,12 +523,32 @@ def test_scales_must_be_fp32_values():
         scaled_mm(np.ones((2, 4)), np.ones((4, 2)), np.array([[0.1]]), np.ones((1, 1)))
 
 
-@pytest.mark.parametrize("block_k", [0, -128, 1.5, True])
-def test_block_k_not_positive(block_k):
-    with pytest.raises(ValueError, match="block_k must be a positive int"):
-        blockwise_scaled_mm(np.ones((2, 4)), np.ones((4, 2)), np.ones((2, 1)), np.ones((1, 1)), block_k=block_k)
-    with pytest.raises(ValueError, match="block_k must be a positive int"):
-        fp8_tensor_core_mm(np.ones((2, 4)), np.ones((4, 2)), np.ones((2, 1)), np.ones((1, 1)), block_k=block_k)
+@pytest.mark.parametrize(
+    "recipes,match",
+    [
+        ((Recipe("e4m3fn", PER_ROW), Recipe("e4m3fn", (128, 128))), r"recipe of A must have 1 x block_k tiles"),
+        ((Recipe("e4m3fn", (128, 128)), Recipe("e4m3fn", (128, 128))), r"recipe of A must have 1 x block_k tiles"),
+        ((Recipe("e4m3fn", (1, 128)), Recipe("e4m3fn", (64, 128))), r"block \(128, block_n\); got \(64, 128\)"),
+        ((Recipe("e4m3fn", (1, 128)), Recipe("e4m3fn", PER_COLUMN)), r"block \(128, block_n\); got \(None, 1\)"),
+        ((Recipe("e4m3fn", (1, 128)),), "recipes must be a pair"),
+        (("fp8 e4m3 1x128", "no such recipe"), "unknown recipe 'no such recipe'"),
+        (kblocks(128, fmt="e2m1fn"), "multiplies int8, e4m3fn or e5m2 elements; the recipes hold 'e2m1fn'"),
+        ((Recipe("int8", (1, 128)), Recipe("e4m3fn", (128, 128))), "int8 operands multiply int8 operands only"),
+    ],
+)
+def test_recipes_that_are_not_k_blocked(recipes, match):
+    """A blockwise GEMM's recipes must tile A in 1 x block_k and B in block_k x block_n, one block_k."""
+    args = (np.ones((2, 256)), np.ones((256, 2)), np.ones((2, 2)), np.ones((2, 1)))
+    with pytest.raises(ValueError, match=match):
+        blockwise_scaled_mm(*args, recipes=recipes)
+    if len(recipes) == 2 and not isinstance(recipes[1], str) and recipes[0].block != PER_ROW and "int8" not in match:
+        with pytest.raises(ValueError, match=match):
+            fp8_tensor_core_mm(*args, recipes=recipes)
+
+
+def test_the_default_recipes_are_deepseek_v3s_blocks():
+    assert [r.block for r in BLOCKWISE_RECIPES] == [(1, 128), (128, 128)]
+    assert {r.element for r in BLOCKWISE_RECIPES} == {"e4m3fn"}
 
 
 @pytest.mark.parametrize("value", [128, -129, 0.5, np.nan])
@@ -540,10 +569,16 @@ def test_fp8_data_off_grid(fmt, value):
     with pytest.raises(ValueError, match=f"qB is not on the {fmt} grid"):
         scaled_mm(np.ones((2, 4)), qB, np.ones((1, 1)), np.ones((1, 1)), in_fmt=fmt)
     with pytest.raises(ValueError, match=f"qB is not on the {fmt} grid"):
-        blockwise_scaled_mm(np.ones((2, 4)), qB, np.ones((2, 1)), np.ones((1, 2)), block_k=4, in_fmt=fmt)
+        blockwise_scaled_mm(np.ones((2, 4)), qB, np.ones((2, 1)), np.ones((1, 2)), recipes=kblocks(4, fmt=fmt))
     with pytest.raises(ValueError, match=f"qB is not on the {fmt} grid"):
         fp8_tensor_core_mm(
-            np.ones((2, 4)), qB, np.ones((1, 1)), np.ones((1, 1)), in_fmt=fmt, group=4, promote_every=None
+            np.ones((2, 4)),
+            qB,
+            np.ones((1, 1)),
+            np.ones((1, 1)),
+            recipes=(Recipe(fmt, PER_TENSOR),) * 2,
+            group=4,
+            promote_every=None,
         )
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..exercise_types import Case, Exercise
 from ..formats import get_format
+from ..recipes import Recipe
 from ..rounding import round_to
 from ..scaled_gemm import blockwise_scaled_mm
 from ..scaling import e8m0_exponents
@@ -95,7 +96,8 @@ def blockwise_scaled_gemm_ref(
 ) -> np.ndarray:
     """(M, N) float64: each K-block's exact partial product rounded to fp32, scaled
     fl32(fl32(p * sA) * sB), added into an fp32 accumulator in K order (the engine's)."""
-    return blockwise_scaled_mm(qA, qB, sA, sB, block_k=block_k, block_n=block_n, in_fmt="e4m3fn")
+    recipes = (Recipe("e4m3fn", (1, block_k)), Recipe("e4m3fn", (block_k, block_n)))
+    return blockwise_scaled_mm(qA, qB, sA, sB, recipes=recipes)
 
 
 def _e4m3(rng: np.random.Generator, shape, spread: float = 4.0) -> np.ndarray:

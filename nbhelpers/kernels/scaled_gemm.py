@@ -396,7 +396,7 @@ def block_scaled_matmul(
     float32 (ceil(K / 128), ceil(N / 128)), one per 128 x 128 block of B, or (ceil(K / 128), N).
     out_dtype, block, group_m: as in :func:`scaled_matmul` (block None tunes over
     :data:`BLOCK_SCALED_GPU_CONFIGS` on a GPU). The reference is
-    :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` with block_k = block_n = 128.
+    :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` with its default recipes (1 x 128 and 128 x 128 blocks).
     """
     _check_operands(qa, qb, out_dtype)
     M, K = qa.shape
