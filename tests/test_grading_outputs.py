@@ -13,8 +13,25 @@ from helpers import EX01_EXERCISE, FAST, FULL, POINTS, read_csv, read_json, set_
 
 from nbhelpers.grading.cli import main
 from nbhelpers.grading.options import GradeOptions, Status
-from nbhelpers.grading.outputs import Outputs, _csv_safe
+from nbhelpers.grading.outputs import Outputs, OutputsBusy, _csv_safe
 from nbhelpers.grading.submissions import Submission
+
+
+@pytest.fixture
+def opened():
+    """Outputs(...) for a run after the one before it has ended (its locks let go), as when the
+    grader is run again; every one is closed at the end of the test."""
+    made = []
+
+    def make(csv_path, json_path, opts):
+        for o in made:
+            o.close()
+        made.append(Outputs(csv_path, json_path, opts))
+        return made[-1]
+
+    yield make
+    for o in made:
+        o.close()
 
 
 def test_csv_cells_cannot_be_formulas():
@@ -29,18 +46,18 @@ def test_csv_cells_of_different_names_differ():
     assert _csv_safe("'=a") == "''=a" and _csv_safe("'") == "''"
 
 
-def test_names_escaped_alike_before_get_rows_of_their_own(tmp_path):
+def test_names_escaped_alike_before_get_rows_of_their_own(tmp_path, opened):
     csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
-    out = Outputs(csv_path, json_path, GradeOptions())
+    out = opened(csv_path, json_path, GradeOptions())
     out.start(["ex01.f"])
     out.add(_rec("=a.ipynb", ex01_f=3))
     out.add(_rec("'=a.ipynb", ex01_f=1))
     out.finish()
     rows = {r["file"]: r for r in csv.DictReader(csv_path.read_text().splitlines())}
     assert {f: r["ex01.f"] for f, r in rows.items()} == {"'=a.ipynb": "3", "''=a.ipynb": "1"}
-    again = Outputs(csv_path, json_path, GradeOptions())
+    again = opened(csv_path, json_path, GradeOptions())
     again.start(["ex01.f"])  # the CSV agrees with the JSON file: nothing set aside
-    assert not list(tmp_path.glob("g.csv.*")) and csv_path.read_text().count(".ipynb") == 2
+    assert not list(tmp_path.glob("g.csv.unreadable-*")) and csv_path.read_text().count(".ipynb") == 2
 
 
 # ---- resuming ------------------------------------------------------------------------------------
@@ -126,7 +143,7 @@ def _rec(file: str, status: str = "graded", **checks_points) -> dict:
     }
 
 
-def test_outputs_keep_earlier_columns_and_rows(tmp_path):
+def test_outputs_keep_earlier_columns_and_rows(tmp_path, opened):
     """A run that grades chapter 01 keeps the rows and exercise columns of an earlier chapter 02
     run, and any column it does not know; one row per file, sorted, statuses as words."""
     csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
@@ -134,7 +151,7 @@ def test_outputs_keep_earlier_columns_and_rows(tmp_path):
         "file,sha256,chapter,ex02.sum_it,notes,total,max,status,detail\nb.ipynb,cd,02,5,keep me,5,5,graded,\n"
     )
     json_path.write_text(json.dumps({"grader": {}, "submissions": [_rec("b.ipynb", ex02_sum_it=5)]}))
-    out = Outputs(csv_path, json_path, GradeOptions())
+    out = opened(csv_path, json_path, GradeOptions())
     out.start(["ex01.f"])
     assert out.columns == [
         "file",
@@ -161,26 +178,26 @@ def test_outputs_keep_earlier_columns_and_rows(tmp_path):
     assert data["grader"]["seed"] == "public" and [r["status"] for r in data["submissions"]] == ["graded", "graded"]
 
 
-def test_is_done_needs_the_same_content_seed_kind_and_chapter(tmp_path):
+def test_is_done_needs_the_same_content_seed_kind_and_chapter(tmp_path, opened):
     csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
-    out = Outputs(csv_path, json_path, GradeOptions())
+    out = opened(csv_path, json_path, GradeOptions())
     out.start([])
     out.add(_rec("a.ipynb"))
     out.add(_rec("e.ipynb", Status.GRADER_ERROR))
     sub = Submission("a.ipynb", Path("a.ipynb"), sha256="ab" * 32)
-    assert Outputs(csv_path, json_path, GradeOptions()).is_done(sub)
-    assert not Outputs(csv_path, json_path, GradeOptions()).is_done(Submission("e.ipynb", Path("e"), sha256="ab" * 32))
-    assert not Outputs(csv_path, json_path, GradeOptions(regrade=True)).is_done(sub)
-    assert not Outputs(csv_path, json_path, GradeOptions(seed=5)).is_done(sub)
-    assert not Outputs(csv_path, json_path, GradeOptions(chapter=1)).is_done(sub)
-    assert not Outputs(csv_path, json_path, GradeOptions()).is_done(Submission("a.ipynb", Path("a"), sha256="cd"))
+    assert opened(csv_path, json_path, GradeOptions()).is_done(sub)
+    assert not opened(csv_path, json_path, GradeOptions()).is_done(Submission("e.ipynb", Path("e"), sha256="ab" * 32))
+    assert not opened(csv_path, json_path, GradeOptions(regrade=True)).is_done(sub)
+    assert not opened(csv_path, json_path, GradeOptions(seed=5)).is_done(sub)
+    assert not opened(csv_path, json_path, GradeOptions(chapter=1)).is_done(sub)
+    assert not opened(csv_path, json_path, GradeOptions()).is_done(Submission("a.ipynb", Path("a"), sha256="cd"))
 
 
-def test_damaged_output_files_are_set_aside_and_started_afresh(tmp_path, capsys):
+def test_damaged_output_files_are_set_aside_and_started_afresh(tmp_path, capsys, opened):
     """NaN in the JSON file, a total that is not the sum of its points, a CSV row edited by hand:
     the file is renamed (never deleted), the grader says so, and the run goes on."""
     csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
-    out = Outputs(csv_path, json_path, GradeOptions())
+    out = opened(csv_path, json_path, GradeOptions())
     out.start(["ex01.f"])
     out.add(_rec("a.ipynb", ex01_f=3))
     out.finish()
@@ -193,7 +210,7 @@ def test_damaged_output_files_are_set_aside_and_started_afresh(tmp_path, capsys)
     ):
         json_path.write_text(damage(good_json))
         csv_path.write_text(good_csv)
-        assert Outputs(csv_path, json_path, GradeOptions()).records == {}
+        assert opened(csv_path, json_path, GradeOptions()).records == {}
         err = capsys.readouterr().err
         assert "is damaged" in err and "kept as" in err and "starting it afresh" in err
         aside = sorted(tmp_path.glob("g.json.unreadable-*"))
@@ -201,23 +218,61 @@ def test_damaged_output_files_are_set_aside_and_started_afresh(tmp_path, capsys)
 
     json_path.write_text(good_json)
     csv_path.write_text(good_csv.replace(",3,3,15,graded,", ",6,6,15,graded,"))  # points raised by hand
-    out = Outputs(csv_path, json_path, GradeOptions())
+    out = opened(csv_path, json_path, GradeOptions())
     assert set(out.records) == {"a.ipynb"} and "edited by hand" in capsys.readouterr().err
     out.start(["ex01.f"])
     assert csv_path.read_text() == good_csv  # made again from the JSON file
     assert any(",6,6,15," in p.read_text() for p in tmp_path.glob("g.csv.unreadable-*"))
 
 
-def test_names_that_look_like_formulas_are_not_regraded(tmp_path):
+def test_names_that_look_like_formulas_are_not_regraded(tmp_path, opened):
     csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
-    out = Outputs(csv_path, json_path, GradeOptions())
+    out = opened(csv_path, json_path, GradeOptions())
     out.start(["ex01.f"])
     for name in ("=a.ipynb", "+b.ipynb", "-c.ipynb", "@d.ipynb"):
         out.add(_rec(name, ex01_f=3))
     out.finish()
     assert "'=a.ipynb" in csv_path.read_text()  # written so that a spreadsheet does not run it
-    again = Outputs(csv_path, json_path, GradeOptions())
+    again = opened(csv_path, json_path, GradeOptions())
     for name in ("=a.ipynb", "+b.ipynb", "-c.ipynb", "@d.ipynb"):
         assert again.is_done(Submission(name, Path(name), sha256="ab" * 32))
     again.start(["ex01.f"])
     assert len(list(csv.DictReader(csv_path.read_text().splitlines()))) == 4
+
+
+# ---- one grader per output file ------------------------------------------------------------------
+
+
+def test_a_second_grader_on_the_same_files_stops_before_touching_them(tmp_path):
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    first = Outputs(csv_path, json_path, GradeOptions())
+    first.start(["ex01.f"])
+    first.add(_rec("a.ipynb", ex01_f=3))
+    before = (csv_path.read_bytes(), json_path.read_bytes())
+    with pytest.raises(OutputsBusy, match=r"another grader is writing .*g\.(csv|json)"):
+        Outputs(csv_path, json_path, GradeOptions())
+    # sharing one of the two files is enough to be refused
+    with pytest.raises(OutputsBusy, match=r"g\.csv"):
+        Outputs(csv_path, tmp_path / "other.json", GradeOptions())
+    assert (csv_path.read_bytes(), json_path.read_bytes()) == before and not (tmp_path / "other.json").exists()
+    first.add(_rec("b.ipynb", ex01_f=1))  # the first run goes on, its records all kept
+    first.finish()
+    first.close()
+    second = Outputs(csv_path, json_path, GradeOptions())  # free again once the first is done
+    assert set(second.records) == {"a.ipynb", "b.ipynb"}
+    second.close()
+
+
+def test_the_command_says_another_grader_is_running(tmp_path, capsys):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    write(solution(), subs / "ex01_a.ipynb")
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    held = Outputs(csv_path, json_path, GradeOptions())
+    try:
+        args = [str(subs), "--csv", str(csv_path), "--json", str(json_path), "--no-sandbox", *FAST]
+        assert main(args) == 2
+        assert "another grader is writing" in capsys.readouterr().err
+        assert not csv_path.exists() and not json_path.exists()
+    finally:
+        held.close()

@@ -17,6 +17,7 @@ import sys
 from typing import Any, Callable
 
 from .options import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT, GradeOptions, Status
+from .outputs import OutputsBusy
 from .run import grade, print_summary
 from .sandbox import Limits, SandboxUnavailable
 
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except FileNotFoundError as e:
+    except (FileNotFoundError, OutputsBusy) as e:
         print(f"nbhelpers.grade: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

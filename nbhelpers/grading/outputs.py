@@ -5,6 +5,7 @@ setting aside a file that cannot be read instead of overwriting it."""
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -21,7 +22,7 @@ from .options import DETAIL_LIMIT, STATUSES, GradeOptions, SeedKind, Status
 from .submissions import Submission
 from .untrusted import safe_name, safe_text
 
-__all__ = ["CSV_HEAD", "CSV_TAIL", "Outputs"]
+__all__ = ["CSV_HEAD", "CSV_TAIL", "Outputs", "OutputsBusy", "lock_path"]
 
 CSV_HEAD = ["file", "sha256", "chapter"]  # then one column per exercise, then:
 CSV_TAIL = ["total", "max", "status", "detail"]
@@ -151,6 +152,35 @@ def _load_json(path: Path) -> dict[str, dict]:
         return {}
 
 
+# ---- one grader per output file -----------------------------------------------------------------
+
+
+class OutputsBusy(RuntimeError):
+    """Another grader holds the lock of an output file: two runs writing one file lose records."""
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file beside an output file, ``<name>.lock``: held while a run may write it."""
+    return path.with_name(path.name + ".lock")
+
+
+def _lock(path: Path):
+    """Take the lock of ``path`` for this process (released when the file is closed or the process
+    ends, a kill -9 included); OutputsBusy when another grader holds it."""
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    f = open(lock, "a+b")  # held open for the whole run
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise OutputsBusy(
+            f"another grader is writing {path} (it holds {lock}); wait for it to finish, or give this run "
+            "other --csv and --json files"
+        ) from None
+    return f
+
+
 # ---- the CSV file: made from the records; extra columns an instructor added are kept ----------
 
 
@@ -198,10 +228,21 @@ class Outputs:
     A file that cannot be read, holds anything this grader would not have written (NaN, a total
     that is not the sum of its points, ...), or a CSV whose rows disagree with the JSON file, is
     set aside under another name and started afresh, with a message on stderr.
+
+    Each file is locked (``<name>.lock`` beside it) from the start until :meth:`close`: a second
+    grader given the same files raises :class:`OutputsBusy` before it reads or writes anything.
     """
 
     def __init__(self, csv_path: Path, json_path: Path, opts: GradeOptions) -> None:
         self.csv_path, self.json_path, self.opts = csv_path, json_path, opts
+        # both files locked before either is read, for as long as this run may write them
+        self._locks = []
+        try:
+            for path in sorted({csv_path.resolve(), json_path.resolve()}):
+                self._locks.append(_lock(path))
+        except BaseException:
+            self.close()
+            raise
         self.records = _load_json(json_path)
         self.old_columns: list[str] = []
         self.extra: dict[str, dict] = {}  # file -> the values of columns the grader does not make
@@ -259,6 +300,18 @@ class Outputs:
     def finish(self) -> None:
         """Rewrite the CSV with one row per file, sorted by file."""
         self._write_csv()
+
+    def __enter__(self) -> Outputs:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the files' locks (another grader may write them from now on)."""
+        for f in self._locks:
+            f.close()
+        self._locks = []
 
     def _row(self, file: str) -> list[str]:
         row = _csv_row(self.records[file], self.columns)

@@ -47,7 +47,9 @@ def grade(
 ) -> RunSummary:
     """Grade every notebook under ``paths``; write/extend ``csv_path`` and ``json_path``.
 
-    Returns what was done. Raises FileNotFoundError for a path that does not exist, and
+    Returns what was done. Raises FileNotFoundError for a path that does not exist,
+    :class:`~nbhelpers.grading.outputs.OutputsBusy` when another grader is writing ``csv_path`` or
+    ``json_path``, and
     :class:`~nbhelpers.grading.sandbox.SandboxUnavailable` when ``opts.sandbox`` (the default)
     and bubblewrap cannot be used here; everything that can go wrong with a submission becomes
     its status instead. (The command line also makes
@@ -70,13 +72,16 @@ def grade(
         for f in found
     ]
     outputs = Outputs(Path(csv_path), Path(json_path), opts)
-    todo = [s for s in subs if not outputs.is_done(s)]
-    plans = _plans(todo, opts)
-    outputs.start([p.exercise.id for ch in sorted(plans) if plans[ch] for p in plans[ch].exercises])
-    summary = RunSummary(skipped=len(subs) - len(todo))
-    t0 = time.monotonic()
-    _grade_all(todo, plans, opts, outputs, summary, _same_content(subs))
-    outputs.finish()
+    try:
+        todo = [s for s in subs if not outputs.is_done(s)]
+        plans = _plans(todo, opts)
+        outputs.start([p.exercise.id for ch in sorted(plans) if plans[ch] for p in plans[ch].exercises])
+        summary = RunSummary(skipped=len(subs) - len(todo))
+        t0 = time.monotonic()
+        _grade_all(todo, plans, opts, outputs, summary, _same_content(subs))
+        outputs.finish()
+    finally:
+        outputs.close()
     summary.seconds = time.monotonic() - t0
     return summary
 
