@@ -11,7 +11,9 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -655,3 +657,75 @@ def test_a_class_of_30(tmp_path, capsys):
     )
     with capsys.disabled():
         print(report)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has stopped; only its exit status is left to collect
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+@pytest.mark.parametrize(
+    "sandbox", [pytest.param(True, marks=pytest.mark.sandbox), False], ids=["sandbox", "no-sandbox"]
+)
+def test_a_grader_killed_with_kill_9_leaves_no_worker_kernel_or_job_folder(tmp_path, sandbox):
+    """kill -9 of the grader cannot stop its workers; each worker sees its grader gone, kills its
+    kernel and deletes its job folder and the run's folder of logs, within seconds."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    nb = solution()
+    insert_code(nb, "def decode_bits(", "import time\nprint('sleeping', flush=True)\ntime.sleep(300)")
+    write(nb, subs / "ex01_sleeper.ipynb")
+    before = set(Path(tempfile.gettempdir()).glob("nbgrade-*"))
+    cmd = [sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(tmp_path / "g.csv")]
+    cmd += ["--json", str(tmp_path / "g.json"), "--cell-timeout", "600", "--timeout", "900"]
+    proc = subprocess.Popen(
+        cmd + ([] if sandbox else ["--no-sandbox"]),
+        env=env(),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    workers, kernels = [], []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not kernels:  # the sleeping cell is running
+            time.sleep(0.5)
+            workers = _children(proc.pid)
+            kernels = [k for w in workers for k in _children(w)]
+            ours = set(Path(tempfile.gettempdir()).glob("nbgrade-*")) - before
+            if not any((d / "kernels.txt").exists() for d in ours):
+                kernels = []
+        assert workers and kernels, "the grader did not start a kernel in time"
+        time.sleep(2)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(p) for p in workers + kernels):
+            time.sleep(0.2)
+        assert not [p for p in workers + kernels if _alive(p)], "a worker or kernel outlived the grader"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and set(Path(tempfile.gettempdir()).glob("nbgrade-*")) - before:
+            time.sleep(0.2)
+        assert not set(Path(tempfile.gettempdir()).glob("nbgrade-*")) - before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in workers + kernels:  # a failing run leaves nothing behind either
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass

@@ -21,8 +21,10 @@ import json
 import math
 import os
 import secrets
+import shutil
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -46,6 +48,9 @@ __all__ = ["worker_loop", "worker_main", "grading_cell", "kernel_source"]
 
 _current_kernel_pid: list[int] = []  # the kernel to kill when the grader stops this worker
 _on_exit: list = []  # what to do before this worker is stopped (record the nonces it used)
+_current_job_dir: list[str] = []  # the job folder to delete when the grader is gone
+#: how often a worker checks that the grader that started it is still there (seconds)
+PARENT_CHECK_S = 0.5
 
 
 def kernel_source() -> str:
@@ -74,6 +79,7 @@ def worker_loop(commands_fd: int, replies_fd: int) -> int:
     (:func:`worker_main`), answer DONE or FAILED (:class:`~nbhelpers.grading.jobs.WorkerAnswer`)
     on ``replies_fd``; exit at the end of input."""
     signal.signal(signal.SIGTERM, _on_term)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     with os.fdopen(commands_fd, "r") as commands, os.fdopen(replies_fd, "w") as replies:
         for line in commands:
             try:
@@ -85,6 +91,7 @@ def worker_loop(commands_fd: int, replies_fd: int) -> int:
             finally:
                 _current_kernel_pid.clear()
                 _on_exit.clear()
+                _current_job_dir.clear()
             sys.stdout.flush()
             replies.write(answer.value + "\n")
             replies.flush()
@@ -101,8 +108,24 @@ def worker_main(job_path: str) -> int:
     """
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
+    _current_job_dir[:] = [str(job["dir"])]
     _Worker(job).run()
     return 0
+
+
+def _watch_parent(grader: int) -> None:
+    """Stop this worker once the grader that started it is gone (killed with kill -9, it cannot
+    stop its workers; the worker is then the child of another process): the kernel is killed
+    as on SIGTERM, and the job's folder (inputs, outputs, channels) and the run's folder of
+    worker logs are deleted, since no grader will. Runs in a daemon thread."""
+    while os.getppid() == grader:
+        time.sleep(PARENT_CHECK_S)
+    for pid in _current_kernel_pid:
+        kill_group(pid)
+    for folder in (*_current_job_dir, os.getcwd()):
+        if Path(folder).name.startswith("nbgrade-"):  # only the grader's own temporary folders
+            shutil.rmtree(folder, ignore_errors=True)
+    os._exit(143)
 
 
 def _on_term(signum: int, frame: Any) -> None:
