@@ -74,6 +74,15 @@ CHAPTERS = [
                 ("round_stochastic", "(u < frac)", "(u < 1 - frac)"),
                 # one random number for every element
                 ("round_stochastic", "u = rng.random(x.shape)", "u = rng.random()"),
+                # a uniform number of only 6 random bits (or 5), compared as u < frac
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 64) / 64"),
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 32) / 32"),
+                # the same, rounding y + u down (away from zero when u >= 1 - frac)
+                (
+                    "round_stochastic",
+                    "r = (lower + (u < frac)) * q",
+                    "r = np.floor(y + np.floor(u * 64) / 64) * q",
+                ),
                 # always toward zero (truncation)
                 ("round_stochastic", "(lower + (u < frac))", "lower"),
                 # no subnormal clamp: the spacing keeps shrinking below the smallest normal

@@ -307,6 +307,14 @@ def _sr_case(x: float, e: int, m: int, rng: np.random.Generator, label: str = ""
     return Case((np.full(SR_N, float(x)), e, m, rng), label=label)
 
 
+# The last random cases lie 2**-12 above and below 2/64 and 62/64 of the way between two values.
+# An implementation that draws its uniform number with only 5 or 6 random bits rounds them away
+# with a probability off by about 1/64 (above or below, as it compares), which 10,000 elements
+# tell apart from the right one; a right answer still fails one of them with probability below
+# 6e-9 (exact binomial tails, tests/test_exercises_ch01.py).
+_FINE_FRACS = (2 / 64 + 2.0**-12, 2 / 64 - 2.0**-12, 62 / 64 + 2.0**-12, 62 / 64 - 2.0**-12)
+
+
 def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
     # the edge cases draw from generators of their own, the same for every seed; the random
     # cases from generators seeded by rng
@@ -348,7 +356,7 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
     # random cases from the same hard regions: ties, eighths, subnormals, values just above a
     # power of two, values already in the format; random signs and formats
     fracs = [0.5, 0.125, 0.875, 0.25, 0.75, 0.375, 0.625]
-    for _ in range(24):
+    for i in range(24):
         e, m, f = _random_shape(rng)
         top = (2**e - 1) * 2**m - 2  # the last magnitude code below the largest
         r = rng.random()
@@ -358,8 +366,9 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
             code = int(rng.integers(1, 2**e - 1)) << m
         else:
             code = int(rng.integers(0, top + 1))
-        r = rng.random()
-        if r < 0.1:
+        if i >= 24 - len(_FINE_FRACS):
+            frac = _FINE_FRACS[i - (24 - len(_FINE_FRACS))]
+        elif (r := rng.random()) < 0.1:
             frac = 0.0  # already in the format
         elif r < 0.7:
             frac = fracs[int(rng.integers(len(fracs)))]
