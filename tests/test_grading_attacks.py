@@ -226,6 +226,63 @@ raise ValueError("a lone surrogate \\ud800 and an escape \\x1b[31m in a message"
 """
 
 
+# The kernel's stdout and stderr are pipes of ipykernel's; the files they were before it took
+# them over stay open at other descriptors. The payloads find those files through /proc/self/fd.
+_OUTPUT_FILES = """
+import os, stat
+def _output_files():
+    for _name in os.listdir("/proc/self/fd"):
+        try:
+            _fd = int(_name)
+            _flags = int(open(f"/proc/self/fdinfo/{_fd}").read().split("flags:")[1].split()[0], 8)
+            if stat.S_ISREG(os.fstat(_fd).st_mode) and _flags & (os.O_WRONLY | os.O_RDWR):
+                yield _fd
+        except (OSError, IndexError, ValueError):
+            pass
+"""
+
+# Printed by the first attackers graded, into the files behind their kernel's output; a later
+# kernel must not be able to read it (it went to the worker's log once, which every kernel of the
+# worker inherited).
+WRITES_OUTPUT = (
+    _OUTPUT_FILES
+    + """
+for _fd in _output_files():
+    os.write(_fd, ("CLASSMATE" + "-OUTPUT " * 1000 + "\\n").encode())
+"""
+)
+
+# Grows those files past the 64 MB a kernel may write to one file: the next submissions must not
+# notice (the worker's log grown to the limit had made the next classmate's kernel fail).
+FLOODS_OUTPUT = (
+    _OUTPUT_FILES
+    + """
+_chunk = b"x" * 2**20
+for _fd in _output_files():
+    try:
+        for _ in range(80):
+            os.write(_fd, _chunk)
+    except OSError:
+        pass
+"""
+)
+
+READS_OUTPUT = (
+    _OUTPUT_FILES
+    + """
+_seen = b""
+for _fd in _output_files():
+    try:
+        with open(f"/proc/self/fd/{_fd}", "rb") as _f:
+            _seen += _f.read(2**26)
+    except OSError:
+        pass
+if ("CLASSMATE" + "-OUTPUT").encode() in _seen:
+    raise RuntimeError("read what a classmate's kernel printed")
+"""
+)
+
+
 def table_plus_wrong_rule(nb) -> None:
     """Answers the public cases from a table; everything else with a plausible wrong rule."""
     for name in NAMES:
@@ -289,6 +346,11 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
         0,
     )
     add("ex01_hog.ipynb", with_cell(HOG), "cell error", FULL, "HOG memory: MemoryError; file: File too large")
+    # graded first (by each worker), then a submission that reads its kernel's stdout and stderr
+    add("ex01_a_writes_output.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
+    add("ex01_a_writes_output_too.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
+    add("ex01_a_floods_output.ipynb", with_cell(FLOODS_OUTPUT), "graded", FULL)
+    add("ex01_zz_reads_output.ipynb", with_cell(READS_OUTPUT), "graded", FULL)
     nb = solution()
     table_plus_wrong_rule(nb)
     add("ex01_table_plus_wrong_rule.ipynb", nb, "graded", 0)

@@ -247,8 +247,12 @@ class _Worker:
             resources={"metadata": {"path": cwd}},
             startup_timeout=120,
         )
+        # the kernel's own stdout and stderr: a file of this job, not the worker's log (which holds
+        # what earlier submissions printed, and which a flood would grow for the next one); its
+        # size is capped by the kernel's file-size limit, and it goes with the job's folder
+        output = open(Path(self.job["dir"]) / f"kernel{start}.out", "wb")
         try:
-            with client.setup_kernel():
+            with output, client.setup_kernel(stdout=output, stderr=output):
                 self._note_kernel(client)
                 died_at = self._run_cells(client, nb)
                 if died_at is None:
