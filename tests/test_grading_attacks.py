@@ -347,6 +347,9 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     )
     add("ex01_hog.ipynb", with_cell(HOG), "cell error", FULL, "HOG memory: MemoryError; file: File too large")
     # graded first (by each worker), then a submission that reads its kernel's stdout and stderr
+    # an exception the kernel cannot send (its message holds a lone surrogate) is still reported
+    nb = with_cell('raise ValueError("a lone surrogate \\ud800 in the message")')
+    add("ex01_surrogate_error.ipynb", nb, "cell error", FULL, "raised an exception: its message could not be sent")
     add("ex01_a_writes_output.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
     add("ex01_a_writes_output_too.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
     add("ex01_a_floods_output.ipynb", with_cell(FLOODS_OUTPUT), "graded", FULL)

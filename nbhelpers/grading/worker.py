@@ -140,6 +140,22 @@ def _on_term(signum: int, frame: Any) -> None:
 
 
 class _Client(NotebookClient):
+    """nbclient's client, keeping only error outputs, and each cell's execute reply status."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, on_cell_executed=self._note_reply, **kw)
+        self.reply_errors: dict[int, dict] = {}  # cell index -> ename, evalue of a reply with status "error"
+
+    def _note_reply(self, cell: Any, cell_index: int, execute_reply: dict) -> None:
+        content = (execute_reply or {}).get("content", {})
+        if content.get("status") == "error":
+            self.reply_errors[cell_index] = {
+                "ename": str(content.get("ename", ""))[:200],
+                "evalue": str(content.get("evalue", ""))[:2000],
+            }
+        else:
+            self.reply_errors.pop(cell_index, None)
+
     def output(self, outs, msg, display_id, cell_index):  # keep errors only: bounded memory
         if msg.get("msg_type") == "error":
             content = msg.get("content", {})
@@ -159,8 +175,16 @@ def _first_line(src: str) -> str:
     return line if len(line) <= 40 else line[:37] + "..."
 
 
-def _errors(cell: Any) -> list:
-    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+def _errors(cell: Any, client: _Client | None = None, pos: int | None = None) -> list:
+    """The cell's error outputs; when there are none but the kernel's reply said the cell failed
+    (an error whose message the kernel could not send, such as one holding a lone surrogate),
+    that failure, so that it is reported rather than lost."""
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    reply = client.reply_errors.get(pos) if client is not None and pos is not None else None
+    if not errors and reply is not None:
+        why = f"its message could not be sent ({reply['ename']}: {reply['evalue']})"
+        errors = [{"output_type": "error", "ename": "an exception", "evalue": why[:2000]}]
+    return errors
 
 
 def _progress_in_outputs(path: str, nonce: str) -> tuple[set[str], list[str]]:
@@ -287,7 +311,7 @@ class _Worker:
                 cell = client.execute_cell(nb.cells[pos], pos)
             except DeadKernelError:
                 return index
-            self._report_cell(index, src, time.monotonic() - t0, _errors(cell))
+            self._report_cell(index, src, time.monotonic() - t0, _errors(cell, client, pos))
         return None
 
     def _report_cell(self, index: int, src: str, elapsed: float, errors: list) -> None:
@@ -340,7 +364,7 @@ class _Worker:
         finally:
             _on_exit.clear()
             self.event(Event.GRADING_CELL, **record)
-        errors = _errors(cell)
+        errors = _errors(cell, client, len(nb.cells) - 1)
         if errors:
             self.event(Event.GRADING_ERROR, ename=errors[0].get("ename", ""), evalue=errors[0].get("evalue", ""))
         return False
