@@ -9,7 +9,8 @@ import os
 import pytest
 
 from nbhelpers.grading.options import Status
-from nbhelpers.grading.submissions import detect_chapter, find_notebooks, is_check_cell, read_submission
+from nbhelpers.grading import submissions
+from nbhelpers.grading.submissions import check_cells, detect_chapter, find_notebooks, is_check_cell, read_submission
 
 
 def test_detect_chapter():
@@ -35,6 +36,25 @@ def test_is_check_cell():
     assert not is_check_cell("%timeit check()")
     assert not is_check_cell("")
     assert not is_check_cell("print(check)")
+
+
+def test_check_cells_parse_a_bounded_amount_of_a_submission(monkeypatch):
+    """12,000 cells of 4,000 characters of check calls (48 MB) cost the grader at most
+    MAX_CHECK_PARSE_CHARS of parsing: the first cells are found to be check cells, the rest are
+    not parsed (they run, as any other cell); a cell naming neither check nor summary is never parsed."""
+    parsed = []
+    real_parse = submissions.ast.parse
+    monkeypatch.setattr(submissions.ast, "parse", lambda src, *a, **k: parsed.append(len(src)) or real_parse(src))
+    line = 'check("ex01.decode_bits", decode_bits)\n'
+    cell = line * (4000 // len(line))
+    cells = [(0, "x = 1"), (1, 'check("ex01.a", a)')] + [(i + 2, cell) for i in range(12_000)]
+    flags = check_cells(cells)
+    assert flags[:3] == [False, True, True] and len(flags) == len(cells)
+    assert parsed[0] == len(cells[1][1]) and set(parsed[1:]) == {len(cell)}  # "x = 1" was not parsed
+    assert sum(parsed) <= submissions.MAX_CHECK_PARSE_CHARS
+    n_parsed = len(parsed) - 1
+    assert flags[2 : 2 + n_parsed] == [True] * n_parsed and not any(flags[2 + n_parsed :])
+    assert n_parsed >= 40  # an honest notebook's check cells are all found
 
 
 def test_read_submission(tmp_path):

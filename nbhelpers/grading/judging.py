@@ -26,7 +26,7 @@ from ..report_text import describe_exception, truncate
 from .in_kernel import LIMITS, decode, encode
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
-from .submissions import Submission, detect_chapter, is_check_cell
+from .submissions import Submission, check_cells, detect_chapter
 from .untrusted import safe_data
 
 __all__ = [
@@ -448,7 +448,7 @@ def _grade_one(
             opts,
             t0,
         )
-    cells = [[i, src, is_check_cell(src)] for i, src in sub.cells]
+    cells = [[i, src, flag] for (i, src), flag in zip(sub.cells, check_cells(sub.cells))]
     exercise_ids = [p.exercise.id for p in plan.exercises if p.error is None]
     with Job(cells, plan.inputs_json, exercise_ids, opts) as job:
         total_timeout = job.run(running, opts.timeout)

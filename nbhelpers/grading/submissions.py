@@ -18,7 +18,7 @@ from ..report_text import truncate
 from .options import MAX_NOTEBOOK_BYTES, Status
 from .untrusted import safe_name, safe_source
 
-__all__ = ["Found", "Submission", "find_notebooks", "read_submission", "detect_chapter", "is_check_cell"]
+__all__ = ["Found", "Submission", "find_notebooks", "read_submission", "detect_chapter", "is_check_cell", "check_cells"]
 
 _FILE_CHAPTER_RE = re.compile(r"(?<![A-Za-z0-9])ex(\d{2})(?!\d)", re.IGNORECASE)
 _CHECK_CALL_RE = re.compile(r"\bcheck\(\s*(?:exercise_id\s*=\s*)?[\"']ex(\d{2})\.")
@@ -28,6 +28,10 @@ _SUMMARY_CALL_RE = re.compile(r"\bsummary\(\s*(?:chapter\s*=\s*)?(\d{1,3})\s*\)"
 _PARSE_LOCK = threading.Lock()
 # A check cell is a few calls; a longer cell is not parsed at all (and so runs, as any other).
 MAX_CHECK_CELL_CHARS = 4000
+# The most characters of one submission that are parsed to find its check cells (50 cells of the
+# longest kind): the cells after that are not parsed, so they run as any other cell, and a
+# notebook of thousands of long cells costs the grader no more than this to look at.
+MAX_CHECK_PARSE_CHARS = 200_000
 
 
 class Found(NamedTuple):
@@ -230,6 +234,19 @@ def is_check_cell(source: str) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return bool(tree.body) and all(_is_check_call(stmt) for stmt in tree.body)
+
+
+def check_cells(cells: list[tuple[int, str]]) -> list[bool]:
+    """:func:`is_check_cell` of each of a submission's code cells, parsing at most
+    :data:`MAX_CHECK_PARSE_CHARS` characters in all; a cell that names neither ``check`` nor
+    ``summary`` is not parsed (it cannot be one), and nor is any cell once the budget is spent."""
+    budget, flags = MAX_CHECK_PARSE_CHARS, []
+    for _, src in cells:
+        parse = len(src) <= min(budget, MAX_CHECK_CELL_CHARS) and ("check" in src or "summary" in src)
+        if parse:
+            budget -= len(src)
+        flags.append(parse and is_check_cell(src))
+    return flags
 
 
 def _is_check_call(stmt: ast.stmt) -> bool:
