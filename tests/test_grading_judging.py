@@ -16,7 +16,7 @@ from nbhelpers import checks
 from nbhelpers.checks import Raised, cases_for, same_value
 from nbhelpers.grading.in_kernel import decode, encode, import_class
 from nbhelpers.grading.jobs import Event, WorkerAnswer
-from nbhelpers.grading.judging import event_text, judge, plan_chapter, read_outputs, stand_in, status_of
+from nbhelpers.grading.judging import decode_result, event_text, judge, plan_chapter, read_outputs, stand_in, status_of
 from nbhelpers.grading.options import SeedKind, Status
 
 
@@ -179,3 +179,48 @@ def test_the_vocabularies_are_the_words_in_the_files():
         == '{"event": "kernel_died", "seed": "public"}'
     )
     assert {"cell_error", "done"} & {Event.CELL_ERROR, WorkerAnswer.DONE} == {"cell_error", "done"}
+
+
+# ---- what decoding a hostile kernel's results may cost ---------------------------------------------
+
+
+def _unreadable(v) -> bool:
+    return type(v).__name__ == "unreadable"
+
+
+def test_a_set_of_ints_that_share_a_hash_is_not_built():
+    """20,000 ints with one hash (multiples of 2**61 - 1) would take a quadratic time to put in a
+    set: more than a set or dict may hold, it is a stand-in at once."""
+    colliding = [k * (2**61 - 1) for k in range(1, 20_001)]
+    assert len({hash(n) for n in colliding[:100]}) == 1
+    assert _unreadable(decode_result({"$set": colliding}))
+    assert _unreadable(decode_result({"$dict": [[n, 0] for n in colliding]}))
+    assert decode_result({"$set": [1, 2, 3]}) == {1, 2, 3}  # a small one is what it was
+
+
+def test_an_array_is_measured_before_it_is_made():
+    # 2,000 empty strings of "<U9999" are 80 MB once made: more than one array may hold
+    assert _unreadable(decode_result({"$nd_str": ["<U9999", [2000], [""] * 2000]}))
+    assert _unreadable(decode_result({"$nd_str": ["<U5", [10**6], [""]]}))  # items and shape disagree
+    assert _unreadable(decode_result({"$nd": ["<f8", [2**30], ""]}))  # 8 GB claimed, nothing sent
+    ok = decode_result({"$nd_str": ["<U3", [2], ["ab", "c"]]})
+    assert ok.tolist() == ["ab", "c"]
+
+
+def test_one_budget_bounds_all_of_an_exercises_results(monkeypatch):
+    from nbhelpers.grading import in_kernel, judging
+
+    monkeypatch.setitem(in_kernel.LIMITS, "max_decoded_bytes", 2**20)
+    value = encode(np.zeros(50_000))  # 400 kB once decoded
+    got, timed_out = judging._returned([{"v": value}] * 4, None)
+    assert not timed_out
+    assert [_unreadable(g) for g in got] == [False, False, True, True]  # 1 MB: two arrays, then no more
+    assert np.array_equal(got[0], np.zeros(50_000))
+
+
+def test_a_results_line_of_many_containers_is_not_parsed():
+    from nbhelpers.grading import judging
+
+    assert judging._parse_line(b"[" + b"{}," * (judging.MAX_LINE_CONTAINERS + 1) + b"{}]") is None
+    assert judging._parse_line(b'["' + b'","' * (judging.MAX_LINE_STRINGS + 1) + b'"]') is None
+    assert judging._parse_line(b'{"id": "ex01.a", "results": [{"v": 1}]}') == {"id": "ex01.a", "results": [{"v": 1}]}

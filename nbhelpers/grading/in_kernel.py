@@ -59,6 +59,10 @@ LIMITS = {
     "max_str": 100_000,  # characters of one string
     "max_repr": 200,  # characters of the repr sent for a value that cannot be sent as data
     "max_message": 2_000,  # characters of an exception's message
+    # decoding: what one exercise's results may cost the grader, whatever the kernel sends
+    "max_hashed": 1_000,  # items of one decoded set or dict (ints can be made to share a hash)
+    "max_hashed_total": 100_000,  # items of all the sets and dicts of one exercise's results
+    "max_decoded_bytes": 256 * 2**20,  # bytes of one exercise's decoded values (64 a small value)
 }
 
 
@@ -358,29 +362,55 @@ MakeOpaque = Callable[[str, str], Any]
 FindClass = Callable[[str, str], type]
 
 
+class DecodeBudget:
+    """What decoding may still cost: bytes of decoded values (64 for each small one, an array's
+    size before it is made) and items of sets and dicts. One budget serves all the results of
+    an exercise, so that what the grader spends is bounded by it, not by what the kernel sends."""
+
+    __slots__ = ("bytes", "hashed")
+
+    def __init__(self) -> None:
+        self.bytes = LIMITS["max_decoded_bytes"]
+        self.hashed = LIMITS["max_hashed_total"]
+
+    def spend(self, n_bytes: int) -> None:
+        self.bytes -= n_bytes
+        if self.bytes < 0:
+            raise ValueError("the decoded results are too large")
+
+    def spend_hashed(self, n: int) -> None:
+        self.hashed -= n
+        if n > LIMITS["max_hashed"] or self.hashed < 0:
+            raise ValueError("too many items in sets and dicts")
+
+
 class _Decoding:
-    """What one :func:`decode` call is given: how to make a stand-in and how to find a class."""
+    """What one :func:`decode` call is given: how to make a stand-in, how to find a class, and
+    the budget it spends."""
 
-    __slots__ = ("make_opaque", "find_class")
+    __slots__ = ("make_opaque", "find_class", "budget")
 
-    def __init__(self, make_opaque: MakeOpaque, find_class: FindClass) -> None:
-        self.make_opaque, self.find_class = make_opaque, find_class
+    def __init__(self, make_opaque: MakeOpaque, find_class: FindClass, budget: DecodeBudget) -> None:
+        self.make_opaque, self.find_class, self.budget = make_opaque, find_class, budget
 
 
-def decode(data: Any, make_opaque: MakeOpaque, find_class: FindClass) -> Any:
+def decode(data: Any, make_opaque: MakeOpaque, find_class: FindClass, budget: DecodeBudget | None = None) -> Any:
     """The value :func:`encode` encoded; ``make_opaque(type_name, text)`` makes "$opaque" values
     and ``find_class(module, qualname)`` gives the class of an "$enum" or "$dc" value (or raises
     ValueError). The grader passes a lookup in a fixed table (it never imports what a kernel
-    names); the kernel passes :func:`import_class`.
+    names); the kernel passes :func:`import_class`. ``budget`` (a fresh :class:`DecodeBudget`
+    when None) is spent before anything is made, and may be shared by several calls.
 
-    Raises ValueError (or another Exception) on data that is not a valid encoding.
+    Raises ValueError (or another Exception) on data that is not a valid encoding, or that would
+    cost more than the budget left.
     """
-    return _dec(data, 0, _Decoding(make_opaque, find_class))
+    return _dec(data, 0, _Decoding(make_opaque, find_class, budget or DecodeBudget()))
 
 
 def _dec(d: Any, depth: int, st: _Decoding) -> Any:
     if depth > LIMITS["max_depth"] + 2:
         raise ValueError("nested too deeply")
+    st.budget.spend(64)
     if d is None or type(d) in (bool, int, float, str):
         return d
     if type(d) is list:
@@ -485,7 +515,8 @@ def _dec_tuple(v: Any, depth: int, st: _Decoding) -> tuple:
 
 def _dec_dict(v: Any, depth: int, st: _Decoding) -> dict:
     out = {}
-    for pair in _list(v, "dict"):
+    st.budget.spend_hashed(len(_list(v, "dict")))
+    for pair in v:
         if type(pair) is not list or len(pair) != 2:
             raise ValueError("bad dict item")
         out[_dec(pair[0], depth + 1, st)] = _dec(pair[1], depth + 1, st)
@@ -493,14 +524,17 @@ def _dec_dict(v: Any, depth: int, st: _Decoding) -> dict:
 
 
 def _dec_set(v: Any, depth: int, st: _Decoding) -> set:
+    st.budget.spend_hashed(len(_list(v, "set")))
     return set(_items(v, depth, st, "set"))
 
 
 def _dec_frozenset(v: Any, depth: int, st: _Decoding) -> frozenset:
+    st.budget.spend_hashed(len(_list(v, "set")))
     return frozenset(_items(v, depth, st, "set"))
 
 
 def _dec_bytes(v: Any, depth: int, st: _Decoding) -> bytes:
+    st.budget.spend(len(v) if isinstance(v, str) else 0)
     return _raw(v)
 
 
@@ -513,11 +547,21 @@ def _dec_np_scalar(v: Any, depth: int, st: _Decoding) -> Any:
     return np.frombuffer(buf, dtype=dt)[0]
 
 
+def _array_bytes(shape: tuple, dt: Any, st: _Decoding) -> None:
+    """Spend an array's size (at most one array's worth) before it is made."""
+    n_bytes = math.prod(shape) * dt.itemsize
+    if n_bytes > LIMITS["max_array_bytes"]:
+        raise ValueError("array too large")
+    st.budget.spend(n_bytes)
+
+
 def _dec_array(v: Any, depth: int, st: _Decoding) -> np.ndarray:
     spec, shape, data = v
-    dt, shape, buf = _dtype_of(spec), _shape_of(shape), _raw(data)
+    dt, shape = _dtype_of(spec), _shape_of(shape)
     if dt.kind in "US":
         raise ValueError("bad array")
+    _array_bytes(shape, dt, st)
+    buf = _raw(data)
     if math.prod(shape) * dt.itemsize != len(buf):
         raise ValueError("array size does not match its shape")
     return np.frombuffer(buf, dtype=dt).reshape(shape).copy()
@@ -526,8 +570,9 @@ def _dec_array(v: Any, depth: int, st: _Decoding) -> np.ndarray:
 def _dec_str_array(v: Any, depth: int, st: _Decoding) -> np.ndarray:
     spec, shape, items = v
     dt, shape = _dtype_of(spec), _shape_of(shape)
-    if dt.kind not in "US" or type(items) is not list:
+    if dt.kind not in "US" or type(items) is not list or len(items) != math.prod(shape):
         raise ValueError("bad string array")
+    _array_bytes(shape, dt, st)  # an item of "<U9999" takes 40 kB, an empty string or not
     items = [_dec(x, depth + 1, st) for x in items]
     return np.array(items, dtype=dt).reshape(shape)
 
@@ -536,6 +581,8 @@ def _dec_object_array(v: Any, depth: int, st: _Decoding) -> np.ndarray:
     shape, items = v
     shape = _shape_of(shape)
     items = _list(items, "object array")
+    if len(items) != math.prod(shape):
+        raise ValueError("object array size does not match its shape")
     a = np.empty(len(items), dtype=object)
     for i, x in enumerate(items):
         a[i] = _dec(x, depth + 1, st)

@@ -23,7 +23,7 @@ from ..checks import CheckResult, CheckStatus, Raised, cases_for, expected_outpu
 from ..exercise_types import Exercise
 from ..answer_keys import exercises_of
 from ..report_text import describe_exception, truncate
-from .in_kernel import LIMITS, decode, encode
+from .in_kernel import LIMITS, DecodeBudget, decode, encode
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
 from .submissions import Submission, check_cells, detect_chapter
@@ -171,9 +171,13 @@ def stand_in(type_name: str, text: str) -> Opaque:
     return cls(truncate(str(text), LIMITS["max_repr"]))
 
 
-def decode_result(data: Any, classes: dict[tuple[str, str], type] | None = None) -> Any:
-    """A kernel's encoded return value, or a stand-in when the data is not a valid encoding.
-    Enums and dataclasses are looked up in ``classes`` (the plan's); nothing is imported."""
+def decode_result(
+    data: Any, classes: dict[tuple[str, str], type] | None = None, budget: DecodeBudget | None = None
+) -> Any:
+    """A kernel's encoded return value, or a stand-in when the data is not a valid encoding or
+    would cost more than ``budget`` (one :class:`~nbhelpers.grading.in_kernel.DecodeBudget` for
+    all of an exercise's results). Enums and dataclasses are looked up in ``classes`` (the
+    plan's); nothing is imported."""
     table = classes or {}
 
     def find_class(module: str, qualname: str) -> type:
@@ -183,7 +187,7 @@ def decode_result(data: Any, classes: dict[tuple[str, str], type] | None = None)
         return cls
 
     try:
-        return decode(data, stand_in, find_class)
+        return decode(data, stand_in, find_class, budget)
     except Exception:  # RecursionError too: data nested too deeply for the decoder
         return stand_in("unreadable", "<a value the grader could not read>")
 
@@ -219,9 +223,17 @@ def read_outputs(events: list[dict], plan: ChapterPlan) -> KernelOutputs:
     return out
 
 
+#: the most containers ("{", "[") and strings one results line may hold before it is parsed: what
+#: parsing a line costs is then bounded by its length (16 MB of "{}" had taken 430 MB)
+MAX_LINE_CONTAINERS = 200_000
+MAX_LINE_STRINGS = 200_000
+
+
 def _parse_line(line: bytes | None) -> Any:
     if line is None:
         return None
+    if line.count(b"{") + line.count(b"[") > MAX_LINE_CONTAINERS or line.count(b'"') > 2 * MAX_LINE_STRINGS:
+        return None  # counted before parsing; no honest grading cell writes as many
     try:
         return json.loads(line)
     except (ValueError, RecursionError):
@@ -289,9 +301,10 @@ def _unscored(p: ExercisePlan, status: CheckStatus, error: str, n_failed: int | 
 def _returned(results: list, classes: dict[tuple[str, str], type] | None) -> tuple[list, bool]:
     """What the function returned (or raised) on each case, and whether its time ran out."""
     got: list = []
+    budget = DecodeBudget()  # one for the exercise: what decoding its results may cost
     for r in results:
         if isinstance(r, dict) and "v" in r and len(r) == 1:
-            got.append(decode_result(r["v"], classes))
+            got.append(decode_result(r["v"], classes, budget))
         elif isinstance(r, dict) and isinstance(r.get("r"), dict):
             e = r["r"]
             got.append(
