@@ -12,6 +12,7 @@ sandbox only: without it they would really reach this machine.
 from __future__ import annotations
 
 import csv
+import base64
 import json
 import os
 import secrets
@@ -283,6 +284,28 @@ if ("CLASSMATE" + "-OUTPUT").encode() in _seen:
 )
 
 
+# The visible functions raise; a hook swaps in the real ones, from a string, when the grading
+# cell arrives (SOURCE is the solution's functions, base64-encoded).
+HOOK_SWAP = """
+import base64
+_hidden = base64.b64decode(SOURCE).decode()
+def _swap(info):
+    if "__nbhelpers_grade_cell" in (getattr(info, "raw_cell", "") or ""):
+        exec(_hidden, get_ipython().user_ns)
+get_ipython().events.register("pre_run_cell", _swap)
+"""
+
+
+def hook_swap_notebook():
+    """Stubs that raise, and a hook that defines the solution's functions for the grading cell."""
+    sol = solution()
+    hidden = "\n\n".join(sol.cells[code_index(sol, f"def {n}(")].source for n in NAMES)
+    nb = with_cell(HOOK_SWAP.replace("SOURCE", repr(base64.b64encode(hidden.encode()).decode())))
+    for name in NAMES:
+        set_body(nb, name, 'raise NotImplementedError("see the hook")')
+    return nb
+
+
 def table_plus_wrong_rule(nb) -> None:
     """Answers the public cases from a table; everything else with a plausible wrong rule."""
     for name in NAMES:
@@ -350,6 +373,8 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     # an exception the kernel cannot send (its message holds a lone surrogate) is still reported
     nb = with_cell('raise ValueError("a lone surrogate \\ud800 in the message")')
     add("ex01_surrogate_error.ipynb", nb, "cell error", FULL, "raised an exception: its message could not be sent")
+    # graded by code the notebook does not show: flagged for the instructor, with what ran
+    add("ex01_hook_swaps_functions.ipynb", hook_swap_notebook(), "graded", None, "has no source in the kernel")
     add("ex01_a_writes_output.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
     add("ex01_a_writes_output_too.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
     add("ex01_a_floods_output.ipynb", with_cell(FLOODS_OUTPUT), "graded", FULL)
@@ -480,6 +505,19 @@ def test_every_submission_gets_what_it_should(attack_run):
         ):
             wrong.append(f"{name}: {r['status']} {r['total']} ({r['detail'][:300]}); want {want}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_functions_graded_are_on_the_record(attack_run):
+    """Each record holds the source of every function graded and its hash; the honest
+    submissions' are the notebook's own, the hook's swap is not."""
+    recs = records(attack_run)
+    for name in ("ex01_honest_full.ipynb", "ex01_honest_partial.ipynb"):
+        sources = recs[name]["graded_sources"]
+        assert set(sources) == {ex.id for ex in exercises_of(1)}
+        assert all(g["in_notebook"] is True and len(g["sha256"]) == 64 for g in sources.values()), name
+        assert "def decode_bits(" in sources["ex01.decode_bits"]["source"]
+    swapped = recs["ex01_hook_swaps_functions.ipynb"]["graded_sources"]
+    assert all(g["in_notebook"] is None and g["source"] is None for g in swapped.values())
 
 
 def test_nothing_is_left_and_nothing_was_imported(attack_run):

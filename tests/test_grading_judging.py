@@ -218,9 +218,12 @@ def test_one_budget_bounds_all_of_an_exercises_results(monkeypatch):
     assert np.array_equal(got[0], np.zeros(50_000))
 
 
-def test_a_results_line_of_many_containers_is_not_parsed():
+def test_a_results_line_that_would_cost_too_much_to_parse_is_not_parsed():
     from nbhelpers.grading import judging
 
-    assert judging._parse_line(b"[" + b"{}," * (judging.MAX_LINE_CONTAINERS + 1) + b"{}]") is None
-    assert judging._parse_line(b'["' + b'","' * (judging.MAX_LINE_STRINGS + 1) + b'"]') is None
+    # 15 MB of "{}": 5 million dicts, 320 MB and more once parsed
+    assert judging._parse_line(b"[" + b"{}," * 5_000_000 + b"{}]") is None
+    # a wrong answer's 450,000 strings (45 cases of 10,000) are parsed, to be judged wrong
+    line = b'{"id": "ex01.a", "results": [' + b'"-1.25",' * 450_000 + b'"0"]}'
+    assert len(judging._parse_line(line)["results"]) == 450_001
     assert judging._parse_line(b'{"id": "ex01.a", "results": [{"v": 1}]}') == {"id": "ex01.a", "results": [{"v": 1}]}

@@ -59,6 +59,7 @@ LIMITS = {
     "max_str": 100_000,  # characters of one string
     "max_repr": 200,  # characters of the repr sent for a value that cannot be sent as data
     "max_message": 2_000,  # characters of an exception's message
+    "max_source": 20_000,  # characters of a graded function's source sent for the record
     # decoding: what one exercise's results may cost the grader, whatever the kernel sends
     "max_hashed": 1_000,  # items of one decoded set or dict (ints can be made to share a hash)
     "max_hashed_total": 100_000,  # items of all the sets and dicts of one exercise's results
@@ -744,10 +745,24 @@ def _run_exercise(ns: dict, ex: dict, budget: float, alarm: _Alarm, max_bytes: i
     fn = ns[name]
     if not callable(fn):
         return {"id": ex["id"], "not_callable": type(fn).__name__[:100]}
+    src = _source_of(fn)  # before the calls: what was graded, not what the calls left behind
     results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes)
     if size > max_bytes:  # not sent at all (the grader would not read it): said so instead
         return {"id": ex["id"], "too_large": size}
-    return {"id": ex["id"], "results": results}
+    return {"id": ex["id"], "results": results, "src": src}
+
+
+def _source_of(fn: Any) -> str | None:
+    """The source of the function to be graded as this kernel has it (its cell's text, through
+    inspect), at most ``LIMITS["max_source"]`` characters; None when it has none (made by exec,
+    a builtin, a callable object). For the instructor's record: the kernel could lie about it."""
+    try:
+        import inspect
+
+        src = inspect.getsource(fn)
+    except Exception:  # noqa: BLE001 - no source is an answer too
+        return None
+    return src[: LIMITS["max_source"]] if isinstance(src, str) else None
 
 
 def _call_cases(fn: Callable, cases: list, budget: float, alarm: _Alarm, max_bytes: int) -> tuple[list, int]:

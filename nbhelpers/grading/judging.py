@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import json
 import re
 import threading
@@ -223,17 +224,22 @@ def read_outputs(events: list[dict], plan: ChapterPlan) -> KernelOutputs:
     return out
 
 
-#: the most containers ("{", "[") and strings one results line may hold before it is parsed: what
-#: parsing a line costs is then bounded by its length (16 MB of "{}" had taken 430 MB)
-MAX_LINE_CONTAINERS = 200_000
-MAX_LINE_STRINGS = 200_000
+#: the most memory parsing one results line may take, as :func:`_parse_cost` counts it before
+#: parsing: 16 MB of "{}" had taken 430 MB
+MAX_LINE_PARSE_BYTES = 256 * 2**20
+
+
+def _parse_cost(line: bytes) -> int:
+    """About the most bytes json.loads makes of ``line``: 64 for each value (a container, a
+    string, a number; each but the last follows a comma, or opens a container), and the text."""
+    return 64 * (line.count(b",") + line.count(b"{") + line.count(b"[") + 1) + len(line)
 
 
 def _parse_line(line: bytes | None) -> Any:
     if line is None:
         return None
-    if line.count(b"{") + line.count(b"[") > MAX_LINE_CONTAINERS or line.count(b'"') > 2 * MAX_LINE_STRINGS:
-        return None  # counted before parsing; no honest grading cell writes as many
+    if _parse_cost(line) > MAX_LINE_PARSE_BYTES:
+        return None  # counted before parsing: a grading cell's results are never near it
     try:
         return json.loads(line)
     except (ValueError, RecursionError):
@@ -487,8 +493,42 @@ def _grade_one(
         for r in results.values()
         if r.status in (CheckStatus.TIMEOUT, CheckStatus.MISSING, CheckStatus.DIED, CheckStatus.ERROR)
     ]
+    sources = graded_sources(outputs.records, sub.cells)
+    details += [
+        f"{ex_id}: the function graded is not defined in the notebook as shown"
+        if g["in_notebook"] is False
+        else f"{ex_id}: the function graded has no source in the kernel (made by exec?)"
+        for ex_id, g in sources.items()
+        if g["in_notebook"] is not True
+    ]
     status = status_of(events, total_timeout, worker_failed, results)
-    return _record(sub, chapter, status, details, results, plan, opts, t0)
+    rec = _record(sub, chapter, status, details, results, plan, opts, t0)
+    rec["graded_sources"] = sources
+    return rec
+
+
+def graded_sources(records: dict[str, dict], cells: list[tuple[int, str]]) -> dict[str, dict]:
+    """For each exercise whose results arrived: the source of the function graded, as the kernel
+    reported it (``source``, at most 20,000 characters, or None when the kernel had none), its
+    ``sha256``, and ``in_notebook``: whether that text is in one of the notebook's code cells
+    (None when there is no source to look for). A function swapped in by code the notebook does
+    not show (a hook, an exec) is not in the notebook; the kernel could also lie, so this is for
+    an instructor's audit, not a proof."""
+    out = {}
+    for ex_id, rec in records.items():
+        if "results" not in rec:
+            continue
+        src = rec.get("src")
+        if not isinstance(src, str) or not src.strip():
+            out[ex_id] = {"source": None, "sha256": None, "in_notebook": None}
+            continue
+        body = src.strip()
+        out[ex_id] = {
+            "source": src,
+            "sha256": hashlib.sha256(src.encode("utf-8", "backslashreplace")).hexdigest(),
+            "in_notebook": any(body in cell for _, cell in cells),
+        }
+    return out
 
 
 def _why_not_run(
