@@ -6,11 +6,14 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from helpers import env, solution
 from nbhelpers.grading import in_kernel
@@ -167,3 +170,29 @@ def test_grading_cell_runs_in_the_notebooks_namespace(tmp_path):
     p = next(p for p in plan.exercises if p.exercise.id == "ex01.ulp_at")
     r = judge(p, out["ex01.ulp_at"], ("NOT RUN", "x"))
     assert r.status == "FAIL" and r.points == 0 and r.n_failed == r.n_cases
+
+
+def test_the_grading_cells_files_are_never_made_through_a_link(tmp_path, monkeypatch):
+    """The kernel can rename the entries of its channel while the worker makes the grading cell's
+    folder: one swapped for a link to a folder of its choosing (outside the sandbox) makes the
+    worker refuse, and nothing is written there; otherwise the files are made, for this user only."""
+    from nbhelpers.grading import worker
+
+    make_cell_files = worker.make_cell_files
+    make_cell_files(tmp_path / "g-ok", {"inputs.json": b"{}", "outputs.jsonl": b""})
+    assert (tmp_path / "g-ok" / "inputs.json").read_bytes() == b"{}"
+    assert (tmp_path / "g-ok" / "inputs.json").stat().st_mode & 0o777 == 0o600
+
+    elsewhere = tmp_path / "attackers_folder"
+    elsewhere.mkdir()
+    real_mkdir = Path.mkdir
+
+    def mkdir_then_swapped(self, *a, **k):  # the race won at the worst moment
+        real_mkdir(self, *a, **k)
+        self.rename(self.with_name(self.name + "-moved"))
+        os.symlink(elsewhere, self)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_swapped)
+    with pytest.raises(OSError):
+        make_cell_files(tmp_path / "g-raced", {"inputs.json": b"secret inputs", "outputs.jsonl": b""})
+    assert list(elsewhere.iterdir()) == []

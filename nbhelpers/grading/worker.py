@@ -200,11 +200,21 @@ def _progress_in_outputs(path: str, nonce: str) -> tuple[set[str], list[str]]:
     return finished, started
 
 
-def _write_new(path: Path, data: bytes) -> None:
-    """Write a file that must not exist yet, never through a link a kernel left there."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+def make_cell_files(cell_dir: Path, files: dict[str, bytes]) -> None:
+    """Make the folder ``cell_dir`` and the ``files`` in it (name -> bytes; none may exist yet),
+    created through a descriptor of the folder just made, never through a link: the kernel can
+    rename the entries of its channel while this runs, and a folder swapped for a link (to a
+    folder of the attacker's choosing, outside the sandbox) makes this fail instead of writing
+    there. The files are readable by this user only."""
+    cell_dir.mkdir(mode=0o700)
+    dfd = os.open(cell_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for name, data in files.items():
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dfd)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+    finally:
+        os.close(dfd)
 
 
 class _Worker:
@@ -338,11 +348,18 @@ class _Worker:
         # a fresh folder with an unguessable name: nothing the notebook's cells did in the
         # channel (links, files, a thread re-creating them) can be in the way
         cell_dir = channel / f"g-{secrets.token_hex(8)}"
-        cell_dir.mkdir(mode=0o700)
         inputs, outputs = cell_dir / "inputs.json", cell_dir / "outputs.jsonl"
         with open(self.job["inputs"], "rb") as f:
-            _write_new(inputs, f.read())
-        _write_new(outputs, b"")
+            data = f.read()
+        try:
+            make_cell_files(cell_dir, {inputs.name: data, outputs.name: b""})
+        except OSError as e:  # the folder was swapped for a link: this submission's doing
+            self.event(
+                Event.GRADING_ERROR,
+                ename="tampering",
+                evalue=f"the grading cell's folder was replaced before its files were made ({e.strerror})",
+            )
+            return False
         nonce = secrets.token_hex(16)
         cell_job = {
             "inputs": str(inputs),
