@@ -276,3 +276,52 @@ def test_the_command_says_another_grader_is_running(tmp_path, capsys):
         assert not csv_path.exists() and not json_path.exists()
     finally:
         held.close()
+
+
+# ---- the journal: each record costs its own size ---------------------------------------------------
+
+
+def test_adding_a_record_writes_that_record_not_all_of_them(tmp_path, monkeypatch):
+    """The JSON file is rewritten at the start and the end of a run, not once per submission
+    (2,000 empty notebooks had taken 148 s: every add rewrote every record)."""
+    from nbhelpers.grading import outputs
+
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    writes = []
+    real = outputs._atomic_write
+    monkeypatch.setattr(outputs, "_atomic_write", lambda path, text: writes.append(path.name) or real(path, text))
+    with Outputs(csv_path, json_path, GradeOptions()) as out:
+        out.start(["ex01.f"])
+        assert writes == ["g.csv", "g.json"]
+        for i in range(2000):
+            out.add(_rec(f"s{i:04d}.ipynb", ex01_f=i % 4))
+        assert writes == ["g.csv", "g.json"]  # the adds appended, each its own line
+        assert len(outputs.journal_path(json_path).read_text().splitlines()) == 2000
+        out.finish()
+    assert writes[2:] == ["g.json", "g.csv"] and not outputs.journal_path(json_path).exists()
+    assert len(json.loads(json_path.read_text())["submissions"]) == 2000
+
+
+def test_a_run_killed_mid_write_keeps_every_record_in_its_journal(tmp_path, capsys):
+    from nbhelpers.grading import outputs
+
+    csv_path, json_path = tmp_path / "g.csv", tmp_path / "g.json"
+    out = Outputs(csv_path, json_path, GradeOptions())
+    out.start(["ex01.f"])
+    out.add(_rec("a.ipynb", ex01_f=3))
+    out.add(_rec("b.ipynb", ex01_f=1))
+    out.close()  # killed here: no finish()
+    journal = outputs.journal_path(json_path)
+    with open(journal, "a") as f:
+        f.write('{"file": "c.ipynb", "sha')  # the line being written when it was killed
+    assert json.loads(json_path.read_text())["submissions"] == []
+    with Outputs(csv_path, json_path, GradeOptions()) as again:
+        assert set(again.records) == {"a.ipynb", "b.ipynb"}
+        assert again.is_done(Submission("a.ipynb", Path("a.ipynb"), sha256="ab" * 32))
+        assert capsys.readouterr().err == ""  # a torn last line is what a kill leaves: not worth a word
+        again.start(["ex01.f"])  # folded into the JSON file, the journal gone
+        assert not journal.exists() and len(json.loads(json_path.read_text())["submissions"]) == 2
+    with open(journal, "w") as f:
+        f.write("not a record\n" + json.dumps(_rec("d.ipynb", ex01_f=2)) + "\n")
+    with Outputs(csv_path, json_path, GradeOptions()) as third:
+        assert "d.ipynb" in third.records and "1 line(s) that are not records" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The output files: the CSV (one row per submission, appended and synced as each finishes) and
-the JSON file (every check's details, rewritten atomically), loading them to resume a run, and
-setting aside a file that cannot be read instead of overwriting it."""
+the JSON file (every check's details, rewritten atomically at the start and the end of a run,
+with a journal of the records added in between), loading them to resume a run, and setting
+aside a file that cannot be read instead of overwriting it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from .options import DETAIL_LIMIT, STATUSES, GradeOptions, SeedKind, Status
 from .submissions import Submission
 from .untrusted import safe_name, safe_text
 
-__all__ = ["CSV_HEAD", "CSV_TAIL", "Outputs", "OutputsBusy", "lock_path"]
+__all__ = ["CSV_HEAD", "CSV_TAIL", "Outputs", "OutputsBusy", "lock_path", "journal_path"]
 
 CSV_HEAD = ["file", "sha256", "chapter"]  # then one column per exercise, then:
 CSV_TAIL = ["total", "max", "status", "detail"]
@@ -152,6 +153,40 @@ def _load_json(path: Path) -> dict[str, dict]:
         return {}
 
 
+def journal_path(json_path: Path) -> Path:
+    """The journal beside the JSON file, ``<name>.journal``: one line per record added since the
+    JSON file was last written (appended and synced; replayed when a run starts, deleted once
+    the JSON file holds them)."""
+    return json_path.with_name(json_path.name + ".journal")
+
+
+def _replay_journal(path: Path, records: dict[str, dict]) -> None:
+    """Add the records of the journal to ``records`` (a later line for a file wins). A line that
+    is not a record this grader writes (the torn last line of a run killed mid-write, or
+    anything else) is left out, and said on stderr unless it is the torn last line."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        print(f"nbhelpers.grade: cannot read {path} ({e.strerror}); its records are graded again", file=sys.stderr)
+        return
+    bad = 0
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            rec = None
+        if rec is None or _check_record(rec) is not None:
+            bad += i < len(lines) - 1  # the last line, cut off by a crash, is expected
+            continue
+        records[rec["file"]] = rec
+    if bad:
+        print(f"nbhelpers.grade: {path}: {bad} line(s) that are not records left out", file=sys.stderr)
+
+
 # ---- one grader per output file -----------------------------------------------------------------
 
 
@@ -244,6 +279,7 @@ class Outputs:
             self.close()
             raise
         self.records = _load_json(json_path)
+        _replay_journal(journal_path(json_path), self.records)
         self.old_columns: list[str] = []
         self.extra: dict[str, dict] = {}  # file -> the values of columns the grader does not make
         if csv_path.exists():
@@ -289,16 +325,22 @@ class Outputs:
         self._write_json()
 
     def add(self, rec: dict) -> None:
-        """Record a finished submission: JSON first (atomically), then its CSV row (appended,
-        synced). A file graded again gets a second row until :meth:`finish` drops the old one."""
+        """Record a finished submission: a line of the journal first (appended, synced: the
+        record is kept from then on), then its CSV row (appended, synced). Each costs the size
+        of one record, not of all of them. A file graded again gets a second row until
+        :meth:`finish` drops the old one."""
         self.records[rec["file"]] = rec
-        self._write_json()
+        with open(journal_path(self.json_path), "a", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(json.dumps(rec, allow_nan=False, default=str) + "\n")
+            _fsync_write(f)
         with open(self.csv_path, "a", encoding="utf-8", errors="backslashreplace", newline="") as f:
             csv.writer(f).writerow(self._row(rec["file"]))
             _fsync_write(f)
 
     def finish(self) -> None:
-        """Rewrite the CSV with one row per file, sorted by file."""
+        """Rewrite the JSON file with every record (the journal then goes) and the CSV with one
+        row per file, sorted by file."""
+        self._write_json()
         self._write_csv()
 
     def __enter__(self) -> Outputs:
@@ -341,3 +383,7 @@ class Outputs:
             "submissions": sorted(self.records.values(), key=lambda r: r["file"]),
         }
         _atomic_write(self.json_path, json.dumps(data, indent=1, allow_nan=False, default=str) + "\n")
+        try:  # the JSON file now holds every record the journal had
+            journal_path(self.json_path).unlink()
+        except FileNotFoundError:
+            pass
