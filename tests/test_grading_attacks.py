@@ -15,6 +15,7 @@ import csv
 import base64
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -585,3 +586,138 @@ def test_grading_without_bubblewrap_is_refused(tmp_path, monkeypatch):
         timeout=300,
     )
     assert proc.returncode == 0 and "without a sandbox" in proc.stderr and "only as trustworthy" in proc.stderr
+
+
+# ---- limits of a whole submission, and floods of what a kernel sends ---------------------------------
+
+# Four children of 600 MB each: each is under --max-memory 2048, all four together are not.
+CHILDREN_HOLD_MEMORY = """
+import subprocess, sys, time
+_code = (
+    "b = bytearray(600 * 2**20)\\nfor j in range(0, len(b), 4096): b[j] = 1\\n"
+    "print('held', flush=True)\\nimport time; time.sleep(60)  # TAG"
+)
+_ps = [subprocess.Popen([sys.executable, "-c", _code], stdout=subprocess.PIPE) for _ in range(4)]
+_said = [p.stdout.readline() for p in _ps]  # "held", or nothing from a child that was killed
+time.sleep(1)
+_held = [said == b"held\\n" and p.poll() is None for said, p in zip(_said, _ps)]
+raise RuntimeError(f"children holding 600 MB: {sum(_held)} of 4")
+""".replace("TAG", TAG)
+
+# As root, RLIMIT_NPROC is not applied: only a cgroup stops this.
+STARTS_PROCESSES = """
+import subprocess
+_n = 0
+try:
+    _ps = []
+    for _ in range(150):
+        _ps.append(subprocess.Popen(["sh", "-c", "sleep 60; : TAG"]))
+        _n += 1
+except OSError:
+    pass
+raise RuntimeError(f"processes started: {_n} of 150")
+""".replace("TAG", TAG)
+
+FILLS_DEV = """
+def _fill(path, mb):
+    n = 0
+    try:
+        with open(path, "wb") as f:
+            for _ in range(mb):
+                f.write(b"x" * 2**20)
+                f.flush()
+                n += 1
+    except OSError:
+        pass
+    return n
+try:
+    open("/dev/nbgrade_planted", "w").close()
+    _dev = "writable"
+except OSError:
+    _dev = "read-only"
+_shm, _tmp = _fill("/dev/shm/fill", 100), _fill("/tmp/fill", 100)
+raise RuntimeError(f"/dev {_dev}; /dev/shm took {_shm} MB; /tmp took {_tmp} MB")
+"""
+
+PRINTS_200_MB = 'print("x" * (200 * 2**20))'
+
+# comm_open messages as a widget library sends them, 1 MB of state each, for 4 s: nbclient kept
+# every widget's state
+OPENS_COMMS = """
+import time
+_k = get_ipython().kernel
+_t0, _i = time.time(), 0
+while time.time() - _t0 < 4:
+    _k.session.send(_k.iopub_socket, "comm_open", {"comm_id": f"c{_i}", "target_name": "jupyter.widget",
+                    "data": {"state": {"_model_module": "m", "_model_name": "w", "v": "z" * 1_000_000}}})
+    _i += 1
+"""
+
+
+@pytest.mark.sandbox
+def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
+    """Memory held by several children, processes started as root, /dev and /dev/shm filled, a
+    200 MB print and a stream of comm messages, graded beside honest submissions: the limits hold
+    for the submission as a whole where the machine has cgroups (the run says whether it does),
+    /dev is read-only and /dev/shm and /tmp are within --max-disk, the worker never holds a flood,
+    and the honest rows are exactly what they would be alone."""
+    from nbhelpers.grading.cgroups import find_cgroups
+    from nbhelpers.grading.sandbox import disk_split
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    write(solution(), subs / "ex01_honest_full.ipynb")
+    partial = solution()
+    mutate(partial, "round_nearest_even", *WRONG_RULES["round_nearest_even"])
+    write(partial, subs / "ex01_honest_partial.ipynb")
+    for name, payload in [
+        ("ex01_children_hold_memory", CHILDREN_HOLD_MEMORY),
+        ("ex01_starts_processes", STARTS_PROCESSES),
+        ("ex01_fills_dev", FILLS_DEV),
+    ]:
+        write(with_cell(payload), subs / f"{name}.ipynb")
+    for name, payload in [("ex01_prints_200_mb", PRINTS_200_MB), ("ex01_opens_comms", OPENS_COMMS)]:
+        nb = solution()
+        nb.cells.append(nbformat.v4.new_code_cell(payload))  # last: the cells after a flood lose their output
+        write(nb, subs / f"{name}.ipynb")
+    memory_mb, processes, disk_mb = 2048, 64, 64
+    cmd = [sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(tmp_path / "g.csv")]
+    cmd += ["--json", str(tmp_path / "g.json"), "--jobs", "2", "--no-progress", *LIMITS]
+    cmd += ["--max-memory", str(memory_mb), "--max-processes", str(processes), "--max-disk", str(disk_mb)]
+    try:
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=600)
+        alive = leftovers()
+    finally:
+        subprocess.run(["pkill", "-9", "-f", TAG], capture_output=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not alive, alive
+    data = json.loads((tmp_path / "g.json").read_text())
+    got = {Path(r["file"]).stem: r for r in data["submissions"]}
+    assert got["ex01_honest_full"]["total"] == FULL and got["ex01_honest_full"]["detail"] == ""
+    assert got["ex01_honest_partial"]["total"] == FULL - POINTS["ex01.round_nearest_even"]
+    assert got["ex01_honest_partial"]["detail"] == "" and got["ex01_honest_partial"]["status"] == "graded"
+    for name in got:  # every attacker keeps its honest functions' points
+        assert got[name]["total"] >= FULL - POINTS["ex01.round_nearest_even"], (name, got[name]["detail"])
+
+    where = find_cgroups()
+    limits = data["grader"]["whole_submission_limits"]
+    assert f"limits of a whole submission: {limits}" in proc.stdout
+    if isinstance(where, str):  # no cgroups here: the run must say so, and why
+        assert limits.startswith("none: per-process limits only") and where in limits
+    else:
+        assert limits.startswith(f"cgroup v{where.version}")
+        mem = got["ex01_children_hold_memory"]["detail"]
+        held = int(re.search(r"children holding 600 MB: (\d) of 4", mem).group(1))
+        assert held < 4 and f"its {memory_mb} MB of memory, all its processes together" in mem, mem
+        procs = got["ex01_starts_processes"]["detail"]
+        started = int(re.search(r"processes started: (\d+) of 150", procs).group(1))
+        assert started < processes and f"its limit of {processes} processes and threads" in procs, procs
+
+    dev = re.search(r"/dev (\S+); /dev/shm took (\d+) MB; /tmp took (\d+) MB", got["ex01_fills_dev"]["detail"])
+    shm_mb, tmp_mb = disk_split(disk_mb)
+    assert dev.group(1) == "read-only", dev.group(0)
+    assert int(dev.group(2)) <= shm_mb and int(dev.group(3)) <= tmp_mb, dev.group(0)
+    assert int(dev.group(2)) + int(dev.group(3)) <= disk_mb
+
+    for name in ("ex01_prints_200_mb", "ex01_opens_comms"):  # 620 MB and 480 MB in the worker, uncapped
+        assert got[name]["total"] == FULL and got[name]["worker_peak_mb"] < 250, (name, got[name]["worker_peak_mb"])

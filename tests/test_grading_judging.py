@@ -159,6 +159,16 @@ def test_event_text():
     assert event_text({"event": "kernel_died", "exercise": "ex01.f"}) == "the kernel died again while checking ex01.f"
     assert event_text({"event": "kernel_died", "grading": True}) == "the kernel died while the functions were checked"
     assert event_text({"event": "done", "kernel_starts": 1}) == ""
+    assert event_text({"event": "limit_reached", "limits": ["processes"], "processes": 64, "memory_mb": 2048}) == (
+        "the submission reached its limit of 64 processes and threads (a new one was refused)"
+    )
+    assert event_text(
+        {"event": "limit_reached", "limits": ["memory", "processes"], "processes": 8, "memory_mb": 512}
+    ) == (
+        "the submission reached its limit of 8 processes and threads (a new one was refused) and its 512 MB of "
+        "memory, all its processes together (one was killed)"
+    )
+    assert event_text({"event": "limit_reached", "limits": "memory"}) == ""  # not what the worker writes
 
 
 def test_the_vocabularies_are_the_words_in_the_files():
@@ -170,6 +180,7 @@ def test_the_vocabularies_are_the_words_in_the_files():
         "kernel_died",
         "grading_error",
         "grading_cell",
+        "limit_reached",
         "done",
     ]
     assert [a.value for a in WorkerAnswer] == ["done", "failed", "timeout"]

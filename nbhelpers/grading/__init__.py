@@ -12,7 +12,8 @@ the grader
    every other text from it are made safe where they enter (:mod:`.untrusted`);
 2. runs them in a fresh Jupyter kernel in a sandbox of its own (bubblewrap: its own PID, network
    and user namespaces, a read-only view of the course without its exercise modules, a private
-   /tmp, resource limits; :mod:`.sandbox`), driven by a worker process (reused from one
+   /tmp and /dev/shm, resource limits; :mod:`.sandbox`; cgroups for the whole submission where
+   the machine allows, :mod:`.cgroups`), driven by a worker process (reused from one
    submission to the next), with a time limit per cell and a total one (the worker and the
    kernel's sandbox are killed when the total runs out). Check cells (cells that only call
    ``check(...)`` or ``summary(...)``) are skipped: they are for the student's eyes;
@@ -26,9 +27,10 @@ the grader
    references. The cases come from ``cases_for(exercise, seed)``: seed 0 is what students see,
    any other seed (``--seed``) gives hidden cases. The seed never leaves this process.
 
-Results are written as each submission finishes: one CSV row (appended and synced) and the JSON
-file (rewritten atomically), so an interrupted run keeps everything it finished and a rerun
-skips submissions already graded (same file, same content) unless ``--regrade``.
+Results are written as each submission finishes: its record appended (and synced) to the JSON
+file's journal, and its CSV row; the JSON file is rewritten atomically at the start and the end
+of a run. An interrupted run keeps everything it finished, and a rerun skips submissions already
+graded (same file, same content) unless ``--regrade``.
 
 A new chapter needs nothing here: the chapter is read from the notebook (``check("exNN.…")``
 calls, or an ``exNN`` file name) and its exercises come from ``nbhelpers.answer_keys.chNN``.
@@ -37,22 +39,23 @@ The modules, one role each (an arrow: what a module imports from the package):
 
 - :mod:`~nbhelpers.grading.untrusted`    making a submission's text safe where it enters the grader
 - :mod:`~nbhelpers.grading.sandbox`      the command that starts a kernel in its sandbox, under resource limits
+- :mod:`~nbhelpers.grading.cgroups`      finding where cgroups can be made; one kernel's pids and memory cgroups
 - :mod:`~nbhelpers.grading.options`      the options, the submission statuses, the seed kinds, the size and time limits
-  (-> sandbox)
+  (-> cgroups, sandbox)
 - :mod:`~nbhelpers.grading.in_kernel`    the value codec and the code run inside the student's kernel (sent there as
   source)
 - :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells
   (-> options, untrusted)
 - :mod:`~nbhelpers.grading.jobs`         a submission's job folder; the worker processes, timing out and stopping them;
-  the worker's answers and its events' kinds  (-> options, untrusted)
+  the worker's answers and its events' kinds  (-> cgroups, options, untrusted)
 - :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel
-  (-> in_kernel, jobs, options, sandbox)
+  (-> cgroups, in_kernel, jobs, options, sandbox)
 - :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and
   record (-> in_kernel, jobs, options, submissions, untrusted)
 - :mod:`~nbhelpers.grading.outputs`      the CSV and JSON files: atomic writes, resuming, setting damaged files aside
   (-> options, submissions, untrusted)
 - :mod:`~nbhelpers.grading.run`          :func:`grade`, the run loop, the progress bar and the summary
-  (-> judging, jobs, options, outputs, sandbox, submissions)
+  (-> cgroups, judging, jobs, options, outputs, sandbox, submissions)
 - :mod:`~nbhelpers.grading.cli`          the command line: its options, the seed (concealed, or from a file),
   :func:`main` (-> options, run, sandbox)
 

@@ -205,14 +205,16 @@ def _parser() -> argparse.ArgumentParser:
         type=_limit,
         default=d.memory_mb,
         metavar="MB",
-        help=f"address space of each process (default {d.memory_mb})",
+        help=f"address space of each process, and the memory of all of a submission's processes together where "
+        f"cgroups can be made (default {d.memory_mb})",
     )
     box.add_argument(
         "--max-processes",
         type=_limit,
         default=d.processes,
         metavar="N",
-        help=f"processes and threads a kernel may start (default {d.processes}; not enforced for root)",
+        help=f"processes and threads of a submission (default {d.processes}): all together where cgroups can be "
+        "made, root included; elsewhere the grading user's, not enforced for root",
     )
     box.add_argument(
         "--max-file-size",
@@ -226,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_limit,
         default=d.disk_mb,
         metavar="MB",
-        help=f"the sandbox's private /tmp, its only writable folder (default {d.disk_mb})",
+        help=f"the sandbox's private /tmp and /dev/shm together, its only writable folders (default {d.disk_mb})",
     )
     return p
 

@@ -25,6 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterator
 
+from .cgroups import CGROUP_ROOT, PREFIX, remove_cgroup
 from .options import MAX_EVENTS, MAX_OUTPUT_LINE_BYTES, GradeOptions
 from .untrusted import safe_data, safe_text
 
@@ -68,6 +69,7 @@ class Event(StrEnum):
     KERNEL_DIED = "kernel_died"  # in a cell, or while an exercise (or the grading cell) was checked
     GRADING_ERROR = "grading_error"  # the grading cell itself raised
     GRADING_CELL = "grading_cell"  # a grading cell's results file and nonce
+    LIMIT_REACHED = "limit_reached"  # a kernel ran into a limit of its cgroups (limits: "memory", "processes")
     DONE = "done"  # the worker got to the end of the job
 
 
@@ -310,12 +312,39 @@ def stop_worker(proc: subprocess.Popen, jobdir: Path | None) -> None:
     for pid in kernels:
         if _is_our_kernel(pid, proc.pid):
             kill_group(pid)
+    _remove_cgroups(jobdir)
     if proc.poll() is None:
         kill_group(proc.pid)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _remove_cgroups(jobdir: Path | None) -> None:
+    """Empty and delete the cgroups the worker made for the job's kernels (``cgroups.txt``) and
+    did not delete itself: it was killed. Only the grader's own cgroups (named ``nbgrade-...``, in
+    the cgroup file system) are touched, whatever the file says."""
+    try:
+        listed = (jobdir / "cgroups.txt").read_text().split() if jobdir is not None else []
+    except OSError:
+        return
+    for line in listed:
+        d = Path(line)
+        if d.name.startswith(PREFIX) and d.is_relative_to(CGROUP_ROOT) and ".." not in d.parts:
+            for pid in _cgroup_pids(d):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            remove_cgroup(d)
+
+
+def _cgroup_pids(d: Path) -> list[int]:
+    try:
+        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 class Job:
@@ -357,6 +386,7 @@ class Job:
             "exercise_ids": exercise_ids,
             "sandbox": opts.sandbox,
             "limits": dataclasses.asdict(opts.limits),
+            "cgroups": dataclasses.asdict(opts.cgroups) if opts.cgroups is not None else None,
             "max_line": MAX_OUTPUT_LINE_BYTES,
         }
         (self.dir / "job.json").write_text(json.dumps(job), encoding="utf-8")

@@ -371,6 +371,14 @@ def event_text(e: dict) -> str:
     if kind == Event.GRADING_ERROR:
         what = str(e.get("ename", "")) + ": " + str(e.get("evalue", ""))
         return f"the functions could not be checked: {truncate(what, 160)}"
+    if kind == Event.LIMIT_REACHED:
+        hit = e.get("limits") if isinstance(e.get("limits"), list) else []
+        said = []
+        if "processes" in hit:
+            said.append(f"its limit of {e.get('processes')} processes and threads (a new one was refused)")
+        if "memory" in hit:
+            said.append(f"its {e.get('memory_mb')} MB of memory, all its processes together (one was killed)")
+        return "the submission reached " + " and ".join(said) if said else ""
     return ""
 
 
@@ -401,8 +409,10 @@ def _record(
     plan: ChapterPlan | None,
     opts: GradeOptions,
     t0: float,
+    worker_peak_mb: int | None = None,
 ) -> dict:
-    """A submission's entry in the JSON file (its CSV row is made from it)."""
+    """A submission's entry in the JSON file (its CSV row is made from it); ``worker_peak_mb``: the
+    most memory the worker that ran it had held at once, by the end of it (MB)."""
     return {
         "file": sub.file,
         "sha256": sub.sha256,
@@ -417,6 +427,7 @@ def _record(
         "chapter_option": opts.chapter,
         "seconds": round(time.monotonic() - t0, 2),
         "graded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "worker_peak_mb": worker_peak_mb,
     }
 
 
@@ -502,7 +513,9 @@ def _grade_one(
         if g["in_notebook"] is not True
     ]
     status = status_of(events, total_timeout, worker_failed, results)
-    rec = _record(sub, chapter, status, details, results, plan, opts, t0)
+    peaks = [e.get("worker_peak_mb") for e in events if e.get("event") == Event.DONE]
+    peak = peaks[-1] if peaks and isinstance(peaks[-1], int) and not isinstance(peaks[-1], bool) else None
+    rec = _record(sub, chapter, status, details, results, plan, opts, t0, peak)
     rec["graded_sources"] = sources
     return rec
 

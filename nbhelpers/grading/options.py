@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
+from .cgroups import Cgroups
 from .sandbox import Limits
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "MAX_KERNEL_STARTS",
     "DETAIL_LIMIT",
     "MAX_EVENTS",
+    "MAX_KERNEL_MESSAGE_BYTES",
+    "WORKER_MEMORY_MB",
     "Limits",
 ]
 
@@ -66,6 +69,8 @@ DEFAULT_TIMEOUT = 300.0  # seconds for a whole submission, kernel start included
 MAX_NOTEBOOK_BYTES = 50 * 2**20  # a submission larger than this is not read
 MAX_OUTPUT_LINE_BYTES = 16 * 2**20  # one exercise's results, as written by the kernel (parsing costs ~25x)
 MAX_EVENTS = 1000  # events of one worker read back
+MAX_KERNEL_MESSAGE_BYTES = 16 * 2**20  # a larger message from a kernel (a flood of print) is dropped unread
+WORKER_MEMORY_MB = 4096  # the address space of a worker (about 0.9 GB of it in use while it runs a kernel)
 MAX_KERNEL_STARTS = 6  # a kernel that dies is retried once, then restarted without what killed it
 DETAIL_LIMIT = 400  # characters of the CSV's detail column
 # The limits of the value codec (sizes, depth, lengths of reprs and messages) are
@@ -86,6 +91,16 @@ class GradeOptions:
     progress: bool = True  # a progress bar on stderr
     sandbox: bool = True  # each kernel in a sandbox of its own (bubblewrap); False only by choice
     limits: Limits = field(default_factory=Limits)  # the kernel's resource limits
+    # where each kernel's pids and memory cgroups are made (limits for the whole submission);
+    # None: per-process limits only (why: ``cgroups_missing``). Set by ``run.grade``.
+    cgroups: Cgroups | None = None
+    cgroups_missing: str = ""
+
+    def whole_submission_limits(self) -> str:
+        """What limits a submission as a whole, in words (for the summary and the JSON file)."""
+        if self.cgroups is not None:
+            return self.cgroups.describe()
+        return f"none: per-process limits only ({self.cgroups_missing or 'not looked for'})"
 
     @property
     def secret(self) -> bool:

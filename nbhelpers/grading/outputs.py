@@ -378,6 +378,7 @@ class Outputs:
                 "cell_timeout": self.opts.cell_timeout,
                 "timeout": self.opts.timeout,
                 "sandbox": self.opts.sandbox,
+                "whole_submission_limits": self.opts.whole_submission_limits(),
                 "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             },
             "submissions": sorted(self.records.values(), key=lambda r: r["file"]),

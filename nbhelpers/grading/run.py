@@ -3,6 +3,7 @@ submissions (``--jobs`` at a time), the progress bar and the summary printed at 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections import Counter
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .cgroups import find_cgroups
 from .jobs import Running
 from .judging import ChapterPlan, grade_one, plan_chapter
 from .options import STATUSES, GradeOptions, Status
@@ -31,6 +33,7 @@ class RunSummary:
     seconds: float = 0.0
     statuses: Counter = field(default_factory=Counter)
     records: list[dict] = field(default_factory=list)
+    whole_limits: str = ""  # what limits a submission as a whole (GradeOptions.whole_submission_limits)
 
     @property
     def seconds_per_submission(self) -> float:
@@ -61,6 +64,12 @@ def grade(
         problem = sandbox_problem()
         if problem is not None:
             raise SandboxUnavailable(problem)
+    if opts.cgroups is None and not opts.cgroups_missing:
+        where = find_cgroups()
+        if isinstance(where, str):
+            opts = dataclasses.replace(opts, cgroups_missing=where)
+        else:
+            opts = dataclasses.replace(opts, cgroups=where)
     paths = list(paths)
     found = find_notebooks(paths)
     if not found:
@@ -76,7 +85,7 @@ def grade(
         todo = [s for s in subs if not outputs.is_done(s)]
         plans = _plans(todo, opts)
         outputs.start([p.exercise.id for ch in sorted(plans) if plans[ch] for p in plans[ch].exercises])
-        summary = RunSummary(skipped=len(subs) - len(todo))
+        summary = RunSummary(skipped=len(subs) - len(todo), whole_limits=opts.whole_submission_limits())
         t0 = time.monotonic()
         _grade_all(todo, plans, opts, outputs, summary, _same_content(subs))
         outputs.finish()
@@ -199,4 +208,5 @@ def print_summary(s: RunSummary, opts: GradeOptions, csv_path: str, json_path: s
         of = f" of {maxes.pop()}" if len(maxes) == 1 else ""
         print(f"  points: mean {sum(totals) / len(totals):.1f}{of}, lowest {min(totals)}, highest {max(totals)}")
     print(f"  seed: {'secret (hidden cases)' if opts.secret else 'public (the cases students see)'}")
+    print(f"  limits of a whole submission: {s.whole_limits}")
     print(f"  wrote {csv_path} and {json_path}")

@@ -13,12 +13,15 @@ The sandbox (on by default, Linux only) gives the kernel
   exercise modules (``nbhelpers/answer_keys`` holds only its ``__init__.py`` there, the registry,
   which then finds no chapter: the reference answers cannot be imported, and
   ``nbhelpers.checks``, which imports the registry, still can);
-- one private writable place, ``/tmp`` (a tmpfs of ``disk_mb``; also HOME and the working
-  folder), plus the job's channel folder (the kernel's sockets and the results file);
+- two private writable places, ``/tmp`` (also HOME and the working folder) and ``/dev/shm``
+  (tmpfs file systems of ``disk_mb`` together: :func:`disk_split`; the rest of ``/dev`` is
+  read-only), plus the job's channel folder (the kernel's sockets and the results file);
 - nothing else: no home folder, no submissions, no output files, no grader files.
 
 The limits (``prlimit``, with or without the sandbox) cap each process's address space, the size
-of any file it writes, its CPU time, and the processes the grading user may run meanwhile.
+of any file it writes, its CPU time, and the processes the grading user may run meanwhile; where
+the grader can make cgroups, the kernel's cgroups (:mod:`nbhelpers.grading.cgroups`) cap the
+processes and the memory of the whole submission.
 """
 
 from __future__ import annotations
@@ -156,11 +159,26 @@ def _python_mounts(argv0: str) -> list[str]:
     return args
 
 
+def disk_split(disk_mb: int) -> tuple[int, int]:
+    """The sizes in MB of the sandbox's two writable file systems, ``/dev/shm`` (a quarter) and
+    ``/tmp`` (the rest), for ``--max-disk`` MB in all; (0, 0): no limit."""
+    if not disk_mb:
+        return 0, 0
+    shm = max(1, disk_mb // 4)
+    return shm, max(1, disk_mb - shm)
+
+
 def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
     pkg = course_package_dir()
-    args = [*_ISOLATION, *_read_only_system(), "--proc", "/proc", "--dev", "/dev"]
-    if limits.disk_mb:
-        args += ["--size", str(limits.disk_mb * 2**20)]
+    # /dev: the device nodes, read-only, and a /dev/shm of its own (POSIX shared memory and
+    # semaphores: multiprocessing's locks); --max-disk covers /dev/shm and /tmp together
+    args = [*_ISOLATION, *_read_only_system(), "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+    shm_mb, tmp_mb = disk_split(limits.disk_mb)
+    if shm_mb:
+        args += ["--size", str(shm_mb * 2**20)]
+    args += ["--tmpfs", "/dev/shm"]
+    if tmp_mb:
+        args += ["--size", str(tmp_mb * 2**20)]
     args += ["--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
     args += _python_mounts(argv0)
     registry = pkg / "answer_keys" / "__init__.py"  # no references in it; nbhelpers.checks imports it
@@ -209,24 +227,31 @@ def _user_processes() -> int:
     return n
 
 
-# Sets the limits given as "NAME=soft:hard" arguments, then becomes the command after "--"
-# (where util-linux's prlimit is missing, as on macOS).
+# Joins the cgroups whose cgroup.procs files are given as "JOIN=path" arguments, sets the limits
+# given as "NAME=soft:hard" arguments, then becomes the command after "--" (used where cgroups are
+# to be joined, and where util-linux's prlimit is missing, as on macOS).
 _SET_LIMITS = (
     "import os, resource, sys\n"
     "i = sys.argv.index('--')\n"
     "for a in sys.argv[1:i]:\n"
-    "    name, value = a.split('=')\n"
-    "    soft, hard = (int(v) for v in value.split(':'))\n"
+    "    name, value = a.split('=', 1)\n"
+    "    if name == 'JOIN':\n"
+    "        with open(value, 'w') as f:\n"
+    "            f.write(str(os.getpid()))\n"
+    "        continue\n"
+    "    soft, hard = (resource.RLIM_INFINITY if v == 'unlimited' else int(v) for v in value.split(':'))\n"
     "    resource.setrlimit(getattr(resource, 'RLIMIT_' + name), (soft, hard))\n"
     "os.execvp(sys.argv[i + 1], sys.argv[i + 1:])\n"
 )
 
 
-def _limit_args(limits: Limits) -> list[str]:
-    """A command prefix that runs what follows it under ``limits``."""
-    values = {"CORE": (0, 0)}
-    if limits.memory_mb:
-        values["AS"] = (limits.memory_mb * 2**20,) * 2
+def _limit_args(limits: Limits, join: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """A command prefix that runs what follows it under ``limits``, in the cgroups whose
+    ``cgroup.procs`` files are ``join``."""
+    values: dict[str, tuple[int | str, int | str]] = {"CORE": (0, 0)}
+    # "unlimited" for no limit, rather than none: the worker that starts the kernel has a soft
+    # limit of its own (WORKER_MEMORY_MB), which the kernel is not to inherit
+    values["AS"] = (limits.memory_mb * 2**20,) * 2 if limits.memory_mb else ("unlimited", "unlimited")
     if limits.file_size_mb:
         values["FSIZE"] = (limits.file_size_mb * 2**20,) * 2
     if limits.cpu_seconds:
@@ -234,7 +259,7 @@ def _limit_args(limits: Limits) -> list[str]:
     if limits.processes and os.getuid() != 0:  # Linux does not apply this limit to root
         values["NPROC"] = (_user_processes() + limits.processes,) * 2
     prlimit = shutil.which("prlimit")
-    if prlimit is not None:
+    if prlimit is not None and not join:
         return [prlimit, *(f"--{k.lower()}={soft}:{hard}" for k, (soft, hard) in values.items()), "--"]
     return [
         sys.executable,
@@ -242,18 +267,22 @@ def _limit_args(limits: Limits) -> list[str]:
         "-S",
         "-c",
         _SET_LIMITS,
+        *(f"JOIN={path}" for path in join),
         *(f"{k}={soft}:{hard}" for k, (soft, hard) in values.items()),
         "--",
     ]
 
 
-def kernel_command(argv: list[str], channel: Path, limits: Limits, sandbox: bool) -> list[str]:
+def kernel_command(
+    argv: list[str], channel: Path, limits: Limits, sandbox: bool, join: list[str] | tuple[str, ...] = ()
+) -> list[str]:
     """The command line that starts a kernel whose own command is ``argv`` (a kernel spec's, with
-    ``{connection_file}`` in it): under the limits, and in the sandbox when ``sandbox``. The
+    ``{connection_file}`` in it): under the limits, in the cgroups whose ``cgroup.procs`` files
+    are ``join`` (:mod:`nbhelpers.grading.cgroups`), and in the sandbox when ``sandbox``. The
     kernel can write in ``channel`` (its sockets, its results)."""
     if not sandbox:
-        return _limit_args(limits) + list(argv)
+        return _limit_args(limits, join) + list(argv)
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed ({INSTALL_HINT})")
-    return _limit_args(limits) + [bwrap, *_sandbox_args(argv[0], channel, limits), "--", *argv]
+    return _limit_args(limits, join) + [bwrap, *_sandbox_args(argv[0], channel, limits), "--", *argv]

@@ -35,13 +35,16 @@ from typing import Any
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 import nbformat  # noqa: E402
+import zmq  # noqa: E402
+import zmq.asyncio  # noqa: E402
 from jupyter_client import AsyncKernelManager  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import DeadKernelError  # noqa: E402
 
+from .cgroups import Cgroups, SubmissionCgroup  # noqa: E402
 from .in_kernel import kernel_main  # noqa: E402
 from .jobs import Event, WorkerAnswer, json_lines, kill_group  # noqa: E402
-from .options import MAX_KERNEL_STARTS  # noqa: E402
+from .options import MAX_KERNEL_MESSAGE_BYTES, MAX_KERNEL_STARTS, WORKER_MEMORY_MB  # noqa: E402
 from .sandbox import Limits, kernel_command  # noqa: E402
 
 __all__ = ["worker_loop", "worker_main", "grading_cell", "kernel_source"]
@@ -49,6 +52,7 @@ __all__ = ["worker_loop", "worker_main", "grading_cell", "kernel_source"]
 _current_kernel_pid: list[int] = []  # the kernel to kill when the grader stops this worker
 _on_exit: list = []  # what to do before this worker is stopped (record the nonces it used)
 _current_job_dir: list[str] = []  # the job folder to delete when the grader is gone
+_current_cgroup: list[SubmissionCgroup] = []  # the kernel's cgroups, to empty and delete on the way out
 #: how often a worker checks that the grader that started it is still there (seconds)
 PARENT_CHECK_S = 0.5
 
@@ -79,6 +83,7 @@ def worker_loop(commands_fd: int, replies_fd: int) -> int:
     (:func:`worker_main`), answer DONE or FAILED (:class:`~nbhelpers.grading.jobs.WorkerAnswer`)
     on ``replies_fd``; exit at the end of input."""
     signal.signal(signal.SIGTERM, _on_term)
+    limit_own_memory(WORKER_MEMORY_MB)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     with os.fdopen(commands_fd, "r") as commands, os.fdopen(replies_fd, "w") as replies:
         for line in commands:
@@ -92,10 +97,35 @@ def worker_loop(commands_fd: int, replies_fd: int) -> int:
                 _current_kernel_pid.clear()
                 _on_exit.clear()
                 _current_job_dir.clear()
+                _current_cgroup.clear()
             sys.stdout.flush()
             replies.write(answer.value + "\n")
             replies.flush()
     return 0
+
+
+def limit_own_memory(mb: int) -> None:
+    """Cap this worker's address space at ``mb`` MB (the soft limit: a kernel's own limit replaces
+    it), so that whatever a kernel makes it hold fails this job (``MemoryError``: "grader error",
+    retried on a rerun) instead of taking the machine's memory from the classmates."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    want = mb * 2**20
+    if hard == resource.RLIM_INFINITY or want <= hard:
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+
+
+def _peak_mb() -> int | None:
+    """The most memory this worker has held at once so far (resident, MB; None: not known)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux, bytes on macOS
+    return round(kb / 1024 / (1024 if sys.platform == "darwin" else 1))
 
 
 def worker_main(job_path: str) -> int:
@@ -122,6 +152,8 @@ def _watch_parent(grader: int) -> None:
         time.sleep(PARENT_CHECK_S)
     for pid in _current_kernel_pid:
         kill_group(pid)
+    for cg in _current_cgroup:
+        cg.remove()
     for folder in (*_current_job_dir, os.getcwd()):
         if Path(folder).name.startswith("nbgrade-"):  # only the grader's own temporary folders
             shutil.rmtree(folder, ignore_errors=True)
@@ -131,6 +163,8 @@ def _watch_parent(grader: int) -> None:
 def _on_term(signum: int, frame: Any) -> None:
     for pid in _current_kernel_pid:
         kill_group(pid)
+    for cg in _current_cgroup:
+        cg.remove()
     for fn in _on_exit:
         try:
             fn()
@@ -139,8 +173,32 @@ def _on_term(signum: int, frame: Any) -> None:
     os._exit(143)
 
 
+_capped_context: list[zmq.asyncio.Context] = []
+
+
+def capped_context() -> zmq.asyncio.Context:
+    """The ZeroMQ context of every connection to a kernel: its sockets refuse a message larger
+    than MAX_KERNEL_MESSAGE_BYTES before it is received (the kernel is disconnected, the message
+    dropped), so that nothing a kernel sends (a 400 MB print) is ever held whole in this worker."""
+    if not _capped_context:
+        ctx = zmq.asyncio.Context()
+        ctx.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE_BYTES)
+        _capped_context.append(ctx)
+    return _capped_context[0]
+
+
+class _KernelManager(AsyncKernelManager):
+    """A kernel manager whose clients talk through :func:`capped_context`."""
+
+    def client(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("context", capped_context())
+        return super().client(**kwargs)
+
+
 class _Client(NotebookClient):
-    """nbclient's client, keeping only error outputs, and each cell's execute reply status."""
+    """nbclient's client, keeping only error outputs, and each cell's execute reply status;
+    nothing of widgets (comm messages) or display ids, which nbclient would otherwise keep for
+    as long as the kernel sends them."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, on_cell_executed=self._note_reply, **kw)
@@ -155,6 +213,12 @@ class _Client(NotebookClient):
             }
         else:
             self.reply_errors.pop(cell_index, None)
+
+    def handle_comm_msg(self, outs, msg, cell_index):  # no widget state, no comm objects, no log line
+        return None
+
+    def _update_display_id(self, display_id, msg):  # display ids are not kept either
+        return None
 
     def output(self, outs, msg, display_id, cell_index):  # keep errors only: bounded memory
         if msg.get("msg_type") == "error":
@@ -236,6 +300,8 @@ class _Worker:
         self.deaths: dict[Any, int] = {}  # cell index or exercise id -> kernels it killed
         self.reported: set[tuple[Event, int]] = set()  # (kind, cell) already reported by an earlier kernel
         self.limits = Limits(**job["limits"])
+        where = job.get("cgroups")
+        self.cgroups = Cgroups(int(where["version"]), dict(where["parents"])) if where else None
 
     def event(self, event: Event, **kw: Any) -> None:
         self.events.write(json.dumps({"event": event.value, **kw}) + "\n")
@@ -245,18 +311,20 @@ class _Worker:
         for start in range(1, MAX_KERNEL_STARTS + 1):
             if not self._in_a_kernel(start):
                 break
-        self.event(Event.DONE, kernel_starts=start)
+        self.event(Event.DONE, kernel_starts=start, worker_peak_mb=_peak_mb())
         self.events.close()
 
-    def _kernel_manager(self, channel: Path) -> AsyncKernelManager:
+    def _kernel_manager(self, channel: Path, cgroup: SubmissionCgroup | None) -> AsyncKernelManager:
         """A kernel manager whose kernel starts under the limits (in the sandbox, unless the job
-        says no) and talks through Unix sockets in ``channel`` (no network is needed)."""
-        km = AsyncKernelManager(kernel_name=self.job["kernel_name"])
+        says no, and in ``cgroup`` when there is one) and talks through Unix sockets in
+        ``channel`` (no network is needed)."""
+        km = _KernelManager(kernel_name=self.job["kernel_name"])
         spec = km.kernel_spec
         argv = list(spec.argv)
         if argv and argv[0] in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
             argv[0] = sys.executable
-        spec.argv = kernel_command(argv, channel, self.limits, bool(self.job["sandbox"]))
+        join = cgroup.procs_files if cgroup is not None else ()
+        spec.argv = kernel_command(argv, channel, self.limits, bool(self.job["sandbox"]), join)
         spec.interrupt_mode = "message"  # a signal cannot reach into the sandbox; a message can
         km.transport = "ipc"
         km.ip = str(channel / "k")
@@ -271,9 +339,10 @@ class _Worker:
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(src) for _, src in self.cells]
         cwd = str(channel) if self.job["sandbox"] else self.job["cwd"]
+        cgroup = self._new_cgroup()
         client = _Client(
             nb,
-            km=self._kernel_manager(channel),
+            km=self._kernel_manager(channel, cgroup),
             timeout=int(math.ceil(self.cell_timeout)),
             allow_errors=True,
             interrupt_on_timeout=True,
@@ -302,6 +371,32 @@ class _Worker:
             for pid in _current_kernel_pid:
                 kill_group(pid)  # the kernel's own process group: whatever it started goes too
             _current_kernel_pid.clear()
+            if cgroup is not None:
+                self._end_cgroup(cgroup)
+
+    def _new_cgroup(self) -> SubmissionCgroup | None:
+        """The cgroups of the next kernel (None where the grader cannot make them), named in the
+        job's cgroups file, so that the grader can empty and delete them if this worker is killed."""
+        if self.cgroups is None:
+            return None
+        cgroup = SubmissionCgroup(self.cgroups, self.limits.processes, self.limits.memory_mb)
+        _current_cgroup[:] = [cgroup]
+        with open(Path(self.job["dir"]) / "cgroups.txt", "a") as f:
+            f.write("".join(f"{d}\n" for d in cgroup.dirs))
+        return cgroup
+
+    def _end_cgroup(self, cgroup: SubmissionCgroup) -> None:
+        """Report the whole-submission limits the kernel ran into, then kill what is left of it."""
+        reached = cgroup.reached()
+        if reached:
+            self.event(
+                Event.LIMIT_REACHED,
+                limits=reached,
+                processes=self.limits.processes,
+                memory_mb=self.limits.memory_mb,
+            )
+        cgroup.remove()
+        _current_cgroup.clear()
 
     def _note_kernel(self, client: _Client) -> None:
         """Remember the kernel's process id, here (for SIGTERM) and in the job's kernels file."""

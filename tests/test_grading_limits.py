@@ -1,0 +1,230 @@
+"""The limits around a submission's kernel, piece by piece: where cgroups are found (on fake
+cgroup trees of both versions, and on this machine), what one kernel's cgroups hold and how they
+are emptied, the sandbox's /dev and its sizes, and what the worker keeps of what a kernel sends.
+The same limits under attack, beside honest submissions, are in tests/test_grading_attacks.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import zmq
+from nbclient import NotebookClient
+
+from nbhelpers.grading.cgroups import Cgroups, SubmissionCgroup, find_cgroups
+from nbhelpers.grading.options import MAX_KERNEL_MESSAGE_BYTES, GradeOptions
+from nbhelpers.grading.sandbox import Limits, _sandbox_args, disk_split, kernel_command
+from nbhelpers.grading.worker import _Client, _KernelManager, capped_context
+
+
+# ---- finding cgroups ------------------------------------------------------------------------------
+
+
+def fake_v1(root: Path, own: str = "/grader") -> Path:
+    """A cgroup v1 tree whose pids and memory hierarchies put this process in ``own``; a folder
+    made in it gets the files a kernel would (as the cgroup file system makes them)."""
+    for c, files in (("pids", ("pids.max",)), ("memory", ("memory.limit_in_bytes",))):
+        (root / c / own.lstrip("/")).mkdir(parents=True)
+    proc = root / "self_cgroup"
+    proc.write_text(f"8:pids:{own}\n4:memory:{own}\n1:cpu:/\n0::/\n")
+    return proc
+
+
+def like_cgroupfs(monkeypatch, files: tuple[str, ...]) -> None:
+    """Folders made from now on behave as in the cgroup file system: a new one holds ``files``, and
+    one that holds nothing but such files can be removed."""
+    real_mkdir, real_rmdir = Path.mkdir, Path.rmdir
+
+    def mkdir(self, *a, **kw):
+        real_mkdir(self, *a, **kw)
+        for f in files:
+            (self / f).write_text("")
+
+    def rmdir(self):
+        for f in self.iterdir() if self.is_dir() else []:
+            if f.is_file():
+                f.unlink()
+        real_rmdir(self)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(Path, "rmdir", rmdir)
+
+
+def test_cgroup_v1_is_found_where_its_folders_can_be_made(tmp_path, monkeypatch):
+    proc = fake_v1(tmp_path)
+    # a plain folder has no pids.max: the grader says so instead of trusting it
+    why = find_cgroups(tmp_path, proc)
+    assert isinstance(why, str) and "has no pids.max" in why
+    like_cgroupfs(monkeypatch, ("pids.max", "memory.limit_in_bytes", "cgroup.procs"))
+    found = find_cgroups(tmp_path, proc)
+    assert found == Cgroups(1, {"pids": str(tmp_path / "pids/grader"), "memory": str(tmp_path / "memory/grader")})
+    assert not list((tmp_path / "pids/grader").iterdir())  # the probe was removed
+    cg = SubmissionCgroup(found, processes=64, memory_mb=512)
+    assert [d.parent for d in cg.dirs] == [tmp_path / "pids/grader", tmp_path / "memory/grader"]
+    assert (cg.dirs[0] / "pids.max").read_text() == "64"
+    assert (cg.dirs[1] / "memory.limit_in_bytes").read_text() == str(512 * 2**20)
+    assert cg.procs_files == [str(d / "cgroup.procs") for d in cg.dirs]
+    assert cg.reached() == []
+    (cg.dirs[0] / "pids.events").write_text("max 3\n")
+    (cg.dirs[1] / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    assert cg.reached() == ["processes", "memory"]
+    cg.remove()
+    assert not any(d.exists() for d in cg.dirs)
+
+
+def test_cgroup_v2_is_found_where_the_controllers_can_be_enabled(tmp_path, monkeypatch):
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    (tmp_path / "grader" / "cgroup.subtree_control").write_text("")
+    proc = tmp_path / "self_cgroup"
+    proc.write_text("0::/grader\n")
+    like_cgroupfs(monkeypatch, ("pids.max", "memory.max", "cgroup.procs", "memory.events", "pids.events"))
+    found = find_cgroups(tmp_path, proc)
+    assert found == Cgroups(2, {"pids": str(tmp_path / "grader"), "memory": str(tmp_path / "grader")})
+    assert (tmp_path / "grader" / "cgroup.subtree_control").read_text() == "+pids +memory"
+    cg = SubmissionCgroup(found, processes=10, memory_mb=100)
+    assert len(cg.dirs) == 1 and (cg.dirs[0] / "memory.max").read_text() == str(100 * 2**20)
+    (cg.dirs[0] / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n")
+    assert cg.reached() == ["memory"]
+    cg.remove()
+    assert not cg.dirs[0].exists()
+
+
+def test_no_cgroups_is_said_in_words(tmp_path):
+    proc = tmp_path / "self_cgroup"
+    proc.write_text("0::/\n")
+    assert "no writable pids and memory cgroups" in find_cgroups(tmp_path, proc)
+    assert "this system has no cgroups" in find_cgroups(tmp_path, tmp_path / "missing")
+    opts = GradeOptions(cgroups_missing="no writable pids and memory cgroups (...) were found")
+    assert opts.whole_submission_limits().startswith("none: per-process limits only (no writable")
+
+
+def test_this_machines_cgroups_hold_a_kernels_processes():
+    """Where this machine lets the grader make cgroups, a process started by kernel_command is in
+    them before it runs anything, whatever it starts stays there, and remove() empties them."""
+    where = find_cgroups()
+    if isinstance(where, str):
+        pytest.skip(f"no cgroups the grader can make here: {where}")
+    cg = SubmissionCgroup(where, processes=16, memory_mb=0)
+    try:
+        code = "import subprocess; p = subprocess.Popen(['sleep', '30']); print(p.pid, flush=True); p.wait()"
+        cmd = kernel_command([sys.executable, "-c", code], Path("/nonexistent"), Limits(), False, cg.procs_files)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        child = int(proc.stdout.readline())
+        assert {proc.pid, child} <= cg.pids()
+        cg.remove()
+        assert proc.wait(timeout=10) != 0
+        proc.stdout.close()
+        assert not any(d.exists() for d in cg.dirs)
+    finally:
+        cg.remove()
+
+
+# ---- the sandbox's file systems --------------------------------------------------------------------
+
+
+def test_dev_is_read_only_and_the_disk_is_split_between_tmp_and_shm():
+    assert disk_split(256) == (64, 192) and disk_split(0) == (0, 0) and disk_split(1) == (1, 1)
+    args = _sandbox_args(sys.executable, Path("/tmp/channel"), Limits(disk_mb=256))
+    at = args.index("--remount-ro")
+    assert args[at - 2 : at + 2] == ["--dev", "/dev", "--remount-ro", "/dev"]
+    assert args[at + 2 : at + 6] == ["--size", str(64 * 2**20), "--tmpfs", "/dev/shm"]
+    assert args[at + 6 : at + 10] == ["--size", str(192 * 2**20), "--tmpfs", "/tmp"]
+    unsized = _sandbox_args(sys.executable, Path("/tmp/channel"), Limits(disk_mb=0))
+    assert "--size" not in unsized and "/dev/shm" in unsized
+
+
+def test_no_memory_limit_means_none_inherited():
+    """--max-memory 0 lifts the worker's own soft limit in the kernel rather than passing it on
+    (with prlimit, and with the Python stand-in that also joins cgroups)."""
+    show = [sys.executable, "-c", "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"]
+    worker = "import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2**34, -1)); "
+    worker += "os.execvp(sys.argv[1], sys.argv[1:])"
+    for join in ((), ("/dev/null",)):
+        cmd = kernel_command(show, Path("/nonexistent"), Limits(memory_mb=0), False, join)
+        out = subprocess.run([sys.executable, "-c", worker, *cmd], capture_output=True, text=True)
+        assert out.stdout.strip() == "-1", (join, out.stdout, out.stderr)
+        cmd = kernel_command(show, Path("/nonexistent"), Limits(memory_mb=1000), False, join)
+        out = subprocess.run([sys.executable, "-c", worker, *cmd], capture_output=True, text=True)
+        assert out.stdout.strip() == str(1000 * 2**20), (join, out.stdout, out.stderr)
+
+
+# ---- what the worker keeps of what a kernel sends ------------------------------------------------
+
+
+def comm_open(i: int) -> dict:
+    state = {"_model_module": "m", "_model_name": "w", "v": "z" * 1000}
+    content = {"comm_id": f"c{i}", "target_name": "jupyter.widget", "data": {"state": state, "buffer_paths": []}}
+    return {"msg_type": "comm_open", "content": content, "buffers": []}
+
+
+def test_the_worker_keeps_no_widget_state():
+    """nbclient keeps the state of every widget a kernel opens, for as long as it runs (this
+    version does: the plain client below); the worker's client keeps none."""
+    nb = nbformat.v4.new_notebook()
+    plain, ours = NotebookClient(nb), _Client(nb)
+    for client in (plain, ours):
+        for i in range(3):
+            client.handle_comm_msg([], comm_open(i), 0)
+    assert len(plain.widget_state) == 3
+    assert ours.widget_state == {} and ours.widget_buffers == {} and ours.comm_objects == {}
+
+
+def test_every_socket_to_a_kernel_refuses_large_messages(tmp_path):
+    ctx = capped_context()
+    assert ctx is capped_context()
+    sock = ctx.socket(zmq.SUB)
+    try:
+        assert sock.getsockopt(zmq.MAXMSGSIZE) == MAX_KERNEL_MESSAGE_BYTES == 16 * 2**20
+    finally:
+        sock.close()
+    km = _KernelManager(kernel_name="python3")
+    km.connection_file = str(tmp_path / "c.json")
+    assert km.client().context is ctx
+
+
+def test_a_message_past_the_cap_is_never_received():
+    """A peer that sends more than MAX_KERNEL_MESSAGE_BYTES in one message is disconnected; the
+    message never reaches the worker, and the next small one from a new connection does."""
+    ctx = capped_context()
+    pull = ctx.socket(zmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    plain = zmq.Context()
+    push = plain.socket(zmq.PUSH)
+    push.connect(f"tcp://127.0.0.1:{port}")
+    try:
+        push.send(b"x" * (MAX_KERNEL_MESSAGE_BYTES + 1))
+        push.send(b"small")  # on the same connection: dropped with it
+        again = plain.socket(zmq.PUSH)
+        again.connect(f"tcp://127.0.0.1:{port}")
+        again.send(b"after")
+        got = []
+
+        async def receive():
+            while True:
+                if not await pull.poll(2000):
+                    return
+                got.append(await pull.recv())
+
+        asyncio.run(receive())
+        again.close(linger=0)
+        assert b"after" in got and all(len(m) <= MAX_KERNEL_MESSAGE_BYTES for m in got), [len(m) for m in got]
+    finally:
+        push.close(linger=0)
+        pull.close(linger=0)
+        plain.term()
+
+
+def test_the_worker_caps_its_own_memory():
+    code = (
+        "import resource; from nbhelpers.grading.worker import limit_own_memory; limit_own_memory(1024); "
+        "print(resource.getrlimit(resource.RLIMIT_AS)[0]); b = bytearray(2 * 2**30)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.split()[0] == str(2**30) and "MemoryError" in out.stderr
