@@ -10,6 +10,7 @@ None of them raises on a student's value (:func:`compare`, the comparison itself
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Any, Callable
@@ -291,21 +292,22 @@ def close_to(rtol: float) -> Callable[[Any, Any], str | None]:
     """
     if not (isinstance(rtol, float) and 0.0 < rtol < 1.0):
         raise ValueError(f"rtol must be a float between 0 and 1, got {rtol!r}")
-
-    def close(got: Any, expected: Any) -> str | None:
-        reason = same_value(got, expected)
-        if reason is None:
-            return None
-        try:
-            g = float(got)
-        except Exception:
-            return reason
-        e = float(expected)
-        if not (math.isfinite(e) and e != 0.0):
-            return reason
-        if math.isfinite(g) and abs(g - e) <= rtol * abs(e):
-            return None
-        return f"{reason} (tolerance: relative {rtol:g})"
-
-    close.__name__ = f"close_to({rtol:g})"
+    close = functools.partial(_close_to, rtol=rtol)  # a partial, not a closure: it pickles
+    close.__name__ = f"close_to({rtol:g})"  # type: ignore[attr-defined]
     return close
+
+
+def _close_to(got: Any, expected: Any, rtol: float) -> str | None:
+    reason = same_value(got, expected)
+    if reason is None:
+        return None
+    try:
+        g = float(got)
+    except Exception:
+        return reason
+    e = float(expected)
+    if not (math.isfinite(e) and e != 0.0):
+        return reason
+    if math.isfinite(g) and abs(g - e) <= rtol * abs(e):
+        return None
+    return f"{reason} (tolerance: relative {rtol:g})"

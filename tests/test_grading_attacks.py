@@ -639,6 +639,17 @@ _shm, _tmp = _fill("/dev/shm/fill", 100), _fill("/tmp/fill", 100)
 raise RuntimeError(f"/dev {_dev}; /dev/shm took {_shm} MB; /tmp took {_tmp} MB")
 """
 
+# Files of 32 MB in its channel folder (the one folder outside its sandbox's own that it can
+# write), up to 2,300 MB in all: more than --max-memory 2048, which is what bounds it there
+FILLS_CHANNEL = """
+import os, sys
+_channel = next(os.path.dirname(os.path.abspath(a)) for a in sys.argv if a.endswith(".json"))
+for _i in range(72):
+    with open(os.path.join(_channel, f"fill{_i}"), "wb") as f:
+        for _ in range(32):
+            f.write(b"x" * 2**20)
+"""
+
 PRINTS_200_MB = 'print("x" * (200 * 2**20))'
 
 # comm_open messages as a widget library sends them, 1 MB of state each, for 4 s: nbclient kept
@@ -676,6 +687,9 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
         ("ex01_fills_dev", FILLS_DEV),
     ]:
         write(with_cell(payload), subs / f"{name}.ipynb")
+    where = find_cgroups()
+    if not isinstance(where, str):  # without cgroups it would write its 2.3 GB to this disk
+        write(with_cell(FILLS_CHANNEL), subs / "ex01_fills_channel.ipynb")
     for name, payload in [("ex01_prints_200_mb", PRINTS_200_MB), ("ex01_opens_comms", OPENS_COMMS)]:
         nb = solution()
         nb.cells.append(nbformat.v4.new_code_cell(payload))  # last: the cells after a flood lose their output
@@ -699,7 +713,6 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
     for name in got:  # every attacker keeps its honest functions' points
         assert got[name]["total"] >= FULL - POINTS["ex01.round_nearest_even"], (name, got[name]["detail"])
 
-    where = find_cgroups()
     limits = data["grader"]["whole_submission_limits"]
     assert f"limits of a whole submission: {limits}" in proc.stdout
     if isinstance(where, str):  # no cgroups here: the run must say so, and why
@@ -712,6 +725,13 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
         procs = got["ex01_starts_processes"]["detail"]
         started = int(re.search(r"processes started: (\d+) of 150", procs).group(1))
         assert started < processes and f"its limit of {processes} processes and threads" in procs, procs
+        fill = got["ex01_fills_channel"]
+        if "its channel folder in /dev/shm" in limits:  # a tmpfs: what the kernel writes there is its memory
+            assert fill["status"] == "kernel died" and f"its {memory_mb} MB of memory" in fill["detail"], fill
+        else:
+            assert "its channel folder in the temporary folder, limited per file only" in limits
+        assert fill["total"] == FULL, fill["detail"]  # the cell that filled it was left out
+        assert not list(Path("/dev/shm").glob("nbgrade-*"))
 
     dev = re.search(r"/dev (\S+); /dev/shm took (\d+) MB; /tmp took (\d+) MB", got["ex01_fills_dev"]["detail"])
     shm_mb, tmp_mb = disk_split(disk_mb)

@@ -24,8 +24,8 @@ def test_grader_is_not_dumpable():
     if not sys.platform.startswith("linux"):
         pytest.skip("prctl is Linux only")
     code = (
-        "import ctypes; from nbhelpers.grading.cli import _not_dumpable; libc = ctypes.CDLL(None); "
-        "print(libc.prctl(3, 0, 0, 0, 0)); _not_dumpable(); print(libc.prctl(3, 0, 0, 0, 0))"
+        "import ctypes; from nbhelpers.grading.jobs import not_dumpable; libc = ctypes.CDLL(None); "
+        "print(libc.prctl(3, 0, 0, 0, 0)); not_dumpable(); print(libc.prctl(3, 0, 0, 0, 0))"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, check=True).stdout
     assert out.split() == ["1", "0"]

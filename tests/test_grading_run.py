@@ -44,6 +44,7 @@ from helpers import (
     write,
 )
 from nbhelpers.checks import exercises_of, run_check
+from nbhelpers.grading.cgroups import find_cgroups
 from nbhelpers.grading.cli import main
 from nbhelpers.grading.sandbox import Limits, kernel_command
 
@@ -683,13 +684,17 @@ def _children(pid: int) -> list[int]:
 )
 def test_a_grader_killed_with_kill_9_leaves_no_worker_kernel_or_job_folder(tmp_path, sandbox):
     """kill -9 of the grader cannot stop its workers; each worker sees its grader gone, kills its
-    kernel and deletes its job folder and the run's folder of logs, within seconds."""
+    kernel and deletes its job folder, its channel folders (on /dev/shm where they are there), its
+    kernel's cgroups and the run's folder of logs, within seconds."""
+    where = find_cgroups()
     subs = tmp_path / "subs"
     subs.mkdir()
     nb = solution()
     insert_code(nb, "def decode_bits(", "import time\nprint('sleeping', flush=True)\ntime.sleep(300)")
     write(nb, subs / "ex01_sleeper.ipynb")
     before = set(Path(tempfile.gettempdir()).glob("nbgrade-*"))
+    places = [Path("/dev/shm")] + ([Path(d) for d in where.parents.values()] if not isinstance(where, str) else [])
+    before_elsewhere = {p for d in places for p in d.glob("nbgrade-*")}  # channel folders, cgroups
     cmd = [sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(tmp_path / "g.csv")]
     cmd += ["--json", str(tmp_path / "g.json"), "--cell-timeout", "600", "--timeout", "900"]
     proc = subprocess.Popen(
@@ -721,6 +726,7 @@ def test_a_grader_killed_with_kill_9_leaves_no_worker_kernel_or_job_folder(tmp_p
         while time.monotonic() < deadline and set(Path(tempfile.gettempdir()).glob("nbgrade-*")) - before:
             time.sleep(0.2)
         assert not set(Path(tempfile.gettempdir()).glob("nbgrade-*")) - before
+        assert not {p for d in places for p in d.glob("nbgrade-*")} - before_elsewhere
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -22,10 +22,12 @@ the grader
    encoding (JSON with tagged NaN, infinities, -0.0, arrays as dtype, shape and bytes), every
    line with a nonce made for that cell (lines without it are ignored as tampering); nothing
    from the kernel is ever unpickled, executed or imported;
-4. judges those results in this process with :func:`nbhelpers.checks.score`, the very code a
-   notebook's ``check`` cell uses, against expected results computed here from the course's
-   references. The cases come from ``cases_for(exercise, seed)``: seed 0 is what students see,
-   any other seed (``--seed``) gives hidden cases. The seed never leaves this process.
+4. judges those results with :func:`nbhelpers.checks.score`, the very code a notebook's
+   ``check`` cell uses, against expected results computed here from the course's references,
+   in a judge process of this grader's with limits of its own (:mod:`.judge_process`). The
+   cases come from ``cases_for(exercise, seed)``: seed 0 is what students see, any other seed
+   (``--seed``) gives hidden cases. The seed never leaves this process (the judges get the
+   plans, not the seed).
 
 Results are written as each submission finishes: its record appended (and synced) to the JSON
 file's journal, and its CSV row; the JSON file is rewritten atomically at the start and the end
@@ -52,12 +54,14 @@ The modules, one role each (an arrow: what a module imports from the package):
   (-> cgroups, in_kernel, jobs, options, sandbox)
 - :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and
   record (-> in_kernel, jobs, options, submissions, untrusted)
+- :mod:`~nbhelpers.grading.judge_process` judging a submission in a process of its own, under time and memory limits
+  (-> jobs, judging)
 - :mod:`~nbhelpers.grading.outputs`      the CSV and JSON files: atomic writes, resuming, setting damaged files aside
   (-> options, submissions, untrusted)
 - :mod:`~nbhelpers.grading.run`          :func:`grade`, the run loop, the progress bar and the summary
-  (-> cgroups, judging, jobs, options, outputs, sandbox, submissions)
+  (-> cgroups, judge_process, judging, jobs, options, outputs, sandbox, submissions)
 - :mod:`~nbhelpers.grading.cli`          the command line: its options, the seed (concealed, or from a file),
-  :func:`main` (-> options, run, sandbox)
+  :func:`main` (-> jobs, options, run, sandbox)
 
 docs/grading.md is the instructor's guide: options, outputs, statuses, the trust model (what the
 sandbox stops and what it does not) and its known limits.

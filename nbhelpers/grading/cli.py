@@ -4,7 +4,7 @@ its options, keeping the secret seed out of sight, and :func:`main`.
 The seed must not be readable by a student's code, which runs as the same user: a ``--seed`` on
 the command line is handed over to a fresh copy of the process through a pipe
 (:func:`_conceal_seed`), and on Linux the process makes itself non-dumpable
-(:func:`_not_dumpable`) before it grades anything.
+(:func:`~nbhelpers.grading.jobs.not_dumpable`) before it grades anything.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import re
 import sys
 from typing import Any, Callable
 
+from .jobs import not_dumpable
 from .options import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT, GradeOptions, Status
 from .outputs import OutputsBusy
 from .run import grade, print_summary
@@ -66,20 +67,6 @@ def _conceal_seed(argv: list[str]) -> None:
         os.execv(sys.executable, [sys.executable, "-m", "nbhelpers.grade", *rest, "--seed-fd", str(r)])
     except OSError as e:  # pragma: no cover - exec failed: carry on, the seed stays visible
         print(f"nbhelpers.grade: could not hide the seed from the process list ({e})", file=sys.stderr)
-
-
-def _not_dumpable() -> None:
-    """Linux: make this process's memory, environment and open files unreadable to other processes
-    of the same user (prctl PR_SET_DUMPABLE 0), so a student's kernel cannot read the seed there.
-    Children start dumpable again after exec, so workers and kernels are unaffected."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except Exception:  # pragma: no cover
-        pass
 
 
 def _read_seed(args: argparse.Namespace) -> int:
@@ -265,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         limits=limits,
     )
     if opts.secret:
-        _not_dumpable()
+        not_dumpable()
     if not opts.sandbox:
         print(
             "nbhelpers.grade: warning: grading without a sandbox (--no-sandbox): each submission's code runs as "

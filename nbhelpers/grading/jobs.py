@@ -37,6 +37,7 @@ __all__ = [
     "Running",
     "WorkerProcess",
     "kill_group",
+    "not_dumpable",
     "raw_lines",
     "json_lines",
     "read_events",
@@ -71,6 +72,21 @@ class Event(StrEnum):
     GRADING_CELL = "grading_cell"  # a grading cell's results file and nonce
     LIMIT_REACHED = "limit_reached"  # a kernel ran into a limit of its cgroups (limits: "memory", "processes")
     DONE = "done"  # the worker got to the end of the job
+
+
+def not_dumpable() -> None:
+    """Linux: make this process's memory, environment and open files unreadable to other processes
+    of the same user (prctl PR_SET_DUMPABLE 0), so a student's kernel cannot read the seed or the
+    expected results there. Children start dumpable again after exec, so workers and kernels are
+    unaffected; a judge process makes itself non-dumpable too."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except Exception:  # pragma: no cover
+        pass
 
 
 def kill_group(pid: int) -> None:
@@ -369,6 +385,11 @@ class Job:
             raise
 
     def _write(self, cells: list, inputs_json: str, exercise_ids: list[str], opts: GradeOptions) -> None:
+        # the kernels' channel folders: on the run's tmpfs where there is one (what a kernel writes
+        # there counts in its memory cgroup), else here
+        self.channels = self.dir
+        if opts.channels_root:
+            self.channels = Path(tempfile.mkdtemp(prefix="nbgrade-", dir=opts.channels_root))
         self.kernel_dir = self.dir / "kernel"
         self.kernel_dir.mkdir()
         inputs = self.dir / "inputs.json"
@@ -376,6 +397,7 @@ class Job:
         job = {
             "cells": cells,
             "dir": str(self.dir),
+            "channels": str(self.channels),
             "cwd": str(self.kernel_dir),
             "inputs": str(inputs),
             "events": str(self.dir / "events.jsonl"),
@@ -413,6 +435,8 @@ class Job:
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        if getattr(self, "channels", self.dir) != self.dir:
+            shutil.rmtree(self.channels, ignore_errors=True)
 
     def __enter__(self) -> Job:
         return self

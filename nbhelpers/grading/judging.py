@@ -42,6 +42,7 @@ __all__ = [
     "event_text",
     "status_of",
     "grade_one",
+    "judge_submission",
 ]
 
 # =============================================================================================
@@ -438,11 +439,20 @@ def _not_checked(plan: ChapterPlan | None, why: str) -> dict:
     return {p.exercise.id: _unscored(p, CheckStatus.NOT_RUN, why) for p in plan.exercises}
 
 
-def grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: GradeOptions, running: Running) -> dict:
-    """Grade one submission; never raises (an unexpected failure is a "grader error" record)."""
+def grade_one(
+    sub: Submission,
+    plans: dict[int, ChapterPlan | None],
+    opts: GradeOptions,
+    running: Running,
+    judges: Any = None,
+) -> dict:
+    """Grade one submission; never raises (an unexpected failure is a "grader error" record).
+    Its results are judged by ``judges`` (a :class:`nbhelpers.grading.judge_process.Judges`, whose
+    ``judge`` gives what :func:`judge_submission` gives and why judging failed), or in this process
+    when None."""
     t0 = time.monotonic()
     try:
-        return _grade_one(sub, plans, opts, running, t0)
+        return _grade_one(sub, plans, opts, running, t0, judges)
     except Exception as e:  # noqa: BLE001 - one submission's failure must not stop the run
         plan = _plan_for(plans, opts.chapter)
         return _record(
@@ -458,7 +468,12 @@ def grade_one(sub: Submission, plans: dict[int, ChapterPlan | None], opts: Grade
 
 
 def _grade_one(
-    sub: Submission, plans: dict[int, ChapterPlan | None], opts: GradeOptions, running: Running, t0: float
+    sub: Submission,
+    plans: dict[int, ChapterPlan | None],
+    opts: GradeOptions,
+    running: Running,
+    t0: float,
+    judges: Any,
 ) -> dict:
     chapter, note = detect_chapter(sub.file, sub.cells, opts.chapter)
     skip = _why_not_run(sub, chapter, note, opts)
@@ -483,16 +498,21 @@ def _grade_one(
     with Job(cells, plan.inputs_json, exercise_ids, opts) as job:
         total_timeout = job.run(running, opts.timeout)
         events = job.events()
-        outputs = read_outputs(events, plan)
         worker_failed = not total_timeout and not any(e.get("event") == Event.DONE for e in events)
         if worker_failed and running.stopping:
             raise KeyboardInterrupt
         log_tail = job.log_tail() if worker_failed else []
-    results = _judge_all(plan, outputs.records, events, _missing_reason(total_timeout, worker_failed, opts))
+        missing = _missing_reason(total_timeout, worker_failed, opts)
+        if judges is None:
+            results, sources, foreign, unjudged = *judge_submission(plan, events, sub.cells, missing), ""
+        else:  # while the job's files exist
+            results, sources, foreign, unjudged = judges.judge(chapter, events, sub.cells, missing)
     details = [note] + [event_text(e) for e in events]
-    if outputs.foreign_lines:
+    if unjudged:
+        details.append(f"its results could not be judged: {unjudged}")
+    if foreign:
         details.append(
-            f"tampering: {outputs.foreign_lines} line{'s' if outputs.foreign_lines != 1 else ''} in the "
+            f"tampering: {foreign} line{'s' if foreign != 1 else ''} in the "
             "results files did not come from the grading cell (ignored)"
         )
     if total_timeout:
@@ -504,7 +524,6 @@ def _grade_one(
         for r in results.values()
         if r.status in (CheckStatus.TIMEOUT, CheckStatus.MISSING, CheckStatus.DIED, CheckStatus.ERROR)
     ]
-    sources = graded_sources(outputs.records, sub.cells)
     details += [
         f"{ex_id}: the function graded is not defined in the notebook as shown"
         if g["in_notebook"] is False
@@ -518,6 +537,18 @@ def _grade_one(
     rec = _record(sub, chapter, status, details, results, plan, opts, t0, peak)
     rec["graded_sources"] = sources
     return rec
+
+
+def judge_submission(
+    plan: ChapterPlan, events: list[dict], cells: list[tuple[int, str]], missing: tuple[CheckStatus, str]
+) -> tuple[dict[str, CheckResult], dict[str, dict], int]:
+    """Read, decode and judge what a submission's grading cells wrote (the files its ``events``
+    name): each exercise's result, the graded functions' sources (:func:`graded_sources`), and the
+    count of foreign lines in the results files. ``missing``: (status, error) of an exercise with
+    no results. Run in a judge process (:mod:`nbhelpers.grading.judge_process`), or here."""
+    outputs = read_outputs(events, plan)
+    results = _judge_all(plan, outputs.records, events, missing)
+    return results, graded_sources(outputs.records, cells), outputs.foreign_lines
 
 
 def graded_sources(records: dict[str, dict], cells: list[tuple[int, str]]) -> dict[str, dict]:

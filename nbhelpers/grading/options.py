@@ -95,12 +95,20 @@ class GradeOptions:
     # None: per-process limits only (why: ``cgroups_missing``). Set by ``run.grade``.
     cgroups: Cgroups | None = None
     cgroups_missing: str = ""
+    # the folder the kernels' channel folders are made in, on a tmpfs whose pages count in the
+    # kernel's memory cgroup ("": in each job's folder, in the system's temporary folder)
+    channels_root: str = ""
 
     def whole_submission_limits(self) -> str:
         """What limits a submission as a whole, in words (for the summary and the JSON file)."""
-        if self.cgroups is not None:
-            return self.cgroups.describe()
-        return f"none: per-process limits only ({self.cgroups_missing or 'not looked for'})"
+        if self.cgroups is None:
+            return f"none: per-process limits only ({self.cgroups_missing or 'not looked for'})"
+        where = (
+            "its channel folder in /dev/shm, counted in that memory"
+            if self.channels_root
+            else "its channel folder in the temporary folder, limited per file only"
+        )
+        return f"{self.cgroups.describe()}; {where}"
 
     @property
     def secret(self) -> bool:

@@ -4,7 +4,10 @@ submissions (``--jobs`` at a time), the progress bar and the summary printed at 
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -14,6 +17,7 @@ from typing import Any, Iterable
 
 from .cgroups import find_cgroups
 from .jobs import Running
+from .judge_process import Judges
 from .judging import ChapterPlan, grade_one, plan_chapter
 from .options import STATUSES, GradeOptions, Status
 from .outputs import Outputs
@@ -70,6 +74,53 @@ def grade(
             opts = dataclasses.replace(opts, cgroups_missing=where)
         else:
             opts = dataclasses.replace(opts, cgroups=where)
+    made_root = None
+    if not opts.channels_root and channels_on_shm(opts):
+        remove_stale_channel_roots()
+        made_root = tempfile.mkdtemp(prefix=f"{CHANNELS_PREFIX}{os.getpid()}-", dir=SHM)
+        opts = dataclasses.replace(opts, channels_root=made_root)
+    try:
+        return _grade(paths, csv_path, json_path, opts)
+    finally:
+        if made_root is not None:
+            shutil.rmtree(made_root, ignore_errors=True)
+
+
+#: the tmpfs the kernels' channel folders go on, where :func:`channels_on_shm` allows
+SHM = "/dev/shm"
+CHANNELS_PREFIX = "nbgrade-channels-"  # then the grader's pid: a run's folder of channel folders
+
+
+def remove_stale_channel_roots() -> None:
+    """Delete the folders of channel folders that graders no longer running left on /dev/shm (a
+    grader killed with kill -9 between two submissions leaves its empty folder there)."""
+    for d in Path(SHM).glob(f"{CHANNELS_PREFIX}*"):
+        pid = d.name[len(CHANNELS_PREFIX) :].split("-")[0]
+        try:
+            if not pid.isdigit() or d.is_symlink() or d.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)  # still running: its folder
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def channels_on_shm(opts: GradeOptions) -> bool:
+    """Whether the kernels' channel folders go on /dev/shm: in the sandbox, with memory cgroups
+    (a page a kernel writes on a tmpfs counts in its memory, so a channel is limited by
+    ``--max-memory``), and with room there for ``--jobs`` kernels at their memory limit, so that
+    one submission filling its channel cannot fill a classmate's."""
+    if not (opts.sandbox and opts.cgroups is not None and opts.limits.memory_mb and os.path.isdir(SHM)):
+        return False
+    try:
+        st = os.statvfs(SHM)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize >= max(1, opts.jobs) * opts.limits.memory_mb * 2**20
+
+
+def _grade(paths: Iterable[str | Path], csv_path: str | Path, json_path: str | Path, opts: GradeOptions) -> RunSummary:
     paths = list(paths)
     found = find_notebooks(paths)
     if not found:
@@ -138,10 +189,11 @@ def _grade_all(
     another file of the run has the same bytes, ``twins``). On Ctrl-C (or any other exception)
     every worker still running is stopped."""
     running = Running()
+    judges = Judges(plans)  # each submission's results are judged in a process of their own
     bar = _progress(len(todo), opts.progress)
     pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))
     try:
-        futures = [pool.submit(grade_one, s, plans, opts, running) for s in todo]
+        futures = [pool.submit(grade_one, s, plans, opts, running, judges) for s in todo]
         for fut in as_completed(futures):
             rec = _flag_same_content(fut.result(), twins)
             outputs.add(rec)
@@ -155,6 +207,7 @@ def _grade_all(
     finally:
         bar.close()
         running.close()
+        judges.close()
     pool.shutdown(wait=True)
 
 

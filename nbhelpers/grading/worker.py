@@ -53,6 +53,7 @@ _current_kernel_pid: list[int] = []  # the kernel to kill when the grader stops 
 _on_exit: list = []  # what to do before this worker is stopped (record the nonces it used)
 _current_job_dir: list[str] = []  # the job folder to delete when the grader is gone
 _current_cgroup: list[SubmissionCgroup] = []  # the kernel's cgroups, to empty and delete on the way out
+_channels_root: list[str] = []  # the run's folder of channel folders on /dev/shm, once a job named it
 #: how often a worker checks that the grader that started it is still there (seconds)
 PARENT_CHECK_S = 0.5
 
@@ -138,7 +139,10 @@ def worker_main(job_path: str) -> int:
     """
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
-    _current_job_dir[:] = [str(job["dir"])]
+    _current_job_dir[:] = list(dict.fromkeys([str(job["dir"]), str(job.get("channels", job["dir"]))]))
+    root = Path(job.get("channels", job["dir"])).parent
+    if root.name.startswith("nbgrade-channels-"):
+        _channels_root[:] = [str(root)]
     _Worker(job).run()
     return 0
 
@@ -157,6 +161,11 @@ def _watch_parent(grader: int) -> None:
     for folder in (*_current_job_dir, os.getcwd()):
         if Path(folder).name.startswith("nbgrade-"):  # only the grader's own temporary folders
             shutil.rmtree(folder, ignore_errors=True)
+    for root in _channels_root:
+        try:  # the run's folder of channel folders, once the last worker has emptied it
+            os.rmdir(root)
+        except OSError:
+            pass
     os._exit(143)
 
 
@@ -334,7 +343,7 @@ class _Worker:
     def _in_a_kernel(self, start: int) -> bool:
         """Run the notebook, then the grading cell, in a fresh kernel; True when the kernel died
         and the notebook is to run again in another."""
-        channel = Path(self.job["dir"]) / f"k{start}-{secrets.token_hex(8)}"
+        channel = Path(self.job.get("channels", self.job["dir"])) / f"k{start}-{secrets.token_hex(8)}"
         channel.mkdir(mode=0o700)
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(src) for _, src in self.cells]
