@@ -231,11 +231,16 @@ class Judges:
                 judge.kill()
         return answer
 
-    def close(self) -> None:
+    def close(self, stopping: bool = False) -> None:
+        """End the judges: each idle one at the end of its input; every one at once when
+        ``stopping`` (Ctrl-C: a judge still judging is not waited for)."""
         with self.lock:
             judges, self.idle = list(self.all), []
         for j in judges:
-            j.close()
+            if stopping:
+                j.kill()
+            else:
+                j.close()
 
 
 def failed_results(plan: Any, failure: JudgeFailed) -> dict[str, CheckResult]:

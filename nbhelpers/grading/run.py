@@ -202,6 +202,7 @@ def _grade_all(
             bar.update(1)
     except BaseException:
         running.stop_all()
+        judges.close(stopping=True)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
