@@ -11,10 +11,12 @@ starts stays in its cgroup: the sandbox has its own cgroup namespace and no ``/s
 move out.
 
 Where it works: cgroup v1 with writable ``pids`` and ``memory`` hierarchies (a grader run as root
-on a machine with v1, or v2 in hybrid mode as here), and cgroup v2 where the grader's own cgroup
-lets it make children with the ``memory`` and ``pids`` controllers (root in a container at the
-root of its cgroup namespace; a delegated subtree). Elsewhere :func:`find_cgroups` says why, and
-the per-process limits stand alone.
+on a machine whose pids and memory controllers are on v1, as the course's machines are), and
+cgroup v2 where the
+grader's own cgroup can give children the ``memory`` and ``pids`` controllers: in practice the
+root of a cgroup namespace (v2 refuses controllers to the children of a cgroup that holds
+processes, which the grader's own cgroup does anywhere else). Elsewhere :func:`find_cgroups` says
+why, and the per-process limits stand alone.
 
 The kernel's first process joins its cgroups itself, before it becomes the sandbox
 (:func:`nbhelpers.grading.sandbox.kernel_command`), so that nothing it starts escapes them.
