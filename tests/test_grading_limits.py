@@ -228,3 +228,30 @@ def test_the_worker_caps_its_own_memory():
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout.split()[0] == str(2**30) and "MemoryError" in out.stderr
+
+
+# ---- what graders no longer running left behind ------------------------------------------------
+
+
+def test_only_what_graders_no_longer_running_left_is_removed(tmp_path):
+    from nbhelpers.grading.jobs import remove_stale
+
+    dead = 2**22 + 12345  # above any pid_max: no such process
+    for name in (f"nbgrade-{dead}-abc", f"nbgrade-workers-{dead}-x", f"nbgrade-channels-{dead}-y"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f").write_text("x")
+    kept = [f"nbgrade-{os.getpid()}-mine", "nbgrade-12345678", "nbgrade-abc_1234", "nbgrade-1-init"]
+    for name in kept:
+        (tmp_path / name).mkdir()
+    (tmp_path / f"nbgrade-{dead}-link").symlink_to(tmp_path / kept[0])
+    (tmp_path / f"nbgrade-{dead}-file").write_text("a file, not a folder")
+    cgroups = tmp_path / "cgroups"
+    (cgroups / f"nbgrade-{dead}-cg").mkdir(parents=True)
+    (cgroups / f"nbgrade-{os.getpid()}-cg").mkdir()
+    gone = remove_stale([tmp_path], [cgroups])
+    assert sorted(p.name for p in gone) == sorted(
+        [f"nbgrade-{dead}-abc", f"nbgrade-workers-{dead}-x", f"nbgrade-channels-{dead}-y", f"nbgrade-{dead}-cg"]
+    )
+    assert all((tmp_path / name).is_dir() for name in kept)
+    assert (tmp_path / f"nbgrade-{dead}-link").is_symlink() and (tmp_path / f"nbgrade-{dead}-file").is_file()
+    assert (cgroups / f"nbgrade-{os.getpid()}-cg").is_dir() and not (cgroups / f"nbgrade-{dead}-cg").exists()

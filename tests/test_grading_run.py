@@ -722,15 +722,72 @@ def test_a_grader_killed_with_kill_9_leaves_no_worker_kernel_or_job_folder(tmp_p
         while time.monotonic() < deadline and any(_alive(p) for p in workers + kernels):
             time.sleep(0.2)
         assert not [p for p in workers + kernels if _alive(p)], "a worker or kernel outlived the grader"
+        pids = {str(p) for p in [proc.pid, *workers]}  # in the names of what they made
+
+        def left():  # what the grader and its workers made (another grader running meanwhile is no concern)
+            found = {p for d in [Path(tempfile.gettempdir()), *places] for p in d.glob("nbgrade-*")}
+            return {p for p in found - before - before_elsewhere if set(p.name.split("-")[1:3]) & pids}
+
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and set(Path(tempfile.gettempdir()).glob("nbgrade-*")) - before:
+        while time.monotonic() < deadline and left():
             time.sleep(0.2)
-        assert not set(Path(tempfile.gettempdir()).glob("nbgrade-*")) - before
-        assert not {p for d in places for p in d.glob("nbgrade-*")} - before_elsewhere
+        assert not left()
     finally:
         if proc.poll() is None:
             proc.kill()
         for pid in workers + kernels:  # a failing run leaves nothing behind either
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@pytest.mark.sandbox
+def test_what_a_grader_killed_with_its_workers_left_the_next_run_removes(tmp_path):
+    """A grader killed together with its workers and kernels (an out-of-memory kill of them all, a
+    reboot) leaves its job folder, its channel folders and its kernels' cgroups: the next run
+    removes them (and nothing of a grader still running)."""
+    where = find_cgroups()
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    nb = solution()
+    insert_code(nb, "def decode_bits(", "import time\ntime.sleep(300)")
+    write(nb, subs / "ex01_sleeper.ipynb")
+    places = [Path(tempfile.gettempdir()), Path("/dev/shm")]
+    places += [Path(d) for d in where.parents.values()] if not isinstance(where, str) else []
+    before = {p for d in places for p in d.glob("nbgrade-*")}
+    cmd = [sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(tmp_path / "g.csv")]
+    cmd += ["--json", str(tmp_path / "g.json"), "--cell-timeout", "600", "--timeout", "900"]
+    proc = subprocess.Popen(cmd, env=env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    everyone = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the sleeping cell runs in a kernel
+            time.sleep(0.5)
+            everyone = [proc.pid, *_children(proc.pid)]
+            everyone += [k for w in everyone[1:] for k in _children(w)]
+            if any((d / "kernels.txt").exists() for d in {p for p in places[0].glob("nbgrade-*")} - before):
+                break
+        for pid in everyone:  # all at once: nobody is left to clean up
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()
+        time.sleep(1)
+        ours = {str(pid) for pid in everyone}  # what the killed grader and workers made, by their pids
+        left = {p for d in places for p in d.glob("nbgrade-*") if set(p.name.split("-")[1:3]) & ours} - before
+        assert any(p.parent == places[0] and (p / "job.json").exists() for p in left), left  # a job folder
+        honest = tmp_path / "honest"
+        honest.mkdir()
+        write(solution(), honest / "ex01_a.ipynb")
+        again = [sys.executable, "-m", "nbhelpers.grade", str(honest), "--csv", str(tmp_path / "h.csv")]
+        again += ["--json", str(tmp_path / "h.json"), *FAST]
+        done = subprocess.run(again, env=env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not {p for p in left if p.exists()}, left
+    finally:
+        for pid in everyone:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:

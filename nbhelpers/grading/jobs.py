@@ -37,6 +37,7 @@ __all__ = [
     "Running",
     "WorkerProcess",
     "kill_group",
+    "remove_stale",
     "not_dumpable",
     "raw_lines",
     "json_lines",
@@ -242,7 +243,7 @@ class Running:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.dir = Path(tempfile.mkdtemp(prefix="nbgrade-workers-"))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"nbgrade-workers-{os.getpid()}-"))
         self.idle: list[WorkerProcess] = []
         self.busy: set[WorkerProcess] = set()
         self.started = 0
@@ -337,6 +338,55 @@ def stop_worker(proc: subprocess.Popen, jobdir: Path | None) -> None:
             pass
 
 
+def _owner_gone(name: str) -> bool:
+    """Whether the grader (or worker) whose pid a temporary folder's or cgroup's name holds
+    (``nbgrade-[KIND-]PID-...``) is no longer running. False when the name holds no pid."""
+    parts = name.split("-")
+    pid = next((parts[k] for k in (1, 2) if k < len(parts) - 1 and parts[k].isdigit()), None)
+    if pid is None:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    try:  # a zombie (killed, not yet reaped: its parent was killed too) is gone as well
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def remove_stale(folders: list[Path], cgroup_parents: list[Path] = ()) -> list[Path]:
+    """Delete what graders no longer running left behind (a grader and its workers killed
+    together, by an out-of-memory kill or a reboot, cannot clean up): folders named
+    ``nbgrade-...-PID-...`` in each of ``folders`` (the temporary folder, /dev/shm) owned by this
+    user, and empty cgroups of the same kind of name in ``cgroup_parents`` (what is still in them
+    is killed first). Returns what was removed."""
+    gone = []
+    for parent in folders:
+        for d in parent.glob("nbgrade-*"):
+            try:
+                if d.is_symlink() or not d.is_dir() or d.stat().st_uid != os.getuid() or not _owner_gone(d.name):
+                    continue
+            except OSError:
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d)
+    for parent in cgroup_parents:
+        for d in parent.glob(f"{PREFIX}*"):
+            if not d.is_dir() or not _owner_gone(d.name):
+                continue
+            for pid in _cgroup_pids(d):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            remove_cgroup(d)
+            gone.append(d)
+    return gone
+
+
 def _remove_cgroups(jobdir: Path | None) -> None:
     """Empty and delete the cgroups the worker made for the job's kernels (``cgroups.txt``) and
     did not delete itself: it was killed. Only the grader's own cgroups (named ``nbgrade-...``, in
@@ -376,7 +426,7 @@ class Job:
     """
 
     def __init__(self, cells: list, inputs_json: str, exercise_ids: list[str], opts: GradeOptions) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="nbgrade-"))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"nbgrade-{os.getpid()}-"))
         self.failure_log: list[str] = []
         try:
             self._write(cells, inputs_json, exercise_ids, opts)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .cgroups import find_cgroups
-from .jobs import Running
+from .jobs import Running, remove_stale
 from .judge_process import Judges
 from .judging import ChapterPlan, grade_one, plan_chapter
 from .options import STATUSES, GradeOptions, Status
@@ -74,9 +74,12 @@ def grade(
             opts = dataclasses.replace(opts, cgroups_missing=where)
         else:
             opts = dataclasses.replace(opts, cgroups=where)
+    remove_stale(
+        [Path(tempfile.gettempdir()), Path(SHM)],
+        [Path(d) for d in dict.fromkeys(opts.cgroups.parents.values())] if opts.cgroups is not None else [],
+    )
     made_root = None
     if not opts.channels_root and channels_on_shm(opts):
-        remove_stale_channel_roots()
         made_root = tempfile.mkdtemp(prefix=f"{CHANNELS_PREFIX}{os.getpid()}-", dir=SHM)
         opts = dataclasses.replace(opts, channels_root=made_root)
     try:
@@ -89,21 +92,6 @@ def grade(
 #: the tmpfs the kernels' channel folders go on, where :func:`channels_on_shm` allows
 SHM = "/dev/shm"
 CHANNELS_PREFIX = "nbgrade-channels-"  # then the grader's pid: a run's folder of channel folders
-
-
-def remove_stale_channel_roots() -> None:
-    """Delete the folders of channel folders that graders no longer running left on /dev/shm (a
-    grader killed with kill -9 between two submissions leaves its empty folder there)."""
-    for d in Path(SHM).glob(f"{CHANNELS_PREFIX}*"):
-        pid = d.name[len(CHANNELS_PREFIX) :].split("-")[0]
-        try:
-            if not pid.isdigit() or d.is_symlink() or d.stat().st_uid != os.getuid():
-                continue
-            os.kill(int(pid), 0)  # still running: its folder
-        except ProcessLookupError:
-            shutil.rmtree(d, ignore_errors=True)
-        except OSError:
-            continue
 
 
 def channels_on_shm(opts: GradeOptions) -> bool:
