@@ -31,7 +31,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Cgroups", "SubmissionCgroup", "find_cgroups", "CGROUP_ROOT", "PREFIX"]
+__all__ = [
+    "Cgroups",
+    "SubmissionCgroup",
+    "find_cgroups",
+    "cgroup_pids",
+    "empty_and_remove",
+    "remove_cgroup",
+    "CGROUP_ROOT",
+    "PREFIX",
+]
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PREFIX = "nbgrade-"  # every cgroup the grader makes: findable, and removable when left behind
@@ -145,13 +154,7 @@ class SubmissionCgroup:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
     def pids(self) -> set[int]:
-        found = set()
-        for d in self.dirs:
-            try:
-                found |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
-            except (OSError, ValueError):
-                pass
-        return found
+        return set().union(*(cgroup_pids(d) for d in self.dirs))
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroups, until none is left (or 5 s have passed)."""
@@ -180,6 +183,24 @@ class SubmissionCgroup:
         self.kill()
         for d in self.dirs:
             remove_cgroup(d)
+
+
+def cgroup_pids(d: Path) -> set[int]:
+    """The processes in the cgroup ``d`` (none when it cannot be read)."""
+    try:
+        return {int(x) for x in (d / "cgroup.procs").read_text().split()}
+    except (OSError, ValueError):
+        return set()
+
+
+def empty_and_remove(d: Path) -> None:
+    """SIGKILL whatever is in the cgroup ``d``, then delete it."""
+    for pid in cgroup_pids(d):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    remove_cgroup(d)
 
 
 def remove_cgroup(d: Path) -> None:

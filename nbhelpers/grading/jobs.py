@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterator
 
-from .cgroups import CGROUP_ROOT, PREFIX, remove_cgroup
+from .cgroups import CGROUP_ROOT, PREFIX, empty_and_remove
 from .options import MAX_EVENTS, MAX_OUTPUT_LINE_BYTES, GradeOptions
 from .untrusted import safe_data, safe_text
 
@@ -377,12 +377,7 @@ def remove_stale(folders: list[Path], cgroup_parents: list[Path] = ()) -> list[P
         for d in parent.glob(f"{PREFIX}*"):
             if not d.is_dir() or not _owner_gone(d.name):
                 continue
-            for pid in _cgroup_pids(d):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            remove_cgroup(d)
+            empty_and_remove(d)
             gone.append(d)
     return gone
 
@@ -398,19 +393,7 @@ def _remove_cgroups(jobdir: Path | None) -> None:
     for line in listed:
         d = Path(line)
         if d.name.startswith(PREFIX) and d.is_relative_to(CGROUP_ROOT) and ".." not in d.parts:
-            for pid in _cgroup_pids(d):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            remove_cgroup(d)
-
-
-def _cgroup_pids(d: Path) -> list[int]:
-    try:
-        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
+            empty_and_remove(d)
 
 
 class Job:
