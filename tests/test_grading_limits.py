@@ -99,6 +99,9 @@ def test_no_cgroups_is_said_in_words(tmp_path):
     proc = tmp_path / "self_cgroup"
     proc.write_text("0::/\n")
     assert "no writable pids and memory cgroups" in find_cgroups(tmp_path, proc)
+    (tmp_path / "cgroup.controllers").write_text("memory pids\n")  # v2, but our cgroup is not there
+    proc.write_text("0::/gone\n")
+    assert "cannot be read" in find_cgroups(tmp_path, proc)
     assert "this system has no cgroups" in find_cgroups(tmp_path, tmp_path / "missing")
     opts = GradeOptions(cgroups_missing="no writable pids and memory cgroups (...) were found")
     assert opts.whole_submission_limits().startswith("none: per-process limits only (no writable")

@@ -102,7 +102,10 @@ def find_cgroups(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = Path("/proc/
         return why or Cgroups(1, parents)
     if "" in own and (root / "cgroup.controllers").is_file():
         parent = root / own[""]
-        enabled = (parent / "cgroup.subtree_control").read_text().split() if parent.is_dir() else []
+        try:
+            enabled = (parent / "cgroup.subtree_control").read_text().split()
+        except OSError as e:
+            return f"cgroup v2: {parent} cannot be read ({e.strerror})"
         if not all(c in enabled for c in _CONTROLLERS):
             try:
                 (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in _CONTROLLERS))
