@@ -112,6 +112,11 @@ def _keep_forging():
 threading.Thread(target=_keep_forging, daemon=True).start()
 """
 
+FORGE_IN_ASSIGNMENT = FORGE_CHANNEL.replace(
+    "threading.Thread(target=_keep_forging, daemon=True).start()",
+    "_forger = threading.Thread(target=_keep_forging, daemon=True)\n_started = _forger.start()",
+)
+
 # The function finds the grading cell's nonce and results file in its caller's frames and writes
 # a record naming a module it planted in the package (which runs code when imported). A grader
 # that imported what a result names would run the student's code.
@@ -297,11 +302,16 @@ get_ipython().events.register("pre_run_cell", _swap)
 """
 
 
-def hook_swap_notebook():
-    """Stubs that raise, and a hook that defines the solution's functions for the grading cell."""
+def hook_swap_notebook(in_assignment: bool = False):
+    """Stubs that raise, and a hook that defines the solution's functions for the grading cell,
+    registered by an expression statement (or, ``in_assignment``, by an assignment)."""
     sol = solution()
     hidden = "\n\n".join(sol.cells[code_index(sol, f"def {n}(")].source for n in NAMES)
-    nb = with_cell(HOOK_SWAP.replace("SOURCE", repr(base64.b64encode(hidden.encode()).decode())))
+    payload = HOOK_SWAP.replace("SOURCE", repr(base64.b64encode(hidden.encode()).decode()))
+    if in_assignment:
+        register = 'get_ipython().events.register("pre_run_cell", _swap)'
+        payload = payload.replace(register, "_h = " + register)
+    nb = with_cell(payload)
     for name in NAMES:
         set_body(nb, name, 'raise NotImplementedError("see the hook")')
     return nb
@@ -362,7 +372,10 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     expect["ex01_link_outside.ipynb"] = {"status": "refused", "total": 0, "detail": "outside the folders"}
 
     # reaching outside its own grading
-    add("ex01_forge_channel.ipynb", with_cell(FORGE_CHANNEL, "zeros"), "graded", 0, "tampering")
+    # forging from a thread that an expression statement starts: it never runs where the functions
+    # are graded; started in an assignment it does, and its lines are ignored as tampering
+    add("ex01_forge_channel.ipynb", with_cell(FORGE_CHANNEL, "zeros"), "graded", 0, "")
+    add("ex01_forge_in_assignment.ipynb", with_cell(FORGE_IN_ASSIGNMENT, "zeros"), "graded", 0, "tampering")
     add(
         "ex01_names_a_module.ipynb",
         with_cell(NAMES_A_MODULE.replace("MARKER", repr(str(marker))), "zeros"),
@@ -374,8 +387,11 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     # an exception the kernel cannot send (its message holds a lone surrogate) is still reported
     nb = with_cell('raise ValueError("a lone surrogate \\ud800 in the message")')
     add("ex01_surrogate_error.ipynb", nb, "cell error", FULL, "raised an exception: its message could not be sent")
-    # graded by code the notebook does not show: flagged for the instructor, with what ran
-    add("ex01_hook_swaps_functions.ipynb", hook_swap_notebook(), "graded", None, "has no source in the kernel")
+    # a hook that swaps in hidden functions: registered by an expression statement, it does not run
+    # where the functions are graded (the stubs are graded); hidden in an assignment, it does, and
+    # the swap is flagged for the instructor, with what ran
+    add("ex01_hook_swaps_functions.ipynb", hook_swap_notebook(), "graded", 0, "")
+    add("ex01_hook_in_an_assignment.ipynb", hook_swap_notebook(True), "graded", None, "has no source in the kernel")
     add("ex01_a_writes_output.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
     add("ex01_a_writes_output_too.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
     add("ex01_a_floods_output.ipynb", with_cell(FLOODS_OUTPUT), "graded", FULL)
@@ -517,7 +533,9 @@ def test_the_functions_graded_are_on_the_record(attack_run):
         assert set(sources) == {ex.id for ex in exercises_of(1)}
         assert all(g["in_notebook"] is True and len(g["sha256"]) == 64 for g in sources.values()), name
         assert "def decode_bits(" in sources["ex01.decode_bits"]["source"]
-    swapped = recs["ex01_hook_swaps_functions.ipynb"]["graded_sources"]
+    stubs = recs["ex01_hook_swaps_functions.ipynb"]["graded_sources"]  # the hook never ran there
+    assert all(g["in_notebook"] is True and "see the hook" in g["source"] for g in stubs.values())
+    swapped = recs["ex01_hook_in_an_assignment.ipynb"]["graded_sources"]
     assert all(g["in_notebook"] is None and g["source"] is None for g in swapped.values())
 
 
@@ -699,7 +717,10 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
     cmd += ["--json", str(tmp_path / "g.json"), "--jobs", "2", "--no-progress", *LIMITS]
     cmd += ["--max-memory", str(memory_mb), "--max-processes", str(processes), "--max-disk", str(disk_mb)]
     try:
-        proc = subprocess.run(cmd, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=600)
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+        grader = subprocess.Popen(cmd, cwd=tmp_path, env=env(), **pipes)
+        out, err = grader.communicate(timeout=600)
+        proc = subprocess.CompletedProcess(cmd, grader.returncode, out, err)
         alive = leftovers()
     finally:
         subprocess.run(["pkill", "-9", "-f", TAG], capture_output=True)
@@ -731,7 +752,7 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
         else:
             assert "its channel folder in the temporary folder, limited per file only" in limits
         assert fill["total"] == FULL, fill["detail"]  # the cell that filled it was left out
-        assert not list(Path("/dev/shm").glob("nbgrade-*"))
+        assert not list(Path("/dev/shm").glob(f"nbgrade-channels-{grader.pid}-*"))  # its folder went with it
 
     dev = re.search(r"/dev (\S+); /dev/shm took (\d+) MB; /tmp took (\d+) MB", got["ex01_fills_dev"]["detail"])
     shm_mb, tmp_mb = disk_split(disk_mb)

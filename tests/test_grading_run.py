@@ -526,6 +526,31 @@ def test_a_hard_link_to_a_classmates_notebook_is_flagged_and_honest_rows_unchang
     assert read_csv(tmp_path / "g.csv") == rows and not list(tmp_path.glob("g.*.unreadable-*"))
 
 
+def test_state_made_by_other_statements_is_not_there_when_the_functions_are_graded(tmp_path):
+    """The functions are graded in a kernel that has run only the notebook's imports, definitions
+    and assignments. A function that needs a table a loop filled passes its check cell but not the
+    grader, and the detail names the table and the cell that filled it; the same table made by an
+    assignment passes both."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name, fill in [
+        ("ex01_loop_table", "POW = {}\nfor _e in range(-1100, 1024):\n    POW[_e] = 2.0**_e"),
+        ("ex01_assigned_table", "POW = {_e: 2.0**_e for _e in range(-1100, 1024)}"),
+    ]:
+        nb = solution()
+        insert_code(nb, "import math", fill)
+        mutate(nb, "ulp_at", "return 2.0 ** (max(k, emin) - man_bits)", "return POW[max(k, emin) - man_bits]")
+        write(nb, subs / f"{name}.ipynb")
+    args = [str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"), "--no-sandbox", *FAST]
+    assert main(args) == 0
+    recs = {Path(r["file"]).stem: r for r in json.loads((tmp_path / "g.json").read_text())["submissions"]}
+    loop, assigned = recs["ex01_loop_table"], recs["ex01_assigned_table"]
+    assert assigned["total"] == FULL and assigned["detail"] == "", assigned["detail"]
+    assert loop["total"] == FULL - POINTS["ex01.ulp_at"], loop["detail"]
+    hint = r"ex01\.ulp_at: uses POW, which cell \d+ \(for _e in range\(-1100, 1024\):\) sets or changes"
+    assert re.search(hint, loop["detail"]), loop["detail"]
+
+
 @pytest.mark.sandbox
 def test_check_cells_and_grader_agree(tmp_path):
     subs = tmp_path / "subs"

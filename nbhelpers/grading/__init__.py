@@ -17,11 +17,13 @@ the grader
    submission to the next), with a time limit per cell and a total one (the worker and the
    kernel's sandbox are killed when the total runs out). Check cells (cells that only call
    ``check(...)`` or ``summary(...)``) are skipped: they are for the student's eyes;
-3. adds one last cell that calls each of the chapter's functions on the case *inputs* (sent as
-   data, never the expected results) and writes what they return to a file in a plain data
-   encoding (JSON with tagged NaN, infinities, -0.0, arrays as dtype, shape and bytes), every
-   line with a nonce made for that cell (lines without it are ignored as tampering); nothing
-   from the kernel is ever unpickled, executed or imported;
+3. starts a second, clean kernel that runs only the notebook's imports, definitions and
+   assignments (:mod:`.definitions`: no hook, thread or loop the notebook's other statements
+   could leave), and adds one last cell there that calls each of the chapter's functions on the
+   case *inputs* (sent as data, never the expected results) and writes what they return to a
+   file in a plain data encoding (JSON with tagged NaN, infinities, -0.0, arrays as dtype, shape
+   and bytes), every line with a nonce made for that cell (lines without it are ignored as
+   tampering); nothing from the kernel is ever unpickled, executed or imported;
 4. judges those results with :func:`nbhelpers.checks.score`, the very code a notebook's
    ``check`` cell uses, against expected results computed here from the course's references,
    in a judge process of this grader's with limits of its own (:mod:`.judge_process`). The
@@ -48,12 +50,14 @@ The modules, one role each (an arrow: what a module imports from the package):
   source)
 - :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells
   (-> options, untrusted)
+- :mod:`~nbhelpers.grading.definitions`  what of a notebook runs in the clean kernel its functions are graded in
+  (-> submissions)
 - :mod:`~nbhelpers.grading.jobs`         a submission's job folder; the worker processes, timing out and stopping them;
   the worker's answers and its events' kinds  (-> cgroups, options, untrusted)
 - :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel
   (-> cgroups, in_kernel, jobs, options, sandbox)
 - :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and
-  record (-> in_kernel, jobs, options, submissions, untrusted)
+  record (-> definitions, in_kernel, jobs, options, submissions, untrusted)
 - :mod:`~nbhelpers.grading.judge_process` judging a submission in a process of its own, under time and memory limits
   (-> jobs, judging)
 - :mod:`~nbhelpers.grading.outputs`      the CSV and JSON files: atomic writes, resuming, setting damaged files aside

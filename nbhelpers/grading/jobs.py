@@ -405,19 +405,31 @@ class Job:
     Only the channel folders are visible in a kernel's sandbox.
 
     cells: ``[index, source, is a check cell]`` of the notebook's code cells;
-    exercise_ids: the exercises the kernel is to check.
-    """
+    exercise_ids: the exercises the kernel is to check;
+    definitions: ``[index, source]`` of what runs in the clean kernel the functions are graded in
+    (:mod:`nbhelpers.grading.definitions`; None: every cell but the check cells)."""
 
-    def __init__(self, cells: list, inputs_json: str, exercise_ids: list[str], opts: GradeOptions) -> None:
+    def __init__(
+        self,
+        cells: list,
+        inputs_json: str,
+        exercise_ids: list[str],
+        opts: GradeOptions,
+        definitions: list | None = None,
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"nbgrade-{os.getpid()}-"))
         self.failure_log: list[str] = []
+        if definitions is None:  # the whole notebook, check cells left out
+            definitions = [[i, src] for i, src, check_only in cells if not check_only]
         try:
-            self._write(cells, inputs_json, exercise_ids, opts)
+            self._write(cells, inputs_json, exercise_ids, opts, definitions)
         except BaseException:
             self.close()
             raise
 
-    def _write(self, cells: list, inputs_json: str, exercise_ids: list[str], opts: GradeOptions) -> None:
+    def _write(
+        self, cells: list, inputs_json: str, exercise_ids: list[str], opts: GradeOptions, definitions: list
+    ) -> None:
         # the kernels' channel folders: on the run's tmpfs where there is one (what a kernel writes
         # there counts in its memory cgroup), else here
         self.channels = self.dir
@@ -429,6 +441,7 @@ class Job:
         inputs.write_text(inputs_json, encoding="utf-8")
         job = {
             "cells": cells,
+            "definitions": definitions,
             "dir": str(self.dir),
             "channels": str(self.channels),
             "cwd": str(self.kernel_dir),

@@ -15,6 +15,7 @@ import enum
 import hashlib
 import json
 import re
+import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from ..exercise_types import Exercise
 from ..answer_keys import exercises_of
 from ..report_text import describe_exception, truncate
 from .in_kernel import LIMITS, DecodeBudget, decode, encode
+from .definitions import Definitions, definitions_of, names_used, parse
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
 from .submissions import Submission, check_cells, detect_chapter
@@ -354,6 +356,13 @@ def event_text(e: dict) -> str:
     """A worker's event in words, for the detail column."""
     where = f"cell {e.get('cell')} ({e.get('line', '')})" if e.get("cell") else ""
     kind = e.get("event")
+    text = _event_words(e, where, kind)
+    if text and e.get("definitions") is True:
+        return "with only its imports, definitions and assignments (where the functions are graded), " + text
+    return text
+
+
+def _event_words(e: dict, where: str, kind: Any) -> str:
     if kind == Event.CELL_ERROR:
         what = f"{e.get('ename', '')}: {e.get('evalue', '')}" if e.get("evalue") else str(e.get("ename", ""))
         return f"{where} raised {truncate(what, 160)}"
@@ -493,9 +502,11 @@ def _grade_one(
             opts,
             t0,
         )
-    cells = [[i, src, flag] for (i, src), flag in zip(sub.cells, check_cells(sub.cells))]
+    flags = check_cells(sub.cells)
+    cells = [[i, src, flag] for (i, src), flag in zip(sub.cells, flags)]
+    defs = definitions_of(sub.cells, flags)
     exercise_ids = [p.exercise.id for p in plan.exercises if p.error is None]
-    with Job(cells, plan.inputs_json, exercise_ids, opts) as job:
+    with Job(cells, plan.inputs_json, exercise_ids, opts, defs.cells) as job:
         total_timeout = job.run(running, opts.timeout)
         events = job.events()
         worker_failed = not total_timeout and not any(e.get("event") == Event.DONE for e in events)
@@ -508,6 +519,7 @@ def _grade_one(
         else:  # while the job's files exist
             results, sources, foreign, unjudged = judges.judge(chapter, events, sub.cells, missing)
     details = [note] + [event_text(e) for e in events]
+    details += _definitions_notes(defs, results, sources, sub.cells)
     if unjudged:
         details.append(f"its results could not be judged: {unjudged}")
     if foreign:
@@ -537,6 +549,43 @@ def _grade_one(
     rec = _record(sub, chapter, status, details, results, plan, opts, t0, peak)
     rec["graded_sources"] = sources
     return rec
+
+
+def _definitions_notes(
+    defs: Definitions, results: dict[str, CheckResult], sources: dict[str, dict], cells: list[tuple[int, str]]
+) -> list[str]:
+    """What the detail says of the clean kernel: cells none of which ran there, and, for each
+    function that did not pass, the names it uses that statements left out of the clean kernel
+    set or change (a table filled by a loop): the likely reason it passed its check cell and not
+    the grader."""
+    notes = []
+    lines = dict(cells)
+    for index in defs.unparsed[:3]:
+        notes.append(
+            f"cell {index + 1} ({_first(lines.get(index, ''))}) could not be read for its definitions: "
+            "none of it ran where the functions were graded"
+        )
+    for ex_id, r in results.items():
+        src = (sources.get(ex_id) or {}).get("source")
+        if r.passed or not isinstance(src, str):
+            continue
+        tree = parse(textwrap.dedent(src))
+        if tree is None:
+            continue
+        used = names_used(tree)
+        hits = [(i, first, sorted(names & used)) for i, first, names in defs.left_out if names & used]
+        if hits:
+            i, first, names = hits[0]
+            notes.append(
+                f"{ex_id}: uses {', '.join(names[:3])}, which cell {i + 1} ({first}) sets or changes in a statement "
+                "that does not run where the functions are graded (only imports, definitions and assignments do)"
+            )
+    return notes
+
+
+def _first(src: str) -> str:
+    line = next((ln.strip() for ln in src.splitlines() if ln.strip()), "")
+    return line if len(line) <= 40 else line[:37] + "..."
 
 
 def judge_submission(

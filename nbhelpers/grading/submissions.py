@@ -18,14 +18,23 @@ from ..report_text import truncate
 from .options import MAX_NOTEBOOK_BYTES, Status
 from .untrusted import safe_name, safe_source
 
-__all__ = ["Found", "Submission", "find_notebooks", "read_submission", "detect_chapter", "is_check_cell", "check_cells"]
+__all__ = [
+    "Found",
+    "Submission",
+    "find_notebooks",
+    "read_submission",
+    "detect_chapter",
+    "is_check_cell",
+    "check_cells",
+    "PARSE_LOCK",
+]
 
 _FILE_CHAPTER_RE = re.compile(r"(?<![A-Za-z0-9])ex(\d{2})(?!\d)", re.IGNORECASE)
 _CHECK_CALL_RE = re.compile(r"\bcheck\(\s*(?:exercise_id\s*=\s*)?[\"']ex(\d{2})\.")
 _SUMMARY_CALL_RE = re.compile(r"\bsummary\(\s*(?:chapter\s*=\s*)?(\d{1,3})\s*\)")
 # ast.parse is not thread-safe in CPython 3.11 (its AST state is shared by threads: "SystemError:
 # AST constructor recursion depth mismatch", cpython gh-106905), and --jobs grades in threads.
-_PARSE_LOCK = threading.Lock()
+PARSE_LOCK = threading.Lock()
 # A check cell is a few calls; a longer cell is not parsed at all (and so runs, as any other).
 MAX_CHECK_CELL_CHARS = 4000
 # The most characters of one submission that are parsed to find its check cells (50 cells of the
@@ -229,7 +238,7 @@ def is_check_cell(source: str) -> bool:
     if len(source) > MAX_CHECK_CELL_CHARS:  # not parsed: a deep expression costs gigabytes
         return False
     try:
-        with _PARSE_LOCK:
+        with PARSE_LOCK:
             tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False

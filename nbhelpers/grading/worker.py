@@ -304,10 +304,14 @@ class _Worker:
         self.events = open(job["events"], "a", encoding="utf-8")
         self.cell_timeout = float(job["cell_timeout"])
         self.cells = [(i, src) for i, src, check_only in job["cells"] if src.strip() and not check_only]
+        # the notebook's imports, definitions and assignments (nbhelpers.grading.definitions): all
+        # that runs in the clean kernel the functions are graded in
+        self.definitions = [(int(i), str(src)) for i, src in job.get("definitions", [])]
+        self.clean = False  # False: the notebook runs whole; True: its definitions, then the grading cell
         self.remaining = list(job["exercise_ids"])  # the exercises still to check
         self.dead_cells: set[int] = set()  # cells that killed a kernel twice: not run again
         self.deaths: dict[Any, int] = {}  # cell index or exercise id -> kernels it killed
-        self.reported: set[tuple[Event, int]] = set()  # (kind, cell) already reported by an earlier kernel
+        self.reported: set[tuple] = set()  # (clean, kind, cell) already reported by an earlier kernel
         self.limits = Limits(**job["limits"])
         where = job.get("cgroups")
         self.cgroups = Cgroups(int(where["version"]), dict(where["parents"])) if where else None
@@ -317,11 +321,24 @@ class _Worker:
         self.events.flush()
 
     def run(self) -> None:
-        for start in range(1, MAX_KERNEL_STARTS + 1):
-            if not self._in_a_kernel(start):
-                break
-        self.event(Event.DONE, kernel_starts=start, worker_peak_mb=_peak_mb())
+        """The notebook, whole, in one kernel after another until one gets to its end (its errors
+        and time-outs are what the notebook does); then, in a fresh kernel, only its definitions
+        and the grading cell: the functions graded are those the notebook's visible definitions
+        make, with no hook, thread or state that its other statements could have left."""
+        starts = 0
+        for clean in (False, True):
+            self.clean, self.dead_cells = clean, set()
+            self.deaths = {k: v for k, v in self.deaths.items() if not isinstance(k, int)}
+            for _ in range(MAX_KERNEL_STARTS):
+                starts += 1
+                if not self._in_a_kernel(starts):
+                    break
+        self.event(Event.DONE, kernel_starts=starts, worker_peak_mb=_peak_mb())
         self.events.close()
+
+    def _phase(self) -> dict:
+        """What an event of the clean kernel carries, to tell it from the notebook's."""
+        return {"definitions": True} if self.clean else {}
 
     def _kernel_manager(self, channel: Path, cgroup: SubmissionCgroup | None) -> AsyncKernelManager:
         """A kernel manager whose kernel starts under the limits (in the sandbox, unless the job
@@ -341,12 +358,13 @@ class _Worker:
         return km
 
     def _in_a_kernel(self, start: int) -> bool:
-        """Run the notebook, then the grading cell, in a fresh kernel; True when the kernel died
-        and the notebook is to run again in another."""
+        """Run the notebook in a fresh kernel (in the clean kernel: its definitions, then the
+        grading cell); True when the kernel died and this is to run again in another."""
+        cells = self.definitions if self.clean else self.cells
         channel = Path(self.job.get("channels", self.job["dir"])) / f"k{start}-{secrets.token_hex(8)}"
         channel.mkdir(mode=0o700)
         nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_code_cell(src) for _, src in self.cells]
+        nb.cells = [nbformat.v4.new_code_cell(src) for _, src in cells]
         cwd = str(channel) if self.job["sandbox"] else self.job["cwd"]
         cgroup = self._new_cgroup()
         client = _Client(
@@ -366,14 +384,18 @@ class _Worker:
         try:
             with output, client.setup_kernel(stdout=output, stderr=output):
                 self._note_kernel(client)
-                died_at = self._run_cells(client, nb)
+                died_at = self._run_cells(client, nb, cells)
                 if died_at is None:
-                    return self._run_grading_cell(client, nb, channel)
+                    return self._run_grading_cell(client, nb, channel) if self.clean else False
                 deaths = self.deaths[died_at] = self.deaths.get(died_at, 0) + 1
                 if deaths > 1:
                     self.dead_cells.add(died_at)
                 self.event(
-                    Event.KERNEL_DIED, cell=died_at + 1, line=_first_line(dict(self.cells)[died_at]), retry=deaths == 1
+                    Event.KERNEL_DIED,
+                    cell=died_at + 1,
+                    line=_first_line(dict(self.cells).get(died_at, dict(cells)[died_at])),
+                    retry=deaths == 1,
+                    **self._phase(),
                 )
                 return True
         finally:
@@ -415,9 +437,9 @@ class _Worker:
             with open(self.job["kernels"], "a") as f:
                 f.write(f"{pid}\n")
 
-    def _run_cells(self, client: _Client, nb: Any) -> int | None:
-        """Run the notebook's cells; the index of the cell that killed the kernel, if one did."""
-        for pos, (index, src) in enumerate(self.cells):
+    def _run_cells(self, client: _Client, nb: Any, cells: list[tuple[int, str]]) -> int | None:
+        """Run ``cells``; the index of the cell that killed the kernel, if one did."""
+        for pos, (index, src) in enumerate(cells):
             if index in self.dead_cells:
                 continue
             t0 = time.monotonic()
@@ -425,21 +447,25 @@ class _Worker:
                 cell = client.execute_cell(nb.cells[pos], pos)
             except DeadKernelError:
                 return index
-            self._report_cell(index, src, time.monotonic() - t0, _errors(cell, client, pos))
+            shown = dict(self.cells).get(index, src)  # the cell as the notebook has it, for its first line
+            self._report_cell(index, shown, time.monotonic() - t0, _errors(cell, client, pos))
         return None
 
     def _report_cell(self, index: int, src: str, elapsed: float, errors: list) -> None:
-        if elapsed >= self.cell_timeout and (Event.CELL_TIMEOUT, index) not in self.reported:
-            self.reported.add((Event.CELL_TIMEOUT, index))
-            self.event(Event.CELL_TIMEOUT, cell=index + 1, line=_first_line(src), seconds=self.cell_timeout)
-        elif errors and (Event.CELL_ERROR, index) not in self.reported:
-            self.reported.add((Event.CELL_ERROR, index))
+        if elapsed >= self.cell_timeout and (self.clean, Event.CELL_TIMEOUT, index) not in self.reported:
+            self.reported.add((self.clean, Event.CELL_TIMEOUT, index))
+            self.event(
+                Event.CELL_TIMEOUT, cell=index + 1, line=_first_line(src), seconds=self.cell_timeout, **self._phase()
+            )
+        elif errors and (self.clean, Event.CELL_ERROR, index) not in self.reported:
+            self.reported.add((self.clean, Event.CELL_ERROR, index))
             self.event(
                 Event.CELL_ERROR,
                 cell=index + 1,
                 line=_first_line(src),
                 ename=errors[0].get("ename", ""),
                 evalue=errors[0].get("evalue", ""),
+                **self._phase(),
             )
 
     def _run_grading_cell(self, client: _Client, nb: Any, channel: Path) -> bool:
