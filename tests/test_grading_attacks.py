@@ -143,6 +143,27 @@ def decode_bits(bits, exp_bits, man_bits):
     return 0.0
 """.replace("TAG", TAG)
 
+# Wraps ulp_at: on its first call it finds the grading cell's nonce and results file in the main
+# thread's frames and writes a record of its own for ulp_at (the real answers, so that only the
+# second record gives it away).
+FORGES_WITH_THE_NONCE = """
+import json, sys
+_real_ulp_at = ulp_at
+def _forge_once(x, exp_bits, man_bits):
+    if not globals().get("_forged"):
+        globals()["_forged"] = True
+        for _frame in sys._current_frames().values():
+            while _frame is not None and "nonce" not in _frame.f_locals:
+                _frame = _frame.f_back
+            if _frame is not None:
+                _line = {"id": "ex01.ulp_at", "n": _frame.f_locals["nonce"], "results": []}
+                with open(_frame.f_locals["job"]["outputs"], "a") as _out:
+                    _out.write(json.dumps(_line) + "\\n")
+    return _real_ulp_at(x, exp_bits, man_bits)
+ulp_at = _forge_once
+"""
+FORGED_NOTE = "ex01.ulp_at: tampering: more than one result for this function carried the grading cell's nonce"
+
 PLANT_IMPORT_PATH = """
 import os, site, sys, sysconfig
 import nbhelpers
@@ -382,6 +403,11 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
         "graded",
         0,
     )
+    # a record forged with the nonce, found in the grading cell's frame: a second record of that
+    # function, so it earns nothing
+    nb = solution()
+    insert_code(nb, "def ulp_at(", FORGES_WITH_THE_NONCE)
+    add("ex01_forges_with_the_nonce.ipynb", nb, "graded", FULL - POINTS["ex01.ulp_at"], FORGED_NOTE)
     add("ex01_hog.ipynb", with_cell(HOG), "cell error", FULL, "HOG memory: MemoryError; file: File too large")
     # graded first (by each worker), then a submission that reads its kernel's stdout and stderr
     # an exception the kernel cannot send (its message holds a lone surrogate) is still reported

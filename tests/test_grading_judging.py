@@ -63,15 +63,13 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
         ).encode()
         + b"\n",
         json.dumps({"id": "ex01.smallest_absorbing", "results": good + good, "n": nonce}).encode() + b"\n",
-        # a second line does not count
-        json.dumps({"id": "ex01.smallest_absorbing", "results": [], "n": nonce}).encode() + b"\n",
         b"\xff\xfe garbage",
     ]
     (tmp_path / "out.jsonl").write_bytes(b"".join(lines))
     out = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}], plan)
     assert out.foreign_lines == 5
     res = {q.exercise.id: judge(q, out.records.get(q.exercise.id), ("NOT RUN", "not checked")) for q in plan.exercises}
-    assert res["ex01.smallest_absorbing"].passed  # extra results are ignored
+    assert res["ex01.smallest_absorbing"].passed  # extra results in a record are ignored
     assert res["ex01.ulp_at"].status == "ERROR" and res["ex01.ulp_at"].points == 0
     assert res["ex01.round_nearest_even"].points == 0 and res["ex01.round_nearest_even"].n_failed == len(
         plan.exercises[1].cases
@@ -81,6 +79,28 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
         [{"event": "grading_cell", "outputs": str(tmp_path / "nothing.jsonl"), "nonce": nonce}], plan
     )
     assert missing.records == {} and missing.foreign_lines == 0
+
+
+def test_a_second_record_with_the_nonce_voids_the_exercise(tmp_path):
+    """A grading cell writes one record per exercise. A second one carrying the nonce was forged
+    in the kernel (by code that read the nonce there, written before or after the real one):
+    neither is judged, the exercise gets no points, and the detail says so."""
+    from nbhelpers.grading.judging import FORGED, judge_submission
+
+    plan = plan_chapter(1, seed=0)
+    p = plan.exercises[3]
+    good = [{"v": encode(e)} for e in p.expected]
+    nonce = "6" * 32
+    for order in ([good, [{"v": 0.0}] * len(good)], [[{"v": 0.0}] * len(good), good]):
+        lines = [json.dumps({"id": p.exercise.id, "results": r, "n": nonce}) + "\n" for r in order]
+        (tmp_path / "out.jsonl").write_text("".join(lines))
+        events = [{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}]
+        results, _, foreign = judge_submission(plan, events, [], ("NOT RUN", "not checked"))
+        r = results[p.exercise.id]
+        assert r.points == 0 and r.status == "FAIL" and r.error == FORGED and foreign == 0
+    (tmp_path / "out.jsonl").write_text(json.dumps({"id": p.exercise.id, "results": good, "n": nonce}) + "\n")
+    results, _, _ = judge_submission(plan, events, [], ("NOT RUN", "not checked"))
+    assert results[p.exercise.id].passed  # one record: judged as it is
 
 
 @pytest.mark.parametrize("t", [10**4000, float("inf"), float("nan"), -5, "soon", None, 3.5])

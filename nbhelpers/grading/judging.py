@@ -198,12 +198,15 @@ def decode_result(
 
 @dataclass
 class KernelOutputs:
-    """What the grading cells wrote: each exercise's record (the first complete one), and how
-    many lines of the results files did not carry their grading cell's nonce (written by
-    something else than the grading cell: ignored, and reported)."""
+    """What the grading cells wrote: each exercise's record (the first complete one), how many
+    lines of the results files did not carry their grading cell's nonce (written by something
+    else than the grading cell: ignored, and reported), and the exercises with more than one
+    record that carries it (a grading cell writes one: the others were forged in the kernel, by
+    code that read the nonce there; none of them is judged)."""
 
     records: dict[str, dict] = field(default_factory=dict)
     foreign_lines: int = 0
+    duplicated: set[str] = field(default_factory=set)
 
 
 def read_outputs(events: list[dict], plan: ChapterPlan) -> KernelOutputs:
@@ -222,8 +225,11 @@ def read_outputs(events: list[dict], plan: ChapterPlan) -> KernelOutputs:
             if not isinstance(rec, dict) or rec.get("n") != nonce:
                 out.foreign_lines += line is not None and bool(line.strip())
                 continue
-            if rec.get("id") in ids and rec["id"] not in out.records:
-                out.records[rec["id"]] = safe_data(rec)
+            if rec.get("id") in ids:
+                if rec["id"] in out.records:
+                    out.duplicated.add(rec["id"])
+                else:
+                    out.records[rec["id"]] = safe_data(rec)
     return out
 
 
@@ -296,6 +302,10 @@ def judge(
     if timed_out:
         result.status, result.points = CheckStatus.TIMEOUT, 0
     return result
+
+
+#: the error of an exercise whose results were written more than once with the nonce
+FORGED = "tampering: more than one result for this function carried the grading cell's nonce; none was judged"
 
 
 def _unscored(p: ExercisePlan, status: CheckStatus, error: str, n_failed: int | None = None) -> CheckResult:
@@ -522,6 +532,7 @@ def _grade_one(
     details += _definitions_notes(defs, results, sources, sub.cells)
     if unjudged:
         details.append(f"its results could not be judged: {unjudged}")
+    details += [f"{ex_id}: {FORGED}" for ex_id, r in results.items() if r.error == FORGED]
     if foreign:
         details.append(
             f"tampering: {foreign} line{'s' if foreign != 1 else ''} in the "
@@ -597,6 +608,9 @@ def judge_submission(
     no results. Run in a judge process (:mod:`nbhelpers.grading.judge_process`), or here."""
     outputs = read_outputs(events, plan)
     results = _judge_all(plan, outputs.records, events, missing)
+    for p in plan.exercises:
+        if p.exercise.id in outputs.duplicated:
+            results[p.exercise.id] = _unscored(p, CheckStatus.FAIL, FORGED)
     return results, graded_sources(outputs.records, cells), outputs.foreign_lines
 
 
