@@ -738,6 +738,18 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
         nb = solution()
         nb.cells.append(nbformat.v4.new_code_cell(payload))  # last: the cells after a flood lose their output
         write(nb, subs / f"{name}.ipynb")
+    # results that cost the grader more than they cost the kernel: a set of 2,000 ints sharing one
+    # hash, built once in the kernel, rebuilt for each of the 400 cases by a decoder without limits
+    # (quadratic), and arrays of "<U9999" empty strings (80 MB each once made, 10 kB sent)
+    for name, setup, body in [
+        ("ex01_returns_colliding_sets", "_C = {k * (2**61 - 1) for k in range(1, 2001)}", "return _C"),
+        ("ex01_returns_wide_empty_strings", "", 'return np.full(2000, "", dtype="<U9999")'),
+    ]:
+        nb = solution()
+        set_body(nb, "decode_bits", body)
+        if setup:
+            insert_code(nb, "import math", setup)
+        write(nb, subs / f"{name}.ipynb")
     memory_mb, processes, disk_mb = 2048, 64, 64
     cmd = [sys.executable, "-m", "nbhelpers.grade", str(subs), "--csv", str(tmp_path / "g.csv")]
     cmd += ["--json", str(tmp_path / "g.json"), "--jobs", "2", "--no-progress", *LIMITS]
@@ -786,5 +798,9 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
     assert int(dev.group(2)) <= shm_mb and int(dev.group(3)) <= tmp_mb, dev.group(0)
     assert int(dev.group(2)) + int(dev.group(3)) <= disk_mb
 
+    for name in ("ex01_returns_colliding_sets", "ex01_returns_wide_empty_strings"):
+        r = got[name]  # decode_bits is wrong, judged in bounded time and memory; the rest is right
+        assert r["total"] == FULL - POINTS["ex01.decode_bits"] and r["status"] == "graded", r["detail"]
+        assert r["checks"]["ex01.decode_bits"]["status"] == "FAIL" and r["seconds"] < 60, r
     for name in ("ex01_prints_200_mb", "ex01_opens_comms"):  # 620 MB and 480 MB in the worker, uncapped
         assert got[name]["total"] == FULL and got[name]["worker_peak_mb"] < 250, (name, got[name]["worker_peak_mb"])
