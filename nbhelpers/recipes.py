@@ -13,8 +13,9 @@ One convention everywhere: ``x ~ q * scale`` (q the element values, scale the bl
 - ``element`` is ``"int8"`` (symmetric, codes -127..127), ``"int4"`` (symmetric, -7..7) or the name
   of a signed float format of :mod:`nbhelpers.formats` (``"e4m3fn"``, ``"e5m2"``, ``"e2m1fn"``, ...).
 - ``scale`` is ``"fp32"`` (amax / max_element, rounded to fp32), ``"e8m0"`` (a power of two by the
-  OCP MX v1.0 rule) or ``"e4m3_over_fp32"`` (NVFP4: an e4m3 scale per block under one fp32
-  scale per tensor).
+  OCP MX v1.0 rule, rounded down), ``"e8m0_rceil"`` (a power of two rounded up from
+  amax / max_element, the rule of cuBLAS's UE8M0 conversion and torchao's RCEIL mode) or
+  ``"e4m3_over_fp32"`` (NVFP4: an e4m3 scale per block under one fp32 scale per tensor).
 - ``amax`` is ``"current"`` (the scale comes from this tensor's amax) or ``"delayed"`` (from the
   largest amax of the previous ``history`` steps; per-tensor fp32 scales only).
 """
@@ -63,7 +64,7 @@ def group_along_k(g: int) -> tuple[int, int]:
 #: Integer elements: name -> (bits, largest code). Symmetric: codes run from -qmax to qmax.
 INT_ELEMENTS: Mapping[str, tuple[int, int]] = MappingProxyType({"int8": (8, 127), "int4": (4, 7)})
 #: Scale kinds: name -> bits of one block scale.
-SCALE_KINDS: Mapping[str, int] = MappingProxyType({"fp32": 32, "e8m0": 8, "e4m3_over_fp32": 8})
+SCALE_KINDS: Mapping[str, int] = MappingProxyType({"fp32": 32, "e8m0": 8, "e8m0_rceil": 8, "e4m3_over_fp32": 8})
 AMAX_KINDS = ("current", "delayed")
 
 
@@ -75,7 +76,9 @@ class Recipe:
     ----------
     element: "int8", "int4", or a signed float format name ("e4m3fn", "e5m2", "e2m1fn", ...).
     block: (rows, cols) of the block one scale covers; None = the whole extent of that axis.
-    scale: "fp32", "e8m0" (MX, float elements only) or "e4m3_over_fp32" (NVFP4, float elements).
+    scale: "fp32", "e8m0" (MX v1.0's floor rule, float elements only), "e8m0_rceil" (a power of two
+        rounded up from amax / max_element: cuBLAS's UE8M0 conversion, torchao's RCEIL) or
+        "e4m3_over_fp32" (NVFP4, float elements).
     amax: "current" or "delayed".
     history: H, the length of the amax history of a delayed recipe (None for "current").
     name: a label for tables and plots; not part of equality.
@@ -190,6 +193,8 @@ def _named() -> Mapping[str, Recipe]:
         Recipe("e4m3fn", MX_BLOCK, "e8m0", name="MXFP8"),
         Recipe("e5m2", MX_BLOCK, "e8m0", name="MXFP8 e5m2"),
         Recipe("e2m1fn", MX_BLOCK, "e8m0", name="MXFP4"),
+        Recipe("e4m3fn", MX_BLOCK, "e8m0_rceil", name="MXFP8 RCEIL"),
+        Recipe("e2m1fn", MX_BLOCK, "e8m0_rceil", name="MXFP4 RCEIL"),
         Recipe("e2m1fn", NVFP4_BLOCK, "e4m3_over_fp32", name="NVFP4"),
         Recipe("int4", group_along_k(128), name="int4 g128"),
     ]

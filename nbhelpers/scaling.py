@@ -14,6 +14,13 @@ How amax becomes a scale (``recipe.scale``):
   amax / scale lies in [2**emax_elem, 2**(emax_elem+1)), which can exceed the element's max: such
   values are clamped (an MXFP4 block whose amax is 7 stores 6). Exponents below -127 are raised
   to -127 (the smallest e8m0 value); above 127 is an error.
+- ``"e8m0_rceil"`` (cuBLAS's UE8M0 scale conversion; torchao's ``ScaleCalculationMode.RCEIL``):
+  ``scale = 2**ceil(log2(fp32(amax / max_element)))``, the power of two at or above the fp32
+  quotient, taken exactly (``cvt.rp`` to ue8m0). amax / scale is then at most max_element (up to the
+  fp32 rounding of the quotient, which the clamp below absorbs), so no block clips, and it lies
+  above max_element / 2, so the element format's top binade stays in use. torchao 0.18's eager
+  fallback takes the ceil of a float32 ``log2``, which rounds to an integer when the quotient is a
+  few float32 steps above a power of two: there it gives the exponent below this one.
 - ``"e4m3_over_fp32"`` (NVFP4): one fp32 tensor scale ``s_t = fp32(amax_tensor / (448 * 6))``,
   a block scale ``s_b = e4m3(amax_block / 6 / s_t)``, and ``q = fp4(x / (s_b * s_t))``. The
   scale returned for the block is the product ``s_b * s_t`` (exact in float64);
@@ -49,12 +56,16 @@ __all__ = [
     "block_amax",
     "nvfp4_scales",
     "e8m0_exponents",
+    "E8M0_RULES",
     "DelayedScaler",
     "bytes_per_element",
     "storage_bits",
 ]
 
-_SMALLEST_SCALE = {"fp32": 2.0**-149, "e8m0": 2.0**-127, "e4m3_over_fp32": 2.0**-9}
+_SMALLEST_SCALE = {"fp32": 2.0**-149, "e8m0": 2.0**-127, "e8m0_rceil": 2.0**-127, "e4m3_over_fp32": 2.0**-9}
+#: The rules that turn a block's amax into an e8m0 exponent: OCP MX v1.0's floor, and the round-up
+#: (RCEIL) of cuBLAS and torchao.
+E8M0_RULES = ("floor", "rceil")
 
 
 # ====================================================================== blocks
@@ -119,13 +130,24 @@ def _fp32(v) -> np.ndarray:
     return np.asarray(v, dtype=np.float64).astype(np.float32).astype(np.float64)
 
 
-def e8m0_exponents(amax, element: str) -> np.ndarray:
-    """The MX (OCP v1.0) scale exponent of each amax: floor(log2(amax)) - emax_elem, raised to
-    -127 (the smallest e8m0 exponent) where smaller or where amax is 0. int64 array."""
+def e8m0_exponents(amax, element: str, rule: str = "floor") -> np.ndarray:
+    """The e8m0 scale exponent of each amax, raised to -127 (the smallest e8m0 exponent) where
+    smaller or where amax is 0. int64 array.
+
+    rule "floor" (OCP MX v1.0): floor(log2(amax)) - emax_elem. rule "rceil" (cuBLAS, torchao's
+    RCEIL): ceil(log2(d)) with d = fp32(amax / max_element), exactly."""
+    if rule not in E8M0_RULES:
+        raise ValueError(f"unknown e8m0 rule {rule!r}; expected one of: {', '.join(map(repr, E8M0_RULES))}")
     amax = np.asarray(amax, dtype=np.float64)
-    emax_elem = get_format(element).emax
-    _, e = np.frexp(amax)  # amax = m * 2**e with m in [0.5, 1): floor(log2(amax)) = e - 1, exactly
-    exp = np.where(amax > 0, e.astype(np.int64) - 1 - emax_elem, -127)
+    f = get_format(element)
+    if rule == "floor":
+        _, e = np.frexp(amax)  # amax = m * 2**e with m in [0.5, 1): floor(log2(amax)) = e - 1, exactly
+        exp = e.astype(np.int64) - 1 - f.emax
+    else:
+        d = _fp32(amax / f.max)
+        m, e = np.frexp(d)  # d = m * 2**e: a power of two when m == 0.5, then log2(d) = e - 1 exactly
+        exp = e.astype(np.int64) - (m == 0.5)
+    exp = np.where(amax > 0, exp, -127)
     exp = np.maximum(exp, -127)
     if np.any(exp > 127):
         raise ValueError(f"an MX scale exponent {int(exp.max())} exceeds e8m0's largest (127): amax too large")
@@ -146,8 +168,9 @@ def nvfp4_scales(amax_blocks: np.ndarray, element: str = "e2m1fn") -> tuple[np.n
 def _scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
     if recipe.scale == "fp32":
         return np.maximum(_fp32(amax / recipe.element_max), _SMALLEST_SCALE["fp32"])
-    if recipe.scale == "e8m0":
-        return np.ldexp(1.0, e8m0_exponents(amax, recipe.element))
+    if recipe.scale in ("e8m0", "e8m0_rceil"):
+        rule = "floor" if recipe.scale == "e8m0" else "rceil"
+        return np.ldexp(1.0, e8m0_exponents(amax, recipe.element, rule))
     s_b, s_t = nvfp4_scales(amax, recipe.element)
     return s_b * s_t  # exact: 4 significant bits times 24
 
@@ -201,33 +224,55 @@ def dequantize(q, scales, recipe: Recipe | str) -> np.ndarray:
 class DelayedScaler:
     """Per-tensor delayed scaling (Transformer Engine's idea), for a recipe with amax="delayed".
 
-    The scale used at step t is ``fp32(max(amax[t-H], ..., amax[t-1]) / max_element)``: the largest
-    amax of the previous H steps, not this one (at t = 0, with no history yet, this step's amax).
-    After quantizing, step t's amax joins the history and the oldest leaves. A value whose
-    magnitude jumps above max(history) is clamped to +-max_element on that step.
+    The scale used at step t is ``fp32(2**margin * amax_h / max_element)``, where amax_h comes from
+    the previous H steps' amaxes, not this one: their largest (``amax_compute="max"``) or the last
+    (``"most_recent"``); at t = 0, with no history yet, this step's amax. After quantizing, step t's
+    amax joins the history and the oldest leaves. A value whose magnitude jumps above
+    ``amax_h * 2**margin`` is clamped to +-max_element on that step.
+
+    Transformer Engine's ``DelayedScaling`` recipe has the same parts (``amax_history_len``, default
+    1024; ``margin``, default 0; ``amax_compute_algo``, "max" or "most_recent"), with the opposite
+    scale convention: TE's ``scale`` multiplies x (``q = x * scale``), so TE's ``scale`` is this
+    class's ``1 / scale`` (an ``inv_scale``), and TE's ``scale_inv`` is this scale.
     """
 
-    def __init__(self, recipe: Recipe | str):
+    def __init__(self, recipe: Recipe | str, margin: int = 0, amax_compute: str = "max"):
         recipe = get_recipe(recipe)
         if recipe.amax != "delayed":
             raise ValueError(f"DelayedScaler needs a recipe with amax='delayed', got {recipe}")
+        if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) or margin < 0:
+            raise ValueError(
+                f"margin must be a non-negative int (the scale is multiplied by 2**margin), got {margin!r}"
+            )
+        if amax_compute not in ("max", "most_recent"):
+            raise ValueError(f"amax_compute must be 'max' or 'most_recent', got {amax_compute!r}")
         self.recipe = recipe
+        self.margin = int(margin)
+        self.amax_compute = amax_compute
         self.history: deque[float] = deque(maxlen=recipe.history)
 
     def next_scale(self) -> float | None:
         """The scale the next step will use, or None before the first step."""
         if not self.history:
             return None
-        return float(max(float(_fp32(max(self.history) / self.recipe.element_max)), _SMALLEST_SCALE["fp32"]))
+        amax = max(self.history) if self.amax_compute == "max" else self.history[-1]
+        s = float(_fp32(amax * 2.0**self.margin / self.recipe.element_max))
+        return float(max(s, _SMALLEST_SCALE["fp32"]))
 
     def quantize(self, x, name: str = "x") -> tuple[np.ndarray, np.ndarray]:
         """One step: quantize ``x`` with the history's scale, then record its amax. (q, scales (1, 1))."""
         x = _as_matrix(x, name)
         amax = _block_amax(x, self.recipe, name)
         s = self.next_scale()
-        scales = _scales_from_amax(amax, self.recipe) if s is None else np.full((1, 1), s)
+        if s is None:
+            s = float(
+                max(
+                    float(_fp32(float(amax[0, 0]) * 2.0**self.margin / self.recipe.element_max)),
+                    _SMALLEST_SCALE["fp32"],
+                )
+            )
         self.history.append(float(amax[0, 0]))
-        return _quantize_with(x, scales, self.recipe)
+        return _quantize_with(x, np.full((1, 1), s), self.recipe)
 
 
 # ====================================================================== storage

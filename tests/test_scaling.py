@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nbhelpers.formats import ulp
+from nbhelpers.formats import get_format, ulp
 from nbhelpers.recipes import (
     BLOCK_128X128,
     MX_BLOCK,
@@ -90,7 +90,7 @@ def test_derived_element_properties(element, bits, emax_val):
         (dict(element=8), r"unknown element format 8"),
         (dict(element="int8", scale="e8m0"), r"scale 'e8m0' needs a float element format .* takes an 'fp32' scale"),
         (dict(element="int4", scale="e4m3_over_fp32"), r"scale 'e4m3_over_fp32' needs a float element format"),
-        (dict(scale="fp16"), r"unknown scale 'fp16'; expected one of: 'fp32', 'e8m0', 'e4m3_over_fp32'"),
+        (dict(scale="fp16"), r"unknown scale 'fp16'; expected one of: 'fp32', 'e8m0', 'e8m0_rceil', 'e4m3_over_fp32'"),
         (dict(amax="later"), r"unknown amax 'later'; expected one of: 'current', 'delayed'"),
         (dict(amax="delayed"), r"history \(the amax history length H"),
         (dict(amax="delayed", history=0), r"history .* must be a positive int"),
@@ -382,23 +382,29 @@ def test_bytes_per_parameter_against_hand_arithmetic():
 # ====================================================================== torchao (test-only oracle)
 
 
-@pytest.mark.parametrize("name", ["MXFP8", "MXFP8 e5m2", "MXFP4"])
+@pytest.mark.parametrize("name", ["MXFP8", "MXFP8 e5m2", "MXFP4", "MXFP8 RCEIL", "MXFP4 RCEIL"])
 def test_mx_quantization_is_bit_exact_against_torchao(name):
-    """torchao.prototype.mx_formats.to_mx with its default FLOOR rule (OCP MX v1.0). torchao is in
-    the test extra (`pip install -e '.[test]'`); the test skips only where it is not installed."""
+    """torchao.prototype.mx_formats.to_mx with its FLOOR rule (OCP MX v1.0, the "e8m0" scale) and its
+    RCEIL rule ("e8m0_rceil"). torchao is in the test extra (`pip install -e '.[test]'`); the test
+    skips only where it is not installed."""
     torch = pytest.importorskip("torch")
     mx = pytest.importorskip("torchao.prototype.mx_formats.mx_tensor")
     kernels = pytest.importorskip("torchao.prototype.mx_formats.kernels")
+    mode = pytest.importorskip("torchao.prototype.mx_formats.config").ScaleCalculationMode
     r = RECIPES[name]
+    rule = "floor" if r.scale == "e8m0" else "rceil"
     x = data((64, 256), seed=9)
     x[:, :32] *= np.ldexp(1.0, np.arange(-40, 24)).reshape(-1, 1)  # scales from 2**-41 to 2**26
     x[7, 64:96] = 0.0  # a zero block: code 0 (2**-127) in both, q = 0
     x[9, 96:128] = [7.0, -7.0] + [0.5] * 30  # MXFP4's amax-7 block
+    x[10, 96:128] = [7.9] + [0.5] * 31  # clips under FLOOR in MXFP4, not under RCEIL
+    x[11, 96:128] = [448.0 * 1.5] + [1.0] * 31  # the same for MXFP8
     elem = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1fn": torch.float4_e2m1fn_x2}[r.element]
-    codes, data_lp = mx.to_mx(torch.from_numpy(x.astype(np.float32)), elem, 32)
+    scaling_mode = mode.FLOOR if rule == "floor" else mode.RCEIL
+    codes, data_lp = mx.to_mx(torch.from_numpy(x.astype(np.float32)), elem, 32, scaling_mode=scaling_mode)
     q, s = quantize(x, r)
     np.testing.assert_array_equal(
-        codes.view(torch.uint8).numpy().astype(np.int64), e8m0_exponents(block_amax(x, r), r.element) + 127
+        codes.view(torch.uint8).numpy().astype(np.int64), e8m0_exponents(block_amax(x, r), r.element, rule) + 127
     )
     np.testing.assert_array_equal(np.log2(s), codes.view(torch.uint8).numpy().astype(np.float64) - 127)
     if r.element == "e2m1fn":
@@ -406,3 +412,56 @@ def test_mx_quantization_is_bit_exact_against_torchao(name):
     else:
         q_ao = data_lp.to(torch.float32).numpy()
     np.testing.assert_array_equal(q, q_ao.astype(np.float64).reshape(x.shape))
+
+
+def test_rceil_never_clips_and_keeps_the_top_binade():
+    """RCEIL: amax / scale in (max / 2, max] for every block (the fp32 quotient's rounding aside),
+    FLOOR: in [2**emax, 2**(emax + 1)), past max for the top of each binade."""
+    rng = np.random.default_rng(3)
+    amax = np.exp2(rng.uniform(-30, 30, 20000))
+    for element in ("e4m3fn", "e5m2", "e2m1fn", "e3m2fn", "e2m3fn"):
+        f = get_format(element)
+        r = amax / np.ldexp(1.0, e8m0_exponents(amax, element, "rceil"))
+        assert (r <= f.max * (1 + 2.0**-23)).all() and (r > f.max / 2 * (1 - 2.0**-23)).all(), element
+        fl = amax / np.ldexp(1.0, e8m0_exponents(amax, element, "floor"))
+        assert (fl >= 2.0**f.emax).all() and (fl < 2.0 ** (f.emax + 1)).all()
+    with pytest.raises(ValueError, match=r"unknown e8m0 rule 'round'; expected one of: 'floor', 'rceil'"):
+        e8m0_exponents(1.0, "e4m3fn", "round")
+
+
+def test_rceil_where_torchao_eager_log2_rounds():
+    """torchao 0.18's eager RCEIL takes ceil(float32 log2(amax / max)): a quotient one float32 step
+    above 2**-9 has log2 -9 + 2.8e-7, which float32 rounds to -9, so torchao gives 2**-9, which
+    clips the amax by one step; the exact rule (cuBLAS's cvt.rp) gives 2**-8. This pins what the
+    docstring says, for that torchao version."""
+    torch = pytest.importorskip("torch")
+    mx = pytest.importorskip("torchao.prototype.mx_formats.mx_tensor")
+    mode = pytest.importorskip("torchao.prototype.mx_formats.config").ScaleCalculationMode
+    import torchao
+
+    d = np.float32(2.0**-9) * np.nextafter(np.float32(1), np.float32(2))
+    amax = float(np.float32(d * np.float32(448.0)))
+    assert e8m0_exponents(amax, "e4m3fn", "rceil") == -8
+    x = torch.zeros(1, 32)
+    x[0, 0] = amax
+    codes, _ = mx.to_mx(x, torch.float8_e4m3fn, 32, scaling_mode=mode.RCEIL)
+    if torchao.__version__.startswith("0.18"):
+        assert int(codes.view(torch.uint8)[0]) - 127 == -9
+
+
+def test_delayed_scaler_margin_and_most_recent_amax():
+    """Transformer Engine's margin (the scale times 2**margin) and amax_compute_algo ("max" over the
+    history, or the most recent amax), in this course's convention x ~ q * scale."""
+    r = Recipe("e4m3fn", amax="delayed", history=3)
+    steps = [np.array([[4.0]]), np.array([[2.0]]), np.array([[1.0]])]
+    for margin, algo, want in [(0, "max", 4.0 / 448), (2, "max", 16.0 / 448), (0, "most_recent", 1.0 / 448)]:
+        ds = DelayedScaler(r, margin=margin, amax_compute=algo)
+        for x in steps:
+            ds.quantize(x)
+        assert ds.next_scale() == float(np.float32(want)), (margin, algo)
+    first = DelayedScaler(r, margin=1).quantize(np.array([[448.0, 1.0]]))
+    assert first[1][0, 0] == 2.0 and first[0][0, 0] == 224.0  # the first step: its own amax, with the margin
+    with pytest.raises(ValueError, match=r"margin must be a non-negative int"):
+        DelayedScaler(r, margin=-1)
+    with pytest.raises(ValueError, match=r"amax_compute must be 'max' or 'most_recent'"):
+        DelayedScaler(r, amax_compute="mean")
