@@ -33,6 +33,17 @@ def test_plot_promotion_vs_K_one_distinct_style_per_setting():
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert _legend_right_of_axes(ax)
     plt.close(ax.figure)
+    # slope guides through the never-promoted line's first point, one per power
+    ax = plots.plot_promotion_vs_K(Ks, errs, slopes=(0.5, 1.0))
+    guides = {ln.get_label(): ln for ln in ax.lines if ln.get_label().startswith("slope guide")}
+    assert set(guides) == {"slope guide: grows like sqrt(K)", "slope guide: grows like K"}
+    np.testing.assert_allclose(guides["slope guide: grows like K"].get_ydata(), 2e-4 * np.array(Ks) / 128)
+    np.testing.assert_allclose(
+        guides["slope guide: grows like sqrt(K)"].get_ydata(), 2e-4 * np.sqrt(np.array(Ks) / 128)
+    )
+    with pytest.raises(ValueError, match="never-promoted"):
+        plots.plot_promotion_vs_K(Ks, {32: [1, 2, 3]}, slopes=(1.0,))
+    plt.close(ax.figure)
 
 
 def test_plot_promotion_vs_K_takes_an_axes_and_refuses_bad_input():
@@ -69,6 +80,7 @@ def test_plot_sqnr_vs_bytes_one_marker_per_format_one_fill_per_series():
     ax = plots.plot_sqnr_vs_bytes({"a": (0.5, {"s": 18.0}), "b": (0.5, {"s": 18.1})}, dodge=1.1)
     xa, xb = (ln.get_xdata()[0] for ln in ax.lines if ln.get_marker() not in ("None", None, ""))
     assert xa != xb and xa * xb == pytest.approx(0.25)
+    assert "drawn side by side, same bytes: a = b" in ax.get_xlabel()  # the shift is said, not hidden
     plt.close(ax.figure)
 
 

@@ -35,15 +35,17 @@ def promotion_label(setting, accumulator_bits: int = 14) -> str:
     return f"{accumulator_bits}-bit acc, promoted every {int(setting)}"
 
 
+#: Colours of the promotion intervals, shortest first: far apart in hue and in lightness, and none
+#: of them a format's course colour (fp32 and e4m3 are the two other lines of the figure).
+_PROMOTION_COLORS = ("#1b9e77", "#7570b3", "#e6ab02", "#a6761d", "#e7298a", "#66a61e", "#666666")
+
+
 def _promotion_styles(settings: list) -> dict:
     """(colour, line style, marker) per setting: fp32 in the fp32 colour, the never-promoted
-    accumulator in the e4m3 colour, promotion intervals in shades of one colour map, darker for
-    longer intervals (closer to never promoted)."""
-    from matplotlib import colormaps
-
+    accumulator in the e4m3 colour, each promotion interval in its own colour, line style and
+    marker (shortest interval first)."""
     ns = sorted(int(s) for s in settings if s is not None and not isinstance(s, str))
-    cmap = colormaps["plasma"]
-    shade = {n: cmap(0.15 + 0.6 * (1 - i / max(len(ns) - 1, 1))) for i, n in enumerate(ns)}
+    shade = {n: _PROMOTION_COLORS[i % len(_PROMOTION_COLORS)] for i, n in enumerate(ns)}
     out = {}
     for s in settings:
         if isinstance(s, str):
@@ -63,6 +65,7 @@ def plot_promotion_vs_K(
     guides: dict | None = None,
     accumulator_bits: int = 14,
     legend_outside: bool = True,
+    slopes: Sequence[float] = (),
 ):
     """Relative error against K on log-log axes, one line per accumulator setting.
 
@@ -70,7 +73,9 @@ def plot_promotion_vs_K(
     fp32 accumulation), None (the narrow accumulator, never promoted) or an int N (promoted into
     fp32 every N products). Each setting has its own colour, line style and marker (see
     :func:`promotion_label` for the legend text). guides: label -> one value per K, thin grey
-    reference lines. legend_outside: the legend to the right of the axes (default), off the data.
+    reference lines. slopes: powers p of thin black guide lines ``c K**p`` drawn through the
+    never-promoted setting's first point (0.5 for sqrt(K), 1 for K); needs the None setting.
+    legend_outside: the legend to the right of the axes (default), off the data.
     """
     ax = axes_or_new(ax)
     Ks = np.asarray(Ks, dtype=float)
@@ -85,6 +90,20 @@ def plot_promotion_vs_K(
         ax.plot(Ks, vals, ls, color=color, marker=marker, ms=5, lw=1.5, label=labels[s])
     for i, (label, vals) in enumerate((guides or {}).items()):
         ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 2) % len(DASHES)], color="0.55", lw=1.0, label=label)
+    if slopes:
+        if None not in errors:
+            raise ValueError("slope guides are drawn through the never-promoted setting (None): add it to errors")
+        y0 = float(np.asarray(errors[None], dtype=float)[0])
+        for i, p in enumerate(slopes):
+            name = {0.5: "sqrt(K)", 1.0: "K", 2.0: "K^2"}.get(float(p), f"K^{p:g}")
+            ax.plot(
+                Ks,
+                y0 * (Ks / Ks[0]) ** float(p),
+                (":", "-.", "--")[i % 3],
+                color="black",
+                lw=0.8,
+                label=f"slope guide: grows like {name}",
+            )
     return finish_error_vs_K(ax, legend_outside)
 
 
@@ -98,9 +117,9 @@ def plot_sqnr_vs_bytes(
     second hollow, further ones half-filled; a thin grey line joins one format's series. formats:
     label -> an element format name (its course colour) or a matplotlib colour; black when not
     given. The x axis is log base 2 (0.5, 1, 2 bytes are equally spaced). Formats with exactly the
-    same bytes are drawn side by side, ``dodge`` (a factor) apart, so that neither hides the other:
-    read their bytes from a table, not from the x position. Legend entries: one per format
-    (marker), one per series (fill).
+    same bytes are drawn side by side, ``dodge`` (a factor) apart, so that neither hides the other,
+    and a note under the axes says so: read their bytes from a table, not from the x position.
+    Legend entries: one per format (marker), one per series (fill).
     """
     from matplotlib.lines import Line2D
 
@@ -162,7 +181,11 @@ def plot_sqnr_vs_bytes(
     ax.set_xticks(ticks)
     ax.set_xticklabels([f"{t:g}" for t in ticks])
     ax.minorticks_off()
-    ax.set_xlabel("bytes per parameter (scales included)")
+    dodged = [g for g in same.values() if len(g) > 1]
+    note = ""
+    if dodged:
+        note = "\n(drawn side by side, same bytes: " + "; ".join(" = ".join(g) for g in dodged) + ")"
+    ax.set_xlabel("bytes per parameter (scales included)" + note)
     ax.set_ylabel("SQNR (dB, higher is better)")
     ax.grid(True, which="major", alpha=0.3)
     if legend_outside:
