@@ -37,7 +37,7 @@ def promotion_label(setting, accumulator_bits: int = 14) -> str:
 
 #: Colours of the promotion intervals, shortest first: far apart in hue and in lightness, and none
 #: of them a format's course colour (fp32 and e4m3 are the two other lines of the figure).
-_PROMOTION_COLORS = ("#1b9e77", "#7570b3", "#e6ab02", "#a6761d", "#e7298a", "#66a61e", "#666666")
+_PROMOTION_COLORS = ("#7570b3", "#e6ab02", "#a6761d", "#e7298a", "#17becf", "#666666")
 
 
 def _promotion_styles(settings: list) -> dict:
