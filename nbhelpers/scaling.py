@@ -12,7 +12,8 @@ How amax becomes a scale (``recipe.scale``):
 - ``"e8m0"`` (OCP MX v1.0): ``scale = 2**(floor(log2(amax)) - emax_elem)``, emax_elem the exponent
   of the element format's largest normal (e4m3fn 8, e5m2 15, e2m1fn 2). The floor means a block's
   amax / scale lies in [2**emax_elem, 2**(emax_elem+1)), which can exceed the element's max: such
-  values are clamped (an MXFP4 block whose amax is 7 stores 6). Exponents below -127 are raised
+  values are clamped (an MXFP4 block whose amax is 7.9 stores 6, 24% low; under "e8m0_rceil" it
+  comes back as 8). Exponents below -127 are raised
   to -127 (the smallest e8m0 value); above 127 is an error.
 - ``"e8m0_rceil"`` (cuBLAS's UE8M0 scale conversion; torchao's ``ScaleCalculationMode.RCEIL``):
   ``scale = 2**ceil(log2(fp32(amax / max_element)))``, the power of two at or above the fp32
