@@ -23,6 +23,9 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
     extended there
   - :mod:`~nbhelpers.scaled_gemm`   reference scaled GEMMs: int8/fp8 epilogue, per-K-block scales, the fp8 accumulator
     with promotion
+  - :mod:`~nbhelpers.outlier_remedies` SmoothQuant smoothing, LLM.int8()'s decomposition, asymmetric int8 with a zero
+    point and its GEMM correction (chapter 06)
+  - :mod:`~nbhelpers.rotations`     Hadamard and random-Hadamard rotations applied blockwise along K (chapter 07)
   - :mod:`~nbhelpers.moe`           a routed MoE layer: routing, permutation, offsets, tile schedule, loop / padded /
     grouped expert GEMMs (chapter 10)
 

@@ -1,5 +1,7 @@
 """Smoke and content tests of nbhelpers.plots.scaling (chapter 06): the SQNR-by-granularity figure
-draws one line per element format per panel, in distinct styles, with its legend off the data."""
+draws one series of markers (no joining lines: the granularities are categories) per element format
+per panel, in distinct styles, shades the granularities an epilogue cannot apply, and keeps its
+legend off the data."""
 
 import matplotlib
 
@@ -27,9 +29,10 @@ def test_plot_sqnr_by_granularity_draws_each_format_in_its_own_style():
         for element, ln in lines.items():
             np.testing.assert_array_equal(ln.get_ydata(), SQNR[panel][element])
             np.testing.assert_array_equal(ln.get_xdata(), np.arange(len(GRANS)))
-        styles = {(ln.get_color(), ln.get_marker(), ln.get_linestyle()) for ln in ax.lines}
-        assert len(styles) == len(lines)  # one distinct style per format
+        styles = {(ln.get_color(), ln.get_marker()) for ln in ax.lines}
+        assert len(styles) == len(lines)  # one distinct marker and colour per format
         assert len({ln.get_marker() for ln in ax.lines}) == len(lines)
+        assert all(ln.get_linestyle() == "None" for ln in ax.lines)  # markers, no lines
         assert [t.get_text() for t in ax.get_xticklabels()] == GRANS
         assert ax.get_title() == panel
     assert lines["e4m3fn"].get_color() == plots.format_color("e4m3fn")
@@ -67,3 +70,21 @@ def test_element_style_int8_black_floats_in_course_colour():
     assert element_style("int8")["color"] == "black"
     assert element_style("e4m3fn")["color"] == plots.format_color("e4m3fn")
     assert element_style("e5m2", 1)["linestyle"] != element_style("e4m3fn", 0)["linestyle"]
+
+
+def test_plot_sqnr_by_granularity_shades_what_the_epilogue_cannot_do():
+    grans = ["per-tensor", "per-row", "per-column"]
+    data = {"p": {"int8": [1.0, 2.0, 3.0], "e4m3fn": [1.5, 1.6, 1.7]}}
+    (ax,) = plots.plot_sqnr_by_granularity(data, grans, shade=["per-column"])
+    spans = [p for p in ax.patches if p.get_hatch()]
+    assert len(spans) == 1
+    x0, x1 = spans[0].get_path().get_extents(spans[0].get_patch_transform()).intervalx
+    assert x0 < 2 < x1 and x1 - x0 < 1  # around the per-column category only
+    leg = ax.get_legend()
+    texts = [t.get_text() for t in leg.get_texts()]
+    assert texts[-1] == plots.scaling.NOT_IN_EPILOGUE and texts[:2] == ["int8", "e4m3fn"]
+    (ax2,) = plots.plot_sqnr_by_granularity(data, grans)
+    assert not [p for p in ax2.patches if p.get_hatch()]
+    with pytest.raises(ValueError, match="not among the granularities"):
+        plots.plot_sqnr_by_granularity(data, grans, shade=["per-block"])
+    plt.close("all")

@@ -1,5 +1,6 @@
 """Figures of quantization error against how a tensor is scaled (chapter 06): SQNR by the
-granularity of the scales, one line style per element format, one panel per input tensor.
+granularity of the scales, one marker and colour per element format (categories, so no lines
+join them), one panel per input tensor, and the granularities a GEMM epilogue cannot apply shaded.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import numpy as np
 
 from .style import DASHES, format_color
 
-__all__ = ["ELEMENT_MARKERS", "element_style", "plot_sqnr_by_granularity"]
+__all__ = ["ELEMENT_MARKERS", "NOT_IN_EPILOGUE", "element_style", "plot_sqnr_by_granularity"]
 
 #: A marker per element format (int8 is not a float format: black, with its own marker).
 ELEMENT_MARKERS = {"int8": "o", "int4": "D", "e4m3fn": "s", "e5m2": "^", "e2m1fn": "v"}
@@ -23,19 +24,27 @@ def element_style(element: str, index: int = 0) -> dict:
     return {"color": color, "marker": ELEMENT_MARKERS.get(element, "x"), "linestyle": DASHES[index % len(DASHES)]}
 
 
+#: The default label of the shaded granularities.
+NOT_IN_EPILOGUE = "scale along K:\nnot in the epilogue"
+
+
 def plot_sqnr_by_granularity(
     sqnr: Mapping[str, Mapping[str, Sequence[float]]],
     granularities: Sequence[str],
     axes=None,
     ylabel: str = "SQNR (dB)",
+    shade: Sequence[str] = (),
+    shade_label: str = NOT_IN_EPILOGUE,
 ):
-    """SQNR against the granularity of the scales, one panel per tensor, one line per element format.
+    """SQNR against the granularity of the scales, one panel per tensor, one marker per element format.
 
     sqnr: {panel title: {element format: one SQNR per granularity}}, e.g.
     {"no outliers": {"int8": [...], "e4m3fn": [...]}, "4 outlier channels": {...}}.
-    granularities: the x tick labels, in the order of the values. axes: one Axes per panel, or None
-    for a new figure (panels side by side, sharing the y axis). Returns the Axes (a list). The
-    legend sits to the right of the last panel, off the data.
+    granularities: the x tick labels, in the order of the values; categories, so the points are
+    markers without lines. shade: granularities to hatch in every panel (e.g. ["per-column"], a
+    scale that varies along K and cannot go in the epilogue), labelled ``shade_label`` in the
+    legend. axes: one Axes per panel, or None for a new figure (panels side by side, sharing the y
+    axis). Returns the Axes (a list). The legend sits to the right of the last panel, off the data.
     """
     panels = list(sqnr)
     if not panels:
@@ -54,15 +63,55 @@ def plot_sqnr_by_granularity(
     axes = list(np.atleast_1d(axes))
     if len(axes) != len(panels):
         raise ValueError(f"{len(panels)} panels need {len(panels)} Axes, got {len(axes)}")
+    unknown = [g for g in shade if g not in granularities]
+    if unknown:
+        raise ValueError(f"shade names {unknown}, not among the granularities {list(granularities)}")
     x = np.arange(len(granularities))
     for ax, title in zip(axes, panels):
+        for g in shade:
+            i = list(granularities).index(g)
+            ax.axvspan(
+                i - 0.42,
+                i + 0.42,
+                facecolor="0.93",
+                edgecolor="0.55",
+                hatch="//",
+                lw=0.0,
+                zorder=0,
+                label=shade_label if g == shade[0] else None,
+            )
         for i, (element, values) in enumerate(sqnr[title].items()):
-            ax.plot(x, np.asarray(values, dtype=float), lw=1.5, ms=7, label=element, **element_style(element, i))
+            style = element_style(element, i)
+            ax.plot(
+                x,
+                np.asarray(values, dtype=float),
+                linestyle="none",
+                marker=style["marker"],
+                color=style["color"],
+                ms=8,
+                mec="white",
+                mew=0.6,
+                label=element,
+                zorder=3,
+            )
+        ax.set_xlim(-0.6, len(granularities) - 0.4)
         ax.set_xticks(x)
         ax.set_xticklabels(granularities, rotation=20)
         ax.set_xlabel("granularity of the scales")
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].set_ylabel(ylabel)
-    axes[-1].legend(title="element format", fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    handles, labels = axes[-1].get_legend_handles_labels()
+    order = [i for i, lab in enumerate(labels) if lab != shade_label] + [
+        i for i, lab in enumerate(labels) if lab == shade_label
+    ]
+    axes[-1].legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        title="element format",
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        borderaxespad=0.0,
+    )
     return axes
