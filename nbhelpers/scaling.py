@@ -144,11 +144,12 @@ def e8m0_exponents(amax, element: str, rule: str = "floor") -> np.ndarray:
     if rule == "floor":
         _, e = np.frexp(amax)  # amax = m * 2**e with m in [0.5, 1): floor(log2(amax)) = e - 1, exactly
         exp = e.astype(np.int64) - 1 - f.emax
+        exp = np.where(amax > 0, exp, -127)
     else:
         d = _fp32(amax / f.max)
         m, e = np.frexp(d)  # d = m * 2**e: a power of two when m == 0.5, then log2(d) = e - 1 exactly
         exp = e.astype(np.int64) - (m == 0.5)
-    exp = np.where(amax > 0, exp, -127)
+        exp = np.where(d > 0, exp, -127)  # amax 0, or a quotient below fp32's range: log2 is -inf
     exp = np.maximum(exp, -127)
     if np.any(exp > 127):
         raise ValueError(f"an MX scale exponent {int(exp.max())} exceeds e8m0's largest (127): amax too large")

@@ -425,6 +425,9 @@ def test_rceil_never_clips_and_keeps_the_top_binade():
         assert (r <= f.max * (1 + 2.0**-23)).all() and (r > f.max / 2 * (1 - 2.0**-23)).all(), element
         fl = amax / np.ldexp(1.0, e8m0_exponents(amax, element, "floor"))
         assert (fl >= 2.0**f.emax).all() and (fl < 2.0 ** (f.emax + 1)).all()
+    # a quotient amax / max below fp32's smallest subnormal rounds to 0: ceil(log2 0) is -inf, raised to -127
+    assert e8m0_exponents(2.0**-149, "e4m3fn", "rceil") == -127 and e8m0_exponents(0.0, "e2m1fn", "rceil") == -127
+    assert e8m0_exponents(2.0**-149, "e4m3fn", "floor") == -127
     with pytest.raises(ValueError, match=r"unknown e8m0 rule 'round'; expected one of: 'floor', 'rceil'"):
         e8m0_exponents(1.0, "e4m3fn", "round")
 
