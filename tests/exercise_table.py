@@ -414,8 +414,8 @@ CHAPTERS = [
         6,
         "ex06_scaled_gemm.ipynb",
         lambda: {"math": math, "np": np, "round_to": round_to},
-        ("quantize_blocks", "epilogue", "coarsest_granularity"),
-        11,
+        ("quantize_blocks", "asym_int8_gemm", "coarsest_granularity", "fp8_choice", "smallest_margin"),
+        17,
         6066,
         tuple(
             [
@@ -445,26 +445,78 @@ CHAPTERS = [
                     "rows, cols = slice(i * br, (i + 1) * br), slice(j * bc, (j + 1) * bc)",
                     "rows, cols = slice(i * bc, (i + 1) * bc), slice(j * br, (j + 1) * br)",
                 ),
-                # the int32 accumulator not converted to float32 first: numpy computes int32 * float32 in float64
-                ("epilogue", "acc32 = np.asarray(acc).astype(np.float32)", "acc32 = np.asarray(acc)"),
-                # everything in float64, rounded to float32 once at the end
+                # the codes multiplied in their own dtypes: numpy's uint8 @ int8 is int16 and wraps around
+                ("asym_int8_gemm", "acc = qx64 @ qw64", "acc = (np.asarray(qx) @ np.asarray(qw)).astype(np.int64)"),
+                # the GEMM of the raw codes in float32: sums past 2**24 round
                 (
-                    "epilogue",
-                    "((acc32 * sA) * sB).astype(np.float64)",
-                    "(acc32.astype(np.float64) * sA * sB).astype(np.float32).astype(np.float64)",
+                    "asym_int8_gemm",
+                    "acc = qx64 @ qw64",
+                    "acc = (qx64.astype(np.float32) @ qw64.astype(np.float32)).astype(np.int64)",
                 ),
+                # the zero point subtracted from the codes in uint8: codes below it wrap around
+                (
+                    "asym_int8_gemm",
+                    "acc = qx64 @ qw64\n    # the weights' column sums, (1, N): computed once, offline\n"
+                    "    colsum = qw64.sum(axis=0, keepdims=True)\n    corr = np.asarray(zx).astype(np.int64) * colsum",
+                    "acc = (np.asarray(qx) - np.asarray(zx)).astype(np.int64) @ qw64\n    corr = 0",
+                ),
+                # the correction omitted
+                ("asym_int8_gemm", "c32 = (acc - corr)", "c32 = (acc + 0 * corr)"),
+                # the correction with the wrong sign
+                ("asym_int8_gemm", "c32 = (acc - corr)", "c32 = (acc + corr)"),
+                # the correction built from the row sums of the activation codes
+                (
+                    "asym_int8_gemm",
+                    "colsum = qw64.sum(axis=0, keepdims=True)",
+                    "colsum = qx64.sum(axis=1, keepdims=True)",
+                ),
+                # the zero point applied along the columns (zx transposed)
+                (
+                    "asym_int8_gemm",
+                    "corr = np.asarray(zx).astype(np.int64) * colsum",
+                    "corr = np.asarray(zx).astype(np.int64).T * colsum",
+                ),
+                # acc and the correction converted to float32 separately, then subtracted
+                (
+                    "asym_int8_gemm",
+                    "c32 = (acc - corr).astype(np.float32)",
+                    "c32 = acc.astype(np.float32) - corr.astype(np.float32)",
+                ),
+                # the zero point subtracted after scaling: sx * acc - sx * zx * colsum, in float32
+                (
+                    "asym_int8_gemm",
+                    "return ((c32 * sx32) * sw32).astype(np.float64)",
+                    "return ((acc.astype(np.float32) * sx32 - corr.astype(np.float32) * sx32) * sw32)"
+                    ".astype(np.float64)",
+                ),
+                # the corrected accumulator not converted to float32: numpy computes int64 * float32 in float64
+                ("asym_int8_gemm", "c32 = (acc - corr).astype(np.float32)", "c32 = acc - corr"),
+                # the epilogue in the other order: the weight's scale first
+                ("asym_int8_gemm", "(c32 * sx32) * sw32", "(c32 * sw32) * sx32"),
                 # the two scales multiplied together first
-                ("epilogue", "(acc32 * sA) * sB", "acc32 * (sA * sB)"),
-                # the scale of B applied first
-                ("epilogue", "(acc32 * sA) * sB", "(acc32 * sB) * sA"),
-                # divided by the scales (the inv_scale convention)
-                ("epilogue", "(acc32 * sA) * sB", "(acc32 / sA) / sB"),
-                # A's scale applied twice (once more after a dequantized operand)
-                ("epilogue", "(acc32 * sA) * sB", "(acc32 * sA * sA) * sB"),
-                # the scales on the wrong axes: A's along the columns, B's along the rows
-                ("epilogue", "(acc32 * sA) * sB", "(acc32 * sA.T) * sB.T"),
+                ("asym_int8_gemm", "(c32 * sx32) * sw32", "c32 * (sx32 * sw32)"),
+                # the epilogue in float64, rounded to float32 once at the end
+                (
+                    "asym_int8_gemm",
+                    "((c32 * sx32) * sw32).astype(np.float64)",
+                    "(c32.astype(np.float64) * sx32 * sw32).astype(np.float32).astype(np.float64)",
+                ),
                 # the finest granularity that reaches the threshold instead of the coarsest
                 ("coarsest_granularity", "in granularities:", "in granularities[::-1]:"),
+                # the naive model: every element errs by step**2 / 12, zeros and tiny values included
+                (
+                    "coarsest_granularity",
+                    "np.where(np.abs(b) < step / 2, b**2, step**2 / 12)",
+                    "np.full(b.shape, step**2 / 12)",
+                ),
+                # the crest-factor rule 6.02 b + 4.77 - 20 log10(amax / rms) per block, averaged over the blocks
+                (
+                    "coarsest_granularity",
+                    "if 10 * math.log10(signal / noise) >= threshold_db:",
+                    "if np.mean([6.02 * 8 + 4.77 - 20 * math.log10(np.max(np.abs(x[i : i + br, j : j + bc]))"
+                    " / math.sqrt(np.mean(x[i : i + br, j : j + bc] ** 2))) for i in range(0, M, br)"
+                    " for j in range(0, K, bc) if np.any(x[i : i + br, j : j + bc])]) >= threshold_db:",
+                ),
                 # a rounding error up to a whole step: mean square step**2 / 3
                 ("coarsest_granularity", "step**2 / 12", "step**2 / 3"),
                 # decibels of a power ratio taken as 20 log10
@@ -484,21 +536,93 @@ CHAPTERS = [
                     "                )",
                     "noise += step**2 / 12",
                 ),
+                # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448)
+                ("fp8_choice", '("e4m3fn", -6, 3, 448.0, False)', '("e4m3fn", -6, 3, 240.0, True)'),
+                # underflow below the smallest normal instead of half the smallest subnormal
+                ("fp8_choice", "v <= tiny / 2", "v < 2.0**emin"),
+                # underflow below the smallest subnormal instead of half of it
+                ("fp8_choice", "v <= tiny / 2", "v < tiny"),
+                # the tie at half the smallest subnormal thought to round up to it
+                ("fp8_choice", "v <= tiny / 2", "v < tiny / 2"),
+                # exact zeros counted as lost
+                ("fp8_choice", "nonzero & (v <= tiny / 2)", "(v <= tiny / 2)"),
+                # overflow decided before rounding: past the max, not past the midpoint above it
+                ("fp8_choice", "mid = top + 2.0 ** (math.floor(math.log2(top)) - man_bits) / 2", "mid = top"),
+                # e5m2's tie at 61440 thought to round down to 57344
+                ("fp8_choice", '("e5m2", -14, 2, 57344.0, True)', '("e5m2", -14, 2, 57344.0, False)'),
+                # e4m3fn's tie at 464 thought to overflow
+                ("fp8_choice", '("e4m3fn", -6, 3, 448.0, False)', '("e4m3fn", -6, 3, 448.0, True)'),
+                # the scale's direction inverted: x * scale (Transformer Engine's convention for our scale)
+                ("fp8_choice", "v = np.abs(x / scale)", "v = np.abs(x * scale)"),
+                # one scale for both formats: e4m3fn's amax / 448, so e5m2's top binades go unused
+                ("fp8_choice", "scale = float(np.float32(amax / top))", "scale = float(np.float32(amax / 448.0))"),
+                # the tolerance forgotten: e5m2 whenever it loses fewer
+                ("fp8_choice", '1000 * (lost["e4m3fn"] - lost["e5m2"]) > n', 'lost["e4m3fn"] > lost["e5m2"]'),
+                # chosen by SQNR (clamping quantizer) instead of by the values lost
+                (
+                    "fp8_choice",
+                    'choice = "e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"',
+                    "choice = max(('e4m3fn', 'e5m2'), key=lambda f: -np.sum((round_to(np.clip(x / float("
+                    "np.float32(amax / {'e4m3fn': 448.0, 'e5m2': 57344.0}[f])), -{'e4m3fn': 448.0, 'e5m2': "
+                    "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]), f) * float(np.float32(amax / "
+                    "{'e4m3fn': 448.0, 'e5m2': 57344.0}[f])) - x) ** 2))",
+                ),
+                # the current step's amax in the history: nothing is ever clamped
+                (
+                    "smallest_margin",
+                    "past = amaxes[max(t - history, 0) : t] or [amaxes[0]]",
+                    "past = amaxes[max(t - history + 1, 0) : t + 1]",
+                ),
+                # the margin as a divisor: 2**-margin of headroom
+                ("smallest_margin", "2.0**margin * amax_h / 448", "amax_h / 2.0**margin / 448"),
+                # a history one step too long, or one step too short
+                ("smallest_margin", "amaxes[max(t - history, 0) : t]", "amaxes[max(t - history - 1, 0) : t]"),
+                ("smallest_margin", "amaxes[max(t - history, 0) : t]", "amaxes[max(t - history + 1, 0) : t]"),
+                # "most_recent" instead of the history's max
+                ("smallest_margin", "amax_h = max(past)", "amax_h = past[-1]"),
+                # Transformer Engine's scale (its q = x * scale) returned for the course's
+                (
+                    "smallest_margin",
+                    "scales[t] = max(float(np.float32(2.0**margin * amax_h / 448)), 2.0**-149)",
+                    "scales[t] = float(np.float32(448 / amax_h / 2.0**margin))",
+                ),
+                # no margin at step 0
+                ("smallest_margin", "or [amaxes[0]]", "or [amaxes[0] / 2.0**margin]"),
+                # the scale left in float64
+                ("smallest_margin", "float(np.float32(2.0**margin * amax_h / 448))", "2.0**margin * amax_h / 448"),
+                # the bound held by every step's fraction instead of the whole sequence's
+                (
+                    "smallest_margin",
+                    "clamped += int(\n"
+                    "                np.sum(np.abs(np.asarray(x, dtype=np.float64) / scales[t]) > 448)\n"
+                    "            )",
+                    "clamped = max(clamped, total / np.asarray(x).size * int(np.sum(np.abs(x / scales[t]) > 448)))",
+                ),
             ]
         ),
     ),
     ChapterSpec(
         7,
         "ex07_fp8_blocks.ipynb",
-        lambda: {"math": math, "np": np},
-        ("mx_shared_exponent", "blockwise_scaled_gemm"),
-        8,
+        lambda: {
+            "math": math,
+            "np": np,
+            "round_to": round_to,
+            "quantize": __import__("nbhelpers.scaling", fromlist=["quantize"]).quantize,
+            "fp8_tensor_core_mm": __import__("nbhelpers.scaled_gemm", fromlist=["x"]).fp8_tensor_core_mm,
+            "Recipe": __import__("nbhelpers.recipes", fromlist=["Recipe"]).Recipe,
+            "PER_ROW": __import__("nbhelpers.recipes", fromlist=["PER_ROW"]).PER_ROW,
+            "PER_COLUMN": __import__("nbhelpers.recipes", fromlist=["PER_COLUMN"]).PER_COLUMN,
+        },
+        ("mx_shared_exponent", "blockwise_scaled_gemm", "largest_promotion_interval", "nvfp4_scales"),
+        17,
         7077,
         tuple(
             [
+                # ---- the floor rule (OCP MX v1.0)
                 # round(log2 amax) instead of its floor
                 ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "round(math.log2(amax)) - emax_elem"),
-                # ceil(log2 amax): the rule that rounds the scale up so that nothing clips, not MX v1.0's
+                # ceil(log2 amax) for the floor rule
                 ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "math.ceil(math.log2(amax)) - emax_elem"),
                 # floor of math.log2, which rounds up to k one float64 step below 2**k
                 (
@@ -527,43 +651,66 @@ CHAPTERS = [
                     "np.max(np.asarray(block, dtype=np.float64))",
                 ),
                 # a block of zeros given exponent 0 (scale 1)
-                ("mx_shared_exponent", "return -127\n", "return 0\n"),
-                # scales that vary along K applied once at the end (each row's and column's first block scale)
+                ("mx_shared_exponent", "if amax == 0.0:\n        return -127", "if amax == 0.0:\n        return 0"),
+                # ---- RCEIL
+                # ceil(log2 amax) - emax_elem: the round-up that leaves the element's top binade unused
                 (
-                    "blockwise_scaled_gemm",
-                    "acc = acc + (partial * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]\n"
-                    "    return acc.astype(np.float64)",
-                    "acc = acc + partial\n    return ((acc * sA32[:, :1]) * sB_cols[:1, :]).astype(np.float64)",
+                    "mx_shared_exponent",
+                    "return max(e - (m == 0.5), -127)",
+                    "return max(math.ceil(math.log2(amax)) - (math.frexp(largest)[1] - 1), -127)",
                 ),
-                # a float64 accumulator: the promotion target is not rounded to fp32
+                # the quotient not rounded to float32
+                ("mx_shared_exponent", "d = float(np.float32(amax / largest))", "d = amax / largest"),
+                # math.ceil(math.log2(.)) of the unrounded quotient
                 (
-                    "blockwise_scaled_gemm",
-                    "acc = np.zeros((M, N), dtype=np.float32)",
-                    "acc = np.zeros((M, N), dtype=np.float64)",
+                    "mx_shared_exponent",
+                    "return max(e - (m == 0.5), -127)",
+                    "return max(math.ceil(math.log2(amax / largest)), -127)",
                 ),
-                # the partial product not rounded to fp32 before it is scaled
+                # the log2 taken in float32 (torchao 0.18's eager fallback): wrong a few float32 steps above 2**k
                 (
-                    "blockwise_scaled_gemm",
-                    "partial = (qA[:, k0:k1] @ qB[k0:k1]).astype(np.float32)",
-                    "partial = qA[:, k0:k1] @ qB[k0:k1]",
+                    "mx_shared_exponent",
+                    "return max(e - (m == 0.5), -127)",
+                    "return max(int(np.ceil(np.log2(np.float32(d)))), -127)",
                 ),
-                # the two scales multiplied together first
+                # floor(log2 d) + 1 always: one too large at exact powers of two
+                ("mx_shared_exponent", "return max(e - (m == 0.5), -127)", "return max(e, -127)"),
+                # the floor rule's rounding applied to the quotient: floor(log2 d)
+                ("mx_shared_exponent", "return max(e - (m == 0.5), -127)", "return max(e - 1, -127)"),
+                # an underflowing quotient given exponent 0
+                ("mx_shared_exponent", "if d == 0.0:\n        return -127", "if d == 0.0:\n        return 0"),
+                # ---- the block-scaled GEMM (float64 accumulation and either multiply order pass:
+                # tests/test_exercises_ch07.py)
+                # K-varying scales applied once in the epilogue: the mean of each row's and column's block scales
                 (
                     "blockwise_scaled_gemm",
-                    "(partial * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]",
-                    "partial * (sA32[:, b : b + 1] * sB_cols[b : b + 1, :])",
+                    "acc = acc + partial * scale\n    return acc.astype(np.float64)",
+                    "acc = acc + partial\n    return (acc * sA32.mean(axis=1, keepdims=True)"
+                    " * sB_cols.mean(axis=0, keepdims=True)).astype(np.float64)",
                 ),
-                # the scale of B applied first
+                # ... or the first K-block's scales
                 (
                     "blockwise_scaled_gemm",
-                    "(partial * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]",
-                    "(partial * sB_cols[b : b + 1, :]) * sA32[:, b : b + 1]",
+                    "acc = acc + partial * scale\n    return acc.astype(np.float64)",
+                    "acc = acc + partial\n    return (acc * (sA32[:, :1] * sB_cols[:1, :])).astype(np.float64)",
+                ),
+                # the partial not scaled per column block: the first column block's scale for every column
+                (
+                    "blockwise_scaled_gemm",
+                    "np.repeat(np.asarray(sB), block_n, axis=1)[:, :N]",
+                    "np.repeat(np.asarray(sB)[:, :1], N, axis=1)",
                 ),
                 # B's column blocks taken block_k wide instead of block_n
                 (
                     "blockwise_scaled_gemm",
                     "np.repeat(np.asarray(sB), block_n, axis=1)",
                     "np.repeat(np.asarray(sB), block_k, axis=1)",
+                ),
+                # the scales of K-block b applied to K-block b + 1 (the first block takes its own)
+                (
+                    "blockwise_scaled_gemm",
+                    "scale = sA32[:, b : b + 1] * sB_cols[b : b + 1, :]",
+                    "b0 = max(b - 1, 0)\n        scale = sA32[:, b0 : b0 + 1] * sB_cols[b0 : b0 + 1, :]",
                 ),
                 # whole K-blocks only: the short last K-block is dropped
                 ("blockwise_scaled_gemm", "range(0, K, block_k)", "range(0, K - K % block_k, block_k)"),
@@ -572,9 +719,75 @@ CHAPTERS = [
                 # A's scale applied twice
                 (
                     "blockwise_scaled_gemm",
-                    "(partial * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]",
-                    "(partial * sA32[:, b : b + 1] * sA32[:, b : b + 1]) * sB_cols[b : b + 1, :]",
+                    "scale = sA32[:, b : b + 1] * sB_cols",
+                    "scale = sA32[:, b : b + 1] ** 2 * sB_cols",
                 ),
+                # divided by the scales (the inv_scale convention)
+                ("blockwise_scaled_gemm", "acc = acc + partial * scale", "acc = acc + partial / scale"),
+                # ---- the promotion interval
+                # the smallest interval within the bound instead of the largest
+                ("largest_promotion_interval", "best = N\n", "best = best or N\n"),
+                # off by a factor of 2: the first interval past the bound
+                ("largest_promotion_interval", "best = N\n", "best = 2 * N\n"),
+                # the same-sign family measured on random signs (the sqrt(N) law for both)
+                ("largest_promotion_interval", 'if signs == "same":', 'if signs == "same signs":'),
+                # fp32's 2**-24 taken for the accumulator: a 24-bit accumulator
+                ("largest_promotion_interval", "np.exp2(E - 13.0)", "np.exp2(E - 23.0)"),
+                # 14 bits kept below the leading one instead of 13 (15 with it)
+                ("largest_promotion_interval", "np.exp2(E - 13.0)", "np.exp2(E - 14.0)"),
+                # each product rounded to nearest instead of cut toward zero
+                (
+                    "largest_promotion_interval",
+                    "cut = np.trunc(terms / q[:, None, :]) * q[:, None, :]",
+                    "cut = np.rint(terms / q[:, None, :]) * q[:, None, :]",
+                ),
+                # the partial sum left out of the alignment: each group aligned to its own largest product
+                (
+                    "largest_promotion_interval",
+                    "v = np.maximum(np.abs(terms).max(axis=1), np.abs(S))",
+                    "v = np.abs(terms).max(axis=1)",
+                ),
+                # never restarted after a promotion: the partial sum added again and again
+                (
+                    "largest_promotion_interval",
+                    "                S = np.zeros((16, 16))\n        return",
+                    "                pass\n        return",
+                ),
+                # measured against the unquantized data: the e4m3 input rounding counted as accumulator error
+                ("largest_promotion_interval", "C_exact = (qA @ qB) * sA * sB", "C_exact = A @ B"),
+                # the largest elementwise relative error instead of the Frobenius norm's
+                (
+                    "largest_promotion_interval",
+                    "np.linalg.norm(C - C_exact) / np.linalg.norm(C_exact)",
+                    "np.max(np.abs(C - C_exact) / np.abs(C_exact))",
+                ),
+                # K itself never tried (never promoting left out)
+                ("largest_promotion_interval", "while N <= K:", "while N < K:"),
+                # ---- NVFP4
+                # the tensor scale without the 448 (amax / 6): the block scales squeezed below 1
+                ("nvfp4_scales", "np.abs(x).max() / (448 * 6)", "np.abs(x).max() / 6"),
+                # the tensor scale left in float64
+                (
+                    "nvfp4_scales",
+                    "float(np.float32(np.abs(x).max() / (448 * 6)))",
+                    "np.abs(x).max() / (448 * 6)",
+                ),
+                # the block scale rounded down instead of to nearest
+                ("nvfp4_scales", "saturate=True)", 'saturate=True, rounding="toward_zero")'),
+                # no saturation: a quotient past 448 becomes NaN
+                ("nvfp4_scales", "saturate=True", "saturate=False"),
+                # no floor at 2**-9: zero blocks get a zero scale
+                (
+                    "nvfp4_scales",
+                    'np.maximum(round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True), 2.0**-9)',
+                    'round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True)',
+                ),
+                # blocks of 32 (MX's) instead of 16
+                ("nvfp4_scales", "block = 16", "block = 32"),
+                # the bytes without the tensor scale
+                ("nvfp4_scales", "8 * M * nb + 32", "8 * M * nb"),
+                # the bytes with the overhanging block dropped
+                ("nvfp4_scales", "8 * M * nb + 32", "8 * M * (K // block) + 32"),
             ]
         ),
     ),

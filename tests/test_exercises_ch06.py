@@ -1,22 +1,43 @@
-"""Chapter 06's exercises beyond the table (test_exercises.py): the epilogue's reference is held bit for
-bit against the engine's scaled_mm on real int8 and fp8 GEMMs, and the solution's epilogue against
-torch._scaled_mm where no step rounds; the cases of quantize_blocks reach the regions they claim (the
-clamp, zero blocks, exact ties, edge blocks) with every seed; the granularity cases keep their margin,
-measured with the solution's own quantizer, and their answers vary."""
+"""Chapter 06's exercises beyond the table (test_exercises.py): the references against outside oracles
+(scaled_mm for the epilogue, torch's integer matmul and casts for the asymmetric GEMM, ml_dtypes and torch
+fp8 casts for the underflow and overflow counts, Transformer Engine's reciprocal scale for the delayed
+scaler), and the cases against their claims: quantize_blocks reaches the clamp, zero blocks, ties and edge
+blocks with every seed; the asymmetric GEMM's random cases pass 2**24 and int16 and go below the zero
+point; the granularity cases keep their margin, measured with the solution's own quantizer, and the naive
+and crest-factor models answer wrongly on many of them; the fp8 cases hold weights, wide gradients and
+stale scales, exact ties, and both answers; the delayed-scaling cases need margins from 0 up."""
 
 import math
 from collections import Counter
 
+import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
 from exercise_table import CHAPTERS
 from helpers import SolutionNotebook
-from nbhelpers.checks import cases_for, get_exercise
-from nbhelpers.answer_keys.ch06 import MARGIN_DB, by_scale_count, epilogue_ref, int8_sqnr_db
+from nbhelpers.answer_keys.ch06 import (
+    E4M3_MAX,
+    FP8_FORMATS,
+    MARGIN_DB,
+    asym_int8_gemm_ref,
+    by_scale_count,
+    clamped_fraction,
+    crest_factor_sqnr_db,
+    delayed_scales,
+    epilogue_ref,
+    fp8_loss_counts,
+    fp8_scale,
+    int8_sqnr_db,
+    naive_model_sqnr_db,
+    noise_model_sqnr_db,
+)
+from nbhelpers.checks import cases_for, expected_outputs, get_exercise
+from nbhelpers.recipes import PER_TENSOR, Recipe
 from nbhelpers.rounding import round_to
 from nbhelpers.scaled_gemm import int8_matmul, scaled_mm
+from nbhelpers.scaling import DelayedScaler
 
 SPEC = next(spec for spec in CHAPTERS if spec.chapter == 6)
 SEEDS = (0, SPEC.hidden_seed, 12345)
@@ -26,11 +47,19 @@ def solution_functions() -> dict:
     return SolutionNotebook(SPEC.solution, SPEC.namespace).functions()
 
 
+def random_cases(name: str, seed: int) -> list:
+    return [c for c in cases_for(f"ex06.{name}", seed) if not c.label]
+
+
+def labelled(name: str) -> dict:
+    return {c.label: c for c in cases_for(f"ex06.{name}", 0) if c.label}
+
+
 def f32_scales(rng, shape):
     return np.exp2(rng.uniform(-8, 4, shape)).astype(np.float32)
 
 
-# ---- ex06.epilogue
+# ---- the epilogue (asym_int8_gemm's last step, and chapter 09's kernel exercise)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -55,33 +84,72 @@ def test_epilogue_reference_is_scaled_mm_on_real_gemms(seed):
             np.testing.assert_array_equal(epilogue_ref(acc, a, b), scaled_mm(qA, qB, a, b, in_fmt=fmt))
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_solution_epilogue_matches_torch_scaled_mm_where_nothing_rounds(seed):
-    """torch._scaled_mm multiplies the operands by their scales and runs an fp32 GEMM, so it matches an
-    epilogue bit for bit only when no step rounds: small-integer fp8 operands (every partial sum exact in
-    fp32) and power-of-two scales. Then the student's epilogue must equal it."""
-    epilogue = solution_functions()["epilogue"]
-    rng = np.random.default_rng(seed)
-    M, K, N = 6, 96, 5
-    qA = rng.integers(-16, 17, (M, K)).astype(np.float64)
-    qB = rng.integers(-16, 17, (K, N)).astype(np.float64)
-    A8 = torch.tensor(qA, dtype=torch.float32).to(torch.float8_e4m3fn)
-    B8 = torch.tensor(qB.T.copy(), dtype=torch.float32).to(torch.float8_e4m3fn).t()
-    assert (A8.double().numpy() == qA).all() and (B8.double().numpy() == qB).all()
-    sA = np.exp2(rng.integers(-8, 8, (M, 1))).astype(np.float32)
-    sB = np.exp2(rng.integers(-8, 8, (1, N))).astype(np.float32)
-    theirs = torch._scaled_mm(A8, B8, torch.tensor(sA), torch.tensor(sB), out_dtype=torch.float32).double().numpy()
-    np.testing.assert_array_equal(epilogue((qA @ qB).astype(np.float32), sA, sB), theirs)
+# ---- ex06.asym_int8_gemm
 
 
-def test_epilogue_cases_reach_int32_values_beyond_2_24():
-    """The int32 -> fp32 conversion rounds only past 2**24: the random cases alone reach it."""
+def torch_asym_gemm(qx, zx, sx, qw, sw) -> np.ndarray:
+    """The same computation in torch: an int64 matmul of the codes, the column-sum correction, a cast to
+    float32 and two float32 multiplies."""
+    qw_t = torch.from_numpy(qw.astype(np.int64))
+    acc = torch.from_numpy(qx.astype(np.int64)) @ qw_t
+    corrected = acc - torch.from_numpy(zx.astype(np.int64)) * qw_t.sum(dim=0, keepdim=True)
+    out = (corrected.to(torch.float32) * torch.from_numpy(sx)) * torch.from_numpy(sw)
+    return out.double().numpy()
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_asym_reference_matches_torch_and_the_dequantized_product(seed):
+    """Bit for bit with torch's integer matmul and float32 casts on every case; within fp32 rounding
+    (three roundings, a few ulps) of the float64 product of the dequantized operands."""
+    for c in cases_for("ex06.asym_int8_gemm", seed):
+        qx, zx, sx, qw, sw = c.args
+        ours = asym_int8_gemm_ref(*c.args)
+        np.testing.assert_array_equal(ours, torch_asym_gemm(*c.args), err_msg=c.label)
+        exact = ((qx.astype(np.float64) - zx) * sx.astype(np.float64)) @ (qw.astype(np.float64) * sw)
+        np.testing.assert_allclose(ours, exact, rtol=4 * 2.0**-24, atol=0, err_msg=c.label)
+
+
+def asym_integers(case):
+    qx, zx, sx, qw, sw = case.args
+    acc = qx.astype(np.int64) @ qw.astype(np.int64)
+    return acc, acc - zx.astype(np.int64) * qw.astype(np.int64).sum(axis=0, keepdims=True)
+
+
+def test_asym_labelled_cases_say_what_they_claim():
+    cases = labelled("asym_int8_gemm")
+    by_start = {label.split(":")[0]: c for label, c in cases.items()}
+    acc, corrected = asym_integers(by_start["raw-code GEMM past 2**24, corrected result much smaller"])
+    assert np.abs(acc).max() > 2**25 and np.abs(corrected).max() < 2**20
+    f32 = by_start["raw-code GEMM past 2**24, corrected result much smaller"].args
+    assert not np.array_equal(f32[0].astype(np.float32) @ f32[3].astype(np.float32), acc)
+    _, corrected = asym_integers(by_start["corrected accumulator 255 * 127 * 2049 past 2**24"])
+    assert (np.abs(corrected) > 2**24).all() and (corrected.astype(np.float32) != corrected).any()
+    qx, zx, *_ = by_start["codes below the zero point"].args
+    assert (qx < zx).any()
+    assert by_start["square output (M == N)"].args[0].shape[0] == by_start["square output (M == N)"].args[3].shape[1]
+    qx, zx, *_ = by_start["zero points 0"].args
+    assert (zx == 0).all()
+
+
+def test_asym_random_cases_reach_every_region_with_every_seed():
+    """The random cases alone pass 2**24 with the raw codes (a float32 GEMM rounds) and with the corrected
+    accumulator (the fp32 conversion rounds), pass int16 (numpy's uint8 @ int8), go below the zero point,
+    have square outputs and per-tensor zero points, and stay inside int32."""
     for seed in SEEDS:
-        cases = [c for c in cases_for("ex06.epilogue", seed) if not c.label]
-        big = [c for c in cases if c.args[0].dtype == np.int32 and (np.abs(c.args[0].astype(np.int64)) > 2**24).any()]
-        assert len(big) >= 10
-        square = [c for c in cases if c.args[0].shape[0] == c.args[0].shape[1] > 1]
-        assert square
+        seen = Counter()
+        for c in random_cases("asym_int8_gemm", seed):
+            qx, zx, sx, qw, sw = c.args
+            acc, corrected = asym_integers(c)
+            assert qx.dtype == np.uint8 and zx.dtype == np.uint8 and qw.dtype == np.int8
+            assert sx.dtype == np.float32 and sw.dtype == np.float32 and (np.abs(qw) <= 127).all()
+            assert np.abs(acc).max() < 2**31 and np.abs(corrected).max() < 2**31
+            seen["raw past 2**24"] += bool(np.abs(acc).max() > 2**24)
+            seen["corrected rounds"] += bool((corrected.astype(np.float32) != corrected).any())
+            seen["past int16"] += bool(np.abs(acc).max() > 2**15)
+            seen["below zero point"] += bool((qx < zx).any())
+            seen["square"] += acc.shape[0] == acc.shape[1] > 1
+            seen["per tensor"] += zx.shape == (1, 1) and acc.shape[0] > 1
+        assert all(v >= 5 for v in seen.values()) and len(seen) == 6, (seed, seen)
 
 
 # ---- ex06.quantize_blocks
@@ -110,9 +178,8 @@ def regions(case) -> set:
 def test_quantize_cases_reach_every_region_with_every_seed():
     for seed in SEEDS:
         seen = Counter()
-        for c in cases_for("ex06.quantize_blocks", seed):
-            if not c.label:
-                seen.update(regions(c))
+        for c in random_cases("quantize_blocks", seed):
+            seen.update(regions(c))
         assert all(seen[k] >= 5 for k in ("clamp", "zero block", "tie", "edge")), (seed, seen)
 
 
@@ -142,6 +209,11 @@ def solution_sqnr(quantize_blocks, x, block) -> float:
     return 10 * math.log10(np.sum(x**2) / np.sum((x - q * s_full) ** 2))
 
 
+def model_answer(model, case):
+    x, gs, threshold = case.args
+    return next((name for name, b in gs if model(x, b) >= threshold), None)
+
+
 def test_granularity_cases_keep_their_margin_and_their_answers_vary():
     """Every SQNR of every case, measured with the solution's quantizer (numpy only), equals the
     engine's and lies at least MARGIN_DB from the threshold; the lists are ordered by scale count; the
@@ -160,3 +232,160 @@ def test_granularity_cases_keep_their_margin_and_their_answers_vary():
             answers[ex.reference(*c.args)] += 1
     assert {"per-tensor", "per-row", "per-column", None} <= set(answers), answers
     assert sum(v for k, v in answers.items() if k not in ("per-tensor", "per-row", None)) >= 8, answers
+
+
+def test_granularity_noise_model_decides_and_the_shortcuts_do_not():
+    """The noise model (zeros and elements below half a step lost whole, the rest step**2 / 12) gives
+    the measured answer on every case; step**2 / 12 for every element and the crest-factor rule give
+    another answer on many random cases of every seed, and on the labelled cases that say so."""
+    ex = get_exercise("ex06.coarsest_granularity")
+    for seed in SEEDS:
+        cases = cases_for(ex, seed)
+        wrong = Counter()
+        for c, expected in zip(cases, expected_outputs(ex, cases)):
+            assert model_answer(noise_model_sqnr_db, c) == expected, c.label
+            if not c.label:
+                wrong["naive"] += model_answer(naive_model_sqnr_db, c) != expected
+                wrong["crest"] += model_answer(crest_factor_sqnr_db, c) != expected
+        assert wrong["naive"] >= 8 and wrong["crest"] >= 8, (seed, wrong)
+    cases = labelled("coarsest_granularity")
+    relu = next(c for label, c in cases.items() if label.startswith("90% exact zeros"))
+    assert ex.reference(*relu.args) == "per-tensor" != model_answer(naive_model_sqnr_db, relu)
+    tails = next(c for label, c in cases.items() if label.startswith("Student-t tails"))
+    assert ex.reference(*tails.args) == "per-column" and model_answer(crest_factor_sqnr_db, tails) == "1x128"
+
+
+# ---- ex06.fp8_choice
+
+ML_DTYPES = {"e4m3fn": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+TORCH = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+
+
+def boundary_values(fmt: str) -> np.ndarray:
+    """float32 values on and around every boundary of fmt: half the smallest subnormal, the smallest
+    subnormal, the max and the midpoint above it, with their float32 neighbours."""
+    tiny = {"e4m3fn": 2.0**-9, "e5m2": 2.0**-16}[fmt]
+    top, mid = {"e4m3fn": (448.0, 464.0), "e5m2": (57344.0, 61440.0)}[fmt]
+    v = np.array([tiny / 2, tiny, tiny * 0.75, top, mid, 240.0, 248.0], dtype=np.float32)
+    return np.concatenate([v, np.nextafter(v, np.float32(0)), np.nextafter(v, np.float32(np.inf))])
+
+
+@pytest.mark.parametrize("fmt", FP8_FORMATS)
+def test_fp8_counts_match_ml_dtypes_and_torch_casts(fmt):
+    """fp8_loss_counts against the casts: x = v * scale with v float32, so x / scale is v exactly and the
+    float32 -> fp8 cast rounds once. ml_dtypes gives 0 where a value underflows and NaN (e4m3fn) or inf
+    (e5m2) where it overflows; torch's cast agrees on the zeros (it saturates on overflow)."""
+    rng = np.random.default_rng(6)
+    for amax in (448.0, 1.0, 3.7, 2.0**-20 * 1.3):
+        scale = fp8_scale(amax, fmt)
+        mags = np.exp2(rng.uniform(-20, 18, 4000))
+        v = np.concatenate([boundary_values(fmt), mags.astype(np.float32), np.zeros(3, np.float32)])
+        v = v * rng.choice(np.array([-1.0, 1.0], np.float32), v.size)
+        x = v.astype(np.float64) * scale
+        assert np.array_equal(x / scale, v.astype(np.float64))
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast = v.astype(ML_DTYPES[fmt]).astype(np.float64)
+        nonzero = v != 0
+        want = (int(np.sum(nonzero & (cast == 0))), int(np.sum(~np.isfinite(cast))))
+        assert fp8_loss_counts(x, amax, fmt) == want
+        t = torch.from_numpy(v).to(TORCH[fmt]).double().numpy()
+        assert int(np.sum(nonzero & (t == 0))) == want[0]
+
+
+def test_fp8_boundaries_by_hand():
+    """The ties the exercise turns on, on ml_dtypes' casts: 464 stays at e4m3fn's 448 and 465 overflows;
+    e5m2's 61440 overflows and the value below it does not; half the smallest subnormal goes to 0."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        e4 = np.array([464.0, 465.0, 2.0**-10], np.float32).astype(ml_dtypes.float8_e4m3fn).astype(float)
+        e5 = np.array([61440.0, 61439.996, 2.0**-17], np.float32).astype(ml_dtypes.float8_e5m2).astype(float)
+    assert e4[0] == 448 and np.isnan(e4[1]) and e4[2] == 0
+    assert np.isinf(e5[0]) and e5[1] == 57344 and e5[2] == 0
+
+
+def sqnr_choice(x, amax) -> str:
+    def sqnr(fmt):
+        top = {"e4m3fn": 448.0, "e5m2": 57344.0}[fmt]
+        s = fp8_scale(amax, fmt)
+        err = np.sum((round_to(np.clip(x / s, -top, top), fmt) * s - x) ** 2)
+        return np.inf if err == 0 else np.sum(x**2) / err
+
+    return max(FP8_FORMATS, key=sqnr)
+
+
+def test_fp8_cases_have_the_characters_they_claim():
+    """Both answers in the random cases of every seed; exact ties at 464 * scale, 61440 * scale and half
+    a subnormal; cases where the tolerance decides (e4m3fn loses a few more, but under 1 in 1000) and
+    where SQNR would choose the other format; the labelled tensors' stated outcomes."""
+    ex = get_exercise("ex06.fp8_choice")
+    for seed in SEEDS:
+        cases = random_cases("fp8_choice", seed)
+        seen = Counter()
+        for c, (choice, counts) in zip(cases, expected_outputs(ex, cases)):
+            x, amax = c.args
+            seen[choice] += 1
+            v4, v5 = np.abs(x / fp8_scale(amax, "e4m3fn")), np.abs(x / fp8_scale(amax, "e5m2"))
+            seen["tie 464"] += bool((v4 == 464).any())
+            seen["tie 61440"] += bool((v5 == 61440).any())
+            seen["tie half subnormal"] += bool((v4 == 2.0**-10).any() or (v5 == 2.0**-17).any())
+            lost4, lost5 = sum(counts["e4m3fn"]), sum(counts["e5m2"])
+            seen["tolerance decides"] += 0 < lost4 - lost5 and choice == "e4m3fn"
+            seen["SQNR disagrees"] += sqnr_choice(x, amax) != choice
+            seen["overflow"] += counts["e4m3fn"][1] > 0
+            seen["zeros"] += bool((x == 0).any())
+        assert seen["e4m3fn"] >= 15 and seen["e5m2"] >= 15, (seed, seen)
+        assert all(seen[k] >= 3 for k in ("tie 464", "tie 61440", "tie half subnormal", "tolerance decides")), seen
+        assert all(seen[k] >= 5 for k in ("SQNR disagrees", "overflow", "zeros")), (seed, seen)
+    cases = labelled("fp8_choice")
+    out = {label: ex.reference(*c.args) for label, c in cases.items()}
+    by_start = {label.split(":")[0]: o for label, o in out.items()}
+    assert by_start["weights, fresh amax"] == ("e4m3fn", {"e4m3fn": (0, 0), "e5m2": (0, 0)})
+    choice, counts = by_start["gradients over 4 binades (sd)"]
+    assert choice == "e5m2" and counts["e4m3fn"][0] > 100 * max(counts["e5m2"][0], 1)
+    choice, counts = by_start["a stale amax 1.5x too small"]
+    assert choice == "e5m2" and counts["e4m3fn"][1] > counts["e5m2"][1] > 0
+    choice, counts = by_start["a stale amax 4096x too large"]
+    assert choice == "e5m2" and counts["e4m3fn"][0] > 0 == counts["e5m2"][0]
+
+
+# ---- ex06.smallest_margin
+
+
+def test_delayed_scales_are_transformer_engines_reciprocal():
+    """Transformer Engine's DelayedScaling stores scale_TE = (fp8_max / amax_h) / 2**margin and computes
+    q = x * scale_TE: the reference's scale (x ~ q * scale) is its reciprocal, to fp32 rounding, with
+    amax_h the max of the previous H amaxes (step 0: its own)."""
+    rng = np.random.default_rng(7)
+    for H in (1, 3, 5):
+        for margin in (0, 2):
+            xs = [rng.standard_normal((3, 5)) * np.exp2(rng.uniform(-4, 4)) for _ in range(12)]
+            amaxes = [np.abs(x).max() for x in xs]
+            scales = delayed_scales(xs, H, margin)
+            for t, s in enumerate(scales):
+                amax_h = max(amaxes[max(t - H, 0) : t]) if t else amaxes[0]
+                scale_te = (E4M3_MAX / amax_h) / 2.0**margin
+                assert s * scale_te == pytest.approx(1.0, rel=2.0**-23)
+
+
+def test_margin_cases_clamp_what_the_engine_clamps_and_need_margins_from_0_up():
+    """At the answer's margin the clamped elements are exactly those DelayedScaler sends to +-448 from
+    beyond it; one margin less clamps more than the bound; the answers of every seed's random cases range
+    over at least four margins, 0 among them; the labelled spike needs margin 4 to clamp nothing."""
+    ex = get_exercise("ex06.smallest_margin")
+    for seed in SEEDS:
+        cases = random_cases("smallest_margin", seed)
+        margins = Counter()
+        for c, (m, scales) in zip(cases, expected_outputs(ex, cases)):
+            xs, H, bound = c.args
+            margins[m] += 1
+            assert clamped_fraction(xs, scales) <= bound
+            if m > 0:
+                assert clamped_fraction(xs, delayed_scales(xs, H, m - 1)) > bound
+            ds = DelayedScaler(Recipe("e4m3fn", PER_TENSOR, amax="delayed", history=H), margin=m)
+            for x, s in zip(xs, scales):
+                q, s_engine = ds.quantize(x)
+                assert s_engine[0, 0] == s
+                beyond = np.abs(x / s) > E4M3_MAX
+                assert (np.abs(q[beyond]) == E4M3_MAX).all()
+        assert len(margins) >= 4 and margins[0] >= 2, (seed, margins)
+    spike = next(c for label, c in labelled("smallest_margin").items() if label.startswith("the chapter's spike"))
+    assert ex.reference(*spike.args)[0] == 4

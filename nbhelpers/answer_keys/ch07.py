@@ -1,38 +1,63 @@
 """Chapter 07 exercises: fp8 accumulation and block formats. Listed in ``EXERCISES`` for
 :mod:`nbhelpers.answer_keys`.
 
-- ``mx_shared_exponent``: the OCP MX v1.0 scale exponent of one block; its reference is
+- ``mx_shared_exponent``: the e8m0 scale exponent of one MX block by either rule, OCP MX v1.0's
+  floor or the RCEIL of cuBLAS and torchao; its reference is
   :func:`nbhelpers.scaling.e8m0_exponents` of the block's amax (tested in tests/test_scaling.py),
-  compared exactly (an integer).
+  with one case the engine leaves to its caller: an amax whose fp32 quotient ``amax / max``
+  underflows to 0 gets -127 (``log2(0)`` is -inf, raised to the smallest exponent). Compared
+  exactly (an integer).
 - ``blockwise_scaled_gemm``: scales that vary along K, each K-block's partial product scaled and
-  promoted into an fp32 accumulator; its reference is
-  :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` (tested against a float64 GEMM of the
-  dequantized operands in tests/test_scaled_gemm.py), compared bit for bit.
+  promoted into an fp32 accumulator. Any evaluation in fp32 or better is right (the FMA
+  ``acc += p * (sA * sB)`` of chapter 07, two multiplies in either order, a float64
+  accumulator): the reference gives the exact product (in float64) and the error that fp32
+  arithmetic may add, ``gamma_(nk + 3) * sum_b |sA sB P_b|`` (gamma_n = n u / (1 - n u),
+  u = 2**-24, nk K-blocks), and the comparator accepts what lies within it. Scales applied in
+  the wrong place miss by orders of magnitude more.
+- ``largest_promotion_interval``: the largest promotion interval (32, 64, ..., K) whose error,
+  measured with the 14-bit accumulator model on a stated data family, stays within a bound. The
+  student implements the model from its statement; the reference measures with the course's
+  (:func:`nbhelpers.scaled_gemm.fp8_tensor_core_mm`). The cases' bounds keep a margin of a factor
+  ``PROMOTION_MARGIN`` from every measured error, so the answer does not hang on the last bits of
+  the measurement.
+- ``nvfp4_scales``: NVFP4's tensor scale, block scales and bytes per parameter of a tensor; the
+  references :func:`nbhelpers.scaling.nvfp4_scales` and :func:`nbhelpers.scaling.storage_bits`
+  (the scales tested against torchao in tests/test_exercises_ch07.py). The scales are compared
+  bit for bit, the bytes within a relative 1e-12 (a sum of three quotients is as right as one).
 
 Edge cases come first, then random ones from the seed.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
+from ..comparators import close_to, compare, float_array
 from ..exercise_types import Case, Exercise
 from ..formats import get_format
-from ..recipes import Recipe
+from ..metrics import relative_error
+from ..recipes import PER_COLUMN, PER_ROW, RECIPES, Recipe
+from ..report_text import describe
 from ..rounding import round_to
-from ..scaled_gemm import blockwise_scaled_mm
-from ..scaling import e8m0_exponents
+from ..scaled_gemm import blockwise_scaled_mm, fp8_tensor_core_mm
+from ..scaling import block_amax, e8m0_exponents, nvfp4_scales, quantize, storage_bits
 
 #: The element formats of the MX exercise (the OCP MX v1.0 element types).
 MX_ELEMENTS = ("e4m3fn", "e5m2", "e3m2fn", "e2m3fn", "e2m1fn")
+#: The e8m0 rules of the MX exercise.
+MX_RULES = ("floor", "rceil")
 
 # ------------------------------------------------------------------ 1. the MX shared exponent
 
 
-def mx_shared_exponent_ref(block: np.ndarray, element: str) -> int:
-    """The e8m0 scale exponent of a block by the OCP MX v1.0 rule (floor, -127 at the bottom)."""
+def mx_shared_exponent_ref(block: np.ndarray, element: str, rule: str) -> int:
+    """The e8m0 scale exponent of a block by ``rule``: "floor" (OCP MX v1.0) or "rceil"
+    (ceil(log2(fp32(amax / max_element))), exactly); at least -127, and -127 for a zero block."""
     amax = float(np.max(np.abs(np.asarray(block, dtype=np.float64))))
-    return int(e8m0_exponents(amax, element))
+    return int(e8m0_exponents(amax, element, rule))
 
 
 def _near_powers_of_two(rng: np.random.Generator, n: int, lo: int, hi: int) -> np.ndarray:
@@ -50,33 +75,81 @@ def _near_powers_of_two(rng: np.random.Generator, n: int, lo: int, hi: int) -> n
     return rng.choice([-1.0, 1.0], size=n) * v
 
 
+def _near_rceil_edges(rng: np.random.Generator, element: str) -> float:
+    """An amax at, or a few float64 or float32 steps either side of, max_element * 2**k: where the
+    quotient amax / max_element sits at a power of two before or after its rounding to fp32."""
+    kind = int(rng.choice(5, p=[0.15, 0.3, 0.3, 0.125, 0.125]))
+    k = int(rng.integers(-20, 21)) if kind != 2 else int(rng.choice([-1, 1])) * int(rng.integers(8, 101))
+    base = get_format(element).max * 2.0**k  # exact: 2 to 4 significant bits
+    j = int(rng.integers(1, 9))
+    if kind == 0:
+        return base
+    if kind == 1:  # float64 steps above: fp32(amax / max) is still 2**k
+        return base + j * float(np.spacing(base))
+    if kind == 2:  # float32 steps above: the quotient is just above 2**k, a float32 log2 rounds to k
+        return base * (1 + (j % 4 + 1) * 2.0**-23)
+    if kind == 3:  # float64 steps below
+        return base - j * float(np.spacing(base)) / 2
+    return base * (1 - j * 2.0**-24)
+
+
 def _mx_cases(rng: np.random.Generator) -> list[Case]:
     below8 = np.nextafter(8.0, 0)
     cases = [
-        Case((np.array([7.0, -1.0, 0.5]), "e2m1fn"), label="MXFP4, amax 7: floor(log2 7) - 2 = 0"),
-        Case((np.array([448.0, 1.0]), "e4m3fn"), label="MXFP8, amax 448: 8 - 8 = 0"),
-        Case((np.array([below8, 1.0]), "e4m3fn"), label="amax just below 8: floor(log2) is 2, not 3"),
-        Case((np.array([0.0, -0.0, 0.0]), "e4m3fn"), label="all zeros: the smallest exponent, -127"),
-        Case((np.array([2.0**-130, 0.0]), "e5m2"), label="below e8m0's range: raised to -127"),
-        Case((np.array([1.0, -6.0, 3.0]), "e2m1fn"), label="the largest magnitude is negative"),
-        Case((np.array([2.0**100 * 1.5]), "e5m2"), label="a large amax"),
-        Case((np.array([1.9, 0.3]), "e2m3fn"), label="round(log2 1.9) would be 1, floor is 0"),
-        Case((np.array([28.0, -27.0]), "e3m2fn"), label="MXFP6 e3m2, amax 28 (its max)"),
-        Case((np.array([5e-324, -5e-324]), "e2m1fn"), label="a float64 subnormal amax"),
+        Case((np.array([7.0, -1.0, 0.5]), "e2m1fn", "floor"), label="MXFP4, amax 7: floor(log2 7) - 2 = 0"),
+        Case((np.array([448.0, 1.0]), "e4m3fn", "floor"), label="MXFP8, amax 448: 8 - 8 = 0"),
+        Case((np.array([below8, 1.0]), "e4m3fn", "floor"), label="amax just below 8: floor(log2) is 2, not 3"),
+        Case((np.array([0.0, -0.0, 0.0]), "e4m3fn", "floor"), label="all zeros: the smallest exponent, -127"),
+        Case((np.array([2.0**-130, 0.0]), "e5m2", "floor"), label="below e8m0's range: raised to -127"),
+        Case((np.array([1.0, -6.0, 3.0]), "e2m1fn", "floor"), label="the largest magnitude is negative"),
+        Case((np.array([2.0**100 * 1.5]), "e5m2", "floor"), label="a large amax"),
+        Case((np.array([1.9, 0.3]), "e2m3fn", "floor"), label="round(log2 1.9) would be 1, floor is 0"),
+        Case((np.array([28.0, -27.0]), "e3m2fn", "floor"), label="MXFP6 e3m2, amax 28 (its max)"),
+        Case((np.array([5e-324, -5e-324]), "e2m1fn", "floor"), label="a float64 subnormal amax"),
+        Case((np.array([7.0, -1.0, 0.5]), "e2m1fn", "rceil"), label="RCEIL, MXFP4 amax 7: ceil(log2(7 / 6)) = 1"),
+        Case(
+            (np.array([5.0, 1.0]), "e2m1fn", "rceil"),
+            label="RCEIL, MXFP4 amax 5: 0, where ceil(log2 5) - 2 = 1 leaves e2m1's top binade unused",
+        ),
+        Case((np.array([-6.0, 1.0]), "e2m1fn", "rceil"), label="RCEIL at a power of two: amax 6 in e2m1fn, E = 0"),
+        Case((np.array([448.0 * 2.0**-5]), "e4m3fn", "rceil"), label="RCEIL, amax 448 * 2**-5: E = -5"),
+        Case(
+            (np.array([np.nextafter(56.0, np.inf), 3.0]), "e4m3fn", "rceil"),
+            label="one float64 step above 56 in e4m3fn: fp32(amax / 448) is 2**-3, E = -3",
+        ),
+        Case(
+            (np.array([6.0 * 2.0**5 * (1 + 2.0**-23)]), "e2m1fn", "rceil"),
+            label="the quotient one float32 step above 2**5: E = 6 (a float32 log2 rounds to 5)",
+        ),
+        Case((np.array([0.0, -0.0]), "e5m2", "rceil"), label="RCEIL, all zeros: -127"),
+        Case((np.array([1e-300, 0.0]), "e4m3fn", "rceil"), label="RCEIL, fp32(amax / 448) underflows to 0: -127"),
+        Case((np.array([2.0**-140]), "e4m3fn", "rceil"), label="RCEIL, the quotient an fp32 subnormal: -127"),
+        Case((np.array([57344.0 * 2.0**127]), "e5m2", "rceil"), label="RCEIL, the largest exponent: 127"),
     ]
-    for _ in range(120):
+    for _ in range(180):
         element = MX_ELEMENTS[int(rng.integers(len(MX_ELEMENTS)))]
-        emax = get_format(element).emax
+        rule = MX_RULES[int(rng.integers(2))]
+        f = get_format(element)
+        emax = f.emax
         n = int(rng.integers(1, 33))
         r = rng.random()
+        if rule == "rceil" and r < 0.6:  # the quotient at, or a step either side of, a power of two
+            edge = _near_rceil_edges(rng, element)
+            block = edge * rng.choice([-1.0, 1.0], size=n) * rng.uniform(0, 1, size=n) ** 4
+            block[int(rng.integers(n))] = edge
+            cases.append(Case((block * rng.choice([-1.0, 1.0]), element, rule)))
+            continue
+        r = rng.random() if rule == "floor" else rng.uniform(0.3, 1.0)
         if r < 0.45:  # amax at, or one float64 step from, a power of two
             block = _near_powers_of_two(rng, n, -20, 20) * rng.uniform(0, 1, size=n) ** 4
             block[int(rng.integers(n))] = _near_powers_of_two(rng, 1, -40, 40)[0]
-        elif r < 0.6:  # amax near the bottom of e8m0: exponents around -127
-            block = rng.standard_normal(n) * 2.0 ** float(rng.uniform(-140 + emax, -110 + emax))
+        elif r < 0.6:  # amax near the bottom of e8m0: exponents around -127 (RCEIL: quotients that underflow fp32)
+            lo, hi = (-175, -125) if rule == "rceil" else (-140 + emax, -110 + emax)
+            block = rng.standard_normal(n) * 2.0 ** float(rng.uniform(lo, hi))
         elif r < 0.7:  # amax near the top: exponents up to 127
             block = rng.standard_normal(n) * 2.0 ** float(rng.uniform(100, 127 + emax - 1))
-            block = np.clip(block, -(2.0 ** (127 + emax + 1)) * 0.99, 2.0 ** (127 + emax + 1) * 0.99)
+            top = f.max * 2.0**127 if rule == "rceil" else 2.0 ** (127 + emax + 1)
+            block = np.clip(block, -top * 0.99, top * 0.99)
         elif r < 0.78:  # all zeros
             block = np.zeros(n) * rng.choice([-1.0, 1.0], size=n)
         else:  # ordinary data, magnitudes of any size
@@ -84,20 +157,68 @@ def _mx_cases(rng: np.random.Generator) -> list[Case]:
         if rng.random() < 0.3:  # the largest magnitude negative
             i = int(np.argmax(np.abs(block)))
             block[i] = -abs(block[i])
-        cases.append(Case((block, element)))
+        cases.append(Case((block, element, rule)))
     return cases
 
 
 # ------------------------------------------------------------------ 2. the block-scaled GEMM
 
 
+def _gamma(n: int, u: float) -> float:
+    return n * u / (1 - n * u)
+
+
 def blockwise_scaled_gemm_ref(
     qA: np.ndarray, qB: np.ndarray, sA: np.ndarray, sB: np.ndarray, block_k: int, block_n: int
-) -> np.ndarray:
-    """(M, N) float64: each K-block's exact partial product rounded to fp32, scaled
-    fl32(fl32(p * sA) * sB), added into an fp32 accumulator in K order (the engine's)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(C, allowed error), both (M, N) float64. C = sum over K-blocks b of sA[:, b] sB[b, :] P_b,
+    P_b the exact partial product of K-block b, in float64; the allowed error is what fp32
+    arithmetic may add, gamma_(nk + 3) * sum_b |sA sB P_b| with u = 2**-24 (per K-block: P_b to
+    fp32, two roundings to scale it, one to add it), plus float64's own error on C and on a
+    float64 GEMM of the dequantized operands (u = 2**-53), so that one passes too."""
+    qA, qB = np.asarray(qA, dtype=np.float64), np.asarray(qB, dtype=np.float64)
+    M, K = qA.shape
+    N = qB.shape[1]
+    sa = np.asarray(sA, dtype=np.float64)
+    sb = np.repeat(np.asarray(sB, dtype=np.float64), block_n, axis=1)[:, :N]
+    nk = sa.shape[1]
+    C = np.zeros((M, N))
+    size = np.zeros((M, N))  # sum_b |sA sB P_b|
+    for b, k0 in enumerate(range(0, K, block_k)):
+        P = qA[:, k0 : k0 + block_k] @ qB[k0 : k0 + block_k]  # exact (e4m3 products, K < 2**17)
+        x = (sa[:, b : b + 1] * sb[b : b + 1, :]) * P  # the product of two fp32 scales is exact
+        C += x
+        size += np.abs(x)
+    A_dq = qA * np.repeat(sa, block_k, axis=1)[:, :K]
+    B_dq = qB * np.repeat(sb, block_k, axis=0)[:K]
+    f64 = _gamma(nk + 2, 2.0**-53) * size + _gamma(K + 2, 2.0**-53) * (np.abs(A_dq) @ np.abs(B_dq))
+    return C, _gamma(nk + 3, 2.0**-24) * size + f64
+
+
+def blockwise_scaled_gemm_engine(qA, qB, sA, sB, block_k: int, block_n: int) -> np.ndarray:
+    """The same GEMM by :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` (fl32(fl32(p sA) sB)
+    added into an fp32 accumulator): one of the answers the check must accept."""
     recipes = (Recipe("e4m3fn", (1, block_k)), Recipe("e4m3fn", (block_k, block_n)))
     return blockwise_scaled_mm(qA, qB, sA, sB, recipes=recipes)
+
+
+def _within_fp32_error(got, expected) -> str | None:
+    """got within the allowed error of the exact product, elementwise; never raises."""
+    C, allowed = expected
+    g = float_array(got)
+    if isinstance(g, str):
+        return g
+    if g.shape != C.shape:
+        return f"returned an array of shape {g.shape}, expected shape {C.shape}"
+    err = np.abs(g - C)
+    bad = ~(err <= allowed)  # NaN fails too
+    if not bad.any():
+        return None
+    i, j = (int(v) for v in np.argwhere(bad)[0])
+    return (
+        f"{int(bad.sum())} of {bad.size} elements off; C[{i}, {j}] = {g[i, j]!r}, exact {C[i, j]!r}, "
+        f"off by {err[i, j]:.3g}, fp32 arithmetic allows {allowed[i, j]:.3g}"
+    )
 
 
 def _e4m3(rng: np.random.Generator, shape, spread: float = 4.0) -> np.ndarray:
@@ -141,10 +262,10 @@ def _gemm_cases(rng: np.random.Generator) -> list[Case]:
                 2,
                 1,
             ),
-            label="two K-blocks that cancel exactly: +0.0",
+            label="two K-blocks that cancel exactly: 0",
         ),
     ]
-    for i in range(50):
+    for _ in range(50):
         M, N = int(rng.integers(1, 6)), int(rng.integers(1, 9))
         bk = int(rng.choice([8, 16, 32, 48, 64, 128]))
         K = int(rng.integers(1, 5 * bk + 1)) if rng.random() < 0.8 else int(rng.integers(1, 400))
@@ -154,9 +275,181 @@ def _gemm_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 3. the promotion interval
+
+#: The data family of the promotion exercise: M = N = 16 outputs, a scale per row of A and per
+#: column of B, e4m3 elements.
+PROMOTION_M = PROMOTION_N = 16
+PROMOTION_RECIPES = (Recipe("e4m3fn", PER_ROW), Recipe("e4m3fn", PER_COLUMN))
+#: Every case's bound is at least this factor away from every measured error.
+PROMOTION_MARGIN = 1.15
+PROMOTION_KS = (128, 256, 512, 1024, 2048, 4096)
+
+
+def promotion_intervals(K: int) -> tuple[int, ...]:
+    """32, 64, ..., K (K a power of two, at least 32)."""
+    return tuple(32 * 2**i for i in range(K.bit_length()) if 32 * 2**i <= K)
+
+
+def promotion_operands(K: int, signs: str):
+    """(qA, sA, qB, sB): the data family, A (16, K) and B (K, 16) standard normal from
+    ``np.random.default_rng(K)`` (A first), their absolute values for signs "same", quantized to
+    e4m3 with a scale per row of A and per column of B."""
+    rng = np.random.default_rng(K)
+    A = rng.standard_normal((PROMOTION_M, K))
+    B = rng.standard_normal((K, PROMOTION_N))
+    if signs == "same":
+        A, B = np.abs(A), np.abs(B)
+    (qA, sA), (qB, sB) = quantize(A, PROMOTION_RECIPES[0], "A"), quantize(B, PROMOTION_RECIPES[1], "B")
+    return qA, sA, qB, sB
+
+
+@functools.lru_cache(maxsize=None)
+def promotion_errors(K: int, signs: str) -> tuple[tuple[int, float], ...]:
+    """((N, relative error), ...) for N = 32, 64, ..., K: the Frobenius relative error of
+    fp8_tensor_core_mm (14 bits, promoted every N) against the exact product of the fp8 operands."""
+    qA, sA, qB, sB = promotion_operands(K, signs)
+    exact = (qA @ qB) * sA * sB  # exact in float64, then the two scales (chapter 07's reference)
+    return tuple(
+        (N, relative_error(fp8_tensor_core_mm(qA, qB, sA, sB, promote_every=N), exact)) for N in promotion_intervals(K)
+    )
+
+
+def largest_promotion_interval_ref(K: int, bound: float, signs: str) -> int | None:
+    """The largest N in (32, 64, ..., K) whose measured error is at most ``bound``; None if none."""
+    ok = [N for N, e in promotion_errors(K, signs) if e <= bound]
+    return max(ok) if ok else None
+
+
+def _bound_between(rng: np.random.Generator, lo: float, hi: float) -> float | None:
+    """A bound log-uniform in [lo * margin, hi / margin], or None if that is empty."""
+    a, b = math.log(lo * PROMOTION_MARGIN), math.log(hi / PROMOTION_MARGIN)
+    return None if a > b else float(math.exp(rng.uniform(a, b)))
+
+
+def _promotion_case(rng: np.random.Generator, K: int, signs: str, target: int | None = None) -> Case:
+    errors = sorted(e for _, e in promotion_errors(K, signs))
+    edges = [errors[0] / 8, *errors, errors[-1] * 8]  # below all, between two, above all
+    gaps = [i for i in range(len(edges) - 1) if edges[i + 1] / edges[i] > PROMOTION_MARGIN**2]
+    i = gaps[int(rng.integers(len(gaps)))] if target is None else gaps[target]
+    return Case((K, _bound_between(rng, edges[i], edges[i + 1]), signs))
+
+
+def _promotion_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((4096, 1e-3, "same"), label="K = 4096, same signs, error at most 1e-3: DeepSeek-V3's N_C = 128"),
+        Case((4096, 1e-3, "random"), label="K = 4096, random signs, error at most 1e-3: every 2048 is enough"),
+        Case((1024, 1e-6, "random"), label="a bound below the error of promoting every 32: None"),
+        Case((512, 0.1, "same"), label="a bound above the never-promoted error: K itself"),
+        Case((256, 5e-3, "same"), label="K = 256, same signs, 5e-3: never promoting is enough"),
+    ]
+    for _ in range(18):
+        K = PROMOTION_KS[int(rng.integers(len(PROMOTION_KS)))]
+        signs = ("same", "random")[int(rng.integers(2))]
+        cases.append(_promotion_case(rng, K, signs))
+    return cases
+
+
+# ------------------------------------------------------------------ 4. NVFP4's scales and bytes
+
+
+def nvfp4_scales_ref(x: np.ndarray) -> tuple[float, np.ndarray, float]:
+    """(s_t, s_b (M, ceil(K / 16)), bytes per parameter) of NVFP4 on x (M, K): the engine's
+    two scale factors and its storage count, elements, block scales and tensor scale."""
+    x = np.asarray(x, dtype=np.float64)
+    s_b, s_t = nvfp4_scales(block_amax(x, "NVFP4"))
+    bits = storage_bits(RECIPES["NVFP4"], x.shape)["total"]
+    return float(s_t), s_b, bits / 8 / x.size
+
+
+_close_bytes = close_to(1e-12)
+
+
+def _nvfp4_compare(got, expected) -> str | None:
+    """s_t and s_b bit for bit, the bytes within a relative 1e-12; never raises."""
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        return f"returned {describe(got)}, expected a tuple (s_t, s_b, bytes_per_param)"
+    for i, name in enumerate(("s_t", "s_b")):
+        try:
+            reason = compare(got[i], expected[i])
+        except Exception as e:  # noqa: BLE001 - a student's odd object
+            reason = f"could not compare ({type(e).__name__})"
+        if reason is not None:
+            return f"element {i} ({name}): {reason}"
+    reason = _close_bytes(got[2], expected[2])
+    return None if reason is None else f"element 2 (bytes_per_param): {reason}"
+
+
+def _nvfp4_x(rng: np.random.Generator, M: int, K: int) -> np.ndarray:
+    """Values whose blocks differ in size by up to 2**30, some zero blocks, now and then one
+    block much larger than the rest (its neighbours' scales fall to e4m3's subnormals and 2**-9)."""
+    x = rng.standard_normal((M, K)) * np.exp2(rng.uniform(-3, 3, size=(M, K)))
+    nb = -(-K // 16)
+    per_block = np.exp2(rng.uniform(-15, 15, size=(M, nb))) if rng.random() < 0.5 else np.ones((M, nb))
+    per_block[rng.random((M, nb)) < 0.1] = 0.0
+    x = x * np.repeat(per_block, 16, axis=1)[:, :K]
+    if rng.random() < 0.3:
+        x[int(rng.integers(M)), int(rng.integers(K))] *= 2.0**20
+    return x * 2.0 ** float(rng.uniform(-20, 20))
+
+
+def _tiny_tensor(rng: np.random.Generator, M: int, K: int) -> np.ndarray:
+    """A tensor whose amax / 2688 lies near fp32's smallest subnormals: s_t rounds (or is raised)
+    far from amax / 2688, and the largest block's quotient passes e4m3's 448: it must saturate."""
+    x = rng.standard_normal((M, K))
+    x *= 2688 * 2.0**-149 * float(rng.uniform(1.05, 1.45)) / np.abs(x).max()
+    return x
+
+
+def _nvfp4_cases(rng: np.random.Generator) -> list[Case]:
+    fixed = np.random.default_rng(717)
+    ramp = np.arange(1.0, 33.0).reshape(1, 32)
+    cases = [
+        Case((ramp,), label="one row of 1..32: two blocks, amax 16 and 32, s_t = fp32(32 / 2688)"),
+        Case((fixed.standard_normal((4, 40)),), label="K = 40: the last block of each row holds 8 values"),
+        Case((np.zeros((2, 16)),), label="all zeros: the smallest scales, 2**-149 and 2**-9"),
+        Case(
+            (np.concatenate([np.full((1, 16), 1e-6), np.full((1, 16), 1e3)], axis=1),),
+            label="a block 1e9 times smaller: its scale is raised to 2**-9",
+        ),
+        Case((_tiny_tensor(fixed, 2, 32),), label="amax / 2688 near fp32's smallest subnormal: 448, saturated"),
+        Case((fixed.standard_normal((1, 1)),), label="a 1 x 1 tensor: one block of 16 for one value"),
+        Case(
+            (np.array([[2688.0] + [0.0] * 15 + [6.6] + [0.1] * 15]),),
+            label="s_t = 1: 6.6 / 6 = 1.1 rounds to the nearest e4m3, 1.125, not down to 1",
+        ),
+    ]
+    for _ in range(40):
+        M = int(rng.integers(1, 7))
+        K = int(rng.choice([16, 32, 48, 64])) if rng.random() < 0.5 else int(rng.integers(1, 70))
+        x = _tiny_tensor(rng, M, K) if rng.random() < 0.15 else _nvfp4_x(rng, M, K)
+        cases.append(Case((x,)))
+    return cases
+
+
 EXERCISES = [
-    Exercise("ex07.mx_shared_exponent", "The MX shared exponent", 3, mx_shared_exponent_ref, _mx_cases),
+    Exercise("ex07.mx_shared_exponent", "The MX shared exponent, two rules", 4, mx_shared_exponent_ref, _mx_cases),
     Exercise(
-        "ex07.blockwise_scaled_gemm", "A block-scaled GEMM with promotion", 5, blockwise_scaled_gemm_ref, _gemm_cases
+        "ex07.blockwise_scaled_gemm",
+        "A block-scaled GEMM with promotion",
+        5,
+        blockwise_scaled_gemm_ref,
+        _gemm_cases,
+        compare=_within_fp32_error,
+    ),
+    Exercise(
+        "ex07.largest_promotion_interval",
+        "How often to promote a 14-bit accumulator",
+        4,
+        largest_promotion_interval_ref,
+        _promotion_cases,
+    ),
+    Exercise(
+        "ex07.nvfp4_scales",
+        "NVFP4's two-level scales and bytes",
+        4,
+        nvfp4_scales_ref,
+        _nvfp4_cases,
+        compare=_nvfp4_compare,
     ),
 ]
