@@ -41,7 +41,9 @@ Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.gpu_measurements`  GPU runs of the kernels, labelled for a results file
   - :mod:`~nbhelpers.results`       results files in ``benchmarks/results/``: their schema, writing and reading
   - :mod:`~nbhelpers.timing`        the interleaved-median CPU timer of the benchmarks and chapters 08 and 10
-  - :mod:`~nbhelpers.memory_access`  32-byte sectors, 64-byte cache lines, strided reads on the CPU (chapter 08)
+  - :mod:`~nbhelpers.memory_access`  32-byte sectors, 64-byte cache lines, strided reads on the CPU, the addresses a
+    Triton kernel loads (chapter 08)
+  - :mod:`~nbhelpers.load_audit`   watches a Triton kernel's loads for reads of NaN padding (the ex09 checks)
   - :mod:`~nbhelpers.moe_timing`  the per-call overhead and the expert GEMMs (loop, batch, grouped) timed on the CPU
     (chapter 10)
 

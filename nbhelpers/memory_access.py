@@ -16,8 +16,11 @@ or not, so its efficiency is
   a float32 read with stride s uses ``max(1/s, 4/64)`` of the bytes it moves.
 * :func:`measure_strided_read` measures it on the machine running the notebook: the bandwidth of
   useful bytes of a strided numpy read against the contiguous one, beside that prediction.
+* :func:`loaded_addresses` is the raw address trace of a Triton kernel: it runs the kernel in
+  Triton's interpreter on CPU tensors and returns the byte address of every element it loads
+  (the exercises use it to see a load past the end of a buffer, which no output shows).
 
-Nothing here needs a GPU or imports Triton.
+Nothing here needs a GPU; only :func:`loaded_addresses` imports Triton, when it is called.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
     "cache_line_efficiency",
     "StridedReads",
     "measure_strided_read",
+    "loaded_addresses",
 ]
 
 WARP_SIZE = 32  # threads of an NVIDIA warp
@@ -249,3 +253,38 @@ def measure_strided_read(
         repeats=repeats,
         op=op,
     )
+
+
+def loaded_addresses(kernel, grid, *args, **kwargs) -> np.ndarray:
+    """Run the Triton kernel ``kernel`` (a ``@triton.jit`` function, or its Python function) on
+    ``grid`` in Triton's interpreter and return the byte address of every element it loads, in
+    the order loaded (uint64, 1-D; masked-off lanes are not loads and are left out).
+
+    Pass CPU tensors: the interpreter then works on their own memory, so the addresses can be
+    compared with ``t.data_ptr()``. The kernel really runs (its stores land in the tensors
+    passed). Works with or without ``TRITON_INTERPRET=1`` and on a machine with a GPU, where it
+    records what the compiled kernel's loads would be, lane by lane.
+    """
+    import torch
+    from triton.runtime import interpreter
+
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor) and a.device.type != "cpu":
+            raise ValueError(f"pass CPU tensors (the interpreter's addresses are theirs), got one on {a.device}")
+    traced = interpreter.InterpretedFunction(getattr(kernel, "fn", kernel))
+    seen: list[np.ndarray] = []
+    builder = interpreter.InterpreterBuilder
+    original = builder.create_masked_load
+
+    def create_masked_load(self, ptrs, mask, *rest, **kw):
+        p = np.asarray(ptrs.data)
+        m = np.broadcast_to(np.asarray(mask.data, dtype=bool), p.shape)
+        seen.append(p[m].astype(np.uint64).ravel())
+        return original(self, ptrs, mask, *rest, **kw)
+
+    builder.create_masked_load = create_masked_load
+    try:
+        traced[grid](*args, **kwargs)
+    finally:
+        builder.create_masked_load = original
+    return np.concatenate(seen) if seen else np.zeros(0, dtype=np.uint64)

@@ -800,9 +800,10 @@ CHAPTERS = [
             "torch": __import__("torch"),
             "triton": __import__("triton"),
             "tl": __import__("triton.language", fromlist=["dot"]),
+            "loaded_addresses": __import__("nbhelpers.memory_access", fromlist=["loaded_addresses"]).loaded_addresses,
         },
-        ("sector_count", "masked_copy"),
-        7,
+        ("sector_count", "masked_copy", "trace_sectors"),
+        10,
         8088,
         tuple(
             [
@@ -847,6 +848,26 @@ CHAPTERS = [
                 ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = pid + tl.arange(0, BLOCK)"),
                 # the mask against the block size instead of the length
                 ("masked_copy", "mask = offs < n", "mask = offs < BLOCK"),
+                # the load unmasked (the store masked): the tail is read, though never written
+                ("masked_copy", "x = tl.load(x_ptr + offs, mask=mask)", "x = tl.load(x_ptr + offs)"),
+                # one sector per access: straddling ignored
+                (
+                    "trace_sectors",
+                    "range(first // sector, last // sector + 1)",
+                    "range(first // sector, first // sector + 1)",
+                ),
+                # 128-byte lines counted instead of 32-byte sectors
+                ("trace_sectors", "sector = 32", "sector = 128"),
+                # the bytes asked for counted per thread, repeated and overlapping bytes again
+                (
+                    "trace_sectors",
+                    "len(useful) / (sector * len(sectors))",
+                    "len(addresses) * access_bytes / (sector * len(sectors))",
+                ),
+                # distinct addresses counted instead of distinct sectors
+                ("trace_sectors", "return len(sectors),", "return len(set(map(int, addresses))),"),
+                # misalignment forgotten: the lowest address taken as a sector boundary (base 0)
+                ("trace_sectors", "first = int(a)", "first = int(a) - int(min(addresses))"),
             ]
         ),
     ),
@@ -873,6 +894,14 @@ CHAPTERS = [
                 ),
                 # the K mask not moved with the loop (offs_k < K): later steps read past K
                 ("tile_matmul", "(offs_k[None, :] < K - k0)", "(offs_k[None, :] < K)"),
+                # the K masks only: rows past M of A and columns past N of B are read (they feed
+                # only accumulator elements the masked store drops: the launcher's load watch sees it)
+                (
+                    "tile_matmul",
+                    "a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < K - k0)\n"
+                    "        b_mask = (offs_k[:, None] < K - k0) & (offs_n[None, :] < N)",
+                    "a_mask = offs_k[None, :] < K - k0\n        b_mask = offs_k[:, None] < K - k0",
+                ),
                 # whole K tiles only: the ragged tail dropped
                 ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - K % BLOCK_K, BLOCK_K)"),
                 # one K tile too few
@@ -905,6 +934,12 @@ CHAPTERS = [
                 ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc / sa[:, None]) / sb[None, :]"),
                 # only the row scales applied
                 ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * sa[:, None]"),
+                # the scales loaded unmasked: past the last row of A (they scale only rows the store drops)
+                (
+                    "scaled_epilogue",
+                    "sa = tl.load(sa_ptr + offs_m * stride_sa, mask=offs_m < M, other=0.0)",
+                    "sa = tl.load(sa_ptr + offs_m * stride_sa)",
+                ),
                 # registers per thread not rounded up to the allocation unit (8 per thread)
                 ("resident_warps", "regs = -(-registers // 8) * 8", "regs = registers"),
                 # the register file as one pool of 65,536, not 4 sub-partitions of 16,384

@@ -16,7 +16,8 @@ def test_sector_counts_of_the_statement():
 
 def test_copy_reference_keeps_the_guards():
     x = np.arange(5, dtype=np.int16)
-    out = ch08.masked_copy_ref(x, 16)
+    out, outside = ch08.masked_copy_ref(x, 16)
+    assert outside == 0  # no load outside x
     assert out.shape == (37,) and out.dtype == np.int16
     assert (out[:16] == ch08.GUARD_OUT).all() and (out[21:] == ch08.GUARD_OUT).all()
     assert (out[16:21] == x).all()
@@ -27,3 +28,31 @@ def test_copy_cases_cover_the_edges():
     lengths = {(c.args[0].size, c.args[1]) for c in cases}
     assert (0, 16) in lengths and (1, 16) in lengths and (15, 16) in lengths and (17, 16) in lengths
     assert any(c.args[0].size % c.args[1] for c in cases[9:])
+
+
+def test_trace_reference_on_the_statement_cases():
+    warp = np.arange(32, dtype=np.int64)
+    assert ch08.trace_sectors_ref(warp * 4, 4) == (4, 1.0)  # coalesced
+    assert ch08.trace_sectors_ref(30 + warp * 4, 4) == (5, 0.8)  # straddling at both ends
+    assert ch08.trace_sectors_ref(np.full(32, 1000), 4) == (1, 4 / 32)  # a broadcast: 4 distinct bytes
+    assert ch08.trace_sectors_ref(np.repeat(warp[:16] * 8, 2), 8) == (4, 1.0)  # pairs read twice count once
+    assert ch08.trace_sectors_ref(28 + warp * 32, 8) == (33, 256 / (33 * 32))  # each access straddles
+    assert ch08.trace_sectors_ref(np.random.default_rng(1).permutation(warp * 4), 4) == (4, 1.0)
+
+
+def test_trace_cases_have_the_hard_regions_in_the_random_part():
+    cases = ch08._trace_cases(np.random.default_rng(5))
+    random_part = [c.args for c in cases if not c.label]
+    assert len(random_part) >= 50
+    straddle = sum(((a % 32) + s - 1 >= 32).any() for a, s in random_part)
+    repeated = sum(len(np.unique(a)) < 32 for a, _ in random_part)
+    misaligned = sum(a.min() % 32 != 0 for a, _ in random_part)
+    assert straddle >= 10 and repeated >= 10 and misaligned >= 30
+
+
+def test_trace_comparator_never_raises_and_tolerates_rounding():
+    e = (5, 0.8)
+    assert ch08._sectors_and_efficiency((5, 4 / 5), e) is None
+    assert ch08._sectors_and_efficiency((5, 0.8 * (1 + 1e-15)), e) is None
+    for bad in ("x", None, (5,), (4, 0.8), (5, 0.75), (5, "a"), [5, float("nan")]):
+        assert isinstance(ch08._sectors_and_efficiency(bad, e), str)

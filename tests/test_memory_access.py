@@ -13,6 +13,7 @@ from nbhelpers.memory_access import (
     SectorCount,
     StridedReads,
     cache_line_efficiency,
+    loaded_addresses,
     measure_strided_read,
     sector_table,
     sectors_touched,
@@ -205,3 +206,61 @@ def test_measurement_bad_arguments():
         measure_strided_read(strides=(), n=64)
     with pytest.raises(ValueError, match="repeats"):
         measure_strided_read(n=64, repeats=0)
+
+
+# ------------------------------------------------------------------ the address trace of a kernel
+
+
+def _copy_kernels():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def masked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    @triton.jit
+    def load_unmasked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs), mask=offs < n)
+
+    return masked, load_unmasked
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "float64"])
+def test_loaded_addresses_are_the_elements_read(dtype):
+    import torch
+
+    masked, load_unmasked = _copy_kernels()
+    n, block = 37, 16
+    x = torch.arange(n + block, dtype=getattr(torch, dtype))  # room past n for the unmasked load
+    out = torch.zeros_like(x)
+    addr = loaded_addresses(masked, (3,), x, out, n, BLOCK=block)
+    index = (addr.astype(np.int64) - x.data_ptr()) // x.element_size()
+    assert sorted(index.tolist()) == list(range(n))  # each element once, none past the end
+    assert torch.equal(out[:n], x[:n]) and not out[n:].any()  # the kernel really ran
+    addr = loaded_addresses(load_unmasked, (3,), x, torch.zeros_like(x), n, BLOCK=block)
+    index = (addr.astype(np.int64) - x.data_ptr()) // x.element_size()
+    assert sorted(index.tolist()) == list(range(3 * block))  # 11 loads past n
+    # the addresses agree with the sector counter: 48 float32 from an aligned base
+    if dtype == "float32":
+        assert sectors_touched(addr - addr.min(), elem_bytes=4).sectors == 3 * block * 4 // 32
+
+
+def test_loaded_addresses_needs_cpu_tensors_and_restores_the_interpreter():
+    from triton.runtime import interpreter
+
+    import torch
+
+    masked, _ = _copy_kernels()
+    before = interpreter.InterpreterBuilder.create_masked_load
+    x = torch.zeros(4)
+    empty = loaded_addresses(masked, (0,), x, x, 0, BLOCK=16)  # no program: no load
+    assert empty.dtype == np.uint64 and empty.size == 0
+    with pytest.raises(Exception):
+        loaded_addresses(masked, (1,), x, x, 4)  # BLOCK missing: the kernel fails
+    assert interpreter.InterpreterBuilder.create_masked_load is before
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CPU"):
+            loaded_addresses(masked, (1,), x.cuda(), x.cuda(), 4, BLOCK=16)

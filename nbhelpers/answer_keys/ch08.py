@@ -7,8 +7,16 @@ for :mod:`nbhelpers.answer_keys`.
   gives (Triton's interpreter on a CPU). The launcher places the output between two guard regions
   of ``block`` elements filled with :data:`GUARD_OUT`, and the input between guards of
   :data:`GUARD_IN`, so a store past the end (a missing or wrong mask) shows up in the returned
-  buffer. The reference is torch's own copy (:func:`nbhelpers.kernels.copy.copy_ref`) between the
-  same guards; compared bit for bit.
+  buffer; and it runs the kernel once more in the interpreter with
+  :func:`nbhelpers.memory_access.loaded_addresses` and counts the elements loaded outside the
+  input, so a load past the end (a load without the mask), which no output shows, shows up too.
+  The reference is torch's own copy (:func:`nbhelpers.kernels.copy.copy_ref`) between the same
+  guards, and 0 loads outside; compared bit for bit.
+- ``trace_sectors``: a raw address trace (one warp's byte addresses, any order, duplicates,
+  misaligned, accesses straddling a sector boundary) and the access size: the 32-byte sectors
+  touched and the efficiency (distinct bytes asked for / bytes moved); the reference is
+  :func:`nbhelpers.memory_access.sectors_touched` on the addresses. The count is compared
+  exactly, the efficiency to a relative 1e-12 (a student may divide in another order).
 
 Edge cases come first, then random ones from the seed.
 """
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..comparators import close_to, same_value
 from ..exercise_types import Case, Exercise
 from ..memory_access import sectors_touched
 
@@ -76,8 +85,9 @@ def _sector_cases(rng: np.random.Generator) -> list[Case]:
 # ------------------------------------------------------------------ 2. a masked copy kernel
 
 
-def masked_copy_ref(x: np.ndarray, block: int) -> np.ndarray:
-    """torch's copy of x (n,) between two guards of block elements of GUARD_OUT: (n + 2 block,)."""
+def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int]:
+    """torch's copy of x (n,) between two guards of block elements of GUARD_OUT, (n + 2 block,),
+    and the number of elements loaded outside x: 0."""
     import torch
 
     from ..kernels.copy import copy_ref
@@ -85,7 +95,7 @@ def masked_copy_ref(x: np.ndarray, block: int) -> np.ndarray:
     x = np.ascontiguousarray(x)
     inner = copy_ref(torch.from_numpy(x)).numpy()
     guard = np.full(block, GUARD_OUT, dtype=x.dtype)
-    return np.concatenate([guard, inner, guard])
+    return np.concatenate([guard, inner, guard]), 0
 
 
 _DTYPES = (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.float64, np.int64)
@@ -166,7 +176,81 @@ def _copy_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 3. sectors of a raw address trace
+
+
+def trace_sectors_ref(addresses: np.ndarray, access_bytes: int) -> tuple[int, float]:
+    """(distinct 32-byte sectors touched, distinct bytes asked for / bytes moved) when each
+    address reads access_bytes bytes."""
+    c = sectors_touched(np.asarray(addresses, dtype=np.int64), elem_bytes=access_bytes)
+    return c.sectors, c.efficiency
+
+
+def _sectors_and_efficiency(got, expected) -> str | None:
+    """The count exactly, the efficiency within a relative 1e-12; never raises."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return same_value(got, expected)  # its reason names what came back
+    reason = same_value(got[0], expected[0])
+    if reason is not None:
+        return f"the sector count: {reason}"
+    reason = _close(got[1], expected[1])
+    return None if reason is None else f"the efficiency: {reason}"
+
+
+_close = close_to(1e-12)
+
+
+def _warp(base: int, stride_bytes: int) -> np.ndarray:
+    return base + np.arange(32, dtype=np.int64) * stride_bytes
+
+
+def _trace_cases(rng: np.random.Generator) -> list[Case]:
+    fixed = np.random.default_rng(8088)  # the labelled cases are the same for every seed
+    cases = [
+        Case((_warp(0, 4), 4), label="fp32, contiguous, aligned"),
+        Case((_warp(4096 + 4, 4), 4), label="fp32, contiguous, 4 bytes past a sector boundary"),
+        Case((_warp(30, 4), 4), label="fp32 at base 30: every access straddles two sectors"),
+        Case((_warp(28, 32), 8), label="8-byte accesses 32 bytes apart, each straddling"),
+        Case((_warp(0, 128), 4), label="fp32, stride 32 elements: one sector per thread"),
+        Case((fixed.permutation(_warp(256, 4)), 4), label="contiguous, threads in shuffled order"),
+        Case((np.full(32, 1000, dtype=np.int64), 4), label="every thread the same address (a broadcast)"),
+        Case((np.repeat(_warp(64, 8)[:16], 2), 8), label="pairs of threads reading the same 8 bytes"),
+        Case((_warp(1, 2), 4), label="4-byte accesses 2 bytes apart: they overlap"),
+        Case((_warp(8, 16), 16), label="16-byte accesses, misaligned by 8"),
+        Case((_warp(31, 1), 1), label="bytes 31 to 62"),
+        Case((_warp(2**40 + 30, 4096), 4), label="a large address, a long stride, straddling"),
+        Case((np.sort(fixed.integers(0, 512, 32)), 4), label="scattered in 512 bytes, unaligned"),
+    ]
+    sizes = (1, 2, 4, 8, 16)
+    for _ in range(60):
+        size = int(rng.choice(sizes, p=[0.1, 0.2, 0.35, 0.2, 0.15]))
+        r = rng.random()
+        base = int(rng.integers(0, 2**20))
+        if r < 0.35:  # strided, often misaligned
+            addr = _warp(base, size * int(rng.integers(1, 12)))
+        elif r < 0.55:  # a byte stride that is not a multiple of the size: overlaps or gaps
+            addr = _warp(base, int(rng.integers(1, 3 * size + 2)))
+        elif r < 0.8:  # scattered in a window, duplicates likely
+            addr = base + rng.integers(0, int(rng.choice([64, 256, 2048])), 32)
+        else:  # a contiguous warp with a few threads on the same element
+            addr = _warp(base, size)
+            k = int(rng.integers(1, 9))
+            addr[rng.integers(0, 32, k)] = addr[int(rng.integers(32))]
+        if rng.random() < 0.5:
+            addr = rng.permutation(addr)
+        cases.append(Case((addr.astype(np.int64), size)))
+    return cases
+
+
 EXERCISES = [
     Exercise("ex08.sector_count", "Sectors of one warp's request", 3, sector_count_ref, _sector_cases),
     Exercise("ex08.masked_copy", "A copy kernel for any length", 4, masked_copy_ref, _copy_cases),
+    Exercise(
+        "ex08.trace_sectors",
+        "Sectors of a raw address trace",
+        3,
+        trace_sectors_ref,
+        _trace_cases,
+        compare=_sectors_and_efficiency,
+    ),
 ]

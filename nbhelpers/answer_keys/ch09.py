@@ -1,9 +1,11 @@
 """Chapter 09 exercises: GEMM kernels in Triton. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 Both are Triton kernels the student completes, run through the launcher the notebook gives
-(Triton's interpreter on a CPU); the launchers read their operands from buffers padded with NaN,
-so a load past an edge that the mask should have stopped poisons the result instead of reading
-another row's values (or memory outside the tensor).
+(Triton's interpreter on a CPU); the launchers read their operands from buffers padded with NaN
+and watch every load (:func:`nbhelpers.load_audit.run_watching_loads`): a load past an edge that
+the mask should have stopped reads a NaN, and the launcher raises, so the case fails even when
+the NaN would feed only elements the masked store drops (a missing row mask on ``A`` spoils only
+accumulator rows past ``M``). The cases therefore need sizes that are not multiples of the block.
 
 - ``tile_matmul``: the K loop of a tiled fp32-accumulated GEMM on float32 operands. Reference:
   :func:`nbhelpers.kernels.gemm.matmul_ref` (float64); accepted when every element is within
