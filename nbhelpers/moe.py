@@ -62,6 +62,10 @@ __all__ = [
     "moe_layer",
     "LayerCost",
     "layer_cost",
+    "AlignedBlocks",
+    "align_block_size_ref",
+    "LayoutRows",
+    "layout_rows",
 ]
 
 
@@ -468,3 +472,101 @@ def layer_cost(
     active = E if active_experts is None else nonnegative_int("active_experts", active_experts)
     rows = T * k
     return LayerCost(2.0 * rows * K * N, float(active) * K * N * b, float(rows) * K * b, float(rows) * N * b)
+
+
+class AlignedBlocks(NamedTuple):
+    """The block-aligned layout of vLLM's fused_moe kernel (built there by ``moe_align_block_size``):
+    ``sorted_token_ids``, the flat (token, slot) indices ``t * k + s`` grouped by expert, each
+    expert's run padded with the sentinel ``T * k`` up to a multiple of ``block_m``;
+    ``expert_ids``, one expert per ``block_m`` block; ``num_tokens_post_padded``, the padded total.
+    The GEMM reads token ``sorted_token_ids[i] // k`` directly: no permuted copy of ``x``."""
+
+    sorted_token_ids: np.ndarray
+    expert_ids: np.ndarray
+    num_tokens_post_padded: int
+    block_m: int
+    sentinel: int
+
+
+def align_block_size_ref(expert_ids, num_experts: int, block_m: int) -> AlignedBlocks:
+    """A host reference of the block-aligned layout (see :class:`AlignedBlocks`). expert_ids:
+    (T, k) ints in [0, num_experts). Inside an expert the (token, slot) pairs keep their order
+    (this reference's choice). An empty expert gets no block; the result has
+    sum_e ceil(n_e / block_m) * block_m entries, at most T k + E (block_m - 1)."""
+    bm = positive_int("block_m", block_m)
+    E = positive_int("num_experts", num_experts)
+    ids = _as_int_array(expert_ids, "expert_ids")
+    if ids.ndim != 2:
+        raise ValueError(f"expert_ids must be (T, k), got shape {ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= E):
+        raise ValueError(f"expert ids must lie in [0, {E})")
+    flat = ids.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    counts = np.bincount(flat, minlength=E)
+    padded = -(-counts // bm) * bm
+    sentinel = flat.size
+    out = np.full(int(padded.sum()), sentinel, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(padded)])[:-1]
+    src = np.concatenate([[0], np.cumsum(counts)])
+    for e in np.flatnonzero(counts):
+        out[starts[e] : starts[e] + counts[e]] = order[src[e] : src[e + 1]]
+    block_expert = np.repeat(np.arange(E), padded // bm)
+    return AlignedBlocks(out, block_expert.astype(np.int64), int(padded.sum()), bm, sentinel)
+
+
+class LayoutRows(NamedTuple):
+    """Rows of one grouped-GEMM layout for given expert counts: ``routed`` (T k), ``buffer`` (the
+    rows, or index entries, the layout stores) and ``computed`` (the rows its ``block_m`` tiles
+    compute)."""
+
+    layout: str
+    routed: int
+    buffer: int
+    computed: int
+
+    @property
+    def padded(self) -> int:
+        """Rows the layout stores beyond the routed ones."""
+        return self.buffer - self.routed
+
+    @property
+    def computed_padding(self) -> int:
+        """Rows the tiles compute beyond the routed ones."""
+        return self.computed - self.routed
+
+
+LAYOUTS = ("offsets", "aligned", "masked")  # the layouts layout_rows knows
+
+
+def layout_rows(counts, block_m: int, layout: str, max_m: int | None = None) -> LayoutRows:
+    """Buffer and computed rows of a grouped layout, counts: the (E,) rows per expert.
+
+    - ``"offsets"`` (this course): the routed rows back to back, E + 1 offsets; tiles start at
+      each expert's first row and are masked at its end, so the buffer holds no padding.
+    - ``"aligned"`` (vLLM's ``moe_align_block_size``, DeepGEMM's contiguous layout): each expert's
+      run padded to a multiple of ``block_m``, so a block never spans two experts.
+    - ``"masked"`` (DeepGEMM's masked layout): ``max_m`` rows reserved per expert (at least the
+      busiest count) and a count of the valid ones; the buffer is E * max_m whatever the routing.
+
+    In all three the tiles compute sum_e ceil(n_e / block_m) * block_m rows: the layouts differ in
+    what they store, not in how many tile rows they compute."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    bm = positive_int("block_m", block_m)
+    n = _as_int_array(counts, "counts")
+    if n.ndim != 1 or (n < 0).any():
+        raise ValueError("counts must be a 1-D array of non-negative ints")
+    routed = int(n.sum())
+    computed = int((-(-n // bm) * bm).sum())
+    if layout == "offsets":
+        buffer = routed
+    elif layout == "aligned":
+        buffer = computed
+    else:
+        if max_m is None:
+            raise ValueError("the masked layout needs max_m, the rows reserved per expert")
+        m = positive_int("max_m", max_m)
+        if n.size and m < n.max():
+            raise ValueError(f"max_m = {m} is below the busiest expert's {int(n.max())} rows")
+        buffer = m * int(n.size)
+    return LayoutRows(layout, routed, buffer, computed)

@@ -305,3 +305,54 @@ def test_layer_cost_deepseek_v3():
     assert c.weight_bytes == 256 * 7168 * 2048 * 2
     assert c.bytes == c.weight_bytes + 4096 * 8 * (7168 + 2048) * 2
     assert moe.layer_cost(1, 8, 256, 7168, 2048, active_experts=8).weight_bytes == 8 * 7168 * 2048 * 2
+
+
+def test_align_block_size_ref_small_example_by_hand():
+    # six tokens, top-2, four experts (chapter 10's example): counts 4, 5, 0, 3
+    ids = [[0, 1], [1, 3], [0, 1], [3, 1], [1, 0], [3, 0]]
+    a = moe.align_block_size_ref(ids, 4, block_m=4)
+    s = 12  # the sentinel: T * k
+    assert a.sentinel == s and a.block_m == 4
+    assert a.sorted_token_ids.tolist() == [0, 4, 9, 11, 1, 2, 5, 7, 8, s, s, s, 3, 6, 10, s]
+    assert a.expert_ids.tolist() == [0, 1, 1, 3]
+    assert a.num_tokens_post_padded == 16
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_align_block_size_ref_against_brute_force(seed):
+    r = moe.route(37, 9, 3, skew=1.5, seed=seed)
+    for bm in (1, 4, 16):
+        a = moe.align_block_size_ref(r.expert_ids, 9, bm)
+        flat = r.expert_ids.reshape(-1)
+        want, blocks = [], []
+        for e in range(9):
+            pairs = [i for i in range(flat.size) if flat[i] == e]
+            pad = (-len(pairs)) % bm
+            want += pairs + [flat.size] * pad
+            blocks += [e] * ((len(pairs) + pad) // bm)
+        assert a.sorted_token_ids.tolist() == want and a.expert_ids.tolist() == blocks
+        assert a.num_tokens_post_padded == len(want) <= flat.size + 9 * (bm - 1)
+        assert a.num_tokens_post_padded % bm == 0
+    with pytest.raises(ValueError, match="lie in"):
+        moe.align_block_size_ref([[0, 9]], 9, 4)
+    with pytest.raises(ValueError, match=r"\(T, k\)"):
+        moe.align_block_size_ref([0, 1], 9, 4)
+
+
+def test_layout_rows_by_hand_and_refusals():
+    c = np.array([10, 0, 1, 33])
+    off = moe.layout_rows(c, 16, "offsets")
+    ali = moe.layout_rows(c, 16, "aligned")
+    msk = moe.layout_rows(c, 16, "masked", max_m=48)
+    assert (off.routed, off.buffer, off.computed, off.padded) == (44, 44, 80, 0)
+    assert (ali.buffer, ali.padded, ali.computed_padding) == (80, 36, 36)
+    assert (msk.buffer, msk.padded, msk.computed) == (192, 148, 80)
+    # the tiles compute what tile_utilisation counts, in every layout
+    assert off.routed / off.computed == pytest.approx(moe.tile_utilisation(c, 16))
+    assert ali.buffer == moe.align_block_size_ref(np.repeat(np.arange(4), c)[:, None], 4, 16).num_tokens_post_padded
+    with pytest.raises(ValueError, match="busiest"):
+        moe.layout_rows(c, 16, "masked", max_m=32)
+    with pytest.raises(ValueError, match="max_m"):
+        moe.layout_rows(c, 16, "masked")
+    with pytest.raises(ValueError, match="layout must be"):
+        moe.layout_rows(c, 16, "padded")

@@ -100,3 +100,27 @@ def test_plot_roofline_memory_roof_stops_at_the_top_roof_and_labels_points():
     with pytest.raises(ValueError, match="1 texts for 2 points"):
         plots.plot_roofline({"a": ([1.0, 2.0], [1.0, 2.0])}, {"p": 1.0}, 1e12, labels={"a": ["x"]})
     plt.close("all")
+
+
+def test_plot_roofline_markers_and_unjoined_series():
+    pts = {"layer": ([1.0, 10.0], [1.0, 10.0]), "experts": ([2.0, 20.0, 200.0], [2.0, 20.0, 100.0])}
+    ax = plots.plot_roofline(
+        pts,
+        {"p": 100.0},
+        1e12,
+        markers={"experts": "*"},
+        joined={"experts": False},
+        labels={"layer": ["a", "b"], "experts": ["c", "d", "e"]},
+    )
+    lines = _by_label(ax)
+    first, other = ax.texts[0], ax.texts[2]
+    assert first.xyann[1] < 0 < other.xyann[1]  # below the first series' points, above the others'
+    assert (first.get_ha(), other.get_ha()) == ("left", "right")
+    assert lines["experts"].get_marker() == "*" and lines["experts"].get_linestyle() in ("None", "none", "")
+    assert lines["layer"].get_linestyle() == "-" and lines["layer"].get_marker() == "o"  # defaults kept
+    np.testing.assert_array_equal(lines["experts"].get_xdata(), [2.0, 20.0, 200.0])
+    with pytest.raises(ValueError, match="not in points"):
+        plots.plot_roofline(pts, {"p": 100.0}, 1e12, joined={"nope": False})
+    with pytest.raises(ValueError, match="not in points"):
+        plots.plot_roofline(pts, {"p": 100.0}, 1e12, markers={"nope": "x"})
+    plt.close("all")

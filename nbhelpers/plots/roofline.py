@@ -37,6 +37,8 @@ def plot_roofline(
     colors: dict | None = None,
     labels: dict | None = None,
     legend_outside: bool = True,
+    markers: dict | None = None,
+    joined: dict | None = None,
 ):
     """Attainable TFLOP/s against arithmetic intensity (FLOPs per byte of DRAM traffic), log-log.
 
@@ -47,11 +49,18 @@ def plot_roofline(
     (TFLOP/s = bandwidth * intensity / 1e12, drawn once, solid). colors: label -> a format name
     (its course colour) or a matplotlib colour; black when not given. The first series' markers are
     filled, the others' hollow, so that points at the same place stay visible. labels: label -> one
-    short text per point (e.g. "M=16"), written beside the points of that series. The memory roof
+    short text per point (e.g. "M=16"), written beside the points of that series (below right for
+    the first series, above left for the others). The memory roof
     stops at the highest compute roof. The legend sits right of the axes (``legend_outside``), off
-    the data.
+    the data. markers: label -> a matplotlib marker, replacing that series' default shape (e.g. one
+    marker family for one chapter's points). joined: label -> False to draw that series' markers
+    without the line between them (points that are not a sweep); every series is joined by default.
     """
     ax = axes_or_new(ax)
+    for name, opt in (("markers", markers), ("joined", joined)):
+        unknown = set(opt or {}) - set(points)
+        if unknown:
+            raise ValueError(f"{name} names series that are not in points: {sorted(unknown)}")
     if not peaks:
         raise ValueError("peaks is empty: give at least one compute roof (label -> TFLOP/s)")
     if not (np.isfinite(bandwidth) and bandwidth > 0):
@@ -96,10 +105,10 @@ def plot_roofline(
         ax.plot(
             xs,
             ys,
-            "-",
+            ls="-" if (joined or {}).get(label, True) else "none",
             color=color,
             lw=0.8,
-            marker=_MARKERS[i % len(_MARKERS)],
+            marker=(markers or {}).get(label, _MARKERS[i % len(_MARKERS)]),
             ms=7 + 2 * (i > 0),
             mfc=color if i == 0 else "none",
             mew=1.5,
@@ -109,8 +118,11 @@ def plot_roofline(
         if texts is not None:
             if len(texts) != xs.size:
                 raise ValueError(f"labels[{label!r}] has {len(texts)} texts for {xs.size} points")
+            # the first series' texts below right of its points, the others' above left, so that
+            # two labelled series at nearby points do not write over each other
+            offset, ha = ((4, -12), "left") if i == 0 else ((-4, 6), "right")
             for xv, yv, t in zip(xs, ys, texts):
-                ax.annotate(str(t), (xv, yv), xytext=(4, -12), textcoords="offset points", fontsize=7, color=color)
+                ax.annotate(str(t), (xv, yv), xytext=offset, textcoords="offset points", fontsize=7, color=color, ha=ha)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
