@@ -28,12 +28,14 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
   - :mod:`~nbhelpers.rotations`     Hadamard and random-Hadamard rotations applied blockwise along K (chapter 07)
   - :mod:`~nbhelpers.moe`           a routed MoE layer: routing, permutation, offsets, tile schedule, loop / padded /
     grouped expert GEMMs (chapter 10)
+  - :mod:`~nbhelpers.topk`          order-preserving keys of floats, the top-k reference and its tie rule, radix
+    select, top-k costs in bytes, the top-p threshold without a sort (chapter 11)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
   - :mod:`~nbhelpers.kernels`       ``kernels.gemm`` (the tiled GEMM, chapters 03 and 09), ``kernels.scaled_gemm``
     (fp8 GEMMs with epilogue and block scales), ``kernels.copy`` (chapter 08's copies); chapter 10's
-    grouped GEMM goes in ``kernels.grouped_gemm``
+    grouped GEMM goes in ``kernels.grouped_gemm``, chapter 11's top-k kernels in ``kernels.topk``
 
 Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.metrics`       relative errors, exact sums, range fractions

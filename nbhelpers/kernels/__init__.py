@@ -2,7 +2,8 @@
 tiled GEMM, chapters 03 and 09), :mod:`~nbhelpers.kernels.scaled_gemm` (fp8 GEMMs with epilogue and
 block scales, chapter 09), :mod:`~nbhelpers.kernels.copy` (copies, strided reads, transposes, chapter 08),
 :mod:`~nbhelpers.kernels.grouped_gemm` (one launch for every expert of a mixture-of-experts layer, chapter 10),
-:mod:`~nbhelpers.kernels.pressure` (a kernel with a constexpr number of live values: register pressure, chapter 09).
+:mod:`~nbhelpers.kernels.pressure` (a kernel with a constexpr number of live values: register pressure, chapter 09),
+:mod:`~nbhelpers.kernels.topk` (top-k of each row: a running top-k, two stages, radix select, chapter 11).
 
 Run :func:`nbhelpers.device.setup_device` **before** importing anything from this package.
 Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, that is when a

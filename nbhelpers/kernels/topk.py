@@ -1,0 +1,308 @@
+"""Top-k of each row of a (rows, V) tensor in Triton (chapter 11): three shapes of kernel.
+
+* ``"row"``: one program per row holds a running top-k of ``K_PAD = next_pow2(k)`` candidates
+  while it reads its row in blocks of ``BLOCK_V`` (:func:`topk_chunk_kernel` with one chunk per
+  row). One read of the row; the row's only parallelism is one program.
+* ``"two_stage"``: ``n_chunks`` programs per row, each the same running top-k over its chunk of
+  ``chunk`` columns, written to a scratch buffer; then :func:`topk_merge_kernel`, one program per
+  row, merges the chunks' candidate lists. One read of the row plus the candidates.
+* ``"radix"``: :func:`radix_select_kernel`, one program per row: ``ceil(key_bits / 8)``
+  histogram passes over the row's order-preserving keys find the k-th largest key (a digit of 8
+  bits per pass, most significant first), then a filtering pass writes the top-k set in index
+  order; ``torch.sort`` of the k winners (stable) orders them.
+
+Every kernel works on the values' **bits** (the launcher passes an int16 or int32 view of the
+tensor; no copy), so bf16 and fp16 behave the same in Triton's interpreter, which holds bf16 as
+raw integers, and on a GPU. The key is :func:`nbhelpers.topk.topk_keys`: every NaN the largest,
+-0 equal to +0. The running top-k sorts 64-bit **packed** keys, ``(key - 2**(w-1)) * 2**32 +
+(2**32 - 1 - index)``: distinct for distinct indices, larger for a larger key and, among equal
+keys, for a lower index. So every kernel returns exactly :func:`nbhelpers.topk.topk_ref`'s
+answer: values largest first, ties to the lowest index. ``torch.topk`` returns the same values
+but may return other indices among equal values.
+
+Launch with :func:`topk` (values and indices, like ``torch.topk(x, k)``).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..topk import key_format
+from .launch_checks import require_kernel_device
+
+__all__ = [
+    "METHODS",
+    "DEFAULT_BLOCK_V",
+    "DEFAULT_CHUNK",
+    "RADIX_DIGIT_BITS",
+    "topk_chunk_kernel",
+    "topk_merge_kernel",
+    "radix_select_kernel",
+    "topk",
+    "plan",
+]
+
+METHODS = ("row", "two_stage", "radix")
+DEFAULT_BLOCK_V = 1024  # columns read per step of a running top-k (at least K_PAD)
+DEFAULT_CHUNK = 8192  # columns per program of the two-stage kernel's first stage
+RADIX_DIGIT_BITS = 8  # bits of key per histogram pass: 256 bins
+RADIX_BLOCK_V = 2048  # columns per step of the radix kernel's passes
+
+_FORMAT_OF = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+_BITS_VIEW = {16: torch.int16, 32: torch.int32}
+
+
+@triton.jit
+def _keys(bits, KEY_BITS: tl.constexpr, EXP_MASK: tl.constexpr):
+    """Unsigned top-k keys (int64) of raw codes: flip every bit of a negative code, the sign bit of
+    a non-negative one; every NaN -> 2**KEY_BITS - 1, -0 -> +0's key."""
+    ALL_ONES: tl.constexpr = (1 << KEY_BITS) - 1
+    SIGN: tl.constexpr = 1 << (KEY_BITS - 1)
+    code = bits.to(tl.int64) & ALL_ONES  # a 16-bit code arrives sign-extended
+    mag = code & (ALL_ONES ^ SIGN)
+    key = tl.where((code & SIGN) != 0, code ^ ALL_ONES, code ^ SIGN)
+    key = tl.where(mag > EXP_MASK, ALL_ONES, key)  # NaN: above the exponent of infinity
+    return tl.where(mag == 0, SIGN, key)
+
+
+@triton.jit
+def _packed(bits, cols, valid, KEY_BITS: tl.constexpr, EXP_MASK: tl.constexpr):
+    """64-bit keys that order (value, lower index first); masked lanes get the smallest value,
+    (0 - SIGN) * 2**32, which no real element has (key 0 is a negative NaN's raw key, and NaN
+    keys are moved to the top)."""
+    SIGN: tl.constexpr = 1 << (KEY_BITS - 1)
+    key = _keys(bits, KEY_BITS, EXP_MASK)
+    low = 0xFFFFFFFF - cols.to(tl.int64)
+    packed = ((key - SIGN) << 32) | low
+    empty = (tl.zeros_like(packed) - SIGN) << 32
+    return tl.where(valid, packed, empty)
+
+
+@triton.jit
+def _empty_list(K_PAD: tl.constexpr, KEY_BITS: tl.constexpr):
+    """A top-k list holding no element: K_PAD distinct values below every real packed key."""
+    empty = (tl.zeros((K_PAD,), tl.int64) - (1 << (KEY_BITS - 1))) << 32
+    return empty + tl.arange(0, K_PAD).to(tl.int64)
+
+
+@triton.jit
+def _absorb(best, kth, packed, K_PAD: tl.constexpr):
+    """Insert the entries of ``packed`` that beat the list's smallest, ``kth``, into ``best`` (an
+    unsorted list of K_PAD distinct packed keys): the largest first, each replacing the list's
+    current smallest, while one does. Most blocks of a long row hold none, and then nothing but
+    one maximum is computed. Returns (best, its new smallest)."""
+    m = tl.max(packed)
+    while m > kth:
+        best = tl.where(best == kth, m, best)
+        packed = tl.where(packed == m, kth, packed)
+        kth = tl.min(best)
+        m = tl.max(packed)
+    return best, kth
+
+
+@triton.jit
+def _store_final(best, row, bits_ptr, vals_ptr, idx_ptr, stride_row, k, K_PAD: tl.constexpr):
+    """Sort the list once, then unpack its first k: index from the low 32 bits, value (its bits)
+    re-read from the row."""
+    best = tl.sort(best, descending=True)
+    j = tl.arange(0, K_PAD)
+    keep = j < k
+    col = 0xFFFFFFFF - (best & 0xFFFFFFFF)
+    v = tl.load(bits_ptr + row * stride_row + col, mask=keep)
+    tl.store(vals_ptr + row * k + j, v, mask=keep)
+    tl.store(idx_ptr + row * k + j, col, mask=keep)
+
+
+@triton.jit
+def topk_chunk_kernel(
+    bits_ptr,  # (rows, V) int16/int32 codes, row stride stride_row
+    part_ptr,  # (rows, n_chunks, K_PAD) int64 candidates (unused when FINAL)
+    vals_ptr,  # (rows, k) codes (FINAL)
+    idx_ptr,  # (rows, k) int64 (FINAL)
+    V,
+    k,
+    stride_row,
+    CHUNK,  # columns per program; n_chunks = cdiv(V, CHUNK)
+    n_chunks,
+    KEY_BITS: tl.constexpr,
+    EXP_MASK: tl.constexpr,
+    K_PAD: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    FINAL: tl.constexpr,  # one chunk per row: write the top k itself
+):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    start = c * CHUNK
+    stop = tl.minimum(start + CHUNK, V)
+    best = _empty_list(K_PAD, KEY_BITS)
+    kth = tl.min(best)
+    for off in range(start, stop, BLOCK_V):
+        cols = off + tl.arange(0, BLOCK_V)
+        valid = cols < stop  # the chunk's end and the row's (V need not be a multiple of anything)
+        bits = tl.load(bits_ptr + row * stride_row + cols, mask=valid, other=0)
+        best, kth = _absorb(best, kth, _packed(bits, cols, valid, KEY_BITS, EXP_MASK), K_PAD)
+    if FINAL:
+        _store_final(best, row, bits_ptr, vals_ptr, idx_ptr, stride_row, k, K_PAD)
+    else:
+        tl.store(part_ptr + (row * n_chunks + c) * K_PAD + tl.arange(0, K_PAD), best)
+
+
+@triton.jit
+def topk_merge_kernel(
+    part_ptr,  # (rows, n_chunks, K_PAD) int64 candidates of topk_chunk_kernel
+    bits_ptr,
+    vals_ptr,
+    idx_ptr,
+    k,
+    stride_row,
+    n_chunks,
+    KEY_BITS: tl.constexpr,
+    K_PAD: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    j = tl.arange(0, K_PAD)
+    best = _empty_list(K_PAD, KEY_BITS)
+    kth = tl.min(best)
+    empty = tl.min(best)  # below every real key; a chunk's unfilled slots become it, never taken
+    for c in range(0, n_chunks):
+        cand = tl.load(part_ptr + (row * n_chunks + c) * K_PAD + j)
+        cand = tl.where(cand < empty + K_PAD, empty, cand)  # a chunk shorter than K_PAD: its fillers
+        best, kth = _absorb(best, kth, cand, K_PAD)
+    _store_final(best, row, bits_ptr, vals_ptr, idx_ptr, stride_row, k, K_PAD)
+
+
+@triton.jit
+def radix_select_kernel(
+    bits_ptr,  # (rows, V) int16/int32 codes
+    vals_ptr,  # (rows, k) codes of the top-k set, in index order
+    idx_ptr,  # (rows, k) int64
+    V,
+    k,
+    stride_row,
+    KEY_BITS: tl.constexpr,
+    EXP_MASK: tl.constexpr,
+    DIGIT_BITS: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    base = bits_ptr + row * stride_row
+    NBINS: tl.constexpr = 1 << DIGIT_BITS
+    N_PASS: tl.constexpr = (KEY_BITS + DIGIT_BITS - 1) // DIGIT_BITS
+    bins = tl.arange(0, NBINS)
+    prefix = tl.zeros((), tl.int64)  # the digits of the k-th largest key found so far
+    needed = k  # how many of the top k are still among the keys that match the prefix
+    for p in tl.static_range(N_PASS):
+        # this pass's digit: bits [shift, shift + width) of the key (the last may be narrower)
+        shift: tl.constexpr = max(KEY_BITS - (p + 1) * DIGIT_BITS, 0)
+        width: tl.constexpr = KEY_BITS - p * DIGIT_BITS - shift
+        hist = tl.zeros((NBINS,), tl.int32)
+        for off in range(0, V, BLOCK_V):
+            cols = off + tl.arange(0, BLOCK_V)
+            valid = cols < V
+            key = _keys(tl.load(base + cols, mask=valid, other=0), KEY_BITS, EXP_MASK)
+            match = valid & ((key >> (shift + width)) == prefix)
+            digit = ((key >> shift) & ((1 << width) - 1)).to(tl.int32)
+            hist += tl.histogram(digit, NBINS, mask=match)
+        # the bin where the count from the top reaches `needed`
+        at_or_above = tl.sum(hist) - tl.cumsum(hist, 0) + hist
+        b = tl.sum((at_or_above >= needed).to(tl.int32)) - 1
+        needed -= tl.sum(tl.where(bins > b, hist, 0))
+        prefix = (prefix << width) | b.to(tl.int64)
+    # the filtering pass: every key above the k-th, and the first `needed` keys equal to it
+    written = 0
+    equal_seen = 0
+    for off in range(0, V, BLOCK_V):
+        cols = off + tl.arange(0, BLOCK_V)
+        valid = cols < V
+        bits = tl.load(base + cols, mask=valid, other=0)
+        key = _keys(bits, KEY_BITS, EXP_MASK)
+        eq = valid & (key == prefix)
+        eq_rank = equal_seen + tl.cumsum(eq.to(tl.int32), 0) - 1
+        take = (valid & (key > prefix)) | (eq & (eq_rank < needed))
+        pos = written + tl.cumsum(take.to(tl.int32), 0) - 1
+        tl.store(vals_ptr + row * k + pos, bits, mask=take)
+        tl.store(idx_ptr + row * k + pos, cols.to(tl.int64), mask=take)
+        written += tl.sum(take.to(tl.int32))
+        equal_seen += tl.sum(eq.to(tl.int32))
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def plan(V: int, k: int, method: str = "row", block_v: int | None = None, chunk: int | None = None) -> dict:
+    """The launch parameters :func:`topk` uses for a row of V and this k: the grid of each
+    kernel and its constexprs (used by the notebook, the compile check and the benchmark)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    k_pad = _next_pow2(k)
+    if method == "radix":
+        bv = RADIX_BLOCK_V if block_v is None else int(block_v)
+        return {"K_PAD": k_pad, "BLOCK_V": bv, "DIGIT_BITS": RADIX_DIGIT_BITS, "n_chunks": 1}
+    bv = max(k_pad, DEFAULT_BLOCK_V if block_v is None else _next_pow2(block_v))
+    if method == "row":
+        return {"K_PAD": k_pad, "BLOCK_V": bv, "CHUNK": V, "n_chunks": 1}
+    ch = DEFAULT_CHUNK if chunk is None else int(chunk)
+    if ch < 1:
+        raise ValueError(f"chunk must be a positive number of columns, got {chunk!r}")
+    return {"K_PAD": k_pad, "BLOCK_V": bv, "CHUNK": ch, "n_chunks": triton.cdiv(V, ch)}
+
+
+def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = None, chunk: int | None = None):
+    """The k largest entries of each row of x (rows, V) or (V,), largest first, ties to the lowest
+    index: ``(values, indices)`` shaped (rows, k) or (k,), like ``torch.topk(x, k)``.
+
+    x: float32, bfloat16 or float16, its last dimension contiguous. ``method``: "row", "two_stage"
+    or "radix" (the module's docstring). ``block_v``: columns per step of the running top-k
+    (rounded up to a power of two, and to at least next_pow2(k)) or of the radix passes;
+    ``chunk``: columns per first-stage program of "two_stage".
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"topk takes a torch tensor, got {type(x).__name__}")
+    if x.dtype not in _FORMAT_OF:
+        raise TypeError(f"topk takes float32, bfloat16 or float16 values, got {x.dtype}")
+    if x.dim() not in (1, 2):
+        raise ValueError(f"topk takes a (V,) or (rows, V) tensor, got shape {tuple(x.shape)}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= x.shape[-1]:
+        raise ValueError(f"k must be an int between 1 and the row length {x.shape[-1]}, got {k!r}")
+    require_kernel_device(x.device)
+    squeeze = x.dim() == 1
+    x2 = x.unsqueeze(0) if squeeze else x
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    rows, V = x2.shape
+    f = key_format(_FORMAT_OF[x.dtype])
+    bits = x2.view(_BITS_VIEW[f.bits])
+    p = plan(V, k, method, block_v, chunk)
+    vals = torch.empty((rows, k), dtype=bits.dtype, device=x.device)
+    idx = torch.empty((rows, k), dtype=torch.int64, device=x.device)
+    if rows:
+        if method == "radix":
+            radix_select_kernel[(rows,)](
+                bits, vals, idx, V, k, bits.stride(0),
+                KEY_BITS=f.bits, EXP_MASK=f.exp_mask, DIGIT_BITS=p["DIGIT_BITS"], BLOCK_V=p["BLOCK_V"],
+            )  # fmt: skip
+        elif method == "row":
+            topk_chunk_kernel[(rows, 1)](
+                bits, idx, vals, idx, V, k, bits.stride(0), V, 1,
+                KEY_BITS=f.bits, EXP_MASK=f.exp_mask, K_PAD=p["K_PAD"], BLOCK_V=p["BLOCK_V"], FINAL=True,
+            )  # fmt: skip
+        else:
+            n = p["n_chunks"]
+            part = torch.empty((rows, n, p["K_PAD"]), dtype=torch.int64, device=x.device)
+            topk_chunk_kernel[(rows, n)](
+                bits, part, vals, idx, V, k, bits.stride(0), p["CHUNK"], n,
+                KEY_BITS=f.bits, EXP_MASK=f.exp_mask, K_PAD=p["K_PAD"], BLOCK_V=p["BLOCK_V"], FINAL=False,
+            )  # fmt: skip
+            topk_merge_kernel[(rows,)](part, bits, vals, idx, k, bits.stride(0), n, KEY_BITS=f.bits, K_PAD=p["K_PAD"])
+    values = vals.view(x.dtype)
+    if method == "radix":  # the set comes in index order; a stable sort keeps ties that way
+        # (the order only: the values themselves are gathered as bits, so a NaN keeps its payload)
+        order = torch.sort(values, dim=-1, descending=True, stable=True).indices
+        values = torch.gather(vals, -1, order).view(x.dtype)
+        idx = torch.gather(idx, -1, order)
+    if squeeze:
+        return values[0], idx[0]
+    return values, idx

@@ -1,0 +1,447 @@
+"""Top-k over a vocabulary (chapter 11): order-preserving integer keys for floats, the top-k
+reference with its tie rule, radix select over the keys' digits, what one pass over the logits
+costs against a sort, and the top-p threshold found by search instead of a sort.
+
+**Keys.** A float's bits, read as an unsigned integer, are in the floats' order for
+non-negative values and in reverse order for negative ones. :func:`order_keys` flips every bit
+of a negative value and only the sign bit of a non-negative one; the result is an unsigned
+integer of the same width whose order is the floats' order (IEEE 754's totalOrder: -NaN below
+-inf, -0 just below +0, +NaN above +inf). :func:`topk_keys` then makes the keys agree with the
+comparison torch uses for ``torch.topk`` and ``torch.sort``: -0 gets +0's key (they compare
+equal) and every NaN gets the largest key (NaN counts as larger than every number, and all NaNs
+as equal). :func:`topk_keys_ref` is the same, one element at a time in Python.
+
+**The tie rule.** :func:`topk_ref` returns the k largest values in descending order; among equal
+values the **lowest index comes first**, which is what a stable descending sort gives
+(``torch.sort(x, descending=True, stable=True)``, the outside oracle in tests/test_topk.py).
+``torch.topk`` itself returns the same values but does not promise which of several equal
+values' indices it returns.
+
+**Radix select.** :func:`radix_select` finds the k-th largest key one digit at a time, most
+significant first: a histogram of the current digit over the keys that still match the prefix
+found so far, then the bin where the count from the top reaches k. ``ceil(key_bits / digit_bits)``
+passes fix the k-th largest key; one more pass (:func:`radix_filter`) collects every key above it
+and, in index order, as many keys equal to it as are still needed. The sort-based
+:func:`kth_largest_key_ref` is its reference.
+
+Costs (:func:`pass_cost`, :func:`radix_select_cost`, :func:`radix_sort_cost`) count bytes to and
+from memory, the napkin quantity for a memory-bound kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from .validation import positive_int
+
+__all__ = [
+    "KEY_FORMATS",
+    "KeyFormat",
+    "key_format",
+    "float_bits",
+    "order_keys",
+    "order_keys_ref",
+    "keys_to_bits",
+    "topk_keys",
+    "topk_keys_ref",
+    "topk_ref",
+    "RadixPass",
+    "RadixSelect",
+    "radix_passes",
+    "radix_select",
+    "kth_largest_key_ref",
+    "radix_filter",
+    "radix_topk",
+    "Cost",
+    "pass_cost",
+    "radix_select_cost",
+    "radix_sort_cost",
+    "model_like_logits",
+    "ties_at_kth",
+    "topk_set_changed",
+    "top_p_threshold_ref",
+    "top_p_threshold_search",
+]
+
+
+# ------------------------------------------------------------------ the formats keys are made of
+
+
+@dataclass(frozen=True)
+class KeyFormat:
+    """A float format as top-k keys see it: its width and the masks of its fields."""
+
+    name: str
+    bits: int  # total width, also the key's width
+    exp_mask: int  # the exponent field, in place
+    man_mask: int  # the mantissa field, in place
+
+    @property
+    def sign_bit(self) -> int:
+        return 1 << (self.bits - 1)
+
+    @property
+    def all_ones(self) -> int:
+        return (1 << self.bits) - 1
+
+    @property
+    def uint_dtype(self) -> np.dtype:
+        return np.dtype(f"uint{self.bits}")
+
+    @property
+    def int_dtype(self) -> np.dtype:
+        return np.dtype(f"int{self.bits}")
+
+
+KEY_FORMATS: dict[str, KeyFormat] = {
+    "fp32": KeyFormat("fp32", 32, 0x7F800000, 0x007FFFFF),
+    "bf16": KeyFormat("bf16", 16, 0x7F80, 0x007F),
+    "fp16": KeyFormat("fp16", 16, 0x7C00, 0x03FF),
+}
+
+_NUMPY_FORMATS = {np.dtype(np.float32): "fp32", np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float16): "fp16"}
+_TORCH_FORMATS = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}
+
+
+def key_format(fmt: KeyFormat | str) -> KeyFormat:
+    """``KEY_FORMATS[fmt]`` with an error that lists the accepted names."""
+    if isinstance(fmt, KeyFormat):
+        return fmt
+    try:
+        return KEY_FORMATS[fmt]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown key format {fmt!r}: accepted are {', '.join(KEY_FORMATS)}") from None
+
+
+def float_bits(x) -> tuple[np.ndarray, KeyFormat]:
+    """The raw bits of a float array, as unsigned integers, and its format.
+
+    Accepts a numpy array of float32, ``ml_dtypes.bfloat16`` or float16, or a torch tensor of
+    float32, bfloat16 or float16 (on any device; copied to the CPU). Same shape as ``x``.
+    """
+    if type(x).__module__.startswith("torch"):
+        name = _TORCH_FORMATS.get(str(x.dtype))
+        if name is None:
+            raise TypeError(f"float_bits takes float32, bfloat16 or float16 tensors, got {x.dtype}")
+        import torch
+
+        f = KEY_FORMATS[name]
+        as_int = {16: torch.int16, 32: torch.int32}[f.bits]
+        return x.detach().cpu().contiguous().view(as_int).numpy().view(f.uint_dtype), f
+    a = np.asarray(x)
+    name = _NUMPY_FORMATS.get(a.dtype)
+    if name is None:
+        raise TypeError(
+            f"float_bits takes float32, ml_dtypes.bfloat16 or float16 arrays, got {a.dtype}; "
+            "cast first (a float64 array has no 16- or 32-bit code)"
+        )
+    f = KEY_FORMATS[name]
+    return np.ascontiguousarray(a).view(f.uint_dtype), f
+
+
+def _as_bits(bits, fmt: KeyFormat | str) -> tuple[np.ndarray, KeyFormat]:
+    f = key_format(fmt)
+    b = np.asarray(bits)
+    if b.dtype.kind not in "iu":
+        raise TypeError(f"bits must be an integer array, got {b.dtype}")
+    b = b.astype(np.int64) & f.all_ones  # int16 codes of negative numbers read as unsigned
+    return b, f
+
+
+# ------------------------------------------------------------------ order-preserving keys
+
+
+def order_keys(bits, fmt: KeyFormat | str) -> np.ndarray:
+    """IEEE totalOrder keys: flip every bit of a code with the sign bit set, and only the sign bit
+    of one without. Unsigned, the format's width; ``a < b`` in totalOrder iff ``key(a) < key(b)``."""
+    b, f = _as_bits(bits, fmt)
+    neg = (b & f.sign_bit) != 0
+    return np.where(neg, b ^ f.all_ones, b ^ f.sign_bit).astype(f.uint_dtype)
+
+
+def order_keys_ref(code: int, fmt: KeyFormat | str) -> int:
+    """One code's totalOrder key, by the rule in words (the reference of :func:`order_keys`)."""
+    f = key_format(fmt)
+    code = int(code) & f.all_ones
+    if code >= f.sign_bit:  # negative: the larger the magnitude bits, the smaller the value
+        return f.all_ones - code
+    return code + f.sign_bit  # non-negative: above every negative, in the bits' own order
+
+
+def keys_to_bits(keys, fmt: KeyFormat | str) -> np.ndarray:
+    """The inverse of :func:`order_keys`: the codes (unsigned) whose totalOrder keys these are."""
+    k, f = _as_bits(keys, fmt)
+    from_neg = (k & f.sign_bit) == 0  # a key below the sign bit came from a negative code
+    return np.where(from_neg, k ^ f.all_ones, k ^ f.sign_bit).astype(f.uint_dtype)
+
+
+def topk_keys(bits, fmt: KeyFormat | str) -> np.ndarray:
+    """Keys in the order torch compares floats for top-k and sort: totalOrder keys with every NaN
+    on the largest key and -0 on +0's key. Unsigned, the format's width."""
+    b, f = _as_bits(bits, fmt)
+    mag = b & (f.all_ones ^ f.sign_bit)
+    keys = order_keys(b, f).astype(np.int64)
+    keys = np.where(mag > f.exp_mask, f.all_ones, keys)  # NaN: exponent all ones, mantissa not zero
+    keys = np.where(mag == 0, f.sign_bit, keys)  # -0 and +0
+    return keys.astype(f.uint_dtype)
+
+
+def topk_keys_ref(code: int, fmt: KeyFormat | str) -> int:
+    """One code's top-k key, from the float's value (the reference of :func:`topk_keys`)."""
+    f = key_format(fmt)
+    code = int(code) & f.all_ones
+    mag = code & ~f.sign_bit
+    if (mag & f.exp_mask) == f.exp_mask and (mag & f.man_mask):
+        return f.all_ones  # NaN, whatever its sign and payload
+    if mag == 0:
+        return f.sign_bit  # -0 == +0
+    return order_keys_ref(code, f)
+
+
+# ------------------------------------------------------------------ the reference top-k
+
+
+def topk_ref(x, k: int):
+    """The k largest entries of each row of ``x``, largest first, ties to the lowest index.
+
+    x: a torch tensor (V,) or (rows, V) of float32, bfloat16 or float16. Returns ``(values,
+    indices)`` like ``torch.topk(x, k)``: values of x's dtype, indices int64, shape (..., k).
+    NaN counts as the largest value (all NaNs equal) and -0 as equal to +0, as in torch.
+    """
+    import torch
+
+    if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2):
+        raise ValueError(f"topk_ref takes a 1-D or 2-D torch tensor, got {type(x).__name__} {getattr(x, 'shape', '')}")
+    k = int(k)
+    V = x.shape[-1]
+    if not 0 < k <= V:
+        raise ValueError(f"k must be between 1 and the row length {V}, got {k}")
+    bits, f = float_bits(x)
+    keys = topk_keys(bits, f).astype(np.int64).reshape(-1, V)
+    idx = np.empty((keys.shape[0], k), dtype=np.int64)
+    pos = np.arange(V)
+    for r in range(keys.shape[0]):
+        order = np.lexsort((pos, -keys[r]))  # by key descending, then index ascending
+        idx[r] = order[:k]
+    indices = torch.from_numpy(idx.reshape(*x.shape[:-1], k)).to(x.device)
+    # gathered as bits: torch 2.13's CPU gather of bfloat16 turns the NaN 0x7FC0 into 0xFFFF
+    as_int = {16: torch.int16, 32: torch.int32}[f.bits]
+    return torch.gather(x.view(as_int), -1, indices).view(x.dtype), indices
+
+
+# ------------------------------------------------------------------ radix select
+
+
+@dataclass(frozen=True)
+class RadixPass:
+    """One histogram pass: the digit's bin chosen, how many keys lie above it, and in it."""
+
+    shift: int  # the digit is (key >> shift) & (2**digit_bits - 1)
+    candidates: int  # keys that matched the prefix before this pass
+    bin: int
+    above: int  # keys in higher bins of this pass (all in the top k)
+    in_bin: int  # keys in the chosen bin (the k-th largest is among them)
+
+
+@dataclass(frozen=True)
+class RadixSelect:
+    """The result of :func:`radix_select` on one row of keys."""
+
+    kth_key: int  # the k-th largest key
+    greater: int  # how many keys are strictly larger (all of them are in the top k)
+    k: int
+    passes: tuple[RadixPass, ...]
+
+    @property
+    def equal_needed(self) -> int:
+        """How many keys equal to ``kth_key`` the top k takes (those with the lowest indices)."""
+        return self.k - self.greater
+
+    @property
+    def decided_after(self) -> int:
+        """The pass after which the top-k *set* was already fixed: the first whose chosen bin holds
+        exactly the keys still needed (a kernel that tests for it could stop there)."""
+        needed = self.k
+        for i, p in enumerate(self.passes, 1):
+            needed -= p.above
+            if p.in_bin == needed:
+                return i
+        return len(self.passes)
+
+
+def radix_passes(key_bits: int, digit_bits: int) -> int:
+    """Histogram passes to fix a key of ``key_bits`` bits, ``digit_bits`` at a time:
+    ``ceil(key_bits / digit_bits)``."""
+    key_bits, digit_bits = positive_int("key_bits", key_bits), positive_int("digit_bits", digit_bits)
+    return -(-key_bits // digit_bits)
+
+
+def radix_select(keys, k: int, key_bits: int, digit_bits: int = 8) -> RadixSelect:
+    """The k-th largest of a 1-D array of unsigned keys, most significant digit first.
+
+    Each pass histograms the current digit of the keys whose higher digits equal the prefix found
+    so far, then walks the bins from the top until the count reaches the number still needed.
+    The last digit may be narrower than ``digit_bits`` (32 bits in 11-bit digits: 11, 11, 10).
+    """
+    keys = np.asarray(keys).astype(np.int64).ravel()
+    k = positive_int("k", k)
+    if k > keys.size:
+        raise ValueError(f"k = {k} is more than the {keys.size} keys")
+    n_pass = radix_passes(key_bits, digit_bits)
+    cand = keys
+    needed, prefix, greater, passes = k, 0, 0, []
+    for p in range(n_pass):
+        shift = max(key_bits - (p + 1) * digit_bits, 0)
+        width = key_bits - p * digit_bits - shift
+        digit = (cand >> shift) & ((1 << width) - 1)
+        hist = np.bincount(digit, minlength=1 << width)
+        above = 0
+        for b in range((1 << width) - 1, -1, -1):  # from the top bin down
+            if above + hist[b] >= needed:
+                break
+            above += int(hist[b])
+        passes.append(RadixPass(shift, int(cand.size), b, above, int(hist[b])))
+        needed -= above
+        greater += above
+        prefix = (prefix << width) | b
+        cand = cand[digit == b]
+    return RadixSelect(prefix, greater, k, tuple(passes))
+
+
+def kth_largest_key_ref(keys, k: int) -> tuple[int, int]:
+    """(the k-th largest key, how many keys are larger) by a full sort: the reference of
+    :func:`radix_select`."""
+    keys = np.sort(np.asarray(keys).astype(np.int64).ravel())[::-1]
+    kth = int(keys[k - 1])
+    return kth, int((keys > kth).sum())
+
+
+def radix_filter(keys, sel: RadixSelect) -> np.ndarray:
+    """The filtering pass: indices of the top-k set in index order; every key above the k-th,
+    and the first ``k - greater`` keys equal to it."""
+    keys = np.asarray(keys).astype(np.int64).ravel()
+    eq = np.nonzero(keys == sel.kth_key)[0][: sel.equal_needed]
+    take = keys > sel.kth_key
+    take[eq] = True
+    return np.nonzero(take)[0]
+
+
+def radix_topk(x, k: int, digit_bits: int = 8):
+    """Top-k of a 1-D torch tensor by radix select and one filtering pass, then a sort of the k
+    winners (stable, so ties stay in index order): equal to :func:`topk_ref`."""
+    import torch
+
+    bits, f = float_bits(x)
+    keys = topk_keys(bits, f)
+    sel = radix_select(keys, k, f.bits, digit_bits)
+    idx = radix_filter(keys, sel)
+    order = np.argsort(-keys[idx].astype(np.int64), kind="stable")
+    indices = torch.from_numpy(idx[order].astype(np.int64)).to(x.device)
+    as_int = {16: torch.int16, 32: torch.int32}[f.bits]
+    return x.view(as_int)[indices].view(x.dtype), indices
+
+
+# ------------------------------------------------------------------ costs
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Bytes one top-k of a row moves to and from memory, and the passes over its data."""
+
+    passes: int  # reads of the whole row (or of the whole array being sorted)
+    bytes_read: int
+    bytes_written: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+def pass_cost(n: int, k: int, value_bytes: int, index_bytes: int = 8) -> Cost:
+    """A kernel that reads each of the n values once and writes k values and k indices."""
+    return Cost(1, n * value_bytes, k * (value_bytes + index_bytes))
+
+
+def radix_select_cost(n: int, k: int, key_bits: int, digit_bits: int, value_bytes: int, index_bytes: int = 8) -> Cost:
+    """Radix select that rereads the row for each histogram pass, then once more to filter."""
+    p = radix_passes(key_bits, digit_bits) + 1
+    return Cost(p, p * n * value_bytes, k * (value_bytes + index_bytes))
+
+
+def radix_sort_cost(n: int, key_bytes: int, index_bytes: int = 8, digit_bits: int = 8) -> Cost:
+    """A least-significant-digit radix sort of (key, index) pairs, the way a GPU sorts a long
+    array (CUB's onesweep): one read of the input to build every digit's histogram, then per digit
+    one read and one write of all keys and indices. A top-k by sorting then reads k of them."""
+    d = radix_passes(8 * key_bytes, digit_bits)
+    pair = key_bytes + index_bytes
+    return Cost(d + 1, n * key_bytes + d * n * pair, d * n * pair)
+
+
+# ------------------------------------------------------------------ data and measurements
+
+
+def model_like_logits(rows: int, vocab: int, seed: int, sigma: float = 2.0, head: int = 32, head_scale: float = 3.0):
+    """Synthetic next-token logits, float32 (rows, vocab): a Gaussian bulk (standard deviation
+    ``sigma``) and a head of ``head`` tokens per row lifted by ``head_scale`` times an
+    exponential draw each, so the top of a row stands out of the bulk by a few units, with a long
+    tail of close competitors below it. A stand-in for a language model's logits, not a
+    measurement of one."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, sigma, size=(rows, vocab))
+    for r in range(rows):
+        lifted = rng.choice(vocab, size=head, replace=False)
+        x[r, lifted] += head_scale * rng.exponential(1.0, size=head) + sigma
+    return x.astype(np.float32)
+
+
+def ties_at_kth(values: np.ndarray, k: int) -> tuple[int, int]:
+    """For one row: (how many entries equal its k-th largest value, how many of those the top k
+    takes). ``values`` is any numpy float array without NaN."""
+    v = np.asarray(values).astype(np.float64).ravel()
+    kth = np.sort(v)[::-1][k - 1]
+    return int((v == kth).sum()), int(k - (v > kth).sum())
+
+
+def topk_set_changed(x_hi, x_lo, k: int) -> np.ndarray:
+    """Per row, whether the top-k index *set* of ``x_lo`` (rounded logits, ties to the lowest
+    index) differs from that of ``x_hi``. Both torch tensors (rows, V)."""
+    _, i_hi = topk_ref(x_hi, k)
+    _, i_lo = topk_ref(x_lo, k)
+    return ~(i_hi.sort(-1).values == i_lo.sort(-1).values).all(-1).numpy()
+
+
+def top_p_threshold_ref(probs: np.ndarray, p: float) -> float:
+    """The nucleus threshold by sorting: the probability of the last token of the smallest set
+    of largest probabilities whose mass reaches ``p``."""
+    s = np.sort(np.asarray(probs, dtype=np.float64))[::-1]
+    i = int(np.searchsorted(np.cumsum(s), p))
+    return float(s[min(i, s.size - 1)])
+
+
+def top_p_threshold_search(probs: np.ndarray, p: float, max_passes: int = 200) -> tuple[float, int]:
+    """The same threshold without a sort: bisection on a threshold t. Each pass reads the row
+    once and computes the mass of the probabilities >= t and the smallest and largest
+    probability on each side of t inside the current interval [lo, hi); the side that must hold
+    the answer is kept, and the search stops when every probability in it is equal.
+    Returns (threshold, passes); the first pass finds the largest probability."""
+    q = np.asarray(probs, dtype=np.float64).ravel()
+    if not 0 < p <= 1:
+        raise ValueError(f"p must be in (0, 1], got {p}")
+    top = float(q.max())
+    passes = 1
+    if q[q >= top].sum() >= p:
+        return top, passes
+    lo, hi = 0.0, top  # mass(>= lo) >= p > mass(>= hi): the answer is a probability in [lo, hi)
+    while passes < max_passes:
+        mid = 0.5 * (lo + hi)
+        passes += 1
+        if q[q >= mid].sum() >= p:
+            lo, side = mid, q[(q >= mid) & (q < hi)]
+        else:
+            hi, side = mid, q[(q >= lo) & (q < mid)]
+        if side.min() == side.max():
+            return float(side.min()), passes
+    raise RuntimeError(f"top_p_threshold_search did not converge in {max_passes} passes")
