@@ -35,12 +35,14 @@ __all__ = [
     "GEMM_TFLOPS",
     "GROUPED_GEMM",
     "REGISTER_PRESSURE",
+    "TOPK",
     "recorded_gpu_runs",
     "recorded_copy_bandwidth",
     "recorded_gemm_tflops",
     "recorded_grouped_gemm",
     "recorded_compile_check",
     "recorded_register_pressure",
+    "recorded_topk",
     "write_results",
     "ResultsFile",
     "sweep",
@@ -185,8 +187,15 @@ REGISTER_PRESSURE = ResultsKind(
     ("k",),
     ("rel_diff", "registers", "spills", "shared", "warps_per_sm", "ms", "gb_per_s", "slowdown"),
 )
+TOPK = ResultsKind(
+    "topk",
+    "benchmarks/gpu_topk.py",
+    ("gpu", "date", "script", "command", "torch", "triton", "vocab", "bytes", "peak"),
+    ("dtype", "batch", "V", "k", "method", "bytes"),
+    ("ms", "gb_per_s", "fraction_of_peak", "vs_torch_topk"),
+)
 #: every kind of GPU results file, by stem
-KINDS = {k.stem: k for k in (GEMM_NUMERICS, COPY_BANDWIDTH, GEMM_TFLOPS, GROUPED_GEMM, REGISTER_PRESSURE)}
+KINDS = {k.stem: k for k in (GEMM_NUMERICS, COPY_BANDWIDTH, GEMM_TFLOPS, GROUPED_GEMM, REGISTER_PRESSURE, TOPK)}
 
 
 def write_results(path: str | os.PathLike, data: dict) -> Path:
@@ -327,6 +336,20 @@ def recorded_register_pressure(results_dir: str | Path | None = None) -> list[di
     ``predicted_slowdown_bound`` (resident warps at k = 0 over those at k), or an ``error``
     saying why it was not timed; and the file's ``path``. A malformed file raises ValueError."""
     return REGISTER_PRESSURE.read(results_dir)
+
+
+def recorded_topk(results_dir: str | Path | None = None) -> list[dict]:
+    """The results files of ``benchmarks/gpu_topk.py`` (``topk_*.json``), parsed, oldest first; []
+    when there are none. Each is ``{"meta": {...}, "rows": [...]}`` with the GPU name, date, script,
+    command, torch / Triton versions, the row length ``vocab``, the ``bytes`` formula in words and
+    the HBM ``peak`` in bytes/s (None for a GPU the script has no peak for) in ``meta``, one row
+    per dtype, batch, k and method (``torch.topk``, ``torch.sort``, ``row``, ``two_stage``,
+    ``radix``) with its ``bytes`` (one read of the logits plus the k values and int64 indices
+    written): either the median ``ms``, ``gb_per_s``, ``fraction_of_peak`` and ``vs_torch_topk``
+    (ms of torch.topk / ms of the method), or an ``error`` saying why it was not timed (skipped,
+    too slow, did not compile, failed its check); and the file's ``path``. A malformed file raises
+    ValueError naming it."""
+    return TOPK.read(results_dir)
 
 
 _COMPILE_META_KEYS = ("triton", "ptxas", "date", "command", "machine")

@@ -473,6 +473,83 @@ def test_committed_grouped_gemm_files_parse():
         assert run["meta"]["gpu"] and run["rows"]
 
 
+def topk_run(date: str, gpu: str = "Test GPU") -> dict:
+    """A run as benchmarks/gpu_topk.py writes it: one timed row, one row it skipped."""
+    meta = {
+        "gpu": gpu,
+        "driver": "1.0",
+        "cuda": "12.8",
+        "capability": "9.0",
+        "torch": "2.13.0",
+        "triton": "3.7.1",
+        "date": date,
+        "script": "benchmarks/gpu_topk.py",
+        "command": "python3 benchmarks/gpu_topk.py",
+        "vocab": 128256,
+        "bytes": "batch * (V * s + k * (s + 8))",
+        "peak": 4.8e12,
+    }
+    case = {"dtype": "bf16", "batch": 64, "V": 128256, "k": 50, "bytes": 64 * (128256 * 2 + 50 * 10)}
+    timed = {
+        **case,
+        "method": "radix",
+        "launch": {"K_PAD": 64, "BLOCK_V": 2048},
+        "checked_rows": 12,
+        "ms": 0.01,
+        "gb_per_s": 1642.0,
+        "fraction_of_peak": 0.34,
+        "vs_torch_topk": 1.5,
+    }
+    skipped = {**case, "method": "row", "launch": None, "checked_rows": None, "error": "skipped: too slow"}
+    return {"meta": meta, "rows": [timed, skipped]}
+
+
+def test_recorded_topk_reads_sorts_and_rejects(tmp_path):
+    from nbhelpers.results import recorded_topk
+
+    assert recorded_topk(tmp_path) == []
+    (tmp_path / "topk_b.json").write_text(json.dumps(topk_run("2026-05-01T00:00:00+00:00", "B")))
+    (tmp_path / "topk_a.json").write_text(json.dumps(topk_run("2026-06-01T00:00:00+00:00", "A")))
+    (tmp_path / "grouped_gemm_x.json").write_text("{}")  # another benchmark's file: not read here
+    runs = recorded_topk(tmp_path)
+    assert [r["meta"]["gpu"] for r in runs] == ["B", "A"]  # by date, not by file name
+    assert runs[0]["path"].endswith("topk_b.json")
+    assert runs[1]["rows"][0]["vs_torch_topk"] == 1.5 and "error" in runs[1]["rows"][1]
+    broken = topk_run("2026-07-01")
+    del broken["meta"]["peak"]  # None where the GPU has no known peak, but always there
+    del broken["rows"][0]["gb_per_s"]  # a timed row needs its rate
+    (tmp_path / "topk_c.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"topk_c\.json: missing peak, rows\[0\]\.gb_per_s$"):
+        recorded_topk(tmp_path)
+    broken = topk_run("2026-07-01")
+    del broken["rows"][1]["method"]  # a skipped row still names what it skipped
+    (tmp_path / "topk_c.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"missing rows\[1\]\.method$"):
+        recorded_topk(tmp_path)
+    (tmp_path / "topk_c.json").write_text(json.dumps({**topk_run("2026-07-01"), "rows": []}))
+    with pytest.raises(ValueError, match="rows"):
+        recorded_topk(tmp_path)
+    (tmp_path / "topk_c.json").write_text("not json")
+    with pytest.raises(ValueError, match="not a results file of gpu_topk.py"):
+        recorded_topk(tmp_path)
+
+
+def test_recorded_topk_asks_only_for_keys_the_benchmark_writes():
+    # the shared meta keys are written by device.gpu_run_meta, the rest by the script itself
+    source = (ROOT / "benchmarks" / "gpu_topk.py").read_text()
+    assert "gpu_run_meta(SCRIPT, argv)" in source
+    meta_source = (ROOT / "nbhelpers" / "device.py").read_text()
+    for key in results.TOPK.meta_keys:
+        assert f'"{key}"' in meta_source or f'"{key}"' in source, key
+    for key in results.TOPK.row_keys + results.TOPK.timed_keys:
+        assert f'"{key}"' in source or f"{key}=" in source, key
+
+
+def test_committed_topk_files_parse():
+    for run in results.recorded_topk(ROOT / "benchmarks" / "results"):
+        assert run["meta"]["gpu"] and run["rows"]
+
+
 # ------------------------------------------------------------------ one schema for writer and reader
 
 
