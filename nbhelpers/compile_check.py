@@ -25,7 +25,9 @@ break a rule: a compile error, shared memory over the target's limit, or a spill
 course uses by default.
 
 Run it with ``make gpu-compile`` (all cases) or ``python -m nbhelpers.compile_check --help``; it
-writes a results file that chapter 09 reads. A subset runs in ``make test``
+writes a results file that chapter 09 reads. ``--update`` compiles only the cases selected (new
+kernels: ``--kernels topk --update``) and keeps the file's other rows as they were recorded, so
+that their compile times still come from one machine. A subset runs in ``make test``
 (tests/test_compile_check.py).
 
 Needs Triton with its NVIDIA backend (the Linux wheels); no GPU, no CUDA driver.
@@ -120,6 +122,7 @@ _PTR_DTYPES = {
     "fp16": "float16",
     "fp8e4nv": "float8_e4m3fn",
     "fp8e5": "float8_e5m2",
+    "i16": "int16",
     "i32": "int32",
     "i64": "int64",
     "u8": "uint8",
@@ -313,6 +316,66 @@ def _copy_cases() -> list[Case]:
     return cases
 
 
+def _topk_cases() -> list[Case]:
+    """Chapter 11's top-k kernels as :func:`nbhelpers.kernels.topk.topk` launches them on one row
+    of Llama 3's vocabulary (V = 128,256), for bf16 and fp32 logits (the kernels read their int16
+    / int32 bit views) and k = 8, 50 and 1,024: the running top-k of "row" (one chunk, FINAL) and
+    of "two_stage" (its first stage and its merge), and radix select (k = 50 and 1,024). The
+    configs come from the launcher's plan(); Triton's default warps and stages, as the launcher
+    leaves them."""
+    from .kernels.topk import plan
+    from .topk import KEY_FORMATS
+
+    V = 128_256
+    where = "nbhelpers.kernels.topk:"
+    cases = []
+    for fmt in ("bf16", "fp32"):
+        f = KEY_FORMATS[fmt]
+        bits = f"*i{f.bits}"
+        keys = {"KEY_BITS": f.bits, "EXP_MASK": f.exp_mask}
+        for k in (8, 50, 1024):
+            label = f"{fmt} logits, V = {V:,}, k = {k}"
+            row = plan(V, k, "row")
+            cases.append(
+                Case(
+                    where + "topk_chunk_kernel",
+                    label + ", row",
+                    (bits, "*i64", bits, "*i64", V, k, V, V, 1),  # the launcher passes idx as the unused part
+                    {**keys, "K_PAD": row["K_PAD"], "BLOCK_V": row["BLOCK_V"], "FINAL": True},
+                )
+            )
+            two = plan(V, k, "two_stage")
+            n = two["n_chunks"]
+            cases.append(
+                Case(
+                    where + "topk_chunk_kernel",
+                    label + ", two_stage first stage",
+                    (bits, "*i64", bits, "*i64", V, k, V, two["CHUNK"], n),
+                    {**keys, "K_PAD": two["K_PAD"], "BLOCK_V": two["BLOCK_V"], "FINAL": False},
+                )
+            )
+            cases.append(
+                Case(
+                    where + "topk_merge_kernel",
+                    label + ", two_stage merge",
+                    ("*i64", bits, bits, "*i64", k, V, n),
+                    {"KEY_BITS": f.bits, "K_PAD": two["K_PAD"]},
+                )
+            )
+            if k == 8:  # radix select's code does not depend on k; 50 and 1,024 differ only in
+                continue  # Triton's specialisation of k (1,024 is a multiple of 16)
+            radix = plan(V, k, "radix")
+            cases.append(
+                Case(
+                    where + "radix_select_kernel",
+                    label + ", radix",
+                    (bits, bits, "*i64", V, k, V),
+                    {**keys, "DIGIT_BITS": radix["DIGIT_BITS"], "BLOCK_V": radix["BLOCK_V"]},
+                )
+            )
+    return cases
+
+
 def _solution_cases() -> list[Case]:
     """The solutions' kernels, launched as the solution notebooks launch them (Triton's default
     warps and stages)."""
@@ -362,7 +425,7 @@ def course_cases(kernels: str | None = None, sources=("package", "solution", "te
     """Every case of the course, or those whose kernel name contains ``kernels``."""
     cases = []
     if "package" in sources:
-        cases += _gemm_cases() + _scaled_cases() + _grouped_cases() + _copy_cases() + _pressure_cases()
+        cases += _gemm_cases() + _scaled_cases() + _grouped_cases() + _copy_cases() + _pressure_cases() + _topk_cases()
     if "solution" in sources:
         cases += _solution_cases()
     if "test" in sources:
@@ -756,6 +819,36 @@ def _meta(jobs: int, cold: bool, command: str) -> dict:
     }
 
 
+def _row_key(c) -> tuple:
+    """(kernel, label, config, target) of a Case or of a results row: what names one row."""
+    if isinstance(c, Case):
+        return (c.kernel.rpartition(":")[2], c.label, c.config, c.target)
+    return (c["kernel"], c["label"], c["config"], c["target"])
+
+
+def _kept_rows(path: Path, cases: list[Case], meta: dict) -> tuple[list[dict], dict, float | None]:
+    """For ``--update``: the rows of the results file at ``path`` that no case of this run
+    replaces (in their order), the file's own meta with this run appended to its ``updates``
+    (what ran, when, where, how many cases), and the file's wall time."""
+    try:
+        old = json.loads(path.read_text())
+        old_meta, old_rows = dict(old["meta"]), list(old["rows"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--update needs a results file of this check at {path}: {e}") from None
+    for tool in ("triton", "ptxas"):  # rows of one table must come from one compiler
+        if old_meta.get(tool) != meta[tool]:
+            raise SystemExit(
+                f"--update: {path} was compiled with {tool} {old_meta.get(tool)}, this run has "
+                f"{meta[tool]}; recompile every case (without --update)"
+            )
+    now = {_row_key(c) for c in cases}
+    kept = [r for r in old_rows if _row_key(r) not in now]
+    update = {k: meta[k] for k in ("command", "date", "triton", "ptxas", "machine", "jobs", "cold_cache")}
+    old_meta.pop("complete", None)
+    old_meta["updates"] = [*old_meta.get("updates", []), {**update, "cases": len(cases)}]
+    return kept, old_meta, old.get("wall_s")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m nbhelpers.compile_check",
@@ -776,6 +869,12 @@ def main(argv=None) -> int:
         help="exit 0 whatever the findings (on a GPU machine: fill Triton's cache before the benchmarks)",
     )
     ap.add_argument("--gpu", help="the GPU this run prepares, recorded in the results file's meta")
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="replace only the rows of the cases compiled now and keep the results file's others "
+        "(with --kernels: add a new kernel's cases without recompiling the course)",
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -805,7 +904,11 @@ def main(argv=None) -> int:
     meta = _meta(args.jobs, args.cold, command.strip())
     if args.gpu:
         meta["gpu"] = args.gpu
+    kept: list[dict] = []
+    if args.update:
+        kept, meta, old_wall_s = _kept_rows(Path(args.out), cases, meta)
     results = ResultsFile(args.out, meta)
+    results.rows = list(kept)  # on disk with the first new row: a stopped run loses none of them
     t0 = time.perf_counter()
 
     def on_row(r):
@@ -817,10 +920,18 @@ def main(argv=None) -> int:
         )
         print(f"{r['compile_s']:6.1f} s  {r['target']}  {r['kernel']:<28s} {r['config']:<34s} {state}", flush=True)
 
-    rows = check(cases, args.jobs, on_row)
+    new = check(cases, args.jobs, on_row)
+    wall_s = round(time.perf_counter() - t0, 1)
+    rows = kept + new  # with --update: the whole table is judged and written, the new rows last
     bad = findings(rows)
-    results.finish(wall_s=round(time.perf_counter() - t0, 1), findings=bad)
-    print(f"{len(rows)} cases in {time.perf_counter() - t0:.0f} s with {args.jobs} jobs; wrote {args.out}")
+    if args.update:
+        results.meta["updates"][-1]["wall_s"] = wall_s
+        wall_s = old_wall_s
+    results.finish(rows=rows, wall_s=wall_s, findings=bad)
+    print(
+        f"{len(new)} cases in {time.perf_counter() - t0:.0f} s with {args.jobs} jobs; wrote {args.out}"
+        + (f" ({len(kept)} rows kept)" if args.update else "")
+    )
     for b in bad:
         print("FINDING:", b)
     return 1 if bad and not args.warm else 0

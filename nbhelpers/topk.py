@@ -30,6 +30,8 @@ from memory, the napkin quantity for a memory-bound kernel.
 
 from __future__ import annotations
 
+import bisect
+import math
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -59,9 +61,11 @@ __all__ = [
     "pass_cost",
     "radix_select_cost",
     "radix_sort_cost",
+    "running_insertions",
     "model_like_logits",
     "ties_at_kth",
     "topk_set_changed",
+    "torch_sort_indices",
     "top_p_threshold_ref",
     "top_p_threshold_search",
 ]
@@ -383,6 +387,28 @@ def radix_sort_cost(n: int, key_bytes: int, index_bytes: int = 8, digit_bits: in
 # ------------------------------------------------------------------ data and measurements
 
 
+def running_insertions(x, k: int, block_v: int) -> np.ndarray:
+    """How many entries of each block of ``block_v`` columns a running top-k inserts into its
+    list, for one row read from left to right: the entries of the block that are among the
+    ``K_PAD = next_pow2(k)`` largest of the list and the block together (the kernel of
+    :mod:`nbhelpers.kernels.topk` keeps K_PAD candidates and inserts one per loop step). x: a 1-D
+    torch tensor or numpy array of float32, bfloat16 or float16. Returns one count per block."""
+    bits, f = float_bits(x)
+    keys = topk_keys(bits, f).astype(np.int64).ravel()
+    k, block_v = positive_int("k", k), positive_int("block_v", block_v)
+    k_pad = 1 << (k - 1).bit_length()
+    packed = keys * (1 << 24) - np.arange(keys.size)  # distinct: larger key, then lower index
+    best = np.empty(0, dtype=np.int64)
+    counts = []
+    for start in range(0, keys.size, block_v):
+        block = packed[start : start + block_v]
+        both = np.concatenate([best, block])
+        top = both[np.argsort(both)[::-1][:k_pad]]
+        counts.append(int(np.isin(top, block).sum()))
+        best = top
+    return np.array(counts, dtype=np.int64)
+
+
 def model_like_logits(rows: int, vocab: int, seed: int, sigma: float = 2.0, head: int = 32, head_scale: float = 3.0):
     """Synthetic next-token logits, float32 (rows, vocab): a Gaussian bulk (standard deviation
     ``sigma``) and a head of ``head`` tokens per row lifted by ``head_scale`` times an
@@ -405,19 +431,55 @@ def ties_at_kth(values: np.ndarray, k: int) -> tuple[int, int]:
     return int((v == kth).sum()), int(k - (v > kth).sum())
 
 
-def topk_set_changed(x_hi, x_lo, k: int) -> np.ndarray:
-    """Per row, whether the top-k index *set* of ``x_lo`` (rounded logits, ties to the lowest
-    index) differs from that of ``x_hi``. Both torch tensors (rows, V)."""
-    _, i_hi = topk_ref(x_hi, k)
-    _, i_lo = topk_ref(x_lo, k)
-    return ~(i_hi.sort(-1).values == i_lo.sort(-1).values).all(-1).numpy()
+def topk_set_changed(x_hi, x_lo, k):
+    """Per row, whether the top-k index *set* of ``x_lo`` (rounded logits) differs from that of
+    ``x_hi``, both with ties to the lowest index. Both torch tensors (rows, V); ``k`` an int
+    (returns a (rows,) bool array) or a list of ints (returns (len(k), rows)). Uses torch's
+    stable descending sort, which orders exactly as :func:`topk_ref` (tests/test_topk.py)."""
+    ks = [k] if isinstance(k, (int, np.integer)) else list(k)
+    order_hi, order_lo = torch_sort_indices(x_hi), torch_sort_indices(x_lo)
+    out = np.stack(
+        [
+            ~(order_hi[:, :kk].sort(-1).values == order_lo[:, :kk].sort(-1).values).all(-1).numpy()
+            for kk in (positive_int("k", kk) for kk in ks)
+        ]
+    )
+    return out[0] if isinstance(k, (int, np.integer)) else out
+
+
+def torch_sort_indices(x):
+    """``torch.sort(x, dim=-1, descending=True, stable=True).indices``: every row's columns from
+    the largest value to the smallest, ties in index order, NaN first (torch's order)."""
+    import torch
+
+    return torch.sort(x, dim=-1, descending=True, stable=True).indices
+
+
+def _probabilities(probs) -> np.ndarray:
+    """A 1-D float64 copy of a row of probabilities: non-empty, finite, non-negative."""
+    q = np.asarray(probs, dtype=np.float64).ravel()
+    if q.size == 0 or not np.isfinite(q).all() or (q < 0).any():
+        raise ValueError("probs must be a non-empty row of finite, non-negative probabilities")
+    return q
+
+
+def _mass(q: np.ndarray) -> float:
+    """The sum of some probabilities, rounded once (math.fsum): the same set gives the same mass
+    in any order, so the sort and the search compare the same numbers with p."""
+    return math.fsum(q)
 
 
 def top_p_threshold_ref(probs: np.ndarray, p: float) -> float:
     """The nucleus threshold by sorting: the probability of the last token of the smallest set
-    of largest probabilities whose mass reaches ``p``."""
-    s = np.sort(np.asarray(probs, dtype=np.float64))[::-1]
-    i = int(np.searchsorted(np.cumsum(s), p))
+    of largest probabilities whose mass (:func:`_mass`, exact and rounded once) reaches ``p``.
+    If even the whole row falls short of ``p`` (probabilities that sum to 1 - 2**-53, p = 1), the
+    nucleus is every token and the threshold is the smallest probability."""
+    q = _probabilities(probs)
+    if not 0 < p <= 1:
+        raise ValueError(f"p must be in (0, 1], got {p}")
+    s = np.sort(q)[::-1]
+    # the prefix masses never decrease, so the first prefix that reaches p is found by bisection
+    i = bisect.bisect_left(range(s.size), True, key=lambda i: _mass(s[: i + 1]) >= p)
     return float(s[min(i, s.size - 1)])
 
 
@@ -426,19 +488,27 @@ def top_p_threshold_search(probs: np.ndarray, p: float, max_passes: int = 200) -
     once and computes the mass of the probabilities >= t and the smallest and largest
     probability on each side of t inside the current interval [lo, hi); the side that must hold
     the answer is kept, and the search stops when every probability in it is equal.
-    Returns (threshold, passes); the first pass finds the largest probability."""
-    q = np.asarray(probs, dtype=np.float64).ravel()
+    Returns (threshold, passes); the first pass finds the largest probability and the row's mass.
+
+    t halves the interval of the float64 **codes**, not of the values: a non-negative double's
+    bits, read as an integer, are in the values' order (the keys of :func:`order_keys`), so at most
+    63 halvings separate any two probabilities, however small (a probability of 1e-300 next to
+    one of 1e-200 would take about 660 halvings of the values)."""
+    q = _probabilities(probs)
     if not 0 < p <= 1:
         raise ValueError(f"p must be in (0, 1], got {p}")
     top = float(q.max())
     passes = 1
-    if q[q >= top].sum() >= p:
+    if _mass(q[q >= top]) >= p:
         return top, passes
+    if _mass(q) < p:  # the whole row falls short of p: every token
+        return float(q.min()), passes
+    code = lambda v: int(np.float64(v).view(np.int64))  # noqa: E731
     lo, hi = 0.0, top  # mass(>= lo) >= p > mass(>= hi): the answer is a probability in [lo, hi)
     while passes < max_passes:
-        mid = 0.5 * (lo + hi)
+        mid = float(np.int64((code(lo) + code(hi)) // 2).view(np.float64))
         passes += 1
-        if q[q >= mid].sum() >= p:
+        if _mass(q[q >= mid]) >= p:
             lo, side = mid, q[(q >= mid) & (q < hi)]
         else:
             hi, side = mid, q[(q >= lo) & (q < mid)]

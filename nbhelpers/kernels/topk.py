@@ -195,8 +195,8 @@ def radix_select_kernel(
     needed = k  # how many of the top k are still among the keys that match the prefix
     for p in tl.static_range(N_PASS):
         # this pass's digit: bits [shift, shift + width) of the key (the last may be narrower)
-        shift: tl.constexpr = max(KEY_BITS - (p + 1) * DIGIT_BITS, 0)
-        width: tl.constexpr = KEY_BITS - p * DIGIT_BITS - shift
+        shift = max(KEY_BITS - (p + 1) * DIGIT_BITS, 0)
+        width = KEY_BITS - p * DIGIT_BITS - shift
         hist = tl.zeros((NBINS,), tl.int32)
         for off in range(0, V, BLOCK_V):
             cols = off + tl.arange(0, BLOCK_V)
@@ -237,16 +237,17 @@ def plan(V: int, k: int, method: str = "row", block_v: int | None = None, chunk:
     kernel and its constexprs (used by the notebook, the compile check and the benchmark)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    for name, v in (("block_v", block_v), ("chunk", chunk)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name} must be a positive number of columns (an int), got {v!r}")
     k_pad = _next_pow2(k)
-    if method == "radix":
-        bv = RADIX_BLOCK_V if block_v is None else int(block_v)
+    if method == "radix":  # tl.arange takes a power of two
+        bv = RADIX_BLOCK_V if block_v is None else _next_pow2(block_v)
         return {"K_PAD": k_pad, "BLOCK_V": bv, "DIGIT_BITS": RADIX_DIGIT_BITS, "n_chunks": 1}
     bv = max(k_pad, DEFAULT_BLOCK_V if block_v is None else _next_pow2(block_v))
     if method == "row":
         return {"K_PAD": k_pad, "BLOCK_V": bv, "CHUNK": V, "n_chunks": 1}
-    ch = DEFAULT_CHUNK if chunk is None else int(chunk)
-    if ch < 1:
-        raise ValueError(f"chunk must be a positive number of columns, got {chunk!r}")
+    ch = DEFAULT_CHUNK if chunk is None else chunk
     return {"K_PAD": k_pad, "BLOCK_V": bv, "CHUNK": ch, "n_chunks": triton.cdiv(V, ch)}
 
 
@@ -256,9 +257,8 @@ def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = Non
 
     x: float32, bfloat16 or float16, its last dimension contiguous. ``method``: "row", "two_stage"
     or "radix" (the module's docstring). ``block_v``: columns per step of the running top-k
-    (rounded up to a power of two, and to at least next_pow2(k)) or of the radix passes;
-    ``chunk``: columns per first-stage program of "two_stage".
-    """
+    (rounded up to a power of two, and to at least next_pow2(k)) or of the radix passes (rounded up
+    to a power of two); ``chunk``: columns per first-stage program of "two_stage"."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"topk takes a torch tensor, got {type(x).__name__}")
     if x.dtype not in _FORMAT_OF:

@@ -17,6 +17,8 @@ colours come from :mod:`~nbhelpers.plots.style` (one colour per format across th
                                       registers; register pressure (chapter 09)
 - :mod:`~nbhelpers.plots.moe`         expert GEMMs: routing and the permuted buffer, time against E,
                                       capacity factor (chapter 10)
+- :mod:`~nbhelpers.plots.topk`        top-k over a vocabulary: rows whose top-k set changes when the
+                                      logits are rounded, against k (chapter 11)
 
 A new figure goes into the module of its family (an amax histogram of chapter 06 into
 ``ranges``, a bandwidth-against-stride curve of chapter 08 into a new ``throughput`` family)
@@ -43,8 +45,10 @@ from .steps import (
 )
 from .style import FORMAT_COLORS, format_color
 from .throughput import plot_copy_bandwidth, plot_efficiency_vs_stride
+from .topk import plot_topk_set_changes
 
 __all__ = [
+    "plot_topk_set_changes",
     "FORMAT_COLORS",
     "format_color",
     "plot_bit_layouts",

@@ -1,0 +1,254 @@
+"""Tests of nbhelpers.kernels.topk, chapter 11's top-k kernels: every method of the ``topk``
+launcher ("row", "two_stage", "radix") against nbhelpers.topk.topk_ref **exactly** (the same
+indices, ties to the lowest index, and the same value codes, NaN payloads included) and against
+torch.topk (the same values, indices valid up to ties), for float32, bfloat16 and float16, on rows
+that stress the keys and the tie rule (NaN of both signs and several payloads, +-inf, -0 and +0,
+all-equal rows, many ties at the k-th value) and on the shapes that stress the launcher (V not a
+multiple of the block or the chunk, k larger than a chunk, k = 1, k = V, 1-D input, a row stride
+other than V, no rows); the launch plan; bad input.
+
+As in the other kernel tests, ``setup_device()`` runs first: without a GPU it sets
+TRITON_INTERPRET=1 before the kernel module is imported, and the kernels run in Triton's
+interpreter on the CPU. There a running top-k costs a loop step per entry it inserts, so "row"
+and "two_stage" get small k on short rows, and large k (1,024 on a vocabulary-sized row) goes to
+"radix", whose passes do not depend on k.
+"""
+
+from nbhelpers.device import setup_device
+
+INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from nbhelpers import topk as T  # noqa: E402
+from nbhelpers.kernels.topk import DEFAULT_BLOCK_V, DEFAULT_CHUNK, METHODS, RADIX_BLOCK_V, plan, topk  # noqa: E402
+
+DEV = INFO.device
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+INT_VIEW = {16: torch.int16, 32: torch.int32}
+# small steps, so that a short row spans several blocks (and chunks) and ends in a partial one
+SMALL = {"row": {"block_v": 64}, "two_stage": {"block_v": 32, "chunk": 72}, "radix": {"block_v": 128}}
+
+
+def bits_of(x: torch.Tensor) -> torch.Tensor:
+    """The codes of a float tensor as signed integers (NaN payloads included)."""
+    return x.view(INT_VIEW[x.element_size() * 8])
+
+
+def stress_rows(fmt: str, V: int, k: int, seed: int) -> torch.Tensor:
+    """(7, V) rows of one format: random; few distinct values; all equal; signed zeros with a
+    few numbers; NaNs of both signs and three payloads each with +-inf among small integers;
+    k - 1 large distinct values over a sea of equal ones (the k-th value tied V - k + 1 times);
+    and the same with NaNs on top."""
+    f = T.KEY_FORMATS[fmt]
+    dt = DTYPES[fmt]
+    g = torch.Generator().manual_seed(seed)
+    rows = [
+        torch.randn(V, generator=g),
+        torch.randint(-3, 4, (V,), generator=g).float(),
+        torch.full((V,), -2.5),
+        torch.where(torch.rand(V, generator=g) < 0.5, -0.0, 0.0),
+        torch.randint(-2, 3, (V,), generator=g).float(),
+        torch.ones(V),
+        torch.ones(V),
+    ]
+    rows[3][torch.randperm(V, generator=g)[:3]] = torch.tensor([-1.0, 0.5, -0.25])
+    x = torch.stack(rows).to(dt)
+    # k - 1 distinct values above the sea of ones, in random columns
+    top = torch.randperm(V, generator=g)[: k - 1]
+    x[5, top] = (2 + torch.arange(k - 1)).to(dt)
+    x[6, top] = (2 + torch.arange(k - 1)).to(dt)
+    # NaN codes built from the format's masks (the sign bit read as a negative signed int)
+    nans = [s | f.exp_mask | p for s in (0, f.sign_bit) for p in (1, (f.man_mask + 1) >> 1, f.man_mask)]
+    nans = torch.tensor([c - (1 << f.bits) if c >= f.sign_bit else c for c in nans], dtype=INT_VIEW[f.bits])
+    b = bits_of(x)
+    pos = torch.randperm(V, generator=g)
+    n_nan = max(V // 6, 1)
+    b[4, pos[:n_nan]] = nans[torch.randint(0, len(nans), (n_nan,), generator=g)]
+    x[4, pos[n_nan : n_nan + 3]] = float("inf")
+    x[4, pos[n_nan + 3 : n_nan + 6]] = float("-inf")
+    b[6, pos[: min(3, V)]] = nans[:3]
+    return x.to(DEV)
+
+
+def assert_exact(x: torch.Tensor, k: int, method: str, **kw):
+    """topk(x, k, method) returns topk_ref's indices and its value codes bit for bit, and agrees
+    with torch.topk up to ties."""
+    values, indices = topk(x, k, method, **kw)
+    ref_values, ref_indices = T.topk_ref(x, k)
+    assert values.dtype == x.dtype and indices.dtype == torch.int64
+    assert values.shape == indices.shape == (*x.shape[:-1], k)
+    assert values.device == indices.device == x.device
+    if not torch.equal(indices, ref_indices):
+        bad = (indices != ref_indices).reshape(-1, k).any(-1).nonzero().flatten().tolist()
+        raise AssertionError(f"{method}, k={k}: indices differ in rows {bad}: {indices} vs {ref_indices}")
+    assert torch.equal(bits_of(values), bits_of(ref_values)), f"{method}, k={k}: value codes differ"
+    assert_agrees_with_torch_topk(x, k, values)
+
+
+def assert_agrees_with_torch_topk(x: torch.Tensor, k: int, values: torch.Tensor):
+    """torch.topk's values equal ours and its indices are valid, up to ties: distinct, in range,
+    and pointing at entries whose top-k keys equal those of our values position by position. The
+    codes are compared bit for bit wherever a value has one code only: zeros (-0 ties +0, and
+    torch may take either) and NaNs (they tie, and torch's CPU topk of bfloat16 returns every
+    NaN as 0x7FC0) are compared by key."""
+    tv, ti = torch.topk(x, k)
+    f = T.KEY_FORMATS[{torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[x.dtype]]
+    key = lambda t: torch.from_numpy(T.topk_keys(T.float_bits(t)[0], f).astype(np.int64))  # noqa: E731
+    ours = key(values)
+    assert ((ti >= 0) & (ti < x.shape[-1])).all()
+    assert all(len(set(r)) == k for r in ti.reshape(-1, k).tolist())
+    assert torch.equal(key(torch.gather(bits_of(x), -1, ti).view(x.dtype)), ours)
+    assert torch.equal(key(tv), ours)
+    single = (ours != f.sign_bit) & (ours != f.all_ones)
+    assert torch.equal(bits_of(tv).cpu()[single], bits_of(values).cpu()[single])
+
+
+# ====================================================================== every method, exactly
+
+
+@pytest.mark.parametrize("fmt", list(DTYPES))
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_equals_topk_ref_on_stress_rows(method, fmt):
+    """V = 203: not a multiple of any block (64, 32, 128) or of the chunk (72); k = 1, a k whose
+    k-th value is tied many times, and k = 13 on rows built for it."""
+    x = stress_rows(fmt, 203, 13, seed=1)
+    for k in (1, 4, 13):
+        assert_exact(x, k, method, **SMALL[method])
+
+
+@pytest.mark.parametrize("fmt", list(DTYPES))
+def test_two_stage_with_k_larger_than_a_chunk(fmt):
+    """k = 100 > chunk = 64: each first-stage list (K_PAD = 128) holds its whole chunk and
+    empty slots, which the merge must never take; the last chunk (V = 150) has 22 columns."""
+    x = stress_rows(fmt, 150, 100, seed=2)[4:6]  # the NaN row and the tie-at-the-k-th row
+    assert_exact(x, 100, "two_stage", chunk=64)
+    assert plan(150, 100, "two_stage", chunk=64) == {"K_PAD": 128, "BLOCK_V": 1024, "CHUNK": 64, "n_chunks": 3}
+
+
+@pytest.mark.parametrize("fmt", list(DTYPES))
+@pytest.mark.parametrize("method", METHODS)
+def test_k_equal_to_V(method, fmt):
+    """The whole row, sorted: every empty slot of a K_PAD = 64 list sorted below every value."""
+    x = stress_rows(fmt, 37, 5, seed=3)[[1, 3, 4, 6]]
+    assert_exact(x, 37, method, **SMALL[method])
+    assert_exact(x[:, :1], 1, method)  # V = 1
+
+
+@pytest.mark.parametrize("fmt", list(DTYPES))
+@pytest.mark.parametrize("method", METHODS)
+def test_one_row_in_one_dimension(method, fmt):
+    x = stress_rows(fmt, 100, 7, seed=4)[6]
+    assert x.dim() == 1
+    assert_exact(x, 7, method, **SMALL[method])
+    values, indices = topk(x, 7, method, **SMALL[method])
+    v2, i2 = topk(x[None], 7, method, **SMALL[method])
+    assert torch.equal(indices, i2[0]) and torch.equal(bits_of(values), bits_of(v2[0]))
+
+
+@pytest.mark.parametrize("fmt", list(DTYPES))
+@pytest.mark.parametrize("method", METHODS)
+def test_a_row_stride_other_than_V(method, fmt):
+    """A column slice of a wider tensor (row stride 300, V = 200, last dimension contiguous): the
+    kernels read it in place; the columns outside the slice hold larger values and NaNs, which a
+    kernel reading past a row's end or with the wrong stride would return."""
+    wide = torch.full((4, 300), float("nan"), dtype=DTYPES[fmt], device=DEV)
+    wide[:, 250:] = 1e4
+    x = wide[:, 40:240]
+    x.copy_(stress_rows(fmt, 200, 9, seed=5)[[0, 1, 5, 3]])
+    assert x.stride() == (300, 1)
+    assert_exact(x, 9, method, **SMALL[method])
+    # and a last dimension that is not contiguous: the launcher copies it first
+    assert_exact(wide[:, 40:240:2], 9, method, **SMALL[method])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_no_rows(method):
+    x = torch.zeros((0, 50), device=DEV)
+    values, indices = topk(x, 5, method)
+    assert values.shape == indices.shape == (0, 5)
+    assert values.dtype == torch.float32 and indices.dtype == torch.int64
+
+
+@pytest.mark.parametrize("fmt", list(DTYPES))
+@pytest.mark.parametrize("method", METHODS)
+def test_default_plan_on_a_longer_row(method, fmt):
+    """The launcher's own defaults (BLOCK_V = 1,024, chunk = 8,192, radix block 2,048) on rows of
+    20,000 model-like logits: several blocks and chunks, the last of each partial."""
+    x = torch.from_numpy(T.model_like_logits(2, 20_000, seed=6)).to(DTYPES[fmt]).to(DEV)
+    assert_exact(x, 8, method)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp32"])
+def test_radix_with_large_k_on_a_vocabulary_row(fmt):
+    """Llama 3's vocabulary, 128,256 columns, k = 1,024 and 50: radix select's passes do not
+    depend on k (2 histograms for 16-bit keys, 4 for 32-bit), so large k is cheap here; k = 50
+    hits many ties in bf16."""
+    x = torch.from_numpy(T.model_like_logits(1, 128_256, seed=7)).to(DTYPES[fmt]).to(DEV)
+    for k in (1024, 50):
+        assert_exact(x, k, "radix")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_block_sizes_that_are_not_powers_of_two_are_rounded_up(method):
+    x = stress_rows("bf16", 150, 5, seed=8)[:3]
+    assert_exact(x, 5, method, block_v=100, chunk=50)
+    assert plan(150, 5, method, block_v=100, chunk=50)["BLOCK_V"] == 128
+
+
+# ====================================================================== the launch plan
+
+
+def test_plan():
+    V = 128_256
+    for k, k_pad in ((1, 1), (8, 8), (50, 64), (64, 64), (1024, 1024)):
+        row = plan(V, k, "row")
+        assert row == {"K_PAD": k_pad, "BLOCK_V": max(DEFAULT_BLOCK_V, k_pad), "CHUNK": V, "n_chunks": 1}
+        two = plan(V, k, "two_stage")
+        assert two["CHUNK"] == DEFAULT_CHUNK and two["n_chunks"] == -(-V // DEFAULT_CHUNK) == 16
+        assert plan(V, k, "radix") == {"K_PAD": k_pad, "BLOCK_V": RADIX_BLOCK_V, "DIGIT_BITS": 8, "n_chunks": 1}
+    # the running top-k reads at least K_PAD columns a step
+    assert plan(V, 2000, "row", block_v=64)["BLOCK_V"] == 2048
+    assert plan(1000, 8, "two_stage", chunk=300)["n_chunks"] == 4
+
+
+# ====================================================================== bad input
+
+
+@pytest.mark.parametrize(
+    "x, k, kw, error, match",
+    [
+        (
+            torch.zeros(4, 10, dtype=torch.float64),
+            2,
+            {},
+            TypeError,
+            "float32, bfloat16 or float16 values, got torch.float64",
+        ),
+        (torch.zeros(4, 10, dtype=torch.int32), 2, {}, TypeError, "got torch.int32"),
+        (np.zeros((4, 10), dtype=np.float32), 2, {}, TypeError, "topk takes a torch tensor, got ndarray"),
+        (torch.zeros(2, 3, 10), 2, {}, ValueError, r"a \(V,\) or \(rows, V\) tensor, got shape \(2, 3, 10\)"),
+        (torch.zeros(4, 10), 0, {}, ValueError, "k must be an int between 1 and the row length 10, got 0"),
+        (torch.zeros(4, 10), 11, {}, ValueError, "row length 10, got 11"),
+        (torch.zeros(10), True, {}, ValueError, "row length 10, got True"),
+        (torch.zeros(10), 2.0, {}, ValueError, "row length 10, got 2.0"),
+        (
+            torch.zeros(4, 10),
+            2,
+            {"method": "sort"},
+            ValueError,
+            "method must be one of row, two_stage, radix, got 'sort'",
+        ),
+        (torch.zeros(4, 10), 2, {"method": "two_stage", "chunk": 0}, ValueError, "chunk must be a positive number"),
+        (torch.zeros(4, 10), 2, {"method": "two_stage", "chunk": 2.5}, ValueError, "chunk .* got 2.5"),
+        (torch.zeros(4, 10), 2, {"method": "radix", "block_v": 0}, ValueError, "block_v must be a positive number"),
+        (torch.zeros(4, 10), 2, {"block_v": True}, ValueError, "block_v .* got True"),
+    ],
+)
+def test_bad_input_is_refused_in_a_sentence(x, k, kw, error, match):
+    if isinstance(x, torch.Tensor):
+        x = x.to(DEV)
+    with pytest.raises(error, match=match):
+        topk(x, k, **kw)
