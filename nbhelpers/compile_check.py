@@ -379,10 +379,11 @@ def _topk_cases() -> list[Case]:
 def _solution_cases() -> list[Case]:
     """The solutions' kernels, launched as the solution notebooks launch them (Triton's default
     warps and stages)."""
-    ex08, ex09, ex10 = (
+    ex08, ex09, ex10, ex11 = (
         "solutions/ex08_gpu_memory.ipynb",
         "solutions/ex09_gemm_kernels.ipynb",
         "solutions/ex10_grouped_gemm.ipynb",
+        "solutions/ex11_topk.ipynb",
     )
     cases = [
         Case(f"{ex08}:masked_copy_kernel", "fp32", ("*fp32", "*fp32", 1000), {"BLOCK": 256}, source="solution"),
@@ -401,6 +402,21 @@ def _solution_cases() -> list[Case]:
             source="solution",
         ),
         Case(f"{ex10}:tile_lookup_kernel", "int32", ("*i32", "*i32", 8, 40), {"BLOCK_M": 64}, source="solution"),
+        # the launcher's row stride is V plus one chunk (NaN padding after each row)
+        Case(
+            f"{ex11}:topk_chunk_kernel",
+            "fp32, V = 128,256, k = 50",
+            ("*fp32", "*i64", 128256, 50, 129280, 126),
+            {"CHUNK": 1024, "K_PAD": 64},
+            source="solution",
+        ),
+        Case(
+            f"{ex11}:topk_merge_kernel",
+            "fp32, V = 128,256, k = 50",
+            ("*fp32", "*i64", "*fp32", "*i64", 128256, 50, 129280, 126),
+            {"K_PAD": 64, "NC_PAD": 128},
+            source="solution",
+        ),
     ]
     return [c for c in cases if _kernel_exists(c.kernel)]
 

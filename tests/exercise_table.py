@@ -1078,4 +1078,110 @@ CHAPTERS = [
             ]
         ),
     ),
+    ChapterSpec(
+        11,
+        "ex11_topk.ipynb",
+        lambda: {
+            "np": np,
+            "DEVICE": __import__("nbhelpers.device", fromlist=["setup_device"]).setup_device(verbose=False).device,
+            "torch": __import__("torch"),
+            "triton": __import__("triton"),
+            "tl": __import__("triton.language", fromlist=["dot"]),
+        },
+        ("topk_key", "topk_two_stage", "radix_cost", "flip_top3"),
+        17,
+        1111,
+        tuple(
+            [
+                # only the sign bit flipped, negatives too: the more negative, the larger the key
+                ("topk_key", "np.where(b & sign, b ^ ones, b ^ sign)", "b ^ sign"),
+                # every bit flipped, positives too: the positives in reverse order, below the negatives
+                ("topk_key", "np.where(b & sign, b ^ ones, b ^ sign)", "b ^ ones"),
+                # NaN left on its totalOrder key: a negative NaN sorts below -inf
+                ("topk_key", "key = np.where(mag > exp_mask, ones, key)", "key = key"),
+                # NaN put at the bottom instead of the top
+                ("topk_key", "key = np.where(mag > exp_mask, ones, key)", "key = np.where(mag > exp_mask, 0, key)"),
+                # infinities taken for NaN (>= instead of >)
+                ("topk_key", "mag > exp_mask", "mag >= exp_mask"),
+                # -0 keeps its own key, just below +0's
+                ("topk_key", "key = np.where(mag == 0, sign, key)", "key = key"),
+                # fp16's exponent mask used for bf16 (large bf16 values taken for NaN)
+                ("topk_key", '"bf16": 0x7F80', '"bf16": 0x7C00'),
+                # bf16's exponent mask used for fp16 (most fp16 NaNs missed)
+                ("topk_key", '"fp16": 0x7C00', '"fp16": 0x7F80'),
+                # signed keys: everything from +0 up wraps to a negative number
+                ("topk_key", "np.uint32 if width == 32 else np.uint16", "np.int32 if width == 32 else np.int16"),
+                # ties broken by the highest column (the column itself in the low bits)
+                ("topk_two_stage", "0xFFFFFFFF - ", ""),
+                # the column counted from the start of the chunk
+                ("topk_two_stage", "0xFFFFFFFF - cols.to(tl.int64)", "0xFFFFFFFF - (cols - c * CHUNK).to(tl.int64)"),
+                # no mask on the ragged last chunk: the NaN past the row's end is read as an element
+                ("topk_two_stage", "valid = cols < V", "valid = cols < n_chunks * CHUNK"),
+                # the loads masked, but the masked lanes kept as elements (0.0 at columns past V)
+                ("topk_two_stage", "packed = tl.where(valid, packed, EMPTY)", "pass"),
+                # NaN ordered as the smallest value
+                (
+                    "topk_two_stage",
+                    "key = tl.where(mag > 0x7F800000, 0xFFFFFFFF, key)",
+                    "key = tl.where(mag > 0x7F800000, 0, key)",
+                ),
+                # NaN compared as its bits: a negative NaN below -inf
+                ("topk_two_stage", "key = tl.where(mag > 0x7F800000, 0xFFFFFFFF, key)", "pass"),
+                # -0 below +0 instead of equal to it
+                ("topk_two_stage", "key = tl.where(mag == 0, 0x80000000, key)", "pass"),
+                # the key shifted unsigned: the positive values wrap below the negative ones
+                ("topk_two_stage", "((key - 0x80000000) << 32)", "(key << 32)"),
+                # each chunk keeps k - 1 candidates
+                ("topk_two_stage", "for j in range(k):", "for j in range(k - 1):"),
+                # each chunk keeps at most CHUNK candidates, and the merge reads the slots never written
+                ("topk_two_stage", "for j in range(k):", "for j in range(tl.minimum(k, CHUNK)):"),
+                # the merge keeps only each chunk's first candidate
+                ("topk_two_stage", "(slot % K_PAD < k)", "(slot % K_PAD < 1)"),
+                # the merge reads only the first chunk of the row
+                ("topk_two_stage", "(slot // K_PAD < n_chunks)", "(slot // K_PAD < 1)"),
+                # the merge writes k - 1 outputs
+                ("topk_two_stage", "for i in range(0, k):", "for i in range(0, k - 1):"),
+                # the merge writes k + 1 outputs
+                ("topk_two_stage", "for i in range(0, k):", "for i in range(0, k + 1):"),
+                # the value stored is +0.0 for -0.0 (added, not reloaded bit for bit)
+                ("topk_two_stage", "tl.store(vals_ptr + row * k + i, v)", "tl.store(vals_ptr + row * k + i, v + 0.0)"),
+                # the digits rounded down: floor instead of ceil
+                ("radix_cost", "-(-key_bits // digit_bits)", "key_bits // digit_bits"),
+                # the filtering pass forgotten
+                ("radix_cost", "passes = -(-key_bits // digit_bits) + 1", "passes = -(-key_bits // digit_bits)"),
+                # the bytes read from the key width instead of the values'
+                ("radix_cost", "passes * n * value_bytes", "passes * n * key_bits // 8"),
+                # the indices not counted
+                ("radix_cost", "k * (value_bytes + index_bytes)", "k * value_bytes"),
+                # the filtering pass counted as a pass, but its bytes not read
+                ("radix_cost", "passes * n * value_bytes", "(passes - 1) * n * value_bytes"),
+                # the competing pair in the order that keeps the set: only ties, resolved the same way
+                ("flip_top3", "x[a] = 1.0\n    x[b] = 1.0 + 2.0**-10", "x[b] = 1.0\n    x[a] = 1.0 + 2.0**-10"),
+                # already tied in float32
+                ("flip_top3", "x[b] = 1.0 + 2.0**-10", "x[b] = 1.0"),
+                # a gap of one bf16 spacing: it survives the rounding
+                ("flip_top3", "x[b] = 1.0 + 2.0**-10", "x[b] = 1.0 + 2.0**-7"),
+                # a gap bf16 would lose if it truncated; it rounds to nearest, up here
+                ("flip_top3", "x[b] = 1.0 + 2.0**-10", "x[b] = 1.0 + 0.75 * 2.0**-7"),
+                # the 3rd just below the 4th: it rounds to it, and the tie keeps the same set
+                ("flip_top3", "x[b] = 1.0 + 2.0**-10", "x[b] = 1.0 - 2.0**-10"),
+                # two of the top 3 tie in bf16: the order changes, the set does not
+                (
+                    "flip_top3",
+                    "x[a] = 1.0\n    x[b] = 1.0 + 2.0**-10\n    x[c], x[d] = 2.0, 3.0",
+                    "x[a] = -0.5\n    x[b] = 1.0 + 2.0**-10\n    x[c], x[d] = 1.0 + 2.0**-9, 3.0",
+                ),
+                # the rest of the row -inf, to keep it out of the top
+                ("flip_top3", "x = rng.uniform(-8.0, -1.0, size=n)", "x = np.full(n, -np.inf)"),
+                # NaN as the largest logit
+                ("flip_top3", "x[c], x[d] = 2.0, 3.0", "x[c], x[d] = 2.0, np.nan"),
+                # the top value beyond bf16's range: it rounds to inf
+                ("flip_top3", "x[c], x[d] = 2.0, 3.0", "x[c], x[d] = 2.0, 3.4e38"),
+                # float64, not float32
+                ("flip_top3", "return x.astype(np.float32)", "return x"),
+                # one value too many
+                ("flip_top3", "return x.astype(np.float32)", "return np.append(x, -8.0).astype(np.float32)"),
+            ]
+        ),
+    ),
 ]

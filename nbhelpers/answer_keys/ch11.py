@@ -1,0 +1,512 @@
+"""Chapter 11 exercises: top-k over a 128k vocabulary. Listed in ``EXERCISES`` for
+:mod:`nbhelpers.answer_keys`.
+
+- ``topk_key``: the unsigned key of a float code (bf16, fp16 or fp32) whose integer order is the
+  order torch's sort and top-k compare floats in: every NaN the largest key, all ones; -0 on +0's
+  key; every other code its rank in IEEE 754's totalOrder. Reference:
+  :func:`nbhelpers.topk.topk_keys` (held against torch's own sort of every bf16 and fp16 value in
+  tests/test_exercises_ch11.py); compared exactly, on every bf16 code, every fp16 code, fp32
+  specials and random codes of all three formats with specials mixed in.
+- ``topk_two_stage``: the two kernels of a two-stage top-k in Triton (each program the local top
+  k of a chunk of its row, then one program per row merges the chunks' lists), run through the
+  launcher the notebook gives (Triton's interpreter on a CPU). The launcher reads the row from a
+  buffer whose columns past the row's end hold NaN, the largest value, so a missing mask picks it
+  up, and it fails the answer when the merge writes outside the (rows, k) outputs. Reference:
+  :func:`topk_two_stage_ref`, built on :func:`nbhelpers.topk.topk_ref` (values largest first,
+  ties to the lowest index, NaN the largest); values bit for bit (-0.0 is not +0.0), indices
+  exactly.
+- ``radix_cost``: predict what a radix select costs on one row: passes over the row and bytes
+  read and written. Reference: :func:`nbhelpers.topk.radix_select_cost`; compared exactly.
+- ``flip_top3``: construct a row of float32 logits whose top-3 index *set* changes when the row
+  is rounded to bf16. Many answers are right: the check judges the property
+  (:func:`flip_top3_reason`); :func:`flip_top3_example` shows that every case has an answer.
+
+Edge cases come first, then random ones from the seed. The cases of ``topk_two_stage`` are small
+(rows of at most 90 columns, chunks of 8 to 32): in Triton's interpreter every step of a kernel
+is a numpy call on the CPU.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from ..exercise_types import Case, Exercise
+from ..report_text import describe, short_repr
+from ..topk import float_bits, key_format, radix_select_cost, topk_keys, topk_ref
+
+UNWRITTEN = -7  # what the topk_two_stage launcher's outputs hold before the merge runs
+_FLOAT_VIEW = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
+
+
+def _value_of(code: int, fmt: str) -> float:
+    """The float a code of ``fmt`` stands for (for messages)."""
+    f = key_format(fmt)
+    with np.errstate(invalid="ignore"):  # a signalling NaN
+        return float(np.array([code], dtype=f.uint_dtype).view(_FLOAT_VIEW[fmt]).astype(np.float64)[0])
+
+
+# ------------------------------------------------------------------ 1. the key of a float
+
+
+class ExpectedKeys(tuple):
+    """(keys, codes, fmt): the answer, with the codes and format it came from (to word the message);
+    shown as the keys alone."""
+
+    def __repr__(self) -> str:
+        return short_repr(self[0])
+
+
+def topk_key_ref(bits: np.ndarray, fmt: str) -> ExpectedKeys:
+    """The top-k keys of the codes (:func:`nbhelpers.topk.topk_keys`), unsigned, same shape."""
+    codes = np.asarray(bits)
+    return ExpectedKeys((topk_keys(codes, fmt), codes, fmt))
+
+
+def _kind_of(code: int, fmt: str) -> str:
+    v = _value_of(code, fmt)
+    if np.isnan(v):
+        return "a NaN with the sign bit set" if code >> (key_format(fmt).bits - 1) else "a NaN"
+    if v == 0:
+        return "-0.0" if code else "+0.0"
+    return repr(v)
+
+
+def _same_keys(got, expected: ExpectedKeys) -> str | None:
+    keys, codes, fmt = expected
+    if got is None or isinstance(got, (str, bytes, dict)):
+        return f"returned {describe(got)}, expected an array of unsigned integer keys"
+    try:
+        g = np.asarray(got)
+    except Exception:  # noqa: BLE001 - a student's odd object
+        return f"returned {describe(got)}, expected an array of unsigned integer keys"
+    if g.shape != keys.shape:
+        return f"returned an array of shape {g.shape}, expected shape {keys.shape} (one key per code)"
+    if g.dtype.kind not in "iu":
+        return f"returned an array of {g.dtype}, expected unsigned integers (uint16 or uint32)"
+    if g.size == 0:
+        return None
+    e = keys.astype(np.int64)
+    if g.dtype.kind == "u":
+        bad = g.astype(np.uint64) != e.astype(np.uint64)
+    else:
+        bad = g.astype(np.int64) != e
+    if not bad.any():
+        return None
+    i = np.argwhere(bad)[0]
+    where = tuple(int(j) for j in i)
+    code = int(np.asarray(codes)[where]) & key_format(fmt).all_ones
+    gk = int(g[where])
+    digits = key_format(fmt).bits // 4
+    got_text = f"0x{gk:0{digits}X}" if gk >= 0 else f"{gk} (negative: keys are unsigned)"
+    return (
+        f"{int(bad.sum())} of {bad.size} keys wrong; first: {fmt} code 0x{code:0{digits}X} "
+        f"({_kind_of(code, fmt)}): got key {got_text}, expected 0x{int(e[where]):0{digits}X}"
+    )
+
+
+def _all_codes(fmt: str) -> np.ndarray:
+    f = key_format(fmt)
+    return np.arange(1 << f.bits, dtype=np.int64).astype(f.uint_dtype)
+
+
+_FP32_SPECIALS = [
+    0x00000000, 0x80000000,  # +0, -0
+    0x7F800000, 0xFF800000,  # +inf, -inf
+    0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF, 0x7FA00000,  # NaNs
+    0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF,  # subnormals
+    0x00800000, 0x80800000, 0x7F7FFFFF, 0xFF7FFFFF,  # smallest normals, largest finite
+    0x3F800000, 0xBF800000, 0x3F800001, 0xBF800001, 0x3F7FFFFF, 0xBF7FFFFF,  # around +-1
+]  # fmt: skip
+
+
+def _specials(fmt: str) -> list[int]:
+    """Codes of +-0, +-inf, NaNs of both signs (quiet, signalling, all-ones payload), subnormals,
+    the largest finite values and +-1."""
+    f = key_format(fmt)
+    s, e, m = f.sign_bit, f.exp_mask, f.man_mask
+    one = {"bf16": 0x3F80, "fp16": 0x3C00, "fp32": 0x3F800000}[fmt]
+    pos = [0, e, e | (m + 1) >> 1, e | 1, e | m, 1, m, m + 1, e - 1, one, one + 1, one - 1]
+    return pos + [c | s for c in pos]
+
+
+def _random_codes(rng: np.random.Generator, fmt: str) -> np.ndarray:
+    """Uniform codes of the format with specials mixed in at random places (+-0, +-inf and NaNs of
+    both signs always, more at random), as a 1-D or 2-D array."""
+    f = key_format(fmt)
+    n = int(rng.integers(500, 3000))
+    codes = rng.integers(0, 1 << f.bits, size=n, dtype=np.int64)
+    sp = np.array(_specials(fmt), dtype=np.int64)
+    s, e = f.sign_bit, f.exp_mask
+    always = np.array([0, s, e, e | s, e | 1, e | 1 | s], dtype=np.int64)
+    extra = rng.choice(sp, size=int(rng.integers(0, 3 * sp.size)))
+    mixed = np.concatenate([always, extra])
+    codes[rng.choice(n, size=mixed.size, replace=False)] = mixed
+    codes = codes.astype(f.uint_dtype)
+    if rng.random() < 0.4:
+        codes = codes[: n // 4 * 4].reshape(4, -1)
+    return codes
+
+
+def _key_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((_all_codes("bf16"), "bf16"), label="every bf16 code"),
+        Case((_all_codes("fp16"), "fp16"), label="every fp16 code"),
+        Case((np.array(_FP32_SPECIALS, dtype=np.uint32), "fp32"), label="fp32 specials"),
+        Case((np.array(_specials("bf16"), dtype=np.uint16).reshape(2, -1), "bf16"), label="bf16 specials, 2-D"),
+        Case((np.zeros(0, dtype=np.uint32), "fp32"), label="no codes"),
+    ]
+    for fmt in ("fp32", "fp32", "fp32", "bf16", "fp16", "fp32", "bf16", "fp16"):
+        cases.append(Case((_random_codes(rng, fmt), fmt)))
+    return cases
+
+
+# ------------------------------------------------------------------ 2. the two-stage kernel
+
+
+def topk_two_stage_ref(x: np.ndarray, k: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values (rows, k) float32, indices (rows, k) int64) of each row of x: the k largest, largest
+    first, ties to the lowest index, NaN the largest (:func:`nbhelpers.topk.topk_ref`). ``chunk``
+    is the kernel's business: it does not change the answer."""
+    import torch
+
+    v, i = topk_ref(torch.from_numpy(np.array(x, dtype=np.float32)), int(k))
+    return v.numpy(), i.numpy()
+
+
+def _same_topk(got, expected) -> str | None:
+    ev, ei = expected
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"returned {describe(got)}, expected a tuple (values, indices)"
+    try:
+        gv, gi = np.asarray(got[0]), np.asarray(got[1])
+    except Exception:  # noqa: BLE001 - a student's odd object
+        return "returned something that is not two arrays (values, indices)"
+    if gv.shape != ev.shape or gi.shape != ei.shape:
+        return f"returned values of shape {gv.shape} and indices of shape {gi.shape}, expected {ev.shape} each"
+    if gv.dtype.kind != "f" or gi.dtype.kind not in "iu":
+        return f"returned values of {gv.dtype} and indices of {gi.dtype}, expected floats and integers"
+    with np.errstate(invalid="ignore"):  # a signalling NaN cast to float64
+        g64, e64 = gv.astype(np.float64), ev.astype(np.float64)
+        same_v = ((g64 == e64) & (np.signbit(g64) == np.signbit(e64))) | (np.isnan(g64) & np.isnan(e64))
+    same_i = gi.astype(np.int64) == ei  # a uint64 index past 2**63 turns negative: wrong either way
+    bad = ~(same_v & same_i)
+    rows = np.nonzero(bad.any(axis=1))[0]
+    if not rows.size:
+        return None
+    r = int(rows[0])
+    i = int(np.argmax(bad[r]))
+    g_col, e_col = int(gi[r, i]), int(ei[r, i])
+    got_text = "never written" if g_col == UNWRITTEN else f"column {g_col} ({float(g64[r, i])!r})"
+    text = (
+        f"{rows.size} of {ev.shape[0]} rows wrong; row {r}, place {i}: got {got_text}, "
+        f"expected column {e_col} ({float(e64[r, i])!r})"
+    )
+    if g_col == e_col:
+        text += ": the value must be the element itself, bit for bit"
+    elif g64[r, i] == e64[r, i] or (np.isnan(g64[r, i]) and np.isnan(e64[r, i])):
+        text += ": equal values go lowest column first (all NaNs are equal, and -0.0 equals +0.0)"
+    return text
+
+
+# NaNs of both signs and two payloads: torch counts every one of them as the largest value. Quiet
+# ones only: casting a signalling NaN (0x7F800001) to float64 raises numpy's "invalid" warning
+_NANS = np.array([0x7FC00000, 0xFFC00000, 0x7FFFFFFF, 0xFFC00001], np.uint32).view(np.float32)
+
+
+def _signed_zeros(rng: np.random.Generator, x: np.ndarray) -> None:
+    """Give every zero of x a random sign, in place."""
+    zero = x == 0
+    x[zero] = rng.choice(np.array([-0.0, 0.0], np.float32), size=int(zero.sum()))
+
+
+def _logits(rng: np.random.Generator, rows: int, V: int) -> np.ndarray:
+    """A (rows, V) float32 array of one of five kinds, most with ties: small integers, normal values
+    on a grid of 1/4, plain normal values, log-probabilities (all negative, on a grid of 1/8), and
+    log-probabilities under a few zeros; zeros of both signs; NaNs of both signs, +-inf and -0.0
+    at a few places in most."""
+    kind = rng.integers(5)
+    if kind == 0:
+        x = rng.integers(-2, 3, size=(rows, V)).astype(np.float32)
+    elif kind == 1:
+        x = (np.round(rng.standard_normal((rows, V)) * 4) / 4).astype(np.float32)
+    elif kind == 2:
+        x = rng.standard_normal((rows, V)).astype(np.float32)
+    else:
+        z = 3 * rng.standard_normal((rows, V))
+        logp = z - z.max(axis=1, keepdims=True) - np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(1, keepdims=True))
+        x = np.minimum(np.round(logp * 8) / 8, -0.125).astype(np.float32)
+        if kind == 4:  # a few zeros on top of the row
+            for r in range(rows):
+                x[r, rng.choice(V, size=min(V, int(rng.integers(1, 5))), replace=False)] = 0.0
+    _signed_zeros(rng, x)
+    if rng.random() < 0.6:
+        n = int(rng.integers(1, max(2, V // 6) + 1))
+        specials = np.concatenate([_NANS, np.array([np.inf, -np.inf, -0.0, 0.0], np.float32)])
+        flat = x.reshape(-1)
+        at = rng.choice(flat.size, size=min(n * rows, flat.size), replace=False)
+        flat[at] = rng.choice(specials, size=at.size)
+    return x
+
+
+def _topk_cases(rng: np.random.Generator) -> list[Case]:
+    fixed = np.random.default_rng(1111)
+    f32 = np.float32
+    ties = np.array([[3, 1, 2, 2, 0, 2, 5, 2, 2, 1, 2, 2, 4, 2, 2, 2, 2, 2, 2, 2, 7, 2, 2, 2, 2, 2, 2]], f32)
+    nan, neg_nan = _NANS[0], _NANS[1]
+    specials = np.array(
+        [[1.0, neg_nan, -np.inf, 2.0, np.inf, -0.0, 0.0, nan, -1.0, 0.0, -0.0, np.inf, 3.0, neg_nan, -np.inf]], f32
+    )
+    one_chunk = fixed.standard_normal((2, 45)).astype(f32)
+    one_chunk[0, 40:45] += 10  # the whole top 5 of row 0 in its last, ragged chunk (columns 32 to 44)
+    one_chunk[1, 16:21] += 10  # and of row 1 in its second chunk
+    zeros = np.array([[-1.0, -0.0, 0.0, -0.0, -2.0, 0.0, -0.0, -1.0, 0.0, -3.0, -0.0]], f32)
+    cases = [
+        Case((fixed.standard_normal((1, 37)).astype(f32), 5, 16), label="V = 37, chunks of 16: a ragged last chunk"),
+        Case((fixed.standard_normal((2, 40)).astype(f32), 20, 8), label="k = 20 > a chunk of 8"),
+        Case((fixed.standard_normal((3, 29)).astype(f32), 1, 8), label="k = 1, three rows"),
+        Case((fixed.integers(-3, 4, (2, 21)).astype(f32), 21, 8), label="k = V = 21, with ties"),
+        Case((ties, 6, 8), label="a tie of 19 equal values at the k-th, across all four chunks"),
+        Case((specials, 9, 8), label="NaNs of both signs, +-inf, +-0: every NaN is the largest, NaNs tie by index"),
+        Case((zeros, 6, 8), label="-0.0 and +0.0 tie: lowest index first, each value as it is"),
+        Case((one_chunk, 5, 16), label="the whole top 5 in one chunk"),
+        Case((np.full((1, 19), -np.inf, f32), 19, 8), label="a row of -inf, k = V"),
+        Case((fixed.standard_normal((1, 5)).astype(f32), 3, 32), label="V = 5 < one chunk of 32"),
+        Case((fixed.standard_normal((2, 64)).astype(f32), 7, 16), label="V = 64: whole chunks only"),
+    ]
+    for i in range(20):
+        rows = int(rng.choice([1, 1, 2, 2, 3]))
+        chunk = int(rng.choice([8, 16, 32]))
+        V = int(rng.integers(1, 91)) if rng.random() < 0.8 else int(rng.integers(1, 4)) * chunk
+        mode = i % 5
+        if mode == 0:
+            k = 1
+        elif mode == 1:  # k = V, on a short row
+            V = int(rng.integers(1, 25))
+            k = V
+        elif mode == 2:  # more than a chunk holds
+            chunk = int(rng.choice([8, 16]))
+            V = int(rng.integers(chunk + 1, 3 * chunk))
+            k = int(rng.integers(chunk + 1, V + 1))
+        else:
+            k = int(rng.integers(1, min(V, 12) + 1))
+        x = _logits(rng, rows, V)
+        if rng.random() < 0.3 and V > k:  # the top k of a row in one chunk
+            c = int(rng.integers(0, -(-V // chunk)))
+            cols = np.arange(c * chunk, min(V, (c + 1) * chunk))
+            take = rng.choice(cols, size=min(k, cols.size), replace=False)
+            with np.errstate(invalid="ignore"):  # a signalling NaN stays NaN
+                x[0, take] = np.abs(x[0, take]) + 100
+        if mode >= 3 and rng.random() < 0.7:  # a tie straddling the k-th place of row 0
+            keys = np.sort(topk_keys(*float_bits(x[0])).astype(np.int64))[::-1]
+            straddle = np.flatnonzero(keys[:-1] == keys[1:]) + 1  # k with the k-th equal to the next
+            if straddle.size:
+                k = int(rng.choice(straddle))
+        # about 300 steps of a k-step loop in all of the case's programs: a fraction of a second
+        # in the interpreter
+        k = max(1, min(k, 300 // (rows * (-(-V // chunk) + 1))))
+        cases.append(Case((x, k, chunk)))
+    return cases
+
+
+# ------------------------------------------------------------------ 3. radix select, predicted
+
+
+class RadixCost(NamedTuple):
+    passes: int
+    bytes_read: int
+    bytes_written: int
+
+
+class ExpectedCost(tuple):
+    """(cost, hints): the answer, and the answers of the plausible mistakes with what each forgot
+    (to word the message); shown as the answer alone."""
+
+    def __repr__(self) -> str:
+        return repr(tuple(self[0]))
+
+
+def _cost_shortcuts(n, k, key_bits, digit_bits, value_bytes, index_bytes) -> dict[tuple, str]:
+    """Answers that plausible mistakes give, each with what it forgot (two mistakes may give the
+    same numbers: floor(b / d) + 1 is ceil(b / d) when d does not divide b)."""
+    p = -(-key_bits // digit_bits)
+    written = k * (value_bytes + index_bytes)
+    floor = key_bits // digit_bits + 1
+    shortcuts = [
+        ((floor, floor * n * value_bytes, written), "ceil, not floor: a narrower last digit takes a pass too"),
+        ((p, p * n * value_bytes, written), "the filtering pass reads the row too"),
+        ((p + 1, (p + 1) * n * key_bits // 8, written), "each pass reads the values, not the keys"),
+        ((p + 1, (p + 1) * n * value_bytes, k * value_bytes), "the k indices are written too"),
+    ]
+    out: dict[tuple, str] = {}
+    for t, why in shortcuts:
+        out[t] = f"{out[t]}; or {why}" if t in out else why
+    return out
+
+
+def radix_cost_ref(n: int, k: int, key_bits: int, digit_bits: int, value_bytes: int, index_bytes: int):
+    """(passes over the row, bytes read, bytes written) of a radix select
+    (:func:`nbhelpers.topk.radix_select_cost`), and the plausible mistakes' answers."""
+    c = radix_select_cost(n, k, key_bits, digit_bits, value_bytes, index_bytes)
+    answer = RadixCost(c.passes, c.bytes_read, c.bytes_written)
+    hints = _cost_shortcuts(n, k, key_bits, digit_bits, value_bytes, index_bytes)
+    hints.pop(tuple(answer), None)
+    return ExpectedCost((answer, hints))
+
+
+def _same_cost(got, expected: ExpectedCost) -> str | None:
+    answer, hints = expected
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        return f"returned {describe(got)}, expected a tuple (passes, bytes_read, bytes_written)"
+    for name, g, e in zip(RadixCost._fields, got, answer):
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer, float, np.floating)):
+            return f"{name}: returned {describe(g)}, expected an int"
+        if g != e:
+            try:
+                key = tuple(int(v) for v in got)
+            except (TypeError, ValueError, OverflowError):
+                key = None
+            hint = hints.get(key)
+            return f"{name}: returned {g!r}, expected {e}" + (f" ({hint})" if hint else "")
+    return None
+
+
+def _cost_cases(rng: np.random.Generator) -> list[Case]:
+    V = 128 * 1024
+    cases = [
+        Case((V, 50, 16, 8, 2, 8), label="bf16 logits, 128k vocabulary, 8-bit digits"),
+        Case((V, 50, 32, 8, 4, 8), label="fp32 logits, 8-bit digits"),
+        Case((V, 50, 32, 11, 4, 8), label="fp32 logits, 11-bit digits: 11 + 11 + 10"),
+        Case((V, 1, 64, 8, 4, 8), label="64-bit packed keys (key, index) of fp32 logits"),
+        Case((V, 256, 32, 8, 2, 4), label="bf16 logits widened to 32-bit keys, int32 indices"),
+        Case((1, 1, 16, 16, 2, 4), label="one value, one digit"),
+        Case((1000, 1000, 16, 32, 2, 8), label="a digit wider than the key: one pass still"),
+        Case((50257, 40, 16, 5, 2, 8), label="GPT-2's vocabulary, 5-bit digits"),
+    ]
+    for _ in range(16):
+        key_bits = int(rng.choice([16, 32, 64, int(rng.integers(8, 65))]))
+        digit_bits = int(rng.integers(1, 17))
+        n = int(rng.choice([int(rng.integers(1, 1000)), int(rng.integers(1000, 300_000))]))
+        k = int(rng.integers(1, min(n, 2048) + 1))
+        cases.append(Case((n, k, key_bits, digit_bits, int(rng.choice([1, 2, 4, 8])), int(rng.choice([4, 8])))))
+    return cases
+
+
+# ------------------------------------------------------------------ 4. a top-3 set that bf16 changes
+
+
+def flip_top3_example(n: int, seed: int) -> np.ndarray:
+    """n float32 logits whose top-3 set changes in bf16: a bulk far below, then 2, 3 and 1 + 2**-10
+    on top, and 1.0 at a lower index than 1 + 2**-10, which rounds to it in bf16 and loses the tie."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-8.0, -1.0, size=n)
+    a, b, c, d = np.sort(rng.choice(n, size=4, replace=False))
+    x[a], x[b] = 1.0, 1.0 + 2.0**-10
+    x[c], x[d] = 2.0, 3.0
+    return x.astype(np.float32)
+
+
+class FlipTarget:
+    """What :func:`flip_top3_ref` expects: n float32 logits with the property, and one example
+    that has it. The check reads n from it and judges the property; the example is not compared
+    with anything (many answers are right): it shows that the case is solvable."""
+
+    __slots__ = ("n", "example")
+
+    def __init__(self, n: int, example: np.ndarray) -> None:
+        self.n, self.example = n, example
+
+    def __repr__(self) -> str:
+        return f"{self.n} finite float32 logits whose top-3 index set changes in bf16"
+
+
+def flip_top3_ref(n: int, seed: int) -> FlipTarget:
+    return FlipTarget(int(n), flip_top3_example(n, seed))
+
+
+def _top3(x) -> list[int]:
+    return [int(i) for i in topk_ref(x, 3)[1]]
+
+
+def flip_top3_reason(got, n: int) -> str | None:
+    """None if ``got`` is n finite float32 logits whose top 3 are strictly above the 4th and
+    whose top-3 index set (ties to the lowest index) changes when the row is rounded to bf16;
+    else why not. ``got`` is never modified (the judging works on a copy)."""
+    import torch
+
+    if not isinstance(got, np.ndarray):
+        return f"returned {describe(got)}, expected a numpy array of float32"
+    if got.dtype != np.float32:
+        return f"returned an array of {got.dtype}, expected float32 (logits as the model gives them)"
+    if got.shape != (n,):
+        return f"returned an array of shape {got.shape}, expected ({n},)"
+    x = np.array(got, dtype=np.float32, copy=True)
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        return f"x[{bad[0]}] = {float(x[bad[0]])!r} is not finite"
+    x32 = torch.from_numpy(x)
+    xb = x32.to(torch.bfloat16)
+    over = np.flatnonzero(~torch.isfinite(xb).numpy())
+    if over.size:
+        i = int(over[0])
+        return f"x[{i}] = {float(x[i])!r} overflows to {float(xb[i])} in bf16: the change must come from rounding"
+    order = np.argsort(-x, kind="stable")
+    third, fourth = x[order[2]], x[order[3]]
+    if third == fourth:
+        tied = np.flatnonzero(x == third)[:4].tolist()
+        return (
+            f"the 3rd and 4th largest are equal in float32 ({float(third)!r} at {tied}): the float32 top 3 "
+            "must be strictly above the rest"
+        )
+    hi, lo = _top3(x32), _top3(xb)
+    if set(hi) == set(lo):
+        how = f" (only its order changes: {hi} -> {lo})" if hi != lo else ""
+        return f"the top-3 set {sorted(hi)} is the same in bf16{how}"
+    return None
+
+
+def _flip_compare(got, expected: FlipTarget) -> str | None:
+    try:
+        return flip_top3_reason(got, expected.n)
+    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+        return f"could not judge the row ({type(e).__name__})"
+
+
+def _flip_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((4, 0), label="n = 4: the fewest that can work"),
+        Case((5, 1), label="n = 5"),
+        Case((7, 2)),
+        Case((128, 3), label="n = 128"),
+        Case((256, 4), label="n = 256"),
+    ]
+    for _ in range(8):
+        n = int(rng.choice([int(rng.integers(4, 12)), int(rng.integers(12, 4096))]))
+        cases.append(Case((n, int(rng.integers(2**31)))))
+    return cases
+
+
+EXERCISES = [
+    Exercise("ex11.topk_key", "The order-preserving key of a float", 4, topk_key_ref, _key_cases, compare=_same_keys),
+    Exercise(
+        "ex11.topk_two_stage",
+        "Top-k in two stages, in Triton",
+        6,
+        topk_two_stage_ref,
+        _topk_cases,
+        compare=_same_topk,
+    ),
+    Exercise(
+        "ex11.radix_cost", "Predict the cost of a radix select", 3, radix_cost_ref, _cost_cases, compare=_same_cost
+    ),
+    Exercise(
+        "ex11.flip_top3",
+        "A top-3 set that bf16 changes",
+        4,
+        flip_top3_ref,
+        _flip_cases,
+        compare=_flip_compare,
+    ),
+]

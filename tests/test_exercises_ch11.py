@@ -1,0 +1,267 @@
+"""Chapter 11 exercises: the references agree with torch (its sort of every bf16 and fp16 value,
+torch.topk, the bf16 cast) and with nbhelpers.topk's radix select; the cases hold the hard
+regions for every seed; the compares never crash on a student's odd return value, and the
+construction check never changes the array it judges."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from nbhelpers import topk as tk
+from nbhelpers.answer_keys import ch11
+from nbhelpers.checks import cases_for
+
+SEEDS = (0, 1, 1111)
+FLOAT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+INT = {"bf16": torch.int16, "fp16": torch.int16, "fp32": torch.int32}
+
+
+def values_of(codes: np.ndarray, fmt: str) -> torch.Tensor:
+    """The floats of raw codes, as a torch tensor of the format."""
+    signed = np.asarray(codes).view(tk.key_format(fmt).int_dtype)
+    return torch.from_numpy(np.ascontiguousarray(signed)).view(FLOAT[fmt])
+
+
+# ---- exercise 1: the key of a float
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16"])
+def test_keys_of_every_code_sort_as_torch_sorts(fmt):
+    """The outside oracle: a stable sort of every code by its key is torch's stable sort of the
+    values (NaN above +inf, all NaNs equal, -0 equal to +0, ties in index order)."""
+    codes = np.arange(1 << 16, dtype=np.int64).astype(np.uint16)
+    keys, _, _ = ch11.topk_key_ref(codes, fmt)
+    by_key = np.argsort(keys, kind="stable")
+    by_torch = torch.sort(values_of(codes, fmt), stable=True).indices.numpy()
+    assert np.array_equal(by_key, by_torch)
+
+
+def test_fp32_keys_sort_as_torch_sorts():
+    rng = np.random.default_rng(5)
+    codes = np.concatenate([rng.integers(0, 2**32, 200_000, dtype=np.int64), ch11._FP32_SPECIALS]).astype(np.uint32)
+    keys, _, _ = ch11.topk_key_ref(codes, "fp32")
+    assert np.array_equal(
+        np.argsort(keys, kind="stable"), torch.sort(values_of(codes, "fp32"), stable=True).indices.numpy()
+    )
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp32"])
+def test_keys_are_the_ranks_with_the_two_merges(fmt):
+    """The spec's canonical choices: every NaN on all ones, -0 on +0's key (the sign bit), and
+    every other code its rank in totalOrder (negative codes below, in reverse)."""
+    f = tk.key_format(fmt)
+    specials = np.array(ch11._specials(fmt), dtype=f.uint_dtype)
+    keys, _, _ = ch11.topk_key_ref(specials, fmt)
+    with np.errstate(invalid="ignore"):
+        v = values_of(specials, fmt).float().numpy()
+    assert (keys[np.isnan(v)] == f.all_ones).all()
+    assert (keys[v == 0] == f.sign_bit).all()
+    finite_neg = (v < 0) & np.isfinite(v)
+    assert (keys[finite_neg] == f.all_ones - specials[finite_neg].astype(np.int64)).all()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_key_cases_hold_every_kind_of_code(seed):
+    cases = cases_for("ex11.topk_key", seed)
+    assert any(c.label == "every bf16 code" for c in cases) and any(c.label == "every fp16 code" for c in cases)
+    random = [c for c in cases if not c.label]
+    assert {c.args[1] for c in random} == {"bf16", "fp16", "fp32"}
+    for c in random:  # each random case alone catches every mistake of the table
+        codes, fmt = c.args
+        f = tk.key_format(fmt)
+        assert codes.dtype == f.uint_dtype
+        with np.errstate(invalid="ignore"):
+            v = values_of(codes.ravel(), fmt).float().numpy()
+        sign = (codes.ravel().astype(np.int64) & f.sign_bit) != 0
+        assert (np.isnan(v) & sign).any() and (np.isnan(v) & ~sign).any()
+        assert ((v == 0) & sign).any() and np.isinf(v).any()
+
+
+BAD = [None, "x", 3, 2.5, [1, "a"], np.zeros(3), np.zeros((2, 2), np.uint16), object(), {"a": 1}]
+
+
+@pytest.mark.parametrize("got", BAD)
+def test_same_keys_rejects_without_raising(got):
+    expected = ch11.topk_key_ref(np.array([0, 0x8000, 0x7FC0], np.uint16), "bf16")
+    assert isinstance(ch11._same_keys(got, expected), str)
+
+
+def test_same_keys_accepts_any_integer_width_and_names_the_code():
+    codes = np.array([0x3F80, 0x8000, 0xFFC0, 0xBF80], np.uint16)
+    expected = ch11.topk_key_ref(codes, "bf16")
+    assert ch11._same_keys(expected[0].astype(np.int64), expected) is None
+    assert ch11._same_keys(expected[0].astype(np.uint32), expected) is None
+    wrong = expected[0].copy()
+    wrong[1] = 0x7FFF  # -0 on its own key
+    msg = ch11._same_keys(wrong, expected)
+    assert "0x8000" in msg and "-0.0" in msg and "0x7FFF" in msg
+    assert "negative" in ch11._same_keys(expected[0].view(np.int16), expected)
+
+
+# ---- exercise 2: the two-stage kernel
+
+
+def two_stage_cases(seed):
+    return cases_for("ex11.topk_two_stage", seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_two_stage_ref_is_torch_topk_with_its_ties_in_index_order(seed):
+    """The values are torch.topk's (up to which of +0/-0 and which NaN); the indices are torch's
+    stable descending sort's, the outside oracle of the tie rule."""
+    for case in two_stage_cases(seed):
+        x, k, _ = case.args
+        v, i = ch11.topk_two_stage_ref(x, k, 8)
+        t = torch.from_numpy(x)
+        tv = torch.topk(t, k).values.numpy()
+        assert np.array_equal(v, tv, equal_nan=True), case.label
+        assert np.array_equal(i, torch.sort(t, dim=-1, descending=True, stable=True).indices[:, :k].numpy())
+        assert np.array_equal(v.view(np.int32), np.take_along_axis(x, i, axis=1).view(np.int32))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_two_stage_cases_hold_the_hard_regions_and_stay_small(seed):
+    cases = two_stage_cases(seed)
+    random = [c for c in cases if not c.label]
+    for group in (cases, random):  # the edge cases, and the random cases alone
+        shapes = [(c.args[0].shape, c.args[1], c.args[2]) for c in group]
+        assert any(V % chunk for (_, V), _, chunk in shapes), "a ragged last chunk"
+        assert any(k > chunk for _, k, chunk in shapes), "k larger than a chunk"
+        assert any(k == 1 for _, k, _ in shapes) and any(k == V for (_, V), k, _ in shapes)
+        assert any(rows > 1 for (rows, _), _, _ in shapes)
+        kth_ties = [tk.ties_at_kth(np.nan_to_num(c.args[0][0], nan=1e30), c.args[1]) for c in group]
+        assert sum(total > needed for total, needed in kth_ties) >= 3, "ties straddling the k-th place"
+        xs = [c.args[0] for c in group]
+        assert any((np.isnan(x) & np.signbit(x)).any() for x in xs), "a NaN with the sign bit set"
+        assert any(((x == 0) & np.signbit(x)).any() for x in xs) and any(np.isinf(x).any() for x in xs)
+    # about a second of the interpreter at most per case: rows x chunks x k steps of the solution
+    assert max(c.args[0].shape[0] * (-(-c.args[0].shape[1] // c.args[2]) + 1) * c.args[1] for c in cases) <= 300
+
+
+def test_same_topk_names_the_row_the_ties_and_unwritten_slots():
+    x = np.array([[1.0, 2.0, 2.0, -0.0, 0.0, 3.0]], np.float32)
+    expected = ch11.topk_two_stage_ref(x, 4, 8)
+    v, i = expected
+    assert ch11._same_topk((v.copy(), i.astype(np.int32)), expected) is None
+    swapped = i.copy()
+    swapped[0, [1, 2]] = swapped[0, [2, 1]]  # the two 2.0s in the wrong order
+    assert "lowest column first" in ch11._same_topk((v, swapped), expected)
+    unwritten = i.copy()
+    unwritten[0, -1] = ch11.UNWRITTEN
+    assert "never written" in ch11._same_topk((v, unwritten), expected)
+    zeros_v, zeros_i = ch11.topk_two_stage_ref(x, 6, 8)  # ..., -0.0 (column 3), +0.0 (column 4)
+    swapped_v, swapped_i = zeros_v.copy(), zeros_i.copy()
+    swapped_v[0, [4, 5]], swapped_i[0, [4, 5]] = zeros_v[0, [5, 4]], zeros_i[0, [5, 4]]
+    assert "lowest column first" in ch11._same_topk((swapped_v, swapped_i), (zeros_v, zeros_i))
+    zero_sign = ch11.topk_two_stage_ref(x, 6, 8)
+    plus = zero_sign[0] + np.float32(0.0)  # -0.0 stored as +0.0
+    assert "bit for bit" in ch11._same_topk((plus, zero_sign[1]), zero_sign)
+
+
+@pytest.mark.parametrize(
+    "got", BAD + [(np.zeros((1, 3)), "x"), (None, None), (np.zeros((1, 3)), np.zeros((1, 3))), ([1, 2], [3])]
+)
+def test_same_topk_rejects_without_raising(got):
+    expected = ch11.topk_two_stage_ref(np.array([[3.0, 1.0, 2.0]], np.float32), 3, 8)
+    assert isinstance(ch11._same_topk(got, expected), str)
+
+
+# ---- exercise 3: the cost of a radix select
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_radix_cost_ref_counts_the_passes_radix_select_makes(seed):
+    """The passes of the cost model are the histogram passes nbhelpers.topk.radix_select makes,
+    plus the filtering pass, on a real row of keys."""
+    rng = np.random.default_rng(seed)
+    for case in cases_for("ex11.radix_cost", seed)[:12]:
+        n, k, key_bits, digit_bits, value_bytes, index_bytes = case.args
+        m = min(n, 3000)
+        keys = rng.integers(0, 2 ** min(key_bits, 62), size=m, dtype=np.int64)
+        sel = tk.radix_select(keys, min(k, m), key_bits, digit_bits)
+        (passes, read, written), _ = ch11.radix_cost_ref(n, k, key_bits, digit_bits, value_bytes, index_bytes)
+        assert passes == len(sel.passes) + 1
+        assert read == passes * n * value_bytes and written == k * (value_bytes + index_bytes)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_cost_shortcut_is_wrong_on_the_random_cases(seed):
+    random = [c for c in cases_for("ex11.radix_cost", seed) if not c.label]
+    for hint in ("ceil", "filtering", "values, not the keys", "indices"):
+        assert any(hint in " ".join(ch11.radix_cost_ref(*c.args)[1].values()) for c in random), hint
+
+
+def test_same_cost_accepts_equal_numbers_and_hints_at_the_mistake():
+    expected = ch11.radix_cost_ref(131072, 50, 32, 8, 4, 8)
+    assert ch11._same_cost((5, 5 * 131072 * 4, 600), expected) is None
+    assert ch11._same_cost([5.0, 5 * 131072 * 4.0, 600.0], expected) is None
+    assert "filtering pass" in ch11._same_cost((4, 4 * 131072 * 4, 600), expected)
+    assert "indices" in ch11._same_cost((5, 5 * 131072 * 4, 200), expected)
+    floor = ch11.radix_cost_ref(131072, 50, 32, 11, 4, 8)
+    assert "ceil" in ch11._same_cost((3, 3 * 131072 * 4, 600), floor)
+
+
+@pytest.mark.parametrize("got", BAD + [(1, 2), (1, 2, "3"), (True, 2, 3), (1, None, 3), (1, 2, 3, 4)])
+def test_same_cost_rejects_without_raising(got):
+    assert isinstance(ch11._same_cost(got, ch11.radix_cost_ref(100, 5, 16, 8, 2, 8)), str)
+
+
+# ---- exercise 4: a top-3 set that bf16 changes
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_case_has_an_answer(seed):
+    for case in cases_for("ex11.flip_top3", seed):
+        n, s = case.args
+        assert n >= 4
+        x = ch11.flip_top3_example(n, s)
+        assert ch11.flip_top3_reason(x, n) is None
+        # the property, once more with torch's own top-k on the sets (no ties among the top 3)
+        hi = set(torch.topk(torch.from_numpy(x), 3).indices.tolist())
+        lo = set(tk.topk_ref(torch.from_numpy(x).to(torch.bfloat16), 3)[1].tolist())
+        assert hi != lo
+
+
+def row(*values) -> np.ndarray:
+    return np.array(values, dtype=np.float32)
+
+
+WRONG_ROWS = [  # (what the function returned, n, a phrase of the reason)
+    (row(3.0, 1.0 + 2**-10, 1.0 + 2**-9, -1.0, -2.0), 5, "only its order changes"),  # two of the top 3 tie
+    (row(3.0, 2.0, 1.0, 1.0, -1.0), 5, "equal in float32"),
+    (row(3.0, 2.0, 1.0 + 2**-10, 1.0), 4, "the same in bf16"),  # the outsider comes later
+    (row(3.0, 2.0, 1.0, 1.0 + 2**-7), 4, "the same in bf16"),  # one bf16 spacing apart
+    (row(1.0, 1.0 + 2**-10, np.nan, 2.0), 4, "not finite"),
+    (row(1.0, 1.0 + 2**-10, 2.0, np.inf), 4, "not finite"),
+    (row(1.0, 1.0 + 2**-10, 2.0, 3.4e38), 4, "overflows"),
+    (np.array([1.0, 1.0 + 2**-10, 2.0, 3.0]), 4, "float64"),
+    (row(1.0, 1.0 + 2**-10, 2.0, 3.0, -1.0), 4, "shape"),
+    (row(1.0, 1.0 + 2**-10, 2.0, 3.0).reshape(2, 2), 4, "shape"),
+    ([1.0, 1.0 + 2**-10, 2.0, 3.0], 4, "numpy array"),
+    (torch.tensor([1.0, 1.0 + 2**-10, 2.0, 3.0]), 4, "numpy array"),
+    (None, 4, "numpy array"),
+]
+
+
+@pytest.mark.parametrize("got,n,why", WRONG_ROWS, ids=[f"{i}-{w}" for i, (_, _, w) in enumerate(WRONG_ROWS)])
+def test_flip_check_rejects_the_plausible_wrong_rows(got, n, why):
+    reason = ch11._flip_compare(got, ch11.flip_top3_ref(n, 0))
+    assert reason is not None and why in reason, reason
+
+
+def test_flip_check_accepts_the_smallest_row_and_never_changes_it():
+    x = row(1.0, 1.0 + 2**-10, 2.0, 3.0)
+    before = x.copy()
+    x.flags.writeable = False  # any write to it would raise
+    assert ch11._flip_compare(x, ch11.flip_top3_ref(4, 0)) is None
+    assert np.array_equal(x.view(np.int32), before.view(np.int32))
+    y = ch11.flip_top3_example(300, 7)
+    saved = y.copy()
+    assert ch11._flip_compare(y, ch11.flip_top3_ref(300, 7)) is None
+    assert np.array_equal(y.view(np.int32), saved.view(np.int32)) and y.flags.writeable
+
+
+@pytest.mark.parametrize("got", BAD + [np.zeros(4, ml_dtypes.bfloat16), np.zeros(4, np.float32), np.zeros(4, object)])
+def test_flip_check_rejects_without_raising(got):
+    assert isinstance(ch11._flip_compare(got, ch11.flip_top3_ref(4, 0)), str)
