@@ -282,3 +282,31 @@ def test_a_gpu_the_check_has_no_limits_for(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--target", "sm_75", "--list"])
     assert e.value.code == 2
+
+
+def test_update_keeps_the_other_rows_and_refuses_another_compiler(tmp_path):
+    """--update (nbhelpers.compile_check._kept_rows): the rows of the cases compiled now are
+    dropped from the old file (the new ones replace them), every other row is kept in its order,
+    the run is appended to the meta's updates; a file made by another Triton or ptxas is refused."""
+    from nbhelpers.compile_check import _kept_rows, _row_key
+
+    case = course_cases("topk")[0]
+    kernel, label, config, target = _row_key(case)
+    replaced = {"kernel": kernel, "label": label, "config": config, "target": target, "status": "ok"}
+    others = [dict(replaced, label="another label"), dict(replaced, target="sm_80")]
+    old_meta = {"triton": "3.7.1", "ptxas": "12.9", "date": "then", "complete": True}
+    path = tmp_path / "compile_check.json"
+    path.write_text(json.dumps({"meta": old_meta, "rows": [others[0], replaced, others[1]], "wall_s": 117.0}))
+    meta = {"triton": "3.7.1", "ptxas": "12.9", "command": "c", "date": "now", "machine": "m", "jobs": 2}
+    meta["cold_cache"] = True
+    kept, new_meta, wall_s = _kept_rows(path, [case], meta)
+    assert kept == others and wall_s == 117.0
+    assert new_meta["date"] == "then" and "complete" not in new_meta
+    assert new_meta["updates"] == [
+        {"command": "c", "date": "now", "triton": "3.7.1", "ptxas": "12.9", "machine": "m", "jobs": 2,
+         "cold_cache": True, "cases": 1}
+    ]  # fmt: skip
+    with pytest.raises(SystemExit, match="compiled with triton 3.7.1, this run has 3.8.0"):
+        _kept_rows(path, [case], dict(meta, triton="3.8.0"))
+    with pytest.raises(SystemExit, match="needs a results file"):
+        _kept_rows(tmp_path / "missing.json", [case], meta)
