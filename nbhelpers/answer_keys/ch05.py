@@ -125,7 +125,7 @@ def settled_scale_ref(max_abs_grad: float, init_scale: float, growth_interval: i
         k -= 1
     while g * Fraction(s0) * Fraction(2) ** (k + 1) < FP16_OVERFLOW:
         k += 1
-    k_cap = 128 - e  # s0 * 2**k is finite in float32 up to this k (m * 2**128 > float32's max)
+    k_cap = 128 - e  # s0 * 2**k is finite in float32 up to this k (one more: m * 2**129 > float32's max)
     if k >= k_cap:  # growth past float32's range is refused: no growth attempt, no overflow
         return math.ldexp(s0, k_cap), 0.0
     # once at S: growth_interval taken steps, growth to 2 S, one overflowing (skipped) step, back to S
