@@ -14,7 +14,7 @@
 Every kernel works on the values' **bits** (the launcher passes an int16 or int32 view of the
 tensor; no copy), so bf16 and fp16 behave the same in Triton's interpreter, which holds bf16 as
 raw integers, and on a GPU. The key is :func:`nbhelpers.topk.topk_keys`: every NaN the largest,
--0 equal to +0. The running top-k sorts 64-bit **packed** keys, ``(key - 2**(w-1)) * 2**32 +
+-0 equal to +0. The running top-k compares 64-bit **packed** keys, ``(key - 2**(w-1)) * 2**32 +
 (2**32 - 1 - index)``: distinct for distinct indices, larger for a larger key and, among equal
 keys, for a lower index. So every kernel returns exactly :func:`nbhelpers.topk.topk_ref`'s
 answer: values largest first, ties to the lowest index. ``torch.topk`` returns the same values
