@@ -533,6 +533,55 @@ def test_topk_set_changed_against_sets():
     assert not T.topk_set_changed(x_hi, x_hi.clone(), 8).any()
     assert T.topk_set_changed(x_hi, x_lo, 50).any()  # bf16 rounding does move the 50th entry
 
+    # a list of k gives the (len(k), rows) array, one row per k
+    many = T.topk_set_changed(x_hi, x_lo, [1, 8, 50])
+    assert many.shape == (3, 40) and many[2].tolist() == T.topk_set_changed(x_hi, x_lo, 50).tolist()
+
+
+def test_torch_sort_indices_is_topk_refs_order():
+    g = torch.Generator().manual_seed(9)
+    x = (torch.randn((6, 500), generator=g) * 3).round().to(torch.bfloat16)  # many ties
+    x[0, 7], x[1, 3], x[2, 11] = float("nan"), -0.0, float("inf")
+    assert torch.equal(T.torch_sort_indices(x), T.topk_ref(x, 500)[1])
+
+
+def _insertions_by_steps(values: np.ndarray, k: int, block_v: int) -> list[int]:
+    """The kernel's loop, step by step (kernels.topk._absorb): per block, while the block's largest
+    (key, then lower column) beats the list's smallest, it replaces it; one count per step."""
+    k_pad = 1 << (k - 1).bit_length()
+    bits, f = T.float_bits(values)
+    keys = T.topk_keys(bits, f).astype(np.int64)
+    rank = [(int(key), -col) for col, key in enumerate(keys)]  # larger is better
+    best = [(-1, -(10**9) - j) for j in range(k_pad)]  # k_pad distinct fillers below every element
+    counts = []
+    for start in range(0, len(rank), block_v):
+        block, n = sorted(rank[start : start + block_v], reverse=True), 0
+        for m in block:
+            low = min(best)
+            if m <= low:
+                break
+            best[best.index(low)] = m
+            n += 1
+        counts.append(n)
+    return counts
+
+
+@pytest.mark.parametrize("k, block_v", [(1, 64), (8, 64), (50, 128), (64, 64), (300, 256)])
+def test_running_insertions_is_the_kernels_loop(k, block_v):
+    rng = np.random.default_rng(k)
+    x = np.round(rng.normal(size=3001) * 4).astype(np.float32)  # ties between blocks and within
+    x[[5, 900]] = np.nan
+    got = T.running_insertions(x, k, block_v)
+    assert got.tolist() == _insertions_by_steps(x, k, block_v)
+    assert got[0] == min(block_v, 1 << (k - 1).bit_length())  # the first block fills the list
+    # distinct values in ascending order: every block beats the list, and inserts its K_PAD best
+    ascending = np.arange(3001, dtype=np.float32)
+    k_pad = 1 << (k - 1).bit_length()
+    assert (
+        T.running_insertions(ascending, k, block_v)
+        == np.minimum(k_pad, [len(ascending[s : s + block_v]) for s in range(0, 3001, block_v)])
+    ).all()
+
 
 # ====================================================================== top-p
 
