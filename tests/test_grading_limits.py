@@ -9,15 +9,17 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 import zmq
+import zmq.asyncio
 from nbclient import NotebookClient
 
 from nbhelpers.grading.cgroups import Cgroups, SubmissionCgroup, find_cgroups
-from nbhelpers.grading.options import MAX_KERNEL_MESSAGE_BYTES, GradeOptions
+from nbhelpers.grading.options import MAX_KERNEL_MESSAGE_BYTES, MAX_KERNEL_MESSAGES_QUEUED, GradeOptions
 from nbhelpers.grading.sandbox import Limits, _sandbox_args, disk_split, kernel_command
 from nbhelpers.grading.worker import _Client, _KernelManager, capped_context
 
@@ -184,11 +186,74 @@ def test_every_socket_to_a_kernel_refuses_large_messages(tmp_path):
     sock = ctx.socket(zmq.SUB)
     try:
         assert sock.getsockopt(zmq.MAXMSGSIZE) == MAX_KERNEL_MESSAGE_BYTES == 16 * 2**20
+        assert sock.getsockopt(zmq.RCVHWM) == MAX_KERNEL_MESSAGES_QUEUED == 8
     finally:
         sock.close()
     km = _KernelManager(kernel_name="python3")
     km.connection_file = str(tmp_path / "c.json")
     assert km.client().context is ctx
+
+
+PUBLISHER = """
+import sys, time, zmq
+ctx = zmq.Context()
+pub = ctx.socket(zmq.PUB)
+pub.setsockopt(zmq.SNDHWM, 1000)
+print(pub.bind_to_random_port("tcp://127.0.0.1"), flush=True)
+sys.stdin.readline()
+for _ in range(200):
+    pub.send(b"x" * 2**20)
+print("sent", flush=True)
+time.sleep(60)
+"""
+
+
+def _resident_mb() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads this process's memory from /proc")
+@pytest.mark.parametrize("capped", [True, False])
+def test_a_stream_of_messages_not_yet_read_waits_in_the_sender(capped):
+    """A kernel (here a publisher, as a kernel's iopub socket is) sends 200 MB in 1 MB messages
+    while the worker reads nothing, as a worker on busy cores falls behind: through the capped
+    context this process holds a few of them (MAX_KERNEL_MESSAGES_QUEUED, and what the sockets
+    buffer), through a plain one all of them; the rest wait in the sender and all arrive later."""
+    ctx = capped_context() if capped else zmq.asyncio.Context()
+    pub = subprocess.Popen([sys.executable, "-c", PUBLISHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    sub = ctx.socket(zmq.SUB)
+    try:
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect(f"tcp://127.0.0.1:{int(pub.stdout.readline())}")
+        time.sleep(0.5)  # the subscription reaches the publisher
+        before = _resident_mb()
+        pub.stdin.write("go\n")
+        pub.stdin.flush()
+        assert pub.stdout.readline().strip() == "sent"
+        time.sleep(2)  # what the sockets will take in by themselves, they have
+        held = _resident_mb() - before
+
+        async def receive() -> int:
+            n = 0
+            while await sub.poll(2000):
+                assert len(await sub.recv()) == 2**20
+                n += 1
+            return n
+
+        received = asyncio.run(receive())
+    finally:
+        sub.close(linger=0)
+        pub.kill()
+        pub.wait()
+        pub.stdin.close()
+        pub.stdout.close()
+        if not capped:
+            ctx.term()
+    assert received == 200
+    if capped:
+        assert held < 48, held  # 8 messages and the sockets' buffers
+    else:
+        assert held > 150, held  # the uncapped queue took most of the 200 MB
 
 
 def test_a_message_past_the_cap_is_never_received():

@@ -23,6 +23,7 @@ __all__ = [
     "DETAIL_LIMIT",
     "MAX_EVENTS",
     "MAX_KERNEL_MESSAGE_BYTES",
+    "MAX_KERNEL_MESSAGES_QUEUED",
     "WORKER_MEMORY_MB",
     "Limits",
 ]
@@ -70,6 +71,10 @@ MAX_NOTEBOOK_BYTES = 50 * 2**20  # a submission larger than this is not read
 MAX_OUTPUT_LINE_BYTES = 16 * 2**20  # one exercise's results, as written by the kernel (parsing costs ~25x)
 MAX_EVENTS = 1000  # events of one worker read back
 MAX_KERNEL_MESSAGE_BYTES = 16 * 2**20  # a larger message from a kernel (a flood of print) is dropped unread
+# Messages from a kernel received but not yet read, on one socket of the worker: those a kernel
+# sends faster than a busy worker reads wait in the kernel's own memory (which drops what its queue
+# cannot hold), so the worker holds at most this many times MAX_KERNEL_MESSAGE_BYTES of them.
+MAX_KERNEL_MESSAGES_QUEUED = 8
 WORKER_MEMORY_MB = 4096  # the address space of a worker (about 0.9 GB of it in use while it runs a kernel)
 MAX_KERNEL_STARTS = 6  # a kernel that dies is retried once, then restarted without what killed it
 DETAIL_LIMIT = 400  # characters of the CSV's detail column

@@ -44,7 +44,12 @@ from nbclient.exceptions import DeadKernelError  # noqa: E402
 from .cgroups import Cgroups, SubmissionCgroup  # noqa: E402
 from .in_kernel import kernel_main  # noqa: E402
 from .jobs import Event, WorkerAnswer, json_lines, kill_group  # noqa: E402
-from .options import MAX_KERNEL_MESSAGE_BYTES, MAX_KERNEL_STARTS, WORKER_MEMORY_MB  # noqa: E402
+from .options import (  # noqa: E402
+    MAX_KERNEL_MESSAGE_BYTES,
+    MAX_KERNEL_MESSAGES_QUEUED,
+    MAX_KERNEL_STARTS,
+    WORKER_MEMORY_MB,
+)
 from .sandbox import Limits, kernel_command  # noqa: E402
 
 __all__ = ["worker_loop", "worker_main", "grading_cell", "kernel_source"]
@@ -188,10 +193,14 @@ _capped_context: list[zmq.asyncio.Context] = []
 def capped_context() -> zmq.asyncio.Context:
     """The ZeroMQ context of every connection to a kernel: its sockets refuse a message larger
     than MAX_KERNEL_MESSAGE_BYTES before it is received (the kernel is disconnected, the message
-    dropped), so that nothing a kernel sends (a 400 MB print) is ever held whole in this worker."""
+    dropped), so that nothing a kernel sends (a 400 MB print) is ever held whole in this worker;
+    and they queue at most MAX_KERNEL_MESSAGES_QUEUED messages not yet read, so that a stream of
+    messages (widgets opened in a loop) sent faster than this worker reads them, as it does when
+    other jobs share its cores, waits in the kernel's memory rather than in this worker's."""
     if not _capped_context:
         ctx = zmq.asyncio.Context()
         ctx.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE_BYTES)
+        ctx.setsockopt(zmq.RCVHWM, MAX_KERNEL_MESSAGES_QUEUED)
         _capped_context.append(ctx)
     return _capped_context[0]
 
