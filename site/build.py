@@ -3,13 +3,17 @@
 Stages the sources into OUT/src (README.md, site/index.md, and copies of notebooks/,
 exercises/ and solutions/, every *.ipynb picked up by glob, so a new chapter needs no
 configuration), then runs Sphinx with site/conf.py into OUT/html. Nothing is executed and
-nothing is downloaded: the pages show the outputs committed in the notebooks. View the result
-with `python -m http.server -d build/site/html` and open http://localhost:8000.
+nothing is downloaded: the pages show the outputs committed in the notebooks. The chapters are
+staged as the reader should see them (:func:`page_copy`: no test markers, the answers' check
+hidden with the answers), and the chapter notebooks offered for download are those copies. View
+the result with `python -m http.server -d build/site/html` and open http://localhost:8000.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shutil
 import sys
 import time
@@ -18,6 +22,29 @@ from pathlib import Path
 SITE = Path(__file__).resolve().parent
 ROOT = SITE.parent
 FOLDERS = ("notebooks", "exercises", "solutions")
+
+# nbval's markers, a comment line of their own in a code cell: for the tests, not the reader
+NBVAL_MARKER = re.compile(r"^[ \t]*#[ \t]*NBVAL_[A-Z_]+[ \t]*(\n|$)", re.MULTILINE)
+# the first comment of the code cell that checks the answers of a chapter's problems
+ANSWER_CHECK = "# checking the answers"
+
+
+def page_copy(notebook: dict) -> dict:
+    """A chapter notebook (its JSON) as its page shows it: nbval's marker lines taken out of the
+    code cells, and the cell that checks the problems' answers (its first line after the markers
+    is ``# checking the answers``) tagged ``hide-cell``, so that its output, which prints the
+    answers, stays folded away like the answers themselves."""
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        source = "".join(cell.get("source", []))
+        stripped = NBVAL_MARKER.sub("", source)
+        cell["source"] = stripped.splitlines(keepends=True)
+        if stripped.lstrip().startswith(ANSWER_CHECK):
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            if "hide-cell" not in tags:
+                tags.append("hide-cell")
+    return notebook
 
 
 def stage(src: Path) -> None:
@@ -33,7 +60,12 @@ def stage(src: Path) -> None:
     for folder in FOLDERS:
         (src / folder).mkdir()
         for notebook in sorted((ROOT / folder).glob("*.ipynb")):
-            shutil.copy2(notebook, src / folder / notebook.name)
+            if folder == "notebooks":  # a page
+                page = page_copy(json.loads(notebook.read_text(encoding="utf-8")))
+                text = json.dumps(page, indent=1, ensure_ascii=False) + "\n"  # as nbformat writes it
+                (src / folder / notebook.name).write_text(text, encoding="utf-8")
+            else:
+                shutil.copy2(notebook, src / folder / notebook.name)
 
 
 def build(out: Path, jobs: str = "1", quiet: bool = False) -> Path:
@@ -71,6 +103,15 @@ def build(out: Path, jobs: str = "1", quiet: bool = False) -> Path:
     return html
 
 
+def site_requirements() -> list[str]:
+    """The packages the build needs: the ``site`` extra of pyproject.toml, nothing else (the
+    build imports neither the course's package nor torch)."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["project"]["optional-dependencies"]["site"])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -81,7 +122,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--jobs", default="1", help="Sphinx's -j (default: 1)")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    parser.add_argument(
+        "--requirements",
+        action="store_true",
+        help="print the packages the build needs (the site extra), one per line, and stop",
+    )
     args = parser.parse_args(argv)
+    if args.requirements:
+        print("\n".join(site_requirements()))
+        return
     start = time.perf_counter()
     html = build(args.out.resolve(), args.jobs, args.quiet)
     print(f"site built in {time.perf_counter() - start:.0f} s: {html / 'index.html'}")

@@ -130,18 +130,32 @@ def test_cpu_workflow_runs_make_test():
 # --- the website and its Pages workflow ----------------------------------------------------
 
 
-def test_pages_workflow_builds_with_make_site_and_deploys_it():
+def test_pages_workflow_installs_the_site_extra_alone_builds_and_deploys():
     workflow = read(".github/workflows/pages.yml")
     assert workflow_triggers(workflow) == {"push", "workflow_dispatch"}
     assert re.search(r"^\s*branches:\s*\[main\]\s*$", workflow, re.MULTILINE)
-    assert re.search(r"^\s*run:\s*make site\b", workflow, re.MULTILINE)
+    runs = [m.group(1).strip() for m in re.finditer(r"^\s*run:\s*(.+)$", workflow, re.MULTILINE)]
+    # the site extra alone, at the lock's versions: nothing of the course's heavy dependencies
+    assert "python -m pip install -c requirements/cpu.txt $(python site/build.py --requirements)" in runs
+    assert f"python site/build.py --out {makefile_pin('SITE_DIR')}" in runs
+    assert not any(re.search(r"\bmake\b|torch|triton|jupyterlab|\.\[", r) for r in runs), runs
     for action in ("actions/configure-pages@", "actions/upload-pages-artifact@", "actions/deploy-pages@"):
         assert re.search(rf"^\s*(- )?uses:\s*{re.escape(action)}v\d+\s*$", workflow, re.MULTILINE), action
-    # What it uploads is what `make site` writes: $(SITE_DIR)/html.
+    # What it uploads is what the build (as `make site`) writes: $(SITE_DIR)/html.
     assert re.search(rf"^\s*path:\s*{re.escape(makefile_pin('SITE_DIR'))}/html\s*$", workflow, re.MULTILINE)
     permissions = top_level_block(workflow, "permissions")
     assert any(re.fullmatch(r"\s+pages:\s*write", line) for line in permissions)
     assert any(re.fullmatch(r"\s+id-token:\s*write", line) for line in permissions)
+
+
+def test_site_build_names_the_site_extra_as_its_requirements():
+    import tomllib
+
+    extra = tomllib.loads(read("pyproject.toml"))["project"]["optional-dependencies"]["site"]
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "site" / "build.py"), "--requirements"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == extra and all("==" in r for r in extra)  # pinned, as the lock has them
 
 
 def test_readme_tells_how_to_build_and_view_the_site():

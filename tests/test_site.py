@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 INSTALL_CHROMIUM = "sudo apt-get install -y chromium"
+# what the site's build must not import: the Pages workflow installs the site extra alone
+BUILD_NEEDS_NONE_OF = ("nbhelpers", "torch", "triton", "numpy", "matplotlib", "jupyterlab")
 
 
 # --- reading notebooks and pages ----------------------------------------------------------
@@ -158,10 +160,19 @@ def local_target(site: Path, page: Path, url: str) -> Path | None:
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
-    """Build the site the way `make site` does, into a temporary folder; the html folder."""
+    """Build the site the way `make site` does, into a temporary folder; the html folder. The
+    build runs with the course's package and its heavy dependencies made unimportable, as in the
+    Pages workflow, which installs the site extra alone."""
     out = tmp_path_factory.mktemp("site")
+    lean = (
+        "import runpy, sys\n"
+        f"for name in {BUILD_NEEDS_NONE_OF!r}:\n"
+        "    sys.modules[name] = None  # importing it raises ImportError\n"
+        f"sys.argv = ['build.py', '--out', {str(out)!r}, '-q']\n"
+        f"runpy.run_path({str(ROOT / 'site' / 'build.py')!r}, run_name='__main__')\n"
+    )
     result = subprocess.run(
-        [sys.executable, str(ROOT / "site" / "build.py"), "--out", str(out), "-q"],
+        [sys.executable, "-c", lean],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -266,6 +277,28 @@ def test_chapter_page_links_its_notebook_exercises_and_solutions(site, pages, no
         assert target.read_bytes() == built(site, source).read_bytes()
     if "solutions" in expected:
         assert "Solutions (spoilers)" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_pages_show_no_test_markers_and_keep_the_answers_folded(site, pages, notebook):
+    """nbval's markers (``# NBVAL_CHECK_OUTPUT``) are for the tests: neither a page nor its
+    download shows one, though the repository's notebooks keep them. The cell that checks the
+    problems' answers prints them: on the page it is folded away (a closed ``<details>``), like
+    the answers."""
+    raw = pages[notebook.stem].raw
+    assert "NBVAL_" not in raw
+    assert "NBVAL_" not in built(site, notebook).read_text(encoding="utf-8")
+    source = load(notebook)
+    assert any("NBVAL_" in "".join(c["source"]) for c in source["cells"] if c["cell_type"] == "code")
+    checks = ["".join(c["source"]) for c in source["cells"] if c["cell_type"] == "code"]
+    checks = [c for c in checks if "# checking the answers" in c]
+    assert raw.count("checking the answers") == len(checks)
+    for match in re.finditer(r"checking the answers", raw):
+        before = raw[: match.start()]
+        opened = before.rfind("<details")
+        assert opened > before.rfind("</details>"), f"{notebook.stem}: the answers' check is not folded"
+        tag = before[opened : before.index(">", opened)]
+        assert " open" not in tag, f"{notebook.stem}: the answers' check is folded but open: {tag}"
 
 
 def test_every_local_link_and_image_resolves(site, pages):
