@@ -38,6 +38,16 @@ def test_every_format_has_its_own_colour():
     assert len(set(colours)) == len(colours)
 
 
+def test_distinct_colors_keeps_the_first_of_each_colour_and_never_takes_a_format_colour():
+    from nbhelpers.plots.style import EXTRA_COLORS, FORMAT_COLORS, distinct_colors
+
+    bf16, fp32 = plots.format_color("bf16"), plots.format_color("fp32")
+    got = distinct_colors([fp32, bf16, bf16, bf16, fp32])
+    assert got[:2] == [fp32, bf16] and got[2:] == list(EXTRA_COLORS[:3])
+    assert not set(EXTRA_COLORS) & set(FORMAT_COLORS.values())
+    assert len(set(distinct_colors([bf16] * len(EXTRA_COLORS)))) == len(EXTRA_COLORS)
+
+
 # ------------------------------------------------------------------ absorption, steps, errors vs length (chapter 02)
 
 

@@ -393,6 +393,21 @@ def test_chapter_04_05_plots_return_axes():
     assert matplotlib.colors.same_color(stair.get_color(), "black")
     with pytest.raises(KeyError, match="relative_to"):
         plots.plot_seed_spread(by_seed, relative_to="fp64")
+    # regimes that share a compute format each get a colour of their own, in every training figure
+    bf16_runs = {name: train(name, config=cfg) for name in ("bf16, round to nearest", "bf16, stochastic rounding")}
+    bf16_runs["bf16 + fp32 master"] = train("bf16 + fp32 master", config=cfg)
+    for ax in (
+        plots.plot_unchanged_updates(bf16_runs),
+        plots.plot_training_curves(bf16_runs),
+        plots.plot_seed_spread({k: [r] for k, r in bf16_runs.items()}),
+    ):
+        colours = [
+            matplotlib.colors.to_hex(ln.get_color())
+            for ln in ax.get_lines()
+            if ln.get_label().split(" (")[0] in bf16_runs
+        ]
+        assert len(colours) == 3 and len(set(colours)) == 3, colours
+        assert colours[0] == plots.format_color("bf16")
     _, ax = plt.subplots()
     assert plots.plot_loss_scale(rs[2], ax=ax) is ax
     with pytest.raises(ValueError, match="same size"):

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from ..formats import FloatFormat, get_format
-from .style import DASHES, axes_or_new, dashes_by_color, format_color, line_color
+from .style import DASHES, axes_or_new, dashes_by_color, distinct_colors, format_color, line_color
 
 __all__ = ["plot_error_vs_K", "plot_recorded_gpu_errors", "plot_errors_vs_length"]
 
@@ -155,25 +155,13 @@ _ORDER_MARKERS = {"sequential": "o", "pairwise": "s", "blocked": "^", "kahan": "
 # style="method": a marker per method in order, and colours for the second, third, ... method of
 # one accumulator format (the first keeps the course colour of its format)
 _METHOD_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-_METHOD_EXTRA_COLORS = ("#000000", "#6a3d9a", "#1b9e77", "#a6761d", "#e7298a", "#66a61e")
 _BOUND_GREYS = ("0.35", "0.65", "0.5", "0.8")
 
 
 def _method_styles(methods) -> list[tuple[str, str]]:
     """(colour, marker) per method, all distinct: first method of a format in the format's colour."""
-    seen_fmt: set[str] = set()
-    extra = 0
-    out = []
-    for i, m in enumerate(methods):
-        name = m.acc.name
-        if name not in seen_fmt:
-            seen_fmt.add(name)
-            color = format_color(m.acc)
-        else:
-            color = _METHOD_EXTRA_COLORS[extra % len(_METHOD_EXTRA_COLORS)]
-            extra += 1
-        out.append((color, _METHOD_MARKERS[i % len(_METHOD_MARKERS)]))
-    return out
+    colors = distinct_colors([format_color(m.acc) for m in methods])
+    return [(color, _METHOD_MARKERS[i % len(_METHOD_MARKERS)]) for i, color in enumerate(colors)]
 
 
 def plot_errors_vs_length(

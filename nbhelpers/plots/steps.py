@@ -1,6 +1,7 @@
 """Figures of a quantity against the step of a loop: a running sum against the terms added, a
 training run's loss, the updates that changed nothing, the loss scale. One line per run or
-format, coloured by the format that computes it; runs sharing a format get different dashes.
+format, each in a colour of its own: the first run of a format in the colour of the format that
+computes it, the runs that share it in other colours and other dashes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 
 from ..accumulation import running_sum
 from ..formats import FloatFormat, get_format
-from .style import axes_or_new, dashes_by_color, format_color
+from .style import axes_or_new, dashes_by_color, distinct_colors, format_color
 
 __all__ = [
     "plot_running_sums",
@@ -55,18 +56,24 @@ def _result_list(results) -> list:
     return [(r.regime.name, r) for r in results]
 
 
+def _regime_styles(formats) -> list[tuple[str, str]]:
+    """(colour, dash) per regime, given each one's compute format: a colour of its own (the first
+    regime of a format in the course colour of that format, the others in
+    :data:`~nbhelpers.plots.style.EXTRA_COLORS`), and successive dashes for regimes of one format."""
+    colors = [format_color(f) for f in formats]
+    return list(zip(distinct_colors(colors), dashes_by_color(colors)))
+
+
 def _styles_by_color(items) -> list:
-    """(color, dash) per item: the course colour of each regime's compute format; lines that share
-    a colour get successive dash styles."""
-    colors = [format_color(r.regime.compute) for _, r in items]
-    return list(zip(colors, dashes_by_color(colors)))
+    """(colour, dash) per (label, result) item: :func:`_regime_styles` of their compute formats."""
+    return _regime_styles([r.regime.compute for _, r in items])
 
 
 def plot_training_curves(results, ax=None, log: bool = True, mark_skipped: bool = True):
     """Loss per step of several training runs (``nbhelpers.training.TrainResult``).
 
     results: a list of results (labelled by regime name) or a {label: result} mapping. Colour:
-    the regime's compute format; runs sharing a format get different dash styles. Steps that a
+    the regime's own (:func:`_regime_styles`); runs sharing a format get different dash styles. Steps that a
     loss scaler skipped are marked with a cross.
     """
     ax = axes_or_new(ax, figsize=(9, 4.5))
@@ -93,19 +100,20 @@ def plot_seed_spread(runs, ax=None, relative_to: str | None = None, log: bool = 
 
     runs: {label: [TrainResult, one per seed]} (``nbhelpers.training.train_seeds``). relative_to:
     a label of ``runs``; when given, each run's loss is divided step by step by that regime's loss
-    on the same seed (the reference itself is drawn as a black line at 1). Each regime gets its
-    own line style: the course colour of its compute format, a dash per regime sharing it, and
-    its own marker. The legend sits outside the axes, to the right.
+    on the same seed (the reference itself is drawn as a grey line at 1). Each regime gets its
+    own line style: its own colour (the first regime of a compute format in that format's course
+    colour), a dash per regime sharing a format, and its own marker; its band is in its colour.
+    The legend sits outside the axes, to the right.
     """
     ax = axes_or_new(ax, figsize=(9, 4.5))
     items = list(runs.items())
     if relative_to is not None and relative_to not in runs:
         raise KeyError(f"relative_to={relative_to!r} is not one of the runs: {', '.join(runs)}")
     ref = np.stack([r.losses for r in runs[relative_to]]) if relative_to is not None else None
-    colors = [format_color(rs[0].regime.compute) for _, rs in items]
     # styles are fixed over all of ``runs`` (reference included), so a regime keeps its style
     # whether or not it is the reference of this panel
-    for i, ((label, rs), color, dash) in enumerate(zip(items, colors, dashes_by_color(colors))):
+    styles = _regime_styles([rs[0].regime.compute for _, rs in items])
+    for i, ((label, rs), (color, dash)) in enumerate(zip(items, styles)):
         if label == relative_to:
             continue
         L = np.stack([r.losses for r in rs])
@@ -129,7 +137,7 @@ def plot_seed_spread(runs, ax=None, relative_to: str | None = None, log: bool = 
             label=f"{label}",
         )
     if ref is not None:
-        ax.axhline(1.0, color="black", lw=1.0, label=f"{relative_to} (reference)")
+        ax.axhline(1.0, color="0.45", lw=1.2, label=f"{relative_to} (reference)")
         ax.set_ylabel(f"loss / {relative_to} loss, same seed")
     else:
         ax.set_ylabel("training loss (MSE)")
@@ -155,8 +163,8 @@ def plot_training_curves_vs_ref(
     """Two stacked panels: the loss per step (log scale) and the loss divided by the loss of the run
     labelled ``ref``, step by step, so that runs that overlap on the first panel come apart.
 
-    results: a {label: TrainResult} mapping that holds ``ref``. One style per run: the colour of
-    its compute format, runs sharing a colour get successive dash styles; steps skipped by a
+    results: a {label: TrainResult} mapping that holds ``ref``. One style per run: a colour of its
+    own (:func:`_regime_styles`), runs sharing a format get successive dash styles; steps skipped by a
     loss scaler are marked with crosses. The legend sits to the right of the panels, off the
     data. axes: two Axes (top, bottom), or None for a new figure. ratio_ylim: optional (low, high)
     of the ratio panel (linear), to see the runs near 1; a run that ends outside it is named at the

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from ..formats import FloatFormat, get_format
 
-__all__ = ["FORMAT_COLORS", "format_color", "line_color", "axes_or_new", "DASHES", "dashes_by_color"]
+__all__ = [
+    "FORMAT_COLORS",
+    "format_color",
+    "line_color",
+    "axes_or_new",
+    "DASHES",
+    "dashes_by_color",
+    "EXTRA_COLORS",
+    "distinct_colors",
+]
 
 FORMAT_COLORS = {
     "fp32": "#1f77b4",
@@ -26,6 +35,10 @@ FORMAT_COLORS = {
 
 
 DASHES = ("-", "--", ":", "-.")
+
+# colours for the second, third, ... line of one format in a figure that compares methods on it:
+# none of them is a format's colour
+EXTRA_COLORS = ("#000000", "#6a3d9a", "#1b9e77", "#a6761d", "#e7298a", "#66a61e")
 
 
 def axes_or_new(ax, figsize=(8, 4)):
@@ -62,4 +75,20 @@ def dashes_by_color(colors) -> list[str]:
     for color in colors:
         out.append(DASHES[used.get(color, 0) % len(DASHES)])
         used[color] = used.get(color, 0) + 1
+    return out
+
+
+def distinct_colors(colors) -> list[str]:
+    """One colour per line, all different: the first line of each colour keeps it (the course
+    colour of its format), each later line that repeats a colour takes the next of
+    :data:`EXTRA_COLORS`."""
+    seen: set[str] = set()
+    extra = 0
+    out = []
+    for color in colors:
+        if color in seen:
+            color = EXTRA_COLORS[extra % len(EXTRA_COLORS)]
+            extra += 1
+        seen.add(color)
+        out.append(color)
     return out
