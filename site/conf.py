@@ -136,6 +136,109 @@ def link_copied_notebooks(app, doctree) -> None:
         node.replace_self(link)
 
 
+# "chapter 02", "Chapters 02 and 03", "chapters 08-10": the words, then each two-digit number
+CHAPTER_MENTION = re.compile(r"\b([Cc]hapters?)\s+(\d\d(?:(?:,\s*|\s+and\s+|\s+or\s+|\s*-\s*|\s+to\s+)\d\d)*)\b")
+CHAPTER_NUMBER = re.compile(r"\d\d")
+# a notebook of the course named in code: `notebooks/02_accumulation_error.ipynb`, `exercises/ex02_...`
+NOTEBOOK_PATH = re.compile(r"^(notebooks|exercises|solutions)/[\w.-]+\.ipynb$")
+
+
+def chapter_pages(env) -> dict[str, str]:
+    """Chapter number ("02") -> its page's docname ("notebooks/02_accumulation_error")."""
+    pages = {}
+    for docname in env.found_docs:
+        match = re.fullmatch(r"notebooks/(\d\d)_[^/]+", docname)
+        if match:
+            pages[match.group(1)] = docname
+    return pages
+
+
+def link_chapter_mentions(app, doctree, docname) -> None:
+    """Every "chapter NN" in a page's prose links to chapter NN's page (not on that page itself),
+    and every notebook of the course named in inline code (``notebooks/02_...ipynb``,
+    ``exercises/ex02_...ipynb``) links to its page or its download. Code blocks, headings, math
+    and existing links are left alone."""
+    from docutils import nodes
+
+    pages = chapter_pages(app.env)
+    here = CHAPTER.match(docname)
+    here = here.group(1) if here else None
+    srcdir = Path(app.srcdir)
+
+    def uri(target_doc: str) -> str:
+        return app.builder.get_relative_uri(docname, target_doc)
+
+    def skipped(node) -> bool:
+        parent = node.parent
+        while parent is not None:
+            if isinstance(
+                parent,
+                (
+                    nodes.reference,
+                    nodes.literal,
+                    nodes.literal_block,
+                    nodes.title,
+                    nodes.raw,
+                    nodes.math,
+                    nodes.math_block,
+                    nodes.FixedTextElement,
+                ),
+            ):
+                return True
+            parent = parent.parent
+        return False
+
+    # MyST gives each line of a paragraph its own text node: join neighbours first, so that a
+    # mention broken over two lines ("chapter" / "03's") is seen whole
+    for element in list(doctree.findall(nodes.Element)):
+        i = 0
+        while i < len(element.children) - 1:
+            a, b = element.children[i], element.children[i + 1]
+            if isinstance(a, nodes.Text) and isinstance(b, nodes.Text):
+                element.replace(a, nodes.Text(a.astext() + b.astext()))
+                element.remove(b)
+            else:
+                i += 1
+
+    for text in list(doctree.findall(nodes.Text)):
+        if skipped(text) or not CHAPTER_MENTION.search(text.astext()):
+            continue
+        value, parts, last = text.astext(), [], 0
+        for mention in CHAPTER_MENTION.finditer(value):
+            numbers = mention.group(2)
+            start = mention.start(2)
+            for number in CHAPTER_NUMBER.finditer(numbers):
+                target = pages.get(number.group(0))
+                if target is None or number.group(0) == here:
+                    continue
+                a, b = start + number.start(), start + number.end()
+                # the first number takes the word with it: "chapter 02" is one link
+                if number.start() == 0:
+                    a = mention.start()
+                parts.append(nodes.Text(value[last:a]))
+                link = nodes.reference("", "", refuri=uri(target), classes=["chapter-link"])
+                link += nodes.Text(value[a:b])
+                parts.append(link)
+                last = b
+        if parts:
+            parts.append(nodes.Text(value[last:]))
+            text.parent.replace(text, parts)
+
+    for literal in list(doctree.findall(nodes.literal)):
+        if isinstance(literal.parent, nodes.reference) or not NOTEBOOK_PATH.match(literal.astext()):
+            continue
+        path = literal.astext()
+        if not (srcdir / path).is_file():
+            continue
+        if path.startswith("notebooks/") and path[: -len(".ipynb")] in app.env.found_docs:
+            refuri = uri(path[: -len(".ipynb")])
+        else:  # exercises and solutions are files of the site, not pages
+            refuri = "../" * docname.count("/") + path
+        link = nodes.reference("", "", refuri=refuri, classes=["notebook-link"])
+        literal.replace_self(link)
+        link += literal
+
+
 def copy_folders(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -151,4 +254,5 @@ def copy_folders(app, exception) -> None:
 def setup(app):
     app.connect("doctree-read", add_files_box)
     app.connect("doctree-read", link_copied_notebooks)
+    app.connect("doctree-resolved", link_chapter_mentions)
     app.connect("build-finished", copy_folders)

@@ -279,6 +279,43 @@ def test_chapter_page_links_its_notebook_exercises_and_solutions(site, pages, no
         assert "Solutions (spoilers)" in page.read_text(encoding="utf-8")
 
 
+CHAPTER_WORDS = re.compile(r"\b[Cc]hapters?\s+(\d\d(?:(?:,\s*|\s+and\s+|\s+or\s+|\s*-\s*|\s+to\s+)\d\d)*)\b")
+
+
+def unlinked_prose(raw: str) -> str:
+    """A page's text outside links, code, headings, scripts and math: where a chapter named in
+    passing must not be left without its link."""
+    body = raw.split('<article class="bd-article"', 1)[-1].split("</article>", 1)[0]
+    for tag in ("a", "pre", "code", "script", "style", "h1", "h2", "h3", "h4", "h5", "h6"):
+        body = re.sub(rf"<{tag}\b.*?</{tag}>", " ", body, flags=re.DOTALL)
+    body = re.sub(r'<(span|div) class="math[^"]*".*?</\1>', " ", body, flags=re.DOTALL)
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_every_chapter_named_in_the_prose_links_to_its_page(site, pages, notebook):
+    raw = pages[notebook.stem].raw
+    own = notebook.stem[:2]
+    numbers = {n.stem[:2]: n.stem for n in NOTEBOOKS}
+    left = [
+        (m.group(0), n)
+        for m in CHAPTER_WORDS.finditer(unlinked_prose(raw))
+        for n in re.findall(r"\d\d", m.group(1))
+        if n != own and n in numbers
+    ]
+    assert not left, f"{notebook.stem}: chapters named without a link: {left[:5]}"
+    links = re.findall(r'<a class="[^"]*chapter-link[^"]*" href="([^"]+)">([^<]+)</a>', raw)
+    for href, text in links:  # each link goes to the chapter its text names
+        number = re.findall(r"\d\d", text)[-1]
+        assert href == f"{numbers[number]}.html", (text, href)
+        assert (page_of(site, notebook).parent / href).is_file()
+    linked_code = re.findall(r'<a class="[^"]*notebook-link[^"]*" href="([^"]+)"><code[^>]*>(.*?)</code></a>', raw)
+    for href, code in linked_code:  # a notebook named in code links to its page or its download
+        assert local_target(site, page_of(site, notebook), href).is_file(), href
+    named = re.findall(r"<code[^>]*>(?:<span[^>]*>)?((?:notebooks|exercises|solutions)/[\w.-]+\.ipynb)", raw)
+    assert len(linked_code) == len([n for n in named if (ROOT / n).is_file()]), (named, linked_code)
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
 def test_pages_show_no_test_markers_and_keep_the_answers_folded(site, pages, notebook):
     """nbval's markers (``# NBVAL_CHECK_OUTPUT``) are for the tests: neither a page nor its
