@@ -47,6 +47,14 @@ html_theme_options = {
     # One search box, in the sidebar that stays in view (the theme also puts one in the header).
     "navbar_persistent": [],
 }
+# The theme's colour mode follows the reader's system until they pick one (without a default
+# the theme's script logs an error on every page).
+html_context = {"default_mode": "auto"}
+# The course's own CSS and script (site/_static): wrapped outputs, and figures that open at
+# full size when the column shrinks them.
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+html_js_files = ["course.js"]
 html_last_updated_fmt = None
 html_show_sphinx = True
 

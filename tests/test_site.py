@@ -491,3 +491,46 @@ def test_browser_search_finds_a_chapter(server, browser_page):
     results.first.wait_for(timeout=20_000)
     assert results.count() >= 1
     assert page.outside == []
+
+
+def test_browser_page_logs_no_errors_and_figures_open_at_full_size(site, server, browser_page):
+    """A chapter page logs no error in the console (the theme's colour mode has its default), a
+    figure that the column shrinks can be opened at its full width and closed with Escape, and a
+    printed line longer than the column wraps instead of scrolling sideways."""
+    page = browser_page
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    wide = max(NOTEBOOKS, key=lambda n: max((len(p) for p in png_outputs(built(site, n))), default=0))
+    page.goto(urljoin(server, f"notebooks/{wide.stem}.html"), wait_until="networkidle")
+    assert errors == []
+    shrunk = page.evaluate("""() => [...document.querySelectorAll('article .cell_output img')]
+        .map(i => [i.naturalWidth, i.clientWidth, i.classList.contains('zoomable')])""")
+    assert shrunk and all(zoomable == (natural > shown + 1) for natural, shown, zoomable in shrunk), shrunk
+    assert any(zoomable for *_, zoomable in shrunk), "no figure is wider than the column here"
+    natural = next(n for n, _, z in shrunk if z)
+    page.locator("article .cell_output img.zoomable").first.click()
+    overlay = page.locator(".figure-zoom img")
+    overlay.wait_for(timeout=5_000)
+    assert overlay.evaluate("i => i.clientWidth") == natural
+    page.keyboard.press("Escape")
+    assert page.locator(".figure-zoom").count() == 0
+    # the longest printed line of the course: wrapped, not scrolled
+    longest = max(
+        NOTEBOOKS,
+        key=lambda n: max(
+            (
+                len(line)
+                for c in load(built(site, n))["cells"]
+                if c["cell_type"] == "code"
+                for o in c.get("outputs", [])
+                for line in "".join(o.get("text", "")).splitlines()
+            ),
+            default=0,
+        ),
+    )
+    page.goto(urljoin(server, f"notebooks/{longest.stem}.html"), wait_until="networkidle")
+    overflow = page.evaluate("""() => [...document.querySelectorAll('article div.cell_output pre')]
+        .filter(p => p.scrollWidth > p.clientWidth + 1).length""")
+    assert overflow == 0
+    assert errors == [] and page.outside == []

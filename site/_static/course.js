@@ -1,0 +1,52 @@
+// The course's additions to the book theme (site/conf.py: html_js_files).
+//
+// Click-to-zoom: a figure drawn narrower than its own width (the text column is narrower than
+// most figures) gets the class "zoomable"; a click opens it at its full size over the page, and a
+// click anywhere or Escape closes it.
+(function () {
+  "use strict";
+
+  function close() {
+    const open = document.querySelector(".figure-zoom");
+    if (open) open.remove();
+  }
+
+  function zoom(img) {
+    close();
+    const overlay = document.createElement("div");
+    overlay.className = "figure-zoom";
+    overlay.setAttribute("role", "dialog");
+    overlay.setAttribute("aria-label", "figure at full size (click or Escape to close)");
+    const big = document.createElement("img");
+    big.src = img.currentSrc || img.src;
+    big.alt = img.alt;
+    big.width = img.naturalWidth;
+    overlay.appendChild(big);
+    overlay.addEventListener("click", close);
+    document.body.appendChild(overlay);
+  }
+
+  function mark(img) {
+    const shrunk = img.naturalWidth > img.clientWidth + 1;
+    img.classList.toggle("zoomable", shrunk);
+    img.title = shrunk ? "click to see the figure at full size" : "";
+  }
+
+  function setUp() {
+    const images = document.querySelectorAll("article .cell_output img, article figure img");
+    images.forEach(function (img) {
+      if (img.complete) mark(img);
+      else img.addEventListener("load", function () { mark(img); });
+      img.addEventListener("click", function () {
+        if (img.classList.contains("zoomable")) zoom(img);
+      });
+    });
+    window.addEventListener("resize", function () { images.forEach(mark); });
+    document.addEventListener("keydown", function (e) {
+      if (e.key === "Escape") close();
+    });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp);
+  else setUp();
+})();
