@@ -1,6 +1,6 @@
 """Build the course website: `make site`, or `python site/build.py [--out build/site]`.
 
-Stages the sources into OUT/src (README.md, site/index.md, and copies of notebooks/,
+Stages the sources into OUT/src (README.md, site/index.md, docs/*.md, and copies of notebooks/,
 exercises/ and solutions/, every *.ipynb picked up by glob, so a new chapter needs no
 configuration), then runs Sphinx with site/conf.py into OUT/html. Nothing is executed and
 nothing is downloaded: the pages show the outputs committed in the notebooks. The chapters are
@@ -54,6 +54,9 @@ def stage(src: Path) -> None:
     src.mkdir(parents=True)
     shutil.copy2(ROOT / "README.md", src / "README.md")
     shutil.copy2(SITE / "index.md", src / "index.md")
+    (src / "docs").mkdir()
+    for page in sorted((ROOT / "docs").glob("*.md")):  # the instructors' pages (grading)
+        shutil.copy2(page, src / "docs" / page.name)
     chapters = sorted((ROOT / "notebooks").glob("*.ipynb"))
     if not chapters:
         raise SystemExit(f"error: no notebooks in {ROOT / 'notebooks'}: nothing to build")

@@ -27,6 +27,7 @@ from conftest import system_package_missing  # the repository root's conftest.py
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+DOCS = sorted((ROOT / "docs").glob("*.md"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 INSTALL_CHROMIUM = "sudo apt-get install -y chromium"
 # what the site's build must not import: the Pages workflow installs the site extra alone
@@ -342,6 +343,8 @@ def test_every_local_link_and_image_resolves(site, pages):
     index = site / "index.html"
     all_pages = {index: Page(index.read_text(encoding="utf-8"))}
     all_pages.update({page_of(site, n): pages[n.stem] for n in NOTEBOOKS})
+    for doc in DOCS:
+        all_pages[site / "docs" / f"{doc.stem}.html"] = Page((site / "docs" / f"{doc.stem}.html").read_text("utf-8"))
     broken = []
     for path, page in all_pages.items():
         for url in page.links + page.images + page.scripts:
@@ -349,6 +352,17 @@ def test_every_local_link_and_image_resolves(site, pages):
             if target is not None and not target.exists():
                 broken.append(f"{path.relative_to(site)} -> {url}")
     assert not broken, broken
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.stem)
+def test_instructors_pages_are_pages_of_the_site(site, doc):
+    """docs/*.md (how to grade) are pages, linked from the home page, with their own title."""
+    page = site / "docs" / f"{doc.stem}.html"
+    assert page.is_file()
+    heading = next(line for line in doc.read_text(encoding="utf-8").splitlines() if line.startswith("# "))
+    assert Page(page.read_text(encoding="utf-8")).h1[0] == heading[2:].strip()
+    home = Page((site / "index.html").read_text(encoding="utf-8"))
+    assert f"docs/{doc.stem}.html" in home.links
 
 
 def test_home_page_has_the_chapter_table_and_the_setup_commands(site):
