@@ -548,3 +548,20 @@ def test_browser_page_logs_no_errors_and_figures_open_at_full_size(site, server,
         .filter(p => p.scrollWidth > p.clientWidth + 1).length""")
     assert overflow == 0
     assert errors == [] and page.outside == []
+
+
+def test_browser_copy_button_copies_a_code_cell(site, server, browser_page):
+    """Every code block has a copy button; on the first code cell of chapter 01 it puts exactly the
+    cell's code (as the page shows it) on the clipboard."""
+    page = browser_page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.rstrip("/"))
+    notebook = NOTEBOOKS[0]
+    page.goto(urljoin(server, f"notebooks/{notebook.stem}.html"), wait_until="networkidle")
+    blocks = page.locator("article div.cell_input div.highlight")
+    assert blocks.count() > 0 and blocks.count() == page.locator("article div.cell_input button.copy-code").count()
+    first_code = next("".join(c["source"]) for c in load(built(site, notebook))["cells"] if c["cell_type"] == "code")
+    blocks.first.hover()
+    blocks.first.locator("button.copy-code").click()
+    page.wait_for_function("() => document.querySelector('button.copy-code').textContent === 'copied'")
+    assert page.evaluate("() => navigator.clipboard.readText()") == first_code.rstrip("\n")
+    assert page.outside == []

@@ -1,5 +1,8 @@
 // The course's additions to the book theme (site/conf.py: html_js_files).
 //
+// Copy buttons: every block of code gets a button that copies its text (without the prompt or
+// the output) to the clipboard.
+//
 // Click-to-zoom: a figure drawn narrower than its own width (the text column is narrower than
 // most figures) gets the class "zoomable"; a click opens it at its full size over the page, and a
 // click anywhere or Escape closes it.
@@ -47,6 +50,42 @@
     });
   }
 
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp);
-  else setUp();
+  function addCopyButtons() {
+    document.querySelectorAll("article div.highlight").forEach(function (block) {
+      const pre = block.querySelector("pre");
+      if (!pre || block.querySelector("button.copy-code")) return;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy-code";
+      button.textContent = "copy";
+      button.setAttribute("aria-label", "copy this code");
+      button.addEventListener("click", function () {
+        const text = pre.innerText.replace(/\n$/, "");
+        const done = function () {
+          button.textContent = "copied";
+          setTimeout(function () { button.textContent = "copy"; }, 1500);
+        };
+        if (navigator.clipboard && window.isSecureContext) {
+          navigator.clipboard.writeText(text).then(done, function () { button.textContent = "copy failed"; });
+        } else {  // a page opened from a file or over plain http: the selection way
+          const area = document.createElement("textarea");
+          area.value = text;
+          document.body.appendChild(area);
+          area.select();
+          const ok = document.execCommand("copy");
+          area.remove();
+          if (ok) done(); else button.textContent = "copy failed";
+        }
+      });
+      block.appendChild(button);
+    });
+  }
+
+  function start() {
+    setUp();
+    addCopyButtons();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();
