@@ -115,6 +115,8 @@ SPEC = ChapterSpec(
             ("smallest_visible_product", "if c < 0:", "if False:"),
             # the final truncation forgotten: whatever survives the alignment counts
             ("smallest_visible_product", "return max(kept, need)", "return kept"),
+            # aligned to the products, not to c: nothing of p is cut
+            ("smallest_visible_product", "kept = 2.0 ** (E - spec.align_bits)", "kept = 0.0"),
             # fp32's 23 bits kept below 2**E on every GPU
             ("smallest_visible_product", "kept = 2.0 ** (E - spec.align_bits)", "kept = 2.0 ** (E - 23)"),
             # rounding to nearest in mind: half a spacing above c would do
