@@ -19,74 +19,119 @@ SPEC = ChapterSpec(
         "TENSOR_CORES": __import__("nbhelpers.tensor_cores", fromlist=["TENSOR_CORES"]).TENSOR_CORES,
     },
     (
-        "relative_error",
-        "round_once_and_every_step",
-        "blocked_matmul_fp32",
-        "tensor_core_group",
+        "first_inexact_K",
+        "once_and_every_step",
+        "split_k_matmul",
+        "smallest_visible_product",
         "fool_the_tensor_core",
     ),
     20,
     4242,
     tuple(
         [
-            # the largest element instead of the Frobenius norm
+            # ---- first_inexact_K
+            # a negative product taken as it is: its "odd part" is negative
+            ("first_inexact_K", "x = abs(float(a) * float(b))", "x = float(a) * float(b)"),
+            # the first k with k*m > 2**24, even or odd: an even k keeps k*m's odd part below 2**24
+            ("first_inexact_K", "    if K % 2 == 0:\n        K += 1\n", ""),
+            # the last exact K instead of the first inexact one
+            ("first_inexact_K", "    return K\n", "    return K - 1\n"),
+            # the sum of ones' answer for every product
+            ("first_inexact_K", "K = 2**24 // m + 1", "K = 2**24 + 1"),
+            # fp32's 23 stored mantissa bits instead of its 24 significant ones
+            ("first_inexact_K", "K = 2**24 // m + 1", "K = 2**23 // m + 1"),
+            # "headroom": a product of b significant bits leaves 24 - b bits for the count
+            ("first_inexact_K", "K = 2**24 // m + 1", "K = 2 ** (24 - m.bit_length()) + 1"),
+            # the product's 16-bit significand (trailing zeros kept) instead of its odd part
             (
-                "relative_error",
-                "num = math.sqrt(float(np.sum((C - C_ref) ** 2)))",
-                "num = float(np.max(np.abs(C - C_ref)))",
+                "first_inexact_K",
+                "m = int(math.ldexp(math.frexp(x)[0], 53))  # x = m * 2**e with m an integer\n"
+                "    while m % 2 == 0:\n"
+                "        m //= 2  # the odd part: x = m * 2**e, m odd\n",
+                "m = int(math.ldexp(math.frexp(x)[0], 16))\n",
             ),
-            # divides by the norm of C instead of C_ref
-            ("relative_error", "den = math.sqrt(float(np.sum(C_ref**2)))", "den = math.sqrt(float(np.sum(C**2)))"),
-            # no square roots
-            ("relative_error", "return num / den", "return (num / den) ** 2"),
-            # a zero reference gives 0 whatever C is
-            ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return 0.0"),
-            # a zero reference gives inf even when C is zero too
-            ("relative_error", "return 0.0 if num == 0.0 else math.inf", "return math.inf"),
-            # "once": a float64 accumulator instead of fp32 (the probe with the tiny terms last tells)
-            ("round_once_and_every_step", "s32 = np.float32(s32 + np.float32(p))", "s32 = np.float64(s32) + p"),
-            # "every step": an fp32 accumulator instead of bf16
+            # ---- once_and_every_step
+            # the tie at the stopping point rounded up: the sum stops one binade later
+            ("once_and_every_step", "max(1.0, 2.0 ** (p - j))", "max(1.0, 2.0 ** (p + 1 - j))"),
+            # bf16's 7 stored mantissa bits instead of its 8 significant ones
+            ("once_and_every_step", "every = min(exact, stop(8))", "every = min(exact, stop(7))"),
+            # fp32's 23 stored bits
+            ("once_and_every_step", "min(exact, stop(24))", "min(exact, stop(23))"),
+            # the stopping point below 1 when 2**-j is below half a spacing: the sum cannot fall below 1
+            ("once_and_every_step", "max(1.0, 2.0 ** (p - j))", "2.0 ** (p - j)"),
+            # once: the fp32 sum returned without the final rounding to bf16
             (
-                "round_once_and_every_step",
-                's16 = float(round_to(s16 + p, "bf16"))',
-                "s16 = float(np.float32(s16 + p))",
+                "once_and_every_step",
+                'once = float(round_to(min(exact, stop(24)), "bf16"))',
+                "once = min(exact, stop(24))",
             ),
-            # "every step" truncates instead of rounding to nearest
-            ("round_once_and_every_step", 'round_to(s16 + p, "bf16")', 'round_to(s16 + p, "bf16", "toward_zero")'),
+            # once: the exact sum rounded to bf16, as if the fp32 accumulator never stalled
+            (
+                "once_and_every_step",
+                'once = float(round_to(min(exact, stop(24)), "bf16"))',
+                'once = float(round_to(exact, "bf16"))',
+            ),
+            # the 1 counted among the n terms
+            ("once_and_every_step", "exact = 1 + n * t", "exact = 1 + (n - 1) * t"),
+            # the final rounding's ties away from zero
+            ("once_and_every_step", '"bf16"))', '"bf16", "nearest_away"))'),
+            # the final rounding truncates
+            ("once_and_every_step", '"bf16"))', '"bf16", "toward_zero"))'),
+            # ---- split_k_matmul
+            # floor(K / S) products a slice, the rest in the last one
+            (
+                "split_k_matmul",
+                "L = -(-K // S)  # ceil(K / S)\n    bounds = [(s * L, min((s + 1) * L, K)) for s in range(S)]",
+                "L = K // S\n    bounds = [(s * L, K if s == S - 1 else (s + 1) * L) for s in range(S)]",
+            ),
+            # slices as numpy's array_split cuts them: the first K % S one product longer
+            (
+                "split_k_matmul",
+                "bounds = [(s * L, min((s + 1) * L, K)) for s in range(S)]",
+                "bounds = [(int(c[0]), int(c[-1]) + 1) for c in np.array_split(np.arange(K), S) if c.size]",
+            ),
+            # interleaved slices: product k in slice k mod S
+            ("split_k_matmul", "for k in range(lo, hi):", "for k in range(s, K, S):"),
+            # the partial sums added in slice order instead of a tree
+            (
+                "split_k_matmul",
+                "pairs = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)]\n"
+                "        parts = pairs + parts[2 * len(pairs) :]",
+                "parts = [parts[0] + parts[1]] + parts[2:]",
+            ),
+            # a tree that pairs slice i with slice i + S/2 (a strided reduction)
+            (
+                "split_k_matmul",
+                "pairs = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)]\n"
+                "        parts = pairs + parts[2 * len(pairs) :]",
+                "h = len(parts) // 2\n        parts = [parts[i] + parts[i + h] for i in range(h)] + parts[2 * h :]",
+            ),
+            # the tree's additions in float64
+            ("split_k_matmul", "parts.append(partial)", "parts.append(partial.astype(np.float64))"),
             # float64 everywhere
-            ("blocked_matmul_fp32", "np.float32", "np.float64"),
-            # no blocks: sequential
-            ("blocked_matmul_fp32", "for start in range(0, K, block):", "for start in range(0, K, K):"),
-            # the partial sum is not reset: each block adds the previous ones again
-            ("blocked_matmul_fp32", "        partial = np.zeros((M, N), dtype=np.float32)\n", ""),
-            # blocks overlap by one product
-            ("blocked_matmul_fp32", "min(start + block, K)", "min(start + block + 1, K)"),
-            # whole blocks only: the short last block is dropped
+            ("split_k_matmul", "partial = np.zeros((M, N), dtype=np.float32)", "partial = np.zeros((M, N))"),
+            # ---- smallest_visible_product
+            # a negative c treated like a positive one: as if the sum had to reach the next fp32 value
+            ("smallest_visible_product", "if c < 0:", "if False:"),
+            # the final truncation forgotten: whatever survives the alignment counts
+            ("smallest_visible_product", "return max(kept, need)", "return kept"),
+            # aligned to the products, not to c: nothing of p is cut
+            ("smallest_visible_product", "kept = 2.0 ** (E - spec.align_bits)", "kept = 0.0"),
+            # fp32's 23 bits kept below 2**E on every GPU
+            ("smallest_visible_product", "kept = 2.0 ** (E - spec.align_bits)", "kept = 2.0 ** (E - 23)"),
+            # rounding to nearest in mind: half a spacing above c would do
+            ("smallest_visible_product", "need = 2.0 ** (E - 23 -", "need = 2.0 ** (E - 24 -"),
+            # E one too high: math.frexp's exponent taken as it is
+            ("smallest_visible_product", "E = math.frexp(abs(c))[1] - 1", "E = math.frexp(abs(c))[1]"),
+            # n products counted as ceil(log2 n) powers of two
+            ("smallest_visible_product", "(int(n).bit_length() - 1)", "(int(n) - 1).bit_length()"),
+            # the n products not added up: one must reach the spacing on its own
             (
-                "blocked_matmul_fp32",
-                "for start in range(0, K, block):",
-                "for start in range(0, K - K % block, block):",
+                "smallest_visible_product",
+                "need = 2.0 ** (E - 23 - (int(n).bit_length() - 1))",
+                "need = 2.0 ** (E - 23)",
             ),
-            # floor instead of truncation toward zero (negative terms)
-            ("tensor_core_group", "math.trunc(v / q)", "math.floor(v / q)"),
-            # rounds the aligned terms to nearest instead of truncating
-            ("tensor_core_group", "math.trunc(v / q)", "round(v / q)"),
-            # rounds the sum to nearest in fp32 instead of truncating
-            ("tensor_core_group", '"toward_zero"', '"nearest_even"'),
-            # aligns to the products only, leaving the accumulator out
-            (
-                "tensor_core_group",
-                "largest = max(abs(v) for v in values)",
-                "largest = max([abs(v) for v in values[1:]] or [abs(values[0])])",
-            ),
-            # one bit fewer kept
-            ("tensor_core_group", "E = math.frexp(largest)[1] - 1", "E = math.frexp(largest)[1]"),
-            # c added as it is: only the products aligned and truncated
-            (
-                "tensor_core_group",
-                "total = sum(math.trunc(v / q) * q for v in values)",
-                "total = values[0] + sum(math.trunc(v / q) * q for v in values[1:])",
-            ),
+            # ---- fool_the_tensor_core
             # built for the V100's alignment and handed in for every GPU: the A100 and H100 keep exact's top bits
             ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 23 + 1"),
             # one bit short: the last bit kept is 2**e, so exact keeps its leading bit (at least half of it)

@@ -1,5 +1,6 @@
 """Chapter 03's exercises beyond the table (test_exercises.py): what the comparisons forgive
-(the sign of an exact zero, a norm summed in another order) and what they do not."""
+(the sign of an exact zero, another route to the same answer), and that the references, which
+run the accumulations instead of deriving the answers, run them right."""
 
 import math
 
@@ -19,28 +20,190 @@ def solution_functions() -> dict:
 def test_sign_of_zero_is_not_held_against_a_student():
     ns = solution_functions()
 
-    def negative_zero_group(c, products, align_bits=23):  # an exact zero returned as -0.0
-        r = ns["tensor_core_group"](c, products, align_bits)
-        return -0.0 if r == 0 else r
+    def negative_zeros(A, B, S):  # exact zeros returned as -0.0
+        C = np.asarray(ns["split_k_matmul"](A, B, S), dtype=np.float64)
+        return np.where(C == 0, -0.0, C)
 
-    assert run_check("ex03.tensor_core_group", negative_zero_group).passed
+    assert run_check("ex03.split_k_matmul", negative_zeros).passed
 
 
-def test_relative_error_tolerance_accepts_another_summation_order_only():
-    ns = solution_functions()
+# ---- ex03.first_inexact_K: a prediction, checked against the sum itself
 
-    def by_linalg(C, C_ref):
-        C, C_ref = np.asarray(C, dtype=np.float64), np.asarray(C_ref, dtype=np.float64)
-        den = np.linalg.norm(C_ref)
-        if den == 0:
-            return 0.0 if np.linalg.norm(C - C_ref) == 0 else math.inf
-        return float(np.linalg.norm((C - C_ref).ravel()[::-1]) / den)
 
-    def slightly_off(C, C_ref):
-        return ns["relative_error"](C, C_ref) * (1 + 1e-9)
+def test_first_inexact_K_reference_runs_the_sum_across_chunks(monkeypatch):
+    """The reference's chunked cumsum, with chunks of 2**20 and of 7 (so that the answer falls
+    inside a late chunk, across many joins), against a plain loop of float32 additions, for
+    products whose answers are short enough to loop to."""
+    from nbhelpers.answer_keys import ch03
 
-    assert run_check("ex03.relative_error", by_linalg).passed
-    assert not run_check("ex03.relative_error", slightly_off).passed
+    def loop(x):
+        s, k = np.float32(0.0), 0
+        while True:
+            s, k = np.float32(s + np.float32(x)), k + 1
+            if float(s) != k * x:
+                return k
+
+    xs = [(255 / 128) ** 2, 1.9921875 * 1.5, -(1.0 + 2.0**-7) * 3 * 2.0**-9, 1.4921875 * 1.8671875 * 2.0**30]
+    expected = [loop(x) for x in xs]
+    assert all(k < 100_000 for k in expected)
+    for chunk in (1 << 20, 7):
+        ch03._first_inexact_fp32_sum.cache_clear()
+        monkeypatch.setattr(ch03, "_CHUNK", chunk)
+        assert [ch03._first_inexact_fp32_sum(x) for x in xs] == expected
+    ch03._first_inexact_fp32_sum.cache_clear()
+
+
+def test_first_inexact_K_accepts_another_derivation():
+    """The answer by another route: the first odd k past 2**24 / m, m the product's significand
+    with its trailing zeros shifted out via the fp32 bits, returned as a float."""
+    import struct
+
+    def by_bits(a, b):
+        bits = struct.unpack("<I", struct.pack("<f", abs(a * b)))[0]
+        m = (bits & 0x7FFFFF) | 0x800000
+        m >>= (m & -m).bit_length() - 1
+        k = 2**24 // m + 1
+        return float(k + 1 - k % 2)
+
+    assert run_check("ex03.first_inexact_K", by_bits).passed
+
+
+# ---- ex03.once_and_every_step: a prediction, checked against stepped accumulators
+
+
+def test_stepped_sum_jumps_agree_with_one_addition_at_a_time():
+    """_stepped_sum jumps over runs of exact additions; here the same sums one round_to at a
+    time (for all j at once), up to 4,100 terms: past bf16's stopping point for every j, and
+    past fp32's for j >= 12."""
+    from nbhelpers.answer_keys.ch03 import _stepped_sum
+    from nbhelpers.rounding import round_to
+
+    js = np.arange(31)
+    t = 2.0**-js
+    for fmt in ("bf16", "fp32"):
+        s = np.ones(js.size)
+        for n in range(1, 4101):
+            s = round_to(s + t, fmt)
+            if n in (1, 2, 3, 127, 128, 129, 255, 256, 257, 300, 1000, 4095, 4096, 4100):
+                for j in js:
+                    assert _stepped_sum(n, float(t[j]), fmt) == s[j], (n, int(j), fmt)
+        for j in js[:8]:  # just before, at and after bf16's stopping point 2**(8 - j)
+            for n in range(2**8 - 2 ** int(j) - 2, 2**8 - 2 ** int(j) + 3):
+                assert _stepped_sum(n, float(t[j]), fmt) == _plain(n, float(t[j]), fmt), (n, int(j), fmt)
+
+
+def _plain(n: int, t: float, fmt: str) -> float:
+    from nbhelpers.rounding import round_to
+
+    s = 1.0
+    for _ in range(n):
+        s = float(round_to(s + t, fmt))
+    return s
+
+
+def test_once_and_every_step_cases_reach_ties_and_both_stopping_points():
+    from nbhelpers.answer_keys.ch03 import once_and_every_step_ref
+    from nbhelpers.checks import cases_for
+    from nbhelpers.rounding import round_to
+
+    for seed in (0, SPEC.hidden_seed, 12345):
+        ties = stalled32 = stalled16 = 0
+        for case in cases_for("ex03.once_and_every_step", seed):
+            n, j = case.args
+            exact = 1 + n * 2.0**-j
+            once, every = once_and_every_step_ref(n, j)
+            sum32 = min(exact, max(1.0, 2.0 ** (24 - j)))
+            up = float(round_to(sum32, "bf16", "nearest_away"))
+            ties += up != once and sum32 == exact
+            stalled32 += exact > 2.0 ** (24 - j) > 1
+            stalled16 += exact > every
+        assert ties >= 3 and stalled32 >= 5 and stalled16 >= 10, (seed, ties, stalled32, stalled16)
+
+
+# ---- ex03.split_k_matmul
+
+
+def test_split_k_tree_case_tells_the_orders_apart():
+    """The first edge case: partial sums 2**24, 0, 1, 1. The tree keeps both ones (2**24 + 2);
+    slice order and a strided tree lose each to a tie at 2**24."""
+    from nbhelpers.answer_keys.ch03 import split_k_matmul_ref
+
+    A, B = np.ones((1, 4)), np.array([[2.0**24], [0.0], [1.0], [1.0]])
+    assert split_k_matmul_ref(A, B, 4)[0, 0] == 2.0**24 + 2
+    f32 = np.float32
+    assert ((f32(2**24) + f32(0)) + f32(1)) + f32(1) == 2**24
+    assert (f32(2**24) + f32(1)) + (f32(0) + f32(1)) == 2**24
+
+
+def test_split_k_accepts_a_scalar_implementation():
+    """One output at a time with float32 scalars, partials reduced by recursion: another route
+    to the same bits."""
+
+    def scalar(A, B, S):
+        A, B = np.asarray(A, dtype=np.float32), np.asarray(B, dtype=np.float32)
+        M, K = A.shape
+        N = B.shape[1]
+        L = -(-K // S)
+
+        def tree(parts):
+            if len(parts) == 1:
+                return parts[0]
+            nxt = [np.float32(parts[i] + parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+            return tree(nxt + ([parts[-1]] if len(parts) % 2 else []))
+
+        C = np.empty((M, N))
+        for i in range(M):
+            for j in range(N):
+                parts = []
+                for s in range(S):
+                    acc = np.float32(0.0)
+                    for k in range(s * L, min((s + 1) * L, K)):
+                        acc = np.float32(acc + A[i, k] * B[k, j])
+                    parts.append(acc)
+                C[i, j] = tree(parts)
+        return C
+
+    assert run_check("ex03.split_k_matmul", scalar).passed
+
+
+# ---- ex03.smallest_visible_product: a prediction, checked by a search with the model
+
+
+def test_smallest_visible_product_search_is_monotone():
+    """What the reference's search assumes: for every case, the model returns c for every power
+    of two from 2**(E - 60) up to below the answer, and something else from the answer up to
+    2**(E + 1)."""
+    from nbhelpers.answer_keys.ch03 import smallest_visible_product_ref
+    from nbhelpers.checks import cases_for
+    from nbhelpers.tensor_cores import TENSOR_CORES, tensor_core_group_sum
+
+    for seed in (0, SPEC.hidden_seed):
+        for case in cases_for("ex03.smallest_visible_product", seed):
+            gpu, c, n = case.args
+            spec = TENSOR_CORES[gpu]
+            assert n <= spec.group("fp16" if gpu == "V100" else "bf16")
+            E = math.frexp(abs(c))[1] - 1
+            p = smallest_visible_product_ref(gpu, c, n)
+            for k in range(E - 60, E + 2):
+                r = tensor_core_group_sum(c, np.full(n, 2.0**k), spec.align_bits, "fp32", spec.final_rounding("fp32"))
+                assert (r != c) == (2.0**k >= p), (gpu, c, n, k)
+
+
+def test_smallest_visible_product_answers_differ_by_gpu_sign_and_count():
+    """The cases reach every regime of the answer: as fp32's spacing above c (2**(E-23)), and
+    below it by the extra alignment bits (negative c), by the count n (positive c), or not."""
+    from nbhelpers.answer_keys.ch03 import smallest_visible_product_ref
+
+    got = {
+        (gpu, c, n): smallest_visible_product_ref(gpu, c, n) / 2.0**-23
+        for gpu in ("V100", "A100", "H100")
+        for c in (1.0, -1.0)
+        for n in (1, 2, 3, 4)
+    }
+    assert got[("V100", 1.0, 4)] == got[("V100", -1.0, 1)] == 1
+    assert got[("A100", 1.0, 1)] == 1 and got[("A100", 1.0, 2)] == got[("A100", -1.0, 1)] == 0.5
+    assert got[("H100", 1.0, 1)] == 1 and got[("H100", 1.0, 3)] == 0.5
+    assert got[("H100", 1.0, 4)] == got[("H100", -1.0, 1)] == 0.25
 
 
 # ---- ex03.fool_the_tensor_core: a construction, judged by its property

@@ -1,30 +1,39 @@
 """Chapter 03 exercises: the fp32-accumulated GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
-The references are the course's tested helpers in :mod:`nbhelpers.accumulation`; edge cases come
-first, then random cases from the seed. Inputs are bf16 values held in float64 arrays, so every
-product is exact and every expected result is a definite set of bits: the comparisons are
-bit-exact, except that +0.0 and -0.0 count as equal (an accumulator that starts from its first
-product instead of from zero may produce either for an exactly cancelling sum, and nothing in
-the chapter depends on the sign of a zero). ``relative_error`` is the exception: norms may be
-computed in any order, so it is compared with a relative tolerance (:func:`nbhelpers.comparators.close_to`).
-``fool_the_tensor_core`` is a construction (:func:`fool_the_tensor_core_ref`): the student returns
-inputs with a property, and the check judges the property itself with the GPU's tensor-core model
-(:data:`nbhelpers.tensor_cores.TENSOR_CORES`) and exact sums, since many answers are right.
+Four kinds of answer, each judged by something the student's route does not share:
+
+- ``first_inexact_K`` and ``once_and_every_step`` are predictions (closed forms worked out on
+  paper). Their references *run* the accumulation instead: a sequential fp32 sum of equal terms
+  (numpy's float32 ``cumsum``, which adds in order), and a bf16 / fp32 accumulator stepped with
+  :func:`nbhelpers.rounding.round_to`, jumping over runs of additions that are exact (which lets
+  it reach counts of 2**40 terms). tests/test_exercises_ch03.py checks the jumps against plain
+  step-by-step sums. Compared bit-exactly.
+- ``split_k_matmul`` implements a summation order from its spec; the reference adds each slice
+  with :func:`nbhelpers.accumulation.emulated_matmul` (sequential fp32, tested) and reduces the
+  slices' partial sums in the stated tree. Inputs are bf16 values in float64 arrays, so every
+  product is exact and every result a definite set of bits: compared bit-exactly, except that
+  +0.0 and -0.0 count as equal (an exactly cancelling sum may give either).
+- ``smallest_visible_product`` is a prediction about the tensor-core model; the reference
+  searches the powers of two with the model's own group step
+  (:func:`nbhelpers.tensor_cores.tensor_core_group_sum` with the GPU's settings).
+- ``fool_the_tensor_core`` is a construction (:func:`fool_the_tensor_core_ref`): the student
+  returns inputs with a property, and the check judges the property itself with the GPU's
+  tensor-core model (:data:`nbhelpers.tensor_cores.TENSOR_CORES`) and exact sums, since many
+  answers are right.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
 import numpy as np
 
-from ..accumulation import emulated_dot, emulated_matmul
-from ..metrics import relative_error
-from ..tensor_cores import TENSOR_CORES, accumulator_probe, tensor_core_group_sum
-from ..comparators import close_to, same_value_up_to_zero_sign
+from ..accumulation import emulated_matmul
+from ..tensor_cores import TENSOR_CORES, tensor_core_group_sum
+from ..comparators import same_value_up_to_zero_sign
 from ..exercise_types import Case, Exercise
-from ..formats import ulp
 from ..rounding import round_to
 
 
@@ -32,140 +41,159 @@ def _bf16(x) -> np.ndarray:
     return round_to(np.asarray(x, dtype=np.float64), "bf16")
 
 
-# ------------------------------------------------------------------ 1. the relative error
+# ------------------------------------------------------------------ 1. the first K a sum of equal products gets wrong
 
-# Frobenius norms computed by another formula (np.linalg.norm, sqrt of a sum of squares, in any
-# order) differ from the reference by a few float64 ulps, about 1e-15 relative; a wrong norm
-# (the largest element, a missing square root) or the wrong denominator differs by far more.
-_close = close_to(1e-12)
+_CHUNK = 1 << 20
 
 
-def relative_error_ref(C, C_ref) -> float:
-    """||C - C_ref||_F / ||C_ref||_F; 0.0 if both are zero, inf if only C_ref is."""
-    return relative_error(C, C_ref)
+@functools.lru_cache(maxsize=256)
+def _first_inexact_fp32_sum(x: float) -> int:
+    """The first K at which a sequential fp32 sum of K copies of x (an fp32 value) differs from
+    K * x, found by running the sum (np.cumsum adds in order, rounding each step to float32) a
+    chunk of 2**20 terms at a time. K * x is exact in float64 here: K <= 2**24 + 1 (the sum of
+    ones, the longest exact run) and x has at most 16 significant bits."""
+    x32 = np.float32(x)
+    s, done = np.float32(0.0), 0
+    while True:
+        chunk = np.full(_CHUNK, x32, dtype=np.float32)
+        chunk[0] = s + x32  # the step from the previous chunk's last sum, rounded in float32
+        sums = np.cumsum(chunk, dtype=np.float32)
+        exact = np.arange(done + 1, done + _CHUNK + 1, dtype=np.float64) * x
+        bad = np.flatnonzero(sums.astype(np.float64) != exact)
+        if bad.size:
+            return done + int(bad[0]) + 1
+        s, done = sums[-1], done + _CHUNK
 
 
-def _relative_error_cases(rng: np.random.Generator) -> list[Case]:
-    z = np.zeros((3, 4))
-    one = np.ones((2, 2))
+def first_inexact_K_ref(a: float, b: float) -> int:
+    """The smallest K for which adding K products a*b one at a time into fp32 (from zero,
+    nearest-even) does not give K*a*b exactly; run, not derived."""
+    return _first_inexact_fp32_sum(float(a) * float(b))
+
+
+def _bf16_value(rng: np.random.Generator, lo: int, hi: int) -> float:
+    """A random bf16 value: 8 significant bits, exponent in [lo, hi), either sign."""
+    sig = int(rng.integers(128, 256)) / 128
+    return float(rng.choice([-1.0, 1.0])) * sig * 2.0 ** int(rng.integers(lo, hi))
+
+
+# significands with few bits (1, 1.5, 1.25, 1.75, ...): products with a small odd part, long exact runs
+_FEW_BITS = (1.0, 1.5, 1.25, 1.75, 1.125, 1.375, 1.625, 1.875)
+
+
+def _first_inexact_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((one, one), label="identical: 0.0"),
-        Case((z, z.copy()), label="both zero: 0.0"),
-        Case((one, np.zeros((2, 2))), label="C_ref zero, C not: inf"),
-        Case((np.array([[3.0, 0.0]]), np.array([[0.0, 4.0]])), label="3-4-5: ||(3, -4)|| / 4 = 1.25"),
-        Case((np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 4.0])), label="1-D arrays"),
-        Case((np.array([[2.0]]), np.array([[1.0]])), label="1 x 1"),
-        Case(
-            (np.array([[1.0, 100.0], [1.0, 1.0]]), np.array([[0.0, 100.0], [1.0, 1.0]])),
-            label="one small element wrong: the norm weighs large elements",
-        ),
-        Case((-one, one), label="sign flipped: 2.0"),
+        Case((1.0, 1.0), label="a sum of ones"),
+        Case((2.0**-20, 2.0**7), label="a power of two: the same as a sum of ones"),
+        Case((1.5, 1.0), label="1.5: odd part 3"),
+        Case((-1.5, 1.5), label="-2.25: odd part 9, a negative product"),
+        Case((1.25, -3.0), label="-3.75: odd part 15"),
+        Case((255 / 128, 255 / 128), label="the most significant bits a bf16 product has: odd part 255**2"),
+        Case((1.0 + 2.0**-7, 3.0), label="odd part 129 * 3"),
+        Case((7.0, 2.0**-30), label="7 * 2**-30"),
     ]
-    for _ in range(40):
-        shape = tuple(int(s) for s in rng.integers(1, 9, size=int(rng.integers(1, 4))))
-        scale = 2.0 ** int(rng.integers(-20, 20))
-        C_ref = rng.standard_normal(shape) * scale
-        C = C_ref * (1 + rng.standard_normal(shape) * 10.0 ** float(rng.uniform(-8, 0)))
-        r = rng.random()
-        if r < 0.25:  # a zero reference: 0.0 if C is zero too, inf if not
-            C_ref = np.zeros(shape)
-            C = np.zeros(shape) if rng.random() < 0.5 else C * (rng.random(shape) < 0.3)
-        elif r < 0.35:  # C equal to C_ref
-            C = C_ref.copy()
-        elif r < 0.5:  # the error sits where C_ref is zero
-            C_ref = C_ref * (rng.random(shape) < 0.5)
-        cases.append(Case((C, C_ref)))
-    return cases
-
-
-# ------------------------------------------------------------------ 2. output rounding: once vs every step
-
-
-def round_once_and_every_step_ref(a, b) -> tuple[float, float]:
-    """(fp32 sequential dot product rounded once to bf16, bf16-accumulated dot product)."""
-    once = float(round_to(emulated_dot(a, b, "bf16", "fp32"), "bf16"))
-    every = float(emulated_dot(a, b, "bf16", "bf16"))
-    return once, every
-
-
-def _random_bf16_vector(rng: np.random.Generator, K: int) -> np.ndarray:
-    x = rng.standard_normal(K) * 2.0 ** rng.integers(-3, 4, size=K)
-    x = _bf16(x)
-    x[x == 0] = 1.0  # no zero products: nothing hinges on the sign of a zero
-    return x
-
-
-def _dot_cases(rng: np.random.Generator) -> list[Case]:
-    cases = []
-    for first in (True, False):
-        A, B = accumulator_probe(8, tiny_first=first)
-        cases.append(
-            Case(
-                (A[0].copy(), B[:, 0].copy()),
-                label=f"probe, tiny terms {'first' if first else 'last'}: 1 + 2**-8 is a bf16 tie",
-            )
-        )
-    cases += [
-        Case((np.ones(1), np.array([3.0])), label="K = 1"),
-        Case((np.ones(600), np.full(600, 2.0**-9)), label="equal small terms: a bf16 sum stalls"),
-        Case((np.ones(300), np.ones(300)), label="sum of ones: bf16 stops at 256"),
-        Case(
-            (np.r_[1.0, np.full(64, 1.0)], np.r_[1.0, np.full(64, 2.0**-8)]),
-            label="1 then 64 terms of 2**-8: each is a bf16 tie",
-        ),
-        Case((np.array([1.0, 1.0, -1.0]), np.array([2.0**20, 1.0, 2.0**20])), label="cancellation"),
-        Case(
-            (np.array([1.5, -1.5, 1.0]), np.array([3.0, 3.0, 2.0**-30])), label="exact cancellation, then a tiny term"
-        ),
-        Case((np.full(5, 1.0 + 2.0**-7), np.full(5, 1.0 + 2.0**-7)), label="products with 16 significant bits"),
-    ]
-    for _ in range(60):
-        if rng.random() < 0.25:
-            cases.append(Case(_tie_then_tiny(rng)))
-            continue
-        K = int(rng.integers(1, 400))
-        a, b = _random_bf16_vector(rng, K), _random_bf16_vector(rng, K)
-        if rng.random() < 0.3:  # same signs: the sum grows, the bf16 accumulator lags
-            a, b = np.abs(a), np.abs(b)
+    for _ in range(30):
+        if rng.random() < 0.3:  # few significant bits: long runs, and the parity of K decides
+            a = float(rng.choice(_FEW_BITS[1:])) * float(rng.choice([-1.0, 1.0])) * 2.0 ** int(rng.integers(-20, 20))
+            b = float(rng.choice(_FEW_BITS)) * 2.0 ** int(rng.integers(-20, 20))
+        else:
+            a, b = _bf16_value(rng, -20, 20), _bf16_value(rng, -20, 20)
         cases.append(Case((a, b)))
     return cases
 
 
-def _tie_then_tiny(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """A random probe: random products whose fp32 sum is exact, a few more that bring it to a
-    tie between two bf16 neighbours, then tiny products below half an fp32 spacing. fp32 drops
-    the tiny ones and the final rounding to bf16 sees the tie; a wider sum tips it (random
-    products alone almost never end on a bf16 tie, so only cases like these tell)."""
-    K = int(rng.integers(0, 300))
-    m = 2.0 ** int(rng.integers(-6, 7))  # every product a multiple of m * 2**-10, the sum far below 2**24 of those
-    a = _bf16(rng.uniform(1, 16, K) * rng.choice([-1.0, 1.0], K))
-    b = m * 2.0 ** rng.integers(0, 4, K)
-    total = float(np.sum(a * b))  # exact
-    r = float(_bf16(total)) if total != 0 else m
-    spacing = float(ulp(r, "bf16"))
-    tie = r + math.copysign(spacing / 2, r)  # halfway to the next bf16 value away from zero
-    pieces, rest = [], tie - total  # split the step to the tie into bf16 values (8 bits each)
-    while rest != 0:
-        pieces.append(float(round_to(rest, "bf16", "toward_zero")))
-        rest -= pieces[-1]
-    e = int(np.floor(np.log2(abs(tie))))
-    tiny = _bf16(rng.uniform(1, 2, int(rng.integers(1, 4))) * 2.0 ** (e - 26 - rng.integers(0, 4)))
-    # mostly toward the odd neighbour, so that a sum that kept them ends elsewhere than the tie's even one
-    away = float(_bf16(tie)) == r  # r is the even neighbour: the odd one is away from zero
-    tiny *= (
-        math.copysign(1.0, r) * (1.0 if away else -1.0) if rng.random() < 0.8 else rng.choice([-1.0, 1.0], tiny.size)
-    )
-    a = np.r_[a, np.ones(len(pieces)), np.ones(tiny.size)]
-    b = np.r_[b, pieces, tiny]
-    return a, b
+# ------------------------------------------------------------------ 2. 1 + n tiny terms: round once or at every step
 
 
-# ------------------------------------------------------------------ 3. blocked GEMM with fp32 accumulators
+def _stepped_sum(n: int, t: float, fmt: str) -> float:
+    """1 + t + t + ... (n terms of t) in an accumulator of ``fmt``, each addition rounded to
+    nearest-even with round_to: stepped one addition at a time, except that a run of exact
+    additions inside one binade is taken in one jump (once s and s + t are both on fmt's grid in
+    one binade, t is a multiple of its spacing and every s + k*t up to the binade's end is on it
+    too). Stops at a fixed point (round(s + t) == s: every later step gives s again)."""
+    s, left = 1.0, int(n)
+    while left:
+        nxt = float(round_to(s + t, fmt))
+        if nxt == s:
+            break
+        left -= 1
+        if nxt == s + t and math.frexp(nxt)[1] == math.frexp(s)[1]:  # exact, same binade
+            top = 2.0 ** math.frexp(nxt)[1]  # the end of the binade
+            k = min(left, int((top - nxt) / t))  # the exact steps still inside it, up to top
+            nxt, left = nxt + k * t, left - k
+        s = nxt
+    return s
 
 
-def blocked_matmul_fp32_ref(A, B, block: int) -> np.ndarray:
-    """fp32 partial sums of ``block`` consecutive products, added into an fp32 outer accumulator."""
-    return emulated_matmul(A, B, "bf16", "fp32", order="blocked", block=int(block))
+def once_and_every_step_ref(n: int, j: int) -> tuple[float, float]:
+    """(fp32 accumulator rounded once to bf16, bf16 accumulator) for the products 1, then n
+    times 2**-j, added in that order."""
+    t = 2.0 ** -int(j)
+    once = float(round_to(_stepped_sum(n, t, "fp32"), "bf16"))
+    return once, _stepped_sum(n, t, "bf16")
+
+
+def _once_every_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((1, 8), label="1 + 2**-8: a bf16 tie, to even"),
+        Case((1, 7), label="1 + 2**-7: exact in bf16"),
+        Case((300, 0), label="a sum of ones: bf16 stops at 256"),
+        Case((255, 0), label="255 ones after the 1: 256, exact"),
+        Case((1000, 9), label="terms below half a bf16 spacing at 1"),
+        Case((3, 24), label="2**-24: a tie at 1 in fp32 too"),
+        Case((2**24, 0), label="fp32 stops at 2**24"),
+        Case((2**40, 30), label="2**40 terms of 2**-30: no loop gets there"),
+        Case((2**16 + 2**9, 16), label="the fp32 sum is a bf16 tie: 2 + 2**-7"),
+    ]
+    for _ in range(60):
+        j = int(rng.integers(0, 31))
+        r = rng.random()
+        if r < 0.25:  # around the bf16 accumulator's stopping point, 2**(8 - j) when j < 8
+            n = max(1, 2**8 - 2**j + int(rng.integers(-3, 4))) if j < 8 else int(rng.integers(1, 2**12))
+        elif r < 0.5:  # around the fp32 accumulator's stopping point, 2**(24 - j) when j < 24, or far past it
+            j = int(rng.integers(0, 24))
+            past = int(2**24 * rng.uniform(0.01, 8)) if rng.random() < 0.5 else int(rng.integers(-3, 4))
+            n = max(1, 2**24 - 2**j + past)
+        elif r < 0.85:  # the fp32 sum exact and on a bf16 tie (odd multiples of half a bf16 spacing), or next to it
+            e = int(rng.integers(0, 16))  # the sum in [2**e, 2**(e+1)): half a bf16 spacing is 2**(e-8)
+            j = int(rng.integers(max(0, 8 - e), 24 - e))  # 2**-j divides half a spacing, the sum below 2**(24-j)
+            # the sum is odd * 2**(e-8), in [2**e, 2**(e+1)), between the bf16 values lo and lo + 1
+            # (in units of the spacing); mostly lo even, where nearest-even rounds down, not away
+            lo = 2 * int(rng.integers(2**6, 2**7)) + int(rng.random() < 0.25)
+            odd = 2 * lo + 1
+            n = int((odd * 2.0 ** (e - 8) - 1) * 2**j) + int(rng.choice([0, 0, 0, 0, -1, 1]))
+            n = max(n, 1)
+        else:
+            n = int(2 ** rng.uniform(0, 40))
+        cases.append(Case((n, j)))
+    return cases
+
+
+# ------------------------------------------------------------------ 3. split-K: slices in fp32, joined in a tree
+
+
+def _fp32_tree(parts: list[np.ndarray]) -> np.ndarray:
+    """Neighbours added in pairs, (0, 1), (2, 3), ..., each sum rounded to fp32 (a float64 sum of
+    two fp32 values rounded once to fp32 is the correctly rounded fp32 sum: float64 has more than
+    2 * 24 + 2 bits); an odd last one goes up a level unchanged; until one is left."""
+    while len(parts) > 1:
+        joined = [round_to(parts[i] + parts[i + 1], "fp32") for i in range(0, len(parts) - 1, 2)]
+        parts = joined + parts[len(parts) - len(parts) % 2 :]
+    return parts[0]
+
+
+def split_k_matmul_ref(A, B, S: int) -> np.ndarray:
+    """K cut into S slices of ceil(K / S) consecutive products (the last ones shorter or
+    empty), each slice summed in fp32 in K order from zero, the S partial results joined by
+    :func:`_fp32_tree`. (M, N) float64."""
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    (M, K), N, S = A.shape, B.shape[1], int(S)
+    L = -(-K // S)
+    parts = []
+    for s in range(S):
+        lo, hi = min(s * L, K), min((s + 1) * L, K)
+        parts.append(emulated_matmul(A[:, lo:hi], B[lo:hi], "bf16", "fp32") if hi > lo else np.zeros((M, N)))
+    return _fp32_tree(parts)
 
 
 def _random_bf16_matrix(rng: np.random.Generator, shape) -> np.ndarray:
@@ -173,88 +201,98 @@ def _random_bf16_matrix(rng: np.random.Generator, shape) -> np.ndarray:
     return _bf16(x)
 
 
-def _blocked_cases(rng: np.random.Generator) -> list[Case]:
-    A1, B1 = accumulator_probe(6, tiny_first=False, M=2, N=3)
+def _split_k_cases(rng: np.random.Generator) -> list[Case]:
+    # partial sums 2**24, 0, 1, 1: the tree gives 2**24 + 2 exactly; in slice order, or pairing
+    # slice i with slice i + 2, each 1 meets 2**24 alone and is lost (a tie, to even)
+    tie = (np.ones((1, 4)), np.array([[2.0**24], [0.0], [1.0], [1.0]]))
     cases = [
+        Case((*tie, 4), label="partial sums 2**24, 0, 1, 1: the order of the tree decides"),
         Case(
-            (A1, B1, 2), label="probe (tiny terms last) in blocks of 2: each pair of tiny terms is a tie at 1 + 2**-8"
+            (np.ones((1, 8)), np.array([[2.0**24], [0.0], [0.0], [0.0], [0.0], [1.0], [0.0], [1.0]]), 4),
+            label="the same partial sums from slices of 2",
         ),
-        Case((A1, B1, 1), label="block = 1: sequential"),
-        Case((A1, B1, 8), label="block >= K: one block, sequential"),
-        Case((np.ones((1, 5)), np.ones((5, 1)), 2), label="K = 5 in blocks of 2: a short last block"),
-        Case((np.ones((1, 1)), np.full((1, 1), 3.0), 4), label="K = 1"),
+        Case((np.ones((1, 1)), np.full((1, 1), 3.0), 1), label="K = 1, S = 1"),
+        Case((np.ones((2, 3)), np.ones((3, 2)), 5), label="S > K: empty slices add zero"),
     ]
-    # 1 followed by many terms a quarter of fp32's spacing at 1: sequential loses them, blocks keep them
-    K = 129
-    a = np.ones((1, K))
-    b = np.r_[1.0, np.full(K - 1, 2.0**-25)].reshape(K, 1)
+    A, B = _random_bf16_matrix(rng, (3, 10)), _random_bf16_matrix(rng, (10, 4))
     cases += [
-        Case((a, b, 32), label="1 + 128 terms of 2**-25 in blocks of 32"),
-        Case((a, b, 1), label="1 + 128 terms of 2**-25 one at a time (all lost)"),
+        Case((A, B, 4), label="K = 10 in 4 slices: 3, 3, 3, 1"),
+        Case((A, B, 1), label="S = 1: sequential"),
+        Case((A, B, 10), label="S = K: one product a slice, a tree over all of them"),
     ]
     for _ in range(50):
         M, N = int(rng.integers(1, 6)), int(rng.integers(1, 6))
-        K = int(rng.integers(1, 300))
-        block = int(rng.choice([1, 2, 3, 4, 7, 8, 16, 32, 64, 100]))
-        r = rng.random()  # over-sample the shapes of the split: whole blocks, one block, one product over
-        if r < 0.45:
-            K = int(rng.integers(1, block + 1)) if r < 0.15 else block * int(rng.integers(1, 4)) + (r >= 0.3)
-        cases.append(Case((_random_bf16_matrix(rng, (M, K)), _random_bf16_matrix(rng, (K, N)), block)))
+        S = int(rng.integers(2, 13))
+        r = rng.random()
+        if r < 0.6:  # K not a multiple of S, with K mod S varied: the slicing rule decides
+            K = S * int(rng.integers(1, 30)) + int(rng.integers(1, S))
+        elif r < 0.8:
+            K = S * int(rng.integers(1, 30))
+        else:
+            K = int(rng.integers(1, 300))
+        cases.append(Case((_random_bf16_matrix(rng, (M, K)), _random_bf16_matrix(rng, (K, N)), S)))
     return cases
 
 
-# ------------------------------------------------------------------ 4. one tensor-core group
+# ------------------------------------------------------------------ 4. the smallest product a tensor core keeps
+
+_TC_GPUS = ("V100", "A100", "H100")  # the established rows of TENSOR_CORES
+_TC_IN = {"V100": "fp16", "A100": "bf16", "H100": "bf16"}  # the V100 has no bf16
 
 
-def tensor_core_group_ref(c: float, products, align_bits: int = 23) -> float:
-    """Align c and the products to the largest exponent, truncate, add exactly, truncate to fp32."""
-    return tensor_core_group_sum(float(c), np.asarray(products, dtype=np.float64), int(align_bits))
+def smallest_visible_product_ref(gpu: str, c: float, n: int) -> float:
+    """The smallest power of two p for which one fused group of ``gpu``'s model, the incoming
+    accumulator c and n products equal to p, returns something other than c: searched upward
+    from 2**(E - 60) with the model's group step (E: c's exponent). Nothing below 2**(E - 60)
+    survives an alignment that keeps at most 25 bits, and a change, once there, stays as p
+    grows (checked for every case in tests/test_exercises_ch03.py)."""
+    spec = TENSOR_CORES[gpu]
+    c, n = float(c), int(n)
+    E = math.frexp(abs(c))[1] - 1
+    for k in range(E - 60, E + 2):
+        p = 2.0**k
+        if tensor_core_group_sum(c, np.full(n, p), spec.align_bits, "fp32", spec.final_rounding("fp32")) != c:
+            return p
+    raise AssertionError(f"no power of two up to 2**{E + 1} changes c = {c!r}")  # never: p = 2**(E + 1) does
 
 
-def _group_cases(rng: np.random.Generator) -> list[Case]:
-    s24 = 2.0**-24
-    cases = [
-        Case((1.0, np.full(8, 1.5 * s24)), label="8 products of 0.75 fp32 spacings: all truncated away"),
-        Case((1.0, np.full(8, -1.5 * s24)), label="negative small products truncate toward zero (to 0)"),
-        Case((1.0, np.array([-3.0 * s24, 2.0**-20])), label="a negative product loses its low bits toward zero"),
-        Case((2.0**-10, np.array([1.0, 3.0 * 2.0**-40])), label="a product is the largest: c is truncated too"),
-        Case((0.0, np.zeros(4)), label="all zero"),
-        Case((0.0, np.array([1.0, 2.0**-23, 2.0**-24])), label="c = 0: alignment to the largest product"),
-        Case((1.5, np.array([-1.5])), label="exact cancellation"),
-        Case((2.0 - 2.0**-23, np.array([2.0**-23, 2.0**-23])), label="the sum carries into the next binade"),
-        Case(
-            (2.0 - 2.0**-23, np.array([1.0 - 2.0**-24, 2.0**-23])),
-            label="carry: the final truncation to fp32 drops a bit",
-        ),
-        Case((1.0, np.array([0.75, 0.375, 0.1875]), 3), label="align_bits = 3: only 3 bits below the leading one"),
-        Case((-1.0, np.array([0.3, -0.7]), 5), label="align_bits = 5, mixed signs"),
-        Case((1.0, np.array([])), label="no products: c passes through"),
-        Case((-(2.0**100), np.array([2.0**76, 2.0**75])), label="large exponents"),
-    ]
-    for _ in range(80):
-        g = int(rng.integers(1, 17))
-        align_bits = int(rng.choice([3, 5, 8, 11, 16, 23, 23, 23, 30]))
-        if rng.random() < 0.2:  # more bits kept than fp32 holds: the final truncation to fp32 decides
-            align_bits = int(rng.integers(24, 31))
-        a, b = _random_bf16_vector(rng, g), _random_bf16_vector(rng, g)
-        products = a * b * 2.0 ** rng.integers(-12, 3, size=g)  # exact: bf16 x bf16 x a power of two
-        c = float(round_to(rng.standard_normal() * 2.0 ** int(rng.integers(-4, 8)), "fp32"))
-        r = rng.random()
-        if r < 0.15:
-            c = 0.0
-        elif r < 0.3:  # c far larger than every product: the products lose most of their bits
-            c = float(round_to(rng.standard_normal() * 2.0 ** int(rng.integers(10, 30)), "fp32"))
-        if rng.random() < 0.15:
-            products[rng.random(g) < 0.5] = 0.0
-        if rng.random() < 0.3:  # same signs, as in a sum that only grows
-            c, products = abs(c), np.abs(products)
-        cases.append(Case((c, products, align_bits)))
+def _random_fp32(rng: np.random.Generator, negative: bool) -> float:
+    r = rng.random()
+    e = int(rng.integers(-20, 21))
+    if r < 0.2:  # a power of two: the binade below is finer
+        m = 1.0
+    elif r < 0.3:  # every bit set: the next fp32 value up is the next power of two
+        m = 2.0 - 2.0**-23
+    else:
+        m = 1.0 + int(rng.integers(0, 2**23)) * 2.0**-23
+    return (-m if negative else m) * 2.0**e
+
+
+def _visible_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for gpu in _TC_GPUS:
+        g = TENSOR_CORES[gpu].group(_TC_IN[gpu])
+        cases += [
+            Case((gpu, 1.0, 1), label=f"{gpu}: c = 1, one product"),
+            Case((gpu, -1.0, 1), label=f"{gpu}: c = -1, one product"),
+            Case((gpu, 1.5, g), label=f"{gpu}: c = 1.5, a full group of {g}"),
+            Case((gpu, 3.0, 3), label=f"{gpu}: c = 3, three products"),
+            Case((gpu, -(2.0 - 2.0**-23) * 2.0**10, 2), label=f"{gpu}: c negative, every bit set"),
+        ]
+    # every GPU, both signs, and n = 1, 2, 3, 4 or any: each combination twice in every seed's
+    # cases, c drawn at random
+    for i in range(60):
+        gpu = _TC_GPUS[i % 3]
+        g = TENSOR_CORES[gpu].group(_TC_IN[gpu])
+        negative = (i // 3) % 2 == 1
+        n = [1, 2, 3, 4, int(rng.integers(1, g + 1))][(i // 6) % 5]
+        cases.append(Case((gpu, _random_fp32(rng, negative), n)))
     return cases
 
 
 # ------------------------------------------------------------------ 5. fool the tensor core
 
-_FOOL_GPUS = ("V100", "A100", "H100")  # the established rows of TENSOR_CORES
+_FOOL_GPUS = _TC_GPUS
 _FP16_MAX = 65504.0
 
 
@@ -382,36 +420,34 @@ def _fool_cases(rng: np.random.Generator) -> list[Case]:
 
 EXERCISES = [
     Exercise(
-        "ex03.relative_error",
-        "The relative error of a GEMM",
+        "ex03.first_inexact_K",
+        "The first K a sum of equal products gets wrong",
         2,
-        relative_error_ref,
-        _relative_error_cases,
-        compare=_close,
+        first_inexact_K_ref,
+        _first_inexact_cases,
     ),
     Exercise(
-        "ex03.round_once_and_every_step",
-        "Round the output once or at every step",
+        "ex03.once_and_every_step",
+        "Round once or at every step: predict both",
         3,
-        round_once_and_every_step_ref,
-        _dot_cases,
+        once_and_every_step_ref,
+        _once_every_cases,
         compare=same_value_up_to_zero_sign,
     ),
     Exercise(
-        "ex03.blocked_matmul_fp32",
-        "A blocked GEMM with fp32 accumulators",
+        "ex03.split_k_matmul",
+        "A split-K GEMM: slices in fp32, joined in a tree",
         5,
-        blocked_matmul_fp32_ref,
-        _blocked_cases,
+        split_k_matmul_ref,
+        _split_k_cases,
         compare=same_value_up_to_zero_sign,
     ),
     Exercise(
-        "ex03.tensor_core_group",
-        "One tensor-core group: align, truncate, add",
+        "ex03.smallest_visible_product",
+        "The smallest product a tensor core does not lose",
         5,
-        tensor_core_group_ref,
-        _group_cases,
-        compare=same_value_up_to_zero_sign,
+        smallest_visible_product_ref,
+        _visible_cases,
     ),
     Exercise(
         "ex03.fool_the_tensor_core",
