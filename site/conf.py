@@ -53,6 +53,8 @@ html_context = {"default_mode": "auto"}
 # The course's own CSS and script (site/_static): wrapped outputs, and figures that open at
 # full size when the column shrinks them.
 html_static_path = ["_static"]
+# the tab's icon: a sign, an exponent and a mantissa field
+html_favicon = "_static/favicon.svg"
 html_css_files = ["course.css"]
 html_js_files = ["course.js"]
 html_last_updated_fmt = None
@@ -259,8 +261,29 @@ def copy_folders(app, exception) -> None:
                 shutil.copy2(notebook, target / notebook.name)
 
 
+# The icon script the theme loads on every page: 1.5 MB, most of a page's weight, to turn icons
+# into SVG. The theme's stylesheet already draws the same icons with its icon font (which the
+# pages load anyway, for the admonitions), so the pages do without the script.
+THEME_ICON_SCRIPT = re.compile(r'<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>\n?')
+
+
+def drop_icon_library(app, exception) -> None:
+    """Take the theme's icon script out of every built page, and out of the site."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    for page in out.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        lean = THEME_ICON_SCRIPT.sub("", text)
+        if lean != text:
+            page.write_text(lean, encoding="utf-8")
+    for leftover in (out / "_static" / "scripts").glob("fontawesome.js*"):
+        leftover.unlink()
+
+
 def setup(app):
     app.connect("doctree-read", add_files_box)
     app.connect("doctree-read", link_copied_notebooks)
     app.connect("doctree-resolved", link_chapter_mentions)
     app.connect("build-finished", copy_folders)
+    app.connect("build-finished", drop_icon_library)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gzip
 import hashlib
 import html
 import http.server
@@ -564,4 +565,36 @@ def test_browser_copy_button_copies_a_code_cell(site, server, browser_page):
     blocks.first.locator("button.copy-code").click()
     page.wait_for_function("() => document.querySelector('button.copy-code').textContent === 'copied'")
     assert page.evaluate("() => navigator.clipboard.readText()") == first_code.rstrip("\n")
+    assert page.outside == []
+
+
+COMPRESSIBLE = (".html", ".css", ".js", ".svg", ".json", ".txt", ".map")
+PAGE_BUDGET_BYTES = 1_000_000  # a chapter page, cold, as a server that compresses text sends it
+
+
+def test_browser_a_cold_chapter_page_weighs_under_1_mb(site, server, browser_page):
+    """Every chapter page, loaded cold, fetches under 1 MB once its text files are gzipped (as
+    GitHub Pages serves them); the theme's 1.5 MB icon script is not among them."""
+    page = browser_page
+    weights = {}
+    for notebook in NOTEBOOKS:
+        fetched = []
+
+        def listener(request, fetched=fetched):
+            fetched.append(request)
+
+        page.on("requestfinished", listener)
+        page.goto(urljoin(server, f"notebooks/{notebook.stem}.html"), wait_until="networkidle")
+        page.wait_for_timeout(300)
+        page.remove_listener("requestfinished", listener)
+        total = 0
+        for request in fetched:
+            path = local_target(site, site / "index.html", urlsplit(request.url).path.lstrip("/"))
+            assert path is not None and path.is_file(), request.url
+            assert "fontawesome" not in path.name, request.url
+            data = path.read_bytes()
+            total += len(gzip.compress(data, 6)) if path.suffix in COMPRESSIBLE else len(data)
+        weights[notebook.stem] = total
+    heavy = {k: v for k, v in weights.items() if v > PAGE_BUDGET_BYTES}
+    assert not heavy, heavy
     assert page.outside == []
