@@ -27,6 +27,12 @@ SPEC = ChapterSpec(
                 "d = np.abs((np.float32(lr) * g).astype(np.float64))",
                 "d = np.abs(lr * g.astype(np.float64))",
             ),
+            # the product rounded to float32, but formed with lr at float64 precision
+            (
+                "first_copy_change",
+                "d = np.abs((np.float32(lr) * g).astype(np.float64))",
+                "d = np.abs((lr * g.astype(np.float64)).astype(np.float32).astype(np.float64))",
+            ),
             # a step of half a float32 spacing rounded up (half away from zero), not to even
             ("first_copy_change", "n = np.rint(d / v)", "n = np.floor(d / v + 0.5)"),
             # a step below half a float32 spacing still moves the master (rounded up)

@@ -188,6 +188,8 @@ def test_first_copy_change_random_cases_reach_the_hard_regions():
         # the product in float64 crosses a half-integer that the float32 product sits on
         exact = np.abs(lr * g.astype(np.float64)) / _grid(w, g)
         assert ((np.rint(exact) != n) & (k > 0)).sum() > 5
+        rounded = np.abs((lr * g.astype(np.float64)).astype(np.float32)).astype(np.float64) / _grid(w, g)
+        assert ((np.rint(rounded) != n) & (k > 0)).sum() > 5  # and so does that product rounded to float32
         a = np.abs(w.astype(np.float64))
         down = (a > 0) & (np.sign(w) == np.sign(g))
         pow2 = (np.frexp(a)[0] == 0.5) & (a > 2.0**-126)

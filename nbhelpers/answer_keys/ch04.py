@@ -189,10 +189,11 @@ def _copy_case(rng: np.random.Generator) -> Case:
     """One random case. The master's step in units of its float32 spacing v (``d / v``) decides the
     answer; kinds: (0) any lr, d / v log-uniform from 2**-2 to 2**17; (1) lr a power of two and
     d / v a small integer or half-integer exactly (ties of the float32 rounding, powers of two that
-    land on the bf16 midpoint); (2) lr not a float32 value, d / v exactly a half-integer only after
-    lr is rounded to float32 (the product in float64 rounds the other way)."""
+    land on the bf16 midpoint); (2) and (3) lr not a float32 value, d / v exactly a half-integer only
+    after lr is rounded to float32 (the product in float64, and in (3) the product of lr itself
+    rounded to float32, round the other way)."""
     n = int(rng.integers(4, 49))
-    kind = int(rng.integers(3))
+    kind = int(rng.integers(4))
     w = _copy_weights(rng, n)
     sign = rng.choice([-1.0, 1.0], size=n)  # the direction of -g against w's sign
     v = _grid(w, sign)  # the grid for g of this sign; recomputed below for the real g
@@ -211,13 +212,22 @@ def _copy_case(rng: np.random.Generator) -> Case:
             rng.integers(1, 256, size=n),  # d / v = m / 2, m < 256: integers and half-integers
         )
         g = _f32(sign * half_steps / 2 * v * 2.0**a)
-    else:
+    elif kind == 2:
         i = int(rng.integers(1, 1024))  # d / v = i + 1/2: float32 rounds to the even of i, i + 1
         c = int(rng.integers(20, 40))
         lr32 = (2 * i + 1) * 2.0**-c
         # a relative 2**-27 off: float32(lr) is lr32 again, the float64 product crosses the half-integer
         lr = lr32 * (1 + (2.0**-27 if i % 2 == 0 else -(2.0**-27)))
         g = _f32(sign * v * 2.0 ** (c - 1))  # a power of two: d = lr32 * g = (i + 1/2) v exactly
+    else:
+        # lr just above a power of two 2**-c (float32 rounds it down to that), g = q * 2**b with q = 2i + 1 odd
+        # and i even: float32(lr) * g = (i + 1/2) v exactly, which rounds to i; the product with lr itself,
+        # rounded to float32 or not, lies above the half-integer and rounds to i + 1
+        q = int(rng.choice(np.arange(5, 256, 4)))
+        c = int(rng.integers(10, 40))
+        eps = 2.0**-24 * (1 + 2.0 ** math.floor(math.log2(q)) / q) / 2  # between d's half ulp and lr's
+        lr = 2.0**-c * (1 + eps)
+        g = _f32(sign * q * v * 2.0 ** (c - 1))
     g = np.where(rng.random(n) < 0.04, rng.choice([0.0, -0.0], size=n), g)
     # keep the elements whose gradient is a normal bf16 value (or zero) and whose grid is the one aimed at
     ok = np.isfinite(g) & ((g == 0) | (np.abs(g) >= 2.0**-126)) & (_bf16(g) == g) & (np.abs(g) < 2.0**100)
