@@ -13,31 +13,53 @@ SPEC = ChapterSpec(
     4,
     "ex04_master_weights.ipynb",
     lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
-    ("master_weight_step", "lost_update_threshold"),
+    ("lost_update_threshold", "first_copy_change"),
     8,
     4321,
     tuple(
         [
-            # the product in float64 (lr not rounded to float32, product not rounded)
-            ("master_weight_step", "np.float32(lr) * grad", "lr * grad.astype(np.float64)"),
-            # the product rounded, but lr used at float64 precision
-            ("master_weight_step", "np.float32(lr) * grad", "(lr * grad.astype(np.float64)).astype(np.float32)"),
-            # bf16 copy by truncation (upper 16 bits) instead of round to nearest
+            # ---- first_copy_change
+            # the master's steps added exactly: no float32 rounding of master - step
+            ("first_copy_change", "n = np.rint(d / v)", "n = d / v"),
+            # the product in float64: lr not rounded to float32, the product not rounded
             (
-                "master_weight_step",
-                "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
-                "(new_master.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)",
+                "first_copy_change",
+                "d = np.abs((np.float32(lr) * g).astype(np.float64))",
+                "d = np.abs(lr * g.astype(np.float64))",
             ),
-            # the copy made from the old master (one step behind)
-            ("master_weight_step", "weights = new_master.astype", "weights = master.astype"),
-            # the master itself kept in bf16: no master at all
-            ("master_weight_step", "return new_master, weights", "return weights, weights"),
-            # bf16 copy rounded half away from zero (add half an ulp, truncate) instead of to even
+            # the product rounded to float32, but formed with lr at float64 precision
             (
-                "master_weight_step",
-                "new_master.astype(ml_dtypes.bfloat16).astype(np.float32)",
-                "((new_master.view(np.uint32) + np.uint32(0x8000)) & np.uint32(0xFFFF0000)).view(np.float32)",
+                "first_copy_change",
+                "d = np.abs((np.float32(lr) * g).astype(np.float64))",
+                "d = np.abs((lr * g.astype(np.float64)).astype(np.float32).astype(np.float64))",
             ),
+            # a step of half a float32 spacing rounded up (half away from zero), not to even
+            ("first_copy_change", "n = np.rint(d / v)", "n = np.floor(d / v + 0.5)"),
+            # a step below half a float32 spacing still moves the master (rounded up)
+            ("first_copy_change", "n = np.rint(d / v)", "n = np.ceil(d / v)"),
+            # the tie on the bf16 midpoint forgotten: the copy always moves one step later
+            ("first_copy_change", "k = np.where((q == np.floor(q)) & odd, q, k)", "k = k"),
+            # the tie on the midpoint the wrong way round: it moves from an even last bit
+            ("first_copy_change", "(q == np.floor(q)) & odd", "(q == np.floor(q)) & ~odd"),
+            # every tie moves the copy (round half away from w)
+            ("first_copy_change", "k = np.floor(q) + 1", "k = np.ceil(q)"),
+            # off by one: the steps that do not move the copy counted instead
+            ("first_copy_change", "k = np.floor(q) + 1", "k = np.floor(q)"),
+            # always the gap above |w|: the finer binade below a power of two forgotten
+            (
+                "first_copy_change",
+                "gap = np.where(toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap)",
+                "gap = gap",
+            ),
+            # the finer binade below 2**-126 too (the subnormals below it are not finer)
+            ("first_copy_change", "& (e > -126), gap / 2, gap)", ", gap / 2, gap)"),
+            # the master's float32 grid taken at w, also when it moves down into the finer binade
+            ("first_copy_change", "v = gap * 2.0**-16", "v = np.exp2(e - 23.0)"),
+            # the direction of +g instead of -g
+            ("first_copy_change", "np.signbit(w) == np.signbit(g)", "np.signbit(w) != np.signbit(g)"),
+            # no subnormal range: the binade of a subnormal taken from its own exponent
+            ("first_copy_change", "np.maximum(e - 1, -126)", "e - 1"),
+            # ---- lost_update_threshold
             # the neighbour above w in value, whatever the sign of g
             ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "np.signbit(w)"),
             # the direction of +g instead of -g (w + lr*g)

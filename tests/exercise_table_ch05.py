@@ -12,54 +12,58 @@ SPEC = ChapterSpec(
     5,
     "ex05_loss_scaling.ipynb",
     lambda: {"math": math, "np": np},
-    ("scale_trajectory", "underflow_fraction", "settled_scale"),
+    ("scale_window", "window_gradients", "settled_scale"),
     12,
     2718,
     tuple(
         [
-            # the scale kept in float64: products not rounded to float32
+            # ---- scale_window
+            # overflow taken to start above the largest finite value (65504 in fp16), not at the midpoint 65520
+            ("scale_window", "limit = top + 2.0 ** (bias - man_bits) / 2", "limit = math.nextafter(top, math.inf)"),
+            # the tie at the midpoint thought to round down to the largest finite value
+            ("scale_window", "return v >= limit", "return v > limit"),
+            # the tie at half the smallest subnormal thought to survive
+            ("scale_window", "return v <= tiny / 2", "return v < tiny / 2"),
+            # everything below the smallest subnormal counted as lost
+            ("scale_window", "return v <= tiny / 2", "return v < tiny"),
+            # subnormals forgotten (flush to zero): everything below the smallest normal lost
+            ("scale_window", "return v <= tiny / 2", "return v < 2.0 ** (1 - bias)"),
+            # the all-ones exponent taken for finite values: no inf, a largest value twice as large
             (
-                "scale_trajectory",
-                "scale = float(np.float32(scale * backoff_factor))",
-                "scale = scale * backoff_factor",
+                "scale_window",
+                "top = (2 - 2.0**-man_bits) * 2.0**bias",
+                "top = (2 - 2.0**-man_bits) * 2.0 ** (bias + 1)",
             ),
+            # zeros counted, as elements that underflow
+            ("scale_window", "a = np.sort(a[a != 0])", "a = np.sort(a)"),
+            # the fraction must stay strictly below max_underflow
+            ("scale_window", "(k + 1) / n <= max_underflow", "(k + 1) / n < max_underflow"),
+            # the k-th smallest element must survive instead of the (k + 1)-th
+            ("scale_window", "a[k]", "a[k - 1]"),
+            # an empty window not noticed: lo above hi returned
+            ("scale_window", "if e_lo > e_hi:", "if False:"),
+            # no absolute value: the largest and smallest gradients taken by sign
             (
-                "scale_trajectory",
-                "grown = float(np.float32(scale * growth_factor))",
-                "grown = scale * growth_factor",
+                "scale_window",
+                "a = np.abs(np.asarray(x, dtype=np.float64)).ravel()",
+                "a = np.asarray(x, dtype=np.float64).ravel()",
             ),
-            # init_scale not rounded to float32
-            ("scale_trajectory", "scale = float(np.float32(init_scale))", "scale = float(init_scale)"),
-            # no overflow guard: the scale becomes inf
-            ("scale_trajectory", "if math.isfinite(grown):", "if True:"),
-            # an inf step does not reset the count of good steps
-            (
-                "scale_trajectory",
-                "                good = 0\n            else:",
-                "                pass\n            else:",
-            ),
-            # off by one: grows one step late
-            ("scale_trajectory", "if good == growth_interval:", "if good > growth_interval:"),
-            # the count is not reset after growing (grows at every step after the first interval)
-            (
-                "scale_trajectory",
-                "                        scale = grown\n                    good = 0",
-                "                        scale = grown",
-            ),
-            # the tie at half the smallest subnormal counted as surviving
-            ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal / 2"),
-            # zeros counted in the denominator
-            ("underflow_fraction", "return flushed / n", "return flushed / x.size"),
-            # everything below the smallest normal counted as lost (subnormals forgotten)
-            (
-                "underflow_fraction",
-                "smallest_subnormal = 2.0 ** (1 - bias - man_bits)",
-                "smallest_subnormal = 2.0 ** (2 - bias)",
-            ),
-            # threshold at the smallest subnormal instead of half of it
-            ("underflow_fraction", "<= smallest_subnormal / 2", "< smallest_subnormal"),
-            # no absolute value: every negative element counted as lost
-            ("underflow_fraction", "np.abs(x) <=", "x <="),
+            # ---- window_gradients
+            # values that underflow below the smallest subnormal: they survive at lo / 2 too
+            ("window_gradients", "x = np.full(n, 2.0**-24 / lo)", "x = np.full(n, 1.5 * 2.0**-24 / lo)"),
+            # half the smallest subnormal thought to survive: those values underflow at lo already
+            ("window_gradients", "x = np.full(n, 2.0**-24 / lo)", "x = np.full(n, 2.0**-25 / lo)"),
+            # subnormals forgotten: values at the smallest normal, which survive at lo / 2
+            ("window_gradients", "x = np.full(n, 2.0**-24 / lo)", "x = np.full(n, 2.0**-14 / lo)"),
+            # one value too few at the bottom: at lo / 2 the allowed fraction still holds
+            ("window_gradients", "x[k + 1 :] = ", "x[k:] = "),
+            # overflow thought to start above 65504: 65505 at 2 hi rounds to 65504
+            ("window_gradients", "65520.0 / (2 * hi)", "65505.0 / (2 * hi)"),
+            # the tie 65520 thought finite: placed at hi, where it overflows
+            ("window_gradients", "65520.0 / (2 * hi)", "65520.0 / hi"),
+            # the allowed fraction strictly below max_underflow: one value too few when it is exact
+            ("window_gradients", "(k + 1) / n <= max_underflow", "(k + 1) / n < max_underflow"),
+            # ---- settled_scale
             # overflow taken to start above fp16's largest value 65504, not at the rounding midpoint 65520
             ("settled_scale", "return scaled >= limit", "return scaled > 65504.0"),
             # the tie at 65520 thought to round down to 65504 (it goes to the even neighbour, 2**16: inf)

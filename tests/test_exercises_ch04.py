@@ -1,20 +1,18 @@
 """Chapter 04's exercises beyond the table (test_exercises.py): the labelled edge cases hold what
 their labels say, the lost-update threshold's reference is confirmed by measurement (applying the
-update), and its compare accepts float64 rounding differences and rejects odd values."""
+update), and its compare accepts float64 rounding differences and rejects odd values; the step at
+which the bf16 copy of an fp32 master first moves is confirmed by running the loop."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 from nbhelpers.checks import cases_for, get_exercise
-from nbhelpers.answer_keys.ch04 import THRESHOLD_RTOL, threshold_compare
+from nbhelpers.answer_keys.ch04 import MAX_STEPS, THRESHOLD_RTOL, _grid, threshold_compare
 from nbhelpers.rounding import round_to
 
 
 def test_edge_cases_hold_what_their_labels_say():
-    ex = get_exercise("ex04.master_weight_step")
-    case = next(c for c in cases_for(ex, 0) if "copy stays at 1" in c.label)
-    new_master, weights = ex.reference(*case.args)
-    assert new_master[0] != 1.0 and weights[0] == 1.0
     ex = get_exercise("ex04.lost_update_threshold")
     case = next(c for c in cases_for(ex, 0) if "the gap below 1 is half" in c.label)
     up, down = ex.reference(*case.args)
@@ -97,3 +95,104 @@ def test_threshold_compare_tolerance_and_odd_values():
     before = e.copy()
     threshold_compare(e, before)
     assert np.array_equal(e, before)
+
+
+# ---- ex04.first_copy_change: the count predicted from the formats against the loop itself
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    return x.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def run_master_loop(w: np.ndarray, g: np.ndarray, lr: np.ndarray) -> np.ndarray:
+    """The loop of the exercise, run for every element at once (lr per element): master = w in
+    float32, master = master - float32(lr) * g in float32 each step, the copy rounded by ml_dtypes.
+    The first step at which the copy differs from w, 0 if none within MAX_STEPS + 1 steps."""
+    step = lr.astype(np.float32) * g
+    master, first = w.copy(), np.zeros(w.size, dtype=np.int64)
+    for k in range(1, MAX_STEPS + 2):
+        master = master - step
+        moved = (first == 0) & (_bf16(master) != w)
+        first[moved] = k
+        if k % 4096 == 0 and np.all((first > 0) | (master == w)):
+            break  # the rest never move: their master is stuck (a step lost in float32)
+    return first
+
+
+def _flat_cases(seed: int):
+    ex = get_exercise("ex04.first_copy_change")
+    cases = cases_for(ex, seed)
+    w = np.concatenate([np.asarray(c.args[0], dtype=np.float32).ravel() for c in cases])
+    g = np.concatenate([np.asarray(c.args[1], dtype=np.float32).ravel() for c in cases])
+    lr = np.concatenate([np.full(np.size(c.args[0]), c.args[2]) for c in cases])
+    expected = np.concatenate([ex.reference(*c.args).ravel() for c in cases])
+    return cases, w, g, lr, expected
+
+
+@pytest.mark.parametrize("seed", [0, 4321])
+def test_first_copy_change_reference_is_the_loop(seed):
+    cases, w, g, lr, expected = _flat_cases(seed)
+    for c in cases:
+        wc = np.asarray(c.args[0], dtype=np.float32)
+        assert np.array_equal(_bf16(wc), wc) and np.array_equal(_bf16(c.args[1]), c.args[1]), c.label
+        assert ex_shape_ok(c)
+    measured = run_master_loop(w, g, lr)
+    bad = np.flatnonzero(measured != expected)
+    assert bad.size == 0, (w[bad[:5]], g[bad[:5]], lr[bad[:5]], expected[bad[:5]], measured[bad[:5]])
+    assert expected.max() == MAX_STEPS and (expected == 0).sum() > 10 and (expected == 1).sum() > 10
+
+
+def ex_shape_ok(case) -> bool:
+    out = get_exercise("ex04.first_copy_change").reference(*case.args)
+    return out.shape == np.shape(case.args[0]) and out.dtype == np.int64
+
+
+def test_first_copy_change_edge_cases_say_what_they_claim():
+    ex = get_exercise("ex04.first_copy_change")
+    by_label = {c.label: ex.reference(*c.args).tolist() for c in cases_for(ex, 0) if c.label}
+    assert by_label["w = 1, up and down: the grid below 1 is finer"] == [2**13 + 1, 2**12 + 1]
+    # 1 and 1.5 have an even last bit and stay on the tie; 1 + 2**-7 and 1.5 + 2**-7 move on it
+    assert by_label["the master lands on the bf16 midpoint: the copy moves only from an odd last bit"] == [
+        2**15 + 1,
+        2**15,
+        2**15 + 1,
+        2**15,
+    ]
+    assert by_label["a step of half (and a whole) float32 spacing"] == [0, 2**15 + 1]
+    # 1.5 and 2.5 spacings round to 2 (to even), 3.5 to 4
+    assert by_label["1.5, 2.5, 3.5 float32 spacings per step"] == [2**14 + 1, 2**14 + 1, 2**13 + 1]
+    assert by_label["no step: zero gradient, or lost"] == [0, 0, 0]
+    a, b = by_label["2**-126 down: no finer binade below it; 2**-125 down: there is"]
+    assert a == b
+
+
+def test_first_copy_change_random_cases_reach_the_hard_regions():
+    """The random cases alone hold, for every seed the memorised-cases attack uses: ties on the bf16
+    midpoint from odd and from even weights, steps of exactly a half-integer number of float32
+    spacings (even and odd below), steps lost in float32, powers of two moving down, subnormals."""
+    ex = get_exercise("ex04.first_copy_change")
+    for seed in (0, 12345, 8142093377, 2**40 + 7):
+        cases = [c for c in cases_for(ex, seed) if not c.label]
+        w = np.concatenate([c.args[0].ravel() for c in cases])
+        g = np.concatenate([c.args[1].ravel() for c in cases])
+        lr = np.concatenate([np.full(c.args[0].size, c.args[2]) for c in cases])
+        k = np.concatenate([ex.reference(*c.args).ravel() for c in cases])
+        odd = ((w.view(np.uint32) >> 16) & 1) == 1
+        units = np.abs(lr.astype(np.float32) * g).astype(np.float64) / _grid(w, g)  # the step in float32 spacings
+        n = np.rint(units)
+        tie = (n >= 1) & (n <= 2**15) & (2**15 % np.maximum(n, 1) == 0)  # lands on the bf16 midpoint
+        assert (tie & odd & (n > 1)).sum() > 5 and (tie & ~odd & (n > 1)).sum() > 5
+        half = units - np.floor(units) == 0.5
+        below = np.floor(units) % 2  # the integer below a half-integer: even or odd
+        assert (half & (below == 0)).sum() > 5 and (half & (below == 1)).sum() > 5
+        # the product in float64 crosses a half-integer that the float32 product sits on
+        exact = np.abs(lr * g.astype(np.float64)) / _grid(w, g)
+        assert ((np.rint(exact) != n) & (k > 0)).sum() > 5
+        rounded = np.abs((lr * g.astype(np.float64)).astype(np.float32)).astype(np.float64) / _grid(w, g)
+        assert ((np.rint(rounded) != n) & (k > 0)).sum() > 5  # and so does that product rounded to float32
+        a = np.abs(w.astype(np.float64))
+        down = (a > 0) & (np.sign(w) == np.sign(g))
+        pow2 = (np.frexp(a)[0] == 0.5) & (a > 2.0**-126)
+        assert (down & pow2 & (k > 1)).sum() > 20 and ((a > 0) & (a < 2.0**-126) & (k > 1)).sum() > 10
+        assert (down & (a == 2.0**-126) & (k > 1)).sum() >= 1
+        assert ((k == 0) & (g != 0)).sum() > 3 and (k == 1).sum() > 10 and (k > 1000).sum() > 50

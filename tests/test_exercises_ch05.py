@@ -1,36 +1,160 @@
-"""Chapter 05's exercises beyond the table (test_exercises.py): the student's scaler meets
-torch.amp.GradScaler itself; the settled scale predicted from the formats is measured by running
-the chapter's scaler."""
+"""Chapter 05's exercises beyond the table (test_exercises.py): the window of usable scales against
+casts by numpy and ml_dtypes, scale by scale; the constructions of exercise 2 judged right and
+wrong; the settled scale predicted from the formats is measured by running the chapter's scaler."""
 
 import math
 from fractions import Fraction
 
+import ml_dtypes
 import numpy as np
+import pytest
 
 from exercise_table import CHAPTERS
-from helpers import SolutionNotebook
+from nbhelpers.answer_keys.ch05 import (
+    FP16_RANGE_BITS,
+    scale_window_ref,
+    window_compare,
+    window_gradients_compare,
+    window_gradients_example,
+)
 from nbhelpers.checks import cases_for, get_exercise
-from nbhelpers.loss_scaling import DynamicLossScaler, gradscaler_trajectory
+from nbhelpers.loss_scaling import DynamicLossScaler
 from nbhelpers.rounding import round_to
 
 SPEC = next(spec for spec in CHAPTERS if spec.chapter == 5)
 
+# the formats of the window cases that numpy or ml_dtypes can cast to (IEEE-style, with inf)
+_DTYPES = {
+    (5, 10): np.float16,
+    (5, 2): ml_dtypes.float8_e5m2,
+    (4, 3): ml_dtypes.float8_e4m3,
+    (8, 7): ml_dtypes.bfloat16,
+}
 
-def solution_functions() -> dict:
-    return SolutionNotebook(SPEC.solution, SPEC.namespace).functions()
+
+def usable_by_casting(x: np.ndarray, e: int, max_underflow: float, dtype) -> bool | None:
+    """Is 2**e usable for x, by casting x * 2**e with numpy or ml_dtypes? numpy's float16 rounds
+    float64 once (to nearest even); ml_dtypes converts float64 through float32, so for its types
+    every scaled value must be a float32 value (or far outside float32's range): None if not."""
+    a = np.abs(np.asarray(x, dtype=np.float64)).ravel()
+    a = a[a != 0]
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.ldexp(a, e)
+        if dtype is not np.float16:
+            exact = (y.astype(np.float32) == y) | (np.abs(y) < 2.0**-150) | (np.abs(y) > 2.0**128)
+            if not exact.all():
+                return None
+        y = y.astype(dtype).astype(np.float64)
+    return bool(not np.isinf(y).any() and np.count_nonzero(y == 0) / a.size <= max_underflow)
 
 
-def test_solution_scaler_equals_gradscaler_on_hidden_sequences():
-    """The exercise's reference is nbhelpers' scaler; here the student's solution meets GradScaler
-    itself on some of the hidden random sequences (torch.amp.GradScaler("cpu"))."""
-    ns = solution_functions()
-    cases = [c for c in cases_for("ex05.scale_trajectory", 7) if not c.label][:15]
-    for c in cases:
-        seq, init, growth, backoff, interval = c.args
-        if not 2.0**-60 < init < 2.0**60:
-            continue  # GradScaler's unscale (grad * 1/scale) needs a moderate scale
-        expected, _ = gradscaler_trajectory(seq, init, growth, backoff, interval)
-        assert ns["scale_trajectory"](seq, init, growth, backoff, interval) == expected
+def window_by_casting(x: np.ndarray, max_underflow: float) -> tuple[float, float] | None:
+    """The fp16 window by a linear scan over the exponents with numpy's float16 casts."""
+    usable = [e for e in range(-700, 700) if usable_by_casting(x, e, max_underflow, np.float16)]
+    if not usable:
+        return None
+    assert usable == list(range(usable[0], usable[-1] + 1))  # an interval, as the exercise says
+    return math.ldexp(1.0, usable[0]), math.ldexp(1.0, usable[-1])
+
+
+@pytest.mark.parametrize("seed", [0, SPEC.hidden_seed])
+def test_scale_window_reference_against_casts(seed):
+    """Every fp16 case: the reference (bisection with round_to) gives the window that a scan of
+    numpy's float16 casts gives. The cases in formats ml_dtypes has, with x rounded to float32 first
+    (ml_dtypes rounds float64 through float32, twice next to a tie): the casts agree that lo and hi
+    are usable and lo / 2 and 2 hi are not (where every scaled value is a float32 value)."""
+    n_fp16 = n_other = 0
+    for c in cases_for("ex05.scale_window", seed):
+        x, f, eb, mb = c.args
+        if (eb, mb) == (5, 10):
+            assert scale_window_ref(*c.args) == window_by_casting(x, f), c
+            n_fp16 += 1
+        elif (eb, mb) in _DTYPES:
+            x32 = np.asarray(x, dtype=np.float32).astype(np.float64)
+            window = scale_window_ref(x32, f, eb, mb) if np.any(x32) else None
+            if window is None:
+                continue
+            lo_e, hi_e = (int(math.log2(v)) for v in window)
+            got = [usable_by_casting(x32, e, f, _DTYPES[(eb, mb)]) for e in (lo_e - 1, lo_e, hi_e, hi_e + 1)]
+            if None not in got:
+                assert got == [False, True, True, False], c
+                n_other += 1
+    assert n_fp16 > 25 and n_other > 5
+
+
+def test_scale_window_edge_cases_say_what_they_claim():
+    by_label = {c.label: scale_window_ref(*c.args) for c in cases_for("ex05.scale_window", 0) if c.label}
+    assert by_label["one gradient of 1 in fp16"] == (2.0**-24, 2.0**15)
+    assert by_label["65520 at 2**20: the tie rounds to inf"][1] == 2.0**19
+    assert by_label["65519 at 2**20: above 65504, still finite"][1] == 2.0**20
+    assert by_label["2**-25 at 2**30: the tie rounds to 0"][0] == 2.0**31
+    assert by_label["2**-24 at 2**30: the smallest subnormal"][0] == 2.0**30
+    assert by_label["one of four may underflow: exactly a quarter"] == (2.0**-15, 2.0**14)
+    assert by_label["none may: 1e-12 needs a scale 3.0 overflows at"] is None
+    assert by_label["zeros are not counted"] == (2.0**15, 2.0**15)
+    assert by_label["e3m2: no power of two holds both"] is None
+
+
+def test_scale_window_random_cases_reach_the_hard_places():
+    """The random cases alone, for every seed the memorised-cases attack uses: elements on the underflow
+    tie and on the overflow midpoint at an end of the window, fractions exactly max_underflow there,
+    empty windows, several formats."""
+    ex = get_exercise("ex05.scale_window")
+    for seed in (0, 12345, 8142093377, 2**40 + 7):
+        cases = [c for c in cases_for(ex, seed) if not c.label]
+        windows = [ex.reference(*c.args) for c in cases]
+        assert sum(w is None for w in windows) >= 3 and len({c.args[2:] for c in cases}) >= 5
+        tie_lo = tie_hi = exact_f = 0
+        for c, w in zip(cases, windows):
+            if w is None:
+                continue
+            x, f, eb, mb = c.args
+            a = np.abs(x[x != 0])
+            lo, hi = w
+            tiny = 2.0 ** (2 - 2 ** (eb - 1) - mb)
+            top = (2 - 2.0**-mb) * 2.0 ** (2 ** (eb - 1) - 1)
+            mid = top + 2.0 ** (2 ** (eb - 1) - 1 - mb) / 2
+            tie_lo += bool(np.any(a * (lo / 2) == tiny / 2) or np.any(a * lo == tiny / 2))
+            tie_hi += bool(np.any(a * (2 * hi) == mid))
+            exact_f += f > 0 and np.count_nonzero(round_to(a * lo, f"e{eb}m{mb}") == 0) / a.size == f
+        assert tie_lo >= 5 and tie_hi >= 5 and exact_f >= 3, (seed, tie_lo, tie_hi, exact_f)
+
+
+def test_window_compare_names_the_scales_and_never_raises():
+    assert window_compare((1.0, 2.0), (1.0, 2.0)) is None
+    assert window_compare([1.0, 2.0], (1.0, 2.0)) is None
+    assert window_compare(None, None) is None
+    assert "2**-3" in window_compare((0.125, 2.0), (0.25, 2.0))
+    assert "expected None" in window_compare((1.0, 2.0), None)
+    for odd in ("abc", 3, (1.0,), (np.nan, 2.0), object(), [[1.0, 2.0]]):
+        assert isinstance(window_compare(odd, (1.0, 2.0)), str)
+
+
+def test_window_gradients_example_solves_every_case():
+    """The course's construction has the property on every case of two seeds (so each case is
+    solvable), and the cases stay within the range the statement promises."""
+    ex = get_exercise("ex05.window_gradients")
+    for seed in (0, SPEC.hidden_seed):
+        for c in cases_for(ex, seed):
+            n, lo, hi, f = c.args
+            assert n >= 2 and lo <= hi <= lo * 2.0**FP16_RANGE_BITS and 0 <= f <= 0.5
+            target = ex.reference(*c.args)
+            assert window_gradients_compare(target.example, target) is None, c
+            assert scale_window_ref(target.example, f, 5, 10) == (lo, hi)
+
+
+def test_window_gradients_compare_judges_the_property():
+    target = get_exercise("ex05.window_gradients").reference(10, 2.0**-3, 2.0**4, 0.1)
+    x = window_gradients_example(10, 2.0**-3, 2.0**4, 0.1)
+    assert window_gradients_compare(x, target) is None
+    # another right answer: the values shuffled, zeros added, the filler anywhere in between
+    y = np.r_[x[:2], np.zeros(3), x[-1], np.full(4, 1.0)]
+    assert window_gradients_compare(np.random.default_rng(0).permutation(y), target) is None
+    assert "starts at" in window_gradients_compare(x * 1.5, target)
+    assert "ends at" in window_gradients_compare(np.r_[x[:2], np.full(8, 65505.0 / 2**5)], target)
+    for odd in (None, "abc", x[:9], np.r_[x[:9], np.nan], np.zeros(10), [[1.0] * 10], object(), x + 0j, {"a": 1}):
+        reason = window_gradients_compare(odd, target)
+        assert isinstance(reason, str) and reason
 
 
 # ---- ex05.settled_scale: the closed form (predicted from the formats) against a measurement

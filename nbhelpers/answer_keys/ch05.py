@@ -1,11 +1,13 @@
 """Chapter 05 exercises: loss scaling. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
-The dynamic scaler's reference is :class:`nbhelpers.loss_scaling.DynamicLossScaler`, which
-tests/test_loss_scaling.py holds bit for bit against ``torch.amp.GradScaler("cpu")``; the
-underflow reference (:func:`nbhelpers.metrics.underflow_fraction`) counts with the course's
-``round_to``. The settled scale's reference is a closed form from the fp16 and float32 formats;
-tests/test_exercises_ch05.py measures it by running the scaler. Edge cases come first, then random
-ones (hidden sequences and arrays) from the seed.
+The window of usable static scales is found with the course's ``round_to`` (each candidate scale
+applied and rounded, by bisection): no threshold of its own; tests/test_exercises_ch05.py holds it
+against numpy's float16 and ml_dtypes' casts scale by scale. The gradients-with-a-window exercise
+is a construction, judged by that reference. The settled scale's reference is a closed form from
+the fp16 and float32 formats; tests/test_exercises_ch05.py measures it by running the chapter's
+scaler (:class:`nbhelpers.loss_scaling.DynamicLossScaler`, which tests/test_loss_scaling.py holds
+bit for bit against ``torch.amp.GradScaler("cpu")``). Edge cases come first, then random ones from
+the seed.
 """
 
 from __future__ import annotations
@@ -15,87 +17,266 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..comparators import same_value
 from ..exercise_types import Case, Exercise
 from ..formats import FORMATS, FloatFormat
-from ..loss_scaling import scale_trajectory
-from ..metrics import underflow_fraction
+from ..rounding import round_to
 
-# ------------------------------------------------------------------ 1. the dynamic loss scaler
+# ------------------------------------------------------------------ 1. the window of usable static scales
+#
+# Implement from a spec, for any IEEE-style format (exp_bits, man_bits) with subnormals and inf: the
+# smallest and largest power of two that scale a gradient sample with at most a given fraction of
+# underflows and no overflow. The reference decides underflow and overflow with the course's round_to
+# (no threshold of its own) and finds both ends by bisection over the exponent: each property is
+# monotone in the scale.
+
+_E_RANGE = 2200  # ldexp(x, +-2200) is inf or 0 in float64 for every finite nonzero x
 
 
-def scale_trajectory_ref(
-    found_inf: list, init_scale: float, growth_factor: float, backoff_factor: float, growth_interval: int
-) -> list[float]:
-    """GradScaler's scale after each step of the sequence (a list of floats)."""
-    return scale_trajectory(found_inf, init_scale, growth_factor, backoff_factor, growth_interval)
+def _fmt(exp_bits: int, man_bits: int) -> FloatFormat:
+    return FloatFormat.custom(int(exp_bits), int(man_bits))
 
 
-def _scale_cases(rng: np.random.Generator) -> list[Case]:
-    F, T = False, True
-    cases = [
-        Case(([], 65536.0, 2.0, 0.5, 2000), label="no steps"),
-        Case(([F, F, F, F, F], 65536.0, 2.0, 0.5, 2), label="grows every 2 finite steps"),
-        Case(([T, T, F, T, F, F], 65536.0, 2.0, 0.5, 2), label="an inf resets the count of good steps"),
-        Case(([F, F, F, F], 3.0e38, 2.0, 0.5, 1), label="growth that would overflow float32 is skipped"),
-        Case(([T] * 8, 2.0**-145, 2.0, 0.5, 10), label="backoff underflows to 0"),
-        Case(([F, T, F, F], 0.1, 2.0, 0.5, 2), label="init_scale 0.1 is rounded to float32"),
-        Case(([F, F, T, F, F, F], 1000.0, 1.5, 0.3, 2), label="factors that need float32 rounding"),
-        Case(([F, F, F, F, F, F], 1.0, 1.1, 0.5, 1), label="growth factor 1.1 at every step"),
-    ]
-    growths = [2.0, 1.5, 3.0, 1.1, 4.0, 1.25]
-    backoffs = [0.5, 0.25, 0.3, 0.9, 0.125]
-    inits = [2.0**16, 1.0, 3.0, 1000.0, 2.0**100, 0.1, 2.0**-100]
-    for _ in range(80):
-        n = int(rng.integers(1, 121))
-        p = float(rng.uniform(0, 0.5))
-        seq = [bool(v) for v in rng.random(n) < p]
-        init = float(rng.choice(inits)) if rng.random() < 0.7 else float(np.exp2(rng.uniform(-20, 40)))
-        r = rng.random()
-        if r < 0.25:  # near float32's max with few infs: growth overflows and is skipped, then backoffs
-            init, seq = float(np.exp2(rng.uniform(118, 127.9))), [bool(v) for v in rng.random(n) < 0.1]
-        elif r < 0.35:  # near the bottom with many infs: backoffs into the subnormals and to 0
-            init, seq = float(np.exp2(rng.uniform(-149, -120))), [bool(v) for v in rng.random(n) < 0.7]
-        cases.append(
-            Case((seq, init, float(rng.choice(growths)), float(rng.choice(backoffs)), int(rng.integers(1, 9))))
+def _nonzero(x) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64).ravel()
+    return a[a != 0]
+
+
+def _overflows(a: np.ndarray, e: int, fmt: FloatFormat) -> bool:
+    """Some element of a * 2**e rounds to inf (ldexp is exact here, or inf beyond float64)."""
+    with np.errstate(over="ignore"):
+        return bool(np.isinf(round_to(np.ldexp(a, e), fmt)).any())
+
+
+def _underflow_count(a: np.ndarray, e: int, fmt: FloatFormat) -> int:
+    """How many (nonzero) elements of a * 2**e round to zero."""
+    with np.errstate(over="ignore"):
+        return int(np.count_nonzero(round_to(np.ldexp(a, e), fmt) == 0))
+
+
+def _underflow_ok(a: np.ndarray, e: int, fmt: FloatFormat, max_underflow: float) -> bool:
+    return _underflow_count(a, e, fmt) / a.size <= max_underflow
+
+
+def _bisect(pred, lo: int, hi: int) -> int:
+    """The smallest e in (lo, hi] with pred(e) true, for pred false at lo, true at hi, monotone."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if pred(mid) else (mid, hi)
+    return hi
+
+
+def scale_window_ref(x: np.ndarray, max_underflow: float, exp_bits: int, man_bits: int) -> tuple[float, float] | None:
+    """(lo, hi): the smallest and largest power of two S such that no element of x * S rounds to inf
+    in (exp_bits, man_bits) and at most the fraction max_underflow of x's nonzero elements round to 0;
+    None when no power of two does both."""
+    fmt = _fmt(exp_bits, man_bits)
+    a = _nonzero(x)
+    e_hi = _bisect(lambda e: _overflows(a, e, fmt), -_E_RANGE, _E_RANGE) - 1  # the last e without overflow
+    e_lo = _bisect(lambda e: _underflow_ok(a, e, fmt, max_underflow), -_E_RANGE, _E_RANGE)
+    if e_lo > e_hi:
+        return None
+    return math.ldexp(1.0, e_lo), math.ldexp(1.0, e_hi)
+
+
+def _describe_scale(s) -> str:
+    try:
+        f = float(s)
+        m, e = math.frexp(f)
+        return f"2**{e - 1}" if f > 0 and m == 0.5 else repr(f)
+    except Exception:  # noqa: BLE001 - a student's odd object
+        return repr(s)
+
+
+def window_compare(got, expected) -> str | None:
+    """Bit-exact, like same_value, with the window's ends named as powers of two. Never raises."""
+    reason = same_value(got, expected)
+    if reason is None:
+        return None
+    if expected is None:
+        return f"no power of two is usable here: expected None ({reason})"
+    if got is None:
+        return f"expected the window ({_describe_scale(expected[0])}, {_describe_scale(expected[1])}), got None"
+    try:
+        lo, hi = got
+        return (
+            f"window ({_describe_scale(lo)}, {_describe_scale(hi)}), expected "
+            f"({_describe_scale(expected[0])}, {_describe_scale(expected[1])}) ({reason})"
         )
+    except Exception:  # noqa: BLE001
+        return reason
+
+
+_WINDOW_FORMATS = [(5, 10)] * 6 + [(5, 2), (4, 3), (8, 7), (6, 9), (3, 2), (5, 7), (8, 23), (4, 6)]
+_FRACTIONS = [0.0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5]
+
+
+def _pow2_exponents_crossing(a: np.ndarray, limit: float) -> np.ndarray:
+    """For each value, the exponent e for which a * 2**e lies in [limit / 2, limit)."""
+    return np.floor(np.log2(limit / a)).astype(np.int64)
+
+
+def _window_case(rng: np.random.Generator) -> Case:
+    """A gradient sample for one format: log-normal magnitudes of random sign, spread over some
+    binades, some zeros; in most cases elements moved onto the hard places of one scale near the
+    answer: exactly the underflow tie (half the smallest subnormal), just above it, exactly the
+    overflow midpoint (max + half an ulp, which rounds to inf), just below it, between max and the
+    midpoint; max_underflow sometimes exactly the fraction that underflows at some scale."""
+    eb, mb = _WINDOW_FORMATS[rng.integers(len(_WINDOW_FORMATS))]
+    fmt = _fmt(eb, mb)
+    n = int(rng.integers(1, 300))
+    spread = float(rng.uniform(1, 40 if eb >= 5 else 12))  # binades of the sample, 1 sigma
+    x = rng.choice([-1.0, 1.0], size=n) * np.exp2(rng.normal(float(rng.uniform(-60, 20)), spread / 4, size=n))
+    x[rng.random(n) < 0.08] = 0.0
+    if not np.any(x):
+        x[0] = 1.0
+    tiny, top = fmt.smallest_subnormal, fmt.max
+    mid = top + math.ldexp(fmt.eps, math.frexp(top)[1] - 1) / 2  # rounds to inf (its tie goes up)
+    a = np.abs(x[x != 0])
+    f = float(rng.choice(_FRACTIONS))
+    r = rng.random()
+    if r < 0.75:
+        # the scale that the case aims at: an end of the window, nearly
+        window = scale_window_ref(x, f, eb, mb)
+        e0 = int(math.log2(window[0])) if window else int(_pow2_exponents_crossing(np.array([a.max()]), mid)[0])
+        e1 = int(math.log2(window[1])) if window else e0
+        pick = rng.random(n)
+        sign = np.sign(x)
+        lows = rng.choice([tiny / 2, tiny / 2, np.nextafter(tiny / 2, 1.0), tiny, 0.75 * tiny], size=n)
+        highs = rng.choice([mid, mid, np.nextafter(mid, 0.0), top, (top + mid) / 2], size=n)
+        # a few elements onto the underflow tie at 2**(e0 + j), and onto the overflow midpoint at 2**(e1 + j)
+        x = np.where((pick < 0.06) & (x != 0), sign * np.ldexp(lows, -(e0 + rng.integers(-1, 2, size=n))), x)
+        x = np.where((pick > 0.985) & (x != 0), sign * np.ldexp(highs, -(e1 + rng.integers(0, 2, size=n))), x)
+    if rng.random() < 0.3:  # max_underflow exactly the fraction that underflows at a scale near the answer
+        nz = _nonzero(x)
+        window = scale_window_ref(x, f, eb, mb)
+        e = int(math.log2(window[0])) if window else 0
+        f = min(_underflow_count(nz, e + int(rng.integers(-2, 1)), fmt) / nz.size, 0.9)
+    return Case((x, f, eb, mb))
+
+
+def _window_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((np.array([1.0]), 0.0, 5, 10), label="one gradient of 1 in fp16"),
+        Case((np.array([65520.0 * 2.0**-20]), 0.0, 5, 10), label="65520 at 2**20: the tie rounds to inf"),
+        Case((np.array([-65519.0 * 2.0**-20]), 0.0, 5, 10), label="65519 at 2**20: above 65504, still finite"),
+        Case((np.array([2.0**-55, 2.0**-20]), 0.0, 5, 10), label="2**-25 at 2**30: the tie rounds to 0"),
+        Case((np.array([2.0**-54, -(2.0**-20)]), 0.0, 5, 10), label="2**-24 at 2**30: the smallest subnormal"),
+        Case((np.array([1e-12, 1e-3, 1.0, 3.0]), 0.25, 5, 10), label="one of four may underflow: exactly a quarter"),
+        Case(
+            (np.array([1e-12, 1e-3, 1.0, 3.0]), 0.2499, 5, 10), label="none may: 1e-12 needs a scale 3.0 overflows at"
+        ),
+        Case((np.array([1e-12, 0.0, 1e-3, 0.0, 1.0]), 0.25, 5, 10), label="zeros are not counted"),
+        Case((np.array([2.0**-40, 1.0]), 0.0, 3, 2), label="e3m2: no power of two holds both"),
+        Case((np.array([-(2.0**-140), 1.0, -1e30]), 0.0, 8, 7), label="bf16: a wide range, negative values"),
+        Case((np.array([[1e-9, 1e-5], [0.5, 0.0]]), 0.0, 5, 2), label="e5m2, a 2-d array"),
+    ]
+    cases += [_window_case(rng) for _ in range(70)]
     return cases
 
 
-# ------------------------------------------------------------------ 2. the fraction that underflows
+# ------------------------------------------------------------------ 2. gradients with a given window
+#
+# Construct inputs: n gradients whose fp16 window (exercise 1, judged by its reference) is exactly a
+# given one. Many answers are right; the check judges the property, and the reference's example only
+# shows that every case is solvable (tests/test_exercises_ch05.py checks it on every case).
 
-_SHAPES = [(5, 10), (8, 7), (4, 3), (5, 2), (3, 2), (6, 9), (8, 23), (2, 1)]
+FP16_RANGE_BITS = 38  # hi / lo up to 2**38: 2**-24 / lo stays below the largest value allowed at hi
 
 
-def underflow_fraction_ref(x: np.ndarray, exp_bits: int, man_bits: int) -> float:
-    """Fraction of the nonzero elements of x that round to zero in (exp_bits, man_bits)."""
-    return underflow_fraction(x, FloatFormat.custom(int(exp_bits), int(man_bits)))
+class WindowTarget:
+    """What :func:`window_gradients_ref` expects: n values whose fp16 window for max_underflow is
+    (lo, hi), and one example that has it. The check reads the parameters and judges the property."""
+
+    __slots__ = ("n", "lo", "hi", "max_underflow", "example")
+
+    def __init__(self, n: int, lo: float, hi: float, max_underflow: float, example: np.ndarray) -> None:
+        self.n, self.lo, self.hi, self.max_underflow, self.example = n, lo, hi, max_underflow, example
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.n} values with fp16 window ({_describe_scale(self.lo)}, {_describe_scale(self.hi)}) "
+            f"at max_underflow {self.max_underflow!r}"
+        )
 
 
-def _underflow_cases(rng: np.random.Generator) -> list[Case]:
-    s16 = 2.0**-24
-    sbf = 2.0**-133
+def window_gradients_example(n: int, lo: float, hi: float, max_underflow: float) -> np.ndarray:
+    """k + 1 values at 2**-24 / lo (k: the most that may underflow), the rest at 65520 / (2 hi)."""
+    k = 0
+    while (k + 1) / n <= max_underflow:
+        k += 1
+    x = np.full(n, 65520.0 / (2 * hi))
+    x[: k + 1] = 2.0**-24 / lo
+    return x
+
+
+def window_gradients_ref(n: int, lo: float, hi: float, max_underflow: float) -> WindowTarget:
+    return WindowTarget(n, lo, hi, max_underflow, window_gradients_example(n, lo, hi, max_underflow))
+
+
+def _window_gradients_reason(got, t: WindowTarget) -> str | None:
+    if got is None or isinstance(got, (str, bytes, dict)) or np.ndim(got) != 1:
+        return f"expected a 1-D array of {t.n} numbers"
+    try:
+        if np.iscomplexobj(got):
+            return f"expected a 1-D array of {t.n} real numbers"
+        x = np.asarray(got, dtype=np.float64)
+    except Exception:  # noqa: BLE001 - a student's odd object
+        return f"expected a 1-D array of {t.n} numbers"
+    if x.shape != (t.n,):
+        return f"returned {x.size} values, expected {t.n}"
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        return f"value {bad[0]} is {float(x[bad[0]])!r}, not a finite number"
+    if not np.any(x):
+        return "every value is zero: nothing to scale"
+    window = scale_window_ref(x, t.max_underflow, 5, 10)
+    want = (t.lo, t.hi)
+    if window == want:
+        return None
+    if window is None:
+        return "no power of two is usable for these values"
+    nz = _nonzero(x)
+    fmt = _fmt(5, 10)
+    lo_e, hi_e = (int(math.log2(v)) for v in window)
+    want_lo, want_hi = (int(math.log2(v)) for v in want)
+    parts = []
+    if lo_e != want_lo:
+        e = min(lo_e, want_lo)
+        parts.append(
+            f"the window starts at 2**{lo_e}, not 2**{want_lo} "
+            f"(at 2**{e}, {_underflow_count(nz, e, fmt)} of {nz.size} nonzero values underflow)"
+        )
+    if hi_e != want_hi:
+        e = max(hi_e, want_hi)
+        parts.append(
+            f"it ends at 2**{hi_e}, not 2**{want_hi} (at 2**{e} "
+            f"{'something overflows' if _overflows(nz, e, fmt) else 'nothing overflows'})"
+        )
+    return "; ".join(parts)
+
+
+def window_gradients_compare(got, expected: WindowTarget) -> str | None:
+    try:
+        return _window_gradients_reason(got, expected)
+    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+        return f"could not judge the values ({type(e).__name__})"
+
+
+def _window_gradient_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((np.array([s16 / 2]), 5, 10), label="fp16: exactly half the smallest subnormal (tie to 0)"),
-        Case((np.array([np.nextafter(s16 / 2, 1.0)]), 5, 10), label="fp16: just above the tie"),
-        Case((np.array([s16, -s16 / 4, 1.0, 0.0]), 5, 10), label="zeros are not counted"),
-        Case((np.zeros(5), 5, 10), label="no nonzero element"),
-        Case((np.array([-3e-8, 3e-8, -2.9e-8, 1e-9]), 5, 10), label="negative values"),
-        Case((np.array([1e-45, 1e-40, sbf / 2, sbf]), 8, 7), label="bf16: its subnormals go down to 2**-133"),
-        Case((np.array([1e-45, 1e-40, 2.0**-149, 2.0**-150]), 8, 23), label="fp32"),
-        Case((np.array([[1e-5, 1e-3], [1e-2, 0.0]]), 4, 3), label="a 2-d array, e4m3 shape"),
+        Case((10, 1.0, 1.0, 0.0), label="the window of one scale, 1"),
+        Case((4, 2.0**16, 2.0**16 * 2.0**FP16_RANGE_BITS, 0.0), label="the widest window asked"),
+        Case((100, 2.0**-10, 2.0**5, 0.05), label="5 of 100 may underflow at the bottom end"),
+        Case((7, 2.0**3, 2.0**20, 3 / 7), label="3 of 7 may underflow"),
+        Case((2, 2.0**-40, 2.0**-38, 0.0), label="two values, scales below 1"),
     ]
-    for _ in range(80):
-        e, m = _SHAPES[rng.integers(len(_SHAPES))]
-        f = FloatFormat.custom(e, m)
-        n = int(rng.integers(1, 400))
-        k = np.log2(f.smallest_subnormal)
-        x = rng.choice([-1.0, 1.0], size=n) * np.exp2(rng.uniform(k - 6, k + 8, size=n))
-        x[rng.random(n) < 0.1] = 0.0
-        if rng.random() < 0.6:  # some exact ties at half the smallest subnormal, and their neighbours
-            tie = f.smallest_subnormal / 2
-            near = rng.choice([tie, tie, np.nextafter(tie, 0), np.nextafter(tie, 1)], size=n)
-            x = np.where(rng.random(n) < 0.2, rng.choice([-1.0, 1.0], size=n) * near, x)
-        cases.append(Case((x, e, m)))
+    for _ in range(25):
+        n = int(rng.integers(2, 400))
+        e_lo = int(rng.integers(-60, 60))
+        e_hi = e_lo + int(rng.integers(0, FP16_RANGE_BITS + 1))
+        f = float(rng.choice(_FRACTIONS)) if rng.random() < 0.6 else int(rng.integers(0, n // 2 + 1)) / n
+        cases.append(Case((n, math.ldexp(1.0, e_lo), math.ldexp(1.0, e_hi), f)))
     return cases
 
 
@@ -200,7 +381,21 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    Exercise("ex05.scale_trajectory", "The dynamic loss scaler", 5, scale_trajectory_ref, _scale_cases),
-    Exercise("ex05.underflow_fraction", "The fraction that underflows", 3, underflow_fraction_ref, _underflow_cases),
+    Exercise(
+        "ex05.scale_window",
+        "The window of usable loss scales",
+        5,
+        scale_window_ref,
+        _window_cases,
+        compare=window_compare,
+    ),
+    Exercise(
+        "ex05.window_gradients",
+        "Gradients with a given window",
+        3,
+        window_gradients_ref,
+        _window_gradient_cases,
+        compare=window_gradients_compare,
+    ),
     Exercise("ex05.settled_scale", "Predict where the scaler settles", 4, settled_scale_ref, _settled_cases),
 ]
