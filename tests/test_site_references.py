@@ -128,6 +128,26 @@ def test_find_citations_reads_a_line_break_as_a_space_and_keeps_offsets():
     assert [c.anchor for c in citations.find_citations("Micikevicius et al. measured")] == ["micikevicius-2018"]
 
 
+def test_the_detector_finds_citations_and_passes_over_venues_and_formats():
+    """What the check below counts as a citation: author names with a year or a chapter, "et
+    al.", and named documents; not a venue with its year, a format, or a chapter of this course."""
+    for text in (
+        "Micikevicius et al. measured",
+        "Khattak & Mikaitis 2025",
+        "Fasi, Higham, Mikaitis and Pranesh (2021, Numerical",
+        "Hwu, Kirk and El Hajj, 2022",
+        "Boehm (2022)",
+        "Higham ch. 4",
+        "the PTX ISA",
+        "NVIDIA's H200 specification",
+        "the DeepSeek-V3 technical report",
+        "DeepGEMM's README",
+    ):
+        assert any(p.search(text) for p in CITATION_LIKE.values()), text
+    for text in ("ICLR 2018", "PPoPP 2023", "IEEE-style formats", "bf16 in 2020 terms", "chapter 03", "the K guide"):
+        assert not any(p.search(text) for p in CITATION_LIKE.values()), text
+
+
 # --- the references page ------------------------------------------------------------------
 
 
