@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 REFERENCES_DOC = "references"  # the docname of site/references.md
 
@@ -217,6 +218,17 @@ def _in_prose(text) -> bool:
     return True
 
 
+def entry_texts(references_md: str) -> dict[str, str]:
+    """Anchor -> the text of its entry in references.md (a ``(anchor)=`` line, then the entry's
+    paragraph), as plain text: markdown links reduced to their text, bare addresses dropped."""
+    entries = {}
+    for anchor, body in re.findall(r"^\(([^)\s]+)\)=\n(.+?)(?:\n\s*\n|\Z)", references_md, re.MULTILINE | re.DOTALL):
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", body)  # [arXiv:...](https://...) -> arXiv:...
+        text = re.sub(r",?\s*<https?://[^>]*>", "", text)  # <https://...>
+        entries[anchor] = " ".join(text.replace("*", "").replace("`", "").split()).rstrip(",")
+    return entries
+
+
 def link_citations(app, doctree, docname) -> None:
     """Every citation in a page's prose becomes a link to its work's entry on the references
     page (not on the references page itself)."""
@@ -225,6 +237,8 @@ def link_citations(app, doctree, docname) -> None:
     if docname == REFERENCES_DOC or REFERENCES_DOC not in app.env.found_docs:
         return
     page = app.builder.get_relative_uri(docname, REFERENCES_DOC)
+    # the entry's text is the link's title: a reader sees the work before following the link
+    titles = entry_texts((Path(app.srcdir) / f"{REFERENCES_DOC}.md").read_text(encoding="utf-8"))
     _join_text_nodes(doctree)
     # the outermost elements that hold text (a paragraph, a table cell's paragraph, a caption):
     # each is matched as one string, so a pattern can see the words around a citation
@@ -253,7 +267,12 @@ def link_citations(app, doctree, docname) -> None:
                 a, b = citation.start - base, citation.end - base
                 parts.append(nodes.Text(value[last:a]))
                 link = nodes.reference(
-                    "", "", refuri=f"{page}#{citation.anchor}", classes=["citation-link"], internal=True
+                    "",
+                    "",
+                    refuri=f"{page}#{citation.anchor}",
+                    reftitle=titles.get(citation.anchor, ""),
+                    classes=["citation-link"],
+                    internal=True,
                 )
                 link += nodes.Text(value[a:b])
                 parts.append(link)

@@ -74,14 +74,17 @@ def prose_with_code(raw: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", "", body)).split())
 
 
-def citation_links(raw: str) -> list[tuple[str, str]]:
-    """(href, text) of each citation link on a page."""
-    return [
-        (href, " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split()))
-        for href, text in re.findall(
-            r'<a class="[^"]*\bcitation-link\b[^"]*" href="([^"]+)">(.*?)</a>', raw, flags=re.DOTALL
+def citation_links(raw: str, titles: bool = False) -> list[tuple[str, ...]]:
+    """(href, text) of each citation link on a page; (href, text, title) with `titles`."""
+    found = [
+        (href, " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split()), html.unescape(title))
+        for href, title, text in re.findall(
+            r'<a class="[^"]*\bcitation-link\b[^"]*" href="([^"]+)"(?: title="([^"]*)")?>(.*?)</a>',
+            raw,
+            flags=re.DOTALL,
         )
     ]
+    return found if titles else [link[:2] for link in found]
 
 
 @pytest.fixture(scope="session")
@@ -207,6 +210,14 @@ def test_every_citation_link_points_at_an_entry(chapter_pages, entries, notebook
         parts = urlsplit(href)
         assert parts.path == "../references.html", (text, href)
         assert parts.fragment in entries, f"{notebook.stem}: {text!r} links to a missing entry {href}"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_every_citation_link_shows_its_entry_as_its_title(chapter_pages, entries, notebook):
+    """Hovering over a citation shows the work (authors, year, title) before the reader follows it."""
+    for href, text, title in citation_links(chapter_pages[notebook.stem], titles=True):
+        entry = entries[urlsplit(href).fragment]
+        assert title and entry.startswith(title[:25]), (text, title, entry)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
