@@ -172,7 +172,8 @@ def find_citations(text: str) -> list[Citation]:
     flat = re.sub(r"\s", " ", text)  # one character for one: the offsets stay those of `text`
     found = []
     for match in _ALL.finditer(flat):
-        work = WORKS[int(match.lastgroup[1:].split("_")[0])]
+        name = next(name for name, value in match.groupdict().items() if value is not None)
+        work = WORKS[int(name[1:].split("_")[0])]
         found.append(Citation(work.anchor, match.start(), match.end(), text[match.start() : match.end()]))
     return found
 
