@@ -12,7 +12,11 @@ from __future__ import annotations
 import html
 import re
 import shutil
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # this folder's modules (citations.py)
+from citations import link_citations  # noqa: E402
 
 project = "Low-precision numerics for AI accelerators"
 author = "the course authors"
@@ -285,5 +289,6 @@ def setup(app):
     app.connect("doctree-read", add_files_box)
     app.connect("doctree-read", link_copied_notebooks)
     app.connect("doctree-resolved", link_chapter_mentions)
+    app.connect("doctree-resolved", link_citations)
     app.connect("build-finished", copy_folders)
     app.connect("build-finished", drop_icon_library)
