@@ -124,6 +124,7 @@ WORKS: tuple[Work, ...] = (
         ),
     ),
     Work("ptx-isa", (r"(?:NVIDIA's )?PTX ISA",)),
+    Work("pytorch-gradscaler", (r"PyTorch's documentation(?= of `?torch\.amp\.GradScaler)",)),
     Work("pytorch-numerical-accuracy", (r"PyTorch's notes on numerical accuracy",)),
     Work("pytorch-178817", (r"pytorch/pytorch#178817",)),
     Work("torchao", (r"torchao 0\.18's source",)),
