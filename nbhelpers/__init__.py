@@ -52,6 +52,7 @@ Measurements: what the chapters measure, built on the engines and kernels.
 Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format
   - :mod:`~nbhelpers.tables`        plain-text tables
+  - :mod:`~nbhelpers.listing`       source code (a kernel's) shown as highlighted code
 
 Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never
