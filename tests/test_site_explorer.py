@@ -138,13 +138,13 @@ def same(a, b) -> bool:
 
 def codes_to_check(f: FloatFormat, rng: np.random.Generator) -> np.ndarray:
     """Every code of a format of at most 16 bits; for wider ones the edges (zeros, the
-    subnormal and normal boundaries, max, inf, NaN) and 20,000 random codes."""
+    subnormal and normal boundaries, max, inf, NaN) and 5,000 random codes."""
     if f.bits <= 16:
         return np.arange(2**f.bits, dtype=np.int64)
     m, top = f.man_bits, (2**f.exp_bits - 1) << f.man_bits
     edges = [0, 1, 2**m - 1, 2**m, 2**m + 1, top - 1, top, top + 1, top + 2**m - 1]
     edges += [c | (1 << (f.bits - 1)) for c in edges]
-    return np.concatenate([np.array(edges), rng.integers(0, 2**f.bits, 20_000)]).astype(np.int64)
+    return np.concatenate([np.array(edges), rng.integers(0, 2**f.bits, 5_000)]).astype(np.int64)
 
 
 def values_to_round(f: FloatFormat, rng: np.random.Generator) -> np.ndarray:
@@ -155,13 +155,13 @@ def values_to_round(f: FloatFormat, rng: np.random.Generator) -> np.ndarray:
     if f.bits <= 16:
         grid = finite_values(f, nonnegative=True)
         if f.bits > 8:
-            grid = np.sort(rng.choice(grid, 1500, replace=False))
+            grid = np.sort(rng.choice(grid, 400, replace=False))
             grid = np.unique(np.concatenate([grid, finite_values(f, nonnegative=True)[:20]]))
         lower, upper = grid[:-1], grid[1:]
         if f.bits > 8:  # the sampled values' own upper neighbours
             upper = grid[:-1] + ulp(grid[:-1], f)
     else:  # random positive finite codes below max and their upper neighbours
-        codes = rng.integers(0, int(encode(f.max, f)), 500)
+        codes = rng.integers(0, int(encode(f.max, f)), 200)
         lower = decode(codes, f)
         upper = decode(codes + 1, f)
         grid = lower
@@ -213,7 +213,7 @@ def explorer(server, browser_page):  # noqa: F811
     page = browser_page
     page.errors = []
     page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.goto(urljoin(server, "explorer.html"), wait_until="networkidle")
+    page.goto(urljoin(server, "explorer.html"), wait_until="load")
     page.wait_for_selector("#float-explorer[data-ready=true]", timeout=20_000)
     yield page
     assert page.errors == []
@@ -298,7 +298,7 @@ CUSTOM = [
     FloatFormat("e4m2fn", 4, 2, Specials.FINITE),
     FloatFormat("e1m3fn", 1, 3, Specials.FN),
     FloatFormat("e1m2fn", 1, 2, Specials.FINITE),
-    FloatFormat("e6m9", 6, 9, Specials.IEEE),
+    FloatFormat("e5m4", 5, 4, Specials.IEEE),
     FloatFormat("e8m23fn", 8, 23, Specials.FN),
 ]
 
@@ -315,7 +315,7 @@ def test_formats_built_from_their_fields_match_the_package(explorer, f):
     check_page(explorer)
 
 
-@pytest.mark.parametrize("name, shift", [("e4m3fn", 1), ("e4m3fn", -5), ("e2m1fn", 3), ("fp16", 20), ("e8m0fnu", -7)])
+@pytest.mark.parametrize("name, shift", [("e4m3fn", 1), ("e4m3fn", -5), ("e2m1fn", 3), ("e5m2", 20), ("e8m0fnu", -7)])
 def test_a_larger_bias_scales_every_value_by_a_power_of_two(explorer, name, shift):
     """The package fixes the bias at 2**(e-1) - 1; the page lets the reader change it. Adding
     `shift` to the bias divides every value by 2**shift and moves the whole grid: decode, the

@@ -636,7 +636,9 @@
       for (const [key, label, v] of rows) {
         const cell = el("td", { class: "fx-num", "data-key": key, "data-value": show(v) }, show(v));
         const integer = key === "finiteValues" || key === "emin" || key === "emax";
-        body.append(el("tr", {}, el("td", {}, label), cell, el("td", {}, integer ? "" : powerOfTwo(v))));
+        let power = integer ? "" : powerOfTwo(v);
+        if (key === "max" && !power) power = `${exactDecimal(f.max * pow2(-f.emax))} × 2^${f.emax}`;
+        body.append(el("tr", {}, el("td", {}, label), cell, el("td", {}, power)));
       }
       keyTable.append(body);
     }
