@@ -12,6 +12,7 @@ stylesheet in this folder's _static/, loaded on that page alone.
 from __future__ import annotations
 
 import html
+import posixpath
 import re
 import shutil
 import sys
@@ -290,6 +291,28 @@ def drop_icon_library(app, exception) -> None:
         leftover.unlink()
 
 
+def link_site_pages(app, doctree) -> None:
+    """A link to one of this folder's pages where the repository keeps it (``../site/explorer.md``
+    from a notebook: a link that works on GitHub and in JupyterLab) goes to that page of the
+    site. Other links are left to MyST."""
+    from docutils import nodes
+    from sphinx import addnodes
+
+    here = posixpath.dirname(app.env.docname)
+    for node in list(doctree.findall(addnodes.pending_xref)):
+        path, _, anchor = node.get("reftarget", "").partition("#")
+        if node.get("reftype") != "myst" or not path.endswith(".md"):
+            continue
+        target = posixpath.normpath(posixpath.join(here, path))
+        name = target.removeprefix("site/")[: -len(".md")]
+        if not target.startswith("site/") or "/" in name or not (Path(app.srcdir) / f"{name}.md").is_file():
+            continue
+        uri = "../" * app.env.docname.count("/") + f"{name}.html" + (f"#{anchor}" if anchor else "")
+        link = nodes.reference("", "", refuri=uri, internal=True)
+        link += node.children
+        node.replace_self(link)
+
+
 def explorer_assets(app, pagename, templatename, context, doctree) -> None:
     """The explorer's script and stylesheet, on its page and nowhere else."""
     if pagename == EXPLORER_PAGE:
@@ -301,6 +324,7 @@ def setup(app):
     app.connect("html-page-context", explorer_assets)
     app.connect("doctree-read", add_files_box)
     app.connect("doctree-read", link_copied_notebooks)
+    app.connect("doctree-read", link_site_pages)
     app.connect("doctree-resolved", link_chapter_mentions)
     app.connect("doctree-resolved", link_citations)
     app.connect("build-finished", copy_folders)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import runpy
 from decimal import Decimal
+from types import SimpleNamespace
 from urllib.parse import urljoin
 
 import numpy as np
@@ -244,6 +246,31 @@ def test_the_explorer_is_a_page_of_the_site_and_its_script_loads_there_only(site
     others = [p for p in site.rglob("*.html") if p != page]
     assert others and not [p for p in others if "explorer.js" in p.read_text(encoding="utf-8")]
     assert "explorer.html" in Page((site / "index.html").read_text(encoding="utf-8")).links
+
+
+def test_a_link_to_the_page_where_the_repository_keeps_it_goes_to_the_page(tmp_path):
+    """A notebook may link ``../site/explorer.md`` (a link that works on GitHub and in
+    JupyterLab); on the site it goes to explorer.html (site/conf.py's link_site_pages)."""
+    docutils = pytest.importorskip("docutils.utils", reason="Sphinx is not installed: pip install -e '.[site]'")
+    from docutils import nodes
+    from sphinx import addnodes
+
+    conf = runpy.run_path(str(ROOT / "site" / "conf.py"))
+    (tmp_path / "explorer.md").write_text("# Float format explorer\n", encoding="utf-8")
+    doctree = docutils.new_document("<test>")
+    targets = ["../site/explorer.md", "../site/explorer.md#rounding-a-value", "../site/missing.md", "explorer.md"]
+    for target in targets:
+        xref = addnodes.pending_xref("", reftarget=target, reftype="myst", refdomain=None)
+        xref += nodes.Text(target)
+        doctree += nodes.paragraph("", "", xref)
+    app = SimpleNamespace(env=SimpleNamespace(docname="notebooks/01_float_formats"), srcdir=str(tmp_path))
+    conf["link_site_pages"](app, doctree)
+    links = {n.astext(): n["refuri"] for n in doctree.findall(nodes.reference)}
+    assert links == {
+        "../site/explorer.md": "../explorer.html",
+        "../site/explorer.md#rounding-a-value": "../explorer.html#rounding-a-value",
+    }
+    assert len(list(doctree.findall(addnodes.pending_xref))) == 2  # left to MyST, which warns
 
 
 def test_key_numbers_of_every_preset(explorer):
