@@ -122,14 +122,14 @@
 
   function derive(spec) {
     if (typeof spec === "string") {
-      if (!(spec in PRESETS)) throw new Error(`unknown format ${spec}`);
+      if (!Object.hasOwn(PRESETS, spec)) throw new Error(`unknown format ${spec}`);
       const [e, m, s] = PRESETS[spec];
       return derive({ name: spec, expBits: e, manBits: m, specials: s });
     }
     const e = spec.expBits;
     const m = spec.manBits;
     const specials = spec.specials || "ieee";
-    if (!(specials in SPECIALS)) throw new Error(`unknown specials convention ${specials}`);
+    if (!Object.hasOwn(SPECIALS, specials)) throw new Error(`unknown specials convention ${specials}`);
     if (!Number.isInteger(e) || e < 1 || e > 8) throw new Error("exponent bits: 1 to 8");
     if (!Number.isInteger(m) || m < 0 || m > 23) throw new Error("mantissa bits: 0 to 23");
     if (specials === "power_of_two" && m !== 0) {
@@ -176,13 +176,13 @@
   }
 
   /** A name as the package gives a custom format (eXmY, eXmYfn), told apart from a preset of
-   * the same name with other fields, and with its bias where that is not the usual one. */
+   * the same name with other specials, and with its bias where that is not the usual one. */
   function customName(f) {
-    const preset = presetOf(f);
-    if (preset) return preset;
     const suffix = f.specials === "ieee" ? "" : f.specials === "power_of_two" ? "fnu" : "fn";
     let name = `e${f.expBits}m${f.manBits}${suffix}`;
-    if (name in PRESETS) name += f.specials === "fn" ? " (with NaN)" : " (custom)";
+    if (Object.hasOwn(PRESETS, name) && PRESETS[name][2] !== f.specials) {
+      name += f.specials === "fn" ? " (with NaN)" : " (no NaN)"; // e3m2fn is FINITE, e4m3fn FN
+    }
     return f.bias === standardBias(f.expBits) ? name : `${name}, bias ${f.bias}`;
   }
 
@@ -332,7 +332,7 @@
     if (x === Infinity) {
       r = Infinity;
     } else {
-      let biased = biasedExponent64(x);
+      const biased = biasedExponent64(x);
       const low = biased === 0 ? pow2(Math.floor(Math.log2(x))) : pow2(biased - 1023); // power of two <= x
       // (a float64 subnormal is far below 2**-500 and ends at the smallest value anyway)
       r = mode === "toward_zero" || x < 1.5 * low ? low : 2 * low; // a tie goes up: no even neighbour
@@ -367,10 +367,12 @@
     return code + (signbit(r) ? 2 ** (f.expBits + m) : 0);
   }
 
+  /** A typed number as a float64: decimal or scientific notation, inf or nan (a NaN's sign
+   * is dropped, so "-nan" gets the positive NaN code). */
   function parseValue(x) {
     if (typeof x === "number") return x;
     const text = String(x).trim().toLowerCase().replace(/^\+/, "");
-    if (text === "nan" || text === "-nan") return text[0] === "-" ? -NaN : NaN;
+    if (text === "nan" || text === "-nan") return NaN;
     if (/^-?(inf|infinity)$/.test(text)) return text[0] === "-" ? -Infinity : Infinity;
     if (!/^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/.test(text)) throw new Error(`not a number: ${x}`);
     return Number(text); // correctly rounded to the nearest float64, like Python's float()
