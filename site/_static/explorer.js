@@ -511,7 +511,12 @@
     // --- key numbers and the grid
     const keyTable = el("table", { id: "fx-key", class: "fx-table" });
     const grid = el("div", { id: "fx-grid" });
-    root.append(el("h2", {}, "Key numbers"), keyTable, el("h2", {}, "Every positive value"), grid);
+    root.append(
+      el("h2", {}, "Key numbers"),
+      el("div", { class: "fx-scroll" }, keyTable),
+      el("h2", {}, "Every positive value"),
+      grid
+    );
 
     // --- rounding
     const xInput = el("input", { id: "fx-x", type: "text", value: "3.14159", spellcheck: "false", "aria-label": "x" });
@@ -528,7 +533,7 @@
       ),
       el("label", {}, "x = ", xInput),
       el("div", { class: "fx-note" }, "read as the float64 ", xExact),
-      roundTable
+      el("div", { class: "fx-scroll" }, roundTable)
     );
 
     function fail(message) {
