@@ -1,8 +1,8 @@
 """Sphinx configuration of the course website (`make site`; site/build.py stages the sources).
 
 The source folder Sphinx reads is the staging folder that site/build.py fills: README.md,
-this folder's pages (index.md, explorer.md), docs/*.md, and copies of notebooks/, exercises/
-and solutions/. Only those pages and the chapter notebooks are pages; exercises and
+this folder's pages (index.md, references.md, explorer.md), docs/*.md, and copies of notebooks/,
+exercises/ and solutions/. Only those pages and the chapter notebooks are pages; exercises and
 solutions are copied into the site as downloadable notebooks and linked from their chapter's
 page (matched by number: exNN_* goes with NN_*). Nothing is executed: the pages show the
 outputs committed in the notebooks. The float format explorer (explorer.md) is a script and a
