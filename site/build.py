@@ -1,12 +1,13 @@
 """Build the course website: `make site`, or `python site/build.py [--out build/site]`.
 
-Stages the sources into OUT/src (README.md, site/index.md, site/references.md, docs/*.md, and
-copies of notebooks/, exercises/ and solutions/, every *.ipynb picked up by glob, so a new chapter
-needs no configuration), then runs Sphinx with site/conf.py into OUT/html. Nothing is executed and
-nothing is downloaded: the pages show the outputs committed in the notebooks. The chapters are
-staged as the reader should see them (:func:`page_copy`: no test markers, the answers' check
-hidden with the answers), and the chapter notebooks offered for download are those copies. View
-the result with `python -m http.server -d build/site/html` and open http://localhost:8000.
+Stages the sources into OUT/src (README.md, site/index.md, site/references.md, site/explorer.md,
+docs/*.md, and copies of notebooks/, exercises/ and solutions/, every *.ipynb picked up by glob, so
+a new chapter needs no configuration), then runs Sphinx with site/conf.py into OUT/html. Nothing is
+executed and nothing is downloaded: the pages show the outputs committed in the notebooks. The
+chapters are staged as the reader should see them (:func:`page_copy`: no test markers, the
+answers' check hidden with the answers), and the chapter notebooks offered for download are those
+copies. View the result with `python -m http.server -d build/site/html` and open
+http://localhost:8000.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def stage(src: Path) -> None:
     shutil.copy2(ROOT / "README.md", src / "README.md")
     shutil.copy2(SITE / "index.md", src / "index.md")
     shutil.copy2(SITE / "references.md", src / "references.md")  # the works the chapters cite
+    shutil.copy2(SITE / "explorer.md", src / "explorer.md")  # the float format explorer
     (src / "docs").mkdir()
     for page in sorted((ROOT / "docs").glob("*.md")):  # the instructors' pages (grading)
         shutil.copy2(page, src / "docs" / page.name)

@@ -1,15 +1,18 @@
 """Sphinx configuration of the course website (`make site`; site/build.py stages the sources).
 
 The source folder Sphinx reads is the staging folder that site/build.py fills: README.md,
-this folder's index.md, and copies of notebooks/, exercises/ and solutions/. Only index.md
-and the chapter notebooks are pages; exercises and solutions are copied into the site as
-downloadable notebooks and linked from their chapter's page (matched by number: exNN_* goes
-with NN_*). Nothing is executed: the pages show the outputs committed in the notebooks.
+this folder's pages (index.md, references.md, explorer.md), docs/*.md, and copies of notebooks/,
+exercises/ and solutions/. Only those pages and the chapter notebooks are pages; exercises and
+solutions are copied into the site as downloadable notebooks and linked from their chapter's
+page (matched by number: exNN_* goes with NN_*). Nothing is executed: the pages show the
+outputs committed in the notebooks. The float format explorer (explorer.md) is a script and a
+stylesheet in this folder's _static/, loaded on that page alone.
 """
 
 from __future__ import annotations
 
 import html
+import posixpath
 import re
 import shutil
 import sys
@@ -62,6 +65,9 @@ html_favicon = "_static/favicon.svg"
 html_css_files = ["course.css"]
 html_js_files = ["course.js"]
 html_last_updated_fmt = None
+# The float format explorer (explorer.md): its script and stylesheet (_static/explorer.js,
+# .css) are added to that page alone, by `explorer_assets`.
+EXPLORER_PAGE = "explorer"
 html_show_sphinx = True
 
 CHAPTER = re.compile(r"notebooks/(\d+)_[^/]+$")
@@ -285,9 +291,40 @@ def drop_icon_library(app, exception) -> None:
         leftover.unlink()
 
 
+def link_site_pages(app, doctree) -> None:
+    """A link to one of this folder's pages where the repository keeps it (``../site/explorer.md``
+    from a notebook: a link that works on GitHub and in JupyterLab) goes to that page of the
+    site. Other links are left to MyST."""
+    from docutils import nodes
+    from sphinx import addnodes
+
+    here = posixpath.dirname(app.env.docname)
+    for node in list(doctree.findall(addnodes.pending_xref)):
+        path, _, anchor = node.get("reftarget", "").partition("#")
+        if node.get("reftype") != "myst" or not path.endswith(".md"):
+            continue
+        target = posixpath.normpath(posixpath.join(here, path))
+        name = target.removeprefix("site/")[: -len(".md")]
+        if not target.startswith("site/") or "/" in name or not (Path(app.srcdir) / f"{name}.md").is_file():
+            continue
+        uri = "../" * app.env.docname.count("/") + f"{name}.html" + (f"#{anchor}" if anchor else "")
+        link = nodes.reference("", "", refuri=uri, internal=True)
+        link += node.children
+        node.replace_self(link)
+
+
+def explorer_assets(app, pagename, templatename, context, doctree) -> None:
+    """The explorer's script and stylesheet, on its page and nowhere else."""
+    if pagename == EXPLORER_PAGE:
+        app.add_css_file("explorer.css")
+        app.add_js_file("explorer.js")
+
+
 def setup(app):
+    app.connect("html-page-context", explorer_assets)
     app.connect("doctree-read", add_files_box)
     app.connect("doctree-read", link_copied_notebooks)
+    app.connect("doctree-read", link_site_pages)
     app.connect("doctree-resolved", link_chapter_mentions)
     app.connect("doctree-resolved", link_citations)
     app.connect("build-finished", copy_folders)

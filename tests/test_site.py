@@ -165,7 +165,19 @@ def site(tmp_path_factory) -> Path:
     """Build the site the way `make site` does, into a temporary folder; the html folder. The
     build runs with the course's package and its heavy dependencies made unimportable, as in the
     Pages workflow, which installs the site extra alone."""
-    out = tmp_path_factory.mktemp("site")
+    # Once per session: pytest sets a fixture up once per module that holds it, and
+    # tests/test_site_explorer.py imports this module's fixtures.
+    base = tmp_path_factory.getbasetemp()
+    if base not in BUILT:
+        BUILT[base] = build_site(tmp_path_factory.mktemp("site"))
+    return BUILT[base]
+
+
+BUILT: dict[Path, Path] = {}  # a session's base temporary folder -> the html folder of its build
+
+
+def build_site(out: Path) -> Path:
+    """Build the site into `out` (see `site`); the html folder."""
     lean = (
         "import runpy, sys\n"
         f"for name in {BUILD_NEEDS_NONE_OF!r}:\n"
@@ -440,10 +452,11 @@ def server(site):
     thread.join()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser_page(server):
     """A Chromium page that may only reach the local server: every other request is
-    blocked and recorded in `page.outside`."""
+    blocked and recorded in `page.outside`. One per test module (tests/test_site_explorer.py
+    imports it): Playwright's sync API drives one browser at a time in a thread."""
     chromium = find_chromium()
     if chromium is None and "CHROMIUM" in os.environ:
         system_package_missing(

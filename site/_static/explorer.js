@@ -1,0 +1,834 @@
+/* The float format explorer (site/explorer.md): flip the bits of a format, read its key
+ * numbers, see its grid, round a typed value. Plain JavaScript, no network.
+ *
+ * The arithmetic follows the course's package line by line, so that the page shows the same
+ * numbers: decode, the FloatFormat properties and finite_values from nbhelpers/formats.py, and
+ * round_to (modes nearest_even, nearest_away, toward_zero; saturate or not) from
+ * nbhelpers/rounding.py. tests/test_site_explorer.py compares the two, value by value.
+ *
+ * Why JavaScript's Number (a float64) is exact here: every value of a format with at most 8
+ * exponent bits and 23 mantissa bits is sig * 2**k with sig < 2**24 and k well inside float64's
+ * exponent range (|k| < 600 even with the widest bias the page accepts), so it is a float64
+ * exactly; multiplying by a power of two (built from its bits, not by Math.pow) is exact while
+ * the result stays in float64's normal range; and the rounding below only scales, takes integer
+ * parts and compares. The typed value is read as a float64 (as Python's float() reads it),
+ * which is what round_to receives. Exact decimal expansions are written with BigInt.
+ */
+(function () {
+  "use strict";
+
+  // ------------------------------------------------------------------ float64 bits
+  const buffer = new DataView(new ArrayBuffer(8));
+
+  /** 2**k exactly, for integer k in [-1074, 1023]: written as a float64 bit pattern. */
+  function pow2(k) {
+    if (k > 1023) return Infinity;
+    if (k < -1074) return 0;
+    if (k < -1022) return pow2(k + 64) * pow2(-64); // a float64 subnormal: still exact
+    buffer.setUint32(0, (k + 1023) * 0x100000); // biased exponent in bits 20..30 of the high word
+    buffer.setUint32(4, 0);
+    return buffer.getFloat64(0);
+  }
+
+  /** The biased exponent field of a float64 (0 for zeros and subnormals, 2047 for inf/NaN). */
+  function biasedExponent64(a) {
+    buffer.setFloat64(0, a);
+    return (buffer.getUint32(0) >>> 20) & 0x7ff;
+  }
+
+  /** A finite float64 as [sig, k] with a = sig * 2**k, sig an odd integer (or 0). */
+  function dyadic(a) {
+    if (a === 0) return [0n, 0];
+    buffer.setFloat64(0, a);
+    const hi = buffer.getUint32(0);
+    const lo = buffer.getUint32(4);
+    const biased = (hi >>> 20) & 0x7ff;
+    let sig = (BigInt(hi & 0xfffff) << 32n) | BigInt(lo);
+    let k;
+    if (biased === 0) {
+      k = -1074;
+    } else {
+      sig |= 1n << 52n;
+      k = biased - 1075;
+    }
+    while ((sig & 1n) === 0n) {
+      sig >>= 1n;
+      k += 1;
+    }
+    return [a < 0 ? -sig : sig, k];
+  }
+
+  /** The exact decimal expansion of a float64 (every finite float64 has a finite one). */
+  function exactDecimal(a) {
+    if (Number.isNaN(a)) return "NaN";
+    if (a === Infinity) return "inf";
+    if (a === -Infinity) return "-inf";
+    if (a === 0) return Object.is(a, -0) ? "-0" : "0";
+    let [sig, k] = dyadic(a);
+    const sign = sig < 0n ? "-" : "";
+    if (sig < 0n) sig = -sig;
+    if (k >= 0) return sign + (sig << BigInt(k)).toString();
+    // sig / 2**n = sig * 5**n / 10**n
+    const n = -k;
+    let digits = (sig * 5n ** BigInt(n)).toString();
+    if (digits.length <= n) digits = "0".repeat(n - digits.length + 1) + digits;
+    const whole = digits.slice(0, digits.length - n);
+    const frac = digits.slice(digits.length - n).replace(/0+$/, "");
+    return sign + whole + (frac ? "." + frac : "");
+  }
+
+  /** Whether a float64 has its sign bit set (true for -0 and negative NaN payloads aside). */
+  function signbit(a) {
+    return a < 0 || Object.is(a, -0);
+  }
+
+  // ------------------------------------------------------------------ formats
+  const SPECIALS = {
+    ieee: "Inf at the all-ones exponent with mantissa 0, NaN with any other mantissa; overflow gives inf",
+    fn: "No inf; only the all-ones code (exponent and mantissa) is NaN; overflow gives NaN",
+    finite: "No inf, no NaN: every code is a number; overflow saturates to max",
+    power_of_two: "Unsigned powers of two, no zero; the all-ones code is NaN; overflow gives NaN",
+  };
+
+  // nbhelpers.formats.FORMATS: name -> (exp_bits, man_bits, specials); the bias is derived
+  const PRESETS = {
+    fp32: [8, 23, "ieee"],
+    tf32: [8, 10, "ieee"],
+    bf16: [8, 7, "ieee"],
+    fp16: [5, 10, "ieee"],
+    e4m3fn: [4, 3, "fn"],
+    e5m2: [5, 2, "ieee"],
+    e3m2fn: [3, 2, "finite"],
+    e2m3fn: [2, 3, "finite"],
+    e2m1fn: [2, 1, "finite"],
+    e8m0fnu: [8, 0, "power_of_two"],
+  };
+
+  const MAX_BIAS = 500; // keeps every value, and every step of the rounding, exact in float64
+
+  function standardBias(expBits) {
+    return 2 ** (expBits - 1) - 1;
+  }
+
+  /** A format from a preset name or a spec {expBits, manBits, specials, bias?}, with the
+   * derived numbers of nbhelpers' FloatFormat. Throws Error for a format the package refuses. */
+  function format(spec) {
+    if (spec && spec.derived) return spec;
+    const key = typeof spec === "string" ? spec : JSON.stringify(spec);
+    if (!formats.has(key)) formats.set(key, derive(spec));
+    return formats.get(key);
+  }
+  const formats = new Map(); // the derived formats, by their spec
+
+  function derive(spec) {
+    if (typeof spec === "string") {
+      if (!Object.hasOwn(PRESETS, spec)) throw new Error(`unknown format ${spec}`);
+      const [e, m, s] = PRESETS[spec];
+      return derive({ name: spec, expBits: e, manBits: m, specials: s });
+    }
+    const e = spec.expBits;
+    const m = spec.manBits;
+    const specials = spec.specials || "ieee";
+    if (!Object.hasOwn(SPECIALS, specials)) throw new Error(`unknown specials convention ${specials}`);
+    if (!Number.isInteger(e) || e < 1 || e > 8) throw new Error("exponent bits: 1 to 8");
+    if (!Number.isInteger(m) || m < 0 || m > 23) throw new Error("mantissa bits: 0 to 23");
+    if (specials === "power_of_two" && m !== 0) {
+      throw new Error("an unsigned power-of-two format (like e8m0fnu) has no mantissa bits");
+    }
+    if (specials !== "power_of_two" && m === 0) {
+      throw new Error("a signed format needs at least one mantissa bit");
+    }
+    if (specials === "ieee" && e < 2) {
+      throw new Error("IEEE specials need at least 2 exponent bits: with 1 there are no normal numbers");
+    }
+    const bias = spec.bias === undefined || spec.bias === null ? standardBias(e) : spec.bias;
+    if (!Number.isInteger(bias) || Math.abs(bias) > MAX_BIAS) {
+      throw new Error(`the bias is an integer from -${MAX_BIAS} to ${MAX_BIAS}`);
+    }
+    const signed = specials !== "power_of_two";
+    const f = { derived: true, expBits: e, manBits: m, specials, bias, signed };
+    f.name = spec.name || customName(f);
+    f.bits = (signed ? 1 : 0) + e + m;
+    f.allOnes = 2 ** e - 1;
+    f.emin = specials === "power_of_two" ? -bias : 1 - bias;
+    const top = f.allOnes - bias; // exponent of the all-ones field
+    f.emax = specials === "ieee" || specials === "power_of_two" || (specials === "fn" && m === 0) ? top - 1 : top;
+    // the largest significand: all ones, or one less where the all-ones code is NaN
+    const sigMax = specials === "fn" ? 2 ** (m + 1) - 2 : 2 ** (m + 1) - 1;
+    f.max = sigMax * pow2(f.emax - m);
+    f.smallestNormal = pow2(f.emin);
+    f.hasSubnormals = specials !== "power_of_two" && m > 0;
+    f.smallestSubnormal = f.hasSubnormals ? pow2(f.emin - m) : null;
+    f.eps = pow2(-m);
+    f.unitRoundoff = f.eps / 2;
+    f.hasInf = specials === "ieee";
+    f.hasNan = specials !== "finite";
+    f.hasZero = specials !== "power_of_two";
+    return f;
+  }
+
+  /** The preset with these fields, if there is one. */
+  function presetOf(f) {
+    for (const [name, [e, m, s]] of Object.entries(PRESETS)) {
+      if (e === f.expBits && m === f.manBits && s === f.specials && f.bias === standardBias(e)) return name;
+    }
+    return null;
+  }
+
+  /** A name as the package gives a custom format (eXmY, eXmYfn), told apart from a preset of
+   * the same name with other specials, and with its bias where that is not the usual one. */
+  function customName(f) {
+    const suffix = f.specials === "ieee" ? "" : f.specials === "power_of_two" ? "fnu" : "fn";
+    let name = `e${f.expBits}m${f.manBits}${suffix}`;
+    if (Object.hasOwn(PRESETS, name) && PRESETS[name][2] !== f.specials) {
+      name += f.specials === "fn" ? " (with NaN)" : " (no NaN)"; // e3m2fn is FINITE, e4m3fn FN
+    }
+    return f.bias === standardBias(f.expBits) ? name : `${name}, bias ${f.bias}`;
+  }
+
+  /** How many distinct finite values the format has (+0 and -0 are one value, as in
+   * nbhelpers' finite_values). */
+  function finiteCount(f) {
+    let codes = 2 ** f.bits;
+    if (f.specials === "ieee") codes -= (f.signed ? 2 : 1) * 2 ** f.manBits; // inf and NaNs
+    else if (f.specials === "fn") codes -= 2; // +-NaN
+    else if (f.specials === "power_of_two") codes -= 1; // NaN
+    return f.hasZero && f.signed ? codes - 1 : codes;
+  }
+
+  function keyNumbers(spec) {
+    const f = format(spec);
+    return {
+      name: f.name,
+      bits: f.bits,
+      bias: f.bias,
+      emin: f.emin,
+      emax: f.emax,
+      max: f.max,
+      smallestNormal: f.smallestNormal,
+      smallestSubnormal: f.smallestSubnormal,
+      eps: f.eps,
+      unitRoundoff: f.unitRoundoff,
+      finiteValues: finiteCount(f),
+    };
+  }
+
+  // ------------------------------------------------------------------ decode
+  function fields(f, code) {
+    if (!Number.isInteger(code) || code < 0 || code >= 2 ** f.bits) {
+      throw new Error(`code ${code} does not fit in ${f.name}: codes are 0 .. ${2 ** f.bits - 1}`);
+    }
+    // arithmetic rather than bit operators: JavaScript's are 32-bit signed, fp32 codes are not
+    const mantissa = code % 2 ** f.manBits;
+    const exponent = Math.floor(code / 2 ** f.manBits) % 2 ** f.expBits;
+    const sign = f.signed ? Math.floor(code / 2 ** (f.expBits + f.manBits)) : 0;
+    return { sign, exponent, mantissa };
+  }
+
+  /** The value of one code and its class, as nbhelpers.formats.decode computes it. */
+  function decode(spec, code) {
+    const f = format(spec);
+    const { sign, exponent, mantissa } = fields(f, code);
+    const m = f.manBits;
+    let value;
+    let cls;
+    if (f.specials === "power_of_two") {
+      value = exponent === f.allOnes ? NaN : pow2(exponent - f.bias);
+      cls = exponent === f.allOnes ? "NaN" : "normal";
+    } else {
+      const normal = exponent > 0;
+      const sig = normal ? mantissa + 2 ** m : mantissa;
+      value = sig * pow2((normal ? exponent - f.bias : f.emin) - m); // exact: sig < 2**24
+      cls = value === 0 ? "zero" : normal ? "normal" : "subnormal";
+      if (exponent === f.allOnes) {
+        if (f.specials === "ieee") {
+          value = mantissa === 0 ? Infinity : NaN;
+          cls = mantissa === 0 ? "inf" : "NaN";
+        } else if (f.specials === "fn" && mantissa === 2 ** m - 1) {
+          value = NaN;
+          cls = "NaN";
+        }
+      }
+      if (sign) value = -value;
+    }
+    return { value, cls, sign, exponent, mantissa };
+  }
+
+  /** A decoded code field by field, like nbhelpers.formats.describe. */
+  function formulaOf(f, d) {
+    if (d.cls === "NaN") return "NaN";
+    const s = d.sign ? "-" : "+";
+    if (d.cls === "inf") return `${s}inf`;
+    if (f.specials === "power_of_two") return `2^(${d.exponent}-${f.bias}) = ${show(d.value)}`;
+    const m = 2 ** f.manBits;
+    if (d.exponent === 0) return `${s}2^(${f.emin}) × (${d.mantissa}/${m}) = ${show(d.value)}`;
+    return `${s}2^(${d.exponent}-${f.bias}) × (1 + ${d.mantissa}/${m}) = ${show(d.value)}`;
+  }
+
+  function hex(f, code) {
+    const digits = Math.ceil(f.bits / 4);
+    return "0x" + code.toString(16).toUpperCase().padStart(digits, "0");
+  }
+
+  /** Sorted distinct finite values (nonnegative ones only if asked), as finite_values does;
+   * formats of at most 16 bits. */
+  function finiteValues(spec, nonnegative) {
+    const f = format(spec);
+    if (f.bits > 16) throw new Error(`${f.name} has ${f.bits} bits: listing its values is for formats of at most 16`);
+    const seen = new Set();
+    for (let code = 0; code < 2 ** f.bits; code++) {
+      const v = decode(f, code).value;
+      if (Number.isFinite(v) && (!nonnegative || v >= 0)) seen.add(v === 0 ? 0 : v); // -0 joins +0
+    }
+    return [...seen].sort((a, b) => a - b);
+  }
+
+  // ------------------------------------------------------------------ rounding
+  const MODES = ["nearest_even", "nearest_away", "toward_zero"];
+
+  /** Round a nonnegative y (a float64, possibly inf or NaN) to an integer by the mode. */
+  function roundInteger(y, mode) {
+    if (mode === "toward_zero") return Math.trunc(y);
+    const low = Math.floor(y);
+    const frac = y - low; // exact: low and y lie in the same binade, or low is 0
+    if (mode === "nearest_away") return low + (frac >= 0.5 ? 1 : 0);
+    if (frac > 0.5) return low + 1;
+    if (frac < 0.5 || Number.isNaN(frac)) return low;
+    return low % 2 === 0 ? low : low + 1; // a tie: to the even integer (numpy's rint)
+  }
+
+  /** What a value beyond max becomes (nbhelpers.rounding._overflow_value). */
+  function overflowValue(f, saturate) {
+    if (saturate) return f.max;
+    if (f.specials === "ieee") return Infinity;
+    if (f.specials === "fn" || f.specials === "power_of_two") return NaN;
+    return f.max; // finite formats have nothing else
+  }
+
+  /** round_to for one float64: _round_chunk, or _round_power_of_two_chunk for e8m0fnu-style. */
+  function roundValue(f, x, mode, saturate) {
+    if (f.specials === "power_of_two") return roundPowerOfTwo(f, x, mode, saturate);
+    const m = f.manBits;
+    const a = Math.abs(x);
+    // the exponent of |x|, clamped to [emin, emax + 1]: below emin the spacing is the
+    // subnormal one; anything above emax + 1 overflows anyway
+    const e = Math.min(Math.max(biasedExponent64(a) - 1023, f.emin), f.emax + 1);
+    const y = roundInteger(a * pow2(m - e), mode); // |x| / q, exact: q = 2**(e - m)
+    let r = y * pow2(e - m); // on the grid (or beyond max)
+    if (r > f.max) {
+      if (mode === "toward_zero") {
+        // never rounds up: a finite x lands on max; inf becomes what the format makes of inf
+        r = !saturate && y === Infinity ? overflowValue(f, saturate) : f.max;
+      } else {
+        r = overflowValue(f, saturate);
+      }
+    }
+    return signbit(x) ? -r : r; // numpy's copysign(r, x)
+  }
+
+  function roundPowerOfTwo(f, x, mode, saturate) {
+    if (!(x > 0)) return NaN; // zero, negative, NaN: no code for them
+    let r;
+    if (x === Infinity) {
+      r = Infinity;
+    } else {
+      const biased = biasedExponent64(x);
+      const low = biased === 0 ? pow2(Math.floor(Math.log2(x))) : pow2(biased - 1023); // power of two <= x
+      // (a float64 subnormal is far below 2**-500 and ends at the smallest value anyway)
+      r = mode === "toward_zero" || x < 1.5 * low ? low : 2 * low; // a tie goes up: no even neighbour
+    }
+    r = Math.max(r, f.smallestNormal); // no zero: tiny values land on 2**emin
+    if (mode === "toward_zero" && r > f.max && Number.isFinite(x)) r = f.max;
+    if (r > f.max) r = saturate ? f.max : NaN;
+    return r;
+  }
+
+  /** The code of a value on the grid (nbhelpers.formats._values_to_bits); null for NaN in a
+   * format without NaN. `negative` is the input's sign, which a NaN result keeps. */
+  function encodeValue(f, r, negative) {
+    const m = f.manBits;
+    if (Number.isNaN(r)) {
+      if (!f.hasNan) return null;
+      if (f.specials === "power_of_two") return f.allOnes;
+      const nan = f.specials === "ieee" ? f.allOnes * 2 ** m + 2 ** (m - 1) : f.allOnes * 2 ** m + 2 ** m - 1;
+      return nan + (negative ? 2 ** (f.expBits + m) : 0);
+    }
+    const mag = Math.abs(r);
+    if (f.specials === "power_of_two") return biasedExponent64(mag) - 1023 + f.bias;
+    let code;
+    if (mag === Infinity) {
+      code = f.allOnes * 2 ** m;
+    } else if (mag >= f.smallestNormal) {
+      const e = biasedExponent64(mag) - 1023;
+      code = (e + f.bias) * 2 ** m + (mag * pow2(m - e) - 2 ** m);
+    } else {
+      code = mag * pow2(m - f.emin); // a subnormal (or zero): exponent field 0
+    }
+    return code + (signbit(r) ? 2 ** (f.expBits + m) : 0);
+  }
+
+  /** A typed number as a float64: decimal or scientific notation, inf or nan (a NaN's sign
+   * is dropped, so "-nan" gets the positive NaN code). */
+  function parseValue(x) {
+    if (typeof x === "number") return x;
+    const text = String(x).trim().toLowerCase().replace(/^\+/, "");
+    if (text === "nan" || text === "-nan") return NaN;
+    if (/^-?(inf|infinity)$/.test(text)) return text[0] === "-" ? -Infinity : Infinity;
+    if (!/^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/.test(text)) throw new Error(`not a number: ${x}`);
+    return Number(text); // correctly rounded to the nearest float64, like Python's float()
+  }
+
+  /** round_to(x, fmt, mode, saturate=True or None) for one value, with the result's code and
+   * its error against x (the float64 the typed text reads as). */
+  function round(spec, x, mode, saturate) {
+    const f = format(spec);
+    if (!MODES.includes(mode)) throw new Error(`unknown rounding mode ${mode}`);
+    const xv = parseValue(x);
+    const value = roundValue(f, xv, mode, Boolean(saturate));
+    const code = encodeValue(f, value, signbit(xv));
+    const finite = Number.isFinite(value) && Number.isFinite(xv);
+    const absError = finite ? Math.abs(xv - value) : NaN; // one IEEE subtraction: correctly rounded
+    const relError = finite && xv !== 0 ? absError / Math.abs(xv) : finite ? 0 : NaN;
+    return {
+      x: xv,
+      value,
+      code,
+      hex: code === null ? null : hex(f, code),
+      cls: code === null ? "NaN" : decode(f, code).cls,
+      absError,
+      relError,
+    };
+  }
+
+  // ------------------------------------------------------------------ the page
+  const SVG = "http://www.w3.org/2000/svg";
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v);
+    }
+    for (const child of children) node.append(child);
+    return node;
+  }
+
+  function svgEl(tag, attrs) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    return node;
+  }
+
+  /** A float64 as the page shows it: the shortest text that reads back as the same number. */
+  function show(v) {
+    if (v === null || v === undefined) return "none";
+    if (Number.isNaN(v)) return "NaN";
+    if (v === Infinity) return "inf";
+    if (v === -Infinity) return "-inf";
+    if (Object.is(v, -0)) return "-0";
+    return String(v);
+  }
+
+  /** A positive power of two as 2^k, else nothing. */
+  function powerOfTwo(v) {
+    if (!(v > 0) || !Number.isFinite(v)) return "";
+    const [sig, k] = dyadic(v);
+    return sig === 1n ? `2^${k}` : "";
+  }
+
+  function shortNumber(v) {
+    if (!Number.isFinite(v)) return show(v);
+    return Number(v.toPrecision(6)).toString();
+  }
+
+  function build(root) {
+    const state = { fmt: format("bf16"), code: 0x3f80 };
+
+    // --- the format: a preset, or its fields
+    const preset = el("select", { id: "fx-preset", "aria-label": "preset" });
+    for (const name of Object.keys(PRESETS)) preset.append(el("option", { value: name }, name));
+    preset.append(el("option", { value: "custom" }, "custom"));
+    const expInput = el("input", { id: "fx-exp", type: "number", min: "1", max: "8", step: "1" });
+    const manInput = el("input", { id: "fx-man", type: "number", min: "0", max: "23", step: "1" });
+    const biasInput = el("input", { id: "fx-bias", type: "number", min: `-${MAX_BIAS}`, max: `${MAX_BIAS}`, step: "1" });
+    const specialsInput = el("select", { id: "fx-specials", "aria-label": "specials" });
+    for (const [key, text] of Object.entries({
+      ieee: "IEEE: inf and NaN",
+      fn: "fn: no inf, one NaN code",
+      finite: "fn: no inf, no NaN",
+      power_of_two: "fnu: unsigned powers of two",
+    })) {
+      specialsInput.append(el("option", { value: key }, text));
+    }
+    const problem = el("p", { id: "fx-problem", class: "fx-problem", role: "alert" });
+    const specialsLine = el("p", { id: "fx-specials-text", class: "fx-note" });
+
+    root.append(
+      el(
+        "div",
+        { class: "fx-controls" },
+        el("label", {}, "Preset ", preset),
+        el("label", {}, "exponent bits ", expInput),
+        el("label", {}, "mantissa bits ", manInput),
+        el("label", {}, "bias ", biasInput),
+        el("label", {}, "specials ", specialsInput)
+      ),
+      problem,
+      specialsLine
+    );
+
+    // --- the code: its bits, hex, value
+    const bitsRow = el("div", { id: "fx-bits", class: "fx-bits" });
+    const hexInput = el("input", { id: "fx-hex", type: "text", spellcheck: "false", "aria-label": "code in hex" });
+    const value = el("output", { id: "fx-value", class: "fx-value" });
+    const cls = el("output", { id: "fx-class", class: "fx-class" });
+    const formula = el("div", { id: "fx-formula", class: "fx-note" });
+    const exact = el("span", { id: "fx-exact", class: "fx-exact" });
+    const step = (d) => () => {
+      const n = 2 ** state.fmt.bits;
+      setCode((state.code + d + n) % n);
+    };
+    root.append(
+      el("h2", {}, "The bits"),
+      el("p", { class: "fx-note" }, "Click a bit to flip it, or type a code in hex."),
+      bitsRow,
+      el(
+        "div",
+        { class: "fx-code" },
+        el("label", {}, "code ", hexInput),
+        el("button", { type: "button", id: "fx-down", onclick: step(-1), title: "previous code" }, "−1"),
+        el("button", { type: "button", id: "fx-up", onclick: step(1), title: "next code" }, "+1"),
+        el("span", {}, " value "),
+        value,
+        el("span", {}, " "),
+        cls
+      ),
+      formula,
+      el("div", { class: "fx-note" }, "exactly: ", exact)
+    );
+
+    // --- key numbers and the grid
+    const keyTable = el("table", { id: "fx-key", class: "fx-table" });
+    const grid = el("div", { id: "fx-grid" });
+    root.append(
+      el("h2", {}, "Key numbers"),
+      el("div", { class: "fx-scroll" }, keyTable),
+      el("h2", {}, "Every positive value"),
+      grid
+    );
+
+    // --- rounding
+    const xInput = el("input", { id: "fx-x", type: "text", value: "3.14159", spellcheck: "false", "aria-label": "x" });
+    const xExact = el("span", { id: "fx-x-exact", class: "fx-exact" });
+    const roundTable = el("table", { id: "fx-round", class: "fx-table" });
+    root.append(
+      el("h2", {}, "Rounding a value"),
+      el(
+        "p",
+        { class: "fx-note" },
+        "Type a number (1e-3, -448, inf, nan...). It is first read as a float64, the nearest one ",
+        "to what you typed, as Python's float() reads it; then rounded to the format in each mode. ",
+        "Click a result's code to show it in the bits above."
+      ),
+      el("label", {}, "x = ", xInput),
+      el("div", { class: "fx-note" }, "read as the float64 ", xExact),
+      el("div", { class: "fx-scroll" }, roundTable)
+    );
+
+    function fail(message) {
+      problem.textContent = message;
+    }
+
+    function readFormat() {
+      try {
+        const fmt = format({
+          expBits: Number(expInput.value),
+          manBits: Number(manInput.value),
+          bias: Number(biasInput.value),
+          specials: specialsInput.value,
+        });
+        fail("");
+        return fmt;
+      } catch (err) {
+        fail(err.message);
+        return null;
+      }
+    }
+
+    function setFormat(fmt, code) {
+      fail("");
+      state.fmt = fmt;
+      expInput.value = fmt.expBits;
+      manInput.value = fmt.manBits;
+      biasInput.value = fmt.bias;
+      specialsInput.value = fmt.specials;
+      preset.value = presetOf(fmt) || "custom";
+      specialsLine.textContent = `${fmt.name}: ${fmt.bits} bits. ${SPECIALS[fmt.specials]}.`;
+      showKeyNumbers();
+      drawGrid();
+      setCode(code === undefined ? codeOfOne(fmt) : code);
+      showRounding();
+    }
+
+    /** The code of 1.0 where the format has it, else the code of max. */
+    function codeOfOne(fmt) {
+      const one = round(fmt, 1, "nearest_even", true);
+      return one.value === 1 ? one.code : round(fmt, fmt.max, "nearest_even", true).code;
+    }
+
+    function setCode(code) {
+      const f = state.fmt;
+      state.code = code;
+      const d = decode(f, code);
+      bitsRow.replaceChildren();
+      const groups = [];
+      if (f.signed) groups.push(["sign", 1, d.sign]);
+      groups.push(["exponent", f.expBits, d.exponent]);
+      if (f.manBits) groups.push(["mantissa", f.manBits, d.mantissa]);
+      let position = f.bits;
+      for (const [kind, width, field] of groups) {
+        const group = el("div", { class: `fx-group fx-${kind}` });
+        const row = el("div", { class: "fx-group-bits" });
+        for (let i = width - 1; i >= 0; i--) {
+          position -= 1;
+          const bit = Math.floor(field / 2 ** i) % 2;
+          const at = position;
+          row.append(
+            el(
+              "button",
+              {
+                type: "button",
+                class: `fx-bit fx-bit-${kind}`,
+                "data-bit": String(at),
+                "aria-label": `${kind} bit ${i} (code bit ${at}): ${bit}`,
+                "aria-pressed": bit ? "true" : "false",
+                onclick: () => setCode(bit ? state.code - 2 ** at : state.code + 2 ** at),
+              },
+              String(bit)
+            )
+          );
+        }
+        const label = kind === "sign" ? "sign" : `${kind}: ${field}`;
+        group.append(row, el("div", { class: "fx-group-label" }, label));
+        bitsRow.append(group);
+      }
+      if (document.activeElement !== hexInput) hexInput.value = hex(f, code);
+      value.textContent = show(d.value);
+      value.dataset.value = show(d.value);
+      cls.textContent = d.cls;
+      cls.dataset.cls = d.cls;
+      formula.textContent = formulaOf(f, d);
+      exact.textContent = exactDecimal(d.value);
+      markGrid(d.value);
+    }
+
+    function showKeyNumbers() {
+      const f = state.fmt;
+      const k = keyNumbers(f);
+      const rows = [
+        ["max", "largest finite value", k.max],
+        ["smallestNormal", "smallest normal", k.smallestNormal],
+        ["smallestSubnormal", "smallest subnormal", k.smallestSubnormal],
+        ["eps", "eps: the gap from 1 to the next value (the ulp at 1)", k.eps],
+        ["unitRoundoff", "unit roundoff u = eps/2: round-to-nearest's worst relative error (normal range)", k.unitRoundoff],
+        ["finiteValues", "finite values (+0 and -0 count once)", k.finiteValues],
+        ["emin", "exponent of the smallest normal, emin", k.emin],
+        ["emax", "exponent of the largest binade, emax", k.emax],
+      ];
+      keyTable.replaceChildren(
+        el("thead", {}, el("tr", {}, el("th", {}, "number"), el("th", {}, "value"), el("th", {}, "as a power of two")))
+      );
+      const body = el("tbody");
+      for (const [key, label, v] of rows) {
+        const cell = el("td", { class: "fx-num", "data-key": key, "data-value": show(v) }, show(v));
+        const integer = key === "finiteValues" || key === "emin" || key === "emax";
+        let power = integer ? "" : powerOfTwo(v);
+        if (key === "max" && !power) power = `${exactDecimal(f.max * pow2(-f.emax))} × 2^${f.emax}`;
+        body.append(el("tr", {}, el("td", {}, label), cell, el("td", {}, power)));
+      }
+      keyTable.append(body);
+    }
+
+    function drawGrid() {
+      const f = state.fmt;
+      grid.replaceChildren();
+      if (f.bits > 8) {
+        grid.append(
+          el("p", { class: "fx-note" }, `${f.name} has ${k(finiteCount(f))} finite values: the grid is drawn for formats of at most 8 bits.`)
+        );
+        return;
+      }
+      const values = finiteValues(f, true).filter((v) => v > 0);
+      const width = 760;
+      const left = 20;
+      const lo = Math.log2(values[0]);
+      const hi = Math.log2(values[values.length - 1]);
+      const span = hi - lo || 1;
+      const x = (v) => left + ((Math.log2(v) - lo) / span) * width;
+      const svg = svgEl("svg", {
+        id: "fx-grid-svg",
+        viewBox: `0 0 ${width + 2 * left} 90`,
+        role: "img",
+        "aria-label": `the ${values.length} positive finite values of ${f.name} on a log2 axis`,
+      });
+      svg.append(svgEl("line", { x1: left, x2: left + width, y1: 50, y2: 50, class: "fx-axis" }));
+      // a label every few binades, at most about 12
+      const stride = Math.max(1, Math.ceil(span / 12));
+      for (let p = Math.ceil(lo); p <= Math.floor(hi); p++) {
+        if ((p - Math.ceil(lo)) % stride !== 0) continue;
+        const at = x(pow2(p));
+        svg.append(svgEl("line", { x1: at, x2: at, y1: 50, y2: 56, class: "fx-axis" }));
+        const label = svgEl("text", { x: at, y: 70, class: "fx-axis-label" });
+        label.textContent = `2^${p}`;
+        svg.append(label);
+      }
+      for (const v of values) {
+        const subnormal = f.hasSubnormals && v < f.smallestNormal;
+        const tick = svgEl("line", {
+          x1: x(v),
+          x2: x(v),
+          y1: 22,
+          y2: 48,
+          class: subnormal ? "fx-tick fx-tick-subnormal" : "fx-tick",
+          "data-value": show(v),
+        });
+        const title = svgEl("title");
+        title.textContent = `${show(v)}${subnormal ? " (subnormal)" : ""}`;
+        tick.append(title);
+        tick.addEventListener("click", () => setCode(encodeValue(f, v, false)));
+        svg.append(tick);
+      }
+      const marker = svgEl("path", { id: "fx-grid-marker", d: "M -5 8 L 5 8 L 0 18 Z", class: "fx-marker" });
+      svg.append(marker);
+      grid.append(
+        svg,
+        el(
+          "p",
+          { class: "fx-note" },
+          `${values.length} positive values` +
+            (f.hasZero ? ", and zero (not on a log axis)" : "") +
+            (f.hasSubnormals ? "; subnormals in a lighter colour" : "") +
+            ". Click one to show its code."
+        )
+      );
+      grid.positions = x;
+    }
+
+    function markGrid(v) {
+      const marker = document.getElementById("fx-grid-marker");
+      if (!marker) return;
+      const a = Math.abs(v);
+      const shown = Number.isFinite(a) && a > 0;
+      marker.style.display = shown ? "" : "none";
+      if (shown) marker.setAttribute("transform", `translate(${grid.positions(a)} 0)`);
+    }
+
+    function showRounding() {
+      const f = state.fmt;
+      let xv;
+      try {
+        xv = parseValue(xInput.value);
+      } catch (err) {
+        xExact.textContent = err.message;
+        roundTable.replaceChildren();
+        return;
+      }
+      xExact.textContent = exactDecimal(xv);
+      const overflow = {
+        ieee: "to inf",
+        fn: "to NaN",
+        finite: "saturates",
+        power_of_two: "to NaN",
+      }[f.specials];
+      roundTable.replaceChildren(
+        el(
+          "thead",
+          {},
+          el(
+            "tr",
+            {},
+            ...["mode", "overflow", "result", "code", "class", "absolute error", "relative error"].map((h) => el("th", {}, h))
+          )
+        )
+      );
+      const body = el("tbody");
+      for (const mode of MODES) {
+        for (const saturate of [false, true]) {
+          const r = round(f, xv, mode, saturate);
+          const codeCell = el("td", { class: "fx-num" });
+          if (r.code === null) {
+            codeCell.textContent = "none (no NaN code)";
+          } else {
+            codeCell.append(el("button", { type: "button", class: "fx-code-link", onclick: () => setCode(r.code) }, r.hex));
+          }
+          body.append(
+            el(
+              "tr",
+              { "data-mode": mode, "data-saturate": String(saturate) },
+              el("td", {}, mode.replace("_", " ")),
+              el("td", {}, saturate ? "saturating" : `format's (${overflow})`),
+              el("td", { class: "fx-num fx-result", "data-value": show(r.value), title: exactDecimal(r.value) }, show(r.value)),
+              codeCell,
+              el("td", {}, r.cls),
+              el("td", { class: "fx-num", title: show(r.absError) }, shortNumber(r.absError)),
+              el("td", { class: "fx-num", title: show(r.relError) }, shortNumber(r.relError))
+            )
+          );
+        }
+      }
+      roundTable.append(body);
+    }
+
+    function k(n) {
+      return n.toLocaleString("en-US");
+    }
+
+    preset.addEventListener("change", () => {
+      if (preset.value === "custom") return;
+      setFormat(format(preset.value), undefined);
+    });
+    for (const input of [expInput, manInput, specialsInput, biasInput]) {
+      input.addEventListener("change", () => {
+        if (input === expInput) biasInput.value = standardBias(Number(expInput.value));
+        if (input === specialsInput && specialsInput.value === "power_of_two") manInput.value = 0;
+        const fmt = readFormat();
+        if (fmt) setFormat(fmt, undefined);
+      });
+    }
+    hexInput.addEventListener("change", () => {
+      const text = hexInput.value.trim().replace(/^0x/i, "");
+      const code = /^[0-9a-f]+$/i.test(text) ? parseInt(text, 16) : NaN;
+      if (Number.isInteger(code) && code < 2 ** state.fmt.bits) {
+        fail("");
+        setCode(code);
+      } else {
+        fail(`a code of ${state.fmt.name} is a hex number from 0 to ${hex(state.fmt, 2 ** state.fmt.bits - 1)}`);
+      }
+      hexInput.value = hex(state.fmt, state.code);
+    });
+    xInput.addEventListener("input", showRounding);
+
+    setFormat(state.fmt, state.code);
+    root.dataset.ready = "true";
+  }
+
+  window.explorer = {
+    PRESETS,
+    MODES,
+    format,
+    keyNumbers,
+    decode,
+    round,
+    finiteValues,
+    exactDecimal,
+    show,
+  };
+
+  function start() {
+    const root = document.getElementById("float-explorer");
+    if (root) build(root);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,469 @@
+"""The float format explorer page of the website (site/explorer.md, site/_static/explorer.js)
+against the course's package: the page's numbers are those of nbhelpers.formats (decode,
+finite_values, the FloatFormat limits) and nbhelpers.rounding.round_to, compared value by value
+in headless Chromium (the site built and served as tests/test_site.py does, with no network).
+
+The script exposes ``window.explorer`` (decode, round, keyNumbers, finiteValues), so most checks
+run many values in one call; a few drive the page as a reader does (pick a preset, click a bit,
+type a value).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import runpy
+from decimal import Decimal
+from types import SimpleNamespace
+from urllib.parse import urljoin
+
+import numpy as np
+import pytest
+
+# the fixtures of the site's build, its local server and the Chromium page that may reach
+# nothing else (pytest finds them by these names here; the tests that take them say noqa: F811)
+from test_site import ROOT, Page, browser_page, local_target, server, site  # noqa: F401
+
+from nbhelpers.formats import FORMATS, FloatFormat, Specials, decode, fields, finite_values, ulp
+from nbhelpers.rounding import encode, round_to
+
+MODES = ("nearest_even", "nearest_away", "toward_zero")
+SMALL = [f for f in FORMATS.values() if f.bits <= 8]  # every code, every grid midpoint
+WIDE = [f for f in FORMATS.values() if f.bits > 16]  # tf32, fp32: samples
+SEED = 20260101
+
+# Many values go in and out of the page as JSON text: Playwright's own serialization of long
+# arrays takes seconds. Numbers travel as their shortest text (explorer.show: "-0", "inf",
+# "NaN" included), which reads back as the same float64 on both sides.
+JS_DECODE = """([spec, codes]) => JSON.stringify(JSON.parse(codes).map((c) => {
+    const d = explorer.decode(spec, c);
+    return [explorer.show(d.value), d.cls];
+}))"""
+JS_DECODE_EXACT = """([spec, codes]) => JSON.stringify(JSON.parse(codes).map((c) =>
+    explorer.exactDecimal(explorer.decode(spec, c).value)))"""
+JS_ROUND = """([spec, xs, mode, saturate]) => JSON.stringify(JSON.parse(xs).map((x) => {
+    const r = explorer.round(spec, x, mode, saturate);
+    return [explorer.show(r.x), explorer.show(r.value), r.code, explorer.show(r.absError), explorer.show(r.relError)];
+}))"""
+
+
+def js_decode(page, spec, codes) -> tuple[np.ndarray, list[str]]:
+    """The page's value and class of each code."""
+    shown = json.loads(page.evaluate(JS_DECODE, [spec, json.dumps([int(c) for c in codes])]))
+    return np.array([float(v) for v, _ in shown]), [c for _, c in shown]
+
+
+def js_exact(page, spec, codes) -> list[str]:
+    return json.loads(page.evaluate(JS_DECODE_EXACT, [spec, json.dumps([int(c) for c in codes])]))
+
+
+def js_round(page, spec, xs: np.ndarray, mode: str, saturate) -> dict[str, np.ndarray]:
+    """The page's rounding of each x (sent as Python's repr, the text a reader would type):
+    x as the page read it, the result, its code (-1 for none) and the errors."""
+    typed = json.dumps([repr(float(x)) for x in xs])
+    shown = json.loads(page.evaluate(JS_ROUND, [spec, typed, mode, bool(saturate)]))
+    columns = list(zip(*shown))
+    out = {key: np.array([float(v) for v in col]) for key, col in zip(("x", "value"), columns[:2])}
+    out["code"] = np.array([-1 if c is None else c for c in columns[2]], dtype=np.int64)
+    out["abs_error"] = np.array([float(v) for v in columns[3]])
+    out["rel_error"] = np.array([float(v) for v in columns[4]])
+    return out
+
+
+# --- the package's side -------------------------------------------------------------------
+
+
+def spec_of(f: FloatFormat, bias: int | None = None):
+    """How the page names a format: a preset's name, or its fields."""
+    if f.name in FORMATS and FORMATS[f.name] == f and bias is None:
+        return f.name
+    spec = {"expBits": f.exp_bits, "manBits": f.man_bits, "specials": f.specials.value}
+    if bias is not None:
+        spec["bias"] = bias
+    return spec
+
+
+def classes(codes: np.ndarray, f: FloatFormat) -> list[str]:
+    """zero, subnormal, normal, inf or NaN for each code, from decode and the fields."""
+    v = decode(codes, f)
+    exponent = fields(codes, f).exponent
+    out = np.where(exponent == 0, "subnormal", "normal").astype(object)
+    if f.specials is Specials.POWER_OF_TWO:
+        out[:] = "normal"
+    out[v == 0] = "zero"
+    out[np.isinf(v)] = "inf"
+    out[np.isnan(v)] = "NaN"
+    return list(out)
+
+
+def finite_count(f: FloatFormat) -> int:
+    """How many distinct finite values (+0 and -0 once): the package's decode of every code, for
+    formats of up to 19 bits (tf32); for 32 bits, counted from the layout (the page's formula,
+    which the narrower formats check)."""
+    if f.bits <= 19:
+        v = decode(np.arange(2**f.bits, dtype=np.int64), f)
+        return len(np.unique(v[np.isfinite(v)] + 0.0))
+    not_finite = {Specials.IEEE: 2 * 2**f.man_bits, Specials.FN: 2, Specials.FINITE: 0}[f.specials]
+    return 2**f.bits - not_finite - 1  # -1: +0 and -0
+
+
+def expected_key_numbers(f: FloatFormat) -> dict:
+    return {
+        "bits": f.bits,
+        "bias": f.bias,
+        "emin": f.emin,
+        "emax": f.emax,
+        "max": f.max,
+        "smallestNormal": f.smallest_normal,
+        "smallestSubnormal": f.smallest_subnormal,
+        "eps": f.eps,
+        "unitRoundoff": f.unit_roundoff,
+        "finiteValues": finite_count(f),
+    }
+
+
+def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: equal as float64 values, the sign of zero included; NaN equals NaN."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return ((a == b) & (np.signbit(a) == np.signbit(b))) | (np.isnan(a) & np.isnan(b))
+
+
+def same(a, b) -> bool:
+    """Equal as float64 values, the sign of zero included; NaN equals NaN."""
+    if a is None or b is None:
+        return a is b
+    a, b = float(a), float(b)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def codes_to_check(f: FloatFormat, rng: np.random.Generator) -> np.ndarray:
+    """Every code of a format of at most 16 bits; for wider ones the edges (zeros, the
+    subnormal and normal boundaries, max, inf, NaN) and 5,000 random codes."""
+    if f.bits <= 16:
+        return np.arange(2**f.bits, dtype=np.int64)
+    m, top = f.man_bits, (2**f.exp_bits - 1) << f.man_bits
+    edges = [0, 1, 2**m - 1, 2**m, 2**m + 1, top - 1, top, top + 1, top + 2**m - 1]
+    edges += [c | (1 << (f.bits - 1)) for c in edges]
+    return np.concatenate([np.array(edges), rng.integers(0, 2**f.bits, 5_000)]).astype(np.int64)
+
+
+def values_to_round(f: FloatFormat, rng: np.random.Generator) -> np.ndarray:
+    """Values that test a rounding: every grid value and every midpoint (a tie) of a format of at
+    most 8 bits, with the float64 just above and below each tie; a sample of those for wider
+    formats; the tie above max (max + half the top gap) and its neighbours; the subnormal
+    region; zero; inf and NaN; random values across the range; and all of them negated."""
+    if f.bits <= 16:
+        grid = finite_values(f, nonnegative=True)
+        if f.bits > 8:
+            grid = np.sort(rng.choice(grid, 400, replace=False))
+            grid = np.unique(np.concatenate([grid, finite_values(f, nonnegative=True)[:20]]))
+        lower, upper = grid[:-1], grid[1:]
+        if f.bits > 8:  # the sampled values' own upper neighbours
+            upper = grid[:-1] + ulp(grid[:-1], f)
+    else:  # random positive finite codes below max and their upper neighbours
+        codes = rng.integers(0, int(encode(f.max, f)), 200)
+        lower = decode(codes, f)
+        upper = decode(codes + 1, f)
+        grid = lower
+    ties = (lower + upper) / 2  # exact: both have at most 24 significant bits
+    big = f.max + ulp(f.max, f) / 2
+    s, sn = f.smallest_positive, f.smallest_normal
+    edges = [0.0, s / 4, s / 2, 0.75 * s, s, 1.5 * s, 2.5 * s, sn, sn * (1 - 2**-30), 1.0, 1 + f.eps / 2]
+    edges += [1 - f.eps / 4, f.max, big, np.nextafter(big, 0), np.nextafter(big, np.inf), f.max + ulp(f.max, f)]
+    edges += [2 * f.max, 1e300, 5e-324, np.inf, 0.1, 1 / 3, math.pi, 464.0, 65520.0]
+    log2 = rng.uniform(math.log2(s) - 2, math.log2(f.max) + 2, 300)
+    xs = np.concatenate([grid, ties, np.nextafter(ties, 0), np.nextafter(ties, np.inf), edges, np.exp2(log2)])
+    return np.concatenate([xs, -xs, [math.nan]])
+
+
+def expected_codes(x: np.ndarray, f: FloatFormat, mode: str, saturate) -> np.ndarray:
+    """encode's codes; -1 where a format without NaN gets NaN (encode refuses it)."""
+    out = np.full(x.shape, -1, dtype=np.int64)
+    ok = ~np.isnan(x) if not f.has_nan else np.ones(x.shape, dtype=bool)
+    out[ok] = encode(x[ok], f, mode, saturate=saturate)
+    return out
+
+
+def check_rounding(page, f: FloatFormat, spec, xs: np.ndarray, scale: float = 1.0, errors: bool = True) -> int:
+    """The page's rounding of xs * scale in every mode, with the format's overflow and
+    saturating, against round_to and encode of xs (times scale); the number of values compared."""
+    for mode in MODES:
+        for saturate in (None, True):
+            shown = js_round(page, spec, xs * scale, mode, saturate)
+            assert same_values(shown["x"], xs * scale).all(), "a value did not reach the page as typed"
+            want = round_to(xs, f, mode, saturate=saturate) * scale
+            ok = same_values(shown["value"], want) & (shown["code"] == expected_codes(xs, f, mode, saturate))
+            if errors:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    finite = np.isfinite(want) & np.isfinite(xs)
+                    abs_error = np.where(finite, np.abs(xs - want), np.nan)  # the same IEEE subtraction
+                    rel_error = np.where(xs != 0, abs_error / np.abs(xs), np.where(finite, 0.0, np.nan))
+                ok &= same_values(shown["abs_error"], abs_error) & same_values(shown["rel_error"], rel_error)
+            bad = [(xs[i], shown["value"][i], want[i], shown["code"][i]) for i in np.flatnonzero(~ok)[:4]]
+            assert ok.all(), f"{f.name} {mode} saturate={saturate}: {int((~ok).sum())} differ, first {bad}"
+    return 6 * len(xs)
+
+
+# --- the page -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def explorer(server, browser_page):  # noqa: F811
+    """The explorer page, loaded once and ready; `page.errors` collects its script errors."""
+    page = browser_page
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(urljoin(server, "explorer.html"), wait_until="load")
+    page.wait_for_selector("#float-explorer[data-ready=true]", timeout=20_000)
+    yield page
+    assert page.errors == []
+    assert page.outside == []
+
+
+def check_page(page):
+    assert page.errors == [], page.errors
+    assert page.outside == [], f"requests outside the local server: {page.outside}"
+
+
+def test_the_explorer_is_a_page_of_the_site_and_its_script_loads_there_only(site):  # noqa: F811
+    """explorer.md is staged and built; its page loads explorer.js and .css from the site
+    itself; no other page loads them; the home page links the explorer."""
+    assert (site.parent / "src" / "explorer.md").is_file()
+    page = site / "explorer.html"
+    parsed = Page(page.read_text(encoding="utf-8"))
+    assert parsed.h1[:1] == ["Float format explorer"]
+    scripts = [s for s in parsed.scripts if "explorer" in s]
+    assert len(scripts) == 1, parsed.scripts
+    for url in parsed.scripts + parsed.links:
+        target = local_target(site, page, url)
+        assert target is None or target.exists(), url
+    script = local_target(site, page, scripts[0].split("?")[0])
+    assert script.read_bytes() == (ROOT / "site" / "_static" / "explorer.js").read_bytes()
+    assert 'id="float-explorer"' in parsed.raw
+    assert "explorer.css" in parsed.raw
+    others = [p for p in site.rglob("*.html") if p != page]
+    assert others and not [p for p in others if "explorer.js" in p.read_text(encoding="utf-8")]
+    assert "explorer.html" in Page((site / "index.html").read_text(encoding="utf-8")).links
+
+
+def test_a_link_to_the_page_where_the_repository_keeps_it_goes_to_the_page(tmp_path):
+    """A notebook may link ``../site/explorer.md`` (a link that works on GitHub and in
+    JupyterLab); on the site it goes to explorer.html (site/conf.py's link_site_pages)."""
+    docutils = pytest.importorskip("docutils.utils", reason="Sphinx is not installed: pip install -e '.[site]'")
+    from docutils import nodes
+    from sphinx import addnodes
+
+    conf = runpy.run_path(str(ROOT / "site" / "conf.py"))
+    (tmp_path / "explorer.md").write_text("# Float format explorer\n", encoding="utf-8")
+    doctree = docutils.new_document("<test>")
+    targets = ["../site/explorer.md", "../site/explorer.md#rounding-a-value", "../site/missing.md", "explorer.md"]
+    for target in targets:
+        xref = addnodes.pending_xref("", reftarget=target, reftype="myst", refdomain=None)
+        xref += nodes.Text(target)
+        doctree += nodes.paragraph("", "", xref)
+    app = SimpleNamespace(env=SimpleNamespace(docname="notebooks/01_float_formats"), srcdir=str(tmp_path))
+    conf["link_site_pages"](app, doctree)
+    links = {n.astext(): n["refuri"] for n in doctree.findall(nodes.reference)}
+    assert links == {
+        "../site/explorer.md": "../explorer.html",
+        "../site/explorer.md#rounding-a-value": "../explorer.html#rounding-a-value",
+    }
+    assert len(list(doctree.findall(addnodes.pending_xref))) == 2  # left to MyST, which warns
+
+
+def test_key_numbers_of_every_preset(explorer):
+    for f in FORMATS.values():
+        shown = explorer.evaluate("(spec) => explorer.keyNumbers(spec)", spec_of(f))
+        expected = expected_key_numbers(f)
+        for key, value in expected.items():
+            assert same(shown[key], value), f"{f.name} {key}: page {shown[key]!r}, package {value!r}"
+        assert shown["name"] == f.name
+    check_page(explorer)
+
+
+def check_decode(page, f: FloatFormat, spec, codes: np.ndarray, scale: float = 1.0) -> int:
+    """The page's value (exactly, the sign of zero included) and class of each code against
+    decode's (times scale); the number of codes compared."""
+    values, cls = js_decode(page, spec, codes)
+    want = decode(codes, f) * scale
+    ok = same_values(values, want) & (np.array(cls) == np.array(classes(codes, f)))
+    bad = [(hex(int(codes[i])), values[i], want[i], cls[i]) for i in np.flatnonzero(~ok)[:5]]
+    assert ok.all(), f"{f.name}: {int((~ok).sum())} codes differ, first {bad}"
+    return len(codes)
+
+
+def test_every_code_decodes_as_the_package_decodes_it(explorer):
+    """Every code of the formats of at most 16 bits, a sample of tf32's and fp32's: the value
+    and the class; the exact decimal expansion of every code of the formats of at most 8 bits
+    and of 500 codes of each wider one."""
+    rng = np.random.default_rng(SEED)
+    compared = 0
+    for f in FORMATS.values():
+        codes = codes_to_check(f, rng)
+        compared += check_decode(explorer, f, spec_of(f), codes)
+        exact_codes = codes if f.bits <= 8 else codes[:500]
+        for code, text, v in zip(exact_codes, js_exact(explorer, spec_of(f), exact_codes), decode(exact_codes, f)):
+            if math.isfinite(v):
+                assert Decimal(text) == Decimal(float(v)), f"{f.name} {hex(int(code))}: {text}"
+    assert compared > 2 * 2**16
+    check_page(explorer)
+
+
+@pytest.mark.parametrize("f", list(FORMATS.values()), ids=lambda f: f.name)
+def test_rounding_matches_round_to(explorer, f):
+    """Typed values rounded in each mode, with the format's overflow and saturating: the value
+    and its code as round_to and encode give them, and the errors against x."""
+    check_rounding(explorer, f, spec_of(f), values_to_round(f, np.random.default_rng(SEED)))
+    check_page(explorer)
+
+
+CUSTOM = [
+    FloatFormat("e3m4", 3, 4, Specials.IEEE),
+    FloatFormat("e3m4fn", 3, 4, Specials.FN),
+    FloatFormat("e4m2fn", 4, 2, Specials.FINITE),
+    FloatFormat("e1m3fn", 1, 3, Specials.FN),
+    FloatFormat("e1m2fn", 1, 2, Specials.FINITE),
+    FloatFormat("e5m4", 5, 4, Specials.IEEE),
+    FloatFormat("e8m23fn", 8, 23, Specials.FN),
+]
+
+
+@pytest.mark.parametrize("f", CUSTOM, ids=lambda f: f"{f.name}-{f.specials.value}")
+def test_formats_built_from_their_fields_match_the_package(explorer, f):
+    """Formats that are no preset, given as fields: key numbers, codes and rounding."""
+    shown = explorer.evaluate("(spec) => explorer.keyNumbers(spec)", spec_of(f))
+    for key, value in expected_key_numbers(f).items():
+        assert same(shown[key], value), f"{f.name} {key}: page {shown[key]!r}, package {value!r}"
+    rng = np.random.default_rng(SEED)
+    check_decode(explorer, f, spec_of(f), codes_to_check(f, rng))
+    check_rounding(explorer, f, spec_of(f), values_to_round(f, rng))
+    check_page(explorer)
+
+
+@pytest.mark.parametrize("name, shift", [("e4m3fn", 1), ("e4m3fn", -5), ("e2m1fn", 3), ("e5m2", 20), ("e8m0fnu", -7)])
+def test_a_larger_bias_scales_every_value_by_a_power_of_two(explorer, name, shift):
+    """The package fixes the bias at 2**(e-1) - 1; the page lets the reader change it. Adding
+    `shift` to the bias divides every value by 2**shift and moves the whole grid: decode, the
+    limits and the rounding of x * 2**-shift are the package's, scaled."""
+    f = FORMATS[name]
+    spec = spec_of(f, bias=f.bias + shift)
+    scale = 2.0**-shift
+    k = explorer.evaluate("(spec) => explorer.keyNumbers(spec)", spec)
+    assert k["max"] == f.max * scale and k["smallestNormal"] == f.smallest_normal * scale
+    assert same(k["smallestSubnormal"], f.smallest_subnormal and f.smallest_subnormal * scale)
+    assert k["eps"] == f.eps and k["finiteValues"] == finite_count(f)
+    check_decode(explorer, f, spec, np.arange(2**f.bits), scale)
+    xs = values_to_round(f, np.random.default_rng(SEED))
+    xs = xs[~((xs != 0) & (np.abs(xs) < 2.0**-900))]  # keeps x * scale a normal float64
+    check_rounding(explorer, f, spec, xs, scale, errors=False)
+    check_page(explorer)
+
+
+# --- the page as a reader uses it -----------------------------------------------------------
+
+
+def shown_value(page) -> str:
+    return page.locator("#fx-value").inner_text()
+
+
+def test_picking_a_preset_shows_its_key_numbers_and_grid(explorer):
+    page = explorer
+    for f in FORMATS.values():
+        page.select_option("#fx-preset", f.name)
+        assert page.input_value("#fx-exp") == str(f.exp_bits)
+        assert page.input_value("#fx-man") == str(f.man_bits)
+        assert page.input_value("#fx-bias") == str(f.bias)
+        for key, value in expected_key_numbers(f).items():
+            cell = page.locator(f'#fx-key td[data-key="{key}"]')
+            if cell.count() == 0:
+                continue
+            text = cell.inner_text()
+            assert same(None if text == "none" else float(text), value), f"{f.name} {key}: {text}"
+        ticks = page.locator("#fx-grid-svg line.fx-tick")
+        if f.bits <= 8:
+            drawn = page.eval_on_selector_all("#fx-grid-svg line.fx-tick", "ls => ls.map(l => l.dataset.value)")
+            shown = [float(v) for v in drawn]
+            positive = finite_values(f, nonnegative=True)
+            assert shown == list(positive[positive > 0]), f.name
+        else:
+            assert ticks.count() == 0
+    check_page(page)
+
+
+def test_clicking_a_bit_flips_it_and_shows_the_new_value(explorer):
+    page = explorer
+    page.select_option("#fx-preset", "bf16")
+    page.fill("#fx-hex", "0x3F80")
+    page.press("#fx-hex", "Enter")
+    assert shown_value(page) == "1" and page.locator("#fx-class").inner_text() == "normal"
+    page.click('#fx-bits button[data-bit="6"]')  # the top mantissa bit
+    assert shown_value(page) == "1.5" and page.input_value("#fx-hex") == "0x3FC0"
+    page.click('#fx-bits button[data-bit="15"]')  # the sign
+    assert shown_value(page) == "-1.5" and page.input_value("#fx-hex") == "0xBFC0"
+    assert page.locator('#fx-bits button[data-bit="15"]').get_attribute("aria-pressed") == "true"
+    page.click("#fx-up")
+    assert float(shown_value(page)) == float(decode(0xBFC1, "bf16"))
+    # e4m3fn: the all-ones code is NaN, the one below it the largest value
+    page.select_option("#fx-preset", "e4m3fn")
+    page.fill("#fx-hex", "7F")
+    page.press("#fx-hex", "Enter")
+    assert shown_value(page) == "NaN" and page.locator("#fx-class").inner_text() == "NaN"
+    page.click('#fx-bits button[data-bit="0"]')
+    assert shown_value(page) == "448"
+    # e2m1fn: clicking down to the smallest subnormal, 0.5
+    page.select_option("#fx-preset", "e2m1fn")
+    page.fill("#fx-hex", "0")
+    page.press("#fx-hex", "Enter")
+    assert shown_value(page) == "0" and page.locator("#fx-class").inner_text() == "zero"
+    page.click('#fx-bits button[data-bit="0"]')
+    assert shown_value(page) == "0.5" and page.locator("#fx-class").inner_text() == "subnormal"
+    assert Decimal(page.locator("#fx-exact").inner_text()) == Decimal("0.5")
+    check_page(page)
+
+
+def test_a_typed_value_is_shown_rounded_in_each_mode(explorer):
+    page = explorer
+    page.select_option("#fx-preset", "e4m3fn")
+    for typed in ("464", "-0.001", "0.1", "1e9", "0"):
+        page.fill("#fx-x", typed)
+        x = float(typed)
+        assert Decimal(page.locator("#fx-x-exact").inner_text()) == Decimal(x)
+        for mode in MODES:
+            for saturate in (None, True):
+                row = page.locator(f'#fx-round tr[data-mode="{mode}"][data-saturate="{str(bool(saturate)).lower()}"]')
+                text = row.locator("td.fx-result").inner_text()
+                want = float(round_to(x, "e4m3fn", mode, saturate=saturate))
+                assert same(float(text), want), (typed, mode, saturate, text)
+    page.fill("#fx-x", "464")
+    even = page.locator('#fx-round tr[data-mode="nearest_even"][data-saturate="false"]')
+    away = page.locator('#fx-round tr[data-mode="nearest_away"][data-saturate="false"]')
+    assert even.locator("td.fx-result").inner_text() == "448"
+    assert away.locator("td.fx-result").inner_text() == "NaN"
+    away.locator("button.fx-code-link").click()  # the result's code goes to the bits
+    assert page.input_value("#fx-hex") == "0x7F" and shown_value(page) == "NaN"
+    check_page(page)
+
+
+def test_a_format_set_by_its_fields(explorer):
+    page = explorer
+    page.select_option("#fx-preset", "fp16")
+    page.fill("#fx-exp", "3")
+    page.press("#fx-exp", "Enter")
+    page.fill("#fx-man", "2")
+    page.press("#fx-man", "Enter")
+    page.select_option("#fx-specials", "finite")
+    assert page.input_value("#fx-preset") == "e3m2fn"  # the fields of a preset are that preset
+    assert page.locator('#fx-key td[data-key="max"]').inner_text() == "28" == str(int(FORMATS["e3m2fn"].max))
+    page.select_option("#fx-specials", "fn")
+    assert page.input_value("#fx-preset") == "custom"
+    assert float(page.locator('#fx-key td[data-key="max"]').inner_text()) == FloatFormat.custom(3, 2, "fn").max
+    page.fill("#fx-bias", "4")
+    page.press("#fx-bias", "Enter")
+    assert float(page.locator('#fx-key td[data-key="max"]').inner_text()) == FloatFormat.custom(3, 2, "fn").max / 2
+    page.fill("#fx-exp", "1")
+    page.press("#fx-exp", "Enter")
+    page.select_option("#fx-specials", "ieee")  # one exponent bit leaves IEEE no normal numbers
+    assert "exponent bits" in page.locator("#fx-problem").inner_text()
+    check_page(page)
