@@ -219,11 +219,11 @@ _ORDERED = {(8, 23): np.float32, (5, 10): np.float16}
 
 def _count_by_bits(a: float, b: float, dt) -> int:
     """Values of the float type dt in [a, b], from their keys (+-0 share key 0)."""
-    big = np.finfo(dt).max
+    big = float(np.finfo(dt).max)
     if a > b or a > big or b < -big:
         return 0
     with np.errstate(over="ignore"):
-        lo, hi = dt(max(a, -float(big))), dt(min(b, float(big)))  # nearest; step inward where it rounded outward
+        lo, hi = dt(max(a, -big)), dt(min(b, big))  # nearest; step inward where it rounded outward
     if float(lo) < a:
         lo = np.nextafter(lo, dt(np.inf))
     if float(hi) > b:
