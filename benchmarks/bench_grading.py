@@ -28,8 +28,8 @@ TARGET_S = 1.5  # seconds per submission, --jobs 2, on 2 cores
 
 # (function, text in its solution, replacement): wrong answers of the kind students hand in
 MISTAKES = [
-    ("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
-    ("ulp_at", "math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+    ("rounding_interval", "if round(a / q) % 2 == 1:", "if False:"),
+    ("count_values", "math.ceil(y / q) if up else math.floor(y / q)", "round(y / q)"),
     ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
     ("decode_bits", "if E == 0:", "if False:"),
 ]

@@ -12,37 +12,89 @@ SPEC = ChapterSpec(
     1,
     "ex01_float_formats.ipynb",
     lambda: {"math": math, "np": np},
-    ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing", "round_stochastic"),
+    ("decode_bits", "rounding_interval", "count_values", "smallest_absorbing", "round_stochastic"),
     19,
     12345,
     tuple(
         [
             # forgets that subnormals have no implicit leading 1
             ("decode_bits", "if E == 0:", "if False:"),
-            # NaN codes read as infinities
-            ("decode_bits", "sign * math.inf if M == 0 else math.nan", "sign * math.inf"),
+            # IEEE's rule: the top binade is +-inf (mantissa 0) and NaN
+            (
+                "decode_bits",
+                "and M == (1 << man_bits) - 1:\n        return math.nan",
+                ":\n        return sign * math.inf if M == 0 else math.nan",
+            ),
+            # the whole top binade NaN
+            ("decode_bits", " and M == (1 << man_bits) - 1:", ":"),
+            # MX's fp6/fp4 convention: the NaN code read as a number
+            ("decode_bits", "        return math.nan", "        pass"),
+            # only the positive NaN code
+            (
+                "decode_bits",
+                "if E == (1 << exp_bits) - 1 and M == (1 << man_bits) - 1:",
+                "if bits == (1 << (exp_bits + man_bits)) - 1:",
+            ),
             # subnormals with the exponent -bias instead of 1 - bias (that of the smallest normal)
             ("decode_bits", "math.ldexp(M, 1 - bias - man_bits)", "math.ldexp(M, -bias - man_bits)"),
-            # ties away from zero instead of to even
-            ("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
-            # no subnormal clamp: the spacing keeps shrinking below the normal range
-            ("round_nearest_even", "max(math.frexp(abs(x))[1] - 1, emin)", "math.frexp(abs(x))[1] - 1"),
-            # overflow saturates instead of going to inf
-            ("round_nearest_even", "r = math.inf", "r = largest"),
-            # loses the sign of zero
-            ("round_nearest_even", "return math.copysign(r, x)", "return math.copysign(r, x) + 0.0"),
-            # overflow decided before rounding: values just above the largest that round down to it
-            ("round_nearest_even", "if r > largest:", "if abs(x) > largest:"),
-            # spacing of the binade below at powers of two
-            ("ulp_at", "math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+            # bias off by one
+            ("decode_bits", "bias = 2 ** (exp_bits - 1) - 1", "bias = 2 ** (exp_bits - 1)"),
+            # ties the wrong way: both midpoints always in the interval
+            ("rounding_interval", "if round(a / q) % 2 == 1:", "if False:"),
+            # ... or never
+            ("rounding_interval", "if round(a / q) % 2 == 1:", "if True:"),
+            # ... or the even value loses its ties
+            ("rounding_interval", "if round(a / q) % 2 == 1:", "if round(a / q) % 2 == 0:"),
+            # the binade asymmetry ignored: the gap below a power of two taken as the gap above
+            ("rounding_interval", "below = q / 2 if a == 2.0**k and k > emin else q", "below = q"),
+            # the gap below halved at the smallest normal too (the subnormals have its spacing)
+            ("rounding_interval", "if a == 2.0**k and k > emin else q", "if a == 2.0**k and a != 0 else q"),
+            # the largest value's interval thought to run on to inf (saturation)
+            (
+                "rounding_interval",
+                "    if v < 0:",
+                "    if a == (2 - 2.0**-man_bits) * 2.0 ** (1 - emin):\n        hi = math.inf\n    if v < 0:",
+            ),
+            # zero's interval only on the positive side
+            ("rounding_interval", "    if v < 0:", "    if a == 0:\n        lo = 0.0\n    if v < 0:"),
+            # negative v mirrored without swapping the ends
+            ("rounding_interval", "return (-hi, -lo)", "return (-lo, -hi)"),
             # no subnormal clamp: the spacing keeps shrinking below the smallest normal
-            ("ulp_at", "2.0 ** (max(k, emin) - man_bits)", "2.0 ** (k - man_bits)"),
+            (
+                "rounding_interval",
+                "max(math.frexp(a)[1] - 1, emin) if a else emin",
+                "math.frexp(a)[1] - 1 if a else emin",
+            ),
+            # +0 and -0 counted as two values
+            ("count_values", "code(b, False) + code(-a, False) + 1", "code(b, False) + code(-a, False) + 2"),
+            # half-open interval: a value at b not counted
+            ("count_values", "return code(b, False) - code(a, True) + 1", "return code(b, False) - code(a, True)"),
+            # the ends rounded to nearest instead of inward
+            ("count_values", "math.ceil(y / q) if up else math.floor(y / q)", "round(y / q)"),
+            # the ends rounded the wrong way (outward)
+            (
+                "count_values",
+                "math.ceil(y / q) if up else math.floor(y / q)",
+                "math.floor(y / q) if up else math.ceil(y / q)",
+            ),
+            # no subnormal clamp: codes below the smallest normal come out wrong
+            ("count_values", "max(math.frexp(y)[1] - 1, emin) if y else emin", "math.frexp(y)[1] - 1 if y else emin"),
+            # nothing past the largest value is clamped: counts codes of inf and NaN as values
+            (
+                "count_values",
+                "a, b = max(a, -largest), min(b, largest)",
+                "a, b = max(a, -2 * largest), min(b, 2 * largest)",
+            ),
             # off by one binade
             ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
-            # the tie x + 1 thought to go up: the spacing must reach 4
-            ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** (man_bits + 2)"),
+            # the tie x + c thought to go up: the half gap must exceed c
+            ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** (man_bits + 1) * (2 if p == c else 1)"),
             # forgets the formats too small to have such a value
             ("smallest_absorbing", "return x if x <= largest else math.inf", "return x"),
+            # c's own mantissa ignored: c times 2**(man_bits + 1)
+            ("smallest_absorbing", "x = p * 2.0 ** (man_bits + 1)", "x = c * 2.0 ** (man_bits + 1)"),
+            # c rounded down to a power of two, not up
+            ("smallest_absorbing", "        p *= 2", "        pass"),
             # deterministic: round to nearest even
             ("round_stochastic", "r = (lower + (u < frac)) * q", "r = np.rint(y) * q"),
             # the probability the wrong way round: up with probability 1 - frac

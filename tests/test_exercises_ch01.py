@@ -1,6 +1,8 @@
-"""Chapter 01's stochastic rounding exercise beyond the table (test_exercises.py): the check's
+"""Chapter 01's exercises beyond the table (test_exercises.py). Stochastic rounding: the check's
 false-failure rate with exact binomial tails, its neighbours against an enumeration of each
-format, what its compare accepts and rejects, and the regions its random cases reach."""
+format, what its compare accepts and rejects, and the regions its random cases reach. Exercises
+1 to 4: their references against outside oracles (ml_dtypes' fp8/fp6/fp4/fp16/bf16 codes, the
+exact rounding of an enumerated grid, listing every value, exact fractions)."""
 
 from fractions import Fraction
 
@@ -156,3 +158,89 @@ def test_the_notebooks_numbers_are_the_checkers():
     for seed in SEEDS:
         assert ns["n_cases"] == len(cases_for("ex01.round_stochastic", seed))
     assert ns["p_case"] == pytest.approx(stochastic_false_failure(0)[1] / stochastic_false_failure(0)[0], rel=1e-6)
+
+
+# ---- exercises 1 to 4: their references against outside oracles ---------------------------------
+
+
+def test_decode_reference_against_ml_dtypes():
+    """The fn-style decode is ml_dtypes' float8_e4m3fn on every code; it is MX's fp6/fp4 (no NaN)
+    on every code but the two all-ones magnitude codes, which it reads as NaN; and it is the
+    IEEE-style fp16/bf16 on every code below the top binade, where it goes on with numbers."""
+    import ml_dtypes
+
+    from nbhelpers.answer_keys.ch01 import decode_bits_ref
+
+    codes = np.arange(256, dtype=np.uint8)
+    want = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    got = np.array([decode_bits_ref(int(c), 4, 3) for c in codes])
+    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want))
+    for dt, e, m in [(ml_dtypes.float6_e3m2fn, 3, 2), (ml_dtypes.float6_e2m3fn, 2, 3), (ml_dtypes.float4_e2m1fn, 2, 1)]:
+        n = 1 + e + m
+        codes = np.arange(2**n, dtype=np.uint8)
+        # ml_dtypes stores a sub-byte value in the low bits of a byte
+        want = codes.view(dt).astype(np.float64)
+        got = np.array([decode_bits_ref(int(c), e, m) for c in codes])
+        nan_codes = (codes & (2 ** (e + m) - 1)) == 2 ** (e + m) - 1
+        assert np.all(np.isnan(got[nan_codes])) and not np.any(np.isnan(want))
+        assert np.array_equal(got[~nan_codes], want[~nan_codes])
+        assert np.array_equal(np.signbit(got[~nan_codes]), np.signbit(want[~nan_codes]))
+    for dt, e, m in [(np.float16, 5, 10), (ml_dtypes.bfloat16, 8, 7)]:
+        codes = np.arange(2**16, dtype=np.uint16)
+        below_top = ((codes >> m) & (2**e - 1)) != 2**e - 1
+        want = codes[below_top].view(dt).astype(np.float64)
+        got = np.array([decode_bits_ref(int(c), e, m) for c in codes[below_top]])
+        assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))
+        top = codes[~below_top & ((codes & (2**m - 1)) != 2**m - 1)][:50]  # a top binade code, not NaN
+        for c in top:
+            E, M, s = (int(c) >> m) & (2**e - 1), int(c) & (2**m - 1), int(c) >> (e + m)
+            assert decode_bits_ref(int(c), e, m) == (-1) ** s * 2.0 ** (E - 2 ** (e - 1) + 1) * (1 + M / 2**m)
+
+
+@pytest.mark.parametrize("e,m", [(3, 2), (2, 3), (4, 3), (2, 1)])
+def test_rounding_interval_reference_against_the_exact_rounding(e, m):
+    """For every value v of small formats: lo and hi round to v, and the float64 just outside
+    them does not, by round_to_ref (a search over the enumerated grid, not round_to)."""
+    from nbhelpers.answer_keys.ch01 import rounding_interval_ref
+    from nbhelpers.rounding import round_to_ref
+
+    f = FloatFormat.custom(e, m)
+    for v in finite_values(f):
+        lo, hi = rounding_interval_ref(float(v), e, m)
+        inside = round_to_ref(np.array([lo, hi]), f)
+        outside = round_to_ref(np.array([np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)]), f)
+        assert np.all(inside == v), (v, lo, hi)
+        assert np.all(outside != v), (v, lo, hi)
+
+
+def test_count_reference_by_bit_patterns_against_an_enumeration():
+    """The fp16 and fp32 counts come from numpy's bit patterns; for fp16 they agree with listing
+    every value, on intervals with ends on, between and beyond the values."""
+    from nbhelpers.answer_keys.ch01 import _count_by_bits, count_values_ref
+
+    v = finite_values(FloatFormat.custom(5, 10))
+    rng = np.random.default_rng(1)
+    ends = np.concatenate([v[rng.integers(0, v.size, 300)], rng.uniform(-7e4, 7e4, 300), [0.0, -0.0, np.inf, -np.inf]])
+    ends = np.concatenate([ends, ends * (1 + 2.0**-12)])
+    for _ in range(2000):
+        a, b = (float(x) for x in rng.choice(ends, 2))
+        want = int(max(0, np.searchsorted(v, b, side="right") - np.searchsorted(v, a, side="left")))
+        assert _count_by_bits(a, b, np.float16) == want, (a, b)
+    assert count_values_ref(-np.inf, np.inf, 8, 23) == 2**32 - 2**24 - 1  # all but inf/NaN and -0
+    assert count_values_ref(1.0, 2.0, 8, 23) == 2**23 + 1
+
+
+def test_absorbing_reference_is_exact_for_tiny_c():
+    """absorption_threshold adds c in float64; for a tiny c against a large x the sum is rounded
+    there first, which must not change the answer: the search agrees with a direct check of the
+    tie and of the binade below."""
+    from nbhelpers.answer_keys.ch01 import smallest_absorbing_ref
+    from nbhelpers.rounding import round_to_ref
+
+    for c, e, m in [(2.0**-133, 8, 7), (3 * 2.0**-133, 8, 7), (5 * 2.0**-24, 5, 10), (0.75, 4, 3)]:
+        f = FloatFormat.custom(e, m)
+        x = smallest_absorbing_ref(c, e, m)
+        gap = Fraction(2) ** (int(np.frexp(x)[1]) - 1 - m)  # the gap above x, a power of two
+        assert Fraction(c) <= gap / 2  # x absorbs c (at a tie: x, a power of two, is even)
+        assert Fraction(c) > gap / 4  # the binade below does not
+        assert float(round_to_ref(x + c, f)) == x

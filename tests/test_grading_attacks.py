@@ -52,8 +52,8 @@ TAG = "nbgradeattack" + secrets.token_hex(4)  # in every planted name and proces
 # The plausible wrong rules a cheat falls back on, one per function (as in tests/exercise_table.py).
 WRONG_RULES = {
     "decode_bits": ("if E == 0:", "if False:"),
-    "round_nearest_even": ("round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)"),
-    "ulp_at": ("math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+    "rounding_interval": ("if round(a / q) % 2 == 1:", "if False:"),
+    "count_values": ("math.ceil(y / q) if up else math.floor(y / q)", "round(y / q)"),
     "smallest_absorbing": ("2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
     "round_stochastic": ("(u < frac)", "(u < 1 - frac)"),
 }
@@ -77,7 +77,7 @@ def with_cell(source: str, functions: str = "solution"):
 IMPORT_REFERENCES = """
 import importlib
 _m = importlib.import_module("nbhelpers." + "answer" + "_keys" + ".ch01")
-for _n in ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing"):
+for _n in ("decode_bits", "rounding_interval", "count_values", "smallest_absorbing"):
     globals()[_n] = getattr(_m, _n + "_re" + "f")
 """
 
@@ -86,7 +86,7 @@ import glob, json, os, sys, threading, time
 def _channels():  # its own channel folder, from the connection file on the kernel's command line
     return {os.path.dirname(os.path.abspath(a)) for a in sys.argv if a.endswith(".json")}
 def _forged(nonce):
-    ids = ["ex01.decode_bits", "ex01.round_nearest_even", "ex01.ulp_at", "ex01.smallest_absorbing"]
+    ids = ["ex01.decode_bits", "ex01.rounding_interval", "ex01.count_values", "ex01.smallest_absorbing"]
     rec = [{"id": i, "results": [{"v": 0.0}] * 400} for i in ids]
     return "".join(json.dumps({**r, **({"n": nonce} if nonce else {})}) + "\\n"
                    for r in rec for nonce in ("", "0" * 32))
@@ -143,26 +143,26 @@ def decode_bits(bits, exp_bits, man_bits):
     return 0.0
 """.replace("TAG", TAG)
 
-# Wraps ulp_at: on its first call it finds the grading cell's nonce and results file in the main
-# thread's frames and writes a record of its own for ulp_at (the real answers, so that only the
+# Wraps count_values: on its first call it finds the grading cell's nonce and results file in the main
+# thread's frames and writes a record of its own for count_values (the real answers, so that only the
 # second record gives it away).
 FORGES_WITH_THE_NONCE = """
 import json, sys
-_real_ulp_at = ulp_at
-def _forge_once(x, exp_bits, man_bits):
+_real_count_values = count_values
+def _forge_once(a, b, exp_bits, man_bits):
     if not globals().get("_forged"):
         globals()["_forged"] = True
         for _frame in sys._current_frames().values():
             while _frame is not None and "nonce" not in _frame.f_locals:
                 _frame = _frame.f_back
             if _frame is not None:
-                _line = {"id": "ex01.ulp_at", "n": _frame.f_locals["nonce"], "results": []}
+                _line = {"id": "ex01.count_values", "n": _frame.f_locals["nonce"], "results": []}
                 with open(_frame.f_locals["job"]["outputs"], "a") as _out:
                     _out.write(json.dumps(_line) + "\\n")
-    return _real_ulp_at(x, exp_bits, man_bits)
-ulp_at = _forge_once
+    return _real_count_values(a, b, exp_bits, man_bits)
+count_values = _forge_once
 """
-FORGED_NOTE = "ex01.ulp_at: tampering: more than one result for this function carried the grading cell's nonce"
+FORGED_NOTE = "ex01.count_values: tampering: more than one result for this function carried the grading cell's nonce"
 
 PLANT_IMPORT_PATH = """
 import os, site, sys, sysconfig
@@ -242,13 +242,13 @@ raise RuntimeError("HOG " + "; ".join(_got))
 
 TEXT_BOMBS = """
 def decode_bits(bits, exp_bits, man_bits):
-    return " " * 50_000 + "\\n" + "\\ud800\\x1b[2J\\u202e"
-def round_nearest_even(x, exp_bits, man_bits):
+    return " " * 30_000 + "\\n" + "\\ud800\\x1b[2J\\u202e"  # 428 results: 13 MB, under 16 MiB a line
+def rounding_interval(v, exp_bits, man_bits):
     raise ValueError(" " * 1900 + "\\ud800\\x1b]0;pwned\\x07")
-def ulp_at(x, exp_bits, man_bits):
+def count_values(a, b, exp_bits, man_bits):
     import numpy as np
     return np.zeros(2**21)  # 16 MB a value
-def smallest_absorbing(exp_bits, man_bits):
+def smallest_absorbing(c, exp_bits, man_bits):
     return ["\\udcff" * 1000] * 50
 raise ValueError("a lone surrogate \\ud800 and an escape \\x1b[31m in a message")
 """
@@ -371,8 +371,8 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
 
     add("ex01_honest_full.ipynb", solution(), "graded", FULL)
     partial = solution()
-    mutate(partial, "round_nearest_even", *WRONG_RULES["round_nearest_even"])
-    add("ex01_honest_partial.ipynb", partial, "graded", FULL - POINTS["ex01.round_nearest_even"])
+    mutate(partial, "rounding_interval", *WRONG_RULES["rounding_interval"])
+    add("ex01_honest_partial.ipynb", partial, "graded", FULL - POINTS["ex01.rounding_interval"])
     (subs / "ex01_honest_untouched.ipynb").write_bytes(EX01_EXERCISE.read_bytes())
     expect["ex01_honest_untouched.ipynb"] = {"status": "graded", "total": 0, "detail": ""}
 
@@ -406,8 +406,8 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     # a record forged with the nonce, found in the grading cell's frame: a second record of that
     # function, so it earns nothing
     nb = solution()
-    insert_code(nb, "def ulp_at(", FORGES_WITH_THE_NONCE)
-    add("ex01_forges_with_the_nonce.ipynb", nb, "graded", FULL - POINTS["ex01.ulp_at"], FORGED_NOTE)
+    insert_code(nb, "def count_values(", FORGES_WITH_THE_NONCE)
+    add("ex01_forges_with_the_nonce.ipynb", nb, "graded", FULL - POINTS["ex01.count_values"], FORGED_NOTE)
     add("ex01_hog.ipynb", with_cell(HOG), "cell error", FULL, "HOG memory: MemoryError; file: File too large")
     # graded first (by each worker), then a submission that reads its kernel's stdout and stderr
     # an exception the kernel cannot send (its message holds a lone surrogate) is still reported
@@ -579,8 +579,8 @@ def test_text_from_a_submission_is_made_safe(attack_run):
     checks = rec["checks"]
     assert "\\udcff" in checks["ex01.smallest_absorbing"]["mismatches"][0]  # shown as an escape
     assert "returned '    " in checks["ex01.decode_bits"]["mismatches"][0]
-    assert "too large to send back" in checks["ex01.ulp_at"]["error"]
-    assert rec["seconds"] < 60  # linear: the 50,000 spaces of every result cost nothing
+    assert "too large to send back" in checks["ex01.count_values"]["error"]
+    assert rec["seconds"] < 60  # linear: the 30,000 spaces of every result cost nothing
 
 
 def test_the_link_and_odd_names_are_handled(attack_run):
@@ -723,7 +723,7 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
     subs.mkdir()
     write(solution(), subs / "ex01_honest_full.ipynb")
     partial = solution()
-    mutate(partial, "round_nearest_even", *WRONG_RULES["round_nearest_even"])
+    mutate(partial, "rounding_interval", *WRONG_RULES["rounding_interval"])
     write(partial, subs / "ex01_honest_partial.ipynb")
     for name, payload in [
         ("ex01_children_hold_memory", CHILDREN_HOLD_MEMORY),
@@ -767,10 +767,10 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
     data = json.loads((tmp_path / "g.json").read_text())
     got = {Path(r["file"]).stem: r for r in data["submissions"]}
     assert got["ex01_honest_full"]["total"] == FULL and got["ex01_honest_full"]["detail"] == ""
-    assert got["ex01_honest_partial"]["total"] == FULL - POINTS["ex01.round_nearest_even"]
+    assert got["ex01_honest_partial"]["total"] == FULL - POINTS["ex01.rounding_interval"]
     assert got["ex01_honest_partial"]["detail"] == "" and got["ex01_honest_partial"]["status"] == "graded"
     for name in got:  # every attacker keeps its honest functions' points
-        assert got[name]["total"] >= FULL - POINTS["ex01.round_nearest_even"], (name, got[name]["detail"])
+        assert got[name]["total"] >= FULL - POINTS["ex01.rounding_interval"], (name, got[name]["detail"])
 
     limits = data["grader"]["whole_submission_limits"]
     assert f"limits of a whole submission: {limits}" in proc.stdout

@@ -55,7 +55,7 @@ def test_kernel_runner_in_process(tmp_path):
         calls.append(1)
         raise NotImplementedError("about 9 lines")
 
-    ns = {"decode_bits": todo, "round_nearest_even": loop, "ulp_at": 42}
+    ns = {"decode_bits": todo, "rounding_interval": loop, "count_values": 42}
     job = {
         "inputs": str(tmp_path / "in.json"),
         "outputs": str(tmp_path / "out.jsonl"),
@@ -70,20 +70,20 @@ def test_kernel_runner_in_process(tmp_path):
     out = read_outputs(events, plan).records
     res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
     assert res["ex01.decode_bits"].status == "TODO"
-    assert res["ex01.round_nearest_even"].status == "TIMEOUT" and "TimeoutError" in res["ex01.round_nearest_even"].error
-    assert res["ex01.ulp_at"].error == "expected a function, got int"
+    assert res["ex01.rounding_interval"].status == "TIMEOUT" and "TimeoutError" in res["ex01.rounding_interval"].error
+    assert res["ex01.count_values"].error == "expected a function, got int"
     assert res["ex01.smallest_absorbing"].status == "MISSING"
     assert all(r.points == 0 for r in res.values())
 
     (tmp_path / "out.jsonl").unlink()
-    ns = {k: sol[k] for k in ("decode_bits", "round_nearest_even", "ulp_at", "smallest_absorbing")}
-    ns["ulp_at"] = lambda x, e, m: np.zeros(9 * 2**20)  # 72 MB: too large to send
+    ns = {k: sol[k] for k in ("decode_bits", "rounding_interval", "count_values", "smallest_absorbing")}
+    ns["count_values"] = lambda a, b, e, m: np.zeros(9 * 2**20)  # 72 MB: too large to send
     ns["decode_bits"] = lambda b, e, m: np.zeros(2**18)  # 2 MB each: too large together
     kernel_main(ns, {**job, "nonce": NONCE})
     out = read_outputs(events, plan).records
     res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
     assert [r.points for r in res.values()] == [0, 6, 0, 2, 0]  # round_stochastic: not defined
-    assert "too large" in res["ex01.ulp_at"].mismatches[0]
+    assert "too large" in res["ex01.count_values"].mismatches[0]
     assert "too large to send back" in res["ex01.decode_bits"].error
 
 
@@ -158,17 +158,17 @@ def test_grading_cell_runs_in_the_notebooks_namespace(tmp_path):
         "inputs": str(tmp_path / "in.json"),
         "outputs": str(tmp_path / "out.jsonl"),
         "budget": 5.0,
-        "only": ["ex01.ulp_at"],
+        "only": ["ex01.count_values"],
         "nonce": NONCE,
         "max_line": 2**20,
     }
-    ns = {"exec": None, "compile": None, "ulp_at": lambda x, e, m: 0.0}
+    ns = {"exec": None, "compile": None, "count_values": lambda a, b, e, m: -1.0}  # never a count
     exec(compile(grading_cell(job), "<cell>", "exec"), ns)
-    assert set(ns) == {"exec", "compile", "ulp_at", "__builtins__", "__nbhelpers_grade_cell"}
+    assert set(ns) == {"exec", "compile", "count_values", "__builtins__", "__nbhelpers_grade_cell"}
     out = read_outputs([{"event": "grading_cell", "outputs": job["outputs"], "nonce": NONCE}], plan).records
-    assert set(out) == {"ex01.ulp_at"}
-    p = next(p for p in plan.exercises if p.exercise.id == "ex01.ulp_at")
-    r = judge(p, out["ex01.ulp_at"], ("NOT RUN", "x"))
+    assert set(out) == {"ex01.count_values"}
+    p = next(p for p in plan.exercises if p.exercise.id == "ex01.count_values")
+    r = judge(p, out["ex01.count_values"], ("NOT RUN", "x"))
     assert r.status == "FAIL" and r.points == 0 and r.n_failed == r.n_cases
 
 

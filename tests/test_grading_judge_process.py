@@ -20,7 +20,7 @@ from nbhelpers.grading.judging import judge_submission, plan_chapter
 
 NONCE = "9" * 32
 MISSING = (CheckStatus.NOT_RUN, "not checked")
-CELLS = [(0, "def smallest_absorbing(exp_bits, man_bits):\n    return 0.0\n")]
+CELLS = [(0, "def smallest_absorbing(c, exp_bits, man_bits):\n    return 0.0\n")]
 
 
 @pytest.fixture(scope="module")

@@ -48,7 +48,7 @@ def test_every_chapters_inputs_can_be_sent_to_a_kernel(module):
 
 def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
     plan = plan_chapter(1, seed=0)
-    p = plan.exercises[3]  # smallest_absorbing, 15 cases
+    p = plan.exercises[3]  # smallest_absorbing, 41 cases
     good = [{"v": v} for v in (encode(e) for e in p.expected)]
     nonce = "5" * 32
     lines = [
@@ -57,9 +57,9 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
         json.dumps([1, 2]).encode() + b"\n",
         json.dumps({"id": "ex01.decode_bits", "results": []}).encode() + b"\n",  # no nonce: not the grading cell's
         json.dumps({"id": "ex99.other", "results": good, "n": nonce}).encode() + b"\n",
-        json.dumps({"id": "ex01.ulp_at", "results": "lots", "n": nonce}).encode() + b"\n",
+        json.dumps({"id": "ex01.count_values", "results": "lots", "n": nonce}).encode() + b"\n",
         json.dumps(
-            {"id": "ex01.round_nearest_even", "results": [{"x": 1}, 5, {"v": {"$nd": 1}}] * 400, "n": nonce}
+            {"id": "ex01.rounding_interval", "results": [{"x": 1}, 5, {"v": {"$nd": 1}}] * 400, "n": nonce}
         ).encode()
         + b"\n",
         json.dumps({"id": "ex01.smallest_absorbing", "results": good + good, "n": nonce}).encode() + b"\n",
@@ -70,8 +70,8 @@ def test_outputs_written_by_a_hostile_kernel_are_judged_safely(tmp_path):
     assert out.foreign_lines == 5
     res = {q.exercise.id: judge(q, out.records.get(q.exercise.id), ("NOT RUN", "not checked")) for q in plan.exercises}
     assert res["ex01.smallest_absorbing"].passed  # extra results in a record are ignored
-    assert res["ex01.ulp_at"].status == "ERROR" and res["ex01.ulp_at"].points == 0
-    assert res["ex01.round_nearest_even"].points == 0 and res["ex01.round_nearest_even"].n_failed == len(
+    assert res["ex01.count_values"].status == "ERROR" and res["ex01.count_values"].points == 0
+    assert res["ex01.rounding_interval"].points == 0 and res["ex01.rounding_interval"].n_failed == len(
         plan.exercises[1].cases
     )
     assert res["ex01.decode_bits"].status == "NOT RUN"
@@ -120,7 +120,7 @@ def test_a_forged_time_out_is_a_time_out_whatever_its_number(tmp_path, t):
 
 
 def test_score_is_what_run_check_uses():
-    ex = checks.get_exercise("ex01.ulp_at")
+    ex = checks.get_exercise("ex01.count_values")
     cases = cases_for(ex, 5)
     expected = checks.expected_outputs(ex, cases)
     got = [Raised("ValueError: no")] + list(expected[1:])

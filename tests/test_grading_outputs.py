@@ -100,11 +100,11 @@ def test_rerun_skips_interrupted_run_continues_regrade_redoes(tmp_path, capsys):
 
     # a changed submission is graded again, the others are not
     nb = solution()
-    set_body(nb, "ulp_at", "return 0.0")
+    set_body(nb, "count_values", "return 0.0")
     write(nb, subs / "ex01_a.ipynb")
     assert main(args) == 0
     assert "graded 1 submission " in capsys.readouterr().out
-    assert read_csv(csv_path)["ex01_a.ipynb"]["total"] == str(FULL - POINTS["ex01.ulp_at"])
+    assert read_csv(csv_path)["ex01_a.ipynb"]["total"] == str(FULL - POINTS["ex01.count_values"])
 
     assert main(args + ["--regrade"]) == 0
     assert "graded 3 submissions" in capsys.readouterr().out

@@ -202,12 +202,12 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     expect["my_homework.ipynb"] = {"status": "unknown chapter", "points": zero}
 
     nb = solution()
-    set_body(nb, "round_nearest_even", "while True:\n    pass")
+    set_body(nb, "rounding_interval", "while True:\n    pass")
     write(nb, folder / "ex01_loop_in_function.ipynb")
     expect["ex01_loop_in_function.ipynb"] = {
         "status": "timeout",
-        "points": {**full, "ex01.round_nearest_even": 0},
-        "check_status": {"ex01.round_nearest_even": "TIMEOUT"},
+        "points": {**full, "ex01.rounding_interval": 0},
+        "check_status": {"ex01.rounding_interval": "TIMEOUT"},
     }
     nb = solution()
     insert_code(nb, "def decode_bits(", "while True:\n    pass")
@@ -219,7 +219,7 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     expect["ex01_loop_ignores_interrupts.ipynb"] = {"status": "timeout", "points": zero}
 
     nb = solution()
-    insert_code(nb, "def ulp_at(", "import os\nos._exit(1)")
+    insert_code(nb, "def count_values(", "import os\nos._exit(1)")
     write(nb, folder / "ex01_os_exit.ipynb")
     expect["ex01_os_exit.ipynb"] = {"status": "kernel died", "points": full}
     nb = solution()
@@ -227,12 +227,12 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     write(nb, folder / "ex01_segfault.ipynb")
     expect["ex01_segfault.ipynb"] = {"status": "kernel died", "points": full}
     nb = solution()
-    mutate(nb, "ulp_at", "    bias = 2", "    import os; os._exit(3)\n    bias = 2")
+    mutate(nb, "count_values", "    bias = 2", "    import os; os._exit(3)\n    bias = 2")
     write(nb, folder / "ex01_dies_in_function.ipynb")
     expect["ex01_dies_in_function.ipynb"] = {
         "status": "kernel died",
-        "points": {**full, "ex01.ulp_at": 0},
-        "check_status": {"ex01.ulp_at": "DIED"},
+        "points": {**full, "ex01.count_values": 0},
+        "check_status": {"ex01.count_values": "DIED"},
     }
 
     nb = solution()
@@ -248,10 +248,8 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
         "import numpy as np\n"
         "def decode_bits(*a):\n    v = _decode_bits(*a)\n    return np.array([v, v])  # wrong shape",
     )
-    mutate(
-        nb, "round_nearest_even", "return math.copysign(r, x)", "return np.float16(math.copysign(r, x))  # wrong dtype"
-    )
-    set_body(nb, "ulp_at", "return math.nan")
+    mutate(nb, "rounding_interval", "return (lo, hi)", "return (np.float16(lo), np.float16(hi))  # wrong dtype")
+    set_body(nb, "count_values", "return math.nan")
     mutate(nb, "smallest_absorbing", "return x if x <= largest else math.inf", "return str(x)  # wrong type")
     mutate(nb, "round_stochastic", "return np.copysign(r, x)", "return [str(v) for v in np.copysign(r, x)]")
     write(nb, folder / "ex01_wrong_types.ipynb")
@@ -261,7 +259,7 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
         "check_status": "FAIL",
         "reasons": {
             "ex01.decode_bits": "expected a number",
-            "ex01.ulp_at": "returned NaN",
+            "ex01.count_values": "returned NaN",
             "ex01.smallest_absorbing": "returned str",
             "ex01.round_stochastic": "expected an array of floats",
         },
@@ -388,17 +386,17 @@ def test_bad_run_details_say_what_happened(bad_run):
         and "(import os)" in d["ex01_os_exit.ipynb"]["detail"]
     )
     assert "kernel died in cell" in d["ex01_segfault.ipynb"]["detail"]
-    assert "the kernel died while checking ex01.ulp_at" in d["ex01_dies_in_function.ipynb"]["detail"]
+    assert "the kernel died while checking ex01.count_values" in d["ex01_dies_in_function.ipynb"]["detail"]
     assert "ModuleNotFoundError: No module named 'maths'" in d["ex01_exception_first_cell.ipynb"]["detail"]
     assert "chapter 02 notebook, not chapter 01" in d["ex02_other_chapter.ipynb"]["detail"]
     assert "invalid JSON" in d["ex01_invalid_json.ipynb"]["detail"]
-    r = d["ex01_loop_in_function.ipynb"]["checks"]["ex01.round_nearest_even"]
+    r = d["ex01_loop_in_function.ipynb"]["checks"]["ex01.rounding_interval"]
     assert r["points"] == 0 and f"TimeoutError: no result within {CELL_TIMEOUT} s" in r["error"]
     # per check: passed, first mismatches, error message
     for rec in d.values():
         for c in rec["checks"].values():
             assert {"passed", "mismatches", "error", "points", "max_points", "status"} <= set(c)
-    hidden = d["ex01_hard_coded.ipynb"]["checks"]["ex01.round_nearest_even"]
+    hidden = d["ex01_hard_coded.ipynb"]["checks"]["ex01.rounding_interval"]
     assert hidden["n_failed"] > 0 and hidden["mismatches"]  # the hidden random cases
 
 
@@ -502,8 +500,8 @@ def test_every_chapters_solutions_and_exercises_through_the_grader(tmp_path):
 
 
 def partial_notebook() -> nbformat.NotebookNode:
-    nb = solution()  # decode_bits and ulp_at right; round_nearest_even and smallest_absorbing wrong
-    mutate(nb, "round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)")
+    nb = solution()  # decode_bits and count_values right; rounding_interval and smallest_absorbing wrong
+    mutate(nb, "rounding_interval", "if round(a / q) % 2 == 1:", "if False:")
     mutate(nb, "smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits")
     return nb
 
@@ -539,15 +537,15 @@ def test_state_made_by_other_statements_is_not_there_when_the_functions_are_grad
     ]:
         nb = solution()
         insert_code(nb, "import math", fill)
-        mutate(nb, "ulp_at", "return 2.0 ** (max(k, emin) - man_bits)", "return POW[max(k, emin) - man_bits]")
+        mutate(nb, "count_values", "q = 2.0 ** (k - man_bits)", "q = POW[k - man_bits]")
         write(nb, subs / f"{name}.ipynb")
     args = [str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"), "--no-sandbox", *FAST]
     assert main(args) == 0
     recs = {Path(r["file"]).stem: r for r in json.loads((tmp_path / "g.json").read_text())["submissions"]}
     loop, assigned = recs["ex01_loop_table"], recs["ex01_assigned_table"]
     assert assigned["total"] == FULL and assigned["detail"] == "", assigned["detail"]
-    assert loop["total"] == FULL - POINTS["ex01.ulp_at"], loop["detail"]
-    hint = r"ex01\.ulp_at: uses POW, which cell \d+ \(for _e in range\(-1100, 1024\):\) sets or changes"
+    assert loop["total"] == FULL - POINTS["ex01.count_values"], loop["detail"]
+    hint = r"ex01\.count_values: uses POW, which cell \d+ \(for _e in range\(-1100, 1024\):\) sets or changes"
     assert re.search(hint, loop["detail"]), loop["detail"]
 
 
@@ -576,18 +574,18 @@ def test_check_cells_and_grader_agree(tmp_path):
     assert (
         seen
         == {ex: int(row[ex]) for ex in POINTS}
-        == {**POINTS, "ex01.round_nearest_even": 0, "ex01.smallest_absorbing": 0}
+        == {**POINTS, "ex01.rounding_interval": 0, "ex01.smallest_absorbing": 0}
     )
     assert (
-        total_seen == int(row["total"]) == FULL - POINTS["ex01.round_nearest_even"] - POINTS["ex01.smallest_absorbing"]
+        total_seen == int(row["total"]) == FULL - POINTS["ex01.rounding_interval"] - POINTS["ex01.smallest_absorbing"]
     )
     assert row["status"] == "graded"
     d = read_json(tmp_path / "g.json")["ex01_partial.ipynb"]
     in_process = run_check(
-        "ex01.round_nearest_even", _mutated("round_nearest_even", "round(abs(x) / q)", "math.floor(abs(x) / q + 0.5)")
+        "ex01.rounding_interval", _mutated("rounding_interval", "if round(a / q) % 2 == 1:", "if False:")
     )
-    assert d["checks"]["ex01.round_nearest_even"]["mismatches"] == in_process.mismatches  # same words too
-    assert d["checks"]["ex01.round_nearest_even"]["n_failed"] == in_process.n_failed
+    assert d["checks"]["ex01.rounding_interval"]["mismatches"] == in_process.mismatches  # same words too
+    assert d["checks"]["ex01.rounding_interval"]["n_failed"] == in_process.n_failed
     # with the public seed the copied answers pass: only the secret seed catches them (stochastic
     # rounding has no answer to copy, so that one fails with any seed)
     assert int(rows["ex01_hard_coded.ipynb"]["total"]) == FULL - POINTS["ex01.round_stochastic"]
@@ -604,8 +602,8 @@ def _mutated(name, old, new):
 
 MUTATIONS = {
     "decode_bits": ("if E == 0:", "if False:"),
-    "round_nearest_even": ("r = math.inf", "r = largest"),
-    "ulp_at": ("math.frexp(abs(x))[1] - 1 if", "math.frexp(abs(x) * 0.999)[1] - 1 if"),
+    "rounding_interval": ("below = q / 2 if a == 2.0**k and k > emin else q", "below = q"),
+    "count_values": ("math.ceil(y / q) if up else math.floor(y / q)", "round(y / q)"),
     "smallest_absorbing": ("2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
     "round_stochastic": ("(u < frac)", "(u < 1 - frac)"),
 }

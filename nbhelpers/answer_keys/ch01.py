@@ -7,13 +7,14 @@ are the course's own tested helpers; edge cases come first, then random cases fr
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ..comparators import float_array
 from ..exercise_types import Case, Exercise
-from ..formats import FloatFormat, all_codes, decode, finite_values, ulp
+from ..formats import FloatFormat, Specials, all_codes, decode, finite_values, ulp
 from ..rounding import absorption_threshold, round_to
 
 # (exp_bits, man_bits) pairs the random cases draw from: small formats, fp8/fp16/bf16 shapes
@@ -40,175 +41,321 @@ def _sign(rng: np.random.Generator) -> float:
     return float(rng.choice([-1.0, 1.0]))
 
 
-# ------------------------------------------------------------------ 1. decode a code
+# ------------------------------------------------------------------ 1. decode a code of an fn format
+
+
+def _fn_spec(exp_bits: int, man_bits: int) -> FloatFormat:
+    return FloatFormat.custom(int(exp_bits), int(man_bits), Specials.FN)
 
 
 def decode_bits_ref(bits: int, exp_bits: int, man_bits: int) -> float:
-    """Value of the code ``bits`` in the IEEE-style format (exp_bits, man_bits)."""
-    return float(decode(int(bits), _spec(exp_bits, man_bits)))
+    """Value of the code ``bits`` in the fn-style format (exp_bits, man_bits): no infinities, one
+    NaN code per sign (exponent and mantissa all ones), the rest of the top binade ordinary values."""
+    return float(decode(int(bits), _fn_spec(exp_bits, man_bits)))
 
 
 def _decode_cases(rng: np.random.Generator) -> list[Case]:
-    cases = [Case((int(b), 3, 2), label="every code of e3m2") for b in all_codes(_spec(3, 2))]
+    cases = [Case((int(b), 4, 3), label="every code of e4m3fn") for b in all_codes(_fn_spec(4, 3))]
     named = {
-        (0x0000, 8, 7): "bf16 +0",
-        (0x8000, 8, 7): "bf16 -0",
-        (0x7F80, 8, 7): "bf16 +inf",
-        (0xFF80, 8, 7): "bf16 -inf",
-        (0x7FC0, 8, 7): "bf16 NaN",
-        (0x0001, 8, 7): "bf16 smallest subnormal",
-        (0x0080, 8, 7): "bf16 smallest normal",
-        (0x7F7F, 8, 7): "bf16 max",
-        (0x4049, 8, 7): "bf16 pi",
-        (0x7BFF, 5, 10): "fp16 max",
-        (0x0400, 5, 10): "fp16 smallest normal",
-        (0x03FF, 5, 10): "fp16 largest subnormal",
-        (0x3C01, 5, 10): "fp16 1 + eps",
-        (0x7F800001, 8, 23): "fp32 signalling NaN",
-        (0x00000001, 8, 23): "fp32 2**-149",
+        (0x0000, 8, 7): "e8m7fn +0",
+        (0x8000, 8, 7): "e8m7fn -0",
+        (0x7F80, 8, 7): "e8m7fn: bf16's +inf code is a number here",
+        (0xFF80, 8, 7): "e8m7fn: bf16's -inf code",
+        (0x7FC0, 8, 7): "e8m7fn: bf16's NaN code is a number here",
+        (0x7FFF, 8, 7): "e8m7fn: the NaN code",
+        (0xFFFF, 8, 7): "e8m7fn: the negative NaN code",
+        (0x7FFE, 8, 7): "e8m7fn: the largest value",
+        (0x0001, 8, 7): "e8m7fn: smallest subnormal",
+        (0x0080, 8, 7): "e8m7fn: smallest normal",
+        (0x4049, 8, 7): "e8m7fn: pi",
+        (0x7C00, 5, 10): "e5m10fn: fp16's inf code",
+        (0x7BFF, 5, 10): "e5m10fn: fp16's max, no longer the largest",
+        (0x03FF, 5, 10): "e5m10fn: largest subnormal",
+        (0x7F800001, 8, 23): "e8m23fn: fp32's signalling NaN code is a number here",
+        (0xFFFFFFFF, 8, 23): "e8m23fn: the negative NaN code",
+        (0x00000001, 8, 23): "e8m23fn: 2**-149",
+        (0b0111, 2, 1): "e2m1fn-style: the NaN code (MX's fp4 would say 6.0)",
+        (0b0110, 2, 1): "e2m1fn-style: the largest value",
+        (0b1111, 2, 1): "e2m1fn-style: the negative NaN code",
+        (0b011111, 3, 2): "e3m2fn-style: the NaN code",
+        (0b111110, 3, 2): "e3m2fn-style: -largest",
     }
     cases += [Case(args, label=label) for args, label in named.items()]
-    # the random codes over-sample the two special exponent fields (uniform codes of fp32 or
-    # bf16 almost never have them): a wrong subnormal or NaN rule must fail here too
+    # the random codes over-sample the special exponent fields (uniform codes of fp32 or bf16
+    # almost never have them): zero and subnormals, the top binade, and the NaN codes themselves;
+    # a wrong subnormal rule, IEEE's inf/NaN rule or a missed NaN code must fail here too
+    # half of them in any widths (up to fp32's): the NaN codes of a few shapes alone would repeat
     for _ in range(150):
-        e, m, _ = _random_shape(rng)
+        if rng.random() < 0.5:
+            e, m, _ = _random_shape(rng)
+        else:
+            e, m = int(rng.integers(2, 9)), int(rng.integers(1, 24))
         r = rng.random()
-        E = 0 if r < 0.3 else 2**e - 1 if r < 0.45 else None  # zero/subnormal, inf/NaN, any
-        cases.append(Case((_code(rng, e, m, E), e, m)))
+        top = 2**e - 1
+        if r < 0.3:
+            bits = _code(rng, e, m, 0)  # zero or a subnormal
+        elif r < 0.55:
+            bits = _code(rng, e, m, top)  # the top binade: ordinary values (M = 0 often)
+        elif r < 0.7:  # a NaN code, either sign
+            bits = (int(rng.integers(0, 2)) << (e + m)) | (2 ** (e + m) - 1)
+        else:
+            bits = _code(rng, e, m)
+        cases.append(Case((bits, e, m)))
     return cases
 
 
-# ------------------------------------------------------------------ 2. round to nearest even
+# ------------------------------------------------------------------ 2. the rounding interval of a value
+
+# A float64 is ordered like its bit pattern read as a signed magnitude: key(x) = bits(|x|), negated
+# for negative x (both zeros get key 0). A bisection over keys finds the first and last float64 that
+# round to v, with nothing but round_to as the oracle (round_to is monotone in x).
+_F64_MAX_KEY = int(np.float64(np.finfo(np.float64).max).view(np.int64))
 
 
-def round_nearest_even_ref(x: float, exp_bits: int, man_bits: int) -> float:
-    """``x`` rounded to the nearest value of (exp_bits, man_bits); ties to even; overflow to +-inf."""
-    return float(round_to(float(x), _spec(exp_bits, man_bits)))
+def _key(x: float) -> int:
+    k = int(np.float64(abs(x)).view(np.int64))
+    return -k if math.copysign(1.0, x) < 0 else k
 
 
-def _round_cases(rng: np.random.Generator) -> list[Case]:
+def _from_key(k: int) -> float:
+    x = float(np.int64(abs(k)).view(np.float64))
+    return -x if k < 0 else x
+
+
+def _bisect2(pred, lo: list[int], hi: list[int]) -> list[int]:
+    """Two bisections at once: per element the smallest key in [lo, hi] where pred (false, then
+    true along the keys) holds; pred must hold at hi. pred takes and returns lists of two.
+    Python ints: the sum of two keys overflows int64."""
+    lo, hi = list(lo), list(hi)
+    while lo[0] < hi[0] or lo[1] < hi[1]:
+        mid = [(a + b) // 2 for a, b in zip(lo, hi)]
+        ok = pred(mid)
+        for i in range(2):
+            if lo[i] < hi[i]:
+                if ok[i]:
+                    hi[i] = mid[i]
+                else:
+                    lo[i] = mid[i] + 1
+    return lo
+
+
+@functools.lru_cache(maxsize=4096)
+def rounding_interval_ref(v: float, exp_bits: int, man_bits: int) -> tuple[float, float]:
+    """(lo, hi): the smallest and the largest float64 x whose round to nearest even in the
+    IEEE-style format (exp_bits, man_bits) equals v (by value; v a finite value of the format).
+    Two bisections over the float64s with round_to as the only oracle (it is monotone in x);
+    cached, as a check computes the same cases for every function it judges."""
+    f = _spec(exp_bits, man_bits)
+    v = float(v)
+    k = _key(v)
+
+    def pred(keys: list[int]) -> list[bool]:
+        r = round_to(np.array([_from_key(q) for q in keys]), f)
+        # the first key that rounds to v or above; the first key that rounds above v
+        return [bool(r[0] >= v), bool(r[1] > v)]
+
+    lo, above = _bisect2(pred, [-_F64_MAX_KEY, k], [k, _F64_MAX_KEY])
+    return _from_key(lo), _from_key(above - 1)
+
+
+def _interval_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for e, m in [(3, 2), (4, 3), (5, 2), (2, 3)]:
+    for e, m in [(3, 2), (4, 3), (5, 10), (8, 7)]:
         f = _spec(e, m)
-        v = finite_values(f, nonnegative=True)
-        mids = (v[:-1] + v[1:]) / 2
-        for t in mids[:: max(1, mids.size // 12)]:
-            cases.append(Case((float(t), e, m), label=f"tie between neighbours of e{e}m{m}"))
-            cases.append(Case((-float(t), e, m), label=f"negative tie in e{e}m{m}"))
-        top = f.max + (f.max - v[-2]) / 2
-        cases += [
-            Case((float(top), e, m), label=f"e{e}m{m}: max + half a spacing (overflows)"),
-            Case((float(np.nextafter(top, 0)), e, m), label=f"e{e}m{m}: just below max + half a spacing"),
-            Case((f.smallest_subnormal / 2, e, m), label=f"e{e}m{m}: half the smallest subnormal (tie to 0)"),
-            Case((f.smallest_subnormal * 0.75, e, m), label=f"e{e}m{m}: 3/4 of the smallest subnormal"),
-            Case((-1e-300, e, m), label="tiny negative underflows to -0.0"),
+        s, n = f.smallest_subnormal, f.smallest_normal
+        named = [
+            (0.0, "zero"),
+            (-0.0, "-0.0: the same value as zero"),
+            (s, "smallest subnormal (odd)"),
+            (2 * s, "twice the smallest subnormal (even)"),
+            (n - s, "largest subnormal"),
+            (n, "smallest normal: the gap below is the subnormal spacing, the same as above"),
+            (2 * n, "twice the smallest normal: the gap below is half the gap above"),
+            (1.0, "1.0: a power of two"),
+            (-1.0, "-1.0"),
+            (1.0 + f.eps, "1 + eps (odd)"),
+            (1.0 + 2 * f.eps, "1 + 2 eps (even)"),
+            (-(2.0 - f.eps), "-(2 - eps): odd, below a power of two"),
+            (f.max, "max: the tie above it overflows to inf"),
+            (f.max - 2.0 ** (f.emax - m), "the value below max (even)"),
+            (-f.max, "-max"),
+            (2.0**f.emax, "the largest power of two"),
         ]
+        cases += [Case((float(x), e, m), label=f"e{e}m{m}: {label}") for x, label in named]
+    fp32 = _spec(8, 23)
     cases += [
-        Case((1 + 2.0**-8, 8, 7), label="bf16: 1 + 2**-8 is a tie, goes to 1"),
-        Case((1 + 3 * 2.0**-8, 8, 7), label="bf16: tie, goes up to the even neighbour"),
-        Case((math.pi, 8, 7), label="bf16 pi"),
-        Case((65519.0, 5, 10), label="fp16 65519 -> 65504"),
-        Case((65520.0, 5, 10), label="fp16 65520 -> inf"),
-        Case((math.inf, 5, 10), label="inf"),
-        Case((-math.inf, 4, 3), label="-inf"),
-        Case((math.nan, 5, 2), label="NaN"),
-        Case((0.0, 4, 3)),
-        Case((-0.0, 4, 3), label="-0.0 keeps its sign"),
-        Case((0.1, 8, 23), label="fp32 0.1"),
+        Case((1.0, 8, 23), label="fp32 1.0"),
+        Case((float(np.float32(0.1)), 8, 23), label="fp32 0.1"),
+        Case((fp32.smallest_subnormal, 8, 23), label="fp32 2**-149"),
+        Case((fp32.max, 8, 23), label="fp32 max"),
+        Case((0.0, 8, 23), label="fp32 zero"),
     ]
-    # random cases from every hard region, not only random magnitudes (which are never ties):
-    # ties between random neighbours (subnormal ones too), the overflow threshold, underflow to
-    # a signed zero, specials
+    # random values of the format, over-sampling where the interval is not the plain
+    # [v - q/2, v + q/2]: powers of two (half the gap below), the subnormals and the smallest
+    # normal, zero, the largest values; random signs, odd and even mantissas
     for _ in range(200):
         e, m, f = _random_shape(rng)
         r = rng.random()
-        if r < 0.35:  # a tie between two neighbours; half of them subnormal
-            top = 2**m - 1 if rng.random() < 0.3 else (2**e - 1) * 2**m - 2  # last code below max
-            c = int(rng.integers(0, top + 1))
-            E, M = max(c >> m, 1), c & (2**m - 1)  # the value is (2**m [if normal] + M) * q
-            q = 2.0 ** (E - f.bias - m)
-            x = ((c >> m > 0) * 2**m + M + 0.5) * q  # halfway to the next value (code c + 1)
-        elif r < 0.5:  # around the overflow threshold max + half a spacing
-            t = f.max + 2.0 ** (f.emax - m - 1)
-            x = float(
-                rng.choice(
-                    [t, np.nextafter(t, 0), np.nextafter(t, np.inf), rng.uniform(f.max, t), rng.uniform(t, 2 * t)]
-                )
-            )
-        elif r < 0.65:  # below the smallest subnormal: to zero (with the sign), or up to it
-            s = f.smallest_subnormal
-            x = float(rng.choice([s / 2, np.nextafter(s / 2, 1), rng.uniform(0, s / 2), rng.uniform(s / 2, s)]))
-        elif r < 0.7:
-            x = float(rng.choice([0.0, math.inf, math.nan]))
-        else:
-            x = 2.0 ** rng.uniform(np.log2(f.smallest_positive) - 2, np.log2(f.max) + 1)
-        cases.append(Case((_sign(rng) * x, e, m)))
-    return cases
-
-
-# ------------------------------------------------------------------ 3. the spacing at x
-
-
-def ulp_at_ref(x: float, exp_bits: int, man_bits: int) -> float:
-    """Gap between |x| (a finite value of the format) and the next larger value of its binade."""
-    return float(ulp(float(x), _spec(exp_bits, man_bits)))
-
-
-def _ulp_cases(rng: np.random.Generator) -> list[Case]:
-    cases = []
-    for e, m in [(3, 2), (5, 10), (8, 7), (4, 3)]:
-        f = _spec(e, m)
-        cases += [
-            Case((0.0, e, m), label="zero: the subnormal spacing"),
-            Case((f.smallest_subnormal, e, m), label="smallest subnormal"),
-            Case((f.smallest_normal, e, m), label="smallest normal"),
-            Case((f.smallest_normal - f.smallest_subnormal, e, m), label="largest subnormal"),
-            Case((1.0, e, m), label="1.0: eps"),
-            Case((-1.0, e, m), label="-1.0"),
-            Case((f.max, e, m), label="max"),
-            Case((2.0, e, m), label="a power of two: the gap above"),
-        ]
-    # random values of the format, over-sampling powers of two (where the binade changes), the
-    # subnormals and zeros (where the spacing stops shrinking), and the largest value
-    for _ in range(150):
-        e, m, f = _random_shape(rng)
-        r = rng.random()
         if r < 0.25:
-            x = 2.0 ** int(rng.integers(f.emin - m, f.emax + 1))
+            x = 2.0 ** int(rng.integers(f.emin, f.emax + 1))
         elif r < 0.45:
             x = float(decode(_code(rng, e, m, 0), f))  # a subnormal or a signed zero
-        elif r < 0.5:
-            x = f.max
+        elif r < 0.55:
+            x = float(decode(_code(rng, e, m, 1), f))  # the binade of the smallest normal
+        elif r < 0.65:
+            x = f.max - int(rng.integers(0, 4)) * 2.0 ** (f.emax - m)
         else:
             x = float(round_to(2.0 ** rng.uniform(np.log2(f.smallest_positive), np.log2(f.max)), f))
         cases.append(Case((_sign(rng) * x, e, m)))
     return cases
 
 
-# ------------------------------------------------------------------ 4. where x + 1 == x
+# ------------------------------------------------------------------ 3. how many values between a and b
+
+# numpy/ml_dtypes types whose values are those of an IEEE-style (exp_bits, man_bits): their bit
+# patterns, ordered like the values, count the values between two numbers without listing them
+_ORDERED = {(8, 23): np.float32, (5, 10): np.float16}
 
 
-def smallest_absorbing_ref(exp_bits: int, man_bits: int) -> float:
-    """Smallest positive x of the format with round(x + 1) == x (nearest-even); inf if none."""
-    return absorption_threshold(_spec(exp_bits, man_bits), 1.0)
+def _count_by_bits(a: float, b: float, dt) -> int:
+    """Values of the float type dt in [a, b], from their keys (+-0 share key 0)."""
+    big = float(np.finfo(dt).max)
+    if a > b or a > big or b < -big:
+        return 0
+    with np.errstate(over="ignore"):
+        lo, hi = dt(max(a, -big)), dt(min(b, big))  # nearest; step inward where it rounded outward
+    if float(lo) < a:
+        lo = np.nextafter(lo, dt(np.inf))
+    if float(hi) > b:
+        hi = np.nextafter(hi, dt(-np.inf))
+    if float(lo) > float(hi):
+        return 0
+    ibits = {2: np.int16, 4: np.int32}[np.dtype(dt).itemsize]
+
+    def key(x) -> int:
+        k = int(dt(abs(x)).view(ibits))
+        return -k if x < 0 else k
+
+    return key(hi) - key(lo) + 1
+
+
+@functools.lru_cache(maxsize=None)
+def _all_values(exp_bits: int, man_bits: int) -> np.ndarray:
+    return finite_values(_spec(exp_bits, man_bits))  # ascending, zero once
+
+
+def count_values_ref(a: float, b: float, exp_bits: int, man_bits: int) -> int:
+    """How many finite values of the IEEE-style format (exp_bits, man_bits) lie in [a, b]
+    (+0 and -0 are one value). By listing them (formats of at most 16 bits), or from the bit
+    patterns of numpy's float32 and float16 for those two shapes."""
+    a, b = float(a), float(b)
+    if (exp_bits, man_bits) in _ORDERED:
+        return _count_by_bits(a, b, _ORDERED[(exp_bits, man_bits)])
+    v = _all_values(int(exp_bits), int(man_bits))
+    return int(max(0, np.searchsorted(v, b, side="right") - np.searchsorted(v, a, side="left")))
+
+
+def _count_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for e, m in [(3, 2), (4, 3), (8, 7)]:
+        f = _spec(e, m)
+        s, n = f.smallest_subnormal, f.smallest_normal
+        named = [
+            ((-math.inf, math.inf), "every finite value"),
+            ((0.0, math.inf), "zero and the positive values"),
+            ((-0.0, 0.0), "zero alone"),
+            ((-s, s), "zero and the two smallest subnormals"),
+            ((1.0, 2.0), "one binade and the next power of two"),
+            ((1.0, 1.0), "one value"),
+            ((2.0, 1.0), "a > b: none"),
+            ((1.0 + f.eps / 2, 2.0 - f.eps / 2), "ends between values"),
+            ((s / 2, n), "the subnormals and the smallest normal"),
+            ((-n, n / 2), "around zero, ends on and between values"),
+            ((f.max, 10 * f.max), "past the largest value"),
+            ((2 * f.max, math.inf), "only beyond the largest value: none"),
+            ((-math.inf, -f.max), "from -inf to -max"),
+            ((-3.0, -1.0), "negative"),
+        ]
+        cases += [Case((float(a), float(b), e, m), label=f"e{e}m{m}: {label}") for (a, b), label in named]
+    cases += [
+        Case((-math.inf, math.inf, 8, 23), label="fp32: every finite value"),
+        Case((1.0, 2.0, 8, 23), label="fp32: the binade [1, 2]"),
+        Case((0.0, 1.0, 8, 23), label="fp32: [0, 1]"),
+        Case((-1e-40, 1e-40, 8, 23), label="fp32: around zero, among the subnormals"),
+        Case((-0.0, 0.0, 5, 10), label="fp16: zero alone"),
+        Case((-65504.0, 65504.0, 5, 10), label="fp16: every finite value"),
+    ]
+    # random intervals whose ends are values of the format (closed ends matter), midpoints and
+    # other numbers between values, zero, infinities and numbers past the largest value; the
+    # ends fall in the subnormals, in the normal range and at the top, either sign
+    shapes = [(e, m) for e, m in _SHAPES if 1 + e + m <= 16 or (e, m) in _ORDERED] + [(8, 23), (5, 10)]
+    for _ in range(200):
+        e, m = shapes[int(rng.integers(len(shapes)))]
+        f = _spec(e, m)
+
+        def end() -> float:
+            r = rng.random()
+            if r < 0.35:
+                x = float(decode(_code(rng, e, m, int(rng.integers(0, 2**e - 1))), f))  # a value
+            elif r < 0.5:
+                x = float(decode(_code(rng, e, m, 0), f))  # zero or a subnormal
+            elif r < 0.6:
+                c = _code(rng, e, m, int(rng.integers(0, 2**e - 1)))
+                c = min(c & ~(1 << (e + m)), 2 ** (e + m) - 2**m - 2)  # below the largest magnitude
+                x = _sign(rng) * _between(f, c, float(rng.choice([0.5, 0.25, 0.999])))
+            elif r < 0.7:
+                x = float(rng.choice([0.0, -0.0, math.inf, -math.inf, f.max, -f.max]))
+            elif r < 0.75:
+                x = _sign(rng) * f.max * float(rng.uniform(1, 4))  # past the largest value
+            else:
+                x = _sign(rng) * 2.0 ** rng.uniform(np.log2(f.smallest_positive) - 1, np.log2(f.max))
+            return x
+
+        a, b = end(), end()
+        if rng.random() < 0.9:
+            a, b = min(a, b), max(a, b)
+        cases.append(Case((a, b, e, m)))
+    return cases
+
+
+# ------------------------------------------------------------------ 4. where x + c == x
+
+
+def smallest_absorbing_ref(c: float, exp_bits: int, man_bits: int) -> float:
+    """Smallest positive x of the format with round(x + c) == x (nearest-even), for a positive
+    value c of the format; inf if none. A search over every value (formats of at most 16 bits)."""
+    return absorption_threshold(_spec(exp_bits, man_bits), float(c))
 
 
 def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((8, 7), label="bf16"),
-        Case((5, 10), label="fp16"),
-        Case((4, 3), label="e4m3"),
-        Case((2, 3), label="e2m3: no such x (returns inf)"),
-        Case((2, 1), label="e2m1"),
+        Case((1.0, 8, 7), label="bf16, c = 1"),
+        Case((1.0, 5, 10), label="fp16, c = 1"),
+        Case((0.75, 5, 10), label="fp16, c = 0.75"),
+        Case((3.0, 8, 7), label="bf16, c = 3"),
+        Case((2.0**-133, 8, 7), label="bf16, c = the smallest subnormal"),
+        Case((1.0, 4, 3), label="e4m3, c = 1"),
+        Case((1.5, 4, 3), label="e4m3, c = 1.5"),
+        Case((1.0, 2, 3), label="e2m3, c = 1: no such x (returns inf)"),
+        Case((0.25, 2, 1), label="e2m1, c = 0.25"),
+        Case((2.0**-16, 5, 10), label="fp16, c = a subnormal power of two"),
+        Case((5 * 2.0**-24, 5, 10), label="fp16, c = 5 smallest subnormals"),
     ]
     pairs = [(e, m) for e in range(2, 9) for m in range(1, 8) if 1 + e + m <= 16]
-    # most random formats near where 2**(m + 1) passes the largest value (the answer turns to
-    # inf there), the others from the rest
-    near = [(e, m) for e, m in pairs if m + 1 >= _spec(e, m).emax - 1]
-    far = [p for p in pairs if p not in near]
-    for group, size in ((near, 6), (far, 4)):
-        for i in rng.choice(len(group), size=size, replace=False):
-            cases.append(Case(group[int(i)]))
+    # c a random value of a random format: a power of two (x + c can be a tie) or not, a subnormal
+    # or normal, often large enough that no value of the format absorbs it (inf)
+    for _ in range(30):
+        e, m = pairs[int(rng.integers(len(pairs)))]
+        f = _spec(e, m)
+        r = rng.random()
+        E = 0 if r < 0.2 else int(rng.integers(1, 2**e - 1))
+        M = 0 if rng.random() < 0.4 else int(rng.integers(1, 2**m))
+        if E == 0 and M == 0:
+            M = 1
+        c = float(decode((E << m) | M, f))
+        if rng.random() < 0.2:  # near the top: answer inf, or the last binades that still absorb
+            c = 2.0 ** (f.emax - m - int(rng.integers(0, 3)))
+        cases.append(Case((c, e, m)))
     return cases
 
 
@@ -380,10 +527,10 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    Exercise("ex01.decode_bits", "Decode a bit pattern", 4, decode_bits_ref, _decode_cases),
-    Exercise("ex01.round_nearest_even", "Round to nearest, ties to even", 6, round_nearest_even_ref, _round_cases),
-    Exercise("ex01.ulp_at", "The spacing of the grid at x", 3, ulp_at_ref, _ulp_cases),
-    Exercise("ex01.smallest_absorbing", "Where x + 1 == x", 2, smallest_absorbing_ref, _absorbing_cases),
+    Exercise("ex01.decode_bits", "Decode a code of an fn format", 4, decode_bits_ref, _decode_cases),
+    Exercise("ex01.rounding_interval", "What rounds to v", 6, rounding_interval_ref, _interval_cases),
+    Exercise("ex01.count_values", "How many values between a and b", 3, count_values_ref, _count_cases),
+    Exercise("ex01.smallest_absorbing", "Where x + c == x", 2, smallest_absorbing_ref, _absorbing_cases),
     Exercise(
         "ex01.round_stochastic",
         "Stochastic rounding",
