@@ -63,8 +63,8 @@ SPEC = ChapterSpec(
             ("sum_of_copies", "    s, k = 0.0, 0\n", "    return float(round_to(n * value, acc))\n"),
             # the sum taken to stall at 2**p copies, and exact until then
             ("sum_of_copies", "    s, k = 0.0, 0\n", "    return float(min(n, 2 ** (f.man_bits + 1)) * value)\n"),
-            # off by one term
-            ("sum_of_copies", "while k < n:", "while k <= n:"),
+            # off by one term: n - 1 copies
+            ("sum_of_copies", "while k < n:", "while k < n - 1:"),
             # ties going up (away from zero) instead of to even
             (
                 "sum_of_copies",

@@ -434,7 +434,15 @@ def _copies_cases(rng: np.random.Generator) -> list[Case]:
             n = int(rng.integers(K, 2**50))
         elif r < 0.5:  # one term either side of the stall
             n = K + int(rng.integers(-2, 2))
-        else:  # anywhere before it, often at a binade's end where the rounding changes
+        elif r < 0.75:  # at a binade's end, where the spacing doubles: the first n that reaches 2**e
+            top = sum_of_copies_ref(value, K, acc)
+            e = int(rng.integers(math.frexp(value)[1], math.frexp(top)[1] + 1))
+            lo, hi = 0, K  # sums only grow: bisect for the first n with s_n >= 2**(e - 1)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (mid + 1, hi) if sum_of_copies_ref(value, mid, acc) < 2.0 ** (e - 1) else (lo, mid)
+            n = lo + int(rng.integers(-1, 2))
+        else:  # anywhere before it
             n = int(rng.integers(1, K + 1))
         cases.append(Case((value, max(n, 0), acc)))
     return cases
