@@ -235,7 +235,7 @@ def test_the_list_is_read_afresh_on_every_call(ch99, monkeypatch):
         checks.get_exercise("ex99.inv")
 
 
-@pytest.mark.parametrize("chapter,exercise_id", [(1, "ex01.decode_bits"), (2, "ex02.kahan_sum")])
+@pytest.mark.parametrize("chapter,exercise_id", [(1, "ex01.decode_bits"), (2, "ex02.sum_of_copies")])
 def test_reloading_a_real_chapter_module_then_get_exercise_works(chapter, exercise_id):
     module = importlib.import_module(f"nbhelpers.answer_keys.ch{chapter:02d}")
     before = checks.get_exercise(exercise_id)

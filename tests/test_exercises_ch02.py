@@ -2,16 +2,18 @@
 
 import numpy as np
 
+from nbhelpers.accumulation import emulated_dot, emulated_sum, stall_length
 from nbhelpers.checks import cases_for
 from nbhelpers.formats import get_format
+from nbhelpers.rounding import round_to
 
 
 def test_cases_keep_every_float64_step_exact():
     """The promise behind bit-exact checks: a correct solution's float64 additions are exact.
-    Checked directly for the Kahan cases: every intermediate is an integer multiple of the
-    smallest power of two among the terms' last bits, and far below 2**53 of those units."""
-    for case in cases_for("ex02.kahan_sum", 0) + cases_for("ex02.pairwise_sum", 3):
-        x, acc = case.args
+    Checked directly for the blocked pairwise cases: every intermediate is an integer multiple of
+    the smallest power of two among the terms' last bits, and far below 2**53 of those units."""
+    for case in cases_for("ex02.pairwise_blocked_sum", 0) + cases_for("ex02.pairwise_blocked_sum", 3):
+        x, acc, _ = case.args
         if len(x) == 0:
             continue
         nz = np.abs(x[x != 0])
@@ -120,3 +122,167 @@ def test_order_matters_reasons_name_the_broken_property():
             return 300
 
     assert reason(Hostile()) is not None  # a failed case, never an exception
+
+
+# ---- ex02.kahan_beats_plain: a construction, judged by its property
+
+
+def test_kahan_judge_arithmetic_is_the_course_emulation():
+    """The judge adds in numpy's float16 and ml_dtypes' bfloat16 (fast); on random mixed-sign
+    terms over 16 binades, ties and stalls included, both of its sums equal the course's
+    emulated Kahan and sequential sums bit for bit."""
+    from nbhelpers.answer_keys.ch02 import _native_sums, kahan_reference_sum
+
+    rng = np.random.default_rng(5)
+    for acc in ("bf16", "fp16"):
+        for _ in range(40):
+            n = int(rng.integers(1, 400))
+            x = rng.uniform(0, 1, n) * np.exp2(rng.integers(-8, 8, n)) * rng.choice([-1.0, 1.0], n)
+            x = round_to(np.where(rng.random(n) < 0.3, 1.0, x), acc)
+            kahan, plain = _native_sums(x, acc)
+            assert kahan == kahan_reference_sum(x, acc) and plain == float(emulated_sum(x, acc)), acc
+
+
+def test_kahan_cases_are_all_solvable_and_reach_the_fewest():
+    from nbhelpers.answer_keys.ch02 import _kahan_compare, fewest_kahan_terms, kahan_beats_plain_ref
+
+    seen = set()
+    for seed in (0, 1, 12345, 2**40 + 7):
+        for case in cases_for("ex02.kahan_beats_plain", seed):
+            n, acc, lost = case.args
+            assert n >= fewest_kahan_terms(acc, lost)
+            target = kahan_beats_plain_ref(n, acc, lost)
+            assert _kahan_compare(target.example, target) is None, (n, acc, lost)
+            seen.add((n, acc, lost))
+    assert {(257, "bf16", 0.5), (769, "bf16", 0.75), (2049, "fp16", 0.5)} <= seen
+    assert fewest_kahan_terms("bf16", 0.875) == 1793
+
+
+def test_kahan_example_for_every_n_in_range():
+    """The example is right for every n the cases can ask in bf16 with lost = 1/2, not only
+    the drawn ones, and at the ends of the ranges of the others."""
+    from nbhelpers.answer_keys.ch02 import _kahan_reason, fewest_kahan_terms, kahan_beats_plain_example
+
+    for n in range(257, 514):
+        assert _kahan_reason(kahan_beats_plain_example(n, "bf16", 0.5), n, "bf16", 0.5) is None, n
+    for acc, lost in (("bf16", 0.75), ("bf16", 0.875), ("fp16", 0.5)):
+        f = fewest_kahan_terms(acc, lost)
+        for n in (f, f + 1, f + 2, f + 3, 2 * f - 1):
+            assert _kahan_reason(kahan_beats_plain_example(n, acc, lost), n, acc, lost) is None, (acc, lost, n)
+
+
+def test_kahan_natural_candidates_one_term_short_fail():
+    """One term fewer than the minimum (fewest_kahan_terms' docstring proves none works): the
+    natural candidates (2**p then ones, halves, twos, with a last adjusting term) all fail."""
+    from nbhelpers.answer_keys.ch02 import _kahan_reason
+
+    n = 256  # one fewer than the fewest for bf16, lost = 1/2
+    candidates = [
+        [256.0] + [1.0] * 255,
+        [256.0] + [1.0] * 254 + [2.0],
+        [256.0] + [1.0] * 253 + [0.5, 0.5],
+        [128.0] + [1.0] * 255,
+        [512.0] + [2.0] * 255,
+        [1.0] * 256,
+    ]
+    for x in candidates:
+        assert _kahan_reason(np.array(x), n, "bf16", 0.5) is not None
+
+
+def test_kahan_reasons_name_the_broken_property():
+    from nbhelpers.answer_keys.ch02 import KahanTarget, _kahan_compare, kahan_beats_plain_example
+
+    good = kahan_beats_plain_example(300, "bf16", 0.5)
+    target = KahanTarget(300, "bf16", 0.5, good)
+
+    def reason(x):
+        return _kahan_compare(x, target)
+
+    assert reason(good) is None and reason(list(good)) is None
+    assert reason(good[:-1]) == "returned 299 terms, expected 300"
+    assert reason(None) == reason("abc") == reason(3.0) == "expected a 1-D array of 300 numbers"
+    assert reason(good + 0j) == "expected a 1-D array of 300 real numbers"
+    bad = good.copy()
+    bad[5] = np.inf
+    assert reason(bad) == "term 5 is inf, not a finite number"
+    bad[5] = 0.0
+    assert reason(bad) == "term 5 is 0.0, not positive"
+    bad[5] = 1 / 3
+    assert "is not a value of bf16" in reason(bad)
+    odd = np.r_[256.0, np.ones(299)]  # 555 is no bf16 value: Kahan cannot end on it
+    assert reason(odd).startswith("Kahan's sum in bf16 is ")
+    assert reason(good[::-1]).startswith("the plain sum in bf16 is ")
+
+    class Hostile:
+        def __array__(self, *a, **k):
+            raise RuntimeError("no")
+
+        def __len__(self):
+            return 300
+
+    assert reason(Hostile()) is not None
+
+
+# ---- ex02.pairwise_blocked_sum and ex02.split_k_dot: their references at the ends of their ranges
+
+
+def test_blocked_pairwise_reference_at_its_ends():
+    """b = 1 is the course's pairwise order, b >= n the sequential one."""
+    from nbhelpers.answer_keys.ch02 import pairwise_blocked_sum_ref
+
+    for case in cases_for("ex02.pairwise_blocked_sum", 1)[:40]:
+        x, acc, _ = case.args
+        if len(x) == 0:
+            continue
+        assert pairwise_blocked_sum_ref(x, acc, 1) == float(emulated_sum(x, acc, "pairwise"))
+        assert pairwise_blocked_sum_ref(x, acc, len(x)) == float(emulated_sum(x, acc))
+
+
+def test_split_k_reference_with_one_split_is_the_plain_dot():
+    from nbhelpers.answer_keys.ch02 import split_k_dot_ref
+
+    for case in cases_for("ex02.split_k_dot", 2)[:30]:
+        a, b, in_fmt, acc, _, out_fmt = case.args
+        plain = float(round_to(emulated_dot(a, b, in_fmt, acc), out_fmt))
+        assert split_k_dot_ref(a, b, in_fmt, acc, 1, out_fmt) == plain
+
+
+# ---- ex02.sum_of_copies: the skipping simulation against the plain sum of n copies
+
+
+def test_sum_of_copies_reference_is_the_plain_sum():
+    """Every case of three seeds with n up to 20,000 against emulated_sum of n copies, and for
+    e5m2 and e4m3 every positive value that stalls before it overflows, at every n up to two
+    past its stall."""
+    from nbhelpers.answer_keys.ch02 import sum_of_copies_ref
+
+    checked = 0
+    for seed in (0, 1, 7):
+        for case in cases_for("ex02.sum_of_copies", seed):
+            v, n, acc = case.args
+            if n <= 20000:
+                want = float(emulated_sum(np.full(n, v), acc)) if n else 0.0
+                assert sum_of_copies_ref(v, n, acc) == want, case.args
+                checked += 1
+    assert checked >= 60
+    for acc in ("e5m2", "e4m3"):
+        f = get_format(acc)
+        values = np.unique(round_to(np.exp2(np.linspace(f.emin - f.man_bits, 8, 400)), acc))
+        for v in values[(values > 0) & np.isfinite(values)]:
+            try:
+                K = stall_length(float(v), acc)
+            except ValueError:
+                continue
+            partial = np.zeros(K + 3)  # partial[n]: n copies, one rounded step at a time
+            s = 0.0
+            for n in range(K + 3):
+                partial[n] = s
+                s = float(round_to(s + float(v), acc))
+            for n in range(K + 3):
+                assert sum_of_copies_ref(float(v), n, acc) == partial[n], (acc, v, n)
+
+
+def test_sum_of_copies_cases_reach_fp32_stalls():
+    """Some cases need over ten million steps (fp32), so a one-step loop is not an answer."""
+    big = [c for c in cases_for("ex02.sum_of_copies", 0) if c.args[2] == "fp32" and c.args[1] > 10**7]
+    assert big

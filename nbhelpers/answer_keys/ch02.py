@@ -1,13 +1,15 @@
 """Chapter 02 exercises: accumulation error. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
 Every exercise adds numbers in a chosen accumulator format, every operation rounded once with
-:func:`nbhelpers.rounding.round_to` (the student may use it). The references are the course's
-own tested emulations (:func:`nbhelpers.accumulation.emulated_sum` in the right order,
-:func:`~nbhelpers.accumulation.emulated_dot`, :func:`~nbhelpers.accumulation.stall_length`),
-and the results are compared bit for bit. The last exercise is a construction
-(:func:`order_matters_ref`): the student returns terms with a property, and the check judges
-the property itself with those emulations and :func:`nbhelpers.metrics.exact_sum`, since many
-answers are right.
+:func:`nbhelpers.rounding.round_to` (the student may use it). Two are constructions
+(:func:`kahan_beats_plain_ref`, :func:`order_matters_ref`): the student returns terms with a
+property, and the check judges the property itself with the course's emulations
+(:func:`nbhelpers.accumulation.emulated_sum` in the Kahan and sequential orders) and exact
+rational sums, since many answers are right. The other three are compared bit for bit with
+references built from those emulations by another route than a student's: the blocked pairwise
+sum from sequential leaves and the pairwise order, the split-K dot product from the blocked
+order, and the sum of n copies by a simulation (checked against the plain sum of n copies in
+tests/test_exercises_ch02.py) where a student works binade by binade.
 
 Why bit-exact is fair: the case generators only pass terms that are values of the accumulator
 format (or, for the dot product, inputs whose rounded products are short), spread over a few
@@ -19,6 +21,10 @@ rounded result the reference computes.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
+import ml_dtypes
 import numpy as np
 
 from ..accumulation import emulated_dot, emulated_sum, stall_length
@@ -99,41 +105,198 @@ def _edge_sum_cases() -> list[Case]:
     ]
 
 
-# ------------------------------------------------------------------ 1. Kahan summation
+# ------------------------------------------------------------------ 1. Kahan beats the plain sum (a construction)
 
 
-def kahan_sum_ref(x, acc: str) -> float:
-    """Kahan-compensated sum of x with s and c in ``acc``, every operation rounded (Order.KAHAN)."""
+def kahan_reference_sum(x, acc: str) -> float:
+    """Kahan's compensated sum of x in ``acc`` (Order.KAHAN: s and c in acc, every operation rounded)."""
     return float(emulated_sum(np.asarray(x, dtype=np.float64), acc, "kahan"))
 
 
+# the judge's own arithmetic: numpy's float16 and ml_dtypes' bfloat16 compute each operation in
+# float32 and round once to the format, which is correctly rounded (float32's 24 bits are at
+# least 2p + 2 for p = 8 or 11, so rounding twice is innocuous); tests/test_exercises_ch02.py
+# checks them against the course's emulation. A scalar loop in them is about 50 times faster.
+_NATIVE = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
+
+
+def _native_sums(x: np.ndarray, acc: str) -> tuple[float, float]:
+    """(Kahan's sum, the plain sequential sum) of x in acc, in the format's own arithmetic."""
+    t_ = _NATIVE[acc]
+    xs = x.astype(t_).tolist() if acc == "fp16" else list(x.astype(t_))
+    s = c = plain = t_(0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for xk in xs:
+            xk = t_(xk)
+            y = t_(xk - c)
+            t = t_(s + y)
+            c = t_(t_(t - s) - y)
+            s = t
+            plain = t_(plain + xk)
+    return float(s), float(plain)
+
+
+def fewest_kahan_terms(acc: str, lost: float) -> int:
+    """The smallest n for which :func:`kahan_beats_plain_ref`'s property can hold:
+    ``2**p * lost / (1 - lost) + 1`` for p significant bits (257 in bf16 for lost = 1/2).
+
+    Why no fewer: the plain sum R ends at most (1 - lost) T, and its partial sums only grow
+    (positive terms, monotone rounding), so each is at most R. One rounded addition of positive
+    values loses at most 2**-p of its rounded result (half a spacing; the lemma of
+    :func:`fewest_order_matters_terms`), so at most 2**-p R, and the first addition, 0 + x_0,
+    loses nothing: T - R <= (n - 1) 2**-p R. With R <= (1 - lost) T that needs
+    n - 1 >= 2**p lost / (1 - lost).
+    """
+    ratio = Fraction(lost) / (1 - Fraction(lost))
+    return int(math.ceil(2 ** _significant_bits(acc) * ratio)) + 1
+
+
+def kahan_beats_plain_example(n: int, acc: str, lost: float) -> np.ndarray:
+    """n positive values of acc whose Kahan sum in acc is exact and whose plain sequential sum
+    is at most (1 - lost) of the exact sum (n from :func:`fewest_kahan_terms` up to twice it).
+
+    B = 2**p, then S = 2**p lost / (1 - lost) units, as ones and halves: every one and every
+    half is lost by the plain sum at B (a tie to the even B, or less than half a spacing), and
+    the exact sum B + S = B / (1 - lost) is a value of acc, which Kahan's compensation reaches.
+    """
+    fewest = fewest_kahan_terms(acc, lost)
+    s = fewest - 1  # the units after B
+    halved = n - fewest  # ones split into two halves, one more term each
+    if not 0 <= halved <= s:
+        raise ValueError(f"the example covers {fewest} to {2 * fewest - 1} terms, not {n}")
+    return np.array([2.0 ** _significant_bits(acc)] + [1.0] * (s - halved) + [0.5] * (2 * halved))
+
+
+class KahanTarget:
+    """What :func:`kahan_beats_plain_ref` expects: n values of ``acc`` with the property for
+    ``lost``, and one example that has it (it shows that the case is solvable; not compared)."""
+
+    __slots__ = ("n", "acc", "lost", "example")
+
+    def __init__(self, n: int, acc: str, lost: float, example: np.ndarray) -> None:
+        self.n, self.acc, self.lost, self.example = n, acc, lost, example
+
+    def __repr__(self) -> str:
+        return f"{self.n} positive values of {self.acc}: Kahan exact, plain sum <= {1 - self.lost:g} of the exact sum"
+
+
+def _positive_values_reason(got, n: int, acc: str) -> tuple[np.ndarray | None, str | None]:
+    """(x, None) if ``got`` is n positive finite values of acc, else (None, why not)."""
+    if got is None or isinstance(got, (str, bytes, dict)) or np.ndim(got) != 1:
+        return None, f"expected a 1-D array of {n} numbers"
+    try:
+        if np.iscomplexobj(got):  # float64 would silently drop the imaginary parts
+            return None, f"expected a 1-D array of {n} real numbers"
+        x = np.asarray(got, dtype=np.float64)
+    except Exception:  # noqa: BLE001 - a student's odd object
+        return None, f"expected a 1-D array of {n} numbers"
+    if x.shape != (n,):
+        return None, f"returned {x.size} terms, expected {n}"
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        return None, f"term {bad[0]} is {float(x[bad[0]])!r}, not a finite number"
+    bad = np.flatnonzero(x <= 0)
+    if bad.size:
+        return None, f"term {bad[0]} is {float(x[bad[0]])!r}, not positive"
+    rounded = round_to(x, acc)
+    bad = np.flatnonzero(rounded != x)
+    if bad.size:
+        i = bad[0]
+        return None, f"term {i} = {float(x[i])!r} is not a value of {acc} (it rounds to {float(rounded[i])!r})"
+    return x, None
+
+
+def _kahan_reason(got, n: int, acc: str, lost: float) -> str | None:
+    """None if ``got`` has the property of :func:`kahan_beats_plain_ref`, else why not."""
+    x, reason = _positive_values_reason(got, n, acc)
+    if reason:
+        return reason
+    exact = sum(map(Fraction, x.tolist()))  # exact rational sum
+    kahan, plain = _native_sums(x, acc)
+    if not math.isfinite(kahan) or Fraction(kahan) != exact:
+        return f"Kahan's sum in {acc} is {kahan!r}, not the exact {float(exact)!r}"
+    if not math.isfinite(plain):
+        return f"the plain sum in {acc} is {plain!r}"
+    if Fraction(plain) > (1 - Fraction(lost)) * exact:
+        return (
+            f"the plain sum in {acc} is {plain!r}, more than {1 - lost:g} of the exact {float(exact)!r} "
+            f"(it loses {float(1 - Fraction(plain) / exact):.4g}, not {lost:g})"
+        )
+    return None
+
+
+def kahan_beats_plain_ref(n: int, acc: str, lost: float) -> KahanTarget:
+    """The property the student's terms must have, with the course's example (which
+    tests/test_exercises_ch02.py verifies has it); the check judges the property alone."""
+    return KahanTarget(n, acc, lost, kahan_beats_plain_example(n, acc, lost))
+
+
+def _kahan_compare(got, expected: KahanTarget) -> str | None:
+    try:
+        return _kahan_reason(got, expected.n, expected.acc, expected.lost)
+    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+        return f"could not judge the terms ({type(e).__name__})"
+
+
+_KAHAN_LOST = [0.5, 0.75, 0.875]  # 1 - lost a power of two: the stated fraction is exact
+
+
 def _kahan_cases(rng: np.random.Generator) -> list[Case]:
-    return _edge_sum_cases() + _random_sum_cases(rng, 40, 200)
+    cases = [
+        Case((257, "bf16", 0.5), label="the fewest terms possible in bf16, losing half"),
+        Case((769, "bf16", 0.75), label="the fewest terms possible in bf16, losing three quarters"),
+        Case((258, "bf16", 0.5), label="one more than the fewest"),
+        Case((260, "bf16", 0.5)),
+        Case((2049, "fp16", 0.5), label="the fewest terms possible in fp16"),
+        Case((1000, "bf16", 0.75)),
+        Case((1800, "bf16", 0.875), label="fewer than the 1793 + 256 a plain stall from 2**p would need"),
+    ]
+    for _ in range(8):  # n from the fewest up to twice it; most of them not the fewest plus a power of two
+        acc = "fp16" if rng.random() < 0.1 else "bf16"
+        lost = 0.5 if acc == "fp16" else float(rng.choice(_KAHAN_LOST[:2]))
+        fewest = fewest_kahan_terms(acc, lost)
+        top = fewest + (400 if acc == "fp16" else fewest - 1)
+        cases.append(Case((int(rng.integers(fewest + 1, top + 1)), acc, lost)))
+    return cases
 
 
-# ------------------------------------------------------------------ 2. pairwise summation
+# ------------------------------------------------------------------ 2. pairwise summation over sequential leaves
 
 
-def pairwise_sum_ref(x, acc: str) -> float:
-    """Pairwise sum in ``acc`` (Order.PAIRWISE: split at the largest power of two below n)."""
-    return float(emulated_sum(np.asarray(x, dtype=np.float64), acc, "pairwise"))
+def pairwise_blocked_sum_ref(x, acc: str, b: int) -> float:
+    """Leaves: sequential sums of b consecutive terms in acc (the last one shorter); the leaves
+    then added by the chapter's pairwise tree in acc. Built from the course's emulations
+    (Order.SEQUENTIAL per leaf, Order.PAIRWISE over the leaves)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return 0.0
+    leaves = [float(emulated_sum(x[i : i + b], acc)) for i in range(0, x.size, b)]
+    return float(emulated_sum(np.array(leaves), acc, "pairwise"))
 
 
-def _pairwise_cases(rng: np.random.Generator) -> list[Case]:
-    cases = _edge_sum_cases()
-    for n in [2, 3, 5, 6, 7, 8, 9, 13, 31, 33, 100, 129]:  # every shape of the split near powers of two
+_BLOCKS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 100, 128]
+
+
+def _blocked_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for case, b in zip(_edge_sum_cases(), [4, 3, 8, 16, 24, 5, 100, 16, 2, 3, 6]):
+        cases.append(Case((*case.args, b), label=f"{case.label}, b = {b}"))
+    cases += [
+        Case((np.ones(600), "bf16", 128), label="600 ones, b = 128: leaves of 128 are exact"),
+        Case((np.ones(600), "bf16", 300), label="600 ones, b = 300: each leaf stalls at 256"),
+        Case((np.ones(9), "bf16", 1), label="b = 1: the chapter's pairwise sum"),
+    ]
+    for n, b in [(7, 3), (10, 3), (13, 3), (25, 5), (31, 6), (50, 7), (97, 12), (130, 24)]:
         acc = _ACCS[rng.integers(len(_ACCS))]
-        cases.append(Case((_grid_terms(rng, n, acc, "mixed"), acc), label=f"n = {n}"))
-    return cases + _random_sum_cases(rng, 60, 300, near_powers=True)
+        cases.append(Case((_stall_terms(rng, n, acc), acc, b), label=f"n = {n}, b = {b}"))
+    for case in _random_sum_cases(rng, 45, 200, near_powers=True):
+        x, acc = case.args
+        b = int(rng.choice(_BLOCKS)) if rng.random() < 0.6 else int(rng.integers(1, max(2, len(x) // 2) + 1))
+        cases.append(Case((x, acc, b)))
+    return cases
 
 
-# ------------------------------------------------------------------ 3. a dot product
-
-
-def dot_product_ref(a, b, in_fmt: str, acc: str) -> float:
-    """Inputs rounded to ``in_fmt``, exact products, sequential sum in ``acc`` (emulated_dot)."""
-    return float(emulated_dot(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), in_fmt, acc))
-
+# ------------------------------------------------------------------ 3. a split-K dot product
 
 _IN_FMTS = ["bf16", "fp16", "e4m3fn", "e5m2"]
 _DOT_ACCS = ["fp32", "bf16", "fp16"]
@@ -147,68 +310,141 @@ def _dot_inputs(rng: np.random.Generator, n: int, signs: str) -> np.ndarray:
     return x
 
 
-def _dot_cases(rng: np.random.Generator) -> list[Case]:
+def split_k_dot_ref(a, b, in_fmt: str, acc: str, splits: int, out_fmt: str) -> float:
+    """Chunks of c = ceil(K / splits) products, each summed sequentially in acc, the partial sums
+    added in order in acc, the total rounded once to out_fmt: the course's Order.BLOCKED dot
+    product with block c, then round_to."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    c = -(-a.size // splits)
+    total = float(emulated_dot(a, b, in_fmt, acc, "blocked", block=c))
+    return float(round_to(total, out_fmt))
+
+
+_OUT_FMTS = ["bf16", "fp16", "fp32"]
+
+
+def _split_k_cases(rng: np.random.Generator) -> list[Case]:
+    ones = np.ones(1024)
     cases = [
-        Case((np.ones(600), np.ones(600), "bf16", "bf16"), label="600 ones, bf16 accumulator (stalls at 256)"),
-        Case((np.ones(600), np.ones(600), "bf16", "fp32"), label="600 ones, fp32 accumulator"),
-        Case((np.full(50, 0.1), np.full(50, 3.0), "bf16", "fp32"), label="inputs that must be rounded first"),
-        Case((np.array([1.0, 300.0]), np.array([1.0, 1.0]), "e4m3fn", "fp32"), label="e4m3fn: 300 rounds to 288"),
-        Case((np.array([2.0]), np.array([-3.0]), "fp16", "fp16"), label="K = 1"),
-        Case((np.array([1.0, 2.0**-6, -1.0]), np.array([1.0, 1.0, 1.0]), "bf16", "e5m2"), label="e5m2 accumulator"),
+        Case((ones, ones, "bf16", "bf16", 4, "fp32"), label="1024 ones, 4 splits in bf16: every partial is exact"),
+        Case((ones, ones, "bf16", "bf16", 1, "fp32"), label="one split: a plain bf16 dot product"),
+        Case((ones, ones, "bf16", "bf16", 3, "fp32"), label="1024 ones, 3 splits of 342, 342, 340"),
+        Case((ones[:10], ones[:10], "bf16", "fp32", 4, "bf16"), label="K = 10, 4 splits: 3, 3, 3, 1"),
+        Case((ones[:5], ones[:5], "bf16", "fp32", 4, "bf16"), label="K = 5, 4 splits of 2: the last one empty"),
+        Case((np.full(600, 0.1), np.full(600, 3.0), "bf16", "fp32", 6, "bf16"), label="inputs rounded first"),
+        Case((np.full(300, 1.1), np.full(300, 1.3), "bf16", "fp32", 7, "bf16"), label="total rounded to bf16"),
+        Case((np.arange(1.0, 9.0), np.ones(8), "fp16", "fp16", 8, "fp16"), label="one product per split"),
     ]
-    for _ in range(50):
-        n = int(rng.integers(1, 257))
-        signs = "mixed" if rng.random() < 0.5 else "positive"
+    for _ in range(40):
+        K = int(rng.integers(1, 401))
+        splits = int(rng.choice([2, 3, 4, 5, 7, 8, 16])) if rng.random() < 0.85 else int(rng.integers(1, K + 4))
+        signs = "mixed" if rng.random() < 0.4 else "positive"
         in_fmt = _IN_FMTS[rng.integers(len(_IN_FMTS))]
         acc = _DOT_ACCS[rng.integers(len(_DOT_ACCS))]
-        a, b = _dot_inputs(rng, n, signs), _dot_inputs(rng, n, signs)
-        if n >= 2 and rng.random() < 0.35:
-            # a large first product, then products near half the accumulator's spacing there:
-            # a low-precision accumulator stalls or rounds at every step, a float64 one does not
-            a[0], b[0] = rng.uniform(4, 8, 2)
-            a[1:], b[1:] = (
-                rng.uniform(1, 2, (2, n - 1)) * 2.0**-3 * rng.choice([-1.0, 1.0], (2, n - 1))
-                if signs == "mixed"
-                else rng.uniform(1, 2, (2, n - 1)) * 2.0**-3
-            )
-        cases.append(Case((a, b, in_fmt, acc)))
+        out_fmt = _OUT_FMTS[rng.integers(len(_OUT_FMTS))]
+        a, b = _dot_inputs(rng, K, signs), _dot_inputs(rng, K, signs)
+        if signs == "positive" and rng.random() < 0.5:  # products near 1: a bf16 or fp16 accumulator stalls
+            a, b = rng.uniform(0.9, 1.1, K), rng.uniform(0.9, 1.1, K)
+        cases.append(Case((a, b, in_fmt, acc, splits, out_fmt)))
     return cases
 
 
-# ------------------------------------------------------------------ 4. where a sum of equal terms stalls
+# ------------------------------------------------------------------ 4. the sum of n copies, binade by binade
 
 
-def stall_length_ref(value: float, acc: str) -> int:
-    """K: how many copies of ``value`` a sequential round-to-nearest-even sum in acc counts."""
-    return stall_length(float(value), acc)
+def sum_of_copies_ref(value: float, n: int, acc: str) -> float:
+    """s_n for s_0 = 0, s_k = fl(s_(k-1) + value) in acc (round to nearest even).
+
+    A simulation with round_to, one step at a time, that skips ahead only where it has seen the
+    increment repeat: once two consecutive steps inside one binade of acc added the same amount,
+    every step adds it while s + value stays below the binade's end (the steps are counted
+    exactly with Fractions). tests/test_exercises_ch02.py checks it against the plain sum of n
+    copies (emulated_sum) wherever that is affordable.
+    """
+    f = get_format(acc)
+    v = float(value)
+    s, k = 0.0, 0
+    prev = None
+    while k < n:
+        t = float(round_to(s + v, acc))
+        if t == s:
+            return s  # stalled: every later term is lost too
+        inc = t - s
+        e = max(math.frexp(t)[1] - 1, f.emin)
+        s, k = t, k + 1
+        if prev == (inc, e):
+            room = Fraction(min(math.ldexp(1.0, e + 1), f.max)) - Fraction(s) - Fraction(v)
+            if room > 0:
+                j = min(n - k, math.ceil(room / Fraction(inc)))
+                s, k = float(Fraction(s) + j * Fraction(inc)), k + j
+        prev = (inc, e)
+    return s
 
 
-# formats for this exercise: at most 8 significant bits, so a loop of single steps stays short
-_STALL_ACCS = ["bf16", "e5m2", "e4m3", "e5m4", "e6m5", "e8m3", "e3m4", "e5m6"]
+# accumulators for this exercise: from 3 to 24 significant bits (fp32's sums take over ten
+# million terms to stall: too many to add one at a time)
+_COPIES_ACCS = ["bf16", "fp16", "fp32", "tf32", "e5m2", "e4m3", "e5m4", "e8m3", "e6m5", "e8m12", "e8m20"]
 
 
-def _stall_cases(rng: np.random.Generator) -> list[Case]:
+def _copies_value(rng: np.random.Generator, acc: str) -> float:
+    """A value of acc near 1: a power of two, a short mantissa (ties on the way), or a long one."""
+    r = rng.random()
+    if r < 0.2:
+        mantissa = 1.0
+    elif r < 0.5:
+        mantissa = float(rng.choice([1.5, 1.25, 1.75, 1.125, 1.375, 1.0625]))
+    else:
+        mantissa = rng.uniform(1, 2)
+    return float(round_to(mantissa * 2.0 ** int(rng.integers(-4, 3)), acc))
+
+
+def _stalls_finite(value: float, acc: str) -> int | None:
+    """The stall length of value in acc, or None where the sum overflows first."""
+    try:
+        return stall_length(value, acc)
+    except ValueError:
+        return None
+
+
+def _copies_cases(rng: np.random.Generator) -> list[Case]:
+    bf01, fp01 = float(round_to(0.1, "bf16")), float(round_to(0.1, "fp16"))
     cases = [
-        Case((1.0, "bf16"), label="ones in bf16: 256"),
-        Case((1.0, "e5m2"), label="ones in e5m2"),
-        Case((0.5, "bf16"), label="a power of two"),
-        Case((3.0, "bf16"), label="3 in bf16: rounding moves the sum on the way"),
-        Case((1.5, "e4m3"), label="1.5 in e4m3"),
-        Case((float(round_to(0.1, "bf16")), "bf16"), label="bf16(0.1)"),
-        Case((1.0, "fp16"), label="ones in fp16: 2048"),
+        Case((1.0, 10**6, "bf16"), label="ones in bf16: stalls at 256"),
+        Case((1.0, 256, "bf16"), label="256 ones in bf16"),
+        Case((1.0, 255, "bf16"), label="255 ones in bf16"),
+        Case((3.0, 300, "bf16"), label="3 in bf16: a tie in every step from 256 to 512"),
+        Case((1.5, 200, "e4m3"), label="1.5 in e4m3"),
+        Case((bf01, 30, "bf16"), label="bf16(0.1), 30 terms: rounded on the way"),
+        Case((fp01, 10**9, "fp16"), label="fp16(0.1): chapter 02's problem 1"),
+        Case((fp01, 2000, "fp16"), label="fp16(0.1), 2000 terms: above the exact sum"),
+        Case((1.0, 2**40, "fp32"), label="ones in fp32: 2**24"),
+        Case((float(np.float32(0.1)), 10**12, "fp32"), label="fp32(0.1): over ten million terms to stall"),
+        Case((float(np.float32(0.1)), 5 * 10**6, "fp32"), label="fp32(0.1), five million terms"),
+        Case((0.75, 0, "bf16"), label="no terms: 0.0"),
+        Case((0.75, 1, "bf16"), label="one term"),
     ]
-    while len(cases) < 40:
-        acc = _STALL_ACCS[rng.integers(len(_STALL_ACCS))]
-        # a random mantissa is never a power of two (where the stall is a tie) and rarely short
-        # (where the running sum meets ties on the way): over-sample both
-        r = rng.random()
-        mantissa = 1.0 if r < 0.25 else float(rng.choice([1.5, 1.25, 1.75, 1.125])) if r < 0.5 else rng.uniform(1, 2)
-        value = float(round_to(mantissa * 2.0 ** int(rng.integers(-4, 3)), acc))
-        try:
-            stall_length(value, acc)
-        except ValueError:  # this value overflows the format before it stalls: not a case
+    while len(cases) < 50:
+        acc = _COPIES_ACCS[rng.integers(len(_COPIES_ACCS))]
+        value = _copies_value(rng, acc)
+        K = _stalls_finite(value, acc)
+        if K is None:  # this value overflows the format before it stalls: not a case
             continue
-        cases.append(Case((value, acc)))
+        r = rng.random()
+        if r < 0.3:  # past the stall
+            n = int(rng.integers(K, 2**50))
+        elif r < 0.5:  # one term either side of the stall
+            n = K + int(rng.integers(-2, 2))
+        elif r < 0.75:  # at a binade's end, where the spacing doubles: the first n that reaches 2**e
+            top = sum_of_copies_ref(value, K, acc)
+            e = int(rng.integers(math.frexp(value)[1], math.frexp(top)[1] + 1))
+            lo, hi = 0, K  # sums only grow: bisect for the first n with s_n >= 2**(e - 1)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (mid + 1, hi) if sum_of_copies_ref(value, mid, acc) < 2.0 ** (e - 1) else (lo, mid)
+            n = lo + int(rng.integers(-1, 2))
+        else:  # anywhere before it
+            n = int(rng.integers(1, K + 1))
+        cases.append(Case((value, max(n, 0), acc)))
     return cases
 
 
@@ -332,10 +568,23 @@ def _order_matters_cases(rng: np.random.Generator) -> list[Case]:
 
 
 EXERCISES = [
-    Exercise("ex02.kahan_sum", "Kahan summation in a low-precision accumulator", 5, kahan_sum_ref, _kahan_cases),
-    Exercise("ex02.pairwise_sum", "Pairwise summation", 4, pairwise_sum_ref, _pairwise_cases),
-    Exercise("ex02.dot_product", "A dot product with a chosen accumulator", 3, dot_product_ref, _dot_cases),
-    Exercise("ex02.stall_length", "Where a sum of equal terms stalls", 3, stall_length_ref, _stall_cases),
+    Exercise(
+        "ex02.kahan_beats_plain",
+        "Terms that Kahan adds exactly and a plain sum does not",
+        5,
+        kahan_beats_plain_ref,
+        _kahan_cases,
+        compare=_kahan_compare,
+    ),
+    Exercise(
+        "ex02.pairwise_blocked_sum",
+        "Pairwise summation over sequential leaves",
+        4,
+        pairwise_blocked_sum_ref,
+        _blocked_cases,
+    ),
+    Exercise("ex02.split_k_dot", "A split-K dot product", 3, split_k_dot_ref, _split_k_cases),
+    Exercise("ex02.sum_of_copies", "The sum of n copies, binade by binade", 3, sum_of_copies_ref, _copies_cases),
     Exercise(
         "ex02.order_matters",
         "A sum that is exact in one order and loses half in the other",
