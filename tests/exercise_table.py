@@ -15,8 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
+from nbhelpers.formats import get_format
 from nbhelpers.rounding import round_to
 
 
@@ -31,14 +33,516 @@ class ChapterSpec:
     wrong: tuple[tuple[str, str, str], ...]  # (function, old source, new source)
 
 
-from exercise_table_ch01 import SPEC as SPEC_01  # noqa: E402
-from exercise_table_ch02 import SPEC as SPEC_02  # noqa: E402
-from exercise_table_ch03 import SPEC as SPEC_03  # noqa: E402
-from exercise_table_ch04 import SPEC as SPEC_04  # noqa: E402
-from exercise_table_ch05 import SPEC as SPEC_05  # noqa: E402
-
 CHAPTERS = [
-    *[SPEC_01, SPEC_02, SPEC_03, SPEC_04, SPEC_05],
+    ChapterSpec(
+        1,
+        "ex01_float_formats.ipynb",
+        lambda: {"math": math, "np": np},
+        ("decode_bits", "rounding_interval", "count_values", "smallest_absorbing", "round_stochastic"),
+        19,
+        12345,
+        tuple(
+            [
+                # forgets that subnormals have no implicit leading 1
+                ("decode_bits", "if E == 0:", "if False:"),
+                # IEEE's rule: the top binade is +-inf (mantissa 0) and NaN
+                (
+                    "decode_bits",
+                    "and M == (1 << man_bits) - 1:\n        return math.nan",
+                    ":\n        return sign * math.inf if M == 0 else math.nan",
+                ),
+                # the whole top binade NaN
+                ("decode_bits", " and M == (1 << man_bits) - 1:", ":"),
+                # MX's fp6/fp4 convention: the NaN code read as a number
+                ("decode_bits", "        return math.nan", "        pass"),
+                # only the positive NaN code
+                (
+                    "decode_bits",
+                    "if E == (1 << exp_bits) - 1 and M == (1 << man_bits) - 1:",
+                    "if bits == (1 << (exp_bits + man_bits)) - 1:",
+                ),
+                # subnormals with the exponent -bias instead of 1 - bias (that of the smallest normal)
+                ("decode_bits", "math.ldexp(M, 1 - bias - man_bits)", "math.ldexp(M, -bias - man_bits)"),
+                # bias off by one
+                ("decode_bits", "bias = 2 ** (exp_bits - 1) - 1", "bias = 2 ** (exp_bits - 1)"),
+                # ties the wrong way: both midpoints always in the interval
+                ("rounding_interval", "if round(a / q) % 2 == 1:", "if False:"),
+                # ... or never
+                ("rounding_interval", "if round(a / q) % 2 == 1:", "if True:"),
+                # ... or the even value loses its ties
+                ("rounding_interval", "if round(a / q) % 2 == 1:", "if round(a / q) % 2 == 0:"),
+                # the binade asymmetry ignored: the gap below a power of two taken as the gap above
+                ("rounding_interval", "below = q / 2 if a == 2.0**k and k > emin else q", "below = q"),
+                # the gap below halved at the smallest normal too (the subnormals have its spacing)
+                ("rounding_interval", "if a == 2.0**k and k > emin else q", "if a == 2.0**k and a != 0 else q"),
+                # the largest value's interval thought to run on to inf (saturation)
+                (
+                    "rounding_interval",
+                    "    if v < 0:",
+                    "    if a == (2 - 2.0**-man_bits) * 2.0 ** (1 - emin):\n        hi = math.inf\n    if v < 0:",
+                ),
+                # zero's interval only on the positive side
+                ("rounding_interval", "    if v < 0:", "    if a == 0:\n        lo = 0.0\n    if v < 0:"),
+                # negative v mirrored without swapping the ends
+                ("rounding_interval", "return (-hi, -lo)", "return (-lo, -hi)"),
+                # no subnormal clamp: the spacing keeps shrinking below the smallest normal
+                (
+                    "rounding_interval",
+                    "max(math.frexp(a)[1] - 1, emin) if a else emin",
+                    "math.frexp(a)[1] - 1 if a else emin",
+                ),
+                # +0 and -0 counted as two values
+                ("count_values", "code(b, False) + code(-a, False) + 1", "code(b, False) + code(-a, False) + 2"),
+                # half-open interval: a value at b not counted
+                ("count_values", "return code(b, False) - code(a, True) + 1", "return code(b, False) - code(a, True)"),
+                # the ends rounded to nearest instead of inward
+                ("count_values", "math.ceil(y / q) if up else math.floor(y / q)", "round(y / q)"),
+                # the ends rounded the wrong way (outward)
+                (
+                    "count_values",
+                    "math.ceil(y / q) if up else math.floor(y / q)",
+                    "math.floor(y / q) if up else math.ceil(y / q)",
+                ),
+                # no subnormal clamp: codes below the smallest normal come out wrong
+                (
+                    "count_values",
+                    "max(math.frexp(y)[1] - 1, emin) if y else emin",
+                    "math.frexp(y)[1] - 1 if y else emin",
+                ),
+                # nothing past the largest value is clamped: counts codes of inf and NaN as values
+                (
+                    "count_values",
+                    "a, b = max(a, -largest), min(b, largest)",
+                    "a, b = max(a, -2 * largest), min(b, 2 * largest)",
+                ),
+                # off by one binade
+                ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** man_bits"),
+                # the tie x + c thought to go up: the half gap must exceed c
+                ("smallest_absorbing", "2.0 ** (man_bits + 1)", "2.0 ** (man_bits + 1) * (2 if p == c else 1)"),
+                # forgets the formats too small to have such a value
+                ("smallest_absorbing", "return x if x <= largest else math.inf", "return x"),
+                # c's own mantissa ignored: c times 2**(man_bits + 1)
+                ("smallest_absorbing", "x = p * 2.0 ** (man_bits + 1)", "x = c * 2.0 ** (man_bits + 1)"),
+                # c rounded down to a power of two, not up
+                ("smallest_absorbing", "        p *= 2", "        pass"),
+                # deterministic: round to nearest even
+                ("round_stochastic", "r = (lower + (u < frac)) * q", "r = np.rint(y) * q"),
+                # the probability the wrong way round: up with probability 1 - frac
+                ("round_stochastic", "(u < frac)", "(u < 1 - frac)"),
+                # one random number for every element
+                ("round_stochastic", "u = rng.random(x.shape)", "u = rng.random()"),
+                # a uniform number of only 6 random bits (or 5), compared as u < frac
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 64) / 64"),
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 32) / 32"),
+                # the same, rounding y + u down (away from zero when u >= 1 - frac)
+                (
+                    "round_stochastic",
+                    "r = (lower + (u < frac)) * q",
+                    "r = np.floor(y + np.floor(u * 64) / 64) * q",
+                ),
+                # always toward zero (truncation)
+                ("round_stochastic", "(lower + (u < frac))", "lower"),
+                # no subnormal clamp: the spacing keeps shrinking below the smallest normal
+                ("round_stochastic", "np.maximum(np.frexp(a)[1] - 1, emin)", "np.frexp(a)[1] - 1"),
+            ]
+        ),
+    ),
+    ChapterSpec(
+        2,
+        "ex02_accumulation.ipynb",
+        lambda: {"math": math, "np": np, "round_to": round_to, "get_format": get_format},
+        ("kahan_beats_plain", "pairwise_blocked_sum", "split_k_dot", "sum_of_copies", "order_matters"),
+        19,
+        12345,
+        tuple(
+            [
+                # all ones after 2**p: the exact sum is not always a value of acc, and what is left
+                # in Kahan's c at the end is never paid back
+                ("kahan_beats_plain", "[1.0] * (units - halved) + [0.5] * (2 * halved)", "[1.0] * (n - 1)"),
+                # starts below the stall: the plain sum counts the ones up to 2**p
+                ("kahan_beats_plain", "terms = [2.0**p]", "terms = [2.0 ** (p - 1)]"),
+                # a start with an odd last bit: the first tie goes up, and the exact sum is no value of acc
+                ("kahan_beats_plain", "terms = [2.0**p]", "terms = [2.0**p + 2]"),
+                # padded with zeros instead of halves: not positive
+                ("kahan_beats_plain", "[0.5] * (2 * halved)", "[1.0] * halved + [0.0] * halved"),
+                # the big term last: the plain sum counts every one
+                ("kahan_beats_plain", "return np.array(terms)", "return np.array(terms[::-1])"),
+                # leaves added sequentially (the blocked order), not by a tree
+                ("pairwise_blocked_sum", "h = 1 << ((leaves - 1).bit_length() - 1)", "h = leaves - 1"),
+                # the leaves split in the middle instead of at the largest power of two below L
+                ("pairwise_blocked_sum", "h = 1 << ((leaves - 1).bit_length() - 1)", "h = leaves // 2"),
+                # the terms split at a power of two, not at a leaf boundary
+                ("pairwise_blocked_sum", "m = h * b", "m = 1 << ((n - 1).bit_length() - 1)"),
+                # each leaf added in float64 and rounded once at the end
+                ("pairwise_blocked_sum", "s = float(round_to(s + xk, acc))", "s = s + float(xk)"),
+                # no split: a plain dot product in acc
+                ("split_k_dot", "c = -(-len(p) // splits)", "c = len(p)"),
+                # chunks of floor(K / splits): an extra short chunk at the end
+                ("split_k_dot", "c = -(-len(p) // splits)", "c = max(1, len(p) // splits)"),
+                # the partial sums added in float64, rounded once to out_fmt
+                ("split_k_dot", "total = float(round_to(total + part, acc))", "total = total + part"),
+                # each partial sum written in out_fmt before the reduction
+                (
+                    "split_k_dot",
+                    "total = float(round_to(total + part, acc))",
+                    "total = float(round_to(total + float(round_to(part, out_fmt)), acc))",
+                ),
+                # the partial sums added in out_fmt
+                ("split_k_dot", "round_to(total + part, acc)", "round_to(total + part, out_fmt)"),
+                # inputs not rounded to in_fmt
+                (
+                    "split_k_dot",
+                    "round_to(np.asarray(a, dtype=float), in_fmt) * round_to(\n"
+                    "        np.asarray(b, dtype=float), in_fmt\n    )",
+                    "np.asarray(a, dtype=float) * np.asarray(b, dtype=float)",
+                ),
+                # rounding once at the end: fl(n * value)
+                ("sum_of_copies", "    s, k = 0.0, 0\n", "    return float(round_to(n * value, acc))\n"),
+                # the sum taken to stall at 2**p copies, and exact until then
+                ("sum_of_copies", "    s, k = 0.0, 0\n", "    return float(min(n, 2 ** (f.man_bits + 1)) * value)\n"),
+                # off by one term: n - 1 copies
+                ("sum_of_copies", "while k < n:", "while k < n - 1:"),
+                # ties going up (away from zero) instead of to even
+                (
+                    "sum_of_copies",
+                    "up = 2 * r > g or (2 * r == g and ((value - r) / g) % 2 == 1)",
+                    "up = 2 * r >= g",
+                ),
+                # the binade's end reached by s instead of by s + value: one step too many
+                ("sum_of_copies", "room = 2.0 ** (e + 1) - s - value", "room = 2.0 ** (e + 1) - s"),
+                # the spacing taken as 2**(e - p) (half a spacing) instead of 2**(e - man_bits)
+                ("sum_of_copies", "g = 2.0 ** (e - f.man_bits)", "g = 2.0 ** (e - f.man_bits - 1)"),
+                # terms that are float64 values but not values of acc: the format rounds them
+                ("order_matters", "q = 2.0**-p\n", "q = 1 / (2**p + 1)\n"),
+                # the orders swapped: exact in reverse, lossy as returned
+                ("order_matters", "return np.array(terms)", "return np.array(terms[::-1])"),
+                # one term too few: 2**p terms of the unit counted with the total instead of before it
+                ("order_matters", "terms = [q] * 2**p", "terms = [q] * (2**p - 1)"),
+                # all terms equal: the sum stalls in both orders
+                ("order_matters", "return np.array(terms)", "return np.full(n, q)"),
+                # no growing levels: past 2**p equal terms the forward sum stalls too
+                ("order_matters", "terms += [2.0**level * q]", "terms += [q]"),
+                # a negative term
+                ("order_matters", "terms = [q] * 2**p", "terms = [-q] + [q] * (2**p - 1)"),
+            ]
+        ),
+    ),
+    ChapterSpec(
+        3,
+        "ex03_gemm.ipynb",
+        lambda: {
+            "math": math,
+            "np": np,
+            "round_to": round_to,
+            "TENSOR_CORES": __import__("nbhelpers.tensor_cores", fromlist=["TENSOR_CORES"]).TENSOR_CORES,
+        },
+        (
+            "first_inexact_K",
+            "once_and_every_step",
+            "split_k_matmul",
+            "smallest_visible_product",
+            "fool_the_tensor_core",
+        ),
+        20,
+        4242,
+        tuple(
+            [
+                # ---- first_inexact_K
+                # a negative product taken as it is: its "odd part" is negative
+                ("first_inexact_K", "x = abs(float(a) * float(b))", "x = float(a) * float(b)"),
+                # the first k with k*m > 2**24, even or odd: an even k keeps k*m's odd part below 2**24
+                ("first_inexact_K", "    if K % 2 == 0:\n        K += 1\n", ""),
+                # the last exact K instead of the first inexact one
+                ("first_inexact_K", "    return K\n", "    return K - 1\n"),
+                # the sum of ones' answer for every product
+                ("first_inexact_K", "K = 2**24 // m + 1", "K = 2**24 + 1"),
+                # fp32's 23 stored mantissa bits instead of its 24 significant ones
+                ("first_inexact_K", "K = 2**24 // m + 1", "K = 2**23 // m + 1"),
+                # "headroom": a product of b significant bits leaves 24 - b bits for the count
+                ("first_inexact_K", "K = 2**24 // m + 1", "K = 2 ** (24 - m.bit_length()) + 1"),
+                # the product's 16-bit significand (trailing zeros kept) instead of its odd part
+                (
+                    "first_inexact_K",
+                    "m = int(math.ldexp(math.frexp(x)[0], 53))  # x = m * 2**e with m an integer\n"
+                    "    while m % 2 == 0:\n"
+                    "        m //= 2  # the odd part: x = m * 2**e, m odd\n",
+                    "m = int(math.ldexp(math.frexp(x)[0], 16))\n",
+                ),
+                # ---- once_and_every_step
+                # the tie at the stopping point rounded up: the sum stops one binade later
+                ("once_and_every_step", "max(1.0, 2.0 ** (p - j))", "max(1.0, 2.0 ** (p + 1 - j))"),
+                # bf16's 7 stored mantissa bits instead of its 8 significant ones
+                ("once_and_every_step", "every = min(exact, stop(8))", "every = min(exact, stop(7))"),
+                # fp32's 23 stored bits
+                ("once_and_every_step", "min(exact, stop(24))", "min(exact, stop(23))"),
+                # the stopping point below 1 when 2**-j is below half a spacing: the sum cannot fall below 1
+                ("once_and_every_step", "max(1.0, 2.0 ** (p - j))", "2.0 ** (p - j)"),
+                # once: the fp32 sum returned without the final rounding to bf16
+                (
+                    "once_and_every_step",
+                    'once = float(round_to(min(exact, stop(24)), "bf16"))',
+                    "once = min(exact, stop(24))",
+                ),
+                # once: the exact sum rounded to bf16, as if the fp32 accumulator never stalled
+                (
+                    "once_and_every_step",
+                    'once = float(round_to(min(exact, stop(24)), "bf16"))',
+                    'once = float(round_to(exact, "bf16"))',
+                ),
+                # the 1 counted among the n terms
+                ("once_and_every_step", "exact = 1 + n * t", "exact = 1 + (n - 1) * t"),
+                # the final rounding's ties away from zero
+                ("once_and_every_step", '"bf16"))', '"bf16", "nearest_away"))'),
+                # the final rounding truncates
+                ("once_and_every_step", '"bf16"))', '"bf16", "toward_zero"))'),
+                # ---- split_k_matmul
+                # floor(K / S) products a slice, the rest in the last one
+                (
+                    "split_k_matmul",
+                    "L = -(-K // S)  # ceil(K / S)\n    bounds = [(s * L, min((s + 1) * L, K)) for s in range(S)]",
+                    "L = K // S\n    bounds = [(s * L, K if s == S - 1 else (s + 1) * L) for s in range(S)]",
+                ),
+                # slices as numpy's array_split cuts them: the first K % S one product longer
+                (
+                    "split_k_matmul",
+                    "bounds = [(s * L, min((s + 1) * L, K)) for s in range(S)]",
+                    "bounds = [(int(c[0]), int(c[-1]) + 1) for c in np.array_split(np.arange(K), S) if c.size]",
+                ),
+                # interleaved slices: product k in slice k mod S
+                ("split_k_matmul", "for k in range(lo, hi):", "for k in range(s, K, S):"),
+                # the partial sums added in slice order instead of a tree
+                (
+                    "split_k_matmul",
+                    "pairs = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)]\n"
+                    "        parts = pairs + parts[2 * len(pairs) :]",
+                    "parts = [parts[0] + parts[1]] + parts[2:]",
+                ),
+                # a tree that pairs slice i with slice i + S/2 (a strided reduction)
+                (
+                    "split_k_matmul",
+                    "pairs = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)]\n"
+                    "        parts = pairs + parts[2 * len(pairs) :]",
+                    "h = len(parts) // 2\n        parts = [parts[i] + parts[i + h] for i in range(h)] + parts[2 * h :]",
+                ),
+                # the tree's additions in float64
+                ("split_k_matmul", "parts.append(partial)", "parts.append(partial.astype(np.float64))"),
+                # float64 everywhere
+                ("split_k_matmul", "partial = np.zeros((M, N), dtype=np.float32)", "partial = np.zeros((M, N))"),
+                # ---- smallest_visible_product
+                # a negative c treated like a positive one: as if the sum had to reach the next fp32 value
+                ("smallest_visible_product", "if c < 0:", "if False:"),
+                # the final truncation forgotten: whatever survives the alignment counts
+                ("smallest_visible_product", "return max(kept, need)", "return kept"),
+                # aligned to the products, not to c: nothing of p is cut
+                ("smallest_visible_product", "kept = 2.0 ** (E - spec.align_bits)", "kept = 0.0"),
+                # fp32's 23 bits kept below 2**E on every GPU
+                ("smallest_visible_product", "kept = 2.0 ** (E - spec.align_bits)", "kept = 2.0 ** (E - 23)"),
+                # rounding to nearest in mind: half a spacing above c would do
+                ("smallest_visible_product", "need = 2.0 ** (E - 23 -", "need = 2.0 ** (E - 24 -"),
+                # E one too high: math.frexp's exponent taken as it is
+                ("smallest_visible_product", "E = math.frexp(abs(c))[1] - 1", "E = math.frexp(abs(c))[1]"),
+                # n products counted as ceil(log2 n) powers of two
+                ("smallest_visible_product", "(int(n).bit_length() - 1)", "(int(n) - 1).bit_length()"),
+                # the n products not added up: one must reach the spacing on its own
+                (
+                    "smallest_visible_product",
+                    "need = 2.0 ** (E - 23 - (int(n).bit_length() - 1))",
+                    "need = 2.0 ** (E - 23)",
+                ),
+                # ---- fool_the_tensor_core
+                # built for the V100's alignment and handed in for every GPU: the A100 and H100 keep exact's top bits
+                ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 23 + 1"),
+                # one bit short: the last bit kept is 2**e, so exact keeps its leading bit (at least half of it)
+                ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + spec.align_bits"),
+                # "fp32 would lose it, so the tensor core does": below half of fp32's spacing at P, which the
+                # V100 and A100 cut away but the H100's 25 bits keep
+                ("fool_the_tensor_core", "e + spec.align_bits + 1", "e + 25"),
+                # the V100's group of 4 for every GPU: the wrong length elsewhere
+                (
+                    "fool_the_tensor_core",
+                    'np.zeros(spec.group("fp16")), np.zeros(spec.group("fp16"))',
+                    "np.zeros(4), np.zeros(4)",
+                ),
+                # the large product not cancelled: the exact dot product is P + exact
+                ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = [P, 0.0, exact]"),
+                # all zeros: the model returns 0, but the exact dot product is 0 too, not exact
+                ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = 0.0"),
+                # "as large as fp16 goes", misremembered as 2**16: not an fp16 value (it rounds to inf)
+                ("fool_the_tensor_core", "P = 2.0 ** (e + spec.align_bits + 1)", "P = 2.0**16"),
+                # fp16 inputs whose products overflow fp16's range: 256 * 256 = 65536 > 65504
+                ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3] = [256.0, -256.0, exact]; b[:2] = 256.0"),
+                # exact split into factors that are not fp16 values: exact * 3 times 1/3
+                ("fool_the_tensor_core", "a[:3] = [P, -P, exact]", "a[:3], b[2] = [P, -P, exact * 3], 1 / 3"),
+            ]
+        ),
+    ),
+    ChapterSpec(
+        4,
+        "ex04_master_weights.ipynb",
+        lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
+        ("lost_update_threshold", "first_copy_change"),
+        8,
+        4321,
+        tuple(
+            [
+                # ---- first_copy_change
+                # the master's steps added exactly: no float32 rounding of master - step
+                ("first_copy_change", "n = np.rint(d / v)", "n = d / v"),
+                # the product in float64: lr not rounded to float32, the product not rounded
+                (
+                    "first_copy_change",
+                    "d = np.abs((np.float32(lr) * g).astype(np.float64))",
+                    "d = np.abs(lr * g.astype(np.float64))",
+                ),
+                # the product rounded to float32, but formed with lr at float64 precision
+                (
+                    "first_copy_change",
+                    "d = np.abs((np.float32(lr) * g).astype(np.float64))",
+                    "d = np.abs((lr * g.astype(np.float64)).astype(np.float32).astype(np.float64))",
+                ),
+                # a step of half a float32 spacing rounded up (half away from zero), not to even
+                ("first_copy_change", "n = np.rint(d / v)", "n = np.floor(d / v + 0.5)"),
+                # a step below half a float32 spacing still moves the master (rounded up)
+                ("first_copy_change", "n = np.rint(d / v)", "n = np.ceil(d / v)"),
+                # the tie on the bf16 midpoint forgotten: the copy always moves one step later
+                ("first_copy_change", "k = np.where((q == np.floor(q)) & odd, q, k)", "k = k"),
+                # the tie on the midpoint the wrong way round: it moves from an even last bit
+                ("first_copy_change", "(q == np.floor(q)) & odd", "(q == np.floor(q)) & ~odd"),
+                # every tie moves the copy (round half away from w)
+                ("first_copy_change", "k = np.floor(q) + 1", "k = np.ceil(q)"),
+                # off by one: the steps that do not move the copy counted instead
+                ("first_copy_change", "k = np.floor(q) + 1", "k = np.floor(q)"),
+                # always the gap above |w|: the finer binade below a power of two forgotten
+                (
+                    "first_copy_change",
+                    "gap = np.where(toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap)",
+                    "gap = gap",
+                ),
+                # the finer binade below 2**-126 too (the subnormals below it are not finer)
+                ("first_copy_change", "& (e > -126), gap / 2, gap)", ", gap / 2, gap)"),
+                # the master's float32 grid taken at w, also when it moves down into the finer binade
+                ("first_copy_change", "v = gap * 2.0**-16", "v = np.exp2(e - 23.0)"),
+                # the direction of +g instead of -g
+                ("first_copy_change", "np.signbit(w) == np.signbit(g)", "np.signbit(w) != np.signbit(g)"),
+                # no subnormal range: the binade of a subnormal taken from its own exponent
+                ("first_copy_change", "np.maximum(e - 1, -126)", "e - 1"),
+                # ---- lost_update_threshold
+                # the neighbour above w in value, whatever the sign of g
+                ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "np.signbit(w)"),
+                # the direction of +g instead of -g (w + lr*g)
+                ("lost_update_threshold", "np.signbit(w) == np.signbit(g)", "np.signbit(w) != np.signbit(g)"),
+                # the direction from the sign of g alone, as if every weight were positive
+                ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "~np.signbit(g)"),
+                # always the spacing above |w|: the finer binade below a power of two forgotten
+                ("lost_update_threshold", "gap / 2, gap)", "gap, gap)"),
+                # the gap halved at a power of two in both directions
+                ("lost_update_threshold", "toward_zero & power_of_two & (e > -126)", "power_of_two & (e > -126)"),
+                # the gap halved below the smallest normal too (the subnormals below it are not finer)
+                ("lost_update_threshold", "power_of_two & (e > -126)", "power_of_two"),
+                # no subnormal range: the binade of a subnormal taken from its own exponent
+                ("lost_update_threshold", "np.maximum(e - 1, -126)", "e - 1"),
+                # w == 0 not special: frexp's exponent of 0 used as a binade
+                (
+                    "lost_update_threshold",
+                    "e = np.where(a > 0, np.maximum(e - 1, -126), -126)",
+                    "e = np.maximum(e - 1, -126)",
+                ),
+                # the full gap instead of half: the update is lost until it reaches the neighbour
+                ("lost_update_threshold", "(gap / 2) / np.abs(g)", "gap / np.abs(g)"),
+                # float32's spacing (24 significant bits) instead of bf16's
+                ("lost_update_threshold", "np.exp2(e - 7.0)", "np.exp2(e - 23.0)"),
+                # a tiny epsilon against division by zero: finite where g == 0
+                ("lost_update_threshold", "/ np.abs(g)", "/ (np.abs(g) + 1e-30)"),
+                # the result returned in float32
+                (
+                    "lost_update_threshold",
+                    "return (gap / 2) / np.abs(g)",
+                    "return ((gap / 2) / np.abs(g)).astype(np.float32)",
+                ),
+            ]
+        ),
+    ),
+    ChapterSpec(
+        5,
+        "ex05_loss_scaling.ipynb",
+        lambda: {"math": math, "np": np},
+        ("scale_window", "window_gradients", "settled_scale"),
+        12,
+        2718,
+        tuple(
+            [
+                # ---- scale_window
+                # overflow taken to start above the largest finite value (65504 in fp16), not at the midpoint 65520
+                ("scale_window", "limit = top + 2.0 ** (bias - man_bits) / 2", "limit = math.nextafter(top, math.inf)"),
+                # the tie at the midpoint thought to round down to the largest finite value
+                ("scale_window", "return v >= limit", "return v > limit"),
+                # the tie at half the smallest subnormal thought to survive
+                ("scale_window", "return v <= tiny / 2", "return v < tiny / 2"),
+                # everything below the smallest subnormal counted as lost
+                ("scale_window", "return v <= tiny / 2", "return v < tiny"),
+                # subnormals forgotten (flush to zero): everything below the smallest normal lost
+                ("scale_window", "return v <= tiny / 2", "return v < 2.0 ** (1 - bias)"),
+                # the all-ones exponent taken for finite values: no inf, a largest value twice as large
+                (
+                    "scale_window",
+                    "top = (2 - 2.0**-man_bits) * 2.0**bias",
+                    "top = (2 - 2.0**-man_bits) * 2.0 ** (bias + 1)",
+                ),
+                # zeros counted, as elements that underflow
+                ("scale_window", "a = np.sort(a[a != 0])", "a = np.sort(a)"),
+                # the fraction must stay strictly below max_underflow
+                ("scale_window", "(k + 1) / n <= max_underflow", "(k + 1) / n < max_underflow"),
+                # the k-th smallest element must survive instead of the (k + 1)-th
+                ("scale_window", "a[k]", "a[k - 1]"),
+                # an empty window not noticed: lo above hi returned
+                ("scale_window", "if e_lo > e_hi:", "if False:"),
+                # no absolute value: the largest and smallest gradients taken by sign
+                (
+                    "scale_window",
+                    "a = np.abs(np.asarray(x, dtype=np.float64)).ravel()",
+                    "a = np.asarray(x, dtype=np.float64).ravel()",
+                ),
+                # ---- window_gradients
+                # values that underflow below the smallest subnormal: they survive at lo / 2 too
+                ("window_gradients", "x = np.full(n, 2.0**-24 / lo)", "x = np.full(n, 1.5 * 2.0**-24 / lo)"),
+                # half the smallest subnormal thought to survive: those values underflow at lo already
+                ("window_gradients", "x = np.full(n, 2.0**-24 / lo)", "x = np.full(n, 2.0**-25 / lo)"),
+                # subnormals forgotten: values at the smallest normal, which survive at lo / 2
+                ("window_gradients", "x = np.full(n, 2.0**-24 / lo)", "x = np.full(n, 2.0**-14 / lo)"),
+                # one value too few at the bottom: at lo / 2 the allowed fraction still holds
+                ("window_gradients", "x[k + 1 :] = ", "x[k:] = "),
+                # overflow thought to start above 65504: 65505 at 2 hi rounds to 65504
+                ("window_gradients", "65520.0 / (2 * hi)", "65505.0 / (2 * hi)"),
+                # the tie 65520 thought finite: placed at hi, where it overflows
+                ("window_gradients", "65520.0 / (2 * hi)", "65520.0 / hi"),
+                # the allowed fraction strictly below max_underflow: one value too few when it is exact
+                ("window_gradients", "(k + 1) / n <= max_underflow", "(k + 1) / n < max_underflow"),
+                # ---- settled_scale
+                # overflow taken to start above fp16's largest value 65504, not at the rounding midpoint 65520
+                ("settled_scale", "return scaled >= limit", "return scaled > 65504.0"),
+                # the tie at 65520 thought to round down to 65504 (it goes to the even neighbour, 2**16: inf)
+                ("settled_scale", "return scaled >= limit", "return scaled > limit"),
+                # S one factor of 2 too high: the peak of the cycle, the scale of the overflowing step
+                ("settled_scale", "return s, skipped", "return 2 * s, skipped"),
+                # S one factor of 2 too low: one back-off too many
+                ("settled_scale", "return s, skipped", "return s / 2, skipped"),
+                # one skip per growth_interval steps: the overflowing step not counted in the cycle
+                ("settled_scale", "1 / (growth_interval + 1)", "1 / growth_interval"),
+                # the cycle thought to last one step longer (growth counted on the step after the last good one)
+                ("settled_scale", "1 / (growth_interval + 1)", "1 / (growth_interval + 2)"),
+                # init_scale's mantissa ignored: S taken as a power of two
+                ("settled_scale", "s = float(np.float32(init_scale))", "s = 2.0 ** math.floor(math.log2(init_scale))"),
+                # init_scale not rounded to float32
+                ("settled_scale", "s = float(np.float32(init_scale))", "s = float(init_scale)"),
+                # no float32 cap: the scale grows past float32's largest value
+                ("settled_scale", " and s * 2 <= top:", ":"),
+                # the cap reached but a growth attempt still counted as a skipped step
+                ("settled_scale", "capped = s * 2 > top", "capped = False"),
+                # no back-off: a start above S is kept
+                ("settled_scale", "while overflows(max_abs_grad * s):", "while False:"),
+            ]
+        ),
+    ),
     ChapterSpec(
         6,
         "ex06_scaled_gemm.ipynb",
