@@ -611,3 +611,24 @@ def test_browser_a_cold_chapter_page_weighs_under_1_mb(site, server, browser_pag
     heavy = {k: v for k, v in weights.items() if v > PAGE_BUDGET_BYTES}
     assert not heavy, heavy
     assert page.outside == []
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_kernel_sources_are_shown_as_highlighted_python(site, pages, notebook):
+    """A cell that shows a kernel's source (``show_source``) puts it on the page as a highlighted
+    Python block, not as printed text: every ``@triton.jit`` in an output is a highlighted
+    decorator, and each such cell has its highlighted block."""
+    raw = pages[notebook.stem].raw
+    shown = [
+        c
+        for c in load(built(site, notebook))["cells"]
+        if c["cell_type"] == "code" and "show_source(" in "".join(c["source"])
+    ]
+    blocks = re.findall(r'<div class="cell_output docutils container">\s*<div class="highlight-python', raw)
+    assert len(blocks) >= len(shown)
+    outputs = re.findall(r'<div class="cell_output docutils container">(.*?)</div>\s*</div>\s*</div>', raw, re.DOTALL)
+    assert not any(
+        "@triton.jit" in html.unescape(re.sub(r"<[^>]+>", "", o)) and "highlight-python" not in o for o in outputs
+    )
+    if shown:
+        assert '<span class="nd">@triton</span>' in raw
