@@ -244,3 +244,21 @@ def test_absorbing_reference_is_exact_for_tiny_c():
         assert Fraction(c) <= gap / 2  # x absorbs c (at a tie: x, a power of two, is even)
         assert Fraction(c) > gap / 4  # the binade below does not
         assert float(round_to_ref(x + c, f)) == x
+
+
+def test_absorbing_cases_give_a_positive_value_of_the_format_and_the_solution_passes():
+    """The spec promises c is a positive value of the format: every case of 300 seeds keeps that
+    promise (a power of two drawn near the top of a format with few binades, such as e2m6, once
+    fell below its smallest subnormal, where the formula of a right answer does not apply), and
+    the solution passes with 40 random seeds."""
+    from nbhelpers.rounding import round_to
+
+    for seed in range(300):
+        for case in cases_for("ex01.smallest_absorbing", seed):
+            c, e, m = case.args
+            assert c > 0 and float(round_to(c, FloatFormat.custom(e, m))) == c, (seed, case.args)
+    fn = SolutionNotebook(SPEC.solution, SPEC.namespace).functions()["smallest_absorbing"]
+    rng = np.random.default_rng(2024)
+    for seed in rng.integers(10**11, 10**12, size=40):
+        result = run_check("ex01.smallest_absorbing", fn, seed=int(seed))
+        assert result.passed, str(result)

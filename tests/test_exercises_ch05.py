@@ -240,3 +240,15 @@ def test_settled_scale_edge_cases_say_what_they_claim():
         assert S == 2.0**127 and skipped == 0.0 and not math.isfinite(float(np.float32(2 * S)))
     S, _ = get_exercise("ex05.settled_scale").reference(*by_label["even a scale of 1 overflows: the answer is below 1"])
     assert S < 1
+
+
+def test_every_window_case_can_be_met():
+    """Every case of ex05.window_gradients, for 200 seeds, asks for a window that n values can
+    have: the reference's own example has it (n = 2 with max_underflow 0.5 cannot: the value that
+    may not underflow would set both ends alone, 2**40 apart, and the spec excludes it)."""
+    from nbhelpers.answer_keys.ch05 import window_gradients_compare
+
+    for seed in range(200):
+        for case in cases_for("ex05.window_gradients", seed):
+            target = get_exercise("ex05.window_gradients").reference(*case.args)
+            assert window_gradients_compare(target.example, target) is None, (seed, case.args)

@@ -337,7 +337,7 @@ def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
         Case((1.0, 4, 3), label="e4m3, c = 1"),
         Case((1.5, 4, 3), label="e4m3, c = 1.5"),
         Case((1.0, 2, 3), label="e2m3, c = 1: no such x (returns inf)"),
-        Case((0.25, 2, 1), label="e2m1, c = 0.25"),
+        Case((0.5, 2, 1), label="e2m1, c = 0.5 (its only subnormal)"),
         Case((2.0**-16, 5, 10), label="fp16, c = a subnormal power of two"),
         Case((5 * 2.0**-24, 5, 10), label="fp16, c = 5 smallest subnormals"),
     ]
@@ -354,7 +354,9 @@ def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
             M = 1
         c = float(decode((E << m) | M, f))
         if rng.random() < 0.2:  # near the top: answer inf, or the last binades that still absorb
-            c = 2.0 ** (f.emax - m - int(rng.integers(0, 3)))
+            # (never below the smallest subnormal: in a format with few binades, such as e2m6,
+            # 2**(emax - m - 2) is not a value of the format, and c must be one)
+            c = max(2.0 ** (f.emax - m - int(rng.integers(0, 3))), f.smallest_subnormal)
         cases.append(Case((c, e, m)))
     return cases
 
