@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # this folder's modules (citations.py)
-from citations import link_citations  # noqa: E402
+from citations import _in_prose, _join_text_nodes, link_citations  # noqa: E402
 
 project = "Low-precision numerics for AI accelerators"
 author = "the course authors"
@@ -188,40 +188,11 @@ def link_chapter_mentions(app, doctree, docname) -> None:
     def uri(target_doc: str) -> str:
         return app.builder.get_relative_uri(docname, target_doc)
 
-    def skipped(node) -> bool:
-        parent = node.parent
-        while parent is not None:
-            if isinstance(
-                parent,
-                (
-                    nodes.reference,
-                    nodes.literal,
-                    nodes.literal_block,
-                    nodes.title,
-                    nodes.raw,
-                    nodes.math,
-                    nodes.math_block,
-                    nodes.FixedTextElement,
-                ),
-            ):
-                return True
-            parent = parent.parent
-        return False
-
-    # MyST gives each line of a paragraph its own text node: join neighbours first, so that a
-    # mention broken over two lines ("chapter" / "03's") is seen whole
-    for element in list(doctree.findall(nodes.Element)):
-        i = 0
-        while i < len(element.children) - 1:
-            a, b = element.children[i], element.children[i + 1]
-            if isinstance(a, nodes.Text) and isinstance(b, nodes.Text):
-                element.replace(a, nodes.Text(a.astext() + b.astext()))
-                element.remove(b)
-            else:
-                i += 1
+    # MyST gives each line of a paragraph its own text node: join them first (citations.py)
+    _join_text_nodes(doctree)
 
     for text in list(doctree.findall(nodes.Text)):
-        if skipped(text) or not CHAPTER_MENTION.search(text.astext()):
+        if not _in_prose(text) or not CHAPTER_MENTION.search(text.astext()):
             continue
         value, parts, last = text.astext(), [], 0
         for mention in CHAPTER_MENTION.finditer(value):
