@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .validation import positive_int
+from .validation import positive_int, stochastic_rng
 
 __all__ = [
     "KEY_FORMATS",
@@ -68,6 +68,7 @@ __all__ = [
     "torch_sort_indices",
     "top_p_threshold_ref",
     "top_p_threshold_search",
+    "top_p_rejection_sample",
 ]
 
 
@@ -515,3 +516,63 @@ def top_p_threshold_search(probs: np.ndarray, p: float, max_passes: int = 200) -
         if side.min() == side.max():
             return float(side.min()), passes
     raise RuntimeError(f"top_p_threshold_search did not converge in {max_passes} passes")
+
+
+def top_p_rejection_sample(probs: np.ndarray, p: float, rng: np.random.Generator, draws: int = 1, pivots: int = 2):
+    """Tokens drawn from the nucleus of ``probs`` without sorting it or finding its threshold
+    first: **rejection sampling with a pivot**, the scheme of FlashInfer's sampling kernels (its
+    blog post "Sorting-Free GPU Kernels for LLM Sampling", 2025). Returns ``(tokens, rounds)``,
+    two int arrays of length ``draws``.
+
+    A token of probability x is in the nucleus exactly when the probabilities *above* x have a
+    mass below p (``f(x)``). Each round draws a token j by inverse-transform sampling over the
+    tokens whose probability is above ``low`` (a prefix sum of the row up to a uniform draw times
+    their mass), then tests ``f(q[j])``: accept j, or raise ``low`` and draw again. Every rejected
+    value is below the threshold, so the nucleus always stays inside the tokens drawn from, and an
+    accepted token has exactly the nucleus's renormalized probability.
+
+    ``pivots=1`` raises ``low`` to the rejected value. ``pivots=2`` (FlashInfer from v0.2.3) also
+    tests ``(q[j] + high) / 2``, where ``high`` starts at the largest probability and always
+    satisfies f: if that midpoint fails too, ``low`` jumps to it, else it becomes ``high``, so the
+    interval halves at least every round. A GPU round reads the row twice: once to draw, once for
+    the masses above the pivots (which are also the next round's normalizer).
+
+    Each round accepts with probability (nucleus mass) / (mass above ``low``), at least p, so a
+    draw takes at most 1/p rounds on average.
+
+    This emulation evaluates f through the threshold (``f(x)`` is ``x >= top_p_threshold_ref``,
+    the same for every x at or above the smallest probability, all it is asked at) so that
+    drawing is cheap; the tests hold f to its definition."""
+    q = _probabilities(probs)
+    if not 0 < p <= 1:
+        raise ValueError(f"p must be in (0, 1], got {p}")
+    rng = stochastic_rng(rng)
+    draws = positive_int("draws", draws)
+    if pivots not in (1, 2):
+        raise ValueError(f"pivots must be 1 or 2, got {pivots!r}")
+    threshold = top_p_threshold_ref(q, p)
+    top = float(q.max())
+    tokens = np.empty(draws, dtype=np.int64)
+    rounds = np.empty(draws, dtype=np.int64)
+    for d in range(draws):
+        low, high, n = 0.0, top, 0
+        while True:
+            n += 1
+            w = np.where(q > low, q, 0.0)
+            prefix = np.cumsum(w)  # sequential sums of non-negative terms never decrease
+            u = rng.random() * prefix[-1]
+            j = int(np.searchsorted(prefix, u, side="right"))
+            # u rounds to the total at most: fall back to the last token drawn from
+            j = min(j, int(np.flatnonzero(w)[-1]))
+            if q[j] >= threshold:
+                break
+            if pivots == 1:
+                low = float(q[j])
+            else:
+                mid = (float(q[j]) + high) / 2
+                if mid >= threshold:
+                    low, high = float(q[j]), mid
+                else:
+                    low = mid
+        tokens[d], rounds[d] = j, n
+    return tokens, rounds

@@ -676,3 +676,115 @@ def test_top_p_refuses_bad_input(probs, p, match):
     for fn in (T.top_p_threshold_ref, T.top_p_threshold_search):
         with pytest.raises(ValueError, match=match):
             fn(np.array(probs), p)
+
+
+# ---------------------------------------------------------------- top-p by rejection sampling
+
+
+@pytest.mark.parametrize("p", [0.5, 0.9, 1.0])
+def test_rejection_sampling_tests_membership_as_its_definition_says(p):
+    """The sampler tests a value x with the threshold (x >= top_p_threshold_ref); the kernel tests
+    whether the probabilities above x have a mass below p. They agree for every x: the row's own
+    values, the midpoints between them, and values above the row's largest; not below its
+    smallest, where a row whose whole mass falls short of p = 1 makes f true and the threshold
+    (the smallest value) says no: the sampler never asks there."""
+    for q in distributions(seed=int(p * 1000)):
+        if q.size > 150:
+            continue
+        t = T.top_p_threshold_ref(q, p)
+        vals = np.unique(q)
+        xs = np.r_[vals, (vals[1:] + vals[:-1]) / 2, vals.max() * 2, np.nextafter(vals[1:], 0)]
+        for x in xs:
+            assert (math.fsum(q[q > x].tolist()) < p) == (x >= t), (q.size, p, x)
+
+
+@pytest.mark.parametrize("pivots", [1, 2])
+def test_rejection_sampling_draws_only_from_the_nucleus(pivots):
+    rng = np.random.default_rng(5)
+    rounds = []
+    for i, q in enumerate(distributions(seed=3)):
+        p = (0.5, 0.9, 0.95, 1.0)[i % 4]
+        tokens, r = T.top_p_rejection_sample(q, p, rng, draws=20, pivots=pivots)
+        assert (q[tokens] >= T.top_p_threshold_ref(q, p)).all()
+        assert (q[tokens] > 0).all() and (r >= 1).all()
+        rounds.append(r.mean())
+    assert max(rounds) > 1  # rejections happened on these rows
+
+
+def chi_square(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
+    """Pearson's statistic of ``counts`` against ``probs`` (renormalized) and its degrees of
+    freedom; no count may fall where the probability is zero."""
+    keep = probs > 0
+    assert counts[~keep].sum() == 0
+    expected = probs[keep] / probs[keep].sum() * counts.sum()
+    return float(((counts[keep] - expected) ** 2 / expected).sum()), int(keep.sum()) - 1
+
+
+def wrong_sampler(q, p, rng, draws):
+    """A plausible wrong answer: draw from the whole row once and move a rejected token to the
+    nucleus's last member (the mass of the tail piles up on one token)."""
+    t = T.top_p_threshold_ref(q, p)
+    last = int(np.flatnonzero(q == q[q >= t].min())[0])
+    j = rng.choice(q.size, size=draws, p=q / q.sum())
+    return np.where(q[j] >= t, j, last)
+
+
+@pytest.mark.parametrize("pivots", [1, 2])
+def test_rejection_sampling_has_the_nucleus_distribution(pivots):
+    """20,000 draws from small rows (with ties and a zero): the counts pass a chi-square test
+    against the nucleus's renormalized probabilities (seeded: the same numbers every run), and a
+    sampler that piles the tail's mass on one token fails it by far."""
+    rng = np.random.default_rng(2024)
+    rows = [
+        (np.array([0.3, 0.2, 0.2, 0.1, 0.1, 0.05, 0.05]), 0.7),
+        (np.array([0.4, 0.0, 0.25, 0.15, 0.1, 0.06, 0.04]), 0.9),
+        (rng.dirichlet(np.full(12, 0.5)), 0.8),
+    ]
+    for q, p in rows:
+        t = T.top_p_threshold_ref(q, p)
+        nucleus = np.where(q >= t, q, 0.0)
+        tokens, rounds = T.top_p_rejection_sample(q, p, rng, draws=20_000, pivots=pivots)
+        # a chi-square of df degrees of freedom has mean df and standard deviation sqrt(2 df):
+        # 8 of them above the mean is a tail below 1e-5 for these df (2 to 11)
+        stat, df = chi_square(np.bincount(tokens, minlength=q.size), nucleus)
+        assert stat < df + 8 * math.sqrt(2 * df), (stat, df)
+        bad, df = chi_square(np.bincount(wrong_sampler(q, p, rng, 20_000), minlength=q.size), nucleus)
+        assert bad > 100 * df, (bad, df)
+        assert rounds.max() > 1
+
+
+def test_rounds_stay_under_one_over_p_and_two_pivots_bound_them():
+    """Each round accepts with probability (nucleus mass) / (mass above low) >= p, so a draw takes
+    at most 1/p rounds on average. On a row of one token of 0.5 and a tail of 1,000 with p = 0.5,
+    one pivot sometimes climbs the tail in several rounds; with two, the first rejection's
+    midpoint (about 0.25) fails the test and lifts low past the whole tail: never a third round."""
+    tail = np.linspace(1, 2, 1000)
+    q = np.r_[0.5, tail / tail.sum() * 0.5]
+    one = T.top_p_rejection_sample(q, 0.5, np.random.default_rng(1), draws=400, pivots=1)[1]
+    two = T.top_p_rejection_sample(q, 0.5, np.random.default_rng(1), draws=400, pivots=2)[1]
+    assert one.max() >= 4 and two.max() == 2
+    for rounds in (one, two):
+        # the mean of 400 draws: within 4 standard errors (the rounds' sd is under 1.5) of <= 2
+        assert rounds.mean() <= 2 + 4 * 1.5 / math.sqrt(400)
+    x = T.model_like_logits(1, 128_256, seed=7)[0]
+    q = np.exp(x - x.max())
+    q /= q.sum()
+    for p in (0.5, 0.9):
+        r = T.top_p_rejection_sample(q, p, np.random.default_rng(2), draws=100, pivots=2)[1]
+        assert r.mean() <= 1 / p + 4 * 1.5 / math.sqrt(100)
+
+
+@pytest.mark.parametrize(
+    "kw, err, match",
+    [
+        ({"pivots": 3}, ValueError, "pivots must be 1 or 2, got 3"),
+        ({"draws": 0}, ValueError, "draws must be a positive int, got 0"),
+        ({"rng": None}, ValueError, "explicit generator"),
+        ({"rng": 7}, TypeError, "numpy.random.Generator"),
+        ({"p": 0.0}, ValueError, r"p must be in \(0, 1\]"),
+    ],
+)
+def test_rejection_sampling_refuses_bad_input(kw, err, match):
+    args = {"probs": np.array([0.5, 0.5]), "p": 0.5, "rng": np.random.default_rng(0)} | kw
+    with pytest.raises(err, match=match):
+        T.top_p_rejection_sample(**args)
