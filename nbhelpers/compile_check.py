@@ -63,6 +63,8 @@ __all__ = [
     "findings",
     "parse_ptxas",
     "capability_of",
+    "gemm_args",
+    "compile_meta",
     "launch_spec",
     "cases_for",
     "instruction_summary",
@@ -140,7 +142,7 @@ _PTR_DTYPES = {
 }
 
 
-def _gemm_args(a: str, b: str, c: str, M: int, N: int, K: int, b_col_major: bool = False) -> tuple:
+def gemm_args(a: str, b: str, c: str, M: int, N: int, K: int, b_col_major: bool = False) -> tuple:
     """Pointers and the ints a 2-D GEMM launcher passes for contiguous A (M, K), C (M, N) and B
     (K, N), row-major or (fp8, as torch._scaled_mm wants it) column-major."""
     sbk, sbn = (1, K) if b_col_major else (N, 1)
@@ -163,7 +165,7 @@ def _gemm_cases() -> list[Case]:
                 Case(
                     kernel,
                     f"{dtype} {prec} -> {out}, {shape}^3",
-                    _gemm_args(dtype, dtype, out, shape, shape, shape),
+                    gemm_args(dtype, dtype, out, shape, shape, shape),
                     {**cfg.kwargs, "INPUT_PRECISION": prec},
                     cfg.num_warps,
                     cfg.num_stages,
@@ -176,7 +178,7 @@ def _gemm_cases() -> list[Case]:
                 Case(
                     kernel,
                     f"{dtype} ieee -> fp32, matmul() default",
-                    _gemm_args(dtype, dtype, "fp32", 256, 256, 256),
+                    gemm_args(dtype, dtype, "fp32", 256, 256, 256),
                     {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "INPUT_PRECISION": "ieee", "GROUP_M": 8},
                     target=target,
                 )
@@ -185,7 +187,7 @@ def _gemm_cases() -> list[Case]:
 
 
 def _fp8_args(fp8: str, out: str, M: int, N: int, K: int, scales: tuple) -> tuple:
-    base = _gemm_args(fp8, fp8, out, M, N, K, b_col_major=True)
+    base = gemm_args(fp8, fp8, out, M, N, K, b_col_major=True)
     return base[:3] + ("*fp32", "*fp32") + base[3:] + scales
 
 
@@ -829,7 +831,9 @@ def findings(rows: list[dict]) -> list[str]:
     return out
 
 
-def _meta(jobs: int, cold: bool, command: str) -> dict:
+def compile_meta(jobs: int, cold: bool, command: str) -> dict:
+    """A results file's meta: the command, the UTC date, the Triton, ptxas and Python versions, the
+    machine, the jobs, whether the cache was cold, and the shared-memory limits by target."""
     import triton
     from triton.backends.nvidia.compiler import get_ptxas
 
@@ -937,7 +941,7 @@ def main(argv=None) -> int:
     from .results import ResultsFile
 
     command = "python -m nbhelpers.compile_check " + " ".join(sys.argv[1:] if argv is None else argv)
-    meta = _meta(args.jobs, args.cold, command.strip())
+    meta = compile_meta(args.jobs, args.cold, command.strip())
     if args.gpu:
         meta["gpu"] = args.gpu
     kept: list[dict] = []

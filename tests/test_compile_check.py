@@ -23,7 +23,7 @@ from nbhelpers.compile_check import (
     DEFAULT_RESULTS,
     SHARED_LIMIT,
     Case,
-    _gemm_args,
+    gemm_args,
     check,  # noqa: E402
     course_cases,
     findings,
@@ -149,7 +149,7 @@ DROPPED = [
     Case(
         "nbhelpers.kernels.gemm:matmul_kernel",
         "fp32 ieee, dropped",
-        _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+        gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
         {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"},
         4,
         4,
@@ -157,7 +157,7 @@ DROPPED = [
     Case(
         "nbhelpers.kernels.gemm:matmul_kernel",
         "fp32 ieee, dropped",
-        _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+        gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
         {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"},
         8,
         3,
