@@ -63,14 +63,14 @@ GPUS = {"sm_75": "T4", "sm_80": "A100", "sm_89": "L4, RTX 40", "sm_90": "H100, H
 
 #: each chapter's GPU path in words: what it runs on a GPU (nothing: the chapter computes on the CPU)
 CHAPTERS = {
-    "01": "none: the formats are numpy on the CPU",
-    "02": "none: the sums are numpy on the CPU",
+    "01": "none: everything runs on the CPU",
+    "02": "none: everything runs on the CPU",
     "03": "`kernels.gemm.matmul` (32 x 32 x 32 tiles) on fp32, TF32 and bf16 operands, in the "
     "notebook and `benchmarks/gpu_gemm_numerics.py`",
-    "04": "none: the training loops run on the CPU",
-    "05": "none: the loss scaling runs on the CPU",
-    "06": "none: its `torch._scaled_mm` call takes CPU tensors",
-    "07": "none: the block formats are numpy on the CPU",
+    "04": "none: everything runs on the CPU",
+    "05": "none: everything runs on the CPU",
+    "06": "none: everything runs on the CPU, its `torch._scaled_mm` call too (CPU tensors)",
+    "07": "none: everything runs on the CPU",
     "08": "`kernels.copy` (copy, strided read, transpose) and CUDA-event timings, in the notebook "
     "and `benchmarks/gpu_copy_bandwidth.py`",
     "09": "`kernels.gemm.matmul` (fixed tiles and tuned), the fp8 `kernels.scaled_gemm` launchers "
