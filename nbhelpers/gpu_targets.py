@@ -485,8 +485,8 @@ def render_facts(data: dict) -> str:
         if fma_on.get(t):
             lines.append(
                 f"* For {t} ({GPUS[t]}) {triton} compiles the {', '.join(sorted(fma_on[t]))} dots, which "
-                "use a matrix instruction on sm_90, to loops of FMA instructions: they run, with every "
-                "product and sum in fp32, but without tensor cores."
+                "use a matrix instruction on sm_90, to loops of fp32 FMA instructions: they run, in fp32 "
+                "arithmetic, without tensor cores."
             )
     if f16:
         lines.append(
@@ -517,7 +517,8 @@ def render_facts(data: dict) -> str:
         "* Asynchronous copies (`cp.async`, what software pipelining with num_stages > 1 loads with) "
         + (f"appear in the code for {', '.join(cp)}" if cp else "appear nowhere")
         + (
-            "; sm_75 has no `cp.async`, so there the stages do not overlap loads with the dots."
+            "; the sm_75 code has none (the instruction needs sm_80), so there the stages do not "
+            "overlap loads with the dots."
             if "sm_75" not in cp
             else "."
         )
