@@ -7,6 +7,7 @@
 #   make site       build the course website into build/site/html (nothing is executed)
 #   make bench      run the benchmark scripts in benchmarks/
 #   make gpu-compile  compile every kernel for sm_90 and sm_80 without a GPU: registers, spills, shared memory
+#   make gpu-targets  compile the chapters' GPU launches for sm_75/80/89/90 without a GPU (docs/gpu.md)
 #   make gpu-report on an NVIDIA GPU: kernel tests compiled, every benchmarks/gpu_*.py, nbval; one summary
 #   make clean      delete .venv and caches
 #
@@ -241,6 +242,15 @@ GPU_COMPILE_ARGS ?=
 .PHONY: gpu-compile
 gpu-compile: install
 	$(VPY) -m nbhelpers.compile_check $(GPU_COMPILE_ARGS)
+
+## gpu-targets: which GPU runs which chapter (nbhelpers/gpu_targets.py; docs/gpu.md): each launch a chapter
+# makes on a GPU compiled for sm_75 (T4), sm_80 (A100), sm_89 (L4) and sm_90 (H100) with Triton's own ptxas,
+# no GPU needed. Writes benchmarks/results/compile_targets.json and the tables of docs/gpu.md.
+# GPU_TARGETS_ARGS="--page" only rewrites the tables from the results file.
+GPU_TARGETS_ARGS ?=
+.PHONY: gpu-targets
+gpu-targets: install
+	$(VPY) -m nbhelpers.gpu_targets $(GPU_TARGETS_ARGS)
 
 ## gpu-report: the one prepared GPU run (benchmarks/gpu_report.py; README, "Benchmarks").
 # It installs nothing, so it runs with the torch and Triton the machine already has: .venv's

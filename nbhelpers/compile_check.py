@@ -63,6 +63,8 @@ __all__ = [
     "findings",
     "parse_ptxas",
     "capability_of",
+    "gemm_args",
+    "compile_meta",
     "launch_spec",
     "cases_for",
     "instruction_summary",
@@ -75,9 +77,19 @@ DEFAULT_RESULTS = ROOT / "benchmarks" / "results" / "compile_check.json"
 #: target name -> compute capability
 TARGETS = {"sm_90": 90, "sm_80": 80}
 #: the most shared memory one block may use, in bytes, by compute capability (the CUDA C++
-#: Programming Guide, table "Technical Specifications per Compute Capability": 227 KB on 9.0 and
-#: 10.0, 163 KB on 8.0, 99 KB on 8.6, 8.9 and 12.0). Triton's launch fails with OutOfResources above it.
-SHARED_LIMIT = {90: 227 * 1024, 100: 227 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 120: 99 * 1024}
+#: Programming Guide, "Features and Technical Specifications", table "Technical Specifications per
+#: Compute Capability": 227 KB on 9.0 and 10.0, 163 KB on 8.0, 99 KB on 8.6, 8.9 and 12.0, 64 KB
+#: on 7.5; above 48 KB a kernel opts in, as Triton's launcher does). Triton's launch fails with
+#: OutOfResources above it.
+SHARED_LIMIT = {
+    90: 227 * 1024,
+    100: 227 * 1024,
+    80: 163 * 1024,
+    86: 99 * 1024,
+    89: 99 * 1024,
+    120: 99 * 1024,
+    75: 64 * 1024,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +142,7 @@ _PTR_DTYPES = {
 }
 
 
-def _gemm_args(a: str, b: str, c: str, M: int, N: int, K: int, b_col_major: bool = False) -> tuple:
+def gemm_args(a: str, b: str, c: str, M: int, N: int, K: int, b_col_major: bool = False) -> tuple:
     """Pointers and the ints a 2-D GEMM launcher passes for contiguous A (M, K), C (M, N) and B
     (K, N), row-major or (fp8, as torch._scaled_mm wants it) column-major."""
     sbk, sbn = (1, K) if b_col_major else (N, 1)
@@ -153,7 +165,7 @@ def _gemm_cases() -> list[Case]:
                 Case(
                     kernel,
                     f"{dtype} {prec} -> {out}, {shape}^3",
-                    _gemm_args(dtype, dtype, out, shape, shape, shape),
+                    gemm_args(dtype, dtype, out, shape, shape, shape),
                     {**cfg.kwargs, "INPUT_PRECISION": prec},
                     cfg.num_warps,
                     cfg.num_stages,
@@ -166,7 +178,7 @@ def _gemm_cases() -> list[Case]:
                 Case(
                     kernel,
                     f"{dtype} ieee -> fp32, matmul() default",
-                    _gemm_args(dtype, dtype, "fp32", 256, 256, 256),
+                    gemm_args(dtype, dtype, "fp32", 256, 256, 256),
                     {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "INPUT_PRECISION": "ieee", "GROUP_M": 8},
                     target=target,
                 )
@@ -175,7 +187,7 @@ def _gemm_cases() -> list[Case]:
 
 
 def _fp8_args(fp8: str, out: str, M: int, N: int, K: int, scales: tuple) -> tuple:
-    base = _gemm_args(fp8, fp8, out, M, N, K, b_col_major=True)
+    base = gemm_args(fp8, fp8, out, M, N, K, b_col_major=True)
     return base[:3] + ("*fp32", "*fp32") + base[3:] + scales
 
 
@@ -596,11 +608,19 @@ def capability_of(target: str) -> int:
 
 def cases_for(target: str, cases: list[Case]) -> list[Case]:
     """The cases to compile for ``target``: its own where the course lists some (sm_90, sm_80),
-    else the sm_90 cases compiled for it (what a GPU of that capability would compile)."""
-    capability_of(target)
+    else the sm_90 cases compiled for it (what a GPU of that capability would compile). Below
+    sm_80 there are none: the sm_90 configs are sized for GPUs with ``cp.async`` and bf16 tensor
+    cores, and a T4 (sm_75) compiles their bf16 dots as FMA loops (``python -m
+    nbhelpers.gpu_targets`` compiles the chapters' own launches for sm_75)."""
+    cap = capability_of(target)
     own = [c for c in cases if c.target == target]
     if own or target in TARGETS.keys():
         return own
+    if cap < 80:
+        raise ValueError(
+            f"the full check compiles for sm_80 and newer, not {target}; "
+            "python -m nbhelpers.gpu_targets compiles the chapters' launches for sm_75"
+        )
     return [dataclasses.replace(c, target=target) for c in cases if c.target == "sm_90" and not c.expect_error]
 
 
@@ -811,7 +831,9 @@ def findings(rows: list[dict]) -> list[str]:
     return out
 
 
-def _meta(jobs: int, cold: bool, command: str) -> dict:
+def compile_meta(jobs: int, cold: bool, command: str) -> dict:
+    """A results file's meta: the command, the UTC date, the Triton, ptxas and Python versions, the
+    machine, the jobs, whether the cache was cold, and the shared-memory limits by target."""
     import triton
     from triton.backends.nvidia.compiler import get_ptxas
 
@@ -873,7 +895,9 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--kernels", help="only kernels whose name contains this string")
     ap.add_argument("--sources", default="package,solution,test", help="package,solution,test (default: all)")
-    ap.add_argument("--target", help="only this target (sm_90, sm_80; another sm_NN compiles the sm_90 cases for it)")
+    ap.add_argument(
+        "--target", help="only this target (sm_90, sm_80; another sm_NN from sm_80 up compiles the sm_90 cases for it)"
+    )
     ap.add_argument("--defaults-only", action="store_true", help="only the configs the course uses by default")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compiles at a time (default: all cores)")
     ap.add_argument("--cold", action="store_true", help="compile into an empty Triton cache (to measure compile times)")
@@ -917,7 +941,7 @@ def main(argv=None) -> int:
     from .results import ResultsFile
 
     command = "python -m nbhelpers.compile_check " + " ".join(sys.argv[1:] if argv is None else argv)
-    meta = _meta(args.jobs, args.cold, command.strip())
+    meta = compile_meta(args.jobs, args.cold, command.strip())
     if args.gpu:
         meta["gpu"] = args.gpu
     kept: list[dict] = []

@@ -23,7 +23,7 @@ from nbhelpers.compile_check import (
     DEFAULT_RESULTS,
     SHARED_LIMIT,
     Case,
-    _gemm_args,
+    gemm_args,
     check,  # noqa: E402
     course_cases,
     findings,
@@ -149,7 +149,7 @@ DROPPED = [
     Case(
         "nbhelpers.kernels.gemm:matmul_kernel",
         "fp32 ieee, dropped",
-        _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+        gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
         {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"},
         4,
         4,
@@ -157,7 +157,7 @@ DROPPED = [
     Case(
         "nbhelpers.kernels.gemm:matmul_kernel",
         "fp32 ieee, dropped",
-        _gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
+        gemm_args("fp32", "fp32", "fp32", 4096, 4096, 4096),
         {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": "ieee"},
         8,
         3,
@@ -272,16 +272,29 @@ def test_the_check_compiles_what_a_tuned_launch_compiles():
     assert len(rows) == 4 and all(all(r) for r in rows), rows
 
 
-def test_a_gpu_the_check_has_no_limits_for(capsys):
-    """On the GPU run the compile step asks for the GPU's own capability: one the check has no
-    shared-memory limit for (sm_75, a T4) is nothing to prepare with --warm, an error without."""
+@pytest.mark.parametrize("target", ["sm_75", "sm_70"])
+def test_a_gpu_the_full_check_does_not_compile_for(capsys, target):
+    """On the GPU run the compile step asks for the GPU's own capability: one below sm_80 (sm_75,
+    a T4: the check knows its shared-memory limit, but the sm_90 configs are not compiled for it;
+    sm_70: no limit at all) is nothing to prepare with --warm, an error without."""
     from nbhelpers.compile_check import main
 
-    assert main(["--target", "sm_75", "--warm", "--list"]) == 0
-    assert "nothing to compile for sm_75" in capsys.readouterr().out
+    assert main(["--target", target, "--warm", "--list"]) == 0
+    assert f"nothing to compile for {target}" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
-        main(["--target", "sm_75", "--list"])
+        main(["--target", target, "--list"])
     assert e.value.code == 2
+
+
+def test_sm_75_has_the_t4_limit_and_sm_86_gets_the_sm_90_cases():
+    """sm_75 (a T4) is a target with its per-block limit, 64 KiB; from sm_80 up a target the course
+    lists no cases for gets the sm_90 cases (without those expected to fail)."""
+    from nbhelpers.compile_check import capability_of, cases_for
+
+    assert capability_of("sm_75") == 75 and SHARED_LIMIT[75] == 65_536
+    cases = course_cases("copy", sources=("package",))
+    assert {c.target for c in cases_for("sm_86", cases)} == {"sm_86"}
+    assert len(cases_for("sm_86", cases)) == len([c for c in cases if c.target == "sm_90"])
 
 
 def test_update_keeps_the_other_rows_and_refuses_another_compiler(tmp_path):

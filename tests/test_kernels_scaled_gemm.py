@@ -371,6 +371,42 @@ def test_fp8_e4m3_on_an_a100_is_a_sentence_not_a_compiler_traceback():
         assert kernels.fp8_unsupported_reason(*ok) is None, ok
 
 
+def test_on_a_t4_the_e4m3_launchers_say_what_is_needed_and_e5m2_goes_through(monkeypatch):
+    """A T4 (compute capability 7.5, faked: the check reads torch.cuda.get_device_capability and
+    get_device_name) gets from each e4m3 launcher, before anything is compiled, the sentence that
+    names the capability needed (8.9), the GPU's own and what to do instead; Triton 3.7.1 would
+    stop there with "type fp8e4nv not supported in this architecture" (recorded in
+    benchmarks/results/compile_targets.json, `make gpu-targets`). e5m2 operands pass the check:
+    Triton compiles their dots for sm_75 (as FMA loops)."""
+    import nbhelpers.kernels.grouped_gemm as gg
+
+    monkeypatch.setattr(kernels, "INTERPRETED", False)  # the check runs as on a GPU
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    qa, qb = torch.zeros((4, 8), dtype=E4M3, device=DEV), torch.zeros((8, 4), dtype=E4M3, device=DEV)
+    s1, s2 = torch.ones((4, 1), device=DEV), torch.ones((1, 4), device=DEV)
+    calls = [
+        lambda: scaled_matmul(qa, qb, s1, s2),
+        lambda: block_scaled_matmul(qa, qb, torch.ones((4, 1), device=DEV), torch.ones((1, 1), device=DEV)),
+        lambda: gg.scaled_grouped_matmul(
+            torch.zeros((4, 8), dtype=E4M3, device=DEV),
+            torch.zeros((2, 8, 4), dtype=E4M3, device=DEV),
+            torch.ones((4, 1), device=DEV),
+            torch.ones((2, 4), device=DEV),
+            np.array([0, 2, 4]),
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError) as e:
+            call()
+        why = str(e.value)
+        assert "compute capability 8.9 or newer" in why and "Tesla T4 is 7.5" in why
+        assert "NBHELPERS_DEVICE=cpu" in why
+    e5m2 = torch.float8_e5m2
+    out = scaled_matmul(qa.to(e5m2), qb.to(e5m2), s1, s2, block=(32, 32))  # no tuning on a GPU
+    assert out.shape == (4, 4) and not out.any()
+
+
 def test_the_launchers_ask_before_compiling(monkeypatch):
     """Where kernels are compiled, scaled_matmul, block_scaled_matmul and the fp8 grouped GEMM call
     require_fp8_support with their operands' dtype and device, before anything is compiled."""

@@ -369,7 +369,7 @@ def test_every_local_link_and_image_resolves(site, pages):
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.stem)
 def test_instructors_pages_are_pages_of_the_site(site, doc):
-    """docs/*.md (how to grade) are pages, linked from the home page, with their own title."""
+    """docs/*.md (grading; running on a GPU) are pages, linked from the home page, with their own title."""
     page = site / "docs" / f"{doc.stem}.html"
     assert page.is_file()
     heading = next(line for line in doc.read_text(encoding="utf-8").splitlines() if line.startswith("# "))
