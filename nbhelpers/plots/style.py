@@ -99,13 +99,12 @@ def subplots(nrows: int = 1, ncols: int = 1, height_ratio: float = 0.6, **kwargs
     return plt.subplots(nrows, ncols, figsize=column_figsize(height_ratio), layout=ColumnLayout(), **kwargs)
 
 
-def axes_or_new(ax, figsize=(8, 4)):
-    """``ax`` itself, or the Axes of a new figure of ``figsize`` when ``ax`` is None."""
+def axes_or_new(ax, height_ratio: float = 0.6):
+    """``ax`` itself, or the Axes of a new figure from :func:`subplots` (as wide as the column,
+    ``height_ratio`` times as tall) when ``ax`` is None."""
     if ax is not None:
         return ax
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize)
+    _, ax = subplots(height_ratio=height_ratio)
     return ax
 
 
