@@ -8,6 +8,8 @@
   (a sum in a numpy / ml_dtypes type), :func:`fraction_sum` (the exact sum), :func:`gamma`;
 - :func:`results_file_run` (a run as a results file of benchmarks/gpu_gemm_numerics.py holds it)
   and :func:`measured_gpu_run` (the same around a real, tiny :func:`measure_gemm_errors`);
+- figures: :func:`inline_png_size` (a figure's size as a notebook saves it),
+  :func:`legend_under_axes` and :func:`legend_covers_no_line`;
 - :class:`SolutionNotebook`, which the exercise tests (test_exercises*.py) use to run and
   mutate the functions of a solution notebook;
 - for the grader's tests (test_grading_*.py): submissions built from
@@ -207,6 +209,38 @@ def load_benchmark(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# ====================================================================== figures
+
+
+def inline_png_size(fig) -> tuple[int, int]:
+    """(width, height) in pixels of ``fig`` saved as a notebook's inline backend saves it: a PNG at
+    the figure's dpi, ``bbox_inches="tight"``."""
+    import struct
+
+    from IPython.core.pylabtools import print_figure
+
+    png = print_figure(fig, "png", bbox_inches="tight")
+    return struct.unpack(">II", png[16:24])
+
+
+def legend_covers_no_line(ax) -> bool:
+    """Whether the legend of ``ax`` (inside the Axes) leaves every line of the Axes uncovered, as
+    the figure is drawn: no line passes through the legend's box."""
+    ax.figure.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    return not any(
+        line.get_transform().transform_path(line.get_path()).intersects_bbox(box, filled=False)
+        for line in ax.get_lines()
+    )
+
+
+def legend_under_axes(ax) -> bool:
+    """Whether the legend of ``ax`` lies under the Axes, its tick labels and its x label (off the
+    data), as the figure is drawn."""
+    ax.figure.canvas.draw()
+    return ax.get_legend().get_window_extent().y1 <= ax.xaxis.get_tightbbox().y0 + 0.5
 
 
 # ====================================================================== torch

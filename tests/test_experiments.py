@@ -166,8 +166,9 @@ def test_errors_vs_length_figure_gives_every_method_its_own_style():
     y = lines["fp32 sequential"].get_ydata()
     zero = errs[methods[-1]] == 0
     assert np.all(np.isnan(y[zero])) and np.all(y[~zero] == errs[methods[-1]][~zero])
+    ax.figure.canvas.draw()
     legend = ax.get_legend()
-    assert legend is not None and legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1
+    assert legend is not None and legend.get_window_extent().y1 <= ax.xaxis.get_tightbbox().y0  # under the axes
     with pytest.raises(ValueError, match="style"):
         plots.plot_errors_vs_length(lengths, errs, style="colour")
     plt.close("all")

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import measured_gpu_run, wide  # noqa: E402
+from helpers import legend_under_axes, measured_gpu_run, wide  # noqa: E402
 from nbhelpers import plots  # noqa: E402
 from nbhelpers.accumulation import SumMethod  # noqa: E402
 from nbhelpers.experiments import errors_vs_length  # noqa: E402
@@ -107,8 +107,7 @@ def test_plot_error_vs_K_fixed_dashes_and_legend_outside():
     assert styles["bf16 out"] == "-"  # the fixed style, although it comes second in its colour
     assert len({styles["bf16 acc"], styles["bf16 out"], styles["bf16 other"]}) == 3  # still distinct
     assert styles["fp32"] == "-"  # other colours keep the automatic styles
-    legend = ax.get_legend()
-    assert legend is not None and legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1  # right of the axes
+    assert ax.get_legend() is not None and legend_under_axes(ax)  # off the data
     plt.close(ax.figure)
     # without dashes the automatic styles are unchanged
     ax = plots.plot_error_vs_K(Ks, errs, fmts)
@@ -130,5 +129,7 @@ def test_plot_recorded_gpu_errors_labels_gpu_date_and_script():
     plt.close(fig)
     fig, ax = plt.subplots()
     plots.plot_recorded_gpu_errors([run], ax=ax, legend_outside=True)
-    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1  # right of the axes
+    assert legend_under_axes(ax)  # off the data, and the note under the legend
+    (note,) = ax.texts
+    assert note.get_window_extent().y1 <= ax.get_legend().get_window_extent().y0
     plt.close(fig)

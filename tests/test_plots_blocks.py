@@ -8,13 +8,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from helpers import legend_under_axes  # noqa: E402
 from nbhelpers import plots  # noqa: E402
 from nbhelpers.plots.blocks import promotion_label  # noqa: E402
-
-
-def _legend_right_of_axes(ax) -> bool:
-    ax.figure.canvas.draw()
-    return ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
 
 
 def test_plot_promotion_vs_K_one_distinct_style_per_setting():
@@ -31,7 +27,7 @@ def test_plot_promotion_vs_K_one_distinct_style_per_setting():
     assert len({ln.get_marker() for ln in data}) == len(errs)
     np.testing.assert_array_equal(lines[promotion_label(128)].get_ydata(), [1e-4] * 3)
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert _legend_right_of_axes(ax)
+    assert legend_under_axes(ax)
     plt.close(ax.figure)
     # slope guides through the never-promoted line's first point, one per power
     ax = plots.plot_promotion_vs_K(Ks, errs, slopes=(0.5, 1.0))
@@ -74,7 +70,7 @@ def test_plot_sqnr_vs_bytes_one_marker_per_format_one_fill_per_series():
     assert marks["NVFP4: outliers"].get_xdata()[0] == 0.5625 and marks["NVFP4: outliers"].get_ydata()[0] == 20.6
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["MXFP8", "MXFP4", "NVFP4", "plain", "outliers"]
-    assert ax.get_xscale() == "log" and _legend_right_of_axes(ax)
+    assert ax.get_xscale() == "log" and legend_under_axes(ax)
     plt.close(ax.figure)
     # two formats with the same bytes are drawn apart, symmetrically about the true value
     ax = plots.plot_sqnr_vs_bytes({"a": (0.5, {"s": 18.0}), "b": (0.5, {"s": 18.1})}, dodge=1.1)

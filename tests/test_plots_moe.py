@@ -13,16 +13,12 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from helpers import legend_under_axes  # noqa: E402
 from nbhelpers import moe, plots  # noqa: E402
 from nbhelpers.plots.moe import EXPERT_COLORS  # noqa: E402
 
 # 6 tokens, top-2 of 4 experts; expert 2 chosen by nobody
 IDS = [[0, 1], [1, 3], [0, 1], [3, 1], [1, 0], [3, 0]]
-
-
-def _legend_right_of_axes(ax) -> bool:
-    ax.figure.canvas.draw()
-    return ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
 
 
 def _style(line):
@@ -89,7 +85,7 @@ def test_plot_expert_gemm_times_one_style_per_method():
     nap = by_label["napkin: one call + (E - 1) x overhead"]
     assert nap.get_marker() in ("None", None, "") and nap.get_linestyle() != "-"
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert _legend_right_of_axes(ax)
+    assert legend_under_axes(ax)
     plt.close(ax.figure)
 
 
@@ -117,7 +113,7 @@ def test_plot_capacity_tradeoff():
     assert len(data) == 2 and len({_style(ln) for ln in data}) == 2
     np.testing.assert_allclose(data[0].get_ydata(), [10, 30, 55])  # percent
     assert any("factor 1" in ln.get_label() for ln in lines)
-    assert _legend_right_of_axes(ax)
+    assert legend_under_axes(ax)
     plt.close(ax.figure)
     fig, ax = plt.subplots()
     with pytest.raises(ValueError, match="capacity_factors"):

@@ -10,12 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from helpers import legend_under_axes  # noqa: E402
 from nbhelpers import plots  # noqa: E402
-
-
-def _legend_right_of_axes(ax) -> bool:
-    ax.figure.canvas.draw()
-    return ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
 
 
 def _by_label(ax) -> dict:
@@ -45,7 +41,7 @@ def test_plot_roofline_roofs_sit_where_the_formula_puts_them():
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     lo, hi = ax.get_xlim()
     assert lo <= 1.0 and hi >= 1000.0  # every point and ridge inside the axes
-    assert _legend_right_of_axes(ax)
+    assert legend_under_axes(ax)
     plt.close(ax.figure)
 
 
@@ -74,7 +70,7 @@ def test_plot_occupancy_one_step_line_per_series():
     assert (a.get_color(), a.get_linestyle()) != (b.get_color(), b.get_linestyle())
     assert a.get_drawstyle() == "steps-post"
     np.testing.assert_array_equal(b.get_ydata(), [64, 32, 16, 8])
-    assert _legend_right_of_axes(ax)
+    assert legend_under_axes(ax)
     plt.close(ax.figure)
     fig, ax = plt.subplots()
     assert plots.plot_occupancy([1, 2], {"a": [2, 1]}, ax=ax) is ax

@@ -9,14 +9,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from helpers import legend_under_axes  # noqa: E402
 from nbhelpers import plots  # noqa: E402
 from nbhelpers.memory_access import cache_line_efficiency, sectors_touched  # noqa: E402
 from nbhelpers.plots.throughput import copy_bandwidth_points  # noqa: E402
-
-
-def _legend_right_of_axes(ax) -> bool:
-    ax.figure.canvas.draw()
-    return ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
 
 
 def _style(line):
@@ -47,7 +43,7 @@ def test_plot_efficiency_vs_stride_one_distinct_style_per_series():
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[0] == "1/16" and labels[-1] == "1"  # fractions, down to the smallest value
-    assert _legend_right_of_axes(ax)
+    assert legend_under_axes(ax)
     plt.close(ax.figure)
 
 
@@ -124,7 +120,7 @@ def test_plot_copy_bandwidth_draws_each_series_in_its_own_style():
     np.testing.assert_allclose(lines["Triton kernel (measured)"].get_ydata(), [3800, 2500, 700, 3100])
     np.testing.assert_allclose(lines["H200 peak (4.8 TB/s)"].get_ydata(), [4800, 4800])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["contiguous", "stride 2", "stride 8", "transposed"]
-    assert _legend_right_of_axes(ax)
+    assert legend_under_axes(ax)
     plt.close(ax.figure)
     # without the peak (a GPU not in the table): no peak line, no prediction at the peak
     rows = [{**r, "predicted_at_peak": None} for r in _rows()]

@@ -10,6 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
+from helpers import legend_under_axes  # noqa: E402
 from nbhelpers import plots  # noqa: E402
 from nbhelpers.plots.style import format_color  # noqa: E402
 
@@ -31,10 +32,9 @@ def test_one_distinct_line_per_format_with_the_values_in_percent():
     plt.close(ax.figure)
 
 
-def test_legend_sits_right_of_the_axes():
+def test_legend_sits_under_the_axes():
     ax = plots.plot_topk_set_changes(KS, CHANGED, rows=16)
-    ax.figure.canvas.draw()
-    assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
+    assert legend_under_axes(ax)
     plt.close(ax.figure)
 
 

@@ -521,28 +521,51 @@ def test_browser_search_finds_a_chapter(server, browser_page):
     assert page.outside == []
 
 
+def test_browser_the_text_column_holds_a_figure_of_the_course_at_its_own_size(server, browser_page):
+    """At the window the figures are sized for, the text column is at least COLUMN_PX wide, so
+    that the page shows a figure of nbhelpers.plots at its own size, its text as drawn."""
+    from nbhelpers.plots.style import COLUMN_PX
+
+    page = browser_page
+    page.goto(urljoin(server, f"notebooks/{NOTEBOOKS[0].stem}.html"), wait_until="networkidle")
+    assert page.viewport_size["width"] == 1280
+    column = page.evaluate("""() => {
+        const box = document.querySelector('article .cell_output img').parentElement;
+        const style = getComputedStyle(box);
+        return box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    }""")
+    assert column >= COLUMN_PX, column
+    assert page.outside == []
+
+
 def test_browser_page_logs_no_errors_and_figures_open_at_full_size(site, server, browser_page):
     """A chapter page logs no error in the console (the theme's colour mode has its default), a
-    figure that the column shrinks can be opened at its full width and closed with Escape, and a
-    printed line longer than the column wraps instead of scrolling sideways."""
+    figure that the column shrinks (in a window narrower than the figures are made for) can be
+    opened at its full width and closed with Escape, and a printed line longer than the column
+    wraps instead of scrolling sideways."""
     page = browser_page
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     wide = max(NOTEBOOKS, key=lambda n: max((len(p) for p in png_outputs(built(site, n))), default=0))
-    page.goto(urljoin(server, f"notebooks/{wide.stem}.html"), wait_until="networkidle")
-    assert errors == []
-    shrunk = page.evaluate("""() => [...document.querySelectorAll('article .cell_output img')]
-        .map(i => [i.naturalWidth, i.clientWidth, i.classList.contains('zoomable')])""")
-    assert shrunk and all(zoomable == (natural > shown + 1) for natural, shown, zoomable in shrunk), shrunk
-    assert any(zoomable for *_, zoomable in shrunk), "no figure is wider than the column here"
-    natural = next(n for n, _, z in shrunk if z)
-    page.locator("article .cell_output img.zoomable").first.click()
-    overlay = page.locator(".figure-zoom img")
-    overlay.wait_for(timeout=5_000)
-    assert overlay.evaluate("i => i.clientWidth") == natural
-    page.keyboard.press("Escape")
-    assert page.locator(".figure-zoom").count() == 0
+    viewport = page.viewport_size
+    page.set_viewport_size({"width": 560, "height": viewport["height"]})  # a phone's width
+    try:
+        page.goto(urljoin(server, f"notebooks/{wide.stem}.html"), wait_until="networkidle")
+        assert errors == []
+        shrunk = page.evaluate("""() => [...document.querySelectorAll('article .cell_output img')]
+            .map(i => [i.naturalWidth, i.clientWidth, i.classList.contains('zoomable')])""")
+        assert shrunk and all(zoomable == (natural > shown + 1) for natural, shown, zoomable in shrunk), shrunk
+        assert any(zoomable for *_, zoomable in shrunk), "no figure is wider than the column here"
+        natural = next(n for n, _, z in shrunk if z)
+        page.locator("article .cell_output img.zoomable").first.click()
+        overlay = page.locator(".figure-zoom img")
+        overlay.wait_for(timeout=5_000)
+        assert overlay.evaluate("i => i.clientWidth") == natural
+        page.keyboard.press("Escape")
+        assert page.locator(".figure-zoom").count() == 0
+    finally:
+        page.set_viewport_size(viewport)
     # the longest printed line of the course: wrapped, not scrolled
     longest = max(
         NOTEBOOKS,

@@ -1,9 +1,15 @@
 """Plot helpers, one module per figure family (not per chapter).
 
 Each function takes ``ax=None`` (a new figure when None), returns the Axes and never shows it;
-colours come from :mod:`~nbhelpers.plots.style` (one colour per format across the course).
+colours come from :mod:`~nbhelpers.plots.style` (one colour per format across the course), and
+so does the size of a new figure: as wide as the website's text column (``COLUMN_PX`` pixels as
+the notebook saves it), laid out so that nothing it draws sticks out. A notebook that builds a
+figure of its own sizes it with ``plots.column_figsize`` and lays it out with
+``plots.ColumnLayout`` (or takes it from ``plots.subplots``), its panels stacked in rows rather
+than side by side.
 
-- :mod:`~nbhelpers.plots.style`       colours per format, dash styles, axes handling
+- :mod:`~nbhelpers.plots.style`       colours per format, dash styles, the column's width, figures
+                                      and legends that fit it, axes handling
 - :mod:`~nbhelpers.plots.grids`       what a format holds: bit layouts, values, spacing, rounding modes
 - :mod:`~nbhelpers.plots.absorption`  what one rounded addition loses: addend loss, sum-to-term ratio, update survival
 - :mod:`~nbhelpers.plots.errors`      error against a size: GEMM error vs K (with GPU points), sum error vs n
@@ -43,12 +49,27 @@ from .steps import (
     plot_training_curves_vs_ref,
     plot_unchanged_updates,
 )
-from .style import FORMAT_COLORS, format_color
+from .style import (
+    COLUMN_IN,
+    COLUMN_PX,
+    FORMAT_COLORS,
+    ColumnLayout,
+    column_figsize,
+    format_color,
+    legend_below,
+    subplots,
+)
 from .throughput import plot_copy_bandwidth, plot_efficiency_vs_stride
 from .topk import plot_topk_set_changes
 
 __all__ = [
     "plot_topk_set_changes",
+    "COLUMN_PX",
+    "COLUMN_IN",
+    "column_figsize",
+    "ColumnLayout",
+    "subplots",
+    "legend_below",
     "FORMAT_COLORS",
     "format_color",
     "plot_bit_layouts",

@@ -12,7 +12,7 @@ import numpy as np
 from ..accumulation import addend_loss
 from ..formats import FloatFormat, get_format, ulp
 from ..rounding import round_to
-from .style import axes_or_new, format_color
+from .style import SMALLEST_FONT_PT, axes_or_new, format_color, legend_below
 
 __all__ = ["plot_addend_loss", "plot_sum_to_term_ratio", "plot_update_survival"]
 
@@ -49,7 +49,7 @@ def plot_addend_loss(
     ax.set_xlabel("|s| / |a|  (running sum over addend)")
     ax.set_ylabel("part of a lost: |fl(s+a) - (s+a)| / |a|")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=SMALLEST_FONT_PT, loc="lower right")
     return ax
 
 
@@ -84,7 +84,7 @@ def plot_sum_to_term_ratio(series: dict, formats: Sequence[FloatFormat | str], a
     ax.set_xlabel("k (terms added)")
     ax.set_ylabel("|running sum| / typical |term|")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=SMALLEST_FONT_PT, loc="upper left")
     return ax
 
 
@@ -96,12 +96,13 @@ def plot_update_survival(
     weights, updates: arrays of the same size (one training step's weights and Adam's updates).
     The staircase is half the spacing of ``fmt`` above |w| (an update below it rounds away);
     grey guides mark |w| / 2**(m+1) and |w| / 2**(m+2). Points whose update would be lost are
-    drawn in the format's colour. At most ``max_points`` evenly strided points are drawn.
+    drawn in the format's colour. At most ``max_points`` evenly strided points are drawn. The
+    legend sits under the axes, off the points.
     threshold_color: colour of the staircase (default: the format's colour; "black" sets it apart
     from the lost points, which share that colour).
     """
     f = get_format(fmt)
-    ax = axes_or_new(ax, figsize=(7, 5))
+    ax = axes_or_new(ax, height_ratio=0.85)
     w = np.abs(np.asarray(weights, dtype=np.float64)).ravel()
     u = np.abs(np.asarray(updates, dtype=np.float64)).ravel()
     if w.shape != u.shape:
@@ -142,5 +143,5 @@ def plot_update_survival(
     ax.set_xlabel("|weight|")
     ax.set_ylabel("|update|")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    legend_below(ax)
     return ax

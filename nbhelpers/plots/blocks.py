@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import finish_error_vs_K
-from .style import DASHES, axes_or_new, format_color, line_color
+from .style import DASHES, SMALLEST_FONT_PT, axes_or_new, format_color, legend_below, line_color
 
 __all__ = ["plot_promotion_vs_K", "plot_sqnr_vs_bytes", "promotion_label"]
 
@@ -75,9 +75,9 @@ def plot_promotion_vs_K(
     :func:`promotion_label` for the legend text). guides: label -> one value per K, thin grey
     reference lines. slopes: powers p of thin black guide lines ``c K**p`` drawn through the
     never-promoted setting's first point (0.5 for sqrt(K), 1 for K); needs the None setting.
-    legend_outside: the legend to the right of the axes (default), off the data.
+    legend_outside: the legend under the axes (default), off the data.
     """
-    ax = axes_or_new(ax)
+    ax = axes_or_new(ax, height_ratio=0.8)
     Ks = np.asarray(Ks, dtype=float)
     settings = list(errors)
     labels = {s: promotion_label(s, accumulator_bits) for s in settings}
@@ -123,7 +123,7 @@ def plot_sqnr_vs_bytes(
     """
     from matplotlib.lines import Line2D
 
-    ax = axes_or_new(ax)
+    ax = axes_or_new(ax, height_ratio=1.0 if legend_outside else 0.65)
     if not points:
         raise ValueError("points is empty: give at least one format")
     series = list(next(iter(points.values()))[1])
@@ -189,7 +189,7 @@ def plot_sqnr_vs_bytes(
     ax.set_ylabel("SQNR (dB, higher is better)")
     ax.grid(True, which="major", alpha=0.3)
     if legend_outside:
-        ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        legend_below(ax, handles)
     else:
-        ax.legend(handles=handles, fontsize=8, loc="best")
+        ax.legend(handles=handles, fontsize=SMALLEST_FONT_PT, loc="best")
     return ax

@@ -10,7 +10,17 @@ from typing import Sequence
 import numpy as np
 
 from ..formats import FloatFormat, get_format
-from .style import DASHES, axes_or_new, dashes_by_color, distinct_colors, format_color, line_color
+from .style import (
+    DASHES,
+    SMALLEST_FONT_PT,
+    axes_or_new,
+    dashes_by_color,
+    distinct_colors,
+    format_color,
+    legend_below,
+    line_color,
+    under_axes,
+)
 
 __all__ = ["plot_error_vs_K", "plot_recorded_gpu_errors", "plot_errors_vs_length"]
 
@@ -32,10 +42,10 @@ def plot_error_vs_K(
     lines sharing a colour get different dash styles. guides: label -> one value per K, drawn as
     thin grey reference lines (napkin-math estimates such as sqrt(K) * u). dashes: label -> a
     matplotlib line style for that line, to keep one method's style the same across figures; the
-    other lines of its colour get the remaining styles. legend_outside: put the legend to the right
-    of the axes, off the data (default: matplotlib's "best" spot inside).
+    other lines of its colour get the remaining styles. legend_outside: put the legend under the
+    axes, off the data (default: matplotlib's "best" spot inside).
     """
-    ax = axes_or_new(ax)
+    ax = axes_or_new(ax, height_ratio=0.8 if legend_outside else 0.6)
     Ks = np.asarray(Ks, dtype=float)
     for label in errors:
         if label not in formats:
@@ -55,12 +65,12 @@ def finish_error_vs_K(ax, legend_outside: bool):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("K (length of each dot product)")
-    ax.set_ylabel("relative error  ||C - C_ref||_F / ||C_ref||_F")
+    ax.set_ylabel("relative error\n||C - C_ref||_F / ||C_ref||_F")
     ax.grid(True, which="major", alpha=0.3)
     if legend_outside:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        legend_below(ax)
     else:
-        ax.legend(fontsize=8, loc="best")
+        ax.legend(fontsize=SMALLEST_FONT_PT, loc="best")
     return ax
 
 
@@ -110,10 +120,11 @@ def plot_recorded_gpu_errors(
     runs: results as returned by ``nbhelpers.results.recorded_gpu_runs`` (or one live run in
     the same layout: ``{"meta": {"gpu", "date", "script"}, "series": [...]}``). metric: the key of
     each series to plot (``"rel_error"`` or ``"rel_error_acc"``). methods: which series (all when
-    None). A note under the axes names each run's GPU, date and script. legend_outside: redraw
-    the legend to the right of the axes (as :func:`plot_error_vs_K` does with the same flag).
+    None). A note under the axes (under the legend, when that is there) names each run's GPU, date
+    and script. legend_outside: redraw the legend under the axes (as :func:`plot_error_vs_K` does
+    with the same flag).
     """
-    ax = axes_or_new(ax)
+    ax = axes_or_new(ax, height_ratio=0.85 if legend_outside else 0.65)
     notes = []
     for r, run in enumerate(runs):
         meta = run["meta"]
@@ -134,19 +145,19 @@ def plot_recorded_gpu_errors(
             )
         notes.append(f"GPU points: {meta['gpu']}, {str(meta['date'])[:10]}, {meta['script']}")
     if notes:
+        if legend_outside:
+            legend_below(ax)
+        else:
+            ax.legend(fontsize=SMALLEST_FONT_PT, loc="best")
         ax.annotate(
             "\n".join(notes),
             xy=(0, 0),
-            xycoords="axes fraction",
-            xytext=(0, -40),
+            xycoords=under_axes(ax),
+            xytext=(0, -4),
             textcoords="offset points",
             va="top",
-            fontsize=8,
+            fontsize=SMALLEST_FONT_PT,
         )
-        if legend_outside:
-            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-        else:
-            ax.legend(fontsize=8, loc="best")
     return ax
 
 
@@ -175,12 +186,12 @@ def plot_errors_vs_length(
     bound (n - 1) u (dotted) and the typical random-error size sqrt(n) u (dash-dot); legend in
     the upper left. style="method": every method its own colour and marker (the first method of
     each format keeps the format's colour; dashed = stochastic rounding), the bound lines in
-    shades of grey, and the legend outside the axes, to the right. Zero errors are not drawn
+    shades of grey, and the legend outside the axes, under them. Zero errors are not drawn
     (a log axis cannot show them), so a line starts at the first n with a nonzero median.
     """
     if style not in ("format", "method"):
         raise ValueError(f"style must be 'format' or 'method', got {style!r}")
-    ax = axes_or_new(ax, figsize=(8, 5) if style == "format" else (10, 5))
+    ax = axes_or_new(ax, height_ratio=0.72 if style == "format" else 0.9)
     n = np.asarray(lengths, dtype=np.float64)
     methods = list(errors)
     styles = _method_styles(methods) if style == "method" else None
@@ -206,7 +217,7 @@ def plot_errors_vs_length(
     ax.set_ylabel("median relative error")
     ax.grid(True, which="major", alpha=0.3)
     if styles is None:
-        ax.legend(fontsize=7, ncol=2, loc="upper left")
+        ax.legend(fontsize=SMALLEST_FONT_PT, ncol=2, loc="upper left")
     else:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        legend_below(ax)
     return ax

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..formats import FloatFormat, finite_values, get_format, ulp
 from ..rounding import round_to
-from .style import axes_or_new, format_color
+from .style import COLUMN_IN, SMALLEST_FONT_PT, axes_or_new, format_color
 
 __all__ = ["plot_bit_layouts", "plot_value_line", "plot_relative_spacing", "plot_rounding_modes"]
 
@@ -21,7 +21,7 @@ _FIELD_COLORS = {"sign": "#c7c7c7", "exponent": "#6baed6", "mantissa": "#fdae6b"
 def plot_bit_layouts(formats: Iterable[FloatFormat | str], ax=None):
     """One row per format: its sign, exponent and mantissa fields as boxes, one per bit."""
     fmts = [get_format(f) for f in formats]
-    ax = axes_or_new(ax, figsize=(10, 0.55 * len(fmts) + 1))
+    ax = axes_or_new(ax, height_ratio=(0.45 * len(fmts) + 0.8) / COLUMN_IN)
     for row, f in enumerate(fmts):
         y = len(fmts) - 1 - row
         pos = 0
@@ -36,7 +36,7 @@ def plot_bit_layouts(formats: Iterable[FloatFormat | str], ax=None):
                     f"{field[0]}{width}" if field != "sign" else "s",
                     ha="center",
                     va="center",
-                    fontsize=8,
+                    fontsize=SMALLEST_FONT_PT,
                 )
         ax.text(-0.6, y + 0.4, f.name, ha="right", va="center", fontsize=10, color=format_color(f), fontweight="bold")
         ax.text(pos + 0.6, y + 0.4, f"{f.bits} bits", ha="left", va="center", fontsize=9)
@@ -44,7 +44,7 @@ def plot_bit_layouts(formats: Iterable[FloatFormat | str], ax=None):
     ax.set_ylim(-0.3, len(fmts) + 0.1)
     ax.axis("off")
     handles = [_rect(0, 0, c) for c in _FIELD_COLORS.values()]
-    ax.legend(handles, list(_FIELD_COLORS), loc="lower right", ncol=1, frameon=False, fontsize=8)
+    ax.legend(handles, list(_FIELD_COLORS), loc="lower right", ncol=1, frameon=False, fontsize=SMALLEST_FONT_PT)
     return ax
 
 
@@ -57,7 +57,7 @@ def _rect(x, y, color):
 def plot_value_line(formats: Sequence[FloatFormat | str], ax=None):
     """Every nonnegative finite value of small formats on a number line (linear scale)."""
     fmts = [get_format(f) for f in formats]
-    ax = axes_or_new(ax, figsize=(9, 0.6 * len(fmts) + 1))
+    ax = axes_or_new(ax, height_ratio=(0.55 * len(fmts) + 0.9) / COLUMN_IN)
     for row, f in enumerate(fmts):
         v = finite_values(f, nonnegative=True)
         y = len(fmts) - 1 - row
@@ -95,7 +95,7 @@ def plot_relative_spacing(
     ax.set_xlabel("|x|")
     ax.set_ylabel("spacing at x / |x|")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=SMALLEST_FONT_PT, ncol=2)
     return ax
 
 
@@ -108,7 +108,7 @@ def plot_rounding_modes(
     plus one single draw (scattered dots).
     """
     f = get_format(fmt)
-    ax = axes_or_new(ax, figsize=(8, 5))
+    ax = axes_or_new(ax, height_ratio=0.7)
     x = np.linspace(lo, hi, n)
     grid = finite_values(f)
     for g in grid[(grid >= lo) & (grid <= hi)]:
@@ -123,5 +123,5 @@ def plot_rounding_modes(
     ax.plot(x, x, color="black", lw=0.6, ls="-.", label="x")
     ax.set_xlabel("x")
     ax.set_ylabel(f"x rounded to {f.name}")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=SMALLEST_FONT_PT, loc="upper left")
     return ax

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..moe import Routing, expert_offsets, permutation, tile_schedule
-from .style import axes_or_new
+from .style import COLUMN_IN, SMALLEST_FONT_PT, axes_or_new, legend_below, subplots
 
 __all__ = ["EXPERT_COLORS", "plot_routing", "plot_expert_gemm_times", "plot_capacity_tradeoff"]
 
@@ -42,9 +42,9 @@ METHOD_LABELS = {
 
 def _legend(ax, outside: bool, **kw) -> None:
     if outside:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+        legend_below(ax, **kw)
     else:
-        ax.legend(fontsize=8, loc="best", **kw)
+        ax.legend(fontsize=SMALLEST_FONT_PT, loc="best", **kw)
 
 
 def _expert_color(e: int) -> str:
@@ -73,11 +73,8 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
     if T == 0:
         raise ValueError("nothing to draw: the routing has no tokens")
     if axes is None:
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(
-            1, 2, figsize=(11, 0.42 * max(T * k, 6) + 1.2), gridspec_kw={"width_ratios": [max(E, 2), 7]}
-        )
+        height = 0.42 * max(T * k, 6) + 1.4
+        _, axes = subplots(1, 2, height_ratio=height / COLUMN_IN, gridspec_kw={"width_ratios": [max(E, 2), 7]})
     axes = list(np.atleast_1d(axes))
     if len(axes) != 2:
         raise ValueError(f"plot_routing draws two panels: give two Axes, got {len(axes)}")
@@ -92,7 +89,12 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
             e = int(routing.expert_ids[t, s])
             ax_r.add_patch(Rectangle((e, t), 1, 1, facecolor=_expert_color(e), edgecolor="white", lw=2))
             ax_r.text(
-                e + 0.5, t + 0.5, f"slot {s}\nw={routing.weights[t, s]:.2f}", ha="center", va="center", fontsize=7
+                e + 0.5,
+                t + 0.5,
+                f"slot {s}\nw={routing.weights[t, s]:.2f}",
+                ha="center",
+                va="center",
+                fontsize=SMALLEST_FONT_PT,
             )
     ax_r.set_xlim(0, E)
     ax_r.set_ylim(T, 0)
@@ -113,8 +115,8 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
         t, s = divmod(int(perm[r]), k)
         e = int(routing.expert_ids[t, s])
         ax_b.add_patch(Rectangle((0, r), 3, 1, facecolor=_expert_color(e), edgecolor="white", lw=1))
-        ax_b.text(1.5, r + 0.5, f"token {t} (slot {s}) -> e{e}", ha="center", va="center", fontsize=7)
-    ax_b.text(-0.15, -0.25, "offsets", ha="right", va="bottom", fontsize=7, color="0.3")
+        ax_b.text(1.5, r + 0.5, f"token {t} (slot {s}) -> e{e}", ha="center", va="center", fontsize=SMALLEST_FONT_PT)
+    ax_b.text(-0.15, -0.25, "offsets", ha="right", va="bottom", fontsize=SMALLEST_FONT_PT, color="0.3")
     for e in range(E + 1):
         y = off[e]
         ax_b.plot([-0.1, 3.0], [y, y], color="black", lw=1.8)
@@ -123,7 +125,12 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
             empty = [f"e{j}" for j in same[:-1]]  # offsets[j] == offsets[j + 1]: expert j has no rows
             note = f"\n({', '.join(empty)}: no rows)" if empty else ""
             ax_b.text(
-                -0.15, y, ", ".join(f"[{j}]" for j in same) + f" = {y}" + note, ha="right", va="center", fontsize=7
+                -0.15,
+                y,
+                ", ".join(f"[{j}]" for j in same) + f" = {y}" + note,
+                ha="right",
+                va="center",
+                fontsize=SMALLEST_FONT_PT,
             )
     for i in range(sched.num_tiles):
         start, end, e = int(sched.row_start[i]), int(sched.row_end[i]), int(sched.expert[i])
@@ -134,11 +141,11 @@ def plot_routing(routing: Routing, block_m: int, axes=None):
             ax_b.add_patch(
                 Rectangle((x0, start + live), 0.3, block_m - live, facecolor="none", edgecolor="0.5", hatch="///", lw=0)
             )
-        ax_b.text(x0 + 0.32, start + 0.35, f"tile {i}", fontsize=6.5, ha="left", va="center")
+        ax_b.text(x0 + 0.32, start + 0.35, f"tile {i}", fontsize=SMALLEST_FONT_PT, ha="left", va="center")
     ax_b.set_xlim(-1.6, 5.2)
     ax_b.set_ylim(max(rows, int(sched.row_start.max(initial=0)) + block_m) + 0.2, -0.6)
     ax_b.set_xticks([1.5, 3.95])
-    ax_b.set_xticklabels(["x_perm (rows by expert)", f"tiles of\nBLOCK_M = {block_m}"], fontsize=8)
+    ax_b.set_xticklabels(["x_perm (rows by expert)", f"tiles of\nBLOCK_M = {block_m}"], fontsize=SMALLEST_FONT_PT)
     ax_b.set_yticks([])
     for side in ("top", "right", "left"):
         ax_b.spines[side].set_visible(False)
@@ -160,9 +167,9 @@ def plot_expert_gemm_times(
     seconds: method -> one time per E; a method named like :data:`METHOD_STYLES`' keys ("loop",
     "bmm", "padded", "grouped_mm", "triton") gets its course style and label, any other name a
     grey style of its own. napkin: label -> one predicted time per E, drawn as thin dotted grey
-    lines without markers (at most 3). The legend sits right of the axes by default.
+    lines without markers (at most 3). The legend sits under the axes by default.
     """
-    ax = axes_or_new(ax, figsize=(9, 4.2))
+    ax = axes_or_new(ax, height_ratio=0.85)
     x = np.asarray(E_values, dtype=float)
     if x.ndim != 1 or x.size == 0 or np.any(x < 1):
         raise ValueError(f"E_values must be a non-empty list of values >= 1, got {E_values!r}")
@@ -219,9 +226,9 @@ def plot_capacity_tradeoff(
     """What a padded batch costs at each capacity factor: the fraction of its computed rows that
     are zero padding (wasted FLOPs) and the fraction of the routed rows it drops, both in percent
     against the capacity factor. Two series, each with its own colour, line style and marker; a
-    thin vertical line at factor 1 (capacity = the mean load). The legend sits right of the axes.
+    thin vertical line at factor 1 (capacity = the mean load). The legend sits under the axes.
     """
-    ax = axes_or_new(ax, figsize=(8, 4))
+    ax = axes_or_new(ax, height_ratio=0.7)
     x = np.asarray(capacity_factors, dtype=float)
     if x.ndim != 1 or x.size == 0 or np.any(~np.isfinite(x)) or np.any(x <= 0):
         raise ValueError(f"capacity_factors must be a non-empty list of positive numbers, got {capacity_factors!r}")

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..formats import FloatFormat, get_format
 from ..metrics import underflow_fraction
-from .style import axes_or_new, format_color
+from .style import SMALLEST_FONT_PT, axes_or_new, format_color, legend_below, subplots
 
 __all__ = ["plot_gradient_histogram", "plot_gradient_histograms_scaled"]
 
@@ -26,7 +26,7 @@ def plot_gradient_histogram(
     panels can share one range.
     """
     f = get_format(fmt)
-    ax = axes_or_new(ax, figsize=(9, 4))
+    ax = axes_or_new(ax, height_ratio=0.6)
     series = grads if isinstance(grads, dict) else {"gradients": grads}
     logs = {}
     for label, g in series.items():
@@ -57,29 +57,30 @@ def plot_gradient_histogram(
             rotation=90,
             va="top",
             ha="right",
-            fontsize=7,
+            fontsize=SMALLEST_FONT_PT,
             color=c,
             transform=ax.get_xaxis_transform(),
         )
     ax.set_xlabel("log2 |gradient" + (" x loss scale|" if scale != 1 else "|"))
     ax.set_ylabel("count")
-    ax.legend(fontsize=8, loc="center right")
+    ax.legend(fontsize=SMALLEST_FONT_PT, loc="center right")
     return ax
 
 
 def plot_gradient_histograms_scaled(
     grads, fmt: FloatFormat | str = "fp16", scale: float = 1.0, axes=None, bins: int = 90
 ):
-    """Two panels side by side on the same axes: the gradients as they are (left) and times the loss
-    scale ``scale`` (right), each against the limits of ``fmt`` (see :func:`plot_gradient_histogram`).
+    """Two panels, one above the other, on the same axes: the gradients as they are (top) and times
+    the loss scale ``scale`` (bottom), each against the limits of ``fmt`` (see
+    :func:`plot_gradient_histogram`).
 
     axes: two Axes, or None for a new figure. Returns the two Axes. Each panel's title gives the
-    fraction of the nonzero values that would round to zero in ``fmt``.
+    fraction of the nonzero values that would round to zero in ``fmt``; one legend, under the
+    second panel.
     """
     if axes is None:
-        import matplotlib.pyplot as plt
-
-        _, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharex=True, sharey=True)
+        _, axes = subplots(2, 1, height_ratio=1.2, sharex=True, sharey=True)
+        axes[0].tick_params(labelbottom=True)  # the panels' x axes mean different things: label both
     series = grads if isinstance(grads, dict) else {"gradients": grads}
     f = get_format(fmt)
     allv = np.concatenate([np.abs(np.asarray(g, dtype=np.float64)).ravel() for g in series.values()])
@@ -88,7 +89,6 @@ def plot_gradient_histograms_scaled(
         plot_gradient_histogram(series, f, scale=s, ax=ax, bins=bins, lo=lo)
         zero = underflow_fraction(allv * s, f)
         ax.set_title(f"{what}: {zero:.1%} underflow to 0 in {f.name}", fontsize=10)
-    axes[1].set_ylabel("")
     axes[0].get_legend().remove()
-    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    legend_below(axes[1])
     return axes

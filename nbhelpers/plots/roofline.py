@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .style import DASHES, axes_or_new, line_color
+from .style import DASHES, SMALLEST_FONT_PT, axes_or_new, legend_below, line_color, subplots
 
 __all__ = ["plot_roofline", "plot_occupancy", "plot_register_pressure"]
 
@@ -24,9 +24,9 @@ _ROOF_COLORS = ("0.25", "0.45", "0.6", "0.7")
 
 def _legend(ax, outside: bool, **kw):
     if outside:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+        legend_below(ax, **kw)
     else:
-        ax.legend(fontsize=8, loc="best", **kw)
+        ax.legend(fontsize=SMALLEST_FONT_PT, loc="best", **kw)
 
 
 def plot_roofline(
@@ -51,12 +51,12 @@ def plot_roofline(
     filled, the others' hollow, so that points at the same place stay visible. labels: label -> one
     short text per point (e.g. "M=16"), written beside the points of that series (below right for
     the first series, above left for the others). The memory roof
-    stops at the highest compute roof. The legend sits right of the axes (``legend_outside``), off
+    stops at the highest compute roof. The legend sits under the axes (``legend_outside``), off
     the data. markers: label -> a matplotlib marker, replacing that series' default shape (e.g. one
     marker family for one chapter's points). joined: label -> False to draw that series' markers
     without the line between them (points that are not a sweep); every series is joined by default.
     """
-    ax = axes_or_new(ax)
+    ax = axes_or_new(ax, height_ratio=0.85)
     for name, opt in (("markers", markers), ("joined", joined)):
         unknown = set(opt or {}) - set(points)
         if unknown:
@@ -122,7 +122,15 @@ def plot_roofline(
             # two labelled series at nearby points do not write over each other
             offset, ha = ((4, -12), "left") if i == 0 else ((-4, 6), "right")
             for xv, yv, t in zip(xs, ys, texts):
-                ax.annotate(str(t), (xv, yv), xytext=offset, textcoords="offset points", fontsize=7, color=color, ha=ha)
+                ax.annotate(
+                    str(t),
+                    (xv, yv),
+                    xytext=offset,
+                    textcoords="offset points",
+                    fontsize=SMALLEST_FONT_PT,
+                    color=color,
+                    ha=ha,
+                )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -142,7 +150,7 @@ def plot_occupancy(
     register count (e.g. "any warp count" and "programs of 8 warps"), each in its own colour, dash
     and marker-free step style. max_warps: the hardware's cap, a thin horizontal line when given.
     """
-    ax = axes_or_new(ax)
+    ax = axes_or_new(ax, height_ratio=0.75)
     regs = np.asarray(registers, dtype=float)
     if regs.ndim != 1 or regs.size == 0:
         raise ValueError("registers must be a non-empty 1-D sequence")
@@ -188,7 +196,8 @@ def plot_register_pressure(
     the per-thread cap ``max_registers`` as a thin line), spill stores and loads in bytes per thread
     (two styles) and the resident warps per SM the registers and shared memory leave (a step line,
     with ``max_warps``). axes: three Axes, or None for a new figure. Returns the three Axes; each
-    panel's legend sits right of it, off the data."""
+    panel's legend sits in the corner its data leave empty (registers rise, spills start late,
+    warps fall: lower right, upper left, centre right)."""
     x = np.asarray(extra, dtype=float)
     if x.ndim != 1 or x.size == 0:
         raise ValueError("extra must be a non-empty 1-D sequence")
@@ -204,9 +213,7 @@ def plot_register_pressure(
             raise ValueError(f"{name} has {v.size} values for {x.size} points")
         ys[name] = v
     if axes is None:
-        import matplotlib.pyplot as plt
-
-        _, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2, 3]})
+        _, axes = subplots(3, 1, height_ratio=1.1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 3]})
     if len(axes) != 3:
         raise ValueError(f"axes must be three Axes, got {len(axes)}")
     ax_r, ax_s, ax_w = axes
@@ -226,7 +233,9 @@ def plot_register_pressure(
     ax_w.set_ylabel("warps / SM")
     ax_w.set_ylim(bottom=0)
     ax_w.set_xlabel(xlabel or "extra live values")
-    for ax in axes:
+    # each legend where its panel has no data: registers rise toward their cap at the top, spills
+    # start late, the resident warps fall from theirs
+    for ax, where in zip(axes, ("lower right", "upper left", "center right")):
         ax.grid(True, alpha=0.3)
-        _legend(ax, True)
+        ax.legend(fontsize=SMALLEST_FONT_PT, loc=where)
     return axes

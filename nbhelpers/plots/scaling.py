@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .style import DASHES, format_color
+from .style import DASHES, format_color, legend_below, subplots
 
 __all__ = ["ELEMENT_MARKERS", "NOT_IN_EPILOGUE", "element_style", "plot_sqnr_by_granularity"]
 
@@ -43,8 +43,8 @@ def plot_sqnr_by_granularity(
     granularities: the x tick labels, in the order of the values; categories, so the points are
     markers without lines. shade: granularities to hatch in every panel (e.g. ["per-column"], a
     scale that varies along K and cannot go in the epilogue), labelled ``shade_label`` in the
-    legend. axes: one Axes per panel, or None for a new figure (panels side by side, sharing the y
-    axis). Returns the Axes (a list). The legend sits to the right of the last panel, off the data.
+    legend. axes: one Axes per panel, or None for a new figure (panels one above the other, sharing
+    both axes). Returns the Axes (a list). The legend sits under the last panel, off the data.
     """
     panels = list(sqnr)
     if not panels:
@@ -55,11 +55,12 @@ def plot_sqnr_by_granularity(
                 raise ValueError(
                     f"panel {title!r}, {element!r}: {len(values)} values for {len(granularities)} granularities"
                 )
-    if axes is None:
-        import matplotlib.pyplot as plt
-
-        _, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 1.6, 4), sharey=True, squeeze=False)
-        axes = list(axes[0])
+    stacked = axes is None
+    if stacked:
+        _, axes = subplots(
+            len(panels), 1, height_ratio=0.42 * len(panels) + 0.25, sharex=True, sharey=True, squeeze=False
+        )
+        axes = list(axes[:, 0])
     axes = list(np.atleast_1d(axes))
     if len(axes) != len(panels):
         raise ValueError(f"{len(panels)} panels need {len(panels)} Axes, got {len(axes)}")
@@ -97,21 +98,15 @@ def plot_sqnr_by_granularity(
         ax.set_xlim(-0.6, len(granularities) - 0.4)
         ax.set_xticks(x)
         ax.set_xticklabels(granularities, rotation=20)
-        ax.set_xlabel("granularity of the scales")
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    axes[0].set_ylabel(ylabel)
+        if stacked or ax is axes[0]:
+            ax.set_ylabel(ylabel)
+        if not stacked or ax is axes[-1]:
+            ax.set_xlabel("granularity of the scales")
     handles, labels = axes[-1].get_legend_handles_labels()
     order = [i for i, lab in enumerate(labels) if lab != shade_label] + [
         i for i, lab in enumerate(labels) if lab == shade_label
     ]
-    axes[-1].legend(
-        [handles[i] for i in order],
-        [labels[i] for i in order],
-        title="element format",
-        fontsize=8,
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
-        borderaxespad=0.0,
-    )
+    legend_below(axes[-1], [handles[i] for i in order], [labels[i] for i in order], title="element format")
     return axes

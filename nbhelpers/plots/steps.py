@@ -12,7 +12,7 @@ import numpy as np
 
 from ..accumulation import running_sum
 from ..formats import FloatFormat, get_format
-from .style import axes_or_new, dashes_by_color, distinct_colors, format_color
+from .style import SMALLEST_FONT_PT, axes_or_new, dashes_by_color, distinct_colors, format_color, legend_below, subplots
 
 __all__ = [
     "plot_running_sums",
@@ -45,7 +45,7 @@ def plot_running_sums(x, formats: Sequence[FloatFormat | str], ax=None, logx: bo
     ax.set_xlabel("number of terms added")
     ax.set_ylabel("running sum")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=SMALLEST_FONT_PT)
     return ax
 
 
@@ -76,7 +76,7 @@ def plot_training_curves(results, ax=None, log: bool = True, mark_skipped: bool 
     the regime's own (:func:`_regime_styles`); runs sharing a format get different dash styles. Steps that a
     loss scaler skipped are marked with a cross.
     """
-    ax = axes_or_new(ax, figsize=(9, 4.5))
+    ax = axes_or_new(ax, height_ratio=0.6)
     items = _result_list(results)
     for (label, r), (color, dash) in zip(items, _styles_by_color(items)):
         steps = np.arange(1, r.losses.size + 1)
@@ -88,7 +88,7 @@ def plot_training_curves(results, ax=None, log: bool = True, mark_skipped: bool 
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (MSE)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, title="regime (final loss)", title_fontsize=8)
+    ax.legend(fontsize=SMALLEST_FONT_PT, title="regime (final loss)", title_fontsize=SMALLEST_FONT_PT)
     return ax
 
 
@@ -103,9 +103,9 @@ def plot_seed_spread(runs, ax=None, relative_to: str | None = None, log: bool = 
     on the same seed (the reference itself is drawn as a grey line at 1). Each regime gets its
     own line style: its own colour (the first regime of a compute format in that format's course
     colour), a dash per regime sharing a format, and its own marker; its band is in its colour.
-    The legend sits outside the axes, to the right.
+    The legend sits outside the axes, under them.
     """
-    ax = axes_or_new(ax, figsize=(9, 4.5))
+    ax = axes_or_new(ax, height_ratio=0.8)
     items = list(runs.items())
     if relative_to is not None and relative_to not in runs:
         raise KeyError(f"relative_to={relative_to!r} is not one of the runs: {', '.join(runs)}")
@@ -146,14 +146,7 @@ def plot_seed_spread(runs, ax=None, relative_to: str | None = None, log: bool = 
     n = len(items[0][1]) if items else 0
     ax.set_xlabel("step")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(
-        fontsize=8,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        borderaxespad=0.0,
-        title=f"median of {n} seeds,\nband: min to max",
-        title_fontsize=8,
-    )
+    legend_below(ax, title=f"median of {n} seeds, band: min to max", title_fontsize=SMALLEST_FONT_PT)
     return ax
 
 
@@ -165,8 +158,8 @@ def plot_training_curves_vs_ref(
 
     results: a {label: TrainResult} mapping that holds ``ref``. One style per run: a colour of its
     own (:func:`_regime_styles`), runs sharing a format get successive dash styles; steps skipped by a
-    loss scaler are marked with crosses. The legend sits to the right of the panels, off the
-    data. axes: two Axes (top, bottom), or None for a new figure. ratio_ylim: optional (low, high)
+    loss scaler are marked with crosses. The legend sits under the bottom panel, off the data.
+    axes: two Axes (top, bottom), or None for a new figure. ratio_ylim: optional (low, high)
     of the ratio panel (linear), to see the runs near 1; a run that ends outside it is named at the
     panel's edge with its final loss over the reference's (``TrainResult.final_loss``). Without
     it the ratio axis is logarithmic. Returns the two Axes.
@@ -174,9 +167,7 @@ def plot_training_curves_vs_ref(
     if ref not in results:
         raise KeyError(f"reference run {ref!r} is not among the results: {', '.join(results)}")
     if axes is None:
-        import matplotlib.pyplot as plt
-
-        _, axes = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+        _, axes = subplots(2, 1, height_ratio=1.15, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     top, bottom = axes
     plot_training_curves(results, ax=top, mark_skipped=mark_skipped)
     top.get_legend().remove()
@@ -204,27 +195,19 @@ def plot_training_curves_vs_ref(
                     xytext=(-6, -12 if y == ratio_ylim[1] else 4),
                     textcoords="offset points",
                     ha="right",
-                    fontsize=8,
+                    fontsize=SMALLEST_FONT_PT,
                     color=color,
                 )
     bottom.set_xlabel("step")
     bottom.set_ylabel(f"loss / loss of {ref}")
     bottom.grid(True, which="both", alpha=0.3)
-    top.legend(
-        *top.get_legend_handles_labels(),
-        fontsize=8,
-        title="run (final loss)",
-        title_fontsize=8,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        borderaxespad=0.0,
-    )
+    legend_below(bottom, *top.get_legend_handles_labels(), title="run (final loss)", title_fontsize=SMALLEST_FONT_PT)
     return top, bottom
 
 
 def plot_unchanged_updates(results, ax=None):
     """Fraction of nonzero updates that left the stored weight unchanged, per step."""
-    ax = axes_or_new(ax, figsize=(9, 3.5))
+    ax = axes_or_new(ax, height_ratio=0.5)
     items = _result_list(results)
     for (label, r), (color, dash) in zip(items, _styles_by_color(items)):
         ax.plot(np.arange(1, r.unchanged.size + 1), r.unchanged, dash, color=color, lw=1.3, label=label)
@@ -232,7 +215,7 @@ def plot_unchanged_updates(results, ax=None):
     ax.set_xlabel("step")
     ax.set_ylabel("updates that left\nthe weight unchanged")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=SMALLEST_FONT_PT)
     return ax
 
 
@@ -243,7 +226,7 @@ def plot_loss_scale(result, ax=None, ceiling=None, fmt: FloatFormat | str = "fp1
     a scale above it overflows ``fmt`` (drawn as a grey line).
     """
     f = get_format(fmt)
-    ax = axes_or_new(ax, figsize=(9, 3.5))
+    ax = axes_or_new(ax, height_ratio=0.5)
     steps = np.arange(1, result.scales.size + 1)
     ax.step(
         steps,
@@ -273,5 +256,5 @@ def plot_loss_scale(result, ax=None, ceiling=None, fmt: FloatFormat | str = "fp1
     ax.set_xlabel("step")
     ax.set_ylabel("log2 loss scale")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=SMALLEST_FONT_PT, loc="lower right")
     return ax

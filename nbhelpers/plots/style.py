@@ -1,15 +1,34 @@
-"""The course's figure style: one colour per format everywhere, axes handling, dash styles.
+"""The course's figure style: one colour per format everywhere, figures as wide as the text
+column, legends off the data, axes handling, dash styles.
 
 Every plot function of :mod:`nbhelpers.plots` takes its colours from here, so bf16 is the same
-red in chapter 01's bit layouts and in chapter 05's loss-scale curve.
+red in chapter 01's bit layouts and in chapter 05's loss-scale curve, and its size: every figure
+is :data:`COLUMN_IN` inches wide, so that the notebook's PNG (the inline backend saves it at
+:data:`FIGURE_DPI` with ``bbox_inches="tight"``) is at most :data:`COLUMN_PX` pixels, the width
+of the website's text column, and is shown at its own size, its text as large as it was drawn.
 """
 
 from __future__ import annotations
 
+import weakref
+
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from ..formats import FloatFormat, get_format
 
 __all__ = [
+    "COLUMN_PX",
+    "FIGURE_DPI",
+    "TIGHT_PAD_IN",
+    "COLUMN_IN",
+    "SMALLEST_FONT_PT",
+    "column_figsize",
+    "subplots",
+    "ColumnLayout",
+    "legend_below",
+    "legend_columns",
+    "under_axes",
+    "wrap_text",
     "FORMAT_COLORS",
     "format_color",
     "line_color",
@@ -41,14 +60,242 @@ DASHES = ("-", "--", ":", "-.")
 EXTRA_COLORS = ("#000000", "#6a3d9a", "#1b9e77", "#a6761d", "#e7298a", "#66a61e")
 
 
-def axes_or_new(ax, figsize=(8, 4)):
-    """``ax`` itself, or the Axes of a new figure of ``figsize`` when ``ax`` is None."""
-    if ax is not None:
-        return ax
+#: The width in pixels of the website's text column (at a 1280 px window). A figure wider than
+#: this is shrunk to fit, and its text with it; every figure of the course is at most this wide.
+COLUMN_PX = 688
+#: The resolution of the notebooks' figures: the inline backend saves a figure at its own dpi,
+#: matplotlib's default of 100 (a 10 pt label is then about 14 pixels tall).
+FIGURE_DPI = 100
+#: The margin that ``bbox_inches="tight"`` leaves around what a figure draws, on each side
+#: (matplotlib's ``savefig.pad_inches``), in inches.
+TIGHT_PAD_IN = 0.1
+#: The width in inches of a figure that fills the column: what it draws (kept inside the figure
+#: by :class:`ColumnLayout`) plus the two margins is COLUMN_PX pixels at FIGURE_DPI.
+COLUMN_IN = COLUMN_PX / FIGURE_DPI - 2 * TIGHT_PAD_IN
+#: The smallest font the figures use (legends, notes, labels on the data), in points: 11 pixels
+#: at FIGURE_DPI.
+SMALLEST_FONT_PT = 8
+
+
+def column_figsize(height_ratio: float = 0.6) -> tuple[float, float]:
+    """(width, height) in inches of a figure as wide as the column, ``height_ratio`` times as tall
+    as it is wide."""
+    if not height_ratio > 0:
+        raise ValueError(f"height_ratio must be positive, got {height_ratio!r}")
+    return (COLUMN_IN, COLUMN_IN * height_ratio)
+
+
+def subplots(nrows: int = 1, ncols: int = 1, height_ratio: float = 0.6, **kwargs):
+    """A new figure as wide as the column, ``height_ratio`` times as tall, laid out by
+    :class:`ColumnLayout`: :func:`matplotlib.pyplot.subplots` with the course's size and layout
+    (``kwargs``, e.g. ``sharex=True``, go to it). Returns ``(fig, axes)`` as it does.
+
+    Panels that would sit side by side at a larger width are better stacked in rows here (each
+    keeps the column's width)."""
     import matplotlib.pyplot as plt
 
-    _, ax = plt.subplots(figsize=figsize)
+    if "figsize" in kwargs or "layout" in kwargs:
+        raise TypeError("subplots sets the figure's size and layout: give height_ratio instead")
+    return plt.subplots(nrows, ncols, figsize=column_figsize(height_ratio), layout=ColumnLayout(), **kwargs)
+
+
+def axes_or_new(ax, height_ratio: float = 0.6):
+    """``ax`` itself, or the Axes of a new figure from :func:`subplots` (as wide as the column,
+    ``height_ratio`` times as tall) when ``ax`` is None."""
+    if ax is not None:
+        return ax
+    _, ax = subplots(height_ratio=height_ratio)
     return ax
+
+
+# ---------------------------------------------------------------- legends under the axes
+
+# legends placed by legend_below, each with the gap (points) between the x axis' labels and it
+_BELOW: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _font_points(size) -> float:
+    from matplotlib.font_manager import FontProperties
+
+    return FontProperties(size=size).get_size_in_points()
+
+
+def _x_decorations_points(ax) -> float:
+    """An estimate, from the rc settings, of how far below the axes its x tick labels and x label
+    reach (points): the place of a legend under the axes before a layout measures it."""
+    import matplotlib as mpl
+
+    rc = mpl.rcParams
+    ticks = rc["xtick.major.size"] + rc["xtick.major.pad"] + 1.2 * _font_points(rc["xtick.labelsize"])
+    label = rc["axes.labelpad"] + 1.2 * _font_points(rc["axes.labelsize"]) * max(1, ax.get_xlabel().count("\n") + 1)
+    return ticks + (label if ax.get_xlabel() else 0.0)
+
+
+def _text_width_points(text: str, fontsize) -> float:
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    return max(
+        text_to_path.get_text_width_height_descent(line, FontProperties(size=fontsize), ismath=False)[0]
+        for line in str(text).split("\n")
+    )
+
+
+def legend_columns(labels, fontsize=SMALLEST_FONT_PT, width_in: float = COLUMN_IN - 0.8) -> int:
+    """How many legend columns of ``labels`` fit side by side in ``width_in`` inches (at least 1)."""
+    labels = [str(lab) for lab in labels]
+    if not labels:
+        return 1
+    em = _font_points(fontsize)
+    # handle, the gap after it, the text, the space between two columns (matplotlib's defaults)
+    entry = (2.0 + 0.8 + 2.0) * em + max(_text_width_points(lab, fontsize) for lab in labels)
+    return max(1, min(len(labels), int(width_in * 72 // entry)))
+
+
+def legend_below(ax, handles=None, labels=None, gap: float = 6.0, **kwargs):
+    """The legend of ``ax`` under its x axis, centred, off the data, in as many columns as the
+    column's width holds (``ncols`` to choose). ``handles``, ``labels``: as for
+    :meth:`matplotlib.axes.Axes.legend` (the Axes' own when None); other ``kwargs`` go to it
+    (``title``, ``fontsize``, ...; the font is :data:`SMALLEST_FONT_PT` unless given).
+
+    The legend hangs ``gap`` points under the axes' x tick labels and x label. An estimate from
+    the font sizes places it; in a figure laid out by :class:`ColumnLayout` the layout measures
+    the labels and moves it, and makes room for it in the figure."""
+    from matplotlib.transforms import ScaledTranslation
+
+    if handles is None and labels is None:
+        handles, labels = ax.get_legend_handles_labels()
+    elif labels is None:
+        labels = [h.get_label() for h in handles]
+    kwargs.setdefault("fontsize", SMALLEST_FONT_PT)
+    if "ncols" not in kwargs and "ncol" not in kwargs:
+        kwargs["ncols"] = legend_columns(labels, kwargs["fontsize"])
+    args = () if handles is None else (handles, labels)
+    legend = ax.legend(*args, loc="upper center", borderaxespad=0.0, **kwargs)
+    below = (_x_decorations_points(ax) + gap) / 72
+    inches = ax.get_figure(root=True).dpi_scale_trans
+    legend.set_bbox_to_anchor((0.5, 0.0), ax.transAxes + ScaledTranslation(0, -below, inches))
+    _BELOW[legend] = gap
+    return legend
+
+
+def under_axes(ax):
+    """A place under everything ``ax`` draws below itself (its x tick labels, its x label, a legend
+    of :func:`legend_below`), for ``xycoords`` of :meth:`matplotlib.axes.Axes.annotate`: ``xy=(0,
+    0)`` is the lower left corner of that box, measured at every draw."""
+    from matplotlib.transforms import Bbox
+
+    def box(renderer):
+        boxes = [ax.get_window_extent(renderer)]
+        axis = ax.xaxis.get_tightbbox(renderer)
+        if axis is not None:
+            boxes.append(axis)
+        legend = ax.get_legend()
+        if legend is not None and legend in _BELOW:
+            boxes.append(legend.get_window_extent(renderer))
+        return Bbox.union(boxes)
+
+    return box
+
+
+def _place_legends_below(fig) -> None:
+    """Hang each legend of :func:`legend_below` under its axes' x tick labels and x label, as
+    they are measured now."""
+    from matplotlib.transforms import ScaledTranslation
+
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or legend not in _BELOW:
+            continue
+        axis_box = ax.xaxis.get_tightbbox()
+        drop = 0.0 if axis_box is None else max(0.0, ax.get_window_extent().y0 - axis_box.y0)
+        below = drop / fig.dpi + _BELOW[legend] / 72
+        legend.set_bbox_to_anchor((0.5, 0.0), ax.transAxes + ScaledTranslation(0, -below, fig.dpi_scale_trans))
+
+
+# ---------------------------------------------------------------- titles wrapped to their width
+
+# text -> (the text as given, the text as wrapped), so that a title is wrapped again from its words
+_WRAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def wrap_text(text: str, fontsize, width_points: float) -> str:
+    """``text`` with line breaks between words so that no line is wider than ``width_points``
+    (a word wider than that stays whole, on its own line); its own line breaks are kept."""
+    out = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            trial = f"{line} {word}" if line else word
+            if line and _text_width_points(trial, fontsize) > width_points:
+                out.append(line)
+                line = word
+            else:
+                line = trial
+        out.append(line)
+    return "\n".join(out)
+
+
+def _fit_text(text_artist, width_px: float) -> bool:
+    """Wrap a Text to ``width_px`` pixels (from the words it was given); True if it changed."""
+    shown = text_artist.get_text()
+    given, wrapped = _WRAPPED.get(text_artist, (None, None))
+    if shown != wrapped:
+        given = shown
+    if not given or "$" in given:  # no text, or mathtext, which must not be cut between words
+        return False
+    # 3% to spare: the renderer's glyphs are a little wider than the outlines measured, and a
+    # second layout may narrow the Axes a little
+    points = 0.97 * width_px * 72 / text_artist.get_figure(root=True).dpi
+    new = wrap_text(given, text_artist.get_fontsize(), points)
+    _WRAPPED[text_artist] = (given, new)
+    if new == shown:
+        return False
+    text_artist.set_text(new)
+    return True
+
+
+def _fit_texts(fig) -> bool:
+    """Wrap each Axes' title and x label to the Axes' width, its y label to its height, and the
+    figure's title to the figure's width; True if any changed."""
+    changed = False
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        box = ax.get_window_extent()
+        for text, width in ((ax.title, box.width), (ax.xaxis.label, box.width), (ax.yaxis.label, box.height)):
+            if text.get_visible():
+                changed |= _fit_text(text, width)
+    suptitle = getattr(fig, "_suptitle", None)  # the Text of fig.suptitle(), None before it is called
+    if suptitle is not None:
+        changed |= _fit_text(suptitle, fig.bbox.width * 0.98)
+    return changed
+
+
+def _hide_inner_xlabels(fig) -> None:
+    """Hide the x label of each Axes whose x tick labels are hidden because it shares its x axis
+    with the panel under it (``sharex=True``): one label, under the column of panels."""
+    for ax in fig.axes:
+        params = ax.xaxis.get_tick_params(which="major")
+        shared = len(ax.get_shared_x_axes().get_siblings(ax)) > 1
+        if shared and not params.get("labelbottom", True) and not params.get("labeltop", False):
+            ax.xaxis.label.set_visible(False)
+
+
+class ColumnLayout(ConstrainedLayoutEngine):
+    """matplotlib's constrained layout (everything the figure draws kept inside it, legends and
+    titles included, so that ``bbox_inches="tight"`` cannot widen it), after it wraps each title
+    and axis label that is longer than its Axes (a figure's title: than the figure), hangs each
+    legend of :func:`legend_below` under its Axes' labels, and hides the x label of the upper
+    panels of a column that shares its x axis."""
+
+    def execute(self, fig):
+        _hide_inner_xlabels(fig)
+        _place_legends_below(fig)
+        super().execute(fig)
+        if _fit_texts(fig):
+            _place_legends_below(fig)
+            super().execute(fig)
 
 
 def format_color(fmt: FloatFormat | str) -> str:

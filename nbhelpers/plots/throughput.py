@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .style import DASHES, axes_or_new
+from .style import DASHES, SMALLEST_FONT_PT, axes_or_new, legend_below
 
 __all__ = ["plot_efficiency_vs_stride", "plot_copy_bandwidth", "copy_bandwidth_points"]
 
@@ -33,9 +33,9 @@ def _fraction(v: float) -> str:
 
 def _legend(ax, outside: bool) -> None:
     if outside:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        legend_below(ax)
     else:
-        ax.legend(fontsize=8, loc="best")
+        ax.legend(fontsize=SMALLEST_FONT_PT, loc="best")
 
 
 def plot_efficiency_vs_stride(
@@ -47,10 +47,10 @@ def plot_efficiency_vs_stride(
     strides: the x values (elements between two reads). measured: label -> one value per stride,
     drawn as solid lines with filled markers; predicted: label -> one value per stride, drawn as
     dashed or dotted lines with hollow markers. Every series has its own colour, line style and
-    marker. The y ticks read as fractions (1, 1/2, ..., 1/64). legend_outside: the legend to the
-    right of the axes (default), off the data.
+    marker. The y ticks read as fractions (1, 1/2, ..., 1/64). legend_outside: the legend under
+    the axes (default), off the data.
     """
-    ax = axes_or_new(ax)
+    ax = axes_or_new(ax, height_ratio=0.8)
     x = np.asarray(strides, dtype=float)
     if x.ndim != 1 or x.size == 0 or np.any(x < 1):
         raise ValueError(f"strides must be a non-empty list of values >= 1, got {strides!r}")
@@ -161,11 +161,11 @@ def plot_copy_bandwidth(
     measured torch copy and from the peak, and the peak as a horizontal line.
 
     rows: see :func:`copy_bandwidth_points`. peak: bytes/s (None: no line). Each series has its
-    own colour, line style and marker; the legend sits right of the axes by default.
+    own colour, line style and marker; the legend sits under the axes by default.
     """
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    ax = axes_or_new(ax, figsize=(9, 4))
+    ax = axes_or_new(ax, height_ratio=0.8)
     pts = copy_bandwidth_points(rows)
     x = np.arange(len(pts["patterns"]))
     styles = {
@@ -187,7 +187,7 @@ def plot_copy_bandwidth(
     lo, hi = ax.get_ylim()
     if hi / lo < 12:  # about one decade: label the minor ticks too, else they crowd
         ax.yaxis.set_minor_formatter(gbps)
-        ax.tick_params(axis="y", which="minor", labelsize=7)
+        ax.tick_params(axis="y", which="minor", labelsize=SMALLEST_FONT_PT)
     else:
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xticks(x)

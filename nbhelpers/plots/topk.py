@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .style import axes_or_new, format_color
+from .style import axes_or_new, format_color, legend_below
 
 __all__ = ["plot_topk_set_changes"]
 
@@ -22,14 +22,14 @@ _STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 def plot_topk_set_changes(ks: Sequence[int], changed: Mapping[str, Sequence[float]], rows: int, ax=None, title=None):
     """Share of rows (percent) whose top-k index set differs from the float32 logits' set, against
     k (log axis), one line per format. ``changed[fmt][i]`` is the fraction (0 to 1) at ``ks[i]``;
-    ``rows`` is how many rows each fraction is measured on (in the axis label). The legend sits to
-    the right of the axes, off the data. Returns the Axes."""
+    ``rows`` is how many rows each fraction is measured on (in the axis label). The legend sits
+    under the axes, off the data. Returns the Axes."""
     ks = np.asarray(ks, dtype=float)
     if ks.ndim != 1 or ks.size == 0 or (ks < 1).any():
         raise ValueError(f"ks must be a non-empty list of k >= 1, got {list(ks)}")
     if not changed:
         raise ValueError("changed must hold at least one format's fractions")
-    ax = axes_or_new(ax, figsize=(7.5, 3.6))
+    ax = axes_or_new(ax, height_ratio=0.6)
     for i, (fmt, frac) in enumerate(changed.items()):
         frac = np.asarray(frac, dtype=float)
         if frac.shape != ks.shape:
@@ -44,7 +44,7 @@ def plot_topk_set_changes(ks: Sequence[int], changed: Mapping[str, Sequence[floa
     ax.set_xlabel("k")
     ax.set_ylabel(f"rows whose top-k set changes (% of {rows})")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    legend_below(ax)
     if title:
         ax.set_title(title, fontsize=10)
     return ax

@@ -3,9 +3,9 @@
 // Copy buttons: every block of code gets a button that copies its text (without the prompt or
 // the output) to the clipboard.
 //
-// Click-to-zoom: a figure drawn narrower than its own width (the text column is narrower than
-// most figures) gets the class "zoomable"; a click opens it at its full size over the page, and a
-// click anywhere or Escape closes it.
+// Click-to-zoom: a figure drawn narrower than its own width (the figures fit the text column of a
+// 1280-pixel window; a narrower window shrinks them) gets the class "zoomable"; a click opens it
+// at its full size over the page, and a click anywhere or Escape closes it.
 (function () {
   "use strict";
 
