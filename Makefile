@@ -209,7 +209,7 @@ system-packages:
 
 ## test: the linters, then unit tests + every notebook through nbval
 # ruff (pyproject.toml, [tool.ruff]) lints the code and the notebooks and checks they are formatted
-# (`ruff format .` formats them: code at 120 columns, notebooks at 88, their ruff.toml); lint-imports
+# (`ruff format .` formats them: code at 120 columns, notebooks at 75, their ruff.toml); lint-imports
 # checks the package's layers (pyproject.toml, [tool.importlinter]).
 test: install system-packages
 	$(VPY) -m ruff check .

@@ -263,7 +263,7 @@ CHAPTERS = [
                 # the product's 16-bit significand (trailing zeros kept) instead of its odd part
                 (
                     "first_inexact_K",
-                    "m = int(math.ldexp(math.frexp(x)[0], 53))  # x = m * 2**e with m an integer\n"
+                    "m = int(math.ldexp(math.frexp(x)[0], 53))\n"
                     "    while m % 2 == 0:\n"
                     "        m //= 2  # the odd part: x = m * 2**e, m odd\n",
                     "m = int(math.ldexp(math.frexp(x)[0], 16))\n",
@@ -313,14 +313,20 @@ CHAPTERS = [
                 # the partial sums added in slice order instead of a tree
                 (
                     "split_k_matmul",
-                    "pairs = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)]\n"
+                    "pairs = [\n"
+                    "            parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)\n"
+                    "        ]\n"
+                    "        # an odd last one moves up unchanged\n"
                     "        parts = pairs + parts[2 * len(pairs) :]",
                     "parts = [parts[0] + parts[1]] + parts[2:]",
                 ),
                 # a tree that pairs slice i with slice i + S/2 (a strided reduction)
                 (
                     "split_k_matmul",
-                    "pairs = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)]\n"
+                    "pairs = [\n"
+                    "            parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)\n"
+                    "        ]\n"
+                    "        # an odd last one moves up unchanged\n"
                     "        parts = pairs + parts[2 * len(pairs) :]",
                     "h = len(parts) // 2\n        parts = [parts[i] + parts[i + h] for i in range(h)] + parts[2 * h :]",
                 ),
@@ -415,11 +421,11 @@ CHAPTERS = [
                 # always the gap above |w|: the finer binade below a power of two forgotten
                 (
                     "first_copy_change",
-                    "gap = np.where(toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap)",
+                    "gap = np.where(\n        toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap\n    )",
                     "gap = gap",
                 ),
                 # the finer binade below 2**-126 too (the subnormals below it are not finer)
-                ("first_copy_change", "& (e > -126), gap / 2, gap)", ", gap / 2, gap)"),
+                ("first_copy_change", "& (e > -126), gap / 2, gap\n", ", gap / 2, gap\n"),
                 # the master's float32 grid taken at w, also when it moves down into the finer binade
                 ("first_copy_change", "v = gap * 2.0**-16", "v = np.exp2(e - 23.0)"),
                 # the direction of +g instead of -g
@@ -575,8 +581,8 @@ CHAPTERS = [
                 # block sizes swapped between the axes
                 (
                     "quantize_blocks",
-                    "rows, cols = slice(i * br, (i + 1) * br), slice(j * bc, (j + 1) * bc)",
-                    "rows, cols = slice(i * bc, (i + 1) * bc), slice(j * br, (j + 1) * br)",
+                    "slice(i * br, (i + 1) * br),\n                slice(j * bc, (j + 1) * bc),",
+                    "slice(i * bc, (i + 1) * bc),\n                slice(j * br, (j + 1) * br),",
                 ),
                 # the codes multiplied in their own dtypes: numpy's uint8 @ int8 is int16 and wraps around
                 ("asym_int8_gemm", "acc = qx64 @ qw64", "acc = (np.asarray(qx) @ np.asarray(qw)).astype(np.int64)"),
@@ -665,7 +671,10 @@ CHAPTERS = [
                 # noise counted once per block instead of once per element
                 (
                     "coarsest_granularity",
-                    "noise += float(\n                    np.sum(np.where(np.abs(b) < step / 2, b**2, step**2 / 12))\n"
+                    "noise += float(\n"
+                    "                    np.sum(\n"
+                    "                        np.where(np.abs(b) < step / 2, b**2, step**2 / 12)\n"
+                    "                    )\n"
                     "                )",
                     "noise += step**2 / 12",
                 ),
@@ -694,7 +703,7 @@ CHAPTERS = [
                 # chosen by SQNR (clamping quantizer) instead of by the values lost
                 (
                     "fp8_choice",
-                    'choice = "e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"',
+                    'choice = (\n        "e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"\n    )',
                     "choice = max(('e4m3fn', 'e5m2'), key=lambda f: -np.sum((round_to(np.clip(x / float("
                     "np.float32(amax / {'e4m3fn': 448.0, 'e5m2': 57344.0}[f])), -{'e4m3fn': 448.0, 'e5m2': "
                     "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]), f) * float(np.float32(amax / "
@@ -716,7 +725,9 @@ CHAPTERS = [
                 # Transformer Engine's scale (its q = x * scale) returned for the course's
                 (
                     "smallest_margin",
-                    "scales[t] = max(float(np.float32(2.0**margin * amax_h / 448)), 2.0**-149)",
+                    "scales[t] = max(\n"
+                    "                float(np.float32(2.0**margin * amax_h / 448)), 2.0**-149\n"
+                    "            )",
                     "scales[t] = float(np.float32(448 / amax_h / 2.0**margin))",
                 ),
                 # no margin at step 0
@@ -727,7 +738,10 @@ CHAPTERS = [
                 (
                     "smallest_margin",
                     "clamped += int(\n"
-                    "                np.sum(np.abs(np.asarray(x, dtype=np.float64) / scales[t]) > 448)\n"
+                    "                np.sum(\n"
+                    "                    np.abs(np.asarray(x, dtype=np.float64) / scales[t])\n"
+                    "                    > 448\n"
+                    "                )\n"
                     "            )",
                     "clamped = max(clamped, total / np.asarray(x).size * int(np.sum(np.abs(x / scales[t]) > 448)))",
                 ),
@@ -912,7 +926,7 @@ CHAPTERS = [
                 # no floor at 2**-9: zero blocks get a zero scale
                 (
                     "nvfp4_scales",
-                    'np.maximum(round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True), 2.0**-9)',
+                    'np.maximum(\n        round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True), 2.0**-9\n    )',
                     'round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True)',
                 ),
                 # blocks of 32 (MX's) instead of 16
@@ -1141,14 +1155,14 @@ CHAPTERS = [
                 # counts from each token's first expert only (top-k ignored)
                 (
                     "offsets_and_schedule",
-                    "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)",
-                    "np.bincount(np.asarray(expert_ids)[:, 0], minlength=num_experts)",
+                    "np.asarray(expert_ids).ravel(), minlength=num_experts",
+                    "np.asarray(expert_ids)[:, 0], minlength=num_experts",
                 ),
                 # trailing empty experts forgotten (bincount stops at the largest expert used)
                 (
                     "offsets_and_schedule",
-                    "np.bincount(np.asarray(expert_ids).ravel(), minlength=num_experts)",
-                    "np.bincount(np.asarray(expert_ids).ravel())",
+                    "np.asarray(expert_ids).ravel(), minlength=num_experts",
+                    "np.asarray(expert_ids).ravel()",
                 ),
                 # an empty expert still gets one tile
                 (

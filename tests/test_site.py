@@ -604,6 +604,70 @@ def test_browser_copy_button_copies_a_code_cell(site, server, browser_page):
     assert page.outside == []
 
 
+DOWNLOADS = sorted((ROOT / "solutions").glob("ex*.ipynb")) + sorted((ROOT / "exercises").glob("ex*.ipynb"))
+
+# The code cells of a chapter page whose text runs past their box (the box scrolls sideways):
+# the longest line of each. The folded cells are unfolded first: a reader opens them.
+WIDE_CELLS = """() => {
+    document.querySelectorAll('article details').forEach(d => { d.open = true; });
+    return [...document.querySelectorAll('article div.cell_input pre')]
+    .filter(p => p.scrollWidth > p.clientWidth)
+    .map(p => p.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), ''));
+}"""
+# The lines, of those given, that run past a code cell's box when put in one: an empty box
+# like the page's first code cell's, next to it in the column.
+WIDE_LINES = """(lines) => {
+    const cell = document.querySelector('article div.cell_input pre');
+    const probe = cell.cloneNode(false);
+    cell.parentNode.appendChild(probe);
+    const wide = lines.filter(line => {
+        probe.textContent = line;
+        return probe.scrollWidth > probe.clientWidth;
+    });
+    probe.remove();
+    return wide;
+}"""
+
+
+def chapter_of_download(notebook: Path) -> Path:
+    """The chapter notebook an exercise or solution notebook goes with (exNN_* with NN_*)."""
+    number = notebook.name[2:4]
+    return next(n for n in NOTEBOOKS if n.name.startswith(f"{number}_"))
+
+
+@pytest.mark.parametrize(
+    "notebook",
+    NOTEBOOKS + DOWNLOADS,
+    ids=lambda n: n.stem if n.parent.name == "notebooks" else f"{n.parent.name}-{n.stem}",
+)
+def test_browser_code_cells_fit_the_column(site, server, browser_page, notebook):
+    """At a window 1280 pixels wide no line of code scrolls sideways: every code cell of a chapter
+    page holds its longest line, the folded cell that checks the answers too (it is the narrower
+    box; notebooks/ruff.toml formats the code to the width it holds). The exercise and solution
+    notebooks are downloads, not pages: each line of their code is put in a code cell's box on
+    their chapter's page and must fit it too."""
+    page = browser_page
+    assert page.viewport_size["width"] == 1280
+    chapter = notebook if notebook.parent.name == "notebooks" else chapter_of_download(notebook)
+    page.goto(urljoin(server, f"notebooks/{chapter.stem}.html"), wait_until="networkidle")
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+    if notebook.parent.name == "notebooks":
+        wide = page.evaluate(WIDE_CELLS)
+    else:
+        lines = [
+            line
+            for c in load(built(site, notebook))["cells"]
+            if c["cell_type"] == "code"
+            for line in "".join(c["source"]).splitlines()
+        ]
+        assert lines
+        wide = page.evaluate(WIDE_LINES, lines)
+    assert not wide, (
+        f"wider than the code column ({len(wide)}, the longest of {max(map(len, wide))} characters): {wide[:5]}"
+    )
+    assert page.outside == []
+
+
 COMPRESSIBLE = (".html", ".css", ".js", ".svg", ".json", ".txt", ".map")
 PAGE_BUDGET_BYTES = 1_000_000  # a chapter page, cold, as a server that compresses text sends it
 
