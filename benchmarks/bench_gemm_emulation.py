@@ -21,13 +21,13 @@ import contextlib
 import json
 import os
 import platform
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
 from nbhelpers.accumulation import emulated_matmul
-from nbhelpers.timing import interleaved_medians
 from nbhelpers.rounding import round_to
+from nbhelpers.timing import interleaved_medians
 
 
 def one_blas_thread():
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
             "N": N,
             "K": K,
             "repeats": args.repeats,
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": platform.machine(),
             "cpus": os.cpu_count(),
             "numpy": np.__version__,

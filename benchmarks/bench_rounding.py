@@ -26,15 +26,15 @@ import json
 import os
 import platform
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import ml_dtypes
 import numpy as np
 
-from nbhelpers.timing import interleaved_medians
 from nbhelpers.device import cpu_model
 from nbhelpers.formats import FORMATS
 from nbhelpers.rounding import round_to
+from nbhelpers.timing import interleaved_medians
 
 FORMATS_TO_TIME = ["bf16", "fp16", "e4m3fn", "e5m2"]
 
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
             "runs": args.runs,
             "statistic": "median of interleaved runs",
             "ratio": "peer_s / round_to_s (> 1: round_to faster)",
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": platform.machine(),
             "cpu": cpu_model(),
             "cpus": os.cpu_count(),

@@ -36,7 +36,7 @@ import argparse
 import platform
 import shlex
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,8 +44,8 @@ SCRIPT = "benchmarks/gpu_copy_bandwidth.py"
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
+from nbhelpers.device import nvidia_driver_version, start_gpu_script  # noqa: E402 (imports no torch)
 from nbhelpers.results import ResultsFile  # noqa: E402 (imports no torch)
-from nbhelpers.device import start_gpu_script, nvidia_driver_version  # noqa: E402 (imports no torch)
 
 COPY_BLOCKS = (1024, 2048, 4096, 8192)
 TRANSPOSE_BLOCKS = ((32, 32), (64, 64))
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         "triton": triton.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "script": SCRIPT,
         "command": " ".join(["python", SCRIPT, *map(shlex.quote, argv)]),
         "dtype": "float32",

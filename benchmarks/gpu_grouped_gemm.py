@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
-from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
+from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_grouped_gemm.py"
 #: name -> (K, N): DeepSeek-V3's hidden size and expert width, and a smaller layer

@@ -77,7 +77,7 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,9 +231,9 @@ class Step:
     needs: tuple = ()
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """What a step did, and the run as a whole (the summary's ``status``): the one vocabulary of
-    this script. A str: the summary's JSON holds the plain word, and a reader may compare with it."""
+    this script. A StrEnum: the summary's JSON holds the plain word, and a reader may compare with it."""
 
     PASSED = "passed"
     FAILED = "failed"
@@ -242,9 +242,6 @@ class Status(str, Enum):
     MISSING = "missing"  # a module it needs is not installed
     INCOMPLETE = "incomplete"  # the run: nothing failed, but a step was skipped or missing
     RUNNING = "running"  # the run: the summary written after a step, before the last
-
-    __str__ = str.__str__  # the word itself in f-strings and prints, on every Python 3.10+
-    __format__ = str.__format__
 
 
 @dataclass
@@ -590,7 +587,7 @@ def run_step(
         step.kind,
         shlex.join(step.argv),
         Status.FAILED,
-        started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        started=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
     before = snapshot(results_dir)
     lines: list[str] = []
@@ -828,7 +825,7 @@ def run_report(
     Returns the exit code: 1 when a step failed or timed out, else 0."""
     results_dir = results_dir if results_dir is not None else ROOT / RESULTS_REL
     summary_path, log_path = summary_paths(info["gpu"], results_dir)
-    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    date = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     deadline = time.monotonic() + budget
     results: list[StepResult] = []
     results_dir.mkdir(parents=True, exist_ok=True)

@@ -81,8 +81,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without an installed package
     sys.path.insert(0, str(ROOT))
 
-from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
+from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.topk import pass_cost  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_topk.py"

@@ -29,14 +29,15 @@ from __future__ import annotations
 import copy
 import enum
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from .answer_keys import UnknownExerciseError, exercises_of, get_exercise
 from .comparators import close_to, float_array, same_value, same_value_up_to_zero_sign
 from .exercise_types import Case, CheckerError, Exercise
-from .answer_keys import UnknownExerciseError, exercises_of, get_exercise
 from .report_text import REPR_LIMIT, describe_exception, describe_parts, short_repr, truncate
 
 __all__ = [
@@ -75,7 +76,7 @@ _SCOREBOARD: dict[str, CheckResult] = {}  # id -> latest result of check()
 # ---------------------------------------------------------------------------------------------
 
 
-class CheckStatus(str, enum.Enum):
+class CheckStatus(enum.StrEnum):
     """What a check concluded. A ``str`` subclass whose value is the word a report prints, so
     results compare equal to "PASS" etc. and go into JSON and CSV files as that word."""
 
@@ -89,12 +90,6 @@ class CheckStatus(str, enum.Enum):
     DIED = "DIED"  # the kernel died while the function was checked
     MISSING = "MISSING"  # the notebook does not define the function
     NOT_RUN = "NOT RUN"  # not checked at all (the submission ran out of time, ...)
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 @dataclass

@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -229,7 +230,7 @@ def float_array(got: Any) -> np.ndarray | str:
         if a.dtype.kind not in "fiu" and a.dtype.kind != "V":
             return f"returned {type(got).__name__} of dtype {a.dtype}, expected an array of floats"
         return a.astype(np.float64)
-    except Exception:  # noqa: BLE001 - a student's odd object
+    except Exception:  # a student's odd object
         return f"returned {type(got).__name__}, expected an array of floats"
 
 

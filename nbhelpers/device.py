@@ -212,7 +212,7 @@ def gpu_run_meta(script: str, argv: list[str]) -> dict:
         "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
         "torch": torch.__version__,
         "triton": triton.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "script": script,
         "command": shlex.join([sys.executable, script, *argv]),
     }

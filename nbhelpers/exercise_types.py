@@ -10,9 +10,9 @@ from these, the registry (:mod:`nbhelpers.answer_keys`) reads those lists, and
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 

@@ -7,8 +7,9 @@ variants over K (:func:`gemm_sweep`); error statistics of summation methods over
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Iterable, Sequence
+from typing import ClassVar
 
 import numpy as np
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import enum
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -112,7 +113,7 @@ class FloatFormat:
         man_bits: int,
         specials: Specials | str = Specials.IEEE,
         name: str | None = None,
-    ) -> "FloatFormat":
+    ) -> FloatFormat:
         """A signed format with ``exp_bits`` exponent and ``man_bits`` mantissa bits.
 
         ``specials`` defaults to IEEE (inf and NaN at the all-ones exponent), the convention of

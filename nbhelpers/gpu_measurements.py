@@ -12,8 +12,8 @@ Like :mod:`nbhelpers.kernels`, import this after :func:`nbhelpers.device.setup_d
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import numpy as np
 import torch
@@ -21,9 +21,8 @@ import triton
 
 from .accumulation import emulated_matmul
 from .experiments import gemm_inputs
-from .kernels import INTERPRETED
 from .gemm_runs import run_matmul, torch_matmul
-from .kernels import default_device
+from .kernels import INTERPRETED, default_device
 from .metrics import relative_error
 from .rounding import round_to
 from .tensor_cores import tensor_core_matmul
@@ -123,7 +122,7 @@ def gpu_run(
         raise RuntimeError("gpu_run measures a real GPU: PyTorch sees none, or TRITON_INTERPRET=1 is set")
     meta = {
         "gpu": torch.cuda.get_device_name(0),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "script": script,
         "M": M,
         "N": N,

@@ -34,8 +34,8 @@ of a 2-D launch grid with the tile index fastest) and :func:`grouped_gemm_traffi
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import numpy as np
 

@@ -31,8 +31,9 @@ offsets (:mod:`nbhelpers.kernels.grouped_gemm`), so that a call never waits for 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -102,7 +103,7 @@ class Routing:
         return self.expert_ids.shape[1]
 
     @classmethod
-    def from_ids(cls, expert_ids, num_experts: int, weights=None) -> "Routing":
+    def from_ids(cls, expert_ids, num_experts: int, weights=None) -> Routing:
         """A routing from explicit choices: ``expert_ids`` (T, k) integers in [0, E), distinct in
         each row; ``weights`` (T, k) real, or None for 1 / k each."""
         E = positive_int("num_experts", num_experts)

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .timing import interleaved_medians
 from .moe import loop_matmul, padded_matmul, route, torch_grouped_mm
+from .timing import interleaved_medians
 from .validation import positive_int, positive_number
 
 __all__ = [

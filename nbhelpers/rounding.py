@@ -28,8 +28,8 @@ from numbers import Real
 
 import numpy as np
 
-from .validation import enum_member, stochastic_rng
 from .formats import FloatFormat, Specials, _values_to_bits, finite_values, get_format, ulp
+from .validation import enum_member, stochastic_rng
 
 __all__ = [
     "Rounding",

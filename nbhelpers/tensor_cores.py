@@ -21,9 +21,9 @@ the adder of :mod:`nbhelpers.accumulation`, correctly rounded from the exact sum
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 

@@ -47,9 +47,9 @@ import numpy as np
 import torch
 
 from .formats import FORMATS, FloatFormat, finite_values, get_format
-from .training_memory import MemoryRecipe
 from .loss_scaling import DynamicLossScaler, DynamicScale, StaticLossScaler, StaticScale, round_f32
 from .rounding import round_to
+from .training_memory import MemoryRecipe
 from .validation import enum_member, positive_int
 
 __all__ = [

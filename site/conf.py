@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # this folder's modules (citations.py)
-from citations import _in_prose, _join_text_nodes, link_citations  # noqa: E402
+from citations import _in_prose, _join_text_nodes, link_citations
 
 project = "Low-precision numerics for AI accelerators"
 author = "the course authors"

@@ -12,8 +12,8 @@ with a solution notebook and no entry fails ``test_every_chapter_has_an_entry``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import ml_dtypes
 import numpy as np

@@ -28,9 +28,9 @@ import json
 import math
 import os
 import textwrap
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable
 
 import ml_dtypes
 import nbformat

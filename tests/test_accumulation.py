@@ -9,8 +9,8 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-
 from helpers import assert_bits, fraction_sum, gamma, loop_sum, wide
+
 from nbhelpers.accumulation import (
     Order,
     SumMethod,

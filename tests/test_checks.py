@@ -9,20 +9,20 @@ from nbhelpers.device import setup_device
 # kernels, which must be imported in the interpreter's mode on a CPU (whatever runs after this file)
 setup_device(verbose=False)
 
-import csv  # noqa: E402
-import importlib  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import sys  # noqa: E402
-import types  # noqa: E402
+import csv
+import importlib
+import io
+import json
+import math
+import sys
+import types
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
-import nbhelpers.answer_keys  # noqa: E402
-from nbhelpers import checks  # noqa: E402
-from nbhelpers.checks import (  # noqa: E402
+import nbhelpers.answer_keys
+from nbhelpers import checks
+from nbhelpers.checks import (
     Case,
     CheckResult,
     CheckStatus,

@@ -14,19 +14,19 @@ from nbhelpers.device import setup_device
 
 setup_device(verbose=False)  # before the case lists import the kernel modules: the interpreter on a CPU
 
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
 from nbhelpers.compile_check import (
     DEFAULT_RESULTS,
     SHARED_LIMIT,
     Case,
-    gemm_args,
-    check,  # noqa: E402
+    check,
     course_cases,
     findings,
+    gemm_args,
     instruction_summary,
     parse_ptxas,
 )

@@ -11,14 +11,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
-
 import nbformat
+import numpy as np
 import pytest
-from nbclient import NotebookClient
-
 from exercise_table import CHAPTERS, ChapterSpec
 from helpers import SolutionNotebook
+from nbclient import NotebookClient
+
 from nbhelpers.checks import cases_for, exercises_of, get_exercise, run_check
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,11 +8,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from exercise_table import CHAPTERS
 from helpers import SolutionNotebook
-from nbhelpers.checks import cases_for, run_check
+
 from nbhelpers.answer_keys.ch01 import SR_N, SR_Z, round_stochastic_ref, stochastic_compare, stochastic_false_failure
+from nbhelpers.checks import cases_for, run_check
 from nbhelpers.formats import FloatFormat, finite_values
 
 SPEC = next(s for s in CHAPTERS if s.chapter == 1)
@@ -147,7 +147,6 @@ def test_the_notebooks_numbers_are_the_checkers():
     import re
 
     import nbformat
-
     from helpers import ROOT
 
     nb = nbformat.read(ROOT / "solutions" / SPEC.solution, as_version=4)

@@ -5,9 +5,9 @@ run the accumulations instead of deriving the answers, run them right."""
 import math
 
 import numpy as np
-
 from exercise_table import CHAPTERS
 from helpers import SolutionNotebook
+
 from nbhelpers.checks import run_check
 
 SPEC = next(spec for spec in CHAPTERS if spec.chapter == 3)
@@ -224,8 +224,8 @@ def test_fool_the_tensor_core_cases_cover_every_established_gpu():
 def test_fool_the_tensor_core_examples_have_the_property():
     """The course's example answers every case of several seeds (every case is solvable), and
     the model really is off: it returns 0 where the exact dot product is ``exact``."""
-    from nbhelpers.checks import cases_for
     from nbhelpers.answer_keys.ch03 import _fool_compare, fool_the_tensor_core_ref
+    from nbhelpers.checks import cases_for
     from nbhelpers.tensor_cores import TENSOR_CORES
 
     for seed in (0, SPEC.hidden_seed, 1, 2, 3):
@@ -243,8 +243,8 @@ def test_an_answer_built_for_the_v100_fools_only_the_v100():
     """The V100's answer (alignment 23 bits), padded with zeros to the other GPUs' group sizes:
     the A100 (24 bits) and H100 (25 bits) keep exact's leading bit, so the model is off by less
     than half, in every case the check draws for them."""
-    from nbhelpers.checks import cases_for
     from nbhelpers.answer_keys.ch03 import _fool_compare, fool_the_tensor_core_example, fool_the_tensor_core_ref
+    from nbhelpers.checks import cases_for
     from nbhelpers.tensor_cores import TENSOR_CORES
 
     for seed in (0, SPEC.hidden_seed):

@@ -7,8 +7,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nbhelpers.checks import cases_for, get_exercise
 from nbhelpers.answer_keys.ch04 import MAX_STEPS, THRESHOLD_RTOL, _grid, threshold_compare
+from nbhelpers.checks import cases_for, get_exercise
 from nbhelpers.rounding import round_to
 
 

@@ -8,8 +8,8 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-
 from exercise_table import CHAPTERS
+
 from nbhelpers.answer_keys.ch05 import (
     FP16_RANGE_BITS,
     scale_window_ref,

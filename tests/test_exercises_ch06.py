@@ -14,9 +14,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-
 from exercise_table import CHAPTERS
 from helpers import SolutionNotebook
+
 from nbhelpers.answer_keys.ch06 import (
     E4M3_MAX,
     FP8_FORMATS,

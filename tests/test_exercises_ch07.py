@@ -14,13 +14,13 @@ import ml_dtypes
 import nbformat
 import numpy as np
 import pytest
-
 from exercise_table import CHAPTERS
 from helpers import ROOT, SolutionNotebook
-from nbhelpers.checks import cases_for, expected_outputs, get_exercise, run_check
-from nbhelpers.formats import get_format
+
 from nbhelpers.answer_keys import ch07
 from nbhelpers.answer_keys.ch07 import MX_ELEMENTS
+from nbhelpers.checks import cases_for, expected_outputs, get_exercise, run_check
+from nbhelpers.formats import get_format
 from nbhelpers.rounding import round_to
 from nbhelpers.scaled_gemm import DEEPSEEK_V3_PROMOTE_EVERY
 from nbhelpers.scaling import bytes_per_element

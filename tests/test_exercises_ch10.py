@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from nbhelpers import moe
-from nbhelpers.checks import cases_for
 from nbhelpers.answer_keys import ch10
+from nbhelpers.checks import cases_for
 
 SEEDS = (0, 1, 1010)
 

@@ -3,6 +3,7 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import CUSTOM_ORACLES, ML_DTYPES_ROUNDS_ONCE, ML_DTYPES_VERSION, ORACLE_FORMATS, np_dtype
 
 from nbhelpers.formats import (
     FORMATS,
@@ -17,7 +18,6 @@ from nbhelpers.formats import (
     get_format,
     ulp,
 )
-from helpers import CUSTOM_ORACLES, ML_DTYPES_ROUNDS_ONCE, ML_DTYPES_VERSION, ORACLE_FORMATS, np_dtype
 from nbhelpers.rounding import encode
 
 EXPECTED_NAMES = ["fp32", "tf32", "bf16", "fp16", "e4m3fn", "e5m2", "e2m3fn", "e3m2fn", "e2m1fn", "e8m0fnu"]

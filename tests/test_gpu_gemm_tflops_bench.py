@@ -8,15 +8,18 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
 
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+from pathlib import Path
 
-import pytest  # noqa: E402
-from helpers import load_benchmark  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
+from helpers import load_benchmark
 
-from nbhelpers.results import ResultsFile  # noqa: E402
-from nbhelpers.results import GEMM_TFLOPS, recorded_gemm_tflops  # noqa: E402
+from nbhelpers.results import (
+    GEMM_TFLOPS,
+    ResultsFile,
+    recorded_gemm_tflops,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_gemm_tflops.py"

@@ -12,18 +12,18 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
 
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from helpers import load_benchmark  # noqa: E402
+import numpy as np
+import pytest
+from helpers import load_benchmark
 
-from nbhelpers.moe import check_offsets  # noqa: E402
-from nbhelpers.results import GROUPED_GEMM, recorded_grouped_gemm  # noqa: E402
+from nbhelpers.moe import check_offsets
+from nbhelpers.results import GROUPED_GEMM, recorded_grouped_gemm
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_grouped_gemm.py"

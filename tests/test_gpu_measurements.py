@@ -15,12 +15,12 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
 
-import pytest  # noqa: E402
+import pytest
+from helpers import ROOT, measured_gpu_run
 
-from helpers import ROOT, measured_gpu_run  # noqa: E402
-from nbhelpers.gpu_measurements import GPU_METHODS, gpu_run, measure_gemm_errors  # noqa: E402
-from nbhelpers.kernels import INTERPRETED  # noqa: E402
-from nbhelpers.results import recorded_gpu_runs  # noqa: E402
+from nbhelpers.gpu_measurements import GPU_METHODS, gpu_run, measure_gemm_errors
+from nbhelpers.kernels import INTERPRETED
+from nbhelpers.results import recorded_gpu_runs
 
 DEV = INFO.device
 

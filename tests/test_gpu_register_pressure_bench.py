@@ -6,17 +6,20 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
 
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import subprocess
+import sys
+from pathlib import Path
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from helpers import load_benchmark  # noqa: E402
+import pytest
+import torch
+from helpers import load_benchmark
 
-from nbhelpers.results import ResultsFile  # noqa: E402
-from nbhelpers.results import REGISTER_PRESSURE, recorded_register_pressure  # noqa: E402
+from nbhelpers.results import (
+    REGISTER_PRESSURE,
+    ResultsFile,
+    recorded_register_pressure,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_register_pressure.py"

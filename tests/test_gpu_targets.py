@@ -14,14 +14,14 @@ from nbhelpers.device import setup_device
 
 setup_device(verbose=False)  # before the launch lists import the kernel modules: the interpreter on a CPU
 
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
+import dataclasses
+import json
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
-from nbhelpers import gpu_targets as gt  # noqa: E402
-from nbhelpers.compile_check import SHARED_LIMIT, check  # noqa: E402
+from nbhelpers import gpu_targets as gt
+from nbhelpers.compile_check import SHARED_LIMIT, check
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,22 +13,22 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before any kernel import: TRITON_INTERPRET=1 on a CPU
 
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from helpers import load_benchmark  # noqa: E402
+import numpy as np
+import pytest
+import torch
+from helpers import load_benchmark
 
-from nbhelpers.results import TOPK, ResultsFile, recorded_topk  # noqa: E402
-from nbhelpers.topk import pass_cost, topk_ref  # noqa: E402
+from nbhelpers.results import TOPK, ResultsFile, recorded_topk
+from nbhelpers.topk import pass_cost, topk_ref
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "benchmarks" / "gpu_topk.py"

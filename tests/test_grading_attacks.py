@@ -11,8 +11,8 @@ sandbox only: without it they would really reach this machine.
 
 from __future__ import annotations
 
-import csv
 import base64
+import csv
 import json
 import os
 import re
@@ -24,7 +24,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from helpers import (
     EX01_EXERCISE,
     FAST,
@@ -40,6 +39,7 @@ from helpers import (
     tree_state,
     write,
 )
+
 from nbhelpers.checks import cases_for, exercises_of
 from nbhelpers.grading.sandbox import course_package_dir
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import env, solution
+
 from nbhelpers.grading import in_kernel
 from nbhelpers.grading.in_kernel import kernel_main
 from nbhelpers.grading.judging import judge, plan_chapter, read_outputs

@@ -23,7 +23,6 @@ from nbhelpers.grading.options import MAX_KERNEL_MESSAGE_BYTES, MAX_KERNEL_MESSA
 from nbhelpers.grading.sandbox import Limits, _sandbox_args, disk_split, kernel_command
 from nbhelpers.grading.worker import _Client, _KernelManager, capped_context
 
-
 # ---- finding cgroups ------------------------------------------------------------------------------
 
 

@@ -13,16 +13,14 @@ import secrets
 import shutil
 import signal
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
-from nbclient import NotebookClient
-
 from helpers import (
     CELL_TIMEOUT,
     EX01_EXERCISE,
@@ -43,11 +41,12 @@ from helpers import (
     tree_state,
     write,
 )
+from nbclient import NotebookClient
+
 from nbhelpers.checks import exercises_of, run_check
 from nbhelpers.grading.cgroups import find_cgroups
 from nbhelpers.grading.cli import main
 from nbhelpers.grading.sandbox import Limits, kernel_command
-
 
 # ---- a run with every bad submission, through the command line, with a secret seed ---------------
 
@@ -563,7 +562,7 @@ def test_check_cells_and_grader_agree(tmp_path):
         m[1]: int(m[2])
         for m in re.finditer(r"^(?:PASS|FAIL|TODO|ERROR)\s+(ex\d\d\.\w+)\s+(\d+)/\d+ points", text, re.M)
     }
-    total_seen = int(re.search(r"TOTAL: (\d+)/%d points" % FULL, text)[1])
+    total_seen = int(re.search(rf"TOTAL: (\d+)/{FULL} points", text)[1])
 
     assert (
         main([str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"), "--jobs", "2", *FAST])

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from nbhelpers.grading.options import Status
 from nbhelpers.grading import submissions
+from nbhelpers.grading.options import Status
 from nbhelpers.grading.submissions import check_cells, detect_chapter, find_notebooks, is_check_cell, read_submission
 
 

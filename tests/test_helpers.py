@@ -4,8 +4,8 @@ claim must itself fail on every difference of bits that matters, +0.0 against -0
 import ml_dtypes
 import numpy as np
 import pytest
-
 from helpers import assert_bits, bit_mismatches, cast_values, fraction_sum, loop_sum, np_dtype
+
 from nbhelpers.formats import FORMATS
 
 

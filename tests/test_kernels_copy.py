@@ -13,12 +13,12 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import triton  # noqa: E402
+import pytest
+import torch
+import triton
 
-from nbhelpers import kernels  # noqa: E402
-from nbhelpers.kernels.copy import (  # noqa: E402
+from nbhelpers import kernels
+from nbhelpers.kernels.copy import (
     DTYPES,
     copy,
     copy_kernel,

@@ -14,19 +14,18 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
 
-from nbhelpers import kernels  # noqa: E402
-from nbhelpers.accumulation import emulated_matmul  # noqa: E402
-from nbhelpers.experiments import gemm_inputs  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-
-from nbhelpers.gemm_bounds import error_bound  # noqa: E402
-from nbhelpers.gemm_runs import run_matmul, torch_matmul  # noqa: E402
-from nbhelpers.kernels.gemm import (  # noqa: E402
+from nbhelpers import kernels
+from nbhelpers.accumulation import emulated_matmul
+from nbhelpers.experiments import gemm_inputs
+from nbhelpers.gemm_bounds import error_bound
+from nbhelpers.gemm_runs import run_matmul, torch_matmul
+from nbhelpers.kernels.gemm import (
     GPU_CONFIGS,
     INTERPRETER_CONFIG,
     matmul,
@@ -35,8 +34,8 @@ from nbhelpers.kernels.gemm import (  # noqa: E402
     program_tiles,
     tile_of,
 )
-from nbhelpers.metrics import relative_error  # noqa: E402
-from nbhelpers.rounding import round_to  # noqa: E402
+from nbhelpers.metrics import relative_error
+from nbhelpers.rounding import round_to
 
 DEV = INFO.device
 INTERPRETED = kernels.INTERPRETED

@@ -19,16 +19,16 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
 
-import nbhelpers.kernels.grouped_gemm as gg  # noqa: E402
-from nbhelpers import kernels, moe  # noqa: E402
-from nbhelpers.gemm_bounds import error_bound  # noqa: E402
-from nbhelpers.kernels.grouped_gemm import (  # noqa: E402
+import nbhelpers.kernels.grouped_gemm as gg
+from nbhelpers import kernels, moe
+from nbhelpers.gemm_bounds import error_bound
+from nbhelpers.kernels.grouped_gemm import (
     GPU_CONFIGS,
     INTERPRETER_CONFIG,
     expert_tile_of,
@@ -39,7 +39,7 @@ from nbhelpers.kernels.grouped_gemm import (  # noqa: E402
     scaled_grouped_matmul,
     tile_offsets,
 )
-from nbhelpers.moe import grouped_matmul_ref, tile_schedule  # noqa: E402
+from nbhelpers.moe import grouped_matmul_ref, tile_schedule
 
 DEV = INFO.device
 INTERPRETED = kernels.INTERPRETED

@@ -12,12 +12,12 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)
 
-import math  # noqa: E402
+import math
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from nbhelpers.kernels.pressure import BLOCK, KERNEL, NUM_WARPS, decays, ema, ema_ref, launch_args  # noqa: E402
+from nbhelpers.kernels.pressure import BLOCK, KERNEL, NUM_WARPS, decays, ema, ema_ref, launch_args
 
 U32 = 2.0**-24
 

@@ -31,14 +31,14 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import triton  # noqa: E402
+import numpy as np
+import pytest
+import torch
+import triton
 
-from nbhelpers import kernels  # noqa: E402
-from nbhelpers.experiments import gemm_inputs  # noqa: E402
-from nbhelpers.kernels.scaled_gemm import (  # noqa: E402
+from nbhelpers import kernels
+from nbhelpers.experiments import gemm_inputs
+from nbhelpers.kernels.scaled_gemm import (
     FP8_GPU_CONFIGS,
     FP8_INTERPRETER_CONFIG,
     SCALE_BLOCK,
@@ -46,8 +46,8 @@ from nbhelpers.kernels.scaled_gemm import (  # noqa: E402
     scaled_matmul,
     scaled_matmul_kernel,
 )
-from nbhelpers.scaled_gemm import blockwise_scaled_mm, scaled_mm  # noqa: E402
-from nbhelpers.scaling import quantize  # noqa: E402
+from nbhelpers.scaled_gemm import blockwise_scaled_mm, scaled_mm
+from nbhelpers.scaling import quantize
 
 DEV = INFO.device
 INTERPRETED = kernels.INTERPRETED

@@ -18,12 +18,12 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pytest
+import torch
 
-from nbhelpers import topk as T  # noqa: E402
-from nbhelpers.kernels.topk import DEFAULT_BLOCK_V, DEFAULT_CHUNK, METHODS, RADIX_BLOCK_V, plan, topk  # noqa: E402
+from nbhelpers import topk as T
+from nbhelpers.kernels.topk import DEFAULT_BLOCK_V, DEFAULT_CHUNK, METHODS, RADIX_BLOCK_V, plan, topk
 
 DEV = INFO.device
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

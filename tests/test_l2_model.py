@@ -9,12 +9,12 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # program_tiles lives with the kernel: interpreter mode on a CPU
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
-from nbhelpers import moe  # noqa: E402
-from nbhelpers.kernels.grouped_gemm import program_tiles  # noqa: E402
-from nbhelpers.l2_model import (  # noqa: E402
+from nbhelpers import moe
+from nbhelpers.kernels.grouped_gemm import program_tiles
+from nbhelpers.l2_model import (
     H100_SXM,
     H200,
     L2Spec,

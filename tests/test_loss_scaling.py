@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import one_torch_thread  # noqa: F401  (autouse: the tests run torch on one thread)
 
 from nbhelpers.loss_scaling import (
     DynamicLossScaler,
@@ -14,7 +15,6 @@ from nbhelpers.loss_scaling import (
     gradscaler_trajectory,
     scale_trajectory,
 )
-from helpers import one_torch_thread  # noqa: F401  (autouse: the tests run torch on one thread)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -249,9 +249,8 @@ def test_loaded_addresses_are_the_elements_read(dtype):
 
 
 def test_loaded_addresses_needs_cpu_tensors_and_restores_the_interpreter():
-    from triton.runtime import interpreter
-
     import torch
+    from triton.runtime import interpreter
 
     masked, _ = _copy_kernels()
     before = interpreter.InterpreterBuilder.create_masked_load

@@ -4,16 +4,15 @@ its Axes, draws the lines it should, in the course's colour per format."""
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from helpers import legend_under_axes, measured_gpu_run, wide
 
-from helpers import legend_under_axes, measured_gpu_run, wide  # noqa: E402
-from nbhelpers import plots  # noqa: E402
-from nbhelpers.accumulation import SumMethod  # noqa: E402
-from nbhelpers.experiments import errors_vs_length  # noqa: E402
-from nbhelpers.formats import FORMATS  # noqa: E402
-
+from nbhelpers import plots
+from nbhelpers.accumulation import SumMethod
+from nbhelpers.experiments import errors_vs_length
+from nbhelpers.formats import FORMATS
 
 # ------------------------------------------------------------------ style and grids (chapter 01)
 

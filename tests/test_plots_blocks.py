@@ -4,13 +4,13 @@ Axes, draws one line or marker set per entry with a distinct style, and refuses 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from helpers import legend_under_axes
 
-from helpers import legend_under_axes  # noqa: E402
-from nbhelpers import plots  # noqa: E402
-from nbhelpers.plots.blocks import promotion_label  # noqa: E402
+from nbhelpers import plots
+from nbhelpers.plots.blocks import promotion_label
 
 
 def test_plot_promotion_vs_K_one_distinct_style_per_setting():

@@ -8,18 +8,18 @@ column of panels that share it."""
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from helpers import inline_png_size, legend_under_axes, measured_gpu_run, wide
+from matplotlib.text import Text
 
-from helpers import inline_png_size, legend_under_axes, measured_gpu_run, wide  # noqa: E402
-from nbhelpers import moe, plots  # noqa: E402
-from nbhelpers.accumulation import SumMethod  # noqa: E402
-from nbhelpers.experiments import errors_vs_length  # noqa: E402
-from nbhelpers.formats import FORMATS  # noqa: E402
-from nbhelpers.plots.style import COLUMN_IN, FIGURE_DPI, SMALLEST_FONT_PT, TIGHT_PAD_IN  # noqa: E402
-from nbhelpers.training import TrainConfig, train  # noqa: E402
+from nbhelpers import moe, plots
+from nbhelpers.accumulation import SumMethod
+from nbhelpers.experiments import errors_vs_length
+from nbhelpers.formats import FORMATS
+from nbhelpers.plots.style import COLUMN_IN, FIGURE_DPI, SMALLEST_FONT_PT, TIGHT_PAD_IN
+from nbhelpers.training import TrainConfig, train
 
 # as long as the longest titles the notebooks give their figures
 LONG_TITLE = (

@@ -7,15 +7,15 @@ off the data; bad input is refused."""
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.colors import to_hex  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from helpers import legend_under_axes
+from matplotlib.colors import to_hex
+from matplotlib.patches import Rectangle
 
-from helpers import legend_under_axes  # noqa: E402
-from nbhelpers import moe, plots  # noqa: E402
-from nbhelpers.plots.moe import EXPERT_COLORS  # noqa: E402
+from nbhelpers import moe, plots
+from nbhelpers.plots.moe import EXPERT_COLORS
 
 # 6 tokens, top-2 of 4 experts; expert 2 chosen by nobody
 IDS = [[0, 1], [1, 3], [0, 1], [3, 1], [1, 0], [3, 0]]

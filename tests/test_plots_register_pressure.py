@@ -6,12 +6,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from helpers import legend_covers_no_line
 
-from helpers import legend_covers_no_line  # noqa: E402
-from nbhelpers import plots  # noqa: E402
+from nbhelpers import plots
 
 
 def _labels(ax):

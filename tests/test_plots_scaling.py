@@ -6,12 +6,12 @@ legend off the data."""
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 
-from nbhelpers import plots  # noqa: E402
-from nbhelpers.plots.scaling import element_style  # noqa: E402
+from nbhelpers import plots
+from nbhelpers.plots.scaling import element_style
 
 GRANS = ["per-tensor", "per-row", "1x128"]
 SQNR = {

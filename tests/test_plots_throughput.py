@@ -5,14 +5,14 @@ and refuses malformed input; copy_bandwidth_points picks the right row per acces
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from helpers import legend_under_axes
 
-from helpers import legend_under_axes  # noqa: E402
-from nbhelpers import plots  # noqa: E402
-from nbhelpers.memory_access import cache_line_efficiency, sectors_touched  # noqa: E402
-from nbhelpers.plots.throughput import copy_bandwidth_points  # noqa: E402
+from nbhelpers import plots
+from nbhelpers.memory_access import cache_line_efficiency, sectors_touched
+from nbhelpers.plots.throughput import copy_bandwidth_points
 
 
 def _style(line):

@@ -5,14 +5,14 @@ input refused."""
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.colors import to_hex  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from helpers import legend_under_axes
+from matplotlib.colors import to_hex
 
-from helpers import legend_under_axes  # noqa: E402
-from nbhelpers import plots  # noqa: E402
-from nbhelpers.plots.style import format_color  # noqa: E402
+from nbhelpers import plots
+from nbhelpers.plots.style import format_color
 
 KS = [1, 8, 50, 256]
 CHANGED = {"bf16": [0.0, 0.125, 0.5, 0.75], "e4m3fn": [0.05, 0.7, 1.0, 1.0], "fp16": [0.0, 0.0, 0.02, 0.1]}

@@ -9,8 +9,8 @@ YAML files are read as plain text, which is enough for the few facts checked her
 from __future__ import annotations
 
 import os
-import shutil
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path

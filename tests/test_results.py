@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, gpu_measurements, results_file_run
+
 from nbhelpers import results
 from nbhelpers.results import ENV_VAR, find_results_dir, gpu_slug, recorded_gpu_runs
 

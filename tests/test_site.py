@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
+
 from conftest import system_package_missing  # the repository root's conftest.py
 
 ROOT = Path(__file__).resolve().parents[1]

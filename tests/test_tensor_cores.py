@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from helpers import assert_bits, bit_mismatches, wide
+
 from nbhelpers.accumulation import emulated_dot, emulated_matmul, emulated_sum
 from nbhelpers.rounding import round_to
 from nbhelpers.tensor_cores import (
@@ -25,7 +25,6 @@ from nbhelpers.tensor_cores import (
     tensor_core_matmul_ref,
     width_probe,
 )
-
 
 # ------------------------------------------------------------------ the matmul model
 

@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from helpers import one_torch_thread  # noqa: F401  (autouse: the tests run torch on one thread)
 
 from nbhelpers import plots
 from nbhelpers.formats import FORMATS, ulp
@@ -38,7 +39,6 @@ from nbhelpers.training import (
     train,
     train_seeds,
 )
-from helpers import one_torch_thread  # noqa: F401  (autouse: the tests run torch on one thread)
 
 BF16 = ml_dtypes.bfloat16
 

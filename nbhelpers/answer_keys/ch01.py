@@ -239,7 +239,7 @@ def _count_by_bits(a: float, b: float, dt) -> int:
     return key(hi) - key(lo) + 1
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _all_values(exp_bits: int, man_bits: int) -> np.ndarray:
     return finite_values(_spec(exp_bits, man_bits))  # ascending, zero once
 

@@ -188,7 +188,7 @@ def _positive_values_reason(got, n: int, acc: str) -> tuple[np.ndarray | None, s
         if np.iscomplexobj(got):  # float64 would silently drop the imaginary parts
             return None, f"expected a 1-D array of {n} real numbers"
         x = np.asarray(got, dtype=np.float64)
-    except Exception:  # noqa: BLE001 - a student's odd object
+    except Exception:  # a student's odd object
         return None, f"expected a 1-D array of {n} numbers"
     if x.shape != (n,):
         return None, f"returned {x.size} terms, expected {n}"
@@ -234,7 +234,7 @@ def kahan_beats_plain_ref(n: int, acc: str, lost: float) -> KahanTarget:
 def _kahan_compare(got, expected: KahanTarget) -> str | None:
     try:
         return _kahan_reason(got, expected.n, expected.acc, expected.lost)
-    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+    except Exception as e:  # a hostile object: a failed case, never a crash
         return f"could not judge the terms ({type(e).__name__})"
 
 
@@ -514,7 +514,7 @@ def _order_matters_reason(got, n: int, acc: str) -> str | None:
         if np.iscomplexobj(got):  # float64 would silently drop the imaginary parts
             return f"expected a 1-D array of {n} real numbers"
         x = np.asarray(got, dtype=np.float64)
-    except Exception:  # noqa: BLE001 - a student's odd object
+    except Exception:  # a student's odd object
         return f"expected a 1-D array of {n} numbers"
     if x.shape != (n,):
         return f"returned {x.size} terms, expected {n}"
@@ -546,7 +546,7 @@ def order_matters_ref(n: int, acc: str) -> OrderMattersTarget:
 def _order_matters_compare(got, expected: OrderMattersTarget) -> str | None:
     try:
         return _order_matters_reason(got, expected.n, expected.acc)
-    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+    except Exception as e:  # a hostile object: a failed case, never a crash
         return f"could not judge the terms ({type(e).__name__})"
 
 

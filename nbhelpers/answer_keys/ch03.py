@@ -31,10 +31,10 @@ from fractions import Fraction
 import numpy as np
 
 from ..accumulation import emulated_matmul
-from ..tensor_cores import TENSOR_CORES, tensor_core_group_sum
 from ..comparators import same_value_up_to_zero_sign
 from ..exercise_types import Case, Exercise
 from ..rounding import round_to
+from ..tensor_cores import TENSOR_CORES, tensor_core_group_sum
 
 
 def _bf16(x) -> np.ndarray:
@@ -346,7 +346,7 @@ def _fp16_vector(v, name: str, n: int) -> np.ndarray | str:
         return want + " (got complex numbers)"
     try:
         x = np.array(v, dtype=np.float64)  # a copy: the student's array is never touched
-    except Exception:  # noqa: BLE001 - a student's odd object
+    except Exception:  # a student's odd object
         return want
     if x.shape != (n,):
         return f"{name} has {x.size} values, expected {n}"
@@ -393,7 +393,7 @@ def fool_the_tensor_core_ref(gpu: str, exact: float) -> FoolTheTensorCoreTarget:
 def _fool_compare(got, expected: FoolTheTensorCoreTarget) -> str | None:
     try:
         return _fool_reason(got, expected.gpu, expected.exact)
-    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+    except Exception as e:  # a hostile object: a failed case, never a crash
         return f"could not judge the pair ({type(e).__name__})"
 
 

@@ -84,7 +84,7 @@ def _describe_scale(s) -> str:
         f = float(s)
         m, e = math.frexp(f)
         return f"2**{e - 1}" if f > 0 and m == 0.5 else repr(f)
-    except Exception:  # noqa: BLE001 - a student's odd object
+    except Exception:  # a student's odd object
         return repr(s)
 
 
@@ -103,7 +103,7 @@ def window_compare(got, expected) -> str | None:
             f"window ({_describe_scale(lo)}, {_describe_scale(hi)}), expected "
             f"({_describe_scale(expected[0])}, {_describe_scale(expected[1])}) ({reason})"
         )
-    except Exception:  # noqa: BLE001
+    except Exception:
         return reason
 
 
@@ -221,7 +221,7 @@ def _window_gradients_reason(got, t: WindowTarget) -> str | None:
         if np.iscomplexobj(got):
             return f"expected a 1-D array of {t.n} real numbers"
         x = np.asarray(got, dtype=np.float64)
-    except Exception:  # noqa: BLE001 - a student's odd object
+    except Exception:  # a student's odd object
         return f"expected a 1-D array of {t.n} numbers"
     if x.shape != (t.n,):
         return f"returned {x.size} values, expected {t.n}"
@@ -259,7 +259,7 @@ def _window_gradients_reason(got, t: WindowTarget) -> str | None:
 def window_gradients_compare(got, expected: WindowTarget) -> str | None:
     try:
         return _window_gradients_reason(got, expected)
-    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+    except Exception as e:  # a hostile object: a failed case, never a crash
         return f"could not judge the values ({type(e).__name__})"
 
 

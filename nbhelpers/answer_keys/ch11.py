@@ -80,7 +80,7 @@ def _same_keys(got, expected: ExpectedKeys) -> str | None:
         return f"returned {describe(got)}, expected an array of unsigned integer keys"
     try:
         g = np.asarray(got)
-    except Exception:  # noqa: BLE001 - a student's odd object
+    except Exception:  # a student's odd object
         return f"returned {describe(got)}, expected an array of unsigned integer keys"
     if g.shape != keys.shape:
         return f"returned an array of shape {g.shape}, expected shape {keys.shape} (one key per code)"
@@ -182,7 +182,7 @@ def _same_topk(got, expected) -> str | None:
         return f"returned {describe(got)}, expected a tuple (values, indices)"
     try:
         gv, gi = np.asarray(got[0]), np.asarray(got[1])
-    except Exception:  # noqa: BLE001 - a student's odd object
+    except Exception:  # a student's odd object
         return "returned something that is not two arrays (values, indices)"
     if gv.shape != ev.shape or gi.shape != ei.shape:
         return f"returned values of shape {gv.shape} and indices of shape {gi.shape}, expected {ev.shape} each"
@@ -470,7 +470,7 @@ def flip_top3_reason(got, n: int) -> str | None:
 def _flip_compare(got, expected: FlipTarget) -> str | None:
     try:
         return flip_top3_reason(got, expected.n)
-    except Exception as e:  # noqa: BLE001 - a hostile object: a failed case, never a crash
+    except Exception as e:  # a hostile object: a failed case, never a crash
         return f"could not judge the row ({type(e).__name__})"
 
 

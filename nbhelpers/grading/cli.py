@@ -14,7 +14,8 @@ import math
 import os
 import re
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .jobs import not_dumpable
 from .options import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT, GradeOptions, Status

@@ -48,7 +48,7 @@ def _python_of(src: str) -> str:
         return src
     try:
         return TransformerManager().transform_cell(src)
-    except Exception:  # noqa: BLE001 - what does not transform does not parse either
+    except Exception:  # what does not transform does not parse either
         return src
 
 

@@ -21,9 +21,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .cgroups import CGROUP_ROOT, PREFIX, empty_and_remove
 from .options import MAX_EVENTS, MAX_OUTPUT_LINE_BYTES, GradeOptions

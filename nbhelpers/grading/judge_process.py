@@ -109,7 +109,7 @@ def judge_serve() -> int:
             answer: Judged | JudgeFailed = Judged(*judge_submission(plans[chapter], events, cells, missing))
         except MemoryError:
             answer = JudgeFailed(f"judging its results took more than {memory_mb} MB", limit=True)
-        except Exception:  # noqa: BLE001 - the grader's own failure, reported as such
+        except Exception:  # the grader's own failure, reported as such
             answer = JudgeFailed("the judge failed: " + traceback.format_exc(limit=-3)[-600:], limit=False)
         try:
             _write_frame(stdout, pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))

@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..answer_keys import exercises_of
 from ..checks import CheckResult, CheckStatus, Raised, cases_for, expected_outputs, score
 from ..exercise_types import Exercise
-from ..answer_keys import exercises_of
 from ..report_text import describe_exception, truncate
-from .in_kernel import LIMITS, DecodeBudget, decode, encode
 from .definitions import Definitions, definitions_of, names_used, parse
+from .in_kernel import LIMITS, DecodeBudget, decode, encode
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
 from .submissions import Submission, check_cells, detect_chapter
@@ -130,7 +130,7 @@ def _plan_exercise(ex: Exercise, seed: int) -> tuple[ExercisePlan, list | None]:
             }
             for c in p.cases
         ]
-    except Exception as e:  # noqa: BLE001 - a bug on the course's side, reported per exercise
+    except Exception as e:  # a bug on the course's side, reported per exercise
         p.error = f"the grader cannot check this exercise (not the student's fault): {describe_exception(e)}"
         return p, None
     return p, encoded
@@ -472,7 +472,7 @@ def grade_one(
     t0 = time.monotonic()
     try:
         return _grade_one(sub, plans, opts, running, t0, judges)
-    except Exception as e:  # noqa: BLE001 - one submission's failure must not stop the run
+    except Exception as e:  # one submission's failure must not stop the run
         plan = _plan_for(plans, opts.chapter)
         return _record(
             sub,

@@ -5,7 +5,7 @@ size and time limits."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import StrEnum
 
 from .cgroups import Cgroups
 from .sandbox import Limits
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """A submission's status, as the CSV's ``status`` column shows it (the value).
 
     The first five are given without running anything; otherwise a submission's status says the

@@ -10,10 +10,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .cgroups import find_cgroups
 from .jobs import Running, remove_stale

@@ -90,7 +90,7 @@ _ISOLATION = (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe(bwrap: str) -> str | None:
     """Why bubblewrap cannot make our sandbox on this machine (None: it can)."""
     cmd = [bwrap, *_ISOLATION, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"]

@@ -10,9 +10,10 @@ import os
 import re
 import stat
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from ..report_text import truncate
 from .options import MAX_NOTEBOOK_BYTES, Status

@@ -50,8 +50,8 @@ import triton
 import triton.language as tl
 
 from . import INTERPRETED, require_fp8_support, tuning_bench
-from .launch_checks import FP8_DTYPES, check_scale, require_kernel_device
 from .gemm import tile_of
+from .launch_checks import FP8_DTYPES, check_scale, require_kernel_device
 
 __all__ = [
     "scaled_matmul_kernel",

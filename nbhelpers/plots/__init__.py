@@ -37,8 +37,8 @@ from .absorption import plot_addend_loss, plot_sum_to_term_ratio, plot_update_su
 from .blocks import plot_promotion_vs_K, plot_sqnr_vs_bytes
 from .errors import plot_error_vs_K, plot_errors_vs_length, plot_recorded_gpu_errors
 from .grids import plot_bit_layouts, plot_relative_spacing, plot_rounding_modes, plot_value_line
-from .ranges import plot_gradient_histogram, plot_gradient_histograms_scaled
 from .moe import plot_capacity_tradeoff, plot_expert_gemm_times, plot_routing
+from .ranges import plot_gradient_histogram, plot_gradient_histograms_scaled
 from .roofline import plot_occupancy, plot_register_pressure, plot_roofline
 from .scaling import plot_sqnr_by_granularity
 from .steps import (

@@ -5,7 +5,7 @@ the threshold 2**p (or half a spacing) of the formats it compares.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -5,7 +5,7 @@ the format that sets the error, with napkin-math guides in grey.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -5,7 +5,7 @@ Chapter 01's family: each figure draws one or more formats' grids, coloured by f
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

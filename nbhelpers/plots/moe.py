@@ -11,7 +11,7 @@ notebook measures or computes them: :mod:`nbhelpers.moe_timing`, :func:`nbhelper
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -6,7 +6,7 @@ computes it, the runs that share it in other colours and other dashes.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

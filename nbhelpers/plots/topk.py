@@ -8,7 +8,7 @@ and marker of its own for each format, so the lines stay apart in grey print too
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
