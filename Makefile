@@ -20,6 +20,7 @@
 #   TORCH_CPU_INDEX=... where the CPU-only PyTorch wheels come from
 #   LAB_ARGS="--no-browser --port 8899"   extra arguments for `jupyter lab`
 #   PYTEST_ARGS="-x -k formats"           extra arguments for pytest
+#   TEST_WORKERS=logical|N|0              pytest-xdist workers for `make test` (0: one process)
 
 # Version pins. torch and triton move together: PyPI's CUDA build of torch 2.13.0
 # requires exactly triton 3.7.1. On a CPU machine we install the CPU-only torch
@@ -92,6 +93,14 @@ CONSTRAINTS := $(VENV)/constraints.txt
 TEST_PATHS := $(wildcard tests notebooks solutions exercises)
 NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
               --nbval-sanitize-with tests/nbval_sanitize.cfg
+# pytest-xdist: one worker per core the machine has (TEST_WORKERS=logical; TEST_WORKERS=0 runs
+# everything in one process). --dist loadfile hands each worker whole files, in order: a
+# notebook's cells run in one kernel, a module's fixtures are made once, and no two workers share
+# a notebook or a module (conftest.py keeps the files that build the website together).
+# --durations prints the slowest tests at the end, so that where the time goes is in every log.
+TEST_WORKERS ?= logical
+XDIST_ARGS := -n $(TEST_WORKERS) --dist loadfile
+DURATION_ARGS := --durations=25 --durations-min=5
 
 BENCHMARKS := $(sort $(wildcard benchmarks/bench_*.py))
 
@@ -215,7 +224,7 @@ test: install system-packages
 	$(VPY) -m ruff check .
 	$(VPY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VPY) -m pytest $(NBVAL_ARGS) $(PYTEST_ARGS) $(TEST_PATHS)
+	$(VPY) -m pytest $(XDIST_ARGS) $(DURATION_ARGS) $(NBVAL_ARGS) $(PYTEST_ARGS) $(TEST_PATHS)
 
 ## exercises: regenerate exercises/ from solutions/
 exercises: install

@@ -50,3 +50,32 @@ def pytest_runtest_setup(item):
     problem = sandbox_problem()
     if problem is not None:
         system_package_missing(f"needs the grader's sandbox, which cannot run here: {problem}")
+
+
+# --- running on every core (pytest-xdist) ---------------------------------------------------
+# `make test` runs pytest with `-n logical --dist loadfile`: one worker per core, and the tests
+# handed out to the workers a file at a time, all of a file to one worker, in order: a notebook's
+# cells run in one kernel, in order, and a test module's module-scoped fixtures (a graded class)
+# are made once. Files that share a session-scoped fixture costly enough to make once go to one
+# worker together (SHARED_FILES), by the scheduler below.
+
+SHARED_FILES = {
+    # the website, built once per worker (tests/test_site.py's `site` fixture)
+    "test_site.py": "the website",
+    "test_site_explorer.py": "the website",
+    "test_site_references.py": "the website",
+}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with the files of SHARED_FILES handed out as one."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SHARED_FILES.get(path.replace("\\", "/").rsplit("/", 1)[-1], path)
+
+    return SharedFileScheduling(config, log)

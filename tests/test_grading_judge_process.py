@@ -62,7 +62,8 @@ def test_a_judge_process_gives_what_judging_here_gives(plan, tmp_path):
         there = judges.judge(1, events, CELLS, MISSING)
     finally:
         judges.close()
-    results, sources, foreign, why = there
+    results, sources, foreign, why, cpu_s = there
+    assert 0.0 < cpu_s < 5  # the judge's CPU seconds for it
     assert why == "" and (sources, foreign) == (here[1], here[2]) == (here[1], 0)
     assert {k: r.to_dict() for k, r in results.items()} == {k: r.to_dict() for k, r in here[0].items()}
     assert [k for k, r in results.items() if r.passed] == [p.exercise.id for p in deterministic(plan)]
@@ -161,6 +162,6 @@ def test_a_judge_that_dies_is_the_graders_failure(plan, tmp_path):
         after = judges.judge(1, honest, CELLS, MISSING)
     finally:
         judges.close()
-    results, _, _, why = got["answer"]
+    results, _, _, why, _ = got["answer"]
     assert "the judge process died" in why and {r.status for r in results.values()} == {"ERROR"}, why
     assert after[3] == "" and len(judges.all) == 2

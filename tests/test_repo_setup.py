@@ -382,3 +382,47 @@ def test_a_sandbox_test_is_skipped_with_the_reason_or_fails_when_required(tmp_pa
     required = run(NBHELPERS_REQUIRE_SYSTEM_PACKAGES="1")
     assert required.returncode == 1 and "1 error" in required.stdout, required.stdout
     assert "NBHELPERS_REQUIRE_SYSTEM_PACKAGES=1: required here" in required.stdout
+
+
+# --- running on every core ----------------------------------------------------------------------
+
+
+def makefile_args(name: str) -> list[str]:
+    """The words of a `NAME := ...` line of the Makefile, with `$(TEST_WORKERS)` at its default."""
+    makefile = read("Makefile")
+    value = re.search(rf"^{name}\s*:=\s*((?:.*\\\n)*.*)$", makefile, re.MULTILINE).group(1)
+    return value.replace("\\\n", " ").replace("$(TEST_WORKERS)", makefile_pin("TEST_WORKERS")).split()
+
+
+@pytest.mark.parametrize("dist", ["make test's", "one test at a time"])
+def test_workers_run_a_notebooks_cells_in_order_in_one_kernel(tmp_path, dist):
+    """`make test` spreads the tests over the cores with pytest-xdist; a notebook's cells depend
+    on the cells above them, so all of a notebook goes to one worker, in order (`--dist
+    loadfile`). Spread one test at a time (`--dist load`), the same notebooks fail: the
+    check can tell."""
+    pytest.importorskip("xdist")
+    nbformat = pytest.importorskip("nbformat")
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    for k in range(4):
+        nb = new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.cells = [new_code_cell(f"x = {k}")] + [new_code_cell(f"x += 1; assert x == {k + i}") for i in range(1, 6)]
+        nbformat.write(nb, tmp_path / f"nb{k}.ipynb")
+    xdist_args = makefile_args("XDIST_ARGS")
+    assert xdist_args == ["-n", "logical", "--dist", "loadfile"]
+    if dist != "make test's":
+        xdist_args = ["-n", "2", "--dist", "load"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "conftest"]
+        + ["-p", "no:cacheprovider", "-q", *xdist_args, "-n", "2", *makefile_args("NBVAL_ARGS"), str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if dist == "make test's":
+        assert result.returncode == 0 and "24 passed" in result.stdout, result.stdout[-3000:]
+    else:
+        assert result.returncode != 0 and "failed" in result.stdout, result.stdout[-3000:]

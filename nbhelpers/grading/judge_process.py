@@ -50,11 +50,12 @@ _LEN = struct.Struct(">Q")
 class Judged:
     """What judging a submission gave: each exercise's result, the graded functions' sources (see
     :func:`nbhelpers.grading.judging.graded_sources`), and the count of lines in its results files
-    that did not come from the grading cell."""
+    that did not come from the grading cell; ``cpu_s``: the CPU seconds the judge spent on it."""
 
     results: dict[str, CheckResult]
     sources: dict[str, dict]
     foreign_lines: int
+    cpu_s: float = 0.0
 
 
 @dataclass
@@ -105,8 +106,10 @@ def judge_serve() -> int:
     del first
     while (frame := _read_frame(stdin)) is not None:
         chapter, events, cells, missing = pickle.loads(frame)
+        t0 = time.process_time()
         try:
             answer: Judged | JudgeFailed = Judged(*judge_submission(plans[chapter], events, cells, missing))
+            answer.cpu_s = round(time.process_time() - t0, 3)
         except MemoryError:
             answer = JudgeFailed(f"judging its results took more than {memory_mb} MB", limit=True)
         except Exception:  # the grader's own failure, reported as such
@@ -208,14 +211,17 @@ class Judges:
         self.idle: list[JudgeProcess] = []
         self.all: list[JudgeProcess] = []
 
-    def judge(self, chapter: int, events: list, cells: list, missing: tuple) -> tuple[dict, dict, int, str]:
+    def judge(
+        self, chapter: int, events: list, cells: list, missing: tuple
+    ) -> tuple[dict, dict, int, str, float | None]:
         """Judge one submission in a judge process: each exercise's result, the graded functions'
-        sources, the count of foreign lines, and why it could not be judged ("" when it was;
-        the results then give no points, see :func:`failed_results`)."""
+        sources, the count of foreign lines, why it could not be judged ("" when it was; the
+        results then give no points, see :func:`failed_results`), and the judge's CPU seconds
+        (None when it did not finish)."""
         answer = self._judge(chapter, events, cells, missing)
         if isinstance(answer, JudgeFailed):
-            return failed_results(self.plans_by_chapter[chapter], answer), {}, 0, answer.why
-        return answer.results, answer.sources, answer.foreign_lines, ""
+            return failed_results(self.plans_by_chapter[chapter], answer), {}, 0, answer.why, None
+        return answer.results, answer.sources, answer.foreign_lines, "", answer.cpu_s
 
     def _judge(self, chapter: int, events: list, cells: list, missing: tuple) -> Judged | JudgeFailed:
         with self.lock:

@@ -430,9 +430,13 @@ def _record(
     opts: GradeOptions,
     t0: float,
     worker_peak_mb: int | None = None,
+    judge_cpu_s: float | None = None,
 ) -> dict:
     """A submission's entry in the JSON file (its CSV row is made from it); ``worker_peak_mb``: the
-    most memory the worker that ran it had held at once, by the end of it (MB)."""
+    most memory the worker that ran it had held at once, by the end of it (MB); ``judge_cpu_s``: the
+    CPU seconds that reading, decoding and scoring its results took (None: not known), what its
+    results cost the grader however loaded the machine is (``seconds`` is wall time, which grows
+    with whatever else the machine runs)."""
     return {
         "file": sub.file,
         "sha256": sub.sha256,
@@ -448,6 +452,7 @@ def _record(
         "seconds": round(time.monotonic() - t0, 2),
         "graded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "worker_peak_mb": worker_peak_mb,
+        "judge_cpu_s": judge_cpu_s,
     }
 
 
@@ -525,9 +530,11 @@ def _grade_one(
         log_tail = job.log_tail() if worker_failed else []
         missing = _missing_reason(total_timeout, worker_failed, opts)
         if judges is None:
-            results, sources, foreign, unjudged = *judge_submission(plan, events, sub.cells, missing), ""
+            t_judge = time.process_time()
+            results, sources, foreign = judge_submission(plan, events, sub.cells, missing)
+            unjudged, judge_cpu = "", round(time.process_time() - t_judge, 3)
         else:  # while the job's files exist
-            results, sources, foreign, unjudged = judges.judge(chapter, events, sub.cells, missing)
+            results, sources, foreign, unjudged, judge_cpu = judges.judge(chapter, events, sub.cells, missing)
     details = [note] + [event_text(e) for e in events]
     details += _definitions_notes(defs, results, sources, sub.cells)
     if unjudged:
@@ -557,7 +564,7 @@ def _grade_one(
     status = status_of(events, total_timeout, worker_failed, results)
     peaks = [e.get("worker_peak_mb") for e in events if e.get("event") == Event.DONE]
     peak = peaks[-1] if peaks and isinstance(peaks[-1], int) and not isinstance(peaks[-1], bool) else None
-    rec = _record(sub, chapter, status, details, results, plan, opts, t0, peak)
+    rec = _record(sub, chapter, status, details, results, plan, opts, t0, peak, judge_cpu)
     rec["graded_sources"] = sources
     return rec
 
