@@ -207,16 +207,6 @@ def _resolve(name: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-# Uses of another module's private name that predate this test, in modules others own (the
-# engines' rounding helpers): each to be made public by its module, then removed from here.
-# The test fails when a use not listed appears, and when a listed one is gone.
-KNOWN_PRIVATE_USES = {
-    "nbhelpers.accumulation uses nbhelpers.rounding._as_rounding",
-    "nbhelpers.tensor_cores uses nbhelpers.rounding._as_rounding",
-    "nbhelpers.rounding uses nbhelpers.formats._values_to_bits",
-}
-
-
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -278,13 +268,10 @@ def private_name_uses(package_dir: Path) -> dict[str, list[int]]:
 
 def test_no_module_uses_another_modules_private_names():
     found = private_name_uses(PACKAGE_DIR)
-    new = sorted(set(found) - KNOWN_PRIVATE_USES)
-    gone = sorted(KNOWN_PRIVATE_USES - set(found))
-    assert not new, (
+    assert not found, (
         "private names used outside their module (make the name public in its module, "
-        "or keep it to that module):\n  " + "\n  ".join(f"{u}, line {found[u][0]}" for u in new)
+        "or keep it to that module):\n  " + "\n  ".join(f"{u}, line {lines[0]}" for u, lines in sorted(found.items()))
     )
-    assert not gone, "no longer used; remove from KNOWN_PRIVATE_USES:\n  " + "\n  ".join(gone)
 
 
 def test_private_name_uses_are_found(tmp_path):
