@@ -19,12 +19,15 @@ injected into a copy of the package, then check what import-linter does not look
   ``plots.style`` which imports ``plots``): the acyclic contract compares a package's modules
   with each other, never with the package itself;
 - importing the package itself loads nothing;
-- no module uses another module's private names (``from .x import _name``, ``x._name``).
+- no module uses another module's private names (``from .x import _name``, ``x._name``);
+- the map of the layers in the package docstring names every module of the layers contract
+  under its layer, and no module that does not exist.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -39,12 +42,19 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIR = ROOT / PACKAGE
 
 
-def contracts(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, dict]:
-    """The import-linter contracts of pyproject.toml by type (one of each type)."""
+def contract(kind: str, pyproject: Path = ROOT / "pyproject.toml") -> dict:
+    """The one import-linter contract of type ``kind`` in pyproject.toml."""
     found = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
-    by_type = {c["type"]: c for c in found}
-    assert len(by_type) == len(found), "one contract of each type"
-    return by_type
+    of_kind = [c for c in found if c["type"] == kind]
+    assert len(of_kind) == 1, f"{len(of_kind)} contracts of type {kind!r} in pyproject.toml"
+    return of_kind[0]
+
+
+def kept_and_broken(output: str) -> tuple[int, int]:
+    """The counts of lint-imports' last line, ``Contracts: 2 kept, 0 broken.``"""
+    m = re.search(r"^Contracts: (\d+) kept, (\d+) broken\.$", output, re.MULTILINE)
+    assert m, output
+    return int(m.group(1)), int(m.group(2))
 
 
 def run_lint_imports(cwd: Path) -> subprocess.CompletedProcess:
@@ -64,13 +74,9 @@ def run_lint_imports(cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_both_contracts_are_configured_and_make_test_runs_them():
-    import re
-
-    by_type = contracts()
-    assert set(by_type) == {"layers", "acyclic_siblings"}
-    layers = by_type["layers"]
+    layers = contract("layers")
     assert layers["containers"] == [PACKAGE] and layers["exhaustive"] is True
-    acyclic = by_type["acyclic_siblings"]
+    acyclic = contract("acyclic_siblings")
     assert acyclic["ancestors"] == [PACKAGE]
     # nothing excused, and deep enough for every subpackage there is
     assert not acyclic.get("ignore_imports") and not acyclic.get("skip_descendants")
@@ -90,7 +96,7 @@ def copy_of_the_package(tmp_path: Path) -> Path:
 def test_lint_imports_keeps_both_contracts_on_the_package():
     run = run_lint_imports(ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "Contracts: 2 kept, 0 broken." in run.stdout
+    assert kept_and_broken(run.stdout)[1] == 0
 
 
 @pytest.mark.parametrize(
@@ -111,7 +117,7 @@ def test_an_injected_cycle_breaks_the_acyclic_contract_and_not_the_layers(tmp_pa
     run = run_lint_imports(root)
     out = run.stdout + run.stderr
     assert run.returncode != 0, out
-    assert "Contracts: 1 kept, 1 broken." in out, out
+    assert kept_and_broken(out)[1] == 1, out  # the layers contract is kept
     assert f"No cycles are allowed in {package}." in out, out
     named = [line.strip() for line in out.splitlines() if line.strip().startswith("- .")]
     assert len(named) == 1 and any(named[0].startswith(f"- {a} (") for a in arrows), out
@@ -296,3 +302,91 @@ def test_private_name_uses_are_found(tmp_path):
         "nbhelpers.metrics uses nbhelpers.plots.style._c": [5],
         "nbhelpers.plots uses nbhelpers.plots.style._c": [3],
     }
+
+
+# ====================================================================== the map in the package docstring
+
+
+def docstring_map(doc: str, package: str = PACKAGE) -> list[tuple[str, list[str]]]:
+    """The layers a package docstring describes, in its order: (title, the modules of its
+    bullets), from a title line at column 0 (``Engines: the arithmetic...``) followed by bullets
+    ``  - :mod:`~package.name` ...``."""
+    bullet = re.compile(rf"^  - :mod:`~?{re.escape(package)}\.([\w.]+)`")
+    lines = doc.splitlines()
+    sections: list[tuple[str, list[str]]] = []
+    for line, after in zip(lines, [*lines[1:], ""]):
+        title = re.match(r"^([A-Z][a-z]*(?: [a-z]+)*): ", line)
+        if title and bullet.match(after):
+            sections.append((title.group(1), []))
+        elif (m := bullet.match(line)) and sections:
+            sections[-1][1].append(m.group(1))
+    return sections
+
+
+def layer_modules(layer: str) -> list[str]:
+    """The module names of one layer of an import-linter layers contract (``a : b``
+    independent, ``a | b`` not, ``(a)`` optional)."""
+    return [name.strip().strip("()").strip() for name in re.split(r"[:|]", layer) if name.strip()]
+
+
+def map_problems(doc: str, layers: list[str], package_dir: Path) -> list[str]:
+    """What the docstring's map gets wrong against the contract's layers (listed top first, the
+    docstring lists them bottom first) and the package's files: a layer with no section, a
+    module of a layer missing from its section or listed under another, a module named twice, a
+    :mod: reference to a module that does not exist."""
+    package = package_dir.name
+    sections = docstring_map(doc, package)
+    problems = []
+    if len(sections) != len(layers):
+        problems.append(f"{len(sections)} sections for {len(layers)} layers: {[t for t, _ in sections]}")
+    layer_of = {m: i for i, layer in enumerate(reversed(layers)) for m in layer_modules(layer)}
+    named: dict[str, str] = {}
+    for i, (title, modules) in enumerate(sections):
+        for m in modules:
+            if m in named:
+                problems.append(f"{m} is listed under {named[m]} and under {title}")
+            named[m] = title
+            if m in layer_of and layer_of[m] != i:
+                problems.append(f"{m} is listed under {title}, its layer is {layers[::-1][layer_of[m]]!r}")
+    for m in sorted(set(layer_of) - set(named)):
+        section = sections[layer_of[m]][0] if layer_of[m] < len(sections) else f"layer {layers[::-1][layer_of[m]]!r}"
+        problems.append(f"{m} is missing (it belongs under {section})")
+    for m in sorted(set(named) - set(layer_of)):
+        problems.append(f"{m} is listed under {named[m]} but is in no layer of the contract")
+    for m in sorted(set(re.findall(rf":mod:`~?{re.escape(package)}\.([\w.]+)`", doc))):
+        path = package_dir.joinpath(*m.split("."))
+        if not (path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()):
+            problems.append(f"{package}.{m} is named but does not exist")
+    return problems
+
+
+def test_the_package_docstring_maps_every_module_to_its_layer():
+    import nbhelpers
+
+    layers = contract("layers")
+    assert layers["containers"] == [PACKAGE]
+    problems = map_problems(nbhelpers.__doc__, layers["layers"], PACKAGE_DIR)
+    assert not problems, "nbhelpers/__init__.py's map of the layers:\n  " + "\n  ".join(problems)
+
+
+def test_a_wrong_map_is_reported(tmp_path):
+    write_package(tmp_path / "pkg", {"__init__.py": "", "a.py": "", "b.py": "", "c.py": "", "d/__init__.py": ""})
+    layers = ["c : d", "a | b"]  # top first
+    doc = (
+        "Intro: not a section.\n\n"
+        "Bottom: the lowest.\n  - :mod:`~pkg.a`  A\n  - :mod:`~pkg.b`  B, see :mod:`~pkg.d`\n\n"
+        "Top: the highest.\n  - :mod:`~pkg.c`  C\n  - :mod:`~pkg.d`  D\n"
+    )
+    assert docstring_map(doc, "pkg") == [("Bottom", ["a", "b"]), ("Top", ["c", "d"])]
+    assert map_problems(doc, layers, tmp_path / "pkg") == []
+    wrong = doc.replace("  - :mod:`~pkg.b`  B", "  - :mod:`~pkg.e`  E").replace("pkg.c`  C", "pkg.b`  B")
+    assert map_problems(wrong, layers, tmp_path / "pkg") == [
+        "b is listed under Top, its layer is 'a | b'",
+        "c is missing (it belongs under Top)",
+        "e is listed under Bottom but is in no layer of the contract",
+        "pkg.e is named but does not exist",
+    ]
+    assert map_problems(doc, ["x", *layers], tmp_path / "pkg") == [
+        "2 sections for 3 layers: ['Bottom', 'Top']",
+        "x is missing (it belongs under layer 'x')",
+    ]
