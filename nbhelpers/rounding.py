@@ -24,6 +24,7 @@ a small format; the tests hold the fast path against it and against ml_dtypes ca
 from __future__ import annotations
 
 import enum
+import math
 from numbers import Real
 
 import numpy as np
@@ -398,8 +399,11 @@ def round_to_ref(
     xs = np.asarray(x, dtype=np.float64)
     grid = finite_values(f, nonnegative=True)  # ascending, includes 0 unless e8m0fnu
     top = grid[-1]
-    # the next grid value after max, as if the exponent range went on (for ties at the top)
-    beyond = top + (top - grid[-2]) if f.specials is not Specials.POWER_OF_TWO else 2 * top
+    # the next grid value after max, as if the exponent range went on (for ties at the top): max
+    # plus the spacing of max's binade, 2**(floor(log2 max) - man_bits). Not max plus the last
+    # gap of the grid: in an fn format with one mantissa bit the top binade holds max alone (its
+    # other code is NaN), and the last gap is the binade below's, half as wide.
+    beyond = top + math.ldexp(1.0, math.frexp(top)[1] - 1 - f.man_bits)
     g = np.append(grid, beyond)
     out = np.empty(xs.shape, np.float64)
     flat_u = None if u is None else np.asarray(u, dtype=np.float64).reshape(-1)
