@@ -71,11 +71,11 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
     import triton
-    from triton.testing import do_bench
 
     from nbhelpers.kernels.copy import copy_kernel, strided_read_kernel, transpose_kernel
     from nbhelpers.memory_access import sectors_touched
     from nbhelpers.results import COPY_BANDWIDTH
+    from nbhelpers.timing import GPU_TIMER, gpu_median_ms
 
     dev = "cuda"
     gpu = torch.cuda.get_device_name(0)
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
 
     def bench(fn) -> float:
         """median milliseconds of fn() (do_bench: CUDA events, L2 flushed between runs)."""
-        return float(do_bench(fn, warmup=25, rep=200, return_mode="median"))
+        return gpu_median_ms(fn)
 
     meta = {
         "gpu": gpu,
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
         "n_strided": n_s,
         "strides": args.strides,
         "transpose": [M, N],
-        "timing": "triton.testing.do_bench(warmup=25, rep=200, return_mode='median'), ms",
+        "timing": GPU_TIMER,
         "bandwidth": "useful bytes (each output element read once and written once) per second",
         "peak": peak,
         "peak_source": peak_source,

@@ -111,9 +111,9 @@ def main(argv=None) -> int:
 
     import torch
     import triton
-    from triton.testing import do_bench
 
     from nbhelpers.results import GEMM_TFLOPS
+    from nbhelpers.timing import gpu_median_ms
 
     shapes = [(4096, 4096, 4096)] if args.quick else args.shapes
     meta = {
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
         results,
         "cuda",
         gen,
-        lambda fn: do_bench(fn, return_mode="median"),
+        gpu_median_ms,
         after_shape=torch.cuda.empty_cache,
         time_limit=args.time_limit,
     )

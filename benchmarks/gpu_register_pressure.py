@@ -71,9 +71,9 @@ def main(argv=None) -> int:
         return 2
 
     import torch
-    from triton.testing import do_bench
 
     from nbhelpers.results import REGISTER_PRESSURE
+    from nbhelpers.timing import gpu_median_ms
 
     meta = {
         **gpu_run_meta(SCRIPT, argv),
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         sorted(set(args.extras)),
         x,
         results,
-        lambda fn: do_bench(fn, warmup=10, rep=50, return_mode="median"),
+        gpu_median_ms,
         time_limit=args.time_limit,
     )
     results.finish()

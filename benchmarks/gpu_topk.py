@@ -83,6 +83,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
 from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
+from nbhelpers.timing import GPU_TIMER  # noqa: E402 (imports no torch)
 from nbhelpers.topk import pass_cost  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_topk.py"
@@ -113,7 +114,7 @@ CHECKS = (
     "a stable descending torch.sort's indices and torch.topk's values on every row; torch.topk and "
     "torch.sort give topk_ref's value bits on the checked rows and torch.topk's values on every row"
 )
-TIMER = "triton.testing.do_bench(fn, warmup=10, rep=50, return_mode='median'), ms"
+TIMER = GPU_TIMER
 META_KEYS = ("gpu", "driver", "cuda", "capability", "torch", "triton", "date", "script", "command")
 ROW_KEYS = ("dtype", "batch", "V", "k", "method", "bytes", "launch", "checked_rows")
 TIMED_KEYS = ("ms", "gb_per_s", "fraction_of_peak", "vs_torch_topk")
@@ -353,9 +354,9 @@ def _one_call_ms(fn) -> float:
 
 
 def _bench(fn) -> float:
-    from triton.testing import do_bench
+    from nbhelpers.timing import gpu_median_ms
 
-    return float(do_bench(fn, warmup=10, rep=50, return_mode="median"))  # the default is the mean
+    return gpu_median_ms(fn)
 
 
 # ------------------------------------------------------------------ the loop

@@ -1,8 +1,9 @@
 """Helpers for the course "Low-precision numerics for AI accelerators".
 
-The package is cut by role, one concept per module. Each layer imports only from the layers
-above it (tests/test_import_graph.py holds it to that), and a new chapter adds modules rather
-than sections to old ones.
+The package is cut by role, one concept per module. A module imports only from its own layer
+and the layers listed above it, and nothing imports in a circle (import-linter's contracts in
+pyproject.toml hold the package to that; tests/test_import_graph.py holds this map to those
+layers). A new chapter adds modules rather than sections to old ones.
 
 Specs: what a format, a recipe or a setting is; no numerics, no imports from other layers.
   - :mod:`~nbhelpers.formats`       FloatFormat: bit layouts, derived limits, decode, the torch dtype
@@ -30,6 +31,10 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
     grouped expert GEMMs (chapter 10)
   - :mod:`~nbhelpers.topk`          order-preserving keys of floats, the top-k reference and its tie rule, radix
     select, top-k costs in bytes, the top-p threshold without a sort (chapter 11)
+  - :mod:`~nbhelpers.gemm_bounds`   elementwise error bounds of fp32-accumulated GEMMs (TF32 inputs, tensor-core
+    truncation, a narrow output) that every Triton GEMM is checked against (chapters 03, 09, 10)
+  - :mod:`~nbhelpers.occupancy`     blocks and warps an SM holds at once, from the registers and shared memory the
+    compiler reports (chapters 09, 11)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
@@ -48,11 +53,19 @@ Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.load_audit`   watches a Triton kernel's loads for reads of NaN padding (the ex09 checks)
   - :mod:`~nbhelpers.moe_timing`  the per-call overhead and the expert GEMMs (loop, batch, grouped) timed on the CPU
     (chapter 10)
+  - :mod:`~nbhelpers.gemm_runs`     the GEMM kernel and torch's GEMM on data rounded to a format, numpy in and out
+    (chapter 03's sweeps and the GPU measurements); import after setup_device()
+  - :mod:`~nbhelpers.compile_check`  what a GPU's compiler says about the kernels (registers, spills, shared memory),
+    asked without a GPU (chapters 09, 10)
+  - :mod:`~nbhelpers.l2_model`      a model of the L2 cache: the DRAM bytes a GEMM launch reads for a program order
+    (chapters 09-11)
 
 Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format
   - :mod:`~nbhelpers.tables`        plain-text tables
   - :mod:`~nbhelpers.listing`       source code (a kernel's) shown as highlighted code
+  - :mod:`~nbhelpers.gpu_targets`   which GPU runs which chapter: each chapter's GPU launches compiled for four GPUs,
+    and the tables of docs/gpu.md written from them
 
 Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never
@@ -64,7 +77,8 @@ Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.checks`        CheckResult/CheckStatus, score, run_check, and check()/summary() for notebooks
     (it re-exports the types, the comparators and the registry: a notebook's one import)
   - :mod:`~nbhelpers.make_exercises`  generate exercises/ from solutions/
-  - :mod:`~nbhelpers.grading`       the instructor's grader (``python -m nbhelpers.grade``)
+  - :mod:`~nbhelpers.grading`       the instructor's grader, a package (its docstring says which module does what)
+  - :mod:`~nbhelpers.grade`         the grader's command, ``python -m nbhelpers.grade``
 
 Import what you need from the module; importing the package does nothing else.
 """

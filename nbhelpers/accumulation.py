@@ -59,7 +59,7 @@ from fractions import Fraction
 import numpy as np
 
 from .formats import FloatFormat, Specials, get_format
-from .rounding import Rounding, _as_rounding, round_to
+from .rounding import Rounding, as_rounding, round_to
 from .validation import enum_member, positive_int, real_float64, stochastic_rng
 
 __all__ = [
@@ -581,7 +581,7 @@ def addend_loss(s, a, acc: FloatFormat | str = "bf16", rounding: Rounding | str 
     finite. rounding: a deterministic mode (``nearest_even``, ``nearest_away``, ``toward_zero``).
     """
     f = accumulator_format(acc, "acc")
-    mode = _as_rounding(rounding)
+    mode = as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
         raise ValueError(
             "addend_loss measures one deterministic rounding; use nearest_even, nearest_away or toward_zero"
@@ -620,7 +620,7 @@ def stall_length(value: float, acc: FloatFormat | str = "bf16", rounding: Roundi
     or NaN) before it stalls.
     """
     f = accumulator_format(acc, "acc")
-    mode = _as_rounding(rounding)
+    mode = as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
         raise ValueError(
             "stochastic rounding does not stall; stall_length takes nearest_even, nearest_away or toward_zero"
@@ -680,7 +680,7 @@ class SumMethod:
         block = _check_block(order, self.block)
         object.__setattr__(self, "acc", f)
         object.__setattr__(self, "order", order)
-        object.__setattr__(self, "rounding", _as_rounding(self.rounding))
+        object.__setattr__(self, "rounding", as_rounding(self.rounding))
         object.__setattr__(self, "block", block)
 
     @property

@@ -30,6 +30,7 @@ __all__ = [
     "UnknownFormatError",
     "get_format",
     "decode",
+    "values_to_bits",
     "fields",
     "describe",
     "all_codes",
@@ -382,8 +383,10 @@ def decode(bits, fmt: FloatFormat | str) -> np.ndarray:
     return val.astype(np.float64)
 
 
-def _values_to_bits(r: np.ndarray, f: FloatFormat, neg_in: np.ndarray) -> np.ndarray:
-    """Codes of values already on the grid of ``f``."""
+def values_to_bits(r: np.ndarray, f: FloatFormat, neg_in: np.ndarray) -> np.ndarray:
+    """Codes (in ``f.bits_dtype``, shape of ``r``) of values ``r`` already on the grid of ``f``
+    (the encoder behind ``rounding.encode``); ``neg_in`` is the sign a NaN keeps, that of the
+    input it came from."""
     nan = np.isnan(r)
     if nan.any() and not f.has_nan:
         raise ValueError(f"{f.name} has no NaN encoding; the input holds NaN")

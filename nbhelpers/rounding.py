@@ -24,15 +24,17 @@ a small format; the tests hold the fast path against it and against ml_dtypes ca
 from __future__ import annotations
 
 import enum
+import math
 from numbers import Real
 
 import numpy as np
 
-from .formats import FloatFormat, Specials, _values_to_bits, finite_values, get_format, ulp
+from .formats import FloatFormat, Specials, finite_values, get_format, ulp, values_to_bits
 from .validation import enum_member, stochastic_rng
 
 __all__ = [
     "Rounding",
+    "as_rounding",
     "round_to",
     "round_to_ref",
     "encode",
@@ -62,7 +64,9 @@ class Rounding(enum.Enum):
     STOCHASTIC = "stochastic"
 
 
-def _as_rounding(rounding: Rounding | str) -> Rounding:
+def as_rounding(rounding: Rounding | str) -> Rounding:
+    """The :class:`Rounding` a mode or its name (``"nearest_even"``) stands for; an unknown name
+    raises ValueError listing the modes."""
     return enum_member(Rounding, rounding, "rounding")
 
 
@@ -141,7 +145,7 @@ def round_to(
     0.7; 0.5.0 takes the even exponent code).
     """
     f = get_format(fmt)
-    mode = _as_rounding(rounding)
+    mode = as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
         stochastic_rng(rng)
     if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
@@ -391,12 +395,15 @@ def round_to_ref(
     the same conventions as :func:`round_to` (documented there).
     """
     f = get_format(fmt)
-    mode = _as_rounding(rounding)
+    mode = as_rounding(rounding)
     xs = np.asarray(x, dtype=np.float64)
     grid = finite_values(f, nonnegative=True)  # ascending, includes 0 unless e8m0fnu
     top = grid[-1]
-    # the next grid value after max, as if the exponent range went on (for ties at the top)
-    beyond = top + (top - grid[-2]) if f.specials is not Specials.POWER_OF_TWO else 2 * top
+    # the next grid value after max, as if the exponent range went on (for ties at the top): max
+    # plus the spacing of max's binade, 2**(floor(log2 max) - man_bits). Not max plus the last
+    # gap of the grid: in an fn format with one mantissa bit the top binade holds max alone (its
+    # other code is NaN), and the last gap is the binade below's, half as wide.
+    beyond = top + math.ldexp(1.0, math.frexp(top)[1] - 1 - f.man_bits)
     g = np.append(grid, beyond)
     out = np.empty(xs.shape, np.float64)
     flat_u = None if u is None else np.asarray(u, dtype=np.float64).reshape(-1)
@@ -469,7 +476,7 @@ def encode(x, fmt: FloatFormat | str, rounding="nearest_even", rng=None, saturat
     f = get_format(fmt)
     x_arr = np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x
     r = np.asarray(round_to(x_arr, f, rounding=rounding, rng=rng, saturate=saturate))
-    return _values_to_bits(r, f, np.signbit(np.asarray(x_arr, dtype=np.float64)))
+    return values_to_bits(r, f, np.signbit(np.asarray(x_arr, dtype=np.float64)))
 
 
 def absorption_threshold(fmt: FloatFormat | str, addend: float = 1.0) -> float:

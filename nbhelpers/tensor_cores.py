@@ -29,7 +29,7 @@ import numpy as np
 
 from .accumulation import RoundingAdder, accumulator_format, check_rounding_rng, fraction_to_float_odd, rounded_operands
 from .formats import FloatFormat, get_format
-from .rounding import Rounding, _as_rounding, round_to
+from .rounding import Rounding, as_rounding, round_to
 from .validation import positive_int, real_float64
 
 __all__ = [
@@ -227,7 +227,7 @@ def tensor_core_matmul(
     exact grouped summation rounded once per group (tested).
     """
     f = accumulator_format(acc, "acc")
-    mode = _as_rounding(rounding)
+    mode = as_rounding(rounding)
     check_rounding_rng(mode, rng)
     g, align_bits, promote_every = check_tensor_core_settings(group, align_bits, promote_every)
     Aq, Bq = rounded_operands(A, B, in_fmt)
@@ -302,7 +302,7 @@ def tensor_core_matmul_ref(
     """Slow reference for :func:`tensor_core_matmul` (deterministic roundings): one output at a
     time, exact Fractions, the alignment written out with integer shifts. (M, N) float64."""
     f = get_format(acc)
-    mode = _as_rounding(rounding)
+    mode = as_rounding(rounding)
     g, align_bits, promote_every = check_tensor_core_settings(group, align_bits, promote_every)
     Aq, Bq = rounded_operands(A, B, in_fmt)
     M, K = Aq.shape
@@ -386,7 +386,7 @@ def tensor_core_group_sum(
         raise ValueError(f"c must be one number (the accumulator of one output), got shape {c_.shape}")
     terms = _group_values(np.concatenate([real_float64(c_).reshape(1), real_float64(p)]))
     f = accumulator_format(acc, "acc")
-    mode = _as_rounding(rounding)
+    mode = as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
         raise ValueError(
             "tensor_core_group_sum has no stochastic rounding; use nearest_even, nearest_away or toward_zero"

@@ -1,14 +1,29 @@
-"""CPU wall-clock timing: :func:`interleaved_medians`, the one timer of the course's CPU
-measurements (the benchmark scripts in ``benchmarks/`` and the timing cells of chapters 08 and
-10). GPU timings need CUDA events: ``triton.testing.do_bench``.
+"""The course's two timers, one for the CPU and one for the GPU.
+
+* :func:`interleaved_medians`: wall-clock time on the CPU, the timer of the course's CPU
+  measurements (the benchmark scripts in ``benchmarks/`` and the timing cells of chapters 08 and
+  10).
+* :func:`gpu_median_ms`: a kernel's time on the GPU, the timer of the ``benchmarks/gpu_*.py``
+  scripts. A GPU runs launches asynchronously, so the host's clock times the queue, not the
+  kernel: it takes CUDA events around each launch, through ``triton.testing.do_bench``, with the
+  settings chosen here once (:data:`GPU_TIMER` says them in words for a results file).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
-__all__ = ["interleaved_medians"]
+__all__ = ["interleaved_medians", "gpu_median_ms", "GPU_WARMUP_MS", "GPU_REP_MS", "GPU_TIMER"]
+
+# do_bench's settings, in milliseconds of launches. It first times 5 calls to estimate one, then
+# makes max(1, warmup / estimate) untimed calls and max(1, rep / estimate) timed ones, each after
+# clearing the L2 cache. 50 ms is thousands of launches of a microsecond kernel and still 10 of a
+# 5 ms GEMM, enough for a median; Triton's defaults (25 and 100) only double the run time.
+GPU_WARMUP_MS = 10
+GPU_REP_MS = 50
+GPU_TIMER = f"triton.testing.do_bench(fn, warmup={GPU_WARMUP_MS}, rep={GPU_REP_MS}, return_mode='median'), ms"
 
 
 def interleaved_medians(fns: dict, rounds: int, warmup_rounds: int = 1, calls: int = 1) -> dict:
@@ -38,3 +53,17 @@ def interleaved_medians(fns: dict, rounds: int, warmup_rounds: int = 1, calls: i
             if r >= warmup_rounds:
                 times[key].append(dt / calls)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def gpu_median_ms(fn: Callable[[], object]) -> float:
+    """Median milliseconds of one call of ``fn`` (a function of no arguments that launches GPU
+    work) over repeated launches timed with CUDA events, the L2 cache cleared before each:
+    ``triton.testing.do_bench`` with :data:`GPU_WARMUP_MS` and :data:`GPU_REP_MS`.
+
+    The median, not do_bench's default: ``return_mode`` defaults to ``"mean"`` (Triton 3.7),
+    which one launch delayed by the host or a clock ramp can pull up; the median is what a
+    repeated launch typically takes, as :func:`interleaved_medians` reports on the CPU. Needs a
+    GPU: triton is imported here, at the call."""
+    from triton.testing import do_bench
+
+    return float(do_bench(fn, warmup=GPU_WARMUP_MS, rep=GPU_REP_MS, return_mode="median"))

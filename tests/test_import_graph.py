@@ -1,36 +1,190 @@
-"""The import structure of nbhelpers beyond what import-linter checks: no import cycles, the
-package itself imports nothing, no module uses another module's private names.
+"""The import structure of nbhelpers: the import-linter contracts that check it, and the two rules
+no tool checks.
 
-The layers (tooling > presentation > measurement > kernels > engines > specs, every module in
-one) are import-linter's contract in pyproject.toml, run by ``make test`` (``lint-imports``); a new
-module adds its name to its layer there. Inside a layer modules may import each other, and
-import-linter does not look for cycles there: this file does.
+Two contracts in pyproject.toml, run by ``make test`` (``lint-imports``), hold the structure:
 
-Every module of the package is read with ``ast`` (nothing is imported): module-level imports and
-imports inside functions, relative imports resolved against the module's package. From these the
-graph of nbhelpers-internal imports is built; a cycle fails the test with the cycle printed.
-Dynamic imports
-(``importlib.import_module(name)``) are not seen; the one of the course tooling is the exercise
-registry's (``nbhelpers.answer_keys`` loading its own chapter modules, ``nbhelpers.answer_keys.chNN``,
-by name), an arrow from a package down to its own submodules. Whoever needs the registry imports
-``nbhelpers.answer_keys``, statically.
+- ``layers``: tooling > presentation > measurement > kernels > engines > specs, every module in
+  one layer (``exhaustive``); a module imports only from layers below its own. A new module adds
+  its name to its layer there.
+- ``acyclic_siblings``: no import cycle among the modules of a package, at any depth (the
+  modules of ``nbhelpers``, those of ``nbhelpers.plots``, ...). Inside a layer modules may import
+  each other, and the layers contract lets a cycle between two of them through; this contract
+  does not. A subpackage counts as one module of its parent: ``plots.errors -> metrics ->
+  plots.style`` is a cycle between ``plots`` and ``metrics``.
 
-The same reading finds every use of another module's private name (``from .x import _name``,
-``x._name``): a module's underscore names are its own.
+The tests below prove both contracts are configured and that the acyclic one catches a cycle
+injected into a copy of the package, then check what import-linter does not look at:
+
+- a package and its own modules import in no circle (``plots/__init__`` importing
+  ``plots.style`` which imports ``plots``): the acyclic contract compares a package's modules
+  with each other, never with the package itself;
+- importing the package itself loads nothing;
+- no module uses another module's private names (``from .x import _name``, ``x._name``);
+- the map of the layers in the package docstring names every module of the layers contract
+  under its layer, and no module that does not exist.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
+import grimp
 import pytest
 
 PACKAGE = "nbhelpers"
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = ROOT / PACKAGE
 
 
-# ====================================================================== reading the package
+def contract(kind: str, pyproject: Path = ROOT / "pyproject.toml") -> dict:
+    """The one import-linter contract of type ``kind`` in pyproject.toml."""
+    found = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
+    of_kind = [c for c in found if c["type"] == kind]
+    assert len(of_kind) == 1, f"{len(of_kind)} contracts of type {kind!r} in pyproject.toml"
+    return of_kind[0]
+
+
+def kept_and_broken(output: str) -> tuple[int, int]:
+    """The counts of lint-imports' last line, ``Contracts: 2 kept, 0 broken.``"""
+    m = re.search(r"^Contracts: (\d+) kept, (\d+) broken\.$", output, re.MULTILINE)
+    assert m, output
+    return int(m.group(1)), int(m.group(2))
+
+
+def run_lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` on the package and the pyproject.toml found in ``cwd``, no cache."""
+    code = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--no-cache", "--no-logo"],
+        cwd=cwd,
+        env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+# ====================================================================== the contracts
+
+
+def test_both_contracts_are_configured_and_make_test_runs_them():
+    layers = contract("layers")
+    assert layers["containers"] == [PACKAGE] and layers["exhaustive"] is True
+    acyclic = contract("acyclic_siblings")
+    assert acyclic["ancestors"] == [PACKAGE]
+    # nothing excused, and deep enough for every subpackage there is
+    assert not acyclic.get("ignore_imports") and not acyclic.get("skip_descendants")
+    depth = max(len(p.relative_to(PACKAGE_DIR).parts) for p in PACKAGE_DIR.rglob("*.py"))
+    assert acyclic.get("depth", 10) >= depth
+    recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.MULTILINE).group(1)
+    assert "lint-imports" in recipe and "ruff check" in recipe and "ruff format --check" in recipe
+
+
+def copy_of_the_package(tmp_path: Path) -> Path:
+    """The package's modules and pyproject.toml copied under ``tmp_path`` (returned)."""
+    shutil.copytree(PACKAGE_DIR, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_lint_imports_keeps_both_contracts_on_the_package():
+    run = run_lint_imports(ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert kept_and_broken(run.stdout)[1] == 0
+
+
+@pytest.mark.parametrize(
+    "module, injected, package, arrows",
+    [
+        # two measurement modules: the layers contract allows both arrows
+        ("metrics.py", "from .experiments import gemm_inputs\n", "nbhelpers",
+         {".metrics -> .experiments", ".experiments -> .metrics"}),
+        # inside a subpackage, in a function: found as well
+        ("plots/style.py", "\n\ndef _late():\n    from .errors import plot_error_vs_K\n", "nbhelpers.plots",
+         {".style -> .errors", ".errors -> .style"}),
+    ],
+)  # fmt: skip
+def test_an_injected_cycle_breaks_the_acyclic_contract_and_not_the_layers(tmp_path, module, injected, package, arrows):
+    root = copy_of_the_package(tmp_path)
+    target = root / PACKAGE / module
+    target.write_text(target.read_text() + injected)
+    run = run_lint_imports(root)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    assert kept_and_broken(out)[1] == 1, out  # the layers contract is kept
+    assert f"No cycles are allowed in {package}." in out, out
+    named = [line.strip() for line in out.splitlines() if line.strip().startswith("- .")]
+    assert len(named) == 1 and any(named[0].startswith(f"- {a} (") for a in arrows), out
+
+
+# ====================================================================== what import-linter does not check
+
+
+def package_self_cycles(graph: grimp.ImportGraph) -> list[str]:
+    """'package -> module -> package' for every package of the graph that imports (by any chain)
+    one of its own modules which imports (by any chain) the package back."""
+    found = []
+    for package in sorted(m for m in graph.modules if graph.find_children(m)):
+        for module in sorted(graph.find_descendants(package)):
+            if graph.chain_exists(importer=package, imported=module) and graph.chain_exists(
+                importer=module, imported=package
+            ):
+                found.append(f"{package} -> {module} -> {package}")
+    return found
+
+
+def test_no_package_and_its_own_modules_import_in_a_circle():
+    found = package_self_cycles(grimp.build_graph(PACKAGE, cache_dir=None))
+    assert not found, "a package and its own modules in an import cycle:\n  " + "\n  ".join(found)
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_package_and_module_cycle_is_found(tmp_path, monkeypatch):
+    write_package(
+        tmp_path / "fakepkg",
+        {
+            "__init__.py": "",
+            "formats.py": "",
+            "plots/__init__.py": "from .errors import p\n",
+            "plots/errors.py": "from ..formats import f\nfrom .style import s\n",
+            "plots/style.py": "def f():\n    import fakepkg.plots\n",  # in a function: still a cycle
+            "kernels/__init__.py": "INTERPRETED = True\n",
+            "kernels/gemm.py": "from . import INTERPRETED\n",  # the package does not import it back: fine
+        },
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert package_self_cycles(grimp.build_graph("fakepkg", cache_dir=None)) == [
+        "fakepkg.plots -> fakepkg.plots.errors -> fakepkg.plots",
+        "fakepkg.plots -> fakepkg.plots.style -> fakepkg.plots",
+    ]
+
+
+def test_the_package_itself_imports_nothing():
+    """Importing ``nbhelpers`` loads no module: a notebook imports what it uses, after the setup
+    cell (the kernels must not be imported before setup_device())."""
+    tree = ast.parse((PACKAGE_DIR / "__init__.py").read_text())
+    imports = [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "module", None) == "__future__"
+    ]
+    assert not imports, "nbhelpers/__init__.py imports:\n  " + "\n  ".join(imports)
+
+
+# ====================================================================== private names stay private
 
 
 def module_files(package_dir: Path) -> dict[str, Path]:
@@ -57,229 +211,6 @@ def _resolve(name: str, is_package: bool, node: ast.ImportFrom) -> str:
         raise ValueError(f"{name}: relative import beyond the top-level package (line {node.lineno})")
     base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
-
-
-def import_graph(package_dir: Path) -> dict[str, dict[str, list[int]]]:
-    """module -> {imported nbhelpers module -> line numbers}, from every import statement
-    anywhere in the module (module level, in functions, in classes, under ``if``)."""
-    root = package_dir.name
-    files = module_files(package_dir)
-    graph: dict[str, dict[str, list[int]]] = {}
-    for name, path in files.items():
-        is_package = path.name == "__init__.py"
-        edges: dict[str, list[int]] = {}
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            targets = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(name, is_package, node)
-                # ``from pkg import sub`` imports the submodule pkg.sub when there is one
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
-            for t in targets:
-                if (t == root or t.startswith(root + ".")) and t != name:
-                    edges.setdefault(t, []).append(node.lineno)
-        graph[name] = edges
-    return graph
-
-
-# ====================================================================== cycles and layers
-
-
-def find_cycles(graph: dict[str, dict]) -> list[list[str]]:
-    """One cycle (a list of modules, the first repeated at the end) per strongly connected
-    component with more than one module (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    components: list[list[str]] = []
-    counter = 0
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph.get(start, {}))))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(sorted(graph.get(w, {})))))
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        components.append(sorted(comp))
-    return [_cycle_in(graph, set(comp)) for comp in components]
-
-
-def _cycle_in(graph, comp: set[str]) -> list[str]:
-    """A concrete cycle through the smallest module of a strongly connected component (BFS)."""
-    start = min(comp)
-    parent = {start: None}
-    queue = [start]
-    while queue:
-        v = queue.pop(0)
-        for w in sorted(graph.get(v, {})):
-            if w == start:
-                path = [v]
-                while parent[path[-1]] is not None:
-                    path.append(parent[path[-1]])
-                return [*reversed(path), start]
-            if w in comp and w not in parent:
-                parent[w] = v
-                queue.append(w)
-    raise AssertionError(f"no cycle found in the component {sorted(comp)}")
-
-
-def format_cycle(graph, cycle: list[str]) -> str:
-    steps = [f"{a} (line {graph[a][b][0]})" for a, b in zip(cycle, cycle[1:])]
-    return " -> ".join(steps + [cycle[-1]])
-
-
-# ====================================================================== the package
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return import_graph(PACKAGE_DIR)
-
-
-def test_the_package_is_read(graph):
-    assert {"nbhelpers", "nbhelpers.formats", "nbhelpers.accumulation", "nbhelpers.plots"} <= set(graph)
-    # relative imports resolved, submodules of subpackages found
-    assert "nbhelpers.formats" in graph["nbhelpers.accumulation"]
-    assert "nbhelpers.accumulation" in graph["nbhelpers.tensor_cores"]
-    assert any(k.startswith("nbhelpers.plots.") for k in graph["nbhelpers.plots"])
-
-
-def test_every_internal_import_names_a_module_of_the_package(graph):
-    unknown = [
-        f"{a} imports {b}, line {lines[0]}"
-        for a, edges in sorted(graph.items())
-        for b, lines in sorted(edges.items())
-        if b not in graph
-    ]
-    assert not unknown, "imports of modules that do not exist:\n  " + "\n  ".join(unknown)
-
-
-def test_no_import_cycles(graph):
-    cycles = find_cycles(graph)
-    assert not cycles, "import cycles in nbhelpers:\n  " + "\n  ".join(format_cycle(graph, c) for c in cycles)
-
-
-def test_the_package_itself_imports_nothing(graph):
-    """Importing ``nbhelpers`` loads no module of it: a notebook imports what it uses, after the
-    setup cell (the kernels must not be imported before setup_device())."""
-    assert graph[PACKAGE] == {}, f"nbhelpers/__init__.py imports {sorted(graph[PACKAGE])}"
-
-
-def test_make_test_runs_import_linter_on_the_layers():
-    """The layer rules live in pyproject.toml for import-linter, and `make test` runs it."""
-    import re
-    import tomllib
-
-    root = PACKAGE_DIR.parent
-    contract = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
-    assert contract["type"] == "layers" and contract["exhaustive"] is True and len(contract["layers"]) == 6
-    recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", (root / "Makefile").read_text(), re.MULTILINE).group(1)
-    assert "lint-imports" in recipe and "ruff check" in recipe and "ruff format --check" in recipe
-
-
-# ====================================================================== the checker on a made-up package
-
-
-def write_package(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
-def test_reader_resolves_relative_function_level_and_absolute_imports(tmp_path):
-    pkg = write_package(
-        tmp_path / "nbhelpers",
-        {
-            "__init__.py": "",
-            "formats.py": "import numpy\n",
-            "rounding.py": "from .formats import x\n\ndef f():\n    from . import accumulation\n",
-            "accumulation.py": "import nbhelpers.formats as fm\nfrom nbhelpers.kernels import gemm\n",
-            "kernels/__init__.py": "INTERPRETED = True\n",
-            "kernels/gemm.py": "from . import INTERPRETED\nfrom ..rounding import r\nfrom .. import formats\n",
-            "plots/__init__.py": "from .errors import p\n",
-            "plots/errors.py": "from ..accumulation import a\nfrom .style import s\n",
-            "plots/style.py": "class C:\n    def m(self):\n        from ..tables import t\n",
-        },
-    )
-    g = import_graph(pkg)
-    assert g["nbhelpers.formats"] == {}
-    assert g["nbhelpers.rounding"] == {"nbhelpers.formats": [1], "nbhelpers.accumulation": [4]}
-    assert g["nbhelpers.accumulation"] == {"nbhelpers.formats": [1], "nbhelpers.kernels.gemm": [2]}
-    assert g["nbhelpers.kernels.gemm"] == {
-        "nbhelpers.kernels": [1],
-        "nbhelpers.rounding": [2],
-        "nbhelpers.formats": [3],
-    }
-    assert g["nbhelpers.plots"] == {"nbhelpers.plots.errors": [1]}
-    assert g["nbhelpers.plots.errors"] == {"nbhelpers.accumulation": [1], "nbhelpers.plots.style": [2]}
-    assert g["nbhelpers.plots.style"] == {"nbhelpers.tables": [3]}  # inside a method; no such module
-    assert "nbhelpers.tables" not in g  # ... which the test of the real package reports
-
-
-def test_a_cycle_is_found_and_printed(tmp_path):
-    pkg = write_package(
-        tmp_path / "nbhelpers",
-        {
-            "__init__.py": "",
-            "formats.py": "",
-            "rounding.py": "from .formats import x\nfrom .accumulation import y\n",
-            "accumulation.py": "\n\ndef f():\n    from .tensor_cores import z\n",
-            "tensor_cores.py": "from . import rounding\n",
-            "metrics.py": "from .rounding import r\n",
-        },
-    )
-    g = import_graph(pkg)
-    cycles = find_cycles(g)
-    assert cycles == [
-        ["nbhelpers.accumulation", "nbhelpers.tensor_cores", "nbhelpers.rounding", "nbhelpers.accumulation"]
-    ]
-    assert format_cycle(g, cycles[0]) == (
-        "nbhelpers.accumulation (line 4) -> nbhelpers.tensor_cores (line 1) "
-        "-> nbhelpers.rounding (line 2) -> nbhelpers.accumulation"
-    )
-    assert find_cycles({"a": {"b": [1]}, "b": {}, "c": {"c": [1]}}) == []
-
-
-# ====================================================================== private names stay private
-
-# Uses of another module's private name that predate this test, in modules others own (the
-# engines' rounding helpers): each to be made public by its module, then removed from here.
-# The test fails when a use not listed appears, and when a listed one is gone.
-KNOWN_PRIVATE_USES = {
-    "nbhelpers.accumulation uses nbhelpers.rounding._as_rounding",
-    "nbhelpers.tensor_cores uses nbhelpers.rounding._as_rounding",
-    "nbhelpers.rounding uses nbhelpers.formats._values_to_bits",
-}
 
 
 def _is_private(name: str) -> bool:
@@ -343,13 +274,10 @@ def private_name_uses(package_dir: Path) -> dict[str, list[int]]:
 
 def test_no_module_uses_another_modules_private_names():
     found = private_name_uses(PACKAGE_DIR)
-    new = sorted(set(found) - KNOWN_PRIVATE_USES)
-    gone = sorted(KNOWN_PRIVATE_USES - set(found))
-    assert not new, (
+    assert not found, (
         "private names used outside their module (make the name public in its module, "
-        "or keep it to that module):\n  " + "\n  ".join(f"{u}, line {found[u][0]}" for u in new)
+        "or keep it to that module):\n  " + "\n  ".join(f"{u}, line {lines[0]}" for u, lines in sorted(found.items()))
     )
-    assert not gone, "no longer used; remove from KNOWN_PRIVATE_USES:\n  " + "\n  ".join(gone)
 
 
 def test_private_name_uses_are_found(tmp_path):
@@ -374,3 +302,91 @@ def test_private_name_uses_are_found(tmp_path):
         "nbhelpers.metrics uses nbhelpers.plots.style._c": [5],
         "nbhelpers.plots uses nbhelpers.plots.style._c": [3],
     }
+
+
+# ====================================================================== the map in the package docstring
+
+
+def docstring_map(doc: str, package: str = PACKAGE) -> list[tuple[str, list[str]]]:
+    """The layers a package docstring describes, in its order: (title, the modules of its
+    bullets), from a title line at column 0 (``Engines: the arithmetic...``) followed by bullets
+    ``  - :mod:`~package.name` ...``."""
+    bullet = re.compile(rf"^  - :mod:`~?{re.escape(package)}\.([\w.]+)`")
+    lines = doc.splitlines()
+    sections: list[tuple[str, list[str]]] = []
+    for line, after in zip(lines, [*lines[1:], ""]):
+        title = re.match(r"^([A-Z][a-z]*(?: [a-z]+)*): ", line)
+        if title and bullet.match(after):
+            sections.append((title.group(1), []))
+        elif (m := bullet.match(line)) and sections:
+            sections[-1][1].append(m.group(1))
+    return sections
+
+
+def layer_modules(layer: str) -> list[str]:
+    """The module names of one layer of an import-linter layers contract (``a : b``
+    independent, ``a | b`` not, ``(a)`` optional)."""
+    return [name.strip().strip("()").strip() for name in re.split(r"[:|]", layer) if name.strip()]
+
+
+def map_problems(doc: str, layers: list[str], package_dir: Path) -> list[str]:
+    """What the docstring's map gets wrong against the contract's layers (listed top first, the
+    docstring lists them bottom first) and the package's files: a layer with no section, a
+    module of a layer missing from its section or listed under another, a module named twice, a
+    :mod: reference to a module that does not exist."""
+    package = package_dir.name
+    sections = docstring_map(doc, package)
+    problems = []
+    if len(sections) != len(layers):
+        problems.append(f"{len(sections)} sections for {len(layers)} layers: {[t for t, _ in sections]}")
+    layer_of = {m: i for i, layer in enumerate(reversed(layers)) for m in layer_modules(layer)}
+    named: dict[str, str] = {}
+    for i, (title, modules) in enumerate(sections):
+        for m in modules:
+            if m in named:
+                problems.append(f"{m} is listed under {named[m]} and under {title}")
+            named[m] = title
+            if m in layer_of and layer_of[m] != i:
+                problems.append(f"{m} is listed under {title}, its layer is {layers[::-1][layer_of[m]]!r}")
+    for m in sorted(set(layer_of) - set(named)):
+        section = sections[layer_of[m]][0] if layer_of[m] < len(sections) else f"layer {layers[::-1][layer_of[m]]!r}"
+        problems.append(f"{m} is missing (it belongs under {section})")
+    for m in sorted(set(named) - set(layer_of)):
+        problems.append(f"{m} is listed under {named[m]} but is in no layer of the contract")
+    for m in sorted(set(re.findall(rf":mod:`~?{re.escape(package)}\.([\w.]+)`", doc))):
+        path = package_dir.joinpath(*m.split("."))
+        if not (path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()):
+            problems.append(f"{package}.{m} is named but does not exist")
+    return problems
+
+
+def test_the_package_docstring_maps_every_module_to_its_layer():
+    import nbhelpers
+
+    layers = contract("layers")
+    assert layers["containers"] == [PACKAGE]
+    problems = map_problems(nbhelpers.__doc__, layers["layers"], PACKAGE_DIR)
+    assert not problems, "nbhelpers/__init__.py's map of the layers:\n  " + "\n  ".join(problems)
+
+
+def test_a_wrong_map_is_reported(tmp_path):
+    write_package(tmp_path / "pkg", {"__init__.py": "", "a.py": "", "b.py": "", "c.py": "", "d/__init__.py": ""})
+    layers = ["c : d", "a | b"]  # top first
+    doc = (
+        "Intro: not a section.\n\n"
+        "Bottom: the lowest.\n  - :mod:`~pkg.a`  A\n  - :mod:`~pkg.b`  B, see :mod:`~pkg.d`\n\n"
+        "Top: the highest.\n  - :mod:`~pkg.c`  C\n  - :mod:`~pkg.d`  D\n"
+    )
+    assert docstring_map(doc, "pkg") == [("Bottom", ["a", "b"]), ("Top", ["c", "d"])]
+    assert map_problems(doc, layers, tmp_path / "pkg") == []
+    wrong = doc.replace("  - :mod:`~pkg.b`  B", "  - :mod:`~pkg.e`  E").replace("pkg.c`  C", "pkg.b`  B")
+    assert map_problems(wrong, layers, tmp_path / "pkg") == [
+        "b is listed under Top, its layer is 'a | b'",
+        "c is missing (it belongs under Top)",
+        "e is listed under Bottom but is in no layer of the contract",
+        "pkg.e is named but does not exist",
+    ]
+    assert map_problems(doc, ["x", *layers], tmp_path / "pkg") == [
+        "2 sections for 3 layers: ['Bottom', 'Top']",
+        "x is missing (it belongs under layer 'x')",
+    ]

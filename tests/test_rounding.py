@@ -1,4 +1,6 @@
+import functools
 import zlib
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -54,7 +56,8 @@ def neighbourhood(f: FloatFormat) -> np.ndarray:
     float32 values just above and below each of those; plus both signs, zeros, inf, NaN."""
     v = finite_values(f, nonnegative=True)
     mids = (v[:-1] + v[1:]) / 2
-    top = f.max + (f.max - v[-2]) / 2 if f.specials is not Specials.POWER_OF_TWO else 1.5 * f.max
+    # the tie just past max: half the spacing of max's binade (which need not be the last gap)
+    top = f.max + np.ldexp(0.5, int(np.frexp(f.max)[1]) - 1 - f.man_bits)
     with np.errstate(over="ignore"):  # beyond float32 (e8m0fnu's 2 * max): inf, on purpose
         pts = np.concatenate([v, mids, [top, 2 * f.max, f.max * 1.0001]]).astype(np.float32)
     pts = np.concatenate([pts, np.nextafter(pts, np.float32(np.inf)), np.nextafter(pts, np.float32(0))])
@@ -164,6 +167,96 @@ def test_fast_path_matches_reference(f, mode, saturate):
     x = neighbourhood(f)
     x = np.concatenate([x, random_float32(3000, 11, int(np.log2(f.smallest_positive)) - 2, int(np.log2(f.max)) + 3)])
     assert_bits(round_to(x, f, mode, saturate=saturate), round_to_ref(x, f, mode, saturate=saturate), x)
+
+
+# ------------------------------------------------------------------ the reference itself, exactly
+
+# Formats with one mantissa bit: in the fn kind the top binade holds max alone (its other code is
+# NaN), so the gap below max is not the spacing of max's binade. Both kinds, every exponent width.
+ONE_MANTISSA_BIT = [FloatFormat.custom(e, 1, s) for s in ("fn", "finite") for e in range(1, 9)]
+
+
+@functools.cache
+def exact_grid(f: FloatFormat) -> tuple[Fraction, ...]:
+    """The nonnegative finite values of a signed fn or finite format, from its codes' fields:
+    (exponent field, mantissa field) -> 0.m * 2**(1 - bias) or 1.m * 2**(e - bias); in an fn
+    format the all-ones code is NaN."""
+    bias = 2 ** (f.exp_bits - 1) - 1
+    values = []
+    for e in range(2**f.exp_bits):
+        for m in range(2**f.man_bits):
+            if f.specials is Specials.FN and e == 2**f.exp_bits - 1 and m == 2**f.man_bits - 1:
+                continue
+            lead = 0 if e == 0 else 1
+            values.append((lead + Fraction(m, 2**f.man_bits)) * Fraction(2) ** (max(e, 1) - bias))
+    return tuple(sorted(values))
+
+
+def round_exact(x: Fraction, f: FloatFormat, mode: str, saturate: bool | None) -> Fraction | None:
+    """``x`` rounded to ``f`` in rational arithmetic (None: NaN). The magnitude is rounded to
+    man_bits + 1 significant bits at its own binade (the subnormals' below the smallest normal),
+    with no largest exponent; then a result beyond max overflows by round_to's rules: toward zero
+    and saturate keep max, a format without NaN saturates, an fn format gives NaN."""
+    a = abs(x)
+    if a == 0:
+        return x
+    bias = 2 ** (f.exp_bits - 1) - 1
+    e = a.numerator.bit_length() - a.denominator.bit_length()  # floor(log2 a) or one more
+    e -= Fraction(2) ** e > a
+    step = Fraction(2) ** (max(e, 1 - bias) - f.man_bits)
+    n, rest = divmod(a / step, 1)
+    if mode == "nearest_even":
+        n += rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2 == 1)
+    elif mode == "nearest_away":
+        n += rest >= Fraction(1, 2)
+    r = n * step
+    top = exact_grid(f)[-1]
+    if r > top:
+        if mode == "toward_zero" or saturate or f.specials is Specials.FINITE:
+            r = top
+        else:
+            return None
+    return r if x > 0 else -r
+
+
+@pytest.mark.parametrize("f", ONE_MANTISSA_BIT, ids=lambda f: f"{f.name}-{f.specials.value}")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("saturate", [None, True])
+def test_reference_is_exact_on_every_code_of_one_mantissa_bit_formats(f, mode, saturate):
+    """round_to_ref against rational arithmetic and against round_to, on every finite code, the
+    points halfway between neighbouring codes and a quarter of the way, the tie just past max and
+    its neighbours, and points beyond; both signs."""
+    grid = exact_grid(f)
+    assert finite_values(f, nonnegative=True).tolist() == [float(v) for v in grid]  # every code
+    top = grid[-1]
+    # the spacing of max's binade: max is 1.0 * 2**emax in an fn format, 1.5 * 2**emax in a finite one
+    spacing = top / 2 if f.specials is Specials.FN else top / 3
+    pts = list(grid)
+    for lo, hi in zip(grid, grid[1:]):
+        pts += [(lo + hi) / 2, (3 * lo + hi) / 4, (lo + 3 * hi) / 4]
+    tie = top + spacing / 2  # halfway to the code after max, were the exponent range to go on
+    pts += [tie, tie - spacing / 8, tie + spacing / 8, top + spacing, 2 * top, 4 * top]
+    pts += [-p for p in pts]
+    x = np.array([float(p) for p in pts])
+    assert all(Fraction(float(p)) == p for p in pts)  # every point is a float64 exactly
+
+    expected = [round_exact(p, f, mode, saturate) for p in pts]
+    expected = np.array([np.nan if r is None else float(r) for r in expected])
+    expected = np.where(expected == 0, np.copysign(0.0, x), expected)  # zero keeps the input's sign
+    ref = round_to_ref(x, f, mode, saturate=saturate)
+    assert_bits(ref, expected, x)
+    assert_bits(round_to(x, f, mode, saturate=saturate), ref, x)
+
+
+def test_e6m1fn_keeps_what_rounds_to_its_max():
+    """The case of the bug: max is 2**32 (the exponent field 63 with mantissa 1 is NaN), values up
+    to halfway to 1.5 * 2**32 round to it, the tie to it (max's code is even), beyond is NaN."""
+    f = FloatFormat.custom(6, 1, "fn")
+    assert f.name == "e6m1fn" and f.max == 2.0**32
+    x = np.array([1.1, 1.2, 1.25, 1.2501, 1.3]) * 2.0**32
+    expected = [2.0**32, 2.0**32, 2.0**32, np.nan, np.nan]
+    assert_bits(round_to_ref(x, f), expected, x)
+    assert_bits(round_to(x, f), expected, x)
 
 
 def test_stochastic_fast_path_matches_reference_given_same_uniforms():

@@ -1,5 +1,6 @@
-"""nbhelpers.timing: the interleaved CPU timer; nbhelpers.results: the results file that is rewritten after every
-row, and the sweep that fills it, so that a benchmark which fails halfway keeps what it measured."""
+"""nbhelpers.timing: the interleaved CPU timer and the GPU timer (every GPU timing goes through it);
+nbhelpers.results: the results file that is rewritten after every row, and the sweep that fills
+it, so that a benchmark which fails halfway keeps what it measured."""
 
 import json
 
@@ -46,6 +47,80 @@ def test_interleaved_medians_refuses_bad_counts(kwargs, fragment):
         interleaved_medians({"f": lambda: None}, **kwargs)
     with pytest.raises(ValueError, match="at least one function"):
         interleaved_medians({}, rounds=1)
+
+
+# ====================================================================== the GPU timer
+
+
+@pytest.fixture
+def fake_do_bench(monkeypatch):
+    """triton.testing.do_bench replaced by a recorder (it needs a GPU): the calls it gets, as
+    (fn, keyword arguments); it returns 1.5 ms."""
+    import triton.testing
+
+    calls = []
+
+    def do_bench(fn, **kwargs):
+        calls.append((fn, kwargs))
+        return 1.5
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    return calls
+
+
+def test_gpu_median_ms_asks_do_bench_for_the_median_with_the_settings_chosen_once(fake_do_bench):
+    def fn():
+        pass
+
+    ms = timing.gpu_median_ms(fn)
+    assert ms == 1.5 and type(ms) is float
+    # return_mode is given: do_bench's default is the mean
+    assert fake_do_bench == [(fn, {"warmup": timing.GPU_WARMUP_MS, "rep": timing.GPU_REP_MS, "return_mode": "median"})]
+    # the words a results file records say the same settings
+    assert f"warmup={timing.GPU_WARMUP_MS}, rep={timing.GPU_REP_MS}, return_mode='median'" in timing.GPU_TIMER
+
+
+@pytest.mark.parametrize("script", ["gpu_topk", "gpu_grouped_gemm"])
+def test_a_benchmarks_timer_is_the_one_gpu_timer(fake_do_bench, script):
+    from helpers import load_benchmark
+
+    fn = object()
+    assert load_benchmark(script)._bench(fn) == 1.5
+    assert fake_do_bench == [(fn, {"warmup": timing.GPU_WARMUP_MS, "rep": timing.GPU_REP_MS, "return_mode": "median"})]
+
+
+def do_bench_calls(path) -> list[int]:
+    """Line numbers of the calls of ``do_bench`` (a bare name or ``triton.testing.do_bench``) in
+    a Python file."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) == "do_bench" or getattr(node.func, "attr", None) == "do_bench")
+    ]
+
+
+def test_every_gpu_timing_in_the_package_and_the_benchmarks_goes_through_the_one_timer(tmp_path):
+    from pathlib import Path
+
+    root = Path(timing.__file__).resolve().parents[1]
+    files = sorted((root / "nbhelpers").rglob("*.py")) + sorted((root / "benchmarks").glob("*.py"))
+    callers = {str(p.relative_to(root)) for p in files if do_bench_calls(p)}
+    assert callers == {
+        "nbhelpers/timing.py",
+        # the autotuners' timers: they pick a config, they measure nothing the course reports
+        # (triton.autotune's do_bench= gets quantiles; the grouped GEMM's tuner is its own)
+        "nbhelpers/kernels/__init__.py",
+        "nbhelpers/kernels/grouped_gemm.py",
+    }
+    # the reader sees both spellings
+    (tmp_path / "a.py").write_text(
+        "import triton\nfrom triton.testing import do_bench\nx = do_bench(f)\ny = triton.testing.do_bench(g, rep=5)\n"
+    )
+    assert do_bench_calls(tmp_path / "a.py") == [3, 4]
 
 
 def test_results_file_is_written_after_every_row_and_completed_by_finish(tmp_path):
