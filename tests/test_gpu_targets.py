@@ -1,4 +1,4 @@
-"""Which GPU runs which chapter (nbhelpers.gpu_targets, docs/gpu.md): the chapters' GPU launches
+"""Which GPU runs which chapter (nbhelpers.tooling.gpu_targets, docs/gpu.md): the chapters' GPU launches
 compiled for sm_75, sm_80, sm_89 and sm_90 without a GPU.
 
 Here: the verdict of a row and its table cell on canned compile results; one real compile for
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers import gpu_targets as gt
 from nbhelpers.compile_check import SHARED_LIMIT, check
+from nbhelpers.tooling import gpu_targets as gt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,9 +142,9 @@ def test_no_launch_stops_with_a_compiler_traceback(recorded):
 
 def test_the_page_shows_the_results_file(recorded):
     """docs/gpu.md's generated tables are what the results file says (`python -m
-    nbhelpers.gpu_targets --page` rewrites them)."""
+    nbhelpers.tooling.gpu_targets --page` rewrites them)."""
     page = gt.PAGE.read_text()
-    assert gt.update_page(page, recorded) == page, "run python -m nbhelpers.gpu_targets --page"
+    assert gt.update_page(page, recorded) == page, "run python -m nbhelpers.tooling.gpu_targets --page"
     assert "## Which GPU you have" in page and "sm_75 (T4)" in page
 
 
