@@ -36,11 +36,10 @@ Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers
   - :mod:`~nbhelpers.kernels`       ``kernels.gemm`` (the tiled GEMM, chapters 03 and 09), ``kernels.scaled_gemm``
     (fp8 GEMMs with epilogue and block scales), ``kernels.copy`` (chapter 08's copies); chapter 10's
     grouped GEMM goes in ``kernels.grouped_gemm``, chapter 11's top-k kernels in ``kernels.topk``
-
-Families: one manifest per kernel family, what every tool needs to know about its kernels.
-  - :mod:`~nbhelpers.families`      ``families.<family>``: its reference, dtypes and recipes, compile cases, GPU
-    launches by chapter, benchmarks and results rows; ``families()`` finds them (the compile check, the GPU
-    table, the prepared GPU run and the results readers read nothing else)
+  - :mod:`~nbhelpers.families`      one manifest per kernel family (``families.<family>``): its reference, dtypes and
+    recipes, compile cases, GPU launches by chapter, benchmarks and results rows; ``families()`` finds them (the
+    compile check, the GPU table, the prepared GPU run and the results readers read nothing else); importing one
+    loads no kernel
 
 Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.metrics`       relative errors, exact sums, range fractions
@@ -69,11 +68,9 @@ Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.checks`        CheckResult/CheckStatus, score, run_check, and check()/summary() for notebooks
     (it re-exports the types, the comparators and the registry: a notebook's one import)
   - :mod:`~nbhelpers.grading`       the instructor's grader (``python -m nbhelpers.grade``)
-
-Repository tooling: what writes docs/, reads solutions/ or regenerates exercises/; nothing else imports it.
-  - :mod:`~nbhelpers.tooling`       ``tooling.compile_cases`` (every compile case, ``make gpu-compile``),
-    ``tooling.gpu_targets`` (which GPU runs which chapter, docs/gpu.md), ``tooling.make_exercises``
-    (exercises/ from solutions/)
+  - :mod:`~nbhelpers.tooling`       repository tooling, imported by no other module: ``tooling.compile_cases`` (every
+    compile case, ``make gpu-compile``), ``tooling.gpu_targets`` (which GPU runs which chapter, docs/gpu.md),
+    ``tooling.make_exercises`` (exercises/ from solutions/)
 
 Import what you need from the module; importing the package does nothing else.
 """

@@ -234,3 +234,16 @@ def test_each_manifest_names_what_is_there():
     chapters = {c for f in families() for c in f.chapters}
     launched = {c for x in gpu_targets.launches() for c in x.chapters}
     assert launched == chapters == {"03", "08", "09", "10", "11"}
+
+
+def test_no_module_outside_the_tooling_wing_imports_it():
+    """Repository tooling (it writes docs/, reads solutions/) is imported by nothing the notebooks
+    import; import-linter's layers put it at the top, beside the course tooling, and this checks
+    that no sibling leans on it either."""
+    import grimp
+
+    graph = grimp.build_graph("nbhelpers")
+    wing = {"nbhelpers.tooling", *graph.find_descendants("nbhelpers.tooling")}
+    assert {"nbhelpers.tooling.compile_cases", "nbhelpers.tooling.gpu_targets"} <= wing
+    importers = {m for w in wing for m in graph.find_modules_that_directly_import(w)}
+    assert importers <= wing, sorted(importers - wing)
