@@ -86,14 +86,16 @@ def fake_family(tmp_path, monkeypatch):
 
 
 def test_the_course_families_are_found_in_their_order():
+    """The families whose launches docs/gpu.md lists come in the order it lists them (a family
+    added later goes after them)."""
     names = [f.name for f in families()]
-    assert names == ["gemm", "scaled_gemm", "pressure", "copy", "grouped_gemm", "topk"]
+    assert names[:6] == ["gemm", "scaled_gemm", "pressure", "copy", "grouped_gemm", "topk"]
     assert all(isinstance(f, Family) for f in families())
 
 
 def test_a_new_family_is_found(fake_family):
     names = [f.name for f in families()]
-    assert names[-1] == fake_family and len(names) == 7
+    assert names[-1] == fake_family and names.count(fake_family) == 1
 
 
 def test_a_new_family_is_in_the_compile_check(fake_family, capsys):
@@ -193,7 +195,7 @@ def test_a_manifest_must_define_a_family_with_a_name_of_its_own(tmp_path, monkey
 
 
 def test_the_results_kinds_are_the_files_the_notebooks_read():
-    assert set(results_specs()) == {
+    assert set(results_specs()) >= {
         "gemm_numerics",
         "gemm_tflops",
         "copy_bandwidth",
@@ -233,7 +235,8 @@ def test_each_manifest_names_what_is_there():
             assert isinstance(spec, ResultsSpec) and (ROOT / spec.script).is_file()
     chapters = {c for f in families() for c in f.chapters}
     launched = {c for x in gpu_targets.launches() for c in x.chapters}
-    assert launched == chapters == {"03", "08", "09", "10", "11"}
+    notebooks = {p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert launched == chapters and {"03", "08", "09", "10", "11"} <= chapters <= notebooks
 
 
 def test_no_module_outside_the_tooling_wing_imports_it():
