@@ -23,7 +23,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 
 from .families import ResultsSpec, results_specs
@@ -155,6 +155,20 @@ class ResultsKind:
         names = [f.name for f in fields(self.spec.row)]
         return self.spec.row(**{k: row.get(k) for k in names if k in row or k in self.timed_keys})
 
+    def rows(self, run: dict) -> list:
+        """The rows of one file this kind's reader returned, as the family's row dataclass."""
+        return [self.row(r) for r in run[self.rows_field]]
+
+    def as_dict(self, row) -> dict:
+        """A row dataclass of this kind as the dict a file holds: every field, except those left at
+        None that a row may lack (the optional ones; the timed ones of a row with an ``error``)."""
+        if self.spec is None or not isinstance(row, self.spec.row):
+            raise TypeError(f"a {self.stem} row must be a {self.spec.row.__name__ if self.spec else 'dict'}")
+        out = asdict(row)
+        failed = out.get("error") is not None
+        required = set(self.row_keys) | (set() if failed else set(self.timed_keys))
+        return {k: v for k, v in out.items() if v is not None or k in required}
+
 
 def kinds() -> dict[str, ResultsKind]:
     """Every kind of GPU results file, by stem: one per results spec of every kernel family's
@@ -246,7 +260,10 @@ class ResultsFile:
         self.extra: dict = {}
 
     def add(self, row: dict) -> dict:
-        """Append one row and write the file; returns the row."""
+        """Append one row and write the file; returns the row (as a dict). With a kind, the row may
+        be its family's row dataclass, written as :meth:`ResultsKind.as_dict` says."""
+        if self.kind is not None and is_dataclass(row) and not isinstance(row, type):
+            row = self.kind.as_dict(row)
         if not isinstance(row, dict):
             raise TypeError(f"a row must be a dict, got {type(row).__name__}")
         if self.kind is not None and self.kind.missing_in_row(row):

@@ -149,16 +149,23 @@ def test_a_new_family_has_a_results_kind_and_a_reader(fake_family, tmp_path):
 
     meta = {"gpu": "NVIDIA H200", "date": "2026-12-01T00:00:00+00:00", "script": "benchmarks/gpu_fakefam.py"}
     out = results.ResultsFile(kind.path(meta["gpu"], tmp_path), meta, kind)
-    out.add({"n": 4096, "method": "fake", "ms": 0.5})
-    out.add({"n": 8192, "method": "fake", "error": "skipped: past the time limit"})
+    row_type = kind.spec.row
+    out.add(row_type(n=4096, method="fake", ms=0.5))  # the script fills the family's row
+    assert out.add(row_type(n=8192, method="fake", error="skipped: past the time limit")) == {
+        "n": 8192,
+        "method": "fake",
+        "error": "skipped: past the time limit",
+    }
     with pytest.raises(ValueError, match="lacks ms"):
         out.add({"n": 1, "method": "fake"})
     out.finish()
     (run,) = recorded_fakefam(tmp_path)
     assert run["path"].endswith("fakefam_nvidia-h200.json") and [r["n"] for r in run["rows"]] == [4096, 8192]
     assert results.recorded("fakefam", tmp_path)[0]["rows"] == run["rows"]
-    rows = [kind.row(r) for r in run["rows"]]
-    assert rows[0] == rows[0].__class__(n=4096, method="fake", ms=0.5)
+    rows = kind.rows(run)
+    assert rows[0] == row_type(n=4096, method="fake", ms=0.5)
+    with pytest.raises(TypeError, match="must be a FakeRow"):
+        out.add(results.kinds()["topk"].spec.row("bf16", 1, 8, 1, "row", 16, 1.0, 1.0, None, 1.0))
     assert rows[1].ms is None and rows[1].error.startswith("skipped")
     bad = json.loads(Path(run["path"]).read_text())
     del bad["rows"][0]["method"]
