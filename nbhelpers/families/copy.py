@@ -85,7 +85,7 @@ FAMILY = Family(
     name="copy",
     module="nbhelpers.kernels.copy",
     reference="nbhelpers.kernels.copy:copy_ref",
-    dtypes=("any",),
+    dtypes=("fp32", "fp16", "bf16", "fp64", "int8", "uint8", "int16", "int32", "int64"),
     chapters={
         "08": "`kernels.copy` (copy, strided read, transpose) and CUDA-event timings, in the notebook "
         "and `benchmarks/gpu_copy_bandwidth.py`",

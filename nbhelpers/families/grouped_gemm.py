@@ -108,7 +108,7 @@ FAMILY = Family(
     name="grouped_gemm",
     module="nbhelpers.kernels.grouped_gemm",
     reference="nbhelpers.moe:grouped_matmul_ref",
-    dtypes=("bf16", "fp16", "fp32", "e4m3"),
+    dtypes=("fp32", "bf16", "fp16", "e4m3", "e5m2"),
     recipes=("per-row x per-expert-column scales",),
     chapters={
         "10": "`kernels.grouped_gemm`: bf16 (tuned) and fp8 e4m3; `benchmarks/gpu_grouped_gemm.py` "

@@ -110,8 +110,10 @@ def launches() -> list[Launch]:
 @dataclasses.dataclass(frozen=True)
 class TopkRow:
     """One dtype, batch, k and method with its bytes (one read of the logits plus the k values and
-    int64 indices written); when timed, the median time, the bandwidth, the fraction of the HBM
-    peak and the speed against torch.topk."""
+    int64 indices written), the Triton launch parameters (None for torch) and how many rows were
+    compared with topk_ref; when timed, the median time, the bandwidth, the fraction of the HBM
+    peak (None without a known peak) and the speed against torch.topk (None when torch.topk was not
+    timed); else ``error`` says why not (with ``call_ms``, one call's time, when it was too slow)."""
 
     dtype: str
     batch: int
@@ -119,10 +121,13 @@ class TopkRow:
     k: int
     method: str
     bytes: int
+    launch: dict | None
+    checked_rows: int | None
     ms: float = timed()
     gb_per_s: float = timed()
     fraction_of_peak: float | None = timed()
-    vs_torch_topk: float = timed()
+    vs_torch_topk: float | None = timed()
+    call_ms: float | None = None
     error: str | None = None
 
 
@@ -138,7 +143,7 @@ FAMILY = Family(
     name="topk",
     module="nbhelpers.kernels.topk",
     reference="nbhelpers.topk:topk_ref",
-    dtypes=("bf16", "fp16", "fp32"),
+    dtypes=("fp32", "bf16", "fp16"),
     chapters={
         "11": "`kernels.topk` (row, two_stage, radix) on bf16 and fp32 logits; `benchmarks/gpu_topk.py`",
     },
