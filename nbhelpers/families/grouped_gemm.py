@@ -75,7 +75,8 @@ def launches() -> list[Launch]:
 
 @dataclasses.dataclass(frozen=True)
 class GroupedGemmRow:
-    """One case: the shape, the routing, each implementation's difference from grouped_mm and the
+    """One case: the shape, the routing and its load statistics (per-expert loads, the padding and
+    the rows dropped at a capacity factor), each implementation's difference from grouped_mm and the
     goals; when timed, ``ms`` and ``tflops`` per implementation and the speedups."""
 
     size: str
@@ -85,7 +86,13 @@ class GroupedGemmRow:
     T: int
     top_k: int
     rows: int
+    max_load: int
+    mean_load: float
+    empty_experts: int
     uneven: bool
+    capacity_factor: float
+    padding_fraction: float
+    dropped_rows: int
     rel_diff: dict
     goals: dict
     ms: dict = timed()
@@ -93,6 +100,7 @@ class GroupedGemmRow:
     ours_vs_loop: float = timed()
     ours_vs_padded: float = timed()
     ours_vs_grouped_mm: float = timed()
+    capacity: int | None = None
     error: str | None = None
 
 
