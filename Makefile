@@ -228,7 +228,7 @@ test: install system-packages
 
 ## exercises: regenerate exercises/ from solutions/
 exercises: install
-	$(VPY) -m nbhelpers.make_exercises
+	$(VPY) -m nbhelpers.tooling.make_exercises
 
 ## site: the course website from the committed notebooks, into $(SITE_DIR)/html (README, "The website")
 SITE_DIR ?= build/site
@@ -243,23 +243,23 @@ bench: install
 	  echo ">>> $$script"; $(VPY) $$script; done
 
 ## gpu-compile: every kernel of the course compiled for sm_90 / sm_80 with Triton's own ptxas, no GPU
-# needed (nbhelpers/compile_check.py; README, "Compiling for a GPU without one"). Writes
+# needed (nbhelpers/tooling/compile_cases.py; README, "Compiling for a GPU without one"). Writes
 # benchmarks/results/compile_check.json, which chapter 09 reads; fails on a compile error, on
 # shared memory over a block's limit, or on a spill in a default config.
 # GPU_COMPILE_ARGS="--kernels matmul --cold" narrows it or measures cold compile times.
 GPU_COMPILE_ARGS ?=
 .PHONY: gpu-compile
 gpu-compile: install
-	$(VPY) -m nbhelpers.compile_check $(GPU_COMPILE_ARGS)
+	$(VPY) -m nbhelpers.tooling.compile_cases $(GPU_COMPILE_ARGS)
 
-## gpu-targets: which GPU runs which chapter (nbhelpers/gpu_targets.py; docs/gpu.md): each launch a chapter
+## gpu-targets: which GPU runs which chapter (nbhelpers/tooling/gpu_targets.py; docs/gpu.md): each launch a chapter
 # makes on a GPU compiled for sm_75 (T4), sm_80 (A100), sm_89 (L4) and sm_90 (H100) with Triton's own ptxas,
 # no GPU needed. Writes benchmarks/results/compile_targets.json and the tables of docs/gpu.md.
 # GPU_TARGETS_ARGS="--page" only rewrites the tables from the results file.
 GPU_TARGETS_ARGS ?=
 .PHONY: gpu-targets
 gpu-targets: install
-	$(VPY) -m nbhelpers.gpu_targets $(GPU_TARGETS_ARGS)
+	$(VPY) -m nbhelpers.tooling.gpu_targets $(GPU_TARGETS_ARGS)
 
 ## gpu-report: the one prepared GPU run (benchmarks/gpu_report.py; README, "Benchmarks").
 # It installs nothing, so it runs with the torch and Triton the machine already has: .venv's

@@ -57,7 +57,8 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
-from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
+from nbhelpers.families.grouped_gemm import GroupedGemmRow  # noqa: E402 (imports no torch)
+from nbhelpers.results import GROUPED_GEMM, ResultsFile, sweep  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_grouped_gemm.py"
 #: name -> (K, N): DeepSeek-V3's hidden size and expert width, and a smaller layer
@@ -74,25 +75,10 @@ UNEVEN = 1.1  # busiest expert / mean load above which the load counts as uneven
 CHECK_TOL = 2e-2  # bf16 outputs (2**-9 relative rounding each) of fp32-accumulated sums
 DEFAULT_TIME_LIMIT_S = 110.0
 META_KEYS = ("gpu", "driver", "cuda", "capability", "torch", "triton", "date", "script", "command")
-ROW_KEYS = (
-    "size",
-    "K",
-    "N",
-    "E",
-    "T",
-    "top_k",
-    "rows",
-    "max_load",
-    "mean_load",
-    "empty_experts",
-    "uneven",
-    "capacity_factor",
-    "padding_fraction",
-    "dropped_rows",
-    "rel_diff",
-    "goals",
-)
-TIMED_KEYS = ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm")
+#: the keys of every row, and of every row that was timed: the grouped_gemm family's results row
+#: (nbhelpers/families/grouped_gemm.py, GroupedGemmRow), which build_row fills
+ROW_KEYS = GROUPED_GEMM.row_keys
+TIMED_KEYS = GROUPED_GEMM.timed_keys
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -195,20 +181,20 @@ def build_row(
         "ours_vs_padded": GOALS["ours_vs_padded"] if stats["uneven"] else None,
         "ours_vs_grouped_mm": GOALS["ours_vs_grouped_mm"],
     }
-    row = {
-        "size": size,
-        "K": K,
-        "N": N,
-        "E": E,
-        "T": T,
-        "top_k": TOP_K,
-        **stats,
-        "rel_diff": dict(rel_diff),
-        "goals": goals,
-    }
+    fields = dict(size=size, K=K, N=N, E=E, T=T, top_k=TOP_K, **stats, rel_diff=dict(rel_diff), goals=goals)
     if error is not None:
-        row["error"] = error
-        return row
+        return GROUPED_GEMM.as_dict(GroupedGemmRow(**fields, error=error))
+    missing = [name for name in IMPLS if name not in (ms or {})]
+    if missing:
+        raise ValueError(f"ms must have a time for each of {IMPLS}; missing {missing}")
+    flops = 2.0 * stats["rows"] * K * N
+    row = GroupedGemmRow(
+        **fields,
+        ms={name: ms[name] for name in IMPLS},
+        tflops={name: flops / (ms[name] * 1e-3) / 1e12 for name in IMPLS},
+        **{f"ours_vs_{other}": ms[other] / ms["ours"] for other in ("loop", "padded", "grouped_mm")},
+    )
+    return GROUPED_GEMM.as_dict(row)
     missing = [name for name in IMPLS if name not in (ms or {})]
     if missing:
         raise ValueError(f"ms must have a time for each of {IMPLS}; missing {missing}")
@@ -281,8 +267,6 @@ def main(argv=None) -> int:
 
     import torch
     import triton
-
-    from nbhelpers.results import GROUPED_GEMM
 
     t_start = time.monotonic()
     meta = {

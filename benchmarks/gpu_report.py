@@ -15,7 +15,7 @@ kernel that silently fell back to the interpreter, or a notebook that fell back 
 The run is sized for a short GPU session: from a cold Triton cache it should write every results
 file within 6 minutes on an H200 host with 16 cores. The steps, in this order by default:
 
-1. ``compile``: ``python -m nbhelpers.compile_check --warm`` compiles every kernel config of the
+1. ``compile``: ``python -m nbhelpers.tooling.compile_cases --warm`` compiles every kernel config of the
    course for this GPU's compute capability, one process per core. It fills Triton's cache
    (the same kernels under the same keys a launch looks up), so the autotuners of the next steps
    find their configs compiled instead of compiling them one after another, and it writes
@@ -23,8 +23,8 @@ file within 6 minutes on an H200 host with 16 cores. The steps, in this order by
    ``make gpu-compile`` records them on a CPU, now with this machine's Triton);
 2. ``benchmarks``: each ``benchmarks/gpu_*.py`` script (found by name, this one excepted), one after
    the other, each with its own limit (and ``--time-limit`` where the script takes one: no case
-   starts after it), each writing its results file ``benchmarks/results/<name>_<gpu>.json`` after
-   every row;
+   starts after it; both from the kernel family's manifest in ``nbhelpers/families/``), each
+   writing its results file ``benchmarks/results/<name>_<gpu>.json`` after every row;
 3. ``kernels``: pytest over ``tests/test_kernels_*.py`` (the Triton kernels, compiled), over one
    pytest-xdist worker per core when pytest-xdist is installed;
 4. ``nbval``: pytest with nbval over every notebook in ``notebooks/``, ``solutions/`` and
@@ -102,55 +102,27 @@ DEFAULT_CAPABILITY = "9.0"
 #: before the first step: the probe (Python imports torch, CUDA starts) and writing the summary
 PROBE_S = 10.0
 STEP_LIMIT_S = {"compile": 45.0, "kernels": 75.0, "benchmark": 60.0, "nbval": 600.0}
-#: per benchmark: the step's limit, the --time-limit passed to the script (no case starts after
-#: it; None: the script takes none), and the expected seconds with what they rest on
-BENCHMARK_PLAN = {
-    "gpu_copy_bandwidth": {
-        "limit": 40.0,
-        "time_limit": None,
-        "expected": 20.0,
-        "basis": "estimate (not yet timed on a GPU): about 20 timings of 0.25 s "
-        "(do_bench warmup 25 ms, rep 200 ms), 4 small kernels to compile, 2 GB of buffers",
-    },
-    "gpu_gemm_numerics": {
-        "limit": 40.0,
-        "time_limit": None,
-        "expected": 20.0,
-        "basis": "estimate (not yet timed on a GPU): 16 x 16 outputs at 11 values of K: "
-        "launches of microseconds; start-up and a few small compiles",
-    },
-    "gpu_gemm_tflops": {
-        "limit": 95.0,
-        "time_limit": 65.0,
-        "expected": 90.0,
-        "basis": "bounded: --time-limit 65 s (no shape starts later) + the shape in flight "
-        "(4 comparisons, about 15 s at 8192^3) + 10 s start-up; the tuners time each "
-        "config for 50 ms (nbhelpers.kernels.tuning_bench)",
-    },
-    "gpu_register_pressure": {
-        "limit": 40.0,
-        "time_limit": 25.0,
-        "expected": 35.0,
-        "basis": "bounded: --time-limit 25 s + the k in flight (under a second: 4 GiB "
-        "read per launch) + 10 s start-up; its 34 kernels come from the compile step",
-    },
-    "gpu_grouped_gemm": {
-        "limit": 80.0,
-        "time_limit": 50.0,
-        "expected": 75.0,
-        "basis": "bounded: --time-limit 50 s + the case in flight (about 15 s at T = 32,768) + 10 s start-up",
-    },
-    "gpu_topk": {
-        "limit": 27.0,
-        "time_limit": 9.0,
-        "expected": 24.0,
-        "basis": "bounded: --time-limit 9 s (no row starts later; its rows run in order of interest, "
-        "the --quick set first) + the row in flight (at most about 5 s: two kernels to compile at "
-        "k = 1024) + 10 s start-up; Triton compiles its kernels inside the 9 s (about 1 s each, on a "
-        "2-core EPYC for sm_90), so a short run measures the --quick set's first rows and records the rest "
-        "as past the time limit",
-    },
-}
+
+
+def _families() -> list:
+    """Every kernel family's manifest (nbhelpers/families/), read from this checkout: what the
+    families say about their benchmarks and kernel tests (standard library only, no torch)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from nbhelpers.families import families
+
+    return families()
+
+
+def benchmark_plan() -> dict[str, dict]:
+    """Per benchmark script (by name), as its kernel family's manifest declares it: the step's
+    limit, the --time-limit passed to the script (no case starts after it; None: the script takes
+    none), and the expected seconds with what they rest on."""
+    return {b.script: b.plan() for f in _families() for b in f.benchmarks}
+
+
+#: the benchmark plan when this module was loaded (:func:`benchmark_plan` reads it again)
+BENCHMARK_PLAN = benchmark_plan()
 #: pytest ini options of pyproject.toml that need a plugin: without it pytest stops at start-up
 #: (an unknown option is a warning, and the config makes warnings errors)
 INI_PLUGINS = {"timeout": "pytest_timeout", "timeout_method": "pytest_timeout", "xdist": "xdist"}
@@ -266,7 +238,9 @@ def discover_benchmarks(root: Path = ROOT) -> list[Path]:
 
 
 def kernel_test_files(root: Path = ROOT) -> list[Path]:
-    return sorted((root / "tests").glob("test_kernels_*.py"))
+    """``tests/test_kernels_*.py`` and every test file a kernel family's manifest names, those that exist."""
+    named = {root / t for f in _families() for t in f.tests}
+    return sorted(set((root / "tests").glob("test_kernels_*.py")) | {p for p in named if p.is_file()})
 
 
 def nbval_paths(root: Path = ROOT, folders=NBVAL_FOLDERS) -> list[str]:
@@ -336,7 +310,7 @@ def plan_steps(
                     [
                         python,
                         "-m",
-                        "nbhelpers.compile_check",
+                        "nbhelpers.tooling.compile_cases",
                         "--target",
                         target,
                         "--jobs",
@@ -382,9 +356,10 @@ def plan_steps(
                 )
             )
         elif name == "benchmarks":
+            plans = benchmark_plan()
             for script in discover_benchmarks(root):
                 rel = str(script.relative_to(root))
-                bp = BENCHMARK_PLAN.get(script.stem)
+                bp = plans.get(script.stem)
                 if bp is None:
                     plan.append(
                         Step(

@@ -82,7 +82,8 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
-from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
+from nbhelpers.families.topk import TopkRow  # noqa: E402 (imports no torch)
+from nbhelpers.results import TOPK, ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.timing import GPU_TIMER  # noqa: E402 (imports no torch)
 from nbhelpers.topk import pass_cost  # noqa: E402 (imports no torch)
 
@@ -116,8 +117,10 @@ CHECKS = (
 )
 TIMER = GPU_TIMER
 META_KEYS = ("gpu", "driver", "cuda", "capability", "torch", "triton", "date", "script", "command")
-ROW_KEYS = ("dtype", "batch", "V", "k", "method", "bytes", "launch", "checked_rows")
-TIMED_KEYS = ("ms", "gb_per_s", "fraction_of_peak", "vs_torch_topk")
+#: the keys of every row, and of every row that was timed: the topk family's results row
+#: (nbhelpers/families/topk.py, TopkRow), which build_row fills
+ROW_KEYS = TOPK.row_keys
+TIMED_KEYS = TOPK.timed_keys
 
 
 # ------------------------------------------------------------------ arguments and the plan
@@ -237,30 +240,22 @@ def build_row(
     ``fraction_of_peak`` (None without a known peak) and ``vs_torch_topk`` (``topk_ms / ms``, None
     when torch.topk was not timed for this configuration), or ``error`` saying why it was not timed.
     ``extra``: more fields (``call_ms`` of a configuration too slow to time)."""
-    row = {
-        "dtype": dtype,
-        "batch": batch,
-        "V": V,
-        "k": k,
-        "method": method,
-        "bytes": topk_bytes(batch, V, k, dtype),
-        "launch": launch,
-        "checked_rows": checked,
-        **extra,
-    }
+    size = topk_bytes(batch, V, k, dtype)
+    fields = dict(dtype=dtype, batch=batch, V=V, k=k, method=method, bytes=size, launch=launch, checked_rows=checked)
     if error is not None:
-        row["error"] = error
-        return row
+        return TOPK.as_dict(TopkRow(**fields, **extra, error=error))
     if ms is None:
         raise ValueError("a row without an error needs its time, ms")
-    rate = row["bytes"] / (ms * 1e-3)
-    row.update(
+    rate = size / (ms * 1e-3)
+    row = TopkRow(
+        **fields,
+        **extra,
         ms=ms,
         gb_per_s=rate / 1e9,
         fraction_of_peak=None if peak is None else rate / peak,
         vs_torch_topk=None if topk_ms is None else topk_ms / ms,
     )
-    return row
+    return TOPK.as_dict(row)
 
 
 # ------------------------------------------------------------------ data, references, checks
@@ -491,8 +486,6 @@ def main(argv=None) -> int:
 
     import torch
     import triton
-
-    from nbhelpers.results import TOPK
 
     t_start = time.monotonic()
     meta = run_meta(gpu_run_meta(SCRIPT, argv), args)

@@ -41,13 +41,18 @@ Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers
   - :mod:`~nbhelpers.kernels`       ``kernels.gemm`` (the tiled GEMM, chapters 03 and 09), ``kernels.scaled_gemm``
     (fp8 GEMMs with epilogue and block scales), ``kernels.copy`` (chapter 08's copies); chapter 10's
     grouped GEMM goes in ``kernels.grouped_gemm``, chapter 11's top-k kernels in ``kernels.topk``
+  - :mod:`~nbhelpers.families`      one manifest per kernel family (``families.<family>``): its reference, dtypes and
+    recipes, compile cases, GPU launches by chapter, benchmarks and results rows; ``families()`` finds them (the
+    compile check, the GPU table, the prepared GPU run and the results readers read nothing else); importing one
+    loads no kernel
 
 Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.metrics`       relative errors, exact sums, range fractions
   - :mod:`~nbhelpers.experiments`   seeded inputs and sweeps: GEMM error vs K, sum errors vs length
   - :mod:`~nbhelpers.gpu_measurements`  GPU runs of the kernels, labelled for a results file
   - :mod:`~nbhelpers.results`       results files in ``benchmarks/results/``: their schema, writing and reading
-  - :mod:`~nbhelpers.timing`        the interleaved-median CPU timer of the benchmarks and chapters 08 and 10
+  - :mod:`~nbhelpers.timing`        the interleaved-median CPU timer of the benchmarks and chapters 08 and 10, and the
+    one GPU timer (``gpu_median_ms``) of the GPU benchmarks
   - :mod:`~nbhelpers.memory_access`  32-byte sectors, 64-byte cache lines, strided reads on the CPU, the addresses a
     Triton kernel loads (chapter 08)
   - :mod:`~nbhelpers.load_audit`   watches a Triton kernel's loads for reads of NaN padding (the ex09 checks)
@@ -64,8 +69,6 @@ Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format
   - :mod:`~nbhelpers.tables`        plain-text tables
   - :mod:`~nbhelpers.listing`       source code (a kernel's) shown as highlighted code
-  - :mod:`~nbhelpers.gpu_targets`   which GPU runs which chapter: each chapter's GPU launches compiled for four GPUs,
-    and the tables of docs/gpu.md written from them
 
 Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never
@@ -76,9 +79,11 @@ Course tooling: exercises, checks and grading.
     cases and EXERCISES list (the answer key of ``exercises/exNN_*.ipynb``)
   - :mod:`~nbhelpers.checks`        CheckResult/CheckStatus, score, run_check, and check()/summary() for notebooks
     (it re-exports the types, the comparators and the registry: a notebook's one import)
-  - :mod:`~nbhelpers.make_exercises`  generate exercises/ from solutions/
   - :mod:`~nbhelpers.grading`       the instructor's grader, a package (its docstring says which module does what)
   - :mod:`~nbhelpers.grade`         the grader's command, ``python -m nbhelpers.grade``
+  - :mod:`~nbhelpers.tooling`       repository tooling, imported by no other module: ``tooling.compile_cases`` (every
+    compile case, ``make gpu-compile``), ``tooling.gpu_targets`` (which GPU runs which chapter, docs/gpu.md),
+    ``tooling.make_exercises`` (exercises/ from solutions/)
 
 Import what you need from the module; importing the package does nothing else.
 """

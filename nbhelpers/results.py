@@ -3,9 +3,11 @@
 Scripts in ``benchmarks/`` that need a GPU write their measurements to
 ``benchmarks/results/<name>_<gpu>.json``, each labelled with the GPU, the date, the script and
 the versions. On a machine without a GPU a notebook shows those recorded runs instead of live
-ones. This module holds the schema of each kind of file (:class:`ResultsKind`), shared by the
-scripts that write them (through :class:`ResultsFile` and :func:`sweep`, which keep every row a
-run finished) and the ``recorded_*`` readers the notebooks call. It imports no torch and no
+ones. Each kernel family's manifest (:mod:`nbhelpers.families`) declares its kinds of file;
+this module makes each a :class:`ResultsKind` (:func:`kinds`), the schema shared by the scripts
+that write them (through :class:`ResultsFile` and :func:`sweep`, which keep every row a run
+finished) and the readers the notebooks call: :func:`recorded` by stem, or by the name the
+family gives its reader (``recorded_topk``), found here as a module attribute. It imports no torch and no
 Triton, so it works on any machine and before :func:`nbhelpers.device.setup_device`.
 
 The folder is, in this order: the ``results_dir`` a caller passes; the environment variable
@@ -21,28 +23,19 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
+
+from .families import ResultsSpec, results_specs
 
 __all__ = [
     "ENV_VAR",
     "find_results_dir",
     "gpu_slug",
     "ResultsKind",
-    "KINDS",
-    "GEMM_NUMERICS",
-    "COPY_BANDWIDTH",
-    "GEMM_TFLOPS",
-    "GROUPED_GEMM",
-    "REGISTER_PRESSURE",
-    "TOPK",
-    "recorded_gpu_runs",
-    "recorded_copy_bandwidth",
-    "recorded_gemm_tflops",
-    "recorded_grouped_gemm",
+    "kinds",
+    "recorded",
     "recorded_compile_check",
-    "recorded_register_pressure",
-    "recorded_topk",
     "write_results",
     "ResultsFile",
     "sweep",
@@ -81,10 +74,10 @@ class ResultsKind:
     """One kind of results file, the schema its writer and its reader share: files named
     ``<stem>_<gpu-slug>.json`` written by ``script``, holding ``meta`` (with every ``meta_keys``)
     and a list ``rows_field`` of rows, each with every ``row_keys`` and, unless it has an
-    ``error`` saying why it was not measured, every ``timed_keys``. The scripts build their paths
-    with :meth:`path` and write through :class:`ResultsFile` with the kind,
-    which refuses a row this module could not read back; the ``recorded_*`` readers below read
-    with :meth:`read`."""
+    ``error`` saying why it was not measured, every ``timed_keys``. Each is made from a kernel
+    family's :class:`~nbhelpers.families.ResultsSpec` (:func:`kinds`). The scripts build their
+    paths with :meth:`path` and write through :class:`ResultsFile` with the kind, which refuses a
+    row this module could not read back; the readers read with :meth:`read`."""
 
     stem: str
     script: str
@@ -93,6 +86,21 @@ class ResultsKind:
     timed_keys: tuple = ()
     rows_field: str = "rows"
     allow_empty: bool = False
+    spec: ResultsSpec | None = None
+
+    @classmethod
+    def of(cls, spec: ResultsSpec) -> ResultsKind:
+        """The kind a family's results spec declares."""
+        return cls(
+            spec.stem,
+            spec.script,
+            tuple(spec.meta_keys),
+            spec.row_keys,
+            spec.timed_keys,
+            spec.rows_field,
+            spec.allow_empty,
+            spec,
+        )
 
     def path(self, gpu: str, folder: str | Path) -> Path:
         """``folder / <stem>_<gpu-slug>.json``."""
@@ -112,9 +120,11 @@ class ResultsKind:
         rows = run[self.rows_field]
         if not rows and not self.allow_empty:
             missing.append(f"{self.rows_field} (none)")
+        check = self.spec.check if self.spec is not None else None
         for i, r in enumerate(rows):
             missing += [f"{self.rows_field}[{i}].{k}" for k in self.missing_in_row(r)]
-            missing += self._extra_check(r, i)
+            if check is not None:
+                missing += check(r)
         return missing
 
     def read(self, results_dir: str | Path | None = None) -> list[dict]:
@@ -137,65 +147,80 @@ class ResultsKind:
             runs.append(run)
         return sorted(runs, key=lambda r: r["meta"]["date"])
 
-    def _extra_check(self, row: dict, i: int) -> list[str]:
-        if self.stem == "gemm_numerics" and not (len(row["K"]) == len(row["rel_error"]) == len(row["rel_error_acc"])):
-            return [f"equal lengths of K and errors in {row['method']!r}"]
-        return []
+    def row(self, row: dict):
+        """A row of a file of this kind as its family's frozen row dataclass (the keys it declares;
+        a row with an ``error`` has None for what it lacks)."""
+        if self.spec is None:
+            raise TypeError(f"the {self.stem} kind declares no row type")
+        names = [f.name for f in fields(self.spec.row)]
+        return self.spec.row(**{k: row.get(k) for k in names if k in row or k in self.timed_keys})
+
+    def rows(self, run: dict) -> list:
+        """The rows of one file this kind's reader returned, as the family's row dataclass."""
+        return [self.row(r) for r in run[self.rows_field]]
+
+    def as_dict(self, row) -> dict:
+        """A row dataclass of this kind as the dict a file holds: every field, except those left at
+        None that a row may lack (the optional ones; the timed ones of a row with an ``error``)."""
+        if self.spec is None or not isinstance(row, self.spec.row):
+            raise TypeError(f"a {self.stem} row must be a {self.spec.row.__name__ if self.spec else 'dict'}")
+        out = asdict(row)
+        failed = out.get("error") is not None
+        required = set(self.row_keys) | (set() if failed else set(self.timed_keys))
+        return {k: v for k, v in out.items() if v is not None or k in required}
 
 
-GEMM_NUMERICS = ResultsKind(
-    "gemm_numerics",
-    "benchmarks/gpu_gemm_numerics.py",
-    ("gpu", "date", "script", "M", "N", "seed"),
-    ("method", "in_fmt", "K", "rel_error", "rel_error_acc"),
-    rows_field="series",
-    allow_empty=True,
-)
-COPY_BANDWIDTH = ResultsKind(
-    "copy_bandwidth",
-    "benchmarks/gpu_copy_bandwidth.py",
-    ("gpu", "date", "script", "command"),
-    (
-        "name",
-        "kernel",
-        "pattern",
-        "stride",
-        "bandwidth",
-        "sector_efficiency",
-        "predicted_bandwidth",
-        "predicted_at_peak",
-    ),
-)
-GEMM_TFLOPS = ResultsKind(
-    "gemm_tflops",
-    "benchmarks/gpu_gemm_tflops.py",
-    ("gpu", "date", "script", "command", "torch", "triton"),
-    ("kind", "M", "N", "K", "ours", "theirs", "rel_diff"),
-    ("ms_ours", "ms_theirs", "tflops_ours", "tflops_theirs", "ratio"),
-)
-GROUPED_GEMM = ResultsKind(
-    "grouped_gemm",
-    "benchmarks/gpu_grouped_gemm.py",
-    ("gpu", "date", "script", "command", "torch", "triton"),
-    ("size", "K", "N", "E", "T", "top_k", "rows", "uneven", "rel_diff", "goals"),
-    ("ms", "tflops", "ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm"),
-)
-REGISTER_PRESSURE = ResultsKind(
-    "register_pressure",
-    "benchmarks/gpu_register_pressure.py",
-    ("gpu", "date", "script", "command", "torch", "triton", "rows", "cols"),
-    ("k",),
-    ("rel_diff", "registers", "spills", "shared", "warps_per_sm", "ms", "gb_per_s", "slowdown"),
-)
-TOPK = ResultsKind(
-    "topk",
-    "benchmarks/gpu_topk.py",
-    ("gpu", "date", "script", "command", "torch", "triton", "vocab", "bytes", "peak"),
-    ("dtype", "batch", "V", "k", "method", "bytes"),
-    ("ms", "gb_per_s", "fraction_of_peak", "vs_torch_topk"),
-)
-#: every kind of GPU results file, by stem
-KINDS = {k.stem: k for k in (GEMM_NUMERICS, COPY_BANDWIDTH, GEMM_TFLOPS, GROUPED_GEMM, REGISTER_PRESSURE, TOPK)}
+def kinds() -> dict[str, ResultsKind]:
+    """Every kind of GPU results file, by stem: one per results spec of every kernel family's
+    manifest (:func:`nbhelpers.families.families`)."""
+    return {stem: ResultsKind.of(spec) for stem, spec in results_specs().items()}
+
+
+def recorded(stem: str, results_dir: str | Path | None = None) -> list[dict]:
+    """The results files of the kind ``stem`` (``<stem>_*.json``), parsed, oldest first; [] when
+    there are none. Each is ``{"meta": {...}, "<rows field>": [...], ...}`` with the file's
+    ``path`` added; the rows are those the kind's row dataclass describes. A malformed file raises
+    ValueError naming it and what it lacks."""
+    known = kinds()
+    if stem not in known:
+        raise KeyError(f"no kernel family records {stem!r} results; known: {', '.join(sorted(known))}")
+    return known[stem].read(results_dir)
+
+
+def _reader(kind: ResultsKind) -> Callable[..., list[dict]]:
+    def read(results_dir: str | Path | None = None) -> list[dict]:
+        return kind.read(results_dir)
+
+    row = kind.spec.row if kind.spec is not None else None
+    read.__name__ = read.__qualname__ = kind.spec.reader or f"recorded_{kind.stem}"
+    read.__doc__ = (
+        f"The results files of ``{kind.script}`` (``{kind.stem}_*.json``), parsed, oldest first; [] "
+        f'when there are none. Each is ``{{"meta": {{...}}, "{kind.rows_field}": [...]}}`` with the file\'s '
+        f"``path``; meta has {', '.join(kind.meta_keys)}; each row is a dict with the fields of "
+        f"``{row.__name__ if row else '?'}``"
+        + (f" ({(row.__doc__ or '').strip()})" if row else "")
+        + ". A malformed file raises ValueError naming it."
+    )
+    return read
+
+
+def __getattr__(name: str):
+    """The kinds and readers the families declare, by name: ``TOPK`` (a stem in capitals) is the
+    :class:`ResultsKind` of ``topk_*.json`` files, ``recorded_topk`` (the spec's ``reader``, else
+    ``recorded_<stem>``) its reader."""
+    for kind in kinds().values():
+        if name == kind.stem.upper():
+            return kind
+        if name == ((kind.spec.reader if kind.spec else None) or f"recorded_{kind.stem}"):
+            return _reader(kind)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    names = set(globals())
+    for kind in kinds().values():
+        names |= {kind.stem.upper(), (kind.spec.reader if kind.spec else None) or f"recorded_{kind.stem}"}
+    return sorted(names)
 
 
 def write_results(path: str | os.PathLike, data: dict) -> Path:
@@ -235,7 +260,10 @@ class ResultsFile:
         self.extra: dict = {}
 
     def add(self, row: dict) -> dict:
-        """Append one row and write the file; returns the row."""
+        """Append one row and write the file; returns the row (as a dict). With a kind, the row may
+        be its family's row dataclass, written as :meth:`ResultsKind.as_dict` says."""
+        if self.kind is not None and is_dataclass(row) and not isinstance(row, type):
+            row = self.kind.as_dict(row)
         if not isinstance(row, dict):
             raise TypeError(f"a row must be a dict, got {type(row).__name__}")
         if self.kind is not None and self.kind.missing_in_row(row):
@@ -284,72 +312,6 @@ def sweep(cases: Iterable, measure: Callable[[object], Iterable[dict]], results:
         for row in measure(case):
             results.add(row)
     return results.rows
-
-
-def recorded_gpu_runs(results_dir: str | Path | None = None) -> list[dict]:
-    """The results files of ``benchmarks/gpu_gemm_numerics.py`` (``gemm_numerics_*.json``),
-    parsed, oldest first; [] when there are none. Each is ``{"meta": {...}, "series": [...]}``
-    with the GPU name, date and script in ``meta`` (see
-    :func:`nbhelpers.gpu_measurements.measure_gemm_errors` for the series) and the file's
-    ``path``. A malformed file raises ValueError naming it."""
-    return GEMM_NUMERICS.read(results_dir)
-
-
-def recorded_copy_bandwidth(results_dir: str | Path | None = None) -> list[dict]:
-    """The results files of ``benchmarks/gpu_copy_bandwidth.py`` (``copy_bandwidth_*.json``),
-    parsed, oldest first; [] when there are none. Each is ``{"meta": {...}, "rows": [...], ...}``
-    with the GPU name, date, script and command in ``meta``, one row per kernel timed (bandwidth
-    in useful bytes per second, the sector model's efficiency and predictions; see the script's
-    docstring) and the file's ``path``. A malformed file raises ValueError naming it."""
-    return COPY_BANDWIDTH.read(results_dir)
-
-
-def recorded_gemm_tflops(results_dir: str | Path | None = None) -> list[dict]:
-    """The results files of ``benchmarks/gpu_gemm_tflops.py`` (``gemm_tflops_*.json``), parsed,
-    oldest first; [] when there are none. Each is ``{"meta": {...}, "rows": [...]}`` with the GPU
-    name, date, script, command and torch / Triton versions in ``meta``, one row per comparison
-    and shape (``kind``, M, N, K, both sides' names and the relative difference of their outputs;
-    then either both timings, TFLOP/s and the ratio, or an ``error`` saying why it was not timed)
-    and the file's ``path``. A malformed file raises ValueError naming it."""
-    return GEMM_TFLOPS.read(results_dir)
-
-
-def recorded_grouped_gemm(results_dir: str | Path | None = None) -> list[dict]:
-    """The results files of ``benchmarks/gpu_grouped_gemm.py`` (``grouped_gemm_*.json``), parsed,
-    oldest first; [] when there are none. Each is ``{"meta": {...}, "rows": [...]}`` with the GPU
-    name, date, script, command and torch / Triton versions in ``meta``, one row per case (the
-    size, K, N, E experts, T tokens, top_k, the routed rows, whether the load is uneven, each
-    implementation's relative difference from grouped_mm and the goals; then either ``ms`` and
-    ``tflops`` per implementation and the speedups ``ours_vs_loop``, ``ours_vs_padded``,
-    ``ours_vs_grouped_mm``, or an ``error`` saying why it was not timed) and the file's ``path``.
-    A malformed file raises ValueError naming it."""
-    return GROUPED_GEMM.read(results_dir)
-
-
-def recorded_register_pressure(results_dir: str | Path | None = None) -> list[dict]:
-    """The results files of ``benchmarks/gpu_register_pressure.py`` (``register_pressure_*.json``),
-    parsed, oldest first; [] when there are none. Each is ``{"meta": {...}, "rows": [...]}`` with
-    the GPU name, date, script, command, torch / Triton versions and the shape of x in ``meta``,
-    one row per k (the extra live vectors of chapter 09's ema_kernel): either the compiled
-    kernel's registers, spills and shared memory, the occupancy they imply (``warps_per_sm``), the
-    median ``ms``, ``gb_per_s``, the ``slowdown`` against k = 0 and the
-    ``predicted_slowdown_bound`` (resident warps at k = 0 over those at k), or an ``error``
-    saying why it was not timed; and the file's ``path``. A malformed file raises ValueError."""
-    return REGISTER_PRESSURE.read(results_dir)
-
-
-def recorded_topk(results_dir: str | Path | None = None) -> list[dict]:
-    """The results files of ``benchmarks/gpu_topk.py`` (``topk_*.json``), parsed, oldest first; []
-    when there are none. Each is ``{"meta": {...}, "rows": [...]}`` with the GPU name, date, script,
-    command, torch / Triton versions, the row length ``vocab``, the ``bytes`` formula in words and
-    the HBM ``peak`` in bytes/s (None for a GPU the script has no peak for) in ``meta``, one row
-    per dtype, batch, k and method (``torch.topk``, ``torch.sort``, ``row``, ``two_stage``,
-    ``radix``) with its ``bytes`` (one read of the logits plus the k values and int64 indices
-    written): either the median ``ms``, ``gb_per_s``, ``fraction_of_peak`` and ``vs_torch_topk``
-    (ms of torch.topk / ms of the method), or an ``error`` saying why it was not timed (skipped,
-    too slow, did not compile, failed its check); and the file's ``path``. A malformed file raises
-    ValueError naming it."""
-    return TOPK.read(results_dir)
 
 
 _COMPILE_META_KEYS = ("triton", "ptxas", "date", "command", "machine")

@@ -1,6 +1,6 @@
-"""The compile check (nbhelpers.compile_check): the course's kernels compiled for sm_90 and sm_80
-without a GPU, and the rules a result must keep (no compile error, shared memory within the
-target's limit, no spill in a default config).
+"""The compile check (nbhelpers.compile_check; the cases: nbhelpers.tooling.compile_cases): the
+course's kernels compiled for sm_90 and sm_80 without a GPU, and the rules a result must keep (no
+compile error, shared memory within the target's limit, no spill in a default config).
 
 Here: the parsers and the rules on canned input (each rule shown to fail), a representative
 subset of real compiles (the largest default config of each config set, the solutions' kernels,
@@ -20,16 +20,15 @@ from pathlib import Path
 import pytest
 
 from nbhelpers.compile_check import (
-    DEFAULT_RESULTS,
     SHARED_LIMIT,
     Case,
     check,
-    course_cases,
     findings,
-    gemm_args,
     instruction_summary,
     parse_ptxas,
 )
+from nbhelpers.families import gemm_args
+from nbhelpers.tooling.compile_cases import DEFAULT_RESULTS, course_cases
 
 PTXAS_LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'matmul_kernel' for 'sm_90a'
@@ -227,7 +226,8 @@ import json, os
 os.environ.pop("TRITON_INTERPRET", None)
 from triton import knobs
 from triton.backends.compiler import GPUTarget
-from nbhelpers.compile_check import course_cases, launch_spec, _tensor, _kernel
+from nbhelpers.compile_check import launch_spec, _tensor, _kernel
+from nbhelpers.tooling.compile_cases import course_cases
 from nbhelpers.kernels.gemm import GPU_CONFIG_SETS
 target = GPUTarget("cuda", 90, 32)
 out = []
@@ -277,7 +277,7 @@ def test_a_gpu_the_full_check_does_not_compile_for(capsys, target):
     """On the GPU run the compile step asks for the GPU's own capability: one below sm_80 (sm_75,
     a T4: the check knows its shared-memory limit, but the sm_90 configs are not compiled for it;
     sm_70: no limit at all) is nothing to prepare with --warm, an error without."""
-    from nbhelpers.compile_check import main
+    from nbhelpers.tooling.compile_cases import main
 
     assert main(["--target", target, "--warm", "--list"]) == 0
     assert f"nothing to compile for {target}" in capsys.readouterr().out
@@ -289,7 +289,8 @@ def test_a_gpu_the_full_check_does_not_compile_for(capsys, target):
 def test_sm_75_has_the_t4_limit_and_sm_86_gets_the_sm_90_cases():
     """sm_75 (a T4) is a target with its per-block limit, 64 KiB; from sm_80 up a target the course
     lists no cases for gets the sm_90 cases (without those expected to fail)."""
-    from nbhelpers.compile_check import capability_of, cases_for
+    from nbhelpers.compile_check import capability_of
+    from nbhelpers.tooling.compile_cases import cases_for
 
     assert capability_of("sm_75") == 75 and SHARED_LIMIT[75] == 65_536
     cases = course_cases("copy", sources=("package",))
@@ -298,10 +299,10 @@ def test_sm_75_has_the_t4_limit_and_sm_86_gets_the_sm_90_cases():
 
 
 def test_update_keeps_the_other_rows_and_refuses_another_compiler(tmp_path):
-    """--update (nbhelpers.compile_check._kept_rows): the rows of the cases compiled now are
+    """--update (nbhelpers.tooling.compile_cases._kept_rows): the rows of the cases compiled now are
     dropped from the old file (the new ones replace them), every other row is kept in its order,
     the run is appended to the meta's updates; a file made by another Triton or ptxas is refused."""
-    from nbhelpers.compile_check import _kept_rows, _row_key
+    from nbhelpers.tooling.compile_cases import _kept_rows, _row_key
 
     case = course_cases("topk")[0]
     kernel, label, config, target = _row_key(case)

@@ -143,7 +143,7 @@ def test_ks_past_the_time_limit_are_rows_that_say_so(tmp_path):
 
 
 def test_the_compile_check_warms_every_k_the_benchmark_times():
-    from nbhelpers.compile_check import course_cases
+    from nbhelpers.tooling.compile_cases import course_cases
 
     ks = {c.constexprs["EXTRA"] for c in course_cases(kernels="ema_kernel", sources=("package",))}
     assert set(bench.EXTRAS) <= ks

@@ -132,7 +132,7 @@ def test_plan_finds_the_benchmarks_and_kernel_tests(tmp_path):
     nbval = plan[-1].argv
     assert nbval[-1] == "notebooks"  # solutions/ and exercises/ do not exist in the fake repo
     assert "--nbval-current-env" in nbval and "--nbval-lax" in nbval
-    assert plan[0].argv[:3] == ["py", "-m", "nbhelpers.compile_check"] and "--warm" in plan[0].argv
+    assert plan[0].argv[:3] == ["py", "-m", "nbhelpers.tooling.compile_cases"] and "--warm" in plan[0].argv
 
 
 def test_plan_uses_the_hosts_cores_and_the_gpus_capability(tmp_path):

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from nbhelpers.make_exercises import (
+from nbhelpers.tooling.make_exercises import (
     SolutionMarkerError,
     check_folders,
     exercise_text,
@@ -240,7 +240,7 @@ def test_module_entry_point(tmp_path):
 
     def run(*a):
         return subprocess.run(
-            [sys.executable, "-m", "nbhelpers.make_exercises", *a],
+            [sys.executable, "-m", "nbhelpers.tooling.make_exercises", *a],
             cwd=tmp_path,
             env=env,
             capture_output=True,
@@ -260,5 +260,5 @@ def test_repo_exercises_match_solutions():
     problems = check_folders(sols, exs)
     assert not problems, (
         "exercises/ is out of date with solutions/; run `make exercises` "
-        "(python -m nbhelpers.make_exercises) and commit the result:\n  " + "\n  ".join(problems)
+        "(python -m nbhelpers.tooling.make_exercises) and commit the result:\n  " + "\n  ".join(problems)
     )

@@ -5,7 +5,8 @@ course's Triton kernels compiled, and this module says, per launch, what the com
 compute capability 7.5 (a T4), 8.0 (an A100), 8.9 (an L4, an RTX 40) and 9.0 (an H100, an H200):
 
 * :func:`launches` lists the launches a chapter makes on a GPU (its notebook's GPU cells and its
-  ``benchmarks/gpu_*.py`` script), each with the config its launcher picks: the fixed block a
+  ``benchmarks/gpu_*.py`` script), as each kernel family's manifest (:mod:`nbhelpers.families`)
+  declares them, each with the config its launcher picks: the fixed block a
   chapter passes, or for a launch tuned on the GPU (``block=None``) the tuned list's configs with
   the largest and the smallest operand buffers ((BLOCK_M + BLOCK_N) x BLOCK_K x stages), not
   every config of the list;
@@ -19,7 +20,7 @@ compute capability 7.5 (a T4), 8.0 (an A100), 8.9 (an L4, an RTX 40) and 9.0 (an
   ``docs/gpu.md`` ("Running the course on a GPU"), between its ``<!-- begin generated -->`` and
   ``<!-- end generated -->`` lines.
 
-Run it with ``make gpu-targets`` or ``python -m nbhelpers.gpu_targets`` (compile, write
+Run it with ``make gpu-targets`` or ``python -m nbhelpers.tooling.gpu_targets`` (compile, write
 ``benchmarks/results/compile_targets.json``, rewrite the page's tables); ``--page`` only rewrites
 the tables from the results file. Needs Triton with its NVIDIA backend (the Linux wheels); no GPU.
 """
@@ -34,7 +35,9 @@ import sys
 import time
 from pathlib import Path
 
-from .compile_check import SHARED_LIMIT, Case, capability_of, check, compile_meta, course_cases, gemm_args
+from ..compile_check import SHARED_LIMIT, capability_of, check
+from ..families import Case, Launch, families, operand_buffers
+from .compile_cases import compile_meta
 
 __all__ = [
     "TARGETS",
@@ -52,7 +55,7 @@ __all__ = [
     "main",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "compile_targets.json"
 PAGE = ROOT / "docs" / "gpu.md"
 
@@ -61,190 +64,40 @@ TARGETS = ("sm_75", "sm_80", "sm_89", "sm_90")
 #: examples of each target's GPUs (NVIDIA's list of CUDA GPUs and their compute capabilities)
 GPUS = {"sm_75": "T4", "sm_80": "A100", "sm_89": "L4, RTX 40", "sm_90": "H100, H200"}
 
-#: each chapter's GPU path in words: what it runs on a GPU (nothing: the chapter computes on the CPU)
-CHAPTERS = {
-    "01": "none: everything runs on the CPU",
-    "02": "none: everything runs on the CPU",
-    "03": "`kernels.gemm.matmul` (32 x 32 x 32 tiles) on fp32, TF32 and bf16 operands, in the "
-    "notebook and `benchmarks/gpu_gemm_numerics.py`",
-    "04": "none: everything runs on the CPU",
-    "05": "none: everything runs on the CPU",
-    "06": "none: everything runs on the CPU, its `torch._scaled_mm` call too (CPU tensors)",
-    "07": "none: everything runs on the CPU",
-    "08": "`kernels.copy` (copy, strided read, transpose) and CUDA-event timings, in the notebook "
-    "and `benchmarks/gpu_copy_bandwidth.py`",
-    "09": "`kernels.gemm.matmul` (fixed tiles and tuned), the fp8 `kernels.scaled_gemm` launchers "
-    "(e4m3), `kernels.pressure.ema`; `benchmarks/gpu_gemm_tflops.py` (with `torch._scaled_mm`) "
-    "and `benchmarks/gpu_register_pressure.py`",
-    "10": "`kernels.grouped_gemm`: bf16 (tuned) and fp8 e4m3; `benchmarks/gpu_grouped_gemm.py` "
-    "(with `torch.nn.functional.grouped_mm`)",
-    "11": "`kernels.topk` (row, two_stage, radix) on bf16 and fp32 logits; `benchmarks/gpu_topk.py`",
-}
+#: what a chapter without a GPU path says about it, where it says more than that it has none
+CPU_NOTES = {"06": "none: everything runs on the CPU, its `torch._scaled_mm` call too (CPU tensors)"}
 
-#: the kernels whose code has a ``tl.dot`` (the others have no matrix instruction to choose)
-DOT_KERNELS = (
-    "matmul_kernel",
-    "scaled_matmul_kernel",
-    "block_scaled_matmul_kernel",
-    "grouped_matmul_kernel",
-    "scaled_grouped_matmul_kernel",
-)
+
+def chapters(root: Path = ROOT) -> dict[str, str]:
+    """Each chapter's GPU path in words, chapter by chapter (the notebooks in ``notebooks/``): the
+    path a kernel family's manifest gives it, else none (everything on the CPU)."""
+    paths = {c: p for f in families() for c, p in f.chapters.items()}
+    numbers = sorted({p.name[:2] for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")} | set(paths))
+    return {c: paths.get(c) or CPU_NOTES.get(c, "none: everything runs on the CPU") for c in numbers}
+
+
+#: each chapter's GPU path in words (nothing: the chapter computes on the CPU)
+CHAPTERS = chapters()
+
+
+def dot_kernels() -> tuple[str, ...]:
+    """The kernels whose code has a ``tl.dot`` (the others have no matrix instruction to choose)."""
+    return tuple(k for f in families() for k in f.dot_kernels)
+
 
 BEGIN = "<!-- begin generated"
 END = "<!-- end generated -->"
 
 
-@dataclasses.dataclass(frozen=True)
-class Launch:
-    """One launch a chapter makes on a GPU, as one :class:`~nbhelpers.compile_check.Case` (its
-    target is replaced by each of :data:`TARGETS`).
-
-    launch: the launcher call in words (``"matmul(block=(32, 32, 32))"``); dtype: the operands'
-    type as the reader names it ("fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"); chapters: the
-    chapters that make it (empty: a launch the launcher accepts but no chapter makes); made_by:
-    the notebooks and scripts that make it; tuned: "" for a fixed config, else which config of the
-    tuned list this is ("largest of 9"); fp8: the torch dtype name of fp8 operands, for the
-    launcher's own check of the GPU.
-    """
-
-    launch: str
-    dtype: str
-    chapters: tuple
-    made_by: str
-    case: Case
-    tuned: str = ""
-    fp8: str | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """(launch, dtype): the rows of one tuned launch share it."""
-        return (self.launch, self.dtype)
-
-
 def _buffers(c: Case) -> int:
     """(BLOCK_M + BLOCK_N) x BLOCK_K x num_stages: what a config's pipelined operand tiles grow with."""
-    k = c.constexprs
-    return (k["BLOCK_M"] + k["BLOCK_N"]) * k["BLOCK_K"] * c.num_stages
-
-
-def _extremes(cases: list[Case]) -> list[tuple[str, Case]]:
-    """The configs with the largest and the smallest operand buffers, labelled."""
-    n = len(cases)
-    big, small = max(cases, key=_buffers), min(cases, key=_buffers)
-    return [(f"largest of {n}", big), (f"smallest of {n}", small)]
+    return operand_buffers(c)
 
 
 def launches() -> list[Launch]:
-    """The chapters' GPU launches (see the module docstring), each as an sm_90 case."""
-    from .kernels.scaled_gemm import SCALE_BLOCK
-
-    package = [c for c in course_cases(sources=("package",)) if c.target == "sm_90"]
-
-    def pick(kernel: str, label: str | None = None, config: str | None = None) -> list[Case]:
-        found = [
-            c
-            for c in package
-            if c.kernel.endswith(":" + kernel)
-            and (label is None or c.label == label)
-            and (config is None or c.config.startswith(config))
-        ]
-        if not found:
-            raise LookupError(f"compile_check has no case {kernel} [{label}] {config}")
-        return found
-
-    gemm = "nbhelpers.kernels.gemm:matmul_kernel"
-    out: list[Launch] = []
-    # chapters 03 and 09: matmul(a, b, block=(32, 32, 32)), Triton's default warps and stages; chapter
-    # 03's GPU run (benchmarks/gpu_gemm_numerics.py) at M = N = 16 and K up to 16,384
-    fixed = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}
-    numerics = "benchmarks/gpu_gemm_numerics.py"
-    for dtype, op, prec, chapters, made_by in (
-        ("fp32", "fp32", "ieee", ("03", "09"), f"notebooks 03 and 09, {numerics}"),
-        ("tf32", "fp32", "tf32", ("03",), f"notebook 03, {numerics}"),
-        ("bf16", "bf16", "ieee", ("03", "09"), f"notebooks 03 and 09, {numerics}"),
-        ("fp16", "fp16", "ieee", ("09",), "notebook 09"),
-    ):
-        args = gemm_args(op, op, "fp32", 16, 16, 4096)
-        case = Case(gemm, f"{dtype}, 16 x 4096 x 16", args, {**fixed, "INPUT_PRECISION": prec})
-        out.append(Launch("matmul(block=(32, 32, 32))", dtype, chapters, made_by, case))
-    # chapter 09: matmul(block=None) on bf16 4096^3 (the notebook's live cell and gpu_gemm_tflops.py)
-    for tuned, c in _extremes(pick("matmul_kernel", "bf16 ieee -> bf16, 4096^3")):
-        out.append(
-            Launch("matmul(block=None)", "bf16", ("09",), "notebook 09, benchmarks/gpu_gemm_tflops.py", c, tuned)
-        )
-    # chapter 09's notebook: scaled_matmul and block_scaled_matmul with block=(32, 32) on e4m3 operands,
-    # M, N, K = 37, 45, 300 (B row-major, fp32 out; block scales 37 x 3 and 3 x 2)
-    scaled = "nbhelpers.kernels.scaled_gemm:scaled_matmul_kernel"
-    blocked = "nbhelpers.kernels.scaled_gemm:block_scaled_matmul_kernel"
-    small = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 8}
-    for fp8, dtype, chapters in (("fp8e4nv", "e4m3", ("09",)), ("fp8e5", "e5m2", ())):
-        args = gemm_args(fp8, fp8, "fp32", 37, 45, 300)
-        case = Case(
-            scaled,
-            f"{dtype}, 37 x 300 x 45",
-            args[:3] + ("*fp32", "*fp32") + args[3:] + (1, 1),
-            {**small, "PRECISE_ACC": True},
-        )
-        where = "notebook 09" if chapters else "the launcher also takes e5m2; no chapter launches it"
-        out.append(Launch("scaled_matmul(block=(32, 32))", dtype, chapters, where, case, fp8=_TORCH_FP8[fp8]))
-    args = gemm_args("fp8e4nv", "fp8e4nv", "fp32", 37, 150, 300)
-    case = Case(
-        blocked,
-        "e4m3, 37 x 300 x 150",
-        args[:3] + ("*fp32", "*fp32") + args[3:] + (3, 1, 2, 1),
-        {**small, "SCALE_BLOCK_N": SCALE_BLOCK},
-    )
-    out.append(Launch("block_scaled_matmul(block=(32, 32))", "e4m3", ("09",), "notebook 09", case, fp8="float8_e4m3fn"))
-    # chapter 09's gpu_gemm_tflops.py: the fp8 launchers tuned at 4096^3, bf16 out
-    for launch, label in (
-        ("scaled_matmul(block=None)", "e4m3 row/col scales -> bf16, promoted, 4096^3"),
-        ("scaled_matmul(block=None, fast_accum=True)", "e4m3 row/col scales -> bf16, fast, 4096^3"),
-        ("block_scaled_matmul(block=None)", "e4m3 128x128 block scales -> bf16, 4096^3"),
-    ):
-        kernel = "block_scaled_matmul_kernel" if launch.startswith("block") else "scaled_matmul_kernel"
-        for tuned, c in _extremes(pick(kernel, label)):
-            out.append(Launch(launch, "e4m3", ("09",), "benchmarks/gpu_gemm_tflops.py", c, tuned, "float8_e4m3fn"))
-    # chapter 09: the register-pressure kernel, from no extra live values to the most the benchmark times
-    for extra in (0, 66):
-        (c,) = pick("ema_kernel", f"EXTRA={extra}")
-        out.append(
-            Launch(f"pressure.ema(x, {extra})", "fp32", ("09",), "notebook 09, benchmarks/gpu_register_pressure.py", c)
-        )
-    # chapter 08: the copy kernels, the launchers' default blocks and the notebook's others
-    for kernel, config, launch in (
-        ("copy_kernel", "1024 ", "copy(x)"),
-        ("copy_kernel", "4096 ", "copy(x, block=4096)"),
-        ("strided_read_kernel", "1024 ", "strided_read(x, 8)"),
-        ("transpose_kernel", "32x32 ", "transpose(x)"),
-        ("transpose_kernel", "64x64 ", "transpose(x, block=(64, 64))"),
-    ):
-        (c,) = pick(kernel, config=config)
-        out.append(Launch(launch, "fp32", ("08",), "notebook 08, benchmarks/gpu_copy_bandwidth.py", c))
-    # chapter 10: grouped_matmul(block=None) tunes over GPU_CONFIGS on the GPU (skipping configs
-    # over the GPU's shared memory); the fp8 launcher has one fixed block
-    for tuned, c in _extremes(pick("grouped_matmul_kernel", "bf16 -> bf16, DeepSeek-V3 up projection")):
-        out.append(
-            Launch(
-                "grouped_matmul(block=None)", "bf16", ("10",), "notebook 10, benchmarks/gpu_grouped_gemm.py", c, tuned
-            )
-        )
-    (c,) = pick("scaled_grouped_matmul_kernel")
-    out.append(Launch("scaled_grouped_matmul(block=None)", "e4m3", ("10",), "notebook 10", c, fp8="float8_e4m3fn"))
-    # chapter 11: topk's three methods on one row of Llama 3's vocabulary, k = 50
-    for fmt in ("bf16", "fp32"):
-        label = f"{fmt} logits, V = 128,256, k = 50"
-        for kernel, suffix, launch in (
-            ("topk_chunk_kernel", "row", 'topk(x, 50, "row")'),
-            ("topk_chunk_kernel", "two_stage first stage", 'topk(x, 50, "two_stage"): chunks'),
-            ("topk_merge_kernel", "two_stage merge", 'topk(x, 50, "two_stage"): merge'),
-            ("radix_select_kernel", "radix", 'topk(x, 50, "radix")'),
-        ):
-            (c,) = pick(kernel, f"{label}, {suffix}")
-            out.append(Launch(launch, fmt, ("11",), "notebook 11, benchmarks/gpu_topk.py", c))
-    return out
-
-
-_TORCH_FP8 = {"fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2"}
+    """The chapters' GPU launches (see the module docstring), each as an sm_90 case: every kernel
+    family's (its manifest's ``launches``), family after family."""
+    return [launch for f in families() for launch in f.launches()]
 
 
 # ====================================================================== one row per (launch, target)
@@ -254,7 +107,7 @@ def _launcher_error(launch: Launch, target: str) -> str | None:
     """The sentence the launcher raises on a GPU of ``target`` before it compiles, or None."""
     if launch.fp8 is None:
         return None
-    from .kernels import fp8_unsupported_reason
+    from ..kernels import fp8_unsupported_reason
 
     return fp8_unsupported_reason(launch.fp8, divmod(capability_of(target), 10))
 
@@ -282,7 +135,7 @@ def matrix_row(launch: Launch, compiled: dict) -> dict:
         "chapters": list(launch.chapters),
         "made_by": launch.made_by,
         "tuned": launch.tuned,
-        "dot": launch.case.kernel.rpartition(":")[2] in DOT_KERNELS,
+        "dot": launch.case.kernel.rpartition(":")[2] in dot_kernels(),
         "capability": "{}.{}".format(*divmod(capability_of(target), 10)),
         **compiled,
         "shared_limit": SHARED_LIMIT[capability_of(target)],
@@ -588,9 +441,8 @@ def render_short(data: dict) -> str:
 def render(data: dict) -> str:
     """The generated part of docs/gpu.md, from the results file's contents."""
     m = data["meta"]
-    head = (
-        f"{BEGIN} from {Path(RESULTS).relative_to(ROOT)} by `python -m nbhelpers.gpu_targets --page`: do not edit -->"
-    )
+    command = "python -m nbhelpers.tooling.gpu_targets --page"
+    head = f"{BEGIN} from {Path(RESULTS).relative_to(ROOT)} by `{command}`: do not edit -->"
     parts = [
         head,
         f"Compiled with Triton {m['triton']} and its ptxas {m['ptxas']} on {m['machine']} "
@@ -638,7 +490,7 @@ def update_page(page: str, data: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m nbhelpers.gpu_targets",
+        prog="python -m nbhelpers.tooling.gpu_targets",
         description="Compile the chapters' GPU launches for sm_75, sm_80, sm_89 and sm_90 without a GPU, "
         "write the results file and the tables of docs/gpu.md.",
     )
@@ -656,11 +508,11 @@ def main(argv=None) -> int:
         return 0
     out = Path(args.out)
     if not args.page:
-        from .results import ResultsFile
+        from ..results import ResultsFile
 
-        command = "python -m nbhelpers.gpu_targets " + " ".join(sys.argv[1:] if argv is None else argv)
+        command = "python -m nbhelpers.tooling.gpu_targets " + " ".join(sys.argv[1:] if argv is None else argv)
         meta = {k: v for k, v in compile_meta(args.jobs, False, command.strip()).items() if k != "shared_limit"}
-        meta["script"] = "python -m nbhelpers.gpu_targets"
+        meta["script"] = "python -m nbhelpers.tooling.gpu_targets"
         meta["targets"] = {t: GPUS[t] for t in TARGETS}
         meta["shared_limit"] = {t: SHARED_LIMIT[capability_of(t)] for t in TARGETS}
         results = ResultsFile(out, meta)

@@ -17,8 +17,8 @@ For every ``solutions/exNN_*.ipynb`` this writes ``exercises/exNN_*.ipynb`` wher
 The output is deterministic (cell ids are kept from the solution), so ``--check`` can compare
 byte for byte::
 
-    python -m nbhelpers.make_exercises            # (re)write exercises/
-    python -m nbhelpers.make_exercises --check    # exit 1 if exercises/ is out of date
+    python -m nbhelpers.tooling.make_exercises            # (re)write exercises/
+    python -m nbhelpers.tooling.make_exercises --check    # exit 1 if exercises/ is out of date
 
 ``--check`` also fails when a solution notebook was committed with outputs.
 """
@@ -247,7 +247,7 @@ def write_exercises(solutions: Path | str, exercises: Path | str) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m nbhelpers.make_exercises",
+        prog="python -m nbhelpers.tooling.make_exercises",
         description="Generate exercises/exNN_*.ipynb from solutions/exNN_*.ipynb.",
     )
     parser.add_argument("--solutions", default="solutions", help="folder of solution notebooks (default: solutions)")

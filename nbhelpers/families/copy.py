@@ -1,0 +1,109 @@
+"""The copies of chapter 08 (:mod:`nbhelpers.kernels.copy`): copy, strided read, transpose."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .manifest import Benchmark, Case, Family, Launch, ResultsSpec, pick
+
+WHERE = "nbhelpers.kernels.copy:"
+#: benchmarks/gpu_copy_bandwidth.py's COPY_BLOCKS
+COPY_BLOCKS = (1024, 2048, 4096, 8192)
+
+
+def cases() -> list[Case]:
+    """The copy at every block the benchmark times, the strided read at stride 8, the transpose
+    with the launcher's default tile and the benchmark's other one."""
+    n = 1 << 26
+    out = [Case(WHERE + "copy_kernel", "fp32", ("*fp32", "*fp32", n), {"BLOCK": block}) for block in COPY_BLOCKS]
+    out.append(Case(WHERE + "strided_read_kernel", "fp32, stride 8", ("*fp32", "*fp32", n // 8, 8), {"BLOCK": 1024}))
+    for bm, bn in ((32, 32), (64, 64)):
+        out.append(
+            Case(
+                WHERE + "transpose_kernel",
+                "fp32",
+                ("*fp32", "*fp32", 8192, 8192, 8192, 1, 8192, 1),
+                {"BLOCK_M": bm, "BLOCK_N": bn},
+            )
+        )
+    return out
+
+
+def exercise_cases() -> list[Case]:
+    """Chapter 08's exercise kernel, launched as its solution launches it."""
+    return [
+        Case(
+            "solutions/ex08_gpu_memory.ipynb:masked_copy_kernel",
+            "fp32",
+            ("*fp32", "*fp32", 1000),
+            {"BLOCK": 256},
+            source="solution",
+        )
+    ]
+
+
+def launches() -> list[Launch]:
+    """The copy kernels with the launchers' default blocks and the notebook's others."""
+    every = cases()
+    out = []
+    for kernel, config, launch in (
+        ("copy_kernel", "1024 ", "copy(x)"),
+        ("copy_kernel", "4096 ", "copy(x, block=4096)"),
+        ("strided_read_kernel", "1024 ", "strided_read(x, 8)"),
+        ("transpose_kernel", "32x32 ", "transpose(x)"),
+        ("transpose_kernel", "64x64 ", "transpose(x, block=(64, 64))"),
+    ):
+        (c,) = pick(every, kernel, config=config)
+        out.append(Launch(launch, "fp32", ("08",), "notebook 08, benchmarks/gpu_copy_bandwidth.py", c))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyBandwidthRow:
+    """One kernel timed: its bandwidth in useful bytes per second, the sector model's efficiency
+    and its predictions."""
+
+    name: str
+    kernel: str
+    pattern: str
+    stride: int
+    bandwidth: float
+    sector_efficiency: float
+    predicted_bandwidth: float
+    predicted_at_peak: float
+
+
+COPY_BANDWIDTH = ResultsSpec(
+    "copy_bandwidth",
+    "benchmarks/gpu_copy_bandwidth.py",
+    ("gpu", "date", "script", "command"),
+    CopyBandwidthRow,
+    reader="recorded_copy_bandwidth",
+)
+
+FAMILY = Family(
+    name="copy",
+    module="nbhelpers.kernels.copy",
+    reference="nbhelpers.kernels.copy:copy_ref",
+    dtypes=("fp32", "fp16", "bf16", "fp64", "int8", "uint8", "int16", "int32", "int64"),
+    chapters={
+        "08": "`kernels.copy` (copy, strided read, transpose) and CUDA-event timings, in the notebook "
+        "and `benchmarks/gpu_copy_bandwidth.py`",
+    },
+    tests=("tests/test_kernels_copy.py",),
+    cases=cases,
+    exercise_cases=exercise_cases,
+    launches=launches,
+    benchmarks=(
+        Benchmark(
+            "gpu_copy_bandwidth",
+            40.0,
+            None,
+            20.0,
+            "estimate (not yet timed on a GPU): about 20 timings of 0.06 s "
+            "(timing.gpu_median_ms: warmup 10 ms, rep 50 ms), 4 small kernels to compile, 2 GB of buffers",
+        ),
+    ),
+    results=(COPY_BANDWIDTH,),
+    order=4,
+)
