@@ -286,13 +286,20 @@ def score(exercise: Exercise | str, cases: list[Case], expected: list, got: list
     return result(n_failed, mismatches, first_error)
 
 
-def run_check(exercise: Exercise | str, fn: Callable, seed: int = 0) -> CheckResult:
+def run_check(
+    exercise: Exercise | str, fn: Callable, seed: int = 0, *, stop_at_first_failure: bool = False
+) -> CheckResult:
     """Run every case of the exercise through ``fn`` and the reference; never raises on a bug of fn.
 
     Each call gets its own deep copy of the case's arguments, so fn cannot change what the
     reference sees (a ``np.random.Generator`` argument is copied with its state, so both draw
     the same numbers). Raises :class:`UnknownExerciseError` for an unknown id and
     :class:`CheckerError` when the course's case generator or reference fails.
+
+    ``stop_at_first_failure``: stop calling ``fn`` at the first case it gets wrong (the cases
+    after it count as not run). The verdict is the same, since one wrong case fails the check;
+    the report lists only that case. For a caller that needs only the verdict (the course's own
+    tests of wrong answers), not for a student's report.
     """
     ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
     if not callable(fn):
@@ -308,8 +315,11 @@ def run_check(exercise: Exercise | str, fn: Callable, seed: int = 0) -> CheckRes
             raise
         except BaseException as e:  # SystemExit and custom BaseExceptions are a student's bug too
             got.append(Raised.from_exception(e))
-            if i == 0 and isinstance(e, NotImplementedError):
+            if (i == 0 and isinstance(e, NotImplementedError)) or stop_at_first_failure:
                 break  # not written yet: one call is enough
+            continue
+        if stop_at_first_failure and score(ex, cases[i : i + 1], expected[i : i + 1], got[-1:]).points == 0:
+            break
     return score(ex, cases, expected, got)
 
 

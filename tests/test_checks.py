@@ -285,6 +285,34 @@ def test_correct_function_scores_full_points(ch99):
     assert r.to_dict()["passed"] is True
 
 
+@pytest.mark.parametrize("wrong_at", [None, 0, 5, 32])
+def test_stopping_at_the_first_failure_gives_the_same_verdict_and_calls_no_further(ch99, wrong_at):
+    """run_check(stop_at_first_failure=True) stops calling the function at the first case it gets
+    wrong (raised or a wrong value), and its verdict is the full check's; a right function is
+    called on every case and passes."""
+    for raises in (False, True):
+        calls: list[int] = []
+
+        def scale(x, factor=2.0):
+            calls.append(1)
+            if len(calls) - 1 == wrong_at:
+                if raises:
+                    raise ValueError("odd case")
+                return np.asarray(x) * factor + 1.0
+            return np.asarray(x, dtype=np.float64) * factor
+
+        fast = run_check("ex99.scale", scale, stop_at_first_failure=True)
+        assert len(calls) == (33 if wrong_at is None else wrong_at + 1)
+        calls.clear()
+        full = run_check("ex99.scale", scale)
+        assert len(calls) == 33
+        assert (fast.passed, fast.points, fast.status) == (full.passed, full.points, full.status)
+        if wrong_at is not None:
+            assert fast.mismatches == full.mismatches[:1] and fast.n_failed == 33 - wrong_at
+            if not raises and wrong_at < 32:
+                assert fast.error == f"{33 - wrong_at - 1} of 33 cases were not run"
+
+
 def test_wrong_function_lists_mismatching_inputs(ch99):
     r = run_check("ex99.scale", lambda x, factor=2.0: np.abs(x) * factor)
     assert not r.passed and r.points == 0 and r.error is None
