@@ -49,7 +49,7 @@ import numpy as np
 from .formats import get_format
 from .recipes import AmaxKind, E8M0Rule, Recipe, ScaleKind, get_recipe
 from .rounding import round_to
-from .validation import enum_member, real_float64
+from .validation import enum_member, nonnegative_int, real_float64
 
 __all__ = [
     "quantize",
@@ -234,10 +234,7 @@ class DelayedScaler:
         recipe = get_recipe(recipe)
         if recipe.amax != AmaxKind.DELAYED:
             raise ValueError(f"DelayedScaler needs a recipe with amax='delayed', got {recipe}")
-        if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) or margin < 0:
-            raise ValueError(
-                f"margin must be a non-negative int (the scale is multiplied by 2**margin), got {margin!r}"
-            )
+        margin = nonnegative_int("margin", margin, "the scale is multiplied by 2**margin")
         if amax_compute not in ("max", "most_recent"):
             raise ValueError(f"amax_compute must be 'max' or 'most_recent', got {amax_compute!r}")
         self.recipe = recipe

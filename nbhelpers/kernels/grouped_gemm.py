@@ -105,6 +105,7 @@ import triton.language as tl
 
 from ..moe import check_expert_gemm_operands, check_offsets
 from ..recipes import Recipe, ScaleKind
+from ..validation import group_m as check_group_m
 from ..validation import positive_int
 from . import INTERPRETED, require_fp8_support
 from .gemm import INPUT_PRECISIONS
@@ -393,12 +394,6 @@ def program_tiles(offsets, N: int, block_m: int, block_n: int, group_m: int = DE
     return np.array(out, dtype=np.int64).reshape(-1, 4)
 
 
-def _check_group_m(group_m) -> int:
-    if isinstance(group_m, bool) or not isinstance(group_m, (int, np.integer)) or group_m < 1:
-        raise ValueError(f"group_m must be a positive int (M-tiles per group of the program order), got {group_m!r}")
-    return int(group_m)
-
-
 def _device_offsets(offsets, num_rows: int, num_experts: int, device) -> torch.Tensor:
     """The offsets as the kernel reads them: a tensor on ``device``. A tensor already there is
     checked for dtype and shape only (no value is read: the caller promises them); anything else
@@ -548,7 +543,7 @@ def grouped_matmul(
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if out_dtype not in _OUT_DTYPES:
         raise TypeError(f"out_dtype must be one of {_OUT_DTYPES}, got {out_dtype!r}")
-    group_m = _check_group_m(group_m)
+    group_m = check_group_m(group_m)
     rows = x_perm.shape[0]
     off = _device_offsets(offsets, rows, E, x_perm.device)
     if block is not None:
@@ -634,7 +629,7 @@ def scaled_grouped_matmul(
             "weights as a contiguous (E, N, K) tensor qw_nk and pass qw_nk.transpose(1, 2), or convert once with "
             "nbhelpers.kernels.grouped_gemm.k_major(qw) (a copy: do it when the weights are quantized, not per call)"
         )
-    group_m = _check_group_m(group_m)
+    group_m = check_group_m(group_m)
     rows = qx.shape[0]
     off = _device_offsets(offsets, rows, E, qx.device)
     check_scale(sx, [(rows, 1)], "sx", "one scale per row of x_perm", qx.device)

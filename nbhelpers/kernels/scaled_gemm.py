@@ -57,6 +57,8 @@ import triton.language as tl
 
 from ..recipes import Recipe, ScaleKind
 from ..scaled_gemm import BLOCKWISE_RECIPES
+from ..validation import group_m as check_group_m
+from ..validation import power_of_two, tile_sizes
 from . import INTERPRETED, require_fp8_support, tuning_bench
 from .gemm import tile_of
 from .launch_checks import FP8_DTYPES, check_scale, require_kernel_device
@@ -90,15 +92,15 @@ def _rowwise_problem(rA: Recipe, rB: Recipe) -> str | None:
     return None
 
 
-def _is_k_block(v) -> bool:
-    return v is not None and 16 <= v <= 256 and not v & (v - 1)
-
-
 def _block_scaled_problem(rA: Recipe, rB: Recipe) -> str | None:
     rows_a, bk = rA.block
     bk_b, bn = rB.block
-    if rows_a != 1 or not _is_k_block(bk):
-        return f"A's block {rA.block} is not 1 x block_k with block_k a power of two from 16 to 256"
+    if rows_a != 1 or bk is None:
+        return f"A's block {rA.block} is not 1 x block_k"
+    try:
+        power_of_two("block_k", bk, 16, 256, "one loop step per K-block, and tl.dot needs at least 16")
+    except ValueError as e:
+        return f"A's block {rA.block}: {e}"
     if bk_b != bk or bn is None:
         return f"B's block {rB.block} is not block_k x block_n with A's block_k, ({bk}, block_n)"
     return None
@@ -349,21 +351,7 @@ def _prepare(qa, qb, out_dtype):
 
 
 def _block(block):
-    if block is None:
-        return None
-    if (
-        not isinstance(block, (tuple, list))
-        or len(block) != 2
-        or any(isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 256 or v & (v - 1) for v in block)
-    ):
-        raise ValueError(f"block must be (BLOCK_M, BLOCK_N), powers of two from 16 to 256, or None; got {block!r}")
-    return tuple(block)
-
-
-def _group_m(group_m):
-    if isinstance(group_m, bool) or not isinstance(group_m, int) or group_m < 1:
-        raise ValueError(f"group_m must be a positive int, got {group_m!r}")
-    return group_m
+    return None if block is None else tile_sizes(block, ("BLOCK_M", "BLOCK_N"))
 
 
 def _launch(kernel, tuned, args, M, N, block, group_m, block_k=SCALE_BLOCK, **constexprs):
@@ -411,7 +399,7 @@ def scaled_matmul(
     N = qb.shape[1]
     sa = check_scale(sa, [(M, 1), (1, 1)], "sa", "per row of A or per tensor", qa.device)
     sb = check_scale(sb, [(1, N), (1, 1)], "sb", "per column of B or per tensor", qa.device)
-    block, group_m = _block(block), _group_m(group_m)
+    block, group_m = _block(block), check_group_m(group_m)
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
         sa_e, sb_e = sa.expand(M, 1), sb.expand(1, N)  # stride 0 along a per-tensor scale
@@ -488,7 +476,7 @@ def block_scaled_matmul(
         f"one scale per {block_k} x {block_n} block of B, or per K-block and column",
         qa.device,
     )
-    block, group_m = _block(block), _group_m(group_m)
+    block, group_m = _block(block), check_group_m(group_m)
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
         scale_block_n = block_n if tuple(sb.shape) == (nk, nn) and nn != N else 1
