@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .comparators import same_value
+from .validation import nonnegative_int
 
 __all__ = ["EXERCISE_ID_RE", "Case", "Exercise", "CheckerError"]
 
@@ -92,8 +93,7 @@ class Exercise:
             raise ValueError(
                 f"exercise id {self.id!r} is not of the form 'exNN.function_name' (e.g. 'ex01.decode_bits')"
             )
-        if isinstance(self.points, bool) or not isinstance(self.points, int) or self.points < 0:
-            raise ValueError(f"points must be a non-negative int, got {self.points!r}")
+        nonnegative_int("points", self.points)
         for name in ("reference", "cases", "compare"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{self.id}: {name} must be callable")

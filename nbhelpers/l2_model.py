@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .moe import check_offsets, tile_schedule
-from .validation import positive_int
+from .validation import nonnegative_int, positive_int
 
 __all__ = [
     "L2Spec",
@@ -97,9 +97,7 @@ class LRUCache:
     (an item larger than the cache is evicted at once: it streams through)."""
 
     def __init__(self, capacity_bytes: int):
-        if isinstance(capacity_bytes, bool) or not isinstance(capacity_bytes, (int, np.integer)) or capacity_bytes < 0:
-            raise ValueError(f"capacity_bytes must be an int >= 0, got {capacity_bytes!r}")
-        self.capacity = int(capacity_bytes)
+        self.capacity = nonnegative_int("capacity_bytes", capacity_bytes)
         self._items: OrderedDict[Hashable, int] = OrderedDict()
         self.used = 0
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from .validation import nonnegative_int, positive_int
+
 __all__ = [
     "SMSpec",
     "Limit",
@@ -88,17 +90,8 @@ class SMSpec:
             "max_threads_per_block",
             "warp_size",
         ):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"SMSpec.{k} must be a positive int, got {v!r}")
-        if (
-            isinstance(self.reserved_shared_per_block, bool)
-            or not isinstance(self.reserved_shared_per_block, int)
-            or self.reserved_shared_per_block < 0
-        ):
-            raise ValueError(
-                f"SMSpec.reserved_shared_per_block must be an int >= 0, got {self.reserved_shared_per_block!r}"
-            )
+            positive_int(f"SMSpec.{k}", getattr(self, k))
+        nonnegative_int("SMSpec.reserved_shared_per_block", self.reserved_shared_per_block)
         if self.register_alloc_unit % self.warp_size:
             raise ValueError("register_alloc_unit must be a multiple of warp_size")
 

@@ -10,32 +10,37 @@ One convention everywhere: ``x ~ q * scale`` (q the element values, scale the bl
   sizes, None meaning the whole extent. Per tensor ``(None, None)``, per row / token
   ``(1, None)``, per column / output channel ``(None, 1)``, 1x128 tiles, 128x128 blocks, MX
   ``(1, 32)``, NVFP4 ``(1, 16)``, int4 groups of G along K ``(1, G)``.
-- ``element`` is ``"int8"`` (symmetric, codes -127..127), ``"int4"`` (symmetric, -7..7) or the name
-  of a signed float format of :mod:`nbhelpers.formats` (``"e4m3fn"``, ``"e5m2"``, ``"e2m1fn"``, ...).
-- ``scale`` is ``"fp32"`` (amax / max_element, rounded to fp32), ``"e8m0"`` (a power of two by the
-  OCP MX v1.0 rule, rounded down), ``"e8m0_rceil"`` (a power of two rounded up from
-  amax / max_element, the rule of cuBLAS's UE8M0 conversion and torchao's RCEIL mode) or
-  ``"e4m3_over_fp32"`` (NVFP4: an e4m3 scale per block under one fp32 scale per tensor).
-- ``amax`` is ``"current"`` (the scale comes from this tensor's amax) or ``"delayed"`` (from the
-  largest amax of the previous ``history`` steps; per-tensor fp32 scales only).
+- ``element`` is an :class:`IntElement`, ``"int8"`` (symmetric, codes -127..127) or ``"int4"``
+  (symmetric, -7..7), or the name of a signed float format of :mod:`nbhelpers.formats`
+  (``"e4m3fn"``, ``"e5m2"``, ``"e2m1fn"``, ...).
+- ``scale`` is a :class:`ScaleKind` (its string works too): ``"fp32"`` (amax / max_element,
+  rounded to fp32), ``"e8m0"`` (a power of two by the OCP MX v1.0 rule, rounded down),
+  ``"e8m0_rceil"`` (a power of two rounded up from amax / max_element, the rule of cuBLAS's UE8M0
+  conversion and torchao's RCEIL mode) or ``"e4m3_over_fp32"`` (NVFP4: an e4m3 scale per block
+  under one fp32 scale per tensor). Each kind carries its numbers (bits, smallest scale).
+- ``amax`` is an :class:`AmaxKind`: ``"current"`` (the scale comes from this tensor's amax) or
+  ``"delayed"`` (from the largest amax of the previous ``history`` steps; per-tensor fp32 scales
+  only).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .formats import Specials, UnknownFormatError, get_format
-from .validation import positive_int
+from .validation import enum_member, positive_int
 
 __all__ = [
     "Recipe",
     "RECIPES",
     "get_recipe",
-    "INT_ELEMENTS",
-    "SCALE_KINDS",
-    "AMAX_KINDS",
+    "IntElement",
+    "ScaleKind",
+    "AmaxKind",
+    "E8M0Rule",
     "PER_TENSOR",
     "PER_ROW",
     "PER_COLUMN",
@@ -61,11 +66,65 @@ def group_along_k(g: int) -> tuple[int, int]:
     return (1, positive_int("group size g", g))
 
 
-#: Integer elements: name -> (bits, largest code). Symmetric: codes run from -qmax to qmax.
-INT_ELEMENTS: Mapping[str, tuple[int, int]] = MappingProxyType({"int8": (8, 127), "int4": (4, 7)})
-#: Scale kinds: name -> bits of one block scale.
-SCALE_KINDS: Mapping[str, int] = MappingProxyType({"fp32": 32, "e8m0": 8, "e8m0_rceil": 8, "e4m3_over_fp32": 8})
-AMAX_KINDS = ("current", "delayed")
+class IntElement(enum.StrEnum):
+    """Integer elements, symmetric: codes run from -qmax to qmax."""
+
+    INT8 = "int8"
+    INT4 = "int4"
+
+    @property
+    def bits(self) -> int:
+        """Bits of one stored code."""
+        return {"int8": 8, "int4": 4}[self.value]
+
+    @property
+    def qmax(self) -> int:
+        """The largest code, 2**(bits - 1) - 1 (127, 7)."""
+        return 2 ** (self.bits - 1) - 1
+
+
+class E8M0Rule(enum.StrEnum):
+    """How a block's amax becomes an e8m0 (power-of-two) scale exponent."""
+
+    FLOOR = "floor"  # OCP MX v1.0: floor(log2(amax)) - emax of the element format
+    RCEIL = "rceil"  # cuBLAS's UE8M0 conversion, torchao's RCEIL: ceil(log2(amax / max_element))
+
+
+class ScaleKind(enum.StrEnum):
+    """What one block's scale is, and the numbers that come with it."""
+
+    FP32 = "fp32"  # fp32(amax / max_element)
+    E8M0 = "e8m0"  # a power of two, OCP MX v1.0's floor rule
+    E8M0_RCEIL = "e8m0_rceil"  # a power of two rounded up (cuBLAS, torchao RCEIL)
+    E4M3_OVER_FP32 = "e4m3_over_fp32"  # NVFP4: an e4m3 block scale under one fp32 tensor scale
+
+    @property
+    def bits(self) -> int:
+        """Bits of one block scale (NVFP4's per-tensor fp32 scale not included)."""
+        return 32 if self is ScaleKind.FP32 else 8
+
+    @property
+    def tensor_scale_bits(self) -> int:
+        """Bits of a scale stored once per tensor on top of the block scales (32 for NVFP4, else 0)."""
+        return 32 if self is ScaleKind.E4M3_OVER_FP32 else 0
+
+    @property
+    def smallest(self) -> float:
+        """The smallest positive block scale: fp32 2**-149, e8m0 2**-127, e4m3 2**-9 (NVFP4's block
+        factor). An all-zero block gets it, never 0."""
+        return {"fp32": 2.0**-149, "e8m0": 2.0**-127, "e8m0_rceil": 2.0**-127, "e4m3_over_fp32": 2.0**-9}[self.value]
+
+    @property
+    def e8m0_rule(self) -> E8M0Rule | None:
+        """The rule of a power-of-two scale; None for the others."""
+        return {"e8m0": E8M0Rule.FLOOR, "e8m0_rceil": E8M0Rule.RCEIL}.get(self.value)
+
+
+class AmaxKind(enum.StrEnum):
+    """Whose amax a scale comes from."""
+
+    CURRENT = "current"  # this tensor's
+    DELAYED = "delayed"  # the largest of the previous ``history`` steps'
 
 
 @dataclass(frozen=True)
@@ -76,34 +135,33 @@ class Recipe:
     ----------
     element: "int8", "int4", or a signed float format name ("e4m3fn", "e5m2", "e2m1fn", ...).
     block: (rows, cols) of the block one scale covers; None = the whole extent of that axis.
-    scale: "fp32", "e8m0" (MX v1.0's floor rule, float elements only), "e8m0_rceil" (a power of two
-        rounded up from amax / max_element: cuBLAS's UE8M0 conversion, torchao's RCEIL) or
+    scale: a :class:`ScaleKind` (or its string): "fp32", "e8m0" (MX v1.0's floor rule, float
+        elements only), "e8m0_rceil" (a power of two rounded up from amax / max_element:
+        cuBLAS's UE8M0 conversion, torchao's RCEIL) or
         "e4m3_over_fp32" (NVFP4, float elements).
-    amax: "current" or "delayed".
+    amax: an :class:`AmaxKind` (or its string): "current" or "delayed".
     history: H, the length of the amax history of a delayed recipe (None for "current").
     name: a label for tables and plots; not part of equality.
     """
 
     element: str = "int8"
     block: tuple[int | None, int | None] = PER_TENSOR
-    scale: str = "fp32"
-    amax: str = "current"
+    scale: ScaleKind | str = ScaleKind.FP32
+    amax: AmaxKind | str = AmaxKind.CURRENT
     history: int | None = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "block", _check_block(self.block))
         object.__setattr__(self, "element", _check_element(self.element))
-        if self.scale not in SCALE_KINDS:
-            raise ValueError(f"unknown scale {self.scale!r}; expected one of: {', '.join(map(repr, SCALE_KINDS))}")
-        if self.scale != "fp32" and self.is_int:
+        object.__setattr__(self, "scale", enum_member(ScaleKind, self.scale, "scale"))
+        object.__setattr__(self, "amax", enum_member(AmaxKind, self.amax, "amax"))
+        if self.scale != ScaleKind.FP32 and self.is_int:
             raise ValueError(
-                f"scale {self.scale!r} needs a float element format (its rule uses the element format's "
+                f"scale '{self.scale}' needs a float element format (its rule uses the element format's "
                 f"largest exponent or value); the integer element {self.element!r} takes an 'fp32' scale"
             )
-        if self.amax not in AMAX_KINDS:
-            raise ValueError(f"unknown amax {self.amax!r}; expected one of: {', '.join(map(repr, AMAX_KINDS))}")
-        if self.amax == "current":
+        if self.amax == AmaxKind.CURRENT:
             if self.history is not None:
                 raise ValueError(f"history={self.history!r} is only for amax='delayed'; leave it None for 'current'")
         else:
@@ -111,34 +169,34 @@ class Recipe:
             if self.block != PER_TENSOR or self.scale != "fp32":
                 raise ValueError(
                     "delayed scaling is per tensor with an fp32 scale (block (None, None), scale 'fp32'); "
-                    f"got block {self.block}, scale {self.scale!r}"
+                    f"got block {self.block}, scale '{self.scale}'"
                 )
 
     # ------------------------------------------------------------------ derived
     @property
     def is_int(self) -> bool:
         """Whether the elements are integers (int8 / int4) rather than a float format."""
-        return self.element in INT_ELEMENTS
+        return self.element in (IntElement.INT8, IntElement.INT4)
 
     @property
     def element_bits(self) -> int:
         """Bits of one stored element."""
-        return INT_ELEMENTS[self.element][0] if self.is_int else get_format(self.element).bits
+        return IntElement(self.element).bits if self.is_int else get_format(self.element).bits
 
     @property
     def element_max(self) -> float:
         """The largest element magnitude: 127 (int8), 7 (int4), or the float format's max."""
-        return float(INT_ELEMENTS[self.element][1]) if self.is_int else get_format(self.element).max
+        return float(IntElement(self.element).qmax) if self.is_int else get_format(self.element).max
 
     @property
     def scale_bits(self) -> int:
         """Bits of one block scale (the per-tensor fp32 scale of NVFP4 is not included)."""
-        return SCALE_KINDS[self.scale]
+        return self.scale.bits
 
     @property
     def tensor_scale_bits(self) -> int:
         """Bits of a scale stored once per tensor on top of the block scales (32 for NVFP4, else 0)."""
-        return 32 if self.scale == "e4m3_over_fp32" else 0
+        return self.scale.tensor_scale_bits
 
     def __str__(self) -> str:
         return self.name or f"{self.element} block={self.block} scale={self.scale} amax={self.amax}"
@@ -168,8 +226,8 @@ def _check_element(element) -> str:
     if not isinstance(element, str):
         raise ValueError(f"unknown element format {element!r}; expected {accepted}")
     key = element.strip().lower()
-    if key in INT_ELEMENTS:
-        return key
+    if key in ("int8", "int4"):
+        return IntElement(key)
     try:
         f = get_format(key)
     except UnknownFormatError:

@@ -88,6 +88,8 @@ ROWWISE_RECIPES = (
 )
 
 _FP8 = ("e4m3fn", "e5m2")
+#: the MX elements narrower than fp8 (MXFP4, MXFP6): their products are exact as well
+_MX_NARROW = ("e2m1fn", "e2m3fn", "e3m2fn")
 _OUT = ("fp32", "bf16")
 _f32 = np.float32
 
@@ -95,16 +97,17 @@ _f32 = np.float32
 # ====================================================================== operands and scales
 
 
-def _operand_formats(in_fmt) -> tuple[str, str]:
+def _operand_formats(in_fmt, floats: tuple[str, ...] = _FP8) -> tuple[str, str]:
     pair = tuple(in_fmt) if isinstance(in_fmt, (tuple, list)) else (in_fmt, in_fmt)
     if len(pair) != 2:
         raise ValueError(f"in_fmt must be one format or a pair (format of qA, format of qB), got {in_fmt!r}")
     names = []
     for f in pair:
         name = f.name if isinstance(f, FloatFormat) else f
-        if name not in ("int8",) + _FP8:
-            raise ValueError(f"in_fmt must be 'int8', 'e4m3fn' or 'e5m2' (or a pair of the fp8 two), got {f!r}")
-        names.append(name)
+        if name not in ("int8",) + floats:
+            accepted = ", ".join(repr(n) for n in ("int8",) + floats)
+            raise ValueError(f"in_fmt must be one of {accepted} (or a pair of the float ones), got {f!r}")
+        names.append(str(name))
     if ("int8" in names) and names[0] != names[1]:
         raise ValueError(f"int8 operands multiply int8 operands only, got in_fmt={in_fmt!r}")
     return names[0], names[1]
@@ -131,8 +134,8 @@ def _check_operand(q, fmt: str, what: str) -> np.ndarray:
     return q
 
 
-def _check_pair(qA, qB, in_fmt):
-    fa, fb = _operand_formats(in_fmt)
+def _check_pair(qA, qB, in_fmt, floats: tuple[str, ...] = _FP8):
+    fa, fb = _operand_formats(in_fmt, floats)
     A = _check_operand(qA, fa, "qA")
     B = _check_operand(qB, fb, "qB")
     if A.shape[1] != B.shape[0]:
@@ -199,16 +202,38 @@ def int8_matmul(qA, qB) -> np.ndarray:
 
 
 def scaled_mm(
-    qA, qB, sA, sB, out_fmt: FloatFormat | str = "fp32", in_fmt: FloatFormat | str | tuple = "e4m3fn"
+    qA,
+    qB,
+    sA,
+    sB,
+    out_fmt: FloatFormat | str = "fp32",
+    in_fmt: FloatFormat | str | tuple | None = None,
+    recipes: tuple | None = None,
 ) -> np.ndarray:
     """C ~ diag(sA) (qA qB) diag(sB) with the scales applied in the epilogue; (M, N) float64.
 
-    qA (M, K), qB (K, N): int8 integers (``in_fmt="int8"``) or fp8 values on the grid of
-    ``in_fmt`` ("e4m3fn", "e5m2", or a pair for qA and qB). sA: (1, 1) or (M, 1); sB: (1, 1) or
-    (1, N); fp32 values. int8: exact int32 accumulation (:func:`int8_matmul`, OverflowError past
-    int32). fp8: exact products, their exact sum rounded once to fp32. Epilogue in fp32:
+    qA (M, K), qB (K, N): int8 integers or fp8 values. What they hold is said once, either by
+    ``recipes``, the pair of recipes (or names in :data:`~nbhelpers.recipes.RECIPES`) that A and B
+    were quantized by, as in :func:`blockwise_scaled_mm` (per tensor or per row of A, per tensor or
+    per column of B: scales constant along K), or by ``in_fmt``: "int8", "e4m3fn", "e5m2", or a
+    pair for qA and qB (default "e4m3fn"). sA: (1, 1) or (M, 1); sB: (1, 1) or (1, N); fp32
+    values. int8: exact int32 accumulation (:func:`int8_matmul`, OverflowError past int32). fp8:
+    exact products, their exact sum rounded once to fp32. Epilogue in fp32:
     fl32(fl32(acc * sA) * sB), then rounded to ``out_fmt`` ("fp32" or "bf16").
     """
+    if recipes is not None:
+        if in_fmt is not None:
+            raise ValueError("give recipes or in_fmt, not both: the recipes say the element formats")
+        rA, rB = _recipe_pair(recipes)
+        if not _constant_along_k(rA, rB):
+            raise ValueError(
+                f"scaled_mm applies the scales in the epilogue, so they must be constant along K (A per tensor "
+                f"or per row, B per tensor or per column); recipes ({rA}, {rB}) have blocks {rA.block} and "
+                f"{rB.block}: use blockwise_scaled_mm"
+            )
+        in_fmt = (rA.element, rB.element)
+    elif in_fmt is None:
+        in_fmt = "e4m3fn"
     A, B, fa = _check_pair(qA, qB, in_fmt)
     M, K = A.shape
     N = B.shape[1]
@@ -288,12 +313,12 @@ def blockwise_scaled_mm(
     """
     rA, rB = _recipe_pair(recipes)
     block_k, block_n = _k_blocks_of(rA, rB)
-    if not {rA.element, rB.element} <= {"int8", *_FP8}:
+    if not {rA.element, rB.element} <= {"int8", *_FP8, *_MX_NARROW}:
         raise ValueError(
-            f"blockwise_scaled_mm multiplies int8, e4m3fn or e5m2 elements; the recipes hold {rA.element!r} "
-            f"and {rB.element!r}"
+            f"blockwise_scaled_mm multiplies int8, e4m3fn, e5m2 or MX elements (e2m1fn, e2m3fn, e3m2fn); "
+            f"the recipes hold '{rA.element}' and '{rB.element}'"
         )
-    A, B, fa = _check_pair(qA, qB, (rA.element, rB.element))
+    A, B, fa = _check_pair(qA, qB, (rA.element, rB.element), _FP8 + _MX_NARROW)
     M, K = A.shape
     N = B.shape[1]
     out = _out_fmt(out_fmt)

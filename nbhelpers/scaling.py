@@ -47,9 +47,9 @@ from collections import deque
 import numpy as np
 
 from .formats import get_format
-from .recipes import Recipe, get_recipe
+from .recipes import AmaxKind, E8M0Rule, Recipe, ScaleKind, get_recipe
 from .rounding import round_to
-from .validation import real_float64
+from .validation import enum_member, nonnegative_int, real_float64
 
 __all__ = [
     "quantize",
@@ -57,16 +57,10 @@ __all__ = [
     "block_amax",
     "nvfp4_scales",
     "e8m0_exponents",
-    "E8M0_RULES",
     "DelayedScaler",
     "bytes_per_element",
     "storage_bits",
 ]
-
-_SMALLEST_SCALE = {"fp32": 2.0**-149, "e8m0": 2.0**-127, "e8m0_rceil": 2.0**-127, "e4m3_over_fp32": 2.0**-9}
-#: The rules that turn a block's amax into an e8m0 exponent: OCP MX v1.0's floor, and the round-up
-#: (RCEIL) of cuBLAS and torchao.
-E8M0_RULES = ("floor", "rceil")
 
 
 # ====================================================================== blocks
@@ -131,17 +125,16 @@ def _fp32(v) -> np.ndarray:
     return np.asarray(v, dtype=np.float64).astype(np.float32).astype(np.float64)
 
 
-def e8m0_exponents(amax, element: str, rule: str = "floor") -> np.ndarray:
+def e8m0_exponents(amax, element: str, rule: E8M0Rule | str = E8M0Rule.FLOOR) -> np.ndarray:
     """The e8m0 scale exponent of each amax, raised to -127 (the smallest e8m0 exponent) where
     smaller or where amax is 0. int64 array.
 
     rule "floor" (OCP MX v1.0): floor(log2(amax)) - emax_elem. rule "rceil" (cuBLAS, torchao's
     RCEIL): ceil(log2(d)) with d = fp32(amax / max_element), exactly."""
-    if rule not in E8M0_RULES:
-        raise ValueError(f"unknown e8m0 rule {rule!r}; expected one of: {', '.join(map(repr, E8M0_RULES))}")
+    rule = enum_member(E8M0Rule, rule, "e8m0 rule")
     amax = np.asarray(amax, dtype=np.float64)
     f = get_format(element)
-    if rule == "floor":
+    if rule == E8M0Rule.FLOOR:
         _, e = np.frexp(amax)  # amax = m * 2**e with m in [0.5, 1): floor(log2(amax)) = e - 1, exactly
         exp = e.astype(np.int64) - 1 - f.emax
         exp = np.where(amax > 0, exp, -127)
@@ -162,17 +155,16 @@ def nvfp4_scales(amax_blocks: np.ndarray, element: str = "e2m1fn") -> tuple[np.n
     e4m3 = get_format("e4m3fn")
     emax = get_format(element).max
     amax_t = float(amax_blocks.max()) if amax_blocks.size else 0.0
-    s_t = max(float(_fp32(amax_t / (e4m3.max * emax))), _SMALLEST_SCALE["fp32"])
+    s_t = max(float(_fp32(amax_t / (e4m3.max * emax))), ScaleKind.FP32.smallest)
     s_b = round_to(amax_blocks / emax / s_t, e4m3, saturate=True)
-    return np.maximum(s_b, _SMALLEST_SCALE["e4m3_over_fp32"]), s_t
+    return np.maximum(s_b, ScaleKind.E4M3_OVER_FP32.smallest), s_t
 
 
 def _scales_from_amax(amax: np.ndarray, recipe: Recipe) -> np.ndarray:
-    if recipe.scale == "fp32":
-        return np.maximum(_fp32(amax / recipe.element_max), _SMALLEST_SCALE["fp32"])
-    if recipe.scale in ("e8m0", "e8m0_rceil"):
-        rule = "floor" if recipe.scale == "e8m0" else "rceil"
-        return np.ldexp(1.0, e8m0_exponents(amax, recipe.element, rule))
+    if recipe.scale == ScaleKind.FP32:
+        return np.maximum(_fp32(amax / recipe.element_max), ScaleKind.FP32.smallest)
+    if recipe.scale.e8m0_rule is not None:
+        return np.ldexp(1.0, e8m0_exponents(amax, recipe.element, recipe.scale.e8m0_rule))
     s_b, s_t = nvfp4_scales(amax, recipe.element)
     return s_b * s_t  # exact: 4 significant bits times 24
 
@@ -200,7 +192,7 @@ def quantize(x, recipe: Recipe | str, name: str = "x") -> tuple[np.ndarray, np.n
     with ``x ~ q * scale``. q: int8 array for int8/int4 elements, float64 on the element grid
     otherwise. Current amax only (a delayed recipe needs :class:`DelayedScaler`)."""
     recipe = get_recipe(recipe)
-    if recipe.amax == "delayed":
+    if recipe.amax == AmaxKind.DELAYED:
         raise ValueError(f"recipe {recipe} scales from an amax history: use DelayedScaler(recipe).quantize(x)")
     x = _as_matrix(x, name)
     return _quantize_with(x, _scales_from_amax(_block_amax(x, recipe, name), recipe), recipe)
@@ -240,12 +232,9 @@ class DelayedScaler:
 
     def __init__(self, recipe: Recipe | str, margin: int = 0, amax_compute: str = "max"):
         recipe = get_recipe(recipe)
-        if recipe.amax != "delayed":
+        if recipe.amax != AmaxKind.DELAYED:
             raise ValueError(f"DelayedScaler needs a recipe with amax='delayed', got {recipe}")
-        if isinstance(margin, bool) or not isinstance(margin, (int, np.integer)) or margin < 0:
-            raise ValueError(
-                f"margin must be a non-negative int (the scale is multiplied by 2**margin), got {margin!r}"
-            )
+        margin = nonnegative_int("margin", margin, "the scale is multiplied by 2**margin")
         if amax_compute not in ("max", "most_recent"):
             raise ValueError(f"amax_compute must be 'max' or 'most_recent', got {amax_compute!r}")
         self.recipe = recipe
@@ -259,7 +248,7 @@ class DelayedScaler:
             return None
         amax = max(self.history) if self.amax_compute == "max" else self.history[-1]
         s = float(_fp32(amax * 2.0**self.margin / self.recipe.element_max))
-        return float(max(s, _SMALLEST_SCALE["fp32"]))
+        return float(max(s, ScaleKind.FP32.smallest))
 
     def quantize(self, x, name: str = "x") -> tuple[np.ndarray, np.ndarray]:
         """One step: quantize ``x`` with the history's scale, then record its amax. (q, scales (1, 1))."""
@@ -270,7 +259,7 @@ class DelayedScaler:
             s = float(
                 max(
                     float(_fp32(float(amax[0, 0]) * 2.0**self.margin / self.recipe.element_max)),
-                    _SMALLEST_SCALE["fp32"],
+                    ScaleKind.FP32.smallest,
                 )
             )
         self.history.append(float(amax[0, 0]))

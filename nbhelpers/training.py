@@ -198,8 +198,9 @@ class TeacherStudentTask:
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_samples", positive_int("n_samples", self.n_samples))
         sizes = tuple(self.sizes)
-        if len(sizes) < 2 or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
+        if len(sizes) < 2:
             raise ValueError(f"sizes must be at least two positive ints (input width first), got {self.sizes!r}")
+        sizes = tuple(positive_int(f"sizes[{i}]", s, "a layer width") for i, s in enumerate(sizes))
         object.__setattr__(self, "sizes", sizes)
 
     @property

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .formats import get_format
+from .validation import positive_int
 
 __all__ = ["MEMORY_RECIPES", "MemoryRecipe", "bytes_per_parameter"]
 
@@ -55,8 +56,8 @@ class MemoryRecipe:
         for kind in (self.weights, self.gradients, self.master, self.adam_m, self.adam_v, self.compensation):
             if kind is not None and kind != "int8":
                 get_format(kind)  # raises for an unknown name
-        if self.block is not None and (not isinstance(self.block, int) or self.block < 1):
-            raise ValueError(f"block must be a positive int or None, got {self.block!r}")
+        if self.block is not None:
+            positive_int("block", self.block, "elements per scaled block of the int8 states, or None")
         if self.state_rounding not in ("nearest", "stochastic"):
             raise ValueError(f"state_rounding must be 'nearest' or 'stochastic', got {self.state_rounding!r}")
 

@@ -10,7 +10,17 @@ from typing import TypeVar
 
 import numpy as np
 
-__all__ = ["enum_member", "positive_int", "nonnegative_int", "positive_number", "real_float64", "stochastic_rng"]
+__all__ = [
+    "enum_member",
+    "positive_int",
+    "nonnegative_int",
+    "power_of_two",
+    "tile_sizes",
+    "group_m",
+    "positive_number",
+    "real_float64",
+    "stochastic_rng",
+]
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -34,18 +44,42 @@ def _is_int(v) -> bool:
     return not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))
 
 
-def positive_int(name: str, v) -> int:
-    """``v`` as an int if it is an integer >= 1 (bools refused), else a ValueError naming ``name``."""
+def positive_int(name: str, v, meaning: str = "") -> int:
+    """``v`` as an int if it is an integer >= 1 (bools refused), else a ValueError naming ``name``
+    (and ``meaning``, what the number is, when given)."""
     if not _is_int(v) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
+        raise ValueError(f"{name} must be a positive int{f' ({meaning})' if meaning else ''}, got {v!r}")
     return int(v)
 
 
-def nonnegative_int(name: str, v) -> int:
-    """``v`` as an int if it is an integer >= 0 (bools refused), else a ValueError naming ``name``."""
+def nonnegative_int(name: str, v, meaning: str = "") -> int:
+    """``v`` as an int if it is an integer >= 0 (bools refused), else a ValueError naming ``name``
+    (and ``meaning``, what the number is, when given)."""
     if not _is_int(v) or v < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {v!r}")
+        raise ValueError(f"{name} must be a non-negative int{f' ({meaning})' if meaning else ''}, got {v!r}")
     return int(v)
+
+
+def power_of_two(name: str, v, lo: int, hi: int, why: str = "") -> int:
+    """``v`` as an int if it is a power of two from ``lo`` to ``hi`` (bools refused), else a
+    ValueError naming ``name``, the range, and ``why`` when given."""
+    if not _is_int(v) or not lo <= v <= hi or v & (v - 1):
+        raise ValueError(f"{name}={v!r}: must be a power of two from {lo} to {hi}{f' ({why})' if why else ''}")
+    return int(v)
+
+
+def tile_sizes(block, names: tuple[str, ...] = ("BLOCK_M", "BLOCK_N", "BLOCK_K")) -> tuple[int, ...]:
+    """A tile of a ``tl.dot`` kernel: a tuple or list of one size per name in ``names``, each a
+    power of two from 16 to 256 (``tl.dot`` needs at least 16 along each dimension)."""
+    if not isinstance(block, (tuple, list)) or len(block) != len(names):
+        raise ValueError(f"block must be a tuple ({', '.join(names)}), got {block!r}")
+    why = "every block size: tl.dot needs at least 16 along each dimension"
+    return tuple(power_of_two(n, v, 16, 256, why) for n, v in zip(names, block))
+
+
+def group_m(v) -> int:
+    """GROUP_M of the grouped program order of the tiled GEMMs: a positive int."""
+    return positive_int("group_m", v, "tile rows per group of the grouped program order")
 
 
 def positive_number(name: str, v) -> float:

@@ -228,11 +228,8 @@ def test_bad_inputs_get_clear_errors():
         copy(x[::2])
     with pytest.raises(ValueError, match="contiguous"):
         strided_read(x[::2], 2)
-    for stride in (0, -1):
-        with pytest.raises(ValueError, match="at least 1"):
-            strided_read(x, stride)
-    for stride in (2.0, True, "2"):
-        with pytest.raises(TypeError, match="stride must be an int"):
+    for stride in (0, -1, 2.0, True, "2"):
+        with pytest.raises(ValueError, match=r"stride must be a positive int \(elements between two reads\)"):
             strided_read(x, stride)
     for block in (0, 8, 24, 2**17, 16.0, True):
         with pytest.raises(ValueError, match="block"):

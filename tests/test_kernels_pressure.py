@@ -68,9 +68,13 @@ def test_decays_and_launch_args():
         ("x", 1, "2-D floating-point"),
         (torch.zeros(3), 1, "2-D floating-point"),
         (torch.zeros((2, 2), dtype=torch.int32), 1, "2-D floating-point"),
-        (torch.zeros((2, 2)), -1, "extra must be an int >= 0"),
-        (torch.zeros((2, 2)), 1.0, "extra must be an int"),
-        (torch.zeros((2, 2)), True, "extra must be an int"),
+        (
+            torch.zeros((2, 2)),
+            -1,
+            r"extra must be a non-negative int \(moving averages besides the column sums\), got -1",
+        ),
+        (torch.zeros((2, 2)), 1.0, "extra must be a non-negative int"),
+        (torch.zeros((2, 2)), True, "extra must be a non-negative int"),
     ],
 )
 def test_bad_input(x, extra, match):

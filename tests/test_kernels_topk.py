@@ -241,9 +241,21 @@ def test_plan():
             ValueError,
             "method must be one of row, two_stage, radix, got 'sort'",
         ),
-        (torch.zeros(4, 10), 2, {"method": "two_stage", "chunk": 0}, ValueError, "chunk must be a positive number"),
+        (
+            torch.zeros(4, 10),
+            2,
+            {"method": "two_stage", "chunk": 0},
+            ValueError,
+            r"chunk must be a positive int \(a number of columns\)",
+        ),
         (torch.zeros(4, 10), 2, {"method": "two_stage", "chunk": 2.5}, ValueError, "chunk .* got 2.5"),
-        (torch.zeros(4, 10), 2, {"method": "radix", "block_v": 0}, ValueError, "block_v must be a positive number"),
+        (
+            torch.zeros(4, 10),
+            2,
+            {"method": "radix", "block_v": 0},
+            ValueError,
+            r"block_v must be a positive int \(a number of columns\)",
+        ),
         (torch.zeros(4, 10), 2, {"block_v": True}, ValueError, "block_v .* got True"),
     ],
 )

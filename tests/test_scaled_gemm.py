@@ -30,6 +30,7 @@ from nbhelpers.scaled_gemm import (
     int8_matmul,
     scaled_mm,
 )
+from nbhelpers.scaling import quantize
 
 U32 = 2.0**-24
 U_BF16 = 2.0**-8
@@ -532,7 +533,7 @@ def test_scales_must_be_fp32_values():
         ((Recipe("e4m3fn", (1, 128)), Recipe("e4m3fn", PER_COLUMN)), r"block \(128, block_n\); got \(None, 1\)"),
         ((Recipe("e4m3fn", (1, 128)),), "recipes must be a pair"),
         (("fp8 e4m3 1x128", "no such recipe"), "unknown recipe 'no such recipe'"),
-        (kblocks(128, fmt="e2m1fn"), "multiplies int8, e4m3fn or e5m2 elements; the recipes hold 'e2m1fn'"),
+        (kblocks(128, fmt="bf16"), r"multiplies int8, e4m3fn, e5m2 or MX elements \(e2m1fn, .*'bf16'"),
         ((Recipe("int8", (1, 128)), Recipe("e4m3fn", (128, 128))), "int8 operands multiply int8 operands only"),
     ],
 )
@@ -584,9 +585,32 @@ def test_fp8_data_off_grid(fmt, value):
 
 def test_bad_formats():
     one = np.ones((1, 1))
-    with pytest.raises(ValueError, match="in_fmt must be 'int8', 'e4m3fn' or 'e5m2'"):
+    with pytest.raises(ValueError, match="in_fmt must be one of 'int8', 'e4m3fn', 'e5m2' .* got 'bf16'"):
         scaled_mm(np.ones((1, 2)), np.ones((2, 1)), one, one, in_fmt="bf16")
     with pytest.raises(ValueError, match="int8 operands multiply int8 operands only"):
         scaled_mm(np.ones((1, 2)), np.ones((2, 1)), one, one, in_fmt=("int8", "e4m3fn"))
     with pytest.raises(ValueError, match="out_fmt must be 'fp32' or 'bf16'"):
         scaled_mm(np.ones((1, 2)), np.ones((2, 1)), one, one, out_fmt="fp16")
+
+
+def test_scaled_mm_takes_the_recipes_like_its_siblings():
+    """recipes= says the element formats once: the same result as in_fmt, bit for bit; recipes whose
+    scales vary along K, or recipes and in_fmt together, are refused."""
+    rng = np.random.default_rng(11)
+    A, B = rng.standard_normal((5, 40)), rng.standard_normal((40, 6))
+    for rA, rB, fmt in [
+        (Recipe("e5m2", PER_ROW), Recipe("e4m3fn", PER_COLUMN), ("e5m2", "e4m3fn")),
+        (Recipe("int8", PER_TENSOR), Recipe("int8", PER_COLUMN), "int8"),
+    ]:
+        (qA, sA), (qB, sB) = quantize(A, rA), quantize(B, rB)
+        np.testing.assert_array_equal(
+            scaled_mm(qA, qB, sA, sB, recipes=(rA, rB)), scaled_mm(qA, qB, sA, sB, in_fmt=fmt)
+        )
+    with pytest.raises(
+        ValueError, match=r"constant along K .* blocks \(1, 128\) and \(128, 128\): use blockwise_scaled_mm"
+    ):
+        scaled_mm(qA, qB, sA, sB, recipes=BLOCKWISE_RECIPES)
+    with pytest.raises(ValueError, match="give recipes or in_fmt, not both"):
+        scaled_mm(qA, qB, sA, sB, in_fmt="int8", recipes=(rA, rB))
+    with pytest.raises(ValueError, match="recipes must be a pair"):
+        scaled_mm(qA, qB, sA, sB, recipes=rA)

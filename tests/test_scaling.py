@@ -21,7 +21,11 @@ from nbhelpers.recipes import (
     PER_TENSOR,
     RECIPES,
     TILE_1X128,
+    AmaxKind,
+    E8M0Rule,
+    IntElement,
     Recipe,
+    ScaleKind,
     get_recipe,
     group_along_k,
 )
@@ -66,6 +70,26 @@ def test_named_recipes_and_granularities():
     assert RECIPES["fp8 e4m3 128x128"].block == (128, 128)
     assert get_recipe("int8 per-row") is RECIPES["int8 per-row"]
     assert Recipe(" E4M3FN ").element == "e4m3fn"  # normalised to the format's name
+
+
+def test_vocabulary_enums_carry_their_numbers():
+    """The scale kinds' bits and smallest scales are the formats' own: fp32's smallest subnormal,
+    e8m0's smallest code (ml_dtypes' float8_e8m0fnu), e4m3fn's smallest subnormal."""
+    assert ScaleKind.FP32.smallest == float(np.finfo(np.float32).smallest_subnormal) == 2.0**-149
+    e8m0 = ml_dtypes.finfo(ml_dtypes.float8_e8m0fnu)
+    assert ScaleKind.E8M0.smallest == ScaleKind.E8M0_RCEIL.smallest == float(e8m0.smallest_normal) == 2.0**-127
+    assert ScaleKind.E4M3_OVER_FP32.smallest == float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).smallest_subnormal)
+    assert [k.bits for k in ScaleKind] == [32, 8, 8, 8]
+    assert [k.tensor_scale_bits for k in ScaleKind] == [0, 0, 0, 32]
+    assert [k.e8m0_rule for k in ScaleKind] == [None, E8M0Rule.FLOOR, E8M0Rule.RCEIL, None]
+    assert [(e.bits, e.qmax) for e in IntElement] == [(8, int(np.iinfo(np.int8).max)), (4, 7)]
+    # strings and members are interchangeable: a recipe stores the member and equals the string
+    r = Recipe("e4m3fn", MX_BLOCK, "E8M0", "current")
+    assert r.scale is ScaleKind.E8M0 and r.scale == "e8m0" and r.amax is AmaxKind.CURRENT
+    assert r == Recipe("e4m3fn", MX_BLOCK, ScaleKind.E8M0, AmaxKind.CURRENT)
+    assert Recipe("int8").element is IntElement.INT8 and str(RECIPES["MXFP8 RCEIL"].scale) == "e8m0_rceil"
+    amax = [3.0, 500.0]
+    assert np.array_equal(e8m0_exponents(amax, "e4m3fn", E8M0Rule.RCEIL), e8m0_exponents(amax, "e4m3fn", "rceil"))
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,14 @@ import pytest
 
 from nbhelpers.validation import (
     enum_member,
+    group_m,
     nonnegative_int,
     positive_int,
     positive_number,
+    power_of_two,
     real_float64,
     stochastic_rng,
+    tile_sizes,
 )
 
 
@@ -62,6 +65,45 @@ def test_integer_messages_say_what_is_accepted():
         positive_int("block", 0)
     with pytest.raises(ValueError, match=r"seed must be a non-negative int, got -2"):
         nonnegative_int("seed", -2)
+
+
+def test_integer_messages_carry_what_the_number_means():
+    with pytest.raises(ValueError, match=r"^stride must be a positive int \(elements between two reads\), got 0$"):
+        positive_int("stride", 0, "elements between two reads")
+    with pytest.raises(ValueError, match=r"^margin must be a non-negative int \(a binade count\), got -1$"):
+        nonnegative_int("margin", -1, "a binade count")
+
+
+def test_power_of_two_against_the_bit_rule():
+    """Every int from -2 to 600 against the powers of two listed by hand (and bools, floats refused)."""
+    powers = {16, 32, 64, 128, 256}
+    for v in range(-2, 600):
+        if v in powers:
+            assert power_of_two("BLOCK_K", v, 16, 256) == v
+        else:
+            with pytest.raises(ValueError, match=rf"^BLOCK_K={v}: must be a power of two from 16 to 256$"):
+                power_of_two("BLOCK_K", v, 16, 256)
+    assert power_of_two("block", np.int64(65536), 16, 65536) == 65536
+    for bad in (True, 32.0, "32", None):
+        with pytest.raises(ValueError, match="must be a power of two from 1 to 64 \\(why\\)"):
+            power_of_two("n", bad, 1, 64, "why")
+
+
+def test_tile_sizes_and_group_m():
+    assert tile_sizes((16, 256, 32)) == (16, 256, 32) and tile_sizes([64, 64], ("BLOCK_M", "BLOCK_N")) == (64, 64)
+    with pytest.raises(
+        ValueError,
+        match=r"BLOCK_N=24: must be a power of two from 16 to 256 \(every block size: tl.dot needs at least 16",
+    ):
+        tile_sizes((16, 24, 32))
+    with pytest.raises(ValueError, match=r"block must be a tuple \(BLOCK_M, BLOCK_N\), got \(16, 16, 16\)"):
+        tile_sizes((16, 16, 16), ("BLOCK_M", "BLOCK_N"))
+    with pytest.raises(ValueError, match=r"block must be a tuple \(BLOCK_M, BLOCK_N, BLOCK_K\), got 32"):
+        tile_sizes(32)
+    assert group_m(8) == 8 and group_m(np.int32(1)) == 1
+    for bad in (0, -3, 2.0, True, None):
+        with pytest.raises(ValueError, match=r"^group_m must be a positive int \(tile rows per group of the grouped"):
+            group_m(bad)
 
 
 def test_positive_number():

@@ -4,6 +4,9 @@ block scales, chapter 09), :mod:`~nbhelpers.kernels.copy` (copies, strided reads
 :mod:`~nbhelpers.kernels.grouped_gemm` (one launch for every expert of a mixture-of-experts layer, chapter 10),
 :mod:`~nbhelpers.kernels.pressure` (a kernel with a constexpr number of live values: register pressure, chapter 09),
 :mod:`~nbhelpers.kernels.topk` (top-k of each row: a running top-k, two stages, radix select, chapter 11).
+Beside them, :mod:`~nbhelpers.kernels.operands` turns what :func:`nbhelpers.scaling.quantize`
+returns into the scaled launchers' operands (:func:`~nbhelpers.kernels.operands.kernel_operand`)
+and holds how a launcher declares the recipes it runs.
 
 Run :func:`nbhelpers.device.setup_device` **before** importing anything from this package.
 Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, that is when a

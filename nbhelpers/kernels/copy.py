@@ -31,6 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..validation import positive_int, power_of_two
 from .launch_checks import require_kernel_device
 
 __all__ = [
@@ -126,12 +127,6 @@ def _check_contiguous(x: torch.Tensor, name: str = "x") -> None:
         )
 
 
-def _check_pow2(name: str, v, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo or v > hi or v & (v - 1):
-        raise ValueError(f"{name}={v!r}: must be a power of two from {lo} to {hi}")
-    return v
-
-
 # ------------------------------------------------------------------ launchers
 
 
@@ -142,7 +137,7 @@ def copy(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
     """
     _check_tensor(x, 1)
     _check_contiguous(x)
-    BLOCK = _check_pow2("block", block, 16, 65536)
+    BLOCK = power_of_two("block", block, 16, 65536)
     n = x.numel()
     out = torch.empty_like(x)
     if n == 0:
@@ -160,11 +155,8 @@ def strided_read(x: torch.Tensor, stride: int, block: int = 1024) -> torch.Tenso
     """
     _check_tensor(x, 1)
     _check_contiguous(x)
-    if isinstance(stride, bool) or not isinstance(stride, int):
-        raise TypeError(f"stride must be an int, got {type(stride).__name__}")
-    if stride < 1:
-        raise ValueError(f"stride must be at least 1, got {stride}")
-    BLOCK = _check_pow2("block", block, 16, 65536)
+    stride = positive_int("stride", stride, "elements between two reads")
+    BLOCK = power_of_two("block", block, 16, 65536)
     n_out = triton.cdiv(x.numel(), stride)
     out = torch.empty(n_out, dtype=x.dtype, device=x.device)
     if n_out == 0:
@@ -183,8 +175,8 @@ def transpose(x: torch.Tensor, block: tuple[int, int] = (32, 32)) -> torch.Tenso
     _check_tensor(x, 2)
     if not isinstance(block, (tuple, list)) or len(block) != 2:
         raise ValueError(f"block must be a tuple (BLOCK_M, BLOCK_N), got {block!r}")
-    BLOCK_M = _check_pow2("BLOCK_M", block[0], 16, 256)
-    BLOCK_N = _check_pow2("BLOCK_N", block[1], 16, 256)
+    BLOCK_M = power_of_two("BLOCK_M", block[0], 16, 256)
+    BLOCK_N = power_of_two("BLOCK_N", block[1], 16, 256)
     M, N = x.shape
     out = torch.empty((N, M), dtype=x.dtype, device=x.device)
     if M == 0 or N == 0:

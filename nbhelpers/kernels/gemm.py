@@ -59,6 +59,7 @@ import triton.language as tl
 
 from ..formats import get_format
 from ..gemm_bounds import INPUT_PRECISIONS
+from ..validation import group_m as check_group_m
 from . import INTERPRETED, tuning_bench
 from .launch_checks import check_block, require_kernel_device
 
@@ -321,8 +322,7 @@ def matmul(
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if out_dtype not in _OUT_DTYPES:
         raise TypeError(f"out_dtype must be one of {_OUT_DTYPES}, got {out_dtype!r}")
-    if isinstance(group_m, bool) or not isinstance(group_m, int) or group_m < 1:
-        raise ValueError(f"group_m must be a positive int, got {group_m!r}")
+    group_m = check_group_m(group_m)
     if block is not None:
         block = check_block(block)
     M, K = a.shape

@@ -104,10 +104,13 @@ import triton
 import triton.language as tl
 
 from ..moe import check_expert_gemm_operands, check_offsets
+from ..recipes import Recipe, ScaleKind
+from ..validation import group_m as check_group_m
 from ..validation import positive_int
 from . import INTERPRETED, require_fp8_support
 from .gemm import INPUT_PRECISIONS
 from .launch_checks import FP8_DTYPES, check_block, check_scale, require_kernel_device
+from .operands import RecipeSupport
 
 __all__ = [
     "expert_tile_of",
@@ -123,11 +126,33 @@ __all__ = [
     "INTERPRETER_CONFIG",
     "FP8_DEFAULT_BLOCK",
     "DEFAULT_GROUP_M",
+    "SCALED_GROUPED_RECIPES",
 ]
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _OUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _OFFSET_DTYPES = (torch.int32, torch.int64)
+
+
+def _grouped_problem(rx: Recipe, rw: Recipe) -> str | None:
+    if rx.block != (1, None):
+        return f"x's block {rx.block} is not per row (1, None)"
+    if rw.block != (None, 1):
+        return f"the weights' block {rw.block} (on each expert's (K, N)) is not per column (None, 1)"
+    return None
+
+
+#: what :func:`scaled_grouped_matmul` runs: fp8 elements, an fp32 scale per row of x and per
+#: expert and output column of w (a weight stored (N, K) and quantized per row, transposed)
+SCALED_GROUPED_RECIPES = RecipeSupport(
+    "scaled_grouped_matmul",
+    elements=("e4m3fn", "e5m2"),
+    scales=(ScaleKind.FP32,),
+    blocks="x per row (1, None), each expert's w (K, N) per column (None, 1)",
+    block_problem=_grouped_problem,
+    example="'fp8 e4m3 per-row' for x, and for w as kernel_operand(..., transpose=True) gives it",
+)
+
 #: GROUP_M of :func:`grouped_matmul` and :func:`scaled_grouped_matmul` unless told otherwise (as chapter 09's GEMM)
 DEFAULT_GROUP_M = 8
 
@@ -369,12 +394,6 @@ def program_tiles(offsets, N: int, block_m: int, block_n: int, group_m: int = DE
     return np.array(out, dtype=np.int64).reshape(-1, 4)
 
 
-def _check_group_m(group_m) -> int:
-    if isinstance(group_m, bool) or not isinstance(group_m, (int, np.integer)) or group_m < 1:
-        raise ValueError(f"group_m must be a positive int (M-tiles per group of the program order), got {group_m!r}")
-    return int(group_m)
-
-
 def _device_offsets(offsets, num_rows: int, num_experts: int, device) -> torch.Tensor:
     """The offsets as the kernel reads them: a tensor on ``device``. A tensor already there is
     checked for dtype and shape only (no value is read: the caller promises them); anything else
@@ -524,7 +543,7 @@ def grouped_matmul(
         raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
     if out_dtype not in _OUT_DTYPES:
         raise TypeError(f"out_dtype must be one of {_OUT_DTYPES}, got {out_dtype!r}")
-    group_m = _check_group_m(group_m)
+    group_m = check_group_m(group_m)
     rows = x_perm.shape[0]
     off = _device_offsets(offsets, rows, E, x_perm.device)
     if block is not None:
@@ -571,6 +590,7 @@ def scaled_grouped_matmul(
     out_dtype: torch.dtype = torch.float32,
     schedule: None = None,
     group_m: int = DEFAULT_GROUP_M,
+    recipes: tuple[Recipe | str, Recipe | str] | None = None,
 ) -> torch.Tensor:
     """C ~ the grouped product of the dequantized operands, by :func:`scaled_grouped_matmul_kernel`:
     row r of expert e is ``sx[r] * (qx[r] @ qw[e]) * sw[e]``, (T*k, N) of ``out_dtype``.
@@ -585,13 +605,20 @@ def scaled_grouped_matmul(
     :data:`FP8_DEFAULT_BLOCK` on a GPU (NOT tuned, and NOT yet run on a GPU) and in the interpreter.
     out_dtype: float32 or bfloat16. In the interpreter the fp8 operands are upcast to float32
     (exact, as :mod:`nbhelpers.kernels.scaled_gemm` does) and a bf16 output is rounded by torch.
+    recipes: the recipes (x, w) the operands were quantized by, w's in the (K, N) orientation,
+    checked against :data:`SCALED_GROUPED_RECIPES` and the dtypes; None: not checked.
+    :func:`~nbhelpers.kernels.operands.kernel_operand` makes qx, sx and (from the stacked (E, N, K)
+    quantized weights, ``transpose=True``) qw, sw and w's recipe.
     """
     _no_schedule(schedule)
+    rxw = None if recipes is None else SCALED_GROUPED_RECIPES.check(recipes)
     E, K, N = check_expert_gemm_operands(qx, qw)
     if qx.dtype not in FP8_DTYPES:
         raise TypeError(
             f"qx and qw have dtype {qx.dtype}; accepted: torch.float8_e4m3fn, torch.float8_e5m2 (quantize first)"
         )
+    if rxw is not None:
+        SCALED_GROUPED_RECIPES.check_dtypes(*rxw, qx, qw, names=("qx", "qw"))
     require_kernel_device(qx.device)
     if out_dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"out_dtype must be torch.float32 or torch.bfloat16, got {out_dtype!r}")
@@ -602,7 +629,7 @@ def scaled_grouped_matmul(
             "weights as a contiguous (E, N, K) tensor qw_nk and pass qw_nk.transpose(1, 2), or convert once with "
             "nbhelpers.kernels.grouped_gemm.k_major(qw) (a copy: do it when the weights are quantized, not per call)"
         )
-    group_m = _check_group_m(group_m)
+    group_m = check_group_m(group_m)
     rows = qx.shape[0]
     off = _device_offsets(offsets, rows, E, qx.device)
     check_scale(sx, [(rows, 1)], "sx", "one scale per row of x_perm", qx.device)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from ..validation import tile_sizes
 from . import INTERPRETED
 
 __all__ = ["FP8_DTYPES", "require_kernel_device", "check_block", "check_scale"]
@@ -26,16 +27,8 @@ def require_kernel_device(device: torch.device, what: str = "tensors") -> None:
 
 def check_block(block) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, BLOCK_K), each a power of two from 16 to 256 (``tl.dot`` needs at least
-    16 along each dimension)."""
-    if not isinstance(block, (tuple, list)) or len(block) != 3:
-        raise ValueError(f"block must be a tuple (BLOCK_M, BLOCK_N, BLOCK_K), got {block!r}")
-    for name, v in zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), block):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 256 or v & (v - 1):
-            raise ValueError(
-                f"{name}={v!r}: block sizes must be powers of two from 16 to 256 "
-                "(tl.dot needs at least 16 along each dimension)"
-            )
-    return tuple(block)
+    16 along each dimension): :func:`nbhelpers.validation.tile_sizes`."""
+    return tile_sizes(block)
 
 
 def check_scale(s, shapes: list[tuple], name: str, meaning: str, device) -> torch.Tensor:

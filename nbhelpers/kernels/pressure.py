@@ -23,6 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..validation import nonnegative_int
+
 __all__ = ["ema_kernel", "ema", "ema_ref", "decays", "BLOCK", "NUM_WARPS", "KERNEL", "launch_args"]
 
 BLOCK = 512  # columns per program: 4 per thread with 4 warps
@@ -61,8 +63,7 @@ def decays(extra: int) -> list[float]:
 def _check(x: torch.Tensor, extra: int) -> None:
     if not isinstance(x, torch.Tensor) or x.ndim != 2 or not x.is_floating_point():
         raise ValueError(f"x must be a 2-D floating-point tensor, got {type(x).__name__} {getattr(x, 'shape', '')}")
-    if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
-        raise ValueError(f"extra must be an int >= 0, got {extra!r}")
+    nonnegative_int("extra", extra, "moving averages besides the column sums")
 
 
 def ema(x: torch.Tensor, extra: int, block: int = BLOCK, num_warps: int = NUM_WARPS) -> torch.Tensor:

@@ -9,10 +9,12 @@ the scales go.
   are constant along K, so the K loop sums the raw fp8 products into an fp32 accumulator tile and
   the scales are applied once, in the epilogue, in the reference's order fl32(fl32(acc * sA) * sB),
   then cast to the output type. Reference: :func:`nbhelpers.scaled_gemm.scaled_mm`.
-* :func:`block_scaled_matmul` (:func:`block_scaled_matmul_kernel`): sA per 1 x 128 tile of A
-  (M, ceil(K / 128)), sB per 128 x 128 block of B (ceil(K / 128), ceil(N / 128)) or per 128 x 1
-  column slice (ceil(K / 128), N). The scales vary along K, so they cannot wait for the epilogue:
-  BLOCK_K is 128, one K-block is one loop step, and each step's partial product (a fresh
+* :func:`block_scaled_matmul` (:func:`block_scaled_matmul_kernel`): sA per 1 x block_k tile of A
+  (M, ceil(K / block_k)), sB per block_k x block_n block of B (ceil(K / block_k), ceil(N / block_n))
+  or per block_k x 1 column slice (ceil(K / block_k), N), the blocks the operands' recipes say:
+  DeepSeek-V3's 128 by default, MX's 32 (MXFP8, and MXFP4 by emulation: e2m1 values carried in
+  e4m3, e8m0 scales as float32 powers of two). The scales vary along K, so they cannot wait for
+  the epilogue: BLOCK_K is the K-block, one K-block is one loop step, and each step's partial product (a fresh
   ``tl.dot``) is scaled, fl32(fl32(p * sA) * sB), and added into the fp32 accumulator (chapter 07's
   promotion, in a kernel). Reference: :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm`. That is
   the interpreter's order. Compiled for a GPU, the last multiply and the add are contracted into
@@ -23,7 +25,9 @@ the scales go.
   orders pass it; bit for bit, the GPU and the reference may differ in the last place.
 
 Operands are ``torch.float8_e4m3fn`` (or both ``float8_e5m2``), scales float32, output float32 or
-bfloat16.
+bfloat16: :func:`nbhelpers.kernels.operands.kernel_operand` turns what
+:func:`nbhelpers.scaling.quantize` returns into them. Each launcher declares the recipes it runs
+(:data:`SCALED_MATMUL_RECIPES`, :data:`BLOCK_SCALED_RECIPES`) and refuses others by name.
 
 On a GPU the fp8 tiles go to ``tl.dot`` as fp8 (tensor cores). On Hopper, Triton lets an fp8
 ``tl.dot`` accumulate in the tensor core's narrow accumulator for up to ``max_num_imprecise_acc``
@@ -45,13 +49,20 @@ fp32 -> bf16 cast truncates.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
+from ..recipes import Recipe, ScaleKind
+from ..scaled_gemm import BLOCKWISE_RECIPES
+from ..validation import group_m as check_group_m
+from ..validation import power_of_two, tile_sizes
 from . import INTERPRETED, require_fp8_support, tuning_bench
 from .gemm import tile_of
 from .launch_checks import FP8_DTYPES, check_scale, require_kernel_device
+from .operands import RecipeSupport
 
 __all__ = [
     "scaled_matmul_kernel",
@@ -59,6 +70,8 @@ __all__ = [
     "block_scaled_matmul_kernel",
     "block_scaled_matmul",
     "SCALE_BLOCK",
+    "SCALED_MATMUL_RECIPES",
+    "BLOCK_SCALED_RECIPES",
     "FP8_GPU_CONFIGS",
     "FP8_FAST_GPU_CONFIGS",
     "BLOCK_SCALED_GPU_CONFIGS",
@@ -69,6 +82,53 @@ __all__ = [
 SCALE_BLOCK = 128
 
 _OUT = (torch.float32, torch.bfloat16)
+
+
+def _rowwise_problem(rA: Recipe, rB: Recipe) -> str | None:
+    if rA.block not in ((None, None), (1, None)):
+        return f"A's block {rA.block} is not per tensor (None, None) or per row (1, None)"
+    if rB.block not in ((None, None), (None, 1)):
+        return f"B's block {rB.block} is not per tensor (None, None) or per column (None, 1)"
+    return None
+
+
+def _block_scaled_problem(rA: Recipe, rB: Recipe) -> str | None:
+    rows_a, bk = rA.block
+    bk_b, bn = rB.block
+    if rows_a != 1 or bk is None:
+        return f"A's block {rA.block} is not 1 x block_k"
+    try:
+        power_of_two("block_k", bk, 16, 256, "one loop step per K-block, and tl.dot needs at least 16")
+    except ValueError as e:
+        return f"A's block {rA.block}: {e}"
+    if bk_b != bk or bn is None:
+        return f"B's block {rB.block} is not block_k x block_n with A's block_k, ({bk}, block_n)"
+    return None
+
+
+#: what :func:`scaled_matmul` runs: fp8 elements, fp32 scales constant along K
+SCALED_MATMUL_RECIPES = RecipeSupport(
+    "scaled_matmul",
+    elements=("e4m3fn", "e5m2"),
+    scales=(ScaleKind.FP32,),
+    blocks="A per tensor or per row, B (K, N) per tensor or per column (scales constant along K)",
+    block_problem=_rowwise_problem,
+    example="nbhelpers.scaled_gemm.ROWWISE_RECIPES, e4m3 per row of A and per column of B",
+)
+#: what :func:`block_scaled_matmul` runs: fp8 elements, and the MX elements carried in e4m3
+#: (MXFP4, MXFP6) by emulation; fp32 scales or e8m0 scales (powers of two, fp32 values); A in
+#: 1 x block_k tiles, B (K, N) in block_k x block_n blocks (MX: block_k 32, block_n 1)
+BLOCK_SCALED_RECIPES = RecipeSupport(
+    "block_scaled_matmul",
+    elements=("e4m3fn", "e5m2", "e2m1fn", "e2m3fn", "e3m2fn"),
+    scales=(ScaleKind.FP32, ScaleKind.E8M0, ScaleKind.E8M0_RCEIL),
+    blocks=(
+        "A in 1 x block_k tiles, B (K, N) in block_k x block_n blocks, block_k a power of two from 16 to 256 "
+        "(one loop step per K-block)"
+    ),
+    block_problem=_block_scaled_problem,
+    example="recipes=('fp8 e4m3 1x128', 'fp8 e4m3 128x128'), or MXFP8 / MXFP4 of A with blocks (32, 1) of B",
+)
 
 
 @triton.jit
@@ -185,9 +245,9 @@ def block_scaled_matmul_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-def _fp8_configs(rows) -> list:
+def _fp8_configs(rows, block_k: int = SCALE_BLOCK) -> list:
     return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 8}, num_stages=st, num_warps=w)
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": block_k, "GROUP_M": 8}, num_stages=st, num_warps=w)
         for bm, bn, st, w in rows
     ]
 
@@ -217,16 +277,16 @@ FP8_GPU_CONFIGS = _fp8_configs(
 )
 #: with fast accumulation (no promotion), 128 x 256 over 8 warps fits too
 FP8_FAST_GPU_CONFIGS = _fp8_configs([(128, 256, 3, 8)]) + FP8_GPU_CONFIGS
-#: the block-scaled fp8 GEMM
-BLOCK_SCALED_GPU_CONFIGS = _fp8_configs(
-    [
-        (128, 128, 4, 8),
-        (128, 128, 3, 8),
-        (64, 128, 4, 4),
-        (128, 64, 4, 4),
-        (64, 64, 4, 4),
-    ]
-)
+_BLOCK_SCALED_ROWS = [
+    (128, 128, 4, 8),
+    (128, 128, 3, 8),
+    (64, 128, 4, 4),
+    (128, 64, 4, 4),
+    (64, 64, 4, 4),
+]
+#: the block-scaled fp8 GEMM (K-blocks of 128; other K-blocks, as MX's 32, tune over the same
+#: tiles with BLOCK_K the K-block, configs not in the compile check)
+BLOCK_SCALED_GPU_CONFIGS = _fp8_configs(_BLOCK_SCALED_ROWS)
 #: the one configuration of the interpreter: BLOCK_K must be the scales' 128; small M, N tiles
 FP8_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": SCALE_BLOCK, "GROUP_M": 4}
 
@@ -244,13 +304,15 @@ _scaled_tuned = (
         for precise, configs in ((True, FP8_GPU_CONFIGS), (False, FP8_FAST_GPU_CONFIGS))
     }
 )
-_block_scaled_tuned = (
-    None
-    if INTERPRETED
-    else triton.autotune(configs=BLOCK_SCALED_GPU_CONFIGS, key=["M", "N", "K", "SCALE_BLOCK_N"], do_bench=tuning_bench)(
+
+
+@functools.cache
+def _block_scaled_tuned(block_k: int):
+    """The block-scaled kernel's autotuner for K-blocks of ``block_k`` (made when first needed)."""
+    configs = BLOCK_SCALED_GPU_CONFIGS if block_k == SCALE_BLOCK else _fp8_configs(_BLOCK_SCALED_ROWS, block_k)
+    return triton.autotune(configs=configs, key=["M", "N", "K", "SCALE_BLOCK_N"], do_bench=tuning_bench)(
         block_scaled_matmul_kernel
     )
-)
 
 
 def _check_operands(qa, qb, out_dtype):
@@ -289,31 +351,17 @@ def _prepare(qa, qb, out_dtype):
 
 
 def _block(block):
-    if block is None:
-        return None
-    if (
-        not isinstance(block, (tuple, list))
-        or len(block) != 2
-        or any(isinstance(v, bool) or not isinstance(v, int) or v < 16 or v > 256 or v & (v - 1) for v in block)
-    ):
-        raise ValueError(f"block must be (BLOCK_M, BLOCK_N), powers of two from 16 to 256, or None; got {block!r}")
-    return tuple(block)
+    return None if block is None else tile_sizes(block, ("BLOCK_M", "BLOCK_N"))
 
 
-def _group_m(group_m):
-    if isinstance(group_m, bool) or not isinstance(group_m, int) or group_m < 1:
-        raise ValueError(f"group_m must be a positive int, got {group_m!r}")
-    return group_m
-
-
-def _launch(kernel, tuned, args, M, N, block, group_m, **constexprs):
+def _launch(kernel, tuned, args, M, N, block, group_m, block_k=SCALE_BLOCK, **constexprs):
     if block is None and not INTERPRETED:
         tuned[lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)](*args, **constexprs)
         return
     cfg = (
-        dict(FP8_INTERPRETER_CONFIG)
+        dict(FP8_INTERPRETER_CONFIG, BLOCK_K=block_k)
         if block is None
-        else {"BLOCK_M": block[0], "BLOCK_N": block[1], "BLOCK_K": SCALE_BLOCK, "GROUP_M": group_m}
+        else {"BLOCK_M": block[0], "BLOCK_N": block[1], "BLOCK_K": block_k, "GROUP_M": group_m}
     )
     kernel[(triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)](*args, **cfg, **constexprs)
 
@@ -327,6 +375,7 @@ def scaled_matmul(
     block: tuple[int, int] | None = None,
     group_m: int = 8,
     fast_accum: bool = False,
+    recipes: tuple[Recipe | str, Recipe | str] | None = None,
 ) -> torch.Tensor:
     """C ~ diag(sa) (qa @ qb) diag(sb) by :func:`scaled_matmul_kernel`: (M, N) of ``out_dtype``.
 
@@ -337,14 +386,20 @@ def scaled_matmul(
     :data:`FP8_INTERPRETER_CONFIG` in the interpreter.
     fast_accum: on Hopper, let the tensor core accumulate the whole K loop in its narrow
     accumulator (faster, less accurate; chapter 07); the default promotes to fp32 every BLOCK_K.
+    recipes: the recipes (A, B) the operands were quantized by, checked against
+    :data:`SCALED_MATMUL_RECIPES` and the operands' dtypes (:func:`~nbhelpers.kernels.operands.kernel_operand`
+    makes the operands); None: only the dtypes and the scales' shapes are checked.
     The reference is :func:`nbhelpers.scaled_gemm.scaled_mm`.
     """
+    rAB = None if recipes is None else SCALED_MATMUL_RECIPES.check(recipes)
     _check_operands(qa, qb, out_dtype)
+    if rAB is not None:
+        SCALED_MATMUL_RECIPES.check_dtypes(*rAB, qa, qb)
     M, K = qa.shape
     N = qb.shape[1]
     sa = check_scale(sa, [(M, 1), (1, 1)], "sa", "per row of A or per tensor", qa.device)
     sb = check_scale(sb, [(1, N), (1, 1)], "sb", "per column of B or per tensor", qa.device)
-    block, group_m = _block(block), _group_m(group_m)
+    block, group_m = _block(block), check_group_m(group_m)
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
         sa_e, sb_e = sa.expand(M, 1), sb.expand(1, N)  # stride 0 along a per-tensor scale
@@ -387,33 +442,44 @@ def block_scaled_matmul(
     out_dtype: torch.dtype = torch.float32,
     block: tuple[int, int] | None = None,
     group_m: int = 8,
+    recipes: tuple[Recipe | str, Recipe | str] = BLOCKWISE_RECIPES,
 ) -> torch.Tensor:
     """C ~ sum over K-blocks b of diag(sa[:, b]) (qa_b @ qb_b) diag(sb[b, :]) by
     :func:`block_scaled_matmul_kernel`: (M, N) of ``out_dtype``.
 
-    qa (M, K), qb (K, N): fp8 tensors as in :func:`scaled_matmul`; the K-blocks are 128 long (the
-    last may be shorter). sa: float32 (M, ceil(K / 128)), one scale per 1 x 128 tile of A. sb:
-    float32 (ceil(K / 128), ceil(N / 128)), one per 128 x 128 block of B, or (ceil(K / 128), N).
-    out_dtype, block, group_m: as in :func:`scaled_matmul` (block None tunes over
-    :data:`BLOCK_SCALED_GPU_CONFIGS` on a GPU). The reference is
-    :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` with its default recipes (1 x 128 and 128 x 128 blocks).
+    recipes: the recipes (A, B) the operands were quantized by (names of
+    :data:`~nbhelpers.recipes.RECIPES` or Recipes), A in 1 x block_k tiles, B (K, N) in block_k x
+    block_n blocks; the default :data:`~nbhelpers.scaled_gemm.BLOCKWISE_RECIPES` is DeepSeek-V3's
+    1 x 128 and 128 x 128 in e4m3. What runs is :data:`BLOCK_SCALED_RECIPES`: fp8 elements, MX
+    elements (MXFP4's e2m1fn, MXFP6's) carried in float8_e4m3fn, fp32 or e8m0 scales (powers of
+    two, as float32); NVFP4's two-level scales do not (a ValueError says so).
+    qa (M, K), qb (K, N): tensors of the recipes' carrier dtype
+    (:func:`~nbhelpers.kernels.operands.kernel_operand` makes them), any strides; the K-blocks are
+    block_k long (the last may be shorter). sa: float32 (M, ceil(K / block_k)), one scale per tile
+    of A. sb: float32 (ceil(K / block_k), ceil(N / block_n)), one per block of B, or
+    (ceil(K / block_k), N). out_dtype, block, group_m: as in :func:`scaled_matmul` (block None
+    tunes over :data:`BLOCK_SCALED_GPU_CONFIGS` on a GPU). The reference is
+    :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` with the same recipes.
     """
+    rA, rB = BLOCK_SCALED_RECIPES.check(recipes)
+    block_k, block_n = rA.block[1], rB.block[1]
     _check_operands(qa, qb, out_dtype)
+    BLOCK_SCALED_RECIPES.check_dtypes(rA, rB, qa, qb)
     M, K = qa.shape
     N = qb.shape[1]
-    nk, nn = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
-    sa = check_scale(sa, [(M, nk)], "sa", f"one scale per row and per K-block of {SCALE_BLOCK}", qa.device)
+    nk, nn = triton.cdiv(K, block_k), triton.cdiv(N, block_n)
+    sa = check_scale(sa, [(M, nk)], "sa", f"one scale per row and per K-block of {block_k}", qa.device)
     sb = check_scale(
         sb,
         [(nk, nn), (nk, N)],
         "sb",
-        f"one scale per {SCALE_BLOCK} x {SCALE_BLOCK} block of B, or per K-block and column",
+        f"one scale per {block_k} x {block_n} block of B, or per K-block and column",
         qa.device,
     )
-    block, group_m = _block(block), _group_m(group_m)
+    block, group_m = _block(block), check_group_m(group_m)
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
-        scale_block_n = SCALE_BLOCK if tuple(sb.shape) == (nk, nn) and nn != N else 1
+        scale_block_n = block_n if tuple(sb.shape) == (nk, nn) and nn != N else 1
         args = (
             a,
             b,
@@ -434,7 +500,8 @@ def block_scaled_matmul(
             sb.stride(0),
             sb.stride(1),
         )
+        tuned = None if INTERPRETED else _block_scaled_tuned(block_k)
         _launch(
-            block_scaled_matmul_kernel, _block_scaled_tuned, args, M, N, block, group_m, SCALE_BLOCK_N=scale_block_n
+            block_scaled_matmul_kernel, tuned, args, M, N, block, group_m, block_k=block_k, SCALE_BLOCK_N=scale_block_n
         )
     return c.to(out_dtype)

@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from ..topk import key_format
+from ..validation import positive_int
 from .launch_checks import require_kernel_device
 
 __all__ = [
@@ -238,8 +239,8 @@ def plan(V: int, k: int, method: str = "row", block_v: int | None = None, chunk:
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     for name, v in (("block_v", block_v), ("chunk", chunk)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"{name} must be a positive number of columns (an int), got {v!r}")
+        if v is not None:
+            positive_int(name, v, "a number of columns")
     k_pad = _next_pow2(k)
     if method == "radix":  # tl.arange takes a power of two
         bv = RADIX_BLOCK_V if block_v is None else _next_pow2(block_v)

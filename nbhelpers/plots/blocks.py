@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..validation import positive_int
 from .errors import finish_error_vs_K
 from .style import DASHES, SMALLEST_FONT_PT, axes_or_new, format_color, legend_below, line_color
 
@@ -30,9 +31,8 @@ def promotion_label(setting, accumulator_bits: int = 14) -> str:
         return "fp32 accumulation"
     if setting is None:
         return f"{accumulator_bits}-bit acc, never promoted"
-    if isinstance(setting, bool) or not isinstance(setting, (int, np.integer)) or setting < 1:
-        raise ValueError(f"a setting is 'fp32', None or a positive int N (promote every N); got {setting!r}")
-    return f"{accumulator_bits}-bit acc, promoted every {int(setting)}"
+    n = positive_int("a promotion setting", setting, "promote every N; 'fp32' and None are the others")
+    return f"{accumulator_bits}-bit acc, promoted every {n}"
 
 
 #: Colours of the promotion intervals, shortest first: far apart in hue and in lightness, and none
