@@ -9,6 +9,7 @@ results; and the manifests of the course's families agree with what they describ
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import json
 import sys
@@ -257,3 +258,23 @@ def test_no_module_outside_the_tooling_wing_imports_it():
     assert {"nbhelpers.tooling.compile_cases", "nbhelpers.tooling.gpu_targets"} <= wing
     importers = {m for w in wing for m in graph.find_modules_that_directly_import(w)}
     assert importers <= wing, sorted(importers - wing)
+
+
+def test_the_recipes_a_manifest_names_are_the_launchers_own_declarations():
+    """A family's ``recipes`` name the RecipeSupport objects its launchers check recipes with (no
+    second list to keep in step), and every such object of its kernel module is named. (Importing
+    the kernel modules, as the compile cases do, runs no kernel.)"""
+    from nbhelpers.kernels.operands import RecipeSupport
+
+    scaled = 0
+    for f in families():
+        kernels = importlib.import_module(f.module)
+        declared = {name for name, v in vars(kernels).items() if isinstance(v, RecipeSupport)}
+        named = set()
+        for where in f.recipes:
+            module, _, name = where.partition(":")
+            assert module == f.module and isinstance(getattr(kernels, name, None), RecipeSupport), where
+            named.add(name)
+        assert named == declared, (f.name, sorted(declared - named))
+        scaled += bool(named)
+    assert scaled >= 2  # the scaled GEMMs and the grouped GEMM

@@ -117,7 +117,7 @@ FAMILY = Family(
     module="nbhelpers.kernels.grouped_gemm",
     reference="nbhelpers.moe:grouped_matmul_ref",
     dtypes=("fp32", "bf16", "fp16", "e4m3", "e5m2"),
-    recipes=("per-row x per-expert-column scales",),
+    recipes=("nbhelpers.kernels.grouped_gemm:SCALED_GROUPED_RECIPES",),
     chapters={
         "10": "`kernels.grouped_gemm`: bf16 (tuned) and fp8 e4m3; `benchmarks/gpu_grouped_gemm.py` "
         "(with `torch.nn.functional.grouped_mm`)",

@@ -187,8 +187,10 @@ class Family:
 
     name: the family (its manifest's module name); module: the kernel module
     (``"nbhelpers.kernels.gemm"``); reference: the slow reference its kernels are checked against
-    (``"module:function"``); dtypes: the operand types its launchers accept; recipes: the scaling
-    recipes they implement (empty: no scaled operands); chapters: per chapter whose GPU path this
+    (``"module:function"``); dtypes: the operand types its launchers accept; recipes: where the
+    launchers declare the scaling recipes they implement, each a ``"module:name"`` of a
+    :class:`~nbhelpers.kernels.operands.RecipeSupport` (the launcher's own check; empty: no scaled
+    operands); chapters: per chapter whose GPU path this
     family is, that path in words; tests: the test files that launch its kernels (on a GPU, compiled);
     cases: the compile cases of its kernels (every config its launchers or tune lists can pick);
     exercise_cases: the cases of the solutions' and tests' own kernels that stand for it;

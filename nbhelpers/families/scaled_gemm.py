@@ -133,7 +133,10 @@ FAMILY = Family(
     module="nbhelpers.kernels.scaled_gemm",
     reference="nbhelpers.scaled_gemm:scaled_mm",
     dtypes=("e4m3", "e5m2"),
-    recipes=("per-row x per-column scales", "128 x 128 block scales"),
+    recipes=(
+        "nbhelpers.kernels.scaled_gemm:SCALED_MATMUL_RECIPES",
+        "nbhelpers.kernels.scaled_gemm:BLOCK_SCALED_RECIPES",
+    ),
     tests=("tests/test_kernels_scaled_gemm.py",),
     cases=cases,
     exercise_cases=exercise_cases,
