@@ -10,6 +10,7 @@ collector's ``skip_compare``. Errors still fail a cell: they are not stderr stre
 """
 
 import os
+import re
 
 import pytest
 
@@ -57,7 +58,9 @@ def pytest_runtest_setup(item):
 # handed out to the workers a file at a time, all of a file to one worker, in order: a notebook's
 # cells run in one kernel, in order, and a test module's module-scoped fixtures (a graded class)
 # are made once. Files that share a session-scoped fixture costly enough to make once go to one
-# worker together (SHARED_FILES), by the scheduler below.
+# worker together (SHARED_FILES), and a file with no module-scoped fixture whose tests are each a
+# chapter's (SPLIT_BY_CHAPTER) is handed out a chapter at a time, so that its hundreds of checks
+# of wrong answers do not all wait for one worker; both by the scheduler below.
 
 SHARED_FILES = {
     # the website, built once per worker (tests/test_site.py's `site` fixture)
@@ -67,15 +70,27 @@ SHARED_FILES = {
 }
 
 
+SPLIT_BY_CHAPTER = {"test_exercises.py"}
+CHAPTER_IN_ID = re.compile(r"\[(ex\d\d)\b")
+
+
+def xdist_scope(path: str, nodeid: str) -> str:
+    """What `--dist loadfile` hands out as one, for a test of the file ``path``."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    if name in SPLIT_BY_CHAPTER and (m := CHAPTER_IN_ID.search(nodeid)):
+        return f"{path}::{m[1]}"
+    return SHARED_FILES.get(name, path)
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile`, with the files of SHARED_FILES handed out as one."""
+    """`--dist loadfile`, with the files of SHARED_FILES handed out as one and those of
+    SPLIT_BY_CHAPTER a chapter at a time."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class SharedFileScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = super()._split_scope(nodeid)
-            return SHARED_FILES.get(path.replace("\\", "/").rsplit("/", 1)[-1], path)
+            return xdist_scope(super()._split_scope(nodeid), nodeid)
 
     return SharedFileScheduling(config, log)

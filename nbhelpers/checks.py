@@ -57,6 +57,7 @@ __all__ = [
     "expected_outputs",
     "Raised",
     "score",
+    "prepare_check",
     "run_check",
     "check",
     "summary",
@@ -286,8 +287,22 @@ def score(exercise: Exercise | str, cases: list[Case], expected: list, got: list
     return result(n_failed, mismatches, first_error)
 
 
+def prepare_check(exercise: Exercise | str, seed: int = 0) -> tuple[list[Case], list]:
+    """The cases of a check with ``seed`` and the reference's result for each: what
+    :func:`run_check` computes before it calls the function, for a caller that checks many
+    functions against one exercise and seed (``run_check(..., prepared=...)``)."""
+    ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
+    cases = cases_for(ex, seed)
+    return cases, expected_outputs(ex, cases)
+
+
 def run_check(
-    exercise: Exercise | str, fn: Callable, seed: int = 0, *, stop_at_first_failure: bool = False
+    exercise: Exercise | str,
+    fn: Callable,
+    seed: int = 0,
+    *,
+    stop_at_first_failure: bool = False,
+    prepared: tuple[list[Case], list] | None = None,
 ) -> CheckResult:
     """Run every case of the exercise through ``fn`` and the reference; never raises on a bug of fn.
 
@@ -299,13 +314,15 @@ def run_check(
     ``stop_at_first_failure``: stop calling ``fn`` at the first case it gets wrong (the cases
     after it count as not run). The verdict is the same, since one wrong case fails the check;
     the report lists only that case. For a caller that needs only the verdict (the course's own
-    tests of wrong answers), not for a student's report.
+    tests of wrong answers), not for a student's report. ``prepared``: what
+    :func:`prepare_check` returned for this exercise and seed (the reference is not run again;
+    the function never sees these objects, only copies of the arguments).
     """
     ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
     if not callable(fn):
         return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [], f"expected a function, got {type(fn).__name__}")
-    cases = cases_for(ex, seed)
-    expected = expected_outputs(ex, cases)  # all before the first call of fn, which cannot touch them
+    # all before the first call of fn, which cannot touch them
+    cases, expected = prepare_check(ex, seed) if prepared is None else prepared
     got: list = []
     for i, case in enumerate(cases):
         args, kwargs = _copy_args(ex, case)

@@ -8,6 +8,7 @@ test_exercises_chNN.py."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from exercise_table import CHAPTERS, ChapterSpec
 from helpers import SolutionNotebook
 from nbclient import NotebookClient
 
-from nbhelpers.checks import cases_for, exercises_of, get_exercise, run_check
+from nbhelpers.checks import cases_for, exercises_of, get_exercise, prepare_check, run_check
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))
@@ -27,6 +28,13 @@ BY_NAME = {spec.solution: spec for spec in CHAPTERS}
 
 def chapter_id(spec: ChapterSpec) -> str:
     return f"ex{spec.chapter:02d}"
+
+
+@functools.cache
+def prepared(exercise_id: str, seed: int = 0) -> tuple[list, list]:
+    """The cases and the reference's results of one exercise and seed, computed once for the many
+    wrong answers checked against them."""
+    return prepare_check(exercise_id, seed)
 
 
 def solution(spec: ChapterSpec) -> SolutionNotebook:
@@ -64,7 +72,10 @@ WRONG = [(spec, name, old, new) for spec in CHAPTERS for name, old, new in spec.
 )
 def test_wrong_implementations_fail(spec, name, old, new):
     # the verdict is all this asks, so the check stops at the first wrong case (see run_check)
-    result = run_check(f"{chapter_id(spec)}.{name}", solution(spec).mutated(name, old, new), stop_at_first_failure=True)
+    ex_id = f"{chapter_id(spec)}.{name}"
+    result = run_check(
+        ex_id, solution(spec).mutated(name, old, new), stop_at_first_failure=True, prepared=prepared(ex_id)
+    )
     assert not result.passed and result.points == 0
     assert result.mismatches, "a failing check lists the first mismatching inputs"
     assert re.search(rf"{name}\(", result.mismatches[0])
@@ -86,6 +97,7 @@ def case_key(value) -> tuple:
 
 
 CHEAT_SEEDS = (12345, 8142093377, 2**40 + 7)
+PUBLIC_ANSWERS: dict[str, dict] = {}  # exercise id -> the solution's answer to each public case
 
 
 @pytest.mark.parametrize(
@@ -97,17 +109,21 @@ def test_memorised_public_cases_with_a_wrong_rule_fail_with_other_seeds(spec, na
     with every hidden seed: each mistake is caught by the random cases alone, not only by the
     fixed edge cases that every seed shares. (A cheat with a constant fallback is a weaker one.)"""
     ex = get_exercise(f"{chapter_id(spec)}.{name}")
-    reference = solution(spec).functions()[name]
-    answers = {case_key((c.args, dict(c.kwargs))): reference(*c.args, **c.kwargs) for c in cases_for(ex, 0)}
+    if ex.id not in PUBLIC_ANSWERS:  # the table, made once for every cheat of this exercise
+        reference = solution(spec).functions()[name]
+        table = {case_key((c.args, dict(c.kwargs))): reference(*c.args, **c.kwargs) for c in cases_for(ex, 0)}
+        PUBLIC_ANSWERS[ex.id] = table
+    answers = PUBLIC_ANSWERS[ex.id]
     wrong = solution(spec).mutated(name, old, new)
 
     def memorised(*args, **kwargs):
         key = case_key((args, kwargs))
         return answers[key] if key in answers else wrong(*args, **kwargs)
 
-    assert run_check(ex, memorised, seed=0).passed
+    assert run_check(ex, memorised, seed=0, prepared=prepared(ex.id, 0)).passed
     for seed in CHEAT_SEEDS:
-        assert not run_check(ex, memorised, seed=seed, stop_at_first_failure=True).passed, f"passes with seed {seed}"
+        verdict = run_check(ex, memorised, seed=seed, stop_at_first_failure=True, prepared=prepared(ex.id, seed))
+        assert not verdict.passed, f"passes with seed {seed}"
 
 
 # ---- whole notebooks, as a student runs them

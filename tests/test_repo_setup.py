@@ -426,3 +426,23 @@ def test_workers_run_a_notebooks_cells_in_order_in_one_kernel(tmp_path, dist):
         assert result.returncode == 0 and "24 passed" in result.stdout, result.stdout[-3000:]
     else:
         assert result.returncode != 0 and "failed" in result.stdout, result.stdout[-3000:]
+
+
+def test_the_workers_get_a_file_whole_but_the_exercise_table_a_chapter_at_a_time():
+    """What conftest.py's scheduler hands a worker as one: a notebook, a test module, the three
+    files that share the built website; tests/test_exercises.py a chapter at a time, which is
+    safe because it has no fixture shared beyond a test (its caches are per process)."""
+    import conftest
+
+    scope = conftest.xdist_scope
+    assert scope("notebooks/09_gemm.ipynb", "notebooks/09_gemm.ipynb::Cell 3") == "notebooks/09_gemm.ipynb"
+    assert scope("tests/test_rounding.py", "tests/test_rounding.py::test_x[ex06-1]") == "tests/test_rounding.py"
+    site = {scope(f"tests/{n}", f"tests/{n}::test_a") for n in ("test_site.py", "test_site_explorer.py")}
+    assert len(site) == 1
+    ex = "tests/test_exercises.py"
+    assert scope(ex, f"{ex}::test_wrong_implementations_fail[ex06-coarsest_granularity-184]") == f"{ex}::ex06"
+    assert scope(ex, f"{ex}::test_solutions_pass_in_process_with_any_seed[ex11-hidden]") == f"{ex}::ex11"
+    assert scope(ex, f"{ex}::test_every_chapter_has_an_entry") == ex
+    for name in conftest.SPLIT_BY_CHAPTER:
+        text = read(f"tests/{name}")
+        assert 'scope="module"' not in text and 'scope="session"' not in text, name
