@@ -96,7 +96,8 @@ NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
 # pytest-xdist: one worker per core the machine has (TEST_WORKERS=logical; TEST_WORKERS=0 runs
 # everything in one process). --dist loadfile hands each worker whole files, in order: a
 # notebook's cells run in one kernel, a module's fixtures are made once, and no two workers share
-# a notebook or a module (conftest.py keeps the files that build the website together).
+# a notebook or a module (conftest.py keeps the files that build the website together, and hands
+# out tests/test_exercises.py, which shares nothing between its tests, a chapter at a time).
 # --durations prints the slowest tests at the end, so that where the time goes is in every log.
 TEST_WORKERS ?= logical
 XDIST_ARGS := -n $(TEST_WORKERS) --dist loadfile
