@@ -196,9 +196,11 @@ def test_every_socket_to_a_kernel_refuses_large_messages(tmp_path):
 PUBLISHER = """
 import sys, time, zmq
 ctx = zmq.Context()
-pub = ctx.socket(zmq.PUB)
+pub = ctx.socket(zmq.XPUB)  # a PUB socket that also hears its subscribers subscribe
 pub.setsockopt(zmq.SNDHWM, 1000)
 print(pub.bind_to_random_port("tcp://127.0.0.1"), flush=True)
+pub.recv()  # a PUB socket drops what it sends before a subscription arrives
+print("subscribed", flush=True)
 sys.stdin.readline()
 for _ in range(200):
     pub.send(b"x" * 2**20)
@@ -224,7 +226,7 @@ def test_a_stream_of_messages_not_yet_read_waits_in_the_sender(capped):
     try:
         sub.setsockopt(zmq.SUBSCRIBE, b"")
         sub.connect(f"tcp://127.0.0.1:{int(pub.stdout.readline())}")
-        time.sleep(0.5)  # the subscription reaches the publisher
+        assert pub.stdout.readline().strip() == "subscribed"  # however long that takes on busy cores
         before = _resident_mb()
         pub.stdin.write("go\n")
         pub.stdin.flush()
@@ -234,7 +236,7 @@ def test_a_stream_of_messages_not_yet_read_waits_in_the_sender(capped):
 
         async def receive() -> int:
             n = 0
-            while await sub.poll(2000):
+            while n < 200 and await sub.poll(30_000):
                 assert len(await sub.recv()) == 2**20
                 n += 1
             return n
