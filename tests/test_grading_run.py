@@ -139,7 +139,7 @@ for _root in sorted(_paths):
             except OSError:
                 pass
 try:
-    with open(DUMP, "w") as f:
+    with open(DUMP, "w", errors="replace") as f:  # file names may hold undecodable bytes
         f.write(json.dumps({"memory_readable": _mem, "files": _n}) + "\n" + "\n".join(_dump))
 except OSError as _e:  # in the sandbox: nowhere to write it; say what could be seen, and why
     _cmds = {}
