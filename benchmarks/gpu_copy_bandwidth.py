@@ -26,8 +26,8 @@ one element per row is the ``strided`` case with s >= 8 (1/8).
 
 Every kernel's output is checked against torch's once, before it is timed. The results file
 ``benchmarks/results/copy_bandwidth_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA,
-torch and Triton versions, UTC date, script, command, sizes) and ``rows``. Run time: under a
-minute on an H200 (about 4 GiB of GPU memory).
+torch and Triton versions, UTC date, script, command, sizes) and ``rows``, each the family's
+``CopyBandwidthRow`` (see :func:`build_row`). Run time: under a minute on an H200 (about 4 GiB of GPU memory).
 """
 
 from __future__ import annotations
@@ -45,12 +45,56 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.device import nvidia_driver_version, start_gpu_script  # noqa: E402 (imports no torch)
-from nbhelpers.results import ResultsFile  # noqa: E402 (imports no torch)
+from nbhelpers.families.copy import CopyBandwidthRow  # noqa: E402 (imports no torch)
+from nbhelpers.results import COPY_BANDWIDTH, ResultsFile  # noqa: E402 (imports no torch)
 
 COPY_BLOCKS = (1024, 2048, 4096, 8192)
 TRANSPOSE_BLOCKS = ((32, 32), (64, 64))
 # peak HBM bandwidth, bytes/s, by a GPU-name fragment; source: shared/FACTS.md ("GPU memory")
 PEAKS = {"h200": (4.8e12, "FACTS.md: H200 about 4.8 TB/s HBM3e peak (NVIDIA H200 specification)")}
+ELEM_BYTES = 4  # float32
+
+
+def build_row(
+    name: str,
+    kernel: str,
+    pattern: str,
+    stride: int | None,
+    block: list | None,
+    outputs: int,
+    ms: float,
+    efficiency: float | None,
+    torch_bandwidth: float | None,
+    peak: float | None,
+) -> dict:
+    """One results row, filled as the family's row (nbhelpers/families/copy.py, CopyBandwidthRow):
+    the kernel, its launch block (None for torch), its outputs and median ``ms``; its bandwidth of
+    useful bytes (each output read once and written once); the sector model's ``efficiency`` of its
+    reads (None: no model) and the bandwidth that predicts at ``torch_bandwidth`` (torch's
+    contiguous copy in this run; None: this row is that copy) and at the HBM ``peak`` (None:
+    unknown)."""
+    useful = 2 * outputs * ELEM_BYTES
+    bw = useful / (ms * 1e-3)
+    torch_bw = bw if torch_bandwidth is None else torch_bandwidth
+    e = efficiency
+    predicted = None if e is None else torch_bw * 2 / (1 + 1 / e)
+    row = CopyBandwidthRow(
+        name=name,
+        kernel=kernel,
+        pattern=pattern,
+        stride=stride,
+        block=block,
+        outputs=outputs,
+        useful_bytes=useful,
+        ms=ms,
+        bandwidth=bw,
+        sector_efficiency=e,
+        ratio_to_torch_copy=bw / torch_bw,
+        predicted_bandwidth=predicted,
+        predicted_at_peak=None if e is None or peak is None else peak * 2 / (1 + 1 / e),
+        ratio_to_prediction=None if predicted is None else bw / predicted,
+    )
+    return COPY_BANDWIDTH.as_dict(row)
 
 
 def main(argv=None) -> int:
@@ -74,13 +118,12 @@ def main(argv=None) -> int:
 
     from nbhelpers.kernels.copy import copy_kernel, strided_read_kernel, transpose_kernel
     from nbhelpers.memory_access import sectors_touched
-    from nbhelpers.results import COPY_BANDWIDTH
     from nbhelpers.timing import GPU_TIMER, gpu_median_ms
 
     dev = "cuda"
     gpu = torch.cuda.get_device_name(0)
     peak, peak_source = next(((p, s) for k, (p, s) in PEAKS.items() if k in gpu.lower()), (None, None))
-    elem = 4
+    elem = ELEM_BYTES
     n, n_s = args.n, args.n_strided
     M, N = args.transpose
     # one buffer for every read: the longest strided read needs n_s * max stride elements
@@ -120,29 +163,10 @@ def main(argv=None) -> int:
     ref = {}  # torch's contiguous copy, the first measurement: what the others are compared with
 
     def record(name, kernel, pattern, stride, block, outputs, ms, efficiency):
-        useful = 2 * outputs * elem
-        bw = useful / (ms * 1e-3)
-        torch_bw = ref.setdefault("bandwidth", bw)
-        e = efficiency
-        results.add(
-            {
-                "name": name,
-                "kernel": kernel,
-                "pattern": pattern,
-                "stride": stride,
-                "block": block,
-                "outputs": outputs,
-                "useful_bytes": useful,
-                "ms": ms,
-                "bandwidth": bw,
-                "sector_efficiency": e,
-                "ratio_to_torch_copy": bw / torch_bw,
-                "predicted_bandwidth": None if e is None else torch_bw * 2 / (1 + 1 / e),
-                "predicted_at_peak": None if e is None or peak is None else peak * 2 / (1 + 1 / e),
-                "ratio_to_prediction": None if e is None else bw / (torch_bw * 2 / (1 + 1 / e)),
-            }
-        )
-        return bw
+        row = build_row(name, kernel, pattern, stride, block, outputs, ms, efficiency, ref.get("bandwidth"), peak)
+        ref.setdefault("bandwidth", row["bandwidth"])
+        results.add(row)
+        return row["bandwidth"]
 
     # ---- contiguous: torch's copy is the reference
     x, y = src[:n], out[:n]

@@ -18,7 +18,8 @@ accumulation). See ``nbhelpers.gpu_measurements.measure_gemm_errors`` for the fi
 
 The results file ``benchmarks/results/gemm_numerics_<gpu-name>.json`` holds ``meta`` (GPU name from
 torch.cuda.get_device_name, UTC date, this script's path, torch/triton/numpy versions, M, N, seed)
-and ``series``; the chapter 03 notebook finds it and puts the points on its figure. Run time: well
+and ``series`` (each the family's ``GemmNumericsSeries``, nbhelpers/families/gemm.py, filled
+by ``measure_gemm_errors``); the chapter 03 notebook finds it and puts the points on its figure. Run time: well
 under a minute (Triton compiles the kernel once per input type and mode; the emulations run on
 the CPU).
 """

@@ -20,15 +20,16 @@ counted as 2 M N K:
   128 x 128 scales, one fp32 promotion per K-block) against the row-scaled kernel with fast
   accumulation (no promotion, scales in the epilogue): the ratio is the cost of promotion.
 
-Before timing, each output is compared with torch's (relative Frobenius difference), so a
-broken kernel is not timed as a fast one. The results file
-``benchmarks/results/gemm_tflops_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA,
-compute capability, torch and Triton versions, UTC date, this script, the command) and ``rows``
-(one per comparison and shape: milliseconds and TFLOP/s of both, the ratio, the goal; or an
-``error`` saying why it was not timed). The file is rewritten after every row (``meta.complete``
-is false until the end), so a run that fails or is stopped halfway keeps what it measured.
-``torch._scaled_mm`` on CUDA takes only K and N divisible by 16: at other shapes (the sweep's
-1000^3) the two fp8 comparisons are rows saying so, and the other two are timed.
+Before timing, each output is compared with torch's (relative Frobenius difference), so a broken
+kernel is not timed as a fast one. The results file
+``benchmarks/results/gemm_tflops_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA, compute
+capability, torch and Triton versions, UTC date, this script, the command) and ``rows`` (one per
+comparison and shape: milliseconds and TFLOP/s of both, the ratio, the goal; or an ``error`` saying
+why it was not timed), each the family's ``GemmTflopsRow`` (see :func:`build_row`). The file is
+rewritten after every row (``meta.complete`` is false until the end), so a run that fails or is
+stopped halfway keeps what it measured. ``torch._scaled_mm`` on CUDA takes only K and N divisible
+by 16: at other shapes (the sweep's 1000^3) the two fp8 comparisons are rows saying so, and the
+other two are timed.
 
 Run time: not yet measured on a GPU (written without one). Autotuning compiles each
 configuration once per config set (nbhelpers.kernels.gemm.GPU_CONFIG_SETS and the fp8 lists of
@@ -50,7 +51,8 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
-from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
+from nbhelpers.families.gemm import GemmTflopsRow  # noqa: E402 (imports no torch)
+from nbhelpers.results import GEMM_TFLOPS, ResultsFile, sweep  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_gemm_tflops.py"
 SWEEP = [
@@ -72,6 +74,41 @@ NAMES = {
     "fp8_rowwise_fast_accum": ("triton scaled_matmul", "torch._scaled_mm"),
     "block_scaled": ("triton block_scaled_matmul", "triton scaled_matmul, fast_accum (no promotion)"),
 }
+
+
+def build_row(
+    kind: str,
+    M: int,
+    N: int,
+    K: int,
+    rel_diff: float | None = None,
+    ms_ours: float | None = None,
+    ms_theirs: float | None = None,
+    error: str | None = None,
+) -> dict:
+    """One results row, filled as the family's row (nbhelpers/families/gemm.py, GemmTflopsRow): the
+    comparison ``kind`` at M x N x K, its two sides and goal, the outputs' relative difference
+    (None: not compared); then either both median times with their TFLOP/s (2 M N K flops) and the
+    ratio ``ms_theirs / ms_ours``, or ``error`` saying why they were not timed."""
+    names = NAMES[kind]
+    fields = dict(kind=kind, M=M, N=N, K=K, ours=names[0], theirs=names[1], rel_diff=rel_diff, goal=GOAL[kind])
+    if error is not None:
+        return GEMM_TFLOPS.as_dict(GemmTflopsRow(**fields, error=error))
+    if ms_ours is None or ms_theirs is None:
+        raise ValueError("a row without an error needs both times, ms_ours and ms_theirs")
+
+    def tf(ms: float) -> float:
+        return 2 * M * N * K / (ms * 1e-3) / 1e12
+
+    row = GemmTflopsRow(
+        **fields,
+        ms_ours=ms_ours,
+        ms_theirs=ms_theirs,
+        tflops_ours=tf(ms_ours),
+        tflops_theirs=tf(ms_theirs),
+        ratio=ms_theirs / ms_ours,
+    )
+    return GEMM_TFLOPS.as_dict(row)
 
 
 def _shape(s: str) -> tuple[int, int, int]:
@@ -112,7 +149,6 @@ def main(argv=None) -> int:
     import torch
     import triton
 
-    from nbhelpers.results import GEMM_TFLOPS
     from nbhelpers.timing import gpu_median_ms
 
     shapes = [(4096, 4096, 4096)] if args.quick else args.shapes
@@ -164,17 +200,7 @@ def run_shapes(
             why = f"skipped: past the time limit of {time_limit:.0f} s"
             print(f"  {M}x{N}x{K}: {why}")
             for kind in GOAL:
-                yield {
-                    "kind": kind,
-                    "M": M,
-                    "N": N,
-                    "K": K,
-                    "ours": NAMES[kind][0],
-                    "theirs": NAMES[kind][1],
-                    "rel_diff": None,
-                    "goal": GOAL[kind],
-                    "error": why,
-                }
+                yield build_row(kind, M, N, K, error=why)
             return
         yield from measure_shape(*shape, device, gen, time_fn)
         if after_shape is not None:
@@ -209,32 +235,19 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
 
     def pair(kind, ours, theirs, check_tol, diff=None, reject=None):
         """Check ours against theirs (or take the diff given), then time both."""
-        row = {
-            "kind": kind,
-            "M": M,
-            "N": N,
-            "K": K,
-            "ours": NAMES[kind][0],
-            "theirs": NAMES[kind][1],
-            "rel_diff": None,
-            "goal": GOAL[kind],
-        }
         if reject is not None:
-            row["error"] = reject
             print(f"  {kind:<24s} {M}x{N}x{K}: {reject}")
-            return row
+            return build_row(kind, M, N, K, error=reject)
         if diff is None:
             c_ours, c_theirs = ours().float(), theirs().float()
             diff = ((c_ours - c_theirs).norm() / c_theirs.norm().clamp_min(1e-30)).item()
             del c_ours, c_theirs
-        row["rel_diff"] = diff
         if not diff <= check_tol:
-            row["error"] = f"outputs differ by {diff:.3g} (relative), more than {check_tol}: not timed"
-            print(f"  {kind:<24s} {M}x{N}x{K}: {row['error']}")
-            return row
+            why = f"outputs differ by {diff:.3g} (relative), more than {check_tol}: not timed"
+            print(f"  {kind:<24s} {M}x{N}x{K}: {why}")
+            return build_row(kind, M, N, K, rel_diff=diff, error=why)
         ms_o, ms_t = float(time_fn(ours)), float(time_fn(theirs))
-        tf = lambda ms: 2 * M * N * K / (ms * 1e-3) / 1e12  # noqa: E731
-        row.update(ms_ours=ms_o, ms_theirs=ms_t, tflops_ours=tf(ms_o), tflops_theirs=tf(ms_t), ratio=ms_t / ms_o)
+        row = build_row(kind, M, N, K, rel_diff=diff, ms_ours=ms_o, ms_theirs=ms_t)
         print(
             f"  {kind:<24s} {M}x{N}x{K}: {row['tflops_ours']:7.1f} vs {row['tflops_theirs']:7.1f} "
             f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e})"

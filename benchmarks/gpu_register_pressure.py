@@ -22,14 +22,16 @@ arithmetic, not by latency; chapter 09 reads both.
 
 The results file ``benchmarks/results/register_pressure_<gpu-slug>.json`` holds ``meta`` (GPU,
 driver, CUDA, compute capability, torch and Triton versions, UTC date, this script, the command)
-and ``rows`` (one per k), rewritten after every row (``meta.complete`` is false until the end), so
-a run that fails or is stopped halfway keeps what it measured. No ``k`` starts after
-``--time-limit`` seconds (default 25): the rest are rows saying they were skipped.
+and ``rows`` (one per k, each the family's ``RegisterPressureRow``: :func:`measure_case`),
+rewritten after every row (``meta.complete`` is false until the end), so a run that fails or is
+stopped halfway keeps what it measured. No ``k`` starts after ``--time-limit`` seconds (default
+25): the rest are rows saying they were skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -39,7 +41,8 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
     sys.path.insert(0, str(ROOT))
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
-from nbhelpers.results import ResultsFile, sweep  # noqa: E402 (imports no torch)
+from nbhelpers.families.pressure import RegisterPressureRow  # noqa: E402 (imports no torch)
+from nbhelpers.results import REGISTER_PRESSURE, ResultsFile, sweep  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_register_pressure.py"
 EXTRAS = tuple(range(0, 67, 2))
@@ -72,7 +75,6 @@ def main(argv=None) -> int:
 
     import torch
 
-    from nbhelpers.results import REGISTER_PRESSURE
     from nbhelpers.timing import gpu_median_ms
 
     meta = {
@@ -122,8 +124,10 @@ def compiled_info(kernel) -> dict:
     return {"registers": int(kernel.n_regs), "spills": int(kernel.n_spills), "shared": int(kernel.metadata.shared)}
 
 
-def measure_case(k: int, x, time_fn, info_fn=compiled_info) -> dict:
-    """The row of one k: checked, compiled facts, occupancy, median ms (``time_fn(fn)``)."""
+def measure_case(k: int, x, time_fn, info_fn=compiled_info) -> RegisterPressureRow:
+    """The row of one k, as the family's row (nbhelpers/families/pressure.py): checked, compiled
+    facts, occupancy, median ms (``time_fn(fn)``); or, when the output is wrong, an ``error``
+    instead of the time. The slowdowns are :func:`run_cases`'s."""
     from nbhelpers.kernels import pressure
     from nbhelpers.occupancy import occupancy
 
@@ -132,16 +136,17 @@ def measure_case(k: int, x, time_fn, info_fn=compiled_info) -> dict:
     ref = pressure.ema_ref(x[:, :block], k)
     got = out[:, :block].double().cpu()
     rel = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    row = {"k": k, "rel_diff": rel, **info_fn(kernel)}
+    info = info_fn(kernel)
     if not rel <= CHECK_TOL:
-        row["error"] = f"output differs from ema_ref by {rel:.3g} (relative), more than {CHECK_TOL}: not timed"
-        return row
-    if row["registers"] is not None:
-        occ = occupancy(row["registers"], pressure.NUM_WARPS, row["shared"])
-        row.update(warps_per_sm=occ.warps, blocks_per_sm=occ.blocks, limit=str(occ.limit))
+        why = f"output differs from ema_ref by {rel:.3g} (relative), more than {CHECK_TOL}: not timed"
+        return RegisterPressureRow(k=k, rel_diff=rel, **info, error=why)
+    occ = {}
+    if info["registers"] is not None:
+        o = occupancy(info["registers"], pressure.NUM_WARPS, info["shared"])
+        occ = {"warps_per_sm": o.warps, "blocks_per_sm": o.blocks, "limit": str(o.limit)}
     ms = float(time_fn(lambda: launch(x, k)))
-    row.update(ms=ms, gb_per_s=x.numel() * x.element_size() / (ms * 1e-3) / 1e9)
-    return row
+    gb_per_s = x.numel() * x.element_size() / (ms * 1e-3) / 1e9
+    return RegisterPressureRow(k=k, rel_diff=rel, **info, **occ, ms=ms, gb_per_s=gb_per_s)
 
 
 def run_cases(
@@ -163,21 +168,23 @@ def run_cases(
     def one(k):
         if time_limit is not None and clock() - t_start > time_limit:
             print(f"  k = {k:2d}: skipped (time limit)")
-            yield {"k": k, "error": f"skipped: past the time limit of {time_limit:.0f} s"}
+            why = f"skipped: past the time limit of {time_limit:.0f} s"
+            yield REGISTER_PRESSURE.as_dict(RegisterPressureRow(k=k, error=why))
             return
         row = measure_case(k, x, time_fn, info_fn)
-        if "ms" in row:
+        if row.error is None:
             base = first.setdefault("row", row)
-            row["slowdown"] = row["ms"] / base["ms"]
-            if row.get("warps_per_sm") and base.get("warps_per_sm"):
-                row["predicted_slowdown_bound"] = base["warps_per_sm"] / row["warps_per_sm"]
+            bound = None
+            if row.warps_per_sm and base.warps_per_sm:
+                bound = base.warps_per_sm / row.warps_per_sm
+            row = dataclasses.replace(row, slowdown=row.ms / base.ms, predicted_slowdown_bound=bound)
             print(
-                f"  k = {k:2d}: {row['registers']} registers, {row['spills']} B spilled, "
-                f"{row.get('warps_per_sm')} warps/SM: {row['ms']:.3f} ms ({row['slowdown']:.2f}x k=0)"
+                f"  k = {k:2d}: {row.registers} registers, {row.spills} B spilled, "
+                f"{row.warps_per_sm} warps/SM: {row.ms:.3f} ms ({row.slowdown:.2f}x k=0)"
             )
         else:
-            print(f"  k = {k:2d}: {row['error']}")
-        yield row
+            print(f"  k = {k:2d}: {row.error}")
+        yield REGISTER_PRESSURE.as_dict(row)
 
     return sweep(extras, one, results)
 

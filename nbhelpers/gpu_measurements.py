@@ -21,9 +21,11 @@ import triton
 
 from .accumulation import emulated_matmul
 from .experiments import gemm_inputs
+from .families.gemm import GemmNumericsSeries
 from .gemm_runs import run_matmul, torch_matmul
 from .kernels import INTERPRETED, default_device
 from .metrics import relative_error
+from .results import GEMM_NUMERICS
 from .rounding import round_to
 from .tensor_cores import tensor_core_matmul
 
@@ -70,40 +72,41 @@ def measure_gemm_errors(
     bf16 inputs as float32 holding bf16 values, and TF32 is not applied: the numbers then say
     nothing about GPUs. ``after_K(series)``, if given, is called after each K with the series so
     far (the script writes its results file there, so a run stopped halfway keeps the Ks done).
+
+    Each series is the family's row (:class:`nbhelpers.families.gemm.GemmNumericsSeries`, its
+    lists growing one K at a time), handed out as the dict a results file holds.
     """
     dev = device or default_device()
-    series = []
-    for method, (fmt, prec, out_fmt) in GPU_METHODS.items():
-        entry = {
-            "method": method,
-            "in_fmt": fmt,
-            "input_precision": prec,
-            "out_fmt": out_fmt,
-            "K": [],
-            "rel_error": [],
-            "rel_error_acc": [],
-        }
-        if method == "Triton bf16" and models:
-            entry["model_agreement"] = {name: [] for name in _MODELS}
-        series.append(entry)
+    series = [
+        GemmNumericsSeries(
+            method=method,
+            in_fmt=fmt,
+            input_precision=prec,
+            out_fmt=out_fmt,
+            K=[],
+            rel_error=[],
+            rel_error_acc=[],
+            model_agreement={name: [] for name in _MODELS} if method == "Triton bf16" and models else None,
+        )
+        for method, (fmt, prec, out_fmt) in GPU_METHODS.items()
+    ]
     for K in Ks:
         A, B = gemm_inputs(M, int(K), N, seed)
         C_data = A @ B
-        for entry in series:
-            fmt, prec = entry["in_fmt"], entry["input_precision"]
-            Aq, Bq = round_to(A, fmt), round_to(B, fmt)
-            if prec is None:  # torch's own matmul, output in the input dtype
-                C = torch_matmul(A, B, fmt, dev)
+        for s in series:
+            Aq, Bq = round_to(A, s.in_fmt), round_to(B, s.in_fmt)
+            if s.input_precision is None:  # torch's own matmul, output in the input dtype
+                C = torch_matmul(A, B, s.in_fmt, dev)
             else:
-                C = run_matmul(A, B, fmt, prec, block, dev)
-            entry["K"].append(int(K))
-            entry["rel_error"].append(relative_error(C, C_data))
-            entry["rel_error_acc"].append(relative_error(C, Aq @ Bq))
-            for name, fractions in entry.get("model_agreement", {}).items():
+                C = run_matmul(A, B, s.in_fmt, s.input_precision, block, dev)
+            s.K.append(int(K))
+            s.rel_error.append(relative_error(C, C_data))
+            s.rel_error_acc.append(relative_error(C, Aq @ Bq))
+            for name, fractions in (s.model_agreement or {}).items():
                 fractions.append(float(np.mean(C == _MODELS[name](Aq, Bq))))
         if after_K is not None:
-            after_K(series)
-    return series
+            after_K([GEMM_NUMERICS.as_dict(s) for s in series])
+    return [GEMM_NUMERICS.as_dict(s) for s in series]
 
 
 def gpu_run(

@@ -61,16 +61,33 @@ def launches() -> list[Launch]:
 @dataclasses.dataclass(frozen=True)
 class CopyBandwidthRow:
     """One kernel timed: its bandwidth in useful bytes per second, the sector model's efficiency
-    and its predictions."""
+    and its predictions. Every row holds every field; None where it does not apply.
+
+    name: the row's label ("copy BLOCK=4096"); kernel: "triton" or "torch"; pattern: "contiguous",
+    "strided" or "transposed"; stride: the read stride in elements (None for a transpose);
+    block: the Triton launch's BLOCK, or [BLOCK_M, BLOCK_N] (None for torch); outputs: output
+    elements; useful_bytes: each output read once and written once, 2 x 4 bytes each; ms: the
+    median time; bandwidth: useful bytes per second; sector_efficiency: useful over moved bytes of
+    the reads, by the sector model (None: no model for the access); ratio_to_torch_copy:
+    bandwidth over torch's contiguous copy's; predicted_bandwidth: the model's bandwidth at torch's
+    copy's; predicted_at_peak: the model's at the GPU's HBM peak (None: peak unknown);
+    ratio_to_prediction: bandwidth over predicted_bandwidth.
+    """
 
     name: str
     kernel: str
     pattern: str
-    stride: int
+    stride: int | None
+    block: list | None
+    outputs: int
+    useful_bytes: int
+    ms: float
     bandwidth: float
-    sector_efficiency: float
-    predicted_bandwidth: float
-    predicted_at_peak: float
+    sector_efficiency: float | None
+    ratio_to_torch_copy: float
+    predicted_bandwidth: float | None
+    predicted_at_peak: float | None
+    ratio_to_prediction: float | None
 
 
 COPY_BANDWIDTH = ResultsSpec(

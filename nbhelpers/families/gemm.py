@@ -96,19 +96,28 @@ def _equal_lengths(row: dict) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class GemmNumericsSeries:
-    """One method's relative errors against K (chapter 03's GPU run)."""
+    """One method's relative errors against K (chapter 03's GPU run).
+
+    input_precision: the kernel's ``tl.dot`` mode ("ieee", "tf32"; None for torch's matmul);
+    out_fmt: the format of the output; model_agreement: for the Triton bf16 series, per emulation
+    of chapter 03, the fraction of outputs bit-identical to it at each K (None: not compared).
+    """
 
     method: str
     in_fmt: str
+    input_precision: str | None
+    out_fmt: str
     K: list
     rel_error: list
     rel_error_acc: list
+    model_agreement: dict | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class GemmTflopsRow:
     """One comparison at one shape: ours against torch's, their outputs' relative difference, and
-    (when timed) both timings, TFLOP/s and the ratio."""
+    (when timed) both timings, TFLOP/s and the ratio. goal: the ratio the comparison aims for
+    (None: no goal, the ratio is a cost measured)."""
 
     kind: str
     M: int
@@ -116,7 +125,8 @@ class GemmTflopsRow:
     K: int
     ours: str
     theirs: str
-    rel_diff: float
+    rel_diff: float | None
+    goal: float | None
     ms_ours: float = timed()
     ms_theirs: float = timed()
     tflops_ours: float = timed()

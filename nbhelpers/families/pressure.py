@@ -43,7 +43,8 @@ def launches() -> list[Launch]:
 class RegisterPressureRow:
     """One k (the extra live vectors): the compiled kernel's registers, spills and shared memory,
     the occupancy they imply, the median time, the bandwidth, the slowdown against k = 0 and the
-    bound the occupancy predicts for it."""
+    bound the occupancy predicts for it. blocks_per_sm: the blocks an SM holds at that occupancy;
+    limit: the resource that bounds it ("registers", "shared memory", "warps" or "blocks")."""
 
     k: int
     rel_diff: float = timed()
@@ -51,6 +52,8 @@ class RegisterPressureRow:
     spills: int = timed()
     shared: int = timed()
     warps_per_sm: int = timed()
+    blocks_per_sm: int = timed()
+    limit: str = timed()
     ms: float = timed()
     gb_per_s: float = timed()
     slowdown: float = timed()
