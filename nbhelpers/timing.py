@@ -15,6 +15,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from .validation import nonnegative_int, positive_int
+
 __all__ = ["interleaved_medians", "gpu_median_ms", "GPU_WARMUP_MS", "GPU_REP_MS", "GPU_TIMER"]
 
 # do_bench's settings, in milliseconds of launches. It first times 5 calls to estimate one, then
@@ -38,9 +40,9 @@ def interleaved_medians(fns: dict, rounds: int, warmup_rounds: int = 1, calls: i
     a slow spell of the machine lands on one of the things compared; and why not
     ``torch.utils.benchmark.Timer``: the course times numpy code too, and a median of interleaved
     rounds is what the notebooks print and explain."""
-    for name, v in (("rounds", rounds), ("warmup_rounds", warmup_rounds), ("calls", calls)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "warmup_rounds" else 1):
-            raise ValueError(f"{name} must be an int >= {0 if name == 'warmup_rounds' else 1}, got {v!r}")
+    rounds = positive_int("rounds", rounds)
+    warmup_rounds = nonnegative_int("warmup_rounds", warmup_rounds)
+    calls = positive_int("calls", calls)
     if not fns:
         raise ValueError("fns must hold at least one function to time")
     times: dict = {k: [] for k in fns}

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .validation import positive_int, stochastic_rng
+from .validation import int_in_range, positive_int, stochastic_rng
 
 __all__ = [
     "KEY_FORMATS",
@@ -220,10 +220,8 @@ def topk_ref(x, k: int):
 
     if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2):
         raise ValueError(f"topk_ref takes a 1-D or 2-D torch tensor, got {type(x).__name__} {getattr(x, 'shape', '')}")
-    k = int(k)
     V = x.shape[-1]
-    if not 0 < k <= V:
-        raise ValueError(f"k must be between 1 and the row length {V}, got {k}")
+    k = int_in_range("k", k, 1, V, "at most the row length")
     bits, f = float_bits(x)
     keys = topk_keys(bits, f).astype(np.int64).reshape(-1, V)
     idx = np.empty((keys.shape[0], k), dtype=np.int64)

@@ -37,9 +37,11 @@ def test_interleaved_medians_takes_the_median_not_the_best(monkeypatch):
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
-        (dict(rounds=0), "rounds must be an int >= 1"),
-        (dict(rounds=2, warmup_rounds=-1), "warmup_rounds must be an int >= 0"),
-        (dict(rounds=2, calls=0), "calls must be an int >= 1"),
+        (dict(rounds=0), "^rounds must be a positive int, got 0$"),
+        (dict(rounds=2.0), "^rounds must be a positive int, got 2.0$"),
+        (dict(rounds=2, warmup_rounds=-1), "^warmup_rounds must be a non-negative int, got -1$"),
+        (dict(rounds=2, warmup_rounds=False), "^warmup_rounds must be a non-negative int, got False$"),
+        (dict(rounds=2, calls=0), "^calls must be a positive int, got 0$"),
     ],
 )
 def test_interleaved_medians_refuses_bad_counts(kwargs, fragment):
