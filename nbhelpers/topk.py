@@ -546,8 +546,7 @@ def top_p_rejection_sample(probs: np.ndarray, p: float, rng: np.random.Generator
         raise ValueError(f"p must be in (0, 1], got {p}")
     rng = stochastic_rng(rng)
     draws = positive_int("draws", draws)
-    if pivots not in (1, 2):
-        raise ValueError(f"pivots must be 1 or 2, got {pivots!r}")
+    pivots = int_in_range("pivots", pivots, 1, 2, "pivots tested per round")
     threshold = top_p_threshold_ref(q, p)
     top = float(q.max())
     tokens = np.empty(draws, dtype=np.int64)

@@ -779,7 +779,8 @@ def test_rounds_stay_under_one_over_p_and_two_pivots_bound_them():
 @pytest.mark.parametrize(
     "kw, err, match",
     [
-        ({"pivots": 3}, ValueError, "pivots must be 1 or 2, got 3"),
+        ({"pivots": 3}, ValueError, r"^pivots must be an int from 1 to 2 \(pivots tested per round\), got 3$"),
+        ({"pivots": True}, ValueError, r"^pivots must be an int from 1 to 2 \(pivots tested per round\), got True$"),
         ({"draws": 0}, ValueError, "draws must be a positive int, got 0"),
         ({"rng": None}, ValueError, "explicit generator"),
         ({"rng": 7}, TypeError, "numpy.random.Generator"),
