@@ -382,7 +382,7 @@ def program_tiles(offsets, N: int, block_m: int, block_n: int, group_m: int = DE
     idle programs past the last tile are left out). ``offsets``: valid host offsets (E + 1,)."""
     arr = np.asarray(offsets)
     off = check_offsets(arr, int(arr[-1]) if arr.ndim == 1 and arr.size else 0)
-    bm, bn, g = (positive_int(n, v) for n, v in (("block_m", block_m), ("block_n", block_n), ("group_m", group_m)))
+    bm, bn, g = positive_int("block_m", block_m), positive_int("block_n", block_n), check_group_m(group_m)
     num_pid_n = -(-positive_int("N", N) // bn)
     out = []
     for e in range(off.size - 1):
