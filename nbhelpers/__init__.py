@@ -5,9 +5,11 @@ and the layers listed above it, and nothing imports in a circle (import-linter's
 pyproject.toml hold the package to that; tests/test_import_graph.py holds this map to those
 layers). A new chapter adds modules rather than sections to old ones.
 
-Specs: what a format, a recipe or a setting is; no numerics, no imports from other layers.
+Specs: formats, recipes, settings, and the argument checks and timers of every layer; no imports from other layers.
   - :mod:`~nbhelpers.formats`       FloatFormat: bit layouts, derived limits, decode, the torch dtype
   - :mod:`~nbhelpers.validation`    argument checks: enum strings, positive sizes, generators
+  - :mod:`~nbhelpers.timing`        the interleaved-median CPU timer of the benchmarks and chapters 08 and 10, and the
+    one GPU timer: ``gpu_median_ms`` for the GPU benchmarks, ``tuning_ms`` for the kernels' tuners
   - :mod:`~nbhelpers.training_memory`  bytes per parameter of a training recipe (chapter 04)
   - :mod:`~nbhelpers.recipes`       Recipe: block granularity, element and scale formats, current/delayed amax
     (chapters 06, 07)
@@ -51,8 +53,6 @@ Measurements: what the chapters measure, built on the engines and kernels.
   - :mod:`~nbhelpers.experiments`   seeded inputs and sweeps: GEMM error vs K, sum errors vs length
   - :mod:`~nbhelpers.gpu_measurements`  GPU runs of the kernels, labelled for a results file
   - :mod:`~nbhelpers.results`       results files in ``benchmarks/results/``: their schema, writing and reading
-  - :mod:`~nbhelpers.timing`        the interleaved-median CPU timer of the benchmarks and chapters 08 and 10, and the
-    one GPU timer (``gpu_median_ms``) of the GPU benchmarks
   - :mod:`~nbhelpers.memory_access`  32-byte sectors, 64-byte cache lines, strided reads on the CPU, the addresses a
     Triton kernel loads (chapter 08)
   - :mod:`~nbhelpers.load_audit`   watches a Triton kernel's loads for reads of NaN padding (the ex09 checks)

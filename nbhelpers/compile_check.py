@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 from .families import Case
+from .validation import positive_int
 
 __all__ = [
     "SHARED_LIMIT",
@@ -337,8 +338,7 @@ def check(cases: list[Case], jobs: int = 1, on_row=None) -> list[dict]:
     import queue
     import threading
 
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    jobs = positive_int("jobs", jobs, "worker processes")
     cases = list(cases)
     if jobs == 1 and not _interpreted_here():
         rows = []

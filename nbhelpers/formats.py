@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .validation import enum_member
+from .validation import enum_member, int_in_range
 
 __all__ = [
     "Specials",
@@ -93,7 +93,9 @@ class FloatFormat:
     torch_name: str | None = None
 
     def __post_init__(self) -> None:
-        _validate(self.exp_bits, self.man_bits, self.specials, self.signed)
+        exp_bits, man_bits = _validate(self.exp_bits, self.man_bits, self.specials, self.signed)
+        object.__setattr__(self, "exp_bits", exp_bits)  # a numpy integer becomes an int
+        object.__setattr__(self, "man_bits", man_bits)
 
     @property
     def torch_dtype(self):
@@ -249,24 +251,17 @@ def _as_specials(specials: Specials | str) -> Specials:
     return enum_member(Specials, specials, "specials")
 
 
-def _validate(exp_bits: int, man_bits: int, specials: Specials, signed: bool) -> None:
-    for label, v in (("exp_bits", exp_bits), ("man_bits", man_bits)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{label} must be an int, got {type(v).__name__} {v!r}")
+def _validate(exp_bits: int, man_bits: int, specials: Specials, signed: bool) -> tuple[int, int]:
+    """(exp_bits, man_bits) as ints if they and ``specials`` and ``signed`` make a format this
+    package can represent; else an error saying which rule they break."""
+    exp_bits = int_in_range("exp_bits", exp_bits, 1, MAX_EXP_BITS, "exponent bits, up to fp32's")
+    man_bits = int_in_range("man_bits", man_bits, 0, MAX_MAN_BITS, "mantissa bits, up to fp32's")
     if not isinstance(specials, Specials):
         raise TypeError(f"specials must be a Specials member, got {specials!r}")
-    if not 1 <= exp_bits <= MAX_EXP_BITS:
-        raise ValueError(
-            f"exp_bits={exp_bits} is not supported: exponent widths from 1 to {MAX_EXP_BITS} (fp32's) are accepted"
-        )
-    if not 0 <= man_bits <= MAX_MAN_BITS:
-        raise ValueError(
-            f"man_bits={man_bits} is not supported: mantissa widths from 0 to {MAX_MAN_BITS} (fp32's) are accepted"
-        )
     if specials is Specials.POWER_OF_TWO:
         if man_bits != 0 or signed:
             raise ValueError("a POWER_OF_TWO (e8m0fnu-style) format is unsigned with man_bits=0")
-        return
+        return exp_bits, man_bits
     if not signed:
         raise ValueError("only POWER_OF_TWO formats are unsigned")
     if man_bits == 0:
@@ -279,6 +274,7 @@ def _validate(exp_bits: int, man_bits: int, specials: Specials, signed: bool) ->
             "an IEEE-style format needs exp_bits >= 2: with one exponent bit the all-ones "
             "exponent (reserved for inf/NaN) leaves no normal numbers"
         )
+    return exp_bits, man_bits
 
 
 def _registry() -> Mapping[str, FloatFormat]:

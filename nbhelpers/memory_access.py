@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .timing import interleaved_medians
+from .validation import nonnegative_int, positive_int
 
 __all__ = [
     "WARP_SIZE",
@@ -70,14 +71,6 @@ class SectorCount:
         return self.useful_bytes / self.moved_bytes if self.sectors else 1.0
 
 
-def _positive_int(name: str, v, minimum: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-    if v < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {v}")
-    return int(v)
-
-
 def sectors_touched(
     addresses=None,
     *,
@@ -96,12 +89,12 @@ def sectors_touched(
     distinct bytes asked for (two threads reading the same element count it once).
     ``sector_bytes=64`` counts cache lines instead.
     """
-    elem_bytes = _positive_int("elem_bytes", elem_bytes)
-    sector_bytes = _positive_int("sector_bytes", sector_bytes)
+    elem_bytes = positive_int("elem_bytes", elem_bytes)
+    sector_bytes = positive_int("sector_bytes", sector_bytes)
     if addresses is None:
-        stride = _positive_int("stride", stride)
-        threads = _positive_int("threads", threads, minimum=0)
-        base = _positive_int("base", base, minimum=0)
+        stride = positive_int("stride", stride, "in elements")
+        threads = nonnegative_int("threads", threads)
+        base = nonnegative_int("base", base, "a byte address")
         addr = base + np.arange(threads, dtype=np.int64) * (stride * elem_bytes)
     else:
         addr = np.asarray(addresses)
@@ -168,9 +161,9 @@ def cache_line_efficiency(stride: int, elem_bytes: int = 4, line_bytes: int = CA
     ``max(1 / stride, elem_bytes / line_bytes)``: for float32 and 64-byte lines 1, 1/2, 1/4,
     1/8, then 1/16 from stride 16 on.
     """
-    stride = _positive_int("stride", stride)
-    elem_bytes = _positive_int("elem_bytes", elem_bytes)
-    line_bytes = _positive_int("line_bytes", line_bytes)
+    stride = positive_int("stride", stride, "in elements")
+    elem_bytes = positive_int("elem_bytes", elem_bytes)
+    line_bytes = positive_int("line_bytes", line_bytes)
     if line_bytes % elem_bytes:
         raise ValueError(f"elem_bytes={elem_bytes} must divide line_bytes={line_bytes} (aligned elements)")
     return elem_bytes / min(stride * elem_bytes, line_bytes)
@@ -222,11 +215,11 @@ def measure_strided_read(
     hits every stride alike; the time per stride is the median over ``repeats`` rounds, after
     one warm-up round. The first stride is the reference of ``measured_efficiency``: pass 1 first.
     """
-    strides = [_positive_int("stride", s) for s in strides]
+    strides = [positive_int("stride", s, "in elements") for s in strides]
     if not strides:
         raise ValueError("strides must not be empty")
-    n = _positive_int("n", n)
-    repeats = _positive_int("repeats", repeats)
+    n = positive_int("n", n)
+    repeats = positive_int("repeats", repeats)
     if op not in _OPS:
         raise ValueError(f"op must be one of {_OPS}, got {op!r}")
     x = np.random.default_rng(seed).random(n, dtype=np.float32)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from .validation import nonnegative_int, positive_int
+from .validation import int_in_range, nonnegative_int, positive_int
 
 __all__ = [
     "SMSpec",
@@ -163,21 +163,11 @@ class Occupancy:
         return self.blocks > 0
 
 
-def _check_int(name: str, value, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value.__index__())
-    if value < lo or (hi is not None and value > hi):
-        rng = f"at least {lo}" if hi is None else f"from {lo} to {hi}"
-        raise ValueError(f"{name} must be {rng}, got {value}")
-    return value
-
-
 def _inputs(registers_per_thread, num_warps, shared_per_block, sm):
     spec = sm_spec(sm)
-    regs = _check_int("registers_per_thread", registers_per_thread, 1, spec.max_registers_per_thread)
-    warps = _check_int("num_warps", num_warps, 1, spec.max_threads_per_block // spec.warp_size)
-    shared = _check_int("shared_per_block", shared_per_block, 0)
+    regs = int_in_range("registers_per_thread", registers_per_thread, 1, spec.max_registers_per_thread)
+    warps = int_in_range("num_warps", num_warps, 1, spec.max_threads_per_block // spec.warp_size)
+    shared = nonnegative_int("shared_per_block", shared_per_block, "bytes")
     return spec, regs, warps, shared
 
 

@@ -54,7 +54,7 @@ from .formats import FloatFormat
 from .recipes import PER_COLUMN, PER_ROW, RECIPES, Recipe, get_recipe
 from .rounding import round_to
 from .tensor_cores import check_tensor_core_settings, max_align_bits, tensor_core_matmul
-from .validation import positive_int, real_float64
+from .validation import int_in_range, positive_int, real_float64
 
 __all__ = [
     "INT32_MAX",
@@ -342,10 +342,7 @@ def accumulator_align_bits(accumulator_bits: int) -> int:
     ``align_bits`` bits below the leading bit (23 is fp32's 24-bit significand), so DeepSeek-V3's
     "around 14 bits" becomes align_bits = 13: a product 2**14 times smaller than the largest
     term of its group (the running sum included) vanishes."""
-    bits = positive_int("accumulator_bits", accumulator_bits)
-    if bits < 2:
-        raise ValueError(f"accumulator_bits must be at least 2 (the leading bit and one more), got {bits}")
-    return bits - 1
+    return int_in_range("accumulator_bits", accumulator_bits, 2, meaning="the leading bit and one more") - 1
 
 
 def fp8_tensor_core_mm(

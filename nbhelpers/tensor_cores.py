@@ -30,7 +30,7 @@ import numpy as np
 from .accumulation import RoundingAdder, accumulator_format, check_rounding_rng, fraction_to_float_odd, rounded_operands
 from .formats import FloatFormat, get_format
 from .rounding import Rounding, as_rounding, round_to
-from .validation import positive_int, real_float64
+from .validation import is_int, positive_int, real_float64
 
 __all__ = [
     "TensorCoreSpec",
@@ -275,15 +275,11 @@ def check_tensor_core_settings(group, align_bits, promote_every) -> tuple[int, i
             "aligned group sum is exact in float64"
         )
     if promote_every is not None:
-        if (
-            isinstance(promote_every, bool)
-            or not isinstance(promote_every, (int, np.integer))
-            or promote_every < 1
-            or promote_every % group
-        ):
+        if not is_int(promote_every) or promote_every < 1 or promote_every % group:
             raise ValueError(
                 f"promote_every must be None or a positive multiple of group={group}, got {promote_every!r}"
             )
+        promote_every = int(promote_every)
     return int(group), int(align_bits), promote_every
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .validation import positive_int, stochastic_rng
+from .validation import int_in_range, positive_int, stochastic_rng
 
 __all__ = [
     "KEY_FORMATS",
@@ -220,10 +220,8 @@ def topk_ref(x, k: int):
 
     if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2):
         raise ValueError(f"topk_ref takes a 1-D or 2-D torch tensor, got {type(x).__name__} {getattr(x, 'shape', '')}")
-    k = int(k)
     V = x.shape[-1]
-    if not 0 < k <= V:
-        raise ValueError(f"k must be between 1 and the row length {V}, got {k}")
+    k = int_in_range("k", k, 1, V, "at most the row length")
     bits, f = float_bits(x)
     keys = topk_keys(bits, f).astype(np.int64).reshape(-1, V)
     idx = np.empty((keys.shape[0], k), dtype=np.int64)
@@ -548,8 +546,7 @@ def top_p_rejection_sample(probs: np.ndarray, p: float, rng: np.random.Generator
         raise ValueError(f"p must be in (0, 1], got {p}")
     rng = stochastic_rng(rng)
     draws = positive_int("draws", draws)
-    if pivots not in (1, 2):
-        raise ValueError(f"pivots must be 1 or 2, got {pivots!r}")
+    pivots = int_in_range("pivots", pivots, 1, 2, "pivots tested per round")
     threshold = top_p_threshold_ref(q, p)
     top = float(q.max())
     tokens = np.empty(draws, dtype=np.int64)

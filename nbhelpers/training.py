@@ -50,7 +50,7 @@ from .formats import FORMATS, FloatFormat, finite_values, get_format
 from .loss_scaling import DynamicLossScaler, DynamicScale, StaticLossScaler, StaticScale, round_f32
 from .rounding import round_to
 from .training_memory import MemoryRecipe
-from .validation import enum_member, positive_int
+from .validation import enum_member, nonnegative_int, positive_int
 
 __all__ = [
     "ADAM_BETAS",
@@ -645,8 +645,8 @@ def train_seeds(
     """
     task = task or TeacherStudentTask()
     config = config or TrainConfig()
-    seeds = [int(s) for s in seeds]
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+    seeds = [nonnegative_int(f"seeds[{i}]", s) for i, s in enumerate(seeds)]
+    if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct non-negative ints, got {seeds!r}")
     return [train(regime, replace(task, seed=s), replace(config, rng_seed=config.rng_seed + s)) for s in seeds]
 

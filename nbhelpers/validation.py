@@ -1,6 +1,8 @@
 """Argument checks shared by the whole package: strings into enum members, positive sizes,
 random generators. Each raises a ValueError or TypeError that names the argument, says what was
-wrong and what is accepted. A leaf module: it imports nothing from nbhelpers."""
+wrong and what is accepted. An integer argument is an int or a numpy integer, never a bool: a value
+of another type raises :class:`NotAnIntError`, which is both. A leaf module: it imports nothing from
+nbhelpers."""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from typing import TypeVar
 import numpy as np
 
 __all__ = [
+    "NotAnIntError",
     "enum_member",
+    "is_int",
     "positive_int",
     "nonnegative_int",
+    "int_in_range",
     "power_of_two",
     "tile_sizes",
     "group_m",
@@ -40,31 +45,57 @@ def enum_member(cls: type[E], value: E | str, what: str) -> E:
     raise ValueError(f"unknown {what} {value!r}; expected one of: {known} (or a {cls.__name__} member)")
 
 
-def _is_int(v) -> bool:
+class NotAnIntError(TypeError, ValueError):
+    """An integer argument of another type (a float, a bool, a string, None). A TypeError, as
+    Python raises for a value of the wrong type, and a ValueError, as the range checks raise, so
+    that code catching either keeps working."""
+
+
+def is_int(v) -> bool:
+    """Whether ``v`` counts as an integer argument: an int or a numpy integer, not a bool (True
+    is an int to Python, never a size or a count here)."""
     return not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, np.integer))
 
 
+def _int(name: str, v, ok: bool, accepted: str, meaning: str) -> int:
+    """``v`` as an int when it is an integer and ``ok``; else the error that names ``name``, says
+    what is ``accepted`` (and ``meaning``, what the number is) and shows ``v``."""
+    if is_int(v) and ok:
+        return int(v)
+    msg = f"{name} must be {accepted}{f' ({meaning})' if meaning else ''}, got {v!r}"
+    raise (ValueError if is_int(v) else NotAnIntError)(msg)
+
+
 def positive_int(name: str, v, meaning: str = "") -> int:
-    """``v`` as an int if it is an integer >= 1 (bools refused), else a ValueError naming ``name``
-    (and ``meaning``, what the number is, when given)."""
-    if not _is_int(v) or v < 1:
-        raise ValueError(f"{name} must be a positive int{f' ({meaning})' if meaning else ''}, got {v!r}")
-    return int(v)
+    """``v`` as an int if it is an integer >= 1 (bools refused), else an error naming ``name``
+    (and ``meaning``, what the number is, when given): a ValueError, a :class:`NotAnIntError`
+    for a value that is not an integer."""
+    return _int(name, v, is_int(v) and v >= 1, "a positive int", meaning)
 
 
 def nonnegative_int(name: str, v, meaning: str = "") -> int:
-    """``v`` as an int if it is an integer >= 0 (bools refused), else a ValueError naming ``name``
-    (and ``meaning``, what the number is, when given)."""
-    if not _is_int(v) or v < 0:
-        raise ValueError(f"{name} must be a non-negative int{f' ({meaning})' if meaning else ''}, got {v!r}")
-    return int(v)
+    """``v`` as an int if it is an integer >= 0 (bools refused), else an error naming ``name``
+    (and ``meaning``, what the number is, when given): a ValueError, a :class:`NotAnIntError`
+    for a value that is not an integer."""
+    return _int(name, v, is_int(v) and v >= 0, "a non-negative int", meaning)
+
+
+def int_in_range(name: str, v, lo: int, hi: int | None = None, meaning: str = "") -> int:
+    """``v`` as an int if it is an integer from ``lo`` to ``hi`` (both included; no upper bound
+    when ``hi`` is None; bools refused), else an error naming ``name``, the range (and
+    ``meaning``, what the number is, when given): a ValueError, a :class:`NotAnIntError` for a
+    value that is not an integer."""
+    ok = is_int(v) and lo <= v and (hi is None or v <= hi)
+    return _int(name, v, ok, f"an int from {lo} to {hi}" if hi is not None else f"an int >= {lo}", meaning)
 
 
 def power_of_two(name: str, v, lo: int, hi: int, why: str = "") -> int:
     """``v`` as an int if it is a power of two from ``lo`` to ``hi`` (bools refused), else a
-    ValueError naming ``name``, the range, and ``why`` when given."""
-    if not _is_int(v) or not lo <= v <= hi or v & (v - 1):
-        raise ValueError(f"{name}={v!r}: must be a power of two from {lo} to {hi}{f' ({why})' if why else ''}")
+    ValueError (a :class:`NotAnIntError` for a value that is not an integer) naming ``name``, the
+    range, and ``why`` when given."""
+    if not is_int(v) or not lo <= v <= hi or v & (v - 1):
+        msg = f"{name}={v!r}: must be a power of two from {lo} to {hi}{f' ({why})' if why else ''}"
+        raise (ValueError if is_int(v) else NotAnIntError)(msg)
     return int(v)
 
 

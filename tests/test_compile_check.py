@@ -15,6 +15,7 @@ from nbhelpers.device import setup_device
 setup_device(verbose=False)  # before the case lists import the kernel modules: the interpreter on a CPU
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -284,6 +285,13 @@ def test_a_gpu_the_full_check_does_not_compile_for(capsys, target):
     with pytest.raises(SystemExit) as e:
         main(["--target", target, "--list"])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize("jobs", [0, -2, 1.0, True, "2", None])
+def test_jobs_must_be_a_positive_int(jobs):
+    msg = rf"^jobs must be a positive int \(worker processes\), got {re.escape(repr(jobs))}$"
+    with pytest.raises(ValueError, match=msg):
+        check([], jobs=jobs)
 
 
 def test_sm_75_has_the_t4_limit_and_sm_86_gets_the_sm_90_cases():

@@ -187,10 +187,10 @@ def test_unknown_format_lists_names():
 @pytest.mark.parametrize(
     "args,match",
     [
-        ((0, 3), "exp_bits=0"),
-        ((9, 3), "exp_bits=9"),
-        ((4, 24), "man_bits=24"),
-        ((4, -1), "man_bits=-1"),
+        ((0, 3), r"^exp_bits must be an int from 1 to 8 \(exponent bits, up to fp32's\), got 0$"),
+        ((9, 3), r"^exp_bits must be an int from 1 to 8 \(exponent bits, up to fp32's\), got 9$"),
+        ((4, 24), r"^man_bits must be an int from 0 to 23 \(mantissa bits, up to fp32's\), got 24$"),
+        ((4, -1), r"^man_bits must be an int from 0 to 23 \(mantissa bits, up to fp32's\), got -1$"),
         ((4, 0), "man_bits=0"),
         ((1, 2), "IEEE-style format needs exp_bits >= 2"),
     ],
@@ -201,8 +201,12 @@ def test_impossible_custom_widths(args, match):
 
 
 def test_custom_width_types():
-    with pytest.raises(TypeError, match="exp_bits must be an int"):
+    msg = r"^exp_bits must be an int from 1 to 8 \(exponent bits, up to fp32's\), got 4.5$"
+    with pytest.raises(TypeError, match=msg):
         FloatFormat.custom(4.5, 3)
+    with pytest.raises(TypeError, match=r"^man_bits must be an int from 0 to 23 .*, got True$"):
+        FloatFormat.custom(4, True)
+    assert FloatFormat.custom(np.int64(4), np.int8(3)).max == 240.0  # numpy integers are ints
     with pytest.raises(ValueError, match="unknown specials"):
         FloatFormat.custom(4, 3, specials="sometimes")
     assert FloatFormat.custom(1, 2, "finite").max == 3.5  # a legal 4-bit 'e1m2' with no specials

@@ -326,6 +326,12 @@ def test_the_grid_does_not_depend_on_the_routing(monkeypatch):
     assert grids == [(max_tiles(40, 4, BM) * 3,)] * 3
 
 
+def test_program_tiles_refuses_a_bad_group_m():
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match=rf"^group_m must be a positive int \(tile rows per group .*got {bad!r}$"):
+            program_tiles(np.array([0, 4]), 8, 16, 16, bad)
+
+
 @pytest.mark.parametrize(
     "counts,bm,bn,g",
     [([5, 0, 70, 33, 1], 16, 16, 2), ([0, 3, 0], 16, 32, 8), ([100], 16, 16, 3), ([17, 16, 15, 0, 64], 16, 16, 1)],

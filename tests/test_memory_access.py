@@ -131,14 +131,16 @@ def test_brute_force_by_set_counting():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="stride"):
+    with pytest.raises(ValueError, match=r"^stride must be a positive int \(in elements\), got 0$"):
         sectors_touched(stride=0)
-    with pytest.raises(ValueError, match="elem_bytes"):
+    with pytest.raises(ValueError, match=r"^elem_bytes must be a positive int, got 0$"):
         sectors_touched(elem_bytes=0)
-    with pytest.raises(ValueError, match="base"):
+    with pytest.raises(ValueError, match=r"^base must be a non-negative int \(a byte address\), got -4$"):
         sectors_touched(base=-4)
-    with pytest.raises(TypeError, match="stride"):
+    with pytest.raises(TypeError, match=r"^stride must be a positive int \(in elements\), got 2.0$"):
         sectors_touched(stride=2.0)
+    with pytest.raises(TypeError, match=r"^threads must be a non-negative int, got True$"):
+        sectors_touched(threads=True)
     with pytest.raises(ValueError, match="non-negative"):
         sectors_touched([0, -4])
     with pytest.raises(TypeError, match="integers"):

@@ -165,14 +165,14 @@ def test_naive_division_is_wrong_where_the_rules_bite():
 @pytest.mark.parametrize(
     "kwargs,exc,match",
     [
-        ({"registers_per_thread": 0}, ValueError, "registers_per_thread must be from 1 to 255"),
-        ({"registers_per_thread": 256}, ValueError, "registers_per_thread must be from 1 to 255"),
-        ({"registers_per_thread": 64.0}, TypeError, "registers_per_thread must be an int"),
-        ({"registers_per_thread": True}, TypeError, "registers_per_thread must be an int"),
-        ({"registers_per_thread": "64"}, TypeError, "registers_per_thread must be an int"),
-        ({"num_warps": 0}, ValueError, "num_warps must be from 1 to 32"),
-        ({"num_warps": 33}, ValueError, "num_warps must be from 1 to 32"),
-        ({"shared_per_block": -1}, ValueError, "shared_per_block must be at least 0"),
+        ({"registers_per_thread": 0}, ValueError, r"^registers_per_thread must be an int from 1 to 255, got 0$"),
+        ({"registers_per_thread": 256}, ValueError, r"^registers_per_thread must be an int from 1 to 255, got 256$"),
+        ({"registers_per_thread": 64.0}, TypeError, r"^registers_per_thread must be an int from 1 to 255, got 64.0$"),
+        ({"registers_per_thread": True}, TypeError, r"^registers_per_thread must be an int from 1 to 255, got True$"),
+        ({"registers_per_thread": "64"}, TypeError, r"^registers_per_thread must be an int from 1 to 255, got '64'$"),
+        ({"num_warps": 0}, ValueError, r"^num_warps must be an int from 1 to 32, got 0$"),
+        ({"num_warps": 33}, ValueError, r"^num_warps must be an int from 1 to 32, got 33$"),
+        ({"shared_per_block": -1}, ValueError, r"^shared_per_block must be a non-negative int \(bytes\), got -1$"),
         ({"sm": "sm_70"}, ValueError, "unknown SM 'sm_70'"),
     ],
 )

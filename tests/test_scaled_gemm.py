@@ -468,10 +468,11 @@ def test_fp8_tensor_core_scales():
 def test_fp8_tensor_core_bad_arguments():
     qA, qB = np.ones((2, 64)), np.ones((64, 3))
     one = np.ones((1, 1))
-    with pytest.raises(ValueError, match="accumulator_bits must be a positive int"):
-        fp8_tensor_core_mm(qA, qB, one, one, accumulator_bits=0)
-    with pytest.raises(ValueError, match="accumulator_bits must be at least 2"):
-        fp8_tensor_core_mm(qA, qB, one, one, accumulator_bits=1)
+    for bits in (0, 1, 2.0, True):
+        with pytest.raises(
+            ValueError, match=rf"^accumulator_bits must be an int >= 2 \(the leading bit and one more\), got {bits!r}$"
+        ):
+            fp8_tensor_core_mm(qA, qB, one, one, accumulator_bits=bits)
     with pytest.raises(ValueError, match="too large for group=32: at most 47"):
         fp8_tensor_core_mm(qA, qB, one, one, accumulator_bits=48)
     with pytest.raises(ValueError, match="positive multiple of group=32"):

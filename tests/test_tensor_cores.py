@@ -16,6 +16,7 @@ from nbhelpers.tensor_cores import (
     TENSOR_CORES,
     accumulator_probe,
     align_group,
+    check_tensor_core_settings,
     max_align_bits,
     probe_accumulator,
     probe_verdict,
@@ -326,6 +327,11 @@ def test_accumulator_probe_edge_cases():
 def test_errors():
     with pytest.raises(ValueError, match="multiple of group=8"):
         tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), promote_every=12)
+    for bad in (0, -8, 16.0, True):
+        msg = rf"^promote_every must be None or a positive multiple of group=1, got {bad!r}$"
+        with pytest.raises(ValueError, match=msg):
+            check_tensor_core_settings(1, 23, bad)
+    assert check_tensor_core_settings(np.int64(4), np.int32(13), np.int64(8)) == (4, 13, 8)
     with pytest.raises(ValueError, match="at most 48"):
         tensor_core_matmul(np.ones((2, 16)), np.ones((16, 2)), align_bits=60)
 

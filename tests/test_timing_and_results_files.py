@@ -37,9 +37,11 @@ def test_interleaved_medians_takes_the_median_not_the_best(monkeypatch):
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
-        (dict(rounds=0), "rounds must be an int >= 1"),
-        (dict(rounds=2, warmup_rounds=-1), "warmup_rounds must be an int >= 0"),
-        (dict(rounds=2, calls=0), "calls must be an int >= 1"),
+        (dict(rounds=0), "^rounds must be a positive int, got 0$"),
+        (dict(rounds=2.0), "^rounds must be a positive int, got 2.0$"),
+        (dict(rounds=2, warmup_rounds=-1), "^warmup_rounds must be a non-negative int, got -1$"),
+        (dict(rounds=2, warmup_rounds=False), "^warmup_rounds must be a non-negative int, got False$"),
+        (dict(rounds=2, calls=0), "^calls must be a positive int, got 0$"),
     ],
 )
 def test_interleaved_medians_refuses_bad_counts(kwargs, fragment):
@@ -89,6 +91,93 @@ def test_a_benchmarks_timer_is_the_one_gpu_timer(fake_do_bench, script):
     assert fake_do_bench == [(fn, {"warmup": timing.GPU_WARMUP_MS, "rep": timing.GPU_REP_MS, "return_mode": "median"})]
 
 
+def test_tuning_ms_is_the_benchmarks_timer_in_the_form_autotune_takes(fake_do_bench):
+    def fn():
+        pass
+
+    assert timing.tuning_ms(fn) == 1.5  # the grouped GEMM's tuner: the median
+    timing.tuning_ms(fn, quantiles=(0.5, 0.2, 0.8))  # triton.autotune's call
+    settings = {"warmup": timing.GPU_WARMUP_MS, "rep": timing.GPU_REP_MS, "return_mode": "median"}
+    assert fake_do_bench == [
+        (fn, {**settings, "quantiles": None}),
+        (fn, {**settings, "quantiles": (0.5, 0.2, 0.8)}),
+    ]
+
+
+# Run where the kernels compile (no TRITON_INTERPRET: the autotuners exist only there; a CPU is
+# enough to build them), with triton.testing.do_bench replaced before the kernels are imported:
+# every tuner's timing call, as (tuner, do_bench's keyword arguments).
+TUNERS_SCRIPT = """
+import json, pkgutil, importlib
+import torch
+import triton.testing
+from triton.runtime.autotuner import Autotuner
+
+calls = []
+
+
+def do_bench(fn, **kwargs):
+    calls.append((tuner, {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}))
+    return [1.0] * len(kwargs["quantiles"]) if kwargs.get("quantiles") else 1.0
+
+
+triton.testing.do_bench = do_bench
+import nbhelpers.kernels as kernels
+
+found = {}
+for info in pkgutil.iter_modules(kernels.__path__):
+    mod = importlib.import_module(f"nbhelpers.kernels.{info.name}")
+    for name, value in vars(mod).items():
+        for i, t in enumerate(value.values() if isinstance(value, dict) else [value]):
+            if isinstance(t, Autotuner):
+                found[f"{info.name}.{name}[{i}]"] = t
+from nbhelpers.kernels import grouped_gemm, scaled_gemm
+
+for block_k in (128, 64):  # made on first use
+    found[f"scaled_gemm._block_scaled_tuned({block_k})"] = scaled_gemm._block_scaled_tuned(block_k)
+for tuner, t in found.items():
+    try:
+        t.do_bench(lambda: None, quantiles=(0.5, 0.2, 0.8))  # as Autotuner._bench calls it
+    except Exception as e:  # Triton's own benchmarker (do_bench=None) needs a GPU driver
+        calls.append((tuner, {"error": repr(e)}))
+tuner = "grouped_gemm._tuned_launch"
+grouped_gemm._launch = lambda *args, **kwargs: None  # what is timed does not matter here
+x, w = torch.zeros(8, 16), torch.zeros(2, 16, 16)
+grouped_gemm._tuned_launch(x, w, torch.zeros(8, 16), None, "ieee", 8)
+print(json.dumps({"calls": calls, "grouped_configs": len(grouped_gemm.GPU_CONFIGS)}))
+"""
+
+
+def test_every_tuner_times_with_tuning_ms():
+    """Each triton.autotune of the kernels and the grouped GEMM's own tuner call do_bench with the
+    settings of timing.tuning_ms, and with nothing else: a tuner that went back to settings of its
+    own (or to Triton's defaults, do_bench=None) fails here."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(timing.__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(root)
+    out = subprocess.run(
+        [sys.executable, "-c", TUNERS_SCRIPT], env=env, cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    calls = got["calls"]
+    tuners = {t for t, _ in calls}
+    # every tuner of the three tuned families was reached
+    for prefix in ("gemm._matmul_tuned", "scaled_gemm._scaled_tuned", "scaled_gemm._block_scaled_tuned"):
+        assert any(t.startswith(prefix) for t in tuners), (prefix, sorted(tuners))
+    assert sum(t == "grouped_gemm._tuned_launch" for t, _ in calls) == got["grouped_configs"]
+    settings = {"warmup": timing.GPU_WARMUP_MS, "rep": timing.GPU_REP_MS, "return_mode": "median"}
+    for tuner, kwargs in calls:
+        quantiles = None if tuner == "grouped_gemm._tuned_launch" else [0.5, 0.2, 0.8]
+        assert kwargs == {**settings, "quantiles": quantiles}, tuner
+
+
 def do_bench_calls(path) -> list[int]:
     """Line numbers of the calls of ``do_bench`` (a bare name or ``triton.testing.do_bench``) in
     a Python file."""
@@ -109,13 +198,7 @@ def test_every_gpu_timing_in_the_package_and_the_benchmarks_goes_through_the_one
     root = Path(timing.__file__).resolve().parents[1]
     files = sorted((root / "nbhelpers").rglob("*.py")) + sorted((root / "benchmarks").glob("*.py"))
     callers = {str(p.relative_to(root)) for p in files if do_bench_calls(p)}
-    assert callers == {
-        "nbhelpers/timing.py",
-        # the autotuners' timers: they pick a config, they measure nothing the course reports
-        # (triton.autotune's do_bench= gets quantiles; the grouped GEMM's tuner is its own)
-        "nbhelpers/kernels/__init__.py",
-        "nbhelpers/kernels/grouped_gemm.py",
-    }
+    assert callers == {"nbhelpers/timing.py"}  # the benchmarks' timer and the tuners' (below)
     # the reader sees both spellings
     (tmp_path / "a.py").write_text(
         "import triton\nfrom triton.testing import do_bench\nx = do_bench(f)\ny = triton.testing.do_bench(g, rep=5)\n"

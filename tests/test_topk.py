@@ -350,9 +350,11 @@ def test_topk_ref_ties_go_to_the_lowest_index_unlike_torch_topk():
 @pytest.mark.parametrize(
     "x, k, match",
     [
-        (torch.zeros(5), 0, "k must be between 1 and the row length 5, got 0"),
-        (torch.zeros(5), 6, "k must be between 1 and the row length 5, got 6"),
-        (torch.zeros((2, 3)), 4, "row length 3, got 4"),
+        (torch.zeros(5), 0, r"^k must be an int from 1 to 5 \(at most the row length\), got 0$"),
+        (torch.zeros(5), 6, r"^k must be an int from 1 to 5 \(at most the row length\), got 6$"),
+        (torch.zeros(5), 2.0, r"^k must be an int from 1 to 5 \(at most the row length\), got 2.0$"),
+        (torch.zeros(5), True, r"^k must be an int from 1 to 5 \(at most the row length\), got True$"),
+        (torch.zeros((2, 3)), 4, r"^k must be an int from 1 to 3 \(at most the row length\), got 4$"),
         (torch.zeros((2, 3, 4)), 1, r"1-D or 2-D torch tensor, got Tensor torch.Size\(\[2, 3, 4\]\)"),
         (np.zeros(5, dtype=np.float32), 1, "1-D or 2-D torch tensor, got ndarray"),
     ],
@@ -777,7 +779,8 @@ def test_rounds_stay_under_one_over_p_and_two_pivots_bound_them():
 @pytest.mark.parametrize(
     "kw, err, match",
     [
-        ({"pivots": 3}, ValueError, "pivots must be 1 or 2, got 3"),
+        ({"pivots": 3}, ValueError, r"^pivots must be an int from 1 to 2 \(pivots tested per round\), got 3$"),
+        ({"pivots": True}, ValueError, r"^pivots must be an int from 1 to 2 \(pivots tested per round\), got True$"),
         ({"draws": 0}, ValueError, "draws must be a positive int, got 0"),
         ({"rng": None}, ValueError, "explicit generator"),
         ({"rng": 7}, TypeError, "numpy.random.Generator"),

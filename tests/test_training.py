@@ -276,6 +276,9 @@ def test_train_seeds_are_train_runs_on_replaced_seeds_and_ratios_pair_them():
         relative_final_loss(sr, ref[:1])
     with pytest.raises(ValueError, match="distinct"):
         train_seeds("fp32", [1, 1], task, cfg)
+    for bad in ([0, -1], [0, 1.5], [True]):
+        with pytest.raises(ValueError, match=rf"^seeds\[{len(bad) - 1}\] must be a non-negative int, got {bad[-1]!r}$"):
+            train_seeds("fp32", bad, task, cfg)
 
 
 def test_power_of_two_loss_multiplier_leaves_fp32_and_bf16_unchanged_but_not_fp16():

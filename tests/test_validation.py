@@ -2,14 +2,18 @@
 what it refuses, and that the message names the argument and what is accepted."""
 
 import enum
+import re
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from nbhelpers.validation import (
+    NotAnIntError,
     enum_member,
     group_m,
+    int_in_range,
+    is_int,
     nonnegative_int,
     positive_int,
     positive_number,
@@ -72,6 +76,48 @@ def test_integer_messages_carry_what_the_number_means():
         positive_int("stride", 0, "elements between two reads")
     with pytest.raises(ValueError, match=r"^margin must be a non-negative int \(a binade count\), got -1$"):
         nonnegative_int("margin", -1, "a binade count")
+
+
+def test_is_int_takes_ints_and_numpy_integers_never_bools():
+    for v in [0, -3, 2**70, np.int8(-1), np.uint64(7)]:
+        assert is_int(v)
+    for v in [True, False, np.bool_(True), 1.0, np.float32(2), "1", None, np.array([1]), [1]]:
+        assert not is_int(v)
+
+
+def test_int_in_range_against_the_range_rule():
+    """Every int from -3 to 12 against 2 <= v <= 9, and against 2 <= v with no upper bound."""
+    for v in range(-3, 13):
+        if 2 <= v <= 9:
+            got = int_in_range("num_warps", np.int64(v), 2, 9)
+            assert got == v and type(got) is int
+        else:
+            with pytest.raises(ValueError, match=rf"^num_warps must be an int from 2 to 9, got {v}$") as err:
+                int_in_range("num_warps", v, 2, 9)
+            assert not isinstance(err.value, TypeError)  # the right type, the wrong value
+        if v >= 2:
+            assert int_in_range("n", v, 2) == v
+        else:
+            with pytest.raises(ValueError, match=rf"^n must be an int >= 2 \(a count\), got {v}$"):
+                int_in_range("n", v, 2, meaning="a count")
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda v: positive_int("n", v),
+        lambda v: nonnegative_int("n", v),
+        lambda v: int_in_range("n", v, 0, 9),
+        lambda v: power_of_two("n", v, 1, 8),
+    ],
+)
+@pytest.mark.parametrize("bad", [True, np.bool_(False), 2.0, np.float64(4.0), "2", None])
+def test_a_value_that_is_not_an_int_is_a_type_error_and_a_value_error(check, bad):
+    """Code that catches the TypeError of a wrong type and code that catches the ValueError of the
+    range checks both see it; the message still names the argument and shows the value."""
+    with pytest.raises(NotAnIntError, match=rf"^n(=| must be ).*{re.escape(repr(bad))}") as err:
+        check(bad)
+    assert isinstance(err.value, TypeError) and isinstance(err.value, ValueError)
 
 
 def test_power_of_two_against_the_bit_rule():

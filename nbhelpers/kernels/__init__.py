@@ -35,14 +35,16 @@ course pins), which the kernels' launchers guard against or document:
   (1 + 3 * 2**-9 becomes 1.0): a bf16 output is stored as float32 and rounded by torch.
 * ``tl.dot`` is a numpy float32 matmul: no TF32, no tensor-core alignment or truncation, so
   ``input_precision`` has no effect.
-* Autotuning and ``triton.testing.do_bench`` need a GPU.
+* Autotuning and ``triton.testing.do_bench`` need a GPU. Every tuner times its configurations
+  with :func:`nbhelpers.timing.tuning_ms` (the benchmarks' timer, :func:`~nbhelpers.timing.gpu_median_ms`,
+  in the form ``triton.autotune`` takes).
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["INTERPRETED", "default_device", "fp8_unsupported_reason", "require_fp8_support", "tuning_bench"]
+__all__ = ["INTERPRETED", "default_device", "fp8_unsupported_reason", "require_fp8_support"]
 
 INTERPRETED: bool = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -50,17 +52,6 @@ INTERPRETED: bool = os.environ.get("TRITON_INTERPRET") == "1"
 def default_device() -> str:
     """Where the kernels' tensors live by default: "cpu" in the interpreter, "cuda" compiled."""
     return "cpu" if INTERPRETED else "cuda"
-
-
-def tuning_bench(kernel_call, quantiles=None):
-    """The timer of the course's ``triton.autotune`` tuners (their ``do_bench=``): Triton's
-    ``do_bench`` with 10 ms of warm-up and 40 ms of timed launches instead of its defaults' 25 and
-    100 (Triton 3.6 and 3.7). At a millisecond per launch that is still 40 launches per config,
-    enough to tell configs apart, and a config set is tuned in well under half the time: on a
-    short GPU session the tuning is most of a benchmark's first shape."""
-    from triton.testing import do_bench
-
-    return do_bench(kernel_call, warmup=10, rep=40, quantiles=quantiles)
 
 
 def fp8_unsupported_reason(dtype_name: str, capability: tuple[int, int], gpu: str = "this GPU") -> str | None:

@@ -59,8 +59,9 @@ import triton.language as tl
 
 from ..formats import get_format
 from ..gemm_bounds import INPUT_PRECISIONS
+from ..timing import tuning_ms
 from ..validation import group_m as check_group_m
-from . import INTERPRETED, tuning_bench
+from . import INTERPRETED
 from .launch_checks import check_block, require_kernel_device
 
 __all__ = [
@@ -269,7 +270,7 @@ _matmul_tuned = (
     {}
     if INTERPRETED
     else {
-        kind: triton.autotune(configs=configs, key=["M", "N", "K", "INPUT_PRECISION"], do_bench=tuning_bench)(
+        kind: triton.autotune(configs=configs, key=["M", "N", "K", "INPUT_PRECISION"], do_bench=tuning_ms)(
             matmul_kernel
         )
         for kind, configs in GPU_CONFIG_SETS.items()

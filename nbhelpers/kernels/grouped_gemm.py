@@ -68,9 +68,10 @@ out-of-bounds access (tests/test_kernels_grouped_gemm.py checks it with guard zo
 
 Tile sizes: ``block=(BLOCK_M, BLOCK_N, BLOCK_K)`` or ``block=None``. On a GPU ``block=None`` times
 every configuration in :data:`GPU_CONFIGS` once per (E, N, K, dtypes, power-of-two bucket of T*k,
-GROUP_M) with ``triton.testing.do_bench`` (``return_mode="median"``; Triton 3.7.1's default is the
-mean) and keeps the fastest; the tile offsets depend on BLOCK_M, so each candidate computes its
-own. In the interpreter (autotuning needs a GPU) ``block=None`` is :data:`INTERPRETER_CONFIG`.
+GROUP_M) with :func:`nbhelpers.timing.tuning_ms` (the benchmarks' timer: do_bench's median, where
+Triton 3.7.1's default is the mean) and keeps the fastest; the tile offsets depend on BLOCK_M, so
+each candidate computes its own. In the interpreter (autotuning needs a GPU) ``block=None`` is
+:data:`INTERPRETER_CONFIG`.
 
 The interpreter's gaps are handled as :mod:`nbhelpers.kernels.gemm` handles them (see
 :mod:`nbhelpers.kernels`): bf16 and fp16 inputs are upcast to float32 before an interpreted launch
@@ -105,6 +106,7 @@ import triton.language as tl
 
 from ..moe import check_expert_gemm_operands, check_offsets
 from ..recipes import Recipe, ScaleKind
+from ..timing import tuning_ms
 from ..validation import group_m as check_group_m
 from ..validation import positive_int
 from . import INTERPRETED, require_fp8_support
@@ -380,7 +382,7 @@ def program_tiles(offsets, N: int, block_m: int, block_n: int, group_m: int = DE
     idle programs past the last tile are left out). ``offsets``: valid host offsets (E + 1,)."""
     arr = np.asarray(offsets)
     off = check_offsets(arr, int(arr[-1]) if arr.ndim == 1 and arr.size else 0)
-    bm, bn, g = (positive_int(n, v) for n, v in (("block_m", block_m), ("block_n", block_n), ("group_m", group_m)))
+    bm, bn, g = positive_int("block_m", block_m), positive_int("block_n", block_n), check_group_m(group_m)
     num_pid_n = -(-positive_int("N", N) // bn)
     out = []
     for e in range(off.size - 1):
@@ -462,10 +464,9 @@ def _launch(x, w, c, off, cfg: dict, input_precision: str, group_m: int, kernel=
 
 
 def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
-    """block=None on a GPU: time each GPU config once per key (do_bench), keep the fastest. Each
-    candidate computes its own tile offsets on the device. NOT yet run on a GPU."""
-    from triton.testing import do_bench
-
+    """block=None on a GPU: time each GPU config once per key (:func:`nbhelpers.timing.tuning_ms`,
+    the median), keep the fastest. Each candidate computes its own tile offsets on the device. NOT
+    yet run on a GPU."""
     E, K, N = w.shape
     rows = x.shape[0]
     key = (E, N, K, x.dtype, c.dtype, input_precision, 1 << max(rows - 1, 0).bit_length(), group_m)
@@ -478,9 +479,7 @@ def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
         times = []
         for cfg in GPU_CONFIGS:
             try:
-                times.append(
-                    (do_bench(lambda cfg=cfg: run(cfg), warmup=5, rep=20, return_mode="median"), cfg)
-                )  # short: a tuner
+                times.append((tuning_ms(lambda cfg=cfg: run(cfg)), cfg))
             except triton.runtime.errors.OutOfResources:  # too much shared memory on this GPU
                 continue
         if not times:

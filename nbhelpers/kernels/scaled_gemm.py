@@ -57,9 +57,10 @@ import triton.language as tl
 
 from ..recipes import Recipe, ScaleKind
 from ..scaled_gemm import BLOCKWISE_RECIPES
+from ..timing import tuning_ms
 from ..validation import group_m as check_group_m
 from ..validation import power_of_two, tile_sizes
-from . import INTERPRETED, require_fp8_support, tuning_bench
+from . import INTERPRETED, require_fp8_support
 from .gemm import tile_of
 from .launch_checks import FP8_DTYPES, check_scale, require_kernel_device
 from .operands import RecipeSupport
@@ -298,7 +299,7 @@ _scaled_tuned = (
     {}
     if INTERPRETED
     else {
-        precise: triton.autotune(configs=configs, key=["M", "N", "K", "PRECISE_ACC"], do_bench=tuning_bench)(
+        precise: triton.autotune(configs=configs, key=["M", "N", "K", "PRECISE_ACC"], do_bench=tuning_ms)(
             scaled_matmul_kernel
         )
         for precise, configs in ((True, FP8_GPU_CONFIGS), (False, FP8_FAST_GPU_CONFIGS))
@@ -310,7 +311,7 @@ _scaled_tuned = (
 def _block_scaled_tuned(block_k: int):
     """The block-scaled kernel's autotuner for K-blocks of ``block_k`` (made when first needed)."""
     configs = BLOCK_SCALED_GPU_CONFIGS if block_k == SCALE_BLOCK else _fp8_configs(_BLOCK_SCALED_ROWS, block_k)
-    return triton.autotune(configs=configs, key=["M", "N", "K", "SCALE_BLOCK_N"], do_bench=tuning_bench)(
+    return triton.autotune(configs=configs, key=["M", "N", "K", "SCALE_BLOCK_N"], do_bench=tuning_ms)(
         block_scaled_matmul_kernel
     )
 

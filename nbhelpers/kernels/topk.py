@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from ..topk import key_format
-from ..validation import positive_int
+from ..validation import int_in_range, positive_int
 from .launch_checks import require_kernel_device
 
 __all__ = [
@@ -266,8 +266,7 @@ def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = Non
         raise TypeError(f"topk takes float32, bfloat16 or float16 values, got {x.dtype}")
     if x.dim() not in (1, 2):
         raise ValueError(f"topk takes a (V,) or (rows, V) tensor, got shape {tuple(x.shape)}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= x.shape[-1]:
-        raise ValueError(f"k must be an int between 1 and the row length {x.shape[-1]}, got {k!r}")
+    k = int_in_range("k", k, 1, x.shape[-1], "at most the row length")
     require_kernel_device(x.device)
     squeeze = x.dim() == 1
     x2 = x.unsqueeze(0) if squeeze else x
