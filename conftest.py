@@ -15,14 +15,67 @@ import re
 import pytest
 
 try:
-    from nbval.plugin import IPyNbFile
+    from nbval.plugin import IPyNbCell, IPyNbFile
 except ImportError:  # nbval not installed: plain unit-test runs still work
-    IPyNbFile = None
+    IPyNbCell = IPyNbFile = None
 
 
 def pytest_collectstart(collector):
     if IPyNbFile is not None and isinstance(collector, IPyNbFile):
         collector.skip_compare += ("stderr",)
+
+
+# --- the exercise notebooks' scores ----------------------------------------------------------
+# nbval runs every notebook of solutions/ and exercises/; besides running without an error, each
+# must score what it should by its own check cells: a solution notebook full marks with no check
+# failing or left to do, an untouched exercise notebook zero. The cell that prints the chapter's
+# summary (``summary(N)``) is where that is read, from the outputs nbval has just collected.
+EXERCISE_NOTEBOOK = re.compile(r"^ex(\d\d)_\w+\.ipynb$")
+SUMMARY_CALL = re.compile(r"^\s*summary\(", re.MULTILINE)
+
+
+def exercise_notebook_kind(path) -> tuple[str, int] | None:
+    """("solutions" or "exercises", chapter) for an exercise notebook of those folders, else None."""
+    parts = str(path).replace("\\", "/").rsplit("/", 2)
+    if len(parts) < 2 or parts[-2] not in ("solutions", "exercises"):
+        return None
+    m = EXERCISE_NOTEBOOK.match(parts[-1])
+    return (parts[-2], int(m[1])) if m else None
+
+
+def score_problem(kind: str, chapter: int, source: str, text: str) -> str | None:
+    """What is wrong with the printed output ``text`` of one code cell (``source``) of an exercise
+    notebook of the folder ``kind`` and chapter ``chapter``; None when nothing is."""
+    from nbhelpers.checks import CheckStatus, exercises_of
+
+    if kind == "solutions":
+        # a check cell's line, or a summary's row, of an exercise that did not pass
+        not_passed = "|".join(re.escape(s.value) for s in CheckStatus if s is not CheckStatus.PASS)
+        if re.search(rf"^\s*({not_passed}|not checked)\s+ex\d\d\.", text, re.MULTILINE):
+            return f"a check in this solution notebook did not pass:\n{text}"
+    if not SUMMARY_CALL.search(source):
+        return None
+
+    total = sum(ex.points for ex in exercises_of(chapter))
+    if total <= 0:
+        return f"chapter {chapter} lists no exercises with points"
+    want = f"TOTAL: {total}/{total} points" if kind == "solutions" else f"TOTAL: 0/{total} points"
+    if want not in text:
+        return f"this {kind[:-1]} notebook's summary should print {want!r}; it printed:\n{text}"
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    if IPyNbCell is not None and isinstance(item, IPyNbCell) and item.test_outputs is not None:
+        found = exercise_notebook_kind(item.path)
+        if found is not None:
+            text = "".join(o.get("text", "") for o in item.test_outputs if isinstance(o, dict))
+            problem = score_problem(*found, item.cell.source, text)
+            if problem is not None:
+                pytest.fail(f"conftest.py's score check: {problem}", pytrace=False)
+    return result
 
 
 # --- tests that need a system package -------------------------------------------------------

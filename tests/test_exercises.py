@@ -12,12 +12,10 @@ import functools
 import re
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 from exercise_table import CHAPTERS, ChapterSpec
 from helpers import SolutionNotebook
-from nbclient import NotebookClient
 
 from nbhelpers.checks import cases_for, exercises_of, get_exercise, prepare_check, run_check
 
@@ -126,32 +124,7 @@ def test_memorised_public_cases_with_a_wrong_rule_fail_with_other_seeds(spec, na
         assert not verdict.passed, f"passes with seed {seed}"
 
 
-# ---- whole notebooks, as a student runs them
-
-
-def run_notebook(path: Path) -> str:
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-
-
-def chapter_of(path: Path) -> int:
-    return int(re.match(r"ex(\d\d)_", path.name).group(1))
-
-
-@pytest.mark.parametrize("notebook", SOLUTIONS, ids=lambda p: p.name)
-def test_solution_notebook_scores_full_marks(notebook):
-    total = sum(e.points for e in exercises_of(chapter_of(notebook)))
-    assert total > 0, f"no exercises listed for {notebook.name}"
-    out = run_notebook(notebook)
-    assert f"TOTAL: {total}/{total} points" in out, out
-    assert "FAIL" not in out and "TODO" not in out
-
-
-@pytest.mark.parametrize("notebook", SOLUTIONS, ids=lambda p: p.name)
-def test_untouched_exercise_notebook_runs_and_scores_zero(notebook):
-    exercise = ROOT / "exercises" / notebook.name
-    assert exercise.exists(), f"{exercise} missing: run `make exercises`"
-    total = sum(e.points for e in exercises_of(chapter_of(notebook)))
-    out = run_notebook(exercise)
-    assert f"TOTAL: 0/{total} points" in out, out
+# Whole notebooks, as a student runs them: nbval runs every notebook of solutions/ and exercises/
+# in `make test`, and conftest.py fails the summary cell of a solution notebook that does not
+# score full marks (or a check cell of one that does not pass) and of an exercise notebook that
+# does not score zero (tests/test_repo_setup.py shows that it can).

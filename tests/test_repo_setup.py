@@ -446,3 +446,31 @@ def test_the_workers_get_a_file_whole_but_the_exercise_table_a_chapter_at_a_time
     for name in conftest.SPLIT_BY_CHAPTER:
         text = read(f"tests/{name}")
         assert 'scope="module"' not in text and 'scope="session"' not in text, name
+
+
+def test_nbval_fails_an_exercise_notebook_that_scores_what_it_should_not(tmp_path):
+    """nbval runs solutions/ and exercises/, and conftest.py reads each one's score from its own
+    summary cell. Swapped (the untouched exercise notebook in solutions/, the solution in
+    exercises/), both run without an error, and both fail: the check can tell."""
+    pytest.importorskip("nbval")
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "exercises").mkdir()
+    name = "ex01_float_formats.ipynb"
+    shutil.copy(ROOT / "exercises" / name, tmp_path / "solutions" / name)
+    shutil.copy(ROOT / "solutions" / name, tmp_path / "exercises" / name)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "conftest"]
+        + ["-p", "no:cacheprovider", "-q", "-n", "0", *makefile_args("NBVAL_ARGS"), str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = result.stdout
+    assert result.returncode == 1, out[-3000:]
+    failed = re.findall(rf"^FAILED (\w+)/{name}::Cell \d+", out, re.MULTILINE)
+    assert set(failed) == {"solutions", "exercises"}, out[-3000:]
+    assert out.count("exception: conftest.py's score check: ") == len(failed), out[-3000:]  # no cell raised
+    assert "a check in this solution notebook did not pass:\nTODO  ex01." in out, out[-3000:]
+    assert "this exercise notebook's summary should print 'TOTAL: 0/" in out, out[-3000:]
