@@ -19,8 +19,11 @@ except ImportError:  # pragma: no cover
 
 @pytest.fixture
 def clean_env(monkeypatch):
+    """A process as a notebook's setup cell finds it: no device variables, and the kernels not
+    imported yet (another test file in the same process may have imported them, compiled)."""
     for var in ("NBHELPERS_DEVICE", "NBHELPERS_REQUIRE_GPU", "TRITON_INTERPRET"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.delitem(sys.modules, "nbhelpers.kernels", raising=False)
     return monkeypatch
 
 
