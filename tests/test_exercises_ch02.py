@@ -1,5 +1,6 @@
 """Chapter 02's exercises beyond the table (test_exercises.py): the promise behind their bit-exact checks."""
 
+import ml_dtypes
 import numpy as np
 
 from nbhelpers.accumulation import emulated_dot, emulated_sum, stall_length
@@ -79,6 +80,34 @@ def test_order_matters_fewest_is_tight():
         assert "at least 257" in str(e)
     else:
         raise AssertionError("256 terms in bf16 should be refused")
+
+
+def test_order_matters_native_sums_equal_the_emulated_ones_bit_for_bit():
+    """The judge sums a student's terms in bf16 and fp16 with native arithmetic (float32, then
+    rounded once more); that must be emulated_sum's result, bit for bit: on the examples of every
+    public and hidden case, on terms across the whole range of each format (subnormals, values
+    near the largest, sums that overflow to inf) and on many equal terms (ties at every step)."""
+    from nbhelpers.answer_keys.ch02 import _sums_both_ways, order_matters_example
+
+    rng = np.random.default_rng(20261205)
+    vectors = []
+    for seed in (0, 1, 12345):
+        for case in cases_for("ex02.order_matters", seed):
+            n, acc = case.args
+            vectors.append((order_matters_example(n, acc), acc))
+    for acc, dtype, lo, hi in (("bf16", ml_dtypes.bfloat16, -133, 127), ("fp16", np.float16, -24, 15)):
+        for _ in range(60):
+            n = int(rng.integers(2, 3000))
+            scale = np.exp2(rng.integers(lo, hi + 1, n).astype(float))
+            x = (rng.random(n) * scale).astype(dtype).astype(np.float64)
+            vectors.append((x[x > 0], acc))
+        vectors.append((np.ones(5000), acc))
+        vectors.append((np.full(40, float(ml_dtypes.finfo(dtype).max) / 8), acc))  # overflows
+    assert any(np.isinf(_sums_both_ways(x, acc)[0]) for x, acc in vectors)  # the overflow is covered
+    for x, acc in vectors:
+        want = emulated_sum(np.stack([x, x[::-1]]), acc, "sequential")
+        got = np.array(_sums_both_ways(x, acc))
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), (acc, x.size, got, want)
 
 
 def test_order_matters_reasons_name_the_broken_property():

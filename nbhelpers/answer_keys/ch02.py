@@ -506,6 +506,30 @@ class OrderMattersTarget:
         return f"{self.n} positive values of {self.acc}: sum exact in this order, <= half in reverse"
 
 
+# formats whose sums native arithmetic rounds exactly as emulated_sum does (see _sums_both_ways)
+_NATIVE_SUM_DTYPES = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
+
+
+def _sums_both_ways(x: np.ndarray, acc: str) -> tuple[float, float]:
+    """The sums of ``x`` in order and in reverse order, each addition rounded to ``acc``
+    (nearest-even): what ``emulated_sum(..., acc, "sequential")`` gives for each.
+
+    For bf16 and fp16 the same bits come from native arithmetic, about a thousand times faster:
+    numpy (fp16) and ml_dtypes (bf16) add two such values in float32 and round the result to the
+    format, and float32's 24 significant bits are at least 2p + 2 for p = 8 and p = 11, where
+    rounding to float32 first and then to the format gives the same result as rounding once
+    (S. A. Figueroa, "When is double rounding innocuous?", ACM SIGNUM Newsletter 30(3), 1995).
+    tests/test_exercises_ch02.py compares the two bit for bit."""
+    both = np.stack([x, x[::-1]])
+    dtype = _NATIVE_SUM_DTYPES.get(acc)
+    if dtype is None:
+        forward, backward = emulated_sum(both, acc, "sequential")
+        return float(forward), float(backward)
+    with np.errstate(over="ignore"):  # a sum past the format's largest value is inf, as emulated
+        sums = np.add.accumulate(both.astype(dtype), axis=1, dtype=dtype)[:, -1]
+    return float(sums[0]), float(sums[1])
+
+
 def _order_matters_reason(got, n: int, acc: str) -> str | None:
     """None if ``got`` has the property of :func:`order_matters_ref` for (n, acc), else why not."""
     if got is None or isinstance(got, (str, bytes, dict)) or np.ndim(got) != 1:
@@ -528,7 +552,7 @@ def _order_matters_reason(got, n: int, acc: str) -> str | None:
     bad = np.flatnonzero(rounded != x)
     if bad.size:
         return f"term {bad[0]} = {float(x[bad[0]])!r} is not a value of {acc} (it rounds to {float(rounded[bad[0]])!r})"
-    forward, backward = emulated_sum(np.stack([x, x[::-1]]), acc, "sequential")
+    forward, backward = _sums_both_ways(x, acc)
     exact = float(exact_sum(x))
     if exact_sum(np.r_[x, -forward]) != 0:
         return f"the sum in this order in {acc} is {float(forward)!r}, not the exact {exact!r}"
