@@ -91,17 +91,17 @@ def test_order_matters_native_sums_equal_the_emulated_ones_bit_for_bit():
 
     rng = np.random.default_rng(20261205)
     vectors = []
-    for seed in (0, 1, 12345):
+    for seed in (0, 12345):
         for case in cases_for("ex02.order_matters", seed):
             n, acc = case.args
             vectors.append((order_matters_example(n, acc), acc))
     for acc, dtype, lo, hi in (("bf16", ml_dtypes.bfloat16, -133, 127), ("fp16", np.float16, -24, 15)):
-        for _ in range(60):
-            n = int(rng.integers(2, 3000))
+        for _ in range(12):
+            n = int(rng.integers(2, 1500))
             scale = np.exp2(rng.integers(lo, hi + 1, n).astype(float))
             x = (rng.random(n) * scale).astype(dtype).astype(np.float64)
             vectors.append((x[x > 0], acc))
-        vectors.append((np.ones(5000), acc))
+        vectors.append((np.ones(2100), acc))  # past 2**(p+1): the sum stalls in both formats
         vectors.append((np.full(40, float(ml_dtypes.finfo(dtype).max) / 8), acc))  # overflows
     assert any(np.isinf(_sums_both_ways(x, acc)[0]) for x, acc in vectors)  # the overflow is covered
     for x, acc in vectors:
