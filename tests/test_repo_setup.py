@@ -474,3 +474,20 @@ def test_nbval_fails_an_exercise_notebook_that_scores_what_it_should_not(tmp_pat
     assert out.count("exception: conftest.py's score check: ") == len(failed), out[-3000:]  # no cell raised
     assert "a check in this solution notebook did not pass:\nTODO  ex01." in out, out[-3000:]
     assert "this exercise notebook's summary should print 'TOTAL: 0/" in out, out[-3000:]
+
+
+def test_every_exercise_notebook_has_the_summary_cell_its_score_is_read_from():
+    """conftest.py reads a solution's or exercise's score from the one cell that calls
+    summary(N): a notebook without it (or with two) would be run without its score checked."""
+    import nbformat
+
+    import conftest
+
+    notebooks = sorted((ROOT / "solutions").glob("ex*.ipynb")) + sorted((ROOT / "exercises").glob("ex*.ipynb"))
+    assert len(notebooks) >= 2
+    for path in notebooks:
+        kind = conftest.exercise_notebook_kind(path)
+        assert kind is not None and kind[1] == int(path.name[2:4]), path
+        nb = nbformat.read(path, as_version=4)
+        calls = [c.source for c in nb.cells if c.cell_type == "code" and conftest.SUMMARY_CALL.search(c.source)]
+        assert len(calls) == 1 and f"summary({kind[1]})" in calls[0], (path.name, calls)
