@@ -7,6 +7,10 @@ import inspect
 
 import pytest
 
+from nbhelpers.device import setup_device
+
+setup_device(verbose=False)  # before importing a kernel, as in the kernel tests: the interpreter on a CPU
+
 from nbhelpers.kernels.copy import copy_kernel
 from nbhelpers.listing import Listing, show_source
 
