@@ -189,10 +189,14 @@ class SolutionNotebook:
         return ns
 
     def mutated(self, name: str, old: str, new: str) -> Callable:
-        """The solution's ``name`` with ``old`` replaced by ``new`` in its source."""
+        """The solution's ``name`` with ``old`` replaced by ``new`` in its source, defined as the
+        notebook defines it: every function cell runs first (the helpers a function calls, such as
+        a launcher's ``padded``, live in other cells), then the mutated cell on top of them. With
+        ``old == new`` it is the unchanged solution through the same harness: the control every
+        wrong answer is measured against."""
         src = next(s for s in self._cells() if f"def {name}(" in s)
         assert old in src, f"mutation target {old!r} not found in {name}"
-        ns = self.namespace()
+        ns = self.functions()
         exec(src.replace(old, new), ns)
         return ns[name]
 

@@ -77,6 +77,23 @@ def test_wrong_implementations_fail(spec, name, old, new):
     assert not result.passed and result.points == 0
     assert result.mismatches, "a failing check lists the first mismatching inputs"
     assert re.search(rf"{name}\(", result.mismatches[0])
+    # failed on the check's verdict, not on the harness: a name the mutated cell cannot see
+    assert "NameError" not in result.mismatches[0], result.mismatches[0]
+
+
+# One control per exercise with wrong answers: the first wrong answer's target left as it is.
+CONTROLS = list({(spec.chapter, name): (spec, name, old) for spec, name, old, _ in WRONG}.values())
+
+
+@pytest.mark.parametrize("spec,name,old", CONTROLS, ids=[f"{chapter_id(c[0])}-{c[1]}" for c in CONTROLS])
+def test_the_harness_of_the_wrong_answers_passes_the_unchanged_solution(spec, name, old):
+    """The control of the wrong answers above: the solution, defined by the same harness that
+    defines them (``mutated`` with the target left as it is) and checked the same way, passes.
+    A wrong answer then fails because of its mistake, not because the harness cannot run the
+    function (a helper defined in another cell of the notebook, say)."""
+    ex_id = f"{chapter_id(spec)}.{name}"
+    result = run_check(ex_id, solution(spec).mutated(name, old, old), prepared=prepared(ex_id))
+    assert result.passed, str(result)
 
 
 def case_key(value) -> tuple:
