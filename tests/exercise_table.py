@@ -1005,6 +1005,12 @@ CHAPTERS = [
                 ),
                 # 128-byte lines counted instead of 32-byte sectors
                 ("trace_sectors", "sector = 32", "sector = 128"),
+                # only the sectors of an access's first and last bytes: those between left out
+                (
+                    "trace_sectors",
+                    "sectors.update(range(first // sector, last // sector + 1))",
+                    "sectors.update({first // sector, last // sector})",
+                ),
                 # the bytes asked for counted per thread, repeated and overlapping bytes again
                 (
                     "trace_sectors",
@@ -1089,6 +1095,12 @@ CHAPTERS = [
                 ),
                 # registers per thread not rounded up to the allocation unit (8 per thread)
                 ("resident_warps", "regs = -(-registers // 8) * 8", "regs = registers"),
+                # shared memory allocated in 256-byte units instead of 128
+                (
+                    "resident_warps",
+                    "smem = -(-(shared + 1024) // 128) * 128",
+                    "smem = -(-(shared + 1024) // 256) * 256",
+                ),
                 # the register file as one pool of 65,536, not 4 sub-partitions of 16,384
                 ("resident_warps", "(16384 // per_warp) * 4 // num_warps", "65536 // per_warp // num_warps"),
                 # shared memory ignored
@@ -1140,6 +1152,12 @@ CHAPTERS = [
         1010,
         tuple(
             [
+                # the right values as floats: the tile lists built without an integer dtype
+                (
+                    "offsets_and_schedule",
+                    "np.array(tile_expert, dtype=np.int64),\n        np.array(tile_row_start, dtype=np.int64),",
+                    "np.array(tile_expert, dtype=np.float64),\n        np.array(tile_row_start, dtype=np.float64),",
+                ),
                 # no leading 0: E offsets, the ends only
                 (
                     "offsets_and_schedule",
@@ -1242,6 +1260,12 @@ CHAPTERS = [
             [
                 # only the sign bit flipped, negatives too: the more negative, the larger the key
                 ("topk_key", "np.where(b & sign, b ^ ones, b ^ sign)", "b ^ sign"),
+                # the right keys as signed 64-bit integers, not the code's unsigned width
+                (
+                    "topk_key",
+                    "return key.astype(np.uint32 if width == 32 else np.uint16)",
+                    "return key.astype(np.int64)",
+                ),
                 # every bit flipped, positives too: the positives in reverse order, below the negatives
                 ("topk_key", "np.where(b & sign, b ^ ones, b ^ sign)", "b ^ ones"),
                 # NaN left on its totalOrder key: a negative NaN sorts below -inf

@@ -87,16 +87,21 @@ def test_same_keys_rejects_without_raising(got):
     assert isinstance(ch11._same_keys(got, expected), str)
 
 
-def test_same_keys_accepts_any_integer_width_and_names_the_code():
+def test_same_keys_takes_the_codes_width_unsigned_and_names_the_code():
+    """The statement asks uint16 keys for bf16 and fp16 codes, uint32 for fp32: the width the
+    radix passes take digits from. The right values in another integer type fail, and say so."""
     codes = np.array([0x3F80, 0x8000, 0xFFC0, 0xBF80], np.uint16)
     expected = ch11.topk_key_ref(codes, "bf16")
-    assert ch11._same_keys(expected[0].astype(np.int64), expected) is None
-    assert ch11._same_keys(expected[0].astype(np.uint32), expected) is None
+    assert ch11._same_keys(expected[0], expected) is None
+    for other in (np.int64, np.uint32, np.int32):
+        msg = ch11._same_keys(expected[0].astype(other), expected)
+        assert msg is not None and np.dtype(other).name in msg and "uint16" in msg, msg
+    assert "uint16" in ch11._same_keys(expected[0].view(np.int16), expected)
+    assert "uint16" in ch11._same_keys(expected[0].tolist(), expected)  # a list of ints is int64
     wrong = expected[0].copy()
     wrong[1] = 0x7FFF  # -0 on its own key
     msg = ch11._same_keys(wrong, expected)
     assert "0x8000" in msg and "-0.0" in msg and "0x7FFF" in msg
-    assert "negative" in ch11._same_keys(expected[0].view(np.int16), expected)
 
 
 # ---- exercise 2: the two-stage kernel

@@ -13,7 +13,8 @@ for :mod:`nbhelpers.answer_keys`.
   The reference is torch's own copy (:func:`nbhelpers.kernels.copy.copy_ref`) between the same
   guards, and 0 loads outside; compared bit for bit.
 - ``trace_sectors``: a raw address trace (one warp's byte addresses, any order, duplicates,
-  misaligned, accesses straddling a sector boundary) and the access size: the 32-byte sectors
+  misaligned, accesses straddling a sector boundary or covering several sectors) and the access
+  size (1 to 128 bytes): the 32-byte sectors
   touched and the efficiency (distinct bytes asked for / bytes moved); the reference is
   :func:`nbhelpers.memory_access.sectors_touched` on the addresses. The count is compared
   exactly, the efficiency to a relative 1e-12 (a student may divide in another order).
@@ -220,10 +221,14 @@ def _trace_cases(rng: np.random.Generator) -> list[Case]:
         Case((_warp(31, 1), 1), label="bytes 31 to 62"),
         Case((_warp(2**40 + 30, 4096), 4), label="a large address, a long stride, straddling"),
         Case((np.sort(fixed.integers(0, 512, 32)), 4), label="scattered in 512 bytes, unaligned"),
+        Case((_warp(0, 512), 128), label="128-byte accesses 512 apart: four whole sectors each"),
+        Case((_warp(8, 256), 64), label="64-byte accesses misaligned by 8: three sectors each"),
     ]
-    sizes = (1, 2, 4, 8, 16)
+    # accesses of up to 16 bytes (a thread's vector load) and wider ones, as a trace of cache
+    # lines or of a whole warp's vector loads gives them: an access may cover several sectors
+    sizes = (1, 2, 4, 8, 16, 32, 64, 128)
     for _ in range(60):
-        size = int(rng.choice(sizes, p=[0.1, 0.2, 0.35, 0.2, 0.15]))
+        size = int(rng.choice(sizes, p=[0.08, 0.15, 0.3, 0.15, 0.12, 0.07, 0.07, 0.06]))
         r = rng.random()
         base = int(rng.integers(0, 2**20))
         if r < 0.35:  # strided, often misaligned

@@ -255,6 +255,7 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
         Case((64, 4, 113 * KB), label="113 KB: two blocks with their reserves fill the 228 KB exactly"),
         Case((64, 4, 76 * KB), label="76 KB: three fit 228 KB, but not with the reserve"),
         Case((40, 4, 45_600), label="45,600 B: 5 blocks fit unrounded, 4 in 128-byte units"),
+        Case((32, 2, 20_096), label="20,096 B: 11 blocks fit in 128-byte units, 10 in 256-byte ones"),
         Case((226, 4, 128 * KB), label="a GEMM config: 226 registers, 128 KB of pipelining buffers"),
         Case((255, 16, 0), label="16 warps of 255 registers: more than a block may have"),
         Case((64, 4, 227 * KB + 1), label="1 byte over the 227 KB a block may use"),
@@ -287,6 +288,14 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
         top = spec.shared_per_sm // b  # not a multiple of 128 for these b
         shared = top - 1024 - int(rng.integers(0, top % 128))
         cases.append(Case((int(rng.integers(16, 64)), int(rng.choice([1, 2, 4])), shared)))
+    # b blocks whose shared memory fits in 128-byte units and not in 256-byte ones: the largest
+    # multiple of 128 under the SM's share is an odd one (small blocks, so that shared memory binds)
+    odd = [b for b in range(2, 33) if spec.shared_per_sm // b // 128 % 2]
+    for _ in range(4):
+        b = int(rng.choice(odd))
+        alloc = spec.shared_per_sm // b // 128 * 128
+        w = int(rng.choice([1, 2]))  # at most 64 warps in b <= 32 blocks
+        cases.append(Case((int(rng.integers(16, 33)), w, alloc - 1024 - int(rng.integers(0, 128)))))
     for _ in range(4):  # tiny blocks: the 32-block cap
         cases.append(Case((int(rng.integers(8, 33)), 1, int(rng.choice([0, int(rng.integers(1, 6 * KB))])))))
     for _ in range(6):  # anything a Triton kernel may have
