@@ -12,10 +12,19 @@ In the interpreter (no GPU) the watched run is the kernel's own run. On a GPU th
 cannot be watched, so :func:`run_watching_loads` runs an interpreted copy of it first (on the same
 arguments: it writes what the compiled run then writes again), then the compiled kernel, whose
 results the caller reads.
+
+What the interpreter cannot show at all, :func:`dot_operand_problems` reads from the kernel's
+source: a ``tl.dot`` of float32 operands without ``input_precision="ieee"`` (the interpreter
+multiplies in float32 whatever it says; an NVIDIA GPU rounds the operands to TF32), and an operand
+of ``tl.dot`` loaded under a mask without ``other=`` (the interpreter fills the masked-off lanes
+with zeros; on a GPU they are undefined, and the dot sums them).
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,3 +77,65 @@ def run_watching_loads(kernel: Any, grid: tuple, *args: Any, **meta: Any) -> Loa
     if not interpreted:
         kernel[grid](*args, **meta)
     return count
+
+
+def _is_tl_call(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` is a call of ``tl.<name>`` (or ``triton.language.<name>``)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def dot_operand_problems(kernel: Any) -> list[str]:
+    """What a GPU would compute differently from Triton's interpreter at the ``tl.dot`` calls of
+    ``kernel`` (a ``@triton.jit`` function), read from its source; [] when nothing.
+
+    - a ``tl.dot`` without ``input_precision="ieee"``: on an NVIDIA GPU float32 operands are then
+      rounded to TF32 (10 mantissa bits); the interpreter multiplies them in float32;
+    - an operand of ``tl.dot`` named by an assignment ``x = tl.load(..., mask=...)`` without
+      ``other=``: the masked-off lanes are undefined on a GPU (the interpreter gives zeros) and the
+      dot sums them.
+
+    Raises ValueError when the kernel's source cannot be read (a function defined from a string)."""
+    fn = getattr(kernel, "fn", kernel)
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as e:
+        raise ValueError(f"cannot read the source of {getattr(fn, '__name__', fn)!r} to check its tl.dot calls") from e
+    tree = ast.parse(source)
+    unfilled: dict[str, int] = {}  # operand name -> line of its masked load without other=
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _is_tl_call(node.value, "load")
+        ):
+            load = node.value
+            masked = _keyword(load, "mask") is not None or len(load.args) >= 2
+            filled = _keyword(load, "other") is not None or len(load.args) >= 3
+            if masked and not filled:
+                unfilled[node.targets[0].id] = node.lineno
+    first = getattr(getattr(fn, "__code__", None), "co_firstlineno", 1) - 1
+    problems = []
+    for node in ast.walk(tree):
+        if not _is_tl_call(node, "dot"):
+            continue
+        line = first + node.lineno
+        precision = _keyword(node, "input_precision")
+        if not (isinstance(precision, ast.Constant) and precision.value == "ieee"):
+            problems.append(
+                f'the tl.dot on line {line} has no input_precision="ieee": on an NVIDIA GPU its '
+                "float32 operands are rounded to TF32 (10 mantissa bits)"
+            )
+        operands = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("input", "other"))]
+        for op in operands:
+            if isinstance(op, ast.Name) and op.id in unfilled:
+                problems.append(
+                    f"{op.id}, an operand of the tl.dot on line {line}, is loaded under a mask without "
+                    f"other= (line {first + unfilled[op.id]}): on a GPU the masked-off lanes are "
+                    "undefined, and the dot sums them"
+                )
+    return problems

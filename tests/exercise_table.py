@@ -1078,6 +1078,22 @@ CHAPTERS = [
                 # the store unmasked: the tiles' lanes past C's edge written too (the launcher
                 # returns only C's view; the NaN padding around it shows the stray stores)
                 ("scaled_epilogue", "        c,\n        mask=tile_mask,\n    )", "        c,\n    )"),
+                # A's column stride left out (A taken as contiguous along K): right by rows only
+                ("tile_matmul", "offs_k[None, :] * stride_ak\n    )", "offs_k[None, :]\n    )"),
+                # B's column stride left out: right by rows only
+                ("tile_matmul", "offs_n[None, :] * stride_bn\n    )", "offs_n[None, :]\n    )"),
+                # the masked loads without other=: the interpreter gives zeros, a GPU undefined lanes
+                (
+                    "tile_matmul",
+                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
+                    "a = tl.load(a_ptrs, mask=a_mask)\n        b = tl.load(b_ptrs, mask=b_mask)",
+                ),
+                ("tile_matmul", "b = tl.load(b_ptrs, mask=b_mask, other=0.0)", "b = tl.load(b_ptrs, mask=b_mask)"),
+                # tl.dot left at its default precision: TF32 operands on a GPU
+                ("tile_matmul", 'acc += tl.dot(a, b, input_precision="ieee")', "acc += tl.dot(a, b)"),
+                ("tile_matmul", 'input_precision="ieee"', 'input_precision="tf32"'),
+                # C's column stride taken as 1 in the store: right by rows only
+                ("scaled_epilogue", "offs_n[None, :] * stride_n,\n        c,", "offs_n[None, :],\n        c,"),
                 # the scales on the wrong axes
                 ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sa[None, :]) * sb[:, None]"),
                 # the two scales multiplied together first

@@ -25,6 +25,7 @@ import ast
 import csv
 import hashlib
 import json
+import linecache
 import math
 import os
 import textwrap
@@ -181,11 +182,19 @@ class SolutionNotebook:
         nb = nbformat.read(self.path, as_version=4)
         return [c.source for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("def ")]
 
+    def _run(self, src: str, ns: dict, label: str) -> None:
+        """Run one cell's source in ``ns`` under a file name of its own that ``linecache`` knows,
+        as IPython does, so that ``inspect.getsource`` finds what it defines (Triton's kernels,
+        and the checks that read a kernel's source)."""
+        filename = f"<{self.path.name}:{label}:{hashlib.sha256(src.encode()).hexdigest()[:12]}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(keepends=True), filename)
+        exec(compile(src, filename, "exec"), ns)
+
     def functions(self) -> dict:
         """Every function the solution defines, executed in a fresh namespace."""
         ns = self.namespace()
-        for src in self._cells():
-            exec(src, ns)
+        for i, src in enumerate(self._cells()):
+            self._run(src, ns, f"cell{i}")
         return ns
 
     def mutated(self, name: str, old: str, new: str) -> Callable:
@@ -197,7 +206,7 @@ class SolutionNotebook:
         src = next(s for s in self._cells() if f"def {name}(" in s)
         assert old in src, f"mutation target {old!r} not found in {name}"
         ns = self.functions()
-        exec(src.replace(old, new), ns)
+        self._run(src.replace(old, new), ns, f"{name}-mutated")
         return ns[name]
 
 

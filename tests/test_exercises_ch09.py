@@ -204,3 +204,56 @@ def test_watched_loads_restores_the_interpreter():
     with pytest.raises(RuntimeError), watched_loads():
         raise RuntimeError("a student's kernel failed")
     assert InterpreterBuilder.create_masked_load is original
+
+
+# ---- what the interpreter cannot show: the tl.dot calls, read from the kernel's source ----------
+
+
+def test_dot_operand_problems_reads_the_source():
+    """Written as plain Python: the audit reads the source, whether triton.jit wraps it or not."""
+    from nbhelpers.load_audit import dot_operand_problems
+
+    def clean(a_ptr, b_ptr, offs, mask):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs, mask=mask, other=0.0)
+        b = tl.load(b_ptr + offs, mask, 0.0)
+        return tl.dot(a, b, input_precision="ieee")
+
+    assert dot_operand_problems(clean) == []
+
+    def unfilled(a_ptr, b_ptr, offs, mask):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs, mask=mask)
+        b = tl.load(b_ptr + offs)
+        return tl.dot(a, b, input_precision="ieee")
+
+    (problem,) = dot_operand_problems(unfilled)
+    assert problem.startswith("a, an operand of the tl.dot") and "undefined" in problem
+
+    def tf32(a_ptr, offs):
+        import triton.language as tl
+
+        return tl.dot(tl.load(a_ptr + offs), tl.load(a_ptr + offs))
+
+    (problem,) = dot_operand_problems(tf32)
+    assert 'no input_precision="ieee"' in problem and "TF32" in problem
+
+    def said_tf32(a_ptr, offs):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs)
+        return tl.dot(a, a, input_precision="tf32")
+
+    (problem,) = dot_operand_problems(said_tf32)
+    assert 'no input_precision="ieee"' in problem
+
+
+def test_dot_operand_problems_says_when_it_cannot_read_the_source():
+    from nbhelpers.load_audit import dot_operand_problems
+
+    ns: dict = {}
+    exec("def kernel(x):\n    return x\n", ns)  # a function with no source file
+    with pytest.raises(ValueError, match="cannot read the source of 'kernel'"):
+        dot_operand_problems(ns["kernel"])

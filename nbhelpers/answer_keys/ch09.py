@@ -12,12 +12,17 @@ accumulator rows past ``M``). The cases therefore need sizes that are not multip
   :func:`nbhelpers.gemm_bounds.error_bound` of it (any order of fp32 additions stays inside).
   That bound is IEEE float32's: on an NVIDIA GPU ``tl.dot`` rounds float32 operands to TF32
   unless ``input_precision="ieee"``, and TF32 inputs fall far outside it (the spec asks for IEEE;
-  a failing answer within the TF32 bound gets a message that says so).
+  a failing answer within the TF32 bound gets a message that says so). In Triton's interpreter
+  the launcher the notebook gives sees what the results cannot show: it runs the kernel on
+  operands laid out by rows and by columns (a stride left out is right in one layout only), and
+  reads the kernel's source with :func:`nbhelpers.load_audit.dot_operand_problems` (a ``tl.dot``
+  without ``input_precision="ieee"``, an operand loaded under a mask without ``other=``).
 - ``scaled_epilogue``: the epilogue of the scaled fp8 GEMM as a kernel: fp32 accumulator tile,
   per-row (or per-tensor) scales of A, per-column (or per-tensor) scales of B. Reference:
   :func:`nbhelpers.answer_keys.ch06.epilogue_ref`, the fp32 epilogue of
   :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit against it in
-  tests/test_exercises_ch06.py); compared bit for bit.
+  tests/test_exercises_ch06.py); compared bit for bit. The launcher runs it in both layouts too,
+  and puts C in a buffer of NaN: a store past C's edge is reported.
 - ``resident_warps``: predict the occupancy of a kernel on an H100/H200 from its ptxas line
   (registers per thread, shared memory per block) and its ``num_warps``: the resident warps per SM
   and the limit that binds. Reference: :func:`nbhelpers.occupancy.occupancy` (tested against a
@@ -25,7 +30,8 @@ accumulator rows past ``M``). The cases therefore need sizes that are not multip
   warps compared exactly, the limit accepted if it is any of those that bind. The cases are
   chosen so that each shortcut gives a wrong count on many of them: the napkin ``65536 / (32 r)``,
   registers not rounded up to 8 per thread, the register file not split into 4 sub-partitions,
-  shared memory ignored, its 1 KB reserve or 128-byte unit ignored, the 32-block cap ignored.
+  shared memory ignored, its 1 KB reserve or 128-byte unit ignored (or taken as 256 bytes), the
+  32-block cap ignored.
 
 Edge cases come first, then random ones from the seed.
 """
