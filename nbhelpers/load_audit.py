@@ -88,15 +88,24 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
+def _unfilled_load(node: ast.AST) -> bool:
+    """Whether ``node`` is a ``tl.load`` under a mask (by keyword or position) without ``other``."""
+    if not _is_tl_call(node, "load"):
+        return False
+    masked = _keyword(node, "mask") is not None or len(node.args) >= 2
+    filled = _keyword(node, "other") is not None or len(node.args) >= 3
+    return masked and not filled
+
+
 def dot_operand_problems(kernel: Any) -> list[str]:
     """What a GPU would compute differently from Triton's interpreter at the ``tl.dot`` calls of
     ``kernel`` (a ``@triton.jit`` function), read from its source; [] when nothing.
 
     - a ``tl.dot`` without ``input_precision="ieee"``: on an NVIDIA GPU float32 operands are then
       rounded to TF32 (10 mantissa bits); the interpreter multiplies them in float32;
-    - an operand of ``tl.dot`` named by an assignment ``x = tl.load(..., mask=...)`` without
-      ``other=``: the masked-off lanes are undefined on a GPU (the interpreter gives zeros) and the
-      dot sums them.
+    - an operand of ``tl.dot`` that is, or is last assigned above the dot from, a
+      ``tl.load(..., mask=...)`` without ``other=``: the masked-off lanes are undefined on a GPU
+      (the interpreter gives zeros) and the dot sums them.
 
     Raises ValueError when the kernel's source cannot be read (a function defined from a string)."""
     fn = getattr(kernel, "fn", kernel)
@@ -105,19 +114,14 @@ def dot_operand_problems(kernel: Any) -> list[str]:
     except (OSError, TypeError) as e:
         raise ValueError(f"cannot read the source of {getattr(fn, '__name__', fn)!r} to check its tl.dot calls") from e
     tree = ast.parse(source)
-    unfilled: dict[str, int] = {}  # operand name -> line of its masked load without other=
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and _is_tl_call(node.value, "load")
-        ):
-            load = node.value
-            masked = _keyword(load, "mask") is not None or len(load.args) >= 2
-            filled = _keyword(load, "other") is not None or len(load.args) >= 3
-            if masked and not filled:
-                unfilled[node.targets[0].id] = node.lineno
+    # every assignment to a plain name, in source order: (line, name, whether it is a masked load
+    # without other=); an operand of tl.dot takes the last one above the dot, so a load whose lanes
+    # are then filled (a = tl.where(mask, a, 0.0)) is not reported
+    assigned = sorted(
+        (node.lineno, node.targets[0].id, _unfilled_load(node.value))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+    )
     first = getattr(getattr(fn, "__code__", None), "co_firstlineno", 1) - 1
     problems = []
     for node in ast.walk(tree):
@@ -132,10 +136,18 @@ def dot_operand_problems(kernel: Any) -> list[str]:
             )
         operands = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("input", "other"))]
         for op in operands:
-            if isinstance(op, ast.Name) and op.id in unfilled:
-                problems.append(
-                    f"{op.id}, an operand of the tl.dot on line {line}, is loaded under a mask without "
-                    f"other= (line {first + unfilled[op.id]}): on a GPU the masked-off lanes are "
-                    "undefined, and the dot sums them"
-                )
+            if _unfilled_load(op):
+                where = (op.lineno, "a tl.load")
+            elif isinstance(op, ast.Name):
+                last = [(ln, bad) for ln, name, bad in assigned if name == op.id and ln < node.lineno]
+                if not (last and last[-1][1]):
+                    continue
+                where = (last[-1][0], op.id)
+            else:
+                continue
+            problems.append(
+                f"{where[1]}, an operand of the tl.dot on line {line}, is loaded under a mask without "
+                f"other= (line {first + where[0]}): on a GPU the masked-off lanes are undefined, and "
+                "the dot sums them"
+            )
     return problems

@@ -232,6 +232,25 @@ def test_dot_operand_problems_reads_the_source():
     (problem,) = dot_operand_problems(unfilled)
     assert problem.startswith("a, an operand of the tl.dot") and "undefined" in problem
 
+    def filled_after(a_ptr, b_ptr, offs, mask):  # right: the masked-off lanes set before the dot
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs, mask=mask)
+        a = tl.where(mask, a, 0.0)
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0)
+        return tl.dot(a, b, input_precision="ieee")
+
+    assert dot_operand_problems(filled_after) == []
+
+    def inline(a_ptr, b_ptr, offs, mask):
+        import triton.language as tl
+
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0)
+        return tl.dot(tl.load(a_ptr + offs, mask=mask), b, input_precision="ieee")
+
+    (problem,) = dot_operand_problems(inline)
+    assert problem.startswith("a tl.load, an operand of the tl.dot"), problem
+
     def tf32(a_ptr, offs):
         import triton.language as tl
 

@@ -88,3 +88,15 @@ def test_waste_compare_accepts_another_evaluation_order():
     assert ch10._same_waste([2, 0.25 * (1 + 1e-14), 0.25], (2, 0.25, 0.25)) is None
     assert "capacity" in ch10._same_waste((3, 0.25, 0.25), (2, 0.25, 0.25))
     assert "dropped" in ch10._same_waste((2, 0.25, 0.26), (2, 0.25, 0.25))
+
+
+def test_schedule_takes_integers_as_arrays_or_lists_never_floats():
+    """The offsets and tiles feed a kernel's pointer arithmetic: the right values as floats fail,
+    in an array or in a list; integer lists of the right values pass."""
+    expected = ch10.offsets_and_schedule_ref(np.array([[0, 1], [1, 0], [2, 0]]), 3, 1)
+    assert ch10._same_schedule(expected, expected) is None
+    assert ch10._same_schedule(tuple(e.tolist() for e in expected), expected) is None
+    as_float_arrays = tuple(e.astype(np.float64) for e in expected)
+    assert "float64, expected integers" in ch10._same_schedule(as_float_arrays, expected)
+    as_float_lists = tuple([float(v) for v in e] for e in expected)
+    assert "holding floats" in ch10._same_schedule(as_float_lists, expected)

@@ -65,6 +65,8 @@ def _same_schedule(got, expected) -> str | None:
         for name, g in zip(_SCHEDULE_NAMES, got):
             if isinstance(g, np.ndarray) and g.dtype.kind not in "iu":
                 return f"{name}: returned an array of {g.dtype}, expected integers (a kernel offsets pointers by them)"
+            if isinstance(g, (list, tuple)) and any(isinstance(v, (float, np.floating)) for v in g):
+                return f"{name}: returned a list holding floats, expected integers (a kernel offsets pointers by them)"
     return same_value(got, expected)
 
 
