@@ -35,6 +35,10 @@ course pins), which the kernels' launchers guard against or document:
   (1 + 3 * 2**-9 becomes 1.0): a bf16 output is stored as float32 and rounded by torch.
 * ``tl.dot`` is a numpy float32 matmul: no TF32, no tensor-core alignment or truncation, so
   ``input_precision`` has no effect.
+* The interpreter scans ``triton.language`` again on every call of a ``@triton.jit`` function
+  (``tl.max`` is one) inside a kernel; importing this package in the interpreter installs
+  :mod:`~nbhelpers.kernels.interpreter_cache`, which skips the repeated scans and changes nothing
+  else (Triton 3.7.1; another version runs unchanged).
 * Autotuning and ``triton.testing.do_bench`` need a GPU. Every tuner times its configurations
   with :func:`nbhelpers.timing.tuning_ms` (the benchmarks' timer, :func:`~nbhelpers.timing.gpu_median_ms`,
   in the form ``triton.autotune`` takes).
@@ -47,6 +51,11 @@ import os
 __all__ = ["INTERPRETED", "default_device", "fp8_unsupported_reason", "require_fp8_support"]
 
 INTERPRETED: bool = os.environ.get("TRITON_INTERPRET") == "1"
+
+if INTERPRETED:  # the same interpreter without its repeated scans (interpreter_cache's docstring)
+    from .interpreter_cache import install as _install_interpreter_cache
+
+    _install_interpreter_cache()
 
 
 def default_device() -> str:
