@@ -134,8 +134,11 @@ def test_every_kernel_gives_the_same_bits_and_leaves_triton_language_as_triton_d
 
 def test_each_namespace_is_scanned_once_instead_of_at_every_device_call(both):
     cached, plain = both["cached"], both["plain"]
-    if not cached["installed"]:
-        pytest.fail("the cache is not installed over this Triton (see the test above)")
+    if not cached["digests_known"]:
+        import triton
+
+        pytest.skip(f"Triton {triton.__version__}'s interpreter is not the one the cache was checked against")
+    assert cached["installed"]
     # the same kernels made the same calls into the language: hundreds of them
     assert cached["patch_lang"] == plain["patch_lang"] > 500
     # Triton scans four or five namespaces per call; the cache scans a namespace again only when
