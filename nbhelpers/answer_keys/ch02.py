@@ -384,11 +384,13 @@ def sum_of_copies_ref(value: float, n: int, acc: str) -> float:
 # accumulators for this exercise: from 3 to 24 significant bits (fp32's sums take over ten
 # million terms to stall: too many to add one at a time)
 _COPIES_ACCS = ["bf16", "fp16", "fp32", "tf32", "e5m2", "e4m3", "e5m4", "e8m3", "e6m5", "e8m12", "e8m20"]
+_TIE_ACCS = [a for a in _COPIES_ACCS if get_format(a).man_bits <= 10]
 
 
-def _copies_value(rng: np.random.Generator, acc: str) -> float:
-    """A value of acc near 1: a power of two, a short mantissa (ties on the way), or a long one."""
-    r = rng.random()
+def _copies_value(rng: np.random.Generator, acc: str, short: bool = False) -> float:
+    """A value of acc near 1: a power of two, a short mantissa (ties on the way), or a long one;
+    ``short``: a short mantissa."""
+    r = 0.3 if short else rng.random()
     if r < 0.2:
         mantissa = 1.0
     elif r < 0.5:
@@ -404,6 +406,33 @@ def _stalls_finite(value: float, acc: str) -> int | None:
         return stall_length(value, acc)
     except ValueError:
         return None
+
+
+def _first_terms_reaching(value: float, acc: str, K: int, bound: float) -> int:
+    """The first n <= K with s_n >= bound (K when none): sums only grow, so a bisection."""
+    lo, hi = 0, K
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if sum_of_copies_ref(value, mid, acc) < bound else (lo, mid)
+    return lo
+
+
+def _tie_binade_terms(value: float, acc: str, K: int) -> tuple[int, int] | None:
+    """(first, last) n whose sums s_n lie in the binade of acc where s + value is a tie (the
+    spacing there is twice value's lowest set bit) and that the sum enters at an odd multiple of
+    that spacing, so that the first step there differs from the next ones; None when the sums
+    stall before that binade or enter it at an even multiple."""
+    f = get_format(acc)
+    low_bit = 2.0 ** (math.frexp(value)[1] - 1)
+    while value % low_bit:  # value's lowest set bit
+        low_bit /= 2
+    e = int(math.log2(2 * low_bit)) + f.man_bits  # the binade whose spacing is 2 * low_bit
+    if e < f.emin or e >= f.emax:
+        return None
+    first = _first_terms_reaching(value, acc, K, 2.0**e)
+    if first >= K or (sum_of_copies_ref(value, first, acc) / (2 * low_bit)) % 2 == 0:
+        return None
+    return first, _first_terms_reaching(value, acc, K, 2.0 ** (e + 1))
 
 
 def _copies_cases(rng: np.random.Generator) -> list[Case]:
@@ -424,13 +453,22 @@ def _copies_cases(rng: np.random.Generator) -> list[Case]:
         Case((0.75, 1, "bf16"), label="one term"),
     ]
     while len(cases) < 50:
-        acc = _COPIES_ACCS[rng.integers(len(_COPIES_ACCS))]
-        value = _copies_value(rng, acc)
+        # every fifth: a short mantissa (ties on the way) in an accumulator of at most 11 significant
+        # bits (few enough terms to bisect for a binade's first)
+        tie_case = len(cases) % 5 == 0
+        accs = _TIE_ACCS if tie_case else _COPIES_ACCS
+        acc = accs[rng.integers(len(accs))]
+        value = _copies_value(rng, acc, short=tie_case)
         K = _stalls_finite(value, acc)
         if K is None:  # this value overflows the format before it stalls: not a case
             continue
         r = rng.random()
-        if r < 0.3:  # past the stall
+        if tie_case:  # inside the binade where value is a tie, entered at an odd sum
+            tie = _tie_binade_terms(value, acc, K)
+            if tie is None or tie[1] - tie[0] < 4:
+                continue
+            n = int(rng.integers(tie[0] + 2, tie[1] + 1))
+        elif r < 0.3:  # past the stall
             n = int(rng.integers(K, 2**50))
         elif r < 0.5:  # one term either side of the stall
             n = K + int(rng.integers(-2, 2))
