@@ -707,6 +707,12 @@ CHAPTERS = [
                 ("fp8_choice", "scale = float(np.float32(amax / top))", "scale = float(np.float32(amax / 448.0))"),
                 # the tolerance forgotten: e5m2 whenever it loses fewer
                 ("fp8_choice", '1000 * (lost["e4m3fn"] - lost["e5m2"]) > n', 'lost["e4m3fn"] > lost["e5m2"]'),
+                # "over one in a thousand" read as "at least": e5m2 where e4m3fn loses exactly 1/1000
+                (
+                    "fp8_choice",
+                    '1000 * (lost["e4m3fn"] - lost["e5m2"]) > n',
+                    '1000 * (lost["e4m3fn"] - lost["e5m2"]) >= n',
+                ),
                 # chosen by SQNR (clamping quantizer) instead of by the values lost
                 (
                     "fp8_choice",
@@ -716,6 +722,10 @@ CHAPTERS = [
                     "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]), f) * float(np.float32(amax / "
                     "{'e4m3fn': 448.0, 'e5m2': 57344.0}[f])) - x) ** 2))",
                 ),
+                # a value exactly at 448 counted as clamped (the engine clamps only beyond it)
+                ("smallest_margin", "> 448", ">= 448"),
+                # the mean of the steps' clamped fractions bounded, not the fraction of all the elements
+                ("smallest_margin", "clamped += int(", "clamped += total / len(xs) / np.asarray(x).size * int("),
                 # the current step's amax in the history: nothing is ever clamped
                 (
                     "smallest_margin",

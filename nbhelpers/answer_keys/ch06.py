@@ -535,10 +535,29 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
         Case((sparse, 10.0), label="70% zeros"),
         Case((np.array([250.0, 240.0, 1.0]) * s4, 448.0), label="e4m3fn's max is 448, not IEEE e4m3's 240"),
     ]
-    for _ in range(70):
-        x, amax = _fp8_data(rng)
+    for i in range(70):
+        x, amax = _at_the_tolerance(rng) if i % 10 == 0 else _fp8_data(rng)
         cases.append(Case((x, amax)))
     return cases
+
+
+def _at_the_tolerance(rng: np.random.Generator):
+    """(x, amax) where e4m3fn loses d more values than e5m2 among n nonzero ones, with n = 1000 d
+    (exactly one in a thousand: e4m3fn stays) or one value either side: normal values with a fresh
+    amax, which neither format loses, and d planted values of 2**-12 to 2**-11 of e4m3fn's scale,
+    which e4m3fn flushes to zero (its subnormals end at 2**-9) and e5m2 keeps (its scale is 2**-7
+    of e4m3fn's and its subnormals reach 2**-16)."""
+    while True:
+        d = int(rng.integers(1, 5))
+        n = 1000 * d + int(rng.choice([0, 0, 0, -1, 1]))
+        x = rng.standard_normal(n) * float(np.exp2(rng.uniform(-6, 6)))
+        amax = float(np.max(np.abs(x)))
+        planted = rng.choice(n, size=d, replace=False)
+        tiny = rng.choice([-1.0, 1.0], d) * np.exp2(rng.uniform(-12, -11, d)) * fp8_scale(amax, "e4m3fn")
+        x[planted] = tiny
+        lost = {fmt: sum(fp8_loss_counts(x, amax, fmt)) for fmt in FP8_FORMATS}
+        if lost["e4m3fn"] - lost["e5m2"] == d and np.count_nonzero(x) == n:  # nothing else lost
+            return x, amax
 
 
 # ------------------------------------------------------------------ 5. delayed scaling through a spike
@@ -576,9 +595,10 @@ def smallest_margin_ref(xs: list, history: int, bound: float) -> tuple[int, np.n
     raise ValueError("no margin in MARGINS keeps the clamped fraction under the bound")
 
 
-def _sequence(rng: np.random.Generator) -> list:
+def _sequence(rng: np.random.Generator, uneven: bool = False) -> list:
     """T steps of a normal tensor whose size drifts (a random walk, sometimes a steady growth), with
-    one or two amax spikes of a few steps."""
+    one or two amax spikes of a few steps; ``uneven``: each step has its own number of rows (the
+    tokens of a step vary)."""
     T = int(rng.integers(6, 15))
     shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
     growth = float(rng.choice([1.0, 1.0, rng.uniform(1.05, 1.5)]))
@@ -586,7 +606,48 @@ def _sequence(rng: np.random.Generator) -> list:
     for _ in range(int(rng.integers(1, 3))):
         t = int(rng.integers(1, T))
         level[t : t + int(rng.integers(1, 3))] *= float(rng.choice([2.0, 3.0, 5.0, 8.0, 16.0, 40.0]))
-    return [rng.standard_normal(shape) * v for v in level]
+    rows = rng.integers(1, 17, T) if uneven else [shape[0]] * T
+    return [rng.standard_normal((int(r), shape[1])) * v for r, v in zip(rows, level)]
+
+
+def _repeated_amax(rng: np.random.Generator) -> tuple[list, int, float]:
+    """(xs, H, 0.0): every step's amax is the same A = 448 c (c a float32), so that with margin 0
+    the scale is exactly c and the largest element of every step lands exactly on 448, which is
+    not clamped (only values beyond it are): the answer is margin 0."""
+    T = int(rng.integers(4, 10))
+    shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
+    A = 448.0 * float(np.float32(np.exp2(rng.uniform(-4, 4))))
+    xs = []
+    for _ in range(T):
+        x = rng.standard_normal(shape)
+        x *= 0.9 * A / float(np.max(np.abs(x)))
+        x.flat[int(rng.integers(x.size))] = float(rng.choice([-1.0, 1.0])) * A
+        xs.append(x)
+    return xs, int(rng.integers(1, 7)), 0.0
+
+
+def _mean_of_steps_differs(rng: np.random.Generator) -> tuple[list, int, float] | None:
+    """(xs, H, bound) with steps of different sizes and a bound between the fraction of all the
+    elements clamped and the mean of the steps' fractions at some margin, where the two give
+    different answers; None when the sequence drawn has no such bound."""
+    xs, H = _sequence(rng, uneven=True), int(rng.integers(1, 7))
+    sizes = np.array([x.size for x in xs])
+    fractions = []
+    for m in MARGINS:
+        scales = delayed_scales(xs, H, m)
+        per_step = [int(np.sum(np.abs(x / sc) > E4M3_MAX)) for x, sc in zip(xs, scales)]
+        fractions.append((sum(per_step) / sizes.sum(), float(np.mean(np.array(per_step) / sizes))))
+
+    def first(bound: float, which: int) -> int | None:
+        return next((m for m, f in zip(MARGINS, fractions) if f[which] <= bound), None)
+
+    for whole, mean in fractions:
+        lo, hi = sorted((whole, mean))
+        if hi - lo > 1e-3:
+            bound = float(np.round((lo + hi) / 2, 4))
+            if lo < bound < hi and first(bound, 0) is not None and first(bound, 0) != first(bound, 1):
+                return xs, H, bound
+    return None
 
 
 def _margin_cases(rng: np.random.Generator) -> list[Case]:
@@ -601,7 +662,16 @@ def _margin_cases(rng: np.random.Generator) -> list[Case]:
         Case((flat, 3, 0.05), label="no spike, a loose bound: margin 0"),
         Case(([np.array([[1.0, -2.0]]), np.array([[3.0, 0.5]]), np.array([[1.0, 1.0]])], 1, 0.0), label="H = 1"),
     ]
-    for _ in range(40):
+    while len(cases) < 45:
+        i = len(cases)
+        if i % 8 == 0:  # the largest element of every step exactly on 448
+            cases.append(Case(_repeated_amax(rng)))
+            continue
+        if i % 8 == 4:  # steps of different sizes: the bound is on all the elements, not on each step's
+            found = _mean_of_steps_differs(rng)
+            if found is not None:
+                cases.append(Case(found))
+            continue
         xs = _sequence(rng)
         H = int(rng.integers(1, 7))
         bound = float(rng.choice([0.0, 0.001, 0.005, 0.02, 0.05, 0.1]))
