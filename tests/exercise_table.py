@@ -938,6 +938,14 @@ CHAPTERS = [
                 ),
                 # the block scale rounded down instead of to nearest
                 ("nvfp4_scales", "saturate=True)", 'saturate=True, rounding="toward_zero")'),
+                # the block scales rounded through float32 (a float32 cast; ml_dtypes 0.6.0's cast of
+                # a float64 does the same): a quotient a hair from a tie lands on it, goes to even
+                (
+                    "nvfp4_scales",
+                    'round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True)',
+                    "np.minimum(amax_b / 6 / s_t, 448.0).astype(np.float32)"
+                    '.astype(__import__("ml_dtypes").float8_e4m3fn).astype(float)',
+                ),
                 # no saturation: a quotient past 448 becomes NaN
                 ("nvfp4_scales", "saturate=True", "saturate=False"),
                 # no floor at 2**-9: zero blocks get a zero scale
