@@ -418,10 +418,11 @@ def _first_terms_reaching(value: float, acc: str, K: int, bound: float) -> int:
 
 
 def _tie_binade_terms(value: float, acc: str, K: int) -> tuple[int, int] | None:
-    """(first, last) n whose sums s_n lie in the binade of acc where s + value is a tie (the
-    spacing there is twice value's lowest set bit) and that the sum enters at an odd multiple of
-    that spacing, so that the first step there differs from the next ones; None when the sums
-    stall before that binade or enter it at an even multiple."""
+    """(first, past): the first n whose sum s_n lies in the binade of acc where s + value is a tie
+    (the spacing there is twice value's lowest set bit), and the first n whose sum is past that
+    binade (K when none is). The sum must enter the binade at an odd multiple of the spacing, so
+    that the first step there differs from the next ones; None when it stalls before the binade
+    or enters it at an even multiple."""
     f = get_format(acc)
     low_bit = 2.0 ** (math.frexp(value)[1] - 1)
     while value % low_bit:  # value's lowest set bit
