@@ -23,10 +23,10 @@ unchanged:
   ``fn``'s globals that are ``triton.language`` or ``triton.language.core`` themselves, in
   their order: the very modules, in the very order, that Triton's own filter keeps.
 
-Triton's own ``_patch_attr`` and ``_patch_lang`` do the patching. The wrappers install
-over the versions of those two functions whose source it was written against (recorded by
-sha256 below, Triton 3.7.1's) and leave any other version alone: a Triton that changes them
-runs as it comes, slower, until this module is checked against it.
+Triton's own ``_patch_attr`` and ``_patch_lang`` do the patching. The wrappers install only
+over the two functions whose source this module was checked against (their sha256 below,
+Triton 3.7.1's) and leave any other version alone: a Triton that changes them runs as it comes,
+slower, until this module is checked against it.
 tests/test_kernels_interpreter_cache.py runs kernels with and without it and compares the
 results bit for bit and the state ``triton.language`` is left in.
 """
