@@ -111,6 +111,7 @@ WORKS: tuple[Work, ...] = (
     Work("ieee-754-2019", (r"IEEE 754(?:-2019)?",)),
     Work("llama-3", (r"Meta's (?:published )?model configuration",)),
     Work("llvm-nvptx-builtins", (r"LLVM's list of NVPTX builtins",)),
+    Work("megatron-core", (r"Megatron Core(?='s `?DistributedDataParallelConfig)",)),
     Work("ml-dtypes", (r"(?<=ml_dtypes )README",)),
     Work("ml-dtypes-401", (r"pull request #401(?= on GitHub, jax-ml/ml_dtypes)",)),
     Work("nsight-compute", (r"Nsight Compute", r"NVIDIA's occupancy calculator")),
@@ -132,8 +133,8 @@ WORKS: tuple[Work, ...] = (
     Work(
         "transformer-engine",
         (
-            r"(?<=DelayedScaling \()its documentation",
-            r"(?<=default 1024 in )the current documentation",
+            r"(?<=read in )release 2\.18",
+            r"(?<=Transformer Engine \()release 2\.18",
             r"its delayed-scaling guide",
         ),
     ),
