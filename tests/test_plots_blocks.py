@@ -40,6 +40,14 @@ def test_plot_promotion_vs_K_one_distinct_style_per_setting():
     with pytest.raises(ValueError, match="never-promoted"):
         plots.plot_promotion_vs_K(Ks, {32: [1, 2, 3]}, slopes=(1.0,))
     plt.close(ax.figure)
+    # guides and slope guides together, as chapter 07 draws them: the lines without markers are
+    # told apart by their style and width, not by a shade of grey (two thin dotted lines look alike)
+    ax = plots.plot_promotion_vs_K(Ks, errs, guides={"e4m3 inputs": [3e-2] * 3}, slopes=(0.5, 1.0))
+    plain = [ln for ln in ax.lines if ln.get_marker() in ("None", None, "")]
+    assert len(plain) == 3
+    looks = {(ln.get_linestyle(), ln.get_linewidth() >= 2) for ln in plain}
+    assert len(looks) == len(plain), [(ln.get_label(), ln.get_linestyle(), ln.get_linewidth()) for ln in plain]
+    plt.close(ax.figure)
 
 
 def test_plot_promotion_vs_K_takes_an_axes_and_refuses_bad_input():

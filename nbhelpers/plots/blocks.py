@@ -72,9 +72,10 @@ def plot_promotion_vs_K(
     Ks: the K values (x axis). errors: setting -> one error per K, a setting being "fp32" (full
     fp32 accumulation), None (the narrow accumulator, never promoted) or an int N (promoted into
     fp32 every N products). Each setting has its own colour, line style and marker (see
-    :func:`promotion_label` for the legend text). guides: label -> one value per K, thin grey
-    reference lines. slopes: powers p of thin black guide lines ``c K**p`` drawn through the
-    never-promoted setting's first point (0.5 for sqrt(K), 1 for K); needs the None setting.
+    :func:`promotion_label` for the legend text). guides: label -> one value per K, reference
+    levels drawn as wide pale bands. slopes: powers p of thin black guide lines ``c K**p`` drawn
+    through the never-promoted setting's first point (0.5 for sqrt(K), 1 for K); needs the None
+    setting. No two lines without markers share both a line style and a width.
     legend_outside: the legend under the axes (default), off the data.
     """
     ax = axes_or_new(ax, height_ratio=0.8)
@@ -88,8 +89,11 @@ def plot_promotion_vs_K(
             raise ValueError(f"errors[{s!r}] has {vals.size} values for {Ks.size} K values")
         color, ls, marker = styles[s]
         ax.plot(Ks, vals, ls, color=color, marker=marker, ms=5, lw=1.5, label=labels[s])
+    # reference levels: wide, pale, solid bands behind the data (no line of the data is drawn so),
+    # a shade each; the slope guides below are thin and black
     for i, (label, vals) in enumerate((guides or {}).items()):
-        ax.plot(Ks, np.asarray(vals, dtype=float), DASHES[(i + 2) % len(DASHES)], color="0.55", lw=1.0, label=label)
+        shade = str(0.72 - 0.12 * (i % 3))
+        ax.plot(Ks, np.asarray(vals, dtype=float), "-", color=shade, lw=3.5, alpha=0.7, zorder=1, label=label)
     if slopes:
         if None not in errors:
             raise ValueError("slope guides are drawn through the never-promoted setting (None): add it to errors")
