@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # both signs, ties, -0 and +0 among the keys), the GEMM, the grouped GEMM, the copies. The
 # script prints what the test compares: whether the cache is in place, a digest of every output's
 # bits, which attributes of triton.language's namespaces are builtins after the launches, and how
-# often inspect.getmembers and the interpreter's _patch_lang ran.
+# often inspect.getmembers, the interpreter's _patch_lang and triton.language's is_builtin ran.
 SCRIPT = r"""
 import hashlib, inspect, json, sys
 import torch
@@ -41,8 +41,8 @@ if sys.argv[1] == "plain":  # Triton's functions as it ships them
 
 installed = interpreter_cache.installed()
 digests_known = interpreter_cache.source_digests() == interpreter_cache.KNOWN_SOURCES
-calls = {"getmembers": 0, "patch_lang": 0}
-real_getmembers, patch_lang = inspect.getmembers, interpreter._patch_lang
+calls = {"getmembers": 0, "patch_lang": 0, "is_builtin": 0}
+real_getmembers, patch_lang, real_is_builtin = inspect.getmembers, interpreter._patch_lang, tl.core.is_builtin
 
 
 def counted_getmembers(*a, **k):
@@ -55,7 +55,13 @@ def counted_patch_lang(fn):
     return patch_lang(fn)
 
 
+def counted_is_builtin(fn):
+    calls["is_builtin"] += 1
+    return real_is_builtin(fn)
+
+
 inspect.getmembers, interpreter._patch_lang = counted_getmembers, counted_patch_lang
+tl.core.is_builtin = counted_is_builtin
 
 from nbhelpers.kernels.copy import copy, transpose
 from nbhelpers.kernels.gemm import matmul
@@ -83,6 +89,7 @@ digest = hashlib.sha256()
 for t in outs:
     digest.update(str((t.dtype, tuple(t.shape))).encode())
     digest.update(t.contiguous().view(torch.uint8).numpy().tobytes())
+tl.core.is_builtin = real_is_builtin
 state = {}
 for label, ns in (("tl", tl), ("tl.core", tl.core), ("tl.tensor", tl.tensor), ("tl.math", tl.math)):
     state[label] = sorted(n for n in dir(ns) if tl.core.is_builtin(getattr(ns, n, None)))
@@ -152,6 +159,10 @@ def test_each_namespace_is_scanned_once_instead_of_at_every_device_call(both):
     # its attributes changed (a launch adds and removes a few): a hundred times fewer scans here
     assert plain["getmembers"] >= 4 * plain["patch_lang"]
     assert 100 * cached["getmembers"] < plain["getmembers"]
+    # and each call tests a namespace's members for being builtins only when one of those that
+    # are (or were) changed: once on the way into a kernel and once on the way out, not at every
+    # call inside it, where Triton tests every member at every call
+    assert 20 * cached["is_builtin"] < plain["is_builtin"], (cached["is_builtin"], plain["is_builtin"])
 
 
 def test_install_refuses_sources_it_was_not_checked_against(monkeypatch):
