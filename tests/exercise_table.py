@@ -927,6 +927,26 @@ CHAPTERS = [
                 ),
                 # K itself never tried (never promoting left out)
                 ("largest_promotion_interval", "while N <= K:", "while N < K:"),
+                # the running sum not cut to the group's quantum: only the products lose their low bits
+                (
+                    "largest_promotion_interval",
+                    "S = np.trunc(S / q) * q + cut.sum(axis=1)",
+                    "S = S + cut.sum(axis=1)",
+                ),
+                # the running sum rounded to the quantum instead of cut toward zero
+                (
+                    "largest_promotion_interval",
+                    "S = np.trunc(S / q) * q + cut.sum(axis=1)",
+                    "S = np.rint(S / q) * q + cut.sum(axis=1)",
+                ),
+                # the data drawn from one seed for every K
+                ("largest_promotion_interval", "np.random.default_rng(K)", "np.random.default_rng(0)"),
+                # B drawn before A
+                (
+                    "largest_promotion_interval",
+                    "A = rng.standard_normal((16, K))\n    B = rng.standard_normal((K, 16))",
+                    "B = rng.standard_normal((K, 16))\n    A = rng.standard_normal((16, K))",
+                ),
                 # ---- NVFP4
                 # the tensor scale without the 448 (amax / 6): the block scales squeezed below 1
                 ("nvfp4_scales", "np.abs(x).max() / (448 * 6)", "np.abs(x).max() / 6"),
