@@ -52,8 +52,6 @@ KNOWN_SOURCES: dict[str, str] = {
     "_patch_lang": "e5beeba74ada48294c1d0dbee3e55a5ac185992e2197b7ee706f3f061d880989",
 }
 
-_MISSING = object()
-
 
 def source_digests() -> dict[str, str | None]:
     """sha256 of the source of Triton's two scanning functions as installed (None for one that
@@ -146,10 +144,11 @@ def install() -> bool:
     names: dict[int, _Builtins] = {}
 
     def scan(pkg) -> _Builtins:
-        # the names getmembers lists, and those that are builtins now, added to those that were
+        # the names getmembers lists that are builtins now, added to those that were (and are
+        # still there)
         seen = names.get(id(pkg))
         listed = [n for n, m in inspect.getmembers(pkg) if tl.core.is_builtin(m)]
-        before = seen.names if seen is not None and seen.pkg is pkg else ()
+        before = [n for n in seen.names if hasattr(pkg, n)] if seen is not None and seen.pkg is pkg else ()
         entry = names[id(pkg)] = _Builtins(pkg, _size(pkg), sorted(set(listed) | set(before)))
         return entry
 
