@@ -19,8 +19,9 @@ import zmq.asyncio
 from nbclient import NotebookClient
 
 from nbhelpers.grading.cgroups import Cgroups, SubmissionCgroup, find_cgroups
+from nbhelpers.grading.jobs import worker_env
 from nbhelpers.grading.options import MAX_KERNEL_MESSAGE_BYTES, MAX_KERNEL_MESSAGES_QUEUED, GradeOptions
-from nbhelpers.grading.sandbox import Limits, _sandbox_args, disk_split, kernel_command
+from nbhelpers.grading.sandbox import ONE_THREAD_ENV, Limits, _sandbox_args, disk_split, kernel_command
 from nbhelpers.grading.worker import _Client, _KernelManager, capped_context
 
 # ---- finding cgroups ------------------------------------------------------------------------------
@@ -141,6 +142,19 @@ def test_dev_is_read_only_and_the_disk_is_split_between_tmp_and_shm():
     assert args[at + 6 : at + 10] == ["--size", str(192 * 2**20), "--tmpfs", "/tmp"]
     unsized = _sandbox_args(sys.executable, Path("/tmp/channel"), Limits(disk_mb=0))
     assert "--size" not in unsized and "/dev/shm" in unsized
+
+
+def test_every_kernel_computes_with_one_blas_thread(monkeypatch):
+    """In the sandbox (whose environment starts empty) and without it (where the kernel inherits
+    the worker's environment, whatever the instructor's shell set)."""
+    assert ONE_THREAD_ENV["OPENBLAS_NUM_THREADS"] == ONE_THREAD_ENV["OMP_NUM_THREADS"] == "1"
+    args = _sandbox_args(sys.executable, Path("/tmp/channel"), Limits())
+    assert "--clearenv" in args
+    set_env = {args[i + 1]: args[i + 2] for i, a in enumerate(args) if a == "--setenv"}
+    assert set_env.items() >= ONE_THREAD_ENV.items()
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "8")
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    assert worker_env().items() >= ONE_THREAD_ENV.items()
 
 
 def test_no_memory_limit_means_none_inherited():

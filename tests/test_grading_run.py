@@ -220,7 +220,13 @@ def bad_submissions(folder: Path, dump: Path, sandbox: bool) -> dict[str, dict]:
     write(nb, folder / "ex01_loop_top_level.ipynb")
     expect["ex01_loop_top_level.ipynb"] = {"status": "timeout", "points": full}
     nb = solution()
-    insert_code(nb, "import math", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    # asleep rather than busy: stopped at the total time limit all the same, without burning a core
+    # for all of it (the two loops above are busy)
+    insert_code(
+        nb,
+        "import math",
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.05)",
+    )
     write(nb, folder / "ex01_loop_ignores_interrupts.ipynb")
     expect["ex01_loop_ignores_interrupts.ipynb"] = {"status": "timeout", "points": zero}
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from .cgroups import CGROUP_ROOT, PREFIX, empty_and_remove
 from .options import MAX_EVENTS, MAX_OUTPUT_LINE_BYTES, GradeOptions
+from .sandbox import ONE_THREAD_ENV
 from .untrusted import safe_data, safe_text
 
 __all__ = [
@@ -155,8 +156,9 @@ def read_events(path: Path) -> list[dict]:
 
 
 def worker_env() -> dict:
-    """The environment of a worker and its kernel: ours, with this nbhelpers importable."""
-    env = dict(os.environ)
+    """The environment of a worker and its kernel: ours, with this nbhelpers importable and BLAS
+    on one thread (:data:`~nbhelpers.grading.sandbox.ONE_THREAD_ENV`)."""
+    env = {**os.environ, **ONE_THREAD_ENV}
     root = str(Path(__file__).resolve().parents[2])  # the folder that holds nbhelpers/
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("JPY_PARENT_PID", None)

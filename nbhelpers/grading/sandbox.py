@@ -34,7 +34,22 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "SandboxUnavailable", "sandbox_problem", "kernel_command", "course_package_dir"]
+__all__ = [
+    "Limits",
+    "SandboxUnavailable",
+    "sandbox_problem",
+    "kernel_command",
+    "course_package_dir",
+    "ONE_THREAD_ENV",
+]
+
+#: Set in every kernel's environment, with the sandbox or without: numpy's BLAS and torch compute
+#: with one thread. ``--jobs`` kernels run side by side, one per core; a kernel whose BLAS started a
+#: thread per core would compete with its classmates' kernels for theirs (and OpenBLAS's threads
+#: spin while they wait). It also makes a kernel's start cheaper: importing numpy with a thread per
+#: core costs about 0.15 CPU-s more on a 2-core machine. (The references run in the grader's own
+#: process, with its threads.)
+ONE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 INSTALL_HINT = "Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap"
 
@@ -207,6 +222,7 @@ def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": "/tmp/home/.matplotlib",
+        **ONE_THREAD_ENV,
     }
     args.append("--clearenv")
     for k, v in env.items():
