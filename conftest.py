@@ -11,8 +11,24 @@ collector's ``skip_compare``. Errors still fail a cell: they are not stderr stre
 
 import os
 import re
+import sys
 
-import pytest
+# nbformat (which nbval imports) imports jsonschema, which imports the optional rfc3987_syntax when
+# it is installed (JupyterLab's dependencies bring it); that builds a parser, about 2.5 CPU-s per
+# process, for IRI formats that no notebook schema uses. This helps where this file is loaded
+# before the plugins (`pytest -p conftest`, as tests/test_repo_setup.py runs pytest).
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+import pytest  # noqa: E402
+
+# --- one BLAS thread in every process of the run ------------------------------------------------
+# `make test` runs a worker per core, and each starts kernels and processes that import numpy.
+# numpy's OpenBLAS would start a thread per core in every one of them, and its idle threads spin
+# on cores the other workers need: four chapters' notebooks on two workers took 238 CPU-s and
+# 152 s with them, 210 CPU-s and 135 s without. Set here, before the workers start, it reaches
+# them and everything they start; a value already set is kept. Torch's own threads are left as
+# they are (chapter 11 prints how many it has).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 try:
     from nbval.plugin import IPyNbCell, IPyNbFile

@@ -16,13 +16,15 @@ import nbformat
 import pytest
 import zmq
 import zmq.asyncio
+from jupyter_client import AsyncKernelManager
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 
 from nbhelpers.grading.cgroups import Cgroups, SubmissionCgroup, find_cgroups
 from nbhelpers.grading.jobs import worker_env
 from nbhelpers.grading.options import MAX_KERNEL_MESSAGE_BYTES, MAX_KERNEL_MESSAGES_QUEUED, GradeOptions
 from nbhelpers.grading.sandbox import ONE_THREAD_ENV, Limits, _sandbox_args, disk_split, kernel_command
-from nbhelpers.grading.worker import _Client, _KernelManager, capped_context
+from nbhelpers.grading.worker import KERNEL_LAUNCHER, _Client, _KernelManager, capped_context, without_debugger
 
 # ---- finding cgroups ------------------------------------------------------------------------------
 
@@ -205,6 +207,30 @@ def test_every_socket_to_a_kernel_refuses_large_messages(tmp_path):
     km = _KernelManager(kernel_name="python3")
     km.connection_file = str(tmp_path / "c.json")
     assert km.client().context is ctx
+
+
+def test_a_graded_kernel_starts_without_the_debugger():
+    """ipykernel's kernel spec runs ``-m ipykernel_launcher``, which imports debugpy when the
+    kernel starts; the worker starts the same kernel with debugpy left out. A kernel spec of
+    another form is left as it is."""
+    py = sys.executable
+    spec = [py, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    assert without_debugger(spec) == [py, "-c", KERNEL_LAUNCHER, "-f", "{connection_file}"]
+    assert without_debugger(spec[:1] + spec[2:]) == without_debugger(spec)
+    for other in ([py, "-m", "other_kernel", "-f", "{connection_file}"], ["R", "--slave"], []):
+        assert without_debugger(other) == other
+    code = "import sys; print(sys.modules.get('debugpy', 'absent'), type(get_ipython().kernel).__name__)"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    km = AsyncKernelManager(kernel_name="python3")
+    km.kernel_spec.argv = without_debugger([py, *km.kernel_spec.argv[1:]])
+    client = NotebookClient(nb, km=km, timeout=120, startup_timeout=120)
+    try:
+        client.execute()
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+        run_sync(km.shutdown_kernel)(now=True)
+    assert nb.cells[0].outputs[0]["text"].split() == ["None", "IPythonKernel"]
 
 
 PUBLISHER = """

@@ -52,7 +52,7 @@ from .options import (  # noqa: E402
 )
 from .sandbox import Limits, kernel_command  # noqa: E402
 
-__all__ = ["worker_loop", "worker_main", "grading_cell", "kernel_source"]
+__all__ = ["worker_loop", "worker_main", "grading_cell", "kernel_source", "without_debugger", "KERNEL_LAUNCHER"]
 
 _current_kernel_pid: list[int] = []  # the kernel to kill when the grader stops this worker
 _on_exit: list = []  # what to do before this worker is stopped (record the nonces it used)
@@ -66,6 +66,29 @@ PARENT_CHECK_S = 0.5
 def kernel_source() -> str:
     """The source of :mod:`nbhelpers.grading.in_kernel`, which the kernel runs in a fresh namespace."""
     return inspect.getsource(sys.modules[kernel_main.__module__])
+
+
+#: What a kernel runs instead of ``-m ipykernel_launcher``: the same kernel, without the debugger a
+#: frontend may attach (debugpy, imported when the kernel starts: about 0.15 CPU-s of each start,
+#: twice per submission). Nobody debugs a graded kernel. Where debugpy is already imported, it is
+#: left alone.
+KERNEL_LAUNCHER = (
+    "import ipykernel.kernelapp as ipykernel_app, sys; "
+    "sys.modules.setdefault('debugpy', None); "
+    "ipykernel_app.launch_new_instance()"
+)
+
+
+def without_debugger(argv: list[str]) -> list[str]:
+    """ipykernel's own command (``PYTHON [-Xfrozen_modules=off] -m ipykernel_launcher ARGS``, as
+    its kernel spec says) as ``PYTHON -c KERNEL_LAUNCHER ARGS``; any other command unchanged.
+    (``-Xfrozen_modules=off`` is there only for the debugger.)"""
+    rest = argv[1:]
+    if rest[:1] == ["-Xfrozen_modules=off"]:
+        rest = rest[1:]
+    if rest[:2] != ["-m", "ipykernel_launcher"]:
+        return list(argv)
+    return [argv[0], "-c", KERNEL_LAUNCHER, *rest[2:]]
 
 
 def grading_cell(job: dict) -> str:
@@ -358,6 +381,7 @@ class _Worker:
         argv = list(spec.argv)
         if argv and argv[0] in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
             argv[0] = sys.executable
+        argv = without_debugger(argv)
         join = cgroup.procs_files if cgroup is not None else ()
         spec.argv = kernel_command(argv, channel, self.limits, bool(self.job["sandbox"]), join)
         spec.interrupt_mode = "message"  # a signal cannot reach into the sandbox; a message can
