@@ -160,3 +160,21 @@ def test_the_seed_from_a_file_or_stdin(tmp_path):
     assert done.returncode == 2 and "the seed must be a non-negative integer" in done.stderr
     done = run("--seed-file", str(tmp_path / "missing"))
     assert done.returncode == 2 and "cannot read the seed" in done.stderr
+
+
+def test_the_package_names_load_when_asked_for_and_a_worker_imports_only_what_it_uses():
+    import nbhelpers.grading as grading
+
+    assert set(grading.__all__) == set(grading._WHERE)
+    for name in grading.__all__:
+        assert getattr(grading, name) is getattr(sys.modules[f"nbhelpers.grading.{grading._WHERE[name]}"], name)
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        grading.nothing_here
+    code = (
+        "import sys; import nbhelpers.grading.worker, nbhelpers.grading.judge_process; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('nbhelpers.grading'))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, check=True)
+    names = loaded.stdout.split()
+    assert "nbhelpers.grading.worker" in names and "nbhelpers.grading.judge_process" in names
+    assert not {"nbhelpers.grading.cli", "nbhelpers.grading.run", "nbhelpers.grading.outputs"} & set(names)
