@@ -20,6 +20,7 @@ from helpers import SolutionNotebook
 from nbhelpers.answer_keys.ch06 import (
     E4M3_MAX,
     FP8_FORMATS,
+    GRANULARITIES,
     MARGIN_DB,
     asym_int8_gemm_ref,
     by_scale_count,
@@ -389,3 +390,55 @@ def test_margin_cases_clamp_what_the_engine_clamps_and_need_margins_from_0_up():
         assert len(margins) >= 4 and margins[0] >= 2, (seed, margins)
     spike = next(c for label, c in labelled("smallest_margin").items() if label.startswith("the chapter's spike"))
     assert ex.reference(*spike.args)[0] == 4
+
+
+# ---- the models of the granularity exercise, against a block-by-block loop ----------------------
+
+
+def _loop_blocks(x, block):
+    M, K = x.shape
+    br, bc = M if block[0] is None else block[0], K if block[1] is None else block[1]
+    for i in range(0, M, br):
+        for j in range(0, K, bc):
+            yield x[i : i + br, j : j + bc]
+
+
+def _loop_noise_model(x, block):
+    noise = 0.0
+    for b in _loop_blocks(x, block):
+        step = np.max(np.abs(b)) / 127
+        noise += float(np.sum(np.where(np.abs(b) < step / 2, b**2, step**2 / 12)))
+    return 10 * math.log10(float(np.sum(x**2)) / noise)
+
+
+def _loop_naive_model(x, block):
+    noise = sum(b.size * (np.max(np.abs(b)) / 127) ** 2 / 12 for b in _loop_blocks(x, block))
+    return 10 * math.log10(float(np.sum(x**2)) / noise)
+
+
+def _loop_crest_factor(x, block):
+    dbs = []
+    for b in _loop_blocks(x, block):
+        rms = math.sqrt(float(np.mean(b**2)))
+        if rms > 0:
+            dbs.append(6.02 * 8 + 4.77 - 20 * math.log10(float(np.max(np.abs(b))) / rms))
+    return float(np.mean(dbs))
+
+
+def test_the_models_computed_on_all_blocks_at_once_agree_with_a_loop_over_the_blocks():
+    """The three models work on every block at once (a reshape; blocks cut short at an edge padded
+    with NaN); a loop over the blocks, one numpy call each, agrees to rounding (their sums run in
+    another order), with zeros, blocks of zeros and shapes no block divides."""
+    rng = np.random.default_rng(6)
+    blocks = [b for _, b in GRANULARITIES] + [(3, 7), (128, 128), (5, None), (None, 9)]
+    for _ in range(60):
+        M, K = int(rng.integers(1, 70)), int(rng.integers(1, 300))
+        x = rng.standard_normal((M, K)) * (rng.random((M, K)) < 0.7)
+        x[0, 0] = 1.0
+        for block in blocks:
+            for ours, loop in (
+                (noise_model_sqnr_db, _loop_noise_model),
+                (naive_model_sqnr_db, _loop_naive_model),
+                (crest_factor_sqnr_db, _loop_crest_factor),
+            ):
+                assert ours(x, block) == pytest.approx(loop(x, block), rel=0, abs=1e-9), (ours.__name__, M, K, block)

@@ -258,40 +258,46 @@ def coarsest_granularity_ref(x: np.ndarray, granularities: list, threshold_db: f
     return None
 
 
-def _blocks(x: np.ndarray, block):
+def _block_rows(x: np.ndarray, block) -> np.ndarray:
+    """x's blocks (``block``: rows, columns, None for all), one per row, in row-major order of
+    the blocks; blocks that do not tile x exactly (the last ones cut short) padded with NaN."""
     M, K = x.shape
-    br, bc = M if block[0] is None else block[0], K if block[1] is None else block[1]
-    for i in range(0, M, br):
-        for j in range(0, K, bc):
-            yield x[i : i + br, j : j + bc]
+    br = M if block[0] is None else min(block[0], M)
+    bc = K if block[1] is None else min(block[1], K)
+    if M % br or K % bc:
+        padded = np.full((-(-M // br) * br, -(-K // bc) * bc), np.nan)
+        padded[:M, :K] = x
+        x, M, K = padded, padded.shape[0], padded.shape[1]
+    return x.reshape(M // br, br, K // bc, bc).swapaxes(1, 2).reshape(-1, br * bc)
 
 
 def noise_model_sqnr_db(x: np.ndarray, block) -> float:
     """The noise model that predicts int8 SQNR: per block, step = amax / 127; an element below half a
     step rounds to 0 and its whole square is the error; every other element errs uniformly within
     +-step / 2, mean square step**2 / 12."""
-    noise = 0.0
-    for b in _blocks(x, block):
-        step = np.max(np.abs(b)) / 127
-        noise += float(np.sum(np.where(np.abs(b) < step / 2, b**2, step**2 / 12)))
+    rows = _block_rows(x, block)
+    a = np.abs(rows)
+    step = np.nanmax(a, axis=1, keepdims=True) / 127
+    noise = float(np.nansum(np.where(np.isnan(a), np.nan, np.where(a < step / 2, rows**2, step**2 / 12))))
     return 10 * math.log10(float(np.sum(x**2)) / noise)
 
 
 def naive_model_sqnr_db(x: np.ndarray, block) -> float:
     """A wrong model: every element errs by step**2 / 12, the zeros and the tiny ones included."""
-    noise = sum(b.size * (np.max(np.abs(b)) / 127) ** 2 / 12 for b in _blocks(x, block))
+    rows = _block_rows(x, block)
+    sizes = np.sum(~np.isnan(rows), axis=1)
+    noise = float(np.sum(sizes * (np.nanmax(np.abs(rows), axis=1) / 127) ** 2 / 12))
     return 10 * math.log10(float(np.sum(x**2)) / noise)
 
 
 def crest_factor_sqnr_db(x: np.ndarray, block) -> float:
     """A wrong rule: 6.02 b + 4.77 - 20 log10(amax / rms) with b = 8 bits, per block, averaged over
     the blocks (in dB); blocks of zeros skipped."""
-    dbs = []
-    for b in _blocks(x, block):
-        rms = math.sqrt(float(np.mean(b**2)))
-        if rms > 0:
-            dbs.append(6.02 * 8 + 4.77 - 20 * math.log10(float(np.max(np.abs(b))) / rms))
-    return float(np.mean(dbs))
+    rows = _block_rows(x, block)
+    rms = np.sqrt(np.nanmean(rows**2, axis=1))
+    amax = np.nanmax(np.abs(rows), axis=1)
+    keep = rms > 0
+    return float(np.mean(6.02 * 8 + 4.77 - 20 * np.log10(amax[keep] / rms[keep])))
 
 
 def _answer(sqnrs: list, gs: list, threshold: float):
