@@ -562,3 +562,49 @@ def test_lanes_needs_a_power_of_two():
         emulated_sum(np.ones(8), order="lanes")
     with pytest.raises(ValueError, match="block"):
         emulated_matmul(a, b, order="lanes", block=0)
+
+
+def test_the_native_fp32_addition_gives_the_bits_of_the_general_path():
+    """fp32 with nearest-even adds with numpy's float32 addition where both operands are fp32
+    numbers; bit for bit what the general path (float64 sum, critical points, round to odd) gives,
+    on normal, subnormal, overflowing and special operands, and operands that are not fp32 numbers
+    (those take the general path)."""
+    from nbhelpers.accumulation import RoundingAdder
+
+    native = RoundingAdder(FORMATS["fp32"], Rounding.NEAREST_EVEN, None)
+    general = RoundingAdder(FORMATS["fp32"], Rounding.NEAREST_EVEN, None)
+    general.native32 = False
+    assert native.native32 and not RoundingAdder(FORMATS["bf16"], Rounding.NEAREST_EVEN, None).native32
+    assert not RoundingAdder(FORMATS["fp32"], Rounding.TOWARD_ZERO, None).native32
+    rng = np.random.default_rng(32)
+    specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.0**-149,
+        -(2.0**-149),
+        2.0**-126,
+        np.inf,
+        -np.inf,
+        np.nan,
+        3.4028234663852886e38,
+    ]
+
+    def draw(n: int) -> np.ndarray:
+        scale = [1.0, 2.0 ** rng.integers(-160, -120, n), 2.0**127, 2.0 ** rng.integers(-40, 40, n)][rng.integers(4)]
+        v = rng.choice(specials, n) if rng.random() < 0.2 else rng.standard_normal(n) * scale
+        if rng.random() < 0.8:
+            with np.errstate(over="ignore"):
+                v = v.astype(np.float32).astype(np.float64)
+        return v
+
+    took_native = 0
+    for _ in range(3000):
+        n = int(rng.integers(1, 40))
+        s, x = draw(n), draw(n)
+        with np.errstate(all="ignore"):
+            ours, want = native.add(s, x), general.add(s, x)
+            took_native += native._add_native32(s, x) is not None
+        np.testing.assert_array_equal(ours.view(np.int64), want.view(np.int64), err_msg=f"{s!r} + {x!r}")
+    assert 800 < took_native < 2900  # both paths were taken
