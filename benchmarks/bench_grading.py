@@ -1,7 +1,7 @@
 """How long the grader takes per submission: a class of 30 ordinary chapter 01 submissions graded
 with ``--jobs 2`` and a secret seed, sandbox included (as an instructor runs it).
 
-The target (issue 9): under 1.5 s per submission on the course's 2-core machine. The class is a
+The target: under 1.5 s per submission on the course's 2-core machine. The class is a
 mix, like a real one: full solutions, untouched exercise notebooks, and solutions with one or two
 functions wrong. The script prints the wall time, the seconds per submission, the ratio to the
 target, and the spread of the per-submission times the grader recorded; it exits 1 when the

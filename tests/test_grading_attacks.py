@@ -1,4 +1,4 @@
-"""The grader attacked: one submission for each class of attack (issue 9), graded in one run
+"""The grader attacked: one submission for each class of attack, graded in one run
 together with honest submissions, in the sandbox and without it.
 
 Each class is shown with a payload of our own; what every run must show: it finishes (exit 0),
