@@ -21,14 +21,18 @@ sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 import pytest  # noqa: E402
 
-# --- one BLAS thread in every process of the run ------------------------------------------------
-# `make test` runs a worker per core, and each starts kernels and processes that import numpy.
-# numpy's OpenBLAS would start a thread per core in every one of them, and its idle threads spin
-# on cores the other workers need: four chapters' notebooks on two workers took 238 CPU-s and
-# 152 s with them, 210 CPU-s and 135 s without. Set here, before the workers start, it reaches
-# them and everything they start; a value already set is kept. Torch's own threads are left as
-# they are (chapter 11 prints how many it has).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# --- one math thread in every process of the run -------------------------------------------------
+# `make test` runs a worker per core, and each starts kernels and processes that import numpy and
+# torch. numpy's OpenBLAS would start a thread per core in every one of them, and so would torch's
+# OpenMP pool (and MKL, which torch's CPU build uses); their idle threads spin, and an operation
+# split over two threads waits for the one whose core another worker holds. Four chapters'
+# notebooks on two workers took 238 CPU-s and 152 s with OpenBLAS's threads, 210 CPU-s and 135 s
+# without; 500 steps of chapter 04's training beside two busy processes took 8.5 CPU-s with
+# torch's two threads and 2.2 with one. Set here, before the workers start, these reach them and
+# everything they start (torch reads them when it is first imported); a value already set is
+# kept. The chapters that time torch print how many threads it had.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 try:
     from nbval.plugin import IPyNbCell, IPyNbFile

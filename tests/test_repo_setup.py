@@ -394,12 +394,16 @@ def makefile_args(name: str) -> list[str]:
     return value.replace("\\\n", " ").replace("$(TEST_WORKERS)", makefile_pin("TEST_WORKERS")).split()
 
 
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 @pytest.mark.parametrize("dist", ["make test's", "one test at a time"])
 def test_workers_run_a_notebooks_cells_in_order_in_one_kernel(tmp_path, dist):
     """`make test` spreads the tests over the cores with pytest-xdist; a notebook's cells depend
     on the cells above them, so all of a notebook goes to one worker, in order (`--dist
     loadfile`). Spread one test at a time (`--dist load`), the same notebooks fail: the
-    check can tell."""
+    check can tell. The kernels get one math thread each (conftest.py sets it for the whole run,
+    where the caller did not)."""
     pytest.importorskip("xdist")
     nbformat = pytest.importorskip("nbformat")
     from nbformat.v4 import new_code_cell, new_notebook
@@ -409,6 +413,10 @@ def test_workers_run_a_notebooks_cells_in_order_in_one_kernel(tmp_path, dist):
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nb.cells = [new_code_cell(f"x = {k}")] + [new_code_cell(f"x += 1; assert x == {k + i}") for i in range(1, 6)]
         nbformat.write(nb, tmp_path / f"nb{k}.ipynb")
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [new_code_cell(f"import os\nassert [os.environ.get(v) for v in {THREAD_VARS!r}] == ['1'] * 3")]
+    nbformat.write(nb, tmp_path / "threads.ipynb")
     xdist_args = makefile_args("XDIST_ARGS")
     assert xdist_args == ["-n", "logical", "--dist", "loadfile"]
     if dist != "make test's":
@@ -417,13 +425,13 @@ def test_workers_run_a_notebooks_cells_in_order_in_one_kernel(tmp_path, dist):
         [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "conftest"]
         + ["-p", "no:cacheprovider", "-q", *xdist_args, "-n", "2", *makefile_args("NBVAL_ARGS"), str(tmp_path)],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**{k: v for k, v in os.environ.items() if k not in THREAD_VARS}, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=300,
     )
     if dist == "make test's":
-        assert result.returncode == 0 and "24 passed" in result.stdout, result.stdout[-3000:]
+        assert result.returncode == 0 and "25 passed" in result.stdout, result.stdout[-3000:]
     else:
         assert result.returncode != 0 and "failed" in result.stdout, result.stdout[-3000:]
 
