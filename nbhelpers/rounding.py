@@ -145,12 +145,17 @@ def round_to(
     0.7; 0.5.0 takes the even exponent code).
     """
     f = get_format(fmt)
-    mode = as_rounding(rounding)
+    mode = _ROUNDING_BY_NAME.get(rounding) if type(rounding) is str else None
+    if mode is None:
+        mode = as_rounding(rounding)
     if mode is Rounding.STOCHASTIC:
         stochastic_rng(rng)
     if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
         raise TypeError(f"saturate must be None, True or False, got {saturate!r}")
-    out_dtype = _result_dtype(dtype)
+    out_dtype = _FLOAT64 if dtype is None else _result_dtype(dtype)
+    if type(x) in _PLAIN_SCALARS and mode is not Rounding.STOCHASTIC and f.specials is not Specials.POWER_OF_TWO:
+        if type(x) is not int or -_INT_EXACT <= x <= _INT_EXACT:
+            return out_dtype.type(_round_scalar(float(x), _grid_bounds(f), mode, saturate, f))
     scalar = isinstance(x, Real) and not isinstance(x, np.ndarray)
     arr = _as_float64(x)
     fast = _fast_kernel(f, mode, saturate, arr.dtype)
@@ -169,6 +174,57 @@ def round_to(
     if scalar:
         return out.reshape(())[()]  # numpy scalar
     return out
+
+
+#: Scalars :func:`round_to` rounds in plain Python (:func:`_round_scalar`): a float64 copy of each
+#: is exact (ints only within +-2**53). The references call it one number at a time, where the
+#: array path's set-up costs a hundred times the arithmetic.
+_PLAIN_SCALARS = frozenset({float, int, np.float64, np.float32, np.float16})
+_INT_EXACT = 2**53
+_FLOAT64 = np.dtype(np.float64)
+_ROUNDING_BY_NAME = {m.value: m for m in Rounding}
+_GRID_BOUNDS: dict[FloatFormat, tuple[int, int, int, float]] = {}
+
+
+def _grid_bounds(f: FloatFormat) -> tuple[int, int, int, float]:
+    """(emin, emax, man_bits, max) of ``f``, worked out once per format."""
+    b = _GRID_BOUNDS.get(f)
+    if b is None:
+        b = _GRID_BOUNDS[f] = (f.emin, f.emax, f.man_bits, f.max)
+    return b
+
+
+def _round_scalar(v: float, bounds: tuple[int, int, int, float], mode: Rounding, saturate, f: FloatFormat) -> float:
+    """One float64 value rounded as :func:`_round_chunk` rounds it (nearest-even, nearest-away or
+    toward zero; formats other than e8m0fnu): the same steps, in Python floats. ``bounds``:
+    :func:`_grid_bounds` of ``f``."""
+    if v != v:
+        return v  # NaN stays NaN, with its sign
+    emin, emax, man_bits, top = bounds
+    a = abs(v)
+    if a == math.inf:
+        r = a
+    else:
+        # the exponent of a's binade, clamped to [emin, emax + 1] as the array path clamps it
+        e = min(max(math.frexp(a)[1] - 1, emin), emax + 1) if a else emin
+        q = math.ldexp(1.0, e - man_bits)
+        y = a / q  # exact: a power-of-two scaling into [0, 2**(man_bits + 1)] (or beyond, past max)
+        if y == math.inf:  # far beyond max: |x| / q overflows float64, as it does in the array path
+            pass
+        elif mode is Rounding.NEAREST_EVEN:
+            y = float(round(y))  # Python's round: ties to even
+        elif mode is Rounding.TOWARD_ZERO:
+            y = float(math.trunc(y))
+        else:
+            fl = math.floor(y)
+            y = float(fl + (y - fl >= 0.5))
+        r = y * q
+    if r > top:
+        if mode is Rounding.TOWARD_ZERO and (saturate or a != math.inf):
+            r = top  # never rounds up: a finite value lands on max
+        else:
+            r = _overflow_value(f, saturate)
+    return math.copysign(r, v)
 
 
 def _result_dtype(dtype) -> np.dtype:
@@ -335,7 +391,7 @@ def _round_chunk(x, out, f: FloatFormat, mode: Rounding, rng, saturate, ws: _Wor
     if flag.any():
         if mode is Rounding.TOWARD_ZERO:
             # never rounds up: a finite x lands on max; inf becomes what the format makes of inf
-            inf_in = np.isinf(y)
+            inf_in = np.isinf(x)  # not y: |x| / q overflows to inf for a finite x far past max
             np.putmask(a, flag, f.max)
             if not saturate:
                 np.putmask(a, inf_in, _overflow_value(f, saturate))

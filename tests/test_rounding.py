@@ -166,6 +166,8 @@ CUSTOM = [
 def test_fast_path_matches_reference(f, mode, saturate):
     x = neighbourhood(f)
     x = np.concatenate([x, random_float32(3000, 11, int(np.log2(f.smallest_positive)) - 2, int(np.log2(f.max)) + 3)])
+    # float64 values so large that |x| / (max's spacing) overflows float64: still finite inputs
+    x = np.concatenate([x, [1.5 * 2.0**1023, -1e308, 1e300]])
     assert_bits(round_to(x, f, mode, saturate=saturate), round_to_ref(x, f, mode, saturate=saturate), x)
 
 
@@ -217,6 +219,46 @@ def round_exact(x: Fraction, f: FloatFormat, mode: str, saturate: bool | None) -
         else:
             return None
     return r if x > 0 else -r
+
+
+@pytest.mark.parametrize(
+    "f",
+    CUSTOM + [FORMATS[n] for n in ("fp32", "tf32", "bf16", "fp16", "e4m3fn", "e5m2", "e2m1fn", "e3m2fn")],
+    ids=lambda f: f"{f.name}-{f.specials.value}",
+)
+def test_a_plain_scalar_rounds_as_the_array_path_rounds_it(f):
+    """round_to rounds a Python or numpy float scalar (and an int) without building arrays; each
+    must come out with the array path's bits and type, in every mode and overflow rule, on values
+    of the format, its ties and their neighbours (all of them for 8-bit formats, a sample for
+    wider ones), values far outside it, zeros, infinities and NaNs, as float64, float32, float16
+    and int inputs."""
+    rng = np.random.default_rng(5)
+    x = neighbourhood(f).astype(np.float64) if f.bits <= 16 else np.zeros(0)
+    if x.size > 3000:
+        x = np.concatenate([x[-6:], rng.choice(x, 1500, replace=False)])  # the specials are last
+    x = np.concatenate([x, random_float32(300, 5).astype(np.float64)])
+    x = np.concatenate([x, [1e300, -1e300, 5e-324, -5e-324, 2.0**-1074 * 3, 2.0**1023 * 1.5]])
+    x = np.concatenate([x, rng.standard_normal(100) * 10.0 ** np.arange(-20, 20, 0.4)])
+    with np.errstate(over="ignore"):  # what float32 or float16 cannot hold becomes inf, on purpose
+        inputs = {
+            "float": [float(v) for v in x],
+            "float32": list(x.astype(np.float32)),
+            "float16": list(x[np.abs(x) < 7e4].astype(np.float16)),
+            "int": [0, 1, -3, 255, 2**24 + 1, -(2**40) - 3, 2**53, -(2**53)],
+        }
+
+    def agree(values, mode, saturate=None, dtype=None):
+        want = round_to(np.array(values), f, mode, saturate=saturate, dtype=dtype)
+        got = [round_to(v, f, mode, saturate=saturate, dtype=dtype) for v in values]
+        assert all(type(g) is want.dtype.type for g in got), {type(g) for g in got}
+        assert_bits(np.array(got, dtype=want.dtype), want, values)
+
+    for mode in MODES:
+        for saturate in (None, True, False):
+            agree(inputs["float"], mode, saturate)
+        for kind in ("float32", "float16", "int"):
+            agree(inputs[kind], mode)
+    agree(inputs["float"], "nearest_even", dtype=np.float32)
 
 
 @pytest.mark.parametrize("f", ONE_MANTISSA_BIT, ids=lambda f: f"{f.name}-{f.specials.value}")
