@@ -256,6 +256,28 @@ raise ValueError("a lone surrogate \\ud800 and an escape \\x1b[31m in a message"
 
 # The kernel's stdout and stderr are pipes of ipykernel's; the files they were before it took
 # them over stay open at other descriptors. The payloads find those files through /proc/self/fd.
+# hidden inputs in what a graded function raises: a KeyboardInterrupt (which the grading code once
+# let through, its text reaching the CSV), a SystemExit, an exception class named after the inputs,
+# and one raised by the grader's own look at the function's source
+LEAKS = """
+class _Hook(BaseException):
+    pass
+
+def _named(args):
+    return type("LEAK" + "_".join(str(a) for a in args), (BaseException,), {})
+
+def decode_bits(bits, exp_bits, man_bits):
+    raise KeyboardInterrupt("LEAK" + repr((bits, exp_bits, man_bits)))
+
+def rounding_interval(v, exp_bits, man_bits):
+    raise SystemExit("LEAK" + repr((v, exp_bits, man_bits)))
+
+def count_values(a, b, exp_bits, man_bits):
+    raise _named((a, b, exp_bits, man_bits))("LEAK")
+"""
+LEAKED = "LEAK"
+
+
 _OUTPUT_FILES = """
 import os, stat
 def _output_files():
@@ -409,6 +431,12 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     insert_code(nb, "def count_values(", FORGES_WITH_THE_NONCE)
     add("ex01_forges_with_the_nonce.ipynb", nb, "graded", FULL - POINTS["ex01.count_values"], FORGED_NOTE)
     add("ex01_hog.ipynb", with_cell(HOG), "cell error", FULL, "HOG memory: MemoryError; file: File too large")
+    nb = solution()
+    for name in ("decode_bits", "rounding_interval", "count_values"):
+        del nb.cells[code_index(nb, f"def {name}(")]
+    insert_code(nb, "import math", LEAKS)
+    lost = POINTS["ex01.decode_bits"] + POINTS["ex01.rounding_interval"] + POINTS["ex01.count_values"]
+    add("ex01_leaks_in_exceptions.ipynb", nb, "graded", FULL - lost)
     # graded first (by each worker), then a submission that reads its kernel's stdout and stderr
     # an exception the kernel cannot send (its message holds a lone surrogate) is still reported
     nb = with_cell('raise ValueError("a lone surrogate \\ud800 in the message")')
@@ -592,6 +620,19 @@ def test_text_from_a_submission_is_made_safe(attack_run):
     # never in wall time, which another job on the machine stretches; the quadratic text this
     # replaced took 75 s for one such result.
     assert rec["judge_cpu_s"] < 10, rec["judge_cpu_s"]
+
+
+def test_nothing_a_graded_function_raises_reaches_the_csv_as_text(attack_run):
+    """A graded function that raises KeyboardInterrupt, SystemExit or an exception class named
+    after its inputs fails its own exercise like any other exception, and what it raised is in
+    the JSON file (which holds the hidden cases anyway), never in the CSV."""
+    with open(attack_run["base"] / "g.csv", newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["file"].endswith("ex01_leaks_in_exceptions.ipynb")]
+    assert len(rows) == 1 and LEAKED not in json.dumps(rows[0]), rows
+    rec = records(attack_run)["ex01_leaks_in_exceptions.ipynb"]
+    errors = {k: rec["checks"][k]["error"] for k in ("ex01.decode_bits", "ex01.rounding_interval", "ex01.count_values")}
+    assert "KeyboardInterrupt" in errors["ex01.decode_bits"] and LEAKED in errors["ex01.decode_bits"], errors
+    assert "SystemExit" in errors["ex01.rounding_interval"], errors
 
 
 def test_the_link_and_odd_names_are_handled(attack_run):

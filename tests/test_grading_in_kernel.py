@@ -87,6 +87,65 @@ def test_kernel_runner_in_process(tmp_path):
     assert "too large to send back" in res["ex01.decode_bits"].error
 
 
+def test_what_a_function_raises_is_its_failure_and_a_real_interrupt_stops_the_cell(tmp_path):
+    """KeyboardInterrupt, SystemExit and any BaseException a graded function raises are that
+    function's failure, with their type and message in its results (the grader keeps them out of
+    the CSV); a real interrupt (SIGINT) still stops the grading cell, and the kernel's own SIGINT
+    handler is back afterwards."""
+    import signal
+
+    plan = plan_chapter(1, seed=3)
+    (tmp_path / "in.json").write_text(plan.inputs_json)
+    job = {
+        "inputs": str(tmp_path / "in.json"),
+        "outputs": str(tmp_path / "out.jsonl"),
+        "budget": 5.0,
+        "only": None,
+        "max_line": MAX_OUTPUT_LINE_BYTES,
+    }
+    events = [{"event": "grading_cell", "outputs": job["outputs"], "nonce": NONCE}]
+
+    class Named(BaseException):
+        pass
+
+    def interrupts(*a):
+        raise KeyboardInterrupt(f"inputs {a}")
+
+    def exits(*a):
+        raise SystemExit(f"inputs {a}")
+
+    def own(*a):
+        raise Named(f"inputs {a}")
+
+    ns = {"decode_bits": interrupts, "rounding_interval": exits, "count_values": own}
+    handler = signal.getsignal(signal.SIGINT)
+    kernel_main(ns, {**job, "nonce": NONCE})
+    assert signal.getsignal(signal.SIGINT) is handler and in_kernel._INTERRUPT == [KeyboardInterrupt]
+    out = read_outputs(events, plan).records
+    res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
+    for ex_id, kind in (
+        ("decode_bits", "KeyboardInterrupt"),
+        ("rounding_interval", "SystemExit"),
+        ("count_values", "Named"),
+    ):
+        r = res[f"ex01.{ex_id}"]
+        assert r.status == "FAIL" and r.points == 0, r
+        assert kind in r.error and "inputs (" in r.error, r.error
+
+    after = []
+
+    def waits_for_an_interrupt(*a):
+        os.kill(os.getpid(), signal.SIGINT)  # as the worker interrupts a cell past its time
+        time.sleep(2)
+        after.append(a)  # not reached: the interrupt ends the sleep, and the cell
+
+    (tmp_path / "out.jsonl").unlink()
+    with pytest.raises(in_kernel._Interrupted):
+        kernel_main({"decode_bits": waits_for_an_interrupt}, {**job, "nonce": NONCE})
+    assert after == []
+    assert signal.getsignal(signal.SIGINT) is handler and in_kernel._INTERRUPT == [KeyboardInterrupt]
+
+
 def test_in_kernel_imports_only_the_standard_library_and_numpy():
     """The module is sent whole into the kernel: no nbhelpers, no relative imports, and only
     top-level helpers (nothing nested inside a function)."""

@@ -191,6 +191,40 @@ def test_event_text():
     assert event_text({"event": "limit_reached", "limits": "memory"}) == ""  # not what the worker writes
 
 
+def test_what_the_graded_kernel_raised_reaches_the_csv_as_a_type_only():
+    """Hidden inputs are in the kernel the functions are graded in: of what its code raises, the
+    detail column says only the type, and only a type of Python's own (a class the notebook makes
+    can be named with anything); the JSON's events keep the whole text. The notebook's own run,
+    which sees no hidden input, and the grader's own words are shown as they are."""
+    hidden = "decode_bits(0x7f80, 8, 7)"
+    grading = {"event": "grading_error", "ename": "KeyboardInterrupt", "evalue": hidden}
+    assert event_text(grading) == (
+        "the functions could not be checked: KeyboardInterrupt (its message is in the JSON file)"
+    )
+    assert hidden in event_text(grading, full=True)
+    named = {"event": "grading_error", "ename": "LEAK_" + hidden, "evalue": ""}
+    assert "LEAK" not in event_text(named) and "own class" in event_text(named)
+    assert "LEAK" in event_text(named, full=True)
+    clean = {
+        "event": "cell_error",
+        "cell": 4,
+        "line": "T = f()",
+        "ename": "SystemExit",
+        "evalue": hidden,
+        "definitions": True,
+    }
+    assert event_text(clean) == (
+        "with only its imports, definitions and assignments (where the functions are graded), "
+        "cell 4 (T = f()) raised SystemExit (its message is in the JSON file)"
+    )
+    assert hidden in event_text(clean, full=True)
+    assert hidden in event_text({**clean, "definitions": False})  # the notebook's own run
+    by_grader = {"event": "grading_error", "by_grader": True, "ename": "tampering", "evalue": "the folder was replaced"}
+    assert event_text(by_grader) == "the functions could not be checked: tampering: the folder was replaced"
+    forged = {**by_grader, "by_grader": "yes"}  # only the worker writes True
+    assert "replaced" not in event_text(forged)
+
+
 def test_the_vocabularies_are_the_words_in_the_files():
     """Each vocabulary is one enum, shared by the writer and the reader; its values are the words
     the events file, the worker's pipe and the JSON file carry (plain strings read back)."""

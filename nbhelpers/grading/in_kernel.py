@@ -101,7 +101,7 @@ def encode_sized(value: Any, strict: bool = False) -> tuple[Any, int]:
         return _enc(value, st, 0), st.size
     try:
         return _enc(value, st, 0), st.size
-    except KeyboardInterrupt:
+    except _INTERRUPT[0]:
         raise
     except BaseException:  # a student's __float__, __array__, ... failed
         return _opaque(value, st, "could not be converted"), st.size + LIMITS["max_repr"]
@@ -127,7 +127,7 @@ def _enc(v: Any, st: _Encoding, depth: int) -> Any:
 def _short_repr(v: Any) -> str:
     try:
         s = repr(v)
-    except KeyboardInterrupt:
+    except _INTERRUPT[0]:
         raise
     except BaseException:
         s = "<unprintable>"
@@ -652,6 +652,22 @@ class _TimeLimit(BaseException):
     """Raised by SIGALRM inside the student's function when its exercise's time is up."""
 
 
+class _Interrupted(BaseException):
+    """A real interrupt (SIGINT: the worker stopping a grading cell past its time) while
+    :func:`kernel_main` runs, raised by the handler it installs. A ``KeyboardInterrupt`` that a
+    student's code raises itself is then that code's failure, like any other exception, and its
+    message goes where messages go (the JSON), never through the cell's error."""
+
+
+#: What the ``except`` clauses of this module let through: a real interrupt. KeyboardInterrupt,
+#: except while :func:`kernel_main` runs in a kernel's main thread, where it is ``_Interrupted``.
+_INTERRUPT: list[type[BaseException]] = [KeyboardInterrupt]
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    raise _Interrupted()
+
+
 class _Null:
     """Where the student's function prints to while it is checked."""
 
@@ -717,6 +733,10 @@ def kernel_main(ns: dict, job: dict) -> None:
     only = job.get("only")
     max_line = int(job["max_line"])
     alarm = _Alarm()
+    old_sigint = None
+    if alarm.usable:  # the main thread: a real interrupt becomes _Interrupted (see there)
+        old_sigint = signal.signal(signal.SIGINT, _on_sigint)
+        _INTERRUPT[0] = _Interrupted
     out = open(job["outputs"], "a", encoding="utf-8")
     try:
         for ex in spec["exercises"]:
@@ -726,6 +746,9 @@ def kernel_main(ns: dict, job: dict) -> None:
             _emit(out, _run_exercise(ns, ex, budget, alarm, max_line - 4096), nonce, max_line)
     finally:
         alarm.restore()
+        if old_sigint is not None:
+            signal.signal(signal.SIGINT, old_sigint)
+            _INTERRUPT[0] = KeyboardInterrupt
         out.close()
 
 
@@ -761,7 +784,9 @@ def _source_of(fn: Any) -> str | None:
         import inspect
 
         src = inspect.getsource(fn)
-    except Exception:  # no source is an answer too
+    except (_TimeLimit, _INTERRUPT[0]):
+        raise
+    except BaseException:  # no source is an answer too (whatever a student's object raised)
         return None
     return src[: LIMITS["max_source"]] if isinstance(src, str) else None
 
@@ -810,9 +835,9 @@ def _call(fn: Callable, args: list, kwargs: dict) -> tuple[dict, int]:
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"), contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
                 value = fn(*args, **kwargs)
-    except (_TimeLimit, KeyboardInterrupt):
+    except (_TimeLimit, _INTERRUPT[0]):
         raise
-    except BaseException as e:  # SystemExit too: a student's bug
+    except BaseException as e:  # SystemExit and a KeyboardInterrupt it raised itself too: a student's bug
         return {"r": _describe(e)}, LIMITS["max_message"] + 200
     data, size = encode_sized(value)
     return {"v": data}, size
@@ -827,7 +852,7 @@ def _describe(e: BaseException) -> dict:
     try:
         msg = str(e)
         msg = msg if isinstance(msg, str) else ""
-    except KeyboardInterrupt:
+    except (_TimeLimit, _INTERRUPT[0]):
         raise
     except BaseException:
         msg = ""

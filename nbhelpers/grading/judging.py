@@ -10,6 +10,7 @@ or executed.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import enum
 import hashlib
@@ -362,20 +363,40 @@ def _timeout_raised(seconds: Any) -> Raised:
 # =============================================================================================
 
 
-def event_text(e: dict) -> str:
-    """A worker's event in words, for the detail column."""
+#: The exception names the detail column shows as they are: Python's own. Any other name is text
+#: a submission chose (a class it makes can be named with anything).
+_BUILTIN_EXCEPTIONS = frozenset(
+    n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+)
+
+
+def _exception_words(e: dict, full: bool) -> str:
+    """An error event's exception: its type and message where ``full`` (the JSON) or where the
+    error came from the notebook's own run; only a type of Python's own (or "an exception of the
+    notebook's own class") where it came from the kernel the functions are graded in. Hidden
+    inputs are in that kernel: nothing its code raises reaches the CSV as text."""
+    ename, evalue = str(e.get("ename", "")), str(e.get("evalue", ""))
+    if full or not (e.get("definitions") is True or e.get("event") == Event.GRADING_ERROR):
+        return f"{ename}: {evalue}" if evalue else ename
+    if ename in _BUILTIN_EXCEPTIONS:
+        return f"{ename} (its message is in the JSON file)"
+    return "an exception of the notebook's own class (its name and message are in the JSON file)"
+
+
+def event_text(e: dict, full: bool = False) -> str:
+    """A worker's event in words: for the detail column, or with ``full`` for the JSON file's
+    ``events`` (which hold what the graded kernel's exceptions said; see :func:`_exception_words`)."""
     where = f"cell {e.get('cell')} ({e.get('line', '')})" if e.get("cell") else ""
     kind = e.get("event")
-    text = _event_words(e, where, kind)
+    text = _event_words(e, where, kind, full)
     if text and e.get("definitions") is True:
         return "with only its imports, definitions and assignments (where the functions are graded), " + text
     return text
 
 
-def _event_words(e: dict, where: str, kind: Any) -> str:
+def _event_words(e: dict, where: str, kind: Any, full: bool = False) -> str:
     if kind == Event.CELL_ERROR:
-        what = f"{e.get('ename', '')}: {e.get('evalue', '')}" if e.get("evalue") else str(e.get("ename", ""))
-        return f"{where} raised {truncate(what, 160)}"
+        return f"{where} raised {truncate(_exception_words(e, full), 160)}"
     if kind == Event.CELL_TIMEOUT:
         return f"{where} ran past the {e.get('seconds', 0):g} s limit and was interrupted"
     if kind == Event.KERNEL_DIED:
@@ -389,7 +410,10 @@ def _event_words(e: dict, where: str, kind: Any) -> str:
             return f"the kernel died in {where}; retried in a new kernel"
         return f"the kernel died again in {where}; the notebook was rerun without that cell"
     if kind == Event.GRADING_ERROR:
-        what = str(e.get("ename", "")) + ": " + str(e.get("evalue", ""))
+        if e.get("by_grader") is True:  # the worker's own words (tampering it found)
+            what = str(e.get("ename", "")) + ": " + str(e.get("evalue", ""))
+        else:
+            what = _exception_words(e, full)
         return f"the functions could not be checked: {truncate(what, 160)}"
     if kind == Event.LIMIT_REACHED:
         hit = e.get("limits") if isinstance(e.get("limits"), list) else []
@@ -535,6 +559,7 @@ def _grade_one(
             unjudged, judge_cpu = "", round(time.process_time() - t_judge, 3)
         else:  # while the job's files exist
             results, sources, foreign, unjudged, judge_cpu = judges.judge(chapter, events, sub.cells, missing)
+    said = [event_text(e, full=True) for e in events]  # for the JSON file only
     details = [note] + [event_text(e) for e in events]
     details += _definitions_notes(defs, results, sources, sub.cells)
     if unjudged:
@@ -565,6 +590,7 @@ def _grade_one(
     peaks = [e.get("worker_peak_mb") for e in events if e.get("event") == Event.DONE]
     peak = peaks[-1] if peaks and isinstance(peaks[-1], int) and not isinstance(peaks[-1], bool) else None
     rec = _record(sub, chapter, status, details, results, plan, opts, t0, peak, judge_cpu)
+    rec["events"] = [d for d in [note, *said, *details[1 + len(said) :]] if d]
     rec["graded_sources"] = sources
     return rec
 

@@ -519,6 +519,7 @@ class _Worker:
         except OSError as e:  # the folder was swapped for a link: this submission's doing
             self.event(
                 Event.GRADING_ERROR,
+                by_grader=True,
                 ename="tampering",
                 evalue=f"the grading cell's folder was replaced before its files were made ({e.strerror})",
             )
