@@ -13,7 +13,7 @@ from helpers import EX01_EXERCISE, FAST, FULL, POINTS, read_csv, read_json, set_
 
 from nbhelpers.grading.cli import main
 from nbhelpers.grading.options import GradeOptions, Status
-from nbhelpers.grading.outputs import Outputs, OutputsBusy, _csv_safe
+from nbhelpers.grading.outputs import Outputs, OutputsBusy, OutputsUnsafe, _csv_safe
 from nbhelpers.grading.submissions import Submission
 
 
@@ -325,3 +325,61 @@ def test_a_run_killed_mid_write_keeps_every_record_in_its_journal(tmp_path, caps
         f.write("not a record\n" + json.dumps(_rec("d.ipynb", ex01_f=2)) + "\n")
     with Outputs(csv_path, json_path, GradeOptions()) as third:
         assert "d.ipynb" in third.records and "1 line(s) that are not records" in capsys.readouterr().err
+
+
+# ---- what the grader makes beside the output files is its own ----------------------------------
+
+
+def test_links_planted_as_the_lock_or_the_journal_are_refused_not_followed(tmp_path, capsys):
+    """A link named like the lock or the journal would have the grader create (as root, say) or
+    read the file it points to: the run stops before it, saying which link to remove."""
+    from nbhelpers.grading import outputs
+
+    out_dir, elsewhere = tmp_path / "grades", tmp_path / "elsewhere"
+    out_dir.mkdir(mode=0o700)
+    elsewhere.mkdir()
+    csv_path, json_path = out_dir / "g.csv", out_dir / "g.json"
+    target = elsewhere / "made_by_the_grader"
+    outputs.lock_path(csv_path).symlink_to(target)
+    with pytest.raises(OutputsUnsafe, match="g.csv.lock is a symbolic link"):
+        Outputs(csv_path, json_path, GradeOptions())
+    assert not target.exists()
+    outputs.lock_path(csv_path).unlink()
+
+    forged = elsewhere / "records.jsonl"
+    forged.write_text(json.dumps(_rec("forged.ipynb", ex01_f=3)) + "\n")
+    outputs.journal_path(json_path).symlink_to(forged)
+    with pytest.raises(OutputsUnsafe, match="g.json.journal is a symbolic link"):
+        Outputs(csv_path, json_path, GradeOptions())
+    outputs.journal_path(json_path).unlink()
+
+    with Outputs(csv_path, json_path, GradeOptions()) as out:  # planted while the run goes on
+        out.start(["ex01.f"])
+        out.add(_rec("a.ipynb", ex01_f=1))
+        outputs.journal_path(json_path).unlink()
+        outputs.journal_path(json_path).symlink_to(target)
+        with pytest.raises(OutputsUnsafe, match="journal is a symbolic link"):
+            out.add(_rec("b.ipynb", ex01_f=2))
+    assert not target.exists() and forged.read_text().count("\n") == 1
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    write(solution(), subs / "ex01_a.ipynb")
+    outputs.lock_path(json_path).unlink()  # the run before left its lock file, as every run does
+    outputs.lock_path(json_path).symlink_to(target)
+    args = [str(subs), "--csv", str(csv_path), "--json", str(json_path), "--no-sandbox", *FAST]
+    assert main(args) == 2
+    assert "g.json.lock is a symbolic link" in capsys.readouterr().err and not target.exists()
+
+
+def test_an_output_folder_every_user_can_write_is_refused(tmp_path, capsys):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp: the sticky bit stops deletions, not a link made first
+    with pytest.raises(OutputsUnsafe, match="can be written by every user"):
+        Outputs(shared / "g.csv", shared / "g.json", GradeOptions())
+    assert list(shared.iterdir()) == []
+    shared.chmod(0o755)
+    with Outputs(shared / "g.csv", shared / "g.json", GradeOptions()) as out:
+        out.start(["ex01.f"])
+    assert (shared / "g.csv").exists()

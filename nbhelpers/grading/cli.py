@@ -19,7 +19,7 @@ from typing import Any
 
 from .jobs import not_dumpable
 from .options import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT, GradeOptions, Status
-from .outputs import OutputsBusy
+from .outputs import OutputsBusy, OutputsUnsafe
 from .run import grade, print_summary
 from .sandbox import Limits, SandboxUnavailable
 
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except (FileNotFoundError, OutputsBusy) as e:
+    except (FileNotFoundError, OutputsBusy, OutputsUnsafe) as e:
         print(f"nbhelpers.grade: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

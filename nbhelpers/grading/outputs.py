@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -23,7 +24,7 @@ from .options import DETAIL_LIMIT, STATUSES, GradeOptions, SeedKind, Status
 from .submissions import Submission
 from .untrusted import safe_name, safe_text
 
-__all__ = ["CSV_HEAD", "CSV_TAIL", "Outputs", "OutputsBusy", "lock_path", "journal_path"]
+__all__ = ["CSV_HEAD", "CSV_TAIL", "Outputs", "OutputsBusy", "OutputsUnsafe", "lock_path", "journal_path"]
 
 CSV_HEAD = ["file", "sha256", "chapter"]  # then one column per exercise, then:
 CSV_TAIL = ["total", "max", "status", "detail"]
@@ -165,9 +166,17 @@ def _replay_journal(path: Path, records: dict[str, dict]) -> None:
     is not a record this grader writes (the torn last line of a run killed mid-write, or
     anything else) is left out, and said on stderr unless it is the torn last line."""
     try:
-        lines = path.read_bytes().split(b"\n")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return
+    except OSError as e:
+        if path.is_symlink():
+            raise OutputsUnsafe(_LINK_WORDS.format(path=safe_name(path))) from None
+        print(f"nbhelpers.grade: cannot read {path} ({e.strerror}); its records are graded again", file=sys.stderr)
+        return
+    try:
+        with open(fd, "rb") as f:
+            lines = f.read().split(b"\n")
     except OSError as e:
         print(f"nbhelpers.grade: cannot read {path} ({e.strerror}); its records are graded again", file=sys.stderr)
         return
@@ -187,11 +196,50 @@ def _replay_journal(path: Path, records: dict[str, dict]) -> None:
         print(f"nbhelpers.grade: {path}: {bad} line(s) that are not records left out", file=sys.stderr)
 
 
+def _journal_fd(path: Path) -> int:
+    """The journal opened to append: never through a link, and made new (O_EXCL) where there is
+    none, so that nothing planted between two records is written through."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        try:
+            return os.open(path, flags)
+        except FileNotFoundError:
+            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        if path.is_symlink():
+            raise OutputsUnsafe(_LINK_WORDS.format(path=safe_name(path))) from None
+        raise
+
+
 # ---- one grader per output file -----------------------------------------------------------------
 
 
 class OutputsBusy(RuntimeError):
     """Another grader holds the lock of an output file: two runs writing one file lose records."""
+
+
+class OutputsUnsafe(RuntimeError):
+    """The output files' folder can be written by other users, or a file the grader makes beside
+    them (``.lock``, ``.journal``) is a symbolic link: the grader would create, lock or read what
+    someone else chose."""
+
+
+_LINK_WORDS = (
+    "{path} is a symbolic link; the grader makes that file itself and never follows a link there "
+    "(it would create, lock or read the file the link points to): remove the link"
+)
+
+
+def _check_folder(folder: Path) -> None:
+    """OutputsUnsafe when users other than the owner (and root) can write in ``folder``: they could
+    plant links named like the files the grader makes there. The sticky bit of /tmp does not
+    help: it stops others deleting files, not creating them first."""
+    st = folder.stat()
+    if st.st_mode & stat.S_IWOTH:
+        raise OutputsUnsafe(
+            f"the folder {safe_name(folder)} of the output files can be written by every user (mode "
+            f"{stat.filemode(st.st_mode)}): grade into a folder only you can write, e.g. mkdir -m 700 grades"
+        )
 
 
 def lock_path(path: Path) -> Path:
@@ -204,7 +252,14 @@ def _lock(path: Path):
     ends, a kill -9 included); OutputsBusy when another grader holds it."""
     lock = lock_path(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    f = open(lock, "a+b")  # held open for the whole run
+    _check_folder(lock.parent)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        if lock.is_symlink():
+            raise OutputsUnsafe(_LINK_WORDS.format(path=safe_name(lock))) from None
+        raise
+    f = open(fd, "a+b")  # held open for the whole run
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -278,8 +333,12 @@ class Outputs:
         except BaseException:
             self.close()
             raise
-        self.records = _load_json(json_path)
-        _replay_journal(journal_path(json_path), self.records)
+        try:
+            self.records = _load_json(json_path)
+            _replay_journal(journal_path(json_path), self.records)
+        except BaseException:
+            self.close()
+            raise
         self.old_columns: list[str] = []
         self.extra: dict[str, dict] = {}  # file -> the values of columns the grader does not make
         if csv_path.exists():
@@ -330,7 +389,7 @@ class Outputs:
         of one record, not of all of them. A file graded again gets a second row until
         :meth:`finish` drops the old one."""
         self.records[rec["file"]] = rec
-        with open(journal_path(self.json_path), "a", encoding="utf-8", errors="backslashreplace") as f:
+        with open(_journal_fd(journal_path(self.json_path)), "a", encoding="utf-8", errors="backslashreplace") as f:
             f.write(json.dumps(rec, allow_nan=False, default=str) + "\n")
             _fsync_write(f)
         with open(self.csv_path, "a", encoding="utf-8", errors="backslashreplace", newline="") as f:
