@@ -35,11 +35,30 @@ def test_expected_results_never_reach_the_kernel():
     compile(grading_cell(job), "<cell>", "exec")
 
 
+def _job(tmp_path: Path, plan, budget: float) -> tuple[dict, list]:
+    """A grading cell's job for ``plan``'s inputs (written to tmp_path), and the events that name
+    its results file, as the worker makes them."""
+    (tmp_path / "in.json").write_text(plan.inputs_json)
+    job = {
+        "inputs": str(tmp_path / "in.json"),
+        "outputs": str(tmp_path / "out.jsonl"),
+        "budget": budget,
+        "only": None,
+        "max_line": MAX_OUTPUT_LINE_BYTES,
+    }
+    return job, [{"event": "grading_cell", "outputs": job["outputs"], "nonce": NONCE}]
+
+
+def _judged(events: list, plan) -> dict:
+    """Each exercise's verdict on the results the cell wrote, as the grader judges them."""
+    out = read_outputs(events, plan).records
+    return {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
+
+
 def test_kernel_runner_in_process(tmp_path):
     """The code that runs in the kernel, run here: per-function time limit, exceptions, missing and
     non-callable functions, huge and hostile return values; then judged like the grader does."""
     plan = plan_chapter(1, seed=3)
-    (tmp_path / "in.json").write_text(plan.inputs_json)
     sol = {}
     for c in solution().cells:
         if c.cell_type == "code" and c.source.lstrip().startswith("def "):
@@ -56,19 +75,11 @@ def test_kernel_runner_in_process(tmp_path):
         raise NotImplementedError("about 9 lines")
 
     ns = {"decode_bits": todo, "rounding_interval": loop, "count_values": 42}
-    job = {
-        "inputs": str(tmp_path / "in.json"),
-        "outputs": str(tmp_path / "out.jsonl"),
-        "budget": 0.5,
-        "only": None,
-        "max_line": MAX_OUTPUT_LINE_BYTES,
-    }
-    events = [{"event": "grading_cell", "outputs": job["outputs"], "nonce": NONCE}]
+    job, events = _job(tmp_path, plan, 0.5)
     t0 = time.monotonic()
     kernel_main(ns, {**job, "nonce": NONCE})
     assert time.monotonic() - t0 < 5 and len(calls) == 1
-    out = read_outputs(events, plan).records
-    res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
+    res = _judged(events, plan)
     assert res["ex01.decode_bits"].status == "TODO"
     assert res["ex01.rounding_interval"].status == "TIMEOUT" and "TimeoutError" in res["ex01.rounding_interval"].error
     assert res["ex01.count_values"].error == "expected a function, got int"
@@ -80,8 +91,7 @@ def test_kernel_runner_in_process(tmp_path):
     ns["count_values"] = lambda a, b, e, m: np.zeros(9 * 2**20)  # 72 MB: too large to send
     ns["decode_bits"] = lambda b, e, m: np.zeros(2**18)  # 2 MB each: too large together
     kernel_main(ns, {**job, "nonce": NONCE})
-    out = read_outputs(events, plan).records
-    res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
+    res = _judged(events, plan)
     assert [r.points for r in res.values()] == [0, 6, 0, 2, 0]  # round_stochastic: not defined
     assert "too large" in res["ex01.count_values"].mismatches[0]
     assert "too large to send back" in res["ex01.decode_bits"].error
@@ -95,15 +105,7 @@ def test_what_a_function_raises_is_its_failure_and_a_real_interrupt_stops_the_ce
     import signal
 
     plan = plan_chapter(1, seed=3)
-    (tmp_path / "in.json").write_text(plan.inputs_json)
-    job = {
-        "inputs": str(tmp_path / "in.json"),
-        "outputs": str(tmp_path / "out.jsonl"),
-        "budget": 5.0,
-        "only": None,
-        "max_line": MAX_OUTPUT_LINE_BYTES,
-    }
-    events = [{"event": "grading_cell", "outputs": job["outputs"], "nonce": NONCE}]
+    job, events = _job(tmp_path, plan, 5.0)
 
     class Named(BaseException):
         pass
@@ -121,8 +123,7 @@ def test_what_a_function_raises_is_its_failure_and_a_real_interrupt_stops_the_ce
     handler = signal.getsignal(signal.SIGINT)
     kernel_main(ns, {**job, "nonce": NONCE})
     assert signal.getsignal(signal.SIGINT) is handler and in_kernel._INTERRUPT == [KeyboardInterrupt]
-    out = read_outputs(events, plan).records
-    res = {p.exercise.id: judge(p, out.get(p.exercise.id), ("NOT RUN", "x")) for p in plan.exercises}
+    res = _judged(events, plan)
     for ex_id, kind in (
         ("decode_bits", "KeyboardInterrupt"),
         ("rounding_interval", "SystemExit"),
