@@ -540,12 +540,19 @@ def train(
     rule = regime.update
     apply_update = UPDATE_STEPS[rule]
 
-    if rule in (UpdateRule.FP32, UpdateRule.MASTER):
-        stored = [w.clone() for w in init]  # fp32
-    else:
-        stored = [w.to(dtype) for w in init]
-    comp = [torch.zeros_like(w) for w in stored] if rule is UpdateRule.KAHAN else [None] * len(stored)
-    states = [AdamState(torch.zeros(w.shape), torch.zeros(w.shape)) for w in init]
+    # Every parameter tensor lives in one flat buffer (W1, b1, W2, ... in order) and the update
+    # rules and Adam run once on it: all of them are elementwise, so each weight gets the very
+    # bits it would get tensor by tensor, with a sixth of the operations per step.
+    shapes = [w.shape for w in init]
+    sizes = [w.numel() for w in init]
+
+    def tensors(flat: torch.Tensor) -> list[torch.Tensor]:
+        return [part.view(shape) for part, shape in zip(flat.split(sizes), shapes)]
+
+    init_flat = torch.cat([w.reshape(-1) for w in init])
+    stored = init_flat.clone() if rule in (UpdateRule.FP32, UpdateRule.MASTER) else init_flat.to(dtype)
+    comp = torch.zeros_like(stored) if rule is UpdateRule.KAHAN else None
+    state = AdamState(torch.zeros(stored.shape), torch.zeros(stored.shape))
     spec = regime.loss_scale
     scaler = (
         DynamicLossScaler.from_spec(spec)
@@ -569,7 +576,7 @@ def train(
     for t in range(1, T + 1):
         scale = scaler.scale if scaler is not None else 1.0
         scales[t - 1] = scale
-        params = [w.detach().to(dtype).requires_grad_() for w in stored]
+        params = [w.detach().requires_grad_() for w in tensors(stored.detach().to(dtype))]
         keep: list = []
         out = mlp_forward(params, X, keep)
         mse = torch.mean((out.double() - y) ** 2)
@@ -577,43 +584,37 @@ def train(
         losses[t - 1] = float(mse.detach())
         grads_held = [p.grad for p in params]
         inv_scale = round_f32(1.0 / scale)
-        grads = [g.float() * inv_scale for g in grads_held]
+        grads = torch.cat([g.reshape(-1) for g in grads_held]).float() * inv_scale
         act_grads = [z.grad.float() * inv_scale for z in keep]
-        found_inf = not all(bool(torch.isfinite(g).all()) for g in grads)
-        grad_absmax[t - 1] = max(float(g.abs().max()) for g in grads + act_grads)
+        found_inf = not bool(torch.isfinite(grads).all())
+        grad_absmax[t - 1] = max(float(g.abs().max()) for g in [grads, *act_grads])
         take = scaler.update(found_inf) if scaler is not None else True
         skipped[t - 1] = not take
-        deltas = [torch.zeros(w.shape) for w in stored]
         if take:
             adam_step += 1
-            deltas = [
-                adam_delta(g, s, adam_step, config.lr, config.beta1, config.beta2, eps) for g, s in zip(grads, states)
-            ]
+            delta = adam_delta(grads, state, adam_step, config.lr, config.beta1, config.beta2, eps)
+        else:
+            delta = torch.zeros(stored.shape)
         if t in config.record_steps:
-            snaps[t] = Snapshot(t, _flat(stored), _flat(deltas), _flat(grads), _flat(act_grads))
+            snaps[t] = Snapshot(t, _flat([stored]), _flat([delta]), _flat([grads]), _flat(act_grads))
         if not take:
             continue
-        n_lost = n_moving = 0
-        for i, d in enumerate(deltas):
-            old = stored[i]
-            new, comp[i] = apply_update(old, comp[i], d, dtype, rng)
-            moving = d != 0
-            n_moving += int(moving.sum())
-            n_lost += int((moving & (new == old)).sum())
-            stored[i] = new
-        unchanged[t - 1] = n_lost / max(n_moving, 1)
+        new, comp = apply_update(stored, comp, delta, dtype, rng)
+        moving = delta != 0
+        unchanged[t - 1] = int((moving & (new == stored)).sum()) / max(int(moving.sum()), 1)
+        stored = new
 
     def nbytes(ts):
         return int(sum(x.numel() * x.element_size() for x in ts if x is not None))
 
-    low = [w.to(dtype) for w in stored] if rule is UpdateRule.MASTER else stored
+    low = stored.to(dtype) if rule is UpdateRule.MASTER else stored
     state_bytes = {
-        "weights": nbytes(low),
+        "weights": nbytes([low]),
         "gradients": nbytes(grads_held),
-        "master": nbytes(stored) if rule is UpdateRule.MASTER else 0,
-        "adam m": nbytes(s.m for s in states),
-        "adam v": nbytes(s.v for s in states),
-        "compensation": nbytes(comp),
+        "master": nbytes([stored]) if rule is UpdateRule.MASTER else 0,
+        "adam m": nbytes([state.m]),
+        "adam v": nbytes([state.v]),
+        "compensation": nbytes([comp]),
     }
     return TrainResult(
         regime,
@@ -625,7 +626,7 @@ def train(
         snaps,
         state_bytes,
         task.n_params,
-        [w.clone() for w in stored],
+        [w.clone() for w in tensors(stored)],
         task,
     )
 

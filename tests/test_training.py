@@ -206,6 +206,36 @@ def test_update_table_covers_every_rule_and_dtypes_come_from_the_formats():
             stochastic_update(torch.ones(2).to(dtype), d, rng)
 
 
+@pytest.mark.parametrize("rule", list(UpdateRule))
+def test_one_flat_buffer_gets_the_bits_of_each_tensor_updated_alone(rule):
+    """train() keeps every parameter in one flat buffer and runs Adam and the update rule once on
+    it: each weight must get the bits it gets when its tensor is updated alone, in the order of
+    the tensors (stochastic rounding draws from one generator for all of them)."""
+    dtype = torch.float32 if rule in (UpdateRule.FP32, UpdateRule.MASTER) else torch.bfloat16
+    rng = np.random.default_rng(5)
+    shapes = [(64, 16), (64,), (64, 64), (64,), (1, 64), (1,)]
+    ws = [torch.from_numpy(bf16_values(rng, math.prod(s), -3, 1).reshape(s)).to(dtype) for s in shapes]
+    cs = [torch.zeros_like(w) if rule is UpdateRule.KAHAN else None for w in ws]
+    states = [AdamState(torch.zeros(s), torch.zeros(s)) for s in shapes]
+    flat_w = start = torch.cat([w.reshape(-1) for w in ws])
+    flat_c = torch.zeros_like(flat_w) if rule is UpdateRule.KAHAN else None
+    flat_state = AdamState(torch.zeros(flat_w.shape), torch.zeros(flat_w.shape))
+    step = UPDATE_STEPS[rule]
+    per_rng, flat_rng = np.random.default_rng(9), np.random.default_rng(9)
+    for t in range(1, 4):
+        gs = [torch.from_numpy(bf16_values(rng, math.prod(s), -9, -3).reshape(s)) for s in shapes]
+        ds = [adam_delta(g, st, t, 1e-3) for g, st in zip(gs, states)]
+        ws, cs = map(list, zip(*(step(w, c, d, dtype, per_rng) for w, c, d in zip(ws, cs, ds))))
+        d = adam_delta(torch.cat([g.reshape(-1) for g in gs]), flat_state, t, 1e-3)
+        flat_w, flat_c = step(flat_w, flat_c, d, dtype, flat_rng)
+        assert torch.equal(d, torch.cat([x.reshape(-1) for x in ds]))
+        assert torch.equal(flat_w, torch.cat([w.reshape(-1) for w in ws]))
+        if rule is UpdateRule.KAHAN:
+            assert torch.equal(flat_c, torch.cat([c.reshape(-1) for c in cs]))
+    assert torch.equal(flat_state.v, torch.cat([s.v.reshape(-1) for s in states]))
+    assert (flat_w != start).float().mean() > 0.25  # many weights moved: the comparison saw updates
+
+
 # ------------------------------------------------------------------ the model and the loop
 
 
