@@ -323,7 +323,11 @@ def scaled_grouped_matmul_kernel(
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). BLOCK_M 64 wastes less of the last tile of
 # an expert with few rows (many experts, few tokens each); 128 reuses each w panel more when the
-# experts are full. BLOCK_K 64: a 128-byte row of a bf16 tile, as in kernels.gemm.
+# experts are full. BLOCK_K 64: a 128-byte row of a bf16 tile, as in kernels.gemm. BLOCK_M 16 and
+# 32 are the decode tiles (chapter 10, section 6): an expert that sees a few rows computes a
+# quarter or an eighth of the padding a 64-row tile would; on sm_90 they compile to mma.sync, not
+# wgmma (64 rows per warpgroup). The tuner times every config per power-of-two bucket of T*k, so
+# the batch chooses: a decode bucket gets the small tiles where they are faster.
 GPU_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_stages=st, num_warps=w)
     for bm, bn, bk, st, w in [
@@ -333,6 +337,8 @@ GPU_CONFIGS = [
         (64, 256, 64, 4, 8),
         (64, 128, 64, 4, 4),
         (64, 64, 64, 4, 4),
+        (32, 128, 64, 4, 4),
+        (16, 128, 64, 4, 4),
     ]
 ]
 #: the one configuration ``block=None`` uses in the interpreter. The interpreter's cost is mostly per
