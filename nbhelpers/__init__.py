@@ -37,6 +37,8 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
     truncation, a narrow output) that every Triton GEMM is checked against (chapters 03, 09, 10)
   - :mod:`~nbhelpers.occupancy`     blocks and warps an SM holds at once, from the registers and shared memory the
     compiler reports (chapters 09, 11)
+  - :mod:`~nbhelpers.perf_model`    a launch's time on a GPU: compute, HBM, bytes in flight (Little's law) and
+    dependent steps, the slowest of them (chapters 08-11)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch

@@ -1,0 +1,150 @@
+"""How long a kernel launch takes on a GPU, predicted from what it moves, what it computes and how
+its programs wait: the course's napkin math as one model, so that a kernel's speed is argued before
+a GPU measures it, and the first measurement calibrates the model.
+
+A launch of ``programs`` programs moves ``bytes_moved`` bytes between HBM and the SMs and does
+``flops`` floating-point operations. Each program makes ``steps`` dependent steps: a step issues
+loads of ``bytes_per_step`` bytes and waits for them (a reduction the next load depends on, a
+loop-carried merge) before the next step's loads, unless its loop is pipelined: with ``stages``
+steps' loads in flight at once (Triton's ``num_stages``), a program waits a latency once per
+``stages`` steps. An SM holds ``resident_per_sm`` programs at once
+(what occupancy allows: :func:`nbhelpers.occupancy.occupancy`, from the compiler's registers and
+shared memory). The predicted time is the launch overhead plus the slowest of four limits:
+
+* **compute**: ``flops`` at the tensor cores' (or CUDA cores') peak for the dtype;
+* **HBM**: ``bytes_moved`` at the HBM rate;
+* **bytes in flight** (Little's law): the resident programs keep ``resident x bytes_per_step x
+  stages`` bytes in flight; against a load-to-use latency ``L`` that sustains ``in_flight / L``
+  bytes per second, and moving ``bytes_moved`` at that rate takes ``bytes_moved x L / in_flight``;
+* **dependent steps**: a program cannot finish before ``steps / stages x L``; programs that do not
+  fit at once run in ``waves``, one after another: ``waves x steps / stages x L``.
+
+What it leaves out, on purpose: caches (every byte is counted from HBM; a tile read again from L2
+is faster, so GEMMs with reuse should state their bytes as HBM traffic), clocks and power (no
+kernel reaches the datasheet's peak: measured dense bf16 GEMMs on an H200 reach about 80 % of
+it), instruction issue, bank conflicts, the imbalance of a last partial wave, and the latency's
+own spread (one number stands for it; the chapters show the result at both ends of the assumed
+range). It predicts the order of magnitude and which limit binds; the recorded GPU runs say by how
+much it is off.
+
+The H200's numbers (:data:`H200`) are NVIDIA's specification for the peaks and bandwidth, and an
+assumption for the latency (0.5-1 us under load, chapter 08); each carries its source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .validation import positive_int
+
+__all__ = ["GPU", "H200", "LATENCY_RANGE_S", "Launch", "Prediction", "little_bytes", "predict"]
+
+#: the load-to-use latency under load assumed for an H200's HBM (chapter 08, section 6)
+LATENCY_RANGE_S: tuple[float, float] = (0.5e-6, 1.0e-6)
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class GPU:
+    """A GPU as the model sees it. peak_flops: FLOP/s per dtype name ("bf16", "fp16", "fp8",
+    "fp32"); latency_s: the load-to-use latency assumed under load; launch_s: the host's cost of
+    one launch; source: where each number comes from."""
+
+    name: str
+    sms: int
+    hbm_bytes_per_s: float
+    peak_flops: Mapping[str, float]
+    latency_s: float
+    launch_s: float
+    source: str
+
+    def __post_init__(self) -> None:
+        positive_int("sms", self.sms)
+        _positive("hbm_bytes_per_s", self.hbm_bytes_per_s)
+        _positive("latency_s", self.latency_s)
+        _positive("launch_s", self.launch_s)
+        peaks = {str(k): _positive(f"peak_flops[{k!r}]", v) for k, v in dict(self.peak_flops).items()}
+        object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
+
+
+#: H200 SXM: 132 SMs, 4.8 TB/s of HBM3e, dense peaks of 990 TFLOP/s in bf16 and fp16 and 1,979 in
+#: fp8 (NVIDIA H200 specification; fp32 on CUDA cores 67 TFLOP/s, H100 SXM's, the same chip); an
+#: assumed 1 us latency (the upper end of chapter 08's 0.5-1 us) and 5 us per launch
+H200 = GPU(
+    "H200",
+    132,
+    4.8e12,
+    {"bf16": 990e12, "fp16": 990e12, "fp8": 1979e12, "fp32": 67e12},
+    LATENCY_RANGE_S[1],
+    5e-6,
+    "NVIDIA H200 specification (HBM3e 4.8 TB/s, dense bf16/fp16 990 TFLOP/s, fp8 1,979), 132 SMs "
+    "(as H100 SXM); latency 1 us and launch 5 us assumed (chapter 08)",
+)
+
+
+def little_bytes(gpu: GPU) -> float:
+    """Little's law for the whole GPU: the bytes that must be in flight to sustain its HBM rate
+    against its latency (rate x latency)."""
+    return gpu.hbm_bytes_per_s * gpu.latency_s
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a kernel launch is shaped: ``programs`` in its grid, ``resident_per_sm`` of them held
+    by one SM at once (occupancy), ``bytes_per_step`` loaded by one program in one step,
+    ``steps``, the dependent steps each program makes, and ``stages``, the steps whose loads one
+    program keeps in flight at once (1: each step waits for its own loads)."""
+
+    programs: int
+    resident_per_sm: int
+    bytes_per_step: float
+    steps: int = 1
+    stages: int = 1
+
+    def __post_init__(self) -> None:
+        positive_int("programs", self.programs)
+        positive_int("resident_per_sm", self.resident_per_sm)
+        _positive("bytes_per_step", self.bytes_per_step)
+        positive_int("steps", self.steps)
+        positive_int("stages", self.stages)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predicted ``seconds``, the limit that binds (``bound``: "compute", "HBM", "bytes in
+    flight" or "dependent steps"), every limit's time (``terms``, without the launch), and the
+    launch overhead added (``launch_s``)."""
+
+    seconds: float
+    bound: str
+    terms: Mapping[str, float] = field(default_factory=dict)
+    launch_s: float = 0.0
+
+
+def predict(gpu: GPU, launch: Launch, bytes_moved: float, flops: float = 0.0, dtype: str | None = None) -> Prediction:
+    """The model's time for ``launch`` on ``gpu`` (see the module's docstring). ``flops`` needs
+    ``dtype``, a key of ``gpu.peak_flops``."""
+    _positive("bytes_moved", bytes_moved)
+    if isinstance(flops, bool) or not isinstance(flops, (int, float)) or not math.isfinite(flops) or flops < 0:
+        raise ValueError(f"flops must be a non-negative finite number, got {flops!r}")
+    terms: dict[str, float] = {}
+    if flops:
+        if dtype not in gpu.peak_flops:
+            raise ValueError(f"dtype must be one of {sorted(gpu.peak_flops)} when flops are given, got {dtype!r}")
+        terms["compute"] = flops / gpu.peak_flops[dtype]
+    terms["HBM"] = bytes_moved / gpu.hbm_bytes_per_s
+    slots = launch.resident_per_sm * gpu.sms
+    stages = min(launch.stages, launch.steps)
+    in_flight = min(launch.programs, slots) * launch.bytes_per_step * stages
+    terms["bytes in flight"] = bytes_moved * gpu.latency_s / in_flight
+    terms["dependent steps"] = math.ceil(launch.programs / slots) * launch.steps / stages * gpu.latency_s
+    bound = max(terms, key=terms.__getitem__)
+    return Prediction(gpu.launch_s + terms[bound], bound, MappingProxyType(terms), gpu.launch_s)
