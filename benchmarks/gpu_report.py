@@ -3,7 +3,7 @@
     make gpu-report                                   # uses .venv's Python if there is one, else python3
     make --dry-run gpu-report                         # the plan with each step's expected time, nothing run
     python benchmarks/gpu_report.py [--python PY] [--steps compile,benchmarks,kernels,nbval]
-                                    [--budget 345] [--nbval-paths notebooks solutions exercises]
+                                    [--budget 350] [--nbval-paths notebooks solutions exercises]
                                     [--out DIR] [--dry-run]
 
 Runs with whatever PyTorch and Triton the interpreter ``--python`` (default: the one running this
@@ -40,7 +40,7 @@ order or a subset. ``--dry-run`` prints each step's expected time and what it re
 compile step's from the cold compile times `make gpu-compile --cold` measured on a CPU, the
 benchmarks' from their time limits, the rest estimates until a GPU run has timed them.
 
-Each step has a time limit, and all of them together at most ``--budget`` seconds (default 345,
+Each step has a time limit, and all of them together at most ``--budget`` seconds (default 350,
 under 6 minutes); a step that runs past its limit is stopped and marked ``timeout``, and a step
 with no time left is marked ``skipped``. After each step the summary
 ``benchmarks/results/gpu_report_<gpu>.json`` is written again (so a run that is cut short still
@@ -94,7 +94,7 @@ NBVAL_ARGS = [
     "tests/nbval_sanitize.cfg",
 ]
 NBVAL_MODULES = ("nbval", "ipykernel", "jupyter_client", "nbformat", "nbclient")
-DEFAULT_BUDGET_S = 345.0
+DEFAULT_BUDGET_S = 350.0
 #: the GPU machine this run is sized for: an H200 host with 16 cores (the plan's defaults when
 #: no GPU is visible, as in --dry-run on a CPU)
 DEFAULT_JOBS = 16

@@ -401,7 +401,8 @@ def run_cases(
             if method in TRITON_METHODS:
                 from nbhelpers.kernels.topk import plan
 
-                launch = plan(V, k, method)
+                # what topk() plans for this batch and dtype (the two-stage chunk follows both)
+                launch = plan(V, k, method, rows=batch, value_bytes=VALUE_BYTES[dtype])
             label = f"{dtype} batch={batch} k={k} {method}"
 
             def row(**kw):

@@ -23,7 +23,8 @@ import pytest
 import torch
 
 from nbhelpers import topk as T
-from nbhelpers.kernels.topk import DEFAULT_BLOCK_V, DEFAULT_CHUNK, METHODS, RADIX_BLOCK_V, plan, topk
+from nbhelpers.kernels.topk import DEFAULT_BLOCK_V, MERGE_BLOCK, METHODS, RADIX_BLOCK_V, plan, topk
+from nbhelpers.perf_model import H200, little_bytes
 
 DEV = INFO.device
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -125,7 +126,26 @@ def test_two_stage_with_k_larger_than_a_chunk(fmt):
     empty slots, which the merge must never take; the last chunk (V = 150) has 22 columns."""
     x = stress_rows(fmt, 150, 100, seed=2)[4:6]  # the NaN row and the tie-at-the-k-th row
     assert_exact(x, 100, "two_stage", chunk=64)
-    assert plan(150, 100, "two_stage", chunk=64) == {"K_PAD": 128, "BLOCK_V": 1024, "CHUNK": 64, "n_chunks": 3}
+    assert plan(150, 100, "two_stage", chunk=64) == {
+        "K_PAD": 128,
+        "BLOCK_V": 1024,
+        "CHUNK": 64,
+        "n_chunks": 3,
+        "MERGE_BLOCK": 4096,
+    }
+
+
+def test_the_merge_reads_several_lists_a_step_over_several_steps():
+    """V = 4,200 in chunks of 32 columns, k = 50 (K_PAD = 64, so every list ends in fillers): 132
+    lists, 8,448 candidates, merged 4,096 a step (64 lists) in three steps, the last one mostly
+    past the end: on a row of negative values, where anything read past the end that passed for a
+    key (a zero is +0's) would enter the top k (the merge's code does not depend on the format:
+    one is enough here; the stress rows check the tie rule)."""
+    gen = torch.Generator().manual_seed(3)
+    x = -(torch.rand((1, 4200), generator=gen) + 0.5).to(torch.bfloat16)
+    p = plan(4200, 50, "two_stage", chunk=32)
+    assert p["n_chunks"] == 132 and p["MERGE_BLOCK"] == 4096 and -(-132 * 64 // 4096) == 3
+    assert_exact(x, 50, "two_stage", chunk=32)
 
 
 @pytest.mark.parametrize("fmt", list(DTYPES))
@@ -206,9 +226,27 @@ def test_plan():
     for k, k_pad in ((1, 1), (8, 8), (50, 64), (64, 64), (1024, 1024)):
         row = plan(V, k, "row")
         assert row == {"K_PAD": k_pad, "BLOCK_V": max(DEFAULT_BLOCK_V, k_pad), "CHUNK": V, "n_chunks": 1}
-        two = plan(V, k, "two_stage")
-        assert two["CHUNK"] == DEFAULT_CHUNK and two["n_chunks"] == -(-V // DEFAULT_CHUNK) == 16
+        two = plan(V, k, "two_stage")  # batch 1: every block of the row is a program
+        assert two["CHUNK"] == two["BLOCK_V"] and two["n_chunks"] == -(-V // two["BLOCK_V"])
+        assert two["MERGE_BLOCK"] == max(k_pad, MERGE_BLOCK) == 4096
         assert plan(V, k, "radix") == {"K_PAD": k_pad, "BLOCK_V": RADIX_BLOCK_V, "DIGIT_BITS": 8, "n_chunks": 1}
+    # larger batches: the largest power-of-two chunk whose programs, over the batch, keep the
+    # bytes in flight that Little's law asks of an H200 (4.8 TB/s x 1 us); one chunk more per row
+    # would not be needed, half the chunk would be
+    need = little_bytes(H200)
+    for value_bytes in (2, 4):
+        chunks = []
+        for rows in (1, 8, 64, 256, 4096):
+            p = plan(V, 50, "two_stage", rows=rows, value_bytes=value_bytes)
+            in_flight = rows * p["n_chunks"] * p["BLOCK_V"] * value_bytes
+            assert p["CHUNK"] == p["BLOCK_V"] or in_flight >= need, (rows, value_bytes, p)
+            twice = plan(V, 50, "two_stage", chunk=2 * p["CHUNK"])
+            assert p["CHUNK"] >= V or rows * twice["n_chunks"] * p["BLOCK_V"] * value_bytes < need
+            chunks.append(p["CHUNK"])
+        assert chunks == sorted(chunks) and chunks[0] == DEFAULT_BLOCK_V < chunks[-1], chunks
+    assert plan(V, 50, "two_stage", rows=64)["CHUNK"] == 2048 and plan(V, 50, "two_stage", rows=256)["CHUNK"] == 8192
+    with pytest.raises(ValueError, match="value_bytes must be 2"):
+        plan(V, 50, "two_stage", value_bytes=8)
     # the running top-k reads at least K_PAD columns a step
     assert plan(V, 2000, "row", block_v=64)["BLOCK_V"] == 2048
     assert plan(1000, 8, "two_stage", chunk=300)["n_chunks"] == 4

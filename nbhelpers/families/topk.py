@@ -51,7 +51,7 @@ def cases() -> list[Case]:
                     WHERE + "topk_merge_kernel",
                     label + ", two_stage merge",
                     ("*i64", bits, bits, "*i64", k, V, n),
-                    {"KEY_BITS": f.bits, "K_PAD": two["K_PAD"]},
+                    {"KEY_BITS": f.bits, "K_PAD": two["K_PAD"], "MERGE_BLOCK": two["MERGE_BLOCK"]},
                 )
             )
             if k == 8:  # radix select's code does not depend on k; 50 and 1,024 differ only in

@@ -5,7 +5,10 @@
   row). One read of the row; the row's only parallelism is one program.
 * ``"two_stage"``: ``n_chunks`` programs per row, each the same running top-k over its chunk of
   ``chunk`` columns, written to a scratch buffer; then :func:`topk_merge_kernel`, one program per
-  row, merges the chunks' candidate lists. One read of the row plus the candidates.
+  row, merges the chunks' candidate lists, ``MERGE_BLOCK`` candidates (several lists) a step. One
+  read of the row plus the candidates. Without ``chunk``, :func:`default_chunk` sizes the chunks
+  for the batch by Little's law (:mod:`nbhelpers.perf_model`): small chunks, many programs, for
+  a few rows; large ones, fewer candidates, once the rows alone keep the GPU's bytes in flight.
 * ``"radix"``: :func:`radix_select_kernel`, one program per row: ``ceil(key_bits / 8)``
   histogram passes over the row's order-preserving keys find the k-th largest key (a digit of 8
   bits per pass, most significant first), then a filtering pass writes the top-k set in index
@@ -25,10 +28,13 @@ Launch with :func:`topk` (values and indices, like ``torch.topk(x, k)``).
 
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
 
+from ..perf_model import GPU, H200, little_bytes
 from ..topk import key_format
 from ..validation import int_in_range, positive_int
 from .launch_checks import require_kernel_device
@@ -36,7 +42,8 @@ from .launch_checks import require_kernel_device
 __all__ = [
     "METHODS",
     "DEFAULT_BLOCK_V",
-    "DEFAULT_CHUNK",
+    "MERGE_BLOCK",
+    "default_chunk",
     "RADIX_DIGIT_BITS",
     "topk_chunk_kernel",
     "topk_merge_kernel",
@@ -47,7 +54,10 @@ __all__ = [
 
 METHODS = ("row", "two_stage", "radix")
 DEFAULT_BLOCK_V = 1024  # columns read per step of a running top-k (at least K_PAD)
-DEFAULT_CHUNK = 8192  # columns per program of the two-stage kernel's first stage
+#: candidates the two-stage merge reads per step (at least K_PAD): at batch 1 the default chunks of
+#: 1,024 columns leave 126 lists of 64 for k = 50, two steps (compiled for sm_90: 120-135
+#: registers, no spill)
+MERGE_BLOCK = 4096
 RADIX_DIGIT_BITS = 8  # bits of key per histogram pass: 256 bins
 RADIX_BLOCK_V = 2048  # columns per step of the radix kernel's passes
 
@@ -161,15 +171,19 @@ def topk_merge_kernel(
     n_chunks,
     KEY_BITS: tl.constexpr,
     K_PAD: tl.constexpr,
+    MERGE_BLOCK: tl.constexpr,  # candidates read per step: MERGE_BLOCK / K_PAD chunks' lists
 ):
     row = tl.program_id(0).to(tl.int64)
-    j = tl.arange(0, K_PAD)
+    j = tl.arange(0, MERGE_BLOCK)
     best = _empty_list(K_PAD, KEY_BITS)
     kth = tl.min(best)
     empty = tl.min(best)  # below every real key; a chunk's unfilled slots become it, never taken
-    for c in range(0, n_chunks):
-        cand = tl.load(part_ptr + (row * n_chunks + c) * K_PAD + j)
-        cand = tl.where(cand < empty + K_PAD, empty, cand)  # a chunk shorter than K_PAD: its fillers
+    total = n_chunks * K_PAD
+    for off in range(0, total, MERGE_BLOCK):
+        ok = off + j < total
+        cand = tl.load(part_ptr + row * total + off + j, mask=ok, other=0)
+        # past the last list, and a chunk shorter than K_PAD's fillers: below every real key
+        cand = tl.where(ok & (cand >= empty + K_PAD), cand, empty)
         best, kth = _absorb(best, kth, cand, K_PAD)
     _store_final(best, row, bits_ptr, vals_ptr, idx_ptr, stride_row, k, K_PAD)
 
@@ -233,14 +247,41 @@ def _next_pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-def plan(V: int, k: int, method: str = "row", block_v: int | None = None, chunk: int | None = None) -> dict:
-    """The launch parameters :func:`topk` uses for a row of V and this k: the grid of each
-    kernel and its constexprs (used by the notebook, the compile check and the benchmark)."""
+def default_chunk(V: int, rows: int, block_v: int, value_bytes: int, gpu: GPU = H200) -> int:
+    """Columns per first-stage program of "two_stage" when none is given, from Little's law: the
+    GPU needs ``little_bytes(gpu)`` in flight (4.8 MB on an H200 at the assumed 1 us); each program
+    keeps one ``block_v``-wide load of values in flight; so the batch should start at least that
+    over ``block_v x value_bytes`` programs. The chunk is the largest power of two (at least
+    ``block_v``) that still gives each of the ``rows`` rows its share of them: a larger chunk
+    writes fewer candidates. At batch 1 no row has enough blocks, and every block is a program."""
+    need = math.ceil(little_bytes(gpu) / (block_v * value_bytes))
+    per_row = math.ceil(need / max(rows, 1))
+    chunk = block_v
+    while chunk < V and triton.cdiv(V, 2 * chunk) >= per_row:
+        chunk *= 2
+    return chunk
+
+
+def plan(
+    V: int,
+    k: int,
+    method: str = "row",
+    block_v: int | None = None,
+    chunk: int | None = None,
+    rows: int = 1,
+    value_bytes: int = 2,
+) -> dict:
+    """The launch parameters :func:`topk` uses for ``rows`` rows of V values of ``value_bytes``
+    bytes and this k: the grid of each kernel and its constexprs (used by the notebook, the compile
+    check and the benchmark). "two_stage" without ``chunk`` takes :func:`default_chunk`."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     for name, v in (("block_v", block_v), ("chunk", chunk)):
         if v is not None:
             positive_int(name, v, "a number of columns")
+    positive_int("rows", rows, "a number of rows")
+    if value_bytes not in (2, 4):
+        raise ValueError(f"value_bytes must be 2 (bf16, fp16) or 4 (fp32), got {value_bytes!r}")
     k_pad = _next_pow2(k)
     if method == "radix":  # tl.arange takes a power of two
         bv = RADIX_BLOCK_V if block_v is None else _next_pow2(block_v)
@@ -248,8 +289,14 @@ def plan(V: int, k: int, method: str = "row", block_v: int | None = None, chunk:
     bv = max(k_pad, DEFAULT_BLOCK_V if block_v is None else _next_pow2(block_v))
     if method == "row":
         return {"K_PAD": k_pad, "BLOCK_V": bv, "CHUNK": V, "n_chunks": 1}
-    ch = DEFAULT_CHUNK if chunk is None else chunk
-    return {"K_PAD": k_pad, "BLOCK_V": bv, "CHUNK": ch, "n_chunks": triton.cdiv(V, ch)}
+    ch = default_chunk(V, rows, bv, value_bytes) if chunk is None else chunk
+    return {
+        "K_PAD": k_pad,
+        "BLOCK_V": bv,
+        "CHUNK": ch,
+        "n_chunks": triton.cdiv(V, ch),
+        "MERGE_BLOCK": max(k_pad, MERGE_BLOCK),
+    }
 
 
 def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = None, chunk: int | None = None):
@@ -275,7 +322,7 @@ def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = Non
     rows, V = x2.shape
     f = key_format(_FORMAT_OF[x.dtype])
     bits = x2.view(_BITS_VIEW[f.bits])
-    p = plan(V, k, method, block_v, chunk)
+    p = plan(V, k, method, block_v, chunk, rows=max(rows, 1), value_bytes=f.bits // 8)
     vals = torch.empty((rows, k), dtype=bits.dtype, device=x.device)
     idx = torch.empty((rows, k), dtype=torch.int64, device=x.device)
     if rows:
@@ -296,7 +343,10 @@ def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = Non
                 bits, part, vals, idx, V, k, bits.stride(0), p["CHUNK"], n,
                 KEY_BITS=f.bits, EXP_MASK=f.exp_mask, K_PAD=p["K_PAD"], BLOCK_V=p["BLOCK_V"], FINAL=False,
             )  # fmt: skip
-            topk_merge_kernel[(rows,)](part, bits, vals, idx, k, bits.stride(0), n, KEY_BITS=f.bits, K_PAD=p["K_PAD"])
+            topk_merge_kernel[(rows,)](
+                part, bits, vals, idx, k, bits.stride(0), n,
+                KEY_BITS=f.bits, K_PAD=p["K_PAD"], MERGE_BLOCK=p["MERGE_BLOCK"],
+            )  # fmt: skip
     values = vals.view(x.dtype)
     if method == "radix":  # the set comes in index order; a stable sort keeps ties that way
         # (the order only: the values themselves are gathered as bits, so a NaN keeps its payload)
