@@ -397,16 +397,19 @@ def run_cases(
         dtype, k, batch = case
         reference = None
         for method in methods:
-            launch = None
+            launch = predicted_ms = None
             if method in TRITON_METHODS:
-                from nbhelpers.kernels.topk import plan
+                from nbhelpers.kernels.topk import plan, predicted
 
-                # what topk() plans for this batch and dtype (the two-stage chunk follows both)
+                # what topk() plans for this batch and dtype (the two-stage chunk follows both),
+                # and what the performance model predicts for it
                 launch = plan(V, k, method, rows=batch, value_bytes=VALUE_BYTES[dtype])
+                forecast = predicted(V, k, method, rows=batch, value_bytes=VALUE_BYTES[dtype])
+                predicted_ms = sum(q.seconds for q in forecast) * 1e3
             label = f"{dtype} batch={batch} k={k} {method}"
 
             def row(**kw):
-                return build_row(dtype, batch, V, k, method, peak=peak, launch=launch, **kw)
+                return build_row(dtype, batch, V, k, method, peak=peak, launch=launch, predicted_ms=predicted_ms, **kw)
 
             if clock() - t_start > time_limit:
                 if not late:

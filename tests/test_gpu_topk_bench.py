@@ -225,6 +225,17 @@ def test_every_method_is_checked_then_timed_and_the_file_reads_back(tmp_path):
     assert len(timed) == len(rows) and all(r["ms"] == 0.5 and r["vs_torch_topk"] == 1.0 for r in rows)
     assert [r["checked_rows"] for r in rows[5:10]] == [len(bench.checked_rows(10))] * 5
     assert rows[2]["launch"]["K_PAD"] == 8 and rows[0]["launch"] is None  # the Triton launch, none for torch
+    # the model's prediction beside each Triton row's time (none for torch's): what topk.predicted
+    # gives for the row's batch and dtype
+    from nbhelpers.kernels.topk import predicted
+
+    for r in rows:
+        if r["method"] in bench.TRITON_METHODS:
+            vb = bench.VALUE_BYTES[r["dtype"]]
+            want = sum(q.seconds for q in predicted(V, r["k"], r["method"], rows=r["batch"], value_bytes=vb))
+            assert r["predicted_ms"] == pytest.approx(want * 1e3) and r["predicted_ms"] > 0, r
+        else:
+            assert r.get("predicted_ms") is None, r  # an optional field left at None is not written
     (run_back,) = recorded_topk(tmp_path)
     assert run_back["meta"]["complete"] is True and len(run_back["rows"]) == 15
     assert run_back["rows"][-1]["bytes"] == 3 * (V * 4 + 50 * 12)

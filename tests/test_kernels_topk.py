@@ -304,3 +304,26 @@ def test_bad_input_is_refused_in_a_sentence(x, k, kw, error, match):
         x = x.to(DEV)
     with pytest.raises(error, match=match):
         topk(x, k, **kw)
+
+
+def test_the_model_predicts_each_plan_from_its_steps_and_bytes():
+    """kernels.topk.predicted: one prediction per launch topk makes. At batch 1 (bf16, k = 50) the
+    row kernel's 126 dependent steps bind (126 us at the assumed 1 us, plus the launch); radix
+    select makes three passes of 63 blocks; the default two-stage plan (one block per program,
+    a merge of two steps) is predicted faster than chunks of 8,192 and far faster than either."""
+    from nbhelpers.kernels.topk import predicted
+    from nbhelpers.perf_model import H200
+
+    V = 128_256
+    (row,) = predicted(V, 50, "row")
+    assert row.bound == "dependent steps" and row.seconds == pytest.approx(126 * H200.latency_s + H200.launch_s)
+    (radix,) = predicted(V, 50, "radix")
+    assert radix.terms["dependent steps"] == pytest.approx(3 * 63 * H200.latency_s)
+    default = predicted(V, 50, "two_stage")
+    big = predicted(V, 50, "two_stage", chunk=8192)
+    assert len(default) == len(big) == 2
+    assert default[1].terms["dependent steps"] == pytest.approx(2 * H200.latency_s)  # 8,064 lists / 4,096
+    total = lambda ps: sum(q.seconds for q in ps)  # noqa: E731
+    assert total(default) < total(big) < row.seconds / 5
+    # more rows: more bytes, never less time
+    assert total(predicted(V, 50, "two_stage", rows=256)) > total(default)

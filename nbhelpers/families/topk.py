@@ -113,7 +113,9 @@ class TopkRow:
     int64 indices written), the Triton launch parameters (None for torch) and how many rows were
     compared with topk_ref; when timed, the median time, the bandwidth, the fraction of the HBM
     peak (None without a known peak) and the speed against torch.topk (None when torch.topk was not
-    timed); else ``error`` says why not (with ``call_ms``, one call's time, when it was too slow)."""
+    timed); else ``error`` says why not (with ``call_ms``, one call's time, when it was too slow).
+    ``predicted_ms``: the performance model's time for the Triton methods, so that the first GPU run
+    also measures how far off the model is."""
 
     dtype: str
     batch: int
@@ -129,6 +131,9 @@ class TopkRow:
     vs_torch_topk: float | None = timed()
     call_ms: float | None = None
     error: str | None = None
+    #: what nbhelpers.perf_model predicts for the launches on an H200 at its assumed 1 us latency
+    #: (kernels.topk.predicted), beside the measurement; None for torch's methods
+    predicted_ms: float | None = None
 
 
 TOPK = ResultsSpec(

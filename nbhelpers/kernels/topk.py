@@ -34,7 +34,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..perf_model import GPU, H200, little_bytes
+from ..occupancy import occupancy
+from ..perf_model import GPU, H200, Launch, Prediction, little_bytes, predict
 from ..topk import key_format
 from ..validation import int_in_range, positive_int
 from .launch_checks import require_kernel_device
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_BLOCK_V",
     "MERGE_BLOCK",
     "default_chunk",
+    "predicted",
     "RADIX_DIGIT_BITS",
     "topk_chunk_kernel",
     "topk_merge_kernel",
@@ -297,6 +299,40 @@ def plan(
         "n_chunks": triton.cdiv(V, ch),
         "MERGE_BLOCK": max(k_pad, MERGE_BLOCK),
     }
+
+
+def predicted(
+    V: int,
+    k: int,
+    method: str,
+    rows: int = 1,
+    value_bytes: int = 2,
+    chunk: int | None = None,
+    registers: int = 64,
+    gpu: GPU = H200,
+) -> list[Prediction]:
+    """What :mod:`nbhelpers.perf_model` predicts for each launch :func:`topk` makes with this plan
+    (one for "row" and "radix", two for "two_stage": the chunks, then the merge). Every step of a
+    program loads one block (``BLOCK_V`` values; the merge ``MERGE_BLOCK`` candidates of 8 bytes)
+    and waits for it before the next (no pipelining); a program of 4 warps with ``registers`` per
+    thread (the compile table: 40-64 for the running top-k, 120-166 for the merge and radix select)
+    sets how many an SM holds. Bytes: the logits read (radix select: once per pass), the candidate
+    lists written and read; the k outputs are left out (a few hundred bytes)."""
+    p = plan(V, k, method, chunk=chunk, rows=rows, value_bytes=value_bytes)
+    per_sm = occupancy(registers, 4, 0).blocks
+    if method == "radix":
+        passes = -(-8 * value_bytes // p["DIGIT_BITS"]) + 1  # the digits, then the collecting pass
+        steps = passes * -(-V // p["BLOCK_V"])
+        return [predict(gpu, Launch(rows, per_sm, p["BLOCK_V"] * value_bytes, steps), passes * rows * V * value_bytes)]
+    steps = -(-min(p["CHUNK"], V) // p["BLOCK_V"])
+    logits = rows * V * value_bytes
+    first = Launch(rows * p["n_chunks"], per_sm, p["BLOCK_V"] * value_bytes, steps)
+    if method == "row":
+        return [predict(gpu, first, logits)]
+    lists = rows * p["n_chunks"] * p["K_PAD"] * 8
+    merge_steps = -(-p["n_chunks"] * p["K_PAD"] // p["MERGE_BLOCK"])
+    merge = Launch(rows, occupancy(max(registers, 128), 4, 0).blocks, p["MERGE_BLOCK"] * 8, merge_steps)
+    return [predict(gpu, first, logits + lists), predict(gpu, merge, lists)]
 
 
 def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = None, chunk: int | None = None):
