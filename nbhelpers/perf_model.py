@@ -75,9 +75,10 @@ class GPU:
         object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
 
 
-#: H200 SXM: 132 SMs, 4.8 TB/s of HBM3e, dense peaks of 990 TFLOP/s in bf16 and fp16 and 1,979 in
-#: fp8 (NVIDIA H200 specification; fp32 on CUDA cores 67 TFLOP/s, H100 SXM's, the same chip); an
-#: assumed 1 us latency (the upper end of chapter 08's 0.5-1 us) and 5 us per launch
+#: H200 SXM: 4.8 TB/s of HBM3e, dense peaks of 990 TFLOP/s in bf16 and fp16, 1,979 in fp8 and 67 in
+#: fp32 (NVIDIA H200 specification; the sheet gives the tensor-core peaks with sparsity, twice these);
+#: 132 SMs, as the H100 SXM's (the spec sheet does not list them); an assumed 1 us latency (the
+#: upper end of chapter 08's 0.5-1 us) and 5 us per launch
 H200 = GPU(
     "H200",
     132,
@@ -85,8 +86,8 @@ H200 = GPU(
     {"bf16": 990e12, "fp16": 990e12, "fp8": 1979e12, "fp32": 67e12},
     LATENCY_RANGE_S[1],
     5e-6,
-    "NVIDIA H200 specification (HBM3e 4.8 TB/s, dense bf16/fp16 990 TFLOP/s, fp8 1,979), 132 SMs "
-    "(as H100 SXM); latency 1 us and launch 5 us assumed (chapter 08)",
+    "NVIDIA H200 specification (HBM3e 4.8 TB/s; dense bf16/fp16 990 TFLOP/s, fp8 1,979, fp32 67), "
+    "132 SMs (as H100 SXM); latency 1 us and launch 5 us assumed (chapter 08)",
 )
 
 
