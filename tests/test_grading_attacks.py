@@ -130,6 +130,7 @@ try:
 except OSError:
     pass
 def decode_bits(bits, exp_bits, man_bits):
+    import json, sys  # in the body: only the allowed imports run where the functions are graded
     f = sys._getframe(1)
     while f is not None and "nonce" not in f.f_locals:
         f = f.f_back
@@ -147,9 +148,9 @@ def decode_bits(bits, exp_bits, man_bits):
 # thread's frames and writes a record of its own for count_values (the real answers, so that only the
 # second record gives it away).
 FORGES_WITH_THE_NONCE = """
-import json, sys
 _real_count_values = count_values
 def _forge_once(a, b, exp_bits, man_bits):
+    import json, sys  # in the body: only the allowed imports run where the functions are graded
     if not globals().get("_forged"):
         globals()["_forged"] = True
         for _frame in sys._current_frames().values():
@@ -341,22 +342,53 @@ _hidden = base64.b64decode(SOURCE).decode()
 def _swap(info):
     if "__nbhelpers_grade_cell" in (getattr(info, "raw_cell", "") or ""):
         exec(_hidden, get_ipython().user_ns)
-get_ipython().events.register("pre_run_cell", _swap)
+REGISTER
+"""
+REGISTER = 'get_ipython().events.register("pre_run_cell", _swap)'
+# Where the code that swaps the stubs for the hidden functions hides: each is a statement of a kind
+# the clean kernel once ran (an assignment, a try, an annotation, a class body, an import and an
+# assignment to builtins), and each of these would have swapped the functions there.
+HIDING_PLACES = {
+    "expression": REGISTER,
+    "assignment": "_h = " + REGISTER,
+    "except": f"try:\n    import _no_such_module\nexcept ({REGISTER}, ImportError)[1]:\n    pass",
+    "annotation": "_h: " + REGISTER,
+    "class_body": f"class _Hooks:\n    _h = {REGISTER}\n    for _i in range(1):\n        pass",
+    # rewrites the grading cell as it is compiled
+    "builtins": """import builtins
+_compile = builtins.compile
+def _compile_swapping(source, *args, **kwargs):
+    if "__nbhelpers_grade_cell" in str(source):
+        exec(_hidden, get_ipython().user_ns)
+    return _compile(source, *args, **kwargs)
+builtins.compile = _compile_swapping""",
+}
+# A decorator that returns the hidden function, with the visible stub as its __wrapped__ (which
+# inspect.getsource follows).
+DRESS = """
+def _dress(stub):
+    def run(*args, **kwargs):
+        ns = dict(globals())
+        exec(_hidden, ns)
+        return ns[stub.__name__](*args, **kwargs)
+    run.__wrapped__ = stub
+    return run
 """
 
 
-def hook_swap_notebook(in_assignment: bool = False):
-    """Stubs that raise, and a hook that defines the solution's functions for the grading cell,
-    registered by an expression statement (or, ``in_assignment``, by an assignment)."""
+def hook_swap_notebook(where: str = "expression"):
+    """Stubs that raise, and code that defines the solution's functions for the grading cell,
+    hidden in a statement of the kind ``where`` (:data:`HIDING_PLACES`), or ("decorator") each
+    stub decorated to run the hidden function."""
     sol = solution()
     hidden = "\n\n".join(sol.cells[code_index(sol, f"def {n}(")].source for n in NAMES)
-    payload = HOOK_SWAP.replace("SOURCE", repr(base64.b64encode(hidden.encode()).decode()))
-    if in_assignment:
-        register = 'get_ipython().events.register("pre_run_cell", _swap)'
-        payload = payload.replace(register, "_h = " + register)
-    nb = with_cell(payload)
+    register = DRESS if where == "decorator" else HIDING_PLACES[where]
+    payload = HOOK_SWAP.replace("REGISTER", register)
+    nb = with_cell(payload.replace("SOURCE", repr(base64.b64encode(hidden.encode()).decode())))
     for name in NAMES:
         set_body(nb, name, 'raise NotImplementedError("see the hook")')
+        if where == "decorator":
+            mutate(nb, name, f"def {name}(", f"@_dress\ndef {name}(")
     return nb
 
 
@@ -415,10 +447,10 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     expect["ex01_link_outside.ipynb"] = {"status": "refused", "total": 0, "detail": "outside the folders"}
 
     # reaching outside its own grading
-    # forging from a thread that an expression statement starts: it never runs where the functions
-    # are graded; started in an assignment it does, and its lines are ignored as tampering
+    # forging from a thread that an expression statement, or an assignment, starts: neither runs
+    # where the functions are graded
     add("ex01_forge_channel.ipynb", with_cell(FORGE_CHANNEL, "zeros"), "graded", 0, "")
-    add("ex01_forge_in_assignment.ipynb", with_cell(FORGE_IN_ASSIGNMENT, "zeros"), "graded", 0, "tampering")
+    add("ex01_forge_in_assignment.ipynb", with_cell(FORGE_IN_ASSIGNMENT, "zeros"), "graded", 0, "")
     add(
         "ex01_names_a_module.ipynb",
         with_cell(NAMES_A_MODULE.replace("MARKER", repr(str(marker))), "zeros"),
@@ -441,11 +473,11 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     # an exception the kernel cannot send (its message holds a lone surrogate) is still reported
     nb = with_cell('raise ValueError("a lone surrogate \\ud800 in the message")')
     add("ex01_surrogate_error.ipynb", nb, "cell error", FULL, "raised an exception: its message could not be sent")
-    # a hook that swaps in hidden functions: registered by an expression statement, it does not run
-    # where the functions are graded (the stubs are graded); hidden in an assignment, it does, and
-    # the swap is flagged for the instructor, with what ran
-    add("ex01_hook_swaps_functions.ipynb", hook_swap_notebook(), "graded", 0, "")
-    add("ex01_hook_in_an_assignment.ipynb", hook_swap_notebook(True), "graded", None, "has no source in the kernel")
+    # a hook that swaps in hidden functions: wherever it hides it does not run where the functions
+    # are graded (the stubs are graded there); decorated stubs are not defined there at all
+    for where in HIDING_PLACES:
+        add(f"ex01_hook_in_{where}.ipynb", hook_swap_notebook(where), "graded", 0, "")
+    add("ex01_hook_in_decorator.ipynb", hook_swap_notebook("decorator"), "graded", 0, "is not one of those kept")
     add("ex01_a_writes_output.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
     add("ex01_a_writes_output_too.ipynb", with_cell(WRITES_OUTPUT), "graded", FULL)
     add("ex01_a_floods_output.ipynb", with_cell(FLOODS_OUTPUT), "graded", FULL)
@@ -587,18 +619,19 @@ def test_what_judging_cost_is_on_the_record_in_cpu_seconds(attack_run):
 
 
 def test_the_functions_graded_are_on_the_record(attack_run):
-    """Each record holds the source of every function graded and its hash; the honest
-    submissions' are the notebook's own, the hook's swap is not."""
+    """Each record holds the source of every function graded and its hash: the notebook's own
+    def, found from the function's code object; a hook's swap never happens."""
     recs = records(attack_run)
     for name in ("ex01_honest_full.ipynb", "ex01_honest_partial.ipynb"):
         sources = recs[name]["graded_sources"]
         assert set(sources) == {ex.id for ex in exercises_of(1)}
         assert all(g["in_notebook"] is True and len(g["sha256"]) == 64 for g in sources.values()), name
         assert "def decode_bits(" in sources["ex01.decode_bits"]["source"]
-    stubs = recs["ex01_hook_swaps_functions.ipynb"]["graded_sources"]  # the hook never ran there
-    assert all(g["in_notebook"] is True and "see the hook" in g["source"] for g in stubs.values())
-    swapped = recs["ex01_hook_in_an_assignment.ipynb"]["graded_sources"]
-    assert all(g["in_notebook"] is None and g["source"] is None for g in swapped.values())
+    for where in HIDING_PLACES:  # the hook never ran there: the stubs were graded
+        stubs = recs[f"ex01_hook_in_{where}.ipynb"]["graded_sources"]
+        assert set(stubs) == {ex.id for ex in exercises_of(1)}, where
+        assert all(g["in_notebook"] is True and "see the hook" in g["source"] for g in stubs.values()), where
+    assert recs["ex01_hook_in_decorator.ipynb"]["graded_sources"] == {}  # not defined there
 
 
 def test_nothing_is_left_and_nothing_was_imported(attack_run):

@@ -1,5 +1,7 @@
-"""What runs in the clean kernel the functions are graded in (nbhelpers.grading.definitions): a
-notebook's imports, definitions and assignments, on their own lines, and nothing else."""
+"""What runs in the clean kernel the functions are graded in (nbhelpers.grading.definitions): the
+statements of a notebook that an allowlist keeps whole (imports of known modules, defs and
+classes with known decorators and bases, assignments of values), on their own lines, and nothing
+else; each statement left out with the reason."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ if True:
 '''
 
 
-def test_only_imports_definitions_and_assignments_are_kept_on_their_own_lines():
+def test_only_the_allowed_statements_are_kept_on_their_own_lines():
     defs = definitions_of([(0, CELL)], [False])
     [[index, kept]] = defs.cells
     assert index == 0
@@ -51,7 +53,7 @@ def test_only_imports_definitions_and_assignments_are_kept_on_their_own_lines():
     kept_lines = {0, 1, 3, 4, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20}  # imports, f and its decorator, C, try-import
     for n, (got, want) in enumerate(zip(lines, CELL.split("\n"))):
         assert got == (want if n in kept_lines else ""), (n, want, got)
-    left = [first for _, first, _ in defs.left_out]
+    left = [first for _, first, _, _ in defs.left_out]
     assert left == [
         "get_ipython().run_line_magic('matplotlib', 'inline')",
         "for i in range(4):",
@@ -62,8 +64,8 @@ def test_only_imports_definitions_and_assignments_are_kept_on_their_own_lines():
         "X = 1; hook()",
         "if True:",
     ]
-    names = dict((first, n) for _, first, n in defs.left_out)
-    assert {"TABLE", "append", "i"} <= names["for i in range(4):"]
+    names = {first: n for _, first, n, _ in defs.left_out}
+    assert names["for i in range(4):"] == {"TABLE", "i"}  # what it sets or changes, not what it reads
     assert defs.unparsed == []
 
 
@@ -90,3 +92,97 @@ def test_every_solutions_functions_are_all_defined_by_its_definitions(path):
             if line.startswith("def "):
                 assert line in program, (path, line)
     assert defs.unparsed == []
+
+
+def kept_or_why(src: str) -> str | None:
+    """None when the last statement of ``src`` is kept, else the reason it is left out (the
+    statements before it set the scope: the imports and names it may use)."""
+    defs = definitions_of([(0, src)], [False])
+    kept = {n for _, text in defs.cells for n, line in enumerate(text.splitlines(), 1) if line.strip()}
+    if len(src.rstrip("\n").splitlines()) in kept:
+        return None
+    return defs.left_out[-1][3] if defs.left_out else "nothing kept and nothing left out"
+
+
+PRELUDE = "import functools, math, dataclasses, typing\nimport numpy as np\nfrom nbhelpers.device import setup_device\n"
+KEPT = [
+    "N, Z = 10_000, 6.0",
+    "EPS = 2.0 ** -23 * (1 << 3)",
+    'T = {"e4m3": (4, 3), "e5m2": (5, 2)}["e4m3"]',
+    "F32 = np.float32(1.5)",
+    "A = np.array([1.0, -0.0], dtype=np.float32)",
+    "L = math.ldexp(1.0, -24)",
+    "info = setup_device()\nDEVICE = info.device",
+    "F = lambda x, k=3: x * k",
+    "@functools.cache\ndef f(x: undefined_name()) -> undefined_too():\n    return hook(x)",
+    "@functools.lru_cache(maxsize=None)\ndef f(x, y=np.float32(2)):\n    return x",
+    "@dataclasses.dataclass(frozen=True)\nclass P:\n    'doc'\n    x: int = 0\n"
+    "    y: list = dataclasses.field(default_factory=list)\n    def __repr__(self):\n        return hook()",
+    "class NT(typing.NamedTuple):\n    a: int = 0\n    b: float = 1.0",
+    "try:\n    import ml_dtypes\nexcept ImportError:\n    ml_dtypes = None",
+    "class E(ValueError):\n    pass",
+]
+
+
+@pytest.mark.parametrize("stmt", KEPT, ids=[s.splitlines()[0][:30] for s in KEPT])
+def test_statements_an_honest_notebook_uses_are_kept(stmt):
+    assert kept_or_why(PRELUDE + stmt) is None
+
+
+# each: a statement that would run code of the student's (or change the grader's) in the clean
+# kernel, and words of the reason it is left out
+LEFT_OUT = [
+    ("def deco(f):\n    return f\n@deco\ndef g():\n    pass", "decorator @deco"),
+    ("@functools.wraps(print)\ndef g():\n    pass", "decorator"),
+    ("import builtins", "it imports builtins"),
+    ("import numpy.linalg\nnumpy.compile = print", "not to a name"),
+    ("compile.__wrapped__ = print", "not to a name"),
+    ("np.__dict__['x'] = 1", "not to a name"),
+    ("try:\n    pass\nexcept (print('x'),):\n    pass", "except clause"),
+    ("try:\n    import numpy\nexcept ImportError:\n    print('x')", "left out"),
+    ("x: print('annotation')", "annotation with no value"),
+    ("class C:\n    _ = print('x')", "body"),
+    ("class C:\n    for i in range(3):\n        pass", "body"),
+    ("class B:\n    def __init_subclass__(cls):\n        pass", "__init_subclass__"),
+    ("class C:\n    __class_getitem__ = print", "__class_getitem__"),
+    ("class C(metaclass=type):\n    pass", "metaclass"),
+    ("import enum\nclass C(enum.Enum):\n    A = 1\n    def __init__(self, v):\n        print(v)", "base"),
+    ("def g(x=print('default')):\n    pass", "it calls print"),
+    ("F = lambda x=print('default'): x", "it calls print"),
+    ("T = [2.0 ** -e for e in range(10)]", "comprehension"),
+    ("x = (y := 3)", "not a value"),
+    ("from os import *", "imports from os"),
+    ("from numpy import *", "star import"),
+    ("import os", "it imports os"),
+    ("from . import answer_keys", "imports from ."),
+    ("__builtins__ = {}", "reserved name"),
+    ("def __getattr__(name):\n    pass", "reserved name"),
+    ("x = np.load('f.npy', allow_pickle=True)", "it calls np.load"),
+    ("x = np.apply_along_axis(print, 0, np.zeros(2))", "np.apply_along_axis"),
+    ("x = np.float32(1).__class__", "private attribute"),
+    ("x = undefined", "no statement kept before it defines"),
+    ("np = {}\nx = np.float32(1)", "it calls np.float32"),
+    ("TABLE = []\nTABLE.append(1)", "expression statement"),
+    ("X = 1; print(X)", "expression statement"),
+    ("if True:\n    X = 1", "if statement"),
+]
+
+
+@pytest.mark.parametrize("stmt,reason", LEFT_OUT, ids=[s.splitlines()[-1][:30] for s, _ in LEFT_OUT])
+def test_what_would_run_the_students_code_is_left_out_with_the_reason(stmt, reason):
+    why = kept_or_why(PRELUDE + stmt)
+    assert why is not None and reason in why, why
+
+
+def test_the_program_records_each_function_a_kept_statement_makes():
+    src = (
+        PRELUDE + "@functools.cache\ndef f(x):\n    return x\nclass C:\n    def m(self):\n        pass\nG = lambda: 1\n"
+    )
+    defs = definitions_of([(4, src)], [False])
+    lines = src.splitlines()
+    assert [(i, line, name) for i, line, name, _ in defs.functions] == [
+        (4, lines.index("@functools.cache") + 1, "f"),
+        (4, lines.index("    def m(self):") + 1, "m"),
+        (4, len(lines), "<lambda>"),
+    ]
+    assert defs.functions[0][3] == "@functools.cache\ndef f(x):\n    return x\n"

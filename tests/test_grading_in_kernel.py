@@ -256,3 +256,21 @@ def test_the_grading_cells_files_are_never_made_through_a_link(tmp_path, monkeyp
     with pytest.raises(OSError):
         make_cell_files(tmp_path / "g-raced", {"inputs.json": b"secret inputs", "outputs.jsonl": b""})
     assert list(elsewhere.iterdir()) == []
+
+
+def test_the_code_of_a_graded_function_is_read_from_its_code_object():
+    """What the grading cell reports of each function it grades: the program's cell and line its
+    code was compiled from (through a functools.cache wrapper), or what it is instead."""
+    import functools
+
+    ns: dict = {}
+    exec(compile("\n\ndef f(x):\n    return x\n", "<notebook cell 4>", "exec"), ns)
+    exec(compile("def g(x):\n    return x\n", "<string>", "exec"), ns)
+    assert in_kernel._code_of(ns["f"]) == {"cell": 3, "line": 3, "name": "f"}
+    assert in_kernel._code_of(functools.cache(ns["f"])) == {"cell": 3, "line": 3, "name": "f"}
+    assert "compiled elsewhere" in in_kernel._code_of(ns["g"])["not"]
+    assert "compiled elsewhere" in in_kernel._code_of(json.dumps)["not"]  # a module's
+    wrapper = functools.wraps(ns["f"])(lambda x: x)  # says it wraps f: its own code is graded
+    assert "compiled elsewhere" in in_kernel._code_of(wrapper)["not"]
+    assert in_kernel._code_of(functools.partial(ns["f"], 1)) == {"not": "a partial, not a function"}
+    assert in_kernel._code_of(print) == {"not": "a builtin_function_or_method, not a function"}

@@ -20,7 +20,12 @@ from nbhelpers.grading.judging import judge_submission, plan_chapter
 
 NONCE = "9" * 32
 MISSING = (CheckStatus.NOT_RUN, "not checked")
-CELLS = [(0, "def smallest_absorbing(c, exp_bits, man_bits):\n    return 0.0\n")]
+# the functions the program's definitions made (Definitions.functions): each exercise's def, on
+# its own line of cell 0
+FUNCTIONS = [
+    [0, line, name, f"def {name}(*args):\n    return 0.0\n"]
+    for line, name in enumerate(["decode_bits", "rounding_interval", "count_values", "smallest_absorbing"], 1)
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +42,13 @@ def deterministic(plan) -> list:
 def honest_outputs(plan, path) -> list[dict]:
     """A results file with the deterministic exercises' expected results, as a kernel encodes them."""
     lines = [
-        {"id": p.exercise.id, "n": NONCE, "results": [{"v": encode(e)} for e in p.expected], "src": ""}
-        for p in deterministic(plan)
+        {
+            "id": p.exercise.id,
+            "n": NONCE,
+            "results": [{"v": encode(e)} for e in p.expected],
+            "code": {"cell": 0, "line": line, "name": p.exercise.name},
+        }
+        for line, p in enumerate(deterministic(plan), 1)
     ]
     path.write_text("".join(json.dumps(rec) + "\n" for rec in lines))
     return [{"event": "grading_cell", "outputs": str(path), "nonce": NONCE}]
@@ -56,10 +66,10 @@ def heavy_outputs(plan, path, exercises: int) -> list[dict]:
 
 def test_a_judge_process_gives_what_judging_here_gives(plan, tmp_path):
     events = honest_outputs(plan, tmp_path / "out.jsonl")
-    here = judge_submission(plan, events, CELLS, MISSING)
+    here = judge_submission(plan, events, FUNCTIONS, MISSING)
     judges = Judges({1: plan})
     try:
-        there = judges.judge(1, events, CELLS, MISSING)
+        there = judges.judge(1, events, FUNCTIONS, MISSING)
     finally:
         judges.close()
     results, sources, foreign, why, cpu_s = there
@@ -81,8 +91,8 @@ def test_results_past_the_judges_memory_cost_only_that_submission(plan, tmp_path
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     judges = Judges({1: plan}, memory_mb=1024)
     try:
-        failed = judges.judge(1, heavy, CELLS, MISSING)
-        after = judges.judge(1, honest, CELLS, MISSING)
+        failed = judges.judge(1, heavy, FUNCTIONS, MISSING)
+        after = judges.judge(1, honest, FUNCTIONS, MISSING)
     finally:
         judges.close()
     assert "judging its results took more than 1024 MB" in failed[3], failed[3]
@@ -100,13 +110,13 @@ def test_results_past_the_judges_time_cost_only_that_submission(plan, tmp_path):
     judges = Judges({1: plan}, timeout=0.3)
     try:
         judges.timeout = 60
-        assert judges.judge(1, honest, CELLS, MISSING)[3] == ""  # started, plans loaded
+        assert judges.judge(1, honest, FUNCTIONS, MISSING)[3] == ""  # started, plans loaded
         judges.timeout = 0.3
         t0 = time.monotonic()
-        failed = judges.judge(1, heavy, CELLS, MISSING)
+        failed = judges.judge(1, heavy, FUNCTIONS, MISSING)
         waited = time.monotonic() - t0
         judges.timeout = 60
-        after = judges.judge(1, honest, CELLS, MISSING)
+        after = judges.judge(1, honest, FUNCTIONS, MISSING)
     finally:
         judges.close()
     assert "judging its results took more than 0.3 s" in failed[3], failed[3]
@@ -123,7 +133,7 @@ def test_a_classmate_is_judged_while_a_heavy_submission_is(plan, tmp_path):
     judges = Judges({1: plan})
     done: dict[str, float] = {}
     try:
-        warm = [threading.Thread(target=judges.judge, args=(1, honest, CELLS, MISSING)) for _ in range(2)]
+        warm = [threading.Thread(target=judges.judge, args=(1, honest, FUNCTIONS, MISSING)) for _ in range(2)]
         for t in warm:
             t.start()
         for t in warm:
@@ -131,7 +141,7 @@ def test_a_classmate_is_judged_while_a_heavy_submission_is(plan, tmp_path):
         assert len(judges.idle) == 2
 
         def run(name, events):
-            judges.judge(1, events, CELLS, MISSING)
+            judges.judge(1, events, FUNCTIONS, MISSING)
             done[name] = time.monotonic()
 
         slow = threading.Thread(target=run, args=("heavy", heavy))
@@ -153,15 +163,44 @@ def test_a_judge_that_dies_is_the_graders_failure(plan, tmp_path):
     judges = Judges({1: plan})
     got = {}
     try:
-        assert judges.judge(1, honest, CELLS, MISSING)[3] == ""
-        t = threading.Thread(target=lambda: got.update(answer=judges.judge(1, heavy, CELLS, MISSING)))
+        assert judges.judge(1, honest, FUNCTIONS, MISSING)[3] == ""
+        t = threading.Thread(target=lambda: got.update(answer=judges.judge(1, heavy, FUNCTIONS, MISSING)))
         t.start()
         time.sleep(0.3)
         os.kill(judges.all[0].proc.pid, signal.SIGKILL)
         t.join()
-        after = judges.judge(1, honest, CELLS, MISSING)
+        after = judges.judge(1, honest, FUNCTIONS, MISSING)
     finally:
         judges.close()
     results, _, _, why, _ = got["answer"]
     assert "the judge process died" in why and {r.status for r in results.values()} == {"ERROR"}, why
     assert after[3] == "" and len(judges.all) == 2
+
+
+@pytest.mark.parametrize(
+    "code,why",
+    [
+        (None, "saw no code object"),
+        ({"not": "a partial, not a function"}, "it is a partial"),
+        ({"not": "a function compiled elsewhere (a module's, or one made by exec)"}, "compiled elsewhere"),
+        ({"cell": 0, "line": 9, "name": "decode_bits"}, "line 9 of cell 1, where no def kept starts"),
+        ({"cell": 0, "line": 2, "name": "decode_bits"}, "where no def kept starts"),  # rounding_interval's line
+        ({"cell": "0", "line": 1, "name": "decode_bits"}, "saw no code object"),
+    ],
+)
+def test_a_function_the_definitions_did_not_make_scores_nothing(plan, tmp_path, code, why):
+    """Right answers from a function that is not one of the program's defs (a wrapper, a library
+    function, one made by exec, a def at another place) earn nothing, and the detail says why."""
+    events = honest_outputs(plan, tmp_path / "out.jsonl")
+    path = tmp_path / "out.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    if code is None:
+        del lines[0]["code"]
+    else:
+        lines[0]["code"] = code
+    path.write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    results, sources, _ = judge_submission(plan, events, FUNCTIONS, MISSING)
+    assert results["ex01.decode_bits"].points == 0 and why in results["ex01.decode_bits"].error
+    assert sources["ex01.decode_bits"] == {**sources["ex01.decode_bits"], "source": None, "in_notebook": False}
+    assert results["ex01.rounding_interval"].passed and sources["ex01.rounding_interval"]["in_notebook"]
+    assert sources["ex01.rounding_interval"]["source"] == FUNCTIONS[1][3]

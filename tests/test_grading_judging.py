@@ -91,15 +91,19 @@ def test_a_second_record_with_the_nonce_voids_the_exercise(tmp_path):
     p = plan.exercises[3]
     good = [{"v": encode(e)} for e in p.expected]
     nonce = "6" * 32
+    code = {"cell": 0, "line": 1, "name": p.exercise.name}  # a def of the program (below)
+    functions = [[0, 1, p.exercise.name, f"def {p.exercise.name}(*args):\n    pass\n"]]
     for order in ([good, [{"v": 0.0}] * len(good)], [[{"v": 0.0}] * len(good), good]):
-        lines = [json.dumps({"id": p.exercise.id, "results": r, "n": nonce}) + "\n" for r in order]
+        lines = [json.dumps({"id": p.exercise.id, "results": r, "n": nonce, "code": code}) + "\n" for r in order]
         (tmp_path / "out.jsonl").write_text("".join(lines))
         events = [{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}]
-        results, _, foreign = judge_submission(plan, events, [], ("NOT RUN", "not checked"))
+        results, _, foreign = judge_submission(plan, events, functions, ("NOT RUN", "not checked"))
         r = results[p.exercise.id]
         assert r.points == 0 and r.status == "FAIL" and r.error == FORGED and foreign == 0
-    (tmp_path / "out.jsonl").write_text(json.dumps({"id": p.exercise.id, "results": good, "n": nonce}) + "\n")
-    results, _, _ = judge_submission(plan, events, [], ("NOT RUN", "not checked"))
+    (tmp_path / "out.jsonl").write_text(
+        json.dumps({"id": p.exercise.id, "results": good, "n": nonce, "code": code}) + "\n"
+    )
+    results, _, _ = judge_submission(plan, events, functions, ("NOT RUN", "not checked"))
     assert results[p.exercise.id].passed  # one record: judged as it is
 
 
@@ -214,7 +218,7 @@ def test_what_the_graded_kernel_raised_reaches_the_csv_as_a_type_only():
         "definitions": True,
     }
     assert event_text(clean) == (
-        "with only its imports, definitions and assignments (where the functions are graded), "
+        "in the program of its definitions (where the functions are graded), "
         "cell 4 (T = f()) raised SystemExit (its message is in the JSON file)"
     )
     assert hidden in event_text(clean, full=True)

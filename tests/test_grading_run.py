@@ -537,28 +537,39 @@ def test_a_hard_link_to_a_classmates_notebook_is_flagged_and_honest_rows_unchang
 
 
 def test_state_made_by_other_statements_is_not_there_when_the_functions_are_graded(tmp_path):
-    """The functions are graded in a kernel that has run only the notebook's imports, definitions
-    and assignments. A function that needs a table a loop filled passes its check cell but not the
-    grader, and the detail names the table and the cell that filled it; the same table made by an
-    assignment passes both."""
+    """The functions are graded in a kernel that has run only the program the grader built from
+    the notebook's imports, definitions and assignments of values. A function that needs a table
+    a loop or a comprehension filled passes its check cell but not the grader, and the detail
+    names the table, the cell that filled it and why that statement did not run; the same table
+    made inside a cached function passes both."""
     subs = tmp_path / "subs"
     subs.mkdir()
-    for name, fill in [
-        ("ex01_loop_table", "POW = {}\nfor _e in range(-1100, 1024):\n    POW[_e] = 2.0**_e"),
-        ("ex01_assigned_table", "POW = {_e: 2.0**_e for _e in range(-1100, 1024)}"),
+    for name, fill, use in [
+        ("ex01_loop_table", "POW = {}\nfor _e in range(-1100, 1024):\n    POW[_e] = 2.0**_e", "POW[k - man_bits]"),
+        ("ex01_comprehension_table", "POW = {_e: 2.0**_e for _e in range(-1100, 1024)}", "POW[k - man_bits]"),
+        (
+            "ex01_cached_function",
+            "import functools\n@functools.cache\ndef pow2(e):\n    return 2.0**e",
+            "pow2(k - man_bits)",
+        ),
     ]:
         nb = solution()
         insert_code(nb, "import math", fill)
-        mutate(nb, "count_values", "q = 2.0 ** (k - man_bits)", "q = POW[k - man_bits]")
+        mutate(nb, "count_values", "q = 2.0 ** (k - man_bits)", f"q = {use}")
         write(nb, subs / f"{name}.ipynb")
     args = [str(subs), "--csv", str(tmp_path / "g.csv"), "--json", str(tmp_path / "g.json"), "--no-sandbox", *FAST]
     assert main(args) == 0
     recs = {Path(r["file"]).stem: r for r in json.loads((tmp_path / "g.json").read_text())["submissions"]}
-    loop, assigned = recs["ex01_loop_table"], recs["ex01_assigned_table"]
-    assert assigned["total"] == FULL and assigned["detail"] == "", assigned["detail"]
-    assert loop["total"] == FULL - POINTS["ex01.count_values"], loop["detail"]
-    hint = r"ex01\.count_values: uses POW, which cell \d+ \(for _e in range\(-1100, 1024\):\) sets or changes"
-    assert re.search(hint, loop["detail"]), loop["detail"]
+    cached = recs["ex01_cached_function"]
+    assert cached["total"] == FULL and cached["detail"] == "", cached["detail"]
+    for name, first, why in [
+        ("ex01_loop_table", r"for _e in range\(-1100, 1024\):", "a for loop"),
+        ("ex01_comprehension_table", r"POW = \{_e: 2\.0\*\*_e for _e in range\(-1100, 1024\)\}", "comprehension"),
+    ]:
+        rec = recs[name]
+        assert rec["total"] == FULL - POINTS["ex01.count_values"], rec["detail"]
+        hint = rf"ex01\.count_values: uses POW, which cell \d+ \({first}\) sets or changes .*{why}"
+        assert re.search(hint, rec["detail"]), rec["detail"]
 
 
 @pytest.mark.sandbox

@@ -17,13 +17,15 @@ the grader
    submission to the next), with a time limit per cell and a total one (the worker and the
    kernel's sandbox are killed when the total runs out). Check cells (cells that only call
    ``check(...)`` or ``summary(...)``) are skipped: they are for the student's eyes;
-3. starts a second, clean kernel that runs only the notebook's imports, definitions and
-   assignments (:mod:`.definitions`: no hook, thread or loop the notebook's other statements
-   could leave), and adds one last cell there that calls each of the chapter's functions on the
-   case *inputs* (sent as data, never the expected results) and writes what they return to a
-   file in a plain data encoding (JSON with tagged NaN, infinities, -0.0, arrays as dtype, shape
-   and bytes), every line with a nonce made for that cell (lines without it are ignored as
-   tampering); nothing from the kernel is ever unpickled, executed or imported;
+3. starts a second, clean kernel that runs only a program the grader builds from the
+   notebook's imports, definitions and assignments of values by an allowlist
+   (:mod:`.definitions`: nothing of the student's runs there, so no hook, thread or loop), and
+   adds one last cell there that reads each graded function's code object (it must be a ``def``
+   of that program) and calls each of the chapter's functions on the case *inputs* (sent as
+   data, never the expected results) and writes what they return to a file in a plain data
+   encoding (JSON with tagged NaN, infinities, -0.0, arrays as dtype, shape and bytes), every
+   line with a nonce made for that cell (lines without it are ignored as tampering); nothing
+   from the kernel is ever unpickled, executed or imported;
 4. judges those results with :func:`nbhelpers.checks.score`, the very code a notebook's
    ``check`` cell uses, against expected results computed here from the course's references,
    in a judge process of this grader's with limits of its own (:mod:`.judge_process`). The

@@ -33,6 +33,7 @@ import binascii
 import contextlib
 import dataclasses
 import enum
+import functools
 import importlib
 import json
 import math
@@ -42,6 +43,7 @@ import re
 import signal
 import threading
 import time
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -60,7 +62,6 @@ LIMITS = {
     "max_str": 100_000,  # characters of one string
     "max_repr": 200,  # characters of the repr sent for a value that cannot be sent as data
     "max_message": 2_000,  # characters of an exception's message
-    "max_source": 20_000,  # characters of a graded function's source sent for the record
     # decoding: what one exercise's results may cost the grader, whatever the kernel sends
     "max_hashed": 1_000,  # items of one decoded set or dict (ints can be made to share a hash)
     "max_hashed_total": 100_000,  # items of all the sets and dicts of one exercise's results
@@ -739,11 +740,13 @@ def kernel_main(ns: dict, job: dict) -> None:
         _INTERRUPT[0] = _Interrupted
     out = open(job["outputs"], "a", encoding="utf-8")
     try:
-        for ex in spec["exercises"]:
-            if only is not None and ex["id"] not in only:
-                continue
+        exercises = [ex for ex in spec["exercises"] if only is None or ex["id"] in only]
+        # every function graded, and what made it, before any of them is called: a call cannot
+        # swap the next one, or change what its code object says
+        graded = {ex["id"]: _graded(ns, ex["name"]) for ex in exercises}
+        for ex in exercises:
             _emit(out, {"start": ex["id"]}, nonce, max_line)
-            _emit(out, _run_exercise(ns, ex, budget, alarm, max_line - 4096), nonce, max_line)
+            _emit(out, _run_exercise(graded[ex["id"]], ex, budget, alarm, max_line - 4096), nonce, max_line)
     finally:
         alarm.restore()
         if old_sigint is not None:
@@ -761,34 +764,47 @@ def _emit(out: Any, record: dict, nonce: str, max_line: int) -> None:
     os.fsync(out.fileno())
 
 
-def _run_exercise(ns: dict, ex: dict, budget: float, alarm: _Alarm, max_bytes: int) -> dict:
-    """The record of one exercise: its function's results on every case."""
-    name = ex["name"]
+def _graded(ns: dict, name: str) -> tuple[Any, dict]:
+    """The function named ``name`` in the notebook's namespace (or a record that says it is not
+    there, or not callable), with :func:`_code_of` it."""
     if name not in ns:
-        return {"id": ex["id"], "missing": True}
+        return None, {"missing": True}
     fn = ns[name]
     if not callable(fn):
-        return {"id": ex["id"], "not_callable": type(fn).__name__[:100]}
-    src = _source_of(fn)  # before the calls: what was graded, not what the calls left behind
+        return None, {"not_callable": type(fn).__name__[:100]}
+    return fn, {"code": _code_of(fn)}
+
+
+#: The file names the grader compiles the program's cells under (definitions.code_file).
+_PROGRAM_FILE = re.compile(r"<notebook cell ([0-9]{1,9})>")
+
+
+def _code_of(fn: Any) -> dict:
+    """Where the function's code object was compiled: ``{"cell", "line", "name"}`` for a
+    function of the grader's program (a ``functools.cache`` wrapper is looked through), or
+    ``{"not": what it is}``. Read before any of the student's code runs, so it is what the
+    program made."""
+    f = fn
+    if type(f) is functools._lru_cache_wrapper:
+        f = vars(f).get("__wrapped__")
+    if type(f) is not types.FunctionType:
+        return {"not": f"a {type(fn).__name__[:100]}, not a function"}
+    code = f.__code__
+    m = _PROGRAM_FILE.fullmatch(code.co_filename)
+    if m is None:
+        return {"not": "a function compiled elsewhere (a module's, or one made by exec)"}
+    return {"cell": int(m.group(1)) - 1, "line": code.co_firstlineno, "name": code.co_name[:100]}
+
+
+def _run_exercise(graded: tuple[Any, dict], ex: dict, budget: float, alarm: _Alarm, max_bytes: int) -> dict:
+    """The record of one exercise: its function's results on every case, and its code."""
+    fn, about = graded
+    if fn is None:
+        return {"id": ex["id"], **about}
     results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes)
     if size > max_bytes:  # not sent at all (the grader would not read it): said so instead
         return {"id": ex["id"], "too_large": size}
-    return {"id": ex["id"], "results": results, "src": src}
-
-
-def _source_of(fn: Any) -> str | None:
-    """The source of the function to be graded as this kernel has it (its cell's text, through
-    inspect), at most ``LIMITS["max_source"]`` characters; None when it has none (made by exec,
-    a builtin, a callable object). For the instructor's record: the kernel could lie about it."""
-    try:
-        import inspect
-
-        src = inspect.getsource(fn)
-    except (_TimeLimit, _INTERRUPT[0]):
-        raise
-    except BaseException:  # no source is an answer too (whatever a student's object raised)
-        return None
-    return src[: LIMITS["max_source"]] if isinstance(src, str) else None
+    return {"id": ex["id"], "results": results, **about}
 
 
 def _call_cases(fn: Callable, cases: list, budget: float, alarm: _Alarm, max_bytes: int) -> tuple[list, int]:

@@ -26,12 +26,12 @@ from ..answer_keys import exercises_of
 from ..checks import CheckResult, CheckStatus, Raised, cases_for, expected_outputs, score
 from ..exercise_types import Exercise
 from ..report_text import describe_exception, truncate
-from .definitions import Definitions, definitions_of, names_used, parse
+from .definitions import Definitions, definitions_of, names_used, parse, program_cell
 from .in_kernel import LIMITS, DecodeBudget, decode, encode
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
 from .submissions import Submission, check_cells, detect_chapter
-from .untrusted import safe_data
+from .untrusted import safe_data, safe_name
 
 __all__ = [
     "ExercisePlan",
@@ -390,7 +390,7 @@ def event_text(e: dict, full: bool = False) -> str:
     kind = e.get("event")
     text = _event_words(e, where, kind, full)
     if text and e.get("definitions") is True:
-        return "with only its imports, definitions and assignments (where the functions are graded), " + text
+        return "in the program of its definitions (where the functions are graded), " + text
     return text
 
 
@@ -545,7 +545,8 @@ def _grade_one(
     cells = [[i, src, flag] for (i, src), flag in zip(sub.cells, flags)]
     defs = definitions_of(sub.cells, flags)
     exercise_ids = [p.exercise.id for p in plan.exercises if p.error is None]
-    with Job(cells, plan.inputs_json, exercise_ids, opts, defs.cells) as job:
+    program = [[i, program_cell(i, src)] for i, src in defs.cells]
+    with Job(cells, plan.inputs_json, exercise_ids, opts, program) as job:
         total_timeout = job.run(running, opts.timeout)
         events = job.events()
         worker_failed = not total_timeout and not any(e.get("event") == Event.DONE for e in events)
@@ -555,10 +556,10 @@ def _grade_one(
         missing = _missing_reason(total_timeout, worker_failed, opts)
         if judges is None:
             t_judge = time.process_time()
-            results, sources, foreign = judge_submission(plan, events, sub.cells, missing)
+            results, sources, foreign = judge_submission(plan, events, defs.functions, missing)
             unjudged, judge_cpu = "", round(time.process_time() - t_judge, 3)
         else:  # while the job's files exist
-            results, sources, foreign, unjudged, judge_cpu = judges.judge(chapter, events, sub.cells, missing)
+            results, sources, foreign, unjudged, judge_cpu = judges.judge(chapter, events, defs.functions, missing)
     said = [event_text(e, full=True) for e in events]  # for the JSON file only
     details = [note] + [event_text(e) for e in events]
     details += _definitions_notes(defs, results, sources, sub.cells)
@@ -579,13 +580,7 @@ def _grade_one(
         for r in results.values()
         if r.status in (CheckStatus.TIMEOUT, CheckStatus.MISSING, CheckStatus.DIED, CheckStatus.ERROR)
     ]
-    details += [
-        f"{ex_id}: the function graded is not defined in the notebook as shown"
-        if g["in_notebook"] is False
-        else f"{ex_id}: the function graded has no source in the kernel (made by exec?)"
-        for ex_id, g in sources.items()
-        if g["in_notebook"] is not True
-    ]
+    details += [f"{ex_id}: {g['why']}" for ex_id, g in sources.items() if not g["in_notebook"]]
     status = status_of(events, total_timeout, worker_failed, results)
     peaks = [e.get("worker_peak_mb") for e in events if e.get("event") == Event.DONE]
     peak = peaks[-1] if peaks and isinstance(peaks[-1], int) and not isinstance(peaks[-1], bool) else None
@@ -610,21 +605,36 @@ def _definitions_notes(
             "none of it ran where the functions were graded"
         )
     for ex_id, r in results.items():
-        src = (sources.get(ex_id) or {}).get("source")
-        if r.passed or not isinstance(src, str):
+        if r.passed:
             continue
-        tree = parse(textwrap.dedent(src))
+        name = ex_id.rsplit(".", 1)[-1]
+        defined = [(i, first, why) for i, first, names, why in defs.left_out if _defines(first, name)]
+        if defined and r.status == CheckStatus.MISSING:
+            i, first, why = defined[0]
+            notes.append(
+                f"{ex_id}: its definition in cell {i + 1} ({first}) does not run where the functions are graded: {why}"
+            )
+            continue
+        src = (sources.get(ex_id) or {}).get("source")
+        tree = parse(textwrap.dedent(src)) if isinstance(src, str) else None
         if tree is None:
             continue
         used = names_used(tree)
-        hits = [(i, first, sorted(names & used)) for i, first, names in defs.left_out if names & used]
+        hits = [(i, first, sorted(names & used), why) for i, first, names, why in defs.left_out if names & used]
         if hits:
-            i, first, names = hits[0]
+            i, first, names, why = hits[0]
             notes.append(
                 f"{ex_id}: uses {', '.join(names[:3])}, which cell {i + 1} ({first}) sets or changes in a statement "
-                "that does not run where the functions are graded (only imports, definitions and assignments do)"
+                f"that does not run where the functions are graded: {why} (docs/grading.md, what runs there)"
             )
     return notes
+
+
+def _defines(first_line: str, name: str) -> bool:
+    """Whether a statement whose first line is ``first_line`` defines ``name`` (a def, a class or
+    an assignment to it)."""
+    n = re.escape(name)
+    return bool(re.match(rf"((async\s+)?def\s+{n}\b|class\s+{n}\b|{n}\s*(:|=[^=]))", first_line))
 
 
 def _first(src: str) -> str:
@@ -633,40 +643,60 @@ def _first(src: str) -> str:
 
 
 def judge_submission(
-    plan: ChapterPlan, events: list[dict], cells: list[tuple[int, str]], missing: tuple[CheckStatus, str]
+    plan: ChapterPlan, events: list[dict], functions: list[list], missing: tuple[CheckStatus, str]
 ) -> tuple[dict[str, CheckResult], dict[str, dict], int]:
     """Read, decode and judge what a submission's grading cells wrote (the files its ``events``
-    name): each exercise's result, the graded functions' sources (:func:`graded_sources`), and the
-    count of foreign lines in the results files. ``missing``: (status, error) of an exercise with
-    no results. Run in a judge process (:mod:`nbhelpers.grading.judge_process`), or here."""
+    name): each exercise's result, the graded functions' sources (:func:`graded_sources`, from
+    ``functions``, :attr:`Definitions.functions`), and the count of foreign lines in the results
+    files. A function that is not one the program's definitions made scores nothing, with the
+    reason. ``missing``: (status, error) of an exercise with no results. Run in a judge process
+    (:mod:`nbhelpers.grading.judge_process`), or here."""
     outputs = read_outputs(events, plan)
     results = _judge_all(plan, outputs.records, events, missing)
+    sources = graded_sources(outputs.records, functions)
     for p in plan.exercises:
-        if p.exercise.id in outputs.duplicated:
-            results[p.exercise.id] = _unscored(p, CheckStatus.FAIL, FORGED)
-    return results, graded_sources(outputs.records, cells), outputs.foreign_lines
+        ex_id = p.exercise.id
+        if ex_id in outputs.duplicated:
+            results[ex_id] = _unscored(p, CheckStatus.FAIL, FORGED)
+        elif ex_id in sources and not sources[ex_id]["in_notebook"]:
+            results[ex_id] = _unscored(p, CheckStatus.FAIL, sources[ex_id]["why"])
+    return results, sources, outputs.foreign_lines
 
 
-def graded_sources(records: dict[str, dict], cells: list[tuple[int, str]]) -> dict[str, dict]:
-    """For each exercise whose results arrived: the source of the function graded, as the kernel
-    reported it (``source``, at most 20,000 characters, or None when the kernel had none), its
-    ``sha256``, and ``in_notebook``: whether that text is in one of the notebook's code cells
-    (None when there is no source to look for). A function swapped in by code the notebook does
-    not show (a hook, an exec) is not in the notebook; the kernel could also lie, so this is for
-    an instructor's audit, not a proof."""
+#: Why a graded function scores nothing, by what the grading cell found (see in_kernel._code_of).
+NOT_A_DEFINITION = "the function graded is not one the notebook's definitions made"
+
+
+def graded_sources(records: dict[str, dict], functions: list[list]) -> dict[str, dict]:
+    """For each exercise whose results arrived: which function was graded. The grading cell
+    reports, before it calls any of the student's functions, each graded function's code object
+    (``code``: the cell of the program it was compiled from, its first line and its name; an
+    ``functools.cache`` wrapper is looked through) or what the object is instead. It is matched
+    to ``functions`` (:attr:`~nbhelpers.grading.definitions.Definitions.functions`, the
+    functions the program's kept statements make): ``in_notebook`` is True when one matches, and
+    ``source`` (with its ``sha256``) is then that ``def``'s text from the notebook, as the grader
+    parsed it; otherwise ``source`` is None and ``why`` says what was graded instead (a wrapper,
+    a function from a module, an object)."""
+    table = {(int(i), int(line), str(name)): str(text) for i, line, name, text in functions}
     out = {}
     for ex_id, rec in records.items():
         if "results" not in rec:
             continue
-        src = rec.get("src")
-        if not isinstance(src, str) or not src.strip():
-            out[ex_id] = {"source": None, "sha256": None, "in_notebook": None}
-            continue
-        body = src.strip()
+        code = rec.get("code")
+        src, why = None, NOT_A_DEFINITION + ": the grading cell saw no code object"
+        if isinstance(code, dict) and {"cell", "line", "name"} <= code.keys():
+            key = (code["cell"], code["line"], code["name"])
+            if all(isinstance(k, t) and not isinstance(k, bool) for k, t in zip(key, (int, int, str))):
+                src = table.get(key)
+                where = f"line {key[1]} of cell {key[0] + 1}"
+                why = f"{NOT_A_DEFINITION}: its code starts at {where}, where no def kept starts"
+        elif isinstance(code, dict) and isinstance(code.get("not"), str):
+            why = f"{NOT_A_DEFINITION}: it is {safe_name(code['not'])[:100]}"
         out[ex_id] = {
             "source": src,
-            "sha256": hashlib.sha256(src.encode("utf-8", "backslashreplace")).hexdigest(),
-            "in_notebook": any(body in cell for _, cell in cells),
+            "sha256": hashlib.sha256(src.encode("utf-8", "backslashreplace")).hexdigest() if src else None,
+            "in_notebook": src is not None,
+            "why": None if src is not None else why,
         }
     return out
 

@@ -336,7 +336,7 @@ class _Worker:
         self.events = open(job["events"], "a", encoding="utf-8")
         self.cell_timeout = float(job["cell_timeout"])
         self.cells = [(i, src) for i, src, check_only in job["cells"] if src.strip() and not check_only]
-        # the notebook's imports, definitions and assignments (nbhelpers.grading.definitions): all
+        # the program of the notebook's definitions, as cells (nbhelpers.grading.definitions): all
         # that runs in the clean kernel the functions are graded in
         self.definitions = [(int(i), str(src)) for i, src in job.get("definitions", [])]
         self.clean = False  # False: the notebook runs whole; True: its definitions, then the grading cell
