@@ -733,6 +733,20 @@ _held = [said == b"held\\n" and p.poll() is None for said, p in zip(_said, _ps)]
 raise RuntimeError(f"children holding 600 MB: {sum(_held)} of 4")
 """.replace("TAG", TAG)
 
+# Busy processes, two per core (at most 40), each in a session of its own, for 3 s: how many CPUs
+# they got together, measured by the kernel itself.
+CPU_HOG = """
+import os, subprocess, sys, time
+_spin = "import time\\nt = time.time()\\nwhile time.time() - t < 3:\\n    pass\\n# TAG"
+_t0 = time.monotonic()
+_n = min(2 * (os.cpu_count() or 1), 40)
+_ps = [subprocess.Popen([sys.executable, "-c", _spin], start_new_session=True) for _ in range(_n)]
+for _p in _ps:
+    _p.wait()
+_t = os.times()
+raise RuntimeError(f"busy processes used {(_t.children_user + _t.children_system) / (time.monotonic() - _t0):.2f} CPUs")
+""".replace("TAG", TAG)
+
 # As root, RLIMIT_NPROC is not applied: only a cgroup stops this.
 STARTS_PROCESSES = """
 import subprocess
@@ -796,12 +810,14 @@ while time.time() - _t0 < 4:
 
 @pytest.mark.sandbox
 def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
-    """Memory held by several children, processes started as root, /dev and /dev/shm filled, a
-    200 MB print and a stream of comm messages, graded beside honest submissions: the limits hold
+    """Memory held by several children, processes started as root, busy processes, /dev and
+    /dev/shm filled, a 200 MB print and a stream of comm messages, graded beside honest
+    submissions: the limits hold
     for the submission as a whole where the machine has cgroups (the run says whether it does),
     /dev is read-only and /dev/shm and /tmp are within --max-disk, the worker never holds a flood,
     and the honest rows are exactly what they would be alone."""
     from nbhelpers.grading.cgroups import find_cgroups
+    from nbhelpers.grading.cli import default_cpus
     from nbhelpers.grading.sandbox import disk_split
 
     subs = tmp_path / "subs"
@@ -814,6 +830,7 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
         ("ex01_children_hold_memory", CHILDREN_HOLD_MEMORY),
         ("ex01_starts_processes", STARTS_PROCESSES),
         ("ex01_fills_dev", FILLS_DEV),
+        ("ex01_cpu_hog", CPU_HOG),
     ]:
         write(with_cell(payload), subs / f"{name}.ipynb")
     where = find_cgroups()
@@ -869,6 +886,11 @@ def test_whole_submission_limits_and_floods_beside_honest_submissions(tmp_path):
         procs = got["ex01_starts_processes"]["detail"]
         started = int(re.search(r"processes started: (\d+) of 150", procs).group(1))
         assert started < processes and f"its limit of {processes} processes and threads" in procs, procs
+        if "cpu" in where.parents:  # the run's default: the cores shared among --jobs 2
+            hog = got["ex01_cpu_hog"]
+            used = float(re.search(r"busy processes used ([0-9.]+) CPUs", hog["detail"]).group(1))
+            assert used <= 1.15 * default_cpus(2) + 0.05, (used, default_cpus(2))
+            assert "memory, processes and CPU" in limits and hog["kernel_cpu_s"] > 0.5, hog
         fill = got["ex01_fills_channel"]
         if "its channel folder in /dev/shm" in limits:  # a tmpfs: what the kernel writes there is its memory
             assert fill["status"] == "kernel died" and f"its {memory_mb} MB of memory" in fill["detail"], fill

@@ -66,6 +66,7 @@ def test_help_lists_the_options():
         "--no-sandbox",
         "--max-memory MB",
         "--max-processes N",
+        "--max-cpus N",
         "--max-file-size MB",
         "--max-disk MB",
     ):
@@ -93,6 +94,8 @@ def test_console_script_is_the_clis_main():
         (["--chapter", "ex123"], "argument --chapter: a chapter is a number such as 1 or 01, got 'ex123'"),
         (["--max-memory", "-5"], "argument --max-memory: expected a whole number, 0 or more, got '-5'"),
         (["--max-disk", "lots"], "argument --max-disk: expected a whole number, 0 or more, got 'lots'"),
+        (["--max-cpus", "-1"], "argument --max-cpus: expected 0 (no limit) or a number of CPUs from 0.01, got '-1'"),
+        (["--max-cpus", "nan"], "argument --max-cpus: expected 0 (no limit) or a number of CPUs from 0.01, got 'nan'"),
     ],
 )
 def test_bad_option_values(tmp_path, capsys, args, message):

@@ -81,6 +81,34 @@ def test_cgroup_v1_is_found_where_its_folders_can_be_made(tmp_path, monkeypatch)
     assert not any(d.exists() for d in cg.dirs)
 
 
+def test_cgroup_v1_cpu_quota_and_accounting_where_they_can_be_had(tmp_path, monkeypatch):
+    """The cpu and cpuacct hierarchies (separate, or mounted together) are optional: found, each
+    kernel gets its quota of CPUs per period, and its CPU seconds are read from cpuacct.usage."""
+    proc = fake_v1(tmp_path)
+    proc.write_text("8:pids:/grader\n4:memory:/grader\n2:cpu,cpuacct:/grader\n0::/\n")
+    (tmp_path / "cpu,cpuacct" / "grader").mkdir(parents=True)
+    files = ("pids.max", "memory.limit_in_bytes", "cgroup.procs", "cpu.cfs_quota_us", "cpuacct.usage")
+    like_cgroupfs(monkeypatch, files)
+    found = find_cgroups(tmp_path, proc)
+    both = str(tmp_path / "cpu,cpuacct/grader")
+    assert found.parents["cpu"] == found.parents["cpuacct"] == both
+    assert "memory, processes and CPU" in found.describe()
+    cg = SubmissionCgroup(found, processes=64, memory_mb=512, cpus=1.5)
+    cpu_dir = Path(both) / cg.dirs[0].name
+    assert cg.dirs[2:] == [cpu_dir]  # one folder for the two controllers
+    assert (cpu_dir / "cpu.cfs_quota_us").read_text() == "150000"
+    assert (cpu_dir / "cpu.cfs_period_us").read_text() == "100000"
+    (cpu_dir / "cpuacct.usage").write_text("2500000000\n")
+    assert cg.cpu_seconds() == 2.5
+    cg.remove()
+    assert not cpu_dir.exists()
+    # without them: what there was before, and no CPU seconds
+    (tmp_path / "cpu,cpuacct").rename(tmp_path / "elsewhere")
+    found = find_cgroups(tmp_path, proc)
+    assert set(found.parents) == {"pids", "memory"} and "CPU" not in found.describe()
+    assert SubmissionCgroup(found, processes=64, memory_mb=512, cpus=1.5).cpu_seconds() is None
+
+
 def test_cgroup_v2_is_found_where_the_controllers_can_be_enabled(tmp_path, monkeypatch):
     (tmp_path / "grader").mkdir()
     (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
@@ -90,13 +118,22 @@ def test_cgroup_v2_is_found_where_the_controllers_can_be_enabled(tmp_path, monke
     like_cgroupfs(monkeypatch, ("pids.max", "memory.max", "cgroup.procs", "memory.events", "pids.events"))
     found = find_cgroups(tmp_path, proc)
     assert found == Cgroups(2, {"pids": str(tmp_path / "grader"), "memory": str(tmp_path / "grader")})
-    assert (tmp_path / "grader" / "cgroup.subtree_control").read_text() == "+pids +memory"
+    assert (tmp_path / "grader" / "cgroup.subtree_control").read_text() == "+cpu"  # tried: +pids +memory, then +cpu
     cg = SubmissionCgroup(found, processes=10, memory_mb=100)
     assert len(cg.dirs) == 1 and (cg.dirs[0] / "memory.max").read_text() == str(100 * 2**20)
     (cg.dirs[0] / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n")
     assert cg.reached() == ["memory"]
     cg.remove()
     assert not cg.dirs[0].exists()
+    # with the cpu controller: a quota, and the CPU seconds from cpu.stat
+    like_cgroupfs(monkeypatch, ("pids.max", "memory.max", "cgroup.procs", "cpu.max", "cpu.stat"))
+    found = find_cgroups(tmp_path, proc)
+    assert found.parents == dict.fromkeys(("pids", "memory", "cpu", "cpuacct"), str(tmp_path / "grader"))
+    cg = SubmissionCgroup(found, processes=10, memory_mb=100, cpus=2)
+    assert len(cg.dirs) == 1 and (cg.dirs[0] / "cpu.max").read_text() == "200000 100000"
+    (cg.dirs[0] / "cpu.stat").write_text("usage_usec 1250000\nuser_usec 1000000\n")
+    assert cg.cpu_seconds() == 1.25
+    cg.remove()
 
 
 def test_no_cgroups_is_said_in_words(tmp_path):
@@ -128,6 +165,40 @@ def test_this_machines_cgroups_hold_a_kernels_processes():
         assert proc.wait(timeout=10) != 0
         proc.stdout.close()
         assert not any(d.exists() for d in cg.dirs)
+    finally:
+        cg.remove()
+
+
+def test_each_kernels_share_of_the_cores_is_the_machines_shared_among_the_jobs():
+    from nbhelpers.grading.cli import default_cpus
+
+    cores = len(os.sched_getaffinity(0))
+    assert default_cpus(1) == max(1.0, cores) and default_cpus(2) == max(1.0, cores / 2)
+    assert default_cpus(10 * cores) == 1.0  # never less than one CPU
+
+
+def test_this_machines_cpu_cgroup_caps_what_a_kernels_processes_use_together():
+    """Four processes that spin for 3 s, in the cgroups of a kernel given one CPU: together they
+    use at most about one CPU (two on this 2-core machine without the cgroup, less when another
+    job shares the cores), and the CPU seconds are counted."""
+    where = find_cgroups()
+    if isinstance(where, str) or "cpu" not in where.parents:
+        pytest.skip(f"no cpu cgroup the grader can make here: {where}")
+    cg = SubmissionCgroup(where, processes=16, memory_mb=0, cpus=1)
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 3:\n    pass\n"
+    code = f"import subprocess, sys\nps = [subprocess.Popen([sys.executable, '-c', {spin!r}]) for _ in range(4)]\n"
+    code += "[p.wait() for p in ps]\n"
+    try:
+        cmd = kernel_command([sys.executable, "-c", code], Path("/nonexistent"), Limits(), False, cg.procs_files)
+        t0 = time.monotonic()
+        subprocess.run(cmd, check=True, timeout=120)
+        wall = time.monotonic() - t0
+        used = cg.cpu_seconds()
+        if used is not None:
+            assert 0.5 < used <= 1.1 * wall + 0.2, (used, wall)
+        stat = Path(where.parents["cpu"]) / cg.dirs[0].name / "cpu.stat"
+        if where.version == 1:  # v2's cpu.stat says it too, as nr_throttled
+            assert int(dict(line.split() for line in stat.read_text().splitlines())["nr_throttled"]) > 0
     finally:
         cg.remove()
 

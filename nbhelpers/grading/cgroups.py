@@ -1,5 +1,6 @@
 """Limits for a whole submission, not only for each of its processes: a pids cgroup and a memory
-cgroup per kernel, where this machine lets the grader make them.
+cgroup per kernel, where this machine lets the grader make them, and a cpu cgroup where it also
+lets it make that one.
 
 ``prlimit`` caps each process (address space, file size, CPU time), and the count of processes
 of the grading *user* (which Linux does not apply to root). A submission that starts three
@@ -8,7 +9,11 @@ starts as many processes as it likes. A cgroup caps what all the processes in it
 ``pids.max`` the processes and threads (root included), the memory limit the memory they use
 (the pages of the sandbox's ``/tmp`` included, since a tmpfs is memory). Everything a kernel
 starts stays in its cgroup: the sandbox has its own cgroup namespace and no ``/sys``, so it cannot
-move out.
+move out. The cpu cgroup gives all of a kernel's processes together a quota of CPU time per
+period (``cpu.cfs_quota_us`` in v1, ``cpu.max`` in v2): a submission that starts 40 busy
+processes gets no more of the machine than one that starts one, and the classmate graded beside
+it keeps its share. Where the machine has cpu accounting (``cpuacct`` in v1, ``cpu.stat`` in v2)
+the CPU seconds a kernel used are read from there.
 
 Where it works: cgroup v1 with writable ``pids`` and ``memory`` hierarchies (a grader run as root
 on a machine whose pids and memory controllers are on v1, as the course's machines are), and
@@ -45,18 +50,21 @@ __all__ = [
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PREFIX = "nbgrade-"  # every cgroup the grader makes: findable, and removable when left behind
 _CONTROLLERS = ("pids", "memory")
+CPU_PERIOD_US = 100_000  # the period of the cpu quota
 
 
 @dataclass(frozen=True)
 class Cgroups:
     """Where the grader can make cgroups: the cgroup version and, for each controller (``pids``,
-    ``memory``), the folder new cgroups go in (one folder for both in v2)."""
+    ``memory``, and ``cpu`` and ``cpuacct`` where they can be had), the folder new cgroups go in
+    (one folder for all in v2)."""
 
     version: int
     parents: dict[str, str]
 
     def describe(self) -> str:
-        return f"cgroup v{self.version} (memory and processes of the whole submission)"
+        what = "memory, processes and CPU" if "cpu" in self.parents else "memory and processes"
+        return f"cgroup v{self.version} ({what} of the whole submission)"
 
 
 def _own_paths(proc_self_cgroup: Path) -> dict[str, str]:
@@ -99,7 +107,14 @@ def find_cgroups(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = Path("/proc/
         why = _can_make_children(Path(parents["pids"]), ("pids.max",)) or _can_make_children(
             Path(parents["memory"]), ("memory.limit_in_bytes",)
         )
-        return why or Cgroups(1, parents)
+        if why:
+            return why
+        # cpu and cpuacct: optional, each in its own hierarchy or mounted together
+        for c, probe in (("cpu", "cpu.cfs_quota_us"), ("cpuacct", "cpuacct.usage")):
+            mount = next((m for m in (c, "cpu,cpuacct", "cpuacct,cpu") if (root / m).is_dir()), None)
+            if c in own and mount and _can_make_children(root / mount / own[c], (probe,)) is None:
+                parents[c] = str(root / mount / own[c])
+        return Cgroups(1, parents)
     if "" in own and (root / "cgroup.controllers").is_file():
         parent = root / own[""]
         try:
@@ -112,24 +127,45 @@ def find_cgroups(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = Path("/proc/
             except OSError as e:
                 return f"cgroup v2: the memory and pids controllers cannot be enabled in {parent} ({e.strerror})"
         why = _can_make_children(parent, ("pids.max", "memory.max"))
-        return why or Cgroups(2, {c: str(parent) for c in _CONTROLLERS})
+        if why:
+            return why
+        parents = {c: str(parent) for c in _CONTROLLERS}
+        if "cpu" not in enabled:  # optional: the quota where the cpu controller can be had
+            try:
+                (parent / "cgroup.subtree_control").write_text("+cpu")
+            except OSError:
+                pass
+        if _can_make_children(parent, ("cpu.max",)) is None:
+            parents["cpu"] = parents["cpuacct"] = str(parent)
+        return Cgroups(2, parents)
     return "no writable pids and memory cgroups (cgroup v1 hierarchies or a cgroup v2 subtree) were found"
 
 
 class SubmissionCgroup:
     """The cgroups of one kernel, made with its limits: at most ``processes`` processes and
-    threads, and ``memory_mb`` of memory, in all (0: that one is not limited). The kernel's first
-    process writes its own pid into each of :attr:`procs_files` before it does anything else."""
+    threads, ``memory_mb`` of memory and, where a cpu cgroup can be made, ``cpus`` CPUs' worth of
+    time, in all (0: that one is not limited). The kernel's first process writes its own pid into
+    each of :attr:`procs_files` before it does anything else."""
 
-    def __init__(self, where: Cgroups, processes: int, memory_mb: int) -> None:
+    def __init__(self, where: Cgroups, processes: int, memory_mb: int, cpus: float = 0) -> None:
         name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
         self.version = where.version
-        self.dirs = list(dict.fromkeys(Path(where.parents[c]) / name for c in _CONTROLLERS))
+        by_controller = {c: Path(p) / name for c, p in where.parents.items()}
+        self.dirs = list(dict.fromkeys(by_controller.values()))
         for d in self.dirs:
             d.mkdir()
         try:
-            self._pids_dir = self.dirs[0]
-            self._memory_dir = self.dirs[-1]
+            self._pids_dir = by_controller["pids"]
+            self._memory_dir = by_controller["memory"]
+            self._cpu_dir = by_controller.get("cpu")
+            self._cpuacct_dir = by_controller.get("cpuacct")
+            if cpus and self._cpu_dir is not None:
+                quota = max(1000, int(cpus * CPU_PERIOD_US))
+                if self.version == 1:
+                    (self._cpu_dir / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+                    (self._cpu_dir / "cpu.cfs_quota_us").write_text(str(quota))
+                else:
+                    (self._cpu_dir / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}")
             if processes:
                 (self._pids_dir / "pids.max").write_text(str(processes))
             if memory_mb:
@@ -169,6 +205,17 @@ class SubmissionCgroup:
                 except OSError:
                     pass
             time.sleep(0.01)
+
+    def cpu_seconds(self) -> float | None:
+        """The CPU time the kernel's processes have used, in all (None where it is not counted)."""
+        if self._cpuacct_dir is None:
+            return None
+        try:
+            if self.version == 1:
+                return int((self._cpuacct_dir / "cpuacct.usage").read_text()) / 1e9
+            return _count(self._cpuacct_dir / "cpu.stat", "usage_usec") / 1e6
+        except (OSError, ValueError):
+            return None
 
     def reached(self) -> list[str]:
         """The limits the submission ran into: ``"processes"`` (a fork or a thread refused),

@@ -205,6 +205,14 @@ def _parser() -> argparse.ArgumentParser:
         "made, root included; elsewhere the grading user's, not enforced for root",
     )
     box.add_argument(
+        "--max-cpus",
+        type=_cpus,
+        default=None,
+        metavar="N",
+        help="CPUs' worth of time all of a kernel's processes may use together, where a cpu cgroup can be made "
+        "(default: the machine's cores shared among --jobs, at least 1; 0: no limit)",
+    )
+    box.add_argument(
         "--max-file-size",
         type=_limit,
         default=d.file_size_mb,
@@ -219,6 +227,26 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the sandbox's private /tmp and /dev/shm together, its only writable folders (default {d.disk_mb})",
     )
     return p
+
+
+def default_cpus(jobs: int) -> float:
+    """Each kernel's share of the machine when ``jobs`` are graded at once: the cores this process
+    may run on, shared equally, at least one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1.0, cores / jobs)
+
+
+def _cpus(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value == 0 or 0.01 <= value <= 4096):
+        raise argparse.ArgumentTypeError(f"expected 0 (no limit) or a number of CPUs from 0.01, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         file_size_mb=args.max_file_size,
         disk_mb=args.max_disk,
         cpu_seconds=2 * math.ceil(args.timeout),
+        cpus=default_cpus(args.jobs) if args.max_cpus is None else args.max_cpus,
     )
     opts = GradeOptions(
         seed=seed,

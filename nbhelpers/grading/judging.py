@@ -582,9 +582,12 @@ def _grade_one(
     ]
     details += [f"{ex_id}: {g['why']}" for ex_id, g in sources.items() if not g["in_notebook"]]
     status = status_of(events, total_timeout, worker_failed, results)
-    peaks = [e.get("worker_peak_mb") for e in events if e.get("event") == Event.DONE]
-    peak = peaks[-1] if peaks and isinstance(peaks[-1], int) and not isinstance(peaks[-1], bool) else None
+    done = [e for e in events if e.get("event") == Event.DONE][-1:]
+    peak = done[0].get("worker_peak_mb") if done else None
+    peak = peak if isinstance(peak, int) and not isinstance(peak, bool) else None
     rec = _record(sub, chapter, status, details, results, plan, opts, t0, peak, judge_cpu)
+    kernel_cpu = done[0].get("kernel_cpu_s") if done else None
+    rec["kernel_cpu_s"] = kernel_cpu if isinstance(kernel_cpu, float) and kernel_cpu >= 0 else None
     rec["events"] = [d for d in [note, *said, *details[1 + len(said) :]] if d]
     rec["graded_sources"] = sources
     return rec

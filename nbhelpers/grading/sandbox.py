@@ -86,6 +86,7 @@ class Limits:
     file_size_mb: int = 64  # the largest file a process may write
     disk_mb: int = 256  # the sandbox's private /tmp
     cpu_seconds: int = 0  # CPU time of each process
+    cpus: float = 0  # CPUs' worth of time all of a kernel's processes may use together (a cpu cgroup)
 
 
 def course_package_dir() -> Path:

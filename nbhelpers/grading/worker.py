@@ -347,6 +347,7 @@ class _Worker:
         self.limits = Limits(**job["limits"])
         where = job.get("cgroups")
         self.cgroups = Cgroups(int(where["version"]), dict(where["parents"])) if where else None
+        self.kernel_cpu_s: float | None = None  # CPU seconds of the kernels' cgroups, where counted
 
     def event(self, event: Event, **kw: Any) -> None:
         self.events.write(json.dumps({"event": event.value, **kw}) + "\n")
@@ -365,7 +366,8 @@ class _Worker:
                 starts += 1
                 if not self._in_a_kernel(starts):
                     break
-        self.event(Event.DONE, kernel_starts=starts, worker_peak_mb=_peak_mb())
+        cpu = None if self.kernel_cpu_s is None else round(self.kernel_cpu_s, 3)
+        self.event(Event.DONE, kernel_starts=starts, worker_peak_mb=_peak_mb(), kernel_cpu_s=cpu)
         self.events.close()
 
     def _phase(self) -> dict:
@@ -443,7 +445,7 @@ class _Worker:
         job's cgroups file, so that the grader can empty and delete them if this worker is killed."""
         if self.cgroups is None:
             return None
-        cgroup = SubmissionCgroup(self.cgroups, self.limits.processes, self.limits.memory_mb)
+        cgroup = SubmissionCgroup(self.cgroups, self.limits.processes, self.limits.memory_mb, self.limits.cpus)
         _current_cgroup[:] = [cgroup]
         with open(Path(self.job["dir"]) / "cgroups.txt", "a") as f:
             f.write("".join(f"{d}\n" for d in cgroup.dirs))
@@ -451,6 +453,9 @@ class _Worker:
 
     def _end_cgroup(self, cgroup: SubmissionCgroup) -> None:
         """Report the whole-submission limits the kernel ran into, then kill what is left of it."""
+        used = cgroup.cpu_seconds()
+        if used is not None:
+            self.kernel_cpu_s = (self.kernel_cpu_s or 0.0) + used
         reached = cgroup.reached()
         if reached:
             self.event(
