@@ -147,6 +147,8 @@ LEFT_OUT = [
     ("class C:\n    __class_getitem__ = print", "__class_getitem__"),
     ("class C(metaclass=type):\n    pass", "metaclass"),
     ("import enum\nclass C(enum.Enum):\n    A = 1\n    def __init__(self, v):\n        print(v)", "base"),
+    ("import abc\nclass C(abc.ABC):\n    pass", "base"),
+    ("class C(Exception):\n    @classmethod\n    def __subclasshook__(cls, c):\n        pass", "__subclasshook__"),
     ("def g(x=print('default')):\n    pass", "it calls print"),
     ("F = lambda x=print('default'): x", "it calls print"),
     ("T = [2.0 ** -e for e in range(10)]", "comprehension"),
@@ -186,3 +188,8 @@ def test_the_program_records_each_function_a_kept_statement_makes():
         (4, len(lines), "<lambda>"),
     ]
     assert defs.functions[0][3] == "@functools.cache\ndef f(x):\n    return x\n"
+
+
+def test_an_expression_nested_deeper_than_the_checker_goes_is_left_out_not_a_crash():
+    defs = definitions_of([(0, "x = " + "+".join(["1"] * 1500)), (1, "y = 2")], [False, False])
+    assert defs.left_out[0][3] == "it is nested too deeply to check" and [i for i, _ in defs.cells] == [1]

@@ -167,13 +167,23 @@ BASES = frozenset(
         "builtins.ArithmeticError",
         "builtins.RuntimeError",
         "typing.NamedTuple",
-        "abc.ABC",
     }
 )
 
-#: Methods that a ``class`` statement (or one after it) would call while it runs: a kept class
-#: defines none of them.
-CLASS_HOOKS = frozenset({"__init_subclass__", "__class_getitem__", "__set_name__", "__mro_entries__", "__prepare__"})
+#: Methods that a ``class`` statement, a later one, or a library's type check would call while the
+#: program runs: a kept class defines none of them.
+CLASS_HOOKS = frozenset(
+    {
+        "__init_subclass__",
+        "__class_getitem__",
+        "__set_name__",
+        "__mro_entries__",
+        "__prepare__",
+        "__subclasshook__",
+        "__instancecheck__",
+        "__subclasscheck__",
+    }
+)
 
 _STATEMENT_WORDS = {
     "Expr": "an expression statement",
@@ -538,6 +548,14 @@ def _why_left_out(st: ast.stmt, scope: _Scope, in_class: bool = False) -> str | 
     return _STATEMENT_WORDS.get(type(st).__name__, f"a {type(st).__name__} statement")
 
 
+def _checked(st: ast.stmt, scope: _Scope) -> str | None:
+    """:func:`_why_left_out`, for a statement of any depth."""
+    try:
+        return _why_left_out(st, scope)
+    except RecursionError:  # an expression nested deeper than the checker recurses: not kept
+        return "it is nested too deeply to check"
+
+
 def _first_target_reason(targets: list[ast.expr], in_class: bool) -> str | None:
     for t in targets:
         why = _why_not_target(t, in_class)
@@ -602,7 +620,7 @@ def definitions_of(cells: list[tuple[int, str]], check_flags: list[bool]) -> Def
             # statements that share a line are kept together or not at all (``X = 1; hook()``),
             # each checked against what the statements kept before it bound
             trial = _Scope(scope)
-            whys = [_why_left_out(st, trial) for st in group]
+            whys = [_checked(st, trial) for st in group]
             if not any(whys):
                 scope.names.update(trial.names)
                 for st in group:
