@@ -22,7 +22,10 @@ n useful bytes moves n / efficiency, and the write n more. Predicted bandwidth o
 ``B * 2 / (1 + 1 / efficiency)`` with B the measured torch copy (the achievable bandwidth in this
 run) and, for an H200, B the 4.8 TB/s peak of ``shared/FACTS.md`` (NVIDIA's H200 specification).
 The tiled transpose reads whole tile rows (efficiency 1 by the model); a naive transpose that reads
-one element per row is the ``strided`` case with s >= 8 (1/8).
+one element per row is the ``strided`` case with s >= 8 (1/8). Each Triton row also records
+``predicted_ms``, the time :mod:`nbhelpers.perf_model` predicts for its launch on an H200 (the
+bytes at the HBM rate against the bytes its resident programs keep in flight; the registers from
+the compile table), so that a run on an H200 measures the model too.
 
 Every kernel's output is checked against torch's once, before it is timed. The results file
 ``benchmarks/results/copy_bandwidth_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA,
@@ -66,13 +69,15 @@ def build_row(
     efficiency: float | None,
     torch_bandwidth: float | None,
     peak: float | None,
+    predicted_ms: float | None = None,
 ) -> dict:
     """One results row, filled as the family's row (nbhelpers/families/copy.py, CopyBandwidthRow):
     the kernel, its launch block (None for torch), its outputs and median ``ms``; its bandwidth of
     useful bytes (each output read once and written once); the sector model's ``efficiency`` of its
     reads (None: no model) and the bandwidth that predicts at ``torch_bandwidth`` (torch's
     contiguous copy in this run; None: this row is that copy) and at the HBM ``peak`` (None:
-    unknown)."""
+    unknown); ``predicted_ms``: the performance model's time on an H200 (Triton rows; None for
+    torch's), from :func:`predicted_ms_of`."""
     useful = 2 * outputs * ELEM_BYTES
     bw = useful / (ms * 1e-3)
     torch_bw = bw if torch_bandwidth is None else torch_bandwidth
@@ -93,8 +98,30 @@ def build_row(
         predicted_bandwidth=predicted,
         predicted_at_peak=None if e is None or peak is None else peak * 2 / (1 + 1 / e),
         ratio_to_prediction=None if predicted is None else bw / predicted,
+        predicted_ms=predicted_ms,
     )
     return COPY_BANDWIDTH.as_dict(row)
+
+
+def compiled_registers(kernel: str, block: list) -> int:
+    """The registers per thread of ``kernel`` at ``block`` for sm_90 in the compile table
+    (benchmarks/results/compile_check.json, compiled without a GPU); 32 when it has no such row."""
+    from nbhelpers.results import recorded_compile_check
+
+    config = "x".join(map(str, block)) + " "
+    rows = (recorded_compile_check() or {}).get("rows", [])
+    found = [r for r in rows if r["kernel"] == kernel and r["target"] == "sm_90" and r["config"].startswith(config)]
+    return int(found[0]["registers"]) if found and found[0].get("registers") else 32
+
+
+def predicted_ms_of(pattern: str, block: list, outputs: int, efficiency: float | None) -> float:
+    """The H200 model's milliseconds for a Triton row (:func:`nbhelpers.kernels.copy.predicted`)."""
+    from nbhelpers.kernels.copy import predicted
+
+    kernel = {"contiguous": "copy_kernel", "strided": "strided_read_kernel", "transposed": "transpose_kernel"}[pattern]
+    shape = tuple(block) if len(block) == 2 else block[0]
+    p = predicted(pattern, outputs, shape, efficiency or 1.0, compiled_registers(kernel, block), ELEM_BYTES)
+    return p.seconds * 1e3
 
 
 def main(argv=None) -> int:
@@ -163,7 +190,10 @@ def main(argv=None) -> int:
     ref = {}  # torch's contiguous copy, the first measurement: what the others are compared with
 
     def record(name, kernel, pattern, stride, block, outputs, ms, efficiency):
-        row = build_row(name, kernel, pattern, stride, block, outputs, ms, efficiency, ref.get("bandwidth"), peak)
+        forecast = predicted_ms_of(pattern, block, outputs, efficiency) if kernel == "triton" else None
+        row = build_row(
+            name, kernel, pattern, stride, block, outputs, ms, efficiency, ref.get("bandwidth"), peak, forecast
+        )
         ref.setdefault("bandwidth", row["bandwidth"])
         results.add(row)
         return row["bandwidth"]
@@ -232,11 +262,15 @@ def main(argv=None) -> int:
     )
 
     print(f"{gpu}: float32, contiguous n={n}, strided outputs={n_s}, transpose {M}x{N}")
-    print(f"{'':22s} {'GB/s':>8s} {'x torch copy':>12s} {'predicted GB/s':>15s} {'x predicted':>11s}")
+    print(f"{'':22s} {'GB/s':>8s} {'x torch copy':>12s} {'predicted GB/s':>15s} {'x predicted':>11s} {'ms':>8s}")
     for r in rows:
         pred = "" if r["predicted_bandwidth"] is None else f"{r['predicted_bandwidth'] / 1e9:15.0f}"
         rp = "" if r["ratio_to_prediction"] is None else f"{r['ratio_to_prediction']:11.2f}"
-        print(f"  {r['name']:20s} {r['bandwidth'] / 1e9:8.0f} {r['ratio_to_torch_copy']:12.3f} {pred:>15s} {rp:>11s}")
+        model = "" if r["predicted_ms"] is None else f" (H200 model {r['predicted_ms']:.3f} ms)"
+        print(
+            f"  {r['name']:20s} {r['bandwidth'] / 1e9:8.0f} {r['ratio_to_torch_copy']:12.3f} {pred:>15s} {rp:>11s} "
+            f"{r['ms']:8.3f}{model}"
+        )
     goal = best["ratio_to_torch_copy"] >= 0.85
     print(
         f"best Triton copy ({best['name']}): {best['ratio_to_torch_copy']:.3f}x torch's copy "

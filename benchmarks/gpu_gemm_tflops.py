@@ -21,7 +21,10 @@ counted as 2 M N K:
   accumulation (no promotion, scales in the epilogue): the ratio is the cost of promotion.
 
 Before timing, each output is compared with torch's (relative Frobenius difference), so a broken
-kernel is not timed as a fast one. The results file
+kernel is not timed as a fast one. Each timed row also records ``predicted_ms``, what
+:mod:`nbhelpers.perf_model` predicts for ours on an H200: the fastest over the configs the
+autotuner times, each at the registers and shared memory the compile table records for sm_90
+(``predicted_config`` names it), so that a run on an H200 measures the model too. The results file
 ``benchmarks/results/gemm_tflops_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA, compute
 capability, torch and Triton versions, UTC date, this script, the command) and ``rows`` (one per
 comparison and shape: milliseconds and TFLOP/s of both, the ratio, the goal; or an ``error`` saying
@@ -85,13 +88,16 @@ def build_row(
     ms_ours: float | None = None,
     ms_theirs: float | None = None,
     error: str | None = None,
+    predicted: tuple[float | None, str | None] = (None, None),
 ) -> dict:
     """One results row, filled as the family's row (nbhelpers/families/gemm.py, GemmTflopsRow): the
     comparison ``kind`` at M x N x K, its two sides and goal, the outputs' relative difference
     (None: not compared); then either both median times with their TFLOP/s (2 M N K flops) and the
-    ratio ``ms_theirs / ms_ours``, or ``error`` saying why they were not timed."""
+    ratio ``ms_theirs / ms_ours``, or ``error`` saying why they were not timed; ``predicted``: the
+    performance model's (milliseconds, config) for ours (:func:`model_best`)."""
     names = NAMES[kind]
     fields = dict(kind=kind, M=M, N=N, K=K, ours=names[0], theirs=names[1], rel_diff=rel_diff, goal=GOAL[kind])
+    fields.update(predicted_ms=predicted[0], predicted_config=predicted[1])
     if error is not None:
         return GEMM_TFLOPS.as_dict(GemmTflopsRow(**fields, error=error))
     if ms_ours is None or ms_theirs is None:
@@ -109,6 +115,42 @@ def build_row(
         ratio=ms_theirs / ms_ours,
     )
     return GEMM_TFLOPS.as_dict(row)
+
+
+#: ours, as the compile table names it: (kernel, label at an aligned or unaligned shape, the
+#: dtype of its peak, bytes per operand element)
+COMPILED = {
+    "bf16": ("matmul_kernel", "bf16 ieee -> bf16, {}", "bf16", 2),
+    "fp8_rowwise": ("scaled_matmul_kernel", "e4m3 row/col scales -> bf16, promoted, {}", "fp8", 1),
+    "fp8_rowwise_fast_accum": ("scaled_matmul_kernel", "e4m3 row/col scales -> bf16, fast, {}", "fp8", 1),
+    "block_scaled": ("block_scaled_matmul_kernel", "e4m3 128x128 block scales -> bf16, {}", "fp8", 1),
+}
+
+
+def model_best(kind: str, M: int, N: int, K: int) -> tuple[float | None, str | None]:
+    """What the performance model predicts for ours on an H200: the fastest, in milliseconds,
+    over the configs the compile table holds for its kernel at this shape's alignment (the
+    autotuner's list: 4096^3's rows for aligned shapes, 1000^3's otherwise; none that spills),
+    each with its registers and shared memory for sm_90; and that config. (None, None) where the
+    table has none."""
+    from nbhelpers.kernels.gemm import predicted
+    from nbhelpers.results import recorded_compile_check
+
+    kernel, label, dtype, in_bytes = COMPILED[kind]
+    label = label.format("4096^3" if M % 16 == 0 and N % 16 == 0 and K % 16 == 0 else "1000^3")
+    best: tuple[float | None, str | None] = (None, None)
+    for r in (recorded_compile_check(ROOT / "benchmarks" / "results") or {}).get("rows", []):
+        if (r["kernel"], r["label"], r["target"], r.get("status")) != (kernel, label, "sm_90", "ok"):
+            continue
+        if not r.get("default") or r.get("spill_stores"):
+            continue
+        bm, bn, bk = (int(v) for v in r["config"].split()[0].split("x"))
+        p = predicted(
+            M, N, K, (bm, bn, bk), r["num_warps"], r["num_stages"], r["registers"], r["shared"], dtype, in_bytes
+        )
+        if best[0] is None or p.seconds * 1e3 < best[0]:
+            best = (p.seconds * 1e3, r["config"].split(" (")[0])
+    return best
 
 
 def _shape(s: str) -> tuple[int, int, int]:
@@ -247,10 +289,12 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
             print(f"  {kind:<24s} {M}x{N}x{K}: {why}")
             return build_row(kind, M, N, K, rel_diff=diff, error=why)
         ms_o, ms_t = float(time_fn(ours)), float(time_fn(theirs))
-        row = build_row(kind, M, N, K, rel_diff=diff, ms_ours=ms_o, ms_theirs=ms_t)
+        forecast = model_best(kind, M, N, K)
+        row = build_row(kind, M, N, K, rel_diff=diff, ms_ours=ms_o, ms_theirs=ms_t, predicted=forecast)
+        model = "" if forecast[0] is None else f"; H200 model {forecast[0]:.3f} ms ({forecast[1]})"
         print(
             f"  {kind:<24s} {M}x{N}x{K}: {row['tflops_ours']:7.1f} vs {row['tflops_theirs']:7.1f} "
-            f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e})"
+            f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e}; {ms_o:.3f} ms{model})"
         )
         return row
 

@@ -26,7 +26,10 @@ pressure_bench = load_benchmark("gpu_register_pressure")
 
 
 def build_copy_row():
-    return [copy_bench.build_row("strided 8", "triton", "strided", 8, [1024], 4096, 0.01, 0.125, 4.0e12, 4.8e12)]
+    forecast = copy_bench.predicted_ms_of("strided", [1024], 4096, 0.125)
+    return [
+        copy_bench.build_row("strided 8", "triton", "strided", 8, [1024], 4096, 0.01, 0.125, 4.0e12, 4.8e12, forecast)
+    ]
 
 
 def build_tflops_rows():

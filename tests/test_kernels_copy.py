@@ -23,6 +23,7 @@ from nbhelpers.kernels.copy import (
     copy,
     copy_kernel,
     copy_ref,
+    predicted,
     strided_read,
     strided_read_kernel,
     strided_read_ref,
@@ -311,3 +312,30 @@ def test_benchmark_runs_on_a_gpu_and_writes_a_labelled_file(tmp_path):
     names = [r["name"] for r in run["rows"]]
     assert names[0] == "torch copy" and "strided 8" in names and "torch transpose" in names
     assert all(r["bandwidth"] > 0 and r["ms"] > 0 for r in run["rows"])
+    assert all((r["predicted_ms"] is None) == (r["kernel"] == "torch") for r in run["rows"])
+
+
+def test_the_models_prediction_for_the_copies():
+    """kernels.copy.predicted: the bytes (reads over their sector efficiency, and the writes) at
+    the H200's HBM rate, unless the resident programs hold too few bytes in flight."""
+    from dataclasses import replace
+
+    from nbhelpers.perf_model import H200, little_bytes
+
+    n = 2**28
+    p = predicted("contiguous", n, 1024, registers=18)
+    assert p.bound == "HBM" and p.seconds == pytest.approx(8 * n / H200.hbm_bytes_per_s + H200.launch_s)
+    strided = predicted("strided", 2**24, 1024, efficiency=1 / 8, registers=28)  # 9 bytes moved per 2 useful
+    assert strided.terms["HBM"] == pytest.approx(2**24 * 4 * 9 / H200.hbm_bytes_per_s)
+    tile = predicted("transposed", 8192 * 8192, (32, 32), registers=28)
+    assert tile.terms == predicted("contiguous", 8192 * 8192, 1024, registers=28).terms  # 1024 elements a program
+    # at a latency 100 times longer, 16 programs of 4 KB per SM no longer cover the need
+    slow = replace(H200, latency_s=100e-6)
+    assert 16 * 4096 * H200.sms < little_bytes(slow)
+    assert predicted("contiguous", n, 1024, registers=18, gpu=slow).bound == "bytes in flight"
+    load = load_benchmark()  # the benchmark's rows: this prediction at the compile table's registers
+    assert load.predicted_ms_of("contiguous", [1024], n, 1.0) == pytest.approx(p.seconds * 1e3)
+    with pytest.raises(ValueError, match="pattern must be"):
+        predicted("gather", n)
+    with pytest.raises(ValueError, match=r"efficiency must be in \(0, 1\]"):
+        predicted("strided", n, 1024, efficiency=2.0)

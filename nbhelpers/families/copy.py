@@ -71,7 +71,10 @@ class CopyBandwidthRow:
     the reads, by the sector model (None: no model for the access); ratio_to_torch_copy:
     bandwidth over torch's contiguous copy's; predicted_bandwidth: the model's bandwidth at torch's
     copy's; predicted_at_peak: the model's at the GPU's HBM peak (None: peak unknown);
-    ratio_to_prediction: bandwidth over predicted_bandwidth.
+    ratio_to_prediction: bandwidth over predicted_bandwidth; predicted_ms: what
+    :mod:`nbhelpers.perf_model` predicts for the Triton rows on an H200 (through
+    :func:`nbhelpers.kernels.copy.predicted`, at the compile table's registers), so that the first
+    GPU run also measures how far off the model is (None for torch's rows).
     """
 
     name: str
@@ -88,6 +91,7 @@ class CopyBandwidthRow:
     predicted_bandwidth: float | None
     predicted_at_peak: float | None
     ratio_to_prediction: float | None
+    predicted_ms: float | None = None
 
 
 COPY_BANDWIDTH = ResultsSpec(

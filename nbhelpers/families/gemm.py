@@ -117,7 +117,10 @@ class GemmNumericsSeries:
 class GemmTflopsRow:
     """One comparison at one shape: ours against torch's, their outputs' relative difference, and
     (when timed) both timings, TFLOP/s and the ratio. goal: the ratio the comparison aims for
-    (None: no goal, the ratio is a cost measured)."""
+    (None: no goal, the ratio is a cost measured). predicted_ms: what :mod:`nbhelpers.perf_model`
+    predicts for ours on an H200, the fastest over the configs the autotuner times
+    (:func:`nbhelpers.kernels.gemm.predicted` at the compile table's registers and shared memory),
+    and predicted_config that config: the first GPU run also measures the model."""
 
     kind: str
     M: int
@@ -133,6 +136,8 @@ class GemmTflopsRow:
     tflops_theirs: float = timed()
     ratio: float = timed()
     error: str | None = None
+    predicted_ms: float | None = None
+    predicted_config: str | None = None
 
 
 GEMM_NUMERICS = ResultsSpec(

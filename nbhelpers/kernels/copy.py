@@ -31,6 +31,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..occupancy import occupancy
+from ..perf_model import GPU, H200, Launch, Prediction, predict
 from ..validation import positive_int, power_of_two
 from .launch_checks import require_kernel_device
 
@@ -44,6 +46,7 @@ __all__ = [
     "copy_ref",
     "strided_read_ref",
     "transpose_ref",
+    "predicted",
     "DTYPES",
 ]
 
@@ -204,3 +207,31 @@ def strided_read_ref(x: torch.Tensor, stride: int) -> torch.Tensor:
 def transpose_ref(x: torch.Tensor) -> torch.Tensor:
     """torch's own transposed copy: ``x.t().contiguous()``."""
     return x.t().contiguous()
+
+
+def predicted(
+    pattern: str,
+    outputs: int,
+    block: int | tuple[int, int] = 1024,
+    efficiency: float = 1.0,
+    registers: int = 32,
+    itemsize: int = 4,
+    gpu: GPU = H200,
+) -> Prediction:
+    """What :mod:`nbhelpers.perf_model` predicts for one launch of these kernels: ``pattern``
+    "contiguous" (:func:`copy`), "strided" (:func:`strided_read`, whose reads move
+    ``1 / efficiency`` times their useful bytes: the sector model's efficiency at its stride) or
+    "transposed" (:func:`transpose`, ``block`` = (BLOCK_M, BLOCK_N)), for ``outputs`` elements of
+    ``itemsize`` bytes. Each program loads its block once and stores it (one step; a store does
+    not wait); a program of 4 warps with ``registers`` per thread (the compile table's) sets how
+    many an SM holds. Bytes from HBM: the reads (useful / efficiency) and the writes."""
+    if pattern not in ("contiguous", "strided", "transposed"):
+        raise ValueError(f"pattern must be 'contiguous', 'strided' or 'transposed', got {pattern!r}")
+    positive_int("outputs", outputs)
+    if not (isinstance(efficiency, (int, float)) and 0 < efficiency <= 1):
+        raise ValueError(f"efficiency must be in (0, 1], got {efficiency!r}")
+    per_block = block[0] * block[1] if isinstance(block, tuple) else block
+    positive_int("block", per_block)
+    per_sm = occupancy(registers, 4, 0).blocks
+    launch = Launch(-(-outputs // per_block), per_sm, per_block * itemsize / efficiency)
+    return predict(gpu, launch, outputs * itemsize / efficiency + outputs * itemsize)

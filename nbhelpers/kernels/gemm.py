@@ -59,6 +59,8 @@ import triton.language as tl
 
 from ..formats import get_format
 from ..gemm_bounds import INPUT_PRECISIONS
+from ..occupancy import occupancy
+from ..perf_model import GPU, H200, Launch, Prediction, predict
 from ..timing import tuning_ms
 from ..validation import group_m as check_group_m
 from . import INTERPRETED
@@ -70,6 +72,7 @@ __all__ = [
     "program_tiles",
     "matmul",
     "matmul_ref",
+    "predicted",
     "INPUT_PRECISIONS",
     "GPU_CONFIGS",
     "GPU_CONFIG_SETS",
@@ -358,3 +361,36 @@ def matmul_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     rounding, at most gamma_K * 2**-53 * (|a| @ |b|), far below any fp32 accumulation error.
     """
     return a.double() @ b.double()
+
+
+def predicted(
+    M: int,
+    N: int,
+    K: int,
+    block: tuple[int, int, int],
+    num_warps: int,
+    num_stages: int,
+    registers: int,
+    shared: int,
+    dtype: str = "bf16",
+    in_bytes: int = 2,
+    out_bytes: int = 2,
+    group_m: int = 8,
+    gpu: GPU = H200,
+) -> Prediction:
+    """What :mod:`nbhelpers.perf_model` predicts for one launch of a tiled GEMM of this module's
+    shape (one program per (BLOCK_M, BLOCK_N) tile, a loop of K / BLOCK_K steps that each load an A
+    and a B tile, ``num_stages`` of them in flight): 2 M N K FLOPs at the ``dtype``'s peak; bytes
+    from HBM: each A panel read once per column of tiles and each B panel once per row of tiles,
+    divided by ``group_m`` (the grouped program order keeps a group's panels in L2; never less
+    than each operand once), and C written once; residency from the compiler's ``registers`` and
+    ``shared`` memory (the compile table's)."""
+    bm, bn, bk = block
+    tiles_m, tiles_n = -(-M // bm), -(-N // bn)
+    operands = M * K * in_bytes * tiles_n + K * N * in_bytes * tiles_m
+    bytes_hbm = max(operands / group_m, (M * K + K * N) * in_bytes) + M * N * out_bytes
+    per_sm = occupancy(registers, num_warps, shared).blocks
+    if per_sm == 0:
+        raise ValueError(f"a program of {num_warps} warps, {registers} registers and {shared} B does not fit an SM")
+    launch = Launch(tiles_m * tiles_n, per_sm, (bm + bn) * bk * in_bytes, -(-K // bk), num_stages)
+    return predict(gpu, launch, bytes_hbm, 2.0 * M * N * K, dtype)
