@@ -266,7 +266,7 @@ def main(argv=None) -> int:
     for r in rows:
         pred = "" if r["predicted_bandwidth"] is None else f"{r['predicted_bandwidth'] / 1e9:15.0f}"
         rp = "" if r["ratio_to_prediction"] is None else f"{r['ratio_to_prediction']:11.2f}"
-        model = "" if r["predicted_ms"] is None else f" (H200 model {r['predicted_ms']:.3f} ms)"
+        model = "" if r.get("predicted_ms") is None else f" (H200 model {r['predicted_ms']:.3f} ms)"
         print(
             f"  {r['name']:20s} {r['bandwidth'] / 1e9:8.0f} {r['ratio_to_torch_copy']:12.3f} {pred:>15s} {rp:>11s} "
             f"{r['ms']:8.3f}{model}"

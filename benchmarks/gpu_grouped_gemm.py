@@ -32,6 +32,10 @@ Before timing, every output is compared with grouped_mm's (relative Frobenius di
 speedups of ours: ``ours_vs_loop`` = ms_loop / ms_ours (goal >= 2 at E = 256),
 ``ours_vs_padded`` = ms_padded / ms_ours (goal > 1 when the load is uneven: busiest expert more
 than :data:`UNEVEN` x the mean), ``ours_vs_grouped_mm`` = ms_grouped_mm / ms_ours (goal >= 0.8).
+Each timed row also records what :mod:`nbhelpers.perf_model` predicts for ours on an H200 (the
+fastest of the tuner's configs at the compile table's registers and shared memory; its FLOPs the
+rows each expert's tiles compute, padding included), as called and replayed from a CUDA graph, so
+that a run on an H200 measures the model too.
 
 The results file ``benchmarks/results/grouped_gemm_<gpu-slug>.json`` holds ``meta`` (GPU name,
 driver, CUDA, compute capability, torch and Triton versions, UTC date, this script, the command)
@@ -170,18 +174,25 @@ def build_row(
     rel_diff: dict,
     ms: dict | None = None,
     error: str | None = None,
+    predicted: dict | None = None,
 ) -> dict:
     """One results row: the case, the load statistics, each implementation's relative difference
     from grouped_mm; then either ``ms`` and ``tflops`` per implementation and the three speedups of
     ours (``ours_vs_X`` = ms_X / ms_ours), or ``error`` saying why it was not timed. ``goals``: the
     goal of each speedup for this case, None where the issue sets none (loop below E = 256,
-    padded on an even load)."""
+    padded on an even load). ``predicted``: the performance model's time for ours
+    (:func:`model_best`), in the row as ``predicted_ms``, ``predicted_graph_ms`` and
+    ``predicted_config``."""
     goals = {
         "ours_vs_loop": GOALS["ours_vs_loop"] if E >= 256 else None,
         "ours_vs_padded": GOALS["ours_vs_padded"] if stats["uneven"] else None,
         "ours_vs_grouped_mm": GOALS["ours_vs_grouped_mm"],
     }
     fields = dict(size=size, K=K, N=N, E=E, T=T, top_k=TOP_K, **stats, rel_diff=dict(rel_diff), goals=goals)
+    model = predicted or {}
+    fields.update(
+        predicted_ms=model.get("ms"), predicted_graph_ms=model.get("graph_ms"), predicted_config=model.get("config")
+    )
     if error is not None:
         return GROUPED_GEMM.as_dict(GroupedGemmRow(**fields, error=error))
     missing = [name for name in IMPLS if name not in (ms or {})]
@@ -195,15 +206,37 @@ def build_row(
         **{f"ours_vs_{other}": ms[other] / ms["ours"] for other in ("loop", "padded", "grouped_mm")},
     )
     return GROUPED_GEMM.as_dict(row)
-    missing = [name for name in IMPLS if name not in (ms or {})]
-    if missing:
-        raise ValueError(f"ms must have a time for each of {IMPLS}; missing {missing}")
-    flops = 2.0 * stats["rows"] * K * N
-    row["ms"] = {name: ms[name] for name in IMPLS}
-    row["tflops"] = {name: flops / (ms[name] * 1e-3) / 1e12 for name in IMPLS}
-    for other in ("loop", "padded", "grouped_mm"):
-        row[f"ours_vs_{other}"] = ms[other] / ms["ours"]
-    return row
+
+
+#: ours, as the compile table names it (every config of the tuner, compiled for sm_90)
+COMPILED = ("grouped_matmul_kernel", "bf16 -> bf16, DeepSeek-V3 up projection")
+
+
+def model_best(offsets, K: int, N: int) -> dict:
+    """What the performance model predicts for ours on an H200 at these offsets
+    (:func:`nbhelpers.kernels.grouped_gemm.predicted`): the fastest over the tuner's configs, each
+    at the registers and shared memory the compile table records for sm_90 (none that spills), as
+    called (the tile lookup's small kernels launched one by one) and replayed from a CUDA graph;
+    and that config. Empty where the table has none."""
+    import numpy as np
+
+    from nbhelpers.kernels.grouped_gemm import predicted
+    from nbhelpers.results import recorded_compile_check
+
+    loads = np.diff(np.asarray(offsets))
+    best: dict = {}
+    for r in (recorded_compile_check(ROOT / "benchmarks" / "results") or {}).get("rows", []):
+        if (r["kernel"], r["label"], r["target"], r.get("status")) != (*COMPILED, "sm_90", "ok"):
+            continue
+        if not r.get("default") or r.get("spill_stores"):
+            continue
+        block = tuple(int(v) for v in r["config"].split()[0].split("x"))
+        facts = (block, r["num_warps"], r["num_stages"], r["registers"], r["shared"])
+        p = predicted(loads, K, N, *facts)
+        if not best or p.seconds * 1e3 < best["ms"]:
+            graph = predicted(loads, K, N, *facts, cuda_graph=True)
+            best = {"ms": p.seconds * 1e3, "graph_ms": graph.seconds * 1e3, "config": r["config"].split(" (")[0]}
+    return best
 
 
 def goals_met(row: dict) -> dict:
@@ -315,9 +348,10 @@ def run_cases(
             print(f"  {label}: {err}")
             yield build_row(size, K, N, E, T, stats, diffs, error=err)
         else:
-            row = build_row(size, K, N, E, T, stats, diffs, ms=ms)
+            row = build_row(size, K, N, E, T, stats, diffs, ms=ms, predicted=model_best(offsets, K, N))
+            model = "" if row.get("predicted_ms") is None else f", H200 model {row['predicted_ms']:.3f} ms"
             print(
-                f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s); "
+                f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s{model}); "
                 f"x{row['ours_vs_loop']:.2f} vs loop, x{row['ours_vs_padded']:.2f} vs padded, "
                 f"x{row['ours_vs_grouped_mm']:.2f} vs grouped_mm"
             )

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from helpers import load_benchmark
 
 from nbhelpers.moe import check_offsets
@@ -308,3 +309,49 @@ def test_cases_past_the_time_limit_are_rows_that_say_so(tmp_path, monkeypatch):
     )
     assert ["error" in r for r in rows] == [False, False, True]
     assert rows[2]["error"] == "skipped: past the time limit of 5 s" and rows[2]["T"] == 6
+
+
+def test_a_timed_row_carries_the_models_prediction_for_ours():
+    """The performance model beside the measurement: the fastest of the tuner's configs for these
+    loads (kernels.grouped_gemm.predicted at the compile table's registers and shared memory), as
+    called and from a CUDA graph, which saves the tile lookup's seven launches."""
+    from nbhelpers.kernels.grouped_gemm import TILE_LOOKUP_LAUNCHES
+    from nbhelpers.perf_model import H200
+
+    offsets = bench.routing_offsets(128, 256)  # decode: 1,024 rows over 256 experts
+    model = bench.model_best(offsets, 7168, 2048)
+    ms = {"loop": 6.0, "padded": 3.0, "grouped_mm": 2.0, "ours": 2.5}
+    row = bench.build_row("deepseek", 7168, 2048, 256, 128, bench.load_stats(offsets), DIFFS, ms=ms, predicted=model)
+    assert (row["predicted_ms"], row["predicted_graph_ms"], row["predicted_config"]) == (
+        model["ms"],
+        model["graph_ms"],
+        model["config"],
+    )
+    assert row["predicted_ms"] - row["predicted_graph_ms"] == pytest.approx(TILE_LOOKUP_LAUNCHES * H200.launch_s * 1e3)
+    # every routed expert's weights read once at least: 7168 x 2048 bf16 each, at the HBM rate
+    routed = int((np.diff(offsets) > 0).sum())
+    assert 100 < routed < 256 and row["predicted_graph_ms"] > routed * 7168 * 2048 * 2 / H200.hbm_bytes_per_s * 1e3
+    untimed = bench.build_row("deepseek", 7168, 2048, 8, 5, STATS, {}, error="skipped")
+    assert untimed.get("predicted_ms") is None
+
+
+def test_the_tile_lookup_launches_as_many_kernels_as_the_model_counts():
+    """Every operation of tile_offsets on int64 offsets that is not a view (a kernel on a GPU),
+    recorded as torch dispatches it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from nbhelpers.kernels.grouped_gemm import TILE_LOOKUP_LAUNCHES, tile_offsets
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Record() as rec:
+        tile_offsets(torch.tensor([0, 3, 3, 10, 17], dtype=torch.int64), 17, 16)
+    kernels = [str(f) for f in rec.ops if not f.is_view]
+    assert len(kernels) == TILE_LOOKUP_LAUNCHES, kernels

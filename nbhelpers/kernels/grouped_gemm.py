@@ -105,6 +105,8 @@ import triton
 import triton.language as tl
 
 from ..moe import check_expert_gemm_operands, check_offsets
+from ..occupancy import occupancy
+from ..perf_model import GPU, H200, Launch, Prediction, predict
 from ..recipes import Recipe, ScaleKind
 from ..timing import tuning_ms
 from ..validation import group_m as check_group_m
@@ -121,6 +123,8 @@ __all__ = [
     "scaled_grouped_matmul_kernel",
     "scaled_grouped_matmul",
     "tile_offsets",
+    "TILE_LOOKUP_LAUNCHES",
+    "predicted",
     "max_tiles",
     "program_tiles",
     "k_major",
@@ -379,6 +383,55 @@ def tile_offsets(offsets: torch.Tensor, num_rows: int, block_m: int) -> torch.Te
     out = torch.zeros(off.shape[0], dtype=torch.int32, device=off.device)
     torch.cumsum(tiles, 0, dtype=torch.int32, out=out[1:])
     return out
+
+
+#: the small torch kernels :func:`tile_offsets` launches on int64 offsets before the GEMM: clamp,
+#: cummax, subtract, add, div, zeros, cumsum (the slices are views; int32 offsets add a cast)
+TILE_LOOKUP_LAUNCHES = 7
+
+
+def predicted(
+    loads,
+    K: int,
+    N: int,
+    block: tuple[int, int, int],
+    num_warps: int,
+    num_stages: int,
+    registers: int,
+    shared: int,
+    in_bytes: int = 2,
+    out_bytes: int = 2,
+    group_m: int = DEFAULT_GROUP_M,
+    cuda_graph: bool = False,
+    gpu: GPU = H200,
+) -> Prediction:
+    """What :mod:`nbhelpers.perf_model` predicts for one call of :func:`grouped_matmul` on experts
+    with ``loads`` rows each (bf16 peak): one program per (BLOCK_M, BLOCK_N) tile of each expert,
+    so the FLOPs are the *computed* rows' (each expert's last tile is full: an expert with 3 rows
+    under a 64-row tile computes 64); bytes from HBM as for one GEMM per expert (each w panel read
+    once per row of its tiles, each x panel once per column, divided by ``group_m``; never less
+    than each operand once; the output once). Then the host: the GEMM's launch and the
+    :data:`TILE_LOOKUP_LAUNCHES` small kernels of the tile lookup each cost ``gpu.launch_s``,
+    unless the call is replayed from a CUDA graph (``cuda_graph``: one launch for all)."""
+    loads = [int(v) for v in np.asarray(loads).reshape(-1)]
+    if not loads or min(loads) < 0 or sum(loads) == 0:
+        raise ValueError(f"loads must be the experts' row counts, not all zero, got {loads[:8]}...")
+    bm, bn, bk = block
+    tiles_n = -(-N // bn)
+    tiles_m = [-(-n // bm) for n in loads]
+    read = 0.0
+    for n, t in zip(loads, tiles_m):
+        if n:
+            panels = (n * K * tiles_n + K * N * t) * in_bytes / group_m
+            read += max(panels, (n * K + K * N) * in_bytes)
+    computed = sum(tiles_m) * bm
+    per_sm = occupancy(registers, num_warps, shared).blocks
+    if per_sm == 0:
+        raise ValueError(f"a program of {num_warps} warps, {registers} registers and {shared} B does not fit an SM")
+    launch = Launch(sum(tiles_m) * tiles_n, per_sm, (bm + bn) * bk * in_bytes, -(-K // bk), num_stages)
+    p = predict(gpu, launch, read + sum(loads) * N * out_bytes, 2.0 * computed * N * K, "bf16")
+    host = 0.0 if cuda_graph else TILE_LOOKUP_LAUNCHES * gpu.launch_s
+    return Prediction(p.seconds + host, p.bound, p.terms, p.launch_s + host)
 
 
 def program_tiles(offsets, N: int, block_m: int, block_n: int, group_m: int = DEFAULT_GROUP_M) -> np.ndarray:
