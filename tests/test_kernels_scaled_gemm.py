@@ -164,6 +164,45 @@ def test_scaled_matmul_exact_when_nothing_rounds():
     assert np.array_equal(C, scaled_mm(qA, qB, sA, sB))
 
 
+def test_unaligned_operands_reach_the_kernel_padded_to_16_and_the_result_is_unchanged(monkeypatch):
+    """K and N not multiples of 16 (or strides that are not): the launchers copy the operands into
+    zero-padded buffers, so the kernel always gets 16-byte-aligned rows (at 1000^3 every fp8
+    config spills otherwise, the compile table's rows); the zeros add exact zeros, and the padded
+    columns are cut off. Bit for bit where nothing rounds, for both launchers."""
+    import nbhelpers.kernels.scaled_gemm as sg
+
+    seen = []
+    launch = sg._launch
+
+    def watched(kernel, tuned, args, M, N, *rest, **kw):
+        a, b = args[0], args[1]
+        seen.append((tuple(a.shape), tuple(b.shape), a.stride(), b.stride(), N))
+        return launch(kernel, tuned, args, M, N, *rest, **kw)
+
+    monkeypatch.setattr(sg, "_launch", watched)
+    rng = np.random.default_rng(3)
+    M, K, N = 37, 150, 19
+    qA = rng.integers(-8, 9, size=(M, K)).astype(np.float64)
+    qB = rng.integers(-8, 9, size=(K, N)).astype(np.float64)
+    sA = 2.0 ** rng.integers(-6, 6, size=(M, 1)).astype(np.float64)
+    sB = 2.0 ** rng.integers(-6, 6, size=(1, N)).astype(np.float64)
+    C = scaled_matmul(t(qA, E4M3), t(qB, E4M3), t(sA), t(sB))
+    assert C.shape == (M, N) and C.is_contiguous()
+    assert np.array_equal(C.double().cpu().numpy(), scaled_mm(qA, qB, sA, sB))
+    sA_blocks = 2.0 ** rng.integers(-6, 6, size=(M, 2)).astype(np.float64)
+    sB_blocks = 2.0 ** rng.integers(-6, 6, size=(2, 1)).astype(np.float64)
+    C = block_scaled_matmul(t(qA, E4M3), t(qB, E4M3), t(sA_blocks), t(sB_blocks))
+    assert np.array_equal(C.double().cpu().numpy(), blockwise_scaled_mm(qA, qB, sA_blocks, sB_blocks))
+    for a_shape, b_shape, a_stride, b_stride, n in seen:  # each launcher's launch
+        assert (a_shape, b_shape, n) == ((M, 160), (160, 32), 32)
+        assert a_stride[0] % 16 == 0 and b_stride[0] % 16 == 0  # every row starts 16-byte aligned
+    # aligned operands go as they are, strides and all
+    seen.clear()
+    qa, qb = t(qA[:, :144], E4M3), t(qB[:144, :16], E4M3)
+    scaled_matmul(qa, qb, t(sA), t(sB[:, :16]))
+    assert seen[0][:2] == ((M, 144), (144, 16))
+
+
 def test_wrong_axis_row_scales_fail_the_check():
     # the mutation: the per-row scales of A applied along the columns (and B's along the rows),
     # on a square problem where the shapes would let it through

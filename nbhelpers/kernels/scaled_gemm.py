@@ -61,7 +61,7 @@ from ..timing import tuning_ms
 from ..validation import group_m as check_group_m
 from ..validation import power_of_two, tile_sizes
 from . import INTERPRETED, require_fp8_support
-from .gemm import tile_of
+from .gemm import is_aligned, tile_of
 from .launch_checks import FP8_DTYPES, check_scale, require_kernel_device
 from .operands import RecipeSupport
 
@@ -262,9 +262,11 @@ def _fp8_configs(rows, block_k: int = SCALE_BLOCK) -> list:
 # block-scaled kernel also holds each K-block's partial product and its scales, and spills at
 # 128 x 256 and 256 x 128 over 8 warps and 128 x 128 over 4.
 #
-# Shapes whose K or N is not a multiple of 16 get no 16-byte loads of the fp8 operands at all (no
-# asynchronous copies; every byte loaded and masked on its own) and spill in every config here;
-# torch._scaled_mm refuses such shapes on CUDA, these kernels accept them at that cost.
+# Shapes whose K or N is not a multiple of 16 would get no 16-byte loads of the fp8 operands at all
+# (no asynchronous copies; every byte loaded and masked on its own) and spill in every config here
+# (the compile table's 1000^3 rows); torch._scaled_mm refuses such shapes on CUDA. The launchers
+# instead copy such operands into buffers padded with zeros to multiples of 16 (_aligned), so the
+# kernels only ever see aligned rows, at the cost of that copy.
 #: configs of the row/column-scaled fp8 GEMM with promotion (the default)
 FP8_GPU_CONFIGS = _fp8_configs(
     [
@@ -340,6 +342,35 @@ def _check_operands(qa, qb, out_dtype):
     require_fp8_support(qa.dtype, qa.device)  # an A100 cannot compile e4m3: a sentence, not a traceback
 
 
+#: the fp8 operands' contiguous dimensions are padded to a multiple of this many elements
+ALIGN = 16
+
+
+def _padded_columns(t: torch.Tensor, cols: int, fill: float) -> torch.Tensor:
+    out = torch.full((t.shape[0], cols), fill, dtype=t.dtype, device=t.device)
+    out[:, : t.shape[1]] = t
+    return out
+
+
+def _aligned(qa: torch.Tensor, qb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The operands as the kernel gets them: as they are when K and N are multiples of
+    :data:`ALIGN` and the strides and base addresses allow 16-byte loads; otherwise copied into
+    zero-padded (M, K') and (K', N') buffers, K' and N' the next multiples of 16. The zeros add
+    exact zeros to every sum (and columns the launcher cuts off): the result is the same. Without
+    it the compiler cannot vectorize the fp8 loads, and every config spills (chapter 09, the
+    compile table's 1000^3 rows; torch._scaled_mm refuses such shapes on CUDA instead)."""
+    M, K = qa.shape
+    N = qb.shape[1]
+    k16, n16 = -(-K // ALIGN) * ALIGN, -(-N // ALIGN) * ALIGN
+    if (k16, n16) == (K, N) and is_aligned((qa, qb), (*qa.stride(), *qb.stride())):
+        return qa, qb
+    a = torch.zeros((M, k16), dtype=qa.dtype, device=qa.device)
+    b = torch.zeros((k16, n16), dtype=qb.dtype, device=qb.device)
+    a[:, :K] = qa
+    b[:K, :N] = qb
+    return a, b
+
+
 def _prepare(qa, qb, out_dtype):
     """The operands the kernel gets (fp32 upcast in the interpreter, exact) and the output tensor
     (fp32 storage for a bf16 output in the interpreter, rounded by torch afterwards)."""
@@ -401,6 +432,11 @@ def scaled_matmul(
     sa = check_scale(sa, [(M, 1), (1, 1)], "sa", "per row of A or per tensor", qa.device)
     sb = check_scale(sb, [(1, N), (1, 1)], "sb", "per column of B or per tensor", qa.device)
     block, group_m = _block(block), check_group_m(group_m)
+    n_out = N
+    qa, qb = _aligned(qa, qb)
+    K, N = qa.shape[1], qb.shape[1]
+    if N != n_out and sb.shape[1] != 1:
+        sb = _padded_columns(sb, N, 1.0)
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
         sa_e, sb_e = sa.expand(M, 1), sb.expand(1, N)  # stride 0 along a per-tensor scale
@@ -432,7 +468,7 @@ def scaled_matmul(
             group_m,
             PRECISE_ACC=not fast_accum,
         )
-    return c.to(out_dtype)
+    return (c if N == n_out else c[:, :n_out].contiguous()).to(out_dtype)
 
 
 def block_scaled_matmul(
@@ -478,9 +514,15 @@ def block_scaled_matmul(
         qa.device,
     )
     block, group_m = _block(block), check_group_m(group_m)
+    per_block_n = tuple(sb.shape) == (nk, nn) and nn != N  # else one scale per column
+    n_out = N
+    qa, qb = _aligned(qa, qb)  # K-blocks stay the same: block_k is a multiple of 16
+    K, N = qa.shape[1], qb.shape[1]
+    if N != n_out:  # the padded columns' scales (their products are zeros; cut off below)
+        sb = _padded_columns(sb, -(-N // block_n) if per_block_n else N, 1.0)
     a, b, c = _prepare(qa, qb, out_dtype)
     if M and N:
-        scale_block_n = block_n if tuple(sb.shape) == (nk, nn) and nn != N else 1
+        scale_block_n = block_n if per_block_n else 1
         args = (
             a,
             b,
@@ -505,4 +547,4 @@ def block_scaled_matmul(
         _launch(
             block_scaled_matmul_kernel, tuned, args, M, N, block, group_m, block_k=block_k, SCALE_BLOCK_N=scale_block_n
         )
-    return c.to(out_dtype)
+    return (c if N == n_out else c[:, :n_out].contiguous()).to(out_dtype)
