@@ -90,8 +90,13 @@ WORKS: tuple[Work, ...] = (
     Work("xiao-2023", (r"Xiao et al\.,? 2023",)),
     Work("zamirai-2020", (r"Zamirai et al\.",)),
     # --- specifications, documentation and software ----------------------------------------------
+    Work("a100-whitepaper", (r"NVIDIA's A100 (?:Tensor Core GPU Architecture )?whitepaper",)),
+    Work("tvm-19432", (r"apache/tvm#19432",)),
     Work("cublas", (r"cuBLAS documentation",)),
     Work("cuda-programming-guide", (r"(?:NVIDIA's )?CUDA C\+\+ Programming Guide",)),
+    Work("cuda-library-samples-180", (r"NVIDIA/CUDALibrarySamples#180",)),
+    Work("cuda-library-samples-256", (r"NVIDIA/CUDALibrarySamples#256",)),
+    Work("cuda-library-samples-310", (r"NVIDIA/CUDALibrarySamples#310",)),
     Work("cutlass", (r"CUTLASS's documentation of its sm_90 kernels",)),
     Work(
         "deepep",
@@ -128,6 +133,7 @@ WORKS: tuple[Work, ...] = (
     Work("ptx-isa", (r"(?:NVIDIA's )?PTX ISA",)),
     Work("pytorch-gradscaler", (r"PyTorch's documentation(?= of `?torch\.amp\.GradScaler)",)),
     Work("pytorch-numerical-accuracy", (r"PyTorch's notes on numerical accuracy",)),
+    Work("pytorch-154680", (r"pytorch/pytorch#154680",)),
     Work("pytorch-178817", (r"pytorch/pytorch#178817",)),
     Work("torchao", (r"torchao 0\.18's source",)),
     Work(
