@@ -196,7 +196,8 @@ def test_every_entry_links_to_its_work(references, entries):
     for anchor, body in re.findall(r'<p id="([^"]+)">(.*?)</p>', raw, flags=re.DOTALL):
         links = re.findall(r'href="([^"]+)"', body)
         assert all(urlsplit(link).scheme == "https" for link in links), (anchor, links)
-        if anchor not in ("hwu-2022", "h100-whitepaper", "a100-whitepaper"):  # a book; white papers without a stable address
+        # a book, and white papers without a stable address
+        if anchor not in ("hwu-2022", "h100-whitepaper", "a100-whitepaper"):
             assert links, f"{anchor}: no link to the work"
         assert len(entries[anchor]) > 40, f"{anchor}: an entry names its authors or publisher, title and year"
 
