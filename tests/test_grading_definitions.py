@@ -118,7 +118,8 @@ KEPT = [
     "@functools.lru_cache(maxsize=None)\ndef f(x, y=np.float32(2)):\n    return x",
     "@dataclasses.dataclass(frozen=True)\nclass P:\n    'doc'\n    x: int = 0\n"
     "    y: list = dataclasses.field(default_factory=list)\n    def __repr__(self):\n        return hook()",
-    "class NT(typing.NamedTuple):\n    a: int = 0\n    b: float = 1.0",
+    "class NT(typing.NamedTuple):\n    a: int\n    b: float = 1.0",
+    "@dataclasses.dataclass\nclass Q:\n    x: int\n    y: undefined_name()\n    __slots__ = ()",
     "try:\n    import ml_dtypes\nexcept ImportError:\n    ml_dtypes = None",
     "class E(ValueError):\n    pass",
 ]

@@ -26,7 +26,7 @@ What is kept:
 Everything else is left out: expression statements (``get_ipython().events.register(...)``),
 loops and comprehensions, ``if``, ``with``, magics, calls of anything else, assignments to
 attributes or items (``builtins.compile = ...``, ``f.__wrapped__ = ...``), and any name with
-two underscores at both ends. So no code of the student's runs in the clean kernel until the
+two underscores at both ends bound at the top level (in a class body, the hooks). So no code of the student's runs in the clean kernel until the
 grader calls a graded function, and a hook or a thread that swaps the functions or forges
 results cannot be made there at all.
 
@@ -520,8 +520,10 @@ def _why_left_out(st: ast.stmt, scope: _Scope, in_class: bool = False) -> str | 
         return None
     if isinstance(st, (ast.Assign, ast.AnnAssign)):
         targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-        if st.value is None:
-            return "an annotation with no value"
+        if st.value is None:  # a field of a class (``x: int``): the annotation is never evaluated
+            if not in_class:
+                return "an annotation with no value"
+            return _first_target_reason(targets, in_class)
         why = _first_target_reason(targets, in_class) or _why_not_value(st.value, scope)
         if why:
             return why
