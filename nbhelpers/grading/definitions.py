@@ -26,9 +26,9 @@ What is kept:
 Everything else is left out: expression statements (``get_ipython().events.register(...)``),
 loops and comprehensions, ``if``, ``with``, magics, calls of anything else, assignments to
 attributes or items (``builtins.compile = ...``, ``f.__wrapped__ = ...``), and any name with
-two underscores at both ends bound at the top level (in a class body, the hooks). So no code of the student's runs in the clean kernel until the
-grader calls a graded function, and a hook or a thread that swaps the functions or forges
-results cannot be made there at all.
+two underscores at both ends bound at the top level (in a class body, the hooks). So no code of
+the student's runs in the clean kernel until the grader calls a graded function, and a hook or a
+thread that swaps the functions or forges results cannot be made there at all.
 
 A statement kept shares none of its lines with one left out (``X = 1; hook()`` leaves out both).
 The cells are parsed with a budget (:data:`MAX_DEFINITIONS_PARSE_CHARS`): cells past it, and cells
