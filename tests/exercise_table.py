@@ -1380,10 +1380,22 @@ CHAPTERS = [
                 ("topk_two_stage", "for i in range(0, k):", "for i in range(0, k + 1):"),
                 # the value stored is +0.0 for -0.0 (added, not reloaded bit for bit)
                 ("topk_two_stage", "tl.store(vals_ptr + row * k + i, v)", "tl.store(vals_ptr + row * k + i, v + 0.0)"),
-                # the digits rounded down: floor instead of ceil
-                ("radix_cost", "-(-key_bits // digit_bits)", "key_bits // digit_bits"),
+                # the narrower last digit dropped: floor instead of ceil, and its histogram
+                ("radix_cost", "    if key_bits % digit_bits:\n        widths.append(key_bits % digit_bits)\n", ""),
+                # every histogram 2**digit_bits counters, the narrower last one too
+                ("radix_cost", "sum(2**w for w in widths)", "len(widths) * 2**digit_bits"),
+                # the merge's reads of the histograms forgotten
+                ("radix_cost", "passes * n * value_bytes + histograms,", "passes * n * value_bytes,"),
+                # the histograms written but never read back, nor counted as written: on chip always
+                ("radix_cost", "    if blocks > 1:\n        histograms =", "    if False:\n        histograms ="),
+                # one block's histogram counted as if it went through memory too
+                ("radix_cost", "    if blocks > 1:\n        histograms =", "    if blocks > 0:\n        histograms ="),
+                # counters counted, not bytes
+                ("radix_cost", "blocks * counter_bytes * sum(", "blocks * sum("),
+                # one histogram per pass in all, not one per block
+                ("radix_cost", "blocks * counter_bytes * sum(", "counter_bytes * sum("),
                 # the filtering pass forgotten
-                ("radix_cost", "passes = -(-key_bits // digit_bits) + 1", "passes = -(-key_bits // digit_bits)"),
+                ("radix_cost", "passes = len(widths) + 1", "passes = len(widths)"),
                 # the bytes read from the key width instead of the values'
                 ("radix_cost", "passes * n * value_bytes", "passes * n * key_bits // 8"),
                 # the indices not counted

@@ -178,38 +178,65 @@ def test_same_topk_rejects_without_raising(got):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_radix_cost_ref_counts_the_passes_radix_select_makes(seed):
     """The passes of the cost model are the histogram passes nbhelpers.topk.radix_select makes,
-    plus the filtering pass, on a real row of keys."""
+    plus the filtering pass, on a real row of keys; the histograms are one per histogram pass
+    and block, with one counter per digit value, written and read back (none for one block)."""
     rng = np.random.default_rng(seed)
     for case in cases_for("ex11.radix_cost", seed)[:12]:
-        n, k, key_bits, digit_bits, value_bytes, index_bytes = case.args
+        n, k, key_bits, digit_bits, value_bytes, index_bytes, blocks, counter_bytes = case.args
         m = min(n, 3000)
         keys = rng.integers(0, 2 ** min(key_bits, 62), size=m, dtype=np.int64)
         sel = tk.radix_select(keys, min(k, m), key_bits, digit_bits)
-        (passes, read, written), _ = ch11.radix_cost_ref(n, k, key_bits, digit_bits, value_bytes, index_bytes)
+        (passes, read, written), _ = ch11.radix_cost_ref(*case.args)
         assert passes == len(sel.passes) + 1
-        assert read == passes * n * value_bytes and written == k * (value_bytes + index_bytes)
+        # the digit widths of the select's own passes: the bits between one shift and the next
+        tops = [key_bits] + [p.shift for p in sel.passes]
+        widths = [hi - lo for hi, lo in zip(tops, tops[1:])]
+        assert sum(widths) == key_bits
+        hist = blocks * counter_bytes * sum(2**w for w in widths) if blocks > 1 else 0
+        assert read == passes * n * value_bytes + hist
+        assert written == k * (value_bytes + index_bytes) + hist
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_cost_shortcut_is_wrong_on_the_random_cases(seed):
     random = [c for c in cases_for("ex11.radix_cost", seed) if not c.label]
-    for hint in ("ceil", "filtering", "values, not the keys", "indices"):
+    hints = (
+        "pass too",
+        "filtering",
+        "values, not the keys",
+        "indices",
+        "2**width counters",
+        "merge reads",
+        "on chip",
+        "counter_bytes bytes",
+    )
+    for hint in hints:
         assert any(hint in " ".join(ch11.radix_cost_ref(*c.args)[1].values()) for c in random), hint
 
 
 def test_same_cost_accepts_equal_numbers_and_hints_at_the_mistake():
-    expected = ch11.radix_cost_ref(131072, 50, 32, 8, 4, 8)
-    assert ch11._same_cost((5, 5 * 131072 * 4, 600), expected) is None
-    assert ch11._same_cost([5.0, 5 * 131072 * 4.0, 600.0], expected) is None
-    assert "filtering pass" in ch11._same_cost((4, 4 * 131072 * 4, 600), expected)
-    assert "indices" in ch11._same_cost((5, 5 * 131072 * 4, 200), expected)
-    floor = ch11.radix_cost_ref(131072, 50, 32, 11, 4, 8)
-    assert "ceil" in ch11._same_cost((3, 3 * 131072 * 4, 600), floor)
+    one = ch11.radix_cost_ref(131072, 50, 32, 8, 4, 8, 1, 4)  # one block: no histogram traffic
+    assert ch11._same_cost((5, 5 * 131072 * 4, 600), one) is None
+    assert ch11._same_cost([5.0, 5 * 131072 * 4.0, 600.0], one) is None
+    assert "filtering pass" in ch11._same_cost((4, 4 * 131072 * 4, 600), one)
+    assert "indices" in ch11._same_cost((5, 5 * 131072 * 4, 200), one)
+    hist_one = 4 * 4 * 256
+    assert "on chip" in ch11._same_cost((5, 5 * 131072 * 4 + hist_one, hist_one + 600), one)
+    # 132 blocks, 11-bit digits on 32-bit keys: 2**11 + 2**11 + 2**10 counters of 4 bytes each
+    many = ch11.radix_cost_ref(131072, 50, 32, 11, 4, 8, 132, 4)
+    hist = 132 * 4 * (2**11 + 2**11 + 2**10)
+    row = 4 * 131072 * 4
+    assert ch11._same_cost((4, row + hist, hist + 600), many) is None
+    full = 132 * 4 * 3 * 2**11
+    assert "2**width counters" in ch11._same_cost((4, row + full, full + 600), many)
+    assert "merge reads" in ch11._same_cost((4, row, hist + 600), many)
+    floor = 132 * 4 * 2 * 2**11
+    assert "pass too" in ch11._same_cost((3, 3 * 131072 * 4 + floor, floor + 600), many)
 
 
 @pytest.mark.parametrize("got", BAD + [(1, 2), (1, 2, "3"), (True, 2, 3), (1, None, 3), (1, 2, 3, 4)])
 def test_same_cost_rejects_without_raising(got):
-    assert isinstance(ch11._same_cost(got, ch11.radix_cost_ref(100, 5, 16, 8, 2, 8)), str)
+    assert isinstance(ch11._same_cost(got, ch11.radix_cost_ref(100, 5, 16, 8, 2, 8, 4, 4)), str)
 
 
 # ---- exercise 4: a top-3 set that bf16 changes

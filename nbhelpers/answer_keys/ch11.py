@@ -15,8 +15,11 @@
   :func:`topk_two_stage_ref`, built on :func:`nbhelpers.topk.topk_ref` (values largest first,
   ties to the lowest index, NaN the largest); values bit for bit (-0.0 is not +0.0), indices
   exactly.
-- ``radix_cost``: predict what a radix select costs on one row: passes over the row and bytes
-  read and written. Reference: :func:`nbhelpers.topk.radix_select_cost`; compared exactly.
+- ``radix_cost``: predict what a radix select split over several programs costs on one row:
+  passes over the row, and bytes read and written, the per-program histograms and their merge
+  included. Reference: :func:`radix_cost_ref` (the row's passes and result from
+  :func:`nbhelpers.topk.radix_select_cost`, the histograms counted digit by digit); compared
+  exactly.
 - ``flip_top3``: construct a row of float32 logits whose top-3 index *set* changes when the row
   is rounded to bf16. Many answers are right: the check judges the property
   (:func:`flip_top3_reason`); :func:`flip_top3_example` shows that every case has an answer.
@@ -322,17 +325,47 @@ class ExpectedCost(tuple):
         return repr(tuple(self[0]))
 
 
-def _cost_shortcuts(n, k, key_bits, digit_bits, value_bytes, index_bytes) -> dict[tuple, str]:
+def _digit_widths(key_bits: int, digit_bits: int) -> list[int]:
+    """The widths of a key's digits, most significant first: the last may be narrower, and a digit
+    wider than the key takes it whole."""
+    widths = [digit_bits] * (key_bits // digit_bits)
+    if key_bits % digit_bits:
+        widths.append(key_bits % digit_bits)
+    return widths
+
+
+def _histograms(widths: list[int], blocks: int, counter_bytes: int, digit_bits: int | None = None) -> int:
+    """Bytes of the histograms the blocks write (and the merges read) over the histogram passes;
+    ``digit_bits`` given: every histogram that wide (a mistake)."""
+    bins = sum(2 ** (digit_bits if digit_bits is not None else w) for w in widths)
+    return blocks * counter_bytes * bins
+
+
+def _cost_shortcuts(
+    n, k, key_bits, digit_bits, value_bytes, index_bytes, blocks, counter_bytes
+) -> dict[tuple, str]:
     """Answers that plausible mistakes give, each with what it forgot (two mistakes may give the
-    same numbers: floor(b / d) + 1 is ceil(b / d) when d does not divide b)."""
-    p = -(-key_bits // digit_bits)
-    written = k * (value_bytes + index_bytes)
-    floor = key_bits // digit_bits + 1
+    same numbers)."""
+    widths = _digit_widths(key_bits, digit_bits)
+    p = len(widths) + 1
+    row = p * n * value_bytes
+    result = k * (value_bytes + index_bytes)
+    hist = _histograms(widths, blocks, counter_bytes) if blocks > 1 else 0
+    on_chip = _histograms(widths, blocks, counter_bytes)  # even for one block
+    full = _histograms(widths, blocks, counter_bytes, digit_bits) if blocks > 1 else 0
+    counters = _histograms(widths, blocks, 1) if blocks > 1 else 0
+    floor_w = [digit_bits] * (key_bits // digit_bits)
+    floor_h = _histograms(floor_w, blocks, counter_bytes) if blocks > 1 else 0
+    fp = len(floor_w) + 1
     shortcuts = [
-        ((floor, floor * n * value_bytes, written), "ceil, not floor: a narrower last digit takes a pass too"),
-        ((p, p * n * value_bytes, written), "the filtering pass reads the row too"),
-        ((p + 1, (p + 1) * n * key_bits // 8, written), "each pass reads the values, not the keys"),
-        ((p + 1, (p + 1) * n * value_bytes, k * value_bytes), "the k indices are written too"),
+        ((p, row + full, full + result), "a narrower last digit has 2**width counters, not 2**digit_bits"),
+        ((p, row, hist + result), "the merge reads the histograms the blocks wrote"),
+        ((p, row + on_chip, on_chip + result), "one block keeps its histogram on chip: nothing to merge"),
+        ((p, row + counters, counters + result), "a counter is counter_bytes bytes"),
+        ((fp, fp * n * value_bytes + floor_h, floor_h + result), "a narrower last digit takes a pass too"),
+        ((p - 1, (p - 1) * n * value_bytes + hist, hist + result), "the filtering pass reads the row too"),
+        ((p, p * n * key_bits // 8 + hist, hist + result), "each pass reads the values, not the keys"),
+        ((p, row + hist, hist + k * value_bytes), "the k indices are written too"),
     ]
     out: dict[tuple, str] = {}
     for t, why in shortcuts:
@@ -340,12 +373,27 @@ def _cost_shortcuts(n, k, key_bits, digit_bits, value_bytes, index_bytes) -> dic
     return out
 
 
-def radix_cost_ref(n: int, k: int, key_bits: int, digit_bits: int, value_bytes: int, index_bytes: int):
-    """(passes over the row, bytes read, bytes written) of a radix select
-    (:func:`nbhelpers.topk.radix_select_cost`), and the plausible mistakes' answers."""
+def radix_cost_ref(
+    n: int,
+    k: int,
+    key_bits: int,
+    digit_bits: int,
+    value_bytes: int,
+    index_bytes: int,
+    blocks: int,
+    counter_bytes: int,
+):
+    """(passes over the row, bytes read, bytes written) of a radix select of the top k of a row of n
+    values split over ``blocks`` programs: the row's passes and the result as
+    :func:`nbhelpers.topk.radix_select_cost` counts them, and for each histogram pass every
+    block's histogram (2**width counters of ``counter_bytes``) written and read back by the merge,
+    unless one block keeps it on chip; with the plausible mistakes' answers."""
     c = radix_select_cost(n, k, key_bits, digit_bits, value_bytes, index_bytes)
-    answer = RadixCost(c.passes, c.bytes_read, c.bytes_written)
-    hints = _cost_shortcuts(n, k, key_bits, digit_bits, value_bytes, index_bytes)
+    widths = _digit_widths(key_bits, digit_bits)
+    assert len(widths) + 1 == c.passes  # the two counts of the passes agree
+    hist = _histograms(widths, blocks, counter_bytes) if blocks > 1 else 0
+    answer = RadixCost(c.passes, c.bytes_read + hist, c.bytes_written + hist)
+    hints = _cost_shortcuts(n, k, key_bits, digit_bits, value_bytes, index_bytes, blocks, counter_bytes)
     hints.pop(tuple(answer), None)
     return ExpectedCost((answer, hints))
 
@@ -370,21 +418,26 @@ def _same_cost(got, expected: ExpectedCost) -> str | None:
 def _cost_cases(rng: np.random.Generator) -> list[Case]:
     V = 128 * 1024
     cases = [
-        Case((V, 50, 16, 8, 2, 8), label="bf16 logits, 128k vocabulary, 8-bit digits"),
-        Case((V, 50, 32, 8, 4, 8), label="fp32 logits, 8-bit digits"),
-        Case((V, 50, 32, 11, 4, 8), label="fp32 logits, 11-bit digits: 11 + 11 + 10"),
-        Case((V, 1, 64, 8, 4, 8), label="64-bit packed keys (key, index) of fp32 logits"),
-        Case((V, 256, 32, 8, 2, 4), label="bf16 logits widened to 32-bit keys, int32 indices"),
-        Case((1, 1, 16, 16, 2, 4), label="one value, one digit"),
-        Case((1000, 1000, 16, 32, 2, 8), label="a digit wider than the key: one pass still"),
-        Case((50257, 40, 16, 5, 2, 8), label="GPT-2's vocabulary, 5-bit digits"),
+        Case((V, 50, 16, 8, 2, 8, 1, 4), label="bf16 logits, 8-bit digits, one block"),
+        Case((V, 50, 16, 8, 2, 8, 132, 4), label="bf16 logits, 8-bit digits, one block per SM of an H200"),
+        Case((V, 50, 32, 11, 4, 8, 64, 4), label="fp32 logits, 11-bit digits: 11 + 11 + 10, 64 blocks"),
+        Case((V, 50, 32, 11, 4, 8, 1, 4), label="fp32 logits, 11-bit digits, one block"),
+        Case((V, 1, 64, 8, 4, 8, 16, 8), label="64-bit packed keys (key, index) of fp32 logits, 8-byte counters"),
+        Case((V, 256, 32, 8, 2, 4, 2, 2), label="bf16 logits widened to 32-bit keys, int32 indices, 2-byte counters"),
+        Case((1, 1, 16, 16, 2, 4, 1, 4), label="one value, one digit"),
+        Case((1000, 1000, 16, 32, 2, 8, 8, 4), label="a digit wider than the key: one histogram of 2**16"),
+        Case((50257, 40, 16, 5, 2, 8, 24, 4), label="GPT-2's vocabulary, 5-bit digits: 5 + 5 + 5 + 1"),
     ]
-    for _ in range(16):
+    for _ in range(24):
         key_bits = int(rng.choice([16, 32, 64, int(rng.integers(8, 65))]))
         digit_bits = int(rng.integers(1, 17))
         n = int(rng.choice([int(rng.integers(1, 1000)), int(rng.integers(1000, 300_000))]))
         k = int(rng.integers(1, min(n, 2048) + 1))
-        cases.append(Case((n, k, key_bits, digit_bits, int(rng.choice([1, 2, 4, 8])), int(rng.choice([4, 8])))))
+        blocks = 1 if rng.random() < 0.3 else int(rng.integers(2, min(n, 1024) + 2))
+        n = max(n, blocks)  # every block owns a part of the row
+        value_bytes, index_bytes = int(rng.choice([1, 2, 4, 8])), int(rng.choice([4, 8]))
+        counter_bytes = int(rng.choice([2, 4, 8]))
+        cases.append(Case((n, k, key_bits, digit_bits, value_bytes, index_bytes, blocks, counter_bytes)))
     return cases
 
 
@@ -493,7 +546,12 @@ EXERCISES = [
         compare=_same_topk,
     ),
     Exercise(
-        "ex11.radix_cost", "Predict the cost of a radix select", 3, radix_cost_ref, _cost_cases, compare=_same_cost
+        "ex11.radix_cost",
+        "Predict the traffic of a radix select over blocks",
+        3,
+        radix_cost_ref,
+        _cost_cases,
+        compare=_same_cost,
     ),
     Exercise(
         "ex11.flip_top3",
