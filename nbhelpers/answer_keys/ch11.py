@@ -341,9 +341,7 @@ def _histograms(widths: list[int], blocks: int, counter_bytes: int, digit_bits: 
     return blocks * counter_bytes * bins
 
 
-def _cost_shortcuts(
-    n, k, key_bits, digit_bits, value_bytes, index_bytes, blocks, counter_bytes
-) -> dict[tuple, str]:
+def _cost_shortcuts(n, k, key_bits, digit_bits, value_bytes, index_bytes, blocks, counter_bytes) -> dict[tuple, str]:
     """Answers that plausible mistakes give, each with what it forgot (two mistakes may give the
     same numbers)."""
     widths = _digit_widths(key_bits, digit_bits)
