@@ -9,7 +9,7 @@ times, with ``triton.testing.do_bench`` (median of repeated runs; CUDA events, a
 
 * ``torch copy``: ``out.copy_(x)`` of --n elements, the reference every other row is divided by;
 * ``copy``: :func:`nbhelpers.kernels.copy.copy_kernel` on the same data, for several BLOCK sizes
-  (the issue's goal: the best at least 0.85x torch's copy on an H100/H200);
+  (the goal: the best at least 0.85x torch's copy on an H100/H200);
 * ``strided s``: ``strided_read_kernel`` (out[i] = x[i * s], --n-strided outputs) for each stride,
   beside torch's ``out.copy_(x[::s])``;
 * ``transpose``: ``transpose_kernel`` of an (M, N) matrix for two tile sizes, beside torch's

@@ -179,7 +179,7 @@ def build_row(
     """One results row: the case, the load statistics, each implementation's relative difference
     from grouped_mm; then either ``ms`` and ``tflops`` per implementation and the three speedups of
     ours (``ours_vs_X`` = ms_X / ms_ours), or ``error`` saying why it was not timed. ``goals``: the
-    goal of each speedup for this case, None where the issue sets none (loop below E = 256,
+    goal of each speedup for this case, None where none is set (loop below E = 256,
     padded on an even load). ``predicted``: the performance model's time for ours
     (:func:`model_best`), in the row as ``predicted_ms``, ``predicted_graph_ms`` and
     ``predicted_config``."""
