@@ -122,6 +122,10 @@ KEPT = [
     "@dataclasses.dataclass\nclass Q:\n    x: int\n    y: undefined_name()\n    __slots__ = ()",
     "try:\n    import ml_dtypes\nexcept ImportError:\n    ml_dtypes = None",
     "class E(ValueError):\n    pass",
+    # stored, never called: a dataclass field's factory
+    "@dataclasses.dataclass\nclass R:\n    xs: list = dataclasses.field(default_factory=list)\n"
+    "class S:\n    pass\n@dataclasses.dataclass\nclass T:\n    s: S = dataclasses.field(default_factory=S)",
+    "def f(x):\n    return x\nTABLE = {'f': f, 'g': lambda x: x}",
 ]
 
 
@@ -168,6 +172,11 @@ LEFT_OUT = [
     ("TABLE = []\nTABLE.append(1)", "expression statement"),
     ("X = 1; print(X)", "expression statement"),
     ("if True:\n    X = 1", "if statement"),
+    # a constructor that calls what it is handed: the notebook's code would run there
+    ("def f(x):\n    return x\nX = sorted([3, 1], key=f)", "hands f to sorted"),
+    ("X = max(1, 2, key=lambda v: print(v))", "hands a lambda to max"),
+    ("def f(x):\n    return x\nFS = (f,)\nX = min([1, 2], key=FS[0])", "hands FS to min"),
+    ("class C:\n    pass\nX = min([1, 2], key=C)", "hands C to min"),
 ]
 
 

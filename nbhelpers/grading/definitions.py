@@ -141,6 +141,8 @@ CONSTRUCTORS = frozenset(
     ]
 )
 _CONSTRUCTOR_MODULES = ("math.", "cmath.")  # every function of these
+#: constructors that keep a function they are given without calling it
+_STORES_FUNCTIONS = frozenset({"dataclasses.field"})
 
 #: The decorators a kept ``def`` or ``class`` may have (bare, or called on values).
 DECORATORS = frozenset(
@@ -336,7 +338,8 @@ def _short(node: ast.AST, width: int = 40) -> str:
 
 class _Scope:
     """What the statements kept so far bound: each name's kind (``module``, ``object``: a module
-    or an object imported, with its qualified name; ``def``, ``class``, ``value``)."""
+    or an object imported, with its qualified name; ``def``, ``class``, ``value``, and ``holds
+    code``: a value that holds a function or class of the notebook's)."""
 
     def __init__(self, parent: _Scope | None = None) -> None:
         self.names: dict[str, tuple[str, str]] = {}
@@ -409,10 +412,35 @@ def _why_not_value(node: ast.expr | None, scope: _Scope) -> str | None:
         qual = scope.qualname(node.func)
         if qual is None or not (qual in CONSTRUCTORS or qual.startswith(_CONSTRUCTOR_MODULES)):
             return f"it calls {_callee(node.func)}, which is not one of the constructors kept"
-        return _first_reason(node.args + [k.value for k in node.keywords], scope)
+        return _why_not_arguments_of_a_call(node, qual, scope)
     if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
         return "it has a comprehension (a loop)"
     return f"it has {_short(node)}, which is not a value the grader keeps"
+
+
+def _notebook_code_in(node: ast.AST, scope: _Scope) -> str | None:
+    """The first function or class of the notebook's that evaluating ``node`` can hand on (a
+    ``lambda``, a name a kept ``def`` or ``class`` bound, or a value that holds one), or None."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Lambda):
+            return "a lambda"
+        if isinstance(n, ast.Name) and (scope.get(n.id) or ("", ""))[0] in ("def", "class", "holds code"):
+            return n.id
+    return None
+
+
+def _why_not_arguments_of_a_call(call: ast.Call, qual: str, scope: _Scope) -> str | None:
+    """Why a call of a kept constructor is not kept: an argument that is not a value, or one that
+    hands the notebook's own code to it (``sorted(x, key=f)`` would run ``f``)."""
+    parts = call.args + [k.value for k in call.keywords]
+    why = _first_reason(parts, scope)
+    if why or qual in _STORES_FUNCTIONS:
+        return why
+    for part in parts:
+        code = _notebook_code_in(part, scope)
+        if code:
+            return f"it hands {code} to {_callee(call.func)}, which could call it"
+    return None
 
 
 def _first_reason(nodes: list, scope: _Scope) -> str | None:
@@ -434,7 +462,7 @@ def _why_not_decorators(decorators: list[ast.expr], scope: _Scope) -> str | None
         if qual not in DECORATORS:
             return f"its decorator @{_short(d)} is not one of those kept"
         if call:
-            why = _first_reason(call.args + [k.value for k in call.keywords], scope)
+            why = _why_not_arguments_of_a_call(call, qual, scope)
             if why:
                 return why
     return None
@@ -529,7 +557,9 @@ def _why_left_out(st: ast.stmt, scope: _Scope, in_class: bool = False) -> str | 
             return why
         for t in targets:
             for name in _bound_names(t):
-                scope.names[name] = ("value", name)
+                # a value that holds a function or class of the notebook's stays one
+                kind = "holds code" if _notebook_code_in(st.value, scope) else "value"
+                scope.names[name] = (kind, name)
         return None
     if isinstance(st, ast.Try) and not in_class:
         for handler in st.handlers:
