@@ -16,7 +16,8 @@ def cases() -> list[Case]:
     vocabulary, for bf16 and fp32 logits (the kernels read their int16 / int32 bit views) and k =
     8, 50 and 1,024: the running top-k of "row" (one chunk, FINAL) and of "two_stage" (its first
     stage and its merge), and radix select (k = 50 and 1,024). The configs come from the
-    launcher's plan(); Triton's default warps and stages, as the launcher leaves them."""
+    launcher's plan(), with its STAGES (tl.range's num_stages for the loops over the row), and
+    Triton's default warps and num_stages otherwise, as the launcher leaves them."""
     from nbhelpers.kernels.topk import plan
     from nbhelpers.topk import KEY_FORMATS
 
@@ -33,7 +34,7 @@ def cases() -> list[Case]:
                     WHERE + "topk_chunk_kernel",
                     label + ", row",
                     (bits, "*i64", bits, "*i64", V, k, V, V, 1),  # the launcher passes idx as the unused part
-                    {**keys, "K_PAD": row["K_PAD"], "BLOCK_V": row["BLOCK_V"], "FINAL": True},
+                    {**keys, "K_PAD": row["K_PAD"], "BLOCK_V": row["BLOCK_V"], "FINAL": True, "STAGES": row["STAGES"]},
                 )
             )
             two = plan(V, k, "two_stage")
@@ -43,7 +44,7 @@ def cases() -> list[Case]:
                     WHERE + "topk_chunk_kernel",
                     label + ", two_stage first stage",
                     (bits, "*i64", bits, "*i64", V, k, V, two["CHUNK"], n),
-                    {**keys, "K_PAD": two["K_PAD"], "BLOCK_V": two["BLOCK_V"], "FINAL": False},
+                    {**keys, "K_PAD": two["K_PAD"], "BLOCK_V": two["BLOCK_V"], "FINAL": False, "STAGES": two["STAGES"]},
                 )
             )
             out.append(
@@ -62,7 +63,7 @@ def cases() -> list[Case]:
                     WHERE + "radix_select_kernel",
                     label + ", radix",
                     (bits, bits, "*i64", V, k, V),
-                    {**keys, "DIGIT_BITS": radix["DIGIT_BITS"], "BLOCK_V": radix["BLOCK_V"]},
+                    {**keys, "DIGIT_BITS": radix["DIGIT_BITS"], "BLOCK_V": radix["BLOCK_V"], "STAGES": radix["STAGES"]},
                 )
             )
     return out
@@ -70,9 +71,19 @@ def cases() -> list[Case]:
 
 def exercise_cases() -> list[Case]:
     """Chapter 11's exercise kernels, launched as the solution launches them (the launcher's row
-    stride is V plus one chunk: NaN padding after each row)."""
+    stride is V plus one chunk: NaN padding after each row); and the tests' running top-k without
+    the ``if`` before ``_absorb`` (not a launch of the course: what the guard buys, chapter 11
+    section 4a)."""
     ex11 = "solutions/ex11_topk.ipynb"
     return [
+        Case(
+            "tests/test_kernels_topk.py:_unguarded_row_kernel",
+            f"bf16 logits, V = {V:,}, k = 50, row, no if before _absorb",
+            ("*i16", "*i64", V),
+            {"KEY_BITS": 16, "EXP_MASK": 0x7F80, "K_PAD": 64, "BLOCK_V": 1024, "STAGES": 3},
+            source="test",
+            default=False,
+        ),
         Case(
             f"{ex11}:topk_chunk_kernel",
             "fp32, V = 128,256, k = 50",

@@ -7,8 +7,13 @@
   ``chunk`` columns, written to a scratch buffer; then :func:`topk_merge_kernel`, one program per
   row, merges the chunks' candidate lists, ``MERGE_BLOCK`` candidates (several lists) a step. One
   read of the row plus the candidates. Without ``chunk``, :func:`default_chunk` sizes the chunks
-  for the batch by Little's law (:mod:`nbhelpers.perf_model`): small chunks, many programs, for
-  a few rows; large ones, fewer candidates, once the rows alone keep the GPU's bytes in flight.
+  for the batch by the performance model (:mod:`nbhelpers.perf_model`, Little's law among its
+  limits): small chunks, many programs, for a few rows; larger ones, fewer candidates and fewer
+  waves of programs, once the rows alone keep the GPU's bytes in flight.
+
+The loops over a row (the running top-k's and radix select's) are software-pipelined by Triton
+(``tl.range(..., num_stages=STAGES)``): the loads of the next ``STAGES - 1`` blocks are in flight
+(``cp.async`` into shared memory) while one block is merged or counted.
 * ``"radix"``: :func:`radix_select_kernel`, one program per row: ``ceil(key_bits / 8)``
   histogram passes over the row's order-preserving keys find the k-th largest key (a digit of 8
   bits per pass, most significant first), then a filtering pass writes the top-k set in index
@@ -35,7 +40,7 @@ import triton
 import triton.language as tl
 
 from ..occupancy import occupancy
-from ..perf_model import GPU, H200, Launch, Prediction, little_bytes, predict
+from ..perf_model import GPU, H200, Launch, Prediction, predict
 from ..topk import key_format
 from ..validation import int_in_range, positive_int
 from .launch_checks import require_kernel_device
@@ -45,8 +50,11 @@ __all__ = [
     "DEFAULT_BLOCK_V",
     "MERGE_BLOCK",
     "default_chunk",
+    "in_flight_blocks",
     "predicted",
     "RADIX_DIGIT_BITS",
+    "REGISTERS",
+    "STAGES",
     "topk_chunk_kernel",
     "topk_merge_kernel",
     "radix_select_kernel",
@@ -62,6 +70,15 @@ DEFAULT_BLOCK_V = 1024  # columns read per step of a running top-k (at least K_P
 MERGE_BLOCK = 4096
 RADIX_DIGIT_BITS = 8  # bits of key per histogram pass: 256 bins
 RADIX_BLOCK_V = 2048  # columns per step of the radix kernel's passes
+#: the running top-k's and radix select's ``num_stages`` (``tl.range``): two blocks' loads in flight
+#: ahead of the one being merged or counted. Compiled for sm_90 (the compile table) every default
+#: launch stays without spills: the running top-k at 56-72 registers, radix select at 196-200,
+#: where 4 stages would cost the running top-k a spill
+STAGES = 3
+#: registers per thread the model (:func:`predicted`) assumes for each kernel: the most any default
+#: launch of it takes in the compile table (sm_90, benchmarks/results/compile_check.json; the
+#: tests check these against it)
+REGISTERS = {"topk_chunk_kernel": 72, "topk_merge_kernel": 135, "radix_select_kernel": 200}
 
 _FORMAT_OF = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _BITS_VIEW = {16: torch.int16, 32: torch.int32}
@@ -144,6 +161,7 @@ def topk_chunk_kernel(
     K_PAD: tl.constexpr,
     BLOCK_V: tl.constexpr,
     FINAL: tl.constexpr,  # one chunk per row: write the top k itself
+    STAGES: tl.constexpr = 1,  # blocks whose loads are in flight ahead of the one merged: STAGES - 1
 ):
     row = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1)
@@ -151,11 +169,16 @@ def topk_chunk_kernel(
     stop = tl.minimum(start + CHUNK, V)
     best = _empty_list(K_PAD, KEY_BITS)
     kth = tl.min(best)
-    for off in range(start, stop, BLOCK_V):
+    # tl.range's num_stages: Triton's pipeliner issues the loads of the next STAGES - 1 blocks (cp.async
+    # into shared memory) before this one is merged; it pipelines this loop only while the loop's
+    # body holds no loop of its own outside an `if` (the compile table: cp_async 0 without the guard)
+    for off in tl.range(start, stop, BLOCK_V, num_stages=STAGES):
         cols = off + tl.arange(0, BLOCK_V)
         valid = cols < stop  # the chunk's end and the row's (V need not be a multiple of anything)
         bits = tl.load(bits_ptr + row * stride_row + cols, mask=valid, other=0)
-        best, kth = _absorb(best, kth, _packed(bits, cols, valid, KEY_BITS, EXP_MASK), K_PAD)
+        packed = _packed(bits, cols, valid, KEY_BITS, EXP_MASK)
+        if tl.max(packed) > kth:  # most blocks of a long row hold nothing for the list
+            best, kth = _absorb(best, kth, packed, K_PAD)
     if FINAL:
         _store_final(best, row, bits_ptr, vals_ptr, idx_ptr, stride_row, k, K_PAD)
     else:
@@ -202,6 +225,7 @@ def radix_select_kernel(
     EXP_MASK: tl.constexpr,
     DIGIT_BITS: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    STAGES: tl.constexpr = 1,  # blocks whose loads are in flight ahead of the one counted: STAGES - 1
 ):
     row = tl.program_id(0).to(tl.int64)
     base = bits_ptr + row * stride_row
@@ -215,7 +239,7 @@ def radix_select_kernel(
         shift = max(KEY_BITS - (p + 1) * DIGIT_BITS, 0)
         width = KEY_BITS - p * DIGIT_BITS - shift
         hist = tl.zeros((NBINS,), tl.int32)
-        for off in range(0, V, BLOCK_V):
+        for off in tl.range(0, V, BLOCK_V, num_stages=STAGES):
             cols = off + tl.arange(0, BLOCK_V)
             valid = cols < V
             key = _keys(tl.load(base + cols, mask=valid, other=0), KEY_BITS, EXP_MASK)
@@ -230,7 +254,7 @@ def radix_select_kernel(
     # the filtering pass: every key above the k-th, and the first `needed` keys equal to it
     written = 0
     equal_seen = 0
-    for off in range(0, V, BLOCK_V):
+    for off in tl.range(0, V, BLOCK_V, num_stages=STAGES):
         cols = off + tl.arange(0, BLOCK_V)
         valid = cols < V
         bits = tl.load(base + cols, mask=valid, other=0)
@@ -249,19 +273,36 @@ def _next_pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-def default_chunk(V: int, rows: int, block_v: int, value_bytes: int, gpu: GPU = H200) -> int:
-    """Columns per first-stage program of "two_stage" when none is given, from Little's law: the
-    GPU needs ``little_bytes(gpu)`` in flight (4.8 MB on an H200 at the assumed 1 us); each program
-    keeps one ``block_v``-wide load of values in flight; so the batch should start at least that
-    over ``block_v x value_bytes`` programs. The chunk is the largest power of two (at least
-    ``block_v``) that still gives each of the ``rows`` rows its share of them: a larger chunk
-    writes fewer candidates. At batch 1 no row has enough blocks, and every block is a program."""
-    need = math.ceil(little_bytes(gpu) / (block_v * value_bytes))
-    per_row = math.ceil(need / max(rows, 1))
-    chunk = block_v
-    while chunk < V and triton.cdiv(V, 2 * chunk) >= per_row:
+def in_flight_blocks(chunk: int, block_v: int, stages: int) -> int:
+    """How many ``block_v``-wide loads one program of the running top-k keeps in flight over a
+    chunk of ``chunk`` columns with ``stages`` (``num_stages``): ``stages - 1`` ahead of the block
+    it merges (one when unpipelined), no more than the chunk has blocks."""
+    return max(min(stages - 1, triton.cdiv(chunk, block_v)), 1)
+
+
+def default_chunk(
+    V: int, k: int, rows: int = 1, value_bytes: int = 2, block_v: int | None = None, gpu: GPU = H200
+) -> int:
+    """Columns per first-stage program of "two_stage" when none is given: the power of two, from
+    one block (``block_v``: :data:`DEFAULT_BLOCK_V`, or K_PAD when larger) to the whole row, whose plan the model
+    predicts fastest on ``gpu`` (:func:`predicted`, both launches together), the larger chunk on a
+    tie (fewer candidates). Small chunks make many programs, each with few dependent steps, but
+    more candidates to merge and, past what the GPU holds at once, waves of programs one after
+    another; large chunks make few programs that keep too little in flight (Little's law) and a
+    long chain of steps each."""
+    positive_int("V", V, "a row length")
+    positive_int("rows", rows, "a number of rows")
+    bv = max(_next_pow2(k), DEFAULT_BLOCK_V if block_v is None else _next_pow2(block_v))
+    best, best_s = bv, math.inf
+    chunk = bv
+    while True:
+        forecast = predicted(V, k, "two_stage", rows, value_bytes, chunk, block_v=block_v, gpu=gpu)
+        seconds = sum(q.seconds for q in forecast)
+        if seconds <= best_s * (1 + 1e-9):
+            best, best_s = chunk, min(seconds, best_s)
+        if chunk >= V:
+            return best
         chunk *= 2
-    return chunk
 
 
 def plan(
@@ -287,14 +328,15 @@ def plan(
     k_pad = _next_pow2(k)
     if method == "radix":  # tl.arange takes a power of two
         bv = RADIX_BLOCK_V if block_v is None else _next_pow2(block_v)
-        return {"K_PAD": k_pad, "BLOCK_V": bv, "DIGIT_BITS": RADIX_DIGIT_BITS, "n_chunks": 1}
+        return {"K_PAD": k_pad, "BLOCK_V": bv, "DIGIT_BITS": RADIX_DIGIT_BITS, "STAGES": STAGES, "n_chunks": 1}
     bv = max(k_pad, DEFAULT_BLOCK_V if block_v is None else _next_pow2(block_v))
     if method == "row":
-        return {"K_PAD": k_pad, "BLOCK_V": bv, "CHUNK": V, "n_chunks": 1}
-    ch = default_chunk(V, rows, bv, value_bytes) if chunk is None else chunk
+        return {"K_PAD": k_pad, "BLOCK_V": bv, "STAGES": STAGES, "CHUNK": V, "n_chunks": 1}
+    ch = default_chunk(V, k, rows, value_bytes, block_v) if chunk is None else chunk
     return {
         "K_PAD": k_pad,
         "BLOCK_V": bv,
+        "STAGES": STAGES,
         "CHUNK": ch,
         "n_chunks": triton.cdiv(V, ch),
         "MERGE_BLOCK": max(k_pad, MERGE_BLOCK),
@@ -308,30 +350,39 @@ def predicted(
     rows: int = 1,
     value_bytes: int = 2,
     chunk: int | None = None,
-    registers: int = 64,
+    registers: int | None = None,
     gpu: GPU = H200,
+    block_v: int | None = None,
 ) -> list[Prediction]:
     """What :mod:`nbhelpers.perf_model` predicts for each launch :func:`topk` makes with this plan
     (one for "row" and "radix", two for "two_stage": the chunks, then the merge). Every step of a
-    program loads one block (``BLOCK_V`` values; the merge ``MERGE_BLOCK`` candidates of 8 bytes)
-    and waits for it before the next (no pipelining); a program of 4 warps with ``registers`` per
-    thread (the compile table: 40-64 for the running top-k, 120-166 for the merge and radix select)
-    sets how many an SM holds. Bytes: the logits read (radix select: once per pass), the candidate
-    lists written and read; the k outputs are left out (a few hundred bytes)."""
-    p = plan(V, k, method, chunk=chunk, rows=rows, value_bytes=value_bytes)
-    per_sm = occupancy(registers, 4, 0).blocks
+    program loads one block (``BLOCK_V`` values; the merge ``MERGE_BLOCK`` candidates of 8 bytes);
+    the running top-k and radix select keep ``STAGES - 1`` blocks in flight
+    (:func:`in_flight_blocks`), the merge waits for each of its one or two steps. A program of 4
+    warps with ``registers`` per thread (default :data:`REGISTERS`, the compile table's) sets how
+    many an SM holds. Bytes: the logits read (radix select: once per pass), the candidate lists
+    written and read; the k outputs are left out (a few hundred bytes)."""
+    p = plan(V, k, method, block_v, chunk, rows=rows, value_bytes=value_bytes)
+
+    def per_sm(kernel: str) -> int:
+        return occupancy(REGISTERS[kernel] if registers is None else registers, 4, 0).blocks
+
     if method == "radix":
         passes = -(-8 * value_bytes // p["DIGIT_BITS"]) + 1  # the digits, then the collecting pass
-        steps = passes * -(-V // p["BLOCK_V"])
-        return [predict(gpu, Launch(rows, per_sm, p["BLOCK_V"] * value_bytes, steps), passes * rows * V * value_bytes)]
-    steps = -(-min(p["CHUNK"], V) // p["BLOCK_V"])
+        blocks = -(-V // p["BLOCK_V"])
+        stages = in_flight_blocks(V, p["BLOCK_V"], p["STAGES"])
+        launch = Launch(rows, per_sm("radix_select_kernel"), p["BLOCK_V"] * value_bytes, passes * blocks, stages)
+        return [predict(gpu, launch, passes * rows * V * value_bytes)]
+    span = min(p["CHUNK"], V)
+    steps = -(-span // p["BLOCK_V"])
     logits = rows * V * value_bytes
-    first = Launch(rows * p["n_chunks"], per_sm, p["BLOCK_V"] * value_bytes, steps)
+    stages = in_flight_blocks(span, p["BLOCK_V"], p["STAGES"])
+    first = Launch(rows * p["n_chunks"], per_sm("topk_chunk_kernel"), p["BLOCK_V"] * value_bytes, steps, stages)
     if method == "row":
         return [predict(gpu, first, logits)]
     lists = rows * p["n_chunks"] * p["K_PAD"] * 8
     merge_steps = -(-p["n_chunks"] * p["K_PAD"] // p["MERGE_BLOCK"])
-    merge = Launch(rows, occupancy(max(registers, 128), 4, 0).blocks, p["MERGE_BLOCK"] * 8, merge_steps)
+    merge = Launch(rows, per_sm("topk_merge_kernel"), p["MERGE_BLOCK"] * 8, merge_steps)
     return [predict(gpu, first, logits + lists), predict(gpu, merge, lists)]
 
 
@@ -366,11 +417,13 @@ def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = Non
             radix_select_kernel[(rows,)](
                 bits, vals, idx, V, k, bits.stride(0),
                 KEY_BITS=f.bits, EXP_MASK=f.exp_mask, DIGIT_BITS=p["DIGIT_BITS"], BLOCK_V=p["BLOCK_V"],
+                STAGES=p["STAGES"],
             )  # fmt: skip
         elif method == "row":
             topk_chunk_kernel[(rows, 1)](
                 bits, idx, vals, idx, V, k, bits.stride(0), V, 1,
                 KEY_BITS=f.bits, EXP_MASK=f.exp_mask, K_PAD=p["K_PAD"], BLOCK_V=p["BLOCK_V"], FINAL=True,
+                STAGES=p["STAGES"],
             )  # fmt: skip
         else:
             n = p["n_chunks"]
@@ -378,6 +431,7 @@ def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = Non
             topk_chunk_kernel[(rows, n)](
                 bits, part, vals, idx, V, k, bits.stride(0), p["CHUNK"], n,
                 KEY_BITS=f.bits, EXP_MASK=f.exp_mask, K_PAD=p["K_PAD"], BLOCK_V=p["BLOCK_V"], FINAL=False,
+                STAGES=p["STAGES"],
             )  # fmt: skip
             topk_merge_kernel[(rows,)](
                 part, bits, vals, idx, k, bits.stride(0), n,
