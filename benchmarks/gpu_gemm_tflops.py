@@ -131,26 +131,16 @@ def model_best(kind: str, M: int, N: int, K: int) -> tuple[float | None, str | N
     """What the performance model predicts for ours on an H200: the fastest, in milliseconds,
     over the configs the compile table holds for its kernel at this shape's alignment (the
     autotuner's list: 4096^3's rows for aligned shapes, 1000^3's otherwise; none that spills),
-    each with its registers and shared memory for sm_90; and that config. (None, None) where the
-    table has none."""
-    from nbhelpers.kernels.gemm import predicted
+    each with its registers and shared memory for sm_90 (:func:`nbhelpers.kernels.gemm.fastest_predicted`);
+    and that config. (None, None) where the table has none."""
+    from nbhelpers.kernels.gemm import fastest_predicted
     from nbhelpers.results import recorded_compile_check
 
     kernel, label, dtype, in_bytes = COMPILED[kind]
     label = label.format("4096^3" if M % 16 == 0 and N % 16 == 0 and K % 16 == 0 else "1000^3")
-    best: tuple[float | None, str | None] = (None, None)
-    for r in (recorded_compile_check(ROOT / "benchmarks" / "results") or {}).get("rows", []):
-        if (r["kernel"], r["label"], r["target"], r.get("status")) != (kernel, label, "sm_90", "ok"):
-            continue
-        if not r.get("default") or r.get("spill_stores"):
-            continue
-        bm, bn, bk = (int(v) for v in r["config"].split()[0].split("x"))
-        p = predicted(
-            M, N, K, (bm, bn, bk), r["num_warps"], r["num_stages"], r["registers"], r["shared"], dtype, in_bytes
-        )
-        if best[0] is None or p.seconds * 1e3 < best[0]:
-            best = (p.seconds * 1e3, r["config"].split(" (")[0])
-    return best
+    rows = (recorded_compile_check(ROOT / "benchmarks" / "results") or {}).get("rows", [])
+    p, config = fastest_predicted(rows, kernel, label, M, N, K, dtype, in_bytes)
+    return (None, None) if p is None else (p.seconds * 1e3, config)
 
 
 def _shape(s: str) -> tuple[int, int, int]:

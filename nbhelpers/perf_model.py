@@ -6,10 +6,12 @@ A launch of ``programs`` programs moves ``bytes_moved`` bytes between HBM and th
 ``flops`` floating-point operations. Each program makes ``steps`` dependent steps: a step issues
 loads of ``bytes_per_step`` bytes and waits for them (a reduction the next load depends on, a
 loop-carried merge) before the next step's loads, unless its loop is pipelined: with ``stages``
-steps' loads in flight at once (Triton's ``num_stages``), a program waits a latency once per
-``stages`` steps. An SM holds ``resident_per_sm`` programs at once
-(what occupancy allows: :func:`nbhelpers.occupancy.occupancy`, from the compiler's registers and
-shared memory). The predicted time is the launch overhead plus the slowest of four limits:
+steps' loads in flight at once, a program waits a latency once per ``stages`` steps. Triton's
+software pipeliner with ``num_stages = S`` issues the loads of the next ``S - 1`` steps while one
+step computes, so a loop it pipelined has ``stages = S - 1`` (:func:`stages_in_flight`). An SM holds
+``resident_per_sm`` programs at once (what occupancy allows: :func:`nbhelpers.occupancy.occupancy`,
+from the compiler's registers and shared memory). The predicted time is the launch overhead plus the
+slowest of four limits:
 
 * **compute**: ``flops`` at the tensor cores' (or CUDA cores') peak for the dtype;
 * **HBM**: ``bytes_moved`` at the HBM rate;
@@ -40,7 +42,7 @@ from types import MappingProxyType
 
 from .validation import positive_int
 
-__all__ = ["GPU", "H200", "LATENCY_RANGE_S", "Launch", "Prediction", "little_bytes", "predict"]
+__all__ = ["GPU", "H200", "LATENCY_RANGE_S", "Launch", "Prediction", "little_bytes", "predict", "stages_in_flight"]
 
 #: the load-to-use latency under load assumed for an H200's HBM (chapter 08, section 6)
 LATENCY_RANGE_S: tuple[float, float] = (0.5e-6, 1.0e-6)
@@ -95,6 +97,15 @@ def little_bytes(gpu: GPU) -> float:
     """Little's law for the whole GPU: the bytes that must be in flight to sustain its HBM rate
     against its latency (rate x latency)."""
     return gpu.hbm_bytes_per_s * gpu.latency_s
+
+
+def stages_in_flight(num_stages: int) -> int:
+    """The steps whose loads a program of a loop Triton pipelined with ``num_stages`` keeps in
+    flight while it computes one: ``num_stages - 1`` (the loads of the steps ahead; one stage's
+    buffer holds the step being computed), at least 1 (an unpipelined loop waits for each step's
+    own loads)."""
+    positive_int("num_stages", num_stages)
+    return max(num_stages - 1, 1)
 
 
 @dataclass(frozen=True)

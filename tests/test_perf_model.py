@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nbhelpers import occupancy
-from nbhelpers.perf_model import GPU, H200, LATENCY_RANGE_S, Launch, little_bytes, predict
+from nbhelpers.perf_model import GPU, H200, LATENCY_RANGE_S, Launch, little_bytes, predict, stages_in_flight
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED_COPY_BYTES_PER_S = 4.3e12  # reads plus writes, a device-to-device copy on an H200
@@ -54,15 +54,17 @@ def test_a_device_copy_is_hbm_bound_within_the_measured_rate():
 
 def test_a_large_bf16_gemm_is_compute_bound_within_the_measured_rate():
     """8192^3 in bf16 with chapter 09's 128 x 128 x 64 tiles over 8 warps, 3 stages: compute-bound
-    (the 3-stage pipeline hides the latency of the 128 steps along K; with one stage the chain of
-    steps would bind); the peak, 990 TFLOP/s, sits 24-29 % above the 769-798 measured (clocks and
+    (the pipeline's two steps in flight hide the latency of the 128 steps along K; unpipelined,
+    the chain of steps would bind); the peak, 990 TFLOP/s, sits 24-29 % above the 769-798 measured (clocks and
     power: no GEMM reaches it)."""
     row = compiled("matmul_kernel", "bf16 ieee -> bf16, 4096^3", "128x128x64 w8 s3")
     M = N = K = 8192
     tiles = (M // 128) * (N // 128)
     # bytes from HBM if each tile's A and B panels are read once per tile row and column
     bytes_hbm = 2 * (M * K * (N // 128) + K * N * (M // 128)) / 8 + 2 * M * N  # GROUP_M = 8 reuse in L2
-    launch = Launch(tiles, resident(row), bytes_per_step=2 * (128 * 64 + 64 * 128), steps=K // 64, stages=3)
+    ahead = stages_in_flight(row["num_stages"])
+    assert ahead == 2
+    launch = Launch(tiles, resident(row), bytes_per_step=2 * (128 * 64 + 64 * 128), steps=K // 64, stages=ahead)
     p = predict(H200, launch, bytes_moved=bytes_hbm, flops=2.0 * M * N * K, dtype="bf16")
     assert p.bound == "compute"
     flops_rate = 2.0 * M * N * K / p.seconds
@@ -123,3 +125,9 @@ def test_bad_input_says_what_is_accepted():
     with pytest.raises(ValueError, match="latency_s"):
         replace(H200, latency_s=0)
     assert "specification" in H200.source and "assumed" in H200.source
+
+
+def test_a_pipelined_loop_keeps_num_stages_minus_one_steps_in_flight():
+    assert [stages_in_flight(s) for s in (1, 2, 3, 4, 5)] == [1, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="num_stages"):
+        stages_in_flight(0)

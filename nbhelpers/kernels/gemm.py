@@ -60,7 +60,7 @@ import triton.language as tl
 from ..formats import get_format
 from ..gemm_bounds import INPUT_PRECISIONS
 from ..occupancy import occupancy
-from ..perf_model import GPU, H200, Launch, Prediction, predict
+from ..perf_model import GPU, H200, Launch, Prediction, predict, stages_in_flight
 from ..timing import tuning_ms
 from ..validation import group_m as check_group_m
 from . import INTERPRETED
@@ -73,6 +73,7 @@ __all__ = [
     "matmul",
     "matmul_ref",
     "predicted",
+    "fastest_predicted",
     "INPUT_PRECISIONS",
     "GPU_CONFIGS",
     "GPU_CONFIG_SETS",
@@ -380,11 +381,11 @@ def predicted(
 ) -> Prediction:
     """What :mod:`nbhelpers.perf_model` predicts for one launch of a tiled GEMM of this module's
     shape (one program per (BLOCK_M, BLOCK_N) tile, a loop of K / BLOCK_K steps that each load an A
-    and a B tile, ``num_stages`` of them in flight): 2 M N K FLOPs at the ``dtype``'s peak; bytes
-    from HBM: each A panel read once per column of tiles and each B panel once per row of tiles,
-    divided by ``group_m`` (the grouped program order keeps a group's panels in L2; never less
-    than each operand once), and C written once; residency from the compiler's ``registers`` and
-    ``shared`` memory (the compile table's)."""
+    and a B tile, ``num_stages - 1`` of them in flight ahead of the one computed): 2 M N K FLOPs at
+    the ``dtype``'s peak; bytes from HBM: each A panel read once per column of tiles and each B
+    panel once per row of tiles, divided by ``group_m`` (the grouped program order keeps a group's
+    panels in L2; never less than each operand once), and C written once; residency from the
+    compiler's ``registers`` and ``shared`` memory (the compile table's)."""
     bm, bn, bk = block
     tiles_m, tiles_n = -(-M // bm), -(-N // bn)
     operands = M * K * in_bytes * tiles_n + K * N * in_bytes * tiles_m
@@ -392,5 +393,39 @@ def predicted(
     per_sm = occupancy(registers, num_warps, shared).blocks
     if per_sm == 0:
         raise ValueError(f"a program of {num_warps} warps, {registers} registers and {shared} B does not fit an SM")
-    launch = Launch(tiles_m * tiles_n, per_sm, (bm + bn) * bk * in_bytes, -(-K // bk), num_stages)
+    ahead = stages_in_flight(num_stages)
+    launch = Launch(tiles_m * tiles_n, per_sm, (bm + bn) * bk * in_bytes, -(-K // bk), ahead)
     return predict(gpu, launch, bytes_hbm, 2.0 * M * N * K, dtype)
+
+
+def fastest_predicted(
+    table_rows: list[dict],
+    kernel: str,
+    label: str,
+    M: int,
+    N: int,
+    K: int,
+    dtype: str = "bf16",
+    in_bytes: int = 2,
+    gpu: GPU = H200,
+) -> tuple[Prediction | None, str | None]:
+    """The fastest :func:`predicted` time over the configs a compile table holds for ``kernel``
+    under ``label`` for sm_90 (``table_rows``: the rows of
+    :func:`nbhelpers.results.recorded_compile_check`): those the course launches by default (an
+    autotune list's) and that compiled without a spill, each with its registers and shared
+    memory; with the config's short name (``"128x128x64 w8 s3"``). (None, None) where the table
+    has no such row."""
+    best: tuple[Prediction | None, str | None] = (None, None)
+    for r in table_rows:
+        if (r["kernel"], r["label"], r["target"], r.get("status")) != (kernel, label, "sm_90", "ok"):
+            continue
+        if not r.get("default") or r.get("spill_stores"):
+            continue
+        bm, bn, bk = (int(v) for v in r["config"].split()[0].split("x"))
+        p = predicted(
+            M, N, K, (bm, bn, bk), r["num_warps"], r["num_stages"], r["registers"], r["shared"], dtype, in_bytes,
+            gpu=gpu,
+        )  # fmt: skip
+        if best[0] is None or p.seconds < best[0].seconds:
+            best = (p, r["config"].split(" (")[0])
+    return best

@@ -106,7 +106,7 @@ import triton.language as tl
 
 from ..moe import check_expert_gemm_operands, check_offsets
 from ..occupancy import occupancy
-from ..perf_model import GPU, H200, Launch, Prediction, predict
+from ..perf_model import GPU, H200, Launch, Prediction, predict, stages_in_flight
 from ..recipes import Recipe, ScaleKind
 from ..timing import tuning_ms
 from ..validation import group_m as check_group_m
@@ -428,7 +428,8 @@ def predicted(
     per_sm = occupancy(registers, num_warps, shared).blocks
     if per_sm == 0:
         raise ValueError(f"a program of {num_warps} warps, {registers} registers and {shared} B does not fit an SM")
-    launch = Launch(sum(tiles_m) * tiles_n, per_sm, (bm + bn) * bk * in_bytes, -(-K // bk), num_stages)
+    ahead = stages_in_flight(num_stages)  # the K loop's loads in flight ahead of the step computed
+    launch = Launch(sum(tiles_m) * tiles_n, per_sm, (bm + bn) * bk * in_bytes, -(-K // bk), ahead)
     p = predict(gpu, launch, read + sum(loads) * N * out_bytes, 2.0 * computed * N * K, "bf16")
     host = 0.0 if cuda_graph else TILE_LOOKUP_LAUNCHES * gpu.launch_s
     return Prediction(p.seconds + host, p.bound, p.terms, p.launch_s + host)
