@@ -479,8 +479,8 @@ CHAPTERS = [
         5,
         "ex05_loss_scaling.ipynb",
         lambda: {"math": math, "np": np},
-        ("scale_window", "window_gradients", "settled_scale"),
-        12,
+        ("scale_window", "window_gradients", "settled_scale", "misordered_clip_ratio"),
+        15,
         2718,
         tuple(
             [
@@ -553,6 +553,39 @@ CHAPTERS = [
                 ("settled_scale", "capped = s * 2 > top", "capped = False"),
                 # no back-off: a start above S is kept
                 ("settled_scale", "while overflows(max_abs_grad * s):", "while False:"),
+                # ---- misordered_clip_ratio
+                # torch's guard 1e-6 left out of the clip factor
+                ("misordered_clip_ratio", "max_norm / (norm + 1e-6)", "max_norm / norm"),
+                # the guard added to the true norm and the sum scaled: the clip sees scale * (norm + 1e-6)
+                (
+                    "misordered_clip_ratio",
+                    "wrong = clipped(scale * grad_norm) / scale",
+                    "wrong = grad_norm * min(1.0, max_norm / (scale * (grad_norm + 1e-6)))",
+                ),
+                # no cap at 1: a small norm is scaled up to max_norm
+                (
+                    "misordered_clip_ratio",
+                    "norm * min(1.0, max_norm / (norm + 1e-6))",
+                    "norm * max_norm / (norm + 1e-6)",
+                ),
+                # the ratio upside down: right over wrong
+                ("misordered_clip_ratio", "return wrong / right", "return right / wrong"),
+                # always 1 / scale, as if both orders always clipped
+                ("misordered_clip_ratio", "return wrong / right", "return 1 / scale"),
+                # the right order's own clip forgotten
+                ("misordered_clip_ratio", "return wrong / right", "return wrong / grad_norm"),
+                # the scaler's division by scale after the wrong clip forgotten
+                (
+                    "misordered_clip_ratio",
+                    "wrong = clipped(scale * grad_norm) / scale",
+                    "wrong = clipped(scale * grad_norm)",
+                ),
+                # the threshold thought scaled with the gradients: no difference except through the guard
+                (
+                    "misordered_clip_ratio",
+                    "wrong = clipped(scale * grad_norm) / scale",
+                    "wrong = grad_norm * min(1.0, scale * max_norm / (scale * grad_norm + 1e-6))",
+                ),
             ]
         ),
     ),

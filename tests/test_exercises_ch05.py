@@ -252,3 +252,39 @@ def test_every_window_case_can_be_met():
         for case in cases_for("ex05.window_gradients", seed):
             target = get_exercise("ex05.window_gradients").reference(*case.args)
             assert window_gradients_compare(target.example, target) is None, (seed, case.args)
+
+
+def test_misordered_clip_ratio_matches_torchs_clip_grad_norm():
+    """The reference against torch's own clip_grad_norm_ on a real layer's gradients (float32),
+    in both orders, on the exercise's labelled cases and a few random ones: the same ratio to
+    float32's rounding."""
+    import torch
+
+    ref = get_exercise("ex05.misordered_clip_ratio").reference
+
+    def measured(target_norm, scale, max_norm):
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(8, 3).double()  # float64: only the rule is measured, not rounding
+        x = torch.randn(16, 8, dtype=torch.float64)
+        out = []
+        for unscale_first in (False, True):
+            layer.zero_grad()
+            (scale * layer(x).pow(2).mean()).backward()
+            grads = [p.grad for p in layer.parameters()]
+            norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])) / scale
+            for g in grads:
+                g.mul_(target_norm / norm)
+            if unscale_first:
+                for g in grads:
+                    g.div_(scale)
+                torch.nn.utils.clip_grad_norm_(layer.parameters(), max_norm)
+            else:
+                torch.nn.utils.clip_grad_norm_(layer.parameters(), max_norm)
+                for g in grads:
+                    g.div_(scale)
+            out.append(float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads]))))
+        return out[0] / out[1]
+
+    cases = cases_for("ex05.misordered_clip_ratio", 0)
+    for case in [c for c in cases if c.label] + cases[-10:]:
+        assert measured(*case.args) == pytest.approx(ref(*case.args), rel=1e-9), case

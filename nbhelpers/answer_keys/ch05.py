@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..comparators import same_value
+from ..comparators import close_to, same_value
 from ..exercise_types import Case, Exercise
 from ..formats import FORMATS, FloatFormat
 from ..rounding import round_to
@@ -382,6 +382,56 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 4. clipping before unscaling
+#
+# A derivation: the ratio of the update's norm when the gradients are clipped before the scaler
+# unscales them to the update's norm in the right order, for torch's clip_grad_norm_ rule (a factor
+# min(1, max_norm / (norm + 1e-6)) on all gradients together), in exact float64 arithmetic.
+# tests/test_exercises_ch05.py measures it with torch's clip_grad_norm_ on a real layer.
+
+#: torch.nn.utils.clip_grad_norm_'s guard: clip_coef = max_norm / (total_norm + 1e-6)
+CLIP_EPS = 1e-6
+
+
+def _clip_factor(norm: float, max_norm: float) -> float:
+    return min(1.0, max_norm / (norm + CLIP_EPS))
+
+
+def misordered_clip_ratio_ref(grad_norm: float, scale: float, max_norm: float) -> float:
+    """||update when clipping the scaled gradients, then unscaling|| / ||update when unscaling, then
+    clipping||, for gradients of (unscaled) norm grad_norm > 0, a loss scale, and max_norm."""
+    wrong = scale * grad_norm * _clip_factor(scale * grad_norm, max_norm) / scale
+    right = grad_norm * _clip_factor(grad_norm, max_norm)
+    return wrong / right
+
+
+def _clip_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((0.5, 65536.0, 1.0), label="GradScaler's default scale: both orders clip, the wrong one at max_norm / S"),
+        Case((2.0, 1024.0, 1.0), label="a norm above max_norm: both clip"),
+        Case((1e-3, 1024.0, 1.0), label="only the scaled norm is above max_norm"),
+        Case((1e-6, 2.0**16, 0.05), label="a norm near the guard 1e-6: the guard counts on the scaled norm"),
+        Case((1e-6, 1.0, 1e-6), label="scale 1, max_norm at the guard: both orders clip, by the same factor"),
+        Case((3e-7, 8.0, 1e-6), label="both orders clip, by factors the guard sets"),
+        Case((1e-9, 2.0**10, 5.0), label="neither order clips"),
+        Case((1.0, 3000.0, 1.0), label="a scale that is not a power of two"),
+    ]
+    for _ in range(60):
+        kind = rng.integers(0, 4)
+        scale = math.ldexp(1.0, int(rng.integers(0, 25))) if rng.random() < 0.7 else float(rng.uniform(1.0, 1e5))
+        if kind == 0:  # around the guard: norms and max_norm near 1e-6
+            n = float(np.exp2(rng.uniform(-26, -14)))
+            c = float(np.exp2(rng.uniform(-22, -10)))
+        elif kind == 1:  # the scaled norm above max_norm, the norm below: only the wrong order clips
+            c = float(np.exp2(rng.uniform(-6, 4)))
+            n = c / scale * float(np.exp2(rng.uniform(0.2, max(math.log2(scale), 0.3))))
+        else:  # anywhere
+            n = float(np.exp2(rng.uniform(-30, 12)))
+            c = float(np.exp2(rng.uniform(-20, 6)))
+        cases.append(Case((n, scale, c)))
+    return cases
+
+
 EXERCISES = [
     Exercise(
         "ex05.scale_window",
@@ -400,4 +450,12 @@ EXERCISES = [
         compare=window_gradients_compare,
     ),
     Exercise("ex05.settled_scale", "Predict where the scaler settles", 4, settled_scale_ref, _settled_cases),
+    Exercise(
+        "ex05.misordered_clip_ratio",
+        "Clipping before unscaling",
+        3,
+        misordered_clip_ratio_ref,
+        _clip_cases,
+        compare=close_to(1e-9),
+    ),
 ]
