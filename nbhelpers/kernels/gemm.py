@@ -394,7 +394,8 @@ def predicted(
     if per_sm == 0:
         raise ValueError(f"a program of {num_warps} warps, {registers} registers and {shared} B does not fit an SM")
     ahead = stages_in_flight(num_stages)
-    launch = Launch(tiles_m * tiles_n, per_sm, (bm + bn) * bk * in_bytes, -(-K // bk), ahead)
+    # a step loads the rows of A and the columns of B its tile has (masked-off lanes load nothing)
+    launch = Launch(tiles_m * tiles_n, per_sm, (min(M, bm) + min(N, bn)) * bk * in_bytes, -(-K // bk), ahead)
     return predict(gpu, launch, bytes_hbm, 2.0 * M * N * K, dtype)
 
 

@@ -65,7 +65,7 @@ __all__ = [
 METHODS = ("row", "two_stage", "radix")
 DEFAULT_BLOCK_V = 1024  # columns read per step of a running top-k (at least K_PAD)
 #: candidates the two-stage merge reads per step (at least K_PAD): at batch 1 the default chunks of
-#: 1,024 columns leave 126 lists of 64 for k = 50, two steps (compiled for sm_90: 120-135
+#: 2,048 columns leave 63 lists of 64 for k = 50, one step (compiled for sm_90: 120-135
 #: registers, no spill)
 MERGE_BLOCK = 4096
 RADIX_DIGIT_BITS = 8  # bits of key per histogram pass: 256 bins
@@ -121,8 +121,8 @@ def _empty_list(K_PAD: tl.constexpr, KEY_BITS: tl.constexpr):
 def _absorb(best, kth, packed, K_PAD: tl.constexpr):
     """Insert the entries of ``packed`` that beat the list's smallest, ``kth``, into ``best`` (an
     unsorted list of K_PAD distinct packed keys): the largest first, each replacing the list's
-    current smallest, while one does. Most blocks of a long row hold none, and then nothing but
-    one maximum is computed. Returns (best, its new smallest)."""
+    current smallest, while one does. A block that holds none (for a small k, most blocks once the
+    list has filled) costs one maximum. Returns (best, its new smallest)."""
     m = tl.max(packed)
     while m > kth:
         best = tl.where(best == kth, m, best)
@@ -177,7 +177,7 @@ def topk_chunk_kernel(
         valid = cols < stop  # the chunk's end and the row's (V need not be a multiple of anything)
         bits = tl.load(bits_ptr + row * stride_row + cols, mask=valid, other=0)
         packed = _packed(bits, cols, valid, KEY_BITS, EXP_MASK)
-        if tl.max(packed) > kth:  # most blocks of a long row hold nothing for the list
+        if tl.max(packed) > kth:  # a block that beats nothing in the list skips the loop
             best, kth = _absorb(best, kth, packed, K_PAD)
     if FINAL:
         _store_final(best, row, bits_ptr, vals_ptr, idx_ptr, stride_row, k, K_PAD)
@@ -292,6 +292,18 @@ def default_chunk(
     long chain of steps each."""
     positive_int("V", V, "a row length")
     positive_int("rows", rows, "a number of rows")
+    key = (V, k, rows, value_bytes, block_v, gpu.name, gpu.sms, gpu.hbm_bytes_per_s, gpu.latency_s, gpu.launch_s)
+    if key not in _CHUNKS:  # every launch asks: the model runs once per shape
+        if len(_CHUNKS) >= 4096:
+            _CHUNKS.clear()
+        _CHUNKS[key] = _fastest_chunk(V, k, rows, value_bytes, block_v, gpu)
+    return _CHUNKS[key]
+
+
+_CHUNKS: dict[tuple, int] = {}
+
+
+def _fastest_chunk(V: int, k: int, rows: int, value_bytes: int, block_v: int | None, gpu: GPU) -> int:
     bv = max(_next_pow2(k), DEFAULT_BLOCK_V if block_v is None else _next_pow2(block_v))
     best, best_s = bv, math.inf
     chunk = bv
