@@ -393,8 +393,8 @@ CHAPTERS = [
         4,
         "ex04_master_weights.ipynb",
         lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
-        ("lost_update_threshold", "first_copy_change"),
-        8,
+        ("lost_update_threshold", "first_copy_change", "expected_first_move"),
+        11,
         4321,
         tuple(
             [
@@ -472,6 +472,33 @@ CHAPTERS = [
                     "return (gap / 2) / np.abs(g)",
                     "return ((gap / 2) / np.abs(g)).astype(np.float32)",
                 ),
+                # ---- expected_first_move
+                # failures before the first move counted, not the step of the move: 1 / p - 1
+                ("expected_first_move", "np.maximum(gap / d, 1.0)", "np.maximum(gap / d - 1, 0.0)"),
+                # round to nearest's half gap taken for the distance to cover
+                ("expected_first_move", "np.maximum(gap / d, 1.0)", "np.maximum(gap / 2 / d, 1.0)"),
+                # no floor at one step: a step of several gaps said to take a fraction of a step
+                ("expected_first_move", "np.maximum(gap / d, 1.0)", "gap / d"),
+                # the gap above |w| always, whatever the direction
+                (
+                    "expected_first_move",
+                    "toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap",
+                    "False, gap / 2, gap",
+                ),
+                # the step in float32, as the loop of exercise 2 computes it, not the exact product
+                (
+                    "expected_first_move",
+                    "d = lr * np.abs(g.astype(np.float64))",
+                    "d = np.abs((np.float32(lr) * g).astype(np.float64))",
+                ),
+                # the step rounded to nearest first: never moves when it is under half a gap
+                (
+                    "expected_first_move",
+                    "return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0))",
+                    "return np.where((g == 0) | (d < gap / 2), np.inf, np.maximum(gap / d, 1.0))",
+                ),
+                # subnormal weights given a finer gap (the exponent not held at -126)
+                ("expected_first_move", "np.maximum(e - 1, -126)", "e - 1"),
             ]
         ),
     ),

@@ -196,3 +196,31 @@ def test_first_copy_change_random_cases_reach_the_hard_regions():
         assert (down & pow2 & (k > 1)).sum() > 20 and ((a > 0) & (a < 2.0**-126) & (k > 1)).sum() > 10
         assert (down & (a == 2.0**-126) & (k > 1)).sum() >= 1
         assert ((k == 0) & (g != 0)).sum() > 3 and (k == 1).sum() > 10 and (k > 1000).sum() > 50
+
+
+def test_expected_first_move_is_the_mean_of_sampled_first_moves():
+    """The reference against sampling: 4,000 copies of each weight of a few cases, each step rounded
+    stochastically with round_to, the first step at which each copy moves; the mean lies within 4
+    standard errors of the reference (a geometric wait of mean m has a standard deviation below m)."""
+    ref = get_exercise("ex04.expected_first_move").reference
+    rng = np.random.default_rng(11)
+    cases = [c for c in cases_for("ex04.expected_first_move", 0) if c.label]
+    for case in cases:
+        w0, g0, lr = case.args
+        expected = ref(w0, g0, lr).reshape(-1)
+        w0, g0 = w0.reshape(-1), g0.reshape(-1)
+        keep = np.isfinite(expected) & (expected < 300)  # a mean the sampling below reaches
+        if not keep.any():
+            continue
+        w = np.repeat(w0[keep][None, :].astype(np.float64), 4000, axis=0)
+        g = g0[keep].astype(np.float64)
+        first = np.zeros(w.shape, dtype=np.int64)
+        for step in range(1, 20_000):
+            new = round_to(w - lr * g, "bf16", "stochastic", rng)
+            moved = (new != w) & (first == 0)
+            first[moved] = step
+            if (first > 0).all():
+                break
+        mean = first.mean(axis=0)
+        sem = np.maximum(first.std(axis=0), 1e-12) / np.sqrt(first.shape[0])
+        assert (np.abs(mean - expected[keep]) <= 4 * sem + 1e-12).all(), (case.label, mean, expected[keep])

@@ -274,6 +274,68 @@ def _copy_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 3. stochastic rounding: the expected first move
+#
+# A derivation: a bf16 weight with no master copy, updated by w - lr * g rounded stochastically to
+# bf16 (to each neighbour with probability proportional to closeness), moves at a step with
+# probability p = min(lr |g| / gap, 1), independently of the steps before while it has not moved,
+# so its first move comes after 1 / p steps on average (a geometric distribution). The gap is
+# exercise 1's, toward -g. tests/test_exercises_ch04.py measures the mean with round_to's
+# stochastic rounding.
+
+
+def expected_first_move_ref(w: np.ndarray, g: np.ndarray, lr: float) -> np.ndarray:
+    """float64 array, the shape of w: the expected number of the step at which a bf16 weight w,
+    updated by SGD with the constant gradient g and learning rate lr in bf16 with stochastic
+    rounding (no master), first changes; inf where g == 0."""
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    g = np.ascontiguousarray(g, dtype=np.float32)
+    gap = _gap_toward(w, g)
+    d = lr * np.abs(g.astype(np.float64))  # one rounding: the exact product is the real step
+    with np.errstate(divide="ignore"):
+        return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0))
+
+
+def _first_move_cases(rng: np.random.Generator) -> list[Case]:
+    s = BF16_SMALLEST_SUBNORMAL
+    cases = [
+        Case((_bf16([1.0, 1.0]), _f32([-1e-3, 1e-3]), 0.5), label="w = 1 moving up, and down: the gap below is half"),
+        Case((_bf16([1.5, -0.3]), _f32([2e-3, 5e-4]), 1.0), label="not a power of two: both gaps equal"),
+        Case((_bf16([1.0, 1.0]), _f32([-1.0, 1.0]), 2.0**-7), label="one gap up, two gaps down: the first step"),
+        Case((_bf16([1.0, 2.0]), _f32([-1.0, -1.0]), 2.0**-9), label="a quarter and an eighth of a gap: 4 and 8 steps"),
+        Case((_bf16([1.0]), _f32([-1.0]), 2.0**-8), label="half a gap up: round to nearest's tie, 2 steps"),
+        Case((_bf16([1.0]), _f32([-3.0]), 1.0), label="a step of several gaps: the first step, never fewer"),
+        Case((_bf16([0.0, -0.0]), _f32([1e-3, -1e-3]), 1e-38), label="w = 0: the gap is the smallest subnormal"),
+        Case((_bf16([s, 5 * s]), _f32([1.0, -1.0]), 2.0**-140), label="subnormal weights"),
+        Case(
+            (_bf16([2.0**-126, 2.0**-125]), _f32([1.0, 1.0]), 2.0**-140),
+            label="toward zero from the smallest normal: no halving; from 2**-125: halved",
+        ),
+        Case((_bf16([1.0, -2.0]), _f32([0.0, -0.0]), 0.1), label="zero gradient: never moves (inf)"),
+        Case((_bf16(np.linspace(-2, 2, 6).reshape(2, 3)), _f32(np.full((2, 3), 1e-2)), 1e-3), label="a 2-d tensor"),
+    ]
+    for _ in range(60):
+        n = int(rng.integers(1, 65))
+        pick = rng.random(n)
+        w = _log_uniform(rng, -20, 4, n)
+        w = np.where(pick < 0.25, _pow2_weights(rng, n), w)
+        w = np.where((pick >= 0.25) & (pick < 0.33), rng.integers(-127, 128, size=n) * s, w)
+        w = np.where((pick >= 0.33) & (pick < 0.36), rng.choice([0.0, -0.0], size=n), w)
+        if rng.random() < 0.3:  # near bf16's smallest numbers only: subnormals, 2**-126 .. 2**-124, zero
+            w = np.where(rng.random(n) < 0.6, rng.integers(-127, 128, size=n) * s, _pow2_weights(rng, n))
+            w = np.where(np.abs(w) > 2.0**-122, np.sign(w) * 2.0**-125, w)
+        g = _log_uniform(rng, -12, 2, n)
+        g = np.where(rng.random(n) < 0.05, rng.choice([0.0, -0.0], size=n), g)
+        w, g = _bf16(w), _f32(g)
+        # a learning rate that puts most steps between a thousandth of a gap and a few gaps
+        gap = _gap_toward(w, g)
+        moving = g != 0
+        ratio = float(np.median(gap[moving] / np.abs(g[moving].astype(np.float64)))) if moving.any() else 1.0
+        lr = float(ratio * np.exp2(rng.uniform(-10, 2)))
+        cases.append(Case((w, g, lr)))
+    return cases
+
+
 EXERCISES = [
     Exercise(
         "ex04.lost_update_threshold",
@@ -289,5 +351,13 @@ EXERCISES = [
         3,
         first_copy_change_ref,
         _copy_cases,
+    ),
+    Exercise(
+        "ex04.expected_first_move",
+        "Stochastic rounding: when a bf16 weight first moves",
+        3,
+        expected_first_move_ref,
+        _first_move_cases,
+        compare=threshold_compare,
     ),
 ]
