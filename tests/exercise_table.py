@@ -151,7 +151,7 @@ CHAPTERS = [
         2,
         "ex02_accumulation.ipynb",
         lambda: {"math": math, "np": np, "round_to": round_to, "get_format": get_format},
-        ("kahan_beats_plain", "pairwise_blocked_sum", "split_k_dot", "sum_of_copies", "order_matters"),
+        ("kahan_beats_plain", "roundings_per_term", "best_splits", "sum_of_copies", "order_matters"),
         19,
         12345,
         tuple(
@@ -167,35 +167,36 @@ CHAPTERS = [
                 ("kahan_beats_plain", "[0.5] * (2 * halved)", "[1.0] * halved + [0.0] * halved"),
                 # the big term last: the plain sum counts every one
                 ("kahan_beats_plain", "return np.array(terms)", "return np.array(terms[::-1])"),
-                # leaves added sequentially (the blocked order), not by a tree
-                ("pairwise_blocked_sum", "h = 1 << ((leaves - 1).bit_length() - 1)", "h = leaves - 1"),
-                # the leaves split in the middle instead of at the largest power of two below L
-                ("pairwise_blocked_sum", "h = 1 << ((leaves - 1).bit_length() - 1)", "h = leaves // 2"),
-                # the terms split at a power of two, not at a leaf boundary
-                ("pairwise_blocked_sum", "m = h * b", "m = 1 << ((n - 1).bit_length() - 1)"),
-                # each leaf added in float64 and rounded once at the end
-                ("pairwise_blocked_sum", "s = float(round_to(s + xk, acc))", "s = s + float(xk)"),
-                # no split: a plain dot product in acc
-                ("split_k_dot", "c = -(-len(p) // splits)", "c = len(p)"),
-                # chunks of floor(K / splits): an extra short chunk at the end
-                ("split_k_dot", "c = -(-len(p) // splits)", "c = max(1, len(p) // splits)"),
-                # the partial sums added in float64, rounded once to out_fmt
-                ("split_k_dot", "total = float(round_to(total + part, acc))", "total = total + part"),
-                # each partial sum written in out_fmt before the reduction
+                # ---- roundings_per_term
+                # the first addition of a leaf, 0.0 + x, counted as a rounding
+                ("roundings_per_term", "in_leaf = length - 1 if i == 0 else length - i", "in_leaf = length - i"),
+                # every term of a leaf given the first term's count
+                ("roundings_per_term", "in_leaf = length - 1 if i == 0 else length - i", "in_leaf = length - 1"),
+                # the leaves added sequentially, not by a tree
+                ("roundings_per_term", "h = 1 << ((leaves - 1).bit_length() - 1)", "h = leaves - 1"),
+                # the tree split in the middle instead of at the largest power of two below L
+                ("roundings_per_term", "h = 1 << ((leaves - 1).bit_length() - 1)", "h = leaves // 2"),
+                # every leaf at the depth of the deepest: ceil(log2 L)
                 (
-                    "split_k_dot",
-                    "total = float(round_to(total + part, acc))",
-                    "total = float(round_to(total + float(round_to(part, out_fmt)), acc))",
+                    "roundings_per_term",
+                    "out[start + i] = in_leaf + depth",
+                    "out[start + i] = in_leaf + (len(starts) - 1).bit_length()",
                 ),
-                # the partial sums added in out_fmt
-                ("split_k_dot", "round_to(total + part, acc)", "round_to(total + part, out_fmt)"),
-                # inputs not rounded to in_fmt
+                # every leaf taken as full: the last one's length not cut to what is left
+                ("roundings_per_term", "length = min(b, n - start)", "length = b"),
+                # ---- best_splits
+                # the largest s on a tie
+                ("best_splits", "key=lambda s: (chain(s), s)", "key=lambda s: (chain(s), -s)"),
+                # the square root, as if the chain were c + K / c with no rounding of either
                 (
-                    "split_k_dot",
-                    "round_to(np.asarray(a, dtype=float), in_fmt) * round_to(\n"
-                    "        np.asarray(b, dtype=float), in_fmt\n    )",
-                    "np.asarray(a, dtype=float) * np.asarray(b, dtype=float)",
+                    "best_splits",
+                    "return min(range(1, max_splits + 1), key=lambda s: (chain(s), s))",
+                    "return max(1, min(max_splits, round(math.sqrt(K))))",
                 ),
+                # only the chunk's chain: the more splits, the better
+                ("best_splits", "return (c - 1) + (p - 1)", "return c - 1"),
+                # the cap ignored: any number of splits
+                ("best_splits", "range(1, max_splits + 1)", "range(1, K + 1)"),
                 # rounding once at the end: fl(n * value)
                 ("sum_of_copies", "    s, k = 0.0, 0\n", "    return float(round_to(n * value, acc))\n"),
                 # the sum taken to stall at 2**p copies, and exact until then

@@ -27,7 +27,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
-from ..accumulation import emulated_dot, emulated_sum, stall_length
+from ..accumulation import emulated_sum, stall_length
 from ..exercise_types import Case, Exercise
 from ..formats import get_format
 from ..metrics import exact_sum
@@ -260,13 +260,19 @@ def _kahan_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-# ------------------------------------------------------------------ 2. pairwise summation over sequential leaves
+# ------------------------------------------------------------------ 2. how many roundings each term goes through
+#
+# A prediction: the order of chapter 02's blocked pairwise sum (sequential leaves of b terms, the
+# leaves added by the chapter's pairwise tree) and, for each term, the number of rounded additions
+# that touch it or a partial sum holding it: the count in its gamma bound. The reference follows
+# the structure (leaf by leaf, node by node), with no closed form; tests/test_exercises_ch02.py
+# counts the same numbers by tracing which partial sums hold which terms.
 
 
 def pairwise_blocked_sum_ref(x, acc: str, b: int) -> float:
-    """Leaves: sequential sums of b consecutive terms in acc (the last one shorter); the leaves
-    then added by the chapter's pairwise tree in acc. Built from the course's emulations
-    (Order.SEQUENTIAL per leaf, Order.PAIRWISE over the leaves)."""
+    """The blocked pairwise sum itself, the order the exercise counts (the tests hold it): leaves
+    of b consecutive terms summed sequentially in acc, then the chapter's pairwise tree over the
+    leaves in acc (Order.SEQUENTIAL per leaf, Order.PAIRWISE over the leaves)."""
     x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return 0.0
@@ -274,78 +280,93 @@ def pairwise_blocked_sum_ref(x, acc: str, b: int) -> float:
     return float(emulated_sum(np.array(leaves), acc, "pairwise"))
 
 
-_BLOCKS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 100, 128]
+def _leaf_depths(leaves: int) -> list[int]:
+    """The tree depth of each leaf in the chapter's pairwise order: one leaf is its own sum; L >= 2
+    leaves split at the largest power of two strictly below L, and each half adds one level."""
+    if leaves == 1:
+        return [0]
+    h = 1 << ((leaves - 1).bit_length() - 1)
+    return [d + 1 for d in _leaf_depths(h) + _leaf_depths(leaves - h)]
 
 
-def _blocked_cases(rng: np.random.Generator) -> list[Case]:
-    cases = []
-    for case, b in zip(_edge_sum_cases(), [4, 3, 8, 16, 24, 5, 100, 16, 2, 3, 6]):
-        cases.append(Case((*case.args, b), label=f"{case.label}, b = {b}"))
-    cases += [
-        Case((np.ones(600), "bf16", 128), label="600 ones, b = 128: leaves of 128 are exact"),
-        Case((np.ones(600), "bf16", 300), label="600 ones, b = 300: each leaf stalls at 256"),
-        Case((np.ones(9), "bf16", 1), label="b = 1: the chapter's pairwise sum"),
+def roundings_per_term_ref(n: int, b: int) -> np.ndarray:
+    """int64 array of n: the rounded additions each term of a blocked pairwise sum (leaves of b,
+    the last shorter; each leaf summed from 0.0, whose first addition is exact) goes through."""
+    out = np.zeros(n, dtype=np.int64)
+    starts = list(range(0, n, b))
+    for start, depth in zip(starts, _leaf_depths(len(starts))):
+        length = min(b, n - start)
+        for i in range(length):
+            # term 0 enters exactly (0.0 + x); term i >= 1 is rounded in, and so on to the end
+            out[start + i] = (length - 1 if i == 0 else length - i) + depth
+    return out
+
+
+def _chain_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        Case((1, 1), label="one term: no rounding"),
+        Case((1, 8), label="one term, a longer block: no rounding"),
+        Case((5, 8), label="one leaf: a sequential sum"),
+        Case((2, 1), label="two terms, b = 1: one rounding each"),
+        Case((3, 1), label="three leaves: the tree splits 2 + 1"),
+        Case((5, 1), label="five leaves: 4 + 1, the last term one level up"),
+        Case((7, 2), label="leaves of 2, 2, 2, 1"),
+        Case((10, 3), label="leaves of 3, 3, 3, 1: four leaves, one level each side"),
+        Case((12, 4), label="three full leaves"),
+        Case((16, 4), label="a power of two of leaves"),
+        Case((17, 4), label="one term past a power of two of leaves"),
+        Case((600, 128), label="600 terms in leaves of 128"),
     ]
-    for n, b in [(7, 3), (10, 3), (13, 3), (25, 5), (31, 6), (50, 7), (97, 12), (130, 24)]:
-        acc = _ACCS[rng.integers(len(_ACCS))]
-        cases.append(Case((_stall_terms(rng, n, acc), acc, b), label=f"n = {n}, b = {b}"))
-    for case in _random_sum_cases(rng, 45, 200, near_powers=True):
-        x, acc = case.args
-        b = int(rng.choice(_BLOCKS)) if rng.random() < 0.6 else int(rng.integers(1, max(2, len(x) // 2) + 1))
-        cases.append(Case((x, acc, b)))
+    for _ in range(60):
+        n = int(rng.integers(1, 3000)) if rng.random() < 0.7 else int(rng.integers(1, 40))
+        r = rng.random()
+        if r < 0.3:
+            b = int(rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 100, 128]))
+        elif r < 0.5:
+            b = int(rng.integers(n, n + 5))  # one leaf
+        else:
+            b = int(rng.integers(1, max(2, n // 2) + 1))
+        cases.append(Case((n, b)))
     return cases
 
 
-# ------------------------------------------------------------------ 3. a split-K dot product
-
-_IN_FMTS = ["bf16", "fp16", "e4m3fn", "e5m2"]
-_DOT_ACCS = ["fp32", "bf16", "fp16"]
-
-
-def _dot_inputs(rng: np.random.Generator, n: int, signs: str) -> np.ndarray:
-    # |x| in [2**-3, 2**3): products below 64, sums of up to 256 of them stay far below fp16's max
-    x = rng.uniform(1, 2, n) * np.exp2(rng.integers(-3, 3, n))
-    if signs == "mixed":
-        x *= rng.choice([-1.0, 1.0], n)
-    return x
+# ------------------------------------------------------------------ 3. how many splits for a split-K sum
+#
+# A prediction over integers: split-K cuts K exact products into chunks of c = ceil(K / s), sums each
+# chunk sequentially from 0.0 and the chunks' partial sums sequentially from 0.0; the longest chain of
+# rounded additions any product goes through is (c - 1) + (p - 1) with p = ceil(K / c) chunks. The
+# reference tries every s and counts the chain by ex02.2's rule (no closed form of its own).
 
 
-def split_k_dot_ref(a, b, in_fmt: str, acc: str, splits: int, out_fmt: str) -> float:
-    """Chunks of c = ceil(K / splits) products, each summed sequentially in acc, the partial sums
-    added in order in acc, the total rounded once to out_fmt: the course's Order.BLOCKED dot
-    product with block c, then round_to."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    c = -(-a.size // splits)
-    total = float(emulated_dot(a, b, in_fmt, acc, "blocked", block=c))
-    return float(round_to(total, out_fmt))
+def _split_chain(K: int, s: int) -> int:
+    c = -(-K // s)
+    p = -(-K // c)
+    in_chunk = c - 1  # the first product enters its chunk exactly (0.0 + x), then c - 1 roundings
+    across = p - 1  # the first partial sum enters the total exactly, then p - 1 roundings
+    return in_chunk + across
 
 
-_OUT_FMTS = ["bf16", "fp16", "fp32"]
+def best_splits_ref(K: int, max_splits: int) -> int:
+    """The split count s in 1..max_splits whose split-K sum of K products has the shortest longest
+    chain of rounded additions (the smallest such s on a tie)."""
+    return min(range(1, max_splits + 1), key=lambda s: (_split_chain(K, s), s))
 
 
-def _split_k_cases(rng: np.random.Generator) -> list[Case]:
-    ones = np.ones(1024)
+def _split_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((ones, ones, "bf16", "bf16", 4, "fp32"), label="1024 ones, 4 splits in bf16: every partial is exact"),
-        Case((ones, ones, "bf16", "bf16", 1, "fp32"), label="one split: a plain bf16 dot product"),
-        Case((ones, ones, "bf16", "bf16", 3, "fp32"), label="1024 ones, 3 splits of 342, 342, 340"),
-        Case((ones[:10], ones[:10], "bf16", "fp32", 4, "bf16"), label="K = 10, 4 splits: 3, 3, 3, 1"),
-        Case((ones[:5], ones[:5], "bf16", "fp32", 4, "bf16"), label="K = 5, 4 splits of 2: the last one empty"),
-        Case((np.full(600, 0.1), np.full(600, 3.0), "bf16", "fp32", 6, "bf16"), label="inputs rounded first"),
-        Case((np.full(300, 1.1), np.full(300, 1.3), "bf16", "fp32", 7, "bf16"), label="total rounded to bf16"),
-        Case((np.arange(1.0, 9.0), np.ones(8), "fp16", "fp16", 8, "fp16"), label="one product per split"),
+        Case((1, 4), label="one product: nothing to split"),
+        Case((2, 1), label="no split allowed"),
+        Case((16, 16), label="K = 16: 4 chunks of 4"),
+        Case((10, 6), label="K = 10: every s from 2 to 9 gives the same chain; the smallest wins"),
+        Case((4096, 4096), label="K = 4096: chunks of 64"),
+        Case((4096, 16), label="at most 16 splits: the cap binds"),
+        Case((1000, 1000), label="K = 1000: many splits tie"),
+        Case((7168, 132), label="DeepSeek-V3's hidden size, at most one split per SM"),
     ]
-    for _ in range(40):
-        K = int(rng.integers(1, 401))
-        splits = int(rng.choice([2, 3, 4, 5, 7, 8, 16])) if rng.random() < 0.85 else int(rng.integers(1, K + 4))
-        signs = "mixed" if rng.random() < 0.4 else "positive"
-        in_fmt = _IN_FMTS[rng.integers(len(_IN_FMTS))]
-        acc = _DOT_ACCS[rng.integers(len(_DOT_ACCS))]
-        out_fmt = _OUT_FMTS[rng.integers(len(_OUT_FMTS))]
-        a, b = _dot_inputs(rng, K, signs), _dot_inputs(rng, K, signs)
-        if signs == "positive" and rng.random() < 0.5:  # products near 1: a bf16 or fp16 accumulator stalls
-            a, b = rng.uniform(0.9, 1.1, K), rng.uniform(0.9, 1.1, K)
-        cases.append(Case((a, b, in_fmt, acc, splits, out_fmt)))
+    for _ in range(60):
+        K = int(np.exp2(rng.uniform(0, 20)))
+        max_splits = int(rng.integers(1, K + 1)) if rng.random() < 0.7 else int(rng.integers(1, 300))
+        cases.append(Case((K, max_splits)))
     return cases
 
 
@@ -640,13 +661,13 @@ EXERCISES = [
         compare=_kahan_compare,
     ),
     Exercise(
-        "ex02.pairwise_blocked_sum",
-        "Pairwise summation over sequential leaves",
+        "ex02.roundings_per_term",
+        "How many roundings each term of a blocked pairwise sum goes through",
         4,
-        pairwise_blocked_sum_ref,
-        _blocked_cases,
+        roundings_per_term_ref,
+        _chain_cases,
     ),
-    Exercise("ex02.split_k_dot", "A split-K dot product", 3, split_k_dot_ref, _split_k_cases),
+    Exercise("ex02.best_splits", "How many splits for a split-K sum", 3, best_splits_ref, _split_cases),
     Exercise("ex02.sum_of_copies", "The sum of n copies, binade by binade", 3, sum_of_copies_ref, _copies_cases),
     Exercise(
         "ex02.order_matters",
