@@ -247,7 +247,7 @@ CHAPTERS = [
         (
             "first_inexact_K",
             "once_and_every_step",
-            "split_k_matmul",
+            "split_k_rescue",
             "smallest_visible_product",
             "fool_the_tensor_core",
         ),
@@ -303,45 +303,23 @@ CHAPTERS = [
                 ("once_and_every_step", '"bf16"))', '"bf16", "nearest_away"))'),
                 # the final rounding truncates
                 ("once_and_every_step", '"bf16"))', '"bf16", "toward_zero"))'),
-                # ---- split_k_matmul
-                # floor(K / S) products a slice, the rest in the last one
+                # ---- split_k_rescue
+                # the large product placed at 2**23, where fp32's spacing is 1: every one is kept in both orders
+                ("split_k_rescue", "a[0] = b[0] = 2.0**12", "a[0], b[0] = 2.0**12, 2.0**11"),
+                # ones in every slice, the first too, after the large product: split-K loses those
+                ("split_k_rescue", "for s in range(1, S):", "for s in range(S):"),
+                # every slice filled with ones, odd lengths too: a tie in the tree rounds a join
+                ("split_k_rescue", "even = (hi - lo) // 2 * 2", "even = hi - lo"),
+                # the large product last: the ones add up exactly first, in both orders
+                ("split_k_rescue", "    return a, b", "    return a[::-1].copy(), b[::-1].copy()"),
+                # twos instead of ones: each is exactly one spacing at 2**24, never a tie
                 (
-                    "split_k_matmul",
-                    "L = -(-K // S)  # ceil(K / S)\n    bounds = [(s * L, min((s + 1) * L, K)) for s in range(S)]",
-                    "L = K // S\n    bounds = [(s * L, K if s == S - 1 else (s + 1) * L) for s in range(S)]",
+                    "split_k_rescue",
+                    "a[lo : lo + even] = b[lo : lo + even] = 1.0",
+                    "a[lo : lo + even] = 2.0\n        b[lo : lo + even] = 1.0",
                 ),
-                # slices as numpy's array_split cuts them: the first K % S one product longer
-                (
-                    "split_k_matmul",
-                    "bounds = [(s * L, min((s + 1) * L, K)) for s in range(S)]",
-                    "bounds = [(int(c[0]), int(c[-1]) + 1) for c in np.array_split(np.arange(K), S) if c.size]",
-                ),
-                # interleaved slices: product k in slice k mod S
-                ("split_k_matmul", "for k in range(lo, hi):", "for k in range(s, K, S):"),
-                # the partial sums added in slice order instead of a tree
-                (
-                    "split_k_matmul",
-                    "pairs = [\n"
-                    "            parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)\n"
-                    "        ]\n"
-                    "        # an odd last one moves up unchanged\n"
-                    "        parts = pairs + parts[2 * len(pairs) :]",
-                    "parts = [parts[0] + parts[1]] + parts[2:]",
-                ),
-                # a tree that pairs slice i with slice i + S/2 (a strided reduction)
-                (
-                    "split_k_matmul",
-                    "pairs = [\n"
-                    "            parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)\n"
-                    "        ]\n"
-                    "        # an odd last one moves up unchanged\n"
-                    "        parts = pairs + parts[2 * len(pairs) :]",
-                    "h = len(parts) // 2\n        parts = [parts[i] + parts[i + h] for i in range(h)] + parts[2 * h :]",
-                ),
-                # the tree's additions in float64
-                ("split_k_matmul", "parts.append(partial)", "parts.append(partial.astype(np.float64))"),
-                # float64 everywhere
-                ("split_k_matmul", "partial = np.zeros((M, N), dtype=np.float32)", "partial = np.zeros((M, N))"),
+                # ones only in slice 1: too few lost
+                ("split_k_rescue", "for s in range(1, S):", "for s in range(1, 2):"),
                 # ---- smallest_visible_product
                 # a negative c treated like a positive one: as if the sum had to reach the next fp32 value
                 ("smallest_visible_product", "if c < 0:", "if False:"),

@@ -8,11 +8,11 @@ Four kinds of answer, each judged by something the student's route does not shar
   :func:`nbhelpers.rounding.round_to`, jumping over runs of additions that are exact (which lets
   it reach counts of 2**40 terms). tests/test_exercises_ch03.py checks the jumps against plain
   step-by-step sums. Compared bit-exactly.
-- ``split_k_matmul`` implements a summation order from its spec; the reference adds each slice
-  with :func:`nbhelpers.accumulation.emulated_matmul` (sequential fp32, tested) and reduces the
-  slices' partial sums in the stated tree. Inputs are bf16 values in float64 arrays, so every
-  product is exact and every result a definite set of bits: compared bit-exactly, except that
-  +0.0 and -0.0 count as equal (an exactly cancelling sum may give either).
+- ``split_k_rescue`` is a construction: the student returns bf16 vectors whose split-K dot
+  product (slices summed in fp32 with :func:`nbhelpers.accumulation.emulated_matmul`, the
+  partial sums joined in the stated tree: :func:`split_k_matmul_ref`) is exact while the plain
+  sequential fp32 dot product misses by a stated number of fp32 spacings; the check judges the
+  property with exact sums.
 - ``smallest_visible_product`` is a prediction about the tensor-core model; the reference
   searches the powers of two with the model's own group step
   (:func:`nbhelpers.tensor_cores.tensor_core_group_sum` with the GPU's settings).
@@ -196,41 +196,135 @@ def split_k_matmul_ref(A, B, S: int) -> np.ndarray:
     return _fp32_tree(parts)
 
 
-def _random_bf16_matrix(rng: np.random.Generator, shape) -> np.ndarray:
-    x = rng.standard_normal(shape) * 2.0 ** rng.integers(-6, 7, size=shape)
-    return _bf16(x)
+def split_k_rescue_example(K: int, S: int) -> tuple[np.ndarray, np.ndarray]:
+    """One answer: the product 2**24 alone in slice 0 (the rest of it zeros), then ones in every
+    other slice, an even number of them (a zero where a slice's length is odd). Sequentially each
+    one meets 2**24 and ties back to it (fp32's spacing there is 2); split, the ones add up exactly
+    in their slices and join 2**24 in pairs."""
+    L = -(-K // S)
+    a, b = np.zeros(K), np.zeros(K)
+    a[0] = b[0] = 2.0**12
+    for s in range(1, S):
+        lo, hi = min(s * L, K), min((s + 1) * L, K)
+        even = (hi - lo) // 2 * 2
+        a[lo : lo + even] = b[lo : lo + even] = 1.0
+    return a, b
 
 
-def _split_k_cases(rng: np.random.Generator) -> list[Case]:
-    # partial sums 2**24, 0, 1, 1: the tree gives 2**24 + 2 exactly; in slice order, or pairing
-    # slice i with slice i + 2, each 1 meets 2**24 alone and is lost (a tie, to even)
-    tie = (np.ones((1, 4)), np.array([[2.0**24], [0.0], [1.0], [1.0]]))
+def _rescue_reach(K: int, S: int) -> int:
+    """What the course's example loses in the plain sum, in units of fp32's spacing at the exact
+    dot product (2 there): half the ones it holds."""
+    a, b = split_k_rescue_example(K, S)
+    return int(np.count_nonzero(a == 1.0)) // 2
+
+
+class SplitKRescueTarget:
+    """What :func:`split_k_rescue_ref` expects: two arrays of K bf16 values whose split-K dot
+    product (S slices, the tree) is exact, while the plain sequential fp32 dot product misses the
+    exact one by at least ``lost`` units of fp32's spacing there; ``example`` is one such pair (the
+    check judges the property, tests/test_exercises_ch03.py that the example has it)."""
+
+    __slots__ = ("K", "S", "lost", "example")
+
+    def __init__(self, K: int, S: int, lost: int, example) -> None:
+        self.K, self.S, self.lost, self.example = K, S, lost, example
+
+    def __repr__(self) -> str:
+        return (
+            f"a, b: {self.K} bf16 values each; split-K dot in {self.S} slices exact; the plain fp32 dot "
+            f"off by >= {self.lost} fp32 spacing(s) at the exact value"
+        )
+
+
+def _bf16_vector(v, name: str, n: int) -> np.ndarray | str:
+    """v as a new float64 array of n bf16 values, or the reason why it is not one."""
+    want = f"{name}: expected a 1-D array of {n} bf16 values"
+    if v is None or isinstance(v, (str, bytes, dict)) or np.ndim(v) != 1:
+        return want
+    if np.iscomplexobj(v):
+        return want + " (got complex numbers)"
+    try:
+        x = np.array(v, dtype=np.float64)  # a copy: the student's array is never touched
+    except Exception:  # a student's odd object
+        return want
+    if x.shape != (n,):
+        return f"{name} has {x.size} values, expected {n}"
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        return f"{name}[{bad[0]}] is {float(x[bad[0]])!r}, not a finite number"
+    rounded = round_to(x, "bf16")
+    bad = np.flatnonzero(rounded != x)
+    if bad.size:
+        return f"{name}[{bad[0]}] = {float(x[bad[0]])!r} is not a bf16 value (it rounds to {float(rounded[bad[0]])!r})"
+    return x
+
+
+def _fp32_spacing(x: float) -> float:
+    """fp32's spacing at x: 2**(e - 23) for |x| in [2**e, 2**(e+1)), the subnormal spacing below."""
+    if x == 0:
+        return 2.0**-149
+    return 2.0 ** (max(math.frexp(abs(x))[1] - 1, -126) - 23)
+
+
+def _rescue_reason(got, K: int, S: int, lost: int) -> str | None:
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"expected a pair (a, b) of arrays, got {type(got).__name__}"
+    vectors = [_bf16_vector(v, name, K) for v, name in zip(got, "ab")]
+    for v in vectors:
+        if isinstance(v, str):
+            return v
+    a, b = vectors
+    products = a * b  # exact in float64: 8 x 8 significant bits
+    if not np.all(np.isfinite(products)) or np.abs(products).max() > 2.0**100:
+        return "the products must stay far inside fp32's range (|a[k]*b[k]| <= 2**100)"
+    exact = Fraction(0)
+    for p in products.tolist():
+        exact += Fraction(p)
+    split = float(split_k_matmul_ref(a[None, :], b[:, None], S)[0, 0])
+    if Fraction(split) != exact:
+        return f"the split-K dot product in {S} slices gives {split!r}, not the exact {float(exact)!r}"
+    plain = float(split_k_matmul_ref(a[None, :], b[:, None], 1)[0, 0])
+    spacing = Fraction(_fp32_spacing(float(exact)))
+    off = abs(Fraction(plain) - exact) / spacing
+    if off < lost:
+        return (
+            f"the plain fp32 dot product gives {plain!r}, off from the exact {float(exact)!r} by {float(off):g} "
+            f"spacings of fp32 there, fewer than {lost}"
+        )
+    return None
+
+
+def split_k_rescue_ref(K: int, S: int, lost: int) -> SplitKRescueTarget:
+    """The property the student's pair must have, with the course's example."""
+    return SplitKRescueTarget(int(K), int(S), int(lost), split_k_rescue_example(K, S))
+
+
+def _rescue_compare(got, expected: SplitKRescueTarget) -> str | None:
+    try:
+        return _rescue_reason(got, expected.K, expected.S, expected.lost)
+    except Exception as e:  # a hostile object: a failed case, never a crash
+        return f"could not judge the pair ({type(e).__name__})"
+
+
+def _rescue_case(K: int, S: int, label: str = "") -> Case:
+    """lost: half what the course's example reaches, at least one spacing."""
+    return Case((K, S, max(1, _rescue_reach(K, S) // 2)), label=label)
+
+
+def _rescue_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((*tie, 4), label="partial sums 2**24, 0, 1, 1: the order of the tree decides"),
-        Case(
-            (np.ones((1, 8)), np.array([[2.0**24], [0.0], [0.0], [0.0], [0.0], [1.0], [0.0], [1.0]]), 4),
-            label="the same partial sums from slices of 2",
-        ),
-        Case((np.ones((1, 1)), np.full((1, 1), 3.0), 1), label="K = 1, S = 1"),
-        Case((np.ones((2, 3)), np.ones((3, 2)), 5), label="S > K: empty slices add zero"),
+        _rescue_case(4, 2, "K = 4, S = 2: one slice besides the first"),
+        _rescue_case(10, 4, "slices of 3, 3, 3, 1: odd lengths"),
+        _rescue_case(5, 4, "slices of 2, 2, 1 and an empty one"),
+        _rescue_case(64, 8, "eight slices of 8"),
+        _rescue_case(1000, 7, "seven slices of 143"),
+        _rescue_case(4096, 2, "two slices: the second carries everything"),
     ]
-    A, B = _random_bf16_matrix(rng, (3, 10)), _random_bf16_matrix(rng, (10, 4))
-    cases += [
-        Case((A, B, 4), label="K = 10 in 4 slices: 3, 3, 3, 1"),
-        Case((A, B, 1), label="S = 1: sequential"),
-        Case((A, B, 10), label="S = K: one product a slice, a tree over all of them"),
-    ]
-    for _ in range(50):
-        M, N = int(rng.integers(1, 6)), int(rng.integers(1, 6))
-        S = int(rng.integers(2, 13))
-        r = rng.random()
-        if r < 0.6:  # K not a multiple of S, with K mod S varied: the slicing rule decides
-            K = S * int(rng.integers(1, 30)) + int(rng.integers(1, S))
-        elif r < 0.8:
-            K = S * int(rng.integers(1, 30))
-        else:
-            K = int(rng.integers(1, 300))
-        cases.append(Case((_random_bf16_matrix(rng, (M, K)), _random_bf16_matrix(rng, (K, N)), S)))
+    while len(cases) < 36:
+        S = int(rng.integers(2, 17))
+        K = int(rng.integers(4, 17 * 300))
+        if _rescue_reach(K, S) >= 2:  # a case the course's example answers with room to spare
+            cases.append(_rescue_case(K, S))
     return cases
 
 
@@ -435,12 +529,12 @@ EXERCISES = [
         compare=same_value_up_to_zero_sign,
     ),
     Exercise(
-        "ex03.split_k_matmul",
-        "A split-K GEMM: slices in fp32, joined in a tree",
+        "ex03.split_k_rescue",
+        "A sum that split-K gets right and one accumulator gets wrong",
         5,
-        split_k_matmul_ref,
-        _split_k_cases,
-        compare=same_value_up_to_zero_sign,
+        split_k_rescue_ref,
+        _rescue_cases,
+        compare=_rescue_compare,
     ),
     Exercise(
         "ex03.smallest_visible_product",
