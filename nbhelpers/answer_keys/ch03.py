@@ -238,25 +238,7 @@ class SplitKRescueTarget:
 
 def _bf16_vector(v, name: str, n: int) -> np.ndarray | str:
     """v as a new float64 array of n bf16 values, or the reason why it is not one."""
-    want = f"{name}: expected a 1-D array of {n} bf16 values"
-    if v is None or isinstance(v, (str, bytes, dict)) or np.ndim(v) != 1:
-        return want
-    if np.iscomplexobj(v):
-        return want + " (got complex numbers)"
-    try:
-        x = np.array(v, dtype=np.float64)  # a copy: the student's array is never touched
-    except Exception:  # a student's odd object
-        return want
-    if x.shape != (n,):
-        return f"{name} has {x.size} values, expected {n}"
-    bad = np.flatnonzero(~np.isfinite(x))
-    if bad.size:
-        return f"{name}[{bad[0]}] is {float(x[bad[0]])!r}, not a finite number"
-    rounded = round_to(x, "bf16")
-    bad = np.flatnonzero(rounded != x)
-    if bad.size:
-        return f"{name}[{bad[0]}] = {float(x[bad[0]])!r} is not a bf16 value (it rounds to {float(rounded[bad[0]])!r})"
-    return x
+    return _format_vector(v, name, n, "bf16")
 
 
 def _fp32_spacing(x: float) -> float:
@@ -431,9 +413,9 @@ class FoolTheTensorCoreTarget:
         )
 
 
-def _fp16_vector(v, name: str, n: int) -> np.ndarray | str:
-    """v as a new float64 array of n fp16 values, or the reason why it is not one."""
-    want = f"{name}: expected a 1-D array of {n} fp16 values"
+def _format_vector(v, name: str, n: int, fmt: str) -> np.ndarray | str:
+    """v as a new float64 array of n values of fmt ("fp16", "bf16"), or the reason why it is not one."""
+    want = f"{name}: expected a 1-D array of {n} {fmt} values"
     if v is None or isinstance(v, (str, bytes, dict)) or np.ndim(v) != 1:
         return want
     if np.iscomplexobj(v):  # float64 would silently drop the imaginary parts
@@ -447,11 +429,20 @@ def _fp16_vector(v, name: str, n: int) -> np.ndarray | str:
     bad = np.flatnonzero(~np.isfinite(x))
     if bad.size:
         return f"{name}[{bad[0]}] is {float(x[bad[0]])!r}, not a finite number"
-    rounded = round_to(x, "fp16")
+    rounded = round_to(x, fmt)
     bad = np.flatnonzero(rounded != x)
     if bad.size:
-        return f"{name}[{bad[0]}] = {float(x[bad[0]])!r} is not an fp16 value (it rounds to {float(rounded[bad[0]])!r})"
+        article = "an" if fmt.startswith("f") else "a"  # an fp16, a bf16
+        return (
+            f"{name}[{bad[0]}] = {float(x[bad[0]])!r} is not {article} {fmt} value "
+            f"(it rounds to {float(rounded[bad[0]])!r})"
+        )
     return x
+
+
+def _fp16_vector(v, name: str, n: int) -> np.ndarray | str:
+    """v as a new float64 array of n fp16 values, or the reason why it is not one."""
+    return _format_vector(v, name, n, "fp16")
 
 
 def _fool_reason(got, gpu: str, exact: float) -> str | None:
