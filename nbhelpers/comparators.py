@@ -302,6 +302,8 @@ def _close_to(got: Any, expected: Any, rtol: float) -> str | None:
     reason = same_value(got, expected)
     if reason is None:
         return None
+    if _as_scalar(got) is None:  # only a number may be close: float("1.5") would parse a string
+        return reason
     try:
         g = float(got)
     except Exception:

@@ -478,6 +478,12 @@ CHAPTERS = [
                 ),
                 # subnormal weights given a finer gap (the exponent not held at -126)
                 ("expected_first_move", "np.maximum(e - 1, -126)", "e - 1"),
+                # the direction from a float32 product w * g, which underflows for small gradients
+                (
+                    "expected_first_move",
+                    "toward_zero = (a > 0) & (np.signbit(w) == np.signbit(g))",
+                    "toward_zero = (w * g) > 0",
+                ),
             ]
         ),
     ),
@@ -586,6 +592,8 @@ CHAPTERS = [
                     "wrong = clipped(scale * grad_norm) / scale",
                     "wrong = clipped(scale * grad_norm)",
                 ),
+                # the ratio returned as text
+                ("misordered_clip_ratio", "return wrong / right", "return str(wrong / right)"),
                 # the threshold thought scaled with the gradients: no difference except through the guard
                 (
                     "misordered_clip_ratio",

@@ -312,6 +312,10 @@ def _first_move_cases(rng: np.random.Generator) -> list[Case]:
             label="toward zero from the smallest normal: no halving; from 2**-125: halved",
         ),
         Case((_bf16([1.0, -2.0]), _f32([0.0, -0.0]), 0.1), label="zero gradient: never moves (inf)"),
+        Case(
+            (_bf16([2.0**-125, 2.0**-100]), _f32([2.0**-30, 1e-40]), 2.0**-110),
+            label="toward zero from powers of two with gradients whose product with w underflows float32",
+        ),
         Case((_bf16(np.linspace(-2, 2, 6).reshape(2, 3)), _f32(np.full((2, 3), 1e-2)), 1e-3), label="a 2-d tensor"),
     ]
     for _ in range(60):
@@ -325,6 +329,7 @@ def _first_move_cases(rng: np.random.Generator) -> list[Case]:
             w = np.where(rng.random(n) < 0.6, rng.integers(-127, 128, size=n) * s, _pow2_weights(rng, n))
             w = np.where(np.abs(w) > 2.0**-122, np.sign(w) * 2.0**-125, w)
         g = _log_uniform(rng, -12, 2, n)
+        g = np.where(rng.random(n) < 0.08, _log_uniform(rng, -149, -100, n), g)  # |w * g| may underflow
         g = np.where(rng.random(n) < 0.05, rng.choice([0.0, -0.0], size=n), g)
         w, g = _bf16(w), _f32(g)
         # a learning rate that puts most steps between a thousandth of a gap and a few gaps
