@@ -177,6 +177,9 @@ def test_split_k_rescue_judge_names_what_is_wrong_and_never_raises():
     # another answer: two ones before the large product still leave the rest to tie away
     shifted = (np.concatenate([[1.0, 1.0], a[:-2]]), np.concatenate([[1.0, 1.0], b[:-2]]))
     assert _rescue_compare(shifted, t) is None
+    cancelling = np.zeros(64), np.zeros(64)
+    cancelling[0][:3], cancelling[1][:3] = [2.0**12, 1.0, -(2.0**12)], [2.0**12, 1.0, 2.0**12]
+    assert "negative" in _rescue_compare(cancelling, t)  # [2**24, 1, -2**24] would meet any lost
     assert _rescue_compare((np.full(64, 2.0**12), np.ones(64)), t) is not None  # loses in both orders
 
     class Hostile:

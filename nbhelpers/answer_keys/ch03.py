@@ -259,6 +259,10 @@ def _rescue_reason(got, K: int, S: int, lost: int) -> str | None:
     products = a * b  # exact in float64: 8 x 8 significant bits
     if not np.all(np.isfinite(products)) or np.abs(products).max() > 2.0**100:
         return "the products must stay far inside fp32's range (|a[k]*b[k]| <= 2**100)"
+    negative = np.flatnonzero(products < 0)
+    if negative.size:
+        k = int(negative[0])
+        return f"a[{k}]*b[{k}] = {float(products[k])!r} is negative: every product must be 0 or more"
     exact = Fraction(0)
     for p in products.tolist():
         exact += Fraction(p)
