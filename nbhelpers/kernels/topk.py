@@ -9,7 +9,8 @@
   read of the row plus the candidates. Without ``chunk``, :func:`default_chunk` sizes the chunks
   for the batch by the performance model (:mod:`nbhelpers.perf_model`, Little's law among its
   limits): small chunks, many programs, for a few rows; larger ones, fewer candidates and fewer
-  waves of programs, once the rows alone keep the GPU's bytes in flight.
+  waves of programs, as the batch grows. The model leaves out the list work (insertions into each
+  program's list), which favours larger chunks.
 
 The loops over a row (the running top-k's and radix select's) are software-pipelined by Triton
 (``tl.range(..., num_stages=STAGES)``): the loads of the next ``STAGES - 1`` blocks are in flight
@@ -72,7 +73,7 @@ RADIX_DIGIT_BITS = 8  # bits of key per histogram pass: 256 bins
 RADIX_BLOCK_V = 2048  # columns per step of the radix kernel's passes
 #: the running top-k's and radix select's ``num_stages`` (``tl.range``): two blocks' loads in flight
 #: ahead of the one being merged or counted. Compiled for sm_90 (the compile table) every default
-#: launch stays without spills: the running top-k at 56-72 registers, radix select at 196-200,
+#: launch stays without spills: the running top-k at 52-72 registers, radix select at 195-200,
 #: where 4 stages would cost the running top-k a spill
 STAGES = 3
 #: registers per thread the model (:func:`predicted`) assumes for each kernel: the most any default
