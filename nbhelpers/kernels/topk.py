@@ -11,14 +11,14 @@
   limits): small chunks, many programs, for a few rows; larger ones, fewer candidates and fewer
   waves of programs, as the batch grows. The model leaves out the list work (insertions into each
   program's list), which favours larger chunks.
-
-The loops over a row (the running top-k's and radix select's) are software-pipelined by Triton
-(``tl.range(..., num_stages=STAGES)``): the loads of the next ``STAGES - 1`` blocks are in flight
-(``cp.async`` into shared memory) while one block is merged or counted.
 * ``"radix"``: :func:`radix_select_kernel`, one program per row: ``ceil(key_bits / 8)``
   histogram passes over the row's order-preserving keys find the k-th largest key (a digit of 8
   bits per pass, most significant first), then a filtering pass writes the top-k set in index
   order; ``torch.sort`` of the k winners (stable) orders them.
+
+The loops over a row (the running top-k's and radix select's) are software-pipelined by Triton
+(``tl.range(..., num_stages=STAGES)``): the loads of the next ``STAGES - 1`` blocks are in flight
+(``cp.async`` into shared memory) while one block is merged or counted.
 
 Every kernel works on the values' **bits** (the launcher passes an int16 or int32 view of the
 tensor; no copy), so bf16 and fp16 behave the same in Triton's interpreter, which holds bf16 as
