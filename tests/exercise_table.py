@@ -890,32 +890,52 @@ CHAPTERS = [
                 ("mx_shared_exponent", "return max(e - (m == 0.5), -127)", "return max(e - 1, -127)"),
                 # an underflowing quotient given exponent 0
                 ("mx_shared_exponent", "if d == 0.0:\n        return -127", "if d == 0.0:\n        return 0"),
-                # ---- the block-scaled GEMM (float64 accumulation and either multiply order pass:
-                # tests/test_exercises_ch07.py)
+                # ---- the block-scaled GEMM's promotion (float64 accumulation and either multiply
+                # order pass: tests/test_exercises_ch07.py)
                 # K-varying scales applied once in the epilogue: the mean of each row's and column's block scales
                 (
                     "blockwise_scaled_gemm",
-                    "acc = acc + partial * scale\n    return acc.astype(np.float64)",
-                    "acc = acc + partial\n    return (acc * sA32.mean(axis=1, keepdims=True)"
+                    "acc = acc + P[b].astype(np.float32) * scale\n    return acc.astype(np.float64)",
+                    "acc = acc + P[b].astype(np.float32)\n    return (acc * sA32.mean(axis=1, keepdims=True)"
                     " * sB_cols.mean(axis=0, keepdims=True)).astype(np.float64)",
                 ),
                 # ... or the first K-block's scales
                 (
                     "blockwise_scaled_gemm",
-                    "acc = acc + partial * scale\n    return acc.astype(np.float64)",
-                    "acc = acc + partial\n    return (acc * (sA32[:, :1] * sB_cols[:1, :])).astype(np.float64)",
+                    "acc = acc + P[b].astype(np.float32) * scale\n    return acc.astype(np.float64)",
+                    "acc = acc + P[b].astype(np.float32)\n"
+                    "    return (acc * (sA32[:, :1] * sB_cols[:1, :])).astype(np.float64)",
                 ),
-                # the partial not scaled per column block: the first column block's scale for every column
+                # ... or the sum of each row's and column's block scales, over nk
+                (
+                    "blockwise_scaled_gemm",
+                    "acc = acc + P[b].astype(np.float32) * scale\n    return acc.astype(np.float64)",
+                    "acc = acc + P[b].astype(np.float32)\n    return (acc * sA32.sum(axis=1, keepdims=True)"
+                    " * sB_cols.sum(axis=0, keepdims=True) / nk).astype(np.float64)",
+                ),
+                # the first column block's scale for every column
                 (
                     "blockwise_scaled_gemm",
                     "np.repeat(np.asarray(sB), block_n, axis=1)[:, :N]",
                     "np.repeat(np.asarray(sB)[:, :1], N, axis=1)",
                 ),
-                # B's column blocks taken block_k wide instead of block_n
+                # column blocks interleaved (np.tile) instead of contiguous
                 (
                     "blockwise_scaled_gemm",
-                    "np.repeat(np.asarray(sB), block_n, axis=1)",
-                    "np.repeat(np.asarray(sB), block_k, axis=1)",
+                    "np.repeat(np.asarray(sB), block_n, axis=1)[:, :N]",
+                    "np.tile(np.asarray(sB), (1, block_n))[:, :N]",
+                ),
+                # column blocks taken as even shares of N (N / nn wide), not block_n wide
+                (
+                    "blockwise_scaled_gemm",
+                    "np.repeat(np.asarray(sB), block_n, axis=1)[:, :N]",
+                    "np.asarray(sB)[:, np.arange(N) * np.asarray(sB).shape[1] // N]",
+                ),
+                # A's scale taken along the columns (sA[n, b] for output (m, n)): square outputs broadcast
+                (
+                    "blockwise_scaled_gemm",
+                    "scale = sA32[:, b : b + 1] * sB_cols[b : b + 1, :]",
+                    "scale = sA32[:, b][None, :] * sB_cols[b : b + 1, :]",
                 ),
                 # the scales of K-block b applied to K-block b + 1 (the first block takes its own)
                 (
@@ -923,10 +943,8 @@ CHAPTERS = [
                     "scale = sA32[:, b : b + 1] * sB_cols[b : b + 1, :]",
                     "b0 = max(b - 1, 0)\n        scale = sA32[:, b0 : b0 + 1] * sB_cols[b0 : b0 + 1, :]",
                 ),
-                # whole K-blocks only: the short last K-block is dropped
-                ("blockwise_scaled_gemm", "range(0, K, block_k)", "range(0, K - K % block_k, block_k)"),
-                # K-blocks that overlap by one product
-                ("blockwise_scaled_gemm", "k1 = min(k0 + block_k, K)", "k1 = min(k0 + block_k + 1, K)"),
+                # the last K-block dropped
+                ("blockwise_scaled_gemm", "for b in range(nk):", "for b in range(nk - 1):"),
                 # A's scale applied twice
                 (
                     "blockwise_scaled_gemm",
@@ -934,7 +952,23 @@ CHAPTERS = [
                     "scale = sA32[:, b : b + 1] ** 2 * sB_cols",
                 ),
                 # divided by the scales (the inv_scale convention)
-                ("blockwise_scaled_gemm", "acc = acc + partial * scale", "acc = acc + partial / scale"),
+                (
+                    "blockwise_scaled_gemm",
+                    "acc = acc + P[b].astype(np.float32) * scale",
+                    "acc = acc + P[b].astype(np.float32) / scale",
+                ),
+                # an fp16 accumulator
+                (
+                    "blockwise_scaled_gemm",
+                    "acc = acc + P[b].astype(np.float32) * scale",
+                    "acc = (acc + P[b].astype(np.float32) * scale).astype(np.float16)",
+                ),
+                # the scales rounded to bf16 before they multiply
+                (
+                    "blockwise_scaled_gemm",
+                    "scale = sA32[:, b : b + 1] * sB_cols[b : b + 1, :]",
+                    "scale = round_to(sA32[:, b : b + 1] * sB_cols[b : b + 1, :], 'bf16')",
+                ),
                 # ---- the promotion interval
                 # the smallest interval within the bound instead of the largest
                 ("largest_promotion_interval", "best = N\n", "best = best or N\n"),

@@ -21,8 +21,9 @@ from nbhelpers.answer_keys import ch07
 from nbhelpers.answer_keys.ch07 import MX_ELEMENTS
 from nbhelpers.checks import cases_for, expected_outputs, get_exercise, run_check
 from nbhelpers.formats import get_format
+from nbhelpers.recipes import Recipe
 from nbhelpers.rounding import round_to
-from nbhelpers.scaled_gemm import DEEPSEEK_V3_PROMOTE_EVERY
+from nbhelpers.scaled_gemm import DEEPSEEK_V3_PROMOTE_EVERY, blockwise_scaled_mm
 from nbhelpers.scaling import bytes_per_element
 
 SPEC = next(spec for spec in CHAPTERS if spec.chapter == 7)
@@ -220,15 +221,13 @@ def test_mx_cases_reach_the_hard_regions():
 # ---- ex07.blockwise_scaled_gemm
 
 
-def dequantized_f64(qA, qB, sA, sB, bk, bn):
-    M, K = qA.shape
-    N = qB.shape[1]
-    A = qA * np.repeat(sA, bk, axis=1)[:, :K]
-    B = qB * np.repeat(np.repeat(sB, bk, axis=0), bn, axis=1)[:K, :N]
-    return A, B
+SOL_LINE = "acc = acc + P[b].astype(np.float32) * scale"
 
 
-SOL_LINE = "acc = acc + partial * scale"
+def scaled_f64(P, sA, sB, bn):
+    """(nk, M, N): each K-block's partial times its two scales, in float64."""
+    sb = np.repeat(sB, bn, axis=1)[:, : P.shape[2]]
+    return sA.T[:, :, None] * sb[:, None, :] * P
 
 
 def also_right() -> dict:
@@ -236,20 +235,16 @@ def also_right() -> dict:
     sol = solution()
     name = "blockwise_scaled_gemm"
     return {
-        "the solution: acc += partial * (sA * sB)": solution_functions()[name],
-        "the engine: fl32(fl32(p * sA) * sB)": ch07.blockwise_scaled_gemm_engine,
+        "the solution: acc += P_b * (sA * sB)": solution_functions()[name],
+        "the engine: fl32(fl32(P_b * sA) * sB)": ch07.blockwise_scaled_gemm_engine,
         "two multiplies, B's scale first": sol.mutated(
-            name, SOL_LINE, "acc = acc + (partial * sB_cols[b : b + 1, :]) * sA32[:, b : b + 1]"
+            name, SOL_LINE, "acc = acc + (P[b].astype(np.float32) * sB_cols[b : b + 1, :]) * sA32[:, b : b + 1]"
         ),
         "a float64 accumulator": sol.mutated(
             name, "acc = np.zeros((M, N), dtype=np.float32)", "acc = np.zeros((M, N), dtype=np.float64)"
         ),
-        "the partial left in float64": sol.mutated(
-            name,
-            "partial = (qA[:, k0:k1] @ qB[k0:k1]).astype(np.float32)",
-            "partial = qA[:, k0:k1] @ qB[k0:k1]",
-        ),
-        "float64 throughout: dequantize, then one GEMM": lambda *a: np.matmul(*dequantized_f64(*a)),
+        "float64 throughout, summed pairwise by numpy": lambda *a: scaled_f64(*a).sum(axis=0),
+        "fp32 throughout, summed by numpy": lambda *a: scaled_f64(*a).astype(np.float32).sum(axis=0),
     }
 
 
@@ -261,36 +256,65 @@ def test_blockwise_check_accepts_every_evaluation_in_fp32_or_better(variant):
         assert result.passed, str(result)
 
 
+def test_blockwise_partials_are_the_codes_products_rounded_to_fp32():
+    """The cases' partials: the exact float64 partial product of e4m3fn codes over each K-block
+    (checked against exact rationals on small blocks), rounded to fp32 once."""
+    qA = round_to(np.random.default_rng(3).standard_normal((3, 70)) * 40, "e4m3fn")
+    qB = round_to(np.random.default_rng(4).standard_normal((70, 2)) * 40, "e4m3fn")
+    P = ch07.partial_products(qA, qB, 32)
+    assert P.shape == (3, 3, 2)
+    for b, k0 in enumerate((0, 32, 64)):
+        for i in range(3):
+            for j in range(2):
+                exact = sum(
+                    Fraction(float(a)) * Fraction(float(c)) for a, c in zip(qA[i, k0 : k0 + 32], qB[k0 : k0 + 32, j])
+                )
+                assert P[b, i, j] == float(np.float32(float(exact)))
+    for c in cases_for("ex07.blockwise_scaled_gemm", 0):
+        assert (c.args[0].astype(np.float32).astype(np.float64) == c.args[0]).all()
+
+
+def test_blockwise_engine_is_the_promotion_of_the_library_gemm():
+    """The engine on the partials is :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` on the codes,
+    bit for bit: the check's accepted answer is the library's evaluation."""
+    rng = np.random.default_rng(11)
+    for M, K, N, bk, bn in ((3, 256, 4, 128, 128), (2, 100, 5, 32, 2), (4, 96, 7, 32, 3)):
+        qA, qB = ch07._e4m3(rng, (M, K)), ch07._e4m3(rng, (K, N))
+        nk, nn = -(-K // bk), -(-N // bn)
+        sA, sB = ch07._block_scales(rng, (M, nk), 6.0), ch07._block_scales(rng, (nk, nn), 6.0)
+        recipes = (Recipe("e4m3fn", (1, bk)), Recipe("e4m3fn", (bk, bn)))
+        lib = blockwise_scaled_mm(qA, qB, sA, sB, recipes=recipes)
+        eng = ch07.blockwise_scaled_gemm_engine(ch07.partial_products(qA, qB, bk), sA, sB, bn)
+        np.testing.assert_array_equal(lib, eng)
+
+
 def test_blockwise_allowed_error_is_derived_from_fp32():
-    """The reference's C against the exact rational sum (small cases), and its allowed error
-    against gamma_(nk + 3) * sum_b |sA sB P_b| with u = 2**-24, plus float64's own error on C
-    (gamma_(nk + 2), u = 2**-53) and on a float64 GEMM of the dequantized operands (gamma_(K + 2) *
-    |A| |B|), a small share of it. The solution's error is a real share of the allowance somewhere (it is not
-    vacuous)."""
+    """The reference's C against the exact rational sum, and its allowed error against
+    gamma_(nk + 2) * sum_b |sA sB P_b| with u = 2**-24, plus float64's own error on C
+    (gamma_(nk + 2), u = 2**-53). The solution's error is a real share of the allowance somewhere
+    (it is not vacuous)."""
     ex = get_exercise("ex07.blockwise_scaled_gemm")
     sol = solution_functions()["blockwise_scaled_gemm"]
     cases = cases_for(ex, SPEC.hidden_seed)
     used = []
+
+    def gamma(n, u):
+        return n * u / (1 - n * u)
+
     for c, (C, allowed) in zip(cases, expected_outputs(ex, cases)):
-        qA, qB, sA, sB, bk, bn = c.args
-        A, B = dequantized_f64(qA, qB, sA, sB, bk, bn)
-        nk = sA.shape[1]
-        sizes = np.zeros_like(C)
-        for b, k0 in enumerate(range(0, qA.shape[1], bk)):
-            P = qA[:, k0 : k0 + bk] @ qB[k0 : k0 + bk]
-            sizes += np.abs(np.repeat(sB, bn, axis=1)[b, : qB.shape[1]] * sA[:, b : b + 1] * P)
-
-        def gamma(n, u):
-            return n * u / (1 - n * u)
-
-        f64 = gamma(nk + 2, 2.0**-53) * sizes + gamma(qA.shape[1] + 2, 2.0**-53) * (np.abs(A) @ np.abs(B))
-        np.testing.assert_allclose(allowed, gamma(nk + 3, 2.0**-24) * sizes + f64, rtol=1e-12, atol=0)
-        assert (f64 <= 2.0**-12 * allowed).all()  # the float64 terms are a small share of it
-        if qA.size <= 64 * 5 and qB.shape[1] <= 8:
-            for i in range(min(2, C.shape[0])):
-                for j in range(min(2, C.shape[1])):
-                    exact = sum(Fraction(float(a)) * Fraction(float(b)) for a, b in zip(A[i], B[:, j]))
-                    assert abs(Fraction(float(C[i, j])) - exact) <= Fraction(float(allowed[i, j])) / 2**20
+        P, sA, sB, bn = c.args
+        nk = P.shape[0]
+        sizes = np.abs(scaled_f64(*c.args)).sum(axis=0)
+        np.testing.assert_allclose(
+            allowed, (gamma(nk + 2, 2.0**-24) + gamma(nk + 2, 2.0**-53)) * sizes, rtol=1e-12, atol=0
+        )
+        for i in range(min(2, C.shape[0])):
+            for j in range(min(2, C.shape[1])):
+                exact = sum(
+                    Fraction(float(sA[i, b])) * Fraction(float(sB[b, j // bn])) * Fraction(float(P[b, i, j]))
+                    for b in range(nk)
+                )
+                assert abs(Fraction(float(C[i, j])) - exact) <= Fraction(float(allowed[i, j])) / 2**20
         err = np.abs(sol(*c.args) - C)
         used.append(float(np.max(np.where(allowed > 0, err / np.where(allowed > 0, allowed, 1), 0))))
     assert max(used) > 0.01, max(used)
@@ -304,14 +328,17 @@ def test_blockwise_scales_in_the_epilogue_miss_by_orders_of_magnitude(which):
     wrong = next(
         solution().mutated(name, old, new)
         for name, old, new in SPEC.wrong
-        if name == "blockwise_scaled_gemm" and "partial\n" in new and ("mean" in new) == (which == "mean")
+        if name == "blockwise_scaled_gemm"
+        and "return (acc * " in new
+        and ("mean" in new) == (which == "mean")
+        and "sum(" not in new
     )
     ex = get_exercise("ex07.blockwise_scaled_gemm")
     ratios = []
     for seed in (0, SPEC.hidden_seed):
         cases = [c for c in cases_for(ex, seed) if not c.label]
         for c, (C, allowed) in zip(cases, expected_outputs(ex, cases)):
-            sA, sB = c.args[2], c.args[3]
+            sA, sB = c.args[1], c.args[2]
             if sA.shape[1] < 2 or max(sA.max() / sA.min(), sB.max() / sB.min()) < 2.0**6:
                 continue
             ratios.append(float(np.max(np.abs(wrong(*c.args) - C) / allowed)))
@@ -324,13 +351,18 @@ def test_blockwise_labelled_cases_say_what_they_claim():
     ref = get_exercise("ex07.blockwise_scaled_gemm").reference
     C, allowed = ref(*by_label["two K-blocks that cancel exactly: 0"])
     assert C[0, 0] == 0.0 and allowed[0, 0] > 0
-    qA, qB, sA, sB, bk, bn = by_label["K = 100 with blocks of 32: a short last K-block"]
-    assert qA.shape[1] % bk and sA.shape[1] == 4
-    qA, qB, sA, sB, bk, bn = by_label["K-block scales drawn from 24 binades"]
+    assert by_label["K = 100 with blocks of 32: four K-blocks"][0].shape[0] == 4
+    P, sA, sB, bn = by_label["one K-block; N = 7 in column blocks of 3"]
+    assert P.shape[0] == 1 and P.shape[2] == 7 and bn == 3 and sB.shape[1] == 3
+    P, sA, sB, bn = by_label["a square output: a row's scale is not a column's"]
+    assert P.shape[1] == P.shape[2] and bn == 1 and not np.allclose(sA, sB.T)
+    P, sA, sB, bn = by_label["K-block scales drawn from 24 binades"]
     assert sA.max() / sA.min() > 2.0**12 or sB.max() / sB.min() > 2.0**12
-    args = by_label["two K-blocks whose scales differ: not one scale at the end"]
-    C, _ = ref(*args)
-    assert not np.allclose(C, (args[0] @ args[1]) * args[2][:, :1] * args[3][0, 0])
+    P, sA, sB, bn = by_label["two K-blocks whose scales differ: not one scale at the end"]
+    C, _ = ref(P, sA, sB, bn)
+    assert not np.allclose(C, P.sum(axis=0) * sA[:, :1] * sB[0, 0])
+    assert not np.allclose(C, P.sum(axis=0) * sA.mean(axis=1, keepdims=True) * sB.mean())
+    assert C[0, 0] != C[1, 0]
 
 
 # ---- ex07.largest_promotion_interval

@@ -7,11 +7,13 @@
   with one case the engine leaves to its caller: an amax whose fp32 quotient ``amax / max``
   underflows to 0 gets -127 (``log2(0)`` is -inf, raised to the smallest exponent). Compared
   exactly (an integer).
-- ``blockwise_scaled_gemm``: scales that vary along K, each K-block's partial product scaled and
-  promoted into an fp32 accumulator. Any evaluation in fp32 or better is right (the FMA
-  ``acc += p * (sA * sB)`` of chapter 07, two multiplies in either order, a float64
-  accumulator): the reference gives the exact product (in float64) and the error that fp32
-  arithmetic may add, ``gamma_(nk + 3) * sum_b |sA sB P_b|`` (gamma_n = n u / (1 - n u),
+- ``blockwise_scaled_gemm``: the promotion of a GEMM whose scales vary along K. The student gets
+  what the tensor cores hand over, the codes' partial product of each K-block rounded to fp32
+  (``P``, ``(nk, M, N)``), with the scales, and applies the scales: the codes are gone, so
+  dequantizing the operands is not open to them. Any evaluation in fp32 or better is right (the
+  FMA ``acc += P_b * (sA * sB)`` of chapter 07, two multiplies in either order, a float64
+  accumulator): the reference gives ``sum_b sA sB P_b`` in float64 and the error that fp32
+  arithmetic may add, ``gamma_(nk + 2) * sum_b |sA sB P_b|`` (gamma_n = n u / (1 - n u),
   u = 2**-24, nk K-blocks), and the comparator accepts what lies within it. Scales applied in
   the wrong place miss by orders of magnitude more.
 - ``largest_promotion_interval``: the largest promotion interval (32, 64, ..., K) whose error,
@@ -45,7 +47,7 @@ from ..metrics import relative_error
 from ..recipes import PER_COLUMN, PER_ROW, RECIPES, Recipe
 from ..report_text import describe
 from ..rounding import round_to
-from ..scaled_gemm import blockwise_scaled_mm, fp8_tensor_core_mm
+from ..scaled_gemm import fp8_tensor_core_mm
 from ..scaling import block_amax, e8m0_exponents, nvfp4_scales, quantize, storage_bits
 
 #: The element formats of the MX exercise (the OCP MX v1.0 element types).
@@ -172,37 +174,46 @@ def _gamma(n: int, u: float) -> float:
 
 
 def blockwise_scaled_gemm_ref(
-    qA: np.ndarray, qB: np.ndarray, sA: np.ndarray, sB: np.ndarray, block_k: int, block_n: int
+    P: np.ndarray, sA: np.ndarray, sB: np.ndarray, block_n: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(C, allowed error), both (M, N) float64. C = sum over K-blocks b of sA[:, b] sB[b, :] P_b,
-    P_b the exact partial product of K-block b, in float64; the allowed error is what fp32
-    arithmetic may add, gamma_(nk + 3) * sum_b |sA sB P_b| with u = 2**-24 (per K-block: P_b to
-    fp32, two roundings to scale it, one to add it), plus float64's own error on C and on a
-    float64 GEMM of the dequantized operands (u = 2**-53), so that one passes too."""
-    qA, qB = np.asarray(qA, dtype=np.float64), np.asarray(qB, dtype=np.float64)
-    M, K = qA.shape
-    N = qB.shape[1]
+    """(C, allowed error), both (M, N) float64. C = sum over K-blocks b of sA[:, b] sB[b, :] P[b]
+    in float64; the allowed error is what fp32 arithmetic may add, gamma_(nk + 2) *
+    sum_b |sA sB P_b| with u = 2**-24 (per K-block: two roundings to scale the partial, one to
+    add it), plus float64's own error on C (u = 2**-53), so that a float64 evaluation passes
+    too."""
+    P = np.asarray(P, dtype=np.float64)
+    nk, M, N = P.shape
     sa = np.asarray(sA, dtype=np.float64)
     sb = np.repeat(np.asarray(sB, dtype=np.float64), block_n, axis=1)[:, :N]
-    nk = sa.shape[1]
-    C = np.zeros((M, N))
-    size = np.zeros((M, N))  # sum_b |sA sB P_b|
-    for b, k0 in enumerate(range(0, K, block_k)):
-        P = qA[:, k0 : k0 + block_k] @ qB[k0 : k0 + block_k]  # exact (e4m3 products, K < 2**17)
-        x = (sa[:, b : b + 1] * sb[b : b + 1, :]) * P  # the product of two fp32 scales is exact
-        C += x
-        size += np.abs(x)
-    A_dq = qA * np.repeat(sa, block_k, axis=1)[:, :K]
-    B_dq = qB * np.repeat(sb, block_k, axis=0)[:K]
-    f64 = _gamma(nk + 2, 2.0**-53) * size + _gamma(K + 2, 2.0**-53) * (np.abs(A_dq) @ np.abs(B_dq))
-    return C, _gamma(nk + 3, 2.0**-24) * size + f64
+    # the product of two fp32 scales is exact in float64; one rounding for the scaled partial
+    x = (sa.T[:, :, None] * sb[:, None, :]) * P
+    C = x.sum(axis=0)
+    size = np.abs(x).sum(axis=0)  # sum_b |sA sB P_b|
+    return C, (_gamma(nk + 2, 2.0**-24) + _gamma(nk + 2, 2.0**-53)) * size
 
 
-def blockwise_scaled_gemm_engine(qA, qB, sA, sB, block_k: int, block_n: int) -> np.ndarray:
-    """The same GEMM by :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` (fl32(fl32(p sA) sB)
-    added into an fp32 accumulator): one of the answers the check must accept."""
-    recipes = (Recipe("e4m3fn", (1, block_k)), Recipe("e4m3fn", (block_k, block_n)))
-    return blockwise_scaled_mm(qA, qB, sA, sB, recipes=recipes)
+def partial_products(qA: np.ndarray, qB: np.ndarray, block_k: int) -> np.ndarray:
+    """(nk, M, N): the codes' partial product over each K-block of ``block_k`` (the last one
+    shorter), exact in float64 (products of e4m3fn values are multiples of 2**-18 below 2**18,
+    exact sums for K < 2**17), then rounded to fp32: what the tensor cores hand over."""
+    K = qA.shape[1]
+    return np.stack(
+        [(qA[:, k0 : k0 + block_k] @ qB[k0 : k0 + block_k]).astype(np.float32) for k0 in range(0, K, block_k)]
+    ).astype(np.float64)
+
+
+def blockwise_scaled_gemm_engine(P, sA, sB, block_n: int) -> np.ndarray:
+    """The promotion of :func:`nbhelpers.scaled_gemm.blockwise_scaled_mm` (``fl32(fl32(P_b sA)
+    sB)`` added into an fp32 accumulator), on the partials: one of the answers the check must
+    accept."""
+    P = np.asarray(P, dtype=np.float32)
+    N = P.shape[2]
+    sa = np.asarray(sA, dtype=np.float32)
+    sb = np.repeat(np.asarray(sB, dtype=np.float32), block_n, axis=1)[:, :N]
+    acc = np.zeros(P.shape[1:], dtype=np.float32)
+    for b in range(P.shape[0]):
+        acc += (P[b] * sa[:, b : b + 1]) * sb[b : b + 1, :]
+    return acc.astype(np.float64)
 
 
 def _within_fp32_error(got, expected) -> str | None:
@@ -236,35 +247,27 @@ def _block_scales(rng: np.random.Generator, shape, spread: float) -> np.ndarray:
     return np.exp2(rng.uniform(-8 - spread, -8 + spread, size=shape)).astype(np.float32).astype(np.float64)
 
 
-def _gemm_case(rng, M, K, N, bk, bn, spread=6.0, a=None, b=None) -> Case:
+def _gemm_case(rng, M, K, N, bk, bn, spread=6.0) -> Case:
     nk, nn = -(-K // bk), -(-N // bn)
-    qA = _e4m3(rng, (M, K)) if a is None else a
-    qB = _e4m3(rng, (K, N)) if b is None else b
-    return Case((qA, qB, _block_scales(rng, (M, nk), spread), _block_scales(rng, (nk, nn), spread), bk, bn))
+    P = partial_products(_e4m3(rng, (M, K)), _e4m3(rng, (K, N)), bk)
+    return Case((P, _block_scales(rng, (M, nk), spread), _block_scales(rng, (nk, nn), spread), bn))
 
 
 def _gemm_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(707)  # the labelled cases are the same for every seed
-    ones_a, ones_b = np.ones((2, 8)), np.ones((8, 3))
     cases = [
         Case(
-            (ones_a, ones_b, np.array([[1.0, 2.0], [0.5, 4.0]]), np.array([[1.0], [0.25]]), 4, 3),
+            (np.full((2, 2, 3), 4.0), np.array([[1.0, 2.0], [0.5, 8.0]]), np.array([[1.0], [0.25]]), 3),
             label="two K-blocks whose scales differ: not one scale at the end",
         ),
         Case(_gemm_case(fixed, 3, 256, 4, 128, 128).args, label="DeepSeek-V3's shapes: 1x128 and 128x128 blocks"),
-        Case(_gemm_case(fixed, 2, 100, 5, 32, 2).args, label="K = 100 with blocks of 32: a short last K-block"),
-        Case(_gemm_case(fixed, 4, 20, 7, 64, 3).args, label="one K-block shorter than block_k; N = 7 in blocks of 3"),
+        Case(_gemm_case(fixed, 2, 100, 5, 32, 2).args, label="K = 100 with blocks of 32: four K-blocks"),
+        Case(_gemm_case(fixed, 4, 20, 7, 64, 3).args, label="one K-block; N = 7 in column blocks of 3"),
         Case(_gemm_case(fixed, 3, 96, 4, 32, 1).args, label="one scale per column of B (block_n = 1)"),
+        Case(_gemm_case(fixed, 4, 96, 4, 32, 1).args, label="a square output: a row's scale is not a column's"),
         Case(_gemm_case(fixed, 1, 64, 1, 16, 8, spread=12.0).args, label="K-block scales drawn from 24 binades"),
         Case(
-            (
-                np.array([[448.0, 448.0, -448.0, -448.0]]),
-                np.array([[448.0], [448.0], [448.0], [448.0]]),
-                np.array([[1.0, 1.0]]),
-                np.array([[1.0], [1.0]]),
-                2,
-                1,
-            ),
+            (np.array([[[2 * 448.0**2]], [[-2 * 448.0**2]]]), np.array([[1.0, 1.0]]), np.array([[1.0], [1.0]]), 1),
             label="two K-blocks that cancel exactly: 0",
         ),
     ]
@@ -492,7 +495,7 @@ EXERCISES = [
     Exercise("ex07.mx_shared_exponent", "The MX shared exponent, two rules", 4, mx_shared_exponent_ref, _mx_cases),
     Exercise(
         "ex07.blockwise_scaled_gemm",
-        "A block-scaled GEMM with promotion",
+        "Promoting a block-scaled GEMM",
         5,
         blockwise_scaled_gemm_ref,
         _gemm_cases,
