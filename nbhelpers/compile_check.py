@@ -12,7 +12,13 @@ compiler decides is there to read:
 * which **matrix instruction** the ``tl.dot`` became (``wgmma.mma_async`` on sm_90,
   ``mma.sync`` on sm_80, none: a loop of FMAs), with its operand types (``tf32`` or ``f32``
   inputs tell whether fp32 operands went to the tensor cores);
-* how many **asynchronous copies** (``cp.async``, TMA's ``cp.async.bulk``) feed the pipeline.
+* how many **asynchronous copies** (``cp.async``, TMA's ``cp.async.bulk``) feed the pipeline;
+* the **loops** of the machine code (SASS, disassembled by the ``nvdisasm`` that ships beside
+  ``ptxas``): each loop's instructions per trip, the shortest trip (every forward branch in the
+  body taken the cheaper way: a guarded block skipped) and its nesting depth
+  (:func:`sass_loops`). A warp issues one instruction per cycle at most, so instructions per trip
+  bound how fast a loop can go whatever the memory does (:mod:`nbhelpers.perf_model`'s
+  instruction issue).
 
 A :class:`Case` is one kernel with one launch: the argument types and integer values a launcher
 passes (Triton specialises a launch on them: an integer equal to 1 becomes a constant, one
@@ -38,6 +44,7 @@ import dataclasses
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -61,6 +68,7 @@ __all__ = [
     "launch_spec",
     "instruction_summary",
     "kernel_exists",
+    "sass_loops",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,6 +214,93 @@ def instruction_summary(ptx: str) -> dict:
     }
 
 
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_BRANCH = re.compile(r"\bBRA\b[^`]*`\((\.L_x_\d+)\)")
+
+
+def sass_loops(sass: str) -> list[dict]:
+    """The loops of a kernel's SASS (``nvdisasm -c`` output), outermost first: every backward
+    branch that its target reaches again closes one. For each, ``instructions`` (from its first
+    instruction to the branch, nested loops included), ``shortest`` (the fewest instructions one
+    trip executes: a predicated branch and ``BRA.DIV``, the check for a diverged warp, may be taken
+    or not, a nested loop's back edge is not taken, an unpredicated forward branch is) and
+    ``depth`` (0 for an outermost loop). Not loops: a branch to itself (the trap after ``EXIT``),
+    and the jump back from an out-of-line path (the diverged warp's shuffles, placed after the
+    kernel's ``EXIT``)."""
+    addr: list[int] = []
+    text: list[str] = []
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    for line in sass.splitlines():
+        m = _LABEL.match(line)
+        if m:
+            pending.append(m.group(1))
+            continue
+        m = _SASS_LINE.search(line)
+        if m:
+            for name in pending:
+                labels[name] = len(addr)
+            pending = []
+            addr.append(int(m.group(1), 16))
+            text.append(m.group(2))
+    target = {}
+    for i, t in enumerate(text):
+        m = _BRANCH.search(t)
+        if m and m.group(1) in labels:
+            target[i] = labels[m.group(1)]
+
+    def shortest(first: int, last: int) -> float:
+        """Fewest instructions from ``first`` to ``last`` over forward edges (a DAG)."""
+        cost = [math.inf] * (last - first + 1)
+        cost[0] = 1
+        for i in range(first, last):
+            c = cost[i - first]
+            if c == math.inf:
+                continue
+            j = target.get(i)
+            op = text[i].split()[0]
+            predicated = op.startswith("@") or op == "BRA.DIV"
+            if j is not None and i < j <= last:
+                cost[j - first] = min(cost[j - first], c + 1)
+            ends = op in ("EXIT", "RET", "BRA") or op.startswith("RET.")
+            if predicated or not ends:  # falls through (a backward branch's fall-through too)
+                cost[i + 1 - first] = min(cost[i + 1 - first], c + 1)
+        return cost[-1]
+
+    exits = [i for i, t in enumerate(text) if t.split()[0] in ("EXIT", "RET") or t.startswith("RET.")]
+    spans = []
+    for i, j in target.items():
+        # a loop's body never passes an unpredicated EXIT: past one lies out-of-line code
+        if j < i and not any(j <= e <= i for e in exits):
+            trip = shortest(j, i)
+            if trip < math.inf:
+                spans.append((j, i, int(trip)))
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    return [
+        {
+            "instructions": last - first + 1,
+            "shortest": trip,
+            "depth": sum(1 for f, la, _ in spans if f <= first and last <= la and (f, la) != (first, last)),
+        }
+        for first, last, trip in spans
+    ]
+
+
+def _sass(cubin: bytes, capability: int) -> str:
+    """The cubin disassembled by the ``nvdisasm`` beside Triton's ``ptxas``; "" without one."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    tool = Path(get_ptxas(capability).path).with_name("nvdisasm")
+    if not tool.exists():
+        return ""
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "k.cubin"
+        src.write_bytes(cubin)
+        r = subprocess.run([str(tool), "-c", str(src)], capture_output=True, text=True)
+    return r.stdout if r.returncode == 0 else ""
+
+
 def _ptxas_info(ptx: str, capability: int) -> dict:
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 
@@ -295,6 +390,9 @@ def compile_case(case: Case) -> dict:
         ptx = compiled.asm["ptx"]
         row.update(_ptxas_info(ptx, cap))
         row.update(instruction_summary(ptx))
+        sass = _sass(compiled.asm["cubin"], cap)
+        if sass:
+            row["loops"] = sass_loops(sass)
         row["shared"] = int(compiled.metadata.shared)
         row["shared_limit"] = SHARED_LIMIT[cap]
         row["status"] = "ok"

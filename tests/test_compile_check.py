@@ -332,3 +332,45 @@ def test_update_keeps_the_other_rows_and_refuses_another_compiler(tmp_path):
         _kept_rows(path, [case], dict(meta, triton="3.8.0"))
     with pytest.raises(SystemExit, match="needs a results file"):
         _kept_rows(tmp_path / "missing.json", [case], meta)
+
+
+# ------------------------------------------------------------------ the loops of the SASS
+
+_SASS = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_3:
+        /*0010*/                   LDS R2, [R3] ;
+        /*0020*/                   IADD3 R4, R2, 0x1, RZ ;
+        /*0030*/              @!P2 BRA `(.L_x_1) ;
+        /*0040*/                   IMAD R5, R4, R4, RZ ;
+.L_x_2:
+        /*0050*/                   SHFL.BFLY PT, R6, R5, 0x10, 0x1f ;
+        /*0060*/                   BRA.DIV UR4, `(.L_x_9) ;
+        /*0070*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0080*/               @P3 BRA `(.L_x_2) ;
+.L_x_1:
+        /*0090*/                   IADD3 R7, R7, 0x1, RZ ;
+        /*00a0*/               @P5 BRA `(.L_x_3) ;
+        /*00b0*/                   EXIT ;
+.L_x_9:
+        /*00c0*/                   WARPSYNC.COLLECTIVE R8, `(.L_x_10) ;
+.L_x_10:
+        /*00d0*/                   BRA `(.L_x_2) ;
+.L_x_11:
+        /*00e0*/                   BRA `(.L_x_11);
+"""
+
+
+def test_sass_loops_counts_each_loop_and_its_shortest_trip():
+    """An outer loop (0x10-0xa0, 10 instructions) whose guard at 0x30 skips an inner loop
+    (0x50-0x80): its shortest trip is 0x10, 0x20, 0x30, 0x90, 0xa0, five; the inner loop's trip
+    passes BRA.DIV (a check, not taken) and counts all four. The jump back from the out-of-line
+    path (0xd0 -> 0x50, past EXIT) is no loop, nor is the trap's branch to itself."""
+    from nbhelpers.compile_check import sass_loops
+
+    loops = sass_loops(_SASS)
+    assert loops == [
+        {"instructions": 10, "shortest": 5, "depth": 0},
+        {"instructions": 4, "shortest": 4, "depth": 1},
+    ]
+    assert sass_loops("") == []

@@ -24,6 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
+import nbhelpers.kernels.topk as T_K
 from nbhelpers import topk as T
 from nbhelpers.kernels.topk import (
     DEFAULT_BLOCK_V,
@@ -34,6 +35,7 @@ from nbhelpers.kernels.topk import (
     _absorb,
     _empty_list,
     _packed,
+    _signed_keys,
     in_flight_blocks,
     plan,
     predicted,
@@ -268,7 +270,8 @@ def test_plan():
     # whole row is in flight in the first latency
     p = plan(V, 50, "two_stage")
     assert p["CHUNK"] <= (STAGES - 1) * p["BLOCK_V"]
-    assert plan(V, 50, "two_stage", rows=256)["CHUNK"] == 4096
+    # at batch 256 the rows fill the GPU: one chunk a row (no merge, fewest insertions)
+    assert plan(V, 50, "two_stage", rows=256)["n_chunks"] == 1
     # a program keeps STAGES - 1 blocks in flight, no more than its chunk has, at least one
     assert [in_flight_blocks(c, 1024, 3) for c in (1, 1024, 2048, 8192)] == [1, 1, 2, 2]
     assert in_flight_blocks(8192, 1024, 1) == 1 and in_flight_blocks(8192, 1024, 5) == 4
@@ -333,27 +336,77 @@ def test_bad_input_is_refused_in_a_sentence(x, k, kw, error, match):
         topk(x, k, **kw)
 
 
-def test_the_model_predicts_each_plan_from_its_steps_and_bytes():
+def test_the_model_predicts_each_plan_from_its_steps_bytes_and_instructions():
     """kernels.topk.predicted: one prediction per launch topk makes. At batch 1 (bf16, k = 50) the
     row kernel's 126 dependent steps bind, two blocks in flight at a time (63 us at the assumed
-    1 us, plus the launch); radix select makes three passes of 63 blocks, also two at a time; the
-    default two-stage plan (two blocks per program, 63 lists of 64 merged in one step) is
-    predicted faster than chunks of 8,192 and several times faster than either."""
+    1 us, plus the launch), its instructions close behind; radix select makes three passes of 63
+    blocks, also two at a time, but its histograms' instructions bind; the default two-stage plan
+    (two blocks per program, 63 lists of 64 merged in one step) is bound by instructions, the
+    merge's 64 insertions the larger share, and predicted faster than chunks of 8,192 and about
+    twice as fast as the row kernel. One chunk covering the row is the row kernel: one launch."""
+    from nbhelpers.kernels.topk import INSTRUCTIONS, expected_insertions
     from nbhelpers.perf_model import H200
 
     V = 128_256
     (row,) = predicted(V, 50, "row")
     assert row.bound == "dependent steps" and row.seconds == pytest.approx(126 / 2 * H200.latency_s + H200.launch_s)
+    step, enter, insertion = INSTRUCTIONS["topk_chunk_kernel"][64]
+    inserted, entered = expected_insertions([1024] * 125 + [V - 125 * 1024], 64)
+    assert row.terms["instruction issue"] == pytest.approx(
+        (126 * step + entered * enter + inserted * insertion) / H200.clock_hz
+    )
+    assert 0.5 < row.terms["instruction issue"] / row.terms["dependent steps"] < 1
     (radix,) = predicted(V, 50, "radix")
     assert radix.terms["dependent steps"] == pytest.approx(3 * 63 / 2 * H200.latency_s)
+    hist, collect, _ = INSTRUCTIONS["radix_select_kernel"][64]
+    assert radix.bound == "instruction issue"
+    assert radix.terms["instruction issue"] == pytest.approx(63 * (2 * hist + collect) / H200.clock_hz)
     default = predicted(V, 50, "two_stage")
     big = predicted(V, 50, "two_stage", chunk=8192)
     assert len(default) == len(big) == 2
     assert default[1].terms["dependent steps"] == pytest.approx(H200.latency_s)  # 4,032 candidates / 4,096
+    assert {q.bound for q in default} == {"instruction issue"}
+    m_step, _, m_insertion = INSTRUCTIONS["topk_merge_kernel"][64]
+    assert default[1].terms["instruction issue"] == pytest.approx((m_step + 64 * m_insertion) / H200.clock_hz)
     total = lambda ps: sum(q.seconds for q in ps)  # noqa: E731
-    assert total(default) < total(big) < row.seconds / 4
+    assert total(default) < total(big) < row.seconds and total(default) < row.seconds / 2
     # more rows: more bytes, never less time
     assert total(predicted(V, 50, "two_stage", rows=256)) > total(default)
+    # a chunk as long as the row: the row kernel's one launch
+    assert predicted(V, 50, "two_stage", chunk=V) == predicted(V, 50, "row")
+
+
+def test_expected_insertions_match_a_count_of_absorbs_rule():
+    """expected_insertions against a count: blocks of a random permutation, each block's values
+    that beat the list's smallest taken largest first (what _absorb does), on 400 random rows per
+    shape; and a row sorted ascending, the worst case, inserts k values from every block."""
+    rng = np.random.default_rng(3)
+
+    def count(values, blocks, k):
+        best = np.full(k, -np.inf)
+        ins = enter = 0
+        pos = 0
+        for size in blocks:
+            block = np.sort(values[pos : pos + size])[::-1]
+            pos += size
+            took = False
+            for v in block:
+                if v > best.min():
+                    best[best.argmin()] = v
+                    ins += 1
+                    took = True
+                else:
+                    break
+            enter += took
+        return ins, enter
+
+    for blocks, k in (([64] * 40, 8), ([128] * 30 + [37], 64), ([4096, 4096, 1000], 64), ([1024] * 16, 64)):
+        n = sum(blocks)
+        got = np.mean([count(rng.permutation(n).astype(float), blocks, k) for _ in range(400)], axis=0)
+        want = T_K.expected_insertions(blocks, k)
+        assert got[0] == pytest.approx(want[0], rel=0.03), (blocks, k)
+        assert got[1] == pytest.approx(want[1], rel=0.03, abs=0.1), (blocks, k)
+    assert count(np.arange(3000.0), [100] * 30, 8) == (8 * 30, 30)
 
 
 def test_the_compile_table_shows_the_row_loops_pipelined_and_the_models_registers():
@@ -385,6 +438,49 @@ def test_the_compile_table_shows_the_row_loops_pipelined_and_the_models_register
         assert registers == max(r["registers"] for r in rows if r["kernel"] == kernel), kernel
 
 
+def test_the_models_instruction_counts_are_the_compile_tables():
+    """INSTRUCTIONS against the loops of the compiled kernels (compile_check.json, sm_90, the
+    default launches): the running top-k's loop over the row holds _absorb's loop (depth 1); a
+    step is the outer loop's shortest trip, entering the rest of the outer loop outside the inner
+    one, an insertion the inner loop; radix select's passes are loops of depth 0 (the histogram
+    passes, then the filtering pass). Each entry is the most over bf16 and fp32 and over row and
+    first stage, for its K_PAD."""
+    import json
+    from pathlib import Path
+
+    from nbhelpers.kernels.topk import INSTRUCTIONS
+
+    table = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "compile_check.json"
+    rows = [
+        r
+        for r in json.loads(table.read_text())["rows"]
+        if r["where"] == "nbhelpers.kernels.topk" and r["target"] == "sm_90" and r["default"]
+    ]
+    derived: dict = {}
+    for r in rows:
+        k_pad = int(r["config"].split("K_PAD=")[1].split(",")[0].rstrip(")")) if "K_PAD=" in r["config"] else None
+        loops = r["loops"]
+        if r["kernel"] == "radix_select_kernel":
+            *hist, collect = loops
+            counts = (max(h["instructions"] for h in hist), collect["instructions"], 0)
+            assert all(h["depth"] == 0 for h in loops)
+            for k_pad in INSTRUCTIONS["radix_select_kernel"]:
+                old = derived.get(("radix_select_kernel", k_pad), (0, 0, 0))
+                derived["radix_select_kernel", k_pad] = tuple(map(max, old, counts))
+            continue
+        outer, inner = loops
+        assert (outer["depth"], inner["depth"]) == (0, 1), r["label"]
+        enter = outer["instructions"] - inner["instructions"] - outer["shortest"]
+        if r["kernel"] == "topk_merge_kernel":  # every step enters: no guard
+            enter = 0
+        counts = (outer["shortest"], enter, inner["instructions"])
+        old = derived.get((r["kernel"], k_pad), (0, 0, 0))
+        derived[r["kernel"], k_pad] = tuple(map(max, old, counts))
+    assert {(kern, k) for kern, table_ in INSTRUCTIONS.items() for k in table_} == set(derived)
+    for (kernel, k_pad), counts in derived.items():
+        assert INSTRUCTIONS[kernel][k_pad] == counts, (kernel, k_pad)
+
+
 @triton.jit
 def _unguarded_row_kernel(
     bits_ptr,
@@ -407,7 +503,7 @@ def _unguarded_row_kernel(
         cols = off + tl.arange(0, BLOCK_V)
         valid = cols < V
         bits = tl.load(bits_ptr + row * V + cols, mask=valid, other=0)
-        best, kth = _absorb(best, kth, _packed(bits, cols, valid, KEY_BITS, EXP_MASK), K_PAD)
+        best, kth = _absorb(best, kth, _packed(_signed_keys(bits, KEY_BITS, EXP_MASK), cols, valid, KEY_BITS), K_PAD)
     tl.store(out_ptr + row * K_PAD + tl.arange(0, K_PAD), tl.sort(best, descending=True))
 
 

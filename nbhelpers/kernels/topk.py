@@ -6,11 +6,11 @@
 * ``"two_stage"``: ``n_chunks`` programs per row, each the same running top-k over its chunk of
   ``chunk`` columns, written to a scratch buffer; then :func:`topk_merge_kernel`, one program per
   row, merges the chunks' candidate lists, ``MERGE_BLOCK`` candidates (several lists) a step. One
-  read of the row plus the candidates. Without ``chunk``, :func:`default_chunk` sizes the chunks
-  for the batch by the performance model (:mod:`nbhelpers.perf_model`, Little's law among its
-  limits): small chunks, many programs, for a few rows; larger ones, fewer candidates and fewer
-  waves of programs, as the batch grows. The model leaves out the list work (insertions into each
-  program's list), which favours larger chunks.
+  read of the row plus the candidates (a chunk as long as the row is "row": no merge). Without
+  ``chunk``, :func:`default_chunk` sizes the chunks for the batch by the performance model
+  (:mod:`nbhelpers.perf_model`: Little's law and instruction issue among its limits): small
+  chunks, many programs, for a few rows; larger ones, fewer candidates, fewer insertions and fewer
+  waves of programs, as the batch grows.
 * ``"radix"``: :func:`radix_select_kernel`, one program per row: ``ceil(key_bits / 8)``
   histogram passes over the row's order-preserving keys find the k-th largest key (a digit of 8
   bits per pass, most significant first), then a filtering pass writes the top-k set in index
@@ -18,7 +18,11 @@
 
 The loops over a row (the running top-k's and radix select's) are software-pipelined by Triton
 (``tl.range(..., num_stages=STAGES)``): the loads of the next ``STAGES - 1`` blocks are in flight
-(``cp.async`` into shared memory) while one block is merged or counted.
+(``cp.async`` into shared memory) while one block is merged or counted. The running top-k filters
+each block in 32 bits (:func:`_signed_keys`; the block's largest key against the list's smallest)
+and builds 64-bit packed keys only for a block that beats the list: the compile table counts each
+loop's instructions (:data:`INSTRUCTIONS`), which on a GPU bound these kernels more than their
+bytes do (:func:`predicted`).
 
 Every kernel works on the values' **bits** (the launcher passes an int16 or int32 view of the
 tensor; no copy), so bf16 and fp16 behave the same in Triton's interpreter, which holds bf16 as
@@ -55,6 +59,9 @@ __all__ = [
     "predicted",
     "RADIX_DIGIT_BITS",
     "REGISTERS",
+    "INSTRUCTIONS",
+    "expected_insertions",
+    "instruction_counts",
     "STAGES",
     "topk_chunk_kernel",
     "topk_merge_kernel",
@@ -79,34 +86,54 @@ STAGES = 3
 #: registers per thread the model (:func:`predicted`) assumes for each kernel: the most any default
 #: launch of it takes in the compile table (sm_90, benchmarks/results/compile_check.json; the
 #: tests check these against it)
-REGISTERS = {"topk_chunk_kernel": 72, "topk_merge_kernel": 135, "radix_select_kernel": 200}
+REGISTERS = {"topk_chunk_kernel": 72, "topk_merge_kernel": 135, "radix_select_kernel": 225}
+#: instructions each warp executes, from the loops of the compiled kernels (sm_90, the compile
+#: table's ``loops``: :func:`nbhelpers.compile_check.sass_loops`), the most over bf16 and fp32
+#: logits and over "row" and the first stage, by K_PAD (8, 64, 1,024: k = 8, 50, 1,024; another
+#: K_PAD takes the next one up). For the running top-k and the merge: (a step: the shortest trip
+#: through the loop over the row, the block filtered and skipped; entering: what a block that
+#: beats the list adds before its first insertion (the merge's steps always enter: 0); one
+#: insertion: a turn of ``_absorb``'s loop). For radix select: (a step of a histogram pass, a
+#: step of the filtering pass, 0)
+INSTRUCTIONS = {
+    "topk_chunk_kernel": {8: (159, 141, 138), 64: (170, 146, 164), 1024: (170, 147, 221)},
+    "topk_merge_kernel": {8: (487, 0, 330), 64: (525, 0, 352), 1024: (431, 0, 413)},
+    "radix_select_kernel": {8: (1273, 2379, 0), 64: (1273, 2379, 0), 1024: (1273, 2379, 0)},
+}
 
 _FORMAT_OF = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _BITS_VIEW = {16: torch.int16, 32: torch.int32}
 
 
 @triton.jit
-def _keys(bits, KEY_BITS: tl.constexpr, EXP_MASK: tl.constexpr):
-    """Unsigned top-k keys (int64) of raw codes: flip every bit of a negative code, the sign bit of
-    a non-negative one; every NaN -> 2**KEY_BITS - 1, -0 -> +0's key."""
-    ALL_ONES: tl.constexpr = (1 << KEY_BITS) - 1
-    SIGN: tl.constexpr = 1 << (KEY_BITS - 1)
-    code = bits.to(tl.int64) & ALL_ONES  # a 16-bit code arrives sign-extended
-    mag = code & (ALL_ONES ^ SIGN)
-    key = tl.where((code & SIGN) != 0, code ^ ALL_ONES, code ^ SIGN)
-    key = tl.where(mag > EXP_MASK, ALL_ONES, key)  # NaN: above the exponent of infinity
-    return tl.where(mag == 0, SIGN, key)
+def _signed_keys(bits, KEY_BITS: tl.constexpr, EXP_MASK: tl.constexpr):
+    """Top-k keys of raw codes as int32, less 2**(KEY_BITS - 1) (so that they order as signed
+    integers): a non-negative code is its own key, a negative one has its magnitude bits flipped;
+    every NaN -> 2**(KEY_BITS - 1) - 1, -0 -> +0's key, 0. Four 32-bit operations a value."""
+    LOW: tl.constexpr = (1 << (KEY_BITS - 1)) - 1  # every bit but the sign
+    code = bits.to(tl.int32)  # a 16-bit code arrives sign-extended
+    mag = code & LOW
+    key = tl.where(code < 0, code ^ LOW, code)
+    key = tl.where(mag > EXP_MASK, LOW, key)  # NaN: above the exponent of infinity
+    return tl.where(mag == 0, 0, key)
 
 
 @triton.jit
-def _packed(bits, cols, valid, KEY_BITS: tl.constexpr, EXP_MASK: tl.constexpr):
-    """64-bit keys that order (value, lower index first); masked lanes get the smallest value,
-    (0 - SIGN) * 2**32, which no real element has (key 0 is a negative NaN's raw key, and NaN
-    keys are moved to the top)."""
+def _keys(bits, KEY_BITS: tl.constexpr, EXP_MASK: tl.constexpr):
+    """Unsigned top-k keys (int64) of raw codes: flip every bit of a negative code, the sign bit of
+    a non-negative one; every NaN -> 2**KEY_BITS - 1, -0 -> +0's key."""
     SIGN: tl.constexpr = 1 << (KEY_BITS - 1)
-    key = _keys(bits, KEY_BITS, EXP_MASK)
+    return _signed_keys(bits, KEY_BITS, EXP_MASK).to(tl.int64) + SIGN
+
+
+@triton.jit
+def _packed(skey, cols, valid, KEY_BITS: tl.constexpr):
+    """64-bit keys that order (value, lower index first) from :func:`_signed_keys`; masked lanes
+    get the smallest value, -2**(KEY_BITS - 1) * 2**32, which no real element has (key 0 is a
+    negative NaN's raw key, and NaN keys are moved to the top)."""
+    SIGN: tl.constexpr = 1 << (KEY_BITS - 1)
     low = 0xFFFFFFFF - cols.to(tl.int64)
-    packed = ((key - SIGN) << 32) | low
+    packed = (skey.to(tl.int64) << 32) | low
     empty = (tl.zeros_like(packed) - SIGN) << 32
     return tl.where(valid, packed, empty)
 
@@ -164,6 +191,7 @@ def topk_chunk_kernel(
     FINAL: tl.constexpr,  # one chunk per row: write the top k itself
     STAGES: tl.constexpr = 1,  # blocks whose loads are in flight ahead of the one merged: STAGES - 1
 ):
+    NO_KEY: tl.constexpr = -(1 << (KEY_BITS - 1))  # below every real key: a lane past the end
     row = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1)
     start = c * CHUNK
@@ -177,9 +205,11 @@ def topk_chunk_kernel(
         cols = off + tl.arange(0, BLOCK_V)
         valid = cols < stop  # the chunk's end and the row's (V need not be a multiple of anything)
         bits = tl.load(bits_ptr + row * stride_row + cols, mask=valid, other=0)
-        packed = _packed(bits, cols, valid, KEY_BITS, EXP_MASK)
-        if tl.max(packed) > kth:  # a block that beats nothing in the list skips the loop
-            best, kth = _absorb(best, kth, packed, K_PAD)
+        skey = tl.where(valid, _signed_keys(bits, KEY_BITS, EXP_MASK), NO_KEY)
+        # the filter, in 32 bits: the block's largest key against the list's smallest. An equal
+        # key never beats it: it comes later in the row, and ties go to the lower index
+        if tl.max(skey) > (kth >> 32).to(tl.int32):  # a block that beats nothing skips the loop
+            best, kth = _absorb(best, kth, _packed(skey, cols, valid, KEY_BITS), K_PAD)
     if FINAL:
         _store_final(best, row, bits_ptr, vals_ptr, idx_ptr, stride_row, k, K_PAD)
     else:
@@ -281,6 +311,39 @@ def in_flight_blocks(chunk: int, block_v: int, stages: int) -> int:
     return max(min(stages - 1, triton.cdiv(chunk, block_v)), 1)
 
 
+def instruction_counts(kernel: str, k_pad: int) -> tuple[int, int, int]:
+    """:data:`INSTRUCTIONS` of ``kernel`` for a list of ``k_pad``: the compiled K_PAD at or above it
+    (the largest for a longer list)."""
+    table = INSTRUCTIONS[kernel]
+    return table[min((p for p in table if p >= k_pad), default=max(table))]
+
+
+def expected_insertions(blocks: list[int], k_pad: int) -> tuple[float, float]:
+    """(insertions, blocks that enter ``_absorb``) a running top-k of ``k_pad`` makes, on average
+    over the orders of its values, reading blocks of the sizes ``blocks`` one after another (values
+    in no particular order: distinct, every order as likely). ``_absorb`` takes a block's values
+    that beat the list largest first, each replacing the list's smallest, so a value is inserted
+    exactly when it is among the k_pad largest of its block and every block before it: a block of
+    ``size`` after ``n`` values inserts ``k * size / (n + size)`` on average, ``k = min(k_pad, n +
+    size)`` (its share of the top k so far), and enters when it holds one of them, with
+    probability ``1 - C(n, k) / C(n + size, k)``. A row sorted ascending is the worst case: every
+    block inserts ``min(k_pad, size)``."""
+    ins = enter = 0.0
+    seen = 0
+    for size in blocks:
+        k = min(k_pad, seen + size)
+        ins += k * size / (seen + size)
+        # the probability that none of the top k of the first seen + size values is in this block
+        if seen >= k:
+            lg = math.lgamma
+            none = math.exp(lg(seen + 1) - lg(seen - k + 1) - lg(seen + size + 1) + lg(seen + size - k + 1))
+        else:
+            none = 0.0
+        enter += 1.0 - none
+        seen += size
+    return ins, enter
+
+
 def default_chunk(
     V: int, k: int, rows: int = 1, value_bytes: int = 2, block_v: int | None = None, gpu: GPU = H200
 ) -> int:
@@ -368,34 +431,69 @@ def predicted(
     block_v: int | None = None,
 ) -> list[Prediction]:
     """What :mod:`nbhelpers.perf_model` predicts for each launch :func:`topk` makes with this plan
-    (one for "row" and "radix", two for "two_stage": the chunks, then the merge). Every step of a
+    (one for "row" and "radix", two for "two_stage": the chunks, then the merge; one when a
+    chunk covers the row, which :func:`topk` launches as "row"). Every step of a
     program loads one block (``BLOCK_V`` values; the merge ``MERGE_BLOCK`` candidates of 8 bytes);
     the running top-k and radix select keep ``STAGES - 1`` blocks in flight
     (:func:`in_flight_blocks`), the merge waits for each of its one or two steps. A program of 4
     warps with ``registers`` per thread (default :data:`REGISTERS`, the compile table's) sets how
     many an SM holds. Bytes: the logits read (radix select: once per pass), the candidate lists
-    written and read; the k outputs are left out (a few hundred bytes)."""
+    written and read; the k outputs are left out (a few hundred bytes). Instructions per warp
+    (:data:`INSTRUCTIONS`): the steps, and for the running top-k and the merge the blocks that
+    enter ``_absorb`` and the insertions, as many as :func:`expected_insertions` expects of
+    values in no particular order (a chunk's first block fills its list; the merge's lists arrive
+    ``MERGE_BLOCK / K_PAD`` at a time)."""
     p = plan(V, k, method, block_v, chunk, rows=rows, value_bytes=value_bytes)
 
     def per_sm(kernel: str) -> int:
         return occupancy(REGISTERS[kernel] if registers is None else registers, 4, 0).blocks
 
     if method == "radix":
-        passes = -(-8 * value_bytes // p["DIGIT_BITS"]) + 1  # the digits, then the collecting pass
+        digit_passes = -(-8 * value_bytes // p["DIGIT_BITS"])
         blocks = -(-V // p["BLOCK_V"])
         stages = in_flight_blocks(V, p["BLOCK_V"], p["STAGES"])
-        launch = Launch(rows, per_sm("radix_select_kernel"), p["BLOCK_V"] * value_bytes, passes * blocks, stages)
-        return [predict(gpu, launch, passes * rows * V * value_bytes)]
+        hist, collect, _ = instruction_counts("radix_select_kernel", p["K_PAD"])
+        launch = Launch(
+            rows,
+            per_sm("radix_select_kernel"),
+            p["BLOCK_V"] * value_bytes,
+            (digit_passes + 1) * blocks,
+            stages,
+            instructions=blocks * (digit_passes * hist + collect),
+        )
+        return [predict(gpu, launch, (digit_passes + 1) * rows * V * value_bytes)]
     span = min(p["CHUNK"], V)
     steps = -(-span // p["BLOCK_V"])
     logits = rows * V * value_bytes
     stages = in_flight_blocks(span, p["BLOCK_V"], p["STAGES"])
-    first = Launch(rows * p["n_chunks"], per_sm("topk_chunk_kernel"), p["BLOCK_V"] * value_bytes, steps, stages)
-    if method == "row":
+    step, enter, insertion = instruction_counts("topk_chunk_kernel", p["K_PAD"])
+    inserted, entered = expected_insertions(
+        [p["BLOCK_V"]] * (steps - 1) + [span - (steps - 1) * p["BLOCK_V"]], p["K_PAD"]
+    )
+    first = Launch(
+        rows * p["n_chunks"],
+        per_sm("topk_chunk_kernel"),
+        p["BLOCK_V"] * value_bytes,
+        steps,
+        stages,
+        instructions=steps * step + entered * enter + inserted * insertion,
+    )
+    if method == "row" or p["n_chunks"] == 1:  # a chunk as long as the row: no merge (see topk)
         return [predict(gpu, first, logits)]
     lists = rows * p["n_chunks"] * p["K_PAD"] * 8
-    merge_steps = -(-p["n_chunks"] * p["K_PAD"] // p["MERGE_BLOCK"])
-    merge = Launch(rows, per_sm("topk_merge_kernel"), p["MERGE_BLOCK"] * 8, merge_steps)
+    per_step = p["MERGE_BLOCK"] // p["K_PAD"]  # lists a merge step reads
+    merge_steps = -(-p["n_chunks"] // per_step)
+    sizes = [per_step] * (merge_steps - 1) + [p["n_chunks"] - (merge_steps - 1) * per_step]
+    m_step, _, m_insertion = instruction_counts("topk_merge_kernel", p["K_PAD"])
+    # a step of m lists after n holds m / (n + m) of the best K_PAD so far
+    merged, _ = expected_insertions([m * p["K_PAD"] for m in sizes], p["K_PAD"])
+    merge = Launch(
+        rows,
+        per_sm("topk_merge_kernel"),
+        p["MERGE_BLOCK"] * 8,
+        merge_steps,
+        instructions=merge_steps * m_step + merged * m_insertion,
+    )
     return [predict(gpu, first, logits + lists), predict(gpu, merge, lists)]
 
 
@@ -432,7 +530,7 @@ def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = Non
                 KEY_BITS=f.bits, EXP_MASK=f.exp_mask, DIGIT_BITS=p["DIGIT_BITS"], BLOCK_V=p["BLOCK_V"],
                 STAGES=p["STAGES"],
             )  # fmt: skip
-        elif method == "row":
+        elif method == "row" or p["n_chunks"] == 1:  # one chunk: the row's own list is the answer
             topk_chunk_kernel[(rows, 1)](
                 bits, idx, vals, idx, V, k, bits.stride(0), V, 1,
                 KEY_BITS=f.bits, EXP_MASK=f.exp_mask, K_PAD=p["K_PAD"], BLOCK_V=p["BLOCK_V"], FINAL=True,
