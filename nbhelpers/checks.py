@@ -237,14 +237,18 @@ def expected_outputs(exercise: Exercise | str, cases: list[Case]) -> list:
     return expected
 
 
-def score(exercise: Exercise | str, cases: list[Case], expected: list, got: list) -> CheckResult:
+def score(
+    exercise: Exercise | str, cases: list[Case], expected: list, got: list, *, together: bool = True
+) -> CheckResult:
     """Compare what a function gave with the expected results and award the points.
 
     ``got[i]`` is what the function returned for ``cases[i]``, or a :class:`Raised` when it
     raised. ``got`` may be shorter than ``cases``: the cases without an entry were not run and
     count as failed. A :class:`Raised` with ``not_implemented`` on the first case makes the
     result "TODO". This is the one place where results are judged, for :func:`run_check` in a
-    notebook and for an instructor's grader that ran the function elsewhere.
+    notebook and for an instructor's grader that ran the function elsewhere. When every case
+    passes, the exercise's ``compare_all`` (if any) judges the answers together; ``together=False``
+    skips it (a caller that scores one case of many).
     """
     ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
     if len(expected) != len(cases) or len(got) > len(cases):
@@ -284,6 +288,16 @@ def score(exercise: Exercise | str, cases: list[Case], expected: list, got: list
                 mismatches.append(_with_label(text, case))
     if first_error is None and n_failed and len(got) < len(cases):
         first_error = f"{len(cases) - len(got)} of {len(cases)} cases were not run"
+    if together and n_failed == 0 and first_error is None and ex.compare_all is not None:
+        try:
+            reason = ex.compare_all(list(expected), list(got))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:
+            reason = f"could not compare the answers together: {describe_exception(e)}"
+        if reason is not None:
+            text = f"every case alone passed; {ex.name}(...) across the cases: {truncate(str(reason))}"
+            return result(1, [text], None)
     return result(n_failed, mismatches, first_error)
 
 
@@ -335,7 +349,10 @@ def run_check(
             if (i == 0 and isinstance(e, NotImplementedError)) or stop_at_first_failure:
                 break  # not written yet: one call is enough
             continue
-        if stop_at_first_failure and score(ex, cases[i : i + 1], expected[i : i + 1], got[-1:]).points == 0:
+        if (
+            stop_at_first_failure
+            and score(ex, cases[i : i + 1], expected[i : i + 1], got[-1:], together=False).points == 0
+        ):
             break
     return score(ex, cases, expected, got)
 

@@ -210,6 +210,21 @@ def compare(got: Any, expected: Any) -> str | None:
                 where = f"element {i} ({names[i]})" if names else f"element {i}"
                 return f"{where}: {reason}"
         return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return f"returned {describe(got)}, expected a dict with keys {', '.join(sorted(map(repr, expected)))}"
+        if set(got) != set(expected):
+            missing = sorted(map(repr, set(expected) - set(got)))
+            extra = sorted(map(repr, set(got) - set(expected)))
+            parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
+                [f"unexpected {', '.join(extra)}"] if extra else []
+            )
+            return f"returned a dict whose keys are wrong: {'; '.join(parts)}"
+        for key, e in expected.items():
+            reason = compare(got[key], e)
+            if reason is not None:
+                return f"key {key!r}: {reason}"
+        return None
     if isinstance(expected, np.ndarray) and expected.ndim > 0:
         return _compare_arrays(got, expected)
     if _is_number(expected):
@@ -239,7 +254,8 @@ def same_value(got: Any, expected: Any) -> str | None:
 
     Numbers compare by value (3 == 3.0, numpy and ml_dtypes scalars are fine), NaN equals NaN,
     +0.0 and -0.0 differ. Arrays must have the same shape and the same values by the same
-    rules (the dtype may differ). Tuples and lists compare element by element. A value of the
+    rules (the dtype may differ). Tuples and lists compare element by element, dicts key by key
+    (the same keys, each value by these rules). A value of the
     wrong kind (a string, None, a list of the wrong length) gives a reason such as
     "returned str 'abc', expected a number".
     """

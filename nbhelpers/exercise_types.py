@@ -79,6 +79,9 @@ class Exercise:
     id: "exNN.function_name", e.g. "ex01.decode_bits".
     cases: rng -> list of :class:`Case`, fixed edge cases first, then random ones from rng.
     compare: (got, expected) -> None if equal, else a short reason.
+    compare_all: (expected, got), both lists over every case, -> None or a short reason: a
+    property of the answers together that no one case shows (a random answer that ignores its
+    generator, or is not random at all); asked only when every case passed ``compare``.
     """
 
     id: str
@@ -87,6 +90,7 @@ class Exercise:
     reference: Callable
     cases: Callable[[np.random.Generator], list[Case]]
     compare: Callable[[Any, Any], str | None] = same_value
+    compare_all: Callable[[list, list], str | None] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not EXERCISE_ID_RE.match(self.id):
@@ -97,6 +101,8 @@ class Exercise:
         for name in ("reference", "cases", "compare"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{self.id}: {name} must be callable")
+        if self.compare_all is not None and not callable(self.compare_all):
+            raise TypeError(f"{self.id}: compare_all must be callable or None")
 
     @property
     def chapter(self) -> int:

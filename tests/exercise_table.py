@@ -144,6 +144,36 @@ CHAPTERS = [
                 ("round_stochastic", "(lower + (u < frac))", "lower"),
                 # no subnormal clamp: the spacing keeps shrinking below the smallest normal
                 ("round_stochastic", "np.maximum(np.frexp(a)[1] - 1, emin)", "np.frexp(a)[1] - 1"),
+                # uniform numbers of 7, 8 or 10 random bits: too coarse for the million-element cases
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 128) / 128"),
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 256) / 256"),
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 1024) / 1024"),
+                # ... or compared the other way: away from zero when u >= 1 - frac
+                (
+                    "round_stochastic",
+                    "r = (lower + (u < frac)) * q",
+                    "r = (lower + (np.floor(u * 1024) / 1024 >= 1 - frac)) * q",
+                ),
+                # rng ignored: a generator of its own, the same numbers every call
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.random.default_rng(0).random(x.shape)"),
+                # rng ignored: numpy's global generator
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.random.random(x.shape)"),
+                # no randomness: evenly spread numbers, shuffled (every count exact)
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "u = rng.permutation((np.arange(x.size) + 0.5) / x.size).reshape(x.shape)",
+                ),
+                # ... or not even shuffled
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "u = ((np.arange(x.size) + 0.5) / x.size).reshape(x.shape)",
+                ),
+                # one number per row of a 2-D x (shape (len(x),) broadcast along the rows)
+                ("round_stochastic", "u = rng.random(x.shape)", "u = rng.random(x.shape[-1])"),
+                # the result flattened
+                ("round_stochastic", "return np.copysign(r, x)", "return np.copysign(r, x).ravel()"),
             ]
         ),
     ),
@@ -497,6 +527,18 @@ CHAPTERS = [
         tuple(
             [
                 # ---- scale_window
+                # the allowed count as int(max_underflow * n): 1 / 49 * 49 is 0.999...
+                (
+                    "scale_window",
+                    "    k = 0\n    while k < n and (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = min(int(max_underflow * n), n - 1)\n",
+                ),
+                # ... or rescued by an epsilon, which takes one too many just below c / n
+                (
+                    "scale_window",
+                    "    k = 0\n    while k < n and (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = min(math.floor(max_underflow * n + 1e-9), n - 1)\n",
+                ),
                 # overflow taken to start above the largest finite value (65504 in fp16), not at the midpoint 65520
                 ("scale_window", "limit = top + 2.0 ** (bias - man_bits) / 2", "limit = math.nextafter(top, math.inf)"),
                 # the tie at the midpoint thought to round down to the largest finite value
@@ -528,6 +570,13 @@ CHAPTERS = [
                     "a = np.asarray(x, dtype=np.float64).ravel()",
                 ),
                 # ---- window_gradients
+                # the allowed count as int(max_underflow * n): 1 / 49 * 49 is 0.999... (one too many at
+                # the bottom is no mistake here: the window still starts at lo)
+                (
+                    "window_gradients",
+                    "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = int(max_underflow * n)\n",
+                ),
                 # values that underflow below the smallest subnormal: they survive at lo / 2 too
                 ("window_gradients", "x = np.full(n, 2.0**-24 / lo)", "x = np.full(n, 1.5 * 2.0**-24 / lo)"),
                 # half the smallest subnormal thought to survive: those values underflow at lo already

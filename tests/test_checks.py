@@ -613,3 +613,36 @@ def test_close_to_accepts_reordered_results_and_rejects_wrong_ones():
     for bad in [0.0, 1.0, -1e-12, 1, "1e-12", None]:
         with pytest.raises(ValueError, match="rtol must be a float between 0 and 1"):
             close_to(bad)
+
+
+def test_compare_all_judges_the_answers_together_only_when_every_case_passed():
+    """An exercise's compare_all sees every expected result and answer once each case passed; its
+    reason fails the check with a line naming the function; one that raises fails it too, never
+    the check itself; together=False (one case scored alone) skips it."""
+    from nbhelpers.exercise_types import Case, Exercise
+
+    seen = []
+
+    def together(expected, got):
+        seen.append((list(expected), list(got)))
+        return None if len(set(got)) > 1 else "every answer is the same"
+
+    ex = Exercise(
+        "ex99.double", "Double", 1, lambda v: 2 * v, lambda rng: [Case((1,)), Case((2,))], compare_all=together
+    )
+    cases = ex.cases(None)
+    assert checks.score(ex, cases, [2, 4], [2, 4]).passed and seen[-1] == ([2, 4], [2, 4])
+    bad = checks.score(ex, cases, [2, 2], [2, 2])
+    assert not bad.passed and bad.points == 0 and "double(...) across the cases: every answer is the same" in str(bad)
+    assert checks.score(ex, cases[:1], [2], [2], together=False).passed
+    n = len(seen)
+    assert not checks.score(ex, cases, [2, 4], [2, 5]).passed and len(seen) == n  # a case failed: not asked
+
+    def hostile(expected, got):
+        raise RuntimeError("boom")
+
+    ex2 = Exercise("ex99.double", "Double", 1, lambda v: 2 * v, lambda rng: [Case((1,))], compare_all=hostile)
+    res = checks.score(ex2, ex2.cases(None), [2], [2])
+    assert not res.passed and "could not compare the answers together" in str(res)
+    with pytest.raises(TypeError, match="compare_all must be callable"):
+        Exercise("ex99.double", "Double", 1, lambda v: v, lambda rng: [], compare_all=3)

@@ -31,18 +31,20 @@ def binomial_outside(n: int, p: float, lo: float, hi: float) -> float:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_right_answer_fails_a_check_rarely_by_exact_binomial_tails(seed):
     """The acceptance band |k - n p| <= Z sqrt(n p (1 - p)) with the exact binomial law of k
-    (not its normal approximation): at most 1e-8 per case, 1e-6 per check."""
+    (not its normal approximation): at most 1e-8 per case, 1e-6 per check (the test across the
+    cases adds SR_ALL_TAIL)."""
     total = 0.0
     n_either = 0
     for case in cases_for("ex01.round_stochastic", seed):
         t = round_stochastic_ref(*case.args)
-        p = float(t.p[0])
+        p = float(t.p.flat[0])
         assert np.all(t.p == p)  # one value repeated
         if p == 0.0:
             continue
         n_either += 1
-        band = SR_Z * np.sqrt(SR_N * p * (1 - p))
-        tail = binomial_outside(SR_N, p, SR_N * p - band, SR_N * p + band)
+        n = t.x.size  # SR_N, or a million for the finest fractions
+        band = SR_Z * np.sqrt(n * p * (1 - p))
+        tail = binomial_outside(n, p, n * p - band, n * p + band)
         assert tail <= 1e-8, (case.label, p, tail)
         total += tail
     assert total <= 1e-6
@@ -69,9 +71,9 @@ def test_neighbours_and_probability_against_an_enumeration_of_the_format(seed):
         x, e, m, _ = case.args
         t = round_stochastic_ref(*case.args)
         if (e, m) == (8, 23):  # fp32: too many values to enumerate; numpy's float32 steps instead
-            a, lo, hi = abs(float(x[0])), abs(float(t.lower[0])), abs(float(t.upper[0]))
+            a, lo, hi = abs(float(x.flat[0])), abs(float(t.lower.flat[0])), abs(float(t.upper.flat[0]))
             assert float(np.float32(lo)) == lo and float(np.float32(hi)) == hi
-            if t.p[0] == 0:
+            if t.p.flat[0] == 0:
                 assert lo == hi == a
             else:
                 assert lo < a < hi == float(np.nextafter(np.float32(lo), np.float32(np.inf)))
@@ -79,15 +81,15 @@ def test_neighbours_and_probability_against_an_enumeration_of_the_format(seed):
         if 1 + e + m > 16:  # all_codes enumerates formats of at most 16 bits
             continue
         v = finite_values(FloatFormat.custom(e, m), nonnegative=True)
-        a = abs(float(x[0]))
-        lo, hi = abs(float(t.lower[0])), abs(float(t.upper[0]))
+        a = abs(float(x.flat[0]))
+        lo, hi = abs(float(t.lower.flat[0])), abs(float(t.upper.flat[0]))
         if a in v:
             assert lo == hi == a
-            assert t.p[0] == 0
+            assert t.p.flat[0] == 0
             continue
         i = int(np.searchsorted(v, a))  # v[i - 1] < a < v[i]
         assert (lo, hi) == (v[i - 1], v[i]), case.label
-        assert Fraction(float(t.p[0])) == (Fraction(a) - Fraction(lo)) / (Fraction(hi) - Fraction(lo))
+        assert Fraction(float(t.p.flat[0])) == (Fraction(a) - Fraction(lo)) / (Fraction(hi) - Fraction(lo))
         assert np.all(np.signbit(t.upper) == np.signbit(x))
 
 
@@ -131,11 +133,11 @@ def test_random_cases_reach_every_hard_region(seed):
         x, e, m, _ = c.args
         t = round_stochastic_ref(*c.args)
         f = FloatFormat.custom(e, m)
-        p = float(t.p[0])
+        p = float(t.p.flat[0])
         seen.add("in the format" if p == 0 else "tie" if p == 0.5 else "eighth" if p in (0.125, 0.875) else "other")
-        if p > 0 and abs(x[0]) < f.smallest_normal:
+        if p > 0 and abs(x.flat[0]) < f.smallest_normal:
             seen.add("subnormal")
-        if x[0] < 0:
+        if x.flat[0] < 0:
             seen.add("negative")
     assert {"in the format", "tie", "subnormal", "negative"} <= seen, seen
 
@@ -261,3 +263,52 @@ def test_absorbing_cases_give_a_positive_value_of_the_format_and_the_solution_pa
     for seed in rng.integers(10**11, 10**12, size=40):
         result = run_check("ex01.smallest_absorbing", fn, seed=int(seed))
         assert result.passed, str(result)
+
+
+def test_the_chi_square_tail_against_closed_forms_and_a_simulation():
+    """_chi2_cdf: 1 - exp(-x/2) for two degrees of freedom, erf for one, and a simulation of 40."""
+    import math
+
+    from nbhelpers.answer_keys.ch01 import _chi2_cdf
+
+    for x in (0.01, 1.0, 3.0, 9.0):
+        assert _chi2_cdf(x, 2) == pytest.approx(1 - math.exp(-x / 2), rel=1e-12)
+        assert _chi2_cdf(x, 1) == pytest.approx(math.erf(math.sqrt(x / 2)), rel=1e-12)
+    draws = np.random.default_rng(0).chisquare(40, 400_000)
+    for x in (25.0, 40.0, 55.0):
+        assert _chi2_cdf(x, 40) == pytest.approx(np.mean(draws <= x), abs=3e-3)
+    assert _chi2_cdf(0.0, 5) == 0.0 and _chi2_cdf(1.0, 48) < 1e-30
+
+
+def test_across_the_cases_an_answer_must_use_its_generator_and_be_random():
+    """stochastic_compare_all, on the real cases: the solution passes with many seeds; answers
+    that pass every case alone fail it together: one that draws from a generator of its own
+    (seeded the same every call, or from numpy's global state), and one with no randomness at all
+    (evenly spread numbers, shuffled)."""
+    from nbhelpers.answer_keys.ch01 import SR_ALL_TAIL
+
+    fn = SolutionNotebook(SPEC.solution, SPEC.namespace).functions()["round_stochastic"]
+
+    def parts(x, e, m):
+        x = np.asarray(x, dtype=np.float64)
+        a = np.abs(x)
+        k = np.maximum(np.frexp(a)[1] - 1, 2 - 2 ** (e - 1))
+        q = np.ldexp(1.0, k - m)
+        lower = np.floor(a / q)
+        return x, q, lower, a / q - lower
+
+    def even(x, e, m, rng):
+        x, q, lower, frac = parts(x, e, m)
+        u = rng.permutation((np.arange(x.size) + 0.5) / x.size).reshape(x.shape)
+        return np.copysign((lower + (u < frac)) * q, x)
+
+    wrong = {
+        "a generator of its own": lambda x, e, m, rng: fn(x, e, m, np.random.default_rng(0)),
+        "numpy's global generator": lambda x, e, m, rng: fn(x, e, m, np.random.default_rng(np.random.randint(2**31))),
+        "no randomness": even,
+    }
+    for seed in (0, SPEC.hidden_seed):
+        for name, w in wrong.items():
+            result = run_check("ex01.round_stochastic", w, seed=seed)
+            assert not result.passed and "across the cases" in str(result), (name, str(result))
+    assert SR_ALL_TAIL == 1e-9

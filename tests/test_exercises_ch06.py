@@ -442,3 +442,33 @@ def test_the_models_computed_on_all_blocks_at_once_agree_with_a_loop_over_the_bl
                 (crest_factor_sqnr_db, _loop_crest_factor),
             ):
                 assert ours(x, block) == pytest.approx(loop(x, block), rel=0, abs=1e-9), (ours.__name__, M, K, block)
+
+
+def test_fp8_choice_takes_the_counts_as_lists_or_tuples_and_names_the_key_that_differs():
+    """A right answer whose counts are lists (or numpy integers) passes; a wrong count is named by
+    its format and position, a missing format by its key."""
+    from nbhelpers.checks import run_check
+
+    sol = solution_functions()["fp8_choice"]
+
+    def as_lists(x, amax):
+        fmt, counts = sol(x, amax)
+        return fmt, {k: [np.int64(v) for v in c] for k, c in counts.items()}
+
+    for seed in (0, SPEC.hidden_seed):
+        assert run_check("ex06.fp8_choice", as_lists, seed=seed).passed
+
+    def one_off(x, amax):
+        fmt, counts = sol(x, amax)
+        u, o = counts["e5m2"]
+        return fmt, {**counts, "e5m2": (u + 1, o)}
+
+    result = run_check("ex06.fp8_choice", one_off, seed=0)
+    assert not result.passed and "key 'e5m2': element 0" in str(result), str(result)
+
+    def one_key(x, amax):
+        fmt, counts = sol(x, amax)
+        return fmt, {"e4m3fn": counts["e4m3fn"]}
+
+    result = run_check("ex06.fp8_choice", one_key, seed=0)
+    assert not result.passed and "missing 'e5m2'" in str(result), str(result)

@@ -395,8 +395,9 @@ class StochasticTarget:
     (the distance from ``lower`` in units of the gap). Not a value to match: see
     :func:`stochastic_compare`."""
 
-    def __init__(self, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, p: np.ndarray) -> None:
+    def __init__(self, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, p: np.ndarray, state: str = "") -> None:
         self.x, self.lower, self.upper, self.p = x, lower, upper, p
+        self.state = state  # the generator's state when the case was called (stochastic_compare_all)
 
     def __repr__(self) -> str:
         if self.x.size and np.all(self.x == self.x.flat[0]):
@@ -418,7 +419,7 @@ def round_stochastic_ref(x, exp_bits: int, man_bits: int, rng: np.random.Generat
     upper = np.where(on_grid, x, lower + np.copysign(ulp(lower, f), x))  # one spacing further out
     gap = np.abs(upper - lower)
     p = np.where(on_grid, 0.0, np.abs(x - lower) / np.where(on_grid, 1.0, gap))  # exact: a short dyadic
-    return StochasticTarget(x, lower, upper, p)
+    return StochasticTarget(x, lower, upper, p, repr(rng.bit_generator.state))
 
 
 def stochastic_compare(got, expected: StochasticTarget) -> str | None:
@@ -464,22 +465,95 @@ def stochastic_compare(got, expected: StochasticTarget) -> str | None:
     return None
 
 
+#: a set of answers fails when its spread is this unlikely (below, for every case together)
+SR_ALL_TAIL = 1e-9
+
+
+def _chi2_cdf(x: float, m: int) -> float:
+    """P(chi-square with m degrees of freedom <= x): the regularized lower incomplete gamma
+    function P(m / 2, x / 2), by its series (for x up to a few times m)."""
+    if x <= 0:
+        return 0.0
+    a, h = m / 2, x / 2
+    term = total = 1.0 / a
+    n = 0
+    while term > 1e-17 * total:
+        n += 1
+        term *= h / (a + n)
+        total += term
+    return math.exp(a * math.log(h) - h - math.lgamma(a) + math.log(total))
+
+
+def stochastic_compare_all(expected: list, got: list) -> str | None:
+    """What no one case shows, asked once every case passed :func:`stochastic_compare`:
+
+    * cases with the same x and a generator in the same state must give the same elements (the
+      choice comes from the generator, nothing else), and cases with the same x and generators
+      in different states must not (an answer that ignores ``rng``);
+    * the counts of elements rounded away from zero must spread as much as chance spreads them:
+      the sum over cases of their squared standard scores is a chi-square of as many degrees of
+      freedom as cases that can move, over every case and over the later half alone (the random
+      cases); a sum whose lower tail is below ``SR_ALL_TAIL / 2`` means the counts sit too close
+      to their expectations (an answer with no randomness, every count exact). A right answer
+      fails with probability at most ``SR_ALL_TAIL``."""
+    groups: dict = {}
+    scores = []  # each case's squared standard score, None for a case that cannot move
+    for t, g in zip(expected, got):
+        g = np.asarray(g, dtype=np.float64)
+        key = (t.x.shape, t.x.tobytes(), t.lower.tobytes(), t.upper.tobytes())
+        groups.setdefault(key, []).append((t, g))
+        moving = t.lower != t.upper
+        mean_k = float(t.p.sum())
+        var = float((t.p * (1 - t.p)).sum())
+        if var > 0:
+            k = int(((g == t.upper) & moving).sum())
+            scores.append((k - mean_k) ** 2 / var)
+    for members in groups.values():
+        for i, (t1, g1) in enumerate(members):
+            for t2, g2 in members[i + 1 :]:
+                same = bool(np.array_equal(g1, g2))
+                spread = 2 * float((t1.p * (1 - t1.p)).sum())  # -ln P(two draws agree), about
+                if t1.state == t2.state and not same:
+                    return (
+                        "two cases with the same x and a generator in the same state gave different "
+                        "elements: draw every number from rng, and nothing else"
+                    )
+                if t1.state != t2.state and same and spread > 50:
+                    return (
+                        "two cases with the same x and different generators gave the same elements: "
+                        "the choice does not depend on rng"
+                    )
+    # every case, and the later half alone (the random cases come last: an answer that is right
+    # on the fixed cases only must not hide there), each tested at half the tail
+    for part in (scores, scores[len(scores) // 2 :]):
+        z2, m = sum(part), len(part)
+        if m and _chi2_cdf(z2, m) < SR_ALL_TAIL / 2:
+            return (
+                f"the counts of elements rounded away from zero sit too close to their expectations "
+                f"(sum of squared standard scores {z2:.3g} over {m} cases, chance gives about {m}): "
+                "each element's choice must be random, not spread evenly"
+            )
+    return None
+
+
 def _between(f: FloatFormat, code: int, frac: float) -> float:
     """The value frac of the way from the magnitude with code ``code`` to the next one."""
     lo = float(decode(code, f))
     return lo + frac * (float(decode(code + 1, f)) - lo)
 
 
-def _sr_case(x: float, e: int, m: int, rng: np.random.Generator, label: str = "") -> Case:
-    return Case((np.full(SR_N, float(x)), e, m, rng), label=label)
+def _sr_case(x: float, e: int, m: int, rng: np.random.Generator, label: str = "", shape: tuple = (SR_N,)) -> Case:
+    return Case((np.full(shape, float(x)), e, m, rng), label=label)
 
 
-# The last random cases lie 2**-12 above and below 2/64 and 62/64 of the way between two values.
-# An implementation that draws its uniform number with only 5 or 6 random bits rounds them away
-# with a probability off by about 1/64 (above or below, as it compares), which 10,000 elements
-# tell apart from the right one; a right answer still fails one of them with probability below
-# 6e-9 (exact binomial tails, tests/test_exercises_ch01.py).
-_FINE_FRACS = (2 / 64 + 2.0**-12, 2 / 64 - 2.0**-12, 62 / 64 + 2.0**-12, 62 / 64 - 2.0**-12)
+# The last two random cases lie 2**-20 above 2/1024 and below 1022/1024 of the way between two
+# values, with SR_FINE_N elements. An implementation that draws its uniform number with 10 random
+# bits or fewer rounds them away with a probability off by at least about 1/1024 (up or down, as
+# it compares), some ten standard deviations of the count there; a right answer still fails one
+# of them with probability about 2e-9 (tests/test_exercises_ch01.py). 200,000 float64 results
+# each keep a whole check's results under the grader's 16 MB.
+_FINE_FRACS = (2 / 1024 + 2.0**-20, 1022 / 1024 - 2.0**-20)
+SR_FINE_N = 200_000
 
 
 def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
@@ -542,7 +616,16 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
         else:
             frac = int(rng.integers(4, 61)) / 64
         x = _sign(rng) * _between(f, code, frac)
-        cases.append(_sr_case(x, e, m, np.random.default_rng(int(rng.integers(2**63)))))
+        fine = i >= 24 - len(_FINE_FRACS)
+        shape = (SR_FINE_N,) if fine else ((100, SR_N // 100) if i % 3 == 0 else (SR_N,))
+        cases.append(_sr_case(x, e, m, np.random.default_rng(int(rng.integers(2**63))), shape=shape))
+    # twins: one x twice with generators in different states (the results must differ), and once
+    # more with a generator in the same state as the first (the result must be the same)
+    e, m, f = _random_shape(rng)
+    x = _sign(rng) * _between(f, int(rng.integers(0, 2**m)) + (1 << m), 0.5)
+    seed = int(rng.integers(2**63))
+    for s in (seed, int(rng.integers(2**63)), seed):
+        cases.append(_sr_case(x, e, m, np.random.default_rng(s)))
     return cases
 
 
@@ -558,6 +641,7 @@ EXERCISES = [
         round_stochastic_ref,
         _stochastic_cases,
         compare=stochastic_compare,
+        compare_all=stochastic_compare_all,
     ),
 ]
 

@@ -152,7 +152,40 @@ def _window_case(rng: np.random.Generator) -> Case:
         window = scale_window_ref(x, f, eb, mb)
         e = int(math.log2(window[0])) if window else 0
         f = min(_underflow_count(nz, e + int(rng.integers(-2, 1)), fmt) / nz.size, 0.9)
+    if rng.random() < 0.5 and scale_window_ref(x, f, eb, mb) is not None:
+        # a count c whose fraction c / n, times n in floats, falls below c, where the window with
+        # c values underflowing differs from the one with c - 1: off by one there is wrong
+        n_nz = _nonzero(x).size
+        telling = [
+            c
+            for c in _hazards(n_nz)
+            if c / n_nz <= 0.9
+            and scale_window_ref(x, c / n_nz, eb, mb) != scale_window_ref(x, math.nextafter(c / n_nz, 0.0), eb, mb)
+        ]
+        if telling and rng.random() < 0.7:
+            f = telling[int(rng.integers(len(telling)))] / n_nz
+        else:
+            f = _float_hazard(rng, f, n_nz)
     return Case((x, f, eb, mb))
+
+
+def _hazards(n: int) -> list[int]:
+    """The counts c < n whose fraction c / n, times n in floats, falls below c (1 / 49 * 49 < 1)."""
+    return [c for c in range(1, n) if (c / n) * n < c]
+
+
+def _float_hazard(rng: np.random.Generator, f: float, n: int) -> float:
+    """Sometimes a fraction c / n whose float product with n falls below c, sometimes f a hair
+    less than itself (one count fewer when f is a count over n): the places where a count computed
+    as ``int(f * n)``, or with an epsilon, is off by one."""
+    r = rng.random()
+    hazards = [c for c in _hazards(n) if c / n <= 0.9]
+    if r < 0.5 and hazards:  # the one nearest f's own count
+        c = min(hazards, key=lambda c: (abs(c - f * n), rng.random()))
+        return c / n
+    if r < 0.8 and f > 0:
+        return math.nextafter(f, 0.0)
+    return f
 
 
 def _window_cases(rng: np.random.Generator) -> list[Case]:
@@ -171,6 +204,14 @@ def _window_cases(rng: np.random.Generator) -> list[Case]:
         Case((np.array([-(2.0**-140), 1.0, -1e30]), 0.0, 8, 7), label="bf16: a wide range, negative values"),
         Case((np.array([[1e-9, 1e-5], [0.5, 0.0]]), 0.0, 5, 2), label="e5m2, a 2-d array"),
     ]
+    # c of n may underflow, max_underflow = c / n, whose float product with n falls just below c
+    # (1 / 49 * 49 < 1): c values far below n - c values of 1, so only letting all c underflow
+    # leaves a window
+    for c, n in ((1, 49), (3, 47), (15, 44)):
+        x = np.concatenate([np.full(c, 2.0**-60), np.ones(n - c)])
+        cases.append(Case((x, c / n, 5, 10), label=f"{c} of {n} may underflow: {c} / {n} * {n} < {c} in floats"))
+        below = math.nextafter(c / n, 0.0)  # a hair less: c - 1 may
+        cases.append(Case((x, below, 5, 10), label=f"{c} - 1 of {n} may underflow: just below {c} / {n}"))
     cases += [_window_case(rng) for _ in range(70)]
     return cases
 
@@ -270,12 +311,19 @@ def _window_gradient_cases(rng: np.random.Generator) -> list[Case]:
         Case((100, 2.0**-10, 2.0**5, 0.05), label="5 of 100 may underflow at the bottom end"),
         Case((7, 2.0**3, 2.0**20, 3 / 7), label="3 of 7 may underflow"),
         Case((2, 2.0**-40, 2.0**-38, 0.0), label="two values, scales below 1"),
+        Case((49, 2.0**-3, 2.0**9, 1 / 49), label="1 of 49 may underflow: 1 / 49 * 49 < 1 in floats"),
+        Case((47, 2.0**5, 2.0**12, 3 / 47), label="3 of 47 may underflow: 3 / 47 * 47 < 3 in floats"),
+        Case((44, 2.0**-8, 2.0**20, 15 / 44), label="15 of 44 may underflow: 15 / 44 * 44 < 15 in floats"),
+        Case((49, 2.0**-3, 2.0**9, math.nextafter(1 / 49, 0.0)), label="none of 49 may: just below 1 / 49"),
+        Case((44, 2.0**-8, 2.0**20, math.nextafter(15 / 44, 0.0)), label="14 of 44 may: just below 15 / 44"),
     ]
     for _ in range(25):
         n = int(rng.integers(2, 400))
         e_lo = int(rng.integers(-60, 60))
         e_hi = e_lo + int(rng.integers(0, FP16_RANGE_BITS + 1))
         f = float(rng.choice(_FRACTIONS)) if rng.random() < 0.6 else int(rng.integers(0, n // 2 + 1)) / n
+        if rng.random() < 0.5:
+            f = min(_float_hazard(rng, f, n), 0.5)
         if n == 2 and f >= 0.5:  # no two values have a window if one may underflow (the spec says so)
             f = 0.0
         cases.append(Case((n, math.ldexp(1.0, e_lo), math.ldexp(1.0, e_hi), f)))
