@@ -16,9 +16,10 @@ compiler decides is there to read:
 * the **loops** of the machine code (SASS, disassembled by the ``nvdisasm`` that ships beside
   ``ptxas``): each loop's instructions per trip, the shortest trip (every forward branch in the
   body taken the cheaper way: a guarded block skipped) and its nesting depth
-  (:func:`sass_loops`). A warp issues one instruction per cycle at most, so instructions per trip
-  bound how fast a loop can go whatever the memory does (:mod:`nbhelpers.perf_model`'s
-  instruction issue).
+  (:func:`sass_loops`), also in issue cycles (one instruction a cycle, and an integer pipe that
+  takes two cycles per instruction, a shuffle pipe four: :data:`PIPES`). The cycles per trip bound
+  how fast a loop can go whatever the memory does (:mod:`nbhelpers.perf_model`'s instruction
+  issue).
 
 A :class:`Case` is one kernel with one launch: the argument types and integer values a launcher
 passes (Triton specialises a launch on them: an integer equal to 1 becomes a constant, one
@@ -69,6 +70,8 @@ __all__ = [
     "instruction_summary",
     "kernel_exists",
     "sass_loops",
+    "PIPES",
+    "issue_cycles",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,6 +217,41 @@ def instruction_summary(ptx: str) -> dict:
     }
 
 
+#: the pipes of sm_90 that issue a warp instruction at less than one a cycle, with the cycles each
+#: instruction holds its pipe (128 over its results per clock per SM in NVIDIA's CUDA C++
+#: Programming Guide, the table of arithmetic instruction throughput, compute capability 9.0):
+#: 32-bit integer add, compare, min/max, shift and logic 64 a clock (the ALU pipe, 2 cycles);
+#: integer multiply-add 64 (IMAD, the FMA pipe's heavy half, 2 cycles); warp shuffle 32 (4); population
+#: count and count of leading zeros 16 (8). Every other instruction (fp32 arithmetic at 128,
+#: memory, branch and uniform instructions, which go to other units) takes one issue cycle.
+PIPES = {
+    "alu": (("IADD3", "IADD", "VIADD", "ISETP", "IMNMX", "VIMNMX", "VIMNMX3", "VIADDMNMX", "LOP3", "LOP",
+             "SHF", "SHL", "SHR", "SEL", "PRMT", "LEA", "IABS", "SGXT", "P2R", "R2P", "BMSK"), 2),
+    "imad": (("IMAD", "IMUL"), 2),
+    "shfl": (("SHFL",), 4),
+    "popc": (("POPC", "FLO", "BREV"), 8),
+}  # fmt: skip
+_PIPE_OF = {op: name for name, (ops, _) in PIPES.items() for op in ops}
+
+
+def _pipe(text: str) -> str | None:
+    """The pipe of :data:`PIPES` one SASS instruction (its text after the address) goes to."""
+    words = text.split()
+    op = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
+    return _PIPE_OF.get(op.split(".")[0])
+
+
+def issue_cycles(texts: list[str]) -> int:
+    """The fewest cycles one scheduler needs to issue these instructions: one a cycle, and no pipe
+    of :data:`PIPES` faster than it takes them."""
+    counts: dict = {}
+    for t in texts:
+        name = _pipe(t)
+        if name:
+            counts[name] = counts.get(name, 0) + 1
+    return max([len(texts), *(n * PIPES[name][1] for name, n in counts.items())])
+
+
 _SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _LABEL = re.compile(r"^\s*(\.L_x_\d+):")
 _BRANCH = re.compile(r"\bBRA\b[^`]*`\((\.L_x_\d+)\)")
@@ -224,8 +262,10 @@ def sass_loops(sass: str) -> list[dict]:
     branch that its target reaches again closes one. For each, ``instructions`` (from its first
     instruction to the branch, nested loops included), ``shortest`` (the fewest instructions one
     trip executes: a predicated branch and ``BRA.DIV``, the check for a diverged warp, may be taken
-    or not, a nested loop's back edge is not taken, an unpredicated forward branch is) and
-    ``depth`` (0 for an outermost loop). Not loops: a branch to itself (the trap after ``EXIT``),
+    or not, a nested loop's back edge is not taken, an unpredicated forward branch is),
+    ``cycles`` and ``shortest_cycles`` (the same instructions in issue cycles of one scheduler,
+    :func:`issue_cycles`: integer instructions hold their pipe two cycles each) and ``depth`` (0
+    for an outermost loop). Not loops: a branch to itself (the trap after ``EXIT``),
     and the jump back from an out-of-line path (the diverged warp's shuffles, placed after the
     kernel's ``EXIT``)."""
     addr: list[int] = []
@@ -250,9 +290,11 @@ def sass_loops(sass: str) -> list[dict]:
         if m and m.group(1) in labels:
             target[i] = labels[m.group(1)]
 
-    def shortest(first: int, last: int) -> float:
-        """Fewest instructions from ``first`` to ``last`` over forward edges (a DAG)."""
+    def shortest(first: int, last: int) -> list[int] | None:
+        """The instructions of the shortest trip from ``first`` to ``last`` over forward edges (a
+        DAG), or None when ``last`` cannot be reached."""
         cost = [math.inf] * (last - first + 1)
+        back = [-1] * (last - first + 1)
         cost[0] = 1
         for i in range(first, last):
             c = cost[i - first]
@@ -261,12 +303,21 @@ def sass_loops(sass: str) -> list[dict]:
             j = target.get(i)
             op = text[i].split()[0]
             predicated = op.startswith("@") or op == "BRA.DIV"
+            nxt = []
             if j is not None and i < j <= last:
-                cost[j - first] = min(cost[j - first], c + 1)
+                nxt.append(j)
             ends = op in ("EXIT", "RET", "BRA") or op.startswith("RET.")
             if predicated or not ends:  # falls through (a backward branch's fall-through too)
-                cost[i + 1 - first] = min(cost[i + 1 - first], c + 1)
-        return cost[-1]
+                nxt.append(i + 1)
+            for n in nxt:
+                if c + 1 < cost[n - first]:
+                    cost[n - first], back[n - first] = c + 1, i
+        if cost[-1] == math.inf:
+            return None
+        path = [last]
+        while path[-1] != first:
+            path.append(back[path[-1] - first])
+        return path[::-1]
 
     exits = [i for i, t in enumerate(text) if t.split()[0] in ("EXIT", "RET") or t.startswith("RET.")]
     spans = []
@@ -274,13 +325,15 @@ def sass_loops(sass: str) -> list[dict]:
         # a loop's body never passes an unpredicated EXIT: past one lies out-of-line code
         if j < i and not any(j <= e <= i for e in exits):
             trip = shortest(j, i)
-            if trip < math.inf:
-                spans.append((j, i, int(trip)))
+            if trip is not None:
+                spans.append((j, i, trip))
     spans.sort(key=lambda s: (s[0], -s[1]))
     return [
         {
             "instructions": last - first + 1,
-            "shortest": trip,
+            "shortest": len(trip),
+            "cycles": issue_cycles(text[first : last + 1]),
+            "shortest_cycles": issue_cycles([text[k] for k in trip]),
             "depth": sum(1 for f, la, _ in spans if f <= first and last <= la and (f, la) != (first, last)),
         }
         for first, last, trip in spans

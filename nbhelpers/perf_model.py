@@ -11,7 +11,7 @@ software pipeliner with ``num_stages = S`` issues the loads of the next ``S - 1`
 step computes, so a loop it pipelined has ``stages = S - 1`` (:func:`stages_in_flight`). An SM holds
 ``resident_per_sm`` programs at once (what occupancy allows: :func:`nbhelpers.occupancy.occupancy`,
 from the compiler's registers and shared memory). The predicted time is the launch overhead plus the
-slowest of five limits (the last only when the launch counts its instructions):
+slowest of five limits (the last only when the launch counts its issue cycles):
 
 * **compute**: ``flops`` at the tensor cores' (or CUDA cores') peak for the dtype;
 * **HBM**: ``bytes_moved`` at the HBM rate;
@@ -20,25 +20,27 @@ slowest of five limits (the last only when the launch counts its instructions):
   bytes per second, and moving ``bytes_moved`` at that rate takes ``bytes_moved x L / in_flight``;
 * **dependent steps**: a program cannot finish before ``steps / stages x L``; programs that do not
   fit at once run in ``waves``, one after another: ``waves x steps / stages x L``;
-* **instruction issue** (when the launch states its ``instructions``, the instructions each warp
-  of a program executes, counted from the compiled loops: :func:`nbhelpers.compile_check.sass_loops`):
-  an SM's ``issue_per_sm`` schedulers issue one warp instruction a cycle each, and one warp issues
-  at most one a cycle. The busiest SM runs ``ceil(programs / SMs)`` programs of ``warps`` warps:
-  ``ceil(programs / SMs) x warps x instructions / issue_per_sm`` cycles, and no fewer than a
-  program's own ``instructions`` cycles per wave.
+* **instruction issue** (when the launch states its ``issue_cycles``, the cycles of its scheduler
+  each warp of a program needs to issue its instructions, counted from the compiled loops:
+  :func:`nbhelpers.compile_check.sass_loops`, one instruction a cycle and an integer instruction
+  two): an SM's ``issue_per_sm`` schedulers issue for their own warps. The busiest SM runs
+  ``ceil(programs / SMs)`` programs of ``warps`` warps: ``ceil(programs / SMs) x warps x
+  issue_cycles / issue_per_sm`` cycles, and no fewer than a program's own ``issue_cycles`` per
+  wave.
 
 What it leaves out, on purpose: caches (every byte is counted from HBM; a tile read again from L2
 is faster, so GEMMs with reuse should state their bytes as HBM traffic), clocks and power (no
 kernel reaches the datasheet's peak: measured dense bf16 GEMMs on an H200 reach about 80 % of
-it), the latency of each instruction (issue counts instructions, not the cycles a warp waits on a
-shuffle's or a barrier's result before its next: a chain of dependent reductions takes longer
-than its count), bank conflicts, the imbalance of a last partial wave, and the latency's own
+it), the latency of each instruction (issue counts the cycles to issue the instructions, not
+the cycles a warp waits on a shuffle's or a barrier's result before its next: a chain of dependent
+reductions takes longer than its count, and with one warp per scheduler nothing hides the wait),
+the work outside the counted loops, bank conflicts, the imbalance of a last partial wave, and the latency's own
 spread (one number stands for it; the chapters show the result at both ends of the assumed
 range). It predicts the order of magnitude and which limit binds; the recorded GPU runs say by how
 much it is off.
 
 The H200's numbers (:data:`H200`) are NVIDIA's specification for the peaks and bandwidth, the
-clock at which the bf16 peak is computed, and an assumption for the latency (0.5-1 us under load,
+clock at which the fp32 peak is computed, and an assumption for the latency (0.5-1 us under load,
 chapter 08); each carries its source.
 """
 
@@ -54,7 +56,7 @@ from .validation import positive_int
 __all__ = [
     "GPU",
     "H200",
-    "HOPPER_BF16_FLOPS_PER_SM_CYCLE",
+    "HOPPER_FP32_FLOPS_PER_SM_CYCLE",
     "LATENCY_RANGE_S",
     "Launch",
     "Prediction",
@@ -77,9 +79,9 @@ def _positive(name: str, value: float) -> float:
 class GPU:
     """A GPU as the model sees it. peak_flops: FLOP/s per dtype name ("bf16", "fp16", "fp8",
     "fp32"); latency_s: the load-to-use latency assumed under load; launch_s: the host's cost of
-    one launch; source: where each number comes from; clock_hz: the SM clock (None: the model
-    cannot count instruction issue, and a launch that states its instructions is refused);
-    issue_per_sm: warp instructions an SM issues a cycle (its schedulers)."""
+    one launch; source: where each number comes from; clock_hz: the SM clock of its CUDA-core
+    work (None: the model cannot count instruction issue, and a launch that states its issue
+    cycles is refused); issue_per_sm: warp instructions an SM issues a cycle (its schedulers)."""
 
     name: str
     sms: int
@@ -103,14 +105,15 @@ class GPU:
         object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
 
 
-#: dense bf16 FLOPs one Hopper SM's four tensor cores do a cycle (NVIDIA's H100 whitepaper: twice
-#: the A100 SM's 1,024 dense FP16 FMA a cycle, 2 FLOPs each)
-HOPPER_BF16_FLOPS_PER_SM_CYCLE = 4096
+#: fp32 FLOPs one Hopper SM does a cycle: 128 fp32 FMA (NVIDIA's H100 whitepaper: 128 fp32 cores
+#: an SM), 2 FLOPs each
+HOPPER_FP32_FLOPS_PER_SM_CYCLE = 256
 #: H200 SXM: 4.8 TB/s of HBM3e, dense peaks of 990 TFLOP/s in bf16 and fp16, 1,979 in fp8 and 67 in
 #: fp32 (NVIDIA H200 specification; the sheet gives the tensor-core peaks with sparsity, twice these);
-#: 132 SMs, as the H100 SXM's (the spec sheet does not list them); the clock is the one the bf16
-#: peak implies, 990e12 / (132 x 4,096) = 1.83 GHz (the H100 SXM's boost clock for tensor-core
-#: work in NVIDIA's H100 whitepaper); four warp schedulers an SM (the same whitepaper); an assumed
+#: 132 SMs, as the H100 SXM's (the spec sheet does not list them); the clock is the one the fp32
+#: peak implies, 67e12 / (132 x 256) = 1.98 GHz (the tensor-core peaks imply 1.83 GHz, the H100
+#: SXM's boost clock for tensor-core work in NVIDIA's H100 whitepaper; the issue of CUDA-core
+#: instructions takes the higher); four warp schedulers an SM (the same whitepaper); an assumed
 #: 1 us latency (the upper end of chapter 08's 0.5-1 us) and 5 us per launch
 H200 = GPU(
     "H200",
@@ -120,9 +123,9 @@ H200 = GPU(
     LATENCY_RANGE_S[1],
     5e-6,
     "NVIDIA H200 specification (HBM3e 4.8 TB/s; dense bf16/fp16 990 TFLOP/s, fp8 1,979, fp32 67), "
-    "132 SMs (as H100 SXM); the clock the bf16 peak implies (4,096 FLOPs per SM a cycle, NVIDIA's "
+    "132 SMs (as H100 SXM); the clock the fp32 peak implies (256 FLOPs per SM a cycle, NVIDIA's "
     "H100 whitepaper) and 4 schedulers per SM (the same); latency 1 us and launch 5 us assumed (chapter 08)",
-    990e12 / (132 * HOPPER_BF16_FLOPS_PER_SM_CYCLE),
+    67e12 / (132 * HOPPER_FP32_FLOPS_PER_SM_CYCLE),
     4,
 )
 
@@ -147,16 +150,16 @@ class Launch:
     """How a kernel launch is shaped: ``programs`` in its grid, ``resident_per_sm`` of them held
     by one SM at once (occupancy), ``bytes_per_step`` loaded by one program in one step,
     ``steps``, the dependent steps each program makes, ``stages``, the steps whose loads one
-    program keeps in flight at once (1: each step waits for its own loads), ``instructions``, the
-    instructions each warp of a program executes in all (0: not counted, no issue limit), and
-    ``warps`` per program."""
+    program keeps in flight at once (1: each step waits for its own loads), ``issue_cycles``, the
+    cycles of its scheduler each warp of a program needs to issue its instructions in all (0: not
+    counted, no issue limit), and ``warps`` per program."""
 
     programs: int
     resident_per_sm: int
     bytes_per_step: float
     steps: int = 1
     stages: int = 1
-    instructions: float = 0.0
+    issue_cycles: float = 0.0
     warps: int = 4
 
     def __post_init__(self) -> None:
@@ -165,8 +168,8 @@ class Launch:
         _positive("bytes_per_step", self.bytes_per_step)
         positive_int("steps", self.steps)
         positive_int("stages", self.stages)
-        if self.instructions:
-            _positive("instructions", self.instructions)
+        if self.issue_cycles:
+            _positive("issue_cycles", self.issue_cycles)
         positive_int("warps", self.warps)
 
 
@@ -199,11 +202,11 @@ def predict(gpu: GPU, launch: Launch, bytes_moved: float, flops: float = 0.0, dt
     in_flight = min(launch.programs, slots) * launch.bytes_per_step * stages
     terms["bytes in flight"] = bytes_moved * gpu.latency_s / in_flight
     terms["dependent steps"] = math.ceil(launch.programs / slots) * launch.steps / stages * gpu.latency_s
-    if launch.instructions:
+    if launch.issue_cycles:
         if gpu.clock_hz is None:
-            raise ValueError(f"the launch counts its instructions, but {gpu.name} has no clock_hz to issue them at")
-        busiest = math.ceil(launch.programs / gpu.sms) * launch.warps * launch.instructions / gpu.issue_per_sm
-        one_program = math.ceil(launch.programs / slots) * launch.instructions
+            raise ValueError(f"the launch counts its issue cycles, but {gpu.name} has no clock_hz to issue them at")
+        busiest = math.ceil(launch.programs / gpu.sms) * launch.warps * launch.issue_cycles / gpu.issue_per_sm
+        one_program = math.ceil(launch.programs / slots) * launch.issue_cycles
         terms["instruction issue"] = max(busiest, one_program) / gpu.clock_hz
     bound = max(terms, key=terms.__getitem__)
     return Prediction(gpu.launch_s + terms[bound], bound, MappingProxyType(terms), gpu.launch_s)

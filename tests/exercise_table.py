@@ -144,15 +144,15 @@ CHAPTERS = [
                 ("round_stochastic", "(lower + (u < frac))", "lower"),
                 # no subnormal clamp: the spacing keeps shrinking below the smallest normal
                 ("round_stochastic", "np.maximum(np.frexp(a)[1] - 1, emin)", "np.frexp(a)[1] - 1"),
-                # uniform numbers of 7, 8 or 10 random bits: too coarse for the million-element cases
+                # uniform numbers of 7, 8 or 9 random bits: too coarse for the two large cases
                 ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 128) / 128"),
                 ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 256) / 256"),
-                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 1024) / 1024"),
+                ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 512) / 512"),
                 # ... or compared the other way: away from zero when u >= 1 - frac
                 (
                     "round_stochastic",
                     "r = (lower + (u < frac)) * q",
-                    "r = (lower + (np.floor(u * 1024) / 1024 >= 1 - frac)) * q",
+                    "r = (lower + (np.floor(u * 512) / 512 >= 1 - frac)) * q",
                 ),
                 # rng ignored: a generator of its own, the same numbers every call
                 ("round_stochastic", "u = rng.random(x.shape)", "u = np.random.default_rng(0).random(x.shape)"),

@@ -370,7 +370,21 @@ def test_sass_loops_counts_each_loop_and_its_shortest_trip():
 
     loops = sass_loops(_SASS)
     assert loops == [
-        {"instructions": 10, "shortest": 5, "depth": 0},
-        {"instructions": 4, "shortest": 4, "depth": 1},
+        {"instructions": 10, "shortest": 5, "cycles": 10, "shortest_cycles": 5, "depth": 0},
+        {"instructions": 4, "shortest": 4, "cycles": 4, "shortest_cycles": 4, "depth": 1},
     ]
     assert sass_loops("") == []
+
+
+def test_issue_cycles_take_the_slowest_of_one_a_cycle_and_each_pipe():
+    """One instruction a cycle, and no pipe faster than the CUDA guide's throughput for compute
+    capability 9.0 allows: integer ALU instructions and IMAD two cycles each (separate pipes), a
+    shuffle four, a population count eight; a predicate guard does not change the instruction."""
+    from nbhelpers.compile_check import issue_cycles
+
+    assert issue_cycles(["FFMA R1, R2, R3, R4", "FADD R1, R1, R2", "LDS R2, [R3]"]) == 3
+    assert issue_cycles(["LOP3.LUT R1, R2", "@P0 ISETP.GT.AND P1", "IADD3 R1", "FADD R1"]) == 6  # 3 ALU
+    assert issue_cycles(["LOP3.LUT R1", "IMAD R2", "LOP3.LUT R3", "IMAD R4"]) == 4  # two pipes side by side
+    assert issue_cycles(["SHFL.BFLY PT, R1", "FADD R1", "FADD R2"]) == 4
+    assert issue_cycles(["POPC R1, R2"]) == 8
+    assert issue_cycles([]) == 0

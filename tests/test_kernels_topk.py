@@ -338,27 +338,28 @@ def test_bad_input_is_refused_in_a_sentence(x, k, kw, error, match):
 
 def test_the_model_predicts_each_plan_from_its_steps_bytes_and_instructions():
     """kernels.topk.predicted: one prediction per launch topk makes. At batch 1 (bf16, k = 50) the
-    row kernel's 126 dependent steps bind, two blocks in flight at a time (63 us at the assumed
-    1 us, plus the launch), its instructions close behind; radix select makes three passes of 63
+    row kernel's 126 dependent steps, two blocks in flight at a time (63 us at the assumed 1 us),
+    and its issue cycles are close, the issue a little slower; radix select makes three passes of 63
     blocks, also two at a time, but its histograms' instructions bind; the default two-stage plan
     (two blocks per program, 63 lists of 64 merged in one step) is bound by instructions, the
-    merge's 64 insertions the larger share, and predicted faster than chunks of 8,192 and about
-    twice as fast as the row kernel. One chunk covering the row is the row kernel: one launch."""
-    from nbhelpers.kernels.topk import INSTRUCTIONS, expected_insertions
+    merge's 64 insertions the larger share, and predicted faster than chunks of 8,192 and well under
+    the row kernel's time. One chunk covering the row is the row kernel: one launch."""
+    from nbhelpers.kernels.topk import ISSUE_CYCLES, expected_insertions
     from nbhelpers.perf_model import H200
 
     V = 128_256
     (row,) = predicted(V, 50, "row")
-    assert row.bound == "dependent steps" and row.seconds == pytest.approx(126 / 2 * H200.latency_s + H200.launch_s)
-    step, enter, insertion = INSTRUCTIONS["topk_chunk_kernel"][64]
+    assert row.terms["dependent steps"] == pytest.approx(126 / 2 * H200.latency_s)
+    step, enter, insertion = ISSUE_CYCLES["topk_chunk_kernel"][64]
     inserted, entered = expected_insertions([1024] * 125 + [V - 125 * 1024], 64)
     assert row.terms["instruction issue"] == pytest.approx(
         (126 * step + entered * enter + inserted * insertion) / H200.clock_hz
     )
-    assert 0.5 < row.terms["instruction issue"] / row.terms["dependent steps"] < 1
+    assert 1 < row.terms["instruction issue"] / row.terms["dependent steps"] < 1.2  # close: either may bind
+    assert row.bound == "instruction issue"
     (radix,) = predicted(V, 50, "radix")
     assert radix.terms["dependent steps"] == pytest.approx(3 * 63 / 2 * H200.latency_s)
-    hist, collect, _ = INSTRUCTIONS["radix_select_kernel"][64]
+    hist, collect, _ = ISSUE_CYCLES["radix_select_kernel"][64]
     assert radix.bound == "instruction issue"
     assert radix.terms["instruction issue"] == pytest.approx(63 * (2 * hist + collect) / H200.clock_hz)
     default = predicted(V, 50, "two_stage")
@@ -366,10 +367,10 @@ def test_the_model_predicts_each_plan_from_its_steps_bytes_and_instructions():
     assert len(default) == len(big) == 2
     assert default[1].terms["dependent steps"] == pytest.approx(H200.latency_s)  # 4,032 candidates / 4,096
     assert {q.bound for q in default} == {"instruction issue"}
-    m_step, _, m_insertion = INSTRUCTIONS["topk_merge_kernel"][64]
+    m_step, _, m_insertion = ISSUE_CYCLES["topk_merge_kernel"][64]
     assert default[1].terms["instruction issue"] == pytest.approx((m_step + 64 * m_insertion) / H200.clock_hz)
     total = lambda ps: sum(q.seconds for q in ps)  # noqa: E731
-    assert total(default) < total(big) < row.seconds and total(default) < row.seconds / 2
+    assert total(default) < total(big) < row.seconds and total(default) < 0.6 * row.seconds
     # more rows: more bytes, never less time
     assert total(predicted(V, 50, "two_stage", rows=256)) > total(default)
     # a chunk as long as the row: the row kernel's one launch
@@ -438,17 +439,18 @@ def test_the_compile_table_shows_the_row_loops_pipelined_and_the_models_register
         assert registers == max(r["registers"] for r in rows if r["kernel"] == kernel), kernel
 
 
-def test_the_models_instruction_counts_are_the_compile_tables():
-    """INSTRUCTIONS against the loops of the compiled kernels (compile_check.json, sm_90, the
-    default launches): the running top-k's loop over the row holds _absorb's loop (depth 1); a
-    step is the outer loop's shortest trip, entering the rest of the outer loop outside the inner
-    one, an insertion the inner loop; radix select's passes are loops of depth 0 (the histogram
-    passes, then the filtering pass). Each entry is the most over bf16 and fp32 and over row and
-    first stage, for its K_PAD."""
+def test_the_models_issue_cycles_are_the_compile_tables():
+    """ISSUE_CYCLES against the loops of the compiled kernels (compile_check.json, sm_90, the
+    default launches), in issue cycles: the running top-k's loop over the row holds _absorb's loop
+    (depth 1); a step is the outer loop's shortest trip, entering the rest of the outer loop
+    outside the inner one, an insertion the inner loop; radix select's passes are loops of depth 0
+    (the histogram passes, then the filtering pass). Each entry is the most over bf16 and fp32 and
+    over row and first stage, for its K_PAD. The row whose stride is not 16-value aligned is not
+    pipelined."""
     import json
     from pathlib import Path
 
-    from nbhelpers.kernels.topk import INSTRUCTIONS
+    from nbhelpers.kernels.topk import ISSUE_CYCLES
 
     table = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "compile_check.json"
     rows = [
@@ -462,23 +464,29 @@ def test_the_models_instruction_counts_are_the_compile_tables():
         loops = r["loops"]
         if r["kernel"] == "radix_select_kernel":
             *hist, collect = loops
-            counts = (max(h["instructions"] for h in hist), collect["instructions"], 0)
+            counts = (max(h["cycles"] for h in hist), collect["cycles"], 0)
             assert all(h["depth"] == 0 for h in loops)
-            for k_pad in INSTRUCTIONS["radix_select_kernel"]:
+            for k_pad in ISSUE_CYCLES["radix_select_kernel"]:
                 old = derived.get(("radix_select_kernel", k_pad), (0, 0, 0))
                 derived["radix_select_kernel", k_pad] = tuple(map(max, old, counts))
             continue
         outer, inner = loops
         assert (outer["depth"], inner["depth"]) == (0, 1), r["label"]
-        enter = outer["instructions"] - inner["instructions"] - outer["shortest"]
+        enter = outer["cycles"] - inner["cycles"] - outer["shortest_cycles"]
         if r["kernel"] == "topk_merge_kernel":  # every step enters: no guard
             enter = 0
-        counts = (outer["shortest"], enter, inner["instructions"])
+        counts = (outer["shortest_cycles"], enter, inner["cycles"])
         old = derived.get((r["kernel"], k_pad), (0, 0, 0))
         derived[r["kernel"], k_pad] = tuple(map(max, old, counts))
-    assert {(kern, k) for kern, table_ in INSTRUCTIONS.items() for k in table_} == set(derived)
+    assert {(kern, k) for kern, table_ in ISSUE_CYCLES.items() for k in table_} == set(derived)
     for (kernel, k_pad), counts in derived.items():
-        assert INSTRUCTIONS[kernel][k_pad] == counts, (kernel, k_pad)
+        assert ISSUE_CYCLES[kernel][k_pad] == counts, (kernel, k_pad)
+    (unaligned,) = [
+        r
+        for r in json.loads(table.read_text())["rows"]
+        if r["where"] == "nbhelpers.kernels.topk" and "not 16-value aligned" in r["label"]
+    ]
+    assert unaligned["cp_async"] == 0 and in_flight_blocks(50_257, 1024, STAGES, row_stride=50_257) == 1
 
 
 @triton.jit

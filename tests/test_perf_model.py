@@ -134,23 +134,26 @@ def test_a_pipelined_loop_keeps_num_stages_minus_one_steps_in_flight():
 
 
 def test_instruction_issue_follows_the_schedulers_and_the_clock():
-    """The busiest SM runs ceil(programs / SMs) programs of `warps` warps, `instructions` each, at
-    `issue_per_sm` a cycle; a wave of programs takes at least one warp's instructions. The H200's
-    clock is the one its bf16 peak implies (990 TFLOP/s over 132 SMs of 4,096 FLOPs a cycle), the
-    H100 SXM's 1.83 GHz boost clock for tensor-core work."""
+    """The busiest SM runs ceil(programs / SMs) programs of `warps` warps, `issue_cycles` each, on
+    `issue_per_sm` schedulers; a wave of programs takes at least one warp's cycles. The H200's
+    clock is the one its fp32 peak implies (67 TFLOP/s over 132 SMs of 256 FLOPs a cycle, 1.98 GHz);
+    its bf16 peak implies 1.83 GHz, the tensor-core boost clock."""
     gpu = GPU("toy", 2, 1e9, {"bf16": 1e12}, 1e-6, 1e-5, "made up", clock_hz=1e9, issue_per_sm=4)
-    launch = Launch(programs=5, resident_per_sm=3, bytes_per_step=100.0, steps=1, instructions=1e6)
+    launch = Launch(programs=5, resident_per_sm=3, bytes_per_step=100.0, steps=1, issue_cycles=1e6)
     p = predict(gpu, launch, bytes_moved=1e3)
-    assert p.terms["instruction issue"] == pytest.approx(3 * 4 * 1e6 / 4 / 1e9)  # 3 programs on the busiest SM
+    assert p.terms["instruction issue"] == pytest.approx(
+        3 * 4 * 1e6 / 4 / 1e9
+    )  # 3 programs of 4 warps on the busiest SM
     assert p.bound == "instruction issue"
     one_warp = predict(gpu, replace(launch, programs=1, warps=1), 1e3)
     assert one_warp.terms["instruction issue"] == pytest.approx(1e6 / 1e9)  # one warp, one a cycle
     two_waves = predict(gpu, replace(launch, programs=12, warps=1), 1e3)  # 6 slots: two waves
     assert two_waves.terms["instruction issue"] == pytest.approx(2 * 1e6 / 1e9)
-    assert "instruction issue" not in predict(gpu, replace(launch, instructions=0.0), 1e3).terms
+    assert "instruction issue" not in predict(gpu, replace(launch, issue_cycles=0.0), 1e3).terms
     with pytest.raises(ValueError, match="no clock_hz"):
         predict(replace(gpu, clock_hz=None), launch, 1e3)
-    with pytest.raises(ValueError, match="instructions must be a positive"):
-        Launch(programs=1, resident_per_sm=1, bytes_per_step=1.0, instructions=-5.0)
-    assert H200.clock_hz == pytest.approx(990e12 / (132 * 4096)) and 1.82e9 < H200.clock_hz < 1.84e9
+    with pytest.raises(ValueError, match="issue_cycles must be a positive"):
+        Launch(programs=1, resident_per_sm=1, bytes_per_step=1.0, issue_cycles=-5.0)
+    assert H200.clock_hz == pytest.approx(67e12 / (132 * 256)) and 1.97e9 < H200.clock_hz < 1.99e9
+    assert 990e12 / (132 * 4096) == pytest.approx(1.83e9, rel=1e-3)
     assert H200.issue_per_sm == 4

@@ -15,7 +15,8 @@ def cases() -> list[Case]:
     """The kernels as :func:`nbhelpers.kernels.topk.topk` launches them on one row of Llama 3's
     vocabulary, for bf16 and fp32 logits (the kernels read their int16 / int32 bit views) and k =
     8, 50 and 1,024: the running top-k of "row" (one chunk, FINAL) and of "two_stage" (its first
-    stage and its merge), and radix select (k = 50 and 1,024). The configs come from the
+    stage and its merge; where the default chunk covers the row, which the launcher runs as "row",
+    with chunks of 8,192 instead), and radix select (k = 50 and 1,024). The configs come from the
     launcher's plan(), with its STAGES (tl.range's num_stages for the loops over the row), and
     Triton's default warps and num_stages otherwise, as the launcher leaves them."""
     from nbhelpers.kernels.topk import plan
@@ -38,11 +39,14 @@ def cases() -> list[Case]:
                 )
             )
             two = plan(V, k, "two_stage")
+            suffix = ""
+            if two["n_chunks"] == 1:  # the default covers the row (launched as "row"): chunks of 8,192
+                two, suffix = plan(V, k, "two_stage", chunk=8192), ", CHUNK = 8,192"
             n = two["n_chunks"]
             out.append(
                 Case(
                     WHERE + "topk_chunk_kernel",
-                    label + ", two_stage first stage",
+                    label + ", two_stage first stage" + suffix,
                     (bits, "*i64", bits, "*i64", V, k, V, two["CHUNK"], n),
                     {**keys, "K_PAD": two["K_PAD"], "BLOCK_V": two["BLOCK_V"], "FINAL": False, "STAGES": two["STAGES"]},
                 )
@@ -50,7 +54,7 @@ def cases() -> list[Case]:
             out.append(
                 Case(
                     WHERE + "topk_merge_kernel",
-                    label + ", two_stage merge",
+                    label + ", two_stage merge" + suffix,
                     ("*i64", bits, bits, "*i64", k, V, n),
                     {"KEY_BITS": f.bits, "K_PAD": two["K_PAD"], "MERGE_BLOCK": two["MERGE_BLOCK"]},
                 )
@@ -66,6 +70,18 @@ def cases() -> list[Case]:
                     {**keys, "DIGIT_BITS": radix["DIGIT_BITS"], "BLOCK_V": radix["BLOCK_V"], "STAGES": radix["STAGES"]},
                 )
             )
+    # a vocabulary whose rows are not 16-value aligned (GPT-2's 50,257): Triton cannot prove its
+    # loads 16-byte aligned, and leaves the loop unpipelined (the model takes one block in flight)
+    row = plan(50_257, 50, "row")
+    out.append(
+        Case(
+            WHERE + "topk_chunk_kernel",
+            "bf16 logits, V = 50,257, k = 50, row (rows not 16-value aligned)",
+            ("*i16", "*i64", "*i16", "*i64", 50_257, 50, 50_257, 50_257, 1),
+            {"KEY_BITS": 16, "EXP_MASK": 0x7F80, "K_PAD": 64, "BLOCK_V": row["BLOCK_V"], "FINAL": True, "STAGES": 3},
+            default=False,
+        )
+    )
     return out
 
 

@@ -21,8 +21,8 @@ The loops over a row (the running top-k's and radix select's) are software-pipel
 (``cp.async`` into shared memory) while one block is merged or counted. The running top-k filters
 each block in 32 bits (:func:`_signed_keys`; the block's largest key against the list's smallest)
 and builds 64-bit packed keys only for a block that beats the list: the compile table counts each
-loop's instructions (:data:`INSTRUCTIONS`), which on a GPU bound these kernels more than their
-bytes do (:func:`predicted`).
+loop's instructions and their issue cycles (:data:`ISSUE_CYCLES`), which on a GPU bound these
+kernels more than their bytes do (:func:`predicted`).
 
 Every kernel works on the values' **bits** (the launcher passes an int16 or int32 view of the
 tensor; no copy), so bf16 and fp16 behave the same in Triton's interpreter, which holds bf16 as
@@ -59,9 +59,9 @@ __all__ = [
     "predicted",
     "RADIX_DIGIT_BITS",
     "REGISTERS",
-    "INSTRUCTIONS",
+    "ISSUE_CYCLES",
     "expected_insertions",
-    "instruction_counts",
+    "issue_counts",
     "STAGES",
     "topk_chunk_kernel",
     "topk_merge_kernel",
@@ -87,18 +87,19 @@ STAGES = 3
 #: launch of it takes in the compile table (sm_90, benchmarks/results/compile_check.json; the
 #: tests check these against it)
 REGISTERS = {"topk_chunk_kernel": 72, "topk_merge_kernel": 135, "radix_select_kernel": 225}
-#: instructions each warp executes, from the loops of the compiled kernels (sm_90, the compile
-#: table's ``loops``: :func:`nbhelpers.compile_check.sass_loops`), the most over bf16 and fp32
-#: logits and over "row" and the first stage, by K_PAD (8, 64, 1,024: k = 8, 50, 1,024; another
-#: K_PAD takes the next one up). For the running top-k and the merge: (a step: the shortest trip
-#: through the loop over the row, the block filtered and skipped; entering: what a block that
-#: beats the list adds before its first insertion (the merge's steps always enter: 0); one
-#: insertion: a turn of ``_absorb``'s loop). For radix select: (a step of a histogram pass, a
-#: step of the filtering pass, 0)
-INSTRUCTIONS = {
-    "topk_chunk_kernel": {8: (159, 141, 138), 64: (170, 146, 164), 1024: (170, 147, 221)},
-    "topk_merge_kernel": {8: (487, 0, 330), 64: (525, 0, 352), 1024: (431, 0, 413)},
-    "radix_select_kernel": {8: (1273, 2379, 0), 64: (1273, 2379, 0), 1024: (1273, 2379, 0)},
+#: issue cycles each warp needs, from the loops of the compiled kernels (sm_90, the compile
+#: table's ``loops``: :func:`nbhelpers.compile_check.sass_loops`; one instruction a cycle, an
+#: integer instruction two, a shuffle four), the most over bf16 and fp32 logits and over "row" and
+#: the first stage, by K_PAD (8, 64, 1,024: k = 8, 50, 1,024; another K_PAD takes the next one up).
+#: For the running top-k and the merge: (a step: the shortest trip through the loop over the row,
+#: the block filtered and skipped; entering: what a block that beats the list adds before its first
+#: insertion (the merge's steps always enter: 0); one insertion: a turn of ``_absorb``'s loop). For
+#: radix select: (a step of a histogram pass, a step of the filtering pass, 0). Work outside these
+#: loops (a program's start, the final sort of its list) is left out.
+ISSUE_CYCLES = {
+    "topk_chunk_kernel": {8: (246, 196, 212), 64: (250, 224, 240), 1024: (244, 228, 356)},
+    "topk_merge_kernel": {8: (796, 0, 596), 64: (876, 0, 622), 1024: (700, 0, 740)},
+    "radix_select_kernel": {8: (1902, 3124, 0), 64: (1902, 3124, 0), 1024: (1902, 3124, 0)},
 }
 
 _FORMAT_OF = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -304,17 +305,21 @@ def _next_pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-def in_flight_blocks(chunk: int, block_v: int, stages: int) -> int:
+def in_flight_blocks(chunk: int, block_v: int, stages: int, row_stride: int | None = None) -> int:
     """How many ``block_v``-wide loads one program of the running top-k keeps in flight over a
     chunk of ``chunk`` columns with ``stages`` (``num_stages``): ``stages - 1`` ahead of the block
-    it merges (one when unpipelined), no more than the chunk has blocks."""
+    it merges (one when unpipelined), no more than the chunk has blocks. Rows whose stride (in
+    values, ``row_stride``) is not a multiple of 16 get one: Triton cannot prove their loads
+    16-byte aligned, and leaves the loop unpipelined (the compile table's row for V = 50,257)."""
+    if row_stride is not None and row_stride % 16:
+        return 1
     return max(min(stages - 1, triton.cdiv(chunk, block_v)), 1)
 
 
-def instruction_counts(kernel: str, k_pad: int) -> tuple[int, int, int]:
-    """:data:`INSTRUCTIONS` of ``kernel`` for a list of ``k_pad``: the compiled K_PAD at or above it
-    (the largest for a longer list)."""
-    table = INSTRUCTIONS[kernel]
+def issue_counts(kernel: str, k_pad: int) -> tuple[int, int, int]:
+    """:data:`ISSUE_CYCLES` of ``kernel`` for a list of ``k_pad``: the compiled K_PAD at or above
+    it (the largest for a longer list)."""
+    table = ISSUE_CYCLES[kernel]
     return table[min((p for p in table if p >= k_pad), default=max(table))]
 
 
@@ -438,8 +443,8 @@ def predicted(
     (:func:`in_flight_blocks`), the merge waits for each of its one or two steps. A program of 4
     warps with ``registers`` per thread (default :data:`REGISTERS`, the compile table's) sets how
     many an SM holds. Bytes: the logits read (radix select: once per pass), the candidate lists
-    written and read; the k outputs are left out (a few hundred bytes). Instructions per warp
-    (:data:`INSTRUCTIONS`): the steps, and for the running top-k and the merge the blocks that
+    written and read; the k outputs are left out (a few hundred bytes). Issue cycles per warp
+    (:data:`ISSUE_CYCLES`): the steps, and for the running top-k and the merge the blocks that
     enter ``_absorb`` and the insertions, as many as :func:`expected_insertions` expects of
     values in no particular order (a chunk's first block fills its list; the merge's lists arrive
     ``MERGE_BLOCK / K_PAD`` at a time)."""
@@ -451,22 +456,22 @@ def predicted(
     if method == "radix":
         digit_passes = -(-8 * value_bytes // p["DIGIT_BITS"])
         blocks = -(-V // p["BLOCK_V"])
-        stages = in_flight_blocks(V, p["BLOCK_V"], p["STAGES"])
-        hist, collect, _ = instruction_counts("radix_select_kernel", p["K_PAD"])
+        stages = in_flight_blocks(V, p["BLOCK_V"], p["STAGES"], row_stride=V)
+        hist, collect, _ = issue_counts("radix_select_kernel", p["K_PAD"])
         launch = Launch(
             rows,
             per_sm("radix_select_kernel"),
             p["BLOCK_V"] * value_bytes,
             (digit_passes + 1) * blocks,
             stages,
-            instructions=blocks * (digit_passes * hist + collect),
+            issue_cycles=blocks * (digit_passes * hist + collect),
         )
         return [predict(gpu, launch, (digit_passes + 1) * rows * V * value_bytes)]
     span = min(p["CHUNK"], V)
     steps = -(-span // p["BLOCK_V"])
     logits = rows * V * value_bytes
-    stages = in_flight_blocks(span, p["BLOCK_V"], p["STAGES"])
-    step, enter, insertion = instruction_counts("topk_chunk_kernel", p["K_PAD"])
+    stages = in_flight_blocks(span, p["BLOCK_V"], p["STAGES"], row_stride=V)
+    step, enter, insertion = issue_counts("topk_chunk_kernel", p["K_PAD"])
     inserted, entered = expected_insertions(
         [p["BLOCK_V"]] * (steps - 1) + [span - (steps - 1) * p["BLOCK_V"]], p["K_PAD"]
     )
@@ -476,7 +481,7 @@ def predicted(
         p["BLOCK_V"] * value_bytes,
         steps,
         stages,
-        instructions=steps * step + entered * enter + inserted * insertion,
+        issue_cycles=steps * step + entered * enter + inserted * insertion,
     )
     if method == "row" or p["n_chunks"] == 1:  # a chunk as long as the row: no merge (see topk)
         return [predict(gpu, first, logits)]
@@ -484,7 +489,7 @@ def predicted(
     per_step = p["MERGE_BLOCK"] // p["K_PAD"]  # lists a merge step reads
     merge_steps = -(-p["n_chunks"] // per_step)
     sizes = [per_step] * (merge_steps - 1) + [p["n_chunks"] - (merge_steps - 1) * per_step]
-    m_step, _, m_insertion = instruction_counts("topk_merge_kernel", p["K_PAD"])
+    m_step, _, m_insertion = issue_counts("topk_merge_kernel", p["K_PAD"])
     # a step of m lists after n holds m / (n + m) of the best K_PAD so far
     merged, _ = expected_insertions([m * p["K_PAD"] for m in sizes], p["K_PAD"])
     merge = Launch(
@@ -492,7 +497,7 @@ def predicted(
         per_sm("topk_merge_kernel"),
         p["MERGE_BLOCK"] * 8,
         merge_steps,
-        instructions=merge_steps * m_step + merged * m_insertion,
+        issue_cycles=merge_steps * m_step + merged * m_insertion,
     )
     return [predict(gpu, first, logits + lists), predict(gpu, merge, lists)]
 
