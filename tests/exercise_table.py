@@ -144,6 +144,12 @@ CHAPTERS = [
                 ("round_stochastic", "(lower + (u < frac))", "lower"),
                 # no subnormal clamp: the spacing keeps shrinking below the smallest normal
                 ("round_stochastic", "np.maximum(np.frexp(a)[1] - 1, emin)", "np.frexp(a)[1] - 1"),
+                # a == b taken for one value, even between two values of the format
+                (
+                    "count_values",
+                    "    a, b = max(a, -largest), min(b, largest)\n",
+                    "    if a == b:\n        return 1\n    a, b = max(a, -largest), min(b, largest)\n",
+                ),
                 # uniform numbers of 7, 8 or 9 random bits: too coarse for the two large cases
                 ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 128) / 128"),
                 ("round_stochastic", "u = rng.random(x.shape)", "u = np.floor(rng.random(x.shape) * 256) / 256"),
@@ -292,6 +298,8 @@ CHAPTERS = [
                 ("first_inexact_K", "    if K % 2 == 0:\n        K += 1\n", ""),
                 # the last exact K instead of the first inexact one
                 ("first_inexact_K", "    return K\n", "    return K - 1\n"),
+                # K passed through float32 on the way out: wrong only for a power-of-two product (2**24 + 1)
+                ("first_inexact_K", "    return K\n", "    return int(np.float32(K))\n"),
                 # the sum of ones' answer for every product
                 ("first_inexact_K", "K = 2**24 // m + 1", "K = 2**24 + 1"),
                 # fp32's 23 stored mantissa bits instead of its 24 significant ones
@@ -407,6 +415,22 @@ CHAPTERS = [
         4321,
         tuple(
             [
+                # the results flattened (the random cases have 2-d tensors too)
+                (
+                    "lost_update_threshold",
+                    "        return (gap / 2) / np.abs(g)  # inf where g == 0",
+                    "        return ((gap / 2) / np.abs(g)).ravel()",
+                ),
+                (
+                    "first_copy_change",
+                    "    return np.where(n == 0, 0, k).astype(np.int64)",
+                    "    return np.where(n == 0, 0, k).astype(np.int64).ravel()",
+                ),
+                (
+                    "expected_first_move",
+                    "        return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0))",
+                    "        return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0)).ravel()",
+                ),
                 # ---- first_copy_change
                 # the master's steps added exactly: no float32 rounding of master - step
                 ("first_copy_change", "n = np.rint(d / v)", "n = d / v"),

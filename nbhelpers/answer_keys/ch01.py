@@ -285,6 +285,7 @@ def _count_cases(rng: np.random.Generator) -> list[Case]:
             ((-s, s), "zero and the two smallest subnormals"),
             ((1.0, 2.0), "one binade and the next power of two"),
             ((1.0, 1.0), "one value"),
+            ((1.0 + f.eps / 2, 1.0 + f.eps / 2), "a == b between two values: none"),
             ((2.0, 1.0), "a > b: none"),
             ((1.0 + f.eps / 2, 2.0 - f.eps / 2), "ends between values"),
             ((s / 2, n), "the subnormals and the smallest normal"),
@@ -332,6 +333,8 @@ def _count_cases(rng: np.random.Generator) -> list[Case]:
         a, b = end(), end()
         if rng.random() < 0.9:
             a, b = min(a, b), max(a, b)
+        if rng.random() < 0.08:  # an empty or one-point interval: a == b, on a value or between
+            b = a
         cases.append(Case((a, b, e, m)))
     return cases
 

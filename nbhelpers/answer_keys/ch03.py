@@ -92,9 +92,13 @@ def _first_inexact_cases(rng: np.random.Generator) -> list[Case]:
         Case((1.0 + 2.0**-7, 3.0), label="odd part 129 * 3"),
         Case((7.0, 2.0**-30), label="7 * 2**-30"),
     ]
-    for _ in range(30):
-        if rng.random() < 0.3:  # few significant bits: long runs, and the parity of K decides
-            a = float(rng.choice(_FEW_BITS[1:])) * float(rng.choice([-1.0, 1.0])) * 2.0 ** int(rng.integers(-20, 20))
+    for i in range(30):
+        r = rng.random()
+        if r < 0.1 or i % 15 == 7:  # a power of two: the sum of ones' answer, 2**24 + 1
+            a = float(rng.choice([-1.0, 1.0])) * 2.0 ** int(rng.integers(-20, 20))
+            b = 2.0 ** int(rng.integers(-20, 20))
+        elif r < 0.4:  # few significant bits: long runs, and the parity of K decides
+            a = float(rng.choice(_FEW_BITS)) * float(rng.choice([-1.0, 1.0])) * 2.0 ** int(rng.integers(-20, 20))
             b = float(rng.choice(_FEW_BITS)) * 2.0 ** int(rng.integers(-20, 20))
         else:
             a, b = _bf16_value(rng, -20, 20), _bf16_value(rng, -20, 20)
