@@ -1045,6 +1045,13 @@ CHAPTERS = [
                 # ---- the promotion interval
                 # the smallest interval within the bound instead of the largest
                 ("largest_promotion_interval", "best = N\n", "best = best or N\n"),
+                # the cut applied once, to the running sum plus the group's cut products, not to the
+                # running sum before the group is added
+                (
+                    "largest_promotion_interval",
+                    "S = np.trunc(S / q) * q + cut.sum(axis=1)",
+                    "S = np.trunc((S + cut.sum(axis=1)) / q) * q",
+                ),
                 # off by a factor of 2: the first interval past the bound
                 ("largest_promotion_interval", "best = N\n", "best = 2 * N\n"),
                 # the same-sign family measured on random signs (the sqrt(N) law for both)

@@ -381,6 +381,15 @@ def _promotion_cases(rng: np.random.Generator) -> list[Case]:
         K = PROMOTION_KS[int(rng.integers(len(PROMOTION_KS)))]
         signs = ("same", "random")[int(rng.integers(2))]
         cases.append(_promotion_case(rng, K, signs) if i % 6 == 5 else _tight_promotion_case(rng, K, signs))
+    # random signs, promoting every 64 at a long K, where the running sum's own cut matters most (a
+    # model that cuts the running sum and the group's sum together measures errors a few percent
+    # off there): bounds 1.0-1.5% above and below that error, drawn
+    for K in (1024, 2048):
+        errors = dict(promotion_errors(K, "random"))
+        for side in (-1, 1):
+            bound = errors[64] * float(rng.uniform(PROMOTION_MARGIN, 1.015)) ** side
+            if all(e <= bound / PROMOTION_MARGIN or e >= bound * PROMOTION_MARGIN for e in errors.values()):
+                cases.append(Case((K, bound, "random")))
     return cases
 
 
