@@ -769,6 +769,12 @@ CHAPTERS = [
                 ),
                 # the finest granularity that reaches the threshold instead of the coarsest
                 ("coarsest_granularity", "in granularities:", "in granularities[::-1]:"),
+                # whole blocks only: the blocks that overhang an edge dropped
+                (
+                    "coarsest_granularity",
+                    "        for i in range(0, M, br):\n            for j in range(0, K, bc):",
+                    "        for i in range(0, M - br + 1, br):\n            for j in range(0, K - bc + 1, bc):",
+                ),
                 # the naive model: every element errs by step**2 / 12, zeros and tiny values included
                 (
                     "coarsest_granularity",
@@ -844,6 +850,21 @@ CHAPTERS = [
                 ),
                 # a value exactly at 448 counted as clamped (the engine clamps only beyond it)
                 ("smallest_margin", "> 448", ">= 448"),
+                # the scale's floor of 2**-149 left out: a step whose history is all zeros gets scale 0
+                (
+                    "smallest_margin",
+                    "scales[t] = max(\n                float(np.float32(2.0**margin * amax_h / 448)), "
+                    "2.0**-149\n            )",
+                    "scales[t] = float(np.float32(2.0**margin * amax_h / 448))",
+                ),
+                # multiplied by a rounded 1 / scale instead of divided by the scale
+                (
+                    "smallest_margin",
+                    "np.abs(np.asarray(x, dtype=np.float64) / scales[t])",
+                    "np.abs(np.asarray(x, dtype=np.float64) * (1 / scales[t]))",
+                ),
+                # margins up to 15 only
+                ("smallest_margin", "for margin in range(17):", "for margin in range(16):"),
                 # the mean of the steps' clamped fractions bounded, not the fraction of all the elements
                 ("smallest_margin", "clamped += int(", "clamped += total / len(xs) / np.asarray(x).size * int("),
                 # the current step's amax in the history: nothing is ever clamped

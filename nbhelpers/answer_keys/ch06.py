@@ -300,6 +300,22 @@ def crest_factor_sqnr_db(x: np.ndarray, block) -> float:
     return float(np.mean(6.02 * 8 + 4.77 - 20 * np.log10(amax[keep] / rms[keep])))
 
 
+def whole_blocks_sqnr_db(x: np.ndarray, block) -> float:
+    """A wrong reading of the noise model: the blocks that overhang an edge of x left out of the
+    noise (whole blocks only), the signal still all of x."""
+    M, K = x.shape
+    br = M if block[0] is None else block[0]
+    bc = K if block[1] is None else block[1]
+    inner = x[: M - M % br, : K - K % bc]
+    if inner.size == 0:
+        return math.inf
+    rows = _block_rows(inner, block)
+    a = np.abs(rows)
+    step = np.nanmax(a, axis=1, keepdims=True) / 127
+    noise = float(np.nansum(np.where(np.isnan(a), np.nan, np.where(a < step / 2, rows**2, step**2 / 12))))
+    return 10 * math.log10(float(np.sum(x**2)) / noise) if noise > 0 else math.inf
+
+
 def _answer(sqnrs: list, gs: list, threshold: float):
     return next((name for (name, _), s in zip(gs, sqnrs) if s >= threshold), None)
 
@@ -358,8 +374,9 @@ def _decided(x, gs, threshold) -> bool:
 
 
 def _granularity_data(rng: np.random.Generator):
-    M = int(rng.choice([16, 32, 64]))
-    K = int(rng.choice([64, 128, 256]))
+    # some shapes the blocks do not divide: a 1x128 or 1x32 block, a 128-row one, overhangs the edge
+    M = int(rng.choice([16, 32, 64, 40]))
+    K = int(rng.choice([64, 128, 256, 96, 200]))
     r = rng.random()
     if r < 0.35:
         gain = float(rng.choice([1.0, 10.0, 20.0, 50.0, 100.0], p=[0.1, 0.2, 0.3, 0.2, 0.2]))
@@ -402,15 +419,20 @@ def _granularity_cases(rng: np.random.Generator) -> list[Case]:
     for c in cases:
         assert _decided(*c.args), c.label
     n = 0
-    wrong_models = (naive_model_sqnr_db, crest_factor_sqnr_db)
+    wrong_models = (naive_model_sqnr_db, crest_factor_sqnr_db, whole_blocks_sqnr_db)
     while n < 36:
         x = _granularity_data(rng)
         gs = by_scale_count(x, _granularity_list(rng, x.shape[1]))
         measured = [int8_sqnr_db(x, b) for _, b in gs]
         if n % 2 == 0:  # a threshold where a wrong model gives another answer, when there is one
-            model = wrong_models[(n // 2) % 2]
+            model = wrong_models[(n // 2) % 3]
             wrong = [model(x, b) for _, b in gs]
-            gaps = [(lo, hi) for s, w in zip(measured, wrong) for lo, hi in [sorted((s, w))] if hi - lo > 2 * MARGIN_DB]
+            gaps = [
+                (lo, hi)
+                for s, w in zip(measured, wrong)
+                for lo, hi in [sorted((s, w))]
+                if math.isfinite(hi) and hi - lo > 2 * MARGIN_DB
+            ]
             if not gaps:
                 continue
             lo, hi = gaps[int(rng.integers(len(gaps)))]
@@ -619,10 +641,15 @@ def _sequence(rng: np.random.Generator, uneven: bool = False) -> list:
 def _repeated_amax(rng: np.random.Generator) -> tuple[list, int, float]:
     """(xs, H, 0.0): every step's amax is the same A = 448 c (c a float32), so that with margin 0
     the scale is exactly c and the largest element of every step lands exactly on 448, which is
-    not clamped (only values beyond it are): the answer is margin 0."""
+    not clamped (only values beyond it are): the answer is margin 0. c is drawn so that multiplying
+    by a rounded 1 / c instead of dividing by c puts A just above 448."""
     T = int(rng.integers(4, 10))
     shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
-    A = 448.0 * float(np.float32(np.exp2(rng.uniform(-4, 4))))
+    while True:  # a c for which A / c is 448 but A * (1 / c) rounds above it
+        c = float(np.float32(np.exp2(rng.uniform(-4, 4))))
+        if 448.0 * c * (1.0 / c) > 448.0:
+            break
+    A = 448.0 * c
     xs = []
     for _ in range(T):
         x = rng.standard_normal(shape)
@@ -656,6 +683,37 @@ def _mean_of_steps_differs(rng: np.random.Generator) -> tuple[list, int, float] 
     return None
 
 
+def _zero_first_step(rng: np.random.Generator) -> tuple[list, int, float] | None:
+    """(xs, H, bound) whose first step is all zeros: its scale is the floor 2**-149 (its own amax
+    is 0), and the next step's too while the history holds only zeros, so that step is clamped
+    whole; the bound lets it be. None if the draw needs a margin past MARGINS."""
+    xs = _sequence(rng)
+    xs[0] = np.zeros_like(xs[0])
+    H = int(rng.integers(1, 7))
+    total = sum(x.size for x in xs)
+    bound = float(np.round(xs[1].size / total + float(rng.choice([0.0, 0.01, 0.05])), 4))
+    try:
+        smallest_margin_ref(xs, H, bound)
+    except ValueError:
+        return None
+    return xs, H, bound
+
+
+def _margin_16(rng: np.random.Generator) -> tuple[list, int, float] | None:
+    """(xs, H, 0.0) whose one spike needs the largest margin tried, 16; None if this draw's does
+    not."""
+    T = int(rng.integers(5, 10))
+    shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
+    xs = [rng.standard_normal(shape) for _ in range(T)]
+    xs[int(rng.integers(1, T))] *= 2.0**15 * float(rng.uniform(1.1, 1.6))
+    H = int(rng.integers(1, 7))
+    try:
+        m, _ = smallest_margin_ref(xs, H, 0.0)
+    except ValueError:
+        return None
+    return (xs, H, 0.0) if m == 16 else None
+
+
 def _margin_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(6066)  # the labelled cases are the same for every seed
     spike = [fixed.standard_normal((8, 64)) * (16.0 if t == 4 else 1.0) for t in range(10)]
@@ -675,6 +733,11 @@ def _margin_cases(rng: np.random.Generator) -> list[Case]:
             continue
         if i % 8 == 4:  # steps of different sizes: the bound is on all the elements, not on each step's
             found = _mean_of_steps_differs(rng)
+            if found is not None:
+                cases.append(Case(found))
+            continue
+        if i % 8 in (2, 6):  # a first step of zeros (the scale's floor), or a spike that needs margin 16
+            found = (_zero_first_step if i % 8 == 2 else _margin_16)(rng)
             if found is not None:
                 cases.append(Case(found))
             continue
