@@ -148,20 +148,20 @@ def test_two_stage_with_k_larger_than_a_chunk(fmt):
         "STAGES": STAGES,
         "CHUNK": 64,
         "n_chunks": 3,
-        "MERGE_BLOCK": 4096,
+        "MERGE_BLOCK": 1024,  # two lists of 128 at least; 1,024 candidates
     }
 
 
 def test_the_merge_reads_several_lists_a_step_over_several_steps():
     """V = 4,200 in chunks of 32 columns, k = 50 (K_PAD = 64, so every list ends in fillers): 132
-    lists, 8,448 candidates, merged 4,096 a step (64 lists) in three steps, the last one mostly
+    lists, 8,448 candidates, merged 1,024 a step (16 lists) in nine steps, the last one mostly
     past the end: on a row of negative values, where anything read past the end that passed for a
     key (a zero is +0's) would enter the top k (the merge's code does not depend on the format:
     one is enough here; the stress rows check the tie rule)."""
     gen = torch.Generator().manual_seed(3)
     x = -(torch.rand((1, 4200), generator=gen) + 0.5).to(torch.bfloat16)
     p = plan(4200, 50, "two_stage", chunk=32)
-    assert p["n_chunks"] == 132 and p["MERGE_BLOCK"] == 4096 and -(-132 * 64 // 4096) == 3
+    assert p["n_chunks"] == 132 and p["MERGE_BLOCK"] == 1024 and -(-132 * 64 // 1024) == 9
     assert_exact(x, 50, "two_stage", chunk=32)
 
 
@@ -247,7 +247,7 @@ def test_plan():
         if k_pad < 1024:  # unless each chunk's list (1,024 candidates) costs more than its steps
             assert two["CHUNK"] in (two["BLOCK_V"], 2 * two["BLOCK_V"])
         assert two["n_chunks"] == -(-V // two["CHUNK"])
-        assert two["MERGE_BLOCK"] == max(k_pad, MERGE_BLOCK) == 4096
+        assert two["MERGE_BLOCK"] == max(1024, 2 * k_pad) == max(MERGE_BLOCK, 2 * k_pad)
         radix = {"K_PAD": k_pad, "BLOCK_V": RADIX_BLOCK_V, "DIGIT_BITS": 8, "STAGES": 3, "n_chunks": 1}
         assert plan(V, k, "radix") == radix
 
@@ -341,8 +341,8 @@ def test_the_model_predicts_each_plan_from_its_steps_bytes_and_instructions():
     row kernel's 126 dependent steps, two blocks in flight at a time (63 us at the assumed 1 us),
     and its issue cycles are close, the issue a little slower; radix select makes three passes of 63
     blocks, also two at a time, but its histograms' instructions bind; the default two-stage plan
-    (two blocks per program, 63 lists of 64 merged in one step) is bound by instructions, the
-    merge's 64 insertions the larger share, and predicted faster than chunks of 8,192 and well under
+    (two blocks per program, 63 lists of 64 merged 16 lists a step by tl.topk) is bound by
+    instructions, and predicted faster than chunks of 8,192 and well under
     the row kernel's time. One chunk covering the row is the row kernel: one launch."""
     from nbhelpers.kernels.topk import ISSUE_CYCLES, expected_insertions
     from nbhelpers.perf_model import H200
@@ -365,10 +365,11 @@ def test_the_model_predicts_each_plan_from_its_steps_bytes_and_instructions():
     default = predicted(V, 50, "two_stage")
     big = predicted(V, 50, "two_stage", chunk=8192)
     assert len(default) == len(big) == 2
-    assert default[1].terms["dependent steps"] == pytest.approx(H200.latency_s)  # 4,032 candidates / 4,096
+    assert default[1].terms["dependent steps"] == pytest.approx(4 * H200.latency_s)  # 4,032 candidates, 1,024 a step
     assert {q.bound for q in default} == {"instruction issue"}
     m_step, _, m_insertion = ISSUE_CYCLES["topk_merge_kernel"][64]
-    assert default[1].terms["instruction issue"] == pytest.approx((m_step + 64 * m_insertion) / H200.clock_hz)
+    assert m_insertion == 0  # tl.topk a step, no insertions
+    assert default[1].terms["instruction issue"] == pytest.approx(4 * m_step / H200.clock_hz)
     total = lambda ps: sum(q.seconds for q in ps)  # noqa: E731
     assert total(default) < total(big) < row.seconds and total(default) < 0.6 * row.seconds
     # more rows: more bytes, never less time
@@ -469,6 +470,11 @@ def test_the_models_issue_cycles_are_the_compile_tables():
             for k_pad in ISSUE_CYCLES["radix_select_kernel"]:
                 old = derived.get(("radix_select_kernel", k_pad), (0, 0, 0))
                 derived["radix_select_kernel", k_pad] = tuple(map(max, old, counts))
+            continue
+        if r["kernel"] == "topk_merge_kernel" and len(loops) == 1:  # tl.topk a step: no insertions
+            counts = (loops[0]["shortest_cycles"], 0, 0)
+            old = derived.get((r["kernel"], k_pad), (0, 0, 0))
+            derived[r["kernel"], k_pad] = tuple(map(max, old, counts))
             continue
         outer, inner = loops
         assert (outer["depth"], inner["depth"]) == (0, 1), r["label"]

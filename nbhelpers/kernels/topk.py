@@ -72,10 +72,12 @@ __all__ = [
 
 METHODS = ("row", "two_stage", "radix")
 DEFAULT_BLOCK_V = 1024  # columns read per step of a running top-k (at least K_PAD)
-#: candidates the two-stage merge reads per step (at least K_PAD): at batch 1 the default chunks of
-#: 2,048 columns leave 63 lists of 64 for k = 50, one step (compiled for sm_90: 120-135
-#: registers, no spill)
-MERGE_BLOCK = 4096
+#: candidates the two-stage merge reads per step (at least two lists: 2 K_PAD). The merge takes the
+#: step's K_PAD largest with ``tl.topk`` and merges them into its sorted list (a list of 8 or fewer
+#: takes the few that beat it with ``_absorb``). 1,024 int64 candidates of lists of 64 compile
+#: without a spill for sm_80 and sm_90 in Triton 3.6 and 3.7 (72 registers); 2,048 spill 4 B in
+#: Triton 3.6 for sm_90, 4,096 spill 12 B in both for sm_80
+MERGE_BLOCK = 1024
 RADIX_DIGIT_BITS = 8  # bits of key per histogram pass: 256 bins
 RADIX_BLOCK_V = 2048  # columns per step of the radix kernel's passes
 #: the running top-k's and radix select's ``num_stages`` (``tl.range``): two blocks' loads in flight
@@ -86,19 +88,20 @@ STAGES = 3
 #: registers per thread the model (:func:`predicted`) assumes for each kernel: the most any default
 #: launch of it takes in the compile table (sm_90, benchmarks/results/compile_check.json; the
 #: tests check these against it)
-REGISTERS = {"topk_chunk_kernel": 72, "topk_merge_kernel": 135, "radix_select_kernel": 225}
+REGISTERS = {"topk_chunk_kernel": 72, "topk_merge_kernel": 128, "radix_select_kernel": 225}
 #: issue cycles each warp needs, from the loops of the compiled kernels (sm_90, the compile
 #: table's ``loops``: :func:`nbhelpers.compile_check.sass_loops`; one instruction a cycle, an
 #: integer instruction two, a shuffle four), the most over bf16 and fp32 logits and over "row" and
 #: the first stage, by K_PAD (8, 64, 1,024: k = 8, 50, 1,024; another K_PAD takes the next one up).
 #: For the running top-k and the merge: (a step: the shortest trip through the loop over the row,
 #: the block filtered and skipped; entering: what a block that beats the list adds before its first
-#: insertion (the merge's steps always enter: 0); one insertion: a turn of ``_absorb``'s loop). For
+#: insertion (the merge's steps always enter: 0); one insertion: a turn of ``_absorb``'s loop; a
+#: merge of lists longer than 8 takes its steps' top-k whole: no insertions). For
 #: radix select: (a step of a histogram pass, a step of the filtering pass, 0). Work outside these
 #: loops (a program's start, the final sort of its list) is left out.
 ISSUE_CYCLES = {
     "topk_chunk_kernel": {8: (246, 196, 212), 64: (250, 224, 240), 1024: (244, 228, 356)},
-    "topk_merge_kernel": {8: (796, 0, 596), 64: (876, 0, 622), 1024: (700, 0, 740)},
+    "topk_merge_kernel": {8: (332, 0, 212), 64: (4076, 0, 0), 1024: (17162, 0, 0)},
     "radix_select_kernel": {8: (1902, 3124, 0), 64: (1902, 3124, 0), 1024: (1902, 3124, 0)},
 }
 
@@ -232,8 +235,7 @@ def topk_merge_kernel(
 ):
     row = tl.program_id(0).to(tl.int64)
     j = tl.arange(0, MERGE_BLOCK)
-    best = _empty_list(K_PAD, KEY_BITS)
-    kth = tl.min(best)
+    best = tl.sort(_empty_list(K_PAD, KEY_BITS), descending=True)  # kept sorted, largest first
     empty = tl.min(best)  # below every real key; a chunk's unfilled slots become it, never taken
     total = n_chunks * K_PAD
     for off in range(0, total, MERGE_BLOCK):
@@ -241,7 +243,15 @@ def topk_merge_kernel(
         cand = tl.load(part_ptr + row * total + off + j, mask=ok, other=0)
         # past the last list, and a chunk shorter than K_PAD's fillers: below every real key
         cand = tl.where(ok & (cand >= empty + K_PAD), cand, empty)
-        best, kth = _absorb(best, kth, cand, K_PAD)
+        # the step's K_PAD largest (tl.topk: a bitonic network, no loop), then the K_PAD largest of
+        # those and the list: one sorted largest first, the other smallest first, and their
+        # elementwise maximum holds the K_PAD largest of both
+        if K_PAD <= 8:  # a short list: insert the few that beat it, one at a time (_absorb)
+            best, kth = _absorb(best, tl.min(best), cand, K_PAD)
+            best = tl.sort(best, descending=True)
+        else:
+            top = tl.topk(cand, K_PAD)
+            best = tl.sort(tl.maximum(best, tl.flip(top, 0)), descending=True)
     _store_final(best, row, bits_ptr, vals_ptr, idx_ptr, stride_row, k, K_PAD)
 
 
@@ -420,7 +430,7 @@ def plan(
         "STAGES": STAGES,
         "CHUNK": ch,
         "n_chunks": triton.cdiv(V, ch),
-        "MERGE_BLOCK": max(k_pad, MERGE_BLOCK),
+        "MERGE_BLOCK": max(MERGE_BLOCK, 2 * k_pad),
     }
 
 
