@@ -685,6 +685,18 @@ CHAPTERS = [
         6066,
         tuple(
             [
+                # multiplied by a rounded 1 / scale instead of divided by it: off the ties of a full-mantissa scale
+                (
+                    "quantize_blocks",
+                    "v = np.clip(x[rows, cols] / scale, -qmax, qmax)",
+                    "v = np.clip(x[rows, cols] * (1.0 / scale), -qmax, qmax)",
+                ),
+                # e4m3fn by an ml_dtypes cast, which goes through float32 first and can round twice
+                (
+                    "quantize_blocks",
+                    'round_to(v, "e4m3fn")',
+                    "v.astype(__import__('ml_dtypes').float8_e4m3fn).astype(np.float64)",
+                ),
                 # the scale left in float64: amax / qmax not rounded to fp32
                 ("quantize_blocks", "max(float(np.float32(amax / qmax)), 2.0**-149)", "max(amax / qmax, 2.0**-149)"),
                 # no limit to [-qmax, qmax] before rounding: int8 wraps around, e4m3fn gives NaN

@@ -59,6 +59,28 @@ def _ties_block(rng: np.random.Generator, shape, qmax: float) -> np.ndarray:
     return v
 
 
+def _ties_full_scale(rng: np.random.Generator, shape, qmax: float) -> np.ndarray:
+    """A block whose scale s = fp32(amax / qmax) has a full mantissa, with values exactly on the
+    element's ties times s (x / s is the tie in float64): int8 half-integers; for e4m3fn midpoints
+    between neighbouring values, and midpoints a relative 2**-30 off (rounded to float32 first, as
+    ml_dtypes 0.6 casts float64, those land on the midpoint). Multiplying by a rounded 1 / s moves
+    some of them off the tie; rounding twice moves the near ones onto it."""
+    while True:  # a scale whose reciprocal is not exact: 1 / s * s != 1 for some values
+        s = float(np.float32(np.exp2(rng.uniform(-12, 12))))
+        if s * (1.0 / s) != 1.0 or rng.random() < 0.3:
+            break
+    if qmax == 127.0:
+        v = (rng.integers(-126, 126, size=shape) + 0.5) * s
+    else:
+        lo = (1 + rng.integers(0, 8, size=shape) / 8) * np.exp2(rng.integers(-5, 8, size=shape).astype(np.float64))
+        mid = lo * (1 + 1 / 16)  # halfway to the next e4m3fn value (8 mantissa steps a binade)
+        off = rng.choice([0.0, 2.0**-30, -(2.0**-30)], size=shape)
+        v = rng.choice([-1.0, 1.0], size=shape) * mid * (1 + off) * s
+    v.flat[int(rng.integers(v.size))] = rng.choice([-1.0, 1.0]) * qmax * s
+    # amax / qmax rounds back to s in float32 only if amax = qmax * s is the block's largest
+    return v
+
+
 def _fill_blocks(x: np.ndarray, br: int, bc: int, rng: np.random.Generator, element: str) -> None:
     """Give some blocks of x a hard content: all zeros, tiny values (scales in fp32's subnormal
     range, rounded far down, so x / scale passes the element's max), exact ties, huge values."""
@@ -75,6 +97,8 @@ def _fill_blocks(x: np.ndarray, br: int, bc: int, rng: np.random.Generator, elem
             elif r < 0.45 and element == "int8":
                 blk[...] = _ties_block(rng, blk.shape, qmax)
             elif r < 0.55:
+                blk[...] = _ties_full_scale(rng, blk.shape, qmax)
+            elif r < 0.62:
                 blk[...] = blk * 2.0 ** float(rng.uniform(-30, 60))
 
 
