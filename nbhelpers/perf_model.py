@@ -22,11 +22,12 @@ slowest of five limits (the last only when the launch counts its issue cycles):
   fit at once run in ``waves``, one after another: ``waves x steps / stages x L``;
 * **instruction issue** (when the launch states its ``issue_cycles``, the cycles of its scheduler
   each warp of a program needs to issue its instructions, counted from the compiled loops:
-  :func:`nbhelpers.compile_check.sass_loops`, one instruction a cycle and an integer instruction
-  two): an SM's ``issue_per_sm`` schedulers issue for their own warps. The busiest SM runs
-  ``ceil(programs / SMs)`` programs of ``warps`` warps: ``ceil(programs / SMs) x warps x
-  issue_cycles / issue_per_sm`` cycles, and no fewer than a program's own ``issue_cycles`` per
-  wave.
+  :func:`nbhelpers.compile_check.sass_loops`: one instruction a cycle, and no pipe faster than it
+  takes its instructions, integer ALU and IMAD two cycles each, shuffles four, population counts
+  eight, :data:`nbhelpers.compile_check.PIPES`): an SM's ``issue_per_sm`` schedulers issue for
+  their own warps. The busiest SM runs ``ceil(programs / SMs)`` programs of ``warps`` warps:
+  ``ceil(programs / SMs) x warps x issue_cycles / issue_per_sm`` cycles, and no fewer than a
+  program's own ``issue_cycles`` per wave.
 
 What it leaves out, on purpose: caches (every byte is counted from HBM; a tile read again from L2
 is faster, so GEMMs with reuse should state their bytes as HBM traffic), clocks and power (no
