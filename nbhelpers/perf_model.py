@@ -113,7 +113,7 @@ HOPPER_FP32_FLOPS_PER_SM_CYCLE = 256
 #: fp32 (NVIDIA H200 specification; the sheet gives the tensor-core peaks with sparsity, twice these);
 #: 132 SMs, as the H100 SXM's (the spec sheet does not list them); the clock is the one the fp32
 #: peak implies, 67e12 / (132 x 256) = 1.98 GHz (the tensor-core peaks imply 1.83 GHz, the H100
-#: SXM's boost clock for tensor-core work in NVIDIA's H100 whitepaper; the issue of CUDA-core
+#: SXM's boost clock for tensor-core work in NVIDIA's H100 whitepaper; issuing CUDA-core
 #: instructions takes the higher); four warp schedulers an SM (the same whitepaper); an assumed
 #: 1 us latency (the upper end of chapter 08's 0.5-1 us) and 5 us per launch
 H200 = GPU(

@@ -65,7 +65,7 @@ def _ties_full_scale(rng: np.random.Generator, shape, qmax: float) -> np.ndarray
     between neighbouring values, and midpoints a relative 2**-30 off (rounded to float32 first, as
     ml_dtypes 0.6 casts float64, those land on the midpoint). Multiplying by a rounded 1 / s moves
     some of them off the tie; rounding twice moves the near ones onto it."""
-    while True:  # a scale whose reciprocal is not exact: 1 / s * s != 1 for some values
+    while True:  # mostly scales whose rounded reciprocal does not give back 1: (1 / s) * s != 1
         s = float(np.float32(np.exp2(rng.uniform(-12, 12))))
         if s * (1.0 / s) != 1.0 or rng.random() < 0.3:
             break
@@ -76,8 +76,8 @@ def _ties_full_scale(rng: np.random.Generator, shape, qmax: float) -> np.ndarray
         mid = lo * (1 + 1 / 16)  # halfway to the next e4m3fn value (8 mantissa steps a binade)
         off = rng.choice([0.0, 2.0**-30, -(2.0**-30)], size=shape)
         v = rng.choice([-1.0, 1.0], size=shape) * mid * (1 + off) * s
+    # the block's largest (every tie above is below qmax), so that fp32(amax / qmax) is s itself
     v.flat[int(rng.integers(v.size))] = rng.choice([-1.0, 1.0]) * qmax * s
-    # amax / qmax rounds back to s in float32 only if amax = qmax * s is the block's largest
     return v
 
 
