@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .answer_keys import UnknownExerciseError, exercises_of, get_exercise
+from .call_watch import CallWatch
 from .comparators import close_to, float_array, same_value, same_value_up_to_zero_sign
 from .exercise_types import Case, CheckerError, Exercise
 from .report_text import REPR_LIMIT, describe_exception, describe_parts, short_repr, truncate
@@ -58,6 +59,8 @@ __all__ = [
     "Raised",
     "score",
     "prepare_check",
+    "forbidden_verdict",
+    "FORBIDDEN_CALL",
     "run_check",
     "check",
     "summary",
@@ -179,12 +182,16 @@ def _copy_args(ex: Exercise, case: Case) -> tuple[tuple, dict]:
         raise CheckerError(f"{ex.id}: cannot copy the arguments of a case ({describe_exception(e)})") from e
 
 
-def _call_quietly(fn: Callable, args: tuple, kwargs: dict) -> Any:
-    """fn(*args, **kwargs) with numpy's floating-point warnings and all warnings silenced."""
+def _call_quietly(fn: Callable, args: tuple, kwargs: dict, watch: CallWatch | None = None) -> Any:
+    """fn(*args, **kwargs) with numpy's floating-point warnings and all warnings silenced, and
+    ``watch`` (if any) on during the call."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
+            if watch is None:
+                return fn(*args, **kwargs)
+            with watch:
+                return fn(*args, **kwargs)
 
 
 def _call_text(ex: Exercise, case: Case) -> str:
@@ -301,6 +308,30 @@ def score(
     return result(n_failed, mismatches, first_error)
 
 
+#: How the error of a function that called what its exercise forbids begins (see forbidden_verdict).
+FORBIDDEN_CALL = "forbidden call: "
+
+
+def forbidden_verdict(exercise: Exercise | str, n_cases: int, seen: list[str] | set[str]) -> CheckResult | None:
+    """The result of a function that called what its exercise forbids (``seen``: what a
+    :class:`~nbhelpers.call_watch.CallWatch` noted while it ran), or None when it noted nothing.
+    No points, whatever the answers were: one place for the check cell and the grader."""
+    ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
+    if not seen:
+        return None
+    calls = sorted(s for s in seen if ":" in s and " " not in s)
+    hidden = sorted(s for s in seen if s not in calls)
+    parts = []
+    if calls:
+        names = ", ".join(calls[:3]) + (f" and {len(calls) - 3} more" if len(calls) > 3 else "")
+        parts.append(
+            f"called {names}, which this exercise does not allow (they compute its answer; the statement names them)"
+        )
+    parts += hidden[:2]
+    error = f"{FORBIDDEN_CALL}{ex.name} " + "; ".join(parts) + ": no points"
+    return CheckResult(ex.id, ex.title, 0, ex.points, n_cases, n_cases, [], truncate(error, 600), CheckStatus.FAIL)
+
+
 def prepare_check(exercise: Exercise | str, seed: int = 0) -> tuple[list[Case], list]:
     """The cases of a check with ``seed`` and the reference's result for each: what
     :func:`run_check` computes before it calls the function, for a caller that checks many
@@ -317,6 +348,7 @@ def run_check(
     *,
     stop_at_first_failure: bool = False,
     prepared: tuple[list[Case], list] | None = None,
+    watch: bool = True,
 ) -> CheckResult:
     """Run every case of the exercise through ``fn`` and the reference; never raises on a bug of fn.
 
@@ -330,18 +362,22 @@ def run_check(
     the report lists only that case. For a caller that needs only the verdict (the course's own
     tests of wrong answers), not for a student's report. ``prepared``: what
     :func:`prepare_check` returned for this exercise and seed (the reference is not run again;
-    the function never sees these objects, only copies of the arguments).
+    the function never sees these objects, only copies of the arguments). ``watch``: watch the
+    function's calls for what the exercise forbids (:attr:`Exercise.forbidden`: a function that
+    calls it scores nothing, :func:`forbidden_verdict`); False only for the course's own tests of
+    a reference against itself. The grader always watches.
     """
     ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
     if not callable(fn):
         return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [], f"expected a function, got {type(fn).__name__}")
     # all before the first call of fn, which cannot touch them
     cases, expected = prepare_check(ex, seed) if prepared is None else prepared
+    watcher = CallWatch(ex.forbidden if watch else (), ex.allowed)
     got: list = []
     for i, case in enumerate(cases):
         args, kwargs = _copy_args(ex, case)
         try:
-            got.append(_call_quietly(fn, args, kwargs))
+            got.append(_call_quietly(fn, args, kwargs, watcher))
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # SystemExit and custom BaseExceptions are a student's bug too
@@ -354,7 +390,8 @@ def run_check(
             and score(ex, cases[i : i + 1], expected[i : i + 1], got[-1:], together=False).points == 0
         ):
             break
-    return score(ex, cases, expected, got)
+    verdict = forbidden_verdict(ex, len(cases), watcher.seen)
+    return verdict if verdict is not None else score(ex, cases, expected, got)
 
 
 def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .call_watch import parse_names
 from .comparators import same_value
 from .validation import nonnegative_int
 
@@ -82,6 +83,13 @@ class Exercise:
     compare_all: (expected, got), both lists over every case, -> None or a short reason: a
     property of the answers together that no one case shows (a random answer that ignores its
     generator, or is not random at all); asked only when every case passed ``compare``.
+    forbidden: the course's modules (``"nbhelpers.scaling"``, with its submodules) and functions
+    (``"nbhelpers.formats:decode"``) the statement says not to call, because they compute the
+    answer; a function that calls one, however it reaches it, scores nothing
+    (:class:`~nbhelpers.call_watch.CallWatch`, in the check cell and in the grader).
+    allowed: functions (``"nbhelpers.rounding:round_to"``) or modules of those the statement lets
+    the student call, or that the course's own machinery runs (the interpreter's cache); what
+    they call in turn is not watched.
     """
 
     id: str
@@ -91,6 +99,8 @@ class Exercise:
     cases: Callable[[np.random.Generator], list[Case]]
     compare: Callable[[Any, Any], str | None] = same_value
     compare_all: Callable[[list, list], str | None] | None = None
+    forbidden: tuple[str, ...] = ()
+    allowed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not EXERCISE_ID_RE.match(self.id):
@@ -103,6 +113,15 @@ class Exercise:
                 raise TypeError(f"{self.id}: {name} must be callable")
         if self.compare_all is not None and not callable(self.compare_all):
             raise TypeError(f"{self.id}: compare_all must be callable or None")
+        for name in ("forbidden", "allowed"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (tuple, list)):
+                raise TypeError(f"{self.id}: {name} must be a tuple of names, got {type(value).__name__}")
+            try:
+                parse_names(value)
+            except ValueError as e:
+                raise ValueError(f"{self.id}: {name}: {e}") from None
+            object.__setattr__(self, name, tuple(value))
 
     @property
     def chapter(self) -> int:

@@ -252,7 +252,7 @@ def also_right() -> dict:
 def test_blockwise_check_accepts_every_evaluation_in_fp32_or_better(variant):
     fn = also_right()[variant]
     for seed in (0, SPEC.hidden_seed):
-        result = run_check("ex07.blockwise_scaled_gemm", fn, seed=seed)
+        result = run_check("ex07.blockwise_scaled_gemm", fn, seed=seed, watch=False)  # variants of the reference
         assert result.passed, str(result)
 
 

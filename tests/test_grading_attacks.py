@@ -163,6 +163,12 @@ def _forge_once(a, b, exp_bits, man_bits):
     return _real_count_values(a, b, exp_bits, man_bits)
 count_values = _forge_once
 """
+# decode_bits answered by the course's own decode (right values; the statement forbids it)
+CALLS_THE_COURSE = """
+from nbhelpers import formats as f
+return float(f.decode(int(bits), f.FloatFormat.custom(exp_bits, man_bits, f.Specials.FN)))
+"""
+
 FORGED_NOTE = "ex01.count_values: tampering: more than one result for this function carried the grading cell's nonce"
 
 PLANT_IMPORT_PATH = """
@@ -473,6 +479,14 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     # an exception the kernel cannot send (its message holds a lone surrogate) is still reported
     nb = with_cell('raise ValueError("a lone surrogate \\ud800 in the message")')
     add("ex01_surrogate_error.ipynb", nb, "cell error", FULL, "raised an exception: its message could not be sent")
+    # an answer that calls the course's function the statement forbids, under another name, and
+    # one that switches the watch off first: the function earns nothing, whatever it returned
+    nb = solution()
+    set_body(nb, "decode_bits", CALLS_THE_COURSE)
+    add("ex01_calls_the_course.ipynb", nb, "graded", FULL - POINTS["ex01.decode_bits"], "does not allow")
+    nb = solution()
+    set_body(nb, "decode_bits", "import sys\nsys.setprofile(None)\n" + CALLS_THE_COURSE)
+    add("ex01_hides_from_the_watch.ipynb", nb, "graded", FULL - POINTS["ex01.decode_bits"], "profile hook")
     # a hook that swaps in hidden functions: wherever it hides it does not run where the functions
     # are graded (the stubs are graded there); decorated stubs are not defined there at all
     for where in HIDING_PLACES:

@@ -633,11 +633,22 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden): the statement: no nbhelpers.formats, no nbhelpers.rounding.
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.formats", "nbhelpers.rounding")
+
 EXERCISES = [
-    Exercise("ex01.decode_bits", "Decode a code of an fn format", 4, decode_bits_ref, _decode_cases),
-    Exercise("ex01.rounding_interval", "What rounds to v", 6, rounding_interval_ref, _interval_cases),
-    Exercise("ex01.count_values", "How many values between a and b", 3, count_values_ref, _count_cases),
-    Exercise("ex01.smallest_absorbing", "Where x + c == x", 2, smallest_absorbing_ref, _absorbing_cases),
+    Exercise(
+        "ex01.decode_bits", "Decode a code of an fn format", 4, decode_bits_ref, _decode_cases, forbidden=FORBIDDEN
+    ),
+    Exercise(
+        "ex01.rounding_interval", "What rounds to v", 6, rounding_interval_ref, _interval_cases, forbidden=FORBIDDEN
+    ),
+    Exercise(
+        "ex01.count_values", "How many values between a and b", 3, count_values_ref, _count_cases, forbidden=FORBIDDEN
+    ),
+    Exercise(
+        "ex01.smallest_absorbing", "Where x + c == x", 2, smallest_absorbing_ref, _absorbing_cases, forbidden=FORBIDDEN
+    ),
     Exercise(
         "ex01.round_stochastic",
         "Stochastic rounding",
@@ -646,6 +657,7 @@ EXERCISES = [
         _stochastic_cases,
         compare=stochastic_compare,
         compare_all=stochastic_compare_all,
+        forbidden=FORBIDDEN,
     ),
 ]
 

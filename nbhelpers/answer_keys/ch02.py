@@ -651,6 +651,9 @@ def _order_matters_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden): the statement: round_to and get_format, not nbhelpers.accumulation.
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.accumulation")
+
 EXERCISES = [
     Exercise(
         "ex02.kahan_beats_plain",
@@ -659,6 +662,7 @@ EXERCISES = [
         kahan_beats_plain_ref,
         _kahan_cases,
         compare=_kahan_compare,
+        forbidden=FORBIDDEN,
     ),
     Exercise(
         "ex02.roundings_per_term",
@@ -666,9 +670,19 @@ EXERCISES = [
         4,
         roundings_per_term_ref,
         _chain_cases,
+        forbidden=FORBIDDEN,
     ),
-    Exercise("ex02.best_splits", "How many splits for a split-K sum", 3, best_splits_ref, _split_cases),
-    Exercise("ex02.sum_of_copies", "The sum of n copies, binade by binade", 3, sum_of_copies_ref, _copies_cases),
+    Exercise(
+        "ex02.best_splits", "How many splits for a split-K sum", 3, best_splits_ref, _split_cases, forbidden=FORBIDDEN
+    ),
+    Exercise(
+        "ex02.sum_of_copies",
+        "The sum of n copies, binade by binade",
+        3,
+        sum_of_copies_ref,
+        _copies_cases,
+        forbidden=FORBIDDEN,
+    ),
     Exercise(
         "ex02.order_matters",
         "A sum that is exact in one order and loses half in the other",
@@ -676,5 +690,6 @@ EXERCISES = [
         order_matters_ref,
         _order_matters_cases,
         compare=_order_matters_compare,
+        forbidden=FORBIDDEN,
     ),
 ]

@@ -511,6 +511,18 @@ def _fool_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden). Exercises 3 and 5 may try candidates with the
+#: chapter's emulations; 1, 2 and 4 may not run them.
+FORBIDDEN = ("nbhelpers.answer_keys",)
+#: Exercises 1, 2 and 4 predict: they may not run the sums and the tensor-core model the check runs.
+EMULATIONS = FORBIDDEN + (
+    "nbhelpers.accumulation",
+    "nbhelpers.tensor_cores:tensor_core_matmul",
+    "nbhelpers.tensor_cores:tensor_core_matmul_ref",
+    "nbhelpers.tensor_cores:tensor_core_group_sum",
+    "nbhelpers.tensor_cores:TensorCoreSpec.matmul",
+)
+
 EXERCISES = [
     Exercise(
         "ex03.first_inexact_K",
@@ -518,6 +530,7 @@ EXERCISES = [
         2,
         first_inexact_K_ref,
         _first_inexact_cases,
+        forbidden=EMULATIONS,
     ),
     Exercise(
         "ex03.once_and_every_step",
@@ -526,6 +539,7 @@ EXERCISES = [
         once_and_every_step_ref,
         _once_every_cases,
         compare=same_value_up_to_zero_sign,
+        forbidden=EMULATIONS,
     ),
     Exercise(
         "ex03.split_k_rescue",
@@ -534,6 +548,7 @@ EXERCISES = [
         split_k_rescue_ref,
         _rescue_cases,
         compare=_rescue_compare,
+        forbidden=FORBIDDEN,
     ),
     Exercise(
         "ex03.smallest_visible_product",
@@ -541,6 +556,7 @@ EXERCISES = [
         5,
         smallest_visible_product_ref,
         _visible_cases,
+        forbidden=EMULATIONS,
     ),
     Exercise(
         "ex03.fool_the_tensor_core",
@@ -549,5 +565,6 @@ EXERCISES = [
         fool_the_tensor_core_ref,
         _fool_cases,
         compare=_fool_compare,
+        forbidden=FORBIDDEN,
     ),
 ]

@@ -354,6 +354,9 @@ def _first_move_cases(rng: np.random.Generator) -> list[Case]:
     return cases[:n_fixed] + _some_2d(cases[n_fixed:])
 
 
+#: What an answer may not call (Exercise.forbidden): the statement: nothing of nbhelpers.
+FORBIDDEN = ("nbhelpers",)
+
 EXERCISES = [
     Exercise(
         "ex04.lost_update_threshold",
@@ -362,6 +365,7 @@ EXERCISES = [
         lost_update_threshold_ref,
         _threshold_cases,
         compare=threshold_compare,
+        forbidden=FORBIDDEN,
     ),
     Exercise(
         "ex04.first_copy_change",
@@ -369,6 +373,7 @@ EXERCISES = [
         3,
         first_copy_change_ref,
         _copy_cases,
+        forbidden=FORBIDDEN,
     ),
     Exercise(
         "ex04.expected_first_move",
@@ -377,5 +382,6 @@ EXERCISES = [
         expected_first_move_ref,
         _first_move_cases,
         compare=threshold_compare,
+        forbidden=FORBIDDEN,
     ),
 ]

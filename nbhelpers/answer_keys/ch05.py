@@ -480,6 +480,9 @@ def _clip_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden): the statement: nothing of nbhelpers.
+FORBIDDEN = ("nbhelpers",)
+
 EXERCISES = [
     Exercise(
         "ex05.scale_window",
@@ -488,6 +491,7 @@ EXERCISES = [
         scale_window_ref,
         _window_cases,
         compare=window_compare,
+        forbidden=FORBIDDEN,
     ),
     Exercise(
         "ex05.window_gradients",
@@ -496,8 +500,16 @@ EXERCISES = [
         window_gradients_ref,
         _window_gradient_cases,
         compare=window_gradients_compare,
+        forbidden=FORBIDDEN,
     ),
-    Exercise("ex05.settled_scale", "Predict where the scaler settles", 4, settled_scale_ref, _settled_cases),
+    Exercise(
+        "ex05.settled_scale",
+        "Predict where the scaler settles",
+        4,
+        settled_scale_ref,
+        _settled_cases,
+        forbidden=FORBIDDEN,
+    ),
     Exercise(
         "ex05.misordered_clip_ratio",
         "Clipping before unscaling",
@@ -505,5 +517,6 @@ EXERCISES = [
         misordered_clip_ratio_ref,
         _clip_cases,
         compare=close_to(1e-9),
+        forbidden=FORBIDDEN,
     ),
 ]

@@ -772,16 +772,33 @@ def _margin_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden): the statement: round_to, not scaling, scaled_gemm or metrics.
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.scaling", "nbhelpers.scaled_gemm", "nbhelpers.metrics")
+
 EXERCISES = [
-    Exercise("ex06.quantize_blocks", "Per-block quantization", 4, quantize_blocks_ref, _quantize_cases),
-    Exercise("ex06.asym_int8_gemm", "An int8 GEMM with zero points", 4, asym_int8_gemm_ref, _asym_cases),
+    Exercise(
+        "ex06.quantize_blocks", "Per-block quantization", 4, quantize_blocks_ref, _quantize_cases, forbidden=FORBIDDEN
+    ),
+    Exercise(
+        "ex06.asym_int8_gemm", "An int8 GEMM with zero points", 4, asym_int8_gemm_ref, _asym_cases, forbidden=FORBIDDEN
+    ),
     Exercise(
         "ex06.coarsest_granularity",
         "The coarsest granularity that reaches an SQNR",
         3,
         coarsest_granularity_ref,
         _granularity_cases,
+        forbidden=FORBIDDEN,
     ),
-    Exercise("ex06.fp8_choice", "e4m3 or e5m2, by the values each loses", 3, fp8_choice_ref, _fp8_cases),
-    Exercise("ex06.smallest_margin", "A delayed scale through a spike", 3, smallest_margin_ref, _margin_cases),
+    Exercise(
+        "ex06.fp8_choice", "e4m3 or e5m2, by the values each loses", 3, fp8_choice_ref, _fp8_cases, forbidden=FORBIDDEN
+    ),
+    Exercise(
+        "ex06.smallest_margin",
+        "A delayed scale through a spike",
+        3,
+        smallest_margin_ref,
+        _margin_cases,
+        forbidden=FORBIDDEN,
+    ),
 ]

@@ -500,8 +500,19 @@ def _nvfp4_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden): numpy and round_to only, and quantize for
+#: exercise 3's data.
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.scaling", "nbhelpers.scaled_gemm", "nbhelpers.tensor_cores")
+
 EXERCISES = [
-    Exercise("ex07.mx_shared_exponent", "The MX shared exponent, two rules", 4, mx_shared_exponent_ref, _mx_cases),
+    Exercise(
+        "ex07.mx_shared_exponent",
+        "The MX shared exponent, two rules",
+        4,
+        mx_shared_exponent_ref,
+        _mx_cases,
+        forbidden=FORBIDDEN,
+    ),
     Exercise(
         "ex07.blockwise_scaled_gemm",
         "Promoting a block-scaled GEMM",
@@ -509,6 +520,7 @@ EXERCISES = [
         blockwise_scaled_gemm_ref,
         _gemm_cases,
         compare=_within_fp32_error,
+        forbidden=FORBIDDEN,
     ),
     Exercise(
         "ex07.largest_promotion_interval",
@@ -516,6 +528,8 @@ EXERCISES = [
         4,
         largest_promotion_interval_ref,
         _promotion_cases,
+        forbidden=FORBIDDEN,
+        allowed=("nbhelpers.scaling:quantize",),
     ),
     Exercise(
         "ex07.nvfp4_scales",
@@ -524,5 +538,6 @@ EXERCISES = [
         nvfp4_scales_ref,
         _nvfp4_cases,
         compare=_nvfp4_compare,
+        forbidden=FORBIDDEN,
     ),
 ]

@@ -247,9 +247,32 @@ def _trace_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden): no memory_access or kernels (the given
+#: launcher's loaded_addresses aside).
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.memory_access", "nbhelpers.kernels")
+#: The course's machinery under every interpreted launch (a cache of the interpreter's work), and
+#: the load watch the given launcher calls.
+MACHINERY = ("nbhelpers.kernels.interpreter_cache", "nbhelpers.memory_access:loaded_addresses")
+
 EXERCISES = [
-    Exercise("ex08.sector_count", "Sectors of one warp's request", 3, sector_count_ref, _sector_cases),
-    Exercise("ex08.masked_copy", "A copy kernel for any length", 4, masked_copy_ref, _copy_cases),
+    Exercise(
+        "ex08.sector_count",
+        "Sectors of one warp's request",
+        3,
+        sector_count_ref,
+        _sector_cases,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
+    ),
+    Exercise(
+        "ex08.masked_copy",
+        "A copy kernel for any length",
+        4,
+        masked_copy_ref,
+        _copy_cases,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
+    ),
     Exercise(
         "ex08.trace_sectors",
         "Sectors of a raw address trace",
@@ -257,5 +280,7 @@ EXERCISES = [
         trace_sectors_ref,
         _trace_cases,
         compare=_sectors_and_efficiency,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
 ]

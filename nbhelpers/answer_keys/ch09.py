@@ -317,11 +317,31 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden): the statement: no kernels, scaled_gemm or occupancy.
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.kernels", "nbhelpers.scaled_gemm", "nbhelpers.occupancy")
+#: The course's machinery under every interpreted launch (a cache of the interpreter's work).
+MACHINERY = ("nbhelpers.kernels.interpreter_cache",)
+
 EXERCISES = [
     Exercise(
-        "ex09.tile_matmul", "The K loop of a tiled GEMM", 5, tile_matmul_ref, _matmul_cases, compare=_within_bound
+        "ex09.tile_matmul",
+        "The K loop of a tiled GEMM",
+        5,
+        tile_matmul_ref,
+        _matmul_cases,
+        compare=_within_bound,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
-    Exercise("ex09.scaled_epilogue", "The scaled epilogue in a kernel", 4, scaled_epilogue_ref, _epilogue_cases),
+    Exercise(
+        "ex09.scaled_epilogue",
+        "The scaled epilogue in a kernel",
+        4,
+        scaled_epilogue_ref,
+        _epilogue_cases,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
+    ),
     Exercise(
         "ex09.resident_warps",
         "Predict the occupancy from the ptxas line",
@@ -329,5 +349,7 @@ EXERCISES = [
         resident_warps_ref,
         _occupancy_cases,
         compare=_same_occupancy,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
 ]

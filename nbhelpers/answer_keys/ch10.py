@@ -214,6 +214,11 @@ def capacity_orders(rows: int, num_experts: int, capacity_factor: float) -> set[
     }
 
 
+#: What an answer may not call (Exercise.forbidden): the statement: no moe or kernels.
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.moe", "nbhelpers.kernels")
+#: The course's machinery under every interpreted launch (a cache of the interpreter's work).
+MACHINERY = ("nbhelpers.kernels.interpreter_cache",)
+
 EXERCISES = [
     Exercise(
         "ex10.offsets_and_schedule",
@@ -222,6 +227,8 @@ EXERCISES = [
         offsets_and_schedule_ref,
         _routing_cases,
         compare=_same_schedule,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
     Exercise(
         "ex10.tile_lookup",
@@ -230,8 +237,17 @@ EXERCISES = [
         tile_lookup_ref,
         _lookup_cases,
         compare=_same_lookup,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
     Exercise(
-        "ex10.padding_waste", "Predict the padding waste", 3, padding_waste_ref, _waste_cases, compare=_same_waste
+        "ex10.padding_waste",
+        "Predict the padding waste",
+        3,
+        padding_waste_ref,
+        _waste_cases,
+        compare=_same_waste,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
 ]

@@ -533,8 +533,22 @@ def _flip_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+#: What an answer may not call (Exercise.forbidden): the statement: no topk or kernels.
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.topk", "nbhelpers.kernels")
+#: The course's machinery under every interpreted launch (a cache of the interpreter's work).
+MACHINERY = ("nbhelpers.kernels.interpreter_cache",)
+
 EXERCISES = [
-    Exercise("ex11.topk_key", "The order-preserving key of a float", 4, topk_key_ref, _key_cases, compare=_same_keys),
+    Exercise(
+        "ex11.topk_key",
+        "The order-preserving key of a float",
+        4,
+        topk_key_ref,
+        _key_cases,
+        compare=_same_keys,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
+    ),
     Exercise(
         "ex11.topk_two_stage",
         "Top-k in two stages, in Triton",
@@ -542,6 +556,8 @@ EXERCISES = [
         topk_two_stage_ref,
         _topk_cases,
         compare=_same_topk,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
     Exercise(
         "ex11.radix_cost",
@@ -550,6 +566,8 @@ EXERCISES = [
         radix_cost_ref,
         _cost_cases,
         compare=_same_cost,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
     Exercise(
         "ex11.flip_top3",
@@ -558,5 +576,7 @@ EXERCISES = [
         flip_top3_ref,
         _flip_cases,
         compare=_flip_compare,
+        forbidden=FORBIDDEN,
+        allowed=MACHINERY,
     ),
 ]

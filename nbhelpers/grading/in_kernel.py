@@ -5,8 +5,9 @@ This module is sent whole, as source text, into the student's kernel (see
 :func:`kernel_main` calls the notebook's functions on the case inputs. The grader imports the
 same module to encode those inputs (:func:`encode`) and to decode what the kernel returned
 (:func:`decode`). Hence its rules: it imports only the standard library and numpy (and
-ml_dtypes, a dependency of numpy's low-precision dtypes, when it is there), nothing from
-nbhelpers, no relative imports; and it never calls anything it is handed except the student's
+ml_dtypes, a dependency of numpy's low-precision dtypes, when it is there), and from the
+course's package only :mod:`nbhelpers.call_watch` (standard library only itself), whose source
+replaces the one line that imports it; and it never calls anything it is handed except the student's
 own function and the methods a value's conversion needs (``__float__``, ``__index__``,
 ``__array__``).
 
@@ -54,6 +55,9 @@ try:
     import ml_dtypes
 except Exception:  # pragma: no cover - ml_dtypes is a dependency
     ml_dtypes = None
+
+# Sent into the kernel, this line becomes nbhelpers.call_watch's source (worker.kernel_source).
+from ..call_watch import CallWatch
 
 LIMITS = {
     "max_depth": 40,  # nesting of tuples, lists, dicts
@@ -801,15 +805,20 @@ def _run_exercise(graded: tuple[Any, dict], ex: dict, budget: float, alarm: _Ala
     fn, about = graded
     if fn is None:
         return {"id": ex["id"], **about}
-    results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes)
+    watch = CallWatch(ex.get("forbidden", ()), ex.get("allowed", ()))
+    results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes, watch)
     if size > max_bytes:  # not sent at all (the grader would not read it): said so instead
         return {"id": ex["id"], "too_large": size}
-    return {"id": ex["id"], "results": results, **about}
+    seen = {"watch": sorted(watch.seen)} if watch else {}
+    return {"id": ex["id"], "results": results, **about, **seen}
 
 
-def _call_cases(fn: Callable, cases: list, budget: float, alarm: _Alarm, max_bytes: int) -> tuple[list, int]:
+def _call_cases(
+    fn: Callable, cases: list, budget: float, alarm: _Alarm, max_bytes: int, watch: CallWatch
+) -> tuple[list, int]:
     """The results of the calls on every case, and about how many bytes of JSON they take (the
-    calls stop once that passes ``max_bytes``)."""
+    calls stop once that passes ``max_bytes``); ``watch`` is on during each call and the encoding
+    of what it returned (a value's ``__array__`` is the student's code too)."""
     results: list = []
     size = 0
     deadline = time.monotonic() + budget
@@ -823,7 +832,8 @@ def _call_cases(fn: Callable, cases: list, budget: float, alarm: _Alarm, max_byt
         try:
             alarm.arm(remaining)
             try:
-                r, n = _call(fn, args, kwargs)
+                with watch:
+                    r, n = _call(fn, args, kwargs)
             finally:
                 alarm.disarm()
         except _TimeLimit:

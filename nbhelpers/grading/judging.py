@@ -23,7 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..answer_keys import exercises_of
-from ..checks import CheckResult, CheckStatus, Raised, cases_for, expected_outputs, score
+from ..checks import (
+    FORBIDDEN_CALL,
+    CheckResult,
+    CheckStatus,
+    Raised,
+    cases_for,
+    expected_outputs,
+    forbidden_verdict,
+    score,
+)
 from ..exercise_types import Exercise
 from ..report_text import describe_exception, truncate
 from .definitions import Definitions, definitions_of, names_used, parse, program_cell
@@ -89,7 +98,8 @@ def plan_chapter(chapter: int, seed: int) -> ChapterPlan | None:
         p, encoded = _plan_exercise(ex, seed)
         plans.append(p)
         if encoded is not None:
-            payload.append({"id": ex.id, "name": ex.name, "cases": encoded})
+            watch = {"forbidden": list(ex.forbidden), "allowed": list(ex.allowed)} if ex.forbidden else {}
+            payload.append({"id": ex.id, "name": ex.name, "cases": encoded, **watch})
     inputs_json = json.dumps({"exercises": payload}, allow_nan=False, separators=(",", ":"))
     classes = {}
     for p in plans:
@@ -298,6 +308,15 @@ def judge(
     results = rec.get("results")
     if not isinstance(results, list):
         return _unscored(p, CheckStatus.ERROR, "the grader could not read this function's results")
+    if ex.forbidden:
+        # the grading cell sends what its watch saw (nbhelpers.call_watch); a record without it
+        # was not written by the grading cell's watch, and is judged as it stands
+        seen = rec.get("watch", [])
+        if not (isinstance(seen, list) and all(isinstance(s, str) for s in seen)):
+            return _unscored(p, CheckStatus.FAIL, "the grader could not read what this function called")
+        verdict = forbidden_verdict(ex, len(p.cases), [safe_name(s)[:200] for s in seen[:10]])
+        if verdict is not None:
+            return verdict
     got, timed_out = _returned(results[: len(p.cases)], classes)
     result = score(ex, p.cases, p.expected, got)
     if timed_out:
@@ -566,6 +585,7 @@ def _grade_one(
     if unjudged:
         details.append(f"its results could not be judged: {unjudged}")
     details += [f"{ex_id}: {FORGED}" for ex_id, r in results.items() if r.error == FORGED]
+    details += [f"{ex_id}: {r.error}" for ex_id, r in results.items() if (r.error or "").startswith(FORBIDDEN_CALL)]
     if foreign:
         details.append(
             f"tampering: {foreign} line{'s' if foreign != 1 else ''} in the "

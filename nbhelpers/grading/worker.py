@@ -41,6 +41,7 @@ from jupyter_client import AsyncKernelManager  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import DeadKernelError  # noqa: E402
 
+from ..call_watch import CallWatch  # noqa: E402
 from .cgroups import Cgroups, SubmissionCgroup  # noqa: E402
 from .in_kernel import kernel_main  # noqa: E402
 from .jobs import Event, WorkerAnswer, json_lines, kill_group  # noqa: E402
@@ -63,9 +64,23 @@ _channels_root: list[str] = []  # the run's folder of channel folders on /dev/sh
 PARENT_CHECK_S = 0.5
 
 
+#: The one line of in_kernel that imports from the course's package; the kernel gets the module's
+#: source in its place.
+WATCH_IMPORT = "from ..call_watch import CallWatch\n"
+
+
 def kernel_source() -> str:
-    """The source of :mod:`nbhelpers.grading.in_kernel`, which the kernel runs in a fresh namespace."""
-    return inspect.getsource(sys.modules[kernel_main.__module__])
+    """The source of :mod:`nbhelpers.grading.in_kernel`, which the kernel runs in a fresh
+    namespace, with :mod:`nbhelpers.call_watch`'s source (less its ``__future__`` import, which
+    in_kernel's first lines make) in place of its import of it."""
+    source = inspect.getsource(sys.modules[kernel_main.__module__])
+    watch = inspect.getsource(sys.modules[CallWatch.__module__])
+    watch = watch.replace("from __future__ import annotations\n", "", 1)
+    if source.count(WATCH_IMPORT) != 1 or "from __future__" in watch:
+        raise RuntimeError(
+            "in_kernel must import CallWatch in one line, and call_watch import nothing from __future__ but annotations"
+        )
+    return source.replace(WATCH_IMPORT, watch)
 
 
 #: What a kernel runs instead of ``-m ipykernel_launcher``: the same kernel, without the debugger a

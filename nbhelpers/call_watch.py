@@ -1,0 +1,187 @@
+"""Which of the course's functions a call reached: the watch that keeps an exercise's answer from
+being the course's own reference.
+
+An exercise may forbid the course's modules or functions that compute its answer
+(``Exercise.forbidden``: ``"nbhelpers.scaling"``, a module and its submodules, or
+``"nbhelpers.formats:decode"``, one function by module and qualified name) and allow some of
+their functions or modules as tools (``Exercise.allowed``: ``"nbhelpers.rounding:round_to"``;
+whatever an allowed function calls is its own business). While a student's function runs, :class:`CallWatch`
+(a profile hook, ``sys.setprofile``) notes every call of a forbidden Python function, however it
+was reached: under another name, in a ``functools.partial``, through a helper of the student's or
+through another of the course's functions, or after the module was reloaded. It also notes every
+call that would hide calls from it (switching the hook off or replacing it, starting a thread or a
+process, which the hook does not follow); such a call counts like a forbidden one, since the
+watch can no longer say what ran. Calls of C functions (numpy's, ml_dtypes' casts) are not
+watched.
+
+Standard library only, and no import of the course's package: :mod:`nbhelpers.grading.in_kernel`
+carries this module's source into the kernel that grades (in place of its import of it).
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["CallWatch", "parse_names"]
+
+_THREAD = "started a thread (the check cannot see what a thread calls)"
+_PROCESS = "started a process (the check cannot see what another process calls)"
+_HOOK = "switched off or replaced the profile hook the check watches calls with"
+
+#: What a call that hides calls from the watch is said to do, by the builtin it calls.
+_HIDERS_BY_NAME = {
+    (sys, "setprofile"): _HOOK,
+    (sys, "settrace"): "set a trace function (the check's watch does not allow one)",
+    (_thread, "start_new_thread"): _THREAD,
+    (_thread, "start_joinable_thread"): _THREAD,
+    (os, "fork"): _PROCESS,
+    (os, "forkpty"): _PROCESS,
+    (os, "posix_spawn"): _PROCESS,
+    (os, "posix_spawnp"): _PROCESS,
+    (os, "system"): _PROCESS,
+}
+
+
+def _hiders() -> dict[int, tuple[Any, str]]:
+    """id -> (the builtin, what calling it does), for the builtins this interpreter has, and
+    ``_posixsubprocess.fork_exec`` (how ``subprocess`` starts a process)."""
+    found = [(getattr(mod, name, None), why) for (mod, name), why in _HIDERS_BY_NAME.items()]
+    try:
+        import _posixsubprocess
+
+        found.append((_posixsubprocess.fork_exec, _PROCESS))
+    except (ImportError, AttributeError):  # pragma: no cover - not a POSIX system
+        pass
+    return {id(fn): (fn, why) for fn, why in found if fn is not None}
+
+
+def _dotted(text: str) -> bool:
+    return bool(text) and all(p.isidentifier() for p in text.split("."))
+
+
+def parse_names(names: Iterable[str], *, functions_only: bool = False) -> tuple[tuple[str, str], ...]:
+    """``("nbhelpers.scaling", "nbhelpers.formats:decode")`` as
+    ``(("nbhelpers.scaling", ""), ("nbhelpers.formats", "decode"))``: a module (qualified name
+    empty) or ``module:qualname``. Raises ValueError for anything else, and for a module when
+    ``functions_only``."""
+    out = []
+    for name in names:
+        text = str(name)
+        module, sep, qualname = text.partition(":")
+        ok = _dotted(module) and (_dotted(qualname) if sep else not functions_only)
+        if not ok:
+            accepted = "'module:qualname'" if functions_only else "a module ('nbhelpers.scaling') or 'module:qualname'"
+            raise ValueError(f"{text!r} names no function: expected {accepted}, e.g. 'nbhelpers.formats:decode'")
+        out.append((module, qualname))
+    return tuple(out)
+
+
+class CallWatch:
+    """Notes the calls of ``forbidden`` functions while it is on (see the module's docstring);
+    inside a call of an ``allowed`` function (or of a function of an allowed module) nothing is
+    noted but calls that hide calls.
+
+    Use as a context manager around the calls to watch (the previous profile hook is put back
+    after). :attr:`seen` holds what was noted across every use: ``"module:qualname"`` of each
+    forbidden function called from outside the forbidden ones (where a call entered them, not
+    every call inside), and a sentence for each call that hid calls from the watch. With nothing
+    forbidden the watch does nothing (no hook).
+    """
+
+    def __init__(self, forbidden: Iterable[str] = (), allowed: Iterable[str] = ()) -> None:
+        pairs = parse_names(forbidden)
+        self._modules = tuple(m for m, q in pairs if not q)
+        self._functions = frozenset((m, q) for m, q in pairs if q)
+        allowed_pairs = parse_names(allowed)
+        self._allowed = frozenset((m, q) for m, q in allowed_pairs if q)
+        self._allowed_modules = frozenset(m for m, q in allowed_pairs if not q)
+        self._hiders = _hiders() if pairs else {}
+        self.seen: set[str] = set()
+        self._inside_frame: list = [None]  # the frame of the allowed call under way, if any
+        self._old: Any = None
+        self._on = False
+        self._hook_fn = self._make_hook()
+
+    def __bool__(self) -> bool:
+        """Whether there is anything to watch."""
+        return bool(self._modules or self._functions)
+
+    def _module_verdict(self, module: Any) -> int:
+        """_NEUTRAL, _ALLOWED or _FORBIDDEN: what a call of a function of ``module`` is, by module."""
+        if not isinstance(module, str):
+            return _NEUTRAL
+        if module in self._allowed_modules:
+            return _ALLOWED
+        if any(module == m or module.startswith(m + ".") for m in self._modules):
+            return _FORBIDDEN
+        return _NEUTRAL
+
+    def _make_hook(self) -> Any:
+        """The profile function: a closure over its tables, since it runs on every call and
+        return, of Python and of C functions, while the watch is on."""
+        by_globals: dict[int, tuple[dict, int, Any]] = {}  # id(f_globals) -> (them, verdict, module)
+        hiders, seen, allowed, functions = self._hiders, self.seen, self._allowed, self._functions
+        named = frozenset(q for _, q in allowed | functions)
+        module_verdict, inside = self._module_verdict, self._inside_frame
+        exit_code = _EXIT_CODE
+
+        def forbidden_caller(caller: Any) -> bool:
+            if caller is None:
+                return False
+            g = caller.f_globals
+            known = by_globals.get(id(g))
+            verdict = module_verdict(g.get("__name__")) if known is None or known[0] is not g else known[1]
+            pair = (g.get("__name__"), caller.f_code.co_qualname)
+            return pair in functions or (verdict == _FORBIDDEN and pair not in allowed)
+
+        def hook(frame: Any, event: str, arg: Any) -> None:
+            if event == "c_call":
+                hider = hiders.get(id(arg))
+                if hider is not None and hider[0] is arg and frame.f_code is not exit_code:
+                    seen.add(hider[1])
+            elif event == "call":
+                if inside[0] is not None:
+                    return
+                g = frame.f_globals
+                known = by_globals.get(id(g))
+                if known is None or known[0] is not g:
+                    module = g.get("__name__")
+                    known = by_globals[id(g)] = (g, module_verdict(module), module)
+                code = frame.f_code
+                verdict = known[1]
+                if code.co_qualname in named:  # a function listed by name outranks its module
+                    pair = (known[2], code.co_qualname)
+                    verdict = _ALLOWED if pair in allowed else _FORBIDDEN if pair in functions else verdict
+                if verdict == _ALLOWED:
+                    inside[0] = frame
+                elif verdict == _FORBIDDEN and code is not exit_code and not forbidden_caller(frame.f_back):
+                    seen.add(f"{known[2]}:{code.co_qualname}")  # where the call entered: not each one inside
+            elif event == "return" and frame is inside[0]:
+                inside[0] = None
+
+        return hook
+
+    def __enter__(self) -> CallWatch:
+        if self:
+            self._old = sys.getprofile()
+            self._inside_frame[0] = None
+            self._on = True
+            sys.setprofile(self._hook_fn)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._on:
+            return
+        self._on = False
+        if sys.getprofile() is not self._hook_fn:  # switched off without a call the hook saw
+            self.seen.add(_HOOK)
+        sys.setprofile(self._old)  # the hook skips this one call: its frame is __exit__'s
+        self._old = self._inside_frame[0] = None
+
+
+_EXIT_CODE = CallWatch.__exit__.__code__
+_NEUTRAL, _ALLOWED, _FORBIDDEN = 0, 1, 2

@@ -1,0 +1,203 @@
+"""nbhelpers.call_watch: the watch that keeps an exercise's answer from calling the course's
+reference, however the call is reached; and its use in the check cell (run_check) and the grader's
+kernel (in_kernel, through worker.kernel_source)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import subprocess
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+import nbhelpers.formats as formats
+from nbhelpers import checks
+from nbhelpers.call_watch import CallWatch, parse_names
+from nbhelpers.checks import Exercise, exercises_of, get_exercise, run_check
+from nbhelpers.formats import decode as renamed_decode
+
+
+def _module(name: str, source: str) -> types.ModuleType:
+    """A module called ``name`` made from ``source`` (a stand-in for one of the course's)."""
+    mod = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
+    return mod
+
+
+REF = _module("course.reference", "def answer(x):\n    return 2 * x\n\ndef tool(x):\n    return answer(x) - x\n")
+TOOLS = _module("course.tools", "def wrapper(x, ref):\n    return ref.answer(x)\n")
+
+
+def seen_by(fn, forbidden=("course.reference",), allowed=()) -> set[str]:
+    watch = CallWatch(forbidden, allowed)
+    with watch:
+        fn()
+    return watch.seen
+
+
+def test_a_forbidden_call_is_seen_however_it_is_reached():
+    assert seen_by(lambda: REF.answer(1)) == {"course.reference:answer"}
+    alias = REF.answer
+    assert seen_by(lambda: alias(1)) == {"course.reference:answer"}
+    assert seen_by(lambda: functools.partial(REF.answer)(1)) == {"course.reference:answer"}
+    assert seen_by(lambda: list(map(REF.answer, [1, 2]))) == {"course.reference:answer"}  # called from C
+    assert seen_by(lambda: TOOLS.wrapper(1, REF)) == {"course.reference:answer"}  # through a module not listed
+    assert seen_by(lambda: REF.tool(1)) == {"course.reference:tool"}  # where it entered, not each call inside
+
+
+def test_one_function_by_name_and_a_real_module_reloaded():
+    watch = CallWatch(["nbhelpers.formats:decode"])
+    with watch:
+        renamed_decode(0x3C, "e4m3")  # imported under another name
+        importlib.reload(formats).decode(0x3C, "e4m3")  # a fresh function object of the same def
+        formats.get_format("bf16")  # not listed
+    assert watch.seen == {"nbhelpers.formats:decode"}
+
+
+def test_an_allowed_function_may_call_what_is_forbidden_but_not_the_other_way():
+    assert seen_by(lambda: REF.tool(1), allowed=["course.reference:tool"]) == set()
+    assert seen_by(lambda: REF.answer(1), allowed=["course.reference:tool"]) == {"course.reference:answer"}
+    assert seen_by(lambda: TOOLS.wrapper(1, REF), allowed=["course.tools"]) == set()  # a module allowed
+    # once the allowed call returned, the watch looks again
+    assert seen_by(lambda: (REF.tool(1), REF.answer(1)), allowed=["course.reference:tool"]) == {
+        "course.reference:answer"
+    }
+
+
+def test_calls_that_hide_calls_count_as_forbidden():
+    def hook_off():
+        sys.setprofile(None)
+        REF.answer(1)
+
+    def trace():
+        sys.settrace(None)
+
+    def thread():
+        t = threading.Thread(target=REF.answer, args=(1,))
+        t.start()
+        t.join()
+
+    def process():
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+    assert any("profile hook" in s for s in seen_by(hook_off))
+    assert any("trace function" in s for s in seen_by(trace))
+    assert any("thread" in s for s in seen_by(thread))
+    assert any("process" in s for s in seen_by(process))
+
+
+def test_the_previous_hook_comes_back_and_nothing_listed_means_no_hook():
+    calls = []
+
+    def outer(frame, event, arg):
+        calls.append(event)
+
+    sys.setprofile(outer)
+    try:
+        with CallWatch(["course.reference"]):
+            assert sys.getprofile() is not outer
+        assert sys.getprofile() is outer
+        with CallWatch([]) as w:
+            assert sys.getprofile() is outer and not w
+    finally:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("bad", ["nbhelpers.formats:", "nbhelpers..formats", ":decode", "nbhelpers formats", "a:b c"])
+def test_names_that_name_nothing_are_refused_with_the_form_expected(bad):
+    with pytest.raises(ValueError, match="module:qualname"):
+        parse_names([bad])
+
+
+def test_an_exercise_refuses_a_malformed_list():
+    ok = dict(id="ex01.f", title="t", points=1, reference=lambda: 0, cases=lambda rng: [])
+    with pytest.raises(TypeError, match="tuple of names"):
+        Exercise(**ok, forbidden="nbhelpers.formats")
+    with pytest.raises(ValueError, match="ex01.f: forbidden"):
+        Exercise(**ok, forbidden=("nbhelpers.formats:",))
+    assert Exercise(**ok, forbidden=["nbhelpers.formats"]).forbidden == ("nbhelpers.formats",)
+
+
+@pytest.mark.parametrize("chapter", range(1, 12))
+def test_every_exercise_forbids_its_reference(chapter):
+    for ex in exercises_of(chapter):
+        assert "nbhelpers.answer_keys" in ex.forbidden or "nbhelpers" in ex.forbidden, ex.id
+
+
+def _no_watch(monkeypatch):
+    class NoWatch:
+        def __init__(self, *a):
+            self.seen = set()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            pass
+
+    monkeypatch.setattr(checks, "CallWatch", NoWatch)
+
+
+def _cheats():
+    """Answers that call the course's function the statement forbids: right answers, which only
+    the watch fails."""
+    from nbhelpers import moe, occupancy, scaling, topk
+    from nbhelpers.memory_access import sectors_touched
+    from nbhelpers.recipes import Recipe
+
+    def decode_bits(bits, exp_bits, man_bits):
+        return get_exercise("ex01.decode_bits").reference(bits, exp_bits, man_bits)
+
+    def quantize_blocks(x, block_rows, block_cols, element):
+        return scaling.quantize(x, Recipe(element, (block_rows, block_cols)))
+
+    def sector_count(elem_bytes, stride, base):
+        return sectors_touched(elem_bytes=elem_bytes, stride=stride, base=base).sectors
+
+    def resident_warps(registers, num_warps, shared):
+        occ = occupancy.occupancy(registers, num_warps, shared, occupancy.H100)
+        return occ.warps, str(occ.limits[0])
+
+    def offsets_and_schedule(expert_ids, num_experts, block_m):
+        off = moe.expert_offsets(expert_ids, num_experts)
+        s = moe.tile_schedule(off, block_m)
+        return off, s.expert.astype(np.int64), s.row_start.astype(np.int64)
+
+    def topk_key(bits, fmt):
+        return topk.topk_keys(np.asarray(bits), fmt)
+
+    return {
+        "ex01.decode_bits": decode_bits,
+        "ex06.quantize_blocks": quantize_blocks,
+        "ex08.sector_count": sector_count,
+        "ex09.resident_warps": resident_warps,
+        "ex10.offsets_and_schedule": offsets_and_schedule,
+        "ex11.topk_key": topk_key,
+    }
+
+
+@pytest.mark.parametrize("ex_id", sorted(_cheats()))
+def test_an_answer_that_calls_the_course_fails_only_because_of_the_watch(ex_id, monkeypatch):
+    cheat = _cheats()[ex_id]
+    caught = run_check(ex_id, cheat)
+    assert not caught.passed and caught.points == 0
+    assert caught.error.startswith(checks.FORBIDDEN_CALL) and "does not allow" in caught.error, caught.error
+    _no_watch(monkeypatch)  # the control: without the watch the same answer passes
+    assert run_check(ex_id, cheat).passed
+
+
+def test_the_kernel_gets_the_watch_in_place_of_its_import():
+    from nbhelpers.grading.worker import WATCH_IMPORT, kernel_source
+
+    source = kernel_source()
+    assert WATCH_IMPORT not in source and "from .." not in source and "import nbhelpers" not in source
+    ns: dict = {"__name__": "kernel"}
+    exec(compile(source, "<in_kernel>", "exec"), ns)
+    watch = ns["CallWatch"](["nbhelpers.formats:decode"])
+    with watch:
+        renamed_decode(0x3C, "e4m3")
+    assert watch.seen == {"nbhelpers.formats:decode"}
