@@ -17,7 +17,10 @@ slowest of five limits (the last only when the launch counts its issue cycles):
 * **HBM**: ``bytes_moved`` at the HBM rate;
 * **bytes in flight** (Little's law): the resident programs keep ``resident x bytes_per_step x
   stages`` bytes in flight; against a load-to-use latency ``L`` that sustains ``in_flight / L``
-  bytes per second, and moving ``bytes_moved`` at that rate takes ``bytes_moved x L / in_flight``;
+  bytes per second, and loading ``bytes_loaded`` at that rate takes ``bytes_loaded x L /
+  in_flight``. Only loads count: a program waits for what it loads, not for what it stores (a
+  store leaves the SM without a reply the program waits on), so a copy that moves ``2 B`` bytes
+  needs in flight only what carries its ``B`` bytes of reads;
 * **dependent steps**: a program cannot finish before ``steps / stages x L``; programs that do not
   fit at once run in ``waves``, one after another: ``waves x steps / stages x L``;
 * **instruction issue** (when the launch states its ``issue_cycles``, the cycles of its scheduler
@@ -131,10 +134,13 @@ H200 = GPU(
 )
 
 
-def little_bytes(gpu: GPU) -> float:
+def little_bytes(gpu: GPU, read_share: float = 1.0) -> float:
     """Little's law for the whole GPU: the bytes that must be in flight to sustain its HBM rate
-    against its latency (rate x latency)."""
-    return gpu.hbm_bytes_per_s * gpu.latency_s
+    against its latency (rate x latency), for a kernel whose HBM traffic is ``read_share`` reads
+    (only loads are waited on: a copy, half reads, needs half of it in flight)."""
+    if not (isinstance(read_share, (int, float)) and 0 < read_share <= 1):
+        raise ValueError(f"read_share must be in (0, 1], got {read_share!r}")
+    return gpu.hbm_bytes_per_s * gpu.latency_s * read_share
 
 
 def stages_in_flight(num_stages: int) -> int:
@@ -186,10 +192,23 @@ class Prediction:
     launch_s: float = 0.0
 
 
-def predict(gpu: GPU, launch: Launch, bytes_moved: float, flops: float = 0.0, dtype: str | None = None) -> Prediction:
+def predict(
+    gpu: GPU,
+    launch: Launch,
+    bytes_moved: float,
+    flops: float = 0.0,
+    dtype: str | None = None,
+    bytes_loaded: float | None = None,
+) -> Prediction:
     """The model's time for ``launch`` on ``gpu`` (see the module's docstring). ``flops`` needs
-    ``dtype``, a key of ``gpu.peak_flops``."""
+    ``dtype``, a key of ``gpu.peak_flops``. ``bytes_loaded``: the part of ``bytes_moved`` that
+    the programs load (and wait for); None: all of it (a kernel whose stores are few)."""
     _positive("bytes_moved", bytes_moved)
+    if bytes_loaded is None:
+        bytes_loaded = bytes_moved
+    _positive("bytes_loaded", bytes_loaded)
+    if bytes_loaded > bytes_moved:
+        raise ValueError(f"bytes_loaded ({bytes_loaded!r}) cannot exceed bytes_moved ({bytes_moved!r})")
     if isinstance(flops, bool) or not isinstance(flops, (int, float)) or not math.isfinite(flops) or flops < 0:
         raise ValueError(f"flops must be a non-negative finite number, got {flops!r}")
     terms: dict[str, float] = {}
@@ -201,7 +220,7 @@ def predict(gpu: GPU, launch: Launch, bytes_moved: float, flops: float = 0.0, dt
     slots = launch.resident_per_sm * gpu.sms
     stages = min(launch.stages, launch.steps)
     in_flight = min(launch.programs, slots) * launch.bytes_per_step * stages
-    terms["bytes in flight"] = bytes_moved * gpu.latency_s / in_flight
+    terms["bytes in flight"] = bytes_loaded * gpu.latency_s / in_flight
     terms["dependent steps"] = math.ceil(launch.programs / slots) * launch.steps / stages * gpu.latency_s
     if launch.issue_cycles:
         if gpu.clock_hz is None:

@@ -331,8 +331,12 @@ def test_the_models_prediction_for_the_copies():
     assert tile.terms == predicted("contiguous", 8192 * 8192, 1024, registers=28).terms  # 1024 elements a program
     # at a latency 100 times longer, 16 programs of 4 KB per SM no longer cover the need
     slow = replace(H200, latency_s=100e-6)
-    assert 16 * 4096 * H200.sms < little_bytes(slow)
-    assert predicted("contiguous", n, 1024, registers=18, gpu=slow).bound == "bytes in flight"
+    assert 16 * 4096 * H200.sms < little_bytes(slow, read_share=0.5)  # a copy waits on its reads only
+    latency_bound = predicted("contiguous", n, 1024, registers=18, gpu=slow)
+    # one step per program: a wave moves its bytes in one latency, so the two latency terms agree
+    assert latency_bound.bound in ("bytes in flight", "dependent steps")
+    assert latency_bound.terms["bytes in flight"] == pytest.approx(4 * n * slow.latency_s / (16 * 4096 * H200.sms))
+    assert latency_bound.seconds > 10 * latency_bound.terms["HBM"]
     load = load_benchmark()  # the benchmark's rows: this prediction at the compile table's registers
     assert load.predicted_ms_of("contiguous", [1024], n, 1.0) == pytest.approx(p.seconds * 1e3)
     with pytest.raises(ValueError, match="pattern must be"):

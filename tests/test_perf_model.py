@@ -105,6 +105,13 @@ def test_the_terms_follow_the_formulas_and_the_slowest_binds():
     assert predict(gpu, replace(launch, stages=9), 1e6).terms["dependent steps"] == pytest.approx(2 * 1e-6)
     assert p.bound == "compute" and p.seconds == pytest.approx(2e-3 + 1e-5)
     assert little_bytes(gpu) == pytest.approx(1e3)
+    assert little_bytes(gpu, read_share=0.5) == pytest.approx(5e2)  # a copy: only its reads wait
+    # stores are not waited on: only the loaded bytes need to be in flight
+    half = predict(gpu, launch, 1e6, bytes_loaded=5e5)
+    assert half.terms["bytes in flight"] == pytest.approx(p.terms["bytes in flight"] / 2)
+    assert half.terms["HBM"] == pytest.approx(p.terms["HBM"])
+    with pytest.raises(ValueError, match="cannot exceed bytes_moved"):
+        predict(gpu, launch, 1e6, bytes_loaded=2e6)
     # more resident programs never make it slower; a longer latency never makes it faster
     more = predict(gpu, replace(launch, resident_per_sm=5), 1e6, 2e9, "bf16")
     slower = predict(replace(gpu, latency_s=2e-6), launch, 1e6, 2e9, "bf16")

@@ -224,7 +224,8 @@ def predicted(
     "transposed" (:func:`transpose`, ``block`` = (BLOCK_M, BLOCK_N)), for ``outputs`` elements of
     ``itemsize`` bytes. Each program loads its block once and stores it (one step; a store does
     not wait); a program of 4 warps with ``registers`` per thread (the compile table's) sets how
-    many an SM holds. Bytes from HBM: the reads (useful / efficiency) and the writes."""
+    many an SM holds. Bytes from HBM: the reads (useful / efficiency) and the writes; only the
+    reads need to be in flight (a program waits for its loads, not its stores)."""
     if pattern not in ("contiguous", "strided", "transposed"):
         raise ValueError(f"pattern must be 'contiguous', 'strided' or 'transposed', got {pattern!r}")
     positive_int("outputs", outputs)
@@ -234,4 +235,5 @@ def predicted(
     positive_int("block", per_block)
     per_sm = occupancy(registers, 4, 0).blocks
     launch = Launch(-(-outputs // per_block), per_sm, per_block * itemsize / efficiency)
-    return predict(gpu, launch, outputs * itemsize / efficiency + outputs * itemsize)
+    reads = outputs * itemsize / efficiency
+    return predict(gpu, launch, reads + outputs * itemsize, bytes_loaded=reads)

@@ -396,7 +396,7 @@ def predicted(
     ahead = stages_in_flight(num_stages)
     # a step loads the rows of A and the columns of B its tile has (masked-off lanes load nothing)
     launch = Launch(tiles_m * tiles_n, per_sm, (min(M, bm) + min(N, bn)) * bk * in_bytes, -(-K // bk), ahead)
-    return predict(gpu, launch, bytes_hbm, 2.0 * M * N * K, dtype)
+    return predict(gpu, launch, bytes_hbm, 2.0 * M * N * K, dtype, bytes_loaded=bytes_hbm - M * N * out_bytes)
 
 
 def fastest_predicted(

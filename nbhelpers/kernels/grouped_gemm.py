@@ -430,7 +430,7 @@ def predicted(
         raise ValueError(f"a program of {num_warps} warps, {registers} registers and {shared} B does not fit an SM")
     ahead = stages_in_flight(num_stages)  # the K loop's loads in flight ahead of the step computed
     launch = Launch(sum(tiles_m) * tiles_n, per_sm, (bm + bn) * bk * in_bytes, -(-K // bk), ahead)
-    p = predict(gpu, launch, read + sum(loads) * N * out_bytes, 2.0 * computed * N * K, "bf16")
+    p = predict(gpu, launch, read + sum(loads) * N * out_bytes, 2.0 * computed * N * K, "bf16", bytes_loaded=read)
     host = 0.0 if cuda_graph else TILE_LOOKUP_LAUNCHES * gpu.launch_s
     return Prediction(p.seconds + host, p.bound, p.terms, p.launch_s + host)
 

@@ -509,7 +509,7 @@ def predicted(
         merge_steps,
         issue_cycles=merge_steps * m_step + merged * m_insertion,
     )
-    return [predict(gpu, first, logits + lists), predict(gpu, merge, lists)]
+    return [predict(gpu, first, logits + lists, bytes_loaded=logits), predict(gpu, merge, lists)]
 
 
 def topk(x: torch.Tensor, k: int, method: str = "row", block_v: int | None = None, chunk: int | None = None):

@@ -39,7 +39,12 @@ def _legend(ax, outside: bool) -> None:
 
 
 def plot_efficiency_vs_stride(
-    strides: Sequence[int], measured: dict, predicted: dict | None = None, ax=None, legend_outside: bool = True
+    strides: Sequence[int],
+    measured: dict,
+    predicted: dict | None = None,
+    ax=None,
+    legend_outside: bool = True,
+    ylabel: str = "useful bandwidth relative to the contiguous copy",
 ):
     """Efficiency (useful bytes / bytes moved, or a bandwidth relative to the contiguous one)
     against the stride, both axes log base 2.
@@ -48,7 +53,8 @@ def plot_efficiency_vs_stride(
     drawn as solid lines with filled markers; predicted: label -> one value per stride, drawn as
     dashed or dotted lines with hollow markers. Every series has its own colour, line style and
     marker. The y ticks read as fractions (1, 1/2, ..., 1/64). legend_outside: the legend under
-    the axes (default), off the data.
+    the axes (default), off the data. ylabel: what the values are (the default: the chapter's
+    copy fractions, ``2 / (1 + 1/e)``; pass "efficiency (useful / moved bytes)" for ``e`` itself).
     """
     ax = axes_or_new(ax, height_ratio=0.8)
     x = np.asarray(strides, dtype=float)
@@ -104,7 +110,7 @@ def plot_efficiency_vs_stride(
     ax.set_ylim(2.0 ** (bottom - 0.3), 2.0**0.4)
     ax.minorticks_off()
     ax.set_xlabel("stride (elements between two reads)")
-    ax.set_ylabel("efficiency (useful / moved bytes)")
+    ax.set_ylabel(ylabel)
     ax.grid(True, which="major", alpha=0.3)
     _legend(ax, legend_outside)
     return ax
