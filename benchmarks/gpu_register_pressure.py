@@ -42,6 +42,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
 from nbhelpers.families.pressure import RegisterPressureRow  # noqa: E402 (imports no torch)
+from nbhelpers.occupancy import latency_bound_slowdown  # noqa: E402 (imports no torch)
 from nbhelpers.results import REGISTER_PRESSURE, ResultsFile, sweep  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_register_pressure.py"
@@ -95,6 +96,7 @@ def main(argv=None) -> int:
         results,
         gpu_median_ms,
         time_limit=args.time_limit,
+        sms=torch.cuda.get_device_properties(0).multi_processor_count,
     )
     results.finish()
     print(f"wrote {out}")
@@ -157,11 +159,14 @@ def run_cases(
     time_limit: float | None = None,
     clock=time.monotonic,
     info_fn=compiled_info,
+    sms: int = 132,
 ) -> list[dict]:
     """Measure each k into ``results`` (:func:`nbhelpers.results.sweep`), each row written as
-    soon as it is done, with the slowdown against the first k's row and the bound occupancy
-    predicts; a k that would start after ``time_limit`` seconds is a row saying it was skipped. An
-    error stops the run and propagates, with the rows before it kept."""
+    soon as it is done, with the slowdown against the first k's row and occupancy's two
+    latency-bound estimates of it (:func:`nbhelpers.occupancy.latency_bound_slowdown` on ``sms``
+    SMs: the warp ratio and the wave ratio); a k that would start after ``time_limit`` seconds is
+    a row saying it was skipped. An error stops the run and propagates, with the rows before it
+    kept."""
     t_start = clock()
     first: dict = {}
 
@@ -174,10 +179,15 @@ def run_cases(
         row = measure_case(k, x, time_fn, info_fn)
         if row.error is None:
             base = first.setdefault("row", row)
-            bound = None
-            if row.warps_per_sm and base.warps_per_sm:
-                bound = base.warps_per_sm / row.warps_per_sm
-            row = dataclasses.replace(row, slowdown=row.ms / base.ms, predicted_slowdown_bound=bound)
+            warps = waves = None
+            if row.blocks_per_sm and base.blocks_per_sm:  # occupancy's two latency-bound estimates
+                from nbhelpers.kernels import pressure
+
+                programs = -(-x.shape[1] // pressure.BLOCK)
+                warps, waves = latency_bound_slowdown(programs, base.blocks_per_sm, row.blocks_per_sm, sms)
+            row = dataclasses.replace(
+                row, slowdown=row.ms / base.ms, predicted_slowdown_warps=warps, predicted_slowdown_waves=waves
+            )
             print(
                 f"  k = {k:2d}: {row.registers} registers, {row.spills} B spilled, "
                 f"{row.warps_per_sm} warps/SM: {row.ms:.3f} ms ({row.slowdown:.2f}x k=0)"

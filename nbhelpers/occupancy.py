@@ -49,6 +49,7 @@ __all__ = [
     "allocated_registers",
     "allocated_shared",
     "sm_spec",
+    "latency_bound_slowdown",
 ]
 
 KB = 1024
@@ -263,3 +264,20 @@ def occupancy_ref(
         if stops:
             return blocks, frozenset(stops)
         free_regs, free_smem, free_warps, blocks = trial, free_smem - smem, free_warps - warps, blocks + 1
+
+
+def latency_bound_slowdown(programs: int, blocks_before: int, blocks_after: int, sms: int = 132) -> tuple[float, float]:
+    """How much longer a latency-bound launch of ``programs`` programs runs when an SM holds
+    ``blocks_after`` of them at once instead of ``blocks_before`` (a kernel whose time is set by
+    the warps it has in flight, not by its bytes or FLOPs). Two estimates: the warp ratio,
+    ``blocks_before / blocks_after``, if the programs flowed through the SMs evenly; and the wave
+    ratio, ``ceil(P / (sms x after)) / ceil(P / (sms x before))``, if each wave of programs took
+    as long as a full one (a last partial wave as slow as a full one). Neither bounds the other
+    in general; the truth of a latency-bound kernel lies near the one its grid makes worse."""
+    for name, v in (("programs", programs), ("blocks_before", blocks_before), ("blocks_after", blocks_after)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
+        raise ValueError(f"sms must be a positive int, got {sms!r}")
+    waves = [-(-programs // (sms * b)) for b in (blocks_before, blocks_after)]
+    return blocks_before / blocks_after, waves[1] / waves[0]

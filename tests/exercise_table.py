@@ -1371,6 +1371,7 @@ CHAPTERS = [
                 ("resident_warps", "228 * 1024 // smem", "227 * 1024 // smem"),
                 # no cap of 32 blocks
                 ("resident_warps", '"blocks": 32,', '"blocks": 10**9,'),
+                ("resident_warps", '"warps": 64 // num_warps,', '"warps": 10**9,'),
                 # blocks returned instead of warps
                 ("resident_warps", "return blocks[limit] * num_warps, limit", "return blocks[limit], limit"),
                 # the napkin answer: 65536 / (32 r) warps, capped at 64

@@ -97,7 +97,11 @@ def test_slowdowns_against_k0_and_the_bound_occupancy_predicts(tmp_path):
     )
     assert [r["k"] for r in rows] == [0, 4, 20]
     assert [r["slowdown"] for r in rows] == pytest.approx([1.0, 1.2, 2.5])
-    assert [r["predicted_slowdown_bound"] for r in rows] == pytest.approx([1.0, 64 / 48, 64 / 16])
+    assert [r["predicted_slowdown_warps"] for r in rows] == pytest.approx([1.0, 64 / 48, 64 / 16])
+    # x_small()'s programs on 132 SMs: one wave each, so the wave ratio stays 1
+    programs = -(-x_small().shape[1] // 512)
+    assert programs <= 132 * 4
+    assert [r["predicted_slowdown_waves"] for r in rows] == pytest.approx([1.0, 1.0, 1.0])
     (run,) = recorded_register_pressure(tmp_path)
     assert len(run["rows"]) == 3
 

@@ -192,3 +192,17 @@ def test_numpy_integers_are_accepted():
 def test_a_bad_spec_is_refused():
     with pytest.raises(ValueError, match="registers_per_sm must be a positive int"):
         SMSpec("x", "0.0", shared_per_sm=1, max_shared_per_block=1, registers_per_sm=0)
+
+
+def test_latency_bound_slowdown_two_estimates():
+    from nbhelpers.occupancy import latency_bound_slowdown
+
+    # chapter 09's cliff: 8,192 programs, 16 -> 12 per SM on 132 SMs: 4 waves -> 6
+    assert latency_bound_slowdown(8192, 16, 12) == pytest.approx((16 / 12, 6 / 4))
+    # a grid that fits in one wave either way loses nothing by waves
+    assert latency_bound_slowdown(100, 16, 12) == pytest.approx((16 / 12, 1.0))
+    # the wave ratio can also be the smaller: 2 full waves before, 2 after
+    assert latency_bound_slowdown(132 * 16 * 2, 16, 12)[1] == pytest.approx(3 / 2)
+    assert latency_bound_slowdown(132 * 24, 16, 12)[1] == pytest.approx(2 / 2)
+    with pytest.raises(ValueError, match="blocks_after must be a positive int"):
+        latency_bound_slowdown(10, 4, 0)

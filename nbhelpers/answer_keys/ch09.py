@@ -257,6 +257,8 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
         Case((128, 8, 0), label="128 registers, 8 warps"),
         Case((80, 1, 0), label="80 registers, 1 warp: the sub-partitions"),
         Case((16, 1, 0), label="16 registers, 1 warp: the block cap"),
+        Case((16, 4, 0), label="16 registers, 4 warps: the 64-warp cap alone"),
+        Case((24, 8, 0), label="24 registers, 8 warps: registers allow 10 blocks, the warp cap 8"),
         Case((64, 4, 64 * KB), label="64 KB of shared memory per block"),
         Case((64, 4, 113 * KB), label="113 KB: two blocks with their reserves fill the 228 KB exactly"),
         Case((64, 4, 76 * KB), label="76 KB: three fit 228 KB, but not with the reserve"),
@@ -276,6 +278,8 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
                 break
         r = int(rng.integers(r_max // 8 * 8 + 1, r_max + 1))  # rounded up past r_max: fewer blocks
         cases.append(Case((r, w, int(rng.choice([0, int(rng.integers(1, 4 * KB))])))))
+    for _ in range(3):  # few registers, 4 to 16 warps: the 64-warp cap binds before registers or blocks
+        cases.append(Case((int(rng.integers(1, 25)), int(rng.choice([4, 8, 16])), int(rng.integers(0, 4 * KB)))))
     for _ in range(4):  # registers well inside a step, any block size
         cases.append(Case((int(rng.integers(33, 256)), int(rng.choice([1, 2, 4, 8])), 0)))
     for _ in range(8):  # shared-memory bound, with sizes where the reserve decides one block

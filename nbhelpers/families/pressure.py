@@ -57,7 +57,8 @@ class RegisterPressureRow:
     ms: float = timed()
     gb_per_s: float = timed()
     slowdown: float = timed()
-    predicted_slowdown_bound: float | None = None
+    predicted_slowdown_warps: float | None = None
+    predicted_slowdown_waves: float | None = None
     error: str | None = None
 
 
