@@ -13,6 +13,8 @@ Specs: formats, recipes, settings, and the argument checks and timers of every l
   - :mod:`~nbhelpers.training_memory`  bytes per parameter of a training recipe (chapter 04)
   - :mod:`~nbhelpers.recipes`       Recipe: block granularity, element and scale formats, current/delayed amax
     (chapters 06, 07)
+  - :mod:`~nbhelpers.call_watch`    CallWatch: the profile hook that notes an exercise answer's calls of the
+    course's functions its statement forbids (standard library only: the grader's kernel runs its source)
 
 Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle in the tests.
   - :mod:`~nbhelpers.rounding`      round_to, encode, stochastic rounding, absorption thresholds
