@@ -68,6 +68,7 @@ __all__ = [
     "capability_of",
     "launch_spec",
     "instruction_summary",
+    "global_access",
     "kernel_exists",
     "sass_loops",
     "PIPES",
@@ -215,6 +216,17 @@ def instruction_summary(ptx: str) -> dict:
         "cp_async": len(re.findall(r"\bcp\.async\.(?:ca|cg)\.shared", ptx)),
         "tma": len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx)),
     }
+
+
+def global_access(ptx: str) -> dict:
+    """The kernel's global loads and stores in its PTX, by vector width: ``{"ld": {"v4": 2},
+    "st": {"v4": 2}}`` for a copy whose threads each move 16 bytes in one instruction, ``{"ld":
+    {"1": 8}, ...}`` for scalar ones. Static counts (a loop's body once), not executions."""
+    out: dict = {"ld": {}, "st": {}}
+    for op, vec in re.findall(r"\b(ld|st)\.global(?:\.[A-Za-z0-9_:]+)*?(?:\.(v2|v4|v8))?\.[bfsu]\d+\b", ptx):
+        width = vec or "1"
+        out[op][width] = out[op].get(width, 0) + 1
+    return out
 
 
 #: the pipes of sm_90 that issue a warp instruction at less than one a cycle, with the cycles each
@@ -443,6 +455,7 @@ def compile_case(case: Case) -> dict:
         ptx = compiled.asm["ptx"]
         row.update(_ptxas_info(ptx, cap))
         row.update(instruction_summary(ptx))
+        row["global_access"] = global_access(ptx)
         sass = _sass(compiled.asm["cubin"], cap)
         if sass:
             row["loops"] = sass_loops(sass)

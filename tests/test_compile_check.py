@@ -388,3 +388,18 @@ def test_issue_cycles_take_the_slowest_of_one_a_cycle_and_each_pipe():
     assert issue_cycles(["SHFL.BFLY PT, R1", "FADD R1", "FADD R2"]) == 4
     assert issue_cycles(["POPC R1, R2"]) == 8
     assert issue_cycles([]) == 0
+
+
+def test_global_access_counts_loads_and_stores_by_vector_width():
+    from nbhelpers.compile_check import global_access
+
+    ptx = """
+    ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
+    @%p1 ld.global.v4.b32 { %r5, %r6, %r7, %r8 }, [ %rd1 + 2048 ];
+    ld.global.b32 %r9, [ %rd2 + 0 ];
+    ld.global.nc.L1::evict_last.v2.f32 { %f1, %f2 }, [ %rd3 + 0 ];
+    st.global.v4.b32 [ %rd4 + 0 ], { %r1, %r2, %r3, %r4 };
+    ld.shared.v4.b32 { %r1, %r2, %r3, %r4 }, [ %r10 + 0 ];
+    """
+    assert global_access(ptx) == {"ld": {"v4": 2, "1": 1, "v2": 1}, "st": {"v4": 1}}
+    assert global_access("fma.rn.f32 %f1, %f2, %f3, %f4;") == {"ld": {}, "st": {}}
