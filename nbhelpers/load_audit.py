@@ -97,6 +97,37 @@ def _unfilled_load(node: ast.AST) -> bool:
     return masked and not filled
 
 
+def _unfilled(node: ast.AST, names: dict[str, bool]) -> bool:
+    """Whether ``node`` carries an unfilled masked load's lanes: the load itself, a conversion of
+    one (``tl.load(...).to(tl.float32)``), or a name last assigned one (``names``: each name's
+    state so far)."""
+    if _unfilled_load(node):
+        return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+        return _unfilled(node.func.value, names)
+    if isinstance(node, ast.Name):
+        return names.get(node.id, False)
+    return False
+
+
+def _value_of(node: ast.AST | None, fn: Any) -> Any:
+    """The value ``node`` stands for when it is a constant, or a name the kernel's globals or its
+    parameters' defaults give (a ``tl.constexpr`` unwrapped); None otherwise."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if not isinstance(node, ast.Name):
+        return None
+    value = getattr(fn, "__globals__", {}).get(node.id)
+    if value is None:
+        try:
+            param = inspect.signature(fn).parameters.get(node.id)
+        except (TypeError, ValueError):
+            param = None
+        if param is not None and param.default is not inspect.Parameter.empty:
+            value = param.default
+    return getattr(value, "value", value)
+
+
 def dot_operand_problems(kernel: Any) -> list[str]:
     """What a GPU would compute differently from Triton's interpreter at the ``tl.dot`` calls of
     ``kernel`` (a ``@triton.jit`` function), read from its source; [] when nothing.
@@ -117,26 +148,34 @@ def dot_operand_problems(kernel: Any) -> list[str]:
     # every assignment to a plain name, in source order: (line, name, whether it is a masked load
     # without other=); an operand of tl.dot takes the last one above the dot, so a load whose lanes
     # are then filled (a = tl.where(mask, a, 0.0)) is not reported
-    assigned = sorted(
-        (node.lineno, node.targets[0].id, _unfilled_load(node.value))
+    assigns = sorted(
+        (node.lineno, node.targets[0].id, node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
     )
+    names: dict[str, bool] = {}
+    assigned = []
+    for ln, name, value in assigns:  # a copy or a conversion of an unfilled load carries it on
+        names[name] = _unfilled(value, names)
+        assigned.append((ln, name, names[name]))
     first = getattr(getattr(fn, "__code__", None), "co_firstlineno", 1) - 1
     problems = []
     for node in ast.walk(tree):
         if not _is_tl_call(node, "dot"):
             continue
         line = first + node.lineno
-        precision = _keyword(node, "input_precision")
-        if not (isinstance(precision, ast.Constant) and precision.value == "ieee"):
+        # input_precision="ieee" (a constant, or a name the kernel's globals or parameter
+        # defaults make "ieee"), or the older allow_tf32=False (Triton 3.7.1 maps it to "ieee")
+        ieee = _value_of(_keyword(node, "input_precision"), fn) == "ieee"
+        no_tf32 = _value_of(_keyword(node, "allow_tf32"), fn) is False
+        if not (ieee or no_tf32):
             problems.append(
                 f'the tl.dot on line {line} has no input_precision="ieee": on an NVIDIA GPU its '
                 "float32 operands are rounded to TF32 (10 mantissa bits)"
             )
         operands = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("input", "other"))]
         for op in operands:
-            if _unfilled_load(op):
+            if _unfilled_load(op) or (not isinstance(op, ast.Name) and _unfilled(op, {})):
                 where = (op.lineno, "a tl.load")
             elif isinstance(op, ast.Name):
                 last = [(ln, bad) for ln, name, bad in assigned if name == op.id and ln < node.lineno]

@@ -1328,6 +1328,19 @@ CHAPTERS = [
                     "a = tl.load(a_ptrs, mask=a_mask)\n        b = tl.load(b_ptrs, mask=b_mask)",
                 ),
                 ("tile_matmul", "b = tl.load(b_ptrs, mask=b_mask, other=0.0)", "b = tl.load(b_ptrs, mask=b_mask)"),
+                # the same, hidden behind a conversion or a second name
+                (
+                    "tile_matmul",
+                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)",
+                    "a = tl.load(a_ptrs, mask=a_mask).to(tl.float32)",
+                ),
+                (
+                    "tile_matmul",
+                    "b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
+                    "b0 = tl.load(b_ptrs, mask=b_mask)\n        b = b0",
+                ),
+                # TF32 asked for with the older keyword
+                ("tile_matmul", 'input_precision="ieee"', "allow_tf32=True"),
                 # tl.dot left at its default precision: TF32 operands on a GPU
                 ("tile_matmul", 'acc += tl.dot(a, b, input_precision="ieee")', "acc += tl.dot(a, b)"),
                 ("tile_matmul", 'input_precision="ieee"', 'input_precision="tf32"'),

@@ -269,6 +269,76 @@ def test_dot_operand_problems_reads_the_source():
     assert 'no input_precision="ieee"' in problem
 
 
+PRECISION = "ieee"  # a module constant the audit resolves, as a kernel's globals
+
+
+def test_dot_operand_problems_follows_names_conversions_and_the_older_keyword():
+    """Right answers written another way pass: allow_tf32=False (Triton 3.7.1 maps it to "ieee"),
+    a constant or a parameter default that is "ieee". Wrong ones written another way fail: an
+    unfilled load converted with .to(...), or copied to a second name before the dot."""
+    from nbhelpers.load_audit import dot_operand_problems
+
+    def older_keyword(a_ptr, offs):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs)
+        return tl.dot(a, a, allow_tf32=False)
+
+    def by_constant(a_ptr, offs):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs)
+        return tl.dot(a, a, input_precision=PRECISION)
+
+    def by_default(a_ptr, offs, PREC="ieee"):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs)
+        return tl.dot(a, a, input_precision=PREC)
+
+    for fn in (older_keyword, by_constant, by_default):
+        assert dot_operand_problems(fn) == [], fn.__name__
+
+    def tf32_allowed(a_ptr, offs):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs)
+        return tl.dot(a, a, allow_tf32=True)
+
+    (problem,) = dot_operand_problems(tf32_allowed)
+    assert "TF32" in problem
+
+    def converted(a_ptr, b_ptr, offs, mask):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs, mask=mask).to(tl.float32)
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0)
+        return tl.dot(a, b, input_precision="ieee")
+
+    (problem,) = dot_operand_problems(converted)
+    assert problem.startswith("a, an operand of the tl.dot") and "undefined" in problem
+
+    def renamed(a_ptr, b_ptr, offs, mask):
+        import triton.language as tl
+
+        a = tl.load(a_ptr + offs, mask=mask)
+        a2 = a
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0)
+        return tl.dot(a2, b, input_precision="ieee")
+
+    (problem,) = dot_operand_problems(renamed)
+    assert problem.startswith("a2, an operand of the tl.dot"), problem
+
+    def inline_converted(a_ptr, b_ptr, offs, mask):
+        import triton.language as tl
+
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0)
+        return tl.dot(tl.load(a_ptr + offs, mask=mask).to(tl.float32), b, input_precision="ieee")
+
+    (problem,) = dot_operand_problems(inline_converted)
+    assert problem.startswith("a tl.load, an operand of the tl.dot"), problem
+
+
 def test_dot_operand_problems_says_when_it_cannot_read_the_source():
     from nbhelpers.load_audit import dot_operand_problems
 
