@@ -101,7 +101,7 @@ class CallWatch:
         self._allowed_modules = frozenset(m for m, q in allowed_pairs if not q)
         self._hiders = _hiders() if pairs else {}
         self.seen: set[str] = set()
-        self._inside_frame: list = [None]  # the frame of the allowed call under way, if any
+        self._inside_frame: list = [None, None]  # the allowed call under way (frame, module), if any
         self._old: Any = None
         self._on = False
         self._hook_fn = self._make_hook()
@@ -136,16 +136,32 @@ class CallWatch:
             known = by_globals.get(id(g))
             verdict = module_verdict(g.get("__name__")) if known is None or known[0] is not g else known[1]
             pair = (g.get("__name__"), caller.f_code.co_qualname)
-            return pair in functions or (verdict == _FORBIDDEN and pair not in allowed)
+            # course code calling course code: the call entered earlier, or an allowed tool's own
+            return pair in functions or pair in allowed or verdict in (_FORBIDDEN, _ALLOWED)
+
+        def machinery_below(frame: Any) -> bool:
+            # Triton compiling a kernel on a GPU starts ptxas and the C compiler (subprocess); a
+            # process started from inside Triton's own code is its machinery, not the student's
+            for _ in range(64):
+                if frame is None:
+                    return False
+                module = frame.f_globals.get("__name__")
+                if isinstance(module, str) and module.startswith(MACHINERY_PREFIXES):
+                    return True
+                frame = frame.f_back
+            return False
 
         def hook(frame: Any, event: str, arg: Any) -> None:
             if event == "c_call":
                 hider = hiders.get(id(arg))
-                if hider is not None and hider[0] is arg and frame.f_code is not exit_code:
+                if (
+                    hider is not None
+                    and hider[0] is arg
+                    and frame.f_code is not exit_code
+                    and not machinery_below(frame)
+                ):
                     seen.add(hider[1])
             elif event == "call":
-                if inside[0] is not None:
-                    return
                 g = frame.f_globals
                 known = by_globals.get(id(g))
                 if known is None or known[0] is not g:
@@ -156,10 +172,13 @@ class CallWatch:
                 if code.co_qualname in named:  # a function listed by name outranks its module
                     pair = (known[2], code.co_qualname)
                     verdict = _ALLOWED if pair in allowed else _FORBIDDEN if pair in functions else verdict
-                if verdict == _ALLOWED:
-                    inside[0] = frame
-                elif verdict == _FORBIDDEN and code is not exit_code and not forbidden_caller(frame.f_back):
-                    seen.add(f"{known[2]}:{code.co_qualname}")  # where the call entered: not each one inside
+                if verdict == _ALLOWED and inside[0] is None:
+                    inside[0], inside[1] = frame, known[2]
+                elif verdict == _FORBIDDEN and code is not exit_code:
+                    if inside[0] is not None and known[2] == inside[1]:
+                        return  # an allowed function's own module at work
+                    if not forbidden_caller(frame.f_back):
+                        seen.add(f"{known[2]}:{code.co_qualname}")  # where the call entered
             elif event == "return" and frame is inside[0]:
                 inside[0] = None
 
@@ -168,7 +187,7 @@ class CallWatch:
     def __enter__(self) -> CallWatch:
         if self:
             self._old = sys.getprofile()
-            self._inside_frame[0] = None
+            self._inside_frame[:] = [None, None]
             self._on = True
             sys.setprofile(self._hook_fn)
         return self
@@ -180,8 +199,12 @@ class CallWatch:
         if sys.getprofile() is not self._hook_fn:  # switched off without a call the hook saw
             self.seen.add(_HOOK)
         sys.setprofile(self._old)  # the hook skips this one call: its frame is __exit__'s
-        self._old = self._inside_frame[0] = None
+        self._old = None
+        self._inside_frame[:] = [None, None]
 
 
 _EXIT_CODE = CallWatch.__exit__.__code__
 _NEUTRAL, _ALLOWED, _FORBIDDEN = 0, 1, 2
+#: Modules whose own subprocesses are machinery: Triton starts ptxas and a C compiler when it
+#: compiles a kernel on a GPU.
+MACHINERY_PREFIXES = ("triton.",)

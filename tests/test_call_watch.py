@@ -106,6 +106,31 @@ def test_calls_that_hide_calls_count_as_forbidden():
     assert any("process" in s for s in seen_by(process))
 
 
+def test_a_process_triton_starts_is_machinery_and_the_students_is_not():
+    """Triton compiling on a GPU runs ptxas and a C compiler through subprocess: not a hidden call."""
+    source = "import subprocess, sys\ndef build():\n    subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+    machinery = _module("triton.fake_build", source)
+    student = _module("student_cell", source)
+    assert seen_by(machinery.build) == set()
+    assert any("process" in s for s in seen_by(student.build))
+
+
+def test_an_allowed_tool_covers_its_own_module_only():
+    """An allowed function's own module is its business; another forbidden module reached under it
+    (the course's kernel handed to an allowed launcher) is still a forbidden call."""
+    kernels = _module("course.kernels", "def kernel(x):\n    return 3 * x\n")
+    tool = _module(
+        "course.tools2", "def launch(fn, x):\n    return helper(fn, x)\n\ndef helper(fn, x):\n    return fn(x)\n"
+    )
+    watch = CallWatch(["course.kernels", "course.tools2"], allowed=["course.tools2:launch"])
+    with watch:
+        tool.launch(lambda x: x, 1)  # its own helper: fine
+    assert watch.seen == set()
+    with watch:
+        tool.launch(lambda x: kernels.kernel(x), 1)  # the student's callback calls a forbidden kernel
+    assert watch.seen == {"course.kernels:kernel"}
+
+
 def test_the_previous_hook_comes_back_and_nothing_listed_means_no_hook():
     calls = []
 

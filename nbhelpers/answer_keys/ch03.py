@@ -520,6 +520,8 @@ EMULATIONS = FORBIDDEN + (
     "nbhelpers.tensor_cores:tensor_core_matmul",
     "nbhelpers.tensor_cores:tensor_core_matmul_ref",
     "nbhelpers.tensor_cores:tensor_core_group_sum",
+    "nbhelpers.tensor_cores:align_group",
+    "nbhelpers.tensor_cores:_aligned_sum",
     "nbhelpers.tensor_cores:TensorCoreSpec.matmul",
 )
 
