@@ -340,6 +340,10 @@ def plan_steps(
                         "-q",
                         "-p",
                         "no:cacheprovider",
+                        # pytest-benchmark, where the machine has it, warns that xdist disables
+                        # it, and the course's pytest settings make every warning an error
+                        "-p",
+                        "no:benchmark",
                         *(["-n", str(jobs)] if xdist else []),
                         *tests,
                     ],
@@ -391,7 +395,18 @@ def plan_steps(
                 Step(
                     "nbval",
                     "nbval",
-                    [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NBVAL_ARGS, *nbval_paths(root, folders)],
+                    [
+                        python,
+                        "-m",
+                        "pytest",
+                        "-q",
+                        "-p",
+                        "no:cacheprovider",
+                        "-p",
+                        "no:benchmark",
+                        *NBVAL_ARGS,
+                        *nbval_paths(root, folders),
+                    ],
                     STEP_LIMIT_S["nbval"],
                     None if have else 0.0,
                     "whatever the budget leaves (it is cut first)"
