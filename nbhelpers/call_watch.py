@@ -5,13 +5,15 @@ An exercise may forbid the course's modules or functions that compute its answer
 (``Exercise.forbidden``: ``"nbhelpers.scaling"``, a module and its submodules, or
 ``"nbhelpers.formats:decode"``, one function by module and qualified name) and allow some of
 their functions or modules as tools (``Exercise.allowed``: ``"nbhelpers.rounding:round_to"``;
-whatever an allowed function calls is its own business). While a student's function runs, :class:`CallWatch`
+an allowed function's calls into its own module are its own business, while another forbidden
+module reached under it, the course's kernel handed to an allowed launcher, is still watched). While a student's function runs, :class:`CallWatch`
 (a profile hook, ``sys.setprofile``) notes every call of a forbidden Python function, however it
 was reached: under another name, in a ``functools.partial``, through a helper of the student's or
 through another of the course's functions, or after the module was reloaded. It also notes every
 call that would hide calls from it (switching the hook off or replacing it, starting a thread or a
 process, which the hook does not follow); such a call counts like a forbidden one, since the
-watch can no longer say what ran. Calls of C functions (numpy's, ml_dtypes' casts) are not
+watch can no longer say what ran. Processes started from Triton's own code (ptxas and the C
+compiler, when it compiles a kernel on a GPU) are machinery and do not count. Calls of C functions (numpy's, ml_dtypes' casts) are not
 watched.
 
 Standard library only, and no import of the course's package: :mod:`nbhelpers.grading.in_kernel`
@@ -82,8 +84,8 @@ def parse_names(names: Iterable[str], *, functions_only: bool = False) -> tuple[
 
 class CallWatch:
     """Notes the calls of ``forbidden`` functions while it is on (see the module's docstring);
-    inside a call of an ``allowed`` function (or of a function of an allowed module) nothing is
-    noted but calls that hide calls.
+    inside a call of an ``allowed`` function (or of a function of an allowed module), calls into
+    that function's own module are not noted.
 
     Use as a context manager around the calls to watch (the previous profile hook is put back
     after). :attr:`seen` holds what was noted across every use: ``"module:qualname"`` of each
