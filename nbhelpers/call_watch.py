@@ -6,15 +6,17 @@ An exercise may forbid the course's modules or functions that compute its answer
 ``"nbhelpers.formats:decode"``, one function by module and qualified name) and allow some of
 their functions or modules as tools (``Exercise.allowed``: ``"nbhelpers.rounding:round_to"``;
 an allowed function's calls into its own module are its own business, while another forbidden
-module reached under it, the course's kernel handed to an allowed launcher, is still watched). While a student's function runs, :class:`CallWatch`
-(a profile hook, ``sys.setprofile``) notes every call of a forbidden Python function, however it
-was reached: under another name, in a ``functools.partial``, through a helper of the student's or
-through another of the course's functions, or after the module was reloaded. It also notes every
-call that would hide calls from it (switching the hook off or replacing it, starting a thread or a
-process, which the hook does not follow); such a call counts like a forbidden one, since the
-watch can no longer say what ran. Processes started from Triton's own code (ptxas and the C
-compiler, when it compiles a kernel on a GPU) are machinery and do not count. Calls of C functions (numpy's, ml_dtypes' casts) are not
-watched.
+module reached under it, the course's kernel handed to an allowed launcher, is still watched).
+
+While a student's function runs, :class:`CallWatch` (a profile hook, ``sys.setprofile``) notes
+every call of a forbidden Python function, however it was reached: under another name, in a
+``functools.partial``, through a helper of the student's or through another of the course's
+functions, or after the module was reloaded. It also notes every call that would hide calls from
+it (switching the hook off or replacing it, starting a thread or a process, which the hook does
+not follow); such a call counts like a forbidden one, since the watch can no longer say what
+ran. Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
+kernel on a GPU) are machinery and do not count. Calls of C functions (numpy's, ml_dtypes'
+casts) are not watched.
 
 Standard library only, and no import of the course's package: :mod:`nbhelpers.grading.in_kernel`
 carries this module's source into the kernel that grades (in place of its import of it).
