@@ -1236,6 +1236,26 @@ CHAPTERS = [
                 ("masked_copy", "mask = offs < n", "mask = offs < BLOCK"),
                 # the load unmasked (the store masked): the tail is read, though never written
                 ("masked_copy", "x = tl.load(x_ptr + offs, mask=mask)", "x = tl.load(x_ptr + offs)"),
+                # a loop from the program's block to the end: right bytes, each element read by every
+                # program up to its own (the repeated loads the launcher counts)
+                (
+                    "masked_copy",
+                    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
+                    "    mask = offs < n  # the last program's tail lies past the end\n"
+                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
+                    "    tl.store(out_ptr + offs, x, mask=mask)",
+                    "    for start in tl.range(pid * BLOCK, n, BLOCK):\n"
+                    "        offs = start + tl.arange(0, BLOCK)\n"
+                    "        mask = offs < n\n"
+                    "        x = tl.load(x_ptr + offs, mask=mask)\n"
+                    "        tl.store(out_ptr + offs, x, mask=mask)",
+                ),
+                # the block loaded twice (a second load left in)
+                (
+                    "masked_copy",
+                    "    x = tl.load(x_ptr + offs, mask=mask)\n",
+                    "    x = tl.load(x_ptr + offs, mask=mask)\n    x = tl.load(x_ptr + offs, mask=mask)\n",
+                ),
                 # one sector per access: straddling ignored
                 (
                     "trace_sectors",

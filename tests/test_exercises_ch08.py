@@ -16,8 +16,8 @@ def test_sector_counts_of_the_statement():
 
 def test_copy_reference_keeps_the_guards():
     x = np.arange(5, dtype=np.int16)
-    out, outside = ch08.masked_copy_ref(x, 16)
-    assert outside == 0  # no load outside x
+    out, outside, repeated = ch08.masked_copy_ref(x, 16)
+    assert outside == 0 and repeated == 0  # no load outside x, each element read once
     assert out.shape == (37,) and out.dtype == np.int16
     assert (out[:16] == ch08.GUARD_OUT).all() and (out[21:] == ch08.GUARD_OUT).all()
     assert (out[16:21] == x).all()

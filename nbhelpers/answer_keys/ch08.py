@@ -86,9 +86,10 @@ def _sector_cases(rng: np.random.Generator) -> list[Case]:
 # ------------------------------------------------------------------ 2. a masked copy kernel
 
 
-def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int]:
+def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int, int]:
     """torch's copy of x (n,) between two guards of block elements of GUARD_OUT, (n + 2 block,),
-    and the number of elements loaded outside x: 0."""
+    the number of elements loaded outside x: 0, and the loads of elements of x beyond one each:
+    0 (a copy reads each element once)."""
     import torch
 
     from ..kernels.copy import copy_ref
@@ -96,7 +97,7 @@ def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int]:
     x = np.ascontiguousarray(x)
     inner = copy_ref(torch.from_numpy(x)).numpy()
     guard = np.full(block, GUARD_OUT, dtype=x.dtype)
-    return np.concatenate([guard, inner, guard]), 0
+    return np.concatenate([guard, inner, guard]), 0, 0
 
 
 _DTYPES = (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.float64, np.int64)
