@@ -144,6 +144,10 @@ REFERENCE_MACHINE = {
     },
 }
 TAIL_LINES = 30
+#: How the report's steps run pytest: quiet, no cache written into the repository, and without
+#: pytest-benchmark, which (where a machine has it) warns that xdist disables it, a warning the
+#: course's pytest settings make an error.
+PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark")
 OUT_MAX_FILES = 8  # what some GPU machines' collectors bring back from $OUT
 
 # Run under --python: versions (without importing where metadata suffices), which modules are
@@ -333,20 +337,7 @@ def plan_steps(
                 Step(
                     "kernels",
                     "kernels",
-                    [
-                        python,
-                        "-m",
-                        "pytest",
-                        "-q",
-                        "-p",
-                        "no:cacheprovider",
-                        # pytest-benchmark, where the machine has it, warns that xdist disables
-                        # it, and the course's pytest settings make every warning an error
-                        "-p",
-                        "no:benchmark",
-                        *(["-n", str(jobs)] if xdist else []),
-                        *tests,
-                    ],
+                    [python, *PYTEST, *(["-n", str(jobs)] if xdist else []), *tests],
                     STEP_LIMIT_S["kernels"],
                     60.0 if xdist else STEP_LIMIT_S["kernels"],
                     (
@@ -395,18 +386,7 @@ def plan_steps(
                 Step(
                     "nbval",
                     "nbval",
-                    [
-                        python,
-                        "-m",
-                        "pytest",
-                        "-q",
-                        "-p",
-                        "no:cacheprovider",
-                        "-p",
-                        "no:benchmark",
-                        *NBVAL_ARGS,
-                        *nbval_paths(root, folders),
-                    ],
+                    [python, *PYTEST, *NBVAL_ARGS, *nbval_paths(root, folders)],
                     STEP_LIMIT_S["nbval"],
                     None if have else 0.0,
                     "whatever the budget leaves (it is cut first)"
