@@ -68,6 +68,8 @@ Measurements: what the chapters measure, built on the engines and kernels.
     asked without a GPU (chapters 09, 10)
   - :mod:`~nbhelpers.l2_model`      a model of the L2 cache: the DRAM bytes a GEMM launch reads for a program order
     (chapters 09-11)
+  - :mod:`~nbhelpers.calibration`   the performance model fitted to a recorded GPU run, and the run's rows predicted
+    again with it (chapters 08, 09, 11)
 
 Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format

@@ -30,22 +30,27 @@ slowest of five limits (the last only when the launch counts its issue cycles):
   eight, :data:`nbhelpers.compile_check.PIPES`): an SM's ``issue_per_sm`` schedulers issue for
   their own warps. The busiest SM runs ``ceil(programs / SMs)`` programs of ``warps`` warps:
   ``ceil(programs / SMs) x warps x issue_cycles / issue_per_sm`` cycles, and no fewer than a
-  program's own ``issue_cycles`` per wave.
+  program's own ``issue_cycles x issue_cpi`` per wave (a warp alone on its scheduler waits on
+  its own results: ``issue_cpi`` cycles an instruction on average, 1 unless a recorded run has
+  measured it, :mod:`nbhelpers.calibration`).
 
 What it leaves out, on purpose: caches (every byte is counted from HBM; a tile read again from L2
 is faster, so GEMMs with reuse should state their bytes as HBM traffic), clocks and power (no
 kernel reaches the datasheet's peak: measured dense bf16 GEMMs on an H200 reach about 80 % of
 it), the latency of each instruction (issue counts the cycles to issue the instructions, not
 the cycles a warp waits on a shuffle's or a barrier's result before its next: a chain of dependent
-reductions takes longer than its count, and with one warp per scheduler nothing hides the wait),
+reductions takes longer than its count, and with one warp per scheduler nothing hides the wait;
+``issue_cpi`` stands for that wait as one average, measured, not derived),
 the work outside the counted loops, bank conflicts, the imbalance of a last partial wave, and the latency's own
 spread (one number stands for it; the chapters show the result at both ends of the assumed
 range). It predicts the order of magnitude and which limit binds; the recorded GPU runs say by how
 much it is off.
 
-The H200's numbers (:data:`H200`) are NVIDIA's specification for the peaks and bandwidth, the
-clock at which the fp32 peak is computed, and an assumption for the latency (0.5-1 us under load,
-chapter 08); each carries its source.
+The H200's numbers (:data:`H200`) and the H100 SXM's (:data:`H100_SXM`) are NVIDIA's
+specifications for the peaks and bandwidth, the clock at which the fp32 peak is computed, and an
+assumption for the latency (0.5-1 us under load, chapter 08); each carries its source.
+:func:`model_gpu` picks the one for a device PyTorch names. :mod:`nbhelpers.calibration` fits
+the latency, the sustained fractions of the peaks and ``issue_cpi`` to a recorded run.
 """
 
 from __future__ import annotations
@@ -59,12 +64,14 @@ from .validation import positive_int
 
 __all__ = [
     "GPU",
+    "H100_SXM",
     "H200",
     "HOPPER_FP32_FLOPS_PER_SM_CYCLE",
     "LATENCY_RANGE_S",
     "Launch",
     "Prediction",
     "little_bytes",
+    "model_gpu",
     "predict",
     "stages_in_flight",
 ]
@@ -85,7 +92,10 @@ class GPU:
     "fp32"); latency_s: the load-to-use latency assumed under load; launch_s: the host's cost of
     one launch; source: where each number comes from; clock_hz: the SM clock of its CUDA-core
     work (None: the model cannot count instruction issue, and a launch that states its issue
-    cycles is refused); issue_per_sm: warp instructions an SM issues a cycle (its schedulers)."""
+    cycles is refused); issue_per_sm: warp instructions an SM issues a cycle (its schedulers);
+    issue_cpi: the cycles a warp alone on its scheduler takes, on average, per instruction it
+    issues, because an instruction waits for the result of one before it (1: no wait counted, the
+    default; a recorded run measures it: :mod:`nbhelpers.calibration`)."""
 
     name: str
     sms: int
@@ -96,6 +106,7 @@ class GPU:
     source: str
     clock_hz: float | None = None
     issue_per_sm: int = 4
+    issue_cpi: float = 1.0
 
     def __post_init__(self) -> None:
         positive_int("sms", self.sms)
@@ -105,6 +116,8 @@ class GPU:
         if self.clock_hz is not None:
             _positive("clock_hz", self.clock_hz)
         positive_int("issue_per_sm", self.issue_per_sm)
+        if _positive("issue_cpi", self.issue_cpi) < 1:
+            raise ValueError(f"issue_cpi must be at least 1 (one instruction a cycle), got {self.issue_cpi!r}")
         peaks = {str(k): _positive(f"peak_flops[{k!r}]", v) for k, v in dict(self.peak_flops).items()}
         object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
 
@@ -132,6 +145,41 @@ H200 = GPU(
     67e12 / (132 * HOPPER_FP32_FLOPS_PER_SM_CYCLE),
     4,
 )
+
+
+#: H100 SXM5 80 GB (the GPU PyTorch names "NVIDIA H100 80GB HBM3"): 3.35 TB/s of HBM3, dense
+#: peaks of 989 TFLOP/s in bf16 and fp16, 1,979 in fp8 and 67 in fp32 (NVIDIA H100 Tensor Core GPU
+#: datasheet, SXM column; it gives the tensor-core peaks with sparsity, twice these); 132 SMs and
+#: four schedulers an SM (NVIDIA's H100 whitepaper); the same clock, latency and launch cost as
+#: :data:`H200` (the same SMs; the H200 differs in its memory)
+H100_SXM = GPU(
+    "H100 SXM",
+    132,
+    3.35e12,
+    {"bf16": 989e12, "fp16": 989e12, "fp8": 1979e12, "fp32": 67e12},
+    LATENCY_RANGE_S[1],
+    5e-6,
+    "NVIDIA H100 datasheet, SXM (HBM3 3.35 TB/s; dense bf16/fp16 989 TFLOP/s, fp8 1,979, fp32 67), "
+    "132 SMs and 4 schedulers per SM (NVIDIA's H100 whitepaper); the clock the fp32 peak implies; "
+    "latency 1 us and launch 5 us assumed (chapter 08)",
+    67e12 / (132 * HOPPER_FP32_FLOPS_PER_SM_CYCLE),
+    4,
+)
+
+
+def model_gpu(device_name: str) -> GPU | None:
+    """The model's GPU for a device as PyTorch names it (``torch.cuda.get_device_name()``):
+    :data:`H200` for an H200, :data:`H100_SXM` for an H100 SXM ("NVIDIA H100 80GB HBM3"), None
+    for any other (an H100 PCIe or NVL has other clocks and memory: the model has no numbers for
+    it, and a prediction for another GPU would not be one for this)."""
+    if not isinstance(device_name, str):
+        raise TypeError(f"device_name must be a str, got {type(device_name).__name__}")
+    name = device_name.upper()
+    if "H200" in name:
+        return H200
+    if "H100" in name and ("HBM3" in name or "SXM" in name) and "PCIE" not in name and "NVL" not in name:
+        return H100_SXM
+    return None
 
 
 def little_bytes(gpu: GPU, read_share: float = 1.0) -> float:
@@ -226,7 +274,7 @@ def predict(
         if gpu.clock_hz is None:
             raise ValueError(f"the launch counts its issue cycles, but {gpu.name} has no clock_hz to issue them at")
         busiest = math.ceil(launch.programs / gpu.sms) * launch.warps * launch.issue_cycles / gpu.issue_per_sm
-        one_program = math.ceil(launch.programs / slots) * launch.issue_cycles
+        one_program = math.ceil(launch.programs / slots) * launch.issue_cycles * gpu.issue_cpi
         terms["instruction issue"] = max(busiest, one_program) / gpu.clock_hz
     bound = max(terms, key=terms.__getitem__)
     return Prediction(gpu.launch_s + terms[bound], bound, MappingProxyType(terms), gpu.launch_s)
