@@ -23,9 +23,11 @@ n useful bytes moves n / efficiency, and the write n more. Predicted bandwidth o
 run) and, for an H200, B the 4.8 TB/s peak of ``shared/FACTS.md`` (NVIDIA's H200 specification).
 The tiled transpose reads whole tile rows (efficiency 1 by the model); a naive transpose that reads
 one element per row is the ``strided`` case with s >= 8 (1/8). Each Triton row also records
-``predicted_ms``, the time :mod:`nbhelpers.perf_model` predicts for its launch on an H200 (the
-bytes at the HBM rate against the bytes its resident programs keep in flight; the registers from
-the compile table), so that a run on an H200 measures the model too.
+``predicted_ms``, the time :mod:`nbhelpers.perf_model` predicts for its launch on the GPU the
+run's ``meta.model_gpu`` names (:func:`nbhelpers.perf_model.prediction_gpu`: the GPU it runs on
+where the model has its specification, else an H200; the bytes at the HBM rate against the bytes
+its resident programs keep in flight; the registers from the compile table), so that a run
+measures the model too (:mod:`nbhelpers.calibration` fits it to the run).
 
 Every kernel's output is checked against torch's once, before it is timed. The results file
 ``benchmarks/results/copy_bandwidth_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA,
@@ -76,8 +78,8 @@ def build_row(
     useful bytes (each output read once and written once); the sector model's ``efficiency`` of its
     reads (None: no model) and the bandwidth that predicts at ``torch_bandwidth`` (torch's
     contiguous copy in this run; None: this row is that copy) and at the HBM ``peak`` (None:
-    unknown); ``predicted_ms``: the performance model's time on an H200 (Triton rows; None for
-    torch's), from :func:`predicted_ms_of`."""
+    unknown); ``predicted_ms``: the performance model's time on the run's model GPU (Triton rows; None
+    for torch's), from :func:`predicted_ms_of`."""
     useful = 2 * outputs * ELEM_BYTES
     bw = useful / (ms * 1e-3)
     torch_bw = bw if torch_bandwidth is None else torch_bandwidth
@@ -114,13 +116,17 @@ def compiled_registers(kernel: str, block: list) -> int:
     return int(found[0]["registers"]) if found and found[0].get("registers") else 32
 
 
-def predicted_ms_of(pattern: str, block: list, outputs: int, efficiency: float | None) -> float:
-    """The H200 model's milliseconds for a Triton row (:func:`nbhelpers.kernels.copy.predicted`)."""
+def predicted_ms_of(pattern: str, block: list, outputs: int, efficiency: float | None, gpu=None) -> float:
+    """The model's milliseconds for a Triton row (:func:`nbhelpers.kernels.copy.predicted`) on
+    ``gpu`` (a :class:`nbhelpers.perf_model.GPU`; None: the H200)."""
     from nbhelpers.kernels.copy import predicted
+    from nbhelpers.perf_model import H200
 
     kernel = {"contiguous": "copy_kernel", "strided": "strided_read_kernel", "transposed": "transpose_kernel"}[pattern]
     shape = tuple(block) if len(block) == 2 else block[0]
-    p = predicted(pattern, outputs, shape, efficiency or 1.0, compiled_registers(kernel, block), ELEM_BYTES)
+    p = predicted(
+        pattern, outputs, shape, efficiency or 1.0, compiled_registers(kernel, block), ELEM_BYTES, gpu or H200
+    )
     return p.seconds * 1e3
 
 
@@ -145,10 +151,12 @@ def main(argv=None) -> int:
 
     from nbhelpers.kernels.copy import copy_kernel, strided_read_kernel, transpose_kernel
     from nbhelpers.memory_access import sectors_touched
+    from nbhelpers.perf_model import prediction_gpu
     from nbhelpers.timing import GPU_TIMER, gpu_median_ms
 
     dev = "cuda"
     gpu = torch.cuda.get_device_name(0)
+    model = prediction_gpu(gpu)
     peak, peak_source = next(((p, s) for k, (p, s) in PEAKS.items() if k in gpu.lower()), (None, None))
     elem = ELEM_BYTES
     n, n_s = args.n, args.n_strided
@@ -181,6 +189,7 @@ def main(argv=None) -> int:
         "bandwidth": "useful bytes (each output element read once and written once) per second",
         "peak": peak,
         "peak_source": peak_source,
+        "model_gpu": model.name,
     }
     path = Path(args.out) if args.out else COPY_BANDWIDTH.path(gpu, ROOT / "benchmarks" / "results")
     # rewritten after every measurement (meta.complete is false until the end): a run that fails
@@ -190,7 +199,7 @@ def main(argv=None) -> int:
     ref = {}  # torch's contiguous copy, the first measurement: what the others are compared with
 
     def record(name, kernel, pattern, stride, block, outputs, ms, efficiency):
-        forecast = predicted_ms_of(pattern, block, outputs, efficiency) if kernel == "triton" else None
+        forecast = predicted_ms_of(pattern, block, outputs, efficiency, model) if kernel == "triton" else None
         row = build_row(
             name, kernel, pattern, stride, block, outputs, ms, efficiency, ref.get("bandwidth"), peak, forecast
         )
@@ -266,7 +275,7 @@ def main(argv=None) -> int:
     for r in rows:
         pred = "" if r["predicted_bandwidth"] is None else f"{r['predicted_bandwidth'] / 1e9:15.0f}"
         rp = "" if r["ratio_to_prediction"] is None else f"{r['ratio_to_prediction']:11.2f}"
-        model = "" if r.get("predicted_ms") is None else f" (H200 model {r['predicted_ms']:.3f} ms)"
+        model = "" if r.get("predicted_ms") is None else f" ({meta['model_gpu']} model {r['predicted_ms']:.3f} ms)"
         print(
             f"  {r['name']:20s} {r['bandwidth'] / 1e9:8.0f} {r['ratio_to_torch_copy']:12.3f} {pred:>15s} {rp:>11s} "
             f"{r['ms']:8.3f}{model}"

@@ -22,9 +22,10 @@ counted as 2 M N K:
 
 Before timing, each output is compared with torch's (relative Frobenius difference), so a broken
 kernel is not timed as a fast one. Each timed row also records ``predicted_ms``, what
-:mod:`nbhelpers.perf_model` predicts for ours on an H200: the fastest over the configs the
+:mod:`nbhelpers.perf_model` predicts for ours on the run's ``meta.model_gpu`` (the GPU it runs on
+where the model has its specification, else an H200): the fastest over the configs the
 autotuner times, each at the registers and shared memory the compile table records for sm_90
-(``predicted_config`` names it), so that a run on an H200 measures the model too. The results file
+(``predicted_config`` names it), so that a run measures the model too. The results file
 ``benchmarks/results/gemm_tflops_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA, compute
 capability, torch and Triton versions, UTC date, this script, the command) and ``rows`` (one per
 comparison and shape: milliseconds and TFLOP/s of both, the ratio, the goal; or an ``error`` saying
@@ -55,6 +56,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
 from nbhelpers.families.gemm import GemmTflopsRow  # noqa: E402 (imports no torch)
+from nbhelpers.perf_model import GPU, H200, prediction_gpu  # noqa: E402 (imports no torch)
 from nbhelpers.results import GEMM_TFLOPS, ResultsFile, sweep  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_gemm_tflops.py"
@@ -127,8 +129,9 @@ COMPILED = {
 }
 
 
-def model_best(kind: str, M: int, N: int, K: int) -> tuple[float | None, str | None]:
-    """What the performance model predicts for ours on an H200: the fastest, in milliseconds,
+def model_best(kind: str, M: int, N: int, K: int, gpu=None) -> tuple[float | None, str | None]:
+    """What the performance model predicts for ours on ``gpu`` (a :class:`nbhelpers.perf_model.GPU`;
+    None: the H200): the fastest, in milliseconds,
     over the configs the compile table holds for its kernel at this shape's alignment (the
     autotuner's list: 4096^3's rows for aligned shapes, 1000^3's otherwise; none that spills),
     each with its registers and shared memory for sm_90 (:func:`nbhelpers.kernels.gemm.fastest_predicted`);
@@ -139,7 +142,9 @@ def model_best(kind: str, M: int, N: int, K: int) -> tuple[float | None, str | N
     kernel, label, dtype, in_bytes = COMPILED[kind]
     label = label.format("4096^3" if M % 16 == 0 and N % 16 == 0 and K % 16 == 0 else "1000^3")
     rows = (recorded_compile_check(ROOT / "benchmarks" / "results") or {}).get("rows", [])
-    p, config = fastest_predicted(rows, kernel, label, M, N, K, dtype, in_bytes)
+    p, config = fastest_predicted(
+        rows, kernel, label, M, N, K, dtype, in_bytes, **({} if gpu is None else {"gpu": gpu})
+    )
     return (None, None) if p is None else (p.seconds * 1e3, config)
 
 
@@ -203,6 +208,7 @@ def main(argv=None) -> int:
         gpu_median_ms,
         after_shape=torch.cuda.empty_cache,
         time_limit=args.time_limit,
+        model=prediction_gpu(gpu),
     )
     results.finish()
     print(f"wrote {out}")
@@ -218,12 +224,13 @@ def run_shapes(
     after_shape=None,
     time_limit: float | None = None,
     clock=time.monotonic,
+    model: GPU = H200,
 ) -> list[dict]:
     """Measure each (M, N, K) into ``results``, each row written as soon as it is done
     (:func:`nbhelpers.results.sweep`); an error stops the run and propagates, with the rows
     before it kept. A shape that would start more than ``time_limit`` seconds (by ``clock``) after
-    the first is not measured: one row per comparison says it was skipped. ``time_fn`` as in
-    :func:`measure_shape`."""
+    the first is not measured: one row per comparison says it was skipped. ``time_fn`` and
+    ``model`` (the GPU the predictions are for) as in :func:`measure_shape`."""
     t_start = clock()
 
     def measure(shape):
@@ -234,7 +241,7 @@ def run_shapes(
             for kind in GOAL:
                 yield build_row(kind, M, N, K, error=why)
             return
-        yield from measure_shape(*shape, device, gen, time_fn)
+        yield from measure_shape(*shape, device, gen, time_fn, model)
         if after_shape is not None:
             after_shape()
 
@@ -253,12 +260,13 @@ def scaled_mm_rejects(M: int, N: int, K: int, device: str) -> str | None:
     return None
 
 
-def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
+def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn, model: GPU = H200):
     """The rows of one shape, one per comparison (bf16, fp8_rowwise, fp8_rowwise_fast_accum,
     block_scaled), yielded as each is done. ``time_fn(fn)`` gives milliseconds of one call of
     ``fn`` (``do_bench`` with ``return_mode="median"`` on a GPU; a stand-in in the tests, which run
     this on a CPU with Triton's interpreter). A comparison whose outputs differ by more than its
-    tolerance, or whose peer does not take the shape, is a row with an ``error``, not timed."""
+    tolerance, or whose peer does not take the shape, is a row with an ``error``, not timed.
+    ``model``: the GPU the rows' predictions are for (:func:`model_best`)."""
     import torch
     import triton
 
@@ -279,12 +287,12 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn):
             print(f"  {kind:<24s} {M}x{N}x{K}: {why}")
             return build_row(kind, M, N, K, rel_diff=diff, error=why)
         ms_o, ms_t = float(time_fn(ours)), float(time_fn(theirs))
-        forecast = model_best(kind, M, N, K)
+        forecast = model_best(kind, M, N, K, model)
         row = build_row(kind, M, N, K, rel_diff=diff, ms_ours=ms_o, ms_theirs=ms_t, predicted=forecast)
-        model = "" if forecast[0] is None else f"; H200 model {forecast[0]:.3f} ms ({forecast[1]})"
+        note = "" if forecast[0] is None else f"; {model.name} model {forecast[0]:.3f} ms ({forecast[1]})"
         print(
             f"  {kind:<24s} {M}x{N}x{K}: {row['tflops_ours']:7.1f} vs {row['tflops_theirs']:7.1f} "
-            f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e}; {ms_o:.3f} ms{model})"
+            f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e}; {ms_o:.3f} ms{note})"
         )
         return row
 

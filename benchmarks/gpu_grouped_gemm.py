@@ -32,10 +32,11 @@ Before timing, every output is compared with grouped_mm's (relative Frobenius di
 speedups of ours: ``ours_vs_loop`` = ms_loop / ms_ours (goal >= 2 at E = 256),
 ``ours_vs_padded`` = ms_padded / ms_ours (goal > 1 when the load is uneven: busiest expert more
 than :data:`UNEVEN` x the mean), ``ours_vs_grouped_mm`` = ms_grouped_mm / ms_ours (goal >= 0.8).
-Each timed row also records what :mod:`nbhelpers.perf_model` predicts for ours on an H200 (the
+Each timed row also records what :mod:`nbhelpers.perf_model` predicts for ours on the run's
+``meta.model_gpu`` (the GPU it runs on where the model has its specification, else an H200; the
 fastest of the tuner's configs at the compile table's registers and shared memory; its FLOPs the
 rows each expert's tiles compute, padding included), as called and replayed from a CUDA graph, so
-that a run on an H200 measures the model too.
+that a run measures the model too.
 
 The results file ``benchmarks/results/grouped_gemm_<gpu-slug>.json`` holds ``meta`` (GPU name,
 driver, CUDA, compute capability, torch and Triton versions, UTC date, this script, the command)
@@ -62,6 +63,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
 from nbhelpers.families.grouped_gemm import GroupedGemmRow  # noqa: E402 (imports no torch)
+from nbhelpers.perf_model import GPU, H200, prediction_gpu  # noqa: E402 (imports no torch)
 from nbhelpers.results import GROUPED_GEMM, ResultsFile, sweep  # noqa: E402 (imports no torch)
 
 SCRIPT = "benchmarks/gpu_grouped_gemm.py"
@@ -212,8 +214,8 @@ def build_row(
 COMPILED = ("grouped_matmul_kernel", "bf16 -> bf16, DeepSeek-V3 up projection")
 
 
-def model_best(offsets, K: int, N: int) -> dict:
-    """What the performance model predicts for ours on an H200 at these offsets
+def model_best(offsets, K: int, N: int, gpu=None) -> dict:
+    """What the performance model predicts for ours on ``gpu`` (None: the H200) at these offsets
     (:func:`nbhelpers.kernels.grouped_gemm.predicted`): the fastest over the tuner's configs, each
     at the registers and shared memory the compile table records for sm_90 (none that spills), as
     called (the tile lookup's small kernels launched one by one) and replayed from a CUDA graph;
@@ -224,6 +226,7 @@ def model_best(offsets, K: int, N: int) -> dict:
     from nbhelpers.results import recorded_compile_check
 
     loads = np.diff(np.asarray(offsets))
+    model = {} if gpu is None else {"gpu": gpu}
     best: dict = {}
     for r in (recorded_compile_check(ROOT / "benchmarks" / "results") or {}).get("rows", []):
         if (r["kernel"], r["label"], r["target"], r.get("status")) != (*COMPILED, "sm_90", "ok"):
@@ -232,9 +235,9 @@ def model_best(offsets, K: int, N: int) -> dict:
             continue
         block = tuple(int(v) for v in r["config"].split()[0].split("x"))
         facts = (block, r["num_warps"], r["num_stages"], r["registers"], r["shared"])
-        p = predicted(loads, K, N, *facts)
+        p = predicted(loads, K, N, *facts, **model)
         if not best or p.seconds * 1e3 < best["ms"]:
-            graph = predicted(loads, K, N, *facts, cuda_graph=True)
+            graph = predicted(loads, K, N, *facts, cuda_graph=True, **model)
             best = {"ms": p.seconds * 1e3, "graph_ms": graph.seconds * 1e3, "config": r["config"].split(" (")[0]}
     return best
 
@@ -313,20 +316,37 @@ def main(argv=None) -> int:
     gen = torch.Generator(device="cuda").manual_seed(0)
     out = Path(args.out) if args.out else GROUPED_GEMM.path(gpu, ROOT / "benchmarks" / "results")
     results = ResultsFile(out, meta, GROUPED_GEMM)  # rewritten after every case: a run stopped halfway keeps its rows
-    run_cases(plan_cases(args), results, "cuda", gen, _bench, args.time_limit, after_case=torch.cuda.empty_cache)
+    run_cases(
+        plan_cases(args),
+        results,
+        "cuda",
+        gen,
+        _bench,
+        args.time_limit,
+        after_case=torch.cuda.empty_cache,
+        model=prediction_gpu(gpu),
+    )
     results.finish()
     print(f"wrote {out} ({time.monotonic() - t_start:.0f} s)")
     return 0
 
 
 def run_cases(
-    cases, results: ResultsFile, device, gen, time_fn, time_limit: float, clock=time.monotonic, after_case=None
+    cases,
+    results: ResultsFile,
+    device,
+    gen,
+    time_fn,
+    time_limit: float,
+    clock=time.monotonic,
+    after_case=None,
+    model: GPU = H200,
 ) -> list[dict]:
     """Measure each (size, E, T) case in turn into ``results``, one row per case, written as soon
     as the case is done (:func:`nbhelpers.results.sweep`); a case that would start after
     ``time_limit`` seconds gets a row saying it was skipped. An error in a case stops the run and
     propagates, with the rows before it kept. ``time_fn(fn)`` times one call (``_bench`` on a GPU;
-    the tests pass a stand-in, on the CPU)."""
+    the tests pass a stand-in, on the CPU). ``model``: the GPU the rows' predictions are for."""
     t_start = clock()
 
     def one(case):
@@ -348,10 +368,10 @@ def run_cases(
             print(f"  {label}: {err}")
             yield build_row(size, K, N, E, T, stats, diffs, error=err)
         else:
-            row = build_row(size, K, N, E, T, stats, diffs, ms=ms, predicted=model_best(offsets, K, N))
-            model = "" if row.get("predicted_ms") is None else f", H200 model {row['predicted_ms']:.3f} ms"
+            row = build_row(size, K, N, E, T, stats, diffs, ms=ms, predicted=model_best(offsets, K, N, model))
+            note = "" if row.get("predicted_ms") is None else f", {model.name} model {row['predicted_ms']:.3f} ms"
             print(
-                f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s{model}); "
+                f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s{note}); "
                 f"x{row['ours_vs_loop']:.2f} vs loop, x{row['ours_vs_padded']:.2f} vs padded, "
                 f"x{row['ours_vs_grouped_mm']:.2f} vs grouped_mm"
             )

@@ -83,6 +83,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without an inst
 
 from nbhelpers.device import gpu_run_meta, start_gpu_script  # noqa: E402 (imports no torch)
 from nbhelpers.families.topk import TopkRow  # noqa: E402 (imports no torch)
+from nbhelpers.perf_model import GPU, H200, prediction_gpu  # noqa: E402 (imports no torch)
 from nbhelpers.results import TOPK, ResultsFile, sweep  # noqa: E402 (imports no torch)
 from nbhelpers.timing import GPU_TIMER  # noqa: E402 (imports no torch)
 from nbhelpers.topk import pass_cost  # noqa: E402 (imports no torch)
@@ -369,6 +370,7 @@ def run_cases(
     clock=time.monotonic,
     probe_fn=_one_call_ms,
     max_call_ms: float = MAX_CALL_MS,
+    model: GPU = H200,
 ) -> list[dict]:
     """Measure each (dtype, k, batch) case with each method into ``results``, one row per method,
     written as soon as it is done (:func:`nbhelpers.results.sweep`). A row that would start after
@@ -376,7 +378,7 @@ def run_cases(
     compile, and one whose call (``probe_fn``, ms) takes more than ``max_call_ms`` are rows saying
     why. Any other error stops the run and propagates, with the rows before it kept. ``time_fn(fn)``
     times one call (``_bench`` on a GPU; the tests pass a stand-in, on the CPU). The logits of a
-    dtype are made when its first row runs."""
+    dtype are made when its first row runs. ``model``: the GPU the rows' predictions are for."""
     cases = list(cases)
     t_start = clock()
     data: dict = {}
@@ -404,7 +406,7 @@ def run_cases(
                 # what topk() plans for this batch and dtype (the two-stage chunk follows both),
                 # and what the performance model predicts for it
                 launch = plan(V, k, method, rows=batch, value_bytes=VALUE_BYTES[dtype])
-                forecast = predicted(V, k, method, rows=batch, value_bytes=VALUE_BYTES[dtype])
+                forecast = predicted(V, k, method, rows=batch, value_bytes=VALUE_BYTES[dtype], gpu=model)
                 predicted_ms = sum(q.seconds for q in forecast) * 1e3
             label = f"{dtype} batch={batch} k={k} {method}"
 
@@ -497,7 +499,17 @@ def main(argv=None) -> int:
     print(f"{gpu}, torch {torch.__version__}, triton {triton.__version__}: top-k over V = {args.vocab}")
     out = Path(args.out) if args.out else TOPK.path(gpu, ROOT / "benchmarks" / "results")
     results = ResultsFile(out, meta, TOPK)  # rewritten after every row: a run stopped halfway keeps its rows
-    rows = run_cases(plan_cases(args), args.methods, results, "cuda", _bench, args.time_limit, V=args.vocab, peak=peak)
+    rows = run_cases(
+        plan_cases(args),
+        args.methods,
+        results,
+        "cuda",
+        _bench,
+        args.time_limit,
+        V=args.vocab,
+        peak=peak,
+        model=prediction_gpu(gpu),
+    )
     results.finish()
     timed = sum("error" not in r for r in rows)
     print(f"wrote {out}: {timed} of {len(rows)} rows timed ({time.monotonic() - t_start:.0f} s)")

@@ -196,17 +196,22 @@ def nvidia_driver_version() -> str | None:
 
 def gpu_run_meta(script: str, argv: list[str]) -> dict:
     """What every GPU results file records about its run: the GPU name, driver, CUDA version and
-    compute capability of device 0, the torch and Triton versions, the UTC date, the script and
-    the command line (this interpreter, the script, ``argv``). Imports torch and triton; call it
-    only after :func:`gpu_unavailable_reason` returned None."""
+    compute capability of device 0, the torch and Triton versions, the UTC date, the script,
+    the command line (this interpreter, the script, ``argv``) and ``model_gpu``, the GPU whose
+    numbers the run's predictions use (:func:`nbhelpers.perf_model.prediction_gpu`). Imports
+    torch and triton; call it only after :func:`gpu_unavailable_reason` returned None."""
     import datetime
     import shlex
 
     import torch
     import triton
 
+    from .perf_model import prediction_gpu
+
+    name = torch.cuda.get_device_name(0)
     return {
-        "gpu": torch.cuda.get_device_name(0),
+        "gpu": name,
+        "model_gpu": prediction_gpu(name).name,
         "driver": nvidia_driver_version(),
         "cuda": torch.version.cuda,
         "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),

@@ -72,6 +72,7 @@ __all__ = [
     "Prediction",
     "little_bytes",
     "model_gpu",
+    "prediction_gpu",
     "predict",
     "stages_in_flight",
 ]
@@ -180,6 +181,13 @@ def model_gpu(device_name: str) -> GPU | None:
     if "H100" in name and ("HBM3" in name or "SXM" in name) and "PCIE" not in name and "NVL" not in name:
         return H100_SXM
     return None
+
+
+def prediction_gpu(device_name: str) -> GPU:
+    """The GPU a benchmark on ``device_name`` records its predictions for: :func:`model_gpu`'s,
+    else :data:`H200` (the GPU the chapters' predictions are made for); the results file names it
+    (``meta["model_gpu"]``), so a row is never read as a prediction for a GPU it was not made for."""
+    return model_gpu(device_name) or H200
 
 
 def little_bytes(gpu: GPU, read_share: float = 1.0) -> float:

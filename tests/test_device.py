@@ -124,6 +124,12 @@ def test_gpu_run_meta_records_the_run(monkeypatch):
     assert meta["gpu"] == "NVIDIA H200" and meta["capability"] == "9.0" and meta["driver"] == "570.1"
     assert meta["script"] == "benchmarks/x.py" and meta["command"].endswith("benchmarks/x.py --quick 'a b'")
     assert meta["torch"] == torch.__version__ and meta["date"].endswith("+00:00")
+    assert meta["model_gpu"] == "H200"
+    # the predictions are for the GPU the run is on where the model has its numbers, else an H200's
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H100 80GB HBM3")
+    assert device.gpu_run_meta("benchmarks/x.py", [])["model_gpu"] == "H100 SXM"
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA A100-SXM4-80GB")
+    assert device.gpu_run_meta("benchmarks/x.py", [])["model_gpu"] == "H200"
     import benchmarks.gpu_grouped_gemm as bench
 
     assert set(bench.META_KEYS) <= set(meta)

@@ -72,7 +72,7 @@ class CopyBandwidthRow:
     bandwidth over torch's contiguous copy's; predicted_bandwidth: the model's bandwidth at torch's
     copy's; predicted_at_peak: the model's at the GPU's HBM peak (None: peak unknown);
     ratio_to_prediction: bandwidth over predicted_bandwidth; predicted_ms: what
-    :mod:`nbhelpers.perf_model` predicts for the Triton rows on an H200 (through
+    :mod:`nbhelpers.perf_model` predicts for the Triton rows on the run's ``meta.model_gpu`` (through
     :func:`nbhelpers.kernels.copy.predicted`, at the compile table's registers), so that the first
     GPU run also measures how far off the model is (None for torch's rows).
     """

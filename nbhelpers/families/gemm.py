@@ -118,7 +118,7 @@ class GemmTflopsRow:
     """One comparison at one shape: ours against torch's, their outputs' relative difference, and
     (when timed) both timings, TFLOP/s and the ratio. goal: the ratio the comparison aims for
     (None: no goal, the ratio is a cost measured). predicted_ms: what :mod:`nbhelpers.perf_model`
-    predicts for ours on an H200, the fastest over the configs the autotuner times
+    predicts for ours on the run's ``meta.model_gpu``, the fastest over the configs the autotuner times
     (:func:`nbhelpers.kernels.gemm.predicted` at the compile table's registers and shared memory),
     and predicted_config that config: the first GPU run also measures the model."""
 

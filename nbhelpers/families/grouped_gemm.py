@@ -78,7 +78,7 @@ class GroupedGemmRow:
     """One case: the shape, the routing and its load statistics (per-expert loads, the padding and
     the rows dropped at a capacity factor), each implementation's difference from grouped_mm and the
     goals; when timed, ``ms`` and ``tflops`` per implementation and the speedups, and what
-    :mod:`nbhelpers.perf_model` predicts for ours on an H200 (``predicted_ms``: as called, the tile
+    :mod:`nbhelpers.perf_model` predicts for ours on the run's ``meta.model_gpu`` (``predicted_ms``: as called, the tile
     lookup's small kernels launched one by one; ``predicted_graph_ms``: replayed from a CUDA
     graph; ``predicted_config``: the tuner's config the model finds fastest), so that the first
     GPU run also measures the model."""

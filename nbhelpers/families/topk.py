@@ -158,7 +158,7 @@ class TopkRow:
     vs_torch_topk: float | None = timed()
     call_ms: float | None = None
     error: str | None = None
-    #: what nbhelpers.perf_model predicts for the launches on an H200 at its assumed 1 us latency
+    #: what nbhelpers.perf_model predicts for the launches on the run's meta.model_gpu at its assumed 1 us latency
     #: (kernels.topk.predicted), beside the measurement; None for torch's methods
     predicted_ms: float | None = None
 
