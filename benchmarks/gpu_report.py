@@ -48,8 +48,10 @@ leaves one): GPU name, driver, CUDA, compute capability, SM count and L2 size, P
 UTC date, the command, and per step its command, status, exit code, duration, the results files
 it wrote and the end of its output. Everything each step printed goes to
 ``benchmarks/results/gpu_report_<gpu>.log``. When the environment variable ``OUT`` is set (or
-``--out DIR`` is given), the summary, the log and every results file written are also copied
-there, flat, by file name.
+``--out DIR`` is given), the summary and the log are also copied there, and one archive,
+``gpu_report_<gpu>.tar.gz``, holds them with every results file written, by their paths under the
+repository (``tar -xzf`` at its root puts them in place): three files, however many steps wrote
+results, for collectors that bring back only a few.
 
 Without a GPU (PyTorch sees none through ``--python``) it prints the plan (the steps, the test
 files, the scripts, the notebook folders) as the H200 host would run it and stops with exit code 2
@@ -74,6 +76,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -676,20 +679,33 @@ def summary_paths(gpu: str, results_dir: Path) -> tuple[Path, Path]:
 def write_summary(
     summary: dict, path: Path, out_dir: Path | None = None, extra_files=(), root: Path = ROOT
 ) -> list[Path]:
-    """Write the summary; with ``out_dir``, copy it, ``extra_files`` and every results file it
-    names there, flat. Returns the copies."""
+    """Write the summary; with ``out_dir``, copy it and ``extra_files`` there, flat, and write
+    ``<summary's stem>.tar.gz`` there: the summary, ``extra_files`` and every results file it
+    names, each by its path relative to ``root`` (by its name where it lies outside). Returns the
+    files written to ``out_dir``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2) + "\n")
     copies = []
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for f in [path, *extra_files, *summary["results_files"]]:
-            src = Path(f) if Path(f).is_absolute() else root / f
-            if src.is_file():
-                dst = out_dir / src.name
-                if src.resolve() != dst.resolve():
-                    shutil.copyfile(src, dst)
-                copies.append(dst)
+        every = [
+            Path(f) if Path(f).is_absolute() else root / f for f in [path, *extra_files, *summary["results_files"]]
+        ]
+        every = [f for f in every if f.is_file()]
+        for src in every[: 1 + len(extra_files)]:
+            dst = out_dir / src.name
+            if src.resolve() != dst.resolve():
+                shutil.copyfile(src, dst)
+            copies.append(dst)
+        archive = out_dir / f"{path.stem}.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            for src in dict.fromkeys(every):  # each once
+                try:
+                    name = src.resolve().relative_to(Path(root).resolve())
+                except ValueError:
+                    name = Path(src.name)
+                tar.add(src, arcname=str(name))
+        copies.append(archive)
     return copies
 
 

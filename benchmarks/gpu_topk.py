@@ -51,7 +51,7 @@ candidates one at a time, about 1,385 per row at k = 256 and 5,541 at k = 1024
 (:func:`expected_insertions`), each a few dependent block-wide reductions); a configuration
 whose one call takes more than :data:`MAX_CALL_MS` (do_bench would repeat it at least 8 times;
 the row keeps ``call_ms``); a configuration that does not compile (the row keeps Triton's
-message); every row that would start after ``--time-limit`` seconds (gpu_report.py passes 9).
+message); every row that would start after ``--time-limit`` seconds (gpu_report.py passes 30).
 The rows run in order of interest, so that a short run measures what the chapter needs first:
 the ``--quick`` set (bf16, batches 1 / 64 / 256, k = 1 (greedy), 50 (sampling), 1024 (a large
 candidate set)), then the rest of bf16, then fp32; within a dtype, k by k (each k compiles new
@@ -63,11 +63,12 @@ bytes formula, peak, timer and checks in words) and ``rows``, one per (dtype, ba
 (see :func:`build_row`). It is rewritten after every row (``meta.complete`` is false until the
 last), so a run that fails or is stopped halfway keeps what it measured.
 
-Run time: NOT yet measured on a GPU (written without one). Triton compiles about 18 kernels per
-dtype here, one after another (about 20 s for bf16 on a 2-core EPYC, compiled for sm_90 without a
-GPU; the compile step of gpu_report.py does not warm them); the timings are about 0.1 s each. The
-whole default run should take about 1.5 minutes on an H200; gpu_report.py bounds it with
-``--time-limit 9``.
+Run time: Triton compiles about 18 kernels per dtype here, one after another (about 20 s for bf16
+on a 2-core EPYC, compiled for sm_90 without a GPU; the compile step of gpu_report.py does not warm
+them); the timings are about 0.1 s each. On an H100 80GB HBM3 (2026-12-06,
+``benchmarks/results/topk_nvidia-h100-80gb-hbm3.json``) ``--time-limit 9`` timed 38 rows of bf16, to
+k = 1024 at batch 64; the whole default run should take about 1.5 minutes; gpu_report.py bounds it
+with ``--time-limit 30``.
 """
 
 from __future__ import annotations

@@ -333,7 +333,7 @@ def test_summary_file_name_uses_the_results_slug():
     assert (path, log) == (Path("r/gpu_report_nvidia-h200.json"), Path("r/gpu_report_nvidia-h200.log"))
 
 
-def test_write_summary_copies_it_and_the_results_files_to_out(tmp_path):
+def test_write_summary_copies_it_and_archives_the_results_files_in_out(tmp_path):
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     res = tmp_path / "benchmarks" / "results" / "x_gpu.json"
     res.write_text("{}")
@@ -343,8 +343,17 @@ def test_write_summary_copies_it_and_the_results_files_to_out(tmp_path):
     path = tmp_path / "benchmarks" / "results" / "gpu_report_gpu.json"
     copies = gr.write_summary(summary, path, tmp_path / "out", extra_files=[log], root=tmp_path)
     assert json.loads(path.read_text()) == summary
-    assert sorted(p.name for p in copies) == ["gpu_report_gpu.json", "gpu_report_gpu.log", "x_gpu.json"]
+    assert sorted(p.name for p in copies) == ["gpu_report_gpu.json", "gpu_report_gpu.log", "gpu_report_gpu.tar.gz"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in copies)
+    import tarfile
+
+    # by their paths in the repository: extracted at its root, each lands where the run wrote it
+    with tarfile.open(tmp_path / "out" / "gpu_report_gpu.tar.gz") as tar:
+        assert sorted(tar.getnames()) == [
+            "benchmarks/results/gpu_report_gpu.json",
+            "benchmarks/results/gpu_report_gpu.log",
+            "benchmarks/results/x_gpu.json",
+        ]
     assert gr.write_summary(summary, path) == []  # no out folder, no copies
 
 
@@ -387,11 +396,22 @@ def test_run_report_runs_the_steps_in_order_within_the_budget(tmp_path, capsys):
     assert s["steps"][2]["exit_code"] == 1 and s["steps"][0]["output_tail"] == ["3 passed"]
     assert s["results_files"] == [str(results / "a_gpu.json")] and s["finished"] is True
     assert "cannot import nbval" in s["steps"][4]["note"]
+    # the summary and the log, and one archive of everything: three files, whatever ran
     assert sorted(p.name for p in out.iterdir()) == [
-        "a_gpu.json",
         "gpu_report_nvidia-test-gpu-80gb.json",
         "gpu_report_nvidia-test-gpu-80gb.log",
+        "gpu_report_nvidia-test-gpu-80gb.tar.gz",
     ]
+    import tarfile
+
+    with tarfile.open(out / "gpu_report_nvidia-test-gpu-80gb.tar.gz") as tar:
+        # outside the repository, by name; a results file under it keeps its path there
+        assert sorted(tar.getnames()) == [
+            "a_gpu.json",
+            "gpu_report_nvidia-test-gpu-80gb.json",
+            "gpu_report_nvidia-test-gpu-80gb.log",
+        ]
+        assert tar.extractfile("a_gpu.json").read() == b"1"
     log = (results / "gpu_report_nvidia-test-gpu-80gb.log").read_text()
     assert "3 passed" in log and "time budget of 8 s used up" in log
     printed = capsys.readouterr().out

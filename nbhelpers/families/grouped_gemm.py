@@ -139,8 +139,9 @@ FAMILY = Family(
             "gpu_grouped_gemm",
             80.0,
             50.0,
-            75.0,
-            "bounded: --time-limit 50 s + the case in flight (about 15 s at T = 32,768) + 10 s start-up",
+            50.0,
+            "bounded: --time-limit 50 s + the case in flight (about 15 s at T = 32,768) + 10 s start-up; "
+            "measured: 44.4 s in the H100 run of 2026-12-06, every case timed",
         ),
     ),
     results=(GROUPED_GEMM,),

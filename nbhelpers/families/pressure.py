@@ -83,9 +83,10 @@ FAMILY = Family(
             "gpu_register_pressure",
             40.0,
             25.0,
-            35.0,
+            12.0,
             "bounded: --time-limit 25 s + the k in flight (under a second: 4 GiB "
-            "read per launch) + 10 s start-up; its 34 kernels come from the compile step",
+            "read per launch) + 10 s start-up; its 34 kernels come from the compile step; measured: 8.8 s in the "
+            "H100 run of 2026-12-06",
         ),
     ),
     results=(REGISTER_PRESSURE,),
