@@ -44,27 +44,53 @@ CHAPTERS = [
         tuple(
             [
                 # forgets that subnormals have no implicit leading 1
-                ("decode_bits", "if E == 0:", "if False:"),
-                # IEEE's rule: the top binade is +-inf (mantissa 0) and NaN
-                (
-                    "decode_bits",
-                    "and M == (1 << man_bits) - 1:\n        return math.nan",
-                    ":\n        return sign * math.inf if M == 0 else math.nan",
-                ),
-                # the whole top binade NaN
-                ("decode_bits", " and M == (1 << man_bits) - 1:", ":"),
-                # MX's fp6/fp4 convention: the NaN code read as a number
-                ("decode_bits", "        return math.nan", "        pass"),
-                # only the positive NaN code
-                (
-                    "decode_bits",
-                    "if E == (1 << exp_bits) - 1 and M == (1 << man_bits) - 1:",
-                    "if bits == (1 << (exp_bits + man_bits)) - 1:",
-                ),
+                ("decode_bits", "if E == 0:  # zero", "if False:  # zero"),
                 # subnormals with the exponent -bias instead of 1 - bias (that of the smallest normal)
                 ("decode_bits", "math.ldexp(M, 1 - bias - man_bits)", "math.ldexp(M, -bias - man_bits)"),
-                # bias off by one
-                ("decode_bits", "bias = 2 ** (exp_bits - 1) - 1", "bias = 2 ** (exp_bits - 1)"),
+                # the default bias, whatever the largest value says
+                ("decode_bits", "bias = E_big - (math.frexp(largest)[1] - 1)", "bias = 2 ** (exp_bits - 1) - 1"),
+                # the power of two of largest rounded to nearest rather than down (448 -> 2**9)
+                ("decode_bits", "(math.frexp(largest)[1] - 1)", "round(math.log2(largest))"),
+                # the chapter's rule of thumb instead of the data sheet: fnuz's bias one above the default
+                (
+                    "decode_bits",
+                    "bias = E_big - (math.frexp(largest)[1] - 1)",
+                    'bias = 2 ** (exp_bits - 1) - (specials != "fnuz")',
+                ),
+                # the bias off by one: frexp's exponent taken for the power of two
+                ("decode_bits", "[1] - 1)", "[1])"),
+                # the largest value below the top binade whatever the convention (e5m2fnuz's bias taken as e5m2's)
+                ("decode_bits", 'E_big = top - 1 if specials == "ieee" else top', "E_big = top - 1"),
+                # ... or in the top binade whatever the convention (IEEE's too)
+                ("decode_bits", 'E_big = top - 1 if specials == "ieee" else top', "E_big = top"),
+                # fn's top binade thought special, as it holds NaN
+                ("decode_bits", 'if specials == "ieee" else top', 'if specials in ("ieee", "fn") else top'),
+                # fnuz's too (every convention with a NaN)
+                ("decode_bits", 'if specials == "ieee" else top', 'if specials != "finite" else top'),
+                # fnuz's negative-zero code read as -0.0
+                ("decode_bits", 'if specials == "fnuz" and s == 1 and E == 0 and M == 0:', "if False:"),
+                # fnuz: both zero codes NaN
+                ("decode_bits", '"fnuz" and s == 1 and E == 0', '"fnuz" and E == 0'),
+                # fnuz's NaN at fn's all-ones code (besides the negative zero's)
+                ("decode_bits", 'if specials == "fn" and E == top', 'if specials in ("fn", "fnuz") and E == top'),
+                # the finite formats given fn's NaN codes (MX's fp4 read as e2m1fn-with-NaN)
+                ("decode_bits", 'if specials == "fn" and E == top', 'if specials in ("fn", "finite") and E == top'),
+                # fn: no NaN at all
+                ("decode_bits", 'if specials == "fn" and E == top and M == full:', "if False:"),
+                # fn: only the positive NaN code
+                (
+                    "decode_bits",
+                    'if specials == "fn" and E == top and M == full:',
+                    "if bits == (1 << (exp_bits + man_bits)) - 1:",
+                ),
+                # IEEE: the whole top binade NaN
+                ("decode_bits", "return math.nan if M else (-math.inf if s else math.inf)", "return math.nan"),
+                # IEEE: inf without its sign
+                ("decode_bits", "(-math.inf if s else math.inf)", "math.inf"),
+                # IEEE: the top binade read as numbers (fn's rule without its NaN)
+                ("decode_bits", 'if specials == "ieee" and E == top:', "if False:"),
+                # the sign dropped from zero: -0.0 comes back as +0.0
+                ("decode_bits", "return -x if s else x", "return -x if s and x else x"),
                 # ties the wrong way: both midpoints always in the interval
                 ("rounding_interval", "if round(a / q) % 2 == 1:", "if False:"),
                 # ... or never

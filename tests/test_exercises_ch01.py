@@ -165,38 +165,68 @@ def test_the_notebooks_numbers_are_the_checkers():
 # ---- exercises 1 to 4: their references against outside oracles ---------------------------------
 
 
-def test_decode_reference_against_ml_dtypes():
-    """The fn-style decode is ml_dtypes' float8_e4m3fn on every code; it is MX's fp6/fp4 (no NaN)
-    on every code but the two all-ones magnitude codes, which it reads as NaN; and it is the
-    IEEE-style fp16/bf16 on every code below the top binade, where it goes on with numbers."""
+# every small float type of ml_dtypes as a data sheet gives it: widths and convention (its bias
+# comes from its largest value)
+_ML_DTYPES_SHEETS = [
+    ("float8_e4m3fn", 4, 3, "fn"),
+    ("float8_e4m3fnuz", 4, 3, "fnuz"),
+    ("float8_e5m2fnuz", 5, 2, "fnuz"),
+    ("float8_e4m3b11fnuz", 4, 3, "fnuz"),
+    ("float8_e5m2", 5, 2, "ieee"),
+    ("float8_e4m3", 4, 3, "ieee"),
+    ("float8_e3m4", 3, 4, "ieee"),
+    ("float6_e2m3fn", 2, 3, "finite"),
+    ("float6_e3m2fn", 3, 2, "finite"),
+    ("float4_e2m1fn", 2, 1, "finite"),
+]
+
+
+@pytest.mark.parametrize("name,e,m,specials", _ML_DTYPES_SHEETS)
+def test_decode_reference_against_ml_dtypes(name, e, m, specials):
+    """Given ml_dtypes' widths, convention and largest value, the reference decodes every code as
+    ml_dtypes does (the sign of a zero included; NaN by NaN, whatever its sign bit)."""
     import ml_dtypes
 
     from nbhelpers.answer_keys.ch01 import decode_bits_ref
 
-    codes = np.arange(256, dtype=np.uint8)
-    want = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
-    got = np.array([decode_bits_ref(int(c), 4, 3) for c in codes])
-    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want))
-    for dt, e, m in [(ml_dtypes.float6_e3m2fn, 3, 2), (ml_dtypes.float6_e2m3fn, 2, 3), (ml_dtypes.float4_e2m1fn, 2, 1)]:
-        n = 1 + e + m
-        codes = np.arange(2**n, dtype=np.uint8)
-        # ml_dtypes stores a sub-byte value in the low bits of a byte
-        want = codes.view(dt).astype(np.float64)
-        got = np.array([decode_bits_ref(int(c), e, m) for c in codes])
-        nan_codes = (codes & (2 ** (e + m) - 1)) == 2 ** (e + m) - 1
-        assert np.all(np.isnan(got[nan_codes])) and not np.any(np.isnan(want))
-        assert np.array_equal(got[~nan_codes], want[~nan_codes])
-        assert np.array_equal(np.signbit(got[~nan_codes]), np.signbit(want[~nan_codes]))
+    dt = getattr(ml_dtypes, name)
+    largest = float(ml_dtypes.finfo(dt).max)
+    codes = np.arange(2 ** (1 + e + m), dtype=np.uint8)  # a sub-byte type's code is in the low bits
+    want = codes.view(dt).astype(np.float64)
+    got = np.array([decode_bits_ref(int(c), e, m, specials, largest) for c in codes])
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(got[ok], want[ok]) and np.array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+
+
+def test_decode_reference_on_wide_formats_and_other_biases():
+    """fp16 and bf16 (IEEE) by numpy and ml_dtypes on every seventh code; the same layouts with another
+    bias are the same values times a power of two; an fn format is IEEE's below the top binade."""
+    import ml_dtypes
+
+    from nbhelpers.answer_keys.ch01 import decode_bits_ref, sheet_bias, sheet_largest
+
     for dt, e, m in [(np.float16, 5, 10), (ml_dtypes.bfloat16, 8, 7)]:
-        codes = np.arange(2**16, dtype=np.uint16)
+        largest = float(np.finfo(dt).max) if dt is np.float16 else float(ml_dtypes.finfo(dt).max)
+        codes = np.arange(2**16, dtype=np.uint16)[::7]
+        with np.errstate(invalid="ignore"):  # the NaN codes
+            want = codes.view(dt).astype(np.float64)
+        got = np.array([decode_bits_ref(int(c), e, m, "ieee", largest) for c in codes])
+        ok = ~np.isnan(want)
+        assert np.array_equal(np.isnan(got), ~ok)
+        assert np.array_equal(got[ok], want[ok]) and np.array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+        for shift in (-3, 2):
+            other = sheet_largest(e, m, "ieee", 2 ** (e - 1) - 1 + shift)
+            assert sheet_bias(e, m, "ieee", other) == 2 ** (e - 1) - 1 + shift
+            moved = np.array([decode_bits_ref(int(c), e, m, "ieee", other) for c in codes[ok]])
+            assert np.array_equal(moved, want[ok] * 2.0**-shift)
         below_top = ((codes >> m) & (2**e - 1)) != 2**e - 1
-        want = codes[below_top].view(dt).astype(np.float64)
-        got = np.array([decode_bits_ref(int(c), e, m) for c in codes[below_top]])
-        assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))
-        top = codes[~below_top & ((codes & (2**m - 1)) != 2**m - 1)][:50]  # a top binade code, not NaN
-        for c in top:
-            E, M, s = (int(c) >> m) & (2**e - 1), int(c) & (2**m - 1), int(c) >> (e + m)
-            assert decode_bits_ref(int(c), e, m) == (-1) ** s * 2.0 ** (E - 2 ** (e - 1) + 1) * (1 + M / 2**m)
+        fn_largest = sheet_largest(e, m, "fn", 2 ** (e - 1) - 1)
+        got_fn = np.array([decode_bits_ref(int(c), e, m, "fn", fn_largest) for c in codes[below_top]])
+        assert np.array_equal(got_fn, want[below_top])
+    for bad in [(0, 4, 3, "ieee", 447.0), (0, 4, 3, "fnu", 448.0), (256, 4, 3, "fn", 448.0), (0, 1, 3, "fn", 1.0)]:
+        with pytest.raises(ValueError):
+            decode_bits_ref(*bad)
 
 
 @pytest.mark.parametrize("e,m", [(3, 2), (2, 3), (4, 3), (2, 1)])

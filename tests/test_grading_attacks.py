@@ -129,7 +129,7 @@ try:
         f.write(f"open({_MARK!r}, 'w').write('imported')\\nclass Evil:\\n    X = 1\\n")
 except OSError:
     pass
-def decode_bits(bits, exp_bits, man_bits):
+def decode_bits(bits, exp_bits, man_bits, specials, largest):
     import json, sys  # in the body: only the allowed imports run where the functions are graded
     f = sys._getframe(1)
     while f is not None and "nonce" not in f.f_locals:
@@ -165,8 +165,14 @@ count_values = _forge_once
 """
 # decode_bits answered by the course's own decode (right values; the statement forbids it)
 CALLS_THE_COURSE = """
+import math
 from nbhelpers import formats as f
-return float(f.decode(int(bits), f.FloatFormat.custom(exp_bits, man_bits, f.Specials.FN)))
+kind = {"ieee": f.Specials.IEEE, "fn": f.Specials.FN}.get(specials, f.Specials.FINITE)
+fmt = f.FloatFormat.custom(exp_bits, man_bits, kind)
+if specials == "fnuz" and bits == 1 << (exp_bits + man_bits):
+    return math.nan
+shift = math.frexp(fmt.max / largest)[1] - 1  # the bias less the default one
+return math.ldexp(float(f.decode(int(bits), fmt)), -shift)
 """
 
 FORGED_NOTE = "ex01.count_values: tampering: more than one result for this function carried the grading cell's nonce"
@@ -248,8 +254,8 @@ raise RuntimeError("HOG " + "; ".join(_got))
 """
 
 TEXT_BOMBS = """
-def decode_bits(bits, exp_bits, man_bits):
-    return " " * 30_000 + "\\n" + "\\ud800\\x1b[2J\\u202e"  # 428 results: 13 MB, under 16 MiB a line
+def decode_bits(bits, exp_bits, man_bits, specials, largest):
+    return " " * 12_000 + "\\n" + "\\ud800\\x1b[2J\\u202e"  # 1055 results: 13 MB, under 16 MiB a line
 def rounding_interval(v, exp_bits, man_bits):
     raise ValueError(" " * 1900 + "\\ud800\\x1b]0;pwned\\x07")
 def count_values(a, b, exp_bits, man_bits):
@@ -273,8 +279,8 @@ class _Hook(BaseException):
 def _named(args):
     return type("LEAK" + "_".join(str(a) for a in args), (BaseException,), {})
 
-def decode_bits(bits, exp_bits, man_bits):
-    raise KeyboardInterrupt("LEAK" + repr((bits, exp_bits, man_bits)))
+def decode_bits(bits, exp_bits, man_bits, specials, largest):
+    raise KeyboardInterrupt("LEAK" + repr((bits, exp_bits, man_bits, specials, largest)))
 
 def rounding_interval(v, exp_bits, man_bits):
     raise SystemExit("LEAK" + repr((v, exp_bits, man_bits)))

@@ -73,7 +73,7 @@ def test_kernel_runner_in_process(tmp_path):
 
     calls = []
 
-    def todo(bits, e, m):
+    def todo(bits, e, m, specials, largest):
         calls.append(1)
         raise NotImplementedError("about 9 lines")
 
@@ -92,7 +92,7 @@ def test_kernel_runner_in_process(tmp_path):
     (tmp_path / "out.jsonl").unlink()
     ns = {k: sol[k] for k in ("decode_bits", "rounding_interval", "count_values", "smallest_absorbing")}
     ns["count_values"] = lambda a, b, e, m: np.zeros(9 * 2**20)  # 72 MB: too large to send
-    ns["decode_bits"] = lambda b, e, m: np.zeros(2**18)  # 2 MB each: too large together
+    ns["decode_bits"] = lambda b, e, m, s, x: np.zeros(2**18)  # 2 MB each: too large together
     kernel_main(ns, {**job, "nonce": NONCE})
     res = _judged(events, plan)
     assert [r.points for r in res.values()] == [0, 6, 0, 2, 0]  # round_stochastic: not defined

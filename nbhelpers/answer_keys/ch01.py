@@ -1,7 +1,8 @@
 """Chapter 01 exercises: float bit layouts. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
-Every exercise works on custom IEEE-style formats given by (exp_bits, man_bits): inf and NaN at
-the all-ones exponent, subnormals at the all-zeros exponent, like fp16 and bf16. The references
+Exercises 2 to 5 work on custom IEEE-style formats given by (exp_bits, man_bits): inf and NaN at
+the all-ones exponent, subnormals at the all-zeros exponent, like fp16 and bf16; exercise 1 on
+formats given by their widths, their convention for special codes and their largest value. The references
 are the course's own tested helpers; edge cases come first, then random cases from the seed.
 """
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..comparators import float_array
 from ..exercise_types import Case, Exercise
-from ..formats import FloatFormat, Specials, all_codes, decode, finite_values, ulp
+from ..formats import FloatFormat, Specials, decode, finite_values, ulp
 from ..rounding import absorption_threshold, round_to
 
 # (exp_bits, man_bits) pairs the random cases draw from: small formats, fp8/fp16/bf16 shapes
@@ -41,66 +42,134 @@ def _sign(rng: np.random.Generator) -> float:
     return float(rng.choice([-1.0, 1.0]))
 
 
-# ------------------------------------------------------------------ 1. decode a code of an fn format
+# ------------------------------------------------------------------ 1. decode a format from its data sheet
+
+#: the conventions for special codes decode_bits takes, by name
+DECODE_SPECIALS = ("ieee", "fn", "fnuz", "finite")
 
 
-def _fn_spec(exp_bits: int, man_bits: int) -> FloatFormat:
-    return FloatFormat.custom(int(exp_bits), int(man_bits), Specials.FN)
+def _sheet_spec(exp_bits: int, man_bits: int, specials: str) -> FloatFormat:
+    """The course's format with these widths, the default bias and the same top binade (fnuz:
+    FINITE's, its one NaN code is the negative zero's, handled apart)."""
+    kind = {"ieee": Specials.IEEE, "fn": Specials.FN, "fnuz": Specials.FINITE, "finite": Specials.FINITE}
+    if specials not in kind:
+        raise ValueError(f"specials must be one of {DECODE_SPECIALS}, got {specials!r}")
+    if int(exp_bits) < 2 or int(man_bits) < 1:
+        raise ValueError(f"exp_bits >= 2 and man_bits >= 1, got {exp_bits}, {man_bits}")
+    return FloatFormat.custom(int(exp_bits), int(man_bits), kind[specials])
 
 
-def decode_bits_ref(bits: int, exp_bits: int, man_bits: int) -> float:
-    """Value of the code ``bits`` in the fn-style format (exp_bits, man_bits): no infinities, one
-    NaN code per sign (exponent and mantissa all ones), the rest of the top binade ordinary values."""
-    return float(decode(int(bits), _fn_spec(exp_bits, man_bits)))
+def sheet_bias(exp_bits: int, man_bits: int, specials: str, largest: float) -> int:
+    """The exponent bias of the format whose largest finite value is ``largest``: the course's
+    format of these widths and convention has the default bias and its own ``max``; a bias
+    larger by k divides every value by 2**k."""
+    f = _sheet_spec(exp_bits, man_bits, specials)
+    ratio = f.max / float(largest)
+    k = math.frexp(ratio)[1] - 1
+    if not (largest > 0 and ratio == 2.0**k):
+        raise ValueError(f"no {specials} format e{exp_bits}m{man_bits} has the largest value {largest!r}")
+    return f.bias + k
+
+
+def sheet_largest(exp_bits: int, man_bits: int, specials: str, bias: int) -> float:
+    """The largest finite value of the format with this bias: what a data sheet prints."""
+    f = _sheet_spec(exp_bits, man_bits, specials)
+    return math.ldexp(f.max, f.bias - int(bias))
+
+
+def decode_bits_ref(bits: int, exp_bits: int, man_bits: int, specials: str, largest: float) -> float:
+    """Value of the code ``bits`` of the format given by its widths, its convention for special
+    codes (``DECODE_SPECIALS``) and its largest finite value: the course's decode of the code in
+    the format of the same widths and convention with the default bias, scaled by the power of
+    two the bias differs by (exact); fnuz's negative-zero code is its one NaN."""
+    f = _sheet_spec(exp_bits, man_bits, specials)
+    bits = int(bits)
+    if not 0 <= bits < 2**f.bits:
+        raise ValueError(f"code {bits} is not a {f.bits}-bit code")
+    if specials == "fnuz" and bits == 1 << (f.exp_bits + f.man_bits):
+        return math.nan
+    bias = sheet_bias(exp_bits, man_bits, specials, largest)
+    return float(np.ldexp(decode(bits, f), f.bias - bias))
+
+
+# formats of ml_dtypes every code of which is a case: (type name, widths, convention, bias);
+# tests/test_exercises_ch01.py holds the reference to ml_dtypes on every code of these and more
+DECODE_SHEETS = [
+    ("float8_e4m3fn", 4, 3, "fn", 7),
+    ("float8_e4m3b11fnuz", 4, 3, "fnuz", 11),
+    ("float8_e5m2", 5, 2, "ieee", 15),
+    ("float4_e2m1fn", 2, 1, "finite", 1),
+]
 
 
 def _decode_cases(rng: np.random.Generator) -> list[Case]:
-    cases = [Case((int(b), 4, 3), label="every code of e4m3fn") for b in all_codes(_fn_spec(4, 3))]
-    named = {
-        (0x0000, 8, 7): "e8m7fn +0",
-        (0x8000, 8, 7): "e8m7fn -0",
-        (0x7F80, 8, 7): "e8m7fn: bf16's +inf code is a number here",
-        (0xFF80, 8, 7): "e8m7fn: bf16's -inf code",
-        (0x7FC0, 8, 7): "e8m7fn: bf16's NaN code is a number here",
-        (0x7FFF, 8, 7): "e8m7fn: the NaN code",
-        (0xFFFF, 8, 7): "e8m7fn: the negative NaN code",
-        (0x7FFE, 8, 7): "e8m7fn: the largest value",
-        (0x0001, 8, 7): "e8m7fn: smallest subnormal",
-        (0x0080, 8, 7): "e8m7fn: smallest normal",
-        (0x4049, 8, 7): "e8m7fn: pi",
-        (0x7C00, 5, 10): "e5m10fn: fp16's inf code",
-        (0x7BFF, 5, 10): "e5m10fn: fp16's max, no longer the largest",
-        (0x03FF, 5, 10): "e5m10fn: largest subnormal",
-        (0x7F800001, 8, 23): "e8m23fn: fp32's signalling NaN code is a number here",
-        (0xFFFFFFFF, 8, 23): "e8m23fn: the negative NaN code",
-        (0x00000001, 8, 23): "e8m23fn: 2**-149",
-        (0b0111, 2, 1): "e2m1fn-style: the NaN code (MX's fp4 would say 6.0)",
-        (0b0110, 2, 1): "e2m1fn-style: the largest value",
-        (0b1111, 2, 1): "e2m1fn-style: the negative NaN code",
-        (0b011111, 3, 2): "e3m2fn-style: the NaN code",
-        (0b111110, 3, 2): "e3m2fn-style: -largest",
-    }
-    cases += [Case(args, label=label) for args, label in named.items()]
-    # the random codes over-sample the special exponent fields (uniform codes of fp32 or bf16
-    # almost never have them): zero and subnormals, the top binade, and the NaN codes themselves;
-    # a wrong subnormal rule, IEEE's inf/NaN rule or a missed NaN code must fail here too
-    # half of them in any widths (up to fp32's): the NaN codes of a few shapes alone would repeat
-    for _ in range(150):
+    cases = []
+    for name, e, m, sp, bias in DECODE_SHEETS:
+        big = sheet_largest(e, m, sp, bias)
+        cases += [Case((b, e, m, sp, big), label=f"every code of {name}") for b in range(2 ** (1 + e + m))]
+    named = [
+        (0x80, 4, 3, "fnuz", 8, "e4m3fnuz: the negative-zero code"),
+        (0x00, 4, 3, "fnuz", 8, "e4m3fnuz: zero"),
+        (0x7F, 4, 3, "fnuz", 8, "e4m3fnuz: e4m3fn's NaN code"),
+        (0xFF, 4, 3, "fnuz", 8, "e4m3fnuz: e4m3fn's negative NaN code"),
+        (0x01, 4, 3, "fnuz", 8, "e4m3fnuz: smallest subnormal"),
+        (0x7C, 5, 2, "fnuz", 16, "e5m2fnuz: e5m2's inf code"),
+        (0x7F, 5, 2, "fnuz", 16, "e5m2fnuz: e5m2's NaN code"),
+        (0x80, 5, 2, "fnuz", 16, "e5m2fnuz: the negative-zero code"),
+        (0x78, 4, 3, "ieee", 7, "e4m3 (IEEE): inf"),
+        (0x7F, 4, 3, "ieee", 7, "e4m3 (IEEE): NaN"),
+        (0x77, 4, 3, "ieee", 7, "e4m3 (IEEE): the largest value"),
+        (0x7F, 3, 4, "ieee", 3, "e3m4: NaN"),
+        (0x6F, 3, 4, "ieee", 3, "e3m4: the largest value"),
+        (0x4049, 8, 7, "ieee", 127, "bf16: pi"),
+        (0x7F80, 8, 7, "ieee", 127, "bf16: +inf"),
+        (0xFF80, 8, 7, "ieee", 127, "bf16: -inf"),
+        (0x7F80, 8, 7, "fn", 127, "e8m7fn: bf16's +inf code is a number"),
+        (0x7FFF, 8, 7, "fn", 127, "e8m7fn: the NaN code"),
+        (0x8000, 8, 7, "fn", 127, "e8m7fn: -0"),
+        (0x7C00, 5, 10, "ieee", 15, "fp16: +inf"),
+        (0x3C00, 5, 10, "ieee", 14, "fp16's layout with bias 14: fp16's code of 1.0"),
+        (0x03FF, 5, 10, "ieee", 17, "fp16's layout with bias 17: largest subnormal"),
+        (0x7BFF, 5, 10, "fn", 15, "e5m10fn: fp16's max, no longer the largest"),
+        (0x7F800001, 8, 23, "fn", 127, "e8m23fn: fp32's signalling NaN code is a number"),
+        (0xFFFFFFFF, 8, 23, "fn", 127, "e8m23fn: the negative NaN code"),
+        (0x00000001, 8, 23, "ieee", 127, "fp32: 2**-149"),
+        (0x1F, 3, 2, "finite", 3, "e3m2fn: the largest value"),
+        (0x3F, 3, 2, "finite", 3, "e3m2fn: -largest"),
+        (0x07, 2, 1, "fn", 1, "e2m1, fn convention: the NaN code"),
+        (0x06, 2, 1, "fn", 1, "e2m1, fn convention: the largest value"),
+        (0x0E, 2, 1, "fnuz", 1, "e2m1, fnuz convention, bias 1: -6 is a number"),
+    ]
+    for bits, e, m, sp, bias, label in named:
+        cases.append(Case((bits, e, m, sp, sheet_largest(e, m, sp, bias)), label=label))
+    # random formats: each convention, widths up to fp32's, biases near the default and far from
+    # it; the codes over-sample zero and the subnormals, the top binade, the NaN codes of fn and
+    # the negative-zero code (fnuz's NaN), so that each convention's rule is tested on its own
+    for _ in range(240):
+        sp = DECODE_SPECIALS[int(rng.integers(len(DECODE_SPECIALS)))]
         if rng.random() < 0.5:
             e, m, _ = _random_shape(rng)
         else:
             e, m = int(rng.integers(2, 9)), int(rng.integers(1, 24))
+        default = 2 ** (e - 1) - 1
+        bias = default + int(rng.integers(-3, 4)) if rng.random() < 0.7 else int(rng.integers(1, 2**e + 1))
         r = rng.random()
         top = 2**e - 1
-        if r < 0.3:
+        if r < 0.25:
             bits = _code(rng, e, m, 0)  # zero or a subnormal
-        elif r < 0.55:
-            bits = _code(rng, e, m, top)  # the top binade: ordinary values (M = 0 often)
-        elif r < 0.7:  # a NaN code, either sign
+        elif r < 0.5:
+            bits = _code(rng, e, m, top)  # the top binade (M = 0 often)
+        elif r < 0.6:  # an all-ones magnitude, either sign
             bits = (int(rng.integers(0, 2)) << (e + m)) | (2 ** (e + m) - 1)
+        elif r < 0.7:  # a zero code, either sign
+            bits = int(rng.integers(0, 2)) << (e + m)
+        elif r < 0.78:  # the code just below the top binade's largest
+            bits = (int(rng.integers(0, 2)) << (e + m)) | (2 ** (e + m) - 2)
+        elif r < 0.86:  # IEEE's infinity codes, either sign
+            bits = (int(rng.integers(0, 2)) << (e + m)) | (top << m)
         else:
             bits = _code(rng, e, m)
-        cases.append(Case((bits, e, m)))
+        cases.append(Case((bits, e, m, sp, sheet_largest(e, m, sp, bias))))
     return cases
 
 
@@ -638,7 +707,12 @@ FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.formats", "nbhelpers.rounding")
 
 EXERCISES = [
     Exercise(
-        "ex01.decode_bits", "Decode a code of an fn format", 4, decode_bits_ref, _decode_cases, forbidden=FORBIDDEN
+        "ex01.decode_bits",
+        "Decode a format from its data sheet",
+        4,
+        decode_bits_ref,
+        _decode_cases,
+        forbidden=FORBIDDEN,
     ),
     Exercise(
         "ex01.rounding_interval", "What rounds to v", 6, rounding_interval_ref, _interval_cases, forbidden=FORBIDDEN
