@@ -248,17 +248,33 @@ CHAPTERS = [
                 ("roundings_per_term", "length = min(b, n - start)", "length = b"),
                 # ---- best_splits
                 # the largest s on a tie
-                ("best_splits", "key=lambda s: (chain(s), s)", "key=lambda s: (chain(s), -s)"),
-                # the square root, as if the chain were c + K / c with no rounding of either
+                ("best_splits", "T, s = min((total(s), s) for", "T, s = min((total(s), -s) for"),
+                # the old question: the shortest longest chain instead of the smallest total
                 (
                     "best_splits",
-                    "return min(range(1, max_splits + 1), key=lambda s: (chain(s), s))",
-                    "return max(1, min(max_splits, round(math.sqrt(K))))",
+                    "return (p - 1) * within(c) + within(last) + c * full + last",
+                    "return (c - 1) + (p - 1)",
                 ),
-                # only the chunk's chain: the more splits, the better
-                ("best_splits", "return (c - 1) + (p - 1)", "return c - 1"),
+                # the square root, as if the total were K c / 2 + K p / 2 with nothing else
+                (
+                    "best_splits",
+                    "T, s = min((total(s), s) for s in range(1, max_splits + 1))",
+                    "s = max(1, min(max_splits, round(math.sqrt(K))))\n    T = total(s)",
+                ),
+                # 0.0 + x counted as a rounding inside the chunks
+                ("best_splits", "return (L - 1) + L * (L - 1) // 2", "return L * (L + 1) // 2"),
+                # ... and across them
+                ("best_splits", "full = (p - 1) + p * (p - 1) // 2 - 1", "full = p * (p + 1) // 2 - 1"),
+                # every product of a chunk through all its L - 1 roundings
+                ("best_splits", "return (L - 1) + L * (L - 1) // 2", "return L * (L - 1)"),
+                # every chunk taken as full: the last one's length not cut to what is left
+                ("best_splits", "last = K - (p - 1) * c", "last = c"),
+                # the last chunk's products left out of the sum across
+                ("best_splits", "+ c * full + last", "+ c * full"),
                 # the cap ignored: any number of splits
                 ("best_splits", "range(1, max_splits + 1)", "range(1, K + 1)"),
+                # the cap taken as exclusive
+                ("best_splits", "range(1, max_splits + 1)", "range(1, max(2, max_splits))"),
                 # rounding once at the end: fl(n * value)
                 ("sum_of_copies", "    s, k = 0.0, 0\n", "    return float(round_to(n * value, acc))\n"),
                 # the sum taken to stall at 2**p copies, and exact until then

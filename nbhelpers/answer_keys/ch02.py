@@ -7,8 +7,8 @@ property, and the check judges the property itself with the course's emulations
 (:func:`nbhelpers.accumulation.emulated_sum` in the Kahan and sequential orders) and exact
 rational sums, since many answers are right. The other three are compared bit for bit with
 references built from those emulations by another route than a student's: the blocked pairwise
-sum from sequential leaves and the pairwise order, the split-K dot product from the blocked
-order, and the sum of n copies by a simulation (checked against the plain sum of n copies in
+sum from sequential leaves and the pairwise order, the split-K sum's count of roundings chunk
+by chunk, and the sum of n copies by a simulation (checked against the plain sum of n copies in
 tests/test_exercises_ch02.py) where a student works binade by binade.
 
 Why bit-exact is fair: the case generators only pass terms that are values of the accumulator
@@ -333,34 +333,48 @@ def _chain_cases(rng: np.random.Generator) -> list[Case]:
 # ------------------------------------------------------------------ 3. how many splits for a split-K sum
 #
 # A prediction over integers: split-K cuts K exact products into chunks of c = ceil(K / s), sums each
-# chunk sequentially from 0.0 and the chunks' partial sums sequentially from 0.0; the longest chain of
-# rounded additions any product goes through is (c - 1) + (p - 1) with p = ceil(K / c) chunks. The
-# reference tries every s and counts the chain by ex02.2's rule (no closed form of its own).
+# chunk sequentially from 0.0 and the chunks' partial sums sequentially from 0.0. For K products of
+# one magnitude the error bound sum_k gamma(m_k) |x_k| is, to first order in u, u |x| sum_k m_k: the
+# total count of rounded additions the products go through. The reference groups the s by their
+# chunk length and adds the counts chunk by chunk with numpy (no closed form across the chunks).
 
 
-def _split_chain(K: int, s: int) -> int:
-    c = -(-K // s)
+def _split_total(K: int, c: int) -> int:
+    """sum_k m_k for K products in chunks of c: in a chunk of L summed from 0.0 the first two
+    products go through L - 1 roundings and the t-th (t >= 1) L - t; every product of chunk i then
+    goes through the roundings of its partial sum across the chunks: p - 1 for chunk 0 (it enters
+    0.0 exactly), p - i for chunk i >= 1."""
     p = -(-K // c)
-    in_chunk = c - 1  # the first product enters its chunk exactly (0.0 + x), then c - 1 roundings
-    across = p - 1  # the first partial sum enters the total exactly, then p - 1 roundings
-    return in_chunk + across
+    L = np.full(p, c, dtype=np.int64)
+    L[-1] = K - (p - 1) * c
+    within = (L - 1) + L * (L - 1) // 2
+    across = p - np.arange(p, dtype=np.int64)
+    across[0] = p - 1
+    return int(within.sum() + (L * across).sum())
 
 
-def best_splits_ref(K: int, max_splits: int) -> int:
-    """The split count s in 1..max_splits whose split-K sum of K products has the shortest longest
-    chain of rounded additions (the smallest such s on a tie)."""
-    return min(range(1, max_splits + 1), key=lambda s: (_split_chain(K, s), s))
+def best_splits_ref(K: int, max_splits: int) -> tuple[int, int]:
+    """(s, total): the split count s in 1..max_splits whose split-K sum of K products has the
+    smallest total count of rounded additions over the products (the smallest such s on a tie),
+    and that total. Every s with the same chunk length gives the same sum: each length once."""
+    K, max_splits = int(K), int(max_splits)
+    if K < 1 or max_splits < 1:
+        raise ValueError(f"K >= 1 and max_splits >= 1, got {K}, {max_splits}")
+    s = np.arange(1, max_splits + 1, dtype=np.int64)
+    chunk, first = np.unique(-(-K // s), return_index=True)  # each length and its smallest s
+    best = min((_split_total(K, int(c)), int(s[i])) for c, i in zip(chunk, first))
+    return best[1], best[0]
 
 
 def _split_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
         Case((1, 4), label="one product: nothing to split"),
         Case((2, 1), label="no split allowed"),
-        Case((16, 16), label="K = 16: 4 chunks of 4"),
-        Case((10, 6), label="K = 10: every s from 2 to 9 gives the same chain; the smallest wins"),
-        Case((4096, 4096), label="K = 4096: chunks of 64"),
+        Case((16, 16), label="K = 16"),
+        Case((10, 6), label="K = 10, at most 6 splits"),
+        Case((4096, 4096), label="K = 4096"),
         Case((4096, 16), label="at most 16 splits: the cap binds"),
-        Case((1000, 1000), label="K = 1000: many splits tie"),
+        Case((1000, 1000), label="K = 1000: many splits give the same chunks"),
         Case((7168, 132), label="DeepSeek-V3's hidden size, at most one split per SM"),
     ]
     for _ in range(60):
