@@ -588,7 +588,7 @@ CHAPTERS = [
         "ex05_loss_scaling.ipynb",
         lambda: {"math": math, "np": np},
         ("scale_window", "window_gradients", "settled_scale", "misordered_clip_ratio"),
-        15,
+        16,
         2718,
         tuple(
             [
@@ -686,34 +686,69 @@ CHAPTERS = [
                 # the guard added to the true norm and the sum scaled: the clip sees scale * (norm + 1e-6)
                 (
                     "misordered_clip_ratio",
-                    "wrong = clipped(scale * grad_norm) / scale",
-                    "wrong = grad_norm * min(1.0, max_norm / (scale * (grad_norm + 1e-6)))",
+                    "wrong = g * clip_factor(scale * norm)",
+                    "wrong = g * min(1.0, max_norm / (scale * (norm + 1e-6)))",
                 ),
                 # no cap at 1: a small norm is scaled up to max_norm
+                ("misordered_clip_ratio", "min(1.0, max_norm / (norm + 1e-6))", "max_norm / (norm + 1e-6)"),
+                # the ratio upside down: right over wrong
                 (
                     "misordered_clip_ratio",
-                    "norm * min(1.0, max_norm / (norm + 1e-6))",
-                    "norm * max_norm / (norm + 1e-6)",
+                    "np.linalg.norm(update(wrong)) / np.linalg.norm(update(right))",
+                    "np.linalg.norm(update(right)) / np.linalg.norm(update(wrong))",
                 ),
-                # the ratio upside down: right over wrong
-                ("misordered_clip_ratio", "return wrong / right", "return right / wrong"),
-                # always 1 / scale, as if both orders always clipped
-                ("misordered_clip_ratio", "return wrong / right", "return 1 / scale"),
+                # always 1 / scale, as if both orders always clipped and the optimizer did not matter
+                ("misordered_clip_ratio", "    return float(\n", "    return 1 / scale\n    return float(\n"),
                 # the right order's own clip forgotten
-                ("misordered_clip_ratio", "return wrong / right", "return wrong / grad_norm"),
+                ("misordered_clip_ratio", "right = g * clip_factor(norm)", "right = g"),
                 # the scaler's division by scale after the wrong clip forgotten
                 (
                     "misordered_clip_ratio",
-                    "wrong = clipped(scale * grad_norm) / scale",
-                    "wrong = clipped(scale * grad_norm)",
+                    "wrong = g * clip_factor(scale * norm)",
+                    "wrong = scale * g * clip_factor(scale * norm)",
                 ),
                 # the ratio returned as text
-                ("misordered_clip_ratio", "return wrong / right", "return str(wrong / right)"),
+                ("misordered_clip_ratio", "    return float(\n", "    return str(\n"),
                 # the threshold thought scaled with the gradients: no difference except through the guard
                 (
                     "misordered_clip_ratio",
-                    "wrong = clipped(scale * grad_norm) / scale",
-                    "wrong = grad_norm * min(1.0, scale * max_norm / (scale * grad_norm + 1e-6))",
+                    "wrong = g * clip_factor(scale * norm)",
+                    "wrong = g * min(1.0, scale * max_norm / (scale * norm + 1e-6))",
+                ),
+                # Adam's eps forgotten: its first step lr * sign(g), so a common factor always cancels
+                ("misordered_clip_ratio", "return 1e-3 * x / (np.abs(x) + 1e-8)", "return 1e-3 * np.sign(x)"),
+                # Adam taken as SGD: only the norms matter
+                ("misordered_clip_ratio", 'if optimizer == "sgd":', "if True:"),
+                # Adam's bias corrections forgotten: m = 0.1 g over sqrt(0.001) |g| + eps
+                (
+                    "misordered_clip_ratio",
+                    "return 1e-3 * x / (np.abs(x) + 1e-8)",
+                    "return 1e-3 * 0.1 * x / (math.sqrt(0.001) * np.abs(x) + 1e-8)",
+                ),
+                # eps inside the square root
+                (
+                    "misordered_clip_ratio",
+                    "return 1e-3 * x / (np.abs(x) + 1e-8)",
+                    "return 1e-3 * x / np.sqrt(x * x + 1e-8)",
+                ),
+                # eps added before the bias correction of the root (the "epsilon hat" form)
+                (
+                    "misordered_clip_ratio",
+                    "return 1e-3 * x / (np.abs(x) + 1e-8)",
+                    "return 1e-3 * x / (np.abs(x) + 1e-8 * math.sqrt(0.001))",
+                ),
+                # Adam fed the scaled gradients in the wrong order (the scaler's division after its step)
+                (
+                    "misordered_clip_ratio",
+                    "np.linalg.norm(update(wrong)) / np.linalg.norm(update(right))",
+                    "np.linalg.norm(update(scale * wrong)) / scale / np.linalg.norm(update(right))",
+                ),
+                # Adam's ratio from the norms alone: the update of a gradient the size of the norm
+                (
+                    "misordered_clip_ratio",
+                    "np.linalg.norm(update(wrong)) / np.linalg.norm(update(right))",
+                    "np.linalg.norm(update(np.array([np.linalg.norm(wrong)])))"
+                    " / np.linalg.norm(update(np.array([np.linalg.norm(right)])))",
                 ),
             ]
         ),

@@ -254,37 +254,46 @@ def test_every_window_case_can_be_met():
             assert window_gradients_compare(target.example, target) is None, (seed, case.args)
 
 
-def test_misordered_clip_ratio_matches_torchs_clip_grad_norm():
-    """The reference against torch's own clip_grad_norm_ on a real layer's gradients (float32),
-    in both orders, on the exercise's labelled cases and a few random ones: the same ratio to
-    float32's rounding."""
+def test_misordered_clip_ratio_matches_torchs_clip_grad_norm_and_optimizers():
+    """The reference against torch's own clip_grad_norm_ and a fresh SGD (lr 1) or Adam (its
+    defaults) taking one step, in float64, on the exercise's gradients: the gradients are set on
+    one parameter as S times the true ones, clipped and unscaled in both orders; the ratio of the
+    two steps' norms, on the labelled cases and the last random ones of two seeds."""
     import torch
 
     ref = get_exercise("ex05.misordered_clip_ratio").reference
 
-    def measured(target_norm, scale, max_norm):
-        torch.manual_seed(0)
-        layer = torch.nn.Linear(8, 3).double()  # float64: only the rule is measured, not rounding
-        x = torch.randn(16, 8, dtype=torch.float64)
-        out = []
+    def measured(grads, scale, max_norm, optimizer):
+        steps = []
         for unscale_first in (False, True):
-            layer.zero_grad()
-            (scale * layer(x).pow(2).mean()).backward()
-            grads = [p.grad for p in layer.parameters()]
-            norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])) / scale
-            for g in grads:
-                g.mul_(target_norm / norm)
+            p = torch.nn.Parameter(torch.zeros(len(grads), dtype=torch.float64))  # the step exactly
+            opt = torch.optim.SGD([p], lr=1.0) if optimizer == "sgd" else torch.optim.Adam([p])
+            p.grad = scale * torch.tensor(grads, dtype=torch.float64)  # what backward() leaves
             if unscale_first:
-                for g in grads:
-                    g.div_(scale)
-                torch.nn.utils.clip_grad_norm_(layer.parameters(), max_norm)
+                p.grad.div_(scale)
+                torch.nn.utils.clip_grad_norm_([p], max_norm)
             else:
-                torch.nn.utils.clip_grad_norm_(layer.parameters(), max_norm)
-                for g in grads:
-                    g.div_(scale)
-            out.append(float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads]))))
-        return out[0] / out[1]
+                torch.nn.utils.clip_grad_norm_([p], max_norm)
+                p.grad.div_(scale)
+            opt.step()
+            steps.append(float(torch.linalg.vector_norm(p.detach())))
+        return steps[0] / steps[1]
 
-    cases = cases_for("ex05.misordered_clip_ratio", 0)
-    for case in [c for c in cases if c.label] + cases[-10:]:
-        assert measured(*case.args) == pytest.approx(ref(*case.args), rel=1e-9), case
+    for seed in (0, 1):
+        cases = cases_for("ex05.misordered_clip_ratio", seed)
+        for case in [c for c in cases if c.label] + cases[-12:]:
+            assert measured(*case.args) == pytest.approx(ref(*case.args), rel=1e-9), case
+
+
+def test_misordered_clip_ratio_under_adam_depends_on_more_than_the_norm():
+    """Two gradients of the same norm give the same SGD ratio and different Adam ratios once the
+    wrong order's elements come near eps: the answer needs the elements, not just the norm."""
+    ref = get_exercise("ex05.misordered_clip_ratio").reference
+    flat_g = np.full(4096, 0.5 / 64)
+    spiky = np.zeros(4096)
+    spiky[:4] = 0.25
+    for g in (flat_g, spiky):
+        assert np.linalg.norm(g) == pytest.approx(0.5)
+    assert ref(flat_g, 65536.0, 0.5, "sgd") == pytest.approx(ref(spiky, 65536.0, 0.5, "sgd"), rel=1e-12)
+    a, b = ref(flat_g, 2.0**24, 0.5, "adam"), ref(spiky, 2.0**24, 0.5, "adam")
+    assert a < 0.1 and b > 0.5  # the flat one's elements far below eps, the spiky one's near it

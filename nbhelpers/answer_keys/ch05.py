@@ -432,56 +432,110 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
 
 # ------------------------------------------------------------------ 4. clipping before unscaling
 #
-# A derivation: the ratio of the update's norm when the gradients are clipped before the scaler
+# A prediction: the ratio of the update's norm when the gradients are clipped before the scaler
 # unscales them to the update's norm in the right order, for torch's clip_grad_norm_ rule (a factor
-# min(1, max_norm / (norm + 1e-6)) on all gradients together), in exact float64 arithmetic.
-# tests/test_exercises_ch05.py measures it with torch's clip_grad_norm_ on a real layer.
+# min(1, max_norm / (norm + 1e-6)) on all gradients together) and one step of SGD (lr 1) or the
+# first step of torch.optim.Adam with its defaults, in float64, computed the way torch's Adam does
+# (moments, bias corrections, eps added to the corrected root). tests/test_exercises_ch05.py
+# measures it with torch's clip_grad_norm_ and optimizers on the cases' gradients.
 
 #: torch.nn.utils.clip_grad_norm_'s guard: clip_coef = max_norm / (total_norm + 1e-6)
 CLIP_EPS = 1e-6
+#: torch.optim.Adam's defaults
+ADAM_LR, ADAM_BETAS, ADAM_EPS = 1e-3, (0.9, 0.999), 1e-8
+CLIP_OPTIMIZERS = ("sgd", "adam")
 
 
 def _clip_factor(norm: float, max_norm: float) -> float:
     return min(1.0, max_norm / (norm + CLIP_EPS))
 
 
-def misordered_clip_ratio_ref(grad_norm: float, scale: float, max_norm: float) -> float:
+def _first_update(g: np.ndarray, optimizer: str) -> np.ndarray:
+    """The update of one step from a fresh optimizer that receives the gradients g."""
+    if optimizer == "sgd":
+        return g  # lr 1, no momentum
+    b1, b2 = ADAM_BETAS
+    m = (1 - b1) * g  # the moments after one step from zero
+    v = (1 - b2) * g * g
+    denom = np.sqrt(v) / math.sqrt(1 - b2) + ADAM_EPS  # bias-corrected root, then eps
+    return ADAM_LR / (1 - b1) * m / denom
+
+
+def misordered_clip_ratio_ref(grads, scale: float, max_norm: float, optimizer: str) -> float:
     """||update when clipping the scaled gradients, then unscaling|| / ||update when unscaling, then
-    clipping||, for gradients of (unscaled) norm grad_norm > 0, a loss scale, and max_norm."""
-    wrong = scale * grad_norm * _clip_factor(scale * grad_norm, max_norm) / scale
-    right = grad_norm * _clip_factor(grad_norm, max_norm)
-    return wrong / right
+    clipping||, for the true (unscaled) gradients ``grads`` (1-D, not all zero), a loss scale, a
+    max_norm and one step of a fresh "sgd" (lr 1) or "adam" (torch's defaults)."""
+    if optimizer not in CLIP_OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {CLIP_OPTIMIZERS}, got {optimizer!r}")
+    g = np.asarray(grads, dtype=np.float64)
+    norm = float(np.linalg.norm(g))
+    if g.ndim != 1 or not norm > 0 or not math.isfinite(norm):
+        raise ValueError("grads must be a 1-D array of finite values, not all zero")
+    scaled = scale * g
+    wrong = scaled * _clip_factor(float(np.linalg.norm(scaled)), max_norm) / scale
+    right = g * _clip_factor(norm, max_norm)
+    return float(np.linalg.norm(_first_update(wrong, optimizer)) / np.linalg.norm(_first_update(right, optimizer)))
+
+
+def _grads(rng: np.random.Generator, n: int, norm: float, zeros: bool = False) -> np.ndarray:
+    """n gradients of the given norm whose sizes spread over a few orders of magnitude."""
+    g = rng.standard_normal(n) * np.exp(rng.normal(0.0, 1.5, n))
+    if zeros and n > 1:
+        g[rng.random(n) < 0.25] = 0.0
+        g[0] = g[0] or 1.0
+    return g * (norm / np.linalg.norm(g))
 
 
 def _clip_cases(rng: np.random.Generator) -> list[Case]:
-    cases = [
-        Case((0.5, 65536.0, 1.0), label="GradScaler's default scale: both orders clip, the wrong one at max_norm / S"),
-        Case((2.0, 1024.0, 1.0), label="a norm above max_norm: both clip"),
-        Case((1e-3, 1024.0, 1.0), label="only the scaled norm is above max_norm"),
-        Case((1e-6, 2.0**16, 0.05), label="a norm near the guard 1e-6: the guard counts on the scaled norm"),
-        Case((1e-6, 1.0, 1e-6), label="scale 1, max_norm at the guard: both orders clip, by the same factor"),
-        Case((3e-7, 8.0, 1e-6), label="both orders clip, by factors the guard sets"),
-        Case((1e-9, 2.0**10, 5.0), label="neither order clips"),
-        Case((1.0, 3000.0, 1.0), label="a scale that is not a power of two"),
-    ]
-    for _ in range(60):
-        kind = rng.integers(0, 4)
-        scale = math.ldexp(1.0, int(rng.integers(0, 25))) if rng.random() < 0.7 else float(rng.uniform(1.0, 1e5))
-        if kind == 0:  # around the guard: norms and max_norm near 1e-6
-            n = float(np.exp2(rng.uniform(-26, -14)))
-            c = float(np.exp2(rng.uniform(-22, -10)))
-        elif kind == 1:  # the scaled norm above max_norm, the norm below: only the wrong order clips
+    own = np.random.default_rng(505)  # the named cases' gradients: the same for every seed
+    small, big = _grads(own, 16, 0.5), _grads(own, 4096, 0.5)
+    tiny = _grads(own, 64, 64 * 1e-9)  # elements near Adam's eps before any clip
+    cases = []
+    for opt in CLIP_OPTIMIZERS:
+        cases += [
+            Case((small, 65536.0, 1.0, opt), label=f"{opt}, 16 weights, GradScaler's default scale"),
+            Case((small, 1024.0, 0.25, opt), label=f"{opt}, 16 weights: both orders clip"),
+            Case((big, 65536.0, 0.5, opt), label=f"{opt}, 4096 weights: the wrong order's elements near eps"),
+            Case((big, 2.0**24, 0.5, opt), label=f"{opt}, 4096 weights, scale 2**24: elements below eps"),
+            Case((tiny, 1024.0, 1.0, opt), label=f"{opt}, gradients near eps, neither order clips"),
+            Case((tiny, 2.0**20, 1e-6, opt), label=f"{opt}, max_norm at the guard 1e-6"),
+            Case(
+                (np.array([3e-7]), 8.0, 1e-6, opt),
+                label=f"{opt}, one gradient: both orders clip, by factors the guard sets",
+            ),
+            Case((_grads(own, 100, 1.0, zeros=True), 3000.0, 1.0, opt), label=f"{opt}, some gradients 0, scale 3000"),
+        ]
+    # random gradients of random sizes; half the cases put the elements the wrong order leaves,
+    # about max_norm / (scale sqrt(n)), near Adam's eps, where its update stops being lr * sign
+    for i in range(64):
+        opt = CLIP_OPTIMIZERS[i % 2]
+        n = int(np.exp2(rng.uniform(0, 12)))
+        kind = int(rng.integers(0, 4))
+        if kind in (0, 1):  # the wrong order clips; its elements near eps
+            element = float(np.exp2(rng.uniform(math.log2(1e-10), math.log2(1e-6))))
             c = float(np.exp2(rng.uniform(-6, 4)))
-            n = c / scale * float(np.exp2(rng.uniform(0.2, max(math.log2(scale), 0.3))))
+            scale = min(max(c / (element * math.sqrt(n)), 1.0), 2.0**24)
+            if rng.random() < 0.7:
+                scale = math.ldexp(1.0, round(math.log2(scale)))
+            # a true norm above max_norm / scale, on either side of max_norm
+            lo = math.log2(c / scale) + 0.2
+            norm = float(np.exp2(rng.uniform(lo, max(lo + 0.1, math.log2(c) + 3))))
+        elif kind == 2:  # around the guard: norms and max_norm near 1e-6
+            scale = math.ldexp(1.0, int(rng.integers(0, 25)))
+            norm = float(np.exp2(rng.uniform(-26, -14)))
+            c = float(np.exp2(rng.uniform(-22, -10)))
         else:  # anywhere
-            n = float(np.exp2(rng.uniform(-30, 12)))
+            scale = math.ldexp(1.0, int(rng.integers(0, 25))) if rng.random() < 0.7 else float(rng.uniform(1.0, 1e5))
+            norm = float(np.exp2(rng.uniform(-30, 12)))
             c = float(np.exp2(rng.uniform(-20, 6)))
-        cases.append(Case((n, scale, c)))
+        cases.append(Case((_grads(rng, n, norm, zeros=rng.random() < 0.2), scale, c, opt)))
     return cases
 
 
 #: What an answer may not call (Exercise.forbidden): the statement: nothing of nbhelpers.
 FORBIDDEN = ("nbhelpers",)
+#: ... and for exercise 4, torch's optimizers and clipping, which would measure instead of predict
+CLIP_FORBIDDEN = (*FORBIDDEN, "torch.optim", "torch.nn.utils")
 
 EXERCISES = [
     Exercise(
@@ -512,11 +566,11 @@ EXERCISES = [
     ),
     Exercise(
         "ex05.misordered_clip_ratio",
-        "Clipping before unscaling",
-        3,
+        "Clipping before unscaling, with SGD and Adam",
+        4,
         misordered_clip_ratio_ref,
         _clip_cases,
         compare=close_to(1e-9),
-        forbidden=FORBIDDEN,
+        forbidden=CLIP_FORBIDDEN,
     ),
 ]
