@@ -16,11 +16,13 @@ or not, so its efficiency is
   a float32 read with stride s uses ``max(1/s, 4/64)`` of the bytes it moves.
 * :func:`measure_strided_read` measures it on the machine running the notebook: the bandwidth of
   useful bytes of a strided numpy read against the contiguous one, beside that prediction.
-* :func:`loaded_addresses` is the raw address trace of a Triton kernel: it runs the kernel in
-  Triton's interpreter on CPU tensors and returns the byte address of every element it loads
-  (the exercises use it to see a load past the end of a buffer, which no output shows).
+* :func:`memory_requests` is the raw trace of a Triton kernel: it runs the kernel in Triton's
+  interpreter on CPU tensors and returns each load and store it makes, lane by lane (the byte
+  address of every element, the mask, the element size); :func:`loaded_addresses` is the
+  addresses it loads. The exercises use them to see a load past the end of a buffer, which no
+  output shows, and a warp whose lanes touch more sectors than contiguous lanes would.
 
-Nothing here needs a GPU; only :func:`loaded_addresses` imports Triton, when it is called.
+Nothing here needs a GPU; only the two traces import Triton, when they are called.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ __all__ = [
     "cache_line_efficiency",
     "StridedReads",
     "measure_strided_read",
+    "MemoryRequest",
+    "memory_requests",
     "loaded_addresses",
 ]
 
@@ -248,15 +252,30 @@ def measure_strided_read(
     )
 
 
-def loaded_addresses(kernel, grid, *args, **kwargs) -> np.ndarray:
+@dataclass(frozen=True)
+class MemoryRequest:
+    """One ``tl.load`` or ``tl.store`` of one program, as Triton's interpreter makes it.
+
+    ``addresses`` holds the byte address of every lane (uint64, 1-D: the pointer tensor in its
+    row-major order, masked-off lanes included), ``active`` which lanes the mask lets through
+    (bool, same shape), ``elem_bytes`` the size of one element."""
+
+    op: str  # "load" or "store"
+    addresses: np.ndarray
+    active: np.ndarray
+    elem_bytes: int
+
+
+def memory_requests(kernel, grid, *args, **kwargs) -> list[MemoryRequest]:
     """Run the Triton kernel ``kernel`` (a ``@triton.jit`` function, or its Python function) on
-    ``grid`` in Triton's interpreter and return the byte address of every element it loads, in
-    the order loaded (uint64, 1-D; masked-off lanes are not loads and are left out).
+    ``grid`` in Triton's interpreter and return its loads and stores, in the order made, one
+    :class:`MemoryRequest` per ``tl.load`` or ``tl.store`` of a program (block pointers and
+    tensor descriptors included: the interpreter turns them into masked pointer accesses).
 
     Pass CPU tensors: the interpreter then works on their own memory, so the addresses can be
     compared with ``t.data_ptr()``. The kernel really runs (its stores land in the tensors
     passed). Works with or without ``TRITON_INTERPRET=1`` and on a machine with a GPU, where it
-    records what the compiled kernel's loads would be, lane by lane.
+    records what the compiled kernel's accesses would be, lane by lane. Atomics are not traced.
     """
     import torch
     from triton.runtime import interpreter
@@ -265,19 +284,37 @@ def loaded_addresses(kernel, grid, *args, **kwargs) -> np.ndarray:
         if isinstance(a, torch.Tensor) and a.device.type != "cpu":
             raise ValueError(f"pass CPU tensors (the interpreter's addresses are theirs), got one on {a.device}")
     traced = interpreter.InterpretedFunction(getattr(kernel, "fn", kernel))
-    seen: list[np.ndarray] = []
+    seen: list[MemoryRequest] = []
     builder = interpreter.InterpreterBuilder
-    original = builder.create_masked_load
+    load, store = builder.create_masked_load, builder.create_masked_store
 
-    def create_masked_load(self, ptrs, mask, *rest, **kw):
+    def note(op, ptrs, mask):
         p = np.asarray(ptrs.data)
         m = np.broadcast_to(np.asarray(mask.data, dtype=bool), p.shape)
-        seen.append(p[m].astype(np.uint64).ravel())
-        return original(self, ptrs, mask, *rest, **kw)
+        elem_bytes = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)  # a bool is a byte
+        seen.append(MemoryRequest(op, p.astype(np.uint64).ravel(), m.ravel().copy(), elem_bytes))
 
-    builder.create_masked_load = create_masked_load
+    def create_masked_load(self, ptrs, mask, *rest, **kw):
+        note("load", ptrs, mask)
+        return load(self, ptrs, mask, *rest, **kw)
+
+    def create_masked_store(self, ptrs, value, mask, *rest, **kw):
+        note("store", ptrs, mask)
+        return store(self, ptrs, value, mask, *rest, **kw)
+
+    builder.create_masked_load, builder.create_masked_store = create_masked_load, create_masked_store
     try:
         traced[grid](*args, **kwargs)
     finally:
-        builder.create_masked_load = original
-    return np.concatenate(seen) if seen else np.zeros(0, dtype=np.uint64)
+        builder.create_masked_load, builder.create_masked_store = load, store
+    return seen
+
+
+def loaded_addresses(kernel, grid, *args, **kwargs) -> np.ndarray:
+    """Run the Triton kernel ``kernel`` (a ``@triton.jit`` function, or its Python function) on
+    ``grid`` in Triton's interpreter and return the byte address of every element it loads, in
+    the order loaded (uint64, 1-D; masked-off lanes are not loads and are left out): the loads
+    of :func:`memory_requests`, which says what to pass.
+    """
+    loads = [r.addresses[r.active] for r in memory_requests(kernel, grid, *args, **kwargs) if r.op == "load"]
+    return np.concatenate(loads) if loads else np.zeros(0, dtype=np.uint64)

@@ -1264,6 +1264,7 @@ CHAPTERS = [
             "triton": __import__("triton"),
             "tl": __import__("triton.language", fromlist=["dot"]),
             "loaded_addresses": __import__("nbhelpers.memory_access", fromlist=["loaded_addresses"]).loaded_addresses,
+            "memory_requests": __import__("nbhelpers.memory_access", fromlist=["memory_requests"]).memory_requests,
         },
         ("sector_count", "masked_copy", "trace_sectors"),
         10,
@@ -1332,6 +1333,60 @@ CHAPTERS = [
                     "masked_copy",
                     "    x = tl.load(x_ptr + offs, mask=mask)\n",
                     "    x = tl.load(x_ptr + offs, mask=mask)\n    x = tl.load(x_ptr + offs, mask=mask)\n",
+                ),
+                # lanes permuted across the block's warps (lane i copies element 33 i mod BLOCK): right
+                # bytes, but each warp scattered over two warps' worth of elements
+                (
+                    "masked_copy",
+                    "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+                    "offs = pid * BLOCK + (tl.arange(0, BLOCK) * 33) % BLOCK",
+                ),
+                # the block split between lanes in strided fashion: lane i copies elements
+                # 2i and 2i + 1 of the block in two loads (stride 2 within each warp)
+                (
+                    "masked_copy",
+                    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
+                    "    mask = offs < n  # the last program's tail lies past the end\n"
+                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
+                    "    tl.store(out_ptr + offs, x, mask=mask)",
+                    "    for j in tl.static_range(2):\n"
+                    "        offs = pid * BLOCK + 2 * tl.arange(0, BLOCK // 2) + j\n"
+                    "        mask = offs < n\n"
+                    "        x = tl.load(x_ptr + offs, mask=mask)\n"
+                    "        tl.store(out_ptr + offs, x, mask=mask)",
+                ),
+                # the block's halves interleaved between lanes: lane i copies element i // 2 of the
+                # first half or of the second (a strided split); a warp's two runs of 16 elements
+                # fill whole sectors from 2-byte elements up, and waste half of each for 1-byte ones
+                (
+                    "masked_copy",
+                    "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+                    "offs = pid * BLOCK + (tl.arange(0, BLOCK) % 2) * (BLOCK // 2) + tl.arange(0, BLOCK) // 2",
+                ),
+                # the block viewed as a (BLOCK // 8, 8) tile read column by column (a transposed view)
+                (
+                    "masked_copy",
+                    "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+                    "offs = pid * BLOCK + tl.arange(0, BLOCK // 8)[:, None] + tl.arange(0, 8)[None, :] * (BLOCK // 8)",
+                ),
+                # programs interleaved element by element (a grid-stride pattern): program p copies
+                # p, p + P, p + 2P, ...; every element once, each warp's lanes P elements apart
+                (
+                    "masked_copy",
+                    "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+                    "offs = pid + tl.arange(0, BLOCK) * tl.num_programs(0)",
+                ),
+                # loads coalesced, stores through a transposed view of the block: only the stores scatter
+                (
+                    "masked_copy",
+                    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
+                    "    mask = offs < n  # the last program's tail lies past the end\n"
+                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
+                    "    tl.store(out_ptr + offs, x, mask=mask)",
+                    "    offs = pid * BLOCK + tl.arange(0, BLOCK // 8)[:, None] * 8 + tl.arange(0, 8)[None, :]\n"
+                    "    mask = offs < n\n"
+                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
+                    "    tl.store(out_ptr + tl.trans(offs), tl.trans(x), mask=tl.trans(mask))",
                 ),
                 # one sector per access: straddling ignored
                 (

@@ -16,8 +16,9 @@ def test_sector_counts_of_the_statement():
 
 def test_copy_reference_keeps_the_guards():
     x = np.arange(5, dtype=np.int16)
-    out, outside, repeated = ch08.masked_copy_ref(x, 16)
-    assert outside == 0 and repeated == 0  # no load outside x, each element read once
+    out, outside, repeated, extra = ch08.masked_copy_ref(x, 16)
+    # no load outside x, each element read once, no sector beyond the least
+    assert outside == 0 and repeated == 0 and extra == 0
     assert out.shape == (37,) and out.dtype == np.int16
     assert (out[:16] == ch08.GUARD_OUT).all() and (out[21:] == ch08.GUARD_OUT).all()
     assert (out[16:21] == x).all()
@@ -28,6 +29,11 @@ def test_copy_cases_cover_the_edges():
     lengths = {(c.args[0].size, c.args[1]) for c in cases}
     assert (0, 16) in lengths and (1, 16) in lengths and (15, 16) in lengths and (17, 16) in lengths
     assert any(c.args[0].size % c.args[1] for c in cases[9:])
+    # blocks of several warps, where a warp can be scattered, in the random part, with 1-byte
+    # elements among them (where two runs of 16 elements in a warp waste sectors)
+    random_part = [c.args for c in cases if not c.label]
+    several = [(x, block) for x, block in random_part if block >= 64 and x.size > 32]
+    assert len(several) >= 20 and sum(x.itemsize == 1 for x, _ in several) >= 2
 
 
 def test_trace_reference_on_the_statement_cases():
@@ -56,3 +62,13 @@ def test_trace_comparator_never_raises_and_tolerates_rounding():
     assert ch08._sectors_and_efficiency((5, 0.8 * (1 + 1e-15)), e) is None
     for bad in ("x", None, (5,), (4, 0.8), (5, 0.75), (5, "a"), [5, float("nan")]):
         assert isinstance(ch08._sectors_and_efficiency(bad, e), str)
+
+
+def test_copy_comparator_names_the_count_and_never_raises():
+    expected = ch08.masked_copy_ref(np.arange(3, dtype=np.int8), 16)
+    buffer = expected[0]
+    assert ch08._copy_and_counts((buffer, 0, 0, np.int64(0)), expected) is None
+    assert "sectors beyond the least" in ch08._copy_and_counts((buffer, 0, 0, 4), expected)
+    assert "loaded outside x: 2" in ch08._copy_and_counts((buffer, 2, 0, 0), expected)
+    for bad in ("x", None, (buffer, 0, 0), (buffer[:3], 0, 0, 0), (buffer, 0, "a", 0), (buffer, float("nan"), 0, 0)):
+        assert isinstance(ch08._copy_and_counts(bad, expected), str)

@@ -1,7 +1,7 @@
 """Tests of nbhelpers.memory_access: the 32-byte sector model (hand-computed cases, misaligned
 bases, element sizes 1/2/4/8, a brute-force count over every byte), the 64-byte cache-line model
-of a long strided read, and the shape of the CPU measurement (no timing assertions: a unit test
-cannot know this machine's bandwidth)."""
+of a long strided read, the shape of the CPU measurement (no timing assertions: a unit test
+cannot know this machine's bandwidth), and the load and store trace of a Triton kernel."""
 
 import numpy as np
 import pytest
@@ -15,6 +15,7 @@ from nbhelpers.memory_access import (
     cache_line_efficiency,
     loaded_addresses,
     measure_strided_read,
+    memory_requests,
     sector_table,
     sectors_touched,
 )
@@ -250,18 +251,52 @@ def test_loaded_addresses_are_the_elements_read(dtype):
         assert sectors_touched(addr - addr.min(), elem_bytes=4).sectors == 3 * block * 4 // 32
 
 
+def test_memory_requests_are_every_load_and_store_lane_by_lane():
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def tile_transposed(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        # a (BLOCK // 4, 4) tile of offsets, stored through its transpose
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK // 4)[:, None] * 4 + tl.arange(0, 4)[None, :]
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(out_ptr + tl.trans(offs), tl.trans(x), mask=tl.trans(offs) < n)
+
+    n, block = 21, 16
+    x = torch.arange(2 * block, dtype=torch.int16)
+    out = torch.zeros_like(x)
+    requests = memory_requests(tile_transposed, (2,), x, out, n, BLOCK=block)
+    assert [r.op for r in requests] == ["load", "store"] * 2  # program by program, in order
+    assert all(r.elem_bytes == 2 and r.addresses.dtype == np.uint64 for r in requests)
+    assert torch.equal(out[:n], x[:n]) and not out[n:].any()  # the kernel really ran
+    load, store = ((r.addresses.astype(np.int64) - t.data_ptr()) // 2 for r, t in zip(requests[2:], (x, out)))
+    # every lane, in the tile's row-major order, the masked-off ones too
+    assert load.tolist() == list(range(16, 32))
+    assert store.tolist() == [16 + 4 * (i % 4) + i // 4 for i in range(16)]
+    assert requests[2].active.tolist() == [i < n - 16 for i in range(16)]
+    assert requests[3].active.tolist() == [16 + 4 * (i % 4) + i // 4 < n for i in range(16)]
+    # loaded_addresses is the loads' active lanes
+    loads = np.concatenate([r.addresses[r.active] for r in requests if r.op == "load"])
+    assert np.array_equal(
+        loaded_addresses(tile_transposed, (2,), x, out, n, BLOCK=block) - x.data_ptr(), loads - x.data_ptr()
+    )
+
+
 def test_loaded_addresses_needs_cpu_tensors_and_restores_the_interpreter():
     import torch
     from triton.runtime import interpreter
 
     masked, _ = _copy_kernels()
     before = interpreter.InterpreterBuilder.create_masked_load
+    before_store = interpreter.InterpreterBuilder.create_masked_store
     x = torch.zeros(4)
     empty = loaded_addresses(masked, (0,), x, x, 0, BLOCK=16)  # no program: no load
     assert empty.dtype == np.uint64 and empty.size == 0
     with pytest.raises(Exception):
         loaded_addresses(masked, (1,), x, x, 4)  # BLOCK missing: the kernel fails
     assert interpreter.InterpreterBuilder.create_masked_load is before
+    assert interpreter.InterpreterBuilder.create_masked_store is before_store
     if torch.cuda.is_available():
         with pytest.raises(ValueError, match="CPU"):
             loaded_addresses(masked, (1,), x.cuda(), x.cuda(), 4, BLOCK=16)

@@ -3,15 +3,20 @@ for :mod:`nbhelpers.answer_keys`.
 
 - ``sector_count``: the 32-byte sectors one warp's 32 loads touch; its reference is
   :func:`nbhelpers.memory_access.sectors_touched` (the pattern form), compared exactly.
-- ``masked_copy``: a Triton copy kernel for any length, run through the launcher the notebook
-  gives (Triton's interpreter on a CPU). The launcher places the output between two guard regions
-  of ``block`` elements filled with :data:`GUARD_OUT`, and the input between guards of
-  :data:`GUARD_IN`, so a store past the end (a missing or wrong mask) shows up in the returned
+- ``masked_copy``: a coalesced Triton copy kernel for any length, run through the launcher the
+  notebook gives (Triton's interpreter on a CPU). The launcher places the output between two
+  guard regions of ``block`` elements filled with :data:`GUARD_OUT`, and the input between guards
+  of :data:`GUARD_IN`, so a store past the end (a missing or wrong mask) shows up in the returned
   buffer; and it runs the kernel once more in the interpreter with
-  :func:`nbhelpers.memory_access.loaded_addresses` and counts the elements loaded outside the
-  input, so a load past the end (a load without the mask), which no output shows, shows up too.
-  The reference is torch's own copy (:func:`nbhelpers.kernels.copy.copy_ref`) between the same
-  guards, and 0 loads outside; compared bit for bit.
+  :func:`nbhelpers.memory_access.memory_requests`, x and the output at sector boundaries, and
+  counts the elements loaded outside the input (a load past the end, which no output shows), the
+  loads of an element beyond its first, and the 32-byte sectors that each warp (32 consecutive
+  lanes of a load or store) touches beyond ``ceil(k * size / 32)`` for its k distinct elements
+  (an uncoalesced warp: a lane permutation across warps, a strided split of the block, a
+  transposed view, programs interleaved element by element). The reference is torch's own copy
+  (:func:`nbhelpers.kernels.copy.copy_ref`) between the same guards, and 0, 0, 0; compared bit
+  for bit. Most random blocks are 64 or more elements: a block of at most 32 is one warp, where
+  any order of the block's elements is coalesced.
 - ``trace_sectors``: a raw address trace (one warp's byte addresses, any order, duplicates,
   misaligned, accesses straddling a sector boundary or covering several sectors) and the access
   size (1 to 128 bytes): the 32-byte sectors
@@ -86,10 +91,11 @@ def _sector_cases(rng: np.random.Generator) -> list[Case]:
 # ------------------------------------------------------------------ 2. a masked copy kernel
 
 
-def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int, int]:
+def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int, int, int]:
     """torch's copy of x (n,) between two guards of block elements of GUARD_OUT, (n + 2 block,),
-    the number of elements loaded outside x: 0, and the loads of elements of x beyond one each:
-    0 (a copy reads each element once)."""
+    the number of elements loaded outside x: 0, the loads of elements of x beyond one each: 0 (a
+    copy reads each element once), and the sectors its warps touch beyond the least their
+    elements need: 0 (contiguous lanes from a sector boundary)."""
     import torch
 
     from ..kernels.copy import copy_ref
@@ -97,7 +103,29 @@ def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int, int]:
     x = np.ascontiguousarray(x)
     inner = copy_ref(torch.from_numpy(x)).numpy()
     guard = np.full(block, GUARD_OUT, dtype=x.dtype)
-    return np.concatenate([guard, inner, guard]), 0, 0
+    return np.concatenate([guard, inner, guard]), 0, 0, 0
+
+
+#: What the launcher's counts are, in its order, for a failing check's message.
+_COUNTS = (
+    "elements loaded outside x",
+    "loads of an element beyond its first",
+    "sectors beyond the least (a warp's loads or stores not contiguous)",
+)
+
+
+def _copy_and_counts(got, expected) -> str | None:
+    """The buffer bit for bit, then each count exactly, named; never raises."""
+    if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+        return same_value(got, expected)  # its reason names what came back
+    reason = same_value(got[0], expected[0])
+    if reason is not None:
+        return f"the output buffer: {reason}"
+    for name, g, e in zip(_COUNTS, got[1:], expected[1:]):
+        reason = same_value(g, e)
+        if reason is not None:  # a count by its value, anything else by what came back
+            return f"{name}: {int(g)}, expected {e}" if isinstance(g, (int, np.integer)) else f"{name}: {reason}"
+    return None
 
 
 _DTYPES = (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.float64, np.int64)
@@ -163,17 +191,24 @@ def _copy_cases(rng: np.random.Generator) -> list[Case]:
         Case((_values(fixed, 64, np.float16), 32), label="n = 2 BLOCK, fp16"),
         Case((_values(fixed, 65, np.int8), 64), label="n = BLOCK + 1, int8"),
         Case((_values(fixed, 31, np.float64), 16), label="n = 2 BLOCK - 1, float64"),
+        Case((_values(fixed, 21, np.int8), 16), label="int8, BLOCK 16: a block is half a sector"),
+        Case((_values(fixed, 200, np.float32), 128), label="BLOCK 128, fp32: 4 warps, the last block ragged"),
+        Case((_values(fixed, 300, np.int16), 256), label="BLOCK 256, int16: 1 warp full, 1 ragged, 6 idle"),
     ]
-    for _ in range(40):
-        block = int(rng.choice([16, 32, 64]))
+    # every dtype five times, in random order: 1-byte elements are where some scattered warps
+    # (two runs of 16 elements) waste sectors
+    dtypes = rng.permutation(np.repeat(np.arange(len(_DTYPES)), 5))
+    for i in range(40):
+        # a block of at most 32 elements is one warp (any order of it is coalesced): mostly more
+        block = int(rng.choice([16, 32, 64, 128, 256], p=[0.1, 0.1, 0.3, 0.3, 0.2]))
         r = rng.random()
         if r < 0.35:
             n = int(rng.choice(_PRIMES))
         elif r < 0.7:
             n = block * int(rng.integers(1, 5)) + int(rng.choice([-1, 1]))
         else:
-            n = int(rng.integers(1, 260))
-        dtype = _DTYPES[int(rng.integers(len(_DTYPES)))]
+            n = int(rng.integers(1, 4 * block + 2))
+        dtype = _DTYPES[int(dtypes[i])]
         cases.append(Case((_values(rng, n, dtype), block)))
     return cases
 
@@ -249,11 +284,15 @@ def _trace_cases(rng: np.random.Generator) -> list[Case]:
 
 
 #: What an answer may not call (Exercise.forbidden): no memory_access or kernels (the given
-#: launcher's loaded_addresses aside).
+#: launcher's memory_requests aside).
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.memory_access", "nbhelpers.kernels")
 #: The course's machinery under every interpreted launch (a cache of the interpreter's work), and
-#: the load watch the given launcher calls.
-MACHINERY = ("nbhelpers.kernels.interpreter_cache", "nbhelpers.memory_access:loaded_addresses")
+#: the load and store watch the given launcher calls.
+MACHINERY = (
+    "nbhelpers.kernels.interpreter_cache",
+    "nbhelpers.memory_access:loaded_addresses",
+    "nbhelpers.memory_access:memory_requests",
+)
 
 EXERCISES = [
     Exercise(
@@ -271,6 +310,7 @@ EXERCISES = [
         4,
         masked_copy_ref,
         _copy_cases,
+        compare=_copy_and_counts,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
     ),
