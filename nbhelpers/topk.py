@@ -9,7 +9,10 @@ integer of the same width whose order is the floats' order (IEEE 754's totalOrde
 -inf, -0 just below +0, +NaN above +inf). :func:`topk_keys` then makes the keys agree with the
 comparison torch uses for ``torch.topk`` and ``torch.sort``: -0 gets +0's key (they compare
 equal) and every NaN gets the largest key (NaN counts as larger than every number, and all NaNs
-as equal). :func:`topk_keys_ref` is the same, one element at a time in Python.
+as equal). :func:`topk_keys_ref` is the same, one element at a time in Python. The fp8 formats
+without -0 and infinities (ml_dtypes' ``float8_e4m3fnuz``, ``float8_e5m2fnuz``: 0x80 is their one
+NaN) have no totalOrder; :func:`fnuz_keys_ref` ranks their values as ml_dtypes decodes them, NaN
+the largest.
 
 **The tie rule.** :func:`topk_ref` returns the k largest values in descending order; among equal
 values the **lowest index comes first**, which is what a stable descending sort gives
@@ -49,6 +52,8 @@ __all__ = [
     "keys_to_bits",
     "topk_keys",
     "topk_keys_ref",
+    "FNUZ_FORMATS",
+    "fnuz_keys_ref",
     "topk_ref",
     "RadixPass",
     "RadixSelect",
@@ -204,6 +209,29 @@ def topk_keys_ref(code: int, fmt: KeyFormat | str) -> int:
     if mag == 0:
         return f.sign_bit  # -0 == +0
     return order_keys_ref(code, f)
+
+
+#: The fp8 formats with no -0 and no infinities ("finite, NaN, unsigned zero"), by the course's
+#: short name: the ml_dtypes type of their values. The code 0x80 (-0 elsewhere) is their one NaN.
+FNUZ_FORMATS = {"e4m3fnuz": ml_dtypes.float8_e4m3fnuz, "e5m2fnuz": ml_dtypes.float8_e5m2fnuz}
+
+
+def fnuz_keys_ref(bits, fmt: str) -> np.ndarray:
+    """Top-k keys of fnuz fp8 codes (uint8, same shape as ``bits``): the rank of each code's
+    value among the format's 256 codes as ml_dtypes decodes them, the NaN (0x80) the largest,
+    0xFF. No two codes share a value (no -0), so the 256 keys are 0 to 255, once each."""
+    if fmt not in FNUZ_FORMATS:
+        raise ValueError(f"unknown fnuz format {fmt!r}: accepted are {', '.join(FNUZ_FORMATS)}")
+    b = np.asarray(bits)
+    if b.dtype.kind not in "iu":
+        raise TypeError(f"bits must be an integer array, got {b.dtype}")
+    values = np.arange(256, dtype=np.uint8).view(FNUZ_FORMATS[fmt]).astype(np.float64)
+    order = np.argsort(values, kind="stable")  # numpy sorts NaN last
+    if np.unique(values[order[:-1]]).size != 255 or not np.isnan(values[order[-1]]):
+        raise RuntimeError(f"ml_dtypes {ml_dtypes.__version__} does not decode {fmt} as 255 numbers and one NaN")
+    rank = np.empty(256, dtype=np.uint8)
+    rank[order] = np.arange(256)
+    return rank[b.astype(np.int64) & 0xFF]
 
 
 # ------------------------------------------------------------------ the reference top-k

@@ -1706,6 +1706,41 @@ CHAPTERS = [
                 ("topk_key", '"fp16": 0x7C00', '"fp16": 0x7F80'),
                 # signed keys: everything from +0 up wraps to a negative number
                 ("topk_key", "np.uint32 if width == 32 else np.uint16", "np.int32 if width == 32 else np.int16"),
+                # uint32 keys for every IEEE format: the right order, the wrong width for bf16 and fp16
+                (
+                    "topk_key",
+                    "return key.astype(np.uint32 if width == 32 else np.uint16)",
+                    "return key.astype(np.uint32)",
+                ),
+                # fnuz: the IEEE flip unchanged, the NaN 0x80 keyed as if it were -0 (just below +0)
+                (
+                    "topk_key",
+                    "        key = np.where(b & 0x80, 0xFF - b, b + 0x7F)\n"
+                    "        key = np.where(b == 0x80, 0xFF, key)\n",
+                    "        key = np.where(b & 0x80, 0xFF - b, b ^ 0x80)\n",
+                ),
+                # fnuz: bf16's rule as it is, the NaN on top: the largest number shares its key
+                ("topk_key", "np.where(b & 0x80, 0xFF - b, b + 0x7F)", "np.where(b & 0x80, 0xFF - b, b ^ 0x80)"),
+                # fnuz: 0x80 taken for -0 and merged with +0
+                ("topk_key", "key = np.where(b == 0x80, 0xFF, key)", "key = key"),
+                # fnuz: NaN found by the IEEE test (exponent all ones, mantissa not zero): numbers lost
+                (
+                    "topk_key",
+                    "key = np.where(b == 0x80, 0xFF, key)",
+                    'key = np.where((b & 0x7F) > {"e4m3fnuz": 0x78, "e5m2fnuz": 0x7C}[fmt], 0xFF, key)',
+                ),
+                # fnuz: the NaN at the bottom (as if it were the most negative)
+                ("topk_key", "key = np.where(b == 0x80, 0xFF, key)", "key = np.where(b == 0x80, 0, key)"),
+                # fnuz: negatives ordered by magnitude, the more negative the larger
+                ("topk_key", "np.where(b & 0x80, 0xFF - b, b + 0x7F)", "np.where(b & 0x80, b - 0x81, b + 0x7F)"),
+                # fnuz: the keys of a 16-bit format (uint16), the order right
+                ("topk_key", "return key.astype(np.uint8)", "return key.astype(np.uint16)"),
+                # fnuz: e4m3fn's layout assumed (0x7F and 0xFF the NaNs, 0x80 -0 on +0's key)
+                (
+                    "topk_key",
+                    "key = np.where(b == 0x80, 0xFF, key)",
+                    "key = np.where((b & 0x7F) == 0x7F, 0xFF, np.where(b == 0x80, 0x7F, key))",
+                ),
                 # ties broken by the highest column (the column itself in the low bits)
                 ("topk_two_stage", "0xFFFFFFFF - ", ""),
                 # the column counted from the start of the chunk

@@ -66,9 +66,12 @@ def test_key_cases_hold_every_kind_of_code(seed):
     cases = cases_for("ex11.topk_key", seed)
     assert any(c.label == "every bf16 code" for c in cases) and any(c.label == "every fp16 code" for c in cases)
     random = [c for c in cases if not c.label]
-    assert {c.args[1] for c in random} == {"bf16", "fp16", "fp32"}
+    assert {c.args[1] for c in random} == {"bf16", "fp16", "fp32", "e4m3fnuz", "e5m2fnuz"}
     for c in random:  # each random case alone catches every mistake of the table
         codes, fmt = c.args
+        if fmt in tk.FNUZ_FORMATS:  # +0, the NaN, the largest magnitudes of both signs
+            assert codes.dtype == np.uint8 and {0x00, 0x80, 0x7F, 0xFF} <= set(codes.ravel().tolist())
+            continue
         f = tk.key_format(fmt)
         assert codes.dtype == f.uint_dtype
         with np.errstate(invalid="ignore"):
@@ -297,3 +300,40 @@ def test_flip_check_accepts_the_smallest_row_and_never_changes_it():
 @pytest.mark.parametrize("got", BAD + [np.zeros(4, ml_dtypes.bfloat16), np.zeros(4, np.float32), np.zeros(4, object)])
 def test_flip_check_rejects_without_raising(got):
     assert isinstance(ch11._flip_compare(got, ch11.flip_top3_ref(4, 0)), str)
+
+
+# ---- exercise 1, the fnuz formats: no -0, no infinity, 0x80 the one NaN
+
+
+@pytest.mark.parametrize("fmt", ["e4m3fnuz", "e5m2fnuz"])
+def test_fnuz_keys_sort_as_the_values_ml_dtypes_decodes(fmt):
+    """The outside oracle: ml_dtypes' decoding of every code. Sorting the codes by key sorts
+    their values (NaN last, as torch places NaN), and the keys are 0 to 255, once each."""
+    import ml_dtypes
+
+    codes = np.arange(256, dtype=np.uint8)
+    keys, _, _ = ch11.topk_key_ref(codes, fmt)
+    assert keys.dtype == np.uint8 and sorted(keys.tolist()) == list(range(256))
+    values = codes.view(getattr(ml_dtypes, f"float8_{fmt}")).astype(np.float64)
+    by_key = values[np.argsort(keys)]
+    assert np.isnan(by_key[-1]) and np.isnan(values).sum() == 1 and (np.diff(by_key[:-1]) > 0).all()
+    # the bit rule: negatives flipped as in the IEEE formats, positives one lower, the NaN on top
+    b = codes.astype(np.int64)
+    rule = np.where(b == 0x80, 0xFF, np.where(b & 0x80, 0xFF - b, b + 0x7F))
+    assert np.array_equal(keys, rule)
+    assert keys[0x00] == 0x7F and keys[0x80] == 0xFF  # +0 below the middle, the NaN on top
+
+
+def test_fnuz_keys_of_a_wrong_width_or_rule_are_named():
+    codes = np.arange(256, dtype=np.uint8)
+    expected = ch11.topk_key_ref(codes, "e4m3fnuz")
+    assert ch11._same_keys(expected[0], expected) is None
+    assert "uint8" in ch11._same_keys(expected[0].astype(np.uint16), expected)
+    ieee = np.where(codes & 0x80, 0xFF - codes.astype(np.int64), codes ^ 0x80).astype(np.uint8)
+    msg = ch11._same_keys(ieee, expected)  # the IEEE flip unchanged: the NaN just below +0
+    assert "code 0x00" in msg and "+0.0" in msg
+    wrong = expected[0].copy()
+    wrong[0x80] = 0x7F
+    assert "0x80 (the NaN" in ch11._same_keys(wrong, expected)
+    with pytest.raises(ValueError, match="e4m3fnuz"):
+        tk.fnuz_keys_ref(codes, "e4m3fn")

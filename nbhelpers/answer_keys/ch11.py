@@ -1,12 +1,16 @@
 """Chapter 11 exercises: top-k over a 128k vocabulary. Listed in ``EXERCISES`` for
 :mod:`nbhelpers.answer_keys`.
 
-- ``topk_key``: the unsigned key of a float code (bf16, fp16 or fp32) whose integer order is the
-  order torch's sort and top-k compare floats in: every NaN the largest key, all ones; -0 on +0's
-  key; every other code its rank in IEEE 754's totalOrder. Reference:
-  :func:`nbhelpers.topk.topk_keys` (held against torch's own sort of every bf16 and fp16 value in
-  tests/test_exercises_ch11.py); compared exactly, on every bf16 code, every fp16 code, fp32
-  specials and random codes of all three formats with specials mixed in.
+- ``topk_key``: the unsigned key of a float code (bf16, fp16, fp32, or the fnuz fp8 formats
+  e4m3fnuz and e5m2fnuz) whose integer order is the order torch's sort and top-k compare floats
+  in: every NaN the largest key, all ones; -0 on +0's key; every other code of an IEEE format its
+  rank in IEEE 754's totalOrder, of an fnuz format (no -0, no infinity, 0x80 the one NaN, no
+  totalOrder) the rank of its value. References: :func:`nbhelpers.topk.topk_keys` (held against
+  torch's own sort of every bf16 and fp16 value in tests/test_exercises_ch11.py) and
+  :func:`nbhelpers.topk.fnuz_keys_ref` (the ranks of the values ml_dtypes decodes: torch does
+  not sort float8); compared exactly, on every bf16, fp16, e4m3fnuz and e5m2fnuz code, fp32
+  specials and random codes of all five formats with specials mixed in. Keys of another dtype
+  than the format's unsigned width fail with a message that names both.
 - ``topk_two_stage``: the two kernels of a two-stage top-k in Triton (each program the local top
   k of a chunk of its row, then one program per row merges the chunks' lists), run through the
   launcher the notebook gives (Triton's interpreter on a CPU). The launcher reads the row from a
@@ -38,7 +42,7 @@ import numpy as np
 
 from ..exercise_types import Case, Exercise
 from ..report_text import describe, short_repr
-from ..topk import float_bits, key_format, radix_select_cost, topk_keys, topk_ref
+from ..topk import FNUZ_FORMATS, float_bits, fnuz_keys_ref, key_format, radix_select_cost, topk_keys, topk_ref
 
 UNWRITTEN = -7  # what the topk_two_stage launcher's outputs hold before the merge runs
 _FLOAT_VIEW = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
@@ -46,9 +50,19 @@ _FLOAT_VIEW = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16
 
 def _value_of(code: int, fmt: str) -> float:
     """The float a code of ``fmt`` stands for (for messages)."""
+    if fmt in FNUZ_FORMATS:
+        return float(np.array([code], dtype=np.uint8).view(FNUZ_FORMATS[fmt]).astype(np.float64)[0])
     f = key_format(fmt)
     with np.errstate(invalid="ignore"):  # a signalling NaN
         return float(np.array([code], dtype=f.uint_dtype).view(_FLOAT_VIEW[fmt]).astype(np.float64)[0])
+
+
+def _width(fmt: str) -> tuple[int, np.dtype]:
+    """The bits of a code of ``fmt`` and the unsigned dtype of its keys."""
+    if fmt in FNUZ_FORMATS:
+        return 8, np.dtype(np.uint8)
+    f = key_format(fmt)
+    return f.bits, f.uint_dtype
 
 
 # ------------------------------------------------------------------ 1. the key of a float
@@ -63,14 +77,18 @@ class ExpectedKeys(tuple):
 
 
 def topk_key_ref(bits: np.ndarray, fmt: str) -> ExpectedKeys:
-    """The top-k keys of the codes (:func:`nbhelpers.topk.topk_keys`), unsigned, same shape."""
+    """The top-k keys of the codes (:func:`nbhelpers.topk.topk_keys`, or
+    :func:`nbhelpers.topk.fnuz_keys_ref` for an fnuz format), unsigned, same shape."""
     codes = np.asarray(bits)
-    return ExpectedKeys((topk_keys(codes, fmt), codes, fmt))
+    keys = fnuz_keys_ref(codes, fmt) if fmt in FNUZ_FORMATS else topk_keys(codes, fmt)
+    return ExpectedKeys((keys, codes, fmt))
 
 
 def _kind_of(code: int, fmt: str) -> str:
     v = _value_of(code, fmt)
     if np.isnan(v):
+        if fmt in FNUZ_FORMATS:
+            return "the NaN, where IEEE formats have -0"
         return "a NaN with the sign bit set" if code >> (key_format(fmt).bits - 1) else "a NaN"
     if v == 0:
         return "-0.0" if code else "+0.0"
@@ -88,7 +106,7 @@ def _same_keys(got, expected: ExpectedKeys) -> str | None:
     if g.shape != keys.shape:
         return f"returned an array of shape {g.shape}, expected shape {keys.shape} (one key per code)"
     if g.dtype != keys.dtype:  # the width the radix passes take their digits from, unsigned
-        return f"returned an array of {g.dtype}, expected {keys.dtype} (a {fmt} code's width, unsigned)"
+        return f"returned an array of {g.dtype}, expected {keys.dtype} (the width of a {fmt} code, unsigned)"
     if g.size == 0:
         return None
     bad = g != keys
@@ -96,8 +114,9 @@ def _same_keys(got, expected: ExpectedKeys) -> str | None:
         return None
     i = np.argwhere(bad)[0]
     where = tuple(int(j) for j in i)
-    code = int(np.asarray(codes)[where]) & key_format(fmt).all_ones
-    digits = key_format(fmt).bits // 4
+    bits, _ = _width(fmt)
+    code = int(np.asarray(codes)[where]) & ((1 << bits) - 1)
+    digits = bits // 4
     return (
         f"{int(bad.sum())} of {bad.size} keys wrong; first: {fmt} code 0x{code:0{digits}X} "
         f"({_kind_of(code, fmt)}): got key 0x{int(g[where]):0{digits}X}, expected 0x{int(keys[where]):0{digits}X}"
@@ -147,6 +166,29 @@ def _random_codes(rng: np.random.Generator, fmt: str) -> np.ndarray:
     return codes
 
 
+#: fnuz codes worth a look: +0, the NaN 0x80, the smallest and largest magnitudes of both signs,
+#: and the codes whose exponent field is all ones (numbers here, inf or NaN in IEEE formats)
+_FNUZ_SPECIALS = {
+    "e4m3fnuz": [0x00, 0x80, 0x01, 0x81, 0x7F, 0xFF, 0x78, 0xF8, 0x79, 0xF9, 0x08, 0x88],
+    "e5m2fnuz": [0x00, 0x80, 0x01, 0x81, 0x7F, 0xFF, 0x7C, 0xFC, 0x7D, 0xFD, 0x04, 0x84],
+}
+
+
+def _random_fnuz(rng: np.random.Generator, fmt: str) -> np.ndarray:
+    """Uniform uint8 codes with +0, the NaN and the largest magnitudes of both signs always among
+    them, more specials at random, as a 1-D or 2-D array."""
+    n = int(rng.integers(40, 400))
+    codes = rng.integers(0, 256, size=n, dtype=np.int64)
+    always = np.array([0x00, 0x80, 0x7F, 0xFF], dtype=np.int64)
+    extra = rng.choice(_FNUZ_SPECIALS[fmt], size=int(rng.integers(0, 12)))
+    mixed = np.concatenate([always, extra])
+    codes[rng.choice(n, size=mixed.size, replace=False)] = mixed
+    codes = codes.astype(np.uint8)
+    if rng.random() < 0.4:
+        codes = codes[: n // 4 * 4].reshape(4, -1)
+    return codes
+
+
 def _key_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
         Case((_all_codes("bf16"), "bf16"), label="every bf16 code"),
@@ -154,9 +196,17 @@ def _key_cases(rng: np.random.Generator) -> list[Case]:
         Case((np.array(_FP32_SPECIALS, dtype=np.uint32), "fp32"), label="fp32 specials"),
         Case((np.array(_specials("bf16"), dtype=np.uint16).reshape(2, -1), "bf16"), label="bf16 specials, 2-D"),
         Case((np.zeros(0, dtype=np.uint32), "fp32"), label="no codes"),
+        Case((np.arange(256, dtype=np.uint8), "e4m3fnuz"), label="every e4m3fnuz code"),
+        Case((np.arange(256, dtype=np.uint8)[::-1].copy(), "e5m2fnuz"), label="every e5m2fnuz code, from 0xFF down"),
+        Case(
+            (np.array(_FNUZ_SPECIALS["e4m3fnuz"], dtype=np.uint8).reshape(2, -1), "e4m3fnuz"),
+            label="e4m3fnuz specials, 2-D",
+        ),
     ]
     for fmt in ("fp32", "fp32", "fp32", "bf16", "fp16", "fp32", "bf16", "fp16"):
         cases.append(Case((_random_codes(rng, fmt), fmt)))
+    for fmt in ("e4m3fnuz", "e5m2fnuz", "e5m2fnuz", "e4m3fnuz"):
+        cases.append(Case((_random_fnuz(rng, fmt), fmt)))
     return cases
 
 
