@@ -1376,6 +1376,16 @@ CHAPTERS = [
                     "offs = pid * BLOCK + tl.arange(0, BLOCK)",
                     "offs = pid + tl.arange(0, BLOCK) * tl.num_programs(0)",
                 ),
+                # the block in two masked passes, even elements then odd: each warp's active lanes two
+                # elements apart
+                (
+                    "masked_copy",
+                    "    x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x, mask=mask)",
+                    "    for j in tl.static_range(2):\n"
+                    "        m = mask & (offs % 2 == j)\n"
+                    "        x = tl.load(x_ptr + offs, mask=m)\n"
+                    "        tl.store(out_ptr + offs, x, mask=m)",
+                ),
                 # loads coalesced, stores through a transposed view of the block: only the stores scatter
                 (
                     "masked_copy",
