@@ -1263,7 +1263,6 @@ CHAPTERS = [
             "torch": __import__("torch"),
             "triton": __import__("triton"),
             "tl": __import__("triton.language", fromlist=["dot"]),
-            "loaded_addresses": __import__("nbhelpers.memory_access", fromlist=["loaded_addresses"]).loaded_addresses,
             "memory_requests": __import__("nbhelpers.memory_access", fromlist=["memory_requests"]).memory_requests,
         },
         ("sector_count", "masked_copy", "trace_sectors"),
