@@ -1385,6 +1385,18 @@ CHAPTERS = [
                     "        x = tl.load(x_ptr + offs, mask=m)\n"
                     "        tl.store(out_ptr + offs, x, mask=m)",
                 ),
+                # a loop over the block's elements, one at a time: every element a request of its own,
+                # one sector each
+                (
+                    "masked_copy",
+                    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
+                    "    mask = offs < n  # the last program's tail lies past the end\n"
+                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
+                    "    tl.store(out_ptr + offs, x, mask=mask)",
+                    "    for i in tl.range(0, BLOCK):\n"
+                    "        o = pid * BLOCK + i\n"
+                    "        tl.store(out_ptr + o, tl.load(x_ptr + o, mask=o < n), mask=o < n)",
+                ),
                 # loads coalesced, stores through a transposed view of the block: only the stores scatter
                 (
                     "masked_copy",

@@ -10,10 +10,12 @@ for :mod:`nbhelpers.answer_keys`.
   buffer; and it runs the kernel once more in the interpreter with
   :func:`nbhelpers.memory_access.memory_requests`, x and the output at sector boundaries, and
   counts the elements loaded outside the input (a load past the end, which no output shows), the
-  loads of an element beyond its first, and the 32-byte sectors that each warp (32 consecutive
-  lanes of a load or store) touches beyond ``ceil(k * size / 32)`` for its k distinct elements
-  (an uncoalesced warp: a lane permutation across warps, a strided split of the block, a
-  transposed view, programs interleaved element by element). The reference is torch's own copy
+  loads of an element beyond its first, and the 32-byte sectors that the warps (32 consecutive
+  lanes of a load or store) of its loads, and of its stores, touch in all beyond what a copy
+  whose warps take 32 contiguous elements of each block touches (``ceil(k * size / 32)`` a warp
+  of k): a scattered warp (a lane permutation across warps, a strided split of the block, a
+  transposed view, programs interleaved element by element) or requests narrower than a warp (a
+  loop over single elements) touch more. The reference is torch's own copy
   (:func:`nbhelpers.kernels.copy.copy_ref`) between the same guards, and 0, 0, 0; compared bit
   for bit. Most random blocks are 64 or more elements: a block of at most 32 is one warp, where
   any order of the block's elements is coalesced.
@@ -94,8 +96,8 @@ def _sector_cases(rng: np.random.Generator) -> list[Case]:
 def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int, int, int]:
     """torch's copy of x (n,) between two guards of block elements of GUARD_OUT, (n + 2 block,),
     the number of elements loaded outside x: 0, the loads of elements of x beyond one each: 0 (a
-    copy reads each element once), and the sectors its warps touch beyond the least their
-    elements need: 0 (contiguous lanes from a sector boundary)."""
+    copy reads each element once), and the sectors its loads and its stores touch beyond those
+    of warps of contiguous elements from a sector boundary: 0 (it is such a copy)."""
     import torch
 
     from ..kernels.copy import copy_ref
@@ -110,7 +112,7 @@ def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int, int, in
 _COUNTS = (
     "elements loaded outside x",
     "loads of an element beyond its first",
-    "sectors beyond the least (a warp's loads or stores not contiguous)",
+    "sectors beyond the least (warps' loads or stores not contiguous, or narrower than a warp)",
 )
 
 
