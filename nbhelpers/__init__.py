@@ -75,6 +75,7 @@ Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format
   - :mod:`~nbhelpers.tables`        plain-text tables
   - :mod:`~nbhelpers.listing`       source code (a kernel's) shown as highlighted code
+  - :mod:`~nbhelpers.calibration_report`  the model fitted to the recorded runs, as the text chapter 11 prints
 
 Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never

@@ -1,36 +1,43 @@
 """What a recorded GPU run says about the performance model (:mod:`nbhelpers.perf_model`): the
-model's numbers for the run's GPU, three of them fitted to the run, and every other row of the run
-predicted again with them, so that a reader sees how far the model is off on rows it was not fitted
-to.
+model's numbers for the run's GPU, some of them fitted to the run, and every row of the run
+predicted again with them, grouped by how much the fit could have shaped each.
 
 A model that is never confronted with a measurement is a guess. The benchmark scripts record each
-Triton row's prediction beside its time; this module turns a run into a calibration:
+Triton row's time; :func:`calibrate` starts from the datasheet of the run's GPU
+(:func:`perf_model.model_gpu`: the H100 SXM or the H200) and changes what the run measures:
 
-* :func:`calibrate` starts from the specification of the run's GPU (:func:`perf_model.model_gpu`:
-  the H100 SXM or the H200) and fits, each from the rows that identify it alone:
+* ``hbm_fraction``: the HBM rate a copy sustains, as a fraction of the datasheet's: torch's own
+  contiguous copy in the copy-bandwidth run (the vendor's copy, the best the memory allows);
+* ``flops_fraction``: per dtype, the fastest GEMM of the vendor's library in the GEMM run
+  (``torch.matmul`` for bf16; ``torch._scaled_mm`` for fp8) over the datasheet's dense peak;
+* ``issue_factor``: how many times its counted issue cycles (:func:`nbhelpers.compile_check.issue_cycles`)
+  a warp alone on its scheduler takes, from one row: the top-k row kernel at k = 50 and batch 1
+  (one program of 4 warps on each busy SM, one warp per scheduler, bound by its instruction
+  stream): the measured time over the model's issue time at a factor of 1.
 
-  - ``hbm_fraction``: the HBM rate a copy sustains, as a fraction of the specification: torch's own
-    contiguous copy in the copy-bandwidth run (the vendor's copy, the best the memory allows);
-  - ``flops_fraction``: per dtype, the fastest GEMM of the vendor's library in the GEMM run
-    (``torch.matmul`` for bf16; ``torch._scaled_mm`` for fp8) over the specification's dense peak;
-  - ``issue_cpi``: the cycles a warp alone on its scheduler spends per instruction it issues, from
-    the top-k row kernel at k = 50 and batch 1 (one program of 4 warps on each busy SM, one warp per
-    scheduler: the time is its instruction stream, issued one dependent instruction after another):
-    the measured time, less the launch, over the model's issue time at one cycle an instruction.
+The launch cost is not fitted either: it stays the assumed 5 us. The runs time with
+``triton.testing.do_bench``, whose CUDA events may hide part of the host's launch behind the
+L2-clearing kernel before it, but a short row keeps a fixed cost of that order: ``short_row``
+reports the shortest two-launch row (the two-stage top-k at k = 1, batch 1), its measured time and
+the fitted model's work without launches, so the reader sees what each launch left.
 
-  The latency stays the assumption it was (:data:`perf_model.LATENCY_RANGE_S`): no row of these
-  runs is bound by it once the issue waits are counted. The run bounds it from above, though
-  (``latency_at_most_s``): a program cannot finish before its chain of dependent steps, so every
-  single-launch row's time, less the launch, caps ``steps / stages x latency``.
-* :func:`topk_rows`, :func:`copy_rows` and :func:`gemm_rows` predict every Triton row of a run
-  again with a given model GPU (the specification's or the calibrated one) and return measured /
-  predicted beside the bound, so a chapter can show both.
+The latency is not fitted. The runs bound it from above instead (``latency_caps_s``, per batch): a
+program cannot finish before its chain of dependent steps, so every single-launch top-k row's time
+caps ``steps / stages x latency``; the smallest cap of each batch is kept (batch 1 is an idle
+memory system, the latency unloaded; a full batch loads it).
 
-What it cannot do: fit what the runs do not vary (the latency; the L2, which the model leaves out:
-a strided read at stride 16 or more fetches 64 bytes where the model counts a 32-byte sector, and
-its rows stay below their prediction), or transfer to another GPU (the fractions and ``issue_cpi``
-belong to the GPU, the driver and the Triton version of the run; :attr:`Calibration.run` names
-them).
+Then :func:`topk_rows`, :func:`copy_rows` and :func:`gemm_rows` predict every Triton row again
+with a model GPU (the datasheet's or the fitted one) and return measured / predicted beside the
+bound, and :func:`topk_groups` sorts the top-k rows by what the fit could have shaped: the
+fitted kernel's own loop at other sizes, another kernel, and rows the fit barely moves. The
+copy and GEMM rows are no independent test: their model is bound by the very rates fitted, so
+their ratios are Triton's rate over torch's.
+
+What it cannot do: fit what the runs do not vary (the clock, which the runs do not record: an SM
+slower than the assumed clock looks like a larger ``issue_factor``; the L2, which the model leaves
+out: a strided read at stride 16 or more costs a 64-byte fetch where the model counts a 32-byte
+sector), or transfer to another GPU (the fractions and ``issue_factor`` belong to the GPU, the
+driver and the Triton version of the run; :attr:`Calibration.run` names them).
 """
 
 from __future__ import annotations
@@ -44,10 +51,10 @@ from .kernels import gemm as kgemm
 from .kernels import topk as ktk
 from .perf_model import GPU, model_gpu
 
-__all__ = ["Calibration", "calibrate", "copy_rows", "gemm_rows", "topk_rows"]
+__all__ = ["Calibration", "calibrate", "copy_rows", "gemm_rows", "topk_groups", "topk_rows"]
 
-#: the top-k row that measures issue_cpi: (method, batch, k, dtype)
-CPI_ROW = ("row", 1, 50, "bf16")
+#: the top-k row that measures issue_factor: (method, batch, k, dtype)
+FACTOR_ROW = ("row", 1, 50, "bf16")
 #: the GEMM runs' kinds whose vendor rows measure each dtype's sustained peak
 VENDOR_GEMM_DTYPE = {"bf16": "bf16", "fp8_rowwise": "fp8", "fp8_rowwise_fast_accum": "fp8", "block_scaled": "fp8"}
 #: bytes per value of the top-k runs' dtypes
@@ -56,23 +63,29 @@ VALUE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 COPY_REGISTERS = 32
 #: bytes per element of the copy runs' dtypes
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+#: the top-k methods that run the fitted row's loop (the running top-k: "two_stage" runs it per
+#: chunk, then a merge)
+FITTED_LOOP = ("row", "two_stage")
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The specification's GPU (``spec``), the calibrated one (``gpu``: the HBM rate and peaks
-    scaled by the fractions, ``issue_cpi`` set), the fitted numbers, ``latency_at_most_s`` (the
-    largest latency the run's single-launch rows allow), ``fitted_on`` (the rows each number came
-    from) and ``run`` (the GPU, date, driver and Triton of the runs)."""
+    """``spec``: the datasheet's GPU as the runs' timer sees it (``launch_s`` 0); ``gpu``: the
+    fitted one (the HBM rate and peaks scaled by the fractions, ``issue_factor`` set); the fitted
+    numbers; ``latency_caps_s``: per top-k batch, the largest latency its single-launch rows allow;
+    ``fitted_on``: the rows each number came from; ``run``: the GPU, date, driver and Triton of
+    the runs; ``short_row``: (label, measured seconds, the fitted model's seconds without its
+    launches, launches) of the two-stage top-k at k = 1, batch 1, or None."""
 
     spec: GPU
     gpu: GPU
     hbm_fraction: float
     flops_fraction: Mapping[str, float]
-    issue_cpi: float
-    latency_at_most_s: float | None
+    issue_factor: float
+    latency_caps_s: Mapping[int, float]
     fitted_on: Mapping[str, str]
     run: str
+    short_row: tuple[str, float, float, int] | None = None
 
 
 def _meta_gpu(runs: Mapping[str, dict]) -> str:
@@ -195,10 +208,10 @@ def gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dict]:
     return out
 
 
-def _latency_at_most(topk_run: dict, gpu: GPU) -> float | None:
-    """The largest latency every single-launch top-k row allows: its time, less the launch, over
-    its chain of dependent steps counted in latencies."""
-    caps = []
+def _latency_caps(topk_run: dict, gpu: GPU) -> dict[int, float]:
+    """Per batch, the largest latency every single-launch top-k row of that batch allows: its
+    time, less ``gpu``'s launch, over its chain of dependent steps counted in latencies."""
+    caps: dict[int, float] = {}
     for r in _timed(topk_run["rows"]):
         if not r.get("launch"):
             continue
@@ -206,8 +219,28 @@ def _latency_at_most(topk_run: dict, gpu: GPU) -> float | None:
         if len(preds) != 1:
             continue
         chain = preds[0].terms["dependent steps"] / gpu.latency_s  # in latencies
-        caps.append((r["ms"] * 1e-3 - gpu.launch_s) / chain)
-    return min(caps) if caps else None
+        cap = (r["ms"] * 1e-3 - gpu.launch_s) / chain
+        caps[r["batch"]] = min(cap, caps.get(r["batch"], cap))
+    return dict(sorted(caps.items()))
+
+
+def topk_groups(rows: list[dict]) -> dict[str, list[dict]]:
+    """:func:`topk_rows`' rows, less the one ``issue_factor`` is fitted to, sorted by what the fit
+    could have shaped: "the fitted loop" (the running top-k, alone or per chunk, at k > 1: the
+    fitted row's own loop at other sizes), "another kernel" (radix select) and "k = 1" (the
+    running top-k at k = 1, bound by its chain of steps or by a short loop: the fit barely
+    moves them)."""
+    groups: dict[str, list[dict]] = {"the fitted loop": [], "another kernel": [], "k = 1": []}
+    for r in rows:
+        if (r["method"], r["batch"], r["k"], r["dtype"]) == FACTOR_ROW:
+            continue
+        if r["k"] == 1 and r["method"] in FITTED_LOOP:
+            groups["k = 1"].append(r)
+        elif r["method"] in FITTED_LOOP:
+            groups["the fitted loop"].append(r)
+        else:
+            groups["another kernel"].append(r)
+    return groups
 
 
 def calibrate(topk: dict, copy: dict, gemm: dict) -> Calibration:
@@ -217,9 +250,10 @@ def calibrate(topk: dict, copy: dict, gemm: dict) -> Calibration:
     from which rows). Raises ValueError when the runs name different GPUs, when the model has no
     specification for the GPU, or when a row the fit needs is missing."""
     name = _meta_gpu({"topk": topk, "copy": copy, "gemm": gemm})
-    spec = model_gpu(name)
-    if spec is None:
+    datasheet = model_gpu(name)
+    if datasheet is None:
         raise ValueError(f"the model has no specification for {name!r}: it knows the H100 SXM and the H200")
+    spec = datasheet
     fitted_on: dict[str, str] = {}
 
     torch_copy = [r for r in _timed(copy["rows"]) if r["kernel"] == "torch" and r["pattern"] == "contiguous"]
@@ -245,30 +279,30 @@ def calibrate(topk: dict, copy: dict, gemm: dict) -> Calibration:
     for dtype, (rate, row) in flops.items():
         fitted_on[f"flops_fraction[{dtype}]"] = f"{row}: {rate / 1e12:.0f} TFLOP/s"
 
-    method, batch, k, dtype = CPI_ROW
-    cpi_rows = [
+    method, batch, k, dtype = FACTOR_ROW
+    factor_rows = [
         r
         for r in _timed(topk["rows"])
         if (r["method"], r["batch"], r["k"], r["dtype"]) == (method, batch, k, dtype) and r.get("launch")
     ]
-    if not cpi_rows:
+    if not factor_rows:
         raise ValueError(
-            f"the top-k run has no timed {method} row at batch {batch}, k = {k}, {dtype} to fit issue_cpi to"
+            f"the top-k run has no timed {method} row at batch {batch}, k = {k}, {dtype} to fit issue_factor to"
         )
-    r = cpi_rows[0]
+    r = factor_rows[0]
     (p,) = _topk_predictions(r, spec)
     issue = p.terms.get("instruction issue")
     if issue is None:
-        raise ValueError("the top-k row kernel's prediction counts no instruction issue: nothing to fit issue_cpi to")
-    issue_cpi = max(1.0, (r["ms"] * 1e-3 - spec.launch_s) / issue)
-    fitted_on["issue_cpi"] = f"top-k {method}, batch {batch}, k = {k}, {dtype}: {r['ms'] * 1e3:.1f} us"
+        raise ValueError("the top-k row kernel's prediction counts no instruction issue to fit issue_factor to")
+    issue_factor = max(1.0, (r["ms"] * 1e-3 - spec.launch_s) / issue)
+    fitted_on["issue_factor"] = f"top-k {method}, batch {batch}, k = {k}, {dtype}: {r['ms'] * 1e3:.1f} us"
 
     gpu = replace(
         spec,
-        name=f"{spec.name}, calibrated",
+        name=f"{spec.name}, fitted",
         hbm_bytes_per_s=spec.hbm_bytes_per_s * hbm_fraction,
         peak_flops={d: v * flops_fraction.get(d, 1.0) for d, v in spec.peak_flops.items()},
-        issue_cpi=issue_cpi,
+        issue_factor=issue_factor,
     )
     meta = topk["meta"]
     run = f"{name}, {meta.get('date', '?')[:10]}, driver {meta.get('driver', '?')}, Triton {meta.get('triton', '?')}"
@@ -277,8 +311,18 @@ def calibrate(topk: dict, copy: dict, gemm: dict) -> Calibration:
         gpu,
         hbm_fraction,
         MappingProxyType(flops_fraction),
-        issue_cpi,
-        _latency_at_most(topk, gpu),
+        issue_factor,
+        MappingProxyType(_latency_caps(topk, gpu)),
         MappingProxyType(fitted_on),
         run,
+        _short_row(topk, gpu),
     )
+
+
+def _short_row(topk_run: dict, gpu: GPU) -> tuple[str, float, float, int] | None:
+    for r in _timed(topk_run["rows"]):
+        if (r["method"], r["batch"], r["k"]) == ("two_stage", 1, 1) and r.get("launch"):
+            preds = _topk_predictions(r, gpu)
+            work = sum(p.seconds - p.launch_s for p in preds)
+            return (f"top-k two_stage, batch 1, k = 1, {r['dtype']}", r["ms"] * 1e-3, work, len(preds))
+    return None

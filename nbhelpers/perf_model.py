@@ -30,9 +30,9 @@ slowest of five limits (the last only when the launch counts its issue cycles):
   eight, :data:`nbhelpers.compile_check.PIPES`): an SM's ``issue_per_sm`` schedulers issue for
   their own warps. The busiest SM runs ``ceil(programs / SMs)`` programs of ``warps`` warps:
   ``ceil(programs / SMs) x warps x issue_cycles / issue_per_sm`` cycles, and no fewer than a
-  program's own ``issue_cycles x issue_cpi`` per wave (a warp alone on its scheduler waits on
-  its own results: ``issue_cpi`` cycles an instruction on average, 1 unless a recorded run has
-  measured it, :mod:`nbhelpers.calibration`).
+  program's own ``issue_cycles x issue_factor`` per wave (a warp alone on its scheduler also
+  waits on its own results, so it takes ``issue_factor`` times its counted cycles: 1, none of
+  that wait counted, unless a recorded run has measured it, :mod:`nbhelpers.calibration`).
 
 What it leaves out, on purpose: caches (every byte is counted from HBM; a tile read again from L2
 is faster, so GEMMs with reuse should state their bytes as HBM traffic), clocks and power (no
@@ -40,7 +40,7 @@ kernel reaches the datasheet's peak: measured dense bf16 GEMMs on an H200 reach 
 it), the latency of each instruction (issue counts the cycles to issue the instructions, not
 the cycles a warp waits on a shuffle's or a barrier's result before its next: a chain of dependent
 reductions takes longer than its count, and with one warp per scheduler nothing hides the wait;
-``issue_cpi`` stands for that wait as one average, measured, not derived),
+``issue_factor`` stands for that wait as one average, measured, not derived),
 the work outside the counted loops, bank conflicts, the imbalance of a last partial wave, and the latency's own
 spread (one number stands for it; the chapters show the result at both ends of the assumed
 range). It predicts the order of magnitude and which limit binds; the recorded GPU runs say by how
@@ -50,7 +50,7 @@ The H200's numbers (:data:`H200`) and the H100 SXM's (:data:`H100_SXM`) are NVID
 specifications for the peaks and bandwidth, the clock at which the fp32 peak is computed, and an
 assumption for the latency (0.5-1 us under load, chapter 08); each carries its source.
 :func:`model_gpu` picks the one for a device PyTorch names. :mod:`nbhelpers.calibration` fits
-the latency, the sustained fractions of the peaks and ``issue_cpi`` to a recorded run.
+the sustained fractions of the peaks and ``issue_factor`` to a recorded run, and bounds the latency.
 """
 
 from __future__ import annotations
@@ -94,9 +94,10 @@ class GPU:
     one launch; source: where each number comes from; clock_hz: the SM clock of its CUDA-core
     work (None: the model cannot count instruction issue, and a launch that states its issue
     cycles is refused); issue_per_sm: warp instructions an SM issues a cycle (its schedulers);
-    issue_cpi: the cycles a warp alone on its scheduler takes, on average, per instruction it
-    issues, because an instruction waits for the result of one before it (1: no wait counted, the
-    default; a recorded run measures it: :mod:`nbhelpers.calibration`)."""
+    issue_factor: how many times its counted issue cycles a warp alone on its scheduler takes,
+    because an instruction waits for the result of one before it (1: no wait counted, the
+    default; a recorded run measures it: :mod:`nbhelpers.calibration`). launch_s may be 0: a
+    timer that does not see the host's launch (``do_bench``'s events)."""
 
     name: str
     sms: int
@@ -107,18 +108,20 @@ class GPU:
     source: str
     clock_hz: float | None = None
     issue_per_sm: int = 4
-    issue_cpi: float = 1.0
+    issue_factor: float = 1.0
 
     def __post_init__(self) -> None:
         positive_int("sms", self.sms)
         _positive("hbm_bytes_per_s", self.hbm_bytes_per_s)
         _positive("latency_s", self.latency_s)
-        _positive("launch_s", self.launch_s)
+        launch = self.launch_s
+        if isinstance(launch, bool) or not isinstance(launch, (int, float)) or not math.isfinite(launch) or launch < 0:
+            raise ValueError(f"launch_s must be a non-negative finite number, got {launch!r}")
         if self.clock_hz is not None:
             _positive("clock_hz", self.clock_hz)
         positive_int("issue_per_sm", self.issue_per_sm)
-        if _positive("issue_cpi", self.issue_cpi) < 1:
-            raise ValueError(f"issue_cpi must be at least 1 (one instruction a cycle), got {self.issue_cpi!r}")
+        if _positive("issue_factor", self.issue_factor) < 1:
+            raise ValueError(f"issue_factor must be at least 1 (the counted cycles), got {self.issue_factor!r}")
         peaks = {str(k): _positive(f"peak_flops[{k!r}]", v) for k, v in dict(self.peak_flops).items()}
         object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
 
@@ -282,7 +285,7 @@ def predict(
         if gpu.clock_hz is None:
             raise ValueError(f"the launch counts its issue cycles, but {gpu.name} has no clock_hz to issue them at")
         busiest = math.ceil(launch.programs / gpu.sms) * launch.warps * launch.issue_cycles / gpu.issue_per_sm
-        one_program = math.ceil(launch.programs / slots) * launch.issue_cycles * gpu.issue_cpi
+        one_program = math.ceil(launch.programs / slots) * launch.issue_cycles * gpu.issue_factor
         terms["instruction issue"] = max(busiest, one_program) / gpu.clock_hz
     bound = max(terms, key=terms.__getitem__)
     return Prediction(gpu.launch_s + terms[bound], bound, MappingProxyType(terms), gpu.launch_s)

@@ -372,7 +372,7 @@ def default_chunk(
     positive_int("V", V, "a row length")
     positive_int("rows", rows, "a number of rows")
     key = (V, k, rows, value_bytes, block_v, gpu.name, gpu.sms, gpu.hbm_bytes_per_s, gpu.latency_s, gpu.launch_s)
-    key += (gpu.clock_hz, gpu.issue_per_sm, gpu.issue_cpi)
+    key += (gpu.clock_hz, gpu.issue_per_sm, gpu.issue_factor)
     if key not in _CHUNKS:  # every launch asks: the model runs once per shape
         if len(_CHUNKS) >= 4096:
             _CHUNKS.clear()
