@@ -800,52 +800,67 @@ CHAPTERS = [
                     "slice(i * br, (i + 1) * br),\n                slice(j * bc, (j + 1) * bc),",
                     "slice(i * bc, (i + 1) * bc),\n                slice(j * br, (j + 1) * br),",
                 ),
-                # the codes multiplied in their own dtypes: numpy's uint8 @ int8 is int16 and wraps around
-                ("asym_int8_gemm", "acc = qx64 @ qw64", "acc = (np.asarray(qx) @ np.asarray(qw)).astype(np.int64)"),
-                # the GEMM of the raw codes in float32: sums past 2**24 round
+                # the chapter's terms only: K * zx * zw, the product of the two zero points, left out
+                ("asym_int8_gemm", "- col_term + const", "- col_term"),
+                # the zero points' product subtracted instead of added
+                ("asym_int8_gemm", "- col_term + const", "- col_term - const"),
+                # the weights' zero-point term added instead of subtracted
+                ("asym_int8_gemm", "- row_term - col_term", "- row_term + col_term"),
+                # the zero points multiplied as uint8: zx * zw wraps around
                 (
                     "asym_int8_gemm",
-                    "acc = qx64 @ qw64",
-                    "acc = (qx64.astype(np.float32) @ qw64.astype(np.float32)).astype(np.int64)",
+                    "const = K * zx64 * zw64",
+                    "const = K * (np.asarray(zx) * np.asarray(zw)).astype(np.int64)",
                 ),
-                # the zero point subtracted from the codes in uint8: codes below it wrap around
+                # K times the uint8 zero points: wraps around, or an OverflowError once K passes 255
                 (
                     "asym_int8_gemm",
-                    "acc = qx64 @ qw64\n    # the weights' column sums, (1, N): computed once, offline\n"
-                    "    colsum = qw64.sum(axis=0, keepdims=True)\n    corr = np.asarray(zx).astype(np.int64) * colsum",
-                    "acc = (np.asarray(qx) - np.asarray(zx)).astype(np.int64) @ qw64\n    corr = 0",
+                    "const = K * zx64 * zw64",
+                    "const = (K * np.asarray(zx) * np.asarray(zw)).astype(np.int64)",
                 ),
-                # the correction omitted
-                ("asym_int8_gemm", "c32 = (acc - corr)", "c32 = (acc + 0 * corr)"),
-                # the correction with the wrong sign
-                ("asym_int8_gemm", "c32 = (acc - corr)", "c32 = (acc + corr)"),
-                # the correction built from the row sums of the activation codes
+                # each zero point with the other operand's sum swapped: zx with sum_k qx, zw with sum_k qw
                 (
                     "asym_int8_gemm",
-                    "colsum = qw64.sum(axis=0, keepdims=True)",
-                    "colsum = qx64.sum(axis=1, keepdims=True)",
+                    "row_term = zx64 * np.asarray(w_colsum).astype(np.int64)\n"
+                    "    col_term = np.asarray(x_rowsum).astype(np.int64) * zw64",
+                    "row_term = zx64 * np.asarray(x_rowsum).astype(np.int64)\n"
+                    "    col_term = np.asarray(w_colsum).astype(np.int64) * zw64",
                 ),
-                # the zero point applied along the columns (zx transposed)
+                # the two zero points swapped: zw with the weights' column sums, zx with the rows' sums
                 (
                     "asym_int8_gemm",
-                    "corr = np.asarray(zx).astype(np.int64) * colsum",
-                    "corr = np.asarray(zx).astype(np.int64).T * colsum",
+                    "row_term = zx64 * np.asarray(w_colsum).astype(np.int64)\n"
+                    "    col_term = np.asarray(x_rowsum).astype(np.int64) * zw64",
+                    "row_term = zw64 * np.asarray(w_colsum).astype(np.int64)\n"
+                    "    col_term = np.asarray(x_rowsum).astype(np.int64) * zx64",
                 ),
-                # acc and the correction converted to float32 separately, then subtracted
+                # the length of the sums read from acc's shape: N, not K
+                ("asym_int8_gemm", "const = K * zx64 * zw64", "const = np.shape(acc)[1] * zx64 * zw64"),
+                # the activations' zero point applied along the columns (zx transposed)
+                ("asym_int8_gemm", "row_term = zx64 * ", "row_term = zx64.T * "),
+                # the raw accumulator converted to float32 before the correction: sums past 2**24 round
                 (
                     "asym_int8_gemm",
-                    "c32 = (acc - corr).astype(np.float32)",
-                    "c32 = acc.astype(np.float32) - corr.astype(np.float32)",
+                    "c32 = corrected.astype(np.float32)",
+                    "c32 = (np.asarray(acc).astype(np.float32).astype(np.float64) - row_term - col_term"
+                    " + const).astype(np.float32)",
                 ),
-                # the zero point subtracted after scaling: sx * acc - sx * zx * colsum, in float32
+                # each term converted to float32, then added in float32
+                (
+                    "asym_int8_gemm",
+                    "c32 = corrected.astype(np.float32)",
+                    "c32 = np.asarray(acc).astype(np.float32) - row_term.astype(np.float32)"
+                    " - col_term.astype(np.float32) + const.astype(np.float32)",
+                ),
+                # the corrections subtracted after scaling: sx * acc - sx * (corrections), in float32
                 (
                     "asym_int8_gemm",
                     "return ((c32 * sx32) * sw32).astype(np.float64)",
-                    "return ((acc.astype(np.float32) * sx32 - corr.astype(np.float32) * sx32) * sw32)"
-                    ".astype(np.float64)",
+                    "return ((np.asarray(acc).astype(np.float32) * sx32 - (row_term + col_term - const)"
+                    ".astype(np.float32) * sx32) * sw32).astype(np.float64)",
                 ),
-                # the corrected accumulator not converted to float32: numpy computes int64 * float32 in float64
-                ("asym_int8_gemm", "c32 = (acc - corr).astype(np.float32)", "c32 = acc - corr"),
+                # the corrected sum not converted to float32: numpy computes int64 * float32 in float64
+                ("asym_int8_gemm", "c32 = corrected.astype(np.float32)", "c32 = corrected"),
                 # the epilogue in the other order: the weight's scale first
                 ("asym_int8_gemm", "(c32 * sx32) * sw32", "(c32 * sw32) * sx32"),
                 # the two scales multiplied together first

@@ -2,10 +2,11 @@
 (scaled_mm for the epilogue, torch's integer matmul and casts for the asymmetric GEMM, ml_dtypes and torch
 fp8 casts for the underflow and overflow counts, Transformer Engine's reciprocal scale for the delayed
 scaler), and the cases against their claims: quantize_blocks reaches the clamp, zero blocks, ties and edge
-blocks with every seed; the asymmetric GEMM's random cases pass 2**24 and int16 and go below the zero
-point; the granularity cases keep their margin, measured with the solution's own quantizer, and the naive
-and crest-factor models answer wrongly on many of them; the fp8 cases hold weights, wide gradients and
-stale scales, exact ties, and both answers; the delayed-scaling cases need margins from 0 up."""
+blocks with every seed; the asymmetric GEMM's random cases pass 2**24, wrap the zero points' uint8 product
+and have per-tensor zero points on either side; the granularity cases keep their margin, measured with
+the solution's own quantizer, and the naive and crest-factor models answer wrongly on many of them; the
+fp8 cases hold weights, wide gradients and stale scales, exact ties, and both answers; the
+delayed-scaling cases need margins from 0 up."""
 
 import math
 from collections import Counter
@@ -23,6 +24,7 @@ from nbhelpers.answer_keys.ch06 import (
     GRANULARITIES,
     MARGIN_DB,
     asym_int8_gemm_ref,
+    asym_pieces,
     by_scale_count,
     clamped_fraction,
     crest_factor_sqnr_db,
@@ -88,69 +90,88 @@ def test_epilogue_reference_is_scaled_mm_on_real_gemms(seed):
 # ---- ex06.asym_int8_gemm
 
 
-def torch_asym_gemm(qx, zx, sx, qw, sw) -> np.ndarray:
-    """The same computation in torch: an int64 matmul of the codes, the column-sum correction, a cast to
-    float32 and two float32 multiplies."""
-    qw_t = torch.from_numpy(qw.astype(np.int64))
-    acc = torch.from_numpy(qx.astype(np.int64)) @ qw_t
-    corrected = acc - torch.from_numpy(zx.astype(np.int64)) * qw_t.sum(dim=0, keepdim=True)
-    out = (corrected.to(torch.float32) * torch.from_numpy(sx)) * torch.from_numpy(sw)
+def codes_from_pieces(case):
+    """(acc, corrected) of a case as int64: its acc, and the exact sum_k (qx - zx)(qw - zw) that the
+    pieces stand for, expanded (the reference's own rule is held against torch below)."""
+    acc, rowsum, colsum, K, zx, zw, sx, sw = case.args
+    zx, zw = zx.astype(np.int64), zw.astype(np.int64)
+    return acc.astype(np.int64), acc - zx * colsum - rowsum.astype(np.int64) * zw + K * zx * zw
+
+
+def torch_asym_gemm(qx, zx, sx, qw, zw, sw) -> np.ndarray:
+    """The same GEMM in torch from the codes: an int64 matmul of the shifted codes (qx - zx) @ (qw - zw), a
+    cast to float32 and two float32 multiplies."""
+    x = torch.from_numpy(qx.astype(np.int64)) - torch.from_numpy(zx.astype(np.int64))
+    w = torch.from_numpy(qw.astype(np.int64)) - torch.from_numpy(zw.astype(np.int64))
+    out = ((x @ w).to(torch.float32) * torch.from_numpy(sx)) * torch.from_numpy(sw)
     return out.double().numpy()
 
 
-@pytest.mark.parametrize("seed", SEEDS[:2])
-def test_asym_reference_matches_torch_and_the_dequantized_product(seed):
-    """Bit for bit with torch's integer matmul and float32 casts on every case; within fp32 rounding
-    (three roundings, a few ulps) of the float64 product of the dequantized operands."""
-    for c in cases_for("ex06.asym_int8_gemm", seed):
-        qx, zx, sx, qw, sw = c.args
-        ours = asym_int8_gemm_ref(*c.args)
-        np.testing.assert_array_equal(ours, torch_asym_gemm(*c.args), err_msg=c.label)
-        exact = ((qx.astype(np.float64) - zx) * sx.astype(np.float64)) @ (qw.astype(np.float64) * sw)
-        np.testing.assert_allclose(ours, exact, rtol=4 * 2.0**-24, atol=0, err_msg=c.label)
+@pytest.mark.parametrize("seed", range(4))
+def test_asym_reference_matches_torch_on_the_codes(seed):
+    """From the pieces (acc, row and column sums) the reference gives what torch gives from the codes
+    themselves, bit for bit, and lies within fp32 rounding (three roundings, a few ulps) of the float64
+    product of the dequantized operands; per row / column and per tensor, K up to 16384."""
+    rng = np.random.default_rng(seed)
+    for K in (1, 7, 300, 4096, 16384):
+        M, N = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        qx = rng.integers(0, 256, (M, K)).astype(np.uint8)
+        qw = rng.integers(0, 256, (K, N)).astype(np.uint8)
+        zx = rng.integers(0, 256, (M, 1) if rng.random() < 0.7 else (1, 1)).astype(np.uint8)
+        zw = rng.integers(0, 256, (1, N) if rng.random() < 0.7 else (1, 1)).astype(np.uint8)
+        sx = np.exp2(rng.uniform(-10, 0, zx.shape)).astype(np.float32)
+        sw = np.exp2(rng.uniform(-10, 0, (1, N))).astype(np.float32)
+        ours = asym_int8_gemm_ref(*asym_pieces(qx, zx, sx, qw, zw, sw))
+        np.testing.assert_array_equal(ours, torch_asym_gemm(qx, zx, sx, qw, zw, sw))
+        exact = ((qx.astype(np.float64) - zx) * sx.astype(np.float64)) @ ((qw.astype(np.float64) - zw) * sw)
+        np.testing.assert_allclose(ours, exact, rtol=4 * 2.0**-24, atol=1e-300)
 
 
-def asym_integers(case):
-    qx, zx, sx, qw, sw = case.args
-    acc = qx.astype(np.int64) @ qw.astype(np.int64)
-    return acc, acc - zx.astype(np.int64) * qw.astype(np.int64).sum(axis=0, keepdims=True)
+def test_asym_pieces_refuse_integers_past_int32():
+    with pytest.raises(ValueError, match="acc leaves int32"):
+        asym_pieces(np.full((1, 33026), 255), [[0]], [[1.0]], np.full((33026, 1), 255), [[0]], [[1.0]])
 
 
 def test_asym_labelled_cases_say_what_they_claim():
     cases = labelled("asym_int8_gemm")
     by_start = {label.split(":")[0]: c for label, c in cases.items()}
-    acc, corrected = asym_integers(by_start["raw-code GEMM past 2**24, corrected result much smaller"])
-    assert np.abs(acc).max() > 2**25 and np.abs(corrected).max() < 2**20
-    f32 = by_start["raw-code GEMM past 2**24, corrected result much smaller"].args
-    assert not np.array_equal(f32[0].astype(np.float32) @ f32[3].astype(np.float32), acc)
-    _, corrected = asym_integers(by_start["corrected accumulator 255 * 127 * 2049 past 2**24"])
+    acc, rowsum, colsum, K, zx, zw, *_ = by_start["zero points 0"].args
+    assert not zx.any() and not zw.any()
+    *_, zx, zw, _, _ = by_start["both zero points 128, K = 4"].args
+    assert (zx * zw == 0).all() and (zx.astype(int) * zw == 16384).all()
+    c = by_start["codes below their zero points on both sides"]
+    acc, corrected = codes_from_pieces(c)
+    assert (corrected < 0).any()
+    c = next(c for label, c in cases.items() if label.startswith("K = 33,025"))
+    acc, corrected = codes_from_pieces(c)
+    assert c.args[3] == (2**31 - 1) // 255**2 and 2**31 - 2**16 < acc.max() < 2**31
+    assert (corrected.astype(np.float32) != corrected).any()
+    acc, corrected = codes_from_pieces(by_start["corrected accumulator past 2**24"])
     assert (np.abs(corrected) > 2**24).all() and (corrected.astype(np.float32) != corrected).any()
-    qx, zx, *_ = by_start["codes below the zero point"].args
-    assert (qx < zx).any()
-    assert by_start["square output (M == N)"].args[0].shape[0] == by_start["square output (M == N)"].args[3].shape[1]
-    qx, zx, *_ = by_start["zero points 0"].args
-    assert (zx == 0).all()
+    acc, _ = codes_from_pieces(by_start["square output (M == N)"])
+    assert acc.shape[0] == acc.shape[1] > 1
 
 
 def test_asym_random_cases_reach_every_region_with_every_seed():
-    """The random cases alone pass 2**24 with the raw codes (a float32 GEMM rounds) and with the corrected
-    accumulator (the fp32 conversion rounds), pass int16 (numpy's uint8 @ int8), go below the zero point,
-    have square outputs and per-tensor zero points, and stay inside int32."""
+    """The random cases alone pass 2**24 with the raw codes and with the corrected sum (whose float32
+    conversion rounds), have zero points whose product wraps around in uint8, K past 255 (K * a uint8
+    array overflows), square outputs, per-tensor zero points on either side, and stay inside int32."""
     for seed in SEEDS:
         seen = Counter()
         for c in random_cases("asym_int8_gemm", seed):
-            qx, zx, sx, qw, sw = c.args
-            acc, corrected = asym_integers(c)
-            assert qx.dtype == np.uint8 and zx.dtype == np.uint8 and qw.dtype == np.int8
-            assert sx.dtype == np.float32 and sw.dtype == np.float32 and (np.abs(qw) <= 127).all()
-            assert np.abs(acc).max() < 2**31 and np.abs(corrected).max() < 2**31
+            acc_in, rowsum, colsum, K, zx, zw, sx, sw = c.args
+            assert acc_in.dtype == rowsum.dtype == colsum.dtype == np.int32
+            assert zx.dtype == zw.dtype == np.uint8 and sx.dtype == sw.dtype == np.float32
+            acc, corrected = codes_from_pieces(c)
+            assert np.abs(corrected).max() < 2**31 and 0 <= rowsum.min() and rowsum.max() <= 255 * K
             seen["raw past 2**24"] += bool(np.abs(acc).max() > 2**24)
             seen["corrected rounds"] += bool((corrected.astype(np.float32) != corrected).any())
-            seen["past int16"] += bool(np.abs(acc).max() > 2**15)
-            seen["below zero point"] += bool((qx < zx).any())
+            seen["uint8 product wraps"] += bool((zx.astype(int) * zw > 255).any())
+            seen["K past 255"] += K > 255
             seen["square"] += acc.shape[0] == acc.shape[1] > 1
-            seen["per tensor"] += zx.shape == (1, 1) and acc.shape[0] > 1
-        assert all(v >= 5 for v in seen.values()) and len(seen) == 6, (seed, seen)
+            seen["zx per tensor"] += zx.shape == (1, 1) and acc.shape[0] > 1
+            seen["zw per tensor"] += zw.shape == (1, 1) and acc.shape[1] > 1
+        assert all(v >= 5 for v in seen.values()) and len(seen) == 7, (seed, seen)
 
 
 # ---- ex06.quantize_blocks

@@ -193,13 +193,15 @@ def test_zero_point_correction_is_exact_in_integers():
 
 
 def test_asymmetric_matmul_agrees_with_the_exercise_reference():
-    from nbhelpers.answer_keys.ch06 import asym_int8_gemm_ref
+    from nbhelpers.answer_keys.ch06 import asym_int8_gemm_ref, asym_pieces
 
     rng = np.random.default_rng(7)
     x = torch_like_gelu(rng.standard_normal((12, 96)))
     q, z, s = quantize_asymmetric(x, "row")
     qw, sw = quantize(rng.standard_normal((96, 10)), Recipe("int8", PER_COLUMN))
-    np.testing.assert_array_equal(asymmetric_matmul(q, z, s, qw, sw)[0], asym_int8_gemm_ref(q, z, s, qw, sw))
+    # the exercise's weights are uint8 codes with a zero point: int8 codes are uint8 ones 128 above zw = 128
+    pieces = asym_pieces(q, z, s, qw.astype(np.int64) + 128, np.full((1, 1), 128), sw)
+    np.testing.assert_array_equal(asymmetric_matmul(q, z, s, qw, sw)[0], asym_int8_gemm_ref(*pieces))
 
 
 def torch_like_gelu(z):

@@ -3,12 +3,13 @@
 - ``quantize_blocks``: its reference is :func:`nbhelpers.scaling.quantize` with the matching
   :class:`~nbhelpers.recipes.Recipe` (fp32 scales, current amax); compared bit for bit (q and
   scales).
-- ``asym_int8_gemm``: an int8 GEMM with asymmetric (zero-point) activation codes, computed as one
-  GEMM of the raw codes plus a correction from the weight codes' column sums, then the fp32
-  epilogue of :func:`nbhelpers.scaled_gemm.scaled_mm`. The reference does the integer part
-  exactly in int64 and the epilogue with :func:`epilogue_ref` (held bit for bit against scaled_mm
-  in tests/test_exercises_ch06.py; chapter 09's kernel exercise uses it too); tests hold the whole
-  against torch's integer matmul and casts. Compared bit for bit.
+- ``asym_int8_gemm``: the epilogue of an 8-bit GEMM whose operands both carry zero points (uint8
+  activations with a zero point per row or per tensor, uint8 weights with one per column or per
+  tensor), from what a u8 x u8 kernel has: the raw codes' int32 product, the activations' row sums,
+  the weights' column sums and K. The reference expands sum_k (qx - zx)(qw - zw) exactly in int64 and
+  finishes with :func:`epilogue_ref` (held bit for bit against scaled_mm in
+  tests/test_exercises_ch06.py; chapter 09's kernel exercise uses it too); tests hold the whole
+  against torch's integer matmul of the shifted codes. Compared bit for bit.
 - ``coarsest_granularity``: the first granularity in a list whose int8 SQNR reaches a threshold;
   the reference measures with the engine (quantize, dequantize, :func:`nbhelpers.metrics.sqnr_db`).
   The cases keep every SQNR at least :data:`MARGIN_DB` from the threshold, keep
@@ -163,91 +164,141 @@ def epilogue_ref(acc: np.ndarray, sA: np.ndarray, sB: np.ndarray) -> np.ndarray:
     return ((acc32 * sa) * sb).astype(np.float64)
 
 
-def asym_int8_gemm_ref(qx: np.ndarray, zx: np.ndarray, sx: np.ndarray, qw: np.ndarray, sw: np.ndarray) -> np.ndarray:
-    """x @ w for x ~ (qx - zx) * sx (uint8 codes, zero point per row or per tensor) and w ~ qw * sw
-    (int8 codes, per-column scales): fl32(fl32(fl32(qx @ qw - zx * colsum(qw)) * sx) * sw), float64
-    (M, N). The integers are exact (int64; the cases keep them inside int32)."""
-    qw64 = np.asarray(qw).astype(np.int64)
-    acc = np.asarray(qx).astype(np.int64) @ qw64
-    corrected = acc - np.asarray(zx).astype(np.int64) * qw64.sum(axis=0, keepdims=True)
+def asym_int8_gemm_ref(
+    acc: np.ndarray,
+    x_rowsum: np.ndarray,
+    w_colsum: np.ndarray,
+    K: int,
+    zx: np.ndarray,
+    zw: np.ndarray,
+    sx: np.ndarray,
+    sw: np.ndarray,
+) -> np.ndarray:
+    """x @ w for x ~ (qx - zx) * sx and w ~ (qw - zw) * sw (uint8 codes on both sides; zero points and
+    scales per row of x or per tensor, per column of w or per tensor), from the pieces a u8 x u8 kernel
+    has: acc = qx @ qw, x_rowsum = sum_k qx, w_colsum = sum_k qw. The exact integer
+    sum_k (qx - zx)(qw - zw) = acc - zx * w_colsum - zw * x_rowsum + K * zx * zw (int64), then
+    :func:`epilogue_ref`; float64 (M, N)."""
+    zx64 = np.asarray(zx).astype(np.int64)
+    zw64 = np.asarray(zw).astype(np.int64)
+    corrected = (
+        np.asarray(acc).astype(np.int64)
+        - zx64 * np.asarray(w_colsum).astype(np.int64)
+        - np.asarray(x_rowsum).astype(np.int64) * zw64
+        + int(K) * zx64 * zw64
+    )
     return epilogue_ref(corrected, sx, sw)
 
 
-def _asym_case(rng: np.random.Generator, M: int, K: int, N: int, per_row: bool = True, kind: str = "any") -> Case:
-    """Codes like a real layer's: activations around their zero point (some below it), weight columns
-    with a bias (so the raw codes' GEMM is large while the corrected one is moderate)."""
-    zshape = (M, 1) if per_row else (1, 1)
-    if kind in ("relu", "large"):  # after a ReLU: a zero point near the bottom, codes mostly above it
-        zx = rng.integers(0, 16, zshape)
+INT32_MAX = 2**31 - 1
+
+
+def asym_pieces(qx: np.ndarray, zx, sx, qw: np.ndarray, zw, sw) -> tuple:
+    """The arguments of asym_int8_gemm from the codes: (acc, x_rowsum, w_colsum, K, zx, zw, sx, sw),
+    the integers int32 (ValueError if one leaves int32), the zero points uint8, the scales float32."""
+    qx64, qw64 = np.asarray(qx).astype(np.int64), np.asarray(qw).astype(np.int64)
+    acc, rowsum, colsum = qx64 @ qw64, qx64.sum(axis=1, keepdims=True), qw64.sum(axis=0, keepdims=True)
+    for name, v in (("acc", acc), ("x_rowsum", rowsum), ("w_colsum", colsum)):
+        if np.abs(v).max() > INT32_MAX:
+            raise ValueError(f"{name} leaves int32")
+    i32, u8, f32 = np.int32, np.uint8, np.float32
+    return (
+        acc.astype(i32),
+        rowsum.astype(i32),
+        colsum.astype(i32),
+        int(qx64.shape[1]),
+        np.asarray(zx).astype(u8),
+        np.asarray(zw).astype(u8),
+        np.asarray(sx).astype(f32),
+        np.asarray(sw).astype(f32),
+    )
+
+
+def _asym_case(rng: np.random.Generator, M: int, K: int, N: int, kind: str = "any") -> Case:
+    """Codes like a real layer's: activations around their zero point (some below it; after a ReLU,
+    a zero point near 0), weight columns whose codes sit off their zero point by a bias (so the raw
+    codes' products are large while the corrected sum is moderate); zero points per row / column or
+    per tensor. "large": activations far above their zero point and weights with a steady bias,
+    so that the corrected accumulator itself passes 2**24 (its float32 conversion rounds)."""
+    zxs = (M, 1) if rng.random() < 0.75 else (1, 1)
+    zws = (1, N) if rng.random() < 0.75 else (1, 1)
+    if kind in ("relu", "large"):
+        zx = rng.integers(0, 16, zxs)
     else:
-        zx = rng.integers(40, 216, zshape)
-    spread = float(rng.uniform(3.0, 60.0))
-    # "large": activations far above their zero point (a badly calibrated one): the corrected
-    # accumulator itself passes 2**24
+        zx = rng.integers(40, 216, zxs)
+    zw = rng.integers(60, 196, zws)
     offset = float(rng.uniform(80, 150)) if kind == "large" else 0.0
-    qx = np.clip(np.rint(zx + offset + rng.standard_normal((M, K)) * spread), 0, 255).astype(np.uint8)
+    qx = np.clip(np.rint(zx + offset + rng.standard_normal((M, K)) * rng.uniform(3, 60)), 0, 255)
     if kind == "large":
-        bias = rng.choice([-1.0, 1.0], (1, N)) * rng.uniform(60, 110, (1, N))
+        bias = rng.choice([-1.0, 1.0], (1, N)) * rng.uniform(50, 60, (1, N))
     else:
-        bias = rng.uniform(-100, 100, (1, N)) * (rng.random((1, N)) < 0.8)
-    qw = np.clip(np.rint(bias + rng.standard_normal((K, N)) * rng.uniform(5, 40)), -127, 127).astype(np.int8)
-    sx = np.exp2(rng.uniform(-12, -2, zshape)).astype(np.float32)
-    sw = np.exp2(rng.uniform(-12, -2, (1, N) if rng.random() < 0.85 else (1, 1))).astype(np.float32)
-    return Case((qx, zx.astype(np.uint8), sx, qw, sw))
+        bias = rng.uniform(-50, 50, (1, N)) * (rng.random((1, N)) < 0.8)
+    qw = np.clip(np.rint(zw + bias + rng.standard_normal((K, N)) * rng.uniform(5, 40)), 0, 255)
+    sx = np.exp2(rng.uniform(-12, -2, zxs))
+    sw = np.exp2(rng.uniform(-12, -2, zws if rng.random() < 0.5 else (1, N)))
+    return Case(asym_pieces(qx, zx, sx, qw, zw, sw))
 
 
 def _asym_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(606)  # the labelled cases are the same for every seed
-    u8, i8, f32 = np.uint8, np.int8, np.float32
-    big_raw = _asym_case(fixed, 3, 4096, 4).args
-    qw_big = np.full((2049, 3), 127, i8)
-    qx_big = np.full((2, 2049), 255, u8)
+    u8 = np.uint8
+    K_max = INT32_MAX // (255 * 255)  # 33,025: the largest K whose raw u8 x u8 sums cannot leave int32
     cases = [
         Case(
-            (
+            asym_pieces(
                 np.array([[3, 1, 0], [2, 2, 2]], u8),
-                np.array([[0], [0]], u8),
-                np.array([[0.5], [0.25]], f32),
-                np.array([[1, -1], [2, 0], [5, 7]], i8),
-                np.array([[1.0, 2.0]], f32),
+                np.zeros((2, 1)),
+                np.array([[0.5], [0.25]]),
+                np.array([[1, 9], [2, 0], [5, 7]], u8),
+                np.zeros((1, 2)),
+                np.array([[1.0, 2.0]]),
             ),
-            label="zero points 0: no correction",
+            label="zero points 0: acc alone",
         ),
         Case(
-            (
+            asym_pieces(
                 np.array([[130, 128, 120, 255]], u8),
-                np.array([[128]], u8),
-                np.array([[0.1]], f32),
-                np.array([[1], [1], [1], [1]], i8),
-                np.array([[1.0]], f32),
+                np.array([[128]]),
+                np.array([[0.1]]),
+                np.array([[129], [128], [130], [128]], u8),
+                np.array([[128]]),
+                np.array([[1.0]]),
             ),
-            label="per-tensor zero point 128; a code below it (qx - zx < 0)",
+            label="both zero points 128, K = 4: zx * zw = 16384 wraps to 0 in uint8",
         ),
         Case(
-            (
+            asym_pieces(
                 np.array([[0, 5, 200], [17, 17, 17]], u8),
-                np.array([[17], [17]], u8),
-                np.array([[1.0], [3.0]], f32),
-                np.array([[-127, 127], [3, -3], [100, 100]], i8),
-                np.array([[1.0, 0.5]], f32),
+                np.array([[17], [17]]),
+                np.array([[1.0], [3.0]]),
+                np.array([[0, 255], [3, 90], [100, 100]], u8),
+                np.array([[90, 100]]),
+                np.array([[1.0, 0.5]]),
             ),
-            label="codes below the zero point: uint8 subtraction would wrap around",
+            label="codes below their zero points on both sides",
         ),
-        Case(big_raw, label="raw-code GEMM past 2**24, corrected result much smaller: a float32 GEMM rounds it"),
         Case(
-            (qx_big, np.array([[0], [1]], u8), np.array([[1.0], [1.0]], f32), qw_big, np.array([[1.0, 1.0, 1.0]], f32)),
-            label="corrected accumulator 255 * 127 * 2049 past 2**24: its fp32 conversion rounds",
+            asym_pieces(
+                np.full((1, K_max), 255, u8), [[1]], [[1.0]], np.full((K_max, 2), 255, u8), [[0, 2]], [[1.0, 1.0]]
+            ),
+            label=f"K = {K_max:,}, every code 255: acc = 255 * 255 * K just below 2**31",
         ),
-        Case(_asym_case(fixed, 4, 512, 4).args, label="square output (M == N): a scale on the wrong axis broadcasts"),
-        Case(_asym_case(fixed, 5, 64, 3, kind="relu").args, label="after a ReLU: zero points near 0"),
+        Case(
+            _asym_case(fixed, 4, 512, 4).args, label="square output (M == N): a zero point on the wrong axis broadcasts"
+        ),
+        Case(
+            _asym_case(fixed, 3, 4096, 2, kind="large").args,
+            label="corrected accumulator past 2**24: its float32 conversion rounds",
+        ),
+        Case(_asym_case(fixed, 5, 64, 3, kind="relu").args, label="after a ReLU: activation zero points near 0"),
     ]
     for i in range(60):
         M, N = int(rng.integers(1, 7)), int(rng.integers(1, 7))
         if rng.random() < 0.25:
             N = M  # square: a transposed scale or zero point broadcasts and must fail on its values
         kind = str(rng.choice(["relu", "large", "any"], p=[0.2, 0.2, 0.6]))
-        K = int(rng.choice([2048, 4096] if kind == "large" else [8, 64, 512, 2048, 4096, 4096]))
-        cases.append(_asym_case(rng, M, K, N, per_row=rng.random() < 0.75, kind=kind))
+        K = int(rng.choice([4096, 16384] if kind == "large" else [8, 64, 200, 512, 2048, 4096, 16384]))
+        cases.append(_asym_case(rng, M, K, N, kind=kind))
     return cases
 
 
