@@ -1182,9 +1182,34 @@ CHAPTERS = [
                 # the same-sign family measured on random signs (the sqrt(N) law for both)
                 ("largest_promotion_interval", 'if signs == "same":', 'if signs == "same signs":'),
                 # fp32's 2**-24 taken for the accumulator: a 24-bit accumulator
-                ("largest_promotion_interval", "np.exp2(E - 13.0)", "np.exp2(E - 23.0)"),
-                # 14 bits kept below the leading one instead of 13 (15 with it)
-                ("largest_promotion_interval", "np.exp2(E - 13.0)", "np.exp2(E - 14.0)"),
+                ("largest_promotion_interval", "np.exp2(E - (acc_bits - 1.0))", "np.exp2(E - 23.0)"),
+                # acc_bits kept below the leading one (acc_bits + 1 with it)
+                ("largest_promotion_interval", "np.exp2(E - (acc_bits - 1.0))", "np.exp2(E - acc_bits)"),
+                # chapter 07's 14 bits whatever acc_bits says
+                ("largest_promotion_interval", "np.exp2(E - (acc_bits - 1.0))", "np.exp2(E - 13.0)"),
+                # chapter 07's fused group of 32 whatever group says (promotion still every N products)
+                (
+                    "largest_promotion_interval",
+                    "for g0 in range(0, K, group):\n"
+                    "            # (16, group, 16)\n"
+                    "            terms = (\n"
+                    "                qA[:, g0 : g0 + group, None] * qB[None, g0 : g0 + group, :]\n"
+                    "            )",
+                    "group = 32\n"
+                    "        for g0 in range(0, K, 32):\n"
+                    "            terms = qA[:, g0 : g0 + 32, None] * qB[None, g0 : g0 + 32, :]",
+                ),
+                # the intervals tried from chapter 07's 32, not from one group
+                ("largest_promotion_interval", "    N = group\n    while", "    N = 32\n    while"),
+                # promotion every N groups instead of every N products
+                ("largest_promotion_interval", "if (g0 + group) % N == 0:", "if (g0 // group + 1) % N == 0:"),
+                # e4m3 operands whatever fmt says
+                (
+                    "largest_promotion_interval",
+                    "qA, sA = quantize(A, Recipe(fmt, PER_ROW))\n    qB, sB = quantize(B, Recipe(fmt, PER_COLUMN))",
+                    'qA, sA = quantize(A, Recipe("e4m3fn", PER_ROW))\n'
+                    '    qB, sB = quantize(B, Recipe("e4m3fn", PER_COLUMN))',
+                ),
                 # each product rounded to nearest instead of cut toward zero
                 (
                     "largest_promotion_interval",

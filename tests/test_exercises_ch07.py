@@ -8,6 +8,7 @@ torchao's nvfp4_quantize; the labelled cases say what they claim."""
 
 import math
 import re
+from collections import Counter
 from fractions import Fraction
 
 import ml_dtypes
@@ -369,24 +370,36 @@ def test_blockwise_labelled_cases_say_what_they_claim():
 
 
 def test_promotion_bounds_keep_their_margin_from_every_measured_error():
+    """Every bound is clear of every error of its accumulator; each seed's cases have both answers K and
+    not K, accumulators other than chapter 07's (other widths, groups of 16 and 64, e5m2 operands)."""
     ex = get_exercise("ex07.largest_promotion_interval")
     for seed in SEEDS:
-        answers = set()
+        answers, seen = set(), Counter()
         for c in cases_for(ex, seed):
-            K, bound, signs = c.args
-            errors = [e for _, e in ch07.promotion_errors(K, signs)]
+            K, bound, signs, acc_bits, group, fmt = c.args
+            errors = [e for _, e in ch07.promotion_errors(K, signs, acc_bits, group, fmt)]
             assert all(e <= bound / ch07.PROMOTION_MARGIN or e >= bound * ch07.PROMOTION_MARGIN for e in errors), c
             answers.add(ex.reference(*c.args) == K)
+            if not c.label:
+                seen[f"group {group}"] += 1
+                seen[fmt] += 1
+                seen["not 14 bits"] += acc_bits != 14
         assert answers == {True, False}
+        assert len(seen) == 6 and min(seen.values()) >= 3, (seed, seen)
 
 
 def test_promotion_errors_are_the_statements_measurement():
-    """The reference's table is the statement's data family measured as the statement says, and
-    the promoted error barely depends on K (chapter 07: it is the never-promoted error at K = N)."""
+    """The reference's table is the statement's data family measured as the statement says, for
+    chapter 07's accumulator and others; the promoted error barely depends on K (chapter 07: it is
+    the never-promoted error at K = N)."""
     sol = solution_functions()["largest_promotion_interval"]
-    for K, signs in [(256, "same"), (1024, "random")]:
-        for N, e in ch07.promotion_errors(K, signs):
-            assert sol(K, e, signs) >= N and (sol(K, e * 0.999999, signs) or 0) < N or N == K
+    for K, signs, acc in [
+        (256, "same", (14, 32, "e4m3fn")),
+        (1024, "random", (11, 16, "e5m2")),
+        (512, "same", (16, 64, "e4m3fn")),
+    ]:
+        for N, e in ch07.promotion_errors(K, signs, *acc):
+            assert sol(K, e, signs, *acc) >= N and (sol(K, e * 0.999999, signs, *acc) or 0) < N or N == K
     for signs in ("same", "random"):
         by_K = {K: dict(ch07.promotion_errors(K, signs)) for K in (1024, 4096)}
         for N in (32, 128, 1024):
@@ -394,25 +407,41 @@ def test_promotion_errors_are_the_statements_measurement():
 
 
 def test_promotion_labelled_cases_and_the_notebooks_napkin_numbers():
-    """The labelled cases' answers; the napkin answers the notebook gives (N * 2**-14 / (2 sqrt 2)
-    for same signs, sqrt(N) for random signs, budget 1e-3 at K = 4096); the measured errors its
-    closing answer quotes."""
+    """The labelled cases' answers; the napkin answers the notebook gives (N * 2**-12 / (2 sqrt 2) for
+    same signs, sqrt(N) for random signs, budget 1e-3, a 12-bit accumulator in groups of 16 at
+    K = 4096), the measured ones, and e5m2 against e4m3; the measured errors the closing answers
+    quote."""
     by_label = {c.label: c.args for c in cases_for("ex07.largest_promotion_interval", 0) if c.label}
     ref = get_exercise("ex07.largest_promotion_interval").reference
-    same = by_label["K = 4096, same signs, error at most 1e-3: DeepSeek-V3's N_C = 128"]
-    assert ref(*same) == DEEPSEEK_V3_PROMOTE_EVERY == 128
-    assert ref(*by_label["K = 4096, random signs, error at most 1e-3: every 2048 is enough"]) == 2048
-    assert ref(*by_label["a bound below the error of promoting every 32: None"]) is None
-    args = by_label["a bound above the never-promoted error: K itself"]
-    assert ref(*args) == args[0]
-    assert ref(*by_label["K = 256, same signs, 5e-3: never promoting is enough"]) == 256
 
-    def napkin(law):
-        return max(N for N in ch07.promotion_intervals(4096) if N == 32 or law(N) * 2.0**-14 / (2 * 2**0.5) <= 1e-3)
+    def answer(start: str):
+        return ref(*next(args for label, args in by_label.items() if label.startswith(start)))
 
-    assert napkin(lambda n: n) == 32 and napkin(math.sqrt) == 2048
+    assert answer("chapter 07's accumulator, K = 4096, same signs, 1e-3") == DEEPSEEK_V3_PROMOTE_EVERY == 128
+    assert answer("12 bits, groups of 16, same signs") == 32
+    assert answer("12 bits, groups of 16, random signs") == 128
+    assert answer("e5m2 operands, chapter 07's accumulator") == 256
+    assert answer("a bound below the error of promoting every group") is None
+    assert answer("a bound above the never-promoted error") == 512
+    assert answer("K = 128 in groups of 64") == 128
+    assert answer("13 bits, K = 2048, same signs") == 32
+    assert answer("15 bits, groups of 16, e5m2") == 128
+
+    def napkin(law, bits=12, group=16):
+        ok = [N for N in ch07.promotion_intervals(4096, group) if law(N) * 2.0**-bits / (2 * 2**0.5) <= 1e-3]
+        return max(ok) if ok else None
+
+    assert napkin(lambda n: n) is None and napkin(math.sqrt) == 128
+    assert 11.5 < 1e-3 * 2**12 * 2 * 2**0.5 < 11.6 and 134 < (1e-3 * 2**12 * 2 * 2**0.5) ** 2 < 135
+    assert napkin(lambda n: n, 14, 32) == 32
     text = statement("Predict before you run.** Chapter 07's napkin math")
-    assert "so 32" in text and "so 2048" in text and "N <= 46" in text and "N <= 2147" in text
+    assert "not even 16" in text and "so 128" in text and "N <= 11.6" in text and "N <= 134" in text
+    e4 = dict(ch07.promotion_errors(4096, "same", 14, 32, "e4m3fn"))
+    e5 = dict(ch07.promotion_errors(4096, "same", 14, 32, "e5m2"))
+    assert all(e5[N] < e4[N] for N in e4) and all(e5[N] < e4[N] / 2 for N in (32, 64, 128, 256))
+    closing = statement("Where does the napkin go wrong")
+    assert "under half of it up to 256" in closing and "allow 256 where e4m3 allows 128" in closing
+    assert "where the measurement allows 32" in closing and "picks 32" in closing
     e = dict(ch07.promotion_errors(4096, "same"))
     closing = statement("What does\nthe promotion at each K-block cost")
     assert "about 1e-2" in closing and "about 6e-4" in closing

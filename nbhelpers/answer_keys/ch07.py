@@ -16,15 +16,18 @@
   arithmetic may add, ``gamma_(nk + 2) * sum_b |sA sB P_b|`` (gamma_n = n u / (1 - n u),
   u = 2**-24, nk K-blocks), and the comparator accepts what lies within it. Scales applied in
   the wrong place miss by orders of magnitude more.
-- ``largest_promotion_interval``: the largest promotion interval (32, 64, ..., K) whose error,
-  measured with the 14-bit accumulator model on a stated data family, stays within a bound. The
-  student implements the model from its statement; the reference measures with the course's
-  (:func:`nbhelpers.scaled_gemm.fp8_tensor_core_mm`). The statement fixes every rounding of the
-  model, so two right implementations measure the same errors to the last bits of a float64 norm;
-  the cases' bounds keep a margin of a factor ``PROMOTION_MARGIN`` (1%) from every measured error.
-  Most bounds lie just past one error (``TIGHT_PROMOTION``), on either side: a model that misses a
-  step of the statement (the running sum left uncut, the data drawn from another seed or in
-  another order) measures errors a few percent off, and crosses them.
+- ``largest_promotion_interval``: the largest promotion interval (group, 2 group, ..., K) whose
+  error, measured on a stated data family with a narrow accumulator chapter 07 did not tabulate
+  (``acc_bits`` 10 to 16 significant bits, ``group`` 16, 32 or 64 products fused per alignment,
+  e4m3fn or e5m2 operands; chapter 07's 14 / 32 / e4m3fn among them), stays within a bound. The
+  student builds the model from chapter 07's definition with its two numbers made parameters; the
+  reference measures with the course's (:func:`nbhelpers.scaled_gemm.fp8_tensor_core_mm`). The
+  statement fixes every rounding of the model, so two right implementations measure the same errors
+  to the last bits of a float64 norm; the cases' bounds keep a margin of a factor
+  ``PROMOTION_MARGIN`` (1%) from every measured error. Most bounds lie just past one error
+  (``TIGHT_PROMOTION``), on either side: a model that misses a step (the running sum left uncut,
+  the data drawn from another seed or in another order) or fixes a parameter at chapter 07's value
+  measures errors off, and crosses them.
 - ``nvfp4_scales``: NVFP4's tensor scale, block scales and bytes per parameter of a tensor; the
   references :func:`nbhelpers.scaling.nvfp4_scales` and :func:`nbhelpers.scaling.storage_bits`
   (the scales tested against torchao in tests/test_exercises_ch07.py). The scales are compared
@@ -284,48 +287,82 @@ def _gemm_cases(rng: np.random.Generator) -> list[Case]:
 # ------------------------------------------------------------------ 3. the promotion interval
 
 #: The data family of the promotion exercise: M = N = 16 outputs, a scale per row of A and per
-#: column of B, e4m3 elements.
+#: column of B, elements in the case's fp8 format.
 PROMOTION_M = PROMOTION_N = 16
-PROMOTION_RECIPES = (Recipe("e4m3fn", PER_ROW), Recipe("e4m3fn", PER_COLUMN))
 #: Every case's bound is at least this factor away from every measured error.
 PROMOTION_MARGIN = 1.01
 #: A tight case's bound: this factor above or below one measured error.
 TIGHT_PROMOTION = 1.012
 PROMOTION_KS = (128, 256, 512, 1024, 2048, 4096)
+#: The accumulators of the cases: significant bits kept (chapter 07's is 14), products fused per
+#: alignment (chapter 07's 32), the operands' format. acc_bits + 7 <= 24: a fused group's exact sum
+#: (65 terms at most, each below 2**acc_bits units of its quantum) fits a float32, so the model's
+#: toward-zero rounding of it into fp32 is exact and the statement can call the sum exact.
+PROMOTION_BITS = tuple(range(10, 17))
+PROMOTION_GROUPS = (16, 32, 64)
+PROMOTION_FORMATS = ("e4m3fn", "e5m2")
+#: Chapter 07's accumulator: 14 bits, 32 e4m3 products per group.
+CHAPTER_ACCUMULATOR = (14, 32, "e4m3fn")
 
 
-def promotion_intervals(K: int) -> tuple[int, ...]:
-    """32, 64, ..., K (K a power of two, at least 32)."""
-    return tuple(32 * 2**i for i in range(K.bit_length()) if 32 * 2**i <= K)
+def promotion_intervals(K: int, group: int = 32) -> tuple[int, ...]:
+    """group, 2 group, 4 group, ..., K (K a power of two, at least group)."""
+    return tuple(group * 2**i for i in range(K.bit_length()) if group * 2**i <= K)
 
 
-def promotion_operands(K: int, signs: str):
+def promotion_recipes(fmt: str) -> tuple[Recipe, Recipe]:
+    """A scale per row of A and per column of B, ``fmt`` elements."""
+    return Recipe(fmt, PER_ROW), Recipe(fmt, PER_COLUMN)
+
+
+def promotion_operands(K: int, signs: str, fmt: str = "e4m3fn"):
     """(qA, sA, qB, sB): the data family, A (16, K) and B (K, 16) standard normal from
     ``np.random.default_rng(K)`` (A first), their absolute values for signs "same", quantized to
-    e4m3 with a scale per row of A and per column of B."""
+    ``fmt`` with a scale per row of A and per column of B."""
     rng = np.random.default_rng(K)
     A = rng.standard_normal((PROMOTION_M, K))
     B = rng.standard_normal((K, PROMOTION_N))
     if signs == "same":
         A, B = np.abs(A), np.abs(B)
-    (qA, sA), (qB, sB) = quantize(A, PROMOTION_RECIPES[0], "A"), quantize(B, PROMOTION_RECIPES[1], "B")
+    rA, rB = promotion_recipes(fmt)
+    (qA, sA), (qB, sB) = quantize(A, rA, "A"), quantize(B, rB, "B")
     return qA, sA, qB, sB
 
 
 @functools.cache
-def promotion_errors(K: int, signs: str) -> tuple[tuple[int, float], ...]:
-    """((N, relative error), ...) for N = 32, 64, ..., K: the Frobenius relative error of
-    fp8_tensor_core_mm (14 bits, promoted every N) against the exact product of the fp8 operands."""
-    qA, sA, qB, sB = promotion_operands(K, signs)
+def promotion_errors(
+    K: int, signs: str, acc_bits: int = 14, group: int = 32, fmt: str = "e4m3fn"
+) -> tuple[tuple[int, float], ...]:
+    """((N, relative error), ...) for N = group, 2 group, ..., K: the Frobenius relative error of
+    fp8_tensor_core_mm (acc_bits bits, groups of ``group``, promoted every N) against the exact
+    product of the fp8 operands."""
+    qA, sA, qB, sB = promotion_operands(K, signs, fmt)
     exact = (qA @ qB) * sA * sB  # exact in float64, then the two scales (chapter 07's reference)
     return tuple(
-        (N, relative_error(fp8_tensor_core_mm(qA, qB, sA, sB, promote_every=N), exact)) for N in promotion_intervals(K)
+        (
+            N,
+            relative_error(
+                fp8_tensor_core_mm(
+                    qA,
+                    qB,
+                    sA,
+                    sB,
+                    accumulator_bits=acc_bits,
+                    promote_every=N,
+                    group=group,
+                    recipes=promotion_recipes(fmt),
+                ),
+                exact,
+            ),
+        )
+        for N in promotion_intervals(K, group)
     )
 
 
-def largest_promotion_interval_ref(K: int, bound: float, signs: str) -> int | None:
-    """The largest N in (32, 64, ..., K) whose measured error is at most ``bound``; None if none."""
-    ok = [N for N, e in promotion_errors(K, signs) if e <= bound]
+def largest_promotion_interval_ref(K: int, bound: float, signs: str, acc_bits: int, group: int, fmt: str) -> int | None:
+    """The largest N in (group, 2 group, ..., K) whose measured error is at most ``bound``; None if
+    none."""
+    ok = [N for N, e in promotion_errors(K, signs, acc_bits, group, fmt) if e <= bound]
     return max(ok) if ok else None
 
 
@@ -335,61 +372,94 @@ def _bound_between(rng: np.random.Generator, lo: float, hi: float) -> float | No
     return None if a > b else float(math.exp(rng.uniform(a, b)))
 
 
-def _promotion_case(rng: np.random.Generator, K: int, signs: str, target: int | None = None) -> Case:
-    errors = sorted(e for _, e in promotion_errors(K, signs))
+def _clear(bound: float, errors) -> bool:
+    """Whether ``bound`` is at least PROMOTION_MARGIN away from every error."""
+    return all(e <= bound / PROMOTION_MARGIN or e >= bound * PROMOTION_MARGIN for e in errors)
+
+
+def _promotion_case(rng: np.random.Generator, K: int, signs: str, acc: tuple, target: int | None = None) -> Case:
+    errors = sorted(e for _, e in promotion_errors(K, signs, *acc))
     edges = [errors[0] / 8, *errors, errors[-1] * 8]  # below all, between two, above all
     gaps = [i for i in range(len(edges) - 1) if edges[i + 1] / edges[i] > PROMOTION_MARGIN**2]
     i = gaps[int(rng.integers(len(gaps)))] if target is None else gaps[target]
-    return Case((K, _bound_between(rng, edges[i], edges[i + 1]), signs))
+    return Case((K, _bound_between(rng, edges[i], edges[i + 1]), signs, *acc))
 
 
-def _tight_promotion_case(rng: np.random.Generator, K: int, signs: str, N: int | None = None, side: int = 0) -> Case:
+def _tight_promotion_case(
+    rng: np.random.Generator, K: int, signs: str, acc: tuple, N: int | None = None, side: int = 0
+) -> Case | None:
     """A bound TIGHT_PROMOTION above (side 1) or below (side -1; 0: either, drawn) the error of
-    promoting every N (drawn when None), among the errors at least PROMOTION_MARGIN away from it."""
-    errors = dict(promotion_errors(K, signs))
+    promoting every N (drawn when None), among the errors at least PROMOTION_MARGIN away from it;
+    None if no error of the accumulator has one."""
+    errors = dict(promotion_errors(K, signs, *acc))
     side = side or (-1, 1)[int(rng.integers(2))]
 
     def bound_at(n: int) -> float:
         return errors[n] * TIGHT_PROMOTION**side
 
-    def clear(bound: float) -> bool:
-        return all(e <= bound / PROMOTION_MARGIN or e >= bound * PROMOTION_MARGIN for e in errors.values())
-
     if N is None:
-        fits = [n for n in errors if clear(bound_at(n))]
+        fits = [n for n in errors if _clear(bound_at(n), errors.values())]
+        if not fits:
+            return None
         N = fits[int(rng.integers(len(fits)))]
-    return Case((K, bound_at(N), signs))
+    return Case((K, bound_at(N), signs, *acc))
+
+
+def _random_accumulator(rng: np.random.Generator) -> tuple[int, int, str]:
+    """(acc_bits, group, fmt): chapter 07's one time in six, else drawn."""
+    if rng.random() < 1 / 6:
+        return CHAPTER_ACCUMULATOR
+    bits = int(PROMOTION_BITS[int(rng.integers(len(PROMOTION_BITS)))])
+    group = int(PROMOTION_GROUPS[int(rng.integers(len(PROMOTION_GROUPS)))])
+    return bits, group, PROMOTION_FORMATS[int(rng.integers(len(PROMOTION_FORMATS)))]
 
 
 def _promotion_cases(rng: np.random.Generator) -> list[Case]:
+    fixed = np.random.default_rng(7070)  # the labelled cases are the same for every seed
+    chapter = CHAPTER_ACCUMULATOR
     cases = [
-        Case((4096, 1e-3, "same"), label="K = 4096, same signs, error at most 1e-3: DeepSeek-V3's N_C = 128"),
-        Case((4096, 1e-3, "random"), label="K = 4096, random signs, error at most 1e-3: every 2048 is enough"),
-        Case((1024, 1e-6, "random"), label="a bound below the error of promoting every 32: None"),
-        Case((512, 0.1, "same"), label="a bound above the never-promoted error: K itself"),
-        Case((256, 5e-3, "same"), label="K = 256, same signs, 5e-3: never promoting is enough"),
+        Case((4096, 1e-3, "same", *chapter), label="chapter 07's accumulator, K = 4096, same signs, 1e-3: N_C = 128"),
         Case(
-            _tight_promotion_case(rng, 4096, "same", 64, -1).args,
-            label="K = 4096, same signs, a bound 1.2% below the error of promoting every 64: 32",
+            (4096, 1e-3, "same", 12, 16, "e4m3fn"),
+            label="12 bits, groups of 16, same signs, 1e-3: the napkin says not even 16",
+        ),
+        Case((4096, 1e-3, "random", 12, 16, "e4m3fn"), label="12 bits, groups of 16, random signs, 1e-3"),
+        Case(
+            (4096, 1e-3, "same", 14, 32, "e5m2"),
+            label="e5m2 operands, chapter 07's accumulator: products of 6 bits lose less to the cut",
+        ),
+        Case((1024, 1e-6, "random", 16, 64, "e4m3fn"), label="a bound below the error of promoting every group: None"),
+        Case((512, 0.5, "same", 10, 16, "e5m2"), label="a bound above the never-promoted error: K itself"),
+        Case((128, 2e-3, "same", 16, 64, "e4m3fn"), label="K = 128 in groups of 64: two intervals, 64 and 128"),
+        Case(
+            _tight_promotion_case(fixed, 2048, "same", (13, 32, "e4m3fn"), 64, -1).args,
+            label="13 bits, K = 2048, same signs, a bound 1.2% below the error of promoting every 64: 32",
         ),
         Case(
-            _tight_promotion_case(rng, 1024, "random", 128, 1).args,
-            label="K = 1024, random signs, a bound 1.2% above the error of promoting every 128",
+            _tight_promotion_case(fixed, 1024, "random", (15, 16, "e5m2"), 128, 1).args,
+            label="15 bits, groups of 16, e5m2, random signs, a bound 1.2% above the error of promoting every 128",
         ),
     ]
-    for i in range(20):  # five in six just past one error, the sixth anywhere between two
+    while len(cases) < 30:  # five in six just past one error, the sixth anywhere between two
         K = PROMOTION_KS[int(rng.integers(len(PROMOTION_KS)))]
         signs = ("same", "random")[int(rng.integers(2))]
-        cases.append(_promotion_case(rng, K, signs) if i % 6 == 5 else _tight_promotion_case(rng, K, signs))
-    # random signs, promoting every 64 at a long K, where the running sum's own cut matters most (a
-    # model that cuts the running sum and the group's sum together measures errors a few percent
-    # off there): bounds 1.0-1.5% above and below that error, drawn
+        acc = _random_accumulator(rng)
+        if len(cases) % 6 == 5:
+            cases.append(_promotion_case(rng, K, signs, acc))
+        else:
+            case = _tight_promotion_case(rng, K, signs, acc)
+            if case is not None:
+                cases.append(case)
+    # random signs, promoting every 2 groups at a long K, where the running sum's own cut matters
+    # most (a model that cuts the running sum and the group's sum together measures errors a few
+    # percent off there): bounds 1.0-1.5% above and below that error, drawn
     for K in (1024, 2048):
-        errors = dict(promotion_errors(K, "random"))
+        acc = _random_accumulator(rng)
+        errors = dict(promotion_errors(K, "random", *acc))
         for side in (-1, 1):
-            bound = errors[64] * float(rng.uniform(PROMOTION_MARGIN, 1.015)) ** side
-            if all(e <= bound / PROMOTION_MARGIN or e >= bound * PROMOTION_MARGIN for e in errors.values()):
-                cases.append(Case((K, bound, "random")))
+            bound = errors[2 * acc[1]] * float(rng.uniform(PROMOTION_MARGIN, 1.015)) ** side
+            if _clear(bound, errors.values()):
+                cases.append(Case((K, bound, "random", *acc)))
     return cases
 
 
@@ -524,7 +594,7 @@ EXERCISES = [
     ),
     Exercise(
         "ex07.largest_promotion_interval",
-        "How often to promote a 14-bit accumulator",
+        "How often to promote a narrow accumulator",
         4,
         largest_promotion_interval_ref,
         _promotion_cases,
