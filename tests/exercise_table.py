@@ -757,7 +757,7 @@ CHAPTERS = [
         6,
         "ex06_scaled_gemm.ipynb",
         lambda: {"math": math, "np": np, "round_to": round_to},
-        ("quantize_blocks", "asym_int8_gemm", "coarsest_granularity", "fp8_choice", "smallest_margin"),
+        ("quantize_blocks", "asym_int8_gemm", "coarsest_granularity", "fp8_choice", "best_margin"),
         17,
         6066,
         tuple(
@@ -953,60 +953,72 @@ CHAPTERS = [
                     "{'e4m3fn': 448.0, 'e5m2': 57344.0}[f])) - x) ** 2))",
                 ),
                 # a value exactly at 448 counted as clamped (the engine clamps only beyond it)
-                ("smallest_margin", "> 448", ">= 448"),
+                ("best_margin", "v > 448", "v >= 448"),
+                # flushed below e4m3fn's smallest subnormal 2**-9 instead of at or below half of it
+                ("best_margin", "v <= 2.0**-10", "v < 2.0**-9"),
+                # the tie at 2**-10 thought to round up to the smallest subnormal
+                ("best_margin", "v <= 2.0**-10", "v < 2.0**-10"),
+                # the subnormals counted as lost: flushed below the smallest normal 2**-6
+                ("best_margin", "v <= 2.0**-10", "v < 2.0**-6"),
+                # exact zeros counted as flushed
+                ("best_margin", "(v <= 2.0**-10) & (x != 0)", "v <= 2.0**-10"),
+                # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448): clamped past 240
+                ("best_margin", "v > 448", "v > 240"),
+                # chapter 06's rule: the first margin that clamps nothing, the flushed values ignored
+                (
+                    "best_margin",
+                    "if best is None or clamped + flushed < best[1] + best[2]:",
+                    "if best is None or best[1] > 0:",
+                ),
+                # the clamped values ignored: only the flushed ones counted
+                (
+                    "best_margin",
+                    "if best is None or clamped + flushed < best[1] + best[2]:",
+                    "if best is None or flushed < best[2]:",
+                ),
+                # of equal losses, the largest margin instead of the smallest
+                (
+                    "best_margin",
+                    "if best is None or clamped + flushed < best[1] + best[2]:",
+                    "if best is None or clamped + flushed <= best[1] + best[2]:",
+                ),
                 # the scale's floor of 2**-149 left out: a step whose history is all zeros gets scale 0
                 (
-                    "smallest_margin",
-                    "scales[t] = max(\n                float(np.float32(2.0**margin * amax_h / 448)), "
-                    "2.0**-149\n            )",
-                    "scales[t] = float(np.float32(2.0**margin * amax_h / 448))",
+                    "best_margin",
+                    "scale = max(\n"
+                    "                float(np.float32(2.0**margin * amax_h / 448)), 2.0**-149\n"
+                    "            )",
+                    "scale = float(np.float32(2.0**margin * amax_h / 448))",
                 ),
                 # multiplied by a rounded 1 / scale instead of divided by the scale
-                (
-                    "smallest_margin",
-                    "np.abs(np.asarray(x, dtype=np.float64) / scales[t])",
-                    "np.abs(np.asarray(x, dtype=np.float64) * (1 / scales[t]))",
-                ),
+                ("best_margin", "v = np.abs(x / scale)", "v = np.abs(x * (1 / scale))"),
                 # margins up to 15 only
-                ("smallest_margin", "for margin in range(17):", "for margin in range(16):"),
-                # the mean of the steps' clamped fractions bounded, not the fraction of all the elements
-                ("smallest_margin", "clamped += int(", "clamped += total / len(xs) / np.asarray(x).size * int("),
+                ("best_margin", "for margin in range(17):", "for margin in range(16):"),
                 # the current step's amax in the history: nothing is ever clamped
                 (
-                    "smallest_margin",
+                    "best_margin",
                     "past = amaxes[max(t - history, 0) : t] or [amaxes[0]]",
                     "past = amaxes[max(t - history + 1, 0) : t + 1]",
                 ),
                 # the margin as a divisor: 2**-margin of headroom
-                ("smallest_margin", "2.0**margin * amax_h / 448", "amax_h / 2.0**margin / 448"),
+                ("best_margin", "2.0**margin * amax_h / 448", "amax_h / 2.0**margin / 448"),
                 # a history one step too long, or one step too short
-                ("smallest_margin", "amaxes[max(t - history, 0) : t]", "amaxes[max(t - history - 1, 0) : t]"),
-                ("smallest_margin", "amaxes[max(t - history, 0) : t]", "amaxes[max(t - history + 1, 0) : t]"),
+                ("best_margin", "amaxes[max(t - history, 0) : t]", "amaxes[max(t - history - 1, 0) : t]"),
+                ("best_margin", "amaxes[max(t - history, 0) : t]", "amaxes[max(t - history + 1, 0) : t]"),
                 # "most_recent" instead of the history's max
-                ("smallest_margin", "amax_h = max(past)", "amax_h = past[-1]"),
-                # Transformer Engine's scale (its q = x * scale) returned for the course's
+                ("best_margin", "amax_h = max(past)", "amax_h = past[-1]"),
+                # Transformer Engine's scale (its q = x * scale) taken for the course's
                 (
-                    "smallest_margin",
-                    "scales[t] = max(\n"
+                    "best_margin",
+                    "scale = max(\n"
                     "                float(np.float32(2.0**margin * amax_h / 448)), 2.0**-149\n"
                     "            )",
-                    "scales[t] = float(np.float32(448 / amax_h / 2.0**margin))",
+                    "scale = float(np.float32(448 / amax_h / 2.0**margin))",
                 ),
                 # no margin at step 0
-                ("smallest_margin", "or [amaxes[0]]", "or [amaxes[0] / 2.0**margin]"),
+                ("best_margin", "or [amaxes[0]]", "or [amaxes[0] / 2.0**margin]"),
                 # the scale left in float64
-                ("smallest_margin", "float(np.float32(2.0**margin * amax_h / 448))", "2.0**margin * amax_h / 448"),
-                # the bound held by every step's fraction instead of the whole sequence's
-                (
-                    "smallest_margin",
-                    "clamped += int(\n"
-                    "                np.sum(\n"
-                    "                    np.abs(np.asarray(x, dtype=np.float64) / scales[t])\n"
-                    "                    > 448\n"
-                    "                )\n"
-                    "            )",
-                    "clamped = max(clamped, total / np.asarray(x).size * int(np.sum(np.abs(x / scales[t]) > 448)))",
-                ),
+                ("best_margin", "float(np.float32(2.0**margin * amax_h / 448))", "2.0**margin * amax_h / 448"),
             ]
         ),
     ),

@@ -6,7 +6,7 @@ blocks with every seed; the asymmetric GEMM's random cases pass 2**24, wrap the 
 and have per-tensor zero points on either side; the granularity cases keep their margin, measured with
 the solution's own quantizer, and the naive and crest-factor models answer wrongly on many of them; the
 fp8 cases hold weights, wide gradients and stale scales, exact ties, and both answers; the
-delayed-scaling cases need margins from 0 up."""
+delayed-scaling cases count what the engine's codes lose at both ends, and need margins from 0 up."""
 
 import math
 from collections import Counter
@@ -19,20 +19,22 @@ from exercise_table import CHAPTERS
 from helpers import SolutionNotebook
 
 from nbhelpers.answer_keys.ch06 import (
+    E4M3_FLUSH,
     E4M3_MAX,
     FP8_FORMATS,
     GRANULARITIES,
     MARGIN_DB,
+    MARGINS,
     asym_int8_gemm_ref,
     asym_pieces,
     by_scale_count,
-    clamped_fraction,
     crest_factor_sqnr_db,
     delayed_scales,
     epilogue_ref,
     fp8_loss_counts,
     fp8_scale,
     int8_sqnr_db,
+    margin_losses,
     naive_model_sqnr_db,
     noise_model_sqnr_db,
 )
@@ -369,7 +371,7 @@ def test_fp8_cases_have_the_characters_they_claim():
     assert choice == "e5m2" and counts["e4m3fn"][0] > 0 == counts["e5m2"][0]
 
 
-# ---- ex06.smallest_margin
+# ---- ex06.best_margin
 
 
 def test_delayed_scales_are_transformer_engines_reciprocal():
@@ -388,29 +390,86 @@ def test_delayed_scales_are_transformer_engines_reciprocal():
                 assert s * scale_te == pytest.approx(1.0, rel=2.0**-23)
 
 
-def test_margin_cases_clamp_what_the_engine_clamps_and_need_margins_from_0_up():
-    """At the answer's margin the clamped elements are exactly those DelayedScaler sends to +-448 from
-    beyond it; one margin less clamps more than the bound; the answers of every seed's random cases range
-    over at least four margins, 0 among them; the labelled spike needs margin 4 to clamp nothing."""
-    ex = get_exercise("ex06.smallest_margin")
+def engine_losses(xs, H, margin) -> tuple[int, int]:
+    """(clamped, flushed) as the engine quantizes: DelayedScaler's codes, a value beyond +-448 clamped
+    to it, a nonzero value whose code is 0 flushed (the engine's cast, round_to, rounds x / scale)."""
+    ds = DelayedScaler(Recipe("e4m3fn", PER_TENSOR, amax="delayed", history=H), margin=margin)
+    clamped = flushed = 0
+    for x in xs:
+        q, s = ds.quantize(x)
+        beyond = np.abs(x / s) > E4M3_MAX
+        assert (np.abs(q[beyond]) == E4M3_MAX).all()
+        clamped += int(beyond.sum())
+        flushed += int(np.sum((q == 0) & (x != 0)))
+    return clamped, flushed
+
+
+def test_margin_losses_are_the_engines_and_e4m3fn_flushes_at_two_to_the_minus_10():
+    """The reference's counts are what DelayedScaler's codes lose, at every margin, on every case of one
+    seed; e4m3fn's rounding to 0 by round_to and by an ml_dtypes cast of float32 values: at 2**-10 (a tie)
+    to 0, just above it to 2**-9."""
+    for c in cases_for("ex06.best_margin", 0)[:20]:
+        xs, H = c.args
+        for m in (0, 3, 9):
+            assert margin_losses(xs, H, m) == engine_losses(xs, H, m), (c.label, m)
+    v = np.array([2.0**-10, np.nextafter(2.0**-10, 1.0), 2.0**-10 * (1 + 2.0**-23), 2.0**-11])
+    assert list(round_to(v, "e4m3fn")) == [0.0, 2.0**-9, 2.0**-9, 0.0]
+    f32 = np.array([2.0**-10, 2.0**-10 * (1 + 2.0**-23)], dtype=np.float32)
+    assert list(f32.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)) == [0.0, 2.0**-9] and E4M3_FLUSH == 2.0**-10
+
+
+def test_margin_cases_weigh_both_ends_with_every_seed():
+    """At the answer no margin loses fewer and no smaller one as few; the random cases' answers range over
+    at least four margins, 0 among them; many are not the first margin that clamps nothing, many clamp
+    and flush at once, some tie, and some have a value exactly on 448 or on 2**-10 at the answer."""
+    ex = get_exercise("ex06.best_margin")
     for seed in SEEDS:
-        cases = random_cases("smallest_margin", seed)
-        margins = Counter()
-        for c, (m, scales) in zip(cases, expected_outputs(ex, cases)):
-            xs, H, bound = c.args
+        cases = random_cases("best_margin", seed)
+        seen, margins = Counter(), Counter()
+        for c, (m, n_clamped, n_flushed) in zip(cases, expected_outputs(ex, cases)):
+            xs, H = c.args
+            losses = [margin_losses(xs, H, k) for k in MARGINS]
+            assert losses[m] == (n_clamped, n_flushed)
+            totals = [sum(x) for x in losses]
+            assert totals[m] == min(totals) and all(t > totals[m] for t in totals[:m])
+            clamped = [x[0] for x in losses]
+            flushed = [x[1] for x in losses]
+            assert clamped == sorted(clamped, reverse=True) and flushed == sorted(flushed)
             margins[m] += 1
-            assert clamped_fraction(xs, scales) <= bound
-            if m > 0:
-                assert clamped_fraction(xs, delayed_scales(xs, H, m - 1)) > bound
-            ds = DelayedScaler(Recipe("e4m3fn", PER_TENSOR, amax="delayed", history=H), margin=m)
-            for x, s in zip(xs, scales):
-                q, s_engine = ds.quantize(x)
-                assert s_engine[0, 0] == s
-                beyond = np.abs(x / s) > E4M3_MAX
-                assert (np.abs(q[beyond]) == E4M3_MAX).all()
-        assert len(margins) >= 4 and margins[0] >= 2, (seed, margins)
-    spike = next(c for label, c in labelled("smallest_margin").items() if label.startswith("the chapter's spike"))
-    assert ex.reference(*spike.args)[0] == 4
+            no_clamp = next((k for k in MARGINS if clamped[k] == 0), None)
+            seen["not the first that clamps nothing"] += m != no_clamp
+            seen["clamps and flushes"] += n_clamped > 0 and n_flushed > 0
+            seen["a tie"] += totals.count(totals[m]) > 1
+            v = [np.abs(x / s) for x, s in zip(xs, delayed_scales(xs, H, m))]
+            seen["on 2**-10"] += any((w == E4M3_FLUSH).any() for w in v)
+            seen["on 448"] += any((w == E4M3_MAX).any() for w in v)
+        assert len(margins) >= 4 and margins[0] >= 2 and margins[16] >= 2, (seed, margins)
+        assert len(seen) == 5 and seen["a tie"] >= 4 and seen["on 448"] >= 3, (seed, seen)
+        assert seen["not the first that clamps nothing"] >= 15 and seen["on 2**-10"] >= 8, (seed, seen)
+
+
+def test_margin_labelled_cases_say_what_they_claim():
+    ref = get_exercise("ex06.best_margin").reference
+    by_start = {label.split(":")[0]: c.args for label, c in labelled("best_margin").items()}
+    assert ref(*by_start["the chapter's spike (16x at step 4, H = 4), normal values"]) == (4, 0, 4)
+    m, n_clamped, n_flushed = ref(*by_start["the same spike on values spread over 2.5 binades"])
+    assert (m, n_clamped) == (0, 10) and margin_losses(
+        *by_start["the same spike on values spread over 2.5 binades"], 2
+    )[0] == 0
+    assert ref(*by_start["a steady growth of 1.3x per step"])[0] == 1
+    flat = by_start["no spike, normal values"]
+    assert margin_losses(*flat, 0)[0] > 0 and ref(*flat) == (1, 0, 0)
+    assert ref(*by_start["H = 1"]) == (1, 0, 0)
+    xs, H = by_start["mostly exact zeros"]
+    assert sum(int((x == 0).sum()) for x in xs) > sum(x.size for x in xs) // 5
+    xs, H = by_start["a first step of zeros"]
+    assert not xs[0].any() and all(c >= xs[1].size for c, _ in (margin_losses(xs, H, m) for m in (0, 16)))
+    xs, H = by_start["a first step of zeros, then values near 1e-42"]
+    assert not xs[0].any() and (np.abs(xs[1]) / 2.0**-149 <= E4M3_MAX).sum() > 0
+    assert ref(*by_start["a spike of 2**15.x at the last step on a narrow band of values"]) == (16, 0, 0)
+    xs, H = by_start["values exactly on 448 and on 2**-10 at the answer's margin"]
+    v = [np.abs(x / s) for x, s in zip(xs, delayed_scales(xs, H, ref(xs, H)[0]))]
+    assert any((w == E4M3_FLUSH).any() for w in v) and any((w == E4M3_MAX).any() for w in v)
 
 
 # ---- the models of the granularity exercise, against a block-by-block loop ----------------------

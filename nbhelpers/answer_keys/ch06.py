@@ -20,9 +20,12 @@
 - ``fp8_choice``: e4m3fn or e5m2 for a tensor and the amax its scales come from, with each format's
   count of values that round to zero and of values that overflow; the reference counts with
   :func:`nbhelpers.rounding.round_to` (held against ml_dtypes casts in the tests). Compared exactly.
-- ``smallest_margin``: the smallest margin of delayed (amax-history) e4m3fn scaling that keeps the
-  clamped fraction of a sequence of tensors under a bound, with the scales; the reference runs
-  :class:`nbhelpers.scaling.DelayedScaler`. Compared exactly (the scales bit for bit).
+- ``best_margin``: the margin of delayed (amax-history) e4m3fn scaling that loses the fewest values
+  over a sequence of tensors, clamped at the top (|x / scale| > 448) plus flushed at the bottom
+  (nonzero, |x / scale| <= 2**-10, which rounds to 0), the smallest of equal ones, with the two
+  counts; the scales come from :class:`nbhelpers.scaling.DelayedScaler`. The cases spread their
+  values over up to a few binades, so that the answer is often neither 0 nor the first margin that
+  clamps nothing, and put values exactly on both boundaries at the answer. Compared exactly.
 
 Edge cases come first, then random ones from the seed.
 """
@@ -663,11 +666,14 @@ def _at_the_tolerance(rng: np.random.Generator):
             return x, amax
 
 
-# ------------------------------------------------------------------ 5. delayed scaling through a spike
+# ------------------------------------------------------------------ 5. a delayed scale's margin, clamped vs flushed
 
-#: The margins smallest_margin tries, in order; every case has its answer among them.
+#: The margins best_margin tries, in order.
 MARGINS = tuple(range(17))
 E4M3_MAX = 448.0
+#: Half of e4m3fn's smallest subnormal (2**-9): x / scale at or below it in magnitude rounds to 0
+#: (the tie at exactly 2**-10 goes to the even neighbour, 0).
+E4M3_FLUSH = 2.0**-10
 
 
 def delayed_scales(xs: list, history: int, margin: int) -> np.ndarray:
@@ -682,42 +688,106 @@ def delayed_scales(xs: list, history: int, margin: int) -> np.ndarray:
     return np.array(out)
 
 
-def clamped_fraction(xs: list, scales: np.ndarray) -> float:
-    """The fraction of all elements of the sequence whose |x / scale| exceeds e4m3fn's max (the
-    engine clamps them to +-448 before the cast)."""
-    clamped = sum(int(np.sum(np.abs(np.asarray(x, dtype=np.float64) / s) > E4M3_MAX)) for x, s in zip(xs, scales))
-    return clamped / sum(np.asarray(x).size for x in xs)
+def margin_losses(xs: list, history: int, margin: int) -> tuple[int, int]:
+    """(n_clamped, n_flushed) over the whole sequence with the engine's delayed scales at ``margin``:
+    elements with |x / scale| > 448 (the engine clamps them to +-448), and nonzero elements with
+    |x / scale| <= 2**-10 (they round to 0 in e4m3fn)."""
+    clamped = flushed = 0
+    for x, s in zip(xs, delayed_scales(xs, history, margin)):
+        v = np.abs(np.asarray(x, dtype=np.float64) / s)
+        clamped += int(np.sum(v > E4M3_MAX))
+        flushed += int(np.sum((v <= E4M3_FLUSH) & (np.asarray(x) != 0)))
+    return clamped, flushed
 
 
-def smallest_margin_ref(xs: list, history: int, bound: float) -> tuple[int, np.ndarray]:
-    """(the smallest margin in MARGINS whose clamped fraction is at most ``bound``, its scales)."""
-    for m in MARGINS:
-        scales = delayed_scales(xs, history, m)
-        if clamped_fraction(xs, scales) <= bound:
-            return m, scales
-    raise ValueError("no margin in MARGINS keeps the clamped fraction under the bound")
+def best_margin_ref(xs: list, history: int) -> tuple[int, int, int]:
+    """(margin, n_clamped, n_flushed): the margin in MARGINS that loses the fewest values (clamped
+    plus flushed), the smallest of equal ones, with its two counts."""
+    losses = [margin_losses(xs, history, m) for m in MARGINS]
+    best = min(MARGINS, key=lambda m: (sum(losses[m]), m))
+    return best, *losses[best]
 
 
-def _sequence(rng: np.random.Generator, uneven: bool = False) -> list:
-    """T steps of a normal tensor whose size drifts (a random walk, sometimes a steady growth), with
-    one or two amax spikes of a few steps; ``uneven``: each step has its own number of rows (the
-    tokens of a step vary)."""
+def _sequence(rng: np.random.Generator, sigma: float | None = None, uneven: bool = False) -> list:
+    """T steps of a tensor whose level drifts (a random walk, sometimes a steady growth), with one or
+    two amax spikes of a few steps; elements normal times 2**N(0, sigma) (sigma binades of spread:
+    wide-range tensors such as gradients lose values at the bottom); ``uneven``: each step has its
+    own number of rows (the tokens of a step vary)."""
     T = int(rng.integers(6, 15))
     shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
+    sigma = float(rng.uniform(0.3, 3.0)) if sigma is None else sigma
     growth = float(rng.choice([1.0, 1.0, rng.uniform(1.05, 1.5)]))
     level = np.cumprod(np.exp(rng.normal(0, 0.15, T))) * growth ** np.arange(T)
     for _ in range(int(rng.integers(1, 3))):
         t = int(rng.integers(1, T))
-        level[t : t + int(rng.integers(1, 3))] *= float(rng.choice([2.0, 3.0, 5.0, 8.0, 16.0, 40.0]))
+        level[t : t + int(rng.integers(1, 3))] *= float(rng.choice([2.0, 3.0, 5.0, 8.0, 16.0, 40.0, 200.0]))
     rows = rng.integers(1, 17, T) if uneven else [shape[0]] * T
-    return [rng.standard_normal((int(r), shape[1])) * v for r, v in zip(rows, level)]
+    return [
+        rng.standard_normal((int(r), shape[1])) * np.exp2(rng.normal(0, sigma, (int(r), shape[1]))) * v
+        for r, v in zip(rows, level)
+    ]
 
 
-def _repeated_amax(rng: np.random.Generator) -> tuple[list, int, float]:
-    """(xs, H, 0.0): every step's amax is the same A = 448 c (c a float32), so that with margin 0
-    the scale is exactly c and the largest element of every step lands exactly on 448, which is
-    not clamped (only values beyond it are): the answer is margin 0. c is drawn so that multiplying
-    by a rounded 1 / c instead of dividing by c puts A just above 448."""
+def _plant_ties(rng: np.random.Generator, xs: list, history: int, tries: int = 8) -> list:
+    """xs with values exactly on the boundaries at the answer's margin m: x / scale = +-2**-10 (a tie
+    that rounds to 0: flushed) and, in a step whose amax stays below 448 * scale, x / scale = +-448
+    exactly (not clamped: only values beyond it are). A plant can move the answer, so the answer is
+    taken again and the missing boundary planted again, up to ``tries`` times."""
+    xs = [np.array(x, dtype=np.float64) for x in xs]
+    for _ in range(tries):
+        m = best_margin_ref(xs, history)[0]
+        scales = delayed_scales(xs, history, m)
+        v = [np.abs(x / s) for x, s in zip(xs, scales)]
+        on_flush = any((w == E4M3_FLUSH).any() for w in v)
+        on_max = any((w == E4M3_MAX).any() for w in v)
+        if on_flush and on_max:
+            break
+        sign = float(rng.choice([-1.0, 1.0]))
+        if not on_flush:
+            t = int(rng.integers(len(xs)))
+            xs[t].flat[int(rng.integers(xs[t].size))] = sign * E4M3_FLUSH * scales[t]
+        else:
+            room = [t for t in range(1, len(xs)) if v[t].max() < E4M3_MAX]
+            if not room:
+                break
+            t = room[int(rng.integers(len(room)))]
+            xs[t].flat[int(np.argmax(v[t]))] = sign * E4M3_MAX * scales[t]
+    return xs
+
+
+def _sparse(rng: np.random.Generator, xs: list) -> list:
+    """xs with a share of exact zeros in each step (a gate's output): zeros are not lost."""
+    return [np.where(rng.random(x.shape) < rng.uniform(0.2, 0.8), 0.0, x) for x in xs]
+
+
+def _zero_first_step(rng: np.random.Generator, tiny: bool = False) -> tuple[list, int]:
+    """(xs, H) whose first step is all zeros: its scale is the floor 2**-149 (its own amax is 0), and
+    the next step's too while the history holds only zeros, so that step is clamped whole whatever
+    the margin; ``tiny``: the later steps scaled to about 1e-42 (float64 holds them), so that the
+    floor scale keeps many of them in range where a scale of 0 would clamp them all."""
+    xs = _sequence(rng)
+    xs[0] = np.zeros_like(xs[0])
+    if tiny:
+        xs = [x * 2.0 ** float(rng.uniform(-142, -138)) for x in xs]
+    return xs, int(rng.integers(1, 7))
+
+
+def _margin_16(rng: np.random.Generator) -> tuple[list, int]:
+    """(xs, H) whose answer is the largest margin tried, 16: values of one sign-free band (half the
+    amax to the amax, so that even 16 binades of margin flush none) and, at the last step (no step
+    after it to flush), a spike of 2**15.1 to 2**15.7."""
+    T = int(rng.integers(5, 10))
+    shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
+    xs = [rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 1.0, shape) for _ in range(T)]
+    xs[-1] *= 2.0 ** float(rng.uniform(15.1, 15.7))
+    return xs, int(rng.integers(1, 7))
+
+
+def _repeated_amax(rng: np.random.Generator) -> tuple[list, int]:
+    """(xs, H): every step's amax is the same A = 448 c (c a float32), so that with margin 0 the scale
+    is exactly c and the largest element of every step lands exactly on 448, which is not clamped
+    (only values beyond it are). c is drawn so that multiplying by a rounded 1 / c instead of
+    dividing by c puts A just above 448."""
     T = int(rng.integers(4, 10))
     shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
     while True:  # a c for which A / c is 448 but A * (1 / c) rounds above it
@@ -731,95 +801,59 @@ def _repeated_amax(rng: np.random.Generator) -> tuple[list, int, float]:
         x *= 0.9 * A / float(np.max(np.abs(x)))
         x.flat[int(rng.integers(x.size))] = float(rng.choice([-1.0, 1.0])) * A
         xs.append(x)
-    return xs, int(rng.integers(1, 7)), 0.0
-
-
-def _mean_of_steps_differs(rng: np.random.Generator) -> tuple[list, int, float] | None:
-    """(xs, H, bound) with steps of different sizes and a bound between the fraction of all the
-    elements clamped and the mean of the steps' fractions at some margin, where the two give
-    different answers; None when the sequence drawn has no such bound."""
-    xs, H = _sequence(rng, uneven=True), int(rng.integers(1, 7))
-    sizes = np.array([x.size for x in xs])
-    fractions = []
-    for m in MARGINS:
-        scales = delayed_scales(xs, H, m)
-        per_step = [int(np.sum(np.abs(x / sc) > E4M3_MAX)) for x, sc in zip(xs, scales)]
-        fractions.append((sum(per_step) / sizes.sum(), float(np.mean(np.array(per_step) / sizes))))
-
-    def first(bound: float, which: int) -> int | None:
-        return next((m for m, f in zip(MARGINS, fractions) if f[which] <= bound), None)
-
-    for whole, mean in fractions:
-        lo, hi = sorted((whole, mean))
-        if hi - lo > 1e-3:
-            bound = float(np.round((lo + hi) / 2, 4))
-            if lo < bound < hi and first(bound, 0) is not None and first(bound, 0) != first(bound, 1):
-                return xs, H, bound
-    return None
-
-
-def _zero_first_step(rng: np.random.Generator) -> tuple[list, int, float] | None:
-    """(xs, H, bound) whose first step is all zeros: its scale is the floor 2**-149 (its own amax
-    is 0), and the next step's too while the history holds only zeros, so that step is clamped
-    whole; the bound lets it be. None if the draw needs a margin past MARGINS."""
-    xs = _sequence(rng)
-    xs[0] = np.zeros_like(xs[0])
-    H = int(rng.integers(1, 7))
-    total = sum(x.size for x in xs)
-    bound = float(np.round(xs[1].size / total + float(rng.choice([0.0, 0.01, 0.05])), 4))
-    try:
-        smallest_margin_ref(xs, H, bound)
-    except ValueError:
-        return None
-    return xs, H, bound
-
-
-def _margin_16(rng: np.random.Generator) -> tuple[list, int, float] | None:
-    """(xs, H, 0.0) whose one spike needs the largest margin tried, 16; None if this draw's does
-    not."""
-    T = int(rng.integers(5, 10))
-    shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
-    xs = [rng.standard_normal(shape) for _ in range(T)]
-    xs[int(rng.integers(1, T))] *= 2.0**15 * float(rng.uniform(1.1, 1.6))
-    H = int(rng.integers(1, 7))
-    try:
-        m, _ = smallest_margin_ref(xs, H, 0.0)
-    except ValueError:
-        return None
-    return (xs, H, 0.0) if m == 16 else None
+    return xs, int(rng.integers(1, 7))
 
 
 def _margin_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(6066)  # the labelled cases are the same for every seed
     spike = [fixed.standard_normal((8, 64)) * (16.0 if t == 4 else 1.0) for t in range(10)]
+    wide = [
+        fixed.standard_normal((8, 64)) * np.exp2(fixed.normal(0, 2.5, (8, 64))) * (16.0 if t == 4 else 1.0)
+        for t in range(10)
+    ]
     ramp = [fixed.standard_normal((4, 32)) * 1.3**t for t in range(8)]
     flat = [fixed.standard_normal((4, 16)) for _ in range(6)]
+    zeros, H0 = _zero_first_step(fixed)
     cases = [
-        Case((spike, 4, 0.0), label="the chapter's spike (16x at step 4, H = 4), nothing clamped: margin 4"),
-        Case((spike, 4, 0.01), label="the chapter's spike, at most 1% of the values clamped"),
-        Case((ramp, 2, 0.0), label="a steady growth of 1.3x per step: the history always lags"),
-        Case((flat, 3, 0.05), label="no spike, a loose bound: margin 0"),
-        Case(([np.array([[1.0, -2.0]]), np.array([[3.0, 0.5]]), np.array([[1.0, 1.0]])], 1, 0.0), label="H = 1"),
+        Case(
+            (spike, 4),
+            label="the chapter's spike (16x at step 4, H = 4), normal values: margin 4 clamps nothing, flushes 4",
+        ),
+        Case((wide, 4), label="the same spike on values spread over 2.5 binades: margin 0, 10 clamped, flushes least"),
+        Case((ramp, 2), label="a steady growth of 1.3x per step: the history always lags, margin 1"),
+        Case((flat, 3), label="no spike, normal values: the amax's jitter from step to step clamps at margin 0"),
+        Case(
+            ([np.array([[1.0, -2.0]]), np.array([[3.0, 0.5]]), np.array([[1.0, 1.0]])], 1),
+            label="H = 1: step 1's amax 3 beyond step 0's 2",
+        ),
+        Case((_sparse(fixed, wide), 2), label="mostly exact zeros: a zero is never flushed"),
+        Case((zeros, H0), label="a first step of zeros: the scale's floor 2**-149 clamps the next step whole"),
+        Case(
+            _zero_first_step(fixed, tiny=True),
+            label="a first step of zeros, then values near 1e-42: the floor scale 2**-149 keeps some in range",
+        ),
+        Case(_margin_16(fixed), label="a spike of 2**15.x at the last step on a narrow band of values: margin 16"),
+        Case(
+            (_plant_ties(fixed, _sequence(fixed, 1.5), 3), 3),
+            label="values exactly on 448 and on 2**-10 at the answer's margin",
+        ),
     ]
-    while len(cases) < 45:
-        i = len(cases)
-        if i % 8 == 0:  # the largest element of every step exactly on 448
-            cases.append(Case(_repeated_amax(rng)))
-            continue
-        if i % 8 == 4:  # steps of different sizes: the bound is on all the elements, not on each step's
-            found = _mean_of_steps_differs(rng)
-            if found is not None:
-                cases.append(Case(found))
-            continue
-        if i % 8 in (2, 6):  # a first step of zeros (the scale's floor), or a spike that needs margin 16
-            found = (_zero_first_step if i % 8 == 2 else _margin_16)(rng)
-            if found is not None:
-                cases.append(Case(found))
-            continue
-        xs = _sequence(rng)
+    for i in range(40):
+        kind = i % 8
         H = int(rng.integers(1, 7))
-        bound = float(rng.choice([0.0, 0.001, 0.005, 0.02, 0.05, 0.1]))
-        cases.append(Case((xs, H, bound)))
+        if kind == 0:
+            xs, H = _zero_first_step(rng, tiny=i % 16 == 8)
+        elif kind == 2:
+            xs, H = _margin_16(rng)
+        elif kind == 6:
+            xs, H = _repeated_amax(rng)
+        else:
+            xs = _sequence(rng, uneven=kind == 3)
+            if kind == 5:
+                xs = _sparse(rng, xs)
+        if kind in (1, 4, 7):  # values on the boundaries at the answer
+            xs = _plant_ties(rng, xs, H)
+        cases.append(Case((xs, H)))
     return cases
 
 
@@ -845,10 +879,10 @@ EXERCISES = [
         "ex06.fp8_choice", "e4m3 or e5m2, by the values each loses", 3, fp8_choice_ref, _fp8_cases, forbidden=FORBIDDEN
     ),
     Exercise(
-        "ex06.smallest_margin",
-        "A delayed scale through a spike",
+        "ex06.best_margin",
+        "A delayed scale's margin: clamped against flushed",
         3,
-        smallest_margin_ref,
+        best_margin_ref,
         _margin_cases,
         forbidden=FORBIDDEN,
     ),
