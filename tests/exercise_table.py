@@ -838,6 +838,8 @@ CHAPTERS = [
                 ("asym_int8_gemm", "const = K * zx64 * zw64", "const = np.shape(acc)[1] * zx64 * zw64"),
                 # the activations' zero point applied along the columns (zx transposed)
                 ("asym_int8_gemm", "row_term = zx64 * ", "row_term = zx64.T * "),
+                # the weights' zero point applied along the rows (zw transposed)
+                ("asym_int8_gemm", ".astype(np.int64) * zw64", ".astype(np.int64) * zw64.T"),
                 # the raw accumulator converted to float32 before the correction: sums past 2**24 round
                 (
                     "asym_int8_gemm",
@@ -962,6 +964,12 @@ CHAPTERS = [
                 ("best_margin", "v <= 2.0**-10", "v < 2.0**-6"),
                 # exact zeros counted as flushed
                 ("best_margin", "(v <= 2.0**-10) & (x != 0)", "v <= 2.0**-10"),
+                # e4m3fn by an ml_dtypes cast of float32: a value a hair above the tie lands on it, goes to 0
+                (
+                    "best_margin",
+                    "(v <= 2.0**-10) & (x != 0)",
+                    "(v.astype(np.float32).astype(__import__('ml_dtypes').float8_e4m3fn) == 0) & (x != 0)",
+                ),
                 # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448): clamped past 240
                 ("best_margin", "v > 448", "v > 240"),
                 # chapter 06's rule: the first margin that clamps nothing, the flushed values ignored

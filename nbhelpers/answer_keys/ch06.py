@@ -730,22 +730,27 @@ def _sequence(rng: np.random.Generator, sigma: float | None = None, uneven: bool
 
 def _plant_ties(rng: np.random.Generator, xs: list, history: int, tries: int = 8) -> list:
     """xs with values exactly on the boundaries at the answer's margin m: x / scale = +-2**-10 (a tie
-    that rounds to 0: flushed) and, in a step whose amax stays below 448 * scale, x / scale = +-448
-    exactly (not clamped: only values beyond it are). A plant can move the answer, so the answer is
-    taken again and the missing boundary planted again, up to ``tries`` times."""
+    that rounds to 0: flushed), a relative 2**-30 above it (rounds up to 2**-9: kept; rounded to
+    float32 first, as an ml_dtypes cast of float64 does, it lands on the tie) and, in a step whose
+    amax stays below 448 * scale, x / scale = +-448 exactly (not clamped: only values beyond it
+    are). A plant can move the answer, so the answer is taken again and the missing boundary planted
+    again, up to ``tries`` times."""
     xs = [np.array(x, dtype=np.float64) for x in xs]
     for _ in range(tries):
         m = best_margin_ref(xs, history)[0]
         scales = delayed_scales(xs, history, m)
         v = [np.abs(x / s) for x, s in zip(xs, scales)]
         on_flush = any((w == E4M3_FLUSH).any() for w in v)
+        near = any(((w > E4M3_FLUSH) & (w < E4M3_FLUSH * (1 + 2.0**-26))).any() for w in v)
         on_max = any((w == E4M3_MAX).any() for w in v)
-        if on_flush and on_max:
+        if on_flush and near and on_max:
             break
         sign = float(rng.choice([-1.0, 1.0]))
-        if not on_flush:
+        if not (on_flush and near):
             t = int(rng.integers(len(xs)))
-            xs[t].flat[int(rng.integers(xs[t].size))] = sign * E4M3_FLUSH * scales[t]
+            # on the tie, or a relative 2**-30 above it (kept; through float32 it lands on the tie)
+            above = 1.0 if not on_flush else 1 + 2.0**-30
+            xs[t].flat[int(rng.integers(xs[t].size))] = sign * E4M3_FLUSH * above * scales[t]
         else:
             room = [t for t in range(1, len(xs)) if v[t].max() < E4M3_MAX]
             if not room:
