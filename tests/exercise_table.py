@@ -1506,94 +1506,151 @@ CHAPTERS = [
             "triton": __import__("triton"),
             "tl": __import__("triton.language", fromlist=["dot"]),
         },
-        ("tile_matmul", "scaled_epilogue", "resident_warps"),
+        ("split_k_matmul", "swap_ab_epilogue", "resident_warps"),
         12,
         9099,
         tuple(
             [
-                # no mask along K: the ragged end reads the padding
+                # no mask along K: the ragged end of the range reads the next range, or past K
                 (
-                    "tile_matmul",
+                    "split_k_matmul",
                     "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
                     "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)",
                 ),
-                # the K mask not moved with the loop (offs_k < K): later steps read past K
-                ("tile_matmul", "(offs_k[None, :] < K - k0)", "(offs_k[None, :] < K)"),
+                # the K masks against K, not the range's end: the next range's first elements summed twice
+                ("split_k_matmul", "< k_end - k0", "< K - k0"),
+                # the range's end not clipped to K: the last range reads past K
+                ("split_k_matmul", "k_end = tl.minimum(k_start + K_SPLIT, K)", "k_end = k_start + K_SPLIT"),
+                # the end taken as inclusive: the last element of each range left out
+                (
+                    "split_k_matmul",
+                    "k_end = tl.minimum(k_start + K_SPLIT, K)",
+                    "k_end = tl.minimum(k_start + K_SPLIT, K) - 1",
+                ),
+                # the pointers start at k = 0: every program sums the first range
+                ("split_k_matmul", "(k_start + offs_k", "(offs_k"),
+                # B's pointers start at k = 0, A's at the range's start
+                ("split_k_matmul", "(k_start + offs_k[:, None]) * stride_bk", "offs_k[:, None] * stride_bk"),
+                # the range's start added to A's pointer as elements, not times the stride along K:
+                # right where A is laid out by rows only
+                (
+                    "split_k_matmul",
+                    "+ (k_start + offs_k[None, :]) * stride_ak",
+                    "+ k_start\n        + offs_k[None, :] * stride_ak",
+                ),
+                # the start rounded down to a whole K step: the end of the previous range summed again
+                ("split_k_matmul", "k_start = s * K_SPLIT", "k_start = s * K_SPLIT // BLOCK_K * BLOCK_K"),
+                # the loop counted from 0 while the masks expect k itself: they let the next range through
+                ("split_k_matmul", "range(k_start, k_end, BLOCK_K)", "range(0, k_end - k_start, BLOCK_K)"),
+                # the K masks not moved with the loop: the range's second step reads past its end
+                ("split_k_matmul", "< k_end - k0", "< k_end - k_start"),
                 # the K masks only: rows past M of A and columns past N of B are read (they feed
                 # only accumulator elements the masked store drops: the launcher's load watch sees it)
                 (
-                    "tile_matmul",
-                    "a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < K - k0)\n"
-                    "        b_mask = (offs_k[:, None] < K - k0) & (offs_n[None, :] < N)",
-                    "a_mask = offs_k[None, :] < K - k0\n        b_mask = offs_k[:, None] < K - k0",
+                    "split_k_matmul",
+                    "a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < k_end - k0)\n"
+                    "        b_mask = (offs_k[:, None] < k_end - k0) & (offs_n[None, :] < N)",
+                    "a_mask = offs_k[None, :] < k_end - k0\n        b_mask = offs_k[:, None] < k_end - k0",
                 ),
-                # whole K tiles only: the ragged tail dropped
-                ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - K % BLOCK_K, BLOCK_K)"),
-                # one K tile too few
-                ("tile_matmul", "range(0, K, BLOCK_K)", "range(0, K - BLOCK_K, BLOCK_K)"),
-                # the pointers not advanced: the first K tile every time
-                ("tile_matmul", "a_ptrs += BLOCK_K * stride_ak\n        b_ptrs += BLOCK_K * stride_bk", "pass"),
+                # whole K steps only: the ragged end of each range dropped
+                (
+                    "split_k_matmul",
+                    "range(k_start, k_end, BLOCK_K)",
+                    "range(k_start, k_end - (k_end - k_start) % BLOCK_K, BLOCK_K)",
+                ),
+                # one K step too few
+                ("split_k_matmul", "range(k_start, k_end, BLOCK_K)", "range(k_start, k_end - BLOCK_K, BLOCK_K)"),
+                # the pointers not advanced: the range's first K step every time
+                ("split_k_matmul", "a_ptrs += BLOCK_K * stride_ak\n        b_ptrs += BLOCK_K * stride_bk", "pass"),
                 # B advanced along N instead of K
-                ("tile_matmul", "b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * stride_bn"),
+                ("split_k_matmul", "b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * stride_bn"),
                 # the accumulator overwritten, not accumulated
                 (
-                    "tile_matmul",
+                    "split_k_matmul",
                     'acc += tl.dot(a, b, input_precision="ieee")',
                     'acc = tl.dot(a, b, input_precision="ieee")',
                 ),
                 # A's strides swapped (A read transposed)
                 (
-                    "tile_matmul",
-                    "offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak",
-                    "offs_m[:, None] * stride_ak + offs_k[None, :] * stride_am",
+                    "split_k_matmul",
+                    "offs_m[:, None] * stride_am\n        + (k_start + offs_k[None, :]) * stride_ak",
+                    "offs_m[:, None] * stride_ak\n        + (k_start + offs_k[None, :]) * stride_am",
                 ),
-                # the store unmasked: the tiles' lanes past C's edge written too (the launcher
-                # returns only C's view; the NaN padding around it shows the stray stores)
-                ("scaled_epilogue", "        c,\n        mask=tile_mask,\n    )", "        c,\n    )"),
                 # A's column stride left out (A taken as contiguous along K): right by rows only
-                ("tile_matmul", "offs_k[None, :] * stride_ak\n    )", "offs_k[None, :]\n    )"),
+                ("split_k_matmul", "offs_k[None, :]) * stride_ak\n    )", "offs_k[None, :])\n    )"),
                 # B's column stride left out: right by rows only
-                ("tile_matmul", "offs_n[None, :] * stride_bn\n    )", "offs_n[None, :]\n    )"),
+                ("split_k_matmul", "offs_n[None, :] * stride_bn\n    )", "offs_n[None, :]\n    )"),
                 # the masked loads without other=: the interpreter gives zeros, a GPU undefined lanes
                 (
-                    "tile_matmul",
+                    "split_k_matmul",
                     "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
                     "a = tl.load(a_ptrs, mask=a_mask)\n        b = tl.load(b_ptrs, mask=b_mask)",
                 ),
-                ("tile_matmul", "b = tl.load(b_ptrs, mask=b_mask, other=0.0)", "b = tl.load(b_ptrs, mask=b_mask)"),
+                ("split_k_matmul", "b = tl.load(b_ptrs, mask=b_mask, other=0.0)", "b = tl.load(b_ptrs, mask=b_mask)"),
                 # the same, hidden behind a conversion or a second name
                 (
-                    "tile_matmul",
+                    "split_k_matmul",
                     "a = tl.load(a_ptrs, mask=a_mask, other=0.0)",
                     "a = tl.load(a_ptrs, mask=a_mask).to(tl.float32)",
                 ),
                 (
-                    "tile_matmul",
+                    "split_k_matmul",
                     "b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
                     "b0 = tl.load(b_ptrs, mask=b_mask)\n        b = b0",
                 ),
                 # TF32 asked for with the older keyword
-                ("tile_matmul", 'input_precision="ieee"', "allow_tf32=True"),
+                ("split_k_matmul", 'input_precision="ieee"', "allow_tf32=True"),
                 # tl.dot left at its default precision: TF32 operands on a GPU
-                ("tile_matmul", 'acc += tl.dot(a, b, input_precision="ieee")', "acc += tl.dot(a, b)"),
-                ("tile_matmul", 'input_precision="ieee"', 'input_precision="tf32"'),
-                # C's column stride taken as 1 in the store: right by rows only
-                ("scaled_epilogue", "offs_n[None, :] * stride_n,\n        c,", "offs_n[None, :],\n        c,"),
-                # the scales on the wrong axes
-                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sa[None, :]) * sb[:, None]"),
-                # the two scales multiplied together first
-                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * (sa[:, None] * sb[None, :])"),
-                # the scale of B applied first
-                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc * sb[None, :]) * sa[:, None]"),
-                # the stride ignored: a per-tensor scale read as if there were one per row / column
-                ("scaled_epilogue", "sa = tl.load(sa_ptr + offs_m * stride_sa,", "sa = tl.load(sa_ptr + offs_m,"),
-                # divided by the scales (inv_scale taken for scale)
-                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = (acc / sa[:, None]) / sb[None, :]"),
-                # only the row scales applied
-                ("scaled_epilogue", "c = (acc * sa[:, None]) * sb[None, :]", "c = acc * sa[:, None]"),
-                # the scales loaded unmasked: past the last row of A (they scale only rows the store drops)
+                ("split_k_matmul", 'acc += tl.dot(a, b, input_precision="ieee")', "acc += tl.dot(a, b)"),
+                ("split_k_matmul", 'input_precision="ieee"', 'input_precision="tf32"'),
+                # the store unmasked: the tiles' lanes past C's edge written too (the launcher
+                # returns only C's view; the NaN padding around it shows the stray stores)
+                ("swap_ab_epilogue", "        c,\n        mask=tile_mask,\n    )", "        c,\n    )"),
+                # the tile stored as it is, not transposed: C[n, m] written where C[m, n] belongs
                 (
-                    "scaled_epilogue",
+                    "swap_ab_epilogue",
+                    "c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None] * stride_cn",
+                    "c_ptr + offs_n[:, None] * stride_cm + offs_m[None, :] * stride_cn",
+                ),
+                # C stored with the accumulator's strides (as if C were laid out like acc_t)
+                (
+                    "swap_ab_epilogue",
+                    "offs_m[None, :] * stride_cm + offs_n[:, None] * stride_cn",
+                    "offs_m[None, :] * stride_acc_m + offs_n[:, None] * stride_acc_n",
+                ),
+                # C's column stride taken as 1 in the store: right by rows only
+                ("swap_ab_epilogue", "offs_n[:, None] * stride_cn,\n        c,", "offs_n[:, None],\n        c,"),
+                # the scales on the axes of the unswapped GEMM (A's along rows, B's along columns)
+                (
+                    "swap_ab_epilogue",
+                    "c = (acc * sa[None, :]) * sb[:, None]",
+                    "c = (acc * sa[:, None]) * sb[None, :]",
+                ),
+                # the two scales multiplied together first
+                (
+                    "swap_ab_epilogue",
+                    "c = (acc * sa[None, :]) * sb[:, None]",
+                    "c = acc * (sa[None, :] * sb[:, None])",
+                ),
+                # the scale of B applied first (it runs along the tile's rows, as A's does unswapped)
+                (
+                    "swap_ab_epilogue",
+                    "c = (acc * sa[None, :]) * sb[:, None]",
+                    "c = (acc * sb[:, None]) * sa[None, :]",
+                ),
+                # the stride ignored: a per-tensor scale read as if there were one per row
+                ("swap_ab_epilogue", "sa = tl.load(sa_ptr + offs_m * stride_sa,", "sa = tl.load(sa_ptr + offs_m,"),
+                # divided by the scales (inv_scale taken for scale)
+                (
+                    "swap_ab_epilogue",
+                    "c = (acc * sa[None, :]) * sb[:, None]",
+                    "c = (acc / sa[None, :]) / sb[:, None]",
+                ),
+                # only the scales of A applied
+                ("swap_ab_epilogue", "c = (acc * sa[None, :]) * sb[:, None]", "c = acc * sa[None, :]"),
+                # the scales loaded unmasked: past the last token (they scale only lanes the store drops)
+                (
+                    "swap_ab_epilogue",
                     "sa = tl.load(sa_ptr + offs_m * stride_sa, mask=offs_m < M, other=0.0)",
                     "sa = tl.load(sa_ptr + offs_m * stride_sa)",
                 ),

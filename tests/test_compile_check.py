@@ -187,8 +187,8 @@ def test_what_the_compiler_chose(compiled):
     assert mma[("matmul_kernel", "fp32 tf32 -> fp32, 4096^3", "sm_90")].endswith("tf32.tf32")
     assert mma[("matmul_kernel", "fp32 ieee -> fp32, 4096^3", "sm_90")] == "none"
     assert mma[("matmul_kernel", "bf16 ieee -> fp32, matmul() default", "sm_80")].startswith("mma.sync")
-    # the exercise's tile_matmul asks for "ieee": no TF32 rounding of its fp32 inputs on any GPU
-    assert mma[("tile_matmul_kernel", "fp32", "sm_90")] == "none"
+    # the exercise's split-K kernel asks for "ieee": no TF32 rounding of its fp32 inputs on any GPU
+    assert mma[("split_k_kernel", "fp32", "sm_90")] == "none"
     # an aligned 2-byte GEMM is fed by asynchronous copies; an unaligned one gets none
     assert by[("matmul_kernel", "bf16 ieee -> bf16, 4096^3", "sm_90")]["cp_async"] > 0
     assert by[("matmul_kernel", "bf16 ieee -> bf16, 1000^3", "sm_90")]["cp_async"] == 0

@@ -8,14 +8,44 @@ from nbhelpers.rounding import round_to
 from nbhelpers.scaled_gemm import scaled_mm
 
 
-def test_scaled_epilogue_ref_is_scaled_mm_epilogue():
+def test_swap_ab_epilogue_ref_is_scaled_mm_epilogue():
+    """The swapped GEMM's epilogue on qB^T qA^T gives scaled_mm's C, bit for bit."""
     rng = np.random.default_rng(3)
     qA = round_to(rng.standard_normal((7, 40)) * 30, "e4m3fn")
     qB = round_to(rng.standard_normal((40, 5)) * 30, "e4m3fn")
     sA = np.exp2(rng.uniform(-8, 2, (7, 1))).astype(np.float32)
     sB = np.exp2(rng.uniform(-8, 2, (1, 5))).astype(np.float32)
-    acc = (qA @ qB).astype(np.float32)  # exact products; float64 sum rounded once, as scaled_mm
-    assert np.array_equal(ch09.scaled_epilogue_ref(acc, sA, sB), scaled_mm(qA, qB, sA, sB))
+    acc_t = (qB.T @ qA.T).astype(np.float32)  # exact products; float64 sum rounded once, as scaled_mm
+    assert np.array_equal(ch09.swap_ab_epilogue_ref(acc_t, sA, sB), scaled_mm(qA, qB, sA, sB))
+
+
+def test_k_ranges_cover_k_once():
+    for K in range(1, 80):
+        for splits in range(1, 8):
+            ranges = ch09.k_ranges(K, splits)
+            assert len(ranges) == splits and ranges[0][0] == 0 and ranges[-1][1] == K
+            assert all(a <= b for a, b in ranges) and all(r[1] == n[0] for r, n in zip(ranges, ranges[1:]))
+
+
+def test_split_k_cases_reach_the_hard_ranges():
+    """With any seed the random cases alone hold ranges that start inside a K step, a range whose
+    last step is short, and an empty range (what a mask against K, a start at 0 or an end not
+    clipped to K gets wrong)."""
+    from nbhelpers.checks import cases_for
+
+    for seed in (0, 1, 9099, 12345):
+        random = [c for c in cases_for("ex09.split_k_matmul", seed) if not c.label]
+        seen = set()
+        for case in random:
+            a, _, splits = case.args
+            ranges = ch09.k_ranges(a.shape[1], splits)
+            if any(start % ch09.BLOCK for start, end in ranges if end > start):
+                seen.add("start inside a step")
+            if any(end == start for start, end in ranges):
+                seen.add("empty range")
+            if any((end - start) % ch09.BLOCK for start, end in ranges):
+                seen.add("short last step")
+        assert seen == {"start inside a step", "empty range", "short last step"}, (seed, seen)
 
 
 @pytest.mark.parametrize("got", [None, "x", np.zeros((2, 2)), np.full((3, 2), np.nan), object()])
@@ -27,7 +57,7 @@ def test_within_bound_rejects_without_raising(got):
 def test_within_bound_accepts_inside_the_bound():
     a = np.random.default_rng(1).standard_normal((9, 33)).astype(np.float32)
     b = np.random.default_rng(2).standard_normal((33, 4)).astype(np.float32)
-    expected = ch09.tile_matmul_ref(a, b)
+    expected = ch09.split_k_matmul_ref(a, b, 2)
     assert ch09._within_bound(a @ b, expected) is None
     missing = ch09._within_bound(a[:, :32] @ b[:32], expected)  # a K column missing
     assert missing is not None and "TF32" not in missing
@@ -43,7 +73,7 @@ def test_tf32_inputs_fail_the_check_and_the_message_says_why():
     rng = np.random.default_rng(3)
     a = rng.standard_normal((16, 48)).astype(np.float32)
     b = rng.standard_normal((48, 16)).astype(np.float32)
-    expected = ch09.tile_matmul_ref(a, b)
+    expected = ch09.split_k_matmul_ref(a, b, 2)
     tf32 = emulated_matmul(a.astype(np.float64), b.astype(np.float64), "tf32", "fp32")
     msg = ch09._within_bound(tf32, expected)
     assert msg is not None and 'input_precision="ieee"' in msg, msg

@@ -7,22 +7,30 @@ the mask should have stopped reads a NaN, and the launcher raises, so the case f
 the NaN would feed only elements the masked store drops (a missing row mask on ``A`` spoils only
 accumulator rows past ``M``). The cases therefore need sizes that are not multiples of the block.
 
-- ``tile_matmul``: the K loop of a tiled fp32-accumulated GEMM on float32 operands. Reference:
+- ``split_k_matmul``: the K loop of one program of a split-K GEMM on float32 operands: program
+  ``(i, j, s)`` sums its tile over ``s * K_SPLIT <= k < min((s + 1) * K_SPLIT, K)``, ``K_SPLIT =
+  cdiv(K, splits)`` (not a multiple of the block in most cases, the last ranges short or empty);
+  the given launcher adds the partial tiles in float32. Reference:
   :func:`nbhelpers.kernels.gemm.matmul_ref` (float64); accepted when every element is within
-  :func:`nbhelpers.gemm_bounds.error_bound` of it (any order of fp32 additions stays inside).
-  That bound is IEEE float32's: on an NVIDIA GPU ``tl.dot`` rounds float32 operands to TF32
-  unless ``input_precision="ieee"``, and TF32 inputs fall far outside it (the spec asks for IEEE;
-  a failing answer within the TF32 bound gets a message that says so). In Triton's interpreter
-  the launcher the notebook gives sees what the results cannot show: it runs the kernel on
-  operands laid out by rows and by columns (a stride left out is right in one layout only), and
-  reads the kernel's source with :func:`nbhelpers.load_audit.dot_operand_problems` (a ``tl.dot``
-  without ``input_precision="ieee"``, an operand loaded under a mask without ``other=``).
-- ``scaled_epilogue``: the epilogue of the scaled fp8 GEMM as a kernel: fp32 accumulator tile,
-  per-row (or per-tensor) scales of A, per-column (or per-tensor) scales of B. Reference:
-  :func:`nbhelpers.answer_keys.ch06.epilogue_ref`, the fp32 epilogue of
-  :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit against it in
-  tests/test_exercises_ch06.py); compared bit for bit. The launcher runs it in both layouts too,
-  and puts C in a buffer of NaN: a store past C's edge is reported.
+  :func:`nbhelpers.gemm_bounds.error_bound` of it (any order of fp32 additions stays inside, the
+  float32 sum of the partials included). That bound is IEEE float32's: on an NVIDIA GPU ``tl.dot``
+  rounds float32 operands to TF32 unless ``input_precision="ieee"``, and TF32 inputs fall far
+  outside it (the spec asks for IEEE; a failing answer within the TF32 bound gets a message that
+  says so). An element of the next range summed too (a mask against ``K`` rather than the range's
+  end), a range started at 0, or one cut short is far outside. In Triton's interpreter the
+  launcher the notebook gives sees what the results cannot show: it runs the kernel on operands
+  laid out by rows and by columns (a stride left out is right in one layout only), and reads the
+  kernel's source with :func:`nbhelpers.load_audit.dot_operand_problems` (a ``tl.dot`` without
+  ``input_precision="ieee"``, an operand loaded under a mask without ``other=``).
+- ``swap_ab_epilogue``: the epilogue of a scaled fp8 GEMM computed transposed ("swap AB",
+  ``C^T = qB^T qA^T``): the fp32 accumulator ``acc_t (N, M)``, per-row (or per-tensor) scales of
+  A along its columns, per-column (or per-tensor) scales of B along its rows, ``C (M, N)`` stored
+  transposed. Reference: :func:`nbhelpers.answer_keys.ch06.epilogue_ref` on ``acc_t.T``, the fp32
+  epilogue of :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit against it in
+  tests/test_exercises_ch06.py and here); compared bit for bit, so the scales' order counts. The
+  launcher runs it in both layouts too, and puts C in a buffer of NaN: a store past C's edge is
+  reported. Most cases are decode-like (a few tokens, ``M`` up to 16) and not square, so a scale
+  or an offset on the wrong axis reads past an edge or fails the comparison.
 - ``resident_warps``: predict the occupancy of a kernel on an H100/H200 from its ptxas line
   (registers per thread, shared memory per block) and its ``num_warps``: the resident warps per SM
   and the limit that binds. Reference: :func:`nbhelpers.occupancy.occupancy` (tested against a
@@ -48,13 +56,14 @@ from .ch06 import epilogue_ref
 BLOCK = 16  # every tile dimension of the launchers (the interpreter's tl.dot wants at least 16)
 
 
-# ------------------------------------------------------------------ 1. the K loop
+# ------------------------------------------------------------------ 1. the K loop of split-K
 
 
-def tile_matmul_ref(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split_k_matmul_ref(a: np.ndarray, b: np.ndarray, splits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(a @ b in float64, the elementwise error bound of an fp32-accumulated product of float32
-    inputs, the same bound for inputs rounded to TF32), all (M, N). The third only words the
-    message: an answer inside it but outside the second looks like TF32 inputs."""
+    inputs, the same bound for inputs rounded to TF32), all (M, N); ``splits`` changes only the
+    order of the fp32 additions, which the bound covers. The third only words the message: an
+    answer inside it but outside the second looks like TF32 inputs."""
     import torch
 
     from ..gemm_bounds import error_bound
@@ -99,30 +108,42 @@ def _operands(rng: np.random.Generator, M: int, K: int, N: int):
     return a, b
 
 
-def _matmul_cases(rng: np.random.Generator) -> list[Case]:
+def k_ranges(K: int, splits: int) -> list[tuple[int, int]]:
+    """The range [start, end) of K that each of ``splits`` programs sums, K_SPLIT = cdiv(K, splits)."""
+    k_split = -(-K // splits)
+    return [(min(s * k_split, K), min((s + 1) * k_split, K)) for s in range(splits)]
+
+
+def _split_k_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(909)
     shapes = [
-        ((1, 1, 1), "1 x 1 x 1: one partial tile"),
-        ((16, 16, 16), "one full tile, one K step"),
-        ((16, 48, 16), "K = 3 BLOCK_K: three full K steps"),
-        ((5, 17, 7), "K = BLOCK_K + 1: a one-column K tail"),
-        ((33, 15, 18), "K = BLOCK_K - 1, M = 2 BLOCK_M + 1"),
-        ((3, 41, 29), "K = 41: two full K steps and a tail"),
+        ((1, 1, 1), 1, "1 x 1 x 1, one range: one partial tile"),
+        ((16, 16, 16), 1, "one full tile, one range, one K step"),
+        ((16, 48, 16), 3, "K = 48 in 3 ranges of one full K step each"),
+        ((5, 40, 7), 3, "K = 40 in ranges of 14: the second and third start inside a K slice"),
+        ((9, 5, 20), 4, "K = 5 in ranges of 2: the last range empty"),
+        ((33, 15, 18), 2, "K = 15 in ranges of 8 and 7, M = 2 BLOCK_M + 1"),
+        ((3, 41, 29), 2, "K = 41 in ranges of 21 and 20: two K steps each, the second short"),
+        ((17, 70, 5), 2, "K = 70 in ranges of 35: three K steps each"),
     ]
-    cases = [Case(_operands(fixed, *s), label=lab) for s, lab in shapes]
-    for _ in range(24):
-        M, N = int(rng.integers(1, 50)), int(rng.integers(1, 50))
-        K = int(rng.choice([int(rng.integers(1, 70)), BLOCK * int(rng.integers(1, 4)) + int(rng.choice([-1, 1]))]))
-        cases.append(Case(_operands(rng, M, K, N)))
+    cases = [Case((*_operands(fixed, *s), splits), label=lab) for s, splits, lab in shapes]
+    for _ in range(22):  # decode-like: one tile of rows of A, where split-K pays
+        M, N = int(rng.integers(1, BLOCK + 1)), int(rng.integers(1, 40))
+        K = int(rng.choice([int(rng.integers(2, 70)), BLOCK * int(rng.integers(1, 4)) + int(rng.choice([-1, 1]))]))
+        splits = int(rng.integers(2, 5))
+        if rng.random() < 0.2:  # few K per range: the last ranges empty where cdiv rounds up
+            N, K, splits = int(rng.integers(1, BLOCK + 1)), int(rng.integers(3, 12)), int(rng.integers(3, 7))
+        cases.append(Case((*_operands(rng, M, K, N), splits)))
     return cases
 
 
-# ------------------------------------------------------------------ 2. the scaled epilogue
+# ------------------------------------------------------------------ 2. the swapped scaled epilogue
 
 
-def scaled_epilogue_ref(acc: np.ndarray, sA: np.ndarray, sB: np.ndarray) -> np.ndarray:
-    """fl32(fl32(acc * sA) * sB) as float64, (M, N): scaled_mm's epilogue (chapter 06's reference)."""
-    return epilogue_ref(acc, sA, sB)
+def swap_ab_epilogue_ref(acc_t: np.ndarray, sA: np.ndarray, sB: np.ndarray) -> np.ndarray:
+    """fl32(fl32(acc_t.T * sA) * sB) as float64, (M, N): scaled_mm's epilogue (chapter 06's
+    reference) on the transposed accumulator acc_t (N, M)."""
+    return epilogue_ref(np.asarray(acc_t).T, sA, sB)
 
 
 def _scales(rng: np.random.Generator, n: int, per: bool, row: bool) -> np.ndarray:
@@ -132,8 +153,13 @@ def _scales(rng: np.random.Generator, n: int, per: bool, row: bool) -> np.ndarra
     return s.reshape((k, 1) if row else (1, k))
 
 
-def _acc(rng: np.random.Generator, M: int, N: int) -> np.ndarray:
-    return (rng.standard_normal((M, N)) * np.exp2(rng.uniform(-6, 12, (M, N)))).astype(np.float32)
+def _acc(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    return (rng.standard_normal((rows, cols)) * np.exp2(rng.uniform(-6, 12, (rows, cols)))).astype(np.float32)
+
+
+def _epilogue_case(rng: np.random.Generator, M: int, N: int, per_a: bool = True, per_b: bool = True, label: str = ""):
+    """acc_t (N, M), sA (M, 1) or (1, 1), sB (1, N) or (1, 1)."""
+    return Case((_acc(rng, N, M), _scales(rng, M, per_a, True), _scales(rng, N, per_b, False)), label=label)
 
 
 def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
@@ -145,31 +171,23 @@ def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
             label="per-tensor scales: one value each",
         ),
         Case(
-            (np.array([[1.0, 1.0, 1.0]], f32), np.array([[3.0]], f32), np.array([[1.0, 2.0, 4.0]], f32)),
-            label="1 x 3: per-tensor sA, per-column sB",
+            (np.array([[1.0], [1.0], [1.0]], f32), np.array([[3.0]], f32), np.array([[1.0, 2.0, 4.0]], f32)),
+            label="one token (M = 1), N = 3: per-tensor sA, per-column sB",
         ),
-        Case(
-            (_acc(fixed, 5, 3), _scales(fixed, 5, True, True), _scales(fixed, 3, True, False)),
-            label="5 x 3, per row and per column",
-        ),
-        Case(
-            (_acc(fixed, 20, 20), _scales(fixed, 20, True, True), _scales(fixed, 20, True, False)),
-            label="20 x 20 (square: a scale on the wrong axis still broadcasts)",
-        ),
-        Case(
-            (_acc(fixed, 17, 33), _scales(fixed, 17, True, True), _scales(fixed, 1, False, False)),
-            label="17 x 33, per-row sA, per-tensor sB",
-        ),
+        _epilogue_case(fixed, 5, 3, label="M = 5, N = 3, per row and per column"),
+        _epilogue_case(fixed, 4, 40, label="M = 4 tokens, N = 40 features: two tiles along N"),
+        _epilogue_case(fixed, 20, 20, label="20 x 20 (square: a scale on the wrong axis still broadcasts)"),
+        _epilogue_case(fixed, 17, 33, per_b=False, label="M = 17, N = 33, per-row sA, per-tensor sB"),
+        _epilogue_case(fixed, 33, 17, per_a=False, label="M = 33, N = 17, per-tensor sA, per-column sB"),
     ]
-    for _ in range(24):
-        M, N = int(rng.integers(1, 40)), int(rng.integers(1, 40))
-        if rng.random() < 0.3:
+    for _ in range(22):
+        if rng.random() < 0.6:  # decode: a few tokens, many features
+            M, N = int(rng.integers(1, 17)), int(rng.integers(1, 72))
+        else:
+            M, N = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+        if rng.random() < 0.25:
             N = M
-        cases.append(
-            Case(
-                (_acc(rng, M, N), _scales(rng, M, rng.random() < 0.8, True), _scales(rng, N, rng.random() < 0.8, False))
-            )
-        )
+        cases.append(_epilogue_case(rng, M, N, rng.random() < 0.8, rng.random() < 0.8))
     return cases
 
 
@@ -328,20 +346,20 @@ MACHINERY = ("nbhelpers.kernels.interpreter_cache",)
 
 EXERCISES = [
     Exercise(
-        "ex09.tile_matmul",
-        "The K loop of a tiled GEMM",
+        "ex09.split_k_matmul",
+        "The K loop of a split-K GEMM",
         5,
-        tile_matmul_ref,
-        _matmul_cases,
+        split_k_matmul_ref,
+        _split_k_cases,
         compare=_within_bound,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
     ),
     Exercise(
-        "ex09.scaled_epilogue",
-        "The scaled epilogue in a kernel",
+        "ex09.swap_ab_epilogue",
+        "The epilogue of a swapped scaled GEMM",
         4,
-        scaled_epilogue_ref,
+        swap_ab_epilogue_ref,
         _epilogue_cases,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,

@@ -49,9 +49,9 @@ def exercise_cases() -> list[Case]:
     """Chapter 09's exercise kernel, launched as its solution launches it, and the tests' tile probe."""
     return [
         Case(
-            "solutions/ex09_gemm_kernels.ipynb:tile_matmul_kernel",
+            "solutions/ex09_gemm_kernels.ipynb:split_k_kernel",
             "fp32",
-            ("*fp32", "*fp32", "*fp32", 100, 90, 70, 88, 1, 176, 1, 90, 1),
+            ("*fp32", "*fp32", "*fp32", 100, 90, 70, 24, 86, 1, 106, 1, 9000, 90, 1),
             {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16},
             source="solution",
         ),

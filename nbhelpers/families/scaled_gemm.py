@@ -81,10 +81,10 @@ def exercise_cases() -> list[Case]:
     """Chapter 09's exercise epilogue kernel, launched as its solution launches it."""
     return [
         Case(
-            "solutions/ex09_gemm_kernels.ipynb:scaled_epilogue_kernel",
+            "solutions/ex09_gemm_kernels.ipynb:swap_ab_epilogue_kernel",
             "fp32",
-            ("*fp32", "*fp32", "*fp32", "*fp32", 100, 90, 106, 1, 1, 1),
-            {"BLOCK_M": 16, "BLOCK_N": 16},
+            ("*fp32", "*fp32", "*fp32", "*fp32", 100, 90, 116, 1, 222, 1, 1, 1),
+            {"BLOCK_N": 32, "BLOCK_M": 16},
             source="solution",
         )
     ]
