@@ -13,6 +13,12 @@ cannot be watched, so :func:`run_watching_loads` runs an interpreted copy of it 
 arguments: it writes what the compiled run then writes again), then the compiled kernel, whose
 results the caller reads.
 
+The watched run also stops a stray pointer: a load or store under a true mask whose address lies
+outside every tensor of the launch raises :class:`StrayPointerError` before it happens. Unwatched,
+the interpreter reads or writes whatever memory is there (a misplaced stride can reach far past
+the padding), or crashes the process, and on a GPU the compiled kernel would fault; watched, the
+answer fails with a message and the notebook goes on.
+
 What the interpreter cannot show at all, :func:`dot_operand_problems` reads from the kernel's
 source: a ``tl.dot`` of float32 operands without ``input_precision="ieee"`` (the interpreter
 multiplies in float32 whatever it says; an NVIDIA GPU rounds the operands to TF32), and an operand
@@ -41,16 +47,63 @@ class LoadCount:
     nan_reads: int = 0
 
 
+class StrayPointerError(IndexError):
+    """A watched kernel's load or store aimed outside every tensor it was given."""
+
+
+def _buffers_of(args) -> list[tuple[int, int]]:
+    """[start, end) addresses of the storage of every tensor in ``args`` (tuples searched too)."""
+    out = []
+    for arg in args:
+        if isinstance(arg, tuple):
+            out += _buffers_of(arg)
+        elif hasattr(arg, "untyped_storage"):
+            storage = arg.untyped_storage()
+            out.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return out
+
+
+def _check_inside(buffers: list[tuple[int, int]], ptrs, mask, what: str) -> None:
+    """Raise :class:`StrayPointerError` where a pointer under a true mask lies outside ``buffers``
+    (nothing is checked where no launch recorded its tensors)."""
+    if not buffers:
+        return
+    addresses = np.asarray(ptrs.data).astype(np.uint64)
+    width = max(ptrs.get_element_ty().primitive_bitwidth // 8, 1)
+    inside = np.zeros(addresses.shape, dtype=bool)
+    for start, end in buffers:
+        inside |= (addresses >= start) & (addresses + width <= end)
+    stray = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape) & ~inside
+    if stray.any():
+        raise StrayPointerError(
+            f"{int(stray.sum())} of the {addresses.size} elements of a {what} lie outside every tensor "
+            "the kernel was given (stopped before the access): a pointer or a mask is wrong"
+        )
+
+
 @contextmanager
 def watched_loads() -> Iterator[LoadCount]:
     """While the block runs, count what every ``tl.load`` of an interpreted kernel reads (Triton's
-    ``InterpreterBuilder.create_masked_load``, which unmasked loads go through too)."""
-    from triton.runtime.interpreter import InterpreterBuilder
+    ``InterpreterBuilder.create_masked_load``, which unmasked loads go through too), and stop any
+    load or store under a true mask whose address lies outside the tensors of the launch (the
+    interpreter would read or write whatever memory is there, or crash the process): it raises
+    :class:`StrayPointerError` instead."""
+    from triton.runtime.interpreter import GridExecutor, InterpreterBuilder
 
     count = LoadCount()
+    buffers: list[tuple[int, int]] = []
     original = InterpreterBuilder.create_masked_load
+    original_store = InterpreterBuilder.create_masked_store
+    original_args = GridExecutor._init_args_hst
+
+    def init_args_hst(self, args_dev, kwargs):
+        # the tensors as the interpreter holds them (host copies of a GPU's), before it runs
+        args_hst, kwargs_hst = original_args(self, args_dev, kwargs)
+        buffers.extend(_buffers_of([*args_hst, *kwargs_hst.values()]))
+        return args_hst, kwargs_hst
 
     def create_masked_load(self, ptrs, mask, other, *rest):
+        _check_inside(buffers, ptrs, mask, "load")
         loaded = original(self, ptrs, mask, other, *rest)
         values = np.asarray(loaded.data)
         count.elements += values.size
@@ -58,11 +111,19 @@ def watched_loads() -> Iterator[LoadCount]:
             count.nan_reads += int(np.count_nonzero(np.isnan(values) & np.broadcast_to(mask.data, values.shape)))
         return loaded
 
+    def create_masked_store(self, ptrs, value, mask, *rest):
+        _check_inside(buffers, ptrs, mask, "store")
+        return original_store(self, ptrs, value, mask, *rest)
+
     InterpreterBuilder.create_masked_load = create_masked_load
+    InterpreterBuilder.create_masked_store = create_masked_store
+    GridExecutor._init_args_hst = init_args_hst
     try:
         yield count
     finally:
         InterpreterBuilder.create_masked_load = original
+        InterpreterBuilder.create_masked_store = original_store
+        GridExecutor._init_args_hst = original_args
 
 
 def run_watching_loads(kernel: Any, grid: tuple, *args: Any, **meta: Any) -> LoadCount:
@@ -72,8 +133,13 @@ def run_watching_loads(kernel: Any, grid: tuple, *args: Any, **meta: Any) -> Loa
 
     interpreted = isinstance(kernel, InterpretedFunction)
     watched = kernel if interpreted else InterpretedFunction(kernel.fn)
-    with watched_loads() as count:
-        watched[grid](*args, **meta)
+    try:
+        with watched_loads() as count:
+            watched[grid](*args, **meta)
+    except Exception as e:
+        if isinstance(e.__cause__, StrayPointerError):  # the interpreter wraps what a kernel raises
+            raise e.__cause__ from None
+        raise
     if not interpreted:
         kernel[grid](*args, **meta)
     return count

@@ -1538,6 +1538,14 @@ CHAPTERS = [
                     "+ (k_start + offs_k[None, :]) * stride_ak",
                     "+ k_start\n        + offs_k[None, :] * stride_ak",
                 ),
+                # K_SPLIT taken as a number of K steps: the ranges after the first start past K
+                ("split_k_matmul", "k_start = s * K_SPLIT", "k_start = s * K_SPLIT * BLOCK_K"),
+                # the range's start added along A's rows, not along K
+                (
+                    "split_k_matmul",
+                    "+ offs_m[:, None] * stride_am\n        + (k_start + offs_k[None, :]) * stride_ak",
+                    "+ (k_start + offs_m[:, None]) * stride_am\n        + offs_k[None, :] * stride_ak",
+                ),
                 # the start rounded down to a whole K step: the end of the previous range summed again
                 ("split_k_matmul", "k_start = s * K_SPLIT", "k_start = s * K_SPLIT // BLOCK_K * BLOCK_K"),
                 # the loop counted from 0 while the masks expect k itself: they let the next range through

@@ -226,14 +226,59 @@ def test_run_watching_loads_on_a_compiled_kernel_watches_an_interpreted_copy_the
 
 
 def test_watched_loads_restores_the_interpreter():
-    from triton.runtime.interpreter import InterpreterBuilder
+    from triton.runtime.interpreter import GridExecutor, InterpreterBuilder
 
     from nbhelpers.load_audit import watched_loads
 
-    original = InterpreterBuilder.create_masked_load
+    originals = (InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store)
+    init = GridExecutor._init_args_hst
     with pytest.raises(RuntimeError), watched_loads():
         raise RuntimeError("a student's kernel failed")
-    assert InterpreterBuilder.create_masked_load is original
+    assert (InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store) == originals
+    assert GridExecutor._init_args_hst is init
+
+
+def _stray_kernel():
+    """Loads x[OFF_LOAD + i] and stores it to y[OFF_STORE + i], i < 16, all unmasked (interpreted)."""
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    def stray_kernel(x_ptr, y_ptr, OFF_LOAD, OFF_STORE, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(y_ptr + OFF_STORE + offs, tl.load(x_ptr + OFF_LOAD + offs))
+
+    return InterpretedFunction(stray_kernel)
+
+
+@pytest.mark.parametrize(
+    "off_load,off_store,what",
+    [(10**9, 0, "load"), (0, 10**9, "store"), (-(10**6), 0, "load"), (1, 0, "load"), (0, 49, "store")],
+)
+def test_a_stray_pointer_is_stopped_before_it_reads_or_writes(off_load, off_store, what):
+    """Far past the tensors (where the raw interpreter crashes the process), before them, and one
+    element past the end of a view's storage: an error naming the access, not a crash; y untouched."""
+    import torch
+
+    from nbhelpers.load_audit import StrayPointerError, run_watching_loads
+
+    x = torch.arange(16, dtype=torch.float32)
+    y = torch.zeros(64)
+    with pytest.raises(StrayPointerError, match=f"elements of a {what} lie outside every tensor"):
+        run_watching_loads(_stray_kernel(), (1,), x, y, off_load, off_store, BLOCK=16)
+    assert not y.any()
+
+
+def test_accesses_inside_the_storage_of_a_view_are_allowed():
+    """A view's padding is the launch's own memory: reading it counts as a NaN read, not a stray pointer."""
+    import torch
+
+    from nbhelpers.load_audit import run_watching_loads
+
+    buf = torch.full((32,), float("nan"))
+    buf[:16] = torch.arange(16, dtype=torch.float32)
+    y = torch.zeros(64)
+    count = run_watching_loads(_stray_kernel(), (1,), buf[:16], y, 8, 48, BLOCK=16)
+    assert count.nan_reads == 8 and y[48:56].tolist() == list(range(8, 16))
 
 
 # ---- what the interpreter cannot show: the tl.dot calls, read from the kernel's source ----------

@@ -6,6 +6,9 @@ and watch every load (:func:`nbhelpers.load_audit.run_watching_loads`): a load p
 the mask should have stopped reads a NaN, and the launcher raises, so the case fails even when
 the NaN would feed only elements the masked store drops (a missing row mask on ``A`` spoils only
 accumulator rows past ``M``). The cases therefore need sizes that are not multiples of the block.
+A load or store aimed outside every tensor of the launch is stopped before it happens
+(:class:`nbhelpers.load_audit.StrayPointerError`): a wild pointer fails the case instead of
+reading or writing memory that is not the kernel's, or crashing the notebook.
 
 - ``split_k_matmul``: the K loop of one program of a split-K GEMM on float32 operands: program
   ``(i, j, s)`` sums its tile over ``s * K_SPLIT <= k < min((s + 1) * K_SPLIT, K)``, ``K_SPLIT =
