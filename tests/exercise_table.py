@@ -1538,6 +1538,15 @@ CHAPTERS = [
                     "+ (k_start + offs_k[None, :]) * stride_ak",
                     "+ k_start\n        + offs_k[None, :] * stride_ak",
                 ),
+                # the whole K loop in program s = 0 and nothing in the others: their sum is a @ b, but
+                # no partial tile is its range's
+                (
+                    "split_k_matmul",
+                    "k_start = s * K_SPLIT\n"
+                    "    # the next range's start, or K: the last ranges are short or empty\n"
+                    "    k_end = tl.minimum(k_start + K_SPLIT, K)",
+                    "k_start = s * 0\n    k_end = tl.where(s == 0, K, 0)",
+                ),
                 # K_SPLIT taken as a number of K steps: the ranges after the first start past K
                 ("split_k_matmul", "k_start = s * K_SPLIT", "k_start = s * K_SPLIT * BLOCK_K"),
                 # the range's start added along A's rows, not along K

@@ -57,10 +57,27 @@ def test_within_bound_rejects_without_raising(got):
 def test_within_bound_accepts_inside_the_bound():
     a = np.random.default_rng(1).standard_normal((9, 33)).astype(np.float32)
     b = np.random.default_rng(2).standard_normal((33, 4)).astype(np.float32)
-    expected = ch09.split_k_matmul_ref(a, b, 2)
-    assert ch09._within_bound(a @ b, expected) is None
-    missing = ch09._within_bound(a[:, :32] @ b[:32], expected)  # a K column missing
+    expected = ch09.split_k_matmul_ref(a, b, 1)
+    assert ch09._within_bound((a @ b)[None], expected) is None
+    missing = ch09._within_bound((a[:, :32] @ b[:32])[None], expected)  # a K column missing
     assert missing is not None and "TF32" not in missing
+
+
+def test_each_partial_tile_is_checked_on_its_own():
+    """Ranges 0 to 16 and 17 to 33 of K = 33: the right partial tiles pass; the whole product in
+    range 0's tile and zeros in range 1's (the sum still right) fail, naming the range."""
+    a = np.random.default_rng(1).standard_normal((9, 33)).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal((33, 4)).astype(np.float32)
+    expected = ch09.split_k_matmul_ref(a, b, 2)
+    assert ch09.k_ranges(33, 2) == [(0, 17), (17, 33)]
+    right = np.stack([a[:, :17] @ b[:17], a[:, 17:] @ b[17:]])
+    assert ch09._within_bound(right, expected) is None
+    one_does_all = np.stack([a @ b, np.zeros((9, 4), np.float32)])
+    reason = ch09._within_bound(one_does_all, expected)
+    assert reason is not None and "range s = 0" in reason, reason
+    # an empty range must store exact zeros
+    empty = ch09.split_k_matmul_ref(a[:, :5], b[:5], 4)  # ranges of 2: the last one empty
+    assert ch09.k_ranges(5, 4)[-1] == (5, 5) and not empty[0][-1].any() and not empty[1][-1].any()
 
 
 def test_tf32_inputs_fail_the_check_and_the_message_says_why():
@@ -73,12 +90,12 @@ def test_tf32_inputs_fail_the_check_and_the_message_says_why():
     rng = np.random.default_rng(3)
     a = rng.standard_normal((16, 48)).astype(np.float32)
     b = rng.standard_normal((48, 16)).astype(np.float32)
-    expected = ch09.split_k_matmul_ref(a, b, 2)
+    expected = ch09.split_k_matmul_ref(a, b, 1)
     tf32 = emulated_matmul(a.astype(np.float64), b.astype(np.float64), "tf32", "fp32")
-    msg = ch09._within_bound(tf32, expected)
+    msg = ch09._within_bound(tf32[None], expected)
     assert msg is not None and 'input_precision="ieee"' in msg, msg
     ieee = emulated_matmul(a.astype(np.float64), b.astype(np.float64), "fp32", "fp32")
-    assert ch09._within_bound(ieee, expected) is None
+    assert ch09._within_bound(ieee[None], expected) is None
 
 
 # ---- exercise 3: occupancy from the ptxas line

@@ -13,10 +13,11 @@ reading or writing memory that is not the kernel's, or crashing the notebook.
 - ``split_k_matmul``: the K loop of one program of a split-K GEMM on float32 operands: program
   ``(i, j, s)`` sums its tile over ``s * K_SPLIT <= k < min((s + 1) * K_SPLIT, K)``, ``K_SPLIT =
   cdiv(K, splits)`` (not a multiple of the block in most cases, the last ranges short or empty);
-  the given launcher adds the partial tiles in float32. Reference:
-  :func:`nbhelpers.kernels.gemm.matmul_ref` (float64); accepted when every element is within
-  :func:`nbhelpers.gemm_bounds.error_bound` of it (any order of fp32 additions stays inside, the
-  float32 sum of the partials included). That bound is IEEE float32's: on an NVIDIA GPU ``tl.dot``
+  the given launcher returns the partial tiles, each compared with the product over its own range
+  (so a program that does another's work fails too). Reference:
+  :func:`nbhelpers.kernels.gemm.matmul_ref` (float64) of each range; accepted when every element
+  is within :func:`nbhelpers.gemm_bounds.error_bound` of it (any order of fp32 additions stays
+  inside; an empty range must give exactly 0). That bound is IEEE float32's: on an NVIDIA GPU ``tl.dot``
   rounds float32 operands to TF32 unless ``input_precision="ieee"``, and TF32 inputs fall far
   outside it (the spec asks for IEEE; a failing answer within the TF32 bound gets a message that
   says so). An element of the next range summed too (a mask against ``K`` rather than the range's
@@ -63,20 +64,22 @@ BLOCK = 16  # every tile dimension of the launchers (the interpreter's tl.dot wa
 
 
 def split_k_matmul_ref(a: np.ndarray, b: np.ndarray, splits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a @ b in float64, the elementwise error bound of an fp32-accumulated product of float32
-    inputs, the same bound for inputs rounded to TF32), all (M, N); ``splits`` changes only the
-    order of the fp32 additions, which the bound covers. The third only words the message: an
-    answer inside it but outside the second looks like TF32 inputs."""
+    """For each range of K (:func:`k_ranges`), the partial product over it: (the exact partial
+    products in float64, their elementwise error bound for fp32 accumulation of float32 inputs,
+    the same bound for inputs rounded to TF32), all (splits, M, N). An empty range's product and
+    bound are 0. The third only words the message: an answer inside it but outside the second
+    looks like TF32 inputs."""
     import torch
 
     from ..gemm_bounds import error_bound
     from ..kernels.gemm import matmul_ref
 
     ta, tb = torch.from_numpy(np.asarray(a, np.float32)), torch.from_numpy(np.asarray(b, np.float32))
+    parts = [(ta[:, start:end], tb[start:end]) for start, end in k_ranges(ta.shape[1], splits)]
     return (
-        matmul_ref(ta, tb).numpy(),
-        error_bound(ta, tb).numpy(),
-        error_bound(ta, tb, input_precision="tf32").numpy(),
+        np.stack([matmul_ref(pa, pb).numpy() for pa, pb in parts]),
+        np.stack([error_bound(pa, pb).numpy() for pa, pb in parts]),
+        np.stack([error_bound(pa, pb, input_precision="tf32").numpy() for pa, pb in parts]),
     )
 
 
@@ -97,11 +100,14 @@ def _within_bound(got, expected) -> str | None:
     bad = ~(np.abs(g - ref) <= bound)  # NaN fails too
     if not bad.any():
         return None
-    i, j = np.argwhere(bad)[0]
+    at = tuple(int(x) for x in np.argwhere(bad)[0])
     hint = TF32_HINT if tf32 and bool(np.all(np.abs(g - ref) <= tf32[0])) else ""
+    # (M, N): C[i, j]; (splits, M, N): the partial tile of range s, P[s, i, j]
+    name = "C" if g.ndim == 2 else "P"
+    where = "" if g.ndim == 2 else f" (the partial tile of range s = {at[0]})"
     return (
-        f"{int(bad.sum())} of {bad.size} elements off; C[{i}, {j}] = {g[i, j]!r}, "
-        f"exact {ref[i, j]!r}, allowed error {bound[i, j]:.3g}{hint}"
+        f"{int(bad.sum())} of {bad.size} elements off; {name}{list(at)} = {g[at]!r}, "
+        f"exact {ref[at]!r}, allowed error {bound[at]:.3g}{where}{hint}"
     )
 
 
