@@ -1655,6 +1655,12 @@ CHAPTERS = [
                     "c = (acc * sa[None, :]) * sb[:, None]",
                     "c = (acc * sb[:, None]) * sa[None, :]",
                 ),
+                # the scales applied in float64 and rounded to float32 once, in the store
+                (
+                    "swap_ab_epilogue",
+                    "c = (acc * sa[None, :]) * sb[:, None]",
+                    "c = (acc.to(tl.float64) * sa[None, :]) * sb[:, None]",
+                ),
                 # the stride ignored: a per-tensor scale read as if there were one per row
                 ("swap_ab_epilogue", "sa = tl.load(sa_ptr + offs_m * stride_sa,", "sa = tl.load(sa_ptr + offs_m,"),
                 # divided by the scales (inv_scale taken for scale)
