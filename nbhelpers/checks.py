@@ -38,7 +38,7 @@ import numpy as np
 from .answer_keys import UnknownExerciseError, exercises_of, get_exercise
 from .call_watch import CallWatch
 from .comparators import close_to, float_array, same_value, same_value_up_to_zero_sign
-from .exercise_types import Case, CheckerError, Exercise
+from .exercise_types import Case, CheckerError, Exercise, code_shape
 from .report_text import REPR_LIMIT, describe_exception, describe_parts, short_repr, truncate
 
 __all__ = [
@@ -60,6 +60,8 @@ __all__ = [
     "score",
     "prepare_check",
     "forbidden_verdict",
+    "given_verdict",
+    "source_of",
     "FORBIDDEN_CALL",
     "run_check",
     "check",
@@ -332,6 +334,34 @@ def forbidden_verdict(exercise: Exercise | str, n_cases: int, seen: list[str] | 
     return CheckResult(ex.id, ex.title, 0, ex.points, n_cases, n_cases, [], truncate(error, 600), CheckStatus.FAIL)
 
 
+def given_verdict(exercise: Exercise | str, n_cases: int, source: str | None) -> CheckResult | None:
+    """The result of a function whose statement gives it whole (:attr:`Exercise.given`, a launcher
+    around the student's kernel) when its code (``source``) is not the one given, or cannot be
+    read; None when it is, or when nothing is given. No points, whatever the answers were: one
+    place for the check cell and the grader."""
+    ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
+    if not ex.given:
+        return None
+    if isinstance(source, str) and code_shape(source) == code_shape(ex.given):
+        return None
+    why = "its source could not be read" if not isinstance(source, str) else "its code is not the one given"
+    error = (
+        f"{ex.name} is given by the statement and must stay as given ({why}); write only what the "
+        "statement asks for: no points"
+    )
+    return CheckResult(ex.id, ex.title, 0, ex.points, n_cases, n_cases, [], error, CheckStatus.FAIL)
+
+
+def source_of(fn: Callable) -> str | None:
+    """The source of a function as ``inspect`` reads it (a notebook cell's included), or None."""
+    import inspect
+
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+
+
 def prepare_check(exercise: Exercise | str, seed: int = 0) -> tuple[list[Case], list]:
     """The cases of a check with ``seed`` and the reference's result for each: what
     :func:`run_check` computes before it calls the function, for a caller that checks many
@@ -372,6 +402,9 @@ def run_check(
         return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [], f"expected a function, got {type(fn).__name__}")
     # all before the first call of fn, which cannot touch them
     cases, expected = prepare_check(ex, seed) if prepared is None else prepared
+    verdict = given_verdict(ex, len(cases), source_of(fn) if ex.given else None)
+    if verdict is not None:
+        return verdict
     watcher = CallWatch(ex.forbidden if watch else (), ex.allowed)
     got: list = []
     for i, case in enumerate(cases):

@@ -9,7 +9,9 @@ from these, the registry (:mod:`nbhelpers.answer_keys`) reads those lists, and
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +22,36 @@ from .call_watch import parse_names
 from .comparators import same_value
 from .validation import nonnegative_int
 
-__all__ = ["EXERCISE_ID_RE", "Case", "Exercise", "CheckerError"]
+__all__ = ["EXERCISE_ID_RE", "Case", "Exercise", "CheckerError", "code_shape"]
 
 # "exNN.function_name": group 1 the chapter (two digits), group 2 the function's name
 EXERCISE_ID_RE = re.compile(r"^ex(\d{2})\.([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def code_shape(source: str) -> str | None:
+    """What a ``def``'s source says as code: its syntax tree without comments, layout, type
+    annotations or docstrings (``ast.dump``), or None when ``source`` is not one ``def``."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, ValueError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, ast.arg):
+            node.annotation = None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+    return ast.dump(tree)
 
 
 class CheckerError(RuntimeError):
@@ -90,6 +118,10 @@ class Exercise:
     allowed: functions (``"nbhelpers.rounding:round_to"``) or modules of those the statement lets
     the student call, or that the course's own machinery runs (the interpreter's cache); what
     they call in turn is not watched.
+    given: the source of the graded function when the statement gives it whole (a launcher around
+    the student's kernel, which is the answer): a function whose code differs from it (comments,
+    layout, annotations and docstrings aside) scores nothing, in the check cell and in the grader
+    (:func:`nbhelpers.checks.given_verdict`). Empty: the function is the student's.
     """
 
     id: str
@@ -101,6 +133,7 @@ class Exercise:
     compare_all: Callable[[list, list], str | None] | None = None
     forbidden: tuple[str, ...] = ()
     allowed: tuple[str, ...] = ()
+    given: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not EXERCISE_ID_RE.match(self.id):
@@ -122,6 +155,10 @@ class Exercise:
             except ValueError as e:
                 raise ValueError(f"{self.id}: {name}: {e}") from None
             object.__setattr__(self, name, tuple(value))
+        if not isinstance(self.given, str):
+            raise TypeError(f"{self.id}: given must be a function's source or empty")
+        if self.given and code_shape(self.given) is None:
+            raise ValueError(f"{self.id}: given is not the source of one def")
 
     @property
     def chapter(self) -> int:

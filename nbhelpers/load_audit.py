@@ -24,6 +24,11 @@ source: a ``tl.dot`` of float32 operands without ``input_precision="ieee"`` (the
 multiplies in float32 whatever it says; an NVIDIA GPU rounds the operands to TF32), and an operand
 of ``tl.dot`` loaded under a mask without ``other=`` (the interpreter fills the masked-off lanes
 with zeros; on a GPU they are undefined, and the dot sums them).
+
+And what would not run on a GPU at all, :func:`host_code_problems` also reads from the source: in
+the interpreter a kernel's body is Python, so it can reach numpy, a function of the notebook or a
+loaded value's host data (``.handle.data``, ``int(x)``) and compute its answer on the host; the
+launchers of the exercises whose answer is a kernel refuse such a kernel before running it.
 """
 
 from __future__ import annotations
@@ -256,3 +261,153 @@ def dot_operand_problems(kernel: Any) -> list[str]:
                 "the dot sums them"
             )
     return problems
+
+
+#: What a kernel's code may name beside its parameters and locals: the builtins a Triton kernel
+#: compiles with (``range``, ``min``, ...), Triton's modules, other ``@triton.jit`` functions and
+#: constants.
+_KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "print", "isinstance"})
+#: Attributes of an interpreted value that reach its host data (numpy) and that no compiled kernel
+#: has: the interpreter's handles, and conversions to host values.
+_HOST_ATTRIBUTES = frozenset({"handle", "data", "item", "tolist", "numpy", "cpu", "base", "ctypes"})
+
+
+#: Python constructs Triton's frontend does not compile (the interpreter runs them as Python).
+_HOST_NODES = {
+    ast.List: "a list",
+    ast.ListComp: "a list comprehension",
+    ast.Dict: "a dict",
+    ast.DictComp: "a dict comprehension",
+    ast.Set: "a set",
+    ast.SetComp: "a set comprehension",
+    ast.GeneratorExp: "a generator",
+    ast.Lambda: "a lambda",
+    ast.Try: "a try statement",
+    ast.With: "a with statement",
+    ast.Global: "a global statement",
+    ast.Nonlocal: "a nonlocal statement",
+    ast.Import: "an import",
+    ast.ImportFrom: "an import",
+    ast.Yield: "a yield",
+    ast.ClassDef: "a class",
+}
+
+
+def _is_triton_language(module: Any) -> bool:
+    name = getattr(module, "__name__", "")
+    return isinstance(name, str) and (name == "triton.language" or name.startswith("triton.language."))
+
+
+def _module_chain_problem(node: ast.Attribute, glob: dict) -> str | None:
+    """For ``a.b.c`` rooted at a module of the kernel's globals: where the chain leaves
+    ``triton.language`` (``tl.core.builtins``, ``triton.runtime``, ``triton.cdiv``), or None."""
+    chain = []
+    n: ast.AST = node
+    while isinstance(n, ast.Attribute):
+        chain.append(n.attr)
+        n = n.value
+    if not isinstance(n, ast.Name) or not inspect.ismodule(glob.get(n.id)):
+        return None
+    value, path = glob[n.id], n.id
+    for attr in reversed(chain):
+        if not inspect.ismodule(value) or not hasattr(value, attr):
+            return None  # past the modules: a value of triton.language (tl.float32.primitive_bitwidth)
+        root = value.__name__ == "triton"
+        value, path = getattr(value, attr), f"{path}.{attr}"
+        if inspect.ismodule(value) and not _is_triton_language(value):
+            return f"{path}, the module {value.__name__}"
+        if root and not _is_triton_language(value) and not _is_jit_function(value):
+            return f"{path}, a host function of triton, not of triton.language"
+    return None
+
+
+def _is_jit_function(value: Any) -> bool:
+    return type(value).__name__ in ("JITFunction", "InterpretedFunction") and callable(getattr(value, "fn", None))
+
+
+def _is_constant(value: Any) -> bool:
+    value = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def host_code_problems(kernel: Any) -> list[str]:
+    """What in ``kernel`` (a ``@triton.jit`` function) runs only on the host, in Triton's
+    interpreter, read from its source and globals; [] when nothing. In the interpreter a kernel's
+    body is Python: it can call any function, reach numpy through a loaded value's handle and
+    read module globals, none of which a GPU kernel can. Reported:
+
+    - a global name that is not Triton (``tl``, ``triton``), another ``@triton.jit`` function
+      (checked the same way), a constant or a builtin a kernel compiles with: a numpy or torch
+      module, a plain Python function, an array, a class;
+    - an attribute that reaches an interpreted value's host data (``.handle``, ``.data``,
+      ``.item()``, ``.tolist()``, ``.numpy()``, ``.cpu()``) or any ``__dunder__`` one.
+
+    - a module reached through Triton's that is not ``triton.language`` (``tl.core.builtins``,
+      ``triton.runtime.interpreter.np``), or a host function of ``triton`` (``triton.cdiv``);
+    - the builtins ``int``, ``float`` and ``bool`` (the interpreter turns a loaded value into a
+      Python number with them), and Python constructs Triton does not compile: lists, dicts, sets,
+      comprehensions, lambdas, nested functions, ``try``, ``with``, imports.
+
+    Not a compiler: a kernel it passes may still fail to compile (a ``break``); it stops the
+    escapes that let an interpreted kernel compute on the host."""
+    import builtins
+
+    problems: list[str] = []
+    seen: set[int] = set()
+
+    def audit(k: Any) -> None:
+        fn = getattr(k, "fn", k)
+        if id(fn) in seen:
+            return
+        seen.add(id(fn))
+        name = getattr(fn, "__name__", "the kernel")
+        if not _is_jit_function(k):
+            problems.append(f"{name} is a {type(k).__name__}, not a @triton.jit function")
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        except (OSError, TypeError, SyntaxError):
+            problems.append(f"the source of {name} cannot be read")
+            return
+        if not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
+            problems.append(f"the source of {name} is not a def")
+            return
+        # the body only (its decorator, @triton.jit, is the host's); lines as in its cell
+        body = [n for stmt in tree.body[0].body for n in ast.walk(stmt)]
+        first = getattr(getattr(fn, "__code__", None), "co_firstlineno", 1) - 1
+        local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+        local |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+        glob = getattr(fn, "__globals__", {})
+        for node in body:
+            line = first + node.lineno if hasattr(node, "lineno") else "?"
+            if type(node) in _HOST_NODES or isinstance(node, ast.FunctionDef):
+                what = _HOST_NODES.get(type(node), "a nested function")
+                problems.append(f"{name} has {what} (line {line}): Python that no GPU kernel compiles")
+            if isinstance(node, ast.Attribute):
+                chain = _module_chain_problem(node, glob)
+                if chain is not None:
+                    problems.append(f"{name} reaches {chain} (line {line}): not device code")
+            if isinstance(node, ast.Attribute) and (
+                node.attr in _HOST_ATTRIBUTES or (node.attr.startswith("__") and node.attr.endswith("__"))
+            ):
+                problems.append(f"{name} reads .{node.attr} (line {line}): a host value, not one a GPU kernel has")
+            if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load) or node.id in local:
+                continue
+            if node.id in glob:
+                value = glob[node.id]
+                module = value.__name__ if inspect.ismodule(value) else None
+                if module is not None and (module == "triton" or module.startswith("triton.")):
+                    continue
+                if _is_jit_function(value):
+                    audit(value)
+                    continue
+                if _is_constant(value):
+                    continue
+                problems.append(
+                    f"{name} uses {node.id}, a {type(value).__name__} of the host (line {line}): "
+                    "a GPU kernel can use only Triton, other @triton.jit functions and constants"
+                )
+            elif node.id not in _KERNEL_BUILTINS and hasattr(builtins, node.id):
+                problems.append(f"{name} calls the Python builtin {node.id} (line {line}): not in a GPU kernel")
+
+    audit(kernel)
+    return list(dict.fromkeys(problems))

@@ -31,6 +31,7 @@ from ..checks import (
     cases_for,
     expected_outputs,
     forbidden_verdict,
+    given_verdict,
     score,
 )
 from ..exercise_types import Exercise
@@ -683,6 +684,10 @@ def judge_submission(
             results[ex_id] = _unscored(p, CheckStatus.FAIL, FORGED)
         elif ex_id in sources and not sources[ex_id]["in_notebook"]:
             results[ex_id] = _unscored(p, CheckStatus.FAIL, sources[ex_id]["why"])
+        elif ex_id in sources and p.exercise.given:  # a function the statement gives, changed
+            verdict = given_verdict(p.exercise, len(p.cases), sources[ex_id]["source"])
+            if verdict is not None:
+                results[ex_id] = verdict
     return results, sources, outputs.foreign_lines
 
 
