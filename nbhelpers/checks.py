@@ -61,6 +61,7 @@ __all__ = [
     "prepare_check",
     "forbidden_verdict",
     "given_verdict",
+    "GIVEN_CHANGED",
     "source_of",
     "FORBIDDEN_CALL",
     "run_check",
@@ -334,6 +335,10 @@ def forbidden_verdict(exercise: Exercise | str, n_cases: int, seen: list[str] | 
     return CheckResult(ex.id, ex.title, 0, ex.points, n_cases, n_cases, [], truncate(error, 600), CheckStatus.FAIL)
 
 
+#: How the error of a function whose given code was changed begins (see given_verdict).
+GIVEN_CHANGED = "given code changed: "
+
+
 def given_verdict(exercise: Exercise | str, n_cases: int, source: str | None) -> CheckResult | None:
     """The result of a function whose statement gives it whole (:attr:`Exercise.given`, a launcher
     around the student's kernel) when its code (``source``) is not the one given, or cannot be
@@ -346,8 +351,8 @@ def given_verdict(exercise: Exercise | str, n_cases: int, source: str | None) ->
         return None
     why = "its source could not be read" if not isinstance(source, str) else "its code is not the one given"
     error = (
-        f"{ex.name} is given by the statement and must stay as given ({why}); write only what the "
-        "statement asks for: no points"
+        f"{GIVEN_CHANGED}{ex.name} is given by the statement and must stay as given ({why}); write only "
+        "what the statement asks for: no points"
     )
     return CheckResult(ex.id, ex.title, 0, ex.points, n_cases, n_cases, [], error, CheckStatus.FAIL)
 

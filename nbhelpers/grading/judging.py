@@ -25,6 +25,7 @@ from typing import Any
 from ..answer_keys import exercises_of
 from ..checks import (
     FORBIDDEN_CALL,
+    GIVEN_CHANGED,
     CheckResult,
     CheckStatus,
     Raised,
@@ -586,7 +587,11 @@ def _grade_one(
     if unjudged:
         details.append(f"its results could not be judged: {unjudged}")
     details += [f"{ex_id}: {FORGED}" for ex_id, r in results.items() if r.error == FORGED]
-    details += [f"{ex_id}: {r.error}" for ex_id, r in results.items() if (r.error or "").startswith(FORBIDDEN_CALL)]
+    details += [
+        f"{ex_id}: {r.error}"
+        for ex_id, r in results.items()
+        if (r.error or "").startswith((FORBIDDEN_CALL, GIVEN_CHANGED))
+    ]
     if foreign:
         details.append(
             f"tampering: {foreign} line{'s' if foreign != 1 else ''} in the "
@@ -629,7 +634,7 @@ def _definitions_notes(
             "none of it ran where the functions were graded"
         )
     for ex_id, r in results.items():
-        if r.passed:
+        if r.passed or (r.error or "").startswith(GIVEN_CHANGED):  # its detail says why
             continue
         name = ex_id.rsplit(".", 1)[-1]
         defined = [(i, first, why) for i, first, names, why in defs.left_out if _defines(first, name)]
