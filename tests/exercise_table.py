@@ -1732,7 +1732,7 @@ CHAPTERS = [
             "triton": __import__("triton"),
             "tl": __import__("triton.language", fromlist=["dot"]),
         },
-        ("offsets_and_schedule", "tile_lookup", "padding_waste"),
+        ("offsets_and_schedule", "tile_lookup", "dropless_cost"),
         11,
         1010,
         tuple(
@@ -1807,24 +1807,89 @@ CHAPTERS = [
                 ("tile_lookup", "expert = -1", "expert = 0"),
                 # the tile count not carried to the next expert
                 ("tile_lookup", "first_tile += tiles", "first_tile = tiles"),
-                # floor instead of ceiling for the capacity
+                # the lookup done in Python by the interpreted kernel: the offsets read through a loaded
+                # value's handle (numpy), the tile found by a host loop (no GPU kernel has .handle)
                 (
-                    "padding_waste",
-                    "C = math.ceil(capacity_factor * rows / num_experts)",
-                    "C = math.floor(capacity_factor * rows / num_experts)",
+                    "tile_lookup",
+                    "    expert = -1\n    row_start = -1\n    row_end = -1\n    first_tile = 0",
+                    "    o = tl.load(off_ptr + tl.arange(0, 64), mask=tl.arange(0, 64) <= E, other=0).handle.data\n"
+                    "    p = int(pid.handle.data.ravel()[0])\n"
+                    "    t = 0\n"
+                    "    expert = -1\n    row_start = -1\n    row_end = -1\n"
+                    "    for e in range(int(E)):\n"
+                    "        for r in range(int(o[e]), int(o[e + 1]), BLOCK_M):\n"
+                    "            if t == p:\n"
+                    "                expert = e\n"
+                    "                row_start = r\n"
+                    "                row_end = int(o[e + 1])\n"
+                    "            t += 1\n"
+                    "    first_tile = 0",
                 ),
+                # the same in a helper of the host that the kernel calls with its loaded values
+                (
+                    "tile_lookup",
+                    "@triton.jit\ndef tile_lookup_kernel(off_ptr, out_ptr, E, P, BLOCK_M: tl.constexpr):\n"
+                    "    pid = tl.program_id(axis=0)\n",
+                    "def host_tile(o, p, E, BLOCK_M):\n"
+                    "    o, p, t = o.handle.data, int(p.handle.data.ravel()[0]), 0\n"
+                    "    for e in range(int(E)):\n"
+                    "        for r in range(int(o[e]), int(o[e + 1]), BLOCK_M):\n"
+                    "            if t == p:\n"
+                    "                return e, int(r), int(o[e + 1])\n"
+                    "            t += 1\n"
+                    "    return -1, -1, -1\n\n\n"
+                    "@triton.jit\ndef tile_lookup_kernel(off_ptr, out_ptr, E, P, BLOCK_M: tl.constexpr):\n"
+                    "    pid = tl.program_id(axis=0)\n"
+                    "    offs = tl.arange(0, 64)\n"
+                    "    o = tl.load(off_ptr + offs, mask=offs <= E, other=0)\n"
+                    "    expert, row_start, row_end = host_tile(o, pid, E, BLOCK_M)\n"
+                    "    tl.store(out_ptr + pid, expert)\n"
+                    "    tl.store(out_ptr + P + pid, row_start)\n"
+                    "    tl.store(out_ptr + 2 * P + pid, row_end)\n"
+                    "    return\n",
+                ),
+                # the offsets read as one unmasked block of 64: right values, loads past the E + 1 offsets
+                (
+                    "tile_lookup",
+                    "start = tl.load(off_ptr + e)\n",
+                    "start = tl.sum(tl.where(tl.arange(0, 64) == e, tl.load(off_ptr + tl.arange(0, 64)), 0))\n",
+                ),
+                # floor instead of ceiling for the capacity
+                ("dropless_cost", "C = math.ceil(f * rows / num_experts)", "C = math.floor(f * rows / num_experts)"),
                 # capacity from tokens, not from (token, slot) rows
-                ("padding_waste", "rows = ids.size", "rows = ids.shape[0]"),
-                # capacity pooled over experts: drops only what exceeds E * C in total
-                ("padding_waste", "kept = int(np.minimum(counts, C).sum())", "kept = min(rows, num_experts * C)"),
-                # padding measured against the kept rows, not the computed ones
-                ("padding_waste", "1 - kept / (num_experts * C)", "(num_experts * C - kept) / kept"),
-                # empty experts not computed (no padding counted for them)
-                ("padding_waste", "1 - kept / (num_experts * C)", "1 - kept / (np.count_nonzero(counts) * C)"),
-                # dropped fraction per token instead of per row
-                ("padding_waste", "(rows - kept) / rows", "(rows - kept) / ids.shape[0]"),
-                # padding = rows that are not routed, ignoring the drops (E * C - rows)
-                ("padding_waste", "1 - kept / (num_experts * C)", "max(0, num_experts * C - rows) / (num_experts * C)"),
+                ("dropless_cost", "rows = ids.size", "rows = ids.shape[0]"),
+                # "drops nothing" read as a capacity past the busiest load: the boundary factor missed
+                ("dropless_cost", "C >= counts.max()", "C > counts.max()"),
+                # the mean load taken for the busiest: a capacity factor of 1 thought to drop nothing
+                ("dropless_cost", "C >= counts.max()", "C >= counts.mean()"),
+                # the first factor of the tuple that drops nothing, not the smallest
+                ("dropless_cost", "and (best is None or f < best[0])", "and best is None"),
+                # the largest factor that drops nothing
+                ("dropless_cost", "(best is None or f < best[0])", "(best is None or f > best[0])"),
+                # with no factor dropless, the largest one returned anyway
+                (
+                    "dropless_cost",
+                    "return None, None, grouped_rows",
+                    "f = max(factors)\n        return f, num_experts * math.ceil(f * rows / num_experts), grouped_rows",
+                ),
+                # the padded batch computes the busiest load for every expert, not the capacity
+                ("dropless_cost", "best = (f, num_experts * C)", "best = (f, num_experts * int(counts.max()))"),
+                # empty experts not computed in the padded batch
+                ("dropless_cost", "best = (f, num_experts * C)", "best = (f, np.count_nonzero(counts) * C)"),
+                # the padding alone, not the rows computed
+                ("dropless_cost", "best = (f, num_experts * C)", "best = (f, num_experts * C - rows)"),
+                # the grouped kernel credited with the routed rows only: its last tiles' padding ignored
+                ("dropless_cost", "int(sum(-(-c // block_m) * block_m for c in counts))", "int(rows)"),
+                # the grouped rows tiled as one buffer (a tile straddling experts)
+                (
+                    "dropless_cost",
+                    "int(sum(-(-c // block_m) * block_m for c in counts))",
+                    "-(-rows // block_m) * block_m",
+                ),
+                # whole tiles only: the partial last tile of each expert not computed
+                ("dropless_cost", "-(-c // block_m) * block_m for c", "(c // block_m) * block_m for c"),
+                # an empty expert still runs a tile
+                ("dropless_cost", "-(-c // block_m) * block_m for c", "max(1, -(-c // block_m)) * block_m for c"),
             ]
         ),
     ),

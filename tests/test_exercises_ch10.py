@@ -14,7 +14,7 @@ SEEDS = (0, 1, 1010)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("name", ["offsets_and_schedule", "padding_waste"])
+@pytest.mark.parametrize("name", ["offsets_and_schedule", "dropless_cost"])
 def test_cases_are_valid_routings(name, seed):
     for case in cases_for(f"ex10.{name}", seed):
         ids, E = case.args[0], case.args[1]
@@ -23,27 +23,35 @@ def test_cases_are_valid_routings(name, seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_capacity_does_not_depend_on_evaluation_order(seed):
-    for case in cases_for("ex10.padding_waste", seed):
-        ids, E, factor = case.args
-        assert len(ch10.capacity_orders(np.asarray(ids).size, E, factor)) == 1, case
+    for case in cases_for("ex10.dropless_cost", seed):
+        ids, E, _, factors = case.args
+        for factor in factors:
+            assert len(ch10.capacity_orders(np.asarray(ids).size, E, factor)) == 1, case
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_padding_waste_ref_is_what_padded_matmul_does(seed):
-    for case in cases_for("ex10.padding_waste", seed)[:12]:
-        ids, E, factor = case.args
+def test_dropless_cost_ref_is_what_padded_matmul_and_the_schedule_do(seed):
+    """The reference's factor is the smallest of the case's at which moe.padded_matmul drops no
+    row (every smaller one drops some), its rows are that batch's E * C, and the grouped rows are
+    the tiles of moe.tile_schedule times BLOCK_M."""
+    for case in cases_for("ex10.dropless_cost", seed)[:14]:
+        ids, E, block_m, factors = case.args
         routing = moe.Routing.from_ids(ids, E)
         x_perm, _, off = moe.permute(torch.zeros(routing.num_tokens, 2), routing)
-        p = moe.padded_matmul(x_perm, torch.zeros(E, 2, 2), off, capacity_factor=factor)
-        C, pad, drop = ch10.padding_waste_ref(ids, E, factor)
-        assert C == p.capacity
-        assert pad == pytest.approx(p.padding_fraction, rel=1e-12, abs=1e-15)
-        assert drop == pytest.approx(p.dropped_rows / x_perm.shape[0], rel=1e-12, abs=1e-15)
+        dropped = {f: moe.padded_matmul(x_perm, torch.zeros(E, 2, 2), off, capacity_factor=f) for f in factors}
+        factor, padded_rows, grouped_rows = ch10.dropless_cost_ref(ids, E, block_m, factors)
+        dropless = sorted(f for f, p in dropped.items() if p.dropped_rows == 0)
+        assert factor == (dropless[0] if dropless else None)
+        if factor is not None:
+            assert padded_rows == E * dropped[factor].capacity
+        assert grouped_rows == moe.tile_schedule(off, block_m).num_tiles * block_m
 
 
-def test_padding_edge_cases_by_hand():
-    ids = np.array([[0, 1], [0, 2], [0, 3], [1, 0]])  # counts 4, 2, 1, 1: 8 rows, capacity 2
-    assert ch10.padding_waste_ref(ids, 4, 1.0) == (2, 2 / 8, 2 / 8)
+def test_dropless_cost_by_hand():
+    ids = np.array([[0, 1], [0, 2], [0, 3], [1, 0]])  # counts 4, 2, 1, 1: 8 rows, mean 2
+    # factor 1: capacity 2 drops; 2: capacity 4 holds the busiest; tiles of 2 rows: 4 + 2 + 2 + 2
+    assert ch10.dropless_cost_ref(ids, 4, 2, (2.0, 1.0, 3.0)) == (2.0, 16, 10)
+    assert ch10.dropless_cost_ref(ids, 4, 4, (1.0, 1.5)) == (None, None, 16)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -72,7 +80,8 @@ BAD = [None, "x", 3, [1, 2], np.zeros((2, 2)), np.full((3, 9), np.nan), object()
 def test_compares_reject_without_raising(got):
     expected = ch10.tile_lookup_ref(np.array([0, 3, 3, 8]), 4)
     assert isinstance(ch10._same_lookup(got, expected), str)
-    assert isinstance(ch10._same_waste(got, (2, 0.25, 0.25)), str)
+    assert isinstance(ch10._same_cost(got, (2.0, 16, 10)), str)
+    assert isinstance(ch10._same_cost(got, (None, None, 10)), str)
 
 
 def test_lookup_compare_names_unwritten_programs():
@@ -83,11 +92,16 @@ def test_lookup_compare_names_unwritten_programs():
     assert ch10._same_lookup(expected.astype(np.int64), expected) is None
 
 
-def test_waste_compare_accepts_another_evaluation_order():
-    assert ch10._same_waste((2, (8 - 6) / 8, 1 - 6 / 8), (2, 0.25, 0.25)) is None
-    assert ch10._same_waste([2, 0.25 * (1 + 1e-14), 0.25], (2, 0.25, 0.25)) is None
-    assert "capacity" in ch10._same_waste((3, 0.25, 0.25), (2, 0.25, 0.25))
-    assert "dropped" in ch10._same_waste((2, 0.25, 0.26), (2, 0.25, 0.25))
+def test_cost_compare_takes_numbers_and_whole_rows():
+    assert ch10._same_cost((2.0, 16, 10), (2.0, 16, 10)) is None
+    assert ch10._same_cost([np.float64(2.0), np.int64(16), 10], (2.0, 16, 10)) is None
+    assert ch10._same_cost((None, None, 10), (None, None, 10)) is None
+    assert "factor" in ch10._same_cost((2.5, 16, 10), (2.0, 16, 10))
+    assert "padded_rows: returned a float" in ch10._same_cost((2.0, 16.0, 10), (2.0, 16, 10))
+    assert "grouped_rows" in ch10._same_cost((2.0, 16, 12), (2.0, 16, 10))
+    assert "factor: returned None" in ch10._same_cost((None, None, 10), (2.0, 16, 10))
+    assert "factor: returned 4.0" in ch10._same_cost((4.0, 32, 10), (None, None, 10))
+    assert isinstance(ch10._same_cost((True, 16, 10), (1.0, 16, 10)), str)
 
 
 def test_schedule_takes_integers_as_arrays_or_lists_never_floats():
@@ -100,3 +114,67 @@ def test_schedule_takes_integers_as_arrays_or_lists_never_floats():
     assert "float64, expected integers" in ch10._same_schedule(as_float_arrays, expected)
     as_float_lists = tuple([float(v) for v in e] for e in expected)
     assert "holding floats" in ch10._same_schedule(as_float_lists, expected)
+
+
+def test_the_given_launcher_must_stay_as_given():
+    """ex10.tile_lookup's launcher is given (Exercise.given): the schedule computed on the host in
+    its place (the kernel never run) scores nothing, whatever it returns; its code written with
+    other comments, layout and docstring is still the one given."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+    from nbhelpers.exercise_types import code_shape
+
+    spec = next(s for s in CHAPTERS if s.chapter == 10)
+    nb = SolutionNotebook(spec.solution, spec.namespace)
+    src = next(s for s in nb._cells() if "def tile_lookup(" in s)
+    body = src[src.index("    problems = host_code_problems") : src.index("    return out.numpy()\n") + 24]
+    on_the_host = (
+        "    E, rows = len(offsets) - 1, int(offsets[-1])\n"
+        "    out = np.full((3, triton.cdiv(rows, block_m) + E), -1, dtype=np.int32)\n"
+        "    t = 0\n"
+        "    for e in range(E):\n"
+        "        for r in range(int(offsets[e]), int(offsets[e + 1]), block_m):\n"
+        "            out[:, t] = e, r, offsets[e + 1]\n"
+        "            t += 1\n"
+        "    return out\n"
+    )
+    result = run_check("ex10.tile_lookup", nb.mutated("tile_lookup", body, on_the_host), seed=1010)
+    assert not result.passed and result.points == 0 and "must stay as given" in result.error
+    assert code_shape(ch10.LAUNCHER) == code_shape(ch10.LAUNCHER.replace('"""Run', '"""Start').replace("  #", "  # x"))
+    assert code_shape(ch10.LAUNCHER) != code_shape(ch10.LAUNCHER.replace("(index > E)", "(index > E + 1)"))
+    assert code_shape("x = 1") is None
+
+
+def test_the_kernel_audit_names_host_code():
+    """host_code_problems: the solution's kernel is clean; a kernel that reaches numpy, a host
+    function or a loaded value's handle is named."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.load_audit import host_code_problems
+
+    spec = next(s for s in CHAPTERS if s.chapter == 10)
+    ns = SolutionNotebook(spec.solution, spec.namespace).functions()
+    assert host_code_problems(ns["tile_lookup_kernel"]) == []
+    assert any("not a @triton.jit function" in p for p in host_code_problems(lambda: 0))
+    # imported now, after setup_device(): triton.language made in compiled mode would not run in
+    # the interpreter the other tests of this process use
+    import ch10_audit_kernels as kernels
+
+    assert host_code_problems(kernels.device_only) == []
+    problems = host_code_problems(kernels.escapes)
+    for what in (
+        "calls the Python builtin int",
+        "reaches triton.runtime, the module triton.runtime",
+        "reaches tl.core.builtins, the module builtins",
+        "has a list",
+        "reaches triton.cdiv, a host function of triton",
+        "has a dict comprehension",
+        "uses np, a module of the host",
+        "reads .handle",
+        "uses host_helper, a function of the host",
+        "calls the Python builtin getattr",
+    ):
+        assert any(what in p for p in problems), (what, problems)

@@ -107,6 +107,33 @@ def test_a_second_record_with_the_nonce_voids_the_exercise(tmp_path):
     assert results[p.exercise.id].passed  # one record: judged as it is
 
 
+def test_a_given_launcher_changed_scores_nothing_whatever_it_returned(tmp_path):
+    """ex10.tile_lookup's launcher is given (Exercise.given): the grader reads the graded def's
+    source and, where its code is not the one given (a schedule computed on the host instead of
+    the kernel's), gives no points even for the right results; the one given, written with other
+    comments and layout, is judged as usual."""
+    from nbhelpers.answer_keys import ch10
+    from nbhelpers.grading.judging import judge_submission
+
+    plan = plan_chapter(10, seed=0)
+    p = next(q for q in plan.exercises if q.exercise.id == "ex10.tile_lookup")
+    good = [{"v": encode(e)} for e in p.expected]
+    nonce = "7" * 32
+    code = {"cell": 0, "line": 1, "name": "tile_lookup"}
+    (tmp_path / "out.jsonl").write_text(
+        json.dumps({"id": p.exercise.id, "results": good, "n": nonce, "code": code}) + "\n"
+    )
+    events = [{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}]
+    host = "def tile_lookup(offsets, block_m):\n    return tile_lookup_ref(offsets, block_m)\n"
+    relaid = ch10.LAUNCHER.replace("    # the host knows rows = T * top_k\n", "")
+    for source, passes in ((host, False), (ch10.LAUNCHER, True), (relaid, True)):
+        results, _, _ = judge_submission(plan, events, [[0, 1, "tile_lookup", source]], ("NOT RUN", "not checked"))
+        r = results[p.exercise.id]
+        assert r.passed is passes, r
+        if not passes:
+            assert r.points == 0 and "must stay as given" in r.error
+
+
 @pytest.mark.parametrize("t", [10**4000, float("inf"), float("nan"), -5, "soon", None, 3.5])
 def test_a_forged_time_out_is_a_time_out_whatever_its_number(tmp_path, t):
     """A result line is the kernel's: its time-out seconds (an int too large for a float, inf, NaN)

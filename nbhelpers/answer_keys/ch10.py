@@ -8,13 +8,21 @@
 - ``tile_lookup``: the same lookup done by each program of a Triton kernel from the offsets alone,
   in a grid sized without reading the counts (``cdiv(rows, BLOCK_M) + E`` programs, an upper
   bound on the tiles), idle programs marked -1. Run through the launcher the notebook gives
-  (Triton's interpreter on a CPU), whose output starts filled with :data:`UNWRITTEN`. Reference:
-  :func:`tile_lookup_ref`, built on :func:`nbhelpers.moe.tile_schedule`; compared exactly.
-- ``padding_waste``: predict, then measure: the capacity of a padded batch, the fraction of its
-  computed rows that are padding and the fraction of routed rows it drops. Reference: built on
-  :func:`nbhelpers.moe.capacity` and confirmed against :func:`nbhelpers.moe.padded_matmul` in
-  tests/test_exercises_ch10.py; the capacity exactly, the fractions within 1e-12 relative (they
-  may be computed in another order).
+  (:data:`LAUNCHER`, ``Exercise.given``: a changed launcher scores nothing, so the schedule cannot
+  be computed on the host in its place), whose output starts filled with :data:`UNWRITTEN`. The
+  launcher refuses a kernel that reaches host code
+  (:func:`nbhelpers.load_audit.host_code_problems`: numpy, a notebook function, ``int(x)``,
+  ``.handle``, lists) and one whose programs load anything but the ``E + 1`` offsets (the
+  interpreter's trace, :func:`nbhelpers.memory_access.loaded_addresses`); on a GPU it also runs
+  the compiled kernel. Reference: :func:`tile_lookup_ref`, built on
+  :func:`nbhelpers.moe.tile_schedule`; compared exactly.
+- ``dropless_cost``: predict, then measure: the smallest capacity factor of a grid at which a padded
+  batch drops no row (the capacity must reach the busiest expert's load, which the statement
+  leaves to the student), the rows that batch computes, and the rows the grouped kernel computes
+  in its tiles of ``BLOCK_M`` rows. Reference: built on :func:`nbhelpers.moe.capacity` and
+  :func:`nbhelpers.moe.tile_schedule`, confirmed against :func:`nbhelpers.moe.padded_matmul` in
+  tests/test_exercises_ch10.py; compared exactly (the grids' factors have few binary digits, so
+  the capacity does not depend on the order of the product).
 
 Edge cases come first, then random ones from the seed.
 """
@@ -25,12 +33,11 @@ import math
 
 import numpy as np
 
-from ..comparators import close_to, compare, same_value
+from ..comparators import compare, same_value
 from ..exercise_types import Case, Exercise
 from ..moe import capacity, expert_counts, expert_offsets, route, tile_schedule
 
 UNWRITTEN = -7  # what the tile_lookup launcher's output holds before the kernel runs
-_close = close_to(1e-12)
 
 
 def _ids(rows: list[list[int]]) -> np.ndarray:
@@ -152,55 +159,93 @@ def _same_lookup(got, expected: np.ndarray) -> str | None:
     return f"{bad.size} of {g.shape[1]} programs wrong; program {p} {what}, expected {want}"
 
 
-# ------------------------------------------------------------------ 3. padding waste
+# ------------------------------------------------------------------ 3. what dropping nothing costs
 
 
-def padding_waste_ref(expert_ids: np.ndarray, num_experts: int, capacity_factor: float):
-    """(capacity, padding fraction of the computed rows, dropped fraction of the routed rows)."""
+def dropless_cost_ref(expert_ids: np.ndarray, num_experts: int, block_m: int, factors: tuple[float, ...]):
+    """(the smallest of ``factors`` at which the padded batch drops no row, or None; the rows that
+    padded batch computes, E * C, or None; the rows the grouped kernel computes, its tiles of
+    ``block_m`` rows)."""
     ids = np.asarray(expert_ids)
     rows = int(ids.size)
-    C = capacity(rows, num_experts, capacity_factor)
-    kept = int(np.minimum(expert_counts(ids, num_experts), C).sum())
-    return C, (num_experts * C - kept) / (num_experts * C), (rows - kept) / rows
+    counts = expert_counts(ids, num_experts)
+    grouped = tile_schedule(_offsets(counts), block_m).num_tiles * block_m
+    dropless = [f for f in factors if capacity(rows, num_experts, f) >= counts.max()]
+    if not dropless:
+        return None, None, grouped
+    f = min(dropless)
+    return f, num_experts * capacity(rows, num_experts, f), grouped
 
 
-def _same_waste(got, expected) -> str | None:
+_COST_NAMES = ("factor", "padded_rows", "grouped_rows")
+
+
+def _same_cost(got, expected) -> str | None:
+    """The factor as the same number (None where none drops nothing), the row counts as the same
+    integers (a float count of rows is a bug: the rows are whole)."""
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return compare(got, expected)
-    reason = compare(got[0], expected[0])
-    if reason is not None:
-        return f"capacity: {reason}"
-    for i, name in ((1, "padding fraction"), (2, "dropped fraction")):
-        reason = _close(got[i], expected[i])
-        if reason is not None:
-            return f"{name}: {reason}"
+    for name, g, e in zip(_COST_NAMES, got, expected):
+        if e is None or g is None:
+            if g is not e:
+                return f"{name}: returned {g!r}, expected {e!r}"
+            continue
+        if name != "factor" and not isinstance(g, (int, np.integer)):
+            return f"{name}: returned a {type(g).__name__}, expected an int (a count of rows)"
+        if isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, float, np.integer, np.floating)):
+            return f"{name}: returned a {type(g).__name__}, expected a number"
+        if g != e:
+            return f"{name}: returned {g!r}, expected {e!r}"
     return None
 
 
 # capacity factors with few binary digits: capacity_factor * rows / E is then computed the same
 # in any order (tests/test_exercises_ch10.py checks the orders agree on every case)
-FACTORS = (0.5, 0.75, 1.0, 1.125, 1.25, 1.5, 2.0, 3.0)
+FACTORS = (0.5, 0.75, 1.0, 1.125, 1.25, 1.5, 2.0, 3.0, 4.0)
 
 
-def _waste_cases(rng: np.random.Generator) -> list[Case]:
+def _cost_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((_from_counts([4, 4, 4, 4]), 4, 1.0), label="even load at factor 1: no padding, nothing dropped"),
-        Case((_from_counts([0, 5, 1, 0, 10]), 5, 1.25), label="16 rows, 5 experts, factor 1.25: capacity exactly 4"),
-        Case((_ids([[0, 1], [0, 2], [0, 3], [1, 0]]), 4, 1.0), label="top-2: 4 tokens are 8 rows, capacity 2"),
+        Case((_from_counts([4, 4, 4, 4]), 4, 4, (1.0,)), label="even load at factor 1: no padding, no drop"),
         Case(
-            (_ids([[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 2, 1]]), 6, 1.0),
-            label="top-3, 4 tokens, all on experts 0-2 of 6",
+            (_from_counts([0, 5, 1, 0, 10]), 5, 4, (1.25, 2.0, 3.0, 4.0)),
+            label="16 rows, 5 experts: 1.25 and 2 drop, 3 drops nothing",
         ),
-        Case((_from_counts([3, 2, 2]), 3, 1.0), label="7 rows over 3 experts: capacity rounds up to 3"),
-        Case((_from_counts([9, 0, 0, 0]), 4, 0.5), label="factor 0.5: capacity 2 of 9"),
-        Case((_from_counts([1, 0, 0, 0, 0, 0, 0, 0]), 8, 2.0), label="one row, 8 experts"),
+        Case((_ids([[0, 1], [0, 2], [0, 3], [1, 0]]), 4, 2, (1.0, 2.0)), label="top-2: 4 tokens are 8 rows"),
+        Case(
+            (_from_counts([3, 2, 2]), 3, 2, (3.0, 1.5, 1.0, 2.0)),
+            label="factors in no order; at 1 the capacity is exactly the busiest load",
+        ),
+        Case((_from_counts([9, 0, 0, 0]), 4, 4, (0.5, 1.0, 2.0)), label="every factor drops rows: None"),
+        Case((_from_counts([1, 0, 0, 0, 0, 0, 0, 0]), 8, 16, (2.0, 8.0)), label="one row, 8 experts"),
+        Case((_from_counts([5, 0, 3, 0]), 4, 1, (2.0, 2.5)), label="BLOCK_M = 1: no tile padding"),
     ]
-    for _ in range(20):
-        E = int(rng.choice([4, 8, 16, 64]))
+    for _ in range(24):
+        E = int(rng.choice([4, 8, 16, 64]))  # a power of two: factor * rows / E is exact in any order
         k = int(rng.choice([1, 2, 4, 8][: 1 + int(np.log2(min(E, 8)))]))
         T = int(rng.choice([int(rng.integers(1, 20)), int(rng.integers(20, 400))]))
         r = route(T, E, k, skew=float(rng.choice([0.0, 0.5, 1.0, 2.0])), seed=int(rng.integers(2**31)))
-        cases.append(Case((r.expert_ids, E, float(rng.choice(FACTORS)))))
+        rows, busiest = T * k, int(expert_counts(r.expert_ids, E).max())
+        # a grid of step 2**-j, fine enough that the capacity takes every whole value: its first
+        # dropless factor gives a capacity of exactly the busiest load
+        j = max(3, int(np.ceil(np.log2(max(rows / E, 1)))))
+        m = next(m for m in range(1, 2**j * E + 1) if capacity(rows, E, m / 2**j) >= busiest)
+        exact = m / 2**j
+        kind = rng.choice(["exact", "coarse", "none"], p=[0.4, 0.4, 0.2])
+        if kind == "exact":  # the boundary factor, with factors below and above it
+            below = [exact - d / 2**j for d in rng.integers(1, 2 * m, size=3) if d < m]
+            above = [exact + d / 2**j for d in rng.integers(1, 4 * m + 2, size=3)]
+            grid = [exact, *below, *above]
+        elif kind == "coarse":  # a common grid: the capacity usually lands past the busiest load
+            grid = [float(f) for f in rng.choice(FACTORS, size=int(rng.integers(2, 6)), replace=False)]
+            grid.append(float(FACTORS[-1] * max(1, 2 ** int(np.ceil(np.log2(exact / FACTORS[-1]))))))
+        else:  # none of them drops nothing
+            grid = [exact - d / 2**j for d in rng.integers(1, m, size=3)] if m > 1 else []
+            grid = grid or [exact / 2]
+        factors = tuple(float(f) for f in dict.fromkeys(grid))
+        factors = tuple(factors[i] for i in rng.permutation(len(factors)))
+        block_m = int(rng.choice([1, 2, 4, 8, 16, 32, 64, 128]))
+        cases.append(Case((r.expert_ids, E, block_m, factors)))
     return cases
 
 
@@ -213,6 +258,43 @@ def capacity_orders(rows: int, num_experts: int, capacity_factor: float) -> set[
         math.ceil(capacity_factor * (rows / num_experts)),
     }
 
+
+#: The launcher of ex10.tile_lookup, given whole by the statement (Exercise.given): an answer that
+#: changes it (a schedule computed on the host, the kernel left out) scores nothing. It imports
+#: what it uses inside its body, so that no module-level name of the notebook stands in for them.
+LAUNCHER = '''\
+def tile_lookup(offsets: np.ndarray, block_m: int) -> np.ndarray:
+    """Run tile_lookup_kernel over P = cdiv(rows, block_m) + E
+    programs; (3, P) int32. Given: do not change it."""
+    import numpy as np
+    import torch
+    import triton
+
+    from nbhelpers.load_audit import host_code_problems
+    from nbhelpers.memory_access import loaded_addresses
+
+    problems = host_code_problems(tile_lookup_kernel)
+    if problems:
+        raise TypeError("; ".join(problems))
+    off = torch.tensor(np.asarray(offsets), dtype=torch.int32)
+    # the host knows rows = T * top_k
+    E, rows = off.numel() - 1, int(off[-1])
+    P = triton.cdiv(rows, block_m) + E
+    out = torch.full((3, P), -7, dtype=torch.int32)
+    # in Triton's interpreter: every address a program loads
+    loads = loaded_addresses(
+        tile_lookup_kernel, (P,), off, out, E, P, BLOCK_M=block_m
+    )
+    index = (loads.astype(np.int64) - off.data_ptr()) // 4
+    if ((index < 0) | (index > E)).any():
+        raise IndexError("a program loaded memory other than offsets")
+    if torch.cuda.is_available():  # and compiled, on the GPU
+        gpu = torch.full((3, P), -7, dtype=torch.int32, device="cuda")
+        tile_lookup_kernel[(P,)](off.cuda(), gpu, E, P, BLOCK_M=block_m)
+        if not torch.equal(gpu.cpu(), out):
+            raise ValueError("compiled, the kernel stores other values")
+    return out.numpy()
+'''
 
 #: What an answer may not call (Exercise.forbidden): the statement: no moe or kernels.
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.moe", "nbhelpers.kernels")
@@ -239,14 +321,15 @@ EXERCISES = [
         compare=_same_lookup,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        given=LAUNCHER,
     ),
     Exercise(
-        "ex10.padding_waste",
-        "Predict the padding waste",
+        "ex10.dropless_cost",
+        "What dropping nothing costs",
         3,
-        padding_waste_ref,
-        _waste_cases,
-        compare=_same_waste,
+        dropless_cost_ref,
+        _cost_cases,
+        compare=_same_cost,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
     ),
