@@ -290,6 +290,7 @@ _HOST_NODES = {
     ast.ImportFrom: "an import",
     ast.Yield: "a yield",
     ast.ClassDef: "a class",
+    ast.JoinedStr: "an f-string",  # a loaded value as text, compared on the host
 }
 
 
@@ -346,7 +347,7 @@ def host_code_problems(kernel: Any) -> list[str]:
       ``triton.runtime.interpreter.np``), or a host function of ``triton`` (``triton.cdiv``);
     - the builtins ``int``, ``float`` and ``bool`` (the interpreter turns a loaded value into a
       Python number with them), and Python constructs Triton does not compile: lists, dicts, sets,
-      comprehensions, lambdas, nested functions, ``try``, ``with``, imports.
+      comprehensions, lambdas, nested functions, f-strings, ``try``, ``with``, imports.
 
     Not a compiler: a kernel it passes may still fail to compile (a ``break``); it stops the
     escapes that let an interpreted kernel compute on the host."""

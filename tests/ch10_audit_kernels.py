@@ -41,4 +41,5 @@ def escapes(off_ptr, out_ptr, E, BLOCK_M: tl.constexpr):
     f = {k: 1 for k in d}
     g = np.asarray(tl.load(off_ptr).handle)
     h = host_helper(getattr(pid, "handle"))
-    tl.store(out_ptr + pid, a + e + f + g + h)
+    i = f"{pid}" == "3"
+    tl.store(out_ptr + pid, a + e + f + g + h + i)

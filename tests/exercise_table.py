@@ -1858,6 +1858,14 @@ CHAPTERS = [
                 ("dropless_cost", "C = math.ceil(f * rows / num_experts)", "C = math.floor(f * rows / num_experts)"),
                 # capacity from tokens, not from (token, slot) rows
                 ("dropless_cost", "rows = ids.size", "rows = ids.shape[0]"),
+                # the capacity rounded to nearest
+                ("dropless_cost", "C = math.ceil(f * rows / num_experts)", "C = round(f * rows / num_experts)"),
+                # ceiling as truncation plus one: one row too many where the product is whole
+                ("dropless_cost", "C = math.ceil(f * rows / num_experts)", "C = int(f * rows / num_experts) + 1"),
+                # the mean load as a whole number of rows before the factor
+                ("dropless_cost", "C = math.ceil(f * rows / num_experts)", "C = math.ceil(f * (rows // num_experts))"),
+                # capacity pooled over the experts: nothing dropped once E * C holds every row
+                ("dropless_cost", "C >= counts.max()", "num_experts * C >= rows"),
                 # "drops nothing" read as a capacity past the busiest load: the boundary factor missed
                 ("dropless_cost", "C >= counts.max()", "C > counts.max()"),
                 # the mean load taken for the busiest: a capacity factor of 1 thought to drop nothing
@@ -1888,6 +1896,8 @@ CHAPTERS = [
                 ),
                 # whole tiles only: the partial last tile of each expert not computed
                 ("dropless_cost", "-(-c // block_m) * block_m for c", "(c // block_m) * block_m for c"),
+                # tiles counted as c // BLOCK_M + 1: one too many where a load is a multiple of BLOCK_M
+                ("dropless_cost", "-(-c // block_m) * block_m for c", "(c + block_m) // block_m * block_m for c"),
                 # an empty expert still runs a tile
                 ("dropless_cost", "-(-c // block_m) * block_m for c", "max(1, -(-c // block_m)) * block_m for c"),
             ]

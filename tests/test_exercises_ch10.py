@@ -176,5 +176,6 @@ def test_the_kernel_audit_names_host_code():
         "reads .handle",
         "uses host_helper, a function of the host",
         "calls the Python builtin getattr",
+        "has an f-string",
     ):
         assert any(what in p for p in problems), (what, problems)
