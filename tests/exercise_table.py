@@ -1848,6 +1848,9 @@ CHAPTERS = [
                     "    tl.store(out_ptr + 2 * P + pid, row_end)\n"
                     "    return\n",
                 ),
+                # the kernel without @triton.jit: a plain function the interpreter runs as well, where
+                # any host code would run too (no GPU compiles it)
+                ("tile_lookup", "@triton.jit\ndef tile_lookup_kernel(", "def tile_lookup_kernel("),
                 # the offsets read as one unmasked block of 64: right values, loads past the E + 1 offsets
                 (
                     "tile_lookup",
