@@ -409,7 +409,7 @@ def test_gpu_report_plans_the_script_within_its_budget():
         assert PATH in gr.discover_benchmarks(ROOT)
         plan = gr.plan_steps("py", ("benchmarks",))
         (step,) = [s for s in plan if s.name == "gpu_topk"]
-        assert step.argv == ["py", "benchmarks/gpu_topk.py", "--time-limit", "9"] and step.kind == "benchmark"
+        assert step.argv == ["py", "benchmarks/gpu_topk.py", "--time-limit", "30"] and step.kind == "benchmark"
         args = bench.parse_args(step.argv[2:])  # whatever the report passes, the script takes
         assert args.time_limit < step.limit_s and step.expected_s <= step.limit_s
         # the bound the basis states: start-up, the time limit, the row in flight
@@ -433,7 +433,7 @@ def test_make_dry_run_lists_the_step():
         timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    step = r"\[benchmark\] gpu_topk \(expected 24 s, limit 27 s\): .*benchmarks/gpu_topk\.py --time-limit 9"
+    step = r"\[benchmark\] gpu_topk \(expected 45 s, limit 50 s\): .*benchmarks/gpu_topk\.py --time-limit 30"
     assert re.search(step, r.stdout), r.stdout
     total = float(re.search(r"expected in all: (\d+) s", r.stdout).group(1))
     assert total < 360

@@ -197,8 +197,11 @@ def test_this_machines_cpu_cgroup_caps_what_a_kernels_processes_use_together():
         if used is not None:
             assert 0.5 < used <= 1.1 * wall + 0.2, (used, wall)
         stat = Path(where.parents["cpu"]) / cg.dirs[0].name / "cpu.stat"
-        if where.version == 1:  # v2's cpu.stat says it too, as nr_throttled
-            assert int(dict(line.split() for line in stat.read_text().splitlines())["nr_throttled"]) > 0
+        if where.version == 1 and used is not None:  # v2's cpu.stat says it too, as nr_throttled
+            throttled = int(dict(line.split() for line in stat.read_text().splitlines())["nr_throttled"])
+            # pressed against the cap, the group was throttled; with another job on the cores the
+            # spinners may never have reached one CPU, and nothing needed throttling
+            assert throttled > 0 or used < 0.9 * wall, (throttled, used, wall)
     finally:
         cg.remove()
 
