@@ -337,3 +337,32 @@ def test_fnuz_keys_of_a_wrong_width_or_rule_are_named():
     assert "0x80 (the NaN" in ch11._same_keys(wrong, expected)
     with pytest.raises(ValueError, match="e4m3fnuz"):
         tk.fnuz_keys_ref(codes, "e4m3fn")
+
+
+def test_the_given_launcher_must_stay_as_given():
+    """ex11.topk_two_stage's launcher is given (Exercise.given): a top-k taken on the host in its
+    place (torch.sort, the kernels never run) scores nothing, however right its answers; the
+    launcher with other comments is still the one given."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+    from nbhelpers.exercise_types import code_shape
+
+    spec = next(s for s in CHAPTERS if s.chapter == 11)
+    nb = SolutionNotebook(spec.solution, spec.namespace)
+    on_the_host = (
+        "    rows, V = x.shape\n"
+        "    s = torch.sort(torch.from_numpy(np.asarray(x, dtype=np.float32)), dim=1,"
+        " descending=True, stable=True)\n"
+        "    return s.values[:, :k].numpy(), s.indices[:, :k].numpy()\n"
+        "    n_chunks"
+    )
+    result = run_check(
+        "ex11.topk_two_stage", nb.mutated("topk_two_stage", "    rows, V = x.shape\n    n_chunks", on_the_host)
+    )
+    assert not result.passed and result.points == 0 and "must stay as given" in result.error
+    assert code_shape(ch11.LAUNCHER) == code_shape(
+        ch11.LAUNCHER.replace("    # NaN, the largest", "    # NaN: the largest")
+    )
+    assert code_shape(ch11.LAUNCHER) != code_shape(ch11.LAUNCHER.replace("V + chunk", "V"))

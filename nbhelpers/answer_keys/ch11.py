@@ -584,6 +584,56 @@ def _flip_cases(rng: np.random.Generator) -> list[Case]:
 
 
 #: What an answer may not call (Exercise.forbidden): the statement: no topk or kernels.
+#: The launcher of ex11.topk_two_stage, given whole by the statement (Exercise.given): an answer that
+#: changes it (a top-k taken on the host, the kernels left out) scores nothing. It imports what it
+#: uses inside its body, so that no module-level name of the notebook stands in for them.
+LAUNCHER = '''\
+def topk_two_stage(x: np.ndarray, k: int, chunk: int):
+    """(values (rows, k) float32, indices (rows, k) int64): the top k of
+    each row of x (rows, V) float32 by topk_chunk_kernel over chunks of
+    `chunk` columns, then topk_merge_kernel. Given: do not change it."""
+    import numpy as np
+    import torch
+    import triton
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+    rows, V = x.shape
+    n_chunks = triton.cdiv(V, chunk)
+    K_PAD = triton.next_power_of_2(k)
+    # NaN, the largest value, past the end
+    # of every row: a missing mask reads it
+    xt = torch.full((rows + 1, V + chunk), float("nan"), device=DEVICE)
+    xt[:rows, :V] = torch.from_numpy(np.asarray(x, dtype=np.float32)).to(
+        DEVICE
+    )
+    part = torch.full(
+        (rows, n_chunks, K_PAD), -1, dtype=torch.int64, device=DEVICE
+    )
+    # one row of room on each side of the outputs:
+    # a write outside (rows, k) lands there
+    vals = torch.full((rows + 2, k), -7.0, device=DEVICE)
+    idx = torch.full((rows + 2, k), -7, dtype=torch.int64, device=DEVICE)
+    topk_chunk_kernel[(rows, n_chunks)](
+        xt, part, V, k, xt.stride(0), n_chunks, CHUNK=chunk, K_PAD=K_PAD
+    )
+    topk_merge_kernel[(rows,)](
+        xt,
+        part,
+        vals[1:],
+        idx[1:],
+        V,
+        k,
+        xt.stride(0),
+        n_chunks,
+        K_PAD=K_PAD,
+        NC_PAD=triton.next_power_of_2(n_chunks),
+    )
+    outside = torch.cat([idx[0], idx[-1]]) != -7
+    if outside.any() or (torch.cat([vals[0], vals[-1]]) != -7.0).any():
+        raise IndexError("the merge wrote outside the (rows, k) outputs")
+    return vals[1:-1].cpu().numpy(), idx[1:-1].cpu().numpy()
+'''
+
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.topk", "nbhelpers.kernels")
 #: The course's machinery under every interpreted launch (a cache of the interpreter's work).
 MACHINERY = ("nbhelpers.kernels.interpreter_cache",)
@@ -608,6 +658,7 @@ EXERCISES = [
         compare=_same_topk,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        given=LAUNCHER,
     ),
     Exercise(
         "ex11.radix_cost",
