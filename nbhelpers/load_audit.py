@@ -160,11 +160,15 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
 
 
 def _unfilled_load(node: ast.AST) -> bool:
-    """Whether ``node`` is a ``tl.load`` under a mask (by keyword or position) without ``other``."""
+    """Whether ``node`` is a ``tl.load`` under a mask (by keyword or position) without ``other``
+    (``other=None``, Triton's default, is none)."""
     if not _is_tl_call(node, "load"):
         return False
     masked = _keyword(node, "mask") is not None or len(node.args) >= 2
-    filled = _keyword(node, "other") is not None or len(node.args) >= 3
+    other = _keyword(node, "other")
+    if other is None and len(node.args) >= 3:
+        other = node.args[2]
+    filled = other is not None and not (isinstance(other, ast.Constant) and other.value is None)
     return masked and not filled
 
 
@@ -178,7 +182,54 @@ def _unfilled(node: ast.AST, names: dict[str, bool]) -> bool:
         return _unfilled(node.func.value, names)
     if isinstance(node, ast.Name):
         return names.get(node.id, False)
+    if isinstance(node, ast.BinOp):  # arithmetic keeps the undefined lanes undefined
+        return _unfilled(node.left, names) or _unfilled(node.right, names)
+    if isinstance(node, ast.UnaryOp):
+        return _unfilled(node.operand, names)
     return False
+
+
+def _assignments(tree: ast.AST) -> list[tuple[int, str, ast.expr]]:
+    """Every assignment to a plain name, in source order: (line, name, value); a tuple assigned
+    from a tuple of the same length (``a, b = x, y``) counts as one assignment per name."""
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Name):
+            out.append((node.lineno, target.id, value))
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            out.extend((node.lineno, t.id, v) for t, v in zip(target.elts, value.elts) if isinstance(t, ast.Name))
+    return sorted(out, key=lambda a: a[0])
+
+
+def _float32_zeros(node: ast.AST) -> bool:
+    """Whether ``node`` is ``tl.zeros(...)`` or ``tl.full(...)`` with ``dtype=tl.float32``."""
+    if not (_is_tl_call(node, "zeros") or _is_tl_call(node, "full")):
+        return False
+    dtype = _keyword(node, "dtype")
+    if dtype is None:
+        dtype = node.args[1] if _is_tl_call(node, "zeros") and len(node.args) >= 2 else None
+        dtype = node.args[2] if dtype is None and _is_tl_call(node, "full") and len(node.args) >= 3 else dtype
+    return isinstance(dtype, ast.Attribute) and dtype.attr == "float32"
+
+
+def _accumulators(tree: ast.AST) -> dict[str, int]:
+    """Names a ``tl.dot`` accumulates into (``acc += tl.dot(a, b)``, ``acc = tl.dot(a, b, acc)``),
+    each with the line of its first accumulation."""
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            if any(_is_tl_call(n, "dot") for n in ast.walk(node.value)):
+                found[node.target.id] = min(node.lineno, found.get(node.target.id, node.lineno))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+            if _is_tl_call(value, "dot"):
+                acc = _keyword(value, "acc") or (value.args[2] if len(value.args) >= 3 else None)
+                if isinstance(acc, ast.Name) and acc.id == name:
+                    found[name] = min(node.lineno, found.get(name, node.lineno))
+    return found
 
 
 def _value_of(node: ast.AST | None, fn: Any) -> Any:
@@ -206,8 +257,13 @@ def dot_operand_problems(kernel: Any) -> list[str]:
     - a ``tl.dot`` without ``input_precision="ieee"``: on an NVIDIA GPU float32 operands are then
       rounded to TF32 (10 mantissa bits); the interpreter multiplies them in float32;
     - an operand of ``tl.dot`` that is, or is last assigned above the dot from, a
-      ``tl.load(..., mask=...)`` without ``other=``: the masked-off lanes are undefined on a GPU
-      (the interpreter gives zeros) and the dot sums them.
+      ``tl.load(..., mask=...)`` without ``other=`` (or with ``other=None``, the default), or
+      arithmetic on one: the masked-off lanes are undefined on a GPU (the interpreter gives
+      zeros) and the dot sums them;
+    - an accumulator of ``tl.dot`` (``acc += tl.dot(...)``, ``acc = tl.dot(a, b, acc)``) whose
+      last assignment before it is not ``tl.zeros(..., dtype=tl.float32)``: the interpreter
+      promotes it to float32 at the first addition, a GPU's compiler refuses a loop-carried value
+      whose type changes (or accumulates in the narrower type).
 
     Raises ValueError when the kernel's source cannot be read (a function defined from a string)."""
     fn = getattr(kernel, "fn", kernel)
@@ -219,11 +275,7 @@ def dot_operand_problems(kernel: Any) -> list[str]:
     # every assignment to a plain name, in source order: (line, name, whether it is a masked load
     # without other=); an operand of tl.dot takes the last one above the dot, so a load whose lanes
     # are then filled (a = tl.where(mask, a, 0.0)) is not reported
-    assigns = sorted(
-        (node.lineno, node.targets[0].id, node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-    )
+    assigns = _assignments(tree)
     names: dict[str, bool] = {}
     assigned = []
     for ln, name, value in assigns:  # a copy or a conversion of an unfilled load carries it on
@@ -237,8 +289,11 @@ def dot_operand_problems(kernel: Any) -> list[str]:
         line = first + node.lineno
         # input_precision="ieee" (a constant, or a name the kernel's globals or parameter
         # defaults make "ieee"), or the older allow_tf32=False (Triton 3.7.1 maps it to "ieee")
-        ieee = _value_of(_keyword(node, "input_precision"), fn) == "ieee"
-        no_tf32 = _value_of(_keyword(node, "allow_tf32"), fn) is False
+        # by keyword or by position: tl.dot(input, other, acc, input_precision, allow_tf32, ...)
+        precision = _keyword(node, "input_precision") or (node.args[3] if len(node.args) >= 4 else None)
+        allow = _keyword(node, "allow_tf32") or (node.args[4] if len(node.args) >= 5 else None)
+        ieee = _value_of(precision, fn) == "ieee"
+        no_tf32 = _value_of(allow, fn) is False
         if not (ieee or no_tf32):
             problems.append(
                 f'the tl.dot on line {line} has no input_precision="ieee": on an NVIDIA GPU its '
@@ -260,6 +315,16 @@ def dot_operand_problems(kernel: Any) -> list[str]:
                 f"other= (line {first + where[0]}): on a GPU the masked-off lanes are undefined, and "
                 "the dot sums them"
             )
+    for name, line in _accumulators(tree).items():
+        before = [(ln, value) for ln, n, value in assigns if n == name and ln < line]
+        if before and _float32_zeros(before[-1][1]):
+            continue
+        where = f"line {first + before[-1][0]}" if before else "nowhere above it"
+        problems.append(
+            f"{name}, the accumulator of the tl.dot on line {first + line}, is not started as "
+            f"tl.zeros(..., dtype=tl.float32) ({where}): the interpreter turns it into float32 at the "
+            "first addition, while a GPU's compiler refuses a loop-carried value whose type changes"
+        )
     return problems
 
 

@@ -1332,6 +1332,22 @@ CHAPTERS = [
             [
                 # one sector per thread: straddling elements counted once
                 ("sector_count", "range(first // 32, last // 32 + 1)", "range(first // 32, first // 32 + 1)"),
+                # only the sectors of an element's first and last bytes: a middle sector is lost
+                (
+                    "sector_count",
+                    "sectors.update(range(first // 32, last // 32 + 1))",
+                    "sectors.update({first // 32, last // 32})",
+                ),
+                # a closed form: the span from the first byte to the last while the gap between
+                # elements is at most a sector (a gap of exactly 32 bytes skips a whole sector)
+                (
+                    "sector_count",
+                    "    sectors = set()\n",
+                    "    gap = (stride - 1) * elem_bytes\n"
+                    "    if gap <= 32:\n"
+                    "        return (base + 31 * stride * elem_bytes + elem_bytes - 1) // 32 - base // 32 + 1\n"
+                    "    sectors = set()\n",
+                ),
                 # the element's end one byte too far (first + elem_bytes): an aligned element seems to straddle
                 ("sector_count", "last = first + elem_bytes - 1", "last = first + elem_bytes"),
                 # the base ignored: every request taken as sector-aligned
@@ -1518,6 +1534,32 @@ CHAPTERS = [
                     "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)",
                 ),
                 # the K masks against K, not the range's end: the next range's first elements summed twice
+                # the accumulator in another type: the interpreter promotes it at the first
+                # addition, a GPU's compiler refuses the loop (the source audit names it)
+                (
+                    "split_k_matmul",
+                    "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                    "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)",
+                ),
+                ("split_k_matmul", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = 0.0"),
+                # other=None written out: Triton's default, the lanes still undefined
+                (
+                    "split_k_matmul",
+                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)",
+                    "a = tl.load(a_ptrs, mask=a_mask, other=None)",
+                ),
+                # both loads in one tuple assignment, neither filled
+                (
+                    "split_k_matmul",
+                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
+                    "a, b = tl.load(a_ptrs, mask=a_mask), tl.load(b_ptrs, mask=b_mask)",
+                ),
+                # arithmetic on an unfilled load keeps its lanes undefined
+                (
+                    "split_k_matmul",
+                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)",
+                    "a = tl.load(a_ptrs, mask=a_mask)\n        a = a * 1.0",
+                ),
                 ("split_k_matmul", "< k_end - k0", "< K - k0"),
                 # the range's end not clipped to K: the last range reads past K
                 ("split_k_matmul", "k_end = tl.minimum(k_start + K_SPLIT, K)", "k_end = k_start + K_SPLIT"),
@@ -1679,6 +1721,27 @@ CHAPTERS = [
                 ),
                 # registers per thread not rounded up to the allocation unit (8 per thread)
                 ("resident_warps", "regs = -(-registers // 8) * 8", "regs = registers"),
+                # the 1 KB reserve counted inside the 227 KB a block may ask for
+                (
+                    "resident_warps",
+                    "    limit = min(blocks, key=blocks.get)\n",
+                    '    if shared + 1024 > 227 * 1024:\n        return 0, "shared memory"\n'
+                    "    limit = min(blocks, key=blocks.get)\n",
+                ),
+                # a KB of 1,000 bytes
+                (
+                    "resident_warps",
+                    "    limit = min(blocks, key=blocks.get)\n",
+                    '    if shared > 227 * 1000:\n        return 0, "shared memory"\n'
+                    "    limit = min(blocks, key=blocks.get)\n",
+                ),
+                # exactly 227 KB refused: >= for >
+                (
+                    "resident_warps",
+                    "    limit = min(blocks, key=blocks.get)\n",
+                    '    if shared >= 227 * 1024:\n        return 0, "shared memory"\n'
+                    "    limit = min(blocks, key=blocks.get)\n",
+                ),
                 # shared memory allocated in 256-byte units instead of 128
                 (
                     "resident_warps",
@@ -1742,6 +1805,17 @@ CHAPTERS = [
                     "offsets_and_schedule",
                     "np.array(tile_expert, dtype=np.int64),\n        np.array(tile_row_start, dtype=np.int64),",
                     "np.array(tile_expert, dtype=np.float64),\n        np.array(tile_row_start, dtype=np.float64),",
+                ),
+                # 16-bit arrays: right for a decode batch, wrapped past 65,535 rows
+                (
+                    "offsets_and_schedule",
+                    "np.array(tile_row_start, dtype=np.int64),",
+                    "np.array(tile_row_start, dtype=np.uint16),",
+                ),
+                (
+                    "offsets_and_schedule",
+                    "    return (\n        offsets,",
+                    "    return (\n        offsets.astype(np.uint16),",
                 ),
                 # no leading 0: E offsets, the ends only
                 (

@@ -438,3 +438,45 @@ def test_dot_operand_problems_says_when_it_cannot_read_the_source():
     exec("def kernel(x):\n    return x\n", ns)  # a function with no source file
     with pytest.raises(ValueError, match="cannot read the source of 'kernel'"):
         dot_operand_problems(ns["kernel"])
+
+
+def test_dot_operand_problems_takes_positional_precision_and_names_the_accumulator():
+    """tl.dot(a, b, acc, "ieee") says ieee by position (Triton 3.7.1's fourth parameter); an
+    accumulator started as float16 or as a Python float is named; a float32 tl.zeros is not."""
+    import triton
+    import triton.language as tl
+
+    from nbhelpers.load_audit import dot_operand_problems
+
+    @triton.jit
+    def positional(a_ptr, c_ptr):
+        offs = tl.arange(0, 16)
+        a = tl.load(a_ptr + offs[:, None] * 16 + offs[None, :])
+        acc = tl.zeros((16, 16), dtype=tl.float32)
+        acc = tl.dot(a, a, acc, "ieee")
+        tl.store(c_ptr + offs[:, None] * 16 + offs[None, :], acc)
+
+    assert dot_operand_problems(positional) == []
+
+    @triton.jit
+    def half(a_ptr, c_ptr):
+        offs = tl.arange(0, 16)
+        a = tl.load(a_ptr + offs[:, None] * 16 + offs[None, :])
+        acc = tl.zeros((16, 16), dtype=tl.float16)
+        for _ in range(2):
+            acc += tl.dot(a, a, input_precision="ieee")
+        tl.store(c_ptr + offs[:, None] * 16 + offs[None, :], acc)
+
+    (problem,) = dot_operand_problems(half)
+    assert "acc, the accumulator of the tl.dot" in problem and "tl.zeros(..., dtype=tl.float32)" in problem
+
+    @triton.jit
+    def python_float(a_ptr, c_ptr):
+        offs = tl.arange(0, 16)
+        a = tl.load(a_ptr + offs[:, None] * 16 + offs[None, :])
+        acc = 0.0
+        acc += tl.dot(a, a, input_precision="ieee")
+        tl.store(c_ptr + offs[:, None] * 16 + offs[None, :], acc)
+
+    (problem,) = dot_operand_problems(python_float)
+    assert "acc, the accumulator" in problem

@@ -64,6 +64,11 @@ def _sector_cases(rng: np.random.Generator) -> list[Case]:
         Case((1, 3, 0), label="bytes, stride 3"),
         Case((32, 1, 0), label="32-byte elements, aligned"),
         Case((48, 1, 16), label="48-byte elements"),
+        Case((48, 2, 24), label="48-byte elements, stride 2: each covers three sectors, none shared"),
+        Case((40, 3, 28), label="40-byte elements, stride 3: a middle sector only the element itself covers"),
+        Case((16, 3, 0), label="16-byte elements, stride 3: 32 bytes between elements, an empty sector each"),
+        Case((8, 5, 4), label="8-byte elements, stride 5: 32 bytes between them, misaligned"),
+        Case((4, 9, 0), label="fp32, stride 9: 32 bytes between elements"),
         Case((4, 7, 2**40 + 12), label="a large address"),
     ]
     sizes = [1, 2, 4, 8, 16, 3, 6, 12, 24, 40]
@@ -87,6 +92,13 @@ def _sector_cases(rng: np.random.Generator) -> list[Case]:
         else:
             base = int(rng.integers(0, 2**20))
         cases.append(Case((eb, stride, max(base, 0))))
+    for _ in range(3):  # elements over three sectors, apart: a middle sector no neighbour covers
+        eb = int(rng.choice([40, 48]))
+        offset = int(rng.integers(64 - eb + 1, 32))  # the element's first byte in its sector
+        cases.append(Case((eb, int(rng.integers(2, 6)), 32 * int(rng.integers(0, 1000)) + offset)))
+    for _ in range(3):  # exactly 32 bytes between elements: a whole sector skipped each time
+        eb, stride = [(2, 17), (4, 9), (8, 5), (16, 3), (32, 2)][int(rng.integers(0, 5))]
+        cases.append(Case((eb, stride, eb * int(rng.integers(0, 2**16)))))  # aligned: no element straddles
     return cases
 
 

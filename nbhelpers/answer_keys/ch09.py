@@ -294,6 +294,9 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
         Case((226, 4, 128 * KB), label="a GEMM config: 226 registers, 128 KB of pipelining buffers"),
         Case((255, 16, 0), label="16 warps of 255 registers: more than a block may have"),
         Case((64, 4, 227 * KB + 1), label="1 byte over the 227 KB a block may use"),
+        Case((64, 4, 227 * KB), label="exactly the 227 KB a block may use, not counting the reserve"),
+        Case((64, 4, 226 * KB + 512), label="226.5 KB: fits a block, though not with the reserve inside 227 KB"),
+        Case((64, 4, 227 * 1000 + 128), label="227,128 B: more than 227,000, less than 227 KB"),
     ]
     spec = H100
     for _ in range(10):  # register-bound, just past a multiple of 8 that would keep one more block
@@ -314,6 +317,11 @@ def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
         room = spec.shared_per_sm // b  # b blocks of at most `room` bytes, reserve included
         shared = room - int(rng.integers(1, 1024))  # fits b times without the reserve, b - 1 with it
         cases.append(Case((int(rng.integers(16, 72)), int(rng.choice([1, 2, 4])), shared)))
+    # at the 227 KB a block may ask for (the reserve not counted): exactly it, and just under it
+    cases.append(Case((int(rng.integers(16, 72)), int(rng.choice([1, 2, 4])), 227 * KB)))
+    cases.append(
+        Case((int(rng.integers(16, 72)), int(rng.choice([1, 2, 4])), int(rng.integers(226 * KB + 1, 227 * KB))))
+    )
     for _ in range(4):  # b blocks fill all 228 KB of the SM: more than the 227 KB one block may have
         b = int(rng.integers(2, 9))
         alloc = spec.shared_per_sm // b // 128 * 128

@@ -88,6 +88,9 @@ def _routing_cases(rng: np.random.Generator) -> list[Case]:
         Case((np.zeros((0, 2), dtype=np.int64), 3, 4), label="no tokens"),
         Case((_from_counts([7]), 1, 1), label="one expert, BLOCK_M = 1"),
     ]
+    # a prefill batch: more rows than 16 bits hold, so offsets and row starts need a wide integer
+    big = route(17000, 64, 4, skew=1.0, seed=int(rng.integers(2**31)))
+    cases.append(Case((big.expert_ids, 64, 128), label="17,000 tokens, top-4 of 64: 68,000 rows"))
     for _ in range(20):
         E = int(rng.choice([2, 3, 5, 8, 16, 33]))
         k = int(rng.integers(1, min(E, 4) + 1))
