@@ -555,3 +555,26 @@ def test_chapter_comparators_pickle_and_never_raise(name):
     for got in odd:
         reason = ex.compare(got, expected)
         assert isinstance(reason, str) and reason, got
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the fp32 accumulator turned float64 by numpy: the promotion never rounds
+        ("acc = acc + S.astype(np.float32)", "acc = acc + S"),
+        # the epilogue in float64 instead of two float32 multiplies
+        ("(acc * sA.astype(np.float32)) * sB.astype(np.float32)", "acc * sA * sB"),
+    ],
+)
+def test_precision_slips_fail_on_the_fixed_cases_near_fp32_rounding(old, new):
+    """Mistakes that move an error by 2-30% only where it is near float32's own rounding: the two
+    fixed cases at 16 bits, groups of 16, e5m2, K = 4096 (bounds 1.2% either side of the error of
+    promoting every 16) fail each of them, at every seed."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+
+    spec = next(s for s in CHAPTERS if s.chapter == 7)
+    wrong = SolutionNotebook(spec.solution, spec.namespace).mutated("largest_promotion_interval", old, new)
+    assert not run_check("ex07.largest_promotion_interval", wrong, seed=0).passed
