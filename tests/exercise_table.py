@@ -954,6 +954,13 @@ CHAPTERS = [
                     "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]), f) * float(np.float32(amax / "
                     "{'e4m3fn': 448.0, 'e5m2': 57344.0}[f])) - x) ** 2))",
                 ),
+                # Transformer Engine's order: the base scale rounded to float32 first, the margin
+                # applied after (bits lost where amax_h / 448 is a float32 subnormal)
+                (
+                    "best_margin",
+                    "float(np.float32(2.0**margin * amax_h / 448))",
+                    "2.0**margin * float(np.float32(amax_h / 448))",
+                ),
                 # a value exactly at 448 counted as clamped (the engine clamps only beyond it)
                 ("best_margin", "v > 448", "v >= 448"),
                 # flushed below e4m3fn's smallest subnormal 2**-9 instead of at or below half of it

@@ -859,6 +859,13 @@ def _margin_cases(rng: np.random.Generator) -> list[Case]:
         if kind in (1, 4, 7):  # values on the boundaries at the answer
             xs = _plant_ties(rng, xs, H)
         cases.append(Case((xs, H)))
+    # amaxes whose amax_h / 448 lies among float32's subnormals, boundaries planted: the scale is
+    # rounded once, after the margin; rounded before it (2**margin * fp32(amax_h / 448)) it keeps
+    # fewer bits, and the planted values land on the other side of their boundary
+    for _ in range(6):
+        H = int(rng.integers(1, 7))
+        xs = [x * 2.0 ** float(rng.uniform(-132, -128)) for x in _sequence(rng)]
+        cases.append(Case((_plant_ties(rng, xs, H), H)))
     return cases
 
 
