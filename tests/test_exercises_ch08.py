@@ -72,3 +72,30 @@ def test_copy_comparator_names_the_count_and_never_raises():
     assert "loaded outside x: 2" in ch08._copy_and_counts((buffer, 2, 0, 0), expected)
     for bad in ("x", None, (buffer, 0, 0), (buffer[:3], 0, 0, 0), (buffer, 0, "a", 0), (buffer, float("nan"), 0, 0)):
         assert isinstance(ch08._copy_and_counts(bad, expected), str)
+
+
+def test_the_given_launcher_must_stay_as_given():
+    """ex08.masked_copy's launcher is given (Exercise.given): the copy done on the host with every
+    count set to 0 (the kernel never run) scores nothing, however right its buffer; the launcher
+    with other comments is still the one given."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.answer_keys import ch08
+    from nbhelpers.checks import run_check
+    from nbhelpers.exercise_types import code_shape
+
+    spec = next(s for s in CHAPTERS if s.chapter == 8)
+    nb = SolutionNotebook(spec.solution, spec.namespace)
+    old = "    x = torch.from_numpy(np.ascontiguousarray(x))\n"
+    on_the_host = (
+        "    x = np.ascontiguousarray(x)\n"
+        "    out = np.full(x.size + 2 * block, 99, dtype=x.dtype)\n"
+        "    out[block : block + x.size] = x\n"
+        "    return out, 0, 0, 0\n" + old
+    )
+    result = run_check("ex08.masked_copy", nb.mutated("masked_copy", old, on_the_host))
+    assert not result.passed and result.points == 0 and "must stay as given" in result.error
+    recommented = ch08.LAUNCHER.replace("        # a CPU copy of", "        # a copy, on the CPU, of")
+    assert recommented != ch08.LAUNCHER and code_shape(recommented) == code_shape(ch08.LAUNCHER)
+    assert code_shape(ch08.LAUNCHER) != code_shape(ch08.LAUNCHER.replace("n + 2 * block", "n + block"))

@@ -308,6 +308,81 @@ MACHINERY = (
     "nbhelpers.memory_access:memory_requests",
 )
 
+#: The launcher of ex08.masked_copy, given whole by the statement (Exercise.given): an answer that
+#: changes it (the copy done on the host, the counts set to 0) scores nothing. It imports what it
+#: uses inside its body, so that no module-level name of the notebook stands in for them.
+LAUNCHER = '''\
+def masked_copy(
+    x: np.ndarray, block: int
+) -> tuple[np.ndarray, int, int, int]:
+    """Copy x (n,) with masked_copy_kernel; return the
+    output buffer with its guards, (n + 2 block,), the
+    number of elements the kernel loaded outside x, its
+    loads of elements of x beyond one each, and the
+    sectors its loads, and its stores, touched beyond
+    the least a copy of x needs. Given: do not change it."""
+    import numpy as np
+    import torch
+    import triton
+
+    from nbhelpers.memory_access import memory_requests
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def at_sector(t: torch.Tensor, lead: int) -> torch.Tensor:
+        # a CPU copy of the 1-D tensor t whose element lead
+        # starts at a 32-byte boundary (the start of a sector)
+        size = t.element_size()
+        raw = torch.empty(t.numel() + 32 // size, dtype=t.dtype)
+        skip = (-(raw.data_ptr() + lead * size) % 32) // size
+        return raw[skip : skip + t.numel()].copy_(t)
+
+    x = torch.from_numpy(np.ascontiguousarray(x))
+    n = x.numel()
+    src = torch.full((n + 2 * block,), 77, dtype=x.dtype)
+    dst = torch.full((n + 2 * block,), 99, dtype=x.dtype, device=DEVICE)
+    src[block : block + n] = x
+    if n == 0:
+        return dst.cpu().numpy(), 0, 0, 0
+    grid = (triton.cdiv(n, block),)
+    masked_copy_kernel[grid](
+        src.to(DEVICE)[block:], dst[block:], n, BLOCK=block
+    )
+    # once more in the interpreter, on the CPU, with x and the
+    # output at sector boundaries: every load and store, lane by lane
+    xs = at_sector(src, block)[block:]
+    requests = memory_requests(
+        masked_copy_kernel,
+        grid,
+        xs,
+        at_sector(src, block)[block:],
+        n,
+        BLOCK=block,
+    )
+    loads = [r.addresses[r.active] for r in requests if r.op == "load"]
+    index = (
+        np.concatenate([np.zeros(0, np.uint64), *loads]).astype(np.int64)
+        - xs.data_ptr()
+    ) // x.element_size()
+    inside = index[(index >= 0) & (index < n)]
+    outside = int(index.size - inside.size)
+    repeated = int(inside.size - np.unique(inside).size)
+    # the least: warps of 32 contiguous elements of each block,
+    # from a sector boundary, ceil(k * s / 32) sectors for k
+    first = np.arange(0, grid[0] * block, block)[:, None]
+    k = np.clip(n - first - np.arange(0, block, 32), 0, min(block, 32))
+    least = int((-(-k * x.element_size() // 32)).sum())
+    # a warp: 32 consecutive lanes of one request; it moves
+    # every sector its active lanes touch
+    touched = {"load": 0, "store": 0}
+    for r in requests:
+        for w in range(0, r.addresses.size, 32):
+            lanes = r.addresses[w : w + 32][r.active[w : w + 32]]
+            touched[r.op] += np.unique(lanes // 32).size
+    extra = sum(max(0, t - least) for t in touched.values())
+    return dst.cpu().numpy(), outside, repeated, extra
+'''
+
 EXERCISES = [
     Exercise(
         "ex08.sector_count",
@@ -327,6 +402,7 @@ EXERCISES = [
         compare=_copy_and_counts,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        given=LAUNCHER,
     ),
     Exercise(
         "ex08.trace_sectors",
