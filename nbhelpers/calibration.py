@@ -23,7 +23,8 @@ the fitted model's work without launches, so the reader sees what each launch le
 
 The latency is not fitted. The runs bound it from above instead (``latency_caps_s``, per batch): a
 program cannot finish before its chain of dependent steps, so every single-launch top-k row's time
-caps ``steps / stages x latency``; the smallest cap of each batch is kept (batch 1 is an idle
+caps ``steps / stages x latency`` (given the assumed launch cost, subtracted first); the smallest
+cap of each batch is kept (batch 1 is an idle
 memory system, the latency unloaded; a full batch loads it).
 
 Then :func:`topk_rows`, :func:`copy_rows` and :func:`gemm_rows` predict every Triton row again
@@ -35,8 +36,8 @@ their ratios are Triton's rate over torch's.
 
 What it cannot do: fit what the runs do not vary (the clock, which the runs do not record: an SM
 slower than the assumed clock looks like a larger ``issue_factor``; the L2, which the model leaves
-out: a strided read at stride 16 or more costs a 64-byte fetch where the model counts a 32-byte
-sector), or transfer to another GPU (the fractions and ``issue_factor`` belong to the GPU, the
+out: at stride 16 or more a strided read behaves as if DRAM were read 64 bytes at a time where the
+model counts a 32-byte sector), or transfer to another GPU (the fractions and ``issue_factor`` belong to the GPU, the
 driver and the Triton version of the run; :attr:`Calibration.run` names them).
 """
 
@@ -70,7 +71,7 @@ FITTED_LOOP = ("row", "two_stage")
 
 @dataclass(frozen=True)
 class Calibration:
-    """``spec``: the datasheet's GPU as the runs' timer sees it (``launch_s`` 0); ``gpu``: the
+    """``spec``: the datasheet's GPU (:func:`perf_model.model_gpu`); ``gpu``: the
     fitted one (the HBM rate and peaks scaled by the fractions, ``issue_factor`` set); the fitted
     numbers; ``latency_caps_s``: per top-k batch, the largest latency its single-launch rows allow;
     ``fitted_on``: the rows each number came from; ``run``: the GPU, date, driver and Triton of
