@@ -62,7 +62,10 @@ def fit_text(c: Calibration) -> str:
 
 
 def _span(values: list[float]) -> str:
-    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
+    if not values:
+        return "-"
+    lo, hi = f"{min(values):.2f}", f"{max(values):.2f}"
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def topk_text(c: Calibration, run: dict) -> str:
@@ -79,7 +82,7 @@ def topk_text(c: Calibration, run: dict) -> str:
             a["batch"],
             a["k"],
             a["method"],
-            group_of.get(key(a), "fitted to"),
+            group_of.get(key(a), "fitted"),
             a["ms"] * 1e3,
             spec_ratio[key(a)]["predicted_ms"] * 1e3,
             spec_ratio[key(a)]["ratio"],
@@ -95,7 +98,7 @@ def topk_text(c: Calibration, run: dict) -> str:
             "batch",
             "k",
             "method",
-            "row",
+            "group",
             "measured us",
             "datasheet us",
             "ratio",
@@ -142,6 +145,6 @@ def chunk_text(c: Calibration, V: int, cases: Iterable[tuple[int, int]], value_b
         rows.append((k, batch, *picks, *fitted))
     return text_table(
         rows,
-        ["k", "batch", "chunk, datasheet", "chunk, fitted", "fitted us at the first", "at the second"],
+        ["k", "batch", "chunk, datasheet", "chunk, fitted", "fitted us, datasheet's chunk", "fitted us, fitted chunk"],
         digits=4,
     )
