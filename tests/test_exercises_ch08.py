@@ -2,6 +2,11 @@
 
 import numpy as np
 
+from nbhelpers.device import setup_device
+
+# before anything imports nbhelpers.kernels (the copy reference does): the interpreter on a CPU
+setup_device(verbose=False)
+
 from nbhelpers.answer_keys import ch08
 
 
