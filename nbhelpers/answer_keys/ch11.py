@@ -157,12 +157,20 @@ def _random_codes(rng: np.random.Generator, fmt: str) -> np.ndarray:
     sp = np.array(_specials(fmt), dtype=np.int64)
     s, e = f.sign_bit, f.exp_mask
     always = np.array([0, s, e, e | s, e | 1, e | 1 | s], dtype=np.int64)
-    extra = rng.choice(sp, size=int(rng.integers(0, 3 * sp.size)))
+    return _mixed_in(rng, codes, always, sp, 3 * sp.size, f.uint_dtype)
+
+
+def _mixed_in(
+    rng: np.random.Generator, codes: np.ndarray, always: np.ndarray, specials, most: int, dtype
+) -> np.ndarray:
+    """``codes`` (int64) with ``always`` and up to ``most`` more of ``specials`` at random places,
+    as ``dtype``, 1-D or (four times in ten) 2-D."""
+    extra = rng.choice(specials, size=int(rng.integers(0, most)))
     mixed = np.concatenate([always, extra])
-    codes[rng.choice(n, size=mixed.size, replace=False)] = mixed
-    codes = codes.astype(f.uint_dtype)
+    codes[rng.choice(codes.size, size=mixed.size, replace=False)] = mixed
+    codes = codes.astype(dtype)
     if rng.random() < 0.4:
-        codes = codes[: n // 4 * 4].reshape(4, -1)
+        codes = codes[: codes.size // 4 * 4].reshape(4, -1)
     return codes
 
 
@@ -180,13 +188,7 @@ def _random_fnuz(rng: np.random.Generator, fmt: str) -> np.ndarray:
     n = int(rng.integers(40, 400))
     codes = rng.integers(0, 256, size=n, dtype=np.int64)
     always = np.array([0x00, 0x80, 0x7F, 0xFF], dtype=np.int64)
-    extra = rng.choice(_FNUZ_SPECIALS[fmt], size=int(rng.integers(0, 12)))
-    mixed = np.concatenate([always, extra])
-    codes[rng.choice(n, size=mixed.size, replace=False)] = mixed
-    codes = codes.astype(np.uint8)
-    if rng.random() < 0.4:
-        codes = codes[: n // 4 * 4].reshape(4, -1)
-    return codes
+    return _mixed_in(rng, codes, always, _FNUZ_SPECIALS[fmt], 12, np.uint8)
 
 
 def _key_cases(rng: np.random.Generator) -> list[Case]:
