@@ -252,3 +252,48 @@ def cpu_has(flag: str) -> bool | None:
     if info is None or "flags" not in info:
         return None
     return flag in info["flags"].split()
+
+
+def _parse_size(text: str) -> int | None:
+    """'32768K' / '32M' / '1024' (Linux sysfs cache sizes) in bytes; None if unreadable."""
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    return int(digits) * scale if digits.isdigit() else None
+
+
+def cpu_cache_bytes(level: int, root: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """The size in bytes of the first CPU's data or unified cache at ``level`` (1, 2, 3), from
+    Linux's sysfs (one instance: what one core's cache of that level holds, shared or not); None
+    where sysfs does not say (not Linux, or no such level)."""
+    import os
+
+    try:
+        entries = sorted(e for e in os.listdir(root) if e.startswith("index"))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            with open(os.path.join(root, entry, "level")) as fh:
+                found = int(fh.read().strip())
+            with open(os.path.join(root, entry, "type")) as fh:
+                kind = fh.read().strip()
+            with open(os.path.join(root, entry, "size")) as fh:
+                size = _parse_size(fh.read())
+        except (OSError, ValueError):
+            continue
+        if found == level and kind in ("Data", "Unified"):
+            return size
+    return None
+
+
+def transparent_huge_pages(path: str = "/sys/kernel/mm/transparent_hugepage/enabled") -> str | None:
+    """Linux's transparent huge page mode, the bracketed word of ``path`` ("always", "madvise",
+    "never"); None where there is no such file (not Linux)."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1 : end] if 0 <= start < end else None

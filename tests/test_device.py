@@ -150,3 +150,26 @@ def test_cpu_model_and_features_from_proc_cpuinfo(tmp_path, monkeypatch):
     assert device.cpu_has("avx") is False  # whole names, not prefixes
     monkeypatch.setattr(device, "_cpuinfo", lambda path=None: real(str(tmp_path / "absent")))
     assert device.cpu_has("avx2") is None and isinstance(device.cpu_model(), str) and device.cpu_model()
+
+
+def test_cpu_cache_bytes_and_huge_pages_from_sysfs(tmp_path):
+    import nbhelpers.device as device
+
+    root = tmp_path / "cache"
+    for i, (level, kind, size) in enumerate(
+        [(1, "Data", "32K"), (1, "Instruction", "64K"), (2, "Unified", "1024K"), (3, "Unified", "32M")]
+    ):
+        d = root / f"index{i}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert device.cpu_cache_bytes(1, str(root)) == 32 * 1024  # the data cache, not the instruction cache
+    assert device.cpu_cache_bytes(2, str(root)) == 2**20
+    assert device.cpu_cache_bytes(3, str(root)) == 32 * 2**20
+    assert device.cpu_cache_bytes(4, str(root)) is None
+    assert device.cpu_cache_bytes(3, str(tmp_path / "absent")) is None
+    thp = tmp_path / "enabled"
+    thp.write_text("always [madvise] never\n")
+    assert device.transparent_huge_pages(str(thp)) == "madvise"
+    assert device.transparent_huge_pages(str(tmp_path / "absent")) is None

@@ -169,7 +169,7 @@ def plot_copy_bandwidth(
     rows: see :func:`copy_bandwidth_points`. peak: bytes/s (None: no line). Each series has its
     own colour, line style and marker; the legend sits under the axes by default.
     """
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     ax = axes_or_new(ax, height_ratio=0.8)
     pts = copy_bandwidth_points(rows)
@@ -186,7 +186,7 @@ def plot_copy_bandwidth(
             continue
         ax.plot(x, y, ls, color=color, marker=marker, fillstyle=fill, ms=7, lw=1.5, label=label)
     if peak is not None:
-        ax.axhline(peak / 1e9, color="0.4", lw=1.0, ls="-.", label=f"{peak_label} ({peak / 1e12:.1f} TB/s)")
+        ax.axhline(peak / 1e9, color="0.4", lw=1.0, ls="-.", label=f"{peak_label} ({peak / 1e12:.3g} TB/s)")
     ax.set_yscale("log")
     gbps = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")  # plain GB/s, not 4 x 10^3
     ax.yaxis.set_major_formatter(gbps)
@@ -194,7 +194,8 @@ def plot_copy_bandwidth(
     if hi / lo < 12:  # about one decade: label the minor ticks too, else they crowd
         ax.yaxis.set_minor_formatter(gbps)
         ax.tick_params(axis="y", which="minor", labelsize=SMALLEST_FONT_PT)
-    else:
+    else:  # more than a decade: label 1, 2 and 5 of each decade
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xticks(x)
     ax.set_xticklabels(pts["patterns"], rotation=30, ha="right")
