@@ -10,7 +10,8 @@ warm-up, CUDA events; without return_mode Triton 3.7.1 returns the mean), FLOPs
 counted as 2 M N K:
 
 * ``bf16``: :func:`nbhelpers.kernels.gemm.matmul` (autotuned, bf16 in, fp32 accumulator, bf16
-  out) against ``torch.matmul`` on the same bf16 tensors, at 4096^3 and a sweep of shapes.
+  out) against ``torch.matmul`` on the same bf16 tensors, at 4096^3 and a sweep of shapes (two of
+  them decode shapes, M = 16 and M = 1 against an 8192 x 8192 weight: memory-bound).
   Goal: at least 0.8x.
 * ``fp8_rowwise``: :func:`nbhelpers.kernels.scaled_gemm.scaled_matmul` (e4m3fn, per-row scales
   of A, per-column scales of B, bf16 out, promotion to fp32 every BLOCK_K) against
@@ -63,6 +64,8 @@ SCRIPT = "benchmarks/gpu_gemm_tflops.py"
 SWEEP = [
     "4096x4096x4096",
     "8192x8192x8192",
+    "16x8192x8192",  # decode: 16 tokens against an 8192 x 8192 weight (chapter 09, section 2)
+    "1x8192x8192",  # decode, one token: the weight's bytes are the whole cost
     "2048x2048x2048",
     "1024x1024x1024",
     "8192x1024x8192",

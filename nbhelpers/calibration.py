@@ -49,10 +49,11 @@ from types import MappingProxyType
 
 from .kernels import copy as kcopy
 from .kernels import gemm as kgemm
+from .kernels import pressure as kpressure
 from .kernels import topk as ktk
-from .perf_model import GPU, model_gpu
+from .perf_model import GPU, Launch, model_gpu, predict
 
-__all__ = ["Calibration", "calibrate", "copy_rows", "gemm_rows", "topk_groups", "topk_rows"]
+__all__ = ["Calibration", "calibrate", "copy_rows", "gemm_rows", "pressure_rows", "topk_groups", "topk_rows"]
 
 #: the top-k row that measures issue_factor: (method, batch, k, dtype)
 FACTOR_ROW = ("row", 1, 50, "bf16")
@@ -204,6 +205,37 @@ def gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dict]:
                 "ratio": r["ms_ours"] * 1e-3 / p.seconds,
                 "bound": p.bound,
                 "config": config,
+            }
+        )
+    return out
+
+
+def pressure_rows(run: dict, gpu: GPU) -> list[dict]:
+    """Every timed row of a register-pressure run (``benchmarks/gpu_register_pressure.py``: chapter
+    09's :func:`nbhelpers.kernels.pressure.ema_kernel` on a float32 ``x (rows, cols)``, the
+    shape in ``run["meta"]``), predicted again on ``gpu``: one program per ``BLOCK`` columns, the
+    row's ``blocks_per_sm`` of them resident per SM, ``rows`` dependent steps each loading ``BLOCK``
+    float32 and waiting for them (one step in flight: the loop is not pipelined), ``x`` read once
+    and ``k + 1`` rows of ``cols`` float32 written. k, ``warps`` per SM, ``spills``, ``ms``,
+    ``predicted_ms``, ``ratio`` (measured / predicted) and ``bound``; rows without a time or an
+    occupancy are left out."""
+    n_rows, n_cols = run["meta"]["rows"], run["meta"]["cols"]
+    loaded = n_rows * n_cols * 4
+    out = []
+    for r in _timed(run["rows"]):
+        if not r.get("blocks_per_sm"):
+            continue
+        launch = Launch(-(-n_cols // kpressure.BLOCK), r["blocks_per_sm"], kpressure.BLOCK * 4, n_rows, 1)
+        p = predict(gpu, launch, loaded + (r["k"] + 1) * n_cols * 4, bytes_loaded=loaded)
+        out.append(
+            {
+                "k": r["k"],
+                "warps": r.get("warps_per_sm"),
+                "spills": r.get("spills"),
+                "ms": r["ms"],
+                "predicted_ms": p.seconds * 1e3,
+                "ratio": r["ms"] * 1e-3 / p.seconds,
+                "bound": p.bound,
             }
         )
     return out

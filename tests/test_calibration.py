@@ -148,3 +148,34 @@ def test_issue_factor_below_one_and_negative_launches_are_refused():
     with pytest.raises(ValueError, match="launch_s must be a non-negative finite number"):
         replace(H200, launch_s=-1e-6)
     assert replace(H200, launch_s=0.0).launch_s == 0.0  # a timer that does not see the launch
+
+
+def test_pressure_rows_predict_each_timed_row_as_its_launch_is_shaped():
+    # a synthetic run: 2 rows x 1024 columns, two programs of 512 columns; one untimed row
+    run = {
+        "meta": {"rows": 2, "cols": 1024},
+        "rows": [
+            {"k": 0, "blocks_per_sm": 16, "warps_per_sm": 64, "spills": 0, "ms": 0.01},
+            {"k": 4, "blocks_per_sm": 1, "warps_per_sm": 4, "spills": 0, "ms": 0.02},
+            {"k": 6, "error": "skipped: past the time limit"},
+        ],
+    }
+    gpu = replace(H100_SXM, latency_s=1e-6, launch_s=0.0)
+    rows = cal.pressure_rows(run, gpu)
+    assert [r["k"] for r in rows] == [0, 4]
+    # both programs fit at once either way: 2 steps of 2 x 2 KB in flight, one latency each
+    # (Little's law and the chain of steps give the same 2 us here)
+    assert all(r["bound"] in ("bytes in flight", "dependent steps") for r in rows)
+    assert rows[0]["predicted_ms"] == pytest.approx(2e-3)
+    assert rows[1]["ratio"] == pytest.approx(0.02 / 2e-3)
+
+
+def test_pressure_rows_on_the_recorded_h100_run_track_the_measurement_until_it_spills():
+    run = _load("register_pressure")
+    gpu = replace(H100_SXM, latency_s=0.73e-6, launch_s=0.0)
+    rows = {r["k"]: r for r in cal.pressure_rows(run, gpu)}
+    assert rows[0]["bound"] == "HBM" and rows[38]["bound"] == "dependent steps"
+    # k = 0 ... 54 (no spill, 64 down to 8 warps) within 0.85-1.2 of the measurement
+    assert all(0.85 < rows[k]["ratio"] < 1.2 for k in range(0, 55, 2))
+    # the spilling rows run slower than the model, which counts no local-memory traffic
+    assert all(rows[k]["ratio"] > 1.2 for k in rows if rows[k]["spills"])

@@ -154,3 +154,21 @@ def test_shapes_past_the_time_limit_are_rows_that_say_so(tmp_path):
     assert len(json.loads(out.read_text())["rows"]) == 12
     (run,) = recorded_gemm_tflops(tmp_path)  # skipped rows read back as rows that were not timed
     assert len(run["rows"]) == 12
+
+
+def test_the_sweep_holds_the_decode_shapes_the_chapter_predicts():
+    """Chapter 09 predicts decode GEMMs (M = 1 and 16 tokens against an 8192 x 8192 weight) to be
+    bound by the weight's bytes: the default sweep times them, so a GPU run measures the claim."""
+    shapes = [bench._shape(s) for s in bench.SWEEP]
+    assert (16, 8192, 8192) in shapes and (1, 8192, 8192) in shapes
+    assert len(set(shapes)) == len(shapes)
+
+
+@pytest.mark.skipif(INFO.is_gpu, reason="the CPU stand-in run; on a GPU the script itself runs")
+def test_a_one_row_shape_gives_four_checked_rows():
+    # M = 1, as the decode shape 1 x 8192 x 8192 of the sweep, on a tiny weight
+    rows = list(bench.measure_shape(1, 48, 64, INFO.device, gen(), lambda fn: 2.0))
+    assert [r["kind"] for r in rows] == KINDS
+    for r in rows:
+        assert "error" not in r, r
+        assert 0 <= r["rel_diff"] <= 2e-2, r
