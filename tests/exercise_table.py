@@ -1330,167 +1330,133 @@ CHAPTERS = [
             "torch": __import__("torch"),
             "triton": __import__("triton"),
             "tl": __import__("triton.language", fromlist=["dot"]),
-            "memory_requests": __import__("nbhelpers.memory_access", fromlist=["memory_requests"]).memory_requests,
         },
-        ("sector_count", "masked_copy", "trace_sectors"),
+        ("stream_times", "transpose_tiles", "trace_sectors"),
         10,
         8088,
         tuple(
             [
-                # one sector per thread: straddling elements counted once
-                ("sector_count", "range(first // 32, last // 32 + 1)", "range(first // 32, first // 32 + 1)"),
-                # only the sectors of an element's first and last bytes: a middle sector is lost
+                # a launch that returns when its kernel is done (what the interpreter does)
                 (
-                    "sector_count",
-                    "sectors.update(range(first // 32, last // 32 + 1))",
-                    "sectors.update({first // 32, last // 32})",
+                    "stream_times",
+                    "ends.append(max(host, last) + op[1])",
+                    "ends.append(max(host, last) + op[1])\n            host = ends[-1]",
                 ),
-                # a closed form: the span from the first byte to the last while the gap between
-                # elements is at most a sector (a gap of exactly 32 bytes skips a whole sector)
+                # kernels of one stream overlapping: each starts once queued, whatever runs
+                ("stream_times", "ends.append(max(host, last) + op[1])", "ends.append(host + op[1])"),
+                # the kernel starts as its launch begins, the launch's cost not waited for
                 (
-                    "sector_count",
-                    "    sectors = set()\n",
-                    "    gap = (stride - 1) * elem_bytes\n"
-                    "    if gap <= 32:\n"
-                    "        return (base + 31 * stride * elem_bytes + elem_bytes - 1) // 32 - base // 32 + 1\n"
-                    "    sectors = set()\n",
+                    "stream_times",
+                    "ends.append(max(host, last) + op[1])",
+                    "ends.append(max(host - launch_us, last) + op[1])",
                 ),
-                # the element's end one byte too far (first + elem_bytes): an aligned element seems to straddle
-                ("sector_count", "last = first + elem_bytes - 1", "last = first + elem_bytes"),
-                # the base ignored: every request taken as sector-aligned
-                ("sector_count", "first = base + t * stride * elem_bytes", "first = t * stride * elem_bytes"),
-                # sectors counted per thread and summed (no sharing between threads)
+                # the launch costs the host nothing
+                ("stream_times", "            host += launch_us\n", ""),
+                # an event stamped when the host records it
+                ("stream_times", "events.append(max(host, last))", "events.append(host)"),
+                # an event stamped when the last kernel ends, even if recorded later
+                ("stream_times", "events.append(max(host, last))", "events.append(last)"),
+                # a queue without end: a launch never waits
+                ("stream_times", "if len(ends) >= depth:", "if False:"),
+                # a full queue waits for every kernel, not the oldest
+                ("stream_times", "host = max(host, ends[len(ends) - depth])", "host = max(host, last)"),
+                # the queue one kernel longer than depth
                 (
-                    "sector_count",
-                    "return len(sectors)",
-                    "return sum(((base + t * stride * elem_bytes + elem_bytes - 1) // 32)"
-                    " - ((base + t * stride * elem_bytes) // 32) + 1 for t in range(32))",
+                    "stream_times",
+                    "if len(ends) >= depth:\n"
+                    "                # the queue is full until kernel k - depth is done\n"
+                    "                host = max(host, ends[len(ends) - depth])",
+                    "if len(ends) > depth:\n                host = max(host, ends[len(ends) - depth - 1])",
                 ),
-                # the stride taken in bytes, not elements
+                # the full queue waits for the newest kernel, not the oldest
+                ("stream_times", "ends[len(ends) - depth]", "ends[-1]"),
+                # a synchronize that sets the clock to the stream's end, even if the host is later
                 (
-                    "sector_count",
-                    "first = base + t * stride * elem_bytes",
-                    "first = base + t * max(stride, elem_bytes)",
+                    "stream_times",
+                    'elif op[0] == "sync":\n            host = max(host, last)',
+                    'elif op[0] == "sync":\n            host = last',
                 ),
-                # the whole span from the first byte to the last counted, gaps between threads included
+                # the clock read after the last kernel (as if every reading synchronized)
+                ("stream_times", "clocks.append(host)", "clocks.append(max(host, last))"),
+                # read down the columns of x, written along the rows of out: loads uncoalesced
                 (
-                    "sector_count",
-                    "return len(sectors)",
-                    "return (base + 31 * stride * elem_bytes + elem_bytes - 1) // 32 - base // 32 + 1",
+                    "transpose_tiles",
+                    "    tile = tl.load(x_ptrs, mask=mask)\n",
+                    "    tile = tl.trans(tl.load(tl.trans(x_ptrs), mask=tl.trans(mask)))\n",
                 ),
-                # no mask at all
+                # read along the rows of x, written down the columns of out: stores uncoalesced
                 (
-                    "masked_copy",
-                    "x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x, mask=mask)",
-                    "x = tl.load(x_ptr + offs)\n    tl.store(out_ptr + offs, x)",
+                    "transpose_tiles",
+                    "tl.store(out_ptrs, tl.trans(tile), mask=tl.trans(mask))",
+                    "tl.store(tl.trans(out_ptrs), tile, mask=mask)",
                 ),
-                # the store unmasked (the load masked)
-                ("masked_copy", "tl.store(out_ptr + offs, x, mask=mask)", "tl.store(out_ptr + offs, x)"),
-                # off by one: the element at index n copied too
-                ("masked_copy", "mask = offs < n", "mask = offs <= n"),
-                # every program copies the first block (offsets without the program's start)
-                ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = tl.arange(0, BLOCK)"),
-                # programs one element apart instead of one block apart
-                ("masked_copy", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "offs = pid + tl.arange(0, BLOCK)"),
-                # the mask against the block size instead of the length
-                ("masked_copy", "mask = offs < n", "mask = offs < BLOCK"),
-                # the load unmasked (the store masked): the tail is read, though never written
-                ("masked_copy", "x = tl.load(x_ptr + offs, mask=mask)", "x = tl.load(x_ptr + offs)"),
-                # a loop from the program's block to the end: right bytes, each element read by every
-                # program up to its own (the repeated loads the launcher counts)
+                # the store unmasked
                 (
-                    "masked_copy",
-                    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
-                    "    mask = offs < n  # the last program's tail lies past the end\n"
-                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
-                    "    tl.store(out_ptr + offs, x, mask=mask)",
-                    "    for start in tl.range(pid * BLOCK, n, BLOCK):\n"
-                    "        offs = start + tl.arange(0, BLOCK)\n"
-                    "        mask = offs < n\n"
-                    "        x = tl.load(x_ptr + offs, mask=mask)\n"
-                    "        tl.store(out_ptr + offs, x, mask=mask)",
+                    "transpose_tiles",
+                    "tl.store(out_ptrs, tl.trans(tile), mask=tl.trans(mask))",
+                    "tl.store(out_ptrs, tl.trans(tile))",
                 ),
-                # the block loaded twice (a second load left in)
+                # the load unmasked (the store masked)
+                ("transpose_tiles", "tl.load(x_ptrs, mask=mask)", "tl.load(x_ptrs)"),
+                # the rows masked, the columns not
                 (
-                    "masked_copy",
-                    "    x = tl.load(x_ptr + offs, mask=mask)\n",
-                    "    x = tl.load(x_ptr + offs, mask=mask)\n    x = tl.load(x_ptr + offs, mask=mask)\n",
+                    "transpose_tiles",
+                    "mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)",
+                    "mask = (offs_m[:, None] < M) & (offs_n[None, :] >= 0)",
                 ),
-                # lanes permuted across the block's warps (lane i copies element 33 i mod BLOCK): right
-                # bytes, but each warp scattered over two warps' worth of elements
+                # the columns masked, the rows not
                 (
-                    "masked_copy",
-                    "offs = pid * BLOCK + tl.arange(0, BLOCK)",
-                    "offs = pid * BLOCK + (tl.arange(0, BLOCK) * 33) % BLOCK",
+                    "transpose_tiles",
+                    "mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)",
+                    "mask = (offs_m[:, None] >= 0) & (offs_n[None, :] < N)",
                 ),
-                # the block split between lanes in strided fashion: lane i copies elements
-                # 2i and 2i + 1 of the block in two loads (stride 2 within each warp)
+                # off by one: row M and column N copied too
                 (
-                    "masked_copy",
-                    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
-                    "    mask = offs < n  # the last program's tail lies past the end\n"
-                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
-                    "    tl.store(out_ptr + offs, x, mask=mask)",
-                    "    for j in tl.static_range(2):\n"
-                    "        offs = pid * BLOCK + 2 * tl.arange(0, BLOCK // 2) + j\n"
-                    "        mask = offs < n\n"
-                    "        x = tl.load(x_ptr + offs, mask=mask)\n"
-                    "        tl.store(out_ptr + offs, x, mask=mask)",
+                    "transpose_tiles",
+                    "mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)",
+                    "mask = (offs_m[:, None] <= M) & (offs_n[None, :] <= N)",
                 ),
-                # the block's halves interleaved between lanes: lane i copies element i // 2 of the
-                # first half or of the second (a strided split); a warp's two runs of 16 elements
-                # fill whole sectors from 2-byte elements up, and waste half of each for 1-byte ones
+                # x's rows taken as N elements apart: the padding ignored
+                ("transpose_tiles", "offs_m[:, None] * stride_xm", "offs_m[:, None] * N"),
+                # out's rows taken as M elements apart
+                ("transpose_tiles", "offs_n[:, None] * stride_om", "offs_n[:, None] * M"),
+                # out addressed with x's strides
                 (
-                    "masked_copy",
-                    "offs = pid * BLOCK + tl.arange(0, BLOCK)",
-                    "offs = pid * BLOCK + (tl.arange(0, BLOCK) % 2) * (BLOCK // 2) + tl.arange(0, BLOCK) // 2",
+                    "transpose_tiles",
+                    "offs_n[:, None] * stride_om + offs_m[None, :] * stride_on",
+                    "offs_n[:, None] * stride_xm + offs_m[None, :] * stride_xn",
                 ),
-                # the block viewed as a (BLOCK // 8, 8) tile read column by column (a transposed view)
+                # out's two strides swapped: a pointer far outside out, stopped by the watch
                 (
-                    "masked_copy",
-                    "offs = pid * BLOCK + tl.arange(0, BLOCK)",
-                    "offs = pid * BLOCK + tl.arange(0, BLOCK // 8)[:, None] + tl.arange(0, 8)[None, :] * (BLOCK // 8)",
+                    "transpose_tiles",
+                    "offs_n[:, None] * stride_om + offs_m[None, :] * stride_on",
+                    "offs_n[:, None] * stride_on + offs_m[None, :] * stride_om",
                 ),
-                # programs interleaved element by element (a grid-stride pattern): program p copies
-                # p, p + P, p + 2P, ...; every element once, each warp's lanes P elements apart
+                # the row tiles BLOCK_N apart
+                ("transpose_tiles", "tl.program_id(0) * BLOCK_M", "tl.program_id(0) * BLOCK_N"),
+                # the program ids swapped: program (p, q) on rows q and columns p
                 (
-                    "masked_copy",
-                    "offs = pid * BLOCK + tl.arange(0, BLOCK)",
-                    "offs = pid + tl.arange(0, BLOCK) * tl.num_programs(0)",
+                    "transpose_tiles",
+                    "offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+                    "    offs_n = tl.program_id(1) * BLOCK_N",
+                    "offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+                    "    offs_n = tl.program_id(0) * BLOCK_N",
                 ),
-                # the block in two masked passes, even elements then odd: each warp's active lanes two
-                # elements apart
+                # the tile loaded twice (a second load left in)
                 (
-                    "masked_copy",
-                    "    x = tl.load(x_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x, mask=mask)",
-                    "    for j in tl.static_range(2):\n"
-                    "        m = mask & (offs % 2 == j)\n"
-                    "        x = tl.load(x_ptr + offs, mask=m)\n"
-                    "        tl.store(out_ptr + offs, x, mask=m)",
+                    "transpose_tiles",
+                    "    tile = tl.load(x_ptrs, mask=mask)\n",
+                    "    tile = tl.load(x_ptrs, mask=mask)\n    tile = tl.load(x_ptrs, mask=mask)\n",
                 ),
-                # a loop over the block's elements, one at a time: every element a request of its own,
-                # one sector each
+                # a loop over the tile's rows: each row read along x, written down a column of out
                 (
-                    "masked_copy",
-                    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
-                    "    mask = offs < n  # the last program's tail lies past the end\n"
-                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
-                    "    tl.store(out_ptr + offs, x, mask=mask)",
-                    "    for i in tl.range(0, BLOCK):\n"
-                    "        o = pid * BLOCK + i\n"
-                    "        tl.store(out_ptr + o, tl.load(x_ptr + o, mask=o < n), mask=o < n)",
-                ),
-                # loads coalesced, stores through a transposed view of the block: only the stores scatter
-                (
-                    "masked_copy",
-                    "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
-                    "    mask = offs < n  # the last program's tail lies past the end\n"
-                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
-                    "    tl.store(out_ptr + offs, x, mask=mask)",
-                    "    offs = pid * BLOCK + tl.arange(0, BLOCK // 8)[:, None] * 8 + tl.arange(0, 8)[None, :]\n"
-                    "    mask = offs < n\n"
-                    "    x = tl.load(x_ptr + offs, mask=mask)\n"
-                    "    tl.store(out_ptr + tl.trans(offs), tl.trans(x), mask=tl.trans(mask))",
+                    "transpose_tiles",
+                    "    tl.store(out_ptrs, tl.trans(tile), mask=tl.trans(mask))\n",
+                    "    for r in tl.static_range(BLOCK_M):\n"
+                    "        i = tl.program_id(0) * BLOCK_M + r\n"
+                    "        m = (i < M) & (offs_n < N)\n"
+                    "        v = tl.load(x_ptr + i * stride_xm + offs_n * stride_xn, mask=m)\n"
+                    "        tl.store(out_ptr + offs_n * stride_om + i * stride_on, v, mask=m)\n",
                 ),
                 # one sector per access: straddling ignored
                 (

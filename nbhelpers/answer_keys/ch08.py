@@ -1,30 +1,36 @@
 """Chapter 08 exercises: the GPU programming model and memory coalescing. Listed in ``EXERCISES``
 for :mod:`nbhelpers.answer_keys`.
 
-- ``sector_count``: the 32-byte sectors one warp's 32 loads touch; its reference is
-  :func:`nbhelpers.memory_access.sectors_touched` (the pattern form), compared exactly.
-- ``masked_copy``: a coalesced Triton copy kernel for any length, run through the launcher the
-  notebook gives (Triton's interpreter on a CPU). The launcher places the output between two
-  guard regions of ``block`` elements filled with :data:`GUARD_OUT`, and the input between guards
-  of :data:`GUARD_IN`, so a store past the end (a missing or wrong mask) shows up in the returned
-  buffer; and it runs the kernel once more in the interpreter with
-  :func:`nbhelpers.memory_access.memory_requests`, x and the output at sector boundaries, and
-  counts the elements loaded outside the input (a load past the end, which no output shows), the
-  loads of an element beyond its first, and the 32-byte sectors that the warps (32 consecutive
-  lanes of a load or store) of its loads, and of its stores, touch in all beyond what a copy
-  whose warps take 32 contiguous elements of each block touches (``ceil(k * size / 32)`` a warp
-  of k): a scattered warp (a lane permutation across warps, a strided split of the block, a
-  transposed view, programs interleaved element by element) or requests narrower than a warp (a
-  loop over single elements) touch more. The reference is torch's own copy
-  (:func:`nbhelpers.kernels.copy.copy_ref`) between the same guards, and 0, 0, 0; compared bit
-  for bit. Most random blocks are 64 or more elements: a block of at most 32 is one warp, where
-  any order of the block's elements is coalesced.
+- ``stream_times``: predict what a host's clock and a stream's events read when the host queues
+  kernels on one stream (section 2 of the chapter: a launch returns before the kernel runs; a
+  synchronize waits; an event is timestamped by the device). The rules are the statement's: each
+  launch costs the host ``launch_us``; a kernel starts once it is queued and the one before it
+  has finished; a launch waits while ``depth`` kernels are unfinished (a full queue); an event's
+  time is when the stream reaches it. Reference: :func:`stream_times_ref`; compared exactly, as
+  lists of ints (the durations are whole microseconds).
+- ``transpose_tiles``: a Triton kernel that writes ``x.T`` with its loads along the rows of ``x``
+  and its stores along the rows of ``out`` (so a tile changes layout between them), run through
+  the launcher the notebook gives (:data:`LAUNCHER`, ``Exercise.given``). The launcher refuses a
+  kernel that reaches host code (:func:`nbhelpers.load_audit.host_code_problems`), places ``x``
+  and ``out`` in buffers whose rows are ``pad`` elements longer, with guard rows above and below
+  (:data:`GUARD_IN`, :data:`GUARD_OUT`), and runs the kernel in Triton's interpreter with every
+  load and store recorded (:func:`nbhelpers.memory_access.memory_requests`) and watched
+  (:func:`nbhelpers.load_audit.watched_loads`: an access outside the launch's buffers raises
+  :class:`~nbhelpers.load_audit.StrayPointerError` before it happens, so a wild pointer fails the
+  case instead of writing into the process). It returns the output buffer, the loads outside
+  ``x``, the repeated loads, and the 32-byte sectors its load warps and its store warps touch (a
+  warp: 32 consecutive entries of a request's pointer tensor, row-major, masked-off lanes left
+  out). Reference: :func:`transpose_tiles_ref`: ``x.T`` in the same buffer, 0, 0, and the sectors
+  of warps along the tiles' rows of ``x`` (loads) and of ``out`` (stores), the counts of
+  :func:`nbhelpers.kernels.copy.transpose_kernel` (tests/test_exercises_ch08.py runs it through
+  the launcher). The buffer is compared bit for bit, the first two counts exactly, the sector
+  counts as "at most" the reference's.
 - ``trace_sectors``: a raw address trace (one warp's byte addresses, any order, duplicates,
   misaligned, accesses straddling a sector boundary or covering several sectors) and the access
-  size (1 to 128 bytes): the 32-byte sectors
-  touched and the efficiency (distinct bytes asked for / bytes moved); the reference is
-  :func:`nbhelpers.memory_access.sectors_touched` on the addresses. The count is compared
-  exactly, the efficiency to a relative 1e-12 (a student may divide in another order).
+  size (1 to 128 bytes): the 32-byte sectors touched and the efficiency (distinct bytes asked for
+  / bytes moved); the reference is :func:`nbhelpers.memory_access.sectors_touched` on the
+  addresses. The count is compared exactly, as an int, the efficiency to a relative 1e-12 (a
+  student may divide in another order).
 
 Edge cases come first, then random ones from the seed.
 """
@@ -37,193 +43,231 @@ from ..comparators import close_to, same_value
 from ..exercise_types import Case, Exercise
 from ..memory_access import sectors_touched
 
-GUARD_IN = 77  # the input's guard value (a kernel that reads past the end reads these)
-GUARD_OUT = 99  # the output's guard value (must survive the kernel)
-
-# ------------------------------------------------------------------ 1. sectors of one warp's request
+GUARD_IN = 77  # the input buffer's guard value (a kernel that reads outside x reads these)
+GUARD_OUT = 99  # the output buffer's guard value (must survive the kernel outside out)
 
 
-def sector_count_ref(elem_bytes: int, stride: int, base: int) -> int:
-    """Distinct 32-byte sectors touched when thread t (0..31) reads elem_bytes bytes at byte
-    base + t * stride * elem_bytes."""
-    return sectors_touched(elem_bytes=elem_bytes, stride=stride, base=base).sectors
+def _int_or_reason(got, what: str) -> str | None:
+    """None when got is an int (a numpy integer too, not a bool), else why not."""
+    if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
+        return f"{what}: {got!r} is a {type(got).__name__}, not an int"
+    return None
 
 
-def _sector_cases(rng: np.random.Generator) -> list[Case]:
-    cases = [
-        Case((4, 1, 0), label="fp32, contiguous, aligned"),
-        Case((4, 1, 4), label="fp32, contiguous, base 4 bytes past a sector boundary"),
-        Case((4, 2, 0), label="fp32, stride 2"),
-        Case((4, 8, 0), label="fp32, stride 8: one sector per thread"),
-        Case((4, 33, 0), label="fp32, stride 33"),
-        Case((2, 1, 30), label="fp16 at base 30: the first element is the last of its sector"),
-        Case((4, 1, 30), label="fp32 at base 30: every element straddles two sectors"),
-        Case((8, 4, 28), label="8-byte elements, stride 4, each straddling"),
-        Case((16, 1, 8), label="16-byte elements, contiguous, misaligned"),
-        Case((1, 1, 31), label="bytes from 31 to 62"),
-        Case((1, 3, 0), label="bytes, stride 3"),
-        Case((32, 1, 0), label="32-byte elements, aligned"),
-        Case((48, 1, 16), label="48-byte elements"),
-        Case((48, 2, 24), label="48-byte elements, stride 2: each covers three sectors, none shared"),
-        Case((40, 3, 28), label="40-byte elements, stride 3: a middle sector only the element itself covers"),
-        Case((16, 3, 0), label="16-byte elements, stride 3: 32 bytes between elements, an empty sector each"),
-        Case((8, 5, 4), label="8-byte elements, stride 5: 32 bytes between them, misaligned"),
-        Case((4, 9, 0), label="fp32, stride 9: 32 bytes between elements"),
-        Case((4, 7, 2**40 + 12), label="a large address"),
-    ]
-    sizes = [1, 2, 4, 8, 16, 3, 6, 12, 24, 40]
-    for i in range(70):
-        eb = int(rng.choice(sizes, p=[0.12, 0.16, 0.22, 0.16, 0.1, 0.05, 0.05, 0.05, 0.05, 0.04]))
-        r = rng.random()
-        stride = (
-            int(rng.integers(1, 5))
-            if r < 0.4
-            else int(rng.integers(1, 40))
-            if r < 0.85
-            else int(rng.integers(40, 5000))
-        )
-        r = rng.random()
-        if r < 0.25:  # aligned to a sector
-            base = 32 * int(rng.integers(0, 1000))
-        elif r < 0.5:  # aligned to the element, not to the sector
-            base = eb * int(rng.integers(0, 1000))
-        elif r < 0.75:  # just before a sector boundary: the first element straddles
-            base = 32 * int(rng.integers(1, 1000)) - int(rng.integers(1, max(2, min(eb, 32))))
+# ------------------------------------------------------------------ 1. a host and a stream
+
+
+def stream_times_ref(ops: list, launch_us: int, depth: int) -> tuple[list[int], list[int]]:
+    """(the host's clock readings, the events' device times), in µs from 0, in the order made.
+
+    ops: ("launch", d) queues a kernel of d µs, costing the host launch_us after it has waited
+    for a free slot (fewer than depth kernels unfinished); ("host", d) is d µs of host work;
+    ("sync",) waits for every kernel queued; ("clock",) reads the host's clock; ("event",)
+    records an event, timestamped when the stream reaches it."""
+    host = 0
+    ends: list[int] = []  # each kernel's end, in launch order (one stream: in order)
+    clocks: list[int] = []
+    events: list[int] = []
+    for op in ops:
+        kind = op[0]
+        last = ends[-1] if ends else 0
+        if kind == "launch":
+            if len(ends) >= depth:  # a full queue: wait for kernel k - depth
+                host = max(host, ends[len(ends) - depth])
+            host += launch_us
+            ends.append(max(host, last) + op[1])
+        elif kind == "host":
+            host += op[1]
+        elif kind == "sync":
+            host = max(host, last)
+        elif kind == "clock":
+            clocks.append(host)
+        elif kind == "event":
+            events.append(max(host, last))
         else:
-            base = int(rng.integers(0, 2**20))
-        cases.append(Case((eb, stride, max(base, 0))))
-    for _ in range(3):  # elements over three sectors, apart: a middle sector no neighbour covers
-        eb = int(rng.choice([40, 48]))
-        offset = int(rng.integers(64 - eb + 1, 32))  # the element's first byte in its sector
-        cases.append(Case((eb, int(rng.integers(2, 6)), 32 * int(rng.integers(0, 1000)) + offset)))
-    for _ in range(3):  # exactly 32 bytes between elements: a whole sector skipped each time
-        eb, stride = [(2, 17), (4, 9), (8, 5), (16, 3), (32, 2)][int(rng.integers(0, 5))]
-        cases.append(Case((eb, stride, eb * int(rng.integers(0, 2**16)))))  # aligned: no element straddles
+            raise ValueError(f"unknown operation {op!r}")
+    return clocks, events
+
+
+def _int_lists(got, expected) -> str | None:
+    """Two lists of ints, each equal to the reference's; never raises."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return same_value(got, expected)  # its reason names what came back
+    for name, g, e in zip(("the clock readings", "the event times"), got, expected):
+        if not isinstance(g, (list, tuple)):
+            return f"{name}: a {type(g).__name__}, not a list"
+        for i, v in enumerate(g):
+            reason = _int_or_reason(v, f"{name}[{i}]")
+            if reason is not None:
+                return reason
+        if len(g) != len(e):
+            return f"{name}: {len(g)} of them, expected {len(e)}"
+        wrong = [i for i, (a, b) in enumerate(zip(g, e)) if int(a) != b]
+        if wrong:
+            i = wrong[0]
+            return f"{name}[{i}] = {int(g[i])}, expected {e[i]} ({len(wrong)} of {len(e)} wrong)"
+    return None
+
+
+def _timing_cases(rng: np.random.Generator) -> list[Case]:
+    S, C, E = ("sync",), ("clock",), ("event",)
+
+    def launch(d: int) -> tuple:
+        return ("launch", d)
+
+    def host(d: int) -> tuple:
+        return ("host", d)
+
+    cases = [
+        Case(([C, launch(100), C], 5, 1024), label="a wall clock around one launch"),
+        Case(([C, launch(100), S, C], 5, 1024), label="the same, synchronized"),
+        Case(([E, launch(100), E, S], 5, 1024), label="events around one kernel"),
+        Case(([C, E, launch(50), launch(50), E, C, S, C], 5, 1024), label="two kernels back to back"),
+        Case(([launch(10), host(100), E, C, S, C], 5, 1024), label="an event recorded after the stream drained"),
+        Case(([launch(100), host(20), launch(10), E, S, C], 5, 1024), label="the second kernel waits for the first"),
+        Case(([C] + [launch(100)] * 5 + [C, S, C], 5, 2), label="a loop of launches against a queue of 2"),
+        Case(([C] + [launch(100)] * 4 + [C, S, C], 5, 1), label="a queue of 1: every launch waits for the last"),
+        Case(([launch(0), launch(0), E, C], 3, 1024), label="empty kernels: only the launches cost"),
+        Case(([C, launch(30), host(50), launch(30), E, C], 0, 1024), label="free launches, a host gap"),
+        Case(([C, C, S, E], 5, 4), label="nothing launched"),
+    ]
+    for _ in range(40):
+        depth = int(rng.choice([1, 2, 3, 4, 8, 1024], p=[0.15, 0.2, 0.2, 0.15, 0.15, 0.15]))
+        launch_us = int(rng.choice([0, 1, 3, 5, 5, 5, 8, 20]))
+        ops: list = []
+        for _ in range(int(rng.integers(4, 30))):
+            r = rng.random()
+            if r < 0.45:
+                ops.append(launch(int(rng.choice([0, int(rng.integers(1, 20)), int(rng.integers(20, 300))]))))
+            elif r < 0.6:
+                ops.append(host(int(rng.integers(0, 120))))
+            elif r < 0.7:
+                ops.append(S)
+            elif r < 0.85:
+                ops.append(C)
+            else:
+                ops.append(E)
+        ops.append(C)
+        cases.append(Case((ops, launch_us, depth)))
     return cases
 
 
-# ------------------------------------------------------------------ 2. a masked copy kernel
+# ------------------------------------------------------------------ 2. a coalesced transpose
 
 
-def masked_copy_ref(x: np.ndarray, block: int) -> tuple[np.ndarray, int, int, int]:
-    """torch's copy of x (n,) between two guards of block elements of GUARD_OUT, (n + 2 block,),
-    the number of elements loaded outside x: 0, the loads of elements of x beyond one each: 0 (a
-    copy reads each element once), and the sectors its loads and its stores touch beyond those
-    of warps of contiguous elements from a sector boundary: 0 (it is such a copy)."""
-    import torch
+def _buffer(data: np.ndarray, guard_rows: int, pad: int, fill) -> np.ndarray:
+    """data (R, C) in a buffer (R + 2 guard_rows, C + pad) filled with fill: the layout the
+    launcher gives x and out (their rows pad elements longer, guard rows above and below)."""
+    R, C = data.shape
+    buf = np.full((R + 2 * guard_rows, C + pad), fill, dtype=data.dtype)
+    buf[guard_rows : guard_rows + R, :C] = data
+    return buf
 
-    from ..kernels.copy import copy_ref
 
+def _least_sectors(rows: int, cols: int, pitch: int, size: int, block_r: int, block_c: int) -> int:
+    """The sectors touched by the warps of requests that each cover a block_r x block_c tile of a
+    (rows, cols) matrix along its rows (element (i, j) at byte (i pitch + j) size from a sector
+    boundary), tiles over the whole matrix, lanes outside it masked off; a warp is 32
+    consecutive entries of the tile, row by row."""
+    i = np.arange(block_r)[:, None]
+    j = np.arange(block_c)[None, :]
+    total = 0
+    for r0 in range(0, rows, block_r):
+        for c0 in range(0, cols, block_c):
+            active = ((r0 + i < rows) & (c0 + j < cols)).ravel()
+            sector = (((r0 + i) * pitch + c0 + j) * size // 32).ravel()
+            total += _warp_sectors(sector, active)
+    return total
+
+
+def _warp_sectors(sector: np.ndarray, active: np.ndarray) -> int:
+    """Distinct sectors of each 32 consecutive lanes (the active ones), summed."""
+    lanes = -(-sector.size // 32) * 32
+    s = np.full(lanes, -1, dtype=np.int64)
+    s[: sector.size] = np.where(active, sector, -1)
+    s = np.sort(s.reshape(-1, 32), axis=1)
+    return int(((s[:, 1:] != s[:, :-1]) & (s[:, 1:] >= 0)).sum() + (s[:, 0] >= 0).sum())
+
+
+def transpose_tiles_ref(x: np.ndarray, block_m: int, block_n: int, pad: int) -> tuple[np.ndarray, int, int, int, int]:
+    """x.T (N, M) in its buffer (N + 2 block_n, M + pad) of GUARD_OUT; 0 loads outside x; 0
+    repeated loads; the sectors of loads along x's rows and of stores along out's rows."""
     x = np.ascontiguousarray(x)
-    inner = copy_ref(torch.from_numpy(x)).numpy()
-    guard = np.full(block, GUARD_OUT, dtype=x.dtype)
-    return np.concatenate([guard, inner, guard]), 0, 0, 0
+    M, N = x.shape
+    size = x.itemsize
+    out = _buffer(x.T, block_n, pad, GUARD_OUT)
+    loads = _least_sectors(M, N, N + pad, size, block_m, block_n)
+    stores = _least_sectors(N, M, M + pad, size, block_n, block_m)
+    return out, 0, 0, loads, stores
 
 
 #: What the launcher's counts are, in its order, for a failing check's message.
-_COUNTS = (
-    "elements loaded outside x",
-    "loads of an element beyond its first",
-    "sectors beyond the least (warps' loads or stores not contiguous, or narrower than a warp)",
-)
+_COUNTS = ("loads outside x", "loads of an element of x beyond its first")
+_SECTORS = ("sectors the loads touch", "sectors the stores touch")
 
 
-def _copy_and_counts(got, expected) -> str | None:
-    """The buffer bit for bit, then each count exactly, named; never raises."""
+def _transpose_and_counts(got, expected) -> str | None:
+    """The buffer bit for bit, the first two counts exactly, the sectors at most the reference's;
+    never raises."""
     if not isinstance(got, (tuple, list)) or len(got) != len(expected):
         return same_value(got, expected)  # its reason names what came back
     reason = same_value(got[0], expected[0])
     if reason is not None:
         return f"the output buffer: {reason}"
-    for name, g, e in zip(_COUNTS, got[1:], expected[1:]):
-        reason = same_value(g, e)
-        if reason is not None:  # a count by its value, anything else by what came back
-            return f"{name}: {int(g)}, expected {e}" if isinstance(g, (int, np.integer)) else f"{name}: {reason}"
+    for name, g, e in zip(_COUNTS + _SECTORS, got[1:], expected[1:]):
+        reason = _int_or_reason(g, name)
+        if reason is not None:
+            return reason
+        if name in _COUNTS and g != e:
+            return f"{name}: {int(g)}, expected {e}"
+        if name in _SECTORS and g > e:
+            return f"{name}: {int(g)}, the least is {e} (a warp that reads or writes across rows)"
     return None
 
 
 _DTYPES = (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.float64, np.int64)
-_PRIMES = (
-    2,
-    3,
-    5,
-    7,
-    11,
-    13,
-    17,
-    19,
-    23,
-    29,
-    31,
-    37,
-    41,
-    43,
-    47,
-    53,
-    61,
-    67,
-    71,
-    73,
-    79,
-    83,
-    89,
-    97,
-    101,
-    127,
-    131,
-    149,
-    163,
-    191,
-    211,
-    251,
-    257,
-)
 
 
-def _values(rng: np.random.Generator, n: int, dtype) -> np.ndarray:
+def _values(rng: np.random.Generator, shape: tuple[int, int], dtype) -> np.ndarray:
     dt = np.dtype(dtype)
+    n = shape[0] * shape[1]
     if dt.kind == "f":
         x = (rng.standard_normal(n) * 100).astype(dt)
-        if n >= 3:  # a NaN, an infinity and a negative zero are copied like any other bits
+        if n >= 3:  # a NaN, an infinity and a negative zero are moved like any other bits
             x[rng.integers(n)] = np.nan
             x[rng.integers(n)] = -np.inf
             x[rng.integers(n)] = -0.0
-        return x
+        return x.reshape(shape)
     info = np.iinfo(dt)
-    return rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dt)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=dt)
 
 
-def _copy_cases(rng: np.random.Generator) -> list[Case]:
+def _transpose_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(808)  # the labelled cases are the same for every seed
+    v = _values
     cases = [
-        Case((np.zeros(0, np.float32), 16), label="n = 0: nothing to copy, no program"),
-        Case((_values(fixed, 1, np.float32), 16), label="n = 1"),
-        Case((_values(fixed, 16, np.float32), 16), label="n = BLOCK"),
-        Case((_values(fixed, 15, np.float32), 16), label="n = BLOCK - 1"),
-        Case((_values(fixed, 17, np.float32), 16), label="n = BLOCK + 1"),
-        Case((_values(fixed, 97, np.int32), 32), label="n = 97 (prime), BLOCK 32"),
-        Case((_values(fixed, 64, np.float16), 32), label="n = 2 BLOCK, fp16"),
-        Case((_values(fixed, 65, np.int8), 64), label="n = BLOCK + 1, int8"),
-        Case((_values(fixed, 31, np.float64), 16), label="n = 2 BLOCK - 1, float64"),
-        Case((_values(fixed, 21, np.int8), 16), label="int8, BLOCK 16: a block is half a sector"),
-        Case((_values(fixed, 200, np.float32), 128), label="BLOCK 128, fp32: 4 warps, the last block ragged"),
-        Case((_values(fixed, 300, np.int16), 256), label="BLOCK 256, int16: 1 warp full, 1 ragged, 6 idle"),
+        Case((v(fixed, (1, 1), np.float32), 16, 16, 0), label="1 x 1"),
+        Case((v(fixed, (16, 16), np.float32), 16, 16, 0), label="one full tile"),
+        Case((v(fixed, (17, 15), np.float32), 16, 16, 0), label="17 x 15: ragged on both edges"),
+        Case((v(fixed, (40, 70), np.int32), 32, 64, 0), label="BLOCK_M != BLOCK_N"),
+        Case((v(fixed, (70, 40), np.int32), 64, 16, 3), label="BLOCK_M != BLOCK_N, rows padded by 3"),
+        Case((v(fixed, (1, 100), np.float16), 16, 32, 0), label="one row"),
+        Case((v(fixed, (100, 1), np.float16), 32, 16, 0), label="one column"),
+        Case((v(fixed, (33, 65), np.int8), 32, 64, 5), label="int8, padded"),
+        Case((v(fixed, (64, 64), np.float64), 32, 32, 0), label="float64, whole tiles"),
+        Case((v(fixed, (48, 80), np.float32), 16, 64, 16), label="rows padded by a whole tile"),
     ]
-    # every dtype five times, in random order: 1-byte elements are where some scattered warps
-    # (two runs of 16 elements) waste sectors
-    dtypes = rng.permutation(np.repeat(np.arange(len(_DTYPES)), 5))
-    for i in range(40):
-        # a block of at most 32 elements is one warp (any order of it is coalesced): mostly more
-        block = int(rng.choice([16, 32, 64, 128, 256], p=[0.1, 0.1, 0.3, 0.3, 0.2]))
-        r = rng.random()
-        if r < 0.35:
-            n = int(rng.choice(_PRIMES))
-        elif r < 0.7:
-            n = block * int(rng.integers(1, 5)) + int(rng.choice([-1, 1]))
-        else:
-            n = int(rng.integers(1, 4 * block + 2))
-        dtype = _DTYPES[int(dtypes[i])]
-        cases.append(Case((_values(rng, n, dtype), block)))
+    dtypes = rng.permutation(np.repeat(np.arange(len(_DTYPES)), 4))
+    for i in range(30):
+        block_m = int(rng.choice([16, 32, 64]))
+        block_n = int(rng.choice([16, 32, 64]))
+        sizes = []
+        for block in (block_m, block_n):  # any size, or a whole number of blocks plus or minus one
+            ragged = block * int(rng.integers(1, 3)) + int(rng.choice([-1, 1]))
+            sizes.append(int(rng.integers(1, 100)) if rng.random() < 0.7 else ragged)
+        M, N = sizes
+        pad = int(rng.choice([0, 0, 1, 3, 8, int(rng.integers(0, 40))]))
+        cases.append(Case((v(rng, (M, N), _DTYPES[int(dtypes[i])]), block_m, block_n, pad)))
     return cases
 
 
@@ -241,9 +285,11 @@ def _sectors_and_efficiency(got, expected) -> str | None:
     """The count exactly, the efficiency within a relative 1e-12; never raises."""
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         return same_value(got, expected)  # its reason names what came back
-    reason = same_value(got[0], expected[0])
+    reason = _int_or_reason(got[0], "the sector count")
     if reason is not None:
-        return f"the sector count: {reason}"
+        return reason
+    if got[0] != expected[0]:
+        return f"the sector count: {int(got[0])}, expected {expected[0]}"
     reason = _close(got[1], expected[1])
     return None if reason is None else f"the efficiency: {reason}"
 
@@ -301,105 +347,125 @@ def _trace_cases(rng: np.random.Generator) -> list[Case]:
 #: launcher's memory_requests aside).
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.memory_access", "nbhelpers.kernels")
 #: The course's machinery under every interpreted launch (a cache of the interpreter's work), and
-#: the load and store watch the given launcher calls.
+#: the load and store trace the given launcher calls.
 MACHINERY = (
     "nbhelpers.kernels.interpreter_cache",
     "nbhelpers.memory_access:loaded_addresses",
     "nbhelpers.memory_access:memory_requests",
 )
 
-#: The launcher of ex08.masked_copy, given whole by the statement (Exercise.given): an answer that
-#: changes it (the copy done on the host, the counts set to 0) scores nothing. It imports what it
-#: uses inside its body, so that no module-level name of the notebook stands in for them.
+#: The launcher of ex08.transpose_tiles, given whole by the statement (Exercise.given): an answer
+#: that changes it (the transpose done on the host, the counts typed in) scores nothing. It imports
+#: what it uses inside its body, so that no module-level name of the notebook stands in for them.
 LAUNCHER = '''\
-def masked_copy(
-    x: np.ndarray, block: int
-) -> tuple[np.ndarray, int, int, int]:
-    """Copy x (n,) with masked_copy_kernel; return the
-    output buffer with its guards, (n + 2 block,), the
-    number of elements the kernel loaded outside x, its
-    loads of elements of x beyond one each, and the
-    sectors its loads, and its stores, touched beyond
-    the least a copy of x needs. Given: do not change it."""
+def transpose_tiles(
+    x: np.ndarray, block_m: int, block_n: int, pad: int
+) -> tuple[np.ndarray, int, int, int, int]:
+    """Write x.T with transpose_kernel; return out's buffer,
+    the loads outside x, the repeated loads, and the sectors
+    the loads and the stores touch. Given: do not change it."""
     import numpy as np
     import torch
     import triton
 
+    from nbhelpers.load_audit import (
+        StrayPointerError,
+        host_code_problems,
+        watched_loads,
+    )
     from nbhelpers.memory_access import memory_requests
 
-    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-    def at_sector(t: torch.Tensor, lead: int) -> torch.Tensor:
-        # a CPU copy of the 1-D tensor t whose element lead
-        # starts at a 32-byte boundary (the start of a sector)
-        size = t.element_size()
-        raw = torch.empty(t.numel() + 32 // size, dtype=t.dtype)
-        skip = (-(raw.data_ptr() + lead * size) % 32) // size
-        return raw[skip : skip + t.numel()].copy_(t)
-
+    problems = host_code_problems(transpose_kernel)
+    if problems:
+        raise TypeError("; ".join(problems))
     x = torch.from_numpy(np.ascontiguousarray(x))
-    n = x.numel()
-    src = torch.full((n + 2 * block,), 77, dtype=x.dtype)
-    dst = torch.full((n + 2 * block,), 99, dtype=x.dtype, device=DEVICE)
-    src[block : block + n] = x
-    if n == 0:
-        return dst.cpu().numpy(), 0, 0, 0
-    grid = (triton.cdiv(n, block),)
-    masked_copy_kernel[grid](
-        src.to(DEVICE)[block:], dst[block:], n, BLOCK=block
-    )
-    # once more in the interpreter, on the CPU, with x and the
-    # output at sector boundaries: every load and store, lane by lane
-    xs = at_sector(src, block)[block:]
-    requests = memory_requests(
-        masked_copy_kernel,
-        grid,
-        xs,
-        at_sector(src, block)[block:],
-        n,
-        BLOCK=block,
-    )
+    (M, N), size = x.shape, x.element_size()
+
+    def buffer(rows, cols, guard, fill):
+        # rows x cols in rows of cols + pad elements, guard
+        # rows above and below; element (0, 0) at a sector start
+        total = (rows + 2 * guard) * (cols + pad)
+        raw = torch.full((total + 32,), fill, dtype=x.dtype)
+        lead = guard * (cols + pad) * size
+        skip = (-(raw.data_ptr() + lead) % 32) // size
+        buf = raw[skip : skip + total].view(-1, cols + pad)
+        return buf, buf[guard : guard + rows, :cols]
+
+    xbuf, xv = buffer(M, N, block_m, 77)
+    xv.copy_(x)
+    obuf, ov = buffer(N, M, block_n, 99)
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))
+    args = (xv, ov, M, N, *xv.stride(), *ov.stride())
+    # in Triton's interpreter, every load and store recorded,
+    # and stopped before it lands outside the buffers
+    try:
+        with watched_loads():
+            requests = memory_requests(
+                transpose_kernel,
+                grid,
+                *args,
+                BLOCK_M=block_m,
+                BLOCK_N=block_n,
+            )
+    except Exception as e:
+        if isinstance(e.__cause__, StrayPointerError):
+            raise e.__cause__ from None
+        raise
+    if torch.cuda.is_available():  # and compiled, on the GPU
+        gx = xbuf.cuda()[block_m : block_m + M, :N]
+        gbuf = torch.full_like(obuf, 99, device="cuda")
+        transpose_kernel[grid](
+            gx,
+            gbuf[block_n : block_n + N, :M],
+            *args[2:],
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+        )
+        if not torch.equal(gbuf.cpu(), obuf):
+            raise ValueError("compiled, the kernel stores other values")
     loads = [r.addresses[r.active] for r in requests if r.op == "load"]
     index = (
         np.concatenate([np.zeros(0, np.uint64), *loads]).astype(np.int64)
-        - xs.data_ptr()
-    ) // x.element_size()
-    inside = index[(index >= 0) & (index < n)]
+        - xv.data_ptr()
+    ) // size
+    row, col = np.divmod(index, N + pad)
+    inside = index[(row >= 0) & (row < M) & (col < N)]
     outside = int(index.size - inside.size)
     repeated = int(inside.size - np.unique(inside).size)
-    # the least: warps of 32 contiguous elements of each block,
-    # from a sector boundary, ceil(k * s / 32) sectors for k
-    first = np.arange(0, grid[0] * block, block)[:, None]
-    k = np.clip(n - first - np.arange(0, block, 32), 0, min(block, 32))
-    least = int((-(-k * x.element_size() // 32)).sum())
     # a warp: 32 consecutive lanes of one request; it moves
     # every sector its active lanes touch
-    touched = {"load": 0, "store": 0}
+    sectors = {"load": 0, "store": 0}
     for r in requests:
         for w in range(0, r.addresses.size, 32):
             lanes = r.addresses[w : w + 32][r.active[w : w + 32]]
-            touched[r.op] += np.unique(lanes // 32).size
-    extra = sum(max(0, t - least) for t in touched.values())
-    return dst.cpu().numpy(), outside, repeated, extra
+            sectors[r.op] += np.unique(lanes // 32).size
+    return (
+        obuf.numpy(),
+        outside,
+        repeated,
+        sectors["load"],
+        sectors["store"],
+    )
 '''
 
 EXERCISES = [
     Exercise(
-        "ex08.sector_count",
-        "Sectors of one warp's request",
+        "ex08.stream_times",
+        "What the host's clock and the events read",
         3,
-        sector_count_ref,
-        _sector_cases,
+        stream_times_ref,
+        _timing_cases,
+        compare=_int_lists,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
     ),
     Exercise(
-        "ex08.masked_copy",
-        "A copy kernel for any length",
+        "ex08.transpose_tiles",
+        "A transpose coalesced on both sides",
         4,
-        masked_copy_ref,
-        _copy_cases,
-        compare=_copy_and_counts,
+        transpose_tiles_ref,
+        _transpose_cases,
+        compare=_transpose_and_counts,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
         given=LAUNCHER,

@@ -33,10 +33,10 @@ def exercise_cases() -> list[Case]:
     """Chapter 08's exercise kernel, launched as its solution launches it."""
     return [
         Case(
-            "solutions/ex08_gpu_memory.ipynb:masked_copy_kernel",
+            "solutions/ex08_gpu_memory.ipynb:transpose_kernel",
             "fp32",
-            ("*fp32", "*fp32", 1000),
-            {"BLOCK": 256},
+            ("*fp32", "*fp32", 1000, 1000, 1003, 1, 1003, 1),
+            {"BLOCK_M": 32, "BLOCK_N": 64},
             source="solution",
         )
     ]
