@@ -1432,6 +1432,9 @@ CHAPTERS = [
                     "offs_n[:, None] * stride_om + offs_m[None, :] * stride_on",
                     "offs_n[:, None] * stride_on + offs_m[None, :] * stride_om",
                 ),
+                # out's row stride taken as bytes (times the element size): a pointer far outside
+                # out, stopped by the watch before it lands
+                ("transpose_tiles", "offs_n[:, None] * stride_om", "offs_n[:, None] * stride_om * 4096"),
                 # the row tiles BLOCK_N apart
                 ("transpose_tiles", "tl.program_id(0) * BLOCK_M", "tl.program_id(0) * BLOCK_N"),
                 # the program ids swapped: program (p, q) on rows q and columns p
@@ -1451,6 +1454,11 @@ CHAPTERS = [
                 # a loop over the tile's rows: each row read along x, written down a column of out
                 (
                     "transpose_tiles",
+                    "    tile = tl.load(x_ptrs, mask=mask)\n"
+                    "    # written along the rows of out: (BLOCK_N, BLOCK_M), the tile turned\n"
+                    "    out_ptrs = (\n"
+                    "        out_ptr + offs_n[:, None] * stride_om + offs_m[None, :] * stride_on\n"
+                    "    )\n"
                     "    tl.store(out_ptrs, tl.trans(tile), mask=tl.trans(mask))\n",
                     "    for r in tl.static_range(BLOCK_M):\n"
                     "        i = tl.program_id(0) * BLOCK_M + r\n"
