@@ -21,8 +21,8 @@ implementations of y_perm = the expert GEMMs, each timed with ``triton.testing.d
 * ``ours``: :func:`nbhelpers.kernels.grouped_gemm.grouped_matmul`, ``block=None`` (tuned on the
   first call of each shape; that call is outside the timing), bf16 out, with the offsets already
   on the GPU (an int64 tensor): the call reads no value back and copies nothing from the host, so
-  the timed region holds the kernel launch and the seven small torch operations of its tile
-  offsets, nothing that waits.
+  the timed region holds the kernel launch and the eight small torch operations of its tile
+  offsets (:data:`nbhelpers.kernels.grouped_gemm.TILE_LOOKUP_LAUNCHES`), nothing that waits.
 
 The routing's offsets are built on the host and copied to the GPU once per case, before timing.
 
@@ -45,9 +45,12 @@ seconds are recorded as skipped (gpu_report.py stops a benchmark after 120 s). T
 rewritten after every case (``meta.complete`` is false until the last), so a run that fails or
 is stopped halfway keeps the cases it finished.
 
-Run time: NOT yet measured on a GPU (written without one). Estimate for the full run on an H200:
-24 cases; the largest (K = 7168, N = 2048, T = 32k: 7.7 TFLOP per GEMM, about 11 ms at 700 TFLOP/s)
-dominate; the tuner compiles 6 configurations per (K, N) and times them once per case.
+Run time: the full run of 24 cases took 40 s on an H100 SXM (``--time-limit 50``, Triton 3.6.0,
+2026-12-06; benchmarks/results/gpu_report_nvidia-h100-80gb-hbm3.log); the largest cases (K = 7168,
+N = 2048, T = 32k: 7.7 TFLOP per GEMM, about 12 ms each) dominate, and the tuner compiles the 8
+configurations of GPU_CONFIGS per (K, N) and times them once per power-of-two bucket of T*k.
+Rows recorded before ``meta.model_gpu`` existed (that run's) hold predictions for an H200;
+chapter 10 predicts that run again for the H100 it ran on (:func:`nbhelpers.calibration.grouped_gemm_rows`).
 """
 
 from __future__ import annotations

@@ -49,11 +49,22 @@ from types import MappingProxyType
 
 from .kernels import copy as kcopy
 from .kernels import gemm as kgemm
+from .kernels import grouped_gemm as kgg
 from .kernels import pressure as kpressure
 from .kernels import topk as ktk
+from .moe import expert_counts, route
 from .perf_model import GPU, Launch, model_gpu, predict
 
-__all__ = ["Calibration", "calibrate", "copy_rows", "gemm_rows", "pressure_rows", "topk_groups", "topk_rows"]
+__all__ = [
+    "Calibration",
+    "calibrate",
+    "copy_rows",
+    "gemm_rows",
+    "grouped_gemm_rows",
+    "pressure_rows",
+    "topk_groups",
+    "topk_rows",
+]
 
 #: the top-k row that measures issue_factor: (method, batch, k, dtype)
 FACTOR_ROW = ("row", 1, 50, "bf16")
@@ -236,6 +247,60 @@ def pressure_rows(run: dict, gpu: GPU) -> list[dict]:
                 "predicted_ms": p.seconds * 1e3,
                 "ratio": r["ms"] * 1e-3 / p.seconds,
                 "bound": p.bound,
+            }
+        )
+    return out
+
+
+def _routed_loads(r: dict, skew: float = 1.0, seed: int = 0):
+    """The per-expert rows of a grouped-GEMM row's routing (the benchmark's ``nbhelpers.moe.route``
+    with ``skew`` and ``seed``), checked against what the row recorded of it."""
+    loads = expert_counts(route(r["T"], r["E"], r["top_k"], skew=skew, seed=seed).expert_ids, r["E"])
+    got = (int(loads.sum()), int(loads.max()), int((loads == 0).sum()))
+    if got != (r["rows"], r["max_load"], r["empty_experts"]):
+        raise ValueError(
+            f"the routing of {r['size']} E={r['E']} T={r['T']} gives (rows, busiest, empty) {got}, the run "
+            f"recorded {(r['rows'], r['max_load'], r['empty_experts'])}: not the run's routing"
+        )
+    return loads
+
+
+def grouped_gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dict]:
+    """Every timed row of a grouped-GEMM run (``benchmarks/gpu_grouped_gemm.py``), predicted again
+    on ``gpu`` from the row's routing (rebuilt as the run's ``meta["routing"]`` says, skew 1, seed
+    0, and checked against the loads the row recorded): ours as called, the fastest of the tuner's
+    configs in ``compile_rows`` (:func:`nbhelpers.kernels.grouped_gemm.fastest_predicted`); and the
+    loop's GPU time, each active expert its own launch of the fastest config for its rows alone
+    (a stand-in for cuBLAS), the GPU's time of each summed, without the host's launches. Per row:
+    size, E, T, ``active`` experts, ``ms`` (ours measured), ``predicted_ms``, ``ratio`` (measured /
+    predicted), ``bound``, ``config``, ``loop_ms`` (measured), ``loop_gpu_ms`` (the model's) and
+    ``loop_us_per_expert`` (the measured loop over its active experts, in us)."""
+    out = []
+    for r in _timed(run["rows"]):
+        loads = _routed_loads(r)
+        K, N = r["K"], r["N"]
+        p, config = kgg.fastest_predicted(compile_rows, loads, K, N, gpu=gpu)
+        if p is None:
+            continue
+        one: dict[int, float] = {}
+        for n in {int(v) for v in loads if v}:
+            q, _ = kgg.fastest_predicted(compile_rows, [n], K, N, gpu=gpu, cuda_graph=True)
+            one[n] = q.seconds - q.launch_s
+        active = int((loads > 0).sum())
+        out.append(
+            {
+                "size": r["size"],
+                "E": r["E"],
+                "T": r["T"],
+                "active": active,
+                "ms": r["ms"]["ours"],
+                "predicted_ms": p.seconds * 1e3,
+                "ratio": r["ms"]["ours"] * 1e-3 / p.seconds,
+                "bound": p.bound,
+                "config": config,
+                "loop_ms": r["ms"]["loop"],
+                "loop_gpu_ms": sum(one[int(n)] for n in loads if n) * 1e3,
+                "loop_us_per_expert": r["ms"]["loop"] * 1e3 / active,
             }
         )
     return out

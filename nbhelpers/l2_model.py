@@ -29,17 +29,21 @@ wave, and the cache size matters only when a wave's panels nearly fit.
 :func:`grouped_gemm_panels` lists the panels of a grouped GEMM's programs (from the program order
 of :func:`nbhelpers.kernels.grouped_gemm.program_tiles`, or :func:`column_sweep_order`, the order
 of a 2-D launch grid with the tile index fastest) and :func:`grouped_gemm_traffic` does both.
+:func:`recorded_l2_bytes` reads the L2 size a recorded GPU report measured.
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from .moe import check_offsets, tile_schedule
+from .results import find_results_dir
 from .validation import nonnegative_int, positive_int
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "column_sweep_order",
     "grouped_gemm_panels",
     "grouped_gemm_traffic",
+    "recorded_l2_bytes",
 ]
 
 
@@ -88,6 +93,20 @@ H200 = L2Spec(
     "(L2_cache_size 60 MB, multi_processor_count 132), not yet recorded by a "
     "run of this course",
 )
+
+
+def recorded_l2_bytes(results_dir=None) -> list[tuple[str, int, str, str]]:
+    """The L2 size each recorded GPU report measured (``benchmarks/results/gpu_report_*.json``,
+    written by ``benchmarks/gpu_report.py`` from ``torch.cuda.get_device_properties``): (GPU name,
+    ``l2_cache_bytes``, date, file name) per report that has it, oldest first; [] when there are
+    none."""
+    folder = find_results_dir(results_dir)
+    out = []
+    for path in sorted(Path(folder).glob("gpu_report_*.json")) if folder is not None else []:
+        report = json.loads(path.read_text())
+        if isinstance(report.get("l2_cache_bytes"), int) and report["l2_cache_bytes"] > 0:
+            out.append((str(report.get("gpu")), report["l2_cache_bytes"], str(report.get("date")), path.name))
+    return sorted(out, key=lambda r: r[2])
 
 
 class LRUCache:

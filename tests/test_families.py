@@ -278,3 +278,16 @@ def test_the_recipes_a_manifest_names_are_the_launchers_own_declarations():
         assert named == declared, (f.name, sorted(declared - named))
         scaled += bool(named)
     assert scaled >= 2  # the scaled GEMMs and the grouped GEMM
+
+
+def test_the_fp8_layout_cases_differ_only_in_the_weights_strides():
+    from nbhelpers.families import grouped_gemm as fam
+
+    k_major, n_major = fam.fp8_layout_cases()
+    assert (k_major.kernel, k_major.constexprs, k_major.target) == (n_major.kernel, n_major.constexprs, n_major.target)
+    assert "K-major" in k_major.label and "N-major" in n_major.label
+    diff = [i for i, (a, b) in enumerate(zip(k_major.args, n_major.args)) if a != b]
+    # the w strides (stride_we, stride_wk, stride_wn): K contiguous, then N contiguous
+    assert [k_major.args[i] for i in diff] == [1, fam.K] and [n_major.args[i] for i in diff] == [fam.N, 1]
+    (in_table,) = [c for c in fam.cases() if c.kernel.endswith("scaled_grouped_matmul_kernel")]
+    assert in_table.args == k_major.args and in_table.constexprs == k_major.constexprs

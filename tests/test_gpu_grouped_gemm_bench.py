@@ -314,7 +314,7 @@ def test_cases_past_the_time_limit_are_rows_that_say_so(tmp_path, monkeypatch):
 def test_a_timed_row_carries_the_models_prediction_for_ours():
     """The performance model beside the measurement: the fastest of the tuner's configs for these
     loads (kernels.grouped_gemm.predicted at the compile table's registers and shared memory), as
-    called and from a CUDA graph, which saves the tile lookup's seven launches."""
+    called and from a CUDA graph, which saves the tile lookup's eight launches."""
     from nbhelpers.kernels.grouped_gemm import TILE_LOOKUP_LAUNCHES
     from nbhelpers.perf_model import H200
 
@@ -337,7 +337,9 @@ def test_a_timed_row_carries_the_models_prediction_for_ours():
 
 def test_the_tile_lookup_launches_as_many_kernels_as_the_model_counts():
     """Every operation of tile_offsets on int64 offsets that is not a view (a kernel on a GPU),
-    recorded as torch dispatches it."""
+    recorded as torch dispatches it; int32 offsets skip the cast. The scan reads int32 and writes
+    int32, so no cast hides inside it (a dispatch mode sees only the outer call: a cumsum from
+    int64 into an int32 output casts inside, a kernel this count would miss)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from nbhelpers.kernels.grouped_gemm import TILE_LOOKUP_LAUNCHES, tile_offsets
@@ -348,10 +350,14 @@ def test_the_tile_lookup_launches_as_many_kernels_as_the_model_counts():
             self.ops = []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(func)
+            self.ops.append((func, args, kwargs or {}))
             return func(*args, **(kwargs or {}))
 
-    with Record() as rec:
-        tile_offsets(torch.tensor([0, 3, 3, 10, 17], dtype=torch.int64), 17, 16)
-    kernels = [str(f) for f in rec.ops if not f.is_view]
-    assert len(kernels) == TILE_LOOKUP_LAUNCHES, kernels
+    for dtype, launches in ((torch.int64, TILE_LOOKUP_LAUNCHES), (torch.int32, TILE_LOOKUP_LAUNCHES - 1)):
+        with Record() as rec:
+            out = tile_offsets(torch.tensor([0, 3, 3, 10, 17], dtype=dtype), 17, 16)
+        assert out.tolist() == [0, 1, 1, 2, 3]
+        kernels = [str(f) for f, _, _ in rec.ops if not f.is_view]
+        assert len(kernels) == launches, kernels
+        (scan,) = [(a, kw) for f, a, kw in rec.ops if "cumsum" in str(f)]
+        assert scan[0][0].dtype == torch.int32 and scan[1]["out"].dtype == torch.int32

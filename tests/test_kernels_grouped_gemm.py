@@ -1184,3 +1184,31 @@ def test_scaled_fp8_bad_inputs():
         r"\(256, 16, 1\).*qw_nk.transpose\(1, 2\).*k_major\(qw\)",
     ):
         scaled_grouped_matmul(qx, n_major, sx, sw, offsets)
+
+
+def test_fastest_predicted_is_the_fastest_tuned_config_of_the_table():
+    from nbhelpers.kernels.grouped_gemm import TUNED_LABEL, fastest_predicted, predicted
+    from nbhelpers.perf_model import H100_SXM
+
+    rows = [
+        {"kernel": "grouped_matmul_kernel", "label": TUNED_LABEL, "target": "sm_90", "status": "ok",
+         "default": True, "spill_stores": 0, "config": cfg, "num_warps": w, "num_stages": st,
+         "registers": regs, "shared": shared}
+        for cfg, w, st, regs, shared in (
+            ("128x256x64 w8 s3 (BLOCK_E=256)", 8, 3, 201, 147456),
+            ("64x64x64 w4 s4 (BLOCK_E=256)", 4, 4, 72, 65536),
+        )
+    ]  # fmt: skip
+    spilled = dict(rows[1], spill_stores=8, config="16x16x16 w4 s4")
+    other = dict(rows[1], target="sm_80", config="16x32x16 w4 s4")
+    loads = [3, 0, 40, 1]
+    p, config = fastest_predicted(rows + [spilled, other], loads, 7168, 2048, gpu=H100_SXM)
+    each = [
+        predicted(loads, 7168, 2048, (128, 256, 64), 8, 3, 201, 147456, gpu=H100_SXM),
+        predicted(loads, 7168, 2048, (64, 64, 64), 4, 4, 72, 65536, gpu=H100_SXM),
+    ]
+    assert p.seconds == min(q.seconds for q in each)
+    assert config == ("128x256x64 w8 s3", "64x64x64 w4 s4")[each.index(min(each, key=lambda q: q.seconds))]
+    graph, _ = fastest_predicted(rows, loads, 7168, 2048, gpu=H100_SXM, cuda_graph=True)
+    assert graph.seconds < p.seconds
+    assert fastest_predicted([spilled, other], loads, 7168, 2048) == (None, None)

@@ -182,3 +182,21 @@ def test_deepseek_sized_column_sweep_matches_its_napkin_formula():
     assert w <= sweep.dram["w"] < 1.01 * w
     grouped = grouped_gemm_traffic(program_tiles(off, N, 128, 128, 8), K, N, 128, 128, H100_SXM)
     assert grouped.ideal == sweep.ideal and 1.0 <= grouped.ratio < 1.05 < 1.8 < sweep.ratio
+
+
+def test_recorded_l2_bytes_reads_the_gpu_reports(tmp_path):
+    import json
+
+    from nbhelpers.l2_model import recorded_l2_bytes
+
+    assert recorded_l2_bytes(tmp_path) == []
+    (tmp_path / "gpu_report_b.json").write_text(json.dumps({"gpu": "B", "l2_cache_bytes": 62914560, "date": "2026-02"}))
+    (tmp_path / "gpu_report_a.json").write_text(json.dumps({"gpu": "A", "l2_cache_bytes": 52428800, "date": "2026-01"}))
+    (tmp_path / "gpu_report_c.json").write_text(json.dumps({"gpu": "C", "date": "2026-03"}))  # no L2 recorded
+    assert recorded_l2_bytes(tmp_path) == [
+        ("A", 52428800, "2026-01", "gpu_report_a.json"),
+        ("B", 62914560, "2026-02", "gpu_report_b.json"),
+    ]
+    # the course's recorded H100 report: 50 MiB, the whitepaper's 50 MB
+    h100 = [r for r in recorded_l2_bytes() if "H100" in r[0]]
+    assert h100 and all(r[1] == H100_SXM.l2_bytes for r in h100)

@@ -47,6 +47,27 @@ def cases() -> list[Case]:
     return out
 
 
+def fp8_layout_cases(target: str = "sm_90") -> list[Case]:
+    """The fp8 kernel at its default block, DeepSeek-V3's up projection, with the expert weights
+    in each layout: "K-major" ((E, N, K) contiguous, seen as (E, K, N): what the launcher takes,
+    and the case :func:`cases` puts in the compile table) and "N-major" ((E, K, N) contiguous:
+    what the launcher refuses), compiled to compare what each makes of the loads."""
+    from nbhelpers.kernels.grouped_gemm import DEFAULT_GROUP_M, FP8_DEFAULT_BLOCK
+
+    bm, bn, bk = FP8_DEFAULT_BLOCK
+    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "BLOCK_E": E, "GROUP_M": DEFAULT_GROUP_M}
+    return [
+        Case(
+            WHERE + "scaled_grouped_matmul_kernel",
+            f"e4m3 {layout} weights -> bf16, DeepSeek-V3 up projection",
+            _args("fp8e4nv", "bf16", strides, fp8=True),
+            constexprs,
+            target=target,
+        )
+        for layout, strides in (("K-major", (N * K, 1, K)), ("N-major", (K * N, N, 1)))
+    ]
+
+
 def exercise_cases() -> list[Case]:
     """Chapter 10's exercise kernel, launched as its solution launches it."""
     return [

@@ -10,8 +10,8 @@ How the programs find their work, without the host. Each expert's rows are cut i
 BLOCK_M rows: expert e has ``ceil(count_e / BLOCK_M)`` tiles, an empty expert none, so no tile
 mixes two experts (the tiles of :func:`nbhelpers.moe.tile_schedule`). The launcher computes the
 running total of the tile counts, ``tile_offsets`` (E + 1,) with ``tile_offsets[e]`` the first
-tile of expert e (:func:`tile_offsets`: seven small torch operations on the offsets' device, eight
-for int32 offsets). The
+tile of expert e (:func:`tile_offsets`: eight small torch operations on the offsets' device for
+int64 offsets, seven for int32 ones, :data:`TILE_LOOKUP_LAUNCHES`). The
 grid is 1-D and sized by an upper bound that needs no value from the device: with R = T*k rows,
 at most ``min(R, (R + E (BLOCK_M - 1)) // BLOCK_M)`` tiles (:func:`max_tiles`; at most
 ``cdiv(R, BLOCK_M) + E``), times ``cdiv(N, BLOCK_N)`` column blocks. Expert e owns the programs
@@ -89,12 +89,15 @@ and that operand gets no asynchronous copies. Compiled for sm_90 with Triton 3.7
 64 x 64 x 128 tile, 4 warps, 3 stages, K = 7168, N = 2048) and counted in the PTX: with w N-major,
 12 ``cp.async.cg`` copies in 3 commit groups (x's only: w is loaded into registers and written to
 shared memory by 70 ``st.shared``), 32 KB of shared memory; with w K-major, 24 copies in 6 commit
-groups (x and w pipelined alike), 6 ``st.shared``, 48 KB; 104 registers, no spills. The bf16
+groups (x and w pipelined alike), 6 ``st.shared``, 48 KB, 104 registers against the N-major 128;
+no spills (chapter 10 compiles both with :func:`nbhelpers.families.grouped_gemm.fp8_layout_cases`). The bf16
 kernel takes w in any layout (16-bit wgmma reads either major).
 
-GPU status: the compiled path (CUDA tensors, the tuner, bf16 and fp8 on tensor cores, the CUDA
-graph) was written without a GPU and has NOT yet been run on one; it compiles for sm_90 (and the
-bf16 kernel for sm_80) with Triton 3.7.1, and the tests marked GPU-only check it when a GPU is there.
+GPU status: the bf16 path (CUDA tensors, the tuner, bf16 on tensor cores) has run on an H100 SXM
+with Triton 3.6.0 and torch 2.11.0 (benchmarks/results/grouped_gemm_nvidia-h100-80gb-hbm3.json,
+2026-12-06: every output checked against torch's grouped_mm before it was timed). The fp8 kernel
+and a CUDA-graph replay have not run on a GPU yet; they compile for sm_90 with Triton 3.6.0 and
+3.7.1, and the tests marked GPU-only check them when a GPU is there.
 """
 
 from __future__ import annotations
@@ -125,6 +128,8 @@ __all__ = [
     "tile_offsets",
     "TILE_LOOKUP_LAUNCHES",
     "predicted",
+    "fastest_predicted",
+    "TUNED_LABEL",
     "max_tiles",
     "program_tiles",
     "k_major",
@@ -378,16 +383,20 @@ def tile_offsets(offsets: torch.Tensor, num_rows: int, block_m: int) -> torch.Te
     maximum): for valid offsets that changes nothing, and for any others the result still starts at
     0, never decreases and stays within :func:`max_tiles`, which is what the kernel's lookup needs
     to stay inside its operands."""
-    off = torch.cummax(offsets.to(torch.int64).clamp(0, num_rows), dim=0).values
+    # clamp first, then int32 (num_rows < 2**31): an int64 value past int32 must not wrap. From
+    # here on every tensor is int32, so the scan reads and writes int32 and casts nothing inside
+    off = offsets.clamp(0, num_rows).to(torch.int32)
+    off = torch.cummax(off, dim=0).values
     tiles = torch.div(off[1:] - off[:-1] + (block_m - 1), block_m, rounding_mode="floor")
     out = torch.zeros(off.shape[0], dtype=torch.int32, device=off.device)
     torch.cumsum(tiles, 0, dtype=torch.int32, out=out[1:])
     return out
 
 
-#: the small torch kernels :func:`tile_offsets` launches on int64 offsets before the GEMM: clamp,
-#: cummax, subtract, add, div, zeros, cumsum (the slices are views; int32 offsets add a cast)
-TILE_LOOKUP_LAUNCHES = 7
+#: the torch operations :func:`tile_offsets` runs on int64 offsets before the GEMM, each at least
+#: one kernel on a GPU: clamp, cast to int32, cummax, subtract, add, div, zeros, cumsum (the slices
+#: are views; int32 offsets skip the cast). The host pays a dispatch and a launch for each
+TILE_LOOKUP_LAUNCHES = 8
 
 
 def predicted(
@@ -433,6 +442,40 @@ def predicted(
     p = predict(gpu, launch, read + sum(loads) * N * out_bytes, 2.0 * computed * N * K, "bf16", bytes_loaded=read)
     host = 0.0 if cuda_graph else TILE_LOOKUP_LAUNCHES * gpu.launch_s
     return Prediction(p.seconds + host, p.bound, p.terms, p.launch_s + host)
+
+
+#: the compile table's label of the tuner's configs (:mod:`nbhelpers.families.grouped_gemm`)
+TUNED_LABEL = "bf16 -> bf16, DeepSeek-V3 up projection"
+
+
+def fastest_predicted(
+    compile_rows, loads, K: int, N: int, gpu: GPU = H200, cuda_graph: bool = False, target: str = "sm_90"
+) -> tuple[Prediction | None, str | None]:
+    """The model's fastest of the tuner's configs for experts with ``loads`` rows on ``gpu``
+    (:func:`predicted`), each at the registers and shared memory the compile table
+    ``compile_rows`` records for ``target`` (the rows of :data:`TUNED_LABEL` that compiled, are
+    default and do not spill): (its prediction, its config such as "128x256x64 w8 s3"), or
+    (None, None) when the table has no such row. The tuner on a GPU keeps the fastest it measures;
+    this is the config the model would keep."""
+    best: tuple[Prediction | None, str | None] = (None, None)
+    for r in compile_rows:
+        if (r.get("kernel"), r.get("label"), r.get("target"), r.get("status")) != (
+            "grouped_matmul_kernel",
+            TUNED_LABEL,
+            target,
+            "ok",
+        ):
+            continue
+        if not r.get("default") or r.get("spill_stores"):
+            continue
+        block = tuple(int(v) for v in r["config"].split()[0].split("x"))
+        p = predicted(
+            loads, K, N, block, r["num_warps"], r["num_stages"], r["registers"], r["shared"],
+            cuda_graph=cuda_graph, gpu=gpu,
+        )  # fmt: skip
+        if best[0] is None or p.seconds < best[0].seconds:
+            best = (p, r["config"].split(" (")[0])
+    return best
 
 
 def program_tiles(offsets, N: int, block_m: int, block_n: int, group_m: int = DEFAULT_GROUP_M) -> np.ndarray:
@@ -525,8 +568,7 @@ def _launch(x, w, c, off, cfg: dict, input_precision: str, group_m: int, kernel=
 
 def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
     """block=None on a GPU: time each GPU config once per key (:func:`nbhelpers.timing.tuning_ms`,
-    the median), keep the fastest. Each candidate computes its own tile offsets on the device. NOT
-    yet run on a GPU."""
+    the median), keep the fastest. Each candidate computes its own tile offsets on the device."""
     E, K, N = w.shape
     rows = x.shape[0]
     key = (E, N, K, x.dtype, c.dtype, input_precision, 1 << max(rows - 1, 0).bit_length(), group_m)
@@ -661,7 +703,7 @@ def scaled_grouped_matmul(
     sx: float32 (T*k, 1), one scale per row of x_perm (x ~ qx * sx). sw: float32 (E, N) or
     (E, 1, N), one scale per expert and output column (w[e] ~ qw[e] * sw[e]). offsets, group_m,
     schedule: as in :func:`grouped_matmul`; block: as there, None is one fixed
-    :data:`FP8_DEFAULT_BLOCK` on a GPU (NOT tuned, and NOT yet run on a GPU) and in the interpreter.
+    :data:`FP8_DEFAULT_BLOCK` on a GPU (NOT tuned, and not yet run on a GPU) and in the interpreter.
     out_dtype: float32 or bfloat16. In the interpreter the fp8 operands are upcast to float32
     (exact, as :mod:`nbhelpers.kernels.scaled_gemm` does) and a bf16 output is rounded by torch.
     recipes: the recipes (x, w) the operands were quantized by, w's in the (K, N) orientation,
