@@ -23,9 +23,9 @@ the fitted model's work without launches, so the reader sees what each launch le
 
 The latency is not fitted. The runs bound it from above instead (``latency_caps_s``, per batch): a
 program cannot finish before its chain of dependent steps, so every single-launch top-k row's time
-caps ``steps / stages x latency`` (given the assumed launch cost, subtracted first); the smallest
-cap of each batch is kept (batch 1 is an idle
-memory system, the latency unloaded; a full batch loads it).
+caps ``steps / stages x latency``. Nothing is subtracted first: the events may or may not have seen
+part of a launch, and a bound must hold either way. The smallest cap of each batch is kept (batch
+1 is an idle memory system, the latency unloaded; a full batch loads it).
 
 Then :func:`topk_rows`, :func:`copy_rows` and :func:`gemm_rows` predict every Triton row again
 with a model GPU (the datasheet's or the fitted one) and return measured / predicted beside the
@@ -308,7 +308,8 @@ def grouped_gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dic
 
 def _latency_caps(topk_run: dict, gpu: GPU) -> dict[int, float]:
     """Per batch, the largest latency every single-launch top-k row of that batch allows: its
-    time, less ``gpu``'s launch, over its chain of dependent steps counted in latencies."""
+    measured time over its chain of dependent steps counted in latencies (no launch subtracted:
+    an upper bound whatever the timer saw of the launch)."""
     caps: dict[int, float] = {}
     for r in _timed(topk_run["rows"]):
         if not r.get("launch"):
@@ -317,7 +318,7 @@ def _latency_caps(topk_run: dict, gpu: GPU) -> dict[int, float]:
         if len(preds) != 1:
             continue
         chain = preds[0].terms["dependent steps"] / gpu.latency_s  # in latencies
-        cap = (r["ms"] * 1e-3 - gpu.launch_s) / chain
+        cap = r["ms"] * 1e-3 / chain
         caps[r["batch"]] = min(cap, caps.get(r["batch"], cap))
     return dict(sorted(caps.items()))
 
