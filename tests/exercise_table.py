@@ -2067,8 +2067,26 @@ CHAPTERS = [
                 ("topk_two_stage", "for i in range(0, k):", "for i in range(0, k - 1):"),
                 # the merge writes k + 1 outputs
                 ("topk_two_stage", "for i in range(0, k):", "for i in range(0, k + 1):"),
-                # the value stored is +0.0 for -0.0 (added, not reloaded bit for bit)
-                ("topk_two_stage", "tl.store(vals_ptr + row * k + i, v)", "tl.store(vals_ptr + row * k + i, v + 0.0)"),
+                # the value rebuilt from its key, not reloaded: -0.0 comes back as +0.0
+                (
+                    "topk_two_stage",
+                    "tl.store(vals_ptr + row * k + i, v)",
+                    "kb = (best >> 32) + 0x80000000\n"
+                    "        v = tl.where(kb >= 0x80000000, kb ^ 0x80000000, kb ^ 0xFFFFFFFF)\n"
+                    "        tl.store(vals_ptr + row * k + i, v)",
+                ),
+                # the int32 bits widened with their sign: a negative value's key is never the flipped one
+                ("topk_two_stage", "bits = code.to(tl.int64) & 0xFFFFFFFF", "bits = code.to(tl.int64)"),
+                # the bits compared as signed integers: the negative values in reverse order
+                (
+                    "topk_two_stage",
+                    "tl.where(\n        bits >= 0x80000000, bits ^ 0xFFFFFFFF, bits ^ 0x80000000\n    )",
+                    "bits ^ 0x80000000",
+                ),
+                # the row's stride taken in bytes: rows past the first read far outside the logits
+                ("topk_two_stage", "bits_ptr + row * stride_row + cols", "bits_ptr + row * stride_row * 4 + cols"),
+                # the merge takes each value's column as the low 32 bits themselves
+                ("topk_two_stage", "col = 0xFFFFFFFF - (best & 0xFFFFFFFF)", "col = best & 0xFFFFFFFF"),
                 # the narrower last digit dropped: floor instead of ceil, and its histogram
                 ("radix_cost", "    if key_bits % digit_bits:\n        widths.append(key_bits % digit_bits)\n", ""),
                 # every histogram 2**digit_bits counters, the narrower last one too

@@ -363,6 +363,32 @@ def test_the_given_launcher_must_stay_as_given():
     )
     assert not result.passed and result.points == 0 and "must stay as given" in result.error
     assert code_shape(ch11.LAUNCHER) == code_shape(
-        ch11.LAUNCHER.replace("    # NaN, the largest", "    # NaN: the largest")
+        ch11.LAUNCHER.replace("    # the rows' float32 bits", "    # the float32 bits of the rows")
     )
     assert code_shape(ch11.LAUNCHER) != code_shape(ch11.LAUNCHER.replace("V + chunk", "V"))
+
+
+def test_the_launcher_refuses_host_code_and_stops_a_stray_pointer():
+    """The kernels get the logits as int32 bits, in the interpreter with every load and store
+    watched: a kernel that reaches numpy is refused before it runs, and one that loads far past the
+    logits fails its case with a StrayPointerError instead of reading (or crashing) the process."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+
+    spec = next(s for s in CHAPTERS if s.chapter == 11)
+    nb = SolutionNotebook(spec.solution, spec.namespace)
+    assert "xt.view(torch.int32)" in ch11.LAUNCHER and "run_watching_loads(" in ch11.LAUNCHER
+    host = nb.mutated(
+        "topk_two_stage",
+        "    bits = code.to(tl.int64) & 0xFFFFFFFF",
+        "    bits = code.to(tl.int64) & 0xFFFFFFFF\n    bits = np.asarray(bits)",
+    )
+    result = run_check("ex11.topk_two_stage", host)
+    assert not result.passed and "topk_chunk_kernel uses np" in result.error, result.error
+    far = nb.mutated(
+        "topk_two_stage", "bits_ptr + row * stride_row + cols", "bits_ptr + row * stride_row * 4096 + cols"
+    )
+    result = run_check("ex11.topk_two_stage", far)
+    assert not result.passed and "StrayPointerError" in result.error, result.error

@@ -13,9 +13,17 @@
   than the format's unsigned width fail with a message that names both.
 - ``topk_two_stage``: the two kernels of a two-stage top-k in Triton (each program the local top
   k of a chunk of its row, then one program per row merges the chunks' lists), run through the
-  launcher the notebook gives (Triton's interpreter on a CPU). The launcher reads the row from a
-  buffer whose columns past the row's end hold NaN, the largest value, so a missing mask picks it
-  up, and it fails the answer when the merge writes outside the (rows, k) outputs. Reference:
+  launcher the notebook gives (:data:`LAUNCHER`, ``Exercise.given``). The launcher hands the
+  kernels the logits as int32 bits, as the chapter's kernels take them (a float comparison, whose
+  NaN rule differs between the interpreter and a GPU, needs a deliberate bitcast), from a buffer
+  whose columns past the row's end hold a NaN's bits, the largest value, so a missing mask picks
+  it up. It refuses a kernel that reaches host code
+  (:func:`nbhelpers.load_audit.host_code_problems`), runs both kernels through
+  :func:`nbhelpers.load_audit.run_watching_loads` (in the interpreter, every load and store
+  checked against the launch's tensors: a wild pointer fails the case with a
+  :class:`~nbhelpers.load_audit.StrayPointerError` instead of touching other memory; on a GPU the
+  compiled kernel then runs too), and fails the answer when the merge writes outside the
+  (rows, k) outputs. Reference:
   :func:`topk_two_stage_ref`, built on :func:`nbhelpers.topk.topk_ref` (values largest first,
   ties to the lowest index, NaN the largest); values bit for bit (-0.0 is not +0.0), indices
   exactly.
@@ -598,42 +606,63 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     import torch
     import triton
 
+    from nbhelpers.load_audit import host_code_problems, run_watching_loads
+
+    for kernel in (topk_chunk_kernel, topk_merge_kernel):
+        problems = host_code_problems(kernel)
+        if problems:
+            raise TypeError("; ".join(problems))
     DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
     rows, V = x.shape
     n_chunks = triton.cdiv(V, chunk)
     K_PAD = triton.next_power_of_2(k)
-    # NaN, the largest value, past the end
-    # of every row: a missing mask reads it
+    # the rows' float32 bits, as int32; past the end of every
+    # row a NaN's, the largest value: a missing mask reads it
     xt = torch.full((rows + 1, V + chunk), float("nan"), device=DEVICE)
     xt[:rows, :V] = torch.from_numpy(np.asarray(x, dtype=np.float32)).to(
         DEVICE
     )
+    bits = xt.view(torch.int32)
     part = torch.full(
         (rows, n_chunks, K_PAD), -1, dtype=torch.int64, device=DEVICE
     )
     # one row of room on each side of the outputs:
     # a write outside (rows, k) lands there
-    vals = torch.full((rows + 2, k), -7.0, device=DEVICE)
+    vals = torch.full((rows + 2, k), -7, dtype=torch.int32, device=DEVICE)
     idx = torch.full((rows + 2, k), -7, dtype=torch.int64, device=DEVICE)
-    topk_chunk_kernel[(rows, n_chunks)](
-        xt, part, V, k, xt.stride(0), n_chunks, CHUNK=chunk, K_PAD=K_PAD
+    # run in Triton's interpreter with every load and store checked
+    # against the tensors above (on a GPU, then compiled)
+    run_watching_loads(
+        topk_chunk_kernel,
+        (rows, n_chunks),
+        bits,
+        part,
+        V,
+        k,
+        bits.stride(0),
+        n_chunks,
+        CHUNK=chunk,
+        K_PAD=K_PAD,
     )
-    topk_merge_kernel[(rows,)](
-        xt,
+    run_watching_loads(
+        topk_merge_kernel,
+        (rows,),
+        bits,
         part,
         vals[1:],
         idx[1:],
         V,
         k,
-        xt.stride(0),
+        bits.stride(0),
         n_chunks,
         K_PAD=K_PAD,
         NC_PAD=triton.next_power_of_2(n_chunks),
     )
     outside = torch.cat([idx[0], idx[-1]]) != -7
-    if outside.any() or (torch.cat([vals[0], vals[-1]]) != -7.0).any():
+    if outside.any() or (torch.cat([vals[0], vals[-1]]) != -7).any():
         raise IndexError("the merge wrote outside the (rows, k) outputs")
-    return vals[1:-1].cpu().numpy(), idx[1:-1].cpu().numpy()
+    values = vals[1:-1].cpu().view(torch.float32)
+    return values.numpy(), idx[1:-1].cpu().numpy()
 '''
 
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.topk", "nbhelpers.kernels")
