@@ -1976,65 +1976,54 @@ CHAPTERS = [
         1111,
         tuple(
             [
-                # only the sign bit flipped, negatives too: the more negative, the larger the key
-                ("topk_key", "np.where(b & sign, b ^ ones, b ^ sign)", "b ^ sign"),
-                # the right keys as signed 64-bit integers, not the code's unsigned width
+                # the totalOrder rank (the chapter's flip): the negative NaNs counted below the numbers
+                ("topk_key", "below_zero = sign - 1 - nans", "below_zero = sign - 1"),
+                # the chapter's key as it is: flip, every NaN on all ones, -0 on +0's key
                 (
                     "topk_key",
-                    "return key.astype(np.uint32 if width == 32 else np.uint16)",
-                    "return key.astype(np.int64)",
+                    "        key = np.where(neg, below_zero - mag, below_zero + 1 + mag)\n"
+                    "        key = np.where(mag == 0, below_zero, key)\n"
+                    "        key = np.where(nan, 2 * (sign - nans), key)\n",
+                    "        key = np.where(neg, b ^ (2 * sign - 1), b ^ sign)\n"
+                    "        key = np.where(mag == 0, sign, key)\n"
+                    "        key = np.where(nan, 2 * sign - 1, key)\n",
                 ),
-                # every bit flipped, positives too: the positives in reverse order, below the negatives
-                ("topk_key", "np.where(b & sign, b ^ ones, b ^ sign)", "b ^ ones"),
-                # NaN left on its totalOrder key: a negative NaN sorts below -inf
-                ("topk_key", "key = np.where(mag > exp_mask, ones, key)", "key = key"),
-                # NaN put at the bottom instead of the top
-                ("topk_key", "key = np.where(mag > exp_mask, ones, key)", "key = np.where(mag > exp_mask, 0, key)"),
-                # infinities taken for NaN (>= instead of >)
-                ("topk_key", "mag > exp_mask", "mag >= exp_mask"),
-                # -0 keeps its own key, just below +0's
-                ("topk_key", "key = np.where(mag == 0, sign, key)", "key = key"),
-                # fp16's exponent mask used for bf16 (large bf16 values taken for NaN)
-                ("topk_key", '"bf16": 0x7F80', '"bf16": 0x7C00'),
-                # bf16's exponent mask used for fp16 (most fp16 NaNs missed)
-                ("topk_key", '"fp16": 0x7C00', '"fp16": 0x7F80'),
-                # signed keys: everything from +0 up wraps to a negative number
-                ("topk_key", "np.uint32 if width == 32 else np.uint16", "np.int32 if width == 32 else np.int16"),
-                # uint32 keys for every IEEE format: the right order, the wrong width for bf16 and fp16
-                (
-                    "topk_key",
-                    "return key.astype(np.uint32 if width == 32 else np.uint16)",
-                    "return key.astype(np.uint32)",
-                ),
-                # fnuz: the IEEE flip unchanged, the NaN 0x80 keyed as if it were -0 (just below +0)
-                (
-                    "topk_key",
-                    "        key = np.where(b & 0x80, 0xFF - b, b + 0x7F)\n"
-                    "        key = np.where(b == 0x80, 0xFF, key)\n",
-                    "        key = np.where(b & 0x80, 0xFF - b, b ^ 0x80)\n",
-                ),
-                # fnuz: bf16's rule as it is, the NaN on top: the largest number shares its key
-                ("topk_key", "np.where(b & 0x80, 0xFF - b, b + 0x7F)", "np.where(b & 0x80, 0xFF - b, b ^ 0x80)"),
-                # fnuz: 0x80 taken for -0 and merged with +0
-                ("topk_key", "key = np.where(b == 0x80, 0xFF, key)", "key = key"),
-                # fnuz: NaN found by the IEEE test (exponent all ones, mantissa not zero): numbers lost
-                (
-                    "topk_key",
-                    "key = np.where(b == 0x80, 0xFF, key)",
-                    'key = np.where((b & 0x7F) > {"e4m3fnuz": 0x78, "e5m2fnuz": 0x7C}[fmt], 0xFF, key)',
-                ),
-                # fnuz: the NaN at the bottom (as if it were the most negative)
-                ("topk_key", "key = np.where(b == 0x80, 0xFF, key)", "key = np.where(b == 0x80, 0, key)"),
-                # fnuz: negatives ordered by magnitude, the more negative the larger
-                ("topk_key", "np.where(b & 0x80, 0xFF - b, b + 0x7F)", "np.where(b & 0x80, b - 0x81, b + 0x7F)"),
-                # fnuz: the keys of a 16-bit format (uint16), the order right
-                ("topk_key", "return key.astype(np.uint8)", "return key.astype(np.uint16)"),
-                # fnuz: e4m3fn's layout assumed (0x7F and 0xFF the NaNs, 0x80 -0 on +0's key)
-                (
-                    "topk_key",
-                    "key = np.where(b == 0x80, 0xFF, key)",
-                    "key = np.where((b & 0x7F) == 0x7F, 0xFF, np.where(b == 0x80, 0x7F, key))",
-                ),
+                # every NaN on the largest key, all ones, not on the count of the numbers
+                ("topk_key", "key = np.where(nan, 2 * (sign - nans), key)", "key = np.where(nan, 2 * sign - 1, key)"),
+                # the NaNs on the largest number's key (the count less one)
+                ("topk_key", "2 * (sign - nans), key)", "2 * (sign - nans) - 1, key)"),
+                # -0 and +0 not merged: +0 one above -0
+                ("topk_key", "        key = np.where(mag == 0, below_zero, key)\n", ""),
+                # the positives not lifted over the second zero: the smallest one on the zeros' key
+                ("topk_key", "below_zero + 1 + mag", "below_zero + mag"),
+                # the negatives the wrong way round: the larger the magnitude, the larger the key
+                ("topk_key", "np.where(neg, below_zero - mag,", "np.where(neg, mag - 1,"),
+                # the infinities taken for NaN (>= instead of >)
+                ("topk_key", "nan = mag > top if", "nan = mag >= top if"),
+                # only the positive NaNs found: a negative NaN keyed as a number (and wrapped)
+                ("topk_key", "nan = mag > top if", "nan = (mag > top) & ~neg if"),
+                # e4m3fn read as IEEE: its top binade taken for inf and NaNs
+                ("topk_key", '"e4m3fn": (8, 3, "fn")', '"e4m3fn": (8, 3, "ieee")'),
+                # e5m2 read as e4m3fn's kind: one NaN per sign, no inf
+                ("topk_key", '"e5m2": (8, 2, "ieee")', '"e5m2": (8, 2, "fn")'),
+                # bf16 given fp16's mantissa: its exponent field and NaNs misplaced
+                ("topk_key", '"bf16": (16, 7, "ieee")', '"bf16": (16, 10, "ieee")'),
+                # fnuz read as fn: 0x80 taken for -0, 0x7F and 0xFF for NaNs
+                ("topk_key", '"e4m3fnuz": (8, 3, "fnuz")', '"e4m3fnuz": (8, 3, "fn")'),
+                # fnuz read as IEEE
+                ("topk_key", '"e5m2fnuz": (8, 2, "fnuz")', '"e5m2fnuz": (8, 2, "ieee")'),
+                # fnuz: two zeros assumed, so the largest number lands on the NaN's key
+                ("topk_key", "sign - 1 + mag)", "sign + mag)"),
+                # fnuz: the NaN at the bottom, as if it were the most negative
+                ("topk_key", "key = np.where(b == sign, 2 * sign - 1, key)", "key = np.where(b == sign, 0, key)"),
+                # fnuz: 0x80 taken for -0 and put on +0's key
+                ("topk_key", "np.where(b == sign, 2 * sign - 1, key)", "np.where(b == sign, sign - 1, key)"),
+                # the right keys as signed 64-bit integers, not the codes' unsigned width
+                ("topk_key", "return key.astype(dtype)", "return key.astype(np.int64)"),
+                # uint32 keys for every format: the right values, the wrong width for 8 and 16 bits
+                ("topk_key", "dtype = {8: np.uint8, 16: np.uint16, 32: np.uint32}[width]", "dtype = np.uint32"),
+                # signed keys of the right width: the upper half wraps negative
+                ("topk_key", "{8: np.uint8, 16: np.uint16, 32: np.uint32}", "{8: np.int8, 16: np.int16, 32: np.int32}"),
                 # ties broken by the highest column (the column itself in the low bits)
                 ("topk_two_stage", "0xFFFFFFFF - ", ""),
                 # the column counted from the start of the chunk

@@ -1,7 +1,8 @@
 """Chapter 11 exercises: the references agree with torch (its sort of every bf16 and fp16 value,
-torch.topk, the bf16 cast) and with nbhelpers.topk's radix select; the cases hold the hard
-regions for every seed; the compares never crash on a student's odd return value, and the
-construction check never changes the array it judges."""
+torch.topk, the bf16 cast), with ml_dtypes' and the course's decoding of the fp8 codes and with
+nbhelpers.topk's radix select; the cases hold the hard regions for every seed; the compares never
+crash on a student's odd return value, and the construction check never changes the array it
+judges."""
 
 import ml_dtypes
 import numpy as np
@@ -23,62 +24,103 @@ def values_of(codes: np.ndarray, fmt: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(signed)).view(FLOAT[fmt])
 
 
-# ---- exercise 1: the key of a float
+# ---- exercise 1: the rank key of a float code
+
+
+def torch_ranks(values: torch.Tensor) -> np.ndarray:
+    """The outside oracle: for each value, how many of the values torch's stable ascending sort puts
+    strictly before it (NaN last and all NaNs equal, -0 equal to +0): the position where its run of
+    equal values starts."""
+    s, order = torch.sort(values, stable=True)
+    v = s.float().numpy()
+    with np.errstate(invalid="ignore"):
+        same = (v[1:] == v[:-1]) | (np.isnan(v[1:]) & np.isnan(v[:-1]))
+    starts = np.concatenate([[0], np.flatnonzero(~same) + 1])
+    run_start = starts[np.searchsorted(starts, np.arange(v.size), side="right") - 1]
+    ranks = np.empty(v.size, np.int64)
+    ranks[order.numpy()] = run_start
+    return ranks
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp16"])
-def test_keys_of_every_code_sort_as_torch_sorts(fmt):
-    """The outside oracle: a stable sort of every code by its key is torch's stable sort of the
-    values (NaN above +inf, all NaNs equal, -0 equal to +0, ties in index order)."""
+def test_keys_of_every_code_are_their_ranks_in_torchs_sort(fmt):
     codes = np.arange(1 << 16, dtype=np.int64).astype(np.uint16)
     keys, _, _ = ch11.topk_key_ref(codes, fmt)
-    by_key = np.argsort(keys, kind="stable")
-    by_torch = torch.sort(values_of(codes, fmt), stable=True).indices.numpy()
-    assert np.array_equal(by_key, by_torch)
+    assert keys.dtype == np.uint16
+    assert np.array_equal(keys.astype(np.int64), torch_ranks(values_of(codes, fmt)))
 
 
-def test_fp32_keys_sort_as_torch_sorts():
+def test_fp32_keys_order_as_torch_sorts_and_count_the_codes_below():
+    """fp32's keys come from the bits (no table of 2**32 codes): along torch's sort of random codes
+    and the specials they never decrease, and they are equal exactly where torch sees equal values;
+    at the landmarks they are the counts: -inf 0, the zeros above the 2**31 - 2**23 negative
+    numbers, the smallest positive two above them, every NaN above all 2**32 - 2**24 + 2 numbers."""
     rng = np.random.default_rng(5)
     codes = np.concatenate([rng.integers(0, 2**32, 200_000, dtype=np.int64), ch11._FP32_SPECIALS]).astype(np.uint32)
     keys, _, _ = ch11.topk_key_ref(codes, "fp32")
-    assert np.array_equal(
-        np.argsort(keys, kind="stable"), torch.sort(values_of(codes, "fp32"), stable=True).indices.numpy()
-    )
-
-
-@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp32"])
-def test_keys_are_the_ranks_with_the_two_merges(fmt):
-    """The spec's canonical choices: every NaN on all ones, -0 on +0's key (the sign bit), and
-    every other code its rank in totalOrder (negative codes below, in reverse)."""
-    f = tk.key_format(fmt)
-    specials = np.array(ch11._specials(fmt), dtype=f.uint_dtype)
-    keys, _, _ = ch11.topk_key_ref(specials, fmt)
+    assert keys.dtype == np.uint32
+    s, order = torch.sort(values_of(codes, "fp32"), stable=True)
+    k = keys.astype(np.int64)[order.numpy()]
+    v = s.numpy()
     with np.errstate(invalid="ignore"):
-        v = values_of(specials, fmt).float().numpy()
-    assert (keys[np.isnan(v)] == f.all_ones).all()
-    assert (keys[v == 0] == f.sign_bit).all()
-    finite_neg = (v < 0) & np.isfinite(v)
-    assert (keys[finite_neg] == f.all_ones - specials[finite_neg].astype(np.int64)).all()
+        same = (v[1:] == v[:-1]) | (np.isnan(v[1:]) & np.isnan(v[:-1]))
+    assert (np.diff(k) >= 0).all() and np.array_equal(np.diff(k) == 0, same)
+    # -inf, -0, +0, the smallest subnormal, +inf, NaNs of both signs
+    landmarks = np.array([0xFF800000, 0x80000000, 0, 1, 0x7F800000, 0x7FC00000, 0xFFFFFFFF], np.uint32)
+    negatives = 2**31 - 1 - (2**23 - 1)
+    expected = [0, negatives, negatives, negatives + 2, 2**32 - 2 * (2**23 - 1) - 1, 2**32 - 2 * (2**23 - 1)]
+    assert ch11.topk_key_ref(landmarks, "fp32")[0].tolist() == expected + [expected[-1]]
+
+
+@pytest.mark.parametrize("fmt", [f for f, k in ch11.KEY_FORMATS.items() if k.bits <= 16])
+def test_the_bit_formula_is_the_table_of_decoded_values(fmt):
+    """fp32's reference, the formula on the bits, gives every key of the decoded tables of the
+    formats of 8 and 16 bits (IEEE, fn and fnuz)."""
+    codes = np.arange(1 << ch11.KEY_FORMATS[fmt].bits)
+    assert np.array_equal(ch11.rank_keys_formula(codes, fmt), ch11._rank_table(fmt))
+
+
+@pytest.mark.parametrize("fmt", ["e5m2", "e4m3fn", "e4m3fnuz", "e5m2fnuz"])
+def test_fp8_keys_rank_the_values_and_merge_only_zeros_and_nans(fmt):
+    """The fp8 tables against the course's own decoder where it has the format (e5m2, e4m3fn):
+    the same ranks; and the conventions: fnuz has 255 numbers and one NaN (keys 0 to 255, once
+    each), the others share a key only between +0 and -0 and among their NaNs."""
+    from nbhelpers.formats import FORMATS, decode
+
+    codes = np.arange(256)
+    keys = ch11._rank_table(fmt).astype(np.int64)
+    values = ch11._values(codes, fmt)
+    nan = np.isnan(values)
+    if fmt in FORMATS:
+        assert np.array_equal(decode(codes, fmt), values, equal_nan=True)
+    numbers = np.sort(values[~nan])
+    assert np.array_equal(keys[~nan], np.searchsorted(numbers, values[~nan], side="left"))
+    assert (keys[nan] == numbers.size).all()
+    if fmt.endswith("fnuz"):
+        assert sorted(keys.tolist()) == list(range(256)) and nan.sum() == 1 and nan[0x80]
+        assert keys[0x00] == 127 and keys[0x80] == 255
+    else:
+        assert keys[0x00] == keys[0x80] and np.unique(keys).size == 256 - 1 - (int(nan.sum()) - 1)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_key_cases_hold_every_kind_of_code(seed):
     cases = cases_for("ex11.topk_key", seed)
-    assert any(c.label == "every bf16 code" for c in cases) and any(c.label == "every fp16 code" for c in cases)
+    labels = {c.label for c in cases}
+    assert {"every bf16 code", "every fp16 code", "every e5m2 code", "every e4m3fnuz code"} <= labels
     random = [c for c in cases if not c.label]
-    assert {c.args[1] for c in random} == {"bf16", "fp16", "fp32", "e4m3fnuz", "e5m2fnuz"}
+    assert {c.args[1] for c in random} == set(ch11.KEY_FORMATS)
     for c in random:  # each random case alone catches every mistake of the table
         codes, fmt = c.args
-        if fmt in tk.FNUZ_FORMATS:  # +0, the NaN, the largest magnitudes of both signs
-            assert codes.dtype == np.uint8 and {0x00, 0x80, 0x7F, 0xFF} <= set(codes.ravel().tolist())
-            continue
-        f = tk.key_format(fmt)
-        assert codes.dtype == f.uint_dtype
-        with np.errstate(invalid="ignore"):
-            v = values_of(codes.ravel(), fmt).float().numpy()
-        sign = (codes.ravel().astype(np.int64) & f.sign_bit) != 0
-        assert (np.isnan(v) & sign).any() and (np.isnan(v) & ~sign).any()
-        assert ((v == 0) & sign).any() and np.isinf(v).any()
+        f = ch11.KEY_FORMATS[fmt]
+        assert codes.dtype == f.codes
+        v = ch11._values(codes.ravel(), fmt)
+        sign = (codes.ravel().astype(np.int64) >> (f.bits - 1)) == 1
+        assert (v == 0).any() and ((v > 0) & ~np.isinf(v)).any() and np.isnan(v).any()
+        if f.kind != "fnuz":
+            assert (np.isnan(v) & sign).any() and (np.isnan(v) & ~sign).any() and ((v == 0) & sign).any()
+        if f.kind == "ieee":
+            assert np.isinf(v).any()
 
 
 BAD = [None, "x", 3, 2.5, [1, "a"], np.zeros(3), np.zeros((2, 2), np.uint16), object(), {"a": 1}]
@@ -91,8 +133,9 @@ def test_same_keys_rejects_without_raising(got):
 
 
 def test_same_keys_takes_the_codes_width_unsigned_and_names_the_code():
-    """The statement asks uint16 keys for bf16 and fp16 codes, uint32 for fp32: the width the
-    radix passes take digits from. The right values in another integer type fail, and say so."""
+    """The statement asks keys of the codes' unsigned dtype: the width the radix passes take
+    digits from. The right values in another integer type fail, and say so; a wrong key names its
+    code, the code's value, and both keys."""
     codes = np.array([0x3F80, 0x8000, 0xFFC0, 0xBF80], np.uint16)
     expected = ch11.topk_key_ref(codes, "bf16")
     assert ch11._same_keys(expected[0], expected) is None
@@ -102,9 +145,16 @@ def test_same_keys_takes_the_codes_width_unsigned_and_names_the_code():
     assert "uint16" in ch11._same_keys(expected[0].view(np.int16), expected)
     assert "uint16" in ch11._same_keys(expected[0].tolist(), expected)  # a list of ints is int64
     wrong = expected[0].copy()
-    wrong[1] = 0x7FFF  # -0 on its own key
+    wrong[1] += 1  # -0 one above +0
     msg = ch11._same_keys(wrong, expected)
-    assert "0x8000" in msg and "-0.0" in msg and "0x7FFF" in msg
+    assert "0x8000" in msg and "-0.0" in msg and f"got key {int(wrong[1])}" in msg, msg
+    fnuz = ch11.topk_key_ref(np.arange(256, dtype=np.uint8), "e4m3fnuz")
+    assert "uint8" in ch11._same_keys(fnuz[0].astype(np.uint16), fnuz)
+    nan_low = fnuz[0].copy()
+    nan_low[0x80] = 0
+    assert "0x80 (the NaN" in ch11._same_keys(nan_low, fnuz)
+    with pytest.raises(ValueError, match="e4m3fnuz"):
+        ch11.topk_key_ref(np.arange(4, dtype=np.uint8), "e4m3")
 
 
 # ---- exercise 2: the two-stage kernel
@@ -300,43 +350,6 @@ def test_flip_check_accepts_the_smallest_row_and_never_changes_it():
 @pytest.mark.parametrize("got", BAD + [np.zeros(4, ml_dtypes.bfloat16), np.zeros(4, np.float32), np.zeros(4, object)])
 def test_flip_check_rejects_without_raising(got):
     assert isinstance(ch11._flip_compare(got, ch11.flip_top3_ref(4, 0)), str)
-
-
-# ---- exercise 1, the fnuz formats: no -0, no infinity, 0x80 the one NaN
-
-
-@pytest.mark.parametrize("fmt", ["e4m3fnuz", "e5m2fnuz"])
-def test_fnuz_keys_sort_as_the_values_ml_dtypes_decodes(fmt):
-    """The outside oracle: ml_dtypes' decoding of every code. Sorting the codes by key sorts
-    their values (NaN last, as torch places NaN), and the keys are 0 to 255, once each."""
-    import ml_dtypes
-
-    codes = np.arange(256, dtype=np.uint8)
-    keys, _, _ = ch11.topk_key_ref(codes, fmt)
-    assert keys.dtype == np.uint8 and sorted(keys.tolist()) == list(range(256))
-    values = codes.view(getattr(ml_dtypes, f"float8_{fmt}")).astype(np.float64)
-    by_key = values[np.argsort(keys)]
-    assert np.isnan(by_key[-1]) and np.isnan(values).sum() == 1 and (np.diff(by_key[:-1]) > 0).all()
-    # the bit rule: negatives flipped as in the IEEE formats, positives one lower, the NaN on top
-    b = codes.astype(np.int64)
-    rule = np.where(b == 0x80, 0xFF, np.where(b & 0x80, 0xFF - b, b + 0x7F))
-    assert np.array_equal(keys, rule)
-    assert keys[0x00] == 0x7F and keys[0x80] == 0xFF  # +0 below the middle, the NaN on top
-
-
-def test_fnuz_keys_of_a_wrong_width_or_rule_are_named():
-    codes = np.arange(256, dtype=np.uint8)
-    expected = ch11.topk_key_ref(codes, "e4m3fnuz")
-    assert ch11._same_keys(expected[0], expected) is None
-    assert "uint8" in ch11._same_keys(expected[0].astype(np.uint16), expected)
-    ieee = np.where(codes & 0x80, 0xFF - codes.astype(np.int64), codes ^ 0x80).astype(np.uint8)
-    msg = ch11._same_keys(ieee, expected)  # the IEEE flip unchanged: the NaN just below +0
-    assert "code 0x00" in msg and "+0.0" in msg
-    wrong = expected[0].copy()
-    wrong[0x80] = 0x7F
-    assert "0x80 (the NaN" in ch11._same_keys(wrong, expected)
-    with pytest.raises(ValueError, match="e4m3fnuz"):
-        tk.fnuz_keys_ref(codes, "e4m3fn")
 
 
 def test_the_given_launcher_must_stay_as_given():

@@ -1,16 +1,17 @@
 """Chapter 11 exercises: top-k over a 128k vocabulary. Listed in ``EXERCISES`` for
 :mod:`nbhelpers.answer_keys`.
 
-- ``topk_key``: the unsigned key of a float code (bf16, fp16, fp32, or the fnuz fp8 formats
-  e4m3fnuz and e5m2fnuz) whose integer order is the order torch's sort and top-k compare floats
-  in: every NaN the largest key, all ones; -0 on +0's key; every other code of an IEEE format its
-  rank in IEEE 754's totalOrder, of an fnuz format (no -0, no infinity, 0x80 the one NaN, no
-  totalOrder) the rank of its value. References: :func:`nbhelpers.topk.topk_keys` (held against
-  torch's own sort of every bf16 and fp16 value in tests/test_exercises_ch11.py) and
-  :func:`nbhelpers.topk.fnuz_keys_ref` (the ranks of the values ml_dtypes decodes: torch does
-  not sort float8); compared exactly, on every bf16, fp16, e4m3fnuz and e5m2fnuz code, fp32
-  specials and random codes of all five formats with specials mixed in. Keys of another dtype
-  than the format's unsigned width fail with a message that names both.
+- ``topk_key``: the rank key of a float code, from its bits: the number of the format's codes
+  whose value is smaller in torch's order (NaN above every number, all NaNs equal, -0 equal to
+  +0), of the codes' unsigned width, for fp32, bf16, fp16, e5m2 (IEEE), e4m3fn (no inf, one NaN
+  per sign) and e4m3fnuz, e5m2fnuz (no inf, no -0, 0x80 the one NaN). Not the chapter's key (which
+  keeps totalOrder's places and moves NaN and -0 by hand): the student works out how many codes of
+  each kind lie below, format by format. Reference: :func:`topk_key_ref`, the ranks of the values
+  numpy and ml_dtypes decode for the formats of 8 and 16 bits, :func:`rank_keys_formula` on the
+  bits for fp32; held against torch's sort (every bf16 and fp16 code, random fp32 codes) and the
+  course's decoder in tests/test_exercises_ch11.py. Compared exactly, on every code of the six
+  narrow formats, fp32 specials and random codes of all seven formats with specials mixed in. Keys
+  of another dtype than the codes' fail with a message that names both.
 - ``topk_two_stage``: the two kernels of a two-stage top-k in Triton (each program the local top
   k of a chunk of its row, then one program per row merges the chunks' lists), run through the
   launcher the notebook gives (:data:`LAUNCHER`, ``Exercise.given``). The launcher hands the
@@ -43,6 +44,7 @@ is a numpy call on the CPU.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import ml_dtypes
@@ -50,27 +52,89 @@ import numpy as np
 
 from ..exercise_types import Case, Exercise
 from ..report_text import describe, short_repr
-from ..topk import FNUZ_FORMATS, float_bits, fnuz_keys_ref, key_format, radix_select_cost, topk_keys, topk_ref
+from ..topk import float_bits, radix_select_cost, topk_keys, topk_ref
 
 UNWRITTEN = -7  # what the topk_two_stage launcher's outputs hold before the merge runs
-_FLOAT_VIEW = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
+
+
+_CODE_DTYPE = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32)}
+
+
+class KeyFormat(NamedTuple):
+    """A format of exercise 1: its width, mantissa bits, what its special codes mean ("ieee": the
+    all-ones exponent holds +-inf and NaNs of both signs; "fn": no inf, only the all-ones magnitude
+    is NaN, of both signs; "fnuz": no inf, no -0, the code of -0 the only NaN) and the numpy or
+    ml_dtypes type that decodes its codes (the oracle of the values)."""
+
+    bits: int
+    man_bits: int
+    kind: str
+    values: np.dtype
+
+    @property
+    def codes(self) -> np.dtype:
+        return _CODE_DTYPE[self.bits]
+
+
+KEY_FORMATS = {
+    "fp32": KeyFormat(32, 23, "ieee", np.dtype(np.float32)),
+    "bf16": KeyFormat(16, 7, "ieee", np.dtype(ml_dtypes.bfloat16)),
+    "fp16": KeyFormat(16, 10, "ieee", np.dtype(np.float16)),
+    "e5m2": KeyFormat(8, 2, "ieee", np.dtype(ml_dtypes.float8_e5m2)),
+    "e4m3fn": KeyFormat(8, 3, "fn", np.dtype(ml_dtypes.float8_e4m3fn)),
+    "e4m3fnuz": KeyFormat(8, 3, "fnuz", np.dtype(ml_dtypes.float8_e4m3fnuz)),
+    "e5m2fnuz": KeyFormat(8, 2, "fnuz", np.dtype(ml_dtypes.float8_e5m2fnuz)),
+}
+
+
+def _values(codes, fmt: str) -> np.ndarray:
+    """The values of codes of ``fmt`` as float64, decoded by numpy or ml_dtypes."""
+    f = KEY_FORMATS[fmt]
+    c = (np.asarray(codes).astype(np.int64) & ((1 << f.bits) - 1)).astype(f.codes)
+    with np.errstate(invalid="ignore"):  # a signalling NaN
+        return np.ascontiguousarray(c).view(f.values).astype(np.float64)
 
 
 def _value_of(code: int, fmt: str) -> float:
     """The float a code of ``fmt`` stands for (for messages)."""
-    if fmt in FNUZ_FORMATS:
-        return float(np.array([code], dtype=np.uint8).view(FNUZ_FORMATS[fmt]).astype(np.float64)[0])
-    f = key_format(fmt)
-    with np.errstate(invalid="ignore"):  # a signalling NaN
-        return float(np.array([code], dtype=f.uint_dtype).view(_FLOAT_VIEW[fmt]).astype(np.float64)[0])
+    return float(_values(np.array([code]), fmt)[0])
 
 
-def _width(fmt: str) -> tuple[int, np.dtype]:
-    """The bits of a code of ``fmt`` and the unsigned dtype of its keys."""
-    if fmt in FNUZ_FORMATS:
-        return 8, np.dtype(np.uint8)
-    f = key_format(fmt)
-    return f.bits, f.uint_dtype
+@functools.cache
+def _rank_table(fmt: str) -> np.ndarray:
+    """For a format of at most 16 bits: every code's key, the number of codes whose value is
+    smaller (NaN above every number, all NaNs equal, -0 equal to +0), from the decoded values."""
+    f = KEY_FORMATS[fmt]
+    values = _values(np.arange(1 << f.bits), fmt)
+    nan = np.isnan(values)
+    numbers = np.sort(values[~nan])
+    keys = np.searchsorted(numbers, values, side="left")  # the numbers strictly below
+    keys[nan] = numbers.size  # every number is below a NaN
+    out = keys.astype(f.codes)
+    out.flags.writeable = False
+    return out
+
+
+def rank_keys_formula(codes, fmt: str) -> np.ndarray:
+    """The same keys from the bits alone, for any width (fp32's 2**32 codes are no table): the
+    negative numbers below the zeros, fewest first by magnitude; the zeros on one key; each
+    positive number above both zeros; every NaN on the count of the numbers."""
+    f = KEY_FORMATS[fmt]
+    sign = 1 << (f.bits - 1)
+    b = np.asarray(codes).astype(np.int64) & ((1 << f.bits) - 1)
+    mag, neg = b & (sign - 1), b >= sign
+    if f.kind == "fnuz":  # no -0: one zero, and the NaN at -0's code
+        key = np.where(neg, sign - 1 - mag, sign - 1 + mag)
+        key = np.where(b == sign, 2 * sign - 1, key)
+    else:
+        nan_per_sign = (1 << f.man_bits) - 1 if f.kind == "ieee" else 1
+        exp_mask = (sign - 1) ^ ((1 << f.man_bits) - 1)
+        nan = mag > exp_mask if f.kind == "ieee" else mag == sign - 1
+        below_zero = sign - 1 - nan_per_sign  # the negative numbers
+        key = np.where(neg, below_zero - mag, below_zero + 1 + mag)
+        key = np.where(mag == 0, below_zero, key)
+        key = np.where(nan, 2 * (sign - nan_per_sign), key)
+    return key.astype(f.codes)
 
 
 # ------------------------------------------------------------------ 1. the key of a float
@@ -85,19 +149,28 @@ class ExpectedKeys(tuple):
 
 
 def topk_key_ref(bits: np.ndarray, fmt: str) -> ExpectedKeys:
-    """The top-k keys of the codes (:func:`nbhelpers.topk.topk_keys`, or
-    :func:`nbhelpers.topk.fnuz_keys_ref` for an fnuz format), unsigned, same shape."""
+    """The rank key of each code (the number of the format's codes whose value is smaller, in
+    torch's order), of the codes' unsigned dtype, same shape: from the decoded values of every code
+    (:func:`_rank_table`) for the formats of at most 16 bits, from :func:`rank_keys_formula` for
+    fp32 (held against the tables and torch's sort in tests/test_exercises_ch11.py)."""
+    if fmt not in KEY_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: accepted are {', '.join(KEY_FORMATS)}")
     codes = np.asarray(bits)
-    keys = fnuz_keys_ref(codes, fmt) if fmt in FNUZ_FORMATS else topk_keys(codes, fmt)
+    f = KEY_FORMATS[fmt]
+    if f.bits == 32:
+        keys = rank_keys_formula(codes, fmt)
+    else:
+        keys = _rank_table(fmt)[codes.astype(np.int64) & ((1 << f.bits) - 1)]
     return ExpectedKeys((keys, codes, fmt))
 
 
 def _kind_of(code: int, fmt: str) -> str:
     v = _value_of(code, fmt)
+    f = KEY_FORMATS[fmt]
     if np.isnan(v):
-        if fmt in FNUZ_FORMATS:
-            return "the NaN, where IEEE formats have -0"
-        return "a NaN with the sign bit set" if code >> (key_format(fmt).bits - 1) else "a NaN"
+        if f.kind == "fnuz":
+            return "the NaN, where the other formats have -0"
+        return "a NaN with the sign bit set" if code >> (f.bits - 1) else "a NaN"
     if v == 0:
         return "-0.0" if code else "+0.0"
     return repr(v)
@@ -122,18 +195,18 @@ def _same_keys(got, expected: ExpectedKeys) -> str | None:
         return None
     i = np.argwhere(bad)[0]
     where = tuple(int(j) for j in i)
-    bits, _ = _width(fmt)
+    bits = KEY_FORMATS[fmt].bits
     code = int(np.asarray(codes)[where]) & ((1 << bits) - 1)
     digits = bits // 4
     return (
         f"{int(bad.sum())} of {bad.size} keys wrong; first: {fmt} code 0x{code:0{digits}X} "
-        f"({_kind_of(code, fmt)}): got key 0x{int(g[where]):0{digits}X}, expected 0x{int(keys[where]):0{digits}X}"
+        f"({_kind_of(code, fmt)}): got key {int(g[where])}, expected {int(keys[where])}"
     )
 
 
 def _all_codes(fmt: str) -> np.ndarray:
-    f = key_format(fmt)
-    return np.arange(1 << f.bits, dtype=np.int64).astype(f.uint_dtype)
+    f = KEY_FORMATS[fmt]
+    return np.arange(1 << f.bits, dtype=np.int64).astype(f.codes)
 
 
 _FP32_SPECIALS = [
@@ -147,25 +220,31 @@ _FP32_SPECIALS = [
 
 
 def _specials(fmt: str) -> list[int]:
-    """Codes of +-0, +-inf, NaNs of both signs (quiet, signalling, all-ones payload), subnormals,
-    the largest finite values and +-1."""
-    f = key_format(fmt)
-    s, e, m = f.sign_bit, f.exp_mask, f.man_mask
-    one = {"bf16": 0x3F80, "fp16": 0x3C00, "fp32": 0x3F800000}[fmt]
-    pos = [0, e, e | (m + 1) >> 1, e | 1, e | m, 1, m, m + 1, e - 1, one, one + 1, one - 1]
+    """Codes worth a look, of both signs: zero, the all-ones exponent with mantissa 0, with its top
+    mantissa bit, with 1 and with all ones (inf and NaNs in IEEE formats; numbers and a NaN in fn
+    and fnuz ones), the smallest subnormal, the largest subnormal, the smallest normal and the
+    code just below the all-ones exponent."""
+    f = KEY_FORMATS[fmt]
+    s = 1 << (f.bits - 1)
+    m = (1 << f.man_bits) - 1
+    e = (s - 1) ^ m
+    pos = [0, e, e | (m + 1) >> 1, e | 1, e | m, 1, m, m + 1, e - 1]
     return pos + [c | s for c in pos]
 
 
 def _random_codes(rng: np.random.Generator, fmt: str) -> np.ndarray:
-    """Uniform codes of the format with specials mixed in at random places (+-0, +-inf and NaNs of
-    both signs always, more at random), as a 1-D or 2-D array."""
-    f = key_format(fmt)
-    n = int(rng.integers(500, 3000))
+    """Uniform codes of the format with specials mixed in at random places (both zeros, the all-ones
+    exponent with mantissa 0, 1 and all ones, of both signs, and the smallest and largest positive
+    numbers always; more at random), as a 1-D or 2-D array."""
+    f = KEY_FORMATS[fmt]
+    n = int(rng.integers(500, 3000)) if f.bits > 8 else int(rng.integers(120, 400))
     codes = rng.integers(0, 1 << f.bits, size=n, dtype=np.int64)
     sp = np.array(_specials(fmt), dtype=np.int64)
-    s, e = f.sign_bit, f.exp_mask
-    always = np.array([0, s, e, e | s, e | 1, e | 1 | s], dtype=np.int64)
-    return _mixed_in(rng, codes, always, sp, 3 * sp.size, f.uint_dtype)
+    s = 1 << (f.bits - 1)
+    m = (1 << f.man_bits) - 1
+    e = (s - 1) ^ m
+    always = np.array([0, s, e, e | s, e | 1, e | 1 | s, e | m, e | m | s, 1, e - 1], dtype=np.int64)
+    return _mixed_in(rng, codes, always, sp, 3 * sp.size, f.codes)
 
 
 def _mixed_in(
@@ -182,23 +261,6 @@ def _mixed_in(
     return codes
 
 
-#: fnuz codes worth a look: +0, the NaN 0x80, the smallest and largest magnitudes of both signs,
-#: and the codes whose exponent field is all ones (numbers here, inf or NaN in IEEE formats)
-_FNUZ_SPECIALS = {
-    "e4m3fnuz": [0x00, 0x80, 0x01, 0x81, 0x7F, 0xFF, 0x78, 0xF8, 0x79, 0xF9, 0x08, 0x88],
-    "e5m2fnuz": [0x00, 0x80, 0x01, 0x81, 0x7F, 0xFF, 0x7C, 0xFC, 0x7D, 0xFD, 0x04, 0x84],
-}
-
-
-def _random_fnuz(rng: np.random.Generator, fmt: str) -> np.ndarray:
-    """Uniform uint8 codes with +0, the NaN and the largest magnitudes of both signs always among
-    them, more specials at random, as a 1-D or 2-D array."""
-    n = int(rng.integers(40, 400))
-    codes = rng.integers(0, 256, size=n, dtype=np.int64)
-    always = np.array([0x00, 0x80, 0x7F, 0xFF], dtype=np.int64)
-    return _mixed_in(rng, codes, always, _FNUZ_SPECIALS[fmt], 12, np.uint8)
-
-
 def _key_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
         Case((_all_codes("bf16"), "bf16"), label="every bf16 code"),
@@ -206,17 +268,19 @@ def _key_cases(rng: np.random.Generator) -> list[Case]:
         Case((np.array(_FP32_SPECIALS, dtype=np.uint32), "fp32"), label="fp32 specials"),
         Case((np.array(_specials("bf16"), dtype=np.uint16).reshape(2, -1), "bf16"), label="bf16 specials, 2-D"),
         Case((np.zeros(0, dtype=np.uint32), "fp32"), label="no codes"),
-        Case((np.arange(256, dtype=np.uint8), "e4m3fnuz"), label="every e4m3fnuz code"),
-        Case((np.arange(256, dtype=np.uint8)[::-1].copy(), "e5m2fnuz"), label="every e5m2fnuz code, from 0xFF down"),
+        Case((_all_codes("e5m2"), "e5m2"), label="every e5m2 code"),
+        Case((_all_codes("e4m3fn")[::-1].copy(), "e4m3fn"), label="every e4m3fn code, from 0xFF down"),
+        Case((_all_codes("e4m3fnuz"), "e4m3fnuz"), label="every e4m3fnuz code"),
+        Case((_all_codes("e5m2fnuz"), "e5m2fnuz"), label="every e5m2fnuz code"),
         Case(
-            (np.array(_FNUZ_SPECIALS["e4m3fnuz"], dtype=np.uint8).reshape(2, -1), "e4m3fnuz"),
-            label="e4m3fnuz specials, 2-D",
+            (np.array(_specials("e4m3fn"), dtype=np.uint8).reshape(2, -1), "e4m3fn"),
+            label="e4m3fn specials, 2-D",
         ),
     ]
     for fmt in ("fp32", "fp32", "fp32", "bf16", "fp16", "fp32", "bf16", "fp16"):
         cases.append(Case((_random_codes(rng, fmt), fmt)))
-    for fmt in ("e4m3fnuz", "e5m2fnuz", "e5m2fnuz", "e4m3fnuz"):
-        cases.append(Case((_random_fnuz(rng, fmt), fmt)))
+    for fmt in ("e5m2", "e4m3fn", "e4m3fnuz", "e5m2fnuz", "e4m3fn", "e5m2fnuz", "e5m2", "e4m3fnuz"):
+        cases.append(Case((_random_codes(rng, fmt), fmt)))
     return cases
 
 
@@ -672,7 +736,7 @@ MACHINERY = ("nbhelpers.kernels.interpreter_cache",)
 EXERCISES = [
     Exercise(
         "ex11.topk_key",
-        "The order-preserving key of a float",
+        "The rank of a float code",
         4,
         topk_key_ref,
         _key_cases,
