@@ -686,7 +686,7 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     xt[:rows, :V] = torch.from_numpy(np.asarray(x, dtype=np.float32)).to(
         DEVICE
     )
-    bits = xt.view(torch.int32)
+    x_bits = xt.view(torch.int32)
     part = torch.full(
         (rows, n_chunks, K_PAD), -1, dtype=torch.int64, device=DEVICE
     )
@@ -699,11 +699,11 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     run_watching_loads(
         topk_chunk_kernel,
         (rows, n_chunks),
-        bits,
+        x_bits,
         part,
         V,
         k,
-        bits.stride(0),
+        x_bits.stride(0),
         n_chunks,
         CHUNK=chunk,
         K_PAD=K_PAD,
@@ -711,13 +711,13 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     run_watching_loads(
         topk_merge_kernel,
         (rows,),
-        bits,
+        x_bits,
         part,
         vals[1:],
         idx[1:],
         V,
         k,
-        bits.stride(0),
+        x_bits.stride(0),
         n_chunks,
         K_PAD=K_PAD,
         NC_PAD=triton.next_power_of_2(n_chunks),
@@ -725,8 +725,8 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     outside = torch.cat([idx[0], idx[-1]]) != -7
     if outside.any() or (torch.cat([vals[0], vals[-1]]) != -7).any():
         raise IndexError("the merge wrote outside the (rows, k) outputs")
-    values = vals[1:-1].cpu().view(torch.float32)
-    return values.numpy(), idx[1:-1].cpu().numpy()
+    out = vals[1:-1].cpu().view(torch.float32)
+    return out.numpy(), idx[1:-1].cpu().numpy()
 '''
 
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.topk", "nbhelpers.kernels")
