@@ -76,6 +76,7 @@ Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.tables`        plain-text tables
   - :mod:`~nbhelpers.listing`       source code (a kernel's) shown as highlighted code
   - :mod:`~nbhelpers.calibration_report`  the model fitted to the recorded runs, as the text chapter 11 prints
+  - :mod:`~nbhelpers.topk_report`   chapter 11's compile, model and recorded-run tables of the top-k kernels
 
 Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never

@@ -81,9 +81,9 @@ MERGE_BLOCK = 1024
 RADIX_DIGIT_BITS = 8  # bits of key per histogram pass: 256 bins
 RADIX_BLOCK_V = 2048  # columns per step of the radix kernel's passes
 #: the running top-k's and radix select's ``num_stages`` (``tl.range``): two blocks' loads in flight
-#: ahead of the one being merged or counted. Compiled for sm_90 (the compile table) every default
-#: launch stays without spills: the running top-k at 52-72 registers, radix select at 195-200,
-#: where 4 stages would cost the running top-k a spill
+#: ahead of the one being merged or counted. Compiled for sm_90 (the compile tables of Triton 3.6
+#: and 3.7) every default launch stays without spills: the running top-k at 47-72 registers, radix
+#: select at 191-255, where 4 stages would cost the running top-k a spill
 STAGES = 3
 #: registers per thread the model (:func:`predicted`) assumes for each kernel: the most any default
 #: launch of it takes in the compile table (sm_90, benchmarks/results/compile_check.json; the
