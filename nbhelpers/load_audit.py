@@ -29,6 +29,12 @@ And what would not run on a GPU at all, :func:`host_code_problems` also reads fr
 the interpreter a kernel's body is Python, so it can reach numpy, a function of the notebook or a
 loaded value's host data (``.handle.data``, ``int(x)``) and compute its answer on the host; the
 launchers of the exercises whose answer is a kernel refuse such a kernel before running it.
+
+The exercise launchers of chapter 09 are built from three pieces here, imported inside their
+bodies so that no name a notebook binds stands in for them: :func:`nan_padded` (an operand as a
+view into a buffer of NaN, laid out by rows or by columns), :func:`launch_watched` (the audits of
+the source, then the watched launch) and :func:`in_both_layouts` (the same launch in both layouts,
+which must agree).
 """
 
 from __future__ import annotations
@@ -477,3 +483,63 @@ def host_code_problems(kernel: Any) -> list[str]:
 
     audit(kernel)
     return list(dict.fromkeys(problems))
+
+
+# ------------------------------------------------------------------ the exercise launchers' pieces
+
+
+def nan_padded(x: Any, pad: tuple[int, ...], column_major: bool = False, device: Any = "cpu") -> Any:
+    """``x`` (..., R, C) as a float32 torch view into a buffer of NaN ``pad[i]`` elements longer
+    along each axis ``i``, laid out by rows (strides (..., C + pad[-1], 1)) or, ``column_major``,
+    with its last two axes stored by columns (strides (..., 1, R + pad[-2])). The view's
+    shape is ``x``'s; everything past its edges in the buffer is NaN."""
+    import torch
+
+    x = np.asarray(x, dtype=np.float32)
+    if len(pad) != x.ndim or x.ndim < 2 or min(pad) < 0:
+        raise ValueError(f"pad must give one count >= 0 per axis of x, {x.ndim} >= 2 of them: {pad}")
+    shape = [n + p for n, p in zip(x.shape, pad)]
+    if column_major:
+        shape[-2:] = shape[-1], shape[-2]
+    buf = torch.full(shape, float("nan"), dtype=torch.float32, device=device)
+    if column_major:
+        buf = buf.transpose(-2, -1)
+    view = buf[tuple(slice(0, n) for n in x.shape)]
+    view.copy_(torch.from_numpy(x))
+    return view
+
+
+def launch_watched(kernel: Any, grid: tuple, *args: Any, **meta: Any) -> None:
+    """``kernel[grid](*args, **meta)`` as an exercise's launcher runs it: refused before it runs
+    if its source computes on the host (:func:`host_code_problems`, TypeError) or holds a
+    ``tl.dot`` a GPU computes otherwise than the interpreter (:func:`dot_operand_problems`,
+    ValueError); then watched (:func:`run_watching_loads`): IndexError if a load read the NaN
+    padding under a true mask, :class:`StrayPointerError` if a load or store aimed outside every
+    tensor of the launch (stopped before it happens)."""
+    problems = host_code_problems(kernel)
+    if problems:
+        raise TypeError("; ".join(problems))
+    problems = dot_operand_problems(kernel)
+    if problems:
+        raise ValueError("; ".join(problems))
+    reads = run_watching_loads(kernel, grid, *args, **meta)
+    if reads.nan_reads:
+        raise IndexError(
+            f"{reads.nan_reads} of the {reads.elements} elements the kernel's loads read lie past an "
+            "edge (NaN padding read where the mask was true): a mask is missing or wrong"
+        )
+
+
+def in_both_layouts(run: Any) -> np.ndarray:
+    """``run(column_major)`` with the operands laid out by rows, then by columns; its result,
+    failing if the two differ (a kernel that leaves out a stride is right in one layout only)."""
+    by_rows = run(False)
+    try:
+        by_columns = run(True)
+    except (IndexError, ValueError) as e:
+        raise type(e)(f"{e} (with the operands laid out by columns only: a stride is missing or misplaced)") from None
+    if not np.array_equal(by_rows, by_columns, equal_nan=True):
+        raise ValueError(
+            "the operands laid out by rows and by columns give different results: a stride is missing or misplaced"
+        )
+    return by_rows

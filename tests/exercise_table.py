@@ -1503,18 +1503,62 @@ CHAPTERS = [
             "triton": __import__("triton"),
             "tl": __import__("triton.language", fromlist=["dot"]),
         },
-        ("split_k_matmul", "swap_ab_epilogue", "resident_warps"),
+        ("split_k_matmul", "swap_ab_epilogue", "register_budget"),
         12,
         9099,
         tuple(
             [
-                # no mask along K: the ragged end of the range reads the next range, or past K
+                # --- split_k_matmul: the runs of K steps
+                # the longer runs last, not first
                 (
                     "split_k_matmul",
-                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
-                    "a = tl.load(a_ptrs)\n        b = tl.load(b_ptrs)",
+                    "first = s * per + tl.minimum(s, extra)",
+                    "first = s * per + tl.maximum(s - (SPLITS - extra), 0)",
                 ),
-                # the K masks against K, not the range's end: the next range's first elements summed twice
+                # ... with the same lengths as the right answer: the longer runs last
+                (
+                    "split_k_matmul",
+                    "last = first + per + tl.where(s < extra, 1, 0)",
+                    "last = first + per + tl.where(s >= SPLITS - extra, 1, 0)",
+                ),
+                # the remainder all to the last program
+                (
+                    "split_k_matmul",
+                    "first = s * per + tl.minimum(s, extra)\n    last = first + per + tl.where(s < extra, 1, 0)",
+                    "first = s * per\n    last = tl.where(s == SPLITS - 1, steps, first + per)",
+                ),
+                # runs of cdiv(steps, SPLITS): the last ones short or empty
+                (
+                    "split_k_matmul",
+                    "first = s * per + tl.minimum(s, extra)\n    last = first + per + tl.where(s < extra, 1, 0)",
+                    "first = s * tl.cdiv(steps, SPLITS)\n    last = tl.minimum(first + tl.cdiv(steps, SPLITS), steps)",
+                ),
+                # runs of floor(steps / SPLITS): the remainder dropped
+                ("split_k_matmul", "last = first + per + tl.where(s < extra, 1, 0)", "last = first + per"),
+                # the remainder forgotten in the start: runs overlap
+                ("split_k_matmul", "first = s * per + tl.minimum(s, extra)", "first = s * per"),
+                # the remainder counted once for all earlier programs (s instead of min(s, extra))
+                ("split_k_matmul", "first = s * per + tl.minimum(s, extra)", "first = s * per + s"),
+                # the last run one step short (the step that holds K's ragged end left out)
+                ("split_k_matmul", "steps = tl.cdiv(K, BLOCK_K)", "steps = K // BLOCK_K"),
+                # the elements of K shared out, not the steps: cdiv(K, SPLITS)-long ranges from k = 0
+                (
+                    "split_k_matmul",
+                    "for step in range(first, last):\n        k = step * BLOCK_K + offs_k",
+                    "for step in range(first, last):\n"
+                    "        k = s * tl.cdiv(K, SPLITS) + (step - first) * BLOCK_K + offs_k",
+                ),
+                # every program sums from the start of K
+                ("split_k_matmul", "k = step * BLOCK_K + offs_k", "k = (step - first) * BLOCK_K + offs_k"),
+                # the end exclusive twice: the run one step short
+                ("split_k_matmul", "for step in range(first, last):", "for step in range(first, last - 1):"),
+                # no mask along K: the ragged last step reads past K
+                ("split_k_matmul", "mask=(offs_m[:, None] < M) & (k[None, :] < K),", "mask=offs_m[:, None] < M,"),
+                ("split_k_matmul", "mask=(k[:, None] < K) & (offs_n[None, :] < N),", "mask=offs_n[None, :] < N,"),
+                # the K masks only: rows past M of A and columns past N of B are read (they feed
+                # only accumulator elements the masked store drops: the launcher's load watch sees it)
+                ("split_k_matmul", "mask=(offs_m[:, None] < M) & (k[None, :] < K),", "mask=k[None, :] < K,"),
+                ("split_k_matmul", "mask=(k[:, None] < K) & (offs_n[None, :] < N),", "mask=k[:, None] < K,"),
                 # the accumulator in another type: the interpreter promotes it at the first
                 # addition, a GPU's compiler refuses the loop (the source audit names it)
                 (
@@ -1523,126 +1567,99 @@ CHAPTERS = [
                     "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)",
                 ),
                 ("split_k_matmul", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = 0.0"),
-                # other=None written out: Triton's default, the lanes still undefined
+                # the masked loads without other=: the interpreter gives zeros, a GPU undefined lanes
                 (
                     "split_k_matmul",
-                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)",
-                    "a = tl.load(a_ptrs, mask=a_mask, other=None)",
+                    "mask=(offs_m[:, None] < M) & (k[None, :] < K),\n            other=0.0,",
+                    "mask=(offs_m[:, None] < M) & (k[None, :] < K),",
                 ),
-                # both loads in one tuple assignment, neither filled
                 (
                     "split_k_matmul",
-                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
-                    "a, b = tl.load(a_ptrs, mask=a_mask), tl.load(b_ptrs, mask=b_mask)",
+                    "mask=(k[:, None] < K) & (offs_n[None, :] < N),\n            other=0.0,",
+                    "mask=(k[:, None] < K) & (offs_n[None, :] < N),\n            other=None,",
                 ),
-                # arithmetic on an unfilled load keeps its lanes undefined
+                # the same, hidden behind arithmetic on the unfilled load
                 (
                     "split_k_matmul",
-                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)",
-                    "a = tl.load(a_ptrs, mask=a_mask)\n        a = a * 1.0",
+                    "mask=(offs_m[:, None] < M) & (k[None, :] < K),\n            other=0.0,\n        )\n",
+                    "mask=(offs_m[:, None] < M) & (k[None, :] < K),\n        )\n        a = a * 1.0\n",
                 ),
-                ("split_k_matmul", "< k_end - k0", "< K - k0"),
-                # the range's end not clipped to K: the last range reads past K
-                ("split_k_matmul", "k_end = tl.minimum(k_start + K_SPLIT, K)", "k_end = k_start + K_SPLIT"),
-                # the end taken as inclusive: the last element of each range left out
+                # A's strides swapped (A read transposed)
                 (
                     "split_k_matmul",
-                    "k_end = tl.minimum(k_start + K_SPLIT, K)",
-                    "k_end = tl.minimum(k_start + K_SPLIT, K) - 1",
+                    "offs_m[:, None] * stride_am + k[None, :] * stride_ak",
+                    "offs_m[:, None] * stride_ak + k[None, :] * stride_am",
                 ),
-                # the pointers start at k = 0: every program sums the first range
-                ("split_k_matmul", "(k_start + offs_k", "(offs_k"),
-                # B's pointers start at k = 0, A's at the range's start
-                ("split_k_matmul", "(k_start + offs_k[:, None]) * stride_bk", "offs_k[:, None] * stride_bk"),
-                # the range's start added to A's pointer as elements, not times the stride along K:
-                # right where A is laid out by rows only
-                (
-                    "split_k_matmul",
-                    "+ (k_start + offs_k[None, :]) * stride_ak",
-                    "+ k_start\n        + offs_k[None, :] * stride_ak",
-                ),
-                # the whole K loop in program s = 0 and nothing in the others: their sum is a @ b, but
-                # no partial tile is its range's
-                (
-                    "split_k_matmul",
-                    "k_start = s * K_SPLIT\n"
-                    "    # the next range's start, or K: the last ranges are short or empty\n"
-                    "    k_end = tl.minimum(k_start + K_SPLIT, K)",
-                    "k_start = s * 0\n    k_end = tl.where(s == 0, K, 0)",
-                ),
-                # K_SPLIT taken as a number of K steps: the ranges after the first start past K
-                ("split_k_matmul", "k_start = s * K_SPLIT", "k_start = s * K_SPLIT * BLOCK_K"),
-                # the range's start added along A's rows, not along K
-                (
-                    "split_k_matmul",
-                    "+ offs_m[:, None] * stride_am\n        + (k_start + offs_k[None, :]) * stride_ak",
-                    "+ (k_start + offs_m[:, None]) * stride_am\n        + offs_k[None, :] * stride_ak",
-                ),
-                # the start rounded down to a whole K step: the end of the previous range summed again
-                ("split_k_matmul", "k_start = s * K_SPLIT", "k_start = s * K_SPLIT // BLOCK_K * BLOCK_K"),
-                # the loop counted from 0 while the masks expect k itself: they let the next range through
-                ("split_k_matmul", "range(k_start, k_end, BLOCK_K)", "range(0, k_end - k_start, BLOCK_K)"),
-                # the K masks not moved with the loop: the range's second step reads past its end
-                ("split_k_matmul", "< k_end - k0", "< k_end - k_start"),
-                # the K masks only: rows past M of A and columns past N of B are read (they feed
-                # only accumulator elements the masked store drops: the launcher's load watch sees it)
-                (
-                    "split_k_matmul",
-                    "a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < k_end - k0)\n"
-                    "        b_mask = (offs_k[:, None] < k_end - k0) & (offs_n[None, :] < N)",
-                    "a_mask = offs_k[None, :] < k_end - k0\n        b_mask = offs_k[:, None] < k_end - k0",
-                ),
-                # whole K steps only: the ragged end of each range dropped
-                (
-                    "split_k_matmul",
-                    "range(k_start, k_end, BLOCK_K)",
-                    "range(k_start, k_end - (k_end - k_start) % BLOCK_K, BLOCK_K)",
-                ),
-                # one K step too few
-                ("split_k_matmul", "range(k_start, k_end, BLOCK_K)", "range(k_start, k_end - BLOCK_K, BLOCK_K)"),
-                # the pointers not advanced: the range's first K step every time
-                ("split_k_matmul", "a_ptrs += BLOCK_K * stride_ak\n        b_ptrs += BLOCK_K * stride_bk", "pass"),
-                # B advanced along N instead of K
-                ("split_k_matmul", "b_ptrs += BLOCK_K * stride_bk", "b_ptrs += BLOCK_K * stride_bn"),
+                # A's stride along K left out (A taken as contiguous along K): right by rows only
+                ("split_k_matmul", "k[None, :] * stride_ak", "k[None, :]"),
+                # B's column stride left out: right by rows only
+                ("split_k_matmul", "offs_n[None, :] * stride_bn,", "offs_n[None, :],"),
                 # the accumulator overwritten, not accumulated
                 (
                     "split_k_matmul",
                     'acc += tl.dot(a, b, input_precision="ieee")',
                     'acc = tl.dot(a, b, input_precision="ieee")',
                 ),
-                # A's strides swapped (A read transposed)
-                (
-                    "split_k_matmul",
-                    "offs_m[:, None] * stride_am\n        + (k_start + offs_k[None, :]) * stride_ak",
-                    "offs_m[:, None] * stride_ak\n        + (k_start + offs_k[None, :]) * stride_am",
-                ),
-                # A's column stride left out (A taken as contiguous along K): right by rows only
-                ("split_k_matmul", "offs_k[None, :]) * stride_ak\n    )", "offs_k[None, :])\n    )"),
-                # B's column stride left out: right by rows only
-                ("split_k_matmul", "offs_n[None, :] * stride_bn\n    )", "offs_n[None, :]\n    )"),
-                # the masked loads without other=: the interpreter gives zeros, a GPU undefined lanes
-                (
-                    "split_k_matmul",
-                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)\n        b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
-                    "a = tl.load(a_ptrs, mask=a_mask)\n        b = tl.load(b_ptrs, mask=b_mask)",
-                ),
-                ("split_k_matmul", "b = tl.load(b_ptrs, mask=b_mask, other=0.0)", "b = tl.load(b_ptrs, mask=b_mask)"),
-                # the same, hidden behind a conversion or a second name
-                (
-                    "split_k_matmul",
-                    "a = tl.load(a_ptrs, mask=a_mask, other=0.0)",
-                    "a = tl.load(a_ptrs, mask=a_mask).to(tl.float32)",
-                ),
-                (
-                    "split_k_matmul",
-                    "b = tl.load(b_ptrs, mask=b_mask, other=0.0)",
-                    "b0 = tl.load(b_ptrs, mask=b_mask)\n        b = b0",
-                ),
-                # TF32 asked for with the older keyword
-                ("split_k_matmul", 'input_precision="ieee"', "allow_tf32=True"),
-                # tl.dot left at its default precision: TF32 operands on a GPU
+                # tl.dot left at its default precision, or TF32 asked for: TF32 operands on a GPU
                 ("split_k_matmul", 'acc += tl.dot(a, b, input_precision="ieee")', "acc += tl.dot(a, b)"),
                 ("split_k_matmul", 'input_precision="ieee"', 'input_precision="tf32"'),
+                ("split_k_matmul", 'input_precision="ieee"', "allow_tf32=True"),
+                # the product computed on the host through the loaded values' numpy data
+                (
+                    "split_k_matmul",
+                    'acc += tl.dot(a, b, input_precision="ieee")',
+                    'acc += tl.dot(a, b, input_precision="ieee") * (a.handle.data.size > 0)',
+                ),
+                # --- swap_ab_epilogue: the split-K sum, then the swapped epilogue
+                # the last partial tile left out
+                ("swap_ab_epilogue", "for s in range(1, S):", "for s in range(1, S - 1):"),
+                # one partial tile too many (the NaN slice after them read)
+                ("swap_ab_epilogue", "for s in range(1, S):", "for s in range(1, S + 1):"),
+                # the first partial tile added twice
+                ("swap_ab_epilogue", "for s in range(1, S):", "for s in range(0, S):"),
+                # the partial tiles added in reverse order
+                (
+                    "swap_ab_epilogue",
+                    "acc = tl.load(p_ptrs, mask=tile_mask, other=0.0)\n"
+                    "    for s in range(1, S):  # in order of s: the sum's rounding is fixed\n"
+                    "        acc += tl.load(p_ptrs + s * stride_ps, mask=tile_mask, other=0.0)",
+                    "acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)\n"
+                    "    for s in range(S - 1, -1, -1):\n"
+                    "        acc += tl.load(p_ptrs + s * stride_ps, mask=tile_mask, other=0.0)",
+                ),
+                # pairwise: the odd partial tiles summed apart, then added
+                (
+                    "swap_ab_epilogue",
+                    "acc = tl.load(p_ptrs, mask=tile_mask, other=0.0)\n"
+                    "    for s in range(1, S):  # in order of s: the sum's rounding is fixed\n"
+                    "        acc += tl.load(p_ptrs + s * stride_ps, mask=tile_mask, other=0.0)",
+                    "acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)\n"
+                    "    odd = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)\n"
+                    "    for s in range(0, S, 2):\n"
+                    "        acc += tl.load(p_ptrs + s * stride_ps, mask=tile_mask, other=0.0)\n"
+                    "    for s in range(1, S, 2):\n"
+                    "        odd += tl.load(p_ptrs + s * stride_ps, mask=tile_mask, other=0.0)\n"
+                    "    acc += odd",
+                ),
+                # summed in float64, rounded once in the store
+                (
+                    "swap_ab_epilogue",
+                    "acc = tl.load(p_ptrs, mask=tile_mask, other=0.0)\n",
+                    "acc = tl.load(p_ptrs, mask=tile_mask, other=0.0).to(tl.float64)\n",
+                ),
+                # the partial tiles taken as packed one after another (stride N * M between them)
+                ("swap_ab_epilogue", "p_ptrs + s * stride_ps", "p_ptrs + s * N * M"),
+                # the stride between partial tiles taken as a row's
+                ("swap_ab_epilogue", "p_ptrs + s * stride_ps", "p_ptrs + s * stride_pn"),
+                # each partial tile scaled, then added
+                (
+                    "swap_ab_epilogue",
+                    "    c = (acc * sa[None, :]) * sb[:, None]\n",
+                    "    c = (tl.load(p_ptrs, mask=tile_mask, other=0.0) * sa[None, :]) * sb[:, None]\n"
+                    "    for s in range(1, S):\n"
+                    "        p = tl.load(p_ptrs + s * stride_ps, mask=tile_mask, other=0.0)\n"
+                    "        c += (p * sa[None, :]) * sb[:, None]\n",
+                ),
                 # the store unmasked: the tiles' lanes past C's edge written too (the launcher
                 # returns only C's view; the NaN padding around it shows the stray stores)
                 ("swap_ab_epilogue", "        c,\n        mask=tile_mask,\n    )", "        c,\n    )"),
@@ -1652,11 +1669,11 @@ CHAPTERS = [
                     "c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None] * stride_cn",
                     "c_ptr + offs_n[:, None] * stride_cm + offs_m[None, :] * stride_cn",
                 ),
-                # C stored with the accumulator's strides (as if C were laid out like acc_t)
+                # C stored with the partial tiles' strides (as if C were laid out like C^T)
                 (
                     "swap_ab_epilogue",
                     "offs_m[None, :] * stride_cm + offs_n[:, None] * stride_cn",
-                    "offs_m[None, :] * stride_acc_m + offs_n[:, None] * stride_acc_n",
+                    "offs_m[None, :] * stride_pm + offs_n[:, None] * stride_pn",
                 ),
                 # C's column stride taken as 1 in the store: right by rows only
                 ("swap_ab_epilogue", "offs_n[:, None] * stride_cn,\n        c,", "offs_n[:, None],\n        c,"),
@@ -1672,17 +1689,11 @@ CHAPTERS = [
                     "c = (acc * sa[None, :]) * sb[:, None]",
                     "c = acc * (sa[None, :] * sb[:, None])",
                 ),
-                # the scale of B applied first (it runs along the tile's rows, as A's does unswapped)
+                # the scale of B applied first
                 (
                     "swap_ab_epilogue",
                     "c = (acc * sa[None, :]) * sb[:, None]",
                     "c = (acc * sb[:, None]) * sa[None, :]",
-                ),
-                # the scales applied in float64 and rounded to float32 once, in the store
-                (
-                    "swap_ab_epilogue",
-                    "c = (acc * sa[None, :]) * sb[:, None]",
-                    "c = (acc.to(tl.float64) * sa[None, :]) * sb[:, None]",
                 ),
                 # the stride ignored: a per-tensor scale read as if there were one per row
                 ("swap_ab_epilogue", "sa = tl.load(sa_ptr + offs_m * stride_sa,", "sa = tl.load(sa_ptr + offs_m,"),
@@ -1700,68 +1711,53 @@ CHAPTERS = [
                     "sa = tl.load(sa_ptr + offs_m * stride_sa, mask=offs_m < M, other=0.0)",
                     "sa = tl.load(sa_ptr + offs_m * stride_sa)",
                 ),
-                # registers per thread not rounded up to the allocation unit (8 per thread)
-                ("resident_warps", "regs = -(-registers // 8) * 8", "regs = registers"),
-                # the 1 KB reserve counted inside the 227 KB a block may ask for
+                # the partial tiles loaded unmasked
+                ("swap_ab_epilogue", "acc = tl.load(p_ptrs, mask=tile_mask, other=0.0)", "acc = tl.load(p_ptrs)"),
+                # --- register_budget: the inverse of the occupancy
+                # not rounded down to a multiple of 8
+                ("register_budget", "16384 // per_sub // 32 // 8 * 8", "16384 // per_sub // 32"),
+                # one pool of 65,536 registers, not 4 sub-partitions
+                ("register_budget", "16384 // per_sub // 32 // 8 * 8", "65536 // (blocks * num_warps) // 32 // 8 * 8"),
+                # the warps per sub-partition rounded down
                 (
-                    "resident_warps",
-                    "    limit = min(blocks, key=blocks.get)\n",
-                    '    if shared + 1024 > 227 * 1024:\n        return 0, "shared memory"\n'
-                    "    limit = min(blocks, key=blocks.get)\n",
+                    "register_budget",
+                    "per_sub = -(-(blocks * num_warps) // 4)",
+                    "per_sub = max(1, blocks * num_warps // 4)",
                 ),
-                # a KB of 1,000 bytes
+                # the warps asked for, not whole blocks of them
+                ("register_budget", "per_sub = -(-(blocks * num_warps) // 4)", "per_sub = -(-warps // 4)"),
+                # no cap at the 255 registers a thread may have
                 (
-                    "resident_warps",
-                    "    limit = min(blocks, key=blocks.get)\n",
-                    '    if shared > 227 * 1000:\n        return 0, "shared memory"\n'
-                    "    limit = min(blocks, key=blocks.get)\n",
+                    "register_budget",
+                    "return min(255, 16384 // per_sub // 32 // 8 * 8)",
+                    "return 16384 // per_sub // 32 // 8 * 8",
                 ),
-                # exactly 227 KB refused: >= for >
+                # shared memory ignored
+                ("register_budget", "        or blocks * smem > 228 * 1024\n", ""),
+                # the driver's 1 KB reserve per block ignored
+                ("register_budget", "smem = -(-(shared + 1024) // 128) * 128", "smem = -(-shared // 128) * 128"),
+                # shared memory not rounded up to 128-byte units
+                ("register_budget", "smem = -(-(shared + 1024) // 128) * 128", "smem = shared + 1024"),
+                # ... or rounded to 256-byte units
                 (
-                    "resident_warps",
-                    "    limit = min(blocks, key=blocks.get)\n",
-                    '    if shared >= 227 * 1024:\n        return 0, "shared memory"\n'
-                    "    limit = min(blocks, key=blocks.get)\n",
-                ),
-                # shared memory allocated in 256-byte units instead of 128
-                (
-                    "resident_warps",
+                    "register_budget",
                     "smem = -(-(shared + 1024) // 128) * 128",
                     "smem = -(-(shared + 1024) // 256) * 256",
                 ),
-                # the register file as one pool of 65,536, not 4 sub-partitions of 16,384
-                ("resident_warps", "(16384 // per_warp) * 4 // num_warps", "65536 // per_warp // num_warps"),
-                # shared memory ignored
-                ("resident_warps", '"shared memory": 228 * 1024 // smem,', '"shared memory": 10**9,'),
-                # the driver's 1 KB reserve per block ignored
-                ("resident_warps", "-(-(shared + 1024) // 128) * 128", "-(-shared // 128) * 128 or 1"),
-                # shared memory not rounded up to 128-byte units
-                ("resident_warps", "-(-(shared + 1024) // 128) * 128", "shared + 1024"),
-                # the SM's shared memory taken as the 227 KB a block may have, not the 228 KB it has
-                ("resident_warps", "228 * 1024 // smem", "227 * 1024 // smem"),
+                # the reserve counted inside the 227 KB a block may ask for
+                ("register_budget", "or shared > 227 * 1024", "or shared + 1024 > 227 * 1024"),
                 # no cap of 32 blocks
-                ("resident_warps", '"blocks": 32,', '"blocks": 10**9,'),
-                ("resident_warps", '"warps": 64 // num_warps,', '"warps": 10**9,'),
-                # blocks returned instead of warps
-                ("resident_warps", "return blocks[limit] * num_warps, limit", "return blocks[limit], limit"),
-                # the napkin answer: 65536 / (32 r) warps, capped at 64
+                ("register_budget", "        or blocks > 32\n", ""),
+                # the SM's shared memory taken as the 227 KB a block may have
+                ("register_budget", "blocks * smem > 228 * 1024", "blocks * smem > 227 * 1024"),
+                # the napkin: 65536 / (32 warps), capped at 255
                 (
-                    "resident_warps",
-                    "return blocks[limit] * num_warps, limit",
-                    "return min(64, 65536 // (32 * registers)), limit",
+                    "register_budget",
+                    "return min(255, 16384 // per_sub // 32 // 8 * 8)",
+                    "return min(255, 65536 // (32 * warps))",
                 ),
-                # the napkin answer in whole blocks
-                (
-                    "resident_warps",
-                    "return blocks[limit] * num_warps, limit",
-                    "return min(64, 65536 // (32 * registers)) // num_warps * num_warps, limit",
-                ),
-                # registers always named as the limit
-                (
-                    "resident_warps",
-                    "return blocks[limit] * num_warps, limit",
-                    'return blocks[limit] * num_warps, "registers"',
-                ),
+                # 0 never returned: the smallest step (8) when nothing fits
+                ("register_budget", "        return 0\n", "        return 8\n"),
             ]
         ),
     ),

@@ -200,9 +200,9 @@ def _cheats():
         c = sectors_touched(np.asarray(addresses), elem_bytes=access_bytes)
         return c.sectors, c.efficiency
 
-    def resident_warps(registers, num_warps, shared):
-        occ = occupancy.occupancy(registers, num_warps, shared, occupancy.H100)
-        return occ.warps, str(occ.limits[0])
+    def register_budget(num_warps, shared, warps):
+        fits = [r for r in range(1, 256) if occupancy.occupancy(r, num_warps, shared, occupancy.H100).warps >= warps]
+        return max(fits, default=0)
 
     def offsets_and_schedule(expert_ids, num_experts, block_m):
         off = moe.expert_offsets(expert_ids, num_experts)
@@ -218,7 +218,7 @@ def _cheats():
         "ex01.decode_bits": decode_bits,
         "ex06.quantize_blocks": quantize_blocks,
         "ex08.trace_sectors": trace_sectors,
-        "ex09.resident_warps": resident_warps,
+        "ex09.register_budget": register_budget,
         "ex10.offsets_and_schedule": offsets_and_schedule,
         "ex11.topk_key": topk_key,
     }

@@ -3,6 +3,11 @@
 import numpy as np
 import pytest
 
+from nbhelpers.device import setup_device
+
+# before anything imports nbhelpers.kernels (the split-K reference does): the interpreter on a CPU
+setup_device(verbose=False)
+
 from nbhelpers.answer_keys import ch09
 from nbhelpers.rounding import round_to
 from nbhelpers.scaled_gemm import scaled_mm
@@ -16,21 +21,33 @@ def test_swap_ab_epilogue_ref_is_scaled_mm_epilogue():
     sA = np.exp2(rng.uniform(-8, 2, (7, 1))).astype(np.float32)
     sB = np.exp2(rng.uniform(-8, 2, (1, 5))).astype(np.float32)
     acc_t = (qB.T @ qA.T).astype(np.float32)  # exact products; float64 sum rounded once, as scaled_mm
-    assert np.array_equal(ch09.swap_ab_epilogue_ref(acc_t, sA, sB), scaled_mm(qA, qB, sA, sB))
+    assert np.array_equal(ch09.swap_ab_epilogue_ref(acc_t[None], sA, sB), scaled_mm(qA, qB, sA, sB))
 
 
-def test_k_ranges_cover_k_once():
-    for K in range(1, 80):
+def test_split_sum_is_in_order_of_s():
+    """2**24 + 1 + 1 in float32, in order: each 1 lost to the tie to even; another order keeps 2."""
+    parts = np.array([[[2.0**24]], [[1.0]], [[1.0]]], np.float32)
+    assert ch09.split_sum_ref(parts)[0, 0] == 2.0**24
+    assert ch09.split_sum_ref(parts[::-1])[0, 0] == 2.0**24 + 2
+    assert ch09.split_sum_ref(parts[:1]).dtype == np.float32
+
+
+def test_k_ranges_deal_whole_steps_evenly_the_longer_first():
+    for K in range(1, 120):
         for splits in range(1, 8):
             ranges = ch09.k_ranges(K, splits)
             assert len(ranges) == splits and ranges[0][0] == 0 and ranges[-1][1] == K
-            assert all(a <= b for a, b in ranges) and all(r[1] == n[0] for r, n in zip(ranges, ranges[1:]))
+            assert all(r[1] == n[0] for r, n in zip(ranges, ranges[1:]))
+            assert all(start % ch09.BLOCK == 0 for start, end in ranges if end > start)
+            steps = [-(-(e - b) // ch09.BLOCK) for b, e in ranges]
+            assert max(steps) - min(steps) <= 1 and steps == sorted(steps, reverse=True), (K, splits, steps)
+    assert ch09.k_ranges(100, 3) == [(0, 48), (48, 80), (80, 100)]  # 7 steps: 3, 2, 2
+    assert ch09.k_ranges(5, 4) == [(0, 5), (5, 5), (5, 5), (5, 5)]
 
 
-def test_split_k_cases_reach_the_hard_ranges():
-    """With any seed the random cases alone hold ranges that start inside a K step, a range whose
-    last step is short, and an empty range (what a mask against K, a start at 0 or an end not
-    clipped to K gets wrong)."""
+def test_split_k_cases_reach_the_hard_runs():
+    """With any seed the random cases alone hold uneven runs (which programs get the longer ones
+    counts; runs of cdiv(steps, splits) differ), empty runs, a ragged last step and a whole one."""
     from nbhelpers.checks import cases_for
 
     for seed in (0, 1, 9099, 12345):
@@ -38,14 +55,14 @@ def test_split_k_cases_reach_the_hard_ranges():
         seen = set()
         for case in random:
             a, _, splits = case.args
-            ranges = ch09.k_ranges(a.shape[1], splits)
-            if any(start % ch09.BLOCK for start, end in ranges if end > start):
-                seen.add("start inside a step")
-            if any(end == start for start, end in ranges):
-                seen.add("empty range")
-            if any((end - start) % ch09.BLOCK for start, end in ranges):
-                seen.add("short last step")
-        assert seen == {"start inside a step", "empty range", "short last step"}, (seed, seen)
+            K = a.shape[1]
+            steps = -(-K // ch09.BLOCK)
+            if steps % splits and -(-steps // splits) * (splits - 1) < steps:
+                seen.add("uneven, cdiv runs differ")
+            if steps < splits:
+                seen.add("empty run")
+            seen.add("ragged last step" if K % ch09.BLOCK else "whole last step")
+        assert seen == {"uneven, cdiv runs differ", "empty run", "ragged last step", "whole last step"}, (seed, seen)
 
 
 @pytest.mark.parametrize("got", [None, "x", np.zeros((2, 2)), np.full((3, 2), np.nan), object()])
@@ -64,19 +81,20 @@ def test_within_bound_accepts_inside_the_bound():
 
 
 def test_each_partial_tile_is_checked_on_its_own():
-    """Ranges 0 to 16 and 17 to 33 of K = 33: the right partial tiles pass; the whole product in
-    range 0's tile and zeros in range 1's (the sum still right) fail, naming the range."""
+    """K = 33 is 3 steps, 2 and 1 for two programs: 0 to 32 and 32 to 33. The right partial tiles
+    pass; the whole product in range 0's tile and zeros in range 1's (the sum still right) fail,
+    naming the range."""
     a = np.random.default_rng(1).standard_normal((9, 33)).astype(np.float32)
     b = np.random.default_rng(2).standard_normal((33, 4)).astype(np.float32)
     expected = ch09.split_k_matmul_ref(a, b, 2)
-    assert ch09.k_ranges(33, 2) == [(0, 17), (17, 33)]
-    right = np.stack([a[:, :17] @ b[:17], a[:, 17:] @ b[17:]])
+    assert ch09.k_ranges(33, 2) == [(0, 32), (32, 33)]
+    right = np.stack([a[:, :32] @ b[:32], a[:, 32:] @ b[32:]])
     assert ch09._within_bound(right, expected) is None
     one_does_all = np.stack([a @ b, np.zeros((9, 4), np.float32)])
     reason = ch09._within_bound(one_does_all, expected)
     assert reason is not None and "range s = 0" in reason, reason
     # an empty range must store exact zeros
-    empty = ch09.split_k_matmul_ref(a[:, :5], b[:5], 4)  # ranges of 2: the last one empty
+    empty = ch09.split_k_matmul_ref(a[:, :5], b[:5], 4)  # one step: the last three programs empty
     assert ch09.k_ranges(5, 4)[-1] == (5, 5) and not empty[0][-1].any() and not empty[1][-1].any()
 
 
@@ -98,89 +116,134 @@ def test_tf32_inputs_fail_the_check_and_the_message_says_why():
     assert ch09._within_bound(ieee[None], expected) is None
 
 
-# ---- exercise 3: occupancy from the ptxas line
+# ---- exercise 3: the register budget
 
 
-@pytest.mark.parametrize(
-    "got",
-    [
-        None,
-        "x",
-        64,
-        (64,),
-        (64, "registers", 1),
-        ("64", "registers"),
-        (64.0, "registers"),
-        (True, "registers"),
-        (64, None),
-        (64, 3),
-        (64, object()),
-        [64, ["registers"]],
-        (np.int64(64), b"registers"),
-        object(),
-    ],
-)
-def test_same_occupancy_rejects_without_raising(got):
-    expected = ch09.resident_warps_ref(32, 4, 0)
-    reason = ch09._same_occupancy(got, expected)
+@pytest.mark.parametrize("got", [None, "x", 64.0, (64,), True, np.float64(128), object(), [128]])
+def test_same_budget_rejects_without_raising(got):
+    reason = ch09._same_budget(got, ch09.register_budget_answer(4, 0, 16))
     assert isinstance(reason, str) and reason
 
 
-def test_same_occupancy_accepts_any_binding_limit_and_numpy_ints():
-    expected = ch09.resident_warps_ref(32, 4, 0)  # registers and warps both allow 16 blocks
-    assert set(expected[1]) == {"registers", "warps"}
-    for limit in ("registers", "warps", " Warps "):
-        assert ch09._same_occupancy((64, limit), expected) is None
-    assert ch09._same_occupancy((np.int64(64), "registers"), expected) is None
-    assert ch09._same_occupancy((64, "blocks"), expected) is not None
-    assert ch09._same_occupancy([64, "warps"], expected) is None
+def test_same_budget_accepts_numpy_ints():
+    expected = ch09.register_budget_answer(4, 0, 16)
+    assert expected == 128 and repr(expected) == "128"
+    assert ch09._same_budget(128, expected) is None and ch09._same_budget(np.int64(128), expected) is None
 
 
-def test_reference_agrees_with_the_slow_placement_on_every_case():
+def test_expected_budget_survives_a_round_trip():
+    import pickle
+
+    expected = ch09.register_budget_answer(1, 0, 10)
+    back = pickle.loads(pickle.dumps(expected))
+    assert back == 168 and back.hints == expected.hints
+
+
+def test_budget_is_the_top_of_its_step():
+    """At the budget the SM holds the warps asked for; one register more (where a thread may have
+    it) it holds fewer. Checked on every case of three seeds, against nbhelpers.occupancy."""
     from nbhelpers.checks import cases_for
-    from nbhelpers.occupancy import occupancy_ref
+    from nbhelpers.occupancy import H100, occupancy
 
     for seed in (0, 1, 9099):
-        for case in cases_for("ex09.resident_warps", seed):
-            warps, limits, _ = ch09.resident_warps_ref(*case.args)
-            blocks, ref_limits = occupancy_ref(*case.args)
-            assert warps == blocks * case.args[1] and set(limits) == {str(x) for x in ref_limits}, case
+        for case in cases_for("ex09.register_budget", seed):
+            w, shared, warps = case.args
+            r = int(ch09.register_budget_answer(*case.args))
+            if r:
+                assert occupancy(r, w, shared, H100).warps >= warps, case
+            if r < 255:
+                assert occupancy(r + 1, w, shared, H100).warps < warps, case
+
+
+def test_the_steps_the_compiler_lands_on():
+    """Chapter 09's sweep: 4-warp programs without shared memory land on 128, 168 and 255."""
+    assert [ch09.register_budget_ref(4, 0, w) for w in (16, 12, 8, 4)] == [128, 168, 255, 255]
 
 
 @pytest.mark.parametrize(
     "args,wrong,says",
     [
-        ((131, 8, 0), 15, "napkin"),  # 65536 / (32 * 131)
-        ((80, 1, 0), 25, "sub-partitions"),
-        ((64, 4, 64 * 1024), 32, "shared memory limits"),
-        ((64, 4, 76 * 1024), 12, "reserves 1 KB"),
-        ((40, 4, 45_600), 20, "128 bytes"),
-        ((16, 1, 0), 64, "at most 32 blocks"),
+        ((1, 0, 10), 170, "steps of 8"),
+        ((1, 0, 10), 200, "4 sub-partitions"),
+        ((4, 64 * 1024, 16), 128, "shared memory"),
+        ((4, 0, 4), 512, "at most 255"),
     ],
 )
 def test_a_shortcut_answer_is_named(args, wrong, says):
-    expected = ch09.resident_warps_ref(*args)
-    reason = ch09._same_occupancy((wrong, "registers"), expected)
+    reason = ch09._same_budget(wrong, ch09.register_budget_answer(*args))
     assert reason is not None and says in reason, reason
 
 
 def test_the_public_cases_defeat_every_shortcut_often():
-    """Each shortcut gives a wrong warp count on at least three of the public cases (not just one
-    edge case)."""
+    """Each shortcut gives a wrong budget on at least three of the public cases."""
     from nbhelpers.checks import cases_for
 
-    cases = cases_for("ex09.resident_warps", 0)
-    hits = {}
-    for case in cases:
-        warps, _, hints = ch09.resident_warps_ref(*case.args)
-        for text in {t for v in hints.values() for t in v.split("; or ")}:
+    hits: dict[str, int] = {}
+    for case in cases_for("ex09.register_budget", 0):
+        for text in {t for v in ch09.register_budget_answer(*case.args).hints.values() for t in v.split("; or ")}:
             hits[text] = hits.get(text, 0) + 1
-    assert len(hits) == 7 and min(hits.values()) >= 3, hits
+    assert len(hits) == 6 and min(hits.values()) >= 3, hits
 
 
-def test_expected_shows_the_answer_only():
-    assert repr(ch09.resident_warps_ref(32, 4, 0)) == "(64, 'registers' or 'warps')"
-    assert repr(ch09.resident_warps_ref(131, 8, 0)) == "(8, 'registers')"
+# ---- the given launchers
+
+
+@pytest.mark.parametrize("name", ["split_k_matmul", "swap_ab_epilogue"])
+def test_the_given_launchers_must_stay_as_given(name):
+    """Both launchers are given (Exercise.given): one that computes on the host, never running the
+    kernel, scores nothing, however right its answers; the launcher with other comments is still
+    the one given."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+    from nbhelpers.exercise_types import code_shape
+
+    spec = next(s for s in CHAPTERS if s.chapter == 9)
+    nb = SolutionNotebook(spec.solution, spec.namespace)
+    launcher = {"split_k_matmul": ch09.SPLIT_K_LAUNCHER, "swap_ab_epilogue": ch09.EPILOGUE_LAUNCHER}[name]
+    host = {
+        "split_k_matmul": "    return np.stack([a[:, s:e] @ b[s:e] for s, e in "
+        "__import__('nbhelpers.answer_keys.ch09').answer_keys.ch09.k_ranges(a.shape[1], splits)])\n",
+        "swap_ab_epilogue": "    return __import__('nbhelpers.answer_keys.ch09').answer_keys.ch09.swap_ab_epilogue_ref("
+        "parts_t, sA, sB)\n",
+    }[name]
+    old = '    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n'
+    result = run_check(f"ex09.{name}", nb.mutated(name, old, host + old))
+    assert not result.passed and result.points == 0 and "must stay as given" in result.error
+    recommented = launcher.replace("    # NaN past", "    # NaN beyond").replace("    # one ", "    # a ")
+    assert recommented != launcher and code_shape(recommented) == code_shape(launcher)
+
+
+def test_nan_padded_lays_out_by_rows_and_by_columns():
+    from nbhelpers.load_audit import nan_padded
+
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    rows, cols = nan_padded(x, (1, 2, 3)), nan_padded(x, (1, 2, 3), column_major=True)
+    for t in (rows, cols):
+        assert t.shape == (2, 3, 4) and np.array_equal(t.numpy(), x)
+        assert t.untyped_storage().nbytes() == 3 * 5 * 7 * 4
+    assert rows.stride() == (35, 7, 1) and cols.stride() == (35, 1, 5)
+    with pytest.raises(ValueError, match="one count"):
+        nan_padded(x, (1, 2))
+
+
+def test_launch_watched_refuses_host_code_before_running():
+    import torch
+    import triton
+    import triton.language as tl
+
+    from nbhelpers.load_audit import launch_watched
+
+    @triton.jit
+    def host_kernel(x_ptr):
+        x = tl.load(x_ptr + tl.arange(0, 16))
+        tl.store(x_ptr + tl.arange(0, 16), x + np.float32(1))
+
+    x = torch.zeros(16)
+    with pytest.raises(TypeError, match="np, a module of the host"):
+        launch_watched(host_kernel, (1,), x)
+    assert not x.any()  # refused before it ran
 
 
 # ---- the launchers' load watch (nbhelpers.load_audit): a load past an edge fails even unstored

@@ -10,40 +10,43 @@ A load or store aimed outside every tensor of the launch is stopped before it ha
 (:class:`nbhelpers.load_audit.StrayPointerError`): a wild pointer fails the case instead of
 reading or writing memory that is not the kernel's, or crashing the notebook.
 
-- ``split_k_matmul``: the K loop of one program of a split-K GEMM on float32 operands: program
-  ``(i, j, s)`` sums its tile over ``s * K_SPLIT <= k < min((s + 1) * K_SPLIT, K)``, ``K_SPLIT =
-  cdiv(K, splits)`` (not a multiple of the block in most cases, the last ranges short or empty);
-  the given launcher returns the partial tiles, each compared with the product over its own range
-  (so a program that does another's work fails too). Reference:
+- ``split_k_matmul``: the K ranges and loop of one program of a split-K GEMM on float32 operands:
+  the ``cdiv(K, BLOCK_K)`` steps dealt out to the ``SPLITS`` programs of a tile in consecutive
+  runs whose lengths differ by at most one, the longer first (:func:`k_ranges`); the statement
+  says so in words and the program works out its own run. The given launcher
+  (:data:`SPLIT_K_LAUNCHER`, ``Exercise.given``) returns the partial tiles, each compared with the
+  product over its own range (so a program that does another's work fails too). Reference:
   :func:`nbhelpers.kernels.gemm.matmul_ref` (float64) of each range; accepted when every element
   is within :func:`nbhelpers.gemm_bounds.error_bound` of it (any order of fp32 additions stays
-  inside; an empty range must give exactly 0). That bound is IEEE float32's: on an NVIDIA GPU ``tl.dot``
-  rounds float32 operands to TF32 unless ``input_precision="ieee"``, and TF32 inputs fall far
-  outside it (the spec asks for IEEE; a failing answer within the TF32 bound gets a message that
-  says so). An element of the next range summed too (a mask against ``K`` rather than the range's
-  end), a range started at 0, or one cut short is far outside. In Triton's interpreter the
-  launcher the notebook gives sees what the results cannot show: it runs the kernel on operands
-  laid out by rows and by columns (a stride left out is right in one layout only), and reads the
-  kernel's source with :func:`nbhelpers.load_audit.dot_operand_problems` (a ``tl.dot`` without
+  inside; an empty range must give exactly 0). That bound is IEEE float32's: on an NVIDIA GPU
+  ``tl.dot`` rounds float32 operands to TF32 unless ``input_precision="ieee"``, and TF32 inputs
+  fall far outside it (a failing answer within the TF32 bound gets a message that says so). A
+  run one step off, the longer runs put last, or ranges of ``cdiv(K, SPLITS)`` elements are far
+  outside. The launcher runs the kernel on operands laid out by rows and by columns, refuses
+  host code (:func:`nbhelpers.load_audit.host_code_problems`) and reads the source with
+  :func:`nbhelpers.load_audit.dot_operand_problems` (a ``tl.dot`` without
   ``input_precision="ieee"``, an operand loaded under a mask without ``other=``).
-- ``swap_ab_epilogue``: the epilogue of a scaled fp8 GEMM computed transposed ("swap AB",
-  ``C^T = qB^T qA^T``): the fp32 accumulator ``acc_t (N, M)``, per-row (or per-tensor) scales of
-  A along its columns, per-column (or per-tensor) scales of B along its rows, ``C (M, N)`` stored
-  transposed. Reference: :func:`nbhelpers.answer_keys.ch06.epilogue_ref` on ``acc_t.T``, the fp32
-  epilogue of :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit against it in
-  tests/test_exercises_ch06.py and here); compared bit for bit, so the scales' order counts. The
-  launcher runs it in both layouts too, and puts C in a buffer of NaN: a store past C's edge is
-  reported. Most cases are decode-like (a few tokens, ``M`` up to 16) and not square, so a scale
-  or an offset on the wrong axis reads past an edge or fails the comparison.
-- ``resident_warps``: predict the occupancy of a kernel on an H100/H200 from its ptxas line
-  (registers per thread, shared memory per block) and its ``num_warps``: the resident warps per SM
-  and the limit that binds. Reference: :func:`nbhelpers.occupancy.occupancy` (tested against a
-  slow block-by-block placement and NVIDIA's worked example in tests/test_occupancy.py); the
-  warps compared exactly, the limit accepted if it is any of those that bind. The cases are
-  chosen so that each shortcut gives a wrong count on many of them: the napkin ``65536 / (32 r)``,
-  registers not rounded up to 8 per thread, the register file not split into 4 sub-partitions,
-  shared memory ignored, its 1 KB reserve or 128-byte unit ignored (or taken as 256 bytes), the
-  32-block cap ignored.
+- ``swap_ab_epilogue``: the second kernel of a split-K scaled fp8 GEMM computed transposed ("swap
+  AB", ``C^T = qB^T qA^T``): the float32 partial tiles ``parts_t (S, N, M)`` added in the order
+  of ``s``, then per-row (or per-tensor) scales of A along the tile's columns, per-column (or
+  per-tensor) scales of B along its rows, ``C (M, N)`` stored transposed. Reference:
+  :func:`split_sum_ref`, then :func:`nbhelpers.answer_keys.ch06.epilogue_ref` on the sum's
+  transpose, the fp32 epilogue of :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit
+  against it in tests/test_exercises_ch06.py and here); compared bit for bit, so the order of the
+  sum and of the scales counts (the partial tiles have like magnitudes and random signs). The
+  given launcher (:data:`EPILOGUE_LAUNCHER`) pads the partial tiles with a slice of NaN and NaN
+  past each slice's edges, runs both layouts, and puts C in a buffer of NaN: a store past C's
+  edge is reported. Most cases are decode-like (a few tokens, ``M`` up to 16) and not square.
+- ``register_budget``: the inverse of an occupancy: the most registers per thread at which an
+  H100/H200 SM still holds a given number of warps of a kernel (its ``num_warps`` and shared
+  memory per block given), 0 if none. Reference: a search over
+  :func:`nbhelpers.occupancy.occupancy` (tested against a slow block-by-block placement and
+  NVIDIA's worked example in tests/test_occupancy.py). Its values are the tops of the register
+  steps the compiler lands on (the notebook's last cell compares them with ``ptxas``). The cases
+  make each shortcut wrong on several of them: no rounding down to 8, one pool of 65,536
+  registers, warps per sub-partition rounded down, warps not in whole blocks, shared memory, its
+  reserve and 128-byte unit, or the 32-block cap ignored, no cap at 255. (The 227 KB a block may
+  ask for adds nothing on an H100: with the 1 KB reserve, more does not fit the SM's 228 KB.)
 
 Edge cases come first, then random ones from the seed.
 """
@@ -54,7 +57,7 @@ import numpy as np
 
 from ..exercise_types import Case, Exercise
 from ..occupancy import H100, occupancy
-from ..report_text import describe, short_repr
+from ..report_text import describe
 from .ch06 import epilogue_ref
 
 BLOCK = 16  # every tile dimension of the launchers (the interpreter's tl.dot wants at least 16)
@@ -117,42 +120,127 @@ def _operands(rng: np.random.Generator, M: int, K: int, N: int):
     return a, b
 
 
-def k_ranges(K: int, splits: int) -> list[tuple[int, int]]:
-    """The range [start, end) of K that each of ``splits`` programs sums, K_SPLIT = cdiv(K, splits)."""
-    k_split = -(-K // splits)
-    return [(min(s * k_split, K), min((s + 1) * k_split, K)) for s in range(splits)]
+def k_ranges(K: int, splits: int, block: int = BLOCK) -> list[tuple[int, int]]:
+    """The range [start, end) of K that each of ``splits`` programs sums: the cdiv(K, block) steps
+    of ``block`` dealt out in consecutive runs whose lengths differ by at most one, the longer runs
+    first (the last step ends at K; a run may be empty)."""
+    steps = -(-K // block)
+    per, extra = divmod(steps, splits)
+    out = []
+    for s in range(splits):
+        first = s * per + min(s, extra)
+        last = first + per + (s < extra)
+        out.append((min(first * block, K), min(last * block, K)))
+    return out
 
 
 def _split_k_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(909)
     shapes = [
-        ((1, 1, 1), 1, "1 x 1 x 1, one range: one partial tile"),
-        ((16, 16, 16), 1, "one full tile, one range, one K step"),
-        ((16, 48, 16), 3, "K = 48 in 3 ranges of one full K step each"),
-        ((5, 40, 7), 3, "K = 40 in ranges of 14: the second and third start inside a K slice"),
-        ((9, 5, 20), 4, "K = 5 in ranges of 2: the last range empty"),
-        ((33, 15, 18), 2, "K = 15 in ranges of 8 and 7, M = 2 BLOCK_M + 1"),
-        ((3, 41, 29), 2, "K = 41 in ranges of 21 and 20: two K steps each, the second short"),
-        ((17, 70, 5), 2, "K = 70 in ranges of 35: three K steps each"),
+        ((1, 1, 1), 1, "1 x 1 x 1, one program: one partial tile"),
+        ((16, 16, 16), 1, "one full tile, one program, one K step"),
+        ((16, 48, 16), 3, "K = 48: 3 steps, one each"),
+        ((5, 100, 7), 3, "K = 100: 7 steps (the last 4 long) as 3, 2 and 2"),
+        ((9, 5, 20), 4, "K = 5: one short step, the last three programs empty"),
+        ((33, 60, 18), 3, "K = 60: 4 steps as 2, 1 and 1, M = 2 BLOCK_M + 1"),
+        ((3, 70, 29), 2, "K = 70: 5 steps as 3 and 2, the last one 6 long"),
+        ((17, 130, 5), 4, "K = 130: 9 steps as 3, 2, 2 and 2"),
+        ((4, 90, 3), 4, "K = 90: 6 steps as 2, 2, 1 and 1"),
     ]
     cases = [Case((*_operands(fixed, *s), splits), label=lab) for s, splits, lab in shapes]
     for _ in range(22):  # decode-like: one tile of rows of A, where split-K pays
-        M, N = int(rng.integers(1, BLOCK + 1)), int(rng.integers(1, 40))
-        K = int(rng.choice([int(rng.integers(2, 70)), BLOCK * int(rng.integers(1, 4)) + int(rng.choice([-1, 1]))]))
-        splits = int(rng.integers(2, 5))
-        if rng.random() < 0.2:  # few K per range: the last ranges empty where cdiv rounds up
-            N, K, splits = int(rng.integers(1, BLOCK + 1)), int(rng.integers(3, 12)), int(rng.integers(3, 7))
+        M, N = int(rng.integers(1, BLOCK + 1)), int(rng.integers(1, 2 * BLOCK + 1))
+        splits = int(rng.integers(2, 6))
+        steps = int(rng.integers(splits + 1, 2 * splits + 1))
+        if steps % splits == 0:  # uneven runs: which programs get the longer ones counts
+            steps += 1
+        if rng.random() < 0.2:  # fewer steps than programs: the last ones empty
+            steps = int(rng.integers(1, splits))
+        K = (steps - 1) * BLOCK + int(rng.choice([BLOCK, int(rng.integers(1, BLOCK))]))
         cases.append(Case((*_operands(rng, M, K, N), splits)))
     return cases
+
+
+#: The launcher of ex09.split_k_matmul, given whole by the statement (Exercise.given): an answer
+#: that changes it (the partial tiles computed on the host, the watch left out) scores nothing. It
+#: imports what it uses inside its body, so that no name the notebook binds stands in for them.
+SPLIT_K_LAUNCHER = '''\
+def split_k_matmul(
+    a: np.ndarray, b: np.ndarray, splits: int
+) -> np.ndarray:
+    """The partial tiles of a @ b (float32 (M, K) and (K, N)) that
+    split_k_kernel computes with `splits` programs per tile, as
+    float64 (splits, M, N): their sum is a @ b. Given: do not
+    change it."""
+    import numpy as np
+    import torch
+    import triton
+
+    from nbhelpers.load_audit import (
+        in_both_layouts,
+        launch_watched,
+        nan_padded,
+    )
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+    (M, K), N, B = np.shape(a), np.shape(b)[1], 16
+
+    def run(column_major: bool) -> np.ndarray:
+        # NaN past every edge (rows too: a misplaced pointer reads NaN)
+        ta = nan_padded(a, (B + K, B), column_major, DEVICE)
+        tb = nan_padded(b, (B + K + N, B), column_major, DEVICE)
+        # one partial tile per program along K, NaN until it is stored
+        ws = torch.full(
+            (splits, M, N),
+            float("nan"),
+            dtype=torch.float32,
+            device=DEVICE,
+        )
+        grid = (triton.cdiv(M, B), triton.cdiv(N, B), splits)
+        launch_watched(
+            split_k_kernel,
+            grid,
+            ta,
+            tb,
+            ws,
+            M,
+            N,
+            K,
+            splits,
+            ta.stride(0),
+            ta.stride(1),
+            tb.stride(0),
+            tb.stride(1),
+            ws.stride(0),
+            ws.stride(1),
+            ws.stride(2),
+            BLOCK_M=B,
+            BLOCK_N=B,
+            BLOCK_K=B,
+        )
+        return ws.double().cpu().numpy()
+
+    return in_both_layouts(run)
+'''
 
 
 # ------------------------------------------------------------------ 2. the swapped scaled epilogue
 
 
-def swap_ab_epilogue_ref(acc_t: np.ndarray, sA: np.ndarray, sB: np.ndarray) -> np.ndarray:
-    """fl32(fl32(acc_t.T * sA) * sB) as float64, (M, N): scaled_mm's epilogue (chapter 06's
-    reference) on the transposed accumulator acc_t (N, M)."""
-    return epilogue_ref(np.asarray(acc_t).T, sA, sB)
+def split_sum_ref(parts_t: np.ndarray) -> np.ndarray:
+    """The split-K partial tiles (S, N, M) added in float32 in the order s = 0, 1, ..., S - 1."""
+    parts = np.asarray(parts_t, dtype=np.float32)
+    acc = parts[0].copy()
+    for p in parts[1:]:
+        acc = (acc + p).astype(np.float32)
+    return acc
+
+
+def swap_ab_epilogue_ref(parts_t: np.ndarray, sA: np.ndarray, sB: np.ndarray) -> np.ndarray:
+    """fl32(fl32(acc_t.T * sA) * sB) as float64, (M, N), where acc_t (N, M) is the float32 sum of
+    the split-K partial tiles parts_t (S, N, M) in order of s: scaled_mm's epilogue (chapter 06's
+    reference) on the transposed accumulator."""
+    return epilogue_ref(split_sum_ref(parts_t).T, sA, sB)
 
 
 def _scales(rng: np.random.Generator, n: int, per: bool, row: bool) -> np.ndarray:
@@ -162,13 +250,30 @@ def _scales(rng: np.random.Generator, n: int, per: bool, row: bool) -> np.ndarra
     return s.reshape((k, 1) if row else (1, k))
 
 
-def _acc(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
-    return (rng.standard_normal((rows, cols)) * np.exp2(rng.uniform(-6, 12, (rows, cols)))).astype(np.float32)
+def _parts(rng: np.random.Generator, splits: int, rows: int, cols: int, empty: int = 0) -> np.ndarray:
+    """(splits, rows, cols) float32 partial tiles of like magnitude per element and random signs
+    (so that the order of their float32 sum shows in the bits), the last ``empty`` all zero (the
+    programs of exercise 1 whose run of K is empty)."""
+    size = np.exp2(rng.uniform(-6, 12, (rows, cols)))
+    parts = rng.standard_normal((splits, rows, cols)) * size * np.exp2(rng.uniform(-2, 2, (splits, 1, 1)))
+    parts[splits - empty :] = 0.0
+    return parts.astype(np.float32)
 
 
-def _epilogue_case(rng: np.random.Generator, M: int, N: int, per_a: bool = True, per_b: bool = True, label: str = ""):
-    """acc_t (N, M), sA (M, 1) or (1, 1), sB (1, N) or (1, 1)."""
-    return Case((_acc(rng, N, M), _scales(rng, M, per_a, True), _scales(rng, N, per_b, False)), label=label)
+def _epilogue_case(
+    rng: np.random.Generator,
+    M: int,
+    N: int,
+    splits: int,
+    per_a: bool = True,
+    per_b: bool = True,
+    empty: int = 0,
+    label: str = "",
+):
+    """parts_t (S, N, M), sA (M, 1) or (1, 1), sB (1, N) or (1, 1)."""
+    return Case(
+        (_parts(rng, splits, N, M, empty), _scales(rng, M, per_a, True), _scales(rng, N, per_b, False)), label=label
+    )
 
 
 def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
@@ -176,183 +281,247 @@ def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
     f32 = np.float32
     cases = [
         Case(
-            (np.array([[1.0, -2.0], [3.0, 0.0]], f32), np.array([[2.0]], f32), np.array([[0.5]], f32)),
-            label="per-tensor scales: one value each",
+            (np.array([[[1.0, -2.0], [3.0, 0.0]]], f32), np.array([[2.0]], f32), np.array([[0.5]], f32)),
+            label="one partial tile, per-tensor scales: one value each",
         ),
         Case(
-            (np.array([[1.0], [1.0], [1.0]], f32), np.array([[3.0]], f32), np.array([[1.0, 2.0, 4.0]], f32)),
-            label="one token (M = 1), N = 3: per-tensor sA, per-column sB",
+            (
+                np.array([[[1.0], [1.0], [1.0]], [[2.0], [-4.0], [0.5]]], f32),
+                np.array([[3.0]], f32),
+                np.array([[1.0, 2.0, 4.0]], f32),
+            ),
+            label="two partial tiles, one token (M = 1), N = 3: per-tensor sA, per-column sB",
         ),
-        _epilogue_case(fixed, 5, 3, label="M = 5, N = 3, per row and per column"),
-        _epilogue_case(fixed, 4, 40, label="M = 4 tokens, N = 40 features: two tiles along N"),
-        _epilogue_case(fixed, 20, 20, label="20 x 20 (square: a scale on the wrong axis still broadcasts)"),
-        _epilogue_case(fixed, 17, 33, per_b=False, label="M = 17, N = 33, per-row sA, per-tensor sB"),
-        _epilogue_case(fixed, 33, 17, per_a=False, label="M = 33, N = 17, per-tensor sA, per-column sB"),
+        Case(
+            (np.array([[[2.0**24]], [[1.0]], [[1.0]]], f32), np.array([[1.0]], f32), np.array([[1.0]], f32)),
+            label="2**24 + 1 + 1 in order: each 1 lost (in another order, 2**24 + 2)",
+        ),
+        _epilogue_case(fixed, 5, 3, 3, label="M = 5, N = 3, 3 partial tiles, per row and per column"),
+        _epilogue_case(fixed, 4, 40, 4, empty=1, label="M = 4 tokens, N = 40: two tiles along N; the last partial 0"),
+        _epilogue_case(fixed, 20, 20, 2, label="20 x 20 (square: a scale on the wrong axis still broadcasts)"),
+        _epilogue_case(fixed, 17, 33, 3, per_b=False, label="M = 17, N = 33, per-row sA, per-tensor sB"),
+        _epilogue_case(fixed, 33, 17, 4, per_a=False, label="M = 33, N = 17, per-tensor sA, per-column sB"),
     ]
-    for _ in range(22):
+    for _ in range(20):
         if rng.random() < 0.6:  # decode: a few tokens, many features
             M, N = int(rng.integers(1, 17)), int(rng.integers(1, 72))
         else:
             M, N = int(rng.integers(1, 40)), int(rng.integers(1, 40))
         if rng.random() < 0.25:
             N = M
-        cases.append(_epilogue_case(rng, M, N, rng.random() < 0.8, rng.random() < 0.8))
+        splits = int(rng.integers(2, 6))
+        empty = int(rng.integers(0, splits)) if rng.random() < 0.2 else 0
+        cases.append(_epilogue_case(rng, M, N, splits, rng.random() < 0.8, rng.random() < 0.8, empty))
     return cases
 
 
-# ------------------------------------------------------------------ 3. occupancy from the ptxas line
+#: The launcher of ex09.swap_ab_epilogue, given whole by the statement (Exercise.given), imports
+#: inside its body, as :data:`SPLIT_K_LAUNCHER`.
+EPILOGUE_LAUNCHER = '''\
+def swap_ab_epilogue(
+    parts_t: np.ndarray, sA: np.ndarray, sB: np.ndarray
+) -> np.ndarray:
+    """C (M, N) as float64 from the swapped GEMM's split-K partial
+    tiles parts_t (S, N, M) float32, with sA (M, 1) or (1, 1) and
+    sB (1, N) or (1, 1). Given: do not change it."""
+    import numpy as np
+    import torch
+    import triton
 
-LIMIT_NAMES = ("registers", "shared memory", "warps", "blocks")
+    from nbhelpers.load_audit import (
+        in_both_layouts,
+        launch_watched,
+        nan_padded,
+    )
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+    (S, N, M), BN, BM = np.shape(parts_t), 32, 16
+
+    def run(column_major: bool) -> np.ndarray:
+        # one slice more, and NaN past each slice's edges
+        tp = nan_padded(parts_t, (1, BN, BM), column_major, DEVICE)
+        # consecutive scales 1 apart; NaN well past their ends
+        sa = nan_padded(np.reshape(sA, (-1, 1)), (M + N + BN, 0))
+        sb = nan_padded(np.reshape(sB, (-1, 1)), (M + N + BN, 0))
+        sa, sb = sa.to(DEVICE), sb.to(DEVICE)
+        # C in a buffer of NaN that any tile fits in: a store past C's
+        # edge lands in the padding
+        cbuf = nan_padded(
+            np.full((M + N + BM, N + M + BN), np.nan),
+            (0, 0),
+            column_major,
+            DEVICE,
+        )
+        c = cbuf[:M, :N]
+        grid = (triton.cdiv(N, BN), triton.cdiv(M, BM))
+        launch_watched(
+            swap_ab_epilogue_kernel,
+            grid,
+            tp,
+            sa,
+            sb,
+            c,
+            M,
+            N,
+            S,
+            tp.stride(0),
+            tp.stride(1),
+            tp.stride(2),
+            c.stride(0),
+            c.stride(1),
+            0 if sa.numel() == 1 else sa.stride(0),
+            0 if sb.numel() == 1 else sb.stride(0),
+            BLOCK_N=BN,
+            BLOCK_M=BM,
+        )
+        if not (cbuf[M:].isnan().all() and cbuf[:, N:].isnan().all()):
+            raise IndexError(
+                "a store wrote past C's edge (into the NaN padding "
+                "around it): a mask is missing or wrong"
+            )
+        return c.double().cpu().numpy()
+
+    return in_both_layouts(run)
+'''
+
+
+# ------------------------------------------------------------------ 3. the register budget of an occupancy
+
 KB = 1024
 
 
-def _shortcuts(registers: int, num_warps: int, shared: int) -> dict[int, str]:
-    """Warp counts that plausible shortcuts give, each with what they forgot (for the message)."""
-    spec = H100
-    w = num_warps
+def register_budget_ref(num_warps: int, shared: int, warps: int) -> int:
+    """The most registers per thread (1 to 255) at which an H100/H200 SM still holds at least
+    ``warps`` resident warps of blocks of ``num_warps`` warps with ``shared`` bytes each; 0 if no
+    register count does. By search over :func:`nbhelpers.occupancy.occupancy` (its rules tested
+    against a slow placement and NVIDIA's worked example in tests/test_occupancy.py)."""
+    fits = [
+        r for r in range(1, H100.max_registers_per_thread + 1) if occupancy(r, num_warps, shared, H100).warps >= warps
+    ]
+    return max(fits, default=0)
 
-    def warps(regs_alloc, split=True, smem=None, blocks_cap=spec.max_blocks_per_sm):
-        per_warp = 32 * regs_alloc
-        by_regs = (16384 // per_warp) * 4 // w if split else 65536 // per_warp // w
-        by = [by_regs, 64 // w, blocks_cap]
-        if smem is not None:
-            by.append(spec.shared_per_sm // smem if smem else blocks_cap)
-        return min(by) * w
 
-    r8 = -(-registers // 8) * 8
-    full = -(-(shared + 1024) // 128) * 128
+def _budget_shortcuts(num_warps: int, shared: int, warps: int) -> dict[int, str]:
+    """Budgets that plausible shortcuts give, each with what it forgot (to word the message)."""
+    w, spec = num_warps, H100
+    blocks = -(-warps // w)
+    smem = -(-(shared + 1024) // 128) * 128
+    fits = blocks * w <= 64 and blocks <= 32 and shared <= spec.max_shared_per_block
+    fits = fits and blocks * smem <= spec.shared_per_sm
+
+    def top(per_sub: int, round8: bool = True, cap: bool = True) -> int:
+        r = 16384 // per_sub // 32
+        r = r // 8 * 8 if round8 else r
+        return min(255, r) if cap else r
+
+    exact = -(-(blocks * w) // 4)
     shortcuts = [
-        (warps(registers, smem=full), "registers per thread are allocated in multiples of 8"),
+        (top(exact, round8=False) if fits else 0, "registers are allocated in steps of 8 per thread"),
         (
-            warps(r8, split=False, smem=full),
+            (min(255, 65536 // (32 * blocks * w)) // 8 * 8) if fits else 0,
             "the register file is 4 sub-partitions of 16,384 and a warp's registers sit in one",
         ),
-        (warps(r8), "shared memory limits the blocks too"),
-        (warps(r8, smem=shared), "the driver reserves 1 KB of shared memory per block"),
-        (warps(r8, smem=shared + 1024), "shared memory is allocated in units of 128 bytes"),
-        (warps(r8, smem=full, blocks_cap=10**9), "an SM holds at most 32 blocks"),
-        (
-            min(64, 65536 // (32 * registers)),
-            "the napkin 65536 / (32 r), capped at 64: no rounding, no whole blocks, no shared memory",
-        ),
+        (top(max(1, blocks * w // 4)) if fits else 0, "a sub-partition that holds part of a warp holds all of it"),
+        (top(-(-warps // 4)) if fits else 0, "the SM holds whole blocks of num_warps warps"),
+        (top(exact), "shared memory and the 32-block cap limit it too"),
+        (top(exact, cap=False) if fits else 0, "a thread has at most 255 registers"),
     ]
     out: dict[int, str] = {}
-    for count, text in shortcuts:
-        out[count] = f"{out[count]}; or {text}" if count in out else text
+    for value, text in shortcuts:
+        out[value] = f"{out[value]}; or {text}" if value in out else text
     return out
 
 
-class ExpectedOccupancy(tuple):
-    """(warps, limits, hints): the answer, every limit that binds, and the warp counts of
-    shortcuts with what each forgot (to word the message); shown as the answer alone."""
+class ExpectedBudget(int):
+    """The budget, carrying the shortcuts' budgets and what each forgot (to word the message);
+    shown and compared as the int."""
+
+    hints: dict[int, str]
+
+    def __new__(cls, value: int, hints: dict[int, str] | None = None):
+        obj = super().__new__(cls, value)
+        obj.hints = dict(hints or {})
+        return obj
 
     def __repr__(self) -> str:
-        warps, limits, _ = self
-        return f"({warps}, {' or '.join(repr(x) for x in limits)})"
+        return repr(int(self))
 
 
-def resident_warps_ref(registers: int, num_warps: int, shared: int) -> ExpectedOccupancy:
-    """(resident warps per SM, the limits that bind, shortcut answers) on an H100/H200. Only the
-    first two are the answer; the third words the message of a wrong count."""
-    occ = occupancy(registers, num_warps, shared, H100)
-    hints = {k: v for k, v in _shortcuts(registers, num_warps, shared).items() if k != occ.warps}
-    return ExpectedOccupancy((occ.warps, tuple(str(lim) for lim in occ.limits), hints))
+def register_budget_answer(num_warps: int, shared: int, warps: int) -> ExpectedBudget:
+    """The reference, with the shortcut answers that word a wrong one's message."""
+    value = register_budget_ref(num_warps, shared, warps)
+    hints = {k: v for k, v in _budget_shortcuts(num_warps, shared, warps).items() if k != value}
+    return ExpectedBudget(value, hints)
 
 
-def _same_occupancy(got, expected) -> str | None:
-    warps, limits, hints = expected
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return f"returned {describe(got)}, expected a tuple (warps, limit)"
-    g_warps, g_limit = got
-    if isinstance(g_warps, bool) or not isinstance(g_warps, (int, np.integer)):
-        return f"warps: returned {describe(g_warps)}, expected an int"
-    if int(g_warps) != warps:
-        hint = hints.get(int(g_warps))
-        return f"warps: returned {int(g_warps)}, expected {warps}" + (f" (did you forget: {hint}?)" if hint else "")
-    if not isinstance(g_limit, str):
-        return f"limit: returned {describe(g_limit)}, expected one of {', '.join(map(repr, LIMIT_NAMES))}"
-    if g_limit.strip().lower() not in limits:
-        which = " or ".join(repr(x) for x in limits)
-        return f"limit: returned {short_repr(g_limit, 40)}, expected {which}"
-    return None
+def _same_budget(got, expected) -> str | None:
+    if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
+        return f"returned {describe(got)}, expected an int"
+    if int(got) == int(expected):
+        return None
+    hint = getattr(expected, "hints", {}).get(int(got))
+    return f"returned {int(got)}, expected {int(expected)}" + (f" (did you forget: {hint}?)" if hint else "")
 
 
-def _occupancy_cases(rng: np.random.Generator) -> list[Case]:
+def _budget_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((32, 4, 0), label="32 registers, 4 warps, no shared memory: registers and warps both bind"),
-        Case((131, 8, 0), label="131 registers: allocated as 136"),
-        Case((128, 8, 0), label="128 registers, 8 warps"),
-        Case((80, 1, 0), label="80 registers, 1 warp: the sub-partitions"),
-        Case((16, 1, 0), label="16 registers, 1 warp: the block cap"),
-        Case((16, 4, 0), label="16 registers, 4 warps: the 64-warp cap alone"),
-        Case((24, 8, 0), label="24 registers, 8 warps: registers allow 10 blocks, the warp cap 8"),
-        Case((64, 4, 64 * KB), label="64 KB of shared memory per block"),
-        Case((64, 4, 113 * KB), label="113 KB: two blocks with their reserves fill the 228 KB exactly"),
-        Case((64, 4, 76 * KB), label="76 KB: three fit 228 KB, but not with the reserve"),
-        Case((40, 4, 45_600), label="45,600 B: 5 blocks fit unrounded, 4 in 128-byte units"),
-        Case((32, 2, 20_096), label="20,096 B: 11 blocks fit in 128-byte units, 10 in 256-byte ones"),
-        Case((226, 4, 128 * KB), label="a GEMM config: 226 registers, 128 KB of pipelining buffers"),
-        Case((255, 16, 0), label="16 warps of 255 registers: more than a block may have"),
-        Case((64, 4, 227 * KB + 1), label="1 byte over the 227 KB a block may use"),
-        Case((64, 4, 227 * KB), label="exactly the 227 KB a block may use, not counting the reserve"),
-        Case((64, 4, 226 * KB + 512), label="226.5 KB: fits a block, though not with the reserve inside 227 KB"),
-        Case((64, 4, 227 * 1000 + 128), label="227,128 B: more than 227,000, less than 227 KB"),
+        Case((4, 0, 16), label="4 blocks of 4 warps: 4 warps a sub-partition: 128"),
+        Case((4, 0, 12), label="3 blocks of 4 warps: 168 (170 rounded down to 8)"),
+        Case((4, 0, 8), label="2 blocks of 4: 256 registers allowed, 255 a thread may have"),
+        Case((8, 0, 9), label="9 warps in blocks of 8: 2 blocks, 16 warps"),
+        Case((1, 0, 10), label="10 warps of 1: 3 in some sub-partition: 168"),
+        Case((1, 0, 33), label="33 blocks of 1 warp: more than the 32 an SM holds"),
+        Case((2, 0, 64), label="32 blocks of 2 warps: 64 warps, 32 registers"),
+        Case((1, 0, 20), label="20 warps of 1: 5 per sub-partition: 102 -> 96"),
+        Case((4, 64 * KB, 12), label="3 blocks with 64 KB each fit 228 KB"),
+        Case((4, 64 * KB, 16), label="4 blocks with 64 KB each do not"),
+        Case((4, 76 * KB, 12), label="76 KB: 3 fit 228 KB, but not with the 1 KB reserve each"),
+        Case((4, 113 * KB, 8), label="113 KB: two blocks with their reserves fill 228 KB exactly"),
+        Case((4, 227 * KB, 4), label="227 KB: one block may ask for it"),
+        Case((4, 227 * KB + 1, 1), label="1 byte over the 227 KB one block may ask for"),
+        Case((1, 45_600, 5), label="45,600 B: 5 blocks fit unrounded, 4 in 128-byte units"),
+        Case((16, 0, 16), label="one block of 16 warps"),
+        Case((16, 0, 48), label="three blocks of 16 warps: 12 a sub-partition: 40"),
     ]
     spec = H100
-    for _ in range(10):  # register-bound, just past a multiple of 8 that would keep one more block
-        w = int(rng.choice([1, 2, 4, 8]))
-        while True:
-            b = int(rng.integers(1, 64 // w + 1))
-            r_max = 16384 // -(-(b * w) // 4) // 32  # unrounded, b blocks fit up to r_max
-            if r_max % 8 and 8 < r_max <= 255:
-                break
-        r = int(rng.integers(r_max // 8 * 8 + 1, r_max + 1))  # rounded up past r_max: fewer blocks
-        cases.append(Case((r, w, int(rng.choice([0, int(rng.integers(1, 4 * KB))])))))
-    for _ in range(3):  # few registers, 4 to 16 warps: the 64-warp cap binds before registers or blocks
-        cases.append(Case((int(rng.integers(1, 25)), int(rng.choice([4, 8, 16])), int(rng.integers(0, 4 * KB)))))
-    for _ in range(4):  # registers well inside a step, any block size
-        cases.append(Case((int(rng.integers(33, 256)), int(rng.choice([1, 2, 4, 8])), 0)))
-    for _ in range(8):  # shared-memory bound, with sizes where the reserve decides one block
-        b = int(rng.integers(2, 12))
-        room = spec.shared_per_sm // b  # b blocks of at most `room` bytes, reserve included
-        shared = room - int(rng.integers(1, 1024))  # fits b times without the reserve, b - 1 with it
-        cases.append(Case((int(rng.integers(16, 72)), int(rng.choice([1, 2, 4])), shared)))
-    # at the 227 KB a block may ask for (the reserve not counted): exactly it, and just under it
-    cases.append(Case((int(rng.integers(16, 72)), int(rng.choice([1, 2, 4])), 227 * KB)))
-    cases.append(
-        Case((int(rng.integers(16, 72)), int(rng.choice([1, 2, 4])), int(rng.integers(226 * KB + 1, 227 * KB))))
-    )
-    for _ in range(4):  # b blocks fill all 228 KB of the SM: more than the 227 KB one block may have
-        b = int(rng.integers(2, 9))
-        alloc = spec.shared_per_sm // b // 128 * 128
-        cases.append(
-            Case((int(rng.integers(16, 64)), int(rng.choice([1, 2, 4])), alloc - 1024 - int(rng.integers(0, 128))))
-        )
-    for _ in range(4):  # shared-memory bound where the 128-byte unit decides one block
+    for _ in range(12):  # register-bound, no shared memory worth naming: the steps
+        w = int(rng.choice([1, 2, 4, 8, 16]))
+        warps = int(rng.integers(1, 64 // w + 1)) * w - int(rng.integers(0, w))
+        cases.append(Case((w, int(rng.choice([0, int(rng.integers(1, 2 * KB))])), max(1, warps))))
+    for _ in range(6):  # warps not a multiple of 4 per block count: the sub-partitions and whole blocks
+        w = int(rng.choice([1, 2]))
+        b = int(rng.integers(5, 32 // w + 1))
+        while (b * w) % 4 == 0:
+            b -= 1
+        cases.append(Case((w, 0, b * w - int(rng.integers(0, w)))))
+    for _ in range(8):  # shared-memory bound: the reserve or the 128-byte unit decides one block
+        w = int(rng.choice([1, 2, 4]))
+        b = int(rng.integers(2, min(12, 64 // w) + 1))
+        room = spec.shared_per_sm // b // 128 * 128  # b blocks of at most room bytes, reserve included
+        shared = room - 1024 - int(rng.integers(-127, 128))
+        cases.append(Case((w, shared, b * w - int(rng.integers(0, w)))))
+    for _ in range(3):  # more blocks than 32
+        cases.append(Case((1, int(rng.integers(0, 2 * KB)), int(rng.integers(33, 65)))))
+    # at the 227 KB a block may ask for: just under or at it (one block fits), just over it
+    cases.append(Case((int(rng.choice([1, 2, 4])), 227 * KB - int(rng.integers(0, 1024)), 1)))
+    cases.append(Case((int(rng.choice([1, 2, 4])), 227 * KB + int(rng.integers(1, 1024)), 1)))
+    for _ in range(4):  # b blocks fit unrounded, not in 128-byte units (SM // b not a multiple of 128)
         b = int(rng.choice([5, 7, 9, 11, 13]))
-        top = spec.shared_per_sm // b  # not a multiple of 128 for these b
+        top = spec.shared_per_sm // b
         shared = top - 1024 - int(rng.integers(0, top % 128))
-        cases.append(Case((int(rng.integers(16, 64)), int(rng.choice([1, 2, 4])), shared)))
-    # b blocks whose shared memory fits in 128-byte units and not in 256-byte ones: the largest
-    # multiple of 128 under the SM's share is an odd one (small blocks, so that shared memory binds)
+        w = int(rng.choice([1, 2, 4]))
+        cases.append(Case((w, shared, b * w - int(rng.integers(0, w)))))
+    # b blocks that fit in 128-byte units and not in 256-byte ones: the largest multiple of 128
+    # under the SM's share is an odd one
     odd = [b for b in range(2, 33) if spec.shared_per_sm // b // 128 % 2]
     for _ in range(4):
         b = int(rng.choice(odd))
         alloc = spec.shared_per_sm // b // 128 * 128
-        w = int(rng.choice([1, 2]))  # at most 64 warps in b <= 32 blocks
-        cases.append(Case((int(rng.integers(16, 33)), w, alloc - 1024 - int(rng.integers(0, 128)))))
-    for _ in range(4):  # tiny blocks: the 32-block cap
-        cases.append(Case((int(rng.integers(8, 33)), 1, int(rng.choice([0, int(rng.integers(1, 6 * KB))])))))
-    for _ in range(6):  # anything a Triton kernel may have
-        cases.append(
-            Case(
-                (
-                    int(rng.integers(1, 256)),
-                    int(rng.choice([1, 2, 4, 8, 16])),
-                    int(rng.choice([0, int(rng.integers(0, 232 * KB))])),
-                )
-            )
-        )
+        w = int(rng.choice([1, 2]))
+        cases.append(Case((w, alloc - 1024 - int(rng.integers(0, 128)), b * w - int(rng.integers(0, w)))))
+    for _ in range(6):  # anything
+        w = int(rng.choice([1, 2, 4, 8, 16]))
+        cases.append(Case((w, int(rng.choice([0, int(rng.integers(0, 232 * KB))])), int(rng.integers(1, 65)))))
     return cases
 
 
@@ -364,30 +533,32 @@ MACHINERY = ("nbhelpers.kernels.interpreter_cache",)
 EXERCISES = [
     Exercise(
         "ex09.split_k_matmul",
-        "The K loop of a split-K GEMM",
+        "The K ranges and loop of a split-K GEMM",
         5,
         split_k_matmul_ref,
         _split_k_cases,
         compare=_within_bound,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        given=SPLIT_K_LAUNCHER,
     ),
     Exercise(
         "ex09.swap_ab_epilogue",
-        "The epilogue of a swapped scaled GEMM",
+        "The split-K reduction and epilogue of a swapped scaled GEMM",
         4,
         swap_ab_epilogue_ref,
         _epilogue_cases,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        given=EPILOGUE_LAUNCHER,
     ),
     Exercise(
-        "ex09.resident_warps",
-        "Predict the occupancy from the ptxas line",
+        "ex09.register_budget",
+        "The register budget of an occupancy",
         3,
-        resident_warps_ref,
-        _occupancy_cases,
-        compare=_same_occupancy,
+        register_budget_answer,
+        _budget_cases,
+        compare=_same_budget,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
     ),

@@ -51,7 +51,7 @@ def exercise_cases() -> list[Case]:
         Case(
             "solutions/ex09_gemm_kernels.ipynb:split_k_kernel",
             "fp32",
-            ("*fp32", "*fp32", "*fp32", 100, 90, 70, 24, 86, 1, 106, 1, 9000, 90, 1),
+            ("*fp32", "*fp32", "*fp32", 100, 90, 70, 3, 86, 1, 106, 1, 9000, 90, 1),
             {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16},
             source="solution",
         ),
