@@ -36,7 +36,9 @@ Each timed row also records what :mod:`nbhelpers.perf_model` predicts for ours o
 ``meta.model_gpu`` (the GPU it runs on where the model has its specification, else an H200; the
 fastest of the tuner's configs at the compile table's registers and shared memory; its FLOPs the
 rows each expert's tiles compute, padding included), as called and replayed from a CUDA graph, so
-that a run measures the model too.
+that a run measures the model too; and what the tuner kept for ours (``tuned_config``) with every
+config's tuning time (``tuning_ms``, :func:`nbhelpers.kernels.grouped_gemm.tuned_config`), so that
+a slow row can be traced to its config (rows recorded before these fields existed lack them).
 
 The results file ``benchmarks/results/grouped_gemm_<gpu-slug>.json`` holds ``meta`` (GPU name,
 driver, CUDA, compute capability, torch and Triton versions, UTC date, this script, the command)
@@ -180,6 +182,7 @@ def build_row(
     ms: dict | None = None,
     error: str | None = None,
     predicted: dict | None = None,
+    tuned: tuple[str, dict] | None = None,
 ) -> dict:
     """One results row: the case, the load statistics, each implementation's relative difference
     from grouped_mm; then either ``ms`` and ``tflops`` per implementation and the three speedups of
@@ -187,7 +190,8 @@ def build_row(
     goal of each speedup for this case, None where none is set (loop below E = 256,
     padded on an even load). ``predicted``: the performance model's time for ours
     (:func:`model_best`), in the row as ``predicted_ms``, ``predicted_graph_ms`` and
-    ``predicted_config``."""
+    ``predicted_config``. ``tuned``: what the tuner kept for ours and every config's tuning time
+    (:func:`tuner_choice`), in the row as ``tuned_config`` and ``tuning_ms``."""
     goals = {
         "ours_vs_loop": GOALS["ours_vs_loop"] if E >= 256 else None,
         "ours_vs_padded": GOALS["ours_vs_padded"] if stats["uneven"] else None,
@@ -198,6 +202,8 @@ def build_row(
     fields.update(
         predicted_ms=model.get("ms"), predicted_graph_ms=model.get("graph_ms"), predicted_config=model.get("config")
     )
+    if tuned is not None:
+        fields.update(tuned_config=tuned[0], tuning_ms=dict(tuned[1]))
     if error is not None:
         return GROUPED_GEMM.as_dict(GroupedGemmRow(**fields, error=error))
     missing = [name for name in IMPLS if name not in (ms or {})]
@@ -243,6 +249,19 @@ def model_best(offsets, K: int, N: int, gpu=None) -> dict:
             graph = predicted(loads, K, N, *facts, cuda_graph=True, **model)
             best = {"ms": p.seconds * 1e3, "graph_ms": graph.seconds * 1e3, "config": r["config"].split(" (")[0]}
     return best
+
+
+def tuner_choice(K: int, N: int, E: int, rows: int) -> tuple[str, dict] | None:
+    """What the tuner kept for ours on this case's shapes (bf16 in and out, as measure_case calls
+    it) and every config's tuning time: :func:`nbhelpers.kernels.grouped_gemm.tuned_config`;
+    None when ours was not tuned (a fixed block, or the interpreter)."""
+    import torch
+
+    from nbhelpers.kernels.grouped_gemm import tuned_config
+
+    x = torch.empty((rows, K), dtype=torch.bfloat16, device="meta")  # only shapes and dtypes matter
+    w = torch.empty((E, K, N), dtype=torch.bfloat16, device="meta")
+    return tuned_config(x, w, out_dtype=torch.bfloat16)
 
 
 def goals_met(row: dict) -> dict:
@@ -371,8 +390,11 @@ def run_cases(
             print(f"  {label}: {err}")
             yield build_row(size, K, N, E, T, stats, diffs, error=err)
         else:
-            row = build_row(size, K, N, E, T, stats, diffs, ms=ms, predicted=model_best(offsets, K, N, model))
+            predicted = model_best(offsets, K, N, model)
+            tuned = tuner_choice(K, N, E, stats["rows"])
+            row = build_row(size, K, N, E, T, stats, diffs, ms=ms, predicted=predicted, tuned=tuned)
             note = "" if row.get("predicted_ms") is None else f", {model.name} model {row['predicted_ms']:.3f} ms"
+            note += "" if tuned is None else f", tuned {tuned[0]}"
             print(
                 f"  {label}: ours {ms['ours']:.3f} ms ({row['tflops']['ours']:.0f} TFLOP/s{note}); "
                 f"x{row['ours_vs_loop']:.2f} vs loop, x{row['ours_vs_padded']:.2f} vs padded, "

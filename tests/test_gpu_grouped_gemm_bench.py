@@ -361,3 +361,32 @@ def test_the_tile_lookup_launches_as_many_kernels_as_the_model_counts():
         assert len(kernels) == launches, kernels
         (scan,) = [(a, kw) for f, a, kw in rec.ops if "cumsum" in str(f)]
         assert scan[0][0].dtype == torch.int32 and scan[1]["out"].dtype == torch.int32
+
+
+def test_a_timed_row_records_the_config_the_tuner_kept(tmp_path, monkeypatch):
+    """What the tuner kept for ours, and every config's tuning time, go into the row, read back by
+    shape (tuner_choice asks the kernel module for the key of the case's bf16 call); on this
+    machine the interpreter does not tune, so a stand-in answers, and without one the row has no
+    such fields, as rows recorded before they existed."""
+    import torch
+
+    import nbhelpers.kernels.grouped_gemm as gg
+    from nbhelpers.results import ResultsFile
+
+    monkeypatch.setitem(bench.SIZES, "tiny", (40, 24))
+    asked = []
+
+    def stand_in(x, w, out_dtype=torch.float32, **kw):
+        asked.append((tuple(x.shape), tuple(w.shape), x.dtype, out_dtype))
+        return "64x64x64 w4 s3", {"64x64x64 w4 s3": 0.5, "128x128x64 w8 s4": 0.7}
+
+    gen = torch.Generator(device=INFO.device).manual_seed(0)
+    assert bench.tuner_choice(40, 24, 8, 48) is None  # nothing tuned here
+    monkeypatch.setattr(gg, "tuned_config", stand_in)
+    (row,) = bench.run_cases(
+        [("tiny", 8, 6)], ResultsFile(tmp_path / "g.json", {}), INFO.device, gen, lambda fn: 1.0, 1e9
+    )
+    assert asked == [((48, 40), (8, 40, 24), torch.bfloat16, torch.bfloat16)]
+    assert row["tuned_config"] == "64x64x64 w4 s3" and row["tuning_ms"]["128x128x64 w8 s4"] == 0.7
+    plain = bench.build_row("small", 2048, 1024, 8, 5, STATS, DIFFS, ms={k: 1.0 for k in bench.IMPLS})
+    assert "tuned_config" not in plain and "tuning_ms" not in plain

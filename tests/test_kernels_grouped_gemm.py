@@ -1212,3 +1212,36 @@ def test_fastest_predicted_is_the_fastest_tuned_config_of_the_table():
     graph, _ = fastest_predicted(rows, loads, 7168, 2048, gpu=H100_SXM, cuda_graph=True)
     assert graph.seconds < p.seconds
     assert fastest_predicted([spilled, other], loads, 7168, 2048) == (None, None)
+
+
+def test_tuned_config_reports_the_kept_config_and_every_timing(monkeypatch):
+    """The tuner's bookkeeping without a GPU: its launches and its timer replaced by stand-ins,
+    _tuned_launch keeps the fastest config per key, and tuned_config reads it (and each config's
+    time) back for a call of the same shapes and dtypes, in the same power-of-two bucket of rows;
+    another bucket or out_dtype has nothing tuned."""
+    monkeypatch.setattr(gg, "_TUNED", {})
+    monkeypatch.setattr(gg, "_TUNING_MS", {})
+    ran = []
+    monkeypatch.setattr(gg, "_launch", lambda *a, **kw: ran.append(kw["num_warps"]))
+    names = [gg.config_name(c) for c in gg.GPU_CONFIGS]
+    fastest = names[len(names) // 2]
+    timer = iter(range(len(names)))
+
+    def fake_ms(fn):
+        fn()
+        i = next(timer)
+        return 0.1 if names[i] == fastest else 1.0 + i
+
+    monkeypatch.setattr(gg, "tuning_ms", fake_ms)
+    x = torch.empty((100, 32), dtype=torch.bfloat16)
+    w = torch.empty((4, 32, 16), dtype=torch.bfloat16)
+    c = torch.empty((100, 16), dtype=torch.bfloat16)
+    assert gg.tuned_config(x, w, out_dtype=torch.bfloat16) is None
+    gg._tuned_launch(x, w, c, None, "ieee", gg.DEFAULT_GROUP_M)
+    kept, times = gg.tuned_config(x, w, out_dtype=torch.bfloat16)
+    assert kept == fastest and sorted(times) == sorted(names) and times[fastest] == 0.1
+    assert len(ran) == len(names) + 1  # each config timed once, then the kept one runs
+    assert gg.tuned_config(torch.empty((120, 32), dtype=torch.bfloat16), w, out_dtype=torch.bfloat16)[0] == fastest
+    assert gg.tuned_config(torch.empty((200, 32), dtype=torch.bfloat16), w, out_dtype=torch.bfloat16) is None
+    assert gg.tuned_config(x, w) is None  # float32 out: another key
+    assert gg.config_name(gg.GPU_CONFIGS[0]).count("x") == 2

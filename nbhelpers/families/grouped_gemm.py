@@ -102,7 +102,8 @@ class GroupedGemmRow:
     :mod:`nbhelpers.perf_model` predicts for ours on the run's ``meta.model_gpu`` (``predicted_ms``: as called, the tile
     lookup's small kernels launched one by one; ``predicted_graph_ms``: replayed from a CUDA
     graph; ``predicted_config``: the tuner's config the model finds fastest), so that the first
-    GPU run also measures the model."""
+    GPU run also measures the model; ``tuned_config`` and ``tuning_ms``: the config the tuner kept
+    for ours and each config's tuning time (absent from rows recorded before they existed)."""
 
     size: str
     K: int
@@ -130,6 +131,8 @@ class GroupedGemmRow:
     predicted_ms: float | None = None
     predicted_graph_ms: float | None = None
     predicted_config: str | None = None
+    tuned_config: str | None = None
+    tuning_ms: dict | None = None
 
 
 GROUPED_GEMM = ResultsSpec(

@@ -97,7 +97,10 @@ GPU status: the bf16 path (CUDA tensors, the tuner, bf16 on tensor cores) has ru
 with Triton 3.6.0 and torch 2.11.0 (benchmarks/results/grouped_gemm_nvidia-h100-80gb-hbm3.json,
 2026-12-06: every output checked against torch's grouped_mm before it was timed). The fp8 kernel
 and a CUDA-graph replay have not run on a GPU yet; they compile for sm_90 with Triton 3.6.0 and
-3.7.1, and the tests marked GPU-only check them when a GPU is there.
+3.7.1, and the tests marked GPU-only check them when a GPU is there (the capture after a warm-up
+call: with ``block=None`` the first call of a key compiles and tunes, and the tuner's timing
+synchronises, which a capture does not allow). The kept config and every config's tuning time are
+readable afterwards (:func:`tuned_config`); the benchmark records them from its next run on.
 """
 
 from __future__ import annotations
@@ -129,6 +132,8 @@ __all__ = [
     "TILE_LOOKUP_LAUNCHES",
     "predicted",
     "fastest_predicted",
+    "tuned_config",
+    "config_name",
     "TUNED_LABEL",
     "max_tiles",
     "program_tiles",
@@ -359,6 +364,8 @@ FP8_DEFAULT_BLOCK = (64, 64, 128)
 
 # block=None on a GPU: {(E, N, K, dtype, out_dtype, precision, rows bucket, GROUP_M): config}
 _TUNED: dict[tuple, triton.Config] = {}
+# the same key -> each config's tuning time in ms, by :func:`config_name` (what the tuner chose from)
+_TUNING_MS: dict[tuple, dict[str, float]] = {}
 # the kernels' 1-D grid and int32 program arithmetic: programs and rows stay below this
 _INT32_LIMIT = 2**31 - 1
 
@@ -566,12 +573,42 @@ def _launch(x, w, c, off, cfg: dict, input_precision: str, group_m: int, kernel=
     )
 
 
+def config_name(cfg: triton.Config) -> str:
+    """A tuner's config as the compile table names it: ``"128x256x64 w8 s3"`` (BLOCK_M x BLOCK_N
+    x BLOCK_K, warps, stages)."""
+    kw = cfg.kwargs
+    return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} w{cfg.num_warps} s{cfg.num_stages}"
+
+
+def _tuning_key(rows: int, E: int, N: int, K: int, x_dtype, c_dtype, input_precision: str, group_m: int) -> tuple:
+    # one tuning per power-of-two bucket of the rows T*k
+    return (E, N, K, x_dtype, c_dtype, input_precision, 1 << max(rows - 1, 0).bit_length(), group_m)
+
+
+def tuned_config(
+    x_perm: torch.Tensor,
+    w: torch.Tensor,
+    out_dtype: torch.dtype = torch.float32,
+    input_precision: str = "ieee",
+    group_m: int = DEFAULT_GROUP_M,
+) -> tuple[str, dict[str, float]] | None:
+    """What the tuner of :func:`grouped_matmul` (``block=None``, on a GPU) kept for a call with
+    these operands and arguments: ``(config_name, {config_name: tuning ms})``, the config it runs
+    and every config's time when it was tuned (:func:`nbhelpers.timing.tuning_ms`); None when no
+    call of that key has been tuned in this process (always None in the interpreter)."""
+    E, K, N = w.shape
+    key = _tuning_key(x_perm.shape[0], E, N, K, x_perm.dtype, out_dtype, input_precision, group_m)
+    best = _TUNED.get(key)
+    return None if best is None else (config_name(best), dict(_TUNING_MS.get(key, {})))
+
+
 def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
     """block=None on a GPU: time each GPU config once per key (:func:`nbhelpers.timing.tuning_ms`,
-    the median), keep the fastest. Each candidate computes its own tile offsets on the device."""
+    the median), keep the fastest (and every config's time: :func:`tuned_config`). Each candidate
+    computes its own tile offsets on the device."""
     E, K, N = w.shape
     rows = x.shape[0]
-    key = (E, N, K, x.dtype, c.dtype, input_precision, 1 << max(rows - 1, 0).bit_length(), group_m)
+    key = _tuning_key(rows, E, N, K, x.dtype, c.dtype, input_precision, group_m)
 
     def run(cfg):
         _launch(x, w, c, off, cfg.kwargs, input_precision, group_m, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
@@ -586,6 +623,7 @@ def _tuned_launch(x, w, c, off, input_precision: str, group_m: int) -> None:
                 continue
         if not times:
             raise RuntimeError(f"no configuration of GPU_CONFIGS fits this GPU for E={E}, N={N}, K={K}")
+        _TUNING_MS[key] = {config_name(cfg): float(ms) for ms, cfg in times}
         best = _TUNED[key] = min(times, key=lambda tc: tc[0])[1]
     run(best)
 
