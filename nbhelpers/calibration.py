@@ -61,6 +61,7 @@ __all__ = [
     "copy_rows",
     "gemm_rows",
     "grouped_gemm_rows",
+    "loop_against_ours",
     "pressure_rows",
     "topk_groups",
     "topk_rows",
@@ -301,6 +302,46 @@ def grouped_gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dic
                 "loop_ms": r["ms"]["loop"],
                 "loop_gpu_ms": sum(one[int(n)] for n in loads if n) * 1e3,
                 "loop_us_per_expert": r["ms"]["loop"] * 1e3 / active,
+            }
+        )
+    return out
+
+
+def loop_against_ours(short: list[dict], long: list[dict], host_us: float) -> list[dict]:
+    """The loop over ours, measured against the model's range, row by row. ``short`` and ``long``:
+    :func:`grouped_gemm_rows` of one run at the two ends of the latency range, in the same order;
+    ``host_us``: the host's cost per active expert. The model's loop is the longer of the host's
+    ``active * host_us`` (``host_ms``) and its GPU time (the launches overlap the GPU's work), at
+    each latency (``loop_model_ms``, a pair); the model's loop / ours is that over ours predicted at
+    the same latency (``model_range``: (least, most) of the two). Per row also: ``loop_over_ours``
+    (measured), ``to_range`` (1.0 inside the range, else the measurement over the range's nearer
+    end: below 1 where the model overstates ours' lead over the loop) and ``verdict``
+    ("inside", "below" or "above")."""
+    if len(short) != len(long):
+        raise ValueError(f"short and long must hold the same rows, got {len(short)} and {len(long)}")
+    out = []
+    for a, b in zip(short, long):
+        if (a["size"], a["E"], a["T"]) != (b["size"], b["E"], b["T"]):
+            raise ValueError(f"rows differ: {(a['size'], a['E'], a['T'])} against {(b['size'], b['E'], b['T'])}")
+        host = a["active"] * host_us / 1e3
+        model = (max(host, a["loop_gpu_ms"]), max(host, b["loop_gpu_ms"]))
+        ratios = (model[0] / a["predicted_ms"], model[1] / b["predicted_ms"])
+        lo, hi = min(ratios), max(ratios)
+        measured = a["loop_ms"] / a["ms"]
+        verdict = "below" if measured < lo else "above" if measured > hi else "inside"
+        nearer = {"below": lo, "above": hi, "inside": measured}[verdict]
+        out.append(
+            {
+                "size": a["size"],
+                "E": a["E"],
+                "T": a["T"],
+                "active": a["active"],
+                "host_ms": host,
+                "loop_model_ms": model,
+                "loop_over_ours": measured,
+                "model_range": (lo, hi),
+                "to_range": measured / nearer,
+                "verdict": verdict,
             }
         )
     return out

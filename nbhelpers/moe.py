@@ -55,6 +55,8 @@ __all__ = [
     "capacity",
     "PaddedResult",
     "padded_matmul",
+    "PaddedTraffic",
+    "padded_traffic",
     "grouped_matmul_ref",
     "loop_matmul",
     "torch_grouped_mm",
@@ -407,6 +409,35 @@ def padded_matmul(x_perm: torch.Tensor, w: torch.Tensor, offsets, capacity_facto
     kept = np.zeros(x_perm.shape[0], dtype=bool)
     kept[rows] = True
     return PaddedResult(out, kept, C, E * C, int(kept_counts.sum()))
+
+
+class PaddedTraffic(NamedTuple):
+    """What one call of :func:`padded_matmul` moves besides its batched GEMM, on the device:
+    ``copy_bytes`` (the zero-filled (E C, K) buffer and (rows, N) output, and the gather and the
+    scatter, each an indexed read into a temporary and an indexed write: four passes over the kept
+    rows of x and four over those of y), ``index_bytes`` (its two int64 index arrays, built in
+    numpy on the host and copied to the device on every call), and the GEMM's ``computed_rows``
+    (E C) against the ``kept_rows``."""
+
+    copy_bytes: int
+    index_bytes: int
+    computed_rows: int
+    kept_rows: int
+
+
+def padded_traffic(counts, K: int, N: int, capacity_factor: float = 1.25, itemsize: int = 2) -> PaddedTraffic:
+    """:class:`PaddedTraffic` of :func:`padded_matmul` for experts with ``counts`` rows (E,), K in,
+    N out, ``itemsize`` bytes an element (2: bf16), counted from its code: ``torch.zeros`` of the
+    buffer and of the output, ``buf[slots] = x_perm[rows]`` and ``out[rows] = y[slots]``."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.ndim != 1 or counts.size == 0 or (counts < 0).any():
+        raise ValueError(f"counts must be a non-empty 1-D array of rows >= 0, got {counts!r}")
+    K, N, itemsize = (positive_int(n, v) for n, v in (("K", K), ("N", N), ("itemsize", itemsize)))
+    rows, E = int(counts.sum()), counts.size
+    C = capacity(rows, E, capacity_factor)
+    kept = int(np.minimum(counts, C).sum())
+    copy = (E * C * K + rows * N + 4 * kept * (K + N)) * itemsize
+    return PaddedTraffic(copy, 2 * kept * 8, E * C, kept)
 
 
 def torch_grouped_mm(x_perm: torch.Tensor, w: torch.Tensor, offsets) -> torch.Tensor:

@@ -16,7 +16,7 @@ from nbhelpers.device import setup_device
 setup_device()
 
 from nbhelpers import calibration as cal
-from nbhelpers.perf_model import H100_SXM, H200, model_gpu
+from nbhelpers.perf_model import H100_SXM, H200, LATENCY_RANGE_S, model_gpu
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 H100_RUN = "nvidia-h100-80gb-hbm3"
@@ -214,3 +214,47 @@ def test_a_grouped_gemm_row_with_another_routing_is_refused(h100):
     run["rows"][0]["max_load"] += 1
     with pytest.raises(ValueError, match="not the run's routing"):
         cal.grouped_gemm_rows(run, runs["compile_check"]["rows"], H100_SXM)
+
+
+def _loop_row(E, T, active, ms, predicted_ms, loop_ms, loop_gpu_ms):
+    return dict(size="s", E=E, T=T, active=active, ms=ms, predicted_ms=predicted_ms, loop_ms=loop_ms,
+                loop_gpu_ms=loop_gpu_ms)  # fmt: skip
+
+
+def test_loop_against_ours_by_hand():
+    """The model's loop is the longer of the host's time and its GPU time at each latency, over ours
+    at the same latency; the measured loop / ours is judged against the two ratios."""
+    short = [
+        _loop_row(8, 1, 10, ms=1.0, predicted_ms=1.0, loop_ms=3.0, loop_gpu_ms=2.0),  # host 1 ms: GPU sets it
+        _loop_row(8, 2, 10, ms=1.0, predicted_ms=1.0, loop_ms=1.5, loop_gpu_ms=0.2),  # host sets both ends
+        _loop_row(8, 3, 10, ms=1.0, predicted_ms=1.0, loop_ms=5.0, loop_gpu_ms=2.0),
+    ]
+    long = [dict(r, loop_gpu_ms=4 * r["loop_gpu_ms"], predicted_ms=2.0) for r in short]
+    a, b, c = cal.loop_against_ours(short, long, host_us=100.0)
+    assert a["host_ms"] == 1.0 and a["loop_model_ms"] == (2.0, 8.0) and a["model_range"] == (2.0, 4.0)
+    assert a["verdict"] == "inside" and a["to_range"] == 1.0 and a["loop_over_ours"] == 3.0
+    # host 1 ms at both ends: ratios 1.0 and 1.0 / 2.0
+    assert b["model_range"] == (0.5, 1.0) and b["verdict"] == "above" and b["to_range"] == 1.5
+    assert c["model_range"] == (2.0, 4.0) and c["verdict"] == "above" and c["to_range"] == 1.25
+    low = cal.loop_against_ours([dict(short[0], loop_ms=1.0)], long[:1], host_us=100.0)[0]
+    assert low["verdict"] == "below" and low["to_range"] == 0.5
+    with pytest.raises(ValueError, match="same rows"):
+        cal.loop_against_ours(short, long[:2], 100.0)
+    with pytest.raises(ValueError, match="rows differ"):
+        cal.loop_against_ours(short[:1], long[1:2], 100.0)
+
+
+def test_loop_against_ours_on_the_recorded_h100_run(h100):
+    """Chapter 10's verdict on the recorded run: the model's loop / ours holds the measurement on
+    only a few rows; most fall below the range (the model overstates ours' lead over the loop),
+    the flagged row furthest."""
+    runs, fit = h100
+    run, table = _load("grouped_gemm"), runs["compile_check"]["rows"]
+    short, long = (cal.grouped_gemm_rows(run, table, replace(fit.gpu, latency_s=lat)) for lat in LATENCY_RANGE_S)
+    host_us = min(r["loop_us_per_expert"] for r in short)
+    rows = cal.loop_against_ours(short, long, host_us)
+    verdicts = [r["verdict"] for r in rows]
+    assert len(rows) == 24 and verdicts.count("inside") == 4 and verdicts.count("below") > 12
+    worst = min(rows, key=lambda r: r["to_range"])
+    assert (worst["size"], worst["E"], worst["T"]) == ("small", 8, 1024) and worst["to_range"] < 0.6
+    assert all(r["model_range"][0] <= r["model_range"][1] for r in rows)

@@ -356,3 +356,23 @@ def test_layout_rows_by_hand_and_refusals():
         moe.layout_rows(c, 16, "masked")
     with pytest.raises(ValueError, match="layout must be"):
         moe.layout_rows(c, 16, "padded")
+
+
+def test_padded_traffic_by_hand_and_against_padded_matmul():
+    """Loads 10, 0, 1, 33 (44 rows), K = 4, N = 2, bf16, factor 1.25: capacity 14, kept 25; the
+    zero-filled buffer 56 x 4 and output 44 x 2, four passes over the kept rows of x (4 wide) and
+    of y (2 wide); two int64 index arrays of the kept rows."""
+    t = moe.padded_traffic([10, 0, 1, 33], K=4, N=2)
+    assert t == moe.PaddedTraffic((56 * 4 + 44 * 2 + 4 * 25 * (4 + 2)) * 2, 2 * 25 * 8, 56, 25)
+    counts = np.array([7, 3, 0, 12, 1])
+    off = np.r_[0, np.cumsum(counts)]
+    res = moe.padded_matmul(torch.zeros((off[-1], 8)), torch.zeros((5, 8, 4)), off, 1.25)
+    t = moe.padded_traffic(counts, 8, 4, 1.25, itemsize=4)
+    assert (t.computed_rows, t.kept_rows) == (res.computed_rows, res.kept_rows)
+    # an even load at factor 1.25: nothing dropped, the buffer a quarter larger than the rows
+    even = moe.padded_traffic([64] * 8, K=16, N=16)
+    assert even.kept_rows == 512 and even.computed_rows == 640
+    with pytest.raises(ValueError, match="counts"):
+        moe.padded_traffic([], 4, 4)
+    with pytest.raises(ValueError):
+        moe.padded_traffic([1, 2], 0, 4)
