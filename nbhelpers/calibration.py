@@ -52,7 +52,7 @@ from .kernels import gemm as kgemm
 from .kernels import grouped_gemm as kgg
 from .kernels import pressure as kpressure
 from .kernels import topk as ktk
-from .moe import expert_counts, route
+from .moe import expert_counts, padded_traffic, route
 from .perf_model import GPU, Launch, model_gpu, predict
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "gemm_rows",
     "grouped_gemm_rows",
     "loop_against_ours",
+    "padded_rows",
     "pressure_rows",
     "topk_groups",
     "topk_rows",
@@ -302,6 +303,39 @@ def grouped_gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dic
                 "loop_ms": r["ms"]["loop"],
                 "loop_gpu_ms": sum(one[int(n)] for n in loads if n) * 1e3,
                 "loop_us_per_expert": r["ms"]["loop"] * 1e3 / active,
+            }
+        )
+    return out
+
+
+def padded_rows(run: dict, gpu: GPU) -> list[dict]:
+    """The padded batch of every timed row of a grouped-GEMM run against a napkin of what
+    :func:`nbhelpers.moe.padded_matmul` does: its batched GEMM over E x capacity rows at the rate
+    grouped_mm reached on the routed rows (``grouped_mm ms * computed_rows / kept_rows``), plus the
+    copies it makes besides (:func:`nbhelpers.moe.padded_traffic`, from the row's own routing) at
+    ``gpu``'s HBM rate. Per row: size, E, T, ``uneven``, the measured ``ms`` of all four
+    implementations, ``rows_ratio`` (computed / kept rows), ``copy_bytes``, ``index_bytes`` (sent
+    from the host per call), ``copies_ms``, ``napkin_ms`` and ``share`` (napkin over measured: what
+    the napkin leaves out, host work included, is 1 - share)."""
+    out = []
+    for r in _timed(run["rows"]):
+        t = padded_traffic(_routed_loads(r), r["K"], r["N"], r["capacity_factor"])
+        ms = dict(r["ms"])
+        copies_ms = t.copy_bytes / gpu.hbm_bytes_per_s * 1e3
+        napkin = ms["grouped_mm"] * t.computed_rows / t.kept_rows + copies_ms
+        out.append(
+            {
+                "size": r["size"],
+                "E": r["E"],
+                "T": r["T"],
+                "uneven": r["uneven"],
+                "ms": ms,
+                "rows_ratio": t.computed_rows / t.kept_rows,
+                "copy_bytes": t.copy_bytes,
+                "index_bytes": t.index_bytes,
+                "copies_ms": copies_ms,
+                "napkin_ms": napkin,
+                "share": napkin / ms["padded"],
             }
         )
     return out

@@ -258,3 +258,21 @@ def test_loop_against_ours_on_the_recorded_h100_run(h100):
     worst = min(rows, key=lambda r: r["to_range"])
     assert (worst["size"], worst["E"], worst["T"]) == ("small", 8, 1024) and worst["to_range"] < 0.6
     assert all(r["model_range"][0] <= r["model_range"][1] for r in rows)
+
+
+def test_padded_rows_of_the_recorded_h100_run():
+    """The padded batch against its napkin (its bmm at grouped_mm's rate over 1.25x the rows, its
+    copies at the HBM rate): on the even load (E = 8) the napkin stays below the measurement, the
+    rest being host work; the copies of one row by hand."""
+    run = _load("grouped_gemm")
+    rows = cal.padded_rows(run, H100_SXM)
+    assert len(rows) == 24 and {r["E"] for r in rows if not r["uneven"]} == {8}
+    even = [r for r in rows if not r["uneven"]]
+    assert all(0.3 < r["share"] < 1 for r in even) and all(r["rows_ratio"] == 1.25 for r in even)
+    assert all(r["ms"]["padded"] > r["ms"]["loop"] for r in even)  # it lost to the loop on them
+    (one,) = [r for r in even if (r["size"], r["T"]) == ("deepseek", 1024)]
+    rows_, C, K, N = 8 * 1024, 1280, 7168, 2048  # top-8 of 8: every expert gets every token
+    assert one["copy_bytes"] == (8 * C * K + rows_ * N + 4 * rows_ * (K + N)) * 2
+    assert one["index_bytes"] == 2 * rows_ * 8
+    assert one["napkin_ms"] == pytest.approx(one["ms"]["grouped_mm"] * 1.25 + one["copies_ms"])
+    assert one["copies_ms"] == pytest.approx(one["copy_bytes"] / H100_SXM.hbm_bytes_per_s * 1e3)
