@@ -82,16 +82,15 @@ MB = 2**20  # NVIDIA's "MB" of cache sizes, and PyTorch's L2_cache_size, count b
 H100_SXM = L2Spec(
     "H100 SXM", 50 * MB, 132, "NVIDIA H100 Tensor Core GPU Architecture whitepaper: 50 MB L2 cache, 132 SMs (H100 SXM5)"
 )
-#: H200: 60 MB of L2 and 132 SMs, the L2_cache_size and multi_processor_count PyTorch is reported
-#: to give on an H200; an assumption until a recorded run of benchmarks/gpu_report.py (whose
-#: summary holds both) confirms it
+#: H200: an assumed 60 MB of L2 and 132 SMs: NVIDIA's H200 datasheet gives no L2 size; 60 MB is the
+#: full GH100 die's L2 (the H100 whitepaper), of which the H100 SXM enables 50; an assumption until
+#: a recorded run of benchmarks/gpu_report.py on an H200 (whose summary holds both) reads it
 H200 = L2Spec(
     "H200",
     60 * MB,
     132,
-    "assumed: torch.cuda.get_device_properties(0) as reported for an H200 "
-    "(L2_cache_size 60 MB, multi_processor_count 132), not yet recorded by a "
-    "run of this course",
+    "assumed: 60 MB, the full GH100 die's L2 (H100 whitepaper; the H100 SXM enables 50 MB); "
+    "NVIDIA's H200 datasheet gives no L2 size and no run of this course on an H200 has read it",
 )
 
 

@@ -212,7 +212,7 @@ def compile_text(tables: Sequence[dict], gpu: GPU = H200, k: int = 50) -> str:
                 out.append(
                     f"Triton {t['meta']['triton']}, {r['label'].split(',')[0]}: {n} programs x "
                     f"{ktk.STAGES - 1} blocks = {n * block_bytes * _value_bytes(r) / 1e3:.1f} kB in flight "
-                    f"per SM; Little's law asks {need_sm / 1e3:.1f} kB"
+                    f"per SM; Little's law asks {need_sm / 1e3:.1f} kB (at the assumed {gpu.latency_s * 1e6:g} us)"
                 )
     hbm_per_sm_cycle = gpu.hbm_bytes_per_s / gpu.sms / gpu.clock_hz
     for r in compile_rows(tables[0], k=k):
