@@ -112,8 +112,8 @@ def test_plot_copy_bandwidth_draws_each_series_in_its_own_style():
     assert set(lines) == {
         "Triton kernel (measured)",
         "torch (measured)",
-        "sector model x measured torch copy",
-        "sector model x peak",
+        "sector model x measured torch copy (Triton kernels)",
+        "sector model x peak (Triton kernels)",
         "H200 peak (4.8 TB/s)",
     }
     assert len({_style(ln) for ln in lines.values()}) == 5
@@ -128,6 +128,29 @@ def test_plot_copy_bandwidth_draws_each_series_in_its_own_style():
     assert {ln.get_label() for ln in ax.lines} == {
         "Triton kernel (measured)",
         "torch (measured)",
-        "sector model x measured torch copy",
+        "sector model x measured torch copy (Triton kernels)",
     }
     plt.close(ax.figure)
+
+
+def test_plot_copy_bandwidth_draws_bounds_at_their_patterns_and_labels_a_tick_below_the_data():
+    bounds = {
+        "no reuse, 32-byte fetch": {"transposed": 0.672e12},
+        "no reuse, 64-byte fetch": {"transposed": 0.356e12},
+    }
+    ax = plots.plot_copy_bandwidth(_rows(), peak=4.8e12, bounds=bounds)
+    lines = {ln.get_label(): ln for ln in ax.lines}
+    for label, at in bounds.items():
+        ln = lines[label]
+        assert ln.get_linestyle() == "None"  # markers only, at the transposed column
+        np.testing.assert_allclose(ln.get_xdata(), [3])
+        np.testing.assert_allclose(ln.get_ydata(), [at["transposed"] / 1e9])
+    assert len({_style(lines[k]) for k in bounds}) == 2
+    lo, _ = ax.get_ylim()
+    assert lo == 200  # the lowest point (356 GB/s) sits above a labelled tick of 1, 2, 5
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="no pattern 'stride 64'"):
+        plots.plot_copy_bandwidth(_rows(), bounds={"x": {"stride 64": 1e11}})
+    from nbhelpers.plots.throughput import _nice_floor
+
+    assert [_nice_floor(v) for v in (262.0, 200.0, 199.0, 0.9, 5000.0, 7000.0)] == [200, 200, 100, 0.5, 5000, 5000]

@@ -159,15 +159,36 @@ def copy_bandwidth_points(rows: Sequence[dict]) -> dict:
     return out
 
 
+#: markers of the bounds :func:`plot_copy_bandwidth` draws at single patterns
+_BOUND_STYLES = (("#a6761d", "v"), ("#e7298a", "<"), ("#66a61e", ">"))
+_NICE = (1.0, 2.0, 5.0)  # the labelled ticks of a decade on a log axis of more than one decade
+
+
+def _nice_floor(v: float) -> float:
+    """The largest 1, 2 or 5 times a power of ten at or below ``v`` (> 0): where a log axis whose
+    ticks read 1, 2, 5 should start so that its lowest point sits above a labelled tick."""
+    e = np.floor(np.log10(v))
+    return max(m * 10.0**e for m in _NICE if m * 10.0**e <= v * (1 + 1e-12))
+
+
 def plot_copy_bandwidth(
-    rows: Sequence[dict], peak: float | None = None, peak_label: str = "peak", ax=None, legend_outside: bool = True
+    rows: Sequence[dict],
+    peak: float | None = None,
+    peak_label: str = "peak",
+    ax=None,
+    legend_outside: bool = True,
+    bounds: dict | None = None,
 ):
     """Bandwidth of useful bytes (GB/s, log axis) per access pattern: the Triton kernel (the
-    fastest tile size per pattern), torch's own copy, the sector model's prediction from the
-    measured torch copy and from the peak, and the peak as a horizontal line.
+    fastest tile size per pattern), torch's own copy, the sector model's prediction for the
+    Triton kernels from the measured torch copy and from the peak, and the peak as a horizontal
+    line.
 
-    rows: see :func:`copy_bandwidth_points`. peak: bytes/s (None: no line). Each series has its
-    own colour, line style and marker; the legend sits under the axes by default.
+    rows: see :func:`copy_bandwidth_points`. peak: bytes/s (None: no line). bounds: label ->
+    {pattern label ("transposed", "stride 8", ...): bytes/s}, each drawn as hollow markers with
+    no line at its patterns (a bound that holds for one kernel of a pattern only, such as torch's
+    naive transpose). Each series has its own colour, line style and marker; the legend sits
+    under the axes by default. The y axis starts at a labelled tick below the lowest point.
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -177,20 +198,34 @@ def plot_copy_bandwidth(
     styles = {
         "triton": ("Triton kernel (measured)", "#222222", "-", "o", "full"),
         "torch": ("torch (measured)", "#1b9e77", "-", "s", "full"),
-        "predicted": ("sector model x measured torch copy", "#d95f02", "--", "D", "none"),
-        "predicted_at_peak": ("sector model x peak", "#7570b3", ":", "^", "none"),
+        "predicted": ("sector model x measured torch copy (Triton kernels)", "#d95f02", "--", "D", "none"),
+        "predicted_at_peak": ("sector model x peak (Triton kernels)", "#7570b3", ":", "^", "none"),
     }
+    lows = []
     for key, (label, color, ls, marker, fill) in styles.items():
         y = np.array([np.nan if v is None else v / 1e9 for v in pts[key]], dtype=float)
         if np.all(np.isnan(y)):
             continue
+        lows.append(np.nanmin(y))
         ax.plot(x, y, ls, color=color, marker=marker, fillstyle=fill, ms=7, lw=1.5, label=label)
+    if len(bounds or {}) > len(_BOUND_STYLES):
+        raise ValueError(f"at most {len(_BOUND_STYLES)} bounds")
+    for (label, at), (color, marker) in zip((bounds or {}).items(), _BOUND_STYLES, strict=False):
+        unknown = [p for p in at if p not in pts["patterns"]]
+        if unknown:
+            raise ValueError(f"bound {label!r}: no pattern {unknown[0]!r} in the rows ({pts['patterns']})")
+        xs = [pts["patterns"].index(p) for p in at]
+        ys = [v / 1e9 for v in at.values()]
+        lows.append(min(ys))
+        ax.plot(xs, ys, ls="none", color=color, marker=marker, fillstyle="none", ms=8, mew=1.5, label=label)
     if peak is not None:
         ax.axhline(peak / 1e9, color="0.4", lw=1.0, ls="-.", label=f"{peak_label} ({peak / 1e12:.3g} TB/s)")
     ax.set_yscale("log")
     gbps = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")  # plain GB/s, not 4 x 10^3
     ax.yaxis.set_major_formatter(gbps)
     lo, hi = ax.get_ylim()
+    lo = min(lo, _nice_floor(min(lows) * 0.97)) if lows else lo
+    ax.set_ylim(lo, hi)
     if hi / lo < 12:  # about one decade: label the minor ticks too, else they crowd
         ax.yaxis.set_minor_formatter(gbps)
         ax.tick_params(axis="y", which="minor", labelsize=SMALLEST_FONT_PT)
