@@ -31,8 +31,10 @@ measures the model too (:mod:`nbhelpers.calibration` fits it to the run).
 
 Every kernel's output is checked against torch's once, before it is timed. The results file
 ``benchmarks/results/copy_bandwidth_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA,
-torch and Triton versions, UTC date, script, command, sizes) and ``rows``, each the family's
-``CopyBandwidthRow`` (see :func:`build_row`). Run time: under a minute on an H200 (about 4 GiB of GPU memory).
+torch and Triton versions, UTC date, script, command, sizes, and ``l2_fetch_granularity``: the
+``cudaLimitMaxL2FetchGranularity`` the CUDA runtime reports, None where it could not be read)
+and ``rows``, each the family's ``CopyBandwidthRow`` (see :func:`build_row`). Run time: under a
+minute on an H200 (about 4 GiB of GPU memory).
 """
 
 from __future__ import annotations
@@ -58,6 +60,48 @@ TRANSPOSE_BLOCKS = ((32, 32), (64, 64))
 # peak HBM bandwidth, bytes/s, by a GPU-name fragment; source: shared/FACTS.md ("GPU memory")
 PEAKS = {"h200": (4.8e12, "FACTS.md: H200 about 4.8 TB/s HBM3e peak (NVIDIA H200 specification)")}
 ELEM_BYTES = 4  # float32
+#: cudaLimitMaxL2FetchGranularity, value 5 of the CUDA runtime API's enum cudaLimit (CUDA 13.0)
+CUDA_LIMIT_MAX_L2_FETCH_GRANULARITY = 5
+
+
+def _cudart(maps: str = "/proc/self/maps"):
+    """The CUDA runtime library this process already loaded (torch's, found in ``maps``), else one
+    the loader finds by name; None when there is none."""
+    import ctypes
+    import ctypes.util
+
+    loaded = []
+    try:
+        with open(maps) as fh:
+            loaded = sorted({line.split()[-1] for line in fh if "libcudart.so" in line})
+    except OSError:
+        pass
+    for name in (*loaded, ctypes.util.find_library("cudart"), "libcudart.so"):
+        if not name:
+            continue
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def l2_fetch_granularity(lib=None) -> int | None:
+    """``cudaDeviceGetLimit(cudaLimitMaxL2FetchGranularity)`` on the current device, in bytes: the
+    largest unit the L2 fetches from DRAM, a hint the driver may clamp or ignore. ``lib``: the CUDA
+    runtime (default: :func:`_cudart`'s). None when the runtime cannot be found or asked (the call
+    failed, or returned an error code)."""
+    import ctypes
+
+    lib = _cudart() if lib is None else lib
+    if lib is None:
+        return None
+    value = ctypes.c_size_t(0)
+    try:
+        err = lib.cudaDeviceGetLimit(ctypes.pointer(value), CUDA_LIMIT_MAX_L2_FETCH_GRANULARITY)
+    except (AttributeError, OSError, TypeError, ctypes.ArgumentError):
+        return None
+    return int(value.value) if err == 0 else None
 
 
 def build_row(
@@ -190,6 +234,9 @@ def main(argv=None) -> int:
         "peak": peak,
         "peak_source": peak_source,
         "model_gpu": model.name,
+        # after torch's first allocation, so that the runtime's context exists
+        "l2_fetch_granularity": l2_fetch_granularity(),
+        "l2_fetch_granularity_source": "cudaDeviceGetLimit(cudaLimitMaxL2FetchGranularity), bytes; None: not read",
     }
     path = Path(args.out) if args.out else COPY_BANDWIDTH.path(gpu, ROOT / "benchmarks" / "results")
     # rewritten after every measurement (meta.complete is false until the end): a run that fails

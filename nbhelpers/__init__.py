@@ -70,6 +70,8 @@ Measurements: what the chapters measure, built on the engines and kernels.
     (chapters 09-11)
   - :mod:`~nbhelpers.calibration`   the performance model fitted to a recorded GPU run, and the run's rows predicted
     again with it (chapters 08, 09, 11)
+  - :mod:`~nbhelpers.launch_timing`  one GPU launch timed with the host's clock, CUDA events and do_bench; the race
+    of a non-blocking copy (chapter 08, ``benchmarks/gpu_launch_timing.py``)
 
 Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.plots`         one module per figure family, one colour per format
@@ -77,6 +79,8 @@ Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.listing`       source code (a kernel's) shown as highlighted code
   - :mod:`~nbhelpers.calibration_report`  the model fitted to the recorded runs, as the text chapter 11 prints
   - :mod:`~nbhelpers.topk_report`   chapter 11's compile, model and recorded-run tables of the top-k kernels
+  - :mod:`~nbhelpers.coalescing_report`  chapter 08's tables and figure: launch timings, the race, the CPU's strided
+    copies, the copy kernels' bandwidths (measured now or recorded)
 
 Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never

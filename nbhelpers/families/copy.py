@@ -102,6 +102,61 @@ COPY_BANDWIDTH = ResultsSpec(
     reader="recorded_copy_bandwidth",
 )
 
+
+@dataclasses.dataclass(frozen=True)
+class LaunchTimingRow:
+    """One measurement of ``benchmarks/gpu_launch_timing.py`` (chapter 08, section 2): a timing of
+    one launch of the copy, or one try of the race between a non-blocking copy and the host.
+
+    name: the row's label; kind: "timing" or "race". A timing row has method: "wall, no
+    synchronize" (host clock around the Triton launch alone), "wall, no synchronize, torch op"
+    (the same around torch's ``y.copy_(x)``), "wall + synchronize", "CUDA events" or "do_bench";
+    repeats: how many times it was timed; seconds, seconds_min, seconds_max: the median and the
+    extremes of those times; useful_bytes: the copy's bytes (read and written); bandwidth: those
+    over ``seconds``. A race row (one per try) has before and after: the last values of the host
+    buffer read at once after the copy was queued and again after ``torch.cuda.synchronize()``;
+    expected: what the copy writes there; event_before, event_after: ``event.query()`` of an event
+    recorded after the copy, at those two moments.
+    """
+
+    name: str
+    kind: str
+    repeats: int
+    method: str | None = None
+    seconds: float | None = None
+    seconds_min: float | None = None
+    seconds_max: float | None = None
+    useful_bytes: int | None = None
+    bandwidth: float | None = None
+    before: list | None = None
+    after: list | None = None
+    expected: list | None = None
+    event_before: bool | None = None
+    event_after: bool | None = None
+
+
+_TIMING_KEYS = ("method", "seconds", "seconds_min", "seconds_max", "useful_bytes", "bandwidth")
+_RACE_KEYS = ("before", "after", "expected", "event_before", "event_after")
+
+
+def _launch_timing_check(row: dict) -> list[str]:
+    """What a launch-timing row lacks for its kind, in words."""
+    kind = row.get("kind")
+    if kind not in ("timing", "race"):
+        return [f"{row.get('name')!r}: kind {kind!r} (timing or race)"]
+    need = _TIMING_KEYS if kind == "timing" else _RACE_KEYS
+    return [f"{row.get('name')!r}.{k}" for k in need if row.get(k) is None]
+
+
+LAUNCH_TIMING = ResultsSpec(
+    "launch_timing",
+    "benchmarks/gpu_launch_timing.py",
+    ("gpu", "date", "script", "command", "n", "block"),
+    LaunchTimingRow,
+    check=_launch_timing_check,
+    reader="recorded_launch_timing",
+)
+
 FAMILY = Family(
     name="copy",
     module="nbhelpers.kernels.copy",
@@ -124,7 +179,16 @@ FAMILY = Family(
             "measured: 8.6 s in the H100 run of 2026-12-06; about 20 timings of 0.06 s "
             "(timing.gpu_median_ms: warmup 10 ms, rep 50 ms), 4 small kernels to compile, 2 GB of buffers",
         ),
+        Benchmark(
+            "gpu_launch_timing",
+            30.0,
+            None,
+            10.0,
+            "estimate (not yet timed on a GPU): start-up with torch and one small compile, about 5 s; "
+            "4 x 20 launches of a 512 MiB copy and one do_bench (60 ms); 5 tries of the race on a "
+            "256 MiB pinned buffer",
+        ),
     ),
-    results=(COPY_BANDWIDTH,),
+    results=(COPY_BANDWIDTH, LAUNCH_TIMING),
     order=4,
 )
