@@ -1,0 +1,396 @@
+"""What chapter 08 prints: the launch timings and the race of section 2, the CPU's strided copies
+of section 4, the copy kernels' bandwidths of section 5 (measured now or recorded), and the
+recorded H100 run against the performance model of section 6.
+
+Each function takes what it prints as plain values or as a run of a results file
+(:mod:`nbhelpers.results`) and returns text or an Axes; measuring is left to the notebook and
+to :mod:`nbhelpers.launch_timing`, :mod:`nbhelpers.memory_access` and the benchmark scripts.
+Importing this module imports no torch and no Triton (the two functions that need the kernels
+import them at their call), so it works before :func:`nbhelpers.device.setup_device`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .memory_access import CACHE_LINE_BYTES, cache_line_efficiency
+from .perf_model import model_gpu
+from .tables import text_table
+
+__all__ = [
+    "copy_fraction",
+    "copy_figure",
+    "copy_run_text",
+    "cpu_copy_models",
+    "cpu_runs_text",
+    "cpu_variants",
+    "cpu_variants_text",
+    "fetch_size_text",
+    "first_stride_below",
+    "launch_timing_text",
+    "measure_copy_run",
+    "not_recorded_text",
+    "race_text",
+    "recorded_copy_model_text",
+    "run_header",
+]
+
+ROOT = Path(__file__).resolve().parents[1]
+FETCHES = (32, 64)  # bytes DRAM may move per L2 miss: a sector, a pair of sectors
+
+
+def copy_fraction(e):
+    """A copy whose reads have efficiency ``e`` (a number or an array) and whose writes are
+    contiguous, as a fraction of the contiguous copy's bandwidth: ``2 / (1 + 1/e)``."""
+    return 2 / (1 + 1 / np.asarray(e, dtype=float)) if np.ndim(e) else 2 / (1 + 1 / e)
+
+
+# ---------------------------------------------------------------- recorded runs
+
+
+def run_header(run: dict, live: bool = False) -> str:
+    """Two lines naming a run: the GPU, date, driver and versions; the command and its file."""
+    meta = run["meta"]
+    where = "measured now" if live else "recorded GPU run"
+    name = Path(run.get("path", "")).name
+    return (
+        f"{where}: {meta['gpu']}, {meta['date']}, driver {meta.get('driver')}, "
+        f"torch {meta.get('torch')}, triton {meta.get('triton')}\n"
+        f"command: {meta['command']}" + (f"   (file: benchmarks/results/{name})" if name and not live else "")
+    )
+
+
+def not_recorded_text(script: str, stem: str, shows: str) -> str:
+    """What a cell prints on a CPU when no run of ``script`` is recorded: how to make one."""
+    return "\n".join(
+        [
+            f"No GPU run of {script} is recorded yet: benchmarks/results/ holds no {stem}_*.json.",
+            "On a machine with an NVIDIA GPU, from the repository root:",
+            "    make gpu-report          # every GPU check and benchmark, results files included",
+            f"    python {script}",
+            f"Either writes benchmarks/results/{stem}_<gpu>.json (GPU, driver, versions, date, command);",
+            f"this cell then shows it: {shows}.",
+        ]
+    )
+
+
+# ---------------------------------------------------------------- section 2
+
+
+def launch_timing_text(rows: Sequence[dict], gpu: str) -> str:
+    """The timing rows of :func:`nbhelpers.launch_timing.time_launch` (live or recorded) on
+    ``gpu``: per way of timing, the median and the extremes in microseconds, the bandwidth the
+    median gives the copy, and that against the HBM peak of ``gpu``'s datasheet (where the model
+    has one); then the floor the peak puts on the copy's time."""
+    timings = [r for r in rows if r["kind"] == "timing"]
+    if not timings:
+        raise ValueError("no timing rows")
+    spec = model_gpu(gpu)
+    head = ["timing", "times", "us (median)", "us (min-max)", "TB/s"]
+    if spec is not None:
+        head.append(f"x {spec.name} peak")
+    table = []
+    for r in timings:
+        line = [
+            r["name"],
+            r["repeats"],
+            f"{r['seconds'] * 1e6:.1f}",
+            f"{r['seconds_min'] * 1e6:.1f}-{r['seconds_max'] * 1e6:.1f}",
+            f"{r['bandwidth'] / 1e12:.2f}",
+        ]
+        if spec is not None:
+            line.append(f"{r['bandwidth'] / spec.hbm_bytes_per_s:.2f}")
+        table.append(line)
+    nbytes = timings[0]["useful_bytes"]
+    out = [f"{gpu}: copy_kernel, {nbytes:,} bytes moved", text_table(table, head)]
+    if spec is not None:
+        floor = nbytes / spec.hbm_bytes_per_s
+        out.append(
+            f"at the {spec.name}'s {spec.hbm_bytes_per_s / 1e12:.2f} TB/s the copy cannot take less than "
+            f"{floor * 1e6:.0f} us; timings below that: "
+            + (", ".join(r["name"] for r in timings if r["seconds"] < floor) or "none")
+        )
+    return "\n".join(out)
+
+
+def race_text(rows: Sequence[dict]) -> str:
+    """The race rows of :func:`nbhelpers.launch_timing.race_tries` (live or recorded): per try,
+    the host buffer's last values and the event's answer before and after the synchronisation;
+    then how many early reads missed the copy."""
+    races = [r for r in rows if r["kind"] == "race"]
+    if not races:
+        raise ValueError("no race rows")
+    table = [(r["name"], str(r["before"]), r["event_before"], str(r["after"]), r["event_after"]) for r in races]
+    stale = sum(r["before"] != r["expected"] for r in races)
+    right = all(r["after"] == r["expected"] for r in races)
+    return "\n".join(
+        [
+            text_table(table, ["try", "read at once", "event passed", "read after synchronize()", "event passed"]),
+            f"early reads that missed the copy: {stale} of {len(races)}; "
+            f"every read after synchronize() holds the copy: {right}",
+        ]
+    )
+
+
+# ---------------------------------------------------------------- section 4 (this CPU)
+
+
+def cpu_copy_models(strides: Sequence[int]) -> dict[str, np.ndarray]:
+    """The CPU copy's fraction of the contiguous one per stride, when the memory moves 64-byte
+    lines, and 128-byte pairs of them (reads only)."""
+    return {
+        f"{CACHE_LINE_BYTES} B line model": np.array([copy_fraction(cache_line_efficiency(s)) for s in strides]),
+        f"{2 * CACHE_LINE_BYTES} B pair model": np.array(
+            [copy_fraction(cache_line_efficiency(s, line_bytes=2 * CACHE_LINE_BYTES)) for s in strides]
+        ),
+    }
+
+
+def first_stride_below(strides: Sequence[int], eff: np.ndarray, floor: float) -> int | None:
+    """The first stride from which every run's efficiency (``eff``: runs x strides) stays below
+    ``floor``, at that stride and every larger one; None when the last stride is not below."""
+    below = np.all(np.asarray(eff) < floor, axis=0)
+    if not below[-1]:
+        return None
+    k = len(strides) - 1
+    while k > 0 and below[k - 1]:
+        k -= 1
+    return int(strides[k])
+
+
+def cpu_runs_text(strides: Sequence[int], runs: Sequence[tuple], cpu: str, llc_bytes: int | None) -> str:
+    """Section 4's table: each run's copy efficiency per stride beside the line and pair models,
+    each run's contiguous bandwidths from DRAM and from cache, what varied between the runs, and
+    the checks the prose rests on. ``runs``: (DRAM run, cached run) pairs of
+    :func:`nbhelpers.memory_access.measure_strided_read`."""
+    eff = np.array([d.measured_efficiency for d, _ in runs])
+    (line_name, line), (pair_name, pair) = cpu_copy_models(strides).items()
+    head = [f"{cpu}, last-level cache " + ("unknown" if llc_bytes is None else f"{llc_bytes / 2**20:.0f} MiB")]
+    head.append(f"np.copyto(out, x[::s]), x float32 of {runs[0][0].array_bytes / 2**20:.0f} MiB; {len(runs)} runs")
+    rows = [(s, *[f"{v:.3f}" for v in eff[:, i]], f"{line[i]:.4f}", f"{pair[i]:.4f}") for i, s in enumerate(strides)]
+    out = [*head, text_table(rows, ["stride", *[f"run {k + 1}" for k in range(len(runs))], line_name, pair_name])]
+    for k, (d, ch) in enumerate(runs, 1):
+        out.append(
+            f"run {k}: contiguous copy {d.bandwidth[0] / 1e9:.1f} GB/s useful from DRAM, "
+            f"{ch.bandwidth[0] / 1e9:.1f} GB/s from cache ({ch.bandwidth[0] / d.bandwidth[0]:.1f}x)"
+        )
+    spread = (eff.max(0) - eff.min(0)) / eff.mean(0)
+    worst = int(np.argmax(spread[1:])) + 1
+    base = [d.bandwidth[0] for d, _ in runs]
+    out.append(
+        f"\nbetween the runs: efficiency varied most at stride {strides[worst]} ({spread[worst]:.0%} of its "
+        f"mean); the DRAM baseline {min(base) / 1e9:.1f} to {max(base) / 1e9:.1f} GB/s"
+    )
+    tail = eff[:, list(strides).index(32) :] if 32 in strides else eff[:, -1:]
+    out.append(
+        f"strides {', '.join(map(str, strides[len(strides) - tail.shape[1] :]))}, all runs: "
+        f"{tail.min():.3f} to {tail.max():.3f}; floors from the run's own sizes: one line "
+        f"2/(1+{CACHE_LINE_BYTES // 4}) = {line[-1]:.4f}, a line pair 2/(1+{2 * CACHE_LINE_BYTES // 4}) = "
+        f"{pair[-1]:.4f}"
+    )
+    first = first_stride_below(strides, eff, line[-1])
+    out.append(
+        f"every run: from cache faster than from DRAM: {all(ch.bandwidth[0] > d.bandwidth[0] for d, ch in runs)}; "
+        f"below the one-line floor in every run from stride: {first}"
+    )
+    return "\n".join(out)
+
+
+def cpu_variants(strides: Sequence[int]) -> dict[str, np.ndarray]:
+    """Single-effect models of the CPU copy's fraction per stride: reads only (64-byte lines,
+    128-byte pairs), write-allocate in both copies (``3 / (2 + 1/e)``), and a streaming-store
+    baseline beside a strided copy that allocates (``2 / (2 + 1/e)``, 1 at stride 1)."""
+    e = [cache_line_efficiency(s) for s in strides]
+    models = cpu_copy_models(strides)
+    return {
+        "reads only (64 B lines)": models[f"{CACHE_LINE_BYTES} B line model"],
+        "reads only (128 B pairs)": models[f"{2 * CACHE_LINE_BYTES} B pair model"],
+        "write-allocate, both copies": np.array([3 / (2 + 1 / x) for x in e]),
+        "streaming baseline, strided allocates": np.array(
+            [1.0 if s == 1 else 2 / (2 + 1 / x) for s, x in zip(strides, e, strict=True)]
+        ),
+    }
+
+
+def cpu_variants_text(strides: Sequence[int], mean: np.ndarray) -> str:
+    """The variants of :func:`cpu_variants` beside the measured mean, how far each sits from it at
+    the strides past 1, and which has the smallest worst-case deviation."""
+    variants = cpu_variants(strides)
+    rows = [(s, f"{mean[i]:.3f}", *[f"{v[i]:.3f}" for v in variants.values()]) for i, s in enumerate(strides)]
+    out = [text_table(rows, ["stride", "measured (mean)", *variants])]
+    worst = {}
+    for name, v in variants.items():
+        dev = np.abs(np.asarray(mean)[1:] / v[1:] - 1)
+        worst[name] = dev.max()
+        out.append(f"{name}: off by {dev.min():.0%} to {dev.max():.0%} at strides {strides[1]}-{strides[-1]}")
+    out.append(f"smallest worst-case deviation, this run: {min(worst, key=worst.get)}")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- section 5 (the GPU copies)
+
+
+def measure_copy_run(out_dir: str | Path) -> dict:
+    """Run ``benchmarks/gpu_copy_bandwidth.py`` on this machine's GPU (a subprocess, from the
+    repository root) into ``out_dir`` and return its run, read back as the recorded ones are. Needs
+    a GPU and the repository's checkout."""
+    from .results import COPY_BANDWIDTH
+
+    path = Path(out_dir) / "copy_bandwidth_now.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_copy_bandwidth.py"), "--out", str(path)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    run = json.loads(path.read_text())
+    missing = COPY_BANDWIDTH.missing_in_run(run)
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}")
+    return run
+
+
+def _torch_copy(run: dict) -> float:
+    return next(r["bandwidth"] for r in run["rows"] if r["name"] == "torch copy")
+
+
+def copy_run_text(run: dict, live: bool = False) -> str:
+    """A copy-bandwidth run: its header, each kernel's GB/s against torch's copy and the sector
+    model's prediction, torch's copy against the datasheet's HBM rate (where the model knows the
+    GPU), and the L2 fetch granularity the run read (where it did)."""
+    table = [
+        (
+            r["name"],
+            f"{r['bandwidth'] / 1e9:.0f}",
+            f"{r['ratio_to_torch_copy']:.3f}",
+            "" if r["predicted_bandwidth"] is None else f"{r['predicted_bandwidth'] / 1e9:.0f}",
+            "" if r["ratio_to_prediction"] is None else f"{r['ratio_to_prediction']:.2f}",
+        )
+        for r in run["rows"]
+    ]
+    out = [
+        run_header(run, live),
+        text_table(table, ["kernel", "GB/s", "x torch copy", "predicted GB/s", "x predicted"]),
+    ]
+    spec = model_gpu(run["meta"]["gpu"])
+    if spec is not None:
+        out.append(
+            f"{spec.name} datasheet: {spec.hbm_bytes_per_s / 1e12:.2f} TB/s of HBM; torch's copy reached "
+            f"{_torch_copy(run) / spec.hbm_bytes_per_s:.2f} of it"
+        )
+    g = run["meta"].get("l2_fetch_granularity")
+    out.append(
+        "L2 fetch granularity, cudaDeviceGetLimit(cudaLimitMaxL2FetchGranularity): "
+        + (f"{g} bytes" if g is not None else "not in this run's file")
+    )
+    return "\n".join(out)
+
+
+def naive_transpose_bounds(run: dict) -> dict[int, float]:
+    """Per DRAM fetch size of :data:`FETCHES`, the bandwidth torch's naive transpose would reach
+    in ``run`` if no sector it fetched were reused from L2: a column read (a stride past every
+    fetch) and a contiguous write, at the run's torch copy."""
+    base = _torch_copy(run)
+    return {g: base * copy_fraction(cache_line_efficiency(4096, 4, g)) for g in FETCHES}
+
+
+def copy_figure(run: dict, live: bool = False, ax=None):
+    """The run's bandwidths per access pattern (:func:`nbhelpers.plots.plot_copy_bandwidth`), with
+    the datasheet's peak where the model knows the GPU and, at the transposed column, torch's naive
+    transpose's no-reuse bounds (:func:`naive_transpose_bounds`)."""
+    from .plots import plot_copy_bandwidth
+
+    meta = run["meta"]
+    spec = model_gpu(meta["gpu"])
+    has_naive = any(r["name"] == "torch transpose" for r in run["rows"])
+    bounds = (
+        {
+            f"torch's naive transpose, no L2 reuse, {g}-byte fetch": {"transposed": v}
+            for g, v in naive_transpose_bounds(run).items()
+        }
+        if has_naive
+        else None
+    )
+    ax = plot_copy_bandwidth(
+        run["rows"],
+        peak=None if spec is None else spec.hbm_bytes_per_s,
+        peak_label=f"{meta['gpu']} peak (datasheet)",
+        ax=ax,
+        bounds=bounds,
+    )
+    when = "measured now" if live else f"recorded {meta['date'][:10]}"
+    ax.set_title(f"copy kernels on {meta['gpu']} ({when})", fontsize=10)
+    return ax
+
+
+def fetch_size_text(run: dict) -> str:
+    """The run's strided reads against the sector model at the DRAM fetch sizes of
+    :data:`FETCHES`, each at the run's torch copy; then torch's naive transpose against its
+    no-reuse bounds (:func:`naive_transpose_bounds`)."""
+    base = _torch_copy(run)
+    rows = []
+    for r in run["rows"]:
+        if r["pattern"] != "strided":
+            continue
+        model = {g: base * copy_fraction(cache_line_efficiency(r["stride"], 4, g)) for g in FETCHES}
+        rows.append(
+            (
+                r["name"],
+                f"{r['bandwidth'] / 1e9:.0f}",
+                *[x for g in FETCHES for x in (f"{model[g] / 1e9:.0f}", f"{r['bandwidth'] / model[g]:.2f}")],
+            )
+        )
+    out = [
+        f"{run['meta']['gpu']}: strided reads against torch's copy ({base / 1e9:.0f} GB/s) x 2 / (1 + 1/e)",
+        text_table(rows, ["kernel", "GB/s", *[x for g in FETCHES for x in (f"{g}-byte", "x")]]),
+    ]
+    naive = next((r for r in run["rows"] if r["name"] == "torch transpose"), None)
+    if naive is not None:
+        share = naive["bandwidth"] / base
+        out.append(
+            f"torch transpose: {naive['bandwidth'] / 1e9:.0f} GB/s, {share:.3f} of the copy; no reuse: "
+            + ", ".join(
+                f"{v / base:.3f} = {v / 1e9:.0f} GB/s ({g}-byte, measured {naive['bandwidth'] / v:.2f}x)"
+                for g, v in naive_transpose_bounds(run).items()
+            )
+        )
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- section 6
+
+
+def recorded_copy_model_text(blocks_per_sm: int, block_bytes: int) -> str:
+    """For each GPU with the recorded runs the performance model is fitted to (chapter 11): the
+    latency's upper bound per batch from its top-k run, and its recorded ``copy BLOCK=1024``
+    against the model with its datasheet's numbers and no launch (``do_bench``'s events time the
+    device alone), with ``blocks_per_sm`` programs of ``block_bytes`` loads resident per SM. Empty
+    when no GPU has them. Imports the kernels: call it after
+    :func:`nbhelpers.device.setup_device`."""
+    from dataclasses import replace
+
+    from . import perf_model
+    from .calibration_report import fitted_runs
+
+    out = []
+    for fit, found in fitted_runs():
+        caps = ", ".join(f"batch {b}: {s * 1e6:.2f} us" for b, s in fit.latency_caps_s.items())
+        out.append(f"{fit.run}: latency at most {caps}")
+        gpu = replace(model_gpu(found["copy"]["meta"]["gpu"]), launch_s=0.0)
+        n = found["copy"]["meta"]["n"]
+        p = perf_model.predict(
+            gpu, perf_model.Launch(n // 1024, blocks_per_sm, block_bytes), 2 * 4 * n, bytes_loaded=4 * n
+        )
+        ms = next(r["ms"] for r in found["copy"]["rows"] if r["name"] == "copy BLOCK=1024")
+        out.append(
+            f"copy BLOCK=1024, {2 * 4 * n / 2**30:.0f} GiB moved: {gpu.name} model, no launch, "
+            f"{p.seconds * 1e3:.3f} ms ({p.bound}), measured {ms:.3f} ms: {ms / (p.seconds * 1e3):.2f}x"
+        )
+    return "\n".join(out)

@@ -1,0 +1,115 @@
+"""Tests of nbhelpers.coalescing_report, what chapter 08 prints: the launch timings and the race
+(from fake rows), the CPU's strided copies (from fake runs), and the copy-bandwidth run recorded on
+the H100 (its numbers as the chapter quotes them)."""
+
+import types
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from nbhelpers import coalescing_report as report
+from nbhelpers.launch_timing import summarise
+from nbhelpers.results import recorded_copy_bandwidth
+
+ROOT = Path(__file__).resolve().parents[1]
+STRIDES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def h100_run():
+    runs = [r for r in recorded_copy_bandwidth(ROOT / "benchmarks" / "results") if "H100" in r["meta"]["gpu"]]
+    if not runs:
+        pytest.skip("no H100 copy run recorded")
+    return runs[-1]
+
+
+def timing_rows():
+    nbytes = 2 * 4 * 2**26
+    return [
+        summarise("triton launch, wall clock, no synchronize", "wall, no synchronize", [20e-6, 25e-6], nbytes),
+        summarise("triton launch, CUDA events", "CUDA events", [170e-6, 180e-6], nbytes),
+    ]
+
+
+def test_launch_timing_text_divides_by_the_peak_of_the_gpu_it_ran_on():
+    text = report.launch_timing_text(timing_rows(), "NVIDIA H100 80GB HBM3")
+    assert "x H100 SXM peak" in text and "H200" not in text
+    # 536,870,912 bytes / 22.5 us = 23.86 TB/s, 7.12 x 3.35 TB/s
+    assert "23.86" in text and "7.12" in text
+    assert "cannot take less than 160 us; timings below that: triton launch, wall clock, no synchronize" in text
+    other = report.launch_timing_text(timing_rows(), "NVIDIA A100-SXM4-80GB")  # no datasheet: no column
+    assert "peak" not in other
+    with pytest.raises(ValueError, match="no timing rows"):
+        report.launch_timing_text([], "x")
+
+
+def test_race_text_counts_the_early_reads_that_missed_the_copy():
+    rows = [
+        {"name": f"race, try {k}", "kind": "race", "before": b, "after": [2.0] * 2, "expected": [2.0] * 2,
+         "event_before": b != [2.0] * 2 and False, "event_after": True}
+        for k, b in ((1, [0.0, 0.0]), (2, [2.0, 2.0]))
+    ]  # fmt: skip
+    text = report.race_text(rows + timing_rows())
+    assert "early reads that missed the copy: 1 of 2; every read after synchronize() holds the copy: True" in text
+    with pytest.raises(ValueError, match="no race rows"):
+        report.race_text(timing_rows())
+
+
+def test_run_header_and_the_text_without_a_run():
+    run = {"meta": {"gpu": "G", "date": "D", "command": "python x.py"}, "path": "/a/b/launch_timing_g.json"}
+    assert report.run_header(run).splitlines() == [
+        "recorded GPU run: G, D, driver None, torch None, triton None",
+        "command: python x.py   (file: benchmarks/results/launch_timing_g.json)",
+    ]
+    assert report.run_header(run, live=True).startswith("measured now: G")
+    text = report.not_recorded_text("benchmarks/gpu_x.py", "x", "it")
+    assert "holds no x_*.json" in text and "python benchmarks/gpu_x.py" in text
+
+
+def test_cpu_models_and_the_first_stride_below_a_floor():
+    models = report.cpu_copy_models(STRIDES)
+    line, pair = models.values()
+    np.testing.assert_allclose(line[-3:], 2 / 17)  # one line per read from stride 16
+    np.testing.assert_allclose(pair[-2:], 2 / 33)  # one pair per read from stride 32
+    eff = np.array([[1, 0.6, 0.37, 0.23, 0.14, 0.109, 0.094], [1, 0.6, 0.37, 0.23, 0.14, 0.119, 0.093]])
+    assert report.first_stride_below(STRIDES, eff, 2 / 17) == 64  # one run above the floor at 32
+    eff[1, 5] = 0.105
+    assert report.first_stride_below(STRIDES, eff, 2 / 17) == 32
+    assert report.first_stride_below(STRIDES, eff, 0.05) is None
+    v = report.cpu_variants(STRIDES)
+    assert v["streaming baseline, strided allocates"][0] == 1.0
+    np.testing.assert_allclose(v["write-allocate, both copies"][-1], 3 / 18)
+
+
+def test_cpu_runs_text_prints_each_run_and_the_checks():
+    def fake(eff, bw):
+        return types.SimpleNamespace(measured_efficiency=np.array(eff), bandwidth=[bw], array_bytes=2**26)
+
+    effs = ([1, 0.6, 0.37, 0.23, 0.14, 0.109, 0.094], [1, 0.6, 0.36, 0.23, 0.14, 0.105, 0.093])
+    runs = [(fake(e, 20e9), fake([1], 55e9)) for e in effs]
+    text = report.cpu_runs_text(STRIDES, runs, "Test CPU", 32 * 2**20)
+    assert text.startswith("Test CPU, last-level cache 32 MiB")
+    assert "2 runs" in text and "run 2: contiguous copy 20.0 GB/s useful from DRAM, 55.0 GB/s from cache" in text
+    assert "below the one-line floor in every run from stride: 32" in text
+    assert "strides 32, 64, all runs: 0.093 to 0.109" in text
+    mean = np.mean([np.array(e) for e in effs], axis=0)
+    assert "smallest worst-case deviation, this run: reads only (64 B lines)" in report.cpu_variants_text(STRIDES, mean)
+
+
+def test_the_recorded_h100_copy_run_reads_as_the_chapter_says():
+    run = h100_run()
+    text = report.copy_run_text(run)
+    assert "H100 SXM datasheet: 3.35 TB/s of HBM; torch's copy reached 0.90 of it" in text
+    assert "not in this run's file" in text  # the 2026-12-06 run did not read the L2 limit
+    assert report.copy_run_text({**run, "meta": {**run["meta"], "l2_fetch_granularity": 64}}).endswith("64 bytes")
+    bounds = report.naive_transpose_bounds(run)
+    assert [round(v / 1e9) for v in bounds.values()] == [672, 356]
+    fetch = report.fetch_size_text(run)
+    assert "0.222 = 672 GB/s (32-byte, measured 1.45x), 0.118 = 356 GB/s (64-byte, measured 2.74x)" in fetch
+    ax = report.copy_figure(run)
+    labels = [ln.get_label() for ln in ax.lines]
+    assert "torch's naive transpose, no L2 reuse, 64-byte fetch" in labels
+    assert ax.get_ylim()[0] == 200  # the stride-32 points (262 GB/s) sit above a labelled tick
+    assert "recorded 2026-12-06" in ax.get_title()
+    plt.close(ax.figure)
