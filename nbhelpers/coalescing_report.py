@@ -243,13 +243,15 @@ def measure_copy_run(out_dir: str | Path) -> dict:
     from .results import COPY_BANDWIDTH
 
     path = Path(out_dir) / "copy_bandwidth_now.json"
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "gpu_copy_bandwidth.py"), "--out", str(path)],
         cwd=ROOT,
-        check=True,
         capture_output=True,
         text=True,
     )
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+        raise RuntimeError(f"benchmarks/gpu_copy_bandwidth.py exited with {done.returncode}:\n{tail}")
     run = json.loads(path.read_text())
     missing = COPY_BANDWIDTH.missing_in_run(run)
     if missing:

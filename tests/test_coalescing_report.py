@@ -113,3 +113,9 @@ def test_the_recorded_h100_copy_run_reads_as_the_chapter_says():
     assert ax.get_ylim()[0] == 200  # the stride-32 points (262 GB/s) sit above a labelled tick
     assert "recorded 2026-12-06" in ax.get_title()
     plt.close(ax.figure)
+
+
+def test_measure_copy_run_says_why_the_benchmark_did_not_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: the script stops with code 2
+    with pytest.raises(RuntimeError, match="exited with 2:\n.*needs an NVIDIA GPU"):
+        report.measure_copy_run(tmp_path)
