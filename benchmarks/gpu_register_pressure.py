@@ -9,11 +9,11 @@ code 2. :func:`nbhelpers.kernels.pressure.ema_kernel` keeps ``k`` moving average
 ``x (rows, cols)`` alive across its loop over the rows, 4 registers per thread each (BLOCK = 512
 columns over 4 warps). For each ``k`` the script launches it once, checks the output against
 :func:`nbhelpers.kernels.pressure.ema_ref` on the first block of columns, reads the compiled
-kernel's registers and spills (``n_regs``, ``n_spills``) and shared memory, derives the
-occupancy from them (:func:`nbhelpers.occupancy.occupancy`, compute capability 9.0 rules), and
-times it with ``triton.testing.do_bench`` (median ms, CUDA events). The default ``x`` is 256 x
-2^22 float32 (4 GiB, read once per launch): 8,192 programs, several waves even at the highest
-occupancy, so the occupancy of each ``k`` is what the SMs really hold.
+kernel's registers and spills (``n_regs``; ``n_spills``, local memory per thread in 4-byte words)
+and shared memory, derives the occupancy from them (:func:`nbhelpers.occupancy.occupancy`,
+compute capability 9.0 rules), and times it with ``triton.testing.do_bench`` (median ms, CUDA
+events). The default ``x`` is 256 x 2^22 float32 (4 GiB, read once per launch): 8,192
+programs, several waves even at the highest occupancy, so the occupancy of each ``k`` is what the SMs really hold.
 
 Each row records the measured slowdown against ``k = 0`` beside the bound occupancy predicts for
 a latency-bound kernel (resident warps at ``k = 0`` over resident warps at ``k``). They need not
@@ -189,7 +189,7 @@ def run_cases(
                 row, slowdown=row.ms / base.ms, predicted_slowdown_warps=warps, predicted_slowdown_waves=waves
             )
             print(
-                f"  k = {k:2d}: {row.registers} registers, {row.spills} B spilled, "
+                f"  k = {k:2d}: {row.registers} registers, {4 * row.spills} B of local memory, "
                 f"{row.warps_per_sm} warps/SM: {row.ms:.3f} ms ({row.slowdown:.2f}x k=0)"
             )
         else:

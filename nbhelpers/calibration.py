@@ -59,6 +59,7 @@ __all__ = [
     "Calibration",
     "calibrate",
     "copy_rows",
+    "gemm_kind_rows",
     "gemm_rows",
     "grouped_gemm_rows",
     "loop_against_ours",
@@ -72,6 +73,15 @@ __all__ = [
 FACTOR_ROW = ("row", 1, 50, "bf16")
 #: the GEMM runs' kinds whose vendor rows measure each dtype's sustained peak
 VENDOR_GEMM_DTYPE = {"bf16": "bf16", "fp8_rowwise": "fp8", "fp8_rowwise_fast_accum": "fp8", "block_scaled": "fp8"}
+#: the GEMM runs' kinds as the compile table names our kernel for each: (kernel, label with "{}" for
+#: the shape's alignment, "4096^3" or "1000^3", the dtype of its peak, bytes per operand element);
+#: the same as benchmarks/gpu_gemm_tflops.py's COMPILED, which predicted the rows when they ran
+GEMM_KIND_KERNELS = {
+    "bf16": ("matmul_kernel", "bf16 ieee -> bf16, {}", "bf16", 2),
+    "fp8_rowwise": ("scaled_matmul_kernel", "e4m3 row/col scales -> bf16, promoted, {}", "fp8", 1),
+    "fp8_rowwise_fast_accum": ("scaled_matmul_kernel", "e4m3 row/col scales -> bf16, fast, {}", "fp8", 1),
+    "block_scaled": ("block_scaled_matmul_kernel", "e4m3 128x128 block scales -> bf16, {}", "fp8", 1),
+}
 #: bytes per value of the top-k runs' dtypes
 VALUE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 #: the registers a copy kernel row is predicted with when the compile table has none for it
@@ -206,6 +216,40 @@ def gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dict]:
         aligned = M % 16 == 0 and N % 16 == 0 and K % 16 == 0
         label = f"bf16 ieee -> bf16, {'4096^3' if aligned else '1000^3'}"
         p, config = kgemm.fastest_predicted(compile_rows, "matmul_kernel", label, M, N, K, gpu=gpu)
+        if p is None:
+            continue
+        out.append(
+            {
+                "M": M,
+                "N": N,
+                "K": K,
+                "ms": r["ms_ours"],
+                "predicted_ms": p.seconds * 1e3,
+                "ratio": r["ms_ours"] * 1e-3 / p.seconds,
+                "bound": p.bound,
+                "config": config,
+            }
+        )
+    return out
+
+
+def gemm_kind_rows(run: dict, compile_rows: list[dict], gpu: GPU, kind: str) -> list[dict]:
+    """:func:`gemm_rows` for any ``kind`` of a GEMM run (a key of :data:`GEMM_KIND_KERNELS`: ours
+    in bf16, the row-scaled fp8 GEMM promoted or with fast accumulation, the block-scaled one),
+    each timed row of ours predicted again on ``gpu`` from the compile table ``compile_rows``, at
+    the dtype's peak of ``gpu`` and the kind's bytes per operand; same keys as :func:`gemm_rows`."""
+    if kind not in GEMM_KIND_KERNELS:
+        raise ValueError(f"unknown GEMM kind {kind!r}: one of {sorted(GEMM_KIND_KERNELS)}")
+    kernel, label, dtype, in_bytes = GEMM_KIND_KERNELS[kind]
+    out = []
+    for r in run["rows"]:
+        if r.get("kind") != kind or r.get("ms_ours") is None:
+            continue
+        M, N, K = r["M"], r["N"], r["K"]
+        aligned = M % 16 == 0 and N % 16 == 0 and K % 16 == 0
+        p, config = kgemm.fastest_predicted(
+            compile_rows, kernel, label.format("4096^3" if aligned else "1000^3"), M, N, K, dtype, in_bytes, gpu
+        )
         if p is None:
             continue
         out.append(

@@ -49,6 +49,8 @@ class RegisterPressureRow:
     k: int
     rel_diff: float = timed()
     registers: int = timed()
+    # Triton's n_spills: local memory per thread in 4-byte words (its driver.c divides
+    # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES by 4), not bytes
     spills: int = timed()
     shared: int = timed()
     warps_per_sm: int = timed()
