@@ -81,6 +81,8 @@ Presentation: figures and text, never numerics of their own.
   - :mod:`~nbhelpers.topk_report`   chapter 11's compile, model and recorded-run tables of the top-k kernels
   - :mod:`~nbhelpers.coalescing_report`  chapter 08's tables and figure: launch timings, the race, the CPU's strided
     copies, the copy kernels' bandwidths (measured now or recorded)
+  - :mod:`~nbhelpers.gemm_report`  chapter 09's recorded GEMM run against the model, kind by kind (bf16, fp8
+    promoted or with fast accumulation, block-scaled)
 
 Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never
