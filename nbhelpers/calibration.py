@@ -43,7 +43,7 @@ driver and the Triton version of the run; :attr:`Calibration.run` names them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -423,6 +423,46 @@ def loop_against_ours(short: list[dict], long: list[dict], host_us: float) -> li
             }
         )
     return out
+
+
+def loop_range_spread(
+    judged: list[dict], bounds: list[str], skip: Iterable[tuple] = (), point: float = 1.02, near: float = 0.1
+) -> dict:
+    """:func:`loop_against_ours`' rows summed up, less those whose (size, E, T) is in ``skip``: how
+    wide the model's range for the loop over ours is, and where the measurement falls against its
+    nearer end. ``bounds``: what bounds ours on each row, in the same order (:func:`grouped_gemm_rows`'
+    ``bound``). A range whose high end is less than ``point`` times its low end is a point: the
+    latency moves neither ours nor the loop there, so a measurement can hardly fall inside it.
+    Returns ``rows`` (how many were judged), ``points`` (how many ranges are points), ``widths``
+    (high end over low end of the other ranges, sorted), ``inside_widths`` (those of the rows
+    inside), ``to_range`` ((least, most) of the measurement over the nearer end, 1.0 inside),
+    ``near`` (rows within ``near`` of their nearer end) and ``by_bound`` (per bound: ``rows``,
+    ``to_range`` (least, most), ``below``, ``inside``, ``above`` counts)."""
+    if len(judged) != len(bounds):
+        raise ValueError(f"one bound per row: got {len(judged)} rows and {len(bounds)} bounds")
+    skip = set(skip)
+    kept = [(v, b) for v, b in zip(judged, bounds) if (v["size"], v["E"], v["T"]) not in skip]
+    if not kept:
+        raise ValueError("no row left to judge")
+    width = [v["model_range"][1] / v["model_range"][0] for v, _ in kept]
+    to_range = [v["to_range"] for v, _ in kept]
+    by_bound: dict[str, dict] = {}
+    for v, b in kept:
+        g = by_bound.setdefault(b, {"rows": 0, "to_range": [], "below": 0, "inside": 0, "above": 0})
+        g["rows"] += 1
+        g["to_range"].append(v["to_range"])
+        g[v["verdict"]] += 1
+    for g in by_bound.values():
+        g["to_range"] = (min(g["to_range"]), max(g["to_range"]))
+    return {
+        "rows": len(kept),
+        "points": sum(w < point for w in width),
+        "widths": sorted(w for w in width if w >= point),
+        "inside_widths": sorted(w for w, (v, _) in zip(width, kept) if v["verdict"] == "inside"),
+        "to_range": (min(to_range), max(to_range)),
+        "near": sum(abs(t - 1) <= near for t in to_range),
+        "by_bound": by_bound,
+    }
 
 
 def _latency_caps(topk_run: dict, gpu: GPU) -> dict[int, float]:

@@ -260,6 +260,42 @@ def test_loop_against_ours_on_the_recorded_h100_run(h100):
     assert all(r["model_range"][0] <= r["model_range"][1] for r in rows)
 
 
+def test_loop_range_spread_by_hand():
+    """Widths, the nearer-end spread and the per-bound counts of three hand-made verdicts; the
+    skipped row leaves every figure."""
+    judged = [
+        dict(size="s", E=8, T=1, model_range=(2.0, 4.0), to_range=1.0, verdict="inside"),
+        dict(size="s", E=8, T=2, model_range=(1.0, 1.01), to_range=0.8, verdict="below"),
+        dict(size="s", E=8, T=3, model_range=(3.0, 3.0), to_range=1.05, verdict="above"),
+        dict(size="s", E=8, T=4, model_range=(1.0, 1.0), to_range=0.1, verdict="below"),
+    ]
+    out = cal.loop_range_spread(judged, ["HBM", "compute", "HBM", "compute"], skip={("s", 8, 4)})
+    assert out["rows"] == 3 and out["points"] == 2 and out["widths"] == [2.0] and out["inside_widths"] == [2.0]
+    assert out["to_range"] == (0.8, 1.05) and out["near"] == 2
+    assert out["by_bound"]["HBM"] == {"rows": 2, "to_range": (1.0, 1.05), "below": 0, "inside": 1, "above": 1}
+    assert out["by_bound"]["compute"] == {"rows": 1, "to_range": (0.8, 0.8), "below": 1, "inside": 0, "above": 0}
+    with pytest.raises(ValueError, match="one bound per row"):
+        cal.loop_range_spread(judged, ["HBM"])
+    with pytest.raises(ValueError, match="no row left"):
+        cal.loop_range_spread(judged[3:], ["HBM"], skip={("s", 8, 4)})
+
+
+def test_loop_range_spread_on_the_recorded_h100_run(h100):
+    """On the recorded run, the flagged row out: most of the model's ranges are points; the four
+    rows inside have ranges of 1.27x to 2x; every measurement lies within a quarter of its nearer
+    end, and the HBM-bound rows within 5 %."""
+    runs, fit = h100
+    run, table = _load("grouped_gemm"), runs["compile_check"]["rows"]
+    short, long = (cal.grouped_gemm_rows(run, table, replace(fit.gpu, latency_s=lat)) for lat in LATENCY_RANGE_S)
+    judged = cal.loop_against_ours(short, long, min(r["loop_us_per_expert"] for r in short))
+    out = cal.loop_range_spread(judged, [r["bound"] for r in long], skip={("small", 8, 1024)})
+    assert out["rows"] == 23 and out["points"] > 12 and out["points"] + len(out["widths"]) == 23
+    assert len(out["inside_widths"]) == 4 and min(out["inside_widths"]) > 1.2
+    assert 0.75 < out["to_range"][0] and out["to_range"][1] < 1.25
+    hbm = out["by_bound"]["HBM"]
+    assert hbm["below"] == 0 and 0.99 < hbm["to_range"][0] and hbm["to_range"][1] < 1.05
+
+
 def test_padded_rows_of_the_recorded_h100_run():
     """The padded batch against its napkin (its bmm at grouped_mm's rate over 1.25x the rows, its
     copies at the HBM rate): on the even load (E = 8) the napkin stays below the measurement, the
