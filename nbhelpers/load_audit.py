@@ -6,7 +6,9 @@ feeds is stored: a GEMM that forgets the row mask of ``A`` pollutes only accumul
 ``M``, which the epilogue's masked store drops. So the launcher does not rely on the result: it
 runs the kernel in Triton's interpreter with every ``tl.load`` watched, and counts the elements
 that came back NaN under a true mask (the operands the checks pass are finite, so each such
-element was read from the padding).
+element was read from the padding). Data that holds NaN itself and is loaded as its int32 bits
+(chapter 11's logits) is padded with one NaN's bits that it never holds, :data:`PAD_BITS`, and
+the watch counts those read under a true mask too.
 
 In the interpreter (no GPU) the watched run is the kernel's own run. On a GPU the compiled kernel
 cannot be watched, so :func:`run_watching_loads` runs an interpreted copy of it first (on the same
@@ -49,13 +51,20 @@ from typing import Any
 
 import numpy as np
 
+#: The bits of a NaN that a launcher puts past the edges of an int32 view of float data (the
+#: data itself never holds this payload): a load that reads it under a true mask read the padding
+#: (:attr:`LoadCount.pad_reads`).
+PAD_BITS = 0x7FC0FFEE
+
 
 @dataclass
 class LoadCount:
-    """Elements read by the watched ``tl.load`` calls: all of them, and those NaN under a true mask."""
+    """Elements read by the watched ``tl.load`` calls: all of them, those NaN under a true mask,
+    and the 32-bit integers equal to :data:`PAD_BITS` under a true mask."""
 
     elements: int = 0
     nan_reads: int = 0
+    pad_reads: int = 0
 
 
 class StrayPointerError(IndexError):
@@ -118,8 +127,11 @@ def watched_loads() -> Iterator[LoadCount]:
         loaded = original(self, ptrs, mask, other, *rest)
         values = np.asarray(loaded.data)
         count.elements += values.size
+        under = np.broadcast_to(np.asarray(mask.data, dtype=bool), values.shape)
         if values.dtype.kind == "f":
-            count.nan_reads += int(np.count_nonzero(np.isnan(values) & np.broadcast_to(mask.data, values.shape)))
+            count.nan_reads += int(np.count_nonzero(np.isnan(values) & under))
+        elif values.dtype.kind in "iu" and values.dtype.itemsize == 4:
+            count.pad_reads += int(np.count_nonzero((values.view(np.uint32) == PAD_BITS) & under))
         return loaded
 
     def create_masked_store(self, ptrs, value, mask, *rest):
@@ -178,35 +190,67 @@ def _unfilled_load(node: ast.AST) -> bool:
     return masked and not filled
 
 
-def _unfilled(node: ast.AST, names: dict[str, bool]) -> bool:
-    """Whether ``node`` carries an unfilled masked load's lanes: the load itself, a conversion of
-    one (``tl.load(...).to(tl.float32)``), or a name last assigned one (``names``: each name's
-    state so far)."""
+def _fill_arms(call: ast.Call) -> tuple[ast.expr | None, ast.expr | None]:
+    """The two value arms of ``tl.where(condition, x, y)``, by position or keyword."""
+    x = call.args[1] if len(call.args) >= 2 else _keyword(call, "x")
+    y = call.args[2] if len(call.args) >= 3 else _keyword(call, "y")
+    return x, y
+
+
+def _unfilled(node: ast.AST | None, names: dict[str, bool], helper: Any = None) -> bool:
+    """Whether ``node`` carries an unfilled masked load's lanes: the load itself, or anything
+    computed from one (a conversion ``.to(...)``, arithmetic, ``tl.trans``, a subscript, a call
+    that takes it), or a name last assigned one (``names``: each name's state so far). A
+    ``tl.where`` fills them unless both its arms carry them. ``helper(call, names)`` says it for
+    a call of a ``@triton.jit`` function (None: not one)."""
+    if node is None:
+        return False
     if _unfilled_load(node):
         return True
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
-        return _unfilled(node.func.value, names)
     if isinstance(node, ast.Name):
         return names.get(node.id, False)
-    if isinstance(node, ast.BinOp):  # arithmetic keeps the undefined lanes undefined
-        return _unfilled(node.left, names) or _unfilled(node.right, names)
-    if isinstance(node, ast.UnaryOp):
-        return _unfilled(node.operand, names)
-    return False
+    if isinstance(node, ast.Call):
+        if _is_tl_call(node, "load"):
+            return False  # filled (other=), or unmasked
+        if _is_tl_call(node, "where"):
+            x, y = _fill_arms(node)
+            return _unfilled(x, names, helper) and _unfilled(y, names, helper)
+        if helper is not None:
+            found = helper(node, names)
+            if found is not None:
+                return found
+        parts = [*node.args, *(k.value for k in node.keywords)]
+        if isinstance(node.func, ast.Attribute):  # a method of the value: a.to(...), a.trans()
+            parts.append(node.func.value)
+        return any(_unfilled(p, names, helper) for p in parts)
+    # arithmetic, a subscript, an attribute (a.T), a conditional expression: the lanes stay
+    return any(_unfilled(child, names, helper) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
 
 
 def _assignments(tree: ast.AST) -> list[tuple[int, str, ast.expr]]:
     """Every assignment to a plain name, in source order: (line, name, value); a tuple assigned
-    from a tuple of the same length (``a, b = x, y``) counts as one assignment per name."""
+    from a tuple of the same length (``a, b = x, y``) counts as one assignment per name, an
+    annotated one (``a: tl.tensor = x``) as a plain one, ``a += x`` as ``a = a + x`` and
+    ``(a := x)`` as ``a = x``."""
     out = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            target = node.target
+            value = ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
+        elif isinstance(node, ast.NamedExpr):
+            target, value = node.target, node.value
+        else:
             continue
-        target, value = node.targets[0], node.value
         if isinstance(target, ast.Name):
             out.append((node.lineno, target.id, value))
         elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
             out.extend((node.lineno, t.id, v) for t, v in zip(target.elts, value.elts) if isinstance(t, ast.Name))
+        elif isinstance(target, ast.Tuple):  # a, b = f(x): each name from the whole value
+            out.extend((node.lineno, t.id, value) for t in target.elts if isinstance(t, ast.Name))
     return sorted(out, key=lambda a: a[0])
 
 
@@ -221,117 +265,235 @@ def _float32_zeros(node: ast.AST) -> bool:
     return isinstance(dtype, ast.Attribute) and dtype.attr == "float32"
 
 
-def _accumulators(tree: ast.AST) -> dict[str, int]:
-    """Names a ``tl.dot`` accumulates into (``acc += tl.dot(a, b)``, ``acc = tl.dot(a, b, acc)``),
-    each with the line of its first accumulation."""
-    found: dict[str, int] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            if any(_is_tl_call(n, "dot") for n in ast.walk(node.value)):
-                found[node.target.id] = min(node.lineno, found.get(node.target.id, node.lineno))
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name, value = node.targets[0].id, node.value
-            if _is_tl_call(value, "dot"):
-                acc = _keyword(value, "acc") or (value.args[2] if len(value.args) >= 3 else None)
-                if isinstance(acc, ast.Name) and acc.id == name:
-                    found[name] = min(node.lineno, found.get(name, node.lineno))
-    return found
+def _dot_operands(call: ast.Call) -> list[ast.expr]:
+    return [*call.args[:2], *(k.value for k in call.keywords if k.arg in ("input", "other"))]
 
 
-def _value_of(node: ast.AST | None, fn: Any) -> Any:
-    """The value ``node`` stands for when it is a constant, or a name the kernel's globals or its
-    parameters' defaults give (a ``tl.constexpr`` unwrapped); None otherwise."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if not isinstance(node, ast.Name):
-        return None
-    value = getattr(fn, "__globals__", {}).get(node.id)
-    if value is None:
-        try:
-            param = inspect.signature(fn).parameters.get(node.id)
-        except (TypeError, ValueError):
-            param = None
-        if param is not None and param.default is not inspect.Parameter.empty:
-            value = param.default
-    return getattr(value, "value", value)
+def _source_tree(fn: Any) -> ast.FunctionDef:
+    """The ``def`` of ``fn`` (a function, or a ``@triton.jit`` one), parsed; ValueError when its
+    source cannot be read."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError) as e:
+        raise ValueError(f"cannot read the source of {getattr(fn, '__name__', fn)!r} to check its tl.dot calls") from e
+    if not tree.body or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise ValueError(f"the source of {getattr(fn, '__name__', fn)!r} is not a def")
+    return tree.body[0]
+
+
+def _jit_callee(call: ast.AST, glob: dict) -> Any:
+    """The Python function of the ``@triton.jit`` function ``call`` calls by a global name, or None."""
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+        value = glob.get(call.func.id)
+        if _is_jit_function(value):
+            return value.fn
+    return None
+
+
+def _constant(value: Any) -> Any:
+    return getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
+
+
+class _DotAudit:
+    """:func:`dot_operand_problems`'s reading of a kernel and of the ``@triton.jit`` functions it
+    calls, each with what its caller passes it (which arguments carry unfilled lanes, which are
+    constants)."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.done: dict[tuple, bool] = {}
+        self.dots: dict[int, bool] = {}
+
+    def has_dot(self, fn: Any) -> bool:
+        """Whether ``fn`` or a ``@triton.jit`` function it calls holds a ``tl.dot``."""
+        if id(fn) not in self.dots:
+            self.dots[id(fn)] = False  # a recursion reads as none
+            try:
+                tree = _source_tree(fn)
+            except ValueError:
+                return False
+            glob = getattr(fn, "__globals__", {})
+            self.dots[id(fn)] = any(
+                _is_tl_call(n, "dot") or (_jit_callee(n, glob) is not None and self.has_dot(_jit_callee(n, glob)))
+                for n in ast.walk(tree)
+            )
+        return self.dots[id(fn)]
+
+    def contains_dot(self, node: ast.AST, glob: dict) -> bool:
+        return any(
+            _is_tl_call(n, "dot") or (_jit_callee(n, glob) is not None and self.has_dot(_jit_callee(n, glob)))
+            for n in ast.walk(node)
+        )
+
+    def value_of(self, node: ast.AST | None, fn: Any, consts: dict[str, Any]) -> Any:
+        """The value ``node`` stands for when it is a constant, ``tl.constexpr(constant)``, or a
+        name that ``consts`` (local constants, constant arguments of the caller), the function's
+        globals or its parameters' defaults give (a ``tl.constexpr`` unwrapped); None otherwise."""
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) and len(node.args) == 1:
+            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            return self.value_of(node.args[0], fn, consts) if name == "constexpr" else None
+        if not isinstance(node, ast.Name):
+            return None
+        if node.id in consts:
+            return consts[node.id]
+        value = getattr(fn, "__globals__", {}).get(node.id)
+        if value is None:
+            try:
+                param = inspect.signature(fn).parameters.get(node.id)
+            except (TypeError, ValueError):
+                param = None
+            if param is not None and param.default is not inspect.Parameter.empty:
+                value = param.default
+        return _constant(value)
+
+    def function(self, fn: Any, unfilled: dict[str, bool], consts: dict[str, Any], top: bool) -> bool:
+        """Read ``fn`` (its parameters in ``unfilled`` carry unfilled lanes, those in ``consts``
+        are constants), adding what it finds to ``self.problems``; whether a value it returns
+        carries unfilled lanes."""
+        key = (id(fn), tuple(sorted(unfilled.items())), tuple(sorted((k, repr(v)) for k, v in consts.items())))
+        if key in self.done:
+            return self.done[key]
+        self.done[key] = False  # a recursion reads as filled
+        tree = _source_tree(fn)
+        name = getattr(fn, "__name__", "the kernel")
+        where = "" if top else f" of {name}"
+        glob = getattr(fn, "__globals__", {})
+        first = getattr(getattr(fn, "__code__", None), "co_firstlineno", 1) - 1
+        params = [a.arg for a in (*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs)]
+
+        def helper(call: ast.Call, names: dict[str, bool]) -> bool | None:
+            callee = _jit_callee(call, glob)
+            if callee is None:
+                return None
+            callee_params = list(inspect.signature(callee).parameters)
+            args = dict(zip(callee_params, call.args))
+            args.update({k.arg: k.value for k in call.keywords if k.arg is not None})
+            consts_in = {p: self.value_of(a, fn, consts_at(call.lineno)) for p, a in args.items()}
+            return self.function(
+                callee,
+                {p: _unfilled(a, names, helper) for p, a in args.items()},
+                {p: v for p, v in consts_in.items() if v is not None},
+                top=False,
+            )
+
+        # every assignment in source order, each with whether its value carries unfilled lanes
+        # and the constant it is (if one); a name's state at a line is that of its last
+        # assignment above it, so a load whose lanes are then filled (a = tl.where(mask, a, 0.0))
+        # is not reported
+        history: list[tuple[int, str, bool, Any]] = []
+
+        def names_at(line: int) -> dict[str, bool]:
+            names = {p: unfilled.get(p, False) for p in params}
+            names.update({n: bad for ln, n, bad, _ in history if ln < line})
+            return names
+
+        def consts_at(line: int) -> dict[str, Any]:
+            out = {p: v for p, v in consts.items()}
+            for ln, n, _, value in history:
+                if ln < line:
+                    out.pop(n, None)
+                    if value is not None:
+                        out[n] = value
+            return out
+
+        assigns = _assignments(tree)
+        for ln, target, value in assigns:
+            history.append(
+                (ln, target, _unfilled(value, names_at(ln), helper), self.value_of(value, fn, consts_at(ln)))
+            )
+        returned = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Return) and node.value is not None:
+                returned |= _unfilled(node.value, names_at(node.lineno), helper)
+            if isinstance(node, ast.Call) and _jit_callee(node, glob) is not None:
+                helper(node, names_at(node.lineno))  # its dots read with what this call passes
+            if not _is_tl_call(node, "dot"):
+                continue
+            line = first + node.lineno
+            # input_precision="ieee" (any case: Triton lowercases it), or the older
+            # allow_tf32=False (Triton 3.7.1 maps it to "ieee"), by keyword or by position:
+            # tl.dot(input, other, acc, input_precision, allow_tf32, ...)
+            local = consts_at(node.lineno)
+            precision = _keyword(node, "input_precision") or (node.args[3] if len(node.args) >= 4 else None)
+            allow = _keyword(node, "allow_tf32") or (node.args[4] if len(node.args) >= 5 else None)
+            value = self.value_of(precision, fn, local)
+            ieee = isinstance(value, str) and value.lower() == "ieee"
+            no_tf32 = self.value_of(allow, fn, local) is False
+            if not (ieee or no_tf32):
+                self.problems.append(
+                    f'the tl.dot on line {line}{where} has no input_precision="ieee": on an NVIDIA GPU '
+                    "its float32 operands are rounded to TF32 (10 mantissa bits)"
+                )
+            names = names_at(node.lineno)
+            for op in _dot_operands(node):
+                if not _unfilled(op, names, helper):
+                    continue
+                if _unfilled_load(op):
+                    said = f"a tl.load, an operand of the tl.dot on line {line}{where}, is loaded under a mask"
+                    said += f" without other= (line {first + op.lineno})"
+                elif isinstance(op, ast.Name):
+                    last = [ln for ln, n, _, _ in history if n == op.id and ln < node.lineno]
+                    said = f"{op.id}, an operand of the tl.dot on line {line}{where}, is loaded under a mask"
+                    said += f" without other= (line {first + last[-1]})" if last else " without other= (by its caller)"
+                else:
+                    said = (
+                        f"{ast.unparse(op)}, an operand of the tl.dot on line {line}{where}, holds a load "
+                        "under a mask without other="
+                    )
+                self.problems.append(f"{said}: on a GPU the masked-off lanes are undefined, and the dot sums them")
+        # the accumulators: a name a tl.dot (or a jit function that holds one) adds into:
+        # acc += tl.dot(a, b), acc = acc + tl.dot(a, b), acc = tl.dot(a, b, acc), acc = mma(acc, a, b)
+        found: dict[str, int] = {}
+        for ln, target, value in assigns:
+            if not self.contains_dot(value, glob):
+                continue
+            operands = {
+                id(n) for d in ast.walk(value) if _is_tl_call(d, "dot") for op in _dot_operands(d) for n in ast.walk(op)
+            }
+            if any(isinstance(n, ast.Name) and n.id == target and id(n) not in operands for n in ast.walk(value)):
+                found[target] = min(ln, found.get(target, ln))
+        for target, ln in found.items():
+            before = [(b, value) for b, n, value in assigns if n == target and b < ln]
+            if before and _float32_zeros(before[-1][1]):
+                continue
+            if not before and not top and target in params:
+                continue  # a jit function's accumulator is its caller's
+            said = f"line {first + before[-1][0]}" if before else "nowhere above it"
+            self.problems.append(
+                f"{target}, the accumulator of the tl.dot on line {first + ln}{where}, is not started as "
+                f"tl.zeros(..., dtype=tl.float32) ({said}): the interpreter turns it into float32 at the "
+                "first addition, while a GPU's compiler refuses a loop-carried value whose type changes"
+            )
+        self.done[key] = returned
+        return returned
 
 
 def dot_operand_problems(kernel: Any) -> list[str]:
     """What a GPU would compute differently from Triton's interpreter at the ``tl.dot`` calls of
-    ``kernel`` (a ``@triton.jit`` function), read from its source; [] when nothing.
+    ``kernel`` (a ``@triton.jit`` function) and of the ``@triton.jit`` functions it calls, read
+    from their source; [] when nothing.
 
-    - a ``tl.dot`` without ``input_precision="ieee"``: on an NVIDIA GPU float32 operands are then
-      rounded to TF32 (10 mantissa bits); the interpreter multiplies them in float32;
-    - an operand of ``tl.dot`` that is, or is last assigned above the dot from, a
-      ``tl.load(..., mask=...)`` without ``other=`` (or with ``other=None``, the default), or
-      arithmetic on one: the masked-off lanes are undefined on a GPU (the interpreter gives
-      zeros) and the dot sums them;
-    - an accumulator of ``tl.dot`` (``acc += tl.dot(...)``, ``acc = tl.dot(a, b, acc)``) whose
-      last assignment before it is not ``tl.zeros(..., dtype=tl.float32)``: the interpreter
-      promotes it to float32 at the first addition, a GPU's compiler refuses a loop-carried value
-      whose type changes (or accumulates in the narrower type).
+    - a ``tl.dot`` without ``input_precision="ieee"`` (in any case): on an NVIDIA GPU float32
+      operands are then rounded to TF32 (10 mantissa bits); the interpreter multiplies them in
+      float32;
+    - an operand of ``tl.dot`` that carries the lanes of a ``tl.load(..., mask=...)`` without
+      ``other=`` (or with ``other=None``, the default): the load itself, a name last assigned
+      above the dot from one, or anything computed from one (a conversion, arithmetic,
+      ``tl.trans``, a ``@triton.jit`` function that returns it) that no ``tl.where`` filled: the
+      masked-off lanes are undefined on a GPU (the interpreter gives zeros) and the dot sums them;
+    - an accumulator of ``tl.dot`` (``acc += tl.dot(...)``, ``acc = acc + tl.dot(...)``,
+      ``acc = tl.dot(a, b, acc)``, ``acc = helper(acc, ...)`` with a dot inside) whose last
+      assignment before it is not ``tl.zeros(..., dtype=tl.float32)``: the interpreter promotes it
+      to float32 at the first addition, a GPU's compiler refuses a loop-carried value whose type
+      changes (or accumulates in the narrower type).
 
-    Raises ValueError when the kernel's source cannot be read (a function defined from a string)."""
+    Raises ValueError when a source cannot be read (a function defined from a string)."""
     fn = getattr(kernel, "fn", kernel)
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError) as e:
-        raise ValueError(f"cannot read the source of {getattr(fn, '__name__', fn)!r} to check its tl.dot calls") from e
-    tree = ast.parse(source)
-    # every assignment to a plain name, in source order: (line, name, whether it is a masked load
-    # without other=); an operand of tl.dot takes the last one above the dot, so a load whose lanes
-    # are then filled (a = tl.where(mask, a, 0.0)) is not reported
-    assigns = _assignments(tree)
-    names: dict[str, bool] = {}
-    assigned = []
-    for ln, name, value in assigns:  # a copy or a conversion of an unfilled load carries it on
-        names[name] = _unfilled(value, names)
-        assigned.append((ln, name, names[name]))
-    first = getattr(getattr(fn, "__code__", None), "co_firstlineno", 1) - 1
-    problems = []
-    for node in ast.walk(tree):
-        if not _is_tl_call(node, "dot"):
-            continue
-        line = first + node.lineno
-        # input_precision="ieee" (a constant, or a name the kernel's globals or parameter
-        # defaults make "ieee"), or the older allow_tf32=False (Triton 3.7.1 maps it to "ieee")
-        # by keyword or by position: tl.dot(input, other, acc, input_precision, allow_tf32, ...)
-        precision = _keyword(node, "input_precision") or (node.args[3] if len(node.args) >= 4 else None)
-        allow = _keyword(node, "allow_tf32") or (node.args[4] if len(node.args) >= 5 else None)
-        ieee = _value_of(precision, fn) == "ieee"
-        no_tf32 = _value_of(allow, fn) is False
-        if not (ieee or no_tf32):
-            problems.append(
-                f'the tl.dot on line {line} has no input_precision="ieee": on an NVIDIA GPU its '
-                "float32 operands are rounded to TF32 (10 mantissa bits)"
-            )
-        operands = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("input", "other"))]
-        for op in operands:
-            if _unfilled_load(op) or (not isinstance(op, ast.Name) and _unfilled(op, {})):
-                where = (op.lineno, "a tl.load")
-            elif isinstance(op, ast.Name):
-                last = [(ln, bad) for ln, name, bad in assigned if name == op.id and ln < node.lineno]
-                if not (last and last[-1][1]):
-                    continue
-                where = (last[-1][0], op.id)
-            else:
-                continue
-            problems.append(
-                f"{where[1]}, an operand of the tl.dot on line {line}, is loaded under a mask without "
-                f"other= (line {first + where[0]}): on a GPU the masked-off lanes are undefined, and "
-                "the dot sums them"
-            )
-    for name, line in _accumulators(tree).items():
-        before = [(ln, value) for ln, n, value in assigns if n == name and ln < line]
-        if before and _float32_zeros(before[-1][1]):
-            continue
-        where = f"line {first + before[-1][0]}" if before else "nowhere above it"
-        problems.append(
-            f"{name}, the accumulator of the tl.dot on line {first + line}, is not started as "
-            f"tl.zeros(..., dtype=tl.float32) ({where}): the interpreter turns it into float32 at the "
-            "first addition, while a GPU's compiler refuses a loop-carried value whose type changes"
-        )
-    return problems
+    audit = _DotAudit()
+    audit.function(fn, {}, {}, top=True)
+    return list(dict.fromkeys(audit.problems))
 
 
 #: What a kernel's code may name beside its parameters and locals: the builtins a Triton kernel

@@ -33,6 +33,57 @@ class ChapterSpec:
     wrong: tuple[tuple[str, str, str], ...]  # (function, old source, new source)
 
 
+#: Chapter 09's split_k_kernel from its accumulator to the end of its cell: the wrong answers that
+#: change two places of it at once, or add a @triton.jit helper after it, replace this whole span.
+_SPLIT_K_LOOP = (
+    "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+    "    for step in range(first, last):\n"
+    "        k = step * BLOCK_K + offs_k\n"
+    "        # past K (the last step only) reads zeros\n"
+    "        a = tl.load(\n"
+    "            a_ptr + offs_m[:, None] * stride_am + k[None, :] * stride_ak,\n"
+    "            mask=(offs_m[:, None] < M) & (k[None, :] < K),\n"
+    "            other=0.0,\n"
+    "        )\n"
+    "        b = tl.load(\n"
+    "            b_ptr + k[:, None] * stride_bk + offs_n[None, :] * stride_bn,\n"
+    "            mask=(k[:, None] < K) & (offs_n[None, :] < N),\n"
+    "            other=0.0,\n"
+    "        )\n"
+    "        # float32 products, not TF32\n"
+    '        acc += tl.dot(a, b, input_precision="ieee")\n'
+    "    ### END SOLUTION\n"
+    "    # the epilogue (given): the partial tile into slice s of the workspace\n"
+    "    w_ptrs = (\n"
+    "        w_ptr\n"
+    "        + s * stride_ws\n"
+    "        + offs_m[:, None] * stride_wm\n"
+    "        + offs_n[None, :] * stride_wn\n"
+    "    )\n"
+    "    tl.store(\n"
+    "        w_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N)\n"
+    "    )"
+)
+
+
+def _split_k(*changes: tuple[str, str], after: str = "") -> tuple[str, str, str]:
+    """A wrong answer of ex09.split_k_matmul as one mutation of :data:`_SPLIT_K_LOOP`: each
+    (old, new) of ``changes`` made in it, and ``after`` (a helper's def) added at the cell's end."""
+    new = _SPLIT_K_LOOP
+    for old, to in changes:
+        assert old in new, old
+        new = new.replace(old, to)
+    return ("split_k_matmul", _SPLIT_K_LOOP, new + after)
+
+
+_A_FILLED = "mask=(offs_m[:, None] < M) & (k[None, :] < K),\n            other=0.0,"
+_B_FILLED = "mask=(k[:, None] < K) & (offs_n[None, :] < N),\n            other=0.0,"
+_A_UNFILLED = (_A_FILLED, "mask=(offs_m[:, None] < M) & (k[None, :] < K),")
+_B_UNFILLED = (_B_FILLED, "mask=(k[:, None] < K) & (offs_n[None, :] < N),")
+_DOT = 'acc += tl.dot(a, b, input_precision="ieee")'
+_ACC = "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
+
+
 CHAPTERS = [
     ChapterSpec(
         1,
@@ -1584,6 +1635,33 @@ CHAPTERS = [
                     "mask=(offs_m[:, None] < M) & (k[None, :] < K),\n            other=0.0,\n        )\n",
                     "mask=(offs_m[:, None] < M) & (k[None, :] < K),\n        )\n        a = a * 1.0\n",
                 ),
+                # the unfilled loads converted, scaled or turned inside the dot call itself
+                _split_k(
+                    _A_UNFILLED,
+                    _B_UNFILLED,
+                    (_DOT, 'acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")'),
+                ),
+                _split_k(_A_UNFILLED, (_DOT, 'acc += tl.dot(a * 1.0, b, input_precision="ieee")')),
+                _split_k(_B_UNFILLED, (_DOT, 'acc += tl.dot(a, tl.trans(tl.trans(b)), input_precision="ieee")')),
+                # ... in an annotated assignment
+                _split_k(("        a = tl.load(", "        a: tl.tensor = tl.load("), _A_UNFILLED),
+                # ... in a @triton.jit helper the kernel calls
+                _split_k(
+                    ("        b = tl.load(", "        b = load_tile("),
+                    (_B_FILLED, "(k[:, None] < K) & (offs_n[None, :] < N),"),
+                    after="\n\n\n@triton.jit\ndef load_tile(ptrs, mask):\n    return tl.load(ptrs, mask=mask)\n",
+                ),
+                # the dot at TF32 in a @triton.jit helper the kernel calls
+                _split_k(
+                    (_DOT, "acc = mma(acc, a, b)"),
+                    after="\n\n\n@triton.jit\ndef mma(acc, a, b):\n    return acc + tl.dot(a, b)\n",
+                ),
+                # the accumulator a Python float or float16, added to by assignment
+                _split_k((_ACC, "acc = 0.0"), (_DOT, 'acc = acc + tl.dot(a, b, input_precision="ieee")')),
+                _split_k(
+                    (_ACC, _ACC.replace("float32", "float16")),
+                    (_DOT, 'acc = acc + tl.dot(a, b, input_precision="ieee")'),
+                ),
                 # A's strides swapped (A read transposed)
                 (
                     "split_k_matmul",
@@ -2072,6 +2150,48 @@ CHAPTERS = [
                 ("topk_two_stage", "bits_ptr + row * stride_row + cols", "bits_ptr + row * stride_row * 4 + cols"),
                 # the merge takes each value's column as the low 32 bits themselves
                 ("topk_two_stage", "col = 0xFFFFFFFF - (best & 0xFFFFFFFF)", "col = best & 0xFFFFFFFF"),
+                # each chunk writes one slot too many: where k = K_PAD into the next chunk's first
+                # slot (a race on a GPU), and past the scratch from the last program
+                ("topk_two_stage", "for j in range(k):", "for j in range(k + 1):"),
+                ("topk_two_stage", "for j in range(k):", "for j in range(K_PAD + 1):"),
+                # the chunk's load unmasked, the lanes past V dropped after it: it reads past the row
+                (
+                    "topk_two_stage",
+                    "code = tl.load(bits_ptr + row * stride_row + cols, mask=valid, other=0)",
+                    "code = tl.load(bits_ptr + row * stride_row + cols)",
+                ),
+                # ... or masked to whole chunks
+                (
+                    "topk_two_stage",
+                    "code = tl.load(bits_ptr + row * stride_row + cols, mask=valid, other=0)",
+                    "code = tl.load(bits_ptr + row * stride_row + cols, mask=cols < n_chunks * CHUNK, other=0)",
+                ),
+                # the merge loads every slot of NC_PAD chunks unmasked: the last row's run past the scratch
+                (
+                    "topk_two_stage",
+                    "cand = tl.load(\n        part_ptr + row * n_chunks * K_PAD + slot, mask=mine, other=0\n    )",
+                    "cand = tl.load(part_ptr + row * n_chunks * K_PAD + slot)",
+                ),
+                # host code in a kernel: a Python list of the chunk's candidates, an import
+                (
+                    "topk_two_stage",
+                    "    for j in range(k):\n"
+                    "        best = tl.max(packed, axis=0)\n"
+                    "        tl.store(out + j, best)\n"
+                    "        packed = tl.where(packed == best, EMPTY, packed)\n",
+                    "    found = []\n"
+                    "    for j in range(k):\n"
+                    "        best = tl.max(packed, axis=0)\n"
+                    "        found.append(best)\n"
+                    "        packed = tl.where(packed == best, EMPTY, packed)\n"
+                    "    for j in range(k):\n"
+                    "        tl.store(out + j, found[j])\n",
+                ),
+                (
+                    "topk_two_stage",
+                    "    for i in range(0, k):\n        best = tl.max(cand, axis=0)\n",
+                    "    import numpy\n\n    for i in range(0, k):\n        best = tl.max(cand, axis=0)\n",
+                ),
                 # the narrower last digit dropped: floor instead of ceil, and its histogram
                 ("radix_cost", "    if key_bits % digit_bits:\n        widths.append(key_bits % digit_bits)\n", ""),
                 # every histogram 2**digit_bits counters, the narrower last one too

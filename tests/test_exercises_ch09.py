@@ -491,7 +491,8 @@ def test_dot_operand_problems_follows_names_conversions_and_the_older_keyword():
         return tl.dot(tl.load(a_ptr + offs, mask=mask).to(tl.float32), b, input_precision="ieee")
 
     (problem,) = dot_operand_problems(inline_converted)
-    assert problem.startswith("a tl.load, an operand of the tl.dot"), problem
+    assert problem.startswith("tl.load(a_ptr + offs, mask=mask).to(tl.float32), an operand of the tl.dot"), problem
+    assert "holds a load under a mask without other=" in problem
 
 
 def test_dot_operand_problems_says_when_it_cannot_read_the_source():

@@ -405,3 +405,26 @@ def test_the_launcher_refuses_host_code_and_stops_a_stray_pointer():
     )
     result = run_check("ex11.topk_two_stage", far)
     assert not result.passed and "StrayPointerError" in result.error, result.error
+
+
+def test_no_case_holds_the_padding_bits_and_a_load_past_v_fails():
+    """Past every row the launcher puts PAD_BITS, a NaN's bits that no case holds: a load that
+    reads them under a true mask read past the row, even where the kernel then drops the lanes."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+    from nbhelpers.load_audit import PAD_BITS
+
+    ex = ch11.EXERCISES[1]
+    for seed in (0, 1111, 2**40 + 7):
+        for case in cases_for(ex, seed):
+            assert not (np.asarray(case.args[0], np.float32).view(np.uint32) == PAD_BITS).any()
+    spec = next(s for s in CHAPTERS if s.chapter == 11)
+    unmasked = SolutionNotebook(spec.solution, spec.namespace).mutated(
+        "topk_two_stage",
+        "code = tl.load(bits_ptr + row * stride_row + cols, mask=valid, other=0)",
+        "code = tl.load(bits_ptr + row * stride_row + cols)",
+    )
+    result = run_check(ex, unmasked, stop_at_first_failure=True)
+    assert not result.passed and "loaded past the end of a row" in result.mismatches[0], result.mismatches

@@ -18,7 +18,9 @@
   kernels the logits as int32 bits, as the chapter's kernels take them (a float comparison, whose
   NaN rule differs between the interpreter and a GPU, needs a deliberate bitcast), from a buffer
   whose columns past the row's end hold a NaN's bits, the largest value, so a missing mask picks
-  it up. It refuses a kernel that reaches host code
+  it up; they are :data:`nbhelpers.load_audit.PAD_BITS`, which no case holds, and a load that
+  reads them under a true mask fails the case even when the kernel drops the lanes (the
+  statement allows only the columns below ``V``). It refuses a kernel that reaches host code
   (:func:`nbhelpers.load_audit.host_code_problems`), runs both kernels through
   :func:`nbhelpers.load_audit.run_watching_loads` (in the interpreter, every load and store
   checked against the launch's tensors: a wild pointer fails the case with a
@@ -670,7 +672,11 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     import torch
     import triton
 
-    from nbhelpers.load_audit import host_code_problems, run_watching_loads
+    from nbhelpers.load_audit import (
+        PAD_BITS,
+        host_code_problems,
+        run_watching_loads,
+    )
 
     for kernel in (topk_chunk_kernel, topk_merge_kernel):
         problems = host_code_problems(kernel)
@@ -680,13 +686,15 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     rows, V = x.shape
     n_chunks = triton.cdiv(V, chunk)
     K_PAD = triton.next_power_of_2(k)
-    # the rows' float32 bits, as int32; past the end of every
-    # row a NaN's, the largest value: a missing mask reads it
+    # the rows' float32 bits, as int32; past the end of every row
+    # the bits of a NaN (PAD_BITS), the largest value, that no row
+    # holds: a missing mask reads it, and the watch counts it
     xt = torch.full((rows + 1, V + chunk), float("nan"), device=DEVICE)
+    x_bits = xt.view(torch.int32)
+    x_bits.fill_(PAD_BITS)
     xt[:rows, :V] = torch.from_numpy(np.asarray(x, dtype=np.float32)).to(
         DEVICE
     )
-    x_bits = xt.view(torch.int32)
     part = torch.full(
         (rows, n_chunks, K_PAD), -1, dtype=torch.int64, device=DEVICE
     )
@@ -696,7 +704,7 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     idx = torch.full((rows + 2, k), -7, dtype=torch.int64, device=DEVICE)
     # run in Triton's interpreter with every load and store checked
     # against the tensors above (on a GPU, then compiled)
-    run_watching_loads(
+    chunk_reads = run_watching_loads(
         topk_chunk_kernel,
         (rows, n_chunks),
         x_bits,
@@ -708,7 +716,7 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
         CHUNK=chunk,
         K_PAD=K_PAD,
     )
-    run_watching_loads(
+    merge_reads = run_watching_loads(
         topk_merge_kernel,
         (rows,),
         x_bits,
@@ -722,6 +730,12 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
         K_PAD=K_PAD,
         NC_PAD=triton.next_power_of_2(n_chunks),
     )
+    past = chunk_reads.pad_reads + merge_reads.pad_reads
+    if past:
+        raise IndexError(
+            f"{past} elements loaded past the end of a row (where a mask "
+            "was true): read only the columns below V"
+        )
     outside = torch.cat([idx[0], idx[-1]]) != -7
     if outside.any() or (torch.cat([vals[0], vals[-1]]) != -7).any():
         raise IndexError("the merge wrote outside the (rows, k) outputs")
