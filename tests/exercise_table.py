@@ -1539,6 +1539,9 @@ CHAPTERS = [
                 ),
                 # distinct addresses counted instead of distinct sectors
                 ("trace_sectors", "return len(sectors),", "return len(set(map(int, addresses))),"),
+                # the addresses cut to 32 bits: accesses 4 GiB apart taken for the same sectors
+                ("trace_sectors", "for a in addresses:", "for a in addresses.astype(np.uint32):"),
+                ("trace_sectors", "first = int(a)", "first = int(a) & 0xFFFFFFFF"),
                 # misalignment forgotten: the lowest address taken as a sector boundary (base 0)
                 ("trace_sectors", "first = int(a)", "first = int(a) - int(min(addresses))"),
             ]
@@ -1872,6 +1875,17 @@ CHAPTERS = [
                     "    return (\n        offsets,",
                     "    return (\n        offsets.astype(np.uint16),",
                 ),
+                # 8-bit expert ids: right for the usual 8 to 128 experts, wrapped past 255 (or 127)
+                (
+                    "offsets_and_schedule",
+                    "np.array(tile_expert, dtype=np.int64),",
+                    "np.array(tile_expert, dtype=np.uint8),",
+                ),
+                (
+                    "offsets_and_schedule",
+                    "np.array(tile_expert, dtype=np.int64),",
+                    "np.array(tile_expert, dtype=np.int8),",
+                ),
                 # no leading 0: E offsets, the ends only
                 (
                     "offsets_and_schedule",
@@ -1916,6 +1930,32 @@ CHAPTERS = [
                     "range(offsets[e], offsets[e + 1], block_m)",
                     "range(offsets[e] - offsets[e] % block_m, offsets[e + 1], block_m)",
                 ),
+                # a lookup vectorised over a fixed 16 experts: the tiles of the experts past them missed
+                (
+                    "tile_lookup",
+                    "    for e in range(0, E):\n"
+                    "        start = tl.load(off_ptr + e)\n"
+                    "        end = tl.load(off_ptr + e + 1)\n"
+                    "        tiles = tl.cdiv(end - start, BLOCK_M)\n"
+                    "        mine = (pid >= first_tile) & (pid < first_tile + tiles)\n"
+                    "        expert = tl.where(mine, e, expert)\n"
+                    "        row_start = tl.where(\n"
+                    "            mine, start + (pid - first_tile) * BLOCK_M, row_start\n"
+                    "        )\n"
+                    "        row_end = tl.where(mine, end, row_end)\n"
+                    "        first_tile += tiles\n",
+                    "    offs = tl.arange(0, 16)\n"
+                    "    start = tl.load(off_ptr + offs, mask=offs < E, other=0)\n"
+                    "    end = tl.load(off_ptr + offs + 1, mask=offs < E, other=0)\n"
+                    "    tiles = tl.cdiv(end - start, BLOCK_M)\n"
+                    "    last = tl.cumsum(tiles, axis=0)\n"
+                    "    mine = (pid >= last - tiles) & (pid < last) & (offs < E)\n"
+                    "    expert = tl.max(tl.where(mine, offs, -1), axis=0)\n"
+                    "    row_start = tl.max(tl.where(mine, start + (pid - last + tiles) * BLOCK_M, -1), axis=0)\n"
+                    "    row_end = tl.max(tl.where(mine, end, -1), axis=0)\n",
+                ),
+                # the loop over at most 16 experts
+                ("tile_lookup", "for e in range(0, E):", "for e in range(0, tl.minimum(E, 16)):"),
                 # the tile test closed at the end: a program also claims the next expert's first tile
                 ("tile_lookup", "(pid < first_tile + tiles)", "(pid <= first_tile + tiles)"),
                 # floor instead of ceiling: partial tiles lost

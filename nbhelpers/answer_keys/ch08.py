@@ -26,11 +26,12 @@ for :mod:`nbhelpers.answer_keys`.
   the launcher). The buffer is compared bit for bit, the first two counts exactly, the sector
   counts as "at most" the reference's.
 - ``trace_sectors``: a raw address trace (one warp's byte addresses, any order, duplicates,
-  misaligned, accesses straddling a sector boundary or covering several sectors) and the access
-  size (1 to 128 bytes): the 32-byte sectors touched and the efficiency (distinct bytes asked for
-  / bytes moved); the reference is :func:`nbhelpers.memory_access.sectors_touched` on the
-  addresses. The count is compared exactly, as an int, the efficiency to a relative 1e-12 (a
-  student may divide in another order).
+  misaligned, accesses straddling a sector boundary or covering several sectors, half-warps a
+  multiple of 4 GiB apart, whose low 32 bits coincide) and the access size (1 to 128 bytes): the
+  32-byte sectors touched and the efficiency (distinct bytes asked for / bytes moved); the
+  reference is :func:`nbhelpers.memory_access.sectors_touched` on the addresses. The count is
+  compared exactly, as an int, the efficiency to a relative 1e-12 (a student may divide in
+  another order).
 
 Edge cases come first, then random ones from the seed.
 """
@@ -319,6 +320,10 @@ def _trace_cases(rng: np.random.Generator) -> list[Case]:
         Case((np.sort(fixed.integers(0, 512, 32)), 4), label="scattered in 512 bytes, unaligned"),
         Case((_warp(0, 512), 128), label="128-byte accesses 512 apart: four whole sectors each"),
         Case((_warp(8, 256), 64), label="64-byte accesses misaligned by 8: three sectors each"),
+        Case(
+            (np.concatenate([_warp(64, 4)[:16], _warp(2**32 + 64, 4)[:16]]), 4),
+            label="two half-warps 4 GiB apart: the same low 32 bits, other sectors",
+        ),
     ]
     # accesses of up to 16 bytes (a thread's vector load) and wider ones, as a trace of cache
     # lines or of a whole warp's vector loads gives them: an access may cover several sectors
@@ -340,6 +345,14 @@ def _trace_cases(rng: np.random.Generator) -> list[Case]:
         if rng.random() < 0.5:
             addr = rng.permutation(addr)
         cases.append(Case((addr.astype(np.int64), size)))
+    # half-warps a multiple of 4 GiB apart, anywhere in a 48-bit address space (tensors of several
+    # GiB, or far apart): their low 32 bits coincide, and only the whole address tells their
+    # sectors apart
+    for _ in range(2):
+        size = int(rng.choice([1, 2, 4, 8, 16]))
+        half = _warp(int(rng.integers(0, 2**20)), size * int(rng.integers(1, 4)))[:16]
+        addr = np.concatenate([half, half + int(rng.integers(1, 5)) * 2**32]) + int(rng.integers(0, 2**16)) * 2**32
+        cases.append(Case((rng.permutation(addr), size)))
     return cases
 
 
