@@ -87,7 +87,8 @@ def launch_timing_text(rows: Sequence[dict], gpu: str) -> str:
     """The timing rows of :func:`nbhelpers.launch_timing.time_launch` (live or recorded) on
     ``gpu``: per way of timing, the median and the extremes in microseconds, the bandwidth the
     median gives the copy, and that against the HBM peak of ``gpu``'s datasheet (where the model
-    has one); then the floor the peak puts on the copy's time."""
+    has one); the events' time on an idle stream less theirs after queued work (where both are
+    there); then the floor the peak puts on the copy's time."""
     timings = [r for r in rows if r["kind"] == "timing"]
     if not timings:
         raise ValueError("no timing rows")
@@ -109,6 +110,13 @@ def launch_timing_text(rows: Sequence[dict], gpu: str) -> str:
         table.append(line)
     nbytes = timings[0]["useful_bytes"]
     out = [f"{gpu}: copy_kernel, {nbytes:,} bytes moved", text_table(table, head)]
+    by = {r["method"]: r["seconds"] for r in timings}
+    if {"CUDA events, idle stream", "CUDA events, busy stream"} <= by.keys():
+        gap = by["CUDA events, idle stream"] - by["CUDA events, busy stream"]
+        out.append(
+            f"CUDA events on an idle stream minus after queued work: {gap * 1e6:.1f} us "
+            "(the host's launch, which the idle stream's start event times too)"
+        )
     if spec is not None:
         floor = nbytes / spec.hbm_bytes_per_s
         out.append(

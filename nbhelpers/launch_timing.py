@@ -1,8 +1,9 @@
 """What a host clock sees of a GPU launch, and what the host reads before the device has written
-(chapter 08, section 2): the copy kernel timed four ways, and the race of a non-blocking copy.
+(chapter 08, section 2): the copy kernel timed five ways, and the race of a non-blocking copy.
 
 :func:`time_launch` times one launch of a kernel with the host's clock, with and without waiting
-for the device, with CUDA events and with :func:`nbhelpers.timing.gpu_median_ms`;
+for the device, with CUDA events (on an idle stream, and behind work queued first) and with
+:func:`nbhelpers.timing.gpu_median_ms`;
 :func:`race_tries` queues a kernel and a non-blocking copy into pinned memory and reads the host
 buffer at once and after a synchronisation. Both return rows of the family's
 :class:`~nbhelpers.families.copy.LaunchTimingRow` form (dicts), the rows that
@@ -21,16 +22,21 @@ from collections.abc import Callable
 
 from .validation import positive_int
 
-__all__ = ["copy_launcher", "race_tries", "summarise", "time_launch"]
+__all__ = ["LEAD_CYCLES", "METHODS", "copy_launcher", "race_tries", "summarise", "time_launch"]
 
 #: the timings of :func:`time_launch`, in the order it returns them
 METHODS = (
     "wall, no synchronize",
     "wall, no synchronize, torch op",
     "wall + synchronize",
-    "CUDA events",
+    "CUDA events, idle stream",
+    "CUDA events, busy stream",
     "do_bench",
 )
+
+#: GPU clock cycles of the work queued before the start event of the busy-stream timing
+#: (``torch.cuda._sleep``): about 1 ms at 1-2 GHz, far longer than a launch costs the host
+LEAD_CYCLES = 2_000_000
 
 
 def summarise(name: str, method: str, seconds: list[float], useful_bytes: int) -> dict:
@@ -85,13 +91,19 @@ def time_launch(
     useful_bytes: int,
     repeats: int = 20,
     torch_op: Callable[[], object] | None = None,
+    lead_cycles: int = LEAD_CYCLES,
 ) -> list[dict]:
     """Time ``launch`` (a function that queues GPU work) the ways of :data:`METHODS`, each
     ``repeats`` times from an idle device (``do_bench`` once, its own median): the host's clock
     stopped when the launch returns; the same around ``torch_op`` (skipped when None); the host's
-    clock stopped after ``torch.cuda.synchronize()``; CUDA events recorded around the launch.
-    Returns one timing row per method (see :func:`summarise`)."""
+    clock stopped after ``torch.cuda.synchronize()``; CUDA events recorded around the launch on an
+    idle stream, where the device timestamps the start at once and then waits while the host is
+    still launching, so the gap is timed too; the same events behind ``lead_cycles`` of
+    ``torch.cuda._sleep`` queued first, so that the launch is queued before the device reaches
+    the start event and the events time the kernel alone (as ``do_bench``'s do: it queues an L2
+    clear before each start). Returns one timing row per method (see :func:`summarise`)."""
     repeats = positive_int("repeats", repeats)
+    lead_cycles = positive_int("lead_cycles", lead_cycles)
     import torch
 
     from .timing import gpu_median_ms
@@ -108,12 +120,14 @@ def time_launch(
         torch.cuda.synchronize()
         return out
 
-    def events() -> list[float]:
+    def events(busy: bool) -> list[float]:
         out = []
         for _ in range(repeats):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
+            if busy:  # the device sleeps while the host records the start and launches
+                torch.cuda._sleep(lead_cycles)
             start.record()
             launch()
             end.record()
@@ -127,8 +141,9 @@ def time_launch(
             summarise("torch y.copy_(x), wall clock, no synchronize", METHODS[1], wall(torch_op, False), useful_bytes)
         )
     rows.append(summarise("triton launch, wall clock + synchronize", METHODS[2], wall(launch, True), useful_bytes))
-    rows.append(summarise("triton launch, CUDA events", METHODS[3], events(), useful_bytes))
-    rows.append(summarise("triton launch, do_bench (median)", METHODS[4], [gpu_median_ms(launch) * 1e-3], useful_bytes))
+    rows.append(summarise("triton launch, CUDA events, idle stream", METHODS[3], events(False), useful_bytes))
+    rows.append(summarise("triton launch, CUDA events after queued work", METHODS[4], events(True), useful_bytes))
+    rows.append(summarise("triton launch, do_bench (median)", METHODS[5], [gpu_median_ms(launch) * 1e-3], useful_bytes))
     return rows
 
 

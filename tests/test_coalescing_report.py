@@ -28,7 +28,8 @@ def timing_rows():
     nbytes = 2 * 4 * 2**26
     return [
         summarise("triton launch, wall clock, no synchronize", "wall, no synchronize", [20e-6, 25e-6], nbytes),
-        summarise("triton launch, CUDA events", "CUDA events", [170e-6, 180e-6], nbytes),
+        summarise("triton launch, CUDA events, idle stream", "CUDA events, idle stream", [200e-6, 210e-6], nbytes),
+        summarise("triton launch, CUDA events after queued work", "CUDA events, busy stream", [170e-6, 180e-6], nbytes),
     ]
 
 
@@ -38,6 +39,8 @@ def test_launch_timing_text_divides_by_the_peak_of_the_gpu_it_ran_on():
     # 536,870,912 bytes / 22.5 us = 23.86 TB/s, 7.12 x 3.35 TB/s
     assert "23.86" in text and "7.12" in text
     assert "cannot take less than 160 us; timings below that: triton launch, wall clock, no synchronize" in text
+    assert "CUDA events on an idle stream minus after queued work: 30.0 us" in text
+    assert "minus" not in report.launch_timing_text(timing_rows()[:2], "NVIDIA H100 80GB HBM3")
     other = report.launch_timing_text(timing_rows(), "NVIDIA A100-SXM4-80GB")  # no datasheet: no column
     assert "peak" not in other
     with pytest.raises(ValueError, match="no timing rows"):

@@ -57,9 +57,17 @@ def test_without_a_gpu_it_exits_with_code_2_and_writes_nothing(tmp_path):
 def test_arguments_default_and_refuse_what_cannot_run():
     args = bench.parse_args([])
     assert (args.n, args.block, args.repeats, args.race_n, args.tries) == (2**26, 1024, 20, 2**26, 5)
+    assert args.lead_cycles == launch_timing.LEAD_CYCLES
     args = bench.parse_args(["--n", "4096", "--block", "256", "--repeats", "3", "--tries", "2"])
     assert (args.n, args.block, args.repeats, args.tries) == (4096, 256, 3, 2)
-    for bad in (["--n", "0"], ["--repeats", "-1"], ["--block", "1000"], ["--race-n", "3"], ["--tries", "0"]):
+    for bad in (
+        ["--n", "0"],
+        ["--repeats", "-1"],
+        ["--block", "1000"],
+        ["--race-n", "3"],
+        ["--tries", "0"],
+        ["--lead-cycles", "0"],
+    ):
         with pytest.raises(SystemExit):
             bench.parse_args(bad)
 
@@ -69,6 +77,7 @@ def test_meta_holds_what_the_reader_asks_for():
     meta = bench.meta_for(args, ["--n", "4096"], META)
     assert LAUNCH_TIMING.missing_in_meta(meta) == []
     assert meta["useful_bytes"] == 2 * 4 * 4096 and meta["block"] == 1024
+    assert meta["lead_cycles"] == launch_timing.LEAD_CYCLES
     assert "do_bench" in meta["timing"]
     # every key the reader demands is one the script writes (or gpu_run_meta does)
     source = PATH.read_text() + (ROOT / "nbhelpers" / "device.py").read_text()
@@ -90,6 +99,9 @@ def test_gpu_report_plans_the_script_with_its_limit():
 # ------------------------------------------------------------------ the measurements, on a stand-in
 
 
+LOG = []  # what the stand-in for torch.cuda was asked, in order
+
+
 class FakeEvent:
     """A CUDA event on the host's clock: recorded at once, always passed."""
 
@@ -97,6 +109,7 @@ class FakeEvent:
         self.t = None
 
     def record(self):
+        LOG.append("record")
         self.t = time.perf_counter()
 
     def synchronize(self):
@@ -110,7 +123,11 @@ class FakeEvent:
 
 
 def fake_torch():
-    cuda = types.SimpleNamespace(synchronize=lambda: None, Event=FakeEvent)
+    cuda = types.SimpleNamespace(
+        synchronize=lambda: LOG.append("synchronize"),
+        Event=FakeEvent,
+        _sleep=lambda cycles: LOG.append(("sleep", cycles)),
+    )
     return types.SimpleNamespace(
         cuda=cuda,
         ones=lambda n, device=None: torch.ones(n),
@@ -120,6 +137,7 @@ def fake_torch():
 
 @pytest.fixture
 def stand_in(monkeypatch):
+    LOG.clear()
     monkeypatch.setitem(sys.modules, "torch", fake_torch())
     monkeypatch.setattr(nbhelpers.timing, "gpu_median_ms", lambda fn: (fn(), 0.25)[1])
 
@@ -128,7 +146,8 @@ def test_time_launch_returns_one_row_per_way_in_order(stand_in):
     calls = []
     rows = launch_timing.time_launch(lambda: calls.append("k"), 800, repeats=3, torch_op=lambda: calls.append("t"))
     assert [r["method"] for r in rows] == list(launch_timing.METHODS)
-    assert calls.count("t") == 3 and calls.count("k") == 3 * 3 + 1  # 3 ways x 3 repeats, do_bench's call
+    assert len(rows) == 6
+    assert calls.count("t") == 3 and calls.count("k") == 4 * 3 + 1  # 4 ways x 3 repeats, do_bench's call
     for r in rows:
         assert LAUNCH_TIMING.missing_in_row(r) == [] and LAUNCH_TIMING.spec.check(r) == []
         assert r["seconds_min"] <= r["seconds"] <= r["seconds_max"]
@@ -138,6 +157,24 @@ def test_time_launch_returns_one_row_per_way_in_order(stand_in):
     assert "wall, no synchronize, torch op" not in [r["method"] for r in without]
     with pytest.raises(ValueError, match="repeats"):
         launch_timing.time_launch(lambda: None, 800, repeats=0)
+    with pytest.raises(ValueError, match="lead_cycles"):
+        launch_timing.time_launch(lambda: None, 800, lead_cycles=0)
+
+
+def test_busy_stream_events_queue_work_before_the_start_event(stand_in):
+    """The idle-stream events start on an idle device (they time the host's launch too); the
+    busy-stream ones queue the sleep first, so the launch is queued before the start is passed."""
+    launch_timing.time_launch(lambda: LOG.append("launch"), 800, repeats=2, lead_cycles=123)
+    pattern = ["synchronize", "record", "launch", "record"]
+    busy = ["synchronize", ("sleep", 123), "record", "launch", "record"]
+    text = [str(x) for x in LOG]
+
+    def count(seq):
+        seq = [str(x) for x in seq]
+        return sum(text[i : i + len(seq)] == seq for i in range(len(text)))
+
+    assert count(pattern) == 2 and count(busy) == 2
+    assert LOG.count(("sleep", 123)) == 2
 
 
 def test_race_tries_rows_read_back_through_the_reader(stand_in, tmp_path):

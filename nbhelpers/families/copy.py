@@ -110,7 +110,9 @@ class LaunchTimingRow:
 
     name: the row's label; kind: "timing" or "race". A timing row has method: "wall, no
     synchronize" (host clock around the Triton launch alone), "wall, no synchronize, torch op"
-    (the same around torch's ``y.copy_(x)``), "wall + synchronize", "CUDA events" or "do_bench";
+    (the same around torch's ``y.copy_(x)``), "wall + synchronize", "CUDA events, idle stream"
+    (events around the launch alone: they time the host's launch too), "CUDA events, busy stream"
+    (the same behind work queued first: the kernel alone) or "do_bench";
     repeats: how many times it was timed; seconds, seconds_min, seconds_max: the median and the
     extremes of those times; useful_bytes: the copy's bytes (read and written); bandwidth: those
     over ``seconds``. A race row (one per try) has before and after: the last values of the host
