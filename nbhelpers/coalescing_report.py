@@ -33,6 +33,7 @@ __all__ = [
     "cpu_variants_text",
     "fetch_size_text",
     "first_stride_below",
+    "floor_verdicts",
     "launch_timing_text",
     "measure_copy_run",
     "not_recorded_text",
@@ -160,10 +161,23 @@ def cpu_copy_models(strides: Sequence[int]) -> dict[str, np.ndarray]:
     }
 
 
-def first_stride_below(strides: Sequence[int], eff: np.ndarray, floor: float) -> int | None:
+def floor_verdicts(eff: np.ndarray, floor: float, tol: float = 0.0) -> list[str]:
+    """Per stride (``eff``: runs x strides), where the runs sit against ``floor`` with a relative
+    noise ``tol``: "below" when every run is below ``floor * (1 - tol)``, "above" when every run is
+    above ``floor * (1 + tol)``, otherwise "at" (at the floor within the noise)."""
+    if tol < 0:
+        raise ValueError(f"tol must be >= 0, got {tol}")
+    eff = np.asarray(eff, dtype=float)
+    below = np.all(eff < floor * (1 - tol), axis=0)
+    above = np.all(eff > floor * (1 + tol), axis=0)
+    return ["below" if b else "above" if a else "at" for b, a in zip(below, above, strict=True)]
+
+
+def first_stride_below(strides: Sequence[int], eff: np.ndarray, floor: float, tol: float = 0.0) -> int | None:
     """The first stride from which every run's efficiency (``eff``: runs x strides) stays below
-    ``floor``, at that stride and every larger one; None when the last stride is not below."""
-    below = np.all(np.asarray(eff) < floor, axis=0)
+    ``floor * (1 - tol)`` (below by more than the relative noise ``tol``), at that stride and every
+    larger one; None when the last stride is not below."""
+    below = [v == "below" for v in floor_verdicts(eff, floor, tol)]
     if not below[-1]:
         return None
     k = len(strides) - 1
@@ -175,7 +189,8 @@ def first_stride_below(strides: Sequence[int], eff: np.ndarray, floor: float) ->
 def cpu_runs_text(strides: Sequence[int], runs: Sequence[tuple], cpu: str, llc_bytes: int | None) -> str:
     """Section 4's table: each run's copy efficiency per stride beside the line and pair models,
     each run's contiguous bandwidths from DRAM and from cache, what varied between the runs, and
-    the checks the prose rests on. ``runs``: (DRAM run, cached run) pairs of
+    the checks the prose rests on: where the runs sit against the one-line floor, with the largest
+    spread between runs as the noise (:func:`floor_verdicts`). ``runs``: (DRAM run, cached run) pairs of
     :func:`nbhelpers.memory_access.measure_strided_read`."""
     eff = np.array([d.measured_efficiency for d, _ in runs])
     (line_name, line), (pair_name, pair) = cpu_copy_models(strides).items()
@@ -202,10 +217,20 @@ def cpu_runs_text(strides: Sequence[int], runs: Sequence[tuple], cpu: str, llc_b
         f"2/(1+{CACHE_LINE_BYTES // 4}) = {line[-1]:.4f}, a line pair 2/(1+{2 * CACHE_LINE_BYTES // 4}) = "
         f"{pair[-1]:.4f}"
     )
-    first = first_stride_below(strides, eff, line[-1])
+    tol = float(spread[worst])  # the largest spread between runs, as the noise
+    flat = [i for i, v in enumerate(line) if np.isclose(v, line[-1])]  # where the line model is its floor
+    verdicts = floor_verdicts(eff, line[-1], tol)
+    words = {"above": "above it", "at": "at it within the noise", "below": "below it"}
     out.append(
-        f"every run: from cache faster than from DRAM: {all(ch.bandwidth[0] > d.bandwidth[0] for d, ch in runs)}; "
-        f"below the one-line floor in every run from stride: {first}"
+        f"every run: from cache faster than from DRAM: {all(ch.bandwidth[0] > d.bandwidth[0] for d, ch in runs)}"
+    )
+    out.append(
+        f"the one-line floor {line[-1]:.4f}, the largest spread between runs ({tol:.0%}) as the noise: "
+        + ", ".join(f"stride {strides[i]} {words[verdicts[i]]}" for i in flat)
+    )
+    out.append(
+        f"below the one-line floor by more than the noise in every run from stride: "
+        f"{first_stride_below(strides, eff, line[-1], tol)}"
     )
     return "\n".join(out)
 

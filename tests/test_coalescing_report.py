@@ -80,6 +80,11 @@ def test_cpu_models_and_the_first_stride_below_a_floor():
     eff[1, 5] = 0.105
     assert report.first_stride_below(STRIDES, eff, 2 / 17) == 32
     assert report.first_stride_below(STRIDES, eff, 0.05) is None
+    # with 10% of noise, 0.105 is at the floor (0.1176 x 0.9 = 0.106), 0.094 below it
+    assert report.first_stride_below(STRIDES, eff, 2 / 17, tol=0.10) == 64
+    assert report.floor_verdicts(eff[:, 4:], 2 / 17, 0.10) == ["above", "at", "below"]
+    with pytest.raises(ValueError, match="tol"):
+        report.floor_verdicts(eff, 2 / 17, -0.1)
     v = report.cpu_variants(STRIDES)
     assert v["streaming baseline, strided allocates"][0] == 1.0
     np.testing.assert_allclose(v["write-allocate, both copies"][-1], 3 / 18)
@@ -94,7 +99,14 @@ def test_cpu_runs_text_prints_each_run_and_the_checks():
     text = report.cpu_runs_text(STRIDES, runs, "Test CPU", 32 * 2**20)
     assert text.startswith("Test CPU, last-level cache 32 MiB")
     assert "2 runs" in text and "run 2: contiguous copy 20.0 GB/s useful from DRAM, 55.0 GB/s from cache" in text
-    assert "below the one-line floor in every run from stride: 32" in text
+    # the largest spread, 4% at stride 32 (0.109 vs 0.105): both runs below 0.1176 x 0.96
+    assert "the largest spread between runs (4%) as the noise: stride 16 above it, stride 32 below it" in text
+    assert "below the one-line floor by more than the noise in every run from stride: 32" in text
+    # runs 10% apart at stride 32, one of them at the floor: at it within the noise, below from 64
+    noisy = ([1, 0.6, 0.37, 0.23, 0.14, 0.117, 0.098], [1, 0.6, 0.37, 0.23, 0.14, 0.106, 0.094])
+    noisy_text = report.cpu_runs_text(STRIDES, [(fake(e, 20e9), fake([1], 55e9)) for e in noisy], "Test CPU", None)
+    assert "stride 32 at it within the noise, stride 64 below it" in noisy_text
+    assert "in every run from stride: 64" in noisy_text
     assert "strides 32, 64, all runs: 0.093 to 0.109" in text
     mean = np.mean([np.array(e) for e in effs], axis=0)
     assert "smallest worst-case deviation, this run: reads only (64 B lines)" in report.cpu_variants_text(STRIDES, mean)
