@@ -47,6 +47,25 @@ def test_plot_efficiency_vs_stride_one_distinct_style_per_series():
     plt.close(ax.figure)
 
 
+def test_plot_efficiency_vs_stride_ticks_at_the_predicted_plateaus():
+    strides = [1, 2, 4, 8, 16, 32, 64]
+    copy = {
+        "lines": [2 / (1 + 1 / cache_line_efficiency(s)) for s in strides],
+        "pairs": [2 / (1 + 1 / cache_line_efficiency(s, line_bytes=128)) for s in strides],
+    }
+    ax = plots.plot_efficiency_vs_stride(
+        strides, {"m": [1, 0.6, 0.37, 0.22, 0.14, 0.11, 0.096]}, copy, yticks="predicted"
+    )
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["2/33", "2/17", "2/9", "2/5", "2/3", "1"]  # 2/17 no longer reads as 1/8
+    np.testing.assert_allclose(ax.get_yticks(), [2 / 33, 2 / 17, 2 / 9, 2 / 5, 2 / 3, 1])
+    with pytest.raises(ValueError, match="yticks"):
+        plots.plot_efficiency_vs_stride(strides, {"m": copy["lines"]}, yticks="predicted", ax=ax)
+    with pytest.raises(ValueError, match="yticks"):
+        plots.plot_efficiency_vs_stride(strides, {}, copy, yticks="fractions", ax=ax)
+    plt.close(ax.figure)
+
+
 def test_plot_efficiency_vs_stride_takes_an_axes_and_refuses_bad_input():
     fig, ax = plt.subplots()
     assert plots.plot_efficiency_vs_stride([1, 2], {"m": [1, 0.5]}, ax=ax, legend_outside=False) is ax

@@ -11,6 +11,7 @@ sizes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -31,6 +32,12 @@ def _fraction(v: float) -> str:
     return f"{v:.2g}"
 
 
+def _ratio(v: float) -> str:
+    """A value as the fraction of small integers nearest it: 2/9 -> "2/9", 1 -> "1"."""
+    f = Fraction(v).limit_denominator(128)
+    return f"{f.numerator}" if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+
 def _legend(ax, outside: bool) -> None:
     if outside:
         legend_below(ax)
@@ -45,6 +52,7 @@ def plot_efficiency_vs_stride(
     ax=None,
     legend_outside: bool = True,
     ylabel: str = "useful bandwidth relative to the contiguous copy",
+    yticks: str = "powers",
 ):
     """Efficiency (useful bytes / bytes moved, or a bandwidth relative to the contiguous one)
     against the stride, both axes log base 2.
@@ -55,6 +63,9 @@ def plot_efficiency_vs_stride(
     marker. The y ticks read as fractions (1, 1/2, ..., 1/64). legend_outside: the legend under
     the axes (default), off the data. ylabel: what the values are (the default: the chapter's
     copy fractions, ``2 / (1 + 1/e)``; pass "efficiency (useful / moved bytes)" for ``e`` itself).
+    yticks: "powers" (1, 1/2, ..., the default) or "predicted": a tick at each distinct value of
+    the predicted series, labelled as a fraction (``2/9``, ``2/17``), so a plateau reads as its
+    model value.
     """
     ax = axes_or_new(ax, height_ratio=0.8)
     x = np.asarray(strides, dtype=float)
@@ -104,9 +115,16 @@ def plot_efficiency_vs_stride(
     ax.set_xticks(x)
     ax.set_xticklabels([f"{int(s)}" if float(s).is_integer() else f"{s:g}" for s in x])
     top, bottom = 0, int(np.floor(np.log2(min(lows))))
-    ticks = [2.0**e for e in range(bottom, top + 1)]
+    if yticks == "powers":
+        ticks = [2.0**e for e in range(bottom, top + 1)]
+        labels = [_fraction(t) for t in ticks]
+    elif yticks == "predicted" and predicted:
+        ticks = sorted({round(float(v), 12) for vals in predicted.values() for v in vals})
+        labels = [_ratio(t) for t in ticks]
+    else:
+        raise ValueError(f"yticks must be 'powers' or 'predicted' (with predicted series), got {yticks!r}")
     ax.set_yticks(ticks)
-    ax.set_yticklabels([_fraction(t) for t in ticks])
+    ax.set_yticklabels(labels)
     ax.set_ylim(2.0 ** (bottom - 0.3), 2.0**0.4)
     ax.minorticks_off()
     ax.set_xlabel("stride (elements between two reads)")
