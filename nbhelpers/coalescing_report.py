@@ -221,6 +221,8 @@ def cpu_runs_text(strides: Sequence[int], runs: Sequence[tuple], cpu: str, llc_b
     flat = [i for i, v in enumerate(line) if np.isclose(v, line[-1])]  # where the line model is its floor
     verdicts = floor_verdicts(eff, line[-1], tol)
     words = {"above": "above it", "at": "at it within the noise", "below": "below it"}
+    per_page = ", ".join(f"{s}: {4096 // (4 * s)}" for s in strides if 16 <= s <= 1024)
+    out.append(f"reads per 4 KiB page at stride {per_page}")
     out.append(
         f"every run: from cache faster than from DRAM: {all(ch.bandwidth[0] > d.bandwidth[0] for d, ch in runs)}"
     )
@@ -417,7 +419,7 @@ def recorded_copy_model_text(blocks_per_sm: int, block_bytes: int) -> str:
     out = []
     for fit, found in fitted_runs():
         caps = ", ".join(f"batch {b}: {s * 1e6:.2f} us" for b, s in fit.latency_caps_s.items())
-        out.append(f"{fit.run}: latency at most {caps}")
+        out.append(f"{fit.run}: load latency at most (top-k time / dependent steps) {caps}")
         gpu = replace(model_gpu(found["copy"]["meta"]["gpu"]), launch_s=0.0)
         n = found["copy"]["meta"]["n"]
         p = perf_model.predict(

@@ -107,6 +107,7 @@ def test_cpu_runs_text_prints_each_run_and_the_checks():
     noisy_text = report.cpu_runs_text(STRIDES, [(fake(e, 20e9), fake([1], 55e9)) for e in noisy], "Test CPU", None)
     assert "stride 32 at it within the noise, stride 64 below it" in noisy_text
     assert "in every run from stride: 64" in noisy_text
+    assert "reads per 4 KiB page at stride 16: 64, 32: 32, 64: 16" in noisy_text
     assert "strides 32, 64, all runs: 0.093 to 0.109" in text
     mean = np.mean([np.array(e) for e in effs], axis=0)
     assert "smallest worst-case deviation, this run: reads only (64 B lines)" in report.cpu_variants_text(STRIDES, mean)
