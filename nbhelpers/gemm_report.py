@@ -9,14 +9,30 @@ the kernels (through :mod:`nbhelpers.calibration`): import it after
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Collection
 from dataclasses import replace
 
 from .calibration import GEMM_KIND_KERNELS, Calibration, gemm_kind_rows
+from .occupancy import H100, occupancy
 from .perf_model import GPU
 from .tables import text_table
 
-__all__ = ["KIND_NAMES", "kind_fits", "kinds_text", "relative_speeds", "sustained_gpu"]
+__all__ = [
+    "KIND_NAMES",
+    "fill_text",
+    "kind_fits",
+    "kinds_text",
+    "promotion_registers",
+    "promotion_wait",
+    "relative_speeds",
+    "sustained_gpu",
+    "torch_promotion_speeds",
+]
 
 #: the run's kinds as the chapter names them
 KIND_NAMES = {
@@ -78,6 +94,18 @@ def relative_speeds(gemm_run: dict, base: str = "fp8_rowwise_fast_accum") -> dic
     }
 
 
+def torch_promotion_speeds(gemm_run: dict) -> dict[tuple[int, int, int], float]:
+    """{(M, N, K): the speed of torch's promoted fp8 GEMM over its fast-accumulation one}
+    (``torch._scaled_mm`` with ``use_fast_accum`` False and True: the ``theirs`` side of the
+    ``fp8_rowwise`` and ``fp8_rowwise_fast_accum`` rows), from the run's measured times."""
+    times: dict[str, dict[tuple, float]] = {}
+    for r in gemm_run["rows"]:
+        if r["kind"] in ("fp8_rowwise", "fp8_rowwise_fast_accum") and r.get("ms_theirs") is not None:
+            times.setdefault(r["kind"], {})[_shape(r)] = r["ms_theirs"]
+    fast, promoted = times.get("fp8_rowwise_fast_accum", {}), times.get("fp8_rowwise", {})
+    return {s: fast[s] / ms for s, ms in promoted.items() if s in fast}
+
+
 def _span(values: list[float]) -> str:
     return "-" if not values else f"{min(values):.2f}-{max(values):.2f}"
 
@@ -90,6 +118,7 @@ def kinds_text(c: Calibration, gemm_run: dict, compile_table: dict, left_out: Co
     fits = kind_fits(c, gemm_run, compile_table["rows"], left_out)
     speeds = relative_speeds(gemm_run)
     speeds = {k: {s: v for s, v in by.items() if (k, *s) not in left_out} for k, by in speeds.items()}
+    torch_speeds = torch_promotion_speeds(gemm_run)
     spec, sustained = c.spec, sustained_gpu(c)
     meta = compile_table["meta"]
     lines = [
@@ -111,9 +140,17 @@ def kinds_text(c: Calibration, gemm_run: dict, compile_table: dict, left_out: Co
             pair = fits[kind].get(s)
             row.append("-" if pair is None else f"{pair[0]['ratio']:.2f} | {pair[1]['ratio']:.2f}")
         row += [speeds.get(k, {}).get(s, "-") for k in ("fp8_rowwise", "block_scaled")]
+        row.append(torch_speeds.get(s, "-"))
         row.append(", ".join(dict.fromkeys(p[1]["bound"] for by in fits.values() if s in by for p in [by[s]])))
         rows.append(tuple(row))
-    heads = ["M x N x K", *KIND_NAMES.values(), "promoted / fast", "block-scaled / fast", "what binds"]
+    heads = [
+        "M x N x K",
+        *KIND_NAMES.values(),
+        "promoted / fast",
+        "block-scaled / fast",
+        "torch promoted / fast",
+        "what binds",
+    ]
     lines.append("measured / predicted (datasheet | sustained peaks), and ours' speed over fp8 fast accum:")
     lines.append(text_table(rows, heads, digits=3))
     lines.append("aligned shapes from 2048^3 up, measured / predicted (datasheet; sustained):")
@@ -124,4 +161,141 @@ def kinds_text(c: Calibration, gemm_run: dict, compile_table: dict, left_out: Co
         )
     for kind, by in speeds.items():
         lines.append(f"  {KIND_NAMES[kind]} / fp8 fast accum, speed: {_span([v for s, v in by.items() if _big(s)])}")
+    lines.append(
+        "  torch._scaled_mm promoted / fast accum, speed: " + _span([v for s, v in torch_speeds.items() if _big(s)])
+    )
     return "\n".join(lines)
+
+
+def promotion_registers(compile_table: dict, config: str = "128x128x128 w8 s3", shape: str = "4096^3") -> list[dict]:
+    """The fp8 kernels at one config of the compile table (sm_90): per kind (promoted, fast
+    accumulation, block-scaled), ``registers`` per thread, ``shared`` bytes, ``programs`` per SM
+    (:func:`nbhelpers.occupancy.occupancy` on an H100) and ``accumulator``, the registers per
+    thread of one fp32 ``BLOCK_M x BLOCK_N`` tile (what a second accumulator adds)."""
+    out = []
+    for kind in ("fp8_rowwise", "fp8_rowwise_fast_accum", "block_scaled"):
+        kernel, label, _, _ = GEMM_KIND_KERNELS[kind]
+        for r in compile_table["rows"]:
+            if (r["kernel"], r["label"], r["target"], r.get("status")) != (
+                kernel,
+                label.format(shape),
+                "sm_90",
+                "ok",
+            ) or r["config"].split(" (")[0] != config:
+                continue
+            bm, bn, _ = (int(v) for v in config.split()[0].split("x"))
+            warps = r["num_warps"]
+            out.append(
+                {
+                    "kind": kind,
+                    "registers": r["registers"],
+                    "shared": r["shared"],
+                    "programs": occupancy(r["registers"], warps, r["shared"], H100).blocks,
+                    "accumulator": bm * bn // (warps * 32),
+                }
+            )
+    return out
+
+
+def fill_text(c: Calibration, gemm_run: dict, compile_table: dict, shape=(1024, 1024, 1024)) -> str:
+    """How full the GPU is at ``shape`` for ours in bf16: the config the model picks (at the
+    sustained peaks, from the run's compile table), its output tiles against the SMs, and the
+    compute time of the busiest SM (its tiles one after another, each at 1/sms of the peak), at
+    the datasheet's and the sustained bf16 peak, against the measurement; then torch's own bf16
+    and fp8 GEMMs at that shape (rate and time)."""
+    M, N, K = shape
+    sustained = sustained_gpu(c)
+    row = next(r for r in gemm_kind_rows(gemm_run, compile_table["rows"], sustained, "bf16") if _shape(r) == shape)
+    bm, bn, _ = (int(v) for v in row["config"].split()[0].split("x"))
+    tiles = -(-M // bm) * -(-N // bn)
+    waves = -(-tiles // c.spec.sms)
+    flops_sm = waves * 2 * bm * bn * K
+    lines = [
+        f"bf16 {M} x {N} x {K}, ours: {row['config']} -> {tiles} output tiles on {c.spec.sms} SMs "
+        f"({min(tiles, c.spec.sms) / c.spec.sms:.0%} busy, {waves} wave{'s' if waves > 1 else ''})"
+    ]
+    measured = row["ms"] * 1e-3
+    for name, gpu in (("datasheet", c.spec), ("sustained", sustained)):
+        t = flops_sm / (gpu.peak_flops["bf16"] / gpu.sms)
+        whole = 2 * M * N * K / gpu.peak_flops["bf16"]
+        lines.append(
+            f"  compute at the {name} peak: {whole * 1e6:.2f} us over the whole GPU, "
+            f"{t * 1e6:.2f} us on the busy SMs; measured {measured * 1e6:.1f} us = {measured / t:.2f}x"
+        )
+    theirs = {r["kind"]: r for r in gemm_run["rows"] if _shape(r) == shape and r.get("ms_theirs")}
+    lines.append(
+        "  torch at this shape: "
+        + ", ".join(
+            f"{KIND_NAMES[k]} {theirs[k]['tflops_theirs']:.0f} TFLOP/s ({theirs[k]['ms_theirs'] * 1e3:.1f} us)"
+            for k in ("bf16", "fp8_rowwise", "fp8_rowwise_fast_accum")
+            if k in theirs
+        )
+    )
+    return "\n".join(lines)
+
+
+_WAIT_NOTE = re.compile(r"\(C7517\)[^\n]*")
+
+
+def _compile_promotion(config: str) -> dict:
+    """Compile the row-scaled fp8 kernel, promoted and fast, at ``config`` for sm_90 (Triton's
+    compiled mode: call in a process without TRITON_INTERPRET) and read ptxas's report."""
+    import tempfile
+    from pathlib import Path
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import get_ptxas
+    from triton.compiler import ASTSource
+
+    from . import compile_check
+    from .families.scaled_gemm import cases
+
+    target = GPUTarget("cuda", 90, 32)
+    ptxas = get_ptxas(90).path
+    out = {"triton": triton.__version__}
+    for case in cases():
+        if not case.label.endswith("4096^3") or "row/col" not in case.label:
+            continue
+        if case.config.split(" (")[0] != config:
+            continue
+        fn = compile_check._kernel(case.kernel)
+        options, signature, constexprs, attrs = compile_check.launch_spec(fn, case, target)
+        k = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+        ptx = k.asm["ptx"]
+        with tempfile.TemporaryDirectory() as d:
+            src = Path(d) / "k.ptx"
+            src.write_text(ptx)
+            r = subprocess.run(
+                [ptxas, "-v", "--regAllocOptLevel=2", "--gpu-name=sm_90a", str(src), "-o", str(src) + ".o"],
+                capture_output=True,
+                text=True,
+            )
+            version = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
+        log = r.stderr + r.stdout
+        body = ptx.split("$L__BB0_2:", 1)[-1].split("$L__BB0_3:", 1)[0]
+        # the loop: do fp32 adds read the wgmma results before the loop's wait_group?
+        wait = body.find("wgmma.wait_group")
+        add = body.find("add.f32")
+        out["ptxas"] = re.search(r"cuda_(\d+\.\d+)", version).group(1) if "cuda_" in version else version.strip()
+        out["promoted" if "promoted" in case.label else "fast"] = {
+            "registers": compile_check.parse_ptxas(log)["registers"],
+            "wgmma": body.count("wgmma.mma_async"),
+            "adds_before_wait": 0 <= add < wait,
+            "note": " ".join(_WAIT_NOTE.findall(log)),
+        }
+    return out
+
+
+def promotion_wait(config: str = "128x128x128 w8 s3") -> dict:
+    """The row-scaled fp8 kernel compiled here for sm_90 at ``config``, promoted and fast (in a
+    child process, so that it works beside the interpreter): for each, ptxas's ``registers``, the
+    ``wgmma`` instructions of one ``K`` step, whether the loop's fp32 adds read the wgmma results
+    before the loop waits for them (``adds_before_wait``) and ptxas's note (C7517) where it had to
+    insert that wait itself; with the ``triton`` and ``ptxas`` versions. Needs no GPU."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = f"import json; from nbhelpers.gemm_report import _compile_promotion as f; print(json.dumps(f({config!r})))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"compiling for sm_90 failed: {r.stderr.strip()[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])

@@ -74,6 +74,54 @@ def test_kinds_text_prints_the_peaks_a_row_per_shape_and_the_ranges(h100):
     text = gemm_report.kinds_text(c, run, table, left_out={("block_scaled", 1024, 1024, 1024)})
     assert "Triton 3.6.0" in text and "1360 sustained" in text and "758 sustained" in text
     line = next(t for t in text.splitlines() if t.strip().startswith("1024 x 1024 x 1024"))
-    assert line.split()[-5:-2] == ["-", "0.881", "-"]  # block-scaled left out; promoted / fast kept
+    # block-scaled left out; promoted / fast kept; torch's promoted / fast
+    assert line.split()[-6:-2] == ["-", "0.881", "-", "1.01"]
     assert "  fp8 fast accum  1.52-2.22; 1.04-1.52" in text
     assert "block-scaled / fp8 fast accum, speed: 0.46-0.60" in text
+
+
+def test_torch_promotion_speeds_by_hand_and_on_the_recorded_run(h100):
+    s, t = (4096, 4096, 4096), (16, 16, 16)
+    run = {
+        "rows": [
+            {"kind": "fp8_rowwise", "M": 4096, "N": 4096, "K": 4096, "ms_theirs": 1.25},
+            {"kind": "fp8_rowwise_fast_accum", "M": 4096, "N": 4096, "K": 4096, "ms_theirs": 1.0},
+            {"kind": "fp8_rowwise", "M": 16, "N": 16, "K": 16, "ms_theirs": 1.0},  # no fast row
+            {"kind": "bf16", "M": 4096, "N": 4096, "K": 4096, "ms_theirs": 9.0},
+        ]
+    }
+    assert gemm_report.torch_promotion_speeds(run) == {s: 0.8}
+    assert t not in gemm_report.torch_promotion_speeds(run)
+    _, gemm_run, table = h100
+    speeds = gemm_report.torch_promotion_speeds(gemm_run)
+    big = [v for k, v in speeds.items() if k[1] % 16 == 0 and k[0] * k[1] * k[2] >= 2048**3]
+    assert len(big) == 6 and 0.88 < min(big) and max(big) < 0.96
+    text = gemm_report.kinds_text(*h100, left_out={("block_scaled", 1024, 1024, 1024)})
+    assert "torch._scaled_mm promoted / fast accum, speed: 0.89-0.95" in text
+
+
+def test_promotion_registers_on_the_recorded_compile_table(h100):
+    _, _, table = h100
+    rows = {r["kind"]: r for r in gemm_report.promotion_registers(table)}
+    assert rows["fp8_rowwise"]["registers"] == 169 and rows["fp8_rowwise_fast_accum"]["registers"] == 116
+    assert rows["fp8_rowwise"]["programs"] == 1 and rows["fp8_rowwise_fast_accum"]["programs"] == 2
+    assert rows["fp8_rowwise"]["accumulator"] == 128 * 128 // 256
+    assert gemm_report.promotion_registers(table, config="1x1x1 w1 s1") == []
+
+
+def test_fill_text_counts_the_busy_sms_at_1024_cubed(h100):
+    c, run, table = h100
+    text = gemm_report.fill_text(c, run, table)
+    assert "128x128x64 w4 s4 -> 64 output tiles on 132 SMs (48% busy, 1 wave)" in text
+    # 2 * 128 * 128 * 1024 FLOPs at 1/132 of 989 TFLOP/s
+    expected = 2 * 128 * 128 * 1024 / (c.spec.peak_flops["bf16"] / 132)
+    assert f"{expected * 1e6:.2f} us on the busy SMs" in text
+    assert "torch at this shape: bf16 230 TFLOP/s (9.3 us)" in text
+
+
+def test_promotion_wait_compiles_both_kernels_here():
+    out = gemm_report.promotion_wait()
+    assert out["promoted"]["adds_before_wait"] and not out["fast"]["adds_before_wait"]
+    assert "C7517" in out["promoted"]["note"] and out["fast"]["note"] == ""
+    assert out["promoted"]["registers"] > out["fast"]["registers"] + 32
+    assert out["promoted"]["wgmma"] == out["fast"]["wgmma"] == 4
