@@ -26,7 +26,9 @@ kernel is not timed as a fast one. Each timed row also records ``predicted_ms``,
 :mod:`nbhelpers.perf_model` predicts for ours on the run's ``meta.model_gpu`` (the GPU it runs on
 where the model has its specification, else an H200): the fastest over the configs the
 autotuner times, each at the registers and shared memory the compile table records for sm_90
-(``predicted_config`` names it), so that a run measures the model too. The results file
+(``predicted_config`` names it), so that a run measures the model too; and the config the
+autotuner chose for ours (``tuned_config``, Triton's ``Autotuner.best_config`` after the call:
+:func:`tuned_config`), to set beside the model's. The results file
 ``benchmarks/results/gemm_tflops_<gpu-slug>.json`` holds ``meta`` (GPU name, driver, CUDA, compute
 capability, torch and Triton versions, UTC date, this script, the command) and ``rows`` (one per
 comparison and shape: milliseconds and TFLOP/s of both, the ratio, the goal; or an ``error`` saying
@@ -94,12 +96,14 @@ def build_row(
     ms_theirs: float | None = None,
     error: str | None = None,
     predicted: tuple[float | None, str | None] = (None, None),
+    tuned_config: str | None = None,
 ) -> dict:
     """One results row, filled as the family's row (nbhelpers/families/gemm.py, GemmTflopsRow): the
     comparison ``kind`` at M x N x K, its two sides and goal, the outputs' relative difference
     (None: not compared); then either both median times with their TFLOP/s (2 M N K flops) and the
     ratio ``ms_theirs / ms_ours``, or ``error`` saying why they were not timed; ``predicted``: the
-    performance model's (milliseconds, config) for ours (:func:`model_best`)."""
+    performance model's (milliseconds, config) for ours (:func:`model_best`); ``tuned_config``: the
+    config the autotuner chose for ours (:func:`tuned_config`)."""
     names = NAMES[kind]
     fields = dict(kind=kind, M=M, N=N, K=K, ours=names[0], theirs=names[1], rel_diff=rel_diff, goal=GOAL[kind])
     fields.update(predicted_ms=predicted[0], predicted_config=predicted[1])
@@ -118,8 +122,37 @@ def build_row(
         tflops_ours=tf(ms_ours),
         tflops_theirs=tf(ms_theirs),
         ratio=ms_theirs / ms_ours,
+        tuned_config=tuned_config,
     )
     return GEMM_TFLOPS.as_dict(row)
+
+
+def config_name(cfg) -> str:
+    """A ``triton.Config`` by the compile table's short name: ``"128x256x64 w8 s3"``."""
+    kw = cfg.kwargs
+    return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} w{cfg.num_warps} s{cfg.num_stages}"
+
+
+def course_autotuners() -> list:
+    """The autotuners the course's launchers go through (none in Triton's interpreter)."""
+    from nbhelpers.kernels import gemm, scaled_gemm
+
+    tuners = [*gemm._matmul_tuned.values(), *scaled_gemm._scaled_tuned.values()]
+    if not scaled_gemm.INTERPRETED:
+        tuners.append(scaled_gemm._block_scaled_tuned(scaled_gemm.SCALE_BLOCK))
+    return tuners
+
+
+def tuned_config(call, tuners) -> str | None:
+    """Call ``call()`` once and name the config the autotuner it went through ran it with
+    (``best_config``, which Triton's ``Autotuner`` sets on every run: after tuning, the fastest
+    config for the call's key): :func:`config_name` of it, or None where no autotuner of
+    ``tuners`` ran, or more than one did."""
+    for t in tuners:
+        t.best_config = None
+    call()
+    chosen = [t.best_config for t in tuners if getattr(t, "best_config", None) is not None]
+    return config_name(chosen[0]) if len(chosen) == 1 else None
 
 
 #: ours, as the compile table names it: (kernel, label at an aligned or unaligned shape, the
@@ -276,6 +309,8 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn, model: GPU 
     from nbhelpers.kernels.gemm import matmul
     from nbhelpers.kernels.scaled_gemm import SCALE_BLOCK, block_scaled_matmul, scaled_matmul
 
+    tuners = course_autotuners()
+
     def pair(kind, ours, theirs, check_tol, diff=None, reject=None):
         """Check ours against theirs (or take the diff given), then time both."""
         if reject is not None:
@@ -291,8 +326,12 @@ def measure_shape(M: int, N: int, K: int, device: str, gen, time_fn, model: GPU 
             return build_row(kind, M, N, K, rel_diff=diff, error=why)
         ms_o, ms_t = float(time_fn(ours)), float(time_fn(theirs))
         forecast = model_best(kind, M, N, K, model)
-        row = build_row(kind, M, N, K, rel_diff=diff, ms_ours=ms_o, ms_theirs=ms_t, predicted=forecast)
+        tuned = tuned_config(ours, tuners)
+        row = build_row(
+            kind, M, N, K, rel_diff=diff, ms_ours=ms_o, ms_theirs=ms_t, predicted=forecast, tuned_config=tuned
+        )
         note = "" if forecast[0] is None else f"; {model.name} model {forecast[0]:.3f} ms ({forecast[1]})"
+        note += "" if tuned is None else f"; tuned {tuned}"
         print(
             f"  {kind:<24s} {M}x{N}x{K}: {row['tflops_ours']:7.1f} vs {row['tflops_theirs']:7.1f} "
             f"TFLOP/s = {row['ratio']:.3f}x (rel diff {diff:.1e}; {ms_o:.3f} ms{note})"

@@ -56,6 +56,7 @@ def test_one_shape_gives_four_checked_and_timed_rows():
         # the performance model's time for ours beside the measurement (aligned: 4096^3's configs)
         assert (r["predicted_ms"], r["predicted_config"]) == bench.model_best(r["kind"], 32, 48, 64), r
         assert r["predicted_ms"] > 0 and re.fullmatch(r"\d+x\d+x\d+ w\d+ s\d+", r["predicted_config"]), r
+        assert r.get("tuned_config") is None, r  # no autotuner in the interpreter
 
 
 def test_the_models_prediction_is_the_fastest_of_the_tuned_configs():
@@ -172,3 +173,23 @@ def test_a_one_row_shape_gives_four_checked_rows():
     for r in rows:
         assert "error" not in r, r
         assert 0 <= r["rel_diff"] <= 2e-2, r
+
+
+def test_tuned_config_names_what_the_autotuner_that_ran_chose():
+    import triton
+
+    class Tuner:  # what the benchmark reads of triton's Autotuner: best_config, set by a run
+        def __init__(self, config):
+            self.config, self.best_config = config, None
+
+        def __call__(self):
+            self.best_config = self.config
+
+    cfg = triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3)
+    ran, idle = Tuner(cfg), Tuner(cfg)
+    idle.best_config = cfg  # chosen in an earlier call: must not be read as this call's
+    assert bench.tuned_config(ran, [ran, idle]) == "128x256x64 w8 s3"
+    assert bench.tuned_config(lambda: None, [ran, idle]) is None  # no autotuner ran (a fixed block)
+    both = Tuner(cfg)
+    assert bench.tuned_config(lambda: (ran(), both()), [ran, both]) is None  # ambiguous
+    assert bench.build_row("bf16", 1, 1, 1, ms_ours=1.0, ms_theirs=1.0, tuned_config="x")["tuned_config"] == "x"

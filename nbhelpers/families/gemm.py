@@ -120,7 +120,9 @@ class GemmTflopsRow:
     (None: no goal, the ratio is a cost measured). predicted_ms: what :mod:`nbhelpers.perf_model`
     predicts for ours on the run's ``meta.model_gpu``, the fastest over the configs the autotuner times
     (:func:`nbhelpers.kernels.gemm.predicted` at the compile table's registers and shared memory),
-    and predicted_config that config: the first GPU run also measures the model."""
+    and predicted_config that config: the first GPU run also measures the model. tuned_config: the
+    config the autotuner chose for ours at this shape (Triton's ``Autotuner.best_config``; None in
+    runs recorded before the benchmark kept it, and where no autotuner ran)."""
 
     kind: str
     M: int
@@ -138,6 +140,7 @@ class GemmTflopsRow:
     error: str | None = None
     predicted_ms: float | None = None
     predicted_config: str | None = None
+    tuned_config: str | None = None
 
 
 GEMM_NUMERICS = ResultsSpec(
