@@ -43,7 +43,7 @@ driver and the Triton version of the run; :attr:`Calibration.run` names them).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -62,7 +62,7 @@ __all__ = [
     "gemm_kind_rows",
     "gemm_rows",
     "grouped_gemm_rows",
-    "loop_against_ours",
+    "loop_and_ours_misses",
     "padded_rows",
     "pressure_rows",
     "topk_groups",
@@ -385,16 +385,16 @@ def padded_rows(run: dict, gpu: GPU) -> list[dict]:
     return out
 
 
-def loop_against_ours(short: list[dict], long: list[dict], host_us: float) -> list[dict]:
-    """The loop over ours, measured against the model's range, row by row. ``short`` and ``long``:
-    :func:`grouped_gemm_rows` of one run at the two ends of the latency range, in the same order;
-    ``host_us``: the host's cost per active expert. The model's loop is the longer of the host's
-    ``active * host_us`` (``host_ms``) and its GPU time (the launches overlap the GPU's work), at
-    each latency (``loop_model_ms``, a pair); the model's loop / ours is that over ours predicted at
-    the same latency (``model_range``: (least, most) of the two). Per row also: ``loop_over_ours``
-    (measured), ``to_range`` (1.0 inside the range, else the measurement over the range's nearer
-    end: below 1 where the model overstates ours' lead over the loop) and ``verdict``
-    ("inside", "below" or "above")."""
+def loop_and_ours_misses(short: list[dict], long: list[dict], host_us: float) -> list[dict]:
+    """How far the model misses the loop and our kernel, row by row, and the quotient of the two.
+    ``short`` and ``long``: :func:`grouped_gemm_rows` of one run at the two ends of the latency
+    range, in the same order; ``host_us``: the host's cost per active expert. The model's loop is
+    the longer of the host's ``active * host_us`` (``host_ms``) and its GPU time, since the launches
+    overlap the GPU's work. Per row, each a pair (short latency, long latency): ``loop_miss``
+    (measured loop over the model's), ``ours_miss`` (measured ours over the model's) and
+    ``quotient`` (``loop_miss / ours_miss``: the measured loop / ours over the model's, which is
+    the loop's GEMMs against ours once the model's common rates cancel); and ``bound`` (what bounds
+    ours at the long latency)."""
     if len(short) != len(long):
         raise ValueError(f"short and long must hold the same rows, got {len(short)} and {len(long)}")
     out = []
@@ -402,12 +402,8 @@ def loop_against_ours(short: list[dict], long: list[dict], host_us: float) -> li
         if (a["size"], a["E"], a["T"]) != (b["size"], b["E"], b["T"]):
             raise ValueError(f"rows differ: {(a['size'], a['E'], a['T'])} against {(b['size'], b['E'], b['T'])}")
         host = a["active"] * host_us / 1e3
-        model = (max(host, a["loop_gpu_ms"]), max(host, b["loop_gpu_ms"]))
-        ratios = (model[0] / a["predicted_ms"], model[1] / b["predicted_ms"])
-        lo, hi = min(ratios), max(ratios)
-        measured = a["loop_ms"] / a["ms"]
-        verdict = "below" if measured < lo else "above" if measured > hi else "inside"
-        nearer = {"below": lo, "above": hi, "inside": measured}[verdict]
+        loop = tuple(r["loop_ms"] / max(host, r["loop_gpu_ms"]) for r in (a, b))
+        ours = (a["ratio"], b["ratio"])
         out.append(
             {
                 "size": a["size"],
@@ -415,54 +411,13 @@ def loop_against_ours(short: list[dict], long: list[dict], host_us: float) -> li
                 "T": a["T"],
                 "active": a["active"],
                 "host_ms": host,
-                "loop_model_ms": model,
-                "loop_over_ours": measured,
-                "model_range": (lo, hi),
-                "to_range": measured / nearer,
-                "verdict": verdict,
+                "loop_miss": loop,
+                "ours_miss": ours,
+                "quotient": (loop[0] / ours[0], loop[1] / ours[1]),
+                "bound": b["bound"],
             }
         )
     return out
-
-
-def loop_range_spread(
-    judged: list[dict], bounds: list[str], skip: Iterable[tuple] = (), point: float = 1.02, near: float = 0.1
-) -> dict:
-    """:func:`loop_against_ours`' rows summed up, less those whose (size, E, T) is in ``skip``: how
-    wide the model's range for the loop over ours is, and where the measurement falls against its
-    nearer end. ``bounds``: what bounds ours on each row, in the same order (:func:`grouped_gemm_rows`'
-    ``bound``). A range whose high end is less than ``point`` times its low end is a point: the
-    latency moves neither ours nor the loop there, so a measurement can hardly fall inside it.
-    Returns ``rows`` (how many were judged), ``points`` (how many ranges are points), ``widths``
-    (high end over low end of the other ranges, sorted), ``inside_widths`` (those of the rows
-    inside), ``to_range`` ((least, most) of the measurement over the nearer end, 1.0 inside),
-    ``near`` (rows within ``near`` of their nearer end) and ``by_bound`` (per bound: ``rows``,
-    ``to_range`` (least, most), ``below``, ``inside``, ``above`` counts)."""
-    if len(judged) != len(bounds):
-        raise ValueError(f"one bound per row: got {len(judged)} rows and {len(bounds)} bounds")
-    skip = set(skip)
-    kept = [(v, b) for v, b in zip(judged, bounds) if (v["size"], v["E"], v["T"]) not in skip]
-    if not kept:
-        raise ValueError("no row left to judge")
-    width = [v["model_range"][1] / v["model_range"][0] for v, _ in kept]
-    to_range = [v["to_range"] for v, _ in kept]
-    by_bound: dict[str, dict] = {}
-    for v, b in kept:
-        g = by_bound.setdefault(b, {"rows": 0, "to_range": [], "below": 0, "inside": 0, "above": 0})
-        g["rows"] += 1
-        g["to_range"].append(v["to_range"])
-        g[v["verdict"]] += 1
-    for g in by_bound.values():
-        g["to_range"] = (min(g["to_range"]), max(g["to_range"]))
-    return {
-        "rows": len(kept),
-        "points": sum(w < point for w in width),
-        "widths": sorted(w for w in width if w >= point),
-        "inside_widths": sorted(w for w, (v, _) in zip(width, kept) if v["verdict"] == "inside"),
-        "to_range": (min(to_range), max(to_range)),
-        "near": sum(abs(t - 1) <= near for t in to_range),
-        "by_bound": by_bound,
-    }
 
 
 def _latency_caps(topk_run: dict, gpu: GPU) -> dict[int, float]:
