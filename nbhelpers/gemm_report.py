@@ -27,8 +27,12 @@ __all__ = [
     "fill_text",
     "kind_fits",
     "kinds_text",
+    "promotion_configs",
+    "predicted_configs",
     "promotion_registers",
+    "promotion_text",
     "promotion_wait",
+    "promotion_waits",
     "relative_speeds",
     "sustained_gpu",
     "torch_promotion_speeds",
@@ -215,6 +219,15 @@ def fill_text(c: Calibration, gemm_run: dict, compile_table: dict, shape=(1024, 
         f"({min(tiles, c.spec.sms) / c.spec.sms:.0%} busy, {waves} wave{'s' if waves > 1 else ''})"
     ]
     measured = row["ms"] * 1e-3
+    # the model's chain: K / BLOCK_K dependent steps, num_stages - 1 of them in flight, one
+    # latency each per wave
+    stages = int(row["config"].split(" s")[-1].split()[0])
+    steps = -(-K // int(row["config"].split()[0].split("x")[2]))
+    chain = waves * steps / (stages - 1) * c.spec.latency_s
+    lines.append(
+        f"  the chain: {steps} steps / {stages - 1} in flight x {c.spec.latency_s * 1e6:.2f} us "
+        f"x {waves} wave{'s' if waves > 1 else ''} = {chain * 1e6:.2f} us"
+    )
     for name, gpu in (("datasheet", c.spec), ("sustained", sustained)):
         t = flops_sm / (gpu.peak_flops["bf16"] / gpu.sms)
         whole = 2 * M * N * K / gpu.peak_flops["bf16"]
@@ -237,9 +250,11 @@ def fill_text(c: Calibration, gemm_run: dict, compile_table: dict, shape=(1024, 
 _WAIT_NOTE = re.compile(r"\(C7517\)[^\n]*")
 
 
-def _compile_promotion(config: str) -> dict:
-    """Compile the row-scaled fp8 kernel, promoted and fast, at ``config`` for sm_90 (Triton's
-    compiled mode: call in a process without TRITON_INTERPRET) and read ptxas's report."""
+def _compile_promotion(configs: Collection[str] | None = None) -> dict:
+    """Compile the row-scaled fp8 kernel, promoted and fast, at each of ``configs`` (all of the
+    compile family's by default) for sm_90 (Triton's compiled mode: call in a process without
+    TRITON_INTERPRET) and read ptxas's report: ``{"triton", "ptxas", "configs": {config: {"promoted":
+    ..., "fast": ...}}}``."""
     import tempfile
     from pathlib import Path
 
@@ -253,11 +268,17 @@ def _compile_promotion(config: str) -> dict:
 
     target = GPUTarget("cuda", 90, 32)
     ptxas = get_ptxas(90).path
-    out = {"triton": triton.__version__}
+    version = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
+    out = {
+        "triton": triton.__version__,
+        "ptxas": re.search(r"cuda_(\d+\.\d+)", version).group(1) if "cuda_" in version else version.strip(),
+        "configs": {},
+    }
     for case in cases():
         if not case.label.endswith("4096^3") or "row/col" not in case.label:
             continue
-        if case.config.split(" (")[0] != config:
+        config = case.config.split(" (")[0]
+        if configs is not None and config not in configs:
             continue
         fn = compile_check._kernel(case.kernel)
         options, signature, constexprs, attrs = compile_check.launch_spec(fn, case, target)
@@ -271,31 +292,139 @@ def _compile_promotion(config: str) -> dict:
                 capture_output=True,
                 text=True,
             )
-            version = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
         log = r.stderr + r.stdout
         body = ptx.split("$L__BB0_2:", 1)[-1].split("$L__BB0_3:", 1)[0]
         # the loop: do fp32 adds read the wgmma results before the loop's wait_group?
         wait = body.find("wgmma.wait_group")
         add = body.find("add.f32")
-        out["ptxas"] = re.search(r"cuda_(\d+\.\d+)", version).group(1) if "cuda_" in version else version.strip()
-        out["promoted" if "promoted" in case.label else "fast"] = {
+        out["configs"].setdefault(config, {})["promoted" if "promoted" in case.label else "fast"] = {
             "registers": compile_check.parse_ptxas(log)["registers"],
             "wgmma": body.count("wgmma.mma_async"),
             "adds_before_wait": 0 <= add < wait,
+            # the loop's own waits: wgmma.wait_group N lets N groups of wgmma stay in flight
+            "wait_groups": [int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", body)],
             "note": " ".join(_WAIT_NOTE.findall(log)),
         }
     return out
+
+
+def _run_compile(configs: list[str] | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = f"import json; from nbhelpers.gemm_report import _compile_promotion as f; print(json.dumps(f({configs!r})))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"compiling for sm_90 failed: {r.stderr.strip()[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def promotion_wait(config: str = "128x128x128 w8 s3") -> dict:
     """The row-scaled fp8 kernel compiled here for sm_90 at ``config``, promoted and fast (in a
     child process, so that it works beside the interpreter): for each, ptxas's ``registers``, the
     ``wgmma`` instructions of one ``K`` step, whether the loop's fp32 adds read the wgmma results
-    before the loop waits for them (``adds_before_wait``) and ptxas's note (C7517) where it had to
-    insert that wait itself; with the ``triton`` and ``ptxas`` versions. Needs no GPU."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    code = f"import json; from nbhelpers.gemm_report import _compile_promotion as f; print(json.dumps(f({config!r})))"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        raise RuntimeError(f"compiling for sm_90 failed: {r.stderr.strip()[-500:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    before the loop waits for them (``adds_before_wait``), the loop's own ``wait_groups`` (the N of
+    each ``wgmma.wait_group N``) and ptxas's note (C7517) where it had to insert that wait itself;
+    with the ``triton`` and ``ptxas`` versions. Needs no GPU."""
+    out = _run_compile([config])
+    return {"triton": out["triton"], "ptxas": out["ptxas"], **out["configs"].get(config, {})}
+
+
+def promotion_waits() -> dict:
+    """:func:`promotion_wait` at every config of the compile family (one child process):
+    ``{"triton", "ptxas", "configs": {config: {"promoted": ..., "fast": ...}}}``; the promoted
+    entry is missing at a config that only the fast kernel tunes over."""
+    return _run_compile(None)
+
+
+def promotion_configs(compile_table: dict, shape: str = "4096^3") -> list[dict]:
+    """Every config of the run's compile table (sm_90) for the row-scaled fp8 kernel, promoted
+    beside fast: ``config``, and per kind ``registers`` and ``programs`` per SM on an H100 (None
+    where that kind has no row at the config, as the promoted kernel at 128x256, which it does
+    not tune over), in the table's order."""
+    rows: dict[str, dict] = {}
+    for kind in ("fp8_rowwise", "fp8_rowwise_fast_accum"):
+        kernel, label, _, _ = GEMM_KIND_KERNELS[kind]
+        for r in compile_table["rows"]:
+            if (r["kernel"], r["label"], r["target"], r.get("status")) != (
+                kernel,
+                label.format(shape),
+                "sm_90",
+                "ok",
+            ):
+                continue
+            config = r["config"].split(" (")[0]
+            row = rows.setdefault(config, {"config": config, "fp8_rowwise": None, "fp8_rowwise_fast_accum": None})
+            row[kind] = {
+                "registers": r["registers"],
+                "shared": r["shared"],
+                "programs": occupancy(r["registers"], r["num_warps"], r["shared"], H100).blocks,
+            }
+    return list(rows.values())
+
+
+def predicted_configs(gemm_run: dict, kind: str) -> dict[str, list[tuple[int, int, int]]]:
+    """The configs the run's rows of ``kind`` record, by source: ``{"predicted": {config:
+    [shapes]}, "tuned": {config: [shapes]}}``; a run older than ``tuned_config`` has no tuned
+    entries."""
+    out: dict[str, dict] = {"predicted": {}, "tuned": {}}
+    for r in gemm_run["rows"]:
+        if r["kind"] != kind:
+            continue
+        for key in ("predicted", "tuned"):
+            if r.get(f"{key}_config"):
+                out[key].setdefault(r[f"{key}_config"], []).append(_shape(r))
+    return out
+
+
+def promotion_text(compile_table: dict, waits: dict, gemm_run: dict) -> str:
+    """The promoted and fast row-scaled fp8 kernels config by config: registers and programs per SM
+    from the run's compile table (its Triton), then the same configs compiled here
+    (:func:`promotion_waits`): registers (promoted/fast), whether the loop's adds read the wgmma results before
+    its wait, ptxas's injected wait (C7517) and the loop's own ``wgmma.wait_group`` counts; then
+    the configs the run records for each kernel (the model's prediction, and the autotuner's
+    choice where the run records it)."""
+    here = waits["configs"]
+    rows = []
+    for r in promotion_configs(compile_table):
+        p, f = r["fp8_rowwise"], r["fp8_rowwise_fast_accum"]
+        hp, hf = here.get(r["config"], {}).get("promoted"), here.get(r["config"], {}).get("fast")
+        rows.append(
+            (
+                r["config"],
+                "-" if p is None else f"{p['registers']} / {p['programs']}",
+                "-" if f is None else f"{f['registers']} / {f['programs']}",
+                "/".join("-" if h is None else str(h["registers"]) for h in (hp, hf)),
+                "-" if hp is None else ("yes" if hp["adds_before_wait"] else "no"),
+                "-" if hp is None else ("yes" if "C7517" in hp["note"] else "no"),
+                "-" if hf is None else ("yes" if "C7517" in hf["note"] else "no"),
+                "-" if hf is None else ",".join(str(n) for n in hf["wait_groups"]),
+            )
+        )
+    lines = [
+        "the run's compile table: registers / programs per SM; "
+        f"compiled here (Triton {waits['triton']}, ptxas {waits['ptxas']}): the loop's adds and waits",
+        text_table(
+            rows,
+            [
+                "config",
+                "promoted",
+                "fast",
+                "here: registers",
+                "promoted: adds before wait",
+                "promoted: C7517",
+                "fast: C7517",
+                "fast: wait_group",
+            ],
+        ),
+    ]
+    for kind in ("fp8_rowwise", "fp8_rowwise_fast_accum"):
+        chosen = predicted_configs(gemm_run, kind)
+        lines.append(
+            f"{KIND_NAMES[kind]}: the model predicts "
+            + "; ".join(f"{c} ({len(s)} shape{'s' * (len(s) > 1)})" for c, s in chosen["predicted"].items())
+            + "; tuned config recorded: "
+            + (
+                "; ".join(f"{c} ({len(s)} shape{'s' * (len(s) > 1)})" for c, s in chosen["tuned"].items())
+                or "none (run predates it)"
+            )
+        )
+    return "\n".join(lines)

@@ -116,6 +116,7 @@ def test_fill_text_counts_the_busy_sms_at_1024_cubed(h100):
     # 2 * 128 * 128 * 1024 FLOPs at 1/132 of 989 TFLOP/s
     expected = 2 * 128 * 128 * 1024 / (c.spec.peak_flops["bf16"] / 132)
     assert f"{expected * 1e6:.2f} us on the busy SMs" in text
+    assert "the chain: 16 steps / 3 in flight x 1.00 us x 1 wave = 5.33 us" in text
     assert "torch at this shape: bf16 230 TFLOP/s (9.3 us)" in text
 
 
@@ -125,3 +126,36 @@ def test_promotion_wait_compiles_both_kernels_here():
     assert "C7517" in out["promoted"]["note"] and out["fast"]["note"] == ""
     assert out["promoted"]["registers"] > out["fast"]["registers"] + 32
     assert out["promoted"]["wgmma"] == out["fast"]["wgmma"] == 4
+    assert out["fast"]["wait_groups"] == [1]
+
+
+def test_promotion_configs_pairs_promoted_and_fast_on_the_recorded_table(h100):
+    _, _, table = h100
+    rows = {r["config"]: r for r in gemm_report.promotion_configs(table)}
+    # the fast kernel alone tunes over 128x256 (the promoted one spills there)
+    assert rows["128x256x128 w8 s3"]["fp8_rowwise"] is None
+    assert rows["128x256x128 w8 s3"]["fp8_rowwise_fast_accum"]["programs"] == 1
+    # only 128x128x128 w8 s3 loses a program to promotion
+    lost = [
+        c
+        for c, r in rows.items()
+        if r["fp8_rowwise"] and r["fp8_rowwise"]["programs"] < r["fp8_rowwise_fast_accum"]["programs"]
+    ]
+    assert lost == ["128x128x128 w8 s3"]
+
+
+def test_promotion_text_with_stand_in_compiles(h100):
+    _, run, table = h100
+    entry = {"registers": 1, "wgmma": 4, "adds_before_wait": True, "wait_groups": [1], "note": "(C7517) x"}
+    fast = {**entry, "adds_before_wait": False, "note": ""}
+    waits = {"triton": "t", "ptxas": "p", "configs": {"256x128x128 w8 s3": {"promoted": entry, "fast": fast}}}
+    text = gemm_report.promotion_text(table, waits, run)
+    assert "256x128x128 w8 s3   255 / 1  192 / 1" in text
+    assert "fp8 fast accum: the model predicts 128x256x128 w8 s3 (6 shapes)" in text
+    assert "tuned config recorded: none (run predates it)" in text
+    assert gemm_report.predicted_configs(
+        {"rows": [{"kind": "bf16", "M": 1, "N": 1, "K": 1, "tuned_config": "c"}]}, "bf16"
+    ) == {
+        "predicted": {},
+        "tuned": {"c": [(1, 1, 1)]},
+    }
