@@ -40,6 +40,8 @@ __all__ = [
     "race_text",
     "recorded_copy_model_text",
     "run_header",
+    "strided_layout_text",
+    "strided_read_layouts",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,8 +342,9 @@ def naive_transpose_bounds(run: dict) -> dict[int, float]:
 
 def copy_figure(run: dict, live: bool = False, ax=None):
     """The run's bandwidths per access pattern (:func:`nbhelpers.plots.plot_copy_bandwidth`), with
-    the datasheet's peak where the model knows the GPU and, at the transposed column, torch's naive
-    transpose's no-reuse bounds (:func:`naive_transpose_bounds`)."""
+    the datasheet's peak where the model knows the GPU, the 64-byte DRAM fetch model (at the run's
+    torch copy) from stride 8 on and, at the transposed column, torch's naive transpose's no-reuse
+    bounds (:func:`naive_transpose_bounds`)."""
     from .plots import plot_copy_bandwidth
 
     meta = run["meta"]
@@ -355,12 +358,19 @@ def copy_figure(run: dict, live: bool = False, ax=None):
         if has_naive
         else None
     )
+    base = _torch_copy(run)
+    wide = {
+        f"stride {r['stride']}": base * copy_fraction(cache_line_efficiency(r["stride"], 4, 64))
+        for r in run["rows"]
+        if r["pattern"] == "strided" and r["stride"] >= 8
+    }
     ax = plot_copy_bandwidth(
         run["rows"],
         peak=None if spec is None else spec.hbm_bytes_per_s,
         peak_label=f"{meta['gpu']} peak (datasheet)",
         ax=ax,
         bounds=bounds,
+        models={"64-byte DRAM fetch model x measured torch copy": wide} if wide else None,
     )
     when = "measured now" if live else f"recorded {meta['date'][:10]}"
     ax.set_title(f"copy kernels on {meta['gpu']} ({when})", fontsize=10)
@@ -430,4 +440,87 @@ def recorded_copy_model_text(blocks_per_sm: int, block_bytes: int) -> str:
             f"copy BLOCK=1024, {2 * 4 * n / 2**30:.0f} GiB moved: {gpu.name} model, no launch, "
             f"{p.seconds * 1e3:.3f} ms ({p.bound}), measured {ms:.3f} ms: {ms / (p.seconds * 1e3):.2f}x"
         )
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- section 5 (the strided read's layout)
+
+_LAYOUT_SCRIPT = r"""
+import json, re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from nbhelpers.compile_check import capability_of, global_access, launch_spec
+from nbhelpers.families.manifest import Case
+from nbhelpers.kernels.copy import strided_read_kernel
+
+blocks, stride, warps, target = json.loads(sys.argv[1])
+out = []
+for block in blocks:
+    case = Case("nbhelpers.kernels.copy:strided_read_kernel", "", ("*fp32", "*fp32", 2**20, stride),
+                {"BLOCK": block}, num_warps=warps, target=target)
+    gpu = GPUTarget("cuda", capability_of(target), 32)
+    opts, sig, consts, attrs = launch_spec(strided_read_kernel, case, gpu)
+    k = triton.compile(ASTSource(strided_read_kernel, sig, consts, attrs), target=gpu, options=opts.__dict__)
+    spt = re.search(r"sizePerThread = \[(\d+)\]", k.asm["ttgir"])
+    out.append({"block": block, "num_warps": warps, "target": target, "stride": stride,
+                "size_per_thread": int(spt.group(1)), "loads": global_access(k.asm["ptx"])["ld"],
+                "triton": triton.__version__})
+print(json.dumps(out))
+"""
+
+
+def strided_read_layouts(
+    blocks: Sequence[int] = (1024, 128), stride: int = 8, num_warps: int = 4, target: str = "sm_90"
+) -> list[dict]:
+    """Compile ``strided_read_kernel`` for ``target`` at each ``BLOCK`` of ``blocks`` (fp32, a
+    runtime ``stride``) and return, per block, the layout Triton gave its load (``size_per_thread``,
+    the consecutive elements each thread holds, from the TritonGPU IR) and its global loads by
+    vector width in the PTX (:func:`nbhelpers.compile_check.global_access`). Runs in a subprocess
+    without ``TRITON_INTERPRET``, so it works on a CPU after :func:`nbhelpers.device.setup_device`;
+    needs Triton's NVIDIA backend, no GPU."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", _LAYOUT_SCRIPT, json.dumps([list(blocks), stride, num_warps, target])],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-10:])
+        raise RuntimeError(f"compiling strided_read_kernel failed:\n{tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def strided_layout_text(layouts: Sequence[dict], strides: Sequence[int] = (2, 4, 8)) -> str:
+    """Per compiled layout of :func:`strided_read_layouts`: its scalar loads per thread and how far
+    apart the 32 lanes of one load instruction read (``size_per_thread`` x the stride), with the
+    sectors one such instruction touches at each of ``strides``, beside a load whose lanes hold one
+    element each (torch's elementwise copy)."""
+    from .memory_access import sectors_touched
+
+    out = []
+    for lay in layouts:
+        spt = lay["size_per_thread"]
+        scalar = lay["loads"].get("1", 0)
+        out.append(
+            f"strided_read_kernel, BLOCK = {lay['block']}, {lay['num_warps']} warps, {lay['target']}, "
+            f"Triton {lay['triton']}: sizePerThread = [{spt}], loads {lay['loads']} "
+            f"({scalar} scalar ld.global per thread)"
+        )
+
+    def sectors(s: int) -> int:
+        return sectors_touched(elem_bytes=4, stride=s).sectors
+
+    rows = [
+        (s, *[f"{s * lay['size_per_thread']}: {sectors(s * lay['size_per_thread'])}" for lay in layouts], sectors(s))
+        for s in strides
+    ]
+    heads = [f"BLOCK = {lay['block']}: lanes apart, sectors" for lay in layouts]
+    out.append("one fp32 load instruction of a warp, at a stride of s elements:")
+    out.append(text_table(rows, ["s", *heads, "one element per lane: sectors"]))
     return "\n".join(out)

@@ -126,6 +126,9 @@ def test_the_recorded_h100_copy_run_reads_as_the_chapter_says():
     ax = report.copy_figure(run)
     labels = [ln.get_label() for ln in ax.lines]
     assert "torch's naive transpose, no L2 reuse, 64-byte fetch" in labels
+    wide = next(ln for ln in ax.lines if ln.get_label().startswith("64-byte DRAM fetch model"))
+    np.testing.assert_allclose(wide.get_xdata(), [3, 4, 5])  # strides 8, 16, 32
+    np.testing.assert_allclose(wide.get_ydata(), [672, 356, 356], atol=0.5)
     assert ax.get_ylim()[0] == 200  # the stride-32 points (262 GB/s) sit above a labelled tick
     assert "recorded 2026-12-06" in ax.get_title()
     plt.close(ax.figure)
@@ -135,3 +138,26 @@ def test_measure_copy_run_says_why_the_benchmark_did_not_run(tmp_path, monkeypat
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: the script stops with code 2
     with pytest.raises(RuntimeError, match="exited with 2:\n.*needs an NVIDIA GPU"):
         report.measure_copy_run(tmp_path)
+
+
+def test_strided_layout_text_spreads_a_warps_lanes_by_the_elements_each_thread_holds():
+    layouts = [
+        {"block": 1024, "num_warps": 4, "target": "sm_90", "size_per_thread": 4, "loads": {"1": 8}, "triton": "t"},
+        {"block": 128, "num_warps": 4, "target": "sm_90", "size_per_thread": 1, "loads": {"1": 1}, "triton": "t"},
+    ]
+    text = report.strided_layout_text(layouts, strides=(2, 4, 8))
+    assert "BLOCK = 1024, 4 warps, sm_90, Triton t: sizePerThread = [4]" in text
+    assert "(8 scalar ld.global per thread)" in text
+    rows = [ln.split() for ln in text.splitlines()[-3:]]
+    # stride, lanes apart and sectors at BLOCK = 1024, at BLOCK = 128, then one element per lane
+    assert rows == [
+        ["2", "8:", "32", "2:", "8", "8"],
+        ["4", "16:", "32", "4:", "16", "16"],
+        ["8", "32:", "32", "8:", "32", "32"],
+    ]
+
+
+def test_strided_read_layouts_compiles_for_sm_90_without_a_gpu():
+    pytest.importorskip("triton.backends.nvidia")
+    layouts = report.strided_read_layouts(blocks=(1024, 128), stride=8)
+    assert [(lay["size_per_thread"], lay["loads"]) for lay in layouts] == [(4, {"1": 8}), (1, {"1": 1})]

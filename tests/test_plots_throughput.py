@@ -170,6 +170,15 @@ def test_plot_copy_bandwidth_draws_bounds_at_their_patterns_and_labels_a_tick_be
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="no pattern 'stride 64'"):
         plots.plot_copy_bandwidth(_rows(), bounds={"x": {"stride 64": 1e11}})
+    # a model's line: dashed, over its patterns only
+    ax = plots.plot_copy_bandwidth(_rows(), models={"64-byte": {"stride 2": 2e12, "stride 8": 0.4e12}})
+    ln = next(ln for ln in ax.lines if ln.get_label() == "64-byte")
+    assert ln.get_linestyle() == "--"
+    np.testing.assert_allclose(ln.get_xdata(), [1, 2])
+    np.testing.assert_allclose(ln.get_ydata(), [2000, 400])
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="model 'y': no pattern 'stride 64'"):
+        plots.plot_copy_bandwidth(_rows(), models={"y": {"stride 64": 1e11}})
     from nbhelpers.plots.throughput import _nice_floor
 
     assert [_nice_floor(v) for v in (262.0, 200.0, 199.0, 0.9, 5000.0, 7000.0)] == [200, 200, 100, 0.5, 5000, 5000]

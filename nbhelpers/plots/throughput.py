@@ -189,6 +189,10 @@ def _nice_floor(v: float) -> float:
     return max(m * 10.0**e for m in _NICE if m * 10.0**e <= v * (1 + 1e-12))
 
 
+#: colours of :func:`plot_copy_bandwidth`'s extra model lines
+_MODEL_COLOURS = ("#1f78b4", "#e6ab02")
+
+
 def plot_copy_bandwidth(
     rows: Sequence[dict],
     peak: float | None = None,
@@ -196,6 +200,7 @@ def plot_copy_bandwidth(
     ax=None,
     legend_outside: bool = True,
     bounds: dict | None = None,
+    models: dict | None = None,
 ):
     """Bandwidth of useful bytes (GB/s, log axis) per access pattern: the Triton kernel (the
     fastest tile size per pattern), torch's own copy, the sector model's prediction for the
@@ -205,7 +210,9 @@ def plot_copy_bandwidth(
     rows: see :func:`copy_bandwidth_points`. peak: bytes/s (None: no line). bounds: label ->
     {pattern label ("transposed", "stride 8", ...): bytes/s}, each drawn as hollow markers with
     no line at its patterns (a bound that holds for one kernel of a pattern only, such as torch's
-    naive transpose). Each series has its own colour, line style and marker; the legend sits
+    naive transpose). models: label -> {pattern label: bytes/s}, each drawn as a dashed line with
+    hollow markers over its patterns (another model's prediction at some patterns only). Each
+    series has its own colour, line style and marker; the legend sits
     under the axes by default. The y axis starts at a labelled tick below the lowest point.
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -226,6 +233,8 @@ def plot_copy_bandwidth(
             continue
         lows.append(np.nanmin(y))
         ax.plot(x, y, ls, color=color, marker=marker, fillstyle=fill, ms=7, lw=1.5, label=label)
+    if len(models or {}) > len(_MODEL_COLOURS):
+        raise ValueError(f"at most {len(_MODEL_COLOURS)} models")
     if len(bounds or {}) > len(_BOUND_STYLES):
         raise ValueError(f"at most {len(_BOUND_STYLES)} bounds")
     for (label, at), (color, marker) in zip((bounds or {}).items(), _BOUND_STYLES, strict=False):
@@ -236,6 +245,14 @@ def plot_copy_bandwidth(
         ys = [v / 1e9 for v in at.values()]
         lows.append(min(ys))
         ax.plot(xs, ys, ls="none", color=color, marker=marker, fillstyle="none", ms=8, mew=1.5, label=label)
+    for (label, at), color in zip((models or {}).items(), _MODEL_COLOURS, strict=False):
+        unknown = [p for p in at if p not in pts["patterns"]]
+        if unknown:
+            raise ValueError(f"model {label!r}: no pattern {unknown[0]!r} in the rows ({pts['patterns']})")
+        ys = [v / 1e9 for v in at.values()]
+        lows.append(min(ys))
+        ax.plot([pts["patterns"].index(p) for p in at], ys, "--", color=color, marker="h", fillstyle="none",
+                ms=7, lw=1.5, label=label)  # fmt: skip
     if peak is not None:
         ax.axhline(peak / 1e9, color="0.4", lw=1.0, ls="-.", label=f"{peak_label} ({peak / 1e12:.3g} TB/s)")
     ax.set_yscale("log")
