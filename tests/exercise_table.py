@@ -82,6 +82,8 @@ _A_UNFILLED = (_A_FILLED, "mask=(offs_m[:, None] < M) & (k[None, :] < K),")
 _B_UNFILLED = (_B_FILLED, "mask=(k[:, None] < K) & (offs_n[None, :] < N),")
 _DOT = 'acc += tl.dot(a, b, input_precision="ieee")'
 _ACC = "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
+#: ex09.swap_ab_epilogue: where the scale of feature n's group of B is
+_SB = "sb_ptr + (offs_n // group_n) * stride_sb"
 
 
 CHAPTERS = [
@@ -1794,6 +1796,36 @@ CHAPTERS = [
                 ),
                 # the partial tiles loaded unmasked
                 ("swap_ab_epilogue", "acc = tl.load(p_ptrs, mask=tile_mask, other=0.0)", "acc = tl.load(p_ptrs)"),
+                # B's scales read one per column, the groups ignored (as in the unswapped kernel)
+                ("swap_ab_epilogue", _SB, "sb_ptr + offs_n * stride_sb"),
+                # the stride between group scales left out: right by columns only
+                ("swap_ab_epilogue", _SB, "sb_ptr + offs_n // group_n"),
+                # the stride multiplied in before the division
+                ("swap_ab_epilogue", _SB, "sb_ptr + offs_n * stride_sb // group_n"),
+                # the group rounded up: feature n in group cdiv(n, group_n)
+                ("swap_ab_epilogue", _SB, "sb_ptr + tl.cdiv(offs_n, group_n) * stride_sb"),
+                # the group counted from 1: (n + 1) // group_n
+                ("swap_ab_epilogue", _SB, "sb_ptr + ((offs_n + 1) // group_n) * stride_sb"),
+                # the position inside the group taken for the group
+                ("swap_ab_epilogue", _SB, "sb_ptr + (offs_n % group_n) * stride_sb"),
+                # group_n taken as the number of groups: features cut into group_n groups
+                ("swap_ab_epilogue", _SB, "sb_ptr + (offs_n // tl.cdiv(N, group_n)) * stride_sb"),
+                # one scale per tile, its first feature's group: a group that starts inside it missed
+                (
+                    "swap_ab_epilogue",
+                    _SB,
+                    "sb_ptr + (tl.program_id(axis=0) * BLOCK_N // group_n + 0 * offs_n) * stride_sb",
+                ),
+                # the tile's number taken for the group (groups assumed BLOCK_N wide)
+                ("swap_ab_epilogue", _SB, "sb_ptr + (tl.program_id(axis=0) + 0 * offs_n) * stride_sb"),
+                # B's first scale for every feature (per tensor)
+                ("swap_ab_epilogue", _SB, "sb_ptr + 0 * offs_n"),
+                # the group scales loaded unmasked: past the last group for the lanes past N
+                (
+                    "swap_ab_epilogue",
+                    "        sb_ptr + (offs_n // group_n) * stride_sb,\n        mask=offs_n < N,\n        other=0.0,\n",
+                    "        sb_ptr + (offs_n // group_n) * stride_sb,\n",
+                ),
                 # --- register_budget: the inverse of the occupancy
                 # not rounded down to a multiple of 8
                 ("register_budget", "16384 // per_sub // 32 // 8 * 8", "16384 // per_sub // 32"),

@@ -21,7 +21,27 @@ def test_swap_ab_epilogue_ref_is_scaled_mm_epilogue():
     sA = np.exp2(rng.uniform(-8, 2, (7, 1))).astype(np.float32)
     sB = np.exp2(rng.uniform(-8, 2, (1, 5))).astype(np.float32)
     acc_t = (qB.T @ qA.T).astype(np.float32)  # exact products; float64 sum rounded once, as scaled_mm
-    assert np.array_equal(ch09.swap_ab_epilogue_ref(acc_t[None], sA, sB), scaled_mm(qA, qB, sA, sB))
+    assert np.array_equal(ch09.swap_ab_epilogue_ref(acc_t[None], sA, sB.T, 1), scaled_mm(qA, qB, sA, sB))
+
+
+def test_swap_ab_epilogue_ref_spreads_group_scales_over_their_columns():
+    """B's scales by group of group_n columns: scaled_mm with each group's scale repeated over its
+    columns (the last group shorter), bit for bit; one group is a per-tensor scale."""
+    rng = np.random.default_rng(4)
+    qA = round_to(rng.standard_normal((3, 40)) * 30, "e4m3fn")
+    qB = round_to(rng.standard_normal((40, 70)) * 30, "e4m3fn")
+    sA = np.exp2(rng.uniform(-8, 2, (3, 1))).astype(np.float32)
+    acc_t = (qB.T @ qA.T).astype(np.float32)
+    for group_n in (1, 7, 24, 32, 69, 70, 128):
+        groups = -(-70 // group_n)
+        sB = np.exp2(rng.uniform(-8, 2, (groups, 1))).astype(np.float32)
+        cols = np.array([[sB[n // group_n, 0] for n in range(70)]], np.float32)
+        got = ch09.swap_ab_epilogue_ref(acc_t[None], sA, sB, group_n)
+        assert np.array_equal(got, scaled_mm(qA, qB, sA, cols))
+        if groups == 1:
+            assert np.array_equal(got, scaled_mm(qA, qB, sA, sB))
+    with pytest.raises(ValueError, match="needs 3"):
+        ch09.group_scales(np.ones((2, 1), np.float32), 70, 24)
 
 
 def test_split_sum_is_in_order_of_s():
@@ -206,7 +226,7 @@ def test_the_given_launchers_must_stay_as_given(name):
         "split_k_matmul": "    return np.stack([a[:, s:e] @ b[s:e] for s, e in "
         "__import__('nbhelpers.answer_keys.ch09').answer_keys.ch09.k_ranges(a.shape[1], splits)])\n",
         "swap_ab_epilogue": "    return __import__('nbhelpers.answer_keys.ch09').answer_keys.ch09.swap_ab_epilogue_ref("
-        "parts_t, sA, sB)\n",
+        "parts_t, sA, sB, group_n)\n",
     }[name]
     old = '    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"\n'
     result = run_check(f"ex09.{name}", nb.mutated(name, old, host + old))

@@ -28,15 +28,21 @@ reading or writing memory that is not the kernel's, or crashing the notebook.
   ``input_precision="ieee"``, an operand loaded under a mask without ``other=``).
 - ``swap_ab_epilogue``: the second kernel of a split-K scaled fp8 GEMM computed transposed ("swap
   AB", ``C^T = qB^T qA^T``): the float32 partial tiles ``parts_t (S, N, M)`` added in the order
-  of ``s``, then per-row (or per-tensor) scales of A along the tile's columns, per-column (or
-  per-tensor) scales of B along its rows, ``C (M, N)`` stored transposed. Reference:
+  of ``s``, then per-row (or per-tensor) scales of A along the tile's columns, and B's scales
+  along its rows, one per group of ``group_n`` consecutive columns of B, ``sB (cdiv(N, group_n),
+  1)`` (``group_n = 1``: per column; ``group_n >= N``: per tensor; 128: weights quantized in
+  blocks of 128 output features), which the kernel must find for each feature (``n // group_n``,
+  times the stride between groups); ``C (M, N)`` stored transposed. Reference:
   :func:`split_sum_ref`, then :func:`nbhelpers.answer_keys.ch06.epilogue_ref` on the sum's
-  transpose, the fp32 epilogue of :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit
-  against it in tests/test_exercises_ch06.py and here); compared bit for bit, so the order of the
-  sum and of the scales counts (the partial tiles have like magnitudes and random signs). The
-  given launcher (:data:`EPILOGUE_LAUNCHER`) pads the partial tiles with a slice of NaN and NaN
-  past each slice's edges, runs both layouts, and puts C in a buffer of NaN: a store past C's
-  edge is reported. Most cases are decode-like (a few tokens, ``M`` up to 16) and not square.
+  transpose with B's scales spread over their groups (:func:`group_scales`), the fp32 epilogue of
+  :func:`nbhelpers.scaled_gemm.scaled_mm` (held bit for bit against it in
+  tests/test_exercises_ch06.py and here); compared bit for bit, so the order of the sum and of the
+  scales counts (the partial tiles have like magnitudes and random signs). The given launcher
+  (:data:`EPILOGUE_LAUNCHER`) pads the partial tiles with a slice of NaN and NaN past each slice's
+  edges, lays B's group scales out 2 apart by rows and 1 apart by columns, runs both layouts, and
+  puts C in a buffer of NaN: a store past C's edge is reported. Most cases are decode-like (a few
+  tokens, ``M`` up to 16) and not square; the groups straddle the launcher's 32-feature tiles in
+  many of them (a scale per tile fails), and a few have ``N`` past 128 in groups of 128.
 - ``register_budget``: the inverse of an occupancy: the most registers per thread at which an
   H100/H200 SM still holds a given number of warps of a kernel (its ``num_warps`` and shared
   memory per block given), 0 if none. Reference: a search over
@@ -236,18 +242,29 @@ def split_sum_ref(parts_t: np.ndarray) -> np.ndarray:
     return acc
 
 
-def swap_ab_epilogue_ref(parts_t: np.ndarray, sA: np.ndarray, sB: np.ndarray) -> np.ndarray:
-    """fl32(fl32(acc_t.T * sA) * sB) as float64, (M, N), where acc_t (N, M) is the float32 sum of
-    the split-K partial tiles parts_t (S, N, M) in order of s: scaled_mm's epilogue (chapter 06's
-    reference) on the transposed accumulator."""
-    return epilogue_ref(split_sum_ref(parts_t).T, sA, sB)
+def group_scales(sB: np.ndarray, N: int, group_n: int) -> np.ndarray:
+    """B's scales, one per group of ``group_n`` consecutive columns (``sB``, cdiv(N, group_n)
+    values), spread to one per column: (1, N) float32."""
+    groups = np.asarray(sB, dtype=np.float32).reshape(-1)
+    if group_n < 1 or groups.size != -(-N // group_n):
+        raise ValueError(
+            f"sB has {groups.size} scales; N = {N} in groups of {group_n} needs {-(-N // max(group_n, 1))}"
+        )
+    return np.repeat(groups, group_n)[:N].reshape(1, N)
 
 
-def _scales(rng: np.random.Generator, n: int, per: bool, row: bool) -> np.ndarray:
-    """fp32 scales with full 24-bit mantissas, like amax / 448 of real data."""
-    k = n if per else 1
-    s = np.exp2(rng.uniform(-12, 4, size=k)).astype(np.float32)
-    return s.reshape((k, 1) if row else (1, k))
+def swap_ab_epilogue_ref(parts_t: np.ndarray, sA: np.ndarray, sB: np.ndarray, group_n: int) -> np.ndarray:
+    """fl32(fl32(acc_t.T * sA) * sB[n // group_n]) as float64, (M, N), where acc_t (N, M) is the
+    float32 sum of the split-K partial tiles parts_t (S, N, M) in order of s and sB holds one
+    scale per group of ``group_n`` columns, (cdiv(N, group_n), 1): scaled_mm's epilogue (chapter
+    06's reference) on the transposed accumulator."""
+    acc = split_sum_ref(parts_t).T
+    return epilogue_ref(acc, sA, group_scales(sB, acc.shape[1], int(group_n)))
+
+
+def _scales(rng: np.random.Generator, k: int, shape: tuple[int, int]) -> np.ndarray:
+    """k fp32 scales with full 24-bit mantissas, like amax / 448 of real data, in ``shape``."""
+    return np.exp2(rng.uniform(-12, 4, size=k)).astype(np.float32).reshape(shape)
 
 
 def _parts(rng: np.random.Generator, splits: int, rows: int, cols: int, empty: int = 0) -> np.ndarray:
@@ -265,15 +282,27 @@ def _epilogue_case(
     M: int,
     N: int,
     splits: int,
+    group_n: int,
     per_a: bool = True,
-    per_b: bool = True,
     empty: int = 0,
     label: str = "",
 ):
-    """parts_t (S, N, M), sA (M, 1) or (1, 1), sB (1, N) or (1, 1)."""
-    return Case(
-        (_parts(rng, splits, N, M, empty), _scales(rng, M, per_a, True), _scales(rng, N, per_b, False)), label=label
-    )
+    """parts_t (S, N, M), sA (M, 1) or (1, 1), sB (cdiv(N, group_n), 1), group_n."""
+    k = M if per_a else 1
+    sA, sB = _scales(rng, k, (k, 1)), _scales(rng, -(-N // group_n), (-(-N // group_n), 1))
+    return Case((_parts(rng, splits, N, M, empty), sA, sB, group_n), label=label)
+
+
+def _group(rng: np.random.Generator, N: int) -> int:
+    """A group size for N features: per column, per tensor, 128, or one that straddles tiles."""
+    kind = rng.random()
+    if kind < 0.15:
+        return 1
+    if kind < 0.3:
+        return N + int(rng.integers(0, 40))  # one group: per tensor
+    if kind < 0.4:
+        return 128
+    return int(rng.choice([2, 3, 5, 7, 12, 16, 20, 24, 40, 48, 64]))
 
 
 def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
@@ -281,26 +310,35 @@ def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
     f32 = np.float32
     cases = [
         Case(
-            (np.array([[[1.0, -2.0], [3.0, 0.0]]], f32), np.array([[2.0]], f32), np.array([[0.5]], f32)),
-            label="one partial tile, per-tensor scales: one value each",
+            (np.array([[[1.0, -2.0], [3.0, 0.0]]], f32), np.array([[2.0]], f32), np.array([[0.5]], f32), 2),
+            label="one partial tile, per-tensor scales (one group of 2 features): one value each",
         ),
         Case(
             (
                 np.array([[[1.0], [1.0], [1.0]], [[2.0], [-4.0], [0.5]]], f32),
                 np.array([[3.0]], f32),
-                np.array([[1.0, 2.0, 4.0]], f32),
+                np.array([[1.0], [2.0], [4.0]], f32),
+                1,
             ),
-            label="two partial tiles, one token (M = 1), N = 3: per-tensor sA, per-column sB",
+            label="two partial tiles, one token (M = 1), N = 3 in groups of 1: a scale per feature",
         ),
         Case(
-            (np.array([[[2.0**24]], [[1.0]], [[1.0]]], f32), np.array([[1.0]], f32), np.array([[1.0]], f32)),
+            (np.array([[[2.0**24]], [[1.0]], [[1.0]]], f32), np.array([[1.0]], f32), np.array([[1.0]], f32), 128),
             label="2**24 + 1 + 1 in order: each 1 lost (in another order, 2**24 + 2)",
         ),
-        _epilogue_case(fixed, 5, 3, 3, label="M = 5, N = 3, 3 partial tiles, per row and per column"),
-        _epilogue_case(fixed, 4, 40, 4, empty=1, label="M = 4 tokens, N = 40: two tiles along N; the last partial 0"),
-        _epilogue_case(fixed, 20, 20, 2, label="20 x 20 (square: a scale on the wrong axis still broadcasts)"),
-        _epilogue_case(fixed, 17, 33, 3, per_b=False, label="M = 17, N = 33, per-row sA, per-tensor sB"),
-        _epilogue_case(fixed, 33, 17, 4, per_a=False, label="M = 33, N = 17, per-tensor sA, per-column sB"),
+        Case(
+            (np.ones((1, 5, 1), f32), np.array([[1.0]], f32), np.array([[2.0], [3.0]], f32), 3),
+            label="N = 5 in groups of 3: features 0-2 scaled by 2, 3-4 by 3",
+        ),
+        _epilogue_case(fixed, 5, 3, 3, 1, label="M = 5, N = 3, 3 partial tiles, per row and per column"),
+        _epilogue_case(
+            fixed, 4, 40, 4, 16, empty=1, label="M = 4 tokens, N = 40 in groups of 16: 3 groups over two tiles of 32"
+        ),
+        _epilogue_case(fixed, 20, 20, 2, 1, label="20 x 20 (square: a scale on the wrong axis still broadcasts)"),
+        _epilogue_case(fixed, 17, 33, 3, 33, label="M = 17, N = 33, per-row sA, one group: per-tensor sB"),
+        _epilogue_case(fixed, 33, 17, 4, 1, per_a=False, label="M = 33, N = 17, per-tensor sA, per-column sB"),
+        _epilogue_case(fixed, 3, 70, 2, 24, label="N = 70 in groups of 24: the second group straddles two tiles"),
+        _epilogue_case(fixed, 6, 300, 3, 128, label="N = 300 in groups of 128: 3 groups, the last 44 long"),
     ]
     for _ in range(20):
         if rng.random() < 0.6:  # decode: a few tokens, many features
@@ -311,7 +349,13 @@ def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
             N = M
         splits = int(rng.integers(2, 6))
         empty = int(rng.integers(0, splits)) if rng.random() < 0.2 else 0
-        cases.append(_epilogue_case(rng, M, N, splits, rng.random() < 0.8, rng.random() < 0.8, empty))
+        cases.append(_epilogue_case(rng, M, N, splits, _group(rng, N), rng.random() < 0.8, empty))
+    for _ in range(3):  # groups of 128 past the first
+        M, N = int(rng.integers(1, 9)), int(rng.integers(129, 300))
+        cases.append(_epilogue_case(rng, M, N, int(rng.integers(2, 4)), 128))
+    for _ in range(3):  # groups that straddle the 32-feature tiles
+        M, N = int(rng.integers(1, 9)), int(rng.integers(40, 100))
+        cases.append(_epilogue_case(rng, M, N, int(rng.integers(2, 4)), int(rng.choice([12, 20, 24, 40, 48]))))
     return cases
 
 
@@ -319,11 +363,12 @@ def _epilogue_cases(rng: np.random.Generator) -> list[Case]:
 #: inside its body, as :data:`SPLIT_K_LAUNCHER`.
 EPILOGUE_LAUNCHER = '''\
 def swap_ab_epilogue(
-    parts_t: np.ndarray, sA: np.ndarray, sB: np.ndarray
+    parts_t: np.ndarray, sA: np.ndarray, sB: np.ndarray, group_n: int
 ) -> np.ndarray:
     """C (M, N) as float64 from the swapped GEMM's split-K partial
-    tiles parts_t (S, N, M) float32, with sA (M, 1) or (1, 1) and
-    sB (1, N) or (1, 1). Given: do not change it."""
+    tiles parts_t (S, N, M) float32, with sA (M, 1) or (1, 1) and sB
+    (cdiv(N, group_n), 1): one scale per group of group_n consecutive
+    columns of B. Given: do not change it."""
     import numpy as np
     import torch
     import triton
@@ -340,9 +385,12 @@ def swap_ab_epilogue(
     def run(column_major: bool) -> np.ndarray:
         # one slice more, and NaN past each slice's edges
         tp = nan_padded(parts_t, (1, BN, BM), column_major, DEVICE)
-        # consecutive scales 1 apart; NaN well past their ends
+        # A's scales 1 apart; B's group scales 2 apart by rows, 1 by
+        # columns; NaN well past their ends
         sa = nan_padded(np.reshape(sA, (-1, 1)), (M + N + BN, 0))
-        sb = nan_padded(np.reshape(sB, (-1, 1)), (M + N + BN, 0))
+        sb = nan_padded(
+            np.reshape(sB, (-1, 1)), (M + N + BN, 1), column_major
+        )
         sa, sb = sa.to(DEVICE), sb.to(DEVICE)
         # C in a buffer of NaN that any tile fits in: a store past C's
         # edge lands in the padding
@@ -364,13 +412,14 @@ def swap_ab_epilogue(
             M,
             N,
             S,
+            int(group_n),
             tp.stride(0),
             tp.stride(1),
             tp.stride(2),
             c.stride(0),
             c.stride(1),
             0 if sa.numel() == 1 else sa.stride(0),
-            0 if sb.numel() == 1 else sb.stride(0),
+            sb.stride(0),
             BLOCK_N=BN,
             BLOCK_M=BM,
         )
