@@ -1990,6 +1990,11 @@ CHAPTERS = [
                 ("tile_lookup", "for e in range(0, E):", "for e in range(0, tl.minimum(E, 16)):"),
                 # the tile test closed at the end: a program also claims the next expert's first tile
                 ("tile_lookup", "(pid < first_tile + tiles)", "(pid <= first_tile + tiles)"),
+                # a pointer far past offsets (stopped by the launcher's watch before it lands: in
+                # the bare interpreter this read crashes the process)
+                ("tile_lookup", "start = tl.load(off_ptr + e)", "start = tl.load(off_ptr + e * 50000000)"),
+                # the offsets taken as 4 bytes apart in elements: loads past offsets' end
+                ("tile_lookup", "end = tl.load(off_ptr + e + 1)", "end = tl.load(off_ptr + (e + 1) * 4)"),
                 # floor instead of ceiling: partial tiles lost
                 ("tile_lookup", "tiles = tl.cdiv(end - start, BLOCK_M)", "tiles = (end - start) // BLOCK_M"),
                 # one tile too many per expert (an empty expert gets one)

@@ -147,6 +147,22 @@ def test_the_given_launcher_must_stay_as_given():
     assert code_shape("x = 1") is None
 
 
+def test_the_launcher_stops_a_stray_pointer_before_it_lands():
+    """A load aimed far past the offsets (in the bare interpreter it reads whatever lies there, or
+    crashes the process) fails the case with a StrayPointerError, before the access."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+
+    spec = next(s for s in CHAPTERS if s.chapter == 10)
+    nb = SolutionNotebook(spec.solution, spec.namespace)
+    far = nb.mutated("tile_lookup", "start = tl.load(off_ptr + e)", "start = tl.load(off_ptr + e * 50000000)")
+    result = run_check("ex10.tile_lookup", far, seed=1010)
+    assert not result.passed and result.points == 0
+    assert "StrayPointerError" in result.error and "stopped before the access" in result.error
+
+
 def test_the_kernel_audit_names_host_code():
     """host_code_problems: the solution's kernel is clean; a kernel that reaches numpy, a host
     function or a loaded value's handle is named."""

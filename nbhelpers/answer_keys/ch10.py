@@ -13,8 +13,11 @@
   launcher refuses a kernel that reaches host code
   (:func:`nbhelpers.load_audit.host_code_problems`: numpy, a notebook function, ``int(x)``,
   ``.handle``, lists) and one whose programs load anything but the ``E + 1`` offsets (the
-  interpreter's trace, :func:`nbhelpers.memory_access.loaded_addresses`); on a GPU it also runs
-  the compiled kernel. Reference: :func:`tile_lookup_ref`, built on
+  interpreter's trace, :func:`nbhelpers.memory_access.loaded_addresses`), and stops a load or
+  store aimed outside ``offsets`` and its output before it happens
+  (:func:`nbhelpers.load_audit.watched_loads`: :class:`~nbhelpers.load_audit.StrayPointerError`
+  instead of a read of whatever memory lies there, or a crash); on a GPU it also runs the
+  compiled kernel. Reference: :func:`tile_lookup_ref`, built on
   :func:`nbhelpers.moe.tile_schedule`; compared exactly.
 - ``dropless_cost``: predict, then measure: the smallest capacity factor of a grid at which a padded
   batch drops no row (the capacity must reach the busiest expert's load, which the statement
@@ -286,7 +289,11 @@ def tile_lookup(offsets: np.ndarray, block_m: int) -> np.ndarray:
     import torch
     import triton
 
-    from nbhelpers.load_audit import host_code_problems
+    from nbhelpers.load_audit import (
+        StrayPointerError,
+        host_code_problems,
+        watched_loads,
+    )
     from nbhelpers.memory_access import loaded_addresses
 
     problems = host_code_problems(tile_lookup_kernel)
@@ -297,10 +304,17 @@ def tile_lookup(offsets: np.ndarray, block_m: int) -> np.ndarray:
     E, rows = off.numel() - 1, int(off[-1])
     P = triton.cdiv(rows, block_m) + E
     out = torch.full((3, P), -7, dtype=torch.int32)
-    # in Triton's interpreter: every address a program loads
-    loads = loaded_addresses(
-        tile_lookup_kernel, (P,), off, out, E, P, BLOCK_M=block_m
-    )
+    # in Triton's interpreter: every address a program loads; a load
+    # or store outside off and out stopped before it lands
+    try:
+        with watched_loads():
+            loads = loaded_addresses(
+                tile_lookup_kernel, (P,), off, out, E, P, BLOCK_M=block_m
+            )
+    except Exception as e:
+        if isinstance(e.__cause__, StrayPointerError):
+            raise e.__cause__ from None
+        raise
     index = (loads.astype(np.int64) - off.data_ptr()) // 4
     if ((index < 0) | (index > E)).any():
         raise IndexError("a program loaded memory other than offsets")
