@@ -48,6 +48,7 @@ __all__ = [
     "MemoryRequest",
     "memory_requests",
     "loaded_addresses",
+    "warp_sectors",
 ]
 
 WARP_SIZE = 32  # threads of an NVIDIA warp
@@ -318,3 +319,18 @@ def loaded_addresses(kernel, grid, *args, **kwargs) -> np.ndarray:
     """
     loads = [r.addresses[r.active] for r in memory_requests(kernel, grid, *args, **kwargs) if r.op == "load"]
     return np.concatenate(loads) if loads else np.zeros(0, dtype=np.uint64)
+
+
+def warp_sectors(
+    requests: list[MemoryRequest], warp: int = WARP_SIZE, sector_bytes: int = SECTOR_BYTES
+) -> dict[str, int]:
+    """The sectors the warps of ``requests`` move, summed per op: ``{"load": n, "store": m}``. A
+    warp is ``warp`` consecutive lanes of one request (its pointer tensor in row-major order), its
+    masked-off lanes left out; it moves every sector that holds the first byte of an active lane
+    (a kernel's elements are aligned to their size, so none straddles a sector)."""
+    counts = {"load": 0, "store": 0}
+    for r in requests:
+        for w in range(0, r.addresses.size, warp):
+            lanes = r.addresses[w : w + warp][r.active[w : w + warp]]
+            counts[r.op] += int(np.unique(lanes // sector_bytes).size)
+    return counts

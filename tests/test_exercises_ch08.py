@@ -116,6 +116,24 @@ def test_transpose_comparator_names_the_count_and_never_raises():
         assert isinstance(ch08._transpose_and_counts(bad, expected), str)
 
 
+def test_transpose_comparator_names_out_s_element_not_the_buffer_s():
+    """A wrong element of the buffer is named as out[j, i], a guard row or a row's padding."""
+    expected = ch08.transpose_tiles_ref(np.arange(6, dtype=np.int8).reshape(2, 3), 16, 16, 4)
+    counts = expected[1:]
+
+    def reason(r, c):
+        buffer = expected[0].copy()
+        buffer[r, c] = 7 if buffer[r, c] != 7 else 8
+        return ch08._transpose_and_counts((buffer, *counts), expected)
+
+    assert "first at out[1, 0]:" in reason(16 + 1, 0) and "1 of " in reason(16 + 1, 0)
+    assert "a guard row above out (buffer row 15, column 1)" in reason(15, 1)
+    assert "a guard row below out (buffer row 19, column 0)" in reason(16 + 3, 0)
+    assert "the padding past the end of out's row 2 (buffer column 3)" in reason(16 + 2, 3)
+    # another shape: same_value's own message
+    assert "shape" in ch08._transpose_and_counts((expected[0][1:], *counts), expected)
+
+
 def test_trace_reference_on_the_statement_cases():
     warp = np.arange(32, dtype=np.int64)
     assert ch08.trace_sectors_ref(warp * 4, 4) == (4, 1.0)  # coalesced
@@ -142,6 +160,30 @@ def test_trace_comparator_never_raises_and_tolerates_rounding():
     assert ch08._sectors_and_efficiency((np.int64(5), 0.8 * (1 + 1e-15)), e) is None
     for bad in ("x", None, (5,), (4, 0.8), (5, 0.75), (5, "a"), [5, float("nan")], (5.0, 0.8), (True, 0.8)):
         assert isinstance(ch08._sectors_and_efficiency(bad, e), str)
+
+
+def test_trace_sectors_may_not_call_the_launcher_s_sector_count():
+    """warp_sectors counts sectors for ex08.transpose_tiles's launcher; an answer to
+    ex08.trace_sectors that calls it scores nothing, whatever it returns."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+
+    spec = next(s for s in CHAPTERS if s.chapter == 8)
+    nb = SolutionNotebook(spec.solution, spec.namespace)
+    calls = nb.mutated(
+        "trace_sectors",
+        "    return len(sectors), len(useful) / (sector * len(sectors))",
+        "    from nbhelpers.memory_access import MemoryRequest, warp_sectors\n\n"
+        "    lanes = np.asarray(addresses).astype(np.uint64)\n"
+        "    on = np.ones(lanes.size, dtype=bool)\n"
+        '    warp_sectors([MemoryRequest("load", lanes, on, access_bytes)])\n'
+        "    return len(sectors), len(useful) / (sector * len(sectors))",
+    )
+    result = run_check("ex08.trace_sectors", calls)
+    assert not result.passed and result.points == 0
+    assert "forbidden call" in result.error and "warp_sectors" in result.error
 
 
 def test_the_given_launcher_must_stay_as_given():

@@ -10,6 +10,7 @@ from nbhelpers.memory_access import (
     CACHE_LINE_BYTES,
     SECTOR_BYTES,
     WARP_SIZE,
+    MemoryRequest,
     SectorCount,
     StridedReads,
     cache_line_efficiency,
@@ -18,6 +19,7 @@ from nbhelpers.memory_access import (
     memory_requests,
     sector_table,
     sectors_touched,
+    warp_sectors,
 )
 
 
@@ -300,3 +302,20 @@ def test_loaded_addresses_needs_cpu_tensors_and_restores_the_interpreter():
     if torch.cuda.is_available():
         with pytest.raises(ValueError, match="CPU"):
             loaded_addresses(masked, (1,), x.cuda(), x.cuda(), 4, BLOCK=16)
+
+
+def test_warp_sectors_counts_each_warp_of_each_request_per_op():
+    """32 consecutive lanes make a warp; masked-off lanes are left out; loads and stores apart."""
+    contiguous = np.arange(40, dtype=np.uint64) * 4  # fp32: 4 sectors, then 8 lanes in 1
+    column = np.arange(32, dtype=np.uint64) * 4096  # one sector a lane
+    on = np.ones(40, dtype=bool)
+    half = np.arange(32) < 16
+    requests = [
+        MemoryRequest("load", contiguous, on, 4),
+        MemoryRequest("store", column, np.ones(32, dtype=bool), 4),
+        MemoryRequest("load", column, half, 4),
+        MemoryRequest("store", column, np.zeros(32, dtype=bool), 4),
+    ]
+    assert warp_sectors(requests) == {"load": 4 + 1 + 16, "store": 32}
+    assert warp_sectors([]) == {"load": 0, "store": 0}
+    assert warp_sectors(requests[:1], warp=8) == {"load": 5, "store": 0}

@@ -18,13 +18,17 @@ for :mod:`nbhelpers.answer_keys`.
   (:func:`nbhelpers.load_audit.watched_loads`: an access outside the launch's buffers raises
   :class:`~nbhelpers.load_audit.StrayPointerError` before it happens, so a wild pointer fails the
   case instead of writing into the process). It returns the output buffer, the loads outside
-  ``x``, the repeated loads, and the 32-byte sectors its load warps and its store warps touch (a
-  warp: 32 consecutive entries of a request's pointer tensor, row-major, masked-off lanes left
-  out). Reference: :func:`transpose_tiles_ref`: ``x.T`` in the same buffer, 0, 0, and the sectors
-  of warps along the tiles' rows of ``x`` (loads) and of ``out`` (stores), the counts of
+  ``x``, the repeated loads, and the 32-byte sectors its load warps and its store warps touch
+  (:func:`nbhelpers.memory_access.warp_sectors`: a warp is 32 consecutive entries of a request's
+  pointer tensor, row-major, masked-off lanes left out; a helper, so that the launcher does not
+  show how ``trace_sectors`` counts, and one ``trace_sectors`` may not call). Reference:
+  :func:`transpose_tiles_ref`: ``x.T`` in the same buffer, 0, 0, and the sectors of warps along
+  the tiles' rows of ``x`` (loads) and of ``out`` (stores), the counts of
   :func:`nbhelpers.kernels.copy.transpose_kernel` (tests/test_exercises_ch08.py runs it through
-  the launcher). The buffer is compared bit for bit, the first two counts exactly, the sector
-  counts as "at most" the reference's.
+  the launcher). The buffer is compared bit for bit (a difference named as ``out[j, i]``, a guard
+  row or a row's padding, not by its place in the buffer), the first two counts exactly, the
+  sector counts as "at most" the reference's. The statement names ``tl.trans``: loads along
+  ``x``'s rows and stores along ``out``'s need the tile turned between them.
 - ``trace_sectors``: a raw address trace (one warp's byte addresses, any order, duplicates,
   misaligned, accesses straddling a sector boundary or covering several sectors, half-warps a
   multiple of 4 GiB apart, whose low 32 bits coincide) and the access size (1 to 128 bytes): the
@@ -199,7 +203,50 @@ def transpose_tiles_ref(x: np.ndarray, block_m: int, block_n: int, pad: int) -> 
     out = _buffer(x.T, block_n, pad, GUARD_OUT)
     loads = _least_sectors(M, N, N + pad, size, block_m, block_n)
     stores = _least_sectors(N, M, M + pad, size, block_n, block_m)
-    return out, 0, 0, loads, stores
+    return TransposeExpected((out, 0, 0, loads, stores), guard=block_n, shape=(N, M))
+
+
+class TransposeExpected(tuple):
+    """The reference's (buffer, counts...), shown and compared as the tuple, carrying where ``out``
+    (``shape``) lies in the buffer (``guard`` rows down), so that a message names ``out[j, i]``
+    rather than a position in the buffer."""
+
+    guard: int
+    shape: tuple[int, int]
+
+    def __new__(cls, values, guard: int, shape: tuple[int, int]):
+        obj = super().__new__(cls, values)
+        obj.guard, obj.shape = guard, shape
+        return obj
+
+
+def _where_in_buffer(r: int, c: int, guard: int, shape: tuple[int, int]) -> str:
+    """Buffer element (r, c) as the reader knows it: out[j, i], a guard row, or a row's padding."""
+    rows, cols = shape
+    if not guard <= r < guard + rows:
+        return f"a guard row {'above' if r < guard else 'below'} out (buffer row {r}, column {c})"
+    if c >= cols:
+        return f"the padding past the end of out's row {r - guard} (buffer column {c})"
+    return f"out[{r - guard}, {c}]"
+
+
+def _buffer_reason(got, expected: np.ndarray, guard: int, shape: tuple[int, int]) -> str | None:
+    """same_value's verdict on the buffer, its first difference named in out's coordinates."""
+    reason = same_value(got, expected)
+    if reason is None:
+        return None
+    g = got if isinstance(got, np.ndarray) else None
+    if g is None or g.shape != expected.shape or g.dtype != expected.dtype:
+        return reason
+    bits = np.dtype(f"u{expected.itemsize}")
+    bad = g.view(bits) != expected.view(bits)
+    if not bad.any():
+        return reason
+    r, c = (int(v) for v in np.argwhere(bad)[0])
+    return (
+        f"{int(bad.sum())} of {bad.size} elements differ; first at {_where_in_buffer(r, c, guard, shape)}: "
+        f"got {g[r, c]!r}, expected {expected[r, c]!r}"
+    )
 
 
 #: What the launcher's counts are, in its order, for a failing check's message.
@@ -212,7 +259,8 @@ def _transpose_and_counts(got, expected) -> str | None:
     never raises."""
     if not isinstance(got, (tuple, list)) or len(got) != len(expected):
         return same_value(got, expected)  # its reason names what came back
-    reason = same_value(got[0], expected[0])
+    guard, shape = getattr(expected, "guard", 0), getattr(expected, "shape", np.shape(expected[0]))
+    reason = _buffer_reason(got[0], expected[0], guard, shape)
     if reason is not None:
         return f"the output buffer: {reason}"
     for name, g, e in zip(_COUNTS + _SECTORS, got[1:], expected[1:]):
@@ -357,7 +405,7 @@ def _trace_cases(rng: np.random.Generator) -> list[Case]:
 
 
 #: What an answer may not call (Exercise.forbidden): no memory_access or kernels (the given
-#: launcher's memory_requests aside).
+#: launcher's memory_requests and warp_sectors aside).
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.memory_access", "nbhelpers.kernels")
 #: The course's machinery under every interpreted launch (a cache of the interpreter's work), and
 #: the load and store trace the given launcher calls.
@@ -366,6 +414,9 @@ MACHINERY = (
     "nbhelpers.memory_access:loaded_addresses",
     "nbhelpers.memory_access:memory_requests",
 )
+#: ex08.transpose_tiles's launcher also counts its warps' sectors with warp_sectors, which
+#: ex08.trace_sectors may not call (its own question, for one warp).
+TRANSPOSE_MACHINERY = (*MACHINERY, "nbhelpers.memory_access:warp_sectors")
 
 #: The launcher of ex08.transpose_tiles, given whole by the statement (Exercise.given): an answer
 #: that changes it (the transpose done on the host, the counts typed in) scores nothing. It imports
@@ -386,7 +437,7 @@ def transpose_tiles(
         host_code_problems,
         watched_loads,
     )
-    from nbhelpers.memory_access import memory_requests
+    from nbhelpers.memory_access import memory_requests, warp_sectors
 
     problems = host_code_problems(transpose_kernel)
     if problems:
@@ -445,13 +496,9 @@ def transpose_tiles(
     inside = index[(row >= 0) & (row < M) & (col < N)]
     outside = int(index.size - inside.size)
     repeated = int(inside.size - np.unique(inside).size)
-    # a warp: 32 consecutive lanes of one request; it moves
-    # every sector its active lanes touch
-    sectors = {"load": 0, "store": 0}
-    for r in requests:
-        for w in range(0, r.addresses.size, 32):
-            lanes = r.addresses[w : w + 32][r.active[w : w + 32]]
-            sectors[r.op] += np.unique(lanes // 32).size
+    # the sectors that the warps of the loads and of the stores
+    # move (32 consecutive lanes of a request each)
+    sectors = warp_sectors(requests)
     return (
         obuf.numpy(),
         outside,
@@ -480,7 +527,7 @@ EXERCISES = [
         _transpose_cases,
         compare=_transpose_and_counts,
         forbidden=FORBIDDEN,
-        allowed=MACHINERY,
+        allowed=TRANSPOSE_MACHINERY,
         given=LAUNCHER,
     ),
     Exercise(
