@@ -1,5 +1,7 @@
 """Chapter 08 exercises: the references and cases behave as the statements say."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -130,6 +132,9 @@ def test_transpose_comparator_names_out_s_element_not_the_buffer_s():
     assert "a guard row above out (buffer row 15, column 1)" in reason(15, 1)
     assert "a guard row below out (buffer row 19, column 0)" in reason(16 + 3, 0)
     assert "the padding past the end of out's row 2 (buffer column 3)" in reason(16 + 2, 3)
+    # as the grader's judge gets it: pickled
+    again = pickle.loads(pickle.dumps(expected))
+    assert again.guard == 16 and again.shape == (3, 2) and np.array_equal(again[0], expected[0])
     # another shape: same_value's own message
     assert "shape" in ch08._transpose_and_counts((expected[0][1:], *counts), expected)
 
