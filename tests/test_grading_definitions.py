@@ -203,3 +203,26 @@ def test_the_program_records_each_function_a_kept_statement_makes():
 def test_an_expression_nested_deeper_than_the_checker_goes_is_left_out_not_a_crash():
     defs = definitions_of([(0, "x = " + "+".join(["1"] * 1500)), (1, "y = 2")], [False, False])
     assert defs.left_out[0][3] == "it is nested too deeply to check" and [i for i, _ in defs.cells] == [1]
+
+
+def test_names_bound_locally_are_the_functions_own():
+    import ast
+
+    from nbhelpers.grading.definitions import names_bound_locally
+
+    src = (
+        "def f(offsets, block_m, *args, key=1, **kw):\n"
+        "    import numpy as np\n"
+        "    total = 0\n"
+        "    for i in range(3):\n"
+        "        total += TABLE[i]\n"
+        "    global COUNT\n"
+        "    COUNT = total\n"
+        "    def inner(x):\n"
+        "        return x\n"
+        "    return np.asarray(offsets) + inner(total)\n"
+    )
+    bound = names_bound_locally(ast.parse(src))
+    assert {"offsets", "block_m", "args", "key", "kw", "np", "total", "i", "inner", "x"} <= bound
+    assert "TABLE" not in bound and "COUNT" not in bound  # read from, or declared, the notebook's
+    assert names_bound_locally(ast.parse("X = 1")) == frozenset()

@@ -291,6 +291,27 @@ def names_used(tree: ast.AST) -> frozenset[str]:
     return frozenset(out)
 
 
+def names_bound_locally(tree: ast.AST) -> frozenset[str]:
+    """The names the first function defined in ``tree`` binds for itself: its parameters, what it
+    assigns, loops over, imports or defines (less what it declares ``global`` or ``nonlocal``).
+    A name it only reads is none of these: that one comes from the notebook."""
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))), None)
+    if fn is None:
+        return frozenset()
+    declared = {name for n in ast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    out = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif node is not fn and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+    return frozenset(out - declared)
+
+
 def names_set(st: ast.stmt) -> frozenset[str]:
     """The names a statement binds or may change: assignment targets (and the name under an
     attribute or an item assigned), loop and ``with`` variables, what a ``def``, ``class`` or
