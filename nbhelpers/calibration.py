@@ -319,8 +319,9 @@ def grouped_gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dic
     loop's GPU time, each active expert its own launch of the fastest config for its rows alone
     (a stand-in for cuBLAS), the GPU's time of each summed, without the host's launches. Per row:
     size, E, T, ``active`` experts, ``ms`` (ours measured), ``predicted_ms``, ``ratio`` (measured /
-    predicted), ``bound``, ``config``, ``loop_ms`` (measured), ``loop_gpu_ms`` (the model's) and
-    ``loop_us_per_expert`` (the measured loop over its active experts, in us)."""
+    predicted), ``bound``, ``config``, ``loop_ms`` (measured), ``loop_gpu_ms`` (the model's),
+    ``loop_compute_share`` (the share of ``loop_gpu_ms`` spent in experts the model finds
+    compute-bound) and ``loop_us_per_expert`` (the measured loop over its active experts, in us)."""
     out = []
     for r in _timed(run["rows"]):
         loads = _routed_loads(r)
@@ -328,11 +329,13 @@ def grouped_gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dic
         p, config = kgg.fastest_predicted(compile_rows, loads, K, N, gpu=gpu)
         if p is None:
             continue
-        one: dict[int, float] = {}
+        one: dict[int, tuple[float, bool]] = {}
         for n in {int(v) for v in loads if v}:
             q, _ = kgg.fastest_predicted(compile_rows, [n], K, N, gpu=gpu, cuda_graph=True)
-            one[n] = q.seconds - q.launch_s
+            one[n] = (q.seconds - q.launch_s, q.bound == "compute")
         active = int((loads > 0).sum())
+        loop_gpu = sum(one[int(n)][0] for n in loads if n)
+        loop_compute = sum(one[int(n)][0] for n in loads if n and one[int(n)][1])
         out.append(
             {
                 "size": r["size"],
@@ -345,7 +348,8 @@ def grouped_gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dic
                 "bound": p.bound,
                 "config": config,
                 "loop_ms": r["ms"]["loop"],
-                "loop_gpu_ms": sum(one[int(n)] for n in loads if n) * 1e3,
+                "loop_gpu_ms": loop_gpu * 1e3,
+                "loop_compute_share": loop_compute / loop_gpu,
                 "loop_us_per_expert": r["ms"]["loop"] * 1e3 / active,
             }
         )
@@ -393,8 +397,11 @@ def loop_and_ours_misses(short: list[dict], long: list[dict], host_us: float) ->
     overlap the GPU's work. Per row, each a pair (short latency, long latency): ``loop_miss``
     (measured loop over the model's), ``ours_miss`` (measured ours over the model's) and
     ``quotient`` (``loop_miss / ours_miss``: the measured loop / ours over the model's, which is
-    the loop's GEMMs against ours once the model's common rates cancel); and ``bound`` (what bounds
-    ours at the long latency)."""
+    the loop's GEMMs against ours once the model's common rates cancel, but only where the model's
+    loop is its GPU time and that time is compute-bound); ``loop_bound`` (``"host"`` or ``"GPU"``:
+    which sets the model's loop) and ``loop_compute_share`` (the share of the loop's GPU time in
+    compute-bound experts), each a pair too; and ``bound`` (what bounds ours at the long
+    latency)."""
     if len(short) != len(long):
         raise ValueError(f"short and long must hold the same rows, got {len(short)} and {len(long)}")
     out = []
@@ -414,6 +421,8 @@ def loop_and_ours_misses(short: list[dict], long: list[dict], host_us: float) ->
                 "loop_miss": loop,
                 "ours_miss": ours,
                 "quotient": (loop[0] / ours[0], loop[1] / ours[1]),
+                "loop_bound": tuple("host" if host >= r["loop_gpu_ms"] else "GPU" for r in (a, b)),
+                "loop_compute_share": (a["loop_compute_share"], b["loop_compute_share"]),
                 "bound": b["bound"],
             }
         )

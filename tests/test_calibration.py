@@ -218,7 +218,7 @@ def test_a_grouped_gemm_row_with_another_routing_is_refused(h100):
 
 def _loop_row(E, T, active, ratio, loop_ms, loop_gpu_ms, bound="compute"):
     return dict(size="s", E=E, T=T, active=active, ratio=ratio, loop_ms=loop_ms, loop_gpu_ms=loop_gpu_ms,
-                bound=bound)  # fmt: skip
+                bound=bound, loop_compute_share=0.5)  # fmt: skip
 
 
 def test_loop_and_ours_misses_by_hand():
@@ -232,6 +232,8 @@ def test_loop_and_ours_misses_by_hand():
     a, b = cal.loop_and_ours_misses(short, long, host_us=100.0)
     assert a["host_ms"] == 1.0 and a["loop_miss"] == (1.5, 3.0 / 8.0) and a["ours_miss"] == (1.25, 1.25)
     assert a["quotient"] == (1.2, 0.3) and a["bound"] == "HBM"
+    assert a["loop_bound"] == ("GPU", "GPU") and b["loop_bound"] == ("host", "host")
+    assert a["loop_compute_share"] == (0.5, 0.5)
     assert b["loop_miss"] == (1.5, 1.5) and b["quotient"] == (3.0, 3.0)
     with pytest.raises(ValueError, match="same rows"):
         cal.loop_and_ours_misses(short, long[:1], 100.0)
@@ -256,6 +258,14 @@ def test_loop_and_ours_misses_on_the_recorded_h100_run(h100):
     assert 1.03 < min(r["loop_miss"][0] for r in compute) and max(r["loop_miss"][0] for r in compute) < 1.41
     q = sorted(r["quotient"][0] for r in compute)
     assert 0.77 < q[0] and q[-2] < 1.01 and 1.2 < q[-1] < 1.25
+    # the quotient reads cuBLAS only where the model's loop is its GPU time, mostly compute-bound
+    gpu = [r for r in compute if r["loop_bound"][0] == "GPU"]
+    assert len(gpu) == 13
+    assert sorted((r["size"], r["E"], r["T"]) for r in compute if r["loop_bound"][0] == "host") == [
+        ("small", 64, 4096), ("small", 64, 16384), ("small", 256, 16384), ("small", 256, 32768)]  # fmt: skip
+    clean = sorted(r["quotient"][0] for r in gpu if r["loop_compute_share"][0] >= 0.8)
+    assert len(clean) == 11 and 0.80 < clean[0] and clean[-2] < 1.01 and 1.2 < clean[-1] < 1.25
+    assert all(0 <= r["loop_compute_share"][1] <= r["loop_compute_share"][0] <= 1 for r in rows)
 
 
 def test_padded_rows_of_the_recorded_h100_run():
