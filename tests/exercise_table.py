@@ -78,6 +78,84 @@ def _split_k(*changes: tuple[str, str], after: str = "") -> tuple[str, str, str]
 
 _A_FILLED = "mask=(offs_m[:, None] < M) & (k[None, :] < K),\n            other=0.0,"
 _B_FILLED = "mask=(k[:, None] < K) & (offs_n[None, :] < N),\n            other=0.0,"
+
+
+#: Chapter 11's two kernels of ex11.topk_two_stage from the chunk kernel's filler to the merge's last
+#: line: the wrong answers that change both kernels at once replace this whole span.
+_TOPK_KERNELS = (
+    "    # above every packed key of an element\n"
+    "    EMPTY: tl.constexpr = (1 << 63) - 1\n"
+    "    cols = c * CHUNK + tl.arange(0, CHUNK)\n"
+    "    valid = cols < V\n"
+    "    code = tl.load(bits_ptr + row * stride_row + cols, mask=valid, other=0)\n"
+    "    # an unsigned key in value order: NaN the largest, -0 on +0's key\n"
+    "    bits = code.to(tl.int64) & 0xFFFFFFFF\n"
+    "    mag = bits & 0x7FFFFFFF\n"
+    "    key = tl.where(\n"
+    "        bits >= 0x80000000, bits ^ 0xFFFFFFFF, bits ^ 0x80000000\n"
+    "    )\n"
+    "    key = tl.where(mag > 0x7F800000, 0xFFFFFFFF, key)\n"
+    "    key = tl.where(mag == 0, 0x80000000, key)\n"
+    "    # the key, signed, above the column: the smallest packed value is\n"
+    "    # the smallest element, the lower column first among equal keys\n"
+    "    packed = ((key - 0x80000000) << 32) | cols.to(tl.int64)\n"
+    "    packed = tl.where(valid, packed, EMPTY)\n"
+    "    out = part_ptr + (row * n_chunks + c) * K_PAD\n"
+    "    # the chunk's k smallest, smallest first (EMPTY once it runs out)\n"
+    "    for j in range(k):\n"
+    "        best = tl.min(packed, axis=0)\n"
+    "        tl.store(out + j, best)\n"
+    "        packed = tl.where(packed == best, EMPTY, packed)\n"
+    "    ### END SOLUTION\n"
+    "\n"
+    "\n"
+    "@triton.jit\n"
+    "def topk_merge_kernel(\n"
+    "    bits_ptr,\n"
+    "    part_ptr,\n"
+    "    vals_ptr,\n"
+    "    idx_ptr,\n"
+    "    V,\n"
+    "    k,\n"
+    "    stride_row,\n"
+    "    n_chunks,\n"
+    "    K_PAD: tl.constexpr,\n"
+    "    NC_PAD: tl.constexpr,\n"
+    "):\n"
+    "    row = tl.program_id(axis=0)\n"
+    "    ### BEGIN SOLUTION\n"
+    "    EMPTY: tl.constexpr = (1 << 63) - 1\n"
+    "    slot = tl.arange(0, NC_PAD * K_PAD)\n"
+    "    # the first k slots of each of the row's chunks\n"
+    "    mine = (slot // K_PAD < n_chunks) & (slot % K_PAD < k)\n"
+    "    cand = tl.load(\n"
+    "        part_ptr + row * n_chunks * K_PAD + slot, mask=mine, other=0\n"
+    "    )\n"
+    "    cand = tl.where(mine, cand, EMPTY)\n"
+    "    for i in range(0, k):\n"
+    "        best = tl.min(cand, axis=0)\n"
+    "        col = best & 0xFFFFFFFF\n"
+    "        tl.store(idx_ptr + row * k + i, col)\n"
+    "        # the value's own bits, from the row (a filler is never picked\n"
+    "        # when k <= V; the mask keeps a wrong pick inside the row)\n"
+    "        v = tl.load(\n"
+    "            bits_ptr + row * stride_row + col, mask=col < V, other=0\n"
+    "        )\n"
+    "        tl.store(vals_ptr + row * k + i, v)\n"
+    "        cand = tl.where(cand == best, EMPTY, cand)"
+)
+
+
+def _two_stage(*changes: tuple[str, str]) -> tuple[str, str, str]:
+    """A wrong answer of ex11.topk_two_stage as one mutation of :data:`_TOPK_KERNELS`: each
+    (old, new) of ``changes`` made in it, every occurrence."""
+    new = _TOPK_KERNELS
+    for old, to in changes:
+        assert old in new, old
+        new = new.replace(old, to)
+    return ("topk_two_stage", _TOPK_KERNELS, new)
+
+
 _A_UNFILLED = (_A_FILLED, "mask=(offs_m[:, None] < M) & (k[None, :] < K),")
 _B_UNFILLED = (_B_FILLED, "mask=(k[:, None] < K) & (offs_n[None, :] < N),")
 _DOT = 'acc += tl.dot(a, b, input_precision="ieee")'
@@ -2153,32 +2231,71 @@ CHAPTERS = [
                 ("topk_key", "nan = mag > top if", "nan = mag >= top if"),
                 # only the positive NaNs found: a negative NaN keyed as a number (and wrapped)
                 ("topk_key", "nan = mag > top if", "nan = (mag > top) & ~neg if"),
-                # e4m3fn read as IEEE: its top binade taken for inf and NaNs
-                ("topk_key", '"e4m3fn": (8, 3, "fn")', '"e4m3fn": (8, 3, "ieee")'),
-                # e5m2 read as e4m3fn's kind: one NaN per sign, no inf
-                ("topk_key", '"e5m2": (8, 2, "ieee")', '"e5m2": (8, 2, "fn")'),
-                # bf16 given fp16's mantissa: its exponent field and NaNs misplaced
-                ("topk_key", '"bf16": (16, 7, "ieee")', '"bf16": (16, 10, "ieee")'),
-                # fnuz read as fn: 0x80 taken for -0, 0x7F and 0xFF for NaNs
-                ("topk_key", '"e4m3fnuz": (8, 3, "fnuz")', '"e4m3fnuz": (8, 3, "fn")'),
-                # fnuz read as IEEE
-                ("topk_key", '"e5m2fnuz": (8, 2, "fnuz")', '"e5m2fnuz": (8, 2, "ieee")'),
+                # fn read as IEEE: its top binade taken for inf and NaNs
+                ("topk_key", 'ieee = kind == "ieee"', "ieee = True"),
+                # IEEE read as fn: one NaN per sign, inf taken for a number
+                ("topk_key", 'ieee = kind == "ieee"', "ieee = False"),
+                # fnuz read as fn: -0's code taken for -0, the all-ones magnitudes for NaNs
+                ("topk_key", 'if kind == "fnuz":', "if False:"),
+                # fn: a NaN per sign counted twice (two NaNs of each sign assumed)
+                ("topk_key", "nans = (1 << m) - 1 if ieee else 1", "nans = (1 << m) - 1 if ieee else 2"),
+                # IEEE: inf counted among the NaNs of its sign
+                ("topk_key", "nans = (1 << m) - 1 if ieee else 1", "nans = (1 << m) if ieee else 1"),
                 # fnuz: two zeros assumed, so the largest number lands on the NaN's key
                 ("topk_key", "sign - 1 + mag)", "sign + mag)"),
                 # fnuz: the NaN at the bottom, as if it were the most negative
                 ("topk_key", "key = np.where(b == sign, 2 * sign - 1, key)", "key = np.where(b == sign, 0, key)"),
-                # fnuz: 0x80 taken for -0 and put on +0's key
+                # fnuz: -0's code taken for -0 and put on +0's key
                 ("topk_key", "np.where(b == sign, 2 * sign - 1, key)", "np.where(b == sign, sign - 1, key)"),
+                # fnuz: the NaN one below the top (the count of the numbers taken as 2 * sign - 2)
+                ("topk_key", "np.where(b == sign, 2 * sign - 1, key)", "np.where(b == sign, 2 * sign - 2, key)"),
+                # the width without the sign bit
+                ("topk_key", "width = 1 + e + m", "width = e + m"),
+                # the fields swapped: mantissa bits read as exponent bits
+                ("topk_key", "e, m, kind = fmt", "m, e, kind = fmt"),
+                # the width taken from the codes' dtype: right for 8, 16 and 32 bits only
+                ("topk_key", "sign = 1 << (width - 1)", "sign = 1 << (8 * np.asarray(bits).dtype.itemsize - 1)"),
                 # the right keys as signed 64-bit integers, not the codes' unsigned width
-                ("topk_key", "return key.astype(dtype)", "return key.astype(np.int64)"),
-                # uint32 keys for every format: the right values, the wrong width for 8 and 16 bits
-                ("topk_key", "dtype = {8: np.uint8, 16: np.uint16, 32: np.uint32}[width]", "dtype = np.uint32"),
+                (
+                    "topk_key",
+                    "return key.astype(np.uint16 if width <= 16 else np.uint32)",
+                    "return key.astype(np.int64)",
+                ),
+                # uint32 for every width: the right values, the wrong dtype below 17 bits
+                (
+                    "topk_key",
+                    "    if width <= 8:\n        return key.astype(np.uint8)\n"
+                    "    return key.astype(np.uint16 if width <= 16 else np.uint32)",
+                    "    return key.astype(np.uint32)",
+                ),
                 # signed keys of the right width: the upper half wraps negative
-                ("topk_key", "{8: np.uint8, 16: np.uint16, 32: np.uint32}", "{8: np.int8, 16: np.int16, 32: np.int32}"),
-                # ties broken by the highest column (the column itself in the low bits)
-                ("topk_two_stage", "0xFFFFFFFF - ", ""),
+                ("topk_key", "np.uint16 if width <= 16 else np.uint32", "np.int16 if width <= 16 else np.int32"),
+                # the dtype of 8, 16 and 32 bits only: a 16-bit format in uint32, a 6-bit one in uint16
+                ("topk_key", "width <= 16 else", "width < 16 else"),
+                ("topk_key", "if width <= 8:", "if width == 8:"),
+                # the chapter's kernels as printed: the k largest, not the k smallest
+                _two_stage(
+                    ("tl.min(", "tl.max("),
+                    ("(1 << 63) - 1", "-(1 << 63)"),
+                    ("| cols.to(tl.int64)", "| (0xFFFFFFFF - cols.to(tl.int64))"),
+                    ("col = best & 0xFFFFFFFF", "col = 0xFFFFFFFF - (best & 0xFFFFFFFF)"),
+                ),
+                # the chapter's packing kept under tl.min: ties to the highest column
+                _two_stage(
+                    ("| cols.to(tl.int64)", "| (0xFFFFFFFF - cols.to(tl.int64))"),
+                    ("col = best & 0xFFFFFFFF", "col = 0xFFFFFFFF - (best & 0xFFFFFFFF)"),
+                ),
+                # the chapter's filler kept under tl.min: a slot that ran out, or a lane past V, comes first
+                _two_stage(("(1 << 63) - 1", "-(1 << 63)")),
+                (
+                    "topk_two_stage",
+                    "    # above every packed key of an element\n    EMPTY: tl.constexpr = (1 << 63) - 1",
+                    "    # above every packed key of an element\n    EMPTY: tl.constexpr = -(1 << 63)",
+                ),
+                # the chunk leaves the slots it has no element for at -1, taken for empty: the merge picks them
+                ("topk_two_stage", "tl.store(out + j, best)", "tl.store(out + j, best, mask=best != EMPTY)"),
                 # the column counted from the start of the chunk
-                ("topk_two_stage", "0xFFFFFFFF - cols.to(tl.int64)", "0xFFFFFFFF - (cols - c * CHUNK).to(tl.int64)"),
+                ("topk_two_stage", "| cols.to(tl.int64)", "| (cols - c * CHUNK).to(tl.int64)"),
                 # no mask on the ragged last chunk: the NaN past the row's end is read as an element
                 ("topk_two_stage", "valid = cols < V", "valid = cols < n_chunks * CHUNK"),
                 # the loads masked, but the masked lanes kept as elements (0.0 at columns past V)
@@ -2225,8 +2342,8 @@ CHAPTERS = [
                 ),
                 # the row's stride taken in bytes: rows past the first read far outside the logits
                 ("topk_two_stage", "bits_ptr + row * stride_row + cols", "bits_ptr + row * stride_row * 4 + cols"),
-                # the merge takes each value's column as the low 32 bits themselves
-                ("topk_two_stage", "col = 0xFFFFFFFF - (best & 0xFFFFFFFF)", "col = best & 0xFFFFFFFF"),
+                # the merge reads the column as the chapter's packing stores it, reversed
+                ("topk_two_stage", "col = best & 0xFFFFFFFF", "col = 0xFFFFFFFF - (best & 0xFFFFFFFF)"),
                 # each chunk writes one slot too many: where k = K_PAD into the next chunk's first
                 # slot (a race on a GPU), and past the scratch from the last program
                 ("topk_two_stage", "for j in range(k):", "for j in range(k + 1):"),
@@ -2253,12 +2370,12 @@ CHAPTERS = [
                 (
                     "topk_two_stage",
                     "    for j in range(k):\n"
-                    "        best = tl.max(packed, axis=0)\n"
+                    "        best = tl.min(packed, axis=0)\n"
                     "        tl.store(out + j, best)\n"
                     "        packed = tl.where(packed == best, EMPTY, packed)\n",
                     "    found = []\n"
                     "    for j in range(k):\n"
-                    "        best = tl.max(packed, axis=0)\n"
+                    "        best = tl.min(packed, axis=0)\n"
                     "        found.append(best)\n"
                     "        packed = tl.where(packed == best, EMPTY, packed)\n"
                     "    for j in range(k):\n"
@@ -2266,8 +2383,8 @@ CHAPTERS = [
                 ),
                 (
                     "topk_two_stage",
-                    "    for i in range(0, k):\n        best = tl.max(cand, axis=0)\n",
-                    "    import numpy\n\n    for i in range(0, k):\n        best = tl.max(cand, axis=0)\n",
+                    "    for i in range(0, k):\n        best = tl.min(cand, axis=0)\n",
+                    "    import numpy\n\n    for i in range(0, k):\n        best = tl.min(cand, axis=0)\n",
                 ),
                 # the narrower last digit dropped: floor instead of ceil, and its histogram
                 ("radix_cost", "    if key_bits % digit_bits:\n        widths.append(key_bits % digit_bits)\n", ""),

@@ -42,22 +42,25 @@ def torch_ranks(values: torch.Tensor) -> np.ndarray:
     return ranks
 
 
+NAMED = ch11.NAMED_FORMATS
+
+
 @pytest.mark.parametrize("fmt", ["bf16", "fp16"])
 def test_keys_of_every_code_are_their_ranks_in_torchs_sort(fmt):
     codes = np.arange(1 << 16, dtype=np.int64).astype(np.uint16)
-    keys, _, _ = ch11.topk_key_ref(codes, fmt)
+    keys, _, _ = ch11.topk_key_ref(codes, NAMED[fmt])
     assert keys.dtype == np.uint16
     assert np.array_equal(keys.astype(np.int64), torch_ranks(values_of(codes, fmt)))
 
 
 def test_fp32_keys_order_as_torch_sorts_and_count_the_codes_below():
-    """fp32's keys come from the bits (no table of 2**32 codes): along torch's sort of random codes
-    and the specials they never decrease, and they are equal exactly where torch sees equal values;
-    at the landmarks they are the counts: -inf 0, the zeros above the 2**31 - 2**23 negative
-    numbers, the smallest positive two above them, every NaN above all 2**32 - 2**24 + 2 numbers."""
+    """fp32's keys (no table of 2**32 codes): along torch's sort of random codes and the specials
+    they never decrease, and they are equal exactly where torch sees equal values; at the landmarks
+    they are the counts: -inf 0, the zeros above the 2**31 - 2**23 negative numbers, the smallest
+    positive two above them, every NaN above all 2**32 - 2**24 + 2 numbers."""
     rng = np.random.default_rng(5)
     codes = np.concatenate([rng.integers(0, 2**32, 200_000, dtype=np.int64), ch11._FP32_SPECIALS]).astype(np.uint32)
-    keys, _, _ = ch11.topk_key_ref(codes, "fp32")
+    keys, _, _ = ch11.topk_key_ref(codes, (8, 23, "ieee"))
     assert keys.dtype == np.uint32
     s, order = torch.sort(values_of(codes, "fp32"), stable=True)
     k = keys.astype(np.int64)[order.numpy()]
@@ -69,33 +72,100 @@ def test_fp32_keys_order_as_torch_sorts_and_count_the_codes_below():
     landmarks = np.array([0xFF800000, 0x80000000, 0, 1, 0x7F800000, 0x7FC00000, 0xFFFFFFFF], np.uint32)
     negatives = 2**31 - 1 - (2**23 - 1)
     expected = [0, negatives, negatives, negatives + 2, 2**32 - 2 * (2**23 - 1) - 1, 2**32 - 2 * (2**23 - 1)]
-    assert ch11.topk_key_ref(landmarks, "fp32")[0].tolist() == expected + [expected[-1]]
+    assert ch11.topk_key_ref(landmarks, NAMED["fp32"])[0].tolist() == expected + [expected[-1]]
 
 
-@pytest.mark.parametrize("fmt", [f for f, k in ch11.KEY_FORMATS.items() if k.bits <= 16])
-def test_the_bit_formula_is_the_table_of_decoded_values(fmt):
-    """fp32's reference, the formula on the bits, gives every key of the decoded tables of the
-    formats of 8 and 16 bits (IEEE, fn and fnuz)."""
-    codes = np.arange(1 << ch11.KEY_FORMATS[fmt].bits)
-    assert np.array_equal(ch11.rank_keys_formula(codes, fmt), ch11._rank_table(fmt))
+# every split of 4 to 18 bits (2 to 10 exponent bits), of every kind
+SMALL = [(e, m, kind) for e in range(2, 11) for m in range(1, 18 - e) for kind in ch11.KINDS]
+
+
+def test_the_bit_formula_is_the_table_of_decoded_values_for_every_small_format():
+    """The reference, the formula on the bits, against the second derivation: decode every code of
+    the format from its fields, sort the numbers, count the ones below (rank_table); equal on
+    every code of every format up to 18 bits."""
+    for fmt in SMALL:
+        codes = np.arange(1 << (1 + fmt[0] + fmt[1]))
+        assert np.array_equal(ch11.rank_keys_formula(codes, fmt), ch11.rank_table(fmt)), fmt
+
+
+ORACLES = {  # the formats a library decodes, as the exercise's tuples
+    "fp16": ((5, 10, "ieee"), np.float16),
+    "bf16": ((8, 7, "ieee"), ml_dtypes.bfloat16),
+    "e5m2": ((5, 2, "ieee"), ml_dtypes.float8_e5m2),
+    "e4m3": ((4, 3, "ieee"), ml_dtypes.float8_e4m3),
+    "e3m4": ((3, 4, "ieee"), ml_dtypes.float8_e3m4),
+    "e4m3fn": ((4, 3, "fn"), ml_dtypes.float8_e4m3fn),
+    "e4m3fnuz": ((4, 3, "fnuz"), ml_dtypes.float8_e4m3fnuz),
+    "e5m2fnuz": ((5, 2, "fnuz"), ml_dtypes.float8_e5m2fnuz),
+}
+
+
+@pytest.mark.parametrize("name", list(ORACLES))
+def test_the_decoder_is_numpys_and_ml_dtypes_and_the_keys_rank_their_values(name):
+    """The decoder behind rank_table against the outside decoders, every code; and the keys of the
+    exercise against the ranks of the library's values."""
+    fmt, dtype = ORACLES[name]
+    f = ch11.key_format(fmt)
+    codes = np.arange(1 << f.bits, dtype=np.int64).astype(f.codes)
+    with np.errstate(invalid="ignore"):
+        theirs = codes.view(dtype).astype(np.float64)
+    assert np.array_equal(ch11.decode_codes(codes, fmt), theirs, equal_nan=True)
+    nan = np.isnan(theirs)
+    numbers = np.sort(theirs[~nan])
+    ranks = np.where(nan, numbers.size, np.searchsorted(numbers, theirs, side="left"))
+    assert np.array_equal(ch11.topk_key_ref(codes, fmt)[0].astype(np.int64), ranks)
+
+
+def test_the_decoder_is_numpys_on_random_fp32_codes():
+    rng = np.random.default_rng(3)
+    codes = np.concatenate([rng.integers(0, 2**32, 100_000, dtype=np.int64), ch11._FP32_SPECIALS]).astype(np.uint32)
+    with np.errstate(invalid="ignore"):
+        theirs = codes.view(np.float32).astype(np.float64)
+    assert np.array_equal(ch11.decode_codes(codes, NAMED["fp32"]), theirs, equal_nan=True)
+
+
+@pytest.mark.parametrize("fmt", [(8, 23, "fn"), (8, 23, "fnuz"), (6, 17, "fn"), (10, 21, "fnuz"), (2, 29, "ieee")])
+def test_wide_keys_order_as_the_decoded_values_and_count_the_codes_below(fmt):
+    """Formats no library decodes, too wide for a table: along the decoded values of random codes
+    and the specials, sorted, the keys never decrease and are equal exactly where the values are
+    (NaNs all equal, -0 equal to +0); the most negative number has key 0, the zeros the count of
+    the negative numbers, a NaN the count of all the numbers."""
+    f = ch11.key_format(fmt)
+    rng = np.random.default_rng(7)
+    codes = np.concatenate([rng.integers(0, 1 << f.bits, 100_000), ch11.specials(f)]).astype(f.codes)
+    values = ch11.decode_codes(codes, fmt)
+    keys = ch11.topk_key_ref(codes, fmt)[0].astype(np.int64)
+    order = np.lexsort((keys, np.nan_to_num(values, nan=np.inf, posinf=np.inf), np.isnan(values)))
+    k, v = keys[order], values[order]
+    with np.errstate(invalid="ignore"):
+        same = (v[1:] == v[:-1]) | (np.isnan(v[1:]) & np.isnan(v[:-1]))
+    assert (np.diff(k) >= 0).all() and np.array_equal(np.diff(k) == 0, same)
+    s, m = 1 << (f.bits - 1), (1 << f.man_bits) - 1
+    nans = {"ieee": 2 * m, "fn": 2, "fnuz": 1}[f.kind]
+    numbers = 2 * s - nans  # every code that is not a NaN
+    zeros = 1 if f.kind == "fnuz" else 2
+    negatives = (numbers - zeros) // 2
+    top = (s - 1) ^ m  # the all-ones exponent
+    most_negative = {"ieee": s | top, "fn": 2 * s - 2, "fnuz": 2 * s - 1}[f.kind]
+    nan = {"ieee": top | 1, "fn": s - 1, "fnuz": s}[f.kind]
+    got = ch11.topk_key_ref(np.array([most_negative, 0, nan], f.codes), fmt)[0].tolist()
+    assert got == [0, negatives, numbers]
+    assert np.isnan(ch11.decode_codes(np.array([nan]), fmt)[0])
 
 
 @pytest.mark.parametrize("fmt", ["e5m2", "e4m3fn", "e4m3fnuz", "e5m2fnuz"])
-def test_fp8_keys_rank_the_values_and_merge_only_zeros_and_nans(fmt):
-    """The fp8 tables against the course's own decoder where it has the format (e5m2, e4m3fn):
-    the same ranks; and the conventions: fnuz has 255 numbers and one NaN (keys 0 to 255, once
-    each), the others share a key only between +0 and -0 and among their NaNs."""
+def test_fp8_keys_merge_only_zeros_and_nans(fmt):
+    """The conventions, against the course's own decoder where it has the format (e5m2, e4m3fn):
+    fnuz has 255 numbers and one NaN (keys 0 to 255, once each), the others share a key only
+    between +0 and -0 and among their NaNs."""
     from nbhelpers.formats import FORMATS, decode
 
     codes = np.arange(256)
-    keys = ch11._rank_table(fmt).astype(np.int64)
-    values = ch11._values(codes, fmt)
+    keys = ch11.rank_table(NAMED[fmt]).astype(np.int64)
+    values = ch11.decode_codes(codes, NAMED[fmt])
     nan = np.isnan(values)
     if fmt in FORMATS:
         assert np.array_equal(decode(codes, fmt), values, equal_nan=True)
-    numbers = np.sort(values[~nan])
-    assert np.array_equal(keys[~nan], np.searchsorted(numbers, values[~nan], side="left"))
-    assert (keys[nan] == numbers.size).all()
     if fmt.endswith("fnuz"):
         assert sorted(keys.tolist()) == list(range(256)) and nan.sum() == 1 and nan[0x80]
         assert keys[0x00] == 127 and keys[0x80] == 255
@@ -104,17 +174,21 @@ def test_fp8_keys_rank_the_values_and_merge_only_zeros_and_nans(fmt):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_key_cases_hold_every_kind_of_code(seed):
+def test_key_cases_hold_every_kind_of_code_and_mostly_wide_formats(seed):
+    """Every kind among the random cases, most of them wider than 16 bits (no table, no library),
+    each with zeros, a positive number and a NaN (of both signs where the kind has them)."""
     cases = cases_for("ex11.topk_key", seed)
     labels = {c.label for c in cases}
     assert {"every bf16 code", "every fp16 code", "every e5m2 code", "every e4m3fnuz code"} <= labels
     random = [c for c in cases if not c.label]
-    assert {c.args[1] for c in random} == set(ch11.KEY_FORMATS)
-    for c in random:  # each random case alone catches every mistake of the table
+    assert {c.args[1].kind for c in random} == set(ch11.KINDS)
+    wide = [c for c in random if c.args[1].bits > 16]
+    assert len(wide) > len(random) / 2 and {c.args[1].kind for c in wide} == set(ch11.KINDS)
+    for c in random:
         codes, fmt = c.args
-        f = ch11.KEY_FORMATS[fmt]
-        assert codes.dtype == f.codes
-        v = ch11._values(codes.ravel(), fmt)
+        f = ch11.key_format(fmt)
+        assert codes.dtype == f.codes and (codes.astype(np.int64) >> f.bits == 0).all()
+        v = ch11.decode_codes(codes.ravel(), fmt)
         sign = (codes.ravel().astype(np.int64) >> (f.bits - 1)) == 1
         assert (v == 0).any() and ((v > 0) & ~np.isinf(v)).any() and np.isnan(v).any()
         if f.kind != "fnuz":
@@ -128,7 +202,7 @@ BAD = [None, "x", 3, 2.5, [1, "a"], np.zeros(3), np.zeros((2, 2), np.uint16), ob
 
 @pytest.mark.parametrize("got", BAD)
 def test_same_keys_rejects_without_raising(got):
-    expected = ch11.topk_key_ref(np.array([0, 0x8000, 0x7FC0], np.uint16), "bf16")
+    expected = ch11.topk_key_ref(np.array([0, 0x8000, 0x7FC0], np.uint16), NAMED["bf16"])
     assert isinstance(ch11._same_keys(got, expected), str)
 
 
@@ -137,7 +211,7 @@ def test_same_keys_takes_the_codes_width_unsigned_and_names_the_code():
     digits from. The right values in another integer type fail, and say so; a wrong key names its
     code, the code's value, and both keys."""
     codes = np.array([0x3F80, 0x8000, 0xFFC0, 0xBF80], np.uint16)
-    expected = ch11.topk_key_ref(codes, "bf16")
+    expected = ch11.topk_key_ref(codes, NAMED["bf16"])
     assert ch11._same_keys(expected[0], expected) is None
     for other in (np.int64, np.uint32, np.int32):
         msg = ch11._same_keys(expected[0].astype(other), expected)
@@ -148,13 +222,18 @@ def test_same_keys_takes_the_codes_width_unsigned_and_names_the_code():
     wrong[1] += 1  # -0 one above +0
     msg = ch11._same_keys(wrong, expected)
     assert "0x8000" in msg and "-0.0" in msg and f"got key {int(wrong[1])}" in msg, msg
-    fnuz = ch11.topk_key_ref(np.arange(256, dtype=np.uint8), "e4m3fnuz")
+    fnuz = ch11.topk_key_ref(np.arange(256, dtype=np.uint8), NAMED["e4m3fnuz"])
     assert "uint8" in ch11._same_keys(fnuz[0].astype(np.uint16), fnuz)
     nan_low = fnuz[0].copy()
     nan_low[0x80] = 0
     assert "0x80 (the NaN" in ch11._same_keys(nan_low, fnuz)
-    with pytest.raises(ValueError, match="e4m3fnuz"):
-        ch11.topk_key_ref(np.arange(4, dtype=np.uint8), "e4m3")
+    wide = ch11.topk_key_ref(np.array([0x800000, 0x7FFFFF], np.uint32), (6, 17, "fnuz"))
+    assert "uint32" in ch11._same_keys(wide[0].astype(np.uint64), wide)
+    msg = ch11._same_keys(np.zeros(2, np.uint32), wide)
+    assert "(6, 17, 'fnuz') code 0x800000 (the NaN" in msg, msg
+    for bad in ("e4m3", (4, 3), (1, 3, "fn"), (4, 0, "ieee"), (11, 3, "fn"), (8, 24, "ieee"), (4, 3, "fnu")):
+        with pytest.raises(ValueError, match="kind one of"):
+            ch11.topk_key_ref(np.arange(4, dtype=np.uint8), bad)
 
 
 # ---- exercise 2: the two-stage kernel
@@ -164,18 +243,37 @@ def two_stage_cases(seed):
     return cases_for("ex11.topk_two_stage", seed)
 
 
+def test_torch_topk_smallest_on_this_cpu():
+    """What the statement says of torch (the version its cell prints): largest=False puts every NaN
+    after every number and -0.0 with +0.0, and its indices among equal values are not the lowest
+    first, which the stable ascending sort's are."""
+    row = torch.tensor([float("nan"), 2.0, -0.0, float("inf"), 0.0, -1.0, -float("nan")])
+    v, i = torch.topk(row, 7, largest=False)
+    assert v[:5].tolist() == [-1.0, 0.0, 0.0, 2.0, float("inf")] and torch.isnan(v[5:]).all()
+    assert set(i[1:3].tolist()) == {2, 4} and set(i[5:].tolist()) == {0, 6}
+    assert torch.sort(row, stable=True).indices.tolist() == [5, 2, 4, 1, 3, 0, 6]
+    if torch.__version__.startswith("2.13"):  # as printed by the statement's cell, this version
+        assert torch.topk(torch.zeros(20), 5, largest=False).indices.tolist() != [0, 1, 2, 3, 4]
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-def test_two_stage_ref_is_torch_topk_with_its_ties_in_index_order(seed):
-    """The values are torch.topk's (up to which of +0/-0 and which NaN); the indices are torch's
-    stable descending sort's, the outside oracle of the tie rule."""
+def test_two_stage_ref_is_torchs_smallest_with_its_ties_in_index_order(seed):
+    """The values are torch.topk(largest=False)'s (up to which of +0/-0 and which NaN); the
+    indices are torch's stable ascending sort's, the outside oracle of the tie rule."""
     for case in two_stage_cases(seed):
         x, k, _ = case.args
         v, i = ch11.topk_two_stage_ref(x, k, 8)
         t = torch.from_numpy(x)
-        tv = torch.topk(t, k).values.numpy()
+        tv = torch.topk(t, k, largest=False).values.numpy()
         assert np.array_equal(v, tv, equal_nan=True), case.label
-        assert np.array_equal(i, torch.sort(t, dim=-1, descending=True, stable=True).indices[:, :k].numpy())
+        assert np.array_equal(i, torch.sort(t, dim=-1, stable=True).indices[:, :k].numpy()), case.label
         assert np.array_equal(v.view(np.int32), np.take_along_axis(x, i, axis=1).view(np.int32))
+
+
+def ties_at_kth_smallest(row: np.ndarray, k: int) -> tuple[int, int]:
+    """(how many entries equal the k-th smallest, how many of them the k smallest take), NaN the
+    largest."""
+    return tk.ties_at_kth(-np.nan_to_num(row, nan=1e30), k)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -188,33 +286,34 @@ def test_two_stage_cases_hold_the_hard_regions_and_stay_small(seed):
         assert any(k > chunk for _, k, chunk in shapes), "k larger than a chunk"
         assert any(k == 1 for _, k, _ in shapes) and any(k == V for (_, V), k, _ in shapes)
         assert any(rows > 1 for (rows, _), _, _ in shapes)
-        kth_ties = [tk.ties_at_kth(np.nan_to_num(c.args[0][0], nan=1e30), c.args[1]) for c in group]
+        kth_ties = [ties_at_kth_smallest(c.args[0][0], c.args[1]) for c in group]
         assert sum(total > needed for total, needed in kth_ties) >= 3, "ties straddling the k-th place"
         xs = [c.args[0] for c in group]
         assert any((np.isnan(x) & np.signbit(x)).any() for x in xs), "a NaN with the sign bit set"
         assert any(((x == 0) & np.signbit(x)).any() for x in xs) and any(np.isinf(x).any() for x in xs)
+        # NaNs among the k smallest: rows with fewer than k numbers
+        assert any((np.isnan(np.sort(c.args[0], axis=1)[:, : c.args[1]])).any() for c in group)
     # about a second of the interpreter at most per case: rows x chunks x k steps of the solution
     assert max(c.args[0].shape[0] * (-(-c.args[0].shape[1] // c.args[2]) + 1) * c.args[1] for c in cases) <= 300
 
 
 def test_same_topk_names_the_row_the_ties_and_unwritten_slots():
     x = np.array([[1.0, 2.0, 2.0, -0.0, 0.0, 3.0]], np.float32)
-    expected = ch11.topk_two_stage_ref(x, 4, 8)
+    expected = ch11.topk_two_stage_ref(x, 5, 8)  # -0.0 (3), +0.0 (4), 1.0 (0), 2.0 (1), 2.0 (2)
     v, i = expected
+    assert i.tolist() == [[3, 4, 0, 1, 2]]
     assert ch11._same_topk((v.copy(), i.astype(np.int32)), expected) is None
     swapped = i.copy()
-    swapped[0, [1, 2]] = swapped[0, [2, 1]]  # the two 2.0s in the wrong order
+    swapped[0, [3, 4]] = swapped[0, [4, 3]]  # the two 2.0s in the wrong order
     assert "lowest column first" in ch11._same_topk((v, swapped), expected)
     unwritten = i.copy()
     unwritten[0, -1] = ch11.UNWRITTEN
     assert "never written" in ch11._same_topk((v, unwritten), expected)
-    zeros_v, zeros_i = ch11.topk_two_stage_ref(x, 6, 8)  # ..., -0.0 (column 3), +0.0 (column 4)
-    swapped_v, swapped_i = zeros_v.copy(), zeros_i.copy()
-    swapped_v[0, [4, 5]], swapped_i[0, [4, 5]] = zeros_v[0, [5, 4]], zeros_i[0, [5, 4]]
-    assert "lowest column first" in ch11._same_topk((swapped_v, swapped_i), (zeros_v, zeros_i))
-    zero_sign = ch11.topk_two_stage_ref(x, 6, 8)
-    plus = zero_sign[0] + np.float32(0.0)  # -0.0 stored as +0.0
-    assert "bit for bit" in ch11._same_topk((plus, zero_sign[1]), zero_sign)
+    swapped_v, swapped_i = v.copy(), i.copy()
+    swapped_v[0, [0, 1]], swapped_i[0, [0, 1]] = v[0, [1, 0]], i[0, [1, 0]]  # +0.0 before -0.0
+    assert "lowest column first" in ch11._same_topk((swapped_v, swapped_i), expected)
+    plus = v + np.float32(0.0)  # -0.0 stored as +0.0
+    assert "bit for bit" in ch11._same_topk((plus, i), expected)
 
 
 @pytest.mark.parametrize(

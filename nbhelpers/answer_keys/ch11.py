@@ -3,33 +3,39 @@
 
 - ``topk_key``: the rank key of a float code, from its bits: the number of the format's codes
   whose value is smaller in torch's order (NaN above every number, all NaNs equal, -0 equal to
-  +0), of the codes' unsigned width, for fp32, bf16, fp16, e5m2 (IEEE), e4m3fn (no inf, one NaN
-  per sign) and e4m3fnuz, e5m2fnuz (no inf, no -0, 0x80 the one NaN). Not the chapter's key (which
-  keeps totalOrder's places and moves NaN and -0 by hand): the student works out how many codes of
-  each kind lie below, format by format. Reference: :func:`topk_key_ref`, the ranks of the values
-  numpy and ml_dtypes decode for the formats of 8 and 16 bits, :func:`rank_keys_formula` on the
-  bits for fp32; held against torch's sort (every bf16 and fp16 code, random fp32 codes) and the
-  course's decoder in tests/test_exercises_ch11.py. Compared exactly, on every code of the six
-  narrow formats, fp32 specials and random codes of all seven formats with specials mixed in. Keys
-  of another dtype than the codes' fail with a message that names both.
-- ``topk_two_stage``: the two kernels of a two-stage top-k in Triton (each program the local top
-  k of a chunk of its row, then one program per row merges the chunks' lists), run through the
-  launcher the notebook gives (:data:`LAUNCHER`, ``Exercise.given``). The launcher hands the
-  kernels the logits as int32 bits, as the chapter's kernels take them (a float comparison, whose
-  NaN rule differs between the interpreter and a GPU, needs a deliberate bitcast), from a buffer
-  whose columns past the row's end hold a NaN's bits, the largest value, so a missing mask picks
-  it up; they are :data:`nbhelpers.load_audit.PAD_BITS`, which no case holds, and a load that
-  reads them under a true mask fails the case even when the kernel drops the lanes (the
-  statement allows only the columns below ``V``). It refuses a kernel that reaches host code
-  (:func:`nbhelpers.load_audit.host_code_problems`), runs both kernels through
-  :func:`nbhelpers.load_audit.run_watching_loads` (in the interpreter, every load and store
-  checked against the launch's tensors: a wild pointer fails the case with a
+  +0), of the codes' unsigned dtype, for any format given as (exp_bits, man_bits, kind) of 4 to 32
+  bits, kind "ieee" (inf and NaNs in the all-ones exponent), "fn" (no inf, one NaN per sign) or
+  "fnuz" (no inf, no -0, -0's code the one NaN). Not the chapter's key (which keeps totalOrder's
+  places and moves NaN and -0 by hand): the student works out how many codes of each kind lie
+  below; most random cases are formats of 17 to 32 bits that no library decodes and no table
+  holds. Reference: :func:`rank_keys_formula` on the bits, held in tests/test_exercises_ch11.py
+  against a second derivation, :func:`rank_table` (every code decoded from its fields by
+  :func:`decode_codes`, the numbers sorted, the ones below counted) on every format up to 17
+  bits, against torch's sort (every bf16 and fp16 code, random fp32 codes), against numpy's and
+  ml_dtypes' decoding (fp16, bf16, fp32, five fp8 formats) and, on wide formats, against the
+  order of the decoded values. Compared exactly, on every code of six narrow formats, the special
+  codes of fp32 and of 24- and 32-bit fn and fnuz formats, and random codes of 18 random formats,
+  six of each kind. Keys of another dtype than the codes' fail with a message that names both.
+- ``topk_two_stage``: the two kernels of a two-stage selection of the k **smallest** of each row
+  in Triton (each program the candidates of a chunk of its row, then one program per row merges
+  the chunks' lists), run through the launcher the notebook gives (:data:`LAUNCHER`,
+  ``Exercise.given``). The chapter's kernels take the k largest: its packed key (key high, reversed
+  column low, under ``tl.max``) orders the other end of the row, so the student works out an
+  order for this one. The launcher hands the kernels the logits as int32 bits, as the chapter's
+  kernels take them (a float comparison, whose NaN rule differs between the interpreter and a GPU,
+  needs a deliberate bitcast), from a buffer whose columns past the row's end hold
+  :data:`nbhelpers.load_audit.PAD_BITS`, a NaN's bits that no case holds: a load that reads them
+  under a true mask fails the case even when the kernel drops the lanes (the statement allows
+  only the columns below ``V``). It refuses a kernel that reaches host code
+  (:func:`nbhelpers.load_audit.host_code_problems`; ``@triton.jit`` helpers pass), runs both
+  kernels through :func:`nbhelpers.load_audit.run_watching_loads` (in the interpreter, every load
+  and store checked against the launch's tensors: a wild pointer fails the case with a
   :class:`~nbhelpers.load_audit.StrayPointerError` instead of touching other memory; on a GPU the
   compiled kernel then runs too), and fails the answer when the merge writes outside the
-  (rows, k) outputs. Reference:
-  :func:`topk_two_stage_ref`, built on :func:`nbhelpers.topk.topk_ref` (values largest first,
-  ties to the lowest index, NaN the largest); values bit for bit (-0.0 is not +0.0), indices
-  exactly.
+  (rows, k) outputs. Reference: :func:`smallest_ref` (the course's top-k key sorted ascending,
+  ties to the lowest column; NaN last), held against ``torch.topk(largest=False)``'s values and
+  ``torch.sort(stable=True)``'s indices in the tests; values bit for bit (-0.0 is not +0.0),
+  indices exactly.
 - ``radix_cost``: predict what a radix select split over several programs costs on one row:
   passes over the row, and bytes read and written, the per-program histograms and their merge
   included. Reference: :func:`radix_cost_ref` (the row's passes and result from
@@ -46,82 +52,121 @@ is a numpy call on the CPU.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
-import ml_dtypes
 import numpy as np
 
 from ..exercise_types import Case, Exercise
 from ..report_text import describe, short_repr
-from ..topk import float_bits, radix_select_cost, topk_keys, topk_ref
+from ..topk import radix_select_cost, topk_keys, topk_ref
 
 UNWRITTEN = -7  # what the topk_two_stage launcher's outputs hold before the merge runs
 
 
-_CODE_DTYPE = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32)}
+KINDS = ("ieee", "fn", "fnuz")
 
 
 class KeyFormat(NamedTuple):
-    """A format of exercise 1: its width, mantissa bits, what its special codes mean ("ieee": the
-    all-ones exponent holds +-inf and NaNs of both signs; "fn": no inf, only the all-ones magnitude
-    is NaN, of both signs; "fnuz": no inf, no -0, the code of -0 the only NaN) and the numpy or
-    ml_dtypes type that decodes its codes (the oracle of the values)."""
+    """A format of exercise 1, ``(exp_bits, man_bits, kind)``: one sign bit, ``exp_bits`` of
+    exponent and ``man_bits`` of mantissa, and what its special codes mean ("ieee": the all-ones
+    exponent holds +-inf (mantissa 0) and NaNs of both signs; "fn": no inf, only the all-ones
+    magnitude is NaN, of both signs; "fnuz": no inf, no -0, the code of -0 the only NaN). Its codes
+    sit in the low ``bits`` bits of the narrowest of uint8, uint16 and uint32 that holds them."""
 
-    bits: int
+    exp_bits: int
     man_bits: int
     kind: str
-    values: np.dtype
+
+    @property
+    def bits(self) -> int:
+        return 1 + self.exp_bits + self.man_bits
 
     @property
     def codes(self) -> np.dtype:
-        return _CODE_DTYPE[self.bits]
+        return np.dtype(np.uint8 if self.bits <= 8 else np.uint16 if self.bits <= 16 else np.uint32)
 
 
-KEY_FORMATS = {
-    "fp32": KeyFormat(32, 23, "ieee", np.dtype(np.float32)),
-    "bf16": KeyFormat(16, 7, "ieee", np.dtype(ml_dtypes.bfloat16)),
-    "fp16": KeyFormat(16, 10, "ieee", np.dtype(np.float16)),
-    "e5m2": KeyFormat(8, 2, "ieee", np.dtype(ml_dtypes.float8_e5m2)),
-    "e4m3fn": KeyFormat(8, 3, "fn", np.dtype(ml_dtypes.float8_e4m3fn)),
-    "e4m3fnuz": KeyFormat(8, 3, "fnuz", np.dtype(ml_dtypes.float8_e4m3fnuz)),
-    "e5m2fnuz": KeyFormat(8, 2, "fnuz", np.dtype(ml_dtypes.float8_e5m2fnuz)),
+#: Formats a library decodes, by the names the course uses (the oracles of the tests; the
+#: exercise takes the tuples).
+NAMED_FORMATS = {
+    "fp32": KeyFormat(8, 23, "ieee"),
+    "bf16": KeyFormat(8, 7, "ieee"),
+    "fp16": KeyFormat(5, 10, "ieee"),
+    "e5m2": KeyFormat(5, 2, "ieee"),
+    "e4m3fn": KeyFormat(4, 3, "fn"),
+    "e4m3fnuz": KeyFormat(4, 3, "fnuz"),
+    "e5m2fnuz": KeyFormat(5, 2, "fnuz"),
 }
 
 
-def _values(codes, fmt: str) -> np.ndarray:
-    """The values of codes of ``fmt`` as float64, decoded by numpy or ml_dtypes."""
-    f = KEY_FORMATS[fmt]
-    c = (np.asarray(codes).astype(np.int64) & ((1 << f.bits) - 1)).astype(f.codes)
-    with np.errstate(invalid="ignore"):  # a signalling NaN
-        return np.ascontiguousarray(c).view(f.values).astype(np.float64)
+def key_format(fmt) -> KeyFormat:
+    """``fmt`` as a :class:`KeyFormat`, or a ValueError that says what is accepted: a tuple
+    (exp_bits, man_bits, kind), 2 <= exp_bits <= 10, man_bits >= 1, at most 32 bits in all."""
+    try:
+        e, m, kind = fmt
+        ok = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (e, m))
+        ok = ok and kind in KINDS and 2 <= e <= 10 and m >= 1 and 1 + e + m <= 32
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"unknown format {fmt!r}: expected (exp_bits, man_bits, kind), 2 <= exp_bits <= 10, "
+            f"man_bits >= 1, 1 + exp_bits + man_bits <= 32, kind one of {', '.join(KINDS)}"
+        )
+    return KeyFormat(int(e), int(m), str(kind))
 
 
-def _value_of(code: int, fmt: str) -> float:
-    """The float a code of ``fmt`` stands for (for messages)."""
-    return float(_values(np.array([code]), fmt)[0])
+def format_name(fmt) -> str:
+    """How a message names a format: its tuple, and the course's name where it has one."""
+    f = key_format(fmt)
+    text = f"({f.exp_bits}, {f.man_bits}, {f.kind!r})"
+    name = next((n for n, g in NAMED_FORMATS.items() if g == f), None)
+    return f"{text} ({name})" if name else text
 
 
-@functools.cache
-def _rank_table(fmt: str) -> np.ndarray:
-    """For a format of at most 16 bits: every code's key, the number of codes whose value is
-    smaller (NaN above every number, all NaNs equal, -0 equal to +0), from the decoded values."""
-    f = KEY_FORMATS[fmt]
-    values = _values(np.arange(1 << f.bits), fmt)
+def decode_codes(codes, fmt) -> np.ndarray:
+    """The values of codes of ``fmt`` as float64, from the fields (exact: 10 exponent bits and 30
+    mantissa bits fit a float64). The bias is 2**(e - 1) - 1, and one more for fnuz, as ml_dtypes
+    has it; a rank does not depend on it. Held against numpy and ml_dtypes in the tests."""
+    f = key_format(fmt)
+    b = np.asarray(codes).astype(np.int64) & ((1 << f.bits) - 1)
+    e_all, m_all = (1 << f.exp_bits) - 1, (1 << f.man_bits) - 1
+    exp, man, neg = (b >> f.man_bits) & e_all, b & m_all, (b >> (f.bits - 1)) == 1
+    bias = (1 << (f.exp_bits - 1)) - 1 + (f.kind == "fnuz")
+    sub = man * np.exp2(1 - bias - f.man_bits)
+    normal = (man + (1 << f.man_bits)) * np.exp2(exp - bias - f.man_bits)
+    value = np.where(exp == 0, sub, normal)
+    if f.kind == "ieee":
+        value = np.where(exp == e_all, np.where(man == 0, np.inf, np.nan), value)
+    elif f.kind == "fn":
+        value = np.where((exp == e_all) & (man == m_all), np.nan, value)
+    value = np.where(neg, -value, value)
+    if f.kind == "fnuz":
+        value = np.where(b == 1 << (f.bits - 1), np.nan, value)
+    return value
+
+
+def rank_table(fmt) -> np.ndarray:
+    """For a format of at most 20 bits: every code's key from the decoded values of all its codes,
+    the number of codes whose value is smaller (NaN above every number, all NaNs equal, -0 equal
+    to +0): the second derivation of the keys, which the tests hold :func:`rank_keys_formula`
+    against."""
+    f = key_format(fmt)
+    if f.bits > 20:
+        raise ValueError(f"{format_name(fmt)} has 2**{f.bits} codes: too many to tabulate")
+    values = decode_codes(np.arange(1 << f.bits), fmt)
     nan = np.isnan(values)
     numbers = np.sort(values[~nan])
     keys = np.searchsorted(numbers, values, side="left")  # the numbers strictly below
     keys[nan] = numbers.size  # every number is below a NaN
-    out = keys.astype(f.codes)
-    out.flags.writeable = False
-    return out
+    return keys.astype(f.codes)
 
 
-def rank_keys_formula(codes, fmt: str) -> np.ndarray:
-    """The same keys from the bits alone, for any width (fp32's 2**32 codes are no table): the
-    negative numbers below the zeros, fewest first by magnitude; the zeros on one key; each
-    positive number above both zeros; every NaN on the count of the numbers."""
-    f = KEY_FORMATS[fmt]
+def rank_keys_formula(codes, fmt) -> np.ndarray:
+    """The keys from the bits alone, for any width (2**32 codes are no table): the negative
+    numbers below the zeros, fewest first by magnitude; the zeros on one key; each positive number
+    above both zeros; every NaN on the count of the numbers."""
+    f = key_format(fmt)
     sign = 1 << (f.bits - 1)
     b = np.asarray(codes).astype(np.int64) & ((1 << f.bits) - 1)
     mag, neg = b & (sign - 1), b >= sign
@@ -150,28 +195,22 @@ class ExpectedKeys(tuple):
         return short_repr(self[0])
 
 
-def topk_key_ref(bits: np.ndarray, fmt: str) -> ExpectedKeys:
+def topk_key_ref(bits: np.ndarray, fmt) -> ExpectedKeys:
     """The rank key of each code (the number of the format's codes whose value is smaller, in
-    torch's order), of the codes' unsigned dtype, same shape: from the decoded values of every code
-    (:func:`_rank_table`) for the formats of at most 16 bits, from :func:`rank_keys_formula` for
-    fp32 (held against the tables and torch's sort in tests/test_exercises_ch11.py)."""
-    if fmt not in KEY_FORMATS:
-        raise ValueError(f"unknown format {fmt!r}: accepted are {', '.join(KEY_FORMATS)}")
+    torch's order), of the codes' unsigned dtype, same shape: :func:`rank_keys_formula`, held
+    against :func:`rank_table` (the decoded values of every code, ranked) on formats up to 20 bits,
+    and against torch's sort and ml_dtypes in tests/test_exercises_ch11.py."""
+    f = key_format(fmt)
     codes = np.asarray(bits)
-    f = KEY_FORMATS[fmt]
-    if f.bits == 32:
-        keys = rank_keys_formula(codes, fmt)
-    else:
-        keys = _rank_table(fmt)[codes.astype(np.int64) & ((1 << f.bits) - 1)]
-    return ExpectedKeys((keys, codes, fmt))
+    return ExpectedKeys((rank_keys_formula(codes, f), codes, f))
 
 
-def _kind_of(code: int, fmt: str) -> str:
-    v = _value_of(code, fmt)
-    f = KEY_FORMATS[fmt]
+def _kind_of(code: int, fmt) -> str:
+    f = key_format(fmt)
+    v = float(decode_codes(np.array([code]), f)[0])
     if np.isnan(v):
         if f.kind == "fnuz":
-            return "the NaN, where the other formats have -0"
+            return "the NaN, where the other kinds have -0"
         return "a NaN with the sign bit set" if code >> (f.bits - 1) else "a NaN"
     if v == 0:
         return "-0.0" if code else "+0.0"
@@ -189,7 +228,10 @@ def _same_keys(got, expected: ExpectedKeys) -> str | None:
     if g.shape != keys.shape:
         return f"returned an array of shape {g.shape}, expected shape {keys.shape} (one key per code)"
     if g.dtype != keys.dtype:  # the width the radix passes take their digits from, unsigned
-        return f"returned an array of {g.dtype}, expected {keys.dtype} (the width of a {fmt} code, unsigned)"
+        return (
+            f"returned an array of {g.dtype}, expected {keys.dtype} (the codes' dtype, unsigned: "
+            f"{format_name(fmt)} has {fmt.bits} bits)"
+        )
     if g.size == 0:
         return None
     bad = g != keys
@@ -197,17 +239,16 @@ def _same_keys(got, expected: ExpectedKeys) -> str | None:
         return None
     i = np.argwhere(bad)[0]
     where = tuple(int(j) for j in i)
-    bits = KEY_FORMATS[fmt].bits
-    code = int(np.asarray(codes)[where]) & ((1 << bits) - 1)
-    digits = bits // 4
+    code = int(np.asarray(codes)[where]) & ((1 << fmt.bits) - 1)
+    digits = -(-fmt.bits // 4)
     return (
-        f"{int(bad.sum())} of {bad.size} keys wrong; first: {fmt} code 0x{code:0{digits}X} "
+        f"{int(bad.sum())} of {bad.size} keys wrong; first: {format_name(fmt)} code 0x{code:0{digits}X} "
         f"({_kind_of(code, fmt)}): got key {int(g[where])}, expected {int(keys[where])}"
     )
 
 
-def _all_codes(fmt: str) -> np.ndarray:
-    f = KEY_FORMATS[fmt]
+def _all_codes(fmt) -> np.ndarray:
+    f = key_format(fmt)
     return np.arange(1 << f.bits, dtype=np.int64).astype(f.codes)
 
 
@@ -221,27 +262,27 @@ _FP32_SPECIALS = [
 ]  # fmt: skip
 
 
-def _specials(fmt: str) -> list[int]:
+def specials(fmt) -> list[int]:
     """Codes worth a look, of both signs: zero, the all-ones exponent with mantissa 0, with its top
     mantissa bit, with 1 and with all ones (inf and NaNs in IEEE formats; numbers and a NaN in fn
     and fnuz ones), the smallest subnormal, the largest subnormal, the smallest normal and the
     code just below the all-ones exponent."""
-    f = KEY_FORMATS[fmt]
+    f = key_format(fmt)
     s = 1 << (f.bits - 1)
     m = (1 << f.man_bits) - 1
     e = (s - 1) ^ m
     pos = [0, e, e | (m + 1) >> 1, e | 1, e | m, 1, m, m + 1, e - 1]
-    return pos + [c | s for c in pos]
+    return sorted(set(pos + [c | s for c in pos]))
 
 
-def _random_codes(rng: np.random.Generator, fmt: str) -> np.ndarray:
+def _random_codes(rng: np.random.Generator, fmt) -> np.ndarray:
     """Uniform codes of the format with specials mixed in at random places (both zeros, the all-ones
     exponent with mantissa 0, 1 and all ones, of both signs, and the smallest and largest positive
     numbers always; more at random), as a 1-D or 2-D array."""
-    f = KEY_FORMATS[fmt]
+    f = key_format(fmt)
     n = int(rng.integers(500, 3000)) if f.bits > 8 else int(rng.integers(120, 400))
     codes = rng.integers(0, 1 << f.bits, size=n, dtype=np.int64)
-    sp = np.array(_specials(fmt), dtype=np.int64)
+    sp = np.array(specials(f), dtype=np.int64)
     s = 1 << (f.bits - 1)
     m = (1 << f.man_bits) - 1
     e = (s - 1) ^ m
@@ -263,40 +304,58 @@ def _mixed_in(
     return codes
 
 
+def random_format(rng: np.random.Generator, kind: str, size: int) -> KeyFormat:
+    """A format of ``kind`` of 17 to 32 bits (``size`` 2: no library decodes them), 16 (1) or 4 to
+    8 (0); 2 to 10 exponent bits, the rest mantissa."""
+    width = int(rng.integers(*[(4, 9), (16, 17), (17, 33)][size]))
+    e = int(rng.integers(2, min(10, width - 2) + 1))
+    return KeyFormat(e, width - 1 - e, kind)
+
+
 def _key_cases(rng: np.random.Generator) -> list[Case]:
+    N = NAMED_FORMATS
+    fn32, fnuz32, fn24 = KeyFormat(8, 23, "fn"), KeyFormat(8, 23, "fnuz"), KeyFormat(6, 17, "fn")
     cases = [
-        Case((_all_codes("bf16"), "bf16"), label="every bf16 code"),
-        Case((_all_codes("fp16"), "fp16"), label="every fp16 code"),
-        Case((np.array(_FP32_SPECIALS, dtype=np.uint32), "fp32"), label="fp32 specials"),
-        Case((np.array(_specials("bf16"), dtype=np.uint16).reshape(2, -1), "bf16"), label="bf16 specials, 2-D"),
-        Case((np.zeros(0, dtype=np.uint32), "fp32"), label="no codes"),
-        Case((_all_codes("e5m2"), "e5m2"), label="every e5m2 code"),
-        Case((_all_codes("e4m3fn")[::-1].copy(), "e4m3fn"), label="every e4m3fn code, from 0xFF down"),
-        Case((_all_codes("e4m3fnuz"), "e4m3fnuz"), label="every e4m3fnuz code"),
-        Case((_all_codes("e5m2fnuz"), "e5m2fnuz"), label="every e5m2fnuz code"),
-        Case(
-            (np.array(_specials("e4m3fn"), dtype=np.uint8).reshape(2, -1), "e4m3fn"),
-            label="e4m3fn specials, 2-D",
-        ),
+        Case((_all_codes(N["bf16"]), N["bf16"]), label="every bf16 code"),
+        Case((np.array(_FP32_SPECIALS, dtype=np.uint32), N["fp32"]), label="fp32 specials"),
+        Case((np.array(specials(fn32), dtype=np.uint32), fn32), label="the specials of fp32's fields, fn"),
+        Case((np.array(specials(fnuz32), dtype=np.uint32), fnuz32), label="the specials of fp32's fields, fnuz"),
+        Case((np.array(specials(fn24), dtype=np.uint32).reshape(2, -1), fn24), label="a 24-bit fn format, 2-D"),
+        Case((np.zeros(0, dtype=np.uint32), N["fp32"]), label="no codes"),
+        Case((_all_codes(N["e5m2"]), N["e5m2"]), label="every e5m2 code"),
+        Case((_all_codes(N["e4m3fn"])[::-1].copy(), N["e4m3fn"]), label="every e4m3fn code, from 0xFF down"),
+        Case((_all_codes(N["e4m3fnuz"]), N["e4m3fnuz"]), label="every e4m3fnuz code"),
+        Case((_all_codes((3, 2, "fn")), KeyFormat(3, 2, "fn")), label="every code of a 6-bit fn format"),
+        Case((_all_codes((5, 6, "fnuz")), KeyFormat(5, 6, "fnuz")), label="every code of a 12-bit fnuz format"),
+        Case((_all_codes(N["fp16"]), N["fp16"]), label="every fp16 code"),
     ]
-    for fmt in ("fp32", "fp32", "fp32", "bf16", "fp16", "fp32", "bf16", "fp16"):
-        cases.append(Case((_random_codes(rng, fmt), fmt)))
-    for fmt in ("e5m2", "e4m3fn", "e4m3fnuz", "e5m2fnuz", "e4m3fn", "e5m2fnuz", "e5m2", "e4m3fnuz"):
-        cases.append(Case((_random_codes(rng, fmt), fmt)))
+    for i in range(18):  # six of each kind: four of 17 to 32 bits, one of 16, one of 4 to 8
+        f = random_format(rng, KINDS[i % 3], [2, 2, 2, 2, 1, 0][i // 3])
+        cases.append(Case((_random_codes(rng, f), f)))
     return cases
 
 
 # ------------------------------------------------------------------ 2. the two-stage kernel
 
 
-def topk_two_stage_ref(x: np.ndarray, k: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """(values (rows, k) float32, indices (rows, k) int64) of each row of x: the k largest, largest
-    first, ties to the lowest index, NaN the largest (:func:`nbhelpers.topk.topk_ref`). ``chunk``
-    is the kernel's business: it does not change the answer."""
-    import torch
+def smallest_ref(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values (rows, k) float32, indices (rows, k) int64): the k smallest of each row of x
+    (rows, V) float32, smallest first, in torch's order (NaN above every number, all NaNs equal,
+    -0.0 equal to +0.0), equal values lowest column first; each value the element itself, bit for
+    bit. From the course's top-k key (:func:`nbhelpers.topk.topk_keys`) sorted ascending; held
+    against ``torch.sort(stable=True)`` and ``torch.topk(largest=False)`` in the tests."""
+    x = np.ascontiguousarray(np.array(x, dtype=np.float32))
+    rows, V = x.shape
+    keys = topk_keys(x.view(np.uint32), "fp32").astype(np.int64).reshape(rows, V)
+    pos = np.arange(V)
+    idx = np.stack([np.lexsort((pos, keys[r]))[:k] for r in range(rows)]).astype(np.int64)
+    return np.take_along_axis(x, idx, axis=1), idx
 
-    v, i = topk_ref(torch.from_numpy(np.array(x, dtype=np.float32)), int(k))
-    return v.numpy(), i.numpy()
+
+def topk_two_stage_ref(x: np.ndarray, k: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """What the launcher must return: :func:`smallest_ref`. ``chunk`` is the kernel's business: it
+    does not change the answer."""
+    return smallest_ref(x, int(k))
 
 
 def _same_topk(got, expected) -> str | None:
@@ -347,9 +406,9 @@ def _signed_zeros(rng: np.random.Generator, x: np.ndarray) -> None:
 
 def _logits(rng: np.random.Generator, rows: int, V: int) -> np.ndarray:
     """A (rows, V) float32 array of one of five kinds, most with ties: small integers, normal values
-    on a grid of 1/4, plain normal values, log-probabilities (all negative, on a grid of 1/8), and
-    log-probabilities under a few zeros; zeros of both signs; NaNs of both signs, +-inf and -0.0
-    at a few places in most."""
+    on a grid of 1/4, plain normal values, negative log-probabilities (all positive, on a grid of
+    1/8), and those over a few zeros; zeros of both signs; NaNs of both signs, +-inf and -0.0 at a
+    few places in most."""
     kind = rng.integers(5)
     if kind == 0:
         x = rng.integers(-2, 3, size=(rows, V)).astype(np.float32)
@@ -360,8 +419,8 @@ def _logits(rng: np.random.Generator, rows: int, V: int) -> np.ndarray:
     else:
         z = 3 * rng.standard_normal((rows, V))
         logp = z - z.max(axis=1, keepdims=True) - np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(1, keepdims=True))
-        x = np.minimum(np.round(logp * 8) / 8, -0.125).astype(np.float32)
-        if kind == 4:  # a few zeros on top of the row
+        x = np.maximum(np.round(-logp * 8) / 8, 0.125).astype(np.float32)
+        if kind == 4:  # a few zeros under the row
             for r in range(rows):
                 x[r, rng.choice(V, size=min(V, int(rng.integers(1, 5))), replace=False)] = 0.0
     _signed_zeros(rng, x)
@@ -383,8 +442,8 @@ def _topk_cases(rng: np.random.Generator) -> list[Case]:
         [[1.0, neg_nan, -np.inf, 2.0, np.inf, -0.0, 0.0, nan, -1.0, 0.0, -0.0, np.inf, 3.0, neg_nan, -np.inf]], f32
     )
     one_chunk = fixed.standard_normal((2, 45)).astype(f32)
-    one_chunk[0, 40:45] += 10  # the whole top 5 of row 0 in its last, ragged chunk (columns 32 to 44)
-    one_chunk[1, 16:21] += 10  # and of row 1 in its second chunk
+    one_chunk[0, 40:45] -= 10  # the whole bottom 5 of row 0 in its last, ragged chunk (columns 32 to 44)
+    one_chunk[1, 16:21] -= 10  # and of row 1 in its second chunk
     zeros = np.array([[-1.0, -0.0, 0.0, -0.0, -2.0, 0.0, -0.0, -1.0, 0.0, -3.0, -0.0]], f32)
     cases = [
         Case((fixed.standard_normal((1, 37)).astype(f32), 5, 16), label="V = 37, chunks of 16: a ragged last chunk"),
@@ -392,10 +451,11 @@ def _topk_cases(rng: np.random.Generator) -> list[Case]:
         Case((fixed.standard_normal((3, 29)).astype(f32), 1, 8), label="k = 1, three rows"),
         Case((fixed.integers(-3, 4, (2, 21)).astype(f32), 21, 8), label="k = V = 21, with ties"),
         Case((ties, 6, 8), label="a tie of 19 equal values at the k-th, across all four chunks"),
-        Case((specials, 9, 8), label="NaNs of both signs, +-inf, +-0: every NaN is the largest, NaNs tie by index"),
+        Case((specials, 14, 8), label="NaNs of both signs, +-inf, +-0, k past the 12 numbers: NaNs last, by index"),
         Case((zeros, 6, 8), label="-0.0 and +0.0 tie: lowest index first, each value as it is"),
-        Case((one_chunk, 5, 16), label="the whole top 5 in one chunk"),
+        Case((one_chunk, 5, 16), label="the whole bottom 5 in one chunk"),
         Case((np.full((1, 19), -np.inf, f32), 19, 8), label="a row of -inf, k = V"),
+        Case((np.full((2, 12), np.nan, f32), 5, 8), label="rows of NaN only: the lowest columns"),
         Case((fixed.standard_normal((1, 5)).astype(f32), 3, 32), label="V = 5 < one chunk of 32"),
         Case((fixed.standard_normal((2, 64)).astype(f32), 7, 16), label="V = 64: whole chunks only"),
     ]
@@ -416,14 +476,20 @@ def _topk_cases(rng: np.random.Generator) -> list[Case]:
         else:
             k = int(rng.integers(1, min(V, 12) + 1))
         x = _logits(rng, rows, V)
-        if rng.random() < 0.3 and V > k:  # the top k of a row in one chunk
+        if mode == 4 and V >= 2:  # +0.0 before -0.0 at the bottom of row 0: equal, so in column order
+            with np.errstate(invalid="ignore"):
+                x[0] = np.abs(x[0])
+            a, b = np.sort(rng.choice(V, size=2, replace=False))
+            x[0, a], x[0, b] = 0.0, -0.0
+            k = max(k, 2)
+        elif rng.random() < 0.3 and V > k:  # the bottom k of a row in one chunk
             c = int(rng.integers(0, -(-V // chunk)))
             cols = np.arange(c * chunk, min(V, (c + 1) * chunk))
             take = rng.choice(cols, size=min(k, cols.size), replace=False)
             with np.errstate(invalid="ignore"):  # a signalling NaN stays NaN
-                x[0, take] = np.abs(x[0, take]) + 100
+                x[0, take] = -np.abs(x[0, take]) - 100
         if mode >= 3 and rng.random() < 0.7:  # a tie straddling the k-th place of row 0
-            keys = np.sort(topk_keys(*float_bits(x[0])).astype(np.int64))[::-1]
+            keys = np.sort(topk_keys(x[0].view(np.uint32), "fp32").astype(np.int64))
             straddle = np.flatnonzero(keys[:-1] == keys[1:]) + 1  # k with the k-th equal to the next
             if straddle.size:
                 k = int(rng.choice(straddle))
@@ -665,9 +731,9 @@ def _flip_cases(rng: np.random.Generator) -> list[Case]:
 #: uses inside its body, so that no module-level name of the notebook stands in for them.
 LAUNCHER = '''\
 def topk_two_stage(x: np.ndarray, k: int, chunk: int):
-    """(values (rows, k) float32, indices (rows, k) int64): the top k of
-    each row of x (rows, V) float32 by topk_chunk_kernel over chunks of
-    `chunk` columns, then topk_merge_kernel. Given: do not change it."""
+    """(values (rows, k) float32, indices (rows, k) int64): the k smallest
+    of each row of x (rows, V) float32 by topk_chunk_kernel over chunks
+    of `chunk` columns, then topk_merge_kernel. Given: do not change it."""
     import numpy as np
     import torch
     import triton
@@ -687,8 +753,8 @@ def topk_two_stage(x: np.ndarray, k: int, chunk: int):
     n_chunks = triton.cdiv(V, chunk)
     K_PAD = triton.next_power_of_2(k)
     # the rows' float32 bits, as int32; past the end of every row
-    # the bits of a NaN (PAD_BITS), the largest value, that no row
-    # holds: a missing mask reads it, and the watch counts it
+    # the bits of a NaN (PAD_BITS) that no row holds: the watch
+    # counts every load of them under a true mask
     xt = torch.full((rows + 1, V + chunk), float("nan"), device=DEVICE)
     x_bits = xt.view(torch.int32)
     x_bits.fill_(PAD_BITS)
