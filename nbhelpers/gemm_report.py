@@ -275,8 +275,9 @@ def _compile_promotion(configs: Collection[str] | None = None) -> dict:
         "configs": {},
     }
     for case in cases():
-        if not case.label.endswith("4096^3") or "row/col" not in case.label:
+        if not case.label.endswith("4096^3") or not ("row/col" in case.label or "-> bf16" in case.label):
             continue
+        kind = "block" if "block" in case.label else "promoted" if "promoted" in case.label else "fast"
         config = case.config.split(" (")[0]
         if configs is not None and config not in configs:
             continue
@@ -293,19 +294,32 @@ def _compile_promotion(configs: Collection[str] | None = None) -> dict:
                 text=True,
             )
         log = r.stderr + r.stdout
-        body = ptx.split("$L__BB0_2:", 1)[-1].split("$L__BB0_3:", 1)[0]
+        body = _loop_body(ptx)
         # the loop: do fp32 adds read the wgmma results before the loop's wait_group?
         wait = body.find("wgmma.wait_group")
         add = body.find("add.f32")
-        out["configs"].setdefault(config, {})["promoted" if "promoted" in case.label else "fast"] = {
+        out["configs"].setdefault(config, {})[kind] = {
             "registers": compile_check.parse_ptxas(log)["registers"],
             "wgmma": body.count("wgmma.mma_async"),
             "adds_before_wait": 0 <= add < wait,
             # the loop's own waits: wgmma.wait_group N lets N groups of wgmma stay in flight
             "wait_groups": [int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", body)],
             "note": " ".join(_WAIT_NOTE.findall(log)),
+            # fp32 arithmetic per thread per K step, by opcode (add, mul, fma)
+            "fp32_ops": _fp32_ops(body),
         }
     return out
+
+
+def _loop_body(ptx: str) -> str:
+    """The PTX of the K loop: the basic block that holds the wgmma instructions."""
+    blocks = re.split(r"\n\$L__BB\d+_\d+:", ptx)
+    return max(blocks, key=lambda b: b.count("wgmma.mma_async"))
+
+
+def _fp32_ops(body: str) -> dict[str, int]:
+    """The fp32 ``add``, ``mul`` and ``fma`` instructions of a PTX block (one per thread each)."""
+    return {op: len(re.findall(rf"\b{op}(?:\.r[nzmp])?(?:\.ftz)?\.f32\b", body)) for op in ("add", "mul", "fma")}
 
 
 def _run_compile(configs: list[str] | None) -> dict:
@@ -330,18 +344,20 @@ def promotion_wait(config: str = "128x128x128 w8 s3") -> dict:
 
 def promotion_waits() -> dict:
     """:func:`promotion_wait` at every config of the compile family (one child process):
-    ``{"triton", "ptxas", "configs": {config: {"promoted": ..., "fast": ...}}}``; the promoted
-    entry is missing at a config that only the fast kernel tunes over."""
+    ``{"triton", "ptxas", "configs": {config: {"promoted": ..., "fast": ..., "block": ...}}}``
+    (``block``: the block-scaled kernel, bf16 out); an entry is missing at a config its kernel
+    does not tune over."""
     return _run_compile(None)
 
 
 def promotion_configs(compile_table: dict, shape: str = "4096^3") -> list[dict]:
-    """Every config of the run's compile table (sm_90) for the row-scaled fp8 kernel, promoted
-    beside fast: ``config``, and per kind ``registers`` and ``programs`` per SM on an H100 (None
-    where that kind has no row at the config, as the promoted kernel at 128x256, which it does
-    not tune over), in the table's order."""
+    """Every config of the run's compile table (sm_90) for the fp8 kernels, row-scaled promoted
+    beside fast and block-scaled: ``config``, and per kind ``registers`` and ``programs`` per SM
+    on an H100 (None where that kind has no row at the config, as the promoted kernel at 128x256,
+    which it does not tune over), in the table's order."""
+    kinds = ("fp8_rowwise", "fp8_rowwise_fast_accum", "block_scaled")
     rows: dict[str, dict] = {}
-    for kind in ("fp8_rowwise", "fp8_rowwise_fast_accum"):
+    for kind in kinds:
         kernel, label, _, _ = GEMM_KIND_KERNELS[kind]
         for r in compile_table["rows"]:
             if (r["kernel"], r["label"], r["target"], r.get("status")) != (
@@ -352,7 +368,7 @@ def promotion_configs(compile_table: dict, shape: str = "4096^3") -> list[dict]:
             ):
                 continue
             config = r["config"].split(" (")[0]
-            row = rows.setdefault(config, {"config": config, "fp8_rowwise": None, "fp8_rowwise_fast_accum": None})
+            row = rows.setdefault(config, {"config": config, **dict.fromkeys(kinds)})
             row[kind] = {
                 "registers": r["registers"],
                 "shared": r["shared"],
@@ -376,47 +392,54 @@ def predicted_configs(gemm_run: dict, kind: str) -> dict[str, list[tuple[int, in
 
 
 def promotion_text(compile_table: dict, waits: dict, gemm_run: dict) -> str:
-    """The promoted and fast row-scaled fp8 kernels config by config: registers and programs per SM
-    from the run's compile table (its Triton), then the same configs compiled here
-    (:func:`promotion_waits`): registers (promoted/fast), whether the loop's adds read the wgmma results before
-    its wait, ptxas's injected wait (C7517) and the loop's own ``wgmma.wait_group`` counts; then
-    the configs the run records for each kernel (the model's prediction, and the autotuner's
-    choice where the run records it)."""
+    """The fp8 kernels (row-scaled promoted and fast, block-scaled) config by config: registers and
+    programs per SM from the run's compile table (its Triton), then the same configs compiled here
+    (:func:`promotion_waits`): registers, whether the promoted loop's adds read the wgmma results
+    before its wait, ptxas's injected wait (C7517), the loop's own ``wgmma.wait_group`` N and its
+    fp32 operations per thread per ``K`` step, each as promoted/fast/block-scaled; then the configs
+    the run records for each kernel (the model's prediction, and the autotuner's choice
+    where the run records it)."""
     here = waits["configs"]
+
+    def each(hs, f):
+        return "/".join("-" if h is None else f(h) for h in hs)
+
     rows = []
     for r in promotion_configs(compile_table):
-        p, f = r["fp8_rowwise"], r["fp8_rowwise_fast_accum"]
-        hp, hf = here.get(r["config"], {}).get("promoted"), here.get(r["config"], {}).get("fast")
+        hs = [here.get(r["config"], {}).get(k) for k in ("promoted", "fast", "block")]
         rows.append(
             (
                 r["config"],
-                "-" if p is None else f"{p['registers']} / {p['programs']}",
-                "-" if f is None else f"{f['registers']} / {f['programs']}",
-                "/".join("-" if h is None else str(h["registers"]) for h in (hp, hf)),
-                "-" if hp is None else ("yes" if hp["adds_before_wait"] else "no"),
-                "-" if hp is None else ("yes" if "C7517" in hp["note"] else "no"),
-                "-" if hf is None else ("yes" if "C7517" in hf["note"] else "no"),
-                "-" if hf is None else ",".join(str(n) for n in hf["wait_groups"]),
+                *(
+                    "-" if r[k] is None else f"{r[k]['registers']} / {r[k]['programs']}"
+                    for k in ("fp8_rowwise", "fp8_rowwise_fast_accum", "block_scaled")
+                ),
+                each(hs, lambda h: str(h["registers"])),
+                "-" if hs[0] is None else ("yes" if hs[0]["adds_before_wait"] else "no"),
+                each(hs, lambda h: "yes" if "C7517" in h["note"] else "no"),
+                each(hs, lambda h: ",".join(str(n) for n in h["wait_groups"])),
+                each(hs, lambda h: str(sum(h.get("fp32_ops", {}).values()))),
             )
         )
     lines = [
-        "the run's compile table: registers / programs per SM; "
-        f"compiled here (Triton {waits['triton']}, ptxas {waits['ptxas']}): the loop's adds and waits",
+        "the run's compile table: registers / programs per SM; compiled here "
+        f"(Triton {waits['triton']}, ptxas {waits['ptxas']}), each promoted/fast/block-scaled",
         text_table(
             rows,
             [
                 "config",
                 "promoted",
                 "fast",
+                "block-scaled",
                 "here: registers",
-                "promoted: adds before wait",
-                "promoted: C7517",
-                "fast: C7517",
-                "fast: wait_group",
+                "adds before wait",
+                "C7517",
+                "wait_group",
+                "fp32 ops / step",
             ],
         ),
     ]
-    for kind in ("fp8_rowwise", "fp8_rowwise_fast_accum"):
+    for kind in ("fp8_rowwise", "fp8_rowwise_fast_accum", "block_scaled"):
         chosen = predicted_configs(gemm_run, kind)
         lines.append(
             f"{KIND_NAMES[kind]}: the model predicts "

@@ -149,8 +149,14 @@ def test_promotion_text_with_stand_in_compiles(h100):
     entry = {"registers": 1, "wgmma": 4, "adds_before_wait": True, "wait_groups": [1], "note": "(C7517) x"}
     fast = {**entry, "adds_before_wait": False, "note": ""}
     waits = {"triton": "t", "ptxas": "p", "configs": {"256x128x128 w8 s3": {"promoted": entry, "fast": fast}}}
+    block = {**entry, "registers": 3, "adds_before_wait": False, "wait_groups": [0], "note": ""}
+    block["fp32_ops"] = {"add": 0, "mul": 64, "fma": 64}
+    waits["configs"]["128x128x128 w8 s3"] = {"promoted": entry, "fast": fast, "block": block}
     text = gemm_report.promotion_text(table, waits, run)
-    assert "256x128x128 w8 s3   255 / 1  192 / 1" in text
+    assert "256x128x128 w8 s3   255 / 1  192 / 1             -" in text
+    # the block-scaled kernel: the run's 226 registers, one program; here its own wait and 128 ops
+    row = next(line for line in text.splitlines() if line.startswith("128x128x128 w8 s3"))
+    assert "226 / 1" in row and "1/1/3" in row and "1/1/0" in row and "0/0/128" in row
     assert "fp8 fast accum: the model predicts 128x256x128 w8 s3 (6 shapes)" in text
     assert "tuned config recorded: none (run predates it)" in text
     assert gemm_report.predicted_configs(
@@ -159,3 +165,17 @@ def test_promotion_text_with_stand_in_compiles(h100):
         "predicted": {},
         "tuned": {"c": [(1, 1, 1)]},
     }
+
+
+def test_fp32_ops_and_loop_body_on_hand_written_ptx():
+    ptx = (
+        "entry:\n\tadd.f32 %f1, %f2, %f3;\n"
+        "$L__BB0_2:\n\twgmma.mma_async.sync.aligned x;\n\twgmma.wait_group.sync.aligned 0;\n"
+        "\tmul.f32 %f4, %f5, %f6;\n\tfma.rn.f32 %f7, %f4, %f8, %f7;\n\tadd.rn.ftz.f32 %f9, %f9, %f1;\n"
+        "\tadd.s32 %r1, %r1, 1;\n"
+        "$L__BB0_3:\n\tadd.f32 %f1, %f2, %f3;\n"
+    )
+    body = gemm_report._loop_body(ptx)
+    assert "wgmma.mma_async" in body and "entry" not in body
+    # integer adds are not fp32 work; the epilogue's add is outside the loop
+    assert gemm_report._fp32_ops(body) == {"add": 1, "mul": 1, "fma": 1}
