@@ -104,7 +104,7 @@ WORKS: tuple[Work, ...] = (
             r"DeepEP's README",
             r"(?<=DeepSeek's library for both \()its README",
             r"(?<=without the NVLink forwarding \()README",
-            r"(?<=the )README(?='s test setting)",
+            r"(?<=The )README(?= tests with \"4096 tokens per batch\")",
         ),
     ),
     Work("deepgemm", (r"DeepGEMM's README",)),
