@@ -184,9 +184,9 @@ def test_pressure_rows_on_the_recorded_h100_run_track_the_measurement_until_it_s
 def test_the_grouped_gemm_run_predicted_again_on_the_measured_gpu(h100):
     """Every timed row of the recorded H100 grouped-GEMM run, from its own routing: on the H100's
     datasheet the model is too fast on every row (the run never beats the datasheet's HBM rate
-    and bf16 peak), and the fitted model comes within 1.7x of all but the row the chapter flags
-    (the smaller layer's 8 experts at T = 1024, slower than the same call with four times the
-    tokens)."""
+    and bf16 peak), and the fitted model, ours' host launches overlapping its GPU time, comes
+    within 1.75x of all but the row the chapter flags (the smaller layer's 8 experts at T = 1024,
+    slower than the same call with four times the tokens)."""
     runs, fit = h100
     run = _load("grouped_gemm")
     table = runs["compile_check"]["rows"]
@@ -195,7 +195,7 @@ def test_the_grouped_gemm_run_predicted_again_on_the_measured_gpu(h100):
     timed = [r for r in run["rows"] if "error" not in r]
     assert len(spec_rows) == len(fit_rows) == len(timed) == 24
     assert all(r["ratio"] > 1 for r in spec_rows)
-    outlier = [r for r in fit_rows if r["ratio"] > 1.7]
+    outlier = [r for r in fit_rows if r["ratio"] > 1.75]
     assert [(r["size"], r["E"], r["T"]) for r in outlier] == [("small", 8, 1024)]
     assert all(0.9 < r["ratio"] for r in fit_rows)
     for r, t in zip(fit_rows, timed):
@@ -245,7 +245,8 @@ def test_loop_and_ours_misses_on_the_recorded_h100_run(h100):
     """Chapter 10's reading of the recorded run: the latency moves ours' miss on no row; at 0.5 us
     the model's loop is faster than the measured one on every row (the row the host cost is read
     from exactly); on the compute-bound rows, the flagged one out, the loop misses by up to 1.40,
-    ours by more, and the quotient lies at 0.77-1.00 on all but one row."""
+    ours by more, and the quotient lies at 0.66-1.00 (0.77-1.00 where the model's loop is its
+    GPU time, at least 80% compute-bound)."""
     runs, fit = h100
     run, table = _load("grouped_gemm"), runs["compile_check"]["rows"]
     short, long = (cal.grouped_gemm_rows(run, table, replace(fit.gpu, latency_s=lat)) for lat in LATENCY_RANGE_S)
@@ -257,14 +258,14 @@ def test_loop_and_ours_misses_on_the_recorded_h100_run(h100):
     assert len(compute) == 17
     assert 1.03 < min(r["loop_miss"][0] for r in compute) and max(r["loop_miss"][0] for r in compute) < 1.41
     q = sorted(r["quotient"][0] for r in compute)
-    assert 0.77 < q[0] and q[-2] < 1.01 and 1.2 < q[-1] < 1.25
+    assert 0.66 < q[0] and q[-1] < 1.01
     # the quotient reads cuBLAS only where the model's loop is its GPU time, mostly compute-bound
     gpu = [r for r in compute if r["loop_bound"][0] == "GPU"]
     assert len(gpu) == 13
     assert sorted((r["size"], r["E"], r["T"]) for r in compute if r["loop_bound"][0] == "host") == [
         ("small", 64, 4096), ("small", 64, 16384), ("small", 256, 16384), ("small", 256, 32768)]  # fmt: skip
     clean = sorted(r["quotient"][0] for r in gpu if r["loop_compute_share"][0] >= 0.8)
-    assert len(clean) == 11 and 0.80 < clean[0] and clean[-2] < 1.01 and 1.2 < clean[-1] < 1.25
+    assert len(clean) == 11 and 0.77 < clean[0] and clean[-1] < 1.01
     assert all(0 <= r["loop_compute_share"][1] <= r["loop_compute_share"][0] <= 1 for r in rows)
 
 
