@@ -1473,6 +1473,8 @@ CHAPTERS = [
                     "ends.append(max(host, last) + op[1])",
                     "ends.append(max(host, last) + op[1])\n            host = ends[-1]",
                 ),
+                # an event recorded before any launch stamped 0, not the host's time
+                ("stream_times", "events.append(max(host, last))", "events.append(max(host, last) if ends else 0)"),
                 # kernels of one stream overlapping: each starts once queued, whatever runs
                 ("stream_times", "ends.append(max(host, last) + op[1])", "ends.append(host + op[1])"),
                 # the kernel starts as its launch begins, the launch's cost not waited for
@@ -1643,6 +1645,8 @@ CHAPTERS = [
         tuple(
             [
                 # --- split_k_matmul: the runs of K steps
+                # every program given at least one step (wrong with 2 or more steps for more programs)
+                ("split_k_matmul", "per = steps // SPLITS", "per = tl.maximum(steps // SPLITS, 1)"),
                 # the longer runs last, not first
                 (
                     "split_k_matmul",

@@ -135,11 +135,14 @@ def _timing_cases(rng: np.random.Generator) -> list[Case]:
         Case(([launch(0), launch(0), E, C], 3, 1024), label="empty kernels: only the launches cost"),
         Case(([C, launch(30), host(50), launch(30), E, C], 0, 1024), label="free launches, a host gap"),
         Case(([C, C, S, E], 5, 4), label="nothing launched"),
+        Case(([host(30), E, launch(10), S, C], 5, 4), label="an event before any launch, after host work"),
     ]
     for _ in range(40):
         depth = int(rng.choice([1, 2, 3, 4, 8, 1024], p=[0.15, 0.2, 0.2, 0.15, 0.15, 0.15]))
         launch_us = int(rng.choice([0, 1, 3, 5, 5, 5, 8, 20]))
         ops: list = []
+        if rng.random() < 0.25:  # host work, then an event before anything is launched
+            ops += [host(int(rng.integers(1, 120))), E]
         for _ in range(int(rng.integers(4, 30))):
             r = rng.random()
             if r < 0.45:

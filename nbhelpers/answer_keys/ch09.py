@@ -152,6 +152,7 @@ def _split_k_cases(rng: np.random.Generator) -> list[Case]:
         ((3, 70, 29), 2, "K = 70: 5 steps as 3 and 2, the last one 6 long"),
         ((17, 130, 5), 4, "K = 130: 9 steps as 3, 2, 2 and 2"),
         ((4, 90, 3), 4, "K = 90: 6 steps as 2, 2, 1 and 1"),
+        ((6, 40, 9), 5, "K = 40: 3 steps for 5 programs: one each, the last two empty"),
     ]
     cases = [Case((*_operands(fixed, *s), splits), label=lab) for s, splits, lab in shapes]
     for _ in range(22):  # decode-like: one tile of rows of A, where split-K pays
@@ -160,8 +161,9 @@ def _split_k_cases(rng: np.random.Generator) -> list[Case]:
         steps = int(rng.integers(splits + 1, 2 * splits + 1))
         if steps % splits == 0:  # uneven runs: which programs get the longer ones counts
             steps += 1
-        if rng.random() < 0.2:  # fewer steps than programs: the last ones empty
-            steps = int(rng.integers(1, splits))
+        if rng.random() < 0.3:  # fewer steps than programs: the last ones empty
+            splits = max(splits, 3)
+            steps = int(rng.integers(2, splits)) if rng.random() < 0.75 else 1
         K = (steps - 1) * BLOCK + int(rng.choice([BLOCK, int(rng.integers(1, BLOCK))]))
         cases.append(Case((*_operands(rng, M, K, N), splits)))
     return cases
