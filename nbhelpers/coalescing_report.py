@@ -38,6 +38,8 @@ __all__ = [
     "measure_copy_run",
     "not_recorded_text",
     "race_text",
+    "recorded_layout_text",
+    "run_new_sectors",
     "recorded_copy_model_text",
     "run_header",
     "strided_layout_text",
@@ -45,6 +47,7 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
+GPU_LINE_BYTES = 128  # an NVIDIA L1/L2 cache line: four 32-byte sectors
 FETCHES = (32, 64)  # bytes DRAM may move per L2 miss: a sector, a pair of sectors
 
 
@@ -454,9 +457,9 @@ from nbhelpers.compile_check import capability_of, global_access, launch_spec
 from nbhelpers.families.manifest import Case
 from nbhelpers.kernels.copy import strided_read_kernel
 
-blocks, stride, warps, target = json.loads(sys.argv[1])
+configs, stride, target = json.loads(sys.argv[1])
 out = []
-for block in blocks:
+for block, warps in configs:
     case = Case("nbhelpers.kernels.copy:strided_read_kernel", "", ("*fp32", "*fp32", 2**20, stride),
                 {"BLOCK": block}, num_warps=warps, target=target)
     gpu = GPUTarget("cuda", capability_of(target), 32)
@@ -471,20 +474,23 @@ print(json.dumps(out))
 
 
 def strided_read_layouts(
-    blocks: Sequence[int] = (1024, 128), stride: int = 8, num_warps: int = 4, target: str = "sm_90"
+    configs: Sequence[tuple[int, int]] = ((1024, 4), (128, 4), (1024, 32)),
+    stride: int = 8,
+    target: str = "sm_90",
 ) -> list[dict]:
-    """Compile ``strided_read_kernel`` for ``target`` at each ``BLOCK`` of ``blocks`` (fp32, a
-    runtime ``stride``) and return, per block, the layout Triton gave its load (``size_per_thread``,
-    the consecutive elements each thread holds, from the TritonGPU IR) and its global loads by
-    vector width in the PTX (:func:`nbhelpers.compile_check.global_access`). Runs in a subprocess
-    without ``TRITON_INTERPRET``, so it works on a CPU after :func:`nbhelpers.device.setup_device`;
-    needs Triton's NVIDIA backend, no GPU."""
+    """Compile ``strided_read_kernel`` for ``target`` at each ``(BLOCK, num_warps)`` of ``configs``
+    (fp32, a runtime ``stride``) and return, per config, the layout Triton gave its load
+    (``size_per_thread``, the consecutive elements each thread holds, from the TritonGPU IR) and its
+    global loads by vector width in the PTX (:func:`nbhelpers.compile_check.global_access`). Runs in
+    a subprocess without ``TRITON_INTERPRET``, so it works on a CPU after
+    :func:`nbhelpers.device.setup_device`; needs Triton's NVIDIA backend, no GPU."""
     import os
 
+    configs = [[int(b), int(w)] for b, w in configs]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        [sys.executable, "-c", _LAYOUT_SCRIPT, json.dumps([list(blocks), stride, num_warps, target])],
+        [sys.executable, "-c", _LAYOUT_SCRIPT, json.dumps([configs, stride, target])],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -496,11 +502,57 @@ def strided_read_layouts(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def strided_layout_text(layouts: Sequence[dict], strides: Sequence[int] = (2, 4, 8)) -> str:
-    """Per compiled layout of :func:`strided_read_layouts`: its scalar loads per thread and how far
-    apart the 32 lanes of one load instruction read (``size_per_thread`` x the stride), with the
-    sectors one such instruction touches at each of ``strides``, beside a load whose lanes hold one
-    element each (torch's elementwise copy)."""
+def recorded_layout_text(kernel: str = "strided_read_kernel", results_dir: str | Path | None = None) -> str:
+    """The rows for ``kernel`` in each GPU run's compile record (``compile_check_<gpu>.json``, written
+    by ``python -m nbhelpers.compile_check --gpu ...`` on that GPU's machine): the Triton version and
+    date it was compiled with, its config, global loads and stores by vector width and registers.
+    Says so when no GPU run holds a compile record."""
+    from .results import find_results_dir, recorded_compile_check
+
+    folder = find_results_dir(results_dir)
+    out = []
+    for path in sorted(folder.glob("compile_check_*.json")) if folder else []:
+        run = recorded_compile_check(folder, path.name)
+        meta = run["meta"]
+        if not meta.get("gpu"):
+            continue
+        for r in run["rows"]:
+            if r["kernel"] != kernel or r["status"] != "ok":
+                continue
+            acc = r.get("global_access", {})
+            out.append(
+                f"{kernel} {r['config']}, {r['label']}, {r['target']}, compiled for the "
+                f"{meta['gpu']} run ({meta['date'][:10]}, Triton {meta['triton']}, file "
+                f"benchmarks/results/{path.name}): loads {acc.get('ld', {})}, stores "
+                f"{acc.get('st', {})}, {r['registers']} registers"
+            )
+    return "\n".join(out) or f"{kernel}: no GPU run's compile record holds it"
+
+
+def run_new_sectors(size_per_thread: int, stride: int, elem_bytes: int = 4) -> list[int]:
+    """A warp whose lanes each hold ``size_per_thread`` consecutive outputs of a strided read (output
+    i reads input element ``i * stride``) loads them with one instruction per element: instruction
+    j of lane t reads byte ``(size_per_thread * t + j) * stride * elem_bytes``. The 32-byte sectors
+    each instruction touches that the earlier ones of the run did not, per instruction."""
+    from .memory_access import SECTOR_BYTES, WARP_SIZE
+
+    seen: set[int] = set()
+    new = []
+    for j in range(size_per_thread):
+        addr = (size_per_thread * np.arange(WARP_SIZE) + j) * stride * elem_bytes
+        sec = {int(a) // SECTOR_BYTES for a in addr}
+        new.append(len(sec - seen))
+        seen |= sec
+    return new
+
+
+def strided_layout_text(layouts: Sequence[dict], strides: Sequence[int] = (2, 4, 8, 16, 32)) -> str:
+    """Per compiled layout of :func:`strided_read_layouts`: its scalar loads per thread; then, per
+    stride and per distinct ``size_per_thread`` among them (1 is also torch's elementwise copy, whose
+    lanes hold one element each), one fp32 load instruction of a warp: how far apart its 32 lanes
+    read (``size_per_thread`` x the stride x 4 bytes), the 32-byte sectors and 128-byte lines it
+    touches, the address range it spans, and the new sectors each instruction of a thread's run of
+    consecutive outputs fetches (:func:`run_new_sectors`)."""
     from .memory_access import sectors_touched
 
     out = []
@@ -508,19 +560,30 @@ def strided_layout_text(layouts: Sequence[dict], strides: Sequence[int] = (2, 4,
         spt = lay["size_per_thread"]
         scalar = lay["loads"].get("1", 0)
         out.append(
-            f"strided_read_kernel, BLOCK = {lay['block']}, {lay['num_warps']} warps, {lay['target']}, "
-            f"Triton {lay['triton']}: sizePerThread = [{spt}], loads {lay['loads']} "
+            f"strided_read_kernel, BLOCK = {lay['block']}, {lay['num_warps']} warps, stride "
+            f"{lay.get('stride', '?')}, {lay['target']}, Triton {lay['triton']}: sizePerThread = [{spt}], "
+            f"loads {lay['loads']} "
             f"({scalar} scalar ld.global per thread)"
         )
-
-    def sectors(s: int) -> int:
-        return sectors_touched(elem_bytes=4, stride=s).sectors
-
-    rows = [
-        (s, *[f"{s * lay['size_per_thread']}: {sectors(s * lay['size_per_thread'])}" for lay in layouts], sectors(s))
-        for s in strides
-    ]
-    heads = [f"BLOCK = {lay['block']}: lanes apart, sectors" for lay in layouts]
-    out.append("one fp32 load instruction of a warp, at a stride of s elements:")
-    out.append(text_table(rows, ["s", *heads, "one element per lane: sectors"]))
+    spts = sorted({lay["size_per_thread"] for lay in layouts} | {1}, reverse=True)
+    # (a lane's aligned 4-byte element never straddles a line)
+    rows = []
+    for s in strides:
+        for spt in spts:
+            apart = spt * s * 4
+            addr = np.arange(32) * apart
+            rows.append(
+                (
+                    s,
+                    f"[{spt}]",
+                    apart,
+                    sectors_touched(addr, elem_bytes=4).sectors,
+                    len(set((addr // GPU_LINE_BYTES).tolist())),
+                    f"{32 * apart / 1024:g}",
+                    " ".join(map(str, run_new_sectors(spt, s))),
+                )
+            )
+    out.append("one fp32 load instruction of a warp, at a stride of s elements ([1]: also torch's copy):")
+    heads = ["s", "sizePerThread", "lanes apart, B", "sectors", "128-B lines", "span, KiB", "new sectors per instr."]
+    out.append(text_table(rows, heads))
     return "\n".join(out)

@@ -142,22 +142,64 @@ def test_measure_copy_run_says_why_the_benchmark_did_not_run(tmp_path, monkeypat
 
 def test_strided_layout_text_spreads_a_warps_lanes_by_the_elements_each_thread_holds():
     layouts = [
-        {"block": 1024, "num_warps": 4, "target": "sm_90", "size_per_thread": 4, "loads": {"1": 8}, "triton": "t"},
-        {"block": 128, "num_warps": 4, "target": "sm_90", "size_per_thread": 1, "loads": {"1": 1}, "triton": "t"},
+        {
+            "block": 1024,
+            "num_warps": 4,
+            "stride": 8,
+            "target": "sm_90",
+            "size_per_thread": 4,
+            "loads": {"1": 8},
+            "triton": "t",
+        },
+        {
+            "block": 128,
+            "num_warps": 4,
+            "stride": 8,
+            "target": "sm_90",
+            "size_per_thread": 1,
+            "loads": {"1": 1},
+            "triton": "t",
+        },
     ]
-    text = report.strided_layout_text(layouts, strides=(2, 4, 8))
-    assert "BLOCK = 1024, 4 warps, sm_90, Triton t: sizePerThread = [4]" in text
+    text = report.strided_layout_text(layouts, strides=(2, 4, 8, 32))
+    assert "BLOCK = 1024, 4 warps, stride 8, sm_90, Triton t: sizePerThread = [4]" in text
     assert "(8 scalar ld.global per thread)" in text
-    rows = [ln.split() for ln in text.splitlines()[-3:]]
-    # stride, lanes apart and sectors at BLOCK = 1024, at BLOCK = 128, then one element per lane
+    rows = [ln.split() for ln in text.splitlines()[-8:]]
+    # stride, layout, lanes apart (bytes), sectors, 128-byte lines, span (KiB), new sectors per instruction
     assert rows == [
-        ["2", "8:", "32", "2:", "8", "8"],
-        ["4", "16:", "32", "4:", "16", "16"],
-        ["8", "32:", "32", "8:", "32", "32"],
+        ["2", "[4]", "32", "32", "8", "1", "32", "0", "0", "0"],
+        ["2", "[1]", "8", "8", "2", "0.25", "8"],
+        ["4", "[4]", "64", "32", "16", "2", "32", "0", "32", "0"],
+        ["4", "[1]", "16", "16", "4", "0.5", "16"],
+        ["8", "[4]", "128", "32", "32", "4", "32", "32", "32", "32"],
+        ["8", "[1]", "32", "32", "8", "1", "32"],
+        ["32", "[4]", "512", "32", "32", "16", "32", "32", "32", "32"],
+        ["32", "[1]", "128", "32", "32", "4", "32"],
     ]
+
+
+def test_run_new_sectors_counts_what_each_instruction_of_a_run_adds():
+    # lane t, instruction j reads byte (4 t + j) * 4 s: at s = 4 that is 64 t + 16 j
+    assert report.run_new_sectors(4, 2) == [32, 0, 0, 0]
+    assert report.run_new_sectors(4, 4) == [32, 0, 32, 0]
+    assert report.run_new_sectors(4, 8) == [32, 32, 32, 32]
+    assert report.run_new_sectors(1, 1) == [4]
+
+
+def test_recorded_layout_text_reads_the_gpu_runs_compile_record(tmp_path):
+    text = report.recorded_layout_text()
+    assert "strided_read_kernel 1024 w4" in text and "Triton 3.6.0" in text
+    assert "loads {'1': 8}, stores {'v4': 2}, 28 registers" in text
+    assert report.recorded_layout_text(results_dir=tmp_path) == (
+        "strided_read_kernel: no GPU run's compile record holds it"
+    )
 
 
 def test_strided_read_layouts_compiles_for_sm_90_without_a_gpu():
     pytest.importorskip("triton.backends.nvidia")
-    layouts = report.strided_read_layouts(blocks=(1024, 128), stride=8)
-    assert [(lay["size_per_thread"], lay["loads"]) for lay in layouts] == [(4, {"1": 8}), (1, {"1": 1})]
+    layouts = report.strided_read_layouts(((1024, 4), (128, 4), (1024, 32)), stride=8)
+    assert [(lay["size_per_thread"], lay["loads"]) for lay in layouts] == [
+        (4, {"1": 8}),
+        (1, {"1": 1}),
+        (1, {"1": 1}),
+    ]
