@@ -24,6 +24,11 @@ from .perf_model import model_gpu
 from .tables import text_table
 
 __all__ = [
+    "grid_text",
+    "masked_lanes_text",
+    "anon_huge_pages",
+    "cpu_identity",
+    "transpose_answer_text",
     "copy_fraction",
     "copy_figure",
     "copy_run_text",
@@ -587,3 +592,100 @@ def strided_layout_text(layouts: Sequence[dict], strides: Sequence[int] = (2, 4,
     heads = ["s", "sizePerThread", "lanes apart, B", "sectors", "128-B lines", "span, KiB", "new sectors per instr."]
     out.append(text_table(rows, heads))
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------- section 4 (this CPU), problems
+
+
+def cpu_identity() -> str:
+    """The CPU's model name with its family and model numbers as Linux's /proc/cpuinfo gives them
+    (decimal, as ``lscpu`` prints them: an AMD family 26 is Zen 5), else the model name alone."""
+    from .device import _cpuinfo, cpu_model
+
+    info = _cpuinfo() or {}
+    fam, mod = info.get("cpu family"), info.get("model")
+    return cpu_model() + (f" (family {fam}, model {mod})" if fam and mod else "")
+
+
+def anon_huge_pages(arr: np.ndarray) -> int | None:
+    """Bytes of transparent huge pages backing the memory mapping that holds ``arr``'s data, read
+    from the mapping's ``AnonHugePages`` line in Linux's /proc/self/smaps; None where that file
+    cannot be read or no mapping holds the address (not Linux, or a small array inside the heap's
+    mapping is found all the same)."""
+    addr = arr.__array_interface__["data"][0]
+    try:
+        text = Path("/proc/self/smaps").read_text()
+    except OSError:
+        return None
+    inside = False
+    for line in text.splitlines():
+        head = line.split()[0] if line.strip() else ""
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= addr < hi
+        elif inside and head == "AnonHugePages:":
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def transpose_answer_text(peak: float, run: dict | None, n: int = 4096) -> str:
+    """Problem 2's numbers: a ``n x n`` float32 transpose (each element read and written once) at
+    ``peak`` bytes/s: the tiled one at the full copy, the naive one with no L2 reuse at
+    ``2 / (1 + 1/e)`` of it for 32- and 64-byte DRAM fetches, and at the share of the copy torch's
+    naive transpose reached in ``run`` (a recorded copy-bandwidth run; skipped when None)."""
+    nbytes = 2 * n * n * 4
+    tiled = nbytes / peak
+    out = [f"{nbytes} bytes; tiled {tiled * 1e6:.1f} us"]
+    for g in FETCHES:
+        e = cache_line_efficiency(n, 4, g)
+        f = copy_fraction(e)
+        out.append(f"naive, no reuse, {g}-byte fetch: e = {e:g}, {f:.4f} of the copy, {tiled / f * 1e6:.1f} us")
+    naive = None if run is None else next((r for r in run["rows"] if r["name"] == "torch transpose"), None)
+    if naive is not None:
+        share = naive["bandwidth"] / _torch_copy(run)
+        out.append(
+            f"at torch's measured share ({run['meta']['gpu']}, {run['meta']['date'][:10]}): "
+            f"{share:.3f} of the copy, {tiled / share * 1e6:.1f} us"
+        )
+    return "; ".join(out)
+
+
+# ---------------------------------------------------------------- section 1 (grid and mask)
+
+
+def grid_text(n: int, block: int) -> str:
+    """A launch of ``cdiv(n, block)`` programs of ``block`` lanes over ``n`` elements: the count of
+    programs, lanes and masked lanes, then per program its offsets, the lanes with ``offs < n``
+    and the masked ones."""
+    programs = -(-n // block)
+    lanes = programs * block
+    live = [min(block, n - pid * block) for pid in range(programs)]
+    rows = [(pid, f"{pid * block}..{pid * block + block - 1}", k, block - k) for pid, k in enumerate(live)]
+    return "\n".join(
+        [
+            f"n = {n}, BLOCK = {block}: cdiv(n, BLOCK) = {programs} programs, {lanes} lanes, {lanes - n} masked off",
+            text_table(rows, ["pid", "offs", "lanes with offs < n", "masked"]),
+        ]
+    )
+
+
+def masked_lanes_text(x, out, fill: float = -1.0, granule: int = 512) -> str:
+    """After a masked copy of ``x`` (n elements) into ``out`` (one slot per lane, each set to
+    ``fill`` before the launch): whether ``out[:n]`` equals ``x`` bit for bit, how many of the
+    masked lanes' slots still hold ``fill``, and the padding past ``n`` in the block torch's CUDA
+    caching allocator gives ``x`` (a multiple of ``granule`` = 512 bytes)."""
+    import torch
+
+    n = x.numel()
+    nbytes = n * x.element_size()
+    out_cpu = out.cpu()
+    block_bytes = -(-nbytes // granule) * granule
+    return "\n".join(
+        [
+            f"\nout[:n] equals x bit for bit: {torch.equal(out_cpu[:n], x.cpu())}",
+            f"out[n:], the masked lanes' slots: {(out_cpu[n:] == fill).sum().item()} of "
+            f"{out_cpu.numel() - n} still {fill:g} (nothing written)",
+            f"x: {nbytes} bytes; its block on a GPU: {block_bytes} bytes, "
+            f"{(block_bytes - nbytes) // x.element_size()} {str(x.dtype).removeprefix('torch.')} of padding past n",
+        ]
+    )

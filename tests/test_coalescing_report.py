@@ -203,3 +203,63 @@ def test_strided_read_layouts_compiles_for_sm_90_without_a_gpu():
         (1, {"1": 1}),
         (1, {"1": 1}),
     ]
+
+
+def test_transpose_answer_text_gives_both_no_reuse_bounds_and_the_measured_share():
+    run = {
+        "meta": {"gpu": "G", "date": "2026-01-02T00:00"},
+        "rows": [
+            {"name": "torch copy", "bandwidth": 3.0e12},
+            {"name": "torch transpose", "bandwidth": 1.0e12},
+        ],
+    }
+    text = report.transpose_answer_text(4.8e12, run)
+    assert text.startswith("134217728 bytes; tiled 28.0 us")
+    assert "32-byte fetch: e = 0.125, 0.2222 of the copy, 125.8 us" in text
+    assert "64-byte fetch: e = 0.0625, 0.1176 of the copy, 237.7 us" in text
+    assert text.endswith("(G, 2026-01-02): 0.333 of the copy, 83.9 us")
+    assert "measured" not in report.transpose_answer_text(4.8e12, None)
+
+
+def test_cpu_identity_adds_family_and_model_where_cpuinfo_has_them(monkeypatch):
+    from nbhelpers import device
+
+    monkeypatch.setattr(device, "_cpuinfo", lambda: {"model name": "AMD EPYC", "cpu family": "26", "model": "2"})
+    assert report.cpu_identity() == "AMD EPYC (family 26, model 2)"
+    monkeypatch.setattr(device, "_cpuinfo", lambda: {"model name": "X"})
+    assert report.cpu_identity() == "X"
+
+
+def test_anon_huge_pages_reads_the_mapping_that_holds_the_array():
+    import sys
+
+    a = np.ones(2**22, dtype=np.float32)
+    got = report.anon_huge_pages(a)
+    if sys.platform.startswith("linux"):
+        assert got is not None and got % (2 * 2**20) == 0 and 0 <= got <= a.nbytes + 2 * 2**20
+    else:
+        assert got is None
+
+
+def test_grid_text_lists_each_program_and_its_masked_lanes():
+    text = report.grid_text(1000, 256)
+    assert text.startswith("n = 1000, BLOCK = 256: cdiv(n, BLOCK) = 4 programs, 1024 lanes, 24 masked off")
+    assert [ln.split() for ln in text.splitlines()[-4:]] == [
+        ["0", "0..255", "256", "0"],
+        ["1", "256..511", "256", "0"],
+        ["2", "512..767", "256", "0"],
+        ["3", "768..1023", "232", "24"],
+    ]
+
+
+def test_masked_lanes_text_tells_a_written_slot_and_the_allocators_padding():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(1000, dtype=torch.float32) + 0.5
+    out = torch.full((1024,), -1.0)
+    out[:1000] = x
+    text = report.masked_lanes_text(x, out)
+    assert "out[:n] equals x bit for bit: True" in text
+    assert "24 of 24 still -1 (nothing written)" in text
+    assert "x: 4000 bytes; its block on a GPU: 4096 bytes, 24 float32 of padding past n" in text
+    out[1010] = 3.0  # a masked lane that wrote
+    assert "23 of 24 still -1" in report.masked_lanes_text(x, out)
