@@ -24,6 +24,8 @@ from .perf_model import model_gpu
 from .tables import text_table
 
 __all__ = [
+    "inflight_answer_text",
+    "programs_answer_text",
     "grid_text",
     "masked_lanes_text",
     "anon_huge_pages",
@@ -688,4 +690,32 @@ def masked_lanes_text(x, out, fill: float = -1.0, granule: int = 512) -> str:
             f"x: {nbytes} bytes; its block on a GPU: {block_bytes} bytes, "
             f"{(block_bytes - nbytes) // x.element_size()} {str(x.dtype).removeprefix('torch.')} of padding past n",
         ]
+    )
+
+
+def programs_answer_text(n: int, block: int) -> str:
+    """Problem 3's numbers: programs, lanes, masked lanes, the last program's id and its first
+    offset for ``n`` elements at ``block`` lanes per program."""
+    programs = -(-n // block)
+    return f"{programs} {programs * block} {programs * block - n} {programs - 1} {(programs - 1) * block}"
+
+
+def inflight_answer_text(gpu, latency_s: Sequence[float], registers: int, block: int = 256, num_warps: int = 4) -> str:
+    """Problem 4's numbers: the loads in flight a copy needs at ``gpu``'s HBM rate (half its bytes
+    are reads) for each latency of ``latency_s`` (a low and a high one), per SM in KB of 1,024
+    bytes, against what a copy of ``block`` float32 per program with ``num_warps`` warps and
+    ``registers`` per thread keeps in flight (its resident programs, :func:`nbhelpers.occupancy.occupancy`,
+    times one block's loads)."""
+    from .occupancy import occupancy
+
+    reads = gpu.hbm_bytes_per_s / 2
+    mb = [reads * t / 1e6 for t in latency_s]
+    kb = [m * 1e6 / gpu.sms / 1024 for m in mb]
+    occ = occupancy(registers, num_warps)
+    held = occ.blocks * block * 4 / 1024
+    return (
+        f"{gpu.name}: {gpu.hbm_bytes_per_s / 1e12} TB/s, {gpu.sms} SMs; reads {reads / 1e12:.2f} TB/s, "
+        f"{mb[0]:.2f}-{mb[1]:.2f} MB in flight, need {kb[0]:.1f}-{kb[1]:.1f} KB per SM; "
+        f"BLOCK = {block}, {num_warps} warps, {registers} registers: {occ.blocks} programs (bound by "
+        f"{' and '.join(map(str, occ.limits))}), {held:.0f} KB, {held / kb[1]:.1f}x-{held / kb[0]:.1f}x the need"
     )

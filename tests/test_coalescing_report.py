@@ -263,3 +263,18 @@ def test_masked_lanes_text_tells_a_written_slot_and_the_allocators_padding():
     assert "x: 4000 bytes; its block on a GPU: 4096 bytes, 24 float32 of padding past n" in text
     out[1010] = 3.0  # a masked lane that wrote
     assert "23 of 24 still -1" in report.masked_lanes_text(x, out)
+
+
+def test_programs_answer_text_counts_programs_lanes_and_the_masked_tail():
+    assert report.programs_answer_text(10**6, 1024) == "977 1000448 448 976 999424"
+    assert report.programs_answer_text(1024, 1024) == "1 1024 0 0 0"
+
+
+def test_inflight_answer_text_sets_the_need_against_the_resident_programs():
+    from nbhelpers import perf_model
+
+    text = report.inflight_answer_text(perf_model.H100_SXM, (0.5e-6, 1e-6), 18, block=256)
+    assert text == (
+        "H100 SXM: 3.35 TB/s, 132 SMs; reads 1.68 TB/s, 0.84-1.68 MB in flight, need 6.2-12.4 KB per SM; "
+        "BLOCK = 256, 4 warps, 18 registers: 16 programs (bound by warps), 16 KB, 1.3x-2.6x the need"
+    )
