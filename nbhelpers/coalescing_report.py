@@ -24,6 +24,7 @@ from .perf_model import model_gpu
 from .tables import text_table
 
 __all__ = [
+    "prediction_text",
     "inflight_answer_text",
     "programs_answer_text",
     "grid_text",
@@ -719,3 +720,21 @@ def inflight_answer_text(gpu, latency_s: Sequence[float], registers: int, block:
         f"BLOCK = {block}, {num_warps} warps, {registers} registers: {occ.blocks} programs (bound by "
         f"{' and '.join(map(str, occ.limits))}), {held:.0f} KB, {held / kb[1]:.1f}x-{held / kb[0]:.1f}x the need"
     )
+
+
+def prediction_text(peak: float, strides: Sequence[int] = (2, 4, 8, 16, 32), n: int = 4096) -> str:
+    """Section 5's prediction: per float32 access pattern (the contiguous copy, strided reads at
+    ``strides``, a tiled transpose reading along rows and a naive ``n x n`` one reading columns
+    with no reuse from L2), the warp's read efficiency ``e`` by the 32-byte sector model
+    (:func:`nbhelpers.memory_access.sectors_touched`), the copy's fraction ``2 / (1 + 1/e)`` and
+    that fraction of ``peak`` bytes/s in GB/s."""
+    from .memory_access import sectors_touched
+
+    patterns = [("copy (contiguous)", 1)] + [(f"strided read, stride {s}", s) for s in strides]
+    patterns += [("tiled transpose (reads along rows)", 1), ("naive transpose, no reuse from L2", n)]
+    rows = []
+    for name, s in patterns:
+        e = sectors_touched(elem_bytes=4, stride=s).efficiency
+        f = copy_fraction(e)
+        rows.append((name, f"{e:.4f}", f"{f:.3f}", f"{peak * f / 1e9:.0f}"))
+    return text_table(rows, ["float32", "read efficiency e", "x copy bandwidth", "GB/s at the H200 peak"])

@@ -278,3 +278,13 @@ def test_inflight_answer_text_sets_the_need_against_the_resident_programs():
         "H100 SXM: 3.35 TB/s, 132 SMs; reads 1.68 TB/s, 0.84-1.68 MB in flight, need 6.2-12.4 KB per SM; "
         "BLOCK = 256, 4 warps, 18 registers: 16 programs (bound by warps), 16 KB, 1.3x-2.6x the need"
     )
+
+
+def test_prediction_text_gives_each_patterns_share_of_the_peak():
+    rows = [ln.rsplit(None, 3) for ln in report.prediction_text(4.8e12).splitlines()[2:]]
+    got = {name.strip(): (e, f, gbs) for name, e, f, gbs in rows}
+    assert got["copy (contiguous)"] == ("1.0000", "1.000", "4800")
+    assert got["strided read, stride 2"] == ("0.5000", "0.667", "3200")
+    assert got["strided read, stride 8"] == ("0.1250", "0.222", "1067")
+    assert got["naive transpose, no reuse from L2"] == ("0.1250", "0.222", "1067")
+    assert len(got) == 8
