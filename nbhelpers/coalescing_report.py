@@ -603,32 +603,35 @@ def strided_layout_text(layouts: Sequence[dict], strides: Sequence[int] = (2, 4,
 def cpu_identity() -> str:
     """The CPU's model name with its family and model numbers as Linux's /proc/cpuinfo gives them
     (decimal, as ``lscpu`` prints them: an AMD family 26 is Zen 5), else the model name alone."""
-    from .device import _cpuinfo, cpu_model
+    from .device import cpu_fields, cpu_model
 
-    info = _cpuinfo() or {}
+    info = cpu_fields() or {}
     fam, mod = info.get("cpu family"), info.get("model")
     return cpu_model() + (f" (family {fam}, model {mod})" if fam and mod else "")
 
 
-def anon_huge_pages(arr: np.ndarray) -> int | None:
-    """Bytes of transparent huge pages backing the memory mapping that holds ``arr``'s data, read
-    from the mapping's ``AnonHugePages`` line in Linux's /proc/self/smaps; None where that file
-    cannot be read or no mapping holds the address (not Linux, or a small array inside the heap's
-    mapping is found all the same)."""
-    addr = arr.__array_interface__["data"][0]
+def anon_huge_pages(arr: np.ndarray, smaps: str = "/proc/self/smaps") -> int | None:
+    """Bytes of transparent huge pages backing ``arr``'s data: the ``AnonHugePages`` lines of every
+    mapping in Linux's /proc/self/smaps that overlaps ``[data, data + nbytes)``, summed (a
+    ``madvise`` that starts at the first page boundary inside an allocation splits it into
+    several mappings, the first small one holding the first byte); None where that file cannot be
+    read or no mapping overlaps the data (not Linux)."""
+    lo_a = arr.__array_interface__["data"][0]
+    hi_a = lo_a + max(int(arr.nbytes), 1)
     try:
-        text = Path("/proc/self/smaps").read_text()
+        text = Path(smaps).read_text()
     except OSError:
         return None
-    inside = False
+    inside, found, total = False, False, 0
     for line in text.splitlines():
         head = line.split()[0] if line.strip() else ""
         if "-" in head and ":" not in head:
             lo, hi = (int(x, 16) for x in head.split("-"))
-            inside = lo <= addr < hi
+            inside = lo < hi_a and lo_a < hi
+            found |= inside
         elif inside and head == "AnonHugePages:":
-            return int(line.split()[1]) * 1024
-    return None
+            total += int(line.split()[1]) * 1024
+    return total if found else None
 
 
 def transpose_answer_text(peak: float, run: dict | None, n: int = 4096) -> str:

@@ -179,6 +179,12 @@ def _kernel(ref: str):
     return getattr(importlib.import_module(path), name)
 
 
+def kernel_of(ref: str):
+    """The ``@triton.jit`` function a compile case names: ``module:name`` (imported) or
+    ``path.py:name`` / ``path.ipynb:name`` (read from that file, a notebook's code cells)."""
+    return _kernel(ref)
+
+
 def _tensor(spec: str):
     import torch
 

@@ -237,6 +237,12 @@ def _cpuinfo(path: str = "/proc/cpuinfo") -> dict[str, str] | None:
     return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)}
 
 
+def cpu_fields() -> dict[str, str] | None:
+    """The first processor's fields of Linux's /proc/cpuinfo ("model name", "cpu family",
+    "model", "flags", ...), or None where there is none."""
+    return _cpuinfo()
+
+
 def cpu_model() -> str:
     """The CPU's model name (Linux's /proc/cpuinfo), else whatever :mod:`platform` knows."""
     import platform

@@ -281,7 +281,7 @@ def _compile_promotion(configs: Collection[str] | None = None) -> dict:
         config = case.config.split(" (")[0]
         if configs is not None and config not in configs:
             continue
-        fn = compile_check._kernel(case.kernel)
+        fn = compile_check.kernel_of(case.kernel)
         options, signature, constexprs, attrs = compile_check.launch_spec(fn, case, target)
         k = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
         ptx = k.asm["ptx"]

@@ -83,7 +83,8 @@ def exercise_cases() -> list[Case]:
         Case(
             "solutions/ex09_gemm_kernels.ipynb:swap_ab_epilogue_kernel",
             "fp32",
-            ("*fp32", "*fp32", "*fp32", "*fp32", 100, 90, 3, 14152, 116, 1, 222, 1, 1, 1),
+            # M, N, S, group_n, then the strides: the partial tiles', C's, sA's and sB's
+            ("*fp32", "*fp32", "*fp32", "*fp32", 100, 90, 3, 32, 14152, 116, 1, 222, 1, 1, 2),
             {"BLOCK_N": 32, "BLOCK_M": 16},
             source="solution",
         )
