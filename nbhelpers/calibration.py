@@ -208,29 +208,7 @@ def gemm_rows(run: dict, compile_rows: list[dict], gpu: GPU) -> list[dict]:
     holds (:func:`nbhelpers.kernels.gemm.fastest_predicted`; a run's own compile table is the
     one for its Triton). M, N, K, ``ms``, ``predicted_ms``, ``ratio``, ``bound`` and ``config``;
     rows the table has no config for are left out."""
-    out = []
-    for r in run["rows"]:
-        if r.get("kind") != "bf16" or r.get("ms_ours") is None:
-            continue
-        M, N, K = r["M"], r["N"], r["K"]
-        aligned = M % 16 == 0 and N % 16 == 0 and K % 16 == 0
-        label = f"bf16 ieee -> bf16, {'4096^3' if aligned else '1000^3'}"
-        p, config = kgemm.fastest_predicted(compile_rows, "matmul_kernel", label, M, N, K, gpu=gpu)
-        if p is None:
-            continue
-        out.append(
-            {
-                "M": M,
-                "N": N,
-                "K": K,
-                "ms": r["ms_ours"],
-                "predicted_ms": p.seconds * 1e3,
-                "ratio": r["ms_ours"] * 1e-3 / p.seconds,
-                "bound": p.bound,
-                "config": config,
-            }
-        )
-    return out
+    return gemm_kind_rows(run, compile_rows, gpu, "bf16")
 
 
 def gemm_kind_rows(run: dict, compile_rows: list[dict], gpu: GPU, kind: str) -> list[dict]:

@@ -29,7 +29,6 @@ __all__ = [
     "kinds_text",
     "promotion_configs",
     "predicted_configs",
-    "promotion_registers",
     "promotion_text",
     "promotion_wait",
     "promotion_waits",
@@ -169,36 +168,6 @@ def kinds_text(c: Calibration, gemm_run: dict, compile_table: dict, left_out: Co
         "  torch._scaled_mm promoted / fast accum, speed: " + _span([v for s, v in torch_speeds.items() if _big(s)])
     )
     return "\n".join(lines)
-
-
-def promotion_registers(compile_table: dict, config: str = "128x128x128 w8 s3", shape: str = "4096^3") -> list[dict]:
-    """The fp8 kernels at one config of the compile table (sm_90): per kind (promoted, fast
-    accumulation, block-scaled), ``registers`` per thread, ``shared`` bytes, ``programs`` per SM
-    (:func:`nbhelpers.occupancy.occupancy` on an H100) and ``accumulator``, the registers per
-    thread of one fp32 ``BLOCK_M x BLOCK_N`` tile (what a second accumulator adds)."""
-    out = []
-    for kind in ("fp8_rowwise", "fp8_rowwise_fast_accum", "block_scaled"):
-        kernel, label, _, _ = GEMM_KIND_KERNELS[kind]
-        for r in compile_table["rows"]:
-            if (r["kernel"], r["label"], r["target"], r.get("status")) != (
-                kernel,
-                label.format(shape),
-                "sm_90",
-                "ok",
-            ) or r["config"].split(" (")[0] != config:
-                continue
-            bm, bn, _ = (int(v) for v in config.split()[0].split("x"))
-            warps = r["num_warps"]
-            out.append(
-                {
-                    "kind": kind,
-                    "registers": r["registers"],
-                    "shared": r["shared"],
-                    "programs": occupancy(r["registers"], warps, r["shared"], H100).blocks,
-                    "accumulator": bm * bn // (warps * 32),
-                }
-            )
-    return out
 
 
 def fill_text(c: Calibration, gemm_run: dict, compile_table: dict, shape=(1024, 1024, 1024)) -> str:

@@ -117,7 +117,7 @@ def issue_text(gpu: GPU = H200, k_pad: int = 64) -> str:
     pipes = ", ".join(f"{name} {cyc}" for name, (_, cyc) in PIPES.items())
     return "\n".join(
         [
-            f"issue: {gpu.issue_per_sm} schedulers per SM, one instruction a cycle each, at "
+            f"instruction issue: {gpu.issue_per_sm} schedulers per SM, one instruction a cycle each, at "
             f"{gpu.clock_hz / 1e9:.2f} GHz (the clock the fp32 peak implies: "
             f"{gpu.peak_flops['fp32'] / 1e12:.0f} TFLOP/s over {gpu.sms} SMs x "
             f"{HOPPER_FP32_FLOPS_PER_SM_CYCLE} FLOPs a cycle)",
@@ -194,7 +194,7 @@ def compile_text(tables: Sequence[dict], gpu: GPU = H200, k: int = 50) -> str:
     """The compile tables (one per Triton version) of the running top-k, radix select and the
     unguarded variant at ``k``, then what they imply on ``gpu``: the model's registers for the
     running top-k; bytes in flight per SM (programs per SM x ``STAGES - 1`` blocks) against
-    Little's law for one SM; the running top-k's instructions a logit and the logits an SM issues a
+    Little's law for one SM; the running top-k's instructions a logit and the logits an SM filters a
     cycle against those the HBM delivers (the first table, Triton's newest); radix select's
     histogram pass in logits a cycle; the unguarded loop's cycles a step over the guarded one's."""
     out = [_one_table(t, k) for t in tables]
@@ -221,14 +221,14 @@ def compile_text(tables: Sequence[dict], gpu: GPU = H200, k: int = 50) -> str:
             loop = r["loops"][0]
             per_logit = loop["shortest"] * _WARPS * 32 / ktk.DEFAULT_BLOCK_V
             out.append(
-                f"{values}, the running top-k: {per_logit:.1f} thread instructions a logit; an SM issues "
+                f"{values}, the running top-k: {per_logit:.1f} thread instructions a logit; an SM filters "
                 f"{ktk.DEFAULT_BLOCK_V / loop['shortest_cycles']:.1f} logits a cycle, the HBM delivers "
                 f"{hbm_per_sm_cycle / _value_bytes(r):.1f}"
             )
         if r["kernel"] == "radix_select_kernel":
             hist = max(h["cycles"] for h in r["loops"][:-1])
             out.append(
-                f"{values}, radix select: an SM issues {ktk.RADIX_BLOCK_V / hist:.1f} logits a cycle "
+                f"{values}, radix select: an SM counts {ktk.RADIX_BLOCK_V / hist:.1f} logits a cycle "
                 "in a histogram pass"
             )
     for t in tables:

@@ -100,15 +100,6 @@ def test_torch_promotion_speeds_by_hand_and_on_the_recorded_run(h100):
     assert "torch._scaled_mm promoted / fast accum, speed: 0.89-0.95" in text
 
 
-def test_promotion_registers_on_the_recorded_compile_table(h100):
-    _, _, table = h100
-    rows = {r["kind"]: r for r in gemm_report.promotion_registers(table)}
-    assert rows["fp8_rowwise"]["registers"] == 169 and rows["fp8_rowwise_fast_accum"]["registers"] == 116
-    assert rows["fp8_rowwise"]["programs"] == 1 and rows["fp8_rowwise_fast_accum"]["programs"] == 2
-    assert rows["fp8_rowwise"]["accumulator"] == 128 * 128 // 256
-    assert gemm_report.promotion_registers(table, config="1x1x1 w1 s1") == []
-
-
 def test_fill_text_counts_the_busy_sms_at_1024_cubed(h100):
     c, run, table = h100
     text = gemm_report.fill_text(c, run, table)
