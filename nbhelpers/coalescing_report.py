@@ -24,6 +24,9 @@ from .perf_model import model_gpu
 from .tables import text_table
 
 __all__ = [
+    "copy_inflight",
+    "l2_fetch_text",
+    "sector_text",
     "prediction_text",
     "inflight_answer_text",
     "programs_answer_text",
@@ -656,6 +659,108 @@ def transpose_answer_text(peak: float, run: dict | None, n: int = 4096) -> str:
     return "; ".join(out)
 
 
+# ---------------------------------------------------------------- section 3 (sectors and L2 fetches)
+
+
+def sector_text(strides: Sequence[int] = (1, 2, 3, 4, 8, 16, 32), row_elems: int = 1024) -> str:
+    """Section 3's sector table: one warp's float32 read, contiguous, at each of ``strides`` and
+    transposed (down a column of a row-major matrix of ``row_elems`` columns), with its sectors,
+    useful and moved bytes and efficiency (:func:`nbhelpers.memory_access.sector_table`); then a
+    contiguous read starting 16 bytes into a sector and a bf16 read at stride 16."""
+    from .memory_access import sector_table, sectors_touched
+
+    table = sector_table(strides=tuple(strides), elem_bytes=4, row_elems=row_elems)
+    rows = [
+        (
+            r["pattern"],
+            r["sectors"],
+            r["useful_bytes"],
+            r["moved_bytes"],
+            f"{r['efficiency']:.4f}",
+            f"1/{r['moved_bytes'] / r['useful_bytes']:g}",
+        )
+        for r in table
+    ]
+    head = ["fp32, one warp", "sectors", "useful bytes", "bytes moved", "efficiency", "= useful / moved"]
+    off = sectors_touched(elem_bytes=4, stride=1, base=16)
+    bf16 = sectors_touched(elem_bytes=2, stride=16)
+    return "\n".join(
+        [
+            text_table(rows, head),
+            f"\ncontiguous but starting 16 bytes into a sector: {off.sectors} sectors, efficiency {off.efficiency:.2f}",
+            f"bf16 (2 bytes) at stride 16: {bf16.sectors} sectors for {bf16.useful_bytes} useful bytes, "
+            f"efficiency 1/{bf16.moved_bytes // bf16.useful_bytes}",
+        ]
+    )
+
+
+def l2_fetch_text(strides: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), fetches: Sequence[int] = (32, 64, 128)) -> str:
+    """Section 3's DRAM view: for a long float32 read at each of ``strides``, the efficiency of the
+    traffic when L2 fetches ``g`` bytes from DRAM per miss, for each ``g`` of ``fetches``
+    (:func:`nbhelpers.memory_access.cache_line_efficiency`), the copy's fraction
+    ``2 / (1 + 1/e)`` of its bandwidth, and the stride from which each fetch size is flat."""
+    rows = []
+    for s in strides:
+        e = [cache_line_efficiency(s, elem_bytes=4, line_bytes=g) for g in fetches]
+        rows.append([s] + [f"1/{1 / x:g}" for x in e] + [f"{copy_fraction(x):.3f}" for x in e])
+    head = ["stride"] + [f"e, {g} B fetch" for g in fetches] + [f"copy, {g} B fetch" for g in fetches]
+    title = "long strided fp32 read: efficiency of DRAM traffic, and the copy's fraction 2/(1+1/e)"
+    out = [title, text_table(rows, head)]
+    for g in fetches:
+        flat = next((s for s in strides if cache_line_efficiency(s, 4, g) == 4 / g), None)
+        where = f"flat from stride {flat}" if flat is not None else "not flat at these strides"
+        out.append(f"{g:>3} B fetch: {where}, floor 1/{g // 4} of the bytes moved")
+    return "\n".join(out)
+
+
+def copy_inflight(
+    compiled: dict, need_per_sm: Sequence[float], peak: float, latency_s: Sequence[float], sms: int
+) -> dict:
+    """Section 6's count for ``copy_kernel`` at ``BLOCK = 1024`` on sm_90, from ``compiled`` (a
+    compile table, :func:`nbhelpers.results.recorded_compile_check`): its registers and warps, the
+    programs resident per SM (:func:`nbhelpers.occupancy.occupancy`), the bytes of loads they keep
+    in flight against ``need_per_sm`` (bytes per SM at the short and the long latency), and what
+    one program per SM would read and copy at ``latency_s`` (short, long) on ``sms`` SMs, as a
+    share of ``peak`` bytes/s.
+
+    Returns a dict with ``row`` (the compile table's row), ``blocks`` (resident programs per SM),
+    ``block_bytes`` (one program's load) and ``text`` (what the chapter prints)."""
+    from .occupancy import occupancy
+
+    row = next(
+        (
+            r
+            for r in compiled["rows"]
+            if r["kernel"] == "copy_kernel" and r["target"] == "sm_90" and r["config"].startswith("1024 ")
+        ),
+        None,
+    )
+    if row is None:
+        raise ValueError(
+            "the compile table has no copy_kernel row for sm_90 at BLOCK = 1024; "
+            "rebuild it with `python -m nbhelpers.compile_check --kernels copy_kernel --update`"
+        )
+    occ = occupancy(row["registers"], row["num_warps"], row["shared"])
+    block_bytes = 1024 * 4  # one program's load, float32
+    held = occ.blocks * block_bytes
+    one = [block_bytes * sms / t / 1e12 for t in tuple(latency_s)[::-1]]  # read rate, TB/s
+    two = [2 * r for r in one]  # the copy's whole traffic, reads and writes
+    share = [t / (peak / 1e12) for t in two]
+    meta = compiled["meta"]
+    text = "\n".join(
+        [
+            f"copy_kernel, BLOCK = 1024, {row['num_warps']} warps, sm_90: {row['registers']} registers "
+            f"(Triton {meta['triton']}, {meta['date'][:10]}, compiled without a GPU)",
+            f"{occ.blocks} programs resident per SM (bound by {' and '.join(map(str, occ.limits))}), "
+            f"{block_bytes // 1024} KiB each: {held // 1024} KiB in flight per SM, "
+            f"{held / need_per_sm[1]:.1f}x to {held / need_per_sm[0]:.1f}x the need",
+            f"one program per SM would read {one[0]:.2f}-{one[1]:.2f} TB/s, a copy of {two[0]:.2f}-{two[1]:.2f} TB/s: "
+            f"{share[0]:.0%}-{share[1]:.0%} of the peak",
+        ]
+    )
+    return {"row": row, "blocks": occ.blocks, "block_bytes": block_bytes, "text": text}
+
+
 # ---------------------------------------------------------------- section 1 (grid and mask)
 
 
@@ -706,10 +811,10 @@ def programs_answer_text(n: int, block: int) -> str:
 
 def inflight_answer_text(gpu, latency_s: Sequence[float], registers: int, block: int = 256, num_warps: int = 4) -> str:
     """Problem 4's numbers: the loads in flight a copy needs at ``gpu``'s HBM rate (half its bytes
-    are reads) for each latency of ``latency_s`` (a low and a high one), per SM in KB of 1,024
-    bytes, against what a copy of ``block`` float32 per program with ``num_warps`` warps and
-    ``registers`` per thread keeps in flight (its resident programs, :func:`nbhelpers.occupancy.occupancy`,
-    times one block's loads)."""
+    are reads) for each latency of ``latency_s`` (a low and a high one), per SM in KiB, against
+    what a copy of ``block`` float32 per program with ``num_warps`` warps and ``registers`` per
+    thread keeps in flight (its resident programs, :func:`nbhelpers.occupancy.occupancy`, times
+    one block's loads)."""
     from .occupancy import occupancy
 
     reads = gpu.hbm_bytes_per_s / 2
@@ -719,9 +824,9 @@ def inflight_answer_text(gpu, latency_s: Sequence[float], registers: int, block:
     held = occ.blocks * block * 4 / 1024
     return (
         f"{gpu.name}: {gpu.hbm_bytes_per_s / 1e12} TB/s, {gpu.sms} SMs; reads {reads / 1e12:.2f} TB/s, "
-        f"{mb[0]:.2f}-{mb[1]:.2f} MB in flight, need {kb[0]:.1f}-{kb[1]:.1f} KB per SM; "
+        f"{mb[0]:.2f}-{mb[1]:.2f} MB in flight, need {kb[0]:.1f}-{kb[1]:.1f} KiB per SM; "
         f"BLOCK = {block}, {num_warps} warps, {registers} registers: {occ.blocks} programs (bound by "
-        f"{' and '.join(map(str, occ.limits))}), {held:.0f} KB, {held / kb[1]:.1f}x-{held / kb[0]:.1f}x the need"
+        f"{' and '.join(map(str, occ.limits))}), {held:.0f} KiB, {held / kb[1]:.1f}x-{held / kb[0]:.1f}x the need"
     )
 
 

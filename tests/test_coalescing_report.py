@@ -287,8 +287,8 @@ def test_inflight_answer_text_sets_the_need_against_the_resident_programs():
 
     text = report.inflight_answer_text(perf_model.H100_SXM, (0.5e-6, 1e-6), 18, block=256)
     assert text == (
-        "H100 SXM: 3.35 TB/s, 132 SMs; reads 1.68 TB/s, 0.84-1.68 MB in flight, need 6.2-12.4 KB per SM; "
-        "BLOCK = 256, 4 warps, 18 registers: 16 programs (bound by warps), 16 KB, 1.3x-2.6x the need"
+        "H100 SXM: 3.35 TB/s, 132 SMs; reads 1.68 TB/s, 0.84-1.68 MB in flight, need 6.2-12.4 KiB per SM; "
+        "BLOCK = 256, 4 warps, 18 registers: 16 programs (bound by warps), 16 KiB, 1.3x-2.6x the need"
     )
 
 
@@ -300,3 +300,60 @@ def test_prediction_text_gives_each_patterns_share_of_the_peak():
     assert got["strided read, stride 8"] == ("0.1250", "0.222", "1067")
     assert got["naive transpose, no reuse from L2"] == ("0.1250", "0.222", "1067")
     assert len(got) == 8
+
+
+def test_sector_text_counts_each_patterns_sectors_and_the_two_odd_cases():
+    text = report.sector_text(strides=(1, 2, 8, 32), row_elems=1024)
+    rows = {ln.rsplit(None, 5)[0].strip(): ln.split()[-5:] for ln in text.splitlines()[2:6]}
+    assert rows["contiguous"] == ["4", "128", "128", "1.0000", "1/1"]
+    assert rows["stride 2"] == ["8", "128", "256", "0.5000", "1/2"]
+    assert rows["stride 8"] == rows["stride 32"] == ["32", "128", "1024", "0.1250", "1/8"]
+    assert "transposed (rows of 1024)" in text and "stride 3 " not in text
+    assert "starting 16 bytes into a sector: 5 sectors, efficiency 0.80" in text
+    assert "bf16 (2 bytes) at stride 16: 32 sectors for 64 useful bytes, efficiency 1/16" in text
+
+
+def test_l2_fetch_text_flattens_where_each_fetch_size_holds_one_element():
+    text = report.l2_fetch_text((1, 2, 4, 8, 16, 32, 64), (32, 64, 128))
+    rows = {int(ln.split()[0]): ln.split()[1:] for ln in text.splitlines()[3:10]}
+    assert rows[16] == ["1/8", "1/16", "1/16", "0.222", "0.118", "0.118"]
+    assert rows[64] == ["1/8", "1/16", "1/32", "0.222", "0.118", "0.061"]
+    assert " 32 B fetch: flat from stride 8, floor 1/8" in text
+    assert " 64 B fetch: flat from stride 16, floor 1/16" in text
+    assert "128 B fetch: flat from stride 32, floor 1/32" in text
+    assert "128 B fetch: not flat at these strides" in report.l2_fetch_text((1, 2, 4), (128,))
+
+
+def test_copy_inflight_sets_the_resident_programs_loads_against_the_need():
+    compiled = {
+        "meta": {"triton": "9.9", "date": "2026-01-02T00:00:00"},
+        "rows": [
+            {
+                "kernel": "copy_kernel",
+                "target": "sm_80",
+                "config": "1024 w4",
+                "registers": 255,
+                "num_warps": 4,
+                "shared": 0,
+            },
+            {
+                "kernel": "copy_kernel",
+                "target": "sm_90",
+                "config": "1024 w4",
+                "registers": 18,
+                "num_warps": 4,
+                "shared": 0,
+            },
+        ],
+    }
+    need = (9 * 1024, 18 * 1024)  # bytes per SM at 0.5 and 1 us
+    got = report.copy_inflight(compiled, need, 4.8e12, (0.5e-6, 1e-6), 132)
+    assert got["blocks"] == 16 and got["block_bytes"] == 4096 and got["row"]["registers"] == 18
+    assert "18 registers (Triton 9.9, 2026-01-02" in got["text"]
+    assert "4 KiB each: 64 KiB in flight per SM, 3.6x to 7.1x the need" in got["text"]
+    # 4096 B x 132 SMs / 1 us = 0.54 TB/s read, twice that copied, 23% of 4.8 TB/s
+    assert "would read 0.54-1.08 TB/s, a copy of 1.08-2.16 TB/s: 23%-45% of the peak" in got["text"]
+    with pytest.raises(ValueError, match="no copy_kernel row for sm_90"):
+        report.copy_inflight(
+            {"meta": compiled["meta"], "rows": compiled["rows"][:1]}, need, 4.8e12, (0.5e-6, 1e-6), 132
+        )
