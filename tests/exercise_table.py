@@ -2068,6 +2068,30 @@ CHAPTERS = [
                     "    row_start = tl.max(tl.where(mine, start + (pid - last + tiles) * BLOCK_M, -1), axis=0)\n"
                     "    row_end = tl.max(tl.where(mine, end, -1), axis=0)\n",
                 ),
+                # the same over a fixed 64 experts: the tiles of experts past the 64th missed
+                (
+                    "tile_lookup",
+                    "    for e in range(0, E):\n"
+                    "        start = tl.load(off_ptr + e)\n"
+                    "        end = tl.load(off_ptr + e + 1)\n"
+                    "        tiles = tl.cdiv(end - start, BLOCK_M)\n"
+                    "        mine = (pid >= first_tile) & (pid < first_tile + tiles)\n"
+                    "        expert = tl.where(mine, e, expert)\n"
+                    "        row_start = tl.where(\n"
+                    "            mine, start + (pid - first_tile) * BLOCK_M, row_start\n"
+                    "        )\n"
+                    "        row_end = tl.where(mine, end, row_end)\n"
+                    "        first_tile += tiles\n",
+                    "    offs = tl.arange(0, 64)\n"
+                    "    start = tl.load(off_ptr + offs, mask=offs < E, other=0)\n"
+                    "    end = tl.load(off_ptr + offs + 1, mask=offs < E, other=0)\n"
+                    "    tiles = tl.cdiv(end - start, BLOCK_M)\n"
+                    "    last = tl.cumsum(tiles, axis=0)\n"
+                    "    mine = (pid >= last - tiles) & (pid < last) & (offs < E)\n"
+                    "    expert = tl.max(tl.where(mine, offs, -1), axis=0)\n"
+                    "    row_start = tl.max(tl.where(mine, start + (pid - last + tiles) * BLOCK_M, -1), axis=0)\n"
+                    "    row_end = tl.max(tl.where(mine, end, -1), axis=0)\n",
+                ),
                 # the loop over at most 16 experts
                 ("tile_lookup", "for e in range(0, E):", "for e in range(0, tl.minimum(E, 16)):"),
                 # the tile test closed at the end: a program also claims the next expert's first tile
