@@ -1,0 +1,480 @@
+"""A recorded grouped-GEMM run (``benchmarks/gpu_grouped_gemm.py``) as chapter 10, section 5, prints
+it: the run's table; the padded batch on the even load against a napkin of its copies; every timed
+row of ours predicted again for the run's GPU (:func:`nbhelpers.calibration.grouped_gemm_rows`, from
+the run's own compile table), on the datasheet and at the rates torch sustained in the same GPU's
+runs (:func:`nbhelpers.calibration_report.fitted_runs`), at both ends of the assumed latency
+(:data:`~nbhelpers.perf_model.LATENCY_RANGE_S`); the loop's host cost per expert, read from the
+loop's own rows; and how far the model misses the loop and ours, with the quotient of the two misses
+(:func:`nbhelpers.calibration.loop_and_ours_misses`), summed up by what bounds ours.
+
+:func:`run_models` does the predicting once per run (a :class:`RunModel`); each ``*_text`` function
+returns the text a cell prints from it, and computes nothing the notebook has to keep. It imports the
+kernels (through :mod:`nbhelpers.calibration`): import it after
+:func:`nbhelpers.device.setup_device`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import calibration
+from .calibration import Calibration
+from .calibration_report import fitted_runs
+from .kernels.grouped_gemm import TILE_LOOKUP_LAUNCHES
+from .perf_model import LATENCY_RANGE_S, model_gpu
+from .results import gpu_slug, recorded_compile_check
+from .tables import text_table
+
+__all__ = [
+    "RunModel",
+    "cublas_rows",
+    "loop_over_ours_text",
+    "loop_text",
+    "misses_text",
+    "models_text",
+    "ours_host_text",
+    "ours_miss_text",
+    "padded_even_rows",
+    "padded_over_loop",
+    "padded_text",
+    "run_models",
+    "runs_text",
+    "split_k_text",
+]
+
+#: what the chapter prints where no grouped-GEMM run is recorded
+NOT_RECORDED = (
+    "No GPU run is recorded yet (no benchmarks/results/grouped_gemm_*.json): the grouped kernel has not been\n"
+    "timed on a GPU. On a machine with an NVIDIA GPU, from the repository root:\n"
+    "    make gpu-report                          # every GPU benchmark and notebook (README, 'The GPU run')\n"
+    "    python benchmarks/gpu_grouped_gemm.py    # or only this benchmark"
+)
+
+
+def _key(r: dict) -> tuple[str, int, int]:
+    return r["size"], r["E"], r["T"]
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:g}"
+
+
+def _pair(a, b, f: str = "{:.2f}") -> str:
+    """``"a / b"`` (at the short / long latency), one value when both print alike."""
+    a, b = f.format(a), f.format(b)
+    return a if a == b else f"{a} / {b}"
+
+
+def _span(values) -> str:
+    values = sorted(values)
+    return f"{values[0]:.2f}-{values[-1]:.2f}"
+
+
+# ---------------------------------------------------------------- the run and the padded batch
+
+
+def runs_text(runs: list[dict]) -> str:
+    """Each run's GPU, date, versions, command and layers (``size`` with its ``K`` and ``N``), then
+    its table: per row the four implementations' times, ours' TFLOP/s and ours' speed over each of
+    the others (a row that was not timed shows its error); :data:`NOT_RECORDED` when ``runs`` is
+    empty."""
+    if not runs:
+        return NOT_RECORDED
+    out = []
+    for run in runs:
+        m = run["meta"]
+        sizes = {r["size"]: (r["K"], r["N"]) for r in run["rows"]}
+        out += [
+            f"recorded: {m['gpu']}, {m['date']}, torch {m['torch']}, Triton {m['triton']}",
+            f"script: {m['script']}; command: {m['command']}",
+            "layers: " + ", ".join(f"{s} K={k} N={n}" for s, (k, n) in sizes.items()),
+        ]
+        rows = []
+        for r in run["rows"]:
+            head = (r["size"], r["E"], r["T"], "uneven" if r["uneven"] else "even")
+            if "error" in r:
+                rows.append((*head, r["error"], *["-"] * 7))
+                continue
+            ms = r["ms"]
+            rows.append(
+                (*head, ms["loop"], ms["padded"], ms["grouped_mm"], ms["ours"], r["tflops"]["ours"])
+                + (r["ours_vs_loop"], r["ours_vs_padded"], r["ours_vs_grouped_mm"])
+            )
+        heads = ["size", "E", "T", "load", "loop ms", "padded ms", "grouped_mm ms", "ours ms", "ours TFLOP/s"]
+        out.append(text_table(rows, heads + ["loop / ours", "padded / ours", "grouped_mm / ours"], digits=3))
+    return "\n".join(out)
+
+
+def padded_even_rows(runs: list[dict]) -> list[dict]:
+    """:func:`nbhelpers.calibration.padded_rows` of every run whose GPU the model has a datasheet
+    for (its HBM rate prices the copies), the even-load rows only (``E = 8``, top-8: every expert
+    gets every token, so the capacity factor drops nothing)."""
+    out = []
+    for run in runs:
+        gpu = model_gpu(run["meta"]["gpu"])
+        if gpu is not None:
+            out += [r for r in calibration.padded_rows(run, gpu) if not r["uneven"]]
+    return out
+
+
+def padded_over_loop(rows: list[dict]) -> list[float]:
+    """The padded batch's measured time over the loop's, row by row."""
+    return [r["ms"]["padded"] / r["ms"]["loop"] for r in rows]
+
+
+def padded_text(rows: list[dict]) -> str:
+    """:func:`padded_even_rows` as a table (the padded batch's time and its time over the loop's,
+    the rows its ``bmm`` computes over the routed ones, its copies and host-built indices, the
+    copies at the HBM rate, the napkin and the napkin's share of the measured time), then the
+    ranges over all rows and per layer; one line saying so when there is no row."""
+    if not rows:
+        return "no recorded run on a GPU the model has a datasheet for: no padded batch to compare"
+    lines = [
+        text_table(
+            [
+                (r["size"], r["E"], r["T"], r["ms"]["padded"], r["ms"]["padded"] / r["ms"]["loop"])
+                + (r["rows_ratio"], r["copy_bytes"] / 1e9, r["index_bytes"] / 1e6)
+                + (r["copies_ms"], r["napkin_ms"], r["share"])
+                for r in rows
+            ],
+            ["size", "E", "T", "padded ms", "padded / loop", "bmm rows", "copies GB", "indices MB"]
+            + ["copies ms", "napkin ms", "napkin / padded"],
+            digits=3,
+        )
+    ]
+    lost = padded_over_loop(rows)
+    share = [r["share"] for r in rows]
+    lines.append(
+        f"even load: the padded batch took {min(lost):.2f}-{max(lost):.2f}x the loop's time; the napkin "
+        f"accounts for {min(share):.2f}-{max(share):.2f} of it"
+    )
+    for size in dict.fromkeys(r["size"] for r in rows):
+        gb = [r["copy_bytes"] / 1e9 for r in rows if r["size"] == size]
+        sh = [r["share"] for r in rows if r["size"] == size]
+        lines.append(
+            f"  {size}: copies {min(gb):.3g}-{max(gb):.3g} GB a call, napkin / padded {min(sh):.2f}-{max(sh):.2f}"
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the model of the run's GPU
+
+
+@dataclass(frozen=True)
+class RunModel:
+    """One recorded grouped-GEMM run against the model of its GPU.
+
+    ``calibration``: the model fitted to the same GPU's copy, GEMM and top-k runs, and ``gemm_run``
+    the GEMM run it read (chapter 09's); ``compile_table``: the run's own compile check;
+    ``sheet``: every timed row predicted on the datasheet (:func:`calibration.grouped_gemm_rows`,
+    its latency); ``fitted``: latency in seconds -> the rows predicted at the fitted rates, one
+    entry per latency of :data:`~nbhelpers.perf_model.LATENCY_RANGE_S`, short first;
+    ``flagged``: (size, E, T) of each row where ours took longer than at the next larger ``T`` of
+    the same layer and ``E`` (whatever its cause, not the kernel's speed); ``host_us``: the least
+    measured loop time per active expert (the loop takes at least its host time, so this bounds
+    the host's cost a call from above) and ``host_row`` the row it comes from; ``misses``:
+    :func:`calibration.loop_and_ours_misses` of the two latencies at that host cost."""
+
+    run: dict
+    calibration: Calibration
+    gemm_run: dict
+    compile_table: dict
+    sheet: list[dict]
+    fitted: dict[float, list[dict]]
+    flagged: frozenset[tuple[str, int, int]]
+    host_us: float
+    host_row: tuple[str, int, int]
+    misses: list[dict]
+
+    @property
+    def gpu_name(self) -> str:
+        return self.run["meta"]["gpu"]
+
+    @property
+    def short(self) -> list[dict]:
+        """The fitted rows at the short latency."""
+        return self.fitted[min(self.fitted)]
+
+    @property
+    def long(self) -> list[dict]:
+        """The fitted rows at the long latency."""
+        return self.fitted[max(self.fitted)]
+
+
+def _flagged(rows: list[dict]) -> frozenset[tuple[str, int, int]]:
+    out = set()
+    for a in rows:
+        later = [r for r in rows if (r["size"], r["E"]) == (a["size"], a["E"]) and r["T"] > a["T"]]
+        if later and min(later, key=lambda r: r["T"])["ms"] < a["ms"]:
+            out.add(_key(a))
+    return frozenset(out)
+
+
+def run_models(
+    runs: list[dict], results_dir: str | Path | None = None, latencies: tuple[float, ...] = LATENCY_RANGE_S
+) -> dict[str, RunModel]:
+    """GPU name -> :class:`RunModel` of each run whose GPU has a datasheet, a fit (a recorded
+    top-k, copy and GEMM run of the same GPU) and a compile table of its own
+    (``compile_check_<gpu slug>.json``) in ``results_dir``; the other runs are left out
+    (:func:`models_text` names them)."""
+    fits = {runs_["gemm"]["meta"]["gpu"]: (c, runs_["gemm"]) for c, runs_ in fitted_runs(results_dir)}
+    out = {}
+    for run in runs:
+        name = run["meta"]["gpu"]
+        table = recorded_compile_check(results_dir, name=f"compile_check_{gpu_slug(name)}.json")
+        if model_gpu(name) is None or name not in fits or table is None:
+            continue
+        c, gemm_run = fits[name]
+        fitted = {
+            lat: calibration.grouped_gemm_rows(run, table["rows"], replace(c.gpu, latency_s=lat))
+            for lat in sorted(latencies)
+        }
+        sheet = calibration.grouped_gemm_rows(run, table["rows"], model_gpu(name))
+        short = fitted[min(fitted)]
+        least = min(short, key=lambda r: r["loop_us_per_expert"])
+        host_us = least["loop_us_per_expert"]
+        out[name] = RunModel(
+            run=run,
+            calibration=c,
+            gemm_run=gemm_run,
+            compile_table=table,
+            sheet=sheet,
+            fitted=fitted,
+            flagged=_flagged(sheet),
+            host_us=host_us,
+            host_row=_key(least),
+            misses=calibration.loop_and_ours_misses(short, fitted[max(fitted)], host_us),
+        )
+    return out
+
+
+def models_text(runs: list[dict], models: dict[str, RunModel]) -> str:
+    """Per run: what the rates were fitted to, then every row of ours measured and predicted, on
+    the datasheet and at the fitted rates (the long latency), with what bounds it and the flag;
+    then ours' host (the GEMM's launch and the tile lookup's, at the model's cost a launch)
+    against the model's GPU time, on the datasheet and fitted. A run without a model says so."""
+    lines = []
+    for run in runs:
+        name = run["meta"]["gpu"]
+        m = models.get(name)
+        if m is None:
+            lines.append(f"{name}: no datasheet, fit or compile table: skipped")
+            continue
+        on = m.calibration.fitted_on
+        lines.append(f"fitted: {on['hbm_fraction']}; {on['flops_fraction[bf16]']}")
+        rows = []
+        for a, b in zip(m.sheet, m.long):
+            flag = "slower than at next T" if _key(a) in m.flagged else ""
+            rows.append(
+                (a["size"], a["E"], a["T"], a["ms"], a["predicted_ms"])
+                + (a["ratio"], b["predicted_ms"], b["ratio"], b["bound"], flag)
+            )
+        lines.append(
+            text_table(
+                rows,
+                ["size", "E", "T", "ours ms", "datasheet ms", "ratio", "fitted ms", "ratio", "bound", "flag"],
+                digits=3,
+            )
+        )
+        n = TILE_LOOKUP_LAUNCHES + 1
+        for label, gpu, rs in (("datasheet", m.calibration.spec, m.sheet), ("fitted", m.calibration.gpu, m.long)):
+            host = n * gpu.launch_s * 1e3
+            longer = sum(r["predicted_ms"] > host * (1 + 1e-6) for r in rs)
+            lines.append(
+                f"ours' host, {label}: {n} launches x {gpu.launch_s * 1e6:.0f} us = {host * 1e3:.0f} us; "
+                f"the GPU time longer on {longer} of {len(rs)} rows"
+            )
+    return "\n".join(lines)
+
+
+def ours_miss_text(m: RunModel) -> str:
+    """Torch's bf16 rates in chapter 09's GEMM run of the same GPU (the best, which the fit took,
+    and at 8192^3), chapter 09's GEMM over torch's per shape; ours measured / fitted (the long
+    latency) by what bounds ours, the flagged rows out; then the compute-bound row the model misses
+    most beside the rows of the same layer and ``T`` (the same routed rows over other ``E``)."""
+    ch09 = {
+        (g["M"], g["N"], g["K"]): (g["tflops_theirs"], g["ratio"])
+        for g in m.gemm_run["rows"]
+        if g["kind"] == "bf16" and g.get("tflops_theirs")
+    }
+    lines = []
+    if ch09:
+        best = max(ch09, key=lambda s: ch09[s][0])
+        cube = ch09.get((8192, 8192, 8192))
+        lines.append(
+            f"torch.matmul bf16, chapter 09's {len(ch09)} shapes: best {ch09[best][0]:.0f} TFLOP/s at "
+            f"{'x'.join(map(str, best))} (the fitted rate)" + (f"; {cube[0]:.0f} at 8192^3" if cube else "")
+        )
+        lines.append(
+            "chapter 09's GEMM over torch.matmul, same shape: "
+            + ", ".join(f"{r:.2f}" for r in sorted(r for _, r in ch09.values()))
+        )
+    kept = [r for r in m.long if _key(r) not in m.flagged]
+    for bound in ("HBM", "compute"):
+        ratio = sorted(r["ratio"] for r in kept if r["bound"] == bound)
+        if not ratio:
+            lines.append(f"{bound}-bound: no row")
+            continue
+        line = f"{bound}-bound, {len(ratio)} rows: measured / fitted {ratio[0]:.2f}-{ratio[-1]:.2f}"
+        if bound == "compute" and len(ratio) > 1:
+            line += f"; without the highest {ratio[0]:.2f}-{ratio[-2]:.2f}"
+        lines.append(line)
+    compute = [r for r in kept if r["bound"] == "compute"]
+    if compute:
+        top = max(compute, key=lambda r: r["ratio"])
+        fitted = {_key(r): r for r in m.long}
+        for r in m.run["rows"]:
+            f = fitted.get(_key(r))
+            if f is None or (r["size"], r["T"]) != (top["size"], top["T"]):
+                continue
+            lines.append(
+                f"  {r['size']} E={r['E']} T={r['T']}: {r['rows']} rows, ours {r['tflops']['ours']:.0f} TFLOP/s, "
+                f"measured / fitted {f['ratio']:.2f} ({f['bound']}), {r['ours_vs_grouped_mm']:.3f} of "
+                "grouped_mm's speed"
+            )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the loop against ours
+
+
+def loop_text(m: RunModel) -> str:
+    """The least loop time per active expert and its row, then per row: the active experts, the
+    loop's measured time and time per expert, the host's part (``active`` x that least), the
+    model's GPU time for the loop (each expert its own launch, summed), which of the two sets the
+    model's loop, the share of that GPU time in compute-bound experts, measured / model for the loop
+    and for ours, their quotient and what bounds ours; pairs at the short / long latency where the
+    latency moves them."""
+    lat = [_us(t) for t in sorted(m.fitted)]
+    rows = [
+        (a["size"], a["E"], a["T"], a["active"], a["loop_ms"], a["loop_us_per_expert"], v["host_ms"])
+        + (_pair(a["loop_gpu_ms"], b["loop_gpu_ms"], "{:.3g}"), _pair(*v["loop_bound"], "{}"))
+        + (_pair(*v["loop_compute_share"], "{:.0%}"), _pair(*v["loop_miss"]), _pair(*v["ours_miss"]))
+        + (_pair(*v["quotient"]), v["bound"])
+        for a, b, v in zip(m.short, m.long, m.misses)
+    ]
+    size, E, T = m.host_row
+    heads = ["size", "E", "T", "active", "loop ms", "us / expert", "host ms", "loop GPU ms, model", "loop set by"]
+    heads += ["loop GPU time compute-bound", "loop measured / model", "ours measured / model"]
+    return "\n".join(
+        [
+            f"{m.gpu_name}: least loop time per active expert {m.host_us:.1f} us ({size}, E={E}, T={T}); "
+            f"pairs at latency {lat[0]} / {lat[-1]} us",
+            text_table(rows, heads + ["loop / ours quotient", "ours bound"], digits=3),
+        ]
+    )
+
+
+def split_k_text(m: RunModel, size: str = "deepseek", E: int = 256) -> str:
+    """A split-``K`` loop at its floor on one layer's ``E`` at the fewest tokens the run timed: the
+    host's time (the active experts at :attr:`RunModel.host_us`) against every active expert's
+    weights and its rows in and out read once at the fitted HBM rate; ours' measured time and the
+    rate at which it moved the same bytes; the split-``K`` loop over ours, set by the longer of the
+    two, and by the bytes alone at the fitted and the datasheet's HBM rate. Empty when the run has
+    no such row."""
+    timed = [r for r in m.run["rows"] if (r["size"], r["E"]) == (size, E) and "error" not in r]
+    if not timed:
+        return ""
+    r = min(timed, key=lambda r: r["T"])
+    (v,) = [v for v in m.misses if _key(v) == (size, E, r["T"])]
+    n_bytes = (v["active"] * r["K"] * r["N"] + r["rows"] * (r["K"] + r["N"])) * 2
+    fitted_hbm, sheet_hbm = m.calibration.gpu.hbm_bytes_per_s, m.calibration.spec.hbm_bytes_per_s
+    ours_s = r["ms"]["ours"] * 1e-3
+    floor_ms = n_bytes / fitted_hbm * 1e3
+    split = max(v["host_ms"], floor_ms) / r["ms"]["ours"]
+    return (
+        f"split-K loop, {size} E={E} T={r['T']}: host {v['host_ms']:.2f} ms ({v['active']} experts at "
+        f"{m.host_us:.1f} us), floor {n_bytes / 1e9:.2f} GB at {fitted_hbm / 1e12:.2f} TB/s = {floor_ms:.2f} ms; "
+        f"ours measured {r['ms']['ours']:.2f} ms, the same bytes at {n_bytes / ours_s / 1e12:.2f} TB/s: split-K "
+        f"loop / ours about {split:.2f} at {m.host_us:.1f} us a call; by the bytes alone "
+        f"{floor_ms / r['ms']['ours']:.2f} at the fitted rate, {n_bytes / sheet_hbm / ours_s:.2f} at the "
+        "datasheet's"
+    )
+
+
+def loop_over_ours_text(m: RunModel, size: str = "deepseek", E: int = 256, max_T: int = 4096) -> str:
+    """Section 1's ratio, the loop's time over one grouped call, on the run's GPU for one layer's
+    ``E`` up to ``max_T`` tokens: measured, and the model's loop (the longer of its host and GPU
+    time) over the model's ours, at the short / long latency."""
+    lines = []
+    for a, b, v in zip(m.short, m.long, m.misses):
+        if (a["size"], a["E"]) != (size, E) or a["T"] > max_T:
+            continue
+        model = [max(v["host_ms"], x["loop_gpu_ms"]) / x["predicted_ms"] for x in (a, b)]
+        lines.append(
+            f"{size} E={E} T={a['T']}: loop / ours measured {a['loop_ms'] / a['ms']:.2f}, model {_pair(*model)}"
+        )
+    return "\n".join(lines)
+
+
+def ours_host_text(m: RunModel) -> str:
+    """Ours' host at the loop's measured cost a call (:attr:`RunModel.host_us`) instead of the
+    model's: the GEMM's launch and the tile lookup's, and the rows whose model GPU time (short
+    latency) is shorter than that."""
+    n = TILE_LOOKUP_LAUNCHES + 1
+    slow = [
+        f"{a['size']} E={a['E']} T={a['T']} ({a['ms']:.3f} ms measured)"
+        for a in m.short
+        if a["predicted_ms"] < n * m.host_us * 1e-3
+    ]
+    return (
+        f"ours' host at {m.host_us:.1f} us a launch: {n} launches = {n * m.host_us:.0f} us, above the model's GPU "
+        f"time on {len(slow)} of {len(m.short)} rows: " + (", ".join(slow) or "none")
+    )
+
+
+def cublas_rows(m: RunModel) -> list[dict]:
+    """The rows of :attr:`RunModel.misses` where the quotient is ours against cuBLAS: ours
+    compute-bound (the flagged rows out), the model's loop set by its GPU time rather than the
+    host's and at least 80% of that time in compute-bound experts, both at the short latency."""
+    return [
+        v
+        for v in m.misses
+        if v["bound"] == "compute"
+        and _key(v) not in m.flagged
+        and v["loop_bound"][0] == "GPU"
+        and v["loop_compute_share"][0] >= 0.8
+    ]
+
+
+def misses_text(m: RunModel) -> str:
+    """:attr:`RunModel.misses` summed up, the flagged rows apart: on how many rows the latency moves
+    ours' miss, on how many the model's loop is faster than measured (short latency) or slower
+    (long); then per bound of ours the ranges of the loop's miss, ours' and the quotient at the
+    short latency, with the quotient's range on the same rows at the long latency; and for the
+    compute-bound rows the quotient where the model's loop is its GPU time, and where that time is
+    also mostly compute-bound (:func:`cublas_rows`)."""
+    lat = [_us(t) for t in sorted(m.fitted)]
+    v_all = m.misses
+    moved = sum(v["ours_miss"][0] != v["ours_miss"][1] for v in v_all)
+    short = sum(v["loop_miss"][0] < 1 - 1e-9 for v in v_all)
+    slow = sum(v["loop_miss"][1] < 1 for v in v_all)
+    lines = [
+        f"ours' miss moved by the latency on {moved} rows; the model's loop is faster than measured "
+        + ("on every row" if not short else f"on all but {short} rows")
+        + f" at {lat[0]} us, slower on {slow} at {lat[-1]} us"
+    ]
+
+    def quotients(rows: list[dict]) -> str:
+        short_q, long_q = (_span(v["quotient"][i] for v in rows) for i in (0, 1))
+        return f"quotient {short_q} (at {lat[-1]} us: {long_q})"
+
+    for bound in ("HBM", "compute"):
+        g = [v for v in v_all if v["bound"] == bound and _key(v) not in m.flagged]
+        if not g:
+            lines.append(f"ours {bound}-bound: no row")
+            continue
+        lines.append(
+            f"ours {bound}-bound, {len(g)} rows, at {lat[0]} us: loop measured / model "
+            f"{_span(v['loop_miss'][0] for v in g)}, ours measured / model {_span(v['ours_miss'][0] for v in g)}, "
+            + quotients(g)
+        )
+        if bound != "compute":
+            continue
+        on_gpu = [v for v in g if v["loop_bound"][0] == "GPU"]
+        for name, sel in (
+            ("the model's loop set by the GPU", on_gpu),
+            ("and its GPU time at least 80% compute-bound", cublas_rows(m)),
+        ):
+            lines.append(f"  {name}: {len(sel)} rows, " + (quotients(sel) if sel else "no quotient"))
+    return "\n".join(lines)
