@@ -217,7 +217,7 @@ def run_models(
     top-k, copy and GEMM run of the same GPU) and a compile table of its own
     (``compile_check_<gpu slug>.json``) in ``results_dir``; the other runs are left out
     (:func:`models_text` names them)."""
-    fits = {runs_["gemm"]["meta"]["gpu"]: (c, runs_["gemm"]) for c, runs_ in fitted_runs(results_dir)}
+    fits = {found["gemm"]["meta"]["gpu"]: (c, found["gemm"]) for c, found in fitted_runs(results_dir)}
     out = {}
     for run in runs:
         name = run["meta"]["gpu"]
