@@ -12,8 +12,9 @@ One small, real training set-up shared by chapters 04 (master weights) and 05 (l
   :mod:`nbhelpers.loss_scaling`). :data:`REGIMES` holds the ones the chapters compare.
 * :func:`train`: one training loop for every regime: full-batch Adam with fp32 optimizer state,
   returning a :class:`TrainResult` (loss per step, updates lost per step, skipped steps, the
-  loss scale, snapshots of weights, updates and gradients, and the bytes each kind of state
-  occupies).
+  loss scale, the share of gradients that changed sign, snapshots of weights, updates, gradients
+  and Adam's moments, and the bytes each kind of state occupies).
+* :func:`adam_step_anatomy`: why Adam's steps at one recorded step have the size they have.
 
 How the low-precision arithmetic is done. Tensors that training stores (weights, activations,
 activation gradients, weight gradients) are real torch tensors of the compute dtype
@@ -54,6 +55,7 @@ from .validation import enum_member, nonnegative_int, positive_int
 
 __all__ = [
     "ADAM_BETAS",
+    "AdamStepAnatomy",
     "COMPUTE_FORMATS",
     "REGIMES",
     "UPDATE_STEPS",
@@ -66,6 +68,7 @@ __all__ = [
     "UpdateRule",
     "adam_delta",
     "adam_second_moment",
+    "adam_step_anatomy",
     "decay_rounded_away",
     "kahan_update",
     "master_update",
@@ -468,7 +471,9 @@ class Snapshot:
     weights: the stored weights (master for MASTER); updates: Adam's delta of that step
     (zeros if the step was skipped); weight_grads, act_grads: the gradients the backward pass
     stored in the compute format, divided by the loss scale (not by the loss multiplier), all
-    tensors flattened and concatenated.
+    tensors flattened and concatenated. m_hat, v_hat: Adam's bias-corrected moments after the
+    last step taken (the ones that made this step's update; zeros before the first step), fp32
+    values as Adam computed them, so that ``-lr * m_hat / (sqrt(v_hat) + eps)`` is ``updates``.
     """
 
     step: int
@@ -476,6 +481,8 @@ class Snapshot:
     updates: np.ndarray
     weight_grads: np.ndarray
     act_grads: np.ndarray
+    m_hat: np.ndarray
+    v_hat: np.ndarray
 
 
 @dataclass
@@ -488,6 +495,8 @@ class TrainResult:
     skipped: True where the loss scaler skipped the step. scales: loss scale used at each step.
     grad_absmax: largest |gradient| the backward pass stored (activations and weights), divided
     by the loss scale: the scale at which fp16 would overflow is fp16's max over this.
+    sign_flips: share of the weight gradients whose sign is opposite to the previous step's
+    (0 at step 1; a zero gradient flips nothing).
     state_bytes: bytes held per kind of state at the end ("weights", "gradients", "master",
     "adam m", "adam v", "compensation"); n_params: parameters of the model. task: the task trained.
     """
@@ -503,6 +512,7 @@ class TrainResult:
     n_params: int
     final_weights: list[torch.Tensor] = field(repr=False, default_factory=list)
     task: TeacherStudentTask | None = field(repr=False, default=None)
+    sign_flips: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
 
     @property
     def n_skipped(self) -> int:
@@ -568,6 +578,8 @@ def train(
     losses = np.empty(T)
     unchanged = np.zeros(T)
     grad_absmax = np.zeros(T)
+    sign_flips = np.zeros(T)
+    prev_grads: torch.Tensor | None = None
     skipped = np.zeros(T, dtype=bool)
     scales = np.ones(T)
     snaps: dict[int, Snapshot] = {}
@@ -588,6 +600,9 @@ def train(
         act_grads = [z.grad.float() * inv_scale for z in keep]
         found_inf = not bool(torch.isfinite(grads).all())
         grad_absmax[t - 1] = max(float(g.abs().max()) for g in [grads, *act_grads])
+        if prev_grads is not None:
+            sign_flips[t - 1] = float((torch.sign(grads) * torch.sign(prev_grads) < 0).double().mean())
+        prev_grads = grads
         take = scaler.update(found_inf) if scaler is not None else True
         skipped[t - 1] = not take
         if take:
@@ -596,7 +611,12 @@ def train(
         else:
             delta = torch.zeros(stored.shape)
         if t in config.record_steps:
-            snaps[t] = Snapshot(t, _flat([stored]), _flat([delta]), _flat([grads]), _flat(act_grads))
+            # the bias-corrected moments exactly as adam_delta computed them
+            m_hat = state.m / (1.0 - config.beta1**adam_step) if adam_step else state.m
+            v_hat = state.v / (1.0 - config.beta2**adam_step) if adam_step else state.v
+            snaps[t] = Snapshot(
+                t, _flat([stored]), _flat([delta]), _flat([grads]), _flat(act_grads), _flat([m_hat]), _flat([v_hat])
+            )
         if not take:
             continue
         new, comp = apply_update(stored, comp, delta, dtype, rng)
@@ -628,6 +648,93 @@ def train(
         task.n_params,
         [w.clone() for w in tensors(stored)],
         task,
+        sign_flips,
+    )
+
+
+@dataclass(frozen=True)
+class AdamStepAnatomy:
+    """Why Adam's steps at one step of a run have their size: medians over the parameters.
+
+    Adam's step in units of lr is ``m_hat / sqrt(v_hat)`` (eps aside), the product of
+    ``m_hat / g`` (how far the running mean of the gradient is from the gradient itself: small
+    when signs flip and average out) and ``g / sqrt(v_hat)`` (the gradient against the root mean
+    square that ``v`` remembers: small when the gradients have fallen since the steps ``v``
+    still holds). step: the step looked at; first: the step the gradient's fall is measured from.
+    m_over_g, g_over_sqrt_v, step_over_lr: medians of ``|m_hat| / |g|``, ``|g| / sqrt(v_hat)``
+    and ``|m_hat| / (sqrt(v_hat) + eps)`` (the median |update| over lr). sign_flips: the mean,
+    over the ``window`` steps up to ``step``, of the share of gradients that changed sign from
+    the step before. grad_first, grad_now: median |g| at ``first`` and at ``step``. memory:
+    ``1 / (1 - beta2)``, the steps over which ``v`` averages. first_weight: ``beta2**(step -
+    first)``, what the g² of step ``first`` weighs in ``v_hat`` relative to that of ``step``.
+    """
+
+    step: int
+    first: int
+    window: int
+    m_over_g: float
+    g_over_sqrt_v: float
+    step_over_lr: float
+    sign_flips: float
+    grad_first: float
+    grad_now: float
+    memory: float
+    first_weight: float
+
+    @property
+    def grad_fall(self) -> float:
+        """How many times smaller the median |gradient| is at ``step`` than at ``first``."""
+        return self.grad_first / self.grad_now
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(quantity, value) pairs for a two-column table."""
+        s, f = self.step, self.first
+        return [
+            ("|m_hat| / |g|, median", f"{self.m_over_g:.3g}"),
+            ("|g| / sqrt(v_hat), median", f"{self.g_over_sqrt_v:.3g}"),
+            ("|m_hat| / sqrt(v_hat) = |update| / lr, median", f"{self.step_over_lr:.3g}"),
+            (
+                f"gradients that changed sign from the step before, mean of steps {s - self.window + 1}-{s}",
+                f"{self.sign_flips:.2%}",
+            ),
+            (f"median |g| at step {f}, at step {s}", f"{self.grad_first:.2e}, {self.grad_now:.2e}"),
+            (f"median |g| at step {f} / at step {s}", f"{self.grad_fall:.1f}"),
+            ("beta2's memory 1 / (1 - beta2), steps", f"{self.memory:,.0f}"),
+            (f"weight of step {f}'s g² in v_hat against step {s}'s: beta2^{s - f}", f"{self.first_weight:.2f}"),
+        ]
+
+
+def adam_step_anatomy(
+    result: TrainResult, step: int, config: TrainConfig, first: int = 1, window: int = 50
+) -> AdamStepAnatomy:
+    """Split Adam's steps at ``step`` of ``result`` into the parts :class:`AdamStepAnatomy` lists.
+
+    result: a :func:`train` run with snapshots at ``first`` and ``step`` (``config.record_steps``)
+    and trained with ``config`` (its beta2 and eps). Parameters with a zero gradient at ``step``
+    are left out of the ratios that divide by it.
+    """
+    snaps = result.snapshots
+    missing = [s for s in (first, step) if s not in snaps]
+    if missing:
+        raise ValueError(f"the run has no snapshot at step(s) {missing}: add them to config.record_steps")
+    if not 1 <= first < step or not 1 <= window <= step:
+        raise ValueError(f"need 1 <= first < step and 1 <= window <= step, got {first=}, {step=}, {window=}")
+    snap = snaps[step]
+    g, m_hat, sqrt_v = np.abs(snap.weight_grads), np.abs(snap.m_hat), np.sqrt(snap.v_hat)
+    nz = g > 0
+    eps = config.eps * config.loss_multiplier if config.scale_eps else config.eps
+    return AdamStepAnatomy(
+        step=step,
+        first=first,
+        window=window,
+        m_over_g=float(np.median(m_hat[nz] / g[nz])),
+        g_over_sqrt_v=float(np.median(g / sqrt_v)),
+        step_over_lr=float(np.median(m_hat / (sqrt_v + eps))),
+        sign_flips=float(result.sign_flips[step - window : step].mean()),
+        grad_first=float(np.median(np.abs(snaps[first].weight_grads))),
+        grad_now=float(np.median(g)),
+        memory=1.0 / (1.0 - config.beta2),
+        first_weight=config.beta2 ** (step - first),
     )
 
 

@@ -29,6 +29,7 @@ from nbhelpers.training import (
     UpdateRule,
     adam_delta,
     adam_second_moment,
+    adam_step_anatomy,
     kahan_update,
     master_update,
     mlp_forward,
@@ -363,6 +364,45 @@ def test_skipped_steps_leave_weights_and_adam_alone():
     d = train(Regime("dyn", "fp16", UpdateRule.MASTER, DynamicScale(init_scale=2.0**40, growth_interval=5)), config=cfg)
     assert d.skipped[0] and not d.skipped[-1]
     assert d.scales[d.n_skipped] == 2.0 ** (40 - d.n_skipped)  # one halving per skipped step at the start
+
+
+def test_snapshot_moments_sign_flips_and_the_anatomy_of_adams_step():
+    steps = 40
+    cfg = TrainConfig(steps=steps, record_steps=tuple(range(1, steps + 1)))
+    for name in ("fp32", "bf16 + fp32 master"):
+        r = train(name, config=cfg)
+        grads = np.array([r.snapshots[t].weight_grads for t in range(1, steps + 1)])
+        # the snapshot's moments are the ones that made the update, to the bit
+        for t in (1, 17, steps):
+            s = r.snapshots[t]
+            m_hat, v_hat = torch.from_numpy(s.m_hat).float(), torch.from_numpy(s.v_hat).float()
+            delta = -(m_hat * cfg.lr) / (torch.sqrt(v_hat) + cfg.eps)
+            assert np.array_equal(delta.double().numpy(), s.updates)
+        # the moments against an independent float64 replay of Adam over the recorded gradients
+        m = v = np.zeros(grads.shape[1])
+        for t, g in enumerate(grads, start=1):
+            m, v = cfg.beta1 * m + (1 - cfg.beta1) * g, cfg.beta2 * v + (1 - cfg.beta2) * g * g
+        s = r.snapshots[steps]
+        # (fp32 against float64: a few ulps of the largest term, which cancels in m)
+        m_ref, v_ref = m / (1 - cfg.beta1**steps), v / (1 - cfg.beta2**steps)
+        assert np.allclose(s.m_hat, m_ref, rtol=1e-5, atol=1e-5 * np.abs(grads).max())
+        assert np.allclose(s.v_hat, v_ref, rtol=1e-5, atol=0)
+        # sign flips against the recorded gradients
+        flips = np.r_[0.0, np.mean(grads[1:] * grads[:-1] < 0, axis=1)]
+        assert np.array_equal(r.sign_flips, flips)
+    a = adam_step_anatomy(r, steps, cfg, first=2, window=10)
+    g, m_hat, sqrt_v = np.abs(s.weight_grads), np.abs(s.m_hat), np.sqrt(s.v_hat)
+    assert a.m_over_g == pytest.approx(np.median(m_hat / g))
+    assert a.g_over_sqrt_v == pytest.approx(np.median(g / sqrt_v))
+    assert a.step_over_lr == pytest.approx(np.median(np.abs(s.updates)) / cfg.lr, rel=1e-6)
+    assert a.sign_flips == pytest.approx(flips[-10:].mean())
+    assert a.grad_fall == pytest.approx(np.median(np.abs(grads[1])) / np.median(g))
+    assert a.memory == pytest.approx(1000) and a.first_weight == pytest.approx(0.999 ** (steps - 2))
+    assert len(a.rows()) == 8 and all(len(row) == 2 for row in a.rows())
+    with pytest.raises(ValueError, match="record_steps"):
+        adam_step_anatomy(train("fp32", config=TrainConfig(steps=3, record_steps=(3,))), 3, cfg)
+    with pytest.raises(ValueError, match="first"):
+        adam_step_anatomy(r, 5, cfg, first=5)
 
 
 def test_state_bytes_are_the_recipe():
