@@ -14,6 +14,12 @@ Chapter 05 (loss scaling) uses it, through :func:`nbhelpers.training.train` and 
   :func:`gradscaler_trajectory` drives the real ``torch.amp.GradScaler("cpu")`` (which runs on
   the CPU in torch 2.13) with the same flags: the outside oracle the tests and the chapter
   compare against.
+* Clipping and the scale: :func:`clip_order_run` trains a linear layer for a few steps with a
+  real ``GradScaler``, ``torch.nn.utils.clip_grad_norm_`` and torch's SGD or Adam, clipping after
+  ``scaler.unscale_`` (the right order) or before it (on the scaled gradients), and returns each
+  step's scale and update norm. :func:`adam_first_step_shrink` predicts the first Adam step's
+  shrink in the wrong order from the formula, for normally distributed gradient elements and any
+  parameter count, including counts too large to allocate.
 
 The scalers work on plain Python numbers (float32 values kept as Python floats); nothing global
 is touched.
@@ -31,10 +37,13 @@ import torch
 from .validation import positive_int, positive_number
 
 __all__ = [
+    "ClipRun",
     "DynamicLossScaler",
     "DynamicScale",
     "StaticLossScaler",
     "StaticScale",
+    "adam_first_step_shrink",
+    "clip_order_run",
     "gradscaler_trajectory",
     "round_f32",
     "scale_trajectory",
@@ -205,3 +214,114 @@ def gradscaler_trajectory(
         taken.append(bool(p.item() != 1.0))
         scales.append(float(scaler.get_scale()))
     return scales, taken
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient clipping under loss scaling
+# ---------------------------------------------------------------------------------------------
+
+_OPTIMIZERS = ("sgd", "adam")
+_CLIP_EPS = 1e-6  # clip_grad_norm_'s coefficient is max_norm / (norm + 1e-6), at most 1
+
+
+@dataclass(frozen=True)
+class ClipRun:
+    """What :func:`clip_order_run` returns, one entry per step.
+
+    scales: the loss scale the step used; grad_norms: the norm of the true (unscaled) gradients
+    before clipping; update_norms: the norm of the step's change to the weights.
+    """
+
+    scales: np.ndarray
+    grad_norms: np.ndarray
+    update_norms: np.ndarray
+
+
+def clip_order_run(
+    n_in: int,
+    n_out: int,
+    optimizer: str,
+    unscale_first: bool,
+    steps: int = 1,
+    *,
+    init_scale: float = 2.0**16,
+    growth_interval: int = 2000,
+    max_norm: float = 0.5,
+    seed: int = 0,
+) -> ClipRun:
+    """Train a linear layer (n_in inputs, n_out outputs, with bias) under a real GradScaler.
+
+    Each step draws 64 inputs and targets from a standard normal (a ``torch.Generator`` seeded
+    with ``seed``; the weights start uniform in +-1/sqrt(n_in), like ``torch.nn.Linear``), runs
+    ``scaler.scale(mse).backward()``, clips with ``clip_grad_norm_(params, max_norm)`` after
+    ``scaler.unscale_`` (unscale_first) or before it, then ``scaler.step`` and ``scaler.update``
+    (``torch.amp.GradScaler("cpu")`` with init_scale and growth_interval, its other defaults).
+    optimizer: "sgd" (learning rate 1: the update is the clipped gradient) or "adam" (torch's
+    defaults: lr 1e-3, eps 1e-8). Everything is float64, so that rounding the weights does not
+    blur the step. The layer has n_in * n_out + n_out weights.
+    """
+    n_in, n_out, steps = (positive_int(k, v) for k, v in (("n_in", n_in), ("n_out", n_out), ("steps", steps)))
+    if optimizer not in _OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
+    positive_number("max_norm", max_norm)
+    _check_scaler_args(init_scale, 2.0, 0.5, growth_interval)
+    gen = torch.Generator().manual_seed(int(seed))
+    bound = 1.0 / math.sqrt(n_in)
+    params = [
+        torch.nn.Parameter((2 * torch.rand(shape, generator=gen, dtype=torch.float64) - 1) * bound)
+        for shape in ((n_out, n_in), (n_out,))
+    ]
+    opt = torch.optim.SGD(params, lr=1.0) if optimizer == "sgd" else torch.optim.Adam(params)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    scales, grad_norms, update_norms = np.empty(steps), np.empty(steps), np.empty(steps)
+    for t in range(steps):
+        x = torch.randn(64, n_in, generator=gen, dtype=torch.float64)
+        y = torch.randn(64, n_out, generator=gen, dtype=torch.float64)
+        opt.zero_grad()
+        before = torch.cat([p.detach().ravel() for p in params])
+        scales[t] = scaler.get_scale()
+        loss = torch.nn.functional.mse_loss(x @ params[0].T + params[1], y)
+        scaler.scale(loss).backward()
+        grad_norms[t] = float(torch.cat([p.grad.ravel() for p in params]).norm()) / scales[t]
+        if unscale_first:
+            scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+        scaler.step(opt)  # unscales here when unscale_ was not called
+        scaler.update()
+        update_norms[t] = float((torch.cat([p.detach().ravel() for p in params]) - before).norm())
+    return ClipRun(scales, grad_norms, update_norms)
+
+
+def _adam_first_step_rms(element_rms: float, eps: float) -> float:
+    """sqrt(E[(x / (|x| + eps))**2]) for x normal with mean 0 and this rms: the root mean square
+    of Adam's first step over its learning rate, lr * x / (|x| + eps), per element."""
+    a = element_rms / eps
+    # a geometric grid resolves the integrand's rise near z = 1/a for any a; beyond z = 40 the
+    # half-normal density is below 1e-340
+    z = np.geomspace(1e-12, 40.0, 20001)
+    density = 2 * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    return math.sqrt(float(np.trapezoid(density * (a * z / (a * z + 1)) ** 2, z)))
+
+
+def adam_first_step_shrink(
+    n: float, scale: float, max_norm: float, true_norm: float | None = None, eps: float = 1e-8
+) -> float:
+    """How many times smaller Adam's first step is when clip_grad_norm_ runs before unscaling.
+
+    The model: n gradient elements drawn from a normal distribution with mean 0, of norm
+    true_norm (None: max_norm). The clip scales them to a norm of min(true_norm, max_norm) in the
+    right order and, seeing ``scale`` times the norm, to about max_norm / scale in the wrong one
+    (both with clip_grad_norm_'s ``+ 1e-6``). Adam's first step is lr * x / (|x| + eps) per
+    element x, so for large n its norm is lr * sqrt(n) * sqrt(E[(x / (|x| + eps))**2]); the
+    ratio right / wrong of those norms is returned. n need not be an integer or fit in memory.
+    Where the wrong order's elements, about max_norm / (scale sqrt(n)), are far below eps (and
+    the right order's far above it), the ratio tends to eps * scale * sqrt(n) / max_norm: the
+    wrong order's step is then lr * x / eps.
+    """
+    for k, v in (("n", n), ("scale", scale), ("max_norm", max_norm), ("eps", eps)):
+        positive_number(k, v)
+    true_norm = max_norm if true_norm is None else positive_number("true_norm", true_norm)
+    right = true_norm * min(1.0, max_norm / (true_norm + _CLIP_EPS))
+    wrong = true_norm * min(1.0, max_norm / (scale * true_norm + _CLIP_EPS))
+    root_n = math.sqrt(n)
+    return _adam_first_step_rms(right / root_n, eps) / _adam_first_step_rms(wrong / root_n, eps)

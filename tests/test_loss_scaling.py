@@ -162,3 +162,89 @@ def test_chapter_05_figures_before_after_scaling_and_ratio_panel():
     with pytest.raises(KeyError, match="bf16"):
         plots.plot_training_curves_vs_ref(runs, "bf16")
     plt.close("all")
+
+
+def test_adam_first_step_shrink_follows_a_real_gradscaler_clip_and_adam():
+    """The formula (normal gradient elements) against a real GradScaler + clip_grad_norm_ + Adam
+    step in the wrong and the right order, on linear layers of 10,100 and 100,172 weights, at
+    scales where eps does not matter yet, where it is starting to and where it rules."""
+    from nbhelpers.loss_scaling import adam_first_step_shrink, clip_order_run
+
+    for width in (100, 316):
+        n = width * width + width
+        for scale in (2.0**10, 2.0**16, 2.0**24):
+            right = clip_order_run(width, width, "adam", True, init_scale=scale)
+            wrong = clip_order_run(width, width, "adam", False, init_scale=scale)
+            measured = right.update_norms[0] / wrong.update_norms[0]
+            assert adam_first_step_shrink(n, scale, 0.5, right.grad_norms[0]) == pytest.approx(measured, rel=0.01)
+
+
+def test_adam_first_step_shrink_limits():
+    """No shrink without a clip or with a tiny n; far below eps the ratio is eps S sqrt(n) / max_norm
+    (Adam's step is lr x / eps there); a larger scale or n always shrinks the step more."""
+    from nbhelpers.loss_scaling import adam_first_step_shrink
+
+    assert adam_first_step_shrink(10.0, 2.0**10, 0.5) == pytest.approx(1.0, abs=0.002)
+    assert adam_first_step_shrink(1e6, 1.0, 0.5, true_norm=0.1) == 1.0  # neither order clips
+    for n, scale in ((7e9, 2.0**16), (7e10, 2.0**24), (1e8, 2.0**24)):
+        limit = 1e-8 * scale * math.sqrt(n) / 0.5
+        # within the 2% that eps still takes from the right order's elements nearest zero
+        assert adam_first_step_shrink(n, scale, 0.5) == pytest.approx(limit, rel=0.03)
+    for n in (1e4, 1e6, 1e8):
+        row = [adam_first_step_shrink(n, 2.0**e, 0.5) for e in (10, 16, 24, 37)]
+        assert row == sorted(row)
+    for e in (10, 16, 24):
+        col = [adam_first_step_shrink(n, 2.0**e, 0.5) for n in (1e4, 1e6, 1e8, 1e10)]
+        assert col == sorted(col)
+    with pytest.raises(ValueError, match="n must be"):
+        adam_first_step_shrink(0, 2.0**16, 0.5)
+    with pytest.raises(ValueError, match="true_norm"):
+        adam_first_step_shrink(1e6, 2.0**16, 0.5, true_norm=-1.0)
+
+
+def test_clip_order_run_sgd_step_follows_the_scale_and_the_right_order_ignores_it():
+    """In the wrong order every SGD step is max_norm / S (the clip always fires on S times the
+    norm), halving at each doubling of the dynamic scale; in the right order the scale is divided
+    out exactly (a power of two, float64), so the run does not depend on it at all."""
+    from nbhelpers.loss_scaling import clip_order_run
+
+    wrong = clip_order_run(16, 1, "sgd", False, 40, growth_interval=10)
+    assert wrong.scales.tolist() == [2.0**e for e in (16, 17, 18, 19) for _ in range(10)]
+    np.testing.assert_allclose(wrong.update_norms * wrong.scales, 0.5, rtol=1e-9)
+    a = clip_order_run(16, 1, "sgd", True, 40, growth_interval=10)
+    b = clip_order_run(16, 1, "sgd", True, 40, init_scale=2.0**4, growth_interval=10)
+    np.testing.assert_array_equal(a.update_norms, b.update_norms)
+    np.testing.assert_array_equal(a.grad_norms, b.grad_norms)
+    assert a.grad_norms[0] == wrong.grad_norms[0]  # the same layer and batch at step 1
+    assert np.all(a.update_norms <= 0.5 + 1e-12) and np.any(a.grad_norms > 0.5)
+
+
+def test_clip_order_run_adam_in_the_wrong_order_shrinks_after_each_doubling():
+    """Adam's second moment remembers the larger gradients from before a doubling: on 17 weights
+    (elements far above eps) the two orders agree while the scale stays, and part ways once it
+    doubles."""
+    from nbhelpers.loss_scaling import clip_order_run
+
+    right = clip_order_run(16, 1, "adam", True, 60, growth_interval=20)
+    wrong = clip_order_run(16, 1, "adam", False, 60, growth_interval=20)
+    ratio = right.update_norms / wrong.update_norms
+    assert ratio[:20].max() < 1.05 and ratio[25:40].mean() > 1.1 and ratio[45:].mean() > ratio[25:40].mean()
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"optimizer": "lamb"}, "optimizer"),
+        ({"n_in": 0}, "n_in"),
+        ({"steps": 1.5}, "steps"),
+        ({"max_norm": 0.0}, "max_norm"),
+        ({"init_scale": -1.0}, "init_scale"),
+        ({"growth_interval": 0}, "growth_interval"),
+    ],
+)
+def test_clip_order_run_rejects_bad_arguments(bad, match):
+    from nbhelpers.loss_scaling import clip_order_run
+
+    args = {"n_in": 4, "n_out": 1, "optimizer": "sgd", "unscale_first": True} | bad
+    with pytest.raises(ValueError, match=match):
+        clip_order_run(**args)
