@@ -13,7 +13,8 @@ scales directly (quantizing is the ``scaling`` engine's job, not this module's).
   quantized them by: they are said once, not again as numbers.
 * :func:`fp8_tensor_core_mm`: the same products through the tensor-core model of
   :mod:`nbhelpers.tensor_cores` with a narrow (about 14-bit) accumulator, promoted into fp32
-  every ``promote_every`` products.
+  every ``promote_every`` products. :data:`FP8_TENSOR_CORES` holds the fp8 settings of the H100
+  and B200 in Khattak & Mikaitis' published models, each runnable through it.
 
 The arithmetic, step by step (every fp32 operation is an IEEE fp32 operation, nearest-even,
 done in numpy float32):
@@ -47,6 +48,7 @@ otherwise within the bound derived in the tests.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,6 +69,8 @@ __all__ = [
     "accumulator_align_bits",
     "DEEPSEEK_V3_ACCUMULATOR_BITS",
     "DEEPSEEK_V3_PROMOTE_EVERY",
+    "Fp8TensorCore",
+    "FP8_TENSOR_CORES",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -355,6 +359,7 @@ def fp8_tensor_core_mm(
     group: int = 32,
     recipes: tuple = ROWWISE_RECIPES,
     out_fmt: FloatFormat | str = "fp32",
+    group_acc: FloatFormat | str = "fp32",
 ) -> np.ndarray:
     """An fp8 GEMM through the tensor-core model with a narrow accumulator; (M, N) float64.
 
@@ -362,7 +367,9 @@ def fp8_tensor_core_mm(
     :func:`nbhelpers.tensor_cores.tensor_core_matmul` in fused groups of ``group`` (32: the H100
     model of Khattak & Mikaitis joins two 16-product vectors for fp8), each group aligned to its
     largest term and truncated to ``accumulator_bits`` significant bits
-    (:func:`accumulator_align_bits`), the group sum rounded toward zero into fp32. Every
+    (:func:`accumulator_align_bits`), the group sum rounded toward zero into ``group_acc`` (fp32
+    by default; ``"e8m13"``, 14 significant bits, is what Khattak & Mikaitis' H100 fp8 model
+    rounds each group's sum to: :data:`FP8_TENSOR_CORES`). Every
     ``promote_every`` products (a multiple of ``group``; None: never) the partial sum is added into
     an fp32 accumulator (nearest-even) and restarted from zero.
 
@@ -405,7 +412,7 @@ def fp8_tensor_core_mm(
             in_fmt="fp32",
             group=group,
             align_bits=align_bits,
-            acc="fp32",
+            acc=group_acc,
             rounding="toward_zero",
             promote_every=promote_every,
         ).astype(_f32)
@@ -424,3 +431,64 @@ def fp8_tensor_core_mm(
     for b, (k0, k1) in enumerate(_k_blocks(K, block_k)):
         acc = acc + (tc(A[:, k0:k1], B[k0:k1]) * sa[:, b : b + 1]) * sb[b : b + 1, :]
     return _finish(acc, out)
+
+
+_KM_MODELS = "north-numerical-computing/MATLAB-tensor-core, commit b12b5a70 (2026-08-19)"
+
+
+@dataclass(frozen=True)
+class Fp8TensorCore:
+    """One GPU's fp8 tensor-core settings in Khattak & Mikaitis' published models, in the terms of
+    :func:`fp8_tensor_core_mm`: ``group`` products per fused group, ``accumulator_bits``
+    significant bits kept in the alignment (the leading bit and ``23 + neab`` below it, neab
+    being the models' "extra alignment bits"), and ``group_acc``, the format each group's sum is
+    rounded into, toward zero. ``source`` names the files and lines; ``note`` what is left out."""
+
+    gpu: str
+    group: int
+    accumulator_bits: int
+    group_acc: str
+    source: str
+    note: str = ""
+
+    def matmul(self, qA, qB, sA, sB, promote_every: int | None = None, recipes: tuple = ROWWISE_RECIPES):
+        """:func:`fp8_tensor_core_mm` with these settings; never promoted unless asked. (M, N)."""
+        return fp8_tensor_core_mm(
+            qA,
+            qB,
+            sA,
+            sB,
+            accumulator_bits=self.accumulator_bits,
+            promote_every=promote_every,
+            group=self.group,
+            recipes=recipes,
+            group_acc=self.group_acc,
+        )
+
+
+#: The fp8 (e4m3 / e5m2) settings of Khattak & Mikaitis' bit-accurate tensor-core models (the
+#: paper: arXiv:2512.07004; the numbers: its published MATLAB models, read at the commit named).
+FP8_TENSOR_CORES: dict[str, Fp8TensorCore] = {
+    "H100": Fp8TensorCore(
+        gpu="H100",
+        group=32,
+        accumulator_bits=14,
+        group_acc="e8m13",
+        source=(
+            f"{_KM_MODELS}: models/H100TC.m sets fma = 32, neab = -10 for fp8 inputs (23 - 10 = 13 "
+            "bits below the leading one); models/tools/GEMM.m cuts the output's fraction bits by "
+            "the same 10 when neab < 0 (13 left), rounded 'rz'"
+        ),
+    ),
+    "B200": Fp8TensorCore(
+        gpu="B200",
+        group=32,
+        accumulator_bits=26,
+        group_acc="fp32",
+        source=(
+            f"{_KM_MODELS}: models/B200TC.m sets fma = 32 for fp8 inputs and keeps its default "
+            "neab = 2 (23 + 2 = 25 bits below the leading one, as in the H100's fp16 / bf16 path), "
+            "output fp32, rounded 'rz'"
+        ),
+    ),
+}

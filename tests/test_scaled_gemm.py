@@ -23,6 +23,7 @@ from nbhelpers.scaled_gemm import (
     BLOCKWISE_RECIPES,
     DEEPSEEK_V3_ACCUMULATOR_BITS,
     DEEPSEEK_V3_PROMOTE_EVERY,
+    FP8_TENSOR_CORES,
     INT32_MAX,
     accumulator_align_bits,
     blockwise_scaled_mm,
@@ -485,6 +486,55 @@ def test_fp8_tensor_core_bad_arguments():
         fp8_tensor_core_mm(qA, qB, one, one, recipes=(Recipe("int8", PER_ROW), Recipe("int8", PER_COLUMN)))
     with pytest.raises(ValueError, match="group must be a positive int"):
         fp8_tensor_core_mm(qA, qB, one, one, group=0)
+
+
+def test_group_acc_rounds_each_group_sum_toward_zero():
+    one = np.ones((1, 1))
+    # 1.5 + 1.5 + 2**-13: every term survives 13 bits of alignment (E = 0), but the sum 3 + 2**-13
+    # needs 15 significant bits: fp32 keeps it, a 14-bit group sum (e8m13, toward zero) drops it
+    qA, qB = np.array([[1.5, 1.5, 2.0**-6]]), np.array([[1.0], [1.0], [2.0**-7]])
+    assert fp8_tensor_core_mm(qA, qB, one, one)[0, 0] == 3 + 2.0**-13
+    assert fp8_tensor_core_mm(qA, qB, one, one, group_acc="e8m13")[0, 0] == 3.0
+    assert fp8_tensor_core_mm(-qA, qB, one, one, group_acc="e8m13")[0, 0] == -3.0
+    with pytest.raises(ValueError, match="cannot accumulate"):
+        fp8_tensor_core_mm(qA, qB, one, one, group_acc="e8m0fnu")
+
+
+def test_fp8_tensor_cores_are_the_published_models():
+    h100, b200 = FP8_TENSOR_CORES["H100"], FP8_TENSOR_CORES["B200"]
+    # neab = -10 (H100) and +2 (B200): 23 + neab bits below the leading one, one more with it
+    assert (h100.group, accumulator_align_bits(h100.accumulator_bits), h100.group_acc) == (32, 13, "e8m13")
+    assert (b200.group, accumulator_align_bits(b200.accumulator_bits), b200.group_acc) == (32, 25, "fp32")
+    assert h100.accumulator_bits == DEEPSEEK_V3_ACCUMULATOR_BITS  # the report's "around 14 bits"
+    for spec, neab in ((h100, "neab = -10"), (b200, "neab = 2")):
+        assert "commit b12b5a70" in spec.source and neab in spec.source
+    one = np.ones((1, 1))
+    # 128 + 4 * 2**-18: the B200's 25 bits below 2**7 keep every 2**-18 (128 + 2**-16 is an fp32
+    # number); 24 bits would lose them, and so do the H100's 13
+    qA = np.array([[128.0] + [2.0**-9] * 4])
+    qB = np.array([[1.0]] + [[2.0**-9]] * 4)
+    assert b200.matmul(qA, qB, one, one)[0, 0] == 128 + 2.0**-16
+    assert fp8_tensor_core_mm(qA, qB, one, one, accumulator_bits=25, promote_every=None)[0, 0] == 128.0
+    assert h100.matmul(qA, qB, one, one)[0, 0] == 128.0
+    # matmul is fp8_tensor_core_mm with the settings, promoted when asked
+    rng = np.random.default_rng(5)
+    qA = round_to(rng.standard_normal((3, 256)), "e4m3fn")
+    qB = round_to(rng.standard_normal((256, 2)), "e4m3fn")
+    for spec in (h100, b200):
+        for pe in (None, 128):
+            np.testing.assert_array_equal(
+                spec.matmul(qA, qB, one, one, promote_every=pe),
+                fp8_tensor_core_mm(
+                    qA,
+                    qB,
+                    one,
+                    one,
+                    accumulator_bits=spec.accumulator_bits,
+                    promote_every=pe,
+                    group=spec.group,
+                    group_acc=spec.group_acc,
+                ),
+            )
 
 
 # ====================================================================== bad inputs
