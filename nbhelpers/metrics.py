@@ -2,7 +2,8 @@
 
 What the chapters measure their results with. Functions take arrays (any real dtype, ml_dtypes
 included) and return float64 numbers or arrays: :func:`relative_error` and :func:`exact_sum`
-compare results with exact references; :func:`range_fractions` and :func:`underflow_fraction`
+compare results with exact references, :func:`scale_bias` says how much of an error is a common
+shrink or growth; :func:`range_fractions` and :func:`underflow_fraction`
 say which part of a tensor a format would flush to zero, keep as subnormals, or overflow (they
 round a copy to the format to find out).
 """
@@ -18,7 +19,7 @@ from .formats import FloatFormat, get_format
 from .rounding import round_to
 from .validation import real_float64
 
-__all__ = ["relative_error", "sqnr_db", "exact_sum", "range_fractions", "underflow_fraction"]
+__all__ = ["relative_error", "scale_bias", "sqnr_db", "exact_sum", "range_fractions", "underflow_fraction"]
 
 
 def relative_error(C, C_ref) -> float:
@@ -36,6 +37,24 @@ def relative_error(C, C_ref) -> float:
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / den
+
+
+def scale_bias(C, C_ref) -> float:
+    """The part of C's error that is a change of scale common to all elements: the least-squares
+    factor c of ``C ~ c * C_ref``, minus one, ``sum(C * C_ref) / sum(C_ref**2) - 1`` (float64).
+
+    Negative: C comes out too small as a whole (a truncating accumulator summing same-sign
+    terms); near zero against :func:`relative_error`: the error has no common direction. C, C_ref:
+    arrays of the same shape; a ValueError when C_ref is all zeros (no scale to compare with).
+    """
+    c, r = np.asarray(C), np.asarray(C_ref)
+    if c.shape != r.shape:
+        raise ValueError(f"scale_bias needs two arrays of the same shape; got {c.shape} and {r.shape}")
+    c, r = real_float64(c).ravel(), real_float64(r).ravel()
+    den = float(r @ r)
+    if den == 0.0:
+        raise ValueError("scale_bias is undefined when C_ref is all zeros")
+    return float((c - r) @ r) / den
 
 
 def sqnr_db(x_hat, x) -> float:

@@ -13,6 +13,7 @@ from nbhelpers.metrics import (
     exact_sum,
     range_fractions,
     relative_error,
+    scale_bias,
     underflow_fraction,
 )
 
@@ -76,3 +77,22 @@ def test_sqnr_db_definition_and_edges():
     # step 1/127 on a uniform signal in [-1, 1]: noise step**2/12, signal 1/3, so SQNR = 4 * 127**2
     u = np.random.default_rng(0).uniform(-1, 1, 200_000)
     assert sqnr_db(np.round(u * 127) / 127, u) == pytest.approx(10 * math.log10(4 * 127**2), abs=0.1)
+
+
+def test_scale_bias_is_the_least_squares_scale_minus_one():
+    rng = np.random.default_rng(3)
+    R = rng.standard_normal((6, 5))
+    assert scale_bias(0.9 * R, R) == pytest.approx(-0.1, abs=1e-15)
+    assert scale_bias(R, R) == 0.0
+    # an error orthogonal to C_ref has no common direction, however large
+    E = rng.standard_normal(R.shape)
+    E -= (E.ravel() @ R.ravel()) / (R.ravel() @ R.ravel()) * R
+    assert abs(scale_bias(R + E, R)) < 1e-14
+    assert relative_error(R + E, R) > 0.5
+    # the definition, against a float64 sum written out
+    C = R * (1 + 0.01 * rng.standard_normal(R.shape))
+    assert scale_bias(C, R) == pytest.approx(sum((C - R).ravel() * R.ravel()) / sum(R.ravel() ** 2), rel=1e-12)
+    with pytest.raises(ValueError, match="same shape"):
+        scale_bias(R, R.T)
+    with pytest.raises(ValueError, match="all zeros"):
+        scale_bias(R, np.zeros_like(R))
