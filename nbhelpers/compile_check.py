@@ -13,6 +13,8 @@ compiler decides is there to read:
   ``mma.sync`` on sm_80, none: a loop of FMAs), with its operand types (``tf32`` or ``f32``
   inputs tell whether fp32 operands went to the tensor cores);
 * how many **asynchronous copies** (``cp.async``, TMA's ``cp.async.bulk``) feed the pipeline;
+* which **conversions to narrow formats** a cast became (:func:`narrow_conversions`: the
+  ``cvt`` instructions to or from fp8, fp6, fp4 and ue8m0, with their rounding and saturation);
 * the **loops** of the machine code (SASS, disassembled by the ``nvdisasm`` that ships beside
   ``ptxas``): each loop's instructions per trip, the shortest trip (every forward branch in the
   body taken the cheaper way: a guarded block skipped) and its nesting depth
@@ -69,6 +71,7 @@ __all__ = [
     "launch_spec",
     "instruction_summary",
     "global_access",
+    "narrow_conversions",
     "kernel_exists",
     "sass_loops",
     "PIPES",
@@ -222,6 +225,17 @@ def instruction_summary(ptx: str) -> dict:
         "cp_async": len(re.findall(r"\bcp\.async\.(?:ca|cg)\.shared", ptx)),
         "tma": len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx)),
     }
+
+
+#: the packed narrow types of PTX's ``cvt``: fp8, fp6, fp4 and the ue8m0 scale
+_NARROW_CVT = re.compile(r"\bcvt(?:\.[\w:]+)*\.(?:e4m3|e5m2|e2m3|e3m2|e2m1|ue8m0)x\d(?:\.[\w:]+)*")
+
+
+def narrow_conversions(ptx: str) -> list[str]:
+    """The distinct ``cvt`` instructions of a kernel's PTX that convert to or from a packed fp8,
+    fp6, fp4 or ue8m0 type, sorted: ``["cvt.rn.satfinite.e4m3x2.f32"]`` for a kernel that casts
+    fp32 to e4m3. Their modifiers say how the cast rounds and whether it saturates."""
+    return sorted(set(_NARROW_CVT.findall(ptx)))
 
 
 def global_access(ptx: str) -> dict:
@@ -462,6 +476,7 @@ def compile_case(case: Case) -> dict:
         row.update(_ptxas_info(ptx, cap))
         row.update(instruction_summary(ptx))
         row["global_access"] = global_access(ptx)
+        row["cvt_narrow"] = narrow_conversions(ptx)
         sass = _sass(compiled.asm["cubin"], cap)
         if sass:
             row["loops"] = sass_loops(sass)

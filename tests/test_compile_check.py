@@ -390,6 +390,26 @@ def test_issue_cycles_take_the_slowest_of_one_a_cycle_and_each_pipe():
     assert issue_cycles([]) == 0
 
 
+def test_narrow_conversions_lists_the_fp8_fp4_and_scale_casts():
+    from nbhelpers.compile_check import narrow_conversions
+
+    ptx = (
+        "cvt.rn.satfinite.e4m3x2.f32 %rs1, %f2, %f1;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 %rs2, %f4, %f3;\n"
+        "cvt.rn.f16x2.e5m2x2 %r1, %rs3;\n"
+        "cvt.rp.satfinite.ue8m0x2.f32 %rs4, %f5, %f6;\n"
+        "cvt.rn.satfinite.e2m1x2.f32 %rs5, %f7, %f8;\n"
+        "cvt.u64.u32 %rd1, %r2;\ncvt.rn.bf16.f32 %rs6, %f9;"
+    )
+    assert narrow_conversions(ptx) == [
+        "cvt.rn.f16x2.e5m2x2",
+        "cvt.rn.satfinite.e2m1x2.f32",
+        "cvt.rn.satfinite.e4m3x2.f32",
+        "cvt.rp.satfinite.ue8m0x2.f32",
+    ]
+    assert narrow_conversions("fma.rn.f32 %f1, %f2, %f3, %f4;") == []
+
+
 def test_global_access_counts_loads_and_stores_by_vector_width():
     from nbhelpers.compile_check import global_access
 
