@@ -92,6 +92,7 @@ WORKS: tuple[Work, ...] = (
     # --- specifications, documentation and software ----------------------------------------------
     Work("a100-whitepaper", (r"NVIDIA's A100 (?:Tensor Core GPU Architecture )?whitepaper",)),
     Work("tvm-19432", (r"apache/tvm#19432",)),
+    Work("cublas-12-9-blog", (r"NVIDIA's cuBLAS 12\.9 blog post",)),
     Work("cublas", (r"cuBLAS documentation",)),
     Work("cuda-programming-guide", (r"(?:NVIDIA's )?CUDA C\+\+ Programming Guide",)),
     Work("cuda-library-samples-180", (r"NVIDIA/CUDALibrarySamples#180",)),
