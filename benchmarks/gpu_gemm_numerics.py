@@ -13,8 +13,9 @@ Needs an NVIDIA GPU (it refuses to run, exit code 2, without one). For each K (p
   TF32 and in IEEE fp32 mode.
 
 For the Triton bf16 result it also records which fraction of the outputs is bit-identical to each
-emulation of the chapter (the tensor-core model with groups of 4, 8 and 16, and fp32 sequential
-accumulation). See ``nbhelpers.gpu_measurements.measure_gemm_errors`` for the fields.
+emulation of the chapter (``nbhelpers.gpu_measurements.BF16_MODELS``: the tensor-core model with 23
+bits kept and groups of 4, 8 and 16, the A100's and the H100's published settings, and fp32
+sequential accumulation). See ``nbhelpers.gpu_measurements.measure_gemm_errors`` for the fields.
 
 The results file ``benchmarks/results/gemm_numerics_<gpu-name>.json`` holds ``meta`` (GPU name from
 torch.cuda.get_device_name, UTC date, this script's path, torch/triton/numpy versions, M, N, seed)

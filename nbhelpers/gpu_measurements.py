@@ -2,7 +2,8 @@
 
 :func:`measure_gemm_errors` runs torch's GEMM and the Triton kernel of :mod:`nbhelpers.kernels.gemm`
 on :func:`nbhelpers.experiments.gemm_inputs` data for each K and measures their errors (and, for
-the kernel's bf16 path, how often its outputs are bit-identical to each tensor-core model).
+the kernel's bf16 path, how often its outputs are bit-identical to each model of
+:data:`BF16_MODELS`, the A100's and the H100's tensor-core settings among them).
 :func:`gpu_run` wraps that as a results file holds it, labelled with the GPU, the date, the
 script and the versions; ``benchmarks/gpu_gemm_numerics.py`` writes it to
 ``benchmarks/results/`` and :func:`nbhelpers.results.recorded_gpu_runs` reads it back.
@@ -27,9 +28,9 @@ from .kernels import INTERPRETED, default_device
 from .metrics import relative_error
 from .results import GEMM_NUMERICS
 from .rounding import round_to
-from .tensor_cores import tensor_core_matmul
+from .tensor_cores import TENSOR_CORES, tensor_core_matmul
 
-__all__ = ["GPU_METHODS", "measure_gemm_errors", "gpu_run"]
+__all__ = ["GPU_METHODS", "BF16_MODELS", "measure_gemm_errors", "gpu_run"]
 
 
 GPU_METHODS = {
@@ -40,11 +41,23 @@ GPU_METHODS = {
     "Triton fp32 ieee": ("fp32", "ieee", "fp32"),
 }
 
-_MODELS = {
-    # what a Triton bf16 result is compared with, bit for bit (fraction of identical outputs)
+
+def _gpu_model(gpu: str) -> tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    """(label, A, B -> C) of one GPU's tensor-core model on bf16 inputs, its settings from
+    :data:`~nbhelpers.tensor_cores.TENSOR_CORES`."""
+    spec = TENSOR_CORES[gpu]
+    label = f"{gpu} tensor-core model (group {spec.group('bf16')}, {spec.align_bits} bits)"
+    return label, lambda A, B: spec.matmul(A, B, "bf16")
+
+
+BF16_MODELS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    # what a Triton bf16 result is compared with, bit for bit (fraction of identical outputs):
+    # the model with 23 bits kept (chapter 03's running example) at three group sizes, the
+    # A100's and the H100's published settings, and fp32 accumulation one product at a time
     "tensor-core model, group 4": lambda A, B: tensor_core_matmul(A, B, "bf16", group=4),
     "tensor-core model, group 8": lambda A, B: tensor_core_matmul(A, B, "bf16", group=8),
     "tensor-core model, group 16": lambda A, B: tensor_core_matmul(A, B, "bf16", group=16),
+    **dict(_gpu_model(gpu) for gpu in ("A100", "H100")),
     "fp32 sequential, nearest-even": lambda A, B: emulated_matmul(A, B, "bf16", "fp32"),
 }
 
@@ -65,8 +78,8 @@ def measure_gemm_errors(
     ``out_fmt``, ``K`` (list), ``rel_error`` (against float64 A @ B of the float64 data, as in
     the notebook's first figure) and ``rel_error_acc`` (against the float64 product of the inputs
     as the method received them, so input rounding does not count; for TF32 the fp32 inputs). For
-    "Triton bf16" with ``models``, also ``model_agreement``: for each emulation in chapter 03's
-    models, the fraction of outputs bit-identical to it, per K.
+    "Triton bf16" with ``models``, also ``model_agreement``: for each emulation of
+    :data:`BF16_MODELS`, the fraction of outputs bit-identical to it, per K.
 
     Meant for a GPU (``benchmarks/gpu_gemm_numerics.py``). In the interpreter it runs too, with
     bf16 inputs as float32 holding bf16 values, and TF32 is not applied: the numbers then say
@@ -86,7 +99,7 @@ def measure_gemm_errors(
             K=[],
             rel_error=[],
             rel_error_acc=[],
-            model_agreement={name: [] for name in _MODELS} if method == "Triton bf16" and models else None,
+            model_agreement={name: [] for name in BF16_MODELS} if method == "Triton bf16" and models else None,
         )
         for method, (fmt, prec, out_fmt) in GPU_METHODS.items()
     ]
@@ -103,7 +116,7 @@ def measure_gemm_errors(
             s.rel_error.append(relative_error(C, C_data))
             s.rel_error_acc.append(relative_error(C, Aq @ Bq))
             for name, fractions in (s.model_agreement or {}).items():
-                fractions.append(float(np.mean(C == _MODELS[name](Aq, Bq))))
+                fractions.append(float(np.mean(C == BF16_MODELS[name](Aq, Bq))))
         if after_K is not None:
             after_K([GEMM_NUMERICS.as_dict(s) for s in series])
     return [GEMM_NUMERICS.as_dict(s) for s in series]

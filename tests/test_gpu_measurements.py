@@ -15,12 +15,14 @@ from nbhelpers.device import setup_device
 
 INFO = setup_device(verbose=False)  # before importing the kernels: sets TRITON_INTERPRET=1 on a CPU
 
+import numpy as np
 import pytest
 from helpers import ROOT, measured_gpu_run
 
-from nbhelpers.gpu_measurements import GPU_METHODS, gpu_run, measure_gemm_errors
+from nbhelpers.gpu_measurements import BF16_MODELS, GPU_METHODS, gpu_run, measure_gemm_errors
 from nbhelpers.kernels import INTERPRETED
 from nbhelpers.results import recorded_gpu_runs
+from nbhelpers.tensor_cores import TENSOR_CORES
 
 DEV = INFO.device
 
@@ -36,8 +38,25 @@ def test_measure_gemm_errors_layout_and_sense():
     assert min(by["Triton bf16"]["rel_error"]) > 10 * max(by["Triton fp32 ieee"]["rel_error"])
     assert min(by["torch.matmul bf16"]["rel_error_acc"]) > 10 * max(by["Triton bf16"]["rel_error_acc"])
     fractions = by["Triton bf16"]["model_agreement"]
-    assert set(fractions) >= {"tensor-core model, group 8", "fp32 sequential, nearest-even"}
+    assert list(fractions) == list(BF16_MODELS)
     assert all(0 <= f <= 1 for fr in fractions.values() for f in fr)
+
+
+def test_the_models_compared_include_each_gpus_published_settings():
+    """Beside the running example (23 bits kept), the Triton bf16 outputs are compared with the
+    A100's and the H100's tensor-core settings, each labelled with its settings and computed by
+    its spec in TENSOR_CORES."""
+    assert {"tensor-core model, group 8", "fp32 sequential, nearest-even"} <= set(BF16_MODELS)
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((4, 256)), rng.standard_normal((256, 3))
+    labels = {
+        "A100": "A100 tensor-core model (group 8, 24 bits)",
+        "H100": "H100 tensor-core model (group 16, 25 bits)",
+    }
+    C = {gpu: BF16_MODELS[label](A, B) for gpu, label in labels.items()}
+    for gpu in labels:
+        assert np.array_equal(C[gpu], TENSOR_CORES[gpu].matmul(A, B, "bf16"))
+    assert not np.array_equal(C["A100"], C["H100"])  # the settings differ, and so do the outputs
 
 
 def test_a_measured_run_is_a_valid_results_file(tmp_path):
