@@ -1,8 +1,10 @@
 """Experiments: the inputs and sweeps behind the chapters' error studies.
 
 Seeded GEMM inputs (:func:`gemm_inputs`, shared with the GPU measurements) and sweeps of GEMM
-variants over K (:func:`gemm_sweep`); error statistics of summation methods over many sums
-(:func:`sum_errors`) and against the length of the sum (:func:`errors_vs_length`).
+variants over K (:func:`gemm_sweep`); how far K goes before a GEMM's error reaches a threshold
+(:func:`first_K_reaching`, one long accumulation carried on in chunks); error statistics of
+summation methods over many sums (:func:`sum_errors`) and against the length of the sum
+(:func:`errors_vs_length`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ __all__ = [
     "gemm_inputs",
     "GemmSweep",
     "gemm_sweep",
+    "KCrossing",
+    "first_K_reaching",
     "SumErrors",
     "sum_errors",
     "errors_vs_length",
@@ -137,6 +141,68 @@ def gemm_sweep(
                 raise ValueError(f"variant {label!r} returned shape {C.shape} for K={K}, expected {(M, N)}")
             outputs[label].append(C)
     return GemmSweep(Ks, M, N, int(seed), dist, outputs)
+
+
+@dataclass(frozen=True)
+class KCrossing:
+    """What :func:`first_K_reaching` found: ``K``, the first K of the doubling whose error reached
+    the threshold (None: none up to the largest K tried), and ``errors``, K -> relative error for
+    every K computed, in order."""
+
+    K: int | None
+    errors: dict
+
+
+def first_K_reaching(
+    matmul: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray],
+    threshold: float,
+    in_fmt: FloatFormat | str = "bf16",
+    K_start: int = 2**14,
+    K_max: int = 2**22,
+    M: int = 8,
+    N: int = 8,
+    seed: int = 0,
+    dist: str = "normal",
+) -> KCrossing:
+    """The first K (K_start, 2 K_start, ... up to K_max) at which a GEMM's relative error against
+    the exact product of its ``in_fmt`` inputs reaches ``threshold``.
+
+    One long product, computed once and read at every K: ``matmul(A, B, C)`` takes the next
+    columns of A (M, k) and rows of B (k, N) and carries the accumulation on from C (M, N), the
+    result so far (None at the start), as ``TensorCoreSpec.matmul(A, B, fmt, C=C)`` does. The
+    chunks are K_start long, then each as long as all before it, so each K ends a chunk; a model
+    whose group divides K_start sees the same groups as in one call over K. The data: chunk i
+    drawn from ``np.random.default_rng([seed, M, N, i])`` (standard normal, or uniform on [0, 1)
+    for ``dist="uniform"``), other matrices than :func:`gemm_inputs` gives. The reference is the
+    float64 sum of the chunks' products of the rounded inputs.
+    """
+    if dist not in _DISTS:
+        raise ValueError(f"dist must be one of {_DISTS}, got {dist!r}")
+    threshold = real_float64(threshold)
+    if threshold.ndim != 0 or not threshold > 0:
+        raise ValueError(f"threshold must be positive, got {threshold}")
+    K_start, K_max = positive_int("K_start", K_start), positive_int("K_max", K_max)
+    if K_max < K_start:
+        raise ValueError(f"K_max ({K_max}) is below K_start ({K_start})")
+    M, N = positive_int("M", M), positive_int("N", N)
+    seed = nonnegative_int("seed", seed)
+    f = accumulator_format(in_fmt, "in_fmt")
+    C, C_ref, K, errors = None, np.zeros((M, N)), 0, {}
+    while K < K_max:
+        k = K_start if K == 0 else min(K, K_max - K)
+        rng = np.random.default_rng([seed, M, N, len(errors)])
+        A, B = (
+            (rng.standard_normal((M, k)), rng.standard_normal((k, N)))
+            if dist == "normal"
+            else (rng.random((M, k)), rng.random((k, N)))
+        )
+        C = np.asarray(matmul(A, B, C), dtype=np.float64)
+        C_ref = C_ref + round_to(A, f) @ round_to(B, f)
+        K += k
+        errors[K] = relative_error(C, C_ref)
+        if errors[K] >= threshold:
+            return KCrossing(K, errors)
+    return KCrossing(None, errors)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ from helpers import wide
 from nbhelpers.accumulation import SumMethod, emulated_matmul, emulated_sum
 from nbhelpers.experiments import (
     GemmSweep,
+    KCrossing,
     SumErrors,
     errors_vs_length,
+    first_K_reaching,
     gemm_inputs,
     gemm_sweep,
     sum_errors,
@@ -21,6 +23,7 @@ from nbhelpers.experiments import (
 from nbhelpers.formats import FORMATS
 from nbhelpers.metrics import relative_error
 from nbhelpers.rounding import round_to
+from nbhelpers.tensor_cores import TENSOR_CORES, tensor_core_matmul
 
 # ------------------------------------------------------------------ GEMM inputs and sweeps
 
@@ -81,6 +84,63 @@ def test_gemm_sweep_bad_input():
         sweep.errors(labels=["y"])
     with pytest.raises(ValueError, match="exists already"):
         sweep.with_rounded_output("x", "bf16", "x")
+
+
+def test_first_K_reaching_is_one_long_product_read_at_every_K():
+    """The chunks carried on through C give, at every K, what one call over the first K columns
+    gives (the H100 model's groups of 16 divide K_start), and each error is against the float64
+    product of the rounded inputs, drawn chunk by chunk from the documented seeds."""
+
+    def step(A, B, C):
+        return TENSOR_CORES["H100"].matmul(A, B, "bf16", C=C)
+
+    found = first_K_reaching(step, 1.0, K_start=32, K_max=256, M=3, N=2, seed=5, dist="uniform")
+    assert isinstance(found, KCrossing) and found.K is None  # an error of 100%: never reached
+    assert list(found.errors) == [32, 64, 128, 256]
+    chunks = []
+    for i, k in enumerate([32, 32, 64, 128]):
+        rng = np.random.default_rng([5, 3, 2, i])
+        chunks.append((rng.random((3, k)), rng.random((k, 2))))
+    A = np.concatenate([a for a, _ in chunks], axis=1)
+    B = np.concatenate([b for _, b in chunks], axis=0)
+    for K, err in found.errors.items():
+        C = TENSOR_CORES["H100"].matmul(A[:, :K], B[:K], "bf16")
+        ref = round_to(A[:, :K], "bf16") @ round_to(B[:K], "bf16")
+        assert err == pytest.approx(relative_error(C, ref), rel=1e-12, abs=0)
+    # a K_max that is not K_start times a power of two: the last chunk stops at it
+    assert list(first_K_reaching(step, 1.0, K_start=32, K_max=96, M=2, N=2).errors) == [32, 64, 96]
+
+
+def test_first_K_reaching_stops_at_the_first_K_that_reaches():
+    # 8 bits kept: same-sign products lose much of themselves to the alignment, and more as K grows
+    def step(A, B, C):
+        return tensor_core_matmul(A, B, "bf16", group=4, align_bits=8, C=C)
+
+    found = first_K_reaching(step, 0.02, K_start=16, K_max=4096, M=2, N=2, dist="uniform")
+    errs = list(found.errors.values())
+    assert found.K == list(found.errors)[-1] < 4096
+    assert errs[-1] >= 0.02 and all(e < 0.02 for e in errs[:-1])
+    # the same threshold on normal data, a different draw: the errors differ
+    other = first_K_reaching(step, 0.02, K_start=16, K_max=4096, M=2, N=2)
+    assert other.errors != found.errors
+
+
+def test_first_K_reaching_bad_input():
+    def step(A, B, C):
+        return A @ B + (0 if C is None else C)
+
+    for bad in [
+        dict(threshold=0.0),
+        dict(threshold=-1.0),
+        dict(K_start=0),
+        dict(K_start=64, K_max=32),
+        dict(dist="cauchy"),
+        dict(M=0),
+        dict(seed=-1),
+    ]:
+        kw = dict(threshold=0.1, K_start=8, K_max=16) | bad
+        with pytest.raises(ValueError):
+            first_K_reaching(step, **kw)
 
 
 # ------------------------------------------------------------------ summation methods: sum_errors, errors_vs_length
