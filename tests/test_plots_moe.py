@@ -90,14 +90,22 @@ def test_plot_expert_gemm_times_one_style_per_method():
 
 
 def test_plot_expert_gemm_times_labels_a_narrow_range():
-    """Times within a decade (here 0.3 to 1.7 ms) get ticks between the powers of ten, 0.3, 0.7
-    and 1.5 among them; a range of several decades keeps 1, 2 and 5."""
+    """Times within a decade (here 0.3 to 1.7 ms) get ticks between the powers of ten, 0.3, 0.4,
+    0.7 and 1.5 among them; a range of several decades keeps 1, 2 and 5."""
     E = [1, 4, 16]
     ax = plots.plot_expert_gemm_times(E, {"loop": [0.3e-3, 0.9e-3, 1.7e-3]})
     ax.figure.canvas.draw()
     ticks = [t for t in ax.get_yticks() if 0.3 - 1e-9 <= t <= 1.7]
-    for v in (0.3, 0.5, 0.7, 1.0, 1.5):
+    for v in (0.3, 0.4, 0.5, 0.7, 1.0, 1.5):
         assert any(abs(t - v) < 1e-9 for t in ticks), (v, ticks)
+    plt.close(ax.figure)
+    # the axis reaches down to a labelled tick under the lowest curve (0.3 and 0.4 under 0.37)
+    ax = plots.plot_expert_gemm_times(E, {"loop": [0.37e-3, 0.9e-3, 1.7e-3]})
+    ax.figure.canvas.draw()
+    bottom, top = ax.get_ylim()
+    shown = [t for t in ax.get_yticks() if bottom <= t <= top]
+    for v in (0.3, 0.4):
+        assert any(abs(t - v) < 1e-9 for t in shown), (v, shown)
     plt.close(ax.figure)
     ax = plots.plot_expert_gemm_times(E, {"loop": [1e-5, 1e-4, 1e-2]})
     ticks = ax.yaxis.get_major_locator().tick_values(0.01, 10)

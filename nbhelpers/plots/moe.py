@@ -204,12 +204,17 @@ def plot_expert_gemm_times(
     ax.minorticks_off()
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    # within about a decade, ticks at 1, 1.5, 2, 3, 5 and 7 of each power of ten, so that a narrow
-    # range (0.3 to 1.7 ms) still shows several labels; wider, 1, 2 and 5
+    # within about a decade, ticks at 1, 1.5, 2, 3, 4, 5 and 7 of each power of ten, so that a
+    # narrow range (0.3 to 1.7 ms) still shows several labels; wider, 1, 2 and 5. The axis starts at
+    # the last tick at or below the lowest point, so that every curve has a labelled tick under it.
     drawn = [line.get_ydata() for line in ax.get_lines()]
-    span = max(map(np.max, drawn)) / min(map(np.min, drawn))
-    subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if span < 12 else (1.0, 2.0, 5.0)
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    low, high = min(map(np.min, drawn)), max(map(np.max, drawn))
+    subs = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0) if high / low < 12 else (1.0, 2.0, 5.0)
+    locator = LogLocator(base=10, subs=subs)
+    ax.yaxis.set_major_locator(locator)
+    below = [t for t in locator.tick_values(low / 10, high) if t <= low * (1 + 1e-9)]
+    if below:
+        ax.set_ylim(bottom=max(below) * 0.97)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("experts E (same rows, same FLOPs, split E ways)")
     ax.set_ylabel("ms per call (median)")
