@@ -83,8 +83,9 @@ Presentation: figures and text, never numerics of their own.
     copies, the copy kernels' bandwidths (measured now or recorded)
   - :mod:`~nbhelpers.gemm_report`  chapter 09's recorded GEMM run against the model, kind by kind (bf16, fp8
     promoted or with fast accumulation, block-scaled)
-  - :mod:`~nbhelpers.grouped_report`  chapter 10's recorded grouped-GEMM run: its table, the padded batch's copies,
-    the model of its GPU against ours and the loop, the loop's host cost and the quotient of the two misses
+  - :mod:`~nbhelpers.grouped_report`  chapter 10's recorded grouped-GEMM run: its table and verdict (ours against
+    each of the others by what bounds ours), the padded batch's copies, the model of its GPU against ours and the
+    loop, the loop's host cost, and ours against cuBLAS where the loop is compute-bound GEMMs
 
 Course tooling: exercises, checks and grading.
   - :mod:`~nbhelpers.report_text`   short, safe text of a student's values and exceptions (one line, bounded, never

@@ -3,9 +3,9 @@ it: the run's table; the padded batch on the even load against a napkin of its c
 row of ours predicted again for the run's GPU (:func:`nbhelpers.calibration.grouped_gemm_rows`, from
 the run's own compile table), on the datasheet and at the rates torch sustained in the same GPU's
 runs (:func:`nbhelpers.calibration_report.fitted_runs`), at both ends of the assumed latency
-(:data:`~nbhelpers.perf_model.LATENCY_RANGE_S`); the loop's host cost per expert, read from the
-loop's own rows; and how far the model misses the loop and ours, with the quotient of the two misses
-(:func:`nbhelpers.calibration.loop_and_ours_misses`), summed up by what bounds ours.
+(:data:`~nbhelpers.perf_model.LATENCY_RANGE_S`); the measured verdict, ours against each of the
+others split by what bounds ours; the loop's host cost per expert, read from the loop's own rows;
+and ours against cuBLAS, the measured loop over ours where the loop is compute-bound GEMMs.
 
 :func:`run_models` does the predicting once per run (a :class:`RunModel`); each ``*_text`` function
 returns the text a cell prints from it, and computes nothing the notebook has to keep. It imports the
@@ -28,9 +28,10 @@ from .tables import text_table
 __all__ = [
     "RunModel",
     "cublas_rows",
+    "cublas_text",
+    "headline_text",
     "loop_over_ours_text",
     "loop_text",
-    "misses_text",
     "models_text",
     "ours_host_text",
     "ours_miss_text",
@@ -40,6 +41,8 @@ __all__ = [
     "run_models",
     "runs_text",
     "split_k_text",
+    "verdict",
+    "verdict_text",
 ]
 
 #: what the chapter prints where no grouped-GEMM run is recorded
@@ -68,6 +71,17 @@ def _pair(a, b, f: str = "{:.2f}") -> str:
 def _span(values) -> str:
     values = sorted(values)
     return f"{values[0]:.2f}-{values[-1]:.2f}"
+
+
+def _x(v: float) -> str:
+    """A speed ratio: two decimals, one from 10 up."""
+    return f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def _range(values) -> str:
+    """``"lo-hi"`` of :func:`_x`, one value when both print alike."""
+    lo, hi = _x(min(values)), _x(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 # ---------------------------------------------------------------- the run and the padded batch
@@ -335,32 +349,86 @@ def ours_miss_text(m: RunModel) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- the measured verdict
+
+
+def verdict(m: RunModel) -> dict:
+    """The run's measured speed ratios, ours against each of the others (``X / ours``: above 1, ours
+    is faster). ``grouped_mm``: what bounds ours at the fitted rates (the long latency) -> the
+    ratios of those rows; ``loop``: ``(E, size)`` -> the ratios at that layer and ``E``, largest
+    ``E`` first (both with the flagged rows out: whatever slowed ours there is not the kernel's
+    speed); ``flagged``: ``(size, E, T)`` -> ``grouped_mm / ours`` on each flagged row;
+    ``padded``: every row's ratio; ``targets``: each of the benchmark's goals -> (rows where
+    ours meets it, rows where it is set), over every row."""
+    bound = {_key(r): r["bound"] for r in m.long}
+    timed = [r for r in m.run["rows"] if "error" not in r and _key(r) in bound]
+    kept = [r for r in timed if _key(r) not in m.flagged]
+    grouped_mm: dict[str, list[float]] = {}
+    for r in kept:
+        grouped_mm.setdefault(bound[_key(r)], []).append(r["ours_vs_grouped_mm"])
+    loop: dict[tuple[int, str], list[float]] = {}
+    for r in sorted(kept, key=lambda r: -r["E"]):
+        loop.setdefault((r["E"], r["size"]), []).append(r["ours_vs_loop"])
+    targets = {}
+    for goal in ("ours_vs_loop", "ours_vs_padded", "ours_vs_grouped_mm"):
+        set_on = [r for r in timed if r["goals"].get(goal) is not None]
+        targets[goal] = (sum(r[goal] >= r["goals"][goal] for r in set_on), len(set_on))
+    return {
+        "grouped_mm": {b: grouped_mm[b] for b in ("HBM", "compute") if b in grouped_mm},
+        "loop": loop,
+        "flagged": {_key(r): r["ours_vs_grouped_mm"] for r in timed if _key(r) in m.flagged},
+        "padded": [r["ours_vs_padded"] for r in timed],
+        "targets": targets,
+    }
+
+
+def verdict_text(m: RunModel) -> str:
+    """:func:`verdict` as the lines a cell prints: ours against ``grouped_mm`` per bound of ours
+    (with the rows where ours is faster) and on the flagged rows, against the loop per ``E`` and
+    layer, against the padded batch, and the benchmark's three targets."""
+    v = verdict(m)
+    lines = ["grouped_mm / ours, by what bounds ours at the fitted rates (the flagged row apart):"]
+    for b, xs in v["grouped_mm"].items():
+        lines.append(f"  ours {b}-bound, {len(xs)} rows: {_range(xs)}, ours faster on {sum(x > 1 for x in xs)}")
+    for (size, E, T), x in v["flagged"].items():
+        lines.append(f"  flagged, {size} E={E} T={T}: {_x(x)}")
+    by_E: dict[int, list[str]] = {}
+    for (E, size), xs in v["loop"].items():
+        by_E.setdefault(E, []).append(f"{size} {_range(xs)}")
+    lines.append("loop / ours (the flagged row apart):")
+    lines += [f"  E={E}: " + ", ".join(t) for E, t in by_E.items()]
+    p = v["padded"]
+    lines.append(f"padded / ours: {_range(p)}, ours faster on {sum(x > 1 for x in p)} of {len(p)} rows")
+    (loop_met, loop_set), (pad_met, pad_set), (gm_met, gm_set) = v["targets"].values()
+    lines.append(
+        f"targets met: loop / ours >= 2 at E=256 on {loop_met} of {loop_set} rows; padded / ours > 1 "
+        f"on {pad_met} of {pad_set} uneven rows; grouped_mm / ours >= 0.8 on {gm_met} of {gm_set} rows"
+    )
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- the loop against ours
 
 
 def loop_text(m: RunModel) -> str:
     """The least loop time per active expert and its row, then per row: the active experts, the
     loop's measured time and time per expert, the host's part (``active`` x that least), the
-    model's GPU time for the loop (each expert its own launch, summed), which of the two sets the
-    model's loop, the share of that GPU time in compute-bound experts, measured / model for the loop
-    and for ours, their quotient and what bounds ours; pairs at the short / long latency where the
-    latency moves them."""
+    model's GPU time for the loop at the fitted rates (each expert its own launch, summed) and
+    which of the two sets the model's loop; pairs at the short / long latency where the latency
+    moves them."""
     lat = [_us(t) for t in sorted(m.fitted)]
     rows = [
         (a["size"], a["E"], a["T"], a["active"], a["loop_ms"], a["loop_us_per_expert"], v["host_ms"])
         + (_pair(a["loop_gpu_ms"], b["loop_gpu_ms"], "{:.3g}"), _pair(*v["loop_bound"], "{}"))
-        + (_pair(*v["loop_compute_share"], "{:.0%}"), _pair(*v["loop_miss"]), _pair(*v["ours_miss"]))
-        + (_pair(*v["quotient"]), v["bound"])
         for a, b, v in zip(m.short, m.long, m.misses)
     ]
     size, E, T = m.host_row
     heads = ["size", "E", "T", "active", "loop ms", "us / expert", "host ms", "loop GPU ms, model", "loop set by"]
-    heads += ["loop GPU time compute-bound", "loop measured / model", "ours measured / model"]
     return "\n".join(
         [
             f"{m.gpu_name}: least loop time per active expert {m.host_us:.1f} us ({size}, E={E}, T={T}); "
             f"pairs at latency {lat[0]} / {lat[-1]} us",
-            text_table(rows, heads + ["loop / ours quotient", "ours bound"], digits=3),
+            text_table(rows, heads, digits=3),
         ]
     )
 
@@ -424,57 +492,61 @@ def ours_host_text(m: RunModel) -> str:
 
 
 def cublas_rows(m: RunModel) -> list[dict]:
-    """The rows of :attr:`RunModel.misses` where the quotient is ours against cuBLAS: ours
-    compute-bound (the flagged rows out), the model's loop set by its GPU time rather than the
-    host's and at least 80% of that time in compute-bound experts, both at the short latency."""
-    return [
-        v
-        for v in m.misses
-        if v["bound"] == "compute"
-        and _key(v) not in m.flagged
-        and v["loop_bound"][0] == "GPU"
-        and v["loop_compute_share"][0] >= 0.8
-    ]
-
-
-def misses_text(m: RunModel) -> str:
-    """:attr:`RunModel.misses` summed up, the flagged rows apart: on how many rows the latency moves
-    ours' miss, on how many the model's loop is faster than measured (short latency) or slower
-    (long); then per bound of ours the ranges of the loop's miss, ours' and the quotient at the
-    short latency, with the quotient's range on the same rows at the long latency; and for the
-    compute-bound rows the quotient where the model's loop is its GPU time, and where that time is
-    also mostly compute-bound (:func:`cublas_rows`)."""
-    lat = [_us(t) for t in sorted(m.fitted)]
-    v_all = m.misses
-    moved = sum(v["ours_miss"][0] != v["ours_miss"][1] for v in v_all)
-    short = sum(v["loop_miss"][0] < 1 - 1e-9 for v in v_all)
-    slow = sum(v["loop_miss"][1] < 1 for v in v_all)
-    lines = [
-        f"ours' miss moved by the latency on {moved} rows; the model's loop is faster than measured "
-        + ("on every row" if not short else f"on all but {short} rows")
-        + f" at {lat[0]} us, slower on {slow} at {lat[-1]} us"
-    ]
-
-    def quotients(rows: list[dict]) -> str:
-        short_q, long_q = (_span(v["quotient"][i] for v in rows) for i in (0, 1))
-        return f"quotient {short_q} (at {lat[-1]} us: {long_q})"
-
-    for bound in ("HBM", "compute"):
-        g = [v for v in v_all if v["bound"] == bound and _key(v) not in m.flagged]
-        if not g:
-            lines.append(f"ours {bound}-bound: no row")
+    """The rows where the measured loop / ours is ours against cuBLAS: ours compute-bound (the
+    flagged rows out) and, at both ends of the latency range, the model's loop set by its GPU time
+    rather than the host's, with every one of its GEMMs compute-bound. Per row: size, E, T,
+    ``loop_over_ours`` (measured) and ``model`` (the model's loop over its ours, a pair at the
+    short / long latency: near 1, the two do the same work at the same rates)."""
+    out = []
+    for a, b, v in zip(m.short, m.long, m.misses):
+        if v["bound"] != "compute" or _key(v) in m.flagged:
             continue
-        lines.append(
-            f"ours {bound}-bound, {len(g)} rows, at {lat[0]} us: loop measured / model "
-            f"{_span(v['loop_miss'][0] for v in g)}, ours measured / model {_span(v['ours_miss'][0] for v in g)}, "
-            + quotients(g)
+        if v["loop_bound"] != ("GPU", "GPU") or min(v["loop_compute_share"]) < 1 - 1e-9:
+            continue
+        out.append(
+            {
+                "size": a["size"],
+                "E": a["E"],
+                "T": a["T"],
+                "loop_over_ours": a["loop_ms"] / a["ms"],
+                "model": tuple(max(v["host_ms"], x["loop_gpu_ms"]) / x["predicted_ms"] for x in (a, b)),
+            }
         )
-        if bound != "compute":
-            continue
-        on_gpu = [v for v in g if v["loop_bound"][0] == "GPU"]
-        for name, sel in (
-            ("the model's loop set by the GPU", on_gpu),
-            ("and its GPU time at least 80% compute-bound", cublas_rows(m)),
-        ):
-            lines.append(f"  {name}: {len(sel)} rows, " + (quotients(sel) if sel else "no quotient"))
-    return "\n".join(lines)
+    return out
+
+
+def cublas_text(m: RunModel) -> str:
+    """:func:`cublas_rows` summed up: which rows, the model's loop over its ours there at each
+    latency, and the measured loop / ours, ours against cuBLAS."""
+    rows = cublas_rows(m)
+    if not rows:
+        return "no row where the loop is compute-bound cuBLAS GEMMs at both latencies"
+    lat = [_us(t) for t in sorted(m.fitted)]
+    groups: dict[tuple[str, int], list[int]] = {}
+    for r in rows:
+        groups.setdefault((r["size"], r["E"]), []).append(r["T"])
+    which = "; ".join(f"{size} E={E} T=" + ", ".join(map(str, Ts)) for (size, E), Ts in groups.items())
+    model = ", ".join(f"{_range([r['model'][i] for r in rows])} at {lat[i]} us" for i in (0, 1))
+    return "\n".join(
+        [
+            f"the loop's GEMMs all compute-bound and setting its time, ours compute-bound, at {lat[0]} and "
+            f"{lat[-1]} us: {len(rows)} rows, {which}",
+            f"  the model's loop / its ours there: {model}",
+            f"  measured loop / ours there, ours against cuBLAS: {_range([r['loop_over_ours'] for r in rows])}",
+        ]
+    )
+
+
+def headline_text(m: RunModel) -> str:
+    """:func:`verdict` and :func:`cublas_rows` in two lines, for a chapter's summary of results:
+    ours against ``grouped_mm`` per bound of ours, against the loop at the largest ``E``, against
+    the padded batch, and against cuBLAS."""
+    v = verdict(m)
+    top = max(E for E, _ in v["loop"])
+    gm = ", ".join(f"{_range(xs)} where ours is {b}-bound ({len(xs)} rows)" for b, xs in v["grouped_mm"].items())
+    loop = ", ".join(f"{size} {_range(xs)}" for (E, size), xs in v["loop"].items() if E == top)
+    cublas = [r["loop_over_ours"] for r in cublas_rows(m)]
+    second = f"{m.gpu_name}: loop / ours at E={top}: {loop}; padded / ours {_range(v['padded'])}"
+    if cublas:
+        second += f"; ours against cuBLAS (loop / ours, {len(cublas)} rows) {_range(cublas)}"
+    return f"{m.gpu_name}: grouped_mm / ours {gm}\n{second}"

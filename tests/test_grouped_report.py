@@ -117,10 +117,10 @@ def test_the_loop_s_host_cost_per_expert(h100):
     text = grouped_report.loop_text(h100)
     assert text.splitlines()[0].endswith("17.6 us (small, E=256, T=1024); pairs at latency 0.5 / 1 us")
     # pairs (short / long latency) where the latency moves a value, one value where it does not
-    deepseek = _line(text, "deepseek  256   1024").split()
-    assert deepseek[5:] == "21.2 4.44 4.72 / 9.45 GPU 0% 1.14 / 0.57 0.96 1.18 / 0.59 HBM".split()
-    # the host sets the model's loop on the row the least is read from, so its loop's miss is 1
-    assert _line(text, "small  256   1024").split()[-6:] == "host 0% 1.00 1.08 0.93 HBM".split()
+    assert _line(text, "deepseek  256   1024").split()[5:] == "21.2 4.44 4.72 / 9.45 GPU".split()
+    assert _line(text, "deepseek    8   1024").split()[5:] == "41.2 0.14 0.317 GPU".split()
+    # the host sets the model's loop on the row the least is read from
+    assert _line(text, "small  256   1024").split()[-5:] == "4.44 1.35 / 2.7 host".split()
 
 
 def test_a_split_k_loop_and_section_1_s_ratio(h100):
@@ -139,22 +139,41 @@ def test_a_split_k_loop_and_section_1_s_ratio(h100):
     )
 
 
-def test_the_quotient_where_both_sides_are_compute_bound_gemms(h100):
-    rows = grouped_report.cublas_rows(h100)
-    assert len(rows) == 11
-    assert ("small", 8, 1024) not in {(v["size"], v["E"], v["T"]) for v in rows}
-    for i, span in ((0, "0.78-1.00"), (1, "0.74-1.00")):
-        q = [v["quotient"][i] for v in rows]
-        assert f"{min(q):.2f}-{max(q):.2f}" == span
-    # the quotient is the loop's miss over ours'
-    assert all(v["quotient"][0] == pytest.approx(v["loop_miss"][0] / v["ours_miss"][0]) for v in rows)
-    text = grouped_report.misses_text(h100)
-    assert text.splitlines()[0] == (
-        "ours' miss moved by the latency on 0 rows; the model's loop is faster than measured on every row at "
-        "0.5 us, slower on 6 at 1 us"
-    )
-    assert "ours HBM-bound, 6 rows, at 0.5 us: loop measured / model 1.00-1.84, ours measured / model 0.96-1.44" in text
-    assert "  the model's loop set by the GPU: 13 rows, quotient 0.75-1.00 (at 1 us: 0.48-1.00)" in text
+def test_the_measured_verdict_split_by_what_bounds_ours(h100):
+    v = grouped_report.verdict(h100)
+    assert {b: len(xs) for b, xs in v["grouped_mm"].items()} == {"HBM": 6, "compute": 17}
+    assert v["flagged"] == {("small", 8, 1024): pytest.approx(0.22, abs=0.005)}
+    assert list(v["loop"])[:2] == [(256, "deepseek"), (256, "small")]
+    assert v["targets"] == {"ours_vs_loop": (5, 8), "ours_vs_padded": (16, 16), "ours_vs_grouped_mm": (21, 24)}
+    text = grouped_report.verdict_text(h100)
+    assert "  ours HBM-bound, 6 rows: 1.03-1.44, ours faster on 6" in text
+    assert "  ours compute-bound, 17 rows: 0.76-1.02, ours faster on 1" in text
+    assert "  flagged, small E=8 T=1024: 0.22" in text
+    assert "  E=256: deepseek 1.07-2.23, small 2.39-11.2" in text
+    assert "  E=8: deepseek 0.78-0.95, small 0.81-1.00" in text
+    assert "padded / ours: 1.20-4.03, ours faster on 24 of 24 rows" in text
     assert text.splitlines()[-1] == (
-        "  and its GPU time at least 80% compute-bound: 11 rows, quotient 0.78-1.00 (at 1 us: 0.74-1.00)"
+        "targets met: loop / ours >= 2 at E=256 on 5 of 8 rows; padded / ours > 1 on 16 of 16 uneven rows; "
+        "grouped_mm / ours >= 0.8 on 21 of 24 rows"
     )
+
+
+def test_ours_against_cublas_where_the_loop_is_compute_bound_gemms(h100):
+    rows = grouped_report.cublas_rows(h100)
+    # the loop's GEMMs all compute-bound at both latencies: the eight-expert rows, the flagged one out
+    assert [(v["size"], v["E"], v["T"]) for v in rows] == [("deepseek", 8, T) for T in (1024, 4096, 16384, 32768)] + [
+        ("small", 8, T) for T in (4096, 16384, 32768)
+    ]
+    # there the model's loop and its ours are the same work at the same rates: nothing to divide out
+    assert all(x == pytest.approx(1, abs=0.005) for v in rows for x in v["model"])
+    measured = [v["loop_over_ours"] for v in rows]
+    assert f"{min(measured):.2f}-{max(measured):.2f}" == "0.78-1.00"
+    text = grouped_report.cublas_text(h100)
+    assert "  the model's loop / its ours there: 1.00 at 0.5 us, 1.00 at 1 us" in text
+    assert text.splitlines()[-1] == "  measured loop / ours there, ours against cuBLAS: 0.78-1.00"
+    assert grouped_report.headline_text(h100).splitlines() == [
+        f"{H100}: grouped_mm / ours 1.03-1.44 where ours is HBM-bound (6 rows), 0.76-1.02 where ours is "
+        "compute-bound (17 rows)",
+        f"{H100}: loop / ours at E=256: deepseek 1.07-2.23, small 2.39-11.2; padded / ours 1.20-4.03; ours "
+        "against cuBLAS (loop / ours, 7 rows) 0.78-1.00",
+    ]
