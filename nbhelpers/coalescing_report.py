@@ -25,6 +25,9 @@ from .tables import text_table
 
 __all__ = [
     "copy_inflight",
+    "copy_widths_text",
+    "doubling_text",
+    "launch_predictions_text",
     "l2_fetch_text",
     "sector_text",
     "prediction_text",
@@ -239,6 +242,7 @@ def cpu_runs_text(strides: Sequence[int], runs: Sequence[tuple], cpu: str, llc_b
     words = {"above": "above it", "at": "at it within the noise", "below": "below it"}
     per_page = ", ".join(f"{s}: {4096 // (4 * s)}" for s in strides if 16 <= s <= 1024)
     out.append(f"reads per 4 KiB page at stride {per_page}")
+    out.append(doubling_text(strides, eff.mean(0), line))
     out.append(
         f"every run: from cache faster than from DRAM: {all(ch.bandwidth[0] > d.bandwidth[0] for d, ch in runs)}"
     )
@@ -251,6 +255,20 @@ def cpu_runs_text(strides: Sequence[int], runs: Sequence[tuple], cpu: str, llc_b
         f"{first_stride_below(strides, eff, line[-1], tol)}"
     )
     return "\n".join(out)
+
+
+def doubling_text(strides: Sequence[int], mean: np.ndarray, model: np.ndarray) -> str:
+    """At each doubling of the stride (consecutive ``strides`` a factor 2 apart), the ratio of the
+    measured ``mean`` efficiency after the doubling to the one before it, beside the same ratio of
+    ``model`` (1.00 where the model is flat)."""
+    mean, model = np.asarray(mean, dtype=float), np.asarray(model, dtype=float)
+    pairs = [i for i in range(1, len(strides)) if strides[i] == 2 * strides[i - 1]]
+    if not pairs:
+        raise ValueError(f"no two consecutive strides a factor 2 apart in {tuple(strides)}")
+    parts = [
+        f"{strides[i - 1]}->{strides[i]} {mean[i] / mean[i - 1]:.2f} ({model[i] / model[i - 1]:.2f})" for i in pairs
+    ]
+    return "each doubling of the stride, mean of the runs (line model): " + ", ".join(parts)
 
 
 def cpu_variants(strides: Sequence[int]) -> dict[str, np.ndarray]:
@@ -269,18 +287,31 @@ def cpu_variants(strides: Sequence[int]) -> dict[str, np.ndarray]:
     }
 
 
-def cpu_variants_text(strides: Sequence[int], mean: np.ndarray) -> str:
-    """The variants of :func:`cpu_variants` beside the measured mean, how far each sits from it at
-    the strides past 1, and which has the smallest worst-case deviation."""
+def cpu_variants_text(strides: Sequence[int], eff: np.ndarray) -> str:
+    """The variants of :func:`cpu_variants` beside the measured mean (``eff``: runs x strides, or
+    the mean alone), how far each sits from it at the strides past 1, and which has the smallest
+    worst-case deviation; then, at stride 2 (where every line is read anyway), the runs' range
+    against the reads-only model and the streaming-store baseline."""
+    eff = np.atleast_2d(np.asarray(eff, dtype=float))
+    mean = eff.mean(0)
     variants = cpu_variants(strides)
     rows = [(s, f"{mean[i]:.3f}", *[f"{v[i]:.3f}" for v in variants.values()]) for i, s in enumerate(strides)]
     out = [text_table(rows, ["stride", "measured (mean)", *variants])]
     worst = {}
     for name, v in variants.items():
-        dev = np.abs(np.asarray(mean)[1:] / v[1:] - 1)
+        dev = np.abs(mean[1:] / v[1:] - 1)
         worst[name] = dev.max()
         out.append(f"{name}: off by {dev.min():.0%} to {dev.max():.0%} at strides {strides[1]}-{strides[-1]}")
     out.append(f"smallest worst-case deviation, this run: {min(worst, key=worst.get)}")
+    if 2 in strides:
+        i = list(strides).index(2)
+        reads, stream = variants["reads only (64 B lines)"][i], variants["streaming baseline, strided allocates"][i]
+        at = eff[:, i]
+        out.append(
+            f"stride 2, {len(at)} run{'s' * (len(at) > 1)}: {at.min():.3f} to {at.max():.3f}; every run below "
+            f"reads only ({reads:.3f}): {bool(np.all(at < reads))}; above the streaming baseline "
+            f"({stream:.3f}): {bool(np.all(at > stream))}"
+        )
     return "\n".join(out)
 
 
@@ -381,7 +412,7 @@ def copy_figure(run: dict, live: bool = False, ax=None):
     ax = plot_copy_bandwidth(
         run["rows"],
         peak=None if spec is None else spec.hbm_bytes_per_s,
-        peak_label=f"{meta['gpu']} peak (datasheet)",
+        peak_label=f"{meta['gpu']} datasheet peak",
         ax=ax,
         bounds=bounds,
         models={"64-byte DRAM fetch model x measured torch copy": wide} if wide else None,
@@ -412,6 +443,14 @@ def fetch_size_text(run: dict) -> str:
         f"{run['meta']['gpu']}: strided reads against torch's copy ({base / 1e9:.0f} GB/s) x 2 / (1 + 1/e)",
         text_table(rows, ["kernel", "GB/s", *[x for g in FETCHES for x in (f"{g}-byte", "x")]]),
     ]
+    ours = {r["stride"]: r["bandwidth"] for r in run["rows"] if r["pattern"] == "strided" and "torch" not in r["name"]}
+    theirs = {r["stride"]: r["bandwidth"] for r in run["rows"] if r["pattern"] == "strided" and "torch" in r["name"]}
+    both = sorted(ours.keys() & theirs.keys())
+    if both:
+        out.append(
+            "the course's strided read / torch's strided copy, per stride: "
+            + ", ".join(f"{s} {ours[s] / theirs[s]:.2f}" for s in both)
+        )
     naive = next((r for r in run["rows"] if r["name"] == "torch transpose"), None)
     if naive is not None:
         share = naive["bandwidth"] / base
@@ -457,6 +496,63 @@ def recorded_copy_model_text(blocks_per_sm: int, block_bytes: int) -> str:
     return "\n".join(out)
 
 
+def launch_predictions_text(gpu, n: int, blocks_per_sm: int, block_bytes: int, latency_s: Sequence[float]) -> str:
+    """Section 6's model of a copy of ``n`` float32 (``2 * 4 * n`` bytes moved, the reads waited
+    on) on ``gpu`` (a :class:`nbhelpers.perf_model.GPU`) at each latency of ``latency_s``: by
+    ``copy_kernel``, ``blocks_per_sm`` programs of ``block_bytes`` loads resident per SM, and by
+    one program per SM looping over the same blocks. Per launch the rate in TB/s (one number where
+    the latencies agree) and the bound; where one number, the bound's time and the model's launch
+    that make it."""
+    from dataclasses import replace
+
+    from .perf_model import Launch, predict
+
+    block = block_bytes // 4  # float32 elements per program's block
+    moved = 2 * 4 * n
+    launches = {
+        "copy_kernel": Launch(n // block, blocks_per_sm, block_bytes),
+        "one program per SM": Launch(gpu.sms, 1, block_bytes, steps=-(-n // block // gpu.sms)),
+    }
+    out = []
+    for name, launch in launches.items():
+        preds = [predict(replace(gpu, latency_s=t), launch, moved, bytes_loaded=4 * n) for t in sorted(latency_s)[::-1]]
+        rates = list(dict.fromkeys(f"{moved / q.seconds / 1e12:.2f}" for q in preds))  # equal rates once
+        bounds = " / ".join(dict.fromkeys(q.bound for q in preds))
+        line = f"perf_model, {name}: {'-'.join(rates)} TB/s predicted, bound by {bounds}"
+        if len(rates) == 1:
+            q = preds[0]
+            line += (
+                f" ({moved / 2**30:g} GiB: {q.terms[q.bound] * 1e6:.1f} us by {q.bound}"
+                + (f" + {q.launch_s * 1e6:g} us launch = {q.seconds * 1e6:.1f} us" if q.launch_s else "")
+                + ")"
+            )
+        out.append(line)
+    return "\n".join(out)
+
+
+def copy_widths_text(lengths: Sequence[int] = (2**20, 1000), block: int = 1024, jobs: int = 2) -> str:
+    """``copy_kernel`` compiled for sm_90 at ``BLOCK = block`` with 4 warps for each length of
+    ``lengths`` (fp32 pointers, ``n`` an int argument Triton specialises when it is divisible by
+    16), without a GPU (:func:`nbhelpers.compile_check.check`, ``jobs`` worker processes): its
+    global loads and stores by vector width in the PTX, one line per length."""
+    import triton
+
+    from .compile_check import check
+    from .families.manifest import Case
+
+    cases = [
+        Case("nbhelpers.kernels.copy:copy_kernel", f"n = {m:,}", ("*fp32", "*fp32", m), {"BLOCK": block})
+        for m in lengths
+    ]
+    rows = check(cases, jobs=jobs)
+    out = [f"copy_kernel, BLOCK = {block}, {cases[0].num_warps} warps, sm_90, Triton {triton.__version__}:"]
+    width = max(len(r["label"]) for r in rows)
+    for r in rows:
+        acc = r["global_access"]
+        out.append(f"  {r['label']:>{width}}: loads {acc['ld']}, stores {acc['st']}")
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- section 5 (the strided read's layout)
 
 _LAYOUT_SCRIPT = r"""
@@ -476,10 +572,13 @@ for block, warps in configs:
     gpu = GPUTarget("cuda", capability_of(target), 32)
     opts, sig, consts, attrs = launch_spec(strided_read_kernel, case, gpu)
     k = triton.compile(ASTSource(strided_read_kernel, sig, consts, attrs), target=gpu, options=opts.__dict__)
-    spt = re.search(r"sizePerThread = \[(\d+)\]", k.asm["ttgir"])
+    ir = k.asm["ttgir"]
+    spt = re.search(r"sizePerThread = \[(\d+)\]", ir)
+    one = len(re.findall(r"^#blocked\d* = ", ir, re.M)) == 1 and "convert_layout" not in ir
+    acc = global_access(k.asm["ptx"])
     out.append({"block": block, "num_warps": warps, "target": target, "stride": stride,
-                "size_per_thread": int(spt.group(1)), "loads": global_access(k.asm["ptx"])["ld"],
-                "triton": triton.__version__})
+                "size_per_thread": int(spt.group(1)), "loads": acc["ld"], "stores": acc["st"],
+                "one_layout": one, "triton": triton.__version__})
 print(json.dumps(out))
 """
 
@@ -491,8 +590,10 @@ def strided_read_layouts(
 ) -> list[dict]:
     """Compile ``strided_read_kernel`` for ``target`` at each ``(BLOCK, num_warps)`` of ``configs``
     (fp32, a runtime ``stride``) and return, per config, the layout Triton gave its load
-    (``size_per_thread``, the consecutive elements each thread holds, from the TritonGPU IR) and its
-    global loads by vector width in the PTX (:func:`nbhelpers.compile_check.global_access`). Runs in
+    (``size_per_thread``, the consecutive elements each thread holds, from the TritonGPU IR), whether
+    the load and the store share that one layout (``one_layout``: one ``#blocked`` layout and no
+    conversion), and its global loads and stores by vector width in the PTX
+    (:func:`nbhelpers.compile_check.global_access`). Runs in
     a subprocess without ``TRITON_INTERPRET``, so it works on a CPU after
     :func:`nbhelpers.device.setup_device`; needs Triton's NVIDIA backend, no GPU."""
     import os
@@ -532,7 +633,9 @@ def recorded_layout_text(kernel: str = "strided_read_kernel", results_dir: str |
                 continue
             acc = r.get("global_access", {})
             out.append(
-                f"{kernel} {r['config']}, {r['label']}, {r['target']}, compiled for the "
+                f"{kernel}, BLOCK = {r['config'].split()[0]}, {r.get('num_warps')} warps, "
+                f"{r.get('num_stages')} stages, "
+                f"{r['label']}, {r['target']}, compiled for the "
                 f"{meta['gpu']} run ({meta['date'][:10]}, Triton {meta['triton']}, file "
                 f"benchmarks/results/{path.name}): loads {acc.get('ld', {})}, stores "
                 f"{acc.get('st', {})}, {r['registers']} registers"
@@ -570,11 +673,12 @@ def strided_layout_text(layouts: Sequence[dict], strides: Sequence[int] = (2, 4,
     for lay in layouts:
         spt = lay["size_per_thread"]
         scalar = lay["loads"].get("1", 0)
+        shared = {True: " (the load's and the store's)", False: " (the load's)"}.get(lay.get("one_layout"), "")
+        stores = f", stores {lay['stores']}" if "stores" in lay else ""
         out.append(
             f"strided_read_kernel, BLOCK = {lay['block']}, {lay['num_warps']} warps, stride "
-            f"{lay.get('stride', '?')}, {lay['target']}, Triton {lay['triton']}: sizePerThread = [{spt}], "
-            f"loads {lay['loads']} "
-            f"({scalar} scalar ld.global per thread)"
+            f"{lay.get('stride', '?')}, {lay['target']}, Triton {lay['triton']}: sizePerThread = [{spt}]{shared}, "
+            f"loads {lay['loads']} ({scalar} scalar ld.global per thread){stores}"
         )
     spts = sorted({lay["size_per_thread"] for lay in layouts} | {1}, reverse=True)
     # (a lane's aligned 4-byte element never straddles a line)
@@ -752,7 +856,7 @@ def copy_inflight(
             f"copy_kernel, BLOCK = 1024, {row['num_warps']} warps, sm_90: {row['registers']} registers "
             f"(Triton {meta['triton']}, {meta['date'][:10]}, compiled without a GPU)",
             f"{occ.blocks} programs resident per SM (bound by {' and '.join(map(str, occ.limits))}), "
-            f"{block_bytes // 1024} KiB each: {held // 1024} KiB in flight per SM, "
+            f"{block_bytes:,} bytes each: {held / 1e3:.1f} KB in flight per SM, "
             f"{held / need_per_sm[1]:.1f}x to {held / need_per_sm[0]:.1f}x the need",
             f"one program per SM would read {one[0]:.2f}-{one[1]:.2f} TB/s, a copy of {two[0]:.2f}-{two[1]:.2f} TB/s: "
             f"{share[0]:.0%}-{share[1]:.0%} of the peak",
@@ -814,19 +918,20 @@ def inflight_answer_text(gpu, latency_s: Sequence[float], registers: int, block:
     are reads) for each latency of ``latency_s`` (a low and a high one), per SM in KiB, against
     what a copy of ``block`` float32 per program with ``num_warps`` warps and ``registers`` per
     thread keeps in flight (its resident programs, :func:`nbhelpers.occupancy.occupancy`, times
-    one block's loads)."""
+    one block's loads), all in decimal units (MB, KB)."""
     from .occupancy import occupancy
 
     reads = gpu.hbm_bytes_per_s / 2
     mb = [reads * t / 1e6 for t in latency_s]
-    kb = [m * 1e6 / gpu.sms / 1024 for m in mb]
+    kb = [m * 1e3 / gpu.sms for m in mb]  # decimal throughout: MB / SMs = KB
     occ = occupancy(registers, num_warps)
-    held = occ.blocks * block * 4 / 1024
+    held = occ.blocks * block * 4 / 1e3
     return (
         f"{gpu.name}: {gpu.hbm_bytes_per_s / 1e12} TB/s, {gpu.sms} SMs; reads {reads / 1e12:.2f} TB/s, "
-        f"{mb[0]:.2f}-{mb[1]:.2f} MB in flight, need {kb[0]:.1f}-{kb[1]:.1f} KiB per SM; "
+        f"{mb[0]:.2f}-{mb[1]:.2f} MB in flight, need {kb[0]:.1f}-{kb[1]:.1f} KB per SM; "
         f"BLOCK = {block}, {num_warps} warps, {registers} registers: {occ.blocks} programs (bound by "
-        f"{' and '.join(map(str, occ.limits))}), {held:.0f} KiB, {held / kb[1]:.1f}x-{held / kb[0]:.1f}x the need"
+        f"{' and '.join(map(str, occ.limits))}) of {block * 4:,} bytes, {held:.1f} KB, "
+        f"{held / kb[1]:.1f}x-{held / kb[0]:.1f}x the need"
     )
 
 

@@ -303,3 +303,15 @@ def transparent_huge_pages(path: str = "/sys/kernel/mm/transparent_hugepage/enab
         return None
     start, end = text.find("["), text.find("]")
     return text[start + 1 : end] if 0 <= start < end else None
+
+
+def numpy_madvise_hugepage() -> bool | None:
+    """Whether numpy asks Linux for transparent huge pages (``madvise(MADV_HUGEPAGE)``) on its large
+    allocations: numpy 2.x's private switch ``np._core.multiarray._get_madvise_hugepage``, read
+    here so that no notebook reaches into numpy's private names; None where this numpy has no
+    such switch."""
+    import numpy as np
+
+    core = getattr(np, "_core", None)
+    get = getattr(getattr(core, "multiarray", None), "_get_madvise_hugepage", None)
+    return None if get is None else bool(get())

@@ -109,8 +109,19 @@ def test_cpu_runs_text_prints_each_run_and_the_checks():
     assert "in every run from stride: 64" in noisy_text
     assert "reads per 4 KiB page at stride 16: 64, 32: 32, 64: 16" in noisy_text
     assert "strides 32, 64, all runs: 0.093 to 0.109" in text
+    # mean 0.14 -> 0.107 -> 0.0935: 0.76 and 0.87 where the line model stays flat (1.00)
+    assert "(line model): 1->2 0.60 (0.67), " in text and "16->32 0.76 (1.00), 32->64 0.87 (1.00)" in text
     mean = np.mean([np.array(e) for e in effs], axis=0)
     assert "smallest worst-case deviation, this run: reads only (64 B lines)" in report.cpu_variants_text(STRIDES, mean)
+    both = report.cpu_variants_text(STRIDES, np.array(effs))
+    assert both.splitlines()[2] == report.cpu_variants_text(STRIDES, mean).splitlines()[2]  # the same mean
+    assert both.endswith(
+        "stride 2, 2 runs: 0.600 to 0.600; every run below reads only (0.667): True; "
+        "above the streaming baseline (0.500): True"
+    )
+    assert "stride 2, 1 run: " in report.cpu_variants_text(STRIDES, mean)
+    with pytest.raises(ValueError, match="factor 2"):
+        report.doubling_text((1, 3), [1, 0.5], [1, 0.5])
 
 
 def test_the_recorded_h100_copy_run_reads_as_the_chapter_says():
@@ -123,9 +134,12 @@ def test_the_recorded_h100_copy_run_reads_as_the_chapter_says():
     assert [round(v / 1e9) for v in bounds.values()] == [672, 356]
     fetch = report.fetch_size_text(run)
     assert "0.222 = 672 GB/s (32-byte, measured 1.45x), 0.118 = 356 GB/s (64-byte, measured 2.74x)" in fetch
+    # 1868/1742, 1146/1151, 575/656, 278/353, 262/326
+    assert "torch's strided copy, per stride: 2 1.07, 4 1.00, 8 0.88, 16 0.79, 32 0.80" in fetch
     ax = report.copy_figure(run)
     labels = [ln.get_label() for ln in ax.lines]
     assert "torch's naive transpose, no L2 reuse, 64-byte fetch" in labels
+    assert "NVIDIA H100 80GB HBM3 datasheet peak (3.35 TB/s)" in labels  # one pair of parentheses
     wide = next(ln for ln in ax.lines if ln.get_label().startswith("64-byte DRAM fetch model"))
     np.testing.assert_allclose(wide.get_xdata(), [3, 4, 5])  # strides 8, 16, 32
     np.testing.assert_allclose(wide.get_ydata(), [672, 356, 356], atol=0.5)
@@ -188,7 +202,8 @@ def test_run_new_sectors_counts_what_each_instruction_of_a_run_adds():
 
 def test_recorded_layout_text_reads_the_gpu_runs_compile_record(tmp_path):
     text = report.recorded_layout_text()
-    assert "strided_read_kernel 1024 w4" in text and "Triton 3.6.0" in text
+    assert "strided_read_kernel, BLOCK = 1024, 4 warps, 3 stages, fp32, stride 8" in text
+    assert "Triton 3.6.0" in text and "s3" not in text
     assert "loads {'1': 8}, stores {'v4': 2}, 28 registers" in text
     assert report.recorded_layout_text(results_dir=tmp_path) == (
         "strided_read_kernel: no GPU run's compile record holds it"
@@ -198,11 +213,15 @@ def test_recorded_layout_text_reads_the_gpu_runs_compile_record(tmp_path):
 def test_strided_read_layouts_compiles_for_sm_90_without_a_gpu():
     pytest.importorskip("triton.backends.nvidia")
     layouts = report.strided_read_layouts(((1024, 4), (128, 4), (1024, 32)), stride=8)
-    assert [(lay["size_per_thread"], lay["loads"]) for lay in layouts] == [
-        (4, {"1": 8}),
-        (1, {"1": 1}),
-        (1, {"1": 1}),
+    assert [(lay["size_per_thread"], lay["loads"], lay["stores"]) for lay in layouts] == [
+        (4, {"1": 8}, {"v4": 2}),  # the stores' 16-byte vectors: a thread holds 4 consecutive outputs
+        (1, {"1": 1}, {"1": 1}),
+        (1, {"1": 1}, {"1": 1}),
     ]
+    assert all(lay["one_layout"] for lay in layouts)  # the load and the store share one layout
+    text = report.strided_layout_text(layouts[:1], strides=(8,))
+    assert "sizePerThread = [4] (the load's and the store's), loads {'1': 8} (8 scalar" in text
+    assert "per thread), stores {'v4': 2}" in text
 
 
 def test_transpose_answer_text_gives_both_no_reuse_bounds_and_the_measured_share():
@@ -287,8 +306,10 @@ def test_inflight_answer_text_sets_the_need_against_the_resident_programs():
 
     text = report.inflight_answer_text(perf_model.H100_SXM, (0.5e-6, 1e-6), 18, block=256)
     assert text == (
-        "H100 SXM: 3.35 TB/s, 132 SMs; reads 1.68 TB/s, 0.84-1.68 MB in flight, need 6.2-12.4 KiB per SM; "
-        "BLOCK = 256, 4 warps, 18 registers: 16 programs (bound by warps), 16 KiB, 1.3x-2.6x the need"
+        # decimal throughout: 0.84 MB / 132 = 6.3 KB; 16 x 1,024 bytes = 16.4 KB
+        "H100 SXM: 3.35 TB/s, 132 SMs; reads 1.68 TB/s, 0.84-1.68 MB in flight, need 6.3-12.7 KB per SM; "
+        "BLOCK = 256, 4 warps, 18 registers: 16 programs (bound by warps) of 1,024 bytes, 16.4 KB, "
+        "1.3x-2.6x the need"
     )
 
 
@@ -346,14 +367,36 @@ def test_copy_inflight_sets_the_resident_programs_loads_against_the_need():
             },
         ],
     }
-    need = (9 * 1024, 18 * 1024)  # bytes per SM at 0.5 and 1 us
+    need = (9.1e3, 18.2e3)  # bytes per SM at 0.5 and 1 us
     got = report.copy_inflight(compiled, need, 4.8e12, (0.5e-6, 1e-6), 132)
     assert got["blocks"] == 16 and got["block_bytes"] == 4096 and got["row"]["registers"] == 18
     assert "18 registers (Triton 9.9, 2026-01-02" in got["text"]
-    assert "4 KiB each: 64 KiB in flight per SM, 3.6x to 7.1x the need" in got["text"]
+    assert "4,096 bytes each: 65.5 KB in flight per SM, 3.6x to 7.2x the need" in got["text"]
     # 4096 B x 132 SMs / 1 us = 0.54 TB/s read, twice that copied, 23% of 4.8 TB/s
     assert "would read 0.54-1.08 TB/s, a copy of 1.08-2.16 TB/s: 23%-45% of the peak" in got["text"]
     with pytest.raises(ValueError, match="no copy_kernel row for sm_90"):
         report.copy_inflight(
             {"meta": compiled["meta"], "rows": compiled["rows"][:1]}, need, 4.8e12, (0.5e-6, 1e-6), 132
         )
+
+
+def test_launch_predictions_text_splits_the_copy_into_its_bound_and_the_launch():
+    from nbhelpers import perf_model
+
+    text = report.launch_predictions_text(perf_model.H200, 2**27, 16, 4096, (0.5e-6, 1e-6))
+    copy_line, one_line = text.splitlines()
+    # 2^30 bytes / 4.8 TB/s = 223.7 us, + 5 us = 228.7 us: 4.70 TB/s, latency-proof
+    assert copy_line == (
+        "perf_model, copy_kernel: 4.70 TB/s predicted, bound by HBM (1 GiB: 223.7 us by HBM + 5 us launch = 228.7 us)"
+    )
+    assert one_line == "perf_model, one program per SM: 1.08-2.14 TB/s predicted, bound by dependent steps"
+
+
+def test_copy_widths_text_compiles_the_copy_for_two_lengths():
+    pytest.importorskip("triton.backends.nvidia")
+    lines = report.copy_widths_text((2**20, 1000), jobs=1).splitlines()
+    assert lines[0].startswith("copy_kernel, BLOCK = 1024, 4 warps, sm_90, Triton ")
+    assert lines[1:] == [
+        "  n = 1,048,576: loads {'v4': 2}, stores {'v4': 2}",  # n divisible by 16: vector loads
+        "      n = 1,000: loads {'1': 8}, stores {'1': 8}",
+    ]

@@ -173,3 +173,22 @@ def test_cpu_cache_bytes_and_huge_pages_from_sysfs(tmp_path):
     thp.write_text("always [madvise] never\n")
     assert device.transparent_huge_pages(str(thp)) == "madvise"
     assert device.transparent_huge_pages(str(tmp_path / "absent")) is None
+
+
+def test_numpy_madvise_hugepage_reads_numpys_switch(monkeypatch):
+    import numpy as np
+
+    from nbhelpers import device
+
+    got = device.numpy_madvise_hugepage()
+    assert got in (True, False, None)
+    if got is not None:  # numpy 2.x: follows its setter
+        old = np._core.multiarray._set_madvise_hugepage(False)
+        try:
+            assert device.numpy_madvise_hugepage() is False
+            np._core.multiarray._set_madvise_hugepage(True)
+            assert device.numpy_madvise_hugepage() is True
+        finally:
+            np._core.multiarray._set_madvise_hugepage(old)
+    monkeypatch.delattr(np, "_core")
+    assert device.numpy_madvise_hugepage() is None
