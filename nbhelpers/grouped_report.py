@@ -4,8 +4,9 @@ row of ours predicted again for the run's GPU (:func:`nbhelpers.calibration.grou
 the run's own compile table), on the datasheet and at the rates torch sustained in the same GPU's
 runs (:func:`nbhelpers.calibration_report.fitted_runs`), at both ends of the assumed latency
 (:data:`~nbhelpers.perf_model.LATENCY_RANGE_S`); the measured verdict, ours against each of the
-others split by what bounds ours; the loop's host cost per expert, read from the loop's own rows;
-and ours against cuBLAS, the measured loop over ours where the loop is compute-bound GEMMs.
+others, and against ``grouped_mm`` by the mean rows per expert; the loop's host cost per expert,
+read from the loop's own rows; and ours against cuBLAS, the measured loop over ours where the loop
+is compute-bound GEMMs.
 
 :func:`run_models` does the predicting once per run (a :class:`RunModel`); each ``*_text`` function
 returns the text a cell prints from it, and computes nothing the notebook has to keep. It imports the
@@ -14,6 +15,7 @@ kernels (through :mod:`nbhelpers.calibration`): import it after
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -38,12 +40,20 @@ __all__ = [
     "padded_even_rows",
     "padded_over_loop",
     "padded_text",
+    "rows_per_expert",
+    "rows_per_expert_text",
     "run_models",
     "runs_text",
     "split_k_text",
     "verdict",
     "verdict_text",
 ]
+
+#: the mean rows per group at or below which PyTorch's bf16 ``grouped_mm`` on an sm_90 GPU runs its
+#: small CUTLASS tile (64 x 128, ping-pong) instead of 128 x 256 (cooperative), in
+#: ``aten/src/ATen/native/cuda/GroupMM.cu`` as read at a main-branch commit (06c0cf0), not at a
+#: release tag: a candidate for where ``grouped_mm`` changes kernel, not checked against a version
+GROUPED_MM_SMALL_M = 128
 
 #: what the chapter prints where no grouped-GEMM run is recorded
 NOT_RECORDED = (
@@ -62,12 +72,6 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:g}"
 
 
-def _pair(a, b, f: str = "{:.2f}") -> str:
-    """``"a / b"`` (at the short / long latency), one value when both print alike."""
-    a, b = f.format(a), f.format(b)
-    return a if a == b else f"{a} / {b}"
-
-
 def _span(values) -> str:
     values = sorted(values)
     return f"{values[0]:.2f}-{values[-1]:.2f}"
@@ -84,11 +88,25 @@ def _range(values) -> str:
     return lo if lo == hi else f"{lo}-{hi}"
 
 
+def _which(keys) -> str:
+    """``(size, E, T)`` keys as ``"size E=.. T=a, b; ..."``, grouped by layer and ``E`` in order."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    for size, E, T in keys:
+        groups.setdefault((size, E), []).append(T)
+    return "; ".join(f"{size} E={E} T=" + ", ".join(map(str, Ts)) for (size, E), Ts in groups.items())
+
+
+def _floor_bytes(r: dict, active: int) -> int:
+    """The least bytes one call over a timed row moves: every active expert's weights (``K x N``)
+    and each routed row in (``K`` wide) and out (``N`` wide), each once, in bf16."""
+    return (active * r["K"] * r["N"] + r["rows"] * (r["K"] + r["N"])) * 2
+
+
 # ---------------------------------------------------------------- the run and the padded batch
 
 
 def runs_text(runs: list[dict]) -> str:
-    """Each run's GPU, date, versions, command and layers (``size`` with its ``K`` and ``N``), then
+    """Each run's GPU, date, versions, command, timer and layers (``size`` with its ``K`` and ``N``), then
     its table: per row the four implementations' times, ours' TFLOP/s and ours' speed over each of
     the others (a row that was not timed shows its error); :data:`NOT_RECORDED` when ``runs`` is
     empty."""
@@ -101,6 +119,7 @@ def runs_text(runs: list[dict]) -> str:
         out += [
             f"recorded: {m['gpu']}, {m['date']}, torch {m['torch']}, Triton {m['triton']}",
             f"script: {m['script']}; command: {m['command']}",
+            *([f"timer: {m['timer']}"] if "timer" in m else []),
             "layers: " + ", ".join(f"{s} K={k} N={n}" for s, (k, n) in sizes.items()),
         ]
         rows = []
@@ -266,7 +285,8 @@ def models_text(runs: list[dict], models: dict[str, RunModel]) -> str:
     """Per run: what the rates were fitted to, then every row of ours measured and predicted, on
     the datasheet and at the fitted rates (the long latency), with what bounds it and the flag;
     then ours' host (the GEMM's launch and the tile lookup's, at the model's cost a launch)
-    against the model's GPU time, on the datasheet and fitted. A run without a model says so."""
+    against the model's GPU time, on the datasheet and fitted, and on how many rows ours' fitted
+    model at the short latency gives the same time and bound. A run without a model says so."""
     lines = []
     for run in runs:
         name = run["meta"]["gpu"]
@@ -298,6 +318,14 @@ def models_text(runs: list[dict], models: dict[str, RunModel]) -> str:
                 f"ours' host, {label}: {n} launches x {gpu.launch_s * 1e6:.0f} us = {host * 1e3:.0f} us; "
                 f"the GPU time longer on {longer} of {len(rs)} rows"
             )
+        same = sum(
+            math.isclose(a["predicted_ms"], b["predicted_ms"], rel_tol=1e-9) and a["bound"] == b["bound"]
+            for a, b in zip(m.short, m.long)
+        )
+        lat = [_us(t) for t in sorted(m.fitted)]
+        lines.append(
+            f"ours fitted at {lat[0]} us: the same time and bound as at {lat[-1]} us on {same} of {len(m.long)} rows"
+        )
     return "\n".join(lines)
 
 
@@ -407,28 +435,114 @@ def verdict_text(m: RunModel) -> str:
     return "\n".join(lines)
 
 
+def rows_per_expert(m: RunModel, split: int = GROUPED_MM_SMALL_M) -> dict:
+    """The measured ``grouped_mm / ours`` by the mean rows per expert, ``T k / E`` (the routed rows
+    over the experts; the flagged rows out, as in :func:`verdict`). ``by_mean``: each mean, smallest
+    first -> its rows; ``at_most`` and ``above``: the rows with a mean at most ``split`` and above
+    it (by default :data:`GROUPED_MM_SMALL_M`). Per row: size, E, T, ``mean``, ``ratio``
+    (``grouped_mm / ours``), ``bound`` (what bounds ours at the fitted rates, the long latency),
+    ``ours_bytes_per_s`` and ``grouped_mm_bytes_per_s`` (:func:`_floor_bytes` over each one's
+    measured time)."""
+    bound = {_key(r): r for r in m.long}
+    rows = []
+    for r in m.run["rows"]:
+        if "error" in r or _key(r) not in bound or _key(r) in m.flagged:
+            continue
+        n_bytes = _floor_bytes(r, bound[_key(r)]["active"])
+        rows.append(
+            {
+                "size": r["size"],
+                "E": r["E"],
+                "T": r["T"],
+                "mean": r["rows"] / r["E"],
+                "ratio": r["ours_vs_grouped_mm"],
+                "bound": bound[_key(r)]["bound"],
+                "ours_bytes_per_s": n_bytes / (r["ms"]["ours"] * 1e-3),
+                "grouped_mm_bytes_per_s": n_bytes / (r["ms"]["grouped_mm"] * 1e-3),
+            }
+        )
+    by_mean: dict[float, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: r["mean"]):
+        by_mean.setdefault(r["mean"], []).append(r)
+    return {
+        "by_mean": by_mean,
+        "at_most": [r for r in rows if r["mean"] <= split],
+        "above": [r for r in rows if r["mean"] > split],
+        "split": split,
+    }
+
+
+def rows_per_expert_text(m: RunModel, split: int = GROUPED_MM_SMALL_M) -> str:
+    """:func:`rows_per_expert` as a table (per mean: the rows, ``grouped_mm / ours``, on how many
+    ours is faster, what bounds ours), then the two sides of ``split`` (the rows where ours is
+    faster named on the side where it mostly is not), and on the rows at most ``split`` the rates
+    at which ours and ``grouped_mm`` move :func:`_floor_bytes`, beside torch's copy (the fitted
+    HBM rate)."""
+    v = rows_per_expert(m, split)
+    table = text_table(
+        [
+            (f"{mean:g}", len(rs), _range([r["ratio"] for r in rs]), sum(r["ratio"] > 1 for r in rs))
+            + ("/".join(dict.fromkeys(r["bound"] for r in rs)),)
+            for mean, rs in v["by_mean"].items()
+        ],
+        ["rows / expert", "rows", "grouped_mm / ours", "ours faster on", "ours bound"],
+    )
+    lines = ["grouped_mm / ours by the mean rows per expert, T k / E (the flagged row apart):", table]
+    for label, rs in ((f"at most {split}", v["at_most"]), (f"above {split}", v["above"])):
+        if not rs:
+            lines.append(f"{label}: no row")
+            continue
+        faster = [_key(r) for r in rs if r["ratio"] > 1]
+        hbm = sum(r["bound"] == "HBM" for r in rs)
+        line = (
+            f"{label} ({min(r['mean'] for r in rs):g}-{max(r['mean'] for r in rs):g}), {len(rs)} rows: "
+            f"{_range([r['ratio'] for r in rs])}, ours faster on {len(faster)}"
+        )
+        if faster and len(faster) <= len(rs) // 2:
+            line += f" ({_which(faster)})"
+        lines.append(line + f"; ours HBM-bound on {hbm}")
+    if v["at_most"]:
+        ours = [r["ours_bytes_per_s"] / 1e12 for r in v["at_most"]]
+        theirs = [r["grouped_mm_bytes_per_s"] / 1e12 for r in v["at_most"]]
+        lines.append(
+            f"at most {split}: the least bytes a call moves (active experts' weights, rows in and out) over "
+            f"the measured time: ours {min(ours):.2f}-{max(ours):.2f} TB/s, grouped_mm "
+            f"{min(theirs):.2f}-{max(theirs):.2f} TB/s; torch's copy "
+            f"{m.calibration.gpu.hbm_bytes_per_s / 1e12:.2f} TB/s (the fitted HBM rate)"
+        )
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- the loop against ours
 
 
 def loop_text(m: RunModel) -> str:
-    """The least loop time per active expert and its row, then per row: the active experts, the
-    loop's measured time and time per expert, the host's part (``active`` x that least), the
-    model's GPU time for the loop at the fitted rates (each expert its own launch, summed) and
-    which of the two sets the model's loop; pairs at the short / long latency where the latency
-    moves them."""
+    """The least loop time per active expert, its row and its multiple of the model's cost a launch;
+    then per row: the active experts, the loop's measured time and time per expert, the host's part
+    (``active`` x that least), the model's GPU time for the loop at the fitted rates and the short
+    latency (each expert its own launch, summed) and which of the two sets the model's loop; then,
+    per latency, the rows where the model's GPU time for the loop alone is longer than the
+    measured loop (a latency at which the model cannot be the loop's)."""
     lat = [_us(t) for t in sorted(m.fitted)]
     rows = [
         (a["size"], a["E"], a["T"], a["active"], a["loop_ms"], a["loop_us_per_expert"], v["host_ms"])
-        + (_pair(a["loop_gpu_ms"], b["loop_gpu_ms"], "{:.3g}"), _pair(*v["loop_bound"], "{}"))
-        for a, b, v in zip(m.short, m.long, m.misses)
+        + (a["loop_gpu_ms"], v["loop_bound"][0])
+        for a, v in zip(m.short, m.misses)
     ]
     size, E, T = m.host_row
+    launch_us = m.calibration.gpu.launch_s * 1e6
     heads = ["size", "E", "T", "active", "loop ms", "us / expert", "host ms", "loop GPU ms, model", "loop set by"]
+    over = []
+    for t, rs in sorted(m.fitted.items()):
+        keys = [_key(r) for r in rs if r["loop_gpu_ms"] > r["loop_ms"]]
+        over.append(f"{len(keys)} of {len(rs)} rows at {_us(t)} us" + (f" ({_which(keys)})" if keys else ""))
     return "\n".join(
         [
-            f"{m.gpu_name}: least loop time per active expert {m.host_us:.1f} us ({size}, E={E}, T={T}); "
-            f"pairs at latency {lat[0]} / {lat[-1]} us",
+            f"{m.gpu_name}: least loop time per active expert {m.host_us:.1f} us ({size}, E={E}, T={T}), "
+            f"{m.host_us / launch_us:.1f} times the model's {launch_us:g} us a launch; "
+            f"the model at latency {lat[0]} us",
             text_table(rows, heads, digits=3),
+            "the model's loop GPU time alone longer than the measured loop: " + "; ".join(over),
         ]
     )
 
@@ -445,7 +559,7 @@ def split_k_text(m: RunModel, size: str = "deepseek", E: int = 256) -> str:
         return ""
     r = min(timed, key=lambda r: r["T"])
     (v,) = [v for v in m.misses if _key(v) == (size, E, r["T"])]
-    n_bytes = (v["active"] * r["K"] * r["N"] + r["rows"] * (r["K"] + r["N"])) * 2
+    n_bytes = _floor_bytes(r, v["active"])
     fitted_hbm, sheet_hbm = m.calibration.gpu.hbm_bytes_per_s, m.calibration.spec.hbm_bytes_per_s
     ours_s = r["ms"]["ours"] * 1e-3
     floor_ms = n_bytes / fitted_hbm * 1e3
@@ -463,14 +577,15 @@ def split_k_text(m: RunModel, size: str = "deepseek", E: int = 256) -> str:
 def loop_over_ours_text(m: RunModel, size: str = "deepseek", E: int = 256, max_T: int = 4096) -> str:
     """Section 1's ratio, the loop's time over one grouped call, on the run's GPU for one layer's
     ``E`` up to ``max_T`` tokens: measured, and the model's loop (the longer of its host and GPU
-    time) over the model's ours, at the short / long latency."""
+    time) over the model's ours, at the short latency (see :func:`loop_text`)."""
     lines = []
-    for a, b, v in zip(m.short, m.long, m.misses):
+    for a, v in zip(m.short, m.misses):
         if (a["size"], a["E"]) != (size, E) or a["T"] > max_T:
             continue
-        model = [max(v["host_ms"], x["loop_gpu_ms"]) / x["predicted_ms"] for x in (a, b)]
+        model = max(v["host_ms"], a["loop_gpu_ms"]) / a["predicted_ms"]
         lines.append(
-            f"{size} E={E} T={a['T']}: loop / ours measured {a['loop_ms'] / a['ms']:.2f}, model {_pair(*model)}"
+            f"{size} E={E} T={a['T']}: loop / ours measured {a['loop_ms'] / a['ms']:.2f}, model {model:.2f} "
+            f"at {_us(min(m.fitted))} us"
         )
     return "\n".join(lines)
 
@@ -522,10 +637,7 @@ def cublas_text(m: RunModel) -> str:
     if not rows:
         return "no row where the loop is compute-bound cuBLAS GEMMs at both latencies"
     lat = [_us(t) for t in sorted(m.fitted)]
-    groups: dict[tuple[str, int], list[int]] = {}
-    for r in rows:
-        groups.setdefault((r["size"], r["E"]), []).append(r["T"])
-    which = "; ".join(f"{size} E={E} T=" + ", ".join(map(str, Ts)) for (size, E), Ts in groups.items())
+    which = _which(_key(r) for r in rows)
     model = ", ".join(f"{_range([r['model'][i] for r in rows])} at {lat[i]} us" for i in (0, 1))
     return "\n".join(
         [

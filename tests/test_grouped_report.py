@@ -68,8 +68,9 @@ def test_a_gpu_without_a_datasheet_is_named_and_skipped(runs):
 
 def test_the_runs_table(runs):
     text = grouped_report.runs_text(runs)
-    assert text.splitlines()[2] == "layers: deepseek K=7168 N=2048, small K=2048 N=1024"
-    assert len(text.splitlines()) == 3 + 2 + 24
+    assert text.splitlines()[2] == "timer: triton.testing.do_bench (median ms)"
+    assert text.splitlines()[3] == "layers: deepseek K=7168 N=2048, small K=2048 N=1024"
+    assert len(text.splitlines()) == 4 + 2 + 24
     # loop / ours 2.23 on DeepSeek-V3's layer at E = 256, 1k tokens; the flagged row's 0.22
     assert _line(text, "deepseek  256   1024").split()[-3:] == ["2.23", "1.2", "1.11"]
     assert _line(text, "small    8   1024").split()[-1] == "0.22"
@@ -96,6 +97,8 @@ def test_the_model_of_the_run_s_gpu(runs, h100):
     assert _line(text, "small    8   1024").endswith("6.4  compute  slower than at next T")
     assert "ours' host, datasheet: 9 launches x 5 us = 45 us; the GPU time longer on 23 of 24 rows" in text
     assert "ours' host, fitted: 9 launches x 5 us = 45 us; the GPU time longer on 24 of 24 rows" in text
+    # the table is at the long latency; ours' model does not move with it
+    assert text.splitlines()[-1] == "ours fitted at 0.5 us: the same time and bound as at 1 us on 24 of 24 rows"
 
 
 def test_ours_measured_over_fitted_by_bound(h100):
@@ -115,12 +118,18 @@ def test_the_loop_s_host_cost_per_expert(h100):
     row = next(r for r in h100.short if (r["size"], r["E"], r["T"]) == h100.host_row)
     assert h100.host_us == pytest.approx(row["loop_ms"] * 1e3 / row["active"])
     text = grouped_report.loop_text(h100)
-    assert text.splitlines()[0].endswith("17.6 us (small, E=256, T=1024); pairs at latency 0.5 / 1 us")
-    # pairs (short / long latency) where the latency moves a value, one value where it does not
-    assert _line(text, "deepseek  256   1024").split()[5:] == "21.2 4.44 4.72 / 9.45 GPU".split()
+    assert text.splitlines()[0].endswith(
+        "17.6 us (small, E=256, T=1024), 3.5 times the model's 5 us a launch; the model at latency 0.5 us"
+    )
+    assert _line(text, "deepseek  256   1024").split()[5:] == "21.2 4.44 4.72 GPU".split()
     assert _line(text, "deepseek    8   1024").split()[5:] == "41.2 0.14 0.317 GPU".split()
     # the host sets the model's loop on the row the least is read from
-    assert _line(text, "small  256   1024").split()[-5:] == "4.44 1.35 / 2.7 host".split()
+    assert _line(text, "small  256   1024").split()[-3:] == "4.44 1.35 host".split()
+    # at 1 us the model's loop alone outlasts the measured loop on six rows: that latency is ruled out
+    assert text.splitlines()[-1] == (
+        "the model's loop GPU time alone longer than the measured loop: 0 of 24 rows at 0.5 us; 6 of 24 rows "
+        "at 1 us (deepseek E=256 T=1024, 4096, 16384, 32768; deepseek E=64 T=1024, 4096)"
+    )
 
 
 def test_a_split_k_loop_and_section_1_s_ratio(h100):
@@ -130,8 +139,8 @@ def test_a_split_k_loop_and_section_1_s_ratio(h100):
     assert text.endswith("by the bytes alone 1.04 at the fitted rate, 0.94 at the datasheet's")
     assert grouped_report.split_k_text(h100, E=3) == ""
     assert grouped_report.loop_over_ours_text(h100).splitlines() == [
-        "deepseek E=256 T=1024: loop / ours measured 2.23, model 1.88 / 3.77",
-        "deepseek E=256 T=4096: loop / ours measured 1.88, model 1.81 / 3.56",
+        "deepseek E=256 T=1024: loop / ours measured 2.23, model 1.88 at 0.5 us",
+        "deepseek E=256 T=4096: loop / ours measured 1.88, model 1.81 at 0.5 us",
     ]
     assert grouped_report.ours_host_text(h100) == (
         "ours' host at 17.6 us a launch: 9 launches = 158 us, above the model's GPU time on 2 of 24 rows: "
@@ -155,6 +164,36 @@ def test_the_measured_verdict_split_by_what_bounds_ours(h100):
     assert text.splitlines()[-1] == (
         "targets met: loop / ours >= 2 at E=256 on 5 of 8 rows; padded / ours > 1 on 16 of 16 uneven rows; "
         "grouped_mm / ours >= 0.8 on 21 of 24 rows"
+    )
+
+
+def test_grouped_mm_against_ours_by_the_mean_rows_per_expert(h100):
+    v = grouped_report.rows_per_expert(h100)
+    assert v["split"] == grouped_report.GROUPED_MM_SMALL_M == 128
+    assert list(v["by_mean"]) == [32, 128, 512, 1024, 2048, 4096, 16384, 32768]
+    # T k / E for every row: top-8 routing
+    assert all(r["mean"] == r["T"] * 8 / r["E"] for rs in v["by_mean"].values() for r in rs)
+    # ours ahead on every row at <= 128 rows per expert, and those are the rows where ours is HBM-bound
+    assert [(r["size"], r["E"], r["T"]) for r in v["at_most"]] == [
+        ("deepseek", 256, 1024),
+        ("deepseek", 256, 4096),
+        ("deepseek", 64, 1024),
+        ("small", 256, 1024),
+        ("small", 256, 4096),
+        ("small", 64, 1024),
+    ]
+    assert all(r["ratio"] > 1 and r["bound"] == "HBM" for r in v["at_most"])
+    assert len(v["above"]) == 17 and all(r["bound"] == "compute" for r in v["above"])
+    text = grouped_report.rows_per_expert_text(h100)
+    assert _line(text, "32768").split() == ["32768", "2", "0.97-1.02", "1", "compute"]
+    assert "at most 128 (32-128), 6 rows: 1.03-1.44, ours faster on 6; ours HBM-bound on 6" in text
+    assert (
+        "above 128 (512-32768), 17 rows: 0.76-1.02, ours faster on 1 (deepseek E=8 T=32768); ours HBM-bound on 0"
+        in text
+    )
+    # the split-K line's 3.15 TB/s is the top of ours' range here
+    assert text.splitlines()[-1].endswith(
+        "ours 2.10-3.15 TB/s, grouped_mm 1.85-2.85 TB/s; torch's copy 3.02 TB/s (the fitted HBM rate)"
     )
 
 
