@@ -15,6 +15,9 @@ One small, real training set-up shared by chapters 04 (master weights) and 05 (l
   loss scale, the share of gradients that changed sign, snapshots of weights, updates, gradients
   and Adam's moments, and the bytes each kind of state occupies).
 * :func:`adam_step_anatomy`: why Adam's steps at one recorded step have the size they have.
+* :func:`adam_second_moment` (Adam's ``v`` stored in a low-precision format, rounded once or
+  twice per step), :func:`torch_adam_moments` (``torch.optim.Adam``'s own stored moments, its
+  outside oracle) and :func:`adam_noisy_steps` (the size of Adam's steps under minibatch noise).
 
 How the low-precision arithmetic is done. Tensors that training stores (weights, activations,
 activation gradients, weight gradients) are real torch tensors of the compute dtype
@@ -307,12 +310,16 @@ def adam_second_moment(
     fmt: FloatFormat | str = "fp32",
     rounding: str = "nearest_even",
     rng: np.random.Generator | None = None,
+    roundings: int = 1,
 ) -> np.ndarray:
     """Adam's second moment ``v`` stored in ``fmt``, over a sequence of squared gradients.
 
     g2: (T,) or (T, n) squared gradients, one row per step. From ``v = 0``, each step computes
-    ``beta2 * v + (1 - beta2) * g2[t]`` exactly (float64) and rounds it once to ``fmt`` with
-    ``rounding`` (the course's :func:`~nbhelpers.rounding.round_to`; "stochastic" needs ``rng``).
+    ``beta2 * v + (1 - beta2) * g2[t]`` exactly (float64) and rounds it to ``fmt`` with
+    ``rounding`` (the course's :func:`~nbhelpers.rounding.round_to`; "stochastic" needs ``rng``):
+    once (``roundings=1``, as a fused kernel does), or twice (``roundings=2``: the decay
+    ``beta2 * v`` rounded to ``fmt``, then the sum with ``(1 - beta2) * g2[t]`` rounded again, as
+    torch's default Adam does with ``mul_`` and then ``addcmul_`` on a low-precision state).
     Returns the stored ``v`` after every step, float64 of g2's shape.
     """
     g2 = np.asarray(g2, dtype=np.float64)
@@ -322,12 +329,90 @@ def adam_second_moment(
         raise ValueError("g2 holds squared gradients: finite and non-negative")
     if not 0.0 < beta2 < 1.0:
         raise ValueError(f"beta2 must lie in (0, 1), got {beta2!r}")
+    if roundings not in (1, 2):
+        raise ValueError(f"roundings is 1 (fused) or 2 (decay rounded first), got {roundings!r}")
     out = np.empty_like(g2)
     v = np.zeros(g2.shape[1:])
     for t in range(g2.shape[0]):
-        v = round_to(beta2 * v + (1.0 - beta2) * g2[t], fmt, rounding, rng=rng)
+        decayed = beta2 * v
+        if roundings == 2:
+            decayed = round_to(decayed, fmt, rounding, rng=rng)
+        v = round_to(decayed + (1.0 - beta2) * g2[t], fmt, rounding, rng=rng)
         out[t] = v
     return out
+
+
+@dataclass(frozen=True)
+class AdamMoments:
+    """The moments ``torch.optim.Adam`` stored after every step, as float64 (T, n) arrays."""
+
+    m: np.ndarray
+    v: np.ndarray
+    dtype: torch.dtype  # the dtype torch kept them in
+    betas: tuple[float, float]
+    eps: float
+
+    def step_over_lr(self) -> np.ndarray:
+        """``|m_hat| / (sqrt(v_hat) + eps)`` after every step, (T, n): Adam's step in units of lr."""
+        t = np.arange(1, self.m.shape[0] + 1)[:, None]
+        m_hat = self.m / (1.0 - self.betas[0] ** t)
+        v_hat = self.v / (1.0 - self.betas[1] ** t)
+        return np.abs(m_hat) / (np.sqrt(v_hat) + self.eps)
+
+
+def torch_adam_moments(
+    grads,
+    dtype: torch.dtype = torch.bfloat16,
+    fused: bool = False,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+) -> AdamMoments:
+    """Run ``torch.optim.Adam`` on one parameter of ``dtype`` fed ``grads`` (T,) or (T, n), one row
+    per step (cast to ``dtype`` by torch), and return its moments ``exp_avg`` and ``exp_avg_sq`` after every
+    step. torch keeps them in the parameter's dtype. ``fused=False`` is torch's default path
+    (``mul_``, then ``addcmul_``: two roundings of ``v`` per step), ``fused=True`` its fused kernel
+    (one rounding). The outside oracle for :func:`adam_second_moment`.
+    """
+    g = np.asarray(grads, dtype=np.float64)
+    g = g[:, None] if g.ndim == 1 else g
+    if g.ndim != 2 or g.shape[0] < 1:
+        raise ValueError(f"grads must have shape (T,) or (T, n) with T >= 1, got {np.shape(grads)}")
+    p = torch.nn.Parameter(torch.zeros(g.shape[1], dtype=dtype))
+    opt = torch.optim.Adam([p], lr=1e-3, betas=betas, eps=eps, fused=fused)
+    m, v = np.empty_like(g), np.empty_like(g)
+    for t in range(g.shape[0]):
+        p.grad = torch.from_numpy(g[t]).to(dtype)
+        opt.step()
+        state = opt.state[p]
+        m[t] = state["exp_avg"].double().numpy()
+        v[t] = state["exp_avg_sq"].double().numpy()
+    return AdamMoments(m, v, opt.state[p]["exp_avg_sq"].dtype, betas, eps)
+
+
+def adam_noisy_steps(
+    mu: float,
+    sigma: float = 1.0,
+    steps: int = 5000,
+    n: int = 4000,
+    seed: int = 0,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+) -> np.ndarray:
+    """Adam's step over lr, ``m_hat / sqrt(v_hat)`` (eps = 0), after ``steps`` steps of minibatch
+    gradients: each step's gradient drawn independently from a normal of mean ``mu`` and standard
+    deviation ``sigma``, for ``n`` independent weights (float64). Returns the (n,) signed steps.
+    """
+    positive_int("steps", steps)
+    positive_int("n", n)
+    if not sigma >= 0 or not math.isfinite(mu):
+        raise ValueError(f"need a finite mu and sigma >= 0, got mu={mu!r}, sigma={sigma!r}")
+    rng = np.random.default_rng(seed)
+    m, v = np.zeros(n), np.zeros(n)
+    for _ in range(steps):
+        g = mu + sigma * rng.standard_normal(n)
+        m = beta1 * m + (1.0 - beta1) * g
+        v = beta2 * v + (1.0 - beta2) * g * g
+    return (m / (1.0 - beta1**steps)) / np.sqrt(v / (1.0 - beta2**steps))
 
 
 def _check_update_args(w: torch.Tensor, delta: torch.Tensor) -> None:

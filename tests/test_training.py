@@ -28,6 +28,7 @@ from nbhelpers.training import (
     TrainConfig,
     UpdateRule,
     adam_delta,
+    adam_noisy_steps,
     adam_second_moment,
     adam_step_anatomy,
     kahan_update,
@@ -37,6 +38,7 @@ from nbhelpers.training import (
     relative_final_loss,
     sgd_master_step,
     stochastic_update,
+    torch_adam_moments,
     train,
     train_seeds,
 )
@@ -154,6 +156,56 @@ def test_bf16_second_moment_cannot_decay_with_beta2_0999():
         adam_second_moment(-g2)
     with pytest.raises(ValueError, match="beta2"):
         adam_second_moment(g2, 1.0)
+
+
+def test_bf16_second_moment_against_torch_adam_default_and_fused():
+    # torch.optim.Adam on bf16 parameters keeps exp_avg_sq in bf16. Its default path rounds v twice
+    # per step (mul_, then addcmul_), its fused kernel once; the course's model with roundings=2 and
+    # roundings=1. Constant gradients over many binades, then a hundred times smaller: the values
+    # where v stalls agree bit for bit, v never decreases, and the two paths stall at different v
+    rng = np.random.default_rng(3)
+    levels = round_to(np.exp2(rng.uniform(-20, 10, size=(1, 128))), "bf16")
+    T = 2000
+    g = np.concatenate([np.repeat(levels, T, axis=0), np.repeat(levels * 0.01, T, axis=0)])
+    stalls = {}
+    for fused, roundings in ((False, 2), (True, 1)):
+        theirs = torch_adam_moments(g, torch.bfloat16, fused=fused)
+        assert theirs.dtype == torch.bfloat16
+        ours = adam_second_moment(round_to(g, "bf16") ** 2, 0.999, "bf16", roundings=roundings)
+        for t in (T - 1, 2 * T - 1):
+            assert np.array_equal(theirs.v[t], ours[t])
+        assert np.all(np.diff(theirs.v, axis=0) >= 0) and np.all(np.diff(ours, axis=0) >= 0)
+        # torch computes in fp32 (a fused multiply-add on the CPU's default path): on the way up a
+        # rare step lands one bf16 spacing apart
+        assert np.mean(theirs.v != ours) < 1e-3
+        stalls[fused] = ours[T - 1] / levels[0] ** 2
+    # one rounding: v stops once g^2 / v is under 2.96 .. 4.91; two roundings: under 1.96 .. 3.91
+    assert 1 / 4.92 < stalls[True].min() and stalls[True].max() < 1 / 2.95
+    assert 1 / 3.92 < stalls[False].min() and stalls[False].max() < 1 / 1.95
+    # fp32 parameters: fp32 states, and v follows g^2 down
+    fp32 = torch_adam_moments(np.r_[np.ones(1000), np.full(3000, 0.01)], torch.float32)
+    assert fp32.dtype == torch.float32 and fp32.v[-1, 0] < 0.1 * fp32.v[999, 0]
+    v_hat = fp32.v[-1, 0] / (1 - 0.999**4000)
+    assert fp32.step_over_lr()[-1, 0] == pytest.approx(0.01 / math.sqrt(v_hat), rel=1e-5)
+    with pytest.raises(ValueError, match="roundings"):
+        adam_second_moment(np.ones(3), roundings=3)
+    with pytest.raises(ValueError, match="grads"):
+        torch_adam_moments(np.ones((2, 2, 2)))
+
+
+def test_adam_noisy_steps_mean_and_size():
+    # the mean step follows mu / sqrt(mu^2 + sigma^2); its size does not fall below m_hat's own
+    # noise, rms sqrt((1 - beta1) / (1 + beta1)) = 0.229 at mu = 0 (an EMA of white noise)
+    for mu in (0.0, 0.1, 1.0, 3.0):
+        r = adam_noisy_steps(mu, 1.0, steps=3000, n=3000, seed=1)
+        assert r.mean() == pytest.approx(mu / math.sqrt(mu * mu + 1), abs=0.02)
+    r0 = adam_noisy_steps(0.0, 1.0, steps=3000, n=3000, seed=1)
+    assert np.sqrt(np.mean(r0**2)) == pytest.approx(math.sqrt(0.1 / 1.9), rel=0.05)
+    assert 0.13 < np.median(np.abs(r0)) < 0.18
+    # without noise every step is lr
+    assert np.allclose(adam_noisy_steps(-2.0, 0.0, steps=50, n=3), -1.0)
+    with pytest.raises(ValueError, match="sigma"):
+        adam_noisy_steps(0.0, -1.0)
 
 
 def test_update_rules_reject_bad_input():
