@@ -18,7 +18,8 @@ Chapter 05 (loss scaling) uses it, through :func:`nbhelpers.training.train` and 
   real ``GradScaler``, ``torch.nn.utils.clip_grad_norm_`` and torch's SGD or Adam, clipping after
   ``scaler.unscale_`` (the right order) or before it (on the scaled gradients), and returns each
   step's scale and update norm. :func:`adam_first_step_shrink` predicts the first Adam step's
-  shrink in the wrong order from the formula, for normally distributed gradient elements and any
+  shrink in the wrong order from the formula (:func:`adam_first_step_norms`, the two step norms),
+  for normally distributed gradient elements or a sample of another distribution, and any
   parameter count, including counts too large to allocate.
 
 The scalers work on plain Python numbers (float32 values kept as Python floats); nothing global
@@ -42,6 +43,7 @@ __all__ = [
     "DynamicScale",
     "StaticLossScaler",
     "StaticScale",
+    "adam_first_step_norms",
     "adam_first_step_shrink",
     "clip_order_run",
     "gradscaler_trajectory",
@@ -292,9 +294,14 @@ def clip_order_run(
     return ClipRun(scales, grad_norms, update_norms)
 
 
-def _adam_first_step_rms(element_rms: float, eps: float) -> float:
-    """sqrt(E[(x / (|x| + eps))**2]) for x normal with mean 0 and this rms: the root mean square
-    of Adam's first step over its learning rate, lr * x / (|x| + eps), per element."""
+def _adam_first_step_rms(element_rms: float, eps: float, elements: np.ndarray | None = None) -> float:
+    """sqrt(E[(x / (|x| + eps))**2]) for x of this rms: the root mean square of Adam's first step
+    over its learning rate, lr * x / (|x| + eps), per element. x normal with mean 0 (by quadrature)
+    when ``elements`` is None, else distributed as ``elements`` rescaled to this rms (a sample
+    mean)."""
+    if elements is not None:
+        x = elements * (element_rms / math.sqrt(float(np.mean(elements * elements))))
+        return math.sqrt(float(np.mean((x / (np.abs(x) + eps)) ** 2)))
     a = element_rms / eps
     # a geometric grid resolves the integrand's rise near z = 1/a for any a; beyond z = 40 the
     # half-normal density is below 1e-340
@@ -303,25 +310,55 @@ def _adam_first_step_rms(element_rms: float, eps: float) -> float:
     return math.sqrt(float(np.trapezoid(density * (a * z / (a * z + 1)) ** 2, z)))
 
 
-def adam_first_step_shrink(
-    n: float, scale: float, max_norm: float, true_norm: float | None = None, eps: float = 1e-8
-) -> float:
-    """How many times smaller Adam's first step is when clip_grad_norm_ runs before unscaling.
+def adam_first_step_norms(
+    n: float,
+    scale: float,
+    max_norm: float,
+    true_norm: float | None = None,
+    eps: float = 1e-8,
+    elements=None,
+) -> tuple[float, float]:
+    """(right, wrong): the norms of Adam's first step over its learning rate when clip_grad_norm_
+    runs after unscaling (right) and before it (wrong).
 
-    The model: n gradient elements drawn from a normal distribution with mean 0, of norm
-    true_norm (None: max_norm). The clip scales them to a norm of min(true_norm, max_norm) in the
-    right order and, seeing ``scale`` times the norm, to about max_norm / scale in the wrong one
-    (both with clip_grad_norm_'s ``+ 1e-6``). Adam's first step is lr * x / (|x| + eps) per
-    element x, so for large n its norm is lr * sqrt(n) * sqrt(E[(x / (|x| + eps))**2]); the
-    ratio right / wrong of those norms is returned. n need not be an integer or fit in memory.
-    Where the wrong order's elements, about max_norm / (scale sqrt(n)), are far below eps (and
-    the right order's far above it), the ratio tends to eps * scale * sqrt(n) / max_norm: the
-    wrong order's step is then lr * x / eps.
+    The model: n gradient elements of norm true_norm (None: max_norm), drawn from a normal
+    distribution with mean 0 or, given ``elements`` (a 1-d sample of any scale), from that
+    sample's distribution. The clip scales them to a norm of min(true_norm, max_norm) in the right
+    order and, seeing ``scale`` times the norm, to about max_norm / scale in the wrong one (both
+    with clip_grad_norm_'s ``+ 1e-6``). Adam's first step is lr * x / (|x| + eps) per element x, so
+    for large n its norm is lr * sqrt(n) * sqrt(E[(x / (|x| + eps))**2]). n need not be an
+    integer or fit in memory. Whatever the distribution, the wrong order's norm is at most
+    max_norm / (scale * eps), reached once every element is far below eps, and the right
+    order's at most sqrt(n), reached once every element is far above it.
     """
     for k, v in (("n", n), ("scale", scale), ("max_norm", max_norm), ("eps", eps)):
         positive_number(k, v)
     true_norm = max_norm if true_norm is None else positive_number("true_norm", true_norm)
+    if elements is not None:
+        elements = np.asarray(elements, dtype=np.float64)
+        if elements.ndim != 1 or elements.size < 2 or not np.all(np.isfinite(elements)) or not elements.any():
+            raise ValueError("elements must be a finite 1-d sample with a nonzero element")
     right = true_norm * min(1.0, max_norm / (true_norm + _CLIP_EPS))
     wrong = true_norm * min(1.0, max_norm / (scale * true_norm + _CLIP_EPS))
     root_n = math.sqrt(n)
-    return _adam_first_step_rms(right / root_n, eps) / _adam_first_step_rms(wrong / root_n, eps)
+    return tuple(root_n * _adam_first_step_rms(norm / root_n, eps, elements) for norm in (right, wrong))
+
+
+def adam_first_step_shrink(
+    n: float,
+    scale: float,
+    max_norm: float,
+    true_norm: float | None = None,
+    eps: float = 1e-8,
+    elements=None,
+) -> float:
+    """How many times smaller Adam's first step is when clip_grad_norm_ runs before unscaling:
+    right / wrong of :func:`adam_first_step_norms` (the same arguments; normal elements unless
+    ``elements`` gives a sample of their distribution).
+
+    Where the wrong order's elements, about max_norm / (scale sqrt(n)), are far below eps (and
+    the right order's far above it), the ratio tends to eps * scale * sqrt(n) / max_norm: the
+    wrong order's step is then lr * x / eps.
+    """
+    right, wrong = adam_first_step_norms(n, scale, max_norm, true_norm, eps, elements)
+    return right / wrong

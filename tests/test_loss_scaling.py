@@ -179,6 +179,36 @@ def test_adam_first_step_shrink_follows_a_real_gradscaler_clip_and_adam():
             assert adam_first_step_shrink(n, scale, 0.5, right.grad_norms[0]) == pytest.approx(measured, rel=0.01)
 
 
+def test_adam_first_step_norms_bounds_for_any_distribution():
+    """The wrong order's step is at most max_norm / (S eps) and reaches it once every element is far
+    below eps, whatever the distribution; the right order's is at most sqrt(n). A normal sample
+    reproduces the quadrature; a heavy-tailed one (normal x lognormal) moves the shrink only where
+    some elements come near eps."""
+    from nbhelpers.loss_scaling import adam_first_step_norms, adam_first_step_shrink
+
+    g = np.random.default_rng(5)
+    normal = g.standard_normal(400_000)
+    heavy = g.standard_normal(400_000) * np.exp(1.5 * g.standard_normal(400_000))
+    for n in (1e6, 1e8, 7e9, 7e10):
+        for S in (2.0**10, 2.0**16, 2.0**24):
+            bound = 0.5 / (S * 1e-8)
+            for x in (None, normal, heavy):
+                right, wrong = adam_first_step_norms(n, S, 0.5, elements=x)
+                assert wrong <= bound * (1 + 1e-9) and right <= math.sqrt(n) * (1 + 1e-9)
+            assert adam_first_step_shrink(n, S, 0.5, elements=normal) == pytest.approx(
+                adam_first_step_shrink(n, S, 0.5), rel=0.01
+            )
+    # far below eps, the wrong step is the bound for both, and heavy tails do not change it
+    for x in (normal, heavy):
+        assert adam_first_step_norms(1e8, 2.0**24, 0.5, elements=x)[1] == pytest.approx(
+            0.5 / (2.0**24 * 1e-8), rel=0.01
+        )
+    # at 7e9 weights and 2^16 the heavy tail's largest elements near eps shrink the wrong step
+    assert adam_first_step_shrink(7e9, 2.0**16, 0.5, elements=heavy) > 1.05 * adam_first_step_shrink(7e9, 2.0**16, 0.5)
+    with pytest.raises(ValueError, match="elements"):
+        adam_first_step_norms(1e6, 2.0**16, 0.5, elements=np.zeros(10))
+
+
 def test_adam_first_step_shrink_limits():
     """No shrink without a clip or with a tiny n; far below eps the ratio is eps S sqrt(n) / max_norm
     (Adam's step is lr x / eps there); a larger scale or n always shrinks the step more."""
