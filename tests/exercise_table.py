@@ -925,6 +925,8 @@ CHAPTERS = [
                 ("quantize_blocks", "np.max(np.abs(x[rows, cols]))", "np.max(x[rows, cols])"),
                 # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448)
                 ("quantize_blocks", "else 448.0", "else 240.0"),
+                # int8 codes returned in a float64 array (the right values, not an integer array)
+                ("quantize_blocks", 'dtype=np.int8 if element == "int8" else np.float64', "dtype=np.float64"),
                 # block sizes swapped between the axes
                 (
                     "quantize_blocks",

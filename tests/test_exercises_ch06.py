@@ -222,6 +222,29 @@ def test_quantize_solution_error_is_at_most_half_a_step():
         assert (np.abs(q * s_full - x)[ok] <= s_full[ok] / 2).all()
 
 
+def test_quantize_compare_asks_for_the_dtypes_the_statement_names():
+    """q must be a signed integer array for int8 (any width), float64 for e4m3fn, the scales float64:
+    the right values in another dtype fail with a reason that names it; odd returns never raise."""
+    import pickle
+
+    ex = get_exercise("ex06.quantize_blocks")
+    assert pickle.loads(pickle.dumps(ex.compare)) is ex.compare
+    cases = cases_for(ex, 0)
+    for c in cases[:9]:
+        q, scales = ex.reference(*c.args)
+        assert ex.compare((q, scales), (q, scales)) is None
+        assert ex.compare([q.astype(np.int64) if q.dtype.kind == "i" else q, scales], (q, scales)) is None
+        if q.dtype.kind == "i":
+            reason = ex.compare((q.astype(np.float64), scales), (q, scales))
+            assert "dtype float64" in reason and "integer" in reason, reason
+        else:
+            assert "float64" in ex.compare((q.astype(np.float32), scales), (q, scales))
+        assert "scales" in ex.compare((q, scales.astype(np.float32)), (q, scales))
+        for odd in (None, "abc", (q,), (q, scales, 1), (q.tolist(), scales), (object(), scales)):
+            reason = ex.compare(odd, (q, scales))
+            assert isinstance(reason, str) and reason
+
+
 # ---- ex06.coarsest_granularity
 
 

@@ -2,7 +2,7 @@
 
 - ``quantize_blocks``: its reference is :func:`nbhelpers.scaling.quantize` with the matching
   :class:`~nbhelpers.recipes.Recipe` (fp32 scales, current amax); compared bit for bit (q and
-  scales).
+  scales), with the dtypes the statement asks for (a signed integer q for int8, float64 otherwise).
 - ``asym_int8_gemm``: the epilogue of an 8-bit GEMM whose operands both carry zero points (uint8
   activations with a zero point per row or per tensor, uint8 weights with one per column or per
   tensor), from what a u8 x u8 kernel has: the raw codes' int32 product, the activations' row sums,
@@ -36,10 +36,12 @@ import math
 
 import numpy as np
 
+from ..comparators import same_value
 from ..exercise_types import Case, Exercise
 from ..formats import get_format
 from ..metrics import sqnr_db
 from ..recipes import PER_TENSOR, Recipe
+from ..report_text import describe
 from ..rounding import round_to
 from ..scaling import DelayedScaler, dequantize, quantize
 
@@ -52,6 +54,27 @@ _F32_TINY = 2.0**-149  # fp32's smallest subnormal: the floor of every fp32 scal
 def quantize_blocks_ref(x: np.ndarray, block_rows, block_cols, element: str) -> tuple[np.ndarray, np.ndarray]:
     """(q, scales) of x (M, K) by the engine: one fp32 scale per block_rows x block_cols block."""
     return quantize(x, Recipe(element, (block_rows, block_cols)))
+
+
+def _quantize_compare(got, expected) -> str | None:
+    """q and scales bit for bit, with the dtypes the statement asks for: q a signed integer array for
+    int8 (float codes of integer value are not one), float64 for e4m3fn, the scales float64; never
+    raises."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"returned {describe(got)}, expected a tuple (q, scales)"
+    want = (
+        ("q", "a signed integer array (int8 codes)", lambda d: d.kind == "i")
+        if expected[0].dtype.kind == "i"
+        else ("q", "a float64 array (e4m3fn values)", lambda d: d == np.float64),
+        ("scales", "a float64 array", lambda d: d == np.float64),
+    )
+    for i, (name, what, ok) in enumerate(want):
+        value = got[i]
+        if not isinstance(value, np.ndarray):
+            return f"element {i} ({name}): returned {describe(value)}, expected {what}"
+        if not ok(value.dtype):
+            return f"element {i} ({name}): an array of dtype {value.dtype}, expected {what}"
+    return same_value(tuple(got), expected)
 
 
 def _ties_block(rng: np.random.Generator, shape, qmax: float) -> np.ndarray:
@@ -874,7 +897,13 @@ FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.scaling", "nbhelpers.scaled_gem
 
 EXERCISES = [
     Exercise(
-        "ex06.quantize_blocks", "Per-block quantization", 4, quantize_blocks_ref, _quantize_cases, forbidden=FORBIDDEN
+        "ex06.quantize_blocks",
+        "Per-block quantization",
+        4,
+        quantize_blocks_ref,
+        _quantize_cases,
+        compare=_quantize_compare,
+        forbidden=FORBIDDEN,
     ),
     Exercise(
         "ex06.asym_int8_gemm", "An int8 GEMM with zero points", 4, asym_int8_gemm_ref, _asym_cases, forbidden=FORBIDDEN
