@@ -1028,6 +1028,13 @@ CHAPTERS = [
                     " / math.sqrt(np.mean(x[i : i + br, j : j + bc] ** 2))) for i in range(0, M, br)"
                     " for j in range(0, K, bc) if np.any(x[i : i + br, j : j + bc])]) >= threshold_db:",
                 ),
+                # half the model: exact zeros cost nothing, but a nonzero element below half a step is
+                # charged step**2 / 12 instead of its own square
+                (
+                    "coarsest_granularity",
+                    "np.where(np.abs(b) < step / 2, b**2, step**2 / 12)",
+                    "np.where(b == 0, 0.0, step**2 / 12)",
+                ),
                 # a rounding error up to a whole step: mean square step**2 / 3
                 ("coarsest_granularity", "step**2 / 12", "step**2 / 3"),
                 # decibels of a power ratio taken as 20 log10

@@ -37,6 +37,7 @@ from nbhelpers.answer_keys.ch06 import (
     margin_losses,
     naive_model_sqnr_db,
     noise_model_sqnr_db,
+    zeros_only_model_sqnr_db,
 )
 from nbhelpers.checks import cases_for, expected_outputs, get_exercise
 from nbhelpers.recipes import PER_TENSOR, Recipe
@@ -283,10 +284,11 @@ def test_granularity_cases_keep_their_margin_and_their_answers_vary():
 
 def test_granularity_noise_model_decides_and_the_shortcuts_do_not():
     """The noise model (zeros and elements below half a step lost whole, the rest step**2 / 12) gives
-    the measured answer on every case; step**2 / 12 for every element and the crest-factor rule give
-    another answer on many random cases of every seed, and on the labelled cases that say so."""
+    the measured answer on every case; step**2 / 12 for every element, the same with the exact zeros
+    free, and the crest-factor rule give another answer on many random cases of every seed (the
+    grading seeds of the wrong-answer tests too), and on the labelled cases that say so."""
     ex = get_exercise("ex06.coarsest_granularity")
-    for seed in SEEDS:
+    for seed in (*SEEDS, 1, 7, 2026, 8142093377):
         cases = cases_for(ex, seed)
         wrong = Counter()
         for c, expected in zip(cases, expected_outputs(ex, cases)):
@@ -294,12 +296,18 @@ def test_granularity_noise_model_decides_and_the_shortcuts_do_not():
             if not c.label:
                 wrong["naive"] += model_answer(naive_model_sqnr_db, c) != expected
                 wrong["crest"] += model_answer(crest_factor_sqnr_db, c) != expected
-        assert wrong["naive"] >= 8 and wrong["crest"] >= 8, (seed, wrong)
+                wrong["zeros only"] += model_answer(zeros_only_model_sqnr_db, c) != expected
+        assert wrong["naive"] >= 8 and wrong["crest"] >= 8 and wrong["zeros only"] >= 5, (seed, wrong)
     cases = labelled("coarsest_granularity")
     relu = next(c for label, c in cases.items() if label.startswith("90% exact zeros"))
     assert ex.reference(*relu.args) == "per-tensor" != model_answer(naive_model_sqnr_db, relu)
     tails = next(c for label, c in cases.items() if label.startswith("Student-t tails"))
     assert ex.reference(*tails.args) == "per-column" and model_answer(crest_factor_sqnr_db, tails) == "1x128"
+    leak = next(c for label, c in cases.items() if label.startswith("a gate that leaks"))
+    x = leak.args[0]
+    small = (x != 0) & (np.abs(x) < np.abs(x).max() / 254)  # nonzero, below half a per-tensor step
+    assert small.mean() > 0.5 and (x == 0).any()
+    assert ex.reference(*leak.args) == "per-tensor" and model_answer(zeros_only_model_sqnr_db, leak) == "1x32"
 
 
 # ---- ex06.fp8_choice

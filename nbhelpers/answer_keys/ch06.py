@@ -14,9 +14,11 @@
   the reference measures with the engine (quantize, dequantize, :func:`nbhelpers.metrics.sqnr_db`).
   The cases keep every SQNR at least :data:`MARGIN_DB` from the threshold, keep
   :func:`noise_model_sqnr_db` (elements below half a step lost whole, the others step**2 / 12) on
-  the measured side, and include sparse and heavy-tailed tensors on which the naive model
-  (:func:`naive_model_sqnr_db`) and the crest-factor rule (:func:`crest_factor_sqnr_db`) choose
-  another granularity.
+  the measured side, and include sparse, leaky (many small nonzero values) and heavy-tailed tensors
+  on which the naive model (:func:`naive_model_sqnr_db`), the crest-factor rule
+  (:func:`crest_factor_sqnr_db`) and the model that frees only the exact zeros
+  (:func:`zeros_only_model_sqnr_db`) choose another granularity. Measuring (quantize, then the
+  SQNR) passes as well as the model; the statement says so.
 - ``fp8_choice``: e4m3fn or e5m2 for a tensor and the amax its scales come from, with each format's
   count of values that round to zero and of values that overflow; the reference counts with
   :func:`nbhelpers.rounding.round_to` (held against ml_dtypes casts in the tests). Compared exactly.
@@ -383,6 +385,17 @@ def noise_model_sqnr_db(x: np.ndarray, block) -> float:
     return 10 * math.log10(float(np.sum(x**2)) / noise)
 
 
+def zeros_only_model_sqnr_db(x: np.ndarray, block) -> float:
+    """A wrong model, half of the right one: exact zeros cost nothing, but every nonzero element errs
+    by step**2 / 12, the ones below half a step (which round to 0 and lose only their own square)
+    included."""
+    rows = _block_rows(x, block)
+    a = np.abs(rows)
+    step = np.nanmax(a, axis=1, keepdims=True) / 127
+    noise = float(np.nansum(np.where(np.isnan(a), np.nan, np.where(a == 0, 0.0, step**2 / 12))))
+    return 10 * math.log10(float(np.sum(x**2)) / noise)
+
+
 def naive_model_sqnr_db(x: np.ndarray, block) -> float:
     """A wrong model: every element errs by step**2 / 12, the zeros and the tiny ones included."""
     rows = _block_rows(x, block)
@@ -438,6 +451,19 @@ def sparse_activations(rng: np.random.Generator, M: int, K: int, zero_fraction: 
     return x
 
 
+def leaky_activations(
+    rng: np.random.Generator, M: int, K: int, small_fraction: float, small: float, gain: float
+) -> np.ndarray:
+    """Activations after a gate that leaks instead of zeroing (a GELU's or SiLU's negative side): a
+    fraction of the elements ``small`` times their normal size (far below half an int8 step, but
+    not zero), some of them exact zeros, the rest normal, one channel ``gain`` times larger."""
+    x = activations(rng, M, K, 1, gain)
+    damped = rng.random((M, K)) < small_fraction
+    x[damped] *= small
+    x[damped & (rng.random((M, K)) < 0.3)] = 0.0
+    return x
+
+
 def heavy_tailed(rng: np.random.Generator, M: int, K: int, dof: float) -> np.ndarray:
     """Student-t values with ``dof`` degrees of freedom: most elements far below the amax."""
     return rng.standard_t(dof, size=(M, K))
@@ -479,11 +505,14 @@ def _granularity_data(rng: np.random.Generator):
     M = int(rng.choice([16, 32, 64, 40]))
     K = int(rng.choice([64, 128, 256, 96, 200]))
     r = rng.random()
-    if r < 0.35:
+    if r < 0.3:
         gain = float(rng.choice([1.0, 10.0, 20.0, 50.0, 100.0], p=[0.1, 0.2, 0.3, 0.2, 0.2]))
         x = activations(rng, M, K, int(rng.integers(1, 5)), gain)
-    elif r < 0.75:
+    elif r < 0.6:
         x = sparse_activations(rng, M, K, float(rng.uniform(0.5, 0.97)), float(rng.choice([1.0, 5.0, 20.0])))
+    elif r < 0.8:
+        small = float(np.exp2(rng.uniform(-14, -7)))
+        x = leaky_activations(rng, M, K, float(rng.uniform(0.5, 0.95)), small, float(rng.choice([1.0, 5.0, 20.0])))
     else:
         x = heavy_tailed(rng, M, K, float(rng.choice([1.5, 2.0, 3.0])))
     if rng.random() < 0.2:  # outlier tokens (rows) instead of channels
@@ -498,6 +527,7 @@ def _granularity_cases(rng: np.random.Generator) -> list[Case]:
     out2 = activations(fixed, 48, 256, 3, 60.0)
     relu = sparse_activations(fixed, 64, 256, 0.9, 1.0)
     tails = heavy_tailed(fixed, 32, 256, 2.0)
+    leak = leaky_activations(fixed, 64, 256, 0.9, 2.0**-10, 1.0)
     full = list(GRANULARITIES)
     cases = [
         Case((plain, by_scale_count(plain, full), 30.0), label="no outliers: per tensor is enough for 30 dB"),
@@ -516,17 +546,22 @@ def _granularity_cases(rng: np.random.Generator) -> list[Case]:
             (out1, [("per-tensor", (None, None)), ("per-row", (1, None))], 35.0),
             label="neither in a short list reaches 35 dB: None",
         ),
+        Case(
+            (leak, by_scale_count(leak, full), 40.0),
+            label="a gate that leaks, 90% of the values 2**-10 of their size (not zero): each costs its own"
+            " square, per tensor reaches 40 dB (zeros free and step**2 / 12 for the rest says 1x32)",
+        ),
     ]
     for c in cases:
         assert _decided(*c.args), c.label
     n = 0
-    wrong_models = (naive_model_sqnr_db, crest_factor_sqnr_db, whole_blocks_sqnr_db)
-    while n < 36:
+    wrong_models = (naive_model_sqnr_db, crest_factor_sqnr_db, whole_blocks_sqnr_db, zeros_only_model_sqnr_db)
+    while n < 40:
         x = _granularity_data(rng)
         gs = by_scale_count(x, _granularity_list(rng, x.shape[1]))
         measured = [int8_sqnr_db(x, b) for _, b in gs]
         if n % 2 == 0:  # a threshold where a wrong model gives another answer, when there is one
-            model = wrong_models[(n // 2) % 3]
+            model = wrong_models[(n // 2) % len(wrong_models)]
             wrong = [model(x, b) for _, b in gs]
             gaps = [
                 (lo, hi)
