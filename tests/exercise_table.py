@@ -1089,10 +1089,32 @@ CHAPTERS = [
                 (
                     "fp8_choice",
                     'choice = (\n        "e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"\n    )',
-                    "choice = max(('e4m3fn', 'e5m2'), key=lambda f: -np.sum((round_to(np.clip(x / float("
+                    "choice = max(('e4m3fn', 'e5m2'), key=lambda f: -np.sum((np.clip(x / float("
                     "np.float32(amax / {'e4m3fn': 448.0, 'e5m2': 57344.0}[f])), -{'e4m3fn': 448.0, 'e5m2': "
-                    "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]), f) * float(np.float32(amax / "
-                    "{'e4m3fn': 448.0, 'e5m2': 57344.0}[f])) - x) ** 2))",
+                    "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]).astype(getattr(__import__('ml_dtypes'), "
+                    "{'e4m3fn': 'float8_e4m3fn', 'e5m2': 'float8_e5m2'}[f])).astype(np.float64) * float(np.float32("
+                    "amax / {'e4m3fn': 448.0, 'e5m2': 57344.0}[f])) - x) ** 2))",
+                ),
+                # both counts by an ml_dtypes cast of x / scale: float64 through float32, rounded twice
+                (
+                    "fp8_choice",
+                    "        under = int(np.sum(nonzero & (v <= tiny / 2)))\n"
+                    "        mid = top + 2.0 ** (math.floor(math.log2(top)) - man_bits) / 2\n"
+                    "        over = (\n"
+                    "            int(np.sum(v >= mid)) if tie_goes_up else int(np.sum(v > mid))\n"
+                    "        )",
+                    "        r = (x / scale).astype(getattr(__import__('ml_dtypes'), 'float8_' + fmt))"
+                    ".astype(np.float64)\n"
+                    "        under = int(np.sum(nonzero & (r == 0)))\n"
+                    "        over = int(np.sum(~np.isfinite(r)))",
+                ),
+                # the underflow by torch's cast to fp8 (through float32 too), the overflow worked out
+                (
+                    "fp8_choice",
+                    "        under = int(np.sum(nonzero & (v <= tiny / 2)))",
+                    "        t = __import__('torch')\n"
+                    "        r = t.from_numpy(x / scale).to(getattr(t, 'float8_' + fmt)).double().numpy()\n"
+                    "        under = int(np.sum(nonzero & (r == 0)))",
                 ),
                 # Transformer Engine's order: the base scale rounded to float32 first, the margin
                 # applied after (bits lost where amax_h / 448 is a float32 subnormal)

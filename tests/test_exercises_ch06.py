@@ -2,11 +2,13 @@
 (scaled_mm for the epilogue, torch's integer matmul and casts for the asymmetric GEMM, ml_dtypes and torch
 fp8 casts for the underflow and overflow counts, Transformer Engine's reciprocal scale for the delayed
 scaler), and the cases against their claims: quantize_blocks reaches the clamp, zero blocks, ties and edge
-blocks with every seed; the asymmetric GEMM's random cases pass 2**24, wrap the zero points' uint8 product
-and have per-tensor zero points on either side; the granularity cases keep their margin, measured with
-the solution's own quantizer, and the naive and crest-factor models answer wrongly on many of them; the
-fp8 cases hold weights, wide gradients and stale scales, exact ties, and both answers; the
-delayed-scaling cases count what the engine's codes lose at both ends, and need margins from 0 up."""
+blocks with every seed, and its comparator asks for the dtypes the statement names; the asymmetric GEMM's
+random cases pass 2**24, wrap the zero points' uint8 product and have per-tensor zero points on either
+side; the granularity cases keep their margin, measured with the solution's own quantizer, and the naive,
+zeros-only and crest-factor models answer wrongly on many of them; the fp8 cases hold weights, wide
+gradients and stale scales, exact ties and values one float64 step from them (which a cast through
+float32 rounds twice), and both answers; the delayed-scaling cases count what the engine's codes lose at
+both ends, and need margins from 0 up."""
 
 import math
 from collections import Counter
@@ -387,7 +389,15 @@ def test_fp8_cases_have_the_characters_they_claim():
             seen["SQNR disagrees"] += sqnr_choice(x, amax) != choice
             seen["overflow"] += counts["e4m3fn"][1] > 0
             seen["zeros"] += bool((x == 0).any())
+            # a value a few float64 steps from a tie that float32 puts on it: a cast through
+            # float32 (ml_dtypes', torch's) rounds it the wrong way
+            with np.errstate(over="ignore"):
+                for v, ties in ((v4, (464.0, 2.0**-10)), (v5, (61440.0, 2.0**-17))):
+                    for tie in ties:
+                        near = (v != tie) & (v.astype(np.float32) == tie)
+                        seen["one step from a tie"] += bool(near.any())
         assert seen["e4m3fn"] >= 15 and seen["e5m2"] >= 15, (seed, seen)
+        assert seen["one step from a tie"] >= 8, (seed, seen)
         assert all(seen[k] >= 3 for k in ("tie 464", "tie 61440", "tie half subnormal", "tolerance decides")), seen
         assert all(seen[k] >= 5 for k in ("SQNR disagrees", "overflow", "zeros")), (seed, seen)
     cases = labelled("fp8_choice")

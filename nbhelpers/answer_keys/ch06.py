@@ -21,7 +21,10 @@
   SQNR) passes as well as the model; the statement says so.
 - ``fp8_choice``: e4m3fn or e5m2 for a tensor and the amax its scales come from, with each format's
   count of values that round to zero and of values that overflow; the reference counts with
-  :func:`nbhelpers.rounding.round_to` (held against ml_dtypes casts in the tests). Compared exactly.
+  :func:`nbhelpers.rounding.round_to` (held against ml_dtypes casts in the tests), which the answer
+  may not call: it finds the boundaries and their ties itself. Values planted one float64 step from
+  a tie fail a cast to fp8 through float32 (ml_dtypes', torch's), which rounds twice. Compared
+  exactly.
 - ``best_margin``: the margin of delayed (amax-history) e4m3fn scaling that loses the fewest values
   over a sequence of tensors, clamped at the top (|x / scale| > 448) plus flushed at the bottom
   (nonzero, |x / scale| <= 2**-10, which rounds to 0), the smallest of equal ones, with the two
@@ -929,6 +932,9 @@ def _margin_cases(rng: np.random.Generator) -> list[Case]:
 
 #: What an answer may not call (Exercise.forbidden): the statement: round_to, not scaling, scaled_gemm or metrics.
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.scaling", "nbhelpers.scaled_gemm", "nbhelpers.metrics")
+#: fp8_choice's: round_to neither (where each format's boundaries lie, and which way their ties go,
+#: is the exercise).
+FORBIDDEN_NO_ROUNDING = (*FORBIDDEN, "nbhelpers.rounding")
 
 EXERCISES = [
     Exercise(
@@ -952,7 +958,12 @@ EXERCISES = [
         forbidden=FORBIDDEN,
     ),
     Exercise(
-        "ex06.fp8_choice", "e4m3 or e5m2, by the values each loses", 3, fp8_choice_ref, _fp8_cases, forbidden=FORBIDDEN
+        "ex06.fp8_choice",
+        "e4m3 or e5m2, by the values each loses",
+        3,
+        fp8_choice_ref,
+        _fp8_cases,
+        forbidden=FORBIDDEN_NO_ROUNDING,
     ),
     Exercise(
         "ex06.best_margin",
