@@ -1212,7 +1212,7 @@ CHAPTERS = [
             "PER_ROW": __import__("nbhelpers.recipes", fromlist=["PER_ROW"]).PER_ROW,
             "PER_COLUMN": __import__("nbhelpers.recipes", fromlist=["PER_COLUMN"]).PER_COLUMN,
         },
-        ("mx_shared_exponent", "blockwise_scaled_gemm", "largest_promotion_interval", "nvfp4_scales"),
+        ("mx_shared_exponent", "blockwise_scaled_gemm", "largest_promotion_interval", "two_level_scales"),
         17,
         7077,
         tuple(
@@ -1448,38 +1448,61 @@ CHAPTERS = [
                     "B = rng.standard_normal((K, 16))\n    A = rng.standard_normal((16, K))",
                 ),
                 # ---- NVFP4
-                # the tensor scale without the 448 (amax / 6): the block scales squeezed below 1
-                ("nvfp4_scales", "np.abs(x).max() / (448 * 6)", "np.abs(x).max() / 6"),
+                # ---- two-level scales
+                # NVFP4's 6 for every element (the chapter's formula as printed)
+                (
+                    "two_level_scales",
+                    '"e2m3fn": (7.5, 6),\n        "e3m2fn": (28.0, 6),',
+                    '"e2m3fn": (6.0, 6),\n        "e3m2fn": (6.0, 6),',
+                ),
+                # the tensor scale without the element's largest value (amax / 448)
+                ("two_level_scales", "np.abs(x).max() / (448 * elem_max)", "np.abs(x).max() / 448"),
+                # the tensor scale without e4m3's 448 (amax / elem_max): the block scales squeezed below 1
+                ("two_level_scales", "np.abs(x).max() / (448 * elem_max)", "np.abs(x).max() / elem_max"),
+                # the block scale without the element's largest value: amax_b / s_t
+                ("two_level_scales", "round_to(amax_b / elem_max / s_t,", "round_to(amax_b / s_t,"),
+                # a block's largest value instead of its largest magnitude
+                ("two_level_scales", "padded[:M, :K] = np.abs(x)", "padded[:M, :K] = x"),
                 # the tensor scale left in float64
                 (
-                    "nvfp4_scales",
-                    "float(np.float32(np.abs(x).max() / (448 * 6)))",
-                    "np.abs(x).max() / (448 * 6)",
+                    "two_level_scales",
+                    "float(np.float32(np.abs(x).max() / (448 * elem_max)))",
+                    "np.abs(x).max() / (448 * elem_max)",
                 ),
                 # the block scale rounded down instead of to nearest
-                ("nvfp4_scales", "saturate=True)", 'saturate=True, rounding="toward_zero")'),
+                ("two_level_scales", "saturate=True)", 'saturate=True, rounding="toward_zero")'),
                 # the block scales rounded through float32 (a float32 cast; ml_dtypes 0.6.0's cast of
                 # a float64 does the same): a quotient a hair from a tie lands on it, goes to even
                 (
-                    "nvfp4_scales",
-                    'round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True)',
-                    "np.minimum(amax_b / 6 / s_t, 448.0).astype(np.float32)"
+                    "two_level_scales",
+                    'round_to(amax_b / elem_max / s_t, "e4m3fn", saturate=True)',
+                    "np.minimum(amax_b / elem_max / s_t, 448.0).astype(np.float32)"
                     '.astype(__import__("ml_dtypes").float8_e4m3fn).astype(float)',
                 ),
                 # no saturation: a quotient past 448 becomes NaN
-                ("nvfp4_scales", "saturate=True", "saturate=False"),
+                ("two_level_scales", "saturate=True", "saturate=False"),
                 # no floor at 2**-9: zero blocks get a zero scale
                 (
-                    "nvfp4_scales",
-                    'np.maximum(\n        round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True), 2.0**-9\n    )',
-                    'round_to(amax_b / 6 / s_t, "e4m3fn", saturate=True)',
+                    "two_level_scales",
+                    'np.maximum(\n        round_to(amax_b / elem_max / s_t, "e4m3fn", saturate=True), 2.0**-9\n    )',
+                    'round_to(amax_b / elem_max / s_t, "e4m3fn", saturate=True)',
                 ),
-                # blocks of 32 (MX's) instead of 16
-                ("nvfp4_scales", "block = 16", "block = 32"),
+                # the floor at e4m3's smallest normal 2**-6 (torchao's) instead of its smallest value
+                ("two_level_scales", "saturate=True), 2.0**-9", "saturate=True), 2.0**-6"),
+                # NVFP4's 1 x 16 along a row whatever the block: block_rows ignored
+                ("two_level_scales", "br, bc = block_rows, block_cols", "br, bc = 1, block_cols"),
+                # the block's rows and columns swapped
+                ("two_level_scales", "br, bc = block_rows, block_cols", "br, bc = block_cols, block_rows"),
+                # NVFP4's 4 bits per element whatever the element
+                ("two_level_scales", "bits = elem_bits * M * K", "bits = 4 * M * K"),
+                # the elements an overhanging block lacks counted as stored
+                ("two_level_scales", "bits = elem_bits * M * K", "bits = elem_bits * (gm * br) * (gk * bc)"),
                 # the bytes without the tensor scale
-                ("nvfp4_scales", "8 * M * nb + 32", "8 * M * nb"),
-                # the bytes with the overhanging block dropped
-                ("nvfp4_scales", "8 * M * nb + 32", "8 * M * (K // block) + 32"),
+                ("two_level_scales", "8 * gm * gk + 32", "8 * gm * gk"),
+                # the bytes with the overhanging blocks dropped
+                ("two_level_scales", "8 * gm * gk + 32", "8 * (M // br) * (K // bc) + 32"),
+                # a scale for every row of a block (the layout a GEMM reads 16 x 16 blocks in) counted as stored
+                ("two_level_scales", "8 * gm * gk + 32", "8 * M * gk + 32"),
             ]
         ),
     ),

@@ -28,10 +28,15 @@
   (``TIGHT_PROMOTION``), on either side: a model that misses a step (the running sum left uncut,
   the data drawn from another seed or in another order) or fixes a parameter at chapter 07's value
   measures errors off, and crosses them.
-- ``nvfp4_scales``: NVFP4's tensor scale, block scales and bytes per parameter of a tensor; the
-  references :func:`nbhelpers.scaling.nvfp4_scales` and :func:`nbhelpers.scaling.storage_bits`
-  (the scales tested against torchao in tests/test_exercises_ch07.py). The scales are compared
-  bit for bit, the bytes within a relative 1e-12 (a sum of three quotients is as right as one).
+- ``two_level_scales``: NVFP4's scheme (an e4m3fn scale per block under one fp32 tensor scale) for
+  elements and blocks chapter 07 did not compute it with (e2m3fn and e3m2fn elements; 16 x 1,
+  16 x 16 and 1 x 32 blocks) as well as NVFP4's own: the tensor scale, the block scales and the
+  bytes per parameter of a tensor. The statement gives the scheme's design in words (what each
+  scale is for), not its formulas, so the constants of the chapter's NVFP4 formula (448 * 6, the
+  block of 16, 4 bits) are the student's to derive for each element and block. The references
+  :func:`nbhelpers.scaling.nvfp4_scales` and :func:`nbhelpers.scaling.storage_bits` (the NVFP4
+  scales tested against torchao in tests/test_exercises_ch07.py). The scales are compared bit for
+  bit, the bytes within a relative 1e-12 (a sum of three quotients is as right as one).
 
 Edge cases come first, then random ones from the seed.
 """
@@ -47,7 +52,7 @@ from ..comparators import close_to, compare, float_array
 from ..exercise_types import Case, Exercise
 from ..formats import get_format
 from ..metrics import relative_error
-from ..recipes import PER_COLUMN, PER_ROW, RECIPES, Recipe
+from ..recipes import PER_COLUMN, PER_ROW, Recipe
 from ..report_text import describe
 from ..rounding import round_to
 from ..scaled_gemm import fp8_tensor_core_mm
@@ -474,22 +479,38 @@ def _promotion_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-# ------------------------------------------------------------------ 4. NVFP4's scales and bytes
+# ------------------------------------------------------------------ 4. two-level scales and bytes
+
+#: The element formats of the two-level exercise: NVFP4's e2m1fn and the 6-bit OCP MX element types.
+TWO_LEVEL_ELEMENTS = ("e2m1fn", "e2m3fn", "e3m2fn")
+#: Its blocks (rows, columns): NVFP4's 1 x 16 along a row, 16 x 1 along a column (the operand whose
+#: K runs down its rows), the 16 x 16 weight blocks of NVIDIA's NVFP4 training recipe, and MX's 32.
+TWO_LEVEL_BLOCKS = ((1, 16), (16, 1), (16, 16), (1, 32))
 
 
-def nvfp4_scales_ref(x: np.ndarray) -> tuple[float, np.ndarray, float]:
-    """(s_t, s_b (M, ceil(K / 16)), bytes per parameter) of NVFP4 on x (M, K): the engine's
-    two scale factors and its storage count, elements, block scales and tensor scale."""
+def two_level_recipe(element: str, block_rows: int, block_cols: int) -> Recipe:
+    """NVFP4's scheme (an e4m3fn scale per block under one fp32 tensor scale) with ``element``
+    elements and blocks of block_rows x block_cols."""
+    return Recipe(element, (block_rows, block_cols), "e4m3_over_fp32")
+
+
+def two_level_scales_ref(
+    x: np.ndarray, element: str, block_rows: int, block_cols: int
+) -> tuple[float, np.ndarray, float]:
+    """(s_t, s_b (ceil(M / block_rows), ceil(K / block_cols)), bytes per parameter) of x (M, K): the
+    engine's two scale factors (:func:`nbhelpers.scaling.nvfp4_scales`) and its storage count,
+    elements, block scales and tensor scale."""
     x = np.asarray(x, dtype=np.float64)
-    s_b, s_t = nvfp4_scales(block_amax(x, "NVFP4"))
-    bits = storage_bits(RECIPES["NVFP4"], x.shape)["total"]
+    recipe = two_level_recipe(element, block_rows, block_cols)
+    s_b, s_t = nvfp4_scales(block_amax(x, recipe), element)
+    bits = storage_bits(recipe, x.shape)["total"]
     return float(s_t), s_b, bits / 8 / x.size
 
 
 _close_bytes = close_to(1e-12)
 
 
-def _nvfp4_compare(got, expected) -> str | None:
+def _two_level_compare(got, expected) -> str | None:
     """s_t and s_b bit for bit, the bytes within a relative 1e-12; never raises."""
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return f"returned {describe(got)}, expected a tuple (s_t, s_b, bytes_per_param)"
@@ -504,80 +525,126 @@ def _nvfp4_compare(got, expected) -> str | None:
     return None if reason is None else f"element 2 (bytes_per_param): {reason}"
 
 
-def _nvfp4_x(rng: np.random.Generator, M: int, K: int) -> np.ndarray:
+def _grid(shape, block) -> tuple[int, int]:
+    return -(-shape[0] // block[0]), -(-shape[1] // block[1])
+
+
+def _expand(per_block: np.ndarray, shape, block) -> np.ndarray:
+    """One value per block repeated over the block's elements, cut to ``shape``."""
+    return np.repeat(np.repeat(per_block, block[0], axis=0), block[1], axis=1)[: shape[0], : shape[1]]
+
+
+def _two_level_x(rng: np.random.Generator, M: int, K: int, block) -> np.ndarray:
     """Values whose blocks differ in size by up to 2**30, some zero blocks, now and then one
-    block much larger than the rest (its neighbours' scales fall to e4m3's subnormals and 2**-9)."""
+    element much larger than the rest (its neighbours' scales fall to e4m3's subnormals and 2**-9)."""
     x = rng.standard_normal((M, K)) * np.exp2(rng.uniform(-3, 3, size=(M, K)))
-    nb = -(-K // 16)
-    per_block = np.exp2(rng.uniform(-15, 15, size=(M, nb))) if rng.random() < 0.5 else np.ones((M, nb))
-    per_block[rng.random((M, nb)) < 0.1] = 0.0
-    x = x * np.repeat(per_block, 16, axis=1)[:, :K]
+    grid = _grid((M, K), block)
+    per_block = np.exp2(rng.uniform(-15, 15, size=grid)) if rng.random() < 0.5 else np.ones(grid)
+    per_block[rng.random(grid) < 0.1] = 0.0
+    x = x * _expand(per_block, (M, K), block)
     if rng.random() < 0.3:
         x[int(rng.integers(M)), int(rng.integers(K))] *= 2.0**20
     return x * 2.0 ** float(rng.uniform(-20, 20))
 
 
-def _tiny_tensor(rng: np.random.Generator, M: int, K: int) -> np.ndarray:
-    """A tensor whose amax / 2688 lies near fp32's smallest subnormals: s_t rounds (or is raised)
-    far from amax / 2688, and the largest block's quotient passes e4m3's 448: it must saturate."""
+def _top(element: str) -> float:
+    """448 times the element's largest value: the tensor's amax over the tensor scale."""
+    return 448 * get_format(element).max
+
+
+def _tiny_tensor(rng: np.random.Generator, M: int, K: int, element: str = "e2m1fn") -> np.ndarray:
+    """A tensor whose amax / (448 * max_element) lies near fp32's smallest subnormals: s_t rounds (or
+    is raised) far from that quotient, and the largest block's quotient passes e4m3's 448: it must
+    saturate."""
     x = rng.standard_normal((M, K))
-    x *= 2688 * 2.0**-149 * float(rng.uniform(1.05, 1.45)) / np.abs(x).max()
+    x *= _top(element) * 2.0**-149 * float(rng.uniform(1.05, 1.45)) / np.abs(x).max()
     return x
 
 
-def _near_e4m3_ties(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
-    """x with one to three blocks rescaled so that amax_b / 6 / s_t lies a relative 2**-30 above
-    or below a midpoint between two neighbouring normal e4m3fn values. Rounded once from float64
-    it goes to the nearer of the two; rounded to float32 first (as ml_dtypes 0.6.0's float64 cast
-    does) it lands on the midpoint and goes to the even one, the wrong one half the time. The
+def _near_e4m3_ties(rng: np.random.Generator, x: np.ndarray, element: str, block) -> np.ndarray:
+    """x with one to three blocks rescaled so that amax_b / max_element / s_t lies a relative 2**-30
+    above or below a midpoint between two neighbouring normal e4m3fn values. Rounded once from
+    float64 it goes to the nearer of the two; rounded to float32 first (as ml_dtypes 0.6.0's float64
+    cast does) it lands on the midpoint and goes to the even one, the wrong one half the time. The
     tensor's largest element, and so s_t, stays."""
     x = x.copy()
     M, K = x.shape
     a = np.abs(x)
     if a.max() == 0:
         return x
-    s_t = max(float(np.float32(a.max() / 2688)), 2.0**-149)
+    emax = get_format(element).max
+    s_t = max(float(np.float32(a.max() / _top(element))), 2.0**-149)
     top_row, top_col = np.unravel_index(int(np.argmax(a)), a.shape)
+    gm, gk = _grid((M, K), block)
     for _ in range(int(rng.integers(1, 4))):
-        r, b = int(rng.integers(M)), int(rng.integers(-(-K // 16)))
-        c0, c1 = 16 * b, min(16 * b + 16, K)
-        if r == top_row and c0 <= top_col < c1:
+        i, j = int(rng.integers(gm)), int(rng.integers(gk))
+        r0, r1 = block[0] * i, min(block[0] * (i + 1), M)
+        c0, c1 = block[1] * j, min(block[1] * (j + 1), K)
+        if r0 <= top_row < r1 and c0 <= top_col < c1:
             continue
         # L = (1 + j / 8) * 2**e and the next value up: normal e4m3fn values below 448
         mid = (1 + (int(rng.integers(8)) + 0.5) / 8) * 2.0 ** int(rng.integers(-6, 8))
-        target = mid * (1 + float(rng.choice([-1.0, 1.0])) * 2.0**-30) * 6 * s_t
-        block = x[r, c0:c1]
-        m = float(np.abs(block).max())
-        x[r, c0:c1] = block * (0.9 * target / m) if m > 0 else 0.0
-        x[r, c0 + int(rng.integers(c1 - c0))] = float(rng.choice([-1.0, 1.0])) * target
+        target = mid * (1 + float(rng.choice([-1.0, 1.0])) * 2.0**-30) * emax * s_t
+        blk = x[r0:r1, c0:c1]
+        m = float(np.abs(blk).max())
+        x[r0:r1, c0:c1] = blk * (0.9 * target / m) if m > 0 else 0.0
+        x[r0 + int(rng.integers(r1 - r0)), c0 + int(rng.integers(c1 - c0))] = float(rng.choice([-1.0, 1.0])) * target
     return x
 
 
-def _nvfp4_cases(rng: np.random.Generator) -> list[Case]:
+def _two_level_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(717)
     ramp = np.arange(1.0, 33.0).reshape(1, 32)
+    nvfp4 = ("e2m1fn", 1, 16)
     cases = [
-        Case((ramp,), label="one row of 1..32: two blocks, amax 16 and 32, s_t = fp32(32 / 2688)"),
-        Case((fixed.standard_normal((4, 40)),), label="K = 40: the last block of each row holds 8 values"),
-        Case((np.zeros((2, 16)),), label="all zeros: the smallest scales, 2**-149 and 2**-9"),
+        Case((ramp, *nvfp4), label="NVFP4, one row of 1..32: two blocks, amax 16 and 32, s_t = fp32(32 / (448 * 6))"),
         Case(
-            (np.concatenate([np.full((1, 16), 1e-6), np.full((1, 16), 1e3)], axis=1),),
+            (fixed.standard_normal((4, 40)), *nvfp4), label="NVFP4, K = 40: the last block of each row holds 8 values"
+        ),
+        Case((np.zeros((2, 16)), *nvfp4), label="all zeros: the smallest scales, 2**-149 and 2**-9"),
+        Case(
+            (np.concatenate([np.full((1, 16), 1e-6), np.full((1, 16), 1e3)], axis=1), *nvfp4),
             label="a block 1e9 times smaller: its scale is raised to 2**-9",
         ),
-        Case((_tiny_tensor(fixed, 2, 32),), label="amax / 2688 near fp32's smallest subnormal: 448, saturated"),
-        Case((fixed.standard_normal((1, 1)),), label="a 1 x 1 tensor: one block of 16 for one value"),
+        Case((_tiny_tensor(fixed, 2, 32), *nvfp4), label="amax / 2688 near fp32's smallest subnormal: 448, saturated"),
+        Case((fixed.standard_normal((1, 1)), *nvfp4), label="a 1 x 1 tensor: one block of 16 for one value"),
         Case(
-            (np.array([[2688.0] + [0.0] * 15 + [6.6] + [0.1] * 15]),),
+            (np.array([[2688.0] + [0.0] * 15 + [6.6] + [0.1] * 15]), *nvfp4),
             label="s_t = 1: 6.6 / 6 = 1.1 rounds to the nearest e4m3, 1.125, not down to 1",
         ),
+        Case(
+            (np.array([[12544.0, 1.0, 0.0, -3.5]]), "e3m2fn", 1, 16),
+            label="e3m2fn elements (largest 28): amax 12544 = 448 * 28 gives s_t = 1, the block 448",
+        ),
+        Case(
+            (fixed.standard_normal((3, 20)), "e2m3fn", 1, 16),
+            label="e2m3fn elements: 6 bits each, largest 7.5",
+        ),
+        Case(
+            (fixed.standard_normal((20, 40)), "e2m1fn", 16, 16),
+            label="16 x 16 blocks on a 20 x 40 tensor: 2 x 3 block scales, the edge blocks stored whole",
+        ),
+        Case(
+            (fixed.standard_normal((40, 3)) * np.array([1.0, 1e-3, 50.0]), "e2m1fn", 16, 1),
+            label="16 x 1 blocks (down a column) on a 40 x 3 tensor whose columns differ in size",
+        ),
+        Case(
+            (fixed.standard_normal((2, 70)), "e2m3fn", 1, 32),
+            label="blocks of 32 along a row: K = 70 holds three, the last of 6 values",
+        ),
     ]
-    for _ in range(40):
-        M = int(rng.integers(1, 7))
-        K = int(rng.choice([16, 32, 48, 64])) if rng.random() < 0.5 else int(rng.integers(1, 70))
-        x = _tiny_tensor(rng, M, K) if rng.random() < 0.15 else _nvfp4_x(rng, M, K)
+    for _ in range(44):
+        element = TWO_LEVEL_ELEMENTS[int(rng.integers(len(TWO_LEVEL_ELEMENTS)))]
+        block = TWO_LEVEL_BLOCKS[int(rng.integers(len(TWO_LEVEL_BLOCKS)))]
+        M = int(rng.choice([16, 32, 48])) if rng.random() < 0.4 else int(rng.integers(1, 41))
+        K = int(rng.choice([16, 32, 64])) if rng.random() < 0.4 else int(rng.integers(1, 70))
+        if rng.random() < 0.15:
+            x = _tiny_tensor(rng, M, K, element)
+        else:
+            x = _two_level_x(rng, M, K, block)
         if len(cases) % 4 == 0:  # block quotients a hair from an e4m3 tie
-            x = _near_e4m3_ties(rng, _nvfp4_x(rng, M, K))
-        cases.append(Case((x,)))
+            x = _near_e4m3_ties(rng, _two_level_x(rng, M, K, block), element, block)
+        cases.append(Case((x, element, *block)))
     return cases
 
 
@@ -613,12 +680,12 @@ EXERCISES = [
         allowed=("nbhelpers.scaling:quantize",),
     ),
     Exercise(
-        "ex07.nvfp4_scales",
-        "NVFP4's two-level scales and bytes",
+        "ex07.two_level_scales",
+        "Two-level block scales and their bytes",
         4,
-        nvfp4_scales_ref,
-        _nvfp4_cases,
-        compare=_nvfp4_compare,
+        two_level_scales_ref,
+        _two_level_cases,
+        compare=_two_level_compare,
         forbidden=FORBIDDEN,
     ),
 ]
