@@ -29,8 +29,8 @@
   the data drawn from another seed or in another order) or fixes a parameter at chapter 07's value
   measures errors off, and crosses them.
 - ``two_level_scales``: NVFP4's scheme (an e4m3fn scale per block under one fp32 tensor scale) for
-  elements and blocks chapter 07 did not compute it with (e2m3fn and e3m2fn elements; 16 x 1,
-  16 x 16 and 1 x 32 blocks) as well as NVFP4's own: the tensor scale, the block scales and the
+  elements and blocks beyond the formula chapter 07 wrote out for e2m1 (e2m3fn and e3m2fn elements;
+  16 x 1, 16 x 16 and 1 x 32 blocks) as well as NVFP4's own: the tensor scale, the block scales and the
   bytes per parameter of a tensor. The statement gives the scheme's design in words (what each
   scale is for), not its formulas, so the constants of the chapter's NVFP4 formula (448 * 6, the
   block of 16, 4 bits) are the student's to derive for each element and block. The references
