@@ -222,6 +222,23 @@ CHAPTERS = [
                 ("decode_bits", 'if specials == "ieee" and E == top:', "if False:"),
                 # the sign dropped from zero: -0.0 comes back as +0.0
                 ("decode_bits", "return -x if s else x", "return -x if s and x else x"),
+                # a bias taken to be at least 0 (or 1): formats whose values all lie at 2 and above
+                (
+                    "decode_bits",
+                    "bias = E_big - (math.frexp(largest)[1] - 1)\n",
+                    "bias = E_big - (math.frexp(largest)[1] - 1)\n    bias = max(bias, 0)\n",
+                ),
+                (
+                    "decode_bits",
+                    "bias = E_big - (math.frexp(largest)[1] - 1)\n",
+                    "bias = E_big - (math.frexp(largest)[1] - 1)\n    bias = max(bias, 1)\n",
+                ),
+                # a negative bias read as its magnitude
+                (
+                    "decode_bits",
+                    "bias = E_big - (math.frexp(largest)[1] - 1)\n",
+                    "bias = abs(E_big - (math.frexp(largest)[1] - 1))\n",
+                ),
                 # ties the wrong way: both midpoints always in the interval
                 ("rounding_interval", "if round(a / q) % 2 == 1:", "if False:"),
                 # ... or never

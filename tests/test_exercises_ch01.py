@@ -296,6 +296,17 @@ def test_absorbing_cases_give_a_positive_value_of_the_format_and_the_solution_pa
         assert result.passed, str(result)
 
 
+def test_decode_cases_have_zero_and_negative_biases():
+    """Biases of zero and below among the fixed cases and, with any seed, among the random ones."""
+    from nbhelpers.answer_keys.ch01 import sheet_bias
+
+    for seed in SEEDS:
+        cases = cases_for("ex01.decode_bits", seed)
+        for part in (cases, [c for c in cases if not c.label]):
+            biases = [sheet_bias(*c.args[1:]) for c in part]
+            assert sum(b == 0 for b in biases) >= 3 and sum(b < 0 for b in biases) >= 10, seed
+
+
 def test_the_chi_square_tail_against_closed_forms_and_a_simulation():
     """_chi2_cdf: 1 - exp(-x/2) for two degrees of freedom, erf for one, and a simulation of 40."""
     import math

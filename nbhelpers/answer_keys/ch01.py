@@ -139,6 +139,22 @@ def _decode_cases(rng: np.random.Generator) -> list[Case]:
         (0x07, 2, 1, "fn", 1, "e2m1, fn convention: the NaN code"),
         (0x06, 2, 1, "fn", 1, "e2m1, fn convention: the largest value"),
         (0x0E, 2, 1, "fnuz", 1, "e2m1, fnuz convention, bias 1: -6 is a number"),
+        # a bias of zero or below: every value at least 1 (or 2**(1 - bias - man_bits) and up)
+        (0x38, 4, 3, "fn", 0, "e4m3fn's layout with bias 0: its code of 1.0 is 2**7"),
+        (0x01, 4, 3, "fn", 0, "e4m3fn's layout with bias 0: smallest subnormal"),
+        (0x7E, 4, 3, "fn", -1, "e4m3fn's layout with bias -1: the largest value"),
+        (0x85, 4, 3, "fnuz", -2, "e4m3fnuz's layout with bias -2: a negative subnormal"),
+        (0x80, 4, 3, "fnuz", -2, "e4m3fnuz's layout with bias -2: the NaN code"),
+        (0x7B, 5, 2, "ieee", -1, "e5m2's layout with bias -1: the largest value"),
+        (0xFC, 5, 2, "ieee", -1, "e5m2's layout with bias -1: -inf"),
+        (0x05, 2, 1, "finite", -2, "e2m1 with bias -2: 1.5 * 2**4"),
+        (0x01, 2, 1, "finite", 0, "e2m1 with bias 0: the subnormal"),
+        (0x3C00, 5, 10, "ieee", 0, "fp16's layout with bias 0: fp16's code of 1.0 is 2**15"),
+        (0x8001, 5, 10, "ieee", -5, "fp16's layout with bias -5: -smallest subnormal"),
+        (0x4049, 8, 7, "ieee", -20, "bf16's layout with bias -20: pi * 2**147"),
+        (0x0080, 8, 7, "fn", 0, "e8m7fn with bias 0: the smallest normal, 2"),
+        (0x1F, 3, 2, "finite", -3, "e3m2fn with bias -3: the largest value"),
+        (0x03, 3, 2, "finite", -1, "e3m2fn with bias -1: the largest subnormal"),
     ]
     for bits, e, m, sp, bias, label in named:
         cases.append(Case((bits, e, m, sp, sheet_largest(e, m, sp, bias)), label=label))
@@ -152,7 +168,13 @@ def _decode_cases(rng: np.random.Generator) -> list[Case]:
         else:
             e, m = int(rng.integers(2, 9)), int(rng.integers(1, 24))
         default = 2 ** (e - 1) - 1
-        bias = default + int(rng.integers(-3, 4)) if rng.random() < 0.7 else int(rng.integers(1, 2**e + 1))
+        rb = rng.random()
+        if rb < 0.55:
+            bias = default + int(rng.integers(-3, 4))
+        elif rb < 0.8:
+            bias = int(rng.integers(1, 2**e + 1))
+        else:  # zero or negative: every normal value at least 2
+            bias = -int(rng.integers(0, 2 ** (e - 1) + 1))
         r = rng.random()
         top = 2**e - 1
         if r < 0.25:
