@@ -283,6 +283,44 @@ CHAPTERS = [
                     "max(math.frexp(y)[1] - 1, emin) if y else emin",
                     "math.frexp(y)[1] - 1 if y else emin",
                 ),
+                # the codes counted in floats: past 2**53 a float does not hold every count
+                ("count_values", "n + (k - emin) * 2**man_bits", "n + (k - emin) * 2.0**man_bits"),
+                # the binade from a rounded log2: wrong just below a power of two when man_bits is large
+                (
+                    "count_values",
+                    "max(math.frexp(y)[1] - 1, emin) if y else emin",
+                    "max(math.floor(math.log2(y)), emin) if y else emin",
+                ),
+                # listing every value (numpy's bit patterns for fp16 and fp32): no list holds e8m40
+                (
+                    "count_values",
+                    "    ### BEGIN SOLUTION\n",
+                    "    ### BEGIN SOLUTION\n"
+                    "    if exp_bits + man_bits > 26 and (exp_bits, man_bits) not in ((8, 23), (5, 10)):\n"
+                    "        raise MemoryError('no list of more than 2**27 values fits')\n"
+                    "    if (exp_bits, man_bits) in ((8, 23), (5, 10)):\n"
+                    "        dt, it = {23: (np.float32, np.int32), 10: (np.float16, np.int16)}[man_bits]\n"
+                    "        big = float(np.finfo(dt).max)\n"
+                    "        a, b = max(a, -big), min(b, big)\n"
+                    "        if a > b:\n"
+                    "            return 0\n"
+                    "        lo, hi = dt(a), dt(b)\n"
+                    "        if float(lo) < a:\n"
+                    "            lo = np.nextafter(lo, dt(np.inf))\n"
+                    "        if float(hi) > b:\n"
+                    "            hi = np.nextafter(hi, dt(-np.inf))\n"
+                    "        if float(lo) > float(hi):\n"
+                    "            return 0\n"
+                    "        key = lambda x: (-1 if x < 0 else 1) * int(dt(abs(x)).view(it))\n"
+                    "        return key(hi) - key(lo) + 1\n"
+                    "    bias = 2 ** (exp_bits - 1) - 1\n"
+                    "    E = np.arange(2**exp_bits - 1)[:, None]\n"
+                    "    M = np.arange(2**man_bits)[None, :]\n"
+                    "    v = np.where(E == 0, np.ldexp(M * 1.0, 1 - bias - man_bits),\n"
+                    "                 np.ldexp((2**man_bits + M) * 1.0, E - bias - man_bits)).ravel()\n"
+                    "    v = np.unique(np.concatenate([-v, v]))\n"
+                    "    return int(max(0, np.searchsorted(v, b, 'right') - np.searchsorted(v, a, 'left')))\n",
+                ),
                 # nothing past the largest value is clamped: counts codes of inf and NaN as values
                 (
                     "count_values",
@@ -299,6 +337,30 @@ CHAPTERS = [
                 ("smallest_absorbing", "x = p * 2.0 ** (man_bits + 1)", "x = c * 2.0 ** (man_bits + 1)"),
                 # c rounded down to a power of two, not up
                 ("smallest_absorbing", "        p *= 2", "        pass"),
+                # c rounded up to a power of two by log2: wrong just above a power of two when man_bits is large
+                (
+                    "smallest_absorbing",
+                    "    p = 2.0 ** (math.frexp(c)[1] - 1)  # the largest power of two <= c\n"
+                    "    if p < c:\n"
+                    "        p *= 2  # c rounded up to a power of two\n",
+                    "    p = 2.0 ** math.ceil(math.log2(c))\n",
+                ),
+                # a search over every value of the format: no list holds e8m40
+                (
+                    "smallest_absorbing",
+                    "    ### BEGIN SOLUTION\n",
+                    "    ### BEGIN SOLUTION\n"
+                    "    if exp_bits + man_bits > 26:\n"
+                    "        raise MemoryError('no list of more than 2**26 values fits')\n"
+                    "    bias = 2 ** (exp_bits - 1) - 1\n"
+                    "    E = np.arange(1, 2**exp_bits - 1)[:, None]\n"
+                    "    M = np.arange(2**man_bits)[None, :]\n"
+                    "    v = np.ldexp((2**man_bits + M) * 1.0, E - bias - man_bits).ravel()\n"
+                    "    gap = np.ldexp(1.0, E - bias - man_bits)\n"
+                    "    gap = np.broadcast_to(gap, (gap.size, M.size)).ravel()\n"
+                    "    ok = (c < gap / 2) | ((c == gap / 2) & (np.tile(M.ravel(), gap.size // M.size) % 2 == 0))\n"
+                    "    return float(v[np.argmax(ok)]) if ok.any() else math.inf\n",
+                ),
                 # deterministic: round to nearest even
                 ("round_stochastic", "r = (lower + (u < frac)) * q", "r = np.rint(y) * q"),
                 # the probability the wrong way round: up with probability 1 - frac

@@ -2,7 +2,8 @@
 false-failure rate with exact binomial tails, its neighbours against an enumeration of each
 format, what its compare accepts and rejects, and the regions its random cases reach. Exercises
 1 to 4: their references against outside oracles (ml_dtypes' fp8/fp6/fp4/fp16/bf16 codes, the
-exact rounding of an enumerated grid, listing every value, exact fractions)."""
+exact rounding of an enumerated grid, listing every value, numpy's bit patterns, exact
+fractions), on formats too wide to list as well."""
 
 from fractions import Fraction
 
@@ -245,27 +246,151 @@ def test_rounding_interval_reference_against_the_exact_rounding(e, m):
         assert np.all(outside != v), (v, lo, hi)
 
 
-def test_count_reference_by_bit_patterns_against_an_enumeration():
-    """The fp16 and fp32 counts come from numpy's bit patterns; for fp16 they agree with listing
-    every value, on intervals with ends on, between and beyond the values."""
-    from nbhelpers.answer_keys.ch01 import _count_by_bits, count_values_ref
+def _count_by_bits(a: float, b: float, dt) -> int:
+    """Values of numpy's float type dt in [a, b], from their bit patterns, which are ordered like
+    the values (+-0 share key 0)."""
+    big = float(np.finfo(dt).max)
+    if a > b or a > big or b < -big:
+        return 0
+    with np.errstate(over="ignore"):
+        lo, hi = dt(max(a, -big)), dt(min(b, big))  # nearest; step inward where it rounded outward
+    if float(lo) < a:
+        lo = np.nextafter(lo, dt(np.inf))
+    if float(hi) > b:
+        hi = np.nextafter(hi, dt(-np.inf))
+    if float(lo) > float(hi):
+        return 0
+    ibits = {2: np.int16, 4: np.int32, 8: np.int64}[np.dtype(dt).itemsize]
 
-    v = finite_values(FloatFormat.custom(5, 10))
+    def key(x) -> int:
+        k = int(dt(abs(x)).view(ibits))
+        return -k if x < 0 else k
+
+    return key(hi) - key(lo) + 1
+
+
+def _interval_ends(v: np.ndarray, rng: np.random.Generator, n: int = 300) -> np.ndarray:
+    """Ends on values of a format, halfway and a hair off them, zeros, infinities, past the top."""
+    picked = v[rng.integers(0, v.size, n)]
+    with np.errstate(over="ignore"):  # past float64's top: inf, an end like any other
+        off = [picked * (1 + 2.0**-30), rng.uniform(-2, 2, n) * v[-1], picked[:-1] / 2 + picked[1:] / 2]
+    return np.concatenate([picked, *off, [0.0, -0.0, np.inf, -np.inf]])
+
+
+def test_count_reference_against_a_listing_of_every_value():
+    """The reference (float64 codes cut to the format's width, never a list) against listing
+    every value, for every IEEE-style format of up to 12 bits and for fp16 and bf16."""
+    from nbhelpers.answer_keys.ch01 import count_values_ref
+
     rng = np.random.default_rng(1)
-    ends = np.concatenate([v[rng.integers(0, v.size, 300)], rng.uniform(-7e4, 7e4, 300), [0.0, -0.0, np.inf, -np.inf]])
-    ends = np.concatenate([ends, ends * (1 + 2.0**-12)])
+    shapes = [(e, m) for e in range(2, 9) for m in range(1, 10) if 1 + e + m <= 12] + [(5, 10), (8, 7)]
+    for e, m in shapes:
+        v = finite_values(FloatFormat.custom(e, m))
+        ends = _interval_ends(v, rng, 60)
+        for _ in range(150):
+            a, b = (float(x) for x in rng.choice(ends, 2))
+            want = int(max(0, np.searchsorted(v, b, side="right") - np.searchsorted(v, a, side="left")))
+            assert count_values_ref(a, b, e, m) == want, (a, b, e, m)
+
+
+@pytest.mark.parametrize("dt,e,m", [(np.float16, 5, 10), (np.float32, 8, 23), (np.float64, 11, 52)])
+def test_count_reference_against_numpys_bit_patterns(dt, e, m):
+    """fp16, fp32 and float64 (e11m52, a format no list holds) by numpy's bit patterns, on
+    intervals with ends on, between and beyond the values, across the subnormals and the top."""
+    from nbhelpers.answer_keys.ch01 import count_values_ref
+
+    rng = np.random.default_rng(2)
+    info = np.finfo(dt)
+    # values of dt from bit patterns drawn over every exponent, and the values next to them
+    ibits = {2: np.int16, 4: np.int32, 8: np.int64}[np.dtype(dt).itemsize]
+    top = int(np.array(info.max, dtype=dt).view(ibits))
+    keys = rng.integers(0, top + 1, 400, dtype=ibits)
+    v = np.sort(keys.view(dt).astype(np.float64))
+    ends = _interval_ends(v, rng)
+    with np.errstate(over="ignore"):
+        ends = np.concatenate([ends, -ends, [float(info.max), float(info.smallest_subnormal), float(info.tiny)]])
     for _ in range(2000):
         a, b = (float(x) for x in rng.choice(ends, 2))
-        want = int(max(0, np.searchsorted(v, b, side="right") - np.searchsorted(v, a, side="left")))
-        assert _count_by_bits(a, b, np.float16) == want, (a, b)
+        assert count_values_ref(a, b, e, m) == _count_by_bits(a, b, dt), (a, b)
     assert count_values_ref(-np.inf, np.inf, 8, 23) == 2**32 - 2**24 - 1  # all but inf/NaN and -0
     assert count_values_ref(1.0, 2.0, 8, 23) == 2**23 + 1
+    assert count_values_ref(-np.inf, np.inf, 11, 52) == 2**64 - 2**53 - 1
+
+
+def test_count_reference_adds_up_on_formats_too_wide_to_list():
+    """On wide formats: [a, b] split at any point c counts the same (c, when it is a value, is in
+    both parts), a binade holds 2**man_bits values and the subnormals 2**man_bits - 1 on a side."""
+    from nbhelpers.answer_keys.ch01 import count_values_ref
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        e, m = int(rng.integers(2, 12)), int(rng.integers(17, 53))
+        bias = 2 ** (e - 1) - 1
+        k = int(rng.integers(1 - bias, 2**e - 1 - bias))
+        assert count_values_ref(2.0**k, np.nextafter(2.0 ** (k + 1), 0), e, m) == 2**m
+        assert count_values_ref(np.nextafter(0.0, 1), np.nextafter(2.0 ** (1 - bias), 0), e, m) == 2**m - 1
+        a, c, b = sorted(float(x) for x in rng.choice([-1, 1], 3) * 2.0 ** rng.uniform(-bias - m, bias, 3))
+        both = count_values_ref(c, c, e, m)
+        assert count_values_ref(a, b, e, m) == count_values_ref(a, c, e, m) + count_values_ref(c, b, e, m) - both
+
+
+def test_absorbing_reference_against_a_search_over_every_value():
+    """The binade search against absorption_threshold, which tries every value of the format
+    with round_to: every positive c of every format of up to 10 bits, and some hundreds of c on
+    each 16-bit format."""
+    from nbhelpers.answer_keys.ch01 import smallest_absorbing_ref
+    from nbhelpers.rounding import absorption_threshold
+
+    rng = np.random.default_rng(4)
+    shapes = [(e, m) for e in range(2, 9) for m in range(1, 8) if 1 + e + m <= 10] + [(5, 10), (8, 7), (4, 11)]
+    for e, m in shapes:
+        f = FloatFormat.custom(e, m)
+        v = finite_values(f, nonnegative=True)[1:]
+        cs = v if v.size <= 512 else np.concatenate([v[:32], v[rng.integers(0, v.size, 100)], v[-32:]])
+        for c in cs:
+            assert smallest_absorbing_ref(float(c), e, m) == absorption_threshold(f, float(c)), (c, e, m)
+
+
+def test_absorbing_reference_by_exact_rounding_on_formats_too_wide_to_search():
+    """On wide formats, with an exact round to nearest even in Fractions: the answer x absorbs c,
+    and the value below x does not (nor does anything smaller: every binade below has a smaller
+    gap); inf only when the largest power of two does not absorb c either."""
+    from nbhelpers.answer_keys.ch01 import smallest_absorbing_ref
+
+    def rne(y: Fraction, e: int, m: int) -> Fraction:
+        bias = 2 ** (e - 1) - 1
+        k = max(y.numerator.bit_length() - y.denominator.bit_length(), 1 - bias)
+        while Fraction(2) ** k > y:
+            k -= 1
+        k = max(k, 1 - bias)
+        gap = Fraction(2) ** (k - m)
+        q, r = divmod(y, gap)
+        q += 1 if 2 * r > gap or (2 * r == gap and q % 2 == 1) else 0
+        return q * gap  # overflow does not arise below the largest power of two plus its half gap
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        e, m = int(rng.integers(2, 12)), int(rng.integers(17, 53))
+        bias = 2 ** (e - 1) - 1
+        E, M = int(rng.integers(0, 2**e - 1)), int(rng.choice([0, 1, int(rng.integers(0, 2**m))]))
+        if E == M == 0:
+            M = 1
+        c = Fraction(2**m + M if E else M) * Fraction(2) ** (max(E, 1) - bias - m)
+        x = smallest_absorbing_ref(float(c), e, m)
+        if x == np.inf:
+            top = Fraction(2) ** (2**e - 2 - bias)
+            assert rne(top + c, e, m) != top, (c, e, m)
+            continue
+        x = Fraction(x)
+        assert rne(x + c, e, m) == x, (c, e, m, x)
+        below = x - Fraction(2) ** (x.numerator.bit_length() - x.denominator.bit_length() - 1 - m)
+        if below > 0:
+            assert rne(below + c, e, m) != below, (c, e, m, x)
 
 
 def test_absorbing_reference_is_exact_for_tiny_c():
-    """absorption_threshold adds c in float64; for a tiny c against a large x the sum is rounded
-    there first, which must not change the answer: the search agrees with a direct check of the
-    tie and of the binade below."""
+    """For a tiny c against a large x: the reference agrees with a direct check of the tie and
+    of the binade below, and with the exact rounding of the enumerated grid."""
     from nbhelpers.answer_keys.ch01 import smallest_absorbing_ref
     from nbhelpers.rounding import round_to_ref
 
@@ -278,22 +403,42 @@ def test_absorbing_reference_is_exact_for_tiny_c():
         assert float(round_to_ref(x + c, f)) == x
 
 
+def _is_value(x: float, e: int, m: int) -> bool:
+    """Whether x > 0 is a finite value of (e, m): a whole number of its binade's spacings."""
+    bias = 2 ** (e - 1) - 1
+    k = max(int(np.frexp(x)[1]) - 1, 1 - bias)
+    return k <= 2**e - 2 - bias and (Fraction(x) / Fraction(2) ** (k - m)).denominator == 1
+
+
 def test_absorbing_cases_give_a_positive_value_of_the_format_and_the_solution_passes():
     """The spec promises c is a positive value of the format: every case of 300 seeds keeps that
     promise (a power of two drawn near the top of a format with few binades, such as e2m6, once
     fell below its smallest subnormal, where the formula of a right answer does not apply), and
     the solution passes with 40 random seeds."""
-    from nbhelpers.rounding import round_to
-
     for seed in range(300):
         for case in cases_for("ex01.smallest_absorbing", seed):
             c, e, m = case.args
-            assert c > 0 and float(round_to(c, FloatFormat.custom(e, m))) == c, (seed, case.args)
+            assert c > 0 and _is_value(c, e, m), (seed, case.args)
     fn = SolutionNotebook(SPEC.solution, SPEC.namespace).functions()["smallest_absorbing"]
     rng = np.random.default_rng(2024)
     for seed in rng.integers(10**11, 10**12, size=40):
         result = run_check("ex01.smallest_absorbing", fn, seed=int(seed))
         assert result.passed, str(result)
+
+
+def test_count_and_absorbing_cases_reach_formats_too_wide_to_list():
+    """With any seed, the fixed cases and the random ones alone ask about formats of 2**40 values
+    and more (no list of values, no search over them, finishes), with counts past 2**53."""
+    for seed in SEEDS:
+        for ex in ("ex01.count_values", "ex01.smallest_absorbing"):
+            cases = cases_for(ex, seed)
+            for part in (cases, [c for c in cases if not c.label]):
+                wide = [c for c in part if 1 + c.args[-2] + c.args[-1] >= 40]
+                assert len(wide) >= 10, (ex, seed)
+        from nbhelpers.answer_keys.ch01 import count_values_ref
+
+        random = [c for c in cases_for("ex01.count_values", seed) if not c.label]
+        assert sum(count_values_ref(*c.args) > 2**53 for c in random) >= 10
 
 
 def test_decode_cases_have_zero_and_negative_biases():

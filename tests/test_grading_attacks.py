@@ -255,14 +255,14 @@ raise RuntimeError("HOG " + "; ".join(_got))
 
 TEXT_BOMBS = """
 def decode_bits(bits, exp_bits, man_bits, specials, largest):
-    return " " * 12_000 + "\\n" + "\\ud800\\x1b[2J\\u202e"  # 1055 results: 13 MB, under 16 MiB a line
+    return " " * 12_000 + "\\n" + "\\ud800\\x1b[2J\\u202e"  # 1070 results: 13 MB, under 16 MiB a line
 def rounding_interval(v, exp_bits, man_bits):
     raise ValueError(" " * 1900 + "\\ud800\\x1b]0;pwned\\x07")
 def count_values(a, b, exp_bits, man_bits):
     import numpy as np
     return np.zeros(2**21)  # 16 MB a value
 def smallest_absorbing(c, exp_bits, man_bits):
-    return ["\\udcff" * 1000] * 50
+    return ["\\udcff" * 1000] * 30  # 60 results of 30,000 escapes: 11 MB, under 16 MiB a line
 raise ValueError("a lone surrogate \\ud800 and an escape \\x1b[31m in a message")
 """
 

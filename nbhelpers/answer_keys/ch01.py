@@ -2,21 +2,27 @@
 
 Exercises 2 to 5 work on custom IEEE-style formats given by (exp_bits, man_bits): inf and NaN at
 the all-ones exponent, subnormals at the all-zeros exponent, like fp16 and bf16; exercise 1 on
-formats given by their widths, their convention for special codes and their largest value. The references
-are the course's own tested helpers; edge cases come first, then random cases from the seed.
+formats given by their widths, their convention for special codes and their largest value.
+Exercises 3 and 4 also ask about formats up to 64 bits wide (exp_bits <= 11, man_bits <= 52, so
+that every value is a float64), far too many values to list or to try one by one; their references
+are closed forms in exact arithmetic (float64 bit patterns, Fractions), which
+tests/test_exercises_ch01.py holds to a listing of every value of the small formats and to numpy's
+float16, float32 and float64. The others use the course's own tested helpers. Edge cases come
+first, then random cases from the seed.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from ..comparators import float_array
 from ..exercise_types import Case, Exercise
-from ..formats import FloatFormat, Specials, decode, finite_values, ulp
-from ..rounding import absorption_threshold, round_to
+from ..formats import FloatFormat, Specials, decode, ulp
+from ..rounding import round_to
 
 # (exp_bits, man_bits) pairs the random cases draw from: small formats, fp8/fp16/bf16 shapes
 _SHAPES = [(2, 1), (2, 3), (3, 2), (3, 4), (4, 3), (5, 2), (5, 10), (8, 7), (6, 9), (8, 23), (8, 10)]
@@ -321,47 +327,83 @@ def _interval_cases(rng: np.random.Generator) -> list[Case]:
 
 # ------------------------------------------------------------------ 3. how many values between a and b
 
-# numpy/ml_dtypes types whose values are those of an IEEE-style (exp_bits, man_bits): their bit
-# patterns, ordered like the values, count the values between two numbers without listing them
-_ORDERED = {(8, 23): np.float32, (5, 10): np.float16}
+# Exercises 3 and 4 also take formats far too large to list or to try value by value: IEEE-style
+# (exp_bits, man_bits) up to these widths, where every value is a float64 (e8m40 has 2**49 positive
+# values). The references are closed forms in exact arithmetic, for any such format.
+WIDE_MAX_EXP_BITS = 11
+WIDE_MAX_MAN_BITS = 52
+_F64_FRAC_BITS = 52
 
 
-def _count_by_bits(a: float, b: float, dt) -> int:
-    """Values of the float type dt in [a, b], from their keys (+-0 share key 0)."""
-    big = float(np.finfo(dt).max)
-    if a > b or a > big or b < -big:
-        return 0
-    with np.errstate(over="ignore"):
-        lo, hi = dt(max(a, -big)), dt(min(b, big))  # nearest; step inward where it rounded outward
-    if float(lo) < a:
-        lo = np.nextafter(lo, dt(np.inf))
-    if float(hi) > b:
-        hi = np.nextafter(hi, dt(-np.inf))
-    if float(lo) > float(hi):
-        return 0
-    ibits = {2: np.int16, 4: np.int32}[np.dtype(dt).itemsize]
-
-    def key(x) -> int:
-        k = int(dt(abs(x)).view(ibits))
-        return -k if x < 0 else k
-
-    return key(hi) - key(lo) + 1
+def _check_widths(exp_bits: int, man_bits: int) -> tuple[int, int]:
+    e, m = int(exp_bits), int(man_bits)
+    if not (2 <= e <= WIDE_MAX_EXP_BITS and 1 <= m <= WIDE_MAX_MAN_BITS):
+        raise ValueError(
+            f"exp_bits in [2, {WIDE_MAX_EXP_BITS}] and man_bits in [1, {WIDE_MAX_MAN_BITS}], got {exp_bits}, {man_bits}"
+        )
+    return e, m
 
 
-@functools.cache
-def _all_values(exp_bits: int, man_bits: int) -> np.ndarray:
-    return finite_values(_spec(exp_bits, man_bits))  # ascending, zero once
+def _emin_emax(e: int) -> tuple[int, int]:
+    bias = 2 ** (e - 1) - 1
+    return 1 - bias, 2**e - 2 - bias
+
+
+def _largest(e: int, m: int) -> float:
+    return math.ldexp(2 ** (m + 1) - 1, _emin_emax(e)[1] - m)  # exact: m + 1 <= 53 bits
+
+
+def _ieee_value(code: int, e: int, m: int) -> float:
+    """The value of a finite code (sign bit highest, exponent field below all ones) of (e, m), in
+    plain Python: for any width up to WIDE_MAX_*, where FloatFormat stops at fp32's."""
+    s, E, M = code >> (e + m), (code >> m) & (2**e - 1), code & (2**m - 1)
+    if E == 2**e - 1:
+        raise ValueError(f"code {code:#x} of e{e}m{m} is inf or NaN")
+    emin = _emin_emax(e)[0]
+    x = math.ldexp(M, emin - m) if E == 0 else math.ldexp(2**m + M, E - 1 + emin - m)
+    return -x if s else x
+
+
+def _values_up_to(y: float, e: int, m: int) -> tuple[int, bool]:
+    """(how many values v of (e, m) have 0 <= v <= y, whether y is one of them), for
+    0 <= y <= the largest value. A normal y's code is its float64 code cut short: float64's
+    exponent rebased to the format's, and its 52 fraction bits cut to man_bits (cutting rounds
+    down); a y below the smallest normal is a whole number of subnormal spacings, plus a part."""
+    emin = _emin_emax(e)[0]
+    if y < math.ldexp(1.0, emin):
+        n = y / math.ldexp(1.0, emin - m)  # exact: a power of two, and y has room below it
+        return math.floor(n) + 1, n == math.floor(n)
+    bits = int(np.float64(y).view(np.int64))
+    E64, frac = bits >> _F64_FRAC_BITS, bits & (2**_F64_FRAC_BITS - 1)
+    cut = _F64_FRAC_BITS - m
+    code = ((E64 - 1023 - emin + 1) << m) | (frac >> cut)
+    return code + 1, frac & (2**cut - 1) == 0
 
 
 def count_values_ref(a: float, b: float, exp_bits: int, man_bits: int) -> int:
     """How many finite values of the IEEE-style format (exp_bits, man_bits) lie in [a, b]
-    (+0 and -0 are one value). By listing them (formats of at most 16 bits), or from the bit
-    patterns of numpy's float32 and float16 for those two shapes."""
-    a, b = float(a), float(b)
-    if (exp_bits, man_bits) in _ORDERED:
-        return _count_by_bits(a, b, _ORDERED[(exp_bits, man_bits)])
-    v = _all_values(int(exp_bits), int(man_bits))
-    return int(max(0, np.searchsorted(v, b, side="right") - np.searchsorted(v, a, side="left")))
+    (+0 and -0 are one value), for any format whose values are float64s (exp_bits <= 11,
+    man_bits <= 52): from the codes of the values next to the ends (:func:`_values_up_to`),
+    never by listing."""
+    e, m = _check_widths(exp_bits, man_bits)
+    big = _largest(e, m)
+    a, b = max(float(a), -big), min(float(b), big)
+    if a > b:
+        return 0
+    if a >= 0:  # [a, b] on the positive side: up to b, less those below a
+        (nb, _), (na, a_on) = _values_up_to(b, e, m), _values_up_to(a, e, m)
+        return nb - na + a_on
+    if b <= 0:  # the mirror image
+        (na, _), (nb, b_on) = _values_up_to(-a, e, m), _values_up_to(-b, e, m)
+        return na - nb + b_on
+    return _values_up_to(b, e, m)[0] + _values_up_to(-a, e, m)[0] - 1  # zero on both sides, once
+
+
+def _wide_shape(rng: np.random.Generator) -> tuple[int, int]:
+    """A format of 17 to 52 mantissa bits (mostly 40 or more: counts past 2**53) and 2 to 11
+    exponent bits: no numpy type (but e8m23 and e11m52), 2**17 or more values in every binade."""
+    m = int(rng.integers(40, WIDE_MAX_MAN_BITS + 1)) if rng.random() < 0.6 else int(rng.integers(17, 40))
+    return int(rng.integers(2, WIDE_MAX_EXP_BITS + 1)), m
 
 
 def _count_cases(rng: np.random.Generator) -> list[Case]:
@@ -394,31 +436,54 @@ def _count_cases(rng: np.random.Generator) -> list[Case]:
         Case((-1e-40, 1e-40, 8, 23), label="fp32: around zero, among the subnormals"),
         Case((-0.0, 0.0, 5, 10), label="fp16: zero alone"),
         Case((-65504.0, 65504.0, 5, 10), label="fp16: every finite value"),
+        # formats no list of values can hold
+        Case((-math.inf, math.inf, 11, 52), label="e11m52 (float64's layout): every finite value"),
+        Case((-math.inf, math.inf, 8, 40), label="e8m40: every finite value"),
+        Case((1.0, 2.0, 10, 45), label="e10m45: the binade [1, 2]"),
+        Case((0.0, 8 - 2.0**-50, 11, 52), label="e11m52: up to the last value below 8"),
+        Case((8 - 2.0**-50, 16.0, 11, 52), label="e11m52: from the last value below 8"),
+        Case((-(2.0**-20), -(2.0**-30 - 2.0**-83), 11, 52), label="e11m52: negative, to the last value above -2**-30"),
+        Case((2.0**-60 + 2.0**-100, 2.0**-59 - 2.0**-100, 9, 40), label="e9m40: a binade without its first value"),
+        Case((-(2.0**-1030), 2.0**-1030, 11, 40), label="e11m40: around zero, among the subnormals"),
+        Case((1 + 2.0**-41, 2 - 2.0**-41, 8, 40), label="e8m40: ends between values"),
+        Case((-3.0, -1.0, 9, 50), label="e9m50: negative"),
+        Case((_largest(6, 30), math.inf, 6, 30), label="e6m30: from the largest value on"),
+        Case((-1.0, 3.0 * 2.0**-40, 2, 40), label="e2m40: bias 1, ends at -1 and a subnormal"),
     ]
-    # random intervals whose ends are values of the format (closed ends matter), midpoints and
-    # other numbers between values, zero, infinities and numbers past the largest value; the
-    # ends fall in the subnormals, in the normal range and at the top, either sign
-    shapes = [(e, m) for e, m in _SHAPES if 1 + e + m <= 16 or (e, m) in _ORDERED] + [(8, 23), (5, 10)]
-    for _ in range(200):
-        e, m = shapes[int(rng.integers(len(shapes)))]
-        f = _spec(e, m)
+    # random intervals whose ends are values of the format (closed ends matter), the last value
+    # below a power of two, midpoints and other numbers between values, zero, infinities and
+    # numbers past the largest value; the ends fall in the subnormals, in the normal range and at
+    # the top, either sign; small formats and fp16/fp32, and formats too wide to list
+    shapes = [(e, m) for e, m in _SHAPES if 1 + e + m <= 16 or (e, m) in ((8, 23), (5, 10))] + [(8, 23), (5, 10)]
+    for i in range(200):
+        e, m = shapes[int(rng.integers(len(shapes)))] if i % 5 < 3 else _wide_shape(rng)
+        if i % 10 == 9:  # 52 mantissa bits, both ends the last value of a binade (below are more)
+            e, m = int(rng.integers(2, WIDE_MAX_EXP_BITS + 1)), WIDE_MAX_MAN_BITS
+            a, b = (_sign(rng) * _ieee_value((int(rng.integers(0, 2**e - 1)) << m) | (2**m - 1), e, m) for _ in "ab")
+            cases.append(Case((min(a, b), max(a, b), e, m)))
+            continue
+        big = _largest(e, m)
+        smallest = math.ldexp(1.0, _emin_emax(e)[0] - m)
 
         def end() -> float:
             r = rng.random()
-            if r < 0.35:
-                x = float(decode(_code(rng, e, m, int(rng.integers(0, 2**e - 1))), f))  # a value
-            elif r < 0.5:
-                x = float(decode(_code(rng, e, m, 0), f))  # zero or a subnormal
-            elif r < 0.6:
-                c = _code(rng, e, m, int(rng.integers(0, 2**e - 1)))
-                c = min(c & ~(1 << (e + m)), 2 ** (e + m) - 2**m - 2)  # below the largest magnitude
-                x = _sign(rng) * _between(f, c, float(rng.choice([0.5, 0.25, 0.999])))
+            if r < 0.3:
+                x = _ieee_value(_code(rng, e, m, int(rng.integers(0, 2**e - 1))), e, m)  # a value
+            elif r < 0.4:
+                x = _ieee_value(_code(rng, e, m, 0), e, m)  # zero or a subnormal
+            elif r < 0.5:  # the last value of a binade, just below a power of two
+                E = int(rng.integers(0, 2**e - 1))
+                x = _sign(rng) * _ieee_value((E << m) | (2**m - 1), e, m)
+            elif r < 0.6:  # between two values, below the largest
+                c = min(_code(rng, e, m, int(rng.integers(0, 2**e - 1))) & ~(1 << (e + m)), 2 ** (e + m) - 2**m - 2)
+                lo, hi = _ieee_value(c, e, m), _ieee_value(c + 1, e, m)
+                x = _sign(rng) * (lo + float(rng.choice([0.5, 0.25, 0.999])) * (hi - lo))
             elif r < 0.7:
-                x = float(rng.choice([0.0, -0.0, math.inf, -math.inf, f.max, -f.max]))
+                x = float(rng.choice([0.0, -0.0, math.inf, -math.inf, big, -big]))
             elif r < 0.75:
-                x = _sign(rng) * f.max * float(rng.uniform(1, 4))  # past the largest value
+                x = _sign(rng) * min(big * float(rng.uniform(1, 4)), np.finfo(np.float64).max)  # past the largest
             else:
-                x = _sign(rng) * 2.0 ** rng.uniform(np.log2(f.smallest_positive) - 1, np.log2(f.max))
+                x = _sign(rng) * 2.0 ** rng.uniform(np.log2(smallest) - 1, np.log2(big))
             return x
 
         a, b = end(), end()
@@ -433,10 +498,26 @@ def _count_cases(rng: np.random.Generator) -> list[Case]:
 # ------------------------------------------------------------------ 4. where x + c == x
 
 
+@functools.lru_cache(maxsize=4096)
 def smallest_absorbing_ref(c: float, exp_bits: int, man_bits: int) -> float:
     """Smallest positive x of the format with round(x + c) == x (nearest-even), for a positive
-    value c of the format; inf if none. A search over every value (formats of at most 16 bits)."""
-    return absorption_threshold(_spec(exp_bits, man_bits), float(c))
+    value c of the format; inf if none. For any format whose values are float64s.
+
+    x absorbs c when c is below half the gap above x, or exactly half of it and x's last bit is
+    even. Every value of a binade has the same gap above it, and the first one, a power of two,
+    is even; no subnormal absorbs c (its half gap is below the smallest subnormal). So the answer
+    is the first power of two whose half gap reaches c: a search over the binades, at most 2046,
+    compared exactly (Fractions). tests/test_exercises_ch01.py holds it to a search over every
+    value of every format of up to 16 bits."""
+    e, m = _check_widths(exp_bits, man_bits)
+    emin, emax = _emin_emax(e)
+    c = Fraction(float(c))
+    if not c > 0:
+        raise ValueError(f"c must be a positive value of the format, got {float(c)!r}")
+    for k in range(emin, emax + 1):
+        if c <= Fraction(2) ** (k - m - 1):  # half the gap above 2**k
+            return math.ldexp(1.0, k)
+    return math.inf
 
 
 def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
@@ -452,23 +533,41 @@ def _absorbing_cases(rng: np.random.Generator) -> list[Case]:
         Case((0.5, 2, 1), label="e2m1, c = 0.5 (its only subnormal)"),
         Case((2.0**-16, 5, 10), label="fp16, c = a subnormal power of two"),
         Case((5 * 2.0**-24, 5, 10), label="fp16, c = 5 smallest subnormals"),
+        # formats too wide to try every value
+        Case((1.0, 8, 40), label="e8m40, c = 1"),
+        Case((1 + 2.0**-40, 8, 40), label="e8m40, c = 1 + 2**-40"),
+        Case((4 * (1 + 2.0**-52), 11, 52), label="e11m52 (float64's layout), c = 4 + 2**-50"),
+        Case((3 * 2.0**-30, 10, 45), label="e10m45, c = 3 * 2**-30"),
+        Case((2.0**-1074, 11, 52), label="e11m52, c = the smallest subnormal"),
+        Case((2.0 ** (1023 - 53), 11, 52), label="e11m52, c = 2**970: x is the largest power of two"),
+        Case((2.0 ** (1023 - 52), 11, 52), label="e11m52, c = 2**971: no such x"),
+        Case((2.0**-40, 2, 40), label="e2m40, c = its smallest subnormal"),
+        Case((2.0**-39, 2, 40), label="e2m40, c = 2**-39: no such x"),
     ]
     pairs = [(e, m) for e in range(2, 9) for m in range(1, 8) if 1 + e + m <= 16]
-    # c a random value of a random format: a power of two (x + c can be a tie) or not, a subnormal
-    # or normal, often large enough that no value of the format absorbs it (inf)
-    for _ in range(30):
-        e, m = pairs[int(rng.integers(len(pairs)))]
-        f = _spec(e, m)
+    # c a random value of a random format: a power of two (x + c can be a tie) or not, just above
+    # one, a subnormal or normal, often large enough that no value of the format absorbs it (inf);
+    # small formats and formats too wide to try every value
+    for i in range(40):
+        e, m = pairs[int(rng.integers(len(pairs)))] if i % 2 == 0 else _wide_shape(rng)
+        emin, emax = _emin_emax(e)
+        if i % 4 == 3:  # 48 to 52 mantissa bits, c just above a power of two far from 1
+            e, m = int(rng.integers(8, WIDE_MAX_EXP_BITS + 1)), int(rng.integers(48, WIDE_MAX_MAN_BITS + 1))
+            emin, emax = _emin_emax(e)
+            k = int(rng.choice([-1, 1])) * int(rng.integers(64, emax - m))
+            cases.append(Case((math.ldexp(2**m + 1, k - m), e, m)))
+            continue
         r = rng.random()
         E = 0 if r < 0.2 else int(rng.integers(1, 2**e - 1))
-        M = 0 if rng.random() < 0.4 else int(rng.integers(1, 2**m))
+        r = rng.random()
+        M = 0 if r < 0.35 else 1 if r < 0.5 else int(rng.integers(1, 2**m))
         if E == 0 and M == 0:
             M = 1
-        c = float(decode((E << m) | M, f))
+        c = _ieee_value((E << m) | M, e, m)
         if rng.random() < 0.2:  # near the top: answer inf, or the last binades that still absorb
             # (never below the smallest subnormal: in a format with few binades, such as e2m6,
             # 2**(emax - m - 2) is not a value of the format, and c must be one)
-            c = max(2.0 ** (f.emax - m - int(rng.integers(0, 3))), f.smallest_subnormal)
+            c = max(2.0 ** (emax - m - int(rng.integers(0, 3))), math.ldexp(1.0, emin - m))
         cases.append(Case((c, e, m)))
     return cases
 
