@@ -553,11 +553,36 @@ CHAPTERS = [
                 # K passed through float32 on the way out: wrong only for a power-of-two product (2**24 + 1)
                 ("first_inexact_K", "    return K\n", "    return int(np.float32(K))\n"),
                 # the sum of ones' answer for every product
-                ("first_inexact_K", "K = 2**24 // m + 1", "K = 2**24 + 1"),
-                # fp32's 23 stored mantissa bits instead of its 24 significant ones
-                ("first_inexact_K", "K = 2**24 // m + 1", "K = 2**23 // m + 1"),
-                # "headroom": a product of b significant bits leaves 24 - b bits for the count
-                ("first_inexact_K", "K = 2**24 // m + 1", "K = 2 ** (24 - m.bit_length()) + 1"),
+                ("first_inexact_K", "K = 2 ** (man_bits + 1) // m + 1", "K = 2 ** (man_bits + 1) + 1"),
+                # the 23 (or man_bits) stored mantissa bits instead of the 24 (man_bits + 1) significant ones
+                ("first_inexact_K", "K = 2 ** (man_bits + 1) // m + 1", "K = 2**man_bits // m + 1"),
+                # "headroom": a product of b significant bits leaves p - b bits for the count
+                (
+                    "first_inexact_K",
+                    "K = 2 ** (man_bits + 1) // m + 1",
+                    "K = 2 ** (man_bits + 1 - m.bit_length()) + 1",
+                ),
+                # fp32's answer whatever the accumulator
+                ("first_inexact_K", "K = 2 ** (man_bits + 1) // m + 1", "K = 2**24 // m + 1"),
+                # 2**p / m in float64: past 2**53 the quotient is rounded before it is cut to an int
+                ("first_inexact_K", "K = 2 ** (man_bits + 1) // m + 1", "K = int(2.0 ** (man_bits + 1) / m) + 1"),
+                # running the sum in float32 (numpy's cumsum, a chunk at a time): fp32's answer only
+                (
+                    "first_inexact_K",
+                    "    ### BEGIN SOLUTION\n",
+                    "    ### BEGIN SOLUTION\n"
+                    "    x = float(a) * float(b)\n"
+                    "    s, done = np.float32(0.0), 0\n"
+                    "    while True:\n"
+                    "        chunk = np.full(1 << 20, np.float32(x), dtype=np.float32)\n"
+                    "        chunk[0] = s + np.float32(x)\n"
+                    "        sums = np.cumsum(chunk, dtype=np.float32)\n"
+                    "        exact = np.arange(done + 1, done + (1 << 20) + 1, dtype=np.float64) * x\n"
+                    "        bad = np.flatnonzero(sums.astype(np.float64) != exact)\n"
+                    "        if bad.size:\n"
+                    "            return done + int(bad[0]) + 1\n"
+                    "        s, done = sums[-1], done + (1 << 20)\n",
+                ),
                 # the product's 16-bit significand (trailing zeros kept) instead of its odd part
                 (
                     "first_inexact_K",
@@ -571,20 +596,51 @@ CHAPTERS = [
                 ("once_and_every_step", "max(1.0, 2.0 ** (p - j))", "max(1.0, 2.0 ** (p + 1 - j))"),
                 # bf16's 7 stored mantissa bits instead of its 8 significant ones
                 ("once_and_every_step", "every = min(exact, stop(8))", "every = min(exact, stop(7))"),
-                # fp32's 23 stored bits
-                ("once_and_every_step", "min(exact, stop(24))", "min(exact, stop(23))"),
+                # the accumulator's stored bits, not its significant ones
+                ("once_and_every_step", "min(exact, stop(man_bits + 1))", "min(exact, stop(man_bits))"),
+                # fp32's stopping point whatever the accumulator
+                ("once_and_every_step", "min(exact, stop(man_bits + 1))", "min(exact, stop(24))"),
+                # the wide sum passed through float32 on its way to bf16 (as ml_dtypes' cast of a float64
+                # to bfloat16 does): rounded twice, a sum just off a bf16 tie lands on the tie
+                (
+                    "once_and_every_step",
+                    'once = float(round_to(min(exact, stop(man_bits + 1)), "bf16"))',
+                    'once = float(round_to(float(np.float32(min(exact, stop(man_bits + 1)))), "bf16"))',
+                ),
+                # running the sums in float32 and ml_dtypes' bfloat16 (a chunk at a time, until they
+                # stall): fp32's answer only
+                (
+                    "once_and_every_step",
+                    "    ### BEGIN SOLUTION\n",
+                    "    ### BEGIN SOLUTION\n"
+                    "    import ml_dtypes\n"
+                    "\n"
+                    "    def run(dt):\n"
+                    "        s, left = dt(1.0), n\n"
+                    "        while left:\n"
+                    "            chunk = np.full(min(left, 1 << 20), 2.0**-j, dtype=dt)\n"
+                    "            chunk[0] = dt(s + chunk[0])\n"
+                    "            sums = np.cumsum(chunk, dtype=dt)\n"
+                    "            if sums[-1] == s or (sums.size > 1 and sums[-1] == sums[-2]):\n"
+                    "                return float(sums[-1])\n"
+                    "            s, left = sums[-1], left - sums.size\n"
+                    "        return float(s)\n"
+                    "\n"
+                    "    once = float(np.float32(run(np.float32)).astype(ml_dtypes.bfloat16))\n"
+                    "    return once, run(ml_dtypes.bfloat16)\n",
+                ),
                 # the stopping point below 1 when 2**-j is below half a spacing: the sum cannot fall below 1
                 ("once_and_every_step", "max(1.0, 2.0 ** (p - j))", "2.0 ** (p - j)"),
-                # once: the fp32 sum returned without the final rounding to bf16
+                # once: the wide sum returned without the final rounding to bf16
                 (
                     "once_and_every_step",
-                    'once = float(round_to(min(exact, stop(24)), "bf16"))',
-                    "once = min(exact, stop(24))",
+                    'once = float(round_to(min(exact, stop(man_bits + 1)), "bf16"))',
+                    "once = min(exact, stop(man_bits + 1))",
                 ),
-                # once: the exact sum rounded to bf16, as if the fp32 accumulator never stalled
+                # once: the exact sum rounded to bf16, as if the wide accumulator never stalled
                 (
                     "once_and_every_step",
-                    'once = float(round_to(min(exact, stop(24)), "bf16"))',
+                    'once = float(round_to(min(exact, stop(man_bits + 1)), "bf16"))',
                     'once = float(round_to(exact, "bf16"))',
                 ),
                 # the 1 counted among the n terms

@@ -1,6 +1,8 @@
 """Chapter 03's exercises beyond the table (test_exercises.py): what the comparisons forgive
 (the sign of an exact zero, another route to the same answer), and that the references, which
-run the accumulations instead of deriving the answers, run them right."""
+follow the accumulations instead of deriving the answers, agree with sums that run (numpy's
+float32, round_to one addition at a time), and that the cases reach accumulators too wide for
+any loop."""
 
 import math
 
@@ -20,11 +22,29 @@ def solution_functions() -> dict:
 # ---- ex03.first_inexact_K: a prediction, checked against the sum itself
 
 
-def test_first_inexact_K_reference_runs_the_sum_across_chunks(monkeypatch):
-    """The reference's chunked cumsum, with chunks of 2**20 and of 7 (so that the answer falls
-    inside a late chunk, across many joins), against a plain loop of float32 additions, for
-    products whose answers are short enough to loop to."""
-    from nbhelpers.answer_keys import ch03
+def _first_inexact_fp32_cumsum(x: float, chunk: int = 1 << 20) -> int:
+    """The first K at which a sequential fp32 sum of K copies of x differs from K * x, by running
+    the sum: numpy's float32 cumsum adds in order, rounding each step, a chunk at a time."""
+    x32 = np.float32(x)
+    s, done = np.float32(0.0), 0
+    while True:
+        part = np.full(chunk, x32, dtype=np.float32)
+        part[0] = s + x32  # the step from the previous chunk's last sum, rounded in float32
+        sums = np.cumsum(part, dtype=np.float32)
+        exact = np.arange(done + 1, done + chunk + 1, dtype=np.float64) * x
+        bad = np.flatnonzero(sums.astype(np.float64) != exact)
+        if bad.size:
+            return done + int(bad[0]) + 1
+        s, done = sums[-1], done + chunk
+
+
+def test_first_inexact_K_reference_against_numpys_float32_sum():
+    """For fp32, the reference (binade by binade, in exact arithmetic) against numpy's float32
+    cumsum, for every product of the fixed cases and of a random seed's fp32 cases (answers up to
+    2**24 + 1); the chunked cumsum itself against a plain loop of float32 additions, with chunks
+    of 2**20 and of 7 (the answer inside a late chunk, across many joins)."""
+    from nbhelpers.answer_keys.ch03 import first_inexact_K_ref
+    from nbhelpers.checks import cases_for
 
     def loop(x):
         s, k = np.float32(0.0), 0
@@ -37,52 +57,69 @@ def test_first_inexact_K_reference_runs_the_sum_across_chunks(monkeypatch):
     expected = [loop(x) for x in xs]
     assert all(k < 100_000 for k in expected)
     for chunk in (1 << 20, 7):
-        ch03._first_inexact_fp32_sum.cache_clear()
-        monkeypatch.setattr(ch03, "_CHUNK", chunk)
-        assert [ch03._first_inexact_fp32_sum(x) for x in xs] == expected
-    ch03._first_inexact_fp32_sum.cache_clear()
+        assert [_first_inexact_fp32_cumsum(x, chunk) for x in xs] == expected
+    products = {abs(c.args[0] * c.args[1]) for seed in (0, 3) for c in cases_for("ex03.first_inexact_K", seed)}
+    for x in sorted(products):
+        assert first_inexact_K_ref(x, 1.0, 23) == _first_inexact_fp32_cumsum(x), x
+
+
+def test_first_inexact_K_reference_against_one_rounding_at_a_time():
+    """For accumulators of 8 to 15 mantissa bits (fp32's range), the reference against the sum
+    taken one round_to at a time, for many bf16 products at once."""
+    from nbhelpers.answer_keys.ch03 import first_inexact_K_ref
+    from nbhelpers.formats import FloatFormat
+    from nbhelpers.rounding import round_to
+
+    rng = np.random.default_rng(6)
+    sig = np.concatenate([[1.0, 1.5, 1.75, 255 / 128], rng.integers(128, 256, 40) / 128])
+    x = sig * rng.integers(128, 256, sig.size) / 128 * 2.0 ** rng.integers(-20, 20, sig.size)
+    for m in (15, 12, 8):
+        f = FloatFormat.custom(8, m)
+        s = np.zeros(x.size)
+        first = np.zeros(x.size, dtype=np.int64)
+        k = 0
+        while not first.all():
+            k += 1
+            s = round_to(s + x, f)
+            first[(first == 0) & (s != k * x)] = k
+        assert [first_inexact_K_ref(float(v), 1.0, m) for v in x] == first.tolist(), m
 
 
 def test_first_inexact_K_accepts_another_derivation():
-    """The answer by another route: the first odd k past 2**24 / m, m the product's significand
-    with its trailing zeros shifted out via the fp32 bits, returned as a float."""
+    """The answer by another route: the first odd k past 2**p / m, m the product's significand
+    with its trailing zeros shifted out via the fp32 bits, returned as a float where it is exact."""
     import struct
 
-    def by_bits(a, b):
+    def by_bits(a, b, man_bits):
         bits = struct.unpack("<I", struct.pack("<f", abs(a * b)))[0]
         m = (bits & 0x7FFFFF) | 0x800000
         m >>= (m & -m).bit_length() - 1
-        k = 2**24 // m + 1
-        return float(k + 1 - k % 2)
+        k = 2 ** (man_bits + 1) // m + 1
+        k += 1 - k % 2
+        return float(k) if k < 2**53 else k
 
     assert run_check("ex03.first_inexact_K", by_bits).passed
+
+
+def test_first_inexact_K_cases_reach_wide_accumulators():
+    """With any seed, the fixed cases and the random ones alone ask about fp32 and about
+    accumulators whose answers need 2**40 additions and more, past 2**53 too."""
+    from nbhelpers.answer_keys.ch03 import first_inexact_K_ref
+    from nbhelpers.checks import cases_for
+
+    for seed in (0, SPEC.hidden_seed, 12345, 8142093377):
+        cases = cases_for("ex03.first_inexact_K", seed)
+        for part in (cases, [c for c in cases if not c.label]):
+            answers = [first_inexact_K_ref(*c.args) for c in part]
+            assert sum(c.args[2] == 23 for c in part) >= 8, seed
+            assert sum(k > 2**40 for k in answers) >= 5 and sum(k > 2**53 for k in answers) >= 3, seed
 
 
 # ---- ex03.once_and_every_step: a prediction, checked against stepped accumulators
 
 
-def test_stepped_sum_jumps_agree_with_one_addition_at_a_time():
-    """_stepped_sum jumps over runs of exact additions; here the same sums one round_to at a
-    time (for all j at once), up to 4,100 terms: past bf16's stopping point for every j, and
-    past fp32's for j >= 12."""
-    from nbhelpers.answer_keys.ch03 import _stepped_sum
-    from nbhelpers.rounding import round_to
-
-    js = np.arange(31)
-    t = 2.0**-js
-    for fmt in ("bf16", "fp32"):
-        s = np.ones(js.size)
-        for n in range(1, 4101):
-            s = round_to(s + t, fmt)
-            if n in (1, 2, 3, 127, 128, 129, 255, 256, 257, 300, 1000, 4095, 4096, 4100):
-                for j in js:
-                    assert _stepped_sum(n, float(t[j]), fmt) == s[j], (n, int(j), fmt)
-        for j in js[:8]:  # just before, at and after bf16's stopping point 2**(8 - j)
-            for n in range(2**8 - 2 ** int(j) - 2, 2**8 - 2 ** int(j) + 3):
-                assert _stepped_sum(n, float(t[j]), fmt) == _plain(n, float(t[j]), fmt), (n, int(j), fmt)
-
-
-def _plain(n: int, t: float, fmt: str) -> float:
+def _stepped_by_round_to(n: int, t: float, fmt) -> float:
+    """1 + t + ... (n terms) with round_to at every step, one at a time (n small)."""
     from nbhelpers.rounding import round_to
 
     s = 1.0
@@ -91,23 +128,49 @@ def _plain(n: int, t: float, fmt: str) -> float:
     return s
 
 
+def test_stepped_sum_agrees_with_one_round_to_at_a_time():
+    """_stepped_sum (exact integers, jumping over runs of exact additions) against the same sums
+    one round_to at a time (for all j at once), up to 4,100 terms: past bf16's stopping point for
+    every j, past fp32's for j >= 12, and past that of an accumulator of 10 mantissa bits."""
+    from nbhelpers.answer_keys.ch03 import _stepped_sum
+    from nbhelpers.formats import FloatFormat
+    from nbhelpers.rounding import round_to
+
+    js = np.arange(31)
+    t = 2.0**-js
+    for fmt, m in (("bf16", 7), ("fp32", 23), (FloatFormat.custom(8, 10), 10)):
+        s = np.ones(js.size)
+        for n in range(1, 4101):
+            s = round_to(s + t, fmt)
+            if n in (1, 2, 3, 127, 128, 129, 255, 256, 257, 300, 1000, 2047, 2048, 2049, 4095, 4096, 4100):
+                for j in js:
+                    assert _stepped_sum(n, int(j), m) == s[j], (n, int(j), fmt)
+        for j in js[:8]:  # just before, at and after bf16's stopping point 2**(8 - j)
+            for n in range(2**8 - 2 ** int(j) - 2, 2**8 - 2 ** int(j) + 3):
+                assert _stepped_sum(n, int(j), m) == _stepped_by_round_to(n, float(t[j]), fmt), (n, int(j), fmt)
+
+
 def test_once_and_every_step_cases_reach_ties_and_both_stopping_points():
+    """With any seed: exact sums on a bf16 tie, sums stalled in the wide accumulator and in bf16,
+    and wide accumulators that stall or stay exact only past 2**40 additions."""
     from nbhelpers.answer_keys.ch03 import once_and_every_step_ref
     from nbhelpers.checks import cases_for
     from nbhelpers.rounding import round_to
 
-    for seed in (0, SPEC.hidden_seed, 12345):
-        ties = stalled32 = stalled16 = 0
+    for seed in (0, SPEC.hidden_seed, 12345, 8142093377):
+        ties = stalled = stalled16 = far = 0
         for case in cases_for("ex03.once_and_every_step", seed):
-            n, j = case.args
+            n, j, man_bits = case.args
+            p = man_bits + 1
             exact = 1 + n * 2.0**-j
-            once, every = once_and_every_step_ref(n, j)
-            sum32 = min(exact, max(1.0, 2.0 ** (24 - j)))
-            up = float(round_to(sum32, "bf16", "nearest_away"))
-            ties += up != once and sum32 == exact
-            stalled32 += exact > 2.0 ** (24 - j) > 1
+            once, every = once_and_every_step_ref(n, j, man_bits)
+            wide = min(exact, max(1.0, 2.0 ** (p - j)))
+            up = float(round_to(wide, "bf16", "nearest_away"))
+            ties += up != once and wide == exact
+            stalled += exact > 2.0 ** (p - j) > 1
             stalled16 += exact > every
-        assert ties >= 3 and stalled32 >= 5 and stalled16 >= 10, (seed, ties, stalled32, stalled16)
+            far += man_bits > 23 and n > 2**40 and (j < p and 2.0 ** (p - j) > 1)
+        assert ties >= 3 and stalled >= 5 and stalled16 >= 10 and far >= 10, (seed, ties, stalled, stalled16, far)
 
 
 # ---- ex03.split_k_rescue: a construction, judged with the split-K order and exact sums

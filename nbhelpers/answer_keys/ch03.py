@@ -3,11 +3,12 @@
 Four kinds of answer, each judged by something the student's route does not share:
 
 - ``first_inexact_K`` and ``once_and_every_step`` are predictions (closed forms worked out on
-  paper). Their references *run* the accumulation instead: a sequential fp32 sum of equal terms
-  (numpy's float32 ``cumsum``, which adds in order), and a bf16 / fp32 accumulator stepped with
-  :func:`nbhelpers.rounding.round_to`, jumping over runs of additions that are exact (which lets
-  it reach counts of 2**40 terms). tests/test_exercises_ch03.py checks the jumps against plain
-  step-by-step sums. Compared bit-exactly.
+  paper), for fp32 and for accumulators of up to 60 mantissa bits, whose sums of 2**40 terms
+  and more no loop runs. Their references follow the running sum in exact integers and
+  Fractions instead: binade by binade, the first multiple of the product that is not a value of
+  the accumulator; and the accumulators stepped one addition at a time, jumping over runs of
+  additions that are exact. tests/test_exercises_ch03.py holds them to numpy's float32 sum and
+  to one round_to at a time (fp32, bf16 and narrower accumulators). Compared bit-exactly.
 - ``split_k_rescue`` is a construction: the student returns bf16 vectors whose split-K dot
   product (slices summed in fp32 with :func:`nbhelpers.accumulation.emulated_matmul`, the
   partial sums joined in the stated tree: :func:`split_k_matmul_ref`) is exact while the plain
@@ -43,32 +44,44 @@ def _bf16(x) -> np.ndarray:
 
 # ------------------------------------------------------------------ 1. the first K a sum of equal products gets wrong
 
-_CHUNK = 1 << 20
+#: the accumulators' mantissa bits the first two exercises ask about: fp32's 23 up to these
+FIRST_INEXACT_MAX_MAN_BITS = 60
+ONCE_MAX_MAN_BITS = 52  # the p-bit sum stays a float64
 
 
-@functools.lru_cache(maxsize=256)
-def _first_inexact_fp32_sum(x: float) -> int:
-    """The first K at which a sequential fp32 sum of K copies of x (an fp32 value) differs from
-    K * x, found by running the sum (np.cumsum adds in order, rounding each step to float32) a
-    chunk of 2**20 terms at a time. K * x is exact in float64 here: K <= 2**24 + 1 (the sum of
-    ones, the longest exact run) and x has at most 16 significant bits."""
-    x32 = np.float32(x)
-    s, done = np.float32(0.0), 0
+def _first_inexact_sum(x: Fraction, man_bits: int) -> int:
+    """The first K at which a sequential sum of K copies of x > 0, in an accumulator of man_bits
+    mantissa bits (nearest-even, no overflow or underflow), differs from K * x.
+
+    While the additions are exact the running sum is k * x, so the first inexact one is at the
+    first k whose k * x is not a value of the accumulator. A search over the binades the sum
+    passes through: in [2**E, 2**(E+1)) the values are the multiples of 2**(E - man_bits), the
+    multiples of x there are k * x for a range of k, and the first two k of the range are tested
+    exactly (one of them is odd: when both are values, x is a multiple of the spacing, and so
+    is every k * x in the binade)."""
+    E = x.numerator.bit_length() - x.denominator.bit_length() - 1  # 2**E <= x, for a start
     while True:
-        chunk = np.full(_CHUNK, x32, dtype=np.float32)
-        chunk[0] = s + x32  # the step from the previous chunk's last sum, rounded in float32
-        sums = np.cumsum(chunk, dtype=np.float32)
-        exact = np.arange(done + 1, done + _CHUNK + 1, dtype=np.float64) * x
-        bad = np.flatnonzero(sums.astype(np.float64) != exact)
-        if bad.size:
-            return done + int(bad[0]) + 1
-        s, done = sums[-1], done + _CHUNK
+        lo, hi = Fraction(2) ** E, Fraction(2) ** (E + 1)
+        k_first = max(1, math.ceil(lo / x))
+        gap = Fraction(2) ** (E - man_bits)
+        for k in (k_first, k_first + 1):
+            if lo <= k * x < hi and (k * x / gap).denominator != 1:
+                return k
+        E += 1
 
 
-def first_inexact_K_ref(a: float, b: float) -> int:
-    """The smallest K for which adding K products a*b one at a time into fp32 (from zero,
-    nearest-even) does not give K*a*b exactly; run, not derived."""
-    return _first_inexact_fp32_sum(float(a) * float(b))
+@functools.lru_cache(maxsize=1024)
+def first_inexact_K_ref(a: float, b: float, man_bits: int) -> int:
+    """The smallest K for which adding K products a*b one at a time into an accumulator of
+    ``man_bits`` mantissa bits and fp32's exponent range (from zero, nearest-even) does not give
+    K*a*b exactly (23: fp32). Exact arithmetic, binade by binade (:func:`_first_inexact_sum`);
+    tests/test_exercises_ch03.py holds it to numpy's float32 sum and to one addition at a time
+    with round_to for narrower accumulators."""
+    x = abs(Fraction(float(a)) * Fraction(float(b)))
+    m = int(man_bits)
+    if x == 0 or not 1 <= m <= FIRST_INEXACT_MAX_MAN_BITS:
+        raise ValueError(f"a*b nonzero, man_bits in [1, {FIRST_INEXACT_MAX_MAN_BITS}]; got {a!r}, {b!r}, {man_bits!r}")
+    return _first_inexact_sum(x, m)
 
 
 def _bf16_value(rng: np.random.Generator, lo: int, hi: int) -> float:
@@ -81,20 +94,34 @@ def _bf16_value(rng: np.random.Generator, lo: int, hi: int) -> float:
 _FEW_BITS = (1.0, 1.5, 1.25, 1.75, 1.125, 1.375, 1.625, 1.875)
 
 
+def _wide_man_bits(rng: np.random.Generator, hi: int) -> int:
+    """fp32's 23 for half the cases; else 24 to hi mantissa bits, mostly 40 and more: sums of
+    2**40 additions and more, which no loop runs."""
+    r = rng.random()
+    return 23 if r < 0.5 else int(rng.integers(40, hi + 1)) if r < 0.85 else int(rng.integers(24, 40))
+
+
 def _first_inexact_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((1.0, 1.0), label="a sum of ones"),
-        Case((2.0**-20, 2.0**7), label="a power of two: the same as a sum of ones"),
-        Case((1.5, 1.0), label="1.5: odd part 3"),
-        Case((-1.5, 1.5), label="-2.25: odd part 9, a negative product"),
-        Case((1.25, -3.0), label="-3.75: odd part 15"),
-        Case((255 / 128, 255 / 128), label="the most significant bits a bf16 product has: odd part 255**2"),
-        Case((1.0 + 2.0**-7, 3.0), label="odd part 129 * 3"),
-        Case((7.0, 2.0**-30), label="7 * 2**-30"),
+        Case((1.0, 1.0, 23), label="fp32: a sum of ones"),
+        Case((2.0**-20, 2.0**7, 23), label="fp32: a power of two, the same as a sum of ones"),
+        Case((1.5, 1.0, 23), label="fp32: 1.5, odd part 3"),
+        Case((-1.5, 1.5, 23), label="fp32: -2.25, odd part 9, a negative product"),
+        Case((1.25, -3.0, 23), label="fp32: -3.75, odd part 15"),
+        Case((255 / 128, 255 / 128, 23), label="fp32: the most significant bits a bf16 product has, odd part 255**2"),
+        Case((1.0 + 2.0**-7, 3.0, 23), label="fp32: odd part 129 * 3"),
+        Case((7.0, 2.0**-30, 23), label="fp32: 7 * 2**-30"),
+        # accumulators wider than any loop reaches
+        Case((1.0, 1.0, 52), label="52 mantissa bits (float64's precision): a sum of ones"),
+        Case((1.5, 1.0, 40), label="40 mantissa bits: 1.5"),
+        Case((255 / 128, -255 / 128, 47), label="47 mantissa bits: odd part 255**2"),
+        Case((1.0 + 2.0**-7, 3.0, 60), label="60 mantissa bits: odd part 129 * 3"),
+        Case((5.0, 2.0**-40, 31), label="31 mantissa bits: 5 * 2**-40"),
+        Case((3.0, 3.0, 58), label="58 mantissa bits: odd part 9"),
     ]
-    for i in range(30):
+    for i in range(36):
         r = rng.random()
-        if r < 0.1 or i % 15 == 7:  # a power of two: the sum of ones' answer, 2**24 + 1
+        if r < 0.1 or i % 15 == 7:  # a power of two: the sum of ones' answer, 2**(man_bits + 1) + 1
             a = float(rng.choice([-1.0, 1.0])) * 2.0 ** int(rng.integers(-20, 20))
             b = 2.0 ** int(rng.integers(-20, 20))
         elif r < 0.4:  # few significant bits: long runs, and the parity of K decides
@@ -102,74 +129,114 @@ def _first_inexact_cases(rng: np.random.Generator) -> list[Case]:
             b = float(rng.choice(_FEW_BITS)) * 2.0 ** int(rng.integers(-20, 20))
         else:
             a, b = _bf16_value(rng, -20, 20), _bf16_value(rng, -20, 20)
-        cases.append(Case((a, b)))
+        man_bits = _wide_man_bits(rng, FIRST_INEXACT_MAX_MAN_BITS)
+        if i % 6 == 5:  # an odd part below 16 and 57 or more mantissa bits: answers past 2**53
+            a = float(rng.choice(_FEW_BITS)) * float(rng.choice([-1.0, 1.0])) * 2.0 ** int(rng.integers(-20, 20))
+            b = 2.0 ** int(rng.integers(-20, 20))
+            man_bits = int(rng.integers(57, FIRST_INEXACT_MAX_MAN_BITS + 1))
+        cases.append(Case((a, b, man_bits)))
     return cases
 
 
 # ------------------------------------------------------------------ 2. 1 + n tiny terms: round once or at every step
 
 
-def _stepped_sum(n: int, t: float, fmt: str) -> float:
-    """1 + t + t + ... (n terms of t) in an accumulator of ``fmt``, each addition rounded to
-    nearest-even with round_to: stepped one addition at a time, except that a run of exact
-    additions inside one binade is taken in one jump (once s and s + t are both on fmt's grid in
-    one binade, t is a multiple of its spacing and every s + k*t up to the binade's end is on it
-    too). Stops at a fixed point (round(s + t) == s: every later step gives s again)."""
-    s, left = 1.0, int(n)
+def _round_int(N: int, p: int) -> int:
+    """The integer N > 0 rounded to p significant bits, ties to even."""
+    shift = N.bit_length() - p
+    if shift <= 0:
+        return N
+    q, r = divmod(N, 1 << shift)
+    half = 1 << (shift - 1)
+    if r > half or (r == half and q % 2 == 1):
+        q += 1
+    return q << shift
+
+
+def _stepped_sum(n: int, j: int, man_bits: int) -> float:
+    """1 + t + t + ... (n terms of t = 2**-j) in an accumulator of man_bits mantissa bits
+    (nearest-even, no overflow), in exact integers: the sum is S * t. Stepped one addition at a
+    time, except that a run of exact additions inside one binade is taken in one jump (once S and
+    S + 1 are both values in one binade, its spacing is 1 and every S + k up to the binade's end
+    is a value too); stops at a fixed point (the rounded S + 1 is S: every later step gives S
+    again). At most a few steps a binade, so n up to 2**60 is quick. Returns S * t (exact:
+    S <= 2**53)."""
+    p = int(man_bits) + 1
+    S, left = 2 ** int(j), int(n)
     while left:
-        nxt = float(round_to(s + t, fmt))
-        if nxt == s:
+        nxt = _round_int(S + 1, p)
+        if nxt == S:
             break
         left -= 1
-        if nxt == s + t and math.frexp(nxt)[1] == math.frexp(s)[1]:  # exact, same binade
-            top = 2.0 ** math.frexp(nxt)[1]  # the end of the binade
-            k = min(left, int((top - nxt) / t))  # the exact steps still inside it, up to top
-            nxt, left = nxt + k * t, left - k
-        s = nxt
-    return s
+        if nxt == S + 1 and nxt.bit_length() == S.bit_length():  # exact, same binade
+            k = min(left, (1 << nxt.bit_length()) - nxt)  # the exact steps still inside it, up to its end
+            nxt, left = nxt + k, left - k
+        S = nxt
+    return math.ldexp(S, -int(j))
 
 
-def once_and_every_step_ref(n: int, j: int) -> tuple[float, float]:
-    """(fp32 accumulator rounded once to bf16, bf16 accumulator) for the products 1, then n
-    times 2**-j, added in that order."""
-    t = 2.0 ** -int(j)
-    once = float(round_to(_stepped_sum(n, t, "fp32"), "bf16"))
-    return once, _stepped_sum(n, t, "bf16")
+def once_and_every_step_ref(n: int, j: int, man_bits: int) -> tuple[float, float]:
+    """(an accumulator of man_bits mantissa bits rounded once to bf16, a bf16 accumulator) for
+    the products 1, then n times 2**-j, added in that order (man_bits 23: fp32)."""
+    if not (int(n) >= 1 and 0 <= int(j) <= 30 and 8 <= int(man_bits) <= ONCE_MAX_MAN_BITS):
+        raise ValueError(f"n >= 1, 0 <= j <= 30, 8 <= man_bits <= {ONCE_MAX_MAN_BITS}; got {n!r}, {j!r}, {man_bits!r}")
+    once = float(round_to(_stepped_sum(n, j, man_bits), "bf16"))
+    return once, _stepped_sum(n, j, 7)
 
 
 def _once_every_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
-        Case((1, 8), label="1 + 2**-8: a bf16 tie, to even"),
-        Case((1, 7), label="1 + 2**-7: exact in bf16"),
-        Case((300, 0), label="a sum of ones: bf16 stops at 256"),
-        Case((255, 0), label="255 ones after the 1: 256, exact"),
-        Case((1000, 9), label="terms below half a bf16 spacing at 1"),
-        Case((3, 24), label="2**-24: a tie at 1 in fp32 too"),
-        Case((2**24, 0), label="fp32 stops at 2**24"),
-        Case((2**40, 30), label="2**40 terms of 2**-30: no loop gets there"),
-        Case((2**16 + 2**9, 16), label="the fp32 sum is a bf16 tie: 2 + 2**-7"),
+        Case((1, 8, 23), label="1 + 2**-8: a bf16 tie, to even"),
+        Case((1, 7, 23), label="1 + 2**-7: exact in bf16"),
+        Case((300, 0, 23), label="a sum of ones: bf16 stops at 256"),
+        Case((255, 0, 23), label="255 ones after the 1: 256, exact"),
+        Case((1000, 9, 23), label="terms below half a bf16 spacing at 1"),
+        Case((3, 24, 23), label="2**-24: a tie at 1 in fp32 too"),
+        Case((2**24, 0, 23), label="fp32 stops at 2**24"),
+        Case((2**40, 30, 23), label="2**40 terms of 2**-30 in fp32"),
+        Case((2**16 + 2**9, 16, 23), label="the fp32 sum is a bf16 tie: 2 + 2**-7"),
+        # accumulators wider than any loop reaches
+        Case((2**52, 0, 52), label="52 mantissa bits (float64's precision): the ones stop at 2**53"),
+        Case((2**60, 30, 45), label="45 mantissa bits: 2**60 terms of 2**-30 stop at 2**16"),
+        Case((2**40, 0, 40), label="40 mantissa bits: 2**40 ones, exact"),
+        Case((2**30 + 2**23, 30, 44), label="44 mantissa bits: the sum is a bf16 tie, 2 + 2**-7"),
+        Case(((2**20 + 3 * 2**12 - 1) * 2**30, 30, 52), label="52 mantissa bits: a bf16 tie above an odd value"),
+        Case((2**22 + 1, 30, 40), label="40 mantissa bits: 2**-30 above a bf16 tie, less than fp32 keeps"),
+        Case((3 * 2**22 - 1, 30, 36), label="36 mantissa bits: 2**-30 below a bf16 tie above an odd value"),
+        Case((3 * 2**38, 30, 38), label="38 mantissa bits: past the stopping point 2**9"),
     ]
     for _ in range(60):
+        man_bits = _wide_man_bits(rng, ONCE_MAX_MAN_BITS)
+        p = man_bits + 1
         j = int(rng.integers(0, 31))
         r = rng.random()
-        if r < 0.25:  # around the bf16 accumulator's stopping point, 2**(8 - j) when j < 8
+        if r < 0.2:  # around the bf16 accumulator's stopping point, 2**(8 - j) when j < 8
             n = max(1, 2**8 - 2**j + int(rng.integers(-3, 4))) if j < 8 else int(rng.integers(1, 2**12))
-        elif r < 0.5:  # around the fp32 accumulator's stopping point, 2**(24 - j) when j < 24, or far past it
-            j = int(rng.integers(0, 24))
-            past = int(2**24 * rng.uniform(0.01, 8)) if rng.random() < 0.5 else int(rng.integers(-3, 4))
-            n = max(1, 2**24 - 2**j + past)
-        elif r < 0.85:  # the fp32 sum exact and on a bf16 tie (odd multiples of half a bf16 spacing), or next to it
-            e = int(rng.integers(0, 16))  # the sum in [2**e, 2**(e+1)): half a bf16 spacing is 2**(e-8)
-            j = int(rng.integers(max(0, 8 - e), 24 - e))  # 2**-j divides half a spacing, the sum below 2**(24-j)
+        elif r < 0.5:  # around the wide accumulator's stopping point, 2**(p - j) when j < p, or far past it
+            j = int(rng.integers(0, min(p, 31)))
+            past = int(2**p * rng.uniform(0.01, 8)) if rng.random() < 0.5 else int(rng.integers(-3, 4))
+            n = max(1, 2**p - 2**j + past)
+        elif r < 0.85:  # the exact sum on a bf16 tie (odd multiples of half a bf16 spacing), or next to it
+            e = int(rng.integers(0, min(p - 8, 40)))  # the sum in [2**e, 2**(e+1)): half a bf16 spacing is 2**(e-8)
+            j = int(rng.integers(max(0, 8 - e), min(31, p - e)))  # 2**-j divides half a spacing, the sum below 2**(p-j)
             # the sum is odd * 2**(e-8), in [2**e, 2**(e+1)), between the bf16 values lo and lo + 1
             # (in units of the spacing); mostly lo even, where nearest-even rounds down, not away
             lo = 2 * int(rng.integers(2**6, 2**7)) + int(rng.random() < 0.25)
             odd = 2 * lo + 1
-            n = int((odd * 2.0 ** (e - 8) - 1) * 2**j) + int(rng.choice([0, 0, 0, 0, -1, 1]))
+            n = (odd * 2**j * 2**e) // 2**8 - 2**j + int(rng.choice([0, 0, 0, 0, -1, 1]))
             n = max(n, 1)
+        elif r < 0.92:  # a wide exact sum one term off a bf16 tie, by less than fp32 keeps there: rounded
+            # once it goes to the nearer bf16 value; through fp32 first it lands on the tie, which goes
+            # to the even one (the other one: above the tie from an even value, below it to an odd one)
+            man_bits = int(rng.integers(30, ONCE_MAX_MAN_BITS + 1))
+            p = man_bits + 1
+            e = int(rng.integers(0, min(p - 26, 40)))
+            j = int(rng.integers(25 - e if e < 25 else 0, min(31, p - e)))
+            lo = 2 * int(rng.integers(2**6, 2**7)) + int(rng.random() < 0.5)
+            n = ((2 * lo + 1) * 2**j * 2**e) // 2**8 - 2**j + (1 if lo % 2 == 0 else -1)
         else:
-            n = int(2 ** rng.uniform(0, 40))
-        cases.append(Case((n, j)))
+            n = int(2 ** rng.uniform(0, min(p + 3, 60)))
+        cases.append(Case((n, j, man_bits)))
     return cases
 
 
