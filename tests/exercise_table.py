@@ -544,6 +544,9 @@ CHAPTERS = [
         tuple(
             [
                 # ---- first_inexact_K
+                # the odd part read from x * 2**40 ("the product is at least 2**-40"): a bf16 product's
+                # bits reach 2**-54, and int() drops those below 2**-40
+                ("first_inexact_K", "m = int(math.ldexp(math.frexp(x)[0], 53))", "m = int(x * 2.0**40)"),
                 # a negative product taken as it is: its "odd part" is negative
                 ("first_inexact_K", "x = abs(float(a) * float(b))", "x = float(a) * float(b)"),
                 # the first k with k*m > 2**24, even or odd: an even k keeps k*m's odd part below 2**24

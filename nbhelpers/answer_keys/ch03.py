@@ -118,6 +118,10 @@ def _first_inexact_cases(rng: np.random.Generator) -> list[Case]:
         Case((1.0 + 2.0**-7, 3.0, 60), label="60 mantissa bits: odd part 129 * 3"),
         Case((5.0, 2.0**-40, 31), label="31 mantissa bits: 5 * 2**-40"),
         Case((3.0, 3.0, 58), label="58 mantissa bits: odd part 9"),
+        Case(
+            (255 / 128 * 2.0**-20, -255 / 128 * 2.0**-20, 23),
+            label="fp32: a product near 2**-40 whose bits reach 2**-54",
+        ),
     ]
     for i in range(36):
         r = rng.random()
@@ -129,6 +133,8 @@ def _first_inexact_cases(rng: np.random.Generator) -> list[Case]:
             b = float(rng.choice(_FEW_BITS)) * 2.0 ** int(rng.integers(-20, 20))
         else:
             a, b = _bf16_value(rng, -20, 20), _bf16_value(rng, -20, 20)
+        if i % 6 == 2:  # a product near the bottom of the range, its low bits far below 2**-40
+            a, b = _bf16_value(rng, -20, -18), _bf16_value(rng, -20, -18)
         man_bits = _wide_man_bits(rng, FIRST_INEXACT_MAX_MAN_BITS)
         if i % 6 == 5:  # an odd part below 16 and 57 or more mantissa bits: answers past 2**53
             a = float(rng.choice(_FEW_BITS)) * float(rng.choice([-1.0, 1.0])) * 2.0 ** int(rng.integers(-20, 20))
