@@ -12,6 +12,7 @@ from exercise_table import CHAPTERS
 
 from nbhelpers.answer_keys.ch05 import (
     FP16_RANGE_BITS,
+    LONG_INTERVALS,
     scale_window_ref,
     window_compare,
     window_gradients_compare,
@@ -204,19 +205,45 @@ def test_settled_scale_closed_form_matches_a_measured_run():
     """Every public case, and the hidden seed's edge-free cases: the reference's (S, skipped), from the
     fp16 overflow threshold 65520 and float32's range, equals what a run of the scaler measures: S bit
     for bit, the skipped fraction exactly. The measured period is growth_interval + 1 (one growth
-    attempt that overflows, then growth_interval good steps) or 1 (at float32's cap: no overflow)."""
+    attempt that overflows, then growth_interval good steps) or 1 (at float32's cap: no overflow).
+    A case whose interval is too long to run (LONG_INTERVALS) is run with intervals 1, 2 and 3 from the
+    same start: the same S each time, and the fraction 1 / (interval + 1) measured for each, or 0."""
     ex = get_exercise("ex05.settled_scale")
     cases = cases_for(ex, 0) + [c for c in cases_for(ex, SPEC.hidden_seed) if not c.label]
-    periods = set()
+    periods, n_long = set(), 0
     for c in cases:
         g, init, interval = c.args
         S, skipped = ex.reference(*c.args)
+        assert math.copysign(1.0, S) == 1.0 and S > 0
+        if interval >= min(LONG_INTERVALS):
+            n_long += 1
+            for short in (1, 2, 3):
+                mS, mskipped, period = measure_settled(g, init, short)
+                assert mS == S and (mskipped == 0) == (skipped == 0), c
+                assert mskipped in (0.0, 1 / (short + 1)), c
+            assert skipped in (0.0, 1 / (interval + 1)), c
+            continue
         mS, mskipped, period = measure_settled(g, init, interval)
         assert (mS, mskipped) == (S, skipped), c
-        assert math.copysign(1.0, mS) == 1.0 and S > 0
         assert period == (1 if skipped == 0 else interval + 1), c
         periods.add(period == 1)
     assert periods == {True, False}  # both kinds of steady state are measured
+    assert n_long > 30
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 12345, 2026, SPEC.hidden_seed])
+def test_settled_scale_cases_are_too_long_to_step_through(seed):
+    """Stepping the scaler until it settles and then through one cycle takes, over the cases of any
+    seed, more than 10**11 steps (Python does about 10**7 a second): a loop that steps the rule
+    cannot pass within the grader's 60 s; the closed form takes microseconds a case."""
+    ex = get_exercise("ex05.settled_scale")
+    total = 0
+    for c in cases_for(ex, seed):
+        g, init, interval = c.args
+        S, _ = ex.reference(*c.args)
+        doublings = max(0, round(math.log2(S / float(np.float32(init)))))  # the climb from below
+        total += doublings * interval + interval + 1
+    assert total > 1e11
 
 
 def test_settled_scale_edge_cases_say_what_they_claim():

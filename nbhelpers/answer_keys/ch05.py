@@ -335,7 +335,9 @@ def _window_gradient_cases(rng: np.random.Generator) -> list[Case]:
 # A predict-then-measure problem: the scaler of exercise 1, with factors 2 and 0.5, fed a gradient of
 # the same largest magnitude g every step, overflowing in fp16. The reference is the closed form from
 # the two formats; tests/test_exercises_ch05.py measures the same numbers by running the chapter's
-# DynamicLossScaler with found_inf from a real rounding to fp16.
+# DynamicLossScaler with found_inf from a real rounding to fp16. A third of the random cases have
+# intervals (LONG_INTERVALS) and starts far from S that put a loop stepping the rule out of reach; the
+# test runs those with short intervals from the same start (S does not depend on the interval).
 
 _FP16 = FORMATS["fp16"]
 # the smallest magnitude that rounds to inf in fp16: the largest finite value plus half its ulp (the
@@ -377,6 +379,9 @@ def _trim(x: float) -> float:
     return math.ldexp(math.floor(m * 2**29), e - 29)
 
 
+#: growth intervals far too long to step through: the settled cycle alone lasts one of them plus a step
+LONG_INTERVALS = (10**6, 10**8, 10**9)
+
 # odd parts of 65520 = 2**4 * 3**2 * 5 * 7 * 13: with such a mantissa in the scale the tie can be hit
 _TIE_ODD = [3, 5, 7, 9, 13, 15, 21, 35, 45, 63, 91, 105, 315, 455, 819, 4095]
 
@@ -396,6 +401,11 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
         Case((_trim(1e-3), 1000.0, 1), label="growth_interval 1, a scale of the form 1000 * 2**k"),
         Case((_trim(0.3), 0.1, 7), label="init_scale 0.1 (rounded to float32 first)"),
         Case((65520.0 / (45 * 2.0**8), 45.0 * 2**20, 2), label="a tie with a scale of the form 45 * 2**k, from above"),
+        Case(
+            (_trim(0.0853), 3000.0 * 2.0**-100, 10**9),
+            label="growth_interval 10**9 and a start 100 doublings below S: about 10**11 steps to settle",
+        ),
+        Case((_trim(7.0), 2.0**40, LONG_INTERVALS[1]), label="from above, then cycles of 10**8 + 1 steps"),
     ]
     for i in range(90):
         kind = i % 9
@@ -426,6 +436,14 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
             g = _trim(float(np.exp2(rng.uniform(17, 90))))
         else:  # anywhere in a binade below the overflow
             g = _grad_for(float(np.exp2(rng.uniform(15, 16))), scale)
+        if i % 3 == 1:
+            # too long to step: an interval of 10**6 to 10**9 steps, and half the time a start 30 to 100
+            # doublings below S (each doubling takes an interval), where float32 keeps the start normal
+            interval = int(rng.choice(LONG_INTERVALS)) + int(rng.integers(0, 1000))
+            S, _ = settled_scale_ref(g, init, 1)  # S, a float32 value, does not depend on the interval
+            below = int(rng.integers(30, 101))
+            if rng.random() < 0.5 and math.frexp(S)[1] - below > -125:
+                init = math.ldexp(S, -below)
         cases.append(Case((g, init, interval)))
     return cases
 
