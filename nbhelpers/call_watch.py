@@ -15,8 +15,15 @@ functions, or after the module was reloaded. It also notes every call that would
 it (switching the hook off or replacing it, starting a thread or a process, which the hook does
 not follow); such a call counts like a forbidden one, since the watch can no longer say what
 ran. Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
-kernel on a GPU) are machinery and do not count. Calls of C functions (numpy's, ml_dtypes'
-casts) are not watched.
+kernel on a GPU) are machinery and do not count.
+
+The course's package is Python; a forbidden module outside it may hold C functions (torch's
+``torch._fused_adam_``). The hook sees a C function that Python code calls directly, and notes it
+when its module (or the module of the object whose method it is) is forbidden. A C function that
+C code calls (``map``, ``functools.partial``) sends no event; where the whole of ``torch`` is
+forbidden and torch is loaded, a torch function mode (``torch.overrides.TorchFunctionMode``) is on
+as well while the watch is, and notes every torch function however it is reached (torch's own
+dispatch asks it). Other C functions (numpy's, ml_dtypes' casts) are not watched.
 
 Standard library only, and no import of the course's package: :mod:`nbhelpers.grading.in_kernel`
 carries this module's source into the kernel that grades (in place of its import of it).
@@ -27,6 +34,7 @@ from __future__ import annotations
 import _thread
 import os
 import sys
+import types
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,6 +43,9 @@ __all__ = ["CallWatch", "parse_names"]
 _THREAD = "started a thread (the check cannot see what a thread calls)"
 _PROCESS = "started a process (the check cannot see what another process calls)"
 _HOOK = "switched off or replaced the profile hook the check watches calls with"
+_TORCH_MODE = "took off the torch function mode the check watches torch with"
+#: The course's own package: Python only, so its calls are seen by their frames (no C functions).
+_COURSE = "nbhelpers"
 
 #: What a call that hides calls from the watch is said to do, by the builtin it calls.
 _HIDERS_BY_NAME = {
@@ -104,11 +115,14 @@ class CallWatch:
         self._allowed = frozenset((m, q) for m, q in allowed_pairs if q)
         self._allowed_modules = frozenset(m for m, q in allowed_pairs if not q)
         self._hiders = _hiders() if pairs else {}
+        # forbidden modules that may hold C functions: their calls from Python are looked up by module
+        self._c_modules = tuple(m for m in self._modules if m != _COURSE and not m.startswith(_COURSE + "."))
         self.seen: set[str] = set()
         self._inside_frame: list = [None, None]  # the allowed call under way (frame, module), if any
         self._old: Any = None
         self._on = False
         self._hook_fn = self._make_hook()
+        self._torch_mode: Any = None  # the torch function mode pushed by __enter__, while on
 
     def __bool__(self) -> bool:
         """Whether there is anything to watch."""
@@ -131,7 +145,8 @@ class CallWatch:
         hiders, seen, allowed, functions = self._hiders, self.seen, self._allowed, self._functions
         named = frozenset(q for _, q in allowed | functions)
         module_verdict, inside = self._module_verdict, self._inside_frame
-        exit_code = _EXIT_CODE
+        exit_code, torch_code = _EXIT_CODE, _TORCH_FUNCTION_CODE
+        c_modules = bool(self._c_modules)
 
         def forbidden_caller(caller: Any) -> bool:
             if caller is None:
@@ -165,6 +180,10 @@ class CallWatch:
                     and not machinery_below(frame)
                 ):
                     seen.add(hider[1])
+                elif c_modules:
+                    module = _c_module(arg)
+                    if module_verdict(module) == _FORBIDDEN and not forbidden_caller(frame):
+                        seen.add(f"{module}:{_c_name(arg)}")
             elif event == "call":
                 g = frame.f_globals
                 known = by_globals.get(id(g))
@@ -178,7 +197,7 @@ class CallWatch:
                     verdict = _ALLOWED if pair in allowed else _FORBIDDEN if pair in functions else verdict
                 if verdict == _ALLOWED and inside[0] is None:
                     inside[0], inside[1] = frame, known[2]
-                elif verdict == _FORBIDDEN and code is not exit_code:
+                elif verdict == _FORBIDDEN and code is not exit_code and code is not torch_code:
                     if inside[0] is not None and known[2] == inside[1]:
                         return  # an allowed function's own module at work
                     if not forbidden_caller(frame.f_back):
@@ -193,6 +212,7 @@ class CallWatch:
             self._old = sys.getprofile()
             self._inside_frame[:] = [None, None]
             self._on = True
+            self._torch_mode = self._push_torch_mode()  # before the hook: torch's own code, not watched
             sys.setprofile(self._hook_fn)
         return self
 
@@ -204,10 +224,95 @@ class CallWatch:
             self.seen.add(_HOOK)
         sys.setprofile(self._old)  # the hook skips this one call: its frame is __exit__'s
         self._old = None
+        self._pop_torch_mode()
         self._inside_frame[:] = [None, None]
+
+    def _push_torch_mode(self) -> Any:
+        """Where the whole of torch is forbidden and torch is loaded, a torch function mode that notes
+        every torch function called while the watch is on (under an allowed tool too: it covers its
+        own module only), pushed on torch's stack; else None. Without torch loaded, importing it
+        runs torch's Python code, which the hook sees."""
+        torch = sys.modules.get("torch")
+        if "torch" not in self._modules or torch is None:
+            return None
+        try:
+            mode = _torch_mode_class(torch)(self.seen)
+            torch._C._push_on_torch_function_stack(mode)
+        except Exception:  # a torch without modes: the hook alone watches it
+            return None
+        return mode
+
+    def _pop_torch_mode(self) -> None:
+        """Take the mode :meth:`_push_torch_mode` pushed off torch's stack. Anything the watched code
+        left above it goes with it; a mode that is no longer there was taken off by that code."""
+        mode, self._torch_mode = self._torch_mode, None
+        if mode is None:
+            return
+        c = sys.modules["torch"]._C
+        above = []
+        try:
+            while c._len_torch_function_stack() > 0:
+                top = c._pop_torch_function_stack()
+                if top is mode:
+                    break
+                above.append(top)
+            else:
+                self.seen.add(_TORCH_MODE)
+        finally:
+            for other in reversed(above):  # another mode left on: put back, as it was
+                c._push_on_torch_function_stack(other)
+
+
+def _c_module(fn: Any) -> Any:
+    """The module a C function belongs to: its ``__module__``, or for a method the module of the
+    object it is bound to (``torch`` for a tensor's), or of that object's class; None if unknown."""
+    try:
+        module = getattr(fn, "__module__", None)
+        if isinstance(module, str):
+            return module
+        owner = getattr(fn, "__self__", None)
+        if isinstance(owner, types.ModuleType):
+            return owner.__name__
+        return type(owner).__module__
+    except Exception:  # an odd object's attributes: not a module the watch knows
+        return None
+
+
+def _c_name(fn: Any) -> str:
+    try:
+        name = getattr(fn, "__name__", None)
+        return name if isinstance(name, str) and name.isidentifier() else "?"
+    except Exception:
+        return "?"
+
+
+def _mode_init(self: Any, seen: set[str]) -> None:
+    self.seen = seen
+
+
+def _torch_function(self: Any, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    """The mode's ``__torch_function__``: notes ``torch:<name>``, then runs the function (torch
+    takes the mode off its stack meanwhile). The hook does not count this frame as the course's
+    code called."""
+    self.seen.add(f"torch:{_c_name(func)}")
+    return func(*args, **(kwargs or {}))
+
+
+_TORCH_MODE_CLASSES: dict[int, Any] = {}
+
+
+def _torch_mode_class(torch: Any) -> Any:
+    """The subclass of this torch's ``TorchFunctionMode`` the watch pushes (made once)."""
+    base = torch.overrides.TorchFunctionMode
+    cls = _TORCH_MODE_CLASSES.get(id(base))
+    if cls is None:
+        body = {"__init__": _mode_init, "__torch_function__": _torch_function}
+        cls = _TORCH_MODE_CLASSES[id(base)] = type("WatchTorchFunctions", (base,), body)
+    return cls
 
 
 _EXIT_CODE = CallWatch.__exit__.__code__
+_TORCH_FUNCTION_CODE = _torch_function.__code__
 _NEUTRAL, _ALLOWED, _FORBIDDEN = 0, 1, 2
 #: Modules whose own subprocesses are machinery: Triton starts ptxas and a C compiler when it
 #: compiles a kernel on a GPU.

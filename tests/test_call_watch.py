@@ -148,6 +148,66 @@ def test_the_previous_hook_comes_back_and_nothing_listed_means_no_hook():
         sys.setprofile(None)
 
 
+def _torch_adam_step(x):
+    """Adam's first step on x through torch's fused C function, with no torch.optim in between."""
+    import torch
+
+    p, m, v = torch.zeros_like(x), torch.zeros_like(x), torch.zeros_like(x)
+    step = torch.ones((), dtype=x.dtype)
+    kw = dict(lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+    torch._fused_adam_([p], [x.clone()], [m], [v], [], [step], **kw)
+    return -p
+
+
+def test_torch_forbidden_whole_is_watched_in_its_c_functions_however_they_are_reached():
+    """torch's optimizers live on C functions (torch._fused_adam_, torch._foreach_norm) that a profile
+    hook sees only when Python calls them directly; with the whole of torch forbidden the watch also
+    pushes a torch function mode, which torch's own dispatch asks about every function: reached
+    through map or functools.partial, or as a tensor's method, it is still noted. It comes off the
+    stack with the watch, and numpy alone notes nothing."""
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([3e-9, -2.0, 0.5], dtype=torch.float64)
+    forbidden = ("course.reference", "torch")
+    depth = torch._C._len_torch_function_stack()
+    assert "torch:_fused_adam_" in seen_by(lambda: _torch_adam_step(x), forbidden)
+    assert seen_by(lambda: list(map(torch._foreach_norm, [[x]])), forbidden) == {"torch:_foreach_norm"}
+    assert seen_by(lambda: functools.partial(torch._foreach_norm)([x]), forbidden) == {"torch:_foreach_norm"}
+    assert "torch:sum" in seen_by(lambda: float(x.sum()), forbidden)
+    assert "torch:from_numpy" in seen_by(lambda: torch.from_numpy(np.ones(2)), forbidden)  # no mode: the hook
+    assert seen_by(lambda: np.linalg.norm(np.array([3.0, 4.0])), forbidden) == set()
+    assert torch._C._len_torch_function_stack() == depth
+    # torch not forbidden (or only a part of it): no mode, and torch's C functions are the student's
+    assert seen_by(lambda: list(map(torch._foreach_norm, [[x]]))) == set()
+    assert seen_by(lambda: float(x.sum()), ("torch.optim",)) == set()
+    # an allowed tool covers its own module only: torch run under it is still noted
+    tool = _module("course.torch_tool", "def norm(t):\n    return float(t.norm())\n")
+    assert "torch:norm" in seen_by(lambda: tool.norm(x), forbidden, allowed=["course.torch_tool"])
+
+
+def test_taking_the_torch_mode_off_counts_as_hiding_and_a_mode_left_on_is_put_back():
+    torch = pytest.importorskip("torch")
+    from torch.overrides import TorchFunctionMode
+
+    depth = torch._C._len_torch_function_stack()
+    seen = seen_by(lambda: torch._C._pop_torch_function_stack(), ("torch",))
+    assert any("torch function mode" in s for s in seen)
+    assert torch._C._len_torch_function_stack() == depth
+
+    class Left(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    left = Left()
+    try:
+        seen = seen_by(lambda: torch._C._push_on_torch_function_stack(left), ("torch",))
+        assert not any("torch function mode" in s for s in seen)
+        assert torch._C._len_torch_function_stack() == depth + 1  # the code's own mode, as it left it
+        assert torch._C._get_function_stack_at(depth) is left
+    finally:
+        while torch._C._len_torch_function_stack() > depth:
+            torch._C._pop_torch_function_stack()
+
+
 @pytest.mark.parametrize("bad", ["nbhelpers.formats:", "nbhelpers..formats", ":decode", "nbhelpers formats", "a:b c"])
 def test_names_that_name_nothing_are_refused_with_the_form_expected(bad):
     with pytest.raises(ValueError, match="module:qualname"):
@@ -227,8 +287,24 @@ def _cheats():
 
         return ch11.topk_key_ref(np.asarray(bits), fmt)[0]
 
+    def misordered_clip_ratio(grads, scale, max_norm, optimizer):
+        import torch  # measured with torch's C functions: no torch.optim, no clip_grad_norm_
+
+        g = torch.tensor(np.asarray(grads, dtype=np.float64))
+
+        def clipped(x):
+            n = torch._foreach_norm([x], 2.0)[0]
+            return x * torch.clamp(max_norm / (n + 1e-6), max=1.0)
+
+        def update(x):
+            return x if optimizer == "sgd" else _torch_adam_step(x)
+
+        wrong, right = clipped(scale * g) / scale, clipped(g)
+        return float(torch.linalg.vector_norm(update(wrong)) / torch.linalg.vector_norm(update(right)))
+
     return {
         "ex01.decode_bits": decode_bits,
+        "ex05.misordered_clip_ratio": misordered_clip_ratio,
         "ex06.quantize_blocks": quantize_blocks,
         "ex06.fp8_choice": fp8_choice,
         "ex08.trace_sectors": trace_sectors,
@@ -259,3 +335,16 @@ def test_the_kernel_gets_the_watch_in_place_of_its_import():
     with watch:
         renamed_decode(0x3C, "e4m3")
     assert watch.seen == {"nbhelpers.formats:decode"}
+
+
+def test_the_kernels_watch_sees_torch_where_it_is_forbidden():
+    torch = pytest.importorskip("torch")
+    from nbhelpers.grading.worker import kernel_source
+
+    ns: dict = {"__name__": "kernel"}
+    exec(compile(kernel_source(), "<in_kernel>", "exec"), ns)
+    x = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    watch = ns["CallWatch"](["nbhelpers", "torch"])
+    with watch:
+        list(map(torch._foreach_norm, [[x]]))
+    assert watch.seen == {"torch:_foreach_norm"}

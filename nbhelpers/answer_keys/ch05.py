@@ -552,8 +552,10 @@ def _clip_cases(rng: np.random.Generator) -> list[Case]:
 
 #: What an answer may not call (Exercise.forbidden): the statement: nothing of nbhelpers.
 FORBIDDEN = ("nbhelpers",)
-#: ... and for exercise 4, torch's optimizers and clipping, which would measure instead of predict
-CLIP_FORBIDDEN = (*FORBIDDEN, "torch.optim", "torch.nn.utils")
+#: ... and for exercise 4, all of torch: its optimizers and clipping, and the C functions under them
+#: (torch._fused_adam_, torch._foreach_norm), would measure instead of predict (the watch sees torch's
+#: C functions through a torch function mode: nbhelpers.call_watch)
+CLIP_FORBIDDEN = (*FORBIDDEN, "torch")
 
 EXERCISES = [
     Exercise(
