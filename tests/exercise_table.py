@@ -722,7 +722,7 @@ CHAPTERS = [
         "ex04_master_weights.ipynb",
         lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
         ("lost_update_threshold", "first_copy_change", "expected_first_move"),
-        11,
+        12,
         4321,
         tuple(
             [
@@ -757,11 +757,17 @@ CHAPTERS = [
                     "d = np.abs((np.float32(lr) * g).astype(np.float64))",
                     "d = np.abs((lr * g.astype(np.float64)).astype(np.float32).astype(np.float64))",
                 ),
+                # lr rounded to float32, but the product float32(lr) * g not rounded to float32
+                (
+                    "first_copy_change",
+                    "d = np.abs((np.float32(lr) * g).astype(np.float64))",
+                    "d = np.abs(np.float64(np.float32(lr)) * g.astype(np.float64))",
+                ),
                 # a step of half a float32 spacing rounded up (half away from zero), not to even
                 ("first_copy_change", "n = np.rint(d / v)", "n = np.floor(d / v + 0.5)"),
                 # a step below half a float32 spacing still moves the master (rounded up)
                 ("first_copy_change", "n = np.rint(d / v)", "n = np.ceil(d / v)"),
-                # the tie on the bf16 midpoint forgotten: the copy always moves one step later
+                # the tie on the midpoint forgotten: the copy always moves one step later
                 ("first_copy_change", "k = np.where((q == np.floor(q)) & odd, q, k)", "k = k"),
                 # the tie on the midpoint the wrong way round: it moves from an even last bit
                 ("first_copy_change", "(q == np.floor(q)) & odd", "(q == np.floor(q)) & ~odd"),
@@ -769,20 +775,35 @@ CHAPTERS = [
                 ("first_copy_change", "k = np.floor(q) + 1", "k = np.ceil(q)"),
                 # off by one: the steps that do not move the copy counted instead
                 ("first_copy_change", "k = np.floor(q) + 1", "k = np.floor(q)"),
+                # the distance to the neighbour itself, not to the midpoint
+                ("first_copy_change", "h = gap / 2  # from w to the midpoint toward -g", "h = gap"),
                 # always the gap above |w|: the finer binade below a power of two forgotten
+                ("first_copy_change", "gap = np.where(down & (e > e_min), gap / 2, gap)", "gap = gap"),
+                # the finer binade below the smallest normal too (the subnormals below it are not finer)
+                ("first_copy_change", "np.where(down & (e > e_min), gap / 2, gap)", "np.where(down, gap / 2, gap)"),
+                # the master's float32 grid taken at w, also when it moves down into the finer binade
                 (
                     "first_copy_change",
-                    "gap = np.where(\n        toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap\n    )",
-                    "gap = gap",
+                    "v = np.exp2(np.maximum(e - down, -126) - 23.0)",
+                    "v = np.exp2(np.maximum(e, -126) - 23.0)",
                 ),
-                # the finer binade below 2**-126 too (the subnormals below it are not finer)
-                ("first_copy_change", "& (e > -126), gap / 2, gap\n", ", gap / 2, gap\n"),
-                # the master's float32 grid taken at w, also when it moves down into the finer binade
-                ("first_copy_change", "v = gap * 2.0**-16", "v = np.exp2(e - 23.0)"),
+                # the master's grid a fixed fraction of the copy's gap (2**-16 in bf16, 2**-13 in fp16):
+                # wrong in fp16's subnormal range and below its smallest normal
+                ("first_copy_change", "v = np.exp2(np.maximum(e - down, -126) - 23.0)", "v = gap * 2.0 ** (p - 24)"),
+                # the master's grid halved only where the copy's gap is (not below fp16's smallest normal)
+                ("first_copy_change", "np.maximum(e - down, -126)", "np.maximum(e - (down & (e > e_min)), -126)"),
+                # the master's grid no finer than at the copy's smallest normal (fp16: 2**-37)
+                ("first_copy_change", "np.maximum(e - down, -126)", "np.maximum(e - down, e_min)"),
                 # the direction of +g instead of -g
                 ("first_copy_change", "np.signbit(w) == np.signbit(g)", "np.signbit(w) != np.signbit(g)"),
-                # no subnormal range: the binade of a subnormal taken from its own exponent
-                ("first_copy_change", "np.maximum(e - 1, -126)", "e - 1"),
+                # no subnormal range in the copy: the gap of a subnormal taken from its own exponent
+                ("first_copy_change", "np.exp2(np.maximum(e, e_min) - (p - 1.0))", "np.exp2(e - (p - 1.0))"),
+                # the copy taken to be bf16 whatever w's dtype
+                ("first_copy_change", "p, e_min = (11, -14) if fp16 else (8, -126)", "p, e_min = 8, -126"),
+                # fp16's significant bits counted without the implicit one (10)
+                ("first_copy_change", "(11, -14) if fp16", "(10, -14) if fp16"),
+                # fp16's smallest normal exponent taken as -15 (its bias), one binade too low
+                ("first_copy_change", "(11, -14) if fp16", "(11, -15) if fp16"),
                 # ---- lost_update_threshold
                 # the neighbour above w in value, whatever the sign of g
                 ("lost_update_threshold", "(np.signbit(w) == np.signbit(g))", "np.signbit(w)"),

@@ -7,7 +7,16 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nbhelpers.answer_keys.ch04 import MAX_STEPS, THRESHOLD_RTOL, _grid, threshold_compare
+from nbhelpers.answer_keys.ch04 import (
+    BF16_MAX_STEPS,
+    FP16_MAX_STEPS,
+    LONG_ARRAYS,
+    LONG_SIZE,
+    THRESHOLD_RTOL,
+    _copy_gap_toward,
+    _master_grid,
+    threshold_compare,
+)
 from nbhelpers.checks import cases_for, get_exercise
 from nbhelpers.rounding import round_to
 
@@ -100,51 +109,77 @@ def test_threshold_compare_tolerance_and_odd_values():
 # ---- ex04.first_copy_change: the count predicted from the formats against the loop itself
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    return x.astype(ml_dtypes.bfloat16).astype(np.float32)
+def _to_copy(x: np.ndarray, fp16: bool) -> np.ndarray:
+    return x.astype(np.float16) if fp16 else x.astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
-def run_master_loop(w: np.ndarray, g: np.ndarray, lr: np.ndarray) -> np.ndarray:
-    """The loop of the exercise, run for every element at once (lr per element): master = w in
-    float32, master = master - float32(lr) * g in float32 each step, the copy rounded by ml_dtypes.
-    The first step at which the copy differs from w, 0 if none within MAX_STEPS + 1 steps."""
+def run_master_loop(w: np.ndarray, g: np.ndarray, lr: np.ndarray, max_steps: int, chunk: int = 1024) -> np.ndarray:
+    """The loop of the exercise, run for every element at once (lr per element, the copy's format from
+    w's dtype: fp16 for float16, bf16 for float32): master = w in float32, master = master -
+    float32(lr) * g in float32 each step, the copy rounded by numpy or ml_dtypes. The first step at
+    which the copy differs from w; 0 where the master does not move at its first step (it never
+    will: the same step from the same place). It steps ``chunk`` steps at a time with the masters in
+    place, looks at the copies after each chunk, and replays the chunk one step at a time for the
+    weights whose copy moved in it; it stops after ``max_steps``."""
+    fp16 = w.dtype == np.float16
+    w32 = w.astype(np.float32)
     step = lr.astype(np.float32) * g
-    master, first = w.copy(), np.zeros(w.size, dtype=np.int64)
-    for k in range(1, MAX_STEPS + 2):
-        master = master - step
-        moved = (first == 0) & (_bf16(master) != w)
-        first[moved] = k
-        if k % 4096 == 0 and np.all((first > 0) | (master == w)):
-            break  # the rest never move: their master is stuck (a step lost in float32)
+    first = np.zeros(w.size, dtype=np.int64)
+    live = np.flatnonzero((w32 - step) != w32)
+    master, st, done = w32[live].copy(), step[live], 0
+    while live.size and done < max_steps:
+        start = master.copy()
+        for _ in range(chunk):
+            np.subtract(master, st, out=master)
+        moved = np.flatnonzero(_to_copy(master, fp16) != w[live])
+        if moved.size:
+            m, s, k = start[moved], st[moved], np.zeros(moved.size, dtype=np.int64)
+            for j in range(1, chunk + 1):
+                m = m - s
+                k[(k == 0) & (_to_copy(m, fp16) != w[live[moved]])] = done + j
+            first[live[moved]] = k
+            keep = np.ones(live.size, dtype=bool)
+            keep[moved] = False
+            live, master, st = live[keep], master[keep], st[keep]
+        done += chunk
     return first
 
 
-def _flat_cases(seed: int):
+def _flat_cases(seed: int, fp16: bool, sample: int = 300):
+    """The elements of one seed's cases whose copy is fp16 (or bf16), flattened, with lr and the
+    reference's count each; ``sample`` elements of each long array."""
     ex = get_exercise("ex04.first_copy_change")
-    cases = cases_for(ex, seed)
-    w = np.concatenate([np.asarray(c.args[0], dtype=np.float32).ravel() for c in cases])
-    g = np.concatenate([np.asarray(c.args[1], dtype=np.float32).ravel() for c in cases])
-    lr = np.concatenate([np.full(np.size(c.args[0]), c.args[2]) for c in cases])
-    expected = np.concatenate([ex.reference(*c.args).ravel() for c in cases])
-    return cases, w, g, lr, expected
+    rng = np.random.default_rng(seed)
+    ws, gs, lrs, ks = [], [], [], []
+    for c in cases_for(ex, seed):
+        w, g, lr = c.args
+        if (w.dtype == np.float16) != fp16:
+            continue
+        k = ex.reference(*c.args)
+        assert k.shape == w.shape and k.dtype == np.int64, c.label
+        w, g, k = w.ravel(), g.ravel(), k.ravel()
+        if w.size > 1000:
+            i = rng.choice(w.size, sample, replace=False)
+            w, g, k = w[i], g[i], k[i]
+        ws.append(w)
+        gs.append(g)
+        lrs.append(np.full(w.size, lr))
+        ks.append(k)
+    return tuple(np.concatenate(x) for x in (ws, gs, lrs, ks))
 
 
 @pytest.mark.parametrize("seed", [0, 4321])
 def test_first_copy_change_reference_is_the_loop(seed):
-    cases, w, g, lr, expected = _flat_cases(seed)
-    for c in cases:
-        wc = np.asarray(c.args[0], dtype=np.float32)
-        assert np.array_equal(_bf16(wc), wc) and np.array_equal(_bf16(c.args[1]), c.args[1]), c.label
-        assert ex_shape_ok(c)
-    measured = run_master_loop(w, g, lr)
-    bad = np.flatnonzero(measured != expected)
-    assert bad.size == 0, (w[bad[:5]], g[bad[:5]], lr[bad[:5]], expected[bad[:5]], measured[bad[:5]])
-    assert expected.max() == MAX_STEPS and (expected == 0).sum() > 10 and (expected == 1).sum() > 10
-
-
-def ex_shape_ok(case) -> bool:
-    out = get_exercise("ex04.first_copy_change").reference(*case.args)
-    return out.shape == np.shape(case.args[0]) and out.dtype == np.int64
+    """Every element of the cases of two seeds (300 of each long array) through the real loop: the
+    same first step. bf16 copies move within 2**15 + 1 steps; fp16 subnormal ones take millions."""
+    for fp16, most in ((False, BF16_MAX_STEPS), (True, FP16_MAX_STEPS)):
+        w, g, lr, expected = _flat_cases(seed, fp16)
+        if not fp16:
+            assert np.array_equal(_to_copy(w, False), w) and np.array_equal(_to_copy(g, False), g)
+        measured = run_master_loop(w, g, lr, int(expected.max()) + 1024)
+        bad = np.flatnonzero(measured != expected)
+        assert bad.size == 0, (w[bad[:5]], g[bad[:5]], lr[bad[:5]], expected[bad[:5]], measured[bad[:5]])
+        assert expected.max() == most and (expected == 0).sum() > 10 and (expected == 1).sum() > 10
 
 
 def test_first_copy_change_edge_cases_say_what_they_claim():
@@ -164,38 +199,94 @@ def test_first_copy_change_edge_cases_say_what_they_claim():
     assert by_label["no step: zero gradient, or lost"] == [0, 0, 0]
     a, b = by_label["2**-126 down: no finer binade below it; 2**-125 down: there is"]
     assert a == b
+    # the float32 product lands on 0.5, 2.5, 4.5 spacings (to even: 0, 2, 4), or 1.5, 3.5 (2, 4); the
+    # exact product lies a hair past each, and would round to 1, 3, 5 (then 1, 3)
+    for label, units in (
+        ("lr = 2**-10 / 3: float32(lr) * g rounds onto 0.5, 2.5 and 4.5 spacings, from a hair above", (0, 2, 4)),
+        ("lr = 2**-10 / 25: float32(lr) * g rounds onto 1.5 and 3.5 spacings, from a hair below", (2, 4)),
+    ):
+        case = next(c for c in cases_for(ex, 0) if c.label == label)
+        w, g, lr = case.args
+        d32 = np.abs((np.float32(lr) * g).astype(np.float64)) / 2.0**-23
+        exact = np.abs(g.astype(np.float64)) * float(np.float32(lr)) / 2.0**-23
+        assert np.all(d32 - np.floor(d32) == 0.5) and np.all(exact != d32)
+        assert np.array_equal(np.rint(d32), units) and np.all(np.rint(exact) != units)
+        assert by_label[label] == [0 if u == 0 else 2**15 // u + 1 for u in units]
+    assert by_label["an fp16 copy of 1, up and down: 11 significant bits"] == [2**12 + 1, 2**11 + 1]
+    # 2**-14 down: fp16's gap below stays 2**-24 (subnormals), float32's spacing halves
+    assert by_label[
+        "fp16's smallest normal 2**-14, down and up: its gap stays 2**-24 below, the master's grid halves"
+    ] == [
+        2**13 + 1,
+        2**12 + 1,
+    ]
+    # one float32 spacing a step over 2**23, 2**22, 2**21, 2**22 spacings; odd codes move on the tie
+    assert by_label["fp16 subnormals 2**-24 (down, up), 3 * 2**-24, -2**-23 (down): millions of steps"] == [
+        2**23,
+        2**22,
+        2**21,
+        2**22 + 1,
+    ]
 
 
 def test_first_copy_change_random_cases_reach_the_hard_regions():
-    """The random cases alone hold, for every seed the memorised-cases attack uses: ties on the bf16
+    """The random cases alone hold, for every seed the memorised-cases attack uses: ties on the
     midpoint from odd and from even weights, steps of exactly a half-integer number of float32
-    spacings (even and odd below), steps lost in float32, powers of two moving down, subnormals."""
+    spacings (even and odd below), steps lost in float32, powers of two moving down, subnormals; the
+    three ways of forming the step (exact, lr unrounded, the float32 product unrounded) each rounding
+    differently from the loop's; fp16 copies, normal and subnormal, and fp16's smallest normal."""
     ex = get_exercise("ex04.first_copy_change")
     for seed in (0, 12345, 8142093377, 2**40 + 7):
         cases = [c for c in cases_for(ex, seed) if not c.label]
-        w = np.concatenate([c.args[0].ravel() for c in cases])
-        g = np.concatenate([c.args[1].ravel() for c in cases])
-        lr = np.concatenate([np.full(c.args[0].size, c.args[2]) for c in cases])
-        k = np.concatenate([ex.reference(*c.args).ravel() for c in cases])
-        odd = ((w.view(np.uint32) >> 16) & 1) == 1
-        units = np.abs(lr.astype(np.float32) * g).astype(np.float64) / _grid(w, g)  # the step in float32 spacings
-        n = np.rint(units)
-        tie = (n >= 1) & (n <= 2**15) & (2**15 % np.maximum(n, 1) == 0)  # lands on the bf16 midpoint
-        assert (tie & odd & (n > 1)).sum() > 5 and (tie & ~odd & (n > 1)).sum() > 5
-        half = units - np.floor(units) == 0.5
-        below = np.floor(units) % 2  # the integer below a half-integer: even or odd
-        assert (half & (below == 0)).sum() > 5 and (half & (below == 1)).sum() > 5
-        # the product in float64 crosses a half-integer that the float32 product sits on
-        exact = np.abs(lr * g.astype(np.float64)) / _grid(w, g)
-        assert ((np.rint(exact) != n) & (k > 0)).sum() > 5
-        rounded = np.abs((lr * g.astype(np.float64)).astype(np.float32)).astype(np.float64) / _grid(w, g)
-        assert ((np.rint(rounded) != n) & (k > 0)).sum() > 5  # and so does that product rounded to float32
-        a = np.abs(w.astype(np.float64))
-        down = (a > 0) & (np.sign(w) == np.sign(g))
-        pow2 = (np.frexp(a)[0] == 0.5) & (a > 2.0**-126)
-        assert (down & pow2 & (k > 1)).sum() > 20 and ((a > 0) & (a < 2.0**-126) & (k > 1)).sum() > 10
-        assert (down & (a == 2.0**-126) & (k > 1)).sum() >= 1
-        assert ((k == 0) & (g != 0)).sum() > 3 and (k == 1).sum() > 10 and (k > 1000).sum() > 50
+        for fp16 in (False, True):
+            picked = [c for c in cases if (c.args[0].dtype == np.float16) == fp16 and c.args[0].size < 1000]
+            w = np.concatenate([c.args[0].ravel() for c in picked])
+            g = np.concatenate([c.args[1].ravel() for c in picked])
+            lr = np.concatenate([np.full(c.args[0].size, c.args[2]) for c in picked])
+            k = np.concatenate([ex.reference(*c.args).ravel() for c in picked])
+            v = _master_grid(w, g)
+            code = w.view(np.uint16) if fp16 else w.view(np.uint32) >> 16
+            odd = (code & 1) == 1
+            units = np.abs(lr.astype(np.float32) * g).astype(np.float64) / v  # the step in float32 spacings
+            n = np.rint(units)
+            q = _copy_gap_toward(w, g) / 2 / np.maximum(n, 1) / v  # steps to the midpoint
+            tie = (n >= 1) & (q == np.floor(q))  # the master lands on it
+            assert (tie & odd & (n > 1)).sum() > 5 and (tie & ~odd & (n > 1)).sum() > 5, (seed, fp16)
+            half = units - np.floor(units) == 0.5
+            below = np.floor(units) % 2  # the integer below a half-integer: even or odd
+            assert (half & (below == 0)).sum() > 5 and (half & (below == 1)).sum() > 5, (seed, fp16)
+            # the step formed three other ways crosses a half-integer that the loop's sits on
+            exact = np.abs(lr * g.astype(np.float64)) / v
+            lr_unrounded = np.abs((lr * g.astype(np.float64)).astype(np.float32)).astype(np.float64) / v
+            unrounded = np.abs(lr.astype(np.float32).astype(np.float64) * g.astype(np.float64)) / v
+            for other in (exact, lr_unrounded, unrounded):
+                assert ((np.rint(other) != n) & (k > 0)).sum() > 3, (seed, fp16)
+            a = np.abs(w.astype(np.float64))
+            down = (a > 0) & (np.sign(w) == np.sign(g))
+            pow2 = np.frexp(a)[0] == 0.5
+            assert (down & pow2 & (k > 1)).sum() > 20 and (k == 1).sum() > 3 and ((k == 0) & (g != 0)).sum() > 2
+            assert (odd & (k > 1)).sum() > 20 and (~odd & (k > 1)).sum() > 20
+            if fp16:
+                assert ((a < 2.0**-14) & (k > BF16_MAX_STEPS)).sum() > 10  # longer than any bf16 copy takes
+                assert (down & (a == 2.0**-14) & (k > 1)).sum() >= 1
+            else:
+                assert ((a > 0) & (a < 2.0**-126) & (k > 1)).sum() > 10 and (w == 0).sum() > 5
+                assert (down & pow2 & (a > 2.0**-126) & (k > 1)).sum() > 10
+                assert (down & (a == 2.0**-126) & (k > 1)).sum() >= 1 and (k > 1000).sum() > 50
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 12345, 2026, 4321])
+def test_first_copy_change_is_out_of_a_loops_reach(seed):
+    """The long arrays: a loop that steps each master until its copy moves (and no further) takes
+    more than 10**12 element-steps over the cases of any seed; numpy's fastest, a float32 subtraction
+    in place, does about 10**10 a second, so stepping needs minutes where the grader allows 60 s. The
+    reference counts them in well under a second."""
+    ex = get_exercise("ex04.first_copy_change")
+    cases = cases_for(ex, seed)
+    long = [c for c in cases if c.args[0].size > 1000]
+    assert len(long) == LONG_ARRAYS and all(c.args[0].size >= 0.9 * LONG_SIZE for c in long)
+    steps = sum(int(ex.reference(*c.args).sum()) for c in cases)
+    assert steps > 10**12
 
 
 def test_expected_first_move_is_the_mean_of_sampled_first_moves():

@@ -4,15 +4,15 @@ Arrays are numpy float32; bf16 values travel as float32 arrays that hold bf16 va
 value is a float32 value). The lost-update threshold is a float64 number that a student may compute
 in another order: it is compared within a few float64 ulps (:data:`THRESHOLD_RTOL`), and its
 reference is checked by measurement (applying the update with round_to) in
-tests/test_exercises_ch04.py. The step at which the bf16 copy of an fp32 master first moves is an
-integer, compared exactly; its reference runs the loop's first float32 step and counts from there,
-and tests/test_exercises_ch04.py runs the whole loop on the cases of two seeds to confirm it.
+tests/test_exercises_ch04.py. The step at which the bf16 or fp16 copy of an fp32 master first moves
+is an integer, compared exactly; its reference runs the loop's first float32 step and counts from
+there, and tests/test_exercises_ch04.py runs the whole loop on the cases of two seeds to confirm it.
+An fp16 copy travels as a float16 array.
 """
 
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -144,43 +144,82 @@ def _threshold_cases(rng: np.random.Generator) -> list[Case]:
     return cases[:n_fixed] + _some_2d(cases[n_fixed:])
 
 
-# ------------------------------------------------------------------ 2. when the bf16 copy of an fp32 master first moves
+# ------------------------------------------------------------------ 2. when the copy of an fp32 master first moves
 #
-# A predict-then-measure problem: SGD with a constant gradient, fp32 master weights, a bf16 copy.
-# The reference runs the loop's own float32 step once (the master's first move) and then counts
-# exactly, resolving a landing on the bf16 midpoint by rounding that midpoint with ml_dtypes; it uses
-# no rule about parities or grids. tests/test_exercises_ch04.py runs the whole loop (up to 2**15 + 1
-# steps) on every case of two seeds and finds the same step.
+# A predict-then-measure problem: SGD with a constant gradient, fp32 master weights, a copy in bf16 or
+# in fp16 (the original mixed-precision recipe), the copy's format given by w's dtype. The reference
+# runs the loop's own float32 step once (the master's first move) and then counts exactly, resolving a
+# landing on the midpoint by rounding that midpoint to the copy's format (ml_dtypes, numpy); it uses
+# no rule about parities or grids. tests/test_exercises_ch04.py runs the whole loop on the cases of two
+# seeds (a sample of the long arrays) and finds the same step.
+#
+# In fp16's subnormal range the copy's spacing stays 2**-24 while the master's float32 spacing shrinks
+# with |w|: the copy of 2**-24 can take 2**23 steps to move. Each seed's cases end with LONG_ARRAYS
+# arrays of LONG_SIZE such weights, which a loop stepping the master cannot finish in the grader's time
+# (tests/test_exercises_ch04.py counts the steps it would take).
 
-MAX_STEPS = 2**15 + 1  # the master moves at least one float32 spacing per step: 2**16 of them make a bf16 gap
+BF16_MAX_STEPS = 2**15 + 1  # the master moves at least one float32 spacing a step: 2**16 make a bf16 gap
+FP16_MAX_STEPS = 2**23  # 2**-24 down to the midpoint 2**-25: 2**23 spacings of 2**-48 (odd: moves on the tie)
+LONG_ARRAYS, LONG_SIZE = 5, 100_000
+FP16_SMALLEST_SUBNORMAL = 2.0**-24
+
+
+def _copy_gap_toward(w: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The copy's gap toward -g: for a float16 w, the float64 distance to its fp16 neighbour in that
+    direction, found by stepping its code as :func:`_gap_toward` does for bf16; else that function's."""
+    if w.dtype != np.float16:
+        return _gap_toward(w, g)
+    mag = (w.view(np.uint16) & 0x7FFF).astype(np.int64)
+    toward_zero = (mag != 0) & (np.signbit(w) == np.signbit(g)) & (g != 0)
+    step = np.where(toward_zero, mag - 1, mag + 1)
+    neighbour = step.astype(np.uint16).view(np.float16).astype(np.float64)
+    return np.abs(neighbour - np.abs(w.astype(np.float64)))
+
+
+def _to_copy(x: np.ndarray, fp16: bool) -> np.ndarray:
+    """float32 x rounded to the copy's format (nearest, ties to even): float16, or bf16 as float32."""
+    x = np.asarray(x, dtype=np.float32)
+    return x.astype(np.float16) if fp16 else x.astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
 def first_copy_change_ref(w: np.ndarray, g: np.ndarray, lr: float) -> np.ndarray:
     """int64 array, w's shape: the first step k >= 1 of the loop (master = w as float32; each step
-    master = master - float32(lr) * g in float32; copy = bf16(master), to nearest even) at which the
-    copy differs from w; 0 where it never does."""
-    w = np.ascontiguousarray(w, dtype=np.float32)
+    master = master - float32(lr) * g in float32; copy = master rounded to w's format, fp16 for a
+    float16 w and bf16 for a float32 one, to nearest even) at which the copy differs from w; 0 where
+    it never does."""
+    fp16 = np.asarray(w).dtype == np.float16
+    w = np.ascontiguousarray(w, dtype=np.float16 if fp16 else np.float32)
     g = np.ascontiguousarray(g, dtype=np.float32)
+    w32 = w.astype(np.float32)
     d = np.float32(lr) * g  # the loop's step, a float32 product
-    moved = np.abs((w - d).astype(np.float64) - w.astype(np.float64))  # the master's first move, in float32
-    half = _gap_toward(w, g) / 2  # from w to the midpoint toward -g
+    moved = np.abs((w32 - d).astype(np.float64) - w32.astype(np.float64))  # the master's first move, exact
+    half = _copy_gap_toward(w, g) / 2  # from w to the midpoint toward -g
     out = np.zeros(w.shape, dtype=np.int64)
-    for i in zip(*np.nonzero(moved)):
-        step, h = Fraction(float(moved[i])), Fraction(float(half[i]))
-        # every later step moves the master by the same amount (it stays on one float32 grid until it
-        # has passed the midpoint), so after k steps it is k * step from w
-        k = math.ceil(h / step)
-        if k * step == h:  # on the midpoint: a tie, decided by the bf16 rounding itself
-            mid = np.float32(float(w[i]) - math.copysign(float(h), float(d[i])))  # exact: 9 significant bits
-            k += int(mid.astype(ml_dtypes.bfloat16).astype(np.float32) == w[i])
-        out[i] = k
+    m = moved > 0
+    step, h = moved[m], half[m]
+    # every later step moves the master by the same amount (it stays on one float32 grid until it has
+    # passed the midpoint), so after k steps it is k * step from w: k = ceil(h / step), made exact by
+    # comparing k * step with h (exact in float64: k < 2**24, step on float32's grid near w)
+    k = np.ceil(h / step)
+    k = np.where(k * step < h, k + 1, k)
+    k = np.where((k > 1) & ((k - 1) * step >= h), k - 1, k)
+    # on the midpoint: a tie, decided by rounding the midpoint itself (exact: one bit more than the copy)
+    mid = (w32[m].astype(np.float64) - np.copysign(h, d[m].astype(np.float64))).astype(np.float32)
+    stays = _to_copy(mid, fp16).astype(np.float64) == w[m].astype(np.float64)
+    out[m] = np.where((k * step == h) & stays, k + 1, k)
     return out
 
 
-def _grid(w: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """float32's spacing where a master that starts at w and moves toward -g travels before its copy
-    changes: a 2**-16 of the bf16 gap in that direction (24 significant bits against 8)."""
-    return _gap_toward(np.ascontiguousarray(w, dtype=np.float32), np.ascontiguousarray(g, dtype=np.float32)) / 2**16
+def _master_grid(w: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """float32's spacing where a master that starts at w (a value of the copy's format) and moves
+    toward -g travels before its copy changes: that of w's binade, or of the binade below when it
+    moves down from a power of two; float32's subnormal spacing 2**-149 at the least."""
+    w = np.asarray(w)
+    a = np.abs(w.astype(np.float64))
+    _, e = np.frexp(a)
+    e = np.where(a > 0, e - 1, -126)
+    down = (a > 0) & (np.signbit(w) == np.signbit(g)) & (np.asarray(g) != 0) & (a == np.exp2(e))
+    return np.exp2(np.maximum(e - down, -126) - 23.0)
 
 
 def _copy_weights(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -198,22 +237,52 @@ def _copy_weights(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.where(odd, (bits | 0x10000).view(np.float32), w)
 
 
-def _copy_case(rng: np.random.Generator) -> Case:
+def _fp16_weights(rng: np.random.Generator, n: int) -> np.ndarray:
+    """fp16 weights (float16, nonzero): log-uniform normals, powers of two from 2**-24 up (the finer
+    float32 binade below each, the finer fp16 one below the normal ones), the smallest normal 2**-14
+    and its neighbours, subnormals (many of a few units of 2**-24); half the codes odd."""
+    pick = rng.random(n)
+    sign = rng.choice([-1.0, 1.0], size=n)
+    w = np.exp2(rng.uniform(-14, 10, size=n))
+    w = np.where(pick < 0.25, np.exp2(rng.integers(-24, 11, size=n).astype(np.float64)), w)
+    near = 2.0**-14 + rng.integers(-2, 3, size=n) * FP16_SMALLEST_SUBNORMAL
+    w = np.where((pick >= 0.25) & (pick < 0.32), near, w)
+    units = np.floor(np.exp2(rng.uniform(0, 10, size=n)))  # 1 to 1023 units of 2**-24, most of them few
+    w = np.where((pick >= 0.32) & (pick < 0.6), units * FP16_SMALLEST_SUBNORMAL, w)
+    w = (sign * w).astype(np.float16)
+    bits = w.view(np.uint16)
+    odd = (rng.random(n) < 0.5) & ((bits & 0x3FF) != 0)
+    return np.where(odd, bits | 1, bits).astype(np.uint16).view(np.float16)
+
+
+def _product_rounding_lr(rng: np.random.Generator) -> tuple[float, int, int]:
+    """(lr, c, z): lr = o * 2**z / c for odd c and o, so that float32(lr) * (c * r * 2**b) for odd r,
+    a float32 product of up to 32 bits, can round exactly onto o * r * 2**(z + b), a half-integer
+    number of spacings, while the exact product lies a hair off it."""
+    c = int(rng.choice([3, 5, 9, 11, 17, 19, 21, 23, 25, 27, 29, 31, 33, 43, 49]))
+    o = int(rng.choice([1, 1, 3, 5, 7]))
+    z = int(rng.integers(-28, -2))
+    return o * 2.0**z / c, c, z
+
+
+def _copy_case(rng: np.random.Generator, fp16: bool = False) -> Case:
     """One random case. The master's step in units of its float32 spacing v (``d / v``) decides the
-    answer; kinds: (0) any lr, d / v log-uniform from 2**-2 to 2**17; (1) lr a power of two and
-    d / v a small integer or half-integer exactly (ties of the float32 rounding, powers of two that
-    land on the bf16 midpoint); (2) and (3) lr not a float32 value, d / v exactly a half-integer only
+    answer; kinds: (0) any lr, d / v log-uniform from 2**-2 to past the midpoint; (1) lr a power of two
+    and d / v a power of two or a multiple of 1/2 exactly (ties of the float32 rounding, powers of two
+    that land on the midpoint); (2) and (3) lr not a float32 value, d / v exactly a half-integer only
     after lr is rounded to float32 (the product in float64, and in (3) the product of lr itself
-    rounded to float32, round the other way)."""
+    rounded to float32, round the other way); (4) float32(lr) * g rounded to float32 lands exactly on a
+    half-integer that the exact product misses by a hair, to the side that rounds the other way."""
     n = int(rng.integers(4, 49))
-    kind = int(rng.integers(4))
-    w = _copy_weights(rng, n)
+    kind = int(rng.integers(5))
+    w = _fp16_weights(rng, n) if fp16 else _copy_weights(rng, n)
     sign = rng.choice([-1.0, 1.0], size=n)  # the direction of -g against w's sign
-    v = _grid(w, sign)  # the grid for g of this sign; recomputed below for the real g
+    v = _master_grid(w, sign)  # the grid for g of this sign; checked below for the real g
+    spacings = np.log2(_copy_gap_toward(w, sign) / 2 / v)  # log2 of the spacings from w to the midpoint
     if kind == 0:
         lr = float(np.exp2(rng.uniform(-30, 0)))
         lr = lr if rng.random() < 0.5 else float(rng.choice([1e-3, 3e-4, 1e-2, 0.1, 1e-4, 1e-5]))
-        ratio = np.exp2(rng.uniform(-2, 17, size=n))
+        ratio = np.exp2(rng.uniform(-2, spacings + 2))
         g = _bf16(sign * ratio * v / np.float32(lr))
     elif kind == 1:
         a = int(rng.integers(0, 40))
@@ -221,7 +290,7 @@ def _copy_case(rng: np.random.Generator) -> Case:
         r = rng.random(n)
         half_steps = np.where(
             r < 0.5,
-            2.0 ** rng.integers(1, 17, size=n),  # d / v a power of two up to 2**15
+            np.exp2(np.floor(rng.uniform(1, spacings + 2))),  # d / v a power of two up to the midpoint's
             rng.integers(1, 256, size=n),  # d / v = m / 2, m < 256: integers and half-integers
         )
         g = _f32(sign * half_steps / 2 * v * 2.0**a)
@@ -232,7 +301,7 @@ def _copy_case(rng: np.random.Generator) -> Case:
         # a relative 2**-27 off: float32(lr) is lr32 again, the float64 product crosses the half-integer
         lr = lr32 * (1 + (2.0**-27 if i % 2 == 0 else -(2.0**-27)))
         g = _f32(sign * v * 2.0 ** (c - 1))  # a power of two: d = lr32 * g = (i + 1/2) v exactly
-    else:
+    elif kind == 3:
         # lr just above a power of two 2**-c (float32 rounds it down to that), g = q * 2**b with q = 2i + 1 odd
         # and i even: float32(lr) * g = (i + 1/2) v exactly, which rounds to i; the product with lr itself,
         # rounded to float32 or not, lies above the half-integer and rounds to i + 1
@@ -241,17 +310,51 @@ def _copy_case(rng: np.random.Generator) -> Case:
         eps = 2.0**-24 * (1 + 2.0 ** math.floor(math.log2(q)) / q) / 2  # between d's half ulp and lr's
         lr = 2.0**-c * (1 + eps)
         g = _f32(sign * q * v * 2.0 ** (c - 1))
+    else:
+        # g = c * r * v / 2**(z + 1): float32(lr) * g is o * r * 2**(z + b) * (1 + a hair), whose float32
+        # rounding is o * r * v / 2, a half-integer number of spacings; o * r = 1 (mod 4) where the hair
+        # is above (a tie that goes down to the even count, the exact product up), 3 where it is below
+        lr, c, z = _product_rounding_lr(rng)
+        r = 2 * rng.integers(0, (255 // c + 1) // 2, size=n) + 1  # c * r < 256: an 8-bit gradient
+        g = _f32(sign * c * r * v * 2.0 ** -(z + 1))
+        exact = np.abs(g.astype(np.float64)) * float(np.float32(lr))  # the product, exact in float64
+        units = np.abs((np.float32(lr) * g).astype(np.float64)) / v  # o * r / 2 where it lands on the half
+        telling = (units - np.floor(units) == 0.5) & (np.rint(exact / v) != np.rint(units))
     g = np.where(rng.random(n) < 0.04, rng.choice([0.0, -0.0], size=n), g)
     # keep the elements whose gradient is a normal bf16 value (or zero) and whose grid is the one aimed at
     ok = np.isfinite(g) & ((g == 0) | (np.abs(g) >= 2.0**-126)) & (_bf16(g) == g) & (np.abs(g) < 2.0**100)
-    ok &= (g == 0) | (_grid(w, g) == v)
-    if not ok.any():
-        return _copy_case(rng)
+    ok &= (g == 0) | (_master_grid(w, g) == v)
+    if kind == 4:
+        ok &= telling | (rng.random(n) < 0.1)  # mostly the elements where the two products part
+    if ok.sum() < 2:
+        return _copy_case(rng, fp16)
     return Case((w[ok], _f32(g[ok]), lr))
+
+
+def _tiny_fp16_case(rng: np.random.Generator, n: int) -> Case:
+    """n fp16 weights of a few units of 2**-24 (each moving up or down), one lr, steps of one to a few
+    float32 spacings (some half-integers: ties), some lost, some zero gradients: copies that take up
+    to millions of steps to move."""
+    pick = rng.random(n)
+    units = np.where(pick < 0.3, rng.integers(2, 5, size=n), np.floor(np.exp2(rng.uniform(0, 6, size=n))))
+    units = np.where(pick < 0.5, 1.0, units)
+    w = (rng.choice([-1.0, 1.0], size=n) * units * FP16_SMALLEST_SUBNORMAL).astype(np.float16)
+    sign = rng.choice([-1.0, 1.0], size=n)
+    v = _master_grid(w, sign)
+    lr = float(rng.choice([1e-3, 3e-4, 1e-4, 2.0**-10, 2.0**-12])) * float(np.exp2(rng.integers(-2, 3)))
+    pick = rng.random(n)
+    ratio = rng.choice([2.0, 3.0, 1.5, 2.5, 0.5, 4.0], size=n)  # float32 spacings a step
+    ratio = np.where(pick < 0.15, np.exp2(rng.uniform(-1.5, 4, size=n)), ratio)
+    ratio = np.where(pick > 0.4, 1.0, ratio)
+    g = _f32(sign * ratio * v / np.float32(lr))
+    g = np.where(rng.random(n) < 0.01, 0.0, g).astype(np.float32)
+    ok = (g == 0) | (_master_grid(w, g) == v)
+    return Case((w[ok], g[ok], lr))
 
 
 def _copy_cases(rng: np.random.Generator) -> list[Case]:
     s = BF16_SMALLEST_SUBNORMAL
+    t = FP16_SMALLEST_SUBNORMAL
     odd = 1 + 2.0**-7  # bf16 code with the last mantissa bit set
     cases = [
         Case(
@@ -270,6 +373,14 @@ def _copy_cases(rng: np.random.Generator) -> list[Case]:
             (_f32([1.0, 1.0, 1.0]), _f32([-3.0, -5.0, -7.0]), 2.0**-24), label="1.5, 2.5, 3.5 float32 spacings per step"
         ),
         Case((_bf16([1.0, 3.0, -0.3]), _bf16([-1e-3, 2e-3, 5e-4]), 1e-3), label="lr 1e-3: steps that float32 rounds"),
+        Case(
+            (_f32([1.0, 1.0, 1.0]), _f32([-3 * 2.0**-14, -15 * 2.0**-14, -27 * 2.0**-14]), 2.0**-10 / 3),
+            label="lr = 2**-10 / 3: float32(lr) * g rounds onto 0.5, 2.5 and 4.5 spacings, from a hair above",
+        ),
+        Case(
+            (_f32([1.0, 1.0]), _f32([-75 * 2.0**-14, -175 * 2.0**-14]), 2.0**-10 / 25),
+            label="lr = 2**-10 / 25: float32(lr) * g rounds onto 1.5 and 3.5 spacings, from a hair below",
+        ),
         Case((_f32([0.0, -0.0, 0.0]), _bf16([1e-30, 1e-30, -1e-38]), 1e-3), label="w = 0: the neighbour is 2**-133"),
         Case((_f32([s, 5 * s, -s]), _bf16([1e-38, -1e-38, -1e-39]), 0.5), label="subnormal weights"),
         Case(
@@ -281,9 +392,27 @@ def _copy_cases(rng: np.random.Generator) -> list[Case]:
         Case(
             (_f32(np.full((2, 3), 0.25)), _bf16(np.linspace(-1e-4, 1e-4, 6).reshape(2, 3)), 0.01), label="a 2-d tensor"
         ),
+        Case(
+            (np.float16([1.0, 1.0]), _f32([-(2.0**-12), 2.0**-12]), 2.0**-11),
+            label="an fp16 copy of 1, up and down: 11 significant bits",
+        ),
+        Case(
+            (np.float16([2.0**-14, 2.0**-14]), _f32([2.0**-30, -(2.0**-29)]), 2.0**-8),
+            label="fp16's smallest normal 2**-14, down and up: its gap stays 2**-24 below, the master's grid halves",
+        ),
+        Case(
+            (np.float16([t, t, 3 * t, -2 * t]), _f32([2.0**-38, -(2.0**-37), -(2.0**-36), -(2.0**-37)]), 2.0**-10),
+            label="fp16 subnormals 2**-24 (down, up), 3 * 2**-24, -2**-23 (down): millions of steps",
+        ),
+        Case(
+            (np.float16([[1e-3, -5e-6], [6e-5, 30.0]]), _f32([[1e-6, 1e-9], [-1e-8, 2e-3]]), 1e-3),
+            label="an fp16 copy, lr 1e-3, a 2-d tensor",
+        ),
     ]
-    with np.errstate(over="ignore"):  # gradients past float32's range are drawn, then dropped
-        return cases + _some_2d([_copy_case(rng) for _ in range(60)])
+    with np.errstate(over="ignore", invalid="ignore"):  # gradients past float32's range: drawn, then dropped
+        random = [_copy_case(rng) for _ in range(60)] + [_copy_case(rng, fp16=True) for _ in range(30)]
+        long = [_tiny_fp16_case(rng, LONG_SIZE) for _ in range(LONG_ARRAYS)]
+    return cases + _some_2d(random) + long
 
 
 # ------------------------------------------------------------------ 3. stochastic rounding: the expected first move
@@ -369,8 +498,8 @@ EXERCISES = [
     ),
     Exercise(
         "ex04.first_copy_change",
-        "When the bf16 copy of an fp32 master first moves",
-        3,
+        "When the copy of an fp32 master first moves",
+        4,
         first_copy_change_ref,
         _copy_cases,
         forbidden=FORBIDDEN,
