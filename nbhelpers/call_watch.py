@@ -11,7 +11,9 @@ module reached under it, the course's kernel handed to an allowed launcher, is s
 While a student's function runs, :class:`CallWatch` (a profile hook, ``sys.setprofile``) notes
 every call of a forbidden Python function, however it was reached: under another name, in a
 ``functools.partial``, through a helper of the student's or through another of the course's
-functions, or after the module was reloaded. It also notes every call that would hide calls from
+functions, after the module was reloaded, or from a copy of the module loaded from its file
+under another name (a module is known by its name, and a module of another name by the course
+file its code came from). It also notes every call that would hide calls from
 it (switching the hook off or replacing it, starting a thread or a process, which the hook does
 not follow); such a call counts like a forbidden one, since the watch can no longer say what
 ran. Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
@@ -148,13 +150,27 @@ class CallWatch:
         exit_code, torch_code = _EXIT_CODE, _TORCH_FUNCTION_CODE
         c_modules = bool(self._c_modules)
 
+        def resolve(g: dict, code: Any) -> tuple[dict, int, Any]:
+            # a module by its name; a module of the course's package loaded under another name
+            # (importlib from its file) by the file its code came from
+            module = g.get("__name__")
+            verdict = module_verdict(module)
+            if verdict == _NEUTRAL:
+                course = _course_module(code.co_filename)
+                if course is not None:
+                    module, verdict = course, module_verdict(course)
+            known = by_globals[id(g)] = (g, verdict, module)
+            return known
+
         def forbidden_caller(caller: Any) -> bool:
             if caller is None:
                 return False
             g = caller.f_globals
             known = by_globals.get(id(g))
-            verdict = module_verdict(g.get("__name__")) if known is None or known[0] is not g else known[1]
-            pair = (g.get("__name__"), caller.f_code.co_qualname)
+            if known is None or known[0] is not g:
+                known = resolve(g, caller.f_code)
+            verdict = known[1]
+            pair = (known[2], caller.f_code.co_qualname)
             # course code calling course code: the call entered earlier, or an allowed tool's own
             return pair in functions or pair in allowed or verdict in (_FORBIDDEN, _ALLOWED)
 
@@ -187,10 +203,9 @@ class CallWatch:
             elif event == "call":
                 g = frame.f_globals
                 known = by_globals.get(id(g))
-                if known is None or known[0] is not g:
-                    module = g.get("__name__")
-                    known = by_globals[id(g)] = (g, module_verdict(module), module)
                 code = frame.f_code
+                if known is None or known[0] is not g:
+                    known = resolve(g, code)
                 verdict = known[1]
                 if code.co_qualname in named:  # a function listed by name outranks its module
                     pair = (known[2], code.co_qualname)
@@ -261,6 +276,28 @@ class CallWatch:
         finally:
             for other in reversed(above):  # another mode left on: put back, as it was
                 c._push_on_torch_function_stack(other)
+
+
+def _course_module(filename: Any) -> str | None:
+    """The dotted name of the course's module whose file ``filename`` is (``"nbhelpers.formats"``
+    for ``.../nbhelpers/formats.py``), or None: read from the loaded package's folder, so that a
+    copy of the module loaded under another name from the same file is still the course's."""
+    package = sys.modules.get(_COURSE)
+    folders = getattr(package, "__path__", None)
+    if not isinstance(filename, str) or not folders or not filename.endswith(".py"):
+        return None
+    for folder in folders:
+        try:
+            rel = os.path.relpath(os.path.realpath(filename), os.path.realpath(folder))
+        except ValueError:  # another drive
+            continue
+        if rel.startswith(os.pardir) or os.path.isabs(rel):
+            continue
+        parts = rel[: -len(".py")].split(os.sep)
+        if parts[-1] == "__init__":
+            parts.pop()
+        return ".".join([_COURSE, *parts])
+    return None
 
 
 def _c_module(fn: Any) -> Any:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,6 +73,36 @@ def test_one_function_by_name_and_a_fresh_copy_of_its_module():
         copy.decode(0x3C, copy.get_format("e4m3"))  # a fresh function object of the same def
         formats.get_format("bf16")  # not listed
     assert again.seen == {"nbhelpers.formats:decode"}
+
+
+def test_a_copy_of_a_course_module_loaded_under_another_name_is_still_the_course(tmp_path, monkeypatch):
+    # importlib from the module's own file, under another name (inside the package, so that its
+    # relative imports work): its functions' globals name the copy, their code nbhelpers/formats.py
+    spec = importlib.util.spec_from_file_location("nbhelpers.sneaky_formats", formats.__file__)
+    sneaky = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, sneaky)  # as the copy's dataclasses need
+    source = Path(spec.origin).read_text()
+    exec(compile(source, spec.origin, "exec"), sneaky.__dict__)
+    assert sneaky.__name__ == "nbhelpers.sneaky_formats" and sneaky.decode is not formats.decode
+    for forbidden, expected in (
+        ("nbhelpers.formats:decode", {"nbhelpers.formats:decode"}),
+        ("nbhelpers.formats", {"nbhelpers.formats:decode"}),
+        ("nbhelpers", {"nbhelpers.sneaky_formats:decode"}),  # forbidden by its name already
+    ):
+        watch = CallWatch([forbidden])
+        with watch:
+            sneaky.decode(0x3C, "e4m3")
+        assert watch.seen == expected, forbidden
+    # a module of the student's own, of any name, in a file outside the package: not the course's
+    mine = tmp_path / "mine.py"
+    mine.write_text("def decode(bits, fmt):\n    return bits\n")
+    spec = importlib.util.spec_from_file_location("nbhelpers_like", mine)
+    own = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(own)
+    watch = CallWatch(["nbhelpers.formats"])
+    with watch:
+        own.decode(0x3C, "e4m3")
+    assert watch.seen == set()
 
 
 def test_an_allowed_function_may_call_what_is_forbidden_but_not_the_other_way():
