@@ -718,26 +718,30 @@ def cpu_identity() -> str:
 
 
 def anon_huge_pages(arr: np.ndarray, smaps: str = "/proc/self/smaps") -> int | None:
-    """Bytes of transparent huge pages backing ``arr``'s data: the ``AnonHugePages`` lines of every
-    mapping in Linux's /proc/self/smaps that overlaps ``[data, data + nbytes)``, summed (a
-    ``madvise`` that starts at the first page boundary inside an allocation splits it into
-    several mappings, the first small one holding the first byte); None where that file cannot be
-    read or no mapping overlaps the data (not Linux)."""
+    """Bytes of transparent huge pages backing ``arr``'s data, at most: the ``AnonHugePages``
+    lines of every mapping in Linux's /proc/self/smaps that overlaps ``[data, data + nbytes)``,
+    summed (a ``madvise`` that starts at the first page boundary inside an allocation splits it
+    into several mappings, the first small one holding the first byte), each capped at the
+    array's share of its mapping rounded up to whole 2 MiB pages (the kernel merges neighbouring
+    allocations into one mapping, whose huge pages may back other data); None where that file
+    cannot be read or no mapping overlaps the data (not Linux)."""
+    huge = 2 * 2**20
     lo_a = arr.__array_interface__["data"][0]
     hi_a = lo_a + max(int(arr.nbytes), 1)
     try:
         text = Path(smaps).read_text()
     except OSError:
         return None
-    inside, found, total = False, False, 0
+    share, found, total = 0, False, 0
     for line in text.splitlines():
         head = line.split()[0] if line.strip() else ""
         if "-" in head and ":" not in head:
             lo, hi = (int(x, 16) for x in head.split("-"))
-            inside = lo < hi_a and lo_a < hi
-            found |= inside
-        elif inside and head == "AnonHugePages:":
-            total += int(line.split()[1]) * 1024
+            overlap = min(hi, hi_a) - max(lo, lo_a)
+            share = -(-overlap // huge) * huge if overlap > 0 else 0
+            found |= overlap > 0
+        elif share and head == "AnonHugePages:":
+            total += min(int(line.split()[1]) * 1024, share)
     return total if found else None
 
 
