@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .answer_keys import UnknownExerciseError, exercises_of, get_exercise
-from .call_watch import CallWatch
+from .call_watch import CallWatch, parse_names
 from .comparators import close_to, float_array, same_value, same_value_up_to_zero_sign
 from .exercise_types import Case, CheckerError, Exercise, code_shape
 from .report_text import REPR_LIMIT, describe_exception, describe_parts, short_repr, truncate
@@ -376,6 +376,22 @@ def prepare_check(exercise: Exercise | str, seed: int = 0) -> tuple[list[Case], 
     return cases, expected_outputs(ex, cases)
 
 
+def _clear_caches(forbidden) -> None:
+    """Empty the caches (``functools.cache``, ``lru_cache``) of the course's forbidden modules:
+    the reference may have filled them for these very cases, and a cache hit runs no Python
+    frame, so a student's call of a cached forbidden function would pass unseen by the watch."""
+    import sys
+
+    modules = {m for m, _ in parse_names(forbidden) if m == "nbhelpers" or m.startswith("nbhelpers.")}
+    for name, module in list(sys.modules.items()):
+        if module is None or not any(name == m or name.startswith(m + ".") for m in modules):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == name:
+                clear()
+
+
 def run_check(
     exercise: Exercise | str,
     fn: Callable,
@@ -411,6 +427,8 @@ def run_check(
     if verdict is not None:
         return verdict
     watcher = CallWatch(ex.forbidden if watch else (), ex.allowed)
+    if watcher:
+        _clear_caches(ex.forbidden)
     got: list = []
     for i, case in enumerate(cases):
         args, kwargs = _copy_args(ex, case)
