@@ -1,7 +1,10 @@
 """Chapter 02's exercises beyond the table (test_exercises.py): the promise behind their bit-exact checks."""
 
+import math
+
 import ml_dtypes
 import numpy as np
+import pytest
 
 from nbhelpers.accumulation import emulated_sum, stall_length
 from nbhelpers.checks import cases_for
@@ -385,3 +388,55 @@ def test_sum_of_copies_cases_reach_fp32_stalls():
     """Some cases need over ten million steps (fp32), so a one-step loop is not an answer."""
     big = [c for c in cases_for("ex02.sum_of_copies", 0) if c.args[2] == "fp32" and c.args[1] > 10**7]
     assert big
+
+
+def _skip_on_two_equal_steps(value: float, n: int, acc: str) -> float:
+    """The reference's skipping without its check that both steps lie in one binade: two single
+    steps, and when they added the same amount, that amount up to the binade's end."""
+    f = get_format(acc)
+    s, k = 0.0, 0
+    while k < n:
+        incs = []
+        for _ in range(min(2, n - k)):
+            t = float(round_to(s + value, acc))
+            if t == s:
+                return s
+            incs.append(t - s)
+            s, k = t, k + 1
+        if len(incs) == 2 and incs[0] == incs[1]:
+            room = 2.0 ** (max(math.frexp(s)[1] - 1, f.emin) + 1) - s - value
+            if room > 0:
+                j = min(n - k, math.ceil(room / incs[1]))
+                s, k = s + j * incs[1], k + j
+    return s
+
+
+_COPIES_BINADE = "e = max(math.frexp(s)[1] - 1, f.emin)"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "label"),
+    [
+        # the binade of s + value, not of s: wrong where a step crosses a binade's start
+        (_COPIES_BINADE, "e = max(math.frexp(s + value)[1] - 1, f.emin)", "crosses"),
+        # a sum below 2**emin taken as never reached
+        (_COPIES_BINADE, _COPIES_BINADE + "\n        if s < 2.0**f.emin:\n            return -1.0", "subnormal"),
+        (None, None, "crosses"),
+    ],
+)
+def test_sum_of_copies_fixed_cases_reject_binade_slips(old, new, label):
+    """Mistakes the random cases catch only at some seeds (each passes at the table's hidden seed):
+    a labelled fixed case fails them at every seed."""
+    from exercise_table import CHAPTERS
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+
+    if old is None:
+        wrong = _skip_on_two_equal_steps
+    else:
+        spec = next(s for s in CHAPTERS if s.chapter == 2)
+        wrong = SolutionNotebook(spec.solution, spec.namespace).mutated("sum_of_copies", old, new)
+    for seed in (0, 12345):
+        result = run_check("ex02.sum_of_copies", wrong, seed=seed, stop_at_first_failure=True)
+        assert not result.passed and label in result.mismatches[0], result.mismatches[:1]

@@ -487,6 +487,12 @@ def _copies_cases(rng: np.random.Generator) -> list[Case]:
         Case((float(np.float32(0.1)), 5 * 10**6, "fp32"), label="fp32(0.1), five million terms"),
         Case((0.75, 0, "bf16"), label="no terms: 0.0"),
         Case((0.75, 1, "bf16"), label="one term"),
+        Case((2.5, 10, "e5m2"), label="2.5 in e5m2: the sum crosses 4, 8 and 16, the increment changing"),
+        Case((1.2374228239059448, 2, "fp32"), label="fp32, two terms: the second crosses 2"),
+        Case((2.29931640625, 3, "e8m12"), label="e8m12, three terms: the third crosses 4"),
+        Case((3 * 2.0**-9, 2, "e4m3"), label="a subnormal value of e4m3: the sum stays subnormal"),
+        Case((3 * 2.0**-9, 7, "e4m3"), label="a subnormal value of e4m3 whose sum grows past 2**emin"),
+        Case((2.0**-16, 3, "e5m2"), label="e5m2's smallest subnormal, three terms"),
     ]
     while len(cases) < 50:
         # every fifth: a short mantissa (ties on the way) in an accumulator of at most 11 significant
