@@ -1234,6 +1234,8 @@ CHAPTERS = [
                 ("fp8_choice", '("e4m3fn", -6, 3, 448.0, False)', '("e4m3fn", -6, 3, 448.0, True)'),
                 # the scale's direction inverted: x * scale (Transformer Engine's convention for our scale)
                 ("fp8_choice", "v = np.abs(x / scale)", "v = np.abs(x * scale)"),
+                # multiplied by a rounded 1 / scale instead of divided by the scale
+                ("fp8_choice", "v = np.abs(x / scale)", "v = np.abs(x * (1.0 / scale))"),
                 # one scale for both formats: e4m3fn's amax / 448, so e5m2's top binades go unused
                 ("fp8_choice", "scale = float(np.float32(amax / top))", "scale = float(np.float32(amax / 448.0))"),
                 # the tolerance forgotten: e5m2 whenever it loses fewer

@@ -593,3 +593,20 @@ def test_fp8_choice_takes_the_counts_as_lists_or_tuples_and_names_the_key_that_d
 
     result = run_check("ex06.fp8_choice", one_key, seed=0)
     assert not result.passed and "missing 'e5m2'" in str(result), str(result)
+
+
+def test_best_margin_fixed_case_rejects_a_tolerance_on_the_clamp():
+    """A "safety" tolerance, clamped only beyond 448 (1 + 2**-30), passes the random cases at some
+    seeds (one of the table's cheat seeds among them); the labelled case with one value that far
+    above 448 fails it at every seed."""
+    from helpers import SolutionNotebook
+
+    from nbhelpers.checks import run_check
+
+    spec = next(s for s in CHAPTERS if s.chapter == 6)
+    wrong = SolutionNotebook(spec.solution, spec.namespace).mutated(
+        "best_margin", "v > 448", "v > 448 * (1 + 2.0**-30)"
+    )
+    for seed in (0, 8142093377):
+        result = run_check("ex06.best_margin", wrong, seed=seed, stop_at_first_failure=True)
+        assert not result.passed and "2**-30 above it" in result.mismatches[0], result.mismatches[:1]

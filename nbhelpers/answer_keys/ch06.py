@@ -679,6 +679,10 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
     grads = fixed.choice([-1.0, 1.0], (64, 64)) * np.exp2(fixed.normal(-20, 4, (64, 64)))
     grown = fixed.standard_normal((64, 64))
     sparse = np.where(fixed.random((32, 32)) < 0.7, 0.0, fixed.standard_normal((32, 32)))
+    # a float32 scale c whose rounded reciprocal moves 464 c off the tie: the first above 1.1
+    c = float(np.float32(1.1))
+    while 464.0 * c * (1.0 / c) <= 464.0:
+        c = float(np.nextafter(np.float32(c), np.float32(2)))
     cases = [
         Case(
             (np.array([448.0, 464.0, 465.0, -480.0, 2.0**-10, 2.0**-10 * 1.5, -(2.0**-11)]), 448.0),
@@ -701,6 +705,10 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
         ),
         Case((sparse, 10.0), label="70% zeros"),
         Case((np.array([250.0, 240.0, 1.0]) * s4, 448.0), label="e4m3fn's max is 448, not IEEE e4m3's 240"),
+        Case(
+            (np.array([464.0, -464.0, 448.0, 100.0, 1.0, 0.5]) * c, 448.0 * c),
+            label=f"scale {c!r}: x / scale lands exactly on e4m3fn's tie at 464, x * (1 / scale) above it",
+        ),
     ]
     for i in range(70):
         x, amax = _at_the_tolerance(rng) if i % 10 == 0 else _fp8_data(rng)
@@ -870,6 +878,17 @@ def _repeated_amax(rng: np.random.Generator) -> tuple[list, int]:
     return xs, int(rng.integers(1, 7))
 
 
+def _just_above_448(rng: np.random.Generator) -> list:
+    """Five steps of values between 224 and 448 in magnitude, each with one value of exactly +-448, so
+    that at margin 0 every scale is 1; the last step adds 448 (1 + 2**-30), which margin 0 clamps and
+    margin 1 (scale 2, nothing flushed) does not."""
+    xs = [rng.choice([-1.0, 1.0], (4, 16)) * rng.uniform(224.0, 448.0, (4, 16)) for _ in range(5)]
+    for x in xs:
+        x.flat[int(rng.integers(x.size))] = float(rng.choice([-1.0, 1.0])) * E4M3_MAX
+    xs[-1].flat[int(rng.integers(xs[-1].size))] = E4M3_MAX * (1 + 2.0**-30)
+    return xs
+
+
 def _margin_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(6066)  # the labelled cases are the same for every seed
     spike = [fixed.standard_normal((8, 64)) * (16.0 if t == 4 else 1.0) for t in range(10)]
@@ -902,6 +921,10 @@ def _margin_cases(rng: np.random.Generator) -> list[Case]:
         Case(
             (_plant_ties(fixed, _sequence(fixed, 1.5), 3), 3),
             label="values exactly on 448 and on 2**-10 at the answer's margin",
+        ),
+        Case(
+            (_just_above_448(fixed), 2),
+            label="every amax 448 (scale 1 at margin 0), then one value a relative 2**-30 above it: margin 1",
         ),
     ]
     for i in range(40):
