@@ -642,3 +642,29 @@ def test_precision_slips_fail_on_the_fixed_cases_near_fp32_rounding(old, new):
     spec = next(s for s in CHAPTERS if s.chapter == 7)
     wrong = SolutionNotebook(spec.solution, spec.namespace).mutated("largest_promotion_interval", old, new)
     assert not run_check("ex07.largest_promotion_interval", wrong, seed=0).passed
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "label"),
+    [
+        # RCEIL on a GPU that flushes float32 subnormals: d below 2**-126 taken as 0
+        ("mx_shared_exponent", "    if d == 0.0:\n", "    if d < 2.0**-126:\n", "1.5 * 2**-127"),
+        # the block scale's ties rounded away from zero
+        (
+            "two_level_scales",
+            '"e4m3fn", saturate=True)',
+            '"e4m3fn", rounding="nearest_away", saturate=True)',
+            "exact e4m3 ties",
+        ),
+    ],
+)
+def test_fixed_cases_reject_what_the_random_cases_miss(name, old, new, label):
+    """Mistakes no random case catches (a quotient among float32's subnormals above 2**-127, an
+    exact e4m3 tie): a labelled fixed case fails them at every seed."""
+    from nbhelpers.checks import run_check
+
+    spec = next(s for s in CHAPTERS if s.chapter == 7)
+    wrong = SolutionNotebook(spec.solution, spec.namespace).mutated(name, old, new)
+    for seed in (0, 12345):
+        result = run_check(f"ex07.{name}", wrong, seed=seed, stop_at_first_failure=True)
+        assert not result.passed and label in result.mismatches[0], result.mismatches[:1]

@@ -137,6 +137,10 @@ def _mx_cases(rng: np.random.Generator) -> list[Case]:
         Case((np.array([0.0, -0.0]), "e5m2", "rceil"), label="RCEIL, all zeros: -127"),
         Case((np.array([1e-300, 0.0]), "e4m3fn", "rceil"), label="RCEIL, fp32(amax / 448) underflows to 0: -127"),
         Case((np.array([2.0**-140]), "e4m3fn", "rceil"), label="RCEIL, the quotient an fp32 subnormal: -127"),
+        Case(
+            (np.array([448.0 * 1.5 * 2.0**-127, -1e-40]), "e4m3fn", "rceil"),
+            label="RCEIL, d = 1.5 * 2**-127, an fp32 subnormal above 2**-127: E = -126 (flushed to 0: -127)",
+        ),
         Case((np.array([57344.0 * 2.0**127]), "e5m2", "rceil"), label="RCEIL, the largest exponent: 127"),
     ]
     for _ in range(180):
@@ -611,6 +615,10 @@ def _two_level_cases(rng: np.random.Generator) -> list[Case]:
         Case(
             (np.array([[2688.0] + [0.0] * 15 + [6.6] + [0.1] * 15]), *nvfp4),
             label="s_t = 1: 6.6 / 6 = 1.1 rounds to the nearest e4m3, 1.125, not down to 1",
+        ),
+        Case(
+            (np.array([[2688.0] + [0.0] * 15 + [6.375] + [0.1] * 15 + [-7.125] + [1.0] * 15]), *nvfp4),
+            label="s_t = 1: 6.375 / 6 = 1.0625 and 7.125 / 6 = 1.1875, exact e4m3 ties: to the even 1 and 1.25",
         ),
         Case(
             (np.array([[12544.0, 1.0, 0.0, -3.5]]), "e3m2fn", 1, 16),
