@@ -324,3 +324,19 @@ def test_misordered_clip_ratio_under_adam_depends_on_more_than_the_norm():
     assert ref(flat_g, 65536.0, 0.5, "sgd") == pytest.approx(ref(spiky, 65536.0, 0.5, "sgd"), rel=1e-12)
     a, b = ref(flat_g, 2.0**24, 0.5, "adam"), ref(spiky, 2.0**24, 0.5, "adam")
     assert a < 0.1 and b > 0.5  # the flat one's elements far below eps, the spiky one's near it
+
+
+def test_settled_scale_cap_reached_exactly_by_an_all_ones_significand():
+    # the cap tested with "<": wrong only when the scale can reach float32's largest value exactly,
+    # from a start whose float32 significand is all ones (odds of 2**-23 in a random draw): a fixed case
+    from helpers import SolutionNotebook
+
+    from nbhelpers.answer_keys.ch05 import settled_scale_ref
+
+    spec = next(c for c in CHAPTERS if c.chapter == 5)
+    wrong = SolutionNotebook(spec.solution, spec.namespace).mutated(
+        "settled_scale", "and s * 2 <= top", "and s * 2 < top"
+    )
+    case = next(c for c in cases_for("ex05.settled_scale", 0) if "all-ones" in (c.label or ""))
+    assert settled_scale_ref(*case.args) == (float(np.finfo(np.float32).max), 0.0)
+    assert wrong(*case.args) != settled_scale_ref(*case.args)

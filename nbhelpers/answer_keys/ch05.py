@@ -398,6 +398,10 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
         Case((3.0e5, 1.0, 5), label="even a scale of 1 overflows: the answer is below 1"),
         Case((2.0**-130, 1.0, 3), label="a tiny gradient: growth stops at float32's largest power-of-two multiple"),
         Case((2.0**-130, 3.0, 3), label="the float32 cap with a scale of the form 3 * 2**k"),
+        Case(
+            (2.0**-130, (2 - 2.0**-23) * 2.0**100, 3),
+            label="a scale with an all-ones float32 significand: it reaches float32's largest value exactly",
+        ),
         Case((_trim(1e-3), 1000.0, 1), label="growth_interval 1, a scale of the form 1000 * 2**k"),
         Case((_trim(0.3), 0.1, 7), label="init_scale 0.1 (rounded to float32 first)"),
         Case((65520.0 / (45 * 2.0**8), 45.0 * 2**20, 2), label="a tie with a scale of the form 45 * 2**k, from above"),
