@@ -110,7 +110,10 @@ def fake_repo(tmp_path):
         (tmp_path / "benchmarks" / name).write_text("")
     (tmp_path / "tests" / "test_kernels_x.py").write_text("")
     (tmp_path / "tests" / "test_other.py").write_text("")
-    (tmp_path / "notebooks").mkdir()
+    for folder, names in (("notebooks", ("03_gemm.ipynb", "04_train.ipynb")), ("solutions", ("ex03_gemm.ipynb",))):
+        (tmp_path / folder).mkdir()
+        for name in names:
+            (tmp_path / folder / name).write_text("{}")
     return tmp_path
 
 
@@ -130,8 +133,13 @@ def test_plan_finds_the_benchmarks_and_kernel_tests(tmp_path):
     assert "-n" not in kernels  # no pytest-xdist known to be there
     assert plan[1].argv == ["py", "benchmarks/gpu_a_gemm.py"]
     nbval = plan[-1].argv
-    assert nbval[-1] == "notebooks"  # solutions/ and exercises/ do not exist in the fake repo
+    # the chapters with a GPU path (03 is one, 04 is not) and their solutions
+    assert nbval[-2:] == ["notebooks/03_gemm.ipynb", "solutions/ex03_gemm.ipynb"]
     assert "--nbval-current-env" in nbval and "--nbval-lax" in nbval
+    assert plan[3].group == plan[4].group == "tests" and not plan[0].group  # the tests side by side
+    assert [len(b) for b in gr.batches(plan)] == [1, 1, 1, 2]
+    folders = gr.plan_steps("py", root=root, folders=["notebooks", "solutions", "exercises"])[-1].argv
+    assert folders[-2:] == ["notebooks", "solutions"]  # as make test runs them, the folders that exist
     assert plan[0].argv[:3] == ["py", "-m", "nbhelpers.tooling.compile_cases"] and "--warm" in plan[0].argv
 
 
@@ -139,11 +147,14 @@ def test_plan_uses_the_hosts_cores_and_the_gpus_capability(tmp_path):
     plan = gr.plan_steps(
         "py", root=fake_repo(tmp_path), jobs=12, capability="8.0", gpu="NVIDIA A100-SXM4-80GB", modules={"xdist": True}
     )
-    compile_argv, kernels_argv = plan[0].argv, plan[3].argv
+    compile_argv, kernels_argv, nbval_argv = plan[0].argv, plan[3].argv, plan[4].argv
     assert compile_argv[compile_argv.index("--target") + 1] == "sm_80"
     assert compile_argv[compile_argv.index("--jobs") + 1] == "12"
     assert compile_argv[-1] == "benchmarks/results/compile_check_nvidia-a100-sxm4-80gb.json"
-    assert kernels_argv[kernels_argv.index("-n") + 1] == "12"
+    # side by side: nbval gets a quarter of the cores (at most 4 workers), the kernel tests the rest
+    assert kernels_argv[kernels_argv.index("-n") + 1] == "9" and nbval_argv[nbval_argv.index("-n") + 1] == "3"
+    alone = gr.plan_steps("py", steps=("kernels",), root=fake_repo(tmp_path / "b"), jobs=12, modules={"xdist": True})
+    assert alone[0].argv[alone[0].argv.index("-n") + 1] == "12" and not alone[0].group
 
 
 def test_the_benchmarks_get_their_time_limits():
@@ -156,20 +167,33 @@ def test_the_benchmarks_get_their_time_limits():
             assert bp["time_limit"] < bp["limit"]  # the script stops starting cases before it is killed
 
 
-def test_dry_run_expects_every_results_file_within_six_minutes_on_the_h200():
-    """The plan for the reference machine (no GPU here): the expected times, probe included, add
-    up to less than 6 minutes, the compile step's from the recorded compile times."""
+def test_dry_run_expects_every_step_within_eight_minutes_on_the_h200():
+    """The plan for the reference machine (no GPU here): every step has an expected time (nbval's
+    from the notebooks' recorded CPU times, the compile step's from the recorded compile times),
+    and with the probe, the kernel tests and nbval side by side, they add up to at most 480 s."""
     r = run_script("--dry-run")
     assert r.returncode == 0, r.stderr
-    total = float(re.search(r"expected in all: (\d+) s", r.stdout).group(1))
-    assert total < 360, r.stdout
+    m = re.search(r"expected in all: (\d+) s = [\d.]+ min( \+ [\w, ]+)? \(", r.stdout)
+    assert m and m.group(2) is None, r.stdout  # no step without an expected time
+    total = float(m.group(1))
+    assert total <= gr.PLAN_MAX_S == 480, r.stdout
     assert "H200 host with 16 cores" in r.stdout
     assert re.search(r"\[compile\] compile \(expected \d+ s", r.stdout)
     assert "cold cache, measured with Triton" in r.stdout
-    assert "-n 16" in r.stdout  # pytest-xdist on the reference machine
+    assert "-n 12" in r.stdout and "-n 4 --dist loadfile" in r.stdout  # kernels and nbval share 16 cores
+    assert "side by side, sharing the cores (kernels and nbval)" in r.stdout
     plan = gr.plan_steps("py", jobs=16, modules=gr.REFERENCE_MACHINE["modules"])
-    assert round(gr.PROBE_S + sum(s.expected_s for s in plan)) == total
-    assert all(s.expected_s is not None for s in plan)
+    assert round(gr.expected_total_s(plan)) == total
+    assert all(s.expected_s is not None and s.expected_s <= s.limit_s for s in plan)
+    assert gr.PROBE_S + gr.DEFAULT_BUDGET_S <= gr.PLAN_MAX_S  # the budget itself fits the call
+
+
+def test_every_gpu_notebook_has_a_recorded_cpu_time():
+    """The nbval step's estimate rests on a time for each notebook it runs: a new chapter with a GPU
+    path needs its time recorded (NBVAL_CPU_S)."""
+    paths = gr.gpu_notebooks()
+    assert paths and set(paths) == set(gr.NBVAL_CPU_S)
+    assert {p.split("/")[1][:2] for p in paths if p.startswith("notebooks/")} == set(gr.gpu_chapters())
 
 
 def test_expected_compile_time_comes_from_the_recorded_compile_times(tmp_path):
@@ -181,6 +205,26 @@ def test_expected_compile_time_comes_from_the_recorded_compile_times(tmp_path):
     s, basis = gr.expected_compile_s(16, tmp_path)
     assert s == 32 / 16 + 10 and "8 sm_90 compiles of 32 s" in basis
     assert gr.expected_compile_s(16, tmp_path / "nowhere")[0] is None
+
+
+def test_the_kernel_tests_record_their_compiles_and_the_next_plan_reads_them(tmp_path):
+    """The kernels step loads the compile recorder with its file named for the GPU; with no record
+    its estimate is the stated guess at the recorded mean compile time, with one, the record's."""
+    root = fake_repo(tmp_path)
+    (root / "benchmarks" / "results" / "compile_check.json").write_text(
+        json.dumps({"meta": {}, "rows": [{"target": "sm_90", "compile_s": 2.0}] * 4})
+    )
+    step = gr.plan_steps("py", steps=("kernels",), root=root, jobs=10, gpu="NVIDIA H200", modules={"xdist": True})[0]
+    assert "nbhelpers.tooling.compile_record" in step.argv
+    assert step.env == {"NBHELPERS_COMPILE_RECORD": "benchmarks/results/kernel_test_compiles_nvidia-h200.jsonl"}
+    assert step.expected_s == min(round(gr.KERNEL_TEST_COMPILES * 2.0 / 10 + 30, 1), step.limit_s)
+    assert "mean of 2.00 s" in step.basis and "estimate" in step.basis
+    rows = [{"kernel": "m:k", "seconds": 4.0}] * 50
+    (root / "benchmarks" / "results" / "kernel_test_compiles_nvidia-h200.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )
+    step = gr.plan_steps("py", steps=("kernels",), root=root, jobs=10, gpu="NVIDIA H200", modules={"xdist": True})[0]
+    assert step.expected_s == 200 / 10 + 30 and "measured: 50 compiles of 200 s" in step.basis
 
 
 def test_the_pytest_plugins_the_config_needs():
@@ -416,6 +460,79 @@ def test_run_report_runs_the_steps_in_order_within_the_budget(tmp_path, capsys):
     assert "3 passed" in log and "time budget of 8 s used up" in log
     printed = capsys.readouterr().out
     assert "gpu-report on NVIDIA Test GPU 80GB: failed" in printed
+
+
+def test_steps_of_one_group_run_side_by_side_and_the_budget_cuts_them(tmp_path, capsys):
+    """The kernel tests and nbval run at the same time: the run takes the longer of the two, not
+    their sum; a step the budget stops before its own limit is cut (the run incomplete, not
+    failed), one that runs past its own limit timed out (failed)."""
+    results = tmp_path / "results"
+    results.mkdir()
+    py = sys.executable
+    sleep = "import time; print('start', flush=True); time.sleep({})"
+    plan = [
+        gr.Step("kernels", "kernels", [py, "-c", sleep.format(2)], 60, group="tests"),
+        gr.Step("nbval", "nbval", [py, "-c", sleep.format(60)], 60, group="tests"),
+    ]
+    rc = gr.run_report(
+        plan, fake_info(), dict(os.environ), "cmd", budget=8.0, python=py, results_dir=results, cwd=tmp_path
+    )
+    s = json.loads((results / "gpu_report_nvidia-test-gpu-80gb.json").read_text())
+    assert [(st["name"], st["status"]) for st in s["steps"]] == [("kernels", "passed"), ("nbval", "cut")]
+    assert rc == 0 and s["status"] == "incomplete" and "time budget ran out" in s["steps"][1]["note"]
+    assert 7 < s["total_duration_s"] < 15  # side by side: about the budget, not 2 s + 8 s in turn
+    log = (results / "gpu_report_nvidia-test-gpu-80gb.log").read_text()
+    assert "[kernels] start" in log and "[nbval] start" in log  # each line says whose it is
+
+    own_limit = [gr.Step("nbval", "nbval", [py, "-c", sleep.format(60)], 1.0)]
+    rc = gr.run_report(
+        own_limit, fake_info(), dict(os.environ), "cmd", budget=30.0, python=py, results_dir=results, cwd=tmp_path
+    )
+    s = json.loads((results / "gpu_report_nvidia-test-gpu-80gb.json").read_text())
+    assert rc == 1 and s["steps"][0]["status"] == "timeout" and s["status"] == "failed"
+
+
+def test_check_rehearsal_counts_the_files_a_collector_brings_back(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    summary = tmp_path / "gpu_report_x.json"
+    assert gr.check_rehearsal(out, summary) == ["expected one archive in " + str(out) + ", found 0"]
+    # what the report once copied: the summary, the log, a compile table and six results files
+    for i in range(9):
+        (out / f"file{i}.json").write_text("{}")
+    problems = gr.check_rehearsal(out, summary)
+    assert any("9 files" in p and "8 a collector brings back" in p for p in problems)
+    (out / "bad.tar.gz").write_bytes(b"not an archive")
+    assert any("bad.tar.gz unreadable" in p for p in gr.check_rehearsal(out, summary))
+
+
+def test_the_rehearsal_runs_the_whole_report_on_a_cpu(tmp_path):
+    """`gpu_report.py --rehearse`: the report's own loop over the plan's steps, each a small real
+    thing on this CPU (a compile for sm_90, stand-ins that write results files, one kernel test
+    in the interpreter, a notebook under nbval that outlasts the budget), and what $OUT then holds.
+    Nothing is written to the repository's results folder."""
+    before = sorted((ROOT / "benchmarks" / "results").iterdir())
+    results, out = tmp_path / "results", tmp_path / "out"
+    r = run_script("--rehearse", "--results-dir", str(results), "--out", str(out), "--budget", "60")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    s = json.loads((results / "gpu_report_cpu-rehearsal.json").read_text())
+    status = {st["name"]: st["status"] for st in s["steps"]}
+    benchmarks = [p.stem for p in gr.discover_benchmarks()]
+    assert list(status) == ["compile", *benchmarks, "kernels", "nbval"]  # the real plan's steps, in order
+    assert status["compile"] == "passed" and status["kernels"] == "passed" and status["nbval"] == "cut"
+    assert status[benchmarks[0]] == "missing" and {status[b] for b in benchmarks[1:]} == {"passed"}
+    assert s["status"] == "incomplete" and s["gpu"] == "CPU rehearsal"
+    compiled = json.loads((results / "compile_check_cpu-rehearsal.json").read_text())
+    assert len(compiled["rows"]) == 4 and all(row["status"] == "ok" for row in compiled["rows"])
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= gr.OUT_MAX_FILES and "rehearsal: 3 files" in r.stdout and ": ok" in r.stdout
+    import tarfile
+
+    with tarfile.open(out / "gpu_report_cpu-rehearsal.tar.gz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {"gpu_report_cpu-rehearsal.json", "compile_check_cpu-rehearsal.json"} <= names
+    assert {f"{b.removeprefix('gpu_')}_cpu-rehearsal.json" for b in benchmarks[1:]} <= names
+    assert sorted((ROOT / "benchmarks" / "results").iterdir()) == before
 
 
 # ------------------------------------------------------------------ Makefile and README

@@ -415,7 +415,8 @@ def test_gpu_report_plans_the_script_within_its_budget():
         # the bound the basis states: start-up, the time limit, the row in flight
         assert step.expected_s >= 10 + args.time_limit + 5 - 1e-9
         full = gr.plan_steps("py", jobs=16, modules=gr.REFERENCE_MACHINE["modules"])
-        assert sum(s.expected_s for s in full) <= gr.DEFAULT_BUDGET_S  # every step expected within the budget
+        # every step expected within the budget (steps side by side count once)
+        assert gr.expected_total_s(full) - gr.PROBE_S <= gr.DEFAULT_BUDGET_S
     finally:
         del sys.modules["gpu_report_for_topk"]
 
@@ -436,4 +437,4 @@ def test_make_dry_run_lists_the_step():
     step = r"\[benchmark\] gpu_topk \(expected 45 s, limit 50 s\): .*benchmarks/gpu_topk\.py --time-limit 30"
     assert re.search(step, r.stdout), r.stdout
     total = float(re.search(r"expected in all: (\d+) s", r.stdout).group(1))
-    assert total < 360
+    assert total <= 480  # one call of 8 minutes, the probe included
