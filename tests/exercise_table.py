@@ -926,13 +926,41 @@ CHAPTERS = [
                     "a = np.asarray(x, dtype=np.float64).ravel()",
                 ),
                 # ---- window_gradients
-                # the allowed count as int(max_underflow * n): 1 / 49 * 49 is 0.999... (one too many at
-                # the bottom is no mistake here: the window still starts at lo)
+                # the allowed count as int(max_underflow * n): 1 / 49 * 49 is 0.999..., one value too
+                # few at the bottom, so lo / 2 is usable
                 (
                     "window_gradients",
                     "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
                     "    k = int(max_underflow * n)\n",
                 ),
+                # the count never worked out: all values but one at the bottom (the window is right,
+                # but lo / 2 fails by far more values than it needs)
+                (
+                    "window_gradients",
+                    "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = n - 2\n",
+                ),
+                # the allowed count rounded to nearest: one too many wherever max_underflow * n has a
+                # fraction of one half or more
+                (
+                    "window_gradients",
+                    "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = round(max_underflow * n)\n",
+                ),
+                # the float product rescued by an epsilon: one too many just below c / n
+                (
+                    "window_gradients",
+                    "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = math.floor(max_underflow * n + 1e-9)\n",
+                ),
+                # the allowed count rounded up
+                (
+                    "window_gradients",
+                    "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = math.ceil(max_underflow * n)\n",
+                ),
+                # one value too many at the bottom, to be safe: lo / 2 fails by two values
+                ("window_gradients", "x[k + 1 :] = ", "x[k + 2 :] = "),
                 # values that underflow below the smallest subnormal: they survive at lo / 2 too
                 ("window_gradients", "x = np.full(n, 2.0**-24 / lo)", "x = np.full(n, 1.5 * 2.0**-24 / lo)"),
                 # half the smallest subnormal thought to survive: those values underflow at lo already

@@ -148,9 +148,16 @@ def test_window_gradients_compare_judges_the_property():
     target = get_exercise("ex05.window_gradients").reference(10, 2.0**-3, 2.0**4, 0.1)
     x = window_gradients_example(10, 2.0**-3, 2.0**4, 0.1)
     assert window_gradients_compare(x, target) is None
-    # another right answer: the values shuffled, zeros added, the filler anywhere in between
-    y = np.r_[x[:2], np.zeros(3), x[-1], np.full(4, 1.0)]
+    # another right answer: the values shuffled, zeros added (7 nonzero values: none may
+    # underflow, so one at the bottom), the filler anywhere in between
+    y = np.r_[x[:1], np.zeros(3), x[-1], np.full(5, 1.0)]
     assert window_gradients_compare(np.random.default_rng(0).permutation(y), target) is None
+    # the right window, but lo / 2 fails by more values than it needs: three of 10, two of 7
+    too_many = x.copy()
+    too_many[2] = x[0]
+    for z in (too_many, np.r_[x[:2], np.zeros(3), x[-1], np.full(4, 1.0)]):
+        assert scale_window_ref(z, 0.1, 5, 10) == (2.0**-3, 2.0**4)
+        assert "as few values as possible" in window_gradients_compare(z, target)
     assert "starts at" in window_gradients_compare(x * 1.5, target)
     assert "ends at" in window_gradients_compare(np.r_[x[:2], np.full(8, 65505.0 / 2**5)], target)
     for odd in (None, "abc", x[:9], np.r_[x[:9], np.nan], np.zeros(10), [[1.0] * 10], object(), x + 0j, {"a": 1}):

@@ -219,8 +219,10 @@ def _window_cases(rng: np.random.Generator) -> list[Case]:
 # ------------------------------------------------------------------ 2. gradients with a given window
 #
 # Construct inputs: n gradients whose fp16 window (exercise 1, judged by its reference) is exactly a
-# given one. Many answers are right; the check judges the property, and the reference's example only
-# shows that every case is solvable (tests/test_exercises_ch05.py checks it on every case).
+# given one, and at whose lo / 2 as few values underflow as make that scale unusable (so the count of
+# values allowed to underflow must be found exactly: one value too many at the bottom fails as well as
+# one too few). Many answers are right; the check judges the property, and the reference's example
+# only shows that every case is solvable (tests/test_exercises_ch05.py checks it on every case).
 
 FP16_RANGE_BITS = 38  # hi / lo up to 2**38: 2**-24 / lo stays below the largest value allowed at hi
 
@@ -274,7 +276,7 @@ def _window_gradients_reason(got, t: WindowTarget) -> str | None:
     window = scale_window_ref(x, t.max_underflow, 5, 10)
     want = (t.lo, t.hi)
     if window == want:
-        return None
+        return _narrowest_miss_reason(x, t)
     if window is None:
         return "no power of two is usable for these values"
     nz = _nonzero(x)
@@ -295,6 +297,30 @@ def _window_gradients_reason(got, t: WindowTarget) -> str | None:
             f"{'something overflows' if _overflows(nz, e, fmt) else 'nothing overflows'})"
         )
     return "; ".join(parts)
+
+
+def _fewest_to_fail(n_nonzero: int, max_underflow: float) -> int:
+    """The smallest count c of underflows that makes a scale unusable: c / n_nonzero > max_underflow
+    (Python's float division, as the spec of exercise 1 has it)."""
+    c = 0
+    while c / n_nonzero <= max_underflow:
+        c += 1
+    return c
+
+
+def _narrowest_miss_reason(x: np.ndarray, t: WindowTarget) -> str | None:
+    """None if lo / 2 is unusable by the narrowest margin: as few values underflow there as make it
+    unusable (one fewer and it would be usable); else why not. The window is (lo, hi) already."""
+    nz = _nonzero(x)
+    e = int(math.log2(t.lo)) - 1
+    count = _underflow_count(nz, e, _fmt(5, 10))
+    fewest = _fewest_to_fail(nz.size, t.max_underflow)
+    if count == fewest:
+        return None
+    return (
+        f"the window is right, but at 2**{e} {count} of {nz.size} nonzero values underflow, where "
+        f"{fewest} make that scale unusable: lo / 2 must fail by as few values as possible"
+    )
 
 
 def window_gradients_compare(got, expected: WindowTarget) -> str | None:
