@@ -721,8 +721,8 @@ CHAPTERS = [
         4,
         "ex04_master_weights.ipynb",
         lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
-        ("lost_update_threshold", "first_copy_change", "expected_first_move"),
-        12,
+        ("lost_update_threshold", "first_copy_change", "expected_first_move", "stalled_kahan_update"),
+        16,
         4321,
         tuple(
             [
@@ -741,6 +741,54 @@ CHAPTERS = [
                     "expected_first_move",
                     "        return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0))",
                     "        return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0)).ravel()",
+                ),
+                (
+                    "stalled_kahan_update",
+                    "    return (sign * (h / 2.0**9)).astype(np.float32)",
+                    "    return (sign * (h / 2.0**9)).astype(np.float32).ravel()",
+                ),
+                # ---- stalled_kahan_update
+                # the buffer thought to stall at 256 updates with nothing on top: it climbs to h, and
+                # w sees more than half the gap
+                ("stalled_kahan_update", "(h / 2.0**9)", "(h / 2.0**8)"),
+                # a whole gap taken for the distance w must cover: twice too large an update
+                ("stalled_kahan_update", "h = gap / 2  #", "h = gap  #"),
+                # safety first: half the largest update the buffer loses, which the master needs
+                # twice the steps for
+                ("stalled_kahan_update", "(h / 2.0**9)", "(h / 2.0**10)"),
+                # Kahan thought to keep updates down to the fp32 master's 2**-24 of the weight:
+                # below that, half a float32 spacing of w, the master loses them too
+                ("stalled_kahan_update", "(h / 2.0**9)", "(h / 2.0**17)"),
+                # the buffer thought to stall at 2**9 updates (the top of the 2**8 .. 2**9 band)
+                ("stalled_kahan_update", "(h / 2.0**9)", "(h / 2.0**9 * 1.5)"),
+                # the update pushed the other way: the direction of -sign
+                ("stalled_kahan_update", "return (sign * (h", "return (-sign * (h"),
+                # the gap above |w| always, whatever the direction
+                (
+                    "stalled_kahan_update",
+                    "toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap",
+                    "False, gap / 2, gap",
+                ),
+                # the direction of the update taken as moving toward zero when w and sign agree
+                (
+                    "stalled_kahan_update",
+                    "np.signbit(w) != np.signbit(sign)",
+                    "np.signbit(w) == np.signbit(sign)",
+                ),
+                # subnormal weights given a finer gap (the exponent not held at -126)
+                ("stalled_kahan_update", "np.maximum(e - 1, -126)", "e - 1"),
+                # the update as a fixed fraction of the weight (2**-17 of |w|): wrong at the
+                # top of a binade, at zero and among subnormals
+                (
+                    "stalled_kahan_update",
+                    "    return (sign * (h / 2.0**9)).astype(np.float32)",
+                    "    return (sign * a * 2.0**-17).astype(np.float32)",
+                ),
+                # float64 updates returned (the loop and the master take float32)
+                (
+                    "stalled_kahan_update",
+                    "    return (sign * (h / 2.0**9)).astype(np.float32)",
+                    "    return sign * (h / 2.0**9)",
                 ),
                 # ---- first_copy_change
                 # the master's steps added exactly: no float32 rounding of master - step

@@ -315,3 +315,69 @@ def test_expected_first_move_is_the_mean_of_sampled_first_moves():
         mean = first.mean(axis=0)
         sem = np.maximum(first.std(axis=0), 1e-12) / np.sqrt(first.shape[0])
         assert (np.abs(mean - expected[keep]) <= 4 * sem + 1e-12).all(), (case.label, mean, expected[keep])
+
+
+# ---- ex04.stalled_kahan_update: a construction, judged by running the loops
+
+
+def _torch_kahan_moves(w: np.ndarray, delta: np.ndarray, steps: int = 1500) -> np.ndarray:
+    """Whether the chapter's own kahan_update (torch, bf16 weights and buffer) moves w within
+    ``steps`` steps of the constant update delta (the buffer stalls within about 2**9 of them)."""
+    import torch
+
+    from nbhelpers.training import kahan_update
+
+    w0 = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32)).to(torch.bfloat16)
+    d = torch.from_numpy(np.ascontiguousarray(delta, dtype=np.float32))
+    wt, c = w0.clone(), torch.zeros_like(w0)
+    moved = torch.zeros(w0.shape, dtype=torch.bool)
+    for _ in range(steps):
+        wt, c = kahan_update(wt, c, d)
+        moved |= wt != w0
+    return moved.numpy()
+
+
+def test_stalled_kahan_example_solves_every_case_and_is_measured_by_the_chapters_loop():
+    """The course's example has the property on every case of two seeds (each case is solvable),
+    K is never below the 512 steps the largest lost update needs; the chapter's kahan_update (torch)
+    agrees that the example is never applied, and that where the buffer can hold the update (normal
+    weights from 2**-110 up, where the bf16 buffer holds the update and its multiples exactly)
+    2**-15 more is applied."""
+    from nbhelpers.answer_keys.ch04 import stalled_kahan_compare
+
+    ex = get_exercise("ex04.stalled_kahan_update")
+    for seed in (0, 4321):
+        ws, ds = [], []
+        for c in cases_for(ex, seed):
+            w, sign, K = c.args
+            assert K.shape == w.shape and K.min() >= 512, c.label
+            target = ex.reference(*c.args)
+            assert stalled_kahan_compare(target.example, target) is None, c.label
+            ws.append(w.ravel())
+            ds.append(target.example.ravel())
+        w, d = np.concatenate(ws), np.concatenate(ds)
+        assert not _torch_kahan_moves(w, d).any()
+        big = np.abs(w) >= 2.0**-110
+        assert big.sum() > 300
+        more = (d[big].astype(np.float64) * (1 + 2.0**-15)).astype(np.float32)
+        assert _torch_kahan_moves(w[big], more).all()
+
+
+def test_stalled_kahan_compare_judges_the_property():
+    ex = get_exercise("ex04.stalled_kahan_update")
+    w = np.float32([1.0, 1.0, 0.0, -3.0])
+    sign = np.float32([1.0, -1.0, 1.0, 1.0])
+    example = ex.reference(w, sign, np.zeros(4, dtype=np.int64)).example
+    K = np.array([513, 513, 513, 513])
+    target = ex.reference(w, sign, K)
+    assert ex.compare(example, target) is None
+    # another right answer: a hair below the example (the master's step is still rounded to it),
+    # and for w = 0 anything below half the smallest subnormal (the buffer cannot hold it at all)
+    other = (example.astype(np.float64) * np.array([0.995, 0.999, 2.0**8, 1.0])).astype(np.float32)
+    assert ex.compare(other, target) is None
+    assert "applied by the Kahan loop" in ex.compare(example * np.float32(2), target)
+    assert "within K steps" in ex.compare(example / np.float32(2), target)
+    assert "wrong sign" in ex.compare(-example, target)
+    for odd in (None, "abc", example[:3], example.astype(np.float64), np.r_[example[:3], np.nan], object(), {"a": 1}):
+        reason = ex.compare(odd, target)
+        assert isinstance(reason, str) and reason

@@ -483,6 +483,160 @@ def _first_move_cases(rng: np.random.Generator) -> list[Case]:
     return cases[:n_fixed] + _some_2d(cases[n_fixed:])
 
 
+# ------------------------------------------------------------------ 4. an update Kahan's bf16 buffer never delivers
+#
+# A construction judged on a property: for each bf16 weight w, a direction and a step budget K, a
+# constant float32 update that chapter 04's Kahan-compensated bf16 update (kahan_update in
+# nbhelpers.training: y = fp32(delta - c), w' = RN_bf16(fp32(w + y)), c = RN_bf16(fp32(fp32(w' - w) - y)),
+# c starting at 0) never applies, while an fp32 master's bf16 copy (exercise 2's loop with lr = 1 and
+# g = -delta) moves within K steps. While w has not moved, -c is a bf16 running sum of delta, which
+# stalls (chapter 02): the check runs the Kahan loop until c stops changing (a fixed point of the whole
+# state, so nothing changes after it) and exercise 2's reference for the master. K is the master's
+# count for the course's example (a power of two: half the gap toward the move over 2**9) plus a
+# slack that is often 0, so only updates within about a percent of the largest one the buffer never
+# delivers pass there. tests/test_exercises_ch04.py runs the chapter's own kahan_update (torch) on
+# the example and on the next float32 update above it.
+
+KAHAN_MAX_STEPS = 8192  # the buffer stalls within about 2**9 steps of an update (bf16 has 8 bits)
+
+
+def _kahan_moves(w: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """bool array: whether chapter 04's Kahan-compensated bf16 update with the constant float32 update
+    delta ever changes the bf16 weight w (float32 arrays of one shape), run until the buffer stalls."""
+    w = np.asarray(w, dtype=np.float32).ravel()
+    delta = np.asarray(delta, dtype=np.float32).ravel()
+    c = np.zeros_like(w)
+    moved = np.zeros(w.shape, dtype=bool)
+    live = np.ones(w.shape, dtype=bool)
+    for _ in range(KAHAN_MAX_STEPS):
+        y = delta[live] - c[live]  # float32
+        s = _to_copy(w[live] + y, False)  # RN_bf16 of the float32 sum
+        c_new = _to_copy((s - w[live]) - y, False)
+        moved[live] = s != w[live]
+        done = (s != w[live]) | (c_new == c[live])  # moved, or stalled: nothing changes any more
+        c[live] = c_new
+        idx = np.flatnonzero(live)
+        live[idx[done]] = False
+        if not live.any():
+            return moved
+    raise RuntimeError("the Kahan buffer did not stall")  # cannot happen for a finite update
+
+
+class KahanTarget:
+    """What :func:`stalled_kahan_update_ref` expects: for each element of w, an update of the given
+    sign that the Kahan loop never applies and that moves the master's copy within K steps; and one
+    example that does both. The check reads the parameters and judges the property."""
+
+    __slots__ = ("w", "sign", "K", "example")
+
+    def __init__(self, w: np.ndarray, sign: np.ndarray, K: np.ndarray, example: np.ndarray) -> None:
+        self.w, self.sign, self.K, self.example = w, sign, K, example
+
+    def __repr__(self) -> str:
+        return f"updates for {self.w.size} bf16 weights, within K steps of the master ({int(self.K.min())} and up)"
+
+
+def stalled_kahan_example(w: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """float32 array: sign * (half exercise 1's gap toward the move) / 2**9 for each bf16 weight w.
+
+    While w stays, -c is the bf16 running sum of delta = 2**j, exact up to 2**(j+8), where adding
+    2**j is a tie that goes back to the even 2**(j+8): the buffer stalls there, and w sees at most
+    fp32(delta - c) = 257 * 2**j, below half the gap 2**(j+9). Any larger update climbs to half the gap
+    and moves w (tests/test_exercises_ch04.py)."""
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    sign = np.asarray(sign, dtype=np.float32)
+    gap = _gap_toward(w, -sign)  # toward -g = toward sign
+    return (sign * (gap / 2 / 2.0**9)).astype(np.float32)
+
+
+def stalled_kahan_update_ref(w: np.ndarray, sign: np.ndarray, K: np.ndarray) -> KahanTarget:
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    return KahanTarget(w, np.asarray(sign, dtype=np.float32), np.asarray(K), stalled_kahan_example(w, sign))
+
+
+def _stalled_kahan_reason(got, t: KahanTarget) -> str | None:
+    shape = t.w.shape
+    if got is None or isinstance(got, (str, bytes, dict)):
+        return f"expected a float32 array of shape {shape}"
+    try:
+        if np.iscomplexobj(got):
+            return f"expected a float32 array of shape {shape}, got complex numbers"
+        a = np.asarray(got)
+        if a.dtype != np.float32:
+            return f"expected a float32 array, got dtype {a.dtype}"
+    except Exception:  # a student's odd object
+        return f"expected a float32 array of shape {shape}"
+    if a.shape != shape:
+        return f"returned shape {a.shape}, expected {shape}"
+    w, sign, K = t.w.ravel(), t.sign.ravel(), t.K.ravel()
+    d = a.ravel()
+
+    def first(bad: np.ndarray, why: str) -> str:
+        i = int(np.flatnonzero(bad)[0])
+        return (
+            f"{int(bad.sum())} of {d.size} updates {why}; first at flat index {i}: w = {float(w[i])!r}, "
+            f"sign {float(sign[i]):+g}, K = {int(K[i])}, your update {float(d[i])!r}"
+        )
+
+    bad = ~np.isfinite(d)
+    if bad.any():
+        return first(bad, "are not finite")
+    bad = (d == 0) | (np.sign(d) != sign)
+    if bad.any():
+        return first(bad, "are zero or have the wrong sign")
+    moves = _kahan_moves(w, d)
+    if moves.any():
+        return first(moves, "are applied by the Kahan loop: the weight moves")
+    k = first_copy_change_ref(w, -d, 1.0)
+    bad = (k == 0) | (k > K)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        steps = "never" if k[i] == 0 else f"only at step {int(k[i])}"
+        return first(bad, "do not move the master's copy within K steps") + f" (it moves {steps})"
+    return None
+
+
+def stalled_kahan_compare(got, expected: KahanTarget) -> str | None:
+    """None if ``got`` has the property (see :class:`KahanTarget`), else a short reason. Never raises."""
+    try:
+        return _stalled_kahan_reason(got, expected)
+    except Exception as e:  # a hostile object: a failed case, never a crash
+        return f"could not judge the updates ({type(e).__name__})"
+
+
+def _kahan_case(w: np.ndarray, sign: np.ndarray, slack: np.ndarray, label: str = "") -> Case:
+    """A case: K is the master's count for the course's example plus ``slack`` steps."""
+    w = _bf16(w)  # bf16 values, as float32
+    sign = _f32(sign)
+    k = first_copy_change_ref(w, -stalled_kahan_example(w, sign), 1.0)
+    return Case((w, sign, (k + np.asarray(slack)).astype(np.int64)), label=label)
+
+
+def _kahan_cases(rng: np.random.Generator) -> list[Case]:
+    s = BF16_SMALLEST_SUBNORMAL
+    odd = 1 + 2.0**-7
+    cases = [
+        _kahan_case(_f32([1.0, 1.0]), [1.0, -1.0], [0, 0], "w = 1, up and down: the gap below 1 is half"),
+        _kahan_case(_f32([1.5, odd, -3.0]), [1.0, 1.0, -1.0], [0, 0, 0], "an even and an odd last bit, a negative w"),
+        _kahan_case(_f32([0.0, -0.0]), [1.0, -1.0], [0, 0], "w = 0: the gap is the smallest subnormal"),
+        _kahan_case(_f32([s, -5 * s, 2.0**-126]), [-1.0, 1.0, -1.0], [0, 0, 0], "subnormal weights, and 2**-126 down"),
+        _kahan_case(_f32([2.0**-125, 2.0**-120]), [-1.0, -1.0], [0, 0], "just above bf16's smallest normal, down"),
+        _kahan_case(_f32([0.0117, 300.0, 1e-20]), [-1.0, 1.0, 1.0], [600, 1000, 5000], "a few thousand steps to spare"),
+        _kahan_case(_bf16(np.linspace(-2, 2, 6).reshape(2, 3)), np.full((2, 3), 1.0), np.zeros((2, 3)), "a 2-d tensor"),
+    ]
+    n_fixed = len(cases)
+    for _ in range(50):
+        n = int(rng.integers(2, 40))
+        w = _copy_weights(rng, n)
+        w = np.where(np.abs(w) > 2.0**100, np.float32(1.0), w).astype(np.float32)
+        sign = rng.choice([-1.0, 1.0], size=n)
+        r = rng.random(n)
+        slack = np.where(r < 0.7, 0, rng.integers(1, 600, size=n))
+        slack = np.where(r > 0.9, rng.integers(600, 3000, size=n), slack)
+        cases.append(_kahan_case(w, sign, slack))
+    return cases[:n_fixed] + _some_2d(cases[n_fixed:])
+
+
 #: What an answer may not call (Exercise.forbidden): the statement: nothing of nbhelpers.
 FORBIDDEN = ("nbhelpers",)
 
@@ -511,6 +665,15 @@ EXERCISES = [
         expected_first_move_ref,
         _first_move_cases,
         compare=threshold_compare,
+        forbidden=FORBIDDEN,
+    ),
+    Exercise(
+        "ex04.stalled_kahan_update",
+        "An update that a bf16 Kahan buffer never delivers",
+        4,
+        stalled_kahan_update_ref,
+        _kahan_cases,
+        compare=stalled_kahan_compare,
         forbidden=FORBIDDEN,
     ),
 ]
