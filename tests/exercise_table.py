@@ -1242,7 +1242,7 @@ CHAPTERS = [
                     "(c32.astype(np.float64) * sx32 * sw32).astype(np.float32).astype(np.float64)",
                 ),
                 # the finest granularity that reaches the threshold instead of the coarsest
-                ("coarsest_granularity", "in granularities:", "in granularities[::-1]:"),
+                ("coarsest_granularity", "reached[0] if reached", "reached[-1] if reached"),
                 # whole blocks only: the blocks that overhang an edge dropped
                 (
                     "coarsest_granularity",
@@ -1258,10 +1258,11 @@ CHAPTERS = [
                 # the crest-factor rule 6.02 b + 4.77 - 20 log10(amax / rms) per block, averaged over the blocks
                 (
                     "coarsest_granularity",
-                    "if 10 * math.log10(signal / noise) >= threshold_db:",
-                    "if np.mean([6.02 * 8 + 4.77 - 20 * math.log10(np.max(np.abs(x[i : i + br, j : j + bc]))"
+                    "predicted.append(10 * math.log10(signal / noise))",
+                    "predicted.append(np.mean([6.02 * 8 + 4.77 - 20 * math.log10("
+                    "np.max(np.abs(x[i : i + br, j : j + bc]))"
                     " / math.sqrt(np.mean(x[i : i + br, j : j + bc] ** 2))) for i in range(0, M, br)"
-                    " for j in range(0, K, bc) if np.any(x[i : i + br, j : j + bc])]) >= threshold_db:",
+                    " for j in range(0, K, bc) if np.any(x[i : i + br, j : j + bc])]))",
                 ),
                 # half the model: exact zeros cost nothing, but a nonzero element below half a step is
                 # charged step**2 / 12 instead of its own square
@@ -1269,6 +1270,41 @@ CHAPTERS = [
                     "coarsest_granularity",
                     "np.where(np.abs(b) < step / 2, b**2, step**2 / 12)",
                     "np.where(b == 0, 0.0, step**2 / 12)",
+                ),
+                # the cost of an element capped at step**2 / 12: one between step / sqrt(12) and half a
+                # step loses its whole square, more than that
+                (
+                    "coarsest_granularity",
+                    "np.where(np.abs(b) < step / 2, b**2, step**2 / 12)",
+                    "np.minimum(b**2, step**2 / 12)",
+                ),
+                # an element below half a step charged b**2 / 3, as if its error were uniform in [0, b]
+                (
+                    "coarsest_granularity",
+                    "np.where(np.abs(b) < step / 2, b**2, step**2 / 12)",
+                    "np.where(np.abs(b) < step / 2, b**2 / 3, step**2 / 12)",
+                ),
+                # an element rounded to 0 thought to cost nothing
+                (
+                    "coarsest_granularity",
+                    "np.where(np.abs(b) < step / 2, b**2, step**2 / 12)",
+                    "np.where(np.abs(b) < step / 2, 0.0, step**2 / 12)",
+                ),
+                # an element thought to round to 0 below a whole step instead of half of one
+                ("coarsest_granularity", "np.abs(b) < step / 2", "np.abs(b) < step"),
+                # the amax charged nothing (it lands exactly on 127 steps): the model charges every
+                # element that does not round to 0 alike
+                (
+                    "coarsest_granularity",
+                    "np.where(np.abs(b) < step / 2, b**2, step**2 / 12)",
+                    "np.where(np.abs(b) < step / 2, b**2, np.where(np.abs(b) == np.max(np.abs(b)), 0.0, step**2 / 12))",
+                ),
+                # measured instead of predicted: the fp32 scale, rounded, the actual squared errors
+                (
+                    "coarsest_granularity",
+                    "np.where(np.abs(b) < step / 2, b**2, step**2 / 12)",
+                    "(b - np.rint(b / max(float(np.float32(step)), 2.0**-149))"
+                    " * max(float(np.float32(step)), 2.0**-149)) ** 2",
                 ),
                 # a rounding error up to a whole step: mean square step**2 / 3
                 ("coarsest_granularity", "step**2 / 12", "step**2 / 3"),

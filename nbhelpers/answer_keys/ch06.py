@@ -10,15 +10,14 @@
   finishes with :func:`epilogue_ref` (held bit for bit against scaled_mm in
   tests/test_exercises_ch06.py; chapter 09's kernel exercise uses it too); tests hold the whole
   against torch's integer matmul of the shifted codes. Compared bit for bit.
-- ``coarsest_granularity``: the first granularity in a list whose int8 SQNR reaches a threshold;
-  the reference measures with the engine (quantize, dequantize, :func:`nbhelpers.metrics.sqnr_db`).
-  The cases keep every SQNR at least :data:`MARGIN_DB` from the threshold, keep
-  :func:`noise_model_sqnr_db` (elements below half a step lost whole, the others step**2 / 12) on
-  the measured side, and include sparse, leaky (many small nonzero values) and heavy-tailed tensors
-  on which the naive model (:func:`naive_model_sqnr_db`), the crest-factor rule
-  (:func:`crest_factor_sqnr_db`) and the model that frees only the exact zeros
-  (:func:`zeros_only_model_sqnr_db`) choose another granularity. Measuring (quantize, then the
-  SQNR) passes as well as the model; the statement says so.
+- ``coarsest_granularity``: a prediction: each granularity's int8 SQNR by the noise model (per block,
+  step = amax / 127; an element that rounds to 0, below half a step, costs its square, every other
+  one step**2 / 12), and the first granularity whose prediction reaches a threshold. The predictions
+  are compared within :data:`TOLERANCE_DB`; measuring (the engine's quantizer, :func:`int8_sqnr_db`)
+  misses by at least :data:`MEASURED_GAP_DB` for some granularity of every case, and the cases hold
+  data on which the wrong models (:data:`WRONG_MODELS`: capped at step**2 / 12, b**2 / 3 or nothing
+  below half a step, zeros only free, step**2 / 12 for all, the crest-factor rule, whole blocks
+  only) miss too, with thresholds between their predictions and the right one.
 - ``fp8_choice``: e4m3fn or e5m2 for a tensor and the amax its scales come from, with each format's
   count of values that round to zero and of values that overflow; the reference counts with
   :func:`nbhelpers.rounding.round_to` (held against ml_dtypes casts in the tests), which the answer
@@ -41,7 +40,7 @@ import math
 
 import numpy as np
 
-from ..comparators import same_value
+from ..comparators import float_array, same_value
 from ..exercise_types import Case, Exercise
 from ..formats import get_format
 from ..metrics import sqnr_db
@@ -333,10 +332,16 @@ def _asym_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-# ------------------------------------------------------------------ 3. predict, then measure
+# ------------------------------------------------------------------ 3. predict, do not measure
 
-#: Every case's measured SQNRs lie at least this far from its threshold (dB).
-MARGIN_DB = 2.0
+#: Every case's predicted SQNRs lie at least this far from its threshold (dB), so the name never
+#: hangs on the last bits of a prediction.
+MARGIN_DB = 0.5
+#: A predicted SQNR passes within this of the model's (dB): far above the rounding of any order of
+#: the sums (or of a step rounded to float32, 5e-7 dB), far below what measuring gives (every case
+#: has a granularity where the measured SQNR lies at least MEASURED_GAP_DB from the prediction).
+TOLERANCE_DB = 1e-3
+MEASURED_GAP_DB = 0.02
 
 GRANULARITIES = (
     ("per-tensor", (None, None)),
@@ -349,19 +354,11 @@ GRANULARITIES = (
 
 
 def int8_sqnr_db(x: np.ndarray, block) -> float:
-    """The SQNR (dB) of x after the engine's int8 quantization with fp32 scales per ``block``."""
+    """The SQNR (dB) of x after the engine's int8 quantization with fp32 scales per ``block``: what
+    measuring gives, which the exercise does not ask for."""
     recipe = Recipe("int8", tuple(block))
     q, scales = quantize(x, recipe)
     return sqnr_db(dequantize(q, scales, recipe), x)
-
-
-def coarsest_granularity_ref(x: np.ndarray, granularities: list, threshold_db: float):
-    """The name of the first (coarsest) granularity in the list whose int8 SQNR on x is at least
-    threshold_db, or None."""
-    for name, block in granularities:
-        if int8_sqnr_db(x, block) >= threshold_db:
-            return name
-    return None
 
 
 def _block_rows(x: np.ndarray, block) -> np.ndarray:
@@ -377,26 +374,36 @@ def _block_rows(x: np.ndarray, block) -> np.ndarray:
     return x.reshape(M // br, br, K // bc, bc).swapaxes(1, 2).reshape(-1, br * bc)
 
 
-def noise_model_sqnr_db(x: np.ndarray, block) -> float:
-    """The noise model that predicts int8 SQNR: per block, step = amax / 127; an element below half a
-    step rounds to 0 and its whole square is the error; every other element errs uniformly within
-    +-step / 2, mean square step**2 / 12."""
-    rows = _block_rows(x, block)
-    a = np.abs(rows)
-    step = np.nanmax(a, axis=1, keepdims=True) / 127
-    noise = float(np.nansum(np.where(np.isnan(a), np.nan, np.where(a < step / 2, rows**2, step**2 / 12))))
-    return 10 * math.log10(float(np.sum(x**2)) / noise)
+def _small_element_model(small):
+    """A noise model's SQNR (dB): per block step = amax / 127; an element at or above half a step
+    costs step**2 / 12; one below it costs ``small(b, step)``."""
+
+    def model(x: np.ndarray, block) -> float:
+        rows = _block_rows(x, block)
+        a = np.abs(rows)
+        step = np.nanmax(a, axis=1, keepdims=True) / 127
+        with np.errstate(invalid="ignore"):
+            cost = np.where(a < step / 2, small(rows, step), step**2 / 12)
+        noise = float(np.nansum(np.where(np.isnan(a), np.nan, cost)))
+        return 10 * math.log10(float(np.sum(x**2)) / noise)
+
+    return model
 
 
-def zeros_only_model_sqnr_db(x: np.ndarray, block) -> float:
-    """A wrong model, half of the right one: exact zeros cost nothing, but every nonzero element errs
-    by step**2 / 12, the ones below half a step (which round to 0 and lose only their own square)
-    included."""
-    rows = _block_rows(x, block)
-    a = np.abs(rows)
-    step = np.nanmax(a, axis=1, keepdims=True) / 127
-    noise = float(np.nansum(np.where(np.isnan(a), np.nan, np.where(a == 0, 0.0, step**2 / 12))))
-    return 10 * math.log10(float(np.sum(x**2)) / noise)
+#: The noise model the exercise asks for: per block, step = amax / 127; an element below half a step
+#: certainly rounds to 0 and its whole square is the error; every other element errs uniformly within
+#: +-step / 2, mean square step**2 / 12.
+noise_model_sqnr_db = _small_element_model(lambda b, step: b**2)
+#: Wrong: the cost of an element capped at step**2 / 12 (below half a step but above step / sqrt(12)
+#: it loses more than that).
+min_model_sqnr_db = _small_element_model(lambda b, step: np.minimum(b**2, step**2 / 12))
+#: Wrong: an element below half a step charged the mean square of a value uniform in [0, b], b**2 / 3.
+third_model_sqnr_db = _small_element_model(lambda b, step: b**2 / 3)
+#: Wrong: an element rounded to 0 thought to cost nothing.
+free_zero_model_sqnr_db = _small_element_model(lambda b, step: 0.0 * b)
+#: Wrong, half of the right one: exact zeros cost nothing, every nonzero element step**2 / 12 (the
+#: ones below half a step, which lose only their own square, included).
+zeros_only_model_sqnr_db = _small_element_model(lambda b, step: np.where(b == 0, 0.0, step**2 / 12 + 0.0 * b))
 
 
 def naive_model_sqnr_db(x: np.ndarray, block) -> float:
@@ -433,8 +440,48 @@ def whole_blocks_sqnr_db(x: np.ndarray, block) -> float:
     return 10 * math.log10(float(np.sum(x**2)) / noise) if noise > 0 else math.inf
 
 
-def _answer(sqnrs: list, gs: list, threshold: float):
-    return next((name for (name, _), s in zip(gs, sqnrs) if s >= threshold), None)
+#: The wrong models the random cases are built against (each gets thresholds between it and the
+#: right one, and data where they part), with measuring itself.
+WRONG_MODELS = (
+    min_model_sqnr_db,
+    third_model_sqnr_db,
+    free_zero_model_sqnr_db,
+    zeros_only_model_sqnr_db,
+    naive_model_sqnr_db,
+    crest_factor_sqnr_db,
+    whole_blocks_sqnr_db,
+    int8_sqnr_db,
+)
+
+
+def _first_reaching(names: list, sqnrs: list, threshold: float):
+    return next((name for name, s in zip(names, sqnrs) if s >= threshold), None)
+
+
+def coarsest_granularity_ref(x: np.ndarray, granularities: list, threshold_db: float):
+    """(name, predicted): the noise model's SQNR (dB) of x for each granularity, in order, and the
+    name of the first whose prediction is at least threshold_db (None if none)."""
+    predicted = [noise_model_sqnr_db(x, block) for _, block in granularities]
+    return _first_reaching([name for name, _ in granularities], predicted, threshold_db), predicted
+
+
+def _granularity_compare(got, expected) -> str | None:
+    """The name exactly, each prediction within TOLERANCE_DB of the model's; never raises."""
+    name, predicted = expected
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"returned {describe(got)}, expected a tuple (name, predicted)"
+    reason = same_value(got[0], name)
+    if reason is not None:
+        return f"the name: {reason}"
+    values = float_array(got[1])
+    if isinstance(values, str):
+        return f"the predictions: {values}"
+    if values.shape != (len(predicted),):
+        return f"the predictions: {values.size} values of shape {values.shape}, expected {len(predicted)}"
+    for i, (g, e) in enumerate(zip(values.tolist(), predicted)):
+        if not (math.isfinite(g) and abs(g - e) <= TOLERANCE_DB):
+            return f"prediction {i}: {g!r} dB, the model gives {e:.6f} dB (tolerance {TOLERANCE_DB:g} dB)"
+    return None
 
 
 def activations(rng: np.random.Generator, M: int, K: int, n_outliers: int, gain: float) -> np.ndarray:
@@ -467,6 +514,22 @@ def leaky_activations(
     return x
 
 
+def banded_activations(
+    rng: np.random.Generator, M: int, K: int, fraction: float, band: tuple, gain: float
+) -> np.ndarray:
+    """Activations with one outlier channel ``gain`` times larger, and a fraction of the elements
+    replaced by magnitudes uniform in ``band`` (in steps of the whole tensor, amax / 127): in (0.29,
+    0.5) they lie between step / sqrt(12) and half a step, where an element loses its whole square,
+    more than step**2 / 12; lower, they lose less."""
+    x = activations(rng, M, K, 1, gain)
+    step = float(np.max(np.abs(x))) / 127
+    chosen = rng.random((M, K)) < fraction
+    chosen[np.unravel_index(int(np.argmax(np.abs(x))), x.shape)] = False  # the amax stays
+    mags = rng.uniform(band[0], band[1], int(chosen.sum())) * step
+    x[chosen] = rng.choice([-1.0, 1.0], mags.size) * mags
+    return x
+
+
 def heavy_tailed(rng: np.random.Generator, M: int, K: int, dof: float) -> np.ndarray:
     """Student-t values with ``dof`` degrees of freedom: most elements far below the amax."""
     return rng.standard_t(dof, size=(M, K))
@@ -493,14 +556,18 @@ def _granularity_list(rng: np.random.Generator, K: int) -> list:
     return [(name, tuple(block)) for name, block in gs]
 
 
-def _decided(x, gs, threshold) -> bool:
-    """Every measured SQNR at least MARGIN_DB from the threshold, and the noise model on the same side
-    of it as the measurement for every granularity (so the model decides the case)."""
+def _fair(x, gs, threshold) -> bool:
+    """Every prediction at least MARGIN_DB from the threshold, no element exactly on half a step of
+    its block (where "below half a step" is a matter of < or <=), and measuring gives another SQNR
+    than the model for some granularity (by at least MEASURED_GAP_DB)."""
+    predicted = [noise_model_sqnr_db(x, b) for _, b in gs]
+    if any(abs(p - threshold) < MARGIN_DB for p in predicted):
+        return False
     for _, b in gs:
-        s = int8_sqnr_db(x, b)
-        if abs(s - threshold) < MARGIN_DB or (noise_model_sqnr_db(x, b) >= threshold) != (s >= threshold):
+        rows = np.abs(_block_rows(x, b))
+        if ((rows == np.nanmax(rows, axis=1, keepdims=True) / 254) & (rows > 0)).any():
             return False
-    return True
+    return max(abs(int8_sqnr_db(x, b) - p) for (_, b), p in zip(gs, predicted)) >= MEASURED_GAP_DB
 
 
 def _granularity_data(rng: np.random.Generator):
@@ -508,14 +575,17 @@ def _granularity_data(rng: np.random.Generator):
     M = int(rng.choice([16, 32, 64, 40]))
     K = int(rng.choice([64, 128, 256, 96, 200]))
     r = rng.random()
-    if r < 0.3:
+    if r < 0.2:
         gain = float(rng.choice([1.0, 10.0, 20.0, 50.0, 100.0], p=[0.1, 0.2, 0.3, 0.2, 0.2]))
         x = activations(rng, M, K, int(rng.integers(1, 5)), gain)
-    elif r < 0.6:
+    elif r < 0.4:
         x = sparse_activations(rng, M, K, float(rng.uniform(0.5, 0.97)), float(rng.choice([1.0, 5.0, 20.0])))
-    elif r < 0.8:
+    elif r < 0.55:
         small = float(np.exp2(rng.uniform(-14, -7)))
         x = leaky_activations(rng, M, K, float(rng.uniform(0.5, 0.95)), small, float(rng.choice([1.0, 5.0, 20.0])))
+    elif r < 0.85:
+        band = (0.29, 0.5) if rng.random() < 0.6 else (0.02, 0.29)
+        x = banded_activations(rng, M, K, float(rng.uniform(0.3, 0.9)), band, float(rng.choice([1.0, 5.0, 20.0, 50.0])))
     else:
         x = heavy_tailed(rng, M, K, float(rng.choice([1.5, 2.0, 3.0])))
     if rng.random() < 0.2:  # outlier tokens (rows) instead of channels
@@ -531,6 +601,8 @@ def _granularity_cases(rng: np.random.Generator) -> list[Case]:
     relu = sparse_activations(fixed, 64, 256, 0.9, 1.0)
     tails = heavy_tailed(fixed, 32, 256, 2.0)
     leak = leaky_activations(fixed, 64, 256, 0.9, 2.0**-10, 1.0)
+    band = banded_activations(fixed, 64, 256, 0.9, (0.3, 0.49), 1.0)
+    low = banded_activations(fixed, 64, 256, 0.9, (0.05, 0.25), 1.0)
     full = list(GRANULARITIES)
     cases = [
         Case((plain, by_scale_count(plain, full), 30.0), label="no outliers: per tensor is enough for 30 dB"),
@@ -554,21 +626,31 @@ def _granularity_cases(rng: np.random.Generator) -> list[Case]:
             label="a gate that leaks, 90% of the values 2**-10 of their size (not zero): each costs its own"
             " square, per tensor reaches 40 dB (zeros free and step**2 / 12 for the rest says 1x32)",
         ),
+        Case(
+            (band, by_scale_count(band, full), 30.0),
+            label="90% of the values between 0.3 and 0.49 of a step (per tensor): each loses its whole square,"
+            " more than step**2 / 12, and per tensor falls short of 30 dB (capped at step**2 / 12, 30.8 dB)",
+        ),
+        Case(
+            (low, by_scale_count(low, full), 35.0),
+            label="90% of the values between 0.05 and 0.25 of a step (per tensor): each loses its whole square,"
+            " not a third of it (37.1 dB per tensor) and not nothing (40.0 dB): per tensor falls short of 35 dB",
+        ),
     ]
     for c in cases:
-        assert _decided(*c.args), c.label
+        assert _fair(*c.args), c.label
     n = 0
-    wrong_models = (naive_model_sqnr_db, crest_factor_sqnr_db, whole_blocks_sqnr_db, zeros_only_model_sqnr_db)
-    while n < 40:
+    while n < 30:
         x = _granularity_data(rng)
         gs = by_scale_count(x, _granularity_list(rng, x.shape[1]))
-        measured = [int8_sqnr_db(x, b) for _, b in gs]
-        if n % 2 == 0:  # a threshold where a wrong model gives another answer, when there is one
-            model = wrong_models[(n // 2) % len(wrong_models)]
+        predicted = [noise_model_sqnr_db(x, b) for _, b in gs]
+        names = [name for name, _ in gs]
+        if n % 2 == 0:  # a threshold where a wrong model (or measuring) names another, when there is one
+            model = WRONG_MODELS[(n // 2) % len(WRONG_MODELS)]
             wrong = [model(x, b) for _, b in gs]
             gaps = [
                 (lo, hi)
-                for s, w in zip(measured, wrong)
+                for s, w in zip(predicted, wrong)
                 for lo, hi in [sorted((s, w))]
                 if math.isfinite(hi) and hi - lo > 2 * MARGIN_DB
             ]
@@ -576,11 +658,11 @@ def _granularity_cases(rng: np.random.Generator) -> list[Case]:
                 continue
             lo, hi = gaps[int(rng.integers(len(gaps)))]
             threshold = float(np.round(rng.uniform(lo + MARGIN_DB, hi - MARGIN_DB), 1))
-            if _answer(wrong, gs, threshold) == _answer(measured, gs, threshold):
+            if _first_reaching(names, wrong, threshold) == _first_reaching(names, predicted, threshold):
                 continue
         else:
             threshold = float(np.round(rng.uniform(15.0, 50.0), 1))
-        if not _decided(x, gs, threshold):
+        if not _fair(x, gs, threshold):
             continue
         cases.append(Case((x, gs, threshold)))
         n += 1
@@ -978,6 +1060,7 @@ EXERCISES = [
         3,
         coarsest_granularity_ref,
         _granularity_cases,
+        compare=_granularity_compare,
         forbidden=FORBIDDEN,
     ),
     Exercise(
