@@ -1396,24 +1396,36 @@ CHAPTERS = [
                     "float(np.float32(2.0**margin * amax_h / 448))",
                     "2.0**margin * float(np.float32(amax_h / 448))",
                 ),
-                # a value exactly at 448 counted as clamped (the engine clamps only beyond it)
-                ("best_margin", "v > 448", "v >= 448"),
-                # flushed below e4m3fn's smallest subnormal 2**-9 instead of at or below half of it
-                ("best_margin", "v <= 2.0**-10", "v < 2.0**-9"),
-                # the tie at 2**-10 thought to round up to the smallest subnormal
-                ("best_margin", "v <= 2.0**-10", "v < 2.0**-10"),
+                # the scale left in float64
+                ("best_margin", "float(np.float32(2.0**margin * amax_h / 448))", "2.0**margin * amax_h / 448"),
+                # flushed below e4m3fn's smallest subnormal 2**-9 instead of below half of it
+                ("best_margin", "math.log2(2.0**-10 * scale)", "math.log2(2.0**-9 * scale)"),
                 # the subnormals counted as lost: flushed below the smallest normal 2**-6
-                ("best_margin", "v <= 2.0**-10", "v < 2.0**-6"),
+                ("best_margin", "math.log2(2.0**-10 * scale)", "math.log2(2.0**-6 * scale)"),
+                # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448): clamped past 240
+                ("best_margin", "math.log2(448 * scale)", "math.log2(240 * scale)"),
                 # exact zeros counted as flushed
-                ("best_margin", "(v <= 2.0**-10) & (x != 0)", "v <= 2.0**-10"),
-                # e4m3fn by an ml_dtypes cast of float32: a value a hair above the tie lands on it, goes to 0
+                ("best_margin", "flushed += n * min(", "flushed += zeros + n * min("),
+                # the zeros taken among the spread elements: shares of n + zeros
+                ("best_margin", "clamped += n * min(", "clamped += (n + zeros) * min("),
+                # the shares of a linear spread, not of a spread over binades
                 (
                     "best_margin",
-                    "(v <= 2.0**-10) & (x != 0)",
-                    "(v.astype(np.float32).astype(__import__('ml_dtypes').float8_e4m3fn) == 0) & (x != 0)",
+                    "            width = math.log2(amax) - math.log2(lo)\n"
+                    "            top = (math.log2(amax) - math.log2(448 * scale)) / width",
+                    "            width = math.log2(amax) - math.log2(lo)\n"
+                    "            top = (amax - 448 * scale) / (amax - lo)",
                 ),
-                # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448): clamped past 240
-                ("best_margin", "v > 448", "v > 240"),
+                (
+                    "best_margin",
+                    "bottom = (math.log2(2.0**-10 * scale) - math.log2(lo)) / width",
+                    "bottom = (2.0**-10 * scale - lo) / (amax - lo)",
+                ),
+                # the shares not clipped to [0, 1]: a bound outside [lo, amax] gives negative counts
+                ("best_margin", "n * min(max(top, 0.0), 1.0)", "n * top"),
+                ("best_margin", "n * min(max(bottom, 0.0), 1.0)", "n * max(bottom, 0.0)"),
+                # shares instead of counts: every step weighs the same whatever its size
+                ("best_margin", "clamped += n * min(", "clamped += min("),
                 # chapter 06's rule: the first margin that clamps nothing, the flushed values ignored
                 (
                     "best_margin",
@@ -1438,10 +1450,8 @@ CHAPTERS = [
                     "scale = max(\n"
                     "                float(np.float32(2.0**margin * amax_h / 448)), 2.0**-149\n"
                     "            )",
-                    "scale = float(np.float32(2.0**margin * amax_h / 448))",
+                    "scale = float(np.float32(2.0**margin * amax_h / 448)) or 1e-300",
                 ),
-                # multiplied by a rounded 1 / scale instead of divided by the scale
-                ("best_margin", "v = np.abs(x / scale)", "v = np.abs(x * (1 / scale))"),
                 # margins up to 15 only
                 ("best_margin", "for margin in range(17):", "for margin in range(16):"),
                 # the current step's amax in the history: nothing is ever clamped
@@ -1463,12 +1473,10 @@ CHAPTERS = [
                     "scale = max(\n"
                     "                float(np.float32(2.0**margin * amax_h / 448)), 2.0**-149\n"
                     "            )",
-                    "scale = float(np.float32(448 / amax_h / 2.0**margin))",
+                    "scale = float(np.float32(448 / max(amax_h, 1e-300) / 2.0**margin))",
                 ),
                 # no margin at step 0
                 ("best_margin", "or [amaxes[0]]", "or [amaxes[0] / 2.0**margin]"),
-                # the scale left in float64
-                ("best_margin", "float(np.float32(2.0**margin * amax_h / 448))", "2.0**margin * amax_h / 448"),
             ]
         ),
     ),

@@ -24,12 +24,14 @@
   may not call: it finds the boundaries and their ties itself. Values planted one float64 step from
   a tie fail a cast to fp8 through float32 (ml_dtypes', torch's), which rounds twice. Compared
   exactly.
-- ``best_margin``: the margin of delayed (amax-history) e4m3fn scaling that loses the fewest values
-  over a sequence of tensors, clamped at the top (|x / scale| > 448) plus flushed at the bottom
-  (nonzero, |x / scale| <= 2**-10, which rounds to 0), the smallest of equal ones, with the two
-  counts; the scales come from :class:`nbhelpers.scaling.DelayedScaler`. The cases spread their
-  values over up to a few binades, so that the answer is often neither 0 nor the first margin that
-  clamps nothing, and put values exactly on both boundaries at the answer. Compared exactly.
+- ``best_margin``: a prediction: the margin of delayed (amax-history) e4m3fn scaling whose expected
+  loss is the smallest, over steps given as (n, zeros, lo, amax) with log2|x| uniform on
+  [log2 lo, log2 amax]: expected clamped (|x / scale| > 448) plus flushed (|x / scale| <= 2**-10),
+  the smallest of equal ones, with the two expected counts (within :data:`COUNT_RTOL`). The scales
+  are the engine's :class:`nbhelpers.scaling.DelayedScaler`'s (tested). The cases keep every bound
+  clear of a step's ends and every other margin either exactly as lossy or :data:`GAP` of the
+  elements worse, and hold zero first steps, collapses after a spike (steps flushed whole), margin
+  16 and float32-subnormal scales.
 
 Edge cases come first, then random ones from the seed.
 """
@@ -44,10 +46,10 @@ from ..comparators import float_array, same_value
 from ..exercise_types import Case, Exercise
 from ..formats import get_format
 from ..metrics import sqnr_db
-from ..recipes import PER_TENSOR, Recipe
+from ..recipes import Recipe
 from ..report_text import describe
 from ..rounding import round_to
-from ..scaling import DelayedScaler, dequantize, quantize
+from ..scaling import dequantize, quantize
 
 _F32_TINY = 2.0**-149  # fp32's smallest subnormal: the floor of every fp32 scale
 
@@ -817,7 +819,7 @@ def _at_the_tolerance(rng: np.random.Generator):
             return x, amax
 
 
-# ------------------------------------------------------------------ 5. a delayed scale's margin, clamped vs flushed
+# ------------------------------------------------------------------ 5. a delayed scale's margin, predicted
 
 #: The margins best_margin tries, in order.
 MARGINS = tuple(range(17))
@@ -825,213 +827,188 @@ E4M3_MAX = 448.0
 #: Half of e4m3fn's smallest subnormal (2**-9): x / scale at or below it in magnitude rounds to 0
 #: (the tie at exactly 2**-10 goes to the even neighbour, 0).
 E4M3_FLUSH = 2.0**-10
+#: The expected counts pass within this relative error (or COUNT_ATOL elements) of the model's.
+COUNT_RTOL = 1e-9
+COUNT_ATOL = 1e-3
+#: Of two margins, any other than the answer loses at least this share of the sequence's nonzero
+#: elements more (or exactly as few, when both lose nothing): no answer hangs on the last bits.
+GAP = 1e-6
 
 
-def delayed_scales(xs: list, history: int, margin: int) -> np.ndarray:
-    """The per-step scales of the engine's DelayedScaler (e4m3fn, per tensor, amax_compute "max")
-    over the sequence xs, as float64 (T,)."""
-    scaler = DelayedScaler(Recipe("e4m3fn", PER_TENSOR, amax="delayed", history=history), margin=margin)
+def delayed_scales(amaxes: list, history: int, margin: int) -> list:
+    """The per-step scales of delayed e4m3fn scaling over a sequence of step amaxes: fp32 of
+    2**margin times the largest of the previous ``history`` amaxes (step 0: its own) over 448, at
+    least 2**-149; the engine's :class:`~nbhelpers.scaling.DelayedScaler` computes the same (tested)."""
     out = []
-    for x in xs:
-        x = np.asarray(x, dtype=np.float64)
-        _, s = scaler.quantize(x.reshape(1, -1))  # per tensor: the shape does not matter, only the amax
-        out.append(float(s[0, 0]))
-    return np.array(out)
+    for t in range(len(amaxes)):
+        amax_h = max(amaxes[max(t - history, 0) : t] or [amaxes[0]])
+        out.append(max(float(np.float32(2.0**margin * amax_h / E4M3_MAX)), _F32_TINY))
+    return out
 
 
-def margin_losses(xs: list, history: int, margin: int) -> tuple[int, int]:
-    """(n_clamped, n_flushed) over the whole sequence with the engine's delayed scales at ``margin``:
-    elements with |x / scale| > 448 (the engine clamps them to +-448), and nonzero elements with
-    |x / scale| <= 2**-10 (they round to 0 in e4m3fn)."""
-    clamped = flushed = 0
-    for x, s in zip(xs, delayed_scales(xs, history, margin)):
-        v = np.abs(np.asarray(x, dtype=np.float64) / s)
-        clamped += int(np.sum(v > E4M3_MAX))
-        flushed += int(np.sum((v <= E4M3_FLUSH) & (np.asarray(x) != 0)))
+def _share(hi_log: float, lo_log: float, bound_log: float, above: bool) -> float:
+    """The share of [lo_log, hi_log] above (or below) bound_log."""
+    part = (hi_log - bound_log) if above else (bound_log - lo_log)
+    return min(max(part / (hi_log - lo_log), 0.0), 1.0)
+
+
+def expected_losses(steps: list, history: int, margin: int) -> tuple[float, float]:
+    """(clamped, flushed): the expected counts over the sequence at ``margin``. Step t is
+    (n, zeros, lo, amax): n nonzero elements whose log2|x| is uniform on [log2 lo, log2 amax], and
+    ``zeros`` exact zeros (never lost; a step of zeros only has lo = amax = 0). Clamped:
+    |x| > 448 scale_t; flushed: |x| <= 2**-10 scale_t."""
+    scales = delayed_scales([s[3] for s in steps], history, margin)
+    clamped = flushed = 0.0
+    for (n, _zeros, lo, amax), s in zip(steps, scales):
+        if n == 0:
+            continue
+        hi_log, lo_log = math.log2(amax), math.log2(lo)
+        clamped += n * _share(hi_log, lo_log, math.log2(E4M3_MAX) + math.log2(s), above=True)
+        flushed += n * _share(hi_log, lo_log, math.log2(E4M3_FLUSH) + math.log2(s), above=False)
     return clamped, flushed
 
 
-def best_margin_ref(xs: list, history: int) -> tuple[int, int, int]:
-    """(margin, n_clamped, n_flushed): the margin in MARGINS that loses the fewest values (clamped
-    plus flushed), the smallest of equal ones, with its two counts."""
-    losses = [margin_losses(xs, history, m) for m in MARGINS]
+def best_margin_ref(steps: list, history: int) -> tuple[int, float, float]:
+    """(margin, clamped, flushed): the margin in MARGINS whose expected loss (clamped plus flushed) is
+    the smallest, the smallest of equal ones, with its two expected counts."""
+    losses = [expected_losses(steps, history, m) for m in MARGINS]
     best = min(MARGINS, key=lambda m: (sum(losses[m]), m))
     return best, *losses[best]
 
 
-def _sequence(rng: np.random.Generator, sigma: float | None = None, uneven: bool = False) -> list:
-    """T steps of a tensor whose level drifts (a random walk, sometimes a steady growth), with one or
-    two amax spikes of a few steps; elements normal times 2**N(0, sigma) (sigma binades of spread:
-    wide-range tensors such as gradients lose values at the bottom); ``uneven``: each step has its
-    own number of rows (the tokens of a step vary)."""
+def _margin_compare(got, expected) -> str | None:
+    """The margin exactly, each count within COUNT_RTOL (or COUNT_ATOL elements); never raises."""
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        return f"returned {describe(got)}, expected a tuple (margin, clamped, flushed)"
+    reason = same_value(got[0], expected[0])
+    if reason is not None:
+        return f"the margin: {reason}"
+    for i, what in ((1, "clamped"), (2, "flushed")):
+        try:
+            g = float(got[i])
+        except Exception:
+            return f"{what}: returned {describe(got[i])}, expected a number"
+        e = expected[i]
+        if not (math.isfinite(g) and abs(g - e) <= max(COUNT_RTOL * abs(e), COUNT_ATOL)):
+            return f"{what}: {g!r}, the model gives {e!r} (relative tolerance {COUNT_RTOL:g})"
+    return None
+
+
+def _steps(rng: np.random.Generator, amaxes, widths=None, zeros_share: float | None = None) -> list:
+    """The (n, zeros, lo, amax) of each step: n from a thousand to a billion, lo = amax / 2**width."""
+    out = []
+    for t, amax in enumerate(amaxes):
+        width = float(rng.uniform(3.0, 30.0)) if widths is None else float(widths[t])
+        n = int(np.exp(rng.uniform(np.log(1e3), np.log(1e9))))
+        share = float(rng.choice([0.0, 0.0, rng.uniform(0.1, 0.8)])) if zeros_share is None else zeros_share
+        out.append((n, int(n * share), float(amax) * 2.0**-width, float(amax)))
+    return out
+
+
+def _amax_walk(rng: np.random.Generator) -> list:
+    """T step amaxes: a random walk, sometimes a steady growth, with one or two spikes of a few steps."""
     T = int(rng.integers(6, 15))
-    shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
-    sigma = float(rng.uniform(0.3, 3.0)) if sigma is None else sigma
     growth = float(rng.choice([1.0, 1.0, rng.uniform(1.05, 1.5)]))
-    level = np.cumprod(np.exp(rng.normal(0, 0.15, T))) * growth ** np.arange(T)
+    level = np.cumprod(np.exp(rng.normal(0, 0.15, T))) * growth ** np.arange(T) * float(np.exp2(rng.uniform(-8, 8)))
     for _ in range(int(rng.integers(1, 3))):
         t = int(rng.integers(1, T))
         level[t : t + int(rng.integers(1, 3))] *= float(rng.choice([2.0, 3.0, 5.0, 8.0, 16.0, 40.0, 200.0]))
-    rows = rng.integers(1, 17, T) if uneven else [shape[0]] * T
-    return [
-        rng.standard_normal((int(r), shape[1])) * np.exp2(rng.normal(0, sigma, (int(r), shape[1]))) * v
-        for r, v in zip(rows, level)
-    ]
+    return [float(v) for v in level]
 
 
-def _plant_ties(rng: np.random.Generator, xs: list, history: int, tries: int = 8) -> list:
-    """xs with values exactly on the boundaries at the answer's margin m: x / scale = +-2**-10 (a tie
-    that rounds to 0: flushed), a relative 2**-30 above it (rounds up to 2**-9: kept; rounded to
-    float32 first, as an ml_dtypes cast of float64 does, it lands on the tie) and, in a step whose
-    amax stays below 448 * scale, x / scale = +-448 exactly (not clamped: only values beyond it
-    are). A plant can move the answer, so the answer is taken again and the missing boundary planted
-    again, up to ``tries`` times."""
-    xs = [np.array(x, dtype=np.float64) for x in xs]
-    for _ in range(tries):
-        m = best_margin_ref(xs, history)[0]
-        scales = delayed_scales(xs, history, m)
-        v = [np.abs(x / s) for x, s in zip(xs, scales)]
-        on_flush = any((w == E4M3_FLUSH).any() for w in v)
-        near = any(((w > E4M3_FLUSH) & (w < E4M3_FLUSH * (1 + 2.0**-26))).any() for w in v)
-        on_max = any((w == E4M3_MAX).any() for w in v)
-        if on_flush and near and on_max:
-            break
-        sign = float(rng.choice([-1.0, 1.0]))
-        if not (on_flush and near):
-            t = int(rng.integers(len(xs)))
-            # on the tie, or a relative 2**-30 above it (kept; through float32 it lands on the tie)
-            above = 1.0 if not on_flush else 1 + 2.0**-30
-            xs[t].flat[int(rng.integers(xs[t].size))] = sign * E4M3_FLUSH * above * scales[t]
-        else:
-            room = [t for t in range(1, len(xs)) if v[t].max() < E4M3_MAX]
-            if not room:
-                break
-            t = room[int(rng.integers(len(room)))]
-            xs[t].flat[int(np.argmax(v[t]))] = sign * E4M3_MAX * scales[t]
-    return xs
+def _clear(steps: list, history: int) -> bool:
+    """No bound of any margin within a relative 1e-9 of a step's lo or amax (where a share hangs on
+    the last bits of a logarithm), and every margin but the answer losing at least GAP of the nonzero
+    elements more than it, or exactly as many (shares of 0 or 1, which every order computes alike)."""
+    for m in MARGINS:
+        for (n, _, lo, amax), s in zip(steps, delayed_scales([x[3] for x in steps], history, m)):
+            if n and any(
+                abs(math.log2(b) - math.log2(v)) < 2e-9 for b in (448 * s, E4M3_FLUSH * s) for v in (lo, amax)
+            ):
+                return False
+    totals = [sum(expected_losses(steps, history, m)) for m in MARGINS]
+    best = min(MARGINS, key=lambda m: (totals[m], m))
+    N = sum(n for n, *_ in steps)
+    return all(t == totals[best] or t - totals[best] >= GAP * N for t in totals)
 
 
-def _sparse(rng: np.random.Generator, xs: list) -> list:
-    """xs with a share of exact zeros in each step (a gate's output): zeros are not lost."""
-    return [np.where(rng.random(x.shape) < rng.uniform(0.2, 0.8), 0.0, x) for x in xs]
-
-
-def _zero_first_step(rng: np.random.Generator, tiny: bool = False) -> tuple[list, int]:
-    """(xs, H) whose first step is all zeros: its scale is the floor 2**-149 (its own amax is 0), and
-    the next step's too while the history holds only zeros, so that step is clamped whole whatever
-    the margin; ``tiny``: the later steps scaled to about 1e-42 (float64 holds them), so that the
-    floor scale keeps many of them in range where a scale of 0 would clamp them all."""
-    xs = _sequence(rng)
-    xs[0] = np.zeros_like(xs[0])
-    if tiny:
-        xs = [x * 2.0 ** float(rng.uniform(-142, -138)) for x in xs]
-    return xs, int(rng.integers(1, 7))
-
-
-def _margin_16(rng: np.random.Generator) -> tuple[list, int]:
-    """(xs, H) whose answer is the largest margin tried, 16: values of one sign-free band (half the
-    amax to the amax, so that even 16 binades of margin flush none) and, at the last step (no step
-    after it to flush), a spike of 2**15.1 to 2**15.7."""
-    T = int(rng.integers(5, 10))
-    shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
-    xs = [rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 1.0, shape) for _ in range(T)]
-    xs[-1] *= 2.0 ** float(rng.uniform(15.1, 15.7))
-    return xs, int(rng.integers(1, 7))
-
-
-def _repeated_amax(rng: np.random.Generator) -> tuple[list, int]:
-    """(xs, H): every step's amax is the same A = 448 c (c a float32), so that with margin 0 the scale
-    is exactly c and the largest element of every step lands exactly on 448, which is not clamped
-    (only values beyond it are). c is drawn so that multiplying by a rounded 1 / c instead of
-    dividing by c puts A just above 448."""
-    T = int(rng.integers(4, 10))
-    shape = (int(rng.integers(2, 9)), int(rng.integers(8, 65)))
-    while True:  # a c for which A / c is 448 but A * (1 / c) rounds above it
-        c = float(np.float32(np.exp2(rng.uniform(-4, 4))))
-        if 448.0 * c * (1.0 / c) > 448.0:
-            break
-    A = 448.0 * c
-    xs = []
-    for _ in range(T):
-        x = rng.standard_normal(shape)
-        x *= 0.9 * A / float(np.max(np.abs(x)))
-        x.flat[int(rng.integers(x.size))] = float(rng.choice([-1.0, 1.0])) * A
-        xs.append(x)
-    return xs, int(rng.integers(1, 7))
-
-
-def _just_above_448(rng: np.random.Generator) -> list:
-    """Five steps of values between 224 and 448 in magnitude, each with one value of exactly +-448, so
-    that at margin 0 every scale is 1; the last step adds 448 (1 + 2**-30), which margin 0 clamps and
-    margin 1 (scale 2, nothing flushed) does not."""
-    xs = [rng.choice([-1.0, 1.0], (4, 16)) * rng.uniform(224.0, 448.0, (4, 16)) for _ in range(5)]
-    for x in xs:
-        x.flat[int(rng.integers(x.size))] = float(rng.choice([-1.0, 1.0])) * E4M3_MAX
-    xs[-1].flat[int(rng.integers(xs[-1].size))] = E4M3_MAX * (1 + 2.0**-30)
-    return xs
+def _margin_case(rng: np.random.Generator, kind: int) -> tuple[list, int]:
+    H = int(rng.integers(1, 7))
+    if kind == 0:  # a first step of zeros only: its scale is the floor, and the next step's too
+        amaxes = _amax_walk(rng)
+        if rng.random() < 0.5:  # values near 2**-140: the floor scale 2**-149 keeps part of step 1 in range
+            to = 2.0 ** float(rng.uniform(-139, -136)) / amaxes[1]
+            amaxes = [a * to for a in amaxes]
+        steps = _steps(rng, amaxes, widths=rng.uniform(5.0, 12.0, len(amaxes)))
+        steps[0] = (0, int(rng.integers(100, 10**6)), 0.0, 0.0)
+        return steps, H
+    if kind == 1:  # a narrow band and a spike of 2**15.x at the last step: margin 16
+        T = int(rng.integers(5, 10))
+        amaxes = [float(np.exp2(rng.uniform(-1, 0)))] * (T - 1)
+        amaxes.append(amaxes[0] * 2.0 ** float(rng.uniform(15.1, 15.7)))
+        return _steps(rng, amaxes, widths=rng.uniform(0.5, 1.0, T)), H
+    if kind in (2, 6):  # amax_h / 448 among float32's subnormals: the scale rounds by a large share
+        walk = _amax_walk(rng)
+        to = 2.0 ** float(rng.uniform(-140, -128)) / max(walk)
+        amaxes = [a * to for a in walk]
+        return _steps(rng, amaxes, widths=rng.uniform(8.0, 18.0, len(amaxes))), H
+    if kind == 3:  # many exact zeros
+        return _steps(rng, _amax_walk(rng), zeros_share=float(rng.uniform(0.3, 0.9))), H
+    if kind == 4:  # narrow tensors: many margins lose nothing
+        amaxes = _amax_walk(rng)
+        return _steps(rng, amaxes, widths=rng.uniform(1.0, 8.0, len(amaxes))), H
+    if kind == 5:  # a collapse after a spike: while the spike is in the history, a step is flushed whole
+        amaxes = _amax_walk(rng)
+        t = int(rng.integers(1, len(amaxes) - 1))
+        amaxes[t] *= 2.0 ** float(rng.uniform(3, 8))
+        amaxes[t + 1 :] = [a * 2.0 ** -float(rng.uniform(11, 25)) for a in amaxes[t + 1 :]]
+        return _steps(rng, amaxes, widths=rng.uniform(2.0, 8.0, len(amaxes))), H
+    return _steps(rng, _amax_walk(rng)), H
 
 
 def _margin_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(6066)  # the labelled cases are the same for every seed
-    spike = [fixed.standard_normal((8, 64)) * (16.0 if t == 4 else 1.0) for t in range(10)]
-    wide = [
-        fixed.standard_normal((8, 64)) * np.exp2(fixed.normal(0, 2.5, (8, 64))) * (16.0 if t == 4 else 1.0)
-        for t in range(10)
-    ]
-    ramp = [fixed.standard_normal((4, 32)) * 1.3**t for t in range(8)]
-    flat = [fixed.standard_normal((4, 16)) for _ in range(6)]
-    zeros, H0 = _zero_first_step(fixed)
+    jitter = [float(v) for v in fixed.uniform(0.8, 1.0, 10)]
+    spike = [v * (12.0 if t == 4 else 1.0) for t, v in enumerate(jitter)]
+    n = 64 * 256
     cases = [
         Case(
-            (spike, 4),
-            label="the chapter's spike (16x at step 4, H = 4), normal values: margin 4 clamps nothing, flushes 4",
-        ),
-        Case((wide, 4), label="the same spike on values spread over 2.5 binades: margin 0, 10 clamped, flushes least"),
-        Case((ramp, 2), label="a steady growth of 1.3x per step: the history always lags, margin 1"),
-        Case((flat, 3), label="no spike, normal values: the amax's jitter from step to step clamps at margin 0"),
-        Case(
-            ([np.array([[1.0, -2.0]]), np.array([[3.0, 0.5]]), np.array([[1.0, 1.0]])], 1),
-            label="H = 1: step 1's amax 3 beyond step 0's 2",
-        ),
-        Case((_sparse(fixed, wide), 2), label="mostly exact zeros: a zero is never flushed"),
-        Case((zeros, H0), label="a first step of zeros: the scale's floor 2**-149 clamps the next step whole"),
-        Case(
-            _zero_first_step(fixed, tiny=True),
-            label="a first step of zeros, then values near 1e-42: the floor scale 2**-149 keeps some in range",
-        ),
-        Case(_margin_16(fixed), label="a spike of 2**15.x at the last step on a narrow band of values: margin 16"),
-        Case(
-            (_plant_ties(fixed, _sequence(fixed, 1.5), 3), 3),
-            label="values exactly on 448 and on 2**-10 at the answer's margin",
+            ([(n, 0, a * 2.0**-6, a) for a in spike], 4),
+            label="the chapter's spike (12x at step 4, H = 4) on 6 binades: margin 4 clamps nothing, flushes nothing",
         ),
         Case(
-            (_just_above_448(fixed), 2),
-            label="every amax 448 (scale 1 at margin 0), then one value a relative 2**-30 above it: margin 1",
+            ([(n, 0, a * 2.0**-20, a) for a in spike], 4),
+            label="the same spike on 20 binades: margin 0, whose clamps at the spike cost less than what margins flush",
+        ),
+        Case(
+            ([(n, 0, 1.3**t / 8, 1.3**t * v) for t, v in enumerate(jitter[:8])], 2),
+            label="a steady growth of 1.3x per step on 3 binades: margin 1",
+        ),
+        Case(
+            ([(0, 1000, 0.0, 0.0), (1000, 0, 0.5, 2.0), (1000, 0, 0.4, 1.9)], 2),
+            label="a first step of zeros only: the floor scale 2**-149 clamps the next step whole at every margin: 0",
+        ),
+        Case(
+            ([(10**9, 4 * 10**9, a * 2.0**-24, a) for a in jitter[:5]], 3),
+            label="80% exact zeros on 24 binades: a zero is never flushed",
+        ),
+        Case(
+            ([(1000, 0, 0.6 * a, a) for a in jitter[:6]] + [(1000, 0, 2.0**15.2 * 0.6, 2.0**15.2)], 1),
+            label="a spike of 2**15.2 at the last step on a narrow band: margin 16",
+        ),
+        Case(
+            ([(10**6, 0, a * 2.0**-134, a * 2.0**-130) for a in jitter[:6]], 1),
+            label="amaxes near 2**-130: amax_h / 448 a float32 subnormal, rounded after the margin: margin 1",
         ),
     ]
-    for i in range(40):
-        kind = i % 8
-        H = int(rng.integers(1, 7))
-        if kind == 0:
-            xs, H = _zero_first_step(rng, tiny=i % 16 == 8)
-        elif kind == 2:
-            xs, H = _margin_16(rng)
-        elif kind == 6:
-            xs, H = _repeated_amax(rng)
-        else:
-            xs = _sequence(rng, uneven=kind == 3)
-            if kind == 5:
-                xs = _sparse(rng, xs)
-        if kind in (1, 4, 7):  # values on the boundaries at the answer
-            xs = _plant_ties(rng, xs, H)
-        cases.append(Case((xs, H)))
-    # amaxes whose amax_h / 448 lies among float32's subnormals, boundaries planted: the scale is
-    # rounded once, after the margin; rounded before it (2**margin * fp32(amax_h / 448)) it keeps
-    # fewer bits, and the planted values land on the other side of their boundary
-    for _ in range(6):
-        H = int(rng.integers(1, 7))
-        xs = [x * 2.0 ** float(rng.uniform(-132, -128)) for x in _sequence(rng)]
-        cases.append(Case((_plant_ties(rng, xs, H), H)))
+    for c in cases:
+        assert _clear(*c.args), c.label
+    i = 0
+    while len(cases) < 47:
+        steps, H = _margin_case(rng, i % 8)
+        if _clear(steps, H):
+            cases.append(Case((steps, H)))
+            i += 1
     return cases
 
 
@@ -1077,6 +1054,7 @@ EXERCISES = [
         3,
         best_margin_ref,
         _margin_cases,
+        compare=_margin_compare,
         forbidden=FORBIDDEN,
     ),
 ]
