@@ -1487,77 +1487,91 @@ CHAPTERS = [
             "math": math,
             "np": np,
             "round_to": round_to,
-            "quantize": __import__("nbhelpers.scaling", fromlist=["quantize"]).quantize,
             "fp8_tensor_core_mm": __import__("nbhelpers.scaled_gemm", fromlist=["x"]).fp8_tensor_core_mm,
             "Recipe": __import__("nbhelpers.recipes", fromlist=["Recipe"]).Recipe,
             "PER_ROW": __import__("nbhelpers.recipes", fromlist=["PER_ROW"]).PER_ROW,
             "PER_COLUMN": __import__("nbhelpers.recipes", fromlist=["PER_COLUMN"]).PER_COLUMN,
         },
-        ("mx_shared_exponent", "blockwise_scaled_gemm", "largest_promotion_interval", "two_level_scales"),
+        ("mx_exponent_range", "blockwise_scaled_gemm", "largest_promotion_interval", "two_level_scales"),
         17,
         7077,
         tuple(
             [
                 # ---- the floor rule (OCP MX v1.0)
-                # round(log2 amax) instead of its floor
-                ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "round(math.log2(amax)) - emax_elem"),
-                # ceil(log2 amax) for the floor rule
-                ("mx_shared_exponent", "math.frexp(amax)[1] - 1 - emax_elem", "math.ceil(math.log2(amax)) - emax_elem"),
-                # floor of math.log2, which rounds up to k one float64 step below 2**k
+                # the top of the range at the next power of two itself, not one float64 step below it
                 (
-                    "mx_shared_exponent",
-                    "math.frexp(amax)[1] - 1 - emax_elem",
-                    "math.floor(math.log2(amax)) - emax_elem",
+                    "mx_exponent_range",
+                    "math.nextafter(2.0 ** (E + emax_elem + 1), 0.0)",
+                    "2.0 ** (E + emax_elem + 1)",
                 ),
-                # no clamp at e8m0's smallest exponent
-                (
-                    "mx_shared_exponent",
-                    "return max(math.frexp(amax)[1] - 1 - emax_elem, -127)",
-                    "return math.frexp(amax)[1] - 1 - emax_elem",
-                ),
-                # e4m3 (IEEE-style, max 240, emax 7) taken for e4m3fn (max 448, emax 8)
-                ("mx_shared_exponent", '"e4m3fn": 448.0', '"e4m3fn": 240.0'),
                 # emax_elem as log2 of the largest value rounded to nearest (448 -> 9, 6 -> 3)
                 (
-                    "mx_shared_exponent",
+                    "mx_exponent_range",
                     "emax_elem = math.frexp(largest)[1] - 1",
                     "emax_elem = round(math.log2(largest))",
                 ),
-                # the largest value instead of the largest magnitude
+                # emax_elem as the ceiling of log2 of the largest value (one too large)
                 (
-                    "mx_shared_exponent",
-                    "np.max(np.abs(np.asarray(block, dtype=np.float64)))",
-                    "np.max(np.asarray(block, dtype=np.float64))",
+                    "mx_exponent_range",
+                    "emax_elem = math.frexp(largest)[1] - 1",
+                    "emax_elem = math.frexp(largest)[1]",
                 ),
-                # a block of zeros given exponent 0 (scale 1)
-                ("mx_shared_exponent", "if amax == 0.0:\n        return -127", "if amax == 0.0:\n        return 0"),
+                # e4m3 (IEEE-style, max 240, emax 7) taken for e4m3fn (max 448, emax 8)
+                ("mx_exponent_range", '"e4m3fn": 448.0', '"e4m3fn": 240.0'),
                 # ---- RCEIL
-                # ceil(log2 amax) - emax_elem: the round-up that leaves the element's top binade unused
+                # no rounding of d: the range ends at elem_max * 2**E
                 (
-                    "mx_shared_exponent",
-                    "return max(e - (m == 0.5), -127)",
-                    "return max(math.ceil(math.log2(amax)) - (math.frexp(largest)[1] - 1), -127)",
+                    "mx_exponent_range",
+                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 24))",
+                    "return largest * 2.0**k",
                 ),
-                # the quotient not rounded to float32
-                ("mx_shared_exponent", "d = float(np.float32(amax / largest))", "d = amax / largest"),
-                # math.ceil(math.log2(.)) of the unrounded quotient
+                # a whole float32 step of slack instead of half of one
                 (
-                    "mx_shared_exponent",
-                    "return max(e - (m == 0.5), -127)",
-                    "return max(math.ceil(math.log2(amax / largest)), -127)",
+                    "mx_exponent_range",
+                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 24))",
+                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 23))",
                 ),
-                # the log2 taken in float32 (torchao 0.18's eager fallback): wrong a few float32 steps above 2**k
+                # the halfway quotient taken to round up (ties away): the top one float64 step short
                 (
-                    "mx_shared_exponent",
-                    "return max(e - (m == 0.5), -127)",
-                    "return max(int(np.ceil(np.log2(np.float32(d)))), -127)",
+                    "mx_exponent_range",
+                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 24))",
+                    "return math.nextafter(largest * (2.0**k + 2.0 ** (max(k, -126) - 24)), 0.0)",
                 ),
-                # floor(log2 d) + 1 always: one too large at exact powers of two
-                ("mx_shared_exponent", "return max(e - (m == 0.5), -127)", "return max(e, -127)"),
-                # the floor rule's rounding applied to the quotient: floor(log2 d)
-                ("mx_shared_exponent", "return max(e - (m == 0.5), -127)", "return max(e - 1, -127)"),
-                # an underflowing quotient given exponent 0
-                ("mx_shared_exponent", "if d == 0.0:\n        return -127", "if d == 0.0:\n        return 0"),
+                # float32's relative spacing used among its subnormals too (2**(k - 24) below 2**-126)
+                (
+                    "mx_exponent_range",
+                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 24))",
+                    "return largest * (2.0**k + 2.0 ** (k - 24))",
+                ),
+                # float32 subnormals flushed to zero (a GPU's FTZ): every d below 2**-126 gives -127
+                (
+                    "mx_exponent_range",
+                    "lo = smallest if E == -127 else math.nextafter(top(E - 1), math.inf)",
+                    "lo = smallest if E == -127 else math.nextafter(top(E - 1), math.inf)\n"
+                    "    if E <= -126:\n"
+                    "        return (smallest, math.nextafter(largest * 2.0**-126, 0.0)) if E == -127 "
+                    "else (largest * 2.0**-126, top(E))",
+                ),
+                # the lower end on the top of E - 1's range, not one step above it
+                (
+                    "mx_exponent_range",
+                    "lo = smallest if E == -127 else math.nextafter(top(E - 1), math.inf)",
+                    "lo = smallest if E == -127 else top(E - 1)",
+                ),
+                # the floor rule's range for RCEIL shifted by one: ceil(log2 amax) - emax_elem
+                (
+                    "mx_exponent_range",
+                    "    # E takes the quotients d in (2**(E - 1), 2**E]\n",
+                    "    e_max = math.frexp(largest)[1] - 1\n"
+                    "    if E > -127:\n"
+                    "        return math.nextafter(2.0 ** (E + e_max - 1), math.inf), 2.0 ** (E + e_max)\n",
+                ),
+                # round(log2 d) instead of its ceiling: the range of d is [2**(E - 1/2), 2**(E + 1/2))
+                (
+                    "mx_exponent_range",
+                    "    # E takes the quotients d in (2**(E - 1), 2**E]\n",
+                    "    if E > -127:\n        return largest * 2.0 ** (E - 0.5), largest * 2.0 ** (E + 0.5)\n",
+                ),
                 # ---- the block-scaled GEMM's promotion (float64 accumulation and either multiply
                 # order pass: tests/test_exercises_ch07.py)
                 # K-varying scales applied once in the epilogue: the mean of each row's and column's block scales
@@ -1638,95 +1652,52 @@ CHAPTERS = [
                     "scale = round_to(sA32[:, b : b + 1] * sB_cols[b : b + 1, :], 'bf16')",
                 ),
                 # ---- the promotion interval
-                # the smallest interval within the bound instead of the largest
-                ("largest_promotion_interval", "best = N\n", "best = best or N\n"),
-                # the cut applied once, to the running sum plus the group's cut products, not to the
-                # running sum before the group is added
-                (
-                    "largest_promotion_interval",
-                    "S = np.trunc(S / q) * q + cut.sum(axis=1)",
-                    "S = np.trunc((S + cut.sum(axis=1)) / q) * q",
-                ),
+                # the smallest interval within the bound instead of the largest (the first is always exact)
+                ("largest_promotion_interval", "            best = N\n", "            best = min(best, N)\n"),
                 # off by a factor of 2: the first interval past the bound
-                ("largest_promotion_interval", "best = N\n", "best = 2 * N\n"),
-                # the same-sign family measured on random signs (the sqrt(N) law for both)
-                ("largest_promotion_interval", 'if signs == "same":', 'if signs == "same signs":'),
-                # fp32's 2**-24 taken for the accumulator: a 24-bit accumulator
-                ("largest_promotion_interval", "np.exp2(E - (acc_bits - 1.0))", "np.exp2(E - 23.0)"),
-                # acc_bits kept below the leading one (acc_bits + 1 with it)
-                ("largest_promotion_interval", "np.exp2(E - (acc_bits - 1.0))", "np.exp2(E - acc_bits)"),
-                # chapter 07's 14 bits whatever acc_bits says
-                ("largest_promotion_interval", "np.exp2(E - (acc_bits - 1.0))", "np.exp2(E - 13.0)"),
-                # chapter 07's fused group of 32 whatever group says (promotion still every N products)
-                (
-                    "largest_promotion_interval",
-                    "for g0 in range(0, K, group):\n"
-                    "            # (16, group, 16)\n"
-                    "            terms = (\n"
-                    "                qA[:, g0 : g0 + group, None] * qB[None, g0 : g0 + group, :]\n"
-                    "            )",
-                    "group = 32\n"
-                    "        for g0 in range(0, K, 32):\n"
-                    "            terms = qA[:, g0 : g0 + 32, None] * qB[None, g0 : g0 + 32, :]",
-                ),
-                # the intervals tried from chapter 07's 32, not from one group
-                ("largest_promotion_interval", "    N = group\n    while", "    N = 32\n    while"),
-                # promotion every N groups instead of every N products
-                ("largest_promotion_interval", "if (g0 + group) % N == 0:", "if (g0 // group + 1) % N == 0:"),
-                # e4m3 operands whatever fmt says
-                (
-                    "largest_promotion_interval",
-                    "qA, sA = quantize(A, Recipe(fmt, PER_ROW))\n    qB, sB = quantize(B, Recipe(fmt, PER_COLUMN))",
-                    'qA, sA = quantize(A, Recipe("e4m3fn", PER_ROW))\n'
-                    '    qB, sB = quantize(B, Recipe("e4m3fn", PER_COLUMN))',
-                ),
-                # each product rounded to nearest instead of cut toward zero
-                (
-                    "largest_promotion_interval",
-                    "cut = np.trunc(terms / q[:, None, :]) * q[:, None, :]",
-                    "cut = np.rint(terms / q[:, None, :]) * q[:, None, :]",
-                ),
-                # the partial sum left out of the alignment: each group aligned to its own largest product
-                (
-                    "largest_promotion_interval",
-                    "v = np.maximum(np.abs(terms).max(axis=1), np.abs(S))",
-                    "v = np.abs(terms).max(axis=1)",
-                ),
-                # never restarted after a promotion: the partial sum added again and again
-                (
-                    "largest_promotion_interval",
-                    "                S = np.zeros((16, 16))\n        return",
-                    "                pass\n        return",
-                ),
-                # measured against the unquantized data: the e4m3 input rounding counted as accumulator error
-                ("largest_promotion_interval", "C_exact = (qA @ qB) * sA * sB", "C_exact = A @ B"),
-                # the largest elementwise relative error instead of the Frobenius norm's
-                (
-                    "largest_promotion_interval",
-                    "np.linalg.norm(C - C_exact) / np.linalg.norm(C_exact)",
-                    "np.max(np.abs(C - C_exact) / np.abs(C_exact))",
-                ),
-                # K itself never tried (never promoting left out)
+                ("largest_promotion_interval", "            best = N\n", "            best = 2 * N\n"),
+                # K itself never tried
                 ("largest_promotion_interval", "while N <= K:", "while N < K:"),
                 # the running sum not cut to the group's quantum: only the products lose their low bits
                 (
                     "largest_promotion_interval",
-                    "S = np.trunc(S / q) * q + cut.sum(axis=1)",
-                    "S = S + cut.sum(axis=1)",
+                    "S, c = (S >> j) << j, (P >> j) << j",
+                    "c = (P >> j) << j",
                 ),
-                # the running sum rounded to the quantum instead of cut toward zero
+                # the product cut to its own leading bit, not the sum's: p never loses a bit
                 (
                     "largest_promotion_interval",
-                    "S = np.trunc(S / q) * q + cut.sum(axis=1)",
-                    "S = np.rint(S / q) * q + cut.sum(axis=1)",
+                    "S, c = (S >> j) << j, (P >> j) << j",
+                    "S, c = (S >> j) << j, P",
                 ),
-                # the data drawn from one seed for every K
-                ("largest_promotion_interval", "np.random.default_rng(K)", "np.random.default_rng(0)"),
-                # B drawn before A
+                # each product rounded to nearest instead of cut toward zero
                 (
                     "largest_promotion_interval",
-                    "A = rng.standard_normal((16, K))\n    B = rng.standard_normal((K, 16))",
-                    "B = rng.standard_normal((K, 16))\n    A = rng.standard_normal((16, K))",
+                    "S, c = (S >> j) << j, (P >> j) << j",
+                    "S, c = (S >> j) << j, ((P + (1 << (j - 1))) >> j) << j",
+                ),
+                # acc_bits kept below the leading bit (acc_bits + 1 with it)
+                ("largest_promotion_interval", "j = E - (acc_bits - 1)", "j = E - acc_bits"),
+                # one bit too few: the leading bit counted twice
+                ("largest_promotion_interval", "j = E - (acc_bits - 1)", "j = E - (acc_bits - 2)"),
+                # chapter 07's 14 bits whatever acc_bits says
+                ("largest_promotion_interval", "j = E - (acc_bits - 1)", "j = E - 13"),
+                # promotion every N groups instead of every N products
+                ("largest_promotion_interval", "narrow_sum(N // group)", "narrow_sum(N)"),
+                # chapter 07's fused group of 32 whatever group says
+                ("largest_promotion_interval", "step = group * c", "step = 32 * c"),
+                # the groups of a binade counted with floor, and the next binade's cut applied to
+                # the sum although it has not reached it: the last group of each binade aligned too high
+                (
+                    "largest_promotion_interval",
+                    "k = min(n - done, -(-((1 << (E + 1)) - S) // step))",
+                    "k = min(n - done, ((1 << (E + 1)) - S) // step + 1)",
+                ),
+                # the error relative to the narrow sum instead of the exact N p
+                (
+                    "largest_promotion_interval",
+                    "* b <= a * N * P",
+                    "* b <= a * max(narrow_sum(N // group), 1)",
                 ),
                 # ---- NVFP4
                 # ---- two-level scales

@@ -382,14 +382,13 @@ def test_the_kernels_watch_sees_torch_where_it_is_forbidden():
 
 
 def test_a_cache_the_reference_filled_is_emptied_before_the_answer_runs():
-    # promotion_errors is functools.cache'd and the reference fills it for these very cases: a hit
+    # copies_errors is functools.cache'd and the reference fills it for these very cases: a hit
     # runs no Python frame, so an answer that calls it would pass unseen if the cache stayed warm
-    def largest_promotion_interval(K, bound, signs, acc_bits, group, fmt):
+    def largest_promotion_interval(p, K, bound, acc_bits, group):
         from nbhelpers.answer_keys import ch07
 
-        ok = [N for N, e in ch07.promotion_errors(K, signs, acc_bits, group, fmt) if e <= bound]
-        return max(ok) if ok else None
+        return max(N for N, e in ch07.copies_errors(p, K, acc_bits, group) if e <= bound)
 
     result = run_check("ex07.largest_promotion_interval", largest_promotion_interval, seed=0)
     assert not result.passed and result.points == 0
-    assert "promotion_errors" in str(result)
+    assert "copies_errors" in str(result)

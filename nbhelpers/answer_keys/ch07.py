@@ -1,12 +1,12 @@
 """Chapter 07 exercises: fp8 accumulation and block formats. Listed in ``EXERCISES`` for
 :mod:`nbhelpers.answer_keys`.
 
-- ``mx_shared_exponent``: the e8m0 scale exponent of one MX block by either rule, OCP MX v1.0's
-  floor or the RCEIL of cuBLAS and torchao; its reference is
-  :func:`nbhelpers.scaling.e8m0_exponents` of the block's amax (tested in tests/test_scaling.py),
-  with one case the engine leaves to its caller: an amax whose fp32 quotient ``amax / max``
-  underflows to 0 gets -127 (``log2(0)`` is -inf, raised to the smallest exponent). Compared
-  exactly (an integer).
+- ``mx_exponent_range``: the rules the other way round: the smallest and the largest positive
+  float64 amax that get a given e8m0 exponent E, by OCP MX v1.0's floor or the RCEIL of cuBLAS and
+  torchao (both rules are printed; their inverse is the work: float32's rounding of the quotient,
+  its ties and its subnormals at the bottom of e8m0). The reference derives the ends
+  (:func:`mx_exponent_range_ref`), tested against the forward rule
+  (:func:`nbhelpers.scaling.e8m0_exponents`) one float64 step either side. Compared bit for bit.
 - ``blockwise_scaled_gemm``: the promotion of a GEMM whose scales vary along K. The student gets
   what the tensor cores hand over, the codes' partial product of each K-block rounded to fp32
   (``P``, ``(nk, M, N)``), with the scales, and applies the scales: the codes are gone, so
@@ -16,18 +16,13 @@
   arithmetic may add, ``gamma_(nk + 2) * sum_b |sA sB P_b|`` (gamma_n = n u / (1 - n u),
   u = 2**-24, nk K-blocks), and the comparator accepts what lies within it. Scales applied in
   the wrong place miss by orders of magnitude more.
-- ``largest_promotion_interval``: the largest promotion interval (group, 2 group, ..., K) whose
-  error, measured on a stated data family with a narrow accumulator chapter 07 did not tabulate
-  (``acc_bits`` 10 to 16 significant bits, ``group`` 16, 32 or 64 products fused per alignment,
-  e4m3fn or e5m2 operands; chapter 07's 14 / 32 / e4m3fn among them), stays within a bound. The
-  student builds the model from chapter 07's definition with its two numbers made parameters; the
-  reference measures with the course's (:func:`nbhelpers.scaled_gemm.fp8_tensor_core_mm`). The
-  statement fixes every rounding of the model, so two right implementations measure the same errors
-  to the last bits of a float64 norm; the cases' bounds keep a margin of a factor
-  ``PROMOTION_MARGIN`` (1%) from every measured error. Most bounds lie just past one error
-  (``TIGHT_PROMOTION``), on either side: a model that misses a step (the running sum left uncut,
-  the data drawn from another seed or in another order) or fixes a parameter at chapter 07's value
-  measures errors off, and crosses them.
+- ``largest_promotion_interval``: chapter 07's narrow accumulator with its two numbers made
+  parameters (``acc_bits`` 10 to 24, ``group`` 1 to 64), on K copies of one product p, K up to
+  2**40: the largest promotion interval N whose error (N p - S_N) / (N p) stays within a bound.
+  No simulation reaches such K; the sum's growth, one binade of the alignment at a time, is the
+  student's to work out (:func:`narrow_sum_of_copies`, exact integers, checked against the course's
+  engine :func:`nbhelpers.scaled_gemm.fp8_tensor_core_mm` in tests/test_exercises_ch07.py). Most
+  bounds lie a relative 2**-20 from one error, so a model that cuts one thing wrongly crosses it.
 - ``two_level_scales``: NVFP4's scheme (an e4m3fn scale per block under one fp32 tensor scale) for
   elements and blocks beyond the formula chapter 07 wrote out for e2m1 (e2m3fn and e3m2fn elements;
   16 x 1, 16 x 16 and 1 x 32 blocks) as well as NVFP4's own: the tensor scale, the block scales and the
@@ -45,136 +40,91 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from ..comparators import close_to, compare, float_array
 from ..exercise_types import Case, Exercise
 from ..formats import get_format
-from ..metrics import relative_error
-from ..recipes import PER_COLUMN, PER_ROW, Recipe
+from ..recipes import Recipe
 from ..report_text import describe
 from ..rounding import round_to
-from ..scaled_gemm import fp8_tensor_core_mm
-from ..scaling import block_amax, e8m0_exponents, nvfp4_scales, quantize, storage_bits
+from ..scaling import block_amax, e8m0_exponents, nvfp4_scales, storage_bits
 
 #: The element formats of the MX exercise (the OCP MX v1.0 element types).
 MX_ELEMENTS = ("e4m3fn", "e5m2", "e3m2fn", "e2m3fn", "e2m1fn")
 #: The e8m0 rules of the MX exercise.
 MX_RULES = ("floor", "rceil")
 
-# ------------------------------------------------------------------ 1. the MX shared exponent
+# ------------------------------------------------------------------ 1. which amax gets which exponent
+
+#: The smallest positive float64: the lower end of the range of exponent -127, which every amax
+#: too small for e8m0 is raised to.
+SMALLEST_AMAX = math.ulp(0.0)
 
 
-def mx_shared_exponent_ref(block: np.ndarray, element: str, rule: str) -> int:
-    """The e8m0 scale exponent of a block by ``rule``: "floor" (OCP MX v1.0) or "rceil"
-    (ceil(log2(fp32(amax / max_element))), exactly); at least -127, and -127 for a zero block."""
-    amax = float(np.max(np.abs(np.asarray(block, dtype=np.float64))))
+def mx_exponent(amax: float, element: str, rule: str) -> int:
+    """The e8m0 exponent of one amax by ``rule`` (:func:`nbhelpers.scaling.e8m0_exponents`), with
+    no upper limit: 128 past the largest amax of exponent 127."""
+    if rule == "rceil" and float(np.float32(amax / get_format(element).max)) > 2.0**127:
+        return 128
+    if rule == "floor" and math.frexp(amax)[1] - 1 - get_format(element).emax > 127:
+        return 128
     return int(e8m0_exponents(amax, element, rule))
 
 
-def _near_powers_of_two(rng: np.random.Generator, n: int, lo: int, hi: int) -> np.ndarray:
-    """Values at, just below and just above powers of two in [2**lo, 2**hi], both signs."""
-    k = rng.integers(lo, hi, size=n).astype(float)
-    p = np.exp2(k)
-    kind = rng.integers(0, 4, size=n)
-    v = np.where(
-        kind == 0,
-        p,
-        np.where(
-            kind == 1, np.nextafter(p, 0), np.where(kind == 2, np.nextafter(p, np.inf), p * rng.uniform(1, 2, size=n))
-        ),
-    )
-    return rng.choice([-1.0, 1.0], size=n) * v
+def _rceil_top(element: str, k: int) -> float:
+    """The largest amax whose quotient amax / max, rounded to float32, is at most 2**k: the quotient
+    halfway from 2**k to the next float32 (float32's spacing above 2**k is 2**(max(k, -126) - 23),
+    subnormals included) goes to 2**k, the even one. Exact in float64: max has at most 4 significant
+    bits, the midpoint 25."""
+    return get_format(element).max * (2.0**k + 2.0 ** (max(k, -126) - 24))
 
 
-def _near_rceil_edges(rng: np.random.Generator, element: str) -> float:
-    """An amax at, or a few float64 or float32 steps either side of, max_element * 2**k: where the
-    quotient amax / max_element sits at a power of two before or after its rounding to fp32."""
-    kind = int(rng.choice(5, p=[0.15, 0.3, 0.3, 0.125, 0.125]))
-    k = int(rng.integers(-20, 21)) if kind != 2 else int(rng.choice([-1, 1])) * int(rng.integers(8, 101))
-    base = get_format(element).max * 2.0**k  # exact: 2 to 4 significant bits
-    j = int(rng.integers(1, 9))
-    if kind == 0:
-        return base
-    if kind == 1:  # float64 steps above: fp32(amax / max) is still 2**k
-        return base + j * float(np.spacing(base))
-    if kind == 2:  # float32 steps above: the quotient is just above 2**k, a float32 log2 rounds to k
-        return base * (1 + (j % 4 + 1) * 2.0**-23)
-    if kind == 3:  # float64 steps below
-        return base - j * float(np.spacing(base)) / 2
-    return base * (1 - j * 2.0**-24)
+def mx_exponent_range_ref(element: str, rule: str, E: int) -> tuple[float, float]:
+    """(lo, hi): the smallest and the largest positive float64 amax whose e8m0 exponent by ``rule``
+    is E (-127 <= E <= 127). floor: [2**(E + emax), 2**(E + emax + 1)) one float64 step short;
+    rceil: the quotients fp32(amax / max) in (2**(E - 1), 2**E]; E = -127 reaches down to the
+    smallest positive float64 (raised). Derived here, and tested against the forward rule
+    (:func:`mx_exponent`) and exact arithmetic in tests/test_exercises_ch07.py."""
+    if rule == "floor":
+        emax = get_format(element).emax
+        lo = SMALLEST_AMAX if E == -127 else 2.0 ** (E + emax)
+        return lo, math.nextafter(2.0 ** (E + emax + 1), 0.0)
+    lo = SMALLEST_AMAX if E == -127 else math.nextafter(_rceil_top(element, E - 1), math.inf)
+    return lo, _rceil_top(element, E)
 
 
 def _mx_cases(rng: np.random.Generator) -> list[Case]:
-    below8 = np.nextafter(8.0, 0)
     cases = [
-        Case((np.array([7.0, -1.0, 0.5]), "e2m1fn", "floor"), label="MXFP4, amax 7: floor(log2 7) - 2 = 0"),
-        Case((np.array([448.0, 1.0]), "e4m3fn", "floor"), label="MXFP8, amax 448: 8 - 8 = 0"),
-        Case((np.array([below8, 1.0]), "e4m3fn", "floor"), label="amax just below 8: floor(log2) is 2, not 3"),
-        Case((np.array([0.0, -0.0, 0.0]), "e4m3fn", "floor"), label="all zeros: the smallest exponent, -127"),
-        Case((np.array([2.0**-130, 0.0]), "e5m2", "floor"), label="below e8m0's range: raised to -127"),
-        Case((np.array([1.0, -6.0, 3.0]), "e2m1fn", "floor"), label="the largest magnitude is negative"),
-        Case((np.array([2.0**100 * 1.5]), "e5m2", "floor"), label="a large amax"),
-        Case((np.array([1.9, 0.3]), "e2m3fn", "floor"), label="round(log2 1.9) would be 1, floor is 0"),
-        Case((np.array([28.0, -27.0]), "e3m2fn", "floor"), label="MXFP6 e3m2, amax 28 (its max)"),
-        Case((np.array([5e-324, -5e-324]), "e2m1fn", "floor"), label="a float64 subnormal amax"),
-        Case((np.array([7.0, -1.0, 0.5]), "e2m1fn", "rceil"), label="RCEIL, MXFP4 amax 7: ceil(log2(7 / 6)) = 1"),
-        Case(
-            (np.array([5.0, 1.0]), "e2m1fn", "rceil"),
-            label="RCEIL, MXFP4 amax 5: 0, where ceil(log2 5) - 2 = 1 leaves e2m1's top binade unused",
-        ),
-        Case((np.array([-6.0, 1.0]), "e2m1fn", "rceil"), label="RCEIL at a power of two: amax 6 in e2m1fn, E = 0"),
-        Case((np.array([448.0 * 2.0**-5]), "e4m3fn", "rceil"), label="RCEIL, amax 448 * 2**-5: E = -5"),
-        Case(
-            (np.array([np.nextafter(56.0, np.inf), 3.0]), "e4m3fn", "rceil"),
-            label="one float64 step above 56 in e4m3fn: fp32(amax / 448) is 2**-3, E = -3",
-        ),
-        Case(
-            (np.array([6.0 * 2.0**5 * (1 + 2.0**-23)]), "e2m1fn", "rceil"),
-            label="the quotient one float32 step above 2**5: E = 6 (a float32 log2 rounds to 5)",
-        ),
-        Case((np.array([0.0, -0.0]), "e5m2", "rceil"), label="RCEIL, all zeros: -127"),
-        Case((np.array([1e-300, 0.0]), "e4m3fn", "rceil"), label="RCEIL, fp32(amax / 448) underflows to 0: -127"),
-        Case((np.array([2.0**-140]), "e4m3fn", "rceil"), label="RCEIL, the quotient an fp32 subnormal: -127"),
-        Case(
-            (np.array([448.0 * 1.5 * 2.0**-127, -1e-40]), "e4m3fn", "rceil"),
-            label="RCEIL, d = 1.5 * 2**-127, an fp32 subnormal above 2**-127: E = -126 (flushed to 0: -127)",
-        ),
-        Case((np.array([57344.0 * 2.0**127]), "e5m2", "rceil"), label="RCEIL, the largest exponent: 127"),
+        Case(("e2m1fn", "floor", 0), label="MXFP4 floor, E = 0: amax in [4, 8), the 7 of chapter 07 among them"),
+        Case(("e4m3fn", "floor", 0), label="MXFP8 floor, E = 0: amax in [256, 512)"),
+        Case(("e4m3fn", "floor", -127), label="floor, E = -127: every amax below 2**-118, raised"),
+        Case(("e2m3fn", "floor", 127), label="floor, the largest exponent"),
+        Case(("e5m2", "floor", -3), label="e5m2 (largest 57344 = 1.75 * 2**15)"),
+        Case(("e3m2fn", "floor", 5), label="e3m2fn (largest 28 = 1.75 * 2**4)"),
+        Case(("e2m1fn", "rceil", 0), label="MXFP4 RCEIL, E = 0: amax / 6 in (1/2, 1] after float32 rounding"),
+        Case(("e2m1fn", "rceil", 1), label="MXFP4 RCEIL, E = 1: the 7 of chapter 07, 7 / 6 rounds up to 2"),
+        Case(("e4m3fn", "rceil", 0), label="MXFP8 RCEIL, E = 0: up to 448 and the float32 rounding's slack"),
+        Case(("e2m3fn", "rceil", -20), label="e2m3fn (largest 7.5) RCEIL"),
+        Case(("e4m3fn", "rceil", -127), label="RCEIL, E = -127: quotients up to 2**-127, a float32 subnormal"),
+        Case(("e4m3fn", "rceil", -126), label="RCEIL, E = -126: quotients in (2**-127, 2**-126], subnormal spacing"),
+        Case(("e2m1fn", "rceil", -125), label="RCEIL, E = -125: the lower end at float32's smallest normal"),
+        Case(("e5m2", "rceil", 127), label="RCEIL, the largest exponent"),
+        Case(("e3m2fn", "rceil", -1), label="e3m2fn RCEIL, E = -1"),
     ]
-    for _ in range(180):
+    for _ in range(60):
         element = MX_ELEMENTS[int(rng.integers(len(MX_ELEMENTS)))]
         rule = MX_RULES[int(rng.integers(2))]
-        f = get_format(element)
-        emax = f.emax
-        n = int(rng.integers(1, 33))
         r = rng.random()
-        if rule == "rceil" and r < 0.6:  # the quotient at, or a step either side of, a power of two
-            edge = _near_rceil_edges(rng, element)
-            block = edge * rng.choice([-1.0, 1.0], size=n) * rng.uniform(0, 1, size=n) ** 4
-            block[int(rng.integers(n))] = edge
-            cases.append(Case((block * rng.choice([-1.0, 1.0]), element, rule)))
-            continue
-        r = rng.random() if rule == "floor" else rng.uniform(0.3, 1.0)
-        if r < 0.45:  # amax at, or one float64 step from, a power of two
-            block = _near_powers_of_two(rng, n, -20, 20) * rng.uniform(0, 1, size=n) ** 4
-            block[int(rng.integers(n))] = _near_powers_of_two(rng, 1, -40, 40)[0]
-        elif r < 0.6:  # amax near the bottom of e8m0: exponents around -127 (RCEIL: quotients that underflow fp32)
-            lo, hi = (-175, -125) if rule == "rceil" else (-140 + emax, -110 + emax)
-            block = rng.standard_normal(n) * 2.0 ** float(rng.uniform(lo, hi))
-        elif r < 0.7:  # amax near the top: exponents up to 127
-            block = rng.standard_normal(n) * 2.0 ** float(rng.uniform(100, 127 + emax - 1))
-            top = f.max * 2.0**127 if rule == "rceil" else 2.0 ** (127 + emax + 1)
-            block = np.clip(block, -top * 0.99, top * 0.99)
-        elif r < 0.78:  # all zeros
-            block = np.zeros(n) * rng.choice([-1.0, 1.0], size=n)
-        else:  # ordinary data, magnitudes of any size
-            block = rng.standard_normal(n) * 2.0 ** float(rng.uniform(-30, 30))
-        if rng.random() < 0.3:  # the largest magnitude negative
-            i = int(np.argmax(np.abs(block)))
-            block[i] = -abs(block[i])
-        cases.append(Case((block, element, rule)))
+        if r < 0.35:  # the bottom of e8m0, where the clamp and float32's subnormals meet
+            E = int(rng.integers(-127, -119))
+        elif r < 0.45:
+            E = int(rng.integers(120, 128))
+        else:
+            E = int(rng.integers(-127, 128))
+        cases.append(Case((element, rule, E)))
     return cases
 
 
@@ -295,23 +245,22 @@ def _gemm_cases(rng: np.random.Generator) -> list[Case]:
 
 # ------------------------------------------------------------------ 3. the promotion interval
 
-#: The data family of the promotion exercise: M = N = 16 outputs, a scale per row of A and per
-#: column of B, elements in the case's fp8 format.
-PROMOTION_M = PROMOTION_N = 16
-#: Every case's bound is at least this factor away from every measured error.
-PROMOTION_MARGIN = 1.01
-#: A tight case's bound: this factor above or below one measured error.
-TIGHT_PROMOTION = 1.012
-PROMOTION_KS = (128, 256, 512, 1024, 2048, 4096)
-#: The accumulators of the cases: significant bits kept (chapter 07's is 14), products fused per
-#: alignment (chapter 07's 32), the operands' format. acc_bits + 7 <= 24: a fused group's exact sum
-#: (65 terms at most, each below 2**acc_bits units of its quantum) fits a float32, so the model's
-#: toward-zero rounding of it into fp32 is exact and the statement can call the sum exact.
-PROMOTION_BITS = tuple(range(10, 17))
-PROMOTION_GROUPS = (16, 32, 64)
+#: The accumulators of the cases: significant bits kept (chapter 07's 14 among them, up to fp32's
+#: 24) and products fused per alignment (1: each product aligned alone; chapter 07's 32).
+PROMOTION_BITS = tuple(range(10, 25))
+PROMOTION_GROUPS = (1, 4, 16, 32, 64)
+#: The formats whose products p are: e4m3fn (at most 8 significant bits) and e5m2 (at most 6).
 PROMOTION_FORMATS = ("e4m3fn", "e5m2")
-#: Chapter 07's accumulator: 14 bits, 32 e4m3 products per group.
-CHAPTER_ACCUMULATOR = (14, 32, "e4m3fn")
+#: K: powers of two from 2**7 up to 2**PROMOTION_LOG2_K_MAX, far past what a simulation can reach.
+PROMOTION_LOG2_K_MAX = 40
+#: A tight bound lies this factor above or below one error, and at least PROMOTION_MARGIN away from
+#: every other (errors below TIGHT_FLOOR are never a tight bound's target: float64's own rounding
+#: of a tiny error is not the student's mistake).
+TIGHT_PROMOTION = 1 + 2.0**-20
+PROMOTION_MARGIN = 1 + 2.0**-21
+TIGHT_FLOOR = 1e-9
+#: Chapter 07's accumulator: 14 bits, 32 products per group.
+CHAPTER_ACCUMULATOR = (14, 32)
 
 
 def promotion_intervals(K: int, group: int = 32) -> tuple[int, ...]:
@@ -319,167 +268,159 @@ def promotion_intervals(K: int, group: int = 32) -> tuple[int, ...]:
     return tuple(group * 2**i for i in range(K.bit_length()) if group * 2**i <= K)
 
 
-def promotion_recipes(fmt: str) -> tuple[Recipe, Recipe]:
-    """A scale per row of A and per column of B, ``fmt`` elements."""
-    return Recipe(fmt, PER_ROW), Recipe(fmt, PER_COLUMN)
-
-
-def promotion_operands(K: int, signs: str, fmt: str = "e4m3fn"):
-    """(qA, sA, qB, sB): the data family, A (16, K) and B (K, 16) standard normal from
-    ``np.random.default_rng(K)`` (A first), their absolute values for signs "same", quantized to
-    ``fmt`` with a scale per row of A and per column of B."""
-    rng = np.random.default_rng(K)
-    A = rng.standard_normal((PROMOTION_M, K))
-    B = rng.standard_normal((K, PROMOTION_N))
-    if signs == "same":
-        A, B = np.abs(A), np.abs(B)
-    rA, rB = promotion_recipes(fmt)
-    (qA, sA), (qB, sB) = quantize(A, rA, "A"), quantize(B, rB, "B")
-    return qA, sA, qB, sB
+def narrow_sum_of_copies(p: float, n: int, acc_bits: int, group: int, cut_sum: bool = True) -> Fraction:
+    """The narrow partial sum after n groups of ``group`` copies of p > 0, exactly: each group
+    aligned to max(p, S), p and S cut toward zero to acc_bits bits from that leading bit, the
+    group's cut products added exactly. Skips ahead a binade at a time (S grows by the same
+    increment while the alignment stays in one binade): O(binades), whatever n. ``cut_sum`` False
+    leaves the partial sum carried in uncut (not the statement's model: for the cases' choice of
+    bounds where that cut matters)."""
+    m, e = math.frexp(p)
+    P = int(m * 2**53)  # p = P * 2**(e - 53), every value below a multiple of the unit 2**(u)
+    shift = (P & -P).bit_length() - 1
+    P >>= shift
+    u = e - 53 + shift
+    S, done = 0, 0
+    while done < n:
+        E = max(P, S).bit_length() - 1  # the alignment's leading bit, in units
+        j = E - (acc_bits - 1)  # the last kept bit
+        if j > 0:
+            S, c = ((S >> j) << j if cut_sum else S), (P >> j) << j
+        else:
+            c = P
+        inc = group * c
+        if inc == 0:  # p is cut to nothing: the sum has stalled for good
+            break
+        k = min(n - done, -(-((1 << (E + 1)) - S) // inc))  # groups that start in this binade
+        S += k * inc
+        done += k
+    return Fraction(S) * Fraction(2) ** u
 
 
 @functools.cache
-def promotion_errors(
-    K: int, signs: str, acc_bits: int = 14, group: int = 32, fmt: str = "e4m3fn"
-) -> tuple[tuple[int, float], ...]:
-    """((N, relative error), ...) for N = group, 2 group, ..., K: the Frobenius relative error of
-    fp8_tensor_core_mm (acc_bits bits, groups of ``group``, promoted every N) against the exact
-    product of the fp8 operands."""
-    qA, sA, qB, sB = promotion_operands(K, signs, fmt)
-    exact = (qA @ qB) * sA * sB  # exact in float64, then the two scales (chapter 07's reference)
+def copies_errors(p: float, K: int, acc_bits: int, group: int) -> tuple[tuple[int, Fraction], ...]:
+    """((N, relative error), ...) for N = group, 2 group, ..., K: (N p - S_N) / (N p), S_N the
+    narrow sum of N copies (every interval of N sees the same products, so each promotion adds
+    the same S_N), exactly."""
     return tuple(
-        (
-            N,
-            relative_error(
-                fp8_tensor_core_mm(
-                    qA,
-                    qB,
-                    sA,
-                    sB,
-                    accumulator_bits=acc_bits,
-                    promote_every=N,
-                    group=group,
-                    recipes=promotion_recipes(fmt),
-                ),
-                exact,
-            ),
-        )
+        (N, 1 - narrow_sum_of_copies(p, N // group, acc_bits, group) / (N * Fraction(p)))
         for N in promotion_intervals(K, group)
     )
 
 
-def largest_promotion_interval_ref(K: int, bound: float, signs: str, acc_bits: int, group: int, fmt: str) -> int | None:
-    """The largest N in (group, 2 group, ..., K) whose measured error is at most ``bound``; None if
-    none."""
-    ok = [N for N, e in promotion_errors(K, signs, acc_bits, group, fmt) if e <= bound]
+def largest_promotion_interval_ref(p: float, K: int, bound: float, acc_bits: int, group: int) -> int | None:
+    """The largest N in (group, 2 group, ..., K) whose error is at most ``bound``; None if none."""
+    ok = [N for N, err in copies_errors(p, K, acc_bits, group) if err <= Fraction(bound)]
     return max(ok) if ok else None
 
 
-def _bound_between(rng: np.random.Generator, lo: float, hi: float) -> float | None:
-    """A bound log-uniform in [lo * margin, hi / margin], or None if that is empty."""
-    a, b = math.log(lo * PROMOTION_MARGIN), math.log(hi / PROMOTION_MARGIN)
-    return None if a > b else float(math.exp(rng.uniform(a, b)))
-
-
 def _clear(bound: float, errors) -> bool:
-    """Whether ``bound`` is at least PROMOTION_MARGIN away from every error."""
-    return all(e <= bound / PROMOTION_MARGIN or e >= bound * PROMOTION_MARGIN for e in errors)
+    """Whether ``bound`` is at least PROMOTION_MARGIN away from every error (relatively), and a
+    float64 rounding of none of them (absolutely: 2**-40) could cross it."""
+    b = Fraction(bound)
+    return all(
+        (err * PROMOTION_MARGIN <= b or err >= b * PROMOTION_MARGIN) and abs(err - b) > 2.0**-40 for err in errors
+    )
 
 
-def _promotion_case(rng: np.random.Generator, K: int, signs: str, acc: tuple, target: int | None = None) -> Case:
-    errors = sorted(e for _, e in promotion_errors(K, signs, *acc))
-    edges = [errors[0] / 8, *errors, errors[-1] * 8]  # below all, between two, above all
-    gaps = [i for i in range(len(edges) - 1) if edges[i + 1] / edges[i] > PROMOTION_MARGIN**2]
-    i = gaps[int(rng.integers(len(gaps)))] if target is None else gaps[target]
-    return Case((K, _bound_between(rng, edges[i], edges[i + 1]), signs, *acc))
+def _random_product(rng: np.random.Generator, fmt: str) -> float:
+    """The product of two positive values of fmt, normal or subnormal; one time in four a value of
+    fmt times a power of two (at most 3 significant bits: its binades' groups fit exactly)."""
+    f = get_format(fmt)
+    if rng.random() < 0.25:
+        return float(rng.choice([1.0, 1.25, 1.5, 1.75])) * 2.0 ** int(rng.integers(-12, 13))
+    a, b = (
+        max(
+            float(round_to(float(np.exp2(rng.uniform(f.emin - f.man_bits, f.emax + 0.8))), fmt, saturate=True)),
+            f.smallest_subnormal,
+        )
+        for _ in range(2)
+    )
+    return a * b
 
 
-def _tight_promotion_case(
-    rng: np.random.Generator, K: int, signs: str, acc: tuple, N: int | None = None, side: int = 0
-) -> Case | None:
-    """A bound TIGHT_PROMOTION above (side 1) or below (side -1; 0: either, drawn) the error of
-    promoting every N (drawn when None), among the errors at least PROMOTION_MARGIN away from it;
-    None if no error of the accumulator has one."""
-    errors = dict(promotion_errors(K, signs, *acc))
-    side = side or (-1, 1)[int(rng.integers(2))]
-
-    def bound_at(n: int) -> float:
-        return errors[n] * TIGHT_PROMOTION**side
-
-    if N is None:
-        fits = [n for n in errors if _clear(bound_at(n), errors.values())]
-        if not fits:
+def _promotion_case(rng: np.random.Generator, p: float, K: int, acc: tuple[int, int], tight: bool) -> Case | None:
+    """A bound TIGHT_PROMOTION above or below one error (tight), or log-uniform between two
+    neighbouring errors, below all or above all; None if no bound is clear."""
+    errors = [err for _, err in copies_errors(p, K, *acc)]
+    if tight:
+        targets = [err for err in errors if err > TIGHT_FLOOR]
+        if not targets:
             return None
-        N = fits[int(rng.integers(len(fits)))]
-    return Case((K, bound_at(N), signs, *acc))
-
-
-def _random_accumulator(rng: np.random.Generator) -> tuple[int, int, str]:
-    """(acc_bits, group, fmt): chapter 07's one time in six, else drawn."""
-    if rng.random() < 1 / 6:
-        return CHAPTER_ACCUMULATOR
-    bits = int(PROMOTION_BITS[int(rng.integers(len(PROMOTION_BITS)))])
-    group = int(PROMOTION_GROUPS[int(rng.integers(len(PROMOTION_GROUPS)))])
-    return bits, group, PROMOTION_FORMATS[int(rng.integers(len(PROMOTION_FORMATS)))]
+        # the first error above the floor (few bits lost: a slip in one cut moves it past the
+        # margin), or one where the cut of the partial sum carried in changes S_N (rarely: most
+        # sums are whole multiples of the quantum when they enter a binade), or any
+        sum_cut = [
+            err
+            for N, err in copies_errors(p, K, *acc)
+            if err > TIGHT_FLOOR
+            and narrow_sum_of_copies(p, N // acc[1], *acc, cut_sum=False) != (1 - err) * N * Fraction(p)
+        ]
+        r = rng.random()
+        if r < 0.4 and sum_cut:
+            err = sum_cut[int(rng.integers(len(sum_cut)))]
+        elif r < 0.65:
+            err = targets[0]
+        else:
+            err = targets[int(rng.integers(len(targets)))]
+        bound = float(err * Fraction(TIGHT_PROMOTION) ** int(rng.choice([-1, 1])))
+    else:
+        positive = sorted({float(err) for err in errors if err > 0}) or [2.0**-30]
+        edges = [positive[0] / 64, *positive, min(positive[-1] * 4, 2.0)]
+        i = int(rng.integers(len(edges) - 1))
+        bound = float(np.exp(rng.uniform(np.log(edges[i]), np.log(edges[i + 1]))))
+    return Case((p, K, bound, *acc)) if _clear(bound, errors) else None
 
 
 def _promotion_cases(rng: np.random.Generator) -> list[Case]:
-    fixed = np.random.default_rng(7070)  # the labelled cases are the same for every seed
-    chapter = CHAPTER_ACCUMULATOR
+
+    def tight(p, K, acc, N, side):
+        err = dict(copies_errors(p, K, *acc))[N]
+        return (p, K, float(err * Fraction(TIGHT_PROMOTION) ** side), *acc)
+
     cases = [
-        Case((4096, 1e-3, "same", *chapter), label="chapter 07's accumulator, K = 4096, same signs, 1e-3: N_C = 128"),
+        Case((1.0, 4096, 1e-3, 14, 32), label="p = 1, chapter 07's accumulator: exact up to 2**14, so K = 4096 itself"),
         Case(
-            (4096, 1e-3, "same", 12, 16, "e4m3fn"),
-            label="12 bits, groups of 16, same signs, 1e-3: the napkin says not even 16",
+            tight(1.0, 2**40, (14, 32), 2**15, -1),
+            label="p = 1, K = 2**40, a bound just below 1/2: the sum stalls at exactly 2**14, 16384",
         ),
-        Case((4096, 1e-3, "random", 12, 16, "e4m3fn"), label="12 bits, groups of 16, random signs, 1e-3"),
+        Case((1.0, 2**40, 1e-3, 14, 32), label="p = 1, K = 2**40, 1e-3: past the stall every error is large, 16384"),
+        Case((0.875, 2**30, 1e-2, 24, 1), label="24 bits, each product aligned alone (group 1), p = 7/8: 2**21"),
         Case(
-            (4096, 1e-3, "same", 14, 32, "e5m2"),
-            label="e5m2 operands, chapter 07's accumulator: products of 6 bits lose less to the cut",
+            (2.0**-18, 2**20, 0.5, 10, 64),
+            label="p = 2**-18, a bound equal to the error at 2048, exactly 1/2 ('at most' counts it): 2048",
         ),
-        Case((1024, 1e-6, "random", 16, 64, "e4m3fn"), label="a bound below the error of promoting every group: None"),
-        Case((512, 0.5, "same", 10, 16, "e5m2"), label="a bound above the never-promoted error: K itself"),
-        Case((128, 2e-3, "same", 16, 64, "e4m3fn"), label="K = 128 in groups of 64: two intervals, 64 and 128"),
+        Case((1.875 * 1.875, 2**24, 1e-9, 16, 16), label="p = 1.875**2 (8 significant bits), exact up to 256 only"),
+        Case((3.0, 512, 0.9, 10, 16), label="a bound above every error: K itself"),
         Case(
-            _tight_promotion_case(fixed, 2048, "same", (13, 32, "e4m3fn"), 64, -1).args,
-            label="13 bits, K = 2048, same signs, a bound 1.2% below the error of promoting every 64: 32",
-        ),
-        Case(
-            _tight_promotion_case(fixed, 1024, "random", (15, 16, "e5m2"), 128, 1).args,
-            label="15 bits, groups of 16, e5m2, random signs, a bound 1.2% above the error of promoting every 128",
-        ),
-        # errors near float32's own rounding: an fp32 accumulator or epilogue done in float64 moves
-        # them past 1.2%
-        Case(
-            _tight_promotion_case(fixed, 4096, "same", (16, 16, "e5m2"), 16, -1).args,
-            label="16 bits, groups of 16, e5m2, a bound 1.2% below the error of promoting every 16: None",
+            tight(1.875 * 1.75, 2**16, (12, 16), 256, -1),
+            label="12 bits, groups of 16, a bound just below the error at 256: 128",
         ),
         Case(
-            _tight_promotion_case(fixed, 4096, "same", (16, 16, "e5m2"), 16, 1).args,
-            label="16 bits, groups of 16, e5m2, a bound 1.2% above the error of promoting every 16: 16",
+            tight(1.875 * 1.75, 2**16, (12, 16), 256, 1),
+            label="12 bits, groups of 16, a bound just above the error at 256: 256",
+        ),
+        Case(
+            tight(1.25 * 1.125, 2**36, (24, 4), 2**25, -1),
+            label="24 bits, groups of 4, just below the error at 2**25: 2**24",
+        ),
+        Case(
+            tight(1.25 * 1.125, 2**36, (24, 4), 2**25, 1),
+            label="24 bits, groups of 4, just above the error at 2**25: 2**25",
         ),
     ]
     labelled = len(cases)
-    while len(cases) < labelled + 21:  # five in six just past one error, the sixth anywhere between two
-        K = PROMOTION_KS[int(rng.integers(len(PROMOTION_KS)))]
-        signs = ("same", "random")[int(rng.integers(2))]
-        acc = _random_accumulator(rng)
-        if (len(cases) - labelled) % 6 == 2:
-            cases.append(_promotion_case(rng, K, signs, acc))
+    while len(cases) < labelled + 60:
+        fmt = PROMOTION_FORMATS[int(rng.integers(2))]
+        p = _random_product(rng, fmt)
+        if rng.random() < 1 / 6:
+            acc = CHAPTER_ACCUMULATOR
         else:
-            case = _tight_promotion_case(rng, K, signs, acc)
-            if case is not None:
-                cases.append(case)
-    # random signs, promoting every 2 groups at a long K, where the running sum's own cut matters
-    # most (a model that cuts the running sum and the group's sum together measures errors a few
-    # percent off there): bounds 1.0-1.5% above and below that error, drawn
-    for K in (1024, 2048):
-        acc = _random_accumulator(rng)
-        errors = dict(promotion_errors(K, "random", *acc))
-        for side in (-1, 1):
-            bound = errors[2 * acc[1]] * float(rng.uniform(PROMOTION_MARGIN, 1.015)) ** side
-            if _clear(bound, errors.values()):
-                cases.append(Case((K, bound, "random", *acc)))
+            acc = (int(rng.choice(PROMOTION_BITS)), int(rng.choice(PROMOTION_GROUPS)))
+        K = 2 ** int(rng.integers(max(7, acc[1].bit_length()), PROMOTION_LOG2_K_MAX + 1))
+        case = _promotion_case(rng, p, K, acc, tight=(len(cases) - labelled) % 4 != 3)
+        if case is not None:
+            cases.append(case)
     return cases
 
 
@@ -656,16 +597,15 @@ def _two_level_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-#: What an answer may not call (Exercise.forbidden): numpy and round_to only, and quantize for
-#: exercise 3's data.
+#: What an answer may not call (Exercise.forbidden): numpy and round_to only.
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.scaling", "nbhelpers.scaled_gemm", "nbhelpers.tensor_cores")
 
 EXERCISES = [
     Exercise(
-        "ex07.mx_shared_exponent",
-        "The MX shared exponent, two rules",
+        "ex07.mx_exponent_range",
+        "Which amax gets which MX exponent",
         4,
-        mx_shared_exponent_ref,
+        mx_exponent_range_ref,
         _mx_cases,
         forbidden=FORBIDDEN,
     ),
@@ -685,7 +625,6 @@ EXERCISES = [
         largest_promotion_interval_ref,
         _promotion_cases,
         forbidden=FORBIDDEN,
-        allowed=("nbhelpers.scaling:quantize",),
     ),
     Exercise(
         "ex07.two_level_scales",
