@@ -536,7 +536,7 @@ CHAPTERS = [
             "first_inexact_K",
             "once_and_every_step",
             "split_k_rescue",
-            "smallest_visible_product",
+            "moved_accumulators",
             "fool_the_tensor_core",
         ),
         20,
@@ -669,26 +669,122 @@ CHAPTERS = [
                 ),
                 # ones only in slice 1: too few lost
                 ("split_k_rescue", "for s in range(1, S):", "for s in range(1, 2):"),
-                # ---- smallest_visible_product
+                # ---- moved_accumulators
                 # a negative c treated like a positive one: as if the sum had to reach the next fp32 value
-                ("smallest_visible_product", "if c < 0:", "if False:"),
-                # the final truncation forgotten: whatever survives the alignment counts
-                ("smallest_visible_product", "return max(kept, need)", "return kept"),
-                # aligned to the products, not to c: nothing of p is cut
-                ("smallest_visible_product", "kept = 2.0 ** (E - spec.align_bits)", "kept = 0.0"),
-                # fp32's 23 bits kept below 2**E on every GPU
-                ("smallest_visible_product", "kept = 2.0 ** (E - spec.align_bits)", "kept = 2.0 ** (E - 23)"),
-                # rounding to nearest in mind: half a spacing above c would do
-                ("smallest_visible_product", "need = 2.0 ** (E - 23 -", "need = 2.0 ** (E - 24 -"),
-                # E one too high: math.frexp's exponent taken as it is
-                ("smallest_visible_product", "E = math.frexp(abs(c))[1] - 1", "E = math.frexp(abs(c))[1]"),
-                # n products counted as ceil(log2 n) powers of two
-                ("smallest_visible_product", "(int(n).bit_length() - 1)", "(int(n) - 1).bit_length()"),
-                # the n products not added up: one must reach the spacing on its own
                 (
-                    "smallest_visible_product",
-                    "need = 2.0 ** (E - 23 - (int(n).bit_length() - 1))",
-                    "need = 2.0 ** (E - 23)",
+                    "moved_accumulators",
+                    "neg = 2.0 ** (k + spec.align_bits + 1)",
+                    "neg = 2.0 ** (k + min(spec.align_bits, m + 23) + 1)",
+                ),
+                # ... or reach the value below, half a spacing away at a power of two
+                (
+                    "moved_accumulators",
+                    "neg = 2.0 ** (k + spec.align_bits + 1)",
+                    "neg = 2.0 ** (k + min(spec.align_bits, m + 24) + 1)",
+                ),
+                # the final truncation forgotten: whatever survives the alignment moves a positive c
+                (
+                    "moved_accumulators",
+                    "pos = 2.0 ** (k + min(spec.align_bits, m + 23) + 1)",
+                    "pos = 2.0 ** (k + spec.align_bits + 1)",
+                ),
+                # aligned to the products, not to c: nothing of p is cut
+                ("moved_accumulators", "neg = 2.0 ** (k + spec.align_bits + 1)", "neg = math.inf"),
+                ("moved_accumulators", "min(spec.align_bits, m + 23)", "m + 23"),
+                # fp32's 23 bits kept below 2**E on every GPU
+                ("moved_accumulators", "spec.align_bits", "23"),
+                # the kept bits off by one, either way
+                (
+                    "moved_accumulators",
+                    "neg = 2.0 ** (k + spec.align_bits + 1)",
+                    "neg = 2.0 ** (k + spec.align_bits + 2)",
+                ),
+                ("moved_accumulators", "neg = 2.0 ** (k + spec.align_bits + 1)", "neg = 2.0 ** (k + spec.align_bits)"),
+                # aligned after adding up: n*p as one term must survive
+                (
+                    "moved_accumulators",
+                    "neg = 2.0 ** (k + spec.align_bits + 1)",
+                    "neg = 2.0 ** (k + m + spec.align_bits + 1)",
+                ),
+                ("moved_accumulators", "min(spec.align_bits, m + 23)", "m + min(spec.align_bits, 23)"),
+                # rounding to nearest in mind: half a spacing above c would do
+                ("moved_accumulators", "m + 23) + 1)", "m + 24) + 1)"),
+                # p's exponent taken as math.frexp gives it (one too high): every edge one binade too far
+                ("moved_accumulators", "k = math.frexp(p)[1] - 1", "k = math.frexp(p)[1]"),
+                # n products counted as ceil(log2 n) powers of two
+                ("moved_accumulators", "m = int(n).bit_length() - 1", "m = (int(n) - 1).bit_length()"),
+                # the n products not added up: one must reach the spacing on its own
+                ("moved_accumulators", "m = int(n).bit_length() - 1", "m = 0"),
+                # the group size for n
+                (
+                    "moved_accumulators",
+                    "m = int(n).bit_length() - 1",
+                    'm = spec.group("fp16" if gpu == "V100" else "bf16").bit_length() - 1',
+                ),
+                # n * p against the spacing as a real number, not a power of two: 2**(k + 24) * n
+                (
+                    "moved_accumulators",
+                    "pos = 2.0 ** (k + min(spec.align_bits, m + 23) + 1)",
+                    "pos = min(2.0 ** (k + spec.align_bits + 1), n * 2.0 ** (k + 24))",
+                ),
+                # fp32's bottom forgotten: n*p below the smallest subnormal thought to move zero and the subnormals
+                ("moved_accumulators", "if k + m >= -149:", "if True:"),
+                # ... or zero never moved (the positive side counted from the smallest subnormal)
+                ("moved_accumulators", "count(max(a, 0.0) + 0.0,", "count(max(a, 2.0**-149),"),
+                # -0.0 as a: its fp32 code is not zero's
+                ("moved_accumulators", "max(a, 0.0) + 0.0", "max(a, 0.0)"),
+                # the ends taken as exclusive: b (or a) not counted when it is an fp32 value
+                ("moved_accumulators", "min(pos, math.nextafter(b, math.inf))", "min(pos, b)"),
+                ("moved_accumulators", "min(neg, math.nextafter(-a, math.inf))", "min(neg, -a)"),
+                # n ignored at fp32's bottom: zero and the subnormals moved once p alone reaches 2**-149
+                ("moved_accumulators", "if k + m >= -149:", "if k >= -149:"),
+                # the smallest normal's spacing taken for zero and the subnormals too
+                ("moved_accumulators", "if k + m >= -149:", "if k + m >= -126:"),
+                # the edge counted as moved
+                (
+                    "moved_accumulators",
+                    "min(pos, math.nextafter(b, math.inf))",
+                    "min(math.nextafter(pos, math.inf), math.nextafter(b, math.inf))",
+                ),
+                # zero counted on the negative side too
+                ("moved_accumulators", "max(-b, 2.0**-149)", "max(-b, 0.0)"),
+                # the ends' fp32 codes from rounding to nearest, not up
+                (
+                    "moved_accumulators",
+                    "        if float(v) < y:\n            v = np.nextafter(v, np.float32(np.inf))\n",
+                    "",
+                ),
+                # the signs swapped: truncation toward zero read as toward -inf
+                (
+                    "moved_accumulators",
+                    "    moved = count(max(a, 0.0) + 0.0, min(pos,",
+                    "    pos, neg = neg, pos\n    moved = count(max(a, 0.0) + 0.0, min(pos,",
+                ),
+                # running the model on every fp32 value of [a, b] (numpy, 2**24 values at a time):
+                # the ranges hold up to four billion
+                (
+                    "moved_accumulators",
+                    "    ### BEGIN SOLUTION\n",
+                    "    ### BEGIN SOLUTION\n"
+                    "    big = float(np.finfo(np.float32).max)\n"
+                    "    lo, hi = np.float32(max(a, -big)), np.float32(min(b, big))\n"
+                    "    if float(lo) < a:\n"
+                    "        lo = np.nextafter(lo, np.float32(np.inf))\n"
+                    "    if float(hi) > b:\n"
+                    "        hi = np.nextafter(hi, np.float32(-np.inf))\n"
+                    "    if not float(lo) <= float(hi):\n"
+                    "        return 0\n"
+                    "    key = lambda v: (lambda i: i if i >= 0 else -(i & 0x7FFFFFFF))(int(v.view(np.int32)))\n"
+                    "    keys = np.arange(key(lo), key(hi) + 1)\n"
+                    "    if keys.size > 2**24:\n"
+                    "        raise MemoryError('more than 2**24 accumulators at once')\n"
+                    "    bits = np.where(keys >= 0, keys, -keys | 0x80000000).astype(np.uint32)\n"
+                    "    c = bits.view(np.float32).astype(np.float64)\n"
+                    "    amax = np.maximum(np.abs(c), p)\n"
+                    "    q = np.ldexp(1.0, np.frexp(amax)[1] - 1 - spec.align_bits)\n"
+                    "    total = np.trunc(c / q) * q + n * (np.trunc(p / q) * q)\n"
+                    "    r = round_to(total, 'fp32', 'toward_zero')\n"
+                    "    return int(np.count_nonzero(r != c))\n",
                 ),
                 # ---- fool_the_tensor_core
                 # built for the V100's alignment and handed in for every GPU: the A100 and H100 keep exact's top bits

@@ -253,44 +253,89 @@ def test_split_k_rescue_judge_names_what_is_wrong_and_never_raises():
     assert np.array_equal(t.example[0], a)  # the judge copies, never writes
 
 
-# ---- ex03.smallest_visible_product: a prediction, checked by a search with the model
+# ---- ex03.moved_accumulators: a prediction over ranges of fp32 values, checked with the model
 
 
-def test_smallest_visible_product_search_is_monotone():
-    """What the reference's search assumes: for every case, the model returns c for every power
-    of two from 2**(E - 60) up to below the answer, and something else from the answer up to
-    2**(E + 1)."""
-    from nbhelpers.answer_keys.ch03 import smallest_visible_product_ref
+def _model_count(gpu: str, p: float, n: int, lo_code: int, hi_code: int, sign: float) -> int:
+    """How many of the fp32 values with magnitude codes lo_code..hi_code (sign +1 or -1) the model
+    moves: the model run on every one of them, 2**20 at a time."""
+    from nbhelpers.answer_keys.ch03 import _moved_flags
+
+    total = 0
+    for start in range(lo_code, hi_code + 1, 1 << 20):
+        codes = np.arange(start, min(start + (1 << 20), hi_code + 1), dtype=np.uint32)
+        c = sign * codes.view(np.float32).astype(np.float64)
+        total += int(np.count_nonzero(_moved_flags(gpu, p, n, c)))
+    return total
+
+
+def _code(v: float) -> int:
+    return int(np.float32(v).view(np.uint32))
+
+
+def test_moved_accumulators_reference_against_the_model_on_every_value():
+    """The reference runs the model on two values a binade; here the model runs on every fp32
+    value of 2**18 on each side of both edges of the moved values, of whole binades (a normal one
+    and the subnormals' top one) and of the subnormals' bottom, for settings that reach every
+    regime (n * p below fp32's smallest subnormal, the two sides' edges apart or together)."""
+    from nbhelpers.answer_keys.ch03 import _moved_edges, moved_accumulators_ref
+
+    settings = [
+        ("V100", 1.0, 1),
+        ("V100", 2.0**-48, 4),
+        ("A100", 2.0**-20, 1),
+        ("A100", 2.0**-30, 8),
+        ("A100", 2.0**-160, 8),
+        ("H100", 2.0**-153, 16),
+        ("H100", 2.0**-140, 3),
+        ("H100", 2.0**40, 2),
+    ]
+    w = 1 << 18
+    for gpu, p, n in settings:
+        neg, pos = _moved_edges(gpu, p, n)
+        for sign, edge in ((-1.0, neg), (1.0, pos)):
+            spans = [(0, 1 << 19), ((1 << 23) - w, (1 << 23) + w), (_code(2.0**-3), _code(2.0**-2) - 1)]
+            if 0 < edge < 2.0**128:
+                spans.append((_code(edge) - w, _code(edge) + w))
+            for lo_code, hi_code in spans:
+                lo_code = max(lo_code, 0 if sign > 0 else 1)  # zero once, on the nonnegative side
+                lo, hi = (float(np.uint32(c).view(np.float32)) for c in (lo_code, hi_code))
+                a, b = (lo, hi) if sign > 0 else (-hi, -lo)
+                got = moved_accumulators_ref(gpu, p, n, a, b)
+                assert got == _model_count(gpu, p, n, lo_code, hi_code, sign), (gpu, p, n, a, b)
+
+
+def test_moved_accumulators_cases_reach_every_regime():
+    """Over the cases of a seed: zero moved and not; the negative edge above the positive one (a
+    GPU keeping more bits than the final truncation needs) and equal; an edge among the
+    subnormals; ends on an edge and one fp32 value inside it; a = -0.0; every fp32 value; a > b."""
+    from nbhelpers.answer_keys.ch03 import _moved_edges
     from nbhelpers.checks import cases_for
-    from nbhelpers.tensor_cores import TENSOR_CORES, tensor_core_group_sum
 
     for seed in (0, SPEC.hidden_seed):
-        for case in cases_for("ex03.smallest_visible_product", seed):
-            gpu, c, n = case.args
-            spec = TENSOR_CORES[gpu]
-            assert n <= spec.group("fp16" if gpu == "V100" else "bf16")
-            E = math.frexp(abs(c))[1] - 1
-            p = smallest_visible_product_ref(gpu, c, n)
-            for k in range(E - 60, E + 2):
-                r = tensor_core_group_sum(c, np.full(n, 2.0**k), spec.align_bits, "fp32", spec.final_rounding("fp32"))
-                assert (r != c) == (2.0**k >= p), (gpu, c, n, k)
+        cases = [c.args for c in cases_for("ex03.moved_accumulators", seed)]
+        edges = {(gpu, p, n): _moved_edges(gpu, p, n) for gpu, p, n, _, _ in cases}
+        assert any(pos == 0.0 for _, pos in edges.values()) and any(pos > 0 for _, pos in edges.values())
+        assert any(neg > pos > 0 for neg, pos in edges.values()) and any(neg == pos for neg, pos in edges.values())
+        assert any(0 < pos <= 2.0**-126 or neg <= 2.0**-126 for neg, pos in edges.values())
+        assert any(b == edges[(g, p, n)][1] for g, p, n, _, b in cases)
+        assert any(-a == edges[(g, p, n)][0] for g, p, n, a, _ in cases)
+        assert any(a == 0.0 and math.copysign(1.0, a) < 0 and b > 0 for *_, a, b in cases)
+        assert any((a, b) == (-math.inf, math.inf) for *_, a, b in cases)
+        assert any(a > b for *_, a, b in cases)
+        assert {gpu for gpu, *_ in cases} == {"V100", "A100", "H100"}
 
 
-def test_smallest_visible_product_answers_differ_by_gpu_sign_and_count():
-    """The cases reach every regime of the answer: as fp32's spacing above c (2**(E-23)), and
-    below it by the extra alignment bits (negative c), by the count n (positive c), or not."""
-    from nbhelpers.answer_keys.ch03 import smallest_visible_product_ref
+def test_moved_accumulators_random_cases_alone_reach_the_subnormal_bottom():
+    """The random cases (past the fixed ones) have products whose n * p lies on both sides of
+    fp32's smallest subnormal, with every seed: an answer that gets fp32's bottom wrong cannot
+    hide behind the fixed cases."""
+    from nbhelpers.checks import cases_for
 
-    got = {
-        (gpu, c, n): smallest_visible_product_ref(gpu, c, n) / 2.0**-23
-        for gpu in ("V100", "A100", "H100")
-        for c in (1.0, -1.0)
-        for n in (1, 2, 3, 4)
-    }
-    assert got[("V100", 1.0, 4)] == got[("V100", -1.0, 1)] == 1
-    assert got[("A100", 1.0, 1)] == 1 and got[("A100", 1.0, 2)] == got[("A100", -1.0, 1)] == 0.5
-    assert got[("H100", 1.0, 1)] == 1 and got[("H100", 1.0, 3)] == 0.5
-    assert got[("H100", 1.0, 4)] == got[("H100", -1.0, 1)] == 0.25
+    for seed in (0, 1, 7, SPEC.hidden_seed):
+        cases = [c.args for c in cases_for("ex03.moved_accumulators", seed)][-63:]
+        assert any(n * p < 2.0**-149 for _, p, n, _, _ in cases), seed
+        assert any(2.0**-149 <= n * p < 2.0**-140 for _, p, n, _, _ in cases), seed
 
 
 # ---- ex03.fool_the_tensor_core: a construction, judged by its property

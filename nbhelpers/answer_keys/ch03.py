@@ -14,9 +14,11 @@ Four kinds of answer, each judged by something the student's route does not shar
   partial sums joined in the stated tree: :func:`split_k_matmul_ref`) is exact while the plain
   sequential fp32 dot product misses by a stated number of fp32 spacings; the check judges the
   property with exact sums.
-- ``smallest_visible_product`` is a prediction about the tensor-core model; the reference
-  searches the powers of two with the model's own group step
-  (:func:`nbhelpers.tensor_cores.tensor_core_group_sum` with the GPU's settings).
+- ``moved_accumulators`` is a prediction about the tensor-core model over ranges of up to every
+  fp32 value: the reference runs the model (:meth:`TensorCoreSpec.matmul` with the incoming
+  accumulators as C) on the first and last value of every binade of either sign and on zero, and
+  counts the values of the binades it moves by their fp32 codes; tests/test_exercises_ch03.py
+  holds it to the model run on every fp32 value of wide ranges.
 - ``fool_the_tensor_core`` is a construction (:func:`fool_the_tensor_core_ref`): the student
   returns inputs with a property, and the check judges the property itself with the GPU's
   tensor-core model (:data:`nbhelpers.tensor_cores.TENSOR_CORES`) and exact sums, since many
@@ -35,7 +37,7 @@ from ..accumulation import emulated_matmul
 from ..comparators import same_value_up_to_zero_sign
 from ..exercise_types import Case, Exercise
 from ..rounding import round_to
-from ..tensor_cores import TENSOR_CORES, tensor_core_group_sum
+from ..tensor_cores import TENSOR_CORES
 
 
 def _bf16(x) -> np.ndarray:
@@ -391,59 +393,171 @@ def _rescue_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-# ------------------------------------------------------------------ 4. the smallest product a tensor core keeps
+# ------------------------------------------------------------------ 4. the accumulators a group of small products moves
 
 _TC_GPUS = ("V100", "A100", "H100")  # the established rows of TENSOR_CORES
 _TC_IN = {"V100": "fp16", "A100": "bf16", "H100": "bf16"}  # the V100 has no bf16
+#: the exponents k of the products p = 2**k the cases take: a product of two powers of two of the
+#: GPU's input format (fp16: 2**-24 to 2**15; bf16 down to 2**-133), capped at 2**100 so that no
+#: sum leaves fp32's range
+_MOVED_K = {"fp16": (-48, 30), "bf16": (-266, 100)}
 
 
-def smallest_visible_product_ref(gpu: str, c: float, n: int) -> float:
-    """The smallest power of two p for which one fused group of ``gpu``'s model, the incoming
-    accumulator c and n products equal to p, returns something other than c: searched upward
-    from 2**(E - 60) with the model's group step (E: c's exponent). Nothing below 2**(E - 60)
-    survives an alignment that keeps at most 25 bits, and a change, once there, stays as p
-    grows (checked for every case in tests/test_exercises_ch03.py)."""
+def _fp32_magnitude_blocks() -> list[tuple[float, float]]:
+    """(first, last) of each run of fp32 magnitudes one binade wide: [2**E, 2**(E+1)) for E from
+    -149 (the subnormals' binades: their spacing is 2**-149) to 127 (its last value is fp32's
+    largest). Zero is not among them."""
+    blocks = []
+    for E in range(-149, 128):
+        spacing = 2.0 ** (max(E, -126) - 23)
+        blocks.append((2.0**E, 2.0 ** (E + 1) - spacing))
+    return blocks
+
+
+_FP32_BLOCKS = _fp32_magnitude_blocks()
+_FP32_MAX = float(np.finfo(np.float32).max)
+
+
+def _fp32_code_floor(y: float) -> int:
+    """The code of the largest fp32 magnitude <= y (y >= 0), -1 if none; codes of nonnegative fp32
+    values count them in order (0: zero, 1: 2**-149, ...)."""
+    if y < 0:
+        return -1
+    v = float(round_to(min(y, _FP32_MAX), "fp32", "toward_zero"))
+    return int(np.float32(v).view(np.uint32))
+
+
+def _fp32_count(lo: float, hi: float) -> int:
+    """How many fp32 magnitudes v (v >= 0) lie in [lo, hi]; lo, hi may be +-inf."""
+    lo = max(float(lo), 0.0)
+    if lo > hi:
+        return 0
+    below_lo = _fp32_code_floor(lo) + 1  # magnitudes <= lo
+    if float(np.float32(min(lo, _FP32_MAX))) == lo or lo == 0.0:  # lo is one: it counts
+        below_lo -= 1
+    return max(0, _fp32_code_floor(hi) + 1 - below_lo)
+
+
+def _moved_flags(gpu: str, p: float, n: int, values: np.ndarray) -> np.ndarray:
+    """Whether one fused group of ``gpu``'s model (the incoming accumulator c, n products equal to
+    p, the fp32 accumulator and the GPU's final rounding) returns something other than c, for
+    each c of ``values``: one call of the model for all of them, the products made from two
+    inputs of the GPU's format."""
     spec = TENSOR_CORES[gpu]
-    c, n = float(c), int(n)
-    E = math.frexp(abs(c))[1] - 1
-    for k in range(E - 60, E + 2):
-        p = 2.0**k
-        if tensor_core_group_sum(c, np.full(n, p), spec.align_bits, "fp32", spec.final_rounding("fp32")) != c:
-            return p
-    raise AssertionError(f"no power of two up to 2**{E + 1} changes c = {c!r}")  # never: p = 2**(E + 1) does
+    k = math.frexp(p)[1] - 1
+    C = np.asarray(values, dtype=np.float64)[None, :]
+    A = np.full((1, n), 2.0 ** (k // 2))
+    B = np.full((n, C.shape[1]), 2.0 ** (k - k // 2))
+    out = spec.matmul(A, B, _TC_IN[gpu], "fp32", C=C)
+    return out[0] != C[0]
 
 
-def _random_fp32(rng: np.random.Generator, negative: bool) -> float:
+def moved_accumulators_ref(gpu: str, p: float, n: int, a: float, b: float) -> int:
+    """How many fp32 values c with a <= c <= b (+0 and -0 one value) one fused group of ``gpu``'s
+    tensor-core model changes, with the incoming accumulator c and n products equal to p (a power
+    of two). The model runs on the first and the last value of every binade of either sign, and
+    on zero (one call, :func:`_moved_flags`); within a binade the two agree (an AssertionError
+    otherwise: never, tests/test_exercises_ch03.py, which also holds the count to the model run on
+    every fp32 value of wide ranges), and the binade's values in [a, b] are counted by their codes."""
+    spec = TENSOR_CORES[gpu]
+    n, p, a, b = int(n), float(p), float(a), float(b)
+    lo_k, hi_k = _MOVED_K[_TC_IN[gpu]]
+    k = math.frexp(p)[1] - 1
+    if not (p > 0 and p == 2.0**k and lo_k <= k <= hi_k and 1 <= n <= spec.group(_TC_IN[gpu])):
+        raise ValueError(f"p a power of two 2**{lo_k}..2**{hi_k}, 1 <= n <= the group size; got {p!r}, {n!r}")
+    if math.isnan(a) or math.isnan(b):
+        raise ValueError(f"a and b must not be NaN; got {a!r}, {b!r}")
+    ends = np.array([v for block in _FP32_BLOCKS for v in block])
+    flags = _moved_flags(gpu, p, n, np.concatenate([[0.0], ends, -ends]))
+    zero, pos, neg = flags[0], flags[1 : 1 + ends.size].reshape(-1, 2), flags[1 + ends.size :].reshape(-1, 2)
+    assert np.array_equal(pos[:, 0], pos[:, 1]) and np.array_equal(neg[:, 0], neg[:, 1]), (gpu, p, n)
+    total = int(zero and a <= 0.0 <= b)
+    for (first, last), moved_pos, moved_neg in zip(_FP32_BLOCKS, pos[:, 0], neg[:, 0]):
+        if moved_pos:
+            total += _fp32_count(max(first, a), min(last, b))
+        if moved_neg:
+            total += _fp32_count(max(first, -b), min(last, -a))
+    return total
+
+
+def _moved_edges(gpu: str, p: float, n: int) -> tuple[float, float]:
+    """Where the moved values end on each side (from the reference's blocks): the smallest
+    magnitude that is not moved, negative side and positive side (0.0 when none moves: the
+    positive side with zero unmoved). For the cases' ends only, not for the check."""
+    ends = np.array([first for first, _ in _FP32_BLOCKS] + [2.0**128])
+    flags_neg = _moved_flags(gpu, p, n, -ends[:-1])
+    flags_pos = _moved_flags(gpu, p, n, np.concatenate([[0.0], ends[:-1]]))
+    neg = float(ends[int(np.argmin(np.append(flags_neg, False)))])
+    pos = 0.0 if not flags_pos[0] else float(ends[int(np.argmin(np.append(flags_pos[1:], False)))])
+    return neg, pos
+
+
+def _near(rng: np.random.Generator, edge: float) -> float:
+    """A float near ``edge`` (a power of two, or 0): on it, one fp32 spacing either side, or a few
+    binades away with a random significand (no fp32 value)."""
+    if edge == 0.0:
+        edge = 2.0 ** int(rng.integers(-149, -120))
     r = rng.random()
-    e = int(rng.integers(-20, 21))
-    if r < 0.2:  # a power of two: the binade below is finer
-        m = 1.0
-    elif r < 0.3:  # every bit set: the next fp32 value up is the next power of two
-        m = 2.0 - 2.0**-23
-    else:
-        m = 1.0 + int(rng.integers(0, 2**23)) * 2.0**-23
-    return (-m if negative else m) * 2.0**e
+    if r < 0.25:
+        return edge
+    if r < 0.5:
+        with np.errstate(over="ignore"):
+            e32 = np.float32(edge)
+        return float(np.nextafter(e32, np.float32(0 if rng.random() < 0.5 else np.inf)))
+    return float(rng.uniform(1, 2)) * edge * 2.0 ** int(rng.integers(-6, 6))
 
 
-def _visible_cases(rng: np.random.Generator) -> list[Case]:
+def _moved_cases(rng: np.random.Generator) -> list[Case]:
+    inf = math.inf
     cases = []
     for gpu in _TC_GPUS:
         g = TENSOR_CORES[gpu].group(_TC_IN[gpu])
         cases += [
-            Case((gpu, 1.0, 1), label=f"{gpu}: c = 1, one product"),
-            Case((gpu, -1.0, 1), label=f"{gpu}: c = -1, one product"),
-            Case((gpu, 1.5, g), label=f"{gpu}: c = 1.5, a full group of {g}"),
-            Case((gpu, 3.0, 3), label=f"{gpu}: c = 3, three products"),
-            Case((gpu, -(2.0 - 2.0**-23) * 2.0**10, 2), label=f"{gpu}: c negative, every bit set"),
+            Case((gpu, 1.0, 1, -inf, inf), label=f"{gpu}: p = 1, n = 1, every fp32 value"),
+            Case((gpu, 2.0**-20, g, -inf, inf), label=f"{gpu}: p = 2**-20, a full group of {g}, every fp32 value"),
+            Case((gpu, 2.0**-10, 3, -1.0, 1.0), label=f"{gpu}: three products, c in [-1, 1]"),
+            Case((gpu, 1.0, 1, -0.0, 0.0), label=f"{gpu}: c = 0 only"),
+            Case((gpu, 1.0, 2, 1.0, -1.0), label=f"{gpu}: a > b"),
         ]
-    # every GPU, both signs, and n = 1, 2, 3, 4 or any: each combination twice in every seed's
-    # cases, c drawn at random
-    for i in range(60):
+    cases += [
+        Case(("A100", 2.0**-160, 8, -inf, inf), label="A100: 8 * 2**-160 is below fp32's smallest subnormal"),
+        Case(("H100", 2.0**-153, 16, -inf, inf), label="H100: 16 * 2**-153 is fp32's smallest subnormal"),
+        Case(("H100", 2.0**-154, 15, -inf, inf), label="H100: 15 * 2**-154, just below it"),
+        Case(("H100", 2.0**-150, 3, 0.0, inf), label="H100: 3 * 2**-150, c >= 0: the subnormals move"),
+        Case(("A100", 2.0**-266, 8, -inf, 0.0), label="A100: the smallest bf16 product, c <= 0"),
+        Case(("V100", 2.0**30, 4, -inf, inf), label="V100: the largest fp16 product of powers of two"),
+        Case(("H100", 2.0**100, 16, -inf, inf), label="H100: 16 * 2**100, c up to fp32's largest"),
+        Case(("A100", 2.0**-5, 1, -(2.0**20), 2.0**19), label="A100: both ends on the edges, not moved"),
+        Case(("A100", 2.0**-5, 1, -(2.0**20 - 2**-4), 2.0**19 - 2**-5), label="A100: one fp32 value inside each edge"),
+    ]
+    for i in range(63):
         gpu = _TC_GPUS[i % 3]
+        lo_k, hi_k = _MOVED_K[_TC_IN[gpu]]
         g = TENSOR_CORES[gpu].group(_TC_IN[gpu])
-        negative = (i // 3) % 2 == 1
-        n = [1, 2, 3, 4, int(rng.integers(1, g + 1))][(i // 6) % 5]
-        cases.append(Case((gpu, _random_fp32(rng, negative), n)))
+        n = [1, 2, 1, 3, 4, int(rng.integers(1, g + 1)), g][(i // 3) % 7]
+        if i % 8 == 7 and gpu != "V100":
+            # n * p near fp32's smallest subnormal, 2**-149, below it or not: zero and the subnormals
+            # (in turn; n * p of a count that is no power of two lies between two powers of two)
+            # (n of 2 or more: whether n or p alone reaches 2**-149 matters)
+            n = int(rng.integers(2, g + 1))
+            t = -149 - int(rng.integers(1, 4)) if (i // 8) % 2 else -149 + int(rng.integers(0, 3))
+            k = t - (n.bit_length() - 1)
+        else:
+            k = int(rng.integers(lo_k, hi_k + 1))
+        p = 2.0**k
+        neg, pos = _moved_edges(gpu, p, n)
+        r = rng.random()
+        if r < 0.15:  # everything
+            a, b = -inf, inf
+        elif r < 0.75:  # both ends near the edges of the moved values
+            a, b = -_near(rng, neg), _near(rng, pos)
+        elif r < 0.9:  # one side
+            a, b = (-_near(rng, neg), -_near(rng, 0.0)) if rng.random() < 0.5 else (_near(rng, 0.0), _near(rng, pos))
+        else:  # one side whole
+            a, b = (-inf, 0.0) if rng.random() < 0.5 else (-0.0, inf)
+        if i % 12 == 5:  # the nonnegative side from a = -0.0 (+0.0's code is 0, -0.0's is not)
+            a = -0.0
+        cases.append(Case((gpu, p, n, a, b)))
     return cases
 
 
@@ -626,11 +740,11 @@ EXERCISES = [
         forbidden=FORBIDDEN,
     ),
     Exercise(
-        "ex03.smallest_visible_product",
-        "The smallest product a tensor core does not lose",
+        "ex03.moved_accumulators",
+        "Which accumulators a group of small products moves",
         5,
-        smallest_visible_product_ref,
-        _visible_cases,
+        moved_accumulators_ref,
+        _moved_cases,
         forbidden=EMULATIONS,
     ),
     Exercise(
