@@ -416,6 +416,38 @@ CHAPTERS = [
                 ("round_stochastic", "u = rng.random(x.shape)", "u = rng.random(x.shape[-1])"),
                 # the result flattened
                 ("round_stochastic", "return np.copysign(r, x)", "return np.copysign(r, x).ravel()"),
+                # antithetic numbers (u and 1 - u) for the two halves: each element's chance is right, but
+                # the pairs always choose opposite ways, and a tie's count is exactly half
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "h = rng.random((x.size + 1) // 2)\n    u = np.concatenate([h, 1 - h])[: x.size].reshape(x.shape)",
+                ),
+                # ... for neighbours, or shuffled
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "h = rng.random((x.size + 1) // 2)\n"
+                    "    u = np.stack([h, 1 - h], axis=-1).ravel()[: x.size].reshape(x.shape)",
+                ),
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "h = rng.random((x.size + 1) // 2)\n"
+                    "    u = rng.permutation(np.concatenate([h, 1 - h])[: x.size]).reshape(x.shape)",
+                ),
+                # half the numbers drawn, each used twice
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "h = rng.random((x.size + 1) // 2)\n    u = np.concatenate([h, h])[: x.size].reshape(x.shape)",
+                ),
+                # stratified numbers: one in each of n equal slices of [0, 1), shuffled (counts nearly exact)
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "u = ((rng.permutation(x.size) + rng.random(x.size)) / x.size).reshape(x.shape)",
+                ),
             ]
         ),
     ),

@@ -499,3 +499,47 @@ def test_across_the_cases_an_answer_must_use_its_generator_and_be_random():
             result = run_check("ex01.round_stochastic", w, seed=seed)
             assert not result.passed and "across the cases" in str(result), (name, str(result))
     assert SR_ALL_TAIL == 1e-9
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_cases_hold_enough_ties_to_test_independence(seed):
+    """The later half of the cases (random) holds ties with at least five generator states: an
+    answer whose elements choose in antithetic pairs puts each of their counts on n/2, which
+    independent choices do for all five with probability below 0.008**5, under the test's tail."""
+    from nbhelpers.answer_keys.ch01 import SR_ALL_TAIL, _half_abs_pmf
+
+    cases = cases_for("ex01.round_stochastic", seed)
+    states = set()
+    p_exact = 1.0
+    for c in cases[len(cases) // 2 :]:
+        t = round_stochastic_ref(*c.args)
+        if np.all(t.p == 0.5) and t.state not in states:
+            states.add(t.state)
+            p_exact *= float(_half_abs_pmf(t.x.size, 0)[0])
+    assert len(states) >= 5 and p_exact < SR_ALL_TAIL / 8
+
+
+def test_ties_independence_rejects_paired_and_reused_numbers():
+    """The test of the tie cases (on eight tie cases alone, where the chi-square test of
+    stochastic_compare_all would also catch the paired ones): independent choices pass; numbers
+    paired as u and 1 - u (halves, neighbours or shuffled), reused or mirrored fail, each with
+    its reason."""
+    from nbhelpers.answer_keys.ch01 import _ties_independent
+
+    def tie_case(seed):
+        return round_stochastic_ref(np.full(SR_N, 1 + 2.0**-8), 8, 7, np.random.default_rng(seed))
+
+    targets = [tie_case(s) for s in range(8)]
+    gen = np.random.default_rng(99)
+
+    def judge(draw):
+        got = [np.where(draw() < 0.5, t.upper, t.lower) for t in targets]
+        return _ties_independent(targets, got)
+
+    h = lambda: gen.random(SR_N // 2)  # noqa: E731
+    assert judge(lambda: gen.random(SR_N)) is None
+    assert "u and 1 - u" in judge(lambda: np.concatenate([v := h(), 1 - v]))
+    assert "u and 1 - u" in judge(lambda: np.stack([v := h(), 1 - v], axis=-1).ravel())
+    assert "u and 1 - u" in judge(lambda: gen.permutation(np.concatenate([v := h(), 1 - v])))
+    assert "i and i + 5000" in judge(lambda: np.concatenate([v := h(), v]))
+    assert "i and n - 1 - i" in judge(lambda: np.concatenate([v := h(), v[::-1]]))

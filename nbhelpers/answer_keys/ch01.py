@@ -686,9 +686,12 @@ def stochastic_compare_all(expected: list, got: list) -> str | None:
     * the counts of elements rounded away from zero must spread as much as chance spreads them:
       the sum over cases of their squared standard scores is a chi-square of as many degrees of
       freedom as cases that can move, over every case and over the later half alone (the random
-      cases); a sum whose lower tail is below ``SR_ALL_TAIL / 2`` means the counts sit too close
-      to their expectations (an answer with no randomness, every count exact). A right answer
-      fails with probability at most ``SR_ALL_TAIL``."""
+      cases); a sum whose lower tail is below ``SR_ALL_TAIL / 4`` means the counts sit too close
+      to their expectations (an answer with no randomness, every count exact);
+    * the elements of the cases of ties must choose independently (:func:`_ties_independent`).
+
+    A right answer fails with probability at most ``SR_ALL_TAIL``: a quarter for each chi-square
+    test, an eighth for each test of the ties' counts, and far less for the ties' pairs."""
     groups: dict = {}
     scores = []  # each case's squared standard score, None for a case that cannot move
     for t, g in zip(expected, got):
@@ -720,11 +723,89 @@ def stochastic_compare_all(expected: list, got: list) -> str | None:
     # on the fixed cases only must not hide there), each tested at half the tail
     for part in (scores, scores[len(scores) // 2 :]):
         z2, m = sum(part), len(part)
-        if m and _chi2_cdf(z2, m) < SR_ALL_TAIL / 2:
+        if m and _chi2_cdf(z2, m) < SR_ALL_TAIL / 4:
             return (
                 f"the counts of elements rounded away from zero sit too close to their expectations "
                 f"(sum of squared standard scores {z2:.3g} over {m} cases, chance gives about {m}): "
                 "each element's choice must be random, not spread evenly"
+            )
+    return _ties_independent(expected, got)
+
+
+def _half_abs_pmf(n: int, top: int) -> np.ndarray:
+    """P(|2k - n| = e) for e = 0..top, k binomial(n, 1/2): the spread of a tie case's count."""
+    e = np.arange(top + 1)
+    k = (n + e) // 2
+    ok = ((n + e) % 2 == 0) & (k <= n)
+    kk = np.where(ok, k, 0)
+    logp = np.array([math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) for j in kk]) - n * math.log(2)
+    return np.where(ok, np.exp(logp) * np.where(e == 0, 1.0, 2.0), 0.0)
+
+
+#: elements of a tie case compared in pairs this far apart (a flat index), besides mirrored ones
+SR_TIE_LAGS = (1, 2)
+#: standard deviations allowed for the pairs of a tie case that agree
+SR_TIE_Z = 7.0
+
+
+def _ties_independent(expected: list, got: list) -> str | None:
+    """The cases where every element lies halfway between its neighbours (ties: each goes either
+    way with probability 1/2) are asked whether the elements choose independently, as the
+    statement requires. Each generator state once (a twin with the same state repeats a case):
+
+    * the total distance of their counts from n/2, sum |2k - n|, over every tie case and over
+      those of the later half alone (the random cases), must not be smaller than chance makes it
+      with probability ``SR_ALL_TAIL / 8`` (exact, from the binomial: :func:`_tie_counts_spread`): pairs of
+      elements that always choose opposite ways (antithetic numbers u and 1 - u) put every count
+      on n/2 exactly;
+    * the elements i and i + d (d in ``SR_TIE_LAGS`` and n/2, in the flat order) and i and n-1-i
+      must agree as often as independent coins do, within ``SR_TIE_Z`` standard deviations:
+      numbers reused, mirrored or paired there agree always or never."""
+    ties, seen, later = [], set(), []
+    for i, (t, g) in enumerate(zip(expected, got)):
+        if t.p.size and np.all(t.p == 0.5) and t.state not in seen:
+            seen.add(t.state)
+            ties.append((np.asarray(g, dtype=np.float64) == t.upper).reshape(-1))
+            later.append(i >= len(expected) // 2)
+    # every tie case, and those of the later half alone (the random cases), each at an eighth of the tail
+    for part in (ties, [up for up, late in zip(ties, later) if late]):
+        why = _tie_counts_spread(part)
+        if why:
+            return why
+    for up in ties:
+        n = up.size
+        for name, a, b in [(f"i and i + {d}", up[:-d], up[d:]) for d in (*SR_TIE_LAGS, n // 2)] + [
+            ("i and n - 1 - i", up[: n // 2], up[::-1][: n // 2])
+        ]:
+            agree, pairs = int((a == b).sum()), a.size
+            if abs(agree - pairs / 2) > SR_TIE_Z * math.sqrt(pairs) / 2:
+                return (
+                    f"on a case of ties ({n} elements, each halfway between its neighbours) the elements "
+                    f"{name} chose the same way {agree} times in {pairs}, where independent choices agree "
+                    f"about half the time: each element must have its own random number"
+                )
+    return None
+
+
+def _tie_counts_spread(ties: list) -> str | None:
+    """None unless the counts of these tie cases (``ties``: per case, which elements went up) lie
+    so close to half their elements in all that chance gives it with probability below
+    ``SR_ALL_TAIL / 8``."""
+    if not ties:
+        return None
+    dist = [abs(2 * int(up.sum()) - up.size) for up in ties]
+    s = sum(dist)
+    if s <= 40 * len(ties):  # else far from small: nothing to compute
+        total = np.zeros(s + 1)
+        total[0] = 1.0
+        for up in ties:
+            total = np.convolve(total, _half_abs_pmf(up.size, s))[: s + 1]
+        if float(total.sum()) < SR_ALL_TAIL / 8:
+            return (
+                f"on {len(ties)} cases of ties (x halfway between its neighbours), the counts of elements "
+                f"rounded away from zero lie {s} in all from half the elements: chance gives that with "
+                f"probability {float(total.sum()):.1e}. Each element must choose on its own: numbers paired "
+                "as u and 1 - u make every count exact"
             )
     return None
 
@@ -803,6 +884,8 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
             code = int(rng.integers(0, top + 1))
         if i >= 24 - len(_FINE_FRACS):
             frac = _FINE_FRACS[i - (24 - len(_FINE_FRACS))]
+        elif i % 4 == 1:
+            frac = 0.5  # a tie: the elements' independence is tested there (stochastic_compare_all)
         elif (r := rng.random()) < 0.1:
             frac = 0.0  # already in the format
         elif r < 0.7:
