@@ -41,6 +41,7 @@ from .validation import positive_number, real_float64
 __all__ = [
     "int8_epilogue_matmul",
     "smoothing_scales",
+    "migrate",
     "smooth",
     "LLM_INT8_THRESHOLD",
     "outlier_channels",
@@ -120,12 +121,26 @@ def smoothing_scales(x, w, alpha: float = 0.5) -> np.ndarray:
     return s
 
 
+def migrate(x, w, s) -> tuple[np.ndarray, np.ndarray]:
+    """The migration of a per-channel factor from x into w: (x', w') with ``x' = x / s`` (column j of
+    x (M, K) divided by s_j) and ``w' = diag(s) w`` (row j of w (K, N) times s_j), shapes (M, K),
+    (K, N). ``x' w' = x w`` up to float64 rounding. SmoothQuant (:func:`smooth`) and AWQ
+    (:func:`~nbhelpers.weight_quant.awq_scales`) differ only in how they choose s (K,), which must
+    be positive and finite."""
+    x, w = _pair(x, w)
+    s = real_float64(s)
+    if s.shape != (x.shape[1],):
+        raise ValueError(f"s must have shape (K,) = ({x.shape[1]},), one factor per channel; got {s.shape}")
+    if not (np.isfinite(s).all() and (s > 0).all()):
+        raise ValueError(f"s must be positive and finite (x is divided by it); got values in [{s.min()}, {s.max()}]")
+    return x / s, s[:, None] * w
+
+
 def smooth(x, w, alpha: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(x', w', s) with ``x' = x / s`` (each column j divided by s_j), ``w' = diag(s) w``: shapes
     (M, K), (K, N), (K,). ``x' w' = x w`` up to float64 rounding."""
-    x, w = _pair(x, w)
     s = smoothing_scales(x, w, alpha)
-    return x / s, s[:, None] * w, s
+    return (*migrate(x, w, s), s)
 
 
 # ====================================================================== LLM.int8()

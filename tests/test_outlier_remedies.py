@@ -15,6 +15,7 @@ from nbhelpers.outlier_remedies import (
     asymmetric_matmul_ref,
     dequantize_asymmetric,
     int8_epilogue_matmul,
+    migrate,
     mixed_int8_matmul,
     outlier_channels,
     quantize_asymmetric,
@@ -104,6 +105,24 @@ def test_smooth_shape_mismatch_and_non_finite():
         smooth(np.ones((2, 3)), np.ones((4, 2)))
     with pytest.raises(ValueError, match="inf or NaN"):
         smooth(np.array([[np.inf, 1.0]]), np.ones((2, 2)))
+
+
+
+def test_migrate_is_the_step_smooth_takes_and_checks_its_factors():
+    """smooth is smoothing_scales then migrate (AWQ reuses migrate with its own s); s must be one
+    positive finite factor per channel."""
+    rng = np.random.default_rng(4)
+    x, w = _outlier_x(rng), rng.standard_normal((64, 24))
+    xs, ws, s = smooth(x, w, 0.5)
+    xm, wm = migrate(x, w, smoothing_scales(x, w, 0.5))
+    np.testing.assert_array_equal(xs, xm)
+    np.testing.assert_array_equal(ws, wm)
+    x, w = np.ones((2, 3)), np.ones((3, 2))
+    with pytest.raises(ValueError, match=r"s must have shape \(K,\) = \(3,\)"):
+        migrate(x, w, np.ones(2))
+    for bad in ([1.0, 0.0, 1.0], [1.0, np.inf, 1.0], [1.0, -2.0, 1.0]):
+        with pytest.raises(ValueError, match="s must be positive and finite"):
+            migrate(x, w, bad)
 
 
 # ---------------------------------------------------------------- LLM.int8()
