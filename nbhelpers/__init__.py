@@ -41,6 +41,8 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
     compiler reports (chapters 09, 11)
   - :mod:`~nbhelpers.perf_model`    a launch's time on a GPU: compute, HBM, bytes in flight (Little's law) and
     dependent steps, the slowest of them (chapters 08-11)
+  - :mod:`~nbhelpers.weight_quant`  weight-only int4/int8: round-to-nearest, GPTQ and AWQ, and the layer output
+    error they are compared by (chapter 12)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch

@@ -107,7 +107,6 @@ def test_smooth_shape_mismatch_and_non_finite():
         smooth(np.array([[np.inf, 1.0]]), np.ones((2, 2)))
 
 
-
 def test_migrate_is_the_step_smooth_takes_and_checks_its_factors():
     """smooth is smoothing_scales then migrate (AWQ reuses migrate with its own s); s must be one
     positive finite factor per channel."""
