@@ -281,8 +281,8 @@ def _hinv_upper(h: np.ndarray) -> np.ndarray:
     """U, upper triangular with ``U^T U = H^-1``. Row j of U is ``H_F^-1[j, j:] / sqrt(H_F^-1[j, j])``
     for F = {j, ..., K-1}: what OBQ's update needs at step j, for every j at once."""
     try:
-        L = np.linalg.cholesky(h)
-        hinv = np.linalg.inv(L).T @ np.linalg.inv(L)
+        L_inv = np.linalg.inv(np.linalg.cholesky(h))  # H = L L^T, so H^-1 = L^-T L^-1
+        hinv = L_inv.T @ L_inv
         hinv = (hinv + hinv.T) / 2
         return np.linalg.cholesky(hinv).T
     except np.linalg.LinAlgError:
