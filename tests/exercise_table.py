@@ -1251,50 +1251,64 @@ CHAPTERS = [
         6,
         "ex06_scaled_gemm.ipynb",
         lambda: {"math": math, "np": np, "round_to": round_to},
-        ("quantize_blocks", "asym_int8_gemm", "coarsest_granularity", "fp8_choice", "best_margin"),
+        ("flushed_per_tensor", "asym_int8_gemm", "coarsest_granularity", "fp8_choice", "best_margin"),
         17,
         6066,
         tuple(
             [
-                # multiplied by a rounded 1 / scale instead of divided by it: off the ties of a full-mantissa scale
+                # the tie left out: the flushed values one float32 step below half a step, under lo
+                ("flushed_per_tensor", "tie = t * S\n", "tie = float(np.nextafter(f32(t * S), f32(0)))\n"),
+                # the amax at hi itself: hi / qmax rounded to float32 is no exact scale of it
+                ("flushed_per_tensor", "A = exact_amax(hi, lo)", "A = hi"),
+                # the tensor's scale fp32(hi / qmax), its amax qmax * S rounded to float32: past hi, or inexact
                 (
-                    "quantize_blocks",
-                    "v = np.clip(x[rows, cols] / scale, -qmax, qmax)",
-                    "v = np.clip(x[rows, cols] * (1.0 / scale), -qmax, qmax)",
+                    "flushed_per_tensor",
+                    "A = exact_amax(hi, lo)",
+                    "A = float(f32(qmax * float(f32(hi / qmax))))",
                 ),
-                # e4m3fn by an ml_dtypes cast, which goes through float32 first and can round twice
+                # a power-of-two scale: exact, but its tie falls below a lo at the largest scale's tie
                 (
-                    "quantize_blocks",
-                    'round_to(v, "e4m3fn")',
-                    "v.astype(__import__('ml_dtypes').float8_e4m3fn).astype(np.float64)",
+                    "flushed_per_tensor",
+                    "A = exact_amax(hi, lo)",
+                    "A = qmax * 2.0 ** math.floor(math.log2(hi / qmax))",
                 ),
-                # the scale left in float64: amax / qmax not rounded to fp32
-                ("quantize_blocks", "max(float(np.float32(amax / qmax)), 2.0**-149)", "max(amax / qmax, 2.0**-149)"),
-                # no limit to [-qmax, qmax] before rounding: int8 wraps around, e4m3fn gives NaN
-                ("quantize_blocks", "np.clip(x[rows, cols] / scale, -qmax, qmax)", "x[rows, cols] / scale"),
-                # zero blocks special-cased (scale 1) instead of a floor on the scale: tiny blocks divide by 0
+                # the amax in the first block: an edge block smaller than it cannot flush as much
+                ("flushed_per_tensor", "for i, j in blocks[:-1]:", "for i, j in blocks[1:]:"),
+                # one element too few flushed (the amax counted among the k)
+                ("flushed_per_tensor", "left = k\n", "left = k - 1\n"),
+                # one element too many flushed
+                ("flushed_per_tensor", "left = k\n", "left = k + 1\n"),
+                # never a block flushed whole: every block keeps a value, short of the largest k
+                ("flushed_per_tensor", "if left >= n and full is not None:", "if False:"),
+                # every block flushed whole at the tie, whether or not the tie is an exact block amax
+                ("flushed_per_tensor", "full = exact_amax(tie, lo) if tie >= lo else None", "full = tie"),
+                # the kept value's block scale S * 2**-8: its amax falls below the tie and flushes too
+                ("flushed_per_tensor", "2.0**-7 if", "2.0**-8 if"),
+                # e4m3fn flushes below its smallest subnormal 2**-9 (the tie is half of it)
                 (
-                    "quantize_blocks",
-                    "max(float(np.float32(amax / qmax)), 2.0**-149)",
-                    "float(np.float32(amax / qmax)) if amax > 0 else 1.0",
+                    "flushed_per_tensor",
+                    't = 0.5 if element == "int8" else 2.0**-10',
+                    't = 0.5 if element == "int8" else 2.0**-9',
                 ),
-                # int8 ties rounded away from zero instead of to even
-                ("quantize_blocks", "np.rint(v)", "np.trunc(v + np.copysign(0.5, v))"),
-                # whole blocks only: the grid rounds down and the edge blocks are lost
-                ("quantize_blocks", "gm, gk = -(-M // br), -(-K // bc)", "gm, gk = max(M // br, 1), max(K // bc, 1)"),
-                # the reciprocal returned: inv_scale instead of the scale of x ~ q * scale
-                ("quantize_blocks", "scales[i, j] = scale", "scales[i, j] = 1 / scale"),
-                # amax without the absolute value: a block's largest value, not its largest magnitude
-                ("quantize_blocks", "np.max(np.abs(x[rows, cols]))", "np.max(x[rows, cols])"),
+                # int8's half a step taken for e4m3fn as well
+                ("flushed_per_tensor", 't = 0.5 if element == "int8" else 2.0**-10', "t = 0.5"),
                 # e4m3 (IEEE-style, max 240) taken for e4m3fn (max 448)
-                ("quantize_blocks", "else 448.0", "else 240.0"),
-                # int8 codes returned in a float64 array (the right values, not an integer array)
-                ("quantize_blocks", 'dtype=np.int8 if element == "int8" else np.float64', "dtype=np.float64"),
-                # block sizes swapped between the axes
                 (
-                    "quantize_blocks",
-                    "slice(i * br, (i + 1) * br),\n                slice(j * bc, (j + 1) * bc),",
-                    "slice(i * bc, (i + 1) * bc),\n                slice(j * br, (j + 1) * br),",
+                    "flushed_per_tensor",
+                    'qmax = 127.0 if element == "int8" else 448.0',
+                    'qmax = 127.0 if element == "int8" else 240.0',
+                ),
+                # int8's 127 taken for the fp8 element
+                ("flushed_per_tensor", 'qmax = 127.0 if element == "int8" else 448.0', "qmax = 127.0"),
+                # the flushed elements written as zeros
+                ("flushed_per_tensor", "flat[:m] = tie", "flat[:m] = 0.0"),
+                # returned in float64
+                ("flushed_per_tensor", "return x.astype(np.float32)", "return x"),
+                # the scale's floor in float64: exact_amax's candidates not float32 scales (any a <= top)
+                (
+                    "flushed_per_tensor",
+                    "if float(f32(float(s) * qmax)) == float(s) * qmax:",
+                    "if True:",
                 ),
                 # the chapter's terms only: K * zx * zw, the product of the two zero points, left out
                 ("asym_int8_gemm", "- col_term + const", "- col_term"),

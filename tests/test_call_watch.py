@@ -284,8 +284,34 @@ def _cheats():
     def decode_bits(bits, exp_bits, man_bits, specials, largest):
         return get_exercise("ex01.decode_bits").reference(bits, exp_bits, man_bits, specials, largest)
 
-    def quantize_blocks(x, block_rows, block_cols, element):
-        return scaling.quantize(x, Recipe(element, (block_rows, block_cols)))
+    def flushed_per_tensor(M, K, block_rows, block_cols, element, k, lo, hi):
+        # a search with the course's quantizer: the largest float32 in [floor, top] that comes back
+        # exactly as a block of its own, for the amax and for a block flushed whole
+        def exact_at_most(top, floor):
+            v = np.float32(top)
+            while v >= floor:
+                q, s = scaling.quantize(np.array([[float(v)]]), Recipe(element, (None, None)))
+                if float(q[0, 0]) * float(s[0, 0]) == float(v):
+                    return float(v), float(s[0, 0])
+                v = np.nextafter(v, np.float32(0))
+            return None, None
+
+        A, S = exact_at_most(hi, lo)
+        tie = S * (0.5 if element == "int8" else 2.0**-10)
+        full = exact_at_most(tie, lo)[0] if tie >= lo else None
+        part = A * (2.0**-7 if element == "int8" else 2.0**-18)
+        br, bc = block_rows or M, block_cols or K
+        x = np.full((M, K), A)
+        left = k
+        for i, j in [(i, j) for i in range(0, M, br) for j in range(0, K, bc)][:-1]:
+            view = x[i : i + br, j : j + bc]
+            if left >= view.size and full is not None:
+                view[...], left = full, left - view.size
+            elif left > 0:
+                m = min(left, view.size - 1)
+                view[...] = np.where(np.arange(view.size) < m, tie, part).reshape(view.shape)
+                left -= m
+        return x.astype(np.float32)
 
     def fp8_choice(x, amax):
         # the counts by rounding, which the statement does not allow here (round_to rounds once,
@@ -336,7 +362,7 @@ def _cheats():
     return {
         "ex01.decode_bits": decode_bits,
         "ex05.misordered_clip_ratio": misordered_clip_ratio,
-        "ex06.quantize_blocks": quantize_blocks,
+        "ex06.flushed_per_tensor": flushed_per_tensor,
         "ex06.fp8_choice": fp8_choice,
         "ex08.trace_sectors": trace_sectors,
         "ex09.register_budget": register_budget,

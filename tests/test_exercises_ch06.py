@@ -1,8 +1,9 @@
 """Chapter 06's exercises beyond the table (test_exercises.py): the references against outside oracles
 (scaled_mm for the epilogue, torch's integer matmul and casts for the asymmetric GEMM, ml_dtypes and torch
 fp8 casts for the underflow and overflow counts, Transformer Engine's reciprocal scale for the delayed
-scaler), and the cases against their claims: quantize_blocks reaches the clamp, zero blocks, ties and edge
-blocks with every seed, and its comparator asks for the dtypes the statement names; the asymmetric GEMM's
+scaler), and the cases against their claims: flushed_per_tensor's examples hold against torch's roundings,
+its cases put lo on the tie, hi off every exact amax, k at its largest with edge blocks, with and without
+blocks that flush whole, and its comparator never raises nor alters the answer; the asymmetric GEMM's
 random cases pass 2**24, wrap the zero points' uint8 product and have per-tensor zero points on either
 side; the granularity cases keep the model's predictions from the threshold and the measured SQNRs from
 the predictions, and every wrong model misses on most of them; the fp8 cases hold weights, wide
@@ -23,6 +24,8 @@ from helpers import SolutionNotebook
 from nbhelpers.answer_keys.ch06 import (
     E4M3_FLUSH,
     E4M3_MAX,
+    ELEMENT_MAX,
+    FLUSH_SHARE,
     FP8_FORMATS,
     GRANULARITIES,
     MARGIN_DB,
@@ -31,11 +34,15 @@ from nbhelpers.answer_keys.ch06 import (
     TOLERANCE_DB,
     asym_int8_gemm_ref,
     asym_pieces,
+    block_amax_at_most,
+    block_slices,
     by_scale_count,
     crest_factor_sqnr_db,
     delayed_scales,
     epilogue_ref,
     expected_losses,
+    flush_capacity,
+    flushed_per_tensor_example,
     fp8_loss_counts,
     fp8_scale,
     free_zero_model_sqnr_db,
@@ -184,73 +191,135 @@ def test_asym_random_cases_reach_every_region_with_every_seed():
         assert all(v >= 5 for v in seen.values()) and len(seen) == 7, (seed, seen)
 
 
-# ---- ex06.quantize_blocks
+# ---- ex06.flushed_per_tensor
 
 
-def regions(case) -> set:
-    """Which hard regions a case reaches, measured on the reference's answer."""
-    x, br, bc, element = case.args
-    q, scales = get_exercise("ex06.quantize_blocks").reference(x, br, bc, element)
-    qmax = 127.0 if element == "int8" else 448.0
-    M, K = x.shape
-    r, c = M if br is None else br, K if bc is None else bc
-    s_full = np.repeat(np.repeat(scales, r, 0), c, 1)[:M, :K]
+def flush_regions(case) -> set:
+    """Which hard regions a case reaches, measured on its parameters and the course's example."""
+    M, K, br, bc, element, k, lo, hi = case.args
+    qmax, t = ELEMENT_MAX[element], FLUSH_SHARE[element]
+    A = block_amax_at_most(hi, lo, element)
+    tie = t * A / qmax
     out = set()
-    if (np.abs(x / s_full) > qmax).any():
-        out.add("clamp")
-    if (scales == 2.0**-149).any() and (x == 0).any():
-        out.add("zero block")
-    if element == "int8" and (np.abs(x / s_full) % 1 == 0.5).any():
-        out.add("tie")
-    if M % r or K % c:
-        out.add("edge")
+    if k and lo == tie:
+        out.add("lo on the tie")
+    if hi > A:
+        out.add("hi no exact amax")
+    if float(np.float32(hi / qmax)) * qmax > hi:
+        out.add("fp32(hi / qmax) rounds up")
+    if k and tie >= lo:
+        out.add("whole blocks" if block_amax_at_most(tie, lo, element) is not None else "no whole block")
+    sizes = [np.ones((M, K))[r, c].size for r, c in block_slices(M, K, br, bc)]
+    if k and k == flush_capacity(M, K, br, bc, element, lo, hi) and sizes[0] > sizes[-1]:
+        out.add("k at its largest, edge blocks")
+    if k == 0:
+        out.add("k = 0")
+    out.add(element)
     return out
 
 
-def test_quantize_cases_reach_every_region_with_every_seed():
+def test_flush_cases_reach_every_region_with_every_seed():
+    want = ("lo on the tie", "hi no exact amax", "fp32(hi / qmax) rounds up", "whole blocks", "no whole block")
+    want += ("k at its largest, edge blocks", "k = 0", "int8", "e4m3fn")
     for seed in SEEDS:
         seen = Counter()
-        for c in random_cases("quantize_blocks", seed):
-            seen.update(regions(c))
-        assert all(seen[k] >= 5 for k in ("clamp", "zero block", "tie", "edge")), (seed, seen)
+        for c in random_cases("flushed_per_tensor", seed):
+            seen.update(flush_regions(c))
+        assert all(seen[k] >= 4 for k in want), (seed, seen)
 
 
-def test_quantize_solution_error_is_at_most_half_a_step():
-    """A property of the right answer that does not use the engine: every int8 element is within half a
-    scale of x (nearest rounding, nothing clamped away except in the scale's subnormal corner)."""
-    quantize_blocks = solution_functions()["quantize_blocks"]
-    for c in cases_for("ex06.quantize_blocks", 3):
-        x, br, bc, element = c.args
-        if element != "int8":
-            continue
-        q, scales = quantize_blocks(x, br, bc, element)
-        M, K = x.shape
-        s_full = np.repeat(np.repeat(scales, M if br is None else br, 0), K if bc is None else bc, 1)[:M, :K]
-        ok = np.abs(x / s_full) <= 127
-        assert (np.abs(q * s_full - x)[ok] <= s_full[ok] / 2).all()
+def _codes_by_outside_casts(x: np.ndarray, scale: np.ndarray, element: str) -> np.ndarray:
+    """x / scale clamped and rounded by an outside oracle: torch's rounding to integers (ties to even)
+    for int8, torch's float8_e4m3fn cast (exact from float64 ties aside: the cases' ties are checked
+    on the float32 quotient, which the cast rounds once) for e4m3fn."""
+    qmax = ELEMENT_MAX[element]
+    v = torch.tensor(np.clip(x / scale, -qmax, qmax))
+    if element == "int8":
+        return torch.round(v).numpy()
+    return v.to(torch.float8_e4m3fn).to(torch.float64).numpy()
 
 
-def test_quantize_compare_asks_for_the_dtypes_the_statement_names():
-    """q must be a signed integer array for int8 (any width), float64 for e4m3fn, the scales float64:
-    the right values in another dtype fail with a reason that names it; odd returns never raise."""
-    import pickle
+def test_flush_examples_hold_against_outside_casts():
+    """The course's example for every case meets the property by torch's roundings, not the engine's:
+    each block's fp32 scale gives every element back; the tensor's scale flushes exactly k."""
+    ex = get_exercise("ex06.flushed_per_tensor")
+    for seed in SEEDS:
+        for c in cases_for(ex, seed):
+            M, K, br, bc, element, k, lo, hi = c.args
+            x = ex.reference(*c.args).example.astype(np.float64)
+            assert x.dtype == np.float64 and (np.abs(x) >= lo).all() and (np.abs(x) <= hi).all()
+            qmax = ELEMENT_MAX[element]
+            for rows, cols in block_slices(M, K, br, bc):
+                blk = x[rows, cols]
+                s = float(np.float32(np.abs(blk).max() / qmax))
+                assert (_codes_by_outside_casts(blk, s, element) * s == blk).all(), c.args
+            S = float(np.float32(np.abs(x).max() / qmax))
+            assert int((_codes_by_outside_casts(x, S, element) == 0).sum()) == k, c.args
 
-    ex = get_exercise("ex06.quantize_blocks")
-    assert pickle.loads(pickle.dumps(ex.compare)) is ex.compare
-    cases = cases_for(ex, 0)
-    for c in cases[:9]:
-        q, scales = ex.reference(*c.args)
-        assert ex.compare((q, scales), (q, scales)) is None
-        assert ex.compare([q.astype(np.int64) if q.dtype.kind == "i" else q, scales], (q, scales)) is None
-        if q.dtype.kind == "i":
-            reason = ex.compare((q.astype(np.float64), scales), (q, scales))
-            assert "dtype float64" in reason and "integer" in reason, reason
-        else:
-            assert "float64" in ex.compare((q.astype(np.float32), scales), (q, scales))
-        assert "scales" in ex.compare((q, scales.astype(np.float32)), (q, scales))
-        for odd in (None, "abc", (q,), (q, scales, 1), (q.tolist(), scales), (object(), scales)):
-            reason = ex.compare(odd, (q, scales))
-            assert isinstance(reason, str) and reason
+
+def test_the_tie_flushes_and_the_next_float32_does_not():
+    """What the exercise turns on, by torch's roundings: per tensor, t * S rounds to 0 and the float32
+    above it does not, for int8 (t = 1/2) and e4m3fn (t = 2**-10), at scales with a full mantissa."""
+    rng = np.random.default_rng(6)
+    for element in ("int8", "e4m3fn"):
+        for S in np.float32(np.exp2(rng.uniform(-30, 30, 50))).astype(np.float64):
+            tie = FLUSH_SHARE[element] * S
+            above = float(np.nextafter(np.float32(tie), np.float32(np.inf)))
+            assert _codes_by_outside_casts(np.array([tie, above]), S, element).tolist()[0] == 0
+            assert _codes_by_outside_casts(np.array([above]), S, element)[0] != 0
+
+
+def test_flush_capacity_is_the_most_the_example_reaches():
+    """k = capacity has an answer (the example passes the judge), capacity + 1 none by the example's
+    construction (which flushes nothing in the amax's block, whose scale is the tensor's)."""
+    ex = get_exercise("ex06.flushed_per_tensor")
+    for c in random_cases("flushed_per_tensor", 0):
+        M, K, br, bc, element, k, lo, hi = c.args
+        cap = flush_capacity(M, K, br, bc, element, lo, hi)
+        assert k <= cap
+        target = ex.reference(M, K, br, bc, element, cap, lo, hi)
+        assert ex.compare(target.example, target) is None
+        with pytest.raises(ValueError, match="more than"):
+            flushed_per_tensor_example(M, K, br, bc, element, cap + 1, lo, hi)
+
+
+def test_flush_compare_judges_without_raising_or_altering():
+    """Odd returns get a reason and never raise; the answer is not changed by the check; the wrong
+    dtype, shape, a zero and a value past hi each get a reason that names them."""
+    ex = get_exercise("ex06.flushed_per_tensor")
+    c = cases_for(ex, 0)[0]
+    target = ex.reference(*c.args)
+    x = target.example.copy()
+    before = x.copy()
+    assert ex.compare(x, target) is None and np.array_equal(x, before)
+    assert "float32" in ex.compare(x.astype(np.float64), target)
+    assert "shape" in ex.compare(x[:1], target)
+    z = x.copy()
+    z[0, 0] = 0
+    assert "zero" in ex.compare(z, target)
+    big = x.copy()
+    big[0, 0] = np.float32(target.hi * 2)
+    assert "outside" in ex.compare(big, target)
+    nan = x.copy()
+    nan[0, 0] = np.nan
+    assert "finite" in ex.compare(nan, target)
+    for odd in (None, "abc", x.tolist(), (x,), object(), np.array(["a"] * x.size).reshape(x.shape)):
+        reason = ex.compare(odd, target)
+        assert isinstance(reason, str) and reason
+
+
+def test_flush_solution_matches_the_wrong_k_detector():
+    """The solution's tensor for k flushes k per tensor and is judged wrong for k + 1 and k - 1."""
+    flushed_per_tensor = solution_functions()["flushed_per_tensor"]
+    ex = get_exercise("ex06.flushed_per_tensor")
+    for c in random_cases("flushed_per_tensor", SPEC.hidden_seed)[:20]:
+        x = flushed_per_tensor(*c.args)
+        assert ex.compare(x, ex.reference(*c.args)) is None
+        M, K, br, bc, element, k, lo, hi = c.args
+        for other in (k - 1, k + 1):
+            if 0 <= other <= flush_capacity(M, K, br, bc, element, lo, hi):
+                target = ex.reference(M, K, br, bc, element, other, lo, hi)
+                assert "round to 0" in ex.compare(x, target)
 
 
 # ---- ex06.coarsest_granularity

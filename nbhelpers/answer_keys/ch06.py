@@ -1,8 +1,13 @@
 """Chapter 06 exercises: scaled int8 / fp8 GEMM. Listed in ``EXERCISES`` for :mod:`nbhelpers.answer_keys`.
 
-- ``quantize_blocks``: its reference is :func:`nbhelpers.scaling.quantize` with the matching
-  :class:`~nbhelpers.recipes.Recipe` (fp32 scales, current amax); compared bit for bit (q and
-  scales), with the dtypes the statement asks for (a signed integer q for int8, float64 otherwise).
+- ``flushed_per_tensor``: a construction judged on its property: a float32 (M, K) tensor, every
+  |x| in [lo, hi] and none zero, that the course's quantizer (:func:`nbhelpers.scaling.quantize`, fp32
+  scales) gives back exactly with one scale per block and of which it flushes exactly k elements to 0
+  with one scale for the tensor. :class:`FlushTarget` holds the parameters and the course's example
+  (:func:`flushed_per_tensor_example`); the cases hold lower bounds on the tie itself (the flushed
+  values must sit on half a step), upper bounds that are no block's exact amax, ties that are (whole
+  blocks flush) and ties that are not (every block keeps a value), and k at its largest (the amax in
+  the smallest block).
 - ``asym_int8_gemm``: the epilogue of an 8-bit GEMM whose operands both carry zero points (uint8
   activations with a zero point per row or per tensor, uint8 weights with one per column or per
   tensor), from what a u8 x u8 kernel has: the raw codes' int32 product, the activations' row sums,
@@ -54,130 +59,216 @@ from ..scaling import dequantize, quantize
 _F32_TINY = 2.0**-149  # fp32's smallest subnormal: the floor of every fp32 scale
 
 
-# ------------------------------------------------------------------ 1. per-block quantization
+# ------------------------------------------------------------------ 1. exact per block, flushed per tensor
+
+#: The largest element value of each element type the exercise uses (qmax: a block's amax gets this code).
+ELEMENT_MAX = {"int8": 127.0, "e4m3fn": 448.0}
+#: Per tensor, x / S at most this share of a step rounds to 0: half the smallest nonzero code, the tie
+#: included (ties go to even, and 0 is even). int8: 0.5; e4m3fn: half of 2**-9.
+FLUSH_SHARE = {"int8": 0.5, "e4m3fn": 2.0**-10}
+#: The example's block that flushes all but one value: scale S * 2**-PART_SHIFT, so that its amax
+#: qmax * S * 2**-PART_SHIFT stays above the tie and the code 2**PART_SHIFT * FLUSH_SHARE lands on it.
+PART_SHIFT = {"int8": 7, "e4m3fn": 18}
 
 
-def quantize_blocks_ref(x: np.ndarray, block_rows, block_cols, element: str) -> tuple[np.ndarray, np.ndarray]:
-    """(q, scales) of x (M, K) by the engine: one fp32 scale per block_rows x block_cols block."""
-    return quantize(x, Recipe(element, (block_rows, block_cols)))
+def block_amax_at_most(top: float, floor: float, element: str) -> float | None:
+    """The largest a in [floor, top] that a block whose amax is a gives back exactly: a = qmax * s
+    for a float32 s (then fp32(a / qmax) is s and a's code qmax) with a a float32 itself; None if
+    there is none. Normal float32 values; at most 2**7 steps of s (one s in 2**7 has the low bits)."""
+    qmax = ELEMENT_MAX[element]
+    s = np.float32(top / qmax)
+    if float(s) * qmax > top:
+        s = np.nextafter(s, np.float32(0))
+    while s > 0 and float(s) * qmax >= floor:
+        a = float(s) * qmax  # exact in float64
+        if float(np.float32(a)) == a:
+            return a
+        s = np.nextafter(s, np.float32(0))
+    return None
 
 
-def _quantize_compare(got, expected) -> str | None:
-    """q and scales bit for bit, with the dtypes the statement asks for: q a signed integer array for
-    int8 (float codes of integer value are not one), float64 for e4m3fn, the scales float64; never
-    raises."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return f"returned {describe(got)}, expected a tuple (q, scales)"
-    want = (
-        ("q", "a signed integer array (int8 codes)", lambda d: d.kind == "i")
-        if expected[0].dtype.kind == "i"
-        else ("q", "a float64 array (e4m3fn values)", lambda d: d == np.float64),
-        ("scales", "a float64 array", lambda d: d == np.float64),
-    )
-    for i, (name, what, ok) in enumerate(want):
-        value = got[i]
-        if not isinstance(value, np.ndarray):
-            return f"element {i} ({name}): returned {describe(value)}, expected {what}"
-        if not ok(value.dtype):
-            return f"element {i} ({name}): an array of dtype {value.dtype}, expected {what}"
-    return same_value(tuple(got), expected)
+def block_slices(M: int, K: int, block_rows, block_cols) -> list[tuple[slice, slice]]:
+    """The blocks of an (M, K) tensor in row-major order; the last (bottom right) is the smallest."""
+    br = M if block_rows is None else block_rows
+    bc = K if block_cols is None else block_cols
+    return [(slice(i, i + br), slice(j, j + bc)) for i in range(0, M, br) for j in range(0, K, bc)]
 
 
-def _ties_block(rng: np.random.Generator, shape, qmax: float) -> np.ndarray:
-    """A block whose amax is qmax * 2**e (so its scale is exactly 2**e) and whose other values are
-    half-integers times 2**e: exact ties of the int8 rounding."""
-    e = int(rng.integers(-20, 10))
-    v = (rng.integers(-126, 126, size=shape) + 0.5) * 2.0**e
-    v.flat[int(rng.integers(v.size))] = rng.choice([-1.0, 1.0]) * qmax * 2.0**e
-    return v
+def flush_capacity(M: int, K: int, block_rows, block_cols, element: str, lo: float, hi: float) -> int:
+    """The most elements per-tensor quantization can flush while every block stays exact and every
+    |x| lies in [lo, hi]: none in the amax's block (its scale is the tensor's), so that block is the
+    smallest; every other block whole if some exact block amax lies in [lo, tie], else all but one."""
+    A = block_amax_at_most(hi, lo, element)
+    tie = FLUSH_SHARE[element] * A / ELEMENT_MAX[element]
+    if A is None or tie < lo:
+        return 0
+    whole = block_amax_at_most(tie, lo, element) is not None
+    sizes = [np.ones((M, K))[r, c].size for r, c in block_slices(M, K, block_rows, block_cols)[:-1]]
+    return sum(n if whole else n - 1 for n in sizes)
 
 
-def _ties_full_scale(rng: np.random.Generator, shape, qmax: float) -> np.ndarray:
-    """A block whose scale s = fp32(amax / qmax) has a full mantissa, with values exactly on the
-    element's ties times s (x / s is the tie in float64): int8 half-integers; for e4m3fn midpoints
-    between neighbouring values, and midpoints a relative 2**-30 off (rounded to float32 first, as
-    ml_dtypes 0.6 casts float64, those land on the midpoint). Multiplying by a rounded 1 / s moves
-    some of them off the tie; rounding twice moves the near ones onto it."""
-    while True:  # mostly scales whose rounded reciprocal does not give back 1: (1 / s) * s != 1
-        s = float(np.float32(np.exp2(rng.uniform(-12, 12))))
-        if s * (1.0 / s) != 1.0 or rng.random() < 0.3:
-            break
-    if qmax == 127.0:
-        v = (rng.integers(-126, 126, size=shape) + 0.5) * s
+def flushed_per_tensor_example(
+    M: int, K: int, block_rows, block_cols, element: str, k: int, lo: float, hi: float
+) -> np.ndarray:
+    """One answer, float32 (M, K): the tensor's amax A, the largest exact block amax <= hi, fills the
+    blocks that flush nothing (the last, smallest, among them); flushed values sit on the tie
+    t * A / qmax, in whole blocks when an exact block amax lies in [lo, tie], else beside one value
+    of a block whose scale is the tensor's times 2**-PART_SHIFT. ValueError if no answer exists."""
+    qmax, t = ELEMENT_MAX[element], FLUSH_SHARE[element]
+    A = block_amax_at_most(hi, lo, element)
+    if A is None:
+        raise ValueError(f"no block amax in [{lo!r}, {hi!r}] is exact")
+    S = A / qmax
+    tie = t * S
+    full = block_amax_at_most(tie, lo, element) if tie >= lo else None
+    part = qmax * S * 2.0 ** -PART_SHIFT[element]
+    x = np.full((M, K), A)
+    left = int(k)
+    for rows, cols in block_slices(M, K, block_rows, block_cols)[:-1]:
+        n = x[rows, cols].size
+        if left >= n and full is not None:
+            x[rows, cols] = full
+            left -= n
+        elif left > 0 and tie >= lo:
+            m = min(left, n - 1)
+            flat = np.full(n, part)
+            flat[:m] = tie
+            x[rows, cols] = flat.reshape(x[rows, cols].shape)
+            left -= m
+    if left:
+        raise ValueError(f"k = {k} is more than the {k - left} elements that can flush")
+    sign = np.where(np.arange(M * K).reshape(M, K) % 3 == 1, -1.0, 1.0)
+    return (sign * x).astype(np.float32)
+
+
+class FlushTarget:
+    """What :func:`flushed_per_tensor_ref` expects: a float32 (M, K) tensor, every |x| in [lo, hi]
+    (none zero), that the course's quantizer gives back exactly with one scale per block and of which
+    it flushes exactly k elements to 0 with one scale for the tensor; and one example. The check
+    reads the parameters and judges the property."""
+
+    __slots__ = ("M", "K", "block", "element", "k", "lo", "hi", "example")
+
+    def __init__(self, M, K, block, element, k, lo, hi, example) -> None:
+        self.M, self.K, self.block, self.element = M, K, block, element
+        self.k, self.lo, self.hi, self.example = k, lo, hi, example
+
+    def __repr__(self) -> str:
+        return f"a {self.M} x {self.K} {self.element} tensor, blocks {self.block}, {self.k} flushed per tensor"
+
+
+def flushed_per_tensor_ref(
+    M: int, K: int, block_rows, block_cols, element: str, k: int, lo: float, hi: float
+) -> FlushTarget:
+    example = flushed_per_tensor_example(M, K, block_rows, block_cols, element, k, lo, hi)
+    return FlushTarget(M, K, (block_rows, block_cols), element, int(k), float(lo), float(hi), example)
+
+
+def _flush_reason(got, t: FlushTarget) -> str | None:
+    shape = (t.M, t.K)
+    if not isinstance(got, np.ndarray):
+        return f"returned {describe(got)}, expected a float32 numpy array of shape {shape}"
+    if got.dtype != np.float32:
+        return f"an array of dtype {got.dtype}, expected float32"
+    if got.shape != shape:
+        return f"returned shape {got.shape}, expected {shape}"
+    x = np.array(got, dtype=np.float64)  # a copy: the answer itself is never touched
+
+    def first(bad: np.ndarray, why: str, more=lambda i, j: "") -> str:
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        return f"{int(bad.sum())} of {x.size} elements {why}; first at ({i}, {j}): x = {x[i, j]!r}{more(i, j)}"
+
+    bad = ~np.isfinite(x)
+    if bad.any():
+        return first(bad, "are not finite")
+    if (x == 0).any():
+        return first(x == 0, "are zero")
+    bad = (np.abs(x) < t.lo) | (np.abs(x) > t.hi)
+    if bad.any():
+        return first(bad, f"lie outside [{t.lo!r}, {t.hi!r}] in magnitude")
+    recipe = Recipe(t.element, t.block)
+    q, scales = quantize(x, recipe)
+    back = dequantize(q, scales, recipe)
+    bad = back != x
+    if bad.any():
+        return first(bad, "do not come back per block", lambda i, j: f", code {q[i, j]!r}, back {back[i, j]!r}")
+    qt, st = quantize(x, Recipe(t.element, (None, None)))
+    flushed = int(np.sum(qt == 0))
+    if flushed != t.k:
+        return f"per tensor (scale {float(st[0, 0])!r}) {flushed} elements round to 0, expected {t.k}"
+    return None
+
+
+def flushed_per_tensor_compare(got, expected: FlushTarget) -> str | None:
+    """None if ``got`` has the property (see :class:`FlushTarget`), else a short reason. Never raises."""
+    try:
+        return _flush_reason(got, expected)
+    except Exception as e:  # a hostile object: a failed case, never a crash
+        return f"could not judge the tensor ({type(e).__name__})"
+
+
+_FLUSH_BLOCKS = ((1, None), (None, 1), (1, 4), (2, 3), (3, 3), (4, 2), (1, 5), (5, 1), (2, None), (None, 3), (4, 4))
+
+
+def _flush_args(rng: np.random.Generator, element: str, M: int, K: int, block, kind: str, k_kind: str) -> tuple:
+    """One case's arguments. The tensor's best scale S = m * 2**e has few enough bits that qmax * S is
+    a float32; kind "whole": S = qmax / t * m' * 2**e, so the tie t * S is an exact block amax too;
+    hi lies between qmax * S and the next exact amax (often a float32 whose fp32(hi / qmax) rounds
+    up); lo at the tie ("tight", "whole"), below it by up to 2**6 ("loose"), or anywhere (k = 0)."""
+    qmax, t = ELEMENT_MAX[element], FLUSH_SHARE[element]
+    e = int(rng.integers(-40, 30))
+    if kind == "whole":
+        S = (qmax / t) * (2 * int(rng.integers(0, 2**8)) + 1) * 2.0**e
     else:
-        lo = (1 + rng.integers(0, 8, size=shape) / 8) * np.exp2(rng.integers(-5, 8, size=shape).astype(np.float64))
-        mid = lo * (1 + 1 / 16)  # halfway to the next e4m3fn value (8 mantissa steps a binade)
-        off = rng.choice([0.0, 2.0**-30, -(2.0**-30)], size=shape)
-        v = rng.choice([-1.0, 1.0], size=shape) * mid * (1 + off) * s
-    # the block's largest (every tie above is below qmax), so that fp32(amax / qmax) is s itself
-    v.flat[int(rng.integers(v.size))] = rng.choice([-1.0, 1.0]) * qmax * s
-    return v
+        bits = 17 if element == "int8" else 21
+        S = float(rng.integers(2 ** (bits - 1), 2**bits)) * 2.0 ** (e - bits)
+    A = qmax * S
+    assert float(np.float32(A)) == A and float(np.float32(S)) == S
+    s = np.nextafter(np.float32(S), np.float32(np.inf))
+    while float(np.float32(float(s) * qmax)) != float(s) * qmax:
+        s = np.nextafter(s, np.float32(np.inf))
+    gap = float(s) * qmax - A  # to the next exact block amax
+    u = 0.0 if rng.random() < 0.25 else float(rng.random())
+    hi = float(np.float32(A + u * gap))
+    if hi >= A + gap or hi > A + u * gap:
+        hi = float(np.nextafter(np.float32(hi), np.float32(0)))
+    if kind in ("tight", "whole"):
+        lo = t * S
+    elif kind == "loose":
+        lo = float(np.float32(t * S * 2.0 ** -float(rng.uniform(0, 6))))
+    else:
+        lo = float(np.float32(A * 2.0 ** -float(rng.uniform(0.01, 12))))
+    block = tuple(block)
+    cap = flush_capacity(M, K, *block, element, lo, hi)
+    if k_kind == "max" or cap <= 1:
+        k = cap
+    elif k_kind == "zero":
+        k = 0
+    else:
+        k = int(rng.integers(1, cap))
+    return (M, K, *block, element, k, lo, hi)
 
 
-def _fill_blocks(x: np.ndarray, br: int, bc: int, rng: np.random.Generator, element: str) -> None:
-    """Give some blocks of x a hard content: all zeros, tiny values (scales in fp32's subnormal
-    range, rounded far down, so x / scale passes the element's max), exact ties, huge values."""
-    M, K = x.shape
-    qmax = 127.0 if element == "int8" else 448.0
-    for i in range(0, M, br):
-        for j in range(0, K, bc):
-            blk = x[i : i + br, j : j + bc]
-            r = rng.random()
-            if r < 0.12:
-                blk[...] = 0.0
-            elif r < 0.27:  # amax / qmax in fp32's subnormal range: the scale rounds by up to half of itself
-                blk[...] = rng.standard_normal(blk.shape) * 2.0 ** float(rng.uniform(-146, -135))
-            elif r < 0.45 and element == "int8":
-                blk[...] = _ties_block(rng, blk.shape, qmax)
-            elif r < 0.55:
-                blk[...] = _ties_full_scale(rng, blk.shape, qmax)
-            elif r < 0.62:
-                blk[...] = blk * 2.0 ** float(rng.uniform(-30, 60))
-
-
-def _quantize_cases(rng: np.random.Generator) -> list[Case]:
-    tiny = 1.4 * 127 * _F32_TINY
+def _flush_cases(rng: np.random.Generator) -> list[Case]:
     cases = [
+        Case((2, 3, 1, None, "int8", 1, 0.5, 127.0), label="int8 per row, scale 1: the flushed value at half a step"),
+        Case((3, 4, None, None, "int8", 0, 1.0, 3.0), label="one block (per tensor): nothing can flush"),
+        Case((2, 4, 1, 2, "int8", 3, 2.0**-10, 1.0), label="hi = 1.0 is no block's exact amax"),
         Case(
-            (np.array([[1.0, -2.0, 0.5], [127.0, 0.25, -127.0]]), None, None, "int8"),
-            label="per tensor: amax 127, scale 1",
+            (2, 5, 1, 2, "e4m3fn", 7, 448.0 * 2.0**-20, 196.0),
+            label="e4m3fn, S = 0.4375: the tie 448 * 2**-20 is an exact block amax, blocks flushed whole",
         ),
-        Case((np.array([[0.0, 0.0], [3.0, -1.5]]), 1, None, "int8"), label="per row: an all-zero row"),
-        Case((np.array([[2.5, 0.5, -1.5, 127.0 * 1.0]]), 1, None, "int8"), label="int8 ties go to even"),
-        Case((np.arange(1.0, 21.0).reshape(4, 5), 3, 2, "int8"), label="blocks 3 x 2 on a 4 x 5 tensor: edge blocks"),
-        Case(
-            (np.array([[tiny, -tiny / 3, 0.0, 1e-45]]), None, None, "int8"),
-            label="a scale in fp32's subnormals: x / scale past 127 (clamped)",
-        ),
-        Case(
-            (np.array([[1.4 * 448 * _F32_TINY, 1e-44], [0.0, 0.0]]), None, 1, "e4m3fn"),
-            label="e4m3fn per column: a subnormal scale, clamped to 448, and a zero column",
-        ),
-        Case((np.array([[448.0, 1.0, -0.1], [1e3, 3.0, 2.0**-20]]), 1, None, "e4m3fn"), label="e4m3fn per row"),
-        Case((np.linspace(-3.0, 3.0, 40).reshape(5, 8), 2, 3, "e4m3fn"), label="e4m3fn, 2 x 3 blocks with edges"),
-        Case((np.array([[0.1, 0.2, 0.3]]), None, 2, "int8"), label="amax / 127 not an fp32 value"),
+        Case((5, 5, 2, 2, "int8", 16, 0.5, 127.0), label="k at its largest: the amax in the 1 x 1 corner block"),
+        Case((4, 6, 2, 3, "e4m3fn", 9, 2.0**-14, 127.0), label="e4m3fn, a loose lower bound"),
     ]
-    blocks = [
-        (None, None),
-        (1, None),
-        (None, 1),
-        (1, 4),
-        (2, 3),
-        (3, 3),
-        (4, 2),
-        (1, 5),
-        (5, 1),
-        (2, None),
-        (None, 3),
-        (4, 4),
-    ]
-    for i in range(90):
+    kinds = ("tight", "tight", "whole", "loose", "free")
+    for i in range(60):
         element = "int8" if i % 2 == 0 else "e4m3fn"
-        M, K = int(rng.integers(1, 10)), int(rng.integers(1, 14))
-        br, bc = blocks[int(rng.integers(len(blocks)))]
-        x = rng.standard_normal((M, K)) * np.exp2(rng.uniform(-4, 4, size=(M, K)))
-        _fill_blocks(x, M if br is None else br, K if bc is None else bc, rng, element)
-        cases.append(Case((x, br, bc, element)))
+        M, K = int(rng.integers(2, 9)), int(rng.integers(2, 12))
+        block = _FLUSH_BLOCKS[int(rng.integers(len(_FLUSH_BLOCKS)))]
+        kind = kinds[int(rng.integers(len(kinds)))]
+        k_kind = "zero" if kind == "free" else str(rng.choice(["max", "max", "some"]))
+        cases.append(Case(_flush_args(rng, element, M, K, block, kind, k_kind)))
     return cases
 
 
@@ -1020,12 +1111,12 @@ FORBIDDEN_NO_ROUNDING = (*FORBIDDEN, "nbhelpers.rounding")
 
 EXERCISES = [
     Exercise(
-        "ex06.quantize_blocks",
-        "Per-block quantization",
+        "ex06.flushed_per_tensor",
+        "Exact per block, flushed per tensor",
         4,
-        quantize_blocks_ref,
-        _quantize_cases,
-        compare=_quantize_compare,
+        flushed_per_tensor_ref,
+        _flush_cases,
+        compare=flushed_per_tensor_compare,
         forbidden=FORBIDDEN,
     ),
     Exercise(
