@@ -1282,6 +1282,12 @@ CHAPTERS = [
                 ("flushed_per_tensor", "if left >= n and full is not None:", "if False:"),
                 # every block flushed whole at the tie, whether or not the tie is an exact block amax
                 ("flushed_per_tensor", "full = exact_amax(tie, lo) if tie >= lo else None", "full = tie"),
+                # a block flushed whole at the largest exact amax below the tie, however far below lo
+                (
+                    "flushed_per_tensor",
+                    "full = exact_amax(tie, lo) if tie >= lo else None",
+                    "full = exact_amax(tie, 0.0)",
+                ),
                 # the kept value's block scale S * 2**-8: its amax falls below the tie and flushes too
                 ("flushed_per_tensor", "2.0**-7 if", "2.0**-8 if"),
                 # e4m3fn flushes below its smallest subnormal 2**-9 (the tie is half of it)
