@@ -62,6 +62,7 @@ WORKS: tuple[Work, ...] = (
             r"Fasi et al\.(?: 2021)?",
         ),
     ),
+    Work("frantar-2024", (r"Frantar et al\.,? 2024",)),
     Work(
         "higham-2002",
         (
@@ -92,6 +93,7 @@ WORKS: tuple[Work, ...] = (
     # --- specifications, documentation and software ----------------------------------------------
     Work("a100-whitepaper", (r"NVIDIA's A100 (?:Tensor Core GPU Architecture )?whitepaper",)),
     Work("tvm-19432", (r"apache/tvm#19432",)),
+    Work("cccl-ptx", (r"NVIDIA's CCCL",)),
     Work("cublas-12-9-blog", (r"NVIDIA's cuBLAS 12\.9 blog post",)),
     Work("cublas", (r"cuBLAS documentation",)),
     Work("cuda-programming-guide", (r"(?:NVIDIA's )?CUDA C\+\+ Programming Guide",)),
@@ -121,6 +123,7 @@ WORKS: tuple[Work, ...] = (
     Work("ml-dtypes", (r"(?<=ml_dtypes )README",)),
     Work("ml-dtypes-401", (r"pull request #401(?= on GitHub, jax-ml/ml_dtypes)",)),
     Work("nsight-compute", (r"Nsight Compute", r"NVIDIA's occupancy calculator")),
+    Work("mig-parted-120", (r"NVIDIA/mig-parted#120",)),
     Work("ocp-ofp8", (r"OCP 8-bit floating point specification",)),
     Work(
         "ocp-mx",
@@ -136,6 +139,7 @@ WORKS: tuple[Work, ...] = (
     Work("pytorch-numerical-accuracy", (r"PyTorch's notes on numerical accuracy",)),
     Work("pytorch-154680", (r"pytorch/pytorch#154680",)),
     Work("pytorch-178817", (r"pytorch/pytorch#178817",)),
+    Work("torchao-1835", (r"pytorch/ao#1835",)),
     Work("torchao", (r"torchao 0\.18's source",)),
     Work(
         "transformer-engine",
