@@ -3,7 +3,8 @@ tiled GEMM, chapters 03 and 09), :mod:`~nbhelpers.kernels.scaled_gemm` (fp8 GEMM
 block scales, chapter 09), :mod:`~nbhelpers.kernels.copy` (copies, strided reads, transposes, chapter 08),
 :mod:`~nbhelpers.kernels.grouped_gemm` (one launch for every expert of a mixture-of-experts layer, chapter 10),
 :mod:`~nbhelpers.kernels.pressure` (a kernel with a constexpr number of live values: register pressure, chapter 09),
-:mod:`~nbhelpers.kernels.topk` (top-k of each row: a running top-k, two stages, radix select, chapter 11).
+:mod:`~nbhelpers.kernels.topk` (top-k of each row: a running top-k, two stages, radix select, chapter 11),
+:mod:`~nbhelpers.kernels.w4a16` (16-bit activations times int4 weights with group scales, chapter 12).
 Beside them, :mod:`~nbhelpers.kernels.operands` turns what :func:`nbhelpers.scaling.quantize`
 returns into the scaled launchers' operands (:func:`~nbhelpers.kernels.operands.kernel_operand`)
 and holds how a launcher declares the recipes it runs.
