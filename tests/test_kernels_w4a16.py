@@ -16,6 +16,8 @@ Bit-exact: with A integers in [-4, 4] and power-of-two scales from 2**-3 to 2**3
 sum is a multiple of 2**-3 below 2**18 (K <= 320), exact in fp32 whatever the order or the
 truncation: kernel and reference must then agree exactly, and a misplaced nibble, group or zero
 point shows. Wrong layouts (nibbles swapped, scales of the next group) must fail the bound.
+The outside oracle is torch's CPU int4 matmul (aten._weight_int4pack_mm_for_cpu), bit for bit on
+the same integer data.
 """
 
 from nbhelpers.device import setup_device
@@ -221,3 +223,23 @@ def test_bad_inputs_are_refused_with_a_sentence():
         w4a16_matmul(a[0], p, s, z, 32)
     with pytest.raises(ValueError, match="scales is on meta"):
         w4a16_matmul(a, p, s.to("meta"), z, 32)
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"), reason="this torch has no CPU int4 matmul"
+)
+@pytest.mark.parametrize("group", GROUPS)
+def test_torch_s_own_int4_matmul_agrees(group):
+    """An outside oracle: torch's CPU int4 weight-only matmul (``aten._weight_int4pack_mm_for_cpu``,
+    tinygemm's convention w = (u - 8) s + zero_f with unsigned u and one float zero_f per group and
+    column). Our w = (u - z) s is theirs with zero_f = (8 - z) s, exact here; on integer data every
+    sum is exact, so both bf16 outputs are the exact sum rounded once and must agree bit for bit."""
+    M, K, N = 5, 384, 96
+    for zeros in (False, True):
+        a, p, s, z = operands(M, K, N, group, zeros, seed=group + zeros, integer=True)
+        u = unpack_int4(p.cpu(), signed=not zeros).to(torch.int32) + (0 if zeros else 8)  # (K, N) in [0, 15]
+        zero_f = (8 - z.cpu().double()) * s.cpu().double() if zeros else torch.zeros(s.shape, dtype=torch.float64)
+        sz = torch.stack([s.cpu(), zero_f.to(torch.bfloat16)], dim=-1).contiguous()  # (K / group, N, 2)
+        w = torch.ops.aten._convert_weight_to_int4pack_for_cpu(u.t().contiguous(), 1)
+        theirs = torch.ops.aten._weight_int4pack_mm_for_cpu(a.cpu(), w, group, sz)
+        assert torch.equal(w4a16_matmul(a, p, s, z, group).cpu(), theirs), zeros

@@ -29,9 +29,11 @@ multiplication by the scale, the additions into the fp32 accumulator and the out
 :func:`w4a16_error_bound` counts them. On a GPU the compiler may fuse the multiplication and the
 addition into one FMA (one rounding fewer, inside the bound).
 
-Production kernels multiply the 16-bit weights by 16-bit scales before the mma instead (one more
-rounding per weight) and lay the codes out for the tensor core's fragments; this kernel keeps the
-plain (K, N) layout so that its reference is a few lines of torch.
+The other order, each weight dequantized to (q - z) * s in 16 bits before the ``tl.dot``, rounds
+once more per weight (12 significant bits into bf16's 8); this one keeps every product exact, so
+the kernel can be checked bit for bit where the sums are exact. The codes keep the plain (K, N)
+layout, not one arranged for the tensor core's register fragments, so that the reference is a few
+lines of torch.
 
 **Configs**: :func:`pick_config` chooses by M, no autotuning: decode (M <= 16) gets a GEMV-like
 tile of 16 rows (``tl.dot`` needs 16) and narrow columns, so that a 4096-wide layer still has 128
