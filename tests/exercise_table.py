@@ -1071,6 +1071,21 @@ CHAPTERS = [
                     "    k = 0\n    while k < n and (k + 1) / n <= max_underflow:\n        k += 1\n",
                     "    k = min(math.floor(max_underflow * n + 1e-9), n - 1)\n",
                 ),
+                # the floor of the float product, raised by one where it fell below a count: one too
+                # many where the product rounds up to c although max_underflow is below c / n
+                (
+                    "scale_window",
+                    "    k = 0\n    while k < n and (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = min(math.floor(max_underflow * n), n - 1)\n"
+                    "    if k + 1 < n and (k + 1) / n <= max_underflow:\n        k += 1\n",
+                ),
+                # ... or lowered by one where it rounded up: one too few where it falls below c
+                (
+                    "scale_window",
+                    "    k = 0\n    while k < n and (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = min(math.floor(max_underflow * n), n - 1)\n"
+                    "    if k / n > max_underflow:\n        k -= 1\n",
+                ),
                 # overflow taken to start above the largest finite value (65504 in fp16), not at the midpoint 65520
                 ("scale_window", "limit = top + 2.0 ** (bias - man_bits) / 2", "limit = math.nextafter(top, math.inf)"),
                 # the tie at the midpoint thought to round down to the largest finite value
@@ -1129,6 +1144,19 @@ CHAPTERS = [
                     "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
                     "    k = math.floor(max_underflow * n + 1e-9)\n",
                 ),
+                # the floor of the float product, raised by one where it fell below a count: one too
+                # many where the product rounds up to c although max_underflow is below c / n
+                (
+                    "window_gradients",
+                    "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = math.floor(max_underflow * n)\n    if (k + 1) / n <= max_underflow:\n        k += 1\n",
+                ),
+                # ... or lowered by one where it rounded up: one too few where it falls below c
+                (
+                    "window_gradients",
+                    "    k = 0\n    while (k + 1) / n <= max_underflow:\n        k += 1\n",
+                    "    k = math.floor(max_underflow * n)\n    if k / n > max_underflow:\n        k -= 1\n",
+                ),
                 # the allowed count rounded up
                 (
                     "window_gradients",
@@ -1177,6 +1205,19 @@ CHAPTERS = [
                 # ---- misordered_clip_ratio
                 # torch's guard 1e-6 left out of the clip factor
                 ("misordered_clip_ratio", "max_norm / (norm + 1e-6)", "max_norm / norm"),
+                # the textbook condition "clip when the norm exceeds max_norm" in the wrong order: torch
+                # clips a scaled norm less than 1e-6 below max_norm too
+                (
+                    "misordered_clip_ratio",
+                    "wrong = g * clip_factor(scale * norm)",
+                    "wrong = g * (clip_factor(scale * norm) if scale * norm > max_norm else 1.0)",
+                ),
+                # ... and in both orders
+                (
+                    "misordered_clip_ratio",
+                    "return min(1.0, max_norm / (norm + 1e-6))",
+                    "return max_norm / (norm + 1e-6) if norm > max_norm else 1.0",
+                ),
                 # the guard added to the true norm and the sum scaled: the clip sees scale * (norm + 1e-6)
                 (
                     "misordered_clip_ratio",

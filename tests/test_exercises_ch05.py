@@ -347,3 +347,66 @@ def test_settled_scale_cap_reached_exactly_by_an_all_ones_significand():
     case = next(c for c in cases_for("ex05.settled_scale", 0) if "all-ones" in (c.label or ""))
     assert settled_scale_ref(*case.args) == (float(np.finfo(np.float32).max), 0.0)
     assert wrong(*case.args) != settled_scale_ref(*case.args)
+
+
+def _rounds_up_to(f: float, n: int) -> int | None:
+    """c when f is below c / n although f * n rounds up to the count c in floats, else None."""
+    c = f * n
+    return int(c) if c == int(c) and f < Fraction(int(c), n) else None
+
+
+def _falls_below(f: float, n: int) -> int | None:
+    """c when f is the float c / n although f * n falls below the count c in floats, else None."""
+    c = math.ceil(f * n)
+    return c if 0 < c < n and f == c / n and f * n < c else None
+
+
+@pytest.mark.parametrize("seed", [0, 12345, 8142093377, 2**40 + 7])
+def test_window_cases_take_the_float_product_both_ways(seed):
+    """The max_underflow of both window exercises sits where the float product with n rounds down
+    across a count (c / n * n < c) and where it rounds up onto one (the float below c / n, times n,
+    is c), on purpose, in the labelled cases and in the random cases of every seed the
+    memorised-cases attack uses: a count fixed in one direction only fails either way."""
+    for ex_id in ("ex05.scale_window", "ex05.window_gradients"):
+        ex = get_exercise(ex_id)
+        down = up = labelled = 0
+        for c in cases_for(ex, seed):
+            if ex_id == "ex05.scale_window":
+                x, f = c.args[:2]
+                n = int(np.count_nonzero(x))
+            else:
+                n, f = c.args[0], c.args[3]
+            count = _rounds_up_to(f, n)
+            if c.label and "it rounds to" in c.label:
+                labelled += 1
+                assert count is not None and f"it rounds to {count}" in c.label, c
+                if ex_id == "ex05.scale_window":  # the count tells: one value more may underflow at c / n
+                    assert scale_window_ref(x, f, 5, 10) != scale_window_ref(x, count / n, 5, 10)
+                else:  # the reference puts count values at the bottom: count - 1 may underflow
+                    example = ex.reference(*c.args).example
+                    assert np.count_nonzero(example == example[0]) == count
+            if c.label:
+                continue
+            up += count is not None
+            down += _falls_below(f, n) is not None
+        assert labelled >= 1 and up >= 3 and down >= 3, (ex_id, seed, labelled, up, down)
+
+
+def test_clip_cases_put_the_scaled_norm_just_below_max_norm():
+    """torch clips by max_norm / (norm + 1e-6) whenever that is below 1, so a scaled norm less
+    than 1e-6 below max_norm is clipped, which "clip when norm > max_norm" misses: the labelled
+    cases and a quarter of the random ones of any seed sit there, and the clip changes the answer
+    by far more than the check's tolerance."""
+    ex = get_exercise("ex05.misordered_clip_ratio")
+    for seed in (0, 12345, 8142093377):
+        near = 0
+        for c in cases_for(ex, seed):
+            g, scale, max_norm, opt = c.args
+            scaled = scale * float(np.linalg.norm(g))
+            if max_norm - 1e-6 < scaled <= max_norm:
+                near += 1
+                if opt == "sgd":
+                    assert ex.reference(*c.args) < 1 - 1e-8, c
+            if c.label and "5e-7 below" in c.label:
+                assert max_norm - 1e-6 < scaled <= max_norm and ex.reference(*c.args) < 1 - 1e-6, c
+        assert near >= 2 + 64 // 4, (seed, near)

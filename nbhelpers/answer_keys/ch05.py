@@ -116,12 +116,13 @@ def _pow2_exponents_crossing(a: np.ndarray, limit: float) -> np.ndarray:
     return np.floor(np.log2(limit / a)).astype(np.int64)
 
 
-def _window_case(rng: np.random.Generator) -> Case:
+def _window_case(rng: np.random.Generator, kind: str = "down") -> Case:
     """A gradient sample for one format: log-normal magnitudes of random sign, spread over some
     binades, some zeros; in most cases elements moved onto the hard places of one scale near the
     answer: exactly the underflow tie (half the smallest subnormal), just above it, exactly the
     overflow midpoint (max + half an ulp, which rounds to inf), just below it, between max and the
-    midpoint; max_underflow sometimes exactly the fraction that underflows at some scale."""
+    midpoint; max_underflow sometimes exactly the fraction that underflows at some scale, or a float
+    next to a count over n where the float product with n rounds ``kind`` ("down" or "up")."""
     eb, mb = _WINDOW_FORMATS[rng.integers(len(_WINDOW_FORMATS))]
     fmt = _fmt(eb, mb)
     n = int(rng.integers(1, 300))
@@ -153,19 +154,22 @@ def _window_case(rng: np.random.Generator) -> Case:
         e = int(math.log2(window[0])) if window else 0
         f = min(_underflow_count(nz, e + int(rng.integers(-2, 1)), fmt) / nz.size, 0.9)
     if rng.random() < 0.5 and scale_window_ref(x, f, eb, mb) is not None:
-        # a count c whose fraction c / n, times n in floats, falls below c, where the window with
-        # c values underflowing differs from the one with c - 1: off by one there is wrong
+        # a count c where the float product of the fraction with n rounds the wrong way ("down":
+        # c / n times n falls below c; "up": the float just below c / n, times n, is c), and where
+        # the window with c values underflowing differs from the one with c - 1: off by one there
+        # is wrong
         n_nz = _nonzero(x).size
         telling = [
             c
-            for c in _hazards(n_nz)
+            for c in (_hazards(n_nz) if kind == "down" else _hazards_up(n_nz))
             if c / n_nz <= 0.9
             and scale_window_ref(x, c / n_nz, eb, mb) != scale_window_ref(x, math.nextafter(c / n_nz, 0.0), eb, mb)
         ]
         if telling and rng.random() < 0.7:
-            f = telling[int(rng.integers(len(telling)))] / n_nz
+            c = telling[int(rng.integers(len(telling)))]
+            f = c / n_nz if kind == "down" else math.nextafter(c / n_nz, 0.0)
         else:
-            f = _float_hazard(rng, f, n_nz)
+            f = _float_hazard(rng, f, n_nz, kind if rng.random() < 0.6 else "below")
     return Case((x, f, eb, mb))
 
 
@@ -174,18 +178,26 @@ def _hazards(n: int) -> list[int]:
     return [c for c in range(1, n) if (c / n) * n < c]
 
 
-def _float_hazard(rng: np.random.Generator, f: float, n: int) -> float:
-    """Sometimes a fraction c / n whose float product with n falls below c, sometimes f a hair
-    less than itself (one count fewer when f is a count over n): the places where a count computed
-    as ``int(f * n)``, or with an epsilon, is off by one."""
-    r = rng.random()
-    hazards = [c for c in _hazards(n) if c / n <= 0.9]
-    if r < 0.5 and hazards:  # the one nearest f's own count
-        c = min(hazards, key=lambda c: (abs(c - f * n), rng.random()))
-        return c / n
-    if r < 0.8 and f > 0:
-        return math.nextafter(f, 0.0)
-    return f
+def _hazards_up(n: int) -> list[int]:
+    """The counts c < n for which the float just below c / n, times n in floats, rounds up to c
+    (nextafter(0.2, 0) * 100 == 20.0): a floor of the product counts one too many there."""
+    return [c for c in range(1, n) if math.nextafter(c / n, 0.0) * n >= c]
+
+
+def _float_hazard(rng: np.random.Generator, f: float, n: int, kind: str, top: float = 0.9) -> float:
+    """A fraction at most ``top`` next to a count over n, where a count computed from the float
+    product ``f * n`` is off by one, the count nearest f's own: "down", a fraction c / n whose
+    product with n falls below c (``int(f * n)`` one too few); "up", the float just below c / n,
+    whose product with n rounds up to c (``floor(f * n)`` one too many); "below", f a hair less than
+    itself (one count fewer when f is a count over n: an epsilon takes one too many). f itself
+    where n has no such count."""
+    if kind == "below":
+        return math.nextafter(f, 0.0) if f > 0 else f
+    counts = [c for c in (_hazards(n) if kind == "down" else _hazards_up(n)) if c / n <= top]
+    if not counts:
+        return f
+    c = min(counts, key=lambda c: (abs(c - f * n), rng.random()))
+    return c / n if kind == "down" else math.nextafter(c / n, 0.0)
 
 
 def _window_cases(rng: np.random.Generator) -> list[Case]:
@@ -207,12 +219,16 @@ def _window_cases(rng: np.random.Generator) -> list[Case]:
     # c of n may underflow, max_underflow = c / n, whose float product with n falls just below c
     # (1 / 49 * 49 < 1): c values far below n - c values of 1, so only letting all c underflow
     # leaves a window
-    for c, n in ((1, 49), (3, 47), (15, 44)):
+    for c, n in ((1, 49), (3, 47), (15, 44), (5, 12)):
         x = np.concatenate([np.full(c, 2.0**-60), np.ones(n - c)])
-        cases.append(Case((x, c / n, 5, 10), label=f"{c} of {n} may underflow: {c} / {n} * {n} < {c} in floats"))
-        below = math.nextafter(c / n, 0.0)  # a hair less: c - 1 may
-        cases.append(Case((x, below, 5, 10), label=f"{c} - 1 of {n} may underflow: just below {c} / {n}"))
-    cases += [_window_case(rng) for _ in range(70)]
+        if (c / n) * n < c:
+            cases.append(Case((x, c / n, 5, 10), label=f"{c} of {n} may underflow: {c} / {n} * {n} < {c} in floats"))
+            below = math.nextafter(c / n, 0.0)  # a hair less: c - 1 may
+            cases.append(Case((x, below, 5, 10), label=f"{c} - 1 of {n} may underflow: just below {c} / {n}"))
+        else:  # the float just below c / n, times n, rounds up to c: still only c - 1 may
+            label = f"{c} - 1 of {n} may underflow: just below {c} / {n}, although times {n} it rounds to {c}"
+            cases.append(Case((x, math.nextafter(c / n, 0.0), 5, 10), label=label))
+    cases += [_window_case(rng, ("down", "up")[i % 2]) for i in range(70)]
     return cases
 
 
@@ -342,14 +358,27 @@ def _window_gradient_cases(rng: np.random.Generator) -> list[Case]:
         Case((44, 2.0**-8, 2.0**20, 15 / 44), label="15 of 44 may underflow: 15 / 44 * 44 < 15 in floats"),
         Case((49, 2.0**-3, 2.0**9, math.nextafter(1 / 49, 0.0)), label="none of 49 may: just below 1 / 49"),
         Case((44, 2.0**-8, 2.0**20, math.nextafter(15 / 44, 0.0)), label="14 of 44 may: just below 15 / 44"),
+        # the float just below c / n, whose product with n rounds up to c: c - 1 may
+        Case(
+            (100, 2.0**-6, 2.0**15, math.nextafter(0.2, 0.0)),
+            label="19 of 100 may: just below 20 / 100, although times 100 it rounds to 20",
+        ),
+        Case(
+            (12, 2.0**4, 2.0**30, math.nextafter(5 / 12, 0.0)),
+            label="4 of 12 may: just below 5 / 12, although times 12 it rounds to 5",
+        ),
     ]
-    for _ in range(25):
+    for i in range(25):
         n = int(rng.integers(2, 400))
         e_lo = int(rng.integers(-60, 60))
         e_hi = e_lo + int(rng.integers(0, FP16_RANGE_BITS + 1))
         f = float(rng.choice(_FRACTIONS)) if rng.random() < 0.6 else int(rng.integers(0, n // 2 + 1)) / n
-        if rng.random() < 0.5:
-            f = min(_float_hazard(rng, f, n), 0.5)
+        # a float product that rounds down, or up, across a count, in every fourth case each
+        kind = ("down", "up", "below", None)[i % 4]
+        if kind == "below" and rng.random() < 0.5:
+            kind = None
+        if kind is not None:
+            f = _float_hazard(rng, f, n, kind, top=0.5)
         if n == 2 and f >= 0.5:  # no two values have a window if one may underflow (the spec says so)
             f = 0.0
         cases.append(Case((n, math.ldexp(1.0, e_lo), math.ldexp(1.0, e_hi), f)))
@@ -538,6 +567,8 @@ def _clip_cases(rng: np.random.Generator) -> list[Case]:
     own = np.random.default_rng(505)  # the named cases' gradients: the same for every seed
     small, big = _grads(own, 16, 0.5), _grads(own, 4096, 0.5)
     tiny = _grads(own, 64, 64 * 1e-9)  # elements near Adam's eps before any clip
+    # the scaled norm 5e-7 below max_norm: the guard still clips, where "norm > max_norm" would not
+    near = 2.0**20 * float(np.linalg.norm(tiny)) + 5e-7
     cases = []
     for opt in CLIP_OPTIMIZERS:
         cases += [
@@ -552,13 +583,18 @@ def _clip_cases(rng: np.random.Generator) -> list[Case]:
                 label=f"{opt}, one gradient: both orders clip, by factors the guard sets",
             ),
             Case((_grads(own, 100, 1.0, zeros=True), 3000.0, 1.0, opt), label=f"{opt}, some gradients 0, scale 3000"),
+            Case(
+                (tiny, 2.0**20, near, opt),
+                label=f"{opt}, the scaled norm 5e-7 below max_norm: the wrong order still clips",
+            ),
         ]
     # random gradients of random sizes; half the cases put the elements the wrong order leaves,
-    # about max_norm / (scale sqrt(n)), near Adam's eps, where its update stops being lr * sign
+    # about max_norm / (scale sqrt(n)), near Adam's eps, where its update stops being lr * sign;
+    # one in four puts the scaled norm less than the guard 1e-6 below max_norm (kind 4)
     for i in range(64):
         opt = CLIP_OPTIMIZERS[i % 2]
         n = int(np.exp2(rng.uniform(0, 12)))
-        kind = int(rng.integers(0, 4))
+        kind = 4 if i % 8 >= 6 else int(rng.integers(0, 4))
         if kind in (0, 1):  # the wrong order clips; its elements near eps
             element = float(np.exp2(rng.uniform(math.log2(1e-10), math.log2(1e-6))))
             c = float(np.exp2(rng.uniform(-6, 4)))
@@ -572,10 +608,17 @@ def _clip_cases(rng: np.random.Generator) -> list[Case]:
             scale = math.ldexp(1.0, int(rng.integers(0, 25)))
             norm = float(np.exp2(rng.uniform(-26, -14)))
             c = float(np.exp2(rng.uniform(-22, -10)))
-        else:  # anywhere
+        elif kind == 3:  # anywhere
             scale = math.ldexp(1.0, int(rng.integers(0, 25))) if rng.random() < 0.7 else float(rng.uniform(1.0, 1e5))
             norm = float(np.exp2(rng.uniform(-30, 12)))
             c = float(np.exp2(rng.uniform(-20, 6)))
+        else:  # the scaled norm in (max_norm - 1e-6, max_norm): torch's guard clips, norm > max_norm does not
+            element = float(np.exp2(rng.uniform(math.log2(1e-10), math.log2(1e-6))))
+            c = float(np.exp2(rng.uniform(-20, 0)))
+            scale = min(max(c / (element * math.sqrt(n)), 1.0), 2.0**24)
+            if rng.random() < 0.7:
+                scale = math.ldexp(1.0, round(math.log2(scale)))
+            norm = (c - float(rng.uniform(0.05, 0.9)) * CLIP_EPS) / scale
         cases.append(Case((_grads(rng, n, norm, zeros=rng.random() < 0.2), scale, c, opt)))
     return cases
 
