@@ -155,7 +155,13 @@ def _load_from_source(path: str, name: str):
         for n in tree.body
         if isinstance(n, (ast.Import, ast.ImportFrom))
         or _is_jit(n)
-        or (isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant))
+        # a constant bound to a name; not ``mask[i] = False``, whose array the rest of the
+        # notebook builds
+        or (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Constant)
+            and all(isinstance(t, ast.Name) for t in n.targets)
+        )
     ]
     text = "\n\n".join(ast.unparse(n) for n in keep) + "\n"
     mod_name = "cc_" + re.sub(r"\W", "_", path.rsplit(".", 1)[0])

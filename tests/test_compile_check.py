@@ -26,6 +26,7 @@ from nbhelpers.compile_check import (
     check,
     findings,
     instruction_summary,
+    kernel_of,
     parse_ptxas,
 )
 from nbhelpers.families import gemm_args
@@ -428,3 +429,22 @@ def test_global_access_counts_loads_and_stores_by_vector_width():
     """
     assert global_access(ptx) == {"ld": {"v4": 2, "1": 1, "v2": 1}, "st": {"v4": 1}}
     assert global_access("fma.rn.f32 %f1, %f2, %f3, %f4;") == {"ld": {}, "st": {}}
+
+
+def test_a_notebook_kernel_loads_without_the_cells_around_it(tmp_path):
+    # a notebook's code cells: the kernel, a constant it reads, and an array built and then
+    # changed element by element (`mask[i] = False` has a constant value but is no constant)
+    cells = [
+        "import numpy as np\nimport triton\nimport triton.language as tl",
+        "BLOCK = 16",
+        "mask = np.isin(np.arange(8) // 4, [0])\nmask[1] = False",
+        "@triton.jit\ndef copy_kernel(x_ptr, y_ptr):\n"
+        "    r = tl.arange(0, 16)\n    tl.store(y_ptr + r, tl.load(x_ptr + r))",
+    ]
+    nb = {"cells": [{"cell_type": "code", "source": c} for c in cells]}
+    path = tmp_path / "book.ipynb"
+    path.write_text(json.dumps(nb))
+    kernel = kernel_of(f"{path}:copy_kernel")
+    assert kernel.fn.__name__ == "copy_kernel"
+    assert kernel.fn.__globals__["BLOCK"] == 16
+    assert "mask" not in kernel.fn.__globals__
