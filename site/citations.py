@@ -94,7 +94,14 @@ WORKS: tuple[Work, ...] = (
     Work("a100-whitepaper", (r"NVIDIA's A100 (?:Tensor Core GPU Architecture )?whitepaper",)),
     Work("tvm-19432", (r"apache/tvm#19432",)),
     Work("cccl-ptx", (r"NVIDIA's CCCL",)),
-    Work("cublas-12-9-blog", (r"NVIDIA's cuBLAS 12\.9 blog post",)),
+    Work(
+        "cublas-12-9-blog",
+        (
+            r"NVIDIA's cuBLAS 12\.9 blog post",
+            r"NVIDIA's technical blog post \"Boosting Matrix Multiplication Speed and Flexibility"
+            r" with NVIDIA cuBLAS 12\.9\"",
+        ),
+    ),
     Work("cublas", (r"cuBLAS documentation",)),
     Work("cuda-programming-guide", (r"(?:NVIDIA's )?CUDA C\+\+ Programming Guide",)),
     Work("cuda-library-samples-180", (r"NVIDIA/CUDALibrarySamples#180",)),
@@ -117,6 +124,7 @@ WORKS: tuple[Work, ...] = (
     Work("h200", (r"NVIDIA's H200 specification",)),
     Work("hopper-tuning-guide", (r"Hopper Tuning Guide",)),
     Work("ieee-754-2019", (r"IEEE 754(?:-2019)?",)),
+    Work("intel-sdm", (r"Intel's Software Developer's Manual",)),
     Work("llama-3", (r"Meta's (?:published )?model configuration",)),
     Work("llvm-nvptx-builtins", (r"LLVM's list of NVPTX builtins",)),
     Work("megatron-core", (r"Megatron Core(?='s `?DistributedDataParallelConfig)",)),
@@ -140,6 +148,7 @@ WORKS: tuple[Work, ...] = (
     Work("pytorch-154680", (r"pytorch/pytorch#154680",)),
     Work("pytorch-178817", (r"pytorch/pytorch#178817",)),
     Work("torchao-1835", (r"pytorch/ao#1835",)),
+    Work("torchao-4364", (r"pytorch/ao#4364",)),
     Work("torchao", (r"torchao 0\.18's source",)),
     Work(
         "transformer-engine",
