@@ -849,8 +849,8 @@ CHAPTERS = [
         4,
         "ex04_master_weights.ipynb",
         lambda: {"math": math, "np": np, "ml_dtypes": ml_dtypes},
-        ("lost_update_threshold", "first_copy_change", "expected_first_move", "stalled_kahan_update"),
-        16,
+        ("lost_update_threshold", "first_copy_change", "expected_mth_move", "stalled_kahan_update"),
+        17,
         4321,
         tuple(
             [
@@ -866,9 +866,9 @@ CHAPTERS = [
                     "    return np.where(n == 0, 0, k).astype(np.int64).ravel()",
                 ),
                 (
-                    "expected_first_move",
-                    "        return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0))",
-                    "        return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0)).ravel()",
+                    "expected_mth_move",
+                    "        return np.where(g == 0, np.inf, dist / d + (m - j))",
+                    "        return np.where(g == 0, np.inf, dist / d + (m - j)).ravel()",
                 ),
                 (
                     "stalled_kahan_update",
@@ -1013,39 +1013,63 @@ CHAPTERS = [
                     "return (gap / 2) / np.abs(g)",
                     "return ((gap / 2) / np.abs(g)).astype(np.float32)",
                 ),
-                # ---- expected_first_move
-                # failures before the first move counted, not the step of the move: 1 / p - 1
-                ("expected_first_move", "np.maximum(gap / d, 1.0)", "np.maximum(gap / d - 1, 0.0)"),
-                # round to nearest's half gap taken for the distance to cover
-                ("expected_first_move", "np.maximum(gap / d, 1.0)", "np.maximum(gap / 2 / d, 1.0)"),
-                # no floor at one step: a step of several gaps said to take a fraction of a step
-                ("expected_first_move", "np.maximum(gap / d, 1.0)", "gap / d"),
-                # the gap above |w| always, whatever the direction
+                # ---- expected_mth_move
+                # no floor at one step: a certain step taken as a wait of gap / d (below 1)
                 (
-                    "expected_first_move",
-                    "toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap",
-                    "False, gap / 2, gap",
+                    "expected_mth_move",
+                    "    j = np.where(toward, np.clip(wide, 0, m), np.where(gap0 >= d, m, 0))",
+                    "    j = m",
+                ),
+                # ... only away from zero: a step past the gap ahead there taken as a wait of gap / d
+                ("expected_mth_move", "np.where(gap0 >= d, m, 0)", "m"),
+                # failures before each move counted, not the steps: gap / d - 1 a wait, 0 a certain step
+                ("expected_mth_move", "dist / d + (m - j))", "dist / d - j)"),
+                # round to nearest's half gap taken for the distance to cover
+                ("expected_mth_move", "dist / d + (m - j))", "dist / 2 / d + (m - j))"),
+                # the walk in the direction of g, not of -g (the gap on the wrong side)
+                ("expected_mth_move", "s = np.where(g < 0, 1, -1)", "s = np.where(g < 0, -1, 1)"),
+                # the binade change ignored: every gap taken to be the first one
+                ("expected_mth_move", "dist = np.abs(value(o + s * j) - w)", "dist = j * gap0"),
+                # the m-th move counted from 0: the moves after the first
+                (
+                    "expected_mth_move",
+                    "    s = np.where(g < 0, 1, -1)  # the direction of -g\n",
+                    "    s = np.where(g < 0, 1, -1)  # the direction of -g\n    m = m - 1\n",
                 ),
                 # the step in float32, as the loop of exercise 2 computes it, not the exact product
                 (
-                    "expected_first_move",
+                    "expected_mth_move",
                     "d = lr * np.abs(g.astype(np.float64))",
                     "d = np.abs((np.float32(lr) * g).astype(np.float64))",
                 ),
                 # the step rounded to nearest first: never moves when it is under half a gap
                 (
-                    "expected_first_move",
-                    "return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0))",
-                    "return np.where((g == 0) | (d < gap / 2), np.inf, np.maximum(gap / d, 1.0))",
+                    "expected_mth_move",
+                    "return np.where(g == 0, np.inf, dist / d + (m - j))",
+                    "return np.where((g == 0) | (d < gap0 / 2), np.inf, dist / d + (m - j))",
                 ),
-                # subnormal weights given a finer gap (the exponent not held at -126)
-                ("expected_first_move", "np.maximum(e - 1, -126)", "e - 1"),
-                # the direction from a float32 product w * g, which underflows for small gradients
+                # +0 and -0 taken for two values: crossing zero costs a move more
                 (
-                    "expected_first_move",
-                    "toward_zero = (a > 0) & (np.signbit(w) == np.signbit(g))",
-                    "toward_zero = (w * g) > 0",
+                    "expected_mth_move",
+                    "o = np.where(code >= 0x8000, 0x8000 - code, code)",
+                    "o = np.where(code >= 0x8000, 0x7FFF - code, code)",
                 ),
+                # the distance in float32: rounded where it spans more than 24 bits
+                (
+                    "expected_mth_move",
+                    "return (c << 16).view(np.float32).astype(np.float64)",
+                    "return (c << 16).view(np.float32)",
+                ),
+                # a power of two's gap ahead taken from its own binade, not the finer one below
+                ("expected_mth_move", "(k + 134) * 128)", "(k + 134) * 128 - 1)"),
+                # the subnormals forgotten: gaps taken to keep halving below 2**-126
+                (
+                    "expected_mth_move",
+                    "wide = np.where(k <= -133, m, np.abs(o) - (k + 134) * 128)",
+                    "wide = np.abs(o) - (k + 134) * 128",
+                ),
+                # the largest power of two <= d taken for the smallest >= d: gaps below d counted as waits
+                ("expected_mth_move", "k = np.where(f == 0.5, e - 1, e)", "k = e - 1"),
             ]
         ),
     ),

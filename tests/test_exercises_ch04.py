@@ -289,32 +289,81 @@ def test_first_copy_change_is_out_of_a_loops_reach(seed):
     assert steps > 10**12
 
 
-def test_expected_first_move_is_the_mean_of_sampled_first_moves():
-    """The reference against sampling: 4,000 copies of each weight of a few cases, each step rounded
-    stochastically with round_to, the first step at which each copy moves; the mean lies within 4
-    standard errors of the reference (a geometric wait of mean m has a standard deviation below m)."""
-    ref = get_exercise("ex04.expected_first_move").reference
+def _sampled_mth_moves(w0, g0, lr, m, copies, rng, max_steps=40_000):
+    """The step at which each of ``copies`` copies of each weight makes its m-th move, each step
+    rounding w - lr * g (in float64) stochastically to bf16 with round_to."""
+    w = np.repeat(w0[None, :].astype(np.float64), copies, axis=0)
+    step = lr * g0.astype(np.float64)
+    moves = np.zeros(w.shape, dtype=np.int64)
+    done = np.zeros(w.shape, dtype=np.int64)
+    for k in range(1, max_steps + 1):
+        new = round_to(w - step, "bf16", "stochastic", rng)
+        moves += (new != w) & (done == 0)
+        w = new
+        done[(moves == m) & (done == 0)] = k
+        if (done > 0).all():
+            return done
+    raise AssertionError("some copies did not make their m-th move")
+
+
+def test_expected_mth_move_is_the_mean_of_sampled_moves():
+    """The reference against sampling: 1,000 copies of each weight whose expected step is within
+    reach (the labelled cases and random elements of seed 0, certain steps and crossings of
+    binades and of zero among them), the step of each copy's m-th move; the mean lies within 4
+    standard errors of the reference (and equals it where every step is certain). The step is
+    applied in float64, so only elements whose step is far above float64's rounding of w are kept."""
+    ex = get_exercise("ex04.expected_mth_move")
     rng = np.random.default_rng(11)
-    cases = [c for c in cases_for("ex04.expected_first_move", 0) if c.label]
-    for case in cases:
-        w0, g0, lr = case.args
-        expected = ref(w0, g0, lr).reshape(-1)
-        w0, g0 = w0.reshape(-1), g0.reshape(-1)
-        keep = np.isfinite(expected) & (expected < 300)  # a mean the sampling below reaches
-        if not keep.any():
-            continue
-        w = np.repeat(w0[keep][None, :].astype(np.float64), 4000, axis=0)
-        g = g0[keep].astype(np.float64)
-        first = np.zeros(w.shape, dtype=np.int64)
-        for step in range(1, 20_000):
-            new = round_to(w - lr * g, "bf16", "stochastic", rng)
-            moved = (new != w) & (first == 0)
-            first[moved] = step
-            if (first > 0).all():
-                break
-        mean = first.mean(axis=0)
-        sem = np.maximum(first.std(axis=0), 1e-12) / np.sqrt(first.shape[0])
-        assert (np.abs(mean - expected[keep]) <= 4 * sem + 1e-12).all(), (case.label, mean, expected[keep])
+    n_sampled = 0
+    for seed in (0,):
+        for case in cases_for(ex, seed):
+            w0, g0, lr, m = (a.reshape(-1) if isinstance(a, np.ndarray) else a for a in case.args)
+            expected = ex.reference(*case.args).reshape(-1)
+            d = lr * np.abs(g0.astype(np.float64))
+            keep = np.isfinite(expected) & (expected < 2100) & (d > np.abs(w0) * 2.0**-40)
+            if not case.label:
+                keep &= expected < 400  # the random cases: a sample of the reachable ones
+            if not keep.any():
+                continue
+            done = _sampled_mth_moves(w0[keep], g0[keep], lr, m[keep], 1000, rng)
+            mean = done.mean(axis=0)
+            sem = done.std(axis=0) / np.sqrt(done.shape[0])
+            ok = np.abs(mean - expected[keep]) <= 4 * sem + 1e-3  # a floor: a wait of 1 + 1e-5 steps
+            assert ok.all(), (seed, case.label, w0[keep][~ok], g0[keep][~ok], lr, m[keep][~ok], mean[~ok])
+            n_sampled += int(keep.sum())
+    assert n_sampled > 60
+
+
+def test_expected_mth_move_cases_keep_their_promise():
+    """Every case keeps what the statement promises: once a step is at least the gap ahead, every
+    later step up to the m-th move is too; so the single-gap walk's gaps ahead are at least d on a
+    prefix of its first m values (the weights of a certain phase move 2d a step at most, which the
+    cases leave no room to reach zero or, away from zero, a gap above d), and no walk leaves bf16's
+    finite range."""
+    from nbhelpers.answer_keys.ch04 import _bf16_at, _bf16_ordinal
+
+    ex = get_exercise("ex04.expected_mth_move")
+    for seed in (0, 1, 4321):
+        for case in cases_for(ex, seed):
+            w, g, lr, m = (a.reshape(-1) if isinstance(a, np.ndarray) else a for a in case.args)
+            o, s = _bf16_ordinal(w), np.where(g < 0, 1, -1)
+            d = lr * np.abs(g.astype(np.float64))
+            for i in np.flatnonzero(g != 0):
+                walk = o[i] + s[i] * np.arange(m[i] + 1)
+                assert np.abs(walk).max() < 0x7F80  # finite
+                v = _bf16_at(walk)
+                wide = np.abs(np.diff(v)) >= d[i]
+                j = int(np.argmin(wide)) if not wide.all() else int(m[i])
+                assert wide[:j].all() and not wide[j:].any(), (case.label, w[i], g[i], lr, m[i])
+                if j < m[i]:  # a certain phase: it stays where every gap ahead is at most d
+                    u = v[j]
+                    reach = 2 * d[i] * (m[i] - j)
+                    toward = np.sign(u) != s[i] and u != 0
+                    if toward:
+                        assert reach <= abs(u) or m[i] - j == 1 or case.label, (w[i], g[i], lr, m[i])
+                    else:
+                        top = 2.0 ** (np.frexp(d[i])[1] + 7)
+                        assert abs(u) + reach < top or m[i] - j == 1, (w[i], g[i], lr, m[i])
 
 
 # ---- ex04.stalled_kahan_update: a construction, judged by running the loops

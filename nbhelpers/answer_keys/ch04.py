@@ -415,72 +415,193 @@ def _copy_cases(rng: np.random.Generator) -> list[Case]:
     return cases + _some_2d(random) + long
 
 
-# ------------------------------------------------------------------ 3. stochastic rounding: the expected first move
+# ------------------------------------------------------------------ 3. stochastic rounding: the m-th move
 #
 # A derivation: a bf16 weight with no master copy, updated by w - lr * g rounded stochastically to
-# bf16 (to each neighbour with probability proportional to closeness), moves at a step with
-# probability p = min(lr |g| / gap, 1), independently of the steps before while it has not moved,
-# so its first move comes after 1 / p steps on average (a geometric distribution). The gap is
-# exercise 1's, toward -g. tests/test_exercises_ch04.py measures the mean with round_to's
-# stochastic rounding.
+# bf16 (to each neighbour with probability proportional to closeness). While the step d = lr |g| is
+# at most the gap ahead, a step moves the weight by that one gap with probability d / gap, so the
+# wait at each value is geometric with mean gap / d, and the m-th move comes after the sum of those
+# means: the distance to the m-th bf16 value ahead over d (the gap grows or shrinks binade by binade,
+# and a weight going toward zero passes through it, counted once). Once the gap ahead is below d,
+# every step moves (by one value or more); the cases keep every later step up to the m-th move so,
+# and each of those steps counts one. The reference walks bf16 values by their ordinals (the code's
+# magnitude, signed) and finds the first value whose gap ahead is below d by bisection;
+# tests/test_exercises_ch04.py measures the mean with round_to's stochastic rounding and checks that
+# every case keeps the promise.
+
+MOVE_RTOL = 2.0**-40  # a few roundings of float64; any mistake about a gap or a count is far larger
+MOVE_MAX_ORDINAL = (100 + 127) * 128  # the bf16 ordinal of 2**100: the walks stay below it
 
 
-def expected_first_move_ref(w: np.ndarray, g: np.ndarray, lr: float) -> np.ndarray:
-    """float64 array, the shape of w: the expected number of the step at which a bf16 weight w,
-    updated by SGD with the constant gradient g and learning rate lr in bf16 with stochastic
-    rounding (no master), first changes; inf where g == 0."""
+def _bf16_ordinal(w: np.ndarray) -> np.ndarray:
+    """int64: the rank of each bf16 value of w (float32 array) among bf16 values, 0 for both zeros."""
+    code = (np.ascontiguousarray(w, dtype=np.float32).view(np.uint32) >> 16).astype(np.int64)
+    mag = code & 0x7FFF
+    return np.where(code & 0x8000, -mag, mag)
+
+
+def _bf16_at(o: np.ndarray) -> np.ndarray:
+    """float64: the bf16 value of rank o (an int64 array of finite ranks)."""
+    o = np.asarray(o, dtype=np.int64)
+    code = np.where(o < 0, 0x8000 | -o, o).astype(np.uint32)
+    return (code << 16).view(np.float32).astype(np.float64)
+
+
+def _wide_moves(o: np.ndarray, s: np.ndarray, d: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """int64: the number J <= m of leading values of the walk o, o + s, o + 2s, ... whose gap ahead
+    is at least d. The gaps ahead only grow away from zero, so there J is 0 or m; toward zero they
+    shrink (the cases end such walks before zero unless d is at most every gap): J by bisection."""
+    first = np.abs(_bf16_at(o + s) - _bf16_at(o)) >= d
+    lo, hi = np.zeros_like(m), np.where(first, m, 0)
+    while (lo < hi).any():
+        mid = (lo + hi + 1) // 2  # is the gap ahead of value mid - 1 at least d?
+        a = o + s * (mid - 1)
+        wide = np.abs(_bf16_at(a + s) - _bf16_at(a)) >= d
+        lo = np.where((lo < hi) & wide, mid, lo)
+        hi = np.where((lo < hi) & ~wide, mid - 1, hi)
+    return lo
+
+
+def expected_mth_move_ref(w: np.ndarray, g: np.ndarray, lr: float, m: np.ndarray) -> np.ndarray:
+    """float64 array, the shape of w: the expected step at which a bf16 weight w, updated by SGD with
+    the constant gradient g and learning rate lr in bf16 with stochastic rounding (no master), makes
+    its m-th move (a step at which it changes); inf where g == 0."""
     w = np.ascontiguousarray(w, dtype=np.float32)
     g = np.ascontiguousarray(g, dtype=np.float32)
-    gap = _gap_toward(w, g)
+    m = np.ascontiguousarray(m, dtype=np.int64)
+    o = _bf16_ordinal(w)
+    s = np.where(g < 0, 1, -1)  # the direction of -g
     d = lr * np.abs(g.astype(np.float64))  # one rounding: the exact product is the real step
-    with np.errstate(divide="ignore"):
-        return np.where(g == 0, np.inf, np.maximum(gap / d, 1.0))
+    moving = g != 0
+    j = np.zeros_like(m)
+    j[moving] = _wide_moves(o[moving], s[moving], d[moving], m[moving])
+    dist = np.abs(_bf16_at(np.where(moving, o + s * j, o)) - w.astype(np.float64))  # one rounding at most
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(moving, dist / d + (m - j), np.inf)
 
 
-def _first_move_cases(rng: np.random.Generator) -> list[Case]:
+def move_compare(got, expected: np.ndarray) -> str | None:
+    """None if ``got`` has expected's shape, inf exactly where expected is inf, and finite values
+    within a relative ``MOVE_RTOL`` of expected; else a short reason. Never raises."""
+    a = float_array(got)
+    if isinstance(a, str):
+        return a
+    if a.shape != expected.shape:
+        return f"returned shape {a.shape}, expected {expected.shape}"
+    inf = np.isinf(expected)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = np.where(inf, a == expected, np.abs(a - expected) <= MOVE_RTOL * np.abs(expected))
+    if ok.all():
+        return None
+    i = int(np.flatnonzero(~ok.reshape(-1))[0])
+    return (
+        f"{int((~ok).sum())} of {a.size} elements differ; first at flat index {i}: got {float(a.flat[i])!r}, "
+        f"expected {float(expected.flat[i])!r} (tolerance: relative 2**-40, inf exactly)"
+    )
+
+
+def _move_counts(rng: np.random.Generator, w: np.ndarray, g: np.ndarray, lr: float) -> np.ndarray:
+    """int64 m for each weight: log-uniform from 1 up to the walk's room (below 2**100 away from zero;
+    toward it, short of zero unless d is below the subnormal gap), then cut where a weight that has
+    reached the values whose gap ahead is below d could, moving 2d a step at most, come near zero or
+    (away from zero) a value whose gap ahead exceeds d: the cases keep the promise."""
+    n = w.size
+    o = _bf16_ordinal(w)
+    s = np.where(g < 0, 1, -1)
+    d = lr * np.abs(g.astype(np.float64))
+    toward = (o != 0) & (np.sign(o) != s)
+    tiny = d <= 2.0**-133  # every gap ahead is at least d, through zero and beyond
+    room = np.where(toward & ~tiny, np.abs(o), MOVE_MAX_ORDINAL - np.abs(o))
+    room = np.where(toward & tiny, np.abs(o) + MOVE_MAX_ORDINAL // 2, room)
+    room = np.clip(room, 1, 30_000)
+    m = np.floor(np.exp2(rng.uniform(0, np.log2(room + 1)))).astype(np.int64)
+    m = np.where(rng.random(n) < 0.1, 1, np.clip(m, 1, room))
+    j = _wide_moves(o, s, d, m)
+    u = np.abs(_bf16_at(o + s * j))  # where the certain steps start (j < m)
+    with np.errstate(divide="ignore", over="ignore"):
+        spare = np.where(toward, u / (2 * d), 0.0)  # certain steps that cannot reach zero
+        # away from zero: the gap ahead exceeds d from 2**E on, E = floor(log2 d) + 8
+        top = np.exp2(np.frexp(d)[1] + 7.0)
+        spare = np.where(toward, spare, (top - u) / (2 * d) - 1)
+    spare = np.floor(np.clip(spare, 0, 2**40)).astype(np.int64)
+    capped = j < m
+    m = np.where(capped, np.maximum(np.minimum(m, j + spare), 1), m)
+    return m.astype(np.int64)
+
+
+def _move_case(rng: np.random.Generator) -> Case:
+    n = int(rng.integers(1, 65))
     s = BF16_SMALLEST_SUBNORMAL
+    pick = rng.random(n)
+    w = _log_uniform(rng, -30, 30, n)
+    w = np.where(pick < 0.25, _pow2_weights(rng, n), w)
+    w = np.where((pick >= 0.25) & (pick < 0.33), rng.integers(-127, 128, size=n) * s, w)
+    w = np.where((pick >= 0.33) & (pick < 0.36), rng.choice([0.0, -0.0], size=n), w)
+    small = rng.random() < 0.25  # near bf16's smallest numbers: subnormals, 2**-126 .. 2**-124, zero
+    if small:
+        w = np.where(rng.random(n) < 0.6, rng.integers(-127, 128, size=n) * s, _pow2_weights(rng, n))
+        w = np.where(np.abs(w) > 2.0**-122, np.sign(w) * 2.0**-125, w)
+    w = _bf16(w)
+    direction = rng.choice([-1.0, 1.0], size=n)  # of -g
+    gap = _gap_toward(w, -direction)
+    # the step over the gap ahead: mostly far below it (waits of millions of steps and more), some
+    # near it, some above it (certain moves), a few exactly on it or on a power of two
+    r = rng.random(n)
+    ratio = np.exp2(rng.uniform(-40, -6, size=n))
+    ratio = np.where(r < 0.3, np.exp2(rng.uniform(-10, 0, size=n)), ratio)
+    ratio = np.where((r >= 0.3) & (r < 0.4), np.exp2(rng.uniform(0, 6, size=n)), ratio)
+    ratio = np.where((r >= 0.4) & (r < 0.45), np.exp2(rng.integers(-12, 3, size=n).astype(np.float64)), ratio)
+    if small:  # steps around the subnormal gap: below it a weight crosses zero, above it the gaps run out
+        ratio = np.where(r < 0.5, np.exp2(rng.uniform(-3, 3, size=n)) * s / gap, ratio)
+    lr = float(np.exp2(rng.uniform(-45, -25) if small else rng.uniform(-20, 0)))
+    if rng.random() < 0.2:
+        lr = float(2.0 ** rng.integers(-20, 1))
+    g = _f32(-direction * ratio * gap / lr)
+    g = np.where(rng.random(n) < 0.05, rng.choice([0.0, -0.0], size=n), g).astype(np.float32)
+    g = np.where(np.isfinite(g) & (np.abs(g) < 2.0**100), g, np.float32(-direction)).astype(np.float32)
+    m = _move_counts(rng, w, g, lr)
+    return Case((w, g, lr, m))
+
+
+def _move_cases(rng: np.random.Generator) -> list[Case]:
+    t = BF16_SMALLEST_SUBNORMAL
+
+    def fixed(w, g, lr, m, label):
+        return Case((_bf16(w), _f32(g), lr, np.asarray(m, dtype=np.int64)), label=label)
+
     cases = [
-        Case((_bf16([1.0, 1.0]), _f32([-1e-3, 1e-3]), 0.5), label="w = 1 moving up, and down: the gap below is half"),
-        Case((_bf16([1.5, -0.3]), _f32([2e-3, 5e-4]), 1.0), label="not a power of two: both gaps equal"),
-        Case((_bf16([1.0, 1.0]), _f32([-1.0, 1.0]), 2.0**-7), label="one gap up, two gaps down: the first step"),
-        Case((_bf16([1.0, 2.0]), _f32([-1.0, -1.0]), 2.0**-9), label="a quarter and an eighth of a gap: 4 and 8 steps"),
-        Case((_bf16([1.0]), _f32([-1.0]), 2.0**-8), label="half a gap up: round to nearest's tie, 2 steps"),
-        Case((_bf16([1.0]), _f32([-3.0]), 1.0), label="a step of several gaps: the first step, never fewer"),
-        Case((_bf16([0.0, -0.0]), _f32([1e-3, -1e-3]), 1e-38), label="w = 0: the gap is the smallest subnormal"),
-        Case((_bf16([s, 5 * s]), _f32([1.0, -1.0]), 2.0**-140), label="subnormal weights"),
-        Case(
-            (_bf16([2.0**-126, 2.0**-125]), _f32([1.0, 1.0]), 2.0**-140),
-            label="toward zero from the smallest normal: no halving; from 2**-125: halved",
+        fixed([1.0, 1.0], [-1e-3, 1e-3], 0.5, [1, 1], "w = 1 moving up, and down: the gap below is half"),
+        fixed([1.0, 1.0], [-1.0, 1.0], 2.0**-9, [3, 3], "three moves, up and down: 3 * 4 and 3 * 2 steps"),
+        fixed(
+            [2 - 2.0**-7, 2 - 2.0**-7], [-1.0, -1.0], 2.0**-9, [1, 2], "up across 2: the second gap is twice the first"
         ),
-        Case((_bf16([1.0, -2.0]), _f32([0.0, -0.0]), 0.1), label="zero gradient: never moves (inf)"),
-        Case(
-            (_bf16([2.0**-125, 2.0**-100]), _f32([2.0**-30, 1e-40]), 2.0**-110),
-            label="toward zero from powers of two with gradients whose product with w underflows float32",
+        fixed(
+            [1.0, -1.0], [-1.0, 1.0], 2.0**-10, [129, 129], "a whole binade away from zero (128 gaps) and one gap more"
         ),
-        Case((_bf16(np.linspace(-2, 2, 6).reshape(2, 3)), _f32(np.full((2, 3), 1e-2)), 1e-3), label="a 2-d tensor"),
+        fixed([1.0], [1.0], 2.0**-10, [129], "down from 1: 128 gaps of 2**-8, then one of 2**-9"),
+        fixed([1.0], [1.0], 2.0**-8, [200], "down, steps of 2**-8: every step moves, the first 128 by one gap"),
+        fixed([1.5], [1.0], 2.0**-8, [70], "down from 1.5: 64 gaps of 2**-7, 2 steps each, then certain steps"),
+        fixed([1.0], [-3.0], 1.0, [1], "a step of several gaps: the first step, never later"),
+        fixed([2 * t, -t], [2.0**-140, -(2.0**-140)], 2.0**-2, [5, 4], "through zero: counted once"),
+        fixed([0.0, -0.0], [1e-3, -1e-3], 1e-38, [1, 3], "w = 0: the gap is the smallest subnormal"),
+        fixed(
+            [2.0**-126, 2.0**-125], [1.0, 1.0], 2.0**-140, [1, 130], "toward zero from the smallest normal, and 2**-125"
+        ),
+        fixed([1.0, -2.0], [0.0, -0.0], 0.1, [1, 5], "zero gradient: never moves (inf)"),
+        fixed([2.0**-20, 3.0], [-1e-30, 1e-30], 1e-3, [15_000, 300], "15,000 moves up, across 117 binades"),
+        Case(
+            (
+                _bf16(np.linspace(-2, 2, 6).reshape(2, 3)),
+                _f32(np.full((2, 3), 1e-2)),
+                1e-3,
+                np.full((2, 3), 7, dtype=np.int64),
+            ),
+            label="a 2-d tensor",
+        ),
     ]
-    n_fixed = len(cases)
-    for _ in range(60):
-        n = int(rng.integers(1, 65))
-        pick = rng.random(n)
-        w = _log_uniform(rng, -20, 4, n)
-        w = np.where(pick < 0.25, _pow2_weights(rng, n), w)
-        w = np.where((pick >= 0.25) & (pick < 0.33), rng.integers(-127, 128, size=n) * s, w)
-        w = np.where((pick >= 0.33) & (pick < 0.36), rng.choice([0.0, -0.0], size=n), w)
-        if rng.random() < 0.3:  # near bf16's smallest numbers only: subnormals, 2**-126 .. 2**-124, zero
-            w = np.where(rng.random(n) < 0.6, rng.integers(-127, 128, size=n) * s, _pow2_weights(rng, n))
-            w = np.where(np.abs(w) > 2.0**-122, np.sign(w) * 2.0**-125, w)
-        g = _log_uniform(rng, -12, 2, n)
-        g = np.where(rng.random(n) < 0.08, _log_uniform(rng, -149, -100, n), g)  # |w * g| may underflow
-        g = np.where(rng.random(n) < 0.05, rng.choice([0.0, -0.0], size=n), g)
-        w, g = _bf16(w), _f32(g)
-        # a learning rate that puts most steps between a thousandth of a gap and a few gaps
-        gap = _gap_toward(w, g)
-        moving = g != 0
-        ratio = float(np.median(gap[moving] / np.abs(g[moving].astype(np.float64)))) if moving.any() else 1.0
-        lr = float(ratio * np.exp2(rng.uniform(-10, 2)))
-        cases.append(Case((w, g, lr)))
-    return cases[:n_fixed] + _some_2d(cases[n_fixed:])
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        random = [_move_case(rng) for _ in range(60)]
+    return cases + _some_2d(random)
 
 
 # ------------------------------------------------------------------ 4. an update Kahan's bf16 buffer never delivers
@@ -659,12 +780,12 @@ EXERCISES = [
         forbidden=FORBIDDEN,
     ),
     Exercise(
-        "ex04.expected_first_move",
-        "Stochastic rounding: when a bf16 weight first moves",
-        3,
-        expected_first_move_ref,
-        _first_move_cases,
-        compare=threshold_compare,
+        "ex04.expected_mth_move",
+        "Stochastic rounding: when a bf16 weight has moved m times",
+        4,
+        expected_mth_move_ref,
+        _move_cases,
+        compare=move_compare,
         forbidden=FORBIDDEN,
     ),
     Exercise(
