@@ -1714,8 +1714,8 @@ CHAPTERS = [
                 # the top of the range at the next power of two itself, not one float64 step below it
                 (
                     "mx_exponent_range",
-                    "math.nextafter(2.0 ** (E + emax_elem + 1), 0.0)",
-                    "2.0 ** (E + emax_elem + 1)",
+                    "np.nextafter(np.ldexp(1.0, E + emax_elem + 1), 0.0)",
+                    "np.ldexp(1.0, E + emax_elem + 1)",
                 ),
                 # emax_elem as log2 of the largest value rounded to nearest (448 -> 9, 6 -> 3)
                 (
@@ -1731,59 +1731,75 @@ CHAPTERS = [
                 ),
                 # e4m3 (IEEE-style, max 240, emax 7) taken for e4m3fn (max 448, emax 8)
                 ("mx_exponent_range", '"e4m3fn": 448.0', '"e4m3fn": 240.0'),
+                # E = -127 reaching down to 0 instead of the smallest positive float64
+                ("mx_exponent_range", "smallest = math.ulp(0.0)", "smallest = 0.0"),
+                # floor, E = -127 given the same lower end as every other exponent (no clamp)
+                (
+                    "mx_exponent_range",
+                    "lo = np.where(E == -127, smallest, np.ldexp(1.0, E + emax_elem))",
+                    "lo = np.ldexp(1.0, E + emax_elem)",
+                ),
+                # the results flattened (some arrays of exponents are 2-d)
+                ("mx_exponent_range", "    return lo, top(E)\n", "    return lo.ravel(), top(E).ravel()\n"),
                 # ---- RCEIL
                 # no rounding of d: the range ends at elem_max * 2**E
                 (
                     "mx_exponent_range",
-                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 24))",
-                    "return largest * 2.0**k",
+                    "return largest * (np.ldexp(1.0, k) + half)",
+                    "return largest * np.ldexp(1.0, k)",
                 ),
                 # a whole float32 step of slack instead of half of one
                 (
                     "mx_exponent_range",
-                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 24))",
-                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 23))",
+                    "half = np.ldexp(1.0, np.maximum(k, -126) - 24)",
+                    "half = np.ldexp(1.0, np.maximum(k, -126) - 23)",
                 ),
                 # the halfway quotient taken to round up (ties away): the top one float64 step short
                 (
                     "mx_exponent_range",
-                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 24))",
-                    "return math.nextafter(largest * (2.0**k + 2.0 ** (max(k, -126) - 24)), 0.0)",
+                    "return largest * (np.ldexp(1.0, k) + half)",
+                    "return np.nextafter(largest * (np.ldexp(1.0, k) + half), 0.0)",
                 ),
                 # float32's relative spacing used among its subnormals too (2**(k - 24) below 2**-126)
                 (
                     "mx_exponent_range",
-                    "return largest * (2.0**k + 2.0 ** (max(k, -126) - 24))",
-                    "return largest * (2.0**k + 2.0 ** (k - 24))",
+                    "half = np.ldexp(1.0, np.maximum(k, -126) - 24)",
+                    "half = np.ldexp(1.0, k - 24)",
                 ),
                 # float32 subnormals flushed to zero (a GPU's FTZ): every d below 2**-126 gives -127
                 (
                     "mx_exponent_range",
-                    "lo = smallest if E == -127 else math.nextafter(top(E - 1), math.inf)",
-                    "lo = smallest if E == -127 else math.nextafter(top(E - 1), math.inf)\n"
-                    "    if E <= -126:\n"
-                    "        return (smallest, math.nextafter(largest * 2.0**-126, 0.0)) if E == -127 "
-                    "else (largest * 2.0**-126, top(E))",
+                    "    return lo, top(E)\n",
+                    "    lo = np.where(E == -126, largest * 2.0**-126, lo)\n"
+                    "    hi = np.where(E == -127, np.nextafter(largest * 2.0**-126, 0.0), top(E))\n"
+                    "    return lo, hi\n",
                 ),
                 # the lower end on the top of E - 1's range, not one step above it
                 (
                     "mx_exponent_range",
-                    "lo = smallest if E == -127 else math.nextafter(top(E - 1), math.inf)",
-                    "lo = smallest if E == -127 else top(E - 1)",
+                    "np.nextafter(top(E - 1), np.inf))",
+                    "top(E - 1))",
+                ),
+                # RCEIL, E = -127 given the same lower end as every other exponent (no clamp)
+                (
+                    "mx_exponent_range",
+                    "lo = np.where(E == -127, smallest, np.nextafter(top(E - 1), np.inf))",
+                    "lo = np.nextafter(top(E - 1), np.inf)",
                 ),
                 # the floor rule's range for RCEIL shifted by one: ceil(log2 amax) - emax_elem
                 (
                     "mx_exponent_range",
                     "    # E takes the quotients d in (2**(E - 1), 2**E]\n",
                     "    e_max = math.frexp(largest)[1] - 1\n"
-                    "    if E > -127:\n"
-                    "        return math.nextafter(2.0 ** (E + e_max - 1), math.inf), 2.0 ** (E + e_max)\n",
+                    "    lo = np.nextafter(np.ldexp(1.0, E + e_max - 1), np.inf)\n"
+                    "    return np.where(E == -127, smallest, lo), np.ldexp(1.0, E + e_max)\n",
                 ),
                 # round(log2 d) instead of its ceiling: the range of d is [2**(E - 1/2), 2**(E + 1/2))
                 (
                     "mx_exponent_range",
                     "    # E takes the quotients d in (2**(E - 1), 2**E]\n",
-                    "    if E > -127:\n        return largest * 2.0 ** (E - 0.5), largest * 2.0 ** (E + 0.5)\n",
+                    "    lo, hi = largest * np.exp2(E - 0.5), largest * np.exp2(E + 0.5)\n"
+                    "    return np.where(E == -127, smallest, lo), hi\n",
                 ),
                 # ---- the block-scaled GEMM's promotion (float64 accumulation and either multiply
                 # order pass: tests/test_exercises_ch07.py)

@@ -7,6 +7,8 @@
   its ties and its subnormals at the bottom of e8m0). The reference derives the ends
   (:func:`mx_exponent_range_ref`), tested against the forward rule
   (:func:`nbhelpers.scaling.e8m0_exponents`) one float64 step either side. Compared bit for bit.
+  Each call asks for an array of exponents (up to 200, in random order), so no answer recurs
+  from one seed to another: a table of the public answers is no use at a hidden seed.
 - ``blockwise_scaled_gemm``: the promotion of a GEMM whose scales vary along K. The student gets
   what the tensor cores hand over, the codes' partial product of each K-block rounded to fp32
   (``P``, ``(nk, M, N)``), with the scales, and applies the scales: the codes are gone, so
@@ -82,12 +84,21 @@ def _rceil_top(element: str, k: int) -> float:
     return get_format(element).max * (2.0**k + 2.0 ** (max(k, -126) - 24))
 
 
-def mx_exponent_range_ref(element: str, rule: str, E: int) -> tuple[float, float]:
-    """(lo, hi): the smallest and the largest positive float64 amax whose e8m0 exponent by ``rule``
-    is E (-127 <= E <= 127). floor: [2**(E + emax), 2**(E + emax + 1)) one float64 step short;
-    rceil: the quotients fp32(amax / max) in (2**(E - 1), 2**E]; E = -127 reaches down to the
-    smallest positive float64 (raised). Derived here, and tested against the forward rule
-    (:func:`mx_exponent`) and exact arithmetic in tests/test_exercises_ch07.py."""
+def mx_exponent_range_ref(element: str, rule: str, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi), two float64 arrays of E's shape: for each exponent of E (int64, -127 to 127), the
+    smallest and the largest positive float64 amax whose e8m0 exponent by ``rule`` is that one.
+    floor: [2**(E + emax), 2**(E + emax + 1)) one float64 step short; rceil: the quotients
+    fp32(amax / max) in (2**(E - 1), 2**E]; E = -127 reaches down to the smallest positive float64
+    (raised). Derived here, and tested against the forward rule (:func:`mx_exponent`) and exact
+    arithmetic in tests/test_exercises_ch07.py."""
+    E = np.asarray(E, dtype=np.int64)
+    lo, hi = np.empty(E.shape), np.empty(E.shape)
+    for i, e in enumerate(E.flat):
+        lo.flat[i], hi.flat[i] = _mx_range(element, rule, int(e))
+    return lo, hi
+
+
+def _mx_range(element: str, rule: str, E: int) -> tuple[float, float]:
     if rule == "floor":
         emax = get_format(element).emax
         lo = SMALLEST_AMAX if E == -127 else 2.0 ** (E + emax)
@@ -96,35 +107,47 @@ def mx_exponent_range_ref(element: str, rule: str, E: int) -> tuple[float, float
     return lo, _rceil_top(element, E)
 
 
+def _exponents(rng: np.random.Generator) -> np.ndarray:
+    """int64 exponents for one call: 8 to 200 of them, repeats allowed, in random order; a third of
+    them (at least 3) at the bottom of e8m0 (-127 to -120, where the clamp and float32's
+    subnormals meet), some at its top, the rest anywhere; every third array 2-d."""
+    n = int(rng.integers(8, 201))
+    r = rng.random(n)
+    E = rng.integers(-127, 128, size=n)
+    E = np.where(r < 0.35, rng.integers(-127, -119, size=n), E)
+    E = np.where((r >= 0.35) & (r < 0.45), rng.integers(120, 128, size=n), E)
+    E[rng.choice(n, size=3, replace=False)] = rng.choice([-127, -126, -125], size=3)
+    if rng.random() < 1 / 3 and n % 2 == 0:
+        E = E.reshape(2, -1)
+    return E.astype(np.int64)
+
+
 def _mx_cases(rng: np.random.Generator) -> list[Case]:
+    def fixed(element: str, rule: str, E: list[int], label: str) -> Case:
+        return Case((element, rule, np.array(E, dtype=np.int64)), label=label)
+
     cases = [
-        Case(("e2m1fn", "floor", 0), label="MXFP4 floor, E = 0: amax in [4, 8), the 7 of chapter 07 among them"),
-        Case(("e4m3fn", "floor", 0), label="MXFP8 floor, E = 0: amax in [256, 512)"),
-        Case(("e4m3fn", "floor", -127), label="floor, E = -127: every amax below 2**-118, raised"),
-        Case(("e2m3fn", "floor", 127), label="floor, the largest exponent"),
-        Case(("e5m2", "floor", -3), label="e5m2 (largest 57344 = 1.75 * 2**15)"),
-        Case(("e3m2fn", "floor", 5), label="e3m2fn (largest 28 = 1.75 * 2**4)"),
-        Case(("e2m1fn", "rceil", 0), label="MXFP4 RCEIL, E = 0: amax / 6 in (1/2, 1] after float32 rounding"),
-        Case(("e2m1fn", "rceil", 1), label="MXFP4 RCEIL, E = 1: the 7 of chapter 07, 7 / 6 rounds up to 2"),
-        Case(("e4m3fn", "rceil", 0), label="MXFP8 RCEIL, E = 0: up to 448 and the float32 rounding's slack"),
-        Case(("e2m3fn", "rceil", -20), label="e2m3fn (largest 7.5) RCEIL"),
-        Case(("e4m3fn", "rceil", -127), label="RCEIL, E = -127: quotients up to 2**-127, a float32 subnormal"),
-        Case(("e4m3fn", "rceil", -126), label="RCEIL, E = -126: quotients in (2**-127, 2**-126], subnormal spacing"),
-        Case(("e2m1fn", "rceil", -125), label="RCEIL, E = -125: the lower end at float32's smallest normal"),
-        Case(("e5m2", "rceil", 127), label="RCEIL, the largest exponent"),
-        Case(("e3m2fn", "rceil", -1), label="e3m2fn RCEIL, E = -1"),
+        fixed("e2m1fn", "floor", [0], "MXFP4 floor, E = 0: amax in [4, 8), the 7 of chapter 07 among them"),
+        fixed("e4m3fn", "floor", [0, 1, -1], "MXFP8 floor, E = 0, 1, -1: amax in [256, 512), [512, 1024), ..."),
+        fixed("e4m3fn", "floor", [-127], "floor, E = -127: every amax below 2**-118, raised"),
+        fixed("e2m3fn", "floor", [127, 126], "floor, the largest exponents"),
+        fixed("e5m2", "floor", [-3], "e5m2 (largest 57344 = 1.75 * 2**15)"),
+        fixed("e3m2fn", "floor", [5], "e3m2fn (largest 28 = 1.75 * 2**4)"),
+        fixed("e2m1fn", "rceil", [0], "MXFP4 RCEIL, E = 0: amax / 6 in (1/2, 1] after float32 rounding"),
+        fixed("e2m1fn", "rceil", [1], "MXFP4 RCEIL, E = 1: the 7 of chapter 07, 7 / 6 rounds up to 2"),
+        fixed("e4m3fn", "rceil", [0], "MXFP8 RCEIL, E = 0: up to 448 and the float32 rounding's slack"),
+        fixed("e2m3fn", "rceil", [-20], "e2m3fn (largest 7.5) RCEIL"),
+        fixed("e4m3fn", "rceil", [-127], "RCEIL, E = -127: quotients up to 2**-127, a float32 subnormal"),
+        fixed("e4m3fn", "rceil", [-126], "RCEIL, E = -126: quotients in (2**-127, 2**-126], subnormal spacing"),
+        fixed("e2m1fn", "rceil", [-125], "RCEIL, E = -125: the lower end at float32's smallest normal"),
+        fixed("e5m2", "rceil", [127], "RCEIL, the largest exponent"),
+        fixed("e3m2fn", "rceil", [-1], "e3m2fn RCEIL, E = -1"),
+        Case(("e2m1fn", "rceil", np.array([[3, -127], [-126, 3]], dtype=np.int64)), label="a 2-d array, repeats"),
     ]
     for _ in range(60):
         element = MX_ELEMENTS[int(rng.integers(len(MX_ELEMENTS)))]
         rule = MX_RULES[int(rng.integers(2))]
-        r = rng.random()
-        if r < 0.35:  # the bottom of e8m0, where the clamp and float32's subnormals meet
-            E = int(rng.integers(-127, -119))
-        elif r < 0.45:
-            E = int(rng.integers(120, 128))
-        else:
-            E = int(rng.integers(-127, 128))
-        cases.append(Case((element, rule, E)))
+        cases.append(Case((element, rule, _exponents(rng))))
     return cases
 
 
