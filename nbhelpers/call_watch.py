@@ -13,10 +13,13 @@ every call of a forbidden Python function, however it was reached: under another
 ``functools.partial``, through a helper of the student's or through another of the course's
 functions, after the module was reloaded, or from a copy of the module loaded from its file
 under another name (a module is known by its name, and a module of another name by the course
-file its code came from). It also notes every call that would hide calls from
-it (switching the hook off or replacing it, starting a thread or a process, which the hook does
-not follow); such a call counts like a forbidden one, since the watch can no longer say what
-ran. Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
+file its code came from), or from a copy of its text compiled anywhere else (a function whose
+code is, instruction for instruction and name for name, one of the course's loaded functions is
+that function). It also notes every call that would hide calls from it (switching the hook off or
+replacing it, starting a thread or a process, which the hook does not follow, or compiling and
+running code from a string, with ``exec``, ``eval`` or ``compile`` called from code outside the
+installed libraries); such a call counts like a forbidden one, since the watch can no longer say
+what ran. Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
 kernel on a GPU) are machinery and do not count.
 
 The course's package is Python; a forbidden module outside it may hold C functions (torch's
@@ -45,6 +48,7 @@ __all__ = ["CallWatch", "parse_names"]
 _THREAD = "started a thread (the check cannot see what a thread calls)"
 _PROCESS = "started a process (the check cannot see what another process calls)"
 _HOOK = "switched off or replaced the profile hook the check watches calls with"
+_EXEC = "compiled or ran code from a string (the check cannot say what that code is)"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
@@ -74,6 +78,94 @@ def _hiders() -> dict[int, tuple[Any, str]]:
     except (ImportError, AttributeError):  # pragma: no cover - not a POSIX system
         pass
     return {id(fn): (fn, why) for fn, why in found if fn is not None}
+
+
+def _string_code_builtins() -> dict[int, Any]:
+    """id -> builtin, for ``exec``, ``eval`` and ``compile``."""
+    import builtins
+
+    return {id(fn): fn for fn in (builtins.exec, builtins.eval, builtins.compile)}
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """The folders of the installed Python and its packages (the standard library, site-packages),
+    each ending with a separator: code there is a library's, not a student's."""
+    import sysconfig
+
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, getattr(sys, "base_exec_prefix", sys.prefix)}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            dirs.add(sysconfig.get_paths()[key])
+        except KeyError:  # pragma: no cover - every CPython has them
+            pass
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+def _fingerprint(code: Any) -> Any:
+    """What a function's code is, whatever its file, module or name: its instructions, the names
+    and constants they use, its arguments and locals; None for code too short to tell apart from a
+    student's own (a one-line helper)."""
+    raw = getattr(code, "co_code", b"")
+    if len(raw) < _MIN_FINGERPRINT_BYTES:
+        return None
+    consts = tuple(
+        c if isinstance(c, (int, float, str, bytes, bool, type(None))) else type(c).__name__ for c in code.co_consts
+    )
+    return (raw, code.co_names, code.co_varnames, code.co_argcount, consts)
+
+
+def _codes_of(obj: Any, module: str, out: list, depth: int = 0) -> None:
+    """The code objects of a module's own functions (classes' methods and nested functions too)."""
+    if depth > 4:
+        return
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
+    if isinstance(obj, property):
+        for f in (obj.fget, obj.fset, obj.fdel):
+            if f is not None:
+                _codes_of(f, module, out, depth + 1)
+        return
+    if isinstance(obj, types.FunctionType):
+        if getattr(obj, "__module__", None) == module:
+            stack = [obj.__code__]
+            while stack:
+                code = stack.pop()
+                out.append(code)
+                stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        return
+    if isinstance(obj, type) and getattr(obj, "__module__", None) == module:
+        for value in list(vars(obj).values()):
+            _codes_of(value, module, out, depth + 1)
+
+
+_FINGERPRINTS: dict = {"key": None, "table": {}}
+
+
+def _course_fingerprints() -> dict:
+    """fingerprint -> (module, qualname) of every function of the course's loaded modules, made
+    again only when the set of loaded modules changed."""
+    loaded = [
+        (name, module)
+        for name, module in list(sys.modules.items())
+        if isinstance(module, types.ModuleType) and (name == _COURSE or name.startswith(_COURSE + "."))
+    ]
+    key = frozenset((name, id(module)) for name, module in loaded)
+    if _FINGERPRINTS["key"] == key:
+        return _FINGERPRINTS["table"]
+    table: dict = {}
+    for name, module in loaded:
+        codes: list = []
+        try:
+            for value in list(vars(module).values()):
+                _codes_of(value, name, codes)
+        except Exception:  # an odd module: its functions are known by name and file only
+            continue
+        for code in codes:
+            fp = _fingerprint(code)
+            if fp is not None:
+                table.setdefault(fp, (name, code.co_qualname))
+    _FINGERPRINTS["key"], _FINGERPRINTS["table"] = key, table
+    return table
 
 
 def _dotted(text: str) -> bool:
@@ -117,6 +209,9 @@ class CallWatch:
         self._allowed = frozenset((m, q) for m, q in allowed_pairs if q)
         self._allowed_modules = frozenset(m for m, q in allowed_pairs if not q)
         self._hiders = _hiders() if pairs else {}
+        self._string_code = _string_code_builtins() if pairs else {}
+        self._libraries = _library_dirs() if pairs else ()
+        self._fingerprints: dict = {}  # filled by __enter__
         # forbidden modules that may hold C functions: their calls from Python are looked up by module
         self._c_modules = tuple(m for m in self._modules if m != _COURSE and not m.startswith(_COURSE + "."))
         self.seen: set[str] = set()
@@ -149,6 +244,27 @@ class CallWatch:
         module_verdict, inside = self._module_verdict, self._inside_frame
         exit_code, torch_code = _EXIT_CODE, _TORCH_FUNCTION_CODE
         c_modules = bool(self._c_modules)
+        string_code, libraries, watch = self._string_code, self._libraries, self
+        by_code: dict[int, tuple[Any, Any]] = {}  # id(code) -> (code, (module, qualname) or None)
+
+        def copied(code: Any) -> Any:
+            # the course function a function's code is a copy of (compiled from its text elsewhere)
+            known = by_code.get(id(code))
+            if known is None or known[0] is not code:
+                fp = _fingerprint(code)
+                known = by_code[id(code)] = (code, watch._fingerprints.get(fp) if fp is not None else None)
+            return known[1]
+
+        def students(frame: Any) -> bool:
+            # code outside the installed libraries and outside the course's package
+            name = frame.f_code.co_filename
+            if isinstance(name, str) and name.startswith("<frozen "):  # importlib, frozen in the interpreter
+                return False
+            if isinstance(name, str) and os.path.isabs(name):
+                real = os.path.realpath(name)
+                if real.startswith(libraries) or _course_module(name) is not None:
+                    return False
+            return True
 
         def resolve(g: dict, code: Any) -> tuple[dict, int, Any]:
             # a module by its name; a module of the course's package loaded under another name
@@ -159,6 +275,10 @@ class CallWatch:
                 course = _course_module(code.co_filename)
                 if course is not None:
                     module, verdict = course, module_verdict(course)
+                else:
+                    source = copied(code)
+                    if source is not None:  # not cached by globals: a student's module may hold one copy
+                        return (g, module_verdict(source[0]), source[0])
             known = by_globals[id(g)] = (g, verdict, module)
             return known
 
@@ -171,6 +291,10 @@ class CallWatch:
                 known = resolve(g, caller.f_code)
             verdict = known[1]
             pair = (known[2], caller.f_code.co_qualname)
+            if verdict == _NEUTRAL:
+                source = copied(caller.f_code)  # a copy of a course function calling
+                if source is not None:
+                    pair, verdict = source, module_verdict(source[0])
             # course code calling course code: the call entered earlier, or an allowed tool's own
             return pair in functions or pair in allowed or verdict in (_FORBIDDEN, _ALLOWED)
 
@@ -196,6 +320,8 @@ class CallWatch:
                     and not machinery_below(frame)
                 ):
                     seen.add(hider[1])
+                elif string_code.get(id(arg)) is arg and students(frame):
+                    seen.add(_EXEC)
                 elif c_modules:
                     module = _c_module(arg)
                     if module_verdict(module) == _FORBIDDEN and not forbidden_caller(frame):
@@ -207,8 +333,18 @@ class CallWatch:
                 if known is None or known[0] is not g:
                     known = resolve(g, code)
                 verdict = known[1]
-                if code.co_qualname in named:  # a function listed by name outranks its module
-                    pair = (known[2], code.co_qualname)
+                qualname = code.co_qualname
+                if verdict == _NEUTRAL and known[2] == g.get("__name__"):
+                    source = copied(code)  # one copied function among a student's own
+                    if source is not None:
+                        verdict, qualname = module_verdict(source[0]), source[1]
+                        known = (g, verdict, source[0])
+                elif known[2] != g.get("__name__"):
+                    source = copied(code)
+                    if source is not None:
+                        qualname = source[1]
+                if qualname in named:  # a function listed by name outranks its module
+                    pair = (known[2], qualname)
                     verdict = _ALLOWED if pair in allowed else _FORBIDDEN if pair in functions else verdict
                 if verdict == _ALLOWED and inside[0] is None:
                     inside[0], inside[1] = frame, known[2]
@@ -216,7 +352,7 @@ class CallWatch:
                     if inside[0] is not None and known[2] == inside[1]:
                         return  # an allowed function's own module at work
                     if not forbidden_caller(frame.f_back):
-                        seen.add(f"{known[2]}:{code.co_qualname}")  # where the call entered
+                        seen.add(f"{known[2]}:{qualname}")  # where the call entered
             elif event == "return" and frame is inside[0]:
                 inside[0] = None
 
@@ -226,6 +362,7 @@ class CallWatch:
         if self:
             self._old = sys.getprofile()
             self._inside_frame[:] = [None, None]
+            self._fingerprints = _course_fingerprints()
             self._on = True
             self._torch_mode = self._push_torch_mode()  # before the hook: torch's own code, not watched
             sys.setprofile(self._hook_fn)
@@ -351,6 +488,8 @@ def _torch_mode_class(torch: Any) -> Any:
 _EXIT_CODE = CallWatch.__exit__.__code__
 _TORCH_FUNCTION_CODE = _torch_function.__code__
 _NEUTRAL, _ALLOWED, _FORBIDDEN = 0, 1, 2
+#: instructions shorter than this (a one-line helper) are not told apart from a student's own
+_MIN_FINGERPRINT_BYTES = 48
 #: Modules whose own subprocesses are machinery: Triton starts ptxas and a C compiler when it
 #: compiles a kernel on a GPU.
 MACHINERY_PREFIXES = ("triton.",)

@@ -418,3 +418,94 @@ def test_a_cache_the_reference_filled_is_emptied_before_the_answer_runs():
     result = run_check("ex07.largest_promotion_interval", largest_promotion_interval, seed=0)
     assert not result.passed and result.points == 0
     assert "copies_errors" in str(result)
+
+
+def _copied_formats(tmp_path=None) -> types.ModuleType:
+    """nbhelpers/formats.py's text compiled under a file name of its own, in a module of another
+    name: what a student gets by reading the course's file and running it."""
+    text = _absolute(Path(formats.__file__).read_text())
+    mod = types.ModuleType("student_copy")
+    sys.modules["student_copy"] = mod  # its dataclasses look their module up by name
+    filename = "<a copy>" if tmp_path is None else str(tmp_path / "copy.py")
+    if tmp_path is not None:
+        Path(filename).write_text(text)
+    exec(compile(text, filename, "exec"), mod.__dict__)
+    return mod
+
+
+def test_a_copy_of_a_course_functions_code_is_that_function_wherever_it_was_compiled(tmp_path):
+    copy = _copied_formats()  # compiled here, before the watch: only its calls are watched
+    try:
+        assert copy.decode.__code__.co_filename == "<a copy>"
+        for forbidden, expected in (
+            ("nbhelpers.formats:decode", {"nbhelpers.formats:decode"}),
+            ("nbhelpers.formats", {"nbhelpers.formats:decode"}),
+        ):
+            watch = CallWatch([forbidden])
+            with watch:
+                copy.decode(0x3C, "e4m3")
+            assert watch.seen == expected, forbidden
+        # the same text in a file of the student's, imported: the same
+        spec = importlib.util.spec_from_file_location("student_file_copy", _copied_file(tmp_path))
+        own = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = own
+        spec.loader.exec_module(own)
+        watch = CallWatch(["nbhelpers.formats"])
+        with watch:
+            own.decode(0x3C, "e4m3")
+        assert watch.seen == {"nbhelpers.formats:decode"}
+    finally:
+        sys.modules.pop("student_copy", None)
+        sys.modules.pop("student_file_copy", None)
+
+
+def _copied_file(tmp_path) -> Path:
+    path = tmp_path / "formats_copy.py"
+    path.write_text(_absolute(Path(formats.__file__).read_text()))
+    return path
+
+
+def _absolute(text: str) -> str:
+    """A course module's text with its relative imports made absolute, as a copy elsewhere needs."""
+    import re
+
+    return re.sub(r"from \.(\w*)", lambda m: "from nbhelpers" + ("." + m.group(1) if m.group(1) else ""), text)
+
+
+def test_compiling_or_running_code_from_a_string_counts_as_hiding():
+    def run_text():
+        exec("y = 1")
+
+    def compile_text():
+        compile("1 + 1", "<s>", "eval")
+
+    def evaluate():
+        return eval("1 + 1")
+
+    for fn in (run_text, compile_text, evaluate):
+        assert any("from a string" in s for s in seen_by(fn)), fn.__name__
+    # a library's own use (a dataclass made at run time, a named tuple) is not the student's
+    import collections
+    import dataclasses
+
+    def libraries():
+        dataclasses.make_dataclass("P", [("x", int)])
+        collections.namedtuple("Q", "a b")
+
+    assert seen_by(libraries) == set()
+
+
+def test_a_students_own_short_or_different_functions_are_not_mistaken_for_the_course():
+    mod = _module(
+        "student_own",
+        "import math\n"
+        "def decode(bits, fmt):\n"
+        "    # the student's own decoder: not the course's code\n"
+        "    sign = -1.0 if bits & 0x80 else 1.0\n"
+        "    e, m = (bits >> 3) & 0xF, bits & 0x7\n"
+        "    return sign * math.ldexp(1 + m / 8, e - 7) if e else sign * math.ldexp(m / 8, -6)\n",
+    )
+    watch = CallWatch(["nbhelpers.formats"])
+    with watch:
+        mod.decode(0x3C, "e4m3")
+    assert watch.seen == set()
