@@ -68,8 +68,25 @@ def fp8_layout_cases(target: str = "sm_90") -> list[Case]:
     ]
 
 
+#: the kernel tests' deliberately wrong grouped kernels, each launched as grouped_matmul launches
+#: the right one (tests/test_kernels_grouped_gemm.py, run_variant: fp32, 16 x 16 x 16 blocks, the
+#: experts [5, 0, 20, 1, 9] over K = 24 and N = 20)
+_WRONG_KERNELS = (
+    "_no_row_end_mask_kernel",
+    "_tile_index_as_expert_kernel",
+    "_plain_gemm_rows_kernel",
+    "_search_off_by_one_kernel",
+    "_unclamped_rows_kernel",
+)
+
+
 def exercise_cases() -> list[Case]:
-    """Chapter 10's exercise kernel, launched as its solution launches it."""
+    """Chapter 10's exercise kernel, launched as its solution launches it; the kernel tests' own
+    kernels (the lookup probe and the deliberately wrong variants), launched as the tests do."""
+    tests = "tests/test_kernels_grouped_gemm.py:"
+    rows, experts, n, k = 35, 5, 20, 24
+    wrong_args = ("*fp32", "*fp32", "*fp32", "*i64", "*i32", rows, experts, n, k, k, 1, k * n, n, 1, n, 1)
+    blocks = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "BLOCK_E": 8, "GROUP_M": 1, "INPUT_PRECISION": "ieee"}
     return [
         Case(
             "solutions/ex10_grouped_gemm.ipynb:tile_lookup_kernel",
@@ -77,7 +94,15 @@ def exercise_cases() -> list[Case]:
             ("*i32", "*i32", 8, 40),
             {"BLOCK_M": 64},
             source="solution",
-        )
+        ),
+        Case(
+            tests + "_order_probe_kernel",
+            "int64 offsets, 8 experts",
+            ("*i64", "*i32", "*i64", 12, 8, 40),
+            {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_E": 8, "GROUP_M": 3},
+            source="test",
+        ),
+        *(Case(tests + name, "fp32, a wrong variant", wrong_args, blocks, source="test") for name in _WRONG_KERNELS),
     ]
 
 
