@@ -1563,6 +1563,14 @@ CHAPTERS = [
                 ("fp8_choice", "v = np.abs(x / scale)", "v = np.abs(x * (1.0 / scale))"),
                 # one scale for both formats: e4m3fn's amax / 448, so e5m2's top binades go unused
                 ("fp8_choice", "scale = float(np.float32(amax / top))", "scale = float(np.float32(amax / 448.0))"),
+                # the scale flushed to float32's smallest normal, as a kernel with FTZ would: no subnormal scales
+                (
+                    "fp8_choice",
+                    "scale = float(np.float32(amax / top))",
+                    "scale = max(float(np.float32(amax / top)), 2.0**-126)",
+                ),
+                # the scale left in float64, not rounded to float32
+                ("fp8_choice", "scale = float(np.float32(amax / top))", "scale = amax / top"),
                 # the tolerance forgotten: e5m2 whenever it loses fewer
                 ("fp8_choice", '1000 * (lost["e4m3fn"] - lost["e5m2"]) > n', 'lost["e4m3fn"] > lost["e5m2"]'),
                 # "over one in a thousand" read as "at least": e5m2 where e4m3fn loses exactly 1/1000
@@ -1656,6 +1664,28 @@ CHAPTERS = [
                     "best_margin",
                     "if best is None or clamped + flushed < best[1] + best[2]:",
                     "if best is None or clamped + flushed <= best[1] + best[2]:",
+                ),
+                # of equal losses, the one that clamps fewer (a flushed value thought the lesser harm)
+                (
+                    "best_margin",
+                    "if best is None or clamped + flushed < best[1] + best[2]:",
+                    "if best is None or (clamped + flushed, clamped) < (best[1] + best[2], best[1]):",
+                ),
+                # the loss thought unimodal in the margin: the search stops at the first margin whose loss rises
+                (
+                    "best_margin",
+                    "        if best is None or clamped + flushed < best[1] + best[2]:",
+                    "        if best is not None and clamped + flushed > best[1] + best[2]:\n"
+                    "            break\n"
+                    "        if best is None or clamped + flushed < best[1] + best[2]:",
+                ),
+                # ... or at the first margin whose loss no longer falls
+                (
+                    "best_margin",
+                    "        if best is None or clamped + flushed < best[1] + best[2]:",
+                    "        if best is not None and clamped + flushed >= best[1] + best[2]:\n"
+                    "            break\n"
+                    "        if best is None or clamped + flushed < best[1] + best[2]:",
                 ),
                 # the scale's floor of 2**-149 left out: a step whose history is all zeros gets scale 0
                 (

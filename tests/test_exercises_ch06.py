@@ -9,7 +9,8 @@ side; the granularity cases keep the model's predictions from the threshold and 
 the predictions, and every wrong model misses on most of them; the fp8 cases hold weights, wide
 gradients and stale scales, exact ties and values one float64 step from them (which a cast through
 float32 rounds twice), and both answers; the delayed-scaling model's expected counts are what the
-engine loses on tensors drawn from its law, and the cases need margins from 0 to 16."""
+engine loses on tensors drawn from its law, and the cases need margins from 0 to 16, break ties split
+between clamped and flushed values, and hold losses that rise with the margin and then fall lower."""
 
 import math
 from collections import Counter
@@ -307,6 +308,15 @@ def test_flush_compare_judges_without_raising_or_altering():
         reason = ex.compare(odd, target)
         assert isinstance(reason, str) and reason
 
+    class Float32OnPaper(np.ndarray):  # float64 data under a dtype that says float32
+        @property
+        def dtype(self):
+            return np.dtype(np.float32)
+
+    for sub in (x.astype(np.float64).view(Float32OnPaper), np.ma.masked_array(x)):
+        reason = ex.compare(sub, target)
+        assert "subclass" in reason and "plain numpy.ndarray of dtype float32" in reason, reason
+
 
 def test_flush_solution_matches_the_wrong_k_detector():
     """The solution's tensor for k flushes k per tensor and is judged wrong for k + 1 and k - 1."""
@@ -514,6 +524,33 @@ def test_fp8_cases_have_the_characters_they_claim():
     assert choice == "e5m2" and counts["e4m3fn"][0] > 0 == counts["e5m2"][0]
 
 
+def _floored_counts(x, amax) -> dict:
+    """Each format's counts with its scale flushed to float32's smallest normal 2**-126 (a wrong rule)."""
+    out = {}
+    for fmt in FP8_FORMATS:
+        r = round_to(x / max(fp8_scale(amax, fmt), 2.0**-126), fmt)
+        out[fmt] = (int(np.sum((x != 0) & (r == 0))), int(np.sum(~np.isfinite(r))))
+    return out
+
+
+def test_fp8_tiny_amaxes_have_subnormal_scales_that_a_floor_at_the_smallest_normal_miscounts():
+    """Every seed's random cases hold tensors whose both scales are float32 subnormals within the
+    statement's range (amax at least 57344 * 2**-149); a scale floored at 2**-126 miscounts each of
+    them, and the labelled one: its scales are multiples of 2**-149 (e5m2's 2**-148)."""
+    ex = get_exercise("ex06.fp8_choice")
+    for seed in SEEDS:
+        tiny = [c for c in random_cases("fp8_choice", seed) if c.args[1] < 448 * 2.0**-126]
+        assert len(tiny) >= 6, seed
+        for c, (_, counts) in zip(tiny, expected_outputs(ex, tiny)):
+            x, amax = c.args
+            assert amax >= 57344 * 2.0**-149 and fp8_scale(amax, "e4m3fn") < 2.0**-126
+            assert _floored_counts(x, amax) != counts
+    c = next(c for label, c in labelled("fp8_choice").items() if label.startswith("amax near 2**-132"))
+    x, amax = c.args
+    assert round(math.log2(amax)) == -132 and fp8_scale(amax, "e5m2") == 2.0**-148
+    assert _floored_counts(x, amax) != ex.reference(x, amax)[1]
+
+
 # ---- ex06.best_margin
 
 
@@ -616,6 +653,65 @@ def test_margin_labelled_cases_say_what_they_claim():
     assert ref(*by_start["a spike of 2**15.2 at the last step on a narrow band"]) == (16, 0.0, 0.0)
     steps, H = by_start["amaxes near 2**-130"]
     assert all(s < 2.0**-126 for s in delayed_scales([a for *_, a in steps], H, 1)) and ref(steps, H)[0] == 1
+    steps, H = by_start["margin 3 clamps a step of 1000 whole, margins 4 to 16 flush one of 1000 whole"]
+    losses = [expected_losses(steps, H, m) for m in MARGINS]
+    assert losses[3] == (1000.0, 0.0) and all(losses[m] == (0.0, 1000.0) for m in MARGINS[4:])
+    assert all(sum(losses[m]) > 1000 for m in range(3)) and ref(steps, H) == (3, 1000.0, 0.0)
+    steps, H = by_start["a step of 500 flushed whole from margin 2, a spike of 2000 clamped whole up to margin 5"]
+    totals = [sum(expected_losses(steps, H, m)) for m in MARGINS]
+    assert totals == [2000.0] * 2 + [2500.0] * 4 + [500.0] * 11 and ref(steps, H) == (6, 0.0, 500.0)
+
+
+def _first_rise(totals):
+    """A search that stops at the first margin whose loss rises (a wrong rule)."""
+    best = 0
+    for m in MARGINS[1:]:
+        if totals[m] > totals[best]:
+            break
+        best = m if totals[m] < totals[best] else best
+    return best
+
+
+def test_margin_random_cases_hold_ties_split_differently_and_losses_that_rise_then_fall_lower():
+    """With every seed, at least four random cases where two margins lose exactly as much, one by
+    clamping and one by flushing, and the tie-break by fewer clamped values names another margin than
+    the smallest; and at least four where the loss rises with the margin and then falls lower, so
+    that a search that stops at the first rise misses."""
+    for seed in SEEDS:
+        split = bumpy = 0
+        for c in random_cases("best_margin", seed):
+            steps, H = c.args
+            losses = [expected_losses(steps, H, m) for m in MARGINS]
+            totals = [sum(x) for x in losses]
+            best = min(MARGINS, key=lambda m: (totals[m], m))
+            split += min(MARGINS, key=lambda m: (totals[m], losses[m][0], m)) != best
+            bumpy += _first_rise(totals) != best
+        assert split >= 4 and bumpy >= 4, (seed, split, bumpy)
+
+
+def test_margin_compare_refuses_odd_returns_with_a_reason_and_never_raises():
+    """A bool or float margin, counts as strings or bools, a hostile tuple: each a reason naming what
+    was returned and what is accepted; numpy integers and floats, and a list, pass."""
+    ex = get_exercise("ex06.best_margin")
+    c = next(c for c in cases_for(ex, 0) if ex.reference(*c.args)[0] == 1)
+    m, cl, fl = want = ex.reference(*c.args)
+
+    class Hostile(tuple):
+        def __len__(self):
+            raise RuntimeError("no")
+
+    assert ex.compare((np.int64(m), np.float64(cl), fl), want) is None
+    assert ex.compare([m, cl, fl], want) is None
+    for got, words in (
+        ((True, cl, fl), ("bool", "an int")),
+        ((1.0, cl, fl), ("float", "an int")),
+        ((m, repr(cl), fl), ("str", "a float")),
+        ((m, cl, True), ("bool", "a float")),
+        (Hostile((m, cl, fl)), ("Hostile",)),
+        ((m, cl), ("length 2",)),
+    ):
+        reason = ex.compare(got, want)
+        assert isinstance(reason, str) and all(w in reason for w in words), (got, reason)
 
 
 # ---- the models of the granularity exercise, against a block-by-block loop ----------------------

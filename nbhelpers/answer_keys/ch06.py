@@ -27,8 +27,9 @@
   count of values that round to zero and of values that overflow; the reference counts with
   :func:`nbhelpers.rounding.round_to` (held against ml_dtypes casts in the tests), which the answer
   may not call: it finds the boundaries and their ties itself. Values planted one float64 step from
-  a tie fail a cast to fp8 through float32 (ml_dtypes', torch's), which rounds twice. Compared
-  exactly.
+  a tie fail a cast to fp8 through float32 (ml_dtypes', torch's), which rounds twice. Tensors whose
+  amax / 448 lies below 2**-126 have float32-subnormal scales (a scale floored at the smallest normal
+  miscounts them). Compared exactly.
 - ``best_margin``: a prediction: the margin of delayed (amax-history) e4m3fn scaling whose expected
   loss is the smallest, over steps given as (n, zeros, lo, amax) with log2|x| uniform on
   [log2 lo, log2 amax]: expected clamped (|x / scale| > 448) plus flushed (|x / scale| <= 2**-10),
@@ -36,7 +37,9 @@
   are the engine's :class:`nbhelpers.scaling.DelayedScaler`'s (tested). The cases keep every bound
   clear of a step's ends and every other margin either exactly as lossy or :data:`GAP` of the
   elements worse, and hold zero first steps, collapses after a spike (steps flushed whole), margin
-  16 and float32-subnormal scales.
+  16, float32-subnormal scales, ties between a margin that clamps a step whole and the next that
+  flushes one of the same size (the smaller wins), and losses that rise with the margin and then fall
+  lower (no search may stop at the first rise). The margin must be an int, the counts numbers.
 
 Edge cases come first, then random ones from the seed.
 """
@@ -166,8 +169,9 @@ def flushed_per_tensor_ref(
 
 def _flush_reason(got, t: FlushTarget) -> str | None:
     shape = (t.M, t.K)
-    if not isinstance(got, np.ndarray):
-        return f"returned {describe(got)}, expected a float32 numpy array of shape {shape}"
+    if type(got) is not np.ndarray:  # a subclass could report a dtype its data does not have
+        what = f"a {type(got).__name__}, a subclass of numpy.ndarray" if isinstance(got, np.ndarray) else describe(got)
+        return f"returned {what}; expected a plain numpy.ndarray of dtype float32 and shape {shape}"
     if got.dtype != np.float32:
         return f"an array of dtype {got.dtype}, expected float32"
     if got.shape != shape:
@@ -881,6 +885,10 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
         Case((sparse, 10.0), label="70% zeros"),
         Case((np.array([250.0, 240.0, 1.0]) * s4, 448.0), label="e4m3fn's max is 448, not IEEE e4m3's 240"),
         Case(
+            (weights * 2.0**-134, float(np.max(np.abs(weights))) * 2.0**-134),
+            label="amax near 2**-132: both scales are float32 subnormals, rounded to multiples of 2**-149",
+        ),
+        Case(
             (np.array([464.0, -464.0, 448.0, 100.0, 1.0, 0.5]) * c, 448.0 * c),
             label=f"scale {c!r}: x / scale lands exactly on e4m3fn's tie at 464, x * (1 / scale) above it",
         ),
@@ -888,7 +896,20 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
     for i in range(70):
         x, amax = _at_the_tolerance(rng) if i % 10 == 0 else _fp8_data(rng)
         cases.append(Case((x, amax)))
+    for _ in range(6):
+        cases.append(Case(_tiny_amax(rng)))
     return cases
+
+
+def _tiny_amax(rng: np.random.Generator):
+    """(x, amax) of :func:`_fp8_data` moved by a power of two to amax / 448 in [2**-140, 2**-127]: both
+    scales float32 subnormals (e5m2's at least 2**-147), rounded to the subnormals' grid; boundaries
+    planted again at the new scales."""
+    x, amax = _fp8_data(rng)
+    shift = math.floor(float(rng.uniform(-140, -127)) - math.log2(amax / 448.0))
+    x, amax = x * 2.0**shift, amax * 2.0**shift
+    _plant_boundaries(rng, x, amax, int(rng.integers(2, 9)))
+    return x, amax
 
 
 def _at_the_tolerance(rng: np.random.Generator):
@@ -969,16 +990,24 @@ def best_margin_ref(steps: list, history: int) -> tuple[int, float, float]:
 
 def _margin_compare(got, expected) -> str | None:
     """The margin exactly, each count within COUNT_RTOL (or COUNT_ATOL elements); never raises."""
-    if not isinstance(got, (tuple, list)) or len(got) != 3:
+    try:
+        return _margin_reason(got, expected)
+    except Exception as e:  # a hostile object: a failed case, never a crash
+        return f"could not judge the {type(got).__name__} returned ({type(e).__name__})"
+
+
+def _margin_reason(got, expected) -> str | None:
+    if type(got) not in (tuple, list) or len(got) != 3:
         return f"returned {describe(got)}, expected a tuple (margin, clamped, flushed)"
+    if isinstance(got[0], (bool, np.bool_)) or not isinstance(got[0], (int, np.integer)):
+        return f"the margin: returned {describe(got[0])}, expected an int from 0 to 16 (not a bool)"
     reason = same_value(got[0], expected[0])
     if reason is not None:
         return f"the margin: {reason}"
     for i, what in ((1, "clamped"), (2, "flushed")):
-        try:
-            g = float(got[i])
-        except Exception:
-            return f"{what}: returned {describe(got[i])}, expected a number"
+        if isinstance(got[i], (bool, np.bool_)) or not isinstance(got[i], (int, float, np.integer, np.floating)):
+            return f"{what}: returned {describe(got[i])}, expected a float (an int or a numpy number will do)"
+        g = float(got[i])
         e = expected[i]
         if not (math.isfinite(g) and abs(g - e) <= max(COUNT_RTOL * abs(e), COUNT_ATOL)):
             return f"{what}: {g!r}, the model gives {e!r} (relative tolerance {COUNT_RTOL:g})"
@@ -1057,6 +1086,88 @@ def _margin_case(rng: np.random.Generator, kind: int) -> tuple[list, int]:
     return _steps(rng, _amax_walk(rng)), H
 
 
+def _scale_at(amaxes: list, history: int, margin: int) -> float:
+    """The scale of the step after ``amaxes`` (its own amax plays no part unless it is step 0)."""
+    return delayed_scales([*amaxes, amaxes[-1] if amaxes else 1.0], history, margin)[-1]
+
+
+def _background(rng: np.random.Generator, n_ref: int) -> list:
+    """One to six steps that lose nothing at any margin: amaxes that never grow, each on under two binades."""
+    a = float(np.exp2(rng.uniform(-30, 30)))
+    out = []
+    for _ in range(int(rng.integers(1, 7))):
+        n = int(n_ref * float(np.exp2(rng.uniform(-3, 3))))
+        out.append((n, int(n * float(rng.choice([0.0, 0.0, 0.5]))), a * 2.0 ** -float(rng.uniform(0.5, 1.5)), a))
+        a *= float(rng.uniform(0.85, 1.0))
+    return out
+
+
+def _first_rise(totals: list) -> int:
+    """The margin a search that stops at the first rise of the loss finds (a wrong rule)."""
+    best = 0
+    for m in MARGINS[1:]:
+        if totals[m] > totals[best]:
+            break
+        if totals[m] < totals[best]:
+            best = m
+    return best
+
+
+def _split_tie_case(rng: np.random.Generator) -> tuple[list, int]:
+    """Margin m clamps a step whole and m + 1 flushes a step of the same size whole, nothing else lost
+    (a step that clamps in part makes every margin below m lose more): the two tie, split differently,
+    and the answer is m, the smaller, not m + 1, the one that clamps less."""
+    while True:
+        H, m = int(rng.integers(1, 7)), int(rng.integers(0, 16))
+        n = int(np.exp(rng.uniform(np.log(1e3), np.log(1e8))))
+        steps = _background(rng, n)
+        amaxes = [x[3] for x in steps]
+        if m > 0:  # partly above 448 scale at margin m - 1, within it at m
+            a = 448 * _scale_at(amaxes, H, m - 1) * 2.0 ** float(rng.uniform(0.1, 0.9))
+            nc = int(n * float(rng.uniform(0.1, 2.0)))
+            steps.append((nc, 0, a * 2.0 ** -float(rng.uniform(1.0, 3.0)), a))
+            amaxes.append(a)
+        top = 448 * _scale_at(amaxes, H, m)  # clamped whole at m, within range at m + 1
+        lo = top * 2.0 ** float(rng.uniform(0.05, 0.4))
+        a = top * 2.0 ** float(rng.uniform(0.6, 0.95))
+        steps.append((n, 0, lo, a))
+        amaxes.append(a)
+        bottom = E4M3_FLUSH * _scale_at(amaxes, H, m)  # flushed whole at m + 1, kept whole at m
+        lo = bottom * 2.0 ** float(rng.uniform(0.05, 0.4))
+        steps.append((n, int(n * float(rng.choice([0.0, 1.0]))), lo, bottom * 2.0 ** float(rng.uniform(0.6, 0.95))))
+        if not _clear(steps, H):
+            continue
+        losses = [expected_losses(steps, H, k) for k in MARGINS]
+        totals = [sum(x) for x in losses]
+        if min(MARGINS, key=lambda k: (totals[k], losses[k][0], k)) != min(MARGINS, key=lambda k: (totals[k], k)):
+            return steps, H
+
+
+def _bumpy_case(rng: np.random.Generator) -> tuple[list, int]:
+    """A loss that is not unimodal in the margin: a collapsed step flushed from margin m1 on (in part
+    below it), then a spike clamped up to margin m2 - 1 (in part below it), larger than the collapse:
+    the loss rises at m1 and falls lower at m2. Kept only where stopping at the first rise misses."""
+    while True:
+        H = int(rng.integers(1, 7))
+        m1 = int(rng.integers(1, 13))
+        m2 = int(rng.integers(m1 + 1, 17))
+        n = int(np.exp(rng.uniform(np.log(1e3), np.log(1e8))))
+        steps = _background(rng, n)
+        amaxes = [x[3] for x in steps]
+        a = E4M3_FLUSH * _scale_at(amaxes, H, m1) * 2.0 ** -float(rng.uniform(0.05, 0.95))
+        nf = int(n * float(rng.uniform(0.05, 0.8)))
+        steps.append((nf, 0, a * 2.0 ** -float(rng.uniform(0.2, 3.0)), a))
+        amaxes.append(a)
+        top = 448 * _scale_at(amaxes, H, m2 - 1)
+        a = top * 2.0 ** float(rng.uniform(0.05, 0.95))
+        steps.append((n, 0, a * 2.0 ** -float(rng.uniform(0.2, 4.0)), a))
+        if not _clear(steps, H):
+            continue
+        totals = [sum(expected_losses(steps, H, k)) for k in MARGINS]
+        if _first_rise(totals) != min(MARGINS, key=lambda k: (totals[k], k)):
+            return steps, H
+
+
 def _margin_cases(rng: np.random.Generator) -> list[Case]:
     fixed = np.random.default_rng(6066)  # the labelled cases are the same for every seed
     jitter = [float(v) for v in fixed.uniform(0.8, 1.0, 10)]
@@ -1091,6 +1202,20 @@ def _margin_cases(rng: np.random.Generator) -> list[Case]:
             ([(10**6, 0, a * 2.0**-134, a * 2.0**-130) for a in jitter[:6]], 1),
             label="amaxes near 2**-130: amax_h / 448 a float32 subnormal, rounded after the margin: margin 1",
         ),
+        Case(
+            (
+                [(1000, 0, 0.6, 1.0), (1000, 0, 0.55, 0.9), (1000, 0, 1.5, 6.0), (1000, 0, 50.0, 90.0)]
+                + [(1000, 0, 1.7e-3, 3.0e-3)],
+                2,
+            ),
+            label="margin 3 clamps a step of 1000 whole, margins 4 to 16 flush one of 1000 whole:"
+            " equal losses, the smallest margin is 3",
+        ),
+        Case(
+            ([(1000, 0, 0.6, 1.0), (1000, 0, 0.55, 0.9), (500, 0, 5e-6, 8e-6), (2000, 0, 30.0, 50.0)], 2),
+            label="a step of 500 flushed whole from margin 2, a spike of 2000 clamped whole up to margin 5:"
+            " the loss rises at margin 2 and falls lower at 6, the answer",
+        ),
     ]
     for c in cases:
         assert _clear(*c.args), c.label
@@ -1100,6 +1225,9 @@ def _margin_cases(rng: np.random.Generator) -> list[Case]:
         if _clear(steps, H):
             cases.append(Case((steps, H)))
             i += 1
+    for _ in range(4):
+        cases.append(Case(_split_tie_case(rng)))
+        cases.append(Case(_bumpy_case(rng)))
     return cases
 
 
