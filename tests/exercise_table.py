@@ -448,6 +448,34 @@ CHAPTERS = [
                     "u = rng.random(x.shape)",
                     "u = ((rng.permutation(x.size) + rng.random(x.size)) / x.size).reshape(x.shape)",
                 ),
+                # numbers reused three places on, in blocks of six: each element's chance is right, the
+                # counts spread too widely for the chi-square to see, the pairs at lag 3 always agree
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "h = rng.random((x.size + 5) // 6 * 3).reshape(-1, 3)\n"
+                    "    u = np.concatenate([h, h], axis=1).ravel()[: x.size].reshape(x.shape)",
+                ),
+                # ... a quarter on in alternate quarters (the second quarter repeats the first, the fourth the third)
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "s = max(x.size // 4, 1)\n"
+                    "    f = rng.random(x.size)\n"
+                    "    i = np.arange(x.size)\n"
+                    "    rep = (i // s) % 2 == 1\n"
+                    "    f[rep] = f[i[rep] - s]\n"
+                    "    u = f.reshape(x.shape)",
+                ),
+                # ... or every fourth element copying the one three places before
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "f = rng.random(x.size)\n"
+                    "    i = np.arange(3, x.size, 4)\n"
+                    "    f[i] = f[i - 3]\n"
+                    "    u = f.reshape(x.shape)",
+                ),
             ]
         ),
     ),

@@ -225,7 +225,12 @@ def test_decode_reference_on_wide_formats_and_other_biases():
         fn_largest = sheet_largest(e, m, "fn", 2 ** (e - 1) - 1)
         got_fn = np.array([decode_bits_ref(int(c), e, m, "fn", fn_largest) for c in codes[below_top]])
         assert np.array_equal(got_fn, want[below_top])
-    for bad in [(0, 4, 3, "ieee", 447.0), (0, 4, 3, "fnu", 448.0), (256, 4, 3, "fn", 448.0), (0, 1, 3, "fn", 1.0)]:
+    for bad in [
+        (0, 4, 3, "ieee", 447.0),
+        (0, 4, 3, "fnu", 448.0),
+        (256, 4, 3, "fn", 448.0),
+        (0, 1, 3, "fn", 1.0),
+    ]:
         with pytest.raises(ValueError):
             decode_bits_ref(*bad)
 
@@ -543,3 +548,34 @@ def test_ties_independence_rejects_paired_and_reused_numbers():
     assert "u and 1 - u" in judge(lambda: gen.permutation(np.concatenate([v := h(), 1 - v])))
     assert "i and i + 5000" in judge(lambda: np.concatenate([v := h(), v]))
     assert "i and n - 1 - i" in judge(lambda: np.concatenate([v := h(), v[::-1]]))
+
+    def copy_back(v, d, every):  # every `every`-th element takes the number d places before
+        i = np.arange(d, v.size, every)
+        v[i] = v[i - d]
+        return v
+
+    assert "i and i + 3 " in judge(lambda: copy_back(gen.random(SR_N), 3, 4))
+    assert "i and i + 1234 " in judge(lambda: copy_back(gen.random(SR_N), 1234, 4))
+    assert "i and i + 4999 " in judge(lambda: copy_back(gen.random(SR_N), 4999, 4))
+
+
+def test_pairs_of_a_tie_case_are_counted_at_every_distance_within_the_budget():
+    """The sums of s_i s_j of _pair_agreements (by FFT) against direct sums at every lag up to
+    n/2 and for the mirrored pairs, on odd and even n; the bound on the largest standard score
+    spends SR_ALL_TAIL / 4 over all the tests by Hoeffding's bound and Bonferroni."""
+    import math
+
+    from nbhelpers.answer_keys.ch01 import SR_ALL_TAIL, _pair_agreements, _pair_z_bound
+
+    gen = np.random.default_rng(5)
+    for n in (2, 3, 10, 257, 1000):
+        up = gen.random(n) < 0.5
+        s = np.where(up, 1, -1)
+        sums, pairs, lags = _pair_agreements(up)
+        assert list(lags) == [*range(1, n // 2 + 1), 0]
+        assert list(pairs) == [n - d for d in range(1, n // 2 + 1)] + [n // 2]
+        direct = [int(s[:-d] @ s[d:]) for d in range(1, n // 2 + 1)] + [int(s[: n // 2] @ s[::-1][: n // 2])]
+        assert sums.tolist() == direct
+    for tests in (1, 11 * 5001):
+        b = _pair_z_bound(tests)
+        assert 2 * tests * math.exp(-(b**2) / 2) == pytest.approx(SR_ALL_TAIL / 4, rel=1e-9)

@@ -691,7 +691,7 @@ def stochastic_compare_all(expected: list, got: list) -> str | None:
     * the elements of the cases of ties must choose independently (:func:`_ties_independent`).
 
     A right answer fails with probability at most ``SR_ALL_TAIL``: a quarter for each chi-square
-    test, an eighth for each test of the ties' counts, and far less for the ties' pairs."""
+    test, an eighth for each test of the ties' counts, and a quarter for the ties' pairs."""
     groups: dict = {}
     scores = []  # each case's squared standard score, None for a case that cannot move
     for t, g in zip(expected, got):
@@ -742,10 +742,26 @@ def _half_abs_pmf(n: int, top: int) -> np.ndarray:
     return np.where(ok, np.exp(logp) * np.where(e == 0, 1.0, 2.0), 0.0)
 
 
-#: elements of a tie case compared in pairs this far apart (a flat index), besides mirrored ones
-SR_TIE_LAGS = (1, 2)
-#: standard deviations allowed for the pairs of a tie case that agree
-SR_TIE_Z = 7.0
+def _pair_z_bound(n_tests: int) -> float:
+    """The |z| above which one of ``n_tests`` sums of m independent random signs (z = sum /
+    sqrt(m)) lies with probability at most ``SR_ALL_TAIL / 4`` in all: Hoeffding's bound
+    P(|z| >= t) <= 2 exp(-t**2 / 2) for each, summed over the tests (Bonferroni)."""
+    return math.sqrt(2 * math.log(2 * n_tests / (SR_ALL_TAIL / 4)))
+
+
+def _pair_agreements(up: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the choices ``up`` of a tie case (n elements, flat order): per test, the sum over its
+    pairs of s_i s_j (s = +1 up, -1 down) and its number of pairs m: the pairs i and i + d for
+    every lag d from 1 to n/2 (the autocorrelation, by FFT; exact integers, rounded), then i and
+    n - 1 - i. Also each test's lag (0 for the mirrored pairs). For independent fair choices
+    the products s_i s_j of one test are independent random signs."""
+    n = up.size
+    s = np.where(up, 1.0, -1.0)
+    spec = np.fft.rfft(s, 2 * n)
+    auto = np.rint(np.fft.irfft(spec * np.conj(spec), 2 * n)[1 : n // 2 + 1])
+    lags = np.arange(1, n // 2 + 1)
+    mirror = float(s[: n // 2] @ s[::-1][: n // 2])
+    return np.append(auto, mirror), np.append(n - lags, n // 2), np.append(lags, 0)
 
 
 def _ties_independent(expected: list, got: list) -> str | None:
@@ -758,9 +774,12 @@ def _ties_independent(expected: list, got: list) -> str | None:
       with probability ``SR_ALL_TAIL / 8`` (exact, from the binomial: :func:`_tie_counts_spread`): pairs of
       elements that always choose opposite ways (antithetic numbers u and 1 - u) put every count
       on n/2 exactly;
-    * the elements i and i + d (d in ``SR_TIE_LAGS`` and n/2, in the flat order) and i and n-1-i
-      must agree as often as independent coins do, within ``SR_TIE_Z`` standard deviations:
-      numbers reused, mirrored or paired there agree always or never."""
+    * the elements i and i + d, for every d from 1 to n/2 (in the flat order), and i and n-1-i
+      must agree as often as independent coins do: the largest standard score over all these
+      tests of all tie cases must stay under the bound (:func:`_pair_z_bound`) that a right
+      answer passes with probability ``SR_ALL_TAIL / 4``: numbers reused, mirrored or paired at
+      any distance agree always or never, and even a quarter of the elements copying others at
+      one distance lifts that distance's score to about sqrt(n) / 4 (25 for 10,000 elements)."""
     ties, seen, later = [], set(), []
     for i, (t, g) in enumerate(zip(expected, got)):
         if t.p.size and np.all(t.p == 0.5) and t.state not in seen:
@@ -772,18 +791,23 @@ def _ties_independent(expected: list, got: list) -> str | None:
         why = _tie_counts_spread(part)
         if why:
             return why
-    for up in ties:
-        n = up.size
-        for name, a, b in [(f"i and i + {d}", up[:-d], up[d:]) for d in (*SR_TIE_LAGS, n // 2)] + [
-            ("i and n - 1 - i", up[: n // 2], up[::-1][: n // 2])
-        ]:
-            agree, pairs = int((a == b).sum()), a.size
-            if abs(agree - pairs / 2) > SR_TIE_Z * math.sqrt(pairs) / 2:
-                return (
-                    f"on a case of ties ({n} elements, each halfway between its neighbours) the elements "
-                    f"{name} chose the same way {agree} times in {pairs}, where independent choices agree "
-                    f"about half the time: each element must have its own random number"
-                )
+    tests = [_pair_agreements(up) for up in ties if up.size >= 2]
+    if not tests:
+        return None
+    bound = _pair_z_bound(sum(sums.size for sums, _, _ in tests))
+    for up, (sums, pairs, lags) in zip([up for up in ties if up.size >= 2], tests):
+        z = np.abs(sums) / np.sqrt(pairs)
+        j = int(np.argmax(z))
+        if z[j] > bound:
+            n, d, m = up.size, int(lags[j]), int(pairs[j])
+            name = f"i and i + {d}" if d else "i and n - 1 - i"
+            agree = (m + int(sums[j])) // 2
+            return (
+                f"on a case of ties ({n} elements, each halfway between its neighbours) the elements "
+                f"{name} chose the same way {agree} times in {m}, where independent choices agree "
+                f"about half the time ({z[j]:.1f} standard deviations off; the check allows {bound:.1f} "
+                "at every distance): each element must have its own random number"
+            )
     return None
 
 
