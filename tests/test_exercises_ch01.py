@@ -230,6 +230,7 @@ def test_decode_reference_on_wide_formats_and_other_biases():
         (0, 4, 3, "fnu", 448.0),
         (256, 4, 3, "fn", 448.0),
         (0, 1, 3, "fn", 1.0),
+        (0, 4, 0, "fn", 256.0),
     ]:
         with pytest.raises(ValueError):
             decode_bits_ref(*bad)
