@@ -1050,6 +1050,9 @@ CHAPTERS = [
                 ),
                 # ... only away from zero: a step past the gap ahead there taken as a wait of gap / d
                 ("expected_mth_move", "np.where(gap0 >= d, m, 0)", "m"),
+                # a step equal to the gap ahead taken as certain for good: away from zero the gaps
+                # after it are wider, and each of those moves is a wait again
+                ("expected_mth_move", "np.where(gap0 >= d, m, 0)", "np.where(gap0 > d, m, 0)"),
                 # failures before each move counted, not the steps: gap / d - 1 a wait, 0 a certain step
                 ("expected_mth_move", "dist / d + (m - j))", "dist / d - j)"),
                 # round to nearest's half gap taken for the distance to cover

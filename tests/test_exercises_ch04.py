@@ -335,15 +335,18 @@ def test_expected_mth_move_is_the_mean_of_sampled_moves():
 
 
 def test_expected_mth_move_cases_keep_their_promise():
-    """Every case keeps what the statement promises: once a step is at least the gap ahead, every
+    """Every case keeps what the statement promises: once a step is larger than the gap ahead, every
     later step up to the m-th move is too; so the single-gap walk's gaps ahead are at least d on a
     prefix of its first m values (the weights of a certain phase move 2d a step at most, which the
     cases leave no room to reach zero or, away from zero, a gap above d), and no walk leaves bf16's
-    finite range."""
+    finite range. A step equal to the gap ahead promises nothing: the cases have walks where the
+    gap ahead equals d and a later one is wider, so an answer that counts every step certain from
+    such a value fails."""
     from nbhelpers.answer_keys.ch04 import _bf16_at, _bf16_ordinal
 
     ex = get_exercise("ex04.expected_mth_move")
     for seed in (0, 1, 4321):
+        equal_then_wider = 0
         for case in cases_for(ex, seed):
             w, g, lr, m = (a.reshape(-1) if isinstance(a, np.ndarray) else a for a in case.args)
             o, s = _bf16_ordinal(w), np.where(g < 0, 1, -1)
@@ -352,7 +355,11 @@ def test_expected_mth_move_cases_keep_their_promise():
                 walk = o[i] + s[i] * np.arange(m[i] + 1)
                 assert np.abs(walk).max() < 0x7F80  # finite
                 v = _bf16_at(walk)
-                wide = np.abs(np.diff(v)) >= d[i]
+                gaps = np.abs(np.diff(v))
+                wide = gaps >= d[i]
+                # a step equal to a gap ahead, then a wider gap: the promise must not cover it
+                eq, wider = np.flatnonzero(gaps == d[i]), np.flatnonzero(gaps > d[i])
+                equal_then_wider += bool(eq.size and wider.size and eq[0] < wider[-1])
                 j = int(np.argmin(wide)) if not wide.all() else int(m[i])
                 assert wide[:j].all() and not wide[j:].any(), (case.label, w[i], g[i], lr, m[i])
                 if j < m[i]:  # a certain phase: it stays where every gap ahead is at most d
@@ -364,6 +371,7 @@ def test_expected_mth_move_cases_keep_their_promise():
                     else:
                         top = 2.0 ** (np.frexp(d[i])[1] + 7)
                         assert abs(u) + reach < top or m[i] - j == 1, (w[i], g[i], lr, m[i])
+        assert equal_then_wider > 0, seed
 
 
 # ---- ex04.stalled_kahan_update: a construction, judged by running the loops

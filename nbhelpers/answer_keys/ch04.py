@@ -551,6 +551,9 @@ def _move_case(rng: np.random.Generator) -> Case:
     ratio = np.where(r < 0.3, np.exp2(rng.uniform(-10, 0, size=n)), ratio)
     ratio = np.where((r >= 0.3) & (r < 0.4), np.exp2(rng.uniform(0, 6, size=n)), ratio)
     ratio = np.where((r >= 0.4) & (r < 0.45), np.exp2(rng.integers(-12, 3, size=n).astype(np.float64)), ratio)
+    # a step exactly the gap ahead: certain now, but away from zero the gaps of the next binade are
+    # wider, and their moves are waits again
+    ratio = np.where(r >= 0.95, 1.0, ratio)
     if small:  # steps around the subnormal gap: below it a weight crosses zero, above it the gaps run out
         ratio = np.where(r < 0.5, np.exp2(rng.uniform(-3, 3, size=n)) * s / gap, ratio)
     lr = float(np.exp2(rng.uniform(-45, -25) if small else rng.uniform(-20, 0)))
@@ -588,6 +591,13 @@ def _move_cases(rng: np.random.Generator) -> list[Case]:
             [2.0**-126, 2.0**-125], [1.0, 1.0], 2.0**-140, [1, 130], "toward zero from the smallest normal, and 2**-125"
         ),
         fixed([1.0, -2.0], [0.0, -0.0], 0.1, [1, 5], "zero gradient: never moves (inf)"),
+        fixed(
+            [242 * 2.0**-12],
+            [-0.125],
+            2.0**-9,
+            [255],
+            "a step equal to the gap ahead: 14 certain moves to 2**-4, then waits of 2 and 4 steps",
+        ),
         fixed([2.0**-20, 3.0], [-1e-30, 1e-30], 1e-3, [15_000, 300], "15,000 moves up, across 117 binades"),
         Case(
             (
