@@ -1948,6 +1948,13 @@ CHAPTERS = [
                 ("largest_promotion_interval", "            best = N\n", "            best = 2 * N\n"),
                 # K itself never tried
                 ("largest_promotion_interval", "while N <= K:", "while N < K:"),
+                # the alignment taken from the group's exact sum instead of its largest magnitude:
+                # the first groups of a narrow accumulator lose bits they keep
+                (
+                    "largest_promotion_interval",
+                    "E = max(P, S).bit_length() - 1",
+                    "E = max(group * P, S).bit_length() - 1",
+                ),
                 # the running sum not cut to the group's quantum: only the products lose their low bits
                 (
                     "largest_promotion_interval",

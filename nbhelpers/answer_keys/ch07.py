@@ -362,11 +362,19 @@ def _random_product(rng: np.random.Generator, fmt: str) -> float:
     return a * b
 
 
-def _promotion_case(rng: np.random.Generator, p: float, K: int, acc: tuple[int, int], tight: bool) -> Case | None:
+def _promotion_case(
+    rng: np.random.Generator, p: float, K: int, acc: tuple[int, int], tight: bool, first: bool = False
+) -> Case | None:
     """A bound TIGHT_PROMOTION above or below one error (tight), or log-uniform between two
-    neighbouring errors, below all or above all; None if no bound is clear."""
+    neighbouring errors, below all or above all; None if no bound is clear. ``first``: just above
+    the first error above the floor (where a narrow accumulator's first groups are cut)."""
     errors = [err for _, err in copies_errors(p, K, *acc)]
-    if tight:
+    if first:
+        targets = [err for err in errors if err > TIGHT_FLOOR]
+        if not targets:
+            return None
+        bound = float(targets[0] * Fraction(TIGHT_PROMOTION))
+    elif tight:
         targets = [err for err in errors if err > TIGHT_FLOOR]
         if not targets:
             return None
@@ -424,6 +432,14 @@ def _promotion_cases(rng: np.random.Generator) -> list[Case]:
             label="12 bits, groups of 16, a bound just above the error at 256: 256",
         ),
         Case(
+            tight(1.875 * 1.875, 2**14, (12, 64), 128, 1),
+            label="12 bits, groups of 64, p = 1.875**2: the first group is exact; just above the error at 128",
+        ),
+        Case(
+            tight(1.875 * 1.75, 2**20, (10, 64), 128, 1),
+            label="10 bits, groups of 64, an 8-bit p: just above the first error, at 128",
+        ),
+        Case(
             tight(1.25 * 1.125, 2**36, (24, 4), 2**25, -1),
             label="24 bits, groups of 4, just below the error at 2**25: 2**24",
         ),
@@ -442,6 +458,17 @@ def _promotion_cases(rng: np.random.Generator) -> list[Case]:
             acc = (int(rng.choice(PROMOTION_BITS)), int(rng.choice(PROMOTION_GROUPS)))
         K = 2 ** int(rng.integers(max(7, acc[1].bit_length()), PROMOTION_LOG2_K_MAX + 1))
         case = _promotion_case(rng, p, K, acc, tight=(len(cases) - labelled) % 4 != 3)
+        if case is not None:
+            cases.append(case)
+    # and a narrow accumulator with groups of 64, an e4m3 product of at least 6 significant bits, a
+    # bound just above the first error: where the first groups' alignment decides what is cut
+    while len(cases) < labelled + 72:
+        p = _random_product(rng, "e4m3fn")
+        if Fraction(p).numerator.bit_length() < 6:
+            continue
+        acc = (int(rng.integers(10, 13)), 64)
+        K = 2 ** int(rng.integers(7, PROMOTION_LOG2_K_MAX + 1))
+        case = _promotion_case(rng, p, K, acc, tight=True, first=True)
         if case is not None:
             cases.append(case)
     return cases
