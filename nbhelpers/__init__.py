@@ -43,6 +43,8 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
     dependent steps, the slowest of them (chapters 08-11)
   - :mod:`~nbhelpers.weight_quant`  weight-only int4/int8: round-to-nearest, GPTQ and AWQ, and the layer output
     error they are compared by (chapter 12)
+  - :mod:`~nbhelpers.tiny_lm`       the course's own small language model: its corpus (a locked package's source),
+    the model (RMSNorm, rotary, GQA, SwiGLU), training, the checkpoint, bits per byte (chapter 12)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
