@@ -48,7 +48,7 @@ the distribution's metadata, Pygments is never imported, and the corpus's sha256
 
 The checkpoint (:func:`save_checkpoint`, :func:`load_checkpoint`): a ``torch.save`` file of the
 config and the weights stored as bfloat16 (the "bf16 model" chapter 12 compares its quantizers
-against; 2 bytes per parameter, 3.4 MB). Loading returns a float32 model whose weights are those
+against; 2 bytes per parameter, 3.5 MB). Loading returns a float32 model whose weights are those
 bf16 values exactly, and computes in float32. :func:`load_checkpoint` refuses a file whose sha256 is
 not :data:`CHECKPOINT_SHA256` (the hash of the committed file) unless told another.
 
