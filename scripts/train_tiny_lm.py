@@ -1,6 +1,6 @@
 """Train chapter 12's tiny language model on the CPU and record how (nbhelpers/tiny_lm.py).
 
-    python scripts/train_tiny_lm.py            # about 10 minutes on one core of a 2-core machine
+    python scripts/train_tiny_lm.py    # 7 minutes of training, 2 of scoring, on one core of a 2-core machine
 
 Writes benchmarks/results/tiny_lm.pt (the config and the weights as bfloat16) and
 benchmarks/results/tiny_lm.json: the command, the date, the versions, the corpus (package, version,
