@@ -19,7 +19,11 @@ that function). It also notes every call that would hide calls from it (switchin
 replacing it, starting a thread or a process, which the hook does not follow, or compiling and
 running code from a string, with ``exec``, ``eval`` or ``compile`` called from code outside the
 installed libraries); such a call counts like a forbidden one, since the watch can no longer say
-what ran. Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
+what ran. Before a student's function runs, :meth:`CallWatch.audit` reads its code, and the code
+of the notebook's own functions and classes it names, for what reaches past the watch or the
+check itself (``ctypes``, ``importlib``, ``ast``, ``gc``, a function's ``__code__``, a frame's
+``f_back``, ``sys.setprofile`` and the like); a function that names one scores nothing, as a
+forbidden call does. Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
 kernel on a GPU) are machinery and do not count.
 
 The course's package is Python; a forbidden module outside it may hold C functions (torch's
@@ -43,12 +47,13 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["CallWatch", "parse_names"]
+__all__ = ["CallWatch", "parse_names", "audit_names"]
 
 _THREAD = "started a thread (the check cannot see what a thread calls)"
 _PROCESS = "started a process (the check cannot see what another process calls)"
 _HOOK = "switched off or replaced the profile hook the check watches calls with"
 _EXEC = "compiled or ran code from a string (the check cannot say what that code is)"
+_AUDIT = "names what reaches past the check's watch or into the check itself"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
@@ -168,6 +173,124 @@ def _course_fingerprints() -> dict:
     return table
 
 
+#: Modules a student's function may not import or name: they reach past the watch (ctypes can
+#: switch the profile hook off unseen; importlib and ast make edited copies of the course's code;
+#: gc, inspect and types reach objects and frames the check holds).
+_AUDIT_MODULES = frozenset({"ctypes", "importlib", "ast", "gc", "inspect", "types", "marshal", "pickle", "dis"})
+#: Attribute names and global names that do the same, whatever object they are looked up on.
+_AUDIT_NAMES = frozenset(
+    {
+        "pythonapi",
+        "PyEval_SetProfile",
+        "PyEval_SetTrace",
+        "setprofile",
+        "getprofile",
+        "settrace",
+        "gettrace",
+        "_getframe",
+        "f_back",
+        "f_locals",
+        "f_globals",
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        "__code__",
+        "__globals__",
+        "__closure__",
+        "co_code",
+        "co_consts",
+        "CodeType",
+        "FunctionType",
+        "import_module",
+        "spec_from_file_location",
+        "module_from_spec",
+        "exec_module",
+        "get_referrers",
+        "get_referents",
+        "get_objects",
+        "addaudithook",
+        "__import__",
+        "__builtins__",
+        "__loader__",
+        "__spec__",
+    }
+)
+#: Builtins a student's function may not load by name (``re.compile`` is another function).
+_AUDIT_BUILTINS = frozenset({"exec", "eval", "compile", "open", "breakpoint", "globals", "vars", "__import__"})
+
+
+def audit_names(fn: Any, limit: int = 200) -> list[str]:
+    """What ``fn`` (unwrapped from ``functools.partial`` and caches) and the functions and classes
+    of its own module that its code names, transitively, name of :data:`_AUDIT_MODULES`,
+    :data:`_AUDIT_NAMES` and :data:`_AUDIT_BUILTINS`: sorted, each once. The code is read, not run:
+    its instructions' names (``co_names`` holds every global, attribute and imported name a code
+    object uses; a builtin counts only where an instruction loads it as a global, so that
+    ``re.compile`` is not ``compile``)."""
+    import builtins
+    import dis
+
+    found: set[str] = set()
+    seen_codes: set[int] = set()
+    todo: list[Any] = [fn]
+    home = None
+    steps = 0
+    while todo and steps < limit:
+        steps += 1
+        obj = todo.pop()
+        for _ in range(8):  # partials, caches, bound methods
+            inner = getattr(obj, "func", None) or getattr(obj, "__wrapped__", None) or getattr(obj, "__func__", None)
+            if inner is None or inner is obj:
+                break
+            obj = inner
+        code = getattr(obj, "__code__", None)
+        g = getattr(obj, "__globals__", None)
+        if isinstance(obj, type):
+            if home is not None and obj.__module__ == home.get("__name__"):  # a class of the notebook's own
+                todo.extend(v for v in vars(obj).values() if callable(v) or isinstance(v, (staticmethod, classmethod)))
+            continue
+        if not isinstance(code, types.CodeType) or not isinstance(g, dict):
+            continue
+        if home is None:
+            home = g
+        if g is not home:  # another module's function (numpy's, the course's tools): not audited
+            continue
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            if id(c) in seen_codes:
+                continue
+            seen_codes.add(id(c))
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+            loaded = {i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+            for name in c.co_names:
+                base = name.split(".")[0]
+                if name in _AUDIT_NAMES or base in _AUDIT_MODULES:
+                    found.add(name)
+                    continue
+                value = g.get(name, _MISSING)
+                if value is _MISSING:
+                    if name in _AUDIT_BUILTINS and name in loaded and hasattr(builtins, name):
+                        found.add(name)
+                    continue
+                if isinstance(value, types.ModuleType):
+                    if value.__name__.split(".")[0] in _AUDIT_MODULES:
+                        found.add(f"{name} (the module {value.__name__})")
+                elif any(value is b for b in _AUDIT_BUILTIN_OBJECTS):
+                    found.add(f"{name} (the builtin {value.__name__})")
+                elif isinstance(value, (types.FunctionType, type)) or callable(value):
+                    todo.append(value)
+    return sorted(found)
+
+
+_MISSING = object()
+
+
+def _audit_builtin_objects() -> list:
+    import builtins
+
+    return [getattr(builtins, n) for n in _AUDIT_BUILTINS if hasattr(builtins, n)]
+
+
 def _dotted(text: str) -> bool:
     return bool(text) and all(p.isidentifier() for p in text.split("."))
 
@@ -224,6 +347,18 @@ class CallWatch:
     def __bool__(self) -> bool:
         """Whether there is anything to watch."""
         return bool(self._modules or self._functions)
+
+    def audit(self, fn: Any) -> None:
+        """Read ``fn``'s code (:func:`audit_names`) and note what reaches past the watch, when
+        anything is forbidden (with nothing forbidden there is nothing to guard)."""
+        if not self:
+            return
+        try:
+            names = audit_names(fn)
+        except Exception:  # an object too odd to read: its calls are still watched
+            return
+        if names:
+            self.seen.add(f"{_AUDIT} ({', '.join(names[:6])})")
 
     def _module_verdict(self, module: Any) -> int:
         """_NEUTRAL, _ALLOWED or _FORBIDDEN: what a call of a function of ``module`` is, by module."""
@@ -488,6 +623,7 @@ def _torch_mode_class(torch: Any) -> Any:
 _EXIT_CODE = CallWatch.__exit__.__code__
 _TORCH_FUNCTION_CODE = _torch_function.__code__
 _NEUTRAL, _ALLOWED, _FORBIDDEN = 0, 1, 2
+_AUDIT_BUILTIN_OBJECTS = _audit_builtin_objects()
 #: instructions shorter than this (a one-line helper) are not told apart from a student's own
 _MIN_FINGERPRINT_BYTES = 48
 #: Modules whose own subprocesses are machinery: Triton starts ptxas and a C compiler when it

@@ -429,6 +429,7 @@ def run_check(
     watcher = CallWatch(ex.forbidden if watch else (), ex.allowed)
     if watcher:
         _clear_caches(ex.forbidden)
+        watcher.audit(fn)
     got: list = []
     for i, case in enumerate(cases):
         args, kwargs = _copy_args(ex, case)

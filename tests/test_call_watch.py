@@ -271,6 +271,9 @@ def _no_watch(monkeypatch):
         def __exit__(self, *a):
             pass
 
+        def audit(self, fn):
+            pass
+
     monkeypatch.setattr(checks, "CallWatch", NoWatch)
 
 
@@ -509,3 +512,56 @@ def test_a_students_own_short_or_different_functions_are_not_mistaken_for_the_co
     with watch:
         mod.decode(0x3C, "e4m3")
     assert watch.seen == set()
+
+
+def test_the_audit_reads_a_function_and_the_notebooks_own_helpers_it_names():
+    from nbhelpers.call_watch import audit_names
+
+    ns: dict = {"__name__": "__main__"}
+    exec(
+        "import sys, math, ctypes as c\n"
+        "import numpy as np\n"
+        "def clean(x):\n"
+        "    return np.float32(math.ldexp(x, 2)) + helper(x)\n"
+        "def helper(x):\n"
+        "    return sys.float_info.epsilon * x\n"
+        "def off(x):\n"
+        "    h = sys.getprofile()\n"
+        "    c.pythonapi.PyEval_SetProfile(None, None)\n"
+        "    return x\n"
+        "def calls_off(x):\n"
+        "    return off(x)\n"
+        "def copies(x):\n"
+        "    import importlib\n"
+        "    return importlib.import_module('nbhelpers.rounding')\n"
+        "def frames(x):\n"
+        "    return sys._getframe(1).f_back.f_locals\n"
+        "def code(f):\n"
+        "    return f.__code__.replace(co_filename='<x>')\n"
+        "def runs(text):\n"
+        "    return eval(text)\n"
+        "def regex(text):\n"
+        "    import re\n"
+        "    return re.compile(text)\n"
+        "class Helper:\n"
+        "    def go(self):\n"
+        "        return open('x')\n"
+        "def uses_class(x):\n"
+        "    return Helper().go()\n",
+        ns,
+    )
+    assert audit_names(ns["clean"]) == []
+    assert audit_names(ns["regex"]) == []  # re.compile is not the builtin
+    assert "getprofile" in audit_names(ns["calls_off"]) and "pythonapi" in audit_names(ns["calls_off"])
+    assert audit_names(ns["copies"]) == ["import_module", "importlib"]
+    assert {"_getframe", "f_back", "f_locals"} <= set(audit_names(ns["frames"]))
+    assert audit_names(ns["code"]) == ["__code__"]
+    assert audit_names(ns["runs"]) == ["eval"]
+    assert audit_names(ns["uses_class"]) == ["open"]
+    assert audit_names(functools.partial(ns["runs"], "1")) == ["eval"]
+    watch = CallWatch(["nbhelpers.rounding"])
+    watch.audit(ns["calls_off"])
+    assert any("reaches past the check's watch" in s for s in watch.seen)
+    quiet = CallWatch([])
+    quiet.audit(ns["calls_off"])  # nothing forbidden, nothing to guard
+    assert quiet.seen == set()
