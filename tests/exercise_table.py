@@ -900,51 +900,68 @@ CHAPTERS = [
                 ),
                 (
                     "stalled_kahan_update",
-                    "    return (sign * (h / 2.0**9)).astype(np.float32)",
-                    "    return (sign * (h / 2.0**9)).astype(np.float32).ravel()",
+                    "    return lo, (sign * hi).astype(np.float32)",
+                    "    return lo.ravel(), (sign * hi).astype(np.float32).ravel()",
                 ),
                 # ---- stalled_kahan_update
-                # the buffer thought to stall at 256 updates with nothing on top: it climbs to h, and
-                # w sees more than half the gap
-                ("stalled_kahan_update", "(h / 2.0**9)", "(h / 2.0**8)"),
-                # a whole gap taken for the distance w must cover: twice too large an update
-                ("stalled_kahan_update", "h = gap / 2  #", "h = gap  #"),
-                # safety first: half the largest update the buffer loses, which the master needs
-                # twice the steps for
-                ("stalled_kahan_update", "(h / 2.0**9)", "(h / 2.0**10)"),
-                # Kahan thought to keep updates down to the fp32 master's 2**-24 of the weight:
-                # below that, half a float32 spacing of w, the master loses them too
-                ("stalled_kahan_update", "(h / 2.0**9)", "(h / 2.0**17)"),
-                # the buffer thought to stall at 2**9 updates (the top of the 2**8 .. 2**9 band)
-                ("stalled_kahan_update", "(h / 2.0**9)", "(h / 2.0**9 * 1.5)"),
-                # the update pushed the other way: the direction of -sign
-                ("stalled_kahan_update", "return (sign * (h", "return (-sign * (h"),
-                # the gap above |w| always, whatever the direction
+                # hi taken as the power of two h / 2**9 whose running sum stalls: float32 rounds
+                # 2**(j + 8) + delta to 24 bits first, so up to 2**-16 of it more stalls as well
+                ("stalled_kahan_update", "hi = h / 2.0**9 * (1 + 2.0**-16)", "hi = h / 2.0**9"),
+                # hi one whole float32 spacing of the sum above 2**j: that is no tie, it climbs
+                ("stalled_kahan_update", "(1 + 2.0**-16)", "(1 + 2.0**-15)"),
+                # hi the next float32 value above 2**j (its own spacing, not the sum's)
+                ("stalled_kahan_update", "(1 + 2.0**-16)", "(1 + 2.0**-23)"),
+                # the buffer thought to stall at 256 updates with nothing on top: it climbs to h
+                ("stalled_kahan_update", "hi = h / 2.0**9", "hi = h / 2.0**8"),
+                # safety first: half the largest update the buffer loses
+                ("stalled_kahan_update", "hi = h / 2.0**9", "hi = h / 2.0**10"),
+                # a whole gap taken for the distance w must cover (both ends twice too large)
+                ("stalled_kahan_update", "h = np.exp2(e - down - 8.0)", "h = np.exp2(e - down - 7.0)"),
+                # the direction taken as toward zero when w and sign agree
                 (
                     "stalled_kahan_update",
-                    "toward_zero & (a == np.exp2(e)) & (e > -126), gap / 2, gap",
-                    "False, gap / 2, gap",
+                    "toward_zero = np.signbit(w) != np.signbit(sign)",
+                    "toward_zero = np.signbit(w) == np.signbit(sign)",
                 ),
-                # the direction of the update taken as moving toward zero when w and sign agree
+                # the gap above |w| always, whatever the direction: no finer binade below 2**e
+                ("stalled_kahan_update", "down = toward_zero & (a == np.exp2(e))", "down = 0 * toward_zero"),
+                # the master's float32 spacing taken from w's binade even when it moves down
+                # into the finer one below a power of two
+                ("stalled_kahan_update", "* h / 2.0**15).astype", "* h * (1 + down) / 2.0**15).astype"),
+                # lo off by one spacing a step, below and above
+                ("stalled_kahan_update", "n = 2**15 // K + 1", "n = 2**15 // K"),
+                ("stalled_kahan_update", "n = 2**15 // K + 1", "n = 2**15 // K + 2"),
+                # K off by one: a count below K asked, not at most K
+                ("stalled_kahan_update", "n = 2**15 // K + 1", "n = 2**15 // (K - 1) + 1"),
+                # n >= 2**15 / K, rounded up: a landing on the midpoint taken as a move for every w
+                ("stalled_kahan_update", "n = 2**15 // K + 1", "n = -(-(2**15) // K)"),
+                # the same mistake stated as a rule: every w moves on the midpoint
+                ("stalled_kahan_update", "odd & (2**15 % K == 0)", "(2**15 % K == 0)"),
+                # no w moves on the midpoint: the odd last bit ignored
+                ("stalled_kahan_update", "odd & (2**15 % K == 0)", "~odd & (2**15 % K == 0)"),
+                # the tie of float32's rounding of delta taken to the odd multiple of v
+                ("stalled_kahan_update", "np.where(n % 2 == 0, b,", "np.where(n % 2 == 1, b,"),
+                # the tie ignored: (n - 1/2) v always
                 (
                     "stalled_kahan_update",
-                    "np.signbit(w) != np.signbit(sign)",
-                    "np.signbit(w) == np.signbit(sign)",
+                    "lo = np.where(n % 2 == 0, b, np.nextafter(b, np.float32(np.inf)))",
+                    "lo = b",
                 ),
-                # subnormal weights given a finer gap (the exponent not held at -126)
-                ("stalled_kahan_update", "np.maximum(e - 1, -126)", "e - 1"),
-                # the update as a fixed fraction of the weight (2**-17 of |w|): wrong at the
-                # top of a binade, at zero and among subnormals
+                # lo = n spacings: float32's rounding of delta to a multiple of v forgotten
+                ("stalled_kahan_update", "b = ((n - 0.5) * h", "b = ((n - 0.0) * h"),
+                # lo pushed the other way
+                ("stalled_kahan_update", "lo = (sign * lo)", "lo = (-sign * lo)"),
+                # float64 arrays returned
                 (
                     "stalled_kahan_update",
-                    "    return (sign * (h / 2.0**9)).astype(np.float32)",
-                    "    return (sign * a * 2.0**-17).astype(np.float32)",
+                    "    return lo, (sign * hi).astype(np.float32)",
+                    "    return lo.astype(np.float64), sign * hi",
                 ),
-                # float64 updates returned (the loop and the master take float32)
+                # (hi, lo) in the wrong order
                 (
                     "stalled_kahan_update",
-                    "    return (sign * (h / 2.0**9)).astype(np.float32)",
-                    "    return sign * (h / 2.0**9)",
+                    "    return lo, (sign * hi).astype(np.float32)",
+                    "    return (sign * hi).astype(np.float32), lo",
                 ),
                 # ---- first_copy_change
                 # the master's steps added exactly: no float32 rounding of master - step

@@ -614,21 +614,30 @@ def _move_cases(rng: np.random.Generator) -> list[Case]:
     return cases + _some_2d(random)
 
 
-# ------------------------------------------------------------------ 4. an update Kahan's bf16 buffer never delivers
+# ------------------------------------------------------------------ 4. updates a Kahan buffer loses, a master keeps
 #
-# A construction judged on a property: for each bf16 weight w, a direction and a step budget K, a
-# constant float32 update that chapter 04's Kahan-compensated bf16 update (kahan_update in
-# nbhelpers.training: y = fp32(delta - c), w' = RN_bf16(fp32(w + y)), c = RN_bf16(fp32(fp32(w' - w) - y)),
-# c starting at 0) never applies, while an fp32 master's bf16 copy (exercise 2's loop with lr = 1 and
-# g = -delta) moves within K steps. While w has not moved, -c is a bf16 running sum of delta, which
-# stalls (chapter 02): the check runs the Kahan loop until c stops changing (a fixed point of the whole
-# state, so nothing changes after it) and exercise 2's reference for the master. K is the master's
-# count for the course's example (a power of two: half the gap toward the move over 2**9) plus a
-# slack that is often 0, so only updates within about a percent of the largest one the buffer never
-# delivers pass there. tests/test_exercises_ch04.py runs the chapter's own kahan_update (torch) on
-# the example and on the next float32 update above it.
+# A prediction from the formats, two numbers per weight. For each bf16 weight w (normal, 2**-100 <=
+# |w| <= 2**100), a direction and a step budget K: hi, the largest float32 update of that direction
+# that chapter 04's Kahan-compensated bf16 update (kahan_update in nbhelpers.training: y = fp32(delta
+# - c), w' = RN_bf16(fp32(w + y)), c = RN_bf16(fp32(fp32(w' - w) - y)), c starting at 0) never
+# applies; and lo, the smallest float32 update of that direction with which an fp32 master's bf16 copy
+# (exercise 2's loop with lr = 1 and g = -delta) moves within K steps. Both are compared exactly.
+#
+# hi has a closed form (below), which tests/test_exercises_ch04.py checks by running the Kahan loop on
+# hi (never applied) and on the next float32 value above it and on larger ones (applied), and the
+# chapter's own kahan_update (torch) on a sample. lo is found here without any rule about counts: by
+# bisection over float32's bit patterns, with exercise 2's reference as the oracle (the count only
+# falls as the update grows); the test runs the master's loop on a sample. Each seed's cases end with
+# LONG_KAHAN_ARRAYS arrays of LONG_KAHAN_SIZE weights with budgets of their own: a search for lo that
+# runs the master's loop (up to 2**15 + 1 steps) for each of some 30 trial updates per weight takes far
+# longer than the grader's 60 seconds. hi depends on w and the direction alone, and the Kahan loop
+# stalls within about 2**9 steps: a search for it by running that loop takes a few seconds per 100,000
+# weights, and a table over bf16's codes is small; only lo is out of a search's reach.
 
 KAHAN_MAX_STEPS = 8192  # the buffer stalls within about 2**9 steps of an update (bf16 has 8 bits)
+KAHAN_W_RANGE = (2.0**-100, 2.0**100)  # |w|: normal, where hi's rule holds (it breaks below 2**-116)
+KAHAN_K_RANGE = (512, 2**15 + 1)  # 2**15 + 1: the most a bf16 copy waits for a master that moves
+LONG_KAHAN_ARRAYS, LONG_KAHAN_SIZE = 2, 100_000
 
 
 def _kahan_moves(w: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -653,119 +662,167 @@ def _kahan_moves(w: np.ndarray, delta: np.ndarray) -> np.ndarray:
     raise RuntimeError("the Kahan buffer did not stall")  # cannot happen for a finite update
 
 
-class KahanTarget:
-    """What :func:`stalled_kahan_update_ref` expects: for each element of w, an update of the given
-    sign that the Kahan loop never applies and that moves the master's copy within K steps; and one
-    example that does both. The check reads the parameters and judges the property."""
-
-    __slots__ = ("w", "sign", "K", "example")
-
-    def __init__(self, w: np.ndarray, sign: np.ndarray, K: np.ndarray, example: np.ndarray) -> None:
-        self.w, self.sign, self.K, self.example = w, sign, K, example
-
-    def __repr__(self) -> str:
-        return f"updates for {self.w.size} bf16 weights, within K steps of the master ({int(self.K.min())} and up)"
+def _f32_bits_to_value(bits: np.ndarray) -> np.ndarray:
+    return bits.astype(np.uint32).view(np.float32)
 
 
-def stalled_kahan_example(w: np.ndarray, sign: np.ndarray) -> np.ndarray:
-    """float32 array: sign * (half exercise 1's gap toward the move) / 2**9 for each bf16 weight w.
+def kahan_stall_limit(w: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """float32 array: sign * 2**j * (1 + 2**-16), with 2**j = (half the bf16 gap of w toward sign) / 2**9.
 
-    While w stays, -c is the bf16 running sum of delta = 2**j, exact up to 2**(j+8), where adding
-    2**j is a tie that goes back to the even 2**(j+8): the buffer stalls there, and w sees at most
-    fp32(delta - c) = 257 * 2**j, below half the gap 2**(j+9). Any larger update climbs to half the gap
-    and moves w (tests/test_exercises_ch04.py)."""
+    While w stays, -c is the bf16 running sum of the update, exact up to 2**(j + 8) for 2**j. There
+    float32 first rounds 2**(j + 8) + 2**j * (1 + 2**-16) (half a float32 spacing above 2**(j + 8) +
+    2**j: a tie) to the even 2**(j + 8) + 2**j, and bf16 sends that (a tie again) back to the even
+    2**(j + 8): the buffer stalls, and w never sees more than 257 * 2**j, below half its gap
+    2**(j + 9). The next float32 value above climbs to half the gap and moves w (checked by running
+    the loop in tests/test_exercises_ch04.py, for 2**-100 <= |w| <= 2**100)."""
     w = np.ascontiguousarray(w, dtype=np.float32)
     sign = np.asarray(sign, dtype=np.float32)
-    gap = _gap_toward(w, -sign)  # toward -g = toward sign
-    return (sign * (gap / 2 / 2.0**9)).astype(np.float32)
+    h = _gap_toward(w, -sign) / 2  # toward -g = toward sign
+    return (sign * (h / 2.0**9 * (1 + 2.0**-16))).astype(np.float32)
 
 
-def stalled_kahan_update_ref(w: np.ndarray, sign: np.ndarray, K: np.ndarray) -> KahanTarget:
+def master_smallest_update(w: np.ndarray, sign: np.ndarray, K: np.ndarray) -> np.ndarray:
+    """float32 array: sign * the smallest float32 magnitude d with which exercise 2's master (lr = 1,
+    g = -sign * d) moves its bf16 copy within K steps, by bisection over float32 bit patterns with
+    :func:`first_copy_change_ref` as the oracle (its count never rises as d grows)."""
     w = np.ascontiguousarray(w, dtype=np.float32)
-    return KahanTarget(w, np.asarray(sign, dtype=np.float32), np.asarray(K), stalled_kahan_example(w, sign))
+    sign = np.asarray(sign, dtype=np.float32)
+    K = np.asarray(K, dtype=np.int64)
+
+    def moves_in_time(bits: np.ndarray) -> np.ndarray:
+        k = first_copy_change_ref(w, -sign * _f32_bits_to_value(bits), 1.0)
+        return (k > 0) & (k <= K)
+
+    gap = (_gap_toward(w, -sign) * 2).astype(np.float32)  # twice the gap: moves at the first step
+    lo = np.zeros(w.shape, dtype=np.int64)  # bits of 0: never moves
+    hi = gap.view(np.uint32).astype(np.int64)
+    assert moves_in_time(hi).all()
+    while (hi - lo > 1).any():
+        mid = (lo + hi) // 2
+        ok = moves_in_time(mid)
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    return (sign * _f32_bits_to_value(hi)).astype(np.float32)
 
 
-def _stalled_kahan_reason(got, t: KahanTarget) -> str | None:
-    shape = t.w.shape
-    if got is None or isinstance(got, (str, bytes, dict)):
-        return f"expected a float32 array of shape {shape}"
-    try:
-        if np.iscomplexobj(got):
-            return f"expected a float32 array of shape {shape}, got complex numbers"
-        a = np.asarray(got)
-        if a.dtype != np.float32:
-            return f"expected a float32 array, got dtype {a.dtype}"
-    except Exception:  # a student's odd object
-        return f"expected a float32 array of shape {shape}"
+class KahanInterval:
+    """What :func:`kahan_interval_ref` returns: the case's parameters (for the messages) and the two
+    float32 arrays (lo, hi) that an answer must equal bit for bit."""
+
+    __slots__ = ("w", "sign", "K", "lo", "hi")
+
+    def __init__(self, w, sign, K, lo, hi) -> None:
+        self.w, self.sign, self.K, self.lo, self.hi = w, sign, K, lo, hi
+
+    def __repr__(self) -> str:
+        return f"(lo, hi) for {self.w.size} bf16 weights, K from {int(self.K.min())} to {int(self.K.max())}"
+
+
+def kahan_interval_ref(w: np.ndarray, sign: np.ndarray, K: np.ndarray) -> KahanInterval:
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    sign = np.ascontiguousarray(sign, dtype=np.float32)
+    K = np.ascontiguousarray(K, dtype=np.int64)
+    return KahanInterval(w, sign, K, master_smallest_update(w, sign, K), kahan_stall_limit(w, sign))
+
+
+def _one_array(x, shape: tuple, name: str) -> np.ndarray | str:
+    """x as a float32 ndarray of ``shape``, or a reason why it is not one."""
+    if x is None or isinstance(x, (str, bytes, dict, tuple, list)):
+        return f"{name}: expected a float32 array of shape {shape}, got {type(x).__name__}"
+    if np.iscomplexobj(x):
+        return f"{name}: expected a float32 array of shape {shape}, got complex numbers"
+    a = np.asarray(x)
+    if a.dtype != np.float32:
+        return f"{name}: expected a float32 array, got dtype {a.dtype}"
     if a.shape != shape:
-        return f"returned shape {a.shape}, expected {shape}"
+        return f"{name}: returned shape {a.shape}, expected {shape}"
+    return a
+
+
+def _kahan_interval_reason(got, t: KahanInterval) -> str | None:
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"expected a tuple (lo, hi) of two float32 arrays of shape {t.w.shape}, got {type(got).__name__}"
     w, sign, K = t.w.ravel(), t.sign.ravel(), t.K.ravel()
-    d = a.ravel()
-
-    def first(bad: np.ndarray, why: str) -> str:
-        i = int(np.flatnonzero(bad)[0])
-        return (
-            f"{int(bad.sum())} of {d.size} updates {why}; first at flat index {i}: w = {float(w[i])!r}, "
-            f"sign {float(sign[i]):+g}, K = {int(K[i])}, your update {float(d[i])!r}"
-        )
-
-    bad = ~np.isfinite(d)
-    if bad.any():
-        return first(bad, "are not finite")
-    bad = (d == 0) | (np.sign(d) != sign)
-    if bad.any():
-        return first(bad, "are zero or have the wrong sign")
-    moves = _kahan_moves(w, d)
-    if moves.any():
-        return first(moves, "are applied by the Kahan loop: the weight moves")
-    k = first_copy_change_ref(w, -d, 1.0)
-    bad = (k == 0) | (k > K)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        steps = "never" if k[i] == 0 else f"only at step {int(k[i])}"
-        return first(bad, "do not move the master's copy within K steps") + f" (it moves {steps})"
+    for name, x, ref in (("lo", got[0], t.lo), ("hi", got[1], t.hi)):
+        a = _one_array(x, t.w.shape, name)
+        if isinstance(a, str):
+            return a
+        a, ref = a.ravel(), ref.ravel()
+        bad = a.view(np.uint32) != ref.view(np.uint32)  # bit for bit: NaN and -0.0 are wrong too
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return (
+                f"{name}: {int(bad.sum())} of {a.size} values differ; first at flat index {i}: w = {float(w[i])!r}, "
+                f"sign {float(sign[i]):+g}, K = {int(K[i])}: got {float(a[i])!r}, expected {float(ref[i])!r}"
+            )
     return None
 
 
-def stalled_kahan_compare(got, expected: KahanTarget) -> str | None:
-    """None if ``got`` has the property (see :class:`KahanTarget`), else a short reason. Never raises."""
+def kahan_interval_compare(got, expected: KahanInterval) -> str | None:
+    """None if ``got`` is (lo, hi) equal bit for bit to expected's, else a short reason. Never raises."""
     try:
-        return _stalled_kahan_reason(got, expected)
+        return _kahan_interval_reason(got, expected)
     except Exception as e:  # a hostile object: a failed case, never a crash
-        return f"could not judge the updates ({type(e).__name__})"
+        return f"could not judge the answer ({type(e).__name__})"
 
 
-def _kahan_case(w: np.ndarray, sign: np.ndarray, slack: np.ndarray, label: str = "") -> Case:
-    """A case: K is the master's count for the course's example plus ``slack`` steps."""
-    w = _bf16(w)  # bf16 values, as float32
-    sign = _f32(sign)
-    k = first_copy_change_ref(w, -stalled_kahan_example(w, sign), 1.0)
-    return Case((w, sign, (k + np.asarray(slack)).astype(np.int64)), label=label)
+def _kahan_weights(rng: np.random.Generator, n: int) -> np.ndarray:
+    """bf16 weights (float32) with 2**-100 <= |w| <= 2**100: log-uniform, powers of two (the finer gap
+    below), the ends of the range; half the codes with an odd last bit (ties of the master's copy)."""
+    pick = rng.random(n)
+    sign = rng.choice([-1.0, 1.0], size=n)
+    w = np.exp2(rng.uniform(-100, 100, size=n))
+    w = np.where(pick < 0.3, np.exp2(rng.uniform(-12, 12, size=n)), w)
+    w = np.where((pick >= 0.3) & (pick < 0.5), np.exp2(rng.integers(-100, 101, size=n).astype(np.float64)), w)
+    w = np.where((pick >= 0.5) & (pick < 0.53), rng.choice([2.0**-100, 2.0**100], size=n), w)
+    w = _bf16(sign * w)
+    bits = w.view(np.uint32)
+    odd = (rng.random(n) < 0.5) & ((bits & 0x7F0000) != 0) & (np.abs(w) < 2.0**100)
+    return np.where(odd, (bits | 0x10000).view(np.float32), w).astype(np.float32)
+
+
+def _kahan_budgets(rng: np.random.Generator, n: int) -> np.ndarray:
+    """int64 K in KAHAN_K_RANGE: log-uniform, powers of two (a count that lands on the midpoint), and
+    the edges where the fewest float32 spacings a step changes (2**15 / s and one either side)."""
+    pick = rng.random(n)
+    lo, top = KAHAN_K_RANGE
+    K = np.floor(np.exp2(rng.uniform(np.log2(lo), np.log2(top + 1), size=n)))
+    K = np.where(pick < 0.25, np.exp2(rng.integers(9, 16, size=n).astype(np.float64)), K)
+    s = rng.integers(1, 65, size=n)  # float32 spacings a step
+    edge = np.floor(2.0**15 / s) + rng.integers(-1, 2, size=n)
+    K = np.where((pick >= 0.25) & (pick < 0.6), edge, K)
+    K = np.where(pick > 0.95, rng.choice([lo, lo + 1, top - 1, top], size=n), K)
+    return np.clip(K, lo, top).astype(np.int64)
+
+
+def _kahan_case(w, sign, K, label: str = "") -> Case:
+    w = _bf16(w)
+    return Case((w, _f32(sign), np.asarray(K, dtype=np.int64)), label=label)
 
 
 def _kahan_cases(rng: np.random.Generator) -> list[Case]:
-    s = BF16_SMALLEST_SUBNORMAL
     odd = 1 + 2.0**-7
+    top = KAHAN_K_RANGE[1]
     cases = [
-        _kahan_case(_f32([1.0, 1.0]), [1.0, -1.0], [0, 0], "w = 1, up and down: the gap below 1 is half"),
-        _kahan_case(_f32([1.5, odd, -3.0]), [1.0, 1.0, -1.0], [0, 0, 0], "an even and an odd last bit, a negative w"),
-        _kahan_case(_f32([0.0, -0.0]), [1.0, -1.0], [0, 0], "w = 0: the gap is the smallest subnormal"),
-        _kahan_case(_f32([s, -5 * s, 2.0**-126]), [-1.0, 1.0, -1.0], [0, 0, 0], "subnormal weights, and 2**-126 down"),
-        _kahan_case(_f32([2.0**-125, 2.0**-120]), [-1.0, -1.0], [0, 0], "just above bf16's smallest normal, down"),
-        _kahan_case(_f32([0.0117, 300.0, 1e-20]), [-1.0, 1.0, 1.0], [600, 1000, 5000], "a few thousand steps to spare"),
-        _kahan_case(_bf16(np.linspace(-2, 2, 6).reshape(2, 3)), np.full((2, 3), 1.0), np.zeros((2, 3)), "a 2-d tensor"),
+        _kahan_case([1.0, 1.0], [1.0, -1.0], [513, 513], "w = 1, up and down: the gap below 1 is half"),
+        _kahan_case([1.5, odd, -3.0], [1.0, 1.0, -1.0], [512, 512, 512], "an even and an odd last bit, a negative w"),
+        _kahan_case([1.0, odd], [1.0, 1.0], [1024, 1024], "K a power of two: the master lands on the midpoint"),
+        _kahan_case([1.0, odd, 1.0], [1.0, 1.0, -1.0], [top, top - 1, top], "K = 2**15 + 1, 2**15: one spacing"),
+        _kahan_case([2.0**-100, -(2.0**100)], [-1.0, 1.0], [700, 3000], "the ends of the range, toward zero"),
+        _kahan_case([0.0117, 300.0, -1e-20], [-1.0, 1.0, 1.0], [1000, 5000, 20000], "a few thousand steps"),
+        _kahan_case(np.linspace(-2, 2, 6).reshape(2, 3) + 0.1, np.ones((2, 3)), np.full((2, 3), 600), "a 2-d tensor"),
     ]
     n_fixed = len(cases)
     for _ in range(50):
         n = int(rng.integers(2, 40))
-        w = _copy_weights(rng, n)
-        w = np.where(np.abs(w) > 2.0**100, np.float32(1.0), w).astype(np.float32)
-        sign = rng.choice([-1.0, 1.0], size=n)
-        r = rng.random(n)
-        slack = np.where(r < 0.7, 0, rng.integers(1, 600, size=n))
-        slack = np.where(r > 0.9, rng.integers(600, 3000, size=n), slack)
-        cases.append(_kahan_case(w, sign, slack))
-    return cases[:n_fixed] + _some_2d(cases[n_fixed:])
+        cases.append(_kahan_case(_kahan_weights(rng, n), rng.choice([-1.0, 1.0], size=n), _kahan_budgets(rng, n)))
+    random = cases[:n_fixed] + _some_2d(cases[n_fixed:])
+    n = LONG_KAHAN_SIZE
+    long = [
+        Case((_kahan_weights(rng, n), rng.choice([-1.0, 1.0], size=n).astype(np.float32), _kahan_budgets(rng, n)))
+        for _ in range(LONG_KAHAN_ARRAYS)
+    ]
+    return random + long
 
 
 #: What an answer may not call (Exercise.forbidden): the statement: nothing of nbhelpers.
@@ -800,11 +857,11 @@ EXERCISES = [
     ),
     Exercise(
         "ex04.stalled_kahan_update",
-        "An update that a bf16 Kahan buffer never delivers",
+        "The updates a bf16 Kahan buffer loses and an fp32 master keeps",
         4,
-        stalled_kahan_update_ref,
+        kahan_interval_ref,
         _kahan_cases,
-        compare=stalled_kahan_compare,
+        compare=kahan_interval_compare,
         forbidden=FORBIDDEN,
     ),
 ]
