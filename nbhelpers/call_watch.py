@@ -176,7 +176,9 @@ def _course_fingerprints() -> dict:
 #: Modules a student's function may not import or name: they reach past the watch (ctypes can
 #: switch the profile hook off unseen; importlib and ast make edited copies of the course's code;
 #: gc, inspect and types reach objects and frames the check holds).
-_AUDIT_MODULES = frozenset({"ctypes", "importlib", "ast", "gc", "inspect", "types", "marshal", "pickle", "dis"})
+_AUDIT_MODULES = frozenset(
+    {"ctypes", "importlib", "ast", "gc", "inspect", "types", "marshal", "pickle", "dis", "builtins", "operator"}
+)
 #: Attribute names and global names that do the same, whatever object they are looked up on.
 _AUDIT_NAMES = frozenset(
     {
@@ -213,10 +215,16 @@ _AUDIT_NAMES = frozenset(
         "__builtins__",
         "__loader__",
         "__spec__",
+        "__dict__",
+        "attrgetter",
+        "methodcaller",
     }
 )
-#: Builtins a student's function may not load by name (``re.compile`` is another function).
-_AUDIT_BUILTINS = frozenset({"exec", "eval", "compile", "open", "breakpoint", "globals", "vars", "__import__"})
+#: Builtins a student's function may not load by name (``re.compile`` is another function);
+#: ``getattr`` and its kin look names up from strings, past what the audit can read.
+_AUDIT_BUILTINS = frozenset(
+    {"exec", "eval", "compile", "open", "breakpoint", "globals", "vars", "__import__", "getattr", "setattr", "delattr"}
+)
 
 
 def audit_names(fn: Any, limit: int = 200) -> list[str]:

@@ -547,7 +547,9 @@ def test_the_audit_reads_a_function_and_the_notebooks_own_helpers_it_names():
         "    def go(self):\n"
         "        return open('x')\n"
         "def uses_class(x):\n"
-        "    return Helper().go()\n",
+        "    return Helper().go()\n"
+        "def by_string(x):\n"
+        "    return getattr(sys, 'getpro' + 'file')()\n",
         ns,
     )
     assert audit_names(ns["clean"]) == []
@@ -558,6 +560,7 @@ def test_the_audit_reads_a_function_and_the_notebooks_own_helpers_it_names():
     assert audit_names(ns["code"]) == ["__code__"]
     assert audit_names(ns["runs"]) == ["eval"]
     assert audit_names(ns["uses_class"]) == ["open"]
+    assert audit_names(ns["by_string"]) == ["getattr"]  # a name built from strings: not readable
     assert audit_names(functools.partial(ns["runs"], "1")) == ["eval"]
     watch = CallWatch(["nbhelpers.rounding"])
     watch.audit(ns["calls_off"])
