@@ -120,7 +120,7 @@ def _fingerprint(code: Any) -> Any:
 
 
 def _codes_of(obj: Any, module: str, out: list, depth: int = 0) -> None:
-    """The code objects of a module's own functions (classes' methods and nested functions too)."""
+    """The code objects of a module's own functions and of its classes' methods."""
     if depth > 4:
         return
     if isinstance(obj, (staticmethod, classmethod)):
@@ -131,12 +131,10 @@ def _codes_of(obj: Any, module: str, out: list, depth: int = 0) -> None:
                 _codes_of(f, module, out, depth + 1)
         return
     if isinstance(obj, types.FunctionType):
-        if getattr(obj, "__module__", None) == module:
-            stack = [obj.__code__]
-            while stack:
-                code = stack.pop()
-                out.append(code)
-                stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        # the function's own code only: a comprehension's or a lambda's is too generic to tell from
+        # a student's (a list comprehension over the same names compiles to the same instructions)
+        if getattr(obj, "__module__", None) == module and obj.__code__.co_name != "<lambda>":
+            out.append(obj.__code__)
         return
     if isinstance(obj, type) and getattr(obj, "__module__", None) == module:
         for value in list(vars(obj).values()):
@@ -234,9 +232,6 @@ def audit_names(fn: Any, limit: int = 200) -> list[str]:
     its instructions' names (``co_names`` holds every global, attribute and imported name a code
     object uses; a builtin counts only where an instruction loads it as a global, so that
     ``re.compile`` is not ``compile``)."""
-    import builtins
-    import dis
-
     found: set[str] = set()
     seen_codes: set[int] = set()
     todo: list[Any] = [fn]
@@ -244,12 +239,7 @@ def audit_names(fn: Any, limit: int = 200) -> list[str]:
     steps = 0
     while todo and steps < limit:
         steps += 1
-        obj = todo.pop()
-        for _ in range(8):  # partials, caches, bound methods
-            inner = getattr(obj, "func", None) or getattr(obj, "__wrapped__", None) or getattr(obj, "__func__", None)
-            if inner is None or inner is obj:
-                break
-            obj = inner
+        obj = _unwrapped(todo.pop())
         code = getattr(obj, "__code__", None)
         g = getattr(obj, "__globals__", None)
         if isinstance(obj, type):
@@ -265,29 +255,46 @@ def audit_names(fn: Any, limit: int = 200) -> list[str]:
         stack = [code]
         while stack:
             c = stack.pop()
-            if id(c) in seen_codes:
-                continue
-            seen_codes.add(id(c))
-            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-            loaded = {i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-            for name in c.co_names:
-                base = name.split(".")[0]
-                if name in _AUDIT_NAMES or base in _AUDIT_MODULES:
-                    found.add(name)
-                    continue
-                value = g.get(name, _MISSING)
-                if value is _MISSING:
-                    if name in _AUDIT_BUILTINS and name in loaded and hasattr(builtins, name):
-                        found.add(name)
-                    continue
-                if isinstance(value, types.ModuleType):
-                    if value.__name__.split(".")[0] in _AUDIT_MODULES:
-                        found.add(f"{name} (the module {value.__name__})")
-                elif any(value is b for b in _AUDIT_BUILTIN_OBJECTS):
-                    found.add(f"{name} (the builtin {value.__name__})")
-                elif isinstance(value, (types.FunctionType, type)) or callable(value):
-                    todo.append(value)
+            if id(c) not in seen_codes:
+                seen_codes.add(id(c))
+                stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+                _audit_code(c, g, found, todo)
     return sorted(found)
+
+
+def _unwrapped(obj: Any) -> Any:
+    """The function under partials, caches and bound methods."""
+    for _ in range(8):
+        inner = getattr(obj, "func", None) or getattr(obj, "__wrapped__", None) or getattr(obj, "__func__", None)
+        if inner is None or inner is obj:
+            break
+        obj = inner
+    return obj
+
+
+def _audit_code(c: Any, g: dict, found: set, todo: list) -> None:
+    """Note what one code object names (see :func:`audit_names`); queue the functions and classes
+    of its module that it names, to be read in turn."""
+    import builtins
+    import dis
+
+    loaded = {i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for name in c.co_names:
+        if name in _AUDIT_NAMES or name.split(".")[0] in _AUDIT_MODULES:
+            found.add(name)
+            continue
+        value = g.get(name, _MISSING)
+        if value is _MISSING:
+            if name in _AUDIT_BUILTINS and name in loaded and hasattr(builtins, name):
+                found.add(name)
+            continue
+        if isinstance(value, types.ModuleType):
+            if value.__name__.split(".")[0] in _AUDIT_MODULES:
+                found.add(f"{name} (the module {value.__name__})")
+        elif any(value is b for b in _AUDIT_BUILTIN_OBJECTS):
+            found.add(f"{name} (the builtin {value.__name__})")
+        elif callable(value):
+            todo.append(value)
 
 
 _MISSING = object()
