@@ -1274,6 +1274,13 @@ CHAPTERS = [
                 ("settled_scale", "capped = s * 2 > top", "capped = False"),
                 # no back-off: a start above S is kept
                 ("settled_scale", "while overflows(max_abs_grad * s):", "while False:"),
+                # capped when even float32's largest value keeps g finite in fp16: the cap is the largest
+                # float32(init_scale) * 2**k, one binade below float32's largest value for a power of two
+                ("settled_scale", "capped = s * 2 > top", "capped = not overflows(max_abs_grad * top)"),
+                # the cap placed one binade early: S one doubling below it, whose growth fits float32
+                ("settled_scale", "capped = s * 2 > top", "capped = s * 4 > top"),
+                # the cap taken as float32's top binade, whatever init_scale's mantissa
+                ("settled_scale", "capped = s * 2 > top", "capped = s >= 2.0**126"),
                 # ---- misordered_clip_ratio
                 # torch's guard 1e-6 left out of the clip factor
                 ("misordered_clip_ratio", "max_norm / (norm + 1e-6)", "max_norm / norm"),

@@ -274,6 +274,23 @@ def test_settled_scale_edge_cases_say_what_they_claim():
         assert S == 2.0**127 and skipped == 0.0 and not math.isfinite(float(np.float32(2 * S)))
     S, _ = get_exercise("ex05.settled_scale").reference(*by_label["even a scale of 1 overflows: the answer is below 1"])
     assert S < 1
+    # around the cap: (S, skipped) as the labels say, and the measured scaler agrees
+    top = float(np.finfo(np.float32).max)
+    for label, S, skipped in [
+        ("S = 2**126, one doubling below the cap: growth to 2**127 fits float32 and overflows fp16", 2.0**126, 0.2),
+        ("capped at 2**127 although float32's largest value times the gradient overflows fp16", 2.0**127, 0.0),
+        (
+            "the same gradient with a scale of the form 3 * 2**k: 3 * 2**126 fits float32, growth overflows",
+            3 * 2.0**125,
+            0.2,
+        ),
+    ]:
+        g, init, n = by_label[label]
+        assert get_exercise("ex05.settled_scale").reference(g, init, n) == (S, skipped)
+        assert measure_settled(g, init, n)[:2] == (S, skipped)
+        assert 2 * S <= top or skipped == 0.0
+    g, _, _ = by_label["capped at 2**127 although float32's largest value times the gradient overflows fp16"]
+    assert g * top >= 65520.0
 
 
 def test_every_window_case_can_be_met():

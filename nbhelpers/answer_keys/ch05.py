@@ -434,6 +434,22 @@ def _trim(x: float) -> float:
     return math.ldexp(math.floor(m * 2**29), e - 29)
 
 
+def _near_cap(rng: np.random.Generator, s0: float, where: int) -> float:
+    """A tiny max_abs_grad for a scale of float32 ``s0``'s mantissa: anywhere from far below the cap to
+    one binade below it (``where`` 0); S one doubling below the cap, where growth to the cap overflows
+    fp16 (1); or S at the cap although the product with float32's largest value overflows fp16 (2:
+    the cap is the largest s0 * 2**k, not float32's largest value)."""
+    cap = math.ldexp(math.frexp(s0)[0], 128)  # the largest s0 * 2**k float32 holds
+    edge = math.log2(FP16_OVERFLOW / cap)  # S is the cap for g below 2**edge
+    if where == 0:
+        lo, hi = -140.0, -109.0
+    elif where == 1:
+        lo, hi = edge, edge + 1
+    else:
+        lo, hi = math.log2(FP16_OVERFLOW / float(np.finfo(np.float32).max)), edge
+    return _trim(float(np.exp2(rng.uniform(lo, hi))))
+
+
 #: growth intervals far too long to step through: the settled cycle alone lasts one of them plus a step
 LONG_INTERVALS = (10**6, 10**8, 10**9)
 
@@ -453,6 +469,18 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
         Case((3.0e5, 1.0, 5), label="even a scale of 1 overflows: the answer is below 1"),
         Case((2.0**-130, 1.0, 3), label="a tiny gradient: growth stops at float32's largest power-of-two multiple"),
         Case((2.0**-130, 3.0, 3), label="the float32 cap with a scale of the form 3 * 2**k"),
+        Case(
+            (_trim(2.0**-111), 1.0, 4),
+            label="S = 2**126, one doubling below the cap: growth to 2**127 fits float32 and overflows fp16",
+        ),
+        Case(
+            (_trim(0.9999 * 65520 / 2.0**127), 1.0, 4),
+            label="capped at 2**127 although float32's largest value times the gradient overflows fp16",
+        ),
+        Case(
+            (_trim(0.9999 * 65520 / 2.0**127), 3.0, 4),
+            label="the same gradient with a scale of the form 3 * 2**k: 3 * 2**126 fits float32, growth overflows",
+        ),
         Case(
             (2.0**-130, (2 - 2.0**-23) * 2.0**100, 3),
             label="a scale with an all-ones float32 significand: it reaches float32's largest value exactly",
@@ -489,8 +517,8 @@ def _settled_cases(rng: np.random.Generator) -> list[Case]:
             g = _grad_for(float(below), scale)
         elif kind in (2, 3):  # between 65504 and 65520: finite, although above fp16's largest
             g = _grad_for(float(rng.uniform(65504.5, 65519.5)), scale)
-        elif kind == 4:  # a tiny gradient: S would pass float32's largest value
-            g = _trim(float(np.exp2(rng.uniform(-140, -112))))
+        elif kind == 4:  # a tiny gradient, S at or near float32's cap
+            g = _near_cap(rng, s0, i // 9 % 3)
         elif kind == 5:  # a large gradient: S below 1
             g = _trim(float(np.exp2(rng.uniform(17, 90))))
         else:  # anywhere in a binade below the overflow
