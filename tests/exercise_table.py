@@ -599,7 +599,7 @@ CHAPTERS = [
             "moved_accumulators",
             "fool_the_tensor_core",
         ),
-        20,
+        18,
         4242,
         tuple(
             [

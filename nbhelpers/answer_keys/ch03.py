@@ -742,7 +742,7 @@ EXERCISES = [
     Exercise(
         "ex03.moved_accumulators",
         "Which accumulators a group of small products moves",
-        5,
+        3,
         moved_accumulators_ref,
         _moved_cases,
         forbidden=EMULATIONS,
