@@ -38,7 +38,7 @@ import numpy as np
 from .answer_keys import UnknownExerciseError, exercises_of, get_exercise
 from .call_watch import CallWatch, parse_names
 from .comparators import close_to, float_array, same_value, same_value_up_to_zero_sign
-from .exercise_types import Case, CheckerError, Exercise, code_shape
+from .exercise_types import AfterCall, Case, CheckerError, Exercise, code_shape
 from .report_text import REPR_LIMIT, describe_exception, describe_parts, short_repr, truncate
 
 __all__ = [
@@ -434,7 +434,8 @@ def run_check(
     for i, case in enumerate(cases):
         args, kwargs = _copy_args(ex, case)
         try:
-            got.append(_call_quietly(fn, args, kwargs, watcher))
+            value = _call_quietly(fn, args, kwargs, watcher)
+            got.append(AfterCall(value, tuple(args[j] for j in ex.returned_args)) if ex.returned_args else value)
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # SystemExit and custom BaseExceptions are a student's bug too

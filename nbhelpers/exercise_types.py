@@ -82,6 +82,20 @@ class _FrozenKwargs(Mapping):
         return repr(self._d)
 
 
+class AfterCall:
+    """What a function returned, with the arguments that its exercise's ``returned_args`` names as
+    the call left them (a generator, advanced by the numbers the function drew): what ``compare``
+    and ``compare_all`` get in place of the bare value for such an exercise."""
+
+    __slots__ = ("args", "value")
+
+    def __init__(self, value: Any, args: tuple) -> None:
+        self.value, self.args = value, tuple(args)
+
+    def __repr__(self) -> str:  # a report shows what the function returned
+        return repr(self.value)
+
+
 @dataclass(frozen=True)
 class Case:
     """One call of an exercise: ``f(*args, **kwargs)``.
@@ -122,6 +136,9 @@ class Exercise:
     the student's kernel, which is the answer): a function whose code differs from it (comments,
     layout, annotations and docstrings aside) scores nothing, in the check cell and in the grader
     (:func:`nbhelpers.checks.given_verdict`). Empty: the function is the student's.
+    returned_args: positions of arguments that the comparison reads as the call left them (a
+    generator, to count the numbers drawn): ``compare`` and ``compare_all`` then get an
+    :class:`AfterCall` for each result, in the check cell and in the grader.
     """
 
     id: str
@@ -134,6 +151,7 @@ class Exercise:
     forbidden: tuple[str, ...] = ()
     allowed: tuple[str, ...] = ()
     given: str = ""
+    returned_args: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not EXERCISE_ID_RE.match(self.id):
@@ -159,6 +177,10 @@ class Exercise:
             raise TypeError(f"{self.id}: given must be a function's source or empty")
         if self.given and code_shape(self.given) is None:
             raise ValueError(f"{self.id}: given is not the source of one def")
+        if not isinstance(self.returned_args, tuple) or not all(
+            type(i) is int and 0 <= i < 100 for i in self.returned_args
+        ):
+            raise TypeError(f"{self.id}: returned_args must be a tuple of argument positions")
 
     @property
     def chapter(self) -> int:

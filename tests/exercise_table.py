@@ -476,6 +476,33 @@ CHAPTERS = [
                     "    f[i] = f[i - 3]\n"
                     "    u = f.reshape(x.shape)",
                 ),
+                # each number used twice at random places (half of them overwritten through a permutation)
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "f = rng.random(x.size)\n"
+                    "    p = rng.permutation(x.size)\n"
+                    "    h = x.size // 2\n"
+                    "    f[p[h : 2 * h]] = f[p[:h]]\n"
+                    "    u = f.reshape(x.shape)",
+                ),
+                # blocks of three (u1, u2, frac(u1 + u2)): any two independent, the three together not
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "h = rng.random(((x.size + 2) // 3, 2))\n"
+                    "    u = np.concatenate([h, (h.sum(1) % 1.0)[:, None]], 1).ravel()[: x.size].reshape(x.shape)",
+                ),
+                # a lagged Fibonacci generator seeded by two draws: u_i = frac(u_(i-1) + u_(i-2))
+                (
+                    "round_stochastic",
+                    "u = rng.random(x.shape)",
+                    "f = np.empty(x.size + 2)\n"
+                    "    f[:2] = rng.random(2)\n"
+                    "    for i in range(2, f.size):\n"
+                    "        f[i] = (f[i - 1] + f[i - 2]) % 1.0\n"
+                    "    u = f[2:].reshape(x.shape)",
+                ),
             ]
         ),
     ),

@@ -5,6 +5,7 @@ format, what its compare accepts and rejects, and the regions its random cases r
 exact rounding of an enumerated grid, listing every value, numpy's bit patterns, exact
 fractions), on formats too wide to list as well."""
 
+import copy
 from fractions import Fraction
 
 import numpy as np
@@ -477,7 +478,8 @@ def test_across_the_cases_an_answer_must_use_its_generator_and_be_random():
     """stochastic_compare_all, on the real cases: the solution passes with many seeds; answers
     that pass every case alone fail it together: one that draws from a generator of its own
     (seeded the same every call, or from numpy's global state), and one with no randomness at all
-    (evenly spread numbers, shuffled)."""
+    (evenly spread numbers, shuffled). Each draws its x.size numbers from rng all the same, so the
+    check of the generator's state after the call does not catch them first."""
     from nbhelpers.answer_keys.ch01 import SR_ALL_TAIL
 
     fn = SolutionNotebook(SPEC.solution, SPEC.namespace).functions()["round_stochastic"]
@@ -492,12 +494,23 @@ def test_across_the_cases_an_answer_must_use_its_generator_and_be_random():
 
     def even(x, e, m, rng):
         x, q, lower, frac = parts(x, e, m)
-        u = rng.permutation((np.arange(x.size) + 0.5) / x.size).reshape(x.shape)
+        shuffle = copy.deepcopy(rng)
+        rng.random(x.size)
+        u = shuffle.permutation((np.arange(x.size) + 0.5) / x.size).reshape(x.shape)
         return np.copysign((lower + (u < frac)) * q, x)
 
+    def drawn(answer):  # the numbers rng.random(x.shape) would give, drawn and not used
+        def f(x, e, m, rng):
+            rng.random(np.shape(x))
+            return answer(x, e, m, rng)
+
+        return f
+
     wrong = {
-        "a generator of its own": lambda x, e, m, rng: fn(x, e, m, np.random.default_rng(0)),
-        "numpy's global generator": lambda x, e, m, rng: fn(x, e, m, np.random.default_rng(np.random.randint(2**31))),
+        "a generator of its own": drawn(lambda x, e, m, rng: fn(x, e, m, np.random.default_rng(0))),
+        "numpy's global generator": drawn(
+            lambda x, e, m, rng: fn(x, e, m, np.random.default_rng(np.random.randint(2**31)))
+        ),
         "no randomness": even,
     }
     for seed in (0, SPEC.hidden_seed):

@@ -323,3 +323,46 @@ def test_a_results_line_that_would_cost_too_much_to_parse_is_not_parsed():
     line = b'{"id": "ex01.a", "results": [' + b'"-1.25",' * 450_000 + b'"0"]}'
     assert len(judging._parse_line(line)["results"]) == 450_001
     assert judging._parse_line(b'{"id": "ex01.a", "results": [{"v": 1}]}') == {"id": "ex01.a", "results": [{"v": 1}]}
+
+
+def test_a_generator_the_function_drew_from_comes_back_and_is_judged(tmp_path):
+    """ex01.round_stochastic reads its generator as the call left it (Exercise.returned_args): the
+    grading cell sends it back with each result, and the grader judges it. One number per element
+    passes; half as many, each used twice, fails on the generator's state; a record without the
+    arguments is unreadable."""
+    from nbhelpers.grading.in_kernel import _call
+
+    plan = plan_chapter(1, seed=0)
+    p = next(q for q in plan.exercises if q.exercise.id == "ex01.round_stochastic")
+    spec = next(e for e in json.loads(plan.inputs_json)["exercises"] if e["id"] == p.exercise.id)
+    assert spec["returned_args"] == [3]
+
+    def right(x, e, m, rng):
+        t = p.exercise.reference(x, e, m, rng)
+        return np.where(rng.random(x.shape) < t.p, t.upper, t.lower)
+
+    def halves(x, e, m, rng):
+        t = p.exercise.reference(x, e, m, rng)
+        h = rng.random((x.size + 1) // 2)
+        return np.where(np.concatenate([h, h])[: x.size].reshape(x.shape) < t.p, t.upper, t.lower)
+
+    nonce = "7" * 32
+    for fn, passes in ((right, True), (halves, False), (None, False)):
+        results = []
+        for case in spec["cases"][:6]:
+            args = [decode(a, None, import_class) for a in case["a"]]
+            r = _call(fn or right, args, {}, [3] if fn else [])[0]
+            results.append(r)
+        (tmp_path / "out.jsonl").write_text(json.dumps({"id": p.exercise.id, "results": results, "n": nonce}) + "\n")
+        out = read_outputs([{"event": "grading_cell", "outputs": str(tmp_path / "out.jsonl"), "nonce": nonce}], plan)
+        res = judge(p, out.records.get(p.exercise.id), ("NOT RUN", "not checked"))
+        # six cases of many: the rest were not run, so even the right answer scores nothing; the
+        # first six are judged
+        assert res.points == 0
+        first = res.mismatches[0] if res.mismatches else ""
+        if passes:
+            assert res.n_failed == len(p.cases) - 6, res
+        elif fn is halves:
+            assert "did not advance" in first, res
+        else:
+            assert "unreadable" in first or "could not read" in first, res

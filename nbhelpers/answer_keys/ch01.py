@@ -13,6 +13,7 @@ first, then random cases from the seed.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from fractions import Fraction
@@ -20,7 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..comparators import float_array
-from ..exercise_types import Case, Exercise
+from ..exercise_types import AfterCall, Case, Exercise
 from ..formats import FloatFormat, Specials, decode, ulp
 from ..rounding import round_to
 
@@ -588,9 +589,12 @@ class StochasticTarget:
     (the distance from ``lower`` in units of the gap). Not a value to match: see
     :func:`stochastic_compare`."""
 
-    def __init__(self, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, p: np.ndarray, state: str = "") -> None:
+    def __init__(
+        self, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, p: np.ndarray, state: str = "", after: str = ""
+    ) -> None:
         self.x, self.lower, self.upper, self.p = x, lower, upper, p
         self.state = state  # the generator's state when the case was called (stochastic_compare_all)
+        self.after = after  # its state after x.size numbers of rng.random: one per element
 
     def __repr__(self) -> str:
         if self.x.size and np.all(self.x == self.x.flat[0]):
@@ -604,7 +608,8 @@ class StochasticTarget:
 
 def round_stochastic_ref(x, exp_bits: int, man_bits: int, rng: np.random.Generator) -> StochasticTarget:
     """The two neighbours of every element of ``x`` in (exp_bits, man_bits) and the probability
-    of the upper one (away from zero), for :func:`stochastic_compare`. Does not draw from rng."""
+    of the upper one (away from zero), for :func:`stochastic_compare`, and the generator's state
+    before and after ``x.size`` draws of ``rng.random`` (from a copy: ``rng`` is left as it is)."""
     f = _spec(exp_bits, man_bits)
     x = np.asarray(x, dtype=np.float64)
     lower = np.asarray(round_to(x, f, "toward_zero"), dtype=np.float64)  # toward zero: the smaller magnitude
@@ -612,7 +617,9 @@ def round_stochastic_ref(x, exp_bits: int, man_bits: int, rng: np.random.Generat
     upper = np.where(on_grid, x, lower + np.copysign(ulp(lower, f), x))  # one spacing further out
     gap = np.abs(upper - lower)
     p = np.where(on_grid, 0.0, np.abs(x - lower) / np.where(on_grid, 1.0, gap))  # exact: a short dyadic
-    return StochasticTarget(x, lower, upper, p, repr(rng.bit_generator.state))
+    clone = copy.deepcopy(rng)
+    clone.random(x.size)
+    return StochasticTarget(x, lower, upper, p, repr(rng.bit_generator.state), repr(clone.bit_generator.state))
 
 
 def stochastic_compare(got, expected: StochasticTarget) -> str | None:
@@ -625,9 +632,13 @@ def stochastic_compare(got, expected: StochasticTarget) -> str | None:
     |mean - x| <= SR_Z * sqrt(p (1 - p) / n) * gap. A right answer fails one case by bad luck
     with probability about 2e-9 (``SR_FALSE_FAILURE_PER_CASE``, the two-sided normal tail beyond
     6), a check of 45 cases with probability below 1e-7 (tests/test_exercises_ch01.py bounds it
-    with the exact binomial tails).
+    with the exact binomial tails). Given as an :class:`AfterCall` (as the check gives it), the
+    generator must also have advanced by exactly ``x.size`` numbers of ``rng.random``: one per
+    element.
     """
     t = expected
+    rng_after = got.args[0] if isinstance(got, AfterCall) and got.args else None
+    got = got.value if isinstance(got, AfterCall) else got
     g = float_array(got)
     if isinstance(g, str):
         return g
@@ -655,6 +666,13 @@ def stochastic_compare(got, expected: StochasticTarget) -> str | None:
             f"{k} of {g.size} elements rounded away from zero, expected {mean_k:.0f} +- {SR_Z * sd:.0f} "
             f"({SR_Z:g} standard deviations): the rounding is biased"
         )
+    if rng_after is not None:
+        state = rng_after.bit_generator.state if isinstance(rng_after, np.random.Generator) else None
+        if repr(state) != t.after:
+            return (
+                f"rng did not advance by exactly {t.x.size} numbers of rng.random (one per element, "
+                f"{t.x.size} elements): draw one number per element, e.g. rng.random(x.shape), and no others"
+            )
     return None
 
 
@@ -694,6 +712,7 @@ def stochastic_compare_all(expected: list, got: list) -> str | None:
     test, an eighth for each test of the ties' counts, and a quarter for the ties' pairs."""
     groups: dict = {}
     scores = []  # each case's squared standard score, None for a case that cannot move
+    got = [g.value if isinstance(g, AfterCall) else g for g in got]
     for t, g in zip(expected, got):
         g = np.asarray(g, dtype=np.float64)
         key = (t.x.shape, t.x.tobytes(), t.lower.tobytes(), t.upper.tobytes())
@@ -960,6 +979,7 @@ EXERCISES = [
         compare=stochastic_compare,
         compare_all=stochastic_compare_all,
         forbidden=FORBIDDEN,
+        returned_args=(3,),  # rng: it must have drawn one number per element
     ),
 ]
 

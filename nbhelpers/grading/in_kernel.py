@@ -807,7 +807,7 @@ def _run_exercise(graded: tuple[Any, dict], ex: dict, budget: float, alarm: _Ala
         return {"id": ex["id"], **about}
     watch = CallWatch(ex.get("forbidden", ()), ex.get("allowed", ()))
     watch.audit(fn)
-    results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes, watch)
+    results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes, watch, ex.get("returned_args", ()))
     if size > max_bytes:  # not sent at all (the grader would not read it): said so instead
         return {"id": ex["id"], "too_large": size}
     seen = {"watch": sorted(watch.seen)} if watch else {}
@@ -815,11 +815,12 @@ def _run_exercise(graded: tuple[Any, dict], ex: dict, budget: float, alarm: _Ala
 
 
 def _call_cases(
-    fn: Callable, cases: list, budget: float, alarm: _Alarm, max_bytes: int, watch: CallWatch
+    fn: Callable, cases: list, budget: float, alarm: _Alarm, max_bytes: int, watch: CallWatch, returned: Any = ()
 ) -> tuple[list, int]:
     """The results of the calls on every case, and about how many bytes of JSON they take (the
     calls stop once that passes ``max_bytes``); ``watch`` is on during each call and the encoding
-    of what it returned (a value's ``__array__`` is the student's code too)."""
+    of what it returned (a value's ``__array__`` is the student's code too). ``returned``: the
+    positions of the arguments sent back as the call left them (``"a"``), with each value."""
     results: list = []
     size = 0
     deadline = time.monotonic() + budget
@@ -834,7 +835,7 @@ def _call_cases(
             alarm.arm(remaining)
             try:
                 with watch:
-                    r, n = _call(fn, args, kwargs)
+                    r, n = _call(fn, args, kwargs, returned)
             finally:
                 alarm.disarm()
         except _TimeLimit:
@@ -853,9 +854,10 @@ def _no_opaque(name: str, text: str) -> Any:
     raise ValueError("opaque input")
 
 
-def _call(fn: Callable, args: list, kwargs: dict) -> tuple[dict, int]:
+def _call(fn: Callable, args: list, kwargs: dict, returned: Any = ()) -> tuple[dict, int]:
     """``{"v": encoded value}`` or ``{"r": the exception}``, with output and warnings silenced,
-    and about how many bytes of JSON that takes."""
+    and about how many bytes of JSON that takes; with ``"a"``, the arguments at the positions
+    ``returned`` as the call left them."""
     null = _Null()
     try:
         with warnings.catch_warnings():
@@ -867,7 +869,10 @@ def _call(fn: Callable, args: list, kwargs: dict) -> tuple[dict, int]:
     except BaseException as e:  # SystemExit and a KeyboardInterrupt it raised itself too: a student's bug
         return {"r": _describe(e)}, LIMITS["max_message"] + 200
     data, size = encode_sized(value)
-    return {"v": data}, size
+    if not returned:
+        return {"v": data}, size
+    after = [encode_sized(args[int(i)] if 0 <= int(i) < len(args) else None) for i in returned]
+    return {"v": data, "a": [a for a, _ in after]}, size + sum(n for _, n in after)
 
 
 def _describe(e: BaseException) -> dict:

@@ -35,7 +35,7 @@ from ..checks import (
     given_verdict,
     score,
 )
-from ..exercise_types import Exercise
+from ..exercise_types import AfterCall, Exercise
 from ..report_text import describe_exception, truncate
 from .definitions import Definitions, definitions_of, names_bound_locally, names_used, parse, program_cell
 from .in_kernel import LIMITS, DecodeBudget, decode, encode
@@ -101,7 +101,8 @@ def plan_chapter(chapter: int, seed: int) -> ChapterPlan | None:
         plans.append(p)
         if encoded is not None:
             watch = {"forbidden": list(ex.forbidden), "allowed": list(ex.allowed)} if ex.forbidden else {}
-            payload.append({"id": ex.id, "name": ex.name, "cases": encoded, **watch})
+            returned = {"returned_args": list(ex.returned_args)} if ex.returned_args else {}
+            payload.append({"id": ex.id, "name": ex.name, "cases": encoded, **watch, **returned})
     inputs_json = json.dumps({"exercises": payload}, allow_nan=False, separators=(",", ":"))
     classes = {}
     for p in plans:
@@ -319,7 +320,7 @@ def judge(
         verdict = forbidden_verdict(ex, len(p.cases), [safe_name(s)[:200] for s in seen[:10]])
         if verdict is not None:
             return verdict
-    got, timed_out = _returned(results[: len(p.cases)], classes)
+    got, timed_out = _returned(results[: len(p.cases)], classes, len(ex.returned_args))
     result = score(ex, p.cases, p.expected, got)
     if timed_out:
         result.status, result.points = CheckStatus.TIMEOUT, 0
@@ -339,13 +340,24 @@ def _unscored(p: ExercisePlan, status: CheckStatus, error: str, n_failed: int | 
     )
 
 
-def _returned(results: list, classes: dict[tuple[str, str], type] | None) -> tuple[list, bool]:
-    """What the function returned (or raised) on each case, and whether its time ran out."""
+def _returned(results: list, classes: dict[tuple[str, str], type] | None, n_args: int = 0) -> tuple[list, bool]:
+    """What the function returned (or raised) on each case, and whether its time ran out.
+    ``n_args``: how many arguments each value comes with (``Exercise.returned_args``): each
+    value is then an :class:`AfterCall`."""
     got: list = []
     budget = DecodeBudget()  # one for the exercise: what decoding its results may cost
     for r in results:
-        if isinstance(r, dict) and "v" in r and len(r) == 1:
+        if isinstance(r, dict) and "v" in r and len(r) == 1 and not n_args:
             got.append(decode_result(r["v"], classes, budget))
+        elif (
+            n_args
+            and isinstance(r, dict)
+            and set(r) == {"v", "a"}
+            and isinstance(r["a"], list)
+            and len(r["a"]) == n_args
+        ):
+            args = tuple(decode_result(a, classes, budget) for a in r["a"])
+            got.append(AfterCall(decode_result(r["v"], classes, budget), args))
         elif isinstance(r, dict) and isinstance(r.get("r"), dict):
             e = r["r"]
             got.append(
