@@ -216,6 +216,11 @@ _AUDIT_NAMES = frozenset(
         "__dict__",
         "attrgetter",
         "methodcaller",
+        "__getattribute__",
+        "modules",
+        "__defaults__",
+        "__kwdefaults__",
+        "cell_contents",
     }
 )
 #: Builtins a student's function may not load by name (``re.compile`` is another function);
@@ -252,6 +257,7 @@ def audit_names(fn: Any, limit: int = 200) -> list[str]:
             home = g
         if g is not home:  # another module's function (numpy's, the course's tools): not audited
             continue
+        _audit_values(obj, found)
         stack = [code]
         while stack:
             c = stack.pop()
@@ -260,6 +266,23 @@ def audit_names(fn: Any, limit: int = 200) -> list[str]:
                 stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
                 _audit_code(c, g, found, todo)
     return sorted(found)
+
+
+def _audit_values(fn: Any, found: set) -> None:
+    """Note what a function holds without naming it in its code: its default arguments and its
+    closure's values (``def f(x, _ga=getattr)`` hands ``getattr`` in under another name)."""
+    values = list(getattr(fn, "__defaults__", None) or ())
+    values += list((getattr(fn, "__kwdefaults__", None) or {}).values())
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    for value in values:
+        if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] in _AUDIT_MODULES:
+            found.add(f"a default or closure value (the module {value.__name__})")
+        elif any(value is b for b in _AUDIT_BUILTIN_OBJECTS):
+            found.add(f"a default or closure value (the builtin {value.__name__})")
 
 
 def _unwrapped(obj: Any) -> Any:

@@ -549,7 +549,11 @@ def test_the_audit_reads_a_function_and_the_notebooks_own_helpers_it_names():
         "def uses_class(x):\n"
         "    return Helper().go()\n"
         "def by_string(x):\n"
-        "    return getattr(sys, 'getpro' + 'file')()\n",
+        "    return getattr(sys, 'getpro' + 'file')()\n"
+        "def by_default(x, _ga=getattr):\n"
+        "    return _ga(sys, 'getpro' + 'file')()\n"
+        "def by_modules(x):\n"
+        "    return sys.modules['buil' + 'tins']\n",
         ns,
     )
     assert audit_names(ns["clean"]) == []
@@ -561,6 +565,8 @@ def test_the_audit_reads_a_function_and_the_notebooks_own_helpers_it_names():
     assert audit_names(ns["runs"]) == ["eval"]
     assert audit_names(ns["uses_class"]) == ["open"]
     assert audit_names(ns["by_string"]) == ["getattr"]  # a name built from strings: not readable
+    assert audit_names(ns["by_default"]) == ["a default or closure value (the builtin getattr)"]
+    assert audit_names(ns["by_modules"]) == ["modules"]
     assert audit_names(functools.partial(ns["runs"], "1")) == ["eval"]
     watch = CallWatch(["nbhelpers.rounding"])
     watch.audit(ns["calls_off"])
