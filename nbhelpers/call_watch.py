@@ -54,6 +54,7 @@ _PROCESS = "started a process (the check cannot see what another process calls)"
 _HOOK = "switched off or replaced the profile hook the check watches calls with"
 _EXEC = "compiled or ran code from a string (the check cannot say what that code is)"
 _AUDIT = "names what reaches past the check's watch or into the check itself"
+_CTYPES = "called C code through ctypes (which can switch the check's watch off unseen)"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
@@ -257,7 +258,7 @@ def audit_names(fn: Any, limit: int = 200) -> list[str]:
             home = g
         if g is not home:  # another module's function (numpy's, the course's tools): not audited
             continue
-        _audit_values(obj, found)
+        _audit_values(obj, found, todo)
         stack = [code]
         while stack:
             c = stack.pop()
@@ -268,7 +269,18 @@ def audit_names(fn: Any, limit: int = 200) -> list[str]:
     return sorted(found)
 
 
-def _audit_values(fn: Any, found: set) -> None:
+def _callables_in(value: Any, depth: int = 0) -> list:
+    """The functions a value is or holds (in tuples, lists, sets and dicts, a few levels deep)."""
+    if isinstance(value, types.FunctionType):
+        return [value]
+    if depth < 3 and isinstance(value, (tuple, list, set, frozenset)):
+        return [f for v in list(value)[:256] for f in _callables_in(v, depth + 1)]
+    if depth < 3 and isinstance(value, dict):
+        return [f for v in list(value.values())[:256] for f in _callables_in(v, depth + 1)]
+    return []
+
+
+def _audit_values(fn: Any, found: set, todo: list) -> None:
     """Note what a function holds without naming it in its code: its default arguments and its
     closure's values (``def f(x, _ga=getattr)`` hands ``getattr`` in under another name)."""
     values = list(getattr(fn, "__defaults__", None) or ())
@@ -283,6 +295,43 @@ def _audit_values(fn: Any, found: set) -> None:
             found.add(f"a default or closure value (the module {value.__name__})")
         elif any(value is b for b in _AUDIT_BUILTIN_OBJECTS):
             found.add(f"a default or closure value (the builtin {value.__name__})")
+        else:
+            todo.extend(_callables_in(value))
+
+
+def _students_code(frame: Any, libraries: tuple) -> bool:
+    """Whether a frame runs code outside the installed libraries and outside the course's package."""
+    name = frame.f_code.co_filename
+    if isinstance(name, str) and name.startswith("<frozen "):  # importlib, frozen in the interpreter
+        return False
+    if isinstance(name, str) and os.path.isabs(name):
+        real = os.path.realpath(name)
+        if real.startswith(libraries) or _course_module(name) is not None:
+            return False
+    return True
+
+
+#: The watches that are on now; the audit hook notes a student's ctypes call in each.
+_ON_NOW: list = []
+_AUDIT_HOOK: list = []  # installed once per process (an audit hook cannot be removed)
+
+
+def _audit_event(event: str, args: Any) -> None:
+    """``sys.addaudithook``'s hook: while a watch is on, a ctypes call made from a student's code
+    (calling a C function through ctypes, ``PyEval_SetProfile`` among them, switches the profile
+    hook off without any call the hook could see) counts as hiding calls."""
+    if not _ON_NOW or not event.startswith("ctypes."):
+        return
+    frame = sys._getframe(1)
+    libraries = _ON_NOW[-1]._libraries
+    for _ in range(4):  # the first Python frame above the C call
+        if frame is None:
+            return
+        if _students_code(frame, libraries):
+            for watch in _ON_NOW:
+                watch.seen.add(_CTYPES)
+            return
+        frame = frame.f_back
 
 
 def _unwrapped(obj: Any) -> Any:
@@ -318,6 +367,8 @@ def _audit_code(c: Any, g: dict, found: set, todo: list) -> None:
             found.add(f"{name} (the builtin {value.__name__})")
         elif callable(value):
             todo.append(value)
+        else:
+            todo.extend(_callables_in(value))
 
 
 _MISSING = object()
@@ -429,15 +480,7 @@ class CallWatch:
             return known[1]
 
         def students(frame: Any) -> bool:
-            # code outside the installed libraries and outside the course's package
-            name = frame.f_code.co_filename
-            if isinstance(name, str) and name.startswith("<frozen "):  # importlib, frozen in the interpreter
-                return False
-            if isinstance(name, str) and os.path.isabs(name):
-                real = os.path.realpath(name)
-                if real.startswith(libraries) or _course_module(name) is not None:
-                    return False
-            return True
+            return _students_code(frame, libraries)
 
         def resolve(g: dict, code: Any) -> tuple[dict, int, Any]:
             # a module by its name; a module of the course's package loaded under another name
@@ -537,6 +580,10 @@ class CallWatch:
             self._inside_frame[:] = [None, None]
             self._fingerprints = _course_fingerprints()
             self._on = True
+            if not _AUDIT_HOOK:
+                sys.addaudithook(_audit_event)
+                _AUDIT_HOOK.append(True)
+            _ON_NOW.append(self)
             self._torch_mode = self._push_torch_mode()  # before the hook: torch's own code, not watched
             sys.setprofile(self._hook_fn)
         return self
@@ -545,6 +592,8 @@ class CallWatch:
         if not self._on:
             return
         self._on = False
+        if self in _ON_NOW:
+            _ON_NOW.remove(self)
         if sys.getprofile() is not self._hook_fn:  # switched off without a call the hook saw
             self.seen.add(_HOOK)
         sys.setprofile(self._old)  # the hook skips this one call: its frame is __exit__'s

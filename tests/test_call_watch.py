@@ -574,3 +574,30 @@ def test_the_audit_reads_a_function_and_the_notebooks_own_helpers_it_names():
     quiet = CallWatch([])
     quiet.audit(ns["calls_off"])  # nothing forbidden, nothing to guard
     assert quiet.seen == set()
+
+
+def test_functions_handed_in_by_default_or_in_a_container_are_read_too():
+    from nbhelpers.call_watch import audit_names
+
+    ns: dict = {"__name__": "__main__"}
+    exec(
+        "def by_default(x, _off=lambda: __import__('ctypes')):\n"
+        "    return _off()\n"
+        "TOOLS = (lambda: __import__('sys').getprofile(), 2)\n"
+        "def by_tuple(x):\n"
+        "    get, _ = TOOLS\n"
+        "    return get()\n",
+        ns,
+    )
+    assert "__import__" in audit_names(ns["by_default"])
+    assert {"__import__", "getprofile"} <= set(audit_names(ns["by_tuple"]))
+
+
+def test_a_ctypes_call_from_the_students_code_counts_as_hiding():
+    import ctypes
+
+    def through_ctypes():
+        return ctypes.pythonapi.Py_GetRecursionLimit()  # harmless; PyEval_SetProfile is not
+
+    assert any("ctypes" in s for s in seen_by(through_ctypes))
+    assert seen_by(lambda: np.arange(3).sum()) == set()  # no ctypes event from numpy's own work

@@ -80,10 +80,12 @@ def test_kernel_runner_in_process(tmp_path):
         raise NotImplementedError("about 9 lines")
 
     ns = {"decode_bits": todo, "rounding_interval": loop, "count_values": 42}
-    job, events = _job(tmp_path, plan, 0.5)
+    # 2 s per function: the looping one is stopped there, and the right ones finish well inside it
+    # under the profile hook on a loaded machine (0.5 s did not always)
+    job, events = _job(tmp_path, plan, 2.0)
     t0 = time.monotonic()
     kernel_main(ns, {**job, "nonce": NONCE})
-    assert time.monotonic() - t0 < 5 and len(calls) == 1
+    assert time.monotonic() - t0 < 8 and len(calls) == 1
     res = _judged(events, plan)
     assert res["ex01.decode_bits"].status == "TODO"
     assert res["ex01.rounding_interval"].status == "TIMEOUT" and "TimeoutError" in res["ex01.rounding_interval"].error
