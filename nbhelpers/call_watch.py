@@ -222,6 +222,12 @@ _AUDIT_NAMES = frozenset(
         "__defaults__",
         "__kwdefaults__",
         "cell_contents",
+        "resolve_name",
+        "locate",
+        "_ON_NOW",
+        "call_watch",
+        "__reduce_ex__",
+        "__reduce__",
     }
 )
 #: Builtins a student's function may not load by name (``re.compile`` is another function);
@@ -311,6 +317,9 @@ def _students_code(frame: Any, libraries: tuple) -> bool:
     return True
 
 
+#: C functions of the interpreter that switch a profile or trace hook: looking one up through ctypes
+#: while a watch is on is noted wherever on the stack it happens
+_HOOK_SYMBOLS = ("SetProfile", "SetTrace", "SetProfileAllThreads", "SetTraceAllThreads")
 #: The watches that are on now; the audit hook notes a student's ctypes call in each.
 _ON_NOW: list = []
 _AUDIT_HOOK: list = []  # installed once per process (an audit hook cannot be removed)
@@ -321,6 +330,10 @@ def _audit_event(event: str, args: Any) -> None:
     (calling a C function through ctypes, ``PyEval_SetProfile`` among them, switches the profile
     hook off without any call the hook could see) counts as hiding calls."""
     if not _ON_NOW or not event.startswith("ctypes."):
+        return
+    if event == "ctypes.dlsym" and any(k in str(args[-1] if args else "") for k in _HOOK_SYMBOLS):
+        for watch in _ON_NOW:  # the C functions that set the hook, however deep the lookup
+            watch.seen.add(_CTYPES)
         return
     frame = sys._getframe(1)
     libraries = _ON_NOW[-1]._libraries
