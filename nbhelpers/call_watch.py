@@ -54,7 +54,6 @@ _PROCESS = "started a process (the check cannot see what another process calls)"
 _HOOK = "switched off or replaced the profile hook the check watches calls with"
 _EXEC = "compiled or ran code from a string (the check cannot say what that code is)"
 _AUDIT = "names what reaches past the check's watch or into the check itself"
-_CTYPES = "called C code through ctypes (which can switch the check's watch off unseen)"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
@@ -224,7 +223,6 @@ _AUDIT_NAMES = frozenset(
         "cell_contents",
         "resolve_name",
         "locate",
-        "_ON_NOW",
         "call_watch",
         "__reduce_ex__",
         "__reduce__",
@@ -315,36 +313,6 @@ def _students_code(frame: Any, libraries: tuple) -> bool:
         if real.startswith(libraries) or _course_module(name) is not None:
             return False
     return True
-
-
-#: C functions of the interpreter that switch a profile or trace hook: looking one up through ctypes
-#: while a watch is on is noted wherever on the stack it happens
-_HOOK_SYMBOLS = ("SetProfile", "SetTrace", "SetProfileAllThreads", "SetTraceAllThreads")
-#: The watches that are on now; the audit hook notes a student's ctypes call in each.
-_ON_NOW: list = []
-_AUDIT_HOOK: list = []  # installed once per process (an audit hook cannot be removed)
-
-
-def _audit_event(event: str, args: Any) -> None:
-    """``sys.addaudithook``'s hook: while a watch is on, a ctypes call made from a student's code
-    (calling a C function through ctypes, ``PyEval_SetProfile`` among them, switches the profile
-    hook off without any call the hook could see) counts as hiding calls."""
-    if not _ON_NOW or not event.startswith("ctypes."):
-        return
-    if event == "ctypes.dlsym" and any(k in str(args[-1] if args else "") for k in _HOOK_SYMBOLS):
-        for watch in _ON_NOW:  # the C functions that set the hook, however deep the lookup
-            watch.seen.add(_CTYPES)
-        return
-    frame = sys._getframe(1)
-    libraries = _ON_NOW[-1]._libraries
-    for _ in range(4):  # the first Python frame above the C call
-        if frame is None:
-            return
-        if _students_code(frame, libraries):
-            for watch in _ON_NOW:
-                watch.seen.add(_CTYPES)
-            return
-        frame = frame.f_back
 
 
 def _unwrapped(obj: Any) -> Any:
@@ -593,10 +561,6 @@ class CallWatch:
             self._inside_frame[:] = [None, None]
             self._fingerprints = _course_fingerprints()
             self._on = True
-            if not _AUDIT_HOOK:
-                sys.addaudithook(_audit_event)
-                _AUDIT_HOOK.append(True)
-            _ON_NOW.append(self)
             self._torch_mode = self._push_torch_mode()  # before the hook: torch's own code, not watched
             sys.setprofile(self._hook_fn)
         return self
@@ -605,8 +569,6 @@ class CallWatch:
         if not self._on:
             return
         self._on = False
-        if self in _ON_NOW:
-            _ON_NOW.remove(self)
         if sys.getprofile() is not self._hook_fn:  # switched off without a call the hook saw
             self.seen.add(_HOOK)
         sys.setprofile(self._old)  # the hook skips this one call: its frame is __exit__'s

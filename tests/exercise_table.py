@@ -1667,7 +1667,7 @@ CHAPTERS = [
                     'choice = (\n        "e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"\n    )',
                     "choice = max(('e4m3fn', 'e5m2'), key=lambda f: -np.sum((np.clip(x / float("
                     "np.float32(amax / {'e4m3fn': 448.0, 'e5m2': 57344.0}[f])), -{'e4m3fn': 448.0, 'e5m2': "
-                    "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]).astype(getattr(__import__('ml_dtypes'), "
+                    "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]).astype(np.dtype("
                     "{'e4m3fn': 'float8_e4m3fn', 'e5m2': 'float8_e5m2'}[f])).astype(np.float64) * float(np.float32("
                     "amax / {'e4m3fn': 448.0, 'e5m2': 57344.0}[f])) - x) ** 2))",
                 ),
@@ -1679,7 +1679,7 @@ CHAPTERS = [
                     "        over = (\n"
                     "            int(np.sum(v >= mid)) if tie_goes_up else int(np.sum(v > mid))\n"
                     "        )",
-                    "        r = (x / scale).astype(getattr(__import__('ml_dtypes'), 'float8_' + fmt))"
+                    "        r = (x / scale).astype(np.dtype('float8_' + fmt))"
                     ".astype(np.float64)\n"
                     "        under = int(np.sum(nonzero & (r == 0)))\n"
                     "        over = int(np.sum(~np.isfinite(r)))",
@@ -1688,8 +1688,9 @@ CHAPTERS = [
                 (
                     "fp8_choice",
                     "        under = int(np.sum(nonzero & (v <= tiny / 2)))",
-                    "        t = __import__('torch')\n"
-                    "        r = t.from_numpy(x / scale).to(getattr(t, 'float8_' + fmt)).double().numpy()\n"
+                    "        import torch as t\n\n"
+                    "        r = t.from_numpy(x / scale).to({'e4m3fn': t.float8_e4m3fn, 'e5m2': t.float8_e5m2}[fmt])"
+                    ".double().numpy()\n"
                     "        under = int(np.sum(nonzero & (r == 0)))",
                 ),
                 # Transformer Engine's order: the base scale rounded to float32 first, the margin
@@ -2077,7 +2078,7 @@ CHAPTERS = [
                     "two_level_scales",
                     'round_to(amax_b / elem_max / s_t, "e4m3fn", saturate=True)',
                     "np.minimum(amax_b / elem_max / s_t, 448.0).astype(np.float32)"
-                    '.astype(__import__("ml_dtypes").float8_e4m3fn).astype(float)',
+                    '.astype(np.dtype("float8_e4m3fn")).astype(float)',
                 ),
                 # no saturation: a quotient past 448 becomes NaN
                 ("two_level_scales", "saturate=True", "saturate=False"),
