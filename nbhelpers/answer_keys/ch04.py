@@ -68,9 +68,9 @@ def lost_update_threshold_ref(w: np.ndarray, g: np.ndarray) -> np.ndarray:
         return np.where(g == 0, np.inf, (gap / 2) / np.abs(g.astype(np.float64)))
 
 
-def threshold_compare(got, expected: np.ndarray) -> str | None:
+def _relative_compare(got, expected: np.ndarray, rtol: float, tol_text: str) -> str | None:
     """None if ``got`` has expected's shape, inf exactly where expected is inf, and finite values
-    within a relative ``THRESHOLD_RTOL`` of expected; else a short reason. Never raises."""
+    within a relative ``rtol`` of expected; else a short reason. Never raises."""
     a = float_array(got)
     if isinstance(a, str):
         return a
@@ -78,14 +78,19 @@ def threshold_compare(got, expected: np.ndarray) -> str | None:
         return f"returned shape {a.shape}, expected {expected.shape}"
     inf = np.isinf(expected)
     with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.where(inf, a == expected, np.abs(a - expected) <= THRESHOLD_RTOL * np.abs(expected))
+        ok = np.where(inf, a == expected, np.abs(a - expected) <= rtol * np.abs(expected))
     if ok.all():
         return None
     i = int(np.flatnonzero(~ok.reshape(-1))[0])
     return (
         f"{int((~ok).sum())} of {a.size} elements differ; first at flat index {i}: got {float(a.flat[i])!r}, "
-        f"expected {float(expected.flat[i])!r} (tolerance: relative {THRESHOLD_RTOL:.3g}, inf exactly)"
+        f"expected {float(expected.flat[i])!r} (tolerance: relative {tol_text}, inf exactly)"
     )
+
+
+def threshold_compare(got, expected: np.ndarray) -> str | None:
+    """:func:`_relative_compare` within ``THRESHOLD_RTOL``."""
+    return _relative_compare(got, expected, THRESHOLD_RTOL, f"{THRESHOLD_RTOL:.3g}")
 
 
 def _pow2_weights(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -481,23 +486,8 @@ def expected_mth_move_ref(w: np.ndarray, g: np.ndarray, lr: float, m: np.ndarray
 
 
 def move_compare(got, expected: np.ndarray) -> str | None:
-    """None if ``got`` has expected's shape, inf exactly where expected is inf, and finite values
-    within a relative ``MOVE_RTOL`` of expected; else a short reason. Never raises."""
-    a = float_array(got)
-    if isinstance(a, str):
-        return a
-    if a.shape != expected.shape:
-        return f"returned shape {a.shape}, expected {expected.shape}"
-    inf = np.isinf(expected)
-    with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.where(inf, a == expected, np.abs(a - expected) <= MOVE_RTOL * np.abs(expected))
-    if ok.all():
-        return None
-    i = int(np.flatnonzero(~ok.reshape(-1))[0])
-    return (
-        f"{int((~ok).sum())} of {a.size} elements differ; first at flat index {i}: got {float(a.flat[i])!r}, "
-        f"expected {float(expected.flat[i])!r} (tolerance: relative 2**-40, inf exactly)"
-    )
+    """:func:`_relative_compare` within ``MOVE_RTOL`` (2**-40)."""
+    return _relative_compare(got, expected, MOVE_RTOL, "2**-40")
 
 
 def _move_counts(rng: np.random.Generator, w: np.ndarray, g: np.ndarray, lr: float) -> np.ndarray:
