@@ -47,7 +47,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["CallWatch", "parse_names", "audit_names"]
+__all__ = ["CallWatch", "parse_names", "audit_names", "in_profile_hook"]
 
 _THREAD = "started a thread (the check cannot see what a thread calls)"
 _PROCESS = "started a process (the check cannot see what another process calls)"
@@ -444,13 +444,16 @@ class CallWatch:
         """The profile function: a closure over its tables, since it runs on every call and
         return, of Python and of C functions, while the watch is on."""
         by_globals: dict[int, tuple[dict, int, Any]] = {}  # id(f_globals) -> (them, verdict, module)
-        hiders, seen, allowed, functions = self._hiders, self.seen, self._allowed, self._functions
+        seen, allowed, functions, hiders = self.seen, self._allowed, self._functions, self._hiders
         named = frozenset(q for _, q in allowed | functions)
         module_verdict, inside = self._module_verdict, self._inside_frame
         exit_code, torch_code = _EXIT_CODE, _TORCH_FUNCTION_CODE
         c_modules = bool(self._c_modules)
-        string_code, libraries, watch = self._string_code, self._libraries, self
+        libraries, watch = self._libraries, self
         by_code: dict[int, tuple[Any, Any]] = {}  # id(code) -> (code, (module, qualname) or None)
+        # id(code) -> (code, globals): a call that is neither forbidden, allowed nor a copy
+        nothing_to_do: dict[int, tuple[Any, dict]] = {}
+        specials = {**{k: (fn, _EXEC) for k, fn in self._string_code.items()}, **hiders}
 
         def copied(code: Any) -> Any:
             # the course function a function's code is a copy of (compiled from its text elsewhere)
@@ -508,28 +511,32 @@ class CallWatch:
             return False
 
         def hook(frame: Any, event: str, arg: Any) -> None:
+            # it runs on every call and return (a Triton kernel in the interpreter makes tens of
+            # millions): the common cases, a library's C or Python function, leave early
             if event == "c_call":
-                hider = hiders.get(id(arg))
-                if (
-                    hider is not None
-                    and hider[0] is arg
-                    and frame.f_code is not exit_code
-                    and not machinery_below(frame)
-                ):
-                    seen.add(hider[1])
-                elif string_code.get(id(arg)) is arg and students(frame):
-                    seen.add(_EXEC)
+                special = specials.get(id(arg))
+                if special is not None and special[0] is arg:
+                    if special[1] is _EXEC:
+                        if students(frame):
+                            seen.add(_EXEC)
+                    elif frame.f_code is not exit_code and not machinery_below(frame):
+                        seen.add(special[1])
                 elif c_modules:
                     module = _c_module(arg)
                     if module_verdict(module) == _FORBIDDEN and not forbidden_caller(frame):
                         seen.add(f"{module}:{_c_name(arg)}")
             elif event == "call":
-                g = frame.f_globals
+                code, g = frame.f_code, frame.f_globals
+                done = nothing_to_do.get(id(code))
+                if done is not None and done[0] is code and done[1] is g:
+                    return
                 known = by_globals.get(id(g))
-                code = frame.f_code
                 if known is None or known[0] is not g:
                     known = resolve(g, code)
                 verdict = known[1]
+                if verdict == _NEUTRAL and copied(code) is None and code.co_qualname not in named:
+                    nothing_to_do[id(code)] = (code, g)  # a copy of no course function, and not named
+                    return
                 qualname = code.co_qualname
                 if verdict == _NEUTRAL and known[2] == g.get("__name__"):
                     source = copied(code)  # one copied function among a student's own
@@ -691,3 +698,20 @@ _MIN_FINGERPRINT_BYTES = 48
 #: Modules whose own subprocesses are machinery: Triton starts ptxas and a C compiler when it
 #: compiles a kernel on a GPU.
 MACHINERY_PREFIXES = ("triton.",)
+
+
+#: The code of every watch's profile function (one closure per watch, one code object for all).
+_HOOK_CODE = CallWatch()._hook_fn.__code__
+
+
+def in_profile_hook(frame: Any, depth: int = 8) -> bool:
+    """Whether ``frame``, or one of the ``depth`` frames below it, runs a watch's profile function:
+    a signal handler that raises there makes CPython drop the profile function, which the watch
+    reads as the watched code's switching it off (see ``nbhelpers.grading.in_kernel``)."""
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if frame.f_code is _HOOK_CODE:
+            return True
+        frame = frame.f_back
+    return False

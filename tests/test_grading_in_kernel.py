@@ -104,6 +104,58 @@ def test_kernel_runner_in_process(tmp_path):
     assert "too large to send back" in res["ex01.decode_bits"].error
 
 
+def test_the_time_limit_is_cpu_time_with_a_wall_clock_backstop(tmp_path):
+    """A function's budget is CPU time: one that waits 1.2 s in all (no CPU) passes a budget of
+    1 s, as a loaded machine slows an honest function without its using more CPU; one that
+    sleeps for good is stopped at WALL_FACTOR times the budget in wall time."""
+    plan = plan_chapter(1, seed=3)
+    sol = {}
+    for c in solution().cells:
+        if c.cell_type == "code" and c.source.lstrip().startswith("def "):
+            exec(c.source, {"math": math}, sol)
+    calls = []
+
+    def waits_then_answers(*a):
+        if len(calls) < 2:
+            time.sleep(0.6)
+        calls.append(1)
+        return sol["decode_bits"](*a)
+
+    def sleeps(*a):
+        time.sleep(60)
+
+    job, events = _job(tmp_path, plan, 1.0)
+    t0 = time.monotonic()
+    kernel_main({"decode_bits": waits_then_answers, "rounding_interval": sleeps}, {**job, "nonce": NONCE})
+    assert time.monotonic() - t0 < in_kernel.WALL_FACTOR * 1.0 + 4
+    res = _judged(events, plan)
+    assert res["ex01.decode_bits"].status == "PASS", res["ex01.decode_bits"]
+    r = res["ex01.rounding_interval"]
+    assert r.status == "TIMEOUT" and "TimeoutError" in r.error, r
+
+
+def test_a_limit_that_falls_inside_the_watchs_hook_is_a_timeout_not_hiding(tmp_path):
+    """A function that only makes small calls spends most of its time in the call watch's profile
+    hook, so its time limit mostly falls there; raised there, it would make CPython drop the hook,
+    which the watch reads as hiding. It waits for the hook to return: the verdict is TIMEOUT."""
+    plan = plan_chapter(1, seed=3)
+
+    def tiny(x):
+        return x
+
+    def many_calls(*a):
+        while True:
+            tiny(len(a))
+
+    job, events = _job(tmp_path, plan, 0.3)
+    ns = {"decode_bits": many_calls, "rounding_interval": many_calls, "count_values": many_calls}
+    kernel_main(ns, {**job, "nonce": NONCE})
+    res = _judged(events, plan)
+    for name in ns:
+        r = res[f"ex01.{name}"]
+        assert r.status == "TIMEOUT" and "profile hook" not in r.error, r
+
+
 def test_what_a_function_raises_is_its_failure_and_a_real_interrupt_stops_the_cell(tmp_path):
     """KeyboardInterrupt, SystemExit and any BaseException a graded function raises are that
     function's failure, with their type and message in its results (the grader keeps them out of

@@ -502,10 +502,27 @@ def test_every_chapters_solutions_and_exercises_through_the_grader(tmp_path):
     with open(tmp_path / "g.csv", newline="") as f:
         rows = {Path(r["file"]).parent.name + "/" + Path(r["file"]).name: r for r in csv.DictReader(f)}
     assert len(rows) == 2 * len(solutions)
+    shortfalls = _shortfalls(tmp_path / "g.json")
     for s in solutions:
         sol, ex = rows[f"solutions/{s.name}"], rows[f"exercises/{s.name}"]
-        assert sol["status"] == "graded" and int(sol["total"]) == int(sol["max"]) > 0, sol
+        why = shortfalls.get(f"solutions/{s.name}")
+        assert sol["status"] == "graded" and int(sol["total"]) == int(sol["max"]) > 0, (sol["total"], sol["max"], why)
         assert ex["status"] == "graded" and int(ex["total"]) == 0 and ex["max"] == sol["max"], ex
+
+
+def _shortfalls(path: Path) -> dict:
+    """For each submission in the JSON report: its status, events and every check that did not
+    get full points, with what it says (so a failure in CI shows which check and why)."""
+    out = {}
+    for sub in json.loads(path.read_text())["submissions"]:
+        short = {
+            k: {key: c.get(key) for key in ("points", "status", "error", "n_failed")} | {"first": c["mismatches"][:1]}
+            for k, c in sub.get("checks", {}).items()
+            if c.get("points") != c.get("max_points")
+        }
+        name = Path(sub["file"]).parent.name + "/" + Path(sub["file"]).name
+        out[name] = {"status": sub["status"], "detail": sub.get("detail"), "events": sub.get("events"), **short}
+    return out
 
 
 # ---- the students' check cells award the same points as the grader with the public seed ----------

@@ -57,7 +57,7 @@ except Exception:  # pragma: no cover - ml_dtypes is a dependency
     ml_dtypes = None
 
 # Sent into the kernel, this line becomes nbhelpers.call_watch's source (worker.kernel_source).
-from ..call_watch import CallWatch
+from ..call_watch import CallWatch, in_profile_hook
 
 LIMITS = {
     "max_depth": 40,  # nesting of tuples, lists, dicts
@@ -683,39 +683,73 @@ class _Null:
         pass
 
 
+#: A graded function's calls together get the grader's budget in seconds of the kernel's CPU time
+#: (however loaded the machine, an honest function is not cut short), and at most this many times
+#: the budget in wall time (a function that sleeps or waits uses no CPU).
+WALL_FACTOR = 3.0
+
+#: How many times in a row a time limit that falls inside the call watch's profile hook waits for
+#: the hook to return (1 ms each) before it is raised there all the same.
+_MAX_DEFERRALS = 1000
+
+
 class _Alarm:
-    """SIGALRM as the time limit of the student's function (where signals can be used: the main
-    thread of a POSIX kernel). Someone else's timer (pytest-timeout, say) is put back by
-    :meth:`restore`."""
+    """The time limit of the student's function, where signals can be used (the main thread of a
+    POSIX kernel): SIGPROF once its CPU time is up (ITIMER_PROF counts the whole process's CPU
+    time, as :func:`time.process_time` does), SIGALRM once its wall time is. Someone else's timers
+    and handlers (pytest-timeout's SIGALRM, say) are put back by :meth:`restore`."""
+
+    _TIMERS = (
+        {signal.SIGALRM: signal.ITIMER_REAL, signal.SIGPROF: signal.ITIMER_PROF} if hasattr(signal, "SIGPROF") else {}
+    )
 
     def __init__(self) -> None:
         self.armed = False
-        self.usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+        self.deferred = 0
+        main = threading.current_thread() is threading.main_thread()
+        self.usable = hasattr(signal, "setitimer") and bool(self._TIMERS) and main
         if self.usable:
-            self.t_start, self.old_timer = time.monotonic(), signal.getitimer(signal.ITIMER_REAL)
-            self.old_handler = signal.signal(signal.SIGALRM, self._on_alarm)
+            self.t_start, self.cpu_start = time.monotonic(), time.process_time()
+            self.old_timers = {sig: signal.getitimer(which) for sig, which in self._TIMERS.items()}
+            self.old_handlers = {sig: signal.signal(sig, self._on_alarm) for sig in self._TIMERS}
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
-        if self.armed:
-            raise _TimeLimit()
+        if not self.armed:
+            return
+        if in_profile_hook(frame) and self.deferred < _MAX_DEFERRALS:
+            # CPython drops a profile function that raises, and the watch would read a hook gone
+            # as the student's hiding: the limit is raised once the hook has returned
+            self.deferred += 1
+            signal.setitimer(self._TIMERS[signum], 0.001, 0.25)
+            return
+        raise _TimeLimit()
 
-    def arm(self, seconds: float) -> None:
-        self.armed = True
-        if self.usable:
-            signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001), 0.25)  # repeats if swallowed
+    def arm(self, cpu_seconds: float, wall_seconds: float) -> None:
+        self.armed, self.deferred = True, 0
+        if self.usable:  # both repeat if swallowed
+            signal.setitimer(signal.ITIMER_PROF, max(cpu_seconds, 0.001), 0.25)
+            signal.setitimer(signal.ITIMER_REAL, max(wall_seconds, 0.001), 0.25)
 
     def disarm(self) -> None:
         self.armed = False
         if self.usable:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            for which in self._TIMERS.values():
+                signal.setitimer(which, 0)
 
     def restore(self) -> None:
         self.disarm()
-        if self.usable:
-            signal.signal(signal.SIGALRM, signal.SIG_DFL if self.old_handler is None else self.old_handler)
-            if self.old_timer[0] > 0:
-                left = self.old_timer[0] - (time.monotonic() - self.t_start)
-                signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), self.old_timer[1])
+        if not self.usable:
+            return
+        spent = {
+            signal.SIGALRM: time.monotonic() - self.t_start,
+            signal.SIGPROF: time.process_time() - self.cpu_start,
+        }
+        for sig, which in self._TIMERS.items():
+            old = self.old_handlers[sig]
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
+            value, interval = self.old_timers[sig]
+            if value > 0:
+                signal.setitimer(which, max(value - spent[sig], 0.001), interval)
 
 
 def kernel_main(ns: dict, job: dict) -> None:
@@ -728,8 +762,9 @@ def kernel_main(ns: dict, job: dict) -> None:
     NotImplementedError) or ``{"t": seconds}`` when the function's time ran out. Every line
     carries ``job["nonce"]`` as ``"n"``: a secret of this grading cell, which the grader requires,
     so lines written into the file before the cell ran are told apart and ignored. Each
-    exercise's calls together get ``job["budget"]`` seconds (SIGALRM), so one stuck function
-    does not cost the others. ``job["only"]``: the exercise ids to run (None: all).
+    exercise's calls together get ``job["budget"]`` seconds of CPU time and :data:`WALL_FACTOR`
+    times that in wall time (see :class:`_Alarm`), so one stuck function does not cost the
+    others. ``job["only"]``: the exercise ids to run (None: all).
     """
     nonce = job.pop("nonce")
     with open(job["inputs"], encoding="utf-8") as f:
@@ -823,16 +858,16 @@ def _call_cases(
     positions of the arguments sent back as the call left them (``"a"``), with each value."""
     results: list = []
     size = 0
-    deadline = time.monotonic() + budget
+    cpu_end, wall_end = time.process_time() + budget, time.monotonic() + WALL_FACTOR * budget
     for i, case in enumerate(cases):
         args = [decode(a, _no_opaque, import_class) for a in case["a"]]
         kwargs = {k: decode(v, _no_opaque, import_class) for k, v in case["k"].items()}
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        cpu_left, wall_left = cpu_end - time.process_time(), wall_end - time.monotonic()
+        if cpu_left <= 0 or wall_left <= 0:
             results.append({"t": budget})
             break
         try:
-            alarm.arm(remaining)
+            alarm.arm(cpu_left, wall_left)
             try:
                 with watch:
                     r, n = _call(fn, args, kwargs, returned)

@@ -38,7 +38,7 @@ from ..checks import (
 from ..exercise_types import AfterCall, Exercise
 from ..report_text import describe_exception, truncate
 from .definitions import Definitions, definitions_of, names_bound_locally, names_used, parse, program_cell
-from .in_kernel import LIMITS, DecodeBudget, decode, encode
+from .in_kernel import LIMITS, WALL_FACTOR, DecodeBudget, decode, encode
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
 from .submissions import Submission, check_cells, detect_chapter
@@ -388,7 +388,11 @@ def _timeout_raised(seconds: Any) -> Raised:
         except OverflowError:  # an int beyond any float
             s = _MAX_REPORTED_SECONDS
     s = min(max(s, 0.0), _MAX_REPORTED_SECONDS) if s == s else 0.0  # NaN: 0
-    return Raised.from_parts("TimeoutError", f"no result within {s:g} s, the grader's time limit for this function")
+    return Raised.from_parts(
+        "TimeoutError",
+        f"no result within {s:g} s of CPU time ({WALL_FACTOR * s:g} s of wall time), "
+        "the grader's time limit for this function",
+    )
 
 
 # =============================================================================================

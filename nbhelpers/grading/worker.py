@@ -43,7 +43,7 @@ from nbclient.exceptions import DeadKernelError  # noqa: E402
 
 from ..call_watch import CallWatch  # noqa: E402
 from .cgroups import Cgroups, SubmissionCgroup  # noqa: E402
-from .in_kernel import kernel_main  # noqa: E402
+from .in_kernel import WALL_FACTOR, kernel_main  # noqa: E402
 from .jobs import Event, WorkerAnswer, json_lines, kill_group  # noqa: E402
 from .options import (  # noqa: E402
     MAX_KERNEL_MESSAGE_BYTES,
@@ -66,7 +66,7 @@ PARENT_CHECK_S = 0.5
 
 #: The one line of in_kernel that imports from the course's package; the kernel gets the module's
 #: source in its place.
-WATCH_IMPORT = "from ..call_watch import CallWatch\n"
+WATCH_IMPORT = "from ..call_watch import CallWatch, in_profile_hook\n"
 
 
 def kernel_source() -> str:
@@ -557,7 +557,7 @@ class _Worker:
         _on_exit.append(lambda: self.event(Event.GRADING_CELL, **record))
         gcell = nbformat.v4.new_code_cell(grading_cell(cell_job))
         nb.cells.append(gcell)
-        client.timeout = int(math.ceil(budget * max(len(self.remaining), 1) + 30))
+        client.timeout = int(math.ceil(WALL_FACTOR * budget * max(len(self.remaining), 1) + 30))
         try:
             cell = client.execute_cell(gcell, len(nb.cells) - 1)
         except DeadKernelError:
