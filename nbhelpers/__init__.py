@@ -45,6 +45,8 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
     error they are compared by (chapter 12)
   - :mod:`~nbhelpers.tiny_lm`       the course's own small language model: its corpus (a locked package's source),
     the model (RMSNorm, rotary, GQA, SwiGLU), training, the checkpoint, bits per byte (chapter 12)
+  - :mod:`~nbhelpers.inference_math`  napkin math of inference: a model's shape (Llama 3 8B), storage formats and
+    schemes, a decode step's and a prefill's bytes, FLOPs, time and bound, KV capacity per GPU (chapter 12)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
