@@ -210,11 +210,13 @@ class ModelShape:
 
 
 #: Llama 3 8B (Meta, April 2024): 32 layers, hidden 4096, 32 heads and 8 KV heads of 128,
-#: intermediate (SwiGLU) 14,336, vocabulary 128,256, untied embeddings; the numbers of the
-#: model's config.json on Hugging Face (``meta-llama/Meta-Llama-3-8B``: hidden_size,
-#: num_hidden_layers, num_attention_heads, num_key_value_heads, intermediate_size, vocab_size,
-#: tie_word_embeddings false) and of the Llama 3 paper's table of model sizes (Grattafiori et al.
-#: 2024, "The Llama 3 Herd of Models", Table 3). 8.03e9 parameters by :attr:`ModelShape.n_params`.
+#: intermediate (SwiGLU) 14,336, vocabulary 128,256, untied embeddings: the model's config.json on
+#: Hugging Face (``meta-llama/Meta-Llama-3-8B``: hidden_size, num_hidden_layers,
+#: num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, tie_word_embeddings
+#: false) and Meta's params.json of the release (dim 4096, n_layers 32, n_heads 32, n_kv_heads 8,
+#: vocab_size 128256; the FFN width 14,336 from its multiple_of 1024 and ffn_dim_multiplier 1.3).
+#: The Llama 3 paper (Grattafiori et al. 2024, "The Llama 3 Herd of Models") rounds the
+#: vocabulary to 128K. 8.03e9 parameters by :attr:`ModelShape.n_params`.
 LLAMA3_8B = ModelShape(
     name="Llama 3 8B",
     n_layers=32,
@@ -225,9 +227,8 @@ LLAMA3_8B = ModelShape(
     d_ff=14336,
     vocab=128256,
     tied_embeddings=False,
-    source="Meta's config.json of meta-llama/Meta-Llama-3-8B (Hugging Face) and the Llama 3 paper "
-    "(Grattafiori et al. 2024, Table 3): 32 layers, hidden 4096, 32 heads, 8 KV heads, head_dim 128, "
-    "FFN 14,336, vocabulary 128,256, untied embeddings",
+    source="config.json of meta-llama/Meta-Llama-3-8B (Hugging Face) and Meta's params.json: 32 layers, "
+    "hidden 4096, 32 heads, 8 KV heads, head_dim 128, FFN 14,336, vocabulary 128,256, untied embeddings",
 )
 
 
@@ -340,8 +341,8 @@ def _registry_formats() -> Mapping[str, StorageFormat]:
             "e4m3fn",
             Granularity.ROW,
             scale_bits=32,
-            source="one fp32 scale an output channel (llm-compressor's FP8_DYNAMIC weights; torch._scaled_mm's "
-            "float32 scales)",
+            source="one scale an output channel, as llm-compressor's FP8_DYNAMIC scheme stores weights; counted "
+            "as fp32, the type torch._scaled_mm takes its scales in",
         ),
         StorageFormat(
             "fp8 per-token",
