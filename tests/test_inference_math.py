@@ -324,3 +324,12 @@ def test_bad_steps_are_refused():
     with pytest.raises(ValueError, match="rows must be a positive int"):
         STORAGE_FORMATS["bf16"].nbytes(0, 4)
     assert Granularity("group") is Granularity.GROUP
+
+
+def test_a_tied_model_stores_its_table_once_and_reads_it_whole_as_the_lm_head():
+    """Tied embeddings: one vocab x d_model table in memory; a decode step still reads it whole
+    (it is the LM head) and gathers B rows of it (the embedding)."""
+    tied = replace(LLAMA3_8B, name="Llama 3 8B, tied", tied_embeddings=True)
+    assert stored_weight_bytes(tied, "bf16") == 2 * tied.n_params == 2 * (LLAMA3_8B.n_params - VOCAB * D)
+    c = decode_step(tied, "int4 weights", H200, 3, 10)
+    assert c.weight_bytes == LAYERS * LAYER_PARAMS * 4.125 / 8 + 2 * NORMS + 2 * VOCAB * D + 3 * 2 * D
