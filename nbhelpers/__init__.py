@@ -47,6 +47,9 @@ Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle 
     the model (RMSNorm, rotary, GQA, SwiGLU), training, the checkpoint, bits per byte (chapter 12)
   - :mod:`~nbhelpers.inference_math`  napkin math of inference: a model's shape (Llama 3 8B), storage formats and
     schemes, a decode step's and a prefill's bytes, FLOPs, time and bound, KV capacity per GPU (chapter 12)
+  - :mod:`~nbhelpers.quantized_lm`  the tiny model quantized: weight-only int4/int8 (RTN, GPTQ, AWQ), MXFP4/NVFP4
+    weights, W8A8 fp8/int8 and SmoothQuant, a quantized KV cache, injected outliers, bits per byte and top-1
+    agreement on held-out text (chapter 12)
 
 Kernels: Triton kernels and their launchers only; import after :func:`~nbhelpers.device.setup_device`.
   - :mod:`~nbhelpers.device`        CPU/GPU selection and the Triton interpreter switch
