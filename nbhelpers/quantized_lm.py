@@ -191,9 +191,8 @@ class W8A8:
         object.__setattr__(self, "activations", ActScale(self.activations))
         if not isinstance(self.weight_per_channel, bool):
             raise TypeError(f"weight_per_channel must be True or False, got {self.weight_per_channel!r}")
-        if self.smooth_alpha is not None and not (
-            isinstance(self.smooth_alpha, (int, float)) and 0.0 <= self.smooth_alpha <= 1.0
-        ):
+        a = self.smooth_alpha
+        if a is not None and (isinstance(a, bool) or not (isinstance(a, (int, float)) and 0.0 <= a <= 1.0)):
             raise ValueError(f"smooth_alpha must be None or a number in [0, 1], got {self.smooth_alpha!r}")
 
     @property
@@ -582,9 +581,10 @@ def inject_outliers(model: TinyLM, channels, factor: float) -> TinyLM:
         raise TypeError(f"model must be a TinyLM, got {type(model).__name__}")
     f = positive_number("factor", factor)
     d = model.cfg.d_model
-    ch = sorted({int(c) for c in channels}) if not isinstance(channels, (int, np.integer)) else [int(channels)]
-    if not ch or any(not 0 <= c < d for c in ch):
+    listed = [channels] if isinstance(channels, (int, np.integer)) else list(channels)
+    if not listed:
         raise ValueError(f"channels must be a non-empty set of indices in 0..{d - 1} (d_model), got {channels!r}")
+    ch = sorted({int_in_range("channel", c, 0, d - 1, "an index of the hidden dimension (d_model)") for c in listed})
     out = copy.deepcopy(model).eval()
     lin = out.linears()
     idx = torch.tensor(ch)

@@ -238,7 +238,9 @@ def test_one_pass_with_a_quantized_cache_is_decoding_step_by_step():
     """Static scales: an entry is quantized the same whenever it is written. The prefill-then-decode
     keys differ from the one pass's by float32 rounding (other matrix shapes), which can move a
     value across a rounding boundary of the fp8 grid; atol 1e-4 (1e-5 is the float model's, in
-    tests/test_tiny_lm.py) leaves room for a few such flips and none for a cache read wrongly."""
+    tests/test_tiny_lm.py) leaves room for a few such flips and none for a cache read wrongly.
+    Measured: 2e-7 here; 1.3e-5 on the trained checkpoint over 128 decode steps, where the float
+    model's own decode-vs-pass distance is 1.4e-5 (no flip visible)."""
     model = small_model(2)
     transform = ql.kv_cache_transform(model, KVCache("e4m3fn", "per-head"), byte_ids(3, 40, 8))
     idx = byte_ids(2, 24, 9)
@@ -375,6 +377,7 @@ def test_bad_arguments_say_what_is_accepted():
         (lambda: W8A8("e5m2"), ValueError, "element must be one of"),
         (lambda: W8A8(activations="per-block"), ValueError, "per-block"),
         (lambda: W8A8(smooth_alpha=1.5), ValueError, "smooth_alpha must be None or a number in"),
+        (lambda: W8A8(smooth_alpha=True), ValueError, "smooth_alpha must be None or a number in"),
         (lambda: KVCache("int4"), ValueError, "element must be 'e4m3fn', 'int8' or 'fp32'"),
         (lambda: ql.quantized_copy(model, "int4"), TypeError, "method must be a WeightOnly"),
         (lambda: ql.quantized_copy(model, KVCache()), TypeError, "KVCache goes to kv_cache_transform"),
@@ -384,7 +387,8 @@ def test_bad_arguments_say_what_is_accepted():
         (lambda: ql.quantized_copy(model, WeightOnly(algorithm="awq"), b"abc"), ValueError, "int64 \\(B, T\\)"),
         (lambda: ql.activation_transform(WeightOnly()), TypeError, "method must be a W8A8"),
         (lambda: ql.kv_cache_transform(model, W8A8(), byte_ids(1, 4)), TypeError, "method must be a KVCache"),
-        (lambda: ql.inject_outliers(model, [64], 8.0), ValueError, "indices in 0..63"),
+        (lambda: ql.inject_outliers(model, [64], 8.0), ValueError, "channel must be an int from 0 to 63"),
+        (lambda: ql.inject_outliers(model, [2.5], 8.0), TypeError, "channel must be an int"),
         (lambda: ql.inject_outliers(model, [], 8.0), ValueError, "non-empty"),
         (lambda: ql.inject_outliers(model, [1], -2.0), ValueError, "factor must be a positive finite number"),
         (lambda: ql.evaluate(model, model, b"ab", seq_len=8), ValueError, "at least seq_len"),
