@@ -497,13 +497,25 @@ class Evaluation:
     """What :func:`evaluate` measured. bpb: mean cross-entropy in bits per predicted byte;
     late_bpb: the same over the positions with at least seq_len / 2 bytes of context (where a
     long-context effect shows first); top1_agreement: the share of positions whose argmax equals
-    the reference's; n_predictions: positions scored; seconds: wall time of the model's passes."""
+    the reference's; n_predictions: positions scored; seconds: wall time of the model's passes;
+    window_bpb (B,): bpb of each window (their mean is bpb)."""
 
     bpb: float
     late_bpb: float
     top1_agreement: float
     n_predictions: int
     seconds: float
+    window_bpb: np.ndarray
+
+    def difference(self, baseline: Evaluation) -> tuple[float, float]:
+        """(mean, standard error) of ``self.bpb - baseline.bpb`` paired window by window: the same
+        windows scored by two models, so the text's own variation cancels and what is left is the
+        method's. A difference within two standard errors of 0 is not resolved by these windows."""
+        a, b = self.window_bpb, baseline.window_bpb
+        if a.shape != b.shape or a.size < 2:
+            raise ValueError(f"need two evaluations of the same >= 2 windows, got {a.shape} and {b.shape}")
+        d = a - b
+        return float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
 
 
 def evaluate(
@@ -552,6 +564,7 @@ def evaluate(
         top1_agreement=float((logits.argmax(-1) == ref_top1).double().mean()),
         n_predictions=nll.numel(),
         seconds=seconds,
+        window_bpb=(nll.mean(dim=1) / ln2).numpy(),
     )
 
 

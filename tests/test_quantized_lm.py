@@ -328,6 +328,11 @@ def test_evaluate_is_bits_per_byte_and_agreement_with_the_reference(trained):
     assert e.bpb == pytest.approx(tiny_lm.bits_per_byte(model, text), rel=6e-5)
     base = ql.evaluate(model, trained["ref"], trained["held"])
     assert base.top1_agreement == 1.0 and base.n_predictions == 16 * 256
+    assert base.window_bpb.shape == (16,) and base.window_bpb.mean() == pytest.approx(base.bpb, rel=1e-12)
+    assert base.difference(base) == (0.0, 0.0)
+    int8 = ql.evaluate(ql.quantized_copy(model, WeightOnly(8)), trained["ref"], trained["held"])
+    mean, se = int8.difference(base)
+    assert mean == pytest.approx(int8.bpb - base.bpb, abs=1e-12) and 0 < se < 1e-3
 
 
 def test_weight_only_ordering_on_the_trained_model(trained):
