@@ -282,7 +282,9 @@ def render_chapters(data: dict) -> str:
 
 
 def render_matrix(data: dict) -> str:
-    """Every launch on every target: the matrix instruction and shared memory, or why not."""
+    """Every launch on every target: the matrix instruction and shared memory, or why not. The
+    launch, its operands and its kernel share one column, so that the four targets' columns sit
+    side by side in the width of a page."""
     rows = []
     for (launch, dtype), by_target in _groups(data["rows"]).items():
         first = next(iter(by_target.values()))
@@ -290,9 +292,10 @@ def render_matrix(data: dict) -> str:
             r0 = first[i]
             chapters = ", ".join(r0["chapters"]) or "(no chapter)"
             what = f"`{launch}`" + (f", {r0['tuned']}" if r0["tuned"] else "")
+            what += f" on {dtype}: `{r0['kernel']} {r0['config'].strip()}`"
             cells = [cell(by_target[t][i]) if t in by_target else "not compiled" for t in TARGETS]
-            rows.append([chapters, what, dtype, f"`{r0['kernel']}` {r0['config'].strip()}", *cells])
-    return _table(["chapters", "launch", "operands", "kernel and config", *_target_head()], rows)
+            rows.append([chapters, what, *cells])
+    return _table(["chapters", "launch, operands: kernel and config", *_target_head()], rows)
 
 
 def render_refusals(data: dict) -> str:
