@@ -1,0 +1,226 @@
+"""The website's layout on a phone (390 CSS px) and on a laptop (1280 px), every page of the build
+in headless Chromium (the site built and served as tests/test_site.py does, with no network).
+
+At 390 px no page is wider than the screen (a page that slides sideways cuts off the start of
+its lines), and no text runs past the right edge of the screen unless it is inside a box that
+scrolls on its own (a code cell, a wide table). At 1280 px every ``pre`` and every table of a
+page, the folded ones unfolded, holds its text: nothing is hidden past a scroll bar.
+
+Each sweep loads the pages in turn in one browser and reports every page that fails with what
+it measured, so one run shows the whole picture.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urljoin
+
+import pytest
+
+# the fixtures of the site's build, its local server and the Chromium page that may reach
+# nothing else (pytest finds them by these names here; the tests that take them say noqa: F811)
+from test_site import browser_page, server, site  # noqa: F401
+
+PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1280, "height": 900}
+LABEL_PX = 9  # the smallest text a reader can read on a phone, in CSS pixels
+
+
+def site_pages(site: Path) -> list[str]:  # noqa: F811
+    """Every HTML page of the build (the theme's own folders left out), as paths from the root."""
+    return sorted(
+        str(p.relative_to(site))
+        for p in site.rglob("*.html")
+        if not any(part.startswith("_") for part in p.relative_to(site).parts)
+    )
+
+
+# Wait for what changes the layout after the load event: fonts, and MathJax's typesetting.
+SETTLED = """async () => {
+    await document.fonts.ready;
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+    return true;
+}"""
+
+# At a phone's width: how much wider than the window the document is, and the elements whose
+# right edge lies past the window though no box that scrolls on its own holds them (their text
+# cannot be reached but by sliding the whole page).
+PHONE_MEASURE = """() => {
+    const width = window.innerWidth;
+    const scrolls = (el) => {
+        const x = getComputedStyle(el).overflowX;
+        return x === 'auto' || x === 'scroll';
+    };
+    const held = (el) => {
+        for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+            if (scrolls(p)) return p.getBoundingClientRect().right <= width + 1;
+        }
+        return false;
+    };
+    const past = [];
+    for (const el of document.querySelectorAll('body *')) {
+        const box = el.getBoundingClientRect();
+        if (box.width === 0 || box.right <= width + 1 || held(el)) continue;
+        if (getComputedStyle(el).visibility === 'hidden') continue;
+        const name = el.tagName.toLowerCase() + (el.className && typeof el.className === 'string'
+            ? '.' + el.className.trim().split(/\\s+/).join('.') : '');
+        past.push(`${name} "${el.textContent.trim().slice(0, 40)}" +${Math.round(box.right - width)} px`);
+    }
+    // the page's longest inline code name outside tables and code blocks: on how many lines it
+    // runs and how far its characters reach past its paragraph's right edge
+    let code = null;
+    for (const c of document.querySelectorAll('article code.literal')) {
+        if (c.closest('pre, table') || (code && c.textContent.length <= code.textContent.length)) continue;
+        code = c;
+    }
+    let longest = null;
+    if (code) {
+        const column = code.closest('p, li, dd, div').getBoundingClientRect().right;
+        const text = document.createRange();  // the characters, not the code's padding
+        text.selectNodeContents(code);
+        const right = Math.max(...[...text.getClientRects()].map((r) => r.right));
+        longest = [code.textContent, code.getClientRects().length, right - column];
+    }
+    return {
+        longest,
+        scrollWidth: document.documentElement.scrollWidth,
+        innerWidth: width,
+        past: past.slice(0, 4),
+        pastCount: past.length,
+    };
+}"""
+
+# At a laptop's width, the folded parts unfolded: every pre and every table that does not hold
+# its content (a pre scrolls; a table is wider than the box it sits in).
+LAPTOP_MEASURE = """() => {
+    document.querySelectorAll('details').forEach((d) => { d.open = true; });
+    const main = document.querySelector('main') || document.body;
+    const wide = [];
+    for (const pre of main.querySelectorAll('pre')) {
+        if (pre.getBoundingClientRect().width === 0) continue;
+        if (pre.scrollWidth > pre.clientWidth + 1) {
+            const line = pre.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '');
+            wide.push(`pre +${pre.scrollWidth - pre.clientWidth} px: "${line.trim().slice(0, 60)}"`);
+        }
+    }
+    for (const table of main.querySelectorAll('table')) {
+        const box = table.parentElement;
+        const over = Math.max(table.getBoundingClientRect().width - box.clientWidth, box.scrollWidth - box.clientWidth);
+        if (table.getBoundingClientRect().width > 0 && over > 1) {
+            const head = table.querySelector('tr');
+            const words = (head ? head.textContent : '').trim().replace(/\\s+/g, ' ');
+            wide.push(`table +${Math.round(over)} px: "${words.slice(0, 60)}"`);
+        }
+    }
+    return wide;
+}"""
+
+
+def load(page, server: str, path: str) -> None:  # noqa: F811
+    page.goto(urljoin(server, path), wait_until="load")
+    page.evaluate(SETTLED)
+
+
+@pytest.fixture
+def phone(browser_page):  # noqa: F811
+    """The browser page at a phone's width, set back to 1280 px afterwards."""
+    viewport = browser_page.viewport_size
+    browser_page.set_viewport_size(PHONE)
+    yield browser_page
+    browser_page.set_viewport_size(viewport)
+
+
+def test_there_are_pages_to_check(site):  # noqa: F811
+    pages = site_pages(site)
+    assert "index.html" in pages and any(p.startswith("notebooks/") for p in pages), pages
+
+
+def test_browser_no_page_is_wider_than_a_phone(site, server, phone):  # noqa: F811
+    """At 390 px the document of every page is no wider than the window, and nothing reaches
+    past its right edge but inside a box that scrolls on its own: long inline code names wrap
+    (the longest of the course runs over several lines, inside its paragraph), the home page's
+    chapter table scrolls in its box."""
+    failing, longest = [], {}
+    for path in site_pages(site):
+        load(phone, server, path)
+        m = phone.evaluate(PHONE_MEASURE)
+        if m["scrollWidth"] > m["innerWidth"] or m["pastCount"]:
+            failing.append(
+                f"{path}: document {m['scrollWidth']} px in a {m['innerWidth']} px window; "
+                f"{m['pastCount']} elements past the edge, e.g. {m['past']}"
+            )
+        if m["longest"]:
+            longest[path] = m["longest"]
+    assert not failing, "\n".join(failing)
+    path, (text, lines, past) = max(longest.items(), key=lambda kv: len(kv[1][0]))
+    assert lines > 1 and past <= 1, f"{path}: `{text}` on {lines} line(s), {past:.0f} px past its paragraph"
+    assert phone.outside == []
+
+
+def test_browser_the_home_page_table_holds_in_its_box_on_a_phone(server, phone):  # noqa: F811
+    """The chapter table of the home page fits the window or scrolls inside its own box."""
+    load(phone, server, "index.html")
+    box = phone.evaluate("""() => {
+        const table = [...document.querySelectorAll('article table')]
+            .find((t) => t.textContent.includes('exercises'));
+        let p = table.parentElement;
+        while (p && !['auto', 'scroll'].includes(getComputedStyle(p).overflowX)) p = p.parentElement;
+        const holder = p || table;
+        return [table.getBoundingClientRect().width, holder.getBoundingClientRect().right, window.innerWidth];
+    }""")
+    table_width, right, width = box
+    assert right <= width + 1, f"the chapter table ({table_width:.0f} px) reaches {right:.0f} px in {width} px"
+
+
+def test_browser_the_explorer_grid_labels_are_readable_on_a_phone(server, phone):  # noqa: F811
+    """The binade labels under the explorer's grid are at least LABEL_PX CSS pixels tall at 390 px."""
+    load(phone, server, "explorer.html")
+    phone.wait_for_selector("#float-explorer[data-ready=true]", timeout=20_000)
+    phone.select_option("#fx-preset", "e4m3fn")  # a format of 8 bits: its grid is drawn
+    phone.wait_for_selector("#float-explorer .fx-axis-label", timeout=5_000)
+    sizes = phone.evaluate("""() => [...document.querySelectorAll('#float-explorer .fx-axis-label')]
+        .map((t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)""")
+    assert sizes and min(sizes) >= LABEL_PX, f"grid labels {min(sizes):.1f} px tall at 390 px"
+    doc = phone.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert doc[0] <= doc[1], doc
+
+
+@pytest.mark.parametrize("viewport", [PHONE, LAPTOP], ids=["390px", "1280px"])
+def test_browser_the_search_icon_leaves_the_query_readable(server, browser_page, viewport):  # noqa: F811
+    """The magnifying glass of a search box does not cover the first letter typed into it."""
+    page = browser_page
+    before = page.viewport_size
+    page.set_viewport_size(viewport)
+    try:
+        load(page, server, "search.html")
+        boxes = page.evaluate("""() => [...document.querySelectorAll('form.bd-search')]
+            .filter((f) => f.getBoundingClientRect().width > 0).map((f) => {
+                const icon = f.querySelector('i, svg, .fa-magnifying-glass');
+                const input = f.querySelector('input');
+                const style = getComputedStyle(input);
+                const text = input.getBoundingClientRect().left + input.clientLeft
+                    + parseFloat(style.paddingLeft);
+                return [icon ? icon.getBoundingClientRect().right : null, text];
+            })""")
+    finally:
+        page.set_viewport_size(before)
+    assert boxes, "no search box on the search page"
+    for icon_right, text_left in boxes:
+        assert icon_right is None or icon_right <= text_left, (
+            f"the search icon ends at {icon_right:.1f} px, the query starts at {text_left:.1f} px"
+        )
+
+
+def test_browser_every_pre_and_table_fits_at_1280(site, server, browser_page):  # noqa: F811
+    """At 1280 px, every ``pre`` (code cells, fenced blocks, printed output) and every table of
+    every page holds its content, the folded parts unfolded: nothing past a scroll bar."""
+    page = browser_page
+    assert page.viewport_size == LAPTOP
+    failing = []
+    for path in site_pages(site):
+        load(page, server, path)
+        wide = page.evaluate(LAPTOP_MEASURE)
+        if wide:
+            failing.append(f"{path}: {len(wide)} wider than their box: {wide[:4]}")
+    assert not failing, "\n".join(failing)
+    assert page.outside == []
