@@ -4,7 +4,8 @@
 #   make test       set up .venv (if needed) and run every test: ruff (lint, format), import-linter, unit tests + nbval
 #   make lock       regenerate the lock files requirements/cpu.txt and requirements/gpu.txt
 #   make exercises  regenerate exercises/ from solutions/
-#   make site       build the course website into build/site/html (nothing is executed)
+#   make site       build the course website into build/site/html (nothing is executed), in its
+#                   own .venv-site with the site extra alone: no torch, Triton or JupyterLab
 #   make bench      run the benchmark scripts in benchmarks/
 #   make gpu-compile  compile every kernel for sm_90 and sm_80 without a GPU: registers, spills, shared memory
 #   make gpu-targets  compile the chapters' GPU launches for sm_75/80/89/90 without a GPU (docs/gpu.md)
@@ -110,14 +111,18 @@ BENCHMARKS := $(sort $(wildcard benchmarks/bench_*.py))
 ## venv: create .venv with $(PYTHON) unless it exists
 venv: $(VPY)
 
-$(VPY):
+# The website's venv (`make site`, below): the site extra alone.
+SITE_VENV := .venv-site
+SITE_VPY  := $(SITE_VENV)/bin/python
+
+$(VPY) $(SITE_VPY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
 	  echo "error: '$(PYTHON)' not found; run e.g.: make PYTHON=python3.11 $(MAKECMDGOALS)"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
 	  echo "error: this course needs Python >= 3.11, but '$(PYTHON)' is $$($(PYTHON) --version 2>&1)."; \
 	  echo "       Install a newer Python and run e.g.: make PYTHON=python3.11 $(MAKECMDGOALS)"; \
 	  exit 1; }
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(patsubst %/bin/python,%,$@)
 
 ## install: everything the notebooks and tests need, into .venv (idempotent)
 install: $(STAMP)
@@ -232,10 +237,30 @@ exercises: install
 	$(VPY) -m nbhelpers.tooling.make_exercises
 
 ## site: the course website from the committed notebooks, into $(SITE_DIR)/html (README, "The website")
+# The build executes nothing and imports neither nbhelpers nor torch: it needs the site extra of
+# pyproject.toml alone (Sphinx, MyST-NB, the book theme, MathJax), which `site/build.py
+# --requirements` prints. `make site` installs that into its own venv, $(SITE_VENV), at the lock's
+# versions where the lock applies (on another Python: the newest the pins allow, with a warning),
+# as .github/workflows/pages.yml does: a few minutes from nothing, where `make install` (torch,
+# Triton, JupyterLab) takes many more. The test suite builds the site with .venv, which has the
+# same packages.
 SITE_DIR ?= build/site
+SITE_STAMP := $(SITE_VENV)/.installed-site
 
-site: install
-	$(VPY) site/build.py --out $(SITE_DIR)
+$(SITE_STAMP): pyproject.toml Makefile requirements/cpu.txt | $(SITE_VPY)
+	@echo ">>> installing the site extra into $(SITE_VENV)"
+	@if $(SITE_VPY) -c '$(LOCK_FITS)'; then \
+	  echo "$(SITE_VPY) -m pip install -c requirements/cpu.txt $$($(SITE_VPY) site/build.py --requirements | tr '\n' ' ')"; \
+	  $(SITE_VPY) -m pip install -c requirements/cpu.txt $$($(SITE_VPY) site/build.py --requirements); \
+	else \
+	  echo "WARNING: requirements/cpu.txt is for CPython $(LOCK_PYTHON) on Linux x86-64:" \
+	       "installing the site extra's pins with the newest versions of what they need"; \
+	  $(SITE_VPY) -m pip install $$($(SITE_VPY) site/build.py --requirements); \
+	fi
+	@touch $@
+
+site: $(SITE_STAMP)
+	$(SITE_VPY) site/build.py --out $(SITE_DIR)
 
 ## bench: run each benchmarks/bench_*.py script in turn
 bench: install
@@ -277,6 +302,6 @@ gpu-report:
 
 ## clean: delete the virtual environment and caches (not results files)
 clean:
-	rm -rf .venv .venv-newest .venv-lowest .pytest_cache build dist *.egg-info
+	rm -rf .venv .venv-newest .venv-lowest .venv-site .pytest_cache build dist *.egg-info
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
 	find . -name .ipynb_checkpoints -type d -prune -not -path './.git/*' -exec rm -rf {} +

@@ -165,6 +165,27 @@ def test_readme_tells_how_to_build_and_view_the_site():
     assert "http.server" in section and f"{makefile_pin('SITE_DIR')}/html" in section
 
 
+def test_make_site_installs_the_site_extra_alone_into_its_own_venv():
+    """`make site` needs Sphinx and its theme, not the course's torch, Triton and JupyterLab: it
+    installs what `site/build.py --requirements` prints (the site extra) into .venv-site, at the
+    lock's versions, as the Pages workflow does, and never depends on `make install`."""
+    makefile = read("Makefile")
+    site = re.search(r"^site:(.*)\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert site and "install" not in site.group(1).split(), "`make site` must not run `make install`"
+    assert "$(SITE_VPY) site/build.py --out $(SITE_DIR)" in site.group(2)
+    assert re.search(r"^SITE_VENV\s*:=\s*\.venv-site\s*$", makefile, re.MULTILINE)
+    stamp = re.search(r"^\$\(SITE_STAMP\):.*\n((?:\t.*\n)+)", makefile, re.MULTILINE).group(1)
+    assert "pip install -c requirements/cpu.txt $$($(SITE_VPY) site/build.py --requirements)" in stamp
+    assert not re.search(r"torch|triton|jupyterlab|\.\[", stamp), stamp
+    assert ".venv-site/" in read(".gitignore").splitlines()
+    assert ".venv-site" in re.search(r"^clean:\n\t(.*)", makefile, re.MULTILINE).group(1)
+
+
+def test_readme_gives_the_measured_time_of_make_site():
+    section = read("README.md").split("## The website", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"`make site` from a fresh clone.*? took [\d.]+ (to [\d.]+ )?minutes", " ".join(section.split()))
+
+
 # --- the GPU workflow ---------------------------------------------------------------------
 
 
