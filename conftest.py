@@ -140,6 +140,7 @@ SHARED_FILES = {
     "test_site.py": "the website",
     "test_site_explorer.py": "the website",
     "test_site_references.py": "the website",
+    "test_site_repository.py": "the website",
 }
 
 

@@ -17,12 +17,17 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # this folder's modules (citations.py)
+import repository
 from citations import _in_prose, _join_text_nodes, link_citations
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 
 project = "Low-precision numerics for AI accelerators"
 author = "the course authors"
+copyright = "2026, The course authors"
 html_title = "Low-precision numerics"
 
 extensions = [
@@ -65,6 +70,42 @@ html_favicon = "_static/favicon.svg"
 html_css_files = ["course.css"]
 html_js_files = ["course.js"]
 html_last_updated_fmt = None
+
+# --- the licences and the repository -------------------------------------------------------
+# Every page's footer names the two licences (LICENSE: MIT, the code; LICENSE-CONTENT: CC BY 4.0,
+# the prose and figures), copied into the site as LICENSE.txt and LICENSE-CONTENT.txt
+# (`copy_licences`), and the repository when there is one (site/_templates/course-footer.html).
+LICENCES = {"LICENSE": "LICENSE.txt", "LICENSE-CONTENT": "LICENSE-CONTENT.txt"}
+templates_path = ["_templates"]
+html_theme_options["footer_content_items"] = ["copyright", "course-footer", "last-updated"]
+# The repository's address, from one place (site/repository.py: pyproject.toml's
+# [tool.lowprec-course], overridden by COURSE_REPO_URL, else an https `origin`), or None. With
+# one, every page links the repository, its issues and the page's source ("edit this page"), and
+# each chapter page has "Open in Colab" and "Binder" buttons for its notebook; without one, none
+# of these links is drawn.
+REPOSITORY_URL = repository.repository_url(ROOT)
+REPOSITORY_BRANCH = repository.branch(ROOT)
+html_context["course_repository"] = REPOSITORY_URL
+# The theme draws its repository, issue and edit buttons for the hosts it knows; the footer's
+# link and the chapters' launch buttons (`files_box`) work for any host.
+THEME_HOSTS = ("github.com", "gitlab.com", "bitbucket.org")
+if REPOSITORY_URL and urlsplit(REPOSITORY_URL).netloc.lower() in THEME_HOSTS:
+    html_theme_options.update(
+        repository_url=REPOSITORY_URL,
+        repository_branch=REPOSITORY_BRANCH,
+        path_to_docs="",  # notebooks/ and docs/ are where the repository keeps them
+        use_repository_button=True,
+        use_issues_button=True,
+        use_edit_page_button=True,
+        # the header's launch menu on chapter pages, beside the buttons in the chapter's box
+        launch_buttons={
+            "binderhub_url": repository.BINDER,
+            "notebook_interface": "jupyterlab",
+            **({"colab_url": repository.COLAB} if repository.github_parts(REPOSITORY_URL) else {}),
+        },
+    )
+# this folder's pages, which the site serves from its root (index.md, references.md, explorer.md)
+SITE_PAGES_IN_REPOSITORY = "site"
 # The float format explorer (explorer.md): its script and stylesheet (_static/explorer.js,
 # .css) are added to that page alone, by `explorer_assets`.
 EXPLORER_PAGE = "explorer"
@@ -107,6 +148,14 @@ def files_box(srcdir: Path, docname: str) -> str:
         f"<li>{link(files['notebook'], 'Download this notebook')} "
         f"(<code>{files['notebook'].name}</code>, with its outputs)</li>"
     ]
+    if REPOSITORY_URL:
+        launch = repository.launch_links(REPOSITORY_URL, REPOSITORY_BRANCH, f"{docname}.ipynb")
+        buttons = " ".join(
+            f'<a class="launch-button launch-{name.lower()}" href="{html.escape(url)}">'
+            f"{'Open in Colab' if name == 'Colab' else 'Launch on Binder'}</a>"
+            for name, url in launch.items()
+        )
+        items.append(f"<li>Run it in your browser: {buttons}</li>")
     if "exercises" in files:
         items.append(
             f"<li>{link(files['exercises'], 'Exercises')}: "
@@ -284,6 +333,21 @@ def link_site_pages(app, doctree) -> None:
         node.replace_self(link)
 
 
+def copy_licences(app, exception) -> None:
+    """The two licence files, into the site's root as text files the footer links to."""
+    if exception is not None or app.builder.format != "html":
+        return
+    for name, target in LICENCES.items():
+        shutil.copy2(ROOT / name, Path(app.outdir) / target)
+
+
+def edit_path(app, pagename, templatename, context, doctree) -> None:
+    """ "Edit this page" opens the page's source where the repository keeps it: this folder's
+    pages are in site/, the others (notebooks/, docs/) where the site has them."""
+    if REPOSITORY_URL and "/" not in pagename:
+        context["doc_path"] = SITE_PAGES_IN_REPOSITORY
+
+
 def explorer_assets(app, pagename, templatename, context, doctree) -> None:
     """The explorer's script and stylesheet, on its page and nowhere else."""
     if pagename == EXPLORER_PAGE:
@@ -293,6 +357,7 @@ def explorer_assets(app, pagename, templatename, context, doctree) -> None:
 
 def setup(app):
     app.connect("html-page-context", explorer_assets)
+    app.connect("html-page-context", edit_path)
     app.connect("doctree-read", add_files_box)
     app.connect("doctree-read", link_copied_notebooks)
     app.connect("doctree-read", link_site_pages)
@@ -300,3 +365,4 @@ def setup(app):
     app.connect("doctree-resolved", link_citations)
     app.connect("build-finished", copy_folders)
     app.connect("build-finished", drop_icon_library)
+    app.connect("build-finished", copy_licences)

@@ -177,8 +177,10 @@ def site(tmp_path_factory) -> Path:
 BUILT: dict[Path, Path] = {}  # a session's base temporary folder -> the html folder of its build
 
 
-def build_site(out: Path) -> Path:
-    """Build the site into `out` (see `site`); the html folder."""
+def build_site(out: Path, repository: str = "") -> Path:
+    """Build the site into `out` (see `site`); the html folder. `repository`: the address the
+    build is given as the course's repository (COURSE_REPO_URL, site/repository.py); empty, the
+    default, for none, whatever the clone's `origin` is, so that every run builds the same site."""
     lean = (
         "import runpy, sys\n"
         f"for name in {BUILD_NEEDS_NONE_OF!r}:\n"
@@ -192,6 +194,7 @@ def build_site(out: Path) -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, "COURSE_REPO_URL": repository},
     )
     assert result.returncode == 0, f"site build failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     return out / "html"
