@@ -186,6 +186,44 @@ def test_readme_gives_the_measured_time_of_make_site():
     assert re.search(r"`make site` from a fresh clone.*? took [\d.]+ (to [\d.]+ )?minutes", " ".join(section.split()))
 
 
+# --- how to cite the course --------------------------------------------------------------
+
+# the keys CFF 1.2.0 allows at the top level (https://citation-file-format.github.io/1.2.0/schema.json)
+CFF_KEYS = {
+    "abstract", "authors", "cff-version", "commit", "contact", "date-released", "doi", "identifiers",
+    "keywords", "license", "license-url", "message", "preferred-citation", "references", "repository",
+    "repository-artifact", "repository-code", "title", "type", "url", "version",
+}  # fmt: skip
+
+
+def test_citation_file_is_cff_1_2_0_with_the_projects_version_and_licences():
+    import tomllib
+
+    text = read("CITATION.cff")
+    project = tomllib.loads(read("pyproject.toml"))["project"]
+    # PyYAML comes with JupyterLab, not as a dependency of its own: without it, the top-level
+    # `key: value` lines are read as text
+    try:
+        import yaml
+    except ImportError:
+        yaml = None
+    if yaml is not None:
+        cff = yaml.safe_load(text)
+    else:
+        cff = {m[1]: m[2].strip().strip('"') for m in re.finditer(r"^([a-z-]+):[ ]?(.*)$", text, re.MULTILINE)}
+        cff["authors"] = [{"name": m} for m in re.findall(r"^  - name: \"?([^\"\n]+)", text, re.MULTILINE)]
+        cff["license"] = re.findall(r"^  - ([A-Za-z0-9.-]+)$", text.split("\nlicense:", 1)[1], re.MULTILINE)[:2]
+    assert set(cff) <= CFF_KEYS, set(cff) - CFF_KEYS
+    assert cff["cff-version"] == "1.2.0"
+    assert cff["message"] and cff["title"] == "Low-precision numerics for AI accelerators"
+    assert cff["authors"] == [{"name": "The course authors"}]
+    assert str(cff["version"]) == project["version"]
+    assert sorted(cff["license"]) == sorted(project["license"].split(" AND "))
+    # the repository's address, where one is set, is the one the website links
+    configured = tomllib.loads(read("pyproject.toml"))["tool"]["lowprec-course"]["repository-url"]
+    assert cff.get("repository-code", "") == configured
+
+
 # --- the GPU workflow ---------------------------------------------------------------------
 
 
