@@ -14,8 +14,9 @@ import json
 import math
 import runpy
 from decimal import Decimal
+from fractions import Fraction
 from types import SimpleNamespace
-from urllib.parse import urljoin
+from urllib.parse import parse_qsl, urljoin
 
 import numpy as np
 import pytest
@@ -423,6 +424,11 @@ def test_clicking_a_bit_flips_it_and_shows_the_new_value(explorer):
     check_page(page)
 
 
+def round_row(page, mode: str, saturate) -> object:
+    """The row of the rounding table that gives the result of one mode and overflow rule."""
+    return page.locator(f'#fx-round tr[data-ways~="{mode}/{"saturating" if saturate else "format"}"]')
+
+
 def test_a_typed_value_is_shown_rounded_in_each_mode(explorer):
     page = explorer
     page.select_option("#fx-preset", "e4m3fn")
@@ -432,13 +438,14 @@ def test_a_typed_value_is_shown_rounded_in_each_mode(explorer):
         assert Decimal(page.locator("#fx-x-exact").inner_text()) == Decimal(x)
         for mode in MODES:
             for saturate in (None, True):
-                row = page.locator(f'#fx-round tr[data-mode="{mode}"][data-saturate="{str(bool(saturate)).lower()}"]')
+                row = round_row(page, mode, saturate)
+                assert row.count() == 1, (typed, mode, saturate)
                 text = row.locator("td.fx-result").inner_text()
                 want = float(round_to(x, "e4m3fn", mode, saturate=saturate))
                 assert same(float(text), want), (typed, mode, saturate, text)
     page.fill("#fx-x", "464")
-    even = page.locator('#fx-round tr[data-mode="nearest_even"][data-saturate="false"]')
-    away = page.locator('#fx-round tr[data-mode="nearest_away"][data-saturate="false"]')
+    even = round_row(page, "nearest_even", None)
+    away = round_row(page, "nearest_away", None)
     assert even.locator("td.fx-result").inner_text() == "448"
     assert away.locator("td.fx-result").inner_text() == "NaN"
     away.locator("button.fx-code-link").click()  # the result's code goes to the bits
@@ -466,4 +473,248 @@ def test_a_format_set_by_its_fields(explorer):
     page.press("#fx-exp", "Enter")
     page.select_option("#fx-specials", "ieee")  # one exponent bit leaves IEEE no normal numbers
     assert "exponent bits" in page.locator("#fx-problem").inner_text()
+    check_page(page)
+
+
+# --- the second edition: the spacing at x, its neighbours, stochastic rounding ------------------
+
+
+class FixedDraws(np.random.Generator):
+    """A generator whose uniform draws are the test's: stochastic rounding with chosen u (round_to
+    goes up when u < p, the distance from the lower neighbour in units of the spacing)."""
+
+    def __init__(self, u):
+        super().__init__(np.random.PCG64(0))
+        self._u = np.asarray(u, dtype=np.float64)
+        self._at = 0
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        n = int(np.prod(size))
+        u = self._u[self._at : self._at + n]
+        self._at += n
+        return u
+
+
+JS_NEIGHBOURS = """([spec, xs, saturate]) => JSON.stringify(JSON.parse(xs).map((x) => {
+    const n = explorer.neighbours(spec, x, saturate);
+    return [explorer.show(n.ulp), explorer.show(n.p), n.pExact, n.qExact,
+            explorer.show(n.lower.raw), explorer.show(n.lower.value), n.lower.code,
+            explorer.show(n.upper.raw), explorer.show(n.upper.value), n.upper.code];
+}))"""
+
+
+def stochastic_codes(xs: np.ndarray, f: FloatFormat, u: np.ndarray, saturate) -> np.ndarray:
+    """encode's codes under stochastic rounding with draws u; -1 where a format without NaN gets
+    NaN (encode refuses it)."""
+    out = np.full(xs.shape, -1, dtype=np.int64)
+    ok = ~np.isnan(xs) if not f.has_nan else np.ones(xs.shape, dtype=bool)
+    out[ok] = encode(xs[ok], f, "stochastic", rng=FixedDraws(u[ok]), saturate=saturate)
+    return out
+
+
+def check_neighbours(page, f: FloatFormat, spec, xs: np.ndarray) -> int:
+    """The page's ulp at each x, its two neighbours (the results they give, and their codes) and
+    the probability of the upper one, against the package: ulp(x), and round_to's stochastic
+    rounding fed u = p (which must give the lower neighbour) and the float64 just below p (which
+    must give the upper one): that pins p to the exact threshold of the package's rule. The
+    probabilities, written exactly, sum to 1, and p is the distance from the lower neighbour in
+    units of the spacing, in exact rational arithmetic. The number of values compared."""
+    typed = json.dumps([repr(float(x)) for x in xs])
+    for saturate in (None, True):
+        rows = json.loads(page.evaluate(JS_NEIGHBOURS, [spec, typed, bool(saturate)]))
+        cols = list(zip(*rows))
+        page_ulp, p = (np.array([float(v) for v in c]) for c in cols[:2])
+        lower_raw, lower, upper_raw, upper = (np.array([float(v) for v in cols[i]]) for i in (4, 5, 7, 8))
+        codes = [np.array([-1 if c is None else c for c in cols[i]], dtype=np.int64) for i in (6, 9)]
+        assert same_values(page_ulp, ulp(xs, f)).all(), f"{f.name}: ulp differs"
+        assert ((p >= 0) & (p < 1)).all()
+        below = np.nextafter(p, -np.inf)
+        for got, got_codes, u in ((lower, codes[0], p), (upper, codes[1], below)):
+            want = round_to(xs, f, "stochastic", rng=FixedDraws(u), saturate=saturate)
+            ok = same_values(got, want) & (got_codes == stochastic_codes(xs, f, u, saturate))
+            bad = [(xs[i], got[i], want[i], p[i]) for i in np.flatnonzero(~ok)[:4]]
+            assert ok.all(), f"{f.name} saturate={saturate}: {int((~ok).sum())} neighbours differ, first {bad}"
+        for i, (p_exact, q_exact) in enumerate(zip(cols[2], cols[3])):
+            assert Fraction(p_exact) == Fraction(p[i]) and Fraction(q_exact) == 1 - Fraction(p[i])
+        if saturate is None:  # p = (|x| - lower) / (upper - lower), exactly, wherever x has neighbours
+            inside = np.isfinite(lower_raw) & np.isfinite(upper_raw) & (upper_raw != lower_raw)
+            for x, lo, hi, pi in zip(xs[inside], lower_raw[inside], upper_raw[inside], p[inside]):
+                lo, hi = Fraction(abs(lo)), Fraction(abs(hi))
+                assert lo <= Fraction(abs(x)) < hi and (Fraction(abs(x)) - lo) / (hi - lo) == Fraction(pi), (f.name, x)
+    return 2 * len(xs)
+
+
+def test_the_ulp_neighbours_and_stochastic_probabilities_match_the_package(explorer):
+    """Every preset and the custom formats, on the values that test a rounding (every grid value,
+    tie and the float64 on either side of it of the small formats, samples of the wide ones, the
+    edges past max and below the smallest subnormal, inf, NaN, random values, all negated)."""
+    compared = 0
+    for f in [*FORMATS.values(), *CUSTOM]:
+        rng = np.random.default_rng(SEED)
+        compared += check_neighbours(explorer, f, spec_of(f), values_to_round(f, rng))
+    assert compared > 50_000
+    check_page(explorer)
+
+
+JS_ROWS = """() => [...document.querySelectorAll('#fx-round tbody tr')].map((tr) => [
+    tr.dataset.ways, tr.querySelector('td.fx-result').dataset.value,
+    (tr.querySelector('button.fx-code-link') || {}).textContent || null,
+    tr.dataset.pFormat, tr.dataset.pSaturating])"""
+
+ROW_VALUES = ("464", "480", "57344", "61440", "2.6", "2.5", "-0.001", "0", "-0", "nan", "inf", "1e-45", "3.14159")
+
+
+def test_the_rounding_table_has_one_row_per_distinct_result(explorer):
+    """Each mode and overflow rule is in exactly one row, which shows round_to's result; no two
+    rows show the same result; stochastic rounding's rows are its possible results (the two
+    neighbours), with probabilities that sum to 1 under each rule."""
+    page = explorer
+    for name in ("e4m3fn", "e5m2", "e2m1fn", "e8m0fnu", "bf16"):
+        f = FORMATS[name]
+        page.select_option("#fx-preset", name)
+        for typed in ROW_VALUES:
+            page.fill("#fx-x", typed)
+            rows = page.evaluate(JS_ROWS)
+            x = float(typed)
+            results = [(value, code) for _, value, code, _, _ in rows]
+            assert len(set(results)) == len(rows), (name, typed, rows)
+            ways = [w for tokens, *_ in rows for w in tokens.split()]
+            deterministic = [f"{m}/{r}" for m in MODES for r in ("format", "saturating")]
+            assert sorted(w for w in ways if not w.startswith("stochastic")) == sorted(deterministic), (name, typed)
+            for tokens, value, code, p_format, p_saturating in rows:
+                for token in tokens.split():
+                    mode, rule = token.split("/")
+                    saturate = True if rule == "saturating" else None
+                    if mode == "stochastic":
+                        p = Fraction(p_format if rule == "format" else p_saturating)
+                        lower, upper = (
+                            float(round_to(x, f, "stochastic", rng=FixedDraws([u]), saturate=saturate))
+                            for u in (1.0, -1.0)
+                        )
+                        assert p > 0 and any(same(float(value), v) for v in (lower, upper)), (name, typed, token)
+                    else:
+                        assert same(float(value), float(round_to(x, f, mode, saturate=saturate))), (name, typed, token)
+            for rule, column in (("format", 3), ("saturating", 4)):
+                assert sum(Fraction(r[column]) for r in rows) == 1, (name, typed, rule, rows)
+                assert all((f"stochastic/{rule}" in r[0].split()) == (Fraction(r[column]) > 0) for r in rows)
+    page.select_option("#fx-preset", "bf16")
+    page.fill("#fx-x", "3.14159")
+    assert page.locator("#fx-round tbody tr").count() == 2  # 3.140625 four ways, 3.15625 by chance
+    check_page(page)
+
+
+def grid_position(page, selector: str) -> float:
+    return float(page.locator(selector).get_attribute("x1"))
+
+
+def test_x_is_marked_on_the_grid_between_its_neighbours(explorer):
+    """The typed value's marker lies between the ticks of its two neighbours, which are drawn
+    thicker; the spacing and the neighbours are written under the value."""
+    page = explorer
+    page.select_option("#fx-preset", "e2m1fn")
+    for typed, lower, upper in (("2.6", "2", "3"), ("-0.7", "0.5", "1"), ("4", "4", "6"), ("5.5", "4", "6")):
+        page.fill("#fx-x", typed)
+        marked = page.eval_on_selector_all("#fx-grid-svg .fx-tick-neighbour", "ts => ts.map(t => t.dataset.value)")
+        assert sorted(marked, key=float) == sorted({lower, upper}, key=float), (typed, marked)
+        at = float(page.locator("#fx-grid-x").get_attribute("data-x"))
+        lo = grid_position(page, f'#fx-grid-svg line.fx-tick[data-value="{lower}"]')
+        hi = grid_position(page, f'#fx-grid-svg line.fx-tick[data-value="{upper}"]')
+        assert lo <= at < hi or at == lo == hi, (typed, lo, at, hi)
+        assert page.locator("#fx-grid-x").is_visible()
+        assert float(page.locator("#fx-ulp").get_attribute("data-value")) == float(ulp(float(typed), "e2m1fn"))
+        assert abs(float(page.locator("#fx-lower").get_attribute("data-value"))) == float(lower)
+    page.fill("#fx-x", "0")  # zero is not on a log axis
+    assert not page.locator("#fx-grid-x").is_visible()
+    page.fill("#fx-x", "2.5")
+    check_page(page)
+
+
+# --- the hex box ---------------------------------------------------------------------------
+
+
+def test_the_hex_box_reads_the_code_after_a_bit_is_flipped(explorer):
+    """Type 4049 in bf16's hex box, then flip the lowest bit: the value is 3.125 and the box reads
+    0x4048. Once with Chromium's click, which commits the box as the button takes the focus (the
+    bits must survive that, or the click is lost); once with a click that leaves the focus in the
+    box, as Safari and Firefox on macOS leave it (the box must not keep the typed code)."""
+    page = explorer
+    page.select_option("#fx-preset", "bf16")
+    page.fill("#fx-hex", "4049")
+    page.click('#fx-bits button[data-bit="0"]')
+    assert shown_value(page) == "3.125" and page.input_value("#fx-hex") == "0x4048"
+    page.fill("#fx-hex", "4049")
+    page.press("#fx-hex", "Enter")
+    assert shown_value(page) == "3.140625"
+    page.locator('#fx-bits button[data-bit="0"]').dispatch_event("click")  # the focus stays in the box
+    assert page.evaluate("document.activeElement.id") == "fx-hex"
+    assert shown_value(page) == "3.125" and page.input_value("#fx-hex") == "0x4048"
+    check_page(page)
+
+
+# --- the address -----------------------------------------------------------------------------
+
+
+def state_in_address(page) -> dict[str, str]:
+    return dict(parse_qsl(page.evaluate("window.location.hash").lstrip("#")))
+
+
+def open_state(page, server, hash_: str, fresh: bool = True):  # noqa: F811
+    """Open the explorer at an address: loaded afresh (as from a link on another page: a query
+    the page ignores makes the address another document's), or, with fresh=False, as a link on
+    the page itself opens it (only the part after # changes)."""
+    open_state.loads += 1
+    query = f"?load={open_state.loads}" if fresh else ""
+    page.goto(urljoin(server, "explorer.html") + query + hash_, wait_until="load")
+    page.wait_for_selector("#float-explorer[data-ready=true]", timeout=20_000)
+
+
+open_state.loads = 0
+
+
+def test_an_address_names_a_state_and_the_page_keeps_it_there(explorer, server):  # noqa: F811
+    """Loading an address shows the state it names (a preset, or a format by its fields; a code or
+    a value; a mode); each change the reader makes is written back into the address."""
+    page = explorer
+    open_state(page, server, "#fmt=e4m3fn&code=0x7E&x=464&mode=nearest_away")
+    assert page.input_value("#fx-preset") == "e4m3fn" and page.input_value("#fx-hex") == "0x7E"
+    assert shown_value(page) == "448" and page.input_value("#fx-x") == "464"
+    assert page.input_value("#fx-mode") == "nearest_away"
+    assert page.locator("tr.fx-selected td.fx-result").inner_text() == "NaN"  # the mode followed
+    assert page.locator("#fx-problem").inner_text() == ""
+    open_state(page, server, "#e=3&m=4&bias=5&specials=fn&code=0x12")
+    assert page.input_value("#fx-preset") == "custom" and page.input_value("#fx-bias") == "5"
+    assert page.input_value("#fx-exp") == "3" and page.input_value("#fx-man") == "4"
+    assert page.input_value("#fx-specials") == "fn"
+    assert float(shown_value(page)) == float(decode(0x12, FloatFormat.custom(3, 4, "fn"))) / 4
+    open_state(page, server, "#fmt=e5m2&x=57344", fresh=False)  # a value, no code: the code x rounds to
+    assert page.input_value("#fx-hex") == "0x7B" and shown_value(page) == "57344"
+    open_state(page, server, "#fmt=e9m2&code=0x1")  # what the page cannot show, it says
+    assert "e9m2" in page.locator("#fx-problem").inner_text() and page.input_value("#fx-preset") == "bf16"
+    # and back: every change goes into the address
+    open_state(page, server, "")
+    assert page.evaluate("window.location.hash") == ""
+    page.select_option("#fx-preset", "e2m1fn")
+    assert state_in_address(page)["fmt"] == "e2m1fn"
+    page.click('#fx-bits button[data-bit="1"]')
+    assert state_in_address(page)["code"] == page.input_value("#fx-hex")
+    page.fill("#fx-x", "2.6")
+    page.select_option("#fx-mode", "stochastic")
+    assert state_in_address(page) == {
+        "fmt": "e2m1fn",
+        "code": page.input_value("#fx-hex"),
+        "x": "2.6",
+        "mode": "stochastic",
+    }
+    page.fill("#fx-bias", "3")
+    page.press("#fx-bias", "Enter")
+    assert {k: v for k, v in state_in_address(page).items() if k in "e m bias specials"} == {
+        "e": "2",
+        "m": "1",
+        "bias": "3",
+        "specials": "finite",
+    }
+    saved = page.evaluate("window.location.hash")
+    open_state(page, server, saved)  # the address read back gives the same page
+    assert page.input_value("#fx-bias") == "3" and page.input_value("#fx-mode") == "stochastic"
+    assert page.evaluate("window.location.hash") == saved
     check_page(page)

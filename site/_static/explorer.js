@@ -400,6 +400,124 @@
     };
   }
 
+  // ------------------------------------------------------------------ spacing, neighbours
+  /** nbhelpers.formats.ulp: the spacing of the grid at |x|, from the start of x's binade to
+   * the next value (below the smallest normal, the subnormal spacing; zero gets that too). x is
+   * taken as it is, not rounded first; it is not clamped at the top, so past max this is the
+   * spacing the binade of x would have. NaN and inf give NaN. */
+  function ulp(spec, x) {
+    const f = format(spec);
+    const a = Math.abs(parseValue(x));
+    if (!Number.isFinite(a)) return NaN;
+    // a float64 subnormal has an exponent below -1022, far below any emin the page accepts
+    const e = a > 0 ? Math.max(biasedExponent64(a) - 1023, f.emin) : f.emin;
+    return pow2(e - f.manBits);
+  }
+
+  /** A dyadic rational in [0, 1] as [numerator, log2 of the denominator] (BigInt, Number). */
+  function dyadicFraction(p) {
+    if (p === 0) return [0n, 0];
+    const [sig, k] = dyadic(p);
+    return k >= 0 ? [sig << BigInt(k), 0] : [sig, -k];
+  }
+
+  /** The exact decimal expansion of num / 2**d (every such number has a finite one). */
+  function dyadicDecimal(num, d) {
+    if (d === 0) return num.toString();
+    let digits = (num * 5n ** BigInt(d)).toString();
+    if (digits.length <= d) digits = "0".repeat(d - digits.length + 1) + digits;
+    const whole = digits.slice(0, digits.length - d);
+    const frac = digits.slice(digits.length - d).replace(/0+$/, "");
+    return whole + (frac ? "." + frac : "");
+  }
+
+  /** A probability num / 2**d as the page writes it: a fraction, reduced (num is odd), with
+   * its decimal value when that is not the fraction itself. */
+  function probabilityText(num, d) {
+    if (d === 0) return num.toString();
+    const denominator = d <= 16 ? String(2 ** d) : `2^${d}`;
+    const decimal = dyadicDecimal(num, d);
+    return decimal.length <= 12 ? `${num}/${denominator} = ${decimal}` : `${num}/${denominator} ≈ ${Number(Number(decimal).toPrecision(6))}`;
+  }
+
+  /** Where x falls on the grid, as round_to's stochastic mode sees it (_round_chunk, or
+   * _round_power_of_two_chunk for e8m0fnu-style formats): the grid value at or below |x| and
+   * the one above it, both with the sign of x and before the overflow rule, the results they
+   * give once that rule (the format's, or saturating) is applied, and the probability that
+   * stochastic rounding takes the upper one: the distance from the lower neighbour in units
+   * of the spacing between the two, frac(|x| / q). That fraction is exact in float64 (the
+   * scaling by q is a power of two, and the integer part is taken exactly), so the page writes
+   * it, and 1 minus it, as exact fractions. round_to draws u uniformly in [0, 1) and goes up
+   * when u < p. (numpy's generator gives u in multiples of 2**-53, so a p below 2**-53 is drawn
+   * as if it were 2**-53; the page gives the probability of the definition.) */
+  function neighbours(spec, x, saturate) {
+    const f = format(spec);
+    const xv = parseValue(x);
+    const sat = Boolean(saturate);
+    const negative = signbit(xv);
+    const a = Math.abs(xv);
+    let lowerRaw;
+    let upperRaw;
+    let p = 0; // the probability of the upper neighbour
+    if (Number.isNaN(xv) || (f.specials === "power_of_two" && !(xv > 0))) {
+      lowerRaw = upperRaw = NaN; // no neighbours: NaN for sure
+    } else if (a === Infinity) {
+      lowerRaw = upperRaw = a; // beyond every value: what the format makes of inf
+    } else if (f.specials === "power_of_two") {
+      // the power of two at or below x (a float64 subnormal: from its exact dyadic form)
+      const [sig, k] = dyadic(a);
+      const low = pow2(k + sig.toString(2).length - 1);
+      lowerRaw = low;
+      upperRaw = 2 * low;
+      p = (a - low) / low; // exact: a - low is exact (Sterbenz), low a power of two
+    } else {
+      const m = f.manBits;
+      const e = Math.min(Math.max(biasedExponent64(a) - 1023, f.emin), f.emax + 1);
+      const y = a * pow2(m - e); // |x| / q, exact
+      if (y === Infinity) {
+        lowerRaw = upperRaw = Infinity; // |x| / q overflows float64: far beyond max
+      } else {
+        const low = Math.floor(y);
+        p = y - low; // exact: low and y lie in the same binade, or low is 0
+        lowerRaw = low * pow2(e - m);
+        upperRaw = (low + 1) * pow2(e - m);
+      }
+    }
+    const settle = (r) => {
+      if (f.specials === "power_of_two") {
+        if (Number.isNaN(r)) return NaN;
+        r = Math.max(r, f.smallestNormal); // no zero: tiny values land on 2**emin
+        return r > f.max ? (sat ? f.max : NaN) : r;
+      }
+      if (r > f.max) r = overflowValue(f, sat);
+      return negative ? -r : r; // copysign(r, x)
+    };
+    const outcome = (raw) => {
+      const value = settle(raw);
+      const code = encodeValue(f, value, negative);
+      return {
+        raw: f.signed && negative ? -raw : raw,
+        value,
+        code,
+        hex: code === null ? null : hex(f, code),
+        cls: code === null ? "NaN" : decode(f, code).cls,
+      };
+    };
+    const [num, d] = dyadicFraction(p);
+    return {
+      x: xv,
+      ulp: ulp(f, xv),
+      lower: outcome(lowerRaw),
+      upper: outcome(upperRaw),
+      p,
+      pExact: dyadicDecimal(num, d),
+      pText: probabilityText(num, d),
+      qExact: dyadicDecimal((1n << BigInt(d)) - num, d), // 1 - p, exactly
+      qText: probabilityText((1n << BigInt(d)) - num, d),
+      onGrid: p === 0,
+    };
+  }
+
   // ------------------------------------------------------------------ the page
   const SVG = "http://www.w3.org/2000/svg";
 
@@ -442,8 +560,30 @@
     return Number(v.toPrecision(6)).toString();
   }
 
+  const MODE_NAMES = {
+    nearest_even: "nearest even",
+    nearest_away: "nearest away",
+    toward_zero: "toward zero",
+    stochastic: "stochastic",
+  };
+  const DEFAULT_X = "3.14159";
+
+  /** The state a link can name, from the part of the address after # (fmt=e4m3fn&code=0x7E,
+   * or e=4&m=3&bias=8&specials=fn for a format by its fields; x=464; mode=nearest_away), or
+   * null when the address names none (a heading's anchor, or nothing). */
+  function stateFromHash(hash) {
+    const text = (hash || "").replace(/^#/, "");
+    if (!text.includes("=")) return null;
+    const params = new URLSearchParams(text);
+    const out = {};
+    for (const key of ["fmt", "e", "m", "bias", "specials", "code", "x", "mode"]) {
+      if (params.has(key)) out[key] = params.get(key);
+    }
+    return out;
+  }
+
   function build(root) {
-    const state = { fmt: format("bf16"), code: 0x3f80 };
+    const state = { fmt: format("bf16"), code: 0x3f80, mode: "nearest_even", loaded: false };
 
     // --- the format: a preset, or its fields
     const preset = el("select", { id: "fx-preset", "aria-label": "preset" });
@@ -475,7 +615,13 @@
         el("label", {}, "specials ", specialsInput)
       ),
       problem,
-      specialsLine
+      specialsLine,
+      el(
+        "p",
+        { class: "fx-note" },
+        "The address of this page follows what you pick, type and click: copy it to come back to ",
+        "this format, code, value and mode, or to send them to someone."
+      )
     );
 
     // --- the code: its bits, hex, value
@@ -485,6 +631,7 @@
     const cls = el("output", { id: "fx-class", class: "fx-class" });
     const formula = el("div", { id: "fx-formula", class: "fx-note" });
     const exact = el("span", { id: "fx-exact", class: "fx-exact" });
+    const codeUlp = el("span", { id: "fx-code-ulp", class: "fx-exact" });
     const step = (d) => () => {
       const n = 2 ** state.fmt.bits;
       setCode((state.code + d + n) % n);
@@ -505,7 +652,8 @@
         cls
       ),
       formula,
-      el("div", { class: "fx-note" }, "exactly: ", exact)
+      el("div", { class: "fx-note" }, "exactly: ", exact),
+      el("div", { class: "fx-note" }, "ulp (the spacing of the values in this binade): ", codeUlp)
     );
 
     // --- key numbers and the grid
@@ -519,8 +667,11 @@
     );
 
     // --- rounding
-    const xInput = el("input", { id: "fx-x", type: "text", value: "3.14159", spellcheck: "false", "aria-label": "x" });
+    const xInput = el("input", { id: "fx-x", type: "text", value: DEFAULT_X, spellcheck: "false", "aria-label": "x" });
+    const modeInput = el("select", { id: "fx-mode", "aria-label": "rounding mode" });
+    for (const mode of [...MODES, "stochastic"]) modeInput.append(el("option", { value: mode }, MODE_NAMES[mode]));
     const xExact = el("span", { id: "fx-x-exact", class: "fx-exact" });
+    const between = el("div", { id: "fx-between", class: "fx-between" });
     const roundTable = el("table", { id: "fx-round", class: "fx-table" });
     root.append(
       el("h2", {}, "Rounding a value"),
@@ -529,10 +680,12 @@
         { class: "fx-note" },
         "Type a number (1e-3, -448, inf, nan...). It is first read as a float64, the nearest one ",
         "to what you typed, as Python's float() reads it; then rounded to the format in each mode. ",
-        "Click a result's code to show it in the bits above."
+        "The table has one row per distinct result, with the modes that give it and the probability ",
+        "that stochastic rounding gives it. Click a result's code to show it in the bits above."
       ),
-      el("label", {}, "x = ", xInput),
+      el("div", { class: "fx-controls" }, el("label", {}, "x = ", xInput), el("label", {}, "mode to follow ", modeInput)),
       el("div", { class: "fx-note" }, "read as the float64 ", xExact),
+      between,
       el("div", { class: "fx-scroll" }, roundTable)
     );
 
@@ -567,6 +720,7 @@
       specialsLine.textContent = `${fmt.name}: ${fmt.bits} bits. ${SPECIALS[fmt.specials]}.`;
       showKeyNumbers();
       drawGrid();
+      buildBits();
       setCode(code === undefined ? codeOfOne(fmt) : code);
       showRounding();
     }
@@ -577,22 +731,21 @@
       return one.value === 1 ? one.code : round(fmt, fmt.max, "nearest_even", true).code;
     }
 
-    function setCode(code) {
+    /** The bit buttons of the format, built once per format and updated in place by setCode
+     * (a button that is rebuilt under the pointer loses the click that pressed it). */
+    function buildBits() {
       const f = state.fmt;
-      state.code = code;
-      const d = decode(f, code);
       bitsRow.replaceChildren();
       const groups = [];
-      if (f.signed) groups.push(["sign", 1, d.sign]);
-      groups.push(["exponent", f.expBits, d.exponent]);
-      if (f.manBits) groups.push(["mantissa", f.manBits, d.mantissa]);
+      if (f.signed) groups.push(["sign", 1]);
+      groups.push(["exponent", f.expBits]);
+      if (f.manBits) groups.push(["mantissa", f.manBits]);
       let position = f.bits;
-      for (const [kind, width, field] of groups) {
-        const group = el("div", { class: `fx-group fx-${kind}` });
+      for (const [kind, width] of groups) {
+        const group = el("div", { class: `fx-group fx-${kind}`, "data-kind": kind, "data-low": String(position - width) });
         const row = el("div", { class: "fx-group-bits" });
         for (let i = width - 1; i >= 0; i--) {
           position -= 1;
-          const bit = Math.floor(field / 2 ** i) % 2;
           const at = position;
           row.append(
             el(
@@ -601,26 +754,57 @@
                 type: "button",
                 class: `fx-bit fx-bit-${kind}`,
                 "data-bit": String(at),
-                "aria-label": `${kind} bit ${i} (code bit ${at}): ${bit}`,
-                "aria-pressed": bit ? "true" : "false",
-                onclick: () => setCode(bit ? state.code - 2 ** at : state.code + 2 ** at),
+                "data-field-bit": String(i),
+                onclick: () => {
+                  const bit = Math.floor(state.code / 2 ** at) % 2;
+                  setCode(bit ? state.code - 2 ** at : state.code + 2 ** at);
+                },
               },
-              String(bit)
+              "0"
             )
           );
         }
-        const label = kind === "sign" ? "sign" : `${kind}: ${field}`;
-        group.append(row, el("div", { class: "fx-group-label" }, label));
+        group.append(row, el("div", { class: "fx-group-label" }, kind));
         bitsRow.append(group);
       }
-      if (document.activeElement !== hexInput) hexInput.value = hex(f, code);
+    }
+
+    function setCode(code) {
+      const f = state.fmt;
+      state.code = code;
+      const d = decode(f, code);
+      const fieldsOf = { sign: d.sign, exponent: d.exponent, mantissa: d.mantissa };
+      for (const group of bitsRow.querySelectorAll(".fx-group")) {
+        const kind = group.dataset.kind;
+        for (const button of group.querySelectorAll("button.fx-bit")) {
+          const at = Number(button.dataset.bit);
+          const bit = Math.floor(code / 2 ** at) % 2;
+          button.textContent = String(bit);
+          button.setAttribute("aria-pressed", bit ? "true" : "false");
+          button.setAttribute("aria-label", `${kind} bit ${button.dataset.fieldBit} (code bit ${at}): ${bit}`);
+        }
+        group.querySelector(".fx-group-label").textContent = kind === "sign" ? "sign" : `${kind}: ${fieldsOf[kind]}`;
+      }
+      // always, also while the box has focus: a bit flipped by a click that left the focus in
+      // the box (Safari and Firefox on macOS do not move it to a button) must show here
+      hexInput.value = hex(f, code);
       value.textContent = show(d.value);
       value.dataset.value = show(d.value);
       cls.textContent = d.cls;
       cls.dataset.cls = d.cls;
       formula.textContent = formulaOf(f, d);
       exact.textContent = exactDecimal(d.value);
+      const spacing = ulp(f, d.value);
+      codeUlp.textContent = Number.isFinite(spacing) ? withPower(spacing) : "none (not a finite value)";
+      codeUlp.dataset.value = show(spacing);
       markGrid(d.value);
+      saveState();
+    }
+
+    /** A positive number, and its power of two where it is one. */
+    function withPower(v) {
+      const power = powerOfTwo(v);
+      return power ? `${power} = ${show(v)}` : show(v);
     }
 
     function showKeyNumbers() {
@@ -653,6 +837,7 @@
     function drawGrid() {
       const f = state.fmt;
       grid.replaceChildren();
+      grid.positions = null;
       if (f.bits > 8) {
         grid.append(
           el("p", { class: "fx-note" }, `${f.name} has ${k(finiteCount(f))} finite values: the grid is drawn for formats of at most 8 bits.`)
@@ -668,7 +853,7 @@
       const x = (v) => left + ((Math.log2(v) - lo) / span) * width;
       const svg = svgEl("svg", {
         id: "fx-grid-svg",
-        viewBox: `0 0 ${width + 2 * left} 90`,
+        viewBox: `0 0 ${width + 2 * left} 100`,
         role: "img",
         "aria-label": `the ${values.length} positive finite values of ${f.name} on a log2 axis`,
       });
@@ -699,8 +884,14 @@
         tick.addEventListener("click", () => setCode(encodeValue(f, v, false)));
         svg.append(tick);
       }
-      const marker = svgEl("path", { id: "fx-grid-marker", d: "M -5 8 L 5 8 L 0 18 Z", class: "fx-marker" });
-      svg.append(marker);
+      // the code's value above the axis, the typed x below it
+      svg.append(svgEl("path", { id: "fx-grid-marker", d: "M -5 8 L 5 8 L 0 18 Z", class: "fx-marker" }));
+      const xMark = svgEl("g", { id: "fx-grid-x", class: "fx-x-marker" });
+      xMark.append(svgEl("line", { x1: 0, x2: 0, y1: 20, y2: 80 }), svgEl("path", { d: "M -5 92 L 5 92 L 0 82 Z" }));
+      const xLabel = svgEl("text", { x: 8, y: 92, class: "fx-axis-label fx-x-label" });
+      xLabel.textContent = "x";
+      xMark.append(xLabel);
+      svg.append(xMark);
       grid.append(
         svg,
         el(
@@ -709,10 +900,12 @@
           `${values.length} positive values` +
             (f.hasZero ? ", and zero (not on a log axis)" : "") +
             (f.hasSubnormals ? "; subnormals in a lighter colour" : "") +
-            ". Click one to show its code."
+            ". The triangle above the axis is the code shown in the bits; the line below it is |x|, the value typed " +
+            "under “Rounding a value”, with its two neighbours drawn thicker. Click a value to show its code."
         )
       );
       grid.positions = x;
+      grid.range = [values[0], values[values.length - 1]];
     }
 
     function markGrid(v) {
@@ -724,6 +917,80 @@
       if (shown) marker.setAttribute("transform", `translate(${grid.positions(a)} 0)`);
     }
 
+    /** |x| on the grid, its neighbours' ticks drawn thicker (where |x| lies inside the grid). */
+    function markX(n) {
+      const mark = document.getElementById("fx-grid-x");
+      if (!mark) return;
+      for (const tick of grid.querySelectorAll(".fx-tick-neighbour")) tick.classList.remove("fx-tick-neighbour");
+      const a = Math.abs(n ? n.x : NaN);
+      const inside = Number.isFinite(a) && a >= grid.range[0] && a <= grid.range[1];
+      mark.style.display = inside ? "" : "none";
+      mark.dataset.x = inside ? String(grid.positions(a)) : "";
+      if (!inside) return;
+      mark.setAttribute("transform", `translate(${grid.positions(a)} 0)`);
+      for (const raw of [n.lower.raw, n.upper.raw]) {
+        const tick = grid.querySelector(`.fx-tick[data-value="${show(Math.abs(raw))}"]`);
+        if (tick) tick.classList.add("fx-tick-neighbour");
+      }
+    }
+
+    /** One row per distinct result of rounding x: the modes (and overflow rules) that give it,
+     * and the probability that stochastic rounding gives it under each rule. */
+    function roundingRows(f, xv) {
+      const rows = new Map();
+      const rowOf = (r) => {
+        const key = `${show(r.value)}|${r.code}`;
+        if (!rows.has(key)) rows.set(key, { result: r, ways: [], p: { format: null, saturating: null } });
+        return rows.get(key);
+      };
+      for (const mode of MODES) {
+        for (const saturate of [false, true]) {
+          rowOf(round(f, xv, mode, saturate)).ways.push([mode, saturate]);
+        }
+      }
+      const stochastic = {};
+      for (const saturate of [false, true]) {
+        const n = neighbours(f, xv, saturate);
+        stochastic[saturate] = n;
+        const rule = saturate ? "saturating" : "format";
+        const outcomes = [
+          [n.lower, n.qExact, n.qText, n.p < 1],
+          [n.upper, n.pExact, n.pText, n.p > 0],
+        ];
+        const lowerKey = `${show(n.lower.value)}|${n.lower.code}`;
+        const upperKey = `${show(n.upper.value)}|${n.upper.code}`;
+        if (lowerKey === upperKey) {
+          outcomes.splice(0, 2, [n.lower, "1", "1", true]); // both neighbours give one result
+        }
+        for (const [o, exactP, text, possible] of outcomes) {
+          if (!possible) continue;
+          const finite = Number.isFinite(o.value) && Number.isFinite(xv);
+          const absError = finite ? Math.abs(xv - o.value) : NaN;
+          const relError = finite && xv !== 0 ? absError / Math.abs(xv) : finite ? 0 : NaN;
+          const row = rowOf({ ...o, x: xv, absError, relError });
+          row.ways.push(["stochastic", saturate]);
+          row.p[rule] = { exact: exactP, text };
+        }
+      }
+      return { rows: [...rows.values()].sort((a, b) => order(a.result.value) - order(b.result.value)), stochastic };
+    }
+
+    /** Results in the order of the number line, NaN last. */
+    function order(v) {
+      return Number.isNaN(v) ? Infinity : v;
+    }
+
+    /** "nearest even, toward zero (saturating)": the modes of a row, each once. */
+    function waysText(ways, overflow) {
+      const parts = [];
+      for (const mode of [...MODES, "stochastic"]) {
+        const rules = ways.filter(([m]) => m === mode).map(([, s]) => s);
+        if (rules.length === 2) parts.push(MODE_NAMES[mode]);
+        else if (rules.length === 1) parts.push(`${MODE_NAMES[mode]} (${rules[0] ? "saturating" : overflow})`);
+      }
+      return parts.join(", ");
+    }
+
     function showRounding() {
       const f = state.fmt;
       let xv;
@@ -732,15 +999,20 @@
       } catch (err) {
         xExact.textContent = err.message;
         roundTable.replaceChildren();
+        between.replaceChildren();
+        markX(null);
+        saveState();
         return;
       }
       xExact.textContent = exactDecimal(xv);
       const overflow = {
-        ieee: "to inf",
-        fn: "to NaN",
+        ieee: "overflow to inf",
+        fn: "overflow to NaN",
         finite: "saturates",
-        power_of_two: "to NaN",
+        power_of_two: "overflow to NaN",
       }[f.specials];
+      const { rows, stochastic } = roundingRows(f, xv);
+      showNeighbours(f, stochastic[false]);
       roundTable.replaceChildren(
         el(
           "thead",
@@ -748,40 +1020,152 @@
           el(
             "tr",
             {},
-            ...["mode", "overflow", "result", "code", "class", "absolute error", "relative error"].map((h) => el("th", {}, h))
+            ...["result", "code", "class", "absolute error", "relative error", "given by", "stochastic: probability"].map((h) =>
+              el("th", {}, h)
+            )
           )
         )
       );
       const body = el("tbody");
-      for (const mode of MODES) {
-        for (const saturate of [false, true]) {
-          const r = round(f, xv, mode, saturate);
-          const codeCell = el("td", { class: "fx-num" });
-          if (r.code === null) {
-            codeCell.textContent = "none (no NaN code)";
-          } else {
-            codeCell.append(el("button", { type: "button", class: "fx-code-link", onclick: () => setCode(r.code) }, r.hex));
-          }
-          body.append(
-            el(
-              "tr",
-              { "data-mode": mode, "data-saturate": String(saturate) },
-              el("td", {}, mode.replace("_", " ")),
-              el("td", {}, saturate ? "saturating" : `format's (${overflow})`),
-              el("td", { class: "fx-num fx-result", "data-value": show(r.value), title: exactDecimal(r.value) }, show(r.value)),
-              codeCell,
-              el("td", {}, r.cls),
-              el("td", { class: "fx-num", title: show(r.absError) }, shortNumber(r.absError)),
-              el("td", { class: "fx-num", title: show(r.relError) }, shortNumber(r.relError))
-            )
-          );
+      for (const { result: r, ways, p } of rows) {
+        const codeCell = el("td", { class: "fx-num" });
+        if (r.code === null) {
+          codeCell.textContent = "none (no NaN code)";
+        } else {
+          codeCell.append(el("button", { type: "button", class: "fx-code-link", onclick: () => setCode(r.code) }, r.hex));
         }
+        const pFormat = p.format ? p.format.exact : "0";
+        const pSaturating = p.saturating ? p.saturating.exact : "0";
+        const pText = (q) => (q ? q.text : "0");
+        const probability =
+          pFormat === pSaturating ? pText(p.format) : `${pText(p.format)} (${overflow}); ${pText(p.saturating)} (saturating)`;
+        const tokens = ways.map(([m, s]) => `${m}/${s ? "saturating" : "format"}`);
+        body.append(
+          el(
+            "tr",
+            {
+              class: ways.some(([m, s]) => m === state.mode && !s) ? "fx-round-row fx-selected" : "fx-round-row",
+              "data-ways": tokens.join(" "),
+              "data-p-format": pFormat,
+              "data-p-saturating": pSaturating,
+            },
+            el("td", { class: "fx-num fx-result", "data-value": show(r.value), title: exactDecimal(r.value) }, show(r.value)),
+            codeCell,
+            el("td", {}, r.cls),
+            el("td", { class: "fx-num", title: show(r.absError) }, shortNumber(r.absError)),
+            el("td", { class: "fx-num", title: show(r.relError) }, shortNumber(r.relError)),
+            el("td", { class: "fx-ways" }, waysText(ways, overflow)),
+            el("td", { class: "fx-num fx-probability" }, probability)
+          )
+        );
       }
       roundTable.append(body);
+      saveState();
+    }
+
+    /** The ulp at x and the two grid values around it, with their codes. */
+    function showNeighbours(f, n) {
+      between.replaceChildren();
+      markX(n);
+      const spacing = el("span", { id: "fx-ulp", class: "fx-exact", "data-value": show(n.ulp) });
+      spacing.textContent = Number.isFinite(n.ulp) ? withPower(n.ulp) : "none (x is not finite)";
+      const line = el("div", { class: "fx-note" }, "ulp at x: ", spacing);
+      if (Number.isFinite(n.x) && Math.abs(n.x) > f.max) line.append(" (x is past max: the spacing its binade would have)");
+      between.append(line);
+      if (Number.isNaN(n.lower.raw) || !Number.isFinite(n.lower.raw)) {
+        between.append(el("div", { class: "fx-note", id: "fx-neighbours" }, "x has no neighbours on the grid."));
+        return;
+      }
+      const side = (o, id) => {
+        const span = el("span", { id, class: "fx-exact", "data-value": show(o.raw) }, show(o.raw));
+        if (o.value !== o.raw && !(Number.isNaN(o.value) && Number.isNaN(o.raw))) {
+          span.append(` (past max: ${show(o.value)} with the format's overflow)`);
+        }
+        return span;
+      };
+      between.append(
+        el(
+          "div",
+          { class: "fx-note", id: "fx-neighbours" },
+          ...(n.onGrid
+            ? ["x is on the grid: every mode gives ", side(n.lower, "fx-lower"), "; the next value out is ", side(n.upper, "fx-upper")]
+            : ["x lies between its neighbours ", side(n.lower, "fx-lower"), " and ", side(n.upper, "fx-upper")])
+        )
+      );
     }
 
     function k(n) {
       return n.toLocaleString("en-US");
+    }
+
+    // --- the address: the state a link can name, kept up to date with history.replaceState
+    function saveState() {
+      if (!state.loaded) return;
+      const params = new URLSearchParams();
+      const name = presetOf(state.fmt);
+      if (name) {
+        params.set("fmt", name);
+      } else {
+        params.set("e", state.fmt.expBits);
+        params.set("m", state.fmt.manBits);
+        params.set("bias", state.fmt.bias);
+        params.set("specials", state.fmt.specials);
+      }
+      params.set("code", hex(state.fmt, state.code));
+      params.set("x", xInput.value.trim());
+      params.set("mode", state.mode);
+      const hash = "#" + params.toString();
+      if (window.location.hash === hash) return;
+      try {
+        history.replaceState(history.state, "", hash);
+      } catch (err) {
+        // a browser that limits how often a page may rewrite its address: the page works on
+      }
+    }
+
+    /** Show the state an address names; what it leaves out keeps the page's defaults, and what
+     * the page cannot show is said in the problem line. */
+    function loadState(s) {
+      const problems = [];
+      let fmt = format("bf16");
+      try {
+        let spec = { expBits: 8, manBits: 7, specials: "ieee" };
+        if (s.fmt !== undefined) {
+          if (!Object.hasOwn(PRESETS, s.fmt)) throw new Error(`unknown format ${s.fmt}`);
+          const [e, m, sp] = PRESETS[s.fmt];
+          spec = { expBits: e, manBits: m, specials: sp };
+        }
+        if (s.e !== undefined) spec.expBits = Number(s.e);
+        if (s.m !== undefined) spec.manBits = Number(s.m);
+        if (s.specials !== undefined) spec.specials = s.specials;
+        if (s.bias !== undefined) spec.bias = Number(s.bias);
+        fmt = format(spec);
+      } catch (err) {
+        problems.push(err.message);
+      }
+      if (s.x !== undefined) xInput.value = s.x;
+      if (s.mode !== undefined) {
+        if ([...MODES, "stochastic"].includes(s.mode)) state.mode = s.mode;
+        else problems.push(`unknown rounding mode ${s.mode}`);
+      }
+      modeInput.value = state.mode;
+      let code;
+      if (s.code !== undefined) {
+        const text = s.code.trim().replace(/^0x/i, "");
+        const c = /^[0-9a-f]+$/i.test(text) ? parseInt(text, 16) : NaN;
+        if (Number.isInteger(c) && c < 2 ** fmt.bits) code = c;
+        else problems.push(`a code of ${fmt.name} is a hex number from 0 to ${hex(fmt, 2 ** fmt.bits - 1)}`);
+      } else if (s.x !== undefined) {
+        // no code named: the code x rounds to, in the mode followed
+        try {
+          const mode = state.mode === "stochastic" ? "nearest_even" : state.mode;
+          code = round(fmt, parseValue(s.x), mode, false).code ?? undefined;
+        } catch (err) {
+          code = undefined;
+        }
+      }
+      setFormat(fmt, code);
+      fail(problems.join("; "));
     }
 
     preset.addEventListener("change", () => {
@@ -808,8 +1192,20 @@
       hexInput.value = hex(state.fmt, state.code);
     });
     xInput.addEventListener("input", showRounding);
+    modeInput.addEventListener("change", () => {
+      state.mode = modeInput.value;
+      showRounding();
+    });
+    // a link on the page, or an address typed by hand, that names another state
+    window.addEventListener("hashchange", () => {
+      const s = stateFromHash(window.location.hash);
+      if (s) loadState(s);
+    });
 
-    setFormat(state.fmt, state.code);
+    const named = stateFromHash(window.location.hash);
+    if (named) loadState(named);
+    else setFormat(state.fmt, state.code);
+    state.loaded = true;
     root.dataset.ready = "true";
   }
 
@@ -820,6 +1216,8 @@
     keyNumbers,
     decode,
     round,
+    ulp,
+    neighbours,
     finiteValues,
     exactDecimal,
     show,
