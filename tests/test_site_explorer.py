@@ -10,8 +10,10 @@ type a value).
 
 from __future__ import annotations
 
+import html
 import json
 import math
+import re
 import runpy
 from decimal import Decimal
 from fractions import Fraction
@@ -717,4 +719,33 @@ def test_an_address_names_a_state_and_the_page_keeps_it_there(explorer, server):
     open_state(page, server, saved)  # the address read back gives the same page
     assert page.input_value("#fx-bias") == "3" and page.input_value("#fx-mode") == "stochastic"
     assert page.evaluate("window.location.hash") == saved
+    check_page(page)
+
+
+EXPLORER_LINK = re.compile(r'href="([^"]*explorer\.html#[^"]*)"')
+
+
+def test_the_chapters_link_to_states_of_the_explorer_that_open(site, explorer, server):  # noqa: F811
+    """Chapters 01, 06 and 07 link to exact states (e4m3fn's 448, e5m2's 57344, e2m1fn's grid,
+    e8m0fnu's 2^-127); each link, followed, shows the state it names with no complaint."""
+    links = {}
+    for number in ("01", "06", "07"):
+        (page_file,) = (site / "notebooks").glob(f"{number}_*.html")
+        found = [html.unescape(u) for u in EXPLORER_LINK.findall(page_file.read_text(encoding="utf-8"))]
+        assert found, f"chapter {number} links to no state of the explorer"
+        for url in found:
+            assert url.startswith("../explorer.html#"), url  # relative, as the other links
+            links[url.split("#", 1)[1]] = number
+    shown = {}
+    page = explorer
+    for state in links:
+        open_state(page, server, "#" + state)
+        named = dict(parse_qsl(state))
+        assert page.locator("#fx-problem").inner_text() == "", state
+        assert page.input_value("#fx-preset") == named["fmt"], state
+        if "code" in named:
+            assert page.input_value("#fx-hex") == named["code"], state
+        shown[named["fmt"]] = shown.get(named["fmt"], set()) | {float(shown_value(page))}
+    assert 448.0 in shown.get("e4m3fn", ()) and 57344.0 in shown.get("e5m2", ()), shown
+    assert 2.0**-127 in shown.get("e8m0fnu", ()) and "e2m1fn" in shown, shown
     check_page(page)
