@@ -615,13 +615,7 @@
         el("label", {}, "specials ", specialsInput)
       ),
       problem,
-      specialsLine,
-      el(
-        "p",
-        { class: "fx-note" },
-        "The address of this page follows what you pick, type and click: copy it to come back to ",
-        "this format, code, value and mode, or to send them to someone."
-      )
+      specialsLine
     );
 
     // --- the code: its bits, hex, value
