@@ -1,10 +1,13 @@
 /* The float format explorer (site/explorer.md): flip the bits of a format, read its key
- * numbers, see its grid, round a typed value. Plain JavaScript, no network.
+ * numbers, see its grid, round a typed value (its ulp, its two neighbours, one row per distinct
+ * result, stochastic rounding's odds). Plain JavaScript, no network. The state (format, code,
+ * value, mode) lives in the address after # (see stateFromHash), so a chapter can link to it.
  *
  * The arithmetic follows the course's package line by line, so that the page shows the same
- * numbers: decode, the FloatFormat properties and finite_values from nbhelpers/formats.py, and
- * round_to (modes nearest_even, nearest_away, toward_zero; saturate or not) from
- * nbhelpers/rounding.py. tests/test_site_explorer.py compares the two, value by value.
+ * numbers: decode, ulp, the FloatFormat properties and finite_values from nbhelpers/formats.py,
+ * and round_to (modes nearest_even, nearest_away, toward_zero, and the neighbours and threshold
+ * of stochastic; saturate or not) from nbhelpers/rounding.py. tests/test_site_explorer.py
+ * compares the two, value by value.
  *
  * Why JavaScript's Number (a float64) is exact here: every value of a format with at most 8
  * exponent bits and 23 mantissa bits is sig * 2**k with sig < 2**24 and k well inside float64's
