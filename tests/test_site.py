@@ -167,14 +167,29 @@ def site(tmp_path_factory) -> Path:
     build runs with the course's package and its heavy dependencies made unimportable, as in the
     Pages workflow, which installs the site extra alone."""
     # Once per session: pytest sets a fixture up once per module that holds it, and
-    # tests/test_site_explorer.py imports this module's fixtures.
+    # tests/test_site_explorer.py and test_site_layout.py import this module's fixtures.
     base = tmp_path_factory.getbasetemp()
     if base not in BUILT:
-        BUILT[base] = build_site(tmp_path_factory.mktemp("site"))
+        BUILT[base] = shared_build(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
     return BUILT[base]
 
 
 BUILT: dict[Path, Path] = {}  # a session's base temporary folder -> the html folder of its build
+
+
+def shared_build(folder: Path) -> Path:
+    """The html folder of the one build in ``folder``: under pytest-xdist the session's folder
+    above every worker's own, so the worker that asks first builds and the others wait for it (a
+    lock) and read the same files, rather than each building again; the tests only read them."""
+    import fcntl
+
+    out, done = folder / "site-build", folder / "site-build.done"
+    with open(folder / "site-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            out.mkdir(exist_ok=True)
+            done.write_text(str(build_site(out)), encoding="utf-8")
+        return Path(done.read_text(encoding="utf-8"))
 
 
 def build_site(out: Path, repository: str = "") -> Path:
