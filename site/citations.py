@@ -62,7 +62,8 @@ WORKS: tuple[Work, ...] = (
             r"Fasi et al\.(?: 2021)?",
         ),
     ),
-    Work("frantar-2024", (r"Frantar et al\.,? 2024",)),
+    Work("frantar-2022", (r"Frantar et al\.,? 2022",)),
+    Work("frantar-2024", (r"Frantar et al\.,? 2024", r"Marlin's README")),
     Work(
         "higham-2002",
         (
@@ -80,6 +81,7 @@ WORKS: tuple[Work, ...] = (
         ),
     ),
     Work("khattak-mikaitis-2025", (r"Khattak (?:&|and) Mikaitis(?: \(2025\)| 2025)?",)),
+    Work("lin-2023", (r"Lin et al\.,? 2023",)),
     # Micikevicius et al. wrote two of the works cited: the FP8 paper is always cited with its
     # year or its title, so a citation without either is the 2018 paper
     Work("micikevicius-2018", (r"Micikevicius et al\.(?!,? (?:2022|\"FP8 Formats|FP8 Formats))",)),
