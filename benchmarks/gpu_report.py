@@ -143,6 +143,7 @@ NBVAL_CPU_S: dict[str, float] = {
     "solutions/ex10_grouped_gemm.ipynb": 94,
     "notebooks/11_topk_vocabulary.ipynb": 132,
     "solutions/ex11_topk.ipynb": 14,
+    "notebooks/12_quantized_inference.ipynb": 22,
 }
 
 

@@ -3,7 +3,7 @@ chapter 12)."""
 
 from __future__ import annotations
 
-from .manifest import Case, Family
+from .manifest import Case, Family, Launch, pick
 
 KERNEL = "nbhelpers.kernels.w4a16:w4a16_kernel"
 #: a Llama-3-8B-sized square projection (4096 x 4096), and the M of each of the launcher's configs
@@ -44,13 +44,30 @@ def cases() -> list[Case]:
     return out
 
 
+def launches() -> list[Launch]:
+    """Chapter 12's launches: bf16 activations times signed int4 codes in groups of 32 (a gate
+    projection of the course's model, RTN int4 g32), at M = 1 and 16 (the decode config) and 64 (the
+    batch config); the sm_90 cases of the same configs on 4096 x 4096 weights stand for them."""
+    every = cases()
+    out = []
+    for name, ms in (("decode", "M = 1 and 16"), ("batch", "M = 64")):
+        label = f"bf16 A, signed codes, group 32 -> bf16, {name}, M = {M_OF[name]}, N = K = {NK}"
+        (c,) = pick(every, "w4a16_kernel", label)
+        out.append(Launch(f"w4a16_matmul(group=32), {ms}", "bf16", ("12",), "notebook 12", c))
+    return out
+
+
 FAMILY = Family(
     name="w4a16",
     module="nbhelpers.kernels.w4a16",
     reference="nbhelpers.kernels.w4a16:w4a16_ref",
     dtypes=("bf16", "fp16"),
+    chapters={
+        "12": "`kernels.w4a16` (bf16 activations, int4 weights in groups of 32) on a layer of the course's model"
+    },
     tests=("tests/test_kernels_w4a16.py",),
     cases=cases,
+    launches=launches,
     dot_kernels=("w4a16_kernel",),
     order=7,
 )
