@@ -3120,4 +3120,192 @@ CHAPTERS = [
             ]
         ),
     ),
+    ChapterSpec(
+        12,
+        "ex12_quantized_inference.ipynb",
+        lambda: {"np": np, "math": math},
+        ("decode_step_time", "gptq_column", "channel_vs_group"),
+        18,
+        1212,
+        (
+            # int4 as a byte an element
+            ("decode_step_time", '"int4": 4}', '"int4": 8}'),
+            # bf16 as 4 bytes (fp32's size)
+            ("decode_step_time", '{"bf16": 16, "fp16": 16,', '{"bf16": 32, "fp16": 16,'),
+            # the scales and zero points forgotten
+            ("decode_step_time", 'per_scale = fmt["scale_bits"] + fmt["zero_bits"]', "per_scale = 0"),
+            # the zero points forgotten
+            ("decode_step_time", 'per_scale = fmt["scale_bits"] + fmt["zero_bits"]', 'per_scale = fmt["scale_bits"]'),
+            # groups counted with floor: a shorter last group gets no scale
+            ("decode_step_time", 'scales = rows * -(-cols // fmt["group"])', 'scales = rows * (cols // fmt["group"])'),
+            # groups counted along the rows (N) instead of the inputs (K)
+            (
+                "decode_step_time",
+                'scales = rows * -(-cols // fmt["group"])',
+                'scales = cols * -(-rows // fmt["group"])',
+            ),
+            # the LM head forgotten
+            ("decode_step_time", "weight_bytes = blocks + norms + head + rows", "weight_bytes = blocks + norms + rows"),
+            # the whole embedding table read, not batch rows
+            (
+                "decode_step_time",
+                'rows = B * nbytes(scheme["embedding"], 1, d)',
+                'rows = nbytes(scheme["embedding"], s["vocab"], d)',
+            ),
+            # a tied LM head taken as read already with the embedding's rows: not counted
+            (
+                "decode_step_time",
+                'head = nbytes(head_fmt, s["vocab"], d)',
+                'head = 0 if s["tied_embeddings"] else nbytes(head_fmt, s["vocab"], d)',
+            ),
+            # the KV cache forgotten: a weights-only step
+            ("decode_step_time", "kv_bytes = B * L * kv_token + B * kv_token", "kv_bytes = 0"),
+            # the KV cache's writes forgotten
+            ("decode_step_time", "kv_bytes = B * L * kv_token + B * kv_token", "kv_bytes = B * L * kv_token"),
+            # only the keys (not the values) counted
+            ("decode_step_time", 'kv_rows = 2 * n * s["n_kv_heads"]', 'kv_rows = n * s["n_kv_heads"]'),
+            # the query heads taken for the KV heads
+            ("decode_step_time", 'kv_rows = 2 * n * s["n_kv_heads"]', 'kv_rows = 2 * n * s["n_heads"]'),
+            # a per-tensor KV scale counted per token
+            ("decode_step_time", 'if c["granularity"] == "tensor":', "if False:"),
+            # activations forgotten
+            ("decode_step_time", 'act_bytes = B * (n * block + d + s["vocab"]) * 2', "act_bytes = 0"),
+            # the logits forgotten
+            ("decode_step_time", 'act_bytes = B * (n * block + d + s["vocab"]) * 2', "act_bytes = B * n * block * 2"),
+            # activations in the weights' format, not bf16
+            (
+                "decode_step_time",
+                'act_bytes = B * (n * block + d + s["vocab"]) * 2',
+                'act_bytes = B * (n * block + d + s["vocab"]) * bits[scheme["weights"]["element"]] / 8',
+            ),
+            # 1 FLOP per weight (a multiply-add counted once)
+            ("decode_step_time", "mm = 2 * n * sum(", "mm = n * sum("),
+            # the LM head's FLOPs forgotten
+            ("decode_step_time", 'head_flops = 2 * s["vocab"] * d * B', "head_flops = 0"),
+            # attention FLOPs with the KV heads
+            (
+                "decode_step_time",
+                'attn = 4 * n * s["n_heads"] * dh * L * B',
+                'attn = 4 * n * s["n_kv_heads"] * dh * L * B',
+            ),
+            # attention FLOPs forgotten
+            ("decode_step_time", 'attn = 4 * n * s["n_heads"] * dh * L * B', "attn = 0"),
+            # attention at the matmuls' (fp8) peak
+            ("decode_step_time", '+ attn / peak["bf16"]', "+ attn / peak[compute]"),
+            # the LM head at fp8 in W8A8 although it is bf16
+            ("decode_step_time", '    head_compute = "bf16"', "    head_compute = compute"),
+            # every matmul at the bf16 peak
+            ("decode_step_time", '"e4m3fn": "fp8"}', '"e4m3fn": "bf16"}'),
+            # the two times added, not the larger
+            (
+                "decode_step_time",
+                '    if compute_s > bytes_s:\n        return "compute", compute_s\n'
+                "    return max(terms, key=terms.get), bytes_s",
+                '    if compute_s > bytes_s:\n        return "compute", compute_s + bytes_s\n'
+                "    return max(terms, key=terms.get), compute_s + bytes_s",
+            ),
+            # the weights always named when memory-bound
+            ("decode_step_time", "return max(terms, key=terms.get), bytes_s", 'return "weights", bytes_s'),
+            # the batch's weights read once per sequence
+            (
+                "decode_step_time",
+                "weight_bytes = blocks + norms + head + rows",
+                "weight_bytes = B * (blocks + norms + head) + rows",
+            ),
+            # the symmetric range taken with a zero point too
+            ("gptq_column", "    if symmetric:\n        qmin, qmax =", "    if True:\n        qmin, qmax ="),
+            # the most negative code used (-8..7 for int4)
+            (
+                "gptq_column",
+                "qmin, qmax = -(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1",
+                "qmin, qmax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1",
+            ),
+            # rounding half up (floor(x + 0.5)), not to even
+            ("gptq_column", "np.rint(w32 * (np.float32(1) / s32))", "np.floor(w32 * (np.float32(1) / s32) + 0.5)"),
+            # rounding half away from zero
+            (
+                "gptq_column",
+                "np.rint(w32 * (np.float32(1) / s32))",
+                "np.sign(w32) * np.floor(np.abs(w32 * (np.float32(1) / s32)) + 0.5)",
+            ),
+            # truncation
+            ("gptq_column", "np.rint(w32 * (np.float32(1) / s32))", "np.trunc(w32 * (np.float32(1) / s32))"),
+            # float64 division: the halfway cases round the other way
+            ("gptq_column", "np.rint(w32 * (np.float32(1) / s32))", "np.rint(W[:, j] / s32.astype(np.float64))"),
+            # no clamp
+            (
+                "gptq_column",
+                "q = np.clip(np.rint(w32 * (np.float32(1) / s32)) + z, qmin, qmax)",
+                "q = np.rint(w32 * (np.float32(1) / s32)) + z",
+            ),
+            # the zero point added after the clamp
+            (
+                "gptq_column",
+                "q = np.clip(np.rint(w32 * (np.float32(1) / s32)) + z, qmin, qmax)",
+                "q = np.clip(np.rint(w32 * (np.float32(1) / s32)), qmin, qmax) + z",
+            ),
+            # the zero point not subtracted when dequantizing
+            ("gptq_column", "dq = (q.astype(np.float64) - z) * s32", "dq = q.astype(np.float64) * s32"),
+            # the scale taken as its reciprocal
+            ("gptq_column", "np.rint(w32 * (np.float32(1) / s32))", "np.rint(w32 * s32)"),
+            # the row of the inverse of the whole H, not of H_FF
+            ("gptq_column", "hinv = np.linalg.inv(H[j:, j:])", "hinv = np.linalg.inv(H)[j:, j:]"),
+            # H itself, not its inverse
+            ("gptq_column", "hinv = np.linalg.inv(H[j:, j:])", "hinv = H[j:, j:]"),
+            # the error not divided by Hinv[0, 0]
+            ("gptq_column", "delta = (W[:, j] - dq) / hinv[0, 0]", "delta = W[:, j] - dq"),
+            # divided by H_jj instead
+            ("gptq_column", "delta = (W[:, j] - dq) / hinv[0, 0]", "delta = (W[:, j] - dq) / H[j, j]"),
+            # the error fed back with the wrong sign
+            ("gptq_column", "W_new[:, j:] -= np.outer(delta, hinv[0])", "W_new[:, j:] += np.outer(delta, hinv[0])"),
+            # the error the other way round (dq - w)
+            ("gptq_column", "delta = (W[:, j] - dq) / hinv[0, 0]", "delta = (dq - W[:, j]) / hinv[0, 0]"),
+            # every column updated through the whole inverse, the fixed ones too
+            (
+                "gptq_column",
+                "    W_new[:, j:] -= np.outer(delta, hinv[0])\n",
+                "    full = np.linalg.inv(H)\n    W_new -= np.outer((W[:, j] - dq) / full[j, j], full[j])\n",
+            ),
+            # the codes returned relative to the zero point
+            ("gptq_column", "codes = q.astype(np.int8 if symmetric else np.uint8)", "codes = (q - z).astype(np.int8)"),
+            # the column left at its old value, not its dequantized one, and not updated
+            ("gptq_column", "W_new[:, j:] -= np.outer(delta, hinv[0])\n    W_new[:, j] = dq", "pass"),
+            # int8 codes with a zero point: 8-bit codes above 127 wrap
+            ("gptq_column", "codes = q.astype(np.int8 if symmetric else np.uint8)", "codes = q.astype(np.int8)"),
+            # the outlier's group holds small weights too
+            ("channel_vs_group", "    W[:, :group] = 0.0\n", ""),
+            # an outlier in every group: groups lose as much as channels
+            ("channel_vs_group", "    W[:, 0] = 1.0\n", "    W[:, 0] = 1.0\n    W[:, ::group] = 1.0\n"),
+            # small weights on the grid of the outlier (a whole step): nothing lost per channel
+            ("channel_vs_group", "W = np.full((N, K), 0.49 * step)", "W = np.full((N, K), 1.0 * step)"),
+            # small weights far below half a step: they carry no norm
+            ("channel_vs_group", "W = np.full((N, K), 0.49 * step)", "W = np.full((N, K), 0.001 * step)"),
+            # the symmetric step with a zero point: just above half a step, they round to it
+            ("channel_vs_group", "    if symmetric:\n        step =", "    if True:\n        step ="),
+            # the zero-point step when symmetric: a quarter of a step, the error smaller
+            ("channel_vs_group", "    if symmetric:\n        step =", "    if False:\n        step ="),
+            # the 4-bit step for every width
+            ("channel_vs_group", "step = 1.0 / (2 ** (bits - 1) - 1)", "step = 1.0 / 7"),
+            # alternating signs: a zero point's grid cannot hold -a and a exactly
+            (
+                "channel_vs_group",
+                "    W[:, :group] = 0.0\n",
+                "    W[:, 1::2] *= -1.0\n    W[:, :group] = 0.0\n",
+            ),
+            # the outlier's group misplaced by one column: a small weight shares the outlier's group
+            ("channel_vs_group", "    W[:, :group] = 0.0\n", "    W[:, : group - 1] = 0.0\n"),
+            # random weights: both grids lose about as much
+            (
+                "channel_vs_group",
+                "    W = np.full((N, K), 0.49 * step)\n    W[:, :group] = 0.0\n    W[:, 0] = 1.0\n",
+                "    W = np.random.default_rng(0).normal(size=(N, K))\n",
+            ),
+            # all zeros
+            ("channel_vs_group", "return W.astype(np.float32)", "return np.zeros((N, K), np.float32)"),
+            # transposed
+            ("channel_vs_group", "return W.astype(np.float32)", "return W.T.astype(np.float32)"),
+            # float16
+            ("channel_vs_group", "return W.astype(np.float32)", "return W.astype(np.float16)"),
+        ),
+    ),
 ]

@@ -1,0 +1,581 @@
+"""Chapter 12 exercises: quantized inference. Listed in ``EXERCISES`` for
+:mod:`nbhelpers.answer_keys`.
+
+- ``decode_step_time``: predict one decode step of a transformer of any shape, stored in any mix
+  of formats, on any GPU: the term that sets its time (weights, KV cache, activations or compute)
+  and the time. The inputs are plain dicts (the model's shape, the storage format of each tensor
+  kind, the GPU's bandwidth and peaks), so the course's objects and their methods are not the
+  student's to call. Reference: :func:`nbhelpers.inference_math.decode_step` on the same model
+  built as the course's objects (:func:`as_shape`, :func:`as_scheme`, :func:`as_gpu`), held in
+  tests/test_exercises_ch12.py against a count of every tensor written out a second way. The time
+  is compared within a relative 1e-9 (a sum of a few dozen float64 terms in any order is
+  within 1e-13); the term exactly, except at a tie (the times of the bytes and of the FLOPs
+  within 1e-9 of each other), where either side is right. Cases: Llama 3 8B in the chapter's six
+  schemes on an H200 and an H100, the batches either side of the crossover
+  (:func:`~nbhelpers.inference_math.decode_crossover_batch`), and random models, formats
+  (groups that do not divide K, zero points, 32-bit scales, per-tensor scales, tied
+  embeddings, fp8 W8A8 with a bf16 LM head), GPUs, batches and contexts.
+- ``gptq_column``: GPTQ's step for one column, from the OBS equations the statement gives: the
+  column rounded by a quantizer stated bit for bit (float32, ties to even, clamped), its error
+  spread over the columns not yet quantized through the inverse of H restricted to them.
+  Reference: :func:`gptq_column_ref`, held in the tests against
+  :func:`nbhelpers.weight_quant.gptq_quantize` (the columns chained) and against the
+  least-squares optimum of the remaining columns. Codes compared exactly, the updated weights
+  within a relative 1e-9 of the largest weight.
+- ``channel_vs_group``: construct a weight matrix whose round-to-nearest quantization with one
+  scale per output channel loses at least a given fraction of its norm while groups of
+  ``group`` columns lose at most another. Judged by the course's engine
+  (:func:`nbhelpers.weight_quant.rtn_quantize` and :func:`~nbhelpers.weight_quant.dequantize`);
+  :func:`channel_vs_group_example` shows each case has an answer (each bound is a random fraction
+  of what it reaches).
+
+Edge cases come first, then random ones from the seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..exercise_types import Case, Exercise
+from ..inference_math import (
+    LLAMA3_8B,
+    SCHEMES,
+    ModelShape,
+    Scheme,
+    StorageFormat,
+    decode_crossover_batch,
+    decode_step,
+)
+from ..perf_model import GPU, H100_SXM, H200
+from ..report_text import describe
+from ..weight_quant import code_range, dequantize, rtn_quantize
+
+# ------------------------------------------------------------------ 1. a decode step, predicted
+
+#: the elements a format of exercise 1 may hold, and their bits
+ELEMENT_BITS = {"bf16": 16, "fp16": 16, "e4m3fn": 8, "int8": 8, "int4": 4}
+#: the names of the terms, as :class:`nbhelpers.inference_math.Term` spells them
+TERMS = ("weights", "KV cache", "activations", "compute")
+#: the relative tolerance on the time
+TIME_RTOL = 1e-9
+
+
+def as_shape(shape: dict) -> ModelShape:
+    """The course's :class:`~nbhelpers.inference_math.ModelShape` of an exercise's dict."""
+    keys = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab", "tied_embeddings")
+    return ModelShape(name="exercise", source="an exercise's case", **{k: shape[k] for k in keys})
+
+
+def as_format(fmt: dict) -> StorageFormat:
+    return StorageFormat(
+        "exercise",
+        fmt["element"],
+        fmt["granularity"],
+        fmt["group"],
+        scale_bits=fmt["scale_bits"],
+        zero_bits=fmt["zero_bits"],
+    )
+
+
+def as_scheme(scheme: dict) -> Scheme:
+    parts = ("weights", "activations", "kv_cache", "lm_head", "embedding")
+    return Scheme("exercise", *(as_format(scheme[p]) for p in parts))
+
+
+def as_gpu(gpu: dict) -> GPU:
+    return GPU("exercise GPU", 132, gpu["hbm_bytes_per_s"], dict(gpu["peak_flops"]), 1e-6, 0.0, "an exercise's case")
+
+
+def fmt_dict(f: StorageFormat) -> dict:
+    """An exercise's dict of a course format."""
+    return {
+        "element": f.element,
+        "granularity": f.granularity.value,
+        "group": f.group,
+        "scale_bits": f.scale_bits,
+        "zero_bits": f.zero_bits,
+    }
+
+
+def scheme_dict(s: Scheme) -> dict:
+    parts = ("weights", "activations", "kv_cache", "lm_head", "embedding")
+    return {p: fmt_dict(getattr(s, p)) for p in parts}
+
+
+def shape_dict(s: ModelShape) -> dict:
+    keys = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab", "tied_embeddings")
+    return {k: getattr(s, k) for k in keys}
+
+
+def gpu_dict(g: GPU) -> dict:
+    return {"hbm_bytes_per_s": g.hbm_bytes_per_s, "peak_flops": {k: g.peak_flops[k] for k in ("bf16", "fp16", "fp8")}}
+
+
+class ExpectedStep(tuple):
+    """(bound, seconds, cost): the answer, with the step's bytes and times (to word the message);
+    shown as the answer alone."""
+
+    def __repr__(self) -> str:
+        return repr((self[0], self[1]))
+
+
+def decode_step_time_ref(shape: dict, scheme: dict, gpu: dict, batch: int, context: int) -> ExpectedStep:
+    """(the term that sets the step's time, the time in seconds) of one decode step:
+    :func:`nbhelpers.inference_math.decode_step` on the course's objects."""
+    cost = decode_step(as_shape(shape), as_scheme(scheme), as_gpu(gpu), batch, context)
+    return ExpectedStep((cost.bound.value, cost.seconds, cost))
+
+
+def _same_step(got, expected: ExpectedStep) -> str | None:
+    bound, seconds, cost = expected
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"returned {describe(got)}, expected a tuple (term, seconds)"
+    g_bound, g_s = got
+    if not isinstance(g_bound, str) or g_bound not in TERMS:
+        return f"term: returned {describe(g_bound)}, expected one of {', '.join(map(repr, TERMS))}"
+    if isinstance(g_s, bool) or not isinstance(g_s, (int, float, np.integer, np.floating)):
+        return f"seconds: returned {describe(g_s)}, expected a float"
+    g_s = float(g_s)
+    parts = (
+        f"weights {cost.weight_bytes:.6g} B, KV cache {cost.kv_bytes:.6g} B, activations "
+        f"{cost.activation_bytes:.6g} B: {cost.bytes_s:.6g} s; FLOPs {cost.compute_s:.6g} s"
+    )
+    if not math.isfinite(g_s) or abs(g_s - seconds) > TIME_RTOL * seconds:
+        return f"seconds: returned {g_s!r}, expected {seconds!r} ({parts})"
+    if g_bound != bound:
+        tie = abs(cost.compute_s - cost.bytes_s) <= TIME_RTOL * max(cost.compute_s, cost.bytes_s)
+        if tie and bound == "compute":
+            terms = {t.value: b for t, b in cost.bytes_by_term.items()}
+            if g_bound == max(terms, key=terms.__getitem__):
+                return None
+        if tie and g_bound == "compute":
+            return None
+        return f"term: returned {g_bound!r}, expected {bound!r} ({parts})"
+    return None
+
+
+def _fmt(element, granularity="none", group=None, scale_bits=0, zero_bits=0) -> dict:
+    return {
+        "element": element,
+        "granularity": granularity,
+        "group": group,
+        "scale_bits": scale_bits,
+        "zero_bits": zero_bits,
+    }
+
+
+def _random_format(rng: np.random.Generator, kind: str, fp8_weights: bool = False) -> dict:
+    """A random storage format for the weights, KV cache, LM head or embedding."""
+    sb = int(rng.choice([8, 16, 32]))
+    g = int(rng.choice([16, 32, 64, 128, 256, int(rng.integers(3, 200))]))
+    zb = int(rng.choice([0, 0, 4, 8]))
+    if kind == "weights" and fp8_weights:
+        fp8 = [_fmt("e4m3fn", "row", None, 32), _fmt("e4m3fn", "tensor", None, 32), _fmt("e4m3fn", "group", g, 8)]
+        return fp8[int(rng.integers(len(fp8)))]
+    options = [
+        _fmt("bf16"),
+        _fmt("int4", "group", g, sb, zb),
+        _fmt("int8", "row", None, sb),
+        _fmt("e4m3fn", "row", None, 32),
+        _fmt("int4", "row", None, sb, zb),
+    ]
+    if kind == "kv_cache":
+        options += [_fmt("e4m3fn", "tensor", None, 32), _fmt("int8", "group", g, sb, zb), _fmt("fp16")]
+    if kind == "weights":
+        options += [_fmt("e4m3fn", "tensor", None, 32), _fmt("int8", "group", g, sb, zb)]
+    return dict(options[int(rng.integers(len(options)))])
+
+
+def _random_shape(rng: np.random.Generator) -> dict:
+    head_dim = int(rng.choice([32, 64, 80, 96, 128, 256]))
+    n_kv = int(rng.choice([1, 2, 4, 8, 16]))
+    n_heads = n_kv * int(rng.choice([1, 2, 4, 8]))
+    d_model = int(rng.choice([n_heads * head_dim, int(rng.integers(4, 256)) * 64]))
+    d_ff = int(rng.choice([int(d_model * rng.uniform(2, 4)), 4 * d_model, int(rng.integers(100, 60000))]))
+    return {
+        "n_layers": int(rng.integers(1, 97)),
+        "d_model": d_model,
+        "n_heads": n_heads,
+        "n_kv_heads": n_kv,
+        "head_dim": head_dim,
+        "d_ff": d_ff,
+        "vocab": int(rng.choice([int(rng.integers(256, 300_000)), 32000, 128256, 151936])),
+        "tied_embeddings": bool(rng.random() < 0.3),
+    }
+
+
+def _random_scheme(rng: np.random.Generator, tied: bool) -> dict:
+    w8a8 = rng.random() < 0.3
+    act = _fmt("e4m3fn", "row", None, 32) if w8a8 else _fmt(str(rng.choice(["bf16", "bf16", "fp16"])))
+    scheme = {
+        "weights": _random_format(rng, "weights", fp8_weights=w8a8),
+        "activations": act,
+        "kv_cache": _random_format(rng, "kv_cache"),
+        "lm_head": _random_format(rng, "lm_head") if rng.random() < 0.6 else _fmt("bf16"),
+        "embedding": _random_format(rng, "embedding") if rng.random() < 0.4 else _fmt("bf16"),
+    }
+    if tied:  # a tied model's LM head is its embedding table
+        scheme["lm_head"] = dict(scheme["embedding"])
+    return scheme
+
+
+def _random_gpu(rng: np.random.Generator) -> dict:
+    bf16 = float(rng.uniform(100e12, 2500e12))
+    return {
+        "hbm_bytes_per_s": float(rng.uniform(0.5e12, 10e12)),
+        "peak_flops": {"bf16": bf16, "fp16": bf16 * float(rng.choice([1.0, 0.5])), "fp8": bf16 * rng.uniform(1, 2.5)},
+    }
+
+
+def _crossover(shape: dict, scheme: dict, gpu: dict, context: int) -> float:
+    return decode_crossover_batch(as_shape(shape), as_scheme(scheme), as_gpu(gpu), context)
+
+
+def _step_cases(rng: np.random.Generator) -> list[Case]:
+    llama = shape_dict(LLAMA3_8B)
+    cases = []
+    for name, s in SCHEMES.items():
+        cases.append(Case((llama, scheme_dict(s), gpu_dict(H200), 1, 8192), label=f"Llama 3 8B, {name}, H200"))
+    cases += [
+        Case((llama, scheme_dict(SCHEMES["bf16"]), gpu_dict(H100_SXM), 64, 4096), label="bf16, H100, batch 64"),
+        Case(
+            (llama, scheme_dict(SCHEMES["fp8 W8A8"]), gpu_dict(H200), 512, 128),
+            label="fp8 W8A8 (the LM head in bf16), batch 512",
+        ),
+        Case((llama, scheme_dict(SCHEMES["int4 weights"]), gpu_dict(H200), 1, 1), label="int4 weights, one token"),
+        Case(
+            (llama, scheme_dict(SCHEMES["int4 weights + fp8 KV"]), gpu_dict(H200), 256, 131072),
+            label="int4 + fp8 KV, batch 256 at 128k context",
+        ),
+    ]
+    # the batches either side of the crossover, where the term changes
+    for name, ctx in (("bf16", 256), ("int4 weights", 128), ("fp8 W8A8", 64), ("fp8 KV cache", 1024)):
+        x = _crossover(llama, scheme_dict(SCHEMES[name]), gpu_dict(H200), ctx)
+        for b in (math.floor(x), math.ceil(x) + (math.ceil(x) == x)):
+            cases.append(
+                Case((llama, scheme_dict(SCHEMES[name]), gpu_dict(H200), b, ctx), label=f"{name}: near crossover")
+            )
+    tiny = {
+        "n_layers": 1,
+        "d_model": 48,
+        "n_heads": 3,
+        "n_kv_heads": 1,
+        "head_dim": 16,
+        "d_ff": 100,
+        "vocab": 256,
+        "tied_embeddings": True,
+    }
+    odd = {
+        "weights": _fmt("int4", "group", 32, 16, 4),
+        "activations": _fmt("bf16"),
+        "kv_cache": _fmt("int8", "group", 24, 16, 8),
+        "lm_head": _fmt("int8", "row", None, 16),
+        "embedding": _fmt("int8", "row", None, 16),
+    }
+    cases.append(Case((tiny, odd, gpu_dict(H200), 3, 7), label="groups of 32 that do not divide 48 or 100, tied"))
+    for _ in range(28):
+        shape = _random_shape(rng)
+        scheme = _random_scheme(rng, shape["tied_embeddings"])
+        gpu = _random_gpu(rng)
+        context = int(np.exp(rng.uniform(0, math.log(200_000))))
+        x = _crossover(shape, scheme, gpu, context)
+        if math.isfinite(x) and x < 5000 and rng.random() < 0.4:
+            batch = max(1, int(rng.choice([math.floor(x), math.ceil(x)])))
+        else:
+            batch = int(np.exp(rng.uniform(0, math.log(4096))))
+        cases.append(Case((shape, scheme, gpu, batch, context)))
+    return cases
+
+
+# ------------------------------------------------------------------ 2. GPTQ's step for one column
+
+#: the relative tolerance on the updated weights (of the largest weight)
+GPTQ_RTOL = 1e-9
+
+
+def quantize_column_ref(w, scale, zero, bits: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, dequantized) of one column by the statement's quantizer: in float32,
+    ``clip(rint(fp32(w) * fp32(1 / scale)) + zero, qmin, qmax)``, then ``(q - zero) * scale``
+    in float64."""
+    qmin, qmax = code_range(bits, symmetric)
+    s32 = np.asarray(scale, dtype=np.float32)
+    inv = np.float32(1) / s32
+    z = np.asarray(zero).astype(np.float32)
+    q = np.clip(np.rint(np.asarray(w, dtype=np.float32) * inv) + z, qmin, qmax)
+    dq = (q.astype(np.float64) - z.astype(np.float64)) * s32.astype(np.float64)
+    return q.astype(np.int8 if symmetric else np.uint8), dq
+
+
+class ExpectedColumn(tuple):
+    """(codes, W_new, W, j): the answer, with the input (to word the message); shown as the
+    answer alone."""
+
+    def __repr__(self) -> str:
+        return f"(codes {self[0].tolist()}, W_new of shape {self[1].shape})"
+
+
+def gptq_column_ref(W, H, j: int, scale, zero, bits: int, symmetric: bool) -> ExpectedColumn:
+    """Column j quantized, and the columns from j on updated by OBS: with F = {j, ..., K-1} and
+    Hinv = (H[F, F])^-1, ``delta = (w_j - dq_j) / Hinv[0, 0]`` and
+    ``W[:, F] -= outer(delta, Hinv[0, :])``."""
+    W = np.asarray(W, dtype=np.float64)
+    codes, dq = quantize_column_ref(W[:, j], scale, zero, bits, symmetric)
+    hinv = np.linalg.inv(np.asarray(H, dtype=np.float64)[j:, j:])
+    delta = (W[:, j] - dq) / hinv[0, 0]
+    out = W.copy()
+    out[:, j:] -= np.outer(delta, hinv[0, :])
+    out[:, j] = dq  # exact: the column becomes its dequantized value
+    return ExpectedColumn((codes, out, W, j))
+
+
+def _same_column(got, expected: ExpectedColumn) -> str | None:
+    codes, w_new, W, j = expected
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"returned {describe(got)}, expected a tuple (codes, W_new)"
+    g_codes, g_w = got
+    try:
+        c = np.asarray(g_codes)
+        w = np.asarray(g_w)
+    except Exception:  # a student's odd object
+        return f"returned {describe(got)}, expected two numpy arrays"
+    if c.shape != codes.shape or c.dtype.kind not in "iu":
+        return f"codes: returned {describe(g_codes)}, expected an integer array of shape {codes.shape}"
+    bad = np.flatnonzero(c.astype(np.int64) != codes.astype(np.int64))
+    if bad.size:
+        i = int(bad[0])
+        return (
+            f"codes: {bad.size} of {c.size} wrong; first: row {i} (w = {W[i, j]!r}): got {int(c[i])}, "
+            f"expected {int(codes[i])}"
+        )
+    if w.shape != w_new.shape or w.dtype.kind != "f":
+        return f"W_new: returned {describe(g_w)}, expected a float array of shape {w_new.shape}"
+    w = w.astype(np.float64)
+    tol = GPTQ_RTOL * max(float(np.abs(W).max()), float(np.abs(w_new).max()), 1e-300)
+    err = np.abs(w - w_new)
+    err[~np.isfinite(w)] = np.inf
+    if (err > tol).any():
+        r, k = (int(v) for v in np.argwhere(err > tol)[0])
+        where = "an earlier column, which must not change" if k < j else f"column {k}"
+        return (
+            f"W_new: {int((err > tol).sum())} of {w.size} elements off by more than {tol:.3g}; first "
+            f"[{r}, {k}] ({where}): got {float(w[r, k])!r}, expected {float(w_new[r, k])!r}"
+        )
+    return None
+
+
+def _hessian(rng: np.random.Generator, K: int) -> np.ndarray:
+    """2 X^T X of M > K correlated random tokens, damped by 1 % of its mean diagonal."""
+    M = K + int(rng.integers(4, 3 * K + 8))
+    mix = rng.normal(size=(K, K)) * rng.uniform(0.1, 1.0)
+    X = rng.normal(size=(M, K)) @ (np.eye(K) + mix) * rng.exponential(1.0, size=K)
+    H = 2.0 * X.T @ X
+    H[np.diag_indices(K)] += 0.01 * np.mean(np.diag(H))
+    return (H + H.T) / 2
+
+
+def _column_case(rng, N, K, j, bits, symmetric, label="", spread=1.0, W=None, ties=False, wide=False) -> Case:
+    if W is None:
+        W = rng.normal(size=(N, K)) * np.exp(rng.normal(size=(N, 1)) * spread) * rng.uniform(0.01, 10)
+    W = np.asarray(W, dtype=np.float64)
+    qmin, qmax = code_range(bits, symmetric)
+    # the scale of each row from its weights (as a per-channel GPTQ takes it), sometimes too small
+    # so that the column's codes clamp at both ends
+    amax = np.maximum(np.abs(W).max(axis=1), 1e-30)
+    if symmetric:
+        scale = amax / qmax
+        zero = np.zeros(N, dtype=np.int8)
+    else:
+        lo, hi = np.minimum(W.min(axis=1), 0), np.maximum(W.max(axis=1), 0)
+        scale = np.maximum(hi - lo, 1e-30) / (qmax - qmin)
+        zero = np.clip(-np.rint(lo / scale), qmin, qmax).astype(np.uint8)
+    if wide:
+        scale = scale * rng.uniform(0.2, 0.6)
+    scale = scale.astype(np.float32)
+    if ties:
+        # the column on exact halfway points of the float32 grid (a power-of-two scale), nudged in
+        # float64 so that w / scale in float64 lies above the tie while fp32(w) is on it
+        scale = np.exp2(np.round(np.log2(scale.astype(np.float64)))).astype(np.float32)
+        z = zero.astype(np.int64)
+        k = rng.integers(qmin - z, qmax - z)  # k and k + 1 both codes (less the zero point)
+        W = W.copy()
+        W[:, j] = (k + 0.5) * scale.astype(np.float64) * (1 + 2.0**-40)
+    return Case((W, _hessian(rng, K), int(j), scale, zero, int(bits), bool(symmetric)), label=label)
+
+
+def _column_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        _column_case(rng, 6, 8, 0, 4, True, "the first column: F is every column"),
+        _column_case(rng, 6, 8, 7, 4, True, "the last column: nothing left to update"),
+        _column_case(rng, 5, 9, 3, 4, False, "a zero point"),
+        _column_case(rng, 7, 10, 4, 4, True, "halfway cases: ties to even in float32", ties=True),
+        _column_case(rng, 7, 10, 5, 4, False, "halfway cases with a zero point", ties=True),
+        _column_case(rng, 8, 12, 6, 3, True, "scales too small: codes clamp at both ends", wide=True),
+        _column_case(rng, 8, 12, 2, 4, False, "a zero point, codes clamp", wide=True),
+        _column_case(rng, 1, 1, 0, 8, True, "one weight"),
+        _column_case(rng, 4, 16, 15, 2, False, "2 bits, last column"),
+        _column_case(rng, 3, 6, 1, 8, True, "int8"),
+        _column_case(rng, 9, 6, 2, 8, False, "8-bit codes with a zero point (up to 255)"),
+    ]
+    W = rng.normal(size=(6, 9))
+    W[:, 4] = 0.0
+    cases.append(_column_case(rng, 6, 9, 4, 4, True, "a column of zeros", W=W))
+    cases.append(_column_case(rng, 6, 9, 4, 4, False, "a column of zeros, zero point", W=W))
+    for _ in range(24):
+        N, K = int(rng.integers(1, 24)), int(rng.integers(2, 40))
+        j = int(rng.choice([int(rng.integers(0, K)), int(rng.integers(1, K))]))
+        bits = int(rng.choice([2, 3, 4, 4, 4, 8]))
+        cases.append(
+            _column_case(
+                rng,
+                N,
+                K,
+                j,
+                bits,
+                bool(rng.random() < 0.5),
+                spread=float(rng.uniform(0, 2)),
+                ties=bool(rng.random() < 0.4),
+                wide=bool(rng.random() < 0.5),
+            )
+        )
+    return cases
+
+
+# ------------------------------------------------------------------ 3. channel vs groups, constructed
+
+
+def relative_rtn_error(W, bits: int, group: int | None, symmetric: bool) -> float:
+    """||W - dequantize(rtn_quantize(W))||_F / ||W||_F by the course's engine (``group=None``:
+    one scale per output channel)."""
+    w = np.asarray(W, dtype=np.float64)
+    q = rtn_quantize(w, bits, group, symmetric)
+    return float(np.linalg.norm(w - dequantize(*q, group)) / np.linalg.norm(w))
+
+
+def channel_vs_group_example(N: int, K: int, group: int, bits: int, symmetric: bool) -> np.ndarray:
+    """Each row: one outlier A alone in the first group (the rest of it zeros), and in every other
+    group small weights of one sign and magnitude just under half a step of the outlier's scale,
+    which one scale per row rounds to 0 while each group's own scale stores them exactly."""
+    qmin, qmax = code_range(bits, symmetric)
+    A = 1.0
+    step = A / qmax if symmetric else A / (qmax - qmin)
+    a = 0.499 * step
+    W = np.full((N, K), a)
+    W[:, :group] = 0.0
+    W[:, 0] = A
+    return W.astype(np.float32)
+
+
+class GroupTarget:
+    """What :func:`channel_vs_group_ref` expects: the case's numbers, and an example that meets
+    them (not compared with anything: it shows the case has an answer)."""
+
+    __slots__ = ("N", "K", "group", "bits", "symmetric", "worse", "better", "example")
+
+    def __init__(self, N, K, group, bits, symmetric, worse, better, example) -> None:
+        self.N, self.K, self.group, self.bits, self.symmetric = N, K, group, bits, symmetric
+        self.worse, self.better, self.example = worse, better, example
+
+    def __repr__(self) -> str:
+        return (
+            f"a ({self.N}, {self.K}) matrix: per-channel relative error >= {self.worse:.4g}, groups of "
+            f"{self.group} <= {self.better:.4g}"
+        )
+
+
+def channel_vs_group_ref(N, K, group, bits, symmetric, worse, better) -> GroupTarget:
+    ex = channel_vs_group_example(N, K, group, bits, symmetric)
+    return GroupTarget(N, K, group, bits, symmetric, worse, better, ex)
+
+
+def channel_vs_group_reason(got, t: GroupTarget) -> str | None:
+    """None if ``got`` is a finite float32 or float64 (N, K) array, not all zeros, whose
+    per-channel RTN relative error is at least ``worse`` and group error at most ``better``."""
+    if not isinstance(got, np.ndarray):
+        return f"returned {describe(got)}, expected a numpy array of float32 or float64"
+    if got.dtype not in (np.float32, np.float64):
+        return f"returned an array of {got.dtype}, expected float32 or float64"
+    if got.shape != (t.N, t.K):
+        return f"returned an array of shape {got.shape}, expected (N, K) = ({t.N}, {t.K})"
+    w = np.array(got, dtype=np.float64, copy=True)
+    if not np.isfinite(w).all():
+        return "W holds inf or NaN"
+    if np.abs(w).max() > 1e30:
+        return f"W holds |w| up to {np.abs(w).max():.3g}: keep the weights within 1e30"
+    if not (w != 0).any():
+        return "W is all zeros: its relative error is not defined"
+    e_row = relative_rtn_error(w, t.bits, None, t.symmetric)
+    e_group = relative_rtn_error(w, t.bits, t.group, t.symmetric)
+    if e_row < t.worse:
+        return f"per-channel relative error {e_row:.4g} < {t.worse:.4g} (groups of {t.group}: {e_group:.4g})"
+    if e_group > t.better:
+        return f"groups of {t.group}: relative error {e_group:.4g} > {t.better:.4g} (per channel: {e_row:.4g})"
+    return None
+
+
+def _group_compare(got, expected: GroupTarget) -> str | None:
+    try:
+        return channel_vs_group_reason(got, expected)
+    except Exception as e:  # a hostile object: a failed case, never a crash
+        return f"could not judge the matrix ({type(e).__name__})"
+
+
+def _group_case(rng, N, K, group, bits, symmetric, label="") -> Case:
+    reach = relative_rtn_error(channel_vs_group_example(N, K, group, bits, symmetric), bits, None, symmetric)
+    worse = round(reach * float(rng.uniform(0.5, 0.8)), 4)
+    better = round(float(np.exp(rng.uniform(math.log(1e-4), math.log(1e-2)))), 6)
+    return Case((N, K, group, bits, bool(symmetric), worse, better), label=label)
+
+
+def _group_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [
+        _group_case(rng, 4, 4096, 32, 4, True, "int4, symmetric, K = 4096, groups of 32"),
+        _group_case(rng, 4, 4096, 32, 4, False, "int4 with a zero point"),
+        _group_case(rng, 2, 64, 32, 4, True, "two groups a row"),
+        _group_case(rng, 3, 256, 16, 8, True, "int8, groups of 16"),
+        _group_case(rng, 3, 512, 128, 3, False, "int3 with a zero point, groups of 128"),
+        _group_case(rng, 1, 96, 32, 2, True, "2 bits, one row"),
+    ]
+    for _ in range(8):
+        group = int(rng.choice([8, 16, 32, 64, 128]))
+        K = group * int(rng.integers(2, 64))
+        cases.append(
+            _group_case(rng, int(rng.integers(1, 9)), K, group, int(rng.integers(2, 9)), bool(rng.random() < 0.5))
+        )
+    return cases
+
+
+#: What an answer may not call (Exercise.forbidden): the chapter's arithmetic of a step, GPTQ and
+#: the round-to-nearest quantizer (exercise 3 may call them to test its matrix, not in its answer).
+FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.inference_math", "nbhelpers.weight_quant")
+
+EXERCISES = [
+    Exercise(
+        "ex12.decode_step_time",
+        "Predict what sets a decode step's time",
+        6,
+        decode_step_time_ref,
+        _step_cases,
+        compare=_same_step,
+        forbidden=FORBIDDEN,
+    ),
+    Exercise(
+        "ex12.gptq_column",
+        "GPTQ's step for one column, from its equations",
+        7,
+        gptq_column_ref,
+        _column_cases,
+        compare=_same_column,
+        forbidden=FORBIDDEN,
+    ),
+    Exercise(
+        "ex12.channel_vs_group",
+        "A matrix that per-channel int4 ruins and groups keep",
+        5,
+        channel_vs_group_ref,
+        _group_cases,
+        compare=_group_compare,
+        forbidden=FORBIDDEN,
+    ),
+]

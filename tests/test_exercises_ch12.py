@@ -1,0 +1,229 @@
+"""Chapter 12 exercises: the references against independent oracles (a decode step counted tensor
+by tensor, Llama 3 8B's published parameter count, GPTQ chained column by column against
+nbhelpers.weight_quant.gptq_quantize, the OBS update against the least-squares optimum of the free
+columns), the edge cases that are meant to bite do, every construction case has an answer in the
+stated ranges, and the compares never crash on a student's odd return value."""
+
+import math
+
+import numpy as np
+import pytest
+
+from nbhelpers import inference_math as im
+from nbhelpers.answer_keys import ch12
+from nbhelpers.checks import cases_for
+from nbhelpers.weight_quant import gptq_quantize, rtn_quantize
+
+SEEDS = (0, 1, 1212)
+BITS = {"bf16": 16, "fp16": 16, "e4m3fn": 8, "int8": 8, "int4": 4}
+
+
+def tensor_bytes(fmt: dict, rows: int, cols: int) -> float:
+    """Bytes of a (rows, cols) tensor, row by row (a second count of the scales)."""
+    per_row_scales = {
+        "none": 0,
+        "tensor": 0,
+        "row": 1,
+        "group": len(range(0, cols, fmt["group"] or 1)),
+    }[fmt["granularity"]]
+    total_bits = rows * (cols * BITS[fmt["element"]] + per_row_scales * (fmt["scale_bits"] + fmt["zero_bits"]))
+    if fmt["granularity"] == "tensor":
+        total_bits += fmt["scale_bits"] + fmt["zero_bits"]
+    return total_bits / 8
+
+
+def decode_by_tensors(shape, scheme, gpu, batch, context):
+    """(bytes by term, FLOPs time) of a decode step, every tensor listed by name."""
+    s = shape
+    q, kv = s["n_heads"] * s["head_dim"], s["n_kv_heads"] * s["head_dim"]
+    d, ff = s["d_model"], s["d_ff"]
+    tensors = []
+    for layer in range(s["n_layers"]):
+        for name, n, k in (("q", q, d), ("k", kv, d), ("v", kv, d), ("o", d, q)):
+            tensors.append((f"{layer}.{name}", scheme["weights"], n, k))
+        for name, n, k in (("gate", ff, d), ("up", ff, d), ("down", d, ff)):
+            tensors.append((f"{layer}.{name}", scheme["weights"], n, k))
+    bf16 = {"element": "bf16", "granularity": "none", "group": None, "scale_bits": 0, "zero_bits": 0}
+    norms = [(f"norm{i}", bf16, 1, d) for i in range(2 * s["n_layers"] + 1)]
+    head = scheme["embedding"] if s["tied_embeddings"] else scheme["lm_head"]
+    weights = sum(tensor_bytes(f, n, k) for _, f, n, k in tensors + norms)
+    weights += tensor_bytes(head, s["vocab"], d) + batch * tensor_bytes(scheme["embedding"], 1, d)
+    kv_fmt = dict(scheme["kv_cache"])
+    token = sum(
+        tensor_bytes(kv_fmt, 1, s["head_dim"])
+        - (kv_fmt["scale_bits"] + kv_fmt["zero_bits"]) / 8 * (kv_fmt["granularity"] == "tensor")
+        for _ in range(2 * s["n_layers"] * s["n_kv_heads"])
+    )
+    kv_bytes = batch * (context + 1) * token
+    act_numbers = s["n_layers"] * (d + (q + 2 * kv) + q + q + q + d + d + 2 * ff + 2 * ff + d) + d + s["vocab"]
+    act = 2 * batch * act_numbers
+    macs_per_token = sum(n * k for _, _, n, k in tensors)
+    tc = {"bf16": "bf16", "fp16": "fp16", "e4m3fn": "fp8"}[scheme["activations"]["element"]]
+    head_tc = "bf16" if tc == "fp8" and head["element"] != "e4m3fn" else tc
+    peak = gpu["peak_flops"]
+    compute_s = (
+        2 * macs_per_token * batch / peak[tc]
+        + 2 * s["vocab"] * d * batch / peak[head_tc]
+        + 2 * 2 * s["n_layers"] * s["n_heads"] * s["head_dim"] * context * batch / peak["bf16"]
+    )
+    return {"weights": weights, "KV cache": kv_bytes, "activations": act}, compute_s
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_decode_step_time_ref_is_the_step_counted_tensor_by_tensor(seed):
+    for case in cases_for("ex12.decode_step_time", seed):
+        bound, seconds, cost = ch12.decode_step_time_ref(*case.args)
+        terms, compute_s = decode_by_tensors(*case.args)
+        bytes_s = sum(terms.values()) / case.args[2]["hbm_bytes_per_s"]
+        assert math.isclose(compute_s, cost.compute_s, rel_tol=1e-12), case.label
+        assert math.isclose(bytes_s, cost.bytes_s, rel_tol=1e-12), case.label
+        assert math.isclose(max(bytes_s, compute_s), seconds, rel_tol=1e-12)
+        want = "compute" if compute_s > bytes_s else max(terms, key=terms.get)
+        assert bound == want, case.label
+
+
+def test_llama3_8b_weights_match_its_published_size():
+    """bf16 Llama 3 8B: the weights a step reads at batch 1 are 2 bytes a parameter, less the
+    embedding table but its one row: 8.03e9 parameters (Meta's release)."""
+    case = cases_for("ex12.decode_step_time", 0)[0]
+    assert case.args[1] == ch12.scheme_dict(im.SCHEMES["bf16"]) and case.args[3] == 1
+    _, _, cost = ch12.decode_step_time_ref(*case.args)
+    n_params = im.LLAMA3_8B.n_params
+    assert round(n_params / 1e9, 2) == 8.03
+    assert cost.weight_bytes == 2 * (n_params - im.LLAMA3_8B.embedding_params + im.LLAMA3_8B.d_model)
+
+
+def test_crossover_cases_straddle_the_change_of_term():
+    cases = [c for c in cases_for("ex12.decode_step_time", 0) if "crossover" in c.label]
+    assert len(cases) == 8
+    for below, above in zip(cases[::2], cases[1::2]):
+        assert ch12.decode_step_time_ref(*below.args)[0] != "compute"
+        assert ch12.decode_step_time_ref(*above.args)[0] == "compute"
+        assert above.args[3] == below.args[3] + 1
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_decode_cases_reach_every_term_but_activations_and_odd_groups(seed):
+    cases = cases_for("ex12.decode_step_time", seed)
+    bounds = {ch12.decode_step_time_ref(*c.args)[0] for c in cases}
+    assert {"weights", "KV cache", "compute"} <= bounds
+    odd = [
+        c
+        for c in cases
+        for f in c.args[1].values()
+        if f["granularity"] == "group" and (c.args[0]["d_model"] % f["group"] or c.args[0]["d_ff"] % f["group"])
+    ]
+    assert odd, "some group must leave a shorter last run"
+
+
+def test_decode_compare_accepts_either_side_of_an_exact_tie_only():
+    case = cases_for("ex12.decode_step_time", 0)[0]
+    exp = ch12.decode_step_time_ref(*case.args)
+    assert ch12._same_step((exp[0], exp[1]), exp) is None
+    assert ch12._same_step(("compute", exp[1]), exp) is not None
+    assert ch12._same_step((exp[0], exp[1] * (1 + 1e-8)), exp) is not None
+
+
+def test_quantizer_is_the_chapter_rtn_per_channel():
+    rng = np.random.default_rng(3)
+    for symmetric in (True, False):
+        for bits in (2, 4, 8):
+            W = rng.normal(size=(7, 1)) * 3
+            q = rtn_quantize(W, bits, None, symmetric)
+            codes, dq = ch12.quantize_column_ref(W[:, 0], q.scales[:, 0], q.zeros[:, 0], bits, symmetric)
+            np.testing.assert_array_equal(codes, q.codes[:, 0])
+            assert codes.dtype == q.codes.dtype
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("bits", [3, 4])
+def test_gptq_column_chained_is_gptq_quantize(symmetric, bits):
+    """One column after another with per-channel scales of W before any update (GPTQ's
+    group=None) gives gptq_quantize's codes, with no dampening added (H is given damped)."""
+    rng = np.random.default_rng(bits + 10 * symmetric)
+    N, K = 9, 20
+    W = rng.normal(size=(N, K))
+    H = ch12._hessian(rng, K)
+    ref = gptq_quantize(W, bits=bits, H=H, group=None, symmetric=symmetric, percdamp=0.0, blocksize=8)
+    scale, zero = ref.scales[:, 0].astype(np.float32), ref.zeros[:, 0]
+    w = W.copy()
+    codes = []
+    for j in range(K):
+        c, w_new, _, _ = ch12.gptq_column_ref(w, H, j, scale, zero, bits, symmetric)
+        codes.append(c)
+        w = w_new
+    np.testing.assert_array_equal(np.stack(codes, axis=1), ref.codes)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_gptq_column_update_is_the_least_squares_optimum(seed):
+    """With column j fixed to dq and the columns before it as they stand, the later columns
+    minimise (w - w0) H (w - w0)^T: w_R = w0_R - (dq - w0_j) H_jR H_RR^-1, R the columns after j."""
+    for case in cases_for("ex12.gptq_column", seed):
+        W, H, j = case.args[:3]
+        codes, w_new, _, _ = ch12.gptq_column_ref(*case.args)
+        np.testing.assert_array_equal(w_new[:, :j], W[:, :j])
+        K = W.shape[1]
+        if j + 1 < K:
+            R = slice(j + 1, K)
+            d = w_new[:, j] - W[:, j]
+            opt = W[:, R] - np.outer(d, np.linalg.solve(H[R, R], H[R, j]))
+            np.testing.assert_allclose(w_new[:, R], opt, rtol=0, atol=1e-9 * np.abs(W).max())
+
+
+def test_halfway_cases_bite_float64_division():
+    for case in cases_for("ex12.gptq_column", 0):
+        if "halfway" not in case.label:
+            continue
+        W, _, j, scale, zero, bits, symmetric = case.args
+        codes, _, _, _ = ch12.gptq_column_ref(*case.args)
+        float64 = np.rint(W[:, j] / scale.astype(np.float64)) + zero
+        assert (float64 != codes).any(), case.label
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_gptq_cases_clamp_and_hold_zero_columns(seed):
+    cases = cases_for("ex12.gptq_column", seed)
+    clamped = 0
+    for case in cases:
+        W, _, j, scale, zero, bits, symmetric = case.args
+        raw = np.rint(W[:, j].astype(np.float32) * (np.float32(1) / scale)) + zero
+        lo, hi = (-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1) if symmetric else (0, 2**bits - 1)
+        clamped += int(((raw < lo) | (raw > hi)).any())
+    assert clamped >= 3
+    assert any((c.args[0][:, c.args[2]] == 0).all() for c in cases)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_channel_vs_group_case_has_an_answer_in_the_stated_ranges(seed):
+    for case in cases_for("ex12.channel_vs_group", seed):
+        N, K, group, bits, symmetric, worse, better = case.args
+        assert K % group == 0 and 1 <= N <= 8 and 16 <= K <= 8000 and 2 <= bits <= 8
+        assert 0.005 <= worse <= 0.8 and 1e-4 <= better <= 1e-2
+        target = ch12.channel_vs_group_ref(*case.args)
+        assert ch12.channel_vs_group_reason(target.example, target) is None, case.label
+
+
+def test_channel_vs_group_judge_refuses_what_the_statement_refuses():
+    target = ch12.channel_vs_group_ref(2, 64, 32, 4, True, 0.2, 1e-3)
+    ok = target.example
+    assert ch12.channel_vs_group_reason(ok, target) is None
+    bad = ok.copy()
+    bad[0, 3] = np.nan
+    assert "inf or NaN" in ch12.channel_vs_group_reason(bad, target)
+    assert "all zeros" in ch12.channel_vs_group_reason(np.zeros_like(ok), target)
+    assert "shape" in ch12.channel_vs_group_reason(ok.T.copy(), target)
+    assert "float16" in ch12.channel_vs_group_reason(ok.astype(np.float16), target)
+
+
+ODD = [None, "x", 3, (1,), ("compute",), ("compute", "fast"), (object(), 1.0), [np.array([1, 2]), None], object()]
+
+
+@pytest.mark.parametrize("name", ["decode_step_time", "gptq_column", "channel_vs_group"])
+def test_compares_never_raise_on_odd_values(name):
+    ex = next(e for e in ch12.EXERCISES if e.name == name)
+    case = cases_for(ex, 0)[0]
+    expected = ex.reference(*case.args)
+    for odd in ODD:
+        reason = ex.compare(odd, expected)
+        assert isinstance(reason, str) and reason
