@@ -3144,6 +3144,14 @@ CHAPTERS = [
                 'scales = rows * -(-cols // fmt["group"])',
                 'scales = cols * -(-rows // fmt["group"])',
             ),
+            # the norms' gains forgotten
+            ("decode_step_time", "weight_bytes = blocks + norms + head + rows", "weight_bytes = blocks + head + rows"),
+            # head_dim taken as d_model / n_heads
+            (
+                "decode_step_time",
+                'd, dh, ff, n = s["d_model"], s["head_dim"],',
+                'd, dh, ff, n = s["d_model"], s["d_model"] // s["n_heads"],',
+            ),
             # the LM head forgotten
             ("decode_step_time", "weight_bytes = blocks + norms + head + rows", "weight_bytes = blocks + norms + rows"),
             # the whole embedding table read, not batch rows
