@@ -3123,9 +3123,9 @@ CHAPTERS = [
     ChapterSpec(
         12,
         "ex12_quantized_inference.ipynb",
-        lambda: {"np": np, "math": math},
-        ("decode_step_time", "gptq_column", "channel_vs_group"),
-        18,
+        lambda: {"np": np, "math": math, "ml_dtypes": ml_dtypes},
+        ("decode_step_time", "gptq_column", "channel_vs_group", "kv_scale_granularity"),
+        19,
         1212,
         (
             # int4 as a byte an element
@@ -3314,6 +3314,66 @@ CHAPTERS = [
             ("channel_vs_group", "return W.astype(np.float32)", "return W.T.astype(np.float32)"),
             # float16
             ("channel_vs_group", "return W.astype(np.float32)", "return W.astype(np.float16)"),
+            # the finest granularity that meets the budget, not the one with the fewest scales
+            (
+                "kv_scale_granularity",
+                "for g in sorted(axes, key=count.get):",
+                "for g in reversed(sorted(axes, key=count.get)):",
+            ),
+            # the table's order, whatever the counts (per-head before per-token with fewer tokens)
+            ("kv_scale_granularity", "for g in sorted(axes, key=count.get):", "for g in axes:"),
+            # a tie of counts to per-token
+            (
+                "kv_scale_granularity",
+                "for g in sorted(axes, key=count.get):",
+                "for g in sorted(axes, key=lambda g: (count[g], g != 'per-token')):",
+            ),
+            # the finest granularity when none meets the budget, not None
+            (
+                "kv_scale_granularity",
+                "        if np.sqrt(np.sum((x64 - x_dq) ** 2)) / norm <= budget:\n"
+                "            return g\n    return None",
+                "        if np.sqrt(np.sum((x64 - x_dq) ** 2)) / norm <= budget:\n            return g\n"
+                '    return "per-token-head"',
+            ),
+            # amax without the magnitude: the largest value, not the largest |x|
+            ("kv_scale_granularity", "amax = np.abs(x32).max(", "amax = x32.max("),
+            # per-head taken over the head_dim channels
+            ("kv_scale_granularity", '"per-head": (1, 2),', '"per-head": (0, 1),'),
+            # per-token over one head's row only
+            ("kv_scale_granularity", '"per-token": (0, 2),', '"per-token": (2,),'),
+            # int8 scaled to 128
+            ("kv_scale_granularity", "m = np.float32(127.0 if", "m = np.float32(128.0 if"),
+            # e5m2 in place of e4m3fn
+            (
+                "kv_scale_granularity",
+                "q = v.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)",
+                "q = v.astype(ml_dtypes.float8_e5m2).astype(np.float32)",
+            ),
+            # e4m3fn scaled to its largest power of two, 256
+            ("kv_scale_granularity", '127.0 if element == "int8" else 448.0', '127.0 if element == "int8" else 256.0'),
+            # int8 truncated
+            ("kv_scale_granularity", "q = np.rint(v)", "q = np.trunc(v)"),
+            # the scale not floored: an all-zero head gives 0 / 0
+            ("kv_scale_granularity", "scale = np.maximum(amax / m, np.float32(2.0**-149))", "scale = amax / m"),
+            # the error as a mean squared error relative to the mean square (not its root)
+            (
+                "kv_scale_granularity",
+                "if np.sqrt(np.sum((x64 - x_dq) ** 2)) / norm <= budget:",
+                "if np.sum((x64 - x_dq) ** 2) / norm**2 <= budget:",
+            ),
+            # the largest relative error of one element
+            (
+                "kv_scale_granularity",
+                "if np.sqrt(np.sum((x64 - x_dq) ** 2)) / norm <= budget:",
+                "if np.max(np.abs(x64 - x_dq)) / np.max(np.abs(x64)) <= budget:",
+            ),
+            # the dequantized values off by a relative 2**-20: the budgets a relative 1e-6 from an error catch it
+            (
+                "kv_scale_granularity",
+                "x_dq = (q * scale).astype(np.float64)",
+                "x_dq = q.astype(np.float64) * scale.astype(np.float64) * (1 + 2.0**-20)",
+            ),
         ),
     ),
 ]

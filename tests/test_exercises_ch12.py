@@ -1,8 +1,9 @@
 """Chapter 12 exercises: the references against independent oracles (a decode step counted tensor
 by tensor, Llama 3 8B's published parameter count, GPTQ chained column by column against
 nbhelpers.weight_quant.gptq_quantize, the OBS update against the least-squares optimum of the free
-columns), the edge cases that are meant to bite do, every construction case has an answer in the
-stated ranges, and the compares never crash on a student's odd return value."""
+columns, the KV errors against numpy and ml_dtypes), the edge cases that are meant to bite do,
+every construction case has an answer in the stated ranges, and the compares never crash on a
+student's odd return value."""
 
 import math
 
@@ -219,7 +220,7 @@ def test_channel_vs_group_judge_refuses_what_the_statement_refuses():
 ODD = [None, "x", 3, (1,), ("compute",), ("compute", "fast"), (object(), 1.0), [np.array([1, 2]), None], object()]
 
 
-@pytest.mark.parametrize("name", ["decode_step_time", "gptq_column", "channel_vs_group"])
+@pytest.mark.parametrize("name", ["decode_step_time", "gptq_column", "channel_vs_group", "kv_scale_granularity"])
 def test_compares_never_raise_on_odd_values(name):
     ex = next(e for e in ch12.EXERCISES if e.name == name)
     case = cases_for(ex, 0)[0]
@@ -227,3 +228,51 @@ def test_compares_never_raise_on_odd_values(name):
     for odd in ODD:
         reason = ex.compare(odd, expected)
         assert isinstance(reason, str) and reason
+
+
+def kv_errors_numpy(x: np.ndarray, element: str) -> dict[str, float]:
+    """The four errors with numpy and ml_dtypes (a second quantizer; the reference uses torch's
+    float8 cast through nbhelpers.quantized_lm.fake_quant)."""
+    import ml_dtypes
+
+    m = np.float32(127 if element == "int8" else 448)
+    axes = {"per-tensor": None, "per-head": (1, 2), "per-token": (0, 2), "per-token-head": (2,)}
+    out = {}
+    for g, ax in axes.items():
+        amax = np.abs(x).max(axis=ax, keepdims=True)
+        scale = np.maximum(amax / m, np.float32(2.0**-149))
+        v = np.clip(x / scale, -m, m)
+        q = np.rint(v) if element == "int8" else v.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+        x_dq = q * scale
+        out[g] = float(np.linalg.norm(x.astype(np.float64) - x_dq) / np.linalg.norm(x.astype(np.float64)))
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_kv_errors_agree_with_numpy_and_ml_dtypes_and_budgets_keep_their_distance(seed):
+    for case in cases_for("ex12.kv_scale_granularity", seed):
+        x, element, budget = case.args
+        ref = ch12.kv_errors(x, element)
+        mine = kv_errors_numpy(x, element)
+        for g in ch12.KV_GRANULARITIES:
+            assert math.isclose(ref[g], mine[g], rel_tol=1e-12, abs_tol=1e-300), (case.label, g)
+            assert abs(ref[g] - budget) > ch12.KV_BUDGET_GAP * budget, (case.label, g)
+
+
+def test_kv_edge_cases_are_what_their_labels_say():
+    cases = {c.label: c for c in cases_for("ex12.kv_scale_granularity", 0) if c.label}
+    answer = {label: ch12.kv_scale_granularity_ref(*c.args) for label, c in cases.items()}
+    assert answer["as many tokens as heads: per-head first"] == "per-head"
+    assert answer["fewer tokens than heads: per-token first"] == "per-token"
+    assert answer["an all-zero head"] == "per-head"
+    assert not cases["an all-zero head"].args[0].reshape(4, -1).any(axis=1).all()
+    assert answer["a budget no granularity meets"] is None
+    assert answer["a budget every granularity meets"] == "per-tensor"
+    x, _, _ = cases["as many tokens as heads: per-head first"].args
+    assert x.shape[0] == x.shape[1]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_kv_answers_cover_every_granularity_and_none(seed):
+    answers = {ch12.kv_scale_granularity_ref(*c.args) for c in cases_for("ex12.kv_scale_granularity", seed)}
+    assert answers == {*ch12.KV_GRANULARITIES, None}

@@ -28,6 +28,15 @@
   (:func:`nbhelpers.weight_quant.rtn_quantize` and :func:`~nbhelpers.weight_quant.dequantize`);
   :func:`channel_vs_group_example` shows each case has an answer (each bound is a random fraction
   of what it reaches).
+- ``kv_scale_granularity``: pick the KV-cache scale granularity (per tensor, head, token, or token
+  and head) with the fewest scales whose relative error meets a budget, or None. Reference:
+  :func:`kv_scale_granularity_ref`, the errors (:func:`kv_errors`) by the chapter's
+  :func:`nbhelpers.quantized_lm.fake_quant` (torch's float8 cast), held in the tests against
+  numpy and ml_dtypes. Budgets lie a relative 1e-6 from an error (never within
+  :data:`KV_BUDGET_GAP`), so a quantizer off the statement (int8 to 128, e5m2, a truncation)
+  crosses one; cases aimed at each answer (:func:`_kv_case_for`) put the budget where a wrong
+  order of the granularities (the table's order where T < H, a tie to per-token) answers wrongly.
+  Compared exactly.
 
 Edge cases come first, then random ones from the seed.
 """
@@ -37,6 +46,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from ..exercise_types import Case, Exercise
 from ..inference_math import (
@@ -49,6 +59,7 @@ from ..inference_math import (
     decode_step,
 )
 from ..perf_model import GPU, H100_SXM, H200
+from ..quantized_lm import fake_quant
 from ..report_text import describe
 from ..weight_quant import code_range, dequantize, rtn_quantize
 
@@ -405,23 +416,24 @@ def _column_case(rng, N, K, j, bits, symmetric, label="", spread=1.0, W=None, ti
 
 
 def _column_cases(rng: np.random.Generator) -> list[Case]:
+    edge = np.random.default_rng(1202)
     cases = [
-        _column_case(rng, 6, 8, 0, 4, True, "the first column: F is every column"),
-        _column_case(rng, 6, 8, 7, 4, True, "the last column: nothing left to update"),
-        _column_case(rng, 5, 9, 3, 4, False, "a zero point"),
-        _column_case(rng, 7, 10, 4, 4, True, "halfway cases: ties to even in float32", ties=True),
-        _column_case(rng, 7, 10, 5, 4, False, "halfway cases with a zero point", ties=True),
-        _column_case(rng, 8, 12, 6, 3, True, "scales too small: codes clamp at both ends", wide=True),
-        _column_case(rng, 8, 12, 2, 4, False, "a zero point, codes clamp", wide=True),
-        _column_case(rng, 1, 1, 0, 8, True, "one weight"),
-        _column_case(rng, 4, 16, 15, 2, False, "2 bits, last column"),
-        _column_case(rng, 3, 6, 1, 8, True, "int8"),
-        _column_case(rng, 9, 6, 2, 8, False, "8-bit codes with a zero point (up to 255)"),
+        _column_case(edge, 6, 8, 0, 4, True, "the first column: F is every column"),
+        _column_case(edge, 6, 8, 7, 4, True, "the last column: nothing left to update"),
+        _column_case(edge, 5, 9, 3, 4, False, "a zero point"),
+        _column_case(edge, 7, 10, 4, 4, True, "halfway cases: ties to even in float32", ties=True),
+        _column_case(edge, 7, 10, 5, 4, False, "halfway cases with a zero point", ties=True),
+        _column_case(edge, 8, 12, 6, 3, True, "scales too small: codes clamp at both ends", wide=True),
+        _column_case(edge, 8, 12, 2, 4, False, "a zero point, codes clamp", wide=True),
+        _column_case(edge, 1, 1, 0, 8, True, "one weight"),
+        _column_case(edge, 4, 16, 15, 2, False, "2 bits, last column"),
+        _column_case(edge, 3, 6, 1, 8, True, "int8"),
+        _column_case(edge, 9, 6, 2, 8, False, "8-bit codes with a zero point (up to 255)"),
     ]
-    W = rng.normal(size=(6, 9))
+    W = edge.normal(size=(6, 9))
     W[:, 4] = 0.0
-    cases.append(_column_case(rng, 6, 9, 4, 4, True, "a column of zeros", W=W))
-    cases.append(_column_case(rng, 6, 9, 4, 4, False, "a column of zeros, zero point", W=W))
+    cases.append(_column_case(edge, 6, 9, 4, 4, True, "a column of zeros", W=W))
+    cases.append(_column_case(edge, 6, 9, 4, 4, False, "a column of zeros, zero point", W=W))
     for _ in range(24):
         N, K = int(rng.integers(1, 24)), int(rng.integers(2, 40))
         j = int(rng.choice([int(rng.integers(0, K)), int(rng.integers(1, K))]))
@@ -529,13 +541,14 @@ def _group_case(rng, N, K, group, bits, symmetric, label="") -> Case:
 
 
 def _group_cases(rng: np.random.Generator) -> list[Case]:
+    edge = np.random.default_rng(1203)
     cases = [
-        _group_case(rng, 4, 4096, 32, 4, True, "int4, symmetric, K = 4096, groups of 32"),
-        _group_case(rng, 4, 4096, 32, 4, False, "int4 with a zero point"),
-        _group_case(rng, 2, 64, 32, 4, True, "two groups a row"),
-        _group_case(rng, 3, 256, 16, 8, True, "int8, groups of 16"),
-        _group_case(rng, 3, 512, 128, 3, False, "int3 with a zero point, groups of 128"),
-        _group_case(rng, 1, 96, 32, 2, True, "2 bits, one row"),
+        _group_case(edge, 4, 4096, 32, 4, True, "int4, symmetric, K = 4096, groups of 32"),
+        _group_case(edge, 4, 4096, 32, 4, False, "int4 with a zero point"),
+        _group_case(edge, 2, 64, 32, 4, True, "two groups a row"),
+        _group_case(edge, 3, 256, 16, 8, True, "int8, groups of 16"),
+        _group_case(edge, 3, 512, 128, 3, False, "int3 with a zero point, groups of 128"),
+        _group_case(edge, 1, 96, 32, 2, True, "2 bits, one row"),
     ]
     for _ in range(8):
         group = int(rng.choice([8, 16, 32, 64, 128]))
@@ -546,15 +559,179 @@ def _group_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------ 4. a KV-cache scale granularity
+
+#: the granularities of exercise 4, in the order that breaks a tie of their counts of scales
+KV_GRANULARITIES = ("per-tensor", "per-head", "per-token", "per-token-head")
+#: fp32's smallest positive: the floor of a scale, so that an all-zero slice stays zero
+KV_MIN_SCALE = 2.0**-149
+#: a budget is never closer than this (relative) to one of the case's errors
+KV_BUDGET_GAP = 1e-8
+
+
+def kv_scale_count(granularity: str, H: int, T: int) -> int:
+    return {"per-tensor": 1, "per-head": H, "per-token": T, "per-token-head": H * T}[granularity]
+
+
+def kv_errors(x: np.ndarray, element: str) -> dict[str, float]:
+    """The relative error ``||x - x_dq||_F / ||x||_F`` (float64) of each granularity, x (H, T, D)
+    quantized by the chapter's :func:`nbhelpers.quantized_lm.fake_quant` with static scales
+    ``max(fp32(amax / max_element), 2**-149)``."""
+    t = torch.from_numpy(np.asarray(x, dtype=np.float32))
+    m = 127.0 if element == "int8" else 448.0
+    dims = {"per-tensor": (0, 1, 2), "per-head": (1, 2), "per-token": (0, 2), "per-token-head": (2,)}
+    x64 = np.asarray(x, dtype=np.float64)
+    norm = np.linalg.norm(x64)
+    out = {}
+    for g in KV_GRANULARITIES:
+        amax = t.abs().amax(dim=dims[g], keepdim=True)
+        scale = torch.clamp(amax / m, min=KV_MIN_SCALE)
+        x_dq = fake_quant(t, scale, element).numpy().astype(np.float64)
+        out[g] = float(np.linalg.norm(x64 - x_dq) / norm)
+    return out
+
+
+def kv_scale_granularity_ref(x: np.ndarray, element: str, budget: float) -> str | None:
+    """The granularity with the fewest scales (ties in :data:`KV_GRANULARITIES`' order) whose
+    relative error is at most ``budget``; None when none is."""
+    H, T, _ = np.shape(x)
+    errors = kv_errors(x, element)
+    order = sorted(KV_GRANULARITIES, key=lambda g: (kv_scale_count(g, H, T), KV_GRANULARITIES.index(g)))
+    return next((g for g in order if errors[g] <= budget), None)
+
+
+def _kv_x(
+    rng: np.random.Generator, H: int, T: int, D: int, heads=1.0, tokens=1.0, outliers=0, zero: str = ""
+) -> np.ndarray:
+    """Keys (or values) (H, T, D) float32: normal numbers, each head and each token scaled by
+    exp(N(0, spread)), a few tokens (attention sinks) much larger, and (``zero`` "head" or
+    "token") one head or token all zeros, unless that would leave nothing."""
+    x = rng.normal(size=(H, T, D))
+    x *= np.exp(rng.normal(size=(H, 1, 1)) * heads)
+    x *= np.exp(rng.normal(size=(1, T, 1)) * tokens)
+    for _ in range(outliers):
+        x[:, int(rng.integers(T)), :] *= float(rng.uniform(20, 2000))
+    if zero == "head" and H > 1:
+        x[int(rng.integers(H))] = 0.0
+    if zero == "token" and T > 1:
+        x[:, int(rng.integers(T))] = 0.0
+    return x.astype(np.float32)
+
+
+def _kv_budget(rng: np.random.Generator, x: np.ndarray, element: str, where: str) -> float:
+    """A budget: ``"tight"`` a relative 1e-6 either side of one granularity's error; ``"gap"``
+    within the gap between two errors; ``"none"`` below every error; ``"all"`` above every one."""
+    errors = sorted(set(kv_errors(x, element).values()))
+    if where == "none":
+        return float(errors[0] * rng.uniform(0.3, 0.9))
+    if where == "all":
+        return float(errors[-1] * rng.uniform(1.1, 3.0))
+    if where == "tight" or len(errors) == 1:
+        e = errors[int(rng.integers(len(errors)))]
+        return float(e * (1 + float(rng.choice([-1e-6, 1e-6]))))
+    i = int(rng.integers(len(errors) - 1))
+    lo, hi = math.log(errors[i]), math.log(errors[i + 1])
+    return float(math.exp(lo + (hi - lo) * rng.uniform(0.2, 0.8)))
+
+
+def _kv_case(rng, x, element, where, label="") -> Case:
+    return Case((x, element, _kv_budget(rng, x, element, where)), label=label)
+
+
+def _kv_case_for(rng, shape, element: str, target: str, label: str, tries: int = 200, **spread) -> Case | None:
+    """A case whose answer is ``target``: data drawn (:func:`_kv_x`) until target's error lies
+    below the error of every granularity that comes before it, and a budget at or above target's
+    error and below theirs (a relative 1e-6 above target's error, half way in the log, or a
+    relative 1e-6 below the lowest of theirs); None (or, for an edge case, an error) when no
+    draw of ``tries`` does."""
+    for _ in range(tries):
+        x = _kv_x(rng, *shape, **spread)
+        H, T, _ = x.shape
+        errors = kv_errors(x, element)
+        order = sorted(KV_GRANULARITIES, key=lambda g: (kv_scale_count(g, H, T), KV_GRANULARITIES.index(g)))
+        before = [errors[g] for g in order[: order.index(target)]]
+        top = min(before, default=errors[target] * 4)
+        if errors[target] * (1 + 1e-4) < top:
+            # just above target's error, half way, or just below the next error up (where the
+            # granularities after target in the order may pass too)
+            budgets = [errors[target] * (1 + 1e-6), math.sqrt(errors[target] * top), top * (1 - 1e-6)]
+            return Case((x, element, float(budgets[int(rng.integers(3))])), label=label)
+    if label:  # an edge case must be what its label says
+        raise ValueError(f"{label}: no data drawn makes {target} the answer")
+    return None
+
+
+def _kv_cases(rng: np.random.Generator) -> list[Case]:
+    edge, cases = np.random.default_rng(1204), []
+    x = _kv_x(edge, 8, 64, 32, heads=2.0, tokens=0.3)
+    cases.append(_kv_case(edge, x, "int8", "tight", "int8, heads of very different sizes"))
+    x = _kv_x(edge, 4, 48, 16, heads=0.2, tokens=0.2, outliers=2)
+    cases.append(_kv_case(edge, x, "int8", "gap", "int8, two attention-sink tokens"))
+    x = _kv_x(edge, 4, 40, 16, heads=3.0, tokens=2.5, outliers=1)
+    cases.append(_kv_case(edge, x, "e4m3fn", "tight", "fp8: sizes spread past e4m3fn's range"))
+    for shape, target, label in (
+        ((8, 8, 16), "per-head", "as many tokens as heads: per-head first"),
+        ((16, 3, 8), "per-token", "fewer tokens than heads: per-token first"),
+        ((4, 40, 16), "per-token", "int8, per-token"),
+        ((4, 40, 16), "per-token-head", "int8: only the finest meets it"),
+    ):
+        cases.append(_kv_case_for(edge, shape, "int8", target, label, heads=1.5, tokens=1.5))
+    for _ in range(200):  # an all-zero head, per-head the answer
+        x = _kv_x(edge, 4, 32, 16, heads=2.0, tokens=0.1)
+        x[1] = 0.0
+        e = kv_errors(x, "int8")
+        if e["per-head"] * (1 + 1e-4) < e["per-tensor"]:
+            cases.append(Case((x, "int8", e["per-head"] * (1 + 1e-6)), label="an all-zero head"))
+            break
+    x = _kv_x(edge, 4, 32, 16, heads=1.0, tokens=1.0)
+    cases.append(_kv_case(edge, x, "e4m3fn", "none", "a budget no granularity meets"))
+    cases.append(_kv_case(edge, x, "int8", "all", "a budget every granularity meets"))
+    x = _kv_x(edge, 1, 1, 1)
+    cases.append(Case((x, "int8", 1e-3), label="one number: exact at every granularity"))
+    for _ in range(24):
+        H, D = int(rng.choice([1, 2, 4, 8, 8, 16, 16])), int(rng.choice([8, 16, 32, 64]))
+        T = int(rng.choice([int(rng.integers(1, 80)), H, int(rng.integers(1, H + 1))]))
+        element = str(rng.choice(["int8", "int8", "e4m3fn"]))
+        spread = {
+            "heads": float(rng.uniform(0, 3)),
+            "tokens": float(rng.uniform(0, 3)),
+            "outliers": int(rng.integers(0, 3)),
+            "zero": str(rng.choice(["", "head", "token"])),
+        }
+        target = str(rng.choice([*KV_GRANULARITIES, "per-head", "per-token", "none", "all"]))
+        case = None
+        if target in KV_GRANULARITIES:
+            case = _kv_case_for(rng, (H, T, D), element, target, "", tries=20, **spread)
+        if case is None:
+            x = _kv_x(rng, H, T, D, **spread)
+            where = target if target in ("none", "all") else str(rng.choice(["tight", "gap"]))
+            case = _kv_case(rng, x, element, where)
+        cases.append(case)
+    return cases
+
+
+def _same_granularity(got, expected) -> str | None:
+    if got is not None and not isinstance(got, str):
+        return f"returned {describe(got)}, expected one of {', '.join(map(repr, KV_GRANULARITIES))} or None"
+    if got != expected:
+        return f"returned {got!r}, expected {expected!r}"
+    return None
+
+
 #: What an answer may not call (Exercise.forbidden): the chapter's arithmetic of a step, GPTQ and
 #: the round-to-nearest quantizer (exercise 3 may call them to test its matrix, not in its answer).
-FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.inference_math", "nbhelpers.weight_quant")
+FORBIDDEN = (
+    "nbhelpers.answer_keys",
+    "nbhelpers.inference_math",
+    "nbhelpers.weight_quant",
+    "nbhelpers.quantized_lm",
+)
 
 EXERCISES = [
     Exercise(
         "ex12.decode_step_time",
         "Predict what sets a decode step's time",
-        6,
+        5,
         decode_step_time_ref,
         _step_cases,
         compare=_same_step,
@@ -563,7 +740,7 @@ EXERCISES = [
     Exercise(
         "ex12.gptq_column",
         "GPTQ's step for one column, from its equations",
-        7,
+        6,
         gptq_column_ref,
         _column_cases,
         compare=_same_column,
@@ -572,10 +749,19 @@ EXERCISES = [
     Exercise(
         "ex12.channel_vs_group",
         "A matrix that per-channel int4 ruins and groups keep",
-        5,
+        4,
         channel_vs_group_ref,
         _group_cases,
         compare=_group_compare,
+        forbidden=FORBIDDEN,
+    ),
+    Exercise(
+        "ex12.kv_scale_granularity",
+        "A KV-cache scale granularity for an error budget",
+        4,
+        kv_scale_granularity_ref,
+        _kv_cases,
+        compare=_same_granularity,
         forbidden=FORBIDDEN,
     ),
 ]
