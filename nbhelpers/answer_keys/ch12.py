@@ -748,7 +748,7 @@ EXERCISES = [
     ),
     Exercise(
         "ex12.channel_vs_group",
-        "A matrix that per-channel int4 ruins and groups keep",
+        "A matrix that one scale per channel ruins and groups keep",
         4,
         channel_vs_group_ref,
         _group_cases,
