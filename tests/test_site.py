@@ -26,12 +26,16 @@ from urllib.parse import unquote, urljoin, urlsplit
 import pytest
 
 from conftest import system_package_missing  # the repository root's conftest.py
+from nbhelpers.tooling import install_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 INSTALL_CHROMIUM = "sudo apt-get install -y chromium"
+# A code cell the page shows unfolded (a chapter's first code cell, which installs the course on
+# Colab, is folded away: nbhelpers/tooling/install_cell.py)
+UNFOLDED_CELL = "div.cell:not(.tag_hide-cell)"
 # what the site's build must not import: the Pages workflow installs the site extra alone
 BUILD_NEEDS_NONE_OF = ("nbhelpers", "torch", "triton", "numpy", "matplotlib", "jupyterlab")
 
@@ -371,6 +375,24 @@ def test_pages_show_no_test_markers_and_keep_the_answers_folded(site, pages, not
         assert " open" not in tag, f"{notebook.stem}: the answers' check is folded but open: {tag}"
 
 
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
+def test_pages_fold_the_cell_that_installs_the_course_on_colab(site, pages, notebook):
+    """A chapter's first code cell installs the course on Colab and does nothing elsewhere: a
+    reader of the page has nothing to install, so the page folds it away (a closed ``<details>``)
+    under a prompt that says what it holds. The notebook offered for download keeps it, so that
+    the download, opened on Colab, sets itself up too."""
+    raw = pages[notebook.stem].raw
+    prompt = install_cell.CELL_METADATA["mystnb"]["code_prompt_show"]
+    assert raw.count(install_cell.FIRST_LINE) == 1 and raw.count(prompt) == 1, notebook.stem
+    before = raw[: raw.index(install_cell.FIRST_LINE)]
+    opened = before.rfind("<details")
+    assert opened > before.rfind("</details>") and prompt in before[opened:], f"{notebook.stem}: not folded"
+    assert " open" not in before[opened : before.index(">", opened)], f"{notebook.stem}: folded but open"
+    assert raw.index("Files for this chapter") < opened  # below the title's box of downloads
+    download = [c for c in load(built(site, notebook))["cells"] if c["cell_type"] == "code"]
+    assert "".join(download[0]["source"]).startswith(install_cell.FIRST_LINE), notebook.stem
+
+
 def test_every_local_link_and_image_resolves(site, pages):
     index = site / "index.html"
     all_pages = {index: Page(index.read_text(encoding="utf-8"))}
@@ -607,18 +629,25 @@ def test_browser_page_logs_no_errors_and_figures_open_at_full_size(site, server,
 
 
 def test_browser_copy_button_copies_a_code_cell(site, server, browser_page):
-    """Every code block has a copy button; on the first code cell of chapter 01 it puts exactly the
-    cell's code (as the page shows it) on the clipboard."""
+    """Every code block has a copy button; on the first code cell of chapter 01 that the page shows
+    unfolded it puts exactly the cell's code (as the page shows it) on the clipboard."""
     page = browser_page
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.rstrip("/"))
     notebook = NOTEBOOKS[0]
     page.goto(urljoin(server, f"notebooks/{notebook.stem}.html"), wait_until="networkidle")
     blocks = page.locator("article div.cell_input div.highlight")
     assert blocks.count() > 0 and blocks.count() == page.locator("article div.cell_input button.copy-code").count()
-    first_code = next("".join(c["source"]) for c in load(built(site, notebook))["cells"] if c["cell_type"] == "code")
-    blocks.first.hover()
-    blocks.first.locator("button.copy-code").click()
-    page.wait_for_function("() => document.querySelector('button.copy-code').textContent === 'copied'")
+    shown = page.locator(f"article {UNFOLDED_CELL} div.cell_input div.highlight")
+    first_code = next(
+        "".join(c["source"])
+        for c in load(built(site, notebook))["cells"]
+        if c["cell_type"] == "code" and "hide-cell" not in c["metadata"].get("tags", [])
+    )
+    shown.first.hover()
+    shown.first.locator("button.copy-code").click()
+    page.wait_for_function(
+        f"() => document.querySelector('article {UNFOLDED_CELL} button.copy-code').textContent === 'copied'"
+    )
     assert page.evaluate("() => navigator.clipboard.readText()") == first_code.rstrip("\n")
     assert page.outside == []
 
@@ -634,18 +663,18 @@ WIDE_CELLS = """() => {
     .map(p => p.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), ''));
 }"""
 # The lines, of those given, that run past a code cell's box when put in one: an empty box
-# like the page's first code cell's, next to it in the column.
-WIDE_LINES = """(lines) => {
-    const cell = document.querySelector('article div.cell_input pre');
+# like the page's first unfolded code cell's, next to it in the column.
+WIDE_LINES = f"""(lines) => {{
+    const cell = document.querySelector('article {UNFOLDED_CELL} div.cell_input pre');
     const probe = cell.cloneNode(false);
     cell.parentNode.appendChild(probe);
-    const wide = lines.filter(line => {
+    const wide = lines.filter(line => {{
         probe.textContent = line;
         return probe.scrollWidth > probe.clientWidth;
-    });
+    }});
     probe.remove();
     return wide;
-}"""
+}}"""
 
 
 def chapter_of_download(notebook: Path) -> Path:
