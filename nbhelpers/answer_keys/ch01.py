@@ -21,7 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..comparators import float_array
-from ..exercise_types import AfterCall, Case, Exercise
+from ..exercise_types import COMPUTING_TOOLS, AfterCall, Case, Exercise
 from ..formats import FloatFormat, Specials, decode, ulp
 from ..rounding import round_to
 
@@ -951,6 +951,8 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
 
 #: What an answer may not call (Exercise.forbidden): the statement: no nbhelpers.formats, no nbhelpers.rounding.
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.formats", "nbhelpers.rounding")
+#: What its functions may use besides their notebook's own code: see Exercise.tools.
+TOOLS = COMPUTING_TOOLS
 
 EXERCISES = [
     Exercise(
@@ -960,15 +962,34 @@ EXERCISES = [
         decode_bits_ref,
         _decode_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
     ),
     Exercise(
-        "ex01.rounding_interval", "What rounds to v", 6, rounding_interval_ref, _interval_cases, forbidden=FORBIDDEN
+        "ex01.rounding_interval",
+        "What rounds to v",
+        6,
+        rounding_interval_ref,
+        _interval_cases,
+        forbidden=FORBIDDEN,
+        tools=TOOLS,
     ),
     Exercise(
-        "ex01.count_values", "How many values between a and b", 3, count_values_ref, _count_cases, forbidden=FORBIDDEN
+        "ex01.count_values",
+        "How many values between a and b",
+        3,
+        count_values_ref,
+        _count_cases,
+        forbidden=FORBIDDEN,
+        tools=TOOLS,
     ),
     Exercise(
-        "ex01.smallest_absorbing", "Where x + c == x", 2, smallest_absorbing_ref, _absorbing_cases, forbidden=FORBIDDEN
+        "ex01.smallest_absorbing",
+        "Where x + c == x",
+        2,
+        smallest_absorbing_ref,
+        _absorbing_cases,
+        forbidden=FORBIDDEN,
+        tools=TOOLS,
     ),
     Exercise(
         "ex01.round_stochastic",
@@ -979,6 +1000,7 @@ EXERCISES = [
         compare=stochastic_compare,
         compare_all=stochastic_compare_all,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         returned_args=(3,),  # rng: it must have drawn one number per element
     ),
 ]

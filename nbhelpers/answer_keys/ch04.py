@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from ..comparators import float_array
-from ..exercise_types import Case, Exercise
+from ..exercise_types import COMPUTING_TOOLS, Case, Exercise
 from ..rounding import round_to
 
 
@@ -817,6 +817,8 @@ def _kahan_cases(rng: np.random.Generator) -> list[Case]:
 
 #: What an answer may not call (Exercise.forbidden): the statement: nothing of nbhelpers.
 FORBIDDEN = ("nbhelpers",)
+#: What its functions may use besides their notebook's own code: see Exercise.tools.
+TOOLS = COMPUTING_TOOLS
 
 EXERCISES = [
     Exercise(
@@ -827,6 +829,7 @@ EXERCISES = [
         _threshold_cases,
         compare=threshold_compare,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
     ),
     Exercise(
         "ex04.first_copy_change",
@@ -835,6 +838,7 @@ EXERCISES = [
         first_copy_change_ref,
         _copy_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
     ),
     Exercise(
         "ex04.expected_mth_move",
@@ -844,6 +848,7 @@ EXERCISES = [
         _move_cases,
         compare=move_compare,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
     ),
     Exercise(
         "ex04.stalled_kahan_update",
@@ -853,5 +858,6 @@ EXERCISES = [
         _kahan_cases,
         compare=kahan_interval_compare,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
     ),
 ]
