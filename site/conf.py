@@ -68,6 +68,10 @@ html_static_path = ["_static"]
 # the tab's icon: a sign, an exponent and a mantissa field
 html_favicon = "_static/favicon.svg"
 html_css_files = ["course.css"]
+# A figure saved with twice the pixels (nbhelpers.plots) has its size as width and height: Sphinx
+# would wrap such an image in a link to the file, which opens the PNG on a click; course.js opens
+# the figure at its full size instead.
+html_scaled_image_link = False
 html_js_files = ["course.js"]
 html_last_updated_fmt = None
 

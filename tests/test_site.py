@@ -562,28 +562,49 @@ def test_browser_search_finds_a_chapter(server, browser_page):
     assert page.outside == []
 
 
-def test_browser_the_text_column_holds_a_figure_of_the_course_at_its_own_size(server, browser_page):
+# Every figure of a chapter page: [its own width (the width attribute a figure saved with twice
+# the pixels carries, else its width in pixels), its width on the page, its proportions as saved,
+# its proportions on the page, its height attribute, its height in pixels]
+FIGURE_SIZES = """() => [...document.querySelectorAll('article .cell_output img')].map((i) => [
+    Number(i.getAttribute('width')) || i.naturalWidth, i.clientWidth,
+    i.naturalWidth / i.naturalHeight, i.clientWidth / i.clientHeight,
+    Number(i.getAttribute('height')), i.naturalHeight])"""
+
+
+def test_browser_the_text_column_holds_a_figure_of_the_course_at_its_own_size(site, server, browser_page):
     """At the window the figures are sized for, the text column is at least COLUMN_PX wide, so
-    that the page shows a figure of nbhelpers.plots at its own size, its text as drawn."""
-    from nbhelpers.plots.style import COLUMN_PX
+    that the page shows a figure of nbhelpers.plots at its own size, its text as drawn: every
+    figure of every chapter is drawn at its own width, in its own proportions. A figure saved with
+    PIXEL_RATIO times the pixels (nbhelpers.plots.sharp_png) is drawn at the size in its
+    metadata: its pixels divided by PIXEL_RATIO."""
+    from nbhelpers.plots.style import COLUMN_PX, PIXEL_RATIO
 
     page = browser_page
-    page.goto(urljoin(server, f"notebooks/{NOTEBOOKS[0].stem}.html"), wait_until="networkidle")
     assert page.viewport_size["width"] == 1280
-    column = page.evaluate("""() => {
-        const box = document.querySelector('article .cell_output img').parentElement;
-        const style = getComputedStyle(box);
-        return box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
-    }""")
-    assert column >= COLUMN_PX, column
+    for notebook in NOTEBOOKS:
+        if not png_outputs(built(site, notebook)):
+            continue
+        page.goto(urljoin(server, f"notebooks/{notebook.stem}.html"), wait_until="networkidle")
+        column = page.evaluate("""() => {
+            const box = document.querySelector('article .cell_output img').parentElement;
+            const style = getComputedStyle(box);
+            return box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+        }""")
+        assert column >= COLUMN_PX, (notebook.stem, column)
+        for own, shown, saved, drawn, height, pixels in page.evaluate(FIGURE_SIZES):
+            assert shown == own <= COLUMN_PX, (notebook.stem, own, shown)
+            assert drawn == pytest.approx(saved, rel=0.01), (notebook.stem, saved, drawn)
+            if height:  # a sharp figure: its metadata's size, PIXEL_RATIO times fewer pixels
+                assert pixels // PIXEL_RATIO == height, (notebook.stem, height, pixels)
     assert page.outside == []
 
 
 def test_browser_page_logs_no_errors_and_figures_open_at_full_size(site, server, browser_page):
     """A chapter page logs no error in the console (the theme's colour mode has its default), a
-    figure that the column shrinks (in a window narrower than the figures are made for) can be
-    opened at its full width and closed with Escape, and a printed line longer than the column
-    wraps instead of scrolling sideways."""
+    figure that the column shrinks (in a window narrower than the figures are made for) keeps its
+    proportions and can be opened at its full width (the size a sharp figure's metadata gives it)
+    and closed with Escape, and a printed line longer than the column wraps instead of scrolling
+    sideways."""
     page = browser_page
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -594,15 +615,19 @@ def test_browser_page_logs_no_errors_and_figures_open_at_full_size(site, server,
     try:
         page.goto(urljoin(server, f"notebooks/{wide.stem}.html"), wait_until="networkidle")
         assert errors == []
-        shrunk = page.evaluate("""() => [...document.querySelectorAll('article .cell_output img')]
-            .map(i => [i.naturalWidth, i.clientWidth, i.classList.contains('zoomable')])""")
-        assert shrunk and all(zoomable == (natural > shown + 1) for natural, shown, zoomable in shrunk), shrunk
-        assert any(zoomable for *_, zoomable in shrunk), "no figure is wider than the column here"
-        natural = next(n for n, _, z in shrunk if z)
+        sizes = page.evaluate(FIGURE_SIZES)
+        zoomable = page.evaluate("""() => [...document.querySelectorAll('article .cell_output img')]
+            .map(i => i.classList.contains('zoomable'))""")
+        assert sizes and [own > shown + 1 for own, shown, *_ in sizes] == zoomable, (sizes, zoomable)
+        assert any(zoomable), "no figure is wider than the column here"
+        # shrunk to the column, each keeps its proportions (a height attribute does not stay)
+        for _, _, saved, drawn, *_ in sizes:
+            assert drawn == pytest.approx(saved, rel=0.01), (saved, drawn)
+        full = next(own for (own, *_), z in zip(sizes, zoomable) if z)
         page.locator("article .cell_output img.zoomable").first.click()
         overlay = page.locator(".figure-zoom img")
         overlay.wait_for(timeout=5_000)
-        assert overlay.evaluate("i => i.clientWidth") == natural
+        assert overlay.evaluate("i => i.clientWidth") == full
         page.keyboard.press("Escape")
         assert page.locator(".figure-zoom").count() == 0
     finally:
@@ -748,6 +773,9 @@ def test_browser_a_cold_chapter_page_weighs_under_1_mb(site, server, browser_pag
         def listener(request, fetched=fetched):
             fetched.append(request)
 
+        # an empty page first, so that what the last chapter still fetched (a font MathJax asks for
+        # late) is not counted as this one's
+        page.goto("about:blank")
         page.on("requestfinished", listener)
         page.goto(urljoin(server, f"notebooks/{notebook.stem}.html"), wait_until="networkidle")
         page.wait_for_timeout(300)

@@ -3,13 +3,16 @@ column, legends off the data, axes handling, dash styles.
 
 Every plot function of :mod:`nbhelpers.plots` takes its colours from here, so bf16 is the same
 red in chapter 01's bit layouts and in chapter 05's loss-scale curve, and its size: every figure
-is :data:`COLUMN_IN` inches wide, so that the notebook's PNG (the inline backend saves it at
-:data:`FIGURE_DPI` with ``bbox_inches="tight"``) is at most :data:`COLUMN_PX` pixels, the width
-of the website's text column, and is shown at its own size, its text as large as it was drawn.
+is :data:`COLUMN_IN` inches wide, so that the notebook's figure (laid out at :data:`FIGURE_DPI`,
+``bbox_inches="tight"``) is at most :data:`COLUMN_PX` pixels, the width of the website's text
+column, and is shown at its own size, its text as large as it was drawn. Its PNG holds
+:data:`PIXEL_RATIO` times as many pixels each way, with that size in the output's metadata, so
+that a high-DPI screen shows it sharp (:func:`sharp_inline_figures`).
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 from matplotlib.layout_engine import ConstrainedLayoutEngine
@@ -19,6 +22,9 @@ from ..formats import FloatFormat, get_format
 __all__ = [
     "COLUMN_PX",
     "FIGURE_DPI",
+    "PIXEL_RATIO",
+    "sharp_inline_figures",
+    "sharp_png",
     "TIGHT_PAD_IN",
     "COLUMN_IN",
     "SMALLEST_FONT_PT",
@@ -63,9 +69,15 @@ EXTRA_COLORS = ("#000000", "#6a3d9a", "#1b9e77", "#a6761d", "#e7298a", "#66a61e"
 #: The width in pixels of the website's text column (at a 1280 px window). A figure wider than
 #: this is shrunk to fit, and its text with it; every figure of the course is at most this wide.
 COLUMN_PX = 688
-#: The resolution of the notebooks' figures: the inline backend saves a figure at its own dpi,
-#: matplotlib's default of 100 (a 10 pt label is then about 14 pixels tall).
+#: The resolution the notebooks' figures are laid out at: a figure's own dpi, matplotlib's
+#: default of 100 (a 10 pt label is then about 14 pixels tall). A page, or JupyterLab, shows a
+#: figure at its size at this dpi.
 FIGURE_DPI = 100
+#: How many pixels of a notebook's PNG make one pixel of the page, each way: the inline backend
+#: saves the figures at FIGURE_DPI * PIXEL_RATIO dpi, with their size at FIGURE_DPI as the width
+#: and height in the output's metadata (IPython's "retina" PNG), so that a screen with two device
+#: pixels per CSS pixel draws every pixel of the figure and the page lays it out as before.
+PIXEL_RATIO = 2
 #: The margin that ``bbox_inches="tight"`` leaves around what a figure draws, on each side
 #: (matplotlib's ``savefig.pad_inches``), in inches.
 TIGHT_PAD_IN = 0.1
@@ -77,11 +89,98 @@ COLUMN_IN = COLUMN_PX / FIGURE_DPI - 2 * TIGHT_PAD_IN
 SMALLEST_FONT_PT = 8
 
 
+def sharp_png(fig, **kwargs) -> tuple[bytes, dict[str, int]] | None:
+    """``fig`` as a notebook stores it: a PNG of :data:`PIXEL_RATIO` times the pixels of its size at
+    its own dpi (``bbox_inches="tight"`` unless ``kwargs``, which go to matplotlib's
+    ``print_figure``, say otherwise), with 256 colours at most, and the metadata that shows it at
+    that size: ``{"width": w, "height": h}`` in pixels at the figure's dpi. None for a figure that
+    draws nothing (as IPython's printers return).
+
+    A line plot of the course holds a few thousand colours, all but a few hundred of them in the
+    anti-aliased edges; a palette of 256 keeps every pixel within a few levels of its colour (the
+    edges within about 30 of 255) and makes the PNG about a third of the size, so that a figure
+    of twice the pixels weighs less than the plain one did."""
+    import io
+
+    from IPython.core.pylabtools import print_figure
+    from PIL import Image
+
+    kwargs.setdefault("bbox_inches", "tight")
+    png = print_figure(fig, "png", dpi=fig.dpi * PIXEL_RATIO, **kwargs)
+    if png is None:
+        return None
+    image = Image.open(io.BytesIO(png))
+    width, height = image.size
+    # FASTOCTREE is the method that keeps an alpha channel (a transparent figure stays so)
+    palette = image.convert("RGBA").quantize(256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    palette.save(out, format="png", optimize=True)
+    return out.getvalue(), {"width": width // PIXEL_RATIO, "height": height // PIXEL_RATIO}
+
+
+def _sharp_png_base64(fig, **kwargs):
+    """:func:`sharp_png` as the shell's PNG formatter wants it: base64 text and the metadata."""
+    from base64 import b64encode
+
+    made = sharp_png(fig, **kwargs)
+    if made is None:
+        return None
+    png, metadata = made
+    return b64encode(png).decode("ascii"), metadata
+
+
+def sharp_inline_figures() -> bool:
+    """In a notebook, have the shell store every matplotlib figure it shows as :func:`sharp_png`
+    makes it: twice the pixels each way (:data:`PIXEL_RATIO`), their size at the figure's dpi in
+    the output's metadata, so that the figure takes the same room on the website and in JupyterLab
+    as before and a high-DPI screen shows it sharp. It replaces the inline backend's PNG printer
+    (plain or "retina"); a notebook that chose another format (``%config
+    InlineBackend.figure_formats = ["svg"]``) keeps it.
+
+    :func:`column_figsize` and :class:`ColumnLayout`, which size and lay out every figure of the
+    course, call it, so a notebook need not. Returns whether figures are stored that way: False
+    outside an IPython shell or when the shell prints figures in no PNG format."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # a plain Python process: nothing shows figures
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    if matplotlib.rcParams["backend"] in ("inline", "module://matplotlib_inline.backend_inline"):
+        # The inline backend sets the shell's figure printers when it is first imported, which
+        # pyplot does at its first figure: import it now, so that it does so before this, not
+        # over it.
+        import matplotlib_inline.backend_inline  # noqa: F401
+
+    formatter = shell.display_formatter.formatters["image/png"]
+    try:
+        printer = formatter.lookup_by_type(Figure)
+    except KeyError:  # figures are shown in another format: leave them so
+        return False
+    if getattr(printer, "func", None) is _sharp_png_base64:
+        return True
+    options = {}
+    try:  # the inline backend's options for its printers (bbox_inches="tight")
+        from matplotlib_inline.config import InlineBackend
+
+        options = dict(InlineBackend.instance().print_figure_kwargs)
+    except ImportError:
+        pass
+    formatter.for_type(Figure, functools.partial(_sharp_png_base64, **options))
+    return True
+
+
 def column_figsize(height_ratio: float = 0.6) -> tuple[float, float]:
     """(width, height) in inches of a figure as wide as the column, ``height_ratio`` times as tall
-    as it is wide."""
+    as it is wide. In a notebook it also has the figures saved sharp for high-DPI screens, at the
+    same size on the page (:func:`sharp_inline_figures`)."""
     if not height_ratio > 0:
         raise ValueError(f"height_ratio must be positive, got {height_ratio!r}")
+    sharp_inline_figures()
     return (COLUMN_IN, COLUMN_IN * height_ratio)
 
 
@@ -287,7 +386,12 @@ class ColumnLayout(ConstrainedLayoutEngine):
     titles included, so that ``bbox_inches="tight"`` cannot widen it), after it wraps each title
     and axis label that is longer than its Axes (a figure's title: than the figure), hangs each
     legend of :func:`legend_below` under its Axes' labels, and hides the x label of the upper
-    panels of a column that shares its x axis."""
+    panels of a column that shares its x axis. In a notebook it has the figures saved sharp for
+    high-DPI screens (:func:`sharp_inline_figures`), like :func:`column_figsize`."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        sharp_inline_figures()
 
     def execute(self, fig):
         _hide_inner_xlabels(fig)

@@ -5,13 +5,19 @@
 //
 // Click-to-zoom: a figure drawn narrower than its own width (the figures fit the text column of a
 // 1280-pixel window; a narrower window shrinks them) gets the class "zoomable"; a click opens it
-// at its full size over the page, and a click anywhere or Escape closes it.
+// at its full size over the page, and a click anywhere or Escape closes it. A figure's own width
+// is its width attribute where it has one (a notebook's figure saved with twice the pixels, for
+// high-DPI screens, carries its size in CSS pixels), else its width in pixels.
 (function () {
   "use strict";
 
   function close() {
     const open = document.querySelector(".figure-zoom");
     if (open) open.remove();
+  }
+
+  function fullWidth(img) {
+    return Number(img.getAttribute("width")) || img.naturalWidth;
   }
 
   function zoom(img) {
@@ -23,14 +29,14 @@
     const big = document.createElement("img");
     big.src = img.currentSrc || img.src;
     big.alt = img.alt;
-    big.width = img.naturalWidth;
+    big.width = fullWidth(img);
     overlay.appendChild(big);
     overlay.addEventListener("click", close);
     document.body.appendChild(overlay);
   }
 
   function mark(img) {
-    const shrunk = img.naturalWidth > img.clientWidth + 1;
+    const shrunk = fullWidth(img) > img.clientWidth + 1;
     img.classList.toggle("zoomable", shrunk);
     img.title = shrunk ? "click to see the figure at full size" : "";
   }
