@@ -1,6 +1,7 @@
-"""What an exercise is: :class:`Exercise` (an id, a title, points, a reference function, a case
-generator and a comparator) and :class:`Case` (one call of it), with :class:`CheckerError`, the
-error for a bug on the course's side.
+"""What an exercise is: :class:`Exercise` (an id, a title, points, what it asks of the student, a
+reference function, a case generator and a comparator) and :class:`Case` (one call of it), with
+:class:`ExerciseKind` (predict, construct or implement) and :class:`CheckerError`, the error for a
+bug on the course's side.
 
 Types only: the chapter modules (``nbhelpers.answer_keys.chNN``) build their ``EXERCISES`` lists
 from these, the registry (:mod:`nbhelpers.answer_keys`) reads those lists, and
@@ -10,6 +11,7 @@ from these, the registry (:mod:`nbhelpers.answer_keys`) reads those lists, and
 from __future__ import annotations
 
 import ast
+import enum
 import re
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
@@ -22,7 +24,7 @@ from .call_watch import parse_names
 from .comparators import same_value
 from .validation import nonnegative_int
 
-__all__ = ["EXERCISE_ID_RE", "Case", "Exercise", "CheckerError", "code_shape"]
+__all__ = ["EXERCISE_ID_RE", "Case", "Exercise", "ExerciseKind", "CheckerError", "code_shape"]
 
 # "exNN.function_name": group 1 the chapter (two digits), group 2 the function's name
 EXERCISE_ID_RE = re.compile(r"^ex(\d{2})\.([A-Za-z_][A-Za-z0-9_]*)$")
@@ -52,6 +54,19 @@ def code_shape(source: str) -> str | None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             node.returns = None
     return ast.dump(tree)
+
+
+class ExerciseKind(enum.Enum):
+    """What an exercise asks of the student (the website's index of the exercises lists it)."""
+
+    #: work out what a process gives (a count, a threshold, a time, a cost) from the formats and
+    #: the rules, and return it; the check compares it with what the process gives
+    PREDICT = "predict"
+    #: return inputs with stated properties; the check judges the properties, any such inputs pass
+    CONSTRUCT = "construct"
+    #: write a routine (a decoder, an epilogue, a kernel) from its specification; the check
+    #: compares what it returns with the course's reference
+    IMPLEMENT = "implement"
 
 
 class CheckerError(RuntimeError):
@@ -171,6 +186,10 @@ class Exercise:
     returned_args: positions of arguments that the comparison reads as the call left them (a
     generator, to count the numbers drawn): ``compare`` and ``compare_all`` then get an
     :class:`AfterCall` for each result, in the check cell and in the grader.
+    kind: what the exercise asks, an :class:`ExerciseKind` (or its value, ``"predict"``); every
+    exercise a chapter module lists states one (tests/test_exercise_index.py). The website's
+    index of the exercises reads it from the chapter module's source, so it is written there as
+    ``kind=ExerciseKind.PREDICT``.
     """
 
     id: str
@@ -185,6 +204,7 @@ class Exercise:
     given: str = ""
     returned_args: tuple[int, ...] = ()
     tools: tuple[str, ...] | None = None
+    kind: ExerciseKind | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not EXERCISE_ID_RE.match(self.id):
@@ -223,6 +243,14 @@ class Exercise:
             type(i) is int and 0 <= i < 100 for i in self.returned_args
         ):
             raise TypeError(f"{self.id}: returned_args must be a tuple of argument positions")
+        if self.kind is not None:
+            try:
+                object.__setattr__(self, "kind", ExerciseKind(self.kind))
+            except ValueError:
+                names = ", ".join(repr(k.value) for k in ExerciseKind)
+                raise ValueError(
+                    f"{self.id}: kind must be an ExerciseKind or one of {names}, got {self.kind!r}"
+                ) from None
 
     @property
     def chapter(self) -> int:

@@ -1,8 +1,10 @@
 """Build the course website: `make site`, or `python site/build.py [--out build/site]`.
 
 Stages the sources into OUT/src (README.md, site/index.md, site/references.md, site/explorer.md,
-docs/*.md, and copies of notebooks/, exercises/ and solutions/, every *.ipynb picked up by glob, so
-a new chapter needs no configuration), then runs Sphinx with site/conf.py into OUT/html. Nothing is
+docs/*.md, copies of notebooks/, exercises/ and solutions/, every *.ipynb picked up by glob, so a
+new chapter needs no configuration, and exercises.md, the index of every exercise and problem,
+written from the answer keys' source and the notebooks by site/exercise_index.py), then runs
+Sphinx with site/conf.py into OUT/html. Nothing is
 executed and nothing is downloaded: the pages show the outputs committed in the notebooks. The
 chapters are staged as the reader should see them (:func:`page_copy`: no test markers, the
 answers' check hidden with the answers), and the chapter notebooks offered for download are those
@@ -22,6 +24,9 @@ from pathlib import Path
 
 SITE = Path(__file__).resolve().parent
 ROOT = SITE.parent
+sys.path.insert(0, str(SITE))  # this folder's modules
+import exercise_index  # noqa: E402
+
 FOLDERS = ("notebooks", "exercises", "solutions")
 
 # nbval's markers, a comment line of their own in a code cell: for the tests, not the reader
@@ -57,6 +62,11 @@ def stage(src: Path) -> None:
     shutil.copy2(SITE / "index.md", src / "index.md")
     shutil.copy2(SITE / "references.md", src / "references.md")  # the works the chapters cite
     shutil.copy2(SITE / "explorer.md", src / "explorer.md")  # the float format explorer
+    try:  # every exercise and problem, read from their sources
+        page = exercise_index.index_page(ROOT)
+    except exercise_index.NotReadable as e:
+        raise SystemExit(f"error: the index of the exercises: {e}") from None
+    (src / exercise_index.PAGE).write_text(page, encoding="utf-8")
     (src / "docs").mkdir()
     for page in sorted((ROOT / "docs").glob("*.md")):  # the instructors' pages (grading)
         shutil.copy2(page, src / "docs" / page.name)

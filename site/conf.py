@@ -1,8 +1,9 @@
 """Sphinx configuration of the course website (`make site`; site/build.py stages the sources).
 
 The source folder Sphinx reads is the staging folder that site/build.py fills: README.md,
-this folder's pages (index.md, references.md, explorer.md), docs/*.md, and copies of notebooks/,
-exercises/ and solutions/. Only those pages and the chapter notebooks are pages; exercises and
+this folder's pages (index.md, references.md, explorer.md), docs/*.md, copies of notebooks/,
+exercises/ and solutions/, and exercises.md, the index of the exercises that the build writes
+(site/exercise_index.py). Only those pages and the chapter notebooks are pages; exercises and
 solutions are copied into the site as downloadable notebooks and linked from their chapter's
 page (matched by number: exNN_* goes with NN_*). Nothing is executed: the pages show the
 outputs committed in the notebooks. The float format explorer (explorer.md) is a script and a
@@ -345,6 +346,26 @@ def copy_licences(app, exception) -> None:
         shutil.copy2(ROOT / name, Path(app.outdir) / target)
 
 
+# The pages the build writes (site/exercise_index.py): their sources are the answer keys and the
+# notebooks, so they have no "edit this page" button (`drop_edit_button`).
+GENERATED_PAGES = ("exercises",)
+
+
+def drop_edit_button(app, pagename, templatename, context, doctree) -> None:
+    """No "edit this page" on a page the build writes: the theme's button would open a file that
+    the repository does not have. Runs after the theme has made its buttons."""
+    if pagename not in GENERATED_PAGES:
+        return
+
+    def keep(button) -> bool:
+        return button.get("label") != "source-edit-button"
+
+    for button in context.get("header_buttons", []):
+        if "buttons" in button:
+            button["buttons"] = [b for b in button["buttons"] if keep(b)]
+    context["header_buttons"] = [b for b in context.get("header_buttons", []) if keep(b)]
+
+
 def edit_path(app, pagename, templatename, context, doctree) -> None:
     """ "Edit this page" opens the page's source where the repository keeps it: this folder's
     pages are in site/, the others (notebooks/, docs/) where the site has them."""
@@ -362,6 +383,7 @@ def explorer_assets(app, pagename, templatename, context, doctree) -> None:
 def setup(app):
     app.connect("html-page-context", explorer_assets)
     app.connect("html-page-context", edit_path)
+    app.connect("html-page-context", drop_edit_button, priority=900)  # after the theme's buttons
     app.connect("doctree-read", add_files_box)
     app.connect("doctree-read", link_copied_notebooks)
     app.connect("doctree-read", link_site_pages)

@@ -434,6 +434,45 @@ def test_home_page_has_the_chapter_table_and_the_setup_commands(site):
         assert href in links, f"the chapter table has no link to {href}"
 
 
+def test_the_exercise_index_lists_every_exercise_and_problem(site):
+    """exercises.html, which the build writes (site/exercise_index.py): a row for every exercise of
+    every answer key, in order, with its title, its function, what it asks and its points; every
+    problem of every chapter, worded as in the notebook; every link resolving; linked from the
+    home page and from the navigation of every page."""
+    from test_exercise_index import ANSWER_KEYS, index
+
+    from nbhelpers.answer_keys import exercises_of
+
+    path = site / "exercises.html"
+    raw = path.read_text(encoding="utf-8")
+    page = Page(raw)
+    assert page.h1[:1] == ["Exercises and problems"]
+    text = lambda fragment: " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())  # noqa: E731
+    rows = [text(row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", raw, re.DOTALL)]
+    listed = [e for key in ANSWER_KEYS for e in exercises_of(int(key.stem[2:]))]
+    assert listed
+    for number, e in ((n, e) for key in ANSWER_KEYS for n, e in enumerate(exercises_of(int(key.stem[2:])), 1)):
+        expected = f"{number} {e.title} ( {e.name} ) {e.kind.value if e.kind else ''} {e.points}"
+        assert " ".join(expected.split()) in rows, expected
+    assert len(rows) == len(listed) + len([r for r in rows if r.startswith("# exercise")])
+    # the letters and digits of the words, in order: the markup (code, emphasis) and the spaces
+    # around it aside
+    letters = lambda words: re.sub(r"[^0-9A-Za-z]", "", words)  # noqa: E731
+    body = letters(text(raw.split('<article class="bd-article"', 1)[1]))
+    problems = 0
+    for notebook in NOTEBOOKS:
+        for problem in index.read_problems(load(built(site, notebook)), notebook.name):
+            plain = letters(problem.text)
+            assert plain in body, f"{notebook.stem}, problem {problem.number}: {problem.text[:60]}"
+            problems += 1
+    assert problems >= len(NOTEBOOKS)
+    for url in page.links:
+        target = local_target(site, path, url)
+        assert target is None or target.exists(), url
+    assert "exercises.html" in Page((site / "index.html").read_text(encoding="utf-8")).links
+    assert "../exercises.html" in Page(page_of(site, NOTEBOOKS[-1]).read_text(encoding="utf-8")).links
+
+
 def test_search_index_covers_every_chapter(site):
     assert (site / "search.html").is_file()
     index = (site / "searchindex.js").read_text(encoding="utf-8")

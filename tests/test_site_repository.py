@@ -177,6 +177,15 @@ def test_with_a_repository_every_page_links_it_its_issues_and_its_source(site_wi
             assert not launch, f"{name}: launch links on a page that is not a chapter: {launch}"
 
 
+def test_with_a_repository_the_page_the_build_writes_has_no_edit_link(site_with_repository):
+    """The index of the exercises (site/exercise_index.py) has no source file of its own to edit:
+    it links the repository and its issues, and no "edit this page"."""
+    page = Page((site_with_repository / "exercises.html").read_text(encoding="utf-8"))
+    assert EXAMPLE in page.links and any(link.startswith(f"{EXAMPLE}/issues") for link in page.links)
+    assert not [link for link in page.links if "/edit/" in link], page.links
+    assert "btn-source-edit-button" not in page.raw
+
+
 def test_with_a_repository_the_chapter_buttons_open_each_chapters_own_notebook(site_with_repository):
     for notebook in NOTEBOOKS:
         raw = page_of(site_with_repository, notebook).read_text(encoding="utf-8")

@@ -21,7 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..comparators import float_array
-from ..exercise_types import COMPUTING_TOOLS, AfterCall, Case, Exercise
+from ..exercise_types import COMPUTING_TOOLS, AfterCall, Case, Exercise, ExerciseKind
 from ..formats import FloatFormat, Specials, decode, ulp
 from ..rounding import round_to
 
@@ -963,6 +963,7 @@ EXERCISES = [
         _decode_cases,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex01.rounding_interval",
@@ -972,6 +973,7 @@ EXERCISES = [
         _interval_cases,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex01.count_values",
@@ -981,6 +983,7 @@ EXERCISES = [
         _count_cases,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex01.smallest_absorbing",
@@ -990,6 +993,7 @@ EXERCISES = [
         _absorbing_cases,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex01.round_stochastic",
@@ -1002,6 +1006,7 @@ EXERCISES = [
         forbidden=FORBIDDEN,
         tools=TOOLS,
         returned_args=(3,),  # rng: it must have drawn one number per element
+        kind=ExerciseKind.IMPLEMENT,
     ),
 ]
 

@@ -28,7 +28,7 @@ import ml_dtypes
 import numpy as np
 
 from ..accumulation import emulated_sum, stall_length
-from ..exercise_types import Case, Exercise
+from ..exercise_types import Case, Exercise, ExerciseKind
 from ..formats import get_format
 from ..metrics import exact_sum
 from ..rounding import round_to
@@ -683,6 +683,7 @@ EXERCISES = [
         _kahan_cases,
         compare=_kahan_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.CONSTRUCT,
     ),
     Exercise(
         "ex02.roundings_per_term",
@@ -691,9 +692,16 @@ EXERCISES = [
         roundings_per_term_ref,
         _chain_cases,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
-        "ex02.best_splits", "How many splits for a split-K sum", 3, best_splits_ref, _split_cases, forbidden=FORBIDDEN
+        "ex02.best_splits",
+        "How many splits for a split-K sum",
+        3,
+        best_splits_ref,
+        _split_cases,
+        forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex02.sum_of_copies",
@@ -702,6 +710,7 @@ EXERCISES = [
         sum_of_copies_ref,
         _copies_cases,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex02.order_matters",
@@ -711,5 +720,6 @@ EXERCISES = [
         _order_matters_cases,
         compare=_order_matters_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.CONSTRUCT,
     ),
 ]

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..accumulation import emulated_matmul
 from ..comparators import same_value_up_to_zero_sign
-from ..exercise_types import Case, Exercise
+from ..exercise_types import Case, Exercise, ExerciseKind
 from ..rounding import round_to
 from ..tensor_cores import TENSOR_CORES
 
@@ -720,6 +720,7 @@ EXERCISES = [
         first_inexact_K_ref,
         _first_inexact_cases,
         forbidden=EMULATIONS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex03.once_and_every_step",
@@ -729,6 +730,7 @@ EXERCISES = [
         _once_every_cases,
         compare=same_value_up_to_zero_sign,
         forbidden=EMULATIONS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex03.split_k_rescue",
@@ -738,6 +740,7 @@ EXERCISES = [
         _rescue_cases,
         compare=_rescue_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.CONSTRUCT,
     ),
     Exercise(
         "ex03.moved_accumulators",
@@ -746,6 +749,7 @@ EXERCISES = [
         moved_accumulators_ref,
         _moved_cases,
         forbidden=EMULATIONS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex03.fool_the_tensor_core",
@@ -755,5 +759,6 @@ EXERCISES = [
         _fool_cases,
         compare=_fool_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.CONSTRUCT,
     ),
 ]

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from ..comparators import float_array
-from ..exercise_types import COMPUTING_TOOLS, Case, Exercise
+from ..exercise_types import COMPUTING_TOOLS, Case, Exercise, ExerciseKind
 from ..rounding import round_to
 
 
@@ -830,6 +830,7 @@ EXERCISES = [
         compare=threshold_compare,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex04.first_copy_change",
@@ -839,6 +840,7 @@ EXERCISES = [
         _copy_cases,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex04.expected_mth_move",
@@ -849,6 +851,7 @@ EXERCISES = [
         compare=move_compare,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex04.stalled_kahan_update",
@@ -859,5 +862,6 @@ EXERCISES = [
         compare=kahan_interval_compare,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
 ]

@@ -18,7 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..comparators import close_to, same_value
-from ..exercise_types import Case, Exercise
+from ..exercise_types import Case, Exercise, ExerciseKind
 from ..formats import FORMATS, FloatFormat
 from ..rounding import round_to
 
@@ -667,6 +667,7 @@ EXERCISES = [
         _window_cases,
         compare=window_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex05.window_gradients",
@@ -676,6 +677,7 @@ EXERCISES = [
         _window_gradient_cases,
         compare=window_gradients_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.CONSTRUCT,
     ),
     Exercise(
         "ex05.settled_scale",
@@ -684,6 +686,7 @@ EXERCISES = [
         settled_scale_ref,
         _settled_cases,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex05.misordered_clip_ratio",
@@ -693,5 +696,6 @@ EXERCISES = [
         _clip_cases,
         compare=close_to(1e-9),
         forbidden=CLIP_FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
 ]

@@ -51,7 +51,7 @@ import math
 import numpy as np
 
 from ..comparators import float_array, same_value
-from ..exercise_types import Case, Exercise
+from ..exercise_types import Case, Exercise, ExerciseKind
 from ..formats import get_format
 from ..metrics import sqnr_db
 from ..recipes import Recipe
@@ -1246,9 +1246,16 @@ EXERCISES = [
         _flush_cases,
         compare=flushed_per_tensor_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.CONSTRUCT,
     ),
     Exercise(
-        "ex06.asym_int8_gemm", "An int8 GEMM with zero points", 4, asym_int8_gemm_ref, _asym_cases, forbidden=FORBIDDEN
+        "ex06.asym_int8_gemm",
+        "An int8 GEMM with zero points",
+        4,
+        asym_int8_gemm_ref,
+        _asym_cases,
+        forbidden=FORBIDDEN,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex06.coarsest_granularity",
@@ -1258,6 +1265,7 @@ EXERCISES = [
         _granularity_cases,
         compare=_granularity_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex06.fp8_choice",
@@ -1266,6 +1274,7 @@ EXERCISES = [
         fp8_choice_ref,
         _fp8_cases,
         forbidden=FORBIDDEN_NO_ROUNDING,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex06.best_margin",
@@ -1275,5 +1284,6 @@ EXERCISES = [
         _margin_cases,
         compare=_margin_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
 ]

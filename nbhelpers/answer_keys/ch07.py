@@ -47,7 +47,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..comparators import close_to, compare, float_array
-from ..exercise_types import COMPUTING_TOOLS, Case, Exercise
+from ..exercise_types import COMPUTING_TOOLS, Case, Exercise, ExerciseKind
 from ..formats import get_format
 from ..recipes import Recipe
 from ..report_text import describe
@@ -661,6 +661,7 @@ EXERCISES = [
         _mx_cases,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex07.blockwise_scaled_gemm",
@@ -671,6 +672,7 @@ EXERCISES = [
         compare=_within_fp32_error,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex07.largest_promotion_interval",
@@ -680,6 +682,7 @@ EXERCISES = [
         _promotion_cases,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex07.two_level_scales",
@@ -690,5 +693,6 @@ EXERCISES = [
         compare=_two_level_compare,
         forbidden=FORBIDDEN,
         tools=TOOLS,
+        kind=ExerciseKind.IMPLEMENT,
     ),
 ]

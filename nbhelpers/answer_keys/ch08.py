@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..comparators import close_to, same_value
-from ..exercise_types import Case, Exercise
+from ..exercise_types import Case, Exercise, ExerciseKind
 from ..memory_access import sectors_touched
 
 GUARD_IN = 77  # the input buffer's guard value (a kernel that reads outside x reads these)
@@ -524,6 +524,7 @@ EXERCISES = [
         compare=_int_lists,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex08.transpose_tiles",
@@ -535,6 +536,7 @@ EXERCISES = [
         forbidden=FORBIDDEN,
         allowed=TRANSPOSE_MACHINERY,
         given=LAUNCHER,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex08.trace_sectors",
@@ -545,5 +547,6 @@ EXERCISES = [
         compare=_sectors_and_efficiency,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        kind=ExerciseKind.IMPLEMENT,
     ),
 ]

@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exercise_types import Case, Exercise
+from ..exercise_types import Case, Exercise, ExerciseKind
 from ..occupancy import H100, occupancy
 from ..report_text import describe
 from .ch06 import epilogue_ref
@@ -592,6 +592,7 @@ EXERCISES = [
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
         given=SPLIT_K_LAUNCHER,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex09.swap_ab_epilogue",
@@ -602,6 +603,7 @@ EXERCISES = [
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
         given=EPILOGUE_LAUNCHER,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex09.register_budget",
@@ -612,5 +614,6 @@ EXERCISES = [
         compare=_same_budget,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        kind=ExerciseKind.PREDICT,
     ),
 ]

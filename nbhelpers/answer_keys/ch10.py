@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from ..comparators import compare, same_value
-from ..exercise_types import Case, Exercise
+from ..exercise_types import Case, Exercise, ExerciseKind
 from ..moe import capacity, expert_counts, expert_offsets, route, tile_schedule
 
 UNWRITTEN = -7  # what the tile_lookup launcher's output holds before the kernel runs
@@ -342,6 +342,7 @@ EXERCISES = [
         compare=_same_schedule,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex10.tile_lookup",
@@ -353,6 +354,7 @@ EXERCISES = [
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
         given=LAUNCHER,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex10.dropless_cost",
@@ -363,5 +365,6 @@ EXERCISES = [
         compare=_same_cost,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        kind=ExerciseKind.PREDICT,
     ),
 ]

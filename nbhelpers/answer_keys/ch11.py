@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..exercise_types import Case, Exercise
+from ..exercise_types import Case, Exercise, ExerciseKind
 from ..report_text import describe, short_repr
 from ..topk import radix_select_cost, topk_keys, topk_ref
 
@@ -823,6 +823,7 @@ EXERCISES = [
         compare=_same_keys,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex11.topk_two_stage",
@@ -834,6 +835,7 @@ EXERCISES = [
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
         given=LAUNCHER,
+        kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
         "ex11.radix_cost",
@@ -844,6 +846,7 @@ EXERCISES = [
         compare=_same_cost,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex11.flip_top3",
@@ -854,5 +857,6 @@ EXERCISES = [
         compare=_flip_compare,
         forbidden=FORBIDDEN,
         allowed=MACHINERY,
+        kind=ExerciseKind.CONSTRUCT,
     ),
 ]
