@@ -297,6 +297,24 @@ def test_the_math_renderer_is_the_offline_one(site, pages):
     assert (site / "_static" / "mathjax" / "tex-chtml.js").is_file()
 
 
+def test_only_the_pages_with_math_load_the_math_renderer(site):
+    """MathJax (1.2 MB, most of a chapter page's weight) is loaded by every page that has a formula
+    and by no other: Sphinx adds it to a page with math nodes only. The explorer writes its two
+    powers of two as superscripts, so it has no formula and loads none."""
+    with_math, without = [], []
+    for path in sorted(site.rglob("*.html")):
+        name = str(path.relative_to(site))
+        if name.startswith("_"):
+            continue
+        page = Page(path.read_text(encoding="utf-8"))
+        loads = any("mathjax" in src.lower() for src in page.scripts)
+        assert loads == bool(page.math), f"{name}: {len(page.math)} formulas, MathJax loaded: {loads}"
+        (with_math if page.math else without).append(name)
+    assert with_math, "no page has a formula"
+    assert {"index.html", "explorer.html", "exercises.html", "references.html"} <= set(without), without
+    assert "2<sup>−7</sup>" in (site / "explorer.html").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda n: n.stem)
 def test_chapter_page_links_its_notebook_exercises_and_solutions(site, pages, notebook):
     page = page_of(site, notebook)
