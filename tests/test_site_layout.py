@@ -19,7 +19,7 @@ import pytest
 
 # the fixtures of the site's build, its local server and the Chromium page that may reach
 # nothing else (pytest finds them by these names here; the tests that take them say noqa: F811)
-from test_site import browser_page, server, site  # noqa: F401
+from test_site import NOTEBOOKS, browser_page, server, site  # noqa: F401
 
 PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1280, "height": 900}
@@ -185,30 +185,45 @@ def test_browser_the_explorer_grid_labels_are_readable_on_a_phone(server, phone)
     assert doc[0] <= doc[1], doc
 
 
+# The search boxes in view: [the right edge of the magnifying glass (None without one), the left
+# edge of the query's text (the input's left edge, border and padding), the query typed in]
+SEARCH_BOXES = """() => [...document.querySelectorAll('form.bd-search')]
+    .filter((f) => f.getBoundingClientRect().width > 0).map((f) => {
+        const icon = f.querySelector('i, svg, .fa-magnifying-glass');
+        const input = f.querySelector('input');
+        const style = getComputedStyle(input);
+        const text = input.getBoundingClientRect().left + input.clientLeft + parseFloat(style.paddingLeft);
+        return [icon ? icon.getBoundingClientRect().right : null, text, input.value];
+    })"""
+
+
 @pytest.mark.parametrize("viewport", [PHONE, LAPTOP], ids=["390px", "1280px"])
 def test_browser_the_search_icon_leaves_the_query_readable(server, browser_page, viewport):  # noqa: F811
-    """The magnifying glass of a search box does not cover the first letter typed into it."""
+    """The magnifying glass of a search box does not cover the first letter typed into it: on the
+    search page, and in the search box that a chapter page opens over itself from its search
+    button (the sidebar's at 1280 px, the header's at 390 px), a query typed in."""
     page = browser_page
     before = page.viewport_size
     page.set_viewport_size(viewport)
     try:
         load(page, server, "search.html")
-        boxes = page.evaluate("""() => [...document.querySelectorAll('form.bd-search')]
-            .filter((f) => f.getBoundingClientRect().width > 0).map((f) => {
-                const icon = f.querySelector('i, svg, .fa-magnifying-glass');
-                const input = f.querySelector('input');
-                const style = getComputedStyle(input);
-                const text = input.getBoundingClientRect().left + input.clientLeft
-                    + parseFloat(style.paddingLeft);
-                return [icon ? icon.getBoundingClientRect().right : null, text];
-            })""")
+        page.locator("form.bd-search input:visible").first.fill("subnormal")
+        boxes = page.evaluate(SEARCH_BOXES)
+        load(page, server, f"notebooks/{NOTEBOOKS[0].stem}.html")
+        page.locator("button.search-button__button:visible").first.click()
+        query = page.locator("form.bd-search input:visible").first
+        query.wait_for(timeout=5_000)
+        query.fill("subnormal")
+        opened = page.evaluate(SEARCH_BOXES)
     finally:
         page.set_viewport_size(before)
-    assert boxes, "no search box on the search page"
-    for icon_right, text_left in boxes:
-        assert icon_right is None or icon_right <= text_left, (
+    assert len(boxes) == 1 and len(opened) == 1, (boxes, opened)
+    for icon_right, text_left, typed in boxes + opened:
+        assert typed == "subnormal"
+        assert icon_right is not None and icon_right <= text_left, (
             f"the search icon ends at {icon_right:.1f} px, the query starts at {text_left:.1f} px"
         )
+    assert page.outside == []
 
 
 def test_browser_every_pre_and_table_fits_at_1280(site, server, browser_page):  # noqa: F811
