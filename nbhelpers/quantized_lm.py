@@ -24,8 +24,10 @@ The methods are objects, not strings:
 
 :func:`quantized_copy` makes the model a method runs (weights replaced, SmoothQuant's factors
 folded into the RMSNorm weights); :func:`activation_transform` and :func:`kv_cache_transform` give
-the forward hooks; :func:`evaluate` measures bits per byte and the top-1 agreement with the
-reference model; :func:`inject_outliers` gives the model the massive activation channels it lacks.
+the forward hooks; :func:`evaluate` measures bits per byte, the top-1 agreement with the
+reference model and, given the reference's :func:`reference_log_probs`, the mean KL divergence
+from the reference's next-byte distribution; :func:`inject_outliers` gives the model the massive
+activation channels it lacks.
 
 Choices, each stated where it is made:
 
@@ -48,6 +50,13 @@ Choices, each stated where it is made:
   ``torch.clamp(x / scale, -max, max).to(float8_e4m3fn)`` (or round-half-even to int8),
   then ``* scale``. So a per-tensor scale depends on the batch it sees: :func:`evaluate` runs
   fixed batches.
+- Layers left as stored: ``ignore`` on :class:`WeightOnly` and :class:`W8A8` names linear layers
+  (e.g. ``("lm_head",)``) whose weights, and for W8A8 whose inputs, are not quantized, as
+  deployed recipes often keep the LM head in 16 bits.
+- KL divergence (:meth:`Evaluation.kl`): at each position, ``sum_v p_ref(v) (log p_ref(v) -
+  log p(v))`` in bits, the reference's next-byte distribution against the method's, averaged per
+  window; never negative, it resolves differences that a paired bits-per-byte difference (which can
+  come out negative by chance) does not.
 - KV-cache scales are static, calibrated: a cached entry cannot be rescaled after it is written,
   so the scale comes from the calibration set's amax (per layer, keys and values apart, per tensor
   or per KV head), as serving engines' ``k_scale`` / ``v_scale`` do; a later value beyond it clips
@@ -90,11 +99,13 @@ __all__ = [
     "heldout_windows",
     "calibration_inputs",
     "quantized_copy",
+    "with_layers_from",
     "fake_quant",
     "activation_transform",
     "kv_cache_scales",
     "kv_cache_transform",
     "top1_predictions",
+    "reference_log_probs",
     "Evaluation",
     "evaluate",
     "inject_outliers",
@@ -105,6 +116,20 @@ _MIN_SCALE = 2.0**-149  # fp32's smallest positive: an all-zero tensor gets it, 
 
 
 # ====================================================================== the methods
+
+
+def _ignore(value) -> tuple[str, ...]:
+    """``ignore`` as a tuple of layer names (a str alone is one name)."""
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, (tuple, list)) or not all(isinstance(n, str) and n for n in names):
+        raise TypeError(
+            f"ignore must be a tuple of linear-layer names (TinyLM.linears(), e.g. ('lm_head',)), got {value!r}"
+        )
+    return tuple(names)
+
+
+def _ignore_suffix(ignore: tuple[str, ...]) -> str:
+    return f" ({', '.join(ignore)} kept)" if ignore else ""
 
 
 class Algorithm(enum.StrEnum):
@@ -119,12 +144,20 @@ class Algorithm(enum.StrEnum):
 class WeightOnly:
     """Integer weights, activations untouched: ``bits`` (2..8), ``group`` input channels per scale
     (None: one scale per output channel; see :func:`effective_group`), symmetric or with a zero
-    point, codes chosen by ``algorithm`` (GPTQ and AWQ need calibration inputs)."""
+    point, codes chosen by ``algorithm`` (GPTQ and AWQ need calibration inputs); the linear layers
+    named in ``ignore`` keep their weights as stored.
+
+    AWQ here is per layer: each linear layer searches its own factor vector on its own input and
+    folds 1 / s back into its own weight (the quantization error is what the search sees), with no
+    weight clipping search. The deployable form shares one factor vector among the layers that read
+    one RMSNorm (folded into the norm), folds o_proj's into v_proj and down_proj's into up_proj,
+    searches on a whole block's output and also searches a clipping range."""
 
     bits: int = 4
     group: int | None = None
     symmetric: bool = True
     algorithm: Algorithm = Algorithm.RTN
+    ignore: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         int_in_range("bits", self.bits, 2, 8, "the width of a weight code")
@@ -133,12 +166,13 @@ class WeightOnly:
         if not isinstance(self.symmetric, bool):
             raise TypeError(f"symmetric must be True or False, got {self.symmetric!r}")
         object.__setattr__(self, "algorithm", Algorithm(self.algorithm))
+        object.__setattr__(self, "ignore", _ignore(self.ignore))
 
     @property
     def name(self) -> str:
         gran = "per-channel" if self.group is None else f"g{self.group}"
         zp = "" if self.symmetric else " zero-point"
-        return f"{self.algorithm.value.upper()} int{self.bits} {gran}{zp}"
+        return f"{self.algorithm.value.upper()} int{self.bits} {gran}{zp}{_ignore_suffix(self.ignore)}"
 
     @property
     def needs_calibration(self) -> bool:
@@ -178,12 +212,14 @@ class W8A8:
     SmoothQuant (Xiao et al. 2023) is applied where its factors can be folded into the op before:
     the layers that read an RMSNorm (q, k, v of each block share one factor per channel, computed
     with the three weights together; gate and up share one; lm_head), the factor divided into the
-    norm's weight. o_proj and down_proj read no norm and are not smoothed."""
+    norm's weight. o_proj and down_proj read no norm and are not smoothed. The linear layers named
+    in ``ignore`` keep their weights as stored and take their inputs unquantized."""
 
     element: str = "e4m3fn"
     activations: ActScale = ActScale.PER_TENSOR
     weight_per_channel: bool = False
     smooth_alpha: float | None = None
+    ignore: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.element not in _ELEMENTS:
@@ -194,13 +230,14 @@ class W8A8:
         a = self.smooth_alpha
         if a is not None and (isinstance(a, bool) or not (isinstance(a, (int, float)) and 0.0 <= a <= 1.0)):
             raise ValueError(f"smooth_alpha must be None or a number in [0, 1], got {self.smooth_alpha!r}")
+        object.__setattr__(self, "ignore", _ignore(self.ignore))
 
     @property
     def name(self) -> str:
         el = "fp8" if self.element == "e4m3fn" else "int8"
         w = "per-channel" if self.weight_per_channel else "per-tensor"
         sq = f" SmoothQuant a={self.smooth_alpha:g}" if self.smooth_alpha is not None else ""
-        return f"W8A8 {el} act {self.activations.value} w {w}{sq}"
+        return f"W8A8 {el} act {self.activations.value} w {w}{sq}{_ignore_suffix(self.ignore)}"
 
     @property
     def needs_calibration(self) -> bool:
@@ -317,6 +354,8 @@ def _set_weight(layer: torch.nn.Linear, w: np.ndarray) -> None:
 def _weight_only(model: TinyLM, method: WeightOnly, inputs: Mapping[str, np.ndarray] | None) -> None:
     hessians: dict[int, np.ndarray] = {}  # q, k, v (and gate, up) read the same input: one H
     for name, layer in model.linears().items():
+        if name in method.ignore:
+            continue
         W = layer.weight.detach().double().numpy()
         g = effective_group(W.shape[1], method.group)
         if method.algorithm is Algorithm.RTN:
@@ -330,8 +369,10 @@ def _weight_only(model: TinyLM, method: WeightOnly, inputs: Mapping[str, np.ndar
         _set_weight(layer, w_dq)
 
 
-def _recipe_weights(model: TinyLM, recipe: Recipe) -> None:
-    for layer in model.linears().values():
+def _recipe_weights(model: TinyLM, recipe: Recipe, ignore: tuple[str, ...] = ()) -> None:
+    for name, layer in model.linears().items():
+        if name in ignore:
+            continue
         W = layer.weight.detach().double().numpy()
         q, scales = quantize_recipe(W, recipe, name="weight")
         _set_weight(layer, dequantize_recipe(q, scales, recipe))
@@ -348,11 +389,14 @@ def _norm_groups(model: TinyLM) -> list[tuple[torch.nn.Parameter, list[str]]]:
     return groups
 
 
-def _smooth(model: TinyLM, alpha: float, inputs: Mapping[str, np.ndarray]) -> None:
+def _smooth(model: TinyLM, alpha: float, inputs: Mapping[str, np.ndarray], ignore: tuple[str, ...] = ()) -> None:
     """SmoothQuant's factors s (K,) per norm, from the calibration amax of its output and the
-    weights that read it together: norm weight / s, each reader's column j * s_j."""
+    weights that read it together: norm weight / s, each reader's column j * s_j. A norm whose
+    readers are all in ``ignore`` (not quantized) is left alone."""
     lin = model.linears()
     for norm_w, readers in _norm_groups(model):
+        if all(r in ignore for r in readers):
+            continue
         x = inputs[readers[0]]
         w_t = np.concatenate([lin[r].weight.detach().double().numpy() for r in readers], axis=0).T  # (K, sum N)
         s = smoothing_scales(x, w_t, alpha)
@@ -376,6 +420,11 @@ def quantized_copy(model: TinyLM, method: Method, calib: torch.Tensor | None = N
         raise TypeError(
             f"method must be a WeightOnly, BlockWeights or W8A8 (KVCache goes to kv_cache_transform), got {method!r}"
         )
+    unknown = sorted(set(getattr(method, "ignore", ())) - set(model.linears()))
+    if unknown:
+        raise ValueError(
+            f"ignore names no linear layer of the model: {unknown}; the layers are {list(model.linears())}"
+        )
     inputs = None
     if method.needs_calibration:
         if calib is None:
@@ -388,8 +437,27 @@ def quantized_copy(model: TinyLM, method: Method, calib: torch.Tensor | None = N
         _recipe_weights(out, method.recipe)
     else:
         if method.smooth_alpha is not None:
-            _smooth(out, float(method.smooth_alpha), inputs)
-        _recipe_weights(out, method.weight_recipe)
+            _smooth(out, float(method.smooth_alpha), inputs, method.ignore)
+        _recipe_weights(out, method.weight_recipe, method.ignore)
+    return out
+
+
+def with_layers_from(qmodel: TinyLM, model: TinyLM, names) -> TinyLM:
+    """A copy of ``qmodel`` whose linear layers ``names`` (e.g. ``("lm_head",)``) hold ``model``'s
+    weights: for a weight-only method, whose layers are quantized each on its own,
+    ``quantized_copy(model, method)`` with those layers put back equals the copy with
+    ``ignore=names``, without quantizing the others again."""
+    if not isinstance(qmodel, TinyLM) or not isinstance(model, TinyLM):
+        raise TypeError(f"qmodel and model must be TinyLMs, got {type(qmodel).__name__} and {type(model).__name__}")
+    keep = _ignore(names)
+    unknown = sorted(set(keep) - set(model.linears()))
+    if unknown:
+        raise ValueError(f"names name no linear layer of the model: {unknown}; the layers are {list(model.linears())}")
+    out = copy.deepcopy(qmodel).eval()
+    src, dst = model.linears(), out.linears()
+    with torch.no_grad():
+        for name in keep:
+            dst[name].weight.copy_(src[name].weight)
     return out
 
 
@@ -419,12 +487,16 @@ def _scale(amax: torch.Tensor, element: str) -> torch.Tensor:
 
 def activation_transform(method: W8A8) -> InputTransform:
     """The ``input_transform`` that quantizes every linear layer's input by ``method``: dynamic
-    scales from the amax of the tensor handed in, per tensor or per token (last dimension K)."""
+    scales from the amax of the tensor handed in, per tensor or per token (last dimension K); the
+    inputs of the layers in ``method.ignore`` pass unchanged."""
     if not isinstance(method, W8A8):
         raise TypeError(f"method must be a W8A8, got {method!r}")
     el, per_token = method.element, method.activations is ActScale.PER_TOKEN
+    ignore = frozenset(method.ignore)
 
     def transform(name: str, x: torch.Tensor) -> torch.Tensor:
+        if name in ignore:
+            return x
         amax = x.abs().amax(dim=-1, keepdim=True) if per_token else x.abs().amax()
         return fake_quant(x, _scale(amax, el), el)
 
@@ -492,13 +564,38 @@ def top1_predictions(reference: TinyLM, text, seq_len: int = 256, batch: int = 1
     return _logits(reference, _eval_windows(text, seq_len), batch).argmax(-1)
 
 
+@torch.no_grad()
+def reference_log_probs(reference: TinyLM, text, seq_len: int = 256, batch: int = 16) -> torch.Tensor:
+    """The reference model's next-byte log-probabilities (natural log, float64) on the windows of
+    ``text``, (B, seq_len, vocab): compute them once and hand them to :func:`evaluate` in place of
+    the model, which then also measures the KL divergence from them (and takes their argmax as the
+    reference's top-1 predictions)."""
+    if not isinstance(reference, TinyLM):
+        raise TypeError(f"reference must be a TinyLM, got {type(reference).__name__}")
+    logits = _logits(reference, _eval_windows(text, seq_len), positive_int("batch", batch))
+    return torch.log_softmax(logits.double(), dim=-1)
+
+
+def _window_kl(ref_logp: torch.Tensor, logits: torch.Tensor) -> np.ndarray:
+    """Mean over each window's positions of KL(p_ref || p) in bits, (B,)."""
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    kl = (ref_logp.exp() * (ref_logp - logp)).sum(dim=-1)  # (B, T) nats
+    return (kl.clamp(min=0.0).mean(dim=1) / math.log(2)).numpy()
+
+
+def _mean_se(d: np.ndarray) -> tuple[float, float]:
+    return float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """What :func:`evaluate` measured. bpb: mean cross-entropy in bits per predicted byte;
     late_bpb: the same over the positions with at least seq_len / 2 bytes of context (where a
     long-context effect shows first); top1_agreement: the share of positions whose argmax equals
     the reference's; n_predictions: positions scored; seconds: wall time of the model's passes;
-    window_bpb (B,): bpb of each window (their mean is bpb)."""
+    window_bpb (B,): bpb of each window (their mean is bpb); window_kl (B,): each window's mean
+    KL divergence from the reference's next-byte distribution in bits, or None when the reference
+    was given without its log-probabilities (:func:`reference_log_probs`)."""
 
     bpb: float
     late_bpb: float
@@ -506,6 +603,19 @@ class Evaluation:
     n_predictions: int
     seconds: float
     window_bpb: np.ndarray
+    window_kl: np.ndarray | None = None
+
+    def kl(self) -> tuple[float, float]:
+        """(mean, standard error over the windows) of the KL divergence from the reference, in bits
+        per predicted byte. Never negative: it is 0 only where the two distributions are equal, so
+        any change the method makes shows, where a bpb difference can come out either way."""
+        if self.window_kl is None:
+            raise ValueError(
+                "this evaluation has no KL divergence: pass the reference as reference_log_probs(reference, text)"
+            )
+        if self.window_kl.size < 2:
+            raise ValueError(f"a standard error needs >= 2 windows, got {self.window_kl.size}")
+        return _mean_se(self.window_kl)
 
     def difference(self, baseline: Evaluation) -> tuple[float, float]:
         """(mean, standard error) of ``self.bpb - baseline.bpb`` paired window by window: the same
@@ -514,8 +624,7 @@ class Evaluation:
         a, b = self.window_bpb, baseline.window_bpb
         if a.shape != b.shape or a.size < 2:
             raise ValueError(f"need two evaluations of the same >= 2 windows, got {a.shape} and {b.shape}")
-        d = a - b
-        return float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
+        return _mean_se(a - b)
 
 
 def evaluate(
@@ -529,7 +638,8 @@ def evaluate(
     kv_transform: KVTransform | None = None,
 ) -> Evaluation:
     """Bits per byte of ``model`` on ``text`` and the top-1 agreement of its next-byte predictions
-    with ``reference`` (a model, or its :func:`top1_predictions`).
+    with ``reference`` (a model, its :func:`top1_predictions`, or its :func:`reference_log_probs`,
+    which also gives the KL divergence from the reference: :meth:`Evaluation.kl`).
 
     text: bytes (consecutive windows of seq_len + 1 overlapping by one, as
     :func:`~nbhelpers.tiny_lm.bits_per_byte`, which gives the same bpb) or (B, seq_len + 1) windows
@@ -546,13 +656,19 @@ def evaluate(
     t0 = time.perf_counter()
     logits = _logits(model, windows, batch, input_transform=input_transform, kv_transform=kv_transform)
     seconds = time.perf_counter() - t0
+    window_kl = None
     if isinstance(reference, TinyLM):
         ref_top1 = _logits(reference, windows, batch).argmax(-1)
     elif isinstance(reference, torch.Tensor) and reference.shape == logits.shape[:2]:
         ref_top1 = reference
+    elif isinstance(reference, torch.Tensor) and reference.shape == logits.shape and reference.is_floating_point():
+        ref_top1 = reference.argmax(-1)
+        window_kl = _window_kl(reference, logits)
     else:
         raise ValueError(
-            f"reference must be a TinyLM or its top1_predictions on the same windows, shape {tuple(logits.shape[:2])}"
+            "reference must be a TinyLM, its top1_predictions (shape "
+            f"{tuple(logits.shape[:2])}) or its reference_log_probs (shape {tuple(logits.shape)}) on the same windows, "
+            f"got {type(reference).__name__} {tuple(getattr(reference, 'shape', ()))}"
         )
     targets = windows[:, 1:]
     nll = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none").double()  # (B, T) nats
@@ -565,6 +681,7 @@ def evaluate(
         n_predictions=nll.numel(),
         seconds=seconds,
         window_bpb=(nll.mean(dim=1) / ln2).numpy(),
+        window_kl=window_kl,
     )
 
 

@@ -12,6 +12,10 @@ What each group proves:
 - KV cache: the transform keeps shapes, the identity format keeps values (and the logits) bit for
   bit, per-head scales are each head's calibration amax, and one forward pass with the quantized
   cache gives the logits of decoding step by step with ``past``.
+- KL divergence: evaluate's per-window KL from the reference's log-probabilities is torch's
+  kl_div (in bits) position by position, averaged; 0 for the reference itself.
+- Layers kept: ``ignore`` leaves those layers' weights (and for W8A8 their inputs) as stored and
+  quantizes every other layer exactly as without it.
 - Outliers: injection with a power-of-two factor leaves the logits bit-identical; with factor 20
   they move by at most 3x the distance between the model's own float32 and float64 logits (the
   tolerance, derived at the test); the chosen channels' amax grows by exactly the factor and the
@@ -368,6 +372,68 @@ def test_outliers_hurt_per_tensor_int8_and_smoothquant_recovers(trained):
     assert abs(sq_after - sq_before) < 1e-3
 
 
+def test_kl_is_scipys_entropy_per_position_and_zero_for_the_reference_itself():
+    """The KL divergence evaluate reports is, position by position, torch's kl_div of the method's
+    log-softmax against the reference's (in bits), averaged per window; the reference against
+    itself is exactly 0; the top-1 agreement from log-probabilities equals the one from
+    top1_predictions."""
+    model, idx = small_model(), byte_ids(3, 17, seed=4)
+    ref = ql.reference_log_probs(model, idx, seq_len=16)
+    assert ref.shape == (3, 16, 256) and ref.dtype == torch.float64
+    same = ql.evaluate(model, ref, idx, seq_len=16)
+    assert np.array_equal(same.window_kl, np.zeros(3)) and same.kl() == (0.0, 0.0)
+    q = ql.quantized_copy(model, WeightOnly(4, 32))
+    e = ql.evaluate(q, ref, idx, seq_len=16)
+    logq = torch.log_softmax(q(idx[:, :-1]).logits.double(), -1)
+    kl = torch.nn.functional.kl_div(logq, ref, reduction="none", log_target=True).sum(-1)  # (3, 16) nats
+    want = (kl.mean(dim=1) / np.log(2)).numpy()  # (3,) bits
+    np.testing.assert_allclose(e.window_kl, want, rtol=1e-9, atol=1e-15)
+    assert e.window_kl.min() > 0
+    mean, se = e.kl()
+    assert mean == pytest.approx(want.mean(), rel=1e-9) and se == pytest.approx(want.std(ddof=1) / 3**0.5, rel=1e-6)
+    top1 = ql.evaluate(q, ql.top1_predictions(model, idx, seq_len=16), idx, seq_len=16)
+    assert e.top1_agreement == top1.top1_agreement and top1.window_kl is None
+    with pytest.raises(ValueError, match="reference_log_probs"):
+        top1.kl()
+
+
+def test_ignored_layers_keep_their_weights_and_their_inputs():
+    """ignore=("lm_head",) leaves lm_head's weight as stored and, for W8A8, its input unquantized;
+    every other layer is quantized exactly as without it."""
+    model, idx = small_model(), byte_ids(2, 9, seed=5)
+    calib = byte_ids(2, 16, seed=6)
+    for full, kept in (
+        (WeightOnly(4, 32), WeightOnly(4, 32, ignore=("lm_head",))),
+        (WeightOnly(4, 32, algorithm=Algorithm.GPTQ), WeightOnly(4, 32, algorithm=Algorithm.GPTQ, ignore="lm_head")),
+        (W8A8("e4m3fn", "per-token", True), W8A8("e4m3fn", "per-token", True, ignore=("lm_head",))),
+    ):
+        assert kept.name == full.name + " (lm_head kept)"
+        a, b = ql.quantized_copy(model, full, calib), ql.quantized_copy(model, kept, calib)
+        for name, lin in b.linears().items():
+            want = model.linears()[name] if name == "lm_head" else a.linears()[name]
+            assert torch.equal(lin.weight, want.weight), (kept.name, name)
+        assert not torch.equal(a.lm_head.weight, model.lm_head.weight)
+    for method in (WeightOnly(4, 32, algorithm=Algorithm.GPTQ), WeightOnly(4, 32, symmetric=False)):
+        kept = ql.quantized_copy(model, WeightOnly(**{**method.__dict__, "ignore": ("lm_head",)}), calib)
+        back = ql.with_layers_from(ql.quantized_copy(model, method, calib), model, "lm_head")
+        for name, lin in kept.linears().items():
+            assert torch.equal(lin.weight, back.linears()[name].weight), (method.name, name)
+    seen = {}
+    t_full = ql.activation_transform(W8A8("e4m3fn", "per-token", True))
+    t_kept = ql.activation_transform(W8A8("e4m3fn", "per-token", True, ignore=("lm_head",)))
+
+    def spy(name, x):
+        seen[name] = (t_full(name, x), t_kept(name, x), x)
+        return x
+
+    model(idx, input_transform=spy)
+    for name, (qa, qb, x) in seen.items():
+        if name == "lm_head":
+            assert torch.equal(qb, x) and not torch.equal(qa, x)
+        else:
+            assert torch.equal(qa, qb), name
+
+
 # ====================================================================== arguments
 
 
@@ -402,6 +468,12 @@ def test_bad_arguments_say_what_is_accepted():
         (lambda: ql.calibration_windows(b"a" * 10, seq_len=16), ValueError, "fewer than one window"),
         (lambda: ql.heldout_windows(b"a" * 10, seq_len=16), ValueError, "fewer than one window"),
         (lambda: ql.fake_quant(torch.ones(2), torch.ones(1), "int4"), ValueError, "element must be one of"),
+        (lambda: WeightOnly(ignore=[3]), TypeError, "ignore must be a tuple of linear-layer names"),
+        (lambda: W8A8(ignore=None), TypeError, "ignore must be a tuple of linear-layer names"),
+        (lambda: ql.quantized_copy(model, WeightOnly(ignore=("head",))), ValueError, "ignore names no linear layer"),
+        (lambda: ql.with_layers_from(model, model, ("head",)), ValueError, "names name no linear layer"),
+        (lambda: ql.reference_log_probs(torch.nn.Linear(2, 2), b"a" * 20), TypeError, "reference must be a TinyLM"),
+        (lambda: ql.evaluate(model, torch.zeros(1, 8, 3), b"a" * 20, seq_len=8), ValueError, "reference_log_probs"),
     ]
     for call, exc, msg in cases:
         with pytest.raises(exc, match=msg):
