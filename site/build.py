@@ -62,6 +62,7 @@ def stage(src: Path) -> None:
     shutil.copy2(SITE / "index.md", src / "index.md")
     shutil.copy2(SITE / "references.md", src / "references.md")  # the works the chapters cite
     shutil.copy2(SITE / "explorer.md", src / "explorer.md")  # the float format explorer
+    shutil.copy2(SITE / "glossary.md", src / "glossary.md")  # the terms, linked from the chapters
     try:  # every exercise and problem, read from their sources
         page = exercise_index.index_page(ROOT)
     except exercise_index.NotReadable as e:

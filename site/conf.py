@@ -50,6 +50,7 @@ nb_execution_mode = "off"
 # (`$$...$$` also inside a paragraph).
 myst_enable_extensions = ["dollarmath"]
 myst_dmath_double_inline = True
+myst_heading_anchors = 3
 
 html_theme = "sphinx_book_theme"
 html_theme_options = {
