@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,32 @@ def chapter_title(notebook: dict, filename: str = "<notebook>") -> str:
     raise NotReadable(f"{filename}: no markdown heading")
 
 
+MARKDOWN_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+
+
+def from_root(text: str, notebook: str) -> str:
+    """Markdown text of a chapter notebook with its relative links rewritten for a page of the
+    site's root: ``../site/glossary.md#ulp`` (a site page, staged at the root) becomes
+    ``glossary.md#ulp``, ``02_accumulation_error.ipynb`` becomes
+    ``notebooks/02_accumulation_error.ipynb`` and ``#a-section`` the chapter's own section.
+    ``notebook`` is the chapter's path from the repository root; web addresses are kept."""
+    folder = posixpath.dirname(notebook)
+
+    def rewrite(m: re.Match) -> str:
+        target = m.group(2)
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:, ...
+            return m.group(0)
+        if target.startswith("#"):
+            return m.group(1) + notebook + target + m.group(3)
+        path, hash_, fragment = target.partition("#")
+        path = posixpath.normpath(posixpath.join(folder, path))
+        if path.startswith("site/"):
+            path = path[len("site/") :]
+        return m.group(1) + path + hash_ + fragment + m.group(3)
+
+    return MARKDOWN_LINK.sub(rewrite, text)
+
+
 def _cell(text: str) -> str:
     """Text for a cell of a markdown table."""
     return text.replace("|", "\\|")
@@ -247,5 +274,5 @@ def index_page(root: Path) -> str:
             lines.append("")
         if problems:
             lines += [f"Problems, at the end of the chapter ({len(problems)}):", ""]
-            lines += [f"{p.number}. {p.text}" for p in problems]
+            lines += [f"{p.number}. {from_root(p.text, notebook)}" for p in problems]
     return "\n".join(lines) + "\n"

@@ -162,3 +162,20 @@ def test_the_page_lists_every_chapter_with_exercises_or_problems():
     assert sorted(s[:2] for s in sections) == sorted(
         set(exercises) | {p.name[:2] for p in NOTEBOOKS if index.read_problems(json.loads(p.read_text("utf-8")))}
     )
+
+
+def test_a_problems_links_are_rewritten_for_the_index_at_the_sites_root():
+    text = (
+        "an [e4m3fn](../site/glossary.md#fn-fnu-fnuz) value, [chapter 02](02_accumulation_error.ipynb#x), "
+        "[section 3](#3-scales) and [a paper](https://example.org/a(b)"
+    )
+    assert index.from_root(text, "notebooks/06_scaled_int8_fp8_gemm.ipynb") == (
+        "an [e4m3fn](glossary.md#fn-fnu-fnuz) value, [chapter 02](notebooks/02_accumulation_error.ipynb#x), "
+        "[section 3](notebooks/06_scaled_int8_fp8_gemm.ipynb#3-scales) and [a paper](https://example.org/a(b)"
+    )
+
+
+def test_no_link_on_the_index_page_climbs_out_of_the_sites_root():
+    page = index.index_page(ROOT)
+    climbing = re.findall(r"\]\((\.\./[^)]*)\)", page)
+    assert not climbing, climbing
