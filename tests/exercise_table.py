@@ -3204,6 +3204,55 @@ CHAPTERS = [
             ("decode_step_time", '    head_compute = "bf16"', "    head_compute = compute"),
             # every matmul at the bf16 peak
             ("decode_step_time", '"e4m3fn": "fp8"}', '"e4m3fn": "bf16"}'),
+            # the LM head at the fp8 peak whenever it is e4m3fn, the activations bf16 too
+            (
+                "decode_step_time",
+                "    head_compute = compute\n",
+                '    head_compute = "fp8" if head_fmt["element"] == "e4m3fn" else compute\n',
+            ),
+            # the LM head at its own element's peak (bf16 under fp16 activations, fp8 for an int8 head in W8A8)
+            (
+                "decode_step_time",
+                "    head_compute = compute\n",
+                '    head_compute = types.get(head_fmt["element"], compute)\n',
+            ),
+            # the LM head always at bf16 under W8A8, an e4m3fn head too
+            ("decode_step_time", 'if compute == "fp8" and head_fmt["element"] != "e4m3fn":', 'if compute == "fp8":'),
+            # fp16 activations at the bf16 peak
+            ("decode_step_time", '{"bf16": "bf16", "fp16": "fp16",', '{"bf16": "bf16", "fp16": "bf16",'),
+            # attention at the activations' 16-bit peak (fp16's for fp16 activations)
+            ("decode_step_time", '+ attn / peak["bf16"]', '+ attn / peak[compute if compute != "fp8" else "bf16"]'),
+            # the blocks at the fp8 peak whenever the weights are e4m3fn, the activations bf16 too
+            (
+                "decode_step_time",
+                'compute = types[scheme["activations"]["element"]]',
+                'compute = "fp8" if scheme["weights"]["element"] == "e4m3fn" '
+                'else types[scheme["activations"]["element"]]',
+            ),
+            # the blocks at the weights' element's peak (bf16 for int4 weights under fp16 activations)
+            (
+                "decode_step_time",
+                'compute = types[scheme["activations"]["element"]]',
+                'compute = types.get(scheme["weights"]["element"], types[scheme["activations"]["element"]])',
+            ),
+            # whole bytes per tensor, rounded up
+            (
+                "decode_step_time",
+                "return (elements + scales * per_scale) / 8",
+                "return -(-(elements + scales * per_scale) // 8)",
+            ),
+            # ... or down
+            (
+                "decode_step_time",
+                "return (elements + scales * per_scale) / 8",
+                "return (elements + scales * per_scale) // 8",
+            ),
+            # 4-bit zero points padded to a byte
+            (
+                "decode_step_time",
+                'per_scale = fmt["scale_bits"] + fmt["zero_bits"]',
+                'per_scale = fmt["scale_bits"] + 8 * (fmt["zero_bits"] > 0)',
+            ),
             # the two times added, not the larger
             (
                 "decode_step_time",
@@ -3240,6 +3289,34 @@ CHAPTERS = [
             ("gptq_column", "np.rint(w32 * (np.float32(1) / s32))", "np.trunc(w32 * (np.float32(1) / s32))"),
             # float64 division: the halfway cases round the other way
             ("gptq_column", "np.rint(w32 * (np.float32(1) / s32))", "np.rint(W[:, j] / s32.astype(np.float64))"),
+            # float64 division of fp32(w): right only where the scale is a power of two
+            (
+                "gptq_column",
+                "np.rint(w32 * (np.float32(1) / s32))",
+                "np.rint(w32.astype(np.float64) / s32.astype(np.float64))",
+            ),
+            # float32 division, not the product by fp32(1 / scale)
+            ("gptq_column", "np.rint(w32 * (np.float32(1) / s32))", "np.rint(w32 / s32)"),
+            # the float64 quotient rounded to float32
+            (
+                "gptq_column",
+                "np.rint(w32 * (np.float32(1) / s32))",
+                "np.rint((w32.astype(np.float64) / s32.astype(np.float64)).astype(np.float32))",
+            ),
+            # the product by the float64 reciprocal, rounded to float32
+            (
+                "gptq_column",
+                "np.rint(w32 * (np.float32(1) / s32))",
+                "np.rint((w32.astype(np.float64) * (1 / s32.astype(np.float64))).astype(np.float32))",
+            ),
+            # the product by fp32(1 / scale) left in float64
+            (
+                "gptq_column",
+                "np.rint(w32 * (np.float32(1) / s32))",
+                "np.rint(w32.astype(np.float64) * (np.float32(1) / s32).astype(np.float64))",
+            ),
+            # ... and of w itself, not fp32(w)
+            ("gptq_column", "np.rint(w32 * (np.float32(1) / s32))", "np.rint(W[:, j] * (np.float32(1) / s32))"),
             # no clamp
             (
                 "gptq_column",
@@ -3280,6 +3357,14 @@ CHAPTERS = [
             ("gptq_column", "W_new[:, j:] -= np.outer(delta, hinv[0])\n    W_new[:, j] = dq", "pass"),
             # int8 codes with a zero point: 8-bit codes above 127 wrap
             ("gptq_column", "codes = q.astype(np.int8 if symmetric else np.uint8)", "codes = q.astype(np.int8)"),
+            # codes as int64, not the int8 or uint8 the statement asks for
+            ("gptq_column", "codes = q.astype(np.int8 if symmetric else np.uint8)", "codes = q.astype(np.int64)"),
+            # int8 codes with a zero point too... as int16, which holds them all
+            ("gptq_column", "codes = q.astype(np.int8 if symmetric else np.uint8)", "codes = q.astype(np.int16)"),
+            # W updated in place and returned as W_new
+            ("gptq_column", "W_new = np.array(W, dtype=np.float64)", "W_new = np.asarray(W, dtype=np.float64)"),
+            # W_new in float32
+            ("gptq_column", "W_new = np.array(W, dtype=np.float64)", "W_new = np.array(W, dtype=np.float32)"),
             # the outlier's group holds small weights too
             ("channel_vs_group", "    W[:, :group] = 0.0\n", ""),
             # an outlier in every group: groups lose as much as channels
@@ -3367,6 +3452,36 @@ CHAPTERS = [
                 "kv_scale_granularity",
                 "if np.sqrt(np.sum((x64 - x_dq) ** 2)) / norm <= budget:",
                 "if np.max(np.abs(x64 - x_dq)) / np.max(np.abs(x64)) <= budget:",
+            ),
+            # the quantizer in float64: x / scale and q * scale
+            (
+                "kv_scale_granularity",
+                "        v = np.clip(x32 / scale, -m, m)",
+                "        scale = scale.astype(np.float64)\n        v = np.clip(x64 / scale, -m, m)",
+            ),
+            # the dequantization q * scale in float64
+            (
+                "kv_scale_granularity",
+                "x_dq = (q * scale).astype(np.float64)",
+                "x_dq = q.astype(np.float64) * scale.astype(np.float64)",
+            ),
+            # the scale amax / m in float64
+            (
+                "kv_scale_granularity",
+                "scale = np.maximum(amax / m, np.float32(2.0**-149))",
+                "scale = np.maximum(amax.astype(np.float64) / float(m), 2.0**-149)",
+            ),
+            # the scale as amax * fp32(1 / m)
+            (
+                "kv_scale_granularity",
+                "scale = np.maximum(amax / m, np.float32(2.0**-149))",
+                "scale = np.maximum(amax * (np.float32(1) / m), np.float32(2.0**-149))",
+            ),
+            # the scale as amax * (1 / m) in float64
+            (
+                "kv_scale_granularity",
+                "scale = np.maximum(amax / m, np.float32(2.0**-149))",
+                "scale = np.maximum(amax * (1 / float(m)), 2.0**-149)",
             ),
             # the dequantized values off by a relative 2**-20: the budgets a relative 1e-6 from an error catch it
             (

@@ -199,7 +199,7 @@ def test_gptq_cases_clamp_and_hold_zero_columns(seed):
 def test_every_channel_vs_group_case_has_an_answer_in_the_stated_ranges(seed):
     for case in cases_for("ex12.channel_vs_group", seed):
         N, K, group, bits, symmetric, worse, better = case.args
-        assert K % group == 0 and 1 <= N <= 8 and 16 <= K <= 8000 and 2 <= bits <= 8
+        assert K % group == 0 and 1 <= N <= 8 and 16 <= K <= 8064 and 2 <= bits <= 8
         assert 0.005 <= worse <= 0.8 and 1e-4 <= better <= 1e-2
         target = ch12.channel_vs_group_ref(*case.args)
         assert ch12.channel_vs_group_reason(target.example, target) is None, case.label
@@ -276,3 +276,65 @@ def test_kv_edge_cases_are_what_their_labels_say():
 def test_kv_answers_cover_every_granularity_and_none(seed):
     answers = {ch12.kv_scale_granularity_ref(*c.args) for c in cases_for("ex12.kv_scale_granularity", seed)}
     assert answers == {*ch12.KV_GRANULARITIES, None}
+
+
+class LyingStr(str):
+    """A str whose comparisons always say what a cheat wants."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+def test_compares_refuse_a_str_subclass_that_lies():
+    step = cases_for("ex12.decode_step_time", 0)[0]
+    exp = ch12.decode_step_time_ref(*step.args)
+    assert ch12._same_step((exp[0], exp[1]), exp) is None
+    assert ch12._same_step((LyingStr(exp[0]), exp[1]), exp) is not None
+    kv = cases_for("ex12.kv_scale_granularity", 0)[0]
+    answer = ch12.kv_scale_granularity_ref(*kv.args)
+    assert ch12._same_granularity(answer, answer) is None
+    assert ch12._same_granularity(LyingStr("per-tensor"), answer) is not None
+
+
+def test_gptq_compare_wants_the_stated_dtypes_and_w_unchanged():
+    from nbhelpers.exercise_types import AfterCall
+
+    case = cases_for("ex12.gptq_column", 0)[0]
+    exp = ch12.gptq_column_ref(*case.args)
+    codes, w_new, W, _ = exp
+    assert ch12._same_column(AfterCall((codes, w_new), (W.copy(),)), exp) is None
+    assert "codes" in ch12._same_column(AfterCall((codes.astype(np.int64), w_new), (W.copy(),)), exp)
+    assert "W_new" in ch12._same_column(AfterCall((codes, w_new.astype(np.float32)), (W.copy(),)), exp)
+    assert "W changed" in ch12._same_column(AfterCall((codes, w_new), (w_new.copy(),)), exp)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_off_recipe_kv_cases_bite_and_spare_a_float32_error(seed):
+    """Each case aimed at a quantizer off the recipe: that quantizer answers otherwise, the error
+    summed in float32 answers as the reference does."""
+    cases = cases_for("ex12.kv_scale_granularity", seed)
+    aimed = cases[-2 * len(ch12.KV_OFF_RECIPE) :]
+    for i, case in enumerate(aimed):
+        x, element, budget = case.args
+        H, T, _ = x.shape
+        ref = ch12.kv_scale_granularity_ref(*case.args)
+        how = ch12.KV_OFF_RECIPE[i % len(ch12.KV_OFF_RECIPE)]
+        assert ch12._kv_answer(ch12.kv_errors_off(x, element, how), H, T, budget) != ref
+        assert ch12._kv_answer(ch12.kv_errors_off(x, element, "float32 error"), H, T, budget) == ref
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_decode_aimed_cases_are_compute_bound_or_hold_half_bytes(seed):
+    cases = cases_for("ex12.decode_step_time", seed)[-2 * len(ch12.STEP_AIMS) :]
+    for i, case in enumerate(cases):
+        bound, _, cost = ch12.decode_step_time_ref(*case.args)
+        if ch12.STEP_AIMS[i % len(ch12.STEP_AIMS)] == "half bytes":
+            # 4-bit zero points on a row each of the embedding: half a byte a row
+            assert bound != "compute" and case.args[1]["embedding"]["zero_bits"] == 4
+        else:
+            assert bound == "compute" and case.args[3] <= ch12.MAX_BATCH

@@ -36,7 +36,9 @@
   :data:`KV_BUDGET_GAP`), so a quantizer off the statement (int8 to 128, e5m2, a truncation)
   crosses one; cases aimed at each answer (:func:`_kv_case_for`) put the budget where a wrong
   order of the granularities (the table's order where T < H, a tie to per-token) answers wrongly.
-  Compared exactly.
+  Cases aimed at quantizers a little off the statement (:data:`KV_OFF_RECIPE`: a float64 scale,
+  division or dequantization) put the budget between their error and the reference's. Compared
+  exactly.
 
 Edge cases come first, then random ones from the seed.
 """
@@ -45,10 +47,11 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import torch
 
-from ..exercise_types import Case, Exercise
+from ..exercise_types import AfterCall, Case, Exercise
 from ..inference_math import (
     LLAMA3_8B,
     SCHEMES,
@@ -144,7 +147,7 @@ def _same_step(got, expected: ExpectedStep) -> str | None:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         return f"returned {describe(got)}, expected a tuple (term, seconds)"
     g_bound, g_s = got
-    if not isinstance(g_bound, str) or g_bound not in TERMS:
+    if type(g_bound) is not str or g_bound not in TERMS:  # a str subclass could lie in its __eq__
         return f"term: returned {describe(g_bound)}, expected one of {', '.join(map(repr, TERMS))}"
     if isinstance(g_s, bool) or not isinstance(g_s, (int, float, np.integer, np.floating)):
         return f"seconds: returned {describe(g_s)}, expected a float"
@@ -244,6 +247,74 @@ def _crossover(shape: dict, scheme: dict, gpu: dict, context: int) -> float:
     return decode_crossover_batch(as_shape(shape), as_scheme(scheme), as_gpu(gpu), context)
 
 
+#: the largest batch of exercise 1's cases
+MAX_BATCH = 4096
+#: the kinds of random cases of exercise 1 aimed at one choice of the statement (:func:`_aimed_step`)
+STEP_AIMS = ("fp8 LM head", "W8A8, fp8 LM head", "fp16 at half rate", "fp8 weights", "half bytes")
+
+
+def _aimed_step(rng: np.random.Generator, aim: str) -> Case:
+    """A random case aimed at one of :data:`STEP_AIMS`: compute-bound (a batch 1.2 to 3 times the
+    crossover, a short context) with an e4m3fn LM head and 16-bit activations, or W8A8 with an
+    e4m3fn LM head, or fp16 activations on a GPU whose fp16 peak is half its bf16 one, or e4m3fn
+    weights with 16-bit activations, each of which sets which peak a part runs at; or
+    ("half bytes") a small memory-bound model whose tensors take a whole number of bytes and a
+    half (4-bit zero points on an odd number of scales)."""
+    fp8_formats = [_fmt("e4m3fn", "row", None, 32), _fmt("e4m3fn", "tensor", None, 32)]
+    for _ in range(1000):
+        if aim == "half bytes":
+            n_kv = int(rng.choice([1, 2]))
+            shape = {
+                "n_layers": int(rng.integers(1, 5)),
+                "d_model": 16 * int(rng.integers(2, 9)),
+                "n_heads": n_kv * int(rng.choice([1, 2, 4])),
+                "n_kv_heads": n_kv,
+                "head_dim": int(rng.choice([16, 32, 64])),
+                "d_ff": 2 * int(rng.integers(50, 500)) + 1,
+                "vocab": 2 * int(rng.integers(128, 4000)) + 1,
+                "tied_embeddings": bool(rng.random() < 0.3),
+            }
+        else:
+            shape = _random_shape(rng)
+        scheme = _random_scheme(rng, shape["tied_embeddings"])
+        gpu = _random_gpu(rng)
+        context = int(np.exp(rng.uniform(0, math.log(2048))))
+        sixteen = _fmt(str(rng.choice(["bf16", "fp16"])))
+        head = dict(fp8_formats[int(rng.integers(2))])
+        if aim == "fp8 LM head":
+            scheme["activations"] = sixteen
+            scheme["lm_head"] = head
+        elif aim == "W8A8, fp8 LM head":
+            scheme["activations"] = _fmt("e4m3fn", "row", None, 32)
+            scheme["weights"] = _random_format(rng, "weights", fp8_weights=True)
+            scheme["lm_head"] = head
+        elif aim == "fp16 at half rate":
+            scheme["activations"] = _fmt("fp16")
+            gpu["peak_flops"]["fp16"] = gpu["peak_flops"]["bf16"] / 2
+        elif aim == "fp8 weights":
+            scheme["activations"] = sixteen
+            scheme["weights"] = dict(fp8_formats[int(rng.integers(2))])
+        else:
+            scheme["activations"] = sixteen
+            sb = int(rng.choice([8, 16, 32]))
+            scheme["weights"] = _fmt("int4", str(rng.choice(["row", "group"])), shape["d_model"] + 1, sb, 4)
+            if scheme["weights"]["granularity"] == "row":
+                scheme["weights"]["group"] = None
+            scheme["embedding"] = _fmt(str(rng.choice(["int4", "int8"])), "row", None, sb, 4)
+            scheme["lm_head"] = dict(scheme["embedding"])
+        if shape["tied_embeddings"]:  # a tied model's LM head is its embedding table
+            scheme["embedding"] = dict(scheme["lm_head"])
+        x = _crossover(shape, scheme, gpu, context)
+        if aim == "half bytes":
+            batch = int(rng.integers(1, 65))
+            if batch < x:
+                return Case((shape, scheme, gpu, batch, context))
+        elif math.isfinite(x) and 1.2 * x < MAX_BATCH:
+            batch = min(MAX_BATCH, math.ceil(x * float(rng.uniform(1.2, 3.0))))
+            return Case((shape, scheme, gpu, batch, context))
+    raise ValueError(f"no case drawn for {aim!r}")  # never with these ranges
+
+
 def _step_cases(rng: np.random.Generator) -> list[Case]:
     llama = shape_dict(LLAMA3_8B)
     cases = []
@@ -286,17 +357,42 @@ def _step_cases(rng: np.random.Generator) -> list[Case]:
         "embedding": _fmt("int8", "row", None, 16),
     }
     cases.append(Case((tiny, odd, gpu_dict(H200), 3, 7), label="groups of 32 that do not divide 48 or 100, tied"))
+    # compute-bound at twice the crossover, where the choice of each part's peak shows
+    bf16, fp8_row = _fmt("bf16"), _fmt("e4m3fn", "row", None, 32)
+    half_fp16 = {
+        "hbm_bytes_per_s": H200.hbm_bytes_per_s,
+        "peak_flops": {"bf16": 990e12, "fp16": 495e12, "fp8": 1979e12},
+    }
+    for label, parts, gpu in (
+        ("bf16 activations, an e4m3fn LM head: at the bf16 peak", (bf16, bf16, bf16, fp8_row), gpu_dict(H200)),
+        ("W8A8 with an e4m3fn LM head: at the fp8 peak", (fp8_row, fp8_row, bf16, fp8_row), gpu_dict(H200)),
+        ("fp16 activations on a GPU whose fp16 peak is half its bf16", (bf16, _fmt("fp16"), bf16, bf16), half_fp16),
+        ("e4m3fn weights with bf16 activations: at the bf16 peak", (fp8_row, bf16, bf16, bf16), gpu_dict(H200)),
+    ):
+        scheme = dict(zip(("weights", "activations", "kv_cache", "lm_head"), parts), embedding=bf16)
+        batch = math.ceil(2 * _crossover(llama, scheme, gpu, 64))
+        cases.append(Case((llama, scheme, gpu, batch, 64), label=label + ", compute-bound"))
+    tiny_odd = dict(tiny, d_ff=99, vocab=257, tied_embeddings=False)
+    halves = {"weights": _fmt("int4", "group", 16, 16, 4), "activations": bf16, "kv_cache": bf16, "lm_head": bf16}
+    cases.append(
+        Case(
+            (tiny_odd, dict(halves, embedding=bf16), gpu_dict(H200), 1, 5),
+            label="tensors of a whole number of bytes and a half",
+        )
+    )
     for _ in range(28):
         shape = _random_shape(rng)
         scheme = _random_scheme(rng, shape["tied_embeddings"])
         gpu = _random_gpu(rng)
         context = int(np.exp(rng.uniform(0, math.log(200_000))))
         x = _crossover(shape, scheme, gpu, context)
-        if math.isfinite(x) and x < 5000 and rng.random() < 0.4:
+        if math.isfinite(x) and x < MAX_BATCH - 1 and rng.random() < 0.4:
             batch = max(1, int(rng.choice([math.floor(x), math.ceil(x)])))
         else:
-            batch = int(np.exp(rng.uniform(0, math.log(4096))))
+            batch = int(np.exp(rng.uniform(0, math.log(MAX_BATCH))))
         cases.append(Case((shape, scheme, gpu, batch, context)))
+    for aim in STEP_AIMS * 2:
+        cases.append(_aimed_step(rng, aim))
     return cases
 
 
@@ -342,17 +438,24 @@ def gptq_column_ref(W, H, j: int, scale, zero, bits: int, symmetric: bool) -> Ex
 
 
 def _same_column(got, expected: ExpectedColumn) -> str | None:
+    """None if ``got`` is (codes, W_new) as the statement asks: codes a numpy array of the stated
+    dtype (int8, or uint8 with a zero point) equal to the reference's, W_new a float64 array within
+    :data:`GPTQ_RTOL`; and W as the call left it (an :class:`AfterCall`, as the check gives it)
+    unchanged, bit for bit."""
     codes, w_new, W, j = expected
+    W_after = None
+    if isinstance(got, AfterCall):
+        W_after = got.args[0] if got.args else None
+        got = got.value
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         return f"returned {describe(got)}, expected a tuple (codes, W_new)"
     g_codes, g_w = got
-    try:
-        c = np.asarray(g_codes)
-        w = np.asarray(g_w)
-    except Exception:  # a student's odd object
-        return f"returned {describe(got)}, expected two numpy arrays"
-    if c.shape != codes.shape or c.dtype.kind not in "iu":
-        return f"codes: returned {describe(g_codes)}, expected an integer array of shape {codes.shape}"
+    # exact numpy arrays: a subclass could report a dtype or values its data does not have
+    if type(g_codes) is not np.ndarray or g_codes.dtype != codes.dtype or g_codes.shape != codes.shape:
+        return f"codes: returned {describe(g_codes)}, expected a numpy array of {codes.dtype} of shape {codes.shape}"
+    if type(g_w) is not np.ndarray:
+        return f"W_new: returned {describe(g_w)}, expected a numpy array of float64 of shape {w_new.shape}"
+    c, w = g_codes, g_w
     bad = np.flatnonzero(c.astype(np.int64) != codes.astype(np.int64))
     if bad.size:
         i = int(bad[0])
@@ -360,8 +463,8 @@ def _same_column(got, expected: ExpectedColumn) -> str | None:
             f"codes: {bad.size} of {c.size} wrong; first: row {i} (w = {W[i, j]!r}): got {int(c[i])}, "
             f"expected {int(codes[i])}"
         )
-    if w.shape != w_new.shape or w.dtype.kind != "f":
-        return f"W_new: returned {describe(g_w)}, expected a float array of shape {w_new.shape}"
+    if w.shape != w_new.shape or w.dtype != np.float64:
+        return f"W_new: returned {describe(g_w)}, expected a numpy array of float64 of shape {w_new.shape}"
     w = w.astype(np.float64)
     tol = GPTQ_RTOL * max(float(np.abs(W).max()), float(np.abs(w_new).max()), 1e-300)
     err = np.abs(w - w_new)
@@ -373,6 +476,13 @@ def _same_column(got, expected: ExpectedColumn) -> str | None:
             f"W_new: {int((err > tol).sum())} of {w.size} elements off by more than {tol:.3g}; first "
             f"[{r}, {k}] ({where}): got {float(w[r, k])!r}, expected {float(w_new[r, k])!r}"
         )
+    if W_after is not None and not (
+        type(W_after) is np.ndarray
+        and W_after.dtype == W.dtype
+        and W_after.shape == W.shape
+        and W_after.tobytes() == W.tobytes()
+    ):
+        return "W changed: the function must leave its argument W as it was and return a new W_new"
     return None
 
 
@@ -384,6 +494,55 @@ def _hessian(rng: np.random.Generator, K: int) -> np.ndarray:
     H = 2.0 * X.T @ X
     H[np.diag_indices(K)] += 0.01 * np.mean(np.diag(H))
     return (H + H.T) / 2
+
+
+def _off_recipe_codes(W64: float, s32: np.float32) -> list[float]:
+    """Unclamped codes (less the zero point) of one weight by quantizers off the statement's
+    float32 recipe: float64 division, of fp32(w) or of w itself; float32 division; the float64
+    quotient or the product by the float64 reciprocal rounded to float32; the product by fp32(1 /
+    scale) left in float64, of fp32(w) or of w."""
+    f32, w32 = np.float32, np.float32(W64)
+    s64, inv = float(s32), np.float32(1) / s32
+    return [
+        float(np.rint(float(w32) / s64)),
+        float(np.rint(W64 / s64)),
+        float(np.rint(w32 / s32)),
+        float(np.rint(f32(float(w32) / s64))),
+        float(np.rint(f32(float(w32) * (1.0 / s64)))),
+        float(np.rint(float(w32) * float(inv))),
+        float(np.rint(W64 * float(inv))),
+    ]
+
+
+def _grid_tie(rng: np.random.Generator, s32: np.float32, lo: int, hi: int) -> tuple[np.float32, float] | None:
+    """(scale, w) with a scale a few ulps from ``s32`` (not a power of two) and a float64 weight w
+    whose float32 recipe lands exactly halfway, ``fp32(fp32(w) * fp32(1 / scale)) == k + 0.5``
+    with ``lo <= k < hi``, while the exact quotient lies on the side of the odd code: ties to even
+    give one code, and every quantizer of :func:`_off_recipe_codes` the other. w is fp32(w) nudged
+    by a quarter of its ulp towards that side, so that a quantizer that skips fp32(w) differs too.
+    None when no nearby scale and code gives one (the fewest codes, 2 bits, may not)."""
+    f32 = np.float32
+    for _ in range(200):
+        k = int(rng.integers(lo, hi))
+        s = f32(s32)
+        for _ in range(int(rng.integers(0, 6))):
+            s = np.nextafter(s, f32(np.inf))
+        if float(s) == 2.0 ** round(math.log2(float(s))):
+            continue
+        inv = f32(1) / s
+        w0 = f32((k + 0.5) * float(s))
+        for d in (0, 1, -1, 2, -2, 3, -3, 4, -4):
+            w = w0
+            for _ in range(abs(d)):
+                w = np.nextafter(w, f32(np.inf) if d > 0 else f32(-np.inf))
+            if w * inv != f32(k + 0.5) or w == 0:
+                continue
+            ref = float(np.rint(w * inv))  # ties to even
+            side = math.copysign(1.0, float(w) / float(s) - (k + 0.5))
+            W64 = float(w) + side * math.copysign(0.25, float(w)) * float(np.spacing(abs(w)))
+            if f32(W64) == w and all(c != ref for c in _off_recipe_codes(W64, s)):
+                return s, W64
+    return None
 
 
 def _column_case(rng, N, K, j, bits, symmetric, label="", spread=1.0, W=None, ties=False, wide=False) -> Case:
@@ -404,7 +563,15 @@ def _column_case(rng, N, K, j, bits, symmetric, label="", spread=1.0, W=None, ti
     if wide:
         scale = scale * rng.uniform(0.2, 0.6)
     scale = scale.astype(np.float32)
-    if ties:
+    if ties == "grid":
+        # halfway cases at the row's own scale (a few ulps off): the float32 recipe alone gives the
+        # reference's codes (:func:`_grid_tie`); a row that finds none stays as it is
+        W = W.copy()
+        for r in range(N):
+            found = _grid_tie(rng, scale[r], qmin - int(zero[r]), qmax - int(zero[r]))
+            if found is not None:
+                scale[r], W[r, j] = found
+    elif ties:
         # the column on exact halfway points of the float32 grid (a power-of-two scale), nudged in
         # float64 so that w / scale in float64 lies above the tie while fp32(w) is on it
         scale = np.exp2(np.round(np.log2(scale.astype(np.float64)))).astype(np.float32)
@@ -423,6 +590,8 @@ def _column_cases(rng: np.random.Generator) -> list[Case]:
         _column_case(edge, 5, 9, 3, 4, False, "a zero point"),
         _column_case(edge, 7, 10, 4, 4, True, "halfway cases: ties to even in float32", ties=True),
         _column_case(edge, 7, 10, 5, 4, False, "halfway cases with a zero point", ties=True),
+        _column_case(edge, 8, 10, 3, 4, True, "halfway cases at scales not powers of two", ties="grid"),
+        _column_case(edge, 8, 10, 6, 8, False, "halfway cases, not powers of two, zero point", ties="grid"),
         _column_case(edge, 8, 12, 6, 3, True, "scales too small: codes clamp at both ends", wide=True),
         _column_case(edge, 8, 12, 2, 4, False, "a zero point, codes clamp", wide=True),
         _column_case(edge, 1, 1, 0, 8, True, "one weight"),
@@ -447,7 +616,7 @@ def _column_cases(rng: np.random.Generator) -> list[Case]:
                 bits,
                 bool(rng.random() < 0.5),
                 spread=float(rng.uniform(0, 2)),
-                ties=bool(rng.random() < 0.4),
+                ties=(False, False, False, True, "grid", "grid")[int(rng.integers(6))],
                 wide=bool(rng.random() < 0.5),
             )
         )
@@ -591,6 +760,51 @@ def kv_errors(x: np.ndarray, element: str) -> dict[str, float]:
     return out
 
 
+#: quantizers a little off the statement's float32 recipe, which the cases aimed at them
+#: (:func:`_kv_case_off_recipe`) tell apart: the division and the dequantization in float64, the
+#: dequantization alone in float64, the scale in float64, the scale as amax * fp32(1 / m)
+KV_OFF_RECIPE = ("float64 quantizer", "float64 dequantization", "float64 scale", "scale by 1 / m")
+
+
+def kv_errors_off(x: np.ndarray, element: str, how: str) -> dict[str, float]:
+    """The relative errors of :func:`kv_errors` by a quantizer ``how`` of :data:`KV_OFF_RECIPE`,
+    or ``"float32 error"``: the statement's quantizer with the error computed in float32 (a route
+    the check accepts: no case sets its budget where that changes the answer). numpy and ml_dtypes."""
+    x32 = np.asarray(x, dtype=np.float32)
+    x64 = x32.astype(np.float64)
+    m = np.float32(127.0 if element == "int8" else 448.0)
+    axes = {"per-tensor": None, "per-head": (1, 2), "per-token": (0, 2), "per-token-head": (2,)}
+    out = {}
+    for g in KV_GRANULARITIES:
+        amax = np.abs(x32).max(axis=axes[g], keepdims=True)
+        if how == "float64 scale":
+            scale = np.maximum(amax.astype(np.float64) / float(m), 2.0**-149)
+        elif how == "scale by 1 / m":
+            scale = np.maximum(amax * (np.float32(1) / m), np.float32(2.0**-149))
+        else:
+            scale = np.maximum(amax / m, np.float32(2.0**-149))
+        if how == "float64 quantizer":
+            v = np.clip(x64 / scale.astype(np.float64), -m, m)
+        else:
+            v = np.clip(x32 / scale, -m, m)
+        q = np.rint(v) if element == "int8" else v.astype(ml_dtypes.float8_e4m3fn).astype(v.dtype)
+        if how in ("float64 quantizer", "float64 dequantization"):
+            x_dq = q.astype(np.float64) * scale.astype(np.float64)
+        else:
+            x_dq = (q * scale).astype(np.float64)
+        if how == "float32 error":
+            d = x32 - (q * scale).astype(np.float32)
+            out[g] = float(np.linalg.norm(d) / np.linalg.norm(x32))
+        else:
+            out[g] = float(np.linalg.norm(x64 - x_dq) / np.linalg.norm(x64))
+    return out
+
+
+def _kv_answer(errors: dict[str, float], H: int, T: int, budget: float) -> str | None:
+    order = sorted(KV_GRANULARITIES, key=lambda g: (kv_scale_count(g, H, T), KV_GRANULARITIES.index(g)))
+    return next((g for g in order if errors[g] <= budget), None)
+
+
 def kv_scale_granularity_ref(x: np.ndarray, element: str, budget: float) -> str | None:
     """The granularity with the fewest scales (ties in :data:`KV_GRANULARITIES`' order) whose
     relative error is at most ``budget``; None when none is."""
@@ -661,6 +875,34 @@ def _kv_case_for(rng, shape, element: str, target: str, label: str, tries: int =
     return None
 
 
+def _kv_case_off_recipe(rng, shape, element: str, how: str, label: str = "", tries: int = 200, **spread) -> Case:
+    """A case whose answer the quantizer ``how`` of :data:`KV_OFF_RECIPE` gets wrong: data drawn
+    (:func:`_kv_x`) until one granularity's error by ``how`` differs from the statement's by more
+    than a relative 3e-8, the budget half way between the two (in the log), where the answers
+    differ, the error computed in float32 answers as the statement does, and the budget keeps
+    :data:`KV_BUDGET_GAP` from every error."""
+    for _ in range(tries):
+        x = _kv_x(rng, *shape, **spread)
+        H, T, _ = x.shape
+        errors, off = kv_errors(x, element), kv_errors_off(x, element, how)
+        budgets = [
+            b
+            for b in (
+                math.sqrt(errors[g] * off[g])
+                for g in KV_GRANULARITIES
+                if errors[g] > 0 and off[g] > 0 and abs(off[g] - errors[g]) > 3e-8 * errors[g]
+            )
+            if _kv_answer(errors, H, T, b) != _kv_answer(off, H, T, b)
+            and all(abs(e - b) > 2 * KV_BUDGET_GAP * b for e in errors.values())
+        ]
+        if budgets:
+            f32 = kv_errors_off(x, element, "float32 error")
+            budgets = [b for b in budgets if _kv_answer(errors, H, T, b) == _kv_answer(f32, H, T, b)]
+        if budgets:
+            return Case((x, element, float(budgets[int(rng.integers(len(budgets)))])), label=label)
+    raise ValueError(f"no data drawn tells {how!r} from the statement's quantizer")
+
+
 def _kv_cases(rng: np.random.Generator) -> list[Case]:
     edge, cases = np.random.default_rng(1204), []
     x = _kv_x(edge, 8, 64, 32, heads=2.0, tokens=0.3)
@@ -688,6 +930,9 @@ def _kv_cases(rng: np.random.Generator) -> list[Case]:
     cases.append(_kv_case(edge, x, "int8", "all", "a budget every granularity meets"))
     x = _kv_x(edge, 1, 1, 1)
     cases.append(Case((x, "int8", 1e-3), label="one number: exact at every granularity"))
+    for how, element in zip(KV_OFF_RECIPE, ("int8", "e4m3fn", "int8", "e4m3fn")):
+        label = f"{element}: a budget between the errors of the float32 recipe and of a {how}"
+        cases.append(_kv_case_off_recipe(edge, (4, 40, 16), element, how, label, heads=1.0, tokens=1.0))
     for _ in range(24):
         H, D = int(rng.choice([1, 2, 4, 8, 8, 16, 16])), int(rng.choice([8, 16, 32, 64]))
         T = int(rng.choice([int(rng.integers(1, 80)), H, int(rng.integers(1, H + 1))]))
@@ -707,11 +952,16 @@ def _kv_cases(rng: np.random.Generator) -> list[Case]:
             where = target if target in ("none", "all") else str(rng.choice(["tight", "gap"]))
             case = _kv_case(rng, x, element, where)
         cases.append(case)
+    for i, how in enumerate(KV_OFF_RECIPE * 2):
+        H, T, D = int(rng.choice([1, 2, 4, 8, 16])), int(rng.integers(2, 80)), int(rng.choice([8, 16, 32, 64]))
+        spread = {"heads": float(rng.uniform(0, 2)), "tokens": float(rng.uniform(0, 2))}
+        element = ("int8", "e4m3fn")[(i + i // len(KV_OFF_RECIPE)) % 2]  # each quantizer with each element
+        cases.append(_kv_case_off_recipe(rng, (H, T, D), element, how, **spread))
     return cases
 
 
 def _same_granularity(got, expected) -> str | None:
-    if got is not None and not isinstance(got, str):
+    if got is not None and type(got) is not str:  # a str subclass could lie in its __eq__
         return f"returned {describe(got)}, expected one of {', '.join(map(repr, KV_GRANULARITIES))} or None"
     if got != expected:
         return f"returned {got!r}, expected {expected!r}"
@@ -745,6 +995,7 @@ EXERCISES = [
         _column_cases,
         compare=_same_column,
         forbidden=FORBIDDEN,
+        returned_args=(0,),  # W: it must be left unchanged
     ),
     Exercise(
         "ex12.channel_vs_group",
