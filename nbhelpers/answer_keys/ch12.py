@@ -250,13 +250,20 @@ def _crossover(shape: dict, scheme: dict, gpu: dict, context: int) -> float:
 #: the largest batch of exercise 1's cases
 MAX_BATCH = 4096
 #: the kinds of random cases of exercise 1 aimed at one choice of the statement (:func:`_aimed_step`)
-STEP_AIMS = ("fp8 LM head", "W8A8, fp8 LM head", "fp16 at half rate", "fp8 weights", "half bytes")
+STEP_AIMS = (
+    "fp8 LM head",
+    "W8A8, fp8 LM head",
+    "W8A8, LM head not fp8",
+    "fp16 at half rate",
+    "fp8 weights",
+    "half bytes",
+)
 
 
 def _aimed_step(rng: np.random.Generator, aim: str) -> Case:
     """A random case aimed at one of :data:`STEP_AIMS`: compute-bound (a batch 1.2 to 3 times the
     crossover, a short context) with an e4m3fn LM head and 16-bit activations, or W8A8 with an
-    e4m3fn LM head, or fp16 activations on a GPU whose fp16 peak is half its bf16 one, or e4m3fn
+    e4m3fn LM head or with another, or fp16 activations on a GPU whose fp16 peak is half its bf16 one, or e4m3fn
     weights with 16-bit activations, each of which sets which peak a part runs at; or
     ("half bytes") a small memory-bound model whose tensors take a whole number of bytes and a
     half (4-bit zero points on an odd number of scales)."""
@@ -284,10 +291,13 @@ def _aimed_step(rng: np.random.Generator, aim: str) -> Case:
         if aim == "fp8 LM head":
             scheme["activations"] = sixteen
             scheme["lm_head"] = head
-        elif aim == "W8A8, fp8 LM head":
+        elif aim.startswith("W8A8"):
             scheme["activations"] = _fmt("e4m3fn", "row", None, 32)
             scheme["weights"] = _random_format(rng, "weights", fp8_weights=True)
-            scheme["lm_head"] = head
+            if aim == "W8A8, fp8 LM head":
+                scheme["lm_head"] = head
+            elif scheme["lm_head"]["element"] == "e4m3fn":
+                scheme["lm_head"] = _fmt("bf16")
         elif aim == "fp16 at half rate":
             scheme["activations"] = _fmt("fp16")
             gpu["peak_flops"]["fp16"] = gpu["peak_flops"]["bf16"] / 2
