@@ -325,7 +325,9 @@ def test_off_recipe_kv_cases_bite_and_spare_a_float32_error(seed):
         ref = ch12.kv_scale_granularity_ref(*case.args)
         how = ch12.KV_OFF_RECIPE[i % len(ch12.KV_OFF_RECIPE)]
         assert ch12._kv_answer(ch12.kv_errors_off(x, element, how), H, T, budget) != ref
-        assert ch12._kv_answer(ch12.kv_errors_off(x, element, "float32 error"), H, T, budget) == ref
+        f32 = ch12.kv_errors_off(x, element, "float32 error")
+        assert ch12._kv_answer(f32, H, T, budget) == ref
+        assert ch12._kv_answer(f32, H, T, float(np.float32(budget))) == ref
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -889,7 +889,8 @@ def _kv_case_off_recipe(rng, shape, element: str, how: str, label: str = "", tri
     """A case whose answer the quantizer ``how`` of :data:`KV_OFF_RECIPE` gets wrong: data drawn
     (:func:`_kv_x`) until one granularity's error by ``how`` differs from the statement's by more
     than a relative 3e-8, the budget half way between the two (in the log), where the answers
-    differ, the error computed in float32 answers as the statement does, and the budget keeps
+    differ, the error computed in float32 (and compared in float32) answers as the statement does,
+    and the budget keeps
     :data:`KV_BUDGET_GAP` from every error."""
     for _ in range(tries):
         x = _kv_x(rng, *shape, **spread)
@@ -907,7 +908,15 @@ def _kv_case_off_recipe(rng, shape, element: str, how: str, label: str = "", tri
         ]
         if budgets:
             f32 = kv_errors_off(x, element, "float32 error")
-            budgets = [b for b in budgets if _kv_answer(errors, H, T, b) == _kv_answer(f32, H, T, b)]
+            # compared with the budget as it is, or with the budget rounded to float32 (numpy
+            # compares a float32 with a Python float in float32)
+            budgets = [
+                b
+                for b in budgets
+                if _kv_answer(f32, H, T, b)
+                == _kv_answer(errors, H, T, b)
+                == _kv_answer(f32, H, T, float(np.float32(b)))
+            ]
         if budgets:
             return Case((x, element, float(budgets[int(rng.integers(len(budgets)))])), label=label)
     raise ValueError(f"no data drawn tells {how!r} from the statement's quantizer")
