@@ -51,7 +51,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ..exercise_types import AfterCall, Case, Exercise
+from ..exercise_types import AfterCall, Case, Exercise, ExerciseKind
 from ..inference_math import (
     LLAMA3_8B,
     SCHEMES,
@@ -1005,6 +1005,7 @@ EXERCISES = [
         _step_cases,
         compare=_same_step,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
     Exercise(
         "ex12.gptq_column",
@@ -1014,6 +1015,7 @@ EXERCISES = [
         _column_cases,
         compare=_same_column,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.IMPLEMENT,
         returned_args=(0,),  # W: it must be left unchanged
     ),
     Exercise(
@@ -1024,6 +1026,7 @@ EXERCISES = [
         _group_cases,
         compare=_group_compare,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.CONSTRUCT,
     ),
     Exercise(
         "ex12.kv_scale_granularity",
@@ -1033,5 +1036,6 @@ EXERCISES = [
         _kv_cases,
         compare=_same_granularity,
         forbidden=FORBIDDEN,
+        kind=ExerciseKind.PREDICT,
     ),
 ]
