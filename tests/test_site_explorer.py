@@ -189,6 +189,20 @@ def expected_codes(x: np.ndarray, f: FloatFormat, mode: str, saturate) -> np.nda
     return out
 
 
+def expected_errors(xs: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """|x - r| (the same IEEE subtraction) and that over |x|: NaN only where x or the result is
+    NaN; 0 for an exact result (inf for inf too); inf where a finite x overflows to inf or inf
+    saturates to max, whose relative error is 1, the limit of |x - max| / |x|."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        abs_error = np.abs(xs - want)
+        rel_error = np.where(np.isfinite(xs), np.where(xs != 0, abs_error / np.abs(xs), 0.0), 1.0)
+    exact = xs == want
+    abs_error[exact] = rel_error[exact] = 0.0
+    nan = np.isnan(xs) | np.isnan(want)
+    abs_error[nan] = rel_error[nan] = np.nan
+    return abs_error, rel_error
+
+
 def check_rounding(page, f: FloatFormat, spec, xs: np.ndarray, scale: float = 1.0, errors: bool = True) -> int:
     """The page's rounding of xs * scale in every mode, with the format's overflow and
     saturating, against round_to and encode of xs (times scale); the number of values compared."""
@@ -199,10 +213,7 @@ def check_rounding(page, f: FloatFormat, spec, xs: np.ndarray, scale: float = 1.
             want = round_to(xs, f, mode, saturate=saturate) * scale
             ok = same_values(shown["value"], want) & (shown["code"] == expected_codes(xs, f, mode, saturate))
             if errors:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    finite = np.isfinite(want) & np.isfinite(xs)
-                    abs_error = np.where(finite, np.abs(xs - want), np.nan)  # the same IEEE subtraction
-                    rel_error = np.where(xs != 0, abs_error / np.abs(xs), np.where(finite, 0.0, np.nan))
+                abs_error, rel_error = expected_errors(xs, want)
                 ok &= same_values(shown["abs_error"], abs_error) & same_values(shown["rel_error"], rel_error)
             bad = [(xs[i], shown["value"][i], want[i], shown["code"][i]) for i in np.flatnonzero(~ok)[:4]]
             assert ok.all(), f"{f.name} {mode} saturate={saturate}: {int((~ok).sum())} differ, first {bad}"
@@ -748,4 +759,46 @@ def test_the_chapters_link_to_states_of_the_explorer_that_open(site, explorer, s
         shown[named["fmt"]] = shown.get(named["fmt"], set()) | {float(shown_value(page))}
     assert 448.0 in shown.get("e4m3fn", ()) and 57344.0 in shown.get("e5m2", ()), shown
     assert 2.0**-127 in shown.get("e8m0fnu", ()) and "e2m1fn" in shown, shown
+    check_page(page)
+
+
+# --- what a reader found on the page ------------------------------------------------------------
+
+PHONE = {"width": 390, "height": 844}
+
+
+def test_an_inf_result_has_an_infinite_error(explorer, server):  # noqa: F811
+    """e5m2 rounds 61440 up to inf in two modes: that row's errors read inf, not NaN; NaN is
+    only for a NaN result; inf rounded to inf is exact, and saturated to max it is off by inf."""
+    page = explorer
+    open_state(page, server, "#fmt=e5m2&x=61440")
+
+    def errors(result: str) -> list[str]:
+        row = page.locator(f'#fx-round tbody tr:has(td.fx-result[data-value="{result}"])')
+        return [row.locator("td").nth(i).inner_text() for i in (3, 4)]
+
+    assert float(round_to(61440.0, "e5m2", "nearest_even")) == math.inf
+    assert errors("inf") == ["inf", "inf"]
+    assert errors("57344") == ["4096", "0.0666667"]
+    page.fill("#fx-x", "inf")
+    assert errors("inf") == ["0", "0"] and errors("57344") == ["inf", "1"]
+    page.fill("#fx-x", "nan")
+    assert errors("NaN") == ["NaN", "NaN"]
+    check_page(page)
+
+
+def test_a_format_with_the_fields_of_a_preset_is_called_by_its_name(explorer, server):  # noqa: F811
+    """bf16 named by its fields, or the page's default, is "bf16" in the sentences, not "e8m7"."""
+    page = explorer
+    count = f"{finite_count(FORMATS['bf16']):,}"
+    for hash_ in ("#e=8&m=7&bias=127&specials=ieee&code=0x3F80", "#fmt=bf16&code=0x3F80", ""):
+        open_state(page, server, hash_)
+        assert page.input_value("#fx-preset") == "bf16"
+        assert page.locator("#fx-specials-text").inner_text().startswith("bf16: 16 bits"), hash_
+        assert f"bf16 has {count} finite values" in page.locator("#fx-grid").inner_text(), hash_
+    page.fill("#fx-exp", "5")
+    page.press("#fx-exp", "Enter")
+    page.fill("#fx-man", "10")
+    page.press("#fx-man", "Enter")
+    assert page.locator("#fx-specials-text").inner_text().startswith("fp16:")
     check_page(page)

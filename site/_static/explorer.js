@@ -150,7 +150,7 @@
     }
     const signed = specials !== "power_of_two";
     const f = { derived: true, expBits: e, manBits: m, specials, bias, signed };
-    f.name = spec.name || customName(f);
+    f.name = spec.name || presetOf(f) || customName(f); // the fields of bf16 are bf16
     f.bits = (signed ? 1 : 0) + e + m;
     f.allOnes = 2 ** e - 1;
     f.emin = specials === "power_of_two" ? -bias : 1 - bias;
@@ -389,9 +389,7 @@
     const xv = parseValue(x);
     const value = roundValue(f, xv, mode, Boolean(saturate));
     const code = encodeValue(f, value, signbit(xv));
-    const finite = Number.isFinite(value) && Number.isFinite(xv);
-    const absError = finite ? Math.abs(xv - value) : NaN; // one IEEE subtraction: correctly rounded
-    const relError = finite && xv !== 0 ? absError / Math.abs(xv) : finite ? 0 : NaN;
+    const [absError, relError] = errorsOf(xv, value);
     return {
       x: xv,
       value,
@@ -401,6 +399,18 @@
       absError,
       relError,
     };
+  }
+
+  /** The absolute and relative error of a result r for x: |x - r| (one IEEE subtraction:
+   * correctly rounded) and that over |x|. NaN only where x or r is NaN; an exact result (inf
+   * for inf included) has error 0; a finite x that overflows to inf has error inf, and so has
+   * inf saturated to max, whose relative error is 1 (the limit of |x - max| / |x|). */
+  function errorsOf(x, r) {
+    if (Number.isNaN(x) || Number.isNaN(r)) return [NaN, NaN];
+    if (x === r) return [0, 0];
+    const absError = Math.abs(x - r);
+    if (!Number.isFinite(x)) return [absError, 1];
+    return [absError, x !== 0 ? absError / Math.abs(x) : 0];
   }
 
   // ------------------------------------------------------------------ spacing, neighbours
@@ -961,9 +971,7 @@
         }
         for (const [o, exactP, text, possible] of outcomes) {
           if (!possible) continue;
-          const finite = Number.isFinite(o.value) && Number.isFinite(xv);
-          const absError = finite ? Math.abs(xv - o.value) : NaN;
-          const relError = finite && xv !== 0 ? absError / Math.abs(xv) : finite ? 0 : NaN;
+          const [absError, relError] = errorsOf(xv, o.value);
           const row = rowOf({ ...o, x: xv, absError, relError });
           row.ways.push(["stochastic", saturate]);
           row.p[rule] = { exact: exactP, text };
