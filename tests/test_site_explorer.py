@@ -767,6 +767,39 @@ def test_the_chapters_link_to_states_of_the_explorer_that_open(site, explorer, s
 PHONE = {"width": 390, "height": 844}
 
 
+def heading_top(page, heading_id: str) -> float:
+    return page.evaluate(f"document.getElementById('{heading_id}').getBoundingClientRect().top")
+
+
+@pytest.mark.parametrize("viewport", [PHONE, None], ids=["390px", "1280px"])
+def test_a_link_to_a_state_opens_at_the_section_it_names(explorer, server, viewport):  # noqa: F811
+    """An address with x= opens at "Rounding a value", one with only code= at "The bits" (in the
+    top third of the window, below the theme's header); with neither it opens at the top; a
+    change of state after the load leaves the scroll where the reader has it."""
+    page = explorer
+    before = page.viewport_size
+    if viewport:
+        page.set_viewport_size(viewport)
+    try:
+        height = page.viewport_size["height"]
+        open_state(page, server, "#fmt=e4m3fn&code=0x7E&x=464")
+        top = heading_top(page, "fx-rounding-heading")
+        assert 40 <= top <= height / 3, f"Rounding a value at {top:.0f} px in a {height} px window"
+        scrolled = page.evaluate("window.scrollY")
+        page.fill("#fx-x", "465")
+        page.locator('#fx-bits button[data-bit="0"]').dispatch_event("click")  # a click, no scroll
+        page.select_option("#fx-mode", "toward_zero")
+        assert page.evaluate("window.scrollY") == scrolled  # no jump on a change of state
+        open_state(page, server, "#fmt=e4m3fn&code=0x7E")
+        top = heading_top(page, "fx-bits-heading")
+        assert 40 <= top <= height / 3, f"The bits at {top:.0f} px in a {height} px window"
+        open_state(page, server, "#fmt=e4m3fn")
+        assert page.evaluate("window.scrollY") == 0
+    finally:
+        page.set_viewport_size(before)
+    check_page(page)
+
+
 def test_an_inf_result_has_an_infinite_error(explorer, server):  # noqa: F811
     """e5m2 rounds 61440 up to inf in two modes: that row's errors read inf, not NaN; NaN is
     only for a NaN result; inf rounded to inf is exact, and saturated to max it is off by inf."""

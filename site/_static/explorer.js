@@ -644,7 +644,7 @@
       setCode((state.code + d + n) % n);
     };
     root.append(
-      el("h2", {}, "The bits"),
+      el("h2", { id: "fx-bits-heading" }, "The bits"),
       el("p", { class: "fx-note" }, "Click a bit to flip it, or type a code in hex."),
       bitsRow,
       el(
@@ -681,7 +681,7 @@
     const between = el("div", { id: "fx-between", class: "fx-between" });
     const roundTable = el("table", { id: "fx-round", class: "fx-table" });
     root.append(
-      el("h2", {}, "Rounding a value"),
+      el("h2", { id: "fx-rounding-heading" }, "Rounding a value"),
       el(
         "p",
         { class: "fx-note" },
@@ -1212,6 +1212,24 @@
     else setFormat(state.fmt, state.code);
     state.loaded = true;
     root.dataset.ready = "true";
+    if (named) showNamedSection(named);
+
+    /** An address that names a value opens at the rounding of it; one that names only a code,
+     * at the bits (once, as the page loads: a later change of state leaves the scroll alone). */
+    function showNamedSection(s) {
+      const id = s.x !== undefined ? "fx-rounding-heading" : s.code !== undefined ? "fx-bits-heading" : null;
+      if (!id) return;
+      const heading = document.getElementById(id);
+      heading.scrollIntoView({ block: "start" });
+      // the images and fonts that load after the script can move the heading: scroll again then,
+      // unless the reader has scrolled meanwhile
+      if (document.readyState !== "complete") {
+        const at = window.scrollY;
+        window.addEventListener("load", () => {
+          if (Math.abs(window.scrollY - at) < 2) heading.scrollIntoView({ block: "start" });
+        }, { once: true });
+      }
+    }
   }
 
   window.explorer = {
