@@ -800,6 +800,44 @@ def test_a_link_to_a_state_opens_at_the_section_it_names(explorer, server, viewp
     check_page(page)
 
 
+ROUND_CELLS = """() => {
+    const box = document.querySelector('#fx-round').parentElement.getBoundingClientRect();
+    const table = document.querySelector('#fx-round');
+    return {box: [box.left, box.right], scroll: [table.parentElement.scrollWidth, table.parentElement.clientWidth],
+        cells: [...table.querySelectorAll('tbody td')].map((td) => {
+            const r = td.getBoundingClientRect();
+            return [td.dataset.label, r.left, r.right, getComputedStyle(td, '::before').content];
+        }),
+        rows: [...table.querySelectorAll('tbody tr')].map((tr) => tr.getBoundingClientRect().height)};
+}"""
+
+
+def test_the_rounding_table_fits_a_phone_as_cards(explorer, server):  # noqa: F811
+    """At 390 px the rounding table needs no sideways scroll: every cell, the modes and the
+    probability included, lies inside its box and names its column; a row is under 190 px."""
+    page = explorer
+    before = page.viewport_size
+    page.set_viewport_size(PHONE)
+    try:
+        open_state(page, server, "#fmt=e4m3fn&code=0x7E&x=464")
+        for typed in ("464", "2.6", "1e-3"):
+            page.fill("#fx-x", typed)
+            m = page.evaluate(ROUND_CELLS)
+            (left, right), (scroll_width, client_width) = m["box"], m["scroll"]
+            assert scroll_width <= client_width + 1, (typed, m["scroll"])
+            labels = {label for label, *_ in m["cells"]}
+            assert {"given by", "stochastic: probability", "absolute error"} <= labels
+            for label, lo, hi, before_text in m["cells"]:
+                assert left - 1 <= lo and hi <= right + 1, (typed, label, lo, hi, left, right)
+                assert label in before_text, (label, before_text)
+            assert max(m["rows"]) < 190, (typed, m["rows"])
+    finally:
+        page.set_viewport_size(before)
+    m = page.evaluate(ROUND_CELLS)  # at 1280 px, a table with its head
+    assert page.locator("#fx-round thead").is_visible() and m["scroll"][0] <= m["scroll"][1] + 1
+    check_page(page)
+
+
 def test_an_inf_result_has_an_infinite_error(explorer, server):  # noqa: F811
     """e5m2 rounds 61440 up to inf in two modes: that row's errors read inf, not NaN; NaN is
     only for a NaN result; inf rounded to inf is exact, and saturated to max it is off by inf."""

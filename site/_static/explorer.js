@@ -580,6 +580,7 @@
     stochastic: "stochastic",
   };
   const DEFAULT_X = "3.14159";
+  const ROUND_COLUMNS = ["result", "code", "class", "absolute error", "relative error", "given by", "stochastic: probability"];
 
   /** The state a link can name, from the part of the address after # (fmt=e4m3fn&code=0x7E,
    * or e=4&m=3&bias=8&specials=fn for a format by its fields; x=464; mode=nearest_away), or
@@ -1025,15 +1026,13 @@
           el(
             "tr",
             {},
-            ...["result", "code", "class", "absolute error", "relative error", "given by", "stochastic: probability"].map((h) =>
-              el("th", {}, h)
-            )
+            ...ROUND_COLUMNS.map((h) => el("th", {}, h))
           )
         )
       );
       const body = el("tbody");
       for (const { result: r, ways, p } of rows) {
-        const codeCell = el("td", { class: "fx-num" });
+        const codeCell = el("td", { class: "fx-num fx-code-cell" });
         if (r.code === null) {
           codeCell.textContent = "none (no NaN code)";
         } else {
@@ -1056,13 +1055,17 @@
             },
             el("td", { class: "fx-num fx-result", "data-value": show(r.value), title: exactDecimal(r.value) }, show(r.value)),
             codeCell,
-            el("td", {}, r.cls),
-            el("td", { class: "fx-num", title: show(r.absError) }, shortNumber(r.absError)),
-            el("td", { class: "fx-num", title: show(r.relError) }, shortNumber(r.relError)),
+            el("td", { class: "fx-cls" }, r.cls),
+            el("td", { class: "fx-num fx-error", title: show(r.absError) }, shortNumber(r.absError)),
+            el("td", { class: "fx-num fx-error", title: show(r.relError) }, shortNumber(r.relError)),
             el("td", { class: "fx-ways" }, waysText(ways, overflow)),
             el("td", { class: "fx-num fx-probability" }, probability)
           )
         );
+      }
+      // each cell names its column, for the narrow layout where a row is a card (explorer.css)
+      for (const row of body.rows) {
+        [...row.cells].forEach((cell, i) => cell.setAttribute("data-label", ROUND_COLUMNS[i]));
       }
       roundTable.append(body);
       saveState();
