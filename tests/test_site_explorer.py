@@ -838,6 +838,40 @@ def test_the_rounding_table_fits_a_phone_as_cards(explorer, server):  # noqa: F8
     check_page(page)
 
 
+def marker_in_view(page) -> tuple[float, float, float]:
+    """The grid marker's centre and its box's left and right edges, in the window."""
+    return page.evaluate("""() => {
+        const m = document.getElementById('fx-grid-marker').getBoundingClientRect();
+        const box = document.getElementById('fx-grid-box').getBoundingClientRect();
+        return [(m.left + m.right) / 2, box.left, box.right];
+    }""")
+
+
+def test_the_grid_scrolls_to_the_marked_code_on_a_phone(explorer, server):  # noqa: F811
+    """At 390 px the grid scrolls sideways in its box; the marker of the code shown is in view
+    after a link opens a state (448, the largest value, at the right end) and after each change
+    of code (the smallest subnormal, at the left end, 448 again, then 1); the note under the grid
+    does not scroll with it."""
+    page = explorer
+    before = page.viewport_size
+    page.set_viewport_size(PHONE)
+    try:
+        open_state(page, server, "#fmt=e4m3fn&code=0x7E&x=464")
+        box = "document.getElementById('fx-grid-box')"
+        assert page.evaluate(f"{box}.scrollWidth > {box}.clientWidth")  # the grid scrolls in its box
+        note = page.evaluate("document.querySelector('#fx-grid > p.fx-note').getBoundingClientRect().left")
+        assert note >= 0, note  # and the note under it stays in the page
+        for code in (None, "01", "7E", "38"):
+            if code:
+                page.fill("#fx-hex", code)
+                page.press("#fx-hex", "Enter")
+            at, left, right = marker_in_view(page)
+            assert left <= at <= right, (code, at, left, right)
+    finally:
+        page.set_viewport_size(before)
+    check_page(page)
+
+
 def test_an_inf_result_has_an_infinite_error(explorer, server):  # noqa: F811
     """e5m2 rounds 61440 up to inf in two modes: that row's errors read inf, not NaN; NaN is
     only for a NaN result; inf rounded to inf is exact, and saturated to max it is off by inf."""

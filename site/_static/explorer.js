@@ -901,7 +901,7 @@
       xMark.append(xLabel);
       svg.append(xMark);
       grid.append(
-        svg,
+        el("div", { id: "fx-grid-box" }, svg), // the box that scrolls sideways on a phone, not the note
         el(
           "p",
           { class: "fx-note" },
@@ -922,7 +922,16 @@
       const a = Math.abs(v);
       const shown = Number.isFinite(a) && a > 0;
       marker.style.display = shown ? "" : "none";
-      if (shown) marker.setAttribute("transform", `translate(${grid.positions(a)} 0)`);
+      if (!shown) return;
+      marker.setAttribute("transform", `translate(${grid.positions(a)} 0)`);
+      // on a narrow screen the grid scrolls sideways in its box: bring the marker into view
+      // (centred) when it is outside, and leave the box alone when it is already in view
+      const scroller = document.getElementById("fx-grid-box");
+      const box = scroller.getBoundingClientRect();
+      const at = marker.getBoundingClientRect();
+      if (box.width > 0 && (at.left < box.left || at.right > box.right)) {
+        scroller.scrollLeft += (at.left + at.right) / 2 - (box.left + box.right) / 2;
+      }
     }
 
     /** |x| on the grid, its neighbours' ticks drawn thicker (where |x| lies inside the grid). */
