@@ -626,6 +626,23 @@ class Evaluation:
             raise ValueError(f"need two evaluations of the same >= 2 windows, got {a.shape} and {b.shape}")
         return _mean_se(a - b)
 
+    def kl_difference(self, other: Evaluation) -> tuple[float, float]:
+        """(mean, standard error) of ``self``'s KL divergence less ``other``'s, paired window by
+        window: both measured against one reference on the same windows, so what the two methods
+        share (the text, and every error they make alike) cancels. Two methods whose KL standard
+        errors overlap can still differ by many paired standard errors, and the reverse; a
+        difference within two of them is not resolved by these windows."""
+        if not isinstance(other, Evaluation):
+            raise TypeError(f"other must be an Evaluation, got {type(other).__name__}")
+        if self.window_kl is None or other.window_kl is None:
+            raise ValueError(
+                "both evaluations need a KL divergence: pass the reference as reference_log_probs(reference, text)"
+            )
+        a, b = self.window_kl, other.window_kl
+        if a.shape != b.shape or a.size < 2:
+            raise ValueError(f"need two evaluations of the same >= 2 windows, got {a.shape} and {b.shape}")
+        return _mean_se(a - b)
+
 
 def evaluate(
     model: TinyLM,

@@ -397,6 +397,31 @@ def test_kl_is_scipys_entropy_per_position_and_zero_for_the_reference_itself():
         top1.kl()
 
 
+def test_kl_difference_is_paired_window_by_window():
+    """kl_difference is the mean and standard error of the per-window KL differences, which is
+    smaller than the unpaired error when the two methods move the same windows; it refuses
+    evaluations without a KL divergence or of other windows."""
+    model, idx = small_model(), byte_ids(4, 17, seed=7)
+    ref = ql.reference_log_probs(model, idx, seq_len=16)
+    a = ql.evaluate(ql.quantized_copy(model, WeightOnly(4)), ref, idx, seq_len=16)
+    b = ql.evaluate(ql.quantized_copy(model, WeightOnly(4, 8)), ref, idx, seq_len=16)
+    d = a.window_kl - b.window_kl
+    mean, se = a.kl_difference(b)
+    assert mean == pytest.approx(a.kl()[0] - b.kl()[0], rel=1e-9, abs=1e-15)
+    assert se == pytest.approx(d.std(ddof=1) / 2, rel=1e-9) and se > 0
+    back, back_se = b.kl_difference(a)
+    assert back == pytest.approx(-mean, rel=1e-12) and back_se == pytest.approx(se, rel=1e-12)
+    assert a.kl_difference(a) == (0.0, 0.0)
+    top1 = ql.evaluate(model, ql.top1_predictions(model, idx, seq_len=16), idx, seq_len=16)
+    with pytest.raises(ValueError, match="reference_log_probs"):
+        a.kl_difference(top1)
+    fewer = ql.evaluate(model, ref[:2], idx[:2], seq_len=16)
+    with pytest.raises(ValueError, match="same >= 2 windows"):
+        a.kl_difference(fewer)
+    with pytest.raises(TypeError, match="Evaluation"):
+        a.kl_difference(0.5)
+
+
 def test_ignored_layers_keep_their_weights_and_their_inputs():
     """ignore=("lm_head",) leaves lm_head's weight as stored and, for W8A8, its input unquantized;
     every other layer is quantized exactly as without it."""
