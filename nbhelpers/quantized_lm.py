@@ -630,8 +630,8 @@ class Evaluation:
         """(mean, standard error) of ``self``'s KL divergence less ``other``'s, paired window by
         window: both measured against one reference on the same windows, so what the two methods
         share (the text, and every error they make alike) cancels. Two methods whose KL standard
-        errors overlap can still differ by many paired standard errors, and the reverse; a
-        difference within two of them is not resolved by these windows."""
+        errors overlap can still differ by many paired standard errors; a difference within two
+        of them is not resolved by these windows."""
         if not isinstance(other, Evaluation):
             raise TypeError(f"other must be an Evaluation, got {type(other).__name__}")
         if self.window_kl is None or other.window_kl is None:
