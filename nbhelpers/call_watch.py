@@ -41,19 +41,21 @@ carries this module's source into the kernel that grades (in place of its import
 from __future__ import annotations
 
 import _thread
+import functools
 import os
 import sys
 import types
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["CallWatch", "parse_names", "audit_names", "in_profile_hook"]
+__all__ = ["CallWatch", "parse_names", "audit_names", "tools_audit", "in_profile_hook"]
 
 _THREAD = "started a thread (the check cannot see what a thread calls)"
 _PROCESS = "started a process (the check cannot see what another process calls)"
 _HOOK = "switched off or replaced the profile hook the check watches calls with"
 _EXEC = "compiled or ran code from a string (the check cannot say what that code is)"
 _AUDIT = "names what reaches past the check's watch or into the check itself"
+_OUTSIDE = "uses what this exercise's tools do not include"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
@@ -353,12 +355,395 @@ def _audit_code(c: Any, g: dict, found: set, todo: list) -> None:
 
 
 _MISSING = object()
+#: The type of what ``functools.cache`` and ``lru_cache`` make.
+_CACHE_TYPE = type(functools.lru_cache(maxsize=None)(lambda: None))
 
 
 def _audit_builtin_objects() -> list:
     import builtins
 
     return [getattr(builtins, n) for n in _AUDIT_BUILTINS if hasattr(builtins, n)]
+
+
+# ----------------------------------------------------------------------------- the allow-list audit
+#: Builtins a function may load by name where its exercise lists its tools: the data types, the
+#: arithmetic and the iteration a computation needs, and the exception classes (added below).
+_TOOL_BUILTINS = frozenset(
+    "abs all any ascii bin bool bytearray bytes callable chr classmethod complex dict dir divmod"
+    " enumerate filter float format frozenset hasattr hash hex id int isinstance issubclass iter len"
+    " list map max memoryview min next object oct ord pow print property range repr reversed round"
+    " set slice sorted staticmethod str sum super tuple type zip NotImplemented Ellipsis".split()
+)
+#: Attribute names no tool needs and that reach past the watch, strings made names (``get_field``,
+#: ``attrgetter``), code compiled or run from text or a pickle (``load``, ``register`` with its
+#: annotations evaluated, ``measure``), or C code (``ctypes``): never allowed, whatever module
+#: lists them, and never a name a notebook may define for itself.
+_DENIED_ATTRIBUTES = _AUDIT_NAMES | {
+    "ctypes",
+    "ctypeslib",
+    "cffi",
+    "capsule",
+    "load",
+    "loads",
+    "compile",
+    "exec",
+    "eval",
+    "get_field",
+    "Formatter",
+    "register",
+    "singledispatch",
+    "singledispatchmethod",
+    "get_type_hints",
+    "ForwardRef",
+    "measure",
+    "test",
+    "update_wrapper",  # copies the attributes a tuple of strings names: a getattr by any name
+    "wraps",
+    "WRAPPER_ASSIGNMENTS",
+    "WRAPPER_UPDATES",
+    "lookfor",
+    "source",
+    "who",
+    "__getattr__",
+    "__setattr__",
+    "__delattr__",
+    "__subclasses__",
+    "__mro__",
+    "__bases__",
+    "__base__",
+    "mro",
+    "__self__",
+    "__func__",
+    "__wrapped__",
+    "__traceback__",
+    "__class_getitem__",
+    "__init_subclass__",
+    "__set_name__",
+    # modules that reach past the watch, as attributes of another module
+    *_AUDIT_MODULES,
+    *"sys os subprocess threading _thread multiprocessing concurrent signal shelve runpy code codeop"
+    " pdb bdb trace timeit cProfile profile pydoc doctest unittest string weakref copyreg io tempfile"
+    " shutil pathlib socket asyncio faulthandler tracemalloc atexit sysconfig site pkgutil zipimport"
+    " _pickle _operator _ctypes _imp".split(),
+}
+#: Protocols through which numpy reads memory at an address the object gives: a notebook may not
+#: define them (in a class, or a string that names one), since an array made there reads and writes
+#: any of the process's memory, the watch's included.
+_DENIED_DEFINITIONS = frozenset(
+    {"__array_interface__", "__array_struct__", "__cuda_array_interface__", "__dlpack__", "__dlpack_device__"}
+)
+#: Attribute names of frames, code objects, generators, coroutines and tracebacks.
+_DENIED_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
+#: The types of plain data: a value of one of them is a constant, whatever holds it.
+_DATA_TYPES = (int, float, complex, str, bytes, bool, type(None), range, slice)
+_TOOLS_CACHE: dict = {}
+
+
+def _tool_table(tools: tuple[str, ...]) -> tuple[frozenset, dict, frozenset]:
+    """For the modules ``tools`` names (each exactly, not its submodules): the attribute names a
+    function may use on what they give (their public names, a submodule's only where that module
+    is a tool too, and the public names of their classes and of the builtin data types), the
+    objects they export by id, and the modules themselves. A module that cannot be imported adds
+    nothing. Made once per tuple of tools."""
+    import builtins
+    import importlib
+
+    known = _TOOLS_CACHE.get(tools)
+    if known is not None:
+        return known
+    names: set[str] = set()
+    exported: dict[int, Any] = {}
+    modules: set[str] = set()
+    classes: list[type] = [int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset, range, slice]
+    for tool in tools:
+        try:
+            module = importlib.import_module(tool)
+        except Exception:  # not installed here: nothing of it is a tool
+            continue
+        modules.add(tool)
+        for name, value in list(vars(module).items()):
+            if name.startswith("_"):
+                continue
+            if isinstance(value, types.ModuleType):
+                if value.__name__ in tools:
+                    names.add(name)
+                continue
+            names.add(name)
+            exported[id(value)] = value
+            if isinstance(value, type):
+                classes.append(value)
+    for sample in _instance_samples():  # attributes their instances set for themselves
+        names.update(n for n in dir(sample) if not n.startswith("_"))
+    for cls in classes:
+        names.update(n for n in dir(cls) if not n.startswith("_") or (n.startswith("__") and n.endswith("__")))
+        exported[id(cls)] = cls
+    for name in _TOOL_BUILTINS:
+        value = getattr(builtins, name, None)
+        if value is not None:
+            exported[id(value)] = value
+    names -= _DENIED_ATTRIBUTES
+    table = (frozenset(n for n in names if not n.startswith(_DENIED_PREFIXES)), exported, frozenset(modules))
+    _TOOLS_CACHE[tools] = table
+    return table
+
+
+_SHADOW_CACHE: dict = {}
+
+
+def _shadowed(tools: tuple[str, ...], vocabulary: frozenset) -> frozenset:
+    """The names of the public attributes of every loaded module inside a tool's package that are
+    not tools' names themselves (``lib``, ``read_array`` in numpy): a notebook may not give its own
+    objects such a name, which would make it an attribute name the audit lets pass on any object,
+    numpy's modules included."""
+    known = _SHADOW_CACHE.get(tools)
+    if known is not None:
+        return known
+    roots = {t.split(".")[0] for t in tools}
+    out: set[str] = set()
+    for name, module in list(sys.modules.items()):
+        if not isinstance(module, types.ModuleType) or name.split(".")[0] not in roots:
+            continue
+        try:
+            out.update(n for n in list(vars(module)) if not n.startswith("__"))
+        except Exception:  # an odd module object: nothing to read
+            continue
+        out.add(name.rsplit(".", 1)[-1])
+    table = _SHADOW_CACHE[tools] = frozenset(out - vocabulary)
+    return table
+
+
+def _instance_samples() -> list:
+    """Instances of the tools' classes whose attributes are set by each instance, not its class
+    (``np.finfo(...).eps``): read once, where their modules are loaded."""
+    out: list = []
+    np, mld = sys.modules.get("numpy"), sys.modules.get("ml_dtypes")
+    makers = []
+    if np is not None:
+        makers += [lambda: np.finfo(np.float32), lambda: np.iinfo(np.int32), lambda: np.errstate()]
+    if mld is not None:
+        makers += [lambda: mld.finfo(mld.bfloat16), lambda: mld.iinfo(mld.int4)]
+    for make in makers:
+        try:
+            out.append(make())
+        except Exception:  # another version of the library: its names are read where they are
+            continue
+    return out
+
+
+def _is_builtin(name: str) -> bool:
+    import builtins
+
+    return hasattr(builtins, name)
+
+
+def _tool_builtin(name: str) -> bool:
+    import builtins
+
+    value = getattr(builtins, name, None)
+    if name in _TOOL_BUILTINS:
+        return True
+    return isinstance(value, type) and issubclass(value, BaseException)
+
+
+def tools_audit(fn: Any, tools: Iterable[str], limit: int = 200) -> list[str]:
+    """What ``fn`` (unwrapped from ``functools.partial`` and caches), and every function and class
+    of its own module that it reaches through the names its code loads, the values those names hold
+    (in containers too), default arguments and closures, uses outside ``tools``, sorted, each once.
+    The code is read, not run. Allowed: a global that holds one of the notebook's own functions or
+    classes (read in turn), one of the modules ``tools`` names, an object such a module exports, or
+    plain data (numbers, strings, containers of them, arrays, instances of the notebook's classes);
+    a builtin of :data:`_TOOL_BUILTINS` or an exception class; ``import`` of a tool; an attribute
+    name that a tool, one of its classes or a builtin data type has, or that the notebook's own code
+    stores or its classes define, unless it is one of :data:`_DENIED_ATTRIBUTES` or starts with one
+    of :data:`_DENIED_PREFIXES`. Everything else is named in the result: what the function could do
+    with it is not something the watch can follow (a module outside the list, a builtin that looks
+    names up from strings, a name no tool has)."""
+    reader = _ToolsReader(tuple(sorted(set(tools))))
+    todo = reader.todo
+    todo.append(fn)
+    steps = 0
+    while todo and steps < limit:
+        steps += 1
+        reader.read(_unwrapped(todo.pop()))
+    return reader.result()
+
+
+class _ToolsReader:
+    """The state of one :func:`tools_audit`: what it found, the attribute names the code uses and
+    the ones the notebook's own code defines, and what is still to read."""
+
+    def __init__(self, tools: tuple[str, ...]) -> None:
+        self.tools = tools
+        self.vocabulary, self.exported, self.modules = _tool_table(tools)
+        self.found: set[str] = set()
+        self.used: set[str] = set()
+        self.defined: set[str] = set()
+        self.seen_ids: set[int] = set()
+        self.todo: list[Any] = []
+        self.home: Any = None  # the globals of the function audited: the notebook's
+        self.libraries = _library_dirs()
+        self.foreign: set[int] = set()  # ids of the functions of other notebook namespaces
+
+    def library(self, code: Any) -> bool:
+        """Whether a code object is an installed library's or the course's (by its file)."""
+        name = code.co_filename
+        if not isinstance(name, str) or name.startswith("<frozen "):
+            return True
+        return os.path.isabs(name) and (
+            os.path.realpath(name).startswith(self.libraries) or _course_module(name) is not None
+        )
+
+    def own(self, value: Any) -> bool:
+        """Whether a function or class is the notebook's own (defined in the audited module)."""
+        mod = getattr(value, "__module__", None)
+        return self.home is not None and isinstance(mod, str) and mod == self.home.get("__name__")
+
+    def value_ok(self, value: Any, depth: int = 0) -> bool:
+        """Whether a value a global, a default, a closure or a class attribute holds is allowed;
+        the notebook's own functions and classes it is or holds are queued to be read."""
+        if isinstance(value, _DATA_TYPES) or self.exported.get(id(value)) is value:
+            return True
+        if depth < 3 and type(value) is _CACHE_TYPE:  # functools.cache: the function it calls
+            return self.value_ok(value.__wrapped__, depth + 1)
+        if depth < 3 and isinstance(value, types.MethodType):  # a bound method: function and object
+            return self.value_ok(value.__func__, depth + 1) and self.value_ok(value.__self__, depth + 1)
+        if isinstance(value, types.ModuleType):
+            return value.__name__ in self.modules
+        if isinstance(value, (type, types.FunctionType)) and self.own(value):
+            self.todo.append(value)
+            return True
+        if isinstance(value, types.FunctionType) and not self.library(value.__code__):
+            self.foreign.add(id(value))  # Python code of no library's (a notebook's, in another
+            self.todo.append(value)  # namespace): read in turn, with its own globals
+            return True
+        if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+            return False  # a library's function or class that no tool exports
+        if depth < 3 and isinstance(value, (tuple, list, set, frozenset)):
+            return all(self.value_ok(v, depth + 1) for v in list(value)[:256])
+        if depth < 3 and isinstance(value, dict):
+            return all(self.value_ok(v, depth + 1) for v in list(value.values())[:256])
+        cls = type(value)
+        if self.own(cls):
+            self.todo.append(cls)  # an instance of the notebook's own class: its class is read
+            return True
+        if id(cls) in self.exported or any(issubclass(cls, c) for c in _array_types()):
+            inner = getattr(value, "func", None)  # functools.partial: what it calls and holds
+            if inner is not None and callable(inner):
+                keywords = getattr(value, "keywords", None) or {}
+                parts = [inner, *getattr(value, "args", ()), *keywords.values()]
+                return all(self.value_ok(v, depth + 1) for v in parts)
+            return True
+        return False  # an object of a class no tool exports (a library's handle on C code, say)
+
+    def read(self, obj: Any) -> None:
+        """Read one function or class (a class only where it is the notebook's own)."""
+        if id(obj) in self.seen_ids:
+            return
+        self.seen_ids.add(id(obj))
+        if isinstance(obj, type):
+            if self.own(obj):
+                self.read_class(obj)
+            return
+        code = getattr(obj, "__code__", None)
+        g = getattr(obj, "__globals__", None)
+        if not isinstance(code, types.CodeType) or not isinstance(g, dict):
+            return
+        if self.home is None:
+            self.home = g
+        if g is not self.home and id(obj) not in self.foreign:  # a method a library made (a
+            return  # namedtuple's): that library's code
+        for value in _held_values(obj):
+            if not self.value_ok(value):
+                self.found.add(f"a default or closure value ({_what(value)})")
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+            self.read_code(c, g)
+
+    def read_class(self, cls: type) -> None:
+        """A class of the notebook's own: the names it defines are its own; its methods and
+        properties are read; any other class attribute is judged as a global is."""
+        self.defined.update(vars(cls))
+        self.defined.update(getattr(cls, "__annotations__", None) or {})
+        for k, v in list(vars(cls).items()):
+            if isinstance(v, (types.FunctionType, staticmethod, classmethod, type)):
+                self.todo.append(v)
+            elif isinstance(v, property):
+                self.todo.extend(f for f in (v.fget, v.fset, v.fdel) if f is not None)
+            elif not (k.startswith("__") and k.endswith("__")) and not hasattr(type(v), "__get__"):
+                if not self.value_ok(v):
+                    self.found.add(f"{cls.__name__}.{k} ({_what(v)})")
+
+    def read_code(self, c: Any, g: dict) -> None:
+        """Note what one code object's instructions load, import and name."""
+        import dis
+
+        for ins in dis.get_instructions(c):
+            op, name = ins.opname, ins.argval
+            if op == "MATCH_CLASS":  # a class pattern reads attributes by names no co_names holds
+                self.found.add("a match statement's class pattern")
+            if op in ("LOAD_CONST", "STORE_NAME") and isinstance(name, str) and name in _DENIED_DEFINITIONS:
+                self.found.add(f"defines {name}")  # a string naming one, or a class body's
+            if not isinstance(name, str):
+                continue
+            if op in ("LOAD_GLOBAL", "LOAD_NAME"):
+                if name in g:
+                    if not self.value_ok(g[name]):
+                        self.found.add(f"{name} ({_what(g[name])})")
+                elif _is_builtin(name) and not _tool_builtin(name):
+                    self.found.add(f"the builtin {name}")
+            elif op == "IMPORT_NAME":
+                if name not in self.modules:
+                    self.found.add(f"import {name}")
+            elif op in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM"):
+                self.used.add(name)
+            elif op in ("STORE_ATTR", "DELETE_ATTR"):
+                self.defined.add(name)
+
+    def result(self) -> list[str]:
+        """What was found, sorted: what the code names itself (a module, a builtin) first, then
+        the attribute names no tool has and the notebook's own code does not define."""
+        defined = self.defined
+        self.found.update(f"defines {n}" for n in defined & _DENIED_DEFINITIONS)
+        shadow = _shadowed(self.tools, self.vocabulary)
+        own = {
+            n for n in defined if n not in _DENIED_ATTRIBUTES and n not in shadow and not n.startswith(_DENIED_PREFIXES)
+        }
+        return sorted(self.found) + sorted(f".{n}" for n in self.used - self.vocabulary - own)
+
+
+def _held_values(fn: Any) -> list:
+    """What a function holds without naming it in its code: its default arguments and the values
+    of its closure's cells."""
+    values = list(getattr(fn, "__defaults__", None) or ())
+    values += list((getattr(fn, "__kwdefaults__", None) or {}).values())
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    return values
+
+
+def _what(value: Any) -> str:
+    """A few words on what a value is, for the audit's list."""
+    if isinstance(value, types.ModuleType):
+        return f"the module {value.__name__}"
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None) or type(value).__name__
+    module = getattr(value, "__module__", None)
+    if module is None and isinstance(value, types.FunctionType):  # globals with no __name__
+        return f"the function {name} of a namespace with no name"
+    module = module or type(value).__module__
+    return f"{module}.{name}" if isinstance(name, str) and isinstance(module, str) else type(value).__name__
+
+
+def _array_types() -> tuple:
+    """numpy's array, scalar and dtype classes, where numpy is loaded: data, whatever their module."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return ()
+    return (np.ndarray, np.generic, np.dtype)
 
 
 def _dotted(text: str) -> bool:
@@ -394,8 +779,11 @@ class CallWatch:
     forbidden the watch does nothing (no hook).
     """
 
-    def __init__(self, forbidden: Iterable[str] = (), allowed: Iterable[str] = ()) -> None:
+    def __init__(
+        self, forbidden: Iterable[str] = (), allowed: Iterable[str] = (), tools: Iterable[str] | None = None
+    ) -> None:
         pairs = parse_names(forbidden)
+        self._tools = None if tools is None else tuple(m for m, _ in parse_names(tools))
         self._modules = tuple(m for m, q in pairs if not q)
         self._functions = frozenset((m, q) for m, q in pairs if q)
         allowed_pairs = parse_names(allowed)
@@ -404,10 +792,11 @@ class CallWatch:
         self._hiders = _hiders() if pairs else {}
         self._string_code = _string_code_builtins() if pairs else {}
         self._libraries = _library_dirs() if pairs else ()
-        self._fingerprints: dict = {}  # filled by __enter__
+        self._fingerprints: list = [{}]  # filled by __enter__
         # forbidden modules that may hold C functions: their calls from Python are looked up by module
         self._c_modules = tuple(m for m in self._modules if m != _COURSE and not m.startswith(_COURSE + "."))
-        self.seen: set[str] = set()
+        self._noted: set[str] = set()  # what the hook notes: its closure holds this set
+        self._audited: set[str] = set()  # what the audit found: nothing the watched code can reach
         self._inside_frame: list = [None, None]  # the allowed call under way (frame, module), if any
         self._old: Any = None
         self._on = False
@@ -426,9 +815,24 @@ class CallWatch:
         try:
             names = audit_names(fn)
         except Exception:  # an object too odd to read: its calls are still watched
-            return
+            names = []
         if names:
-            self.seen.add(f"{_AUDIT} ({', '.join(names[:6])})")
+            self._audited.add(f"{_AUDIT} ({', '.join(names[:6])})")
+        if self._tools is None:
+            return
+        try:
+            outside = tools_audit(fn, self._tools)
+        except Exception as e:  # what cannot be read cannot be vouched for
+            outside = [f"an object the audit could not read ({type(e).__name__})"]
+        if outside:
+            self._audited.add(f"{_OUTSIDE} ({', '.join(outside[:6])})")
+
+    @property
+    def seen(self) -> set[str]:
+        """What the watch noted (a new set): each forbidden call and each call that hid calls,
+        and what :meth:`audit` found. The audit's findings are kept where the profile hook (which
+        the watched code can reach, with ``sys.getprofile``) does not lead."""
+        return self._noted | self._audited
 
     def _module_verdict(self, module: Any) -> int:
         """_NEUTRAL, _ALLOWED or _FORBIDDEN: what a call of a function of ``module`` is, by module."""
@@ -444,12 +848,24 @@ class CallWatch:
         """The profile function: a closure over its tables, since it runs on every call and
         return, of Python and of C functions, while the watch is on."""
         by_globals: dict[int, tuple[dict, int, Any]] = {}  # id(f_globals) -> (them, verdict, module)
-        seen, allowed, functions, hiders = self.seen, self._allowed, self._functions, self._hiders
+        seen, allowed, functions, hiders = self._noted, self._allowed, self._functions, self._hiders
         named = frozenset(q for _, q in allowed | functions)
-        module_verdict, inside = self._module_verdict, self._inside_frame
+        inside = self._inside_frame
+        modules_listed, allowed_modules = self._modules, self._allowed_modules
+
+        def module_verdict(module: Any) -> int:
+            # as _module_verdict, with no way back to the watch from the hook's closure
+            if type(module) is not str:
+                return _NEUTRAL
+            if module in allowed_modules:
+                return _ALLOWED
+            if any(module == m or module.startswith(m + ".") for m in modules_listed):
+                return _FORBIDDEN
+            return _NEUTRAL
+
         exit_code, torch_code = _EXIT_CODE, _TORCH_FUNCTION_CODE
         c_modules = bool(self._c_modules)
-        libraries, watch = self._libraries, self
+        libraries, fingerprints = self._libraries, self._fingerprints
         by_code: dict[int, tuple[Any, Any]] = {}  # id(code) -> (code, (module, qualname) or None)
         # id(code) -> (code, globals): a call that is neither forbidden, allowed nor a copy
         nothing_to_do: dict[int, tuple[Any, dict]] = {}
@@ -460,7 +876,7 @@ class CallWatch:
             known = by_code.get(id(code))
             if known is None or known[0] is not code:
                 fp = _fingerprint(code)
-                known = by_code[id(code)] = (code, watch._fingerprints.get(fp) if fp is not None else None)
+                known = by_code[id(code)] = (code, fingerprints[0].get(fp) if fp is not None else None)
             return known[1]
 
         def students(frame: Any) -> bool:
@@ -566,7 +982,7 @@ class CallWatch:
         if self:
             self._old = sys.getprofile()
             self._inside_frame[:] = [None, None]
-            self._fingerprints = _course_fingerprints()
+            self._fingerprints[0] = _course_fingerprints()
             self._on = True
             self._torch_mode = self._push_torch_mode()  # before the hook: torch's own code, not watched
             sys.setprofile(self._hook_fn)
@@ -577,7 +993,7 @@ class CallWatch:
             return
         self._on = False
         if sys.getprofile() is not self._hook_fn:  # switched off without a call the hook saw
-            self.seen.add(_HOOK)
+            self._noted.add(_HOOK)
         sys.setprofile(self._old)  # the hook skips this one call: its frame is __exit__'s
         self._old = None
         self._pop_torch_mode()
@@ -592,7 +1008,7 @@ class CallWatch:
         if "torch" not in self._modules or torch is None:
             return None
         try:
-            mode = _torch_mode_class(torch)(self.seen)
+            mode = _torch_mode_class(torch)(self._noted)
             torch._C._push_on_torch_function_stack(mode)
         except Exception:  # a torch without modes: the hook alone watches it
             return None
@@ -613,7 +1029,7 @@ class CallWatch:
                     break
                 above.append(top)
             else:
-                self.seen.add(_TORCH_MODE)
+                self._noted.add(_TORCH_MODE)
         finally:
             for other in reversed(above):  # another mode left on: put back, as it was
                 c._push_on_torch_function_stack(other)

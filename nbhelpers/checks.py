@@ -426,7 +426,7 @@ def run_check(
     verdict = given_verdict(ex, len(cases), source_of(fn) if ex.given else None)
     if verdict is not None:
         return verdict
-    watcher = CallWatch(ex.forbidden if watch else (), ex.allowed)
+    watcher = CallWatch(ex.forbidden if watch else (), ex.allowed, ex.tools if watch else None)
     if watcher:
         _clear_caches(ex.forbidden)
         watcher.audit(fn)

@@ -111,6 +111,32 @@ class AfterCall:
         return repr(self.value)
 
 
+#: The modules a numerical exercise's function may use (:attr:`Exercise.tools`): the standard
+#: library's arithmetic, containers and iteration, numpy (its random generators and linear
+#: algebra too) and ml_dtypes' narrow types. An exercise adds the course's modules it lets
+#: students call.
+COMPUTING_TOOLS = (
+    "math",
+    "cmath",
+    "fractions",
+    "decimal",
+    "numbers",
+    "functools",
+    "itertools",
+    "bisect",
+    "heapq",
+    "statistics",
+    "struct",
+    "collections",
+    "dataclasses",
+    "typing",
+    "numpy",
+    "numpy.random",
+    "numpy.linalg",
+    "ml_dtypes",
+)
+
+
 @dataclass(frozen=True)
 class Case:
     """One call of an exercise: ``f(*args, **kwargs)``.
@@ -151,6 +177,12 @@ class Exercise:
     the student's kernel, which is the answer): a function whose code differs from it (comments,
     layout, annotations and docstrings aside) scores nothing, in the check cell and in the grader
     (:func:`nbhelpers.checks.given_verdict`). Empty: the function is the student's.
+    tools: where not None, the modules (each exactly, not its submodules) whose names a graded
+    function may use, besides its notebook's own functions, classes and data and the builtins of
+    computation: an allow-list read before the function runs
+    (:func:`nbhelpers.call_watch.tools_audit`); a function that uses anything else (``sys``, a
+    builtin that makes names from strings, an attribute no tool has) scores nothing, as a
+    forbidden call does. None: only the names that reach past the watch are refused.
     returned_args: positions of arguments that the comparison reads as the call left them (a
     generator, to count the numbers drawn): ``compare`` and ``compare_all`` then get an
     :class:`AfterCall` for each result, in the check cell and in the grader.
@@ -172,6 +204,7 @@ class Exercise:
     given: str = ""
     returned_args: tuple[int, ...] = ()
     kind: ExerciseKind | None = None
+    tools: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not EXERCISE_ID_RE.match(self.id):
@@ -193,6 +226,15 @@ class Exercise:
             except ValueError as e:
                 raise ValueError(f"{self.id}: {name}: {e}") from None
             object.__setattr__(self, name, tuple(value))
+        if self.tools is not None:
+            if isinstance(self.tools, str) or not isinstance(self.tools, (tuple, list)):
+                raise TypeError(f"{self.id}: tools must be a tuple of module names or None")
+            try:
+                if any(q for _, q in parse_names(self.tools)):
+                    raise ValueError("a tool is a module ('numpy.linalg'), not one function")
+            except ValueError as e:
+                raise ValueError(f"{self.id}: tools: {e}") from None
+            object.__setattr__(self, "tools", tuple(self.tools))
         if not isinstance(self.given, str):
             raise TypeError(f"{self.id}: given must be a function's source or empty")
         if self.given and code_shape(self.given) is None:

@@ -591,3 +591,301 @@ def test_functions_handed_in_by_default_or_in_a_container_are_read_too():
     )
     assert "__import__" in audit_names(ns["by_default"])
     assert {"__import__", "getprofile"} <= set(audit_names(ns["by_tuple"]))
+
+
+# ---------------------------------------------------------------- the allow-list of an exercise's tools
+#: decode_bits by the course's decode, the watch switched off or blinded by a route that a list of
+#: names the audit refuses cannot read: a C function calling ``sys.setprofile`` (``map``), names
+#: made from strings (``string.Formatter().get_field``), a thread started from C, the hook's own
+#: closure emptied, ctypes reached through a pickle. Each passed the check before exercises listed
+#: their tools.
+_CHEAT = """
+def _cheat(bits, exp_bits, man_bits, specials, largest):
+    import nbhelpers.formats as F
+    kind = {"ieee": "ieee", "fn": "fn"}.get(specials, "finite")
+    f = F.FloatFormat.custom(exp_bits, man_bits, kind)
+    if specials == "fnuz" and bits == 1 << (exp_bits + man_bits):
+        return math.nan
+    k = math.frexp(f.max / largest)[1] - 1
+    return float(np.ldexp(F.decode(bits, f), -k))
+"""
+_GET = "    import sys, string\n    get = string.Formatter().get_field\n"
+_HOOK_NOW = "    h = next(iter(get('0.getprofile', (sys,), {})[0], 0))\n"
+_ARGS = "bits, exp_bits, man_bits, specials, largest"
+ESCAPES = {
+    "setprofile_called_from_c": (
+        f"def decode_bits({_ARGS}):\n{_GET}{_HOOK_NOW}"
+        "    sp = get('0.setprofile', (sys,), {})[0]\n"
+        "    list(map(sp, [None]))\n"
+        "    try:\n"
+        f"        return _cheat({_ARGS})\n"
+        "    finally:\n"
+        "        list(map(sp, [h]))\n"
+    ),
+    "thread_started_from_c": (
+        f"def decode_bits({_ARGS}):\n"
+        "    import _thread, time\n"
+        "    out = []\n"
+        "    def work():\n"
+        f"        out.append(_cheat({_ARGS}))\n"
+        "    list(map(_thread.start_new_thread, [work], [()]))\n"
+        "    while not out:\n"
+        "        time.sleep(0.0005)\n"
+        "    return out[0]\n"
+    ),
+    "hook_closure_emptied": (
+        f"def decode_bits({_ARGS}):\n{_GET}{_HOOK_NOW}"
+        f"    v = _cheat({_ARGS})\n"
+        "    for c in get('0.__closure__', (h,), {})[0]:\n"
+        "        x = get('0.cell_contents', (c,), {})[0]\n"
+        "        if type(x) is set:\n"
+        "            x.clear()\n"
+        "    return v\n"
+    ),
+    "ctypes_through_a_pickle": (
+        f"def decode_bits({_ARGS}):\n{_GET}{_HOOK_NOW}"
+        "    import _pickle\n"
+        "    api = _pickle.loads(b'cctypes\\npythonapi\\n.')\n"
+        "    get('0.PyEval_SetProfile', (api,), {})[0](None, None)\n"
+        "    try:\n"
+        f"        return _cheat({_ARGS})\n"
+        "    finally:\n"
+        "        list(map(get('0.setprofile', (sys,), {})[0], [h]))\n"
+    ),
+}
+
+
+def _notebook(source: str) -> dict:
+    ns: dict = {"__name__": "__main__"}
+    exec(compile("import math\nimport numpy as np\n" + source, "/tmp/ipykernel_0/cell.py", "exec"), ns)
+    return ns
+
+
+@pytest.mark.parametrize("route", sorted(ESCAPES))
+def test_an_answer_that_escapes_the_watch_by_a_route_no_list_of_names_reads_scores_nothing(route):
+    ns = _notebook(_CHEAT + ESCAPES[route])
+    res = run_check("ex01.decode_bits", ns["decode_bits"], seed=0)
+    assert res.points == 0 and res.error.startswith(checks.FORBIDDEN_CALL), res.error
+    assert "tools do not include" in res.error
+    # what it names past the tools is listed, the route first
+    assert "import sys" in res.error or "import _thread" in res.error
+
+
+HONEST = """
+import math, struct, functools, itertools
+from fractions import Fraction
+from decimal import Decimal
+from collections import namedtuple, defaultdict
+from dataclasses import dataclass
+import ml_dtypes
+TABLE = {"ieee": 1, "fn": 2}
+Pair = namedtuple("Pair", "lo hi")
+RNG = np.random.default_rng(0)
+
+@dataclass
+class Fmt:
+    e: int
+    m: int
+    def bias(self):
+        return 2 ** (self.e - 1) - 1
+
+class Grid:
+    def __init__(self, e, m):
+        self.e, self.m = e, m
+        self._cache = {}
+    @property
+    def spacing(self):
+        return 2.0 ** -self.m
+
+@functools.lru_cache(maxsize=None)
+def pow2(k):
+    return math.ldexp(1.0, k)
+
+def helper(x, scale=2.0, *, f=abs):
+    return f(x) * scale
+
+def honest(bits, exp_bits, man_bits, specials, largest):
+    from math import frexp
+    g = Grid(exp_bits, man_bits)
+    b = Fmt(exp_bits, man_bits).bias() + TABLE.get(specials, 0)
+    y = struct.unpack("<d", struct.pack("<d", float(largest)))[0]
+    fr = Fraction(largest).limit_denominator(10) + Decimal(1).sqrt().to_integral_value()
+    w = np.asarray([bits], dtype=np.uint32).view(np.float32)
+    v = ml_dtypes.bfloat16(1.5).astype(np.float32) + ml_dtypes.finfo(ml_dtypes.bfloat16).eps
+    s = sorted([3, 1, 2], key=lambda t: -t) + list(itertools.product(range(2), repeat=2))
+    m = max(map(helper, [1, 2])) + np.finfo(np.float32).eps + frexp(y)[1]
+    dd = defaultdict(list)
+    dd[1].append(RNG.random(3).sum() + np.linalg.norm(np.ones(2)) + Pair(1, 2).lo + pow2(3))
+    try:
+        z = 1 / 0
+    except ZeroDivisionError as e:
+        z = str(e)
+    return math.ldexp(g.spacing, b) + int.bit_length(bits) + float.hex(1.0).count("p")
+
+def scaled(x, k=3, *, dtype=float, conv=int, pick=max, how=round, table=(1, 2.5, "s")):
+    return dtype(how(conv(x) * k)) + pick(table[:2])
+
+def depth(n):
+    return 0 if n <= 1 else 1 + depth(n // 2)
+
+def honest_too(bits, exp_bits, man_bits, specials, largest):
+    v = np.asarray(bits, dtype=np.int64)
+    sign = np.where((v >> (exp_bits + man_bits)) & 1, -1.0, 1.0)
+    m, e = math.frexp(float(largest))
+    raw = int.from_bytes(int(bits).to_bytes(4, "little"), "little")
+    text = bin(raw) + format(raw, "08b") + f"{largest:.3e}" + "{:x}".format(raw)
+    odd = [k * k for k in range(man_bits) if k % 2] + list(map(lambda t: t + 1, {1, 2}))
+    return math.ldexp(m, e) * sign + scaled(2) + depth(bits) + len(text) + sum(odd)
+"""
+
+
+def test_the_tools_audit_passes_honest_code_and_names_what_is_outside():
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    ns = _notebook(
+        HONEST + "import ctypes as _c\nimport functools as _f\nimport sys as _s\n"
+        "API = np.ctypeslib.ctypes.pythonapi\n"
+        "OFF = _f.partial(_s.setprofile, None)\n"
+        "CACHED = _f.lru_cache(maxsize=None)(_s.getprofile)\n"
+        "class Mine:\n"
+        "    def __init__(self):\n"
+        "        self.lib = self.read_array = 0\n"
+        "def by_handle(x):\n"
+        "    return API['PyEval_Set' + 'Profile'](None, None)\n"
+        "def by_partial(x):\n"
+        "    return OFF()\n"
+        "def by_cache(x):\n"
+        "    return CACHED()\n"
+        "def by_own_names(x):\n"
+        "    Mine()\n"
+        "    return np.lib.format.read_array\n"
+        "def by_dunders(x):\n"
+        "    try:\n"
+        "        1 / 0\n"
+        "    except ZeroDivisionError as e:\n"
+        "        return e.__traceback__, type(x).__subclasses__(), x.__init__.__globals__\n"
+        "def by_generator(x):\n"
+        "    return (i for i in x).gi_frame\n"
+        "def by_default(x, g=_s._getframe):\n"
+        "    return g()\n"
+        "class Box:\n"
+        "    def __init__(self):\n"
+        "        self.store = {}\n"
+        "    def __setattr__(self, name, value):\n"
+        "        self.__dict__.setdefault('store', {})[name] = value\n"
+        "def by_copying(x):\n"
+        "    return functools.update_wrapper(Box(), np.linspace, assigned=('__glo' + 'bals__',), updated=())\n"
+        "class Raw:\n"
+        "    __array_interface__ = {'data': (8, False), 'shape': (1,), 'typestr': '<u8', 'version': 3}\n"
+        "def by_address(x):\n"
+        "    return np.asarray(Raw())\n"
+        "def by_address_made(x):\n"
+        "    return np.asarray(type('R', (), {'__array_interface__': x})())\n"
+        "class Holder:\n"
+        "    HANDLE = API\n"
+        "def by_class_value(x):\n"
+        "    return Holder.HANDLE['PyEval_Set' + 'Profile'](None, None)\n"
+        "def by_pattern(x):\n"
+        "    match np.linspace:\n"
+        "        case object(__globals__=g):\n"
+        "            return g\n"
+    )
+    assert tools_audit(ns["honest"], COMPUTING_TOOLS) == []
+    # defaults that are builtins, data and types, recursion, lambdas, bytes and text formatting
+    assert tools_audit(ns["honest_too"], COMPUTING_TOOLS) == []
+    assert tools_audit(ns["by_handle"], COMPUTING_TOOLS) == ["API (ctypes.PyDLL)"]
+    assert tools_audit(ns["by_partial"], COMPUTING_TOOLS) == ["OFF (functools.partial)"]
+    assert tools_audit(ns["by_cache"], COMPUTING_TOOLS) == ["CACHED (sys.getprofile)"]
+    assert tools_audit(ns["by_own_names"], COMPUTING_TOOLS) == [".lib", ".read_array"]
+    assert tools_audit(ns["by_dunders"], COMPUTING_TOOLS) == [".__globals__", ".__subclasses__", ".__traceback__"]
+    assert tools_audit(ns["by_generator"], COMPUTING_TOOLS) == [".gi_frame"]
+    assert tools_audit(ns["by_default"], COMPUTING_TOOLS) == ["a default or closure value (sys._getframe)"]
+    assert tools_audit(ns["by_copying"], COMPUTING_TOOLS) == [".__dict__", ".update_wrapper"]
+    assert tools_audit(ns["by_address"], COMPUTING_TOOLS) == ["defines __array_interface__"]
+    assert tools_audit(ns["by_address_made"], COMPUTING_TOOLS) == ["defines __array_interface__"]
+    assert tools_audit(ns["by_class_value"], COMPUTING_TOOLS) == ["Holder.HANDLE (ctypes.PyDLL)"]
+    assert tools_audit(ns["by_pattern"], COMPUTING_TOOLS) == ["a match statement's class pattern"]
+    assert tools_audit(ns["honest"], ("math",)) != []  # numpy is not a tool there
+
+
+def test_what_the_tools_attribute_names_reach_is_no_way_past_the_watch():
+    """From every tool module of ch01, ch04 and ch07 and what it exports, three attribute names deep by names the audit
+    lets pass: no module that reaches past the watch, no function of one."""
+    import types as pytypes
+
+    from nbhelpers.call_watch import _TOOL_BUILTINS, _tool_table
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    past = {"sys", "os", "gc", "ctypes", "_ctypes", "_thread", "pickle", "_pickle", "marshal", "importlib"}
+    past |= {"subprocess", "inspect", "builtins", "posix", "runpy", "code", "timeit", "multiprocessing"}
+    past |= {"string", "operator", "_operator", "types", "io", "copyreg", "signal", "concurrent", "pdb"}
+    for tools in (set(COMPUTING_TOOLS) | set(get_exercise("ex07.mx_exponent_range").tools),):
+        vocabulary, exported, modules = _tool_table(tuple(sorted(tools)))
+        frontier = [sys.modules[m] for m in modules] + list(exported.values())
+        seen = {id(o) for o in frontier}
+        bad = []
+        for _ in range(3):
+            nxt = []
+            for obj in frontier:
+                try:
+                    names = [n for n in dir(obj) if n in vocabulary]
+                except Exception:
+                    continue
+                for n in names:
+                    try:
+                        value = getattr(obj, n)
+                    except Exception:
+                        continue
+                    if id(value) in seen:
+                        continue
+                    seen.add(id(value))
+                    if isinstance(value, (type, pytypes.ModuleType)):  # what holds further names
+                        nxt.append(value)
+                    if isinstance(value, pytypes.ModuleType):
+                        root = value.__name__.split(".")[0]
+                    elif (isinstance(value, pytypes.FunctionType) and "." not in value.__qualname__) or (
+                        isinstance(value, pytypes.BuiltinFunctionType)
+                        and isinstance(value.__self__, pytypes.ModuleType)
+                    ):  # a module's function (an object's own methods act on that object)
+                        root = str(getattr(value, "__module__", None) or "").split(".")[0]
+                        if root == "builtins" and getattr(value, "__name__", "") in _TOOL_BUILTINS:
+                            continue
+                    else:
+                        continue
+                    if root in past:
+                        bad.append(f"{type(obj).__name__}.{n}: {value!r}"[:120])
+            frontier = nxt
+        assert bad == []
+
+
+def test_a_function_of_another_notebook_namespace_is_read_not_refused():
+    """A function whose globals are another namespace's (a solution run apart, a helper handed in
+    by a closure or a default) is notebook code too: read with its own globals, so an honest one
+    passes and one that names what the tools do not include is refused as any other."""
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    apart: dict = {}  # globals with no __name__, as a notebook run apart leaves them
+    exec(
+        compile(
+            "import math\nimport sys\ndef honest(x):\n    return math.floor(x)\n"
+            "def hides(x):\n    sys.setprofile(None)\n    return x\n",
+            "/tmp/ipykernel_1/apart.py",
+            "exec",
+        ),
+        apart,
+    )
+
+    def by_closure(f):
+        def g(x):
+            return f(x) + 1
+
+        return g
+
+    def by_default(x, f=apart["hides"]):
+        return f(x)
+
+    assert tools_audit(by_closure(apart["honest"]), COMPUTING_TOOLS) == []
+    assert tools_audit(by_closure(apart["hides"]), COMPUTING_TOOLS) == ["sys (the module sys)", ".setprofile"]
+    assert tools_audit(by_default, COMPUTING_TOOLS) == ["sys (the module sys)", ".setprofile"]

@@ -19,6 +19,7 @@ import re
 import secrets
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -174,6 +175,24 @@ if specials == "fnuz" and bits == 1 << (exp_bits + man_bits):
 shift = math.frexp(fmt.max / largest)[1] - 1  # the bias less the default one
 return math.ldexp(float(f.decode(int(bits), fmt)), -shift)
 """
+
+# the watch switched off by a C function (map) calling sys.setprofile, found by names made from
+# strings, and back on before the function returns: no list of refused names reads that
+HIDES_BY_A_C_CALL = (
+    """
+import sys, string
+get = string.Formatter().get_field
+hook = next(iter(get("0.getprofile", (sys,), {})[0], 0))
+off = get("0.setprofile", (sys,), {})[0]
+list(map(off, [None]))
+try:
+"""
+    + textwrap.indent(CALLS_THE_COURSE, "    ")
+    + """
+finally:
+    list(map(off, [hook]))
+"""
+)
 
 FORGED_NOTE = "ex01.count_values: tampering: more than one result for this function carried the grading cell's nonce"
 
@@ -493,6 +512,9 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     nb = solution()
     set_body(nb, "decode_bits", "import sys\nsys.setprofile(None)\n" + CALLS_THE_COURSE)
     add("ex01_hides_from_the_watch.ipynb", nb, "graded", FULL - POINTS["ex01.decode_bits"], "profile hook")
+    nb = solution()
+    set_body(nb, "decode_bits", HIDES_BY_A_C_CALL)
+    add("ex01_hides_by_a_c_call.ipynb", nb, "graded", FULL - POINTS["ex01.decode_bits"], "tools do not include")
     # a hook that swaps in hidden functions: wherever it hides it does not run where the functions
     # are graded (the stubs are graded there); decorated stubs are not defined there at all
     for where in HIDING_PLACES:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from helpers import env, solution
 
+from nbhelpers.checks import get_exercise
 from nbhelpers.grading import in_kernel
 from nbhelpers.grading.in_kernel import kernel_main
 from nbhelpers.grading.judging import judge, plan_chapter, read_outputs
@@ -31,7 +32,10 @@ def test_expected_results_never_reach_the_kernel():
     assert set(sent) == {"exercises"}
     for ex in sent["exercises"]:
         # returned_args: positions of arguments sent back after the call (round_stochastic's rng)
-        assert set(ex) - {"returned_args"} == {"id", "name", "cases", "forbidden", "allowed"}
+        # tools: the modules the exercise's functions may use (names of modules, no answers)
+        assert set(ex) - {"returned_args"} == {"id", "name", "cases", "forbidden", "allowed", "tools"}
+        assert list(ex["tools"]) == list(get_exercise(ex["id"]).tools)
+        assert ex["tools"] and all(isinstance(n, str) and n.replace(".", "").isidentifier() for n in ex["tools"])
         assert ex.get("returned_args", [3]) == [3] and ("returned_args" in ex) == (ex["name"] == "round_stochastic")
         assert all(set(c) == {"a", "k"} for c in ex["cases"])
         # what the watch looks for: names of the course's modules and functions, no answers
@@ -40,10 +44,15 @@ def test_expected_results_never_reach_the_kernel():
     compile(grading_cell(job), "<cell>", "exec")
 
 
-def _job(tmp_path: Path, plan, budget: float) -> tuple[dict, list]:
+def _job(tmp_path: Path, plan, budget: float, tools: bool = True) -> tuple[dict, list]:
     """A grading cell's job for ``plan``'s inputs (written to tmp_path), and the events that name
-    its results file, as the worker makes them."""
-    (tmp_path / "in.json").write_text(plan.inputs_json)
+    its results file, as the worker makes them. ``tools=False``: the exercises' lists of tools
+    left out (a test of the time limit waits with ``time.sleep``, which no exercise's tools hold)."""
+    inputs = json.loads(plan.inputs_json)
+    if not tools:
+        for ex in inputs["exercises"]:
+            ex.pop("tools", None)
+    (tmp_path / "in.json").write_text(json.dumps(inputs))
     job = {
         "inputs": str(tmp_path / "in.json"),
         "outputs": str(tmp_path / "out.jsonl"),
@@ -123,7 +132,7 @@ def test_the_time_limit_is_cpu_time_with_a_wall_clock_backstop(tmp_path):
     def sleeps(*a):
         time.sleep(60)
 
-    job, events = _job(tmp_path, plan, 1.5)
+    job, events = _job(tmp_path, plan, 1.5, tools=False)
     t0 = time.monotonic()
     kernel_main({"smallest_absorbing": waits, "round_stochastic": sleeps}, {**job, "nonce": NONCE})
     assert time.monotonic() - t0 < in_kernel.WALL_FACTOR * 1.5 + 4

@@ -21,7 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..comparators import float_array
-from ..exercise_types import AfterCall, Case, Exercise, ExerciseKind
+from ..exercise_types import COMPUTING_TOOLS, AfterCall, Case, Exercise, ExerciseKind
 from ..formats import FloatFormat, Specials, decode, ulp
 from ..rounding import round_to
 
@@ -951,6 +951,8 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
 
 #: What an answer may not call (Exercise.forbidden): the statement: no nbhelpers.formats, no nbhelpers.rounding.
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.formats", "nbhelpers.rounding")
+#: What its functions may use besides their notebook's own code: see Exercise.tools.
+TOOLS = COMPUTING_TOOLS
 
 EXERCISES = [
     Exercise(
@@ -960,6 +962,7 @@ EXERCISES = [
         decode_bits_ref,
         _decode_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
@@ -969,6 +972,7 @@ EXERCISES = [
         rounding_interval_ref,
         _interval_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
@@ -978,6 +982,7 @@ EXERCISES = [
         count_values_ref,
         _count_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
@@ -987,6 +992,7 @@ EXERCISES = [
         smallest_absorbing_ref,
         _absorbing_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
@@ -998,6 +1004,7 @@ EXERCISES = [
         compare=stochastic_compare,
         compare_all=stochastic_compare_all,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         returned_args=(3,),  # rng: it must have drawn one number per element
         kind=ExerciseKind.IMPLEMENT,
     ),

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from ..comparators import float_array
-from ..exercise_types import Case, Exercise, ExerciseKind
+from ..exercise_types import COMPUTING_TOOLS, Case, Exercise, ExerciseKind
 from ..rounding import round_to
 
 
@@ -817,6 +817,8 @@ def _kahan_cases(rng: np.random.Generator) -> list[Case]:
 
 #: What an answer may not call (Exercise.forbidden): the statement: nothing of nbhelpers.
 FORBIDDEN = ("nbhelpers",)
+#: What its functions may use besides their notebook's own code: see Exercise.tools.
+TOOLS = COMPUTING_TOOLS
 
 EXERCISES = [
     Exercise(
@@ -827,6 +829,7 @@ EXERCISES = [
         _threshold_cases,
         compare=threshold_compare,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
@@ -836,6 +839,7 @@ EXERCISES = [
         first_copy_change_ref,
         _copy_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
@@ -846,6 +850,7 @@ EXERCISES = [
         _move_cases,
         compare=move_compare,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
@@ -856,6 +861,7 @@ EXERCISES = [
         _kahan_cases,
         compare=kahan_interval_compare,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
 ]

@@ -47,7 +47,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..comparators import close_to, compare, float_array
-from ..exercise_types import Case, Exercise, ExerciseKind
+from ..exercise_types import COMPUTING_TOOLS, Case, Exercise, ExerciseKind
 from ..formats import get_format
 from ..recipes import Recipe
 from ..report_text import describe
@@ -649,6 +649,8 @@ def _two_level_cases(rng: np.random.Generator) -> list[Case]:
 
 #: What an answer may not call (Exercise.forbidden): numpy and round_to only.
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.scaling", "nbhelpers.scaled_gemm", "nbhelpers.tensor_cores")
+#: What its functions may use besides their notebook's own code: see Exercise.tools.
+TOOLS = COMPUTING_TOOLS + ("nbhelpers.formats", "nbhelpers.rounding", "nbhelpers.recipes")
 
 EXERCISES = [
     Exercise(
@@ -658,6 +660,7 @@ EXERCISES = [
         mx_exponent_range_ref,
         _mx_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
@@ -668,6 +671,7 @@ EXERCISES = [
         _gemm_cases,
         compare=_within_fp32_error,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.IMPLEMENT,
     ),
     Exercise(
@@ -677,6 +681,7 @@ EXERCISES = [
         largest_promotion_interval_ref,
         _promotion_cases,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
@@ -687,6 +692,7 @@ EXERCISES = [
         _two_level_cases,
         compare=_two_level_compare,
         forbidden=FORBIDDEN,
+        tools=TOOLS,
         kind=ExerciseKind.IMPLEMENT,
     ),
 ]

@@ -840,7 +840,7 @@ def _run_exercise(graded: tuple[Any, dict], ex: dict, budget: float, alarm: _Ala
     fn, about = graded
     if fn is None:
         return {"id": ex["id"], **about}
-    watch = CallWatch(ex.get("forbidden", ()), ex.get("allowed", ()))
+    watch = CallWatch(ex.get("forbidden", ()), ex.get("allowed", ()), ex.get("tools"))
     watch.audit(fn)
     results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes, watch, ex.get("returned_args", ()))
     if size > max_bytes:  # not sent at all (the grader would not read it): said so instead

@@ -101,6 +101,8 @@ def plan_chapter(chapter: int, seed: int) -> ChapterPlan | None:
         plans.append(p)
         if encoded is not None:
             watch = {"forbidden": list(ex.forbidden), "allowed": list(ex.allowed)} if ex.forbidden else {}
+            if ex.forbidden and ex.tools is not None:
+                watch["tools"] = list(ex.tools)
             returned = {"returned_args": list(ex.returned_args)} if ex.returned_args else {}
             payload.append({"id": ex.id, "name": ex.name, "cases": encoded, **watch, **returned})
     inputs_json = json.dumps({"exercises": payload}, allow_nan=False, separators=(",", ":"))
