@@ -397,6 +397,8 @@ _DENIED_ATTRIBUTES = _AUDIT_NAMES | {
     "ForwardRef",
     "measure",
     "test",
+    "make_dataclass",  # a class whose attributes strings name (its namespace, its fields)
+    "__setstate__",  # an instance's attributes set from a dict (functools.partial's)
     "update_wrapper",  # copies the attributes a tuple of strings names: a getattr by any name
     "wraps",
     "WRAPPER_ASSIGNMENTS",
@@ -428,9 +430,20 @@ _DENIED_ATTRIBUTES = _AUDIT_NAMES | {
 }
 #: Protocols through which numpy reads memory at an address the object gives: a notebook may not
 #: define them (in a class, or a string that names one), since an array made there reads and writes
-#: any of the process's memory, the watch's included.
+#: any of the process's memory, the watch's included; nor the methods that answer an attribute
+#: of any name, made at run time (``__getattr__``, ``__getattribute__``), or fill a class body
+#: by code (``__prepare__``): numpy asks an object for the protocols by name.
 _DENIED_DEFINITIONS = frozenset(
-    {"__array_interface__", "__array_struct__", "__cuda_array_interface__", "__dlpack__", "__dlpack_device__"}
+    {
+        "__array_interface__",
+        "__array_struct__",
+        "__cuda_array_interface__",
+        "__dlpack__",
+        "__dlpack_device__",
+        "__getattr__",
+        "__getattribute__",
+        "__prepare__",
+    }
 )
 #: Attribute names of frames, code objects, generators, coroutines and tracebacks.
 _DENIED_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
@@ -667,7 +680,10 @@ class _ToolsReader:
         self.defined.update(vars(cls))
         self.defined.update(getattr(cls, "__annotations__", None) or {})
         for k, v in list(vars(cls).items()):
-            if isinstance(v, (types.FunctionType, staticmethod, classmethod, type)):
+            if isinstance(v, (staticmethod, classmethod)) and not isinstance(v.__func__, types.FunctionType):
+                if not self.value_ok(v.__func__):  # a library's function made a method: a value
+                    self.found.add(f"{cls.__name__}.{k} ({_what(v.__func__)})")
+            elif isinstance(v, (types.FunctionType, staticmethod, classmethod, type)):
                 self.todo.append(v)
             elif isinstance(v, property):
                 self.todo.extend(f for f in (v.fget, v.fset, v.fdel) if f is not None)

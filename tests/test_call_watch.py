@@ -889,3 +889,61 @@ def test_a_function_of_another_notebook_namespace_is_read_not_refused():
     assert tools_audit(by_closure(apart["honest"]), COMPUTING_TOOLS) == []
     assert tools_audit(by_closure(apart["hides"]), COMPUTING_TOOLS) == ["sys (the module sys)", ".setprofile"]
     assert tools_audit(by_default, COMPUTING_TOOLS) == ["sys (the module sys)", ".setprofile"]
+
+
+#: numpy reads ``__array_interface__`` from an object by name: an object that answers a name made
+#: at run time gives numpy an array over any address (the watch's memory included).
+ADDRESS_BY_NAME = """
+import functools, dataclasses
+NAME = "__array_" + "inter" + "face__"
+
+class Any:
+    def __init__(self, d):
+        self.d = d
+    def __getattr__(self, name):
+        if name.startswith("__array_i"):
+            return self.d
+        raise AttributeError(name)
+
+def by_getattr(addr):
+    return np.asarray(Any({"data": (addr, False), "shape": (1,), "typestr": "<u8", "version": 3}))
+
+def by_setstate(addr):
+    p = functools.partial(len)
+    d = {"data": (addr, False), "shape": (1,), "typestr": "<u8", "version": 3}
+    p.__setstate__((len, (), {}, {NAME: d}))
+    return np.asarray(p)
+
+def by_made_class(addr):
+    d = {"data": (addr, False), "shape": (1,), "typestr": "<u8", "version": 3}
+    return np.asarray(dataclasses.make_dataclass("R", [], namespace={NAME: d})())
+"""
+
+
+@pytest.mark.parametrize(
+    ("route", "named"),
+    [
+        ("by_getattr", "defines __getattr__"),
+        ("by_setstate", ".__setstate__"),
+        ("by_made_class", ".make_dataclass"),
+    ],
+)
+def test_an_array_interface_made_at_run_time_is_refused(route, named):
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    ns = _notebook(ADDRESS_BY_NAME)
+    here = np.arange(2, dtype=np.uint64)
+    assert ns[route](here.ctypes.data)[0] == 0  # the route works: numpy reads the address given
+    assert named in tools_audit(ns[route], COMPUTING_TOOLS)
+
+
+def test_a_library_function_made_a_method_in_another_cell_is_judged_as_a_value():
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    ns = _notebook(
+        "import sys\nclass H:\n    sp = staticmethod(sys.setprofile)\n    fl = staticmethod(math.floor)\n"
+        "def hides(x):\n    H.sp(None)\n    return x\n"
+    )
+    assert tools_audit(ns["hides"], COMPUTING_TOOLS) == ["H.sp (sys.setprofile)"]
