@@ -3229,11 +3229,84 @@ CHAPTERS = [
                 'compute = "fp8" if scheme["weights"]["element"] == "e4m3fn" '
                 'else types[scheme["activations"]["element"]]',
             ),
-            # the blocks at the weights' element's peak (bf16 for int4 weights under fp16 activations)
+            # the blocks at a 16-bit or e4m3fn weights' own peak (fp16 weights under bf16 activations)
             (
                 "decode_step_time",
                 'compute = types[scheme["activations"]["element"]]',
                 'compute = types.get(scheme["weights"]["element"], types[scheme["activations"]["element"]])',
+            ),
+            # the blocks at the weights' element's peak, int weights dequantized to bf16 (under fp16
+            # activations)
+            (
+                "decode_step_time",
+                'compute = types[scheme["activations"]["element"]]',
+                'compute = {**types, "int8": "bf16", "int4": "bf16"}[scheme["weights"]["element"]]',
+            ),
+            # the blocks at bf16 unless the weights' element is the activations'
+            (
+                "decode_step_time",
+                'compute = types[scheme["activations"]["element"]]',
+                'compute = types[scheme["activations"]["element"]]\n'
+                '    if scheme["weights"]["element"] != scheme["activations"]["element"]:\n'
+                '        compute = "bf16"',
+            ),
+            # an int8 LM head at the fp8 peak in W8A8 (int8 tensor cores run at fp8's rate)
+            (
+                "decode_step_time",
+                'if compute == "fp8" and head_fmt["element"] != "e4m3fn":',
+                'if compute == "fp8" and head_fmt["element"] not in ("e4m3fn", "int8"):',
+            ),
+            # ... an int4 one
+            (
+                "decode_step_time",
+                'if compute == "fp8" and head_fmt["element"] != "e4m3fn":',
+                'if compute == "fp8" and head_fmt["element"] not in ("e4m3fn", "int4"):',
+            ),
+            # only a 16-bit LM head at bf16 in W8A8, int ones at fp8
+            (
+                "decode_step_time",
+                'if compute == "fp8" and head_fmt["element"] != "e4m3fn":',
+                'if compute == "fp8" and head_fmt["element"] in ("bf16", "fp16"):',
+            ),
+            # an e4m3fn LM head at the bf16 peak under 16-bit activations (fp16's too)
+            (
+                "decode_step_time",
+                "    head_compute = compute\n",
+                '    head_compute = "bf16" if head_fmt["element"] == "e4m3fn" else compute\n',
+            ),
+            # an int LM head at the bf16 peak whatever the activations (fp16's too)
+            (
+                "decode_step_time",
+                "    head_compute = compute\n",
+                '    head_compute = "bf16" if head_fmt["element"] in ("int8", "int4") else compute\n',
+            ),
+            # an int8 LM head at the fp8 peak under 16-bit activations too
+            (
+                "decode_step_time",
+                "    head_compute = compute\n",
+                '    head_compute = "fp8" if head_fmt["element"] in ("e4m3fn", "int8") else compute\n',
+            ),
+            # the LM head at bf16 unless its element is the activations'
+            (
+                "decode_step_time",
+                "    head_compute = compute\n",
+                "    head_compute = compute\n"
+                '    if head_fmt["element"] != scheme["activations"]["element"]:\n'
+                '        head_compute = "bf16"\n',
+            ),
+            # a per-tensor KV scale counted as 4 bytes a step
+            (
+                "decode_step_time",
+                "kv_bytes = B * L * kv_token + B * kv_token",
+                'kv_bytes = B * L * kv_token + B * kv_token + 4 * (c["granularity"] == "tensor")',
+            ),
+            # ... as one scale (and zero point) per layer for the keys and one for the values
+            (
+                "decode_step_time",
+                "kv_bytes = B * L * kv_token + B * kv_token",
+                "kv_bytes = B * L * kv_token + B * kv_token\n"
+                '    if c["granularity"] == "tensor":\n'
+                '        kv_bytes += 2 * n * (c["scale_bits"] + c["zero_bits"]) / 8',
             ),
             # whole bytes per tensor, rounded up
             (

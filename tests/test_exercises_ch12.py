@@ -332,11 +332,44 @@ def test_off_recipe_kv_cases_bite_and_spare_a_float32_error(seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_decode_aimed_cases_are_compute_bound_or_hold_half_bytes(seed):
-    cases = cases_for("ex12.decode_step_time", seed)[-2 * len(ch12.STEP_AIMS) :]
-    for i, case in enumerate(cases):
+    aims = ch12.aimed_elements(np.random.default_rng(0))
+    cases = cases_for("ex12.decode_step_time", seed)[-len(aims) :]
+    for (aim, *_), case in zip(aims, cases):
         bound, _, cost = ch12.decode_step_time_ref(*case.args)
-        if ch12.STEP_AIMS[i % len(ch12.STEP_AIMS)] == "half bytes":
+        if aim == "half bytes":
             # 4-bit zero points on a row each of the embedding: half a byte a row
             assert bound != "compute" and case.args[1]["embedding"]["zero_bits"] == 4
+        elif aim == "per-tensor KV scale":
+            assert bound != "compute" and case.args[1]["kv_cache"]["granularity"] == "tensor"
         else:
             assert bound == "compute" and case.args[3] <= ch12.MAX_BATCH
+            peaks = case.args[2]["peak_flops"]
+            assert len({peaks["bf16"], peaks["fp16"], peaks["fp8"]}) == 3
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_decode_aimed_cases_put_every_element_in_the_weights_and_the_lm_head(seed):
+    """Each aim at a choice of peak has weights and an LM head of every element the statement
+    names (W8A8's weights are e4m3fn), so a rule that errs on one element fails at every seed."""
+    aims = ch12.aimed_elements(np.random.default_rng(seed))
+    cases = cases_for("ex12.decode_step_time", seed)[-len(aims) :]
+    for aim in ("bf16 activations", "fp16 at half rate", "W8A8"):
+        mine = [c for (a, *_), c in zip(aims, cases) if a == aim]
+        heads = {c.args[1]["lm_head"]["element"] for c in mine}  # a tied one is the embedding too
+        weights = {c.args[1]["weights"]["element"] for c in mine}
+        assert heads == set(ch12.ELEMENT_BITS), aim
+        assert weights == ({"e4m3fn"} if aim == "W8A8" else set(ch12.ELEMENT_BITS)), aim
+
+
+def test_decode_edge_cases_cross_every_activation_with_every_element_compute_bound():
+    fixed = [c for c in cases_for("ex12.decode_step_time", 0) if c.label.endswith(": compute-bound")]
+    seen = set()
+    for c in fixed:
+        s = c.args[1]
+        assert ch12.decode_step_time_ref(*c.args)[0] == "compute" and c.args[3] <= ch12.MAX_BATCH
+        seen.add((s["activations"]["element"], s["weights"]["element"], s["lm_head"]["element"]))
+    elements = set(ch12.ELEMENT_BITS)
+    want = {(a, w, h) for a in ("bf16", "fp16") for w in elements for h in elements}
+    want |= {("e4m3fn", "e4m3fn", h) for h in elements}
+    assert seen == want
+    assert fixed == [c for c in cases_for("ex12.decode_step_time", 7) if c.label.endswith(": compute-bound")]

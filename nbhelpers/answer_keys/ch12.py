@@ -12,9 +12,12 @@
   within 1e-13); the term exactly, except at a tie (the times of the bytes and of the FLOPs
   within 1e-9 of each other), where either side is right. Cases: Llama 3 8B in the chapter's six
   schemes on an H200 and an H100, the batches either side of the crossover
-  (:func:`~nbhelpers.inference_math.decode_crossover_batch`), and random models, formats
-  (groups that do not divide K, zero points, 32-bit scales, per-tensor scales, tied
-  embeddings, fp8 W8A8 with a bf16 LM head), GPUs, batches and contexts.
+  (:func:`~nbhelpers.inference_math.decode_crossover_batch`), each activation type (bf16, fp16 on
+  a GPU whose fp16 peak is half its bf16 one, e4m3fn) with weights and an LM head of each element
+  at twice the crossover, a per-tensor KV scale on a model small enough that 4 bytes show, and
+  random models, formats (groups that do not divide K, zero points, 32-bit scales, per-tensor
+  scales, tied embeddings), GPUs, batches and contexts, some aimed at each choice of peak
+  (:data:`STEP_AIMS`: every element as the weights' and as the LM head's at every seed).
 - ``gptq_column``: GPTQ's step for one column, from the OBS equations the statement gives: the
   column rounded by a quantizer stated bit for bit (float32, ties to even, clamped), its error
   spread over the columns not yet quantized through the inverse of H restricted to them.
@@ -180,6 +183,16 @@ def _fmt(element, granularity="none", group=None, scale_bits=0, zero_bits=0) -> 
     }
 
 
+#: a format of each element, for exercise 1's edge cases
+STEP_FORMATS = {
+    "bf16": _fmt("bf16"),
+    "fp16": _fmt("fp16"),
+    "e4m3fn": _fmt("e4m3fn", "row", None, 32),
+    "int8": _fmt("int8", "row", None, 16),
+    "int4": _fmt("int4", "group", 128, 16),
+}
+
+
 def _random_format(rng: np.random.Generator, kind: str, fp8_weights: bool = False) -> dict:
     """A random storage format for the weights, KV cache, LM head or embedding."""
     sb = int(rng.choice([8, 16, 32]))
@@ -197,9 +210,26 @@ def _random_format(rng: np.random.Generator, kind: str, fp8_weights: bool = Fals
     ]
     if kind == "kv_cache":
         options += [_fmt("e4m3fn", "tensor", None, 32), _fmt("int8", "group", g, sb, zb), _fmt("fp16")]
+    else:
+        options += [_fmt("fp16")]
     if kind == "weights":
         options += [_fmt("e4m3fn", "tensor", None, 32), _fmt("int8", "group", g, sb, zb)]
     return dict(options[int(rng.integers(len(options)))])
+
+
+def _format_of(rng: np.random.Generator, element: str) -> dict:
+    """A random storage format of one element (its granularity, group, scale and zero bits)."""
+    sb = int(rng.choice([8, 16, 32]))
+    g = int(rng.choice([16, 32, 64, 128, 256, int(rng.integers(3, 200))]))
+    zb = int(rng.choice([0, 0, 4, 8]))
+    options = {
+        "bf16": [_fmt("bf16")],
+        "fp16": [_fmt("fp16")],
+        "e4m3fn": [_fmt("e4m3fn", "row", None, 32), _fmt("e4m3fn", "tensor", None, 32), _fmt("e4m3fn", "group", g, 8)],
+        "int8": [_fmt("int8", "row", None, sb), _fmt("int8", "group", g, sb, zb)],
+        "int4": [_fmt("int4", "group", g, sb, zb), _fmt("int4", "row", None, sb, zb)],
+    }[element]
+    return options[int(rng.integers(len(options)))]
 
 
 def _random_shape(rng: np.random.Generator) -> dict:
@@ -249,27 +279,28 @@ def _crossover(shape: dict, scheme: dict, gpu: dict, context: int) -> float:
 
 #: the largest batch of exercise 1's cases
 MAX_BATCH = 4096
-#: the kinds of random cases of exercise 1 aimed at one choice of the statement (:func:`_aimed_step`)
+#: the kinds of random cases of exercise 1 aimed at one choice of the statement (:func:`_aimed_step`),
+#: each with how many cases a seed draws of it
 STEP_AIMS = (
-    "fp8 LM head",
-    "W8A8, fp8 LM head",
-    "W8A8, LM head not fp8",
-    "fp16 at half rate",
-    "fp8 weights",
-    "half bytes",
+    ("bf16 activations", len(ELEMENT_BITS)),
+    ("fp16 at half rate", len(ELEMENT_BITS)),
+    ("W8A8", len(ELEMENT_BITS)),
+    ("half bytes", 2),
+    ("per-tensor KV scale", 2),
 )
 
 
-def _aimed_step(rng: np.random.Generator, aim: str) -> Case:
+def _aimed_step(rng: np.random.Generator, aim: str, weights: str, head: str) -> Case:
     """A random case aimed at one of :data:`STEP_AIMS`: compute-bound (a batch 1.2 to 3 times the
-    crossover, a short context) with an e4m3fn LM head and 16-bit activations, or W8A8 with an
-    e4m3fn LM head or with another, or fp16 activations on a GPU whose fp16 peak is half its bf16 one, or e4m3fn
-    weights with 16-bit activations, each of which sets which peak a part runs at; or
-    ("half bytes") a small memory-bound model whose tensors take a whole number of bytes and a
-    half (4-bit zero points on an odd number of scales)."""
-    fp8_formats = [_fmt("e4m3fn", "row", None, 32), _fmt("e4m3fn", "tensor", None, 32)]
+    crossover, a short context) with the blocks' weights in element ``weights`` and the LM head in
+    ``head``, under bf16 activations, or fp16 ones on a GPU whose fp16 peak is half its bf16 one,
+    or e4m3fn ones (W8A8: the weights e4m3fn whatever ``weights`` is), each part's peak set by
+    the statement's rule (the bf16, fp16 and fp8 peaks all differ); or a small memory-bound model
+    whose tensors take a whole number of bytes and a half ("half bytes": 4-bit zero points on an
+    odd number of scales) or whose KV cache has one scale for the whole tensor (its bytes are
+    counted as nothing, and 4 of them would show)."""
     for _ in range(1000):
-        if aim == "half bytes":
+        if aim in ("half bytes", "per-tensor KV scale"):
             n_kv = int(rng.choice([1, 2]))
             shape = {
                 "n_layers": int(rng.integers(1, 5)),
@@ -287,24 +318,17 @@ def _aimed_step(rng: np.random.Generator, aim: str) -> Case:
         gpu = _random_gpu(rng)
         context = int(np.exp(rng.uniform(0, math.log(2048))))
         sixteen = _fmt(str(rng.choice(["bf16", "fp16"])))
-        head = dict(fp8_formats[int(rng.integers(2))])
-        if aim == "fp8 LM head":
-            scheme["activations"] = sixteen
-            scheme["lm_head"] = head
-        elif aim.startswith("W8A8"):
-            scheme["activations"] = _fmt("e4m3fn", "row", None, 32)
-            scheme["weights"] = _random_format(rng, "weights", fp8_weights=True)
-            if aim == "W8A8, fp8 LM head":
-                scheme["lm_head"] = head
-            elif scheme["lm_head"]["element"] == "e4m3fn":
-                scheme["lm_head"] = _fmt("bf16")
-        elif aim == "fp16 at half rate":
-            scheme["activations"] = _fmt("fp16")
-            gpu["peak_flops"]["fp16"] = gpu["peak_flops"]["bf16"] / 2
-        elif aim == "fp8 weights":
-            scheme["activations"] = sixteen
-            scheme["weights"] = dict(fp8_formats[int(rng.integers(2))])
-        else:
+        if aim in ("bf16 activations", "fp16 at half rate", "W8A8"):
+            bf16 = gpu["peak_flops"]["bf16"]
+            gpu["peak_flops"].update(fp16=bf16 / 2, fp8=bf16 * float(rng.uniform(1.5, 2.5)))
+            scheme["lm_head"] = _format_of(rng, head)
+            if aim == "W8A8":
+                scheme["activations"] = _fmt("e4m3fn", "row", None, 32)
+                scheme["weights"] = _random_format(rng, "weights", fp8_weights=True)
+            else:
+                scheme["activations"] = _fmt("bf16" if aim == "bf16 activations" else "fp16")
+                scheme["weights"] = _format_of(rng, weights)
+        elif aim == "half bytes":
             scheme["activations"] = sixteen
             sb = int(rng.choice([8, 16, 32]))
             scheme["weights"] = _fmt("int4", str(rng.choice(["row", "group"])), shape["d_model"] + 1, sb, 4)
@@ -312,10 +336,14 @@ def _aimed_step(rng: np.random.Generator, aim: str) -> Case:
                 scheme["weights"]["group"] = None
             scheme["embedding"] = _fmt(str(rng.choice(["int4", "int8"])), "row", None, sb, 4)
             scheme["lm_head"] = dict(scheme["embedding"])
+        else:
+            element = str(rng.choice(["e4m3fn", "int8", "int4"]))
+            scale_bits = int(rng.choice([8, 16, 32]))
+            scheme["kv_cache"] = _fmt(element, "tensor", None, scale_bits, 0 if element == "e4m3fn" else 8)
         if shape["tied_embeddings"]:  # a tied model's LM head is its embedding table
             scheme["embedding"] = dict(scheme["lm_head"])
         x = _crossover(shape, scheme, gpu, context)
-        if aim == "half bytes":
+        if aim in ("half bytes", "per-tensor KV scale"):
             batch = int(rng.integers(1, 65))
             if batch < x:
                 return Case((shape, scheme, gpu, batch, context))
@@ -323,6 +351,17 @@ def _aimed_step(rng: np.random.Generator, aim: str) -> Case:
             batch = min(MAX_BATCH, math.ceil(x * float(rng.uniform(1.2, 3.0))))
             return Case((shape, scheme, gpu, batch, context))
     raise ValueError(f"no case drawn for {aim!r}")  # never with these ranges
+
+
+def aimed_elements(rng: np.random.Generator) -> list[tuple[str, str, str]]:
+    """(aim, weights' element, LM head's element) of each aimed case of a seed: for each aim every
+    element once as the weights' and once as the LM head's, paired at random."""
+    elements = list(ELEMENT_BITS)
+    out = []
+    for aim, n in STEP_AIMS:
+        heads = [elements[int(k)] for k in rng.permutation(len(elements))]
+        out += [(aim, elements[k % len(elements)], heads[k % len(elements)]) for k in range(n)]
+    return out
 
 
 def _step_cases(rng: np.random.Generator) -> list[Case]:
@@ -367,21 +406,28 @@ def _step_cases(rng: np.random.Generator) -> list[Case]:
         "embedding": _fmt("int8", "row", None, 16),
     }
     cases.append(Case((tiny, odd, gpu_dict(H200), 3, 7), label="groups of 32 that do not divide 48 or 100, tied"))
-    # compute-bound at twice the crossover, where the choice of each part's peak shows
-    bf16, fp8_row = _fmt("bf16"), _fmt("e4m3fn", "row", None, 32)
-    half_fp16 = {
+    # compute-bound at twice the crossover, where the choice of each part's peak shows: every
+    # activation type with weights and an LM head of every element, on a GPU whose three peaks differ
+    bf16 = _fmt("bf16")
+    peaks = {
         "hbm_bytes_per_s": H200.hbm_bytes_per_s,
         "peak_flops": {"bf16": 990e12, "fp16": 495e12, "fp8": 1979e12},
     }
-    for label, parts, gpu in (
-        ("bf16 activations, an e4m3fn LM head: at the bf16 peak", (bf16, bf16, bf16, fp8_row), gpu_dict(H200)),
-        ("W8A8 with an e4m3fn LM head: at the fp8 peak", (fp8_row, fp8_row, bf16, fp8_row), gpu_dict(H200)),
-        ("fp16 activations on a GPU whose fp16 peak is half its bf16", (bf16, _fmt("fp16"), bf16, bf16), half_fp16),
-        ("e4m3fn weights with bf16 activations: at the bf16 peak", (fp8_row, bf16, bf16, bf16), gpu_dict(H200)),
-    ):
-        scheme = dict(zip(("weights", "activations", "kv_cache", "lm_head"), parts), embedding=bf16)
-        batch = math.ceil(2 * _crossover(llama, scheme, gpu, 64))
-        cases.append(Case((llama, scheme, gpu, batch, 64), label=label + ", compute-bound"))
+    for act in ELEMENT_BITS:
+        if act in ("int8", "int4"):
+            continue
+        for w in ELEMENT_BITS if act != "e4m3fn" else ("e4m3fn",):
+            for h in ELEMENT_BITS:
+                parts = (STEP_FORMATS[w], STEP_FORMATS[act], bf16, STEP_FORMATS[h])
+                scheme = dict(zip(("weights", "activations", "kv_cache", "lm_head"), parts), embedding=bf16)
+                batch = math.ceil(2 * _crossover(llama, scheme, peaks, 64))
+                label = f"{act} activations, {w} weights, {h} LM head: compute-bound"
+                cases.append(Case((llama, scheme, peaks, batch, 64), label=label))
+    # a KV cache with one scale for the whole tensor, on a model small enough that 4 bytes show
+    for kv in (_fmt("e4m3fn", "tensor", None, 32), _fmt("int8", "tensor", None, 16, 8)):
+        scheme = {"weights": bf16, "activations": bf16, "kv_cache": kv, "lm_head": bf16, "embedding": bf16}
+        label = f"a per-tensor {kv['element']} KV scale (no bytes) on a tiny model"
+        cases.append(Case((tiny, scheme, gpu_dict(H200), 2, 9), label=label))
     tiny_odd = dict(tiny, d_ff=99, vocab=257, tied_embeddings=False)
     halves = {"weights": _fmt("int4", "group", 16, 16, 4), "activations": bf16, "kv_cache": bf16, "lm_head": bf16}
     cases.append(
@@ -401,8 +447,8 @@ def _step_cases(rng: np.random.Generator) -> list[Case]:
         else:
             batch = int(np.exp(rng.uniform(0, math.log(MAX_BATCH))))
         cases.append(Case((shape, scheme, gpu, batch, context)))
-    for aim in STEP_AIMS * 2:
-        cases.append(_aimed_step(rng, aim))
+    for aim, weights, head in aimed_elements(rng):
+        cases.append(_aimed_step(rng, aim, weights, head))
     return cases
 
 
