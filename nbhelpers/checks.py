@@ -392,6 +392,27 @@ def _clear_caches(forbidden) -> None:
                 clear()
 
 
+class _Sealed:
+    """What :func:`run_check` holds while the student's function runs: the cases and the
+    expected results, behind a repr and str that show nothing. A function can read the locals
+    of the frames below it by repr without naming a frame's insides
+    (``traceback.StackSummary.extract(..., capture_locals=True)``); it finds this there, not the
+    answers."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self, held: tuple[list[Case], list]):
+        self._held = held
+
+    def __repr__(self) -> str:
+        return "<the check's cases and answers>"
+
+    __str__ = __repr__
+
+    def unseal(self) -> tuple[list[Case], list]:
+        return self._held
+
+
 def run_check(
     exercise: Exercise | str,
     fn: Callable,
@@ -421,8 +442,11 @@ def run_check(
     ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
     if not callable(fn):
         return CheckResult(ex.id, ex.title, 0, ex.points, 0, 0, [], f"expected a function, got {type(fn).__name__}")
-    # all before the first call of fn, which cannot touch them
-    cases, expected = prepare_check(ex, seed) if prepared is None else prepared
+    # all before the first call of fn, which cannot touch them; no local of this frame holds the
+    # expected results while fn runs (only the sealed copy, whose repr shows nothing)
+    sealed = _Sealed(prepare_check(ex, seed) if prepared is None else prepared)
+    prepared = None
+    cases = sealed.unseal()[0]
     verdict = given_verdict(ex, len(cases), source_of(fn) if ex.given else None)
     if verdict is not None:
         return verdict
@@ -445,11 +469,11 @@ def run_check(
             continue
         if (
             stop_at_first_failure
-            and score(ex, cases[i : i + 1], expected[i : i + 1], got[-1:], together=False).points == 0
+            and score(ex, cases[i : i + 1], sealed.unseal()[1][i : i + 1], got[-1:], together=False).points == 0
         ):
             break
     verdict = forbidden_verdict(ex, len(cases), watcher.seen)
-    return verdict if verdict is not None else score(ex, cases, expected, got)
+    return verdict if verdict is not None else score(ex, cases, sealed.unseal()[1], got)
 
 
 def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:

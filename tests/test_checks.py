@@ -15,7 +15,9 @@ import io
 import json
 import math
 import sys
+import traceback
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,6 +31,7 @@ from nbhelpers.checks import (
     Exercise,
     check,
     close_to,
+    prepare_check,
     run_check,
     same_value,
     same_value_up_to_zero_sign,
@@ -646,3 +649,36 @@ def test_compare_all_judges_the_answers_together_only_when_every_case_passed():
     assert not res.passed and "could not compare the answers together" in str(res)
     with pytest.raises(TypeError, match="compare_all must be callable"):
         Exercise("ex99.double", "Double", 1, lambda v: v, lambda rng: [], compare_all=3)
+
+
+# ---- what the function can read of the check while it runs -------------------------------------
+
+
+def locals_on_the_stack() -> str:
+    """Every local of every frame of the course's package on the stack, by repr, as a traceback
+    that captures locals shows them: a function reads them so without naming a frame's insides.
+    (pytest's frames, below them, are the test's and are left out: their reprs are large.)"""
+    package = str(Path(checks.__file__).parent)
+    ours = ((f, n) for f, n in traceback.walk_stack(None) if f.f_code.co_filename.startswith(package))
+    frames = traceback.StackSummary.extract(ours, capture_locals=True, lookup_lines=False)
+    return "\n".join(f"{f.name}: {k} = {v}" for f in frames for k, v in (f.locals or {}).items())
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_no_frame_on_the_stack_shows_the_expected_answers_while_the_function_runs(ch99, prepared):
+    """run_check holds the expected results where a frame's locals by repr do not show them,
+    whether it prepared them or its caller did (the caller's own frame is the caller's)."""
+    _, inv = ch99
+    seen = []
+
+    def spy(x):
+        seen.append(locals_on_the_stack())
+        return 0.0
+
+    cases, expected = prepare_check(inv, 3)
+    result = run_check(inv, spy, seed=3, watch=False, prepared=(cases, expected) if prepared else None)
+    assert result.passed is False and len(seen) == len(cases)
+    for text in seen:
+        assert "run_check: " in text  # the check's frame is read
+        for e in expected[1:]:  # the first, 1 / 1.0, is its own argument
+            assert repr(e) not in text

@@ -6,13 +6,14 @@ every construction case has an answer in the stated ranges, and the compares nev
 student's odd return value."""
 
 import math
+import traceback
 
 import numpy as np
 import pytest
 
 from nbhelpers import inference_math as im
 from nbhelpers.answer_keys import ch12
-from nbhelpers.checks import cases_for
+from nbhelpers.checks import cases_for, prepare_check, run_check
 from nbhelpers.weight_quant import gptq_quantize, rtn_quantize
 
 SEEDS = (0, 1, 1212)
@@ -373,3 +374,20 @@ def test_decode_edge_cases_cross_every_activation_with_every_element_compute_bou
     want |= {("e4m3fn", "e4m3fn", h) for h in elements}
     assert seen == want
     assert fixed == [c for c in cases_for("ex12.decode_step_time", 7) if c.label.endswith(": compute-bound")]
+
+
+def test_a_function_that_reads_the_checks_locals_finds_no_answer():
+    """A decode_step_time that looks for run_check's expected results among the locals a
+    traceback captures finds none to copy: the check's frame shows them to no repr."""
+    cases, expected = prepare_check("ex12.decode_step_time", 0)
+    seen = []
+
+    def peek(shape, scheme, gpu, batch, context):
+        frames = traceback.StackSummary.extract(traceback.walk_stack(None), capture_locals=True, lookup_lines=False)
+        seen.append(" ".join(v for f in frames if f.name == "run_check" for v in (f.locals or {}).values()))
+        return "weights", 0.0
+
+    assert not run_check("ex12.decode_step_time", peek, watch=False).passed
+    assert len(seen) == len(cases) and all(seen)
+    for text in seen:
+        assert not any(repr(seconds) in text for _, seconds, _ in expected)
