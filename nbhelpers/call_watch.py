@@ -194,6 +194,8 @@ _AUDIT_NAMES = frozenset(
         "f_locals",
         "f_globals",
         "tb_frame",
+        "walk_stack",
+        "StackSummary",
         "gi_frame",
         "cr_frame",
         "__code__",

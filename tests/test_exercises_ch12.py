@@ -391,3 +391,16 @@ def test_a_function_that_reads_the_checks_locals_finds_no_answer():
     assert len(seen) == len(cases) and all(seen)
     for text in seen:
         assert not any(repr(seconds) in text for _, seconds, _ in expected)
+
+
+def test_a_function_that_walks_the_stack_for_locals_scores_nothing():
+    """The check-cell cheat that reads the check's locals through a traceback's captured locals
+    names what reaches into the check: the audit refuses it before its answers count."""
+
+    def kv_scale_granularity(x, element, budget):
+        stack = traceback.StackSummary.extract(traceback.walk_stack(None), capture_locals=True)
+        return next((f.locals["expected"] for f in stack if f.locals and "expected" in f.locals), None)
+
+    result = run_check("ex12.kv_scale_granularity", kv_scale_granularity, stop_at_first_failure=True)
+    assert result.points == 0
+    assert "forbidden call" in str(result) and "walk_stack" in str(result)
