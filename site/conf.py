@@ -319,8 +319,9 @@ def drop_icon_library(app, exception) -> None:
 
 def link_site_pages(app, doctree) -> None:
     """A link to one of this folder's pages where the repository keeps it (``../site/explorer.md``
-    from a notebook: a link that works on GitHub and in JupyterLab) goes to that page of the
-    site. Other links are left to MyST."""
+    from a notebook: a link that works on GitHub and in JupyterLab; ``site/glossary.md#ulp`` from
+    the index of the exercises, a page of the root) goes to that page of the site, with its anchor
+    as written. Other links are left to MyST."""
     from docutils import nodes
     from sphinx import addnodes
 

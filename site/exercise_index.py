@@ -186,8 +186,11 @@ MARKDOWN_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 
 def from_root(text: str, notebook: str) -> str:
     """Markdown text of a chapter notebook with its relative links rewritten for a page of the
-    site's root: ``../site/glossary.md#ulp`` (a site page, staged at the root) becomes
-    ``glossary.md#ulp``, ``02_accumulation_error.ipynb`` becomes
+    site's root: ``../site/glossary.md#ulp`` (a site page) becomes ``site/glossary.md#ulp``, the
+    page where the repository keeps it, which the build links to the page with its anchor as
+    written (site/conf.py, ``link_site_pages``: MyST would resolve ``glossary.md#fn-fnu-fnuz`` to
+    the heading's generated id, ``#id6``, where a label and its heading share a slug),
+    ``02_accumulation_error.ipynb`` becomes
     ``notebooks/02_accumulation_error.ipynb`` and ``#a-section`` the chapter's own section.
     ``notebook`` is the chapter's path from the repository root; web addresses are kept."""
     folder = posixpath.dirname(notebook)
@@ -200,8 +203,6 @@ def from_root(text: str, notebook: str) -> str:
             return m.group(1) + notebook + target + m.group(3)
         path, hash_, fragment = target.partition("#")
         path = posixpath.normpath(posixpath.join(folder, path))
-        if path.startswith("site/"):
-            path = path[len("site/") :]
         return m.group(1) + path + hash_ + fragment + m.group(3)
 
     return MARKDOWN_LINK.sub(rewrite, text)

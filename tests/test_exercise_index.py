@@ -170,7 +170,7 @@ def test_a_problems_links_are_rewritten_for_the_index_at_the_sites_root():
         "[section 3](#3-scales) and [a paper](https://example.org/a(b)"
     )
     assert index.from_root(text, "notebooks/06_scaled_int8_fp8_gemm.ipynb") == (
-        "an [e4m3fn](glossary.md#fn-fnu-fnuz) value, [chapter 02](notebooks/02_accumulation_error.ipynb#x), "
+        "an [e4m3fn](site/glossary.md#fn-fnu-fnuz) value, [chapter 02](notebooks/02_accumulation_error.ipynb#x), "
         "[section 3](notebooks/06_scaled_int8_fp8_gemm.ipynb#3-scales) and [a paper](https://example.org/a(b)"
     )
 

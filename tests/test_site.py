@@ -487,6 +487,10 @@ def test_the_exercise_index_lists_every_exercise_and_problem(site):
     for url in page.links:
         target = local_target(site, path, url)
         assert target is None or target.exists(), url
+        if target is not None and urlsplit(url).fragment:  # the anchor an author wrote, on its page
+            anchor = unquote(urlsplit(url).fragment)
+            assert not re.fullmatch(r"id\d+", anchor), f"{url}: a generated id, not the entry's own anchor"
+            assert f'id="{anchor}"' in target.read_text(encoding="utf-8"), f"{url}: no such anchor"
     assert "exercises.html" in Page((site / "index.html").read_text(encoding="utf-8")).links
     assert "../exercises.html" in Page(page_of(site, NOTEBOOKS[-1]).read_text(encoding="utf-8")).links
 
