@@ -466,6 +466,21 @@ def test_a_typed_value_is_shown_rounded_in_each_mode(explorer):
     check_page(page)
 
 
+def test_e8m0fnu_says_where_its_ties_go(explorer, server):  # noqa: F811
+    """e8m0fnu has no mantissa bit, so a tie (3, between 2 and 4) has no even neighbour: both
+    nearest modes give the larger power of two, as round_to does, and the format's note says so."""
+    page = explorer
+    open_state(page, server, "#fmt=e8m0fnu&x=3")
+    want = float(round_to(3.0, "e8m0fnu", "nearest_even"))
+    assert want == float(round_to(3.0, "e8m0fnu", "nearest_away")) == 4.0
+    for mode in ("nearest_even", "nearest_away"):
+        assert float(round_row(page, mode, None).locator("td.fx-result").inner_text()) == want, mode
+    note = page.locator("#fx-specials-text").inner_text()
+    assert "a tie (3 between 2 and 4) has no even neighbour" in note, note
+    assert "both nearest modes take the larger" in note, note
+    check_page(page)
+
+
 def test_a_format_set_by_its_fields(explorer):
     page = explorer
     page.select_option("#fx-preset", "fp16")

@@ -62,3 +62,19 @@ def test_every_entry_links_the_chapter_section_that_teaches_it(site):
     assert len(found) >= len(glossary_links.glossary_anchors())
     broken = [f"{p}#{a}" for p, a in found if a not in ids(site / p)]
     assert not broken, broken
+
+
+def test_the_rounding_entry_says_where_a_tie_has_no_even_neighbour(site):
+    """Round to nearest even sends a tie to the neighbour whose last mantissa bit is 0; e8m0fnu has
+    no mantissa bit, and the entry gives its rule with an example that round_to agrees with."""
+    from nbhelpers.rounding import round_to
+
+    raw = (site / "glossary.html").read_text(encoding="utf-8")
+    entry = raw.split('<section id="round-to-nearest-even">', 1)[1].split("</section>", 1)[0]
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", entry)).split())
+    assert "e8m0fnu has no mantissa bit" in text, text
+    example = re.search(r"\((\d+) rounds to (\d+)\)", text)
+    assert example, text
+    x, shown = (float(g) for g in example.groups())
+    assert float(round_to(x, "e8m0fnu", "nearest_even")) == shown
+    assert float(round_to(x, "e8m0fnu", "nearest_away")) == shown

@@ -90,7 +90,9 @@
     ieee: "Inf at the all-ones exponent with mantissa 0, NaN with any other mantissa; overflow gives inf",
     fn: "No inf; only the all-ones code (exponent and mantissa) is NaN; overflow gives NaN",
     finite: "No inf, no NaN: every code is a number; overflow saturates to max",
-    power_of_two: "Unsigned powers of two, no zero; the all-ones code is NaN; overflow gives NaN",
+    power_of_two:
+      "Unsigned powers of two, no zero; the all-ones code is NaN; overflow gives NaN; with no mantissa bit a tie " +
+      "(3 between 2 and 4) has no even neighbour, so both nearest modes take the larger, the course's rule",
   };
 
   // nbhelpers.formats.FORMATS: name -> (exp_bits, man_bits, specials); the bias is derived
