@@ -353,6 +353,28 @@ def copy_licences(app, exception) -> None:
 GENERATED_PAGES = ("exercises",)
 
 
+INDEX_TABLE = "exercise-table"  # the class of the exercise index's tables (course.css)
+
+
+def break_names_after_underscores(app, doctree, docname) -> None:
+    """In the tables of the exercise index (class ``exercise-table``), a function's name
+    (``decode_step_time``) may break only after an underscore, never inside a word: a ``<wbr>``
+    follows each underscore, and course.css lets the name break nowhere else."""
+    from docutils import nodes
+
+    if docname not in GENERATED_PAGES:
+        return
+    for table in doctree.findall(nodes.table):
+        table["classes"].append(INDEX_TABLE)
+        for literal in list(table.findall(nodes.literal)):
+            parts = [p for p in re.split(r"(?<=_)", literal.astext()) if p]
+            literal.children = []
+            for i, part in enumerate(parts):
+                if i:
+                    literal += nodes.raw("", "<wbr>", format="html")
+                literal += nodes.Text(part)
+
+
 def drop_edit_button(app, pagename, templatename, context, doctree) -> None:
     """No "edit this page" on a page the build writes: the theme's button would open a file that
     the repository does not have. Runs after the theme has made its buttons."""
@@ -391,6 +413,7 @@ def setup(app):
     app.connect("doctree-read", link_site_pages)
     app.connect("doctree-resolved", link_chapter_mentions)
     app.connect("doctree-resolved", link_citations)
+    app.connect("doctree-resolved", break_names_after_underscores)
     app.connect("build-finished", copy_folders)
     app.connect("build-finished", drop_icon_library)
     app.connect("build-finished", copy_licences)

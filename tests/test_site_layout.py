@@ -239,3 +239,34 @@ def test_browser_every_pre_and_table_fits_at_1280(site, server, browser_page):  
             failing.append(f"{path}: {len(wide)} wider than their box: {wide[:4]}")
     assert not failing, "\n".join(failing)
     assert page.outside == []
+
+
+# The exercise index's tables at a phone's width: for each function name, each of its pieces
+# between the breaks the build allows (a <wbr> after each underscore) and on how many lines it
+# runs; and the width of the "#" column.
+NAME_PIECES = """() => {
+    const pieces = [];
+    for (const code of document.querySelectorAll('table.exercise-table code')) {
+        const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (!node.textContent.trim()) continue;
+            const range = document.createRange();
+            range.selectNodeContents(node);
+            const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+            pieces.push([node.textContent, tops.size]);
+        }
+    }
+    const first = [...document.querySelectorAll('table.exercise-table tr > :first-child')];
+    return {pieces, number: Math.max(0, ...first.map((c) => c.getBoundingClientRect().width))};
+}"""
+
+
+def test_browser_the_exercise_index_breaks_names_only_after_underscores_on_a_phone(server, phone):  # noqa: F811
+    """At 390 px a function's name in the exercise index (decode_step_time) wraps after an
+    underscore, never inside a word, and the "#" column gives its width to the names."""
+    load(phone, server, "exercises.html")
+    m = phone.evaluate(NAME_PIECES)
+    assert len(m["pieces"]) > 10, m
+    broken = [text for text, lines in m["pieces"] if lines > 1]
+    assert not broken, f"names broken inside a word at 390 px: {broken}"
+    assert m["number"] == 0, f'the "#" column is {m["number"]:.0f} px wide at 390 px'
