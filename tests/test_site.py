@@ -452,6 +452,21 @@ def test_home_page_has_the_chapter_table_and_the_setup_commands(site):
         assert href in links, f"the chapter table has no link to {href}"
 
 
+def test_the_introductions_reach_the_last_chapter(site):
+    """The home page's introduction (README's first paragraph) and CITATION.cff's abstract, which
+    say what the course covers, name the subject of its last chapter (from its title: "12 ·
+    Quantized inference: ..." -> "quantized inference")."""
+    subject = re.split(r"[:(]", title(NOTEBOOKS[-1]).split("·", 1)[1], maxsplit=1)[0].strip().lower()
+    assert len(subject) > 3, title(NOTEBOOKS[-1])
+    raw = (site / "index.html").read_text(encoding="utf-8").split('<article class="bd-article"', 1)[1]
+    intro = raw.split("</h1>", 1)[1].split("<h2", 1)[0].split("<section", 1)[0]
+    words = lambda text: " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split()).lower()  # noqa: E731
+    assert subject in words(intro), (subject, words(intro))
+    abstract = (ROOT / "CITATION.cff").read_text(encoding="utf-8").split("\nabstract:", 1)[1]
+    abstract = abstract.split("\n", 1)[1].split("\nauthors:", 1)[0]  # the folded block's lines
+    assert subject in words(abstract), (subject, abstract)
+
+
 def test_the_exercise_index_lists_every_exercise_and_problem(site):
     """exercises.html, which the build writes (site/exercise_index.py): a row for every exercise of
     every answer key, in order, with its title, its function, what it asks and its points; every
