@@ -262,6 +262,36 @@ def test_the_explorer_is_a_page_of_the_site_and_its_script_loads_there_only(site
     assert "explorer.html" in Page((site / "index.html").read_text(encoding="utf-8")).links
 
 
+EXPLORER_SECTIONS = {  # the explorer's parts: the heading's label -> the box the script fills
+    "fx-bits-heading": "fx-part-bits",
+    "fx-key-heading": "fx-part-key",
+    "fx-grid-heading": "fx-part-grid",
+    "fx-rounding-heading": "fx-part-rounding",
+}
+
+
+def test_the_explorers_headings_are_in_the_pages_contents(site):  # noqa: F811
+    """The page declares the explorer's headings (explorer.md), each over the box the script
+    fills, so that the page's contents (the theme's list of its sections) lists them."""
+    raw = (site / "explorer.html").read_text(encoding="utf-8")
+    contents = raw.split('id="pst-page-toc-nav"', 1)[1].split("</nav>", 1)[0]
+    for heading, box in EXPLORER_SECTIONS.items():
+        assert f'href="#{heading}"' in contents, heading
+        section = raw.split(f'<section id="{heading}">', 1)[1].split("</section>", 1)[0]
+        assert f'id="{box}"' in section, (heading, box)
+
+
+def test_the_script_fills_the_declared_parts_and_adds_no_heading(explorer):
+    page = explorer
+    headings = page.locator("article h2").all_inner_texts()
+    assert len(headings) == len(set(headings)), headings
+    for box in EXPLORER_SECTIONS.values():
+        assert page.locator(f"#{box} > *").count() > 0, box
+    assert page.locator("#fx-part-bits #fx-bits").count() == 1
+    assert page.locator("#fx-part-rounding #fx-round").count() == 1
+    check_page(page)
+
+
 def test_a_link_to_the_page_where_the_repository_keeps_it_goes_to_the_page(tmp_path):
     """A notebook may link ``../site/explorer.md`` (a link that works on GitHub and in
     JupyterLab); on the site it goes to explorer.html (site/conf.py's link_site_pages)."""

@@ -177,8 +177,8 @@ def test_browser_the_explorer_grid_labels_are_readable_on_a_phone(server, phone)
     load(phone, server, "explorer.html")
     phone.wait_for_selector("#float-explorer[data-ready=true]", timeout=20_000)
     phone.select_option("#fx-preset", "e4m3fn")  # a format of 8 bits: its grid is drawn
-    phone.wait_for_selector("#float-explorer .fx-axis-label", timeout=5_000)
-    sizes = phone.evaluate("""() => [...document.querySelectorAll('#float-explorer .fx-axis-label')]
+    phone.wait_for_selector("#fx-part-grid .fx-axis-label", timeout=5_000)
+    sizes = phone.evaluate("""() => [...document.querySelectorAll('#fx-part-grid .fx-axis-label')]
         .map((t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)""")
     assert sizes and min(sizes) >= LABEL_PX, f"grid labels {min(sizes):.1f} px tall at 390 px"
     doc = phone.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")

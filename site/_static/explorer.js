@@ -601,6 +601,17 @@
   function build(root) {
     const state = { fmt: format("bf16"), code: 0x3f80, mode: "nearest_even", loaded: false };
 
+    /** The box of one part of the explorer: the page declares it under its heading (explorer.md,
+     * so that the headings are in the page's contents); on a page without it, a box of its own
+     * under a heading of its own, at the end of the explorer's box. */
+    function part(id, headingId, title) {
+      const declared = document.getElementById(id);
+      if (declared) return declared;
+      const box = el("div", { id, class: "fx-part" });
+      root.append(el("h2", { id: headingId }, title), box);
+      return box;
+    }
+
     // --- the format: a preset, or its fields
     const preset = el("select", { id: "fx-preset", "aria-label": "preset" });
     for (const name of Object.keys(PRESETS)) preset.append(el("option", { value: name }, name));
@@ -646,8 +657,7 @@
       const n = 2 ** state.fmt.bits;
       setCode((state.code + d + n) % n);
     };
-    root.append(
-      el("h2", { id: "fx-bits-heading" }, "The bits"),
+    part("fx-part-bits", "fx-bits-heading", "The bits").append(
       el("p", { class: "fx-note" }, "Click a bit to flip it, or type a code in hex."),
       bitsRow,
       el(
@@ -669,12 +679,8 @@
     // --- key numbers and the grid
     const keyTable = el("table", { id: "fx-key", class: "fx-table" });
     const grid = el("div", { id: "fx-grid" });
-    root.append(
-      el("h2", {}, "Key numbers"),
-      el("div", { class: "fx-scroll" }, keyTable),
-      el("h2", {}, "Every positive value"),
-      grid
-    );
+    part("fx-part-key", "fx-key-heading", "Key numbers").append(el("div", { class: "fx-scroll" }, keyTable));
+    part("fx-part-grid", "fx-grid-heading", "Every positive value").append(grid);
 
     // --- rounding
     const xInput = el("input", { id: "fx-x", type: "text", value: DEFAULT_X, spellcheck: "false", "aria-label": "x" });
@@ -683,8 +689,7 @@
     const xExact = el("span", { id: "fx-x-exact", class: "fx-exact" });
     const between = el("div", { id: "fx-between", class: "fx-between" });
     const roundTable = el("table", { id: "fx-round", class: "fx-table" });
-    root.append(
-      el("h2", { id: "fx-rounding-heading" }, "Rounding a value"),
+    part("fx-part-rounding", "fx-rounding-heading", "Rounding a value").append(
       el(
         "p",
         { class: "fx-note" },
