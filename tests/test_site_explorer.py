@@ -917,6 +917,88 @@ def test_the_grid_scrolls_to_the_marked_code_on_a_phone(explorer, server):  # no
     check_page(page)
 
 
+GRID_SIZE = """() => {
+    const box = document.getElementById('fx-grid-box');
+    const svg = document.getElementById('fx-grid-svg');
+    const labels = [...svg.querySelectorAll('.fx-axis-label')]
+        .map((t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a);
+    return [box.scrollWidth, box.clientWidth, svg.getBoundingClientRect().width, Math.min(...labels)];
+}"""
+
+
+def test_the_grid_is_sized_to_its_values(explorer, server):  # noqa: F811
+    """The grid is as long as its number of values asks: at 390 px e2m1fn's 7 values fit the box
+    (no sideways scroll), an fp8 format's 126 scroll; at 1280 px the short grid is drawn at no
+    more than twice its size. Its labels stay at least 9 px tall."""
+    page = explorer
+    before = page.viewport_size
+    try:
+        page.set_viewport_size(PHONE)
+        open_state(page, server, "#fmt=e2m1fn")
+        scroll, client, _, label = page.evaluate(GRID_SIZE)
+        assert scroll <= client, f"e2m1fn's grid scrolls at 390 px: {scroll} px in a {client} px box"
+        assert label >= 9, label
+        open_state(page, server, "#fmt=e4m3fn")
+        scroll, client, _, label = page.evaluate(GRID_SIZE)
+        assert scroll > client and label >= 9, (scroll, client, label)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        open_state(page, server, "#fmt=e2m1fn")
+        _, client, drawn, label = page.evaluate(GRID_SIZE)
+        assert drawn < client and label <= 2 * 11, (drawn, client, label)
+    finally:
+        page.set_viewport_size(before)
+    check_page(page)
+
+
+def test_the_grid_fades_where_its_box_hides_more_on_a_phone(explorer, server):  # noqa: F811
+    """At 390 px the grid's box fades out at each side past which it hides more of the grid:
+    the right side at the left end, the left side with the largest code in view, neither for a
+    grid that fits."""
+    page = explorer
+    before = page.viewport_size
+    box = "document.getElementById('fx-grid-box')"
+    style = f"getComputedStyle({box})"
+    fade = lambda: page.evaluate(f"[{box}.dataset.fade, {style}.maskImage || {style}.webkitMaskImage]")  # noqa: E731
+    page.set_viewport_size(PHONE)
+    try:
+        open_state(page, server, "#fmt=e4m3fn&code=0x7E")  # 448, at the right end
+        sides, mask = fade()
+        assert sides == "left" and mask != "none", (sides, mask)
+        page.evaluate(f"{box}.scrollLeft = 0")
+        page.wait_for_function(f"{box}.dataset.fade === 'right'", timeout=5_000)
+        assert fade()[1] != "none"
+        page.evaluate(f"{box}.scrollLeft = {box}.scrollWidth / 3")
+        page.wait_for_function(f"{box}.dataset.fade === 'left right'", timeout=5_000)
+        open_state(page, server, "#fmt=e2m1fn")
+        assert fade() == ["", "none"]
+    finally:
+        page.set_viewport_size(before)
+    check_page(page)
+
+
+WHOLE_PARTS = """() => [...document.querySelectorAll('#fx-round .fx-whole')].map((span) => {
+    const tops = new Set([...span.getClientRects()].map((r) => Math.round(r.top)));
+    return [span.textContent, tops.size];
+})"""
+
+
+def test_a_probabilitys_overflow_rule_does_not_break_inside_on_a_phone(explorer, server):  # noqa: F811
+    """At 390 px the overflow rule after a probability ("(saturating)") stays on one line: the
+    cell, where an exact fraction may break anywhere, does not break it before its ")"."""
+    page = explorer
+    before = page.viewport_size
+    page.set_viewport_size(PHONE)
+    try:
+        open_state(page, server, "#fmt=e4m3fn&x=464")
+        parts = page.evaluate(WHOLE_PARTS)
+        assert any(text == "(saturating)" for text, _ in parts), parts
+        broken = [text for text, lines in parts if lines > 1]
+        assert not broken, broken
+    finally:
+        page.set_viewport_size(before)
+    check_page(page)
+
+
 def test_an_inf_result_has_an_infinite_error(explorer, server):  # noqa: F811
     """e5m2 rounds 61440 up to inf in two modes: that row's errors read inf, not NaN; NaN is
     only for a NaN result; inf rounded to inf is exact, and saturated to max it is off by inf."""

@@ -582,6 +582,8 @@
     stochastic: "stochastic",
   };
   const DEFAULT_X = "3.14159";
+  // the smallest scale the grid is drawn at: its 11-unit labels stay at least 9 CSS px tall
+  const GRID_MIN_SCALE = 0.825;
   const ROUND_COLUMNS = ["result", "code", "class", "absolute error", "relative error", "given by", "stochastic: probability"];
 
   /** The state a link can name, from the part of the address after # (fmt=e4m3fn&code=0x7E,
@@ -860,7 +862,9 @@
         return;
       }
       const values = finiteValues(f, true).filter((v) => v > 0);
-      const width = 760;
+      // the axis's length in the drawing's units: about 12 per value, from 300 (e2m1fn's 7 values
+      // fit a phone) to 760 (an fp8 format's 126 scroll sideways there)
+      const width = Math.min(760, Math.max(300, 12 * values.length));
       const left = 20;
       const lo = Math.log2(values[0]);
       const hi = Math.log2(values[values.length - 1]);
@@ -872,6 +876,10 @@
         role: "img",
         "aria-label": `the ${values.length} positive finite values of ${f.name} on a log2 axis`,
       });
+      // drawn at no less than GRID_MIN_SCALE of its size, so that its labels stay readable (on a
+      // phone its box scrolls instead), and at no more than twice it
+      svg.style.minWidth = `${Math.ceil((width + 2 * left) * GRID_MIN_SCALE)}px`;
+      svg.style.maxWidth = `${2 * (width + 2 * left)}px`;
       svg.append(svgEl("line", { x1: left, x2: left + width, y1: 50, y2: 50, class: "fx-axis" }));
       // a label every few binades, at most about 12
       const stride = Math.max(1, Math.ceil(span / 12));
@@ -908,7 +916,8 @@
       xMark.append(xLabel);
       svg.append(xMark);
       grid.append(
-        el("div", { id: "fx-grid-box" }, svg), // the box that scrolls sideways on a phone, not the note
+        // the box that scrolls sideways on a phone, not the note
+        el("div", { id: "fx-grid-box", onscroll: (e) => markEdges(e.currentTarget) }, svg),
         el(
           "p",
           { class: "fx-note" },
@@ -939,6 +948,7 @@
       if (box.width > 0 && (at.left < box.left || at.right > box.right)) {
         scroller.scrollLeft += (at.left + at.right) / 2 - (box.left + box.right) / 2;
       }
+      markEdges(scroller);
     }
 
     /** |x| on the grid, its neighbours' ticks drawn thicker (where |x| lies inside the grid). */
@@ -1013,6 +1023,27 @@
       return parts.join(", ");
     }
 
+    /** The sides past which the grid's box hides more of the grid (data-fade: "left", "right",
+     * both or none), which explorer.css fades out so that a reader sees there is more. */
+    function markEdges(box) {
+      const hidden = box.scrollWidth - box.clientWidth;
+      const sides = [];
+      if (hidden > 1 && box.scrollLeft > 1) sides.push("left");
+      if (hidden > 1 && box.scrollLeft < hidden - 1) sides.push("right");
+      box.dataset.fade = sides.join(" ");
+    }
+    window.addEventListener("resize", () => {
+      const box = document.getElementById("fx-grid-box");
+      if (box) markEdges(box);
+    });
+
+    /** Text that does not break inside (explorer.css, .fx-whole): a probability's overflow rule,
+     * in a cell where an exact fraction may break anywhere. */
+    function whole(text) {
+      return el("span", { class: "fx-whole" }, text);
+    }
+
+
     function showRounding() {
       const f = state.fmt;
       let xv;
@@ -1057,8 +1088,11 @@
         const pFormat = p.format ? p.format.exact : "0";
         const pSaturating = p.saturating ? p.saturating.exact : "0";
         const pText = (q) => (q ? q.text : "0");
+        // an exact fraction may break anywhere (explorer.css), the overflow rule after it nowhere
         const probability =
-          pFormat === pSaturating ? pText(p.format) : `${pText(p.format)} (${overflow}); ${pText(p.saturating)} (saturating)`;
+          pFormat === pSaturating
+            ? [pText(p.format)]
+            : [pText(p.format), " ", whole(`(${overflow})`), "; ", pText(p.saturating), " ", whole("(saturating)")];
         const tokens = ways.map(([m, s]) => `${m}/${s ? "saturating" : "format"}`);
         body.append(
           el(
@@ -1075,7 +1109,7 @@
             el("td", { class: "fx-num fx-error", title: show(r.absError) }, shortNumber(r.absError)),
             el("td", { class: "fx-num fx-error", title: show(r.relError) }, shortNumber(r.relError)),
             el("td", { class: "fx-ways" }, waysText(ways, overflow)),
-            el("td", { class: "fx-num fx-probability" }, probability)
+            el("td", { class: "fx-num fx-probability" }, ...probability)
           )
         );
       }
