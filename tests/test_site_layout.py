@@ -270,3 +270,11 @@ def test_browser_the_exercise_index_breaks_names_only_after_underscores_on_a_pho
     broken = [text for text, lines in m["pieces"] if lines > 1]
     assert not broken, f"names broken inside a word at 390 px: {broken}"
     assert m["number"] == 0, f'the "#" column is {m["number"]:.0f} px wide at 390 px'
+
+
+def test_browser_the_chapter_files_box_keeps_a_small_indent_on_a_phone(server, phone):  # noqa: F811
+    """At 390 px the list in a chapter's "Files for this chapter" box is indented by at most
+    20 px (the theme's 40 took a sixth of the width from the links and the buttons)."""
+    load(phone, server, f"notebooks/{NOTEBOOKS[0].stem}.html")
+    indent = phone.evaluate("parseFloat(getComputedStyle(document.querySelector('div.chapter-files ul')).paddingLeft)")
+    assert indent <= 20, f"the files box's list is indented {indent:.0f} px at 390 px"
