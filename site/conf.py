@@ -82,6 +82,8 @@ html_last_updated_fmt = None
 # the prose and figures), copied into the site as LICENSE.txt and LICENSE-CONTENT.txt
 # (`copy_licences`), and the repository when there is one (site/_templates/course-footer.html).
 LICENCES = {"LICENSE": "LICENSE.txt", "LICENSE-CONTENT": "LICENSE-CONTENT.txt"}
+# How to cite the course: CITATION.cff, copied into the site's root, which the footer links too.
+CITATION = "CITATION.cff"
 templates_path = ["_templates"]
 html_theme_options["footer_content_items"] = ["copyright", "course-footer", "last-updated"]
 # The repository's address, from one place (site/repository.py: pyproject.toml's
@@ -341,11 +343,13 @@ def link_site_pages(app, doctree) -> None:
 
 
 def copy_licences(app, exception) -> None:
-    """The two licence files, into the site's root as text files the footer links to."""
+    """The two licence files, into the site's root as text files the footer links to, and the
+    citation file, as it is."""
     if exception is not None or app.builder.format != "html":
         return
     for name, target in LICENCES.items():
         shutil.copy2(ROOT / name, Path(app.outdir) / target)
+    shutil.copy2(ROOT / CITATION, Path(app.outdir) / CITATION)
 
 
 # The pages the build writes (site/exercise_index.py): their sources are the answer keys and the

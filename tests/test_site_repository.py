@@ -144,6 +144,11 @@ def test_every_page_names_both_licences_in_its_footer_and_the_site_holds_them(si
         assert "MIT licence" in text and "CC BY 4.0" in text, path
         targets = {local_target(site, path, href) for href in re.findall(r'href="([^"]+)"', text)}
         assert {site / copy for copy in LICENCE_FILES.values()} <= targets, path
+        assert site / "CITATION.cff" in targets, f"{path.relative_to(site)}: the footer does not link CITATION.cff"
+
+
+def test_the_site_holds_the_citation_file_as_the_repository_has_it(site):
+    assert (site / "CITATION.cff").read_bytes() == (ROOT / "CITATION.cff").read_bytes()
 
 
 # --- with and without a repository ----------------------------------------------------------
