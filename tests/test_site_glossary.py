@@ -53,6 +53,8 @@ def test_a_chapters_glossary_links_land_on_entries(site, notebook):
     targets = ids(site / "glossary.html")
     broken = [h for h in hrefs if h.split("#", 1)[1] not in targets]
     assert not broken, broken
+    generated = [h for h in hrefs if re.fullmatch(r"id\d+", h.split("#", 1)[1])]
+    assert not generated, f"links to a generated id, not to the entry's own anchor: {generated}"
     assert "../site/glossary.md" not in page.read_text(encoding="utf-8")  # none left unresolved
 
 
