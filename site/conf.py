@@ -379,6 +379,22 @@ def break_names_after_underscores(app, doctree, docname) -> None:
                 literal += nodes.Text(part)
 
 
+PRINTED_TABLE = "printed-table"  # a cell's printed table (course.css keeps its lines whole)
+# the rule under a printed table's header: two or more runs of dashes (nbhelpers.tables.text_table)
+TABLE_RULE = re.compile(r"^ *-{2,}(?: +-{2,})+ *$", re.MULTILINE)
+
+
+def mark_printed_tables(app, doctree, docname) -> None:
+    """A cell output that prints a table (a line of two or more dashed runs under its header) gets
+    the class ``printed-table``: course.css keeps its lines whole and lets it scroll inside its own
+    box, so that its columns stay in line, where other printed output wraps at the column."""
+    from docutils import nodes
+
+    for block in doctree.findall(nodes.literal_block):
+        if "output" in block["classes"] and TABLE_RULE.search(block.astext()):
+            block["classes"].append(PRINTED_TABLE)
+
+
 def drop_edit_button(app, pagename, templatename, context, doctree) -> None:
     """No "edit this page" on a page the build writes: the theme's button would open a file that
     the repository does not have. Runs after the theme has made its buttons."""
@@ -418,6 +434,7 @@ def setup(app):
     app.connect("doctree-resolved", link_chapter_mentions)
     app.connect("doctree-resolved", link_citations)
     app.connect("doctree-resolved", break_names_after_underscores)
+    app.connect("doctree-resolved", mark_printed_tables)
     app.connect("build-finished", copy_folders)
     app.connect("build-finished", drop_icon_library)
     app.connect("build-finished", copy_licences)

@@ -543,6 +543,41 @@ def test_pages_show_the_committed_outputs(site, pages, notebook):
     assert " ".join(first_line.split()) in " ".join(text.split())
 
 
+OUTPUT_BLOCK = re.compile(r'<div class="(output [^"]*)"><div class="highlight"><pre>(.*?)</pre>', re.S)
+TABLE_RULE = re.compile(r"^ *-{2,}(?: +-{2,})+ *$", re.M)  # the rule under text_table's header
+
+
+def test_printed_tables_and_only_they_are_marked_to_keep_their_lines(site, pages):
+    """Every cell output that prints a table (a rule of two or more dashed runs under its header,
+    as nbhelpers' text_table draws) carries the class the stylesheet keeps whole (printed-table);
+    other printed output does not, and wraps at the column."""
+    tables = prose = 0
+    wrong = []
+    for name, page in pages.items():
+        for classes, body in OUTPUT_BLOCK.findall(page.raw):
+            text = html.unescape(re.sub(r"<[^>]+>", "", body))
+            is_table = bool(TABLE_RULE.search(text))
+            tables += is_table
+            prose += not is_table
+            if is_table != ("printed-table" in classes.split()):
+                wrong.append(f"{name}: {classes!r} {text.strip()[:60]!r}")
+    assert tables > 100 and prose > 100, (tables, prose)
+    assert not wrong, wrong[:5]
+    css = (site / "_static" / "course.css").read_text()
+    assert re.search(r"div\.cell_output div\.printed-table pre \{[^}]*white-space: pre;", css)
+
+
+def test_no_inline_code_runs_into_the_link_after_it(site, pages):
+    """Inline code followed by a link on the next source line keeps the space between them on the
+    page (it once rendered as "`1x128`tiles"): no chapter's code ends right where a link starts."""
+    joined = [
+        f"{name}: {html.unescape(re.sub(r'<[^>]+>', '', m))!r}"
+        for name, page in pages.items()
+        for m in re.findall(r'<code class="docutils literal[^>]*>(?:(?!</code>).)*</code><a class="reference', page.raw)
+    ]
+    assert not joined, joined
+
+
 # --- in a real browser --------------------------------------------------------------------
 
 

@@ -98,6 +98,7 @@ LAPTOP_MEASURE = """() => {
     const wide = [];
     for (const pre of main.querySelectorAll('pre')) {
         if (pre.getBoundingClientRect().width === 0) continue;
+        if (pre.closest('div.printed-table')) continue;  // PRINTED_TABLES's subject
         if (pre.scrollWidth > pre.clientWidth + 1) {
             const line = pre.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '');
             wide.push(`pre +${pre.scrollWidth - pre.clientWidth} px: "${line.trim().slice(0, 60)}"`);
@@ -239,6 +240,53 @@ def test_browser_every_pre_and_table_fits_at_1280(site, server, browser_page):  
             failing.append(f"{path}: {len(wide)} wider than their box: {wide[:4]}")
     assert not failing, "\n".join(failing)
     assert page.outside == []
+
+
+# Every printed table (site/conf.py marks a cell output that prints one): its text lines, the lines
+# the browser drew (its height over its line height), whether it scrolls in its own box, and
+# whether it is wider than that box.
+PRINTED_TABLES = """() => {
+    document.querySelectorAll('details').forEach((d) => { d.open = true; });
+    const out = [];
+    for (const pre of document.querySelectorAll('div.cell_output div.printed-table pre')) {
+        const box = pre.getBoundingClientRect();
+        if (box.width === 0) continue;
+        const style = getComputedStyle(pre);
+        const text = pre.textContent.replace(/\\n$/, '');
+        const lines = text.split('\\n').length;
+        const pad = parseFloat(style.paddingTop) + parseFloat(style.paddingBottom);
+        const drawn = Math.round((pre.clientHeight - pad) / parseFloat(style.lineHeight));
+        out.push({head: text.split('\\n')[0].trim().slice(0, 50), lines, drawn,
+                  scrolls: style.overflowX === 'auto' || style.overflowX === 'scroll',
+                  wider: pre.scrollWidth > pre.clientWidth + 1});
+    }
+    return out;
+}"""
+
+
+@pytest.mark.parametrize("viewport", [PHONE, LAPTOP], ids=["390px", "1280px"])
+def test_browser_printed_tables_keep_their_lines_whole(site, server, browser_page, viewport):  # noqa: F811
+    """A table a cell prints keeps each of its lines on one line, so that its columns stay in line
+    (printed prose wraps at the column instead), and where it is wider than the column it scrolls
+    inside its own box: at 390 px and at 1280 px, on every chapter."""
+    page = browser_page
+    page.set_viewport_size(viewport)
+    try:
+        failing, seen, wider = [], 0, 0
+        for path in site_pages(site):
+            if not path.startswith("notebooks/"):
+                continue
+            load(page, server, path)
+            for t in page.evaluate(PRINTED_TABLES):
+                seen += 1
+                wider += t["wider"]
+                if t["drawn"] != t["lines"] or not t["scrolls"]:
+                    failing.append(f"{path}: {t}")
+        assert seen > 100, f"only {seen} printed tables found"
+        assert not failing, "\n".join(failing[:8])
+        assert wider, "no printed table is wider than its box: the scrolling above went untested"
+    finally:
+        page.set_viewport_size(LAPTOP)
 
 
 # The exercise index's tables at a phone's width: for each function name, each of its pieces
