@@ -381,18 +381,59 @@ def break_names_after_underscores(app, doctree, docname) -> None:
 
 PRINTED_TABLE = "printed-table"  # a cell's printed table (course.css keeps its lines whole)
 # the rule under a printed table's header: two or more runs of dashes (nbhelpers.tables.text_table)
-TABLE_RULE = re.compile(r"^ *-{2,}(?: +-{2,})+ *$", re.MULTILINE)
+TABLE_RULE = re.compile(r" *-{2,}(?: +-{2,})+ *", re.MULTILINE)
+
+
+def table_spans(lines: list[str]) -> list[tuple[int, int]]:
+    """The tables in printed lines, as (first, last + 1) line indices: each one's header (the line
+    above a rule of dashed runs), its rule, and the rows under it, as long as they are not blank
+    and no longer than the rule (text_table pads every row to the rule's columns). Notes printed
+    before or after a table are not part of it."""
+    spans = []
+    for r, line in enumerate(lines):
+        if not TABLE_RULE.fullmatch(line) or (spans and r < spans[-1][1]):
+            continue
+        first = r - 1 if r and lines[r - 1].strip() else r
+        last = r + 1
+        while last < len(lines) and lines[last].strip() and len(lines[last].rstrip()) <= len(line.rstrip()):
+            last += 1
+        spans.append((first, last))
+    return spans
 
 
 def mark_printed_tables(app, doctree, docname) -> None:
-    """A cell output that prints a table (a line of two or more dashed runs under its header) gets
-    the class ``printed-table``: course.css keeps its lines whole and lets it scroll inside its own
-    box, so that its columns stay in line, where other printed output wraps at the column."""
+    """A table a cell prints (a header over a rule of dashed runs, as text_table draws) becomes an
+    output block of its own with the class ``printed-table``: course.css keeps its lines whole, so
+    that its columns stay in line, and lets it scroll inside its own box. What the cell prints
+    around it, a title or a note, stays in blocks that wrap at the column."""
     from docutils import nodes
 
-    for block in doctree.findall(nodes.literal_block):
-        if "output" in block["classes"] and TABLE_RULE.search(block.astext()):
-            block["classes"].append(PRINTED_TABLE)
+    for block in list(doctree.findall(nodes.literal_block)):
+        if "output" not in block["classes"]:
+            continue
+        text = block.astext()
+        lines = text.split("\n")
+        spans = table_spans(lines)
+        if not spans:
+            continue
+        parts, at = [], 0
+        for first, last in spans:
+            parts += [(lines[at:first], False), (lines[first:last], True)]
+            at = last
+        parts.append((lines[at:], False))
+        pieces = []
+        for chunk, is_table in parts:
+            body = "\n".join(chunk)
+            if not body.strip():
+                continue
+            piece = nodes.literal_block(body, body)
+            for key, value in block.attributes.items():
+                if key not in ("ids", "backrefs", "dupnames", "names"):
+                    piece[key] = list(value) if isinstance(value, list) else value
+            if is_table:
+                piece["classes"].append(PRINTED_TABLE)
+            pieces.append(piece)
+        block.replace_self(pieces)
 
 
 def drop_edit_button(app, pagename, templatename, context, doctree) -> None:

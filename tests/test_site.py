@@ -544,23 +544,29 @@ def test_pages_show_the_committed_outputs(site, pages, notebook):
 
 
 OUTPUT_BLOCK = re.compile(r'<div class="(output [^"]*)"><div class="highlight"><pre>(.*?)</pre>', re.S)
-TABLE_RULE = re.compile(r"^ *-{2,}(?: +-{2,})+ *$", re.M)  # the rule under text_table's header
+TABLE_RULE = re.compile(r" *-{2,}(?: +-{2,})+ *")  # the rule under text_table's header
 
 
 def test_printed_tables_and_only_they_are_marked_to_keep_their_lines(site, pages):
-    """Every cell output that prints a table (a rule of two or more dashed runs under its header,
-    as nbhelpers' text_table draws) carries the class the stylesheet keeps whole (printed-table);
-    other printed output does not, and wraps at the column."""
+    """A table a cell prints (a header over a rule of two or more dashed runs, as nbhelpers'
+    text_table draws) is an output block of its own with the class the stylesheet keeps whole
+    (printed-table): its header, its rule and rows no wider than the rule, nothing else, so that a
+    note printed before or after it stays in a block that wraps at the column. No other block has
+    a rule."""
     tables = prose = 0
     wrong = []
     for name, page in pages.items():
         for classes, body in OUTPUT_BLOCK.findall(page.raw):
-            text = html.unescape(re.sub(r"<[^>]+>", "", body))
-            is_table = bool(TABLE_RULE.search(text))
-            tables += is_table
-            prose += not is_table
-            if is_table != ("printed-table" in classes.split()):
-                wrong.append(f"{name}: {classes!r} {text.strip()[:60]!r}")
+            lines = html.unescape(re.sub(r"<[^>]+>", "", body)).rstrip("\n").split("\n")
+            rules = [i for i, line in enumerate(lines) if TABLE_RULE.fullmatch(line)]
+            if "printed-table" not in classes.split():
+                prose += 1
+                if rules:
+                    wrong.append(f"{name}: a rule outside a printed table: {lines[0][:60]!r}")
+                continue
+            tables += 1
+            if not rules or rules[0] > 1 or any(len(line.rstrip()) > len(lines[rules[0]]) for line in lines):
+                wrong.append(f"{name}: a printed table holding more than a table: {lines[:3]!r}")
     assert tables > 100 and prose > 100, (tables, prose)
     assert not wrong, wrong[:5]
     css = (site / "_static" / "course.css").read_text()
@@ -774,14 +780,16 @@ def test_browser_page_logs_no_errors_and_figures_open_at_full_size(site, server,
 
 
 def test_browser_copy_button_copies_a_code_cell(site, server, browser_page):
-    """Every code block has a copy button; on the first code cell of chapter 01 that the page shows
-    unfolded it puts exactly the cell's code (as the page shows it) on the clipboard."""
+    """Every code block has a copy button (a cell's printed output has none); on the first code
+    cell of chapter 01 that the page shows unfolded it puts exactly the cell's code (as the page
+    shows it) on the clipboard."""
     page = browser_page
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.rstrip("/"))
     notebook = NOTEBOOKS[0]
     page.goto(urljoin(server, f"notebooks/{notebook.stem}.html"), wait_until="networkidle")
     blocks = page.locator("article div.cell_input div.highlight")
     assert blocks.count() > 0 and blocks.count() == page.locator("article div.cell_input button.copy-code").count()
+    assert page.locator("article div.cell_output button.copy-code").count() == 0  # outputs: none
     shown = page.locator(f"article {UNFOLDED_CELL} div.cell_input div.highlight")
     first_code = next(
         "".join(c["source"])

@@ -258,7 +258,8 @@ PRINTED_TABLES = """() => {
         const drawn = Math.round((pre.clientHeight - pad) / parseFloat(style.lineHeight));
         out.push({head: text.split('\\n')[0].trim().slice(0, 50), lines, drawn,
                   scrolls: style.overflowX === 'auto' || style.overflowX === 'scroll',
-                  wider: pre.scrollWidth > pre.clientWidth + 1});
+                  wider: pre.scrollWidth > pre.clientWidth + 1,
+                  fade: pre.dataset.fade || ''});
     }
     return out;
 }"""
@@ -268,7 +269,8 @@ PRINTED_TABLES = """() => {
 def test_browser_printed_tables_keep_their_lines_whole(site, server, browser_page, viewport):  # noqa: F811
     """A table a cell prints keeps each of its lines on one line, so that its columns stay in line
     (printed prose wraps at the column instead), and where it is wider than the column it scrolls
-    inside its own box: at 390 px and at 1280 px, on every chapter."""
+    inside its own box, its right side faded to show there is more (course.js): at 390 px and at
+    1280 px, on every chapter."""
     page = browser_page
     page.set_viewport_size(viewport)
     try:
@@ -280,7 +282,7 @@ def test_browser_printed_tables_keep_their_lines_whole(site, server, browser_pag
             for t in page.evaluate(PRINTED_TABLES):
                 seen += 1
                 wider += t["wider"]
-                if t["drawn"] != t["lines"] or not t["scrolls"]:
+                if t["drawn"] != t["lines"] or not t["scrolls"] or (t["fade"] == "right") != t["wider"]:
                     failing.append(f"{path}: {t}")
         assert seen > 100, f"only {seen} printed tables found"
         assert not failing, "\n".join(failing[:8])

@@ -1,7 +1,11 @@
 // The course's additions to the book theme (site/conf.py: html_js_files).
 //
 // Copy buttons: every block of code gets a button that copies its text (without the prompt or
-// the output) to the clipboard.
+// the output) to the clipboard; a cell's printed output gets none.
+//
+// Printed tables: a table a cell prints (class "printed-table", site/conf.py) that is wider than
+// its box scrolls inside it, and the sides past which it hides more of the table fade out
+// (data-fade: "left", "right", both or none; course.css), so that a reader sees there is more.
 //
 // Click-to-zoom: a figure drawn narrower than its own width (the figures fit the text column of a
 // 1280-pixel window; a narrower window shrinks them) gets the class "zoomable"; a click opens it
@@ -58,6 +62,7 @@
 
   function addCopyButtons() {
     document.querySelectorAll("article div.highlight").forEach(function (block) {
+      if (block.closest(".cell_output")) return;
       const pre = block.querySelector("pre");
       if (!pre || block.querySelector("button.copy-code")) return;
       const button = document.createElement("button");
@@ -87,9 +92,27 @@
     });
   }
 
+  function markEdges(pre) {
+    const hidden = pre.scrollWidth - pre.clientWidth;
+    const sides = [];
+    if (hidden > 1 && pre.scrollLeft > 1) sides.push("left");
+    if (hidden > 1 && pre.scrollLeft < hidden - 1) sides.push("right");
+    pre.dataset.fade = sides.join(" ");
+  }
+
+  function fadePrintedTables() {
+    const tables = document.querySelectorAll("article div.cell_output div.printed-table pre");
+    tables.forEach(function (pre) {
+      markEdges(pre);
+      pre.addEventListener("scroll", function () { markEdges(pre); }, { passive: true });
+    });
+    window.addEventListener("resize", function () { tables.forEach(markEdges); });
+  }
+
   function start() {
     setUp();
     addCopyButtons();
+    fadePrintedTables();
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
