@@ -3308,6 +3308,56 @@ CHAPTERS = [
                 '    if c["granularity"] == "tensor":\n'
                 '        kv_bytes += 2 * n * (c["scale_bits"] + c["zero_bits"]) / 8',
             ),
+            # a per-tensor embedding scale counted once for the gather, not once a gathered row
+            (
+                "decode_step_time",
+                'rows = B * nbytes(scheme["embedding"], 1, d)',
+                'rows = B * nbytes(scheme["embedding"], 1, d)\n'
+                '    if scheme["embedding"]["granularity"] == "tensor":\n'
+                '        e = scheme["embedding"]\n'
+                '        rows -= (B - 1) * (e["scale_bits"] + e["zero_bits"]) / 8',
+            ),
+            # ... or counted as nothing
+            (
+                "decode_step_time",
+                'rows = B * nbytes(scheme["embedding"], 1, d)',
+                'rows = B * nbytes(scheme["embedding"], 1, d)\n'
+                '    if scheme["embedding"]["granularity"] == "tensor":\n'
+                '        e = scheme["embedding"]\n'
+                '        rows -= B * (e["scale_bits"] + e["zero_bits"]) / 8',
+            ),
+            # ... or a row's share of the whole table's one scale
+            (
+                "decode_step_time",
+                'rows = B * nbytes(scheme["embedding"], 1, d)',
+                'rows = B * nbytes(scheme["embedding"], s["vocab"], d) / s["vocab"]',
+            ),
+            # the LM head's per-tensor scale counted as nothing
+            (
+                "decode_step_time",
+                'head = nbytes(head_fmt, s["vocab"], d)',
+                'head = nbytes(head_fmt, s["vocab"], d)\n'
+                '    if head_fmt["granularity"] == "tensor":\n'
+                '        head -= (head_fmt["scale_bits"] + head_fmt["zero_bits"]) / 8',
+            ),
+            # a per-tensor weight scale counted once for the whole model, not once a matrix
+            (
+                "decode_step_time",
+                'blocks = n * sum(nbytes(scheme["weights"], r, c) for r, c in linears)',
+                'blocks = n * sum(nbytes(scheme["weights"], r, c) for r, c in linears)\n'
+                '    if scheme["weights"]["granularity"] == "tensor":\n'
+                '        w = scheme["weights"]\n'
+                '        blocks -= (7 * n - 1) * (w["scale_bits"] + w["zero_bits"]) / 8',
+            ),
+            # ... or once a block
+            (
+                "decode_step_time",
+                'blocks = n * sum(nbytes(scheme["weights"], r, c) for r, c in linears)',
+                'blocks = n * sum(nbytes(scheme["weights"], r, c) for r, c in linears)\n'
+                '    if scheme["weights"]["granularity"] == "tensor":\n'
+                '        w = scheme["weights"]\n'
+                '        blocks -= 6 * n * (w["scale_bits"] + w["zero_bits"]) / 8',
+            ),
             # whole bytes per tensor, rounded up
             (
                 "decode_step_time",

@@ -331,6 +331,23 @@ def test_off_recipe_kv_cases_bite_and_spare_a_float32_error(seed):
         assert ch12._kv_answer(f32, H, T, float(np.float32(budget))) == ref
 
 
+def per_tensor_bytes_show(case, part: str) -> bool:
+    """The case's ``part`` has one scale for the whole tensor (the embedding and the LM head
+    untied, the embedding gathered for a batch of 8 or more), and one scale's bytes move the time
+    by at least PER_TENSOR_SHOWS (1000) times the check's tolerance."""
+    shape, scheme, _, batch, _ = case.args
+    fmt = scheme[part]
+    _, seconds, cost = ch12.decode_step_time_ref(*case.args)
+    one_scale_s = (fmt["scale_bits"] + fmt["zero_bits"]) / 8 / case.args[2]["hbm_bytes_per_s"]
+    untied = part == "weights" or not shape["tied_embeddings"]
+    return (
+        fmt["granularity"] == "tensor"
+        and untied
+        and (part != "embedding" or batch >= 8)
+        and one_scale_s >= ch12.PER_TENSOR_SHOWS * ch12.TIME_RTOL * seconds
+    )
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_decode_aimed_cases_are_compute_bound_or_hold_half_bytes(seed):
     aims = ch12.aimed_elements(np.random.default_rng(0))
@@ -342,6 +359,8 @@ def test_decode_aimed_cases_are_compute_bound_or_hold_half_bytes(seed):
             assert bound != "compute" and case.args[1]["embedding"]["zero_bits"] == 4
         elif aim == "per-tensor KV scale":
             assert bound != "compute" and case.args[1]["kv_cache"]["granularity"] == "tensor"
+        elif aim.startswith("per-tensor "):
+            assert bound != "compute" and per_tensor_bytes_show(case, ch12.PER_TENSOR_AIMS[aim]), aim
         else:
             assert bound == "compute" and case.args[3] <= ch12.MAX_BATCH
             peaks = case.args[2]["peak_flops"]
@@ -374,6 +393,21 @@ def test_decode_edge_cases_cross_every_activation_with_every_element_compute_bou
     want |= {("e4m3fn", "e4m3fn", h) for h in elements}
     assert seen == want
     assert fixed == [c for c in cases_for("ex12.decode_step_time", 7) if c.label.endswith(": compute-bound")]
+
+
+def test_decode_fixed_cases_hold_a_per_tensor_embedding_and_lm_head_where_a_scale_shows():
+    """An e4m3fn per-tensor embedding (batch 64) and LM head, memory-bound on an untied tiny
+    model, at every seed: a scale counted once per gather, or as nothing, fails there."""
+    for seed in (0, 7):
+        fixed = [c for c in cases_for("ex12.decode_step_time", seed) if "on an untied tiny model" in c.label]
+        assert [c.label.split(" scale")[0] for c in fixed] == [
+            "a per-tensor e4m3fn embedding",
+            "a per-tensor e4m3fn lm head",
+        ]
+        for case, part in zip(fixed, ("embedding", "lm_head")):
+            assert ch12.decode_step_time_ref(*case.args)[0] != "compute"
+            assert case.args[1][part]["element"] == "e4m3fn" and per_tensor_bytes_show(case, part)
+        assert fixed[0].args[3] == 64
 
 
 def test_a_function_that_reads_the_checks_locals_finds_no_answer():

@@ -17,7 +17,10 @@
   at twice the crossover, a per-tensor KV scale on a model small enough that 4 bytes show, and
   random models, formats (groups that do not divide K, zero points, 32-bit scales, per-tensor
   scales, tied embeddings), GPUs, batches and contexts, some aimed at each choice of peak
-  (:data:`STEP_AIMS`: every element as the weights' and as the LM head's at every seed).
+  (:data:`STEP_AIMS`: every element as the weights' and as the LM head's at every seed) and, on
+  small memory-bound models where a few bytes show (:data:`SMALL_AIMS`), at half bytes and at
+  one scale for the whole KV cache, embedding table (a scale a gathered row), LM head or weights;
+  an e4m3fn per-tensor embedding at batch 64 and LM head on a tiny model are fixed cases.
 - ``gptq_column``: GPTQ's step for one column, from the OBS equations the statement gives: the
   column rounded by a quantizer stated bit for bit (float32, ties to even, clamped), its error
   spread over the columns not yet quantized through the inverse of H restricted to them.
@@ -287,7 +290,26 @@ STEP_AIMS = (
     ("W8A8", len(ELEMENT_BITS)),
     ("half bytes", 2),
     ("per-tensor KV scale", 2),
+    ("per-tensor embedding", 2),
+    ("per-tensor LM head", 2),
+    ("per-tensor weights", 2),
 )
+#: the aims of :data:`STEP_AIMS` at a small memory-bound model, where a few bytes show
+SMALL_AIMS = ("half bytes", "per-tensor KV scale", "per-tensor embedding", "per-tensor LM head", "per-tensor weights")
+#: the part of the scheme each per-tensor aim of :data:`SMALL_AIMS` gives one scale
+PER_TENSOR_AIMS = {
+    "per-tensor embedding": "embedding",
+    "per-tensor LM head": "lm_head",
+    "per-tensor weights": "weights",
+}
+#: in those cases, one scale's bytes are at least this many times the time's tolerance (of the bytes)
+PER_TENSOR_SHOWS = 1000
+
+
+def _per_tensor(rng: np.random.Generator) -> dict:
+    """A format with one scale for the whole tensor: e4m3fn, or int8 with a zero point."""
+    element = str(rng.choice(["e4m3fn", "e4m3fn", "int8"]))
+    return _fmt(element, "tensor", None, int(rng.choice([8, 16, 32])), 0 if element == "e4m3fn" else 8)
 
 
 def _aimed_step(rng: np.random.Generator, aim: str, weights: str, head: str) -> Case:
@@ -298,9 +320,11 @@ def _aimed_step(rng: np.random.Generator, aim: str, weights: str, head: str) -> 
     the statement's rule (the bf16, fp16 and fp8 peaks all differ); or a small memory-bound model
     whose tensors take a whole number of bytes and a half ("half bytes": 4-bit zero points on an
     odd number of scales) or whose KV cache has one scale for the whole tensor (its bytes are
-    counted as nothing, and 4 of them would show)."""
+    counted as nothing, and 4 of them would show), or whose embedding table (untied, at a batch
+    of 8 to 64: one scale a gathered row), LM head (untied) or blocks' weights have one scale for
+    the whole tensor, where a scale counted once too few or too many shows."""
     for _ in range(1000):
-        if aim in ("half bytes", "per-tensor KV scale"):
+        if aim in SMALL_AIMS:
             n_kv = int(rng.choice([1, 2]))
             shape = {
                 "n_layers": int(rng.integers(1, 5)),
@@ -336,15 +360,30 @@ def _aimed_step(rng: np.random.Generator, aim: str, weights: str, head: str) -> 
                 scheme["weights"]["group"] = None
             scheme["embedding"] = _fmt(str(rng.choice(["int4", "int8"])), "row", None, sb, 4)
             scheme["lm_head"] = dict(scheme["embedding"])
-        else:
+        elif aim == "per-tensor KV scale":
             element = str(rng.choice(["e4m3fn", "int8", "int4"]))
             scale_bits = int(rng.choice([8, 16, 32]))
             scheme["kv_cache"] = _fmt(element, "tensor", None, scale_bits, 0 if element == "e4m3fn" else 8)
+        elif aim == "per-tensor embedding":
+            shape["tied_embeddings"] = False
+            scheme["embedding"] = _per_tensor(rng)
+        elif aim == "per-tensor LM head":
+            shape["tied_embeddings"] = False
+            scheme["lm_head"] = _per_tensor(rng)
+        elif aim == "per-tensor weights":
+            scheme["weights"] = _per_tensor(rng)
+            scheme["activations"] = sixteen
         if shape["tied_embeddings"]:  # a tied model's LM head is its embedding table
             scheme["embedding"] = dict(scheme["lm_head"])
         x = _crossover(shape, scheme, gpu, context)
-        if aim in ("half bytes", "per-tensor KV scale"):
-            batch = int(rng.integers(1, 65))
+        if aim in SMALL_AIMS:
+            batch = int(rng.integers(8 if aim == "per-tensor embedding" else 1, 65))
+            part = PER_TENSOR_AIMS.get(aim)
+            if part is not None and batch < x:  # one scale's bytes far above the check's tolerance
+                cost = decode_step(as_shape(shape), as_scheme(scheme), as_gpu(gpu), batch, context)
+                one = (scheme[part]["scale_bits"] + scheme[part]["zero_bits"]) / 8
+                if one < PER_TENSOR_SHOWS * TIME_RTOL * (cost.weight_bytes + cost.kv_bytes + cost.activation_bytes):
+                    continue
             if batch < x:
                 return Case((shape, scheme, gpu, batch, context))
         elif math.isfinite(x) and 1.2 * x < MAX_BATCH:
@@ -428,6 +467,15 @@ def _step_cases(rng: np.random.Generator) -> list[Case]:
         scheme = {"weights": bf16, "activations": bf16, "kv_cache": kv, "lm_head": bf16, "embedding": bf16}
         label = f"a per-tensor {kv['element']} KV scale (no bytes) on a tiny model"
         cases.append(Case((tiny, scheme, gpu_dict(H200), 2, 9), label=label))
+    # one scale for the whole embedding table (one a gathered row, at a batch of 64) and for the
+    # whole LM head, on an untied tiny model, memory-bound: 4 bytes show
+    per_tensor = _fmt("e4m3fn", "tensor", None, 32)
+    untied = dict(tiny, tied_embeddings=False)
+    for part, batch in (("embedding", 64), ("lm_head", 4)):
+        scheme = {"weights": bf16, "activations": bf16, "kv_cache": bf16, "lm_head": bf16, "embedding": bf16}
+        scheme[part] = per_tensor
+        label = f"a per-tensor e4m3fn {part.replace('_', ' ')} scale on an untied tiny model, batch {batch}"
+        cases.append(Case((untied, scheme, gpu_dict(H200), batch, 9), label=label))
     tiny_odd = dict(tiny, d_ff=99, vocab=257, tied_embeddings=False)
     halves = {"weights": _fmt("int4", "group", 16, 16, 4), "activations": bf16, "kv_cache": bf16, "lm_head": bf16}
     cases.append(
