@@ -22,8 +22,11 @@ installed libraries); such a call counts like a forbidden one, since the watch c
 what ran. Before a student's function runs, :meth:`CallWatch.audit` reads its code, and the code
 of the notebook's own functions and classes it names, for what reaches past the watch or the
 check itself (``ctypes``, ``importlib``, ``ast``, ``gc``, a function's ``__code__``, a frame's
-``f_back``, ``sys.setprofile`` and the like); a function that names one scores nothing, as a
-forbidden call does. Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
+``f_back``, ``sys.setprofile`` and the like), its strings included, since a format string's
+field path reads attributes by name (``"{0.__traceback__.tb_frame}"``); a function that names one
+scores nothing, as a forbidden call does, and so does one that calls ``str.format`` on a template
+whose field path, made at run time, names one (the watch reads the template at the call).
+Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
 kernel on a GPU) are machinery and do not count.
 
 The course's package is Python; a forbidden module outside it may hold C functions (torch's
@@ -43,12 +46,13 @@ from __future__ import annotations
 import _thread
 import functools
 import os
+import re
 import sys
 import types
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["CallWatch", "parse_names", "audit_names", "tools_audit", "in_profile_hook"]
+__all__ = ["CallWatch", "parse_names", "audit_names", "tools_audit", "in_profile_hook", "string_names"]
 
 _THREAD = "started a thread (the check cannot see what a thread calls)"
 _PROCESS = "started a process (the check cannot see what another process calls)"
@@ -57,6 +61,7 @@ _EXEC = "compiled or ran code from a string (the check cannot say what that code
 _AUDIT = "names what reaches past the check's watch or into the check itself"
 _OUTSIDE = "uses what this exercise's tools do not include"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
+_FIELD_PATH = "formatted a string whose field path reads what the check forbids"
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
 
@@ -230,8 +235,57 @@ _AUDIT_NAMES = frozenset(
         "call_watch",
         "__reduce_ex__",
         "__reduce__",
+        # str.format's field paths ("{0.attr[key]}") are attribute and item access by name:
+        # format_map and vformat take the arguments as a mapping, Formatter overrides the lookup
+        "format_map",
+        "vformat",
+        "Formatter",
+        "get_field",
     }
 )
+#: Attribute names of frames, tracebacks, code objects, generators and coroutines: a string
+#: that names one after a dot (a format field path) or is one reaches where the audit forbids.
+_FRAME_ATTRIBUTES = frozenset(
+    {"f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_lineno", "f_locals", "f_trace"}
+    | {"tb_frame", "tb_lasti", "tb_lineno", "tb_next"}
+    | {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "co_code", "co_consts"}
+)
+#: The methods of str that read a field path.
+_FORMATS = frozenset({"format", "format_map"})
+#: A run of identifier characters in a string.
+_STRING_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def string_names(text: str) -> list[str]:
+    """The names a string constant holds that the audit refuses, sorted, each once: str.format
+    reads a field path's attributes and keys by name (``"{0.__traceback__.tb_frame}"``), so a
+    string is read as code is. Refused: a dunder, or a piece of one (a word that begins or ends
+    with two underscores, as text split to be joined later leaves it); after a dot or a bracket
+    (an attribute or a key of a field path), a private name (a leading underscore), a frame's,
+    traceback's or code object's attribute or a name of :data:`_AUDIT_NAMES`; and a string that
+    is, whole, a private name or a frame's attribute. ``"{:.3f}"``, ``"{0}-{1}"`` and prose name
+    nothing refused."""
+    out = set()
+    if text.isidentifier() and ((text.startswith("_") and text != "_") or text in _FRAME_ATTRIBUTES):
+        out.add(text)
+    for m in _STRING_WORD.finditer(text):
+        word, before = m.group(), text[m.start() - 1 : m.start()]
+        if len(word) > 2 and (word.startswith("__") or word.endswith("__")):
+            out.add(word)
+        elif before in (".", "[") and (word.startswith("_") or word in _FRAME_ATTRIBUTES or word in _AUDIT_NAMES):
+            out.add(word)
+    return sorted(out)
+
+
+def _strings_in(value: Any, depth: int = 0) -> list[str]:
+    """The strings a code object's constant is or holds (tuples and frozensets of constants)."""
+    if isinstance(value, str):
+        return [value]
+    if depth < 4 and isinstance(value, (tuple, frozenset)):
+        return [t for v in value for t in _strings_in(v, depth + 1)]
+    return []
+
+
 #: Builtins a student's function may not load by name (``re.compile`` is another function);
 #: ``getattr`` and its kin look names up from strings, past what the audit can read.
 _AUDIT_BUILTINS = frozenset(
@@ -336,6 +390,9 @@ def _audit_code(c: Any, g: dict, found: set, todo: list) -> None:
     import dis
 
     loaded = {i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for k in c.co_consts:  # a format string's field path is attribute access by name
+        for text in _strings_in(k):
+            found.update(f"a string naming {name}" for name in string_names(text))
     for name in c.co_names:
         if name in _AUDIT_NAMES or name.split(".")[0] in _AUDIT_MODULES:
             found.add(name)
@@ -888,6 +945,7 @@ class CallWatch:
         # id(code) -> (code, globals): a call that is neither forbidden, allowed nor a copy
         nothing_to_do: dict[int, tuple[Any, dict]] = {}
         specials = {**{k: (fn, _EXEC) for k, fn in self._string_code.items()}, **hiders}
+        bound_builtin = types.BuiltinMethodType
 
         def copied(code: Any) -> Any:
             # the course function a function's code is a copy of (compiled from its text elsewhere)
@@ -952,9 +1010,16 @@ class CallWatch:
                 if special is not None and special[0] is arg:
                     if special[1] is _EXEC:
                         if students(frame):
-                            seen.add(_EXEC)
+                            seen.add(special[1])
                     elif frame.f_code is not exit_code and not machinery_below(frame):
                         seen.add(special[1])
+                elif type(arg) is bound_builtin and type(arg.__self__) is str and arg.__name__ in _FORMATS:
+                    # a format string's field paths read attributes and keys by name, as the
+                    # string is at the call (made at run time, it was not there to be audited);
+                    # str.format called unbound comes here bound to its template too
+                    names = string_names(arg.__self__)
+                    if names and students(frame):
+                        seen.add(f"{_FIELD_PATH} ({', '.join(names[:6])})")
                 elif c_modules:
                     module = _c_module(arg)
                     if module_verdict(module) == _FORBIDDEN and not forbidden_caller(frame):

@@ -947,3 +947,56 @@ def test_a_library_function_made_a_method_in_another_cell_is_judged_as_a_value()
         "def hides(x):\n    H.sp(None)\n    return x\n"
     )
     assert tools_audit(ns["hides"], COMPUTING_TOOLS) == ["H.sp (sys.setprofile)"]
+
+
+def test_a_format_strings_field_path_is_read_as_attribute_access():
+    """str.format reads a field path's attributes by name (``"{0.__traceback__.tb_frame}"``):
+    the audit reads a function's strings for the names it refuses, and the watch reads the
+    template each str.format call gets (a path made at run time from pieces no string holds
+    whole); plain fields, format specs, f-strings and prose stay allowed."""
+    from nbhelpers.call_watch import audit_names, string_names
+
+    for text in ("{}", "{0}-{1}", "{:.3f}", "{x:>8.2e} of {0.real}", "per-token-head", "e.g. np.float32", "_"):
+        assert string_names(text) == [], text
+    assert string_names("0.__traceback__.tb_frame") == ["__traceback__", "tb_frame"]
+    assert string_names("[sealed]._held[1][") == ["_held"]
+    assert string_names(".f_back") == string_names("f_back") == ["f_back"]
+    assert string_names("{0.__trace") == ["__trace"] and string_names("back__}") == ["back__"]
+
+    ns: dict = {"__name__": "__main__"}
+    exec(
+        "def honest(a, b, x):\n"
+        "    return '{:.3f}'.format(x) + f'{x:.2e} {a!r}' + '{0}-{1}'.format(a, b) + '{}'.format(x)\n"
+        "def by_path(err):\n"
+        "    return ('{0.__traceback__.tb_frame' + '.f_back}').format(err)\n"
+        "def by_map(err):\n"
+        "    return '{e}'.format_map({'e': err})\n"
+        "def by_formatter(err):\n"
+        "    import string\n"
+        "    return string.Formatter().vformat('{0}', (err,), {})\n"
+        "def made_at_run_time(x):\n"
+        "    u = chr(95) * 2\n"
+        "    err = ValueError()\n"
+        "    return ('{0.' + u + 'class' + u + '}').format(err) and x\n"
+        "def unbound(x):\n"
+        "    u = chr(95) * 2\n"
+        "    return str.format('{0.' + u + 'class' + u + '}', x) and str.format('{0}', x) and x\n",
+        ns,
+    )
+    assert audit_names(ns["honest"]) == []
+    assert audit_names(ns["by_path"]) == [
+        "a string naming __traceback__",
+        "a string naming f_back",
+        "a string naming tb_frame",
+    ]
+    assert "format_map" in audit_names(ns["by_map"])
+    assert {"Formatter", "vformat"} <= set(audit_names(ns["by_formatter"]))
+    assert audit_names(ns["made_at_run_time"]) == audit_names(ns["unbound"]) == []  # nothing to read
+    for name, seen in (("honest", None), ("made_at_run_time", "__class__"), ("unbound", "__class__")):
+        watch = CallWatch(["nbhelpers.rounding"])
+        with watch:
+            ns[name](1, 2, 0.5) if name == "honest" else ns[name](1.0)
+        if seen is None:
+            assert watch.seen == set(), name
+        else:
+            assert any(seen in s for s in watch.seen), (name, watch.seen)

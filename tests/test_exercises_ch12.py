@@ -438,3 +438,52 @@ def test_a_function_that_walks_the_stack_for_locals_scores_nothing():
     result = run_check("ex12.kv_scale_granularity", kv_scale_granularity, stop_at_first_failure=True)
     assert result.points == 0
     assert "forbidden call" in str(result) and "walk_stack" in str(result)
+
+
+# The check-cell cheat that reads run_check's sealed answers through str.format's field paths: an
+# exception's __traceback__, its frame's f_back and f_locals, the sealed copy's _held, each an
+# attribute a format string names; the field paths built by joining pieces at run time.
+_FIELD_PATH_CHEAT = """
+    err = None
+    try:
+        raise ValueError("x")
+    except ValueError as e:
+        err = e
+    for depth in range(1, 9):
+        path = "0.__traceback__.tb_frame" + ".f_back" * depth + ".f_locals"
+        try:
+            i = int(("{" + path + "[i]}").format(err))
+            held = path + "[sealed]._held[1][" + str(i) + "]"
+            return ANSWER
+        except Exception:
+            pass
+    return FALLBACK
+"""
+FIELD_PATH_CHEATS = {
+    "ex12.decode_step_time": (
+        "def decode_step_time(shape, scheme, gpu, batch, context):"
+        + _FIELD_PATH_CHEAT.replace(
+            "ANSWER", '("{" + held + "[0]}").format(err), float(("{" + held + "[1]}").format(err))'
+        ).replace("FALLBACK", '"weights", 1.0')
+    ),
+    "ex12.kv_scale_granularity": (
+        "def kv_scale_granularity(x, element, budget):"
+        + _FIELD_PATH_CHEAT.replace(
+            "ANSWER", '(lambda a: None if a == "None" else a)(("{" + held + "}").format(err))'
+        ).replace("FALLBACK", '"per-tensor"')
+    ),
+}
+
+
+@pytest.mark.parametrize("ex_id", sorted(FIELD_PATH_CHEATS))
+def test_a_format_string_that_reads_the_checks_answers_scores_nothing(ex_id):
+    """The cheat reads every answer (without the watch it scores full marks) and scores nothing
+    with it: the audit reads the field path's names in the function's strings, and the watch the
+    template str.format is called with."""
+    ns: dict = {"__name__": "__main__", "np": np, "math": math}
+    exec(compile(FIELD_PATH_CHEATS[ex_id], "/tmp/ipykernel_0/cell.py", "exec"), ns)
+    fn = ns[ex_id.split(".")[1]]
+    assert run_check(ex_id, fn, seed=0, watch=False).passed  # it does reach the answers
+    result = run_check(ex_id, fn, seed=0, stop_at_first_failure=True)
+    assert result.points == 0 and "forbidden call" in str(result)
+    assert "tb_frame" in str(result) and "f_back" in str(result)
