@@ -3606,7 +3606,7 @@ CHAPTERS = [
                 "scale = np.maximum(amax / m, np.float32(2.0**-149))",
                 "scale = np.maximum(amax * (1 / float(m)), 2.0**-149)",
             ),
-            # the dequantized values off by a relative 2**-20: the budgets a relative 1e-6 from an error catch it
+            # the dequantized values off by a relative 2**-20: the data the recipe gives back exactly catch it
             (
                 "kv_scale_granularity",
                 "x_dq = (q * scale).astype(np.float64)",

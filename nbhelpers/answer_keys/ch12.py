@@ -38,13 +38,14 @@
   and head) with the fewest scales whose relative error meets a budget, or None. Reference:
   :func:`kv_scale_granularity_ref`, the errors (:func:`kv_errors`) by the chapter's
   :func:`nbhelpers.quantized_lm.fake_quant` (torch's float8 cast), held in the tests against
-  numpy and ml_dtypes. Budgets lie a relative 1e-6 from an error (never within
-  :data:`KV_BUDGET_GAP`), so a quantizer off the statement (int8 to 128, e5m2, a truncation)
-  crosses one; cases aimed at each answer (:func:`_kv_case_for`) put the budget where a wrong
-  order of the granularities (the table's order where T < H, a tie to per-token) answers wrongly.
-  Cases aimed at quantizers a little off the statement (:data:`KV_OFF_RECIPE`: a float64 scale,
-  division or dequantization) put the budget between their error and the reference's. Compared
-  exactly.
+  numpy and ml_dtypes. Every budget keeps twice :func:`kv_norm_margin` (what float32 norms can
+  move an error) from every error, so the norms in float32 or float64 give the same answer, and
+  lies just that far from an error, so a quantizer off the statement (int8 to 128, e5m2, a
+  truncation) crosses one; cases aimed at each answer (:func:`_kv_case_for`) put the budget where
+  a wrong order of the granularities (the table's order where T < H, a tie to per-token) answers
+  wrongly. Cases aimed at quantizers a little off the statement (:data:`KV_OFF_RECIPE`: a float64
+  scale, division or dequantization) hold data the statement's quantizer gives back exactly (an
+  error of 0) and theirs does not. Compared exactly.
 
 Edge cases come first, then random ones from the seed.
 """
@@ -838,8 +839,27 @@ def _group_cases(rng: np.random.Generator) -> list[Case]:
 KV_GRANULARITIES = ("per-tensor", "per-head", "per-token", "per-token-head")
 #: fp32's smallest positive: the floor of a scale, so that an all-zero slice stays zero
 KV_MIN_SCALE = 2.0**-149
-#: a budget is never closer than this (relative) to one of the case's errors
-KV_BUDGET_GAP = 1e-8
+#: float32's unit roundoff
+F32_UNIT = 2.0**-24
+
+
+def kv_norm_margin(n: int) -> float:
+    """How far (relative) taking the norms in float32 rather than float64 can move a relative error
+    of ``n`` numbers, or the budget it is compared with: the difference ``x - x_dq`` rounded once an
+    element, the squares and their sum in any order (at most ``gamma_n = n u / (1 - n u)`` of the
+    sum), the square roots and the ratio rounded, and the budget rounded to float32 (numpy compares
+    a float32 with a Python float in float32): below ``(n + 6) u`` with u = 2**-24, float32's unit
+    roundoff. Every budget keeps twice this from every error of its case
+    (:func:`kv_budget_clear`)."""
+    return (n + 6) * F32_UNIT
+
+
+def kv_budget_clear(errors, budget: float, n: int) -> bool:
+    """Whether ``budget`` keeps a relative ``2 * kv_norm_margin(n)`` from each of ``errors`` (an
+    error of exactly 0 is 0 in any precision: nothing to keep from), so that the norms in float32
+    or float64, and ``<`` or ``<=``, give the same answer."""
+    m = 2 * kv_norm_margin(n)
+    return budget > 0 and all(e == 0 or abs(e - budget) > m * max(e, budget) for e in errors)
 
 
 def kv_scale_count(granularity: str, H: int, T: int) -> int:
@@ -937,19 +957,31 @@ def _kv_x(
 
 
 def _kv_budget(rng: np.random.Generator, x: np.ndarray, element: str, where: str) -> float:
-    """A budget: ``"tight"`` a relative 1e-6 either side of one granularity's error; ``"gap"``
-    within the gap between two errors; ``"none"`` below every error; ``"all"`` above every one."""
+    """A budget: ``"tight"`` just clear of one granularity's error, either side (twice
+    :func:`kv_norm_margin` and a little more); ``"gap"`` within the gap between two errors;
+    ``"none"`` below every error; ``"all"`` above every one; each clear of every error
+    (:func:`kv_budget_clear`), a gap too narrow for it giving way to a tight budget."""
     errors = sorted(set(kv_errors(x, element).values()))
+    n, m = x.size, 2.5 * kv_norm_margin(x.size)
+    positive = [e for e in errors if e > 0] or [1e-3]
     if where == "none":
-        return float(errors[0] * rng.uniform(0.3, 0.9))
+        return float(positive[0] * rng.uniform(0.3, 0.9))
     if where == "all":
-        return float(errors[-1] * rng.uniform(1.1, 3.0))
-    if where == "tight" or len(errors) == 1:
-        e = errors[int(rng.integers(len(errors)))]
-        return float(e * (1 + float(rng.choice([-1e-6, 1e-6]))))
-    i = int(rng.integers(len(errors) - 1))
-    lo, hi = math.log(errors[i]), math.log(errors[i + 1])
-    return float(math.exp(lo + (hi - lo) * rng.uniform(0.2, 0.8)))
+        return float(errors[-1] * rng.uniform(1.1, 3.0) or 1e-3)
+    if where == "gap" and len(errors) > 1:
+        i = int(rng.integers(len(errors) - 1))
+        if errors[i] > 0:
+            lo, hi = math.log(errors[i]), math.log(errors[i + 1])
+            b = float(math.exp(lo + (hi - lo) * rng.uniform(0.2, 0.8)))
+            if kv_budget_clear(errors, b, n):
+                return b
+    e = errors[int(rng.integers(len(errors)))]
+    side = float(rng.choice([-1.0, 1.0]))
+    for e, side in [(e, side), (e, -side), *((p, s) for p in positive for s in (side, -side))]:
+        b = float(e * (1 + side * m))
+        if kv_budget_clear(errors, b, n):
+            return b
+    return float(positive[0] * rng.uniform(0.3, 0.9))  # below every error: always clear
 
 
 def _kv_case(rng, x, element, where, label="") -> Case:
@@ -959,9 +991,9 @@ def _kv_case(rng, x, element, where, label="") -> Case:
 def _kv_case_for(rng, shape, element: str, target: str, label: str, tries: int = 200, **spread) -> Case | None:
     """A case whose answer is ``target``: data drawn (:func:`_kv_x`) until target's error lies
     below the error of every granularity that comes before it, and a budget at or above target's
-    error and below theirs (a relative 1e-6 above target's error, half way in the log, or a
-    relative 1e-6 below the lowest of theirs); None (or, for an edge case, an error) when no
-    draw of ``tries`` does."""
+    error and below theirs (2.5 times :func:`kv_norm_margin` above target's error, half way in
+    the log, or as far below the lowest of theirs, whichever keep clear of every error); None
+    (or, for an edge case, an error) when no draw of ``tries`` does."""
     for _ in range(tries):
         x = _kv_x(rng, *shape, **spread)
         H, T, _ = x.shape
@@ -969,50 +1001,44 @@ def _kv_case_for(rng, shape, element: str, target: str, label: str, tries: int =
         order = sorted(KV_GRANULARITIES, key=lambda g: (kv_scale_count(g, H, T), KV_GRANULARITIES.index(g)))
         before = [errors[g] for g in order[: order.index(target)]]
         top = min(before, default=errors[target] * 4)
-        if errors[target] * (1 + 1e-4) < top:
+        m = 2.5 * kv_norm_margin(x.size)
+        if errors[target] * (1 + 2 * m) < top * (1 - 2 * m):
             # just above target's error, half way, or just below the next error up (where the
-            # granularities after target in the order may pass too)
-            budgets = [errors[target] * (1 + 1e-6), math.sqrt(errors[target] * top), top * (1 - 1e-6)]
-            return Case((x, element, float(budgets[int(rng.integers(3))])), label=label)
+            # granularities after target in the order may pass too), clear of every error
+            budgets = [errors[target] * (1 + m), math.sqrt(errors[target] * top), top * (1 - m)]
+            budgets = [float(b) for b in budgets if b > 0 and kv_budget_clear(errors.values(), b, x.size)]
+            if budgets:
+                return Case((x, element, budgets[int(rng.integers(len(budgets)))]), label=label)
     if label:  # an edge case must be what its label says
         raise ValueError(f"{label}: no data drawn makes {target} the answer")
     return None
 
 
 def _kv_case_off_recipe(rng, shape, element: str, how: str, label: str = "", tries: int = 200, **spread) -> Case:
-    """A case whose answer the quantizer ``how`` of :data:`KV_OFF_RECIPE` gets wrong: data drawn
-    (:func:`_kv_x`) until one granularity's error by ``how`` differs from the statement's by more
-    than a relative 3e-8, the budget half way between the two (in the log), where the answers
-    differ, the error computed in float32 (and compared in float32) answers as the statement does,
-    and the budget keeps
-    :data:`KV_BUDGET_GAP` from every error."""
+    """A case whose answer the quantizer ``how`` of :data:`KV_OFF_RECIPE` gets wrong, whatever
+    precision the norms are taken in: data the statement's quantizer leaves exactly as they are
+    at one scale for the whole tensor (:func:`_kv_x`'s data quantized and dequantized so, drawn
+    until quantizing them again gives them back bit for bit: an error of exactly 0, in any
+    precision), where ``how``'s scale, division or product lands off the float32 grid (an error
+    above 0), and a budget of 5 to 30% of that error, clear of every error of the case: the
+    statement answers per-tensor, ``how`` a finer granularity or None."""
+    m = np.float32(127.0 if element == "int8" else 448.0)
     for _ in range(tries):
-        x = _kv_x(rng, *shape, **spread)
-        H, T, _ = x.shape
+        x0 = _kv_x(rng, *shape, **spread)
+        amax = np.abs(x0).max()
+        if amax == 0:
+            continue
+        scale = np.maximum(amax / m, np.float32(KV_MIN_SCALE))
+        v = np.clip(x0 / scale, -m, m)
+        q = np.rint(v) if element == "int8" else v.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+        x = (q * scale).astype(np.float32)
         errors, off = kv_errors(x, element), kv_errors_off(x, element, how)
-        budgets = [
-            b
-            for b in (
-                math.sqrt(errors[g] * off[g])
-                for g in KV_GRANULARITIES
-                if errors[g] > 0 and off[g] > 0 and abs(off[g] - errors[g]) > 3e-8 * errors[g]
-            )
-            if _kv_answer(errors, H, T, b) != _kv_answer(off, H, T, b)
-            and all(abs(e - b) > 2 * KV_BUDGET_GAP * b for e in errors.values())
-        ]
-        if budgets:
-            f32 = kv_errors_off(x, element, "float32 error")
-            # compared with the budget as it is, or with the budget rounded to float32 (numpy
-            # compares a float32 with a Python float in float32)
-            budgets = [
-                b
-                for b in budgets
-                if _kv_answer(f32, H, T, b)
-                == _kv_answer(errors, H, T, b)
-                == _kv_answer(f32, H, T, float(np.float32(b)))
-            ]
-        if budgets:
-            return Case((x, element, float(budgets[int(rng.integers(len(budgets)))])), label=label)
+        if errors["per-tensor"] != 0 or not off["per-tensor"] > 0:
+            continue
+        for _ in range(8):
+            b = float(off["per-tensor"] * rng.uniform(0.05, 0.3))
+            if kv_budget_clear(errors.values(), b, x.size) and _kv_answer(off, *x.shape[:2], b) != "per-tensor":
+                return Case((x, element, b), label=label)
     raise ValueError(f"no data drawn tells {how!r} from the statement's quantizer")
 
 
@@ -1035,8 +1061,9 @@ def _kv_cases(rng: np.random.Generator) -> list[Case]:
         x = _kv_x(edge, 4, 32, 16, heads=2.0, tokens=0.1)
         x[1] = 0.0
         e = kv_errors(x, "int8")
-        if e["per-head"] * (1 + 1e-4) < e["per-tensor"]:
-            cases.append(Case((x, "int8", e["per-head"] * (1 + 1e-6)), label="an all-zero head"))
+        b = e["per-head"] * (1 + 2.5 * kv_norm_margin(x.size))
+        if b < e["per-tensor"] and kv_budget_clear(e.values(), b, x.size):
+            cases.append(Case((x, "int8", b), label="an all-zero head"))
             break
     x = _kv_x(edge, 4, 32, 16, heads=1.0, tokens=1.0)
     cases.append(_kv_case(edge, x, "e4m3fn", "none", "a budget no granularity meets"))
