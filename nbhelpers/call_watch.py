@@ -25,7 +25,9 @@ check itself (``ctypes``, ``importlib``, ``ast``, ``gc``, a function's ``__code_
 ``f_back``, ``sys.setprofile`` and the like), its strings included, since a format string's
 field path reads attributes by name (``"{0.__traceback__.tb_frame}"``); a function that names one
 scores nothing, as a forbidden call does, and so does one that calls ``str.format`` on a template
-whose field path, made at run time, names one (the watch reads the template at the call).
+whose field path, made at run time, names one (the watch reads the template at the call), or that
+takes ``format`` as a value rather than calling it (``map`` would call it where the watch sees no
+call).
 Processes started from Triton's own code (ptxas and the C compiler, when it compiles a
 kernel on a GPU) are machinery and do not count.
 
@@ -389,7 +391,11 @@ def _audit_code(c: Any, g: dict, found: set, todo: list) -> None:
     import builtins
     import dis
 
-    loaded = {i.argval for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    instructions = list(dis.get_instructions(c))
+    loaded = {i.argval for i in instructions if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for i in instructions:  # str.format taken as a value (handed to map, which calls it unseen)
+        if i.opname == "LOAD_ATTR" and i.argval in _FORMATS and "NULL|self" not in i.argrepr:
+            found.add(f"{i.argval} taken as a value, not called")
     for k in c.co_consts:  # a format string's field path is attribute access by name
         for text in _strings_in(k):
             found.update(f"a string naming {name}" for name in string_names(text))

@@ -978,6 +978,11 @@ def test_a_format_strings_field_path_is_read_as_attribute_access():
         "    u = chr(95) * 2\n"
         "    err = ValueError()\n"
         "    return ('{0.' + u + 'class' + u + '}').format(err) and x\n"
+        "def mapped(err):\n"
+        "    u = chr(95) * 2\n"
+        "    return list(map(('{0.' + u + 'class' + u + '}').format, [err]))\n"
+        "def mapped_unbound(err):\n"
+        "    return list(map(str.format, ['{0}'], [err]))\n"
         "def unbound(x):\n"
         "    u = chr(95) * 2\n"
         "    return str.format('{0.' + u + 'class' + u + '}', x) and str.format('{0}', x) and x\n",
@@ -992,6 +997,8 @@ def test_a_format_strings_field_path_is_read_as_attribute_access():
     assert "format_map" in audit_names(ns["by_map"])
     assert {"Formatter", "vformat"} <= set(audit_names(ns["by_formatter"]))
     assert audit_names(ns["made_at_run_time"]) == audit_names(ns["unbound"]) == []  # nothing to read
+    # map calls what it is given from C, unseen by the watch: format may only be called
+    assert audit_names(ns["mapped"]) == audit_names(ns["mapped_unbound"]) == ["format taken as a value, not called"]
     for name, seen in (("honest", None), ("made_at_run_time", "__class__"), ("unbound", "__class__")):
         watch = CallWatch(["nbhelpers.rounding"])
         with watch:
