@@ -396,7 +396,12 @@ def _audit_code(c: Any, g: dict, found: set, todo: list) -> None:
     for i in instructions:  # str.format taken as a value (handed to map, which calls it unseen)
         if i.opname == "LOAD_ATTR" and i.argval in _FORMATS and "NULL|self" not in i.argrepr:
             found.add(f"{i.argval} taken as a value, not called")
-    for k in c.co_consts:  # a format string's field path is attribute access by name
+    # a format string's field path is attribute access by name; a docstring (the first constant,
+    # which the code never loads) is prose for the reader, not a string the function uses
+    used = {i.arg for i in instructions if i.opname == "LOAD_CONST"}
+    for n, k in enumerate(c.co_consts):
+        if n == 0 and isinstance(k, str) and 0 not in used:
+            continue
         for text in _strings_in(k):
             found.update(f"a string naming {name}" for name in string_names(text))
     for name in c.co_names:

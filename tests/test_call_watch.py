@@ -989,6 +989,17 @@ def test_a_format_strings_field_path_is_read_as_attribute_access():
         ns,
     )
     assert audit_names(ns["honest"]) == []
+    exec(
+        "def documented(x):\n"
+        '    """Compares with the object\'s __eq__, as x[_held] in a tb_frame would not."""\n'
+        "    return '{:.3f}'.format(x)\n"
+        "def docstring_used(err):\n"
+        "    '{0.__traceback__.tb_frame}'\n"
+        "    return '{0.__traceback__.tb_frame}'.format(err)\n",
+        ns,
+    )
+    assert audit_names(ns["documented"]) == []  # a docstring is prose, never loaded by the code
+    assert "a string naming tb_frame" in audit_names(ns["docstring_used"])  # the same text, used
     assert audit_names(ns["by_path"]) == [
         "a string naming __traceback__",
         "a string naming f_back",
