@@ -384,18 +384,33 @@ PRINTED_TABLE = "printed-table"  # a cell's printed table (course.css keeps its 
 TABLE_RULE = re.compile(r" *-{2,}(?: +-{2,})+ *", re.MULTILINE)
 
 
+def is_row(line: str, rule: str) -> bool:
+    """Whether a printed line is a row of the table over ``rule``: not blank, no longer than the
+    rule, and blank wherever the rule has a gap between its dashed runs (text_table pads every cell
+    to its column), so that a title or a note printed right after the table is not taken in."""
+    rule = rule.rstrip()
+    if not line.strip() or len(line.rstrip()) > len(rule):
+        return False
+    start = len(rule) - len(rule.lstrip())
+    return all(line[i] == " " for i in range(start, min(len(line), len(rule))) if rule[i] == " ")
+
+
 def table_spans(lines: list[str]) -> list[tuple[int, int]]:
     """The tables in printed lines, as (first, last + 1) line indices: each one's header (the line
-    above a rule of dashed runs), its rule, and the rows under it, as long as they are not blank
-    and no longer than the rule (text_table pads every row to the rule's columns). Notes printed
-    before or after a table are not part of it."""
+    above a rule of dashed runs), its rule, and the rows under it (:func:`is_row`), up to the
+    header of the next table. Titles and notes printed before, between or after tables are not
+    part of one."""
     spans = []
     for r, line in enumerate(lines):
         if not TABLE_RULE.fullmatch(line) or (spans and r < spans[-1][1]):
             continue
         first = r - 1 if r and lines[r - 1].strip() else r
         last = r + 1
-        while last < len(lines) and lines[last].strip() and len(lines[last].rstrip()) <= len(line.rstrip()):
+        while (
+            last < len(lines)
+            and is_row(lines[last], line)
+            and not (last + 1 < len(lines) and TABLE_RULE.fullmatch(lines[last + 1]))
+        ):
             last += 1
         spans.append((first, last))
     return spans

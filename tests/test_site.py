@@ -550,9 +550,9 @@ TABLE_RULE = re.compile(r" *-{2,}(?: +-{2,})+ *")  # the rule under text_table's
 def test_printed_tables_and_only_they_are_marked_to_keep_their_lines(site, pages):
     """A table a cell prints (a header over a rule of two or more dashed runs, as nbhelpers'
     text_table draws) is an output block of its own with the class the stylesheet keeps whole
-    (printed-table): its header, its rule and rows no wider than the rule, nothing else, so that a
-    note printed before or after it stays in a block that wraps at the column. No other block has
-    a rule."""
+    (printed-table): its header, its one rule and rows no wider than the rule, nothing else, so
+    that a title or note printed before, between or after tables stays in a block that wraps at the
+    column. No other block has a rule."""
     tables = prose = 0
     wrong = []
     for name, page in pages.items():
@@ -565,7 +565,7 @@ def test_printed_tables_and_only_they_are_marked_to_keep_their_lines(site, pages
                     wrong.append(f"{name}: a rule outside a printed table: {lines[0][:60]!r}")
                 continue
             tables += 1
-            if not rules or rules[0] > 1 or any(len(line.rstrip()) > len(lines[rules[0]]) for line in lines):
+            if len(rules) != 1 or rules[0] > 1 or any(len(line.rstrip()) > len(lines[rules[0]]) for line in lines):
                 wrong.append(f"{name}: a printed table holding more than a table: {lines[:3]!r}")
     assert tables > 100 and prose > 100, (tables, prose)
     assert not wrong, wrong[:5]
