@@ -347,14 +347,7 @@ def _callables_in(value: Any, depth: int = 0) -> list:
 def _audit_values(fn: Any, found: set, todo: list) -> None:
     """Note what a function holds without naming it in its code: its default arguments and its
     closure's values (``def f(x, _ga=getattr)`` hands ``getattr`` in under another name)."""
-    values = list(getattr(fn, "__defaults__", None) or ())
-    values += list((getattr(fn, "__kwdefaults__", None) or {}).values())
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            values.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            continue
-    for value in values:
+    for value in _held_values(fn):
         if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] in _AUDIT_MODULES:
             found.add(f"a default or closure value (the module {value.__name__})")
         elif any(value is b for b in _AUDIT_BUILTIN_OBJECTS):
