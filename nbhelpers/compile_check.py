@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from .families import Case
@@ -272,11 +273,17 @@ PIPES = {
 _PIPE_OF = {op: name for name, (ops, _) in PIPES.items() for op in ops}
 
 
-def _pipe(text: str) -> str | None:
-    """The pipe of :data:`PIPES` one SASS instruction (its text after the address) goes to."""
+def _opcode(text: str) -> str:
+    """The opcode of one SASS instruction (its text after the address) before its first dot, with
+    no predicate guard: ``"@!P0 BAR.SYNC.DEFER_BLOCKING 0x0"`` is ``"BAR"``."""
     words = text.split()
     op = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
-    return _PIPE_OF.get(op.split(".")[0])
+    return op.split(".")[0]
+
+
+def _pipe(text: str) -> str | None:
+    """The pipe of :data:`PIPES` one SASS instruction (its text after the address) goes to."""
+    return _PIPE_OF.get(_opcode(text))
 
 
 def issue_cycles(texts: list[str]) -> int:
@@ -302,8 +309,10 @@ def sass_loops(sass: str) -> list[dict]:
     trip executes: a predicated branch and ``BRA.DIV``, the check for a diverged warp, may be taken
     or not, a nested loop's back edge is not taken, an unpredicated forward branch is),
     ``cycles`` and ``shortest_cycles`` (the same instructions in issue cycles of one scheduler,
-    :func:`issue_cycles`: integer instructions hold their pipe two cycles each) and ``depth`` (0
-    for an outermost loop). Not loops: a branch to itself (the trap after ``EXIT``),
+    :func:`issue_cycles`: integer instructions hold their pipe two cycles each), ``opcodes`` (how
+    many of its instructions each opcode has, by the opcode's name before its first dot, a
+    predicate guard left out: ``{"LDS": 1, "BAR": 1, ...}``) and ``depth`` (0 for an outermost
+    loop). Not loops: a branch to itself (the trap after ``EXIT``),
     and the jump back from an out-of-line path (the diverged warp's shuffles, placed after the
     kernel's ``EXIT``)."""
     addr: list[int] = []
@@ -372,6 +381,7 @@ def sass_loops(sass: str) -> list[dict]:
             "shortest": len(trip),
             "cycles": issue_cycles(text[first : last + 1]),
             "shortest_cycles": issue_cycles([text[k] for k in trip]),
+            "opcodes": dict(sorted(Counter(_opcode(t) for t in text[first : last + 1]).items())),
             "depth": sum(1 for f, la, _ in spans if f <= first and last <= la and (f, la) != (first, last)),
         }
         for first, last, trip in spans

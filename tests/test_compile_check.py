@@ -370,14 +370,24 @@ _SASS = """
 def test_sass_loops_counts_each_loop_and_its_shortest_trip():
     """An outer loop (0x10-0xa0, 10 instructions) whose guard at 0x30 skips an inner loop
     (0x50-0x80): its shortest trip is 0x10, 0x20, 0x30, 0x90, 0xa0, five; the inner loop's trip
-    passes BRA.DIV (a check, not taken) and counts all four. The jump back from the out-of-line
+    passes BRA.DIV (a check, not taken) and counts all four. Each loop's opcodes count every
+    instruction of its span once, by the name before the first dot (BRA.DIV is a BRA, a guarded
+    @P3 BRA too). The jump back from the out-of-line
     path (0xd0 -> 0x50, past EXIT) is no loop, nor is the trap's branch to itself."""
     from nbhelpers.compile_check import sass_loops
 
     loops = sass_loops(_SASS)
+    inner = {"SHFL": 1, "BRA": 2, "BAR": 1}
     assert loops == [
-        {"instructions": 10, "shortest": 5, "cycles": 10, "shortest_cycles": 5, "depth": 0},
-        {"instructions": 4, "shortest": 4, "cycles": 4, "shortest_cycles": 4, "depth": 1},
+        {
+            "instructions": 10,
+            "shortest": 5,
+            "cycles": 10,
+            "shortest_cycles": 5,
+            "opcodes": {"LDS": 1, "IADD3": 2, "IMAD": 1, **inner, "BRA": 4},
+            "depth": 0,
+        },
+        {"instructions": 4, "shortest": 4, "cycles": 4, "shortest_cycles": 4, "opcodes": inner, "depth": 1},
     ]
     assert sass_loops("") == []
 
