@@ -3358,6 +3358,33 @@ CHAPTERS = [
                 '        w = scheme["weights"]\n'
                 '        blocks -= 6 * n * (w["scale_bits"] + w["zero_bits"]) / 8',
             ),
+            # a gathered embedding row's groups counted with floor (its shorter last group gets no
+            # scale), every other tensor's groups counted right
+            (
+                "decode_step_time",
+                'rows = B * nbytes(scheme["embedding"], 1, d)',
+                'rows = B * nbytes(scheme["embedding"], 1, d)\n'
+                '    e = scheme["embedding"]\n'
+                '    if e["granularity"] == "group" and d % e["group"]:\n'
+                '        rows -= B * (e["scale_bits"] + e["zero_bits"]) / 8',
+            ),
+            # ... the LM head's alone
+            (
+                "decode_step_time",
+                'head = nbytes(head_fmt, s["vocab"], d)',
+                'head = nbytes(head_fmt, s["vocab"], d)\n'
+                '    if head_fmt["granularity"] == "group" and d % head_fmt["group"]:\n'
+                '        head -= s["vocab"] * (head_fmt["scale_bits"] + head_fmt["zero_bits"]) / 8',
+            ),
+            # a gathered row of a group-format embedding given one scale, as if stored by row
+            (
+                "decode_step_time",
+                'rows = B * nbytes(scheme["embedding"], 1, d)',
+                'e = scheme["embedding"]\n'
+                '    if e["granularity"] == "group":\n'
+                '        e = dict(e, granularity="row")\n'
+                "    rows = B * nbytes(e, 1, d)",
+            ),
             # whole bytes per tensor, rounded up
             (
                 "decode_step_time",

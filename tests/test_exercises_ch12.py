@@ -396,6 +396,27 @@ def per_tensor_bytes_show(case, part: str) -> bool:
     )
 
 
+def odd_group_bytes_show(case, part: str) -> bool:
+    """The case's ``part`` (the embedding or the LM head, untied; the embedding gathered for a
+    batch of 8 or more) is stored in groups shorter than d_model that do not divide it (a row's
+    last group shorter, with its own scale), and one scale's bytes move the time by at least
+    PER_TENSOR_SHOWS (1000) times the check's tolerance: a row's last group counted with floor,
+    or a gathered row given one scale, misses a scale a row."""
+    shape, scheme, _, batch, _ = case.args
+    fmt, d = scheme[part], shape["d_model"]
+    _, seconds, _ = ch12.decode_step_time_ref(*case.args)
+    one_scale_s = (fmt["scale_bits"] + fmt["zero_bits"]) / 8 / case.args[2]["hbm_bytes_per_s"]
+    return (
+        fmt["granularity"] == "group"
+        and fmt["group"] < d
+        and d % fmt["group"] != 0
+        and fmt["scale_bits"] > 0
+        and not shape["tied_embeddings"]
+        and (part != "embedding" or batch >= 8)
+        and one_scale_s >= ch12.PER_TENSOR_SHOWS * ch12.TIME_RTOL * seconds
+    )
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_decode_aimed_cases_are_compute_bound_or_hold_half_bytes(seed):
     aims = ch12.aimed_elements(np.random.default_rng(0))
@@ -409,6 +430,8 @@ def test_decode_aimed_cases_are_compute_bound_or_hold_half_bytes(seed):
             assert bound != "compute" and case.args[1]["kv_cache"]["granularity"] == "tensor"
         elif aim.startswith("per-tensor "):
             assert bound != "compute" and per_tensor_bytes_show(case, ch12.PER_TENSOR_AIMS[aim]), aim
+        elif aim in ch12.GROUP_AIMS:
+            assert bound != "compute" and odd_group_bytes_show(case, ch12.GROUP_AIMS[aim]), aim
         else:
             assert bound == "compute" and case.args[3] <= ch12.MAX_BATCH
             peaks = case.args[2]["peak_flops"]

@@ -18,9 +18,11 @@
   random models, formats (groups that do not divide K, zero points, 32-bit scales, per-tensor
   scales, tied embeddings), GPUs, batches and contexts, some aimed at each choice of peak
   (:data:`STEP_AIMS`: every element as the weights' and as the LM head's at every seed) and, on
-  small memory-bound models where a few bytes show (:data:`SMALL_AIMS`), at half bytes and at
-  one scale for the whole KV cache, embedding table (a scale a gathered row), LM head or weights;
-  an e4m3fn per-tensor embedding at batch 64 and LM head on a tiny model are fixed cases.
+  small memory-bound models where a few bytes show (:data:`SMALL_AIMS`), at half bytes, at
+  one scale for the whole KV cache, embedding table (a scale a gathered row), LM head or weights,
+  and at an embedding table or LM head in groups that do not divide d_model (a gathered row or the
+  head counted with its own floored groups, or a gathered row with one scale, fails there); an
+  e4m3fn per-tensor embedding at batch 64 and LM head on a tiny model are fixed cases.
 - ``gptq_column``: GPTQ's step for one column, from the OBS equations the statement gives: the
   column rounded by a quantizer stated bit for bit (float32, ties to even, clamped), its error
   spread over the columns not yet quantized through the inverse of H restricted to them.
@@ -294,16 +296,33 @@ STEP_AIMS = (
     ("per-tensor embedding", 2),
     ("per-tensor LM head", 2),
     ("per-tensor weights", 2),
+    ("group embedding", 2),
+    ("group LM head", 2),
 )
 #: the aims of :data:`STEP_AIMS` at a small memory-bound model, where a few bytes show
-SMALL_AIMS = ("half bytes", "per-tensor KV scale", "per-tensor embedding", "per-tensor LM head", "per-tensor weights")
+SMALL_AIMS = (
+    "half bytes",
+    "per-tensor KV scale",
+    "per-tensor embedding",
+    "per-tensor LM head",
+    "per-tensor weights",
+    "group embedding",
+    "group LM head",
+)
 #: the part of the scheme each per-tensor aim of :data:`SMALL_AIMS` gives one scale
 PER_TENSOR_AIMS = {
     "per-tensor embedding": "embedding",
     "per-tensor LM head": "lm_head",
     "per-tensor weights": "weights",
 }
-#: in those cases, one scale's bytes are at least this many times the time's tolerance (of the bytes)
+#: the part of the scheme each group aim of :data:`SMALL_AIMS` stores in groups that do not divide
+#: d_model (a row's last group shorter, with its own scale)
+GROUP_AIMS = {
+    "group embedding": "embedding",
+    "group LM head": "lm_head",
+}
+#: in the cases of those aims, one scale's bytes are at least this many times the time's tolerance
+#: (of the bytes)
 PER_TENSOR_SHOWS = 1000
 
 
@@ -311,6 +330,16 @@ def _per_tensor(rng: np.random.Generator) -> dict:
     """A format with one scale for the whole tensor: e4m3fn, or int8 with a zero point."""
     element = str(rng.choice(["e4m3fn", "e4m3fn", "int8"]))
     return _fmt(element, "tensor", None, int(rng.choice([8, 16, 32])), 0 if element == "e4m3fn" else 8)
+
+
+def _odd_groups(rng: np.random.Generator, d_model: int) -> dict:
+    """A group format whose group does not divide ``d_model`` and is shorter than it: a row has two
+    groups or more, the last one shorter (int4 or int8 with or without a zero point, or e4m3fn)."""
+    group = int(rng.choice([g for g in range(3, d_model) if d_model % g]))
+    element = str(rng.choice(["int4", "int4", "int8", "e4m3fn"]))
+    if element == "e4m3fn":
+        return _fmt(element, "group", group, 8)
+    return _fmt(element, "group", group, int(rng.choice([8, 16, 32])), int(rng.choice([0, 4, 8])))
 
 
 def _aimed_step(rng: np.random.Generator, aim: str, weights: str, head: str) -> Case:
@@ -323,7 +352,9 @@ def _aimed_step(rng: np.random.Generator, aim: str, weights: str, head: str) -> 
     odd number of scales) or whose KV cache has one scale for the whole tensor (its bytes are
     counted as nothing, and 4 of them would show), or whose embedding table (untied, at a batch
     of 8 to 64: one scale a gathered row), LM head (untied) or blocks' weights have one scale for
-    the whole tensor, where a scale counted once too few or too many shows."""
+    the whole tensor, or whose embedding table (untied, at a batch of 8 to 64) or LM head (untied)
+    is stored in groups that do not divide d_model (:func:`_odd_groups`), where a scale counted
+    once too few or too many shows."""
     for _ in range(1000):
         if aim in SMALL_AIMS:
             n_kv = int(rng.choice([1, 2]))
@@ -374,12 +405,15 @@ def _aimed_step(rng: np.random.Generator, aim: str, weights: str, head: str) -> 
         elif aim == "per-tensor weights":
             scheme["weights"] = _per_tensor(rng)
             scheme["activations"] = sixteen
+        elif aim in GROUP_AIMS:
+            shape["tied_embeddings"] = False
+            scheme[GROUP_AIMS[aim]] = _odd_groups(rng, shape["d_model"])
         if shape["tied_embeddings"]:  # a tied model's LM head is its embedding table
             scheme["embedding"] = dict(scheme["lm_head"])
         x = _crossover(shape, scheme, gpu, context)
         if aim in SMALL_AIMS:
-            batch = int(rng.integers(8 if aim == "per-tensor embedding" else 1, 65))
-            part = PER_TENSOR_AIMS.get(aim)
+            batch = int(rng.integers(8 if aim in ("per-tensor embedding", "group embedding") else 1, 65))
+            part = PER_TENSOR_AIMS.get(aim, GROUP_AIMS.get(aim))
             if part is not None and batch < x:  # one scale's bytes far above the check's tolerance
                 cost = decode_step(as_shape(shape), as_scheme(scheme), as_gpu(gpu), batch, context)
                 one = (scheme[part]["scale_bits"] + scheme[part]["zero_bits"]) / 8
