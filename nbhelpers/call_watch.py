@@ -54,7 +54,15 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["CallWatch", "parse_names", "audit_names", "tools_audit", "in_profile_hook", "string_names"]
+__all__ = [
+    "CallWatch",
+    "parse_names",
+    "audit_names",
+    "tools_audit",
+    "in_profile_hook",
+    "string_names",
+    "field_path_names",
+]
 
 _THREAD = "started a thread (the check cannot see what a thread calls)"
 _PROCESS = "started a process (the check cannot see what another process calls)"
@@ -64,6 +72,19 @@ _AUDIT = "names what reaches past the check's watch or into the check itself"
 _OUTSIDE = "uses what this exercise's tools do not include"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 _FIELD_PATH = "formatted a string whose field path reads what the check forbids"
+_FOREIGN_FILE = (
+    "ran code from a file that is neither the notebook's nor an installed library's nor the course's "
+    "(the grader runs the notebook alone; a copy of the course's code written out and run is such a file)"
+)
+#: Modules whose functions compile and run text they are handed (``runpy.run_path``,
+#: ``timeit.Timer(setup=...)``, ``cProfile.run``, ``code.InteractiveInterpreter``, IPython's
+#: ``run_cell``): ``exec``, ``eval`` or ``compile`` called from their frames runs a student's text.
+#: A library that generates code for itself (dataclasses, namedtuple, Triton's launchers) is not
+#: one of them.
+_TEXT_RUNNERS = (
+    "runpy", "timeit", "cProfile", "profile", "code", "codeop", "doctest", "pdb", "bdb", "trace", "IPython",
+    "ipykernel",
+)  # fmt: skip
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
 
@@ -277,6 +298,23 @@ def string_names(text: str) -> list[str]:
         elif before in (".", "[") and (word.startswith("_") or word in _FRAME_ATTRIBUTES or word in _AUDIT_NAMES):
             out.add(word)
     return sorted(out)
+
+
+def field_path_names(text: str) -> list[str]:
+    """What :func:`string_names` refuses in the replacement fields of a ``str.format`` template
+    only (its field names and nested specs), not in its literal text: a library's message that
+    mentions ``__array__`` formats no field path. A template that does not parse names nothing
+    (``str.format`` raises on it)."""
+    import string
+
+    fields = []
+    try:
+        for _, name, spec, _ in string.Formatter().parse(text):
+            if name is not None:
+                fields.append("{" + name + (":" + spec if spec else "") + "}")
+    except (ValueError, TypeError):
+        return []
+    return string_names("".join(fields)) if fields else []
 
 
 def _strings_in(value: Any, depth: int = 0) -> list[str]:
@@ -877,6 +915,10 @@ class CallWatch:
         self._noted: set[str] = set()  # what the hook notes: its closure holds this set
         self._audited: set[str] = set()  # what the audit found: nothing the watched code can reach
         self._inside_frame: list = [None, None]  # the allowed call under way (frame, module), if any
+        # the folder of the file the audited function was compiled from (a notebook's cells share
+        # one): set by audit; code from an absolute path elsewhere, not a library's nor the
+        # course's, is a file the notebook does not hold
+        self._home: list = [None]
         self._old: Any = None
         self._on = False
         self._hook_fn = self._make_hook()
@@ -891,6 +933,9 @@ class CallWatch:
         anything is forbidden (with nothing forbidden there is nothing to guard)."""
         if not self:
             return
+        home = getattr(getattr(_unwrapped(fn), "__code__", None), "co_filename", None)
+        if isinstance(home, str) and os.path.isabs(home):
+            self._home[0] = os.path.dirname(os.path.realpath(home))
         try:
             names = audit_names(fn)
         except Exception:  # an object too odd to read: its calls are still watched
@@ -950,6 +995,22 @@ class CallWatch:
         nothing_to_do: dict[int, tuple[Any, dict]] = {}
         specials = {**{k: (fn, _EXEC) for k, fn in self._string_code.items()}, **hiders}
         bound_builtin = types.BuiltinMethodType
+        home = self._home
+        field_paths: dict[str, list[str]] = {}  # template -> what its fields refuse (a library's)
+
+        def text_runner(frame: Any) -> bool:
+            module = frame.f_globals.get("__name__")
+            return type(module) is str and module.partition(".")[0] in _TEXT_RUNNERS
+
+        def foreign_file(code: Any) -> bool:
+            # code from an absolute path outside the notebook's folder, the libraries and the course
+            name = code.co_filename
+            if home[0] is None or type(name) is not str or not os.path.isabs(name):
+                return False
+            real = os.path.realpath(name)
+            if os.path.dirname(real) == home[0] or real.startswith(libraries):
+                return False
+            return _course_module(name) is None
 
         def copied(code: Any) -> Any:
             # the course function a function's code is a copy of (compiled from its text elsewhere)
@@ -1013,7 +1074,7 @@ class CallWatch:
                 special = specials.get(id(arg))
                 if special is not None and special[0] is arg:
                     if special[1] is _EXEC:
-                        if students(frame):
+                        if students(frame) or text_runner(frame):
                             seen.add(special[1])
                     elif frame.f_code is not exit_code and not machinery_below(frame):
                         seen.add(special[1])
@@ -1024,6 +1085,15 @@ class CallWatch:
                     names = string_names(arg.__self__)
                     if names and students(frame):
                         seen.add(f"{_FIELD_PATH} ({', '.join(names[:6])})")
+                    elif names:  # a library formatting a template handed to it (logging's styles)
+                        template = arg.__self__
+                        paths = field_paths.get(template)
+                        if paths is None:
+                            paths = field_path_names(template)
+                            if len(field_paths) < 4096:
+                                field_paths[template] = paths
+                        if paths:
+                            seen.add(f"{_FIELD_PATH} ({', '.join(paths[:6])})")
                 elif c_modules:
                     module = _c_module(arg)
                     if module_verdict(module) == _FORBIDDEN and not forbidden_caller(frame):
@@ -1038,6 +1108,8 @@ class CallWatch:
                     known = resolve(g, code)
                 verdict = known[1]
                 if verdict == _NEUTRAL and copied(code) is None and code.co_qualname not in named:
+                    if foreign_file(code):
+                        seen.add(_FOREIGN_FILE)
                     nothing_to_do[id(code)] = (code, g)  # a copy of no course function, and not named
                     return
                 qualname = code.co_qualname

@@ -1018,3 +1018,86 @@ def test_a_format_strings_field_path_is_read_as_attribute_access():
             assert watch.seen == set(), name
         else:
             assert any(seen in s for s in watch.seen), (name, watch.seen)
+
+
+def _cell_functions(folder: Path, source: str) -> dict:
+    """Functions compiled as a notebook's cell is: from a file name in the kernel's cell folder
+    that holds no file on disk."""
+    ns: dict = {"__name__": "__main__"}
+    exec(compile(source, str(folder / "811189970.py"), "exec"), ns)
+    return ns
+
+
+def test_code_from_a_file_the_notebook_does_not_hold_or_text_a_library_runs_is_refused(tmp_path):
+    """A copy of the course's code written to a file and run (runpy, or imported from a folder put
+    on sys.path) is code the grader's notebook does not hold, however it was edited: the watch
+    refuses code from an absolute path outside the audited function's folder, the installed
+    libraries and the course; and exec, eval or compile called by a library that runs text it is
+    handed (runpy, timeit) counts as the student's own. A logging style formatting a field path
+    that reads a traceback's frames counts as the student's str.format. A notebook's other
+    cells, dataclasses and named tuples made at run time, a library's own imports and logging
+    with plain fields stay allowed."""
+    cells = tmp_path / "ipykernel_1"
+    elsewhere = tmp_path / "written"
+    elsewhere.mkdir()
+    (elsewhere / "copied_reference.py").write_text("def answer(x):\n    return 2 * x\nVALUE = answer(21)\n")
+    ns = _cell_functions(
+        cells,
+        "import collections, dataclasses, fractions, logging, runpy, sys, timeit\n"
+        "def honest(x):\n"
+        "    P = dataclasses.make_dataclass('P', [('x', int)])\n"
+        "    Q = collections.namedtuple('Q', 'a b')\n"
+        "    r = logging.makeLogRecord({'msg': 'm', 'n': 3})\n"
+        "    u = chr(95) * 2  # a dunder in the text, none in a field: a message\n"
+        "    s = logging.StrFormatStyle('{msg} {n:>4} uses ' + u + 'array' + u).format(r)\n"
+        "    return P(x).x + Q(1, 2).a + fractions.Fraction(1, 3).denominator + len(s)\n"
+        "def by_runpy(folder):\n"
+        "    return runpy.run_path(folder + '/copied_reference.py')['VALUE']\n"
+        "def by_import(folder):\n"
+        "    sys.path.insert(0, folder)\n"
+        "    try:\n"
+        "        import copied_reference\n"
+        "    finally:\n"
+        "        sys.path.remove(folder)\n"
+        "    return copied_reference.answer(1)\n"
+        "def by_timeit():\n"
+        "    return timeit.Timer('pass', setup='def h():\\n    return 1\\nh()').timeit(1)\n"
+        "def by_logging(depth):\n"
+        "    try:\n"
+        "        raise ValueError('x')\n"
+        "    except ValueError as e:\n"
+        "        err = e\n"
+        "    u = chr(95) * 2\n"
+        "    path = '{e.' + u + 'traceback' + u + '.tb' + chr(95) + 'frame}'\n"
+        "    return logging.StrFormatStyle(path).format(logging.makeLogRecord({'e': err}))\n",
+    )
+
+    def seen_after(call, *args):
+        watch = CallWatch(["course.reference"])
+        watch.audit(ns["honest"])  # the notebook's folder: the cells'
+        with watch:
+            call(*args)
+        return watch.seen
+
+    assert seen_after(ns["honest"], 3) == set()
+    other_cell = _cell_functions(cells, "def helper(x):\n    return x + 1\n")
+    assert seen_after(other_cell["helper"], 1) == set()
+
+    def says(seen: set, words: str) -> bool:
+        return any(words in s for s in seen)
+
+    try:
+        assert says(seen_after(ns["by_runpy"], str(elsewhere)), "from a string")  # runpy compiles the text
+        assert says(seen_after(ns["by_import"], str(elsewhere)), "neither the notebook's")
+    finally:
+        sys.modules.pop("copied_reference", None)
+    assert says(seen_after(ns["by_timeit"]), "from a string")
+    assert says(seen_after(ns["by_logging"], 1), "field path reads")
+    # with no function audited the watch cannot tell the notebook's folder: files are not judged
+    watch = CallWatch(["course.reference"])
+    try:
+        with watch:
+            ns["by_import"](str(elsewhere))
+    finally:
+        sys.modules.pop("copied_reference", None)
+    assert watch.seen == set()
