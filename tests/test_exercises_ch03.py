@@ -328,14 +328,16 @@ def test_moved_accumulators_cases_reach_every_regime():
 
 def test_moved_accumulators_random_cases_alone_reach_the_subnormal_bottom():
     """The random cases (past the fixed ones) have products whose n * p lies on both sides of
-    fp32's smallest subnormal, with every seed: an answer that gets fp32's bottom wrong cannot
-    hide behind the fixed cases."""
+    fp32's smallest subnormal, with every seed, and one in the binade just below it with zero in
+    its range: an answer that gets fp32's bottom wrong, or puts it one binade low, cannot hide
+    behind the fixed cases."""
     from nbhelpers.checks import cases_for
 
     for seed in (0, 1, 7, SPEC.hidden_seed):
         cases = [c.args for c in cases_for("ex03.moved_accumulators", seed)][-63:]
         assert any(n * p < 2.0**-149 for _, p, n, _, _ in cases), seed
         assert any(2.0**-149 <= n * p < 2.0**-140 for _, p, n, _, _ in cases), seed
+        assert any(2.0**-150 <= n * p < 2.0**-149 and a <= 0.0 <= b for _, p, n, a, b in cases), seed
 
 
 # ---- ex03.fool_the_tensor_core: a construction, judged by its property

@@ -524,6 +524,14 @@ def _moved_cases(rng: np.random.Generator) -> list[Case]:
         Case(("H100", 2.0**-153, 16, -inf, inf), label="H100: 16 * 2**-153 is fp32's smallest subnormal"),
         Case(("H100", 2.0**-154, 15, -inf, inf), label="H100: 15 * 2**-154, just below it"),
         Case(("H100", 2.0**-150, 3, 0.0, inf), label="H100: 3 * 2**-150, c >= 0: the subnormals move"),
+        Case(
+            ("A100", 2.0**-151, 3, 0.0, inf),
+            label="A100: 3 * 2**-151, in [2**-150, 2**-149), c >= 0: zero and the subnormals stay",
+        ),
+        Case(
+            ("H100", 2.0**-150, 1, -inf, inf),
+            label="H100: one product of 2**-150, every fp32 value: zero and the positive side stay",
+        ),
         Case(("A100", 2.0**-266, 8, -inf, 0.0), label="A100: the smallest bf16 product, c <= 0"),
         Case(("V100", 2.0**30, 4, -inf, inf), label="V100: the largest fp16 product of powers of two"),
         Case(("H100", 2.0**100, 16, -inf, inf), label="H100: 16 * 2**100, c up to fp32's largest"),
@@ -541,6 +549,8 @@ def _moved_cases(rng: np.random.Generator) -> list[Case]:
             # (n of 2 or more: whether n or p alone reaches 2**-149 matters)
             n = int(rng.integers(2, g + 1))
             t = -149 - int(rng.integers(1, 4)) if (i // 8) % 2 else -149 + int(rng.integers(0, 3))
+            if i == 31:  # the first below: n * p in [2**-150, 2**-149), one binade under the bottom
+                t = -150
             k = t - (n.bit_length() - 1)
         else:
             k = int(rng.integers(lo_k, hi_k + 1))
@@ -557,6 +567,8 @@ def _moved_cases(rng: np.random.Generator) -> list[Case]:
             a, b = (-inf, 0.0) if rng.random() < 0.5 else (-0.0, inf)
         if i % 12 == 5:  # the nonnegative side from a = -0.0 (+0.0's code is 0, -0.0's is not)
             a = -0.0
+        if i == 31:  # ... with zero in the range: a bottom taken one binade too low moves it
+            a, b = min(a, -0.0), max(b, 0.0)
         cases.append(Case((gpu, p, n, a, b)))
     return cases
 
