@@ -2002,6 +2002,13 @@ CHAPTERS = [
                 ("largest_promotion_interval", "            best = N\n", "            best = 2 * N\n"),
                 # K itself never tried
                 ("largest_promotion_interval", "while N <= K:", "while N < K:"),
+                # the alignment taken from the sum once the group's first product is in (S + p), not
+                # from the sum carried in: a sum one product below a binade is cut one bit more
+                (
+                    "largest_promotion_interval",
+                    "E = max(P, S).bit_length() - 1",
+                    "E = max(P, S + P).bit_length() - 1",
+                ),
                 # the alignment taken from the group's exact sum instead of its largest magnitude:
                 # the first groups of a narrow accumulator lose bits they keep
                 (

@@ -357,6 +357,47 @@ def test_promotion_bounds_keep_their_margin_and_the_cases_vary():
         assert sum(ex.reference(*c) < c[1] for c in cases) >= 30
 
 
+def test_alignment_traps_are_every_product_where_aligning_to_s_plus_p_shows():
+    """ALIGNMENT_TRAPS holds every (P, group, acc_bits), P a product of two odd e4m3fn
+    significands, for which the sum aligned to S + p (not max(p, S)) answers a bound a relative
+    2**-20 from some error differently; and every seed's random cases hold some of them."""
+    traps = set()
+    for P in sorted({a * b for a in range(1, 16, 2) for b in range(1, 16, 2)}):
+        for group in ch07.PROMOTION_GROUPS:
+            for acc_bits in ch07.PROMOTION_BITS:
+                errors = ch07.copies_errors(float(P), 2**40, acc_bits, group)
+                for N, err in errors:
+                    if err <= ch07.TIGHT_FLOOR:
+                        continue
+                    slipped = ch07.narrow_sum_of_copies(float(P), N // group, acc_bits, group, align_with_p=True)
+                    if slipped == (1 - err) * N * P:
+                        continue
+                    for side in (-1, 1):
+                        b = Fraction(float(err * Fraction(ch07.TIGHT_PROMOTION) ** side))
+                        if not ch07._clear(float(b), [e for _, e in errors]):
+                            continue
+                        right = max((M for M, e in errors if e <= b), default=None)
+                        wrong = max(
+                            (
+                                M
+                                for M, _ in errors
+                                if 1
+                                - ch07.narrow_sum_of_copies(float(P), M // group, acc_bits, group, align_with_p=True)
+                                / (M * P)
+                                <= b
+                            ),
+                            default=None,
+                        )
+                        if right != wrong:
+                            traps.add((P, group, acc_bits))
+    assert traps == set(ch07.ALIGNMENT_TRAPS)
+    for seed in SEEDS:
+        cases = [c.args for c in cases_for("ex07.largest_promotion_interval", seed) if not c.label]
+        tops = [Fraction(p).numerator for p, *_ in cases]
+        odd = {(n // (n & -n), c[4], c[3]) for n, c in zip(tops, cases)}
+        assert len(odd & traps) >= 1, seed
+
+
 def test_promotion_labelled_cases_and_the_notebooks_numbers():
     by_label = {c.label: c.args for c in cases_for("ex07.largest_promotion_interval", 0) if c.label}
     ref = get_exercise("ex07.largest_promotion_interval").reference

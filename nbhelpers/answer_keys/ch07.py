@@ -25,6 +25,9 @@
   student's to work out (:func:`narrow_sum_of_copies`, exact integers, checked against the course's
   engine :func:`nbhelpers.scaled_gemm.fp8_tensor_core_mm` in tests/test_exercises_ch07.py). Most
   bounds lie a relative 2**-20 from one error, so a model that cuts one thing wrongly crosses it.
+  A few products just below a power of two (:data:`ALIGNMENT_TRAPS`) land a group's sum within one
+  product of the next binade, where aligning to the sum plus a product instead of the sum carried
+  in cuts one bit more: the cases hold them at every seed.
 - ``two_level_scales``: NVFP4's scheme (an e4m3fn scale per block under one fp32 tensor scale) for
   elements and blocks beyond the formula chapter 07 wrote out for e2m1 (e2m3fn and e3m2fn elements;
   16 x 1, 16 x 16 and 1 x 32 blocks) as well as NVFP4's own: the tensor scale, the block scales and the
@@ -284,6 +287,12 @@ PROMOTION_MARGIN = 1 + 2.0**-21
 TIGHT_FLOOR = 1e-9
 #: Chapter 07's accumulator: 14 bits, 32 products per group.
 CHAPTER_ACCUMULATOR = (14, 32)
+#: (P, group, acc_bits) where a group's alignment to max(p, S) and to S + p (the sum once one
+#: product is in: a plausible slip) give different errors that a tight bound tells apart, for
+#: P = a * b, a and b odd significands of e4m3fn values (at most 4 bits), among the cases'
+#: accumulators: 7 * 9, 11 * 11 and 15 * 15, just below a power of two, put a group's sum within one
+#: product of the next binade (32 * 63 = 2016). All of them (tests/test_exercises_ch07.py).
+ALIGNMENT_TRAPS = ((63, 16, 10), (63, 32, 10), (63, 32, 11), (121, 16, 11), (225, 4, 10))
 
 
 def promotion_intervals(K: int, group: int = 32) -> tuple[int, ...]:
@@ -291,13 +300,16 @@ def promotion_intervals(K: int, group: int = 32) -> tuple[int, ...]:
     return tuple(group * 2**i for i in range(K.bit_length()) if group * 2**i <= K)
 
 
-def narrow_sum_of_copies(p: float, n: int, acc_bits: int, group: int, cut_sum: bool = True) -> Fraction:
+def narrow_sum_of_copies(
+    p: float, n: int, acc_bits: int, group: int, cut_sum: bool = True, align_with_p: bool = False
+) -> Fraction:
     """The narrow partial sum after n groups of ``group`` copies of p > 0, exactly: each group
     aligned to max(p, S), p and S cut toward zero to acc_bits bits from that leading bit, the
     group's cut products added exactly. Skips ahead a binade at a time (S grows by the same
     increment while the alignment stays in one binade): O(binades), whatever n. ``cut_sum`` False
-    leaves the partial sum carried in uncut (not the statement's model: for the cases' choice of
-    bounds where that cut matters)."""
+    leaves the partial sum carried in uncut, ``align_with_p`` True aligns each run of groups to S + p
+    instead of max(p, S) (neither is the statement's model: for the cases' choice of bounds where
+    they matter)."""
     m, e = math.frexp(p)
     P = int(m * 2**53)  # p = P * 2**(e - 53), every value below a multiple of the unit 2**(u)
     shift = (P & -P).bit_length() - 1
@@ -305,7 +317,7 @@ def narrow_sum_of_copies(p: float, n: int, acc_bits: int, group: int, cut_sum: b
     u = e - 53 + shift
     S, done = 0, 0
     while done < n:
-        E = max(P, S).bit_length() - 1  # the alignment's leading bit, in units
+        E = (S + P if align_with_p else max(P, S)).bit_length() - 1  # the alignment's leading bit, in units
         j = E - (acc_bits - 1)  # the last kept bit
         if j > 0:
             S, c = ((S >> j) << j if cut_sum else S), (P >> j) << j
@@ -447,6 +459,11 @@ def _promotion_cases(rng: np.random.Generator) -> list[Case]:
             tight(1.25 * 1.125, 2**36, (24, 4), 2**25, 1),
             label="24 bits, groups of 4, just above the error at 2**25: 2**25",
         ),
+        Case(
+            (1.75 * 1.125, 1024, 0.1395, 11, 32),
+            label="11 bits, groups of 32, p = 1.75 * 1.125 (32 p is 2016, one p below 2048):"
+            " the first group's sum is aligned to itself, not to it plus p: 512",
+        ),
     ]
     labelled = len(cases)
     while len(cases) < labelled + 60:
@@ -471,7 +488,42 @@ def _promotion_cases(rng: np.random.Generator) -> list[Case]:
         case = _promotion_case(rng, p, K, acc, tight=True, first=True)
         if case is not None:
             cases.append(case)
+    # and a product of ALIGNMENT_TRAPS, a bound just above or below an error that aligning to S + p
+    # would change past it
+    while len(cases) < labelled + 76:
+        P, group, acc_bits = ALIGNMENT_TRAPS[int(rng.integers(len(ALIGNMENT_TRAPS)))]
+        # p = P * 2**k in [2**-12, 2**13): a product of two e4m3fn values
+        p = math.ldexp(P, int(rng.integers(-12, 13)) - (P.bit_length() - 1))
+        K = 2 ** int(rng.integers(max(7, group.bit_length()), PROMOTION_LOG2_K_MAX + 1))
+        case = _alignment_case(rng, p, K, acc_bits, group)
+        if case is not None:
+            cases.append(case)
     return cases
+
+
+def _alignment_case(rng: np.random.Generator, p: float, K: int, acc_bits: int, group: int) -> Case | None:
+    """A bound TIGHT_PROMOTION above or below an error whose N the sum aligned to S + p answers
+    differently; None if there is none for this K, or the bound is not clear."""
+    errors = copies_errors(p, K, acc_bits, group)
+    choices = []
+    for N, err in errors:
+        slipped = narrow_sum_of_copies(p, N // group, acc_bits, group, align_with_p=True)
+        if err > TIGHT_FLOOR and slipped != (1 - err) * N * Fraction(p):
+            choices += [(err, side) for side in (-1, 1)]
+    if not choices:
+        return None
+    err, side = choices[int(rng.integers(len(choices)))]
+    bound = float(err * Fraction(TIGHT_PROMOTION) ** side)
+    if not _clear(bound, [e for _, e in errors]):
+        return None
+    b = Fraction(bound)
+    within = [N for N, e in errors if e <= b]
+    slipped = [
+        N
+        for N, _ in errors
+        if 1 - narrow_sum_of_copies(p, N // group, acc_bits, group, align_with_p=True) / (N * Fraction(p)) <= b
+    ]
+    return Case((p, K, bound, acc_bits, group)) if max(slipped, default=None) != max(within, default=None) else None
 
 
 # ------------------------------------------------------------------ 4. two-level scales and bytes
