@@ -1686,15 +1686,6 @@ CHAPTERS = [
                     "        under = int(np.sum(nonzero & (r == 0)))\n"
                     "        over = int(np.sum(~np.isfinite(r)))",
                 ),
-                # the underflow by torch's cast to fp8 (through float32 too), the overflow worked out
-                (
-                    "fp8_choice",
-                    "        under = int(np.sum(nonzero & (v <= tiny / 2)))",
-                    "        import torch as t\n\n"
-                    "        r = t.from_numpy(x / scale).to({'e4m3fn': t.float8_e4m3fn, 'e5m2': t.float8_e5m2}[fmt])"
-                    ".double().numpy()\n"
-                    "        under = int(np.sum(nonzero & (r == 0)))",
-                ),
                 # Transformer Engine's order: the base scale rounded to float32 first, the margin
                 # applied after (bits lost where amax_h / 448 is a float32 subnormal)
                 (

@@ -8,7 +8,8 @@ random cases pass 2**24, wrap the zero points' uint8 product and have per-tensor
 side; the granularity cases keep the model's predictions from the threshold and the measured SQNRs from
 the predictions, and every wrong model misses on most of them; the fp8 cases hold weights, wide
 gradients and stale scales, exact ties and values one float64 step from them (which a cast through
-float32 rounds twice), and both answers; the delayed-scaling model's expected counts are what the
+float32 rounds twice), and both answers, and an answer that rounds with ml_dtypes' fp8 scalar types (right
+counts) or torch scores nothing while numpy-only ones pass; the delayed-scaling model's expected counts are what the
 engine loses on tensors drawn from its law, and the cases need margins from 0 to 16, break ties split
 between clamped and flushed values, and hold losses that rise with the margin and then fall lower."""
 
@@ -764,6 +765,135 @@ def test_the_models_computed_on_all_blocks_at_once_agree_with_a_loop_over_the_bl
                 (crest_factor_sqnr_db, _loop_crest_factor),
             ):
                 assert ours(x, block) == pytest.approx(loop(x, block), rel=0, abs=1e-9), (ours.__name__, M, K, block)
+
+
+#: fp8_choice's answers that round with a library rather than find the boundaries: each names a
+#: module outside the exercise's tools and scores nothing, however right its counts.
+FP8_CHOICE_BY_LIBRARY = {
+    # ml_dtypes' fp8 scalar types round a float64 once (its array astype goes through float32): right
+    # counts at every seed, without a boundary found
+    "ml_dtypes": """
+def fp8_choice(x, amax):
+    import ml_dtypes
+
+    x = np.asarray(x, dtype=np.float64)
+    counts = {}
+    for fmt, top, T in (
+        ("e4m3fn", 448.0, ml_dtypes.float8_e4m3fn),
+        ("e5m2", 57344.0, ml_dtypes.float8_e5m2),
+    ):
+        scale = float(np.float32(amax / top))
+        under = over = 0
+        for v in (x / scale).ravel().tolist():
+            r = float(T(v))
+            if v != 0 and r == 0:
+                under += 1
+            elif not abs(r) <= top:
+                over += 1
+        counts[fmt] = (under, over)
+    lost = {f: u + o for f, (u, o) in counts.items()}
+    n = int(np.count_nonzero(x))
+    return ("e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"), counts
+""",
+    # the same types imported by name
+    "float8_e4m3fn": """
+def fp8_choice(x, amax):
+    from ml_dtypes import float8_e4m3fn, float8_e5m2
+
+    x = np.asarray(x, dtype=np.float64)
+    counts = {}
+    for fmt, top, T in (("e4m3fn", 448.0, float8_e4m3fn), ("e5m2", 57344.0, float8_e5m2)):
+        scale = float(np.float32(amax / top))
+        r = np.array([float(T(v)) for v in (x / scale).ravel().tolist()])
+        counts[fmt] = (int(np.sum((x.ravel() != 0) & (r == 0))), int(np.sum(~(np.abs(r) <= top))))
+    lost = {f: u + o for f, (u, o) in counts.items()}
+    n = int(np.count_nonzero(x))
+    return ("e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"), counts
+""",
+    # the underflow by torch's cast to fp8 (through float32), the overflow worked out
+    "torch": """
+def fp8_choice(x, amax):
+    import torch
+
+    x = np.asarray(x, dtype=np.float64)
+    counts = {}
+    for fmt, top, T in (("e4m3fn", 448.0, torch.float8_e4m3fn), ("e5m2", 57344.0, torch.float8_e5m2)):
+        scale = float(np.float32(amax / top))
+        v = np.abs(x / scale)
+        r = torch.from_numpy(v).to(T).double().numpy()
+        mid = {"e4m3fn": 464.0, "e5m2": 61440.0}[fmt]
+        over = int(np.sum(v > mid)) if fmt == "e4m3fn" else int(np.sum(v >= mid))
+        counts[fmt] = (int(np.sum((x != 0) & (r == 0))), over)
+    lost = {f: u + o for f, (u, o) in counts.items()}
+    n = int(np.count_nonzero(x))
+    return ("e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"), counts
+""",
+}
+
+#: An honest answer of numpy alone, unlike the solution's: it rounds v itself (np.rint ties to even
+#: on v over the spacing of its binade, the subnormals' below the smallest normal).
+FP8_CHOICE_BY_RINT = """
+def fp8_choice(x, amax):
+    x = np.asarray(x, dtype=np.float64)
+    counts = {}
+    for fmt, top, emin, man in (("e4m3fn", 448.0, -6, 3), ("e5m2", 57344.0, -14, 2)):
+        scale = float(np.float32(amax / top))
+        v = x / scale
+        e = np.frexp(np.abs(v))[1] - 1
+        q = np.ldexp(1.0, np.maximum(e, emin) - man)
+        r = np.rint(v / q) * q
+        counts[fmt] = (int(np.sum((x != 0) & (r == 0))), int(np.sum(np.abs(r) > top)))
+    lost = {f: u + o for f, (u, o) in counts.items()}
+    n = int(np.count_nonzero(x))
+    return ("e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"), counts
+"""
+
+
+def _notebook_function(source: str):
+    """fp8_choice defined from ``source`` as a notebook cell defines it, in the notebook's namespace."""
+    ns = SPEC.namespace()
+    exec(compile(source, "<cell>", "exec"), ns)
+    return ns["fp8_choice"]
+
+
+@pytest.mark.parametrize("library", sorted(FP8_CHOICE_BY_LIBRARY))
+def test_fp8_choice_refuses_the_libraries_that_round(library):
+    """ml_dtypes' fp8 scalar types round once, so an answer built on them has the right counts (the
+    check's values would pass it); it scores nothing because ml_dtypes is not among the exercise's
+    tools, and the report names what it used. torch, whose cast rounds twice, neither."""
+    from nbhelpers.checks import run_check
+
+    fn = _notebook_function(FP8_CHOICE_BY_LIBRARY[library])
+    result = run_check("ex06.fp8_choice", fn, seed=0)
+    assert not result.passed and result.points == 0, str(result)
+    assert "tools do not include" in result.error and library in result.error, result.error
+
+
+def test_fp8_choice_scalar_casts_are_right_and_array_casts_round_twice():
+    """Why the scalar types are refused rather than caught by the values: a value one float64 step
+    above the tie between 1 and 1.125 rounds up, once, in ml_dtypes' scalar constructor, and down
+    through float32 in its array cast and torch's; the answer on ml_dtypes' scalars agrees with the
+    reference on every case of a seed."""
+    v = 1 + 2**-4 + 2**-52
+    assert float(ml_dtypes.float8_e4m3fn(v)) == 1.125 == float(round_to(v, "e4m3fn"))
+    assert np.array([v]).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)[0] == 1.0
+    assert torch.tensor([v], dtype=torch.float64).to(torch.float8_e4m3fn).double().item() == 1.0
+    ex = get_exercise("ex06.fp8_choice")
+    cheat = _notebook_function(FP8_CHOICE_BY_LIBRARY["ml_dtypes"])
+    cases = cases_for(ex, 0)
+    for c, expected in zip(cases, expected_outputs(ex, cases)):
+        assert cheat(*c.args) == expected
+
+
+def test_fp8_choice_passes_honest_numpy_answers():
+    """The tools leave what an honest answer needs: the solution and an answer that rounds with
+    np.rint pass with the public and the hidden seed."""
+    from nbhelpers.checks import run_check
+
+    for fn in (solution_functions()["fp8_choice"], _notebook_function(FP8_CHOICE_BY_RINT)):
+        for seed in (0, SPEC.hidden_seed):
+            result = run_check("ex06.fp8_choice", fn, seed=seed)
+            assert result.passed, str(result)
 
 
 def test_fp8_choice_takes_the_counts_as_lists_or_tuples_and_names_the_key_that_differs():

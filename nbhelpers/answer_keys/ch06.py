@@ -27,7 +27,9 @@
   count of values that round to zero and of values that overflow; the reference counts with
   :func:`nbhelpers.rounding.round_to` (held against ml_dtypes casts in the tests), which the answer
   may not call: it finds the boundaries and their ties itself. Values planted one float64 step from
-  a tie fail a cast to fp8 through float32 (ml_dtypes', torch's), which rounds twice. Tensors whose
+  a tie fail an array cast to fp8 (``astype`` in ml_dtypes 0.6.0, ``.to`` in torch 2.13), which goes
+  through float32 and rounds twice; ml_dtypes' fp8 scalar constructors round once, so the function's
+  tools (:data:`FP8_CHOICE_TOOLS`) leave out ml_dtypes (and torch is none of them). Tensors whose
   amax / 448 lies below 2**-126 have float32-subnormal scales (a scale floored at the smallest normal
   miscounts them). Compared exactly.
 - ``best_margin``: a prediction: the margin of delayed (amax-history) e4m3fn scaling whose expected
@@ -51,7 +53,7 @@ import math
 import numpy as np
 
 from ..comparators import float_array, same_value
-from ..exercise_types import Case, Exercise, ExerciseKind
+from ..exercise_types import COMPUTING_TOOLS, Case, Exercise, ExerciseKind
 from ..formats import get_format
 from ..metrics import sqnr_db
 from ..recipes import Recipe
@@ -1236,6 +1238,10 @@ FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.scaling", "nbhelpers.scaled_gem
 #: fp8_choice's: round_to neither (where each format's boundaries lie, and which way their ties go,
 #: is the exercise).
 FORBIDDEN_NO_ROUNDING = (*FORBIDDEN, "nbhelpers.rounding")
+#: fp8_choice's tools (Exercise.tools): the computing tools less ml_dtypes, whose fp8 scalar types
+#: (``ml_dtypes.float8_e4m3fn(v)``) round a float64 once to the format and so give the counts
+#: without finding a boundary; torch is not among them either.
+FP8_CHOICE_TOOLS = tuple(t for t in COMPUTING_TOOLS if t != "ml_dtypes")
 
 EXERCISES = [
     Exercise(
@@ -1274,6 +1280,7 @@ EXERCISES = [
         fp8_choice_ref,
         _fp8_cases,
         forbidden=FORBIDDEN_NO_ROUNDING,
+        tools=FP8_CHOICE_TOOLS,
         kind=ExerciseKind.PREDICT,
     ),
     Exercise(
