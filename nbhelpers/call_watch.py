@@ -17,9 +17,11 @@ file its code came from), or from a copy of its text compiled anywhere else (a f
 code is, instruction for instruction and name for name, one of the course's loaded functions is
 that function). It also notes every call that would hide calls from it (switching the hook off or
 replacing it, starting a thread or a process, which the hook does not follow, or compiling and
-running code from a string, with ``exec``, ``eval`` or ``compile`` called from code outside the
-installed libraries); such a call counts like a forbidden one, since the watch can no longer say
-what ran. Before a student's function runs, :meth:`CallWatch.audit` reads its code, and the code
+running code from a string: ``exec``, ``eval`` or ``compile`` however reached, C calling it too,
+which an audit hook (``sys.addaudithook``) sees unless a library makes the code for itself
+(dataclasses, an import); or running code from a file that is neither the notebook's, nor an
+installed library's, nor the course's); such a call counts like a forbidden one, since the watch
+can no longer say what ran. Before a student's function runs, :meth:`CallWatch.audit` reads its code, and the code
 of the notebook's own functions and classes it names, for what reaches past the watch or the
 check itself (``ctypes``, ``importlib``, ``ast``, ``gc``, a function's ``__code__``, a frame's
 ``f_back``, ``sys.setprofile`` and the like), its strings included, since a format string's
@@ -76,15 +78,15 @@ _FOREIGN_FILE = (
     "ran code from a file that is neither the notebook's nor an installed library's nor the course's "
     "(the grader runs the notebook alone; a copy of the course's code written out and run is such a file)"
 )
-#: Modules whose functions compile and run text they are handed (``runpy.run_path``,
-#: ``timeit.Timer(setup=...)``, ``cProfile.run``, ``code.InteractiveInterpreter``, IPython's
-#: ``run_cell``): ``exec``, ``eval`` or ``compile`` called from their frames runs a student's text.
-#: A library that generates code for itself (dataclasses, namedtuple, Triton's launchers) is not
-#: one of them.
-_TEXT_RUNNERS = (
-    "runpy", "timeit", "cProfile", "profile", "code", "codeop", "doctest", "pdb", "bdb", "trace", "IPython",
-    "ipykernel",
-)  # fmt: skip
+#: Modules that make code for themselves from text they write (a dataclass's methods, a named
+#: tuple's, an import, Triton's launchers, torch's graphs): ``exec``, ``eval`` or ``compile``
+#: whose nearest Python frame is one of theirs runs a library's own text. From any other frame
+#: (the student's, or a library's that runs text it is handed: ``runpy``, ``timeit``, ``cProfile``,
+#: ``code``, ``doctest``, ``typing``'s string annotations, a C function such as ``map`` calling
+#: ``exec`` for the student's frame) the text is the student's.
+_CODE_GENERATORS = frozenset(
+    {"dataclasses", "collections", "enum", "importlib", "zipimport", "triton", "torch", "numpy"}
+)
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
 
@@ -115,6 +117,73 @@ def _hiders() -> dict[int, tuple[Any, str]]:
     return {id(fn): (fn, why) for fn, why in found if fn is not None}
 
 
+def _generated_text(frame: Any) -> bool:
+    """Whether ``exec``, ``eval`` or ``compile`` with ``frame`` as the nearest Python frame runs a
+    library's own text (:data:`_CODE_GENERATORS`), or timeit's template around callables (with
+    text handed to it, timeit runs the student's text)."""
+    if frame is None:
+        return False
+    module = frame.f_globals.get("__name__")
+    if type(module) is not str:
+        return False
+    if module.partition(".")[0] in _CODE_GENERATORS:
+        return True
+    if module == "timeit":  # Timer.__init__: each text is a callable's name once it takes one
+        loc = frame.f_locals
+        stmt, setup, names = loc.get("stmt"), loc.get("setup"), loc.get("local_ns")
+        names = names if type(names) is dict else {}
+        stmt_ok = callable(stmt) or (stmt == "_stmt()" and callable(names.get("_stmt")))
+        setup_ok = setup == "pass" or callable(setup) or (setup == "_setup()" and callable(names.get("_setup")))
+        return stmt_ok and setup_ok
+    return False
+
+
+def _students_text(frame: Any, compiling: bool) -> bool:
+    """Whether ``compile`` (``compiling``) or ``exec``/``eval`` called with ``frame`` as the
+    nearest Python frame works on the student's text: not a library's own
+    (:func:`_generated_text`), and not a compile that runs nothing (``ast.parse`` makes a tree,
+    which Triton and ``inspect`` read sources and signatures with; typing compiles a string
+    annotation to check it): code so made runs only through an exec of its own."""
+    if compiling and frame is not None and frame.f_globals.get("__name__") in ("ast", "typing"):
+        return False
+    return not _generated_text(frame)
+
+
+def _audit_state() -> tuple[Any, Any, Any]:
+    """An audit hook (``sys.addaudithook``) and the two functions that tell it which watch is on:
+    CPython raises the ``compile`` and ``exec`` events however ``exec``, ``eval`` or ``compile`` is
+    reached, from Python or from C (``map(exec, ...)``, which sends the profile hook no event),
+    and an audit hook cannot be taken off. While a watch is on, text that is not a library's own
+    (:func:`_generated_text`) is noted as the profile hook notes it."""
+    active: list[tuple[set, int]] = []  # (noted set, thread) of the watches on, innermost last
+
+    def hook(event: str, args: tuple) -> None:
+        if not active or (event != "compile" and event != "exec"):
+            return
+        noted, thread = active[-1]
+        # the watched call's thread only: the kernel's own threads (its output, its heartbeat)
+        # are not the student's, and a thread the student starts is noted when it starts
+        if _thread.get_ident() != thread:
+            return
+        if _students_text(sys._getframe(1), event == "compile"):
+            noted.add(_EXEC)
+
+    def push(noted: set) -> None:
+        active.append((noted, _thread.get_ident()))
+
+    def pop(noted: set) -> None:
+        for i in range(len(active) - 1, -1, -1):
+            if active[i][0] is noted:
+                del active[i]
+                break
+
+    return hook, push, pop
+
+
+_AUDIT_HOOK, _audit_push, _audit_pop = _audit_state()
+_AUDIT_HOOK_ADDED: list = []  # once a process: an audit hook stays for the interpreter's life
+
+
 def _string_code_builtins() -> dict[int, Any]:
     """id -> builtin, for ``exec``, ``eval`` and ``compile``."""
     import builtins
@@ -134,6 +203,33 @@ def _library_dirs() -> tuple[str, ...]:
         except KeyError:  # pragma: no cover - every CPython has them
             pass
     return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+def _known_dirs() -> tuple[str, ...]:
+    """The folders code may come from without being a file the notebook does not hold: the
+    installed libraries' (:func:`_library_dirs`) and the folders every module loaded when the
+    watch goes on was imported from (numpy from a PYTHONPATH entry or the user's site-packages),
+    each ending with a separator. Not a folder by its name alone (a user site that holds nothing
+    loaded, torch's compile cache): a copy written there would pass."""
+    cached = _KNOWN_DIRS.get(len(sys.modules))
+    if cached is not None:
+        return cached
+    dirs = set(_library_dirs())
+    for name, mod in list(sys.modules.items()):
+        path = getattr(mod, "__file__", None)
+        if name == "__main__" or not isinstance(path, str) or not os.path.isabs(path):
+            continue
+        d = os.path.dirname(os.path.realpath(path))
+        up = name.count(".") + (1 if os.path.basename(path).startswith("__init__.") else 0)
+        for _ in range(up):
+            d = os.path.dirname(d)
+        dirs.add(os.path.join(d, ""))
+    _KNOWN_DIRS.clear()  # one entry: the modules loaded now
+    out = _KNOWN_DIRS[len(sys.modules)] = tuple(sorted(dirs))
+    return out
+
+
+_KNOWN_DIRS: dict[int, tuple[str, ...]] = {}
 
 
 def _fingerprint(code: Any) -> Any:
@@ -258,6 +354,8 @@ _AUDIT_NAMES = frozenset(
         "call_watch",
         "__reduce_ex__",
         "__reduce__",
+        "__self__",  # a builtin function's is the builtins module (print.__self__.exec)
+        "exec",
         # str.format's field paths ("{0.attr[key]}") are attribute and item access by name:
         # format_map and vformat take the arguments as a mapping, Formatter overrides the lookup
         "format_map",
@@ -919,6 +1017,7 @@ class CallWatch:
         # one): set by audit; code from an absolute path elsewhere, not a library's nor the
         # course's, is a file the notebook does not hold
         self._home: list = [None]
+        self._known: list = [()]  # _known_dirs(), when the watch goes on
         self._old: Any = None
         self._on = False
         self._hook_fn = self._make_hook()
@@ -936,6 +1035,8 @@ class CallWatch:
         home = getattr(getattr(_unwrapped(fn), "__code__", None), "co_filename", None)
         if isinstance(home, str) and os.path.isabs(home):
             self._home[0] = os.path.dirname(os.path.realpath(home))
+        else:  # compiled from no file (the grader's "<notebook cell N>"): no folder is the notebook's
+            self._home[0] = ""
         try:
             names = audit_names(fn)
         except Exception:  # an object too odd to read: its calls are still watched
@@ -995,12 +1096,8 @@ class CallWatch:
         nothing_to_do: dict[int, tuple[Any, dict]] = {}
         specials = {**{k: (fn, _EXEC) for k, fn in self._string_code.items()}, **hiders}
         bound_builtin = types.BuiltinMethodType
-        home = self._home
+        home, known = self._home, self._known
         field_paths: dict[str, list[str]] = {}  # template -> what its fields refuse (a library's)
-
-        def text_runner(frame: Any) -> bool:
-            module = frame.f_globals.get("__name__")
-            return type(module) is str and module.partition(".")[0] in _TEXT_RUNNERS
 
         def foreign_file(code: Any) -> bool:
             # code from an absolute path outside the notebook's folder, the libraries and the course
@@ -1008,7 +1105,7 @@ class CallWatch:
             if home[0] is None or type(name) is not str or not os.path.isabs(name):
                 return False
             real = os.path.realpath(name)
-            if os.path.dirname(real) == home[0] or real.startswith(libraries):
+            if os.path.dirname(real) == home[0] or real.startswith(libraries) or real.startswith(known[0]):
                 return False
             return _course_module(name) is None
 
@@ -1074,7 +1171,7 @@ class CallWatch:
                 special = specials.get(id(arg))
                 if special is not None and special[0] is arg:
                     if special[1] is _EXEC:
-                        if students(frame) or text_runner(frame):
+                        if _students_text(frame, arg.__name__ == "compile"):
                             seen.add(special[1])
                     elif frame.f_code is not exit_code and not machinery_below(frame):
                         seen.add(special[1])
@@ -1085,7 +1182,9 @@ class CallWatch:
                     names = string_names(arg.__self__)
                     if names and students(frame):
                         seen.add(f"{_FIELD_PATH} ({', '.join(names[:6])})")
-                    elif names:  # a library formatting a template handed to it (logging's styles)
+                    elif names and not any(c is arg.__self__ for c in frame.f_code.co_consts):
+                        # a library formatting a template handed to it (logging's styles), not
+                        # its own constant text (a mapping view's repr)
                         template = arg.__self__
                         paths = field_paths.get(template)
                         if paths is None:
@@ -1142,6 +1241,12 @@ class CallWatch:
             self._old = sys.getprofile()
             self._inside_frame[:] = [None, None]
             self._fingerprints[0] = _course_fingerprints()
+            if not self._known[0]:
+                self._known[0] = _known_dirs()
+            if not _AUDIT_HOOK_ADDED:
+                sys.addaudithook(_AUDIT_HOOK)
+                _AUDIT_HOOK_ADDED.append(True)
+            _audit_push(self._noted)
             self._on = True
             self._torch_mode = self._push_torch_mode()  # before the hook: torch's own code, not watched
             sys.setprofile(self._hook_fn)
@@ -1151,6 +1256,7 @@ class CallWatch:
         if not self._on:
             return
         self._on = False
+        _audit_pop(self._noted)
         if sys.getprofile() is not self._hook_fn:  # switched off without a call the hook saw
             self._noted.add(_HOOK)
         sys.setprofile(self._old)  # the hook skips this one call: its frame is __exit__'s

@@ -1101,3 +1101,67 @@ def test_code_from_a_file_the_notebook_does_not_hold_or_text_a_library_runs_is_r
     finally:
         sys.modules.pop("copied_reference", None)
     assert watch.seen == set()
+
+
+def test_text_run_from_c_or_by_a_library_and_files_under_the_graders_cell_names_are_refused(tmp_path):
+    """exec reached as an attribute of the builtins module and called from C (``map``) or through
+    ``functools.singledispatch`` sends the profile hook no call of exec from the student's frame:
+    CPython's ``exec`` and ``compile`` audit events, which fire however it is reached, note it
+    unless the nearest Python frame is a library making its own code (dataclasses, an import) or
+    timeit's template around a callable. The grader compiles the notebook as "<notebook cell N>",
+    a name of no folder: every file outside the libraries and the course is then foreign. A
+    mapping view's repr (a library's own template naming ``__class__``) is not a field path
+    handed to a library."""
+    folder = tmp_path / "written"
+    folder.mkdir()
+    (folder / "written_copy.py").write_text("def answer(x):\n    return 2 * x\n")
+    ns: dict = {"__name__": "__main__"}
+    exec(
+        compile(
+            "import collections, functools, sys, timeit\n"
+            "import numpy as np\n"
+            "def honest(x):\n"
+            "    t = timeit.timeit(lambda: np.ones(3).sum(), number=2)\n"
+            "    s = repr(collections.UserDict({'a': 1}).keys())\n"
+            "    return x + (t >= 0) + len(s)\n"
+            "def mapped(text):\n"
+            "    run = print.__self__.exec\n"
+            "    ns = {}\n"
+            "    list(map(run, [text], [ns]))\n"
+            "    return ns['answer'](1)\n"
+            "def dispatched(text):\n"
+            "    ns = {}\n"
+            "    functools.singledispatch(print.__self__.exec)(text, ns)\n"
+            "    return ns['answer'](1)\n"
+            "def imported(folder):\n"
+            "    sys.path.insert(0, folder)\n"
+            "    try:\n"
+            "        import written_copy\n"
+            "    finally:\n"
+            "        sys.path.remove(folder)\n"
+            "    return written_copy.answer(1)\n",
+            "<notebook cell 3>",
+            "exec",
+        ),
+        ns,
+    )
+
+    def seen_after(call, *args):
+        watch = CallWatch(["course.reference"])
+        watch.audit(ns["honest"])
+        with watch:
+            call(*args)
+        return watch.seen
+
+    text = "def answer(x):\n    return 2 * x\n"
+    assert seen_after(ns["honest"], 1) == set()
+    for name in ("mapped", "dispatched"):
+        assert any("from a string" in s for s in seen_after(ns[name], text)), name
+    try:
+        assert any("neither the notebook's" in s for s in seen_after(ns["imported"], str(folder)))
+    finally:
+        sys.modules.pop("written_copy", None)
+    # the deny-list audit refuses the route's names: the builtins module through __self__
+    from nbhelpers.call_watch import audit_names
+
+    assert "__self__" in audit_names(ns["mapped"])
