@@ -924,3 +924,34 @@ def test_fp8_choice_takes_the_counts_as_lists_or_tuples_and_names_the_key_that_d
 
     result = run_check("ex06.fp8_choice", one_key, seed=0)
     assert not result.passed and "missing 'e5m2'" in str(result), str(result)
+
+
+#: fp8_choice's answer on ml_dtypes' scalar types without naming ml_dtypes in the function: the
+#: types come from fp8 values held in globals (a scalar, an array's dtype), made in another cell.
+FP8_CHOICE_BY_HELD_TYPES = """
+import ml_dtypes
+
+E4_ZERO = ml_dtypes.float8_e4m3fn(0.0)
+E5_ARRAY = np.zeros(1, dtype=ml_dtypes.float8_e5m2)
+
+def fp8_choice(x, amax):
+    x = np.asarray(x, dtype=np.float64)
+    counts = {}
+    for fmt, top, T in (("e4m3fn", 448.0, type(E4_ZERO)), ("e5m2", 57344.0, E5_ARRAY.dtype.type)):
+        scale = float(np.float32(amax / top))
+        r = np.array([float(T(v)) for v in (x / scale).ravel().tolist()])
+        counts[fmt] = (int(np.sum((x.ravel() != 0) & (r == 0))), int(np.sum(~(np.abs(r) <= top))))
+    lost = {f: u + o for f, (u, o) in counts.items()}
+    n = int(np.count_nonzero(x))
+    return ("e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"), counts
+"""
+
+
+def test_fp8_choice_refuses_fp8_types_held_in_globals():
+    """The types an fp8 scalar or an fp8 array in a global hands over (``type(x)(v)``,
+    ``a.dtype.type(v)``) are ml_dtypes' as much as the module's name is: the answer scores nothing."""
+    from nbhelpers.checks import run_check
+
+    result = run_check("ex06.fp8_choice", _notebook_function(FP8_CHOICE_BY_HELD_TYPES), seed=0)
+    assert not result.passed and result.points == 0, str(result)
+    assert "tools do not include" in result.error, result.error
