@@ -19,10 +19,11 @@ that function). It also notes every call that would hide calls from it (switchin
 replacing it, starting a thread or a process, which the hook does not follow, or compiling and
 running code from a string: ``exec``, ``eval`` or ``compile`` however reached, C calling it too,
 which an audit hook (``sys.addaudithook``) sees unless a library makes the code for itself
-(dataclasses, an import); or running code from a file that is neither the notebook's, nor an
-installed library's, nor the course's); such a call counts like a forbidden one, since the watch
-can no longer say what ran. Before a student's function runs, :meth:`CallWatch.audit` reads its code, and the code
-of the notebook's own functions and classes it names, for what reaches past the watch or the
+(dataclasses, an import); running code from a file that is neither the notebook's, nor an
+installed library's, nor the course's; or opening a file of the course's package other than to
+import it); such a call counts like a forbidden one, since the watch can no longer say what ran.
+Before a student's function runs, :meth:`CallWatch.audit` reads its code, and the code of the
+notebook's own functions and classes it names, for what reaches past the watch or the
 check itself (``ctypes``, ``importlib``, ``ast``, ``gc``, a function's ``__code__``, a frame's
 ``f_back``, ``sys.setprofile`` and the like), its strings included, since a format string's
 field path reads attributes by name (``"{0.__traceback__.tb_frame}"``); a function that names one
@@ -74,19 +75,19 @@ _AUDIT = "names what reaches past the check's watch or into the check itself"
 _OUTSIDE = "uses what this exercise's tools do not include"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 _FIELD_PATH = "formatted a string whose field path reads what the check forbids"
+_COURSE_SOURCE = "read the course's own files (its text, copied and run, would not be the student's answer)"
 _FOREIGN_FILE = (
     "ran code from a file that is neither the notebook's nor an installed library's nor the course's "
     "(the grader runs the notebook alone; a copy of the course's code written out and run is such a file)"
 )
-#: Modules that make code for themselves from text they write (a dataclass's methods, a named
-#: tuple's, an import, Triton's launchers, torch's graphs): ``exec``, ``eval`` or ``compile``
-#: whose nearest Python frame is one of theirs runs a library's own text. From any other frame
-#: (the student's, or a library's that runs text it is handed: ``runpy``, ``timeit``, ``cProfile``,
-#: ``code``, ``doctest``, ``typing``'s string annotations, a C function such as ``map`` calling
-#: ``exec`` for the student's frame) the text is the student's.
-_CODE_GENERATORS = frozenset(
-    {"dataclasses", "collections", "enum", "importlib", "zipimport", "triton", "torch", "numpy"}
-)
+#: Packages that make code for themselves from text they write (a dataclass's methods, a named
+#: tuple's, an import, Triton's launchers): ``exec``, ``eval`` or ``compile`` whose nearest Python
+#: frame runs their code (by its file, under the installed libraries: a notebook may name its own
+#: globals after any package) runs a library's own text. From any other frame (the student's, or a
+#: library's that runs text it is handed: ``runpy``, ``timeit``, ``cProfile``, ``code``,
+#: ``doctest``, ``numpy.testing.runstring``, torch.fx's ``_forward_from_src``, a C function such as
+#: ``map`` calling ``exec`` for the student's frame) the text is the student's.
+_CODE_GENERATORS = frozenset({"dataclasses", "collections", "enum", "importlib", "zipimport", "triton"})
 #: The course's own package: Python only, so its calls are seen by their frames (no C functions).
 _COURSE = "nbhelpers"
 
@@ -104,6 +105,11 @@ _HIDERS_BY_NAME = {
 }
 
 
+#: A live object's key in the profile hook's tables: its identity, as ``id`` gives it, without the
+#: ``builtins.id`` audit event ``id`` raises (the watch's audit hook would run on every one)
+_key = object.__hash__
+
+
 def _hiders() -> dict[int, tuple[Any, str]]:
     """id -> (the builtin, what calling it does), for the builtins this interpreter has, and
     ``_posixsubprocess.fork_exec`` (how ``subprocess`` starts a process)."""
@@ -114,7 +120,7 @@ def _hiders() -> dict[int, tuple[Any, str]]:
         found.append((_posixsubprocess.fork_exec, _PROCESS))
     except (ImportError, AttributeError):  # pragma: no cover - not a POSIX system
         pass
-    return {id(fn): (fn, why) for fn, why in found if fn is not None}
+    return {_key(fn): (fn, why) for fn, why in found if fn is not None}
 
 
 def _generated_text(frame: Any) -> bool:
@@ -127,7 +133,10 @@ def _generated_text(frame: Any) -> bool:
     if type(module) is not str:
         return False
     if module.partition(".")[0] in _CODE_GENERATORS:
-        return True
+        name = frame.f_code.co_filename
+        if type(name) is str and name.startswith("<frozen "):  # importlib, frozen in CPython
+            return True
+        return type(name) is str and os.path.isabs(name) and os.path.realpath(name).startswith(_LIBRARY_DIRS)
     if module == "timeit":  # Timer.__init__: each text is a callable's name once it takes one
         loc = frame.f_locals
         stmt, setup, names = loc.get("stmt"), loc.get("setup"), loc.get("local_ns")
@@ -138,13 +147,65 @@ def _generated_text(frame: Any) -> bool:
     return False
 
 
-def _students_text(frame: Any, compiling: bool) -> bool:
+def _calls_nothing(code: Any) -> bool:
+    """Whether a code object (an annotation's expression) calls, imports and stores nothing: names,
+    attributes, subscripts and constants only (``"np.ndarray"``, ``"list[int]"``)."""
+    import dis
+
+    if not isinstance(code, types.CodeType):
+        return False
+    bad = ("CALL", "IMPORT", "STORE", "DELETE", "MAKE_FUNCTION", "BUILD_CLASS", "LOAD_BUILD_CLASS")
+    try:
+        return not any(i.opname.startswith(bad) for i in dis.get_instructions(code))
+    except Exception:  # an odd code object: not vouched for
+        return False
+
+
+def _course_file(path: Any) -> bool:
+    """Whether ``path`` (a str, bytes or path-like; not a descriptor) lies in the course's package
+    folder, while the package is loaded: its source, its compiled ``__pycache__``."""
+    package = sys.modules.get(_COURSE)
+    folders = getattr(package, "__path__", None)
+    if not folders or isinstance(path, int):
+        return False
+    try:
+        real = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return False
+    return any(real.startswith(os.path.join(os.path.realpath(f), "")) for f in folders)
+
+
+def _loading_code(frame: Any) -> bool:
+    """Whether a file is opened while an import is under way: importlib loading a module (its
+    source, its compiled file; Triton reading a kernel's source as the kernel's module runs). A
+    loader's ``get_data`` called outside an import (``pkgutil.get_data``) reads text, not code."""
+    f = frame
+    for _ in range(64):
+        if f is None:
+            return False
+        if f.f_code.co_name in _IMPORTING and f.f_globals.get("__name__") == "importlib._bootstrap":
+            return True
+        f = f.f_back
+    return False
+
+
+#: importlib's functions under way while an import loads a module
+_IMPORTING = frozenset({"_load_unlocked", "_find_and_load", "_find_and_load_unlocked", "_load"})
+
+
+def _students_text(frame: Any, compiling: bool, code: Any = None) -> bool:
     """Whether ``compile`` (``compiling``) or ``exec``/``eval`` called with ``frame`` as the
     nearest Python frame works on the student's text: not a library's own
     (:func:`_generated_text`), and not a compile that runs nothing (``ast.parse`` makes a tree,
     which Triton and ``inspect`` read sources and signatures with; typing compiles a string
     annotation to check it): code so made runs only through an exec of its own."""
-    if compiling and frame is not None and frame.f_globals.get("__name__") in ("ast", "typing"):
+    module = frame.f_globals.get("__name__") if frame is not None else None
+    if compiling and module in ("ast", "typing"):
+        return False
+    # typing evaluates a string annotation (functools.singledispatch's register reads them, and
+    # every annotation is a string where annotations are postponed, PEP 563): an expression
+    # that calls nothing runs nothing
+    if module == "typing" and _calls_nothing(code):
         return False
     return not _generated_text(frame)
 
@@ -157,15 +218,24 @@ def _audit_state() -> tuple[Any, Any, Any]:
     (:func:`_generated_text`) is noted as the profile hook notes it."""
     active: list[tuple[set, int]] = []  # (noted set, thread) of the watches on, innermost last
 
+    watched = frozenset({"compile", "exec", "open"})
+
     def hook(event: str, args: tuple) -> None:
-        if not active or (event != "compile" and event != "exec"):
+        # every audit event of the process comes here (a frame's f_code read, each one): the
+        # common case leaves at once
+        if event not in watched or not active:
             return
         noted, thread = active[-1]
         # the watched call's thread only: the kernel's own threads (its output, its heartbeat)
         # are not the student's, and a thread the student starts is noted when it starts
         if _thread.get_ident() != thread:
             return
-        if _students_text(sys._getframe(1), event == "compile"):
+        if event == "open":
+            if args and _course_file(args[0]) and not _loading_code(sys._getframe(1)):
+                noted.add(_COURSE_SOURCE)
+            return
+        code = args[0] if event == "exec" and args else None
+        if _students_text(sys._getframe(1), event == "compile", code):
             noted.add(_EXEC)
 
     def push(noted: set) -> None:
@@ -184,13 +254,6 @@ _AUDIT_HOOK, _audit_push, _audit_pop = _audit_state()
 _AUDIT_HOOK_ADDED: list = []  # once a process: an audit hook stays for the interpreter's life
 
 
-def _string_code_builtins() -> dict[int, Any]:
-    """id -> builtin, for ``exec``, ``eval`` and ``compile``."""
-    import builtins
-
-    return {id(fn): fn for fn in (builtins.exec, builtins.eval, builtins.compile)}
-
-
 def _library_dirs() -> tuple[str, ...]:
     """The folders of the installed Python and its packages (the standard library, site-packages),
     each ending with a separator: code there is a library's, not a student's."""
@@ -203,6 +266,10 @@ def _library_dirs() -> tuple[str, ...]:
         except KeyError:  # pragma: no cover - every CPython has them
             pass
     return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+#: :func:`_library_dirs`, once: the folders a code generator's frame must run code from
+_LIBRARY_DIRS = _library_dirs()
 
 
 def _known_dirs() -> tuple[str, ...]:
@@ -356,6 +423,17 @@ _AUDIT_NAMES = frozenset(
         "__reduce__",
         "__self__",  # a builtin function's is the builtins module (print.__self__.exec)
         "exec",
+        # a module's text read, or text run as a module, outside an import; a dataclass's builder
+        "pkgutil",
+        "linecache",
+        "getlines",
+        "load_module",
+        "get_loader",
+        "get_data",
+        "get_code",
+        "source_to_code",
+        "exec_module",
+        "_create_fn",
         # str.format's field paths ("{0.attr[key]}") are attribute and item access by name:
         # format_map and vformat take the arguments as a mapping, Formatter overrides the lookup
         "format_map",
@@ -648,6 +726,8 @@ _DENIED_DEFINITIONS = frozenset(
 _DENIED_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
 #: The types of plain data: a value of one of them is a constant, whatever holds it.
 _DATA_TYPES = (int, float, complex, str, bytes, bool, type(None), range, slice)
+#: the most items a container the audited function holds may have: each is read
+_HELD_ITEMS = 1 << 17
 _TOOLS_CACHE: dict = {}
 
 
@@ -830,15 +910,29 @@ class _ToolsReader:
             return True
         if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
             return False  # a library's function or class that no tool exports
-        if depth < 3 and isinstance(value, (tuple, list, set, frozenset)):
-            return all(self.value_ok(v, depth + 1) for v in list(value)[:256])
-        if depth < 3 and isinstance(value, dict):
-            return all(self.value_ok(v, depth + 1) for v in list(value.values())[:256])
+        # a container is read whole, keys too, or refused: too deep or too large to read is no data
+        if isinstance(value, (tuple, list, set, frozenset)):
+            items = list(value)
+            return depth < 4 and len(items) <= _HELD_ITEMS and all(self.value_ok(v, depth + 1) for v in items)
+        if isinstance(value, dict):
+            pairs = list(value.items())
+            return (
+                depth < 4
+                and len(pairs) <= _HELD_ITEMS
+                and all(self.value_ok(k, depth + 1) and self.value_ok(v, depth + 1) for k, v in pairs)
+            )
         cls = type(value)
         if self.own(cls):
             self.todo.append(cls)  # an instance of the notebook's own class: its class is read
             return True
-        if id(cls) in self.exported or any(issubclass(cls, c) for c in _array_types()):
+        if any(issubclass(cls, c) for c in _array_types()):
+            return self.numpy_value_ok(value, depth)
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(value, np.ufunc):  # np.frompyfunc makes one of any function
+            return getattr(np, getattr(value, "__name__", ""), None) is value
+        if np is not None and isinstance(value, np.vectorize):
+            return depth < 3 and self.value_ok(value.pyfunc, depth + 1)
+        if id(cls) in self.exported:
             inner = getattr(value, "func", None)  # functools.partial: what it calls and holds
             if inner is not None and callable(inner):
                 keywords = getattr(value, "keywords", None) or {}
@@ -846,6 +940,37 @@ class _ToolsReader:
                 return all(self.value_ok(v, depth + 1) for v in parts)
             return True
         return False  # an object of a class no tool exports (a library's handle on C code, say)
+
+    def numpy_value_ok(self, value: Any, depth: int) -> bool:
+        """A numpy array, scalar or dtype is data when its element type is a tool's (numpy's own,
+        or ml_dtypes' where ml_dtypes is a tool): an ml_dtypes scalar or fp8 array held where the
+        tools leave ml_dtypes out hands its type over (``type(x)(v)``, ``a.dtype.type(v)``). An
+        object array is read element by element."""
+        np = sys.modules["numpy"]
+        dtype = value if isinstance(value, np.dtype) else getattr(value, "dtype", None)
+        if isinstance(value, np.generic) and not isinstance(dtype, np.dtype):
+            dtype = np.dtype(type(value))
+        if not isinstance(dtype, np.dtype) or not self.dtype_ok(dtype, np):
+            return False
+        if isinstance(value, np.generic) and not self.dtype_ok(np.dtype(type(value)), np):
+            return False
+        if dtype.hasobject:  # an object array: every item read (a few, or refused)
+            items = value.ravel().tolist() if isinstance(value, np.ndarray) and value.size <= _HELD_ITEMS else None
+            return items is not None and depth < 3 and all(self.value_ok(v, depth + 1) for v in items)
+        return True
+
+    def dtype_ok(self, dtype: Any, np: Any, depth: int = 0) -> bool:
+        """A dtype, its fields' and its subarray's, all of a tool's element types."""
+        if depth > 8:
+            return False
+        if dtype.fields:
+            return all(self.dtype_ok(f[0], np, depth + 1) for f in dtype.fields.values())
+        if dtype.subdtype is not None:
+            return self.dtype_ok(dtype.subdtype[0], np, depth + 1)
+        if dtype.type is np.object_:
+            return True  # its items are read where it holds them
+        module = getattr(dtype.type, "__module__", "") or ""
+        return module.partition(".")[0] in {m.partition(".")[0] for m in self.modules}
 
     def read(self, obj: Any) -> None:
         """Read one function or class (a class only where it is the notebook's own)."""
@@ -882,13 +1007,24 @@ class _ToolsReader:
             if isinstance(v, (staticmethod, classmethod)) and not isinstance(v.__func__, types.FunctionType):
                 if not self.value_ok(v.__func__):  # a library's function made a method: a value
                     self.found.add(f"{cls.__name__}.{k} ({_what(v.__func__)})")
-            elif isinstance(v, (types.FunctionType, staticmethod, classmethod, type)):
+            elif isinstance(v, (types.FunctionType, staticmethod, classmethod)) or (
+                isinstance(v, type) and self.own(v)
+            ):
                 self.todo.append(v)
+            elif isinstance(v, type):  # a library's class held as an attribute: a value
+                if not self.value_ok(v):
+                    self.found.add(f"{cls.__name__}.{k} ({_what(v)})")
             elif isinstance(v, property):
                 self.todo.extend(f for f in (v.fget, v.fset, v.fdel) if f is not None)
             elif not (k.startswith("__") and k.endswith("__")) and not hasattr(type(v), "__get__"):
                 if not self.value_ok(v):
                     self.found.add(f"{cls.__name__}.{k} ({_what(v)})")
+        fields = vars(cls).get("__dataclass_fields__")
+        if isinstance(fields, dict):  # a dataclass's defaults and default factories are values too
+            for name, f in list(fields.items())[:256]:
+                for held in (getattr(f, "default", None), getattr(f, "default_factory", None)):
+                    if held is not None and type(held).__name__ != "_MISSING_TYPE" and not self.value_ok(held):
+                        self.found.add(f"{cls.__name__}.{name} ({_what(held)})")
 
     def read_code(self, c: Any, g: dict) -> None:
         """Note what one code object's instructions load, import and name."""
@@ -1005,7 +1141,6 @@ class CallWatch:
         self._allowed = frozenset((m, q) for m, q in allowed_pairs if q)
         self._allowed_modules = frozenset(m for m, q in allowed_pairs if not q)
         self._hiders = _hiders() if pairs else {}
-        self._string_code = _string_code_builtins() if pairs else {}
         self._libraries = _library_dirs() if pairs else ()
         self._fingerprints: list = [{}]  # filled by __enter__
         # forbidden modules that may hold C functions: their calls from Python are looked up by module
@@ -1072,7 +1207,7 @@ class CallWatch:
     def _make_hook(self) -> Any:
         """The profile function: a closure over its tables, since it runs on every call and
         return, of Python and of C functions, while the watch is on."""
-        by_globals: dict[int, tuple[dict, int, Any]] = {}  # id(f_globals) -> (them, verdict, module)
+        by_globals: dict[int, tuple[dict, int, Any]] = {}  # _key(f_globals) -> (them, verdict, module)
         seen, allowed, functions, hiders = self._noted, self._allowed, self._functions, self._hiders
         named = frozenset(q for _, q in allowed | functions)
         inside = self._inside_frame
@@ -1091,10 +1226,10 @@ class CallWatch:
         exit_code, torch_code = _EXIT_CODE, _TORCH_FUNCTION_CODE
         c_modules = bool(self._c_modules)
         libraries, fingerprints = self._libraries, self._fingerprints
-        by_code: dict[int, tuple[Any, Any]] = {}  # id(code) -> (code, (module, qualname) or None)
-        # id(code) -> (code, globals): a call that is neither forbidden, allowed nor a copy
+        by_code: dict[int, tuple[Any, Any]] = {}  # _key(code) -> (code, (module, qualname) or None)
+        # _key(code) -> (code, globals): a call that is neither forbidden, allowed nor a copy
         nothing_to_do: dict[int, tuple[Any, dict]] = {}
-        specials = {**{k: (fn, _EXEC) for k, fn in self._string_code.items()}, **hiders}
+        specials = hiders  # exec, eval and compile: the audit hook (_audit_state) sees them all
         bound_builtin = types.BuiltinMethodType
         home, known = self._home, self._known
         field_paths: dict[str, list[str]] = {}  # template -> what its fields refuse (a library's)
@@ -1111,10 +1246,10 @@ class CallWatch:
 
         def copied(code: Any) -> Any:
             # the course function a function's code is a copy of (compiled from its text elsewhere)
-            known = by_code.get(id(code))
+            known = by_code.get(_key(code))
             if known is None or known[0] is not code:
                 fp = _fingerprint(code)
-                known = by_code[id(code)] = (code, fingerprints[0].get(fp) if fp is not None else None)
+                known = by_code[_key(code)] = (code, fingerprints[0].get(fp) if fp is not None else None)
             return known[1]
 
         def students(frame: Any) -> bool:
@@ -1133,14 +1268,14 @@ class CallWatch:
                     source = copied(code)
                     if source is not None:  # not cached by globals: a student's module may hold one copy
                         return (g, module_verdict(source[0]), source[0])
-            known = by_globals[id(g)] = (g, verdict, module)
+            known = by_globals[_key(g)] = (g, verdict, module)
             return known
 
         def forbidden_caller(caller: Any) -> bool:
             if caller is None:
                 return False
             g = caller.f_globals
-            known = by_globals.get(id(g))
+            known = by_globals.get(_key(g))
             if known is None or known[0] is not g:
                 known = resolve(g, caller.f_code)
             verdict = known[1]
@@ -1168,12 +1303,9 @@ class CallWatch:
             # it runs on every call and return (a Triton kernel in the interpreter makes tens of
             # millions): the common cases, a library's C or Python function, leave early
             if event == "c_call":
-                special = specials.get(id(arg))
+                special = specials.get(_key(arg))
                 if special is not None and special[0] is arg:
-                    if special[1] is _EXEC:
-                        if _students_text(frame, arg.__name__ == "compile"):
-                            seen.add(special[1])
-                    elif frame.f_code is not exit_code and not machinery_below(frame):
+                    if frame.f_code is not exit_code and not machinery_below(frame):
                         seen.add(special[1])
                 elif type(arg) is bound_builtin and type(arg.__self__) is str and arg.__name__ in _FORMATS:
                     # a format string's field paths read attributes and keys by name, as the
@@ -1199,17 +1331,17 @@ class CallWatch:
                         seen.add(f"{module}:{_c_name(arg)}")
             elif event == "call":
                 code, g = frame.f_code, frame.f_globals
-                done = nothing_to_do.get(id(code))
+                done = nothing_to_do.get(_key(code))
                 if done is not None and done[0] is code and done[1] is g:
                     return
-                known = by_globals.get(id(g))
+                known = by_globals.get(_key(g))
                 if known is None or known[0] is not g:
                     known = resolve(g, code)
                 verdict = known[1]
                 if verdict == _NEUTRAL and copied(code) is None and code.co_qualname not in named:
                     if foreign_file(code):
                         seen.add(_FOREIGN_FILE)
-                    nothing_to_do[id(code)] = (code, g)  # a copy of no course function, and not named
+                    nothing_to_do[_key(code)] = (code, g)  # a copy of no course function, and not named
                     return
                 qualname = code.co_qualname
                 if verdict == _NEUTRAL and known[2] == g.get("__name__"):

@@ -1165,3 +1165,161 @@ def test_text_run_from_c_or_by_a_library_and_files_under_the_graders_cell_names_
     from nbhelpers.call_watch import audit_names
 
     assert "__self__" in audit_names(ns["mapped"])
+
+
+def test_a_library_that_runs_text_it_is_handed_is_no_code_generator_and_annotations_are_not_text():
+    """numpy's testing.runstring runs the text it is handed: numpy is no code generator, and a
+    notebook that names its globals after one (``__name__ = "numpy"``) is judged by its code's
+    file, not by that name. An annotation that typing evaluates (singledispatch's register under
+    ``from __future__ import annotations``) calls nothing and is not the student's text."""
+    import numpy.testing
+
+    ns: dict = {"__name__": "__main__", "np": np}
+    exec(
+        compile(
+            "from __future__ import annotations\n"
+            "import functools\n"
+            "def honest(x):\n"
+            "    @functools.singledispatch\n"
+            "    def size(v):\n"
+            "        return 0\n"
+            "    @size.register\n"
+            "    def _(v: int):\n"
+            "        return v\n"
+            "    return size(x)\n"
+            "def by_runstring(text):\n"
+            "    out = {}\n"
+            "    np.testing.runstring(text, out)\n"
+            "    return out['answer'](1)\n",
+            "<notebook cell 1>",
+            "exec",
+        ),
+        ns,
+    )
+    posing: dict = {"__name__": "numpy"}  # a namespace named after a generator
+    exec(compile("def posing(text):\n    exec(text, {})\n", "<notebook cell 2>", "exec"), posing)
+
+    def seen_after(call, *args):
+        watch = CallWatch(["course.reference"])
+        watch.audit(ns["honest"])
+        with watch:
+            call(*args)
+        return watch.seen
+
+    assert seen_after(ns["honest"], 3) == set()
+    text = "def answer(x):\n    return 2 * x\n"
+    assert any("from a string" in s for s in seen_after(ns["by_runstring"], text))
+    assert any("from a string" in s for s in seen_after(posing["posing"], text))
+    assert numpy.testing.runstring  # the route exists in this numpy
+    # the deny-list audit refuses the names of the routes from a module's text to running code
+    from nbhelpers.call_watch import audit_names
+
+    named: dict = {"__name__": "__main__"}
+    exec(
+        "import dataclasses, linecache, pkgutil\n"
+        "def by_loader(n):\n    return pkgutil.get_data('nbhelpers', n)\n"
+        "def by_cache(p):\n    return linecache.getlines(p)\n"
+        "def by_builder(lines):\n    return dataclasses._create_fn('f', (), lines)\n",
+        named,
+    )
+    for name in ("by_loader", "by_cache", "by_builder"):
+        assert audit_names(named[name]), name
+
+
+def test_an_fp8_value_held_where_the_tools_leave_ml_dtypes_out_hands_its_type_over():
+    """numpy arrays, scalars and dtypes are data when their element type is a tool's: an
+    ml_dtypes scalar, fp8 array or fp8 dtype in a global gives its type to ``type(x)(v)`` or
+    ``a.dtype.type(v)`` where ml_dtypes is not among the tools (ex06.fp8_choice); numpy's own
+    values stay data."""
+    import ml_dtypes
+
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    tools = tuple(t for t in COMPUTING_TOOLS if t != "ml_dtypes")
+    ns: dict = {
+        "__name__": "__main__",
+        "np": np,
+        "ml_dtypes": ml_dtypes,
+        "SCALAR": ml_dtypes.float8_e4m3fn(1.0),
+        "ARRAY": np.zeros(2, dtype=ml_dtypes.float8_e5m2),
+        "DTYPE": np.dtype(ml_dtypes.float8_e4m3fn),
+        "OBJECTS": np.array([ml_dtypes.float8_e4m3fn(1.0)], dtype=object),
+        "PAIR": np.zeros(1, dtype=[("a", ml_dtypes.float8_e4m3fn), ("b", np.float64)]),
+        "SUB": np.dtype((ml_dtypes.float8_e4m3fn, (2,))),
+        "MANY": np.array([0.0] * 300 + [ml_dtypes.float8_e4m3fn(1.0)], dtype=object),
+        "UFUNC": np.frompyfunc(ml_dtypes.float8_e4m3fn, 1, 1),
+        "VEC": np.vectorize(ml_dtypes.float8_e4m3fn),
+        "DEEP": ((((ml_dtypes.float8_e4m3fn,),),),),
+        "LONG": [0] * 300 + [ml_dtypes.float8_e4m3fn],
+        "KEYS": {ml_dtypes.float8_e4m3fn: 0},
+        "PLAIN": (np.float32(2.0), np.zeros(3), np.dtype("float64"), np.add, np.vectorize(abs)),
+    }
+    exec(
+        "def by_scalar(v):\n    return float(type(SCALAR)(v))\n"
+        "def by_array(v):\n    return float(ARRAY.dtype.type(v))\n"
+        "def by_dtype(v):\n    return float(DTYPE.type(v))\n"
+        "def by_objects(v):\n    return float(type(OBJECTS[0])(v))\n"
+        "def by_fields(v):\n    return float(PAIR.dtype.fields['a'][0].type(v))\n"
+        "def by_subarray(v):\n    return float(SUB.subdtype[0].type(v))\n"
+        "def by_many(v):\n    return float(type(MANY[300])(v))\n"
+        "def by_ufunc(v):\n    return float(UFUNC(v))\n"
+        "def by_vectorize(v):\n    return float(VEC(v))\n"
+        "def by_deep(v):\n    return float(DEEP[0][0][0][0](v))\n"
+        "def by_long(v):\n    return float(LONG[300](v))\n"
+        "def by_keys(v):\n    return float(list(KEYS)[0](v))\n"
+        "class Holder:\n    t = ml_dtypes.float8_e4m3fn\n"
+        "def by_class(v):\n    return float(Holder.t(v))\n"
+        "import dataclasses\n"
+        "@dataclasses.dataclass\n"
+        "class Made:\n    t: tuple = dataclasses.field(default_factory=lambda: (ml_dtypes.float8_e4m3fn,))\n"
+        "def by_dataclass(v):\n    return float(Made().t[0](v))\n"
+        "def plain(v):\n    return float(PLAIN[0]) * v + PLAIN[1].sum() + PLAIN[2].itemsize + PLAIN[3](1, 2)\n",
+        ns,
+    )
+    by = ("scalar", "array", "dtype", "objects", "fields", "subarray", "many", "ufunc", "vectorize")
+    by += ("deep", "long", "keys", "class", "dataclass")
+    for name in [f"by_{b}" for b in by]:
+        assert tools_audit(ns[name], tools), name
+        if name not in ("by_ufunc", "by_deep"):  # a made ufunc, a container 5 deep: never data
+            assert tools_audit(ns[name], COMPUTING_TOOLS) == [], name  # where ml_dtypes is a tool
+    assert tools_audit(ns["plain"], tools) == []
+
+
+def test_reading_the_courses_files_while_watched_is_noted_and_importing_them_is_not():
+    """Every copy of the course's code starts from its text: a watched function that opens a file
+    of the course's package (its source, a compiled file) is noted, however the open is reached
+    (``open``, ``pathlib``, ``linecache``); the import machinery loading a course module is not."""
+    import linecache
+
+    path = formats.__file__
+
+    def by_open():
+        with open(path) as f:
+            return f.read()[:10]
+
+    def by_pathlib():
+        return Path(path).read_text()[:10]
+
+    def by_linecache():
+        linecache.checkcache(path)
+        linecache.cache.pop(path, None)
+        return linecache.getlines(path)[:1]
+
+    def by_import():
+        sys.modules.pop("nbhelpers.tables", None)
+        return importlib.import_module("nbhelpers.tables").__name__
+
+    def by_loader():  # a loader's get_data outside an import reads text, not code
+        import pkgutil
+
+        return pkgutil.get_data("nbhelpers", "formats.py")[:10]
+
+    for fn in (by_open, by_pathlib, by_linecache, by_loader):
+        assert any("course's own files" in s for s in seen_by(fn, ("nbhelpers.scaling",))), fn.__name__
+    tables = sys.modules.get("nbhelpers.tables")
+    try:
+        assert seen_by(by_import, ("nbhelpers.scaling",)) == set()
+    finally:  # the module every other test imported, back in its place
+        if tables is not None:
+            sys.modules["nbhelpers.tables"] = tables
