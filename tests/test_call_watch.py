@@ -1020,6 +1020,16 @@ def test_a_format_strings_field_path_is_read_as_attribute_access():
             assert any(seen in s for s in watch.seen), (name, watch.seen)
 
 
+def seen_audited(audited, call, *args) -> set[str]:
+    """What a watch that audited ``audited`` first (which tells it the notebook's folder, as the
+    check and the grader do) notes while ``call(*args)`` runs."""
+    watch = CallWatch(["course.reference"])
+    watch.audit(audited)
+    with watch:
+        call(*args)
+    return watch.seen
+
+
 def _cell_functions(folder: Path, source: str) -> dict:
     """Functions compiled as a notebook's cell is: from a file name in the kernel's cell folder
     that holds no file on disk."""
@@ -1073,11 +1083,7 @@ def test_code_from_a_file_the_notebook_does_not_hold_or_text_a_library_runs_is_r
     )
 
     def seen_after(call, *args):
-        watch = CallWatch(["course.reference"])
-        watch.audit(ns["honest"])  # the notebook's folder: the cells'
-        with watch:
-            call(*args)
-        return watch.seen
+        return seen_audited(ns["honest"], call, *args)
 
     assert seen_after(ns["honest"], 3) == set()
     other_cell = _cell_functions(cells, "def helper(x):\n    return x + 1\n")
@@ -1147,11 +1153,7 @@ def test_text_run_from_c_or_by_a_library_and_files_under_the_graders_cell_names_
     )
 
     def seen_after(call, *args):
-        watch = CallWatch(["course.reference"])
-        watch.audit(ns["honest"])
-        with watch:
-            call(*args)
-        return watch.seen
+        return seen_audited(ns["honest"], call, *args)
 
     text = "def answer(x):\n    return 2 * x\n"
     assert seen_after(ns["honest"], 1) == set()
@@ -1200,11 +1202,7 @@ def test_a_library_that_runs_text_it_is_handed_is_no_code_generator_and_annotati
     exec(compile("def posing(text):\n    exec(text, {})\n", "<notebook cell 2>", "exec"), posing)
 
     def seen_after(call, *args):
-        watch = CallWatch(["course.reference"])
-        watch.audit(ns["honest"])
-        with watch:
-            call(*args)
-        return watch.seen
+        return seen_audited(ns["honest"], call, *args)
 
     assert seen_after(ns["honest"], 3) == set()
     text = "def answer(x):\n    return 2 * x\n"
