@@ -726,6 +726,16 @@ _DENIED_DEFINITIONS = frozenset(
 _DENIED_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
 #: The types of plain data: a value of one of them is a constant, whatever holds it.
 _DATA_TYPES = (int, float, complex, str, bytes, bool, type(None), range, slice)
+
+
+def _class_machinery(v: Any) -> bool:
+    """Whether a class attribute is the class's own machinery, made by Python for it: a slot's or
+    a C field's descriptor, a named tuple's field getter."""
+    return isinstance(v, (types.MemberDescriptorType, types.GetSetDescriptorType)) or (
+        hasattr(type(v), "__get__") and type(v).__module__ in ("builtins", "collections", "_collections")
+    )
+
+
 #: the most items a container the audited function holds may have: each is read
 _HELD_ITEMS = 1 << 17
 _TOOLS_CACHE: dict = {}
@@ -1016,7 +1026,9 @@ class _ToolsReader:
                     self.found.add(f"{cls.__name__}.{k} ({_what(v)})")
             elif isinstance(v, property):
                 self.todo.extend(f for f in (v.fget, v.fset, v.fdel) if f is not None)
-            elif not (k.startswith("__") and k.endswith("__")) and not hasattr(type(v), "__get__"):
+            elif not (k.startswith("__") and k.endswith("__")) and not _class_machinery(v):
+                # a descriptor too (a cached method, a cached property, one of the notebook's):
+                # what it holds or calls is judged
                 if not self.value_ok(v):
                     self.found.add(f"{cls.__name__}.{k} ({_what(v)})")
         fields = vars(cls).get("__dataclass_fields__")

@@ -1272,16 +1272,24 @@ def test_an_fp8_value_held_where_the_tools_leave_ml_dtypes_out_hands_its_type_ov
         "@dataclasses.dataclass\n"
         "class Made:\n    t: tuple = dataclasses.field(default_factory=lambda: (ml_dtypes.float8_e4m3fn,))\n"
         "def by_dataclass(v):\n    return float(Made().t[0](v))\n"
+        "import functools\n"
+        "class Cached:\n    @functools.cache\n    def t(self):\n        return ml_dtypes.float8_e4m3fn\n"
+        "def by_cached(v):\n    return float(Cached().t()(v))\n"
+        "import collections\n"
+        "Point = collections.namedtuple('Point', 'x y')\n"
+        "class Slotted:\n    __slots__ = ('a',)\n    def __init__(self):\n        self.a = 1.0\n"
+        "def honest_classes(v):\n    return Point(v, 1).x + Slotted().a\n"
         "def plain(v):\n    return float(PLAIN[0]) * v + PLAIN[1].sum() + PLAIN[2].itemsize + PLAIN[3](1, 2)\n",
         ns,
     )
     by = ("scalar", "array", "dtype", "objects", "fields", "subarray", "many", "ufunc", "vectorize")
-    by += ("deep", "long", "keys", "class", "dataclass")
+    by += ("deep", "long", "keys", "class", "dataclass", "cached")
     for name in [f"by_{b}" for b in by]:
         assert tools_audit(ns[name], tools), name
         if name not in ("by_ufunc", "by_deep"):  # a made ufunc, a container 5 deep: never data
             assert tools_audit(ns[name], COMPUTING_TOOLS) == [], name  # where ml_dtypes is a tool
     assert tools_audit(ns["plain"], tools) == []
+    assert tools_audit(ns["honest_classes"], tools) == []  # a named tuple's fields, a slot
 
 
 def test_reading_the_courses_files_while_watched_is_noted_and_importing_them_is_not():
