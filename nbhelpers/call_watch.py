@@ -1236,6 +1236,9 @@ class CallWatch:
             return _NEUTRAL
 
         exit_code, torch_code = _EXIT_CODE, _TORCH_FUNCTION_CODE
+        # this module's namespace; in the grader's kernel the grader's code shares it (its source
+        # is carried in with this module's), so encoding a result skips the frames it makes
+        own_globals = globals()
         c_modules = bool(self._c_modules)
         libraries, fingerprints = self._libraries, self._fingerprints
         by_code: dict[int, tuple[Any, Any]] = {}  # _key(code) -> (code, (module, qualname) or None)
@@ -1342,7 +1345,10 @@ class CallWatch:
                     if module_verdict(module) == _FORBIDDEN and not forbidden_caller(frame):
                         seen.add(f"{module}:{_c_name(arg)}")
             elif event == "call":
-                code, g = frame.f_code, frame.f_globals
+                g = frame.f_globals
+                if g is own_globals:  # the watch's own code (in the grader's kernel, the grader's too)
+                    return
+                code = frame.f_code  # an audited read: the audit hook runs on each
                 done = nothing_to_do.get(_key(code))
                 if done is not None and done[0] is code and done[1] is g:
                     return
