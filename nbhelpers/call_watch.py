@@ -76,6 +76,10 @@ _OUTSIDE = "uses what this exercise's tools do not include"
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 _FIELD_PATH = "formatted a string whose field path reads what the check forbids"
 _COURSE_SOURCE = "read the course's own files (its text, copied and run, would not be the student's answer)"
+_UNPICKLED = "unpickled an object of a module this exercise's tools do not include"
+#: Modules an unpickled object may name whatever an exercise's tools: the builtins and the
+#: helpers pickle's own protocols name (``copyreg``, ``_codecs`` for bytes).
+_PICKLE_PLUMBING = frozenset({"builtins", "copyreg", "_codecs", "__builtin__", "copy_reg"})
 _FOREIGN_FILE = (
     "ran code from a file that is neither the notebook's nor an installed library's nor the course's "
     "(the grader runs the notebook alone; a copy of the course's code written out and run is such a file)"
@@ -215,20 +219,30 @@ def _audit_state() -> tuple[Any, Any, Any]:
     CPython raises the ``compile`` and ``exec`` events however ``exec``, ``eval`` or ``compile`` is
     reached, from Python or from C (``map(exec, ...)``, which sends the profile hook no event),
     and an audit hook cannot be taken off. While a watch is on, text that is not a library's own
-    (:func:`_generated_text`) is noted as the profile hook notes it."""
-    active: list[tuple[set, int]] = []  # (noted set, thread) of the watches on, innermost last
+    (:func:`_generated_text`) is noted as the profile hook notes it. Where the watch's exercise
+    lists its tools, an unpickled object that names a module outside them (``np.load`` of a
+    pickled array holding a type the tools leave out) is noted too: pickle reaches any module by
+    its name."""
+    # (noted set, thread, the tools' top-level packages or None) of the watches on, innermost last
+    active: list[tuple[set, int, Any]] = []
 
-    watched = frozenset({"compile", "exec", "open"})
+    watched = frozenset({"compile", "exec", "open", "pickle.find_class"})
 
     def hook(event: str, args: tuple) -> None:
         # every audit event of the process comes here (a frame's f_code read, each one): the
         # common case leaves at once
         if event not in watched or not active:
             return
-        noted, thread = active[-1]
+        noted, thread, roots = active[-1]
         # the watched call's thread only: the kernel's own threads (its output, its heartbeat)
         # are not the student's, and a thread the student starts is noted when it starts
         if _thread.get_ident() != thread:
+            return
+        if event == "pickle.find_class":
+            module = args[0] if args and type(args[0]) is str else ""
+            root = module.split(".")[0]
+            if roots is not None and root not in roots and root not in _PICKLE_PLUMBING:
+                noted.add(f"{_UNPICKLED} ({module})")
             return
         if event == "open":
             if args and _course_file(args[0]) and not _loading_code(sys._getframe(1)):
@@ -238,8 +252,8 @@ def _audit_state() -> tuple[Any, Any, Any]:
         if _students_text(sys._getframe(1), event == "compile", code):
             noted.add(_EXEC)
 
-    def push(noted: set) -> None:
-        active.append((noted, _thread.get_ident()))
+    def push(noted: set, roots: Any = None) -> None:
+        active.append((noted, _thread.get_ident(), roots))
 
     def pop(noted: set) -> None:
         for i in range(len(active) - 1, -1, -1):
@@ -251,6 +265,33 @@ def _audit_state() -> tuple[Any, Any, Any]:
 
 
 _AUDIT_HOOK, _audit_push, _audit_pop = _audit_state()
+
+
+def _hide_type_names(roots: frozenset) -> dict:
+    """Take out of numpy's table of type names (``np.sctypeDict``, which ``np.dtype("...")``,
+    ``astype("...")`` and every other dtype given as a string read) the types of packages
+    outside ``roots``, and return them to be put back by :func:`_show_type_names`. A package that
+    registers its types with numpy (ml_dtypes: ``"float8_e4m3fn"``, ``"bfloat16"``) is otherwise
+    reached by a string, which no reading of a function's names sees."""
+    numpy = sys.modules.get("numpy")
+    table = getattr(numpy, "sctypeDict", None)
+    if type(table) is not dict:
+        return {}
+    hidden = {}
+    for name, value in list(table.items()):
+        module = getattr(value, "__module__", None)
+        if type(module) is str and module.split(".")[0] not in roots:
+            hidden[name] = value
+            del table[name]
+    return hidden
+
+
+def _show_type_names(hidden: dict) -> None:
+    """Put back what :func:`_hide_type_names` took out."""
+    if hidden:
+        sys.modules["numpy"].sctypeDict.update(hidden)
+
+
 _AUDIT_HOOK_ADDED: list = []  # once a process: an audit hook stays for the interpreter's life
 
 
@@ -1147,6 +1188,9 @@ class CallWatch:
     ) -> None:
         pairs = parse_names(forbidden)
         self._tools = None if tools is None else tuple(m for m, _ in parse_names(tools))
+        # the tools' top-level packages (numpy for numpy.random), or None where no tools are listed
+        self._roots = None if self._tools is None else frozenset(m.split(".")[0] for m in self._tools)
+        self._hidden: dict = {}  # the type names taken out of numpy's table while the watch is on
         self._modules = tuple(m for m, q in pairs if not q)
         self._functions = frozenset((m, q) for m, q in pairs if q)
         allowed_pairs = parse_names(allowed)
@@ -1396,7 +1440,9 @@ class CallWatch:
             if not _AUDIT_HOOK_ADDED:
                 sys.addaudithook(_AUDIT_HOOK)
                 _AUDIT_HOOK_ADDED.append(True)
-            _audit_push(self._noted)
+            _audit_push(self._noted, self._roots)
+            # a type a tool leaves out is not to be had by its name while the watch is on
+            self._hidden = _hide_type_names(self._roots) if self._roots is not None else {}
             self._on = True
             self._torch_mode = self._push_torch_mode()  # before the hook: torch's own code, not watched
             sys.setprofile(self._hook_fn)
@@ -1407,6 +1453,18 @@ class CallWatch:
             return
         self._on = False
         _audit_pop(self._noted)
+        hidden, self._hidden = self._hidden, {}
+        _show_type_names(hidden)
+        error = exc[1] if len(exc) > 1 else None
+        if hidden and isinstance(error, (TypeError, ValueError)):  # numpy did not know a hidden name
+            # numpy's words: data type 'float8_e4m3fn' not understood; format number 1 of
+            # "(2,)float8_e4m3fn" is not recognized
+            quoted = re.findall(r"'([^']*)'|\"([^\"]*)\"", str(error))
+            words = {w for pair in quoted for text in pair for w in re.split(r"[^\w]+", text) if w}
+            for name, value in hidden.items():
+                if name in words:
+                    self._audited.add(f"{_OUTSIDE} ({value.__module__}.{value.__name__}, named {name!r})")
+                    break
         if sys.getprofile() is not self._hook_fn:  # switched off without a call the hook saw
             self._noted.add(_HOOK)
         sys.setprofile(self._old)  # the hook skips this one call: its frame is __exit__'s

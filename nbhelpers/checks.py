@@ -315,6 +315,10 @@ def score(
 FORBIDDEN_CALL = "forbidden call: "
 
 
+#: How the findings of reading a function's code begin (CallWatch.audit's two kinds).
+_READ_FINDINGS = ("names what", "uses what")
+
+
 def forbidden_verdict(exercise: Exercise | str, n_cases: int, seen: list[str] | set[str]) -> CheckResult | None:
     """The result of a function that called what its exercise forbids (``seen``: what a
     :class:`~nbhelpers.call_watch.CallWatch` noted while it ran), or None when it noted nothing.
@@ -323,14 +327,16 @@ def forbidden_verdict(exercise: Exercise | str, n_cases: int, seen: list[str] | 
     if not seen:
         return None
     calls = sorted(s for s in seen if ":" in s and " " not in s)
-    hidden = sorted(s for s in seen if s not in calls)
+    # what the reading of the code found (its names, what it uses past its tools) before what the
+    # watch saw it do, which a route the reading names often shows too
+    hidden = sorted((s for s in seen if s not in calls), key=lambda s: (not s.startswith(_READ_FINDINGS), s))
     parts = []
     if calls:
         names = ", ".join(calls[:3]) + (f" and {len(calls) - 3} more" if len(calls) > 3 else "")
         parts.append(
             f"called {names}, which this exercise does not allow (they compute its answer; the statement names them)"
         )
-    parts += hidden[:2]
+    parts += hidden[:3]
     error = f"{FORBIDDEN_CALL}{ex.name} " + "; ".join(parts) + ": no points"
     return CheckResult(ex.id, ex.title, 0, ex.points, n_cases, n_cases, [], truncate(error, 600), CheckStatus.FAIL)
 

@@ -1329,3 +1329,53 @@ def test_reading_the_courses_files_while_watched_is_noted_and_importing_them_is_
     finally:  # the module every other test imported, back in its place
         if tables is not None:
             sys.modules["nbhelpers.tables"] = tables
+
+
+def test_where_tools_are_listed_types_outside_them_are_neither_named_nor_unpickled():
+    """With ml_dtypes outside an exercise's tools, numpy's table of type names lacks its types while
+    the watch is on (a string names no module: ``np.dtype("float8_e4m3fn")`` fails, and the watch
+    names the type when that error leaves the call) and comes back whole after; an unpickled object
+    naming ml_dtypes is noted, one naming numpy's types only is not. Without a tools list, or with
+    ml_dtypes among the tools, nothing is hidden."""
+    import pickle
+
+    import ml_dtypes
+
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    tools = tuple(t for t in COMPUTING_TOOLS if t != "ml_dtypes")
+    before = dict(np.sctypeDict)
+
+    def by_name():
+        return np.dtype("float8_e4m3fn")
+
+    watch = CallWatch(("nbhelpers.scaling",), (), tools)
+    with pytest.raises(TypeError, match="not understood"), watch:
+        by_name()
+    assert any("ml_dtypes.float8_e4m3fn" in s and "tools do not include" in s for s in watch.seen), watch.seen
+    assert np.sctypeDict == before
+
+    def caught():  # the name fails even where the error is caught; nothing is had from it
+        try:
+            return np.dtype("bfloat16")
+        except TypeError:
+            return None
+
+    watch = CallWatch(("nbhelpers.scaling",), (), tools)
+    with watch:
+        assert caught() is None and np.dtype("float32") == np.float32
+    assert np.sctypeDict == before
+
+    for listed, expected in ((None, ml_dtypes.float8_e4m3fn), (COMPUTING_TOOLS, ml_dtypes.float8_e4m3fn)):
+        with CallWatch(("nbhelpers.scaling",), (), listed):
+            assert by_name().type is expected
+
+    fp8 = pickle.dumps(np.array([ml_dtypes.float8_e5m2], dtype=object))
+    plain = pickle.dumps(np.arange(3.0))
+    watch = CallWatch(("nbhelpers.scaling",), (), tools)
+    with watch:
+        pickle.loads(plain)
+    assert watch.seen == set()
+    with watch:
+        pickle.loads(fp8)
+    assert any("unpickled" in s and "ml_dtypes" in s for s in watch.seen), watch.seen

@@ -955,3 +955,65 @@ def test_fp8_choice_refuses_fp8_types_held_in_globals():
     result = run_check("ex06.fp8_choice", _notebook_function(FP8_CHOICE_BY_HELD_TYPES), seed=0)
     assert not result.passed and result.points == 0, str(result)
     assert "tools do not include" in result.error, result.error
+
+
+#: fp8_choice's answer on ml_dtypes' scalar types reached through numpy by a dtype's name: numpy's
+#: table of type names holds every type a package registers, and a string names no module.
+FP8_CHOICE_BY_DTYPE_NAME = """
+def fp8_choice(x, amax):
+    x = np.asarray(x, dtype=np.float64)
+    counts = {}
+    for fmt, top in (("e4m3fn", 448.0), ("e5m2", 57344.0)):
+        T = np.dtype("float8_" + fmt).type
+        scale = float(np.float32(amax / top))
+        r = np.array([float(T(v)) for v in (x / scale).ravel().tolist()])
+        counts[fmt] = (int(np.sum((x.ravel() != 0) & (r == 0))), int(np.sum(~(np.abs(r) <= top))))
+    lost = {f: u + o for f, (u, o) in counts.items()}
+    n = int(np.count_nonzero(x))
+    return ("e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"), counts
+"""
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        'np.dtype("float8_" + fmt).type',
+        'np.zeros(1, "float8_" + fmt).dtype.type',
+        'np.dtype([("v", "float8_" + fmt)])["v"].type',
+    ],
+)
+def test_fp8_choice_refuses_fp8_types_reached_by_their_names(spelling):
+    """While the watch is on, numpy's table of type names leaves out the types of packages the
+    exercise's tools do not include, so a dtype's name does not reach ml_dtypes: the answer scores
+    nothing, the report names the type, and the table is whole again after the check."""
+    from nbhelpers.checks import run_check
+
+    source = FP8_CHOICE_BY_DTYPE_NAME.replace('np.dtype("float8_" + fmt).type', spelling)
+    fn = _notebook_function(source)
+    ex = get_exercise("ex06.fp8_choice")
+    cases = cases_for(ex, 0)
+    for c, expected in zip(cases, expected_outputs(ex, cases)):  # unwatched, it is right
+        assert fn(*c.args) == expected
+    result = run_check("ex06.fp8_choice", fn, seed=0)
+    assert not result.passed and result.points == 0, str(result)
+    assert "tools do not include" in result.error and "ml_dtypes.float8_e" in result.error, result.error
+    assert np.dtype("float8_e4m3fn").type is ml_dtypes.float8_e4m3fn  # put back
+    assert np.dtype("bfloat16").type is ml_dtypes.bfloat16
+
+
+def test_fp8_choice_refuses_fp8_types_unpickled(tmp_path):
+    """A pickled object array of ml_dtypes' types, written in another cell and loaded by np.load
+    inside the function, names ml_dtypes to pickle: the audit refuses ``load`` by its name, the
+    watch notes the unpickling, and the answer scores nothing."""
+    from nbhelpers.checks import run_check
+
+    path = tmp_path / "types.npy"
+    held = np.empty(2, dtype=object)
+    held[:] = [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]
+    np.save(path, held, allow_pickle=True)
+    source = FP8_CHOICE_BY_DTYPE_NAME.replace(
+        'np.dtype("float8_" + fmt).type', f'np.load({str(path)!r}, allow_pickle=True)[fmt != "e4m3fn"]'
+    )
+    result = run_check("ex06.fp8_choice", _notebook_function(source), seed=0)
+    assert not result.passed and result.points == 0, str(result)
+    assert "unpickled" in result.error and "ml_dtypes" in result.error, result.error
