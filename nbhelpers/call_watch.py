@@ -674,7 +674,8 @@ def _audit_code(c: Any, g: dict, found: set, todo: list) -> None:
 
 _MISSING = object()
 #: The type of what ``functools.cache`` and ``lru_cache`` make.
-_CACHE_TYPE = type(functools.lru_cache(maxsize=None)(lambda: None))
+_CACHE_PROBE = functools.lru_cache(maxsize=None)(lambda: None)
+_CACHE_TYPE = type(_CACHE_PROBE)
 
 
 def _audit_builtin_objects() -> list:
@@ -766,7 +767,7 @@ _DENIED_DEFINITIONS = frozenset(
 #: Attribute names of frames, code objects, generators, coroutines and tracebacks.
 _DENIED_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
 #: The types of plain data: a value of one of them is a constant, whatever holds it.
-_DATA_TYPES = (int, float, complex, str, bytes, bool, type(None), range, slice)
+_DATA_TYPES = (int, float, complex, str, bytes, bool, type(None), range)
 
 
 def _class_machinery(v: Any) -> bool:
@@ -777,6 +778,22 @@ def _class_machinery(v: Any) -> bool:
     )
 
 
+def _inert_types() -> tuple:
+    """Types whose objects hold nothing and call nothing a function could use: a lock (a random
+    generator keeps one) and a capsule (a C pointer that only C code can open)."""
+    import datetime
+
+    capsule = type(getattr(datetime, "datetime_CAPI", None))
+    out = [_thread.LockType, _thread.RLock]
+    if capsule.__name__ == "PyCapsule":
+        out.append(capsule)
+    return tuple(out)
+
+
+_INERT_TYPES = _inert_types()
+#: A named tuple's own methods and fields' names, which a tool's package also uses for objects of
+#: its own (numpy's ``_replace``, a string ufunc): a named tuple of the notebook's may have them.
+_NAMED_TUPLE_API = frozenset({"_make", "_replace", "_asdict", "_fields", "_field_defaults"})
 #: the most items a container the audited function holds may have: each is read
 _HELD_ITEMS = 1 << 17
 _TOOLS_CACHE: dict = {}
@@ -820,10 +837,17 @@ def _tool_table(tools: tuple[str, ...]) -> tuple[frozenset, dict, frozenset]:
     for cls in classes:
         names.update(n for n in dir(cls) if not n.startswith("_") or (n.startswith("__") and n.endswith("__")))
         exported[id(cls)] = cls
-    for name in _TOOL_BUILTINS:
+    for name in dir(builtins):  # the allowed builtins, the exception classes among them
         value = getattr(builtins, name, None)
-        if value is not None:
+        if value is not None and _tool_builtin(name):
             exported[id(value)] = value
+    if "functools" in modules:  # what functools.cache makes: cache_info, cache_clear, its info's fields
+        names.update(n for n in dir(_CACHE_TYPE) if not n.startswith("_"))
+        names.update(n for n in dir(type(_CACHE_PROBE.cache_info())) if not n.startswith("_"))
+    if "dataclasses" in modules:  # the marker a dataclass's __init__ holds for a default factory
+        marker = getattr(sys.modules["dataclasses"], "_HAS_DEFAULT_FACTORY", None)
+        if marker is not None:
+            exported[id(marker)] = marker
     names -= _DENIED_ATTRIBUTES
     table = (frozenset(n for n in names if not n.startswith(_DENIED_PREFIXES)), exported, frozenset(modules))
     _TOOLS_CACHE[tools] = table
@@ -944,7 +968,8 @@ class _ToolsReader:
     def value_ok(self, value: Any, depth: int = 0) -> bool:
         """Whether a value a global, a default, a closure or a class attribute holds is allowed;
         the notebook's own functions and classes it is or holds are queued to be read."""
-        if isinstance(value, _DATA_TYPES) or self.exported.get(id(value)) is value:
+        # plain data by its exact type: a subclass of int or str of the notebook's is its class
+        if type(value) in _DATA_TYPES or type(value) in _INERT_TYPES or self.exported.get(id(value)) is value:
             return True
         if depth < 3 and type(value) is _CACHE_TYPE:  # functools.cache: the function it calls
             return self.value_ok(value.__wrapped__, depth + 1)
@@ -961,21 +986,24 @@ class _ToolsReader:
             return True
         if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
             return False  # a library's function or class that no tool exports
+        cls = type(value)
+        if self.own(cls):  # an instance of the notebook's own class: its class is read, and what
+            self.todo.append(cls)  # the instance holds (its attributes, a named tuple's items);
+            attributes = getattr(value, "__dict__", None)  # the names it has are the notebook's
+            if isinstance(attributes, dict):
+                self.defined.update(k for k in list(attributes)[:_HELD_ITEMS] if isinstance(k, str))
+            return self.referents_ok(value, depth)
         # a container is read whole, keys too, or refused: too deep or too large to read is no data
         if isinstance(value, (tuple, list, set, frozenset)):
             items = list(value)
             return depth < 4 and len(items) <= _HELD_ITEMS and all(self.value_ok(v, depth + 1) for v in items)
-        if isinstance(value, dict):
+        if isinstance(value, (dict, types.MappingProxyType)):  # a dataclass field's metadata too
             pairs = list(value.items())
             return (
                 depth < 4
                 and len(pairs) <= _HELD_ITEMS
                 and all(self.value_ok(k, depth + 1) and self.value_ok(v, depth + 1) for k, v in pairs)
             )
-        cls = type(value)
-        if self.own(cls):
-            self.todo.append(cls)  # an instance of the notebook's own class: its class is read
-            return True
         if any(issubclass(cls, c) for c in _array_types()):
             return self.numpy_value_ok(value, depth)
         np = sys.modules.get("numpy")
@@ -983,14 +1011,60 @@ class _ToolsReader:
             return getattr(np, getattr(value, "__name__", ""), None) is value
         if np is not None and isinstance(value, np.vectorize):
             return depth < 3 and self.value_ok(value.pyfunc, depth + 1)
-        if id(cls) in self.exported:
-            inner = getattr(value, "func", None)  # functools.partial: what it calls and holds
-            if inner is not None and callable(inner):
-                keywords = getattr(value, "keywords", None) or {}
-                parts = [inner, *getattr(value, "args", ()), *keywords.values()]
-                return all(self.value_ok(v, depth + 1) for v in parts)
-            return True
+        if id(cls) in self.exported:  # an object of a tool's class (a slice, a deque, a partial, a
+            return self.referents_ok(value, depth)  # dataclass field): data only if what it holds is
         return False  # an object of a class no tool exports (a library's handle on C code, say)
+
+    def describe(self, value: Any) -> str:
+        """:func:`_what` of a refused value, and of what it holds that is refused (a slice or a
+        dataclass field holding an fp8 type), where that is something else."""
+        leaf, depth = value, 0
+        while depth < 4 and self.holder(leaf):
+            inner = next((v for v in self.parts(leaf) if not self.value_ok(v, depth + 1)), None)
+            if inner is None:
+                break
+            leaf, depth = inner, depth + 1
+        outer, inner = _what(value), _what(leaf)
+        return outer if leaf is value or inner == outer else f"{outer}, holding {inner}"
+
+    def holder(self, value: Any) -> bool:
+        """Whether a value is refused for what it holds rather than for what it is: a container,
+        a numpy value, an object of a tool's class or of the notebook's own."""
+        cls = type(value)
+        if isinstance(value, (dict, types.MappingProxyType, tuple, list, set, frozenset)):
+            return True
+        if any(issubclass(cls, c) for c in _array_types()):
+            return True
+        return not isinstance(value, type) and (self.own(cls) or id(cls) in self.exported)
+
+    def parts(self, value: Any) -> list:
+        """What a value holds, for :meth:`describe`: a container's items (a mapping's keys and
+        values), an array's object items and its dtype's metadata, any other object's referents."""
+        import gc
+
+        if isinstance(value, (types.FunctionType, type, types.ModuleType)):
+            return []
+        if isinstance(value, (dict, types.MappingProxyType)):
+            return [x for pair in list(value.items())[:_HELD_ITEMS] for x in pair]
+        if isinstance(value, (tuple, list, set, frozenset)):
+            return list(value)[:_HELD_ITEMS]
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(value, (np.ndarray, np.generic, np.dtype)):
+            dtype = value if isinstance(value, np.dtype) else value.dtype
+            items = list((dtype.metadata or {}).values())
+            if isinstance(value, np.ndarray) and dtype.hasobject and value.size <= _HELD_ITEMS:
+                items += value.ravel().tolist()
+            return items
+        return [r for r in gc.get_referents(value) if r is not type(value)][:_HELD_ITEMS]
+
+    def referents_ok(self, value: Any, depth: int) -> bool:
+        """Whether everything an object holds, as the garbage collector sees it (its attributes'
+        dict, its slots, the fields a C type keeps: a slice's ends, a deque's items, a partial's
+        function and arguments), is allowed; its own class is judged where it is found."""
+        import gc
+
+        held = [r for r in gc.get_referents(value) if r is not type(value)]
+        return depth < 4 and len(held) <= _HELD_ITEMS and all(self.value_ok(r, depth + 1) for r in held)
 
     def numpy_value_ok(self, value: Any, depth: int) -> bool:
         """A numpy array, scalar or dtype is data when its element type is a tool's (numpy's own,
@@ -1013,6 +1087,8 @@ class _ToolsReader:
     def dtype_ok(self, dtype: Any, np: Any, depth: int = 0) -> bool:
         """A dtype, its fields' and its subarray's, all of a tool's element types."""
         if depth > 8:
+            return False
+        if dtype.metadata is not None and not self.value_ok(dict(dtype.metadata), 1):  # any object
             return False
         if dtype.fields:
             return all(self.dtype_ok(f[0], np, depth + 1) for f in dtype.fields.values())
@@ -1042,7 +1118,7 @@ class _ToolsReader:
             return  # namedtuple's): that library's code
         for value in _held_values(obj):
             if not self.value_ok(value):
-                self.found.add(f"a default or closure value ({_what(value)})")
+                self.found.add(f"a default or closure value ({self.describe(value)})")
         stack = [code]
         while stack:
             c = stack.pop()
@@ -1050,12 +1126,25 @@ class _ToolsReader:
             self.read_code(c, g)
 
     def read_class(self, cls: type) -> None:
-        """A class of the notebook's own: the names it defines are its own; its methods and
-        properties are read; any other class attribute is judged as a global is."""
+        """A class of the notebook's own: the names it defines are its own, and its own bases'
+        too (read in turn); its methods and properties are read; any other class attribute is
+        judged as a global is. The methods dataclasses writes for it (:func:`_dataclass_written`)
+        are the library's: what they hold is judged, their code is not read."""
+        for base in cls.__bases__:  # a library's class as a base is a value (enum.Enum is no tool)
+            if not self.own(base) and base is not object and not self.value_ok(base):
+                self.found.add(f"{cls.__name__}'s base ({_what(base)})")
+        for base in cls.__mro__[1:]:
+            if self.own(base):
+                self.todo.append(base)
         self.defined.update(vars(cls))
         self.defined.update(getattr(cls, "__annotations__", None) or {})
+        written = _dataclass_written(cls)
         for k, v in list(vars(cls).items()):
-            if isinstance(v, (staticmethod, classmethod)) and not isinstance(v.__func__, types.FunctionType):
+            if k in written:
+                for held in _held_values(v):  # the class, the fields' defaults and factories
+                    if not self.value_ok(held):
+                        self.found.add(f"{cls.__name__}.{k} ({self.describe(held)})")
+            elif isinstance(v, (staticmethod, classmethod)) and not isinstance(v.__func__, types.FunctionType):
                 if not self.value_ok(v.__func__):  # a library's function made a method: a value
                     self.found.add(f"{cls.__name__}.{k} ({_what(v.__func__)})")
             elif isinstance(v, (types.FunctionType, staticmethod, classmethod)) or (
@@ -1071,20 +1160,37 @@ class _ToolsReader:
                 # a descriptor too (a cached method, a cached property, one of the notebook's):
                 # what it holds or calls is judged
                 if not self.value_ok(v):
-                    self.found.add(f"{cls.__name__}.{k} ({_what(v)})")
+                    self.found.add(f"{cls.__name__}.{k} ({self.describe(v)})")
         fields = vars(cls).get("__dataclass_fields__")
         if isinstance(fields, dict):  # a dataclass's defaults and default factories are values too
             for name, f in list(fields.items())[:256]:
                 for held in (getattr(f, "default", None), getattr(f, "default_factory", None)):
                     if held is not None and type(held).__name__ != "_MISSING_TYPE" and not self.value_ok(held):
-                        self.found.add(f"{cls.__name__}.{name} ({_what(held)})")
+                        self.found.add(f"{cls.__name__}.{name} ({self.describe(held)})")
 
     def read_code(self, c: Any, g: dict) -> None:
-        """Note what one code object's instructions load, import and name."""
+        """Note what one code object's instructions load, import and name. A class body (a
+        class defined inside a function) defines the names it stores and annotates; a named tuple
+        made inside a function, the names its strings list."""
         import dis
 
-        for ins in dis.get_instructions(c):
+        instructions = list(dis.get_instructions(c))
+        loads = {i.argval for i in instructions if i.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD")}
+        if loads & {"namedtuple", "NamedTuple"}:  # its fields, named by strings
+            for k in c.co_consts:
+                if isinstance(k, str):
+                    self.defined.update(w for w in re.split(r"[\s,]+", k) if w.isidentifier())
+                elif isinstance(k, tuple):
+                    self.defined.update(w for w in k if isinstance(w, str) and w.isidentifier())
+        for n, ins in enumerate(instructions):
             op, name = ins.opname, ins.argval
+            if op == "LOAD_NAME" and name == "__annotations__":  # a class body's own annotations
+                after = instructions[n + 1 : n + 3]
+                if [i.opname for i in after] == ["LOAD_CONST", "STORE_SUBSCR"] and isinstance(after[0].argval, str):
+                    self.defined.add(after[0].argval)  # an annotated field: `a: float`
+                continue
+            if op == "STORE_NAME" and isinstance(name, str):  # a class body's attribute
+                self.defined.add(name)
             if op == "MATCH_CLASS":  # a class pattern reads attributes by names no co_names holds
                 self.found.add("a match statement's class pattern")
             if op in ("LOAD_CONST", "STORE_NAME") and isinstance(name, str) and name in _DENIED_DEFINITIONS:
@@ -1094,7 +1200,7 @@ class _ToolsReader:
             if op in ("LOAD_GLOBAL", "LOAD_NAME"):
                 if name in g:
                     if not self.value_ok(g[name]):
-                        self.found.add(f"{name} ({_what(g[name])})")
+                        self.found.add(f"{name} ({self.describe(g[name])})")
                 elif _is_builtin(name) and not _tool_builtin(name):
                     self.found.add(f"the builtin {name}")
             elif op == "IMPORT_NAME":
@@ -1112,9 +1218,75 @@ class _ToolsReader:
         self.found.update(f"defines {n}" for n in defined & _DENIED_DEFINITIONS)
         shadow = _shadowed(self.tools, self.vocabulary)
         own = {
-            n for n in defined if n not in _DENIED_ATTRIBUTES and n not in shadow and not n.startswith(_DENIED_PREFIXES)
+            n
+            for n in defined
+            if n not in _DENIED_ATTRIBUTES
+            and (n not in shadow or n in _NAMED_TUPLE_API)
+            and not n.startswith(_DENIED_PREFIXES)
         }
         return sorted(self.found) + sorted(f".{n}" for n in self.used - self.vocabulary - own)
+
+
+#: The methods dataclasses may write for a class from text (compiled from "<string>" with the
+#: globals of the class's module, so that they look like the notebook's own code).
+_DATACLASS_METHODS = frozenset(
+    {"__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__setattr__", "__delattr__"}
+)
+
+
+def _dataclass_written(cls: type) -> frozenset:
+    """The names of ``cls``'s methods that are exactly what dataclasses writes for a class of its
+    fields and parameters: dataclasses is asked to write them again, for a class of the same
+    fields made here, and each method's code is compared with its counterpart's. A frozen
+    dataclass's ``__setattr__`` names ``__setattr__``, which no function of the notebook's may;
+    a method written from text of the student's own is no counterpart of the library's."""
+    import dataclasses
+
+    own = vars(cls)
+    params, fields = own.get("__dataclass_params__"), own.get("__dataclass_fields__")
+    candidates = {
+        k: v
+        for k, v in own.items()
+        if k in _DATACLASS_METHODS and isinstance(v, types.FunctionType) and v.__code__.co_filename == "<string>"
+    }
+    if not candidates or params is None or not isinstance(fields, dict):
+        return frozenset()
+    try:
+        namespace: dict = {"__annotations__": {}, "__module__": "__dataclass_probe__"}
+        for name, f in fields.items():
+            namespace["__annotations__"][name] = f.type
+            options = {"init": f.init, "repr": f.repr, "hash": f.hash, "compare": f.compare, "kw_only": f.kw_only}
+            if f.default is not dataclasses.MISSING:
+                options["default"] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                options["default_factory"] = f.default_factory
+            namespace[name] = dataclasses.field(**options)
+        if hasattr(cls, "__post_init__"):
+            namespace["__post_init__"] = lambda self, *args: None
+        keys = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
+        probe = dataclasses.dataclass(**{k: getattr(params, k) for k in keys})(type(cls.__name__, (), namespace))
+    except Exception:  # fields the probe cannot copy: the methods are read as the notebook's
+        return frozenset()
+    return frozenset(
+        k for k, v in candidates.items() if _same_code(v.__code__, getattr(vars(probe).get(k), "__code__", None))
+    )
+
+
+def _same_code(a: Any, b: Any) -> bool:
+    """Whether two code objects do the same: instructions, names, constants (nested code too)."""
+    if not isinstance(a, types.CodeType) or not isinstance(b, types.CodeType):
+        return False
+    parts = ("co_code", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_argcount")
+    parts += ("co_kwonlyargcount", "co_posonlyargcount", "co_flags")
+    if any(getattr(a, p) != getattr(b, p) for p in parts) or len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if isinstance(x, types.CodeType) or isinstance(y, types.CodeType):
+            if not _same_code(x, y):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
 
 
 def _held_values(fn: Any) -> list:

@@ -795,7 +795,7 @@ def test_the_tools_audit_passes_honest_code_and_names_what_is_outside():
     # defaults that are builtins, data and types, recursion, lambdas, bytes and text formatting
     assert tools_audit(ns["honest_too"], COMPUTING_TOOLS) == []
     assert tools_audit(ns["by_handle"], COMPUTING_TOOLS) == ["API (ctypes.PyDLL)"]
-    assert tools_audit(ns["by_partial"], COMPUTING_TOOLS) == ["OFF (functools.partial)"]
+    assert tools_audit(ns["by_partial"], COMPUTING_TOOLS) == ["OFF (functools.partial, holding sys.setprofile)"]
     assert tools_audit(ns["by_cache"], COMPUTING_TOOLS) == ["CACHED (sys.getprofile)"]
     assert tools_audit(ns["by_own_names"], COMPUTING_TOOLS) == [".lib", ".read_array"]
     assert tools_audit(ns["by_dunders"], COMPUTING_TOOLS) == [".__globals__", ".__subclasses__", ".__traceback__"]
@@ -1379,3 +1379,179 @@ def test_where_tools_are_listed_types_outside_them_are_neither_named_nor_unpickl
     with watch:
         pickle.loads(fp8)
     assert any("unpickled" in s and "ml_dtypes" in s for s in watch.seen), watch.seen
+
+
+#: Values that hold ml_dtypes' fp8 types (which round a float64 once, and so answer ex06.fp8_choice
+#: without a boundary found) in objects the tools audit once took for data: each is refused where the
+#: tools leave ml_dtypes out, and the audit says what the holder holds.
+HOLDERS = {
+    "a slice": "H = slice(ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)\ndef f(x):\n    return H.start(x)\n",
+    "a slice as a default": "def f(x, H=slice(ml_dtypes.float8_e4m3fn, 0)):\n    return H.start(x)\n",
+    "a class's slice": "class K:\n    s = slice(ml_dtypes.float8_e4m3fn, 0)\ndef f(x):\n    return K.s.start(x)\n",
+    "a dtype's metadata": (
+        "H = np.dtype(np.float64, metadata={'t': ml_dtypes.float8_e4m3fn})\ndef f(x):\n    return H.metadata['t'](x)\n"
+    ),
+    "an array's dtype's metadata": (
+        "H = np.zeros(1, np.dtype(np.float64, metadata={'t': ml_dtypes.float8_e4m3fn}))\n"
+        "def f(x):\n    return H.dtype.metadata['t'](x)\n"
+    ),
+    "a dataclass field": "H = dataclasses.field(default=ml_dtypes.float8_e4m3fn)\ndef f(x):\n    return H.default(x)\n",
+    "a deque": "H = collections.deque([ml_dtypes.float8_e4m3fn])\ndef f(x):\n    return H[0](x)\n",
+    "an itertools.repeat": "H = itertools.repeat(ml_dtypes.float8_e4m3fn)\ndef f(x):\n    return next(H)(x)\n",
+    "an object array of slices": (
+        "H = np.array([slice(ml_dtypes.float8_e4m3fn, 0)], dtype=object)\ndef f(x):\n    return H[0].start(x)\n"
+    ),
+    "an instance's attribute": (
+        "class Box:\n    pass\nH = Box()\nH.t = ml_dtypes.float8_e4m3fn\ndef f(x):\n    return H.t(x)\n"
+    ),
+    "an int of the notebook's class": (
+        "class Two(int):\n    real = ml_dtypes.float8_e4m3fn\nH = Two(2)\ndef f(x):\n    return H.real(x)\n"
+    ),
+    "a named tuple's item": (
+        "P = collections.namedtuple('P', 'lo hi')\nH = P(ml_dtypes.float8_e4m3fn, 0)\ndef f(x):\n    return H.lo(x)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("holder", sorted(HOLDERS))
+def test_what_a_held_object_holds_is_judged_where_the_tools_leave_ml_dtypes_out(holder):
+    """No object passes as data for its class alone: a slice's ends, a tool's object's referents, a
+    dtype's metadata and an instance of the notebook's own class are read, and the report names
+    what they hold. The same function passes where ml_dtypes is a tool."""
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    ns = _notebook("import collections, dataclasses, itertools\nimport ml_dtypes\n" + HOLDERS[holder])
+    assert float(ns["f"](1.0625)) == 1.0  # it rounds (a tie to even)
+    no_ml_dtypes = tuple(t for t in COMPUTING_TOOLS if t != "ml_dtypes")
+    found = tools_audit(ns["f"], no_ml_dtypes)
+    assert any("ml_dtypes.float8_e4m3fn" in s for s in found), found
+    assert tools_audit(ns["f"], COMPUTING_TOOLS) == []
+
+
+def test_the_watch_cannot_be_switched_off_through_a_held_slice():
+    """A slice holding operator.attrgetter, namedtuple and a course function handed the function a
+    way to sys (namedtuple's globals) by strings made at run time: the slice is refused for what it
+    holds, in ex01, ex04, ex06 and ex07."""
+    body = (
+        "import collections, operator\nimport nbhelpers.formats\n"
+        "S = slice(operator.attrgetter, collections.namedtuple, nbhelpers.formats.decode)\n"
+        "def f(*args):\n"
+        "    u = chr(95)\n"
+        "    system = S.start(u * 2 + 'globals' + u * 2)(S.stop)[u + 'sys']\n"
+        "    off, hook = S.start('set' + 'profile')(system), S.start('get' + 'profile')(system)()\n"
+        "    list(map(off, [None]))\n"
+        "    value = float(S.step(0x38, 'e4m3fn'))\n"
+        "    list(map(off, [hook]))\n"
+        "    return value\n"
+    )
+    ns = _notebook(body)
+    for exercise in ("ex01.decode_bits", "ex04.lost_update_threshold", "ex06.fp8_choice", "ex07.mx_exponent_range"):
+        ex = get_exercise(exercise)
+        watch = CallWatch(ex.forbidden, ex.allowed, ex.tools)
+        watch.audit(ns["f"])
+        assert any("builtins.slice, holding operator" in s for s in watch.seen), (exercise, watch.seen)
+
+
+#: Honest code a student writes with the tools the statements list: each passes the tools audit.
+HONEST_CLASSES = """
+import collections, dataclasses, fractions, functools, typing
+
+@dataclasses.dataclass(frozen=True)
+class Fmt:
+    name: str
+    emin: int
+    man: int
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Fp8(Fmt):
+    top: float = 448.0
+    notes: list = dataclasses.field(default_factory=list)
+
+    def tiny(self):
+        return 2.0 ** (self.emin - self.man)
+
+class Layout:
+    def __init__(self, e, m):
+        self.exp_bits, self.man_bits = e, m
+
+class Fields(Layout):
+    def width(self):
+        return 1 + self.exp_bits + self.man_bits
+
+class Row(typing.NamedTuple):
+    name: str
+    top: float
+
+E4 = Row("e4m3fn", 448.0)
+
+class Lost(ValueError):
+    pass
+
+RNG = np.random.default_rng(0)
+HALF = fractions.Fraction(1, 2)
+
+@functools.cache
+def bound(n):
+    return 2.0**n
+
+def f(x):
+    fmt = Fp8("e4m3fn", -6, 3)
+    e5 = E4._replace(name="e5m2", top=57344.0)
+
+    @dataclasses.dataclass
+    class Local:
+        a: float
+        b: float = 0.0
+
+    Pair = collections.namedtuple("Pair", ["lo", "hi"])
+    bound(3)
+    hits = bound.cache_info().hits
+    if x < 0:
+        raise Lost("negative")
+    return (fmt.tiny() + Fields(4, 3).width() + e5.top + Local(x).a + Pair(1, 2).hi + hits
+            + float(HALF) + RNG.random() * 0 + len(fmt.notes))
+"""
+
+
+def test_the_tools_audit_passes_honest_classes_dataclasses_and_named_tuples():
+    """What the statements promise (collections, dataclasses, typing, functools): a frozen dataclass
+    and its subclass (the methods dataclasses writes for them, default factories), a subclass of the
+    notebook's own class, a named tuple's _replace and an instance of one held in a global, a
+    dataclass and a named tuple made inside the function, a cache's info, an exception of the
+    notebook's, a random generator and a Fraction held in globals."""
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    ns = _notebook(HONEST_CLASSES)
+    assert ns["f"](1.0) > 0
+    assert tools_audit(ns["f"], COMPUTING_TOOLS) == []
+    assert tools_audit(ns["f"], tuple(t for t in COMPUTING_TOOLS if t != "ml_dtypes")) == []
+
+
+def test_a_dataclass_method_not_written_by_dataclasses_is_read_and_enum_is_named():
+    """A dataclass's method compiled from text of the notebook's own (not what dataclasses writes for
+    the class) is read as the notebook's code; a class on enum names its base."""
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    ns = _notebook(
+        "import dataclasses, enum\n"
+        "@dataclasses.dataclass(frozen=True)\n"
+        "class P:\n"
+        "    a: float\n"
+        "text = 'def __eq__(self, other):\\n    return getattr(self, \"a\") == other\\n'\n"
+        "space = {}\n"
+        "exec(compile(text, '<string>', 'exec'), globals(), space)\n"
+        "P.__eq__ = space['__eq__']\n"
+        "space['__eq__'].__qualname__ = 'P.__eq__'\n"
+        "class Kind(enum.Enum):\n"
+        "    E4 = 1\n"
+        "def f(x):\n"
+        "    return P(x) == x\n"
+        "def g(x):\n"
+        "    return Kind.E4.value + x\n"
+    )
+    assert ns["f"](1.0)
+    assert "the builtin getattr" in tools_audit(ns["f"], COMPUTING_TOOLS)
+    assert any("base (enum.Enum)" in s for s in tools_audit(ns["g"], COMPUTING_TOOLS))

@@ -226,3 +226,13 @@ def test_names_bound_locally_are_the_functions_own():
     assert {"offsets", "block_m", "args", "key", "kw", "np", "total", "i", "inner", "x"} <= bound
     assert "TABLE" not in bound and "COUNT" not in bound  # read from, or declared, the notebook's
     assert names_bound_locally(ast.parse("X = 1")) == frozenset()
+
+
+def test_names_read_are_variables_not_attributes():
+    """The grader's note on a name a left-out cell sets reads the function's variables: a field
+    read as ``fmt.name`` is not the notebook's global ``name``."""
+    from nbhelpers.grading.definitions import names_bound_locally, names_read, parse
+
+    tree = parse("def f(fmt):\n    total = fmt.name + TABLE[0]\n    return total\n")
+    assert names_read(tree) == {"fmt", "TABLE", "total"}
+    assert names_read(tree) - names_bound_locally(tree) == {"TABLE"}

@@ -57,7 +57,7 @@ __all__ = [
     "code_file",
     "definitions_of",
     "names_set",
-    "names_used",
+    "names_read",
     "parse",
     "program_cell",
 ]
@@ -278,17 +278,9 @@ def _first_line(st: ast.stmt) -> int:
     return min([st.lineno, *(d.lineno for d in decorators)])
 
 
-def names_used(tree: ast.AST) -> frozenset[str]:
-    """Every name a piece of code mentions: variables, and attributes' and keywords' names too."""
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            out.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            out.add(node.attr)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(node.name)
-    return frozenset(out)
+def names_read(tree: ast.AST) -> frozenset[str]:
+    """The variables a piece of code reads (``x`` in ``x + fmt.name``, not ``name``)."""
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 
 def names_bound_locally(tree: ast.AST) -> frozenset[str]:

@@ -37,7 +37,7 @@ from ..checks import (
 )
 from ..exercise_types import AfterCall, Exercise
 from ..report_text import describe_exception, truncate
-from .definitions import Definitions, definitions_of, names_bound_locally, names_used, parse, program_cell
+from .definitions import Definitions, definitions_of, names_bound_locally, names_read, parse, program_cell
 from .in_kernel import LIMITS, WALL_FACTOR, DecodeBudget, decode, encode
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
@@ -666,7 +666,9 @@ def _definitions_notes(
         tree = parse(textwrap.dedent(src)) if isinstance(src, str) else None
         if tree is None:
             continue
-        used = names_used(tree) - names_bound_locally(tree)  # a parameter or local is not the notebook's
+        # the names it reads as variables: a parameter or local is not the notebook's, and an
+        # attribute (fmt.name) is no variable of the notebook's that a left-out cell sets
+        used = names_read(tree) - names_bound_locally(tree)
         hits = [(i, first, sorted(names & used), why) for i, first, names, why in defs.left_out if names & used]
         if hits:
             i, first, names, why = hits[0]
