@@ -951,8 +951,9 @@ def _stochastic_cases(rng: np.random.Generator) -> list[Case]:
 
 #: What an answer may not call (Exercise.forbidden): the statement: no nbhelpers.formats, no nbhelpers.rounding.
 FORBIDDEN = ("nbhelpers.answer_keys", "nbhelpers.formats", "nbhelpers.rounding")
-#: What its functions may use besides their notebook's own code: see Exercise.tools.
-TOOLS = COMPUTING_TOOLS
+#: What its functions may use besides their notebook's own code: see Exercise.tools. Not ml_dtypes,
+#: whose types the checks judge with (the statement says so): numpy's names for them are hidden too.
+TOOLS = tuple(t for t in COMPUTING_TOOLS if t != "ml_dtypes")
 
 EXERCISES = [
     Exercise(
