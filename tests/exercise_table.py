@@ -1635,6 +1635,8 @@ CHAPTERS = [
                 ("fp8_choice", "v <= tiny / 2", "v < tiny / 2"),
                 # exact zeros counted as lost
                 ("fp8_choice", "nonzero & (v <= tiny / 2)", "(v <= tiny / 2)"),
+                # the nonzero values of v, not of x: an x that x / scale flushes to 0 in float64 not counted
+                ("fp8_choice", "nonzero & (v <= tiny / 2)", "(v != 0) & (v <= tiny / 2)"),
                 # overflow decided before rounding: past the max, not past the midpoint above it
                 ("fp8_choice", "mid = top + 2.0 ** (math.floor(math.log2(top)) - man_bits) / 2", "mid = top"),
                 # e5m2's tie at 61440 thought to round down to 57344
@@ -1663,28 +1665,18 @@ CHAPTERS = [
                     '1000 * (lost["e4m3fn"] - lost["e5m2"]) > n',
                     '1000 * (lost["e4m3fn"] - lost["e5m2"]) >= n',
                 ),
-                # chosen by SQNR (clamping quantizer) instead of by the values lost
+                # chosen by SQNR (a clamping quantizer, rounded to each format's grid) instead of by
+                # the values lost
                 (
                     "fp8_choice",
                     'choice = (\n        "e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"\n    )',
-                    "choice = max(('e4m3fn', 'e5m2'), key=lambda f: -np.sum((np.clip(x / float("
-                    "np.float32(amax / {'e4m3fn': 448.0, 'e5m2': 57344.0}[f])), -{'e4m3fn': 448.0, 'e5m2': "
-                    "57344.0}[f], {'e4m3fn': 448.0, 'e5m2': 57344.0}[f]).astype(np.dtype("
-                    "{'e4m3fn': 'float8_e4m3fn', 'e5m2': 'float8_e5m2'}[f])).astype(np.float64) * float(np.float32("
-                    "amax / {'e4m3fn': 448.0, 'e5m2': 57344.0}[f])) - x) ** 2))",
-                ),
-                # both counts by an ml_dtypes cast of x / scale: float64 through float32, rounded twice
-                (
-                    "fp8_choice",
-                    "        under = int(np.sum(nonzero & (v <= tiny / 2)))\n"
-                    "        mid = top + 2.0 ** (math.floor(math.log2(top)) - man_bits) / 2\n"
-                    "        over = (\n"
-                    "            int(np.sum(v >= mid)) if tie_goes_up else int(np.sum(v > mid))\n"
-                    "        )",
-                    "        r = (x / scale).astype(np.dtype('float8_' + fmt))"
-                    ".astype(np.float64)\n"
-                    "        under = int(np.sum(nonzero & (r == 0)))\n"
-                    "        over = int(np.sum(~np.isfinite(r)))",
+                    "err = {}\n"
+                    '    for f, t, lo, m in (("e4m3fn", 448.0, -6, 3), ("e5m2", 57344.0, -14, 2)):\n'
+                    "        s = float(np.float32(amax / t))\n"
+                    "        q = np.clip(x / s, -t, t)\n"
+                    "        e = np.maximum(np.floor(np.log2(np.maximum(np.abs(q), 2.0**-1074))), lo)\n"
+                    "        err[f] = float(np.sum((np.round(q / 2.0 ** (e - m)) * 2.0 ** (e - m) * s - x) ** 2))\n"
+                    "    choice = min(err, key=err.get)",
                 ),
                 # Transformer Engine's order: the base scale rounded to float32 first, the margin
                 # applied after (bits lost where amax_h / 448 is a float32 subnormal)

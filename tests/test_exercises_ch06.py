@@ -13,6 +13,7 @@ counts) or torch scores nothing while numpy-only ones pass; the delayed-scaling 
 engine loses on tensors drawn from its law, and the cases need margins from 0 to 16, break ties split
 between clamped and flushed values, and hold losses that rise with the margin and then fall lower."""
 
+import inspect
 import math
 from collections import Counter
 
@@ -784,9 +785,9 @@ def fp8_choice(x, amax):
     ):
         scale = float(np.float32(amax / top))
         under = over = 0
-        for v in (x / scale).ravel().tolist():
+        for xi, v in zip(x.ravel().tolist(), (x / scale).ravel().tolist()):
             r = float(T(v))
-            if v != 0 and r == 0:
+            if xi != 0 and r == 0:
                 under += 1
             elif not abs(r) <= top:
                 over += 1
@@ -999,6 +1000,24 @@ def test_fp8_choice_refuses_fp8_types_reached_by_their_names(spelling):
     assert "tools do not include" in result.error and "ml_dtypes.float8_e" in result.error, result.error
     assert np.dtype("float8_e4m3fn").type is ml_dtypes.float8_e4m3fn  # put back
     assert np.dtype("bfloat16").type is ml_dtypes.bfloat16
+
+
+def test_fp8_choice_refuses_an_array_cast_to_fp8_by_its_name():
+    """Both counts from an ml_dtypes array cast of x / scale, its dtype named by a string (through
+    float32, rounded twice: it miscounted where the cases sit one float64 step from a tie): the name
+    finds no type while the watch is on, and the answer scores nothing, naming the type."""
+    from nbhelpers.checks import run_check
+
+    sol = solution_functions()["fp8_choice"]
+    source = inspect.getsource(sol).replace(
+        "        under = int(np.sum(nonzero & (v <= tiny / 2)))\n",
+        "        r = (x / scale).astype(np.dtype('float8_' + fmt)).astype(np.float64)\n"
+        "        under = int(np.sum(nonzero & (r == 0)))\n",
+    )
+    assert "astype(np.dtype('float8_' + fmt))" in source
+    result = run_check("ex06.fp8_choice", _notebook_function(source), seed=0)
+    assert not result.passed and result.points == 0, str(result)
+    assert "ml_dtypes.float8_e4m3fn, named 'float8_e4m3fn'" in result.error, result.error
 
 
 def test_fp8_choice_refuses_fp8_types_unpickled(tmp_path):

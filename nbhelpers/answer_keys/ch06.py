@@ -874,6 +874,10 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
             label="e5m2 with scale 2**-7: 61440 is a tie that goes up, to inf; 2**-17 rounds to 0",
         ),
         Case((np.array([[0.0, 0.0, 1.0], [-0.0, 2.0, 0.5]]), 2.0), label="exact zeros are not lost"),
+        Case(
+            (np.array([5e-324, -5e-324, 3 * 5e-324, 1.0, 0.0]), 2.0**20),
+            label="float64 subnormals x, amax 2**20: x / scale is 0 in float64, yet x is nonzero and lost",
+        ),
         Case((weights, float(np.max(np.abs(weights)))), label="weights, fresh amax: nothing lost, e4m3fn"),
         Case((grads, float(np.max(np.abs(grads)))), label="gradients over 4 binades (sd): e4m3fn flushes many, e5m2"),
         Case(
@@ -896,11 +900,27 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
         ),
     ]
     for i in range(70):
-        x, amax = _at_the_tolerance(rng) if i % 10 == 0 else _fp8_data(rng)
+        x, amax = _at_the_tolerance(rng) if i % 10 == 0 else _flushed_in_float64(rng) if i % 10 == 5 else _fp8_data(rng)
         cases.append(Case((x, amax)))
     for _ in range(6):
         cases.append(Case(_tiny_amax(rng)))
     return cases
+
+
+def _flushed_in_float64(rng: np.random.Generator):
+    """(x, amax) of :func:`_fp8_data` moved by a power of two to amax in (2**18, 2**20]: both scales
+    are above 2, so float64's smallest subnormal 2**-1074, planted in x one to four times, divides
+    to 0 in float64 (below half of it, or its tie, which goes to 0) and is lost in both formats:
+    the nonzero values of x are lost, not those of x / scale. Boundaries planted again at the new
+    scales."""
+    x, amax = _fp8_data(rng)
+    shift = math.floor(float(rng.uniform(19, 20)) - math.log2(amax))
+    x, amax = x * 2.0**shift, amax * 2.0**shift
+    _plant_boundaries(rng, x, amax, int(rng.integers(2, 9)))
+    flat = x.reshape(-1)
+    for j in rng.choice(flat.size, size=min(flat.size, int(rng.integers(1, 5))), replace=False):
+        flat[j] = float(rng.choice([-1.0, 1.0])) * 2.0**-1074
+    return x, amax
 
 
 def _tiny_amax(rng: np.random.Generator):
