@@ -770,12 +770,12 @@ _DENIED_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
 _DATA_TYPES = (int, float, complex, str, bytes, bool, type(None), range)
 
 
-def _class_machinery(v: Any) -> bool:
+def _class_machinery(cls: type, v: Any) -> bool:
     """Whether a class attribute is the class's own machinery, made by Python for it: a slot's or
-    a C field's descriptor, a named tuple's field getter."""
-    return isinstance(v, (types.MemberDescriptorType, types.GetSetDescriptorType)) or (
-        hasattr(type(v), "__get__") and type(v).__module__ in ("builtins", "collections", "_collections")
-    )
+    its ``__dict__``'s descriptor (of this very class), a named tuple's field getter."""
+    if isinstance(v, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+        return getattr(v, "__objclass__", None) is cls
+    return type(v).__name__ == "_tuplegetter" and type(v).__module__ in ("collections", "_collections")
 
 
 def _inert_types() -> tuple:
@@ -799,6 +799,20 @@ _HELD_ITEMS = 1 << 17
 _TOOLS_CACHE: dict = {}
 
 
+def _add_library_extras(modules: set, names: set, exported: dict) -> None:
+    """What a tool makes that no module exports by a public name: a cache's methods and its
+    info's fields (functools), the markers of a dataclass's ``__init__`` and its fields' kinds."""
+    if "functools" in modules:  # what functools.cache makes: cache_info, cache_clear, its info's fields
+        names.update(n for n in dir(_CACHE_TYPE) if not n.startswith("_"))
+        names.update(n for n in dir(type(_CACHE_PROBE.cache_info())) if not n.startswith("_"))
+        names.add("cache_parameters")  # set on each cache, not its type
+    if "dataclasses" in modules:  # the markers of a dataclass's __init__ and its fields' kinds
+        for name in ("_HAS_DEFAULT_FACTORY", "_FIELD", "_FIELD_CLASSVAR", "_FIELD_INITVAR"):
+            marker = getattr(sys.modules["dataclasses"], name, None)
+            if marker is not None:
+                exported[id(marker)] = marker
+
+
 def _tool_table(tools: tuple[str, ...]) -> tuple[frozenset, dict, frozenset]:
     """For the modules ``tools`` names (each exactly, not its submodules): the attribute names a
     function may use on what they give (their public names, a submodule's only where that module
@@ -815,6 +829,9 @@ def _tool_table(tools: tuple[str, ...]) -> tuple[frozenset, dict, frozenset]:
     exported: dict[int, Any] = {}
     modules: set[str] = set()
     classes: list[type] = [int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset, range, slice]
+    classes.append(type(None))  # in a hint: Optional[float] is Union[float, NoneType]
+    builtin_classes = set(classes) | {object}
+    roots = {t.split(".")[0] for t in tools}
     for tool in tools:
         try:
             module = importlib.import_module(tool)
@@ -828,10 +845,16 @@ def _tool_table(tools: tuple[str, ...]) -> tuple[frozenset, dict, frozenset]:
                 if value.__name__ in tools:
                     names.add(name)
                 continue
+            if isinstance(value, type):
+                # a class another module made, which a tool imports for itself (typing's
+                # WrapperDescriptorType, dataclasses' FunctionType, functools' RLock) is not the
+                # tool's: its objects can be anything (a slot wrapper of object.__getattribute__)
+                root = str(getattr(value, "__module__", "") or "").split(".")[0].lstrip("_")
+                if root not in roots and value not in builtin_classes:
+                    continue
+                classes.append(value)
             names.add(name)
             exported[id(value)] = value
-            if isinstance(value, type):
-                classes.append(value)
     for sample in _instance_samples():  # attributes their instances set for themselves
         names.update(n for n in dir(sample) if not n.startswith("_"))
     for cls in classes:
@@ -841,13 +864,7 @@ def _tool_table(tools: tuple[str, ...]) -> tuple[frozenset, dict, frozenset]:
         value = getattr(builtins, name, None)
         if value is not None and _tool_builtin(name):
             exported[id(value)] = value
-    if "functools" in modules:  # what functools.cache makes: cache_info, cache_clear, its info's fields
-        names.update(n for n in dir(_CACHE_TYPE) if not n.startswith("_"))
-        names.update(n for n in dir(type(_CACHE_PROBE.cache_info())) if not n.startswith("_"))
-    if "dataclasses" in modules:  # the marker a dataclass's __init__ holds for a default factory
-        marker = getattr(sys.modules["dataclasses"], "_HAS_DEFAULT_FACTORY", None)
-        if marker is not None:
-            exported[id(marker)] = marker
+    _add_library_extras(modules, names, exported)
     names -= _DENIED_ATTRIBUTES
     table = (frozenset(n for n in names if not n.startswith(_DENIED_PREFIXES)), exported, frozenset(modules))
     _TOOLS_CACHE[tools] = table
@@ -971,8 +988,11 @@ class _ToolsReader:
         # plain data by its exact type: a subclass of int or str of the notebook's is its class
         if type(value) in _DATA_TYPES or type(value) in _INERT_TYPES or self.exported.get(id(value)) is value:
             return True
-        if depth < 3 and type(value) is _CACHE_TYPE:  # functools.cache: the function it calls
-            return self.value_ok(value.__wrapped__, depth + 1)
+        if depth < 3 and type(value) is _CACHE_TYPE:  # functools.cache: the function it calls, its
+            extra = dict(getattr(value, "__dict__", None) or {})  # parameters and its attributes
+            extra.pop("cache_parameters", None)  # functools' own lambda: what it returns is judged
+            held = [value.__wrapped__, value.cache_parameters(), extra]
+            return all(self.value_ok(v, depth + 1) for v in held)
         if depth < 3 and isinstance(value, types.MethodType):  # a bound method: function and object
             return self.value_ok(value.__func__, depth + 1) and self.value_ok(value.__self__, depth + 1)
         if isinstance(value, types.ModuleType):
@@ -1004,6 +1024,13 @@ class _ToolsReader:
                 and len(pairs) <= _HELD_ITEMS
                 and all(self.value_ok(k, depth + 1) and self.value_ok(v, depth + 1) for k, v in pairs)
             )
+        typing = sys.modules.get("typing")
+        if typing is not None and isinstance(value, typing.ForwardRef):  # a hint's text (a string
+            held = [getattr(value, n, None) for n in ("__forward_arg__", "__forward_value__", "__forward_module__")]
+            return depth < 4 and all(self.value_ok(v, depth + 1) for v in held)  # annotation)
+        alias = self.alias_ok(value, depth)
+        if alias is not None:  # a type hint: list[int], typing.Optional[float], int | None
+            return alias
         if any(issubclass(cls, c) for c in _array_types()):
             return self.numpy_value_ok(value, depth)
         np = sys.modules.get("numpy")
@@ -1014,6 +1041,24 @@ class _ToolsReader:
         if id(cls) in self.exported:  # an object of a tool's class (a slice, a deque, a partial, a
             return self.referents_ok(value, depth)  # dataclass field): data only if what it holds is
         return False  # an object of a class no tool exports (a library's handle on C code, say)
+
+    def alias_ok(self, value: Any, depth: int) -> bool | None:
+        """None when ``value`` is no type hint made by subscripting (``list[int]``,
+        ``typing.Optional[float]``, ``int | None``); else whether its class and arguments are
+        allowed (a class of ``collections.abc`` or typing's own is, as a hint)."""
+        typing = sys.modules.get("typing")
+        try:
+            origin = typing.get_origin(value) if typing is not None else None
+        except Exception:  # an object typing cannot read: no hint
+            return None
+        if origin is None:
+            return None
+        origin_ok = (
+            origin is types.UnionType
+            or (isinstance(origin, type) and origin.__module__ in ("collections.abc", "typing"))
+            or self.value_ok(origin, depth + 1)
+        )
+        return depth < 4 and origin_ok and all(self.value_ok(a, depth + 1) for a in typing.get_args(value))
 
     def describe(self, value: Any) -> str:
         """:func:`_what` of a refused value, and of what it holds that is refused (a slice or a
@@ -1031,7 +1076,7 @@ class _ToolsReader:
         """Whether a value is refused for what it holds rather than for what it is: a container,
         a numpy value, an object of a tool's class or of the notebook's own."""
         cls = type(value)
-        if isinstance(value, (dict, types.MappingProxyType, tuple, list, set, frozenset)):
+        if isinstance(value, (dict, types.MappingProxyType, tuple, list, set, frozenset)) or cls is _CACHE_TYPE:
             return True
         if any(issubclass(cls, c) for c in _array_types()):
             return True
@@ -1044,6 +1089,9 @@ class _ToolsReader:
 
         if isinstance(value, (types.FunctionType, type, types.ModuleType)):
             return []
+        if type(value) is _CACHE_TYPE:
+            extra = {k: v for k, v in (getattr(value, "__dict__", None) or {}).items() if k != "cache_parameters"}
+            return [value.__wrapped__, value.cache_parameters(), extra]
         if isinstance(value, (dict, types.MappingProxyType)):
             return [x for pair in list(value.items())[:_HELD_ITEMS] for x in pair]
         if isinstance(value, (tuple, list, set, frozenset)):
@@ -1119,6 +1167,10 @@ class _ToolsReader:
         for value in _held_values(obj):
             if not self.value_ok(value):
                 self.found.add(f"a default or closure value ({self.describe(value)})")
+        hints = getattr(obj, "__annotations__", None)
+        for value in list(hints.values())[:256] if isinstance(hints, dict) else ():
+            if not self.value_ok(value):  # an annotation holds a value as any default does
+                self.found.add(f"an annotation ({self.describe(value)})")
         stack = [code]
         while stack:
             c = stack.pop()
@@ -1156,17 +1208,15 @@ class _ToolsReader:
                     self.found.add(f"{cls.__name__}.{k} ({_what(v)})")
             elif isinstance(v, property):
                 self.todo.extend(f for f in (v.fget, v.fset, v.fdel) if f is not None)
-            elif not (k.startswith("__") and k.endswith("__")) and not _class_machinery(v):
-                # a descriptor too (a cached method, a cached property, one of the notebook's):
-                # what it holds or calls is judged
-                if not self.value_ok(v):
-                    self.found.add(f"{cls.__name__}.{k} ({self.describe(v)})")
-        fields = vars(cls).get("__dataclass_fields__")
-        if isinstance(fields, dict):  # a dataclass's defaults and default factories are values too
-            for name, f in list(fields.items())[:256]:
-                for held in (getattr(f, "default", None), getattr(f, "default_factory", None)):
-                    if held is not None and type(held).__name__ != "_MISSING_TYPE" and not self.value_ok(held):
-                        self.found.add(f"{cls.__name__}.{name} ({self.describe(held)})")
+            elif k == "__dataclass_params__":  # dataclasses' record of its options: what it holds
+                if not self.referents_ok(v, 0):
+                    held = next((r for r in self.parts(v) if not self.value_ok(r, 1)), v)
+                    self.found.add(f"{cls.__name__}.{k} ({_what(v)}, holding {self.describe(held)})")
+            elif not _class_machinery(cls, v) and not self.value_ok(v):
+                # every other attribute, a dunder's too (__doc__, __match_args__, __annotations__,
+                # a dataclass's fields whole), and a descriptor (a cached method, a cached
+                # property, one of the notebook's): what it holds or calls is judged
+                self.found.add(f"{cls.__name__}.{k} ({self.describe(v)})")
 
     def read_code(self, c: Any, g: dict) -> None:
         """Note what one code object's instructions load, import and name. A class body (a
@@ -1207,7 +1257,11 @@ class _ToolsReader:
                 if name not in self.modules:
                     self.found.add(f"import {name}")
             elif op in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM"):
-                self.used.add(name)
+                own_field = _sets_own_field(c, instructions, n)
+                if own_field is not None:  # a frozen dataclass's __post_init__ sets its own field
+                    self.defined.add(own_field)
+                else:
+                    self.used.add(name)
             elif op in ("STORE_ATTR", "DELETE_ATTR"):
                 self.defined.add(name)
 
@@ -1252,7 +1306,8 @@ def _dataclass_written(cls: type) -> frozenset:
     if not candidates or params is None or not isinstance(fields, dict):
         return frozenset()
     try:
-        namespace: dict = {"__annotations__": {}, "__module__": "__dataclass_probe__"}
+        # the class's own module: dataclasses reads string annotations (postponed) in its globals
+        namespace: dict = {"__annotations__": {}, "__module__": cls.__module__}
         for name, f in fields.items():
             namespace["__annotations__"][name] = f.type
             options = {"init": f.init, "repr": f.repr, "hash": f.hash, "compare": f.compare, "kw_only": f.kw_only}
@@ -1287,6 +1342,25 @@ def _same_code(a: Any, b: Any) -> bool:
         elif type(x) is not type(y) or x != y:
             return False
     return True
+
+
+def _sets_own_field(code: Any, instructions: list, n: int) -> str | None:
+    """The field's name where instruction ``n`` of ``code`` begins
+    ``object.__setattr__(self, "name", ...)``: a method (its first parameter ``self``) setting an
+    attribute of its own object named by a constant, as a frozen dataclass's ``__post_init__``
+    must; else None (``__setattr__`` on anything else, or by a name made at run time, is not)."""
+    ins = instructions[n]
+    if ins.argval != "__setattr__" or n < 1 or n + 2 >= len(instructions) or code.co_argcount < 1:
+        return None
+    before, target, field = instructions[n - 1], instructions[n + 1], instructions[n + 2]
+    if before.opname not in ("LOAD_GLOBAL", "LOAD_NAME") or before.argval != "object":
+        return None
+    if target.opname != "LOAD_FAST" or target.argval != code.co_varnames[0]:
+        return None
+    name = field.argval
+    if field.opname != "LOAD_CONST" or not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+        return None
+    return name
 
 
 def _held_values(fn: Any) -> list:
