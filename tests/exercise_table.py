@@ -1637,6 +1637,9 @@ CHAPTERS = [
                 ("fp8_choice", "nonzero & (v <= tiny / 2)", "(v <= tiny / 2)"),
                 # the nonzero values of v, not of x: an x that x / scale flushes to 0 in float64 not counted
                 ("fp8_choice", "nonzero & (v <= tiny / 2)", "(v != 0) & (v <= tiny / 2)"),
+                # the tolerance's n counted over v (e5m2's, the loop's last), not x: an x that x / scale
+                # flushes to 0 in float64 left out of the nonzero elements
+                ("fp8_choice", "n = int(np.sum(nonzero))", "n = int(np.sum(v != 0))"),
                 # overflow decided before rounding: past the max, not past the midpoint above it
                 ("fp8_choice", "mid = top + 2.0 ** (math.floor(math.log2(top)) - man_bits) / 2", "mid = top"),
                 # e5m2's tie at 61440 thought to round down to 57344

@@ -875,6 +875,10 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
         ),
         Case((np.array([[0.0, 0.0, 1.0], [-0.0, 2.0, 0.5]]), 2.0), label="exact zeros are not lost"),
         Case(
+            (np.array([1000.0] * 1996 + [1e-3] * 2 + [5e-324] * 2), 2.0**20),
+            label="2,000 nonzero values, 2 lost by e4m3fn alone, 2 float64 subnormals lost by both: e4m3fn stays",
+        ),
+        Case(
             (np.array([5e-324, -5e-324, 3 * 5e-324, 1.0, 0.0]), 2.0**20),
             label="float64 subnormals x, amax 2**20: x / scale is 0 in float64, yet x is nonzero and lost",
         ),
@@ -900,10 +904,13 @@ def _fp8_cases(rng: np.random.Generator) -> list[Case]:
         ),
     ]
     for i in range(70):
-        x, amax = _at_the_tolerance(rng) if i % 10 == 0 else _flushed_in_float64(rng) if i % 10 == 5 else _fp8_data(rng)
+        x, amax = _at_the_tolerance(rng) if i % 10 == 0 else _fp8_data(rng)
         cases.append(Case((x, amax)))
     for _ in range(6):
         cases.append(Case(_tiny_amax(rng)))
+    # float64 subnormals that x / scale flushes to 0: nonzero values of x, lost
+    cases += [Case(_flushed_in_float64(rng)) for _ in range(4)]
+    cases += [Case(_at_the_tolerance(rng, flushed=True)) for _ in range(2)]
     return cases
 
 
@@ -934,20 +941,25 @@ def _tiny_amax(rng: np.random.Generator):
     return x, amax
 
 
-def _at_the_tolerance(rng: np.random.Generator):
+def _at_the_tolerance(rng: np.random.Generator, flushed: bool = False):
     """(x, amax) where e4m3fn loses d more values than e5m2 among n nonzero ones, with n = 1000 d
     (exactly one in a thousand: e4m3fn stays) or one value either side: normal values with a fresh
     amax, which neither format loses, and d planted values of 2**-12 to 2**-11 of e4m3fn's scale,
     which e4m3fn flushes to zero (its subnormals end at 2**-9) and e5m2 keeps (its scale is 2**-7
-    of e4m3fn's and its subnormals reach 2**-16)."""
+    of e4m3fn's and its subnormals reach 2**-16). ``flushed``: n = 1000 d exactly, amax above
+    2**18 (both scales above 2), and one to three of the normal values replaced by float64's
+    smallest subnormal, which x / scale flushes to 0 in float64: nonzero, and lost by both."""
     while True:
         d = int(rng.integers(1, 5))
-        n = 1000 * d + int(rng.choice([0, 0, 0, -1, 1]))
-        x = rng.standard_normal(n) * float(np.exp2(rng.uniform(-6, 6)))
+        n = 1000 * d + (0 if flushed else int(rng.choice([0, 0, 0, -1, 1])))
+        x = rng.standard_normal(n) * float(np.exp2(rng.uniform(18.5, 19.5) if flushed else rng.uniform(-6, 6)))
         amax = float(np.max(np.abs(x)))
         planted = rng.choice(n, size=d, replace=False)
         tiny = rng.choice([-1.0, 1.0], d) * np.exp2(rng.uniform(-12, -11, d)) * fp8_scale(amax, "e4m3fn")
         x[planted] = tiny
+        if flushed:
+            others = np.setdiff1d(np.arange(n), planted)
+            x[rng.choice(others, size=int(rng.integers(1, 4)), replace=False)] = 2.0**-1074
         lost = {fmt: sum(fp8_loss_counts(x, amax, fmt)) for fmt in FP8_FORMATS}
         if lost["e4m3fn"] - lost["e5m2"] == d and np.count_nonzero(x) == n:  # nothing else lost
             return x, amax
