@@ -718,6 +718,10 @@ _DENIED_ATTRIBUTES = _AUDIT_NAMES | {
     "test",
     "make_dataclass",  # a class whose attributes strings name (its namespace, its fields)
     "__setstate__",  # an instance's attributes set from a dict (functools.partial's)
+    "__getstate__",  # an object's attribute dict (a module's: dataclasses' holds sys), as vars() gives
+    "__reduce_cython__",  # a Cython object's fields, for pickling
+    "__setstate_cython__",
+    "__forward_code__",  # the code a typing.ForwardRef compiled from its text
     "update_wrapper",  # copies the attributes a tuple of strings names: a getattr by any name
     "wraps",
     "WRAPPER_ASSIGNMENTS",
@@ -775,7 +779,13 @@ def _class_machinery(cls: type, v: Any) -> bool:
     its ``__dict__``'s descriptor (of this very class), a named tuple's field getter."""
     if isinstance(v, (types.MemberDescriptorType, types.GetSetDescriptorType)):
         return getattr(v, "__objclass__", None) is cls
-    return type(v).__name__ == "_tuplegetter" and type(v).__module__ in ("collections", "_collections")
+    if type(v).__name__ == "_abc_data" and type(v).__module__ in ("_abc", "abc"):
+        return True  # the registry abc keeps for an abstract class (typing.Protocol's): no attributes
+    return (
+        type(v).__name__ == "_tuplegetter"
+        and type(v).__module__ in ("collections", "_collections")
+        and isinstance(v.__doc__, (str, type(None)))
+    )
 
 
 def _inert_types() -> tuple:
@@ -882,13 +892,21 @@ def _shadowed(tools: tuple[str, ...], vocabulary: frozenset) -> frozenset:
     known = _SHADOW_CACHE.get(tools)
     if known is not None:
         return known
-    roots = {t.split(".")[0] for t in tools}
+    # the course's own modules count one by one (nbhelpers.formats for ex07): the rest of the
+    # course's package, its tests' helpers included, is no tool, and its globals (v, x, n) are
+    # no tool's names a notebook's own attribute would shadow
+    roots = {t.split(".")[0] for t in tools if t.split(".")[0] != _COURSE}
+    exact = {t for t in tools if t.split(".")[0] == _COURSE}
     out: set[str] = set()
     for name, module in list(sys.modules.items()):
-        if not isinstance(module, types.ModuleType) or name.split(".")[0] not in roots:
+        if not isinstance(module, types.ModuleType) or (name.split(".")[0] not in roots and name not in exact):
             continue
         try:
-            out.update(n for n in list(vars(module)) if not n.startswith("__"))
+            # a name that holds plain data there (numpy.ma.core's v, a string) reaches nothing:
+            # a notebook's own attribute may have it (self.v), whatever else is loaded
+            out.update(
+                n for n, v in list(vars(module).items()) if not n.startswith("__") and type(v) not in _DATA_TYPES
+            )
         except Exception:  # an odd module object: nothing to read
             continue
         out.add(name.rsplit(".", 1)[-1])
@@ -1014,6 +1032,10 @@ class _ToolsReader:
                 self.defined.update(k for k in list(attributes)[:_HELD_ITEMS] if isinstance(k, str))
             return self.referents_ok(value, depth)
         # a container is read whole, keys too, or refused: too deep or too large to read is no data
+        if type(value) not in (tuple, list, set, frozenset, dict, types.MappingProxyType) and isinstance(
+            value, (tuple, list, set, frozenset, dict)
+        ):  # a subclass of a container (defaultdict, OrderedDict): its items and all else it holds
+            return self.referents_ok(value, depth)
         if isinstance(value, (tuple, list, set, frozenset)):
             items = list(value)
             return depth < 4 and len(items) <= _HELD_ITEMS and all(self.value_ok(v, depth + 1) for v in items)
@@ -1032,7 +1054,10 @@ class _ToolsReader:
         if alias is not None:  # a type hint: list[int], typing.Optional[float], int | None
             return alias
         if any(issubclass(cls, c) for c in _array_types()):
-            return self.numpy_value_ok(value, depth)
+            extra = getattr(value, "__dict__", None)  # np.matrix, a recarray: attributes set on it
+            if extra:  # their names are the notebook's
+                self.defined.update(k for k in list(extra)[:_HELD_ITEMS] if isinstance(k, str))
+            return self.numpy_value_ok(value, depth) and (not extra or self.value_ok(dict(extra), depth + 1))
         np = sys.modules.get("numpy")
         if np is not None and isinstance(value, np.ufunc):  # np.frompyfunc makes one of any function
             return getattr(np, getattr(value, "__name__", ""), None) is value
@@ -1055,10 +1080,24 @@ class _ToolsReader:
             return None
         origin_ok = (
             origin is types.UnionType
-            or (isinstance(origin, type) and origin.__module__ in ("collections.abc", "typing"))
+            or self.hint_class(origin)
+            or (
+                isinstance(origin, type)
+                and origin.__module__ in ("collections.abc", "typing")
+                and getattr(sys.modules.get(origin.__module__), origin.__qualname__, None) is origin
+            )
             or self.value_ok(origin, depth + 1)
         )
-        return depth < 4 and origin_ok and all(self.value_ok(a, depth + 1) for a in typing.get_args(value))
+        args = typing.get_args(value)
+        return depth < 4 and origin_ok and all(self.hint_class(a) or self.value_ok(a, depth + 1) for a in args)
+
+    def hint_class(self, value: Any) -> bool:
+        """Whether a class inside a type hint is a protocol of a tool's package, private or not
+        (numpy.typing.ArrayLike names numpy's ``_SupportsArray``): a protocol makes no object."""
+        if not isinstance(value, type) or not getattr(value, "_is_protocol", False):
+            return False
+        roots = {m.split(".")[0] for m in self.modules}
+        return str(getattr(value, "__module__", "")).split(".")[0] in roots
 
     def describe(self, value: Any) -> str:
         """:func:`_what` of a refused value, and of what it holds that is refused (a slice or a
@@ -1092,14 +1131,15 @@ class _ToolsReader:
         if type(value) is _CACHE_TYPE:
             extra = {k: v for k, v in (getattr(value, "__dict__", None) or {}).items() if k != "cache_parameters"}
             return [value.__wrapped__, value.cache_parameters(), extra]
-        if isinstance(value, (dict, types.MappingProxyType)):
+        if type(value) in (dict, types.MappingProxyType):
             return [x for pair in list(value.items())[:_HELD_ITEMS] for x in pair]
-        if isinstance(value, (tuple, list, set, frozenset)):
+        if type(value) in (tuple, list, set, frozenset):
             return list(value)[:_HELD_ITEMS]
         np = sys.modules.get("numpy")
         if np is not None and isinstance(value, (np.ndarray, np.generic, np.dtype)):
             dtype = value if isinstance(value, np.dtype) else value.dtype
-            items = list((dtype.metadata or {}).values())
+            items = list((dtype.metadata or {}).values()) + list((getattr(value, "__dict__", None) or {}).values())
+            items += [t for f in (dtype.fields or {}).values() for t in f[2:]]  # the fields' titles
             if isinstance(value, np.ndarray) and dtype.hasobject and value.size <= _HELD_ITEMS:
                 items += value.ravel().tolist()
             return items
@@ -1138,8 +1178,11 @@ class _ToolsReader:
             return False
         if dtype.metadata is not None and not self.value_ok(dict(dtype.metadata), 1):  # any object
             return False
-        if dtype.fields:
-            return all(self.dtype_ok(f[0], np, depth + 1) for f in dtype.fields.values())
+        if dtype.fields:  # a field is (dtype, offset) or (dtype, offset, title): a title is any object
+            return all(
+                self.dtype_ok(f[0], np, depth + 1) and all(self.value_ok(t, depth + 1) for t in f[2:])
+                for f in dtype.fields.values()
+            )
         if dtype.subdtype is not None:
             return self.dtype_ok(dtype.subdtype[0], np, depth + 1)
         if dtype.type is np.object_:
@@ -1167,6 +1210,11 @@ class _ToolsReader:
         for value in _held_values(obj):
             if not self.value_ok(value):
                 self.found.add(f"a default or closure value ({self.describe(value)})")
+        attributes = getattr(obj, "__dict__", None)  # attributes set on the function: its names
+        if attributes:
+            self.defined.update(k for k in list(attributes)[:_HELD_ITEMS] if isinstance(k, str))
+        if attributes and not self.value_ok(dict(attributes)):
+            self.found.add(f"{getattr(obj, '__name__', '?')}'s attributes ({self.describe(dict(attributes))})")
         hints = getattr(obj, "__annotations__", None)
         for value in list(hints.values())[:256] if isinstance(hints, dict) else ():
             if not self.value_ok(value):  # an annotation holds a value as any default does
@@ -1182,6 +1230,12 @@ class _ToolsReader:
         too (read in turn); its methods and properties are read; any other class attribute is
         judged as a global is. The methods dataclasses writes for it (:func:`_dataclass_written`)
         are the library's: what they hold is judged, their code is not read."""
+        meta = type(cls)  # its metaclass: its attributes are the class's too (K.name finds them)
+        if meta is not type and not any(type(b) is meta for b in cls.__bases__):  # not a base's
+            if self.own(meta):
+                self.todo.append(meta)
+            elif not self.value_ok(meta):
+                self.found.add(f"{cls.__name__}'s metaclass ({_what(meta)})")
         for base in cls.__bases__:  # a library's class as a base is a value (enum.Enum is no tool)
             if not self.own(base) and base is not object and not self.value_ok(base):
                 self.found.add(f"{cls.__name__}'s base ({_what(base)})")
@@ -1208,6 +1262,8 @@ class _ToolsReader:
                     self.found.add(f"{cls.__name__}.{k} ({_what(v)})")
             elif isinstance(v, property):
                 self.todo.extend(f for f in (v.fget, v.fset, v.fdel) if f is not None)
+                if not self.value_ok(v.__doc__):  # property(doc=...) holds any object
+                    self.found.add(f"{cls.__name__}.{k} (its doc, {self.describe(v.__doc__)})")
             elif k == "__dataclass_params__":  # dataclasses' record of its options: what it holds
                 if not self.referents_ok(v, 0):
                     held = next((r for r in self.parts(v) if not self.value_ok(r, 1)), v)

@@ -128,6 +128,7 @@ COMPUTING_TOOLS = (
     "statistics",
     "struct",
     "collections",
+    "collections.abc",
     "dataclasses",
     "typing",
     "numpy",

@@ -1436,6 +1436,27 @@ HOLDERS = {
         "class Z:\n    cache_parameters = 0\n"
         "def f(x):\n    return c.cache_parameters()['typed'](x)\n"
     ),
+    "a structured dtype's title": (
+        "H = np.dtype({'names': ['a'], 'formats': [np.float32], 'titles': [ml_dtypes.float8_e4m3fn]})\n"
+        "def f(x):\n    return H.fields['a'][2](x)\n"
+    ),
+    "a defaultdict's factory": (
+        "H = collections.defaultdict(ml_dtypes.float8_e4m3fn)\ndef f(x):\n    return H.default_factory(x)\n"
+    ),
+    "a metaclass's attribute": (
+        "class Meta(type):\n    pass\nMeta.t = ml_dtypes.float8_e4m3fn\nclass K(metaclass=Meta):\n    pass\n"
+        "def f(x):\n    return K.t(x)\n"
+    ),
+    "a function's attribute": (
+        "def helper():\n    pass\nhelper.t = ml_dtypes.float8_e4m3fn\ndef f(x):\n    return helper.t(x)\n"
+    ),
+    "a record array's attribute": (
+        "H = np.rec.fromarrays([np.zeros(2)], names='a')\nH.t = ml_dtypes.float8_e4m3fn\ndef f(x):\n    return H.t(x)\n"
+    ),
+    "a property's docstring": (
+        "class K:\n    p = property(lambda self: 0, doc=ml_dtypes.float8_e4m3fn)\n"
+        "def f(x):\n    return K.p.__doc__(x)\n"
+    ),
     "a named tuple's item": (
         "P = collections.namedtuple('P', 'lo hi')\nH = P(ml_dtypes.float8_e4m3fn, 0)\ndef f(x):\n    return H.lo(x)\n"
     ),
@@ -1601,6 +1622,56 @@ def test_frozen_dataclasses_pass_under_postponed_annotations_and_a_class_may_not
         other,
     )
     assert ".__setattr__" in tools_audit(other["f"], COMPUTING_TOOLS)
+
+
+def test_a_modules_getstate_is_refused_and_protocols_hints_and_abcs_pass(monkeypatch):
+    """From Python 3.11 every object has __getstate__, and a module's returns its globals (as vars
+    would; dataclasses' hold sys): refused by name. Honest typing: a Protocol (its abc registry is
+    the class's machinery), numpy.typing's ArrayLike in a hint (numpy's private protocols), a
+    collections.abc base, total_ordering; and ex07's tools (three course modules) do not make the
+    course package's every global a name a notebook's attribute may not have."""
+    import numpy.typing as npt
+
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    ns = _notebook(
+        "import collections.abc, dataclasses, functools, typing\n"
+        "def by_state(x):\n"
+        "    return dataclasses.__getstate__()['s' + 'ys']\n"
+        "class HasBits(typing.Protocol):\n"
+        "    bits: int\n"
+        "class Bits(collections.abc.Sequence):\n"
+        "    def __init__(self, v, n):\n"
+        "        self.v, self.n = v, n\n"
+        "    def __len__(self):\n"
+        "        return self.n\n"
+        "    def __getitem__(self, i):\n"
+        "        if not 0 <= i < self.n:\n"
+        "            raise IndexError(i)\n"
+        "        return (self.v >> i) & 1\n"
+        "@functools.total_ordering\n"
+        "class Key:\n"
+        "    def __init__(self, v):\n"
+        "        self.v = v\n"
+        "    def __eq__(self, other):\n"
+        "        return self.v == other.v\n"
+        "    def __lt__(self, other):\n"
+        "        return self.v < other.v\n"
+        "def honest(x, proto=HasBits):\n"
+        "    return list(Bits(5, 3)) == [1, 0, 1] and Key(1) <= Key(2) and Bits(5, 3).count(1) == 2\n"
+    )
+    ns["honest"].__annotations__["x"] = npt.ArrayLike  # evaluated, as in a notebook
+    assert ns["honest"](0)
+    import numpy.ma  # noqa: F401  (its core module has a global v, a string: no name a notebook may not use)
+
+    from nbhelpers import call_watch
+
+    monkeypatch.setattr(call_watch, "_SHADOW_CACHE", {})  # read again, numpy.ma loaded
+    assert ".__getstate__" in tools_audit(ns["by_state"], COMPUTING_TOOLS)
+    assert tools_audit(ns["honest"], COMPUTING_TOOLS) == []
+    ex07_tools = COMPUTING_TOOLS + ("nbhelpers.formats", "nbhelpers.rounding", "nbhelpers.recipes")
+    assert tools_audit(ns["honest"], ex07_tools) == []
 
 
 def test_a_dataclass_method_not_written_by_dataclasses_is_read_and_enum_is_named():

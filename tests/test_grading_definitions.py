@@ -236,3 +236,39 @@ def test_names_read_are_variables_not_attributes():
     tree = parse("def f(fmt):\n    total = fmt.name + TABLE[0]\n    return total\n")
     assert names_read(tree) == {"fmt", "TABLE", "total"}
     assert names_read(tree) - names_bound_locally(tree) == {"TABLE"}
+
+
+def test_library_decorators_a_property_setter_and_protocols_are_kept():
+    """A property's setter, functools.cached_property and total_ordering, and a typing.Protocol
+    base run no code of the student's when the class is made: the class is kept. A setter of a
+    name the class body did not define with kept decorators is not."""
+    src = (
+        "import functools, typing\n"
+        "@functools.total_ordering\n"
+        "class Key:\n"
+        "    def __init__(self, v):\n"
+        "        self._v = v\n"
+        "    @property\n"
+        "    def v(self):\n"
+        "        return self._v\n"
+        "    @v.setter\n"
+        "    def v(self, value):\n"
+        "        self._v = value\n"
+        "    @functools.cached_property\n"
+        "    def double(self):\n"
+        "        return 2 * self._v\n"
+        "    def __eq__(self, other):\n"
+        "        return self._v == other._v\n"
+        "    def __lt__(self, other):\n"
+        "        return self._v < other._v\n"
+        "class HasBits(typing.Protocol):\n"
+        "    bits: int\n"
+        "class Other:\n"
+        "    @elsewhere.setter\n"
+        "    def w(self, value):\n"
+        "        pass\n"
+    )
+    defs = definitions_of([(0, src)], [False])
+    left = {first: why for _, first, _, why in defs.left_out}
+    assert list(left) == ["class Other:"], left
+    assert "elsewhere.setter" in left["class Other:"]

@@ -149,6 +149,8 @@ DECORATORS = frozenset(
     {
         "functools.cache",
         "functools.lru_cache",
+        "functools.cached_property",
+        "functools.total_ordering",
         "builtins.staticmethod",
         "builtins.classmethod",
         "builtins.property",
@@ -169,6 +171,7 @@ BASES = frozenset(
         "builtins.ArithmeticError",
         "builtins.RuntimeError",
         "typing.NamedTuple",
+        "typing.Protocol",
     }
 )
 
@@ -468,8 +471,20 @@ def _why_not_arguments(args: ast.arguments, scope: _Scope) -> str | None:
     return _first_reason(args.defaults + [d for d in args.kw_defaults if d is not None], scope)
 
 
+def _property_accessor(d: ast.expr, scope: _Scope) -> bool:
+    """Whether a decorator is ``@x.setter`` (``getter``, ``deleter``) of a method ``x`` the same
+    class body defined before, with kept decorators: a property's copy with one more function,
+    made without calling the student's code (a method of any other kind has no such attribute,
+    and the class statement fails)."""
+    if not (isinstance(d, ast.Attribute) and d.attr in ("setter", "getter", "deleter")):
+        return False
+    return isinstance(d.value, ast.Name) and scope.names.get(d.value.id) == ("def", d.value.id)
+
+
 def _why_not_decorators(decorators: list[ast.expr], scope: _Scope) -> str | None:
     for d in decorators:
+        if _property_accessor(d, scope):
+            continue
         call = d if isinstance(d, ast.Call) else None
         qual = scope.qualname(call.func if call else d)
         if qual not in DECORATORS:
