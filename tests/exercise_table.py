@@ -1637,6 +1637,22 @@ CHAPTERS = [
                 ("fp8_choice", "nonzero & (v <= tiny / 2)", "(v <= tiny / 2)"),
                 # the nonzero values of v, not of x: an x that x / scale flushes to 0 in float64 not counted
                 ("fp8_choice", "nonzero & (v <= tiny / 2)", "(v != 0) & (v <= tiny / 2)"),
+                # the tolerance as a difference of float fractions: above 1/1000 by a rounding
+                (
+                    "fp8_choice",
+                    '1000 * (lost["e4m3fn"] - lost["e5m2"]) > n',
+                    'lost["e4m3fn"] / n - lost["e5m2"] / n > 0.001',
+                ),
+                (
+                    "fp8_choice",
+                    '1000 * (lost["e4m3fn"] - lost["e5m2"]) > n',
+                    'lost["e4m3fn"] / n > lost["e5m2"] / n + 0.001',
+                ),
+                (
+                    "fp8_choice",
+                    '1000 * (lost["e4m3fn"] - lost["e5m2"]) > n',
+                    '1000 * lost["e4m3fn"] / n - 1000 * lost["e5m2"] / n > 1',
+                ),
                 # the tolerance's n counted over v (e5m2's, the loop's last), not x: an x that x / scale
                 # flushes to 0 in float64 left out of the nonzero elements
                 ("fp8_choice", "n = int(np.sum(nonzero))", "n = int(np.sum(v != 0))"),
