@@ -1479,6 +1479,34 @@ def test_what_a_held_object_holds_is_judged_where_the_tools_leave_ml_dtypes_out(
     assert tools_audit(ns["f"], COMPUTING_TOOLS) == []
 
 
+#: Holders that pass as Python's own machinery of a class or as typing's own, and hold anything.
+DISGUISED = {
+    "a field getter's doc": (
+        "P = collections.namedtuple('P', 'a')\nclass K:\n    g = type(P.a)(0, (ml_dtypes.float8_e4m3fn,))\n"
+        "def f(x):\n    return K.g.__doc__[0](x)\n"
+    ),
+    "a class posing as typing's": (
+        "import typing\nclass X(typing.Generic[typing.AnyStr]):\n    __module__ = 'typing'\n"
+        "    t = ml_dtypes.float8_e4m3fn\nA = X[str]\ndef f(x):\n    return typing.get_origin(A).t(x)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("holder", sorted(DISGUISED))
+def test_a_holder_disguised_as_machinery_or_typing_is_refused(holder):
+    """A named tuple's field getter made with any doc, and a class that says its module is typing,
+    are neither the class's machinery nor typing's: refused, with or without ml_dtypes in the
+    tools."""
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.exercise_types import COMPUTING_TOOLS
+
+    ns = _notebook("import collections, dataclasses, functools, itertools\nimport ml_dtypes\n" + DISGUISED[holder])
+    assert float(ns["f"](1.0625)) == 1.0
+    for tools in (COMPUTING_TOOLS, tuple(t for t in COMPUTING_TOOLS if t != "ml_dtypes")):
+        found = tools_audit(ns["f"], tools)
+        assert any(s.startswith(("A (typing.X)", "K.g (")) for s in found), found
+
+
 def test_the_watch_cannot_be_switched_off_through_a_held_slice():
     """A slice holding operator.attrgetter, namedtuple and a course function handed the function a
     way to sys (namedtuple's globals) by strings made at run time: the slice is refused for what it
