@@ -59,6 +59,7 @@ from typing import Any
 
 __all__ = [
     "CallWatch",
+    "READ_FINDINGS",
     "parse_names",
     "audit_names",
     "tools_audit",
@@ -73,6 +74,9 @@ _HOOK = "switched off or replaced the profile hook the check watches calls with"
 _EXEC = "compiled or ran code from a string (the check cannot say what that code is)"
 _AUDIT = "names what reaches past the check's watch or into the check itself"
 _OUTSIDE = "uses what this exercise's tools do not include"
+#: How the findings of reading a function's code (:meth:`CallWatch.audit`) begin, as against what
+#: the watch saw it do: a report lists them first.
+READ_FINDINGS = (_AUDIT, _OUTSIDE)
 _TORCH_MODE = "took off the torch function mode the check watches torch with"
 _FIELD_PATH = "formatted a string whose field path reads what the check forbids"
 _COURSE_SOURCE = "read the course's own files (its text, copied and run, would not be the student's answer)"

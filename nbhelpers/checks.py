@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .answer_keys import UnknownExerciseError, exercises_of, get_exercise
-from .call_watch import CallWatch, parse_names
+from .call_watch import READ_FINDINGS, CallWatch, parse_names
 from .comparators import close_to, float_array, same_value, same_value_up_to_zero_sign
 from .exercise_types import AfterCall, Case, CheckerError, Exercise, code_shape
 from .report_text import REPR_LIMIT, describe_exception, describe_parts, short_repr, truncate
@@ -315,10 +315,6 @@ def score(
 FORBIDDEN_CALL = "forbidden call: "
 
 
-#: How the findings of reading a function's code begin (CallWatch.audit's two kinds).
-_READ_FINDINGS = ("names what", "uses what")
-
-
 def forbidden_verdict(exercise: Exercise | str, n_cases: int, seen: list[str] | set[str]) -> CheckResult | None:
     """The result of a function that called what its exercise forbids (``seen``: what a
     :class:`~nbhelpers.call_watch.CallWatch` noted while it ran), or None when it noted nothing.
@@ -329,7 +325,7 @@ def forbidden_verdict(exercise: Exercise | str, n_cases: int, seen: list[str] | 
     calls = sorted(s for s in seen if ":" in s and " " not in s)
     # what the reading of the code found (its names, what it uses past its tools) before what the
     # watch saw it do, which a route the reading names often shows too
-    hidden = sorted((s for s in seen if s not in calls), key=lambda s: (not s.startswith(_READ_FINDINGS), s))
+    hidden = sorted((s for s in seen if s not in calls), key=lambda s: (not s.startswith(READ_FINDINGS), s))
     parts = []
     if calls:
         names = ", ".join(calls[:3]) + (f" and {len(calls) - 3} more" if len(calls) > 3 else "")
