@@ -508,7 +508,10 @@ def build_class(subs: Path, base: Path, sandbox: bool) -> dict[str, dict]:
     # one that switches the watch off first: the function earns nothing, whatever it returned
     nb = solution()
     set_body(nb, "decode_bits", CALLS_THE_COURSE)
-    add("ex01_calls_the_course.ipynb", nb, "graded", FULL - POINTS["ex01.decode_bits"], "does not allow")
+    # in the sandbox ex01's functions are graded where the course's package is not installed:
+    # the import is a stand-in there, and the audit's finding is the detail
+    said = "tools do not include" if sandbox else "does not allow"
+    add("ex01_calls_the_course.ipynb", nb, "graded", FULL - POINTS["ex01.decode_bits"], said)
     nb = solution()
     set_body(nb, "decode_bits", "import sys\nsys.setprofile(None)\n" + CALLS_THE_COURSE)
     add("ex01_hides_from_the_watch.ipynb", nb, "graded", FULL - POINTS["ex01.decode_bits"], "profile hook")

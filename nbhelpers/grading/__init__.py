@@ -48,6 +48,9 @@ The modules, one role each (an arrow: what a module imports from the package):
 - :mod:`~nbhelpers.grading.cgroups`      finding where cgroups can be made; one kernel's pids and memory cgroups
 - :mod:`~nbhelpers.grading.options`      the options, the submission statuses, the seed kinds, the size and time limits
   (-> cgroups, sandbox)
+- :mod:`~nbhelpers.grading.tools_view`   what a tools kernel sees of the installed packages: only an exercise's tools
+- :mod:`~nbhelpers.grading.absent`       the stand-ins a tools kernel's imports of what it lacks give (sent there as
+  source)
 - :mod:`~nbhelpers.grading.in_kernel`    the value codec and the code run inside the student's kernel (sent there as
   source)
 - :mod:`~nbhelpers.grading.submissions`  finding notebooks, reading one, its cells, its chapter, its check cells
@@ -57,9 +60,9 @@ The modules, one role each (an arrow: what a module imports from the package):
 - :mod:`~nbhelpers.grading.jobs`         a submission's job folder; the worker processes, timing out and stopping them;
   the worker's answers and its events' kinds  (-> cgroups, options, untrusted)
 - :mod:`~nbhelpers.grading.worker`       the worker process: runs the notebook, then the grading cell, in a kernel
-  (-> cgroups, in_kernel, jobs, options, sandbox)
+  (-> absent, cgroups, in_kernel, jobs, options, sandbox)
 - :mod:`~nbhelpers.grading.judging`      plans per chapter, judging what the kernel returned, a submission's status and
-  record (-> definitions, in_kernel, jobs, options, submissions, untrusted)
+  record (-> definitions, in_kernel, jobs, options, sandbox, submissions, tools_view, untrusted)
 - :mod:`~nbhelpers.grading.judge_process` judging a submission in a process of its own, under time and memory limits
   (-> jobs, judging)
 - :mod:`~nbhelpers.grading.outputs`      the CSV and JSON files: atomic writes, resuming, setting damaged files aside

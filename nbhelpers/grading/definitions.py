@@ -234,21 +234,39 @@ def code_file(index: int) -> str:
     return f"<notebook cell {index + 1}>"
 
 
-def program_cell(index: int, source: str) -> str:
+def program_cell(index: int, source: str, each: bool = False) -> str:
     """The cell the clean kernel runs for one cell of the program: it compiles ``source`` (the
     kept lines) under :func:`code_file` with annotations never evaluated, puts the text where
     ``inspect`` finds it, and runs it in the notebook's namespace. Builtins are reached through
     the ``builtins`` module, and nothing it leaves behind can be rebound by the program (no kept
-    statement binds a name with two underscores at both ends)."""
+    statement binds a name with two underscores at both ends).
+
+    ``each`` (a tools kernel's program, where some modules are stand-ins): each statement runs
+    on its own, so that one that fails there does not keep the next from running; the cell then
+    raises the first error of a ``def`` or ``class`` statement (an assignment's value comes from
+    the kernel that holds every module, :func:`nbhelpers.grading.in_kernel.take_globals`)."""
     name = code_file(index)
     flags = __future__.annotations.compiler_flag
-    return (
+    head = (
         "def __nbhelpers_define():\n"
         "    import builtins as b\n"
         "    import linecache as c\n"
         f"    t, n = {source!r}, {name!r}\n"
         "    c.cache[n] = (b.len(t), None, t.splitlines(True), n)\n"
-        f"    b.exec(b.compile(t, n, 'exec', {flags}, True), b.globals())\n"
+    )
+    if not each:
+        return head + f"    b.exec(b.compile(t, n, 'exec', {flags}, True), b.globals())\n__nbhelpers_define()\n"
+    return head + (
+        "    import ast as a\n"
+        "    first = None\n"
+        "    for s in a.parse(t, n).body:\n"
+        "        try:\n"
+        f"            b.exec(b.compile(a.Module([s], []), n, 'exec', {flags}, True), b.globals())\n"
+        "        except b.Exception as e:\n"
+        "            named = b.isinstance(s, (a.FunctionDef, a.AsyncFunctionDef, a.ClassDef))\n"
+        "            first = e if first is None and named else first\n"
+        "    if first is not None:\n"
+        "        raise first\n"
         "__nbhelpers_define()\n"
     )
 

@@ -410,7 +410,10 @@ class Job:
     cells: ``[index, source, is a check cell]`` of the notebook's code cells;
     exercise_ids: the exercises the kernel is to check;
     definitions: ``[index, source]`` of what runs in the clean kernel the functions are graded in
-    (:mod:`nbhelpers.grading.definitions`; None: every cell but the check cells)."""
+    (:mod:`nbhelpers.grading.definitions`; None: every cell but the check cells);
+    groups: the clean kernels, ``{"ids": exercises, "view": None or a tools kernel's view}``
+    (:mod:`nbhelpers.grading.tools_view`; None: one kernel for every exercise), and
+    definitions_each: the program as a tools kernel runs it (each statement alone)."""
 
     def __init__(
         self,
@@ -419,6 +422,8 @@ class Job:
         exercise_ids: list[str],
         opts: GradeOptions,
         definitions: list | None = None,
+        groups: list | None = None,
+        definitions_each: list | None = None,
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"nbgrade-{os.getpid()}-"))
         self.failure_log: list[str] = []
@@ -426,6 +431,10 @@ class Job:
             definitions = [[i, src] for i, src, check_only in cells if not check_only]
         try:
             self._write(cells, inputs_json, exercise_ids, opts, definitions)
+            if groups:
+                job = json.loads((self.dir / "job.json").read_text(encoding="utf-8"))
+                job["groups"], job["definitions_each"] = groups, definitions_each or definitions
+                (self.dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
         except BaseException:
             self.close()
             raise

@@ -10,6 +10,7 @@ or executed.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import dataclasses
 import enum
@@ -41,7 +42,9 @@ from .definitions import Definitions, definitions_of, names_bound_locally, names
 from .in_kernel import LIMITS, WALL_FACTOR, DecodeBudget, decode, encode
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
+from .sandbox import course_package_dir
 from .submissions import Submission, check_cells, detect_chapter
+from .tools_view import tools_view
 from .untrusted import safe_data, safe_name
 
 __all__ = [
@@ -585,7 +588,9 @@ def _grade_one(
     defs = definitions_of(sub.cells, flags)
     exercise_ids = [p.exercise.id for p in plan.exercises if p.error is None]
     program = [[i, program_cell(i, src)] for i, src in defs.cells]
-    with Job(cells, plan.inputs_json, exercise_ids, opts, program) as job:
+    groups = kernel_groups(plan, exercise_ids, [src for _, src in defs.cells]) if opts.sandbox else None
+    each = [[i, program_cell(i, src, each=True)] for i, src in defs.cells] if groups else None
+    with Job(cells, plan.inputs_json, exercise_ids, opts, program, groups, each) as job:
         total_timeout = job.run(running, opts.timeout)
         events = job.events()
         worker_failed = not total_timeout and not any(e.get("event") == Event.DONE for e in events)
@@ -752,6 +757,56 @@ def graded_sources(records: dict[str, dict], functions: list[list]) -> dict[str,
             "why": None if src is not None else why,
         }
     return out
+
+
+def needs_snapshot(program: list[str], stub: set[str]) -> bool:
+    """Whether a top-level assignment of the program (its cells' texts) computes with a module
+    that ``stub`` (:attr:`~nbhelpers.grading.tools_view.ToolsView.stub`) names, directly or
+    through names such assignments bound: only then do the tools kernels need the program's
+    plain-data names from a kernel that holds every module."""
+
+    def hidden(module: str) -> bool:
+        parts = module.split(".")
+        return any(".".join(parts[:i]) in stub for i in range(1, len(parts) + 1))
+
+    tainted: set[str] = set()
+    for text in program:
+        tree = parse(text)
+        for st in tree.body if tree is not None else []:
+            if isinstance(st, ast.Import):
+                tainted |= {(a.asname or a.name).split(".")[0] for a in st.names if hidden(a.name)}
+            elif isinstance(st, ast.ImportFrom) and st.module and st.level == 0:
+                tainted |= {a.asname or a.name for a in st.names if hidden(f"{st.module}.{a.name}")}
+            elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and st.value is not None:
+                if names_read(st.value) & tainted:
+                    return True
+    return False
+
+
+def kernel_groups(plan: ChapterPlan, exercise_ids: list[str], program: list[str] | None = None) -> list[dict] | None:
+    """The clean kernels a sandboxed submission's functions are graded in: first one with every
+    module installed (the functions whose exercises list no tools; it also writes the program's
+    plain-data names), then one tools kernel per set of tools, which holds only those
+    (:mod:`nbhelpers.grading.tools_view`). None when no exercise lists tools: one kernel. Where
+    every function is graded in a tools kernel and no assignment of the program (its cells'
+    texts, ``program``; None: unknown) computes with what they lack (:func:`needs_snapshot`),
+    the first kernel is left out (``"skip": True``)."""
+    plain: list[str] = []
+    by_tools: dict[tuple, list[str]] = {}
+    for p in plan.exercises:
+        if p.exercise.id not in exercise_ids:
+            continue
+        if p.exercise.tools is None:
+            plain.append(p.exercise.id)
+        else:
+            by_tools.setdefault(tuple(p.exercise.tools), []).append(p.exercise.id)
+    if not by_tools:
+        return None
+    pkg = str(course_package_dir())
+    views = [{"ids": ids, "view": tools_view(tools, pkg).as_dict()} for tools, ids in by_tools.items()]
+    stub = {name for v in views for name in v["view"]["stub"]}
+    skip = not plain and program is not None and not needs_snapshot(program, stub)
+    return [{"ids": plain, "view": None, "skip": skip}, *views]
 
 
 def _why_not_run(

@@ -184,7 +184,20 @@ def disk_split(disk_mb: int) -> tuple[int, int]:
     return shm, max(1, disk_mb - shm)
 
 
-def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
+def _view_args(pkg: Path, view: dict) -> list[str]:
+    """What a tools kernel does not see (:mod:`nbhelpers.grading.tools_view`): of the course's
+    package only ``view["course_files"]``, and each folder of ``view["hide"]`` empty; all of them
+    read-only."""
+    args = ["--tmpfs", str(pkg)]
+    for f in view["course_files"]:
+        args += ["--ro-bind", str(f), str(f)]
+    args += ["--remount-ro", str(pkg)]
+    for d in view["hide"]:
+        args += ["--tmpfs", str(d), "--remount-ro", str(d)]
+    return args
+
+
+def _sandbox_args(argv0: str, channel: Path, limits: Limits, view: dict | None = None) -> list[str]:
     pkg = course_package_dir()
     # /dev: the device nodes, read-only, and a /dev/shm of its own (POSIX shared memory and
     # semaphores: multiprocessing's locks); --max-disk covers /dev/shm and /tmp together
@@ -198,15 +211,20 @@ def _sandbox_args(argv0: str, channel: Path, limits: Limits) -> list[str]:
     args += ["--tmpfs", "/tmp", "--dir", "/tmp/home", "--dir", "/tmp/work"]
     args += _python_mounts(argv0)
     registry = pkg / "answer_keys" / "__init__.py"  # no references in it; nbhelpers.checks imports it
+    if view is None:
+        args += [
+            "--ro-bind",
+            str(pkg),
+            str(pkg),
+            "--tmpfs",
+            str(pkg / "answer_keys"),
+            "--ro-bind",
+            str(registry),
+            str(registry),
+        ]
+    else:
+        args += _view_args(pkg, view)
     args += [
-        "--ro-bind",
-        str(pkg),
-        str(pkg),
-        "--tmpfs",
-        str(pkg / "answer_keys"),
-        "--ro-bind",
-        str(registry),
-        str(registry),
         "--bind",
         str(channel),
         str(channel),
@@ -291,15 +309,21 @@ def _limit_args(limits: Limits, join: list[str] | tuple[str, ...] = ()) -> list[
 
 
 def kernel_command(
-    argv: list[str], channel: Path, limits: Limits, sandbox: bool, join: list[str] | tuple[str, ...] = ()
+    argv: list[str],
+    channel: Path,
+    limits: Limits,
+    sandbox: bool,
+    join: list[str] | tuple[str, ...] = (),
+    view: dict | None = None,
 ) -> list[str]:
     """The command line that starts a kernel whose own command is ``argv`` (a kernel spec's, with
     ``{connection_file}`` in it): under the limits, in the cgroups whose ``cgroup.procs`` files
-    are ``join`` (:mod:`nbhelpers.grading.cgroups`), and in the sandbox when ``sandbox``. The
-    kernel can write in ``channel`` (its sockets, its results)."""
+    are ``join`` (:mod:`nbhelpers.grading.cgroups`), and in the sandbox when ``sandbox``, which
+    ``view`` (:meth:`nbhelpers.grading.tools_view.ToolsView.as_dict`) narrows to a tools kernel's
+    packages. The kernel can write in ``channel`` (its sockets, its results)."""
     if not sandbox:
         return _limit_args(limits, join) + list(argv)
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed ({INSTALL_HINT})")
-    return _limit_args(limits, join) + [bwrap, *_sandbox_args(argv[0], channel, limits), "--", *argv]
+    return _limit_args(limits, join) + [bwrap, *_sandbox_args(argv[0], channel, limits, view), "--", *argv]
