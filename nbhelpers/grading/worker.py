@@ -139,7 +139,7 @@ def absent_cell(names: list[str]) -> str:
     return (
         "def __nbhelpers_absent():\n"
         "    import builtins as b\n"
-        "    ns = {'__name__': 'nbhelpers_absent'}\n"
+        "    ns = {'__name__': 'not_installed_here'}\n"
         f"    b.exec(b.compile({source!r}, '<nbhelpers.grading.absent>', 'exec'), ns)\n"
         f"    ns['install']({list(names)!r})\n"
         "__nbhelpers_absent()\n"
