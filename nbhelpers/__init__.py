@@ -15,6 +15,8 @@ Specs: formats, recipes, settings, and the argument checks and timers of every l
     (chapters 06, 07)
   - :mod:`~nbhelpers.call_watch`    CallWatch: the profile hook that notes an exercise answer's calls of the
     course's functions its statement forbids (standard library only: the grader's kernel runs its source)
+  - :mod:`~nbhelpers.top_level`     the notebook's top-level names whose values came from modules outside an
+    exercise's tools, read from its code (standard library only)
 
 Engines: the arithmetic, each routine with a slow ``_ref`` or an outside oracle in the tests.
   - :mod:`~nbhelpers.rounding`      round_to, encode, stochastic rounding, absorption thresholds

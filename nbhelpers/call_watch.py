@@ -951,7 +951,7 @@ def _tool_builtin(name: str) -> bool:
     return isinstance(value, type) and issubclass(value, BaseException)
 
 
-def tools_audit(fn: Any, tools: Iterable[str], limit: int = 200) -> list[str]:
+def tools_audit(fn: Any, tools: Iterable[str], limit: int = 200, outside: dict | None = None) -> list[str]:
     """What ``fn`` (unwrapped from ``functools.partial`` and caches), and every function and class
     of its own module that it reaches through the names its code loads, the values those names hold
     (in containers too), default arguments and closures, uses outside ``tools``, sorted, each once.
@@ -963,8 +963,11 @@ def tools_audit(fn: Any, tools: Iterable[str], limit: int = 200) -> list[str]:
     stores or its classes define, unless it is one of :data:`_DENIED_ATTRIBUTES` or starts with one
     of :data:`_DENIED_PREFIXES`. Everything else is named in the result: what the function could do
     with it is not something the watch can follow (a module outside the list, a builtin that looks
-    names up from strings, a name no tool has)."""
-    reader = _ToolsReader(tuple(sorted(set(tools))))
+    names up from strings, a name no tool has). ``outside``: the notebook's top-level names whose
+    values came from modules outside the tools, each with where
+    (:func:`nbhelpers.top_level.outside_names`): a global of the notebook's that the code loads,
+    or a function or class of the notebook's whose statement read one, is named too."""
+    reader = _ToolsReader(tuple(sorted(set(tools))), outside)
     todo = reader.todo
     todo.append(fn)
     steps = 0
@@ -978,8 +981,9 @@ class _ToolsReader:
     """The state of one :func:`tools_audit`: what it found, the attribute names the code uses and
     the ones the notebook's own code defines, and what is still to read."""
 
-    def __init__(self, tools: tuple[str, ...]) -> None:
+    def __init__(self, tools: tuple[str, ...], outside: dict | None = None) -> None:
         self.tools = tools
+        self.outside = dict(outside or {})  # top-level name -> where its value came from
         self.vocabulary, self.exported, self.modules = _tool_table(tools)
         self.found: set[str] = set()
         self.used: set[str] = set()
@@ -1211,6 +1215,7 @@ class _ToolsReader:
             self.home = g
         if g is not self.home and id(obj) not in self.foreign:  # a method a library made (a
             return  # namedtuple's): that library's code
+        self.made_outside(getattr(obj, "__name__", None), obj)
         for value in _held_values(obj):
             if not self.value_ok(value):
                 self.found.add(f"a default or closure value ({self.describe(value)})")
@@ -1229,11 +1234,18 @@ class _ToolsReader:
             stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
             self.read_code(c, g)
 
+    def made_outside(self, name: Any, obj: Any) -> None:
+        """Note a function or class of the notebook's whose statement read a value from outside
+        the tools (a default, a class attribute)."""
+        if type(name) is str and name in self.outside and self.home is not None and self.home.get(name) is obj:
+            self.found.add(f"{name} (its statement reads {self.outside[name]})")
+
     def read_class(self, cls: type) -> None:
         """A class of the notebook's own: the names it defines are its own, and its own bases'
         too (read in turn); its methods and properties are read; any other class attribute is
         judged as a global is. The methods dataclasses writes for it (:func:`_dataclass_written`)
         are the library's: what they hold is judged, their code is not read."""
+        self.made_outside(cls.__name__, cls)
         meta = type(cls)  # its metaclass: its attributes are the class's too (K.name finds them)
         if meta is not type and not any(type(b) is meta for b in cls.__bases__):  # not a base's
             if self.own(meta):
@@ -1308,7 +1320,9 @@ class _ToolsReader:
             if not isinstance(name, str):
                 continue
             if op in ("LOAD_GLOBAL", "LOAD_NAME"):
-                if name in g:
+                if g is self.home and name in self.outside:  # its value is judged by where it came from
+                    self.found.add(f"{name} (from {self.outside[name]})")
+                elif name in g:
                     if not self.value_ok(g[name]):
                         self.found.add(f"{name} ({self.describe(g[name])})")
                 elif _is_builtin(name) and not _tool_builtin(name):
@@ -1490,9 +1504,14 @@ class CallWatch:
     """
 
     def __init__(
-        self, forbidden: Iterable[str] = (), allowed: Iterable[str] = (), tools: Iterable[str] | None = None
+        self,
+        forbidden: Iterable[str] = (),
+        allowed: Iterable[str] = (),
+        tools: Iterable[str] | None = None,
+        outside: dict | None = None,
     ) -> None:
         pairs = parse_names(forbidden)
+        self._outside = dict(outside or {})  # the notebook's names made outside the tools (tools_audit)
         self._tools = None if tools is None else tuple(m for m, _ in parse_names(tools))
         # the tools' top-level packages (numpy for numpy.random), or None where no tools are listed
         self._roots = None if self._tools is None else frozenset(m.split(".")[0] for m in self._tools)
@@ -1543,7 +1562,7 @@ class CallWatch:
         if self._tools is None:
             return
         try:
-            outside = tools_audit(fn, self._tools)
+            outside = tools_audit(fn, self._tools, outside=self._outside)
         except Exception as e:  # what cannot be read cannot be vouched for
             outside = [f"an object the audit could not read ({type(e).__name__})"]
         if outside:

@@ -40,6 +40,7 @@ from .call_watch import READ_FINDINGS, CallWatch, parse_names
 from .comparators import close_to, float_array, same_value, same_value_up_to_zero_sign
 from .exercise_types import AfterCall, Case, CheckerError, Exercise, code_shape
 from .report_text import REPR_LIMIT, describe_exception, describe_parts, short_repr, truncate
+from .top_level import outside_names, outside_of
 
 __all__ = [
     "Case",
@@ -423,6 +424,7 @@ def run_check(
     stop_at_first_failure: bool = False,
     prepared: tuple[list[Case], list] | None = None,
     watch: bool = True,
+    outside: dict[str, str] | None = None,
 ) -> CheckResult:
     """Run every case of the exercise through ``fn`` and the reference; never raises on a bug of fn.
 
@@ -439,7 +441,10 @@ def run_check(
     the function never sees these objects, only copies of the arguments). ``watch``: watch the
     function's calls for what the exercise forbids (:attr:`Exercise.forbidden`: a function that
     calls it scores nothing, :func:`forbidden_verdict`); False only for the course's own tests of
-    a reference against itself. The grader always watches.
+    a reference against itself. The grader always watches. ``outside``: for an exercise that
+    lists its tools, the notebook's top-level names whose values came from modules outside them
+    (:func:`nbhelpers.top_level.outside_names`; :func:`check` reads them from the cells the
+    kernel ran): a function that reads one scores nothing, as one that uses such a module does.
     """
     ex = exercise if isinstance(exercise, Exercise) else get_exercise(exercise)
     if not callable(fn):
@@ -452,7 +457,7 @@ def run_check(
     verdict = given_verdict(ex, len(cases), source_of(fn) if ex.given else None)
     if verdict is not None:
         return verdict
-    watcher = CallWatch(ex.forbidden if watch else (), ex.allowed, ex.tools if watch else None)
+    watcher = CallWatch(ex.forbidden if watch else (), ex.allowed, ex.tools if watch else None, outside)
     if watcher:
         _clear_caches(ex.forbidden)
         watcher.audit(fn)
@@ -478,6 +483,25 @@ def run_check(
     return verdict if verdict is not None else score(ex, cases, sealed.unseal()[1], got)
 
 
+def names_made_outside(ex: Exercise) -> dict[str, str] | None:
+    """For an exercise that lists its tools, the top-level names of the notebook this kernel runs
+    (IPython's record of the cells it ran, ``In``) whose values came from modules outside them
+    (:func:`nbhelpers.top_level.outside_names`); None elsewhere (no tools, or not in IPython)."""
+    if ex.tools is None:
+        return None
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except Exception:
+        return None
+    ran = getattr(shell, "user_ns", {}).get("In") if shell is not None else None
+    if not isinstance(ran, list):
+        return None
+    cells = [(i, src) for i, src in enumerate(ran) if isinstance(src, str) and src.strip()]
+    return outside_names(cells, outside_of(ex.tools), label=lambda i: f"In [{i}]")
+
+
 def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:
     """Check ``fn`` against an exercise, print the report, record it for :func:`summary`.
 
@@ -495,7 +519,7 @@ def check(exercise_id: str, fn: Callable, seed: int = 0) -> CheckResult:
         print(str(res))
         return res
     try:
-        res = run_check(ex, fn, seed)
+        res = run_check(ex, fn, seed, outside=names_made_outside(ex))
     except KeyboardInterrupt:
         raise
     except BaseException as e:

@@ -23,7 +23,6 @@ from nbhelpers.answer_keys import exercises_of as real_exercises_of
 from nbhelpers.grading import run
 from nbhelpers.grading.absent import Absent, AbsentModule
 from nbhelpers.grading.definitions import program_cell
-from nbhelpers.grading.in_kernel import data_globals, encode, take_globals, write_snapshot
 from nbhelpers.grading.options import GradeOptions
 from nbhelpers.grading.sandbox import Limits, course_package_dir, kernel_command
 from nbhelpers.grading.tools_view import tools_view
@@ -153,62 +152,6 @@ def test_a_tools_kernel_runs_each_statement_alone_and_names_a_failed_def():
     assert "f" not in ns
 
 
-# ---- the program's plain data, from the kernel that holds every module ----------------------------
-
-
-def test_plain_data_goes_to_the_tools_kernel_and_nothing_else(tmp_path):
-    import collections
-
-    import ml_dtypes
-
-    Point = collections.namedtuple("Point", "x y")
-    ns = {
-        "TOP": 448.0,
-        "GRID": np.arange(4.0),
-        "TABLE": {"e4m3fn": (448.0, 2**-9), "e5m2": (57344.0, 2**-16)},
-        "BF": np.zeros(2, dtype=ml_dtypes.bfloat16),  # needs ml_dtypes to mean anything
-        "E4": ml_dtypes.float8_e4m3fn,
-        "P": Point(1, 2),  # the student's class: made by the program itself
-        "np": np,
-        "_hidden": 1,
-        "In": ["x = 1"],
-    }
-    snap = data_globals(ns, 2**20)
-    assert sorted(snap) == ["GRID", "TABLE", "TOP"]
-    write_snapshot(ns, str(tmp_path / "snap.json"))
-    assert json.loads((tmp_path / "snap.json").read_text()) == snap
-    assert sorted(data_globals({"A": np.zeros(1000), "B": 1.0}, 200)) == ["B"]  # past the size: left out
-    path = tmp_path / "globals.json"
-    path.write_text(json.dumps({**snap, "BF": encode(ns["BF"]), "_x": 1, "In": []}))
-    there = {"TOP": AbsentModule("ml_dtypes").finfo, "TABLE": {"mine": 1.0}, "P": "kept"}
-    take_globals(there, str(path))
-    assert there["TOP"] == 448.0 and np.array_equal(there["GRID"], np.arange(4.0))
-    assert there["TABLE"] == {"mine": 1.0}  # plain data the tools kernel made itself is its own
-    assert "BF" not in there or isinstance(there["BF"], np.ndarray)
-    assert "_x" not in there and "In" not in there and there["P"] == "kept"
-    path.write_text("[1, 2")  # whatever the file holds: nothing taken, nothing raised
-    take_globals(there, str(path))
-
-
-def test_the_kernel_with_every_module_runs_only_where_it_is_needed():
-    """Chapter 01's functions all list their tools: its program's plain-data names are needed
-    from a kernel with every module only when an assignment computes with what the tools kernel
-    lacks. Chapter 06 has functions without tools: that kernel always runs."""
-    plan = judging.plan_chapter(1, 0)
-    ids = [p.exercise.id for p in plan.exercises]
-    bare = judging.kernel_groups(plan, ids, ["import math\nimport numpy as np\nX = np.float32(2.0)\n"])
-    assert bare[0] == {"ids": [], "view": None, "skip": True} and bare[1]["ids"] == ids
-    for text in (
-        "import ml_dtypes\nTOP = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)\n",
-        "from nbhelpers.formats import get_format\nF = get_format('bf16')\nTOP = F.max\n",
-        "import nbhelpers.rounding as r\nQ = r.round_to(0.1, 'bf16')\n",
-    ):
-        assert judging.kernel_groups(plan, ids, ["import math\n", text])[0]["skip"] is False, text
-    plan6 = judging.plan_chapter(6, 0)
-    groups = judging.kernel_groups(plan6, [p.exercise.id for p in plan6.exercises], ["import math\n"])
-    assert groups[0]["skip"] is False and groups[1]["ids"] == ["ex06.fp8_choice"]
-
-
 # ---- the grader, end to end ----------------------------------------------------------------------
 
 #: fp8_choice counted with ml_dtypes' scalar types, which round a float64 once: the answer without
@@ -233,14 +176,22 @@ def fp8_choice(x, amax):
     return ("e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"), counts
 """
 
-#: fp8_choice as the solution computes it, reading the formats' limits from top-level names that
-#: ml_dtypes and the course's formats computed (plain data: allowed).
-FROM_TOP_LEVEL = """
+#: fp8_choice as the solution computes it, reading the formats' limits from top-level names
+#: computed with its tools (numpy, math): allowed.
+WITH_TOOLS = """
+E4_TOP = float(np.float32(1.75) * 2.0**8)
+E5_TOP = math.ldexp(1.75, 15)
+SUBNORMALS = {"e4m3fn": 2.0**-9, "e5m2": 2.0**-16}
+"""
+
+#: The same limits computed with ml_dtypes and the course's formats, which are not its tools:
+#: refused, in the check cell and by the grader, which names the value and where it came from.
+FROM_OUTSIDE = """
 import ml_dtypes
 from nbhelpers.formats import get_format
 E4_TOP = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)
 E5_TOP = get_format("e5m2").max
-SUBNORMALS = {"e4m3fn": float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).smallest_subnormal), "e5m2": 2.0**-16}
+SUBNORMALS = {"e4m3fn": 2.0**-9, "e5m2": 2.0**-16}
 """
 
 
@@ -273,12 +224,13 @@ def test_the_tools_kernel_stops_what_the_watch_lets_through(tmp_path, monkeypatc
     """The watch is told that fp8_choice has no tools list, so it lets ml_dtypes' rounding
     through, as a route it missed would; the tools kernel, made for fp8_choice's real tools,
     still lacks ml_dtypes, and the answer scores 0 there. Graded in one kernel, as before the
-    tools kernel, it gets full points: the test can fail. An honest answer that reads limits
-    computed at the top level with ml_dtypes and the course's formats gets full points in both."""
+    tools kernel, it gets full points: the test can fail. An answer that reads limits computed
+    at the top level with its tools gets full points; one that reads them computed with
+    ml_dtypes and the course's formats gets 0 (with its real tools), the detail says why."""
     subs = tmp_path / "subs"
     subs.mkdir()
     _ex06_notebook(subs, "cheat.ipynb", BY_ML_DTYPES, replace_fp8_choice=True)
-    _ex06_notebook(subs, "honest.ipynb", FROM_TOP_LEVEL, replace_fp8_choice=False)
+    _ex06_notebook(subs, "honest.ipynb", WITH_TOOLS, replace_fp8_choice=False)
     real = {e.id: e for e in real_exercises_of(6)}
     assert real["ex06.fp8_choice"].tools == ch06.FP8_CHOICE_TOOLS
 
@@ -288,9 +240,9 @@ def test_the_tools_kernel_stops_what_the_watch_lets_through(tmp_path, monkeypatc
 
     real_groups = judging.kernel_groups
 
-    def groups(plan, ids, program=None):  # the kernels made for the exercises' real tools
+    def groups(plan, ids):  # the kernels made for the exercises' real tools
         exercises = [dataclasses.replace(p, exercise=real.get(p.exercise.id, p.exercise)) for p in plan.exercises]
-        return real_groups(dataclasses.replace(plan, exercises=exercises), ids, program)
+        return real_groups(dataclasses.replace(plan, exercises=exercises), ids)
 
     monkeypatch.setattr(judging, "exercises_of", unwatched)
     monkeypatch.setattr(judging, "kernel_groups", groups)
@@ -300,6 +252,20 @@ def test_the_tools_kernel_stops_what_the_watch_lets_through(tmp_path, monkeypatc
     why = read_json(subs / "tools.json")["cheat.ipynb"]["checks"]["ex06.fp8_choice"]["mismatches"][0]
     assert "raised ModuleNotFoundError: ml_dtypes.float8_e4m3fn(...) is not installed" in why
 
-    monkeypatch.setattr(judging, "kernel_groups", lambda plan, ids, program=None: None)
+    monkeypatch.setattr(judging, "kernel_groups", lambda plan, ids: None)
     rows = _grade(subs, "one")
     assert rows["cheat.ipynb"]["ex06.fp8_choice"] == "3" and rows["honest.ipynb"]["total"] == "17"
+
+
+@pytest.mark.sandbox
+def test_a_value_made_outside_the_tools_is_refused_by_the_grader(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _ex06_notebook(subs, "outside.ipynb", FROM_OUTSIDE, replace_fp8_choice=False)
+    rows = _grade(subs, "g")
+    row = rows["outside.ipynb"]
+    assert row["ex06.fp8_choice"] == "0" and row["total"] == "14", row["detail"]
+    assert (
+        "E4_TOP (from ml_dtypes, in cell" in row["detail"]
+        and "E5_TOP (from nbhelpers.formats, in cell" in row["detail"]
+    )

@@ -766,9 +766,8 @@ def kernel_main(ns: dict, job: dict) -> None:
     so lines written into the file before the cell ran are told apart and ignored. Each
     exercise's calls together get ``job["budget"]`` seconds of CPU time and :data:`WALL_FACTOR`
     times that in wall time (see :class:`_Alarm`), so one stuck function does not cost the
-    others. ``job["only"]``: the exercise ids to run (None: all). ``job["globals"]``: a file of
-    the program's plain-data names (:func:`write_snapshot`, in the kernel that holds every
-    module), to bind before any function is read (:func:`take_globals`).
+    others. ``job["only"]``: the exercise ids to run (None: all). ``job["outside"]``: for each
+    exercise id, the notebook's top-level names made outside its tools (for its watch).
     """
     nonce = job.pop("nonce")
     with open(job["inputs"], encoding="utf-8") as f:
@@ -783,106 +782,21 @@ def kernel_main(ns: dict, job: dict) -> None:
         _INTERRUPT[0] = _Interrupted
     out = open(job["outputs"], "a", encoding="utf-8")
     try:
-        if job.get("globals"):
-            take_globals(ns, job["globals"])
         exercises = [ex for ex in spec["exercises"] if only is None or ex["id"] in only]
         # every function graded, and what made it, before any of them is called: a call cannot
         # swap the next one, or change what its code object says
         graded = {ex["id"]: _graded(ns, ex["name"]) for ex in exercises}
+        outside = job.get("outside") or {}
         for ex in exercises:
             _emit(out, {"start": ex["id"]}, nonce, max_line)
-            _emit(out, _run_exercise(graded[ex["id"]], ex, budget, alarm, max_line - 4096), nonce, max_line)
+            made = outside.get(ex["id"])
+            _emit(out, _run_exercise(graded[ex["id"]], ex, budget, alarm, max_line - 4096, made), nonce, max_line)
     finally:
         alarm.restore()
         if old_sigint is not None:
             signal.signal(signal.SIGINT, old_sigint)
             _INTERRUPT[0] = KeyboardInterrupt
         out.close()
-
-
-#: The most bytes of JSON the snapshot of a program's plain-data names takes (a name that would
-#: pass it is left out).
-SNAPSHOT_BYTES = 4 * 2**20
-
-#: Names the kernel itself binds in the notebook's namespace.
-_KERNEL_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
-
-#: The types of plain data, each exactly (a subclass, a named tuple, is the student's class).
-_PLAIN_SCALARS = (int, float, complex, bool, str, bytes, type(None))
-
-
-def _plain(v: Any, depth: int = 0) -> bool:
-    """Whether ``v`` is plain data: a number, string, bytes or None, a numpy scalar or numeric
-    array, or a tuple, list, dict, set or frozenset of plain data (exact types, a few levels)."""
-    t = type(v)
-    if t in _PLAIN_SCALARS:
-        return True
-    if depth > 6:
-        return False
-    if t is np.ndarray:
-        return v.dtype.kind in "biufc" and v.dtype.fields is None and type(v.dtype).__module__.startswith("numpy")
-    if isinstance(v, np.generic):
-        return t.__module__ == "numpy" and v.dtype.kind in "biufc"
-    if t in (tuple, list, set, frozenset):
-        return len(v) <= 10_000 and all(_plain(x, depth + 1) for x in v)
-    if t is dict:
-        return len(v) <= 10_000 and all(_plain(k, depth + 1) and _plain(x, depth + 1) for k, x in v.items())
-    return False
-
-
-def data_globals(ns: dict, max_bytes: int) -> dict:
-    """The notebook's top-level names that hold plain data (:func:`_plain`), encoded, up to
-    ``max_bytes`` of JSON in all: what a tools kernel, which lacks the modules some of them were
-    computed with, takes from the kernel that holds every module (:func:`take_globals`). Names
-    with a leading underscore and the kernel's own are left out."""
-    out, size = {}, 0
-    for name, value in list(ns.items()):
-        if type(name) is not str or name.startswith("_") or name in _KERNEL_NAMES or not _plain(value):
-            continue
-        try:
-            data, n = encode_sized(value, strict=True)
-        except Exception:
-            continue
-        if size + n + len(name) <= max_bytes:
-            out[name] = data
-            size += n + len(name)
-    return out
-
-
-def write_snapshot(ns: dict, path: str) -> None:
-    """Write :func:`data_globals` of the notebook's namespace ``ns`` to the file ``path`` as JSON:
-    run in a cell of its own right after the program, before anything of the student's has run
-    in the kernel, and read by the worker before the grading cell."""
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data_globals(ns, SNAPSHOT_BYTES), f, allow_nan=False, separators=(",", ":"))
-
-
-def _no_class(module: Any, qualname: Any) -> type:
-    raise ValueError("no classes in plain data")
-
-
-def take_globals(ns: dict, path: str) -> None:
-    """Bind the plain-data names of the file ``path`` (:func:`data_globals`, from the kernel that
-    holds every module) where this kernel's program left them unbound or bound to something other
-    than plain data (a stand-in for a module it does not hold)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return
-    if not isinstance(values, dict):
-        return
-    for name, data in values.items():
-        if not (isinstance(name, str) and name.isidentifier()) or name.startswith("_") or name in _KERNEL_NAMES:
-            continue
-        if name in ns and _plain(ns[name]):
-            continue
-        try:
-            value = decode(data, _no_opaque, _no_class)
-        except Exception:  # a dtype this kernel has no module for
-            continue
-        if _plain(value):
-            ns[name] = value
 
 
 def _emit(out: Any, record: dict, nonce: str, max_line: int) -> None:
@@ -926,12 +840,17 @@ def _code_of(fn: Any) -> dict:
     return {"cell": int(m.group(1)) - 1, "line": code.co_firstlineno, "name": code.co_name[:100]}
 
 
-def _run_exercise(graded: tuple[Any, dict], ex: dict, budget: float, alarm: _Alarm, max_bytes: int) -> dict:
-    """The record of one exercise: its function's results on every case, and its code."""
+def _run_exercise(
+    graded: tuple[Any, dict], ex: dict, budget: float, alarm: _Alarm, max_bytes: int, outside: Any = None
+) -> dict:
+    """The record of one exercise: its function's results on every case, and its code.
+    ``outside``: the notebook's top-level names made with modules outside the exercise's tools
+    (:func:`nbhelpers.top_level.outside_names`, read by the grader from the notebook)."""
     fn, about = graded
     if fn is None:
         return {"id": ex["id"], **about}
-    watch = CallWatch(ex.get("forbidden", ()), ex.get("allowed", ()), ex.get("tools"))
+    outside = outside if isinstance(outside, dict) else None
+    watch = CallWatch(ex.get("forbidden", ()), ex.get("allowed", ()), ex.get("tools"), outside)
     watch.audit(fn)
     results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes, watch, ex.get("returned_args", ()))
     if size > max_bytes:  # not sent at all (the grader would not read it): said so instead

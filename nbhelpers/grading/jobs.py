@@ -413,7 +413,8 @@ class Job:
     (:mod:`nbhelpers.grading.definitions`; None: every cell but the check cells);
     groups: the clean kernels, ``{"ids": exercises, "view": None or a tools kernel's view}``
     (:mod:`nbhelpers.grading.tools_view`; None: one kernel for every exercise), and
-    definitions_each: the program as a tools kernel runs it (each statement alone)."""
+    definitions_each: the program as a tools kernel runs it (each statement alone); outside: for
+    each exercise with tools, the notebook's top-level names made outside them (for its watch)."""
 
     def __init__(
         self,
@@ -424,6 +425,7 @@ class Job:
         definitions: list | None = None,
         groups: list | None = None,
         definitions_each: list | None = None,
+        outside: dict | None = None,
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"nbgrade-{os.getpid()}-"))
         self.failure_log: list[str] = []
@@ -431,9 +433,11 @@ class Job:
             definitions = [[i, src] for i, src, check_only in cells if not check_only]
         try:
             self._write(cells, inputs_json, exercise_ids, opts, definitions)
-            if groups:
+            if groups or outside:
                 job = json.loads((self.dir / "job.json").read_text(encoding="utf-8"))
-                job["groups"], job["definitions_each"] = groups, definitions_each or definitions
+                if groups:
+                    job["groups"], job["definitions_each"] = groups, definitions_each or definitions
+                job["outside"] = outside or {}
                 (self.dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
         except BaseException:
             self.close()

@@ -10,7 +10,6 @@ or executed.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import dataclasses
 import enum
@@ -38,6 +37,7 @@ from ..checks import (
 )
 from ..exercise_types import AfterCall, Exercise
 from ..report_text import describe_exception, truncate
+from ..top_level import outside_names, outside_of
 from .definitions import Definitions, definitions_of, names_bound_locally, names_read, parse, program_cell
 from .in_kernel import LIMITS, WALL_FACTOR, DecodeBudget, decode, encode
 from .jobs import Event, Job, Running, raw_lines
@@ -588,9 +588,10 @@ def _grade_one(
     defs = definitions_of(sub.cells, flags)
     exercise_ids = [p.exercise.id for p in plan.exercises if p.error is None]
     program = [[i, program_cell(i, src)] for i, src in defs.cells]
-    groups = kernel_groups(plan, exercise_ids, [src for _, src in defs.cells]) if opts.sandbox else None
+    groups = kernel_groups(plan, exercise_ids) if opts.sandbox else None
     each = [[i, program_cell(i, src, each=True)] for i, src in defs.cells] if groups else None
-    with Job(cells, plan.inputs_json, exercise_ids, opts, program, groups, each) as job:
+    made = names_made_outside(plan, [(i, src) for (i, src), flag in zip(sub.cells, flags) if not flag])
+    with Job(cells, plan.inputs_json, exercise_ids, opts, program, groups, each, made) as job:
         total_timeout = job.run(running, opts.timeout)
         events = job.events()
         worker_failed = not total_timeout and not any(e.get("event") == Event.DONE for e in events)
@@ -759,38 +760,11 @@ def graded_sources(records: dict[str, dict], functions: list[list]) -> dict[str,
     return out
 
 
-def needs_snapshot(program: list[str], stub: set[str]) -> bool:
-    """Whether a top-level assignment of the program (its cells' texts) computes with a module
-    that ``stub`` (:attr:`~nbhelpers.grading.tools_view.ToolsView.stub`) names, directly or
-    through names such assignments bound: only then do the tools kernels need the program's
-    plain-data names from a kernel that holds every module."""
-
-    def hidden(module: str) -> bool:
-        parts = module.split(".")
-        return any(".".join(parts[:i]) in stub for i in range(1, len(parts) + 1))
-
-    tainted: set[str] = set()
-    for text in program:
-        tree = parse(text)
-        for st in tree.body if tree is not None else []:
-            if isinstance(st, ast.Import):
-                tainted |= {(a.asname or a.name).split(".")[0] for a in st.names if hidden(a.name)}
-            elif isinstance(st, ast.ImportFrom) and st.module and st.level == 0:
-                tainted |= {a.asname or a.name for a in st.names if hidden(f"{st.module}.{a.name}")}
-            elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and st.value is not None:
-                if names_read(st.value) & tainted:
-                    return True
-    return False
-
-
-def kernel_groups(plan: ChapterPlan, exercise_ids: list[str], program: list[str] | None = None) -> list[dict] | None:
-    """The clean kernels a sandboxed submission's functions are graded in: first one with every
-    module installed (the functions whose exercises list no tools; it also writes the program's
-    plain-data names), then one tools kernel per set of tools, which holds only those
-    (:mod:`nbhelpers.grading.tools_view`). None when no exercise lists tools: one kernel. Where
-    every function is graded in a tools kernel and no assignment of the program (its cells'
-    texts, ``program``; None: unknown) computes with what they lack (:func:`needs_snapshot`),
-    the first kernel is left out (``"skip": True``)."""
+def kernel_groups(plan: ChapterPlan, exercise_ids: list[str]) -> list[dict] | None:
+    """The clean kernels a sandboxed submission's functions are graded in: one with every module
+    installed for the functions whose exercises list no tools (none where there are none), and
+    one tools kernel per set of tools, which holds only those (:mod:`nbhelpers.grading.tools_view`).
+    None when no exercise lists tools: one kernel."""
     plain: list[str] = []
     by_tools: dict[tuple, list[str]] = {}
     for p in plan.exercises:
@@ -804,9 +778,24 @@ def kernel_groups(plan: ChapterPlan, exercise_ids: list[str], program: list[str]
         return None
     pkg = str(course_package_dir())
     views = [{"ids": ids, "view": tools_view(tools, pkg).as_dict()} for tools, ids in by_tools.items()]
-    stub = {name for v in views for name in v["view"]["stub"]}
-    skip = not plain and program is not None and not needs_snapshot(program, stub)
-    return [{"ids": plain, "view": None, "skip": skip}, *views]
+    return [{"ids": plain, "view": None}, *views]
+
+
+def names_made_outside(plan: ChapterPlan, cells: list[tuple[int, str]]) -> dict[str, dict[str, str]]:
+    """For each exercise that lists its tools, the notebook's top-level names whose values came
+    from modules outside them (:func:`nbhelpers.top_level.outside_names` over its code cells,
+    check cells left out): its watch refuses a function that reads one, as the check cell does."""
+    out: dict[str, dict[str, str]] = {}
+    by_tools: dict[tuple, dict[str, str]] = {}
+    for p in plan.exercises:
+        tools = p.exercise.tools
+        if tools is None:
+            continue
+        if tuple(tools) not in by_tools:
+            by_tools[tuple(tools)] = outside_names(cells, outside_of(tools))
+        if by_tools[tuple(tools)]:
+            out[p.exercise.id] = by_tools[tuple(tools)]
+    return out
 
 
 def _why_not_run(

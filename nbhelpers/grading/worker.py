@@ -44,8 +44,8 @@ from nbclient.exceptions import DeadKernelError  # noqa: E402
 from ..call_watch import CallWatch  # noqa: E402
 from .absent import install as install_absent  # noqa: E402
 from .cgroups import Cgroups, SubmissionCgroup  # noqa: E402
-from .in_kernel import SNAPSHOT_BYTES, WALL_FACTOR, kernel_main, write_snapshot  # noqa: E402
-from .jobs import Event, WorkerAnswer, json_lines, kill_group, raw_lines  # noqa: E402
+from .in_kernel import WALL_FACTOR, kernel_main  # noqa: E402
+from .jobs import Event, WorkerAnswer, json_lines, kill_group  # noqa: E402
 from .options import (  # noqa: E402
     MAX_KERNEL_MESSAGE_BYTES,
     MAX_KERNEL_MESSAGES_QUEUED,
@@ -144,32 +144,6 @@ def absent_cell(names: list[str]) -> str:
         f"    ns['install']({list(names)!r})\n"
         "__nbhelpers_absent()\n"
     )
-
-
-def snapshot_cell(path: str) -> str:
-    """The cell that writes the program's plain-data names to ``path``
-    (:func:`nbhelpers.grading.in_kernel.write_snapshot`), run right after the program, before the
-    grading cell: nothing of the student's has run in the kernel yet."""
-    return (
-        "def __nbhelpers_snapshot():\n"
-        "    import builtins as b\n"
-        "    ns = {'__name__': 'nbhelpers_grade_runner'}\n"
-        f"    b.exec(b.compile({kernel_source()!r}, '<nbhelpers.grading.in_kernel>', 'exec'), ns)\n"
-        f"    ns[{write_snapshot.__name__!r}](b.globals(), {path!r})\n"
-        "__nbhelpers_snapshot()\n"
-    )
-
-
-def read_snapshot(path: str | Path) -> bytes | None:
-    """What :func:`snapshot_cell` wrote (a JSON object), or None; read with care (no link, at
-    most a little more than the snapshot's own size)."""
-    for line in raw_lines(path, max_line=SNAPSHOT_BYTES + 65_536, max_total=SNAPSHOT_BYTES + 65_536):
-        try:
-            data = json.loads(line) if line is not None else None
-        except (ValueError, RecursionError):
-            return None
-        return json.dumps(data).encode() if isinstance(data, dict) else None
-    return None
 
 
 def worker_loop(commands_fd: int, replies_fd: int) -> int:
@@ -406,13 +380,11 @@ class _Worker:
         self.definitions = [(int(i), str(src)) for i, src in job.get("definitions", [])]
         self.clean = False  # False: the notebook runs whole; True: its definitions, then the grading cell
         self.remaining = list(job["exercise_ids"])  # the exercises still to check
-        # the clean kernels, each with the exercises it checks: first the one with every module
-        # installed, then a tools kernel for each set of tools (nbhelpers.grading.tools_view)
+        # the clean kernels, each with the exercises it checks: the one with every module
+        # installed, and a tools kernel for each set of tools (nbhelpers.grading.tools_view)
         self.groups = job.get("groups") or [{"ids": list(job["exercise_ids"]), "view": None}]
         self.definitions_each = [(int(i), str(src)) for i, src in job.get("definitions_each", [])]
         self.view: dict | None = None  # the tools kernel's view, while one runs
-        self.snapshot = False  # whether this clean kernel writes the program's plain-data names
-        self.globals: bytes | None = None  # those names, for the tools kernels
         self.dead_cells: set[int] = set()  # cells that killed a kernel twice: not run again
         self.deaths: dict[Any, int] = {}  # cell index or exercise id -> kernels it killed
         self.reported: set[tuple] = set()  # (clean, kind, cell) already reported by an earlier kernel
@@ -438,8 +410,7 @@ class _Worker:
             if group is not None:
                 self.remaining = list(group["ids"])
                 self.view = group.get("view")
-                self.snapshot = self.view is None and len(self.groups) > 1
-                if group.get("skip") or (self.view is not None and not self.remaining):
+                if not self.remaining and len(self.groups) > 1:  # every function in a tools kernel
                     continue
             for _ in range(MAX_KERNEL_STARTS):
                 starts += 1
@@ -502,8 +473,6 @@ class _Worker:
                 self._note_kernel(client)
                 died_at = self._run_cells(client, nb, cells)
                 if died_at is None:
-                    if self.clean and self.snapshot:
-                        self._take_snapshot(client, nb, channel)
                     return self._run_grading_cell(client, nb, channel) if self.clean else False
                 deaths = self.deaths[died_at] = self.deaths.get(died_at, 0) + 1
                 if deaths > 1:
@@ -589,21 +558,6 @@ class _Worker:
                 **self._phase(),
             )
 
-    def _take_snapshot(self, client: _Client, nb: Any, channel: Path) -> None:
-        """Run :func:`snapshot_cell` and keep what it wrote, for the tools kernels."""
-        snap_dir = channel / f"s-{secrets.token_hex(8)}"
-        try:
-            make_cell_files(snap_dir, {"globals.json": b""})
-        except OSError:
-            return
-        cell = nbformat.v4.new_code_cell(snapshot_cell(str(snap_dir / "globals.json")))
-        nb.cells.append(cell)
-        try:
-            client.execute_cell(cell, len(nb.cells) - 1)
-        except DeadKernelError:
-            return
-        self.globals = read_snapshot(snap_dir / "globals.json") or self.globals
-
     def _run_grading_cell(self, client: _Client, nb: Any, channel: Path) -> bool:
         """Check the remaining exercises in this kernel; True when one killed it and others remain.
 
@@ -617,11 +571,8 @@ class _Worker:
         inputs, outputs = cell_dir / "inputs.json", cell_dir / "outputs.jsonl"
         with open(self.job["inputs"], "rb") as f:
             data = f.read()
-        files = {inputs.name: data, outputs.name: b""}
-        if self.view is not None and self.globals is not None:
-            files["globals.json"] = self.globals
         try:
-            make_cell_files(cell_dir, files)
+            make_cell_files(cell_dir, {inputs.name: data, outputs.name: b""})
         except OSError as e:  # the folder was swapped for a link: this submission's doing
             self.event(
                 Event.GRADING_ERROR,
@@ -639,8 +590,8 @@ class _Worker:
             "nonce": nonce,
             "max_line": int(self.job["max_line"]),
         }
-        if "globals.json" in files:
-            cell_job["globals"] = str(cell_dir / "globals.json")
+        if self.job.get("outside"):
+            cell_job["outside"] = self.job["outside"]
         record = {"outputs": str(outputs), "nonce": nonce}  # of the GRADING_CELL event
         _on_exit.append(lambda: self.event(Event.GRADING_CELL, **record))
         gcell = nbformat.v4.new_code_cell(grading_cell(cell_job))

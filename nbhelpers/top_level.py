@@ -1,0 +1,183 @@
+"""What a notebook's top-level statements compute with: the names whose values come from modules
+outside a graded function's tools.
+
+An exercise that lists its tools (:attr:`nbhelpers.exercise_types.Exercise.tools`) lets its
+function use those and nothing else, and in the grader's sandbox the function is graded where
+nothing else is installed (:mod:`nbhelpers.grading.tools_view`). A value the function reads
+from the notebook's top level (a global, a default argument, a class attribute) is held to the
+same rule: one that a top-level statement computed with ml_dtypes, torch or a course module
+outside the tools would carry their answers into the function (a tie's direction found by
+rounding) and would not be there when the function is graded. :func:`outside_names` reads the
+notebook's code, not its values: the check cell gives it the cells the kernel ran, the grader
+the notebook's; both then refuse a function that reads one of the names it returns
+(:func:`nbhelpers.call_watch.tools_audit`). Standard library only.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable, Iterable
+
+__all__ = ["outside_names", "outside_of"]
+
+
+def outside_of(tools: Iterable[str], course: str = "nbhelpers") -> Callable[[str], bool]:
+    """Whether a module (``"ml_dtypes"``, ``"nbhelpers.scaling"``) is outside ``tools``: not the
+    standard library's, not a tool or a tool's submodule, and not of a tool's package (numpy's
+    submodules are numpy's), except that of the course's package only the tools' modules count."""
+    tools = tuple(tools)
+    roots = {t.split(".")[0] for t in tools} - {course}
+
+    def outside(module: str) -> bool:
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or top in roots or top == "__future__" or module == course:
+            return False
+        return not any(module == t or module.startswith(t + ".") for t in tools)
+
+    return outside
+
+
+class _Reader:
+    def __init__(self, outside: Callable[[str], bool], course: str) -> None:
+        self.outside = outside
+        self.course = course
+        self.modules: dict[str, str] = {}  # a name an import bound to a module -> the module
+        self.found: dict[str, tuple[str, str]] = {}  # a name -> (the cell, the module)
+        self.assigned: set[str] = set()  # names top-level assignments bound (data, not imports)
+
+    def why(self, node: ast.AST | None) -> str | None:
+        """The module outside the tools that ``node`` reads (through a name from it, or a
+        module's attribute ``nbhelpers.scaling.quantize``), if any."""
+        if node is None:
+            return None
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.found:
+                return self.found[n.id][1]
+            if isinstance(n, ast.Attribute):
+                path = self.dotted(n)
+                if path is not None and self.outside(path):
+                    return path
+        return None
+
+    def dotted(self, node: ast.Attribute) -> str | None:
+        """The module a chain of attributes from a module's name reaches, its last attribute
+        left out (``nbhelpers.scaling`` of ``nbhelpers.scaling.quantize``)."""
+        parts = []
+        value: ast.expr = node
+        while isinstance(value, ast.Attribute):
+            parts.append(value.attr)
+            value = value.value
+        if not isinstance(value, ast.Name) or value.id not in self.modules:
+            return None
+        return ".".join([self.modules[value.id], *reversed(parts[1:])])
+
+    def bind(self, name: str, where: str, module: str | None, top: bool) -> None:
+        if module is not None:
+            self.found[name] = (where, module)
+        elif top:
+            self.found.pop(name, None)
+
+    def statement(self, st: ast.stmt, where: str, top: bool) -> None:
+        if isinstance(st, ast.Import):
+            for a in st.names:
+                bound = a.asname or a.name.split(".")[0]
+                self.modules[bound] = a.name if a.asname else bound
+                self.bind(bound, where, a.name if self.outside(a.name) else None, top)
+        elif isinstance(st, ast.ImportFrom):
+            for a in st.names:
+                bound = a.asname or a.name
+                full = f"{st.module}.{a.name}"
+                self.modules[bound] = full
+                # of the course's package, the module imported from or imported counts
+                source = full if st.module == self.course else st.module
+                out = st.level == 0 and st.module is not None and self.outside(source)
+                self.bind(bound, where, source if out else None, top)
+        elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.bind(st.name, where, self.definition(st), True)
+        elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            self.assignment(st, where, top)
+        elif isinstance(st, ast.Expr):
+            module = self.why(st.value)
+            if module is not None:  # a call that may change what it is given (T.append(E4(1)))
+                for n in ast.walk(st.value):
+                    if isinstance(n, ast.Name) and n.id in self.assigned:
+                        self.bind(n.id, where, module, top)
+        else:  # if, for, while, with, try: what their headers bind; their bodies
+            heads = [getattr(st, f, None) for f in ("iter", "test")]
+            heads += [i.context_expr for i in getattr(st, "items", [])]
+            module = next((m for m in map(self.why, heads) if m), None)
+            if module is not None:
+                for n in ast.walk(st):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        self.bind(n.id, where, module, False)
+            for field in ("body", "orelse", "finalbody"):
+                for inner in getattr(st, field, None) or []:
+                    self.statement(inner, where, False)
+            for handler in getattr(st, "handlers", None) or []:
+                for inner in handler.body:
+                    self.statement(inner, where, False)
+
+    def definition(self, st: ast.stmt) -> str | None:
+        """The module outside the tools that a def or class statement reads as it runs: its
+        decorators, defaults, bases, and a class body's own statements with its methods'
+        decorators and defaults (not a function's body, which the audit of the function reads)."""
+        header: list[ast.AST] = list(st.decorator_list)
+        if isinstance(st, ast.ClassDef):
+            header += st.bases + [k.value for k in st.keywords]
+            for s in st.body:
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    header += s.decorator_list + s.args.defaults + [d for d in s.args.kw_defaults if d is not None]
+                else:
+                    header.append(s)
+        else:
+            header += st.args.defaults + [d for d in st.args.kw_defaults if d is not None]
+        return next((m for m in map(self.why, header) if m), None)
+
+    def assignment(self, st: ast.stmt, where: str, top: bool) -> None:
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+        module = self.why(st.value)
+        if isinstance(st, ast.AugAssign) and module is None:
+            return
+        for target in targets:
+            whole = isinstance(target, (ast.Name, ast.Tuple, ast.List, ast.Starred))
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name):
+                    if whole:
+                        self.assigned.add(n.id)
+                    # T[0] = ..., obj.x = ...: changes T or obj, never clears it
+                    self.bind(n.id, where, module, top and whole and isinstance(st, (ast.Assign, ast.AnnAssign)))
+
+
+def outside_names(
+    cells: Iterable[tuple[int, str]],
+    outside: Callable[[str], bool],
+    course: str = "nbhelpers",
+    label: Callable[[int], str] = lambda i: f"cell {i + 1}",
+) -> dict[str, str]:
+    """The top-level names of a notebook whose values come from modules ``outside``
+    (:func:`outside_of`), each with why (``"cell 3 (ml_dtypes)"``), from its code cells
+    ``(index, source)`` in the order they ran: a name an import of such a module binds, a name
+    a statement binds from one or from another such name (later bound from none, at the top
+    level, it is clear again), a container a call changes with one, and a def or class whose
+    statement reads one (defaults, decorators, bases, class attributes). A cell that is not
+    Python (a magic) is read without its IPython lines."""
+    reader = _Reader(outside, course)
+    for index, source in cells:
+        tree = _parse(source)
+        if tree is None:
+            continue
+        for st in tree.body:
+            reader.statement(st, label(index), True)
+    return {name: f"{module}, in {where}" for name, (where, module) in reader.found.items()}
+
+
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+        try:
+            return ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None

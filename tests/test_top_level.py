@@ -1,0 +1,132 @@
+"""The notebook's top-level names made with modules outside an exercise's tools: read from the
+code (nbhelpers.top_level), refused by the check cell and the grader alike."""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from nbhelpers import checks
+from nbhelpers.answer_keys import ch06, ch07
+from nbhelpers.checks import names_made_outside, run_check
+from nbhelpers.top_level import outside_names, outside_of
+
+OUT6 = outside_of(ch06.FP8_CHOICE_TOOLS)
+OUT7 = outside_of(ch07.TOOLS)
+
+IMPORTS = """
+import math
+import numpy as np
+import ml_dtypes
+from nbhelpers.checks import check
+from nbhelpers.formats import get_format
+import nbhelpers.scaling as sc
+"""
+
+
+def made(*cells: str, outside=OUT6) -> dict[str, str]:
+    return outside_names(list(enumerate(cells)), outside)
+
+
+def test_what_the_tools_leave_out():
+    assert [OUT6(m) for m in ("math", "numpy", "numpy.lib.stride_tricks", "collections.abc", "sys")] == [False] * 5
+    assert [OUT6(m) for m in ("ml_dtypes", "torch", "nbhelpers.formats", "nbhelpers.rounding")] == [True] * 4
+    assert [OUT7(m) for m in ("ml_dtypes", "nbhelpers.formats", "nbhelpers", "nbhelpers.scaling", "torch")] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
+
+
+def test_values_from_outside_and_from_the_tools():
+    found = made(
+        IMPORTS,
+        "E4_TOP = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)\nE5_TOP = get_format('e5m2').max\n"
+        "TWICE = E4_TOP * 2\nPLAIN = 57344.0\nF32 = np.float32(448)\n_HIDDEN = E4_TOP\n"
+        "TIE_UP = float(ml_dtypes.float8_e4m3fn(464.0)) > 448\nQ = sc.quantize\n",
+    )
+    assert found["E4_TOP"] == "ml_dtypes, in cell 2" and found["E5_TOP"] == "nbhelpers.formats, in cell 2"
+    assert {"TWICE", "_HIDDEN", "TIE_UP", "Q", "ml_dtypes", "get_format", "sc", "check"} <= set(found)
+    assert not {"PLAIN", "F32", "np", "math"} & set(found)
+
+
+def test_definitions_that_read_them_and_what_is_bound_again():
+    found = made(
+        IMPORTS,
+        "E4_TOP = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)\n"
+        "def by_default(x, top=E4_TOP):\n    return x\n"
+        "def in_body(x):\n    return ml_dtypes.bfloat16(x)\n"
+        "class Tops:\n    e4m3fn = E4_TOP\n"
+        "class Method:\n    def f(self, t=E4_TOP):\n        return t\n"
+        "TABLE = []\nTABLE.append(ml_dtypes.float8_e4m3fn(1.0))\n"
+        "for k in range(3):\n    LOOPED = sc.quantize\n"
+        "TINY = 2.0**-10\nTINY = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).smallest_subnormal)\n"
+        "AGAIN = float(ml_dtypes.finfo(ml_dtypes.bfloat16).eps)\n",
+        "AGAIN = 2.0**-7\n%matplotlib inline\n",
+    )
+    assert {"by_default", "Tops", "Method", "TABLE", "LOOPED", "TINY"} <= set(found)
+    assert "in_body" not in found  # its body is the function's own code, which the audit reads
+    assert "AGAIN" not in found  # bound again from the tools, at the top level
+
+
+def test_chapter_07s_course_tools_are_inside():
+    found = made(
+        "import torch\nfrom nbhelpers.formats import get_format\nfrom nbhelpers import formats, scaling\n"
+        "import nbhelpers.rounding\nM = get_format('e4m3fn').max\nQ = nbhelpers.scaling.quantize\n"
+        "V = torch.finfo(torch.bfloat16).eps\nR = nbhelpers.rounding.round_to(1.0, 'bf16')\n",
+        outside=OUT7,
+    )
+    assert set(found) == {"torch", "scaling", "Q", "V"}
+
+
+def fp8_choice_reading_globals(x, amax):
+    """The solution's fp8_choice, its limits read from globals."""
+    x = np.asarray(x, dtype=np.float64)
+    nonzero = x != 0
+    counts = {}
+    for fmt, emin, man_bits, top, tie_goes_up in (("e4m3fn", -6, 3, E4_TOP, False), ("e5m2", -14, 2, E5_TOP, True)):
+        scale = float(np.float32(amax / top))
+        v = np.abs(x / scale)
+        tiny = 2.0 ** (emin - man_bits)
+        under = int(np.sum(nonzero & (v <= tiny / 2)))
+        mid = top + 2.0 ** (math.floor(math.log2(top)) - man_bits) / 2
+        over = int(np.sum(v >= mid)) if tie_goes_up else int(np.sum(v > mid))
+        counts[fmt] = (under, over)
+    lost = {fmt: u + o for fmt, (u, o) in counts.items()}
+    n = int(np.sum(nonzero))
+    return ("e5m2" if 1000 * (lost["e4m3fn"] - lost["e5m2"]) > n else "e4m3fn"), counts
+
+
+E4_TOP, E5_TOP = 448.0, 57344.0
+
+
+def test_the_check_refuses_a_function_that_reads_one():
+    assert run_check("ex06.fp8_choice", fp8_choice_reading_globals).points == 3
+    res = run_check("ex06.fp8_choice", fp8_choice_reading_globals, outside={"E4_TOP": "ml_dtypes, in In [3]"})
+    assert res.points == 0 and "E4_TOP (from ml_dtypes, in In [3])" in res.error
+    # a name the function does not read is no concern of its check
+    assert (
+        run_check("ex06.fp8_choice", fp8_choice_reading_globals, outside={"OTHER": "ml_dtypes, in In [3]"}).points == 3
+    )
+
+
+def test_the_check_cell_reads_the_cells_the_kernel_ran(monkeypatch):
+    ran = ["", IMPORTS, "E4_TOP = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)\n", "E5_TOP = 57344.0\n"]
+    shell = types.SimpleNamespace(user_ns={"In": ran})
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    found = names_made_outside(checks.get_exercise("ex06.fp8_choice"))
+    assert found["E4_TOP"] == "ml_dtypes, in In [2]" and "E5_TOP" not in found
+    assert names_made_outside(checks.get_exercise("ex06.flushed_per_tensor")) is None  # no tools: no rule
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: None))
+    assert names_made_outside(checks.get_exercise("ex06.fp8_choice")) is None  # not in IPython
+
+
+@pytest.mark.parametrize("cell", ["x = (", "%%bash\necho hi\n", "!ls\nA = 1\n"])
+def test_a_cell_that_is_not_python_adds_nothing(cell):
+    assert made(cell) == {}
