@@ -115,6 +115,7 @@ CONSTRUCTORS = frozenset(
         "decimal.Decimal",
         "collections.namedtuple",
         "typing.NamedTuple",
+        "typing.TypeVar",
         "dataclasses.field",
         *(f"numpy.{n}" for n in _NUMPY_SCALARS),
         *(
@@ -172,8 +173,18 @@ BASES = frozenset(
         "builtins.RuntimeError",
         "typing.NamedTuple",
         "typing.Protocol",
+        "typing.Generic",
+        *(
+            f"collections.abc.{n}"
+            for n in (
+                "Container Hashable Iterable Iterator Reversible Sized Callable Collection Sequence "
+                "MutableSequence Set MutableSet Mapping MutableMapping"
+            ).split()
+        ),
     }
 )
+#: The bases kept subscripted (``typing.Generic[T]``), on kept values.
+_SUBSCRIPTED_BASES = frozenset({"typing.Generic", "typing.Protocol"})
 
 #: Methods that a ``class`` statement, a later one, or a library's type check would call while the
 #: program runs: a kept class defines none of them.
@@ -578,6 +589,9 @@ def _why_left_out(st: ast.stmt, scope: _Scope, in_class: bool = False) -> str | 
         if st.keywords:
             return "its class statement has keywords (a metaclass)"
         for base in st.bases:
+            if isinstance(base, ast.Subscript) and scope.qualname(base.value) in _SUBSCRIPTED_BASES:
+                if _why_not_value(base.slice, scope) is None:
+                    continue  # Generic[T]: the library's __class_getitem__ on kept values
             qual = scope.qualname(base)
             kept_class = isinstance(base, ast.Name) and scope.get(base.id) == ("class", base.id)
             if not kept_class and qual not in BASES:
