@@ -272,3 +272,32 @@ def test_library_decorators_a_property_setter_and_protocols_are_kept():
     left = {first: why for _, first, _, why in defs.left_out}
     assert list(left) == ["class Other:"], left
     assert "elsewhere.setter" in left["class Other:"]
+
+
+def test_generic_and_abstract_bases_are_kept():
+    """typing.Generic[T] (T a typing.TypeVar kept before) and collections.abc's abstract classes
+    run no code of the student's when the class is made: kept. Generic subscripted with a call
+    of the student's, or an abstract class of another module, is not."""
+    src = (
+        "import typing\n"
+        "import collections.abc\n"
+        "from typing import Generic, TypeVar\n"
+        "T = typing.TypeVar('T')\n"
+        "class Box(typing.Generic[T]):\n"
+        "    def get(self) -> T:\n"
+        "        return self.v\n"
+        "class Box2(Generic[T]):\n"
+        "    pass\n"
+        "class Bits(collections.abc.Sequence):\n"
+        "    def __len__(self):\n"
+        "        return 0\n"
+        "    def __getitem__(self, i):\n"
+        "        return i\n"
+        "class Odd(typing.Generic[make()]):\n"
+        "    pass\n"
+        "class Io(io.IOBase):\n"
+        "    pass\n"
+    )
+    defs = definitions_of([(0, src)], [False])
+    left = {first: why for _, first, _, why in defs.left_out}
+    assert list(left) == ["class Odd(typing.Generic[make()]):", "class Io(io.IOBase):"], left
