@@ -16,6 +16,7 @@ the notebook's; both then refuse a function that reads one of the names it retur
 from __future__ import annotations
 
 import ast
+import builtins
 import sys
 from collections.abc import Callable, Iterable
 
@@ -45,19 +46,50 @@ class _Reader:
         self.modules: dict[str, str] = {}  # a name an import bound to a module -> the module
         self.found: dict[str, tuple[str, str]] = {}  # a name -> (the cell, the module)
         self.assigned: set[str] = set()  # names top-level assignments bound (data, not imports)
+        self.bound: set[str] = set()  # every name a statement read so far binds
+        self.star: str | None = None  # a module outside the tools imported with *
+        self.calls: dict[str, str] = {}  # a function whose body reads from outside -> the module
 
     def why(self, node: ast.AST | None) -> str | None:
-        """The module outside the tools that ``node`` reads (through a name from it, or a
-        module's attribute ``nbhelpers.scaling.quantize``), if any."""
+        """The module outside the tools that ``node`` reads, if any: through a name from it, a
+        module's attribute (``nbhelpers.scaling.quantize``), a call of a function of the
+        notebook's whose body reads from one, a name a ``*`` import of one may have bound, or a
+        string that numpy reads as one's type (``np.dtype("float8_e4m3fn")``)."""
         if node is None:
             return None
+        local: set[str] = set()  # what the node binds itself (a comprehension's, a function's names)
+        if self.star is not None:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    local.add(n.id)
+                elif isinstance(n, ast.arg):
+                    local.add(n.arg)
         for n in ast.walk(node):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.found:
-                return self.found[n.id][1]
-            if isinstance(n, ast.Attribute):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                if n.id in self.found:
+                    return self.found[n.id][1]
+                unknown = n.id not in self.bound and n.id not in local and not hasattr(builtins, n.id)
+                if self.star is not None and unknown:
+                    return self.star
+            elif isinstance(n, ast.Attribute):
                 path = self.dotted(n)
                 if path is not None and self.outside(path):
                     return path
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self.calls:
+                return self.calls[n.func.id]
+            elif isinstance(n, ast.Import):  # inside a function's body
+                module = next((a.name for a in n.names if self.outside(a.name)), None)
+                if module is not None:
+                    return module
+            elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+                names = [n.module] if n.module != self.course else [f"{n.module}.{a.name}" for a in n.names]
+                module = next((m for m in names if self.outside(m)), None)
+                if module is not None:
+                    return module
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                module = _type_named(n.value)
+                if module is not None and self.outside(module):
+                    return module
         return None
 
     def dotted(self, node: ast.Attribute) -> str | None:
@@ -73,6 +105,7 @@ class _Reader:
         return ".".join([self.modules[value.id], *reversed(parts[1:])])
 
     def bind(self, name: str, where: str, module: str | None, top: bool) -> None:
+        self.bound.add(name)
         if module is not None:
             self.found[name] = (where, module)
         elif top:
@@ -86,6 +119,11 @@ class _Reader:
                 self.bind(bound, where, a.name if self.outside(a.name) else None, top)
         elif isinstance(st, ast.ImportFrom):
             for a in st.names:
+                if a.name == "*":  # what it binds is not written: any name not bound before
+                    source = st.module if st.module != self.course else None
+                    if st.level == 0 and source is not None and self.outside(source):
+                        self.star = self.star or source
+                    continue
                 bound = a.asname or a.name
                 full = f"{st.module}.{a.name}"
                 self.modules[bound] = full
@@ -95,14 +133,21 @@ class _Reader:
                 self.bind(bound, where, source if out else None, top)
         elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self.bind(st.name, where, self.definition(st), True)
+            body = None if isinstance(st, ast.ClassDef) else self.why(st)
+            if body is not None:  # X = f() at the top level carries what f's body reads
+                self.calls[st.name] = body
+            else:
+                self.calls.pop(st.name, None)
         elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self.assignment(st, where, top)
+            self.stores(st, where)
         elif isinstance(st, ast.Expr):
             module = self.why(st.value)
             if module is not None:  # a call that may change what it is given (T.append(E4(1)))
                 for n in ast.walk(st.value):
                     if isinstance(n, ast.Name) and n.id in self.assigned:
                         self.bind(n.id, where, module, top)
+            self.stores(st, where)
         else:  # if, for, while, with, try: what their headers bind; their bodies
             heads = [getattr(st, f, None) for f in ("iter", "test")]
             heads += [i.context_expr for i in getattr(st, "items", [])]
@@ -117,6 +162,16 @@ class _Reader:
             for handler in getattr(st, "handlers", None) or []:
                 for inner in handler.body:
                     self.statement(inner, where, False)
+
+    def stores(self, st: ast.stmt, where: str) -> None:
+        """Every name a statement that reads from outside binds on the way (``(x := ...)``),
+        and every name it binds at all, for the ``*`` rule."""
+        module = self.why(st)
+        for n in ast.walk(st):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                self.bound.add(n.id)
+                if module is not None:
+                    self.found[n.id] = (where, module)
 
     def definition(self, st: ast.stmt) -> str | None:
         """The module outside the tools that a def or class statement reads as it runs: its
@@ -170,6 +225,17 @@ def outside_names(
         for st in tree.body:
             reader.statement(st, label(index), True)
     return {name: f"{module}, in {where}" for name, (where, module) in reader.found.items()}
+
+
+def _type_named(text: str) -> str | None:
+    """The module of the type numpy finds by the name ``text`` (``"float8_e4m3fn"`` is
+    ml_dtypes' once ml_dtypes is imported), if numpy is loaded and has one."""
+    numpy = sys.modules.get("numpy")
+    table = getattr(numpy, "sctypeDict", None)
+    if not isinstance(table, dict) or len(text) > 64:
+        return None
+    module = getattr(table.get(text), "__module__", None)
+    return module if isinstance(module, str) else None
 
 
 def _parse(source: str) -> ast.Module | None:

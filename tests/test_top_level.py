@@ -130,3 +130,25 @@ def test_the_check_cell_reads_the_cells_the_kernel_ran(monkeypatch):
 @pytest.mark.parametrize("cell", ["x = (", "%%bash\necho hi\n", "!ls\nA = 1\n"])
 def test_a_cell_that_is_not_python_adds_nothing(cell):
     assert made(cell) == {}
+
+
+def test_values_reached_without_naming_the_module():
+    """A * import, a dtype numpy finds by a name ml_dtypes registered, a name bound inside a
+    statement (a walrus, a comprehension), a call of a function whose body imports from outside:
+    each carries the module into the names it binds. Names a * import leaves alone, and what
+    the statement binds itself, are not taken for its."""
+    import ml_dtypes  # noqa: F401 - registers its type names with numpy, as a notebook's import does
+
+    found = made(
+        "import math\nimport numpy as np\nfrom ml_dtypes import *\n",
+        "A = float8_e4m3fn\nB = [i * 2 for i in range(3)]\nC = math.pi\n"
+        "def f(x, y=2):\n    z = x + y\n    return z\nD = f(1)\n",
+    )
+    assert set(found) == {"A"}
+    found = made(
+        "import math\nimport numpy as np\n",
+        "TIE = float(np.dtype('float8_e4m3fn').type(464.0)) > 448\n"
+        "def g():\n    import ml_dtypes\n    return float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)\n"
+        "G = g()\nH = (W := np.dtype('bfloat16'))\nK = [(Y := 2.0) for _ in range(1)]\nF64 = np.dtype('float64')\n",
+    )
+    assert {"TIE", "G", "H", "W"} <= set(found) and not {"K", "Y", "F64", "g"} & set(found)
