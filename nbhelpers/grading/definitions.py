@@ -254,8 +254,9 @@ def program_cell(index: int, source: str, each: bool = False) -> str:
 
     ``each`` (a tools kernel's program, where some modules are stand-ins): each statement runs
     on its own, so that one that fails there does not keep the next from running; the cell then
-    raises the first error of a ``def`` or ``class`` statement (an assignment's value comes from
-    the kernel that holds every module, :func:`nbhelpers.grading.in_kernel.take_globals`)."""
+    raises the first error of a ``def`` or ``class`` statement (an assignment that fails there
+    leaves its name unbound; a function that reads a value computed with a missing module is
+    refused before it runs, :mod:`nbhelpers.top_level`)."""
     name = code_file(index)
     flags = __future__.annotations.compiler_flag
     head = (

@@ -19,9 +19,10 @@ there at all. What the process does not
 hold it cannot be made to run, watch or no watch.
 
 The notebook's imports of what is hidden still succeed there, as stand-ins that compute nothing
-(:mod:`nbhelpers.grading.absent`), so that the notebook's other definitions run; the values its
-top-level names hold as plain data come from the kernel that grades the other functions, where
-everything is installed (:func:`nbhelpers.grading.in_kernel.kernel_main`).
+(:mod:`nbhelpers.grading.absent`), so that the notebook's other definitions run. A value such a
+function reads from the notebook's top level is held to its tools as well: one computed with a
+module outside them is refused before the function runs, in the check cell as in the grader
+(:mod:`nbhelpers.top_level`).
 """
 
 from __future__ import annotations
