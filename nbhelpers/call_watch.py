@@ -873,6 +873,7 @@ def _tool_table(tools: tuple[str, ...]) -> tuple[frozenset, dict, frozenset]:
         names.update(n for n in dir(sample) if not n.startswith("_"))
     for cls in classes:
         names.update(n for n in dir(cls) if not n.startswith("_") or (n.startswith("__") and n.endswith("__")))
+        names.update(n for n in _instance_fields(cls) if not n.startswith("_"))
         exported[id(cls)] = cls
     for name in dir(builtins):  # the allowed builtins, the exception classes among them
         value = getattr(builtins, name, None)
@@ -883,6 +884,23 @@ def _tool_table(tools: tuple[str, ...]) -> tuple[frozenset, dict, frozenset]:
     table = (frozenset(n for n in names if not n.startswith(_DENIED_PREFIXES)), exported, frozenset(modules))
     _TOOLS_CACHE[tools] = table
     return table
+
+
+def _instance_fields(cls: type) -> list[str]:
+    """The attributes a class's instances hold that the class itself does not list: a
+    dataclass's fields without a default (``FloatFormat.man_bits``), its slots, a named tuple's
+    fields."""
+    found: list[str] = []
+    fields = getattr(cls, "__dataclass_fields__", None)
+    if isinstance(fields, dict):
+        found += [k for k in fields if isinstance(k, str)]
+    for attr in ("__slots__", "_fields", "__match_args__"):
+        value = cls.__dict__.get(attr) if isinstance(getattr(cls, "__dict__", None), types.MappingProxyType) else None
+        if isinstance(value, str):
+            value = (value,)
+        if isinstance(value, (tuple, list)):
+            found += [k for k in value if isinstance(k, str)]
+    return found
 
 
 _SHADOW_CACHE: dict = {}

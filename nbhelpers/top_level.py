@@ -20,7 +20,7 @@ import builtins
 import sys
 from collections.abc import Callable, Iterable
 
-__all__ = ["outside_names", "outside_of"]
+__all__ = ["code_in_text", "outside_names", "outside_of"]
 
 
 def outside_of(tools: Iterable[str], course: str = "nbhelpers") -> Callable[[str], bool]:
@@ -49,6 +49,9 @@ class _Reader:
         self.bound: set[str] = set()  # every name a statement read so far binds
         self.star: str | None = None  # a module outside the tools imported with *
         self.calls: dict[str, str] = {}  # a function whose body reads from outside -> the module
+        self.touches: dict[str, set[str]] = {}  # a function -> the globals its body may change
+        self.rebinds: dict[str, set[str]] = {}  # a function -> the globals it declares global
+        self.constant: set[str] = set()  # names whose last top-level binding is a constant
 
     def why(self, node: ast.AST | None) -> str | None:
         """The module outside the tools that ``node`` reads, if any: through a name from it, a
@@ -77,6 +80,15 @@ class _Reader:
                     return path
             elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self.calls:
                 return self.calls[n.func.id]
+            elif isinstance(n, ast.Call) and _imports_by_name(n) is not None and self.outside(_imports_by_name(n)):
+                return _imports_by_name(n)
+            elif isinstance(n, ast.Subscript) and _constant_str(n.slice) is not None:
+                if (
+                    isinstance(n.value, ast.Attribute)
+                    and n.value.attr == "modules"
+                    and self.outside(_constant_str(n.slice))
+                ):
+                    return _constant_str(n.slice)  # sys.modules["ml_dtypes"]
             elif isinstance(n, ast.Import):  # inside a function's body
                 module = next((a.name for a in n.names if self.outside(a.name)), None)
                 if module is not None:
@@ -132,21 +144,17 @@ class _Reader:
                 out = st.level == 0 and st.module is not None and self.outside(source)
                 self.bind(bound, where, source if out else None, top)
         elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.bind(st.name, where, self.definition(st), True)
-            body = None if isinstance(st, ast.ClassDef) else self.why(st)
-            if body is not None:  # X = f() at the top level carries what f's body reads
-                self.calls[st.name] = body
-            else:
-                self.calls.pop(st.name, None)
+            self.definition_statement(st, where)
         elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self.assignment(st, where, top)
             self.stores(st, where)
+            self.changes(st, where)
         elif isinstance(st, ast.Expr):
-            module = self.why(st.value)
-            if module is not None:  # a call that may change what it is given (T.append(E4(1)))
-                for n in ast.walk(st.value):
-                    if isinstance(n, ast.Name) and n.id in self.assigned:
-                        self.bind(n.id, where, module, top)
+            for text in code_in_text(st.value):  # a magic's cell, an exec'd string: read as code
+                tree = _parse(text)
+                for inner in tree.body if tree is not None else []:
+                    self.statement(inner, where, False)
+            self.changes(st, where)
             self.stores(st, where)
         else:  # if, for, while, with, try: what their headers bind; their bodies
             heads = [getattr(st, f, None) for f in ("iter", "test")]
@@ -163,6 +171,59 @@ class _Reader:
                 for inner in handler.body:
                     self.statement(inner, where, False)
 
+    def definition_statement(self, st: ast.stmt, where: str) -> None:
+        module = self.definition(st)
+        for d in st.decorator_list:  # a decorator of the notebook's runs the function it is given
+            name = d.func.id if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) else getattr(d, "id", None)
+            body = None if isinstance(st, ast.ClassDef) else self.why(st)
+            if name in self.touches and body is not None:
+                for t in self.touches[name]:
+                    self.bind(t, where, body, False)
+        self.bind(st.name, where, module, True)
+        self.constant.discard(st.name)
+        if isinstance(st, ast.ClassDef):
+            return
+        body = self.why(st)
+        if body is not None:  # X = f() at the top level carries what f's body reads
+            self.calls[st.name] = body
+        else:
+            self.calls.pop(st.name, None)
+        self.touches[st.name] = _changed_in(st) & self.assigned
+        self.rebinds[st.name] = {g for n in ast.walk(st) if isinstance(n, ast.Global) for g in n.names}
+
+    def changes(self, st: ast.stmt, where: str) -> None:
+        """What a statement that reads from outside may change besides what it binds: the
+        receiver of a method it calls (``T.append(E4(1))``), what it hands a function other than
+        a builtin that only reads (``fill(T, E4)``, ``setattr(np, ...)``), the globals a function
+        of the notebook's changes when it is called; never a name bound to a constant (printing
+        ``448.0`` beside ml_dtypes' value leaves it 448.0)."""
+        module = self.why(st)
+        if module is None:
+            return
+        names: set[str] = set()
+        for n in ast.walk(st):
+            if not isinstance(n, ast.Call):
+                continue
+            if isinstance(n.func, ast.Attribute):
+                root = n.func.value
+                while isinstance(root, (ast.Attribute, ast.Subscript)):
+                    root = root.value
+                if isinstance(root, ast.Name):
+                    names.add(root.id)
+            if isinstance(n.func, ast.Name) and n.func.id in self.touches:
+                names |= self.touches[n.func.id]
+                for g in self.rebinds.get(n.func.id, ()):  # a constant rebound by the function
+                    self.bind(g, where, module, False)
+            if not (isinstance(n.func, ast.Name) and n.func.id in _READING_BUILTINS):
+                names |= {a.id for a in [*n.args, *(k.value for k in n.keywords)] if isinstance(a, ast.Name)}
+            if isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr") and n.args:
+                first = n.args[0]  # setattr(np, "T4", ...): a module's names changed
+                if isinstance(first, ast.Name) and first.id in self.modules:
+                    self.bind(first.id, where, module, False)
+        for name in names - self.constant:
+            if name in self.assigned:
+                self.bind(name, where, module, False)
+
     def stores(self, st: ast.stmt, where: str) -> None:
         """Every name a statement that reads from outside binds on the way (``(x := ...)``),
         and every name it binds at all, for the ``*`` rule."""
@@ -172,6 +233,31 @@ class _Reader:
                 self.bound.add(n.id)
                 if module is not None:
                     self.found[n.id] = (where, module)
+
+    def is_constant(self, node: ast.AST | None) -> bool:
+        """Whether ``node`` is a constant: literals, names bound to constants, and arithmetic,
+        comparisons, tuples and calls of ``float``/``int``/``math`` functions of them."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Name):
+            return node.id in self.constant
+        if isinstance(node, ast.UnaryOp):
+            return self.is_constant(node.operand)
+        if isinstance(node, ast.BinOp):
+            return self.is_constant(node.left) and self.is_constant(node.right)
+        if isinstance(node, (ast.BoolOp, ast.Tuple)):
+            return all(self.is_constant(v) for v in (node.values if isinstance(node, ast.BoolOp) else node.elts))
+        if isinstance(node, ast.Compare):
+            return all(self.is_constant(v) for v in [node.left, *node.comparators])
+        if isinstance(node, ast.Call) and not node.keywords:
+            f = node.func
+            pure = (isinstance(f, ast.Name) and f.id in ("float", "int", "abs", "round", "pow")) or (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and self.modules.get(f.value.id) == "math"
+            )
+            return pure and all(self.is_constant(a) for a in node.args)
+        return False
 
     def definition(self, st: ast.stmt) -> str | None:
         """The module outside the tools that a def or class statement reads as it runs: its
@@ -192,6 +278,17 @@ class _Reader:
     def assignment(self, st: ast.stmt, where: str, top: bool) -> None:
         targets = st.targets if isinstance(st, ast.Assign) else [st.target]
         module = self.why(st.value)
+        constant = isinstance(st, (ast.Assign, ast.AnnAssign)) and self.is_constant(st.value)
+        for target in targets:
+            if isinstance(target, ast.Name):
+                if constant and module is None:
+                    self.constant.add(target.id)
+                else:
+                    self.constant.discard(target.id)
+            elif isinstance(target, ast.Subscript) and _is_globals(target.value):
+                key = _constant_str(target.slice)  # globals()["T4"] = ...
+                if key is not None and module is not None:
+                    self.bind(key, where, module, False)
         if isinstance(st, ast.AugAssign) and module is None:
             return
         for target in targets:
@@ -225,6 +322,64 @@ def outside_names(
         for st in tree.body:
             reader.statement(st, label(index), True)
     return {name: f"{module}, in {where}" for name, (where, module) in reader.found.items()}
+
+
+#: Builtins that read what they are given and change nothing.
+_READING_BUILTINS = frozenset(
+    "print repr str format len isinstance issubclass type id abs min max sorted sum any all float int "
+    "bool complex round hash divmod pow list tuple set frozenset dict range enumerate zip iter".split()
+)
+
+
+def _changed_in(node: ast.AST) -> set[str]:
+    """The names whose objects code changes in place: the object under an attribute or item it
+    assigns (``T[0] = ...``), the receiver of a method it calls (``T.append(...)``)."""
+    out = set()
+    for n in ast.walk(node):
+        target = None
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            target = n.value
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            target = n.func.value
+        while isinstance(target, (ast.Attribute, ast.Subscript)):
+            target = target.value
+        if isinstance(target, ast.Name):
+            out.add(target.id)
+    return out
+
+
+def _constant_str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _is_globals(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars")
+
+
+def _imports_by_name(call: ast.Call) -> str | None:
+    """The module ``__import__("m")`` or ``importlib.import_module("m")`` names."""
+    func = call.func
+    named = (isinstance(func, ast.Name) and func.id == "__import__") or (
+        isinstance(func, ast.Attribute) and func.attr == "import_module"
+    )
+    return _constant_str(call.args[0]) if named and call.args else None
+
+
+def code_in_text(node: ast.AST) -> list[str]:
+    """The code a call runs from text: a cell magic's cell and a line magic's line (IPython's
+    ``get_ipython().run_cell_magic("time", "", "x = 1")``), an ``exec`` of a constant string."""
+    texts = []
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Call):
+            continue
+        name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+        if name == "run_cell_magic" and len(n.args) >= 3:
+            texts += [t for t in (_constant_str(n.args[1]), _constant_str(n.args[2])) if t]
+        elif name == "run_line_magic" and len(n.args) >= 2 and _constant_str(n.args[1]):
+            texts.append(_constant_str(n.args[1]))
+        elif name in ("exec", "eval") and n.args and _constant_str(n.args[0]):
+            texts.append(_constant_str(n.args[0]))
+    return texts
 
 
 def _type_named(text: str) -> str | None:

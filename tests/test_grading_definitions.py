@@ -301,3 +301,15 @@ def test_generic_and_abstract_bases_are_kept():
     defs = definitions_of([(0, src)], [False])
     left = {first: why for _, first, _, why in defs.left_out}
     assert list(left) == ["class Odd(typing.Generic[make()]):", "class Io(io.IOBase):"], left
+
+
+def test_what_a_left_out_statement_changes():
+    """A module's function called as a statement changes nothing of the module's name; a magic's
+    cell binds what its code binds."""
+    cells = [
+        (0, "import numpy as np\nT = []\n"),
+        (1, "np.testing.assert_equal(1, 1)\nT.append(3)\n"),
+        (2, "%%time\nE4_TOP = 448.0\n"),
+    ]
+    defs = definitions_of(cells, [False] * 3)
+    assert [sorted(names) for _, _, names, _ in defs.left_out] == [[], ["T"], ["E4_TOP"]]

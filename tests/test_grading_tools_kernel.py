@@ -257,12 +257,30 @@ def test_the_tools_kernel_stops_what_the_watch_lets_through(tmp_path, monkeypatc
     assert rows["cheat.ipynb"]["ex06.fp8_choice"] == "3" and rows["honest.ipynb"]["total"] == "17"
 
 
+#: The limits as a default argument computed with ml_dtypes: the def fails in the tools kernel,
+#: and the grader says why in the check cell's words (the notebook itself ran: status graded).
+AS_DEFAULT = """
+import ml_dtypes
+TOPS = (float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max), 57344.0)
+"""
+
+
 @pytest.mark.sandbox
 def test_a_value_made_outside_the_tools_is_refused_by_the_grader(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     _ex06_notebook(subs, "outside.ipynb", FROM_OUTSIDE, replace_fp8_choice=False)
+    nb = nbformat.read(subs / "outside.ipynb", as_version=4)
+    i = next(k for k, c in enumerate(nb.cells) if c.cell_type == "code" and "def fp8_choice" in c.source)
+    src = nb.cells[i].source.replace("def fp8_choice(x: np.ndarray, amax: float)", "def fp8_choice(x, amax, tops=TOPS)")
+    nb.cells[i].source = src.replace("E4_TOP, False", "tops[0], False").replace("E5_TOP, True", "tops[1], True")
+    nb.cells[i - 1].source = AS_DEFAULT
+    assert "tops=TOPS" in nb.cells[i].source
+    nbformat.write(nb, subs / "default.ipynb")
     rows = _grade(subs, "g")
+    row = rows["default.ipynb"]
+    assert row["ex06.fp8_choice"] == "0" and row["total"] == "14" and row["status"] == "graded", row
+    assert "fp8_choice (its statement reads ml_dtypes, in cell" in row["detail"]
     row = rows["outside.ipynb"]
     assert row["ex06.fp8_choice"] == "0" and row["total"] == "14", row["detail"]
     assert (

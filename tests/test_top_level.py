@@ -152,3 +152,73 @@ def test_values_reached_without_naming_the_module():
         "G = g()\nH = (W := np.dtype('bfloat16'))\nK = [(Y := 2.0) for _ in range(1)]\nF64 = np.dtype('float64')\n",
     )
     assert {"TIE", "G", "H", "W"} <= set(found) and not {"K", "Y", "F64", "g"} & set(found)
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "print(E4_TOP, float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max))\n",
+        "np.testing.assert_equal(E4_TOP, float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max))\n",
+        "E4_TOP == ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max, E5_TOP\n",
+        "assert E4_TOP == ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max\n",
+    ],
+)
+def test_a_constant_read_beside_an_outside_module_stays_clear(cell):
+    """Printing or comparing 448.0 with ml_dtypes' value leaves it 448.0."""
+    consts = "E4_TOP = 448.0\nE5_TOP = math.ldexp(1.75, 15)\nE4_TINY = 2.0**-9\n"
+    assert not {"E4_TOP", "E5_TOP"} & set(made(IMPORTS, consts, cell))
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        ("T = []\n", "T.append(ml_dtypes.float8_e4m3fn(464.0) > 448)\n"),
+        ("T = []\ndef fill():\n    T.extend([float(ml_dtypes.float8_e4m3fn(464.0))])\n", "fill()\n"),
+        (
+            "R = {}\ndef grab(fn):\n    R['t'] = fn()\n    return fn\n",
+            "@grab\ndef probe():\n    return ml_dtypes.float8_e4m3fn(464.0) > 448\nT = R['t']\n",
+        ),
+        ("get_ipython().run_cell_magic('time', '', 'T = float(ml_dtypes.float8_e4m3fn(464.0))\\n')\n",),
+        ("get_ipython().run_line_magic('time', 'T = float(ml_dtypes.float8_e4m3fn(464.0))')\n",),
+        ("exec('T = float(ml_dtypes.float8_e4m3fn(464.0))')\n",),
+        ("globals()['T'] = float(ml_dtypes.float8_e4m3fn(464.0))\n",),
+        ("md = __import__('ml_dtypes')\nT = md.float8_e4m3fn(464.0)\n",),
+        ("import sys\nT = sys.modules['ml_dtypes'].float8_e4m3fn(464.0)\n",),
+        ("setattr(np, 'T', float(ml_dtypes.float8_e4m3fn(464.0)))\nT = 1.0\n",),
+    ],
+)
+def test_values_set_where_the_grader_does_not_run_them(cells):
+    """A helper that fills a global, a decorator that runs the function it is given, a magic's
+    cell, an exec'd string, a store through globals(), a module by its name, a module's names
+    changed: each value, or the module, is named (the check refuses it as the grader does)."""
+    found = made(IMPORTS, *cells)
+    assert "T" in found or "np" in found, found
+
+
+def test_the_course_formats_fields_are_chapter_07s_tools():
+    """A dataclass's fields without defaults are its instances' attributes: FloatFormat.man_bits
+    and exp_bits are names of a tool (nbhelpers.formats) for chapter 07."""
+    from nbhelpers.call_watch import tools_audit
+    from nbhelpers.formats import get_format
+
+    def bits(name):
+        f = get_format(name)
+        return f.man_bits + f.exp_bits + f.bias + f.emin + f.bits
+
+    assert tools_audit(bits, ch07.TOOLS) == []
+
+
+def test_calling_a_function_beside_an_outside_module_changes_only_what_it_changes():
+    """A cell that measures fp8_choice against ml_dtypes reads the limits fp8_choice reads; it
+    changes none of them (a function changes a global by a method call, an item or attribute
+    it assigns, or a global statement)."""
+    found = made(
+        IMPORTS,
+        "E4_TOP = float(np.float32(448.0))\nT = []\nCOUNT = 0\n"
+        "def fp8_choice(x):\n    return x < E4_TOP\n"
+        "def note(x):\n    T.append(x)\n"
+        "def bump():\n    global COUNT\n    COUNT += 1\n",
+        "print(fp8_choice(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max))\n",
+        "note(ml_dtypes.float8_e4m3fn(1.0))\nbump(ml_dtypes.bfloat16(1.0))\n",
+    )
+    assert "E4_TOP" not in found and {"T", "COUNT"} <= set(found)

@@ -44,6 +44,7 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
+from ..top_level import code_in_text
 from .submissions import PARSE_LOCK
 
 __all__ = [
@@ -337,10 +338,12 @@ def names_bound_locally(tree: ast.AST) -> frozenset[str]:
     return frozenset(out - declared)
 
 
-def names_set(st: ast.stmt) -> frozenset[str]:
+def names_set(st: ast.stmt, modules: frozenset[str] = frozenset()) -> frozenset[str]:
     """The names a statement binds or may change: assignment targets (and the name under an
     attribute or an item assigned), loop and ``with`` variables, what a ``def``, ``class`` or
-    import binds, and the object of a method called as a statement (``TABLE.append(x)``)."""
+    import binds, and the object of a method called as a statement (``TABLE.append(x)``), unless
+    it is one of ``modules``, names an import bound to a module (``np.testing.assert_equal(...)``
+    changes nothing of ``np``)."""
     out = set()
     for node in ast.walk(st):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
@@ -349,7 +352,11 @@ def names_set(st: ast.stmt) -> frozenset[str]:
             out |= _root(node.value)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             if isinstance(node.value.func, ast.Attribute):
-                out |= _root(node.value.func.value)
+                out |= _root(node.value.func.value) - modules
+            for text in code_in_text(node.value):  # a magic's cell (%%time), an exec'd string
+                inner = parse(text)
+                for sub in inner.body if inner is not None else []:
+                    out |= names_set(sub, modules)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -390,6 +397,11 @@ class _Scope:
     def __init__(self, parent: _Scope | None = None) -> None:
         self.names: dict[str, tuple[str, str]] = {}
         self.parent = parent
+
+    def all(self) -> dict[str, tuple[str, str]]:
+        """Every name bound so far, the innermost binding of each."""
+        outer = self.parent.all() if self.parent is not None else {}
+        return {**outer, **self.names}
 
     def get(self, name: str) -> tuple[str, str] | None:
         if name in self.names:
@@ -723,7 +735,8 @@ def definitions_of(cells: list[tuple[int, str]], check_flags: list[bool]) -> Def
             for st, why in zip(group, whys):
                 first = lines[st.lineno - 1].strip() if st.lineno <= len(lines) else ""
                 why = why or "it shares a line with a statement left out"
-                out.left_out.append((index, first[:60], names_set(st), why))
+                modules = frozenset(n for n, (kind, _) in scope.all().items() if kind == "module")
+                out.left_out.append((index, first[:60], names_set(st, modules), why))
         if kept_lines:
             text = "\n".join(line if n in kept_lines else "" for n, line in enumerate(lines, start=1))
             out.cells.append([index, text + "\n"])

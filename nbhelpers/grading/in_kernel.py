@@ -59,7 +59,7 @@ if not isinstance(getattr(ml_dtypes, "bfloat16", None), type):  # a tools kernel
     ml_dtypes = None
 
 # Sent into the kernel, this line becomes nbhelpers.call_watch's source (worker.kernel_source).
-from ..call_watch import CallWatch, in_profile_hook
+from ..call_watch import READ_FINDINGS, CallWatch, in_profile_hook
 
 LIMITS = {
     "max_depth": 40,  # nesting of tuples, lists, dicts
@@ -847,9 +847,13 @@ def _run_exercise(
     ``outside``: the notebook's top-level names made with modules outside the exercise's tools
     (:func:`nbhelpers.top_level.outside_names`, read by the grader from the notebook)."""
     fn, about = graded
-    if fn is None:
-        return {"id": ex["id"], **about}
     outside = outside if isinstance(outside, dict) else None
+    if fn is None:
+        name = ex.get("name")
+        if about.get("missing") and outside and name in outside:  # its def read a value it may not
+            said = f"{READ_FINDINGS[1]} ({name} (its statement reads {outside[name]}))"
+            return {"id": ex["id"], "missing": True, "watch": [said]}
+        return {"id": ex["id"], **about}
     watch = CallWatch(ex.get("forbidden", ()), ex.get("allowed", ()), ex.get("tools"), outside)
     watch.audit(fn)
     results, size = _call_cases(fn, ex["cases"], budget, alarm, max_bytes, watch, ex.get("returned_args", ()))

@@ -38,12 +38,20 @@ from ..checks import (
 from ..exercise_types import AfterCall, Exercise
 from ..report_text import describe_exception, truncate
 from ..top_level import outside_names, outside_of
-from .definitions import Definitions, definitions_of, names_bound_locally, names_read, parse, program_cell
+from .definitions import (
+    MAX_DEFINITIONS_PARSE_CHARS,
+    Definitions,
+    definitions_of,
+    names_bound_locally,
+    names_read,
+    parse,
+    program_cell,
+)
 from .in_kernel import LIMITS, WALL_FACTOR, DecodeBudget, decode, encode
 from .jobs import Event, Job, Running, raw_lines
 from .options import MAX_OUTPUT_LINE_BYTES, GradeOptions, Status
 from .sandbox import course_package_dir
-from .submissions import Submission, check_cells, detect_chapter
+from .submissions import PARSE_LOCK, Submission, check_cells, detect_chapter
 from .tools_view import tools_view
 from .untrusted import safe_data, safe_name
 
@@ -294,6 +302,11 @@ def judge(
     if rec is None:
         return _unscored(p, *missing_reason)
     if rec.get("missing") is True:
+        seen = rec.get("watch")  # its def read a value its tools leave out: the check's words
+        if ex.forbidden and isinstance(seen, list) and seen and all(isinstance(s, str) for s in seen):
+            verdict = forbidden_verdict(ex, len(p.cases), [safe_name(s)[:200] for s in seen[:10]])
+            if verdict is not None:
+                return verdict
         return _unscored(p, CheckStatus.MISSING, f"the notebook does not define {ex.name}")
     if "not_callable" in rec:
         # the same words as checks.run_check
@@ -431,6 +444,8 @@ def event_text(e: dict, full: bool = False) -> str:
     where = f"cell {e.get('cell')} ({e.get('line', '')})" if e.get("cell") else ""
     kind = e.get("event")
     text = _event_words(e, where, kind, full)
+    if text and e.get("tools") is True:
+        return "in the kernel that holds only its functions' tools (where they are graded), " + text
     if text and e.get("definitions") is True:
         return "in the program of its definitions (where the functions are graded), " + text
     return text
@@ -479,7 +494,10 @@ def status_of(events: list[dict], total_timeout: bool, worker_failed: bool, resu
         return Status.KERNEL_DIED  # a kernel that died once and not on its retry is not the student's doing
     if Event.CELL_TIMEOUT in kinds or any(r.status == CheckStatus.TIMEOUT for r in results.values()):
         return Status.TIMEOUT
-    if kinds & {Event.CELL_ERROR, Event.GRADING_ERROR}:
+    # a statement that fails only where a module is missing (a tools kernel's) is the graded
+    # function's to answer for, in its detail: the notebook itself ran
+    errors = [e for e in events if e.get("event") == Event.CELL_ERROR and e.get("tools") is not True]
+    if errors or Event.GRADING_ERROR in kinds:
         return Status.CELL_ERROR
     if any(r.status == CheckStatus.ERROR for r in results.values()):
         return Status.GRADER_ERROR
@@ -787,12 +805,19 @@ def names_made_outside(plan: ChapterPlan, cells: list[tuple[int, str]]) -> dict[
     check cells left out): its watch refuses a function that reads one, as the check cell does."""
     out: dict[str, dict[str, str]] = {}
     by_tools: dict[tuple, dict[str, str]] = {}
+    read, budget = [], MAX_DEFINITIONS_PARSE_CHARS  # as much as the program is read from
+    for index, src in cells:
+        if len(src) > budget:
+            break
+        budget -= len(src)
+        read.append((index, src))
     for p in plan.exercises:
         tools = p.exercise.tools
         if tools is None:
             continue
         if tuple(tools) not in by_tools:
-            by_tools[tuple(tools)] = outside_names(cells, outside_of(tools))
+            with PARSE_LOCK:  # ast.parse is not thread-safe (see submissions.PARSE_LOCK)
+                by_tools[tuple(tools)] = outside_names(read, outside_of(tools))
         if by_tools[tuple(tools)]:
             out[p.exercise.id] = by_tools[tuple(tools)]
     return out

@@ -75,7 +75,7 @@ PARENT_CHECK_S = 0.5
 
 #: The one line of in_kernel that imports from the course's package; the kernel gets the module's
 #: source in its place.
-WATCH_IMPORT = "from ..call_watch import CallWatch, in_profile_hook\n"
+WATCH_IMPORT = "from ..call_watch import READ_FINDINGS, CallWatch, in_profile_hook\n"
 
 
 def kernel_source() -> str:
@@ -422,7 +422,9 @@ class _Worker:
 
     def _phase(self) -> dict:
         """What an event of the clean kernel carries, to tell it from the notebook's."""
-        return {"definitions": True} if self.clean else {}
+        if not self.clean:
+            return {}
+        return {"definitions": True, "tools": True} if self.view is not None else {"definitions": True}
 
     def _kernel_manager(self, channel: Path, cgroup: SubmissionCgroup | None) -> AsyncKernelManager:
         """A kernel manager whose kernel starts under the limits (in the sandbox, unless the job
