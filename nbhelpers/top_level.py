@@ -49,9 +49,6 @@ class _Reader:
         self.bound: set[str] = set()  # every name a statement read so far binds
         self.star: str | None = None  # a module outside the tools imported with *
         self.calls: dict[str, str] = {}  # a function whose body reads from outside -> the module
-        self.touches: dict[str, set[str]] = {}  # a function -> the globals its body may change
-        self.rebinds: dict[str, set[str]] = {}  # a function -> the globals it declares global
-        self.constant: set[str] = set()  # names whose last top-level binding is a constant
 
     def why(self, node: ast.AST | None) -> str | None:
         """The module outside the tools that ``node`` reads, if any: through a name from it, a
@@ -60,16 +57,10 @@ class _Reader:
         string that numpy reads as one's type (``np.dtype("float8_e4m3fn")``)."""
         if node is None:
             return None
-        local: set[str] = set()  # what the node binds itself (a comprehension's, a function's names)
-        if self.star is not None:
-            for n in ast.walk(node):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                    local.add(n.id)
-                elif isinstance(n, ast.arg):
-                    local.add(n.arg)
+        local = _scoped(node)  # a function's, a lambda's, a comprehension's own names
         for n in ast.walk(node):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                if n.id in self.found:
+                if n.id in self.found and n.id not in local:
                     return self.found[n.id][1]
                 unknown = n.id not in self.bound and n.id not in local and not hasattr(builtins, n.id)
                 if self.star is not None and unknown:
@@ -148,13 +139,12 @@ class _Reader:
         elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self.assignment(st, where, top)
             self.stores(st, where)
-            self.changes(st, where)
         elif isinstance(st, ast.Expr):
             for text in code_in_text(st.value):  # a magic's cell, an exec'd string: read as code
                 tree = _parse(text)
                 for inner in tree.body if tree is not None else []:
                     self.statement(inner, where, False)
-            self.changes(st, where)
+            self.namespace_stores(st.value, where)
             self.stores(st, where)
         else:  # if, for, while, with, try: what their headers bind; their bodies
             heads = [getattr(st, f, None) for f in ("iter", "test")]
@@ -172,15 +162,7 @@ class _Reader:
                     self.statement(inner, where, False)
 
     def definition_statement(self, st: ast.stmt, where: str) -> None:
-        module = self.definition(st)
-        for d in st.decorator_list:  # a decorator of the notebook's runs the function it is given
-            name = d.func.id if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) else getattr(d, "id", None)
-            body = None if isinstance(st, ast.ClassDef) else self.why(st)
-            if name in self.touches and body is not None:
-                for t in self.touches[name]:
-                    self.bind(t, where, body, False)
-        self.bind(st.name, where, module, True)
-        self.constant.discard(st.name)
+        self.bind(st.name, where, self.definition(st), True)
         if isinstance(st, ast.ClassDef):
             return
         body = self.why(st)
@@ -188,76 +170,31 @@ class _Reader:
             self.calls[st.name] = body
         else:
             self.calls.pop(st.name, None)
-        self.touches[st.name] = _changed_in(st) & self.assigned
-        self.rebinds[st.name] = {g for n in ast.walk(st) if isinstance(n, ast.Global) for g in n.names}
-
-    def changes(self, st: ast.stmt, where: str) -> None:
-        """What a statement that reads from outside may change besides what it binds: the
-        receiver of a method it calls (``T.append(E4(1))``), what it hands a function other than
-        a builtin that only reads (``fill(T, E4)``, ``setattr(np, ...)``), the globals a function
-        of the notebook's changes when it is called; never a name bound to a constant (printing
-        ``448.0`` beside ml_dtypes' value leaves it 448.0)."""
-        module = self.why(st)
-        if module is None:
-            return
-        names: set[str] = set()
-        for n in ast.walk(st):
-            if not isinstance(n, ast.Call):
-                continue
-            if isinstance(n.func, ast.Attribute):
-                root = n.func.value
-                while isinstance(root, (ast.Attribute, ast.Subscript)):
-                    root = root.value
-                if isinstance(root, ast.Name):
-                    names.add(root.id)
-            if isinstance(n.func, ast.Name) and n.func.id in self.touches:
-                names |= self.touches[n.func.id]
-                for g in self.rebinds.get(n.func.id, ()):  # a constant rebound by the function
-                    self.bind(g, where, module, False)
-            if not (isinstance(n.func, ast.Name) and n.func.id in _READING_BUILTINS):
-                names |= {a.id for a in [*n.args, *(k.value for k in n.keywords)] if isinstance(a, ast.Name)}
-            if isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr") and n.args:
-                first = n.args[0]  # setattr(np, "T4", ...): a module's names changed
-                if isinstance(first, ast.Name) and first.id in self.modules:
-                    self.bind(first.id, where, module, False)
-        for name in names - self.constant:
-            if name in self.assigned:
-                self.bind(name, where, module, False)
 
     def stores(self, st: ast.stmt, where: str) -> None:
-        """Every name a statement that reads from outside binds on the way (``(x := ...)``),
-        and every name it binds at all, for the ``*`` rule."""
-        module = self.why(st)
+        """What a statement binds on the way (``(x := ...)``), from outside when its value
+        reads from outside; every name it binds at all, for the ``*`` rule."""
+        local = _scoped(st)
         for n in ast.walk(st):
+            if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name) and n.target.id not in local:
+                module = self.why(n.value)
+                if module is not None:
+                    self.found[n.target.id] = (where, module)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 self.bound.add(n.id)
-                if module is not None:
-                    self.found[n.id] = (where, module)
 
-    def is_constant(self, node: ast.AST | None) -> bool:
-        """Whether ``node`` is a constant: literals, names bound to constants, and arithmetic,
-        comparisons, tuples and calls of ``float``/``int``/``math`` functions of them."""
-        if isinstance(node, ast.Constant):
-            return True
-        if isinstance(node, ast.Name):
-            return node.id in self.constant
-        if isinstance(node, ast.UnaryOp):
-            return self.is_constant(node.operand)
-        if isinstance(node, ast.BinOp):
-            return self.is_constant(node.left) and self.is_constant(node.right)
-        if isinstance(node, (ast.BoolOp, ast.Tuple)):
-            return all(self.is_constant(v) for v in (node.values if isinstance(node, ast.BoolOp) else node.elts))
-        if isinstance(node, ast.Compare):
-            return all(self.is_constant(v) for v in [node.left, *node.comparators])
-        if isinstance(node, ast.Call) and not node.keywords:
-            f = node.func
-            pure = (isinstance(f, ast.Name) and f.id in ("float", "int", "abs", "round", "pow")) or (
-                isinstance(f, ast.Attribute)
-                and isinstance(f.value, ast.Name)
-                and self.modules.get(f.value.id) == "math"
-            )
-            return pure and all(self.is_constant(a) for a in node.args)
-        return False
+    def namespace_stores(self, value: ast.expr, where: str) -> None:
+        """Names an expression binds through the namespace itself: ``globals().update(T=...)``,
+        ``globals().__setitem__("T", ...)``, ``globals().setdefault("T", ...)``."""
+        for n in ast.walk(value):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _is_globals(n.func.value)):
+                continue
+            if n.func.attr == "update":
+                for k in n.keywords:
+                    if k.arg is not None:
+                        self.bind(k.arg, where, self.why(k.value), False)
+            elif n.func.attr in ("__setitem__", "setdefault") and len(n.args) >= 2 and _constant_str(n.args[0]):
+                self.bind(_constant_str(n.args[0]), where, self.why(n.args[1]), False)
 
     def definition(self, st: ast.stmt) -> str | None:
         """The module outside the tools that a def or class statement reads as it runs: its
@@ -277,28 +214,35 @@ class _Reader:
 
     def assignment(self, st: ast.stmt, where: str, top: bool) -> None:
         targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-        module = self.why(st.value)
-        constant = isinstance(st, (ast.Assign, ast.AnnAssign)) and self.is_constant(st.value)
+        value = st.value
+        module = self.why(value)
+        rest = []
         for target in targets:
-            if isinstance(target, ast.Name):
-                if constant and module is None:
-                    self.constant.add(target.id)
-                else:
-                    self.constant.discard(target.id)
+            pairs = isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+            if (
+                pairs
+                and len(target.elts) == len(value.elts)
+                and not any(isinstance(e, ast.Starred) for e in target.elts)
+            ):
+                for t, v in zip(target.elts, value.elts):  # a, b = 448.0, ml_dtypes...: each its own
+                    self.assignment(ast.Assign(targets=[t], value=v), where, top)
             elif isinstance(target, ast.Subscript) and _is_globals(target.value):
                 key = _constant_str(target.slice)  # globals()["T4"] = ...
-                if key is not None and module is not None:
+                if key is not None:
                     self.bind(key, where, module, False)
+            else:
+                rest.append(target)
         if isinstance(st, ast.AugAssign) and module is None:
             return
-        for target in targets:
+        clear = top and isinstance(st, (ast.Assign, ast.AnnAssign))
+        for target in rest:
             whole = isinstance(target, (ast.Name, ast.Tuple, ast.List, ast.Starred))
             for n in ast.walk(target):
                 if isinstance(n, ast.Name):
                     if whole:
                         self.assigned.add(n.id)
                     # T[0] = ..., obj.x = ...: changes T or obj, never clears it
-                    self.bind(n.id, where, module, top and whole and isinstance(st, (ast.Assign, ast.AnnAssign)))
+                    self.bind(n.id, where, module, clear and whole)
 
 
 def outside_names(
@@ -324,27 +268,25 @@ def outside_names(
     return {name: f"{module}, in {where}" for name, (where, module) in reader.found.items()}
 
 
-#: Builtins that read what they are given and change nothing.
-_READING_BUILTINS = frozenset(
-    "print repr str format len isinstance issubclass type id abs min max sorted sum any all float int "
-    "bool complex round hash divmod pow list tuple set frozenset dict range enumerate zip iter".split()
-)
-
-
-def _changed_in(node: ast.AST) -> set[str]:
-    """The names whose objects code changes in place: the object under an attribute or item it
-    assigns (``T[0] = ...``), the receiver of a method it calls (``T.append(...)``)."""
-    out = set()
+def _scoped(node: ast.AST) -> set[str]:
+    """The names bound inside the functions, lambdas and comprehensions within ``node`` (their
+    parameters, what their bodies bind and import, a comprehension's variables): a load of one
+    there is of that scope's own name, not of the notebook's global."""
+    out: set[str] = set()
     for n in ast.walk(node):
-        target = None
-        if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            target = n.value
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-            target = n.func.value
-        while isinstance(target, (ast.Attribute, ast.Subscript)):
-            target = target.value
-        if isinstance(target, ast.Name):
-            out.add(target.id)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = n.args
+            out |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x is not None}
+            declared = {g for m in ast.walk(n) if isinstance(m, (ast.Global, ast.Nonlocal)) for g in m.names}
+            for b in n.body if isinstance(n.body, list) else [n.body]:
+                for m in ast.walk(b):
+                    if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store) and m.id not in declared:
+                        out.add(m.id)
+                    elif isinstance(m, (ast.Import, ast.ImportFrom)):
+                        out |= {(x.asname or x.name).split(".")[0] for x in m.names}
+        elif isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            for g in n.generators:
+                out |= {m.id for m in ast.walk(g.target) if isinstance(m, ast.Name)}
     return out
 
 
@@ -353,7 +295,9 @@ def _constant_str(node: ast.AST | None) -> str | None:
 
 
 def _is_globals(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars")
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars", "locals")
+    )
 
 
 def _imports_by_name(call: ast.Call) -> str | None:
