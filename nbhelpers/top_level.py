@@ -57,12 +57,13 @@ class _Reader:
         string that numpy reads as one's type (``np.dtype("float8_e4m3fn")``)."""
         if node is None:
             return None
-        local = _scoped(node)  # a function's, a lambda's, a comprehension's own names
-        for n in ast.walk(node):
+        for n, local in _visible(node, frozenset()):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                if n.id in self.found and n.id not in local:
+                if n.id in local:  # a function's, a lambda's, a comprehension's own name
+                    continue
+                if n.id in self.found:
                     return self.found[n.id][1]
-                unknown = n.id not in self.bound and n.id not in local and not hasattr(builtins, n.id)
+                unknown = n.id not in self.bound and not hasattr(builtins, n.id)
                 if self.star is not None and unknown:
                     return self.star
             elif isinstance(n, ast.Attribute):
@@ -89,10 +90,11 @@ class _Reader:
                 module = next((m for m in names if self.outside(m)), None)
                 if module is not None:
                     return module
-            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
-                module = _type_named(n.value)
-                if module is not None and self.outside(module):
-                    return module
+            if isinstance(n, ast.Call):  # a dtype numpy finds by its name: np.dtype("float8_e4m3fn")
+                for text in _dtype_names(n):
+                    module = _type_named(text)
+                    if module is not None and self.outside(module):
+                        return module
         return None
 
     def dotted(self, node: ast.Attribute) -> str | None:
@@ -174,8 +176,7 @@ class _Reader:
     def stores(self, st: ast.stmt, where: str) -> None:
         """What a statement binds on the way (``(x := ...)``), from outside when its value
         reads from outside; every name it binds at all, for the ``*`` rule."""
-        local = _scoped(st)
-        for n in ast.walk(st):
+        for n, local in _visible(st, frozenset()):
             if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name) and n.target.id not in local:
                 module = self.why(n.value)
                 if module is not None:
@@ -268,26 +269,61 @@ def outside_names(
     return {name: f"{module}, in {where}" for name, (where, module) in reader.found.items()}
 
 
-def _scoped(node: ast.AST) -> set[str]:
-    """The names bound inside the functions, lambdas and comprehensions within ``node`` (their
-    parameters, what their bodies bind and import, a comprehension's variables): a load of one
-    there is of that scope's own name, not of the notebook's global."""
-    out: set[str] = set()
-    for n in ast.walk(node):
+def _bound_in(body: list[ast.AST]) -> set[str]:
+    """What a function's body binds for itself (not what it declares global or nonlocal)."""
+    declared = {g for b in body for m in ast.walk(b) if isinstance(m, (ast.Global, ast.Nonlocal)) for g in m.names}
+    out = set()
+    for b in body:
+        for m in ast.walk(b):
+            if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store) and m.id not in declared:
+                out.add(m.id)
+            elif isinstance(m, (ast.Import, ast.ImportFrom)):
+                out |= {(x.asname or x.name).split(".")[0] for x in m.names}
+    return out
+
+
+def _visible(node: ast.AST, local: frozenset[str]) -> list[tuple[ast.AST, frozenset[str]]]:
+    """Every node under ``node`` with the names its scope binds for itself: a function's or a
+    lambda's parameters and what its body binds hold in the body, not in its defaults or
+    decorators; a comprehension's variables hold past its first iterator, which the enclosing
+    scope evaluates."""
+    out: list[tuple[ast.AST, frozenset[str]]] = []
+    todo: list[tuple[ast.AST, frozenset[str]]] = [(node, local)]
+    while todo:
+        n, here = todo.pop()
+        out.append((n, here))
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             a = n.args
-            out |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x is not None}
-            declared = {g for m in ast.walk(n) if isinstance(m, (ast.Global, ast.Nonlocal)) for g in m.names}
-            for b in n.body if isinstance(n.body, list) else [n.body]:
-                for m in ast.walk(b):
-                    if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store) and m.id not in declared:
-                        out.add(m.id)
-                    elif isinstance(m, (ast.Import, ast.ImportFrom)):
-                        out |= {(x.asname or x.name).split(".")[0] for x in m.names}
+            outer = [*a.defaults, *(d for d in a.kw_defaults if d is not None), *getattr(n, "decorator_list", [])]
+            todo += [(d, here) for d in outer]
+            params = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x is not None}
+            body = n.body if isinstance(n.body, list) else [n.body]
+            inner = frozenset(here | params | _bound_in(body))
+            todo += [(b, inner) for b in body]
         elif isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            for g in n.generators:
-                out |= {m.id for m in ast.walk(g.target) if isinstance(m, ast.Name)}
+            names = {m.id for g in n.generators for m in ast.walk(g.target) if isinstance(m, ast.Name)}
+            inner = frozenset(here | names)
+            todo.append((n.generators[0].iter, here))
+            todo += [(g.iter, inner) for g in n.generators[1:]] + [(c, inner) for g in n.generators for c in g.ifs]
+            todo += [(e, inner) for e in ([n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt])]
+        else:
+            todo += [(c, here) for c in ast.iter_child_nodes(n)]
     return out
+
+
+#: numpy functions that read a dtype from a string argument
+_DTYPE_TAKERS = frozenset("dtype astype view array asarray zeros ones full empty arange frombuffer fromiter".split())
+
+
+def _dtype_names(call: ast.Call) -> list[str]:
+    """The strings a call hands numpy as a dtype: any argument of ``np.dtype(...)``,
+    ``x.astype(...)``, ``x.view(...)`` or a numpy constructor, and a ``dtype=`` keyword."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    given = [k.value for k in call.keywords if k.arg == "dtype"]
+    if name in _DTYPE_TAKERS:
+        given += call.args
+    return [t for t in map(_constant_str, given) if t]
 
 
 def _constant_str(node: ast.AST | None) -> str | None:

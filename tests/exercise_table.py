@@ -190,6 +190,12 @@ CHAPTERS = [
                 ),
                 # the bias off by one: frexp's exponent taken for the power of two
                 ("decode_bits", "[1] - 1)", "[1])"),
+                # the power of two of largest from its integer part: 0 below 1 (bias above the default)
+                (
+                    "decode_bits",
+                    "bias = E_big - (math.frexp(largest)[1] - 1)",
+                    "bias = E_big - (int(largest).bit_length() - 1)",
+                ),
                 # the largest value below the top binade whatever the convention (e5m2fnuz's bias taken as e5m2's)
                 ("decode_bits", 'E_big = top - 1 if specials == "ieee" else top', "E_big = top - 1"),
                 # ... or in the top binade whatever the convention (IEEE's too)

@@ -240,3 +240,30 @@ def test_the_course_formats_fields_are_chapter_07s_tools():
 def test_written_out_values_stay_clear_whatever_is_done_with_them(cell):
     found = made(IMPORTS, "TOPS = [448.0, 57344.0]\nE4 = 448.0\n", cell)
     assert not {"TOPS", "E4"} & set(found)
+
+
+def test_a_dtype_name_is_a_module_s_only_where_numpy_reads_it():
+    """A written-out table that names formats by strings is the notebook's own data; a string
+    handed to numpy as a dtype (np.dtype, astype, view, dtype=) reaches ml_dtypes' type."""
+    import ml_dtypes  # noqa: F401 - registers its type names with numpy, as a notebook's import does
+
+    found = made(
+        "import numpy as np\n",
+        "FP8 = {'float8_e4m3fn': ('e4m3fn', -6, 3, 448.0), 'float8_e5m2': ('e5m2', -14, 2, 57344.0)}\n"
+        "KNOWN = {'bfloat16': (8, 7)}\nWIDE = 'bfloat16'\n"
+        "A = np.zeros(2).astype('float8_e4m3fn')\nB = np.array([1.0], dtype='bfloat16')\n"
+        "C = np.zeros(1).view('float8_e5m2')\n",
+    )
+    assert {"A", "B", "C"} <= set(found) and not {"FP8", "KNOWN", "WIDE"} & set(found)
+
+
+def test_what_an_outer_scope_evaluates_is_its_own():
+    """A lambda's defaults and a comprehension's first iterator are evaluated where they stand:
+    T there is the global T."""
+    found = made(
+        IMPORTS,
+        "T = float(ml_dtypes.float8_e4m3fn(464.0))\n"
+        "G = lambda T4=T: T4\nTT = [T for T in T]\nTL = (lambda T: T)(T)\nOWN = [T for T in range(3)]\n"
+        "H = lambda T: T + 1\n",
+    )
+    assert {"G", "TT", "TL"} <= set(found) and not {"OWN", "H"} & set(found)

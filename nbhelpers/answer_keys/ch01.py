@@ -162,6 +162,11 @@ def _decode_cases(rng: np.random.Generator) -> list[Case]:
         (0x0080, 8, 7, "fn", 0, "e8m7fn with bias 0: the smallest normal, 2"),
         (0x1F, 3, 2, "finite", -3, "e3m2fn with bias -3: the largest value"),
         (0x03, 3, 2, "finite", -1, "e3m2fn with bias -1: the largest subnormal"),
+        # a bias above the largest exponent field: every value below 1/2 (largest's integer part is 0)
+        (0x0F, 2, 2, "finite", 5, "e2m2 with bias 5: the largest value, 0.4375"),
+        (0x03, 2, 2, "finite", 5, "e2m2 with bias 5: the largest subnormal, 0.046875"),
+        (0x7E, 4, 3, "fn", 20, "e4m3fn's layout with bias 20: the largest value, 448 * 2**-13"),
+        (0x3C00, 5, 10, "ieee", 40, "fp16's layout with bias 40: its code of 1.0 is 2**-25"),
     ]
     for bits, e, m, sp, bias, label in named:
         cases.append(Case((bits, e, m, sp, sheet_largest(e, m, sp, bias)), label=label))
@@ -199,6 +204,13 @@ def _decode_cases(rng: np.random.Generator) -> list[Case]:
         else:
             bits = _code(rng, e, m)
         cases.append(Case((bits, e, m, sp, sheet_largest(e, m, sp, bias))))
+    # formats whose bias lies above the largest exponent field: every value below 1/2, so that the
+    # power of two of largest is negative (drawn after the others, which stay as they were)
+    for _ in range(24):
+        sp = DECODE_SPECIALS[int(rng.integers(len(DECODE_SPECIALS)))]
+        e, m = int(rng.integers(2, 9)), int(rng.integers(1, 11))
+        bias = 2**e + int(rng.integers(1, 2 ** (e + 1)))
+        cases.append(Case((_code(rng, e, m), e, m, sp, sheet_largest(e, m, sp, bias))))
     return cases
 
 
