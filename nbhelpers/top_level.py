@@ -74,13 +74,13 @@ class _Reader:
                 return self.calls[n.func.id]
             elif isinstance(n, ast.Call) and _imports_by_name(n) is not None and self.outside(_imports_by_name(n)):
                 return _imports_by_name(n)
-            elif isinstance(n, ast.Subscript) and _constant_str(n.slice) is not None:
-                if (
-                    isinstance(n.value, ast.Attribute)
-                    and n.value.attr == "modules"
-                    and self.outside(_constant_str(n.slice))
-                ):
-                    return _constant_str(n.slice)  # sys.modules["ml_dtypes"]
+            elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and _folded_str(n.slice):
+                key = _folded_str(n.slice)
+                if n.value.attr == "modules" and self.outside(key):
+                    return key  # sys.modules["ml_dtypes"]
+                module = _type_named(key) if n.value.attr in ("sctypeDict", "typeDict") else None
+                if module is not None and self.outside(module):
+                    return module  # np.sctypeDict["float8_e4m3fn"]
             elif isinstance(n, ast.Import):  # inside a function's body
                 module = next((a.name for a in n.names if self.outside(a.name)), None)
                 if module is not None:
@@ -165,6 +165,7 @@ class _Reader:
 
     def definition_statement(self, st: ast.stmt, where: str) -> None:
         self.bind(st.name, where, self.definition(st), True)
+        self.stores(st, where)  # a walrus in its header (an annotation, a default) binds a global
         if isinstance(st, ast.ClassDef):
             return
         body = self.why(st)
@@ -295,6 +296,9 @@ def _visible(node: ast.AST, local: frozenset[str]) -> list[tuple[ast.AST, frozen
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             a = n.args
             outer = [*a.defaults, *(d for d in a.kw_defaults if d is not None), *getattr(n, "decorator_list", [])]
+            every = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            outer += [x.annotation for x in every if x is not None and x.annotation is not None]
+            outer += [n.returns] if getattr(n, "returns", None) is not None else []  # evaluated outside
             todo += [(d, here) for d in outer]
             params = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x is not None}
             body = n.body if isinstance(n.body, list) else [n.body]
@@ -323,7 +327,15 @@ def _dtype_names(call: ast.Call) -> list[str]:
     given = [k.value for k in call.keywords if k.arg == "dtype"]
     if name in _DTYPE_TAKERS:
         given += call.args
-    return [t for t in map(_constant_str, given) if t]
+    return [t for t in map(_folded_str, given) if t]
+
+
+def _folded_str(node: ast.AST) -> str | None:
+    """A string constant, or ``+`` of such (``"float8_" + "e4m3fn"``)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _folded_str(node.left), _folded_str(node.right)
+        return left + right if left is not None and right is not None else None
+    return _constant_str(node)
 
 
 def _constant_str(node: ast.AST | None) -> str | None:

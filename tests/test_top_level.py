@@ -267,3 +267,17 @@ def test_what_an_outer_scope_evaluates_is_its_own():
         "H = lambda T: T + 1\n",
     )
     assert {"G", "TT", "TL"} <= set(found) and not {"OWN", "H"} & set(found)
+
+
+def test_annotations_and_folded_dtype_names_are_read_where_they_are_evaluated():
+    """A def's annotations are evaluated where the def stands (a walrus there binds a global);
+    a dtype name made of two strings, or looked up in numpy's table, is still ml_dtypes'."""
+    import ml_dtypes  # noqa: F401 - registers its type names with numpy, as a notebook's import does
+
+    found = made(
+        IMPORTS,
+        "def _z() -> (TT := [ml_dtypes.float8_e4m3fn(464.0) > 448]):\n    pass\n"
+        "A = np.array([464.0]).astype('float8_' + 'e4m3fn')\nF4 = np.sctypeDict['float8_e4m3fn']\n"
+        "B = np.zeros(2).astype('float' + '32')\n",
+    )
+    assert {"TT", "A", "F4"} <= set(found) and "B" not in found
